@@ -1,0 +1,1 @@
+"""Activity functions: fenced state transitions, order lookup, agent requests, status publishing."""

@@ -1,0 +1,1 @@
+"""Cosmos DB: the order database (container ``orders``) and the state store (container ``state``)."""

@@ -1,0 +1,55 @@
+"""The order database: immutable orders in the ``orders`` container, written create-or-verify."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
+
+from adapters.cosmos.errors import AlreadyExists
+from adapters.cosmos.state_store import _mapped_errors
+
+if TYPE_CHECKING:
+    from azure.cosmos import ContainerProxy
+
+_SYSTEM_FIELDS = ("_rid", "_self", "_etag", "_attachments", "_ts")
+
+
+class CreateOutcome(StrEnum):
+    CREATED = "created"
+    IDENTICAL = "identical"  # an exact duplicate: nothing written
+    CONFLICT = "conflict"  # same id, different immutable data: never overwritten
+
+
+class OrderStore(Protocol):
+    def get(self, order_id: str) -> dict[str, Any] | None: ...
+
+    def create_or_verify(self, order: dict[str, Any]) -> CreateOutcome: ...
+
+
+def strip_system_fields(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k not in _SYSTEM_FIELDS}
+
+
+class CosmosOrderStore:
+    def __init__(self, container: ContainerProxy) -> None:
+        self._c = container
+
+    def get(self, order_id: str) -> dict[str, Any] | None:
+        from azure.cosmos.exceptions import CosmosResourceNotFoundError
+
+        with _mapped_errors():
+            try:
+                return strip_system_fields(self._c.read_item(order_id, partition_key=order_id))
+            except CosmosResourceNotFoundError:
+                return None
+
+    def create_or_verify(self, order: dict[str, Any]) -> CreateOutcome:
+        try:
+            with _mapped_errors():
+                self._c.create_item(order)
+            return CreateOutcome.CREATED
+        except AlreadyExists:
+            existing = self.get(order["id"])
+            if existing is not None and existing == strip_system_fields(order):
+                return CreateOutcome.IDENTICAL
+            return CreateOutcome.CONFLICT

@@ -1,0 +1,176 @@
+"""The state store: state records in the ``state`` container, conditional replaces on ``_etag``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from adapters.cosmos.errors import AlreadyExists, ConcurrencyExhausted, EtagMismatch, StoreUnavailable
+from domain.errors import FencingLost
+from domain.records import StateRecord
+from domain.states import ProcessState
+from domain.timefmt import to_text
+
+if TYPE_CHECKING:
+    from azure.cosmos import ContainerProxy
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Page:
+    records: list[StateRecord]
+    continuation: str | None
+    request_charge: float
+
+
+class StateStore(Protocol):
+    def get(self, order_id: str) -> StateRecord | None: ...
+
+    def create(self, record: StateRecord) -> StateRecord: ...
+
+    def replace(self, record: StateRecord) -> StateRecord:
+        """Replace if ``record.etag`` is still current; raises ``EtagMismatch`` otherwise."""
+        ...
+
+    def claimable(self, now: datetime, limit: int) -> list[StateRecord]: ...
+
+    def expired_page(
+        self, state: ProcessState, now: datetime, not_before: datetime | None, page_size: int, continuation: str | None
+    ) -> Page: ...
+
+    def count(self, state: ProcessState) -> int: ...
+
+
+@contextmanager
+def _mapped_errors() -> Iterator[None]:
+    from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+    from azure.cosmos import exceptions as cx
+
+    try:
+        yield
+    except cx.CosmosAccessConditionFailedError as exc:
+        raise EtagMismatch(str(exc.message)) from exc
+    except cx.CosmosResourceExistsError as exc:
+        raise AlreadyExists(str(exc.message)) from exc
+    except cx.CosmosHttpResponseError as exc:
+        if exc.status_code in (408, 429, 449, 500, 503):
+            raise StoreUnavailable(f"Cosmos DB {exc.status_code}: {exc.message}") from exc
+        raise
+    except (ServiceRequestError, ServiceResponseError) as exc:
+        raise StoreUnavailable(f"Cosmos DB unreachable: {exc}") from exc
+
+
+class CosmosStateStore:
+    def __init__(self, container: ContainerProxy) -> None:
+        self._c = container
+
+    def _charge(self) -> float:
+        headers: dict[str, Any] = dict(self._c.client_connection.last_response_headers or {})
+        return float(headers.get("x-ms-request-charge", 0) or 0)
+
+    def get(self, order_id: str) -> StateRecord | None:
+        from azure.cosmos.exceptions import CosmosResourceNotFoundError
+
+        with _mapped_errors():
+            try:
+                doc = self._c.read_item(order_id, partition_key=order_id)
+            except CosmosResourceNotFoundError:
+                return None
+        return StateRecord.from_document(doc)
+
+    def create(self, record: StateRecord) -> StateRecord:
+        with _mapped_errors():
+            doc = self._c.create_item(record.to_document())
+        return StateRecord.from_document(doc)
+
+    def replace(self, record: StateRecord) -> StateRecord:
+        from azure.core import MatchConditions
+
+        if record.etag is None:
+            raise ValueError("a conditional replace needs the etag of the record it was derived from")
+        with _mapped_errors():
+            doc = self._c.replace_item(
+                record.id, record.to_document(), etag=record.etag, match_condition=MatchConditions.IfNotModified
+            )
+        return StateRecord.from_document(doc)
+
+    def claimable(self, now: datetime, limit: int) -> list[StateRecord]:
+        query = (
+            "SELECT TOP @limit * FROM c WHERE c.processState = @pending AND IS_NULL(c.lockedBy) "
+            "AND (IS_NULL(c.completeBy) OR c.completeBy <= @now) ORDER BY c.updatedAt"
+        )
+        params: list[dict[str, Any]] = [
+            {"name": "@limit", "value": limit},
+            {"name": "@pending", "value": ProcessState.PENDING.value},
+            {"name": "@now", "value": to_text(now)},
+        ]
+        with _mapped_errors():
+            docs = list(self._c.query_items(query, parameters=params, enable_cross_partition_query=True))
+        return [StateRecord.from_document(d) for d in docs]
+
+    def expired_page(
+        self, state: ProcessState, now: datetime, not_before: datetime | None, page_size: int, continuation: str | None
+    ) -> Page:
+        where = "c.processState = @state AND c.completeBy <= @now"
+        params: list[dict[str, Any]] = [
+            {"name": "@state", "value": state.value},
+            {"name": "@now", "value": to_text(now)},
+        ]
+        if not_before is not None:
+            where += " AND c.completeBy >= @since"
+            params.append({"name": "@since", "value": to_text(not_before)})
+        query = f"SELECT * FROM c WHERE {where} ORDER BY c.completeBy"
+        with _mapped_errors():
+            pages = self._c.query_items(
+                query, parameters=params, enable_cross_partition_query=True, max_item_count=page_size
+            ).by_page(continuation)
+            try:
+                docs = list(next(pages))
+            except StopIteration:
+                docs = []
+            token: str | None = getattr(pages, "continuation_token", None)
+            charge = self._charge()
+        return Page([StateRecord.from_document(d) for d in docs], token or None, charge)
+
+    def count(self, state: ProcessState) -> int:
+        query = "SELECT VALUE COUNT(1) FROM c WHERE c.processState = @state"
+        with _mapped_errors():
+            result = list(
+                self._c.query_items(
+                    query, parameters=[{"name": "@state", "value": state.value}], enable_cross_partition_query=True
+                )
+            )
+        values: list[Any] = list(result)
+        return sum(int(v) for v in values)
+
+
+def update_fenced(
+    store: StateStore, order_id: str, owner: str, change: Callable[[StateRecord], StateRecord], attempts: int = 5
+) -> StateRecord:
+    """The fenced write every orchestration attempt makes: read, check that ``lockedBy`` is still
+    ``owner`` (``change`` raises ``FencingLost`` otherwise), conditional replace on ``_etag``.
+    On 412 it re-reads and tries again, which is safe only because the re-read re-checks ownership:
+    the moment another writer takes the record, this attempt stops."""
+    for _ in range(attempts):
+        record = store.get(order_id)
+        if record is None:
+            raise FencingLost(order_id, owner, None)
+        updated = change(record)
+        try:
+            return store.replace(updated.model_copy(update={"etag": record.etag}))
+        except EtagMismatch:
+            log.info("etag race on %s for %s; re-reading", order_id, owner)
+            continue
+    raise ConcurrencyExhausted(f"order {order_id}: {attempts} etag races in a row for {owner}")
+
+
+def update_once(store: StateStore, record: StateRecord, change: Callable[[StateRecord], StateRecord]) -> StateRecord:
+    """A conditional update that is NOT retried: a 412 means someone else moved the record
+    (``EtagMismatch`` propagates; starter and supervisor skip the record)."""
+    updated = change(record)
+    return store.replace(updated.model_copy(update={"etag": record.etag}))

@@ -1,0 +1,33 @@
+"""Building the Service Bus SDK client from the same settings the triggers use."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from adapters.servicebus.sender import SdkMessageSender
+from contracts.names import SERVICE_BUS_CONNECTION
+from settings import Settings
+
+if TYPE_CHECKING:
+    from azure.servicebus import ServiceBusClient
+
+
+def create_sdk_client(settings: Settings) -> ServiceBusClient:
+    from azure.servicebus import ServiceBusClient
+
+    namespace = settings.raw(f"{SERVICE_BUS_CONNECTION}__fullyQualifiedNamespace")
+    if namespace:
+        from azure.identity import DefaultAzureCredential
+
+        client_id = settings.raw(f"{SERVICE_BUS_CONNECTION}__clientId") or None
+        return ServiceBusClient(namespace, DefaultAzureCredential(managed_identity_client_id=client_id))
+    connection_string = settings.raw(SERVICE_BUS_CONNECTION)
+    if not connection_string:
+        raise RuntimeError(
+            f"set {SERVICE_BUS_CONNECTION}__fullyQualifiedNamespace (Azure) or {SERVICE_BUS_CONNECTION} (emulator)"
+        )
+    return ServiceBusClient.from_connection_string(connection_string)
+
+
+def create_sender(settings: Settings) -> SdkMessageSender:
+    return SdkMessageSender(create_sdk_client(settings))

@@ -1,0 +1,84 @@
+"""Sending messages. The app sends through the ``azure-servicebus`` SDK (output bindings cannot set
+``MessageId``, properties or a scheduled time); the local runner's broker implements the same
+``MessageSender`` protocol."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from azure.servicebus import ServiceBusClient, ServiceBusSender
+
+
+PropertyValue = str | int | float | bool
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    body: str
+    message_id: str
+    subject: str | None = None
+    application_properties: Mapping[str, PropertyValue] = field(default_factory=dict)
+    scheduled_enqueue_time: datetime | None = None
+    correlation_id: str | None = None
+    content_type: str = "application/json"
+
+
+class SendError(Exception):
+    """A send failed (after the SDK's own retries)."""
+
+
+class QueueNotFound(SendError):
+    """The destination queue does not exist or this app may not send to it."""
+
+
+class MessageSender(Protocol):
+    def send(self, queue: str, message: OutgoingMessage) -> None: ...
+
+
+class SdkMessageSender:
+    """``MessageSender`` over ``azure.servicebus.ServiceBusClient``; one cached sender per queue."""
+
+    def __init__(self, client: ServiceBusClient) -> None:
+        self._client = client
+        self._senders: dict[str, ServiceBusSender] = {}
+        self._lock = threading.Lock()
+
+    def _sender(self, queue: str) -> ServiceBusSender:
+        with self._lock:
+            sender = self._senders.get(queue)
+            if sender is None:
+                sender = self._client.get_queue_sender(queue_name=queue)
+                self._senders[queue] = sender
+            return sender
+
+    def send(self, queue: str, message: OutgoingMessage) -> None:
+        from azure.core.exceptions import ClientAuthenticationError
+        from azure.servicebus import ServiceBusMessage
+        from azure.servicebus.exceptions import MessagingEntityNotFoundError, ServiceBusError
+
+        sb_message = ServiceBusMessage(
+            message.body,
+            message_id=message.message_id,
+            subject=message.subject,
+            application_properties=dict(message.application_properties) or None,  # type: ignore[arg-type]
+            scheduled_enqueue_time_utc=message.scheduled_enqueue_time,
+            correlation_id=message.correlation_id,
+            content_type=message.content_type,
+        )
+        try:
+            self._sender(queue).send_messages(sb_message)
+        except (MessagingEntityNotFoundError, ClientAuthenticationError) as exc:
+            raise QueueNotFound(f"cannot send to queue {queue!r}: {exc}") from exc
+        except ServiceBusError as exc:
+            raise SendError(f"send to {queue!r} failed: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            for sender in self._senders.values():
+                sender.close()
+            self._senders.clear()

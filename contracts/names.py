@@ -1,0 +1,28 @@
+"""Queues and Cosmos DB containers. The infrastructure declares exactly these (checked by a test)."""
+
+from __future__ import annotations
+
+from domain.workflow import request_queues
+
+ORDERS_QUEUE = "orders"
+AGENT_REPLIES_QUEUE = "agent-replies"
+OPERATOR_ALERTS_QUEUE = "operator-alerts"
+# One request queue per remote (Service Bus) agent, from the workflow table.
+AGENT_REQUEST_QUEUES: dict[str, str] = request_queues()
+# Example submitter status queue (deployed with a role assignment scoped to it alone).
+EXAMPLE_STATUS_QUEUE = "client-statuses"
+
+ALL_QUEUES: tuple[str, ...] = (
+    ORDERS_QUEUE,
+    AGENT_REPLIES_QUEUE,
+    OPERATOR_ALERTS_QUEUE,
+    *AGENT_REQUEST_QUEUES.values(),
+    EXAMPLE_STATUS_QUEUE,
+)
+
+ORDERS_CONTAINER = "orders"
+STATE_CONTAINER = "state"
+PARTITION_KEY_PATH = "/orderId"
+
+# Connection setting prefix shared by the Service Bus triggers and the SDK clients.
+SERVICE_BUS_CONNECTION = "ServiceBusConnection"

@@ -1,0 +1,72 @@
+"""Turning a message body into a contract, or into a dead-letter reason and description."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from contracts.messages import Contract
+
+MAX_BODY_BYTES = 64 * 1024
+SUPPORTED_SCHEMA_VERSIONS = {1}
+
+
+@dataclass(frozen=True)
+class InvalidMessage(Exception):
+    """A message that can never be processed. ``reason`` is the dead-letter reason (a stable,
+    short code); ``description`` says what is wrong and names the field."""
+
+    reason: str
+    description: str
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.description}"
+
+
+def parse(body: bytes | str, accepted: dict[str, type[Contract]]) -> Contract:
+    raw = body.encode("utf-8") if isinstance(body, str) else body
+    if len(raw) > MAX_BODY_BYTES:
+        raise InvalidMessage("BodyTooLarge", f"body is {len(raw)} bytes; the limit is {MAX_BODY_BYTES}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidMessage("NotJson", f"body is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise InvalidMessage("NotJson", f"body is not JSON: {exc.msg} at {where}") from None
+    if not isinstance(data, dict):
+        raise InvalidMessage("NotAnObject", f"body is a JSON {type(data).__name__}, not an object")
+    kind = data.get("type")
+    if not isinstance(kind, str):
+        raise InvalidMessage("MissingType", "field 'type' is missing or not a string")
+    model = accepted.get(kind)
+    if model is None:
+        raise InvalidMessage("UnknownType", f"field 'type' is {kind!r}; expected one of {sorted(accepted)}")
+    version = data.get("schemaVersion")
+    if type(version) is not int:
+        raise InvalidMessage("InvalidFields", "field 'schemaVersion' is missing or not an integer")
+    if version not in SUPPORTED_SCHEMA_VERSIONS:
+        raise InvalidMessage(
+            "UnsupportedSchemaVersion",
+            f"field 'schemaVersion' is {version}; supported: {sorted(SUPPORTED_SCHEMA_VERSIONS)}",
+        )
+    try:
+        return model.model_validate(data, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        raise InvalidMessage("InvalidFields", describe(exc)) from None
+
+
+def describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:5]:
+        field = ".".join(str(p) for p in error["loc"]) or "(body)"
+        parts.append(f"field '{field}': {error['msg']}")
+    more = len(exc.errors()) - 5
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)

@@ -1,0 +1,115 @@
+"""The composition of adapters every trigger uses, built once per worker process from app settings.
+
+Triggers call ``get_context()``; tests and the local runner install their own with
+``use_context()`` (a simulated clock, an in-process broker, fault-injecting stores) and the
+production code runs unchanged on top."""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from adapters.clock import Clock, SystemClock
+from adapters.cosmos.order_store import OrderStore
+from adapters.cosmos.state_store import StateStore
+from adapters.servicebus.sender import MessageSender
+from agents.remote import RemoteService
+from domain.states import ProcessState
+from settings import Settings
+
+if TYPE_CHECKING:
+    pass
+
+
+class CachedCounts:
+    """Counts of records per state, cached for a few seconds: the in-flight and pending caps are
+    checked on every message without a cross-partition scan per message."""
+
+    def __init__(self, store: StateStore, clock: Clock, ttl: timedelta) -> None:
+        self._store = store
+        self._clock = clock
+        self._ttl = ttl
+        self._cache: dict[ProcessState, tuple[datetime, int]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, state: ProcessState) -> int:
+        now = self._clock.now()
+        with self._lock:
+            hit = self._cache.get(state)
+            if hit is not None and now - hit[0] < self._ttl:
+                return hit[1]
+        value = self._store.count(state)
+        with self._lock:
+            self._cache[state] = (now, value)
+        return value
+
+    def bump(self, state: ProcessState, delta: int) -> None:
+        """Adjust the cached value after this process changed it (keeps the cap tight between refreshes)."""
+        with self._lock:
+            hit = self._cache.get(state)
+            if hit is not None:
+                self._cache[state] = (hit[0], max(0, hit[1] + delta))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+
+@dataclass
+class AppContext:
+    settings: Settings
+    clock: Clock
+    states: StateStore
+    orders: OrderStore
+    sender: MessageSender
+    remote: dict[str, RemoteService]
+    rng: random.Random = field(default_factory=random.Random)
+    counts: CachedCounts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.counts = CachedCounts(self.states, self.clock, self.settings.state_count_cache)
+
+
+_context: AppContext | None = None
+_lock = threading.Lock()
+
+
+def use_context(context: AppContext | None) -> None:
+    """Install (or, with None, drop) the context every trigger uses."""
+    global _context
+    with _lock:
+        _context = context
+
+
+def get_context() -> AppContext:
+    global _context
+    with _lock:
+        if _context is None:
+            _context = build_from_settings(Settings.from_env())
+        return _context
+
+
+def build_from_settings(settings: Settings) -> AppContext:
+    """Production wiring: Cosmos DB and Service Bus with the managed identity (or the emulators'
+    local credentials when the settings carry them)."""
+    from agents.services import remote_services
+
+    from adapters.cosmos.client import container, create_client
+    from adapters.cosmos.order_store import CosmosOrderStore
+    from adapters.cosmos.state_store import CosmosStateStore
+    from adapters.servicebus.client import create_sender
+    from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
+
+    clock = SystemClock()
+    cosmos = create_client(settings)
+    return AppContext(
+        settings=settings,
+        clock=clock,
+        states=CosmosStateStore(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
+        orders=CosmosOrderStore(container(cosmos, settings.cosmos_database, ORDERS_CONTAINER)),
+        sender=create_sender(settings),
+        remote=remote_services(settings, clock),
+    )

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""The project's two commands, on a fresh machine with Python 3.11+ and Node 20+:
+
+    python3 dev.py demo    # the whole app locally: ~200 orders through chaos, summary, report, chart
+    python3 dev.py test    # ruff, mypy and every test (starts and stops the servers the tests use)
+
+Each creates ``.venv`` and installs the pip and npm packages it needs first (skipped when up to date).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
+
+
+def run(*cmd: str | Path, check: bool = True) -> int:
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    return subprocess.run([str(c) for c in cmd], cwd=ROOT, check=check).returncode
+
+
+def _stamp(name: str, *files: str) -> tuple[Path, str]:
+    digest = hashlib.sha256(b"".join((ROOT / f).read_bytes() for f in files if (ROOT / f).exists())).hexdigest()
+    return VENV / f".{name}-installed", digest
+
+
+def setup() -> None:
+    if sys.version_info < (3, 11):
+        sys.exit("Python 3.11 or newer is required")
+    if not PYTHON.exists():
+        print(f"creating {VENV}")
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    stamp, digest = _stamp("pip", "requirements.txt", "requirements-dev.txt")
+    if not stamp.exists() or stamp.read_text() != digest:
+        run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", "requirements-dev.txt")
+        stamp.write_text(digest)
+    stamp, digest = _stamp("npm", "package.json", "package-lock.json")
+    if not (ROOT / "node_modules").exists() or not stamp.exists() or stamp.read_text() != digest:
+        npm = "npm.cmd" if os.name == "nt" else "npm"
+        run(npm, "ci" if (ROOT / "package-lock.json").exists() else "install", "--no-audit", "--no-fund", "--silent")
+        stamp.write_text(digest)
+
+
+def test(args: list[str]) -> int:
+    setup()
+    run(PYTHON, "-m", "ruff", "check", ".")
+    run(PYTHON, "-m", "ruff", "format", "--check", ".")
+    run(PYTHON, "-m", "mypy", ".")
+    code = run(PYTHON, "-m", "pytest", *args, check=False)
+    if code == 5:
+        print("pytest collected no tests: that is a failure", file=sys.stderr)
+        return 1
+    return code
+
+
+def demo(args: list[str]) -> int:
+    setup()
+    default = [
+        "simulate",
+        "--orders",
+        "200",
+        "--seed",
+        "7",
+        "--faults",
+        "examples/profiles/demo.json",
+        "--report",
+        "out/demo-report.json",
+        "--chart",
+        "out/demo-chart.png",
+    ]
+    return run(PYTHON, "-m", "localrun", *(args or default), check=False)
+
+
+def main() -> int:
+    if len(sys.argv) < 2 or sys.argv[1] not in ("demo", "test", "setup"):
+        print(__doc__)
+        return 2
+    command, rest = sys.argv[1], sys.argv[2:]
+    if command == "setup":
+        setup()
+        return 0
+    return test(rest) if command == "test" else demo(rest)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except subprocess.CalledProcessError as exc:
+        sys.exit(exc.returncode or 1)

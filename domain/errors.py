@@ -1,0 +1,21 @@
+"""Domain errors."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """Base of the domain's errors."""
+
+
+class IllegalTransition(DomainError):
+    """The record is not in a state that allows the requested move."""
+
+
+class FencingLost(DomainError):
+    """The caller no longer owns the record (``lockedBy`` is someone else's, or null)."""
+
+    def __init__(self, order_id: str, expected: str | None, actual: str | None) -> None:
+        super().__init__(f"order {order_id}: lockedBy is {actual!r}, caller is {expected!r}")
+        self.order_id = order_id
+        self.expected = expected
+        self.actual = actual

@@ -1,0 +1,36 @@
+"""Deterministic identifiers. Everything that must be stable across retries is derived here."""
+
+from __future__ import annotations
+
+import re
+
+ORDER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+_ORDER_ID = re.compile(ORDER_ID_PATTERN)
+
+
+def is_valid_order_id(order_id: str) -> bool:
+    return bool(_ORDER_ID.match(order_id))
+
+
+def instance_id(order_id: str, attempt: int) -> str:
+    """One Durable orchestration instance per attempt: ``start_new`` never collides with a
+    running instance, and never overwrites an earlier attempt's history."""
+    return f"{order_id}:{attempt}"
+
+
+def request_id(instance: str, step: str, agent: str) -> str:
+    """The id of one agent request: unique per attempt, step and agent, stable under replay."""
+    return f"{instance}:{step}:{agent}"
+
+
+def idempotency_key(order_id: str, step: str) -> str:
+    """Stable across every attempt of a step, so a retried charge is never a second charge."""
+    return f"{order_id}:{step}"
+
+
+def reply_message_id(request: str) -> str:
+    return f"{request}:reply"
+
+
+def status_message_id(order_id: str, status: str, attempt: int) -> str:
+    return f"{order_id}:{status}:{attempt}"

@@ -1,0 +1,88 @@
+"""The state record: one document per order in the Cosmos DB container ``state``.
+
+Field names are camelCase in storage (``orderId``, ``lockedBy``, ``completeBy``...), snake_case in
+Python. ``etag`` carries Cosmos' ``_etag`` for conditional replaces and is never written back.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from domain.states import ProcessState, StepStatus
+from domain.timefmt import UtcDateTime
+
+SCHEMA_VERSION = 1
+HISTORY_LIMIT = 50
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore")
+
+
+class StepState(_Doc):
+    status: StepStatus
+    agent: str
+    request_id: str
+    attempt: int
+    started_at: UtcDateTime
+    finished_at: UtcDateTime | None = None
+    result: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class CompensationEntry(_Doc):
+    """One completed, compensable step and what its undo needs (references only, never card data)."""
+
+    seq: int
+    step: str
+    agent: str
+    undo_action: str
+    data: dict[str, Any]
+    attempt: int
+    at: UtcDateTime
+    outcome: str | None = None  # None (not undone yet) | "Undone" | "Failed"
+    outcome_at: UtcDateTime | None = None
+    error: str | None = None
+
+
+class HistoryEntry(_Doc):
+    at: UtcDateTime
+    event: str
+    by: str
+    detail: str = ""
+
+
+class StateRecord(_Doc):
+    id: str
+    order_id: str
+    process_state: ProcessState
+    locked_by: str | None = None
+    complete_by: UtcDateTime | None = None
+    failure_count: int = 0
+    attempt: int = 0
+    reply_to: str | None = None
+    current_step: str | None = None
+    steps: dict[str, StepState] = Field(default_factory=dict)
+    compensation: list[CompensationEntry] = Field(default_factory=list)
+    last_error: str | None = None
+    history: list[HistoryEntry] = Field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
+    updated_at: UtcDateTime
+    etag: str | None = Field(default=None, alias="_etag", exclude=True)
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any]) -> StateRecord:
+        return cls.model_validate(doc)
+
+    def to_document(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude={"etag"})
+
+    def with_changes(self, now: datetime, event: str, by: str, detail: str = "", **changes: Any) -> StateRecord:
+        """A copy with ``changes`` applied, ``updatedAt`` set and the change noted in ``history``."""
+        entry = HistoryEntry(at=now, event=event, by=by, detail=detail)
+        history = [*self.history, entry][-HISTORY_LIMIT:]
+        return self.model_copy(update={**changes, "updated_at": now, "history": history})

@@ -1,0 +1,210 @@
+"""The only legal moves of a state record. Each function takes a record and returns the new one,
+or raises ``IllegalTransition`` / ``FencingLost``. Nothing here does I/O or reads a clock."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from domain.errors import FencingLost, IllegalTransition
+from domain.ids import instance_id
+from domain.records import StateRecord, StepState
+from domain.states import ProcessState, StepStatus
+
+STARTER = "starter"
+SUPERVISOR = "supervisor"
+SUBMISSION = "submission"
+
+
+def new_record(order_id: str, reply_to: str | None, now: datetime) -> StateRecord:
+    return StateRecord(
+        id=order_id,
+        order_id=order_id,
+        process_state=ProcessState.PENDING,
+        locked_by=None,
+        complete_by=None,
+        failure_count=0,
+        attempt=0,
+        reply_to=reply_to,
+        updated_at=now,
+    ).with_changes(now, "Received", SUBMISSION)
+
+
+def is_claimable(record: StateRecord, now: datetime) -> bool:
+    return (
+        record.process_state is ProcessState.PENDING
+        and record.locked_by is None
+        and (record.complete_by is None or record.complete_by <= now)
+    )
+
+
+def claim(record: StateRecord, now: datetime, start_grace: timedelta) -> StateRecord:
+    """Pending -> Processing, owned by the next attempt's orchestration instance."""
+    if not is_claimable(record, now):
+        raise IllegalTransition(
+            f"order {record.order_id}: cannot claim a {record.process_state} record "
+            f"(lockedBy={record.locked_by!r}, completeBy={record.complete_by})"
+        )
+    attempt = record.attempt + 1
+    owner = instance_id(record.order_id, attempt)
+    return record.with_changes(
+        now,
+        "Claimed",
+        STARTER,
+        owner,
+        process_state=ProcessState.PROCESSING,
+        locked_by=owner,
+        attempt=attempt,
+        complete_by=now + start_grace,
+        current_step=None,
+    )
+
+
+def ensure_owner(record: StateRecord, owner: str) -> None:
+    """Fencing: the caller must hold ``lockedBy`` of a record that is still being worked on."""
+    if record.locked_by != owner or record.process_state not in (
+        ProcessState.PROCESSING,
+        ProcessState.COMPENSATING,
+    ):
+        raise FencingLost(record.order_id, owner, record.locked_by)
+
+
+def begin_step(
+    record: StateRecord, owner: str, step: str, agent: str, request: str, deadline: datetime, now: datetime
+) -> StateRecord:
+    ensure_owner(record, owner)
+    state = StepState(
+        status=StepStatus.IN_PROGRESS, agent=agent, request_id=request, attempt=record.attempt, started_at=now
+    )
+    return record.with_changes(
+        now,
+        "StepStarted",
+        owner,
+        f"{step} via {agent}, deadline {deadline.isoformat()}",
+        current_step=step,
+        complete_by=deadline,
+        steps={**record.steps, step: state},
+    )
+
+
+def complete_step(
+    record: StateRecord, owner: str, step: str, result: dict[str, Any], next_deadline: datetime, now: datetime
+) -> StateRecord:
+    """Records a step's result. ``completeBy`` moves to ``next_deadline`` so that an orchestration
+    that dies between two steps is still found by the supervisor."""
+    ensure_owner(record, owner)
+    current = record.steps.get(step)
+    if current is None:
+        raise IllegalTransition(f"order {record.order_id}: step {step} was never started")
+    done = current.model_copy(update={"status": StepStatus.SUCCEEDED, "finished_at": now, "result": result})
+    return record.with_changes(
+        now,
+        "StepSucceeded",
+        owner,
+        step,
+        current_step=None,
+        complete_by=next_deadline,
+        steps={**record.steps, step: done},
+    )
+
+
+def mark_processed(record: StateRecord, owner: str, now: datetime) -> StateRecord:
+    ensure_owner(record, owner)
+    if record.process_state is not ProcessState.PROCESSING:
+        raise IllegalTransition(f"order {record.order_id}: {record.process_state} cannot become Processed")
+    return record.with_changes(
+        now,
+        "Processed",
+        owner,
+        process_state=ProcessState.PROCESSED,
+        locked_by=None,
+        complete_by=None,
+        current_step=None,
+    )
+
+
+def fail(record: StateRecord, owner: str, step: str | None, reason: str, now: datetime) -> StateRecord:
+    """A non-transient failure: Processing -> Error (an operator is alerted by the caller)."""
+    ensure_owner(record, owner)
+    steps = dict(record.steps)
+    if step is not None and step in steps:
+        steps[step] = steps[step].model_copy(update={"status": StepStatus.FAILED, "finished_at": now, "error": reason})
+    return record.with_changes(
+        now,
+        "Failed",
+        owner,
+        reason,
+        process_state=ProcessState.ERROR,
+        locked_by=None,
+        complete_by=None,
+        last_error=reason,
+        steps=steps,
+    )
+
+
+def release_for_retry(record: StateRecord, owner: str, step: str, reason: str, now: datetime) -> StateRecord:
+    """A transient failure the agent could not overcome in time: pull ``completeBy`` to now so the
+    supervisor retries the order on its next run. The attempt keeps ``lockedBy``; recovery is the
+    supervisor's job, with its own conditional update."""
+    ensure_owner(record, owner)
+    return record.with_changes(
+        now, "StepTransientFailure", owner, f"{step}: {reason}", complete_by=now, last_error=reason
+    )
+
+
+def is_expired(record: StateRecord, now: datetime) -> bool:
+    return (
+        record.process_state is ProcessState.PROCESSING and record.complete_by is not None and record.complete_by <= now
+    )
+
+
+def supervisor_retry(
+    record: StateRecord, expired_owner: str | None, now: datetime, max_failures: int, backoff: timedelta
+) -> StateRecord:
+    """An expired attempt: failureCount + 1, then Pending again (not before ``now + backoff``)
+    or, at the threshold, Error."""
+    if not is_expired(record, now) or record.locked_by != expired_owner:
+        raise IllegalTransition(f"order {record.order_id}: no longer the expired attempt {expired_owner!r}")
+    failures = record.failure_count + 1
+    reason = record.last_error or f"step {record.current_step or '(between steps)'} missed its deadline"
+    if failures >= max_failures:
+        return record.with_changes(
+            now,
+            "Escalated",
+            SUPERVISOR,
+            f"attempt {record.attempt}: {reason}; {failures} failures",
+            process_state=ProcessState.ERROR,
+            locked_by=None,
+            complete_by=None,
+            failure_count=failures,
+            last_error=f"retries exhausted after {failures} failed attempts; last: {reason}",
+        )
+    return record.with_changes(
+        now,
+        "RetryScheduled",
+        SUPERVISOR,
+        f"attempt {record.attempt}: {reason}; retry after {backoff}",
+        process_state=ProcessState.PENDING,
+        locked_by=None,
+        complete_by=now + backoff,
+        failure_count=failures,
+        current_step=None,
+        last_error=reason,
+    )
+
+
+def resubmit(record: StateRecord, operator: str, reason: str, now: datetime) -> StateRecord:
+    """Operator action: Error -> Pending with the failure count reset."""
+    if record.process_state is not ProcessState.ERROR:
+        raise IllegalTransition(f"order {record.order_id}: only an Error record can be resubmitted")
+    return record.with_changes(
+        now,
+        "Resubmitted",
+        operator,
+        reason,
+        process_state=ProcessState.PENDING,
+        locked_by=None,
+        complete_by=None,
+        failure_count=0,
+        last_error=None,
+    )

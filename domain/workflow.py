@@ -1,0 +1,71 @@
+"""The workflow table: the steps of processing an order, in order, and what each step is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Transport(StrEnum):
+    IN_PROCESS = "in-process"  # the agent is an activity function in this app
+    SERVICE_BUS = "service-bus"  # the agent is reached through a request queue and answers on agent-replies
+
+
+class StepKind(StrEnum):
+    COMPENSABLE = "compensable"  # has an undo action
+    PIVOT = "pivot"  # point of no return: runs only after every critical check passed
+    RETRIABLE = "retriable"  # after the pivot: must eventually succeed, never compensated
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    service: str  # the remote service the agent wraps
+    transport: Transport
+    request_queue: str | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    agent: str
+    kind: StepKind
+    undo_action: str | None = None
+    fallback_agent: str | None = None
+
+
+AGENTS: dict[str, Agent] = {
+    a.name: a
+    for a in (
+        Agent("inventory", "inventory", Transport.IN_PROCESS),
+        Agent("payment", "payment", Transport.SERVICE_BUS, "payment-requests"),
+        Agent("shipping", "shipping", Transport.SERVICE_BUS, "shipping-requests"),
+    )
+}
+
+WORKFLOW: tuple[Step, ...] = (
+    Step("reserve-inventory", "inventory", StepKind.COMPENSABLE, undo_action="release"),
+    Step("charge-payment", "payment", StepKind.COMPENSABLE, undo_action="refund"),
+    Step("arrange-shipment", "shipping", StepKind.PIVOT),
+)
+
+STEPS: dict[str, Step] = {s.name: s for s in WORKFLOW}
+
+
+def step(name: str) -> Step:
+    try:
+        return STEPS[name]
+    except KeyError:
+        raise ValueError(f"unknown workflow step {name!r}") from None
+
+
+def agent(name: str) -> Agent:
+    try:
+        return AGENTS[name]
+    except KeyError:
+        raise ValueError(f"unknown agent {name!r}") from None
+
+
+def request_queues() -> dict[str, str]:
+    """Agent name -> request queue, for every Service Bus agent."""
+    return {a.name: a.request_queue for a in AGENTS.values() if a.request_queue}

@@ -1,0 +1,16 @@
+"""Composition root: registers the blueprints of each role of the pattern, and nothing else."""
+
+import azure.durable_functions as df
+
+from activities.blueprint import bp as activities
+from agents.blueprint import bp as agents
+from observability.setup import configure_telemetry
+from orchestrators.blueprint import bp as orchestrators
+from submission.blueprint import bp as submission
+from supervisor.blueprint import bp as supervisor
+
+configure_telemetry()
+
+app = df.DFApp()
+for blueprint in (submission, orchestrators, activities, agents, supervisor):
+    app.register_functions(blueprint)

@@ -1,0 +1,1 @@
+"""Messages to people: operator alerts and submitters' status updates."""

@@ -1,0 +1,55 @@
+"""Operator alerts: an ``OperatorAlert`` on the ``operator-alerts`` queue and an ERROR log line.
+
+The alert id is deterministic (kind + order + attempt), so a retried send collapses in Service
+Bus duplicate detection instead of paging an operator twice."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any, Literal
+
+from adapters.servicebus.sender import MessageSender, OutgoingMessage
+from contracts.messages import OperatorAlert
+from contracts.names import OPERATOR_ALERTS_QUEUE
+
+log = logging.getLogger("alerts")
+
+Severity = Literal["warning", "error", "critical"]
+
+
+def alert_id(kind: str, order_id: str | None, discriminator: str | int = "") -> str:
+    return ":".join(str(p) for p in ("alert", kind, order_id or "-", discriminator) if p != "")
+
+
+def raise_alert(
+    sender: MessageSender,
+    *,
+    kind: str,
+    summary: str,
+    at: datetime,
+    order_id: str | None = None,
+    severity: Severity = "error",
+    discriminator: str | int = "",
+    details: dict[str, Any] | None = None,
+) -> OperatorAlert:
+    alert = OperatorAlert(
+        alert_id=alert_id(kind, order_id, discriminator),
+        kind=kind,
+        severity=severity,
+        order_id=order_id,
+        summary=summary[:200],
+        details=details or {},
+        at=at,
+    )
+    log.error(
+        "operator alert %s: %s",
+        kind,
+        summary,
+        extra={"event": "OperatorAlert", "alertId": alert.alert_id, "orderId": order_id, "alertKind": kind},
+    )
+    sender.send(
+        OPERATOR_ALERTS_QUEUE,
+        OutgoingMessage(body=alert.to_json(), message_id=alert.alert_id, subject="OperatorAlert"),
+    )
+    return alert

@@ -1,0 +1,1 @@
+"""Structured logs and OpenTelemetry (Azure Monitor) for every transition, recovery and alert."""

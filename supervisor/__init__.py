@@ -1,0 +1,1 @@
+"""The supervisor: finds attempts whose step deadline passed and recovers them."""
