@@ -26,3 +26,12 @@ PARTITION_KEY_PATH = "/orderId"
 
 # Connection setting prefix shared by the Service Bus triggers and the SDK clients.
 SERVICE_BUS_CONNECTION = "ServiceBusConnection"
+
+# The Durable external event an agent's reply is raised as (by the reply relay).
+AGENT_REPLY_EVENT = "AgentReply"
+
+# Queue policy shared by every queue (the Bicep declares the same; a test checks it).
+# Lock duration covers one agent request: AGENT_MAX_ATTEMPTS calls with backoff fit in a step deadline.
+QUEUE_LOCK_DURATION_SECONDS = 60
+QUEUE_MAX_DELIVERY_COUNT = 5
+QUEUE_DUPLICATE_DETECTION_MINUTES = 10

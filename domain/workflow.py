@@ -30,6 +30,7 @@ class Step:
     name: str
     agent: str
     kind: StepKind
+    action: str  # what the agent asks its service to do
     undo_action: str | None = None
     fallback_agent: str | None = None
 
@@ -44,9 +45,9 @@ AGENTS: dict[str, Agent] = {
 }
 
 WORKFLOW: tuple[Step, ...] = (
-    Step("reserve-inventory", "inventory", StepKind.COMPENSABLE, undo_action="release"),
-    Step("charge-payment", "payment", StepKind.COMPENSABLE, undo_action="refund"),
-    Step("arrange-shipment", "shipping", StepKind.PIVOT),
+    Step("reserve-inventory", "inventory", StepKind.COMPENSABLE, action="reserve", undo_action="release"),
+    Step("charge-payment", "payment", StepKind.COMPENSABLE, action="charge", undo_action="refund"),
+    Step("arrange-shipment", "shipping", StepKind.PIVOT, action="ship"),
 )
 
 STEPS: dict[str, Step] = {s.name: s for s in WORKFLOW}

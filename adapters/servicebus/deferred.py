@@ -1,0 +1,35 @@
+"""Deferred messages: a deferred message is never delivered to a trigger again; it is fetched by its
+sequence number on an SDK receiver and settled on that same receiver.
+
+``DeferredMessageStore.open(queue)`` gives a ``DeferredReceiver`` (a context manager). The
+production implementation wraps ``ServiceBusClient.get_queue_receiver``; the local runner's broker
+implements the same protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+
+class DeferredReceiver(Protocol):
+    def receive_deferred(self, sequence_numbers: Sequence[int]) -> list[Any]:
+        """The deferred messages with these sequence numbers, locked to this receiver. A number that
+        is not deferred on the queue (settled, expired, unknown) is simply absent from the result."""
+        ...
+
+    def peek(self, max_count: int, from_sequence_number: int = 0) -> list[Any]:
+        """Messages (active, deferred, scheduled) without locking them."""
+        ...
+
+    def complete(self, message: Any) -> None: ...
+
+    def abandon(self, message: Any) -> None: ...
+
+    def defer(self, message: Any) -> None: ...
+
+    def dead_letter(self, message: Any, reason: str, description: str) -> None: ...
+
+
+class DeferredMessageStore(Protocol):
+    def open(self, queue: str) -> AbstractContextManager[DeferredReceiver]: ...
