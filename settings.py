@@ -12,6 +12,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Literal
+
+
+Where = Literal["both", "azure", "local"]
 
 
 @dataclass(frozen=True)
@@ -19,6 +23,7 @@ class Setting:
     name: str
     default: str
     meaning: str
+    where: Where = "both"  # "azure": only a deployed app sets it; "local": only local runs (emulators)
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -27,23 +32,40 @@ SETTINGS: tuple[Setting, ...] = (
         "ServiceBusConnection__fullyQualifiedNamespace",
         "",
         "Service Bus namespace host name (identity-based connection, used in Azure).",
+        where="azure",
     ),
     Setting(
         "ServiceBusConnection__credential",
         "",
         "`managedidentity` in Azure: the triggers and the SDK use the managed identity.",
+        where="azure",
     ),
-    Setting("ServiceBusConnection__clientId", "", "Client id of the user-assigned managed identity for Service Bus."),
     Setting(
-        "ServiceBusConnection", "", "Service Bus connection string: local emulator only (production uses the identity)."
+        "ServiceBusConnection__clientId",
+        "",
+        "Client id of the user-assigned managed identity for Service Bus.",
+        where="azure",
+    ),
+    Setting(
+        "ServiceBusConnection",
+        "",
+        "Service Bus connection string: local emulator only (production uses the identity).",
+        where="local",
     ),
     Setting("COSMOS_ENDPOINT", "https://localhost:8081", "Cosmos DB account endpoint."),
     Setting(
-        "COSMOS_KEY", "", "Cosmos DB key: local emulator only. Empty in Azure, where the managed identity is used."
+        "COSMOS_KEY",
+        "",
+        "Cosmos DB key: local emulator only. Empty in Azure, where the managed identity is used.",
+        where="local",
     ),
     Setting("COSMOS_DATABASE", "scheduler", "Cosmos DB database holding the `orders` and `state` containers."),
-    Setting("COSMOS_VERIFY_TLS", "true", "`false` only for the local emulator's self-signed certificate."),
-    Setting("AZURE_CLIENT_ID", "", "Client id of the user-assigned managed identity (Cosmos DB, telemetry)."),
+    Setting(
+        "COSMOS_VERIFY_TLS", "true", "`false` only for the local emulator's self-signed certificate.", where="local"
+    ),
+    Setting(
+        "AZURE_CLIENT_ID", "", "Client id of the user-assigned managed identity (Cosmos DB, telemetry).", where="azure"
+    ),
     Setting(
         "APPLICATIONINSIGHTS_CONNECTION_STRING",
         "",
@@ -53,6 +75,7 @@ SETTINGS: tuple[Setting, ...] = (
         "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
         "",
         "`Authorization=AAD;ClientId=<id>`: telemetry authenticates with the managed identity.",
+        where="azure",
     ),
     # Intake and starter
     Setting("MAX_PENDING", "1000", "Submission rejects new orders while this many are Pending."),
