@@ -53,7 +53,7 @@ class OrderSubmitted(Contract):
 
     def order_document(self) -> dict[str, Any]:
         """The immutable order, as stored in the ``orders`` container."""
-        body = self.model_dump(mode="json", by_alias=True, exclude={"type", "schema_version", "reply_to"})
+        body = self.model_dump(mode="json", by_alias=True, exclude={"type", "schema_version"})
         return {"id": self.order_id, **body, "totalCents": self.total_cents, "schemaVersion": 1}
 
 

@@ -1,5 +1,26 @@
-"""Function registrations of this role (thin triggers calling plain code)."""
+"""The scheduler orchestration and the starter's timer sweep."""
+
+import asyncio
+from collections.abc import Generator
+from typing import Any
 
 import azure.durable_functions as df
+import azure.functions as func
+
+from dependencies import get_context
+from orchestrators import names, starter
+from orchestrators.scheduler import Outcome, process_order
 
 bp = df.Blueprint()
+
+
+@bp.orchestration_trigger(context_name="context", orchestration=names.SCHEDULER)
+def process_order_v1(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Outcome]:
+    return process_order(context)
+
+
+@bp.timer_trigger(arg_name="timer", schedule="%STARTER_SCHEDULE%", run_on_startup=False, use_monitor=True)
+@bp.durable_client_input(client_name="client")
+async def starter_sweep(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
+    claims = await asyncio.to_thread(starter.sweep, get_context())
+    await starter.start_claimed(client, claims)

@@ -1,5 +1,29 @@
-"""Function registrations of this role (thin triggers calling plain code)."""
+"""Order intake trigger: Service Bus queue ``orders``, manual settlement."""
+
+import asyncio
 
 import azure.durable_functions as df
+from azurefunctions.extensions.bindings import servicebus
+
+from adapters.servicebus.settlement import apply_settlement
+from contracts.names import ORDERS_QUEUE, SERVICE_BUS_CONNECTION
+from dependencies import get_context
+from orchestrators.starter import start_claimed
+from submission.intake import handle_orders_message
 
 bp = df.Blueprint()
+
+
+@bp.service_bus_queue_trigger(
+    arg_name="message", queue_name=ORDERS_QUEUE, connection=SERVICE_BUS_CONNECTION, auto_complete_messages=False
+)
+@bp.durable_client_input(client_name="client")
+async def submit_order(
+    message: servicebus.ServiceBusReceivedMessage,
+    message_actions: servicebus.ServiceBusMessageActions,
+    client: df.DurableOrchestrationClient,
+) -> None:
+    result = await asyncio.to_thread(handle_orders_message, get_context(), message)
+    apply_settlement(message_actions, message, result.settlement)
+    if result.claim is not None:
+        await start_claimed(client, [result.claim])

@@ -31,3 +31,51 @@ def cosmos_db(cosmos_client: Any) -> Iterator[Any]:
     db = ensure_database(cosmos_client, name)
     yield db
     cosmos_client.delete_database(name)
+
+
+@pytest.fixture
+def clock() -> Any:
+    from adapters.clock import ManualClock
+
+    return ManualClock()
+
+
+@pytest.fixture
+def sender() -> Any:
+    from tests.fakes import RecordingSender
+
+    return RecordingSender()
+
+
+@pytest.fixture
+def app_context(cosmos_db: Any, clock: Any, sender: Any) -> Iterator[Any]:
+    """The app's context over a fresh Cosmos database, a manual clock and a recording sender,
+    installed for the registered functions (``dependencies.get_context()``) and removed after."""
+    import random
+
+    from adapters.cosmos.order_store import CosmosOrderStore
+    from adapters.cosmos.state_store import CosmosStateStore
+    from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
+    from dependencies import AppContext, use_context
+    from settings import Settings
+
+    ctx = AppContext(
+        settings=Settings.from_env({}),
+        clock=clock,
+        states=CosmosStateStore(cosmos_db.get_container_client(STATE_CONTAINER)),
+        orders=CosmosOrderStore(cosmos_db.get_container_client(ORDERS_CONTAINER)),
+        sender=sender,
+        remote={},
+        rng=random.Random(1),
+    )
+    use_context(ctx)
+    yield ctx
+    use_context(None)
+
+
+@pytest.fixture(scope="session")
+def functions() -> dict[str, Any]:
+    """The registered functions of ``function_app.app``, by name."""
+    import function_app
+
+    return {f.get_function_name(): f for f in function_app.app.get_functions()}

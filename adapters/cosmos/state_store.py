@@ -14,6 +14,7 @@ from domain.errors import FencingLost
 from domain.records import StateRecord
 from domain.states import ProcessState
 from domain.timefmt import to_text
+from observability.events import state_transition
 
 if TYPE_CHECKING:
     from azure.cosmos import ContainerProxy
@@ -162,10 +163,12 @@ def update_fenced(
             raise FencingLost(order_id, owner, None)
         updated = change(record)
         try:
-            return store.replace(updated.model_copy(update={"etag": record.etag}))
+            written = store.replace(updated.model_copy(update={"etag": record.etag}))
         except EtagMismatch:
             log.info("etag race on %s for %s; re-reading", order_id, owner)
             continue
+        state_transition(record, written)
+        return written
     raise ConcurrencyExhausted(f"order {order_id}: {attempts} etag races in a row for {owner}")
 
 
@@ -173,4 +176,6 @@ def update_once(store: StateStore, record: StateRecord, change: Callable[[StateR
     """A conditional update that is NOT retried: a 412 means someone else moved the record
     (``EtagMismatch`` propagates; starter and supervisor skip the record)."""
     updated = change(record)
-    return store.replace(updated.model_copy(update={"etag": record.etag}))
+    written = store.replace(updated.model_copy(update={"etag": record.etag}))
+    state_transition(record, written)
+    return written

@@ -7,8 +7,9 @@ passes its broker's objects, which have the same members."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 
 class ReceivedMessage(Protocol):
@@ -54,3 +55,41 @@ def body_bytes(message: ReceivedMessage) -> bytes:
     for part in body:
         chunks.append(bytes(part) if isinstance(part, bytes | bytearray) else str(part).encode("utf-8"))
     return b"".join(chunks)
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What to do with a triggered message, decided by plain code and applied by the thin trigger."""
+
+    kind: Literal["complete", "abandon", "deadletter", "defer"]
+    reason: str | None = None
+    description: str | None = None
+
+    @classmethod
+    def complete(cls) -> Settlement:
+        return cls("complete")
+
+    @classmethod
+    def abandon(cls, why: str) -> Settlement:
+        return cls("abandon", description=why)
+
+    @classmethod
+    def deadletter(cls, reason: str, description: str) -> Settlement:
+        return cls("deadletter", reason=reason, description=description[:1024])
+
+    @classmethod
+    def defer(cls) -> Settlement:
+        return cls("defer")
+
+
+def apply_settlement(actions: MessageActions, message: Any, settlement: Settlement) -> None:
+    if settlement.kind == "complete":
+        actions.complete(message)
+    elif settlement.kind == "abandon":
+        actions.abandon(message)
+    elif settlement.kind == "deadletter":
+        actions.deadletter(
+            message, deadletter_reason=settlement.reason, deadletter_error_description=settlement.description
+        )
+    else:
+        actions.defer(message)

@@ -1,0 +1,52 @@
+"""Structured events for every state transition, recovery, compensation and alert.
+
+Each is one log record with ``extra`` fields (exported by Azure Monitor OpenTelemetry as custom
+dimensions) and a counter on the OpenTelemetry meter, so dashboards and alert rules can count
+transitions by ``from``/``to`` without parsing text."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from opentelemetry import metrics
+
+from domain.records import StateRecord
+
+log = logging.getLogger("orders")
+_meter = metrics.get_meter("scheduler-agent-supervisor")
+_transitions = _meter.create_counter(
+    "orders.state_transitions", description="State record transitions, by from/to state and event"
+)
+_events = _meter.create_counter("orders.events", description="Recoveries, compensations, alerts, dead-letters")
+
+
+def state_transition(before: StateRecord | None, after: StateRecord) -> None:
+    event = after.history[-1].event if after.history else "Written"
+    source = before.process_state.value if before is not None else "(new)"
+    target = after.process_state.value
+    _transitions.add(1, {"from": source, "to": target, "event": event})
+    log.info(
+        "order %s: %s -> %s (%s)",
+        after.order_id,
+        source,
+        target,
+        event,
+        extra={
+            "event": "StateTransition",
+            "orderId": after.order_id,
+            "fromState": source,
+            "toState": target,
+            "transition": event,
+            "lockedBy": after.locked_by,
+            "attempt": after.attempt,
+            "failureCount": after.failure_count,
+            "completeBy": after.complete_by.isoformat() if after.complete_by else None,
+        },
+    )
+
+
+def app_event(name: str, message: str, level: int = logging.INFO, **fields: Any) -> None:
+    """A named event (``Recovery``, ``Escalation``, ``DeadLettered``, ``LateReply``...)."""
+    _events.add(1, {"event": name})
+    log.log(level, message, extra={"event": name, **fields})

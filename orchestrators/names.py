@@ -1,0 +1,19 @@
+"""Names of the orchestrator and activity functions. The orchestrator's name carries a version:
+changing its code under in-flight instances breaks replay, so a changed workflow gets a new name
+and old instances finish on the old one."""
+
+SCHEDULER = "process_order_v1"
+
+LOAD_ORDER = "load_order"
+BEGIN_STEP = "begin_step"
+SEND_AGENT_REQUEST = "send_agent_request"
+COMPLETE_STEP = "complete_step"
+FAIL_ORDER = "fail_order"
+RELEASE_FOR_RETRY = "release_for_retry"
+MARK_PROCESSED = "mark_processed"
+PUBLISH_STATUS = "publish_status"
+
+
+def in_process_agent(agent: str) -> str:
+    """The activity name of an in-process agent."""
+    return f"agent_{agent}"

@@ -1,0 +1,103 @@
+"""The starter: claims Pending records with a conditional update and starts one orchestration
+per attempt. Two paths call it: submission right after it writes a record (fast path), and a
+timer sweep (safety net, and the path for retries whose not-before time has passed)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from adapters.cosmos.errors import EtagMismatch
+from adapters.cosmos.state_store import update_once
+from dependencies import AppContext
+from domain import transitions
+from domain.errors import IllegalTransition
+from domain.records import StateRecord
+from domain.states import ProcessState
+from observability.events import app_event
+from orchestrators.names import SCHEDULER
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Claim:
+    order_id: str
+    instance_id: str
+    attempt: int
+
+    def orchestration_input(self) -> dict[str, Any]:
+        return {"orderId": self.order_id, "attempt": self.attempt}
+
+
+class OrchestrationClient(Protocol):
+    """The part of ``DurableOrchestrationClient`` the starter uses."""
+
+    async def start_new(
+        self, orchestration_function_name: str, instance_id: str | None = None, client_input: Any | None = None
+    ) -> str: ...
+
+
+def has_capacity(ctx: AppContext) -> bool:
+    """The in-flight cap, on a cached count (not a scan per message)."""
+    return ctx.counts.get(ProcessState.PROCESSING) < ctx.settings.max_in_flight
+
+
+def try_claim(ctx: AppContext, record: StateRecord) -> Claim | None:
+    """Claims ``record`` for its next attempt, or returns None when another starter won the
+    race (412), the record is not claimable (yet), or the in-flight cap is reached."""
+    if not has_capacity(ctx):
+        return None
+    now = ctx.clock.now()
+    try:
+        claimed = update_once(ctx.states, record, lambda r: transitions.claim(r, now, ctx.settings.start_grace))
+    except (EtagMismatch, IllegalTransition):
+        return None
+    ctx.counts.bump(ProcessState.PROCESSING, +1)
+    ctx.counts.bump(ProcessState.PENDING, -1)
+    assert claimed.locked_by is not None
+    return Claim(claimed.order_id, claimed.locked_by, claimed.attempt)
+
+
+def sweep(ctx: AppContext) -> list[Claim]:
+    """One run of the timer sweep: claims Pending records whose not-before time has passed, in a
+    bounded batch that never exceeds the in-flight cap."""
+    room = ctx.settings.max_in_flight - ctx.counts.get(ProcessState.PROCESSING)
+    budget = min(ctx.settings.starter_batch_size, room)
+    if budget <= 0:
+        log.info("starter sweep: in-flight cap reached", extra={"event": "StarterSaturated"})
+        return []
+    claims: list[Claim] = []
+    for record in ctx.states.claimable(ctx.clock.now(), budget):
+        claim = try_claim(ctx, record)
+        if claim is not None:
+            claims.append(claim)
+    return claims
+
+
+async def start_claimed(client: OrchestrationClient, claims: list[Claim]) -> list[str]:
+    """Starts one orchestration per claim; returns the instance ids started.
+
+    If ``start_new`` fails after a claim, the record is deliberately left as it is: Processing,
+    owned by an instance that never ran, with ``completeBy`` = claim time + start grace. The
+    supervisor finds it when that passes and retries it like any attempt that missed a deadline.
+    Retrying here could start an instance the failed call had in fact created."""
+    started: list[str] = []
+    for claim in claims:
+        try:
+            await client.start_new(SCHEDULER, claim.instance_id, claim.orchestration_input())
+        except Exception as exc:
+            app_event(
+                "StartFailed",
+                f"could not start {claim.instance_id}: {exc}; the supervisor will retry it after the start grace",
+                logging.WARNING,
+                orderId=claim.order_id,
+                instanceId=claim.instance_id,
+            )
+            continue
+        started.append(claim.instance_id)
+        app_event(
+            "AttemptStarted", f"started {claim.instance_id}", orderId=claim.order_id, instanceId=claim.instance_id
+        )
+    return started

@@ -1,0 +1,121 @@
+"""Order intake: what happens to one message from the ``orders`` queue.
+
+Two idempotent writes keyed by the order id, in this order: the order (create-or-verify in
+``orders``), then its state record (create in ``state``). They are not one transaction; a crash
+between them leaves an order without a state record, and the redelivery of the same message
+finds the identical order and creates the missing record. Nothing is ever overwritten."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from adapters.cosmos.errors import AlreadyExists, StoreUnavailable
+from adapters.cosmos.order_store import CreateOutcome
+from adapters.servicebus.sender import SendError
+from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
+from contracts.messages import Contract, OrderSubmitted
+from contracts.parsing import InvalidMessage, parse
+from dependencies import AppContext
+from domain import transitions
+from domain.records import StateRecord
+from domain.states import ProcessState
+from notifications.alerts import raise_alert
+from notifications.status import publish_status
+from observability.events import app_event, state_transition
+from orchestrators.starter import Claim, try_claim
+
+log = logging.getLogger(__name__)
+
+# What the orders queue accepts today; PaymentNotification and CancelOrder join with their handlers.
+ACCEPTED: dict[str, type[Contract]] = {"OrderSubmitted": OrderSubmitted}
+
+
+@dataclass(frozen=True)
+class IntakeResult:
+    settlement: Settlement
+    claim: Claim | None = None  # the fast path: start this attempt right away
+
+
+def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeResult:
+    try:
+        contract = parse(body_bytes(message), ACCEPTED)
+    except InvalidMessage as bad:
+        app_event(
+            "DeadLettered",
+            f"orders message {message.message_id}: {bad}",
+            logging.WARNING,
+            messageId=message.message_id,
+            reason=bad.reason,
+        )
+        return IntakeResult(Settlement.deadletter(bad.reason, bad.description))
+    assert isinstance(contract, OrderSubmitted)
+    try:
+        return submit_order(ctx, contract)
+    except (StoreUnavailable, SendError) as exc:
+        # Nothing is half-done that a redelivery cannot finish: abandon and let Service Bus retry.
+        log.warning("order %s: %s; abandoning for redelivery", contract.order_id, exc)
+        return IntakeResult(Settlement.abandon(str(exc)))
+
+
+def submit_order(ctx: AppContext, order: OrderSubmitted) -> IntakeResult:
+    now = ctx.clock.now()
+    state = ctx.states.get(order.order_id)
+    if state is None and ctx.orders.get(order.order_id) is None and _pending_full(ctx):
+        publish_status(
+            ctx.sender,
+            reply_to=order.reply_to,
+            order_id=order.order_id,
+            status="Rejected",
+            attempt=0,
+            at=now,
+            reason=f"too many pending orders (MAX_PENDING={ctx.settings.max_pending}); submit again later",
+        )
+        app_event("OrderRejected", f"order {order.order_id} rejected: pending cap", orderId=order.order_id)
+        return IntakeResult(Settlement.complete())
+
+    outcome = ctx.orders.create_or_verify(order.order_document())
+    if outcome is CreateOutcome.CONFLICT:
+        description = f"order {order.order_id} exists with different data; the stored order is kept unchanged"
+        raise_alert(
+            ctx.sender,
+            kind="ConflictingOrderData",
+            summary=description,
+            at=now,
+            order_id=order.order_id,
+            severity="warning",
+            discriminator=order.order_id,
+        )
+        return IntakeResult(Settlement.deadletter("ConflictingOrderData", description))
+
+    if state is None:
+        state = _create_state(ctx, order)
+        created = state.attempt == 0 and state.process_state is ProcessState.PENDING
+    else:
+        created = False
+        log.info("order %s: duplicate submission, nothing written", order.order_id)
+    if state.process_state is ProcessState.PENDING and state.attempt == 0:
+        # (Re)announce: a redelivery after a failed send repeats it; MessageId collapses duplicates.
+        publish_status(
+            ctx.sender, reply_to=state.reply_to, order_id=order.order_id, status="Received", attempt=0, at=now
+        )
+    claim = try_claim(ctx, state) if created else None
+    return IntakeResult(Settlement.complete(), claim)
+
+
+def _pending_full(ctx: AppContext) -> bool:
+    return ctx.counts.get(ProcessState.PENDING) >= ctx.settings.max_pending
+
+
+def _create_state(ctx: AppContext, order: OrderSubmitted) -> StateRecord:
+    record = transitions.new_record(order.order_id, order.reply_to, ctx.clock.now())
+    try:
+        written = ctx.states.create(record)
+    except AlreadyExists:
+        # A concurrent delivery of the same message created it first.
+        existing = ctx.states.get(order.order_id)
+        assert existing is not None
+        return existing
+    state_transition(None, written)
+    ctx.counts.bump(ProcessState.PENDING, +1)
+    return written

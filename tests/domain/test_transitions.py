@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from domain import transitions as t
+from domain.errors import FencingLost, IllegalTransition
+from domain.records import StateRecord
+from domain.retry import exponential_backoff
+from domain.states import ProcessState, StepStatus
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+GRACE = timedelta(seconds=60)
+
+
+def pending() -> StateRecord:
+    return t.new_record("o-1", "replies", NOW)
+
+
+def test_new_record_is_pending_unowned_and_unscheduled():
+    r = pending()
+    assert (r.process_state, r.locked_by, r.complete_by, r.failure_count, r.attempt) == (
+        ProcessState.PENDING,
+        None,
+        None,
+        0,
+        0,
+    )
+    assert r.history[-1].event == "Received"
+
+
+def test_claim_moves_to_processing_owned_by_the_next_attempt():
+    r = t.claim(pending(), NOW, GRACE)
+    assert r.process_state is ProcessState.PROCESSING
+    assert r.attempt == 1
+    assert r.locked_by == "o-1:1"
+    assert r.complete_by == NOW + GRACE
+
+
+def test_claim_refuses_a_record_before_its_not_before_time():
+    r = pending().model_copy(update={"complete_by": NOW + timedelta(seconds=5)})
+    with pytest.raises(IllegalTransition):
+        t.claim(r, NOW, GRACE)
+    assert t.claim(r, NOW + timedelta(seconds=5), GRACE).attempt == 1
+
+
+def test_claim_refuses_a_locked_or_processing_record():
+    claimed = t.claim(pending(), NOW, GRACE)
+    with pytest.raises(IllegalTransition):
+        t.claim(claimed, NOW, GRACE)
+
+
+def test_a_stale_owner_cannot_begin_a_step():
+    claimed = t.claim(pending(), NOW, GRACE)
+    with pytest.raises(FencingLost):
+        t.begin_step(claimed, "o-1:0", "reserve-inventory", "inventory", "req", NOW + GRACE, NOW)
+
+
+def test_step_lifecycle_records_result_and_moves_deadline():
+    r = t.claim(pending(), NOW, GRACE)
+    r = t.begin_step(r, "o-1:1", "reserve-inventory", "inventory", "req-1", NOW + timedelta(seconds=30), NOW)
+    assert r.current_step == "reserve-inventory"
+    assert r.complete_by == NOW + timedelta(seconds=30)
+    assert r.steps["reserve-inventory"].status is StepStatus.IN_PROGRESS
+    later = NOW + timedelta(seconds=3)
+    r = t.complete_step(r, "o-1:1", "reserve-inventory", {"reservationId": "R1"}, later + GRACE, later)
+    assert r.steps["reserve-inventory"].status is StepStatus.SUCCEEDED
+    assert r.steps["reserve-inventory"].result == {"reservationId": "R1"}
+    assert r.current_step is None
+    assert r.complete_by == later + GRACE
+
+
+def test_processed_releases_the_lock():
+    r = t.mark_processed(t.claim(pending(), NOW, GRACE), "o-1:1", NOW)
+    assert (r.process_state, r.locked_by, r.complete_by) == (ProcessState.PROCESSED, None, None)
+
+
+def test_fail_records_the_reason_and_unlocks():
+    r = t.claim(pending(), NOW, GRACE)
+    r = t.begin_step(r, "o-1:1", "charge-payment", "payment", "req", NOW + GRACE, NOW)
+    r = t.fail(r, "o-1:1", "charge-payment", "card declined", NOW)
+    assert r.process_state is ProcessState.ERROR
+    assert r.locked_by is None
+    assert r.last_error == "card declined"
+    assert r.steps["charge-payment"].status is StepStatus.FAILED
+
+
+def test_release_for_retry_pulls_the_deadline_to_now_and_keeps_the_lock():
+    r = t.release_for_retry(t.claim(pending(), NOW, GRACE), "o-1:1", "charge-payment", "timeout", NOW)
+    assert r.complete_by == NOW
+    assert r.locked_by == "o-1:1"
+    assert t.is_expired(r, NOW)
+
+
+def test_supervisor_retry_under_threshold_goes_back_to_pending_with_backoff():
+    r = t.claim(pending(), NOW, GRACE)
+    later = NOW + GRACE
+    r = t.supervisor_retry(r, "o-1:1", later, max_failures=3, backoff=timedelta(seconds=10))
+    assert r.process_state is ProcessState.PENDING
+    assert (r.locked_by, r.failure_count) == (None, 1)
+    assert r.complete_by == later + timedelta(seconds=10)
+
+
+def test_supervisor_retry_at_threshold_escalates_to_error():
+    r = t.claim(pending(), NOW, GRACE).model_copy(update={"failure_count": 2})
+    r = t.supervisor_retry(r, "o-1:1", NOW + GRACE, max_failures=3, backoff=timedelta(seconds=10))
+    assert r.process_state is ProcessState.ERROR
+    assert r.failure_count == 3
+    assert "retries exhausted" in (r.last_error or "")
+
+
+def test_supervisor_retry_refuses_a_record_not_yet_expired_or_owned_by_another_attempt():
+    r = t.claim(pending(), NOW, GRACE)
+    with pytest.raises(IllegalTransition):
+        t.supervisor_retry(r, "o-1:1", NOW, 3, timedelta(0))  # not expired yet
+    with pytest.raises(IllegalTransition):
+        t.supervisor_retry(r, "o-1:7", NOW + GRACE, 3, timedelta(0))  # someone else's attempt
+
+
+def test_resubmit_only_from_error_and_resets_failures():
+    with pytest.raises(IllegalTransition):
+        t.resubmit(pending(), "ops@example.com", "why", NOW)
+    r = t.claim(pending(), NOW, GRACE).model_copy(update={"failure_count": 3})
+    r = t.fail(r, "o-1:1", None, "boom", NOW)
+    r = t.resubmit(r, "ops@example.com", "fixed the card", NOW)
+    assert (r.process_state, r.failure_count, r.last_error) == (ProcessState.PENDING, 0, None)
+    assert r.history[-1].by == "ops@example.com"
+
+
+def test_record_round_trips_through_its_document_with_fixed_width_timestamps():
+    r = t.claim(pending(), NOW, GRACE)
+    doc = r.to_document()
+    assert doc["completeBy"] == "2026-03-01T12:01:00.000000Z"
+    assert doc["lockedBy"] == "o-1:1"
+    assert "_etag" not in doc
+    back = StateRecord.from_document({**doc, "_etag": "abc"})
+    assert back.etag == "abc"
+    assert back.complete_by == r.complete_by
+
+
+def test_backoff_doubles_with_equal_jitter_and_a_cap():
+    rng = random.Random(3)
+    base, cap = timedelta(seconds=10), timedelta(seconds=60)
+    for failures, full in ((1, 10), (2, 20), (3, 40), (4, 60), (9, 60)):
+        delay = exponential_backoff(failures, base, cap, rng).total_seconds()
+        assert full / 2 <= delay <= full

@@ -1,0 +1,141 @@
+"""Submission through the registered ``submit_order`` function, against the Cosmos protocol server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from adapters.cosmos.errors import StoreUnavailable
+from contracts.names import OPERATOR_ALERTS_QUEUE
+from domain.states import ProcessState
+from orchestrators.names import SCHEDULER
+from tests.fakes import FakeReceivedMessage, RecordingActions, RecordingClient
+from tests.submission.corpus import MALFORMED, order
+
+pytestmark = pytest.mark.cosmos
+
+
+def submit(functions: dict[str, Any], body: Any, client: RecordingClient | None = None) -> RecordingActions:
+    """Calls the registered trigger the way the host does (the durable-client middleware's inner
+    function gets the client object the host would build)."""
+    actions = RecordingActions()
+    fn = functions["submit_order"].get_user_function().client_function
+    asyncio.run(fn(message=FakeReceivedMessage.of(body), message_actions=actions, client=client or RecordingClient()))
+    return actions
+
+
+@pytest.mark.parametrize(("case", "body", "reason", "word"), MALFORMED, ids=[c[0] for c in MALFORMED])
+def test_malformed_message_is_dead_lettered_with_a_reason_naming_the_problem(
+    functions, app_context, case, body, reason, word
+):
+    actions = submit(functions, body)
+    kind, details = actions.only
+    assert kind == "deadletter"
+    assert details["reason"] == reason
+    assert word in details["description"]
+    assert list(app_context.states._c.read_all_items()) == []  # nothing written
+    assert list(app_context.orders._c.read_all_items()) == []
+
+
+def test_corpus_has_at_least_twenty_cases():
+    assert len(MALFORMED) >= 20
+
+
+def test_new_order_writes_order_and_pending_record_then_claims_and_starts(functions, app_context, sender):
+    client = RecordingClient()
+    actions = submit(functions, order(), client)
+    assert actions.only[0] == "complete"
+    stored = app_context.orders.get("ord-1")
+    assert stored["totalCents"] == 2500
+    record = app_context.states.get("ord-1")
+    # the fast path claimed it right away
+    assert record.process_state is ProcessState.PROCESSING
+    assert record.locked_by == "ord-1:1"
+    assert record.reply_to == "client-statuses"
+    assert [e.event for e in record.history] == ["Received", "Claimed"]
+    assert client.started == [(SCHEDULER, "ord-1:1", {"orderId": "ord-1", "attempt": 1})]
+    assert [b["status"] for b in sender.bodies("client-statuses")] == ["Received"]
+
+
+def test_exact_duplicate_completes_and_writes_nothing(functions, app_context):
+    submit(functions, order())
+    before = app_context.states.get("ord-1")
+    client = RecordingClient()
+    actions = submit(functions, order(), client)
+    assert actions.only[0] == "complete"
+    after = app_context.states.get("ord-1")
+    assert after.etag == before.etag
+    assert client.started == []
+
+
+def test_conflicting_duplicate_is_dead_lettered_alerted_and_the_order_kept(functions, app_context, sender):
+    submit(functions, order())
+    actions = submit(functions, order(shipTo="2 Other St"))
+    kind, details = actions.only
+    assert (kind, details["reason"]) == ("deadletter", "ConflictingOrderData")
+    assert app_context.orders.get("ord-1")["shipTo"] == "1 Main St"
+    alerts = sender.bodies(OPERATOR_ALERTS_QUEUE)
+    assert [a["kind"] for a in alerts] == ["ConflictingOrderData"]
+
+
+def test_crash_between_the_two_writes_is_repaired_by_the_redelivery(functions, app_context, monkeypatch):
+    real_create = app_context.states.create
+
+    def crash(record: Any) -> Any:
+        raise StoreUnavailable("connection reset")
+
+    monkeypatch.setattr(app_context.states, "create", crash)
+    actions = submit(functions, order())
+    assert actions.only[0] == "abandon"
+    assert app_context.orders.get("ord-1") is not None  # half-written...
+    assert app_context.states.get("ord-1") is None
+    monkeypatch.setattr(app_context.states, "create", real_create)
+    actions = submit(functions, order())  # ...the redelivery of the same message
+    assert actions.only[0] == "complete"
+    assert app_context.states.get("ord-1") is not None
+
+
+def test_store_unavailable_abandons_for_redelivery(functions, app_context, monkeypatch):
+    def down(order_id: str) -> Any:
+        raise StoreUnavailable("503")
+
+    monkeypatch.setattr(app_context.states, "get", down)
+    assert submit(functions, order()).only[0] == "abandon"
+
+
+def test_pending_cap_rejects_new_orders_with_a_status_and_writes_nothing(functions, app_context, sender):
+    from settings import Settings
+
+    app_context.settings = Settings.from_env({}, MAX_PENDING="1", MAX_IN_FLIGHT="1")
+    app_context.counts.clear()
+    submit(functions, order(orderId="a"))  # claimed: Processing (in-flight 1 of 1)
+    submit(functions, order(orderId="b"))  # stays Pending: in-flight cap reached
+    app_context.counts.clear()
+    actions = submit(functions, order(orderId="c"))
+    assert actions.only[0] == "complete"
+    assert app_context.states.get("c") is None and app_context.orders.get("c") is None
+    rejected = [b for b in sender.bodies("client-statuses") if b["orderId"] == "c"]
+    assert [b["status"] for b in rejected] == ["Rejected"]
+    assert app_context.states.get("b").process_state is ProcessState.PENDING
+
+
+def test_start_failure_after_a_claim_leaves_the_record_for_the_supervisor(functions, app_context, clock):
+    actions = submit(functions, order(), RecordingClient(fail_start=True))
+    assert actions.only[0] == "complete"
+    record = app_context.states.get("ord-1")
+    assert record.process_state is ProcessState.PROCESSING
+    assert record.complete_by == clock.now() + app_context.settings.start_grace
+    from domain.transitions import is_expired
+
+    assert not is_expired(record, clock.now())
+    assert is_expired(record, record.complete_by)  # the supervisor will find it then
+
+
+def test_dead_letter_description_is_json_free_text(functions, app_context):
+    actions = submit(functions, b"{")
+    _, details = actions.only
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(details["description"])
