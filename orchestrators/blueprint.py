@@ -14,7 +14,7 @@ from orchestrators.scheduler import Outcome, process_order
 bp = df.Blueprint()
 
 
-@bp.orchestration_trigger(context_name="context", orchestration=names.SCHEDULER)
+@bp.orchestration_trigger(context_name="context", orchestration=names.SCHEDULER, input_type=dict)
 def process_order_v1(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Outcome]:
     return process_order(context)
 

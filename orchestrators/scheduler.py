@@ -19,6 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 import azure.durable_functions as df
+from azure.durable_functions.models.Task import TaskState
 
 from contracts.names import AGENT_REPLY_EVENT
 from domain.ids import idempotency_key, request_id
@@ -108,7 +109,7 @@ def _invoke_agent(
         if winner == timer:
             return None
         timer.cancel()
-        if call.is_faulted:  # the activity itself failed (host crash, bug): a transient failure
+        if call.state is TaskState.FAILED:  # the activity itself failed (crash, bug): treat as transient
             return {"outcome": "failed", "transient": True, "error": "in-process agent activity failed"}
         reply: dict[str, Any] | None = call.result
         if reply is None:  # the agent dropped the request (past its deadline); the timer decides

@@ -1,0 +1,298 @@
+"""The scheduler orchestration replayed by the Durable SDK's own engine over synthetic histories,
+one test per branch. Assertions are on the actions it asks the host for and on its output."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from contracts.names import AGENT_REPLY_EVENT
+from orchestrators import names
+from tests.durable_history import History, ReplayResult
+
+T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+STEP = timedelta(seconds=60)
+ORDER: dict[str, Any] = {
+    "id": "o1",
+    "orderId": "o1",
+    "customerId": "c1",
+    "lines": [{"sku": "A", "quantity": 2, "unitPriceCents": 500}],
+    "currency": "EUR",
+    "shipTo": "1 Main St",
+    "totalCents": 1000,
+}
+ME = "o1:2"
+RESERVED = {"reservationId": "R-1"}
+CHARGED = {"chargeId": "C-1", "amountCents": 1000}
+SHIPPED = {"shipmentId": "S-1"}
+
+
+@pytest.fixture(scope="module")
+def scheduler(functions: dict[str, Any]) -> Any:
+    """The registered orchestrator function, exactly as the host calls it."""
+    return functions[names.SCHEDULER].get_user_function()
+
+
+def reply(
+    step: str,
+    *,
+    outcome: str = "succeeded",
+    transient: bool = False,
+    result: Any = None,
+    error: str | None = None,
+    request_id: str | None = None,
+) -> dict[str, Any]:
+    agent = {"reserve-inventory": "inventory", "charge-payment": "payment", "arrange-shipment": "shipping"}[step]
+    return {
+        "requestId": request_id or f"{ME}:{step}:{agent}",
+        "instanceId": ME,
+        "orderId": "o1",
+        "step": step,
+        "outcome": outcome,
+        "transient": transient,
+        "result": result,
+        "error": error,
+    }
+
+
+class Flow:
+    """Builds the history of one attempt step by step, in the order the scheduler yields."""
+
+    def __init__(self, completed: dict[str, Any] | None = None) -> None:
+        self.h = History(ME, {"orderId": "o1", "attempt": 2}, start=T0, name=names.SCHEDULER)
+        self.h.activity_completed(
+            names.LOAD_ORDER,
+            {"owned": True, "order": ORDER, "completed": completed or {}, "stepTimeoutSeconds": STEP.total_seconds()},
+            at=T0,
+        )
+        self.h.activity_completed(names.PUBLISH_STATUS, None, at=T0)
+
+    def begin(self, owned: bool = True) -> datetime:
+        self.h.activity_completed(names.BEGIN_STEP, {"owned": owned}, at=self.h.now)
+        return self.h.now + STEP
+
+    def in_process_reply(self, value: dict[str, Any] | None, after: timedelta = timedelta(seconds=1)) -> None:
+        deadline = self.begin()
+        call = self.h.activity_scheduled(names.in_process_agent("inventory"))
+        self.timer = self.h.timer_created_not_fired(deadline)
+        self.h.complete_activity(call, value, at=self.h.now + after)
+
+    def remote_reply(self, value: dict[str, Any], after: timedelta = timedelta(seconds=2)) -> None:
+        deadline = self.begin()
+        self.h.activity_completed(names.SEND_AGENT_REQUEST, None, at=self.h.now)
+        self.timer = self.h.timer_created_not_fired(deadline)
+        self.h.event_raised(AGENT_REPLY_EVENT, value, at=self.h.now + after)
+
+    def step_recorded(self, owned: bool = True) -> None:
+        self.h.activity_completed(names.COMPLETE_STEP, {"owned": owned}, at=self.h.now)
+
+    def run(self, scheduler: Any) -> ReplayResult:
+        return self.h.run(scheduler)
+
+
+def test_first_episode_loads_the_order(scheduler):
+    result = History(ME, {"orderId": "o1", "attempt": 2}, start=T0).run(scheduler)
+    assert result.new_action_types() == ["CallActivity"]
+    assert result.new_actions[0]["functionName"] == names.LOAD_ORDER
+    assert json.loads(result.new_actions[0]["input"]) == {"orderId": "o1", "instanceId": ME}
+
+
+def test_step_start_is_a_fenced_write_of_the_deadline_then_the_agent_races_a_timer(scheduler):
+    f = Flow()
+    f.h.activity_completed(names.BEGIN_STEP, {"owned": True}, at=T0)
+    result = f.run(scheduler)
+    begin = json.loads(result.actions[2]["input"])
+    assert begin["request"]["deadline"] == "2026-03-01T08:01:00.000000Z"
+    assert begin["request"]["idempotencyKey"] == "o1:reserve-inventory"  # the same for every attempt
+    assert begin["request"]["requestId"] == "o1:2:reserve-inventory:inventory"
+    assert result.new_action_types() == ["CallActivity", "CreateTimer"]
+    assert result.new_actions[0]["functionName"] == "agent_inventory"
+    assert result.new_actions[1]["fireAt"] == "2026-03-01T08:01:00.000000Z"
+    assert result.action_types()[-3] == "WhenAny"
+
+
+def test_reply_first_cancels_the_timer_and_records_the_step_result(scheduler):
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
+    result = f.run(scheduler)
+    timers = [a for a in result.actions if a["type"] == "CreateTimer"]
+    assert timers[-1]["isCanceled"] is True
+    assert result.new_action_types() == ["CallActivity"]
+    assert result.new_actions[0]["functionName"] == names.COMPLETE_STEP
+    assert json.loads(result.new_actions[0]["input"]) == {
+        "orderId": "o1",
+        "instanceId": ME,
+        "step": "reserve-inventory",
+        "attempt": 2,
+        "result": RESERVED,
+    }
+
+
+def test_remote_step_sends_a_request_then_waits_for_the_reply_event_or_the_deadline(scheduler):
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
+    f.step_recorded()
+    f.begin()
+    result = f.run(scheduler)
+    assert result.new_action_types() == ["CallActivity"]
+    sent = json.loads(result.new_actions[0]["input"])
+    assert sent["queue"] == "payment-requests"
+    assert sent["request"]["payload"] == {"amountCents": 1000, "currency": "EUR", "customerId": "c1", "prepaid": False}
+    f.h.activity_completed(names.SEND_AGENT_REQUEST, None, at=f.h.now)
+    result = f.run(scheduler)
+    assert result.new_action_types() == ["CreateTimer"]
+    assert result.action_types()[-3:] == ["WhenAny", "WaitForExternalEvent", "CreateTimer"]
+    assert result.actions[-2]["externalEventName"] == AGENT_REPLY_EVENT
+
+
+def test_timer_first_ends_without_touching_the_record(scheduler):
+    f = Flow()
+    deadline = f.begin()
+    call = f.h.activity_scheduled(names.in_process_agent("inventory"))
+    timer = f.h.timer_created_not_fired(deadline)
+    f.h.fire_timer(timer, deadline)
+    result = f.run(scheduler)
+    assert result.is_done
+    assert result.output == {"result": "DeadlineExpired", "step": "reserve-inventory"}
+    assert result.new_actions == []  # no fenced write, no status: recovery is the supervisor's
+    assert call == 3
+
+
+def test_a_late_reply_after_the_timer_changes_nothing(scheduler):
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
+    f.step_recorded()
+    deadline = f.begin()
+    f.h.activity_completed(names.SEND_AGENT_REQUEST, None, at=f.h.now)
+    timer = f.h.timer_created_not_fired(deadline)
+    f.h.fire_timer(timer, deadline)
+    f.h.event_raised(AGENT_REPLY_EVENT, reply("charge-payment", result=CHARGED), at=deadline + timedelta(seconds=1))
+    result = f.run(scheduler)
+    assert result.is_done
+    assert result.output["result"] == "DeadlineExpired"
+    assert result.new_actions == []
+
+
+def test_non_transient_error_reply_fails_the_order(scheduler):
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", outcome="failed", error="SKU A discontinued"))
+    result = f.run(scheduler)
+    assert result.new_action_types() == ["CallActivity"]
+    assert result.new_actions[0]["functionName"] == names.FAIL_ORDER
+    assert json.loads(result.new_actions[0]["input"])["error"] == "SKU A discontinued"
+    f.h.activity_completed(names.FAIL_ORDER, {"owned": True}, at=f.h.now)
+    result = f.run(scheduler)
+    assert result.is_done
+    assert result.output == {"result": "Failed", "step": "reserve-inventory", "error": "SKU A discontinued"}
+
+
+def test_transient_error_reply_releases_the_record_to_the_supervisor(scheduler):
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", outcome="failed", transient=True, error="503 x4"))
+    result = f.run(scheduler)
+    assert [a["functionName"] for a in result.new_actions] == [names.RELEASE_FOR_RETRY]
+    f.h.activity_completed(names.RELEASE_FOR_RETRY, {"owned": True}, at=f.h.now)
+    result = f.run(scheduler)
+    assert result.is_done
+    assert result.output["result"] == "TransientFailure"
+
+
+def test_a_faulted_in_process_agent_activity_counts_as_transient(scheduler):
+    f = Flow()
+    deadline = f.begin()
+    call = f.h.activity_scheduled(names.in_process_agent("inventory"))
+    f.h.timer_created_not_fired(deadline)
+    f.h.fail_activity(call, "worker crashed", at=f.h.now + timedelta(seconds=1))
+    result = f.run(scheduler)
+    assert [a["functionName"] for a in result.new_actions] == [names.RELEASE_FOR_RETRY]
+
+
+def test_a_mismatched_reply_is_ignored_and_the_wait_goes_on_until_the_same_deadline(scheduler):
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
+    f.step_recorded()
+    stale = reply("charge-payment", result={"chargeId": "OLD"}, request_id="o1:1:charge-payment:payment")
+    f.remote_reply(stale)
+    result = f.run(scheduler)
+    assert not result.is_done
+    assert result.new_actions == []  # no write, no new timer: still waiting
+    waits = [a for a in result.actions if a["type"] == "WaitForExternalEvent"]
+    assert len(waits) == 2
+    timers = [a for a in result.actions if a["type"] == "CreateTimer"]
+    assert timers[-1]["isCanceled"] is False
+    # the right reply then arrives before the deadline
+    f.h.event_raised(AGENT_REPLY_EVENT, reply("charge-payment", result=CHARGED), at=f.h.now + timedelta(seconds=5))
+    result = f.run(scheduler)
+    assert [a["functionName"] for a in result.new_actions] == [names.COMPLETE_STEP]
+    assert json.loads(result.new_actions[0]["input"])["result"] == CHARGED
+
+
+def test_a_duplicate_reply_of_a_completed_step_is_ignored(scheduler):
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
+    f.step_recorded()
+    f.remote_reply(reply("charge-payment", result=CHARGED))
+    f.step_recorded()
+    f.begin()
+    f.h.activity_completed(names.SEND_AGENT_REQUEST, None, at=f.h.now)
+    deadline = f.h.now + STEP
+    f.h.timer_created_not_fired(deadline)
+    f.h.event_raised(AGENT_REPLY_EVENT, reply("charge-payment", result=CHARGED), at=f.h.now + timedelta(seconds=1))
+    result = f.run(scheduler)
+    assert not result.is_done
+    assert result.new_actions == []
+
+
+def test_fencing_lost_at_a_step_start_ends_quietly(scheduler):
+    f = Flow()
+    f.begin(owned=False)
+    result = f.run(scheduler)
+    assert result.is_done
+    assert result.output == {"result": "FencingLost", "at": "reserve-inventory"}
+    assert result.new_actions == []
+
+
+def test_fencing_lost_when_recording_a_result_ends_quietly(scheduler):
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
+    f.step_recorded(owned=False)
+    result = f.run(scheduler)
+    assert result.is_done
+    assert result.output == {"result": "FencingLost", "at": "reserve-inventory"}
+
+
+def test_not_owning_the_record_at_load_ends_before_anything_else(scheduler):
+    h = History(ME, {"orderId": "o1", "attempt": 2}, start=T0)
+    h.activity_completed(names.LOAD_ORDER, {"owned": False}, at=T0)
+    result = h.run(scheduler)
+    assert result.is_done
+    assert result.output == {"result": "FencingLost", "at": "load"}
+    assert result.new_actions == []
+
+
+def test_all_steps_succeed_then_the_order_is_processed(scheduler):
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
+    f.step_recorded()
+    f.remote_reply(reply("charge-payment", result=CHARGED))
+    f.step_recorded()
+    f.remote_reply(reply("arrange-shipment", result=SHIPPED))
+    f.step_recorded()
+    result = f.run(scheduler)
+    assert [a["functionName"] for a in result.new_actions] == [names.MARK_PROCESSED]
+    shipment = [a for a in result.actions if a.get("functionName") == names.SEND_AGENT_REQUEST][-1]
+    assert json.loads(shipment["input"])["request"]["payload"] == {"shipTo": "1 Main St", "reservationId": "R-1"}
+    f.h.activity_completed(names.MARK_PROCESSED, {"owned": True}, at=f.h.now)
+    result = f.run(scheduler)
+    assert result.is_done
+    assert result.output == {"result": "Processed"}
+
+
+def test_steps_done_by_an_earlier_attempt_are_not_run_again(scheduler):
+    f = Flow(completed={"reserve-inventory": RESERVED})
+    result = f.run(scheduler)
+    assert [a["functionName"] for a in result.new_actions] == [names.BEGIN_STEP]
+    assert json.loads(result.new_actions[0]["input"])["request"]["step"] == "charge-payment"
