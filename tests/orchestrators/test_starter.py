@@ -1,0 +1,108 @@
+"""The starter: sweep, claim races, caps, and what happens when a start fails."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from domain import transitions
+from domain.states import ProcessState
+from orchestrators import starter
+from orchestrators.names import SCHEDULER
+from settings import Settings
+from tests.fakes import RecordingClient
+
+pytestmark = pytest.mark.cosmos
+
+
+def seed(ctx, clock, n: int) -> None:
+    for i in range(n):
+        ctx.states.create(transitions.new_record(f"o{i}", None, clock.now()))
+
+
+def test_sweep_claims_pending_records_in_a_bounded_batch(app_context, clock):
+    app_context.settings = Settings.from_env({}, STARTER_BATCH_SIZE="3")
+    seed(app_context, clock, 5)
+    claims = starter.sweep(app_context)
+    assert len(claims) == 3
+    assert {c.instance_id for c in claims} == {f"{c.order_id}:1" for c in claims}
+    assert app_context.states.count(ProcessState.PROCESSING) == 3
+
+
+def test_two_starters_sweeping_the_same_records_never_claim_one_twice(app_context, clock):
+    seed(app_context, clock, 6)
+    records = app_context.states.claimable(clock.now(), 10)
+    a = [starter.try_claim(app_context, r) for r in records]  # starter A
+    b = [starter.try_claim(app_context, r) for r in records]  # starter B, same stale reads
+    assert all(c is not None for c in a)
+    assert all(c is None for c in b)
+
+
+def test_in_flight_cap_stops_claims(app_context, clock):
+    app_context.settings = Settings.from_env({}, MAX_IN_FLIGHT="2", STATE_COUNT_CACHE_SECONDS="0")
+    seed(app_context, clock, 5)
+    assert len(starter.sweep(app_context)) == 2
+    assert starter.sweep(app_context) == []
+    assert app_context.states.count(ProcessState.PENDING) == 3
+
+
+def test_the_in_flight_count_is_cached_not_scanned_per_claim(app_context, clock, monkeypatch):
+    app_context.settings = Settings.from_env({}, STATE_COUNT_CACHE_SECONDS="5")
+    seed(app_context, clock, 4)
+    calls = []
+    real = app_context.states.count
+    monkeypatch.setattr(app_context.states, "count", lambda s: calls.append(s) or real(s))
+    for record in app_context.states.claimable(clock.now(), 10):
+        starter.try_claim(app_context, record)
+    assert calls == [ProcessState.PROCESSING]  # one scan, then the cache (bumped locally)
+    clock.advance(timedelta(seconds=5))
+    starter.has_capacity(app_context)
+    assert len(calls) == 2
+
+
+def test_a_reset_record_is_reclaimed_only_after_its_not_before_time_with_the_next_attempt(app_context, clock):
+    seed(app_context, clock, 1)
+    [first] = starter.sweep(app_context)
+    clock.advance(app_context.settings.start_grace)
+    from adapters.cosmos.state_store import update_once
+
+    record = app_context.states.get("o0")
+    update_once(
+        app_context.states,
+        record,
+        lambda r: transitions.supervisor_retry(r, first.instance_id, clock.now(), 3, timedelta(seconds=30)),
+    )
+    assert starter.sweep(app_context) == []  # backoff not over
+    clock.advance(timedelta(seconds=30))
+    [second] = starter.sweep(app_context)
+    assert (second.attempt, second.instance_id) == (2, "o0:2")
+
+
+def test_start_claimed_starts_one_versioned_orchestration_per_claim():
+    client = RecordingClient()
+    claims = [starter.Claim("o1", "o1:1", 1), starter.Claim("o2", "o2:3", 3)]
+    assert asyncio.run(starter.start_claimed(client, claims)) == ["o1:1", "o2:3"]
+    assert client.started == [
+        (SCHEDULER, "o1:1", {"orderId": "o1", "attempt": 1}),
+        (SCHEDULER, "o2:3", {"orderId": "o2", "attempt": 3}),
+    ]
+
+
+def test_start_failure_is_logged_and_left_for_the_supervisor(app_context, clock, caplog):
+    seed(app_context, clock, 1)
+    claims = starter.sweep(app_context)
+    assert asyncio.run(starter.start_claimed(RecordingClient(fail_start=True), claims)) == []
+    assert "supervisor will retry" in caplog.text
+    record = app_context.states.get("o0")
+    assert record.process_state is ProcessState.PROCESSING
+    assert transitions.is_expired(record, clock.now() + app_context.settings.start_grace)
+
+
+def test_the_sweep_trigger_claims_and_starts(functions, app_context, clock):
+    seed(app_context, clock, 2)
+    client = RecordingClient()
+    fn = functions["starter_sweep"].get_user_function().client_function
+    asyncio.run(fn(timer=None, client=client))
+    assert sorted(i for _, i, _ in client.started) == ["o0:1", "o1:1"]
