@@ -1,0 +1,90 @@
+"""The virtual-time scheduler: concurrent sleeps overlap, order is deterministic, restarts drop work."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from localrun.virtual_time import TaskScheduler
+
+
+def drain(s: TaskScheduler) -> None:
+    while True:
+        if s.run_one():
+            continue
+        wake = s.next_wake()
+        if wake is None:
+            return
+        s.clock.advance_to(wake)
+
+
+def test_sleeping_tasks_overlap_in_simulated_time():
+    s = TaskScheduler()
+    start = s.clock.now()
+    finished: list[tuple[str, float]] = []
+
+    def worker(name: str, seconds: float) -> None:
+        s.clock.sleep(seconds)
+        finished.append((name, (s.clock.now() - start).total_seconds()))
+
+    for i in range(50):
+        s.spawn(f"w{i}", lambda i=i: worker(f"w{i}", 10))
+    drain(s)
+    assert len(finished) == 50
+    assert {t for _, t in finished} == {10.0}  # fifty 10 s sleeps take 10 s, not 500 s
+    assert s.clock.now() - start == timedelta(seconds=10)
+
+
+def test_resume_order_is_wake_time_then_creation_order():
+    s = TaskScheduler()
+    order: list[str] = []
+
+    def worker(name: str, seconds: float) -> None:
+        s.clock.sleep(seconds)
+        order.append(name)
+
+    s.spawn("late", lambda: worker("late", 3))
+    s.spawn("early-1", lambda: worker("early-1", 1))
+    s.spawn("early-2", lambda: worker("early-2", 1))
+    drain(s)
+    assert order == ["early-1", "early-2", "late"]
+
+
+def test_a_task_can_sleep_many_times_and_failures_are_recorded():
+    s = TaskScheduler()
+    ticks: list[float] = []
+    start = s.clock.now()
+
+    def ticker() -> None:
+        for _ in range(3):
+            s.clock.sleep(2)
+            ticks.append((s.clock.now() - start).total_seconds())
+        raise RuntimeError("boom")
+
+    s.spawn("ticker", ticker)
+    drain(s)
+    assert ticks == [2.0, 4.0, 6.0]
+    assert [(n, str(e)) for n, e in s.failures] == [("ticker", "boom")]
+
+
+def test_cancel_all_drops_parked_tasks_without_running_the_rest_of_them():
+    s = TaskScheduler()
+    reached: list[str] = []
+
+    def slow() -> None:
+        s.clock.sleep(5)
+        reached.append("after sleep")
+
+    s.spawn("slow", slow)
+    s.run_one()  # runs until it parks
+    assert s.busy()
+    assert s.cancel_all() == 1
+    drain(s)
+    assert reached == []
+    assert not s.busy()
+
+
+def test_sleep_outside_a_task_advances_the_clock():
+    s = TaskScheduler()
+    start = s.clock.now()
+    s.clock.sleep(7)
+    assert s.clock.now() - start == timedelta(seconds=7)
