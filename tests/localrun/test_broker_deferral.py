@@ -1,0 +1,171 @@
+"""Broker contract: deferral, receive-deferred by sequence number, peek."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from adapters.clock import ManualClock
+from adapters.servicebus.deferred import DeferredMessageStore
+from adapters.servicebus.sender import OutgoingMessage, QueueNotFound
+from localrun.servicebus import (
+    MAX_DELIVERY_COUNT_EXCEEDED,
+    TTL_EXPIRED,
+    InProcessBroker,
+    MessageLockLost,
+    MessageState,
+    QueuePolicy,
+    ReceiverClosed,
+)
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+LOCK = timedelta(seconds=30)
+
+
+def make_broker(policy: QueuePolicy | None = None) -> tuple[InProcessBroker, ManualClock]:
+    clock = ManualClock(START)
+    broker = InProcessBroker(clock)
+    broker.declare_queue("orders", policy or QueuePolicy(lock_duration=LOCK, max_delivery_count=3))
+    return broker, clock
+
+
+def defer_one(broker: InProcessBroker, message_id: str = "payment-1") -> int:
+    """Send a message, receive it on the trigger and defer it; its sequence number."""
+    broker.send("orders", OutgoingMessage(body='{"type":"PaymentNotification"}', message_id=message_id))
+    got = broker.receive("orders")
+    assert got is not None and got.message_id == message_id
+    broker.actions.defer(got)
+    return got.sequence_number
+
+
+def test_deferred_message_is_never_delivered_to_a_trigger_again_but_is_visible_to_peek() -> None:
+    """Message deferral: a deferred message stays in the main queue but can no longer be received with
+    the regular receive operations; Message browsing: peek returns deferred messages."""
+    broker, clock = make_broker()
+    seq = defer_one(broker)
+    clock.advance(LOCK * 10)
+    assert broker.receive("orders") is None
+    assert broker.ready_queues() == []
+    [peeked] = broker.peek("orders", 10)
+    assert (peeked.sequence_number, peeked.state) == (seq, MessageState.DEFERRED)
+    assert broker.next_due_time() is None
+
+
+def test_receive_deferred_by_sequence_number_locks_and_settles_on_that_receiver() -> None:
+    """Message deferral: a deferred message is retrieved by its sequence number (receive_deferred_messages)
+    and is then locked like any received message; it is settled on the receiver that fetched it."""
+    broker, _ = make_broker()
+    seq = defer_one(broker)
+    store: DeferredMessageStore = broker.deferred_store
+    with store.open("orders") as receiver:
+        [got] = receiver.receive_deferred([seq])
+        assert (got.sequence_number, got.state, got.delivery_count) == (seq, MessageState.DEFERRED, 2)
+        assert got.lock_token and got.locked_until_utc == START + LOCK
+        receiver.complete(got)
+    assert broker.peek("orders", 10) == []
+    assert broker.counters("orders").deferred_received == 1
+
+
+def test_receive_deferred_leaves_out_numbers_that_are_not_deferred() -> None:
+    """Message deferral: only deferred messages can be received by sequence number (the SDK raises for
+    the others; the app's DeferredReceiver protocol leaves them out of the result)."""
+    broker, _ = make_broker()
+    seq = defer_one(broker, "p1")
+    broker.send("orders", OutgoingMessage(body="{}", message_id="active"))
+    with broker.deferred_store.open("orders") as receiver:
+        got = receiver.receive_deferred([seq + 1, 999, seq])
+        assert [m.sequence_number for m in got] == [seq]
+        assert receiver.receive_deferred([seq]) == []  # already locked to this receiver
+
+
+def test_deferred_message_cannot_be_settled_through_the_trigger_actions() -> None:
+    """Message deferral / Message transfers, locks, and settlement: a message fetched on a receiver is
+    settled on that receiver; another link (the host's settlement actions) does not hold its lock."""
+    broker, _ = make_broker()
+    seq = defer_one(broker)
+    with broker.deferred_store.open("orders") as receiver:
+        [got] = receiver.receive_deferred([seq])
+        with pytest.raises(MessageLockLost):
+            broker.actions.complete(got)
+        receiver.dead_letter(got, "OrphanPayment", "no order after 1 day")
+    [dead] = broker.dead_letters("orders")
+    assert (dead.reason, dead.description) == ("OrphanPayment", "no order after 1 day")
+
+
+def test_abandoned_or_expired_lock_on_a_deferred_message_leaves_it_deferred() -> None:
+    """Message deferral: a deferred message fetched and then abandoned (or whose lock expires) is
+    still deferred, never delivered to a trigger; each fetch is a delivery attempt, and at the
+    max delivery count it is dead-lettered (Overview of Service Bus dead-letter queues)."""
+    broker, clock = make_broker()
+    seq = defer_one(broker)  # delivery 1
+    with broker.deferred_store.open("orders") as receiver:
+        [got] = receiver.receive_deferred([seq])  # delivery 2
+        receiver.abandon(got)
+        assert broker.receive("orders") is None
+        [again] = receiver.receive_deferred([seq])  # delivery 3
+        assert again.delivery_count == 3
+    clock.advance(LOCK)
+    assert broker.receive("orders") is None
+    [dead] = broker.dead_letters("orders")
+    assert dead.reason == MAX_DELIVERY_COUNT_EXCEEDED
+
+
+def test_defer_again_on_the_receiver_keeps_it_for_later() -> None:
+    """Message deferral: a fetched deferred message can be deferred again and fetched later."""
+    broker, _ = make_broker()
+    seq = defer_one(broker)
+    with broker.deferred_store.open("orders") as receiver:
+        [got] = receiver.receive_deferred([seq])
+        receiver.defer(got)
+        [again] = receiver.receive_deferred([seq])
+        receiver.complete(again)
+    assert broker.peek("orders", 10) == []
+
+
+def test_expired_deferred_message_is_dead_lettered_when_fetched() -> None:
+    """Message deferral: deferred messages are not expired and dead-lettered until a client tries to
+    receive them by sequence number; then an expired one moves to the DLQ (when dead-lettering on
+    expiration is enabled) and is not returned."""
+    broker, clock = make_broker(QueuePolicy(lock_duration=LOCK, default_ttl=timedelta(hours=1)))
+    seq = defer_one(broker)
+    clock.advance(timedelta(hours=2))
+    assert [m.sequence_number for m in broker.peek("orders", 10)] == [seq]  # still there, lazily
+    assert broker.dead_letters("orders") == []
+    with broker.deferred_store.open("orders") as receiver:
+        assert receiver.receive_deferred([seq]) == []
+    [dead] = broker.dead_letters("orders")
+    assert (dead.sequence_number, dead.reason) == (seq, TTL_EXPIRED)
+    assert broker.peek("orders", 10) == []
+
+
+def test_peek_from_a_sequence_number_and_up_to_a_count() -> None:
+    """Message browsing: peek enumerates from the lowest available sequence number, or from a given
+    one, returning at most the requested count; locked, deferred and scheduled messages included."""
+    broker, _ = make_broker()
+    seq_deferred = defer_one(broker, "d")
+    for i in range(3):
+        broker.send("orders", OutgoingMessage(body="{}", message_id=f"m{i}"))
+    locked = broker.receive("orders")
+    assert locked is not None
+    broker.send("orders", OutgoingMessage(body="{}", message_id="s", scheduled_enqueue_time=START + LOCK))
+    with broker.deferred_store.open("orders") as receiver:
+        assert [m.message_id for m in receiver.peek(10)] == ["d", "m0", "m1", "m2", "s"]
+        assert [m.sequence_number for m in receiver.peek(2, from_sequence_number=3)] == [3, 4]
+    assert seq_deferred == 1
+
+
+def test_receiver_cannot_be_used_after_its_block() -> None:
+    """A receiver is closed when its block ends (ServiceBusReceiver.close); using it fails."""
+    broker, _ = make_broker()
+    with broker.deferred_store.open("orders") as receiver:
+        pass
+    with pytest.raises(ReceiverClosed):
+        receiver.receive_deferred([1])
+
+
+def test_opening_a_receiver_on_an_undeclared_queue_fails() -> None:
+    """MessagingEntityNotFoundError for an entity that does not exist."""
+    broker, _ = make_broker()
+    with pytest.raises(QueueNotFound), broker.deferred_store.open("missing"):
+        pass
