@@ -1,0 +1,348 @@
+"""The host side of Durable Functions for the local runner.
+
+It keeps each instance's history and status, runs orchestrators the way the Functions host does (the
+registered orchestrator function gets the context JSON and returns the state JSON, through the SDK's
+own replay), and carries out the actions the orchestrator returns: activities, timers (on the injected
+clock), waits for external events, when-any/when-all, cancelled timers. Activities are at-least-once:
+``restart_host`` drops in-flight activity executions and they run again.
+
+Deterministic: one FIFO of work items, timers fire in (fire time, instance, task id) order, instance
+ids come from a counter. The client-facing operations return ``HostResponse`` (the status code and
+body of the extension's HTTP API); ``LocalDurableClient`` turns them into the SDK's behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from azure.durable_functions import OrchestrationRuntimeStatus
+
+from adapters.clock import Clock
+from localrun.durable import history as ev
+from localrun.durable.actions import SCHEDULING_TYPES, OrchestratorState
+from localrun.durable.instance import Instance
+from localrun.durable.replay import OrchestratorCallable, replay
+from localrun.durable.work import ActivityWork, EpisodeWork, StepReport, WorkItem
+
+log = logging.getLogger(__name__)
+
+RunActivity = Callable[[str, Any], Any]
+
+SUPPORTED_SCHEDULING = frozenset({"CallActivity", "CreateTimer"})
+SUPPORTED_OTHER = frozenset({"WaitForExternalEvent", "WhenAny", "WhenAll"})
+
+
+class HostResponse(NamedTuple):
+    status: int
+    body: Any = None
+
+
+@dataclass
+class EngineCounters:
+    episodes: int = 0
+    activity_executions: int = 0
+    activities_redelivered: int = 0  # in-flight executions dropped by a host restart and queued again
+    timers_fired: int = 0
+    history_events: int = 0  # every event appended to any history, overwritten instances included
+
+
+class DurableEngine:
+    def __init__(
+        self,
+        orchestrators: Mapping[str, OrchestratorCallable],
+        run_activity: RunActivity,
+        clock: Clock,
+        *,
+        schema_version: int = ev.DEFAULT_SCHEMA_VERSION,
+        instance_id_namespace: str = "localrun",
+    ) -> None:
+        self._orchestrators = dict(orchestrators)
+        self._run_activity = run_activity
+        self._clock = clock
+        self._schema_version = schema_version
+        self._id_namespace = instance_id_namespace
+        self._instances: dict[str, Instance] = {}
+        self._queue: deque[WorkItem] = deque()
+        self._in_flight: list[ActivityWork] = []
+        self._host_generation = 0
+        self._generated_ids = 0
+        self._executions = 0
+        self.counters = EngineCounters()
+
+    # --- the HTTP API the durable client talks to ---------------------------------------------------
+
+    def start(self, name: str, instance_id: str | None = None, input_json: str | None = None) -> HostResponse:
+        """POST orchestrators/{name}[/{instance_id}] with the input already JSON-encoded."""
+        if name not in self._orchestrators:
+            message = f"The function '{name}' doesn't exist, is disabled, or is not an orchestrator function."
+            return HostResponse(400, {"ExceptionMessage": message})
+        if instance_id is None:
+            self._generated_ids += 1
+            instance_id = uuid.uuid5(uuid.NAMESPACE_URL, f"{self._id_namespace}/{self._generated_ids}").hex
+        existing = self._instances.get(instance_id)
+        if existing is not None and not existing.is_finished:
+            message = f"An Orchestration instance with the status {existing.status.value} already exists."
+            return HostResponse(409, message)
+        if existing is not None:  # a finished instance is overwritten: a new execution, a new history
+            del self._instances[instance_id]
+        now = self._now()
+        self._executions += 1
+        instance = Instance(
+            instance_id=instance_id,
+            name=name,
+            execution=self._executions,
+            input_json=input_json,
+            created=now,
+            last_updated=now,
+        )
+        self._instances[instance_id] = instance
+        self._queue_episode(instance)
+        return HostResponse(202, {"id": instance_id})
+
+    def raise_event(self, instance_id: str, event_name: str, event_json: str) -> HostResponse:
+        """POST instances/{id}/raiseEvent/{name} with the JSON-encoded event data."""
+        instance = self._instances.get(instance_id)
+        if instance is None:
+            return HostResponse(404)
+        if instance.is_finished:
+            return HostResponse(410)
+        instance.inbox.append(ev.event_raised(self._now(), event_name, event_json))
+        self._queue_episode(instance)
+        return HostResponse(202)
+
+    def terminate(self, instance_id: str, reason: str) -> HostResponse:
+        instance = self._instances.get(instance_id)
+        if instance is None:
+            return HostResponse(404)
+        if instance.is_finished:
+            return HostResponse(410)
+        now = self._now()
+        self._append(instance, [ev.execution_terminated(now, reason)])
+        self._finish(instance, OrchestrationRuntimeStatus.Terminated, reason, now, completed_episode=False)
+        return HostResponse(202)
+
+    def instance(self, instance_id: str) -> Instance | None:
+        """The stored instance (read it, do not change it)."""
+        return self._instances.get(instance_id)
+
+    def instances(self) -> list[Instance]:
+        return list(self._instances.values())
+
+    # --- the work loop the runner drives --------------------------------------------------------
+
+    def has_work(self) -> bool:
+        return bool(self._queue)
+
+    def run_next(self) -> StepReport | None:
+        """Run one work item: one orchestrator episode or one activity execution."""
+        if not self._queue:
+            return None
+        item = self._queue.popleft()
+        if isinstance(item, EpisodeWork):
+            return self._run_episode(item.instance_id)
+        return self._execute_activity(item)
+
+    def next_due_time(self) -> datetime | None:
+        """The earliest fire time of a pending timer, or None."""
+        times = [t for i in self._instances.values() for t in i.pending_timers.values()]
+        return min(times, default=None)
+
+    def fire_due_timers(self) -> int:
+        """Deliver TimerFired for every timer due at the clock's time. Returns how many fired."""
+        now = self._now()
+        order = {instance_id: n for n, instance_id in enumerate(self._instances)}
+        due = sorted(
+            (fire_at, order[i.instance_id], task_id, i)
+            for i in self._instances.values()
+            for task_id, fire_at in i.pending_timers.items()
+            if fire_at <= now
+        )
+        for fire_at, _, task_id, instance in due:
+            del instance.pending_timers[task_id]
+            instance.inbox.append(ev.timer_fired(now, task_id, fire_at))
+            self._queue_episode(instance)
+            self.counters.timers_fired += 1
+        return len(due)
+
+    def run_until_idle(self, max_steps: int = 100_000) -> int:
+        """Run work and fire due timers until nothing is runnable at the clock's current time."""
+        steps = 0
+        while steps < max_steps:
+            if self.run_next() is not None:
+                steps += 1
+            elif self.fire_due_timers() == 0:
+                return steps
+        raise RuntimeError(f"durable engine still busy after {max_steps} steps")
+
+    def restart_host(self) -> int:
+        """A host restart: in-flight activity executions are lost (their results, if they come, are
+        dropped) and their work items run again. Histories, inboxes, timers and queued work stay, as
+        they do in the task hub's storage. Returns how many activity executions were dropped."""
+        self._host_generation += 1
+        dropped = self._in_flight
+        self._in_flight = []
+        self._queue.extend(dropped)
+        self.counters.activities_redelivered += len(dropped)
+        return len(dropped)
+
+    def history_events(self, instance_id: str) -> int:
+        instance = self._instances.get(instance_id)
+        return len(instance.history) if instance else 0
+
+    # --- episodes ---------------------------------------------------------------------------------
+
+    def _run_episode(self, instance_id: str) -> StepReport:
+        instance = self._instances[instance_id]
+        instance.episode_queued = False
+        if instance.is_finished:  # terminated while the episode was queued
+            instance.inbox.clear()
+            return StepReport("episode", instance_id, instance.name, instance.status.value)
+        now = self._now()
+        new_events = [ev.orchestrator_started(now)]
+        if not instance.history:
+            new_events.append(ev.execution_started(now, instance.name, instance.input_json))
+        new_events.extend(instance.inbox)
+        instance.inbox = []
+        self._append(instance, new_events)
+        instance.status = OrchestrationRuntimeStatus.Running
+        instance.last_updated = now
+        self.counters.episodes += 1
+
+        context = ev.context_json(
+            instance.instance_id, instance.input_json, instance.history, schema_version=self._schema_version
+        )
+        try:
+            state = replay(self._orchestrators[instance.name], context)
+        except Exception as error:  # the worker itself failed, not the orchestrator code
+            log.exception("orchestrator %s failed outside the SDK's replay", instance.name)
+            self._finish(instance, OrchestrationRuntimeStatus.Failed, str(error), now)
+            return StepReport("episode", instance_id, instance.name, instance.status.value)
+
+        instance.custom_status = state.custom_status
+        problem = state.error or self._apply_actions(instance, state, now)
+        if problem is not None:
+            self._finish(instance, OrchestrationRuntimeStatus.Failed, problem, now)
+        elif state.is_done:
+            self._finish(instance, OrchestrationRuntimeStatus.Completed, state.output, now)
+        else:
+            self._append(instance, [ev.orchestrator_completed(now)])
+        return StepReport("episode", instance_id, instance.name, instance.status.value)
+
+    def _apply_actions(self, instance: Instance, state: OrchestratorState, now: datetime) -> str | None:
+        """Schedule the new actions; returns a failure message if the orchestrator cannot go on here."""
+        for action in state.actions:
+            kind = action["type"]
+            if kind not in SUPPORTED_SCHEDULING and kind not in SUPPORTED_OTHER:
+                return f"The local runner does not support the Durable action {kind}."
+        scheduling = [a for a in state.actions if a["type"] in SCHEDULING_TYPES]
+        new_events: list[ev.HistoryEvent] = []
+        for task_id, action in enumerate(scheduling):
+            signature = _signature(action)
+            if task_id < len(instance.scheduled):
+                if instance.scheduled[task_id] != signature:
+                    return (
+                        "Non-Deterministic workflow detected: task "
+                        f"{task_id} is {instance.scheduled[task_id]} in the history, "
+                        f"but the orchestrator now asks for {signature}."
+                    )
+                if action["type"] == "CreateTimer" and action.get("isCanceled"):
+                    instance.pending_timers.pop(task_id, None)
+                continue
+            instance.scheduled.append(signature)
+            if action["type"] == "CallActivity":
+                name, input_json = action["functionName"], action.get("input")
+                new_events.append(ev.task_scheduled(now, task_id, name, input_json))
+                self._queue.append(ActivityWork(instance.instance_id, instance.execution, task_id, name, input_json))
+            else:
+                fire_at = ev.parse_timestamp(action["fireAt"])
+                new_events.append(ev.timer_created(now, task_id, fire_at))
+                if not action.get("isCanceled"):
+                    instance.pending_timers[task_id] = fire_at
+        self._append(instance, new_events)
+        return None
+
+    def _finish(
+        self,
+        instance: Instance,
+        status: OrchestrationRuntimeStatus,
+        output: Any,
+        now: datetime,
+        *,
+        completed_episode: bool = True,
+    ) -> None:
+        closing = [ev.orchestrator_completed(now)] if completed_episode else []
+        closing.append(
+            ev.HistoryEvent(
+                ev.EventType.EXECUTION_COMPLETED,
+                now,
+                fields={"OrchestrationStatus": status.value, "Result": json.dumps(output)},
+            )
+        )
+        self._append(instance, closing)
+        instance.status = status
+        instance.output = output
+        instance.last_updated = now
+        instance.pending_timers.clear()
+        instance.inbox.clear()
+
+    # --- activities -------------------------------------------------------------------------------
+
+    def _execute_activity(self, work: ActivityWork) -> StepReport:
+        self._in_flight.append(work)
+        generation = self._host_generation
+        self.counters.activity_executions += 1
+        input_value = json.loads(work.input_json) if work.input_json is not None else None
+        completion: ev.HistoryEvent
+        try:
+            result = self._run_activity(work.name, input_value)
+        except Exception as error:
+            outcome = "failed"
+            completion = ev.task_failed(
+                self._now(), work.task_id, f"Activity function '{work.name}' failed: {error}", type(error).__name__
+            )
+        else:
+            outcome = "completed"
+            completion = ev.task_completed(self._now(), work.task_id, _dumps_result(result))
+        if generation != self._host_generation:  # the host restarted while this ran: the result is lost
+            return StepReport("activity", work.instance_id, work.name, "dropped")
+        self._in_flight.remove(work)
+        instance = self._instances.get(work.instance_id)
+        if instance is None or instance.execution != work.execution or instance.is_finished:
+            return StepReport("activity", work.instance_id, work.name, "dropped")
+        instance.inbox.append(completion)
+        self._queue_episode(instance)
+        return StepReport("activity", work.instance_id, work.name, outcome)
+
+    # --- helpers ----------------------------------------------------------------------------------
+
+    def _queue_episode(self, instance: Instance) -> None:
+        if not instance.episode_queued:
+            instance.episode_queued = True
+            self._queue.append(EpisodeWork(instance.instance_id))
+
+    def _append(self, instance: Instance, events: list[ev.HistoryEvent]) -> None:
+        instance.history.extend(events)
+        self.counters.history_events += len(events)
+
+    def _now(self) -> datetime:
+        return self._clock.now()
+
+
+def _signature(action: Mapping[str, Any]) -> str:
+    if action["type"] == "CallActivity":
+        return f"CallActivity {action['functionName']}"
+    return str(action["type"])
+
+
+def _dumps_result(result: Any) -> str:
+    """Encode an activity's return value as the worker's activity-trigger converter does."""
+    from azure.durable_functions.models.utils.df_serialization import df_dumps
+
+    return str(df_dumps(result))

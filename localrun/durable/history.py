@@ -1,0 +1,127 @@
+"""History events and the orchestration context JSON, in the wire shape the Durable extension sends
+to the Python worker (checked against azure-functions-durable 1.7.0). Pure: no clock, no I/O."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import IntEnum
+from typing import Any
+
+TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+# ReplaySchema.V2 (value 1): the first schema with WhenAny/WhenAll compound actions.
+DEFAULT_SCHEMA_VERSION = 1
+
+
+class EventType(IntEnum):
+    EXECUTION_STARTED = 0
+    EXECUTION_COMPLETED = 1
+    EXECUTION_FAILED = 2
+    EXECUTION_TERMINATED = 3
+    TASK_SCHEDULED = 4
+    TASK_COMPLETED = 5
+    TASK_FAILED = 6
+    TIMER_CREATED = 10
+    TIMER_FIRED = 11
+    ORCHESTRATOR_STARTED = 12
+    ORCHESTRATOR_COMPLETED = 13
+    EVENT_RAISED = 15
+
+
+def timestamp_text(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        raise ValueError("history timestamps must be timezone-aware (UTC)")
+    return moment.astimezone(UTC).strftime(TIMESTAMP_FORMAT)
+
+
+def parse_timestamp(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class HistoryEvent:
+    """One event. ``event_id`` is the task id for TaskScheduled/TimerCreated and -1 otherwise."""
+
+    type: EventType
+    timestamp: datetime
+    event_id: int = -1
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self, *, is_played: bool) -> dict[str, Any]:
+        return {
+            "EventType": int(self.type),
+            "EventId": self.event_id,
+            "IsPlayed": is_played,
+            "Timestamp": timestamp_text(self.timestamp),
+            **self.fields,
+        }
+
+
+def orchestrator_started(at: datetime) -> HistoryEvent:
+    return HistoryEvent(EventType.ORCHESTRATOR_STARTED, at)
+
+
+def orchestrator_completed(at: datetime) -> HistoryEvent:
+    return HistoryEvent(EventType.ORCHESTRATOR_COMPLETED, at)
+
+
+def execution_started(at: datetime, name: str, input_json: str | None) -> HistoryEvent:
+    return HistoryEvent(EventType.EXECUTION_STARTED, at, fields={"Name": name, "Version": "", "Input": input_json})
+
+
+def task_scheduled(at: datetime, task_id: int, name: str, input_json: str | None) -> HistoryEvent:
+    return HistoryEvent(EventType.TASK_SCHEDULED, at, task_id, {"Name": name, "Input": input_json})
+
+
+def task_completed(at: datetime, task_id: int, result_json: str | None) -> HistoryEvent:
+    return HistoryEvent(EventType.TASK_COMPLETED, at, fields={"TaskScheduledId": task_id, "Result": result_json})
+
+
+def task_failed(at: datetime, task_id: int, reason: str, details: str = "") -> HistoryEvent:
+    return HistoryEvent(
+        EventType.TASK_FAILED, at, fields={"TaskScheduledId": task_id, "Reason": reason, "Details": details}
+    )
+
+
+def timer_created(at: datetime, task_id: int, fire_at: datetime) -> HistoryEvent:
+    return HistoryEvent(EventType.TIMER_CREATED, at, task_id, {"FireAt": timestamp_text(fire_at)})
+
+
+def timer_fired(at: datetime, task_id: int, fire_at: datetime) -> HistoryEvent:
+    return HistoryEvent(EventType.TIMER_FIRED, at, fields={"TimerId": task_id, "FireAt": timestamp_text(fire_at)})
+
+
+def event_raised(at: datetime, name: str, input_json: str | None) -> HistoryEvent:
+    return HistoryEvent(EventType.EVENT_RAISED, at, fields={"Name": name, "Input": input_json})
+
+
+def execution_terminated(at: datetime, reason: str) -> HistoryEvent:
+    return HistoryEvent(EventType.EXECUTION_TERMINATED, at, fields={"Input": json.dumps(reason)})
+
+
+def played_boundary(events: list[HistoryEvent]) -> int:
+    """Index of the last OrchestratorStarted: events before it were played in earlier episodes."""
+    starts = [i for i, e in enumerate(events) if e.type is EventType.ORCHESTRATOR_STARTED]
+    return starts[-1] if starts else 0
+
+
+def context_json(
+    instance_id: str,
+    input_json: str | None,
+    events: list[HistoryEvent],
+    *,
+    schema_version: int = DEFAULT_SCHEMA_VERSION,
+) -> str:
+    """The string an orchestrator function receives (``DurableOrchestrationContext.from_json``)."""
+    boundary = played_boundary(events)
+    return json.dumps(
+        {
+            "history": [e.to_json(is_played=i < boundary) for i, e in enumerate(events)],
+            "instanceId": instance_id,
+            "isReplaying": boundary > 0,
+            "parentInstanceId": None,
+            "input": input_json,
+            "upperSchemaVersion": schema_version,
+        }
+    )

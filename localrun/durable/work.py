@@ -1,0 +1,34 @@
+"""Work items on the engine's queue (the task hub's control and work-item queues, in one FIFO)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EpisodeWork:
+    """Replay an instance over its history plus the new events in its inbox."""
+
+    instance_id: str
+
+
+@dataclass(frozen=True)
+class ActivityWork:
+    instance_id: str
+    execution: int
+    task_id: int
+    name: str
+    input_json: str | None
+
+
+WorkItem = EpisodeWork | ActivityWork
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """What one ``run_next`` did (for logs and counters)."""
+
+    kind: str  # "episode" | "activity"
+    instance_id: str
+    name: str  # orchestrator or activity name
+    outcome: str  # episode: the runtime status after it; activity: "completed" | "failed" | "dropped"

@@ -1,0 +1,372 @@
+"""The local Durable engine runs registered orchestrators through the SDK's replay the way the host
+does: activities (at-least-once across host restarts), timers on the injected clock, external events
+(buffered before their wait), when-any races, cancelled timers, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from azure.durable_functions import OrchestrationRuntimeStatus
+
+from adapters.clock import ManualClock
+from localrun.durable.client import LocalDurableClient
+from localrun.durable.engine import DurableEngine
+from localrun.durable.history import EventType, context_json
+from localrun.durable.registry import registered_orchestrators
+from localrun.durable.replay import replay
+from tests.durable_history import History
+from tests.localrun.durable_samples import DEADLINE, FUNCTIONS, REPLY_EVENT, reply_or_deadline
+
+T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+ACTIVITY_TIME = timedelta(seconds=2)
+ORDER = {"orderId": "order-1"}
+SAMPLE = "reply_or_deadline_orchestrator"
+
+
+class FakeActivities:
+    """Activity implementations for the sample orchestrators. Each takes ACTIVITY_TIME on the clock
+    and records its call; ``failures[name]`` is how many more calls of ``name`` raise."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self.calls: list[tuple[str, Any]] = []
+        self.failures: dict[str, int] = {}
+        self.during: Callable[[str], None] | None = None
+
+    def __call__(self, name: str, value: Any) -> Any:
+        self.calls.append((name, value))
+        self.clock.advance(ACTIVITY_TIME)
+        if self.during is not None:
+            self.during(name)
+        if self.failures.get(name, 0) > 0:
+            self.failures[name] -= 1
+            raise RuntimeError(f"{name} boom")
+        if name == "prepare":
+            return "prepared"
+        if name == "finish":
+            return {"done": value["reply"]}
+        return f"{name}:{value}"
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.calls]
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.clock = ManualClock(T0)
+        self.activities = FakeActivities(self.clock)
+        self.engine = DurableEngine(registered_orchestrators(FUNCTIONS), self.activities, self.clock)
+        self.client = LocalDurableClient(self.engine)
+
+    def start(self, name: str = SAMPLE, instance_id: str | None = "order-1:1", data: Any = ORDER) -> str:
+        return asyncio.run(self.client.start_new(name, instance_id, data))
+
+    def raise_reply(self, instance_id: str, payload: Any) -> None:
+        asyncio.run(self.client.raise_event(instance_id, REPLY_EVENT, payload))
+
+    def status(self, instance_id: str) -> Any:
+        return asyncio.run(self.client.get_status(instance_id))
+
+    def advance_to_next_timer(self) -> None:
+        due = self.engine.next_due_time()
+        assert due is not None
+        self.clock.set(due)
+
+
+@pytest.fixture
+def h() -> Harness:
+    return Harness()
+
+
+def test_it_runs_the_first_activity_then_waits_on_the_same_actions_the_replay_builder_shows(h):
+    instance_id = h.start()
+    assert h.status(instance_id).runtime_status is OrchestrationRuntimeStatus.Pending
+
+    h.engine.run_until_idle()
+
+    assert h.activities.calls == [("prepare", ORDER)]
+    status = h.status(instance_id)
+    assert status.runtime_status is OrchestrationRuntimeStatus.Running
+    assert status.custom_status == {"waiting_since": (T0 + ACTIVITY_TIME).isoformat()}
+    assert h.engine.next_due_time() == T0 + ACTIVITY_TIME + DEADLINE
+    # Same history, same answer: the engine's history replays to what the builder's does.
+    instance = h.engine.instance(instance_id)
+    assert instance is not None
+    engine_state = replay(reply_or_deadline, context_json(instance_id, instance.input_json, instance.history))
+    built = History(instance_id, ORDER, start=T0)
+    built.activity_completed("prepare", "prepared", input=ORDER, at=T0 + ACTIVITY_TIME)
+    built.timer_created_not_fired(T0 + ACTIVITY_TIME + DEADLINE)
+    assert engine_state.actions == built.run(reply_or_deadline).actions
+
+
+def test_reply_first_cancels_the_timer_runs_the_last_activity_and_completes(h):
+    instance_id = h.start()
+    h.engine.run_until_idle()
+    h.clock.advance(timedelta(seconds=30))
+
+    h.raise_reply(instance_id, {"outcome": "ok"})
+    h.engine.run_until_idle()
+
+    assert h.activities.names() == ["prepare", "finish"]
+    status = h.status(instance_id)
+    assert status.runtime_status is OrchestrationRuntimeStatus.Completed
+    assert status.output == {"outcome": "replied", "finished": {"done": {"outcome": "ok"}}}
+    assert h.engine.next_due_time() is None
+
+
+def test_the_cancelled_timer_stops_being_due_as_soon_as_the_reply_wins(h):
+    instance_id = h.start()
+    h.engine.run_until_idle()
+    h.raise_reply(instance_id, {"outcome": "ok"})
+
+    h.engine.run_next()  # the episode that sees the reply: cancels the timer, schedules "finish"
+
+    assert h.engine.next_due_time() is None
+    assert h.status(instance_id).runtime_status is OrchestrationRuntimeStatus.Running
+
+
+def test_timer_first_times_out_at_the_deadline_and_a_late_reply_gets_the_410_message(h):
+    instance_id = h.start()
+    h.engine.run_until_idle()
+    h.advance_to_next_timer()
+
+    assert h.engine.fire_due_timers() == 1
+    h.engine.run_until_idle()
+
+    status = h.status(instance_id)
+    assert status.runtime_status is OrchestrationRuntimeStatus.Completed
+    assert status.output == {"outcome": "timed_out", "at": (T0 + ACTIVITY_TIME + DEADLINE).isoformat()}
+    assert h.activities.names() == ["prepare"]
+    with pytest.raises(Exception, match=r"^Instance with ID order-1:1 is gone: either completed or failed$"):
+        h.raise_reply(instance_id, {"outcome": "late"})
+
+
+def test_a_timer_is_not_due_before_its_time(h):
+    h.start()
+    h.engine.run_until_idle()
+    due = h.engine.next_due_time()
+    assert due is not None
+    h.clock.set(due - timedelta(microseconds=1))
+
+    assert h.engine.fire_due_timers() == 0
+    assert not h.engine.has_work()
+
+
+def test_raise_event_to_an_unknown_instance_gets_the_404_message(h):
+    with pytest.raises(Exception, match=r"^No instance with ID nobody found\.$"):
+        h.raise_reply("nobody", {"outcome": "ok"})
+
+
+def test_get_status_of_an_unknown_instance_has_no_runtime_status(h):
+    status = h.status("nobody")
+    assert status.runtime_status is None
+    assert not status
+
+
+def test_a_reply_raised_before_the_orchestrator_waits_is_buffered_and_wins(h):
+    instance_id = h.start()
+    h.engine.run_next()  # first episode: schedules "prepare"
+    h.raise_reply(instance_id, {"outcome": "early"})  # while "prepare" has not even run
+    with pytest.warns(UserWarning, match="Potential duplicate Task completion"):
+        h.engine.run_until_idle()
+
+    assert h.activities.calls[-1] == ("finish", {"prepared": "prepared", "reply": {"outcome": "early"}})
+    assert h.status(instance_id).output["outcome"] == "replied"
+
+
+@pytest.mark.parametrize(("first", "outcome"), [("timer", "timed_out"), ("reply", "replied")])
+def test_reply_and_timer_due_together_race_in_arrival_order(h, first, outcome):
+    instance_id = h.start()
+    h.engine.run_until_idle()
+    h.advance_to_next_timer()
+
+    if first == "timer":
+        h.engine.fire_due_timers()
+        h.raise_reply(instance_id, {"outcome": "at the wire"})  # accepted: the instance still runs
+    else:
+        h.raise_reply(instance_id, {"outcome": "at the wire"})
+        h.engine.fire_due_timers()
+    h.engine.run_until_idle()
+
+    status = h.status(instance_id)
+    assert status.runtime_status is OrchestrationRuntimeStatus.Completed
+    assert status.output["outcome"] == outcome
+    assert ("finish" in h.activities.names()) is (outcome == "replied")
+
+
+def test_a_caught_activity_failure_reaches_the_orchestrator_with_the_activity_name_and_message(h):
+    h.activities.failures["flaky"] = 1
+    instance_id = h.start("failing_activity_orchestrator", "flaky:1", None)
+    h.engine.run_until_idle()
+
+    status = h.status(instance_id)
+    assert status.runtime_status is OrchestrationRuntimeStatus.Completed
+    assert status.output["first_error"].startswith("Activity function 'flaky' failed: flaky boom")
+    assert status.output["second"] == "flaky:2"
+
+
+def test_an_unhandled_activity_failure_fails_the_orchestration(h):
+    h.activities.failures["flaky"] = 2
+    instance_id = h.start("failing_activity_orchestrator", "flaky:1", None)
+    h.engine.run_until_idle()
+
+    status = h.status(instance_id)
+    assert status.runtime_status is OrchestrationRuntimeStatus.Failed
+    assert "Activity function 'flaky' failed: flaky boom" in status.output
+    with pytest.raises(Exception, match="is gone"):
+        h.raise_reply(instance_id, None)
+
+
+def test_a_host_restart_during_an_activity_drops_its_result_and_runs_it_again(h):
+    restarts: list[int] = []
+
+    def restart_once(name: str) -> None:
+        if name == "prepare" and not restarts:
+            restarts.append(h.engine.restart_host())
+
+    h.activities.during = restart_once
+    instance_id = h.start()
+    h.engine.run_until_idle()
+
+    assert restarts == [1]
+    assert h.activities.names() == ["prepare", "prepare"]
+    assert h.engine.counters.activities_redelivered == 1
+    instance = h.engine.instance(instance_id)
+    assert instance is not None
+    assert [e.type for e in instance.history].count(EventType.TASK_COMPLETED) == 1
+    assert h.status(instance_id).runtime_status is OrchestrationRuntimeStatus.Running
+
+
+def test_a_host_restart_keeps_timers_and_queued_work(h):
+    instance_id = h.start()
+    h.engine.run_until_idle()
+    h.raise_reply(instance_id, {"outcome": "ok"})
+
+    assert h.engine.restart_host() == 0
+    h.engine.run_until_idle()
+
+    assert h.status(instance_id).output["outcome"] == "replied"
+
+
+def test_start_new_on_a_pending_or_running_instance_fails(h):
+    h.start()
+    with pytest.raises(Exception, match=r"^An Orchestration instance with the status Pending already exists\.$"):
+        h.start()
+    h.engine.run_next()
+    with pytest.raises(Exception, match=r"^An Orchestration instance with the status Running already exists\.$"):
+        h.start()
+
+
+def test_start_new_on_a_finished_instance_replaces_it_and_drops_the_old_executions_work(h):
+    instance_id = h.start()
+    h.engine.run_next()  # "prepare" queued for the first execution
+    asyncio.run(h.client.terminate(instance_id, "operator"))
+    assert h.status(instance_id).runtime_status is OrchestrationRuntimeStatus.Terminated
+
+    assert h.start(data={"orderId": "order-1", "again": True}) == instance_id
+    report = h.engine.run_next()  # the first execution's "prepare"
+
+    assert report is not None
+    assert (report.kind, report.outcome) == ("activity", "dropped")
+    assert h.status(instance_id).runtime_status is OrchestrationRuntimeStatus.Pending
+    h.engine.run_until_idle()
+    assert h.activities.calls[-1] == ("prepare", {"orderId": "order-1", "again": True})
+    instance = h.engine.instance(instance_id)
+    assert instance is not None
+    assert [e.type for e in instance.history].count(EventType.EXECUTION_STARTED) == 1
+
+
+def test_terminate_stops_timers_and_later_results_and_reports_the_reason(h):
+    instance_id = h.start()
+    h.engine.run_until_idle()
+
+    asyncio.run(h.client.terminate(instance_id, "operator says stop"))
+    asyncio.run(h.client.terminate(instance_id, "again"))  # 410: ignored, as by the SDK
+
+    status = h.status(instance_id)
+    assert status.runtime_status is OrchestrationRuntimeStatus.Terminated
+    assert status.output == "operator says stop"
+    assert h.engine.next_due_time() is None
+    with pytest.raises(Exception, match=r"^No instance with ID 'nobody' found\.$"):
+        asyncio.run(h.client.terminate("nobody", "x"))
+
+
+def test_start_new_of_an_unknown_orchestrator_fails_and_a_missing_id_is_generated_deterministically(h):
+    with pytest.raises(Exception, match="doesn't exist"):
+        h.start("no_such_orchestrator")
+    first = h.start(instance_id=None)
+    second = Harness().start(instance_id=None)
+    assert first == second
+    assert len(first) == 32
+
+
+def test_task_all_runs_both_activities_and_returns_results_in_order(h):
+    instance_id = h.start("two_in_parallel_orchestrator", "fan:1", None)
+    h.engine.run_until_idle()
+
+    assert h.activities.names() == ["echo", "echo"]
+    assert h.status(instance_id).output == ["echo:a", "echo:b"]
+
+
+def test_counters_and_histories_are_identical_across_two_runs_of_the_same_scenario():
+    def scenario() -> tuple[list[str], int, int]:
+        run = Harness()
+        instance_id = run.start()
+        run.engine.run_until_idle()
+        run.advance_to_next_timer()
+        run.engine.run_until_idle()
+        instance = run.engine.instance(instance_id)
+        assert instance is not None
+        history = [json.dumps(e.to_json(is_played=False)) for e in instance.history]
+        return history, run.engine.counters.history_events, run.engine.counters.episodes
+
+    first, second = scenario(), scenario()
+    assert first == second
+    history, events, episodes = first
+    # OS ES TaskScheduled OC | OS TaskCompleted TimerCreated OC | OS TimerFired OC ExecutionCompleted
+    assert events == len(history) == 12
+    assert episodes == 3
+
+
+def test_an_action_the_engine_cannot_carry_out_fails_the_instance_with_a_clear_message():
+    import azure.durable_functions as df
+
+    def with_retry(context: df.DurableOrchestrationContext) -> Any:
+        yield context.call_activity_with_retry("flaky", df.RetryOptions(1000, 3), 1)
+
+    clock = ManualClock(T0)
+    engine = DurableEngine({"with_retry": with_retry}, FakeActivities(clock), clock)
+    instance_id = asyncio.run(LocalDurableClient(engine).start_new("with_retry", "r:1"))
+    engine.run_until_idle()
+
+    instance = engine.instance(instance_id)
+    assert instance is not None
+    assert instance.status is OrchestrationRuntimeStatus.Failed
+    assert instance.output == "The local runner does not support the Durable action CallActivityWithRetry."
+
+
+def test_orchestrator_code_that_changes_under_an_in_flight_instance_is_detected_as_non_deterministic():
+    import azure.durable_functions as df
+
+    first_activity = {"name": "old_step"}
+
+    def changing(context: df.DurableOrchestrationContext) -> Any:
+        yield context.call_activity(first_activity["name"], None)
+        yield context.call_activity("second", None)
+
+    clock = ManualClock(T0)
+    engine = DurableEngine({"changing": changing}, FakeActivities(clock), clock)
+    instance_id = asyncio.run(LocalDurableClient(engine).start_new("changing", "c:1"))
+    engine.run_next()  # schedules old_step
+    first_activity["name"] = "new_step"  # a deployment while the instance is in flight
+    engine.run_until_idle()
+
+    instance = engine.instance(instance_id)
+    assert instance is not None
+    assert instance.status is OrchestrationRuntimeStatus.Failed
+    assert instance.output.startswith("Non-Deterministic workflow detected: task 0 is CallActivity old_step")
