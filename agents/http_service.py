@@ -1,0 +1,72 @@
+"""``RemoteService`` over HTTP, for a real endpoint: ``POST {base_url}/{action}`` with a JSON body
+and the idempotency key and fencing token as headers.
+
+429, 408, 5xx, timeouts and connection failures are transient (the same call may succeed later);
+any other 4xx is permanent. Uses only the standard library."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from agents.remote import RemoteCall, RemoteError
+
+TRANSIENT_STATUSES = frozenset({408, 429})
+
+
+def is_transient_status(status: int) -> bool:
+    return status in TRANSIENT_STATUSES or status >= 500
+
+
+class HttpRemoteService:
+    def __init__(self, base_url: str, timeout_seconds: float = 10.0) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"service URL must be http(s), got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self.timeout_seconds = timeout_seconds
+
+    def build_request(self, call: RemoteCall) -> urllib.request.Request:
+        body = {"service": call.service, "orderId": call.order_id, "payload": call.payload}
+        return urllib.request.Request(
+            f"{self.base_url}/{call.action}",
+            data=json.dumps(body).encode("utf-8"),
+            method="POST",
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                "Idempotency-Key": call.idempotency_key,
+                "X-Fencing-Token": str(call.fencing_token),
+            },
+        )
+
+    def call(self, request: RemoteCall) -> dict[str, Any]:
+        where = f"{request.service}.{request.action} at {self.base_url}"
+        try:
+            with urllib.request.urlopen(self.build_request(request), timeout=self.timeout_seconds) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            detail = _error_detail(exc)
+            raise RemoteError(
+                f"{where} answered HTTP {exc.code}: {detail}", transient=is_transient_status(exc.code)
+            ) from exc
+        except TimeoutError as exc:
+            raise RemoteError(f"{where} timed out after {self.timeout_seconds}s", transient=True) from exc
+        except (urllib.error.URLError, ConnectionError) as exc:
+            raise RemoteError(f"{where} unreachable: {exc}", transient=True) from exc
+        try:
+            result = json.loads(raw.decode("utf-8")) if raw else {}
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise RemoteError(f"{where} answered a body that is not JSON", transient=False) from exc
+        if not isinstance(result, dict):
+            raise RemoteError(f"{where} answered JSON {type(result).__name__}, not an object", transient=False)
+        return result
+
+
+def _error_detail(exc: urllib.error.HTTPError) -> str:
+    try:
+        text = exc.read().decode("utf-8", errors="replace").strip()
+    except OSError:
+        text = ""
+    return text[:300] or str(exc.reason)

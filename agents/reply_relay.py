@@ -1,0 +1,72 @@
+"""The reply relay: turns an ``AgentReply`` on ``agent-replies`` into the Durable external event its
+orchestration waits for.
+
+A reply for an instance that is unknown or already finished is a late reply (the attempt timed out
+and the supervisor took over): it is completed and logged, never retried forever."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
+from contracts.messages import AgentReply
+from contracts.names import AGENT_REPLY_EVENT
+from contracts.parsing import InvalidMessage, parse
+
+log = logging.getLogger(__name__)
+
+FINISHED_STATUSES = frozenset({"Completed", "Failed", "Terminated", "Canceled"})
+
+
+class InstanceStatus(Protocol):
+    @property
+    def runtime_status(self) -> Any: ...
+
+
+class DurableClient(Protocol):
+    """What the relay needs of ``azure.durable_functions.DurableOrchestrationClient``."""
+
+    async def raise_event(self, instance_id: str, event_name: str, event_data: Any = None) -> None: ...
+
+    async def get_status(self, instance_id: str) -> InstanceStatus | None: ...
+
+
+def status_name(status: InstanceStatus | None) -> str | None:
+    """The runtime status as text (the SDK gives an enum), or None for an unknown instance."""
+    if status is None:
+        return None
+    runtime = status.runtime_status
+    if runtime is None:
+        return None
+    return str(getattr(runtime, "value", runtime))
+
+
+async def relay_reply(client: DurableClient, message: ReceivedMessage) -> Settlement:
+    try:
+        reply = parse(body_bytes(message), {"AgentReply": AgentReply})
+    except InvalidMessage as bad:
+        log.error("reply relay dead-letters message %s: %s", message.message_id, bad)
+        return Settlement.deadletter(bad.reason, bad.description)
+    assert isinstance(reply, AgentReply)
+    fields = {"orderId": reply.order_id, "step": reply.step, "requestId": reply.request_id}
+    try:
+        await client.raise_event(reply.instance_id, AGENT_REPLY_EVENT, reply.model_dump(mode="json", by_alias=True))
+    except Exception as exc:  # the SDK raises a plain Exception for 404 / 410 / anything else
+        try:
+            status = status_name(await client.get_status(reply.instance_id))
+        except Exception as status_exc:
+            log.warning("raise_event failed (%s) and so did get_status (%s): abandoning", exc, status_exc, extra=fields)
+            return Settlement.abandon(f"raise_event failed: {exc}")
+        if status is None or status in FINISHED_STATUSES:
+            log.info(
+                "late reply for instance %s (%s): completed without an event",
+                reply.instance_id,
+                status or "unknown",
+                extra=fields,
+            )
+            return Settlement.complete()
+        log.warning("raise_event failed for %s instance: %s; abandoning", status, exc, extra=fields)
+        return Settlement.abandon(f"raise_event failed: {exc}")
+    log.info("reply %s raised as event on %s", reply.request_id, reply.instance_id, extra=fields)
+    return Settlement.complete()

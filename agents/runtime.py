@@ -1,0 +1,126 @@
+"""The agent core, pure of Azure: run one ``AgentRequest`` against its remote service.
+
+Rules (the agent half of the Scheduler Agent Supervisor pattern):
+- a request already past its deadline is dropped: no call, no reply (the scheduler has moved on);
+- transient failures are retried with exponential backoff and jitter, at most
+  ``AGENT_MAX_ATTEMPTS`` calls, and only while the next call can start before the deadline;
+- every call carries the same idempotency key and the attempt as fencing token;
+- a call in flight may finish after the deadline, but then no reply is sent;
+- a permanent failure is an error reply; transient failures that used up the budget are an error
+  reply marked transient (the scheduler ends the attempt and the supervisor retries it later)."""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any
+
+from adapters.clock import Clock
+from agents.remote import RemoteCall, RemoteError, RemoteService
+from contracts.messages import AgentReply, AgentRequest
+from domain.retry import exponential_backoff
+from domain.workflow import Step, agent, step
+from settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class UnknownAction(ValueError):
+    """The request names a step or action this workflow does not have."""
+
+
+def resolve_action(request: AgentRequest) -> tuple[Step, str]:
+    """The workflow step and the service action a request asks for: ``do`` is the step's forward
+    action, ``undo`` its compensating action."""
+    try:
+        the_step = step(request.step)
+    except ValueError as exc:
+        raise UnknownAction(str(exc)) from None
+    if request.action == "do":
+        return the_step, the_step.action
+    if request.action == "undo":
+        if the_step.undo_action is None:
+            raise UnknownAction(f"step {the_step.name!r} has no undo action")
+        return the_step, the_step.undo_action
+    raise UnknownAction(f"action {request.action!r} is neither 'do' nor 'undo'")
+
+
+def log_fields(request: AgentRequest, **more: Any) -> dict[str, Any]:
+    return {
+        "orderId": request.order_id,
+        "step": request.step,
+        "requestId": request.request_id,
+        "attempt": request.attempt,
+        **more,
+    }
+
+
+def _reply(request: AgentRequest, **fields: Any) -> AgentReply:
+    return AgentReply(
+        request_id=request.request_id,
+        instance_id=request.instance_id,
+        order_id=request.order_id,
+        step=request.step,
+        **fields,
+    )
+
+
+def run_agent_request(
+    request: AgentRequest,
+    service: RemoteService,
+    clock: Clock,
+    settings: Settings,
+    rng: random.Random,
+) -> AgentReply | None:
+    """The reply to send, or None when no reply may be sent (the deadline has passed)."""
+    deadline = request.deadline
+    if clock.now() >= deadline:
+        log.warning(
+            "request is past its deadline: dropped, no reply", extra=log_fields(request, deadline=str(deadline))
+        )
+        return None
+    try:
+        the_step, action = resolve_action(request)
+    except UnknownAction as exc:
+        log.error("request cannot be run: %s", exc, extra=log_fields(request))
+        return _reply(request, outcome="failed", transient=False, error=str(exc))
+
+    call = RemoteCall(
+        service=agent(the_step.agent).service,
+        action=action,
+        order_id=request.order_id,
+        idempotency_key=request.idempotency_key,
+        fencing_token=request.attempt,
+        payload=request.payload,
+    )
+    max_calls = settings.agent_max_attempts
+    last_error = "no call made"
+    for number in range(1, max_calls + 1):
+        fields = log_fields(request, call=number, action=action, service=call.service)
+        log.info("calling %s.%s (call %d of at most %d)", call.service, action, number, max_calls, extra=fields)
+        try:
+            result = service.call(call)
+        except RemoteError as exc:
+            if clock.now() >= deadline:
+                log.warning("call failed after the deadline: no reply (%s)", exc, extra=fields)
+                return None
+            if not exc.transient:
+                log.error("permanent failure: %s", exc, extra=fields)
+                return _reply(request, outcome="failed", transient=False, error=str(exc))
+            last_error = str(exc)
+            if number == max_calls:
+                log.warning("transient failure, retry budget used up: %s", exc, extra=fields)
+                break
+            delay = exponential_backoff(number, settings.agent_retry_base, settings.agent_retry_max, rng)
+            if clock.now() + delay >= deadline:
+                log.warning("transient failure, no time left before the deadline to retry: %s", exc, extra=fields)
+                break
+            log.info("transient failure, retrying in %.3fs: %s", delay.total_seconds(), exc, extra=fields)
+            clock.sleep(delay.total_seconds())
+            continue
+        if clock.now() >= deadline:
+            log.warning("call succeeded after the deadline: no reply", extra=fields)
+            return None
+        log.info("succeeded", extra=fields)
+        return _reply(request, outcome="succeeded", result=result)
+    return _reply(request, outcome="failed", transient=True, error=last_error)

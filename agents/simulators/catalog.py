@@ -1,0 +1,56 @@
+"""What each simulated service can do: its actions, the reference each returns, and how much of a
+side effect each is (units reserved, cents charged, one shipment)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agents.remote import RemoteError
+
+
+def _units(payload: dict[str, Any]) -> int:
+    lines = payload.get("lines")
+    if lines is None:
+        return 1
+    try:
+        return sum(int(line["quantity"]) for line in lines)
+    except (TypeError, KeyError, ValueError):
+        raise RemoteError("payload.lines must be a list of objects with an integer quantity", transient=False) from None
+
+
+def _cents(payload: dict[str, Any]) -> int:
+    value = payload.get("amountCents", payload.get("totalCents"))
+    if type(value) is not int or value < 0:
+        raise RemoteError("payload.amountCents must be a non-negative integer", transient=False)
+    return value
+
+
+def _one(_payload: dict[str, Any]) -> int:
+    return 1
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    name: str
+    reference_field: str  # the result field carrying the reference of the side effect
+    reference_prefix: str
+    amount_field: str | None  # the result field carrying the amount, if the result shows it
+    amount: Callable[[dict[str, Any]], int] | None  # forward actions: the amount, from the payload
+    undoes: str | None = None  # undo actions: the forward action whose outstanding amount they cancel
+
+
+CATALOG: dict[str, dict[str, ActionSpec]] = {
+    "inventory": {
+        "reserve": ActionSpec("reserve", "reservationId", "res", "units", _units),
+        "release": ActionSpec("release", "releaseId", "rel", "units", None, undoes="reserve"),
+    },
+    "payment": {
+        "charge": ActionSpec("charge", "chargeId", "ch", "amountCents", _cents),
+        "refund": ActionSpec("refund", "refundId", "rf", "amountCents", None, undoes="charge"),
+    },
+    "shipping": {
+        "ship": ActionSpec("ship", "shipmentId", "shp", None, _one),
+    },
+}

@@ -1,0 +1,136 @@
+"""A simulated remote service: a ``RemoteService`` with latency, injected faults, idempotency keys,
+fencing tokens and a ledger of side effects."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import random
+import threading
+from datetime import datetime
+from typing import Any
+
+from adapters.clock import Clock
+from agents.remote import RemoteCall, RemoteError
+from agents.simulators.catalog import CATALOG, ActionSpec
+from agents.simulators.config import SimulatorConfig
+from agents.simulators.ledger import Effect, Ledger
+
+log = logging.getLogger(__name__)
+
+
+class SimulatedService:
+    """Honours the contract a real service is expected to honour:
+
+    - the same idempotency key and action give the same result (or the same permanent error) and
+      no second side effect;
+    - a call whose fencing token is lower than the highest seen for its idempotency key is refused
+      (non-transient): a stale attempt cannot act after a newer one;
+    - during an outage every call fails transiently.
+
+    Random faults come from a seeded ``random.Random``, so a run is reproducible. Thread-safe."""
+
+    def __init__(
+        self,
+        service: str,
+        clock: Clock,
+        config: SimulatorConfig | None = None,
+        ledger: Ledger | None = None,
+        seed: int | None = 0,
+    ) -> None:
+        if service not in CATALOG:
+            raise ValueError(f"no simulator for service {service!r}; known: {sorted(CATALOG)}")
+        self.service = service
+        self.config = config or SimulatorConfig()
+        self.ledger = ledger if ledger is not None else Ledger()
+        self._actions = CATALOG[service]
+        self._clock = clock
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._origin = self.config.origin
+        self._highest_token: dict[str, int] = {}
+        self._outcomes: dict[tuple[str, str], dict[str, Any] | RemoteError] = {}
+        self._sequence = 0
+        self.calls = 0  # every call received, failed or not
+
+    def call(self, request: RemoteCall) -> dict[str, Any]:
+        started = self._clock.now()
+        with self._lock:
+            self.calls += 1
+            if self._origin is None:
+                self._origin = started
+            low, high = self.config.latency_ms
+            latency_s = self._rng.uniform(low, high) / 1000.0
+        self._clock.sleep(latency_s)
+        with self._lock:
+            return self._answer(request, started)
+
+    def in_outage(self, moment: datetime) -> bool:
+        origin = self._origin
+        return origin is not None and any(o.covers(origin, moment) for o in self.config.outages)
+
+    def _answer(self, request: RemoteCall, started: datetime) -> dict[str, Any]:
+        where = f"{self.service}.{request.action} order {request.order_id} key {request.idempotency_key}"
+        if self.in_outage(started):
+            raise RemoteError(f"{self.service} is unavailable (outage): {where}", transient=True)
+        spec = self._actions.get(request.action)
+        if spec is None:
+            raise RemoteError(f"{self.service} has no action {request.action!r}", transient=False)
+
+        highest = self._highest_token.get(request.idempotency_key, 0)
+        if request.fencing_token < highest:
+            raise RemoteError(
+                f"stale fencing token {request.fencing_token} < {highest}: {where}",
+                transient=False,
+            )
+        self._highest_token[request.idempotency_key] = request.fencing_token
+
+        outcome_key = (request.idempotency_key, request.action)
+        recorded = self._outcomes.get(outcome_key)
+        if isinstance(recorded, RemoteError):
+            raise RemoteError(str(recorded), transient=False)
+        if recorded is not None:
+            log.info("idempotent replay of %s", where)
+            return copy.deepcopy(recorded)
+
+        draw = self._rng.random()
+        if draw < self.config.permanent_error_rate:
+            error = RemoteError(f"{self.service} rejected {where} (simulated permanent failure)", transient=False)
+            self._outcomes[outcome_key] = error
+            raise error
+        if draw < self.config.permanent_error_rate + self.config.transient_error_rate:
+            raise RemoteError(f"{self.service} failed {where} (simulated transient failure)", transient=True)
+
+        result = self._perform(spec, request)
+        self._outcomes[outcome_key] = result
+        if self._rng.random() < self.config.response_loss_rate:
+            raise RemoteError(f"{self.service} timed out on {where} (simulated lost response)", transient=True)
+        return copy.deepcopy(result)
+
+    def _perform(self, spec: ActionSpec, request: RemoteCall) -> dict[str, Any]:
+        if spec.amount is not None:
+            amount = spec.amount(request.payload)
+        else:
+            assert spec.undoes is not None
+            amount = self.ledger.outstanding(request.order_id, spec.undoes)
+        result: dict[str, Any] = {}
+        if amount > 0 or spec.undoes is None:
+            self._sequence += 1
+            reference = f"{spec.reference_prefix}-{self.service}-{self._sequence:06d}"
+            self.ledger.record(
+                Effect(
+                    service=self.service,
+                    action=spec.name,
+                    order_id=request.order_id,
+                    idempotency_key=request.idempotency_key,
+                    amount=amount,
+                    reference=reference,
+                    at=self._clock.now(),
+                )
+            )
+            result[spec.reference_field] = reference
+        else:
+            result[spec.reference_field] = None  # nothing outstanding to undo: a no-op, still a success
+        if spec.amount_field is not None:
+            result[spec.amount_field] = amount
+        return result
