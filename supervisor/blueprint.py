@@ -1,5 +1,30 @@
 """Function registrations of this role (thin triggers calling plain code)."""
 
+from __future__ import annotations
+
+import asyncio
+import logging
+
 import azure.durable_functions as df
+import azure.functions as func
+
+from dependencies import get_context
+from supervisor.run import run_supervisor
+from supervisor.scan import ScanState
+from supervisor.terminate import terminate_expired
 
 bp = df.Blueprint()
+log = logging.getLogger("supervisor")
+
+# Per worker process: the run counter (catch-up cadence) and the cursor of an unfinished scan.
+# Lost on restart, which only restarts the scan (recovery is idempotent by conditional update).
+SCAN_STATE = ScanState()
+
+
+@bp.timer_trigger(arg_name="timer", schedule="%SUPERVISOR_SCHEDULE%", run_on_startup=False, use_monitor=True)
+@bp.durable_client_input(client_name="client")
+async def supervisor(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
+    if timer.past_due:
+        log.info("supervisor timer is past due", extra={"event": "SupervisorPastDue"})
+    report = await asyncio.to_thread(run_supervisor, get_context(), SCAN_STATE)
+    await terminate_expired(client, report.to_terminate)

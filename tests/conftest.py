@@ -76,6 +76,6 @@ def app_context(cosmos_db: Any, clock: Any, sender: Any) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def functions() -> dict[str, Any]:
     """The registered functions of ``function_app.app``, by name."""
-    import function_app
+    from localrun.functions import by_name
 
-    return {f.get_function_name(): f for f in function_app.app.get_functions()}
+    return by_name()

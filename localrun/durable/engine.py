@@ -140,6 +140,10 @@ class DurableEngine:
     def has_work(self) -> bool:
         return bool(self._queue)
 
+    def queued_work(self) -> int:
+        """How many work items wait (each ``run_next`` takes one)."""
+        return len(self._queue)
+
     def run_next(self) -> StepReport | None:
         """Run one work item: one orchestrator episode or one activity execution."""
         if not self._queue:

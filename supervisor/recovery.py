@@ -1,0 +1,125 @@
+"""Recovery of one expired attempt: one conditional update, never a blind retry.
+
+The update re-reads nothing: it replaces the record the scan returned, on that record's ``_etag``,
+and ``domain.transitions.supervisor_retry`` re-checks that ``lockedBy`` is still the expired
+instance and ``completeBy`` still past. Whoever moved the record in between (the orchestration
+finishing its step, another supervisor, an operator) wins; this supervisor skips the record."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+
+from adapters.cosmos.errors import EtagMismatch
+from adapters.cosmos.state_store import update_once
+from dependencies import AppContext
+from domain.errors import IllegalTransition
+from domain.records import StateRecord
+from domain.retry import exponential_backoff
+from domain.states import ProcessState
+from domain.transitions import supervisor_retry
+from notifications.alerts import raise_alert
+from observability.events import app_event, state_transition
+
+RETRIES_EXHAUSTED = "RetriesExhausted"
+
+
+class Outcome(StrEnum):
+    RECOVERED = "recovered"  # back to Pending, retried after a backoff
+    ESCALATED = "escalated"  # Error, an operator was alerted
+    SKIPPED = "skipped"  # someone else moved the record first
+
+
+@dataclass(frozen=True)
+class RecoveryResult:
+    order_id: str
+    outcome: Outcome
+    expired_instance: str | None  # the attempt to terminate (None when skipped)
+    record: StateRecord | None = None  # the record as written (None when skipped)
+    alert_sent: bool = False
+
+
+def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
+    """Recovers ``record`` (as the scan read it) if it is still the same expired attempt."""
+    now = ctx.clock.now()
+    expired = record.locked_by
+    failures = record.failure_count + 1
+    backoff = exponential_backoff(failures, ctx.settings.retry_backoff_base, ctx.settings.retry_backoff_max, ctx.rng)
+    try:
+        written = update_once(
+            ctx.states,
+            record,
+            lambda r: supervisor_retry(r, expired, now, ctx.settings.max_failures, backoff),
+        )
+    except (EtagMismatch, IllegalTransition) as exc:
+        app_event(
+            "SupervisorSkipped",
+            f"order {record.order_id}: not recovered, another writer moved it first ({type(exc).__name__})",
+            orderId=record.order_id,
+            instanceId=expired,
+            reason=type(exc).__name__,
+        )
+        return RecoveryResult(record.order_id, Outcome.SKIPPED, None)
+    state_transition(record, written)
+    if written.process_state is ProcessState.ERROR:
+        sent = _alert_retries_exhausted(ctx, written)
+        app_event(
+            "SupervisorEscalated",
+            f"order {written.order_id}: {written.failure_count} failed attempts, moved to Error",
+            logging.WARNING,
+            orderId=written.order_id,
+            instanceId=expired,
+            attempt=written.attempt,
+            failureCount=written.failure_count,
+            alertSent=sent,
+        )
+        ctx.counts.bump(ProcessState.PROCESSING, -1)
+        return RecoveryResult(written.order_id, Outcome.ESCALATED, expired, written, alert_sent=sent)
+    app_event(
+        "SupervisorRecovered",
+        f"order {written.order_id}: attempt {written.attempt} expired; retry not before {written.complete_by}",
+        orderId=written.order_id,
+        instanceId=expired,
+        attempt=written.attempt,
+        failureCount=written.failure_count,
+        notBefore=written.complete_by.isoformat() if written.complete_by else None,
+        backoffSeconds=backoff.total_seconds(),
+    )
+    ctx.counts.bump(ProcessState.PROCESSING, -1)
+    ctx.counts.bump(ProcessState.PENDING, +1)
+    return RecoveryResult(written.order_id, Outcome.RECOVERED, expired, written)
+
+
+def retries_exhausted_summary(record: StateRecord) -> str:
+    return f"order {record.order_id} failed {record.failure_count} attempts and needs an operator"
+
+
+def _alert_retries_exhausted(ctx: AppContext, record: StateRecord) -> bool:
+    """The record is already Error (safe); the alert is best effort on top of it. Its id is
+    deterministic per order and attempt, so a re-sent alert collapses in duplicate detection.
+    If the send fails, the ERROR log line ``raise_alert`` writes before sending, and an
+    ``AlertSendFailed`` ERROR, remain for log-based alerting; the record is not touched again."""
+    try:
+        raise_alert(
+            ctx.sender,
+            kind=RETRIES_EXHAUSTED,
+            summary=retries_exhausted_summary(record),
+            at=ctx.clock.now(),
+            order_id=record.order_id,
+            discriminator=record.attempt,
+            details={
+                "attempt": record.attempt,
+                "failureCount": record.failure_count,
+                "lastError": record.last_error,
+            },
+        )
+    except Exception as exc:
+        app_event(
+            "AlertSendFailed",
+            f"order {record.order_id}: the RetriesExhausted alert could not be sent: {exc}",
+            logging.ERROR,
+            orderId=record.order_id,
+        )
+        return False
+    return True

@@ -1,0 +1,85 @@
+"""One supervisor run: a bounded scan, then a conditional recovery of each expired record."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from adapters.cosmos.errors import StoreUnavailable
+from dependencies import AppContext
+from supervisor.recovery import Outcome, recover
+from supervisor.scan import ScanState, scan_expired
+
+log = logging.getLogger("supervisor")
+
+
+@dataclass(frozen=True)
+class SupervisorReport:
+    found: int = 0
+    recovered: int = 0
+    skipped: int = 0  # lost a race: another writer moved the record first
+    escalated: int = 0
+    failed: int = 0  # the store was unavailable for that record; a later run finds it again
+    request_charge: float = 0.0  # RU of the scan's query pages
+    pages: int = 0
+    catch_up: bool = False
+    finished: bool = True  # False: the next run continues this scan
+    to_terminate: list[str] = field(default_factory=list)  # expired instances, best-effort terminate
+
+
+def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
+    """Synchronous (Cosmos SDK calls); the timer trigger runs it in a worker thread."""
+    scan = scan_expired(ctx.states, state, ctx.settings, ctx.clock.now())
+    counts = dict.fromkeys(Outcome, 0)
+    failed = 0
+    to_terminate: list[str] = []
+    for record in scan.records:
+        try:
+            result = recover(ctx, record)
+        except StoreUnavailable as exc:
+            failed += 1
+            log.warning(
+                "order %s: recovery failed, store unavailable: %s",
+                record.order_id,
+                exc,
+                extra={"event": "SupervisorRecoveryFailed", "orderId": record.order_id},
+            )
+            continue
+        counts[result.outcome] += 1
+        if result.expired_instance is not None:
+            to_terminate.append(result.expired_instance)
+    report = SupervisorReport(
+        found=len(scan.records),
+        recovered=counts[Outcome.RECOVERED],
+        skipped=counts[Outcome.SKIPPED],
+        escalated=counts[Outcome.ESCALATED],
+        failed=failed,
+        request_charge=scan.request_charge,
+        pages=scan.pages,
+        catch_up=scan.catch_up,
+        finished=scan.finished,
+        to_terminate=to_terminate,
+    )
+    log.info(
+        "supervisor run: found %d, recovered %d, skipped %d, escalated %d, failed %d; %.2f RU in %d pages",
+        report.found,
+        report.recovered,
+        report.skipped,
+        report.escalated,
+        report.failed,
+        report.request_charge,
+        report.pages,
+        extra={
+            "event": "SupervisorRun",
+            "found": report.found,
+            "recovered": report.recovered,
+            "skipped": report.skipped,
+            "escalated": report.escalated,
+            "failed": report.failed,
+            "requestCharge": report.request_charge,
+            "pages": report.pages,
+            "catchUp": report.catch_up,
+            "finished": report.finished,
+        },
+    )
+    return report

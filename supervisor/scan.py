@@ -1,0 +1,165 @@
+"""The supervisor's bounded scan for expired attempts.
+
+``Processing`` records whose ``completeBy`` has passed, oldest deadline first, bounded three ways:
+
+* a window: ``completeBy >= now - SUPERVISOR_WINDOW_MINUTES`` on regular runs, so a run reads a
+  slice of the index instead of the whole history; a **catch-up** scan (the first run of a process
+  and then every ``SUPERVISOR_CATCHUP_EVERY``-th run) has no lower bound, so nothing older than
+  the window is ever stranded;
+* at most ``SUPERVISOR_MAX_RECORDS`` records per run;
+* pages of ``SUPERVISOR_PAGE_SIZE`` with continuation tokens.
+
+A run that hits its maximum leaves a cursor (the continuation token and the query bounds it
+belongs to) in ``ScanState``; the next run continues that same query from where it stopped. The
+cursor lives in process memory only: after a restart the scan simply starts again from the oldest
+expired record. That is safe because recovery is a conditional update that re-checks the record,
+so a record seen twice is recovered at most once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from adapters.cosmos.errors import StoreUnavailable
+from adapters.cosmos.state_store import Page
+from domain.records import StateRecord
+from domain.states import ProcessState
+from settings import Settings
+
+log = logging.getLogger("supervisor")
+
+
+class ExpiredPages(Protocol):
+    """The one query of ``StateStore`` the scan needs."""
+
+    def expired_page(
+        self, state: ProcessState, now: datetime, not_before: datetime | None, page_size: int, continuation: str | None
+    ) -> Page: ...
+
+
+@dataclass(frozen=True)
+class ScanCursor:
+    """Where an unfinished scan stopped. A continuation token is only valid for the query that
+    produced it, so the cursor keeps that query's bounds too."""
+
+    now: datetime
+    not_before: datetime | None
+    continuation: str
+    catch_up: bool
+
+
+@dataclass
+class ScanState:
+    """Per-process scan state: the run counter and the cursor of an unfinished scan."""
+
+    runs: int = 0
+    cursor: ScanCursor | None = None
+    catch_up_due: bool = True  # the first scan of a process is a catch-up
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    records: list[StateRecord]
+    request_charge: float
+    pages: int
+    catch_up: bool
+    resumed: bool  # continued a scan an earlier run left unfinished
+    finished: bool  # the scan reached its end (no cursor left for the next run)
+    interrupted: bool = False  # the store failed mid-scan; the cursor is kept for the next run
+    charges: list[float] = field(default_factory=list)
+
+
+def _start_or_resume(state: ScanState, settings: Settings, now: datetime) -> tuple[ScanCursor | None, bool]:
+    """Counts the run and decides the query: the unfinished scan's, or a fresh one."""
+    state.runs += 1
+    if state.runs % settings.supervisor_catchup_every == 0:
+        state.catch_up_due = True
+    if state.cursor is not None:
+        return state.cursor, state.cursor.catch_up
+    catch_up = state.catch_up_due
+    state.catch_up_due = False
+    return None, catch_up
+
+
+def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now: datetime) -> ScanResult:
+    """Reads the next bounded batch of expired ``Processing`` records and advances ``state``."""
+    cursor, catch_up = _start_or_resume(state, settings, now)
+    if cursor is not None:
+        upper, lower, continuation = cursor.now, cursor.not_before, cursor.continuation
+    else:
+        upper, lower, continuation = now, (None if catch_up else now - settings.supervisor_window), None
+    budget = settings.supervisor_max_records
+    records: list[StateRecord] = []
+    charges: list[float] = []
+    finished = False
+    interrupted = False
+    while len(records) < budget:
+        size = min(settings.supervisor_page_size, budget - len(records))
+        try:
+            page = store.expired_page(ProcessState.PROCESSING, upper, lower, size, continuation)
+        except StoreUnavailable as exc:
+            log.warning(
+                "supervisor scan interrupted: %s",
+                exc,
+                extra={"event": "SupervisorScanInterrupted", "catchUp": catch_up},
+            )
+            interrupted = True
+            break
+        except Exception:
+            # Anything else (e.g. a continuation token the service no longer accepts) must not
+            # wedge every later run on the same cursor: drop it, the next run starts over.
+            state.cursor = None
+            raise
+        charges.append(page.request_charge)
+        records.extend(page.records)
+        log.info(
+            "supervisor scan page %d: %d records, %.2f RU",
+            len(charges),
+            len(page.records),
+            page.request_charge,
+            extra={
+                "event": "SupervisorScanPage",
+                "page": len(charges),
+                "items": len(page.records),
+                "requestCharge": page.request_charge,
+                "catchUp": catch_up,
+            },
+        )
+        continuation = page.continuation
+        if continuation is None:
+            finished = True
+            break
+    if finished:
+        state.cursor = None
+    elif continuation is not None:
+        state.cursor = ScanCursor(upper, lower, continuation, catch_up)
+    total = sum(charges)
+    log.info(
+        "supervisor scan: %d expired records in %d pages, %.2f RU%s",
+        len(records),
+        len(charges),
+        total,
+        "" if finished else " (continues next run)",
+        extra={
+            "event": "SupervisorScan",
+            "found": len(records),
+            "pages": len(charges),
+            "requestCharge": total,
+            "catchUp": catch_up,
+            "resumed": cursor is not None,
+            "finished": finished,
+        },
+    )
+    return ScanResult(
+        records=records,
+        request_charge=total,
+        pages=len(charges),
+        catch_up=catch_up,
+        resumed=cursor is not None,
+        finished=finished,
+        interrupted=interrupted,
+        charges=charges,
+    )

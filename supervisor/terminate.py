@@ -1,0 +1,63 @@
+"""Best-effort termination of expired orchestration instances, after their records are safe.
+
+Fencing already makes a stale attempt harmless (every write it makes checks ``lockedBy``); this
+only keeps the task hub clean and stops a stale attempt from sending further agent requests.
+Every error is logged and swallowed: a failed terminate changes nothing about the order."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+log = logging.getLogger("supervisor")
+
+# Runtime statuses (``OrchestrationRuntimeStatus`` names) of an instance that may still act.
+STILL_ACTIVE = frozenset({"Running", "Pending", "Suspended"})
+TERMINATE_REASON = "deadline missed; the supervisor recovered the order"
+
+
+class InstanceClient(Protocol):
+    """The part of ``DurableOrchestrationClient`` the supervisor uses."""
+
+    async def get_status(self, instance_id: str) -> Any: ...
+
+    async def terminate(self, instance_id: str, reason: str) -> None: ...
+
+
+def _status_name(status: Any) -> str | None:
+    runtime = getattr(status, "runtime_status", None)
+    if runtime is None:
+        return None
+    return str(getattr(runtime, "name", runtime))
+
+
+async def terminate_expired(client: InstanceClient, instance_ids: list[str]) -> list[str]:
+    """Terminates each instance that is still active; returns the ids it terminated."""
+    terminated: list[str] = []
+    for instance in instance_ids:
+        try:
+            status = _status_name(await client.get_status(instance))
+            if status not in STILL_ACTIVE:
+                log.info(
+                    "instance %s is %s: nothing to terminate",
+                    instance,
+                    status or "unknown",
+                    extra={"event": "SupervisorTerminateSkipped", "instanceId": instance, "runtimeStatus": status},
+                )
+                continue
+            await client.terminate(instance, TERMINATE_REASON)
+        except Exception as exc:
+            log.warning(
+                "could not terminate %s (harmless: its writes are fenced): %s",
+                instance,
+                exc,
+                extra={"event": "SupervisorTerminateFailed", "instanceId": instance},
+            )
+            continue
+        terminated.append(instance)
+        log.info(
+            "terminated expired instance %s",
+            instance,
+            extra={"event": "SupervisorTerminated", "instanceId": instance},
+        )
+    return terminated

@@ -1,0 +1,65 @@
+"""Fixtures of the supervisor tests: a real Cosmos state store, contexts with their own settings over
+the shared manual clock (``clock``) and recording sender (``sender``) of ``tests/conftest.py``."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from adapters.clock import ManualClock
+from adapters.cosmos.order_store import CosmosOrderStore
+from adapters.cosmos.state_store import CosmosStateStore, update_once
+from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
+from dependencies import AppContext
+from domain import transitions
+from domain.records import StateRecord
+from settings import Settings
+from tests.fakes import RecordingSender
+
+MakeContext = Callable[..., AppContext]
+
+
+@pytest.fixture
+def states(cosmos_db: Any) -> CosmosStateStore:
+    return CosmosStateStore(cosmos_db.get_container_client(STATE_CONTAINER))
+
+
+@pytest.fixture
+def make_ctx(cosmos_db: Any, states: CosmosStateStore, clock: ManualClock, sender: RecordingSender) -> MakeContext:
+    """``make_ctx(MAX_FAILURES="3", ...)``: an AppContext over the shared store, clock and sender."""
+
+    def build(seed: int = 7, **overrides: str) -> AppContext:
+        return AppContext(
+            settings=Settings.from_env({}, **overrides),
+            clock=clock,
+            states=states,
+            orders=CosmosOrderStore(cosmos_db.get_container_client(ORDERS_CONTAINER)),
+            sender=sender,
+            remote={},
+            rng=random.Random(seed),
+        )
+
+    return build
+
+
+def claimed(states: CosmosStateStore, order_id: str, claimed_at: datetime, deadline: datetime) -> StateRecord:
+    """A record as a starter leaves it: submitted, then claimed at ``claimed_at`` by attempt 1
+    with ``completeBy = deadline``."""
+    record = states.create(transitions.new_record(order_id, None, claimed_at))
+    return update_once(states, record, lambda r: transitions.claim(r, claimed_at, deadline - claimed_at))
+
+
+def reclaim(states: CosmosStateStore, order_id: str, now: datetime, grace: timedelta) -> StateRecord:
+    record = states.get(order_id)
+    assert record is not None
+    return update_once(states, record, lambda r: transitions.claim(r, now, grace))
+
+
+def expired(states: CosmosStateStore, order_id: str, clock: ManualClock, ago: timedelta) -> StateRecord:
+    """A Processing record whose deadline passed ``ago`` before the clock's now."""
+    deadline = clock.now() - ago
+    return claimed(states, order_id, deadline - timedelta(seconds=60), deadline)

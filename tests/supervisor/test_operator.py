@@ -1,0 +1,112 @@
+"""Operator resubmit: Error -> Pending with the failure count reset and who/why in the history."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from adapters.cosmos.state_store import CosmosStateStore
+from domain import transitions
+from domain.errors import IllegalTransition
+from domain.states import ProcessState
+from orchestrators.starter import sweep
+from supervisor.operator import RecordNotFound, resubmit_order
+from supervisor.run import run_supervisor
+from supervisor.scan import ScanState
+from tests.supervisor.conftest import expired
+
+pytestmark = pytest.mark.cosmos
+
+
+class InterferingStore:
+    """The real store, with another writer changing the record just before this caller's first
+    replace (so that replace gets a real 412 from Cosmos)."""
+
+    def __init__(self, store: CosmosStateStore, interfere) -> None:
+        self._store = store
+        self._interfere = interfere
+        self.replaces = 0
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def replace(self, record):
+        self.replaces += 1
+        if self.replaces == 1:
+            self._interfere()
+        return self._store.replace(record)
+
+
+def _escalated(make_ctx, states, clock):
+    ctx = make_ctx(MAX_FAILURES="1")
+    expired(states, "o1", clock, timedelta(seconds=5))
+    run_supervisor(ctx, ScanState())
+    record = states.get("o1")
+    assert record is not None and record.process_state is ProcessState.ERROR
+    return ctx
+
+
+def test_resubmit_resets_the_failures_and_records_who_and_why(make_ctx, states, clock):
+    ctx = _escalated(make_ctx, states, clock)
+    clock.advance(timedelta(minutes=5))
+
+    record = resubmit_order(ctx, "o1", "alice@contoso.com", "payment provider fixed")
+
+    assert (record.process_state, record.failure_count, record.locked_by) == (ProcessState.PENDING, 0, None)
+    assert record.complete_by is None and record.last_error is None
+    entry = record.history[-1]
+    assert (entry.event, entry.by, entry.detail, entry.at) == (
+        "Resubmitted",
+        "alice@contoso.com",
+        "payment provider fixed",
+        clock.now(),
+    )
+    ctx.counts.clear()
+    [claim] = sweep(ctx)
+    assert (claim.attempt, claim.instance_id) == (2, "o1:2")
+
+
+def test_only_an_error_record_can_be_resubmitted(make_ctx, states, clock):
+    ctx = make_ctx()
+    states.create(transitions.new_record("o2", None, clock.now()))
+    with pytest.raises(IllegalTransition):
+        resubmit_order(ctx, "o2", "alice", "retry")
+    with pytest.raises(RecordNotFound):
+        resubmit_order(ctx, "missing", "alice", "retry")
+    with pytest.raises(ValueError, match="reason"):
+        resubmit_order(ctx, "o2", "alice", " ")
+
+
+def test_a_lost_race_on_a_record_still_in_error_is_retried_once(make_ctx, states, clock):
+    ctx = _escalated(make_ctx, states, clock)
+
+    def touch():  # e.g. a compensation log entry written meanwhile: still Error
+        current = states.get("o1")
+        assert current is not None
+        states.replace(current.with_changes(clock.now(), "Noted", "someone-else"))
+
+    ctx.states = InterferingStore(states, touch)
+
+    record = resubmit_order(ctx, "o1", "alice", "retry")
+
+    assert ctx.states.replaces == 2
+    assert record.process_state is ProcessState.PENDING
+    assert [h.event for h in record.history][-2:] == ["Noted", "Resubmitted"]
+
+
+def test_a_lost_race_to_another_resubmit_is_not_repeated(make_ctx, states, clock):
+    ctx = _escalated(make_ctx, states, clock)
+
+    def other_operator():
+        current = states.get("o1")
+        assert current is not None
+        states.replace(transitions.resubmit(current, "bob", "first", clock.now()))
+
+    ctx.states = InterferingStore(states, other_operator)
+
+    with pytest.raises(IllegalTransition):
+        resubmit_order(ctx, "o1", "alice", "second")
+    record = states.get("o1")
+    assert record is not None
+    assert [h.by for h in record.history if h.event == "Resubmitted"] == ["bob"]
