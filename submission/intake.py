@@ -1,6 +1,8 @@
 """Order intake: what happens to one message from the ``orders`` queue.
 
-Two idempotent writes keyed by the order id, in this order: the order (create-or-verify in
+``handle_orders_message`` parses the body and hands the contract to the handler registered for its
+``type`` in ``HANDLERS`` (one module per message type). ``submit_order`` is the handler of
+``OrderSubmitted``: two idempotent writes keyed by the order id, in this order: the order (create-or-verify in
 ``orders``), then its state record (create in ``state``). They are not one transaction; a crash
 between them leaves an order without a state record, and the redelivery of the same message
 finds the identical order and creates the missing record. Nothing is ever overwritten."""
@@ -8,7 +10,9 @@ finds the identical order and creates the missing record. Nothing is ever overwr
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from adapters.cosmos.errors import AlreadyExists, StoreUnavailable
 from adapters.cosmos.order_store import CreateOutcome
@@ -27,9 +31,6 @@ from orchestrators.starter import Claim, try_claim
 
 log = logging.getLogger(__name__)
 
-# What the orders queue accepts today; PaymentNotification and CancelOrder join with their handlers.
-ACCEPTED: dict[str, type[Contract]] = {"OrderSubmitted": OrderSubmitted}
-
 
 @dataclass(frozen=True)
 class IntakeResult:
@@ -37,9 +38,23 @@ class IntakeResult:
     claim: Claim | None = None  # the fast path: start this attempt right away
 
 
+Handler = Callable[[AppContext, Any, ReceivedMessage], IntakeResult]
+
+
+def _order_submitted(ctx: AppContext, contract: Any, message: ReceivedMessage) -> IntakeResult:
+    return submit_order(ctx, contract)
+
+
+# Message type -> (contract, handler). A type not listed here is dead-lettered as UnknownType.
+HANDLERS: dict[str, tuple[type[Contract], Handler]] = {
+    "OrderSubmitted": (OrderSubmitted, _order_submitted),
+}
+
+
 def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeResult:
+    accepted = {kind: contract for kind, (contract, _) in HANDLERS.items()}
     try:
-        contract = parse(body_bytes(message), ACCEPTED)
+        contract = parse(body_bytes(message), accepted)
     except InvalidMessage as bad:
         app_event(
             "DeadLettered",
@@ -49,12 +64,12 @@ def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeRe
             reason=bad.reason,
         )
         return IntakeResult(Settlement.deadletter(bad.reason, bad.description))
-    assert isinstance(contract, OrderSubmitted)
+    _, handler = HANDLERS[contract.type]  # type: ignore[attr-defined]
     try:
-        return submit_order(ctx, contract)
+        return handler(ctx, contract, message)
     except (StoreUnavailable, SendError) as exc:
         # Nothing is half-done that a redelivery cannot finish: abandon and let Service Bus retry.
-        log.warning("order %s: %s; abandoning for redelivery", contract.order_id, exc)
+        log.warning("%s %s: %s; abandoning for redelivery", contract.type, message.message_id, exc)  # type: ignore[attr-defined]
         return IntakeResult(Settlement.abandon(str(exc)))
 
 
