@@ -32,19 +32,19 @@ class CosmosServer:
 
     def __init__(self, port: int | None = None) -> None:
         self.port = port or _free_port()
-        self.endpoint = f"https://localhost:{self.port}"
+        self.endpoint = f"https://127.0.0.1:{self.port}"
         self.key = EMULATOR_KEY
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 30.0) -> CosmosServer:
-        binary = ROOT / "node_modules" / ".bin" / "cosmosdb-server"
-        if not binary.exists():
-            raise RuntimeError(f"{binary} is missing: run `npm ci` (the test and demo commands do)")
+        modules = ROOT / "node_modules"
+        if not (modules / "@vercel" / "cosmosdb-server").exists():
+            raise RuntimeError(f"{modules}/@vercel/cosmosdb-server is missing: run `npm ci` (dev.py does)")
         node = shutil.which("node")
         if node is None:
             raise RuntimeError("Node.js 20+ is required for the Cosmos DB protocol server")
         self._proc = subprocess.Popen(
-            [str(binary), "-p", str(self.port)],
+            [node, str(Path(__file__).with_name("cosmos_server.cjs")), str(modules), str(self.port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env={**os.environ, "NODE_NO_WARNINGS": "1"},

@@ -1,0 +1,72 @@
+"""``python -m localrun simulate --orders N --seed S [--faults PROFILE.json] --report REPORT.json
+[--chart CHART.png] [--no-progress] [--inject-raw FILE]``
+
+Runs the whole app with no Azure: prints a summary, writes the JSON report (and the chart), and
+exits 1 if any invariant is violated."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from localrun.profile import Profile, ProfileError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m localrun", description=__doc__.split("\n\n")[1])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sim = sub.add_parser("simulate", help="run N orders through the app under a fault profile")
+    sim.add_argument("--orders", type=int, required=True)
+    sim.add_argument("--seed", type=int, required=True)
+    sim.add_argument("--faults", type=Path, help="fault profile JSON (default: no faults)")
+    sim.add_argument("--report", type=Path, required=True)
+    sim.add_argument("--chart", type=Path)
+    sim.add_argument("--no-progress", action="store_true")
+    sim.add_argument("--inject-raw", type=Path, help='JSON lines {"body": "...", "message_id": "..."}')
+    sim.add_argument("--log-level", default="ERROR", help="app log level shown on stderr (default ERROR)")
+    args = parser.parse_args(argv)
+    if args.orders < 0:
+        parser.error("--orders must be >= 0")
+
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        profile = Profile.load(args.faults) if args.faults else Profile()
+    except (ProfileError, OSError) as exc:
+        print(f"fault profile: {exc}", file=sys.stderr)
+        return 2
+    from localrun.workload import read_raw
+
+    try:
+        raw = read_raw(args.inject_raw) if args.inject_raw else []
+    except (ValueError, OSError) as exc:
+        print(f"--inject-raw: {exc}", file=sys.stderr)
+        return 2
+
+    from localrun.report import build_report, summary
+    from localrun.simulation import SimulationConfig, run_simulation
+
+    config = SimulationConfig(
+        orders=args.orders, seed=args.seed, profile=profile, raw_lines=raw, progress=not args.no_progress
+    )
+    result = run_simulation(config)
+    report = build_report(result)
+    args.report.parent.mkdir(parents=True, exist_ok=True)
+    args.report.write_text(json.dumps(report, indent=2) + "\n")
+    if args.chart:
+        from localrun.chart import write_chart
+
+        write_chart(result, args.chart)
+    print(summary(report))
+    print(f"\nreport: {args.report}" + (f"   chart: {args.chart}" if args.chart else ""))
+    violated = {k: v for k, v in report["invariants"].items() if v}
+    if violated:
+        print(f"INVARIANTS VIOLATED: {violated}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""Independent evidence for the invariants, and the faults the profile injects at the edges.
+
+``AuditedStateStore`` wraps the production Cosmos state store: it injects throttling and outages,
+counts operations, and audits every successful write against the document as it was just before
+(read from Cosmos, not from the app): a write by an orchestration instance that did not hold
+``lockedBy`` at that moment is a stale write."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from adapters.clock import Clock
+from adapters.cosmos.errors import StoreUnavailable
+from adapters.cosmos.order_store import CreateOutcome, OrderStore
+from adapters.cosmos.state_store import Page, StateStore
+from adapters.servicebus.sender import MessageSender, OutgoingMessage, SendError
+from contracts.names import AGENT_REPLIES_QUEUE
+from domain.records import StateRecord
+from domain.states import ProcessState
+from domain.workflow import step as workflow_step
+from localrun.profile import Profile
+
+
+@dataclass(frozen=True)
+class Transition:
+    at: datetime
+    order_id: str
+    before: ProcessState | None
+    after: ProcessState
+    event: str
+    by: str
+    expired_at: datetime | None  # the completeBy the write replaced (for expiry-to-retry latency)
+
+
+@dataclass
+class Audit:
+    transitions: list[Transition] = field(default_factory=list)
+    stale_writes: list[str] = field(default_factory=list)
+    ops: Counter[str] = field(default_factory=Counter)
+    injected: Counter[str] = field(default_factory=Counter)
+
+
+class CosmosFaults:
+    def __init__(self, profile: Profile, rng: random.Random, audit: Audit) -> None:
+        self._throttle = profile.cosmos_throttle_rate
+        self._unavailable = profile.cosmos_unavailable_rate
+        self._rng = rng
+        self._audit = audit
+
+    def maybe_fail(self, operation: str) -> None:
+        roll = self._rng.random()
+        if roll < self._throttle:
+            self._audit.injected["cosmos_throttled"] += 1
+            raise StoreUnavailable(f"Cosmos DB 429 on {operation} (throttled past the SDK's retries)")
+        if roll < self._throttle + self._unavailable:
+            self._audit.injected["cosmos_unavailable"] += 1
+            raise StoreUnavailable(f"Cosmos DB 503 on {operation}")
+
+
+def _is_instance(writer: str) -> bool:
+    return ":" in writer  # orchestration instance ids are "<orderId>:<n>"
+
+
+class AuditedStateStore:
+    def __init__(self, inner: StateStore, raw: StateStore, clock: Clock, faults: CosmosFaults, audit: Audit) -> None:
+        self._inner = inner
+        self._raw = raw  # the same container, for the audit's own reads (not counted, never faulted)
+        self._clock = clock
+        self._faults = faults
+        self._audit = audit
+
+    def get(self, order_id: str) -> StateRecord | None:
+        self._audit.ops["cosmos_reads"] += 1
+        self._faults.maybe_fail("read")
+        return self._inner.get(order_id)
+
+    def create(self, record: StateRecord) -> StateRecord:
+        self._audit.ops["cosmos_writes"] += 1
+        self._faults.maybe_fail("create")
+        written = self._inner.create(record)
+        self._record(None, written)
+        return written
+
+    def replace(self, record: StateRecord) -> StateRecord:
+        self._audit.ops["cosmos_writes"] += 1
+        self._faults.maybe_fail("replace")
+        before = self._raw.get(record.id)
+        written = self._inner.replace(record)
+        writer = written.history[-1].by if written.history else ""
+        if before is not None and _is_instance(writer) and before.locked_by != writer:
+            self._audit.stale_writes.append(f"{written.order_id}: {writer} wrote while lockedBy={before.locked_by}")
+        self._record(before, written)
+        return written
+
+    def claimable(self, now: datetime, limit: int) -> list[StateRecord]:
+        self._audit.ops["cosmos_queries"] += 1
+        self._faults.maybe_fail("query")
+        return self._inner.claimable(now, limit)
+
+    def expired_page(
+        self, state: ProcessState, now: datetime, not_before: datetime | None, page_size: int, continuation: str | None
+    ) -> Page:
+        self._audit.ops["cosmos_queries"] += 1
+        self._faults.maybe_fail("query")
+        return self._inner.expired_page(state, now, not_before, page_size, continuation)
+
+    def count(self, state: ProcessState) -> int:
+        self._audit.ops["cosmos_queries"] += 1
+        self._faults.maybe_fail("query")
+        return self._inner.count(state)
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything the app's store grows later (e.g. deferral documents) passes through, counted.
+        attribute = getattr(self._inner, name)
+        if callable(attribute):
+
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                self._audit.ops["cosmos_other"] += 1
+                self._faults.maybe_fail(name)
+                return attribute(*args, **kwargs)
+
+            return counted
+        return attribute
+
+    def _record(self, before: StateRecord | None, after: StateRecord) -> None:
+        last = after.history[-1] if after.history else None
+        self._audit.transitions.append(
+            Transition(
+                at=self._clock.now(),
+                order_id=after.order_id,
+                before=before.process_state if before else None,
+                after=after.process_state,
+                event=last.event if last else "Written",
+                by=last.by if last else "",
+                expired_at=before.complete_by if before else None,
+            )
+        )
+
+
+class AuditedOrderStore:
+    def __init__(self, inner: OrderStore, faults: CosmosFaults, audit: Audit) -> None:
+        self._inner = inner
+        self._faults = faults
+        self._audit = audit
+
+    def get(self, order_id: str) -> dict[str, Any] | None:
+        self._audit.ops["cosmos_reads"] += 1
+        self._faults.maybe_fail("read order")
+        return self._inner.get(order_id)
+
+    def create_or_verify(self, order: dict[str, Any]) -> CreateOutcome:
+        self._audit.ops["cosmos_writes"] += 1
+        self._faults.maybe_fail("create order")
+        return self._inner.create_or_verify(order)
+
+
+class FaultySender:
+    """The app's ``MessageSender`` over the broker, with the profile's send failures (in the broker)
+    and the agents' reply faults: a reply may be lost, sent late (after its step's deadline) or
+    sent twice (the copy under another MessageId, so duplicate detection does not collapse it)."""
+
+    def __init__(self, inner: MessageSender, profile: Profile, rng: random.Random, clock: Clock, audit: Audit) -> None:
+        self._inner = inner
+        self._profile = profile
+        self._rng = rng
+        self._clock = clock
+        self._audit = audit
+
+    def send(self, queue: str, message: OutgoingMessage) -> None:
+        self._audit.ops["servicebus_sends"] += 1
+        if queue != AGENT_REPLIES_QUEUE:
+            self._inner.send(queue, message)
+            return
+        reply = json.loads(message.body)
+        faults = self._profile.agent(workflow_step(reply["step"]).agent)
+        roll = self._rng.random()
+        if roll < faults.lost_reply_rate:
+            self._audit.injected["replies_lost"] += 1
+            return
+        roll -= faults.lost_reply_rate
+        if roll < faults.late_reply_rate:
+            self._audit.injected["replies_late"] += 1
+            from datetime import timedelta
+
+            late = self._clock.now() + timedelta(seconds=90)  # past any step deadline it belonged to
+            self._inner.send(queue, _replace(message, scheduled_enqueue_time=late))
+            return
+        roll -= faults.late_reply_rate
+        self._inner.send(queue, message)
+        if roll < faults.duplicate_reply_rate:
+            self._audit.injected["replies_duplicated"] += 1
+            self._inner.send(queue, _replace(message, message_id=f"{message.message_id}:copy"))
+
+
+def _replace(message: OutgoingMessage, **changes: Any) -> OutgoingMessage:
+    from dataclasses import replace
+
+    return replace(message, **changes)
+
+
+class CrashingService:
+    """An agent's remote service whose agent process may die right after the call took effect, so
+    no reply is sent and the request is redelivered (or the activity fails): the idempotency key
+    must make the retry harmless."""
+
+    def __init__(self, inner: Any, rate: float, rng: random.Random, audit: Audit) -> None:
+        self._inner = inner
+        self._rate = rate
+        self._rng = rng
+        self._audit = audit
+
+    def call(self, request: Any) -> dict[str, Any]:
+        result: dict[str, Any] = self._inner.call(request)
+        if self._rng.random() < self._rate:
+            self._audit.injected["agent_crashes"] += 1
+            raise SimulatedCrash(f"agent for {request.service} crashed after {request.action} of {request.order_id}")
+        return result
+
+
+class SimulatedCrash(RuntimeError):
+    """The agent's process died (the runner treats it as the invocation failing)."""
+
+
+__all__ = [
+    "Audit",
+    "AuditedOrderStore",
+    "AuditedStateStore",
+    "CosmosFaults",
+    "CrashingService",
+    "FaultySender",
+    "SendError",
+    "SimulatedCrash",
+]

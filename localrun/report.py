@@ -1,0 +1,163 @@
+"""The simulation report: final states, invariants from independent evidence, recoveries,
+latencies in simulated seconds, operations per order, dead letters."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from domain.states import TERMINAL_STATES, ProcessState
+from localrun.simulation import NON_TERMINAL, SimulationResult
+
+FORWARD_ACTIONS = ("reserve", "charge", "ship", "capture")
+UNDO_ACTIONS = ("release", "refund")
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return round(values[0], 3)
+    return round(statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1], 3)
+
+
+def _status_messages(result: SimulationResult) -> list[dict[str, Any]]:
+    statuses: list[dict[str, Any]] = []
+    for queue in result.workload.submitters:
+        for message in result.broker.peek(queue, 1_000_000):
+            body = json.loads(str(message))
+            body["_queue"] = queue
+            statuses.append(body)
+    return statuses
+
+
+def build_report(result: SimulationResult) -> dict[str, Any]:
+    audit, ledger = result.audit, result.ledger
+    by_order = {doc["orderId"]: doc for doc in result.states if "processState" in doc}
+    valid = result.workload.orders
+
+    final: Counter[str] = Counter(doc["processState"] for doc in by_order.values())
+    statuses = _status_messages(result)
+    rejected = {s["orderId"] for s in statuses if s["status"] == "Rejected"} - set(by_order)
+    final["Rejected"] = len(rejected)
+    dead = result.broker.dead_letters()
+    final["DeadLettered"] = sum(1 for d in dead if d.queue == "orders")
+
+    dead_order_ids = {d.message_id for d in dead if d.queue == "orders"}
+    lost = [o for o in valid if o not in by_order and o not in rejected and o not in dead_order_ids]
+    non_terminal = [o for o, doc in by_order.items() if ProcessState(doc["processState"]) in NON_TERMINAL]
+    duplicates = 0
+    for order_id in ledger.order_ids():
+        for action in (*FORWARD_ACTIONS, *UNDO_ACTIONS):
+            keys = Counter(e.idempotency_key for e in ledger.effects(order_id, action) if e.amount)
+            duplicates += sum(1 for n in keys.values() if n > 1)
+            if action in FORWARD_ACTIONS and sum(1 for e in ledger.effects(order_id, action) if e.amount) > 1:
+                duplicates += 1
+    unbalanced = [
+        o
+        for o, doc in by_order.items()
+        if doc["processState"] == ProcessState.COMPENSATED.value and any(vars(ledger.net(o)).values())
+    ]
+
+    events = Counter(t.event for t in audit.transitions)
+    retry_latency = [
+        (t.at - t.expired_at).total_seconds()
+        for t in audit.transitions
+        if t.event == "RetryScheduled" and t.expired_at is not None
+    ]
+    first_request = [
+        (result.first_remote_call[o] - sent).total_seconds()
+        for o, sent in result.sent_at.items()
+        if o in result.first_remote_call
+    ]
+    terminal_at: dict[str, datetime] = {}
+    for t in audit.transitions:
+        if t.after in TERMINAL_STATES and t.order_id not in terminal_at:
+            terminal_at[t.order_id] = t.at
+    to_terminal = [(terminal_at[o] - sent).total_seconds() for o, sent in result.sent_at.items() if o in terminal_at]
+
+    n = max(len(valid), 1)
+    counters = result.broker.counters()
+    workload_sends = sum(1 for a in result.workload.arrivals)
+    ops = {
+        "cosmos_reads": audit.ops["cosmos_reads"] / n,
+        "cosmos_writes": audit.ops["cosmos_writes"] / n,
+        "cosmos_queries": audit.ops["cosmos_queries"] / n,
+        "servicebus_sends": max(0, counters.send_operations - workload_sends) / n,
+        "servicebus_receives": counters.receive_operations / n,
+        "durable_history_events": result.host.engine.counters.history_events / n,
+        "function_executions": sum(result.host.executions.values()) / n,
+    }
+    invariants = {
+        "lost": len(lost),
+        "duplicate_side_effects": duplicates,
+        "stale_writes": len(audit.stale_writes),
+        "non_terminal": len(non_terminal),
+        "unbalanced_compensations": len(unbalanced),
+    }
+    return {
+        "orders": len(valid),
+        "seed": result.config.seed,
+        "final_states": dict(sorted(final.items())),
+        "invariants": invariants,
+        "invariant_examples": {
+            "lost": lost[:5],
+            "stale_writes": audit.stale_writes[:5],
+            "non_terminal": non_terminal[:5],
+            "unbalanced_compensations": unbalanced[:5],
+        },
+        "recoveries": {
+            "supervisor_retries": events["RetryScheduled"],
+            "escalations": events["Escalated"],
+            "compensations": sum(
+                1
+                for t in audit.transitions
+                if t.after is ProcessState.COMPENSATING and t.before is not ProcessState.COMPENSATING
+            ),
+            "host_restarts": result.restarts,
+        },
+        "latency_s": {
+            "submit_to_first_request_p50": _percentile(first_request, 50),
+            "submit_to_first_request_p99": _percentile(first_request, 99),
+            "expiry_to_retry_p50": _percentile(retry_latency, 50),
+            "expiry_to_retry_p99": _percentile(retry_latency, 99),
+            "submit_to_terminal_p50": _percentile(to_terminal, 50),
+            "submit_to_terminal_p99": _percentile(to_terminal, 99),
+        },
+        "ops_per_order": {k: round(v, 2) for k, v in ops.items()},
+        "injected_faults": dict(sorted(audit.injected.items())),
+        "function_failures": len(result.task_failures),
+        "status_messages": len(statuses),
+        "dead_letters": [
+            {"queue": d.queue, "message_id": d.message_id, "reason": d.reason, "description": d.description}
+            for d in dead
+        ],
+        "wall_s": round(result.wall_s, 2),
+        "simulated_s": round(result.simulated_s, 1),
+    }
+
+
+def summary(report: dict[str, Any]) -> str:
+    lines = [f"orders: {report['orders']}   wall: {report['wall_s']} s   simulated: {report['simulated_s']} s"]
+
+    def table(title: str, values: dict[str, Any]) -> None:
+        lines.append(f"\n{title}")
+        width = max((len(k) for k in values), default=0)
+        for key, value in values.items():
+            lines.append(f"  {key:<{width}}  {value}")
+
+    table("final states", report["final_states"])
+    table("recoveries", report["recoveries"])
+    bad = {k: ("OK" if v == 0 else f"{v}  <-- VIOLATED") for k, v in report["invariants"].items()}
+    table("invariants (0 = holds)", bad)
+    table("latency (simulated seconds)", report["latency_s"])
+    table("operations per order", report["ops_per_order"])
+    if report["injected_faults"]:
+        table("faults injected", report["injected_faults"])
+    reasons = Counter(d["reason"] for d in report["dead_letters"])
+    if reasons:
+        table("dead letters by reason", dict(reasons))
+    return "\n".join(lines)

@@ -1,0 +1,208 @@
+"""One simulation: the whole app, unmodified, on a laptop with no Azure.
+
+The runner supplies what a Functions host and Azure would: the Cosmos DB protocol (a real
+``@vercel/cosmosdb-server``, through the production adapters), an in-process Service Bus broker,
+the Durable engine (the SDK's own replay), timers on schedule, simulated remote services, and a
+simulated clock that jumps ahead whenever nothing is runnable. Faults come from the profile.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from adapters.cosmos.client import ensure_database
+from adapters.cosmos.order_store import CosmosOrderStore
+from adapters.cosmos.state_store import CosmosStateStore
+from agents.remote import RemoteService
+from agents.services import remote_services
+from agents.simulators.config import SimulatorConfig
+from agents.simulators.ledger import Ledger
+from contracts.names import ALL_QUEUES, ORDERS_CONTAINER, ORDERS_QUEUE, STATE_CONTAINER
+from dependencies import AppContext, use_context
+from domain.states import TERMINAL_STATES, ProcessState
+from domain.workflow import AGENTS
+from localrun.audit import Audit, AuditedOrderStore, AuditedStateStore, CosmosFaults, CrashingService, FaultySender
+from localrun.cosmos_server import CosmosServer
+from localrun.host import LocalHost
+from localrun.profile import Profile
+from localrun.servicebus import InProcessBroker, QueuePolicy, SendFaults
+from localrun.virtual_time import TaskScheduler
+from localrun.workload import Workload, make_workload
+from settings import Settings
+
+START = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
+NON_TERMINAL = (ProcessState.PENDING, ProcessState.PROCESSING, ProcessState.COMPENSATING)
+
+
+@dataclass
+class SimulationConfig:
+    orders: int
+    seed: int
+    profile: Profile = field(default_factory=Profile)
+    raw_lines: list[dict[str, Any]] = field(default_factory=list)
+    horizon: timedelta = timedelta(hours=8)
+    progress: bool = False
+    settings: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SimulationResult:
+    """Everything the report is computed from."""
+
+    config: SimulationConfig
+    workload: Workload
+    audit: Audit
+    ledger: Ledger
+    broker: InProcessBroker
+    host: LocalHost
+    states: list[dict[str, Any]]  # every state document at the end
+    first_remote_call: dict[str, datetime]
+    sent_at: dict[str, datetime]  # when each valid order was submitted
+    restarts: int
+    wall_s: float
+    simulated_s: float
+    task_failures: list[tuple[str, str]]
+
+
+class _RemoteProbe:
+    """Records when an order's first remote call happened (submit-to-first-request latency)."""
+
+    def __init__(self, inner: RemoteService, first: dict[str, datetime], clock: Any) -> None:
+        self._inner = inner
+        self._first = first
+        self._clock = clock
+
+    def call(self, request: Any) -> dict[str, Any]:
+        self._first.setdefault(request.order_id, self._clock.now())
+        return self._inner.call(request)
+
+
+def _progress(done: int, total: int, simulated: timedelta) -> None:
+    width = 30
+    filled = int(width * done / max(total, 1))
+    bar = "#" * filled + "-" * (width - filled)
+    sys.stderr.write(f"\r[{bar}] {done}/{total} orders settled, {simulated.total_seconds():7.0f}s simulated")
+    sys.stderr.flush()
+
+
+def run_simulation(config: SimulationConfig) -> SimulationResult:
+    wall_start = time.monotonic()
+    seeds = random.Random(config.seed)
+    profile = config.profile
+    settings = Settings.from_env({}, **config.settings)
+    scheduler = TaskScheduler(START)
+    clock = scheduler.clock
+    audit = Audit()
+    workload = make_workload(config.orders, profile, random.Random(seeds.getrandbits(64)), START, config.raw_lines)
+
+    broker = InProcessBroker(
+        clock,
+        send_faults=SendFaults(profile.send_failure_rate, random.Random(seeds.getrandbits(64)))
+        if profile.send_failure_rate
+        else None,
+    )
+    for queue in (*ALL_QUEUES, *workload.submitters):
+        broker.declare_queue(queue, QueuePolicy())
+
+    ledger = Ledger()
+    configs = {name: SimulatorConfig.from_profile(entry, origin=START) for name, entry in profile.remote.items()}
+    first_call: dict[str, datetime] = {}
+    remote: dict[str, RemoteService] = {}
+    crash_rng = random.Random(seeds.getrandbits(64))
+    for service, inner in remote_services(settings, clock, configs, ledger, seeds.getrandbits(32)).items():
+        rate = max((profile.agent(a.name).crash_rate for a in AGENTS.values() if a.service == service), default=0.0)
+        probed = _RemoteProbe(inner, first_call, clock)
+        remote[service] = CrashingService(probed, rate, crash_rng, audit) if rate else probed
+
+    with CosmosServer() as server:
+        database = ensure_database(server.client(), "localrun")
+        raw_states = CosmosStateStore(database.get_container_client(STATE_CONTAINER))
+        faults = CosmosFaults(profile, random.Random(seeds.getrandbits(64)), audit)
+        ctx = AppContext(
+            settings=settings,
+            clock=clock,
+            states=AuditedStateStore(raw_states, raw_states, clock, faults, audit),
+            orders=AuditedOrderStore(CosmosOrderStore(database.get_container_client(ORDERS_CONTAINER)), faults, audit),
+            sender=FaultySender(broker, profile, random.Random(seeds.getrandbits(64)), clock, audit),
+            remote=remote,
+            rng=random.Random(seeds.getrandbits(64)),
+        )
+        if hasattr(ctx, "deferred"):
+            ctx.deferred = broker.deferred_store
+        use_context(ctx)
+        host = LocalHost(
+            scheduler,
+            broker,
+            settings,
+            timer_copies={"supervisor": profile.supervisors, "starter_sweep": profile.starters},
+        )
+        pending = list(workload.arrivals)
+        sent_at: dict[str, datetime] = {}
+        latest: dict[str, ProcessState] = {}
+        seen = 0
+        restarts = 0
+        next_restart = START + timedelta(seconds=profile.restart_every_s) if profile.restart_every_s else None
+        last_progress = [0.0]
+
+        def before_pump() -> None:
+            nonlocal seen, restarts, next_restart
+            now = clock.now()
+            while pending and pending[0].at <= now:
+                arrival = pending.pop(0)
+                broker.send(ORDERS_QUEUE, arrival.message)
+                if arrival.kind == "order" and arrival.order_id is not None:
+                    sent_at[arrival.order_id] = now
+            for transition in audit.transitions[seen:]:
+                latest[transition.order_id] = transition.after
+            seen = len(audit.transitions)
+            if next_restart is not None and now >= next_restart:
+                host.restart()
+                ctx.counts.clear()
+                restarts += 1
+                next_restart = now + timedelta(seconds=profile.restart_every_s or 0)
+            if config.progress and time.monotonic() - last_progress[0] > 0.2:
+                last_progress[0] = time.monotonic()
+                settled = sum(1 for s in latest.values() if s in TERMINAL_STATES)
+                _progress(settled, len(workload.orders), now - START)
+
+        def quiet() -> bool:
+            if pending or scheduler.busy() or host.engine.has_work():
+                return False
+            if any(q in host.queues for q in broker.ready_queues()):
+                return False
+            return not any(state in NON_TERMINAL for state in latest.values())
+
+        external: Callable[[], datetime | None] = lambda: pending[0].at if pending else None  # noqa: E731
+        try:
+            host.run_until(START + config.horizon, stop=quiet, external_due=external, before_pump=before_pump)
+        finally:
+            use_context(None)
+        if config.progress:
+            before_pump()
+            _progress(
+                sum(1 for s in latest.values() if s in TERMINAL_STATES), len(workload.orders), clock.now() - START
+            )
+            sys.stderr.write("\n")
+        states = list(database.get_container_client(STATE_CONTAINER).read_all_items())
+
+    return SimulationResult(
+        config=config,
+        workload=workload,
+        audit=audit,
+        ledger=ledger,
+        broker=broker,
+        host=host,
+        states=states,
+        first_remote_call=first_call,
+        sent_at=sent_at,
+        restarts=restarts,
+        wall_s=time.monotonic() - wall_start,
+        simulated_s=(clock.now() - START).total_seconds(),
+        task_failures=[(name, f"{type(exc).__name__}: {exc}") for name, exc in scheduler.failures],
+    )

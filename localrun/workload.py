@@ -1,0 +1,140 @@
+"""The orders a simulation submits: valid orders from simulated submitters (each with its own
+status queue), plus the profile's duplicates, malformed messages and cancellations, and any raw
+messages the user injects."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from adapters.servicebus.sender import OutgoingMessage
+from localrun.profile import Profile
+
+SKUS = ("WIDGET-1", "WIDGET-2", "GADGET-7", "BOLT-M8", "NUT-M8", "CABLE-2M")
+MALFORMED_BODIES = (
+    b"this is not json",
+    b'{"type": "OrderSubmitted", "schemaVersion": 1}',
+    b'{"type": "OrderShipped", "schemaVersion": 1, "orderId": "x"}',
+    b'{"type": "OrderSubmitted", "schemaVersion": 9, "orderId": "x"}',
+    b"[]",
+)
+
+
+@dataclass(frozen=True)
+class Arrival:
+    at: datetime
+    message: OutgoingMessage
+    kind: str  # "order" | "duplicate" | "malformed" | "cancel" | "notification" | "raw"
+    order_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    arrivals: list[Arrival]
+    orders: dict[str, dict[str, Any]]  # valid orders by id (the body sent)
+    submitters: list[str]  # status queue of each simulated submitter
+
+
+def submitter_queue(index: int) -> str:
+    return f"submitter-{index + 1}-statuses"
+
+
+def make_workload(
+    count: int, profile: Profile, rng: random.Random, start: datetime, raw_lines: list[dict[str, Any]] | None = None
+) -> Workload:
+    submitters = [submitter_queue(i) for i in range(profile.reply_queues)]
+    window = max(30.0, count * 0.25)  # seconds over which orders arrive
+    arrivals: list[Arrival] = []
+    orders: dict[str, dict[str, Any]] = {}
+    mix = profile.orders
+    for i in range(count):
+        order_id = f"ord-{i + 1:05d}"
+        at = start + timedelta(seconds=rng.uniform(0, window))
+        lines: list[dict[str, Any]] = [
+            {"sku": rng.choice(SKUS), "quantity": rng.randint(1, 5), "unitPriceCents": rng.randint(100, 50_000)}
+            for _ in range(rng.randint(1, 3))
+        ]
+        body: dict[str, Any] = {
+            "type": "OrderSubmitted",
+            "schemaVersion": 1,
+            "orderId": order_id,
+            "customerId": f"cust-{rng.randint(1, 50)}",
+            "lines": lines,
+            "currency": "EUR",
+            "shipTo": f"{rng.randint(1, 999)} Simulation Street",
+            "replyTo": submitters[i % len(submitters)],
+        }
+        prepaid = rng.random() < mix.prepaid_rate
+        if prepaid:
+            body["prepaid"] = True
+        orders[order_id] = body
+        text = json.dumps(body)
+        arrivals.append(
+            Arrival(at, OutgoingMessage(body=text, message_id=order_id, subject="OrderSubmitted"), "order", order_id)
+        )
+        if rng.random() < mix.duplicate_submit_rate:
+            # A client retry after the duplicate-detection window: it reaches the app, which must
+            # see an exact duplicate and write nothing.
+            later = at + timedelta(minutes=11) + timedelta(seconds=rng.uniform(0, 60))
+            copy = OutgoingMessage(body=text, message_id=f"{order_id}:resend", subject="OrderSubmitted")
+            arrivals.append(Arrival(later, copy, "duplicate", order_id))
+        if rng.random() < mix.cancel_rate:
+            cancel = {"type": "CancelOrder", "schemaVersion": 1, "orderId": order_id, "reason": "customer changed mind"}
+            when = at + timedelta(seconds=rng.uniform(0.5, 20))
+            arrivals.append(
+                Arrival(
+                    when, OutgoingMessage(json.dumps(cancel), f"{order_id}:cancel", "CancelOrder"), "cancel", order_id
+                )
+            )
+        if prepaid:
+            total = sum(line["quantity"] * line["unitPriceCents"] for line in lines)
+            notification = {
+                "type": "PaymentNotification",
+                "schemaVersion": 1,
+                "notificationId": f"pay-{order_id}",
+                "orderId": order_id,
+                "amountCents": total,
+                "currency": "EUR",
+                "providerReference": f"psp-{rng.randint(10_000, 99_999)}",
+            }
+            first = rng.random() < mix.payment_notification_first_rate
+            when = at + timedelta(seconds=-rng.uniform(1, 10) if first else rng.uniform(1, 10))
+            arrivals.append(
+                Arrival(
+                    max(start, when),
+                    OutgoingMessage(json.dumps(notification), f"pay-{order_id}", "PaymentNotification"),
+                    "notification",
+                    order_id,
+                )
+            )
+        if rng.random() < mix.malformed_rate:
+            body_bytes = rng.choice(MALFORMED_BODIES)
+            arrivals.append(Arrival(at, OutgoingMessage(body_bytes.decode(), f"{order_id}:malformed"), "malformed"))
+    for n, line in enumerate(raw_lines or []):
+        message_id = line.get("message_id") or f"raw-{n + 1}"
+        arrivals.append(Arrival(start, OutgoingMessage(str(line["body"]), str(message_id)), "raw"))
+    arrivals.sort(key=lambda a: (a.at, a.message.message_id))
+    return Workload(arrivals, orders, submitters)
+
+
+def read_raw(path: str | Path) -> list[dict[str, Any]]:
+    """``--inject-raw``: one JSON object per line, ``{"body": "<text>", "message_id": "<optional>"}``."""
+    lines: list[dict[str, Any]] = []
+    for number, text in enumerate(Path(path).read_text().splitlines(), start=1):
+        if not text.strip():
+            continue
+        try:
+            item = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not JSON: {exc}") from None
+        if not isinstance(item, dict) or not isinstance(item.get("body"), str):
+            raise ValueError(f'{path}:{number}: expected {{"body": "<text>", "message_id": "<optional>"}}')
+        unknown = set(item) - {"body", "message_id"}
+        if unknown:
+            raise ValueError(f"{path}:{number}: unknown key {sorted(unknown)[0]!r}")
+        lines.append(item)
+    return lines
