@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
+# checkov (tests/infra) pins packages the app also uses, so it gets a venv of its own.
+CHECKOV_VENV = ROOT / ".venv-checkov"
+CHECKOV_PYTHON = CHECKOV_VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
 def run(*cmd: str | Path, check: bool = True) -> int:
@@ -46,6 +49,14 @@ def setup() -> None:
     if not (ROOT / "node_modules").exists() or not stamp.exists() or stamp.read_text() != digest:
         npm = "npm.cmd" if os.name == "nt" else "npm"
         run(npm, "ci" if (ROOT / "package-lock.json").exists() else "install", "--no-audit", "--no-fund", "--silent")
+        stamp.write_text(digest)
+    if not CHECKOV_PYTHON.exists():
+        venv.EnvBuilder(with_pip=True).create(CHECKOV_VENV)
+    _, digest = _stamp("checkov", "tests/infra/requirements-checkov.txt")
+    stamp = CHECKOV_VENV / ".checkov-installed"
+    if not stamp.exists() or stamp.read_text() != digest:
+        requirements = "tests/infra/requirements-checkov.txt"
+        run(CHECKOV_PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", requirements)
         stamp.write_text(digest)
 
 

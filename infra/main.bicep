@@ -1,0 +1,207 @@
+// Scheduler Agent Supervisor: everything `azd up` provisions.
+// Subscription scope: creates the resource group, then one module per concern.
+// Written without user-defined types or `import` so the offline checks (tree-sitter-bicep and
+// checkov's older parser) can read every file; see tests/infra/.
+targetScope = 'subscription'
+
+@minLength(1)
+@maxLength(64)
+@description('Name of the azd environment; used to make resource names unique.')
+param environmentName string
+
+@minLength(1)
+@description('Region of every resource (must offer Flex Consumption).')
+@metadata({
+  azd: {
+    type: 'location'
+  }
+})
+param location string
+
+@description('Object id of the deploying user (AZURE_PRINCIPAL_ID): gets the same data roles as the app so local runs against Azure work. Empty: no user roles.')
+param principalId string = ''
+
+@description('Principal type of principalId: User for a developer, ServicePrincipal for a pipeline.')
+@allowed([
+  'User'
+  'ServicePrincipal'
+  'Group'
+])
+param principalType string = 'User'
+
+@description('Object id of the example submitter (client): it may only receive from its own status queue. Empty: no assignment.')
+param clientPrincipalId string = ''
+
+@description('Email address that receives operator alerts. Empty: the action group has no receivers.')
+param alertEmail string = ''
+
+@description('Cosmos DB capacity mode: serverless (true) or provisioned throughput (false).')
+param cosmosServerless bool = true
+
+@description('Shared database throughput (RU/s) when cosmosServerless is false.')
+@minValue(400)
+param cosmosThroughput int = 400
+
+@description('Cosmos DB database name (app setting COSMOS_DATABASE).')
+param cosmosDatabaseName string = 'scheduler'
+
+@description('Flex Consumption: maximum number of instances.')
+@minValue(40)
+@maxValue(1000)
+param maximumInstanceCount int = 40
+
+@description('Flex Consumption: memory of each instance in MB.')
+@allowed([
+  512
+  2048
+  4096
+])
+param instanceMemoryMB int = 2048
+
+var abbrs = loadJsonContent('./abbreviations.json')
+var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
+var tags = {
+  'azd-env-name': environmentName
+}
+var functionAppName = '${abbrs.webSitesFunctions}api-${resourceToken}'
+var deploymentContainerName = 'app-package-${take(functionAppName, 32)}-${take(resourceToken, 7)}'
+
+resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
+  name: '${abbrs.resourcesResourceGroups}${environmentName}'
+  location: location
+  tags: tags
+}
+
+// The one identity the app uses for every connection (storage, Service Bus, Cosmos DB, telemetry).
+module appIdentity 'br/public:avm/res/managed-identity/user-assigned-identity:0.4.1' = {
+  name: 'appIdentity'
+  scope: rg
+  params: {
+    name: '${abbrs.managedIdentityUserAssignedIdentities}api-${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+module logAnalytics 'br/public:avm/res/operational-insights/workspace:0.11.1' = {
+  name: 'logAnalytics'
+  scope: rg
+  params: {
+    name: '${abbrs.operationalInsightsWorkspaces}${resourceToken}'
+    location: location
+    tags: tags
+    dataRetention: 30
+  }
+}
+
+module appInsights 'br/public:avm/res/insights/component:0.6.0' = {
+  name: 'appInsights'
+  scope: rg
+  params: {
+    name: '${abbrs.insightsComponents}${resourceToken}'
+    location: location
+    tags: tags
+    workspaceResourceId: logAnalytics.outputs.resourceId
+    // Telemetry is accepted only with Entra ID tokens: the app sends with its identity.
+    disableLocalAuth: true
+  }
+}
+
+module storage './modules/storage.bicep' = {
+  name: 'storage'
+  scope: rg
+  params: {
+    name: '${abbrs.storageStorageAccounts}${resourceToken}'
+    location: location
+    tags: tags
+    deploymentContainerName: deploymentContainerName
+  }
+}
+
+module serviceBus './modules/servicebus.bicep' = {
+  name: 'serviceBus'
+  scope: rg
+  params: {
+    name: '${abbrs.serviceBusNamespaces}${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+module cosmos './modules/cosmos.bicep' = {
+  name: 'cosmos'
+  scope: rg
+  params: {
+    name: '${abbrs.documentDBDatabaseAccounts}${resourceToken}'
+    location: location
+    tags: tags
+    databaseName: cosmosDatabaseName
+    serverless: cosmosServerless
+    throughput: cosmosThroughput
+  }
+}
+
+module functionApp './modules/functionapp.bicep' = {
+  name: 'functionApp'
+  scope: rg
+  params: {
+    name: functionAppName
+    planName: '${abbrs.webServerFarms}${resourceToken}'
+    location: location
+    tags: tags
+    identityId: appIdentity.outputs.resourceId
+    identityClientId: appIdentity.outputs.clientId
+    storageAccountName: storage.outputs.name
+    deploymentContainerName: deploymentContainerName
+    applicationInsightsName: appInsights.outputs.name
+    serviceBusNamespaceFqdn: serviceBus.outputs.fullyQualifiedNamespace
+    cosmosEndpoint: cosmos.outputs.endpoint
+    cosmosDatabaseName: cosmos.outputs.databaseName
+    maximumInstanceCount: maximumInstanceCount
+    instanceMemoryMB: instanceMemoryMB
+  }
+}
+
+module rbac './modules/rbac.bicep' = {
+  name: 'rbac'
+  scope: rg
+  params: {
+    appPrincipalId: appIdentity.outputs.principalId
+    userPrincipalId: principalId
+    userPrincipalType: principalType
+    clientPrincipalId: clientPrincipalId
+    storageAccountName: storage.outputs.name
+    serviceBusNamespaceName: serviceBus.outputs.name
+    clientStatusQueueName: serviceBus.outputs.clientStatusQueueName
+    cosmosAccountName: cosmos.outputs.name
+    applicationInsightsName: appInsights.outputs.name
+  }
+}
+
+module alerts './modules/alerts.bicep' = {
+  name: 'alerts'
+  scope: rg
+  params: {
+    namePrefix: resourceToken
+    location: location
+    tags: tags
+    alertEmail: alertEmail
+    serviceBusNamespaceId: serviceBus.outputs.id
+    operatorAlertsQueueName: serviceBus.outputs.operatorAlertsQueueName
+    logAnalyticsWorkspaceId: logAnalytics.outputs.resourceId
+  }
+}
+
+// azd stores these in the environment (.azure/<env>/.env); scripts/postprovision.* reads them.
+output AZURE_LOCATION string = location
+output AZURE_TENANT_ID string = tenant().tenantId
+output AZURE_RESOURCE_GROUP string = rg.name
+output AZURE_FUNCTION_APP_NAME string = functionApp.outputs.name
+output SERVICE_API_NAME string = functionApp.outputs.name
+output SERVICEBUS_FULLY_QUALIFIED_NAMESPACE string = serviceBus.outputs.fullyQualifiedNamespace
+output SERVICEBUS_NAMESPACE_NAME string = serviceBus.outputs.name
+output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
+output COSMOS_DATABASE string = cosmos.outputs.databaseName
+output COSMOS_ACCOUNT_NAME string = cosmos.outputs.name
+output AZURE_STORAGE_ACCOUNT_NAME string = storage.outputs.name
+output APPLICATIONINSIGHTS_NAME string = appInsights.outputs.name

@@ -1,0 +1,163 @@
+// Operator alerting: one action group (email) and three alert rules.
+// - an OperatorAlert message arrived on the operator-alerts queue (Service Bus metric);
+// - an order moved to Error or CompensationFailed (log search on the app's StateTransition
+//   events: observability/events.py logs them with customDimensions event/toState);
+// - any queue dead-lettered a message (Service Bus metric).
+
+@description('Unique suffix for alert names.')
+param namePrefix string
+
+param location string
+param tags object
+
+@description('Receiver of the alerts; empty: the action group has no receivers.')
+param alertEmail string
+
+param serviceBusNamespaceId string
+param operatorAlertsQueueName string
+param logAnalyticsWorkspaceId string
+
+var operatorEmail = [
+  {
+    name: 'operator'
+    emailAddress: alertEmail
+    useCommonAlertSchema: true
+  }
+]
+var emailReceivers = empty(alertEmail) ? [] : operatorEmail
+
+resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = {
+  name: 'ag-operators-${namePrefix}'
+  location: 'global'
+  tags: tags
+  properties: {
+    groupShortName: 'operators'
+    enabled: true
+    emailReceivers: emailReceivers
+  }
+}
+
+resource operatorAlertQueued 'Microsoft.Insights/metricAlerts@2018-03-01' = {
+  name: 'ma-operator-alert-${namePrefix}'
+  location: 'global'
+  tags: tags
+  properties: {
+    description: 'An OperatorAlert was sent to the operator-alerts queue: an order needs a person.'
+    severity: 1
+    enabled: true
+    scopes: [
+      serviceBusNamespaceId
+    ]
+    evaluationFrequency: 'PT1M'
+    windowSize: 'PT5M'
+    criteria: {
+      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
+      allOf: [
+        {
+          criterionType: 'StaticThresholdCriterion'
+          name: 'OperatorAlertsIncoming'
+          metricNamespace: 'Microsoft.ServiceBus/namespaces'
+          metricName: 'IncomingMessages'
+          dimensions: [
+            {
+              name: 'EntityName'
+              operator: 'Include'
+              values: [
+                operatorAlertsQueueName
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: 0
+          timeAggregation: 'Total'
+        }
+      ]
+    }
+    actions: [
+      {
+        actionGroupId: actionGroup.id
+      }
+    ]
+  }
+}
+
+resource deadLettered 'Microsoft.Insights/metricAlerts@2018-03-01' = {
+  name: 'ma-dead-lettered-${namePrefix}'
+  location: 'global'
+  tags: tags
+  properties: {
+    description: 'A queue holds dead-lettered messages: read the DeadLetterReason of each and resubmit or discard.'
+    severity: 2
+    enabled: true
+    scopes: [
+      serviceBusNamespaceId
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    criteria: {
+      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
+      allOf: [
+        {
+          criterionType: 'StaticThresholdCriterion'
+          name: 'DeadletteredMessages'
+          metricNamespace: 'Microsoft.ServiceBus/namespaces'
+          metricName: 'DeadletteredMessages'
+          dimensions: [
+            {
+              name: 'EntityName'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: 0
+          timeAggregation: 'Maximum'
+        }
+      ]
+    }
+    actions: [
+      {
+        actionGroupId: actionGroup.id
+      }
+    ]
+  }
+}
+
+resource ordersFailed 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'sqr-orders-failed-${namePrefix}'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'Orders in Error or CompensationFailed'
+    description: 'An order moved to Error (retries exhausted or non-transient failure) or CompensationFailed (an operator must act).'
+    severity: 1
+    enabled: true
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT5M'
+    scopes: [
+      logAnalyticsWorkspaceId
+    ]
+    criteria: {
+      allOf: [
+        {
+          query: 'AppTraces | where tostring(Properties.event) == "StateTransition" and tostring(Properties.toState) in ("Error", "CompensationFailed")'
+          timeAggregation: 'Count'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+    }
+  }
+}

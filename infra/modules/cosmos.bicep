@@ -1,0 +1,162 @@
+// Cosmos DB (NoSQL): the order database (`orders`) and the scheduler's state store (`state`),
+// both partitioned by /orderId (contracts/names.py; a test checks it). Entra ID only.
+
+param name string
+param location string
+param tags object
+
+@description('Database name (app setting COSMOS_DATABASE).')
+param databaseName string
+
+@description('Serverless (true) or provisioned throughput (false).')
+param serverless bool
+
+@description('Shared database throughput in RU/s when not serverless.')
+param throughput int
+
+var partitionKeyPath = '/orderId'
+var serverlessCapabilities = [
+  {
+    name: 'EnableServerless'
+  }
+]
+var provisionedOptions = {
+  throughput: throughput
+}
+
+resource account 'Microsoft.DocumentDB/databaseAccounts@2024-05-15' = {
+  //checkov:skip=CKV_AZURE_99:The Flex Consumption app connects over the public endpoint (no VNet by default); local auth is off, so only principals with a Cosmos SQL role assignment get in.
+  //checkov:skip=CKV_AZURE_101:Same as CKV_AZURE_99: public network access is needed without a private endpoint; keys are disabled.
+  name: name
+  location: location
+  tags: tags
+  kind: 'GlobalDocumentDB'
+  properties: {
+    databaseAccountOfferType: 'Standard'
+    locations: [
+      {
+        locationName: location
+        failoverPriority: 0
+        isZoneRedundant: false
+      }
+    ]
+    consistencyPolicy: {
+      defaultConsistencyLevel: 'Session'
+    }
+    capabilities: serverless ? serverlessCapabilities : []
+    // Keys are off: the app and the deploying user use Cosmos DB SQL role assignments (rbac.bicep).
+    disableLocalAuth: true
+    disableKeyBasedMetadataWriteAccess: true
+    minimalTlsVersion: 'Tls12'
+    publicNetworkAccess: 'Enabled'
+    enableAutomaticFailover: false
+    enableFreeTier: false
+  }
+}
+
+resource database 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2024-05-15' = {
+  parent: account
+  name: databaseName
+  properties: {
+    resource: {
+      id: databaseName
+    }
+    options: serverless ? {} : provisionedOptions
+  }
+}
+
+// The order itself: written once at intake, read by id. Order lines are never queried.
+resource ordersContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-05-15' = {
+  parent: database
+  name: 'orders'
+  properties: {
+    resource: {
+      id: 'orders'
+      partitionKey: {
+        paths: [
+          partitionKeyPath
+        ]
+        kind: 'Hash'
+        version: 2
+      }
+      indexingPolicy: {
+        indexingMode: 'consistent'
+        automatic: true
+        includedPaths: [
+          {
+            path: '/*'
+          }
+        ]
+        excludedPaths: [
+          {
+            path: '/lines/*'
+          }
+          {
+            path: '/"_etag"/?'
+          }
+        ]
+      }
+    }
+  }
+}
+
+// One state record per order. The supervisor's scan is
+//   WHERE c.processState = 'Processing' AND c.completeBy < @now ORDER BY c.completeBy
+// which needs the composite index (processState ASC, completeBy ASC); the starter's
+// Pending scan uses the same index. Bulky per-step detail is never filtered on: not indexed.
+resource stateContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-05-15' = {
+  parent: database
+  name: 'state'
+  properties: {
+    resource: {
+      id: 'state'
+      partitionKey: {
+        paths: [
+          partitionKeyPath
+        ]
+        kind: 'Hash'
+        version: 2
+      }
+      indexingPolicy: {
+        indexingMode: 'consistent'
+        automatic: true
+        includedPaths: [
+          {
+            path: '/*'
+          }
+        ]
+        excludedPaths: [
+          {
+            path: '/history/*'
+          }
+          {
+            path: '/steps/*'
+          }
+          {
+            path: '/compensation/*'
+          }
+          {
+            path: '/"_etag"/?'
+          }
+        ]
+        compositeIndexes: [
+          [
+            {
+              path: '/processState'
+              order: 'ascending'
+            }
+            {
+              path: '/completeBy'
+              order: 'ascending'
+            }
+          ]
+        ]
+      }
+    }
+  }
+}
+
+output name string = account.name
+output id string = account.id
+output endpoint string = account.properties.documentEndpoint
+output databaseName string = database.name

@@ -1,0 +1,175 @@
+// The function app on Flex Consumption (Linux, Python 3.11), deployed by azd from a blob
+// container, running as the user-assigned identity for every connection.
+
+param name string
+param planName string
+param location string
+param tags object
+
+@description('Resource id of the user-assigned managed identity.')
+param identityId string
+
+@description('Client id of the user-assigned managed identity.')
+param identityClientId string
+
+param storageAccountName string
+param deploymentContainerName string
+param applicationInsightsName string
+
+@description('Service Bus host name, e.g. sb-x.servicebus.windows.net.')
+param serviceBusNamespaceFqdn string
+
+param cosmosEndpoint string
+param cosmosDatabaseName string
+
+@minValue(40)
+@maxValue(1000)
+param maximumInstanceCount int
+
+@allowed([
+  512
+  2048
+  4096
+])
+param instanceMemoryMB int
+
+resource storageAccount 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
+  name: storageAccountName
+}
+
+resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing = {
+  name: applicationInsightsName
+}
+
+resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+  //checkov:skip=CKV_AZURE_225:Flex Consumption zone redundancy is region-dependent and not the default; enable zoneRedundant per environment where the region supports it.
+  name: planName
+  location: location
+  tags: tags
+  kind: 'functionapp'
+  sku: {
+    name: 'FC1'
+    tier: 'FlexConsumption'
+  }
+  properties: {
+    reserved: true
+  }
+}
+
+resource site 'Microsoft.Web/sites@2024-04-01' = {
+  //checkov:skip=CKV_AZURE_222:azd deploys over the public deployment endpoint and the app has no VNet by default; the app exposes no HTTP trigger that accepts orders (intake is the orders queue).
+  //checkov:skip=CKV_AZURE_17:No HTTP API for clients: orders arrive on Service Bus, so there is no caller to present a client certificate.
+  //checkov:skip=CKV_AZURE_212:Flex Consumption scales from zero on queue and timer load; always-ready instances are a cost choice per environment.
+  //checkov:skip=CKV_AZURE_213:No HTTP endpoint to probe; Flex Consumption does not use App Service health check for queue and timer functions.
+  name: name
+  location: location
+  // azd finds the app to deploy the `api` service to by this tag.
+  tags: union(tags, {
+    'azd-service-name': 'api'
+  })
+  kind: 'functionapp,linux'
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${identityId}': {}
+    }
+  }
+  properties: {
+    serverFarmId: plan.id
+    httpsOnly: true
+    siteConfig: {
+      minTlsVersion: '1.2'
+      ftpsState: 'Disabled'
+      http20Enabled: true
+    }
+    functionAppConfig: {
+      deployment: {
+        storage: {
+          type: 'blobContainer'
+          value: '${storageAccount.properties.primaryEndpoints.blob}${deploymentContainerName}'
+          authentication: {
+            type: 'UserAssignedIdentity'
+            userAssignedIdentityResourceId: identityId
+          }
+        }
+      }
+      scaleAndConcurrency: {
+        maximumInstanceCount: maximumInstanceCount
+        instanceMemoryMB: instanceMemoryMB
+      }
+      runtime: {
+        name: 'python'
+        version: '3.11'
+      }
+    }
+  }
+}
+
+// App settings. Flex Consumption takes the runtime from functionAppConfig: no
+// FUNCTIONS_WORKER_RUNTIME or FUNCTIONS_EXTENSION_VERSION here. Every setting the code reads
+// with where = both/azure in settings.py is listed (a test checks it); tuning values are the
+// settings.py defaults (a test checks that too), change them here per environment.
+resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
+  //checkov:skip=CKV_AZURE_13:This is the appsettings resource (key/value pairs); checkov applies web-site config checks to it. Not applicable.
+  //checkov:skip=CKV_AZURE_63:Not applicable to the appsettings resource (see CKV_AZURE_13); the app logs through Application Insights.
+  //checkov:skip=CKV_AZURE_65:Not applicable to the appsettings resource (see CKV_AZURE_13).
+  //checkov:skip=CKV_AZURE_66:Not applicable to the appsettings resource (see CKV_AZURE_13).
+  //checkov:skip=CKV_AZURE_80:Not applicable: a Python app, and this is the appsettings resource.
+  //checkov:skip=CKV_AZURE_88:Not applicable: Flex Consumption deploys from a blob container, not Azure Files.
+  //checkov:skip=CKV_AZURE_222:Not applicable to the appsettings resource; see the same skip on the site.
+  parent: site
+  name: 'appsettings'
+  properties: {
+    // Host and Durable Functions storage (Azure Storage backend), identity-based.
+    AzureWebJobsStorage__credential: 'managedidentity'
+    AzureWebJobsStorage__clientId: identityClientId
+    AzureWebJobsStorage__blobServiceUri: storageAccount.properties.primaryEndpoints.blob
+    AzureWebJobsStorage__queueServiceUri: storageAccount.properties.primaryEndpoints.queue
+    AzureWebJobsStorage__tableServiceUri: storageAccount.properties.primaryEndpoints.table
+    // Telemetry, authenticated with the identity (Application Insights has local auth off).
+    APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsights.properties.ConnectionString
+    APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'Authorization=AAD;ClientId=${identityClientId}'
+    // Service Bus triggers and the SDK sender: connection "ServiceBusConnection", identity-based.
+    ServiceBusConnection__fullyQualifiedNamespace: serviceBusNamespaceFqdn
+    ServiceBusConnection__credential: 'managedidentity'
+    ServiceBusConnection__clientId: identityClientId
+    // Cosmos DB with the identity (no key).
+    COSMOS_ENDPOINT: cosmosEndpoint
+    COSMOS_DATABASE: cosmosDatabaseName
+    AZURE_CLIENT_ID: identityClientId
+    // Intake and starter
+    MAX_PENDING: '1000'
+    MAX_IN_FLIGHT: '200'
+    STATE_COUNT_CACHE_SECONDS: '5'
+    START_GRACE_SECONDS: '60'
+    STARTER_BATCH_SIZE: '50'
+    STARTER_SCHEDULE: '*/20 * * * * *'
+    // Scheduler and agents
+    STEP_TIMEOUT_SECONDS: '60'
+    AGENT_MAX_ATTEMPTS: '4'
+    AGENT_RETRY_BASE_MS: '500'
+    AGENT_RETRY_MAX_MS: '8000'
+    INVENTORY_SERVICE_URL: ''
+    PAYMENT_SERVICE_URL: ''
+    SHIPPING_SERVICE_URL: ''
+    // Supervisor
+    SUPERVISOR_SCHEDULE: '*/30 * * * * *'
+    MAX_FAILURES: '3'
+    RETRY_BACKOFF_BASE_SECONDS: '10'
+    RETRY_BACKOFF_MAX_SECONDS: '300'
+    SUPERVISOR_MAX_RECORDS: '100'
+    SUPERVISOR_PAGE_SIZE: '25'
+    SUPERVISOR_WINDOW_MINUTES: '60'
+    SUPERVISOR_CATCHUP_EVERY: '10'
+    // Deferral
+    DEFER_RETRY_DELAY_SECONDS: '30'
+    DEFER_MAX_ROUNDS: '5'
+    PEEK_SWEEP_SCHEDULE: '0 */5 * * * *'
+    PEEK_SWEEP_AGE_MINUTES: '10'
+    PEEK_SWEEP_MAX_MESSAGES: '500'
+  }
+}
+
+output name string = site.name
+output id string = site.id
+output defaultHostName string = site.properties.defaultHostName

@@ -1,0 +1,320 @@
+"""The code, the Bicep, the emulator config and local.settings.json.example agree: every queue,
+container and app setting the code uses is declared, nothing the code does not use is, and the
+policies (queue settings, indexing, identity-only access) are the ones the code relies on."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from contracts.names import (
+    ALL_QUEUES,
+    EXAMPLE_STATUS_QUEUE,
+    OPERATOR_ALERTS_QUEUE,
+    ORDERS_CONTAINER,
+    PARTITION_KEY_PATH,
+    QUEUE_DUPLICATE_DETECTION_MINUTES,
+    QUEUE_LOCK_DURATION_SECONDS,
+    QUEUE_MAX_DELIVERY_COUNT,
+    SERVICE_BUS_CONNECTION,
+    STATE_CONTAINER,
+)
+from domain.states import ProcessState
+from settings import SETTINGS
+from tests.infra.function_index import function_index
+from tests.infra.paths import INFRA, MODULES, ROOT
+from tools.bicepcheck.query import Expression, load, module_params, param_default, resolve, resources, variable
+
+SERVICE_BUS = load(MODULES / "servicebus.bicep")
+COSMOS = load(MODULES / "cosmos.bicep")
+FUNCTION_APP = load(MODULES / "functionapp.bicep")
+STORAGE = load(MODULES / "storage.bicep")
+ALERTS = load(MODULES / "alerts.bicep")
+MAIN = load(INFRA / "main.bicep")
+EMULATOR = json.loads((ROOT / "emulators" / "servicebus-config.json").read_text())
+LOCAL = json.loads((ROOT / "local.settings.json.example").read_text())["Values"]
+
+# Settings the Functions host reads (not the app code), allowed besides settings.py's.
+HOST_SETTINGS_AZURE = {
+    "AzureWebJobsStorage__credential",
+    "AzureWebJobsStorage__clientId",
+    "AzureWebJobsStorage__blobServiceUri",
+    "AzureWebJobsStorage__queueServiceUri",
+    "AzureWebJobsStorage__tableServiceUri",
+}
+HOST_SETTINGS_LOCAL = {"FUNCTIONS_WORKER_RUNTIME", "AzureWebJobsStorage"}
+# Flex Consumption rejects these: the runtime is configured in functionAppConfig.
+FORBIDDEN_ON_FLEX = {"FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_EXTENSION_VERSION", "WEBSITE_RUN_FROM_PACKAGE"}
+
+EMULATOR_SERVICE_BUS = (
+    "Endpoint=sb://localhost;SharedAccessKeyName=RootManageSharedAccessKey;"
+    "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
+)
+EMULATOR_COSMOS_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
+
+
+def iso_minutes(value: str) -> int:
+    match = re.fullmatch(r"PT(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?", value)
+    assert match, f"not an ISO 8601 duration: {value!r}"
+    hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return hours * 60 + minutes + seconds // 60
+
+
+def iso_seconds(value: str) -> int:
+    match = re.fullmatch(r"PT(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?", value)
+    assert match, f"not an ISO 8601 duration: {value!r}"
+    hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def one(tree: Any, type_name: str) -> Any:
+    found = resources(tree, type_name)
+    assert len(found) == 1, f"expected one {type_name}, found {[r.symbol for r in found]}"
+    return found[0]
+
+
+def bicep_app_settings() -> dict[str, Any]:
+    settings = [r for r in resources(FUNCTION_APP, "Microsoft.Web/sites/config") if r.body["name"] == "appsettings"]
+    assert len(settings) == 1
+    properties: dict[str, Any] = settings[0].body["properties"]
+    return properties
+
+
+@pytest.fixture(scope="module")
+def bindings() -> list[dict[str, Any]]:
+    return [b for f in function_index() for b in f["bindings"]]
+
+
+# Queues
+
+
+def test_bicep_declares_exactly_the_queues_of_the_code():
+    queues = one(SERVICE_BUS, "Microsoft.ServiceBus/namespaces/queues")
+    assert queues.loop_over == "queueNames"
+    assert queues.body["name"] == Expression(queues.loop_variable or "")
+    assert sorted(variable(SERVICE_BUS, "queueNames")) == sorted(ALL_QUEUES)
+
+
+def test_bicep_queue_policy_matches_the_code():
+    properties = {
+        key: resolve(SERVICE_BUS, value)
+        for key, value in one(SERVICE_BUS, "Microsoft.ServiceBus/namespaces/queues").body["properties"].items()
+    }
+    assert iso_seconds(properties["lockDuration"]) == QUEUE_LOCK_DURATION_SECONDS
+    assert properties["maxDeliveryCount"] == QUEUE_MAX_DELIVERY_COUNT
+    assert properties["requiresDuplicateDetection"] is True
+    assert iso_minutes(properties["duplicateDetectionHistoryTimeWindow"]) == QUEUE_DUPLICATE_DETECTION_MINUTES
+    assert properties["deadLetteringOnMessageExpiration"] is True
+
+
+def test_emulator_declares_exactly_the_queues_of_the_code_with_the_same_policy():
+    (namespace,) = EMULATOR["UserConfig"]["Namespaces"]
+    assert sorted(q["Name"] for q in namespace["Queues"]) == sorted(ALL_QUEUES)
+    for queue in namespace["Queues"]:
+        p = queue["Properties"]
+        assert iso_seconds(p["LockDuration"]) == QUEUE_LOCK_DURATION_SECONDS, queue["Name"]
+        assert p["MaxDeliveryCount"] == QUEUE_MAX_DELIVERY_COUNT, queue["Name"]
+        assert p["RequiresDuplicateDetection"] is True, queue["Name"]
+        assert iso_minutes(p["DuplicateDetectionHistoryTimeWindow"]) == QUEUE_DUPLICATE_DETECTION_MINUTES
+        assert p["DeadLetteringOnMessageExpiration"] is True, queue["Name"]
+        assert p["RequiresSession"] is False, queue["Name"]
+
+
+def test_triggers_listen_only_on_declared_queues_through_the_shared_connection(bindings):
+    service_bus = [b for b in bindings if b["type"] == "serviceBusTrigger"]
+    assert service_bus, "no Service Bus trigger registered"
+    assert {b["queueName"] for b in service_bus} <= set(ALL_QUEUES)
+    assert {b["connection"] for b in service_bus} == {SERVICE_BUS_CONNECTION}
+    assert all(b.get("autoCompleteMessages") is False for b in service_bus)  # manual settlement
+
+
+def test_example_status_and_operator_queues_are_the_ones_the_bicep_grants_and_alerts_on():
+    assert variable(SERVICE_BUS, "clientStatusQueueName") == EXAMPLE_STATUS_QUEUE
+    assert variable(SERVICE_BUS, "operatorAlertsQueueName") == OPERATOR_ALERTS_QUEUE
+
+
+def test_service_bus_namespace_is_identity_only_tls12_and_supports_duplicate_detection():
+    namespace = one(SERVICE_BUS, "Microsoft.ServiceBus/namespaces")
+    assert namespace.body["properties"]["disableLocalAuth"] is True
+    assert namespace.body["properties"]["minimumTlsVersion"] == "1.2"
+    assert namespace.body["sku"]["name"] in ("Standard", "Premium")  # Basic has no duplicate detection
+
+
+# Containers
+
+
+def containers() -> dict[str, dict[str, Any]]:
+    found = resources(COSMOS, "Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers")
+    return {r.body["name"]: r.body["properties"]["resource"] for r in found}
+
+
+def test_bicep_declares_exactly_the_containers_of_the_code_partitioned_by_order_id():
+    declared = containers()
+    assert sorted(declared) == sorted([ORDERS_CONTAINER, STATE_CONTAINER])
+    for name, resource in declared.items():
+        assert resource["id"] == name
+        paths = [resolve(COSMOS, p) for p in resource["partitionKey"]["paths"]]
+        assert paths == [PARTITION_KEY_PATH], name
+
+
+def test_state_container_indexes_the_supervisor_scan_and_skips_bulky_fields():
+    policy = containers()[STATE_CONTAINER]["indexingPolicy"]
+    assert [[(p["path"], p["order"]) for p in composite] for composite in policy["compositeIndexes"]] == [
+        [("/processState", "ascending"), ("/completeBy", "ascending")]
+    ]
+    excluded = {p["path"] for p in policy["excludedPaths"]}
+    assert {"/history/*", "/steps/*", "/compensation/*"} <= excluded
+    included = {p["path"] for p in policy["includedPaths"]}
+    assert "/*" in included  # processState and completeBy stay indexed
+
+
+def test_orders_container_skips_order_lines():
+    policy = containers()[ORDERS_CONTAINER]["indexingPolicy"]
+    assert "/lines/*" in {p["path"] for p in policy["excludedPaths"]}
+
+
+def test_cosmos_database_name_default_matches_the_setting():
+    default = next(s.default for s in SETTINGS if s.name == "COSMOS_DATABASE")
+    assert param_default(MAIN, "cosmosDatabaseName") == default
+    assert module_params(MAIN, "cosmos")["databaseName"] == Expression("cosmosDatabaseName")
+
+
+def test_cosmos_is_identity_only_tls12_and_serverless_by_default():
+    account = one(COSMOS, "Microsoft.DocumentDB/databaseAccounts")
+    properties = account.body["properties"]
+    assert properties["disableLocalAuth"] is True
+    assert properties["minimalTlsVersion"] == "Tls12"
+    assert param_default(MAIN, "cosmosServerless") is True
+    assert variable(COSMOS, "serverlessCapabilities") == [{"name": "EnableServerless"}]
+
+
+# App settings
+
+
+def test_bicep_sets_every_azure_setting_and_nothing_else():
+    needed = {s.name for s in SETTINGS if s.where in ("both", "azure")}
+    declared = set(bicep_app_settings())
+    assert sorted(needed - declared) == [], "settings the app reads that the Bicep does not set"
+    assert sorted(declared - needed - HOST_SETTINGS_AZURE) == [], "Bicep settings nobody reads"
+    assert declared.isdisjoint(FORBIDDEN_ON_FLEX)
+
+
+def test_bicep_tuning_values_are_the_settings_defaults():
+    declared = bicep_app_settings()
+    drift = {
+        s.name: (declared[s.name], s.default)
+        for s in SETTINGS
+        if s.where == "both" and isinstance(declared.get(s.name), str) and declared[s.name] != s.default
+    }
+    assert drift == {}
+
+
+def test_bicep_connections_are_identity_based():
+    declared = bicep_app_settings()
+    for connection in (SERVICE_BUS_CONNECTION, "AzureWebJobsStorage"):
+        assert declared[f"{connection}__credential"] == "managedidentity"
+        assert declared[f"{connection}__clientId"] == Expression("identityClientId")
+    assert declared["AZURE_CLIENT_ID"] == Expression("identityClientId")
+    assert declared["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"] == Expression(
+        "'Authorization=AAD;ClientId=${identityClientId}'"
+    )
+    assert SERVICE_BUS_CONNECTION not in declared  # no connection string in Azure
+    assert "COSMOS_KEY" not in declared
+
+
+def test_local_example_sets_every_local_setting_and_nothing_else():
+    needed = {s.name for s in SETTINGS if s.where in ("both", "local")}
+    declared = set(LOCAL)
+    assert sorted(needed - declared) == []
+    assert sorted(declared - needed - HOST_SETTINGS_LOCAL) == []
+
+
+def test_local_example_points_at_the_emulators():
+    assert LOCAL["AzureWebJobsStorage"] == "UseDevelopmentStorage=true"
+    assert LOCAL["FUNCTIONS_WORKER_RUNTIME"] == "python"
+    assert LOCAL[SERVICE_BUS_CONNECTION] == EMULATOR_SERVICE_BUS
+    assert LOCAL["COSMOS_ENDPOINT"] == "https://localhost:8081"
+    assert LOCAL["COSMOS_KEY"] == EMULATOR_COSMOS_KEY
+    assert LOCAL["COSMOS_VERIFY_TLS"] == "false"
+    both = {s.name: s.default for s in SETTINGS if s.where == "both"}
+    assert {name: LOCAL[name] for name in both} == both
+
+
+def test_binding_expressions_name_settings_set_in_both_places(bindings):
+    expressions = {
+        name
+        for b in bindings
+        for value in b.values()
+        if isinstance(value, str)
+        for name in re.findall(r"%([A-Za-z0-9_]+)%", value)
+    }
+    assert {"STARTER_SCHEDULE", "SUPERVISOR_SCHEDULE"} <= expressions
+    assert sorted(expressions - set(bicep_app_settings())) == []
+    assert sorted(expressions - set(LOCAL)) == []
+
+
+# Hosting
+
+
+def test_function_app_is_python_311_on_flex_consumption():
+    plan = one(FUNCTION_APP, "Microsoft.Web/serverfarms")
+    assert plan.body["sku"] == {"name": "FC1", "tier": "FlexConsumption"}
+    site = one(FUNCTION_APP, "Microsoft.Web/sites")
+    config = site.body["properties"]["functionAppConfig"]
+    assert config["runtime"] == {"name": "python", "version": "3.11"}
+    assert config["scaleAndConcurrency"] == {
+        "maximumInstanceCount": Expression("maximumInstanceCount"),
+        "instanceMemoryMB": Expression("instanceMemoryMB"),
+    }
+    assert config["deployment"]["storage"]["authentication"]["type"] == "UserAssignedIdentity"
+    assert site.body["identity"]["type"] == "UserAssigned"
+    assert site.body["properties"]["httpsOnly"] is True
+
+
+def test_function_app_carries_the_azd_service_tag():
+    site = one(FUNCTION_APP, "Microsoft.Web/sites")
+    assert "'azd-service-name': 'api'" in site.body["tags"].source
+
+
+def test_storage_is_identity_only():
+    account = one(STORAGE, "Microsoft.Storage/storageAccounts")
+    properties = account.body["properties"]
+    assert properties["allowSharedKeyAccess"] is False
+    assert properties["allowBlobPublicAccess"] is False
+    assert properties["minimumTlsVersion"] == "TLS1_2"
+
+
+def test_application_insights_accepts_only_entra_id():
+    assert module_params(MAIN, "appInsights")["disableLocalAuth"] is True
+
+
+def test_parameters_file_takes_the_azd_environment():
+    parameters = json.loads((INFRA / "main.parameters.json").read_text())["parameters"]
+    assert parameters["environmentName"]["value"] == "${AZURE_ENV_NAME}"
+    assert parameters["location"]["value"] == "${AZURE_LOCATION}"
+    assert parameters["principalId"]["value"] == "${AZURE_PRINCIPAL_ID}"
+    main_params = {p for p in parameters}
+    declared = set(re.findall(r"^param (\w+)", (INFRA / "main.bicep").read_text(), flags=re.MULTILINE))
+    assert main_params <= declared
+
+
+# Alerts
+
+
+def test_failed_orders_alert_queries_the_event_the_app_logs():
+    rule = one(ALERTS, "Microsoft.Insights/scheduledQueryRules")
+    query = rule.body["properties"]["criteria"]["allOf"][0]["query"]
+    assert ProcessState.ERROR.value in query and ProcessState.COMPENSATION_FAILED.value in query
+    events = (ROOT / "observability" / "events.py").read_text()
+    for logged in ('"StateTransition"', '"toState"'):
+        assert logged in events, f"observability/events.py no longer logs {logged}: update the alert query"
+    assert '"StateTransition"' in query.replace("'", '"') or "StateTransition" in query
+
+
+def test_dead_letter_and_operator_alerts_watch_service_bus():
+    metrics = {r.symbol: r.body for r in resources(ALERTS, "Microsoft.Insights/metricAlerts")}
+    names = {m["properties"]["criteria"]["allOf"][0]["metricName"] for m in metrics.values()}
+    assert names == {"DeadletteredMessages", "IncomingMessages"}

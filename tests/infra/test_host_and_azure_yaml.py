@@ -1,0 +1,80 @@
+"""host.json and azure.yaml: valid against the published schemas, and the settings the app relies on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.infra.paths import ROOT, schema
+
+HOST = json.loads((ROOT / "host.json").read_text())
+
+
+def validate(schema_file: Path, document: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--schemafile", str(schema_file), str(document)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_host_json_matches_its_schema():
+    result = validate(schema("host.json.schema.json"), ROOT / "host.json")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_azure_yaml_matches_its_schema():
+    result = validate(schema("azure.yaml.schema.json"), ROOT / "azure.yaml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_schema_validation_rejects_a_bad_host_json(tmp_path):
+    """The validation above can fail: an unknown top-level key is refused."""
+    bad = tmp_path / "host.json"
+    bad.write_text(json.dumps({**HOST, "extensionBundel": {}}))
+    assert validate(schema("host.json.schema.json"), bad).returncode != 0
+
+
+def test_host_uses_extension_bundle_4():
+    assert HOST["version"] == "2.0"
+    assert HOST["extensionBundle"] == {"id": "Microsoft.Azure.Functions.ExtensionBundle", "version": "[4.*, 5.0.0)"}
+
+
+def test_durable_task_hub_is_fixed_and_on_azure_storage():
+    durable = HOST["extensions"]["durableTask"]
+    assert durable["hubName"] == "OrdersTaskHub"
+    # Azure Storage is the provider when storageProvider has no `type` (mssql/netherite set one).
+    assert "type" not in durable.get("storageProvider", {})
+
+
+def test_service_bus_settles_manually_without_prefetch():
+    service_bus = HOST["extensions"]["serviceBus"]
+    assert service_bus["autoCompleteMessages"] is False
+    assert service_bus["prefetchCount"] == 0
+    assert 1 <= service_bus["maxConcurrentCalls"] <= 32
+    assert service_bus["maxAutoLockRenewalDuration"] == "00:05:00"
+
+
+def test_log_levels():
+    levels = HOST["logging"]["logLevel"]
+    assert levels["Function"] == "Information"
+    assert levels["Host.Results"] == "Information"
+    assert levels["Azure.Core"] == "Warning"
+    assert levels["DurableTask.AzureStorage"] == "Warning"
+
+
+def test_function_timeout_is_bounded():
+    hours, minutes, seconds = (int(part) for part in HOST["functionTimeout"].split(":"))
+    assert 0 < hours * 3600 + minutes * 60 + seconds <= 2 * 3600
+
+
+def test_azure_yaml_deploys_this_folder_as_a_python_function_app():
+    text = (ROOT / "azure.yaml").read_text()
+    for expected in ("  api:\n", "    project: .\n", "    language: python\n", "    host: function\n"):
+        assert expected in text
+    assert "./scripts/postprovision.sh" in text
+    assert "./scripts/postprovision.ps1" in text

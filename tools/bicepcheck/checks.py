@@ -1,0 +1,118 @@
+"""Project checks over parsed Bicep files: what a Bicep compiler would reject, done offline.
+
+Local modules (``./modules/x.bicep``) are checked completely: the file exists, every passed
+parameter is declared, every required parameter (no default) is passed, every referenced output
+is declared. Registry modules (``br/...``, ``br:...``, ``ts/...``) cannot be read offline: only
+their version pin is checked, not their parameters or outputs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools.bicepcheck.model import BicepFile, read_bicep
+
+REGISTRY_PREFIXES = ("br/", "br:", "ts/", "ts:")
+# A registry reference ends in an exact version tag (no floating "latest").
+PINNED_VERSION = re.compile(r":\d+\.\d+\.\d+$")
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    path: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+def is_registry(source: str) -> bool:
+    return source.startswith(REGISTRY_PREFIXES)
+
+
+def check_parse(model: BicepFile) -> list[Finding]:
+    message = "syntax error (tree-sitter-bicep could not parse)"
+    return [Finding(str(model.path), n, message) for n in model.parse_error_lines]
+
+
+def check_symbols(model: BicepFile) -> list[Finding]:
+    """No duplicate declarations, no reference to an undeclared name, no unused param or var."""
+    findings: list[Finding] = []
+    path = str(model.path)
+    counts = Counter(s.name for s in model.symbols)
+    for symbol in model.symbols:
+        if counts[symbol.name] > 1:
+            findings.append(Finding(path, symbol.line, f"duplicate symbol {symbol.name!r}"))
+    output_counts = Counter(o.name for o in model.outputs)
+    for output in model.outputs:
+        if output_counts[output.name] > 1:
+            findings.append(Finding(path, output.line, f"duplicate output {output.name!r}"))
+    declared = {s.name for s in model.symbols}
+    for ref in model.references:
+        if ref.name not in declared:
+            findings.append(Finding(path, ref.line, f"undefined symbol {ref.name!r}"))
+    used = {r.name for r in model.references}
+    for symbol in model.symbols:
+        if symbol.kind in ("param", "var") and symbol.name not in used:
+            findings.append(Finding(path, symbol.line, f"unused {symbol.kind} {symbol.name!r}"))
+    return findings
+
+
+def check_modules(model: BicepFile, load: dict[Path, BicepFile]) -> list[Finding]:
+    """Module references: local contracts in full, registry pins only. ``load`` caches parsed files."""
+    findings: list[Finding] = []
+    path = str(model.path)
+    targets: dict[str, BicepFile | None] = {}
+    for use in model.modules:
+        if is_registry(use.source):
+            if not PINNED_VERSION.search(use.source):
+                findings.append(Finding(path, use.line, f"registry module {use.source!r} is not pinned to a version"))
+            targets[use.symbol] = None
+            continue
+        target_path = (model.path.parent / use.source).resolve()
+        if not use.source or not target_path.is_file():
+            findings.append(Finding(path, use.line, f"module file {use.source!r} not found"))
+            targets[use.symbol] = None
+            continue
+        if target_path not in load:
+            load[target_path] = read_bicep(target_path)
+        target = load[target_path]
+        targets[use.symbol] = target
+        declared = target.params
+        for name, at in sorted(use.params.items()):
+            if name not in declared:
+                findings.append(Finding(path, at, f"module {use.symbol!r}: {use.source} declares no param {name!r}"))
+        for name, param in sorted(declared.items()):
+            if not param.has_default and name not in use.params:
+                findings.append(
+                    Finding(path, use.line, f"module {use.symbol!r}: param {name!r} of {use.source} is required")
+                )
+    for ref in model.output_references:
+        if ref.module not in targets:
+            continue  # `x.outputs` on a resource, or an undefined symbol (reported by check_symbols)
+        used = targets[ref.module]
+        if used is not None and ref.output not in used.output_names:
+            findings.append(Finding(path, ref.line, f"module {ref.module!r} has no output {ref.output!r}"))
+    return findings
+
+
+def check_tree(root: Path) -> list[Finding]:
+    """Every check on every ``.bicep`` file under ``root``."""
+    findings: list[Finding] = []
+    cache: dict[Path, BicepFile] = {}
+    files = sorted(root.rglob("*.bicep"))
+    if not files:
+        return [Finding(str(root), 0, "no .bicep files found")]
+    for file in files:
+        resolved = file.resolve()
+        if resolved not in cache:
+            cache[resolved] = read_bicep(resolved)
+        model = cache[resolved]
+        findings += check_parse(model)
+        findings += check_symbols(model)
+        findings += check_modules(model, cache)
+    return sorted(findings)
