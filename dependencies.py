@@ -21,7 +21,8 @@ from domain.states import ProcessState
 from settings import Settings
 
 if TYPE_CHECKING:
-    pass
+    from adapters.servicebus.deferred import DeferredMessageStore
+    from deferral.store import DeferralLog
 
 
 class CachedCounts:
@@ -67,6 +68,10 @@ class AppContext:
     sender: MessageSender
     remote: dict[str, RemoteService]
     rng: random.Random = field(default_factory=random.Random)
+    # Deferred messages of the orders queue, fetched by sequence number (None: deferral unavailable,
+    # messages that would be deferred are abandoned instead) and the documents tracking them.
+    deferred: DeferredMessageStore | None = None
+    deferrals: DeferralLog | None = None
     counts: CachedCounts = field(init=False)
 
     def __post_init__(self) -> None:
@@ -95,21 +100,26 @@ def get_context() -> AppContext:
 def build_from_settings(settings: Settings) -> AppContext:
     """Production wiring: Cosmos DB and Service Bus with the managed identity (or the emulators'
     local credentials when the settings carry them)."""
-    from agents.services import remote_services
-
     from adapters.cosmos.client import container, create_client
     from adapters.cosmos.order_store import CosmosOrderStore
     from adapters.cosmos.state_store import CosmosStateStore
-    from adapters.servicebus.client import create_sender
+    from adapters.servicebus.client import create_sdk_client
+    from adapters.servicebus.deferred_sdk import SdkDeferredStore
+    from adapters.servicebus.sender import SdkMessageSender
+    from agents.services import remote_services
     from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
+    from deferral.store import CosmosDeferralLog
 
     clock = SystemClock()
     cosmos = create_client(settings)
+    service_bus = create_sdk_client(settings)
     return AppContext(
         settings=settings,
         clock=clock,
         states=CosmosStateStore(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
         orders=CosmosOrderStore(container(cosmos, settings.cosmos_database, ORDERS_CONTAINER)),
-        sender=create_sender(settings),
+        sender=SdkMessageSender(service_bus),
         remote=remote_services(settings, clock),
+        deferred=SdkDeferredStore(service_bus),
+        deferrals=CosmosDeferralLog(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
     )

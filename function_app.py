@@ -4,6 +4,7 @@ import azure.durable_functions as df
 
 from activities.blueprint import bp as activities
 from agents.blueprint import bp as agents
+from deferral.blueprint import bp as deferral
 from observability.setup import configure_telemetry
 from orchestrators.blueprint import bp as orchestrators
 from submission.blueprint import bp as submission
@@ -12,5 +13,5 @@ from supervisor.blueprint import bp as supervisor
 configure_telemetry()
 
 app = df.DFApp()
-for blueprint in (submission, orchestrators, activities, agents, supervisor):
+for blueprint in (submission, orchestrators, activities, agents, supervisor, deferral):
     app.register_functions(blueprint)

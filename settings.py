@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal
 
-
 Where = Literal["both", "azure", "local"]
 
 
@@ -96,6 +95,27 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("INVENTORY_SERVICE_URL", "", "Real inventory service; empty = built-in simulator."),
     Setting("PAYMENT_SERVICE_URL", "", "Real payment service; empty = built-in simulator."),
     Setting("SHIPPING_SERVICE_URL", "", "Real shipping service; empty = built-in simulator."),
+    Setting(
+        "PAYMENT_BACKUP_SERVICE_URL",
+        "",
+        "Real second payment provider (the fallback agent `payment-backup`); empty = built-in simulator.",
+    ),
+    # Compensation and human review
+    Setting(
+        "REVIEW_AMOUNT_THRESHOLD_CENTS",
+        "100000",
+        "An order of at least this total pauses for human review instead of compensating on its own; 0 = never.",
+    ),
+    Setting(
+        "REVIEW_TIMEOUT_SECONDS",
+        "86400",
+        "How long a paused order waits for the operator's ReviewDecision before the default action.",
+    ),
+    Setting(
+        "REVIEW_DEFAULT_ACTION",
+        "compensate",
+        "What a review that times out does: `compensate`, `retry` (the step again) or `alternative` (its fallback).",
+    ),
     # Supervisor
     Setting("SUPERVISOR_SCHEDULE", "*/30 * * * * *", "NCRONTAB schedule of the supervisor."),
     Setting("MAX_FAILURES", "3", "Failed attempts after which an order goes to Error and an operator is alerted."),
@@ -109,6 +129,25 @@ SETTINGS: tuple[Setting, ...] = (
         "The regular scan looks at completeBy no older than this; a catch-up pass takes the rest.",
     ),
     Setting("SUPERVISOR_CATCHUP_EVERY", "10", "Every Nth supervisor run also scans beyond the window."),
+    # Deferral (out-of-order messages on the orders queue)
+    Setting(
+        "DEFER_RETRY_DELAY_SECONDS",
+        "30",
+        "A message deferred because a dependency was unavailable is tried again this long after (RetryDeferred).",
+    ),
+    Setting(
+        "DEFER_MAX_ROUNDS",
+        "3",
+        "RetryDeferred rounds of a message whose dependency stays unavailable before it is dead-lettered "
+        "(each fetch counts as a delivery: fewer than the queue's max delivery count).",
+    ),
+    Setting("PEEK_SWEEP_SCHEDULE", "0 */5 * * * *", "NCRONTAB schedule of the peek sweep over deferred messages."),
+    Setting(
+        "PEEK_SWEEP_AGE_MINUTES",
+        "10",
+        "The peek sweep looks only at deferred messages enqueued at least this long ago.",
+    ),
+    Setting("PEEK_SWEEP_MAX_MESSAGES", "500", "Messages one peek sweep run peeks at most."),
 )
 
 _DEFAULTS: dict[str, str] = {s.name: s.default for s in SETTINGS}
@@ -193,6 +232,22 @@ class Settings:
     def service_url(self, service: str) -> str:
         return self.raw(f"{service.upper()}_SERVICE_URL")
 
+    # Compensation and human review
+    @property
+    def review_amount_threshold_cents(self) -> int:
+        return self._int("REVIEW_AMOUNT_THRESHOLD_CENTS")
+
+    @property
+    def review_timeout(self) -> timedelta:
+        return timedelta(seconds=self._int("REVIEW_TIMEOUT_SECONDS", 1))
+
+    @property
+    def review_default_action(self) -> str:
+        value = self.raw("REVIEW_DEFAULT_ACTION").strip().lower()
+        if value not in ("compensate", "retry", "alternative"):
+            raise SettingsError(f"REVIEW_DEFAULT_ACTION must be compensate, retry or alternative, got {value!r}")
+        return value
+
     # Supervisor
     @property
     def max_failures(self) -> int:
@@ -221,6 +276,23 @@ class Settings:
     @property
     def supervisor_catchup_every(self) -> int:
         return self._int("SUPERVISOR_CATCHUP_EVERY", 1)
+
+    # Deferral
+    @property
+    def defer_retry_delay(self) -> timedelta:
+        return timedelta(seconds=self._int("DEFER_RETRY_DELAY_SECONDS", 1))
+
+    @property
+    def defer_max_rounds(self) -> int:
+        return self._int("DEFER_MAX_ROUNDS", 1)
+
+    @property
+    def peek_sweep_age(self) -> timedelta:
+        return timedelta(minutes=self._int("PEEK_SWEEP_AGE_MINUTES"))
+
+    @property
+    def peek_sweep_max_messages(self) -> int:
+        return self._int("PEEK_SWEEP_MAX_MESSAGES", 1)
 
     # Connections
     @property

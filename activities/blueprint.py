@@ -1,9 +1,11 @@
-"""Activity triggers of the scheduler: each is one line calling plain code in ``scheduler_steps``."""
+"""Activity triggers of the scheduler and the compensation orchestration: each is one line calling
+plain code in ``scheduler_steps`` or ``compensation_steps``."""
 
 from typing import Any
 
 import azure.durable_functions as df
 
+from activities import compensation_steps
 from activities import scheduler_steps as steps
 from dependencies import get_context
 from orchestrators import names
@@ -49,3 +51,41 @@ def mark_processed(data: dict[str, Any]) -> dict[str, Any]:
 @bp.activity_trigger(input_name="data", activity=names.PUBLISH_STATUS)
 def publish_status(data: dict[str, Any]) -> None:
     steps.publish_order_status(get_context(), data)
+
+
+# Compensation: the scheduler's hand-over and review pause, and the compensation orchestration's steps.
+
+
+@bp.activity_trigger(input_name="data", activity=names.REQUEST_COMPENSATION)
+def request_compensation(data: dict[str, Any]) -> dict[str, Any]:
+    return compensation_steps.request_compensation(get_context(), data)
+
+
+@bp.activity_trigger(input_name="data", activity=names.AWAIT_REVIEW)
+def await_review(data: dict[str, Any]) -> dict[str, Any]:
+    return compensation_steps.await_review(get_context(), data)
+
+
+@bp.activity_trigger(input_name="data", activity=names.LOAD_COMPENSATION)
+def load_compensation(data: dict[str, Any]) -> dict[str, Any]:
+    return compensation_steps.load_compensation(get_context(), data)
+
+
+@bp.activity_trigger(input_name="data", activity=names.BEGIN_UNDO)
+def begin_undo(data: dict[str, Any]) -> dict[str, Any]:
+    return compensation_steps.begin_undo(get_context(), data)
+
+
+@bp.activity_trigger(input_name="data", activity=names.RECORD_UNDO)
+def record_undo(data: dict[str, Any]) -> dict[str, Any]:
+    return compensation_steps.record_undo(get_context(), data)
+
+
+@bp.activity_trigger(input_name="data", activity=names.FINISH_COMPENSATION)
+def finish_compensation(data: dict[str, Any]) -> dict[str, Any]:
+    return compensation_steps.finish_compensation(get_context(), data)
+
+
+@bp.activity_trigger(input_name="data", activity=names.FAIL_COMPENSATION)
+def fail_compensation(data: dict[str, Any]) -> dict[str, Any]:
+    return compensation_steps.fail_compensation(get_context(), data)

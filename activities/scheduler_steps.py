@@ -10,11 +10,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from activities.compensation_steps import review_policy
 from adapters.cosmos.state_store import update_fenced
 from adapters.servicebus.sender import OutgoingMessage
 from contracts.messages import AgentRequest, StatusName
 from dependencies import AppContext
 from domain import transitions
+from domain.compensation import complete_step_logged
 from domain.errors import FencingLost
 from domain.states import ProcessState, StepStatus
 from notifications.alerts import raise_alert
@@ -54,6 +56,7 @@ def load_order(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
         "order": order,
         "completed": completed,
         "stepTimeoutSeconds": ctx.settings.step_timeout.total_seconds(),
+        "review": review_policy(ctx.settings),
     }
 
 
@@ -61,7 +64,7 @@ def begin_step(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     request = AgentRequest.model_validate(data["request"])
     now = ctx.clock.now()
     try:
-        update_fenced(
+        written = update_fenced(
             ctx.states,
             request.order_id,
             request.instance_id,
@@ -71,6 +74,10 @@ def begin_step(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
         )
     except FencingLost as exc:
         return _fencing_lost(exc, f"begin {request.step}")
+    if written.payment is not None:
+        # A prepaid order's PaymentNotification applied before this step began (in the same document,
+        # so a notification written after this write sees the step in flight and is raised as an event).
+        return {**OWNED, "payment": written.payment.model_dump(mode="json", by_alias=True)}
     return OWNED
 
 
@@ -95,9 +102,7 @@ def complete_step(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
             ctx.states,
             data["orderId"],
             data["instanceId"],
-            lambda r: transitions.complete_step(
-                r, data["instanceId"], data["step"], data["result"], next_deadline, now
-            ),
+            lambda r: complete_step_logged(r, data["instanceId"], data["step"], data["result"], next_deadline, now),
         )
     except FencingLost as exc:
         return _fencing_lost(exc, f"complete {data['step']}")

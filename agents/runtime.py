@@ -38,6 +38,8 @@ def resolve_action(request: AgentRequest) -> tuple[Step, str]:
         raise UnknownAction(str(exc)) from None
     if request.action == "do":
         return the_step, the_step.action
+    if the_step.prepaid_action is not None and request.action == the_step.prepaid_action:
+        return the_step, the_step.prepaid_action  # a prepaid order: capture against its notification
     if request.action == "undo":
         if the_step.undo_action is None:
             raise UnknownAction(f"step {the_step.name!r} has no undo action")

@@ -23,12 +23,13 @@ def parse_request(message: ReceivedMessage, agent_name: str) -> AgentRequest:
     request = parse(body_bytes(message), {"AgentRequest": AgentRequest})
     assert isinstance(request, AgentRequest)
     try:
-        owner = step(request.step).agent
+        the_step = step(request.step)
     except ValueError as exc:
         raise InvalidMessage("UnknownStep", f"field 'step': {exc}") from None
-    if owner != agent_name:
+    if not the_step.serves(agent_name):  # the step's agent, or its fallback agent
         raise InvalidMessage(
-            "WrongAgent", f"field 'step': step {request.step!r} belongs to agent {owner!r}, not {agent_name!r}"
+            "WrongAgent",
+            f"field 'step': step {request.step!r} belongs to agent {the_step.agent!r}, not {agent_name!r}",
         )
     return request
 

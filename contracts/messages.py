@@ -69,6 +69,18 @@ class PaymentNotification(Contract):
     provider_reference: ShortText
 
 
+class RetryDeferred(Contract):
+    """Scheduled by this app to itself on ``orders``: try again to apply the deferred message with this
+    sequence number (a dependency of applying it was unavailable). ``round`` counts the tries so far."""
+
+    type: Literal["RetryDeferred"]
+    schema_version: Literal[1]
+    sequence_number: int = Field(ge=0, strict=True)
+    order_id: OrderId
+    message_id: ShortText
+    round: int = Field(ge=1, le=1000, strict=True)
+
+
 class CancelOrder(Contract):
     type: Literal["CancelOrder"]
     schema_version: Literal[1]
@@ -143,4 +155,5 @@ ORDERS_QUEUE_TYPES: dict[str, type[Contract]] = {
     "OrderSubmitted": OrderSubmitted,
     "PaymentNotification": PaymentNotification,
     "CancelOrder": CancelOrder,
+    "RetryDeferred": RetryDeferred,
 }

@@ -29,6 +29,9 @@ SERVICE_BUS_CONNECTION = "ServiceBusConnection"
 
 # The Durable external event an agent's reply is raised as (by the reply relay).
 AGENT_REPLY_EVENT = "AgentReply"
+# The Durable external event a prepaid order's PaymentNotification is raised as, when it arrives
+# while the payment step waits for it (by submission).
+PAYMENT_NOTIFIED_EVENT = "PaymentNotified"
 
 # Queue policy shared by every queue (the Bicep declares the same; a test checks it).
 # Lock duration covers one agent request: AGENT_MAX_ATTEMPTS calls with backoff fit in a step deadline.

@@ -56,6 +56,17 @@ class HistoryEntry(_Doc):
     detail: str = ""
 
 
+class PaymentReceived(_Doc):
+    """A prepaid order's ``PaymentNotification``, as applied to its state record (references only)."""
+
+    notification_id: str
+    amount_cents: int
+    currency: str
+    provider_reference: str
+    received_at: UtcDateTime
+    sequence_number: int | None = None  # of the orders-queue message that carried it
+
+
 class StateRecord(_Doc):
     id: str
     order_id: str
@@ -69,6 +80,7 @@ class StateRecord(_Doc):
     steps: dict[str, StepState] = Field(default_factory=dict)
     compensation: list[CompensationEntry] = Field(default_factory=list)
     last_error: str | None = None
+    payment: PaymentReceived | None = None  # prepaid orders: the provider's notification, once applied
     history: list[HistoryEntry] = Field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
     updated_at: UtcDateTime

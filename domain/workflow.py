@@ -32,7 +32,13 @@ class Step:
     kind: StepKind
     action: str  # what the agent asks its service to do
     undo_action: str | None = None
-    fallback_agent: str | None = None
+    fallback_agent: str | None = None  # an equivalent agent tried on a non-transient failure
+    undo_data: tuple[str, ...] = ()  # result fields the undo needs (references only, never card data)
+    prepaid_action: str | None = None  # a prepaid order's action instead of ``action`` (needs its payment)
+
+    def serves(self, agent_name: str) -> bool:
+        """The step's own agent, or its fallback."""
+        return agent_name in (self.agent, self.fallback_agent)
 
 
 AGENTS: dict[str, Agent] = {
@@ -40,13 +46,31 @@ AGENTS: dict[str, Agent] = {
     for a in (
         Agent("inventory", "inventory", Transport.IN_PROCESS),
         Agent("payment", "payment", Transport.SERVICE_BUS, "payment-requests"),
+        # A second payment provider, tried when the first one refuses a charge for good.
+        Agent("payment-backup", "payment_backup", Transport.SERVICE_BUS, "payment-backup-requests"),
         Agent("shipping", "shipping", Transport.SERVICE_BUS, "shipping-requests"),
     )
 }
 
 WORKFLOW: tuple[Step, ...] = (
-    Step("reserve-inventory", "inventory", StepKind.COMPENSABLE, action="reserve", undo_action="release"),
-    Step("charge-payment", "payment", StepKind.COMPENSABLE, action="charge", undo_action="refund"),
+    Step(
+        "reserve-inventory",
+        "inventory",
+        StepKind.COMPENSABLE,
+        action="reserve",
+        undo_action="release",
+        undo_data=("reservationId",),
+    ),
+    Step(
+        "charge-payment",
+        "payment",
+        StepKind.COMPENSABLE,
+        action="charge",
+        undo_action="refund",
+        fallback_agent="payment-backup",
+        undo_data=("chargeId", "amountCents"),
+        prepaid_action="capture",
+    ),
     Step("arrange-shipment", "shipping", StepKind.PIVOT, action="ship"),
 )
 
@@ -65,6 +89,12 @@ def agent(name: str) -> Agent:
         return AGENTS[name]
     except KeyError:
         raise ValueError(f"unknown agent {name!r}") from None
+
+
+def prepaid_step() -> Step:
+    """The step that, for a prepaid order, waits for the payment provider's notification and
+    captures against it instead of charging."""
+    return next(s for s in WORKFLOW if s.prepaid_action is not None)
 
 
 def request_queues() -> dict[str, str]:

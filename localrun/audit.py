@@ -1,8 +1,10 @@
 """Independent evidence for the invariants, and the faults the profile injects at the edges.
 
 ``AuditedStateStore`` wraps the production Cosmos state store: it injects throttling and outages,
-counts operations, and audits every successful write against the document as it was just before
-(read from Cosmos, not from the app): a write by an orchestration instance that did not hold
+counts operations, and audits every successful write against the document as it was just before.
+That version is known from Cosmos' own answers, not from the app: a conditional replace succeeds
+only against the ``_etag`` it names, and the audit remembers the ``lockedBy`` of every version
+(by ``_etag``) Cosmos has returned. A write by an orchestration instance that did not hold
 ``lockedBy`` at that moment is a stale write."""
 
 from __future__ import annotations
@@ -67,32 +69,41 @@ def _is_instance(writer: str) -> bool:
 
 
 class AuditedStateStore:
-    def __init__(self, inner: StateStore, raw: StateStore, clock: Clock, faults: CosmosFaults, audit: Audit) -> None:
+    def __init__(self, inner: StateStore, clock: Clock, faults: CosmosFaults, audit: Audit) -> None:
         self._inner = inner
-        self._raw = raw  # the same container, for the audit's own reads (not counted, never faulted)
         self._clock = clock
         self._faults = faults
         self._audit = audit
+        self._versions: dict[str, StateRecord] = {}  # every version Cosmos returned, by _etag
+
+    def _seen(self, record: StateRecord | None) -> StateRecord | None:
+        if record is not None and record.etag is not None:
+            self._versions[record.etag] = record
+        return record
 
     def get(self, order_id: str) -> StateRecord | None:
         self._audit.ops["cosmos_reads"] += 1
         self._faults.maybe_fail("read")
-        return self._inner.get(order_id)
+        return self._seen(self._inner.get(order_id))
 
     def create(self, record: StateRecord) -> StateRecord:
         self._audit.ops["cosmos_writes"] += 1
         self._faults.maybe_fail("create")
         written = self._inner.create(record)
+        self._seen(written)
         self._record(None, written)
         return written
 
     def replace(self, record: StateRecord) -> StateRecord:
         self._audit.ops["cosmos_writes"] += 1
         self._faults.maybe_fail("replace")
-        before = self._raw.get(record.id)
-        written = self._inner.replace(record)
+        written = self._inner.replace(record)  # succeeded: the stored version was record.etag's
+        self._seen(written)
+        before = self._versions.get(record.etag or "")
         writer = written.history[-1].by if written.history else ""
-        if before is not None and _is_instance(writer) and before.locked_by != writer:
+        if before is None:
+            self._audit.stale_writes.append(f"{written.order_id}: write over a version Cosmos never returned")
+        elif _is_instance(writer) and before.locked_by != writer:
             self._audit.stale_writes.append(f"{written.order_id}: {writer} wrote while lockedBy={before.locked_by}")
         self._record(before, written)
         return written
@@ -100,14 +111,17 @@ class AuditedStateStore:
     def claimable(self, now: datetime, limit: int) -> list[StateRecord]:
         self._audit.ops["cosmos_queries"] += 1
         self._faults.maybe_fail("query")
-        return self._inner.claimable(now, limit)
+        return [r for r in self._inner.claimable(now, limit) if self._seen(r)]
 
     def expired_page(
         self, state: ProcessState, now: datetime, not_before: datetime | None, page_size: int, continuation: str | None
     ) -> Page:
         self._audit.ops["cosmos_queries"] += 1
         self._faults.maybe_fail("query")
-        return self._inner.expired_page(state, now, not_before, page_size, continuation)
+        page = self._inner.expired_page(state, now, not_before, page_size, continuation)
+        for record in page.records:
+            self._seen(record)
+        return page
 
     def count(self, state: ProcessState) -> int:
         self._audit.ops["cosmos_queries"] += 1

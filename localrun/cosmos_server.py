@@ -78,7 +78,13 @@ class CosmosServer:
 
         urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-        return CosmosClient(self.endpoint, credential=self.key, connection_verify=False)
+        import requests
+        from azure.core.pipeline.transport import RequestsTransport
+
+        session = requests.Session()
+        session.trust_env = False  # loopback only: skip re-reading proxy variables on every request
+        transport = RequestsTransport(session=session, session_owner=False)
+        return CosmosClient(self.endpoint, credential=self.key, connection_verify=False, transport=transport)
 
     def __enter__(self) -> CosmosServer:
         return self.start()

@@ -10,6 +10,7 @@ invocations overlap in simulated time (up to ``maxConcurrentCalls`` per queue, f
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import json
 import logging
@@ -19,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from localrun.durable import fast_timestamps
 from localrun.durable.client import LocalDurableClient
 from localrun.durable.engine import DurableEngine
 from localrun.durable.registry import registered_orchestrators
@@ -54,8 +56,31 @@ class FunctionSpec:
             kwargs[self.actions_arg] = actions
         result = fn(**kwargs)
         if inspect.iscoroutine(result):
-            result = asyncio.run(result)
+            result = run_coroutine(result)
         return result
+
+
+class _InlineExecutor(concurrent.futures.ThreadPoolExecutor):  # asyncio accepts only this type
+    """Runs ``asyncio.to_thread`` work in the invoking task's own thread: it stays inside virtual
+    time (a sleep there parks the task) and no thread pool is created and joined per invocation.
+    ``submit`` never starts a pool thread."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
+
+
+def run_coroutine(coroutine: Any) -> Any:
+    loop = asyncio.new_event_loop()
+    loop.set_default_executor(_InlineExecutor())
+    try:
+        return loop.run_until_complete(coroutine)
+    finally:
+        loop.close()
 
 
 @dataclass
@@ -132,12 +157,11 @@ class LocalHost:
         self.settings = settings
         functions = functions if functions is not None else registered_functions()
         self.specs = {s.name: s for s in index_functions(functions)}
-        self.queues = {
-            s.trigger["queueName"]: s for s in self.specs.values() if s.trigger_type == "serviceBusTrigger"
-        }
+        self.queues = {s.trigger["queueName"]: s for s in self.specs.values() if s.trigger_type == "serviceBusTrigger"}
         self.activities = {
             s.trigger["activity"] or s.name: s for s in self.specs.values() if s.trigger_type == "activityTrigger"
         }
+        fast_timestamps.install()
         self.engine = DurableEngine(registered_orchestrators(functions), self._run_activity, self.clock)
         self.client = LocalDurableClient(self.engine)
         now = self.clock.now()

@@ -130,6 +130,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "ops_per_order": {k: round(v, 2) for k, v in ops.items()},
         "injected_faults": dict(sorted(audit.injected.items())),
         "function_failures": len(result.task_failures),
+        "function_failure_examples": [f"{name}: {error}" for name, error in result.task_failures[:5]],
         "status_messages": len(statuses),
         "dead_letters": [
             {"queue": d.queue, "message_id": d.message_id, "reason": d.reason, "description": d.description}

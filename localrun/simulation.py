@@ -127,7 +127,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         ctx = AppContext(
             settings=settings,
             clock=clock,
-            states=AuditedStateStore(raw_states, raw_states, clock, faults, audit),
+            states=AuditedStateStore(raw_states, clock, faults, audit),
             orders=AuditedOrderStore(CosmosOrderStore(database.get_container_client(ORDERS_CONTAINER)), faults, audit),
             sender=FaultySender(broker, profile, random.Random(seeds.getrandbits(64)), clock, audit),
             remote=remote,

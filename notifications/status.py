@@ -1,7 +1,9 @@
 """Status updates to a submitter's own ``replyTo`` queue.
 
 ``MessageId`` = order id + status + attempt, so repeats collapse in duplicate detection. A missing
-or unauthorised reply queue never fails or blocks the order: it is logged and alerted once."""
+or unauthorised reply queue never fails or blocks the order: it is logged (every status) and alerted
+once per queue: the alert's id is derived from the queue name alone, so every order and status of
+that submitter collapses into one alert per duplicate-detection window of ``operator-alerts``."""
 
 from __future__ import annotations
 
@@ -49,16 +51,31 @@ def publish_status(
             ),
         )
     except QueueNotFound as exc:
-        raise_alert(
-            sender,
-            kind="ReplyQueueUnavailable",
-            summary=f"cannot send status updates of order {order_id} to {reply_to!r}",
-            at=at,
-            order_id=order_id,
-            severity="warning",
-            details={"replyTo": reply_to, "error": str(exc)},
+        log.warning(
+            "order %s: status %s not sent, reply queue %r unavailable: %s",
+            order_id,
+            status,
+            reply_to,
+            exc,
+            extra={"event": "ReplyQueueUnavailable", "orderId": order_id, "replyTo": reply_to},
         )
+        try:
+            _alert_reply_queue(sender, reply_to, order_id, at, exc)
+        except SendError as alert_error:  # the status is a side channel: never fail the order for it
+            log.error("reply-queue alert for %r not sent: %s", reply_to, alert_error)
         return False
     except SendError:
         raise
     return True
+
+
+def _alert_reply_queue(sender: MessageSender, reply_to: str, order_id: str, at: datetime, exc: Exception) -> None:
+    raise_alert(
+        sender,
+        kind="ReplyQueueUnavailable",
+        summary=f"cannot send status updates to {reply_to!r} (first seen for order {order_id})",
+        at=at,
+        severity="warning",
+        discriminator=reply_to,
+        details={"replyTo": reply_to, "orderId": order_id, "error": str(exc)},
+    )

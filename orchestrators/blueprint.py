@@ -9,6 +9,7 @@ import azure.functions as func
 
 from dependencies import get_context
 from orchestrators import names, starter
+from orchestrators.compensation import compensate_order
 from orchestrators.scheduler import Outcome, process_order
 
 bp = df.Blueprint()
@@ -17,6 +18,11 @@ bp = df.Blueprint()
 @bp.orchestration_trigger(context_name="context", orchestration=names.SCHEDULER, input_type=dict)
 def process_order_v1(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Outcome]:
     return process_order(context)
+
+
+@bp.orchestration_trigger(context_name="context", orchestration=names.COMPENSATION, input_type=dict)
+def compensate_order_v1(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Outcome]:
+    return compensate_order(context)
 
 
 @bp.timer_trigger(arg_name="timer", schedule="%STARTER_SCHEDULE%", run_on_startup=False, use_monitor=True)

@@ -17,3 +17,17 @@ PUBLISH_STATUS = "publish_status"
 def in_process_agent(agent: str) -> str:
     """The activity name of an in-process agent."""
     return f"agent_{agent}"
+
+
+# Compensation (orchestrators/compensation.py) and the scheduler's hand-over to it.
+COMPENSATION = "compensate_order_v1"
+REQUEST_COMPENSATION = "request_compensation"
+AWAIT_REVIEW = "await_review"
+LOAD_COMPENSATION = "load_compensation"
+BEGIN_UNDO = "begin_undo"
+RECORD_UNDO = "record_undo"
+FINISH_COMPENSATION = "finish_compensation"
+FAIL_COMPENSATION = "fail_compensation"
+
+# The Durable external event an operator raises to resolve a review pause.
+REVIEW_DECISION_EVENT = "ReviewDecision"

@@ -8,6 +8,10 @@ against a durable timer at that deadline. Every state write is an activity fence
 If the timer wins, the orchestration ends *without touching the record*: recovery is the
 supervisor's job, with its own conditional update. A late reply then finds no one waiting.
 
+A non-transient failure goes to the decision function (``domain.compensation_policy``): the step's
+fallback agent first, then compensation (handed over with a fenced write; the supervisor starts the
+compensation orchestration), a pause for human review (high-impact orders), or Error.
+
 Orchestrator code is deterministic: time comes from ``context.current_utc_datetime``, settings
 from the ``load_order`` activity's recorded result, ids from ``domain.ids``; no I/O here.
 """
@@ -19,14 +23,15 @@ from datetime import timedelta
 from typing import Any
 
 import azure.durable_functions as df
-from azure.durable_functions.models.Task import TaskState
 
-from contracts.names import AGENT_REPLY_EVENT
+from domain.compensation_policy import REVIEW_CHOICES, Action, ReviewPolicy, Situation, Trigger, decide
 from domain.ids import idempotency_key, request_id
 from domain.payloads import step_payload
 from domain.timefmt import to_text
-from domain.workflow import WORKFLOW, Transport, agent
+from domain.workflow import STEPS, WORKFLOW, StepKind
 from orchestrators import names
+from orchestrators.agent_call import invoke_agent
+from orchestrators.payment_wait import await_payment, capture_request
 
 Outcome = dict[str, Any]
 
@@ -49,44 +54,92 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
     step_timeout = timedelta(seconds=plan["stepTimeoutSeconds"])
     yield context.call_activity(names.PUBLISH_STATUS, {"orderId": order_id, "status": "Processing", "attempt": attempt})
 
+    review: dict[str, Any] = plan.get("review") or {}
+    policy = ReviewPolicy(int(review.get("amountThresholdCents", 0)))
+    reviews = 0
+
     for step in WORKFLOW:
         if step.name in results:  # done by an earlier attempt: never run a step twice
             continue
-        deadline = context.current_utc_datetime + step_timeout
-        request = {
-            "requestId": request_id(me, step.name, step.agent),
-            "instanceId": me,
-            "orderId": order_id,
-            "step": step.name,
-            "action": "do",
-            "attempt": attempt,
-            "deadline": to_text(deadline),
-            "idempotencyKey": idempotency_key(order_id, step.name),
-            "payload": step_payload(step.name, order, results),
-        }
-        began = yield context.call_activity(names.BEGIN_STEP, {"request": request, "agent": step.agent})
-        if not began["owned"]:
-            return _outcome("FencingLost", at=step.name)
-
-        reply = yield from _invoke_agent(context, step.agent, request, deadline)
-        if reply is None:
-            # The deadline passed first. Leave the record alone: the supervisor recovers it.
-            return _outcome("DeadlineExpired", step=step.name)
-
-        fenced = {"orderId": order_id, "instanceId": me, "step": step.name, "attempt": attempt}
-        if reply["outcome"] == "succeeded":
-            done = yield context.call_activity(names.COMPLETE_STEP, {**fenced, "result": reply.get("result") or {}})
-            if not done["owned"]:
+        agent_name = step.agent
+        tries = 0
+        while True:
+            tries += 1
+            deadline = context.current_utc_datetime + step_timeout
+            request = {
+                "requestId": _step_request_id(me, step.name, agent_name, tries),
+                "instanceId": me,
+                "orderId": order_id,
+                "step": step.name,
+                "action": "do",
+                "attempt": attempt,
+                "deadline": to_text(deadline),
+                "idempotencyKey": idempotency_key(order_id, step.name),
+                "payload": step_payload(step.name, order, results),
+            }
+            began = yield context.call_activity(names.BEGIN_STEP, {"request": request, "agent": agent_name})
+            if not began["owned"]:
                 return _outcome("FencingLost", at=step.name)
-            results[step.name] = reply.get("result") or {}
-        elif reply.get("transient"):
-            # The agent used up its retries before the deadline. Pull completeBy to now so the
-            # supervisor's next run retries the order (it owns the retry budget).
-            yield context.call_activity(names.RELEASE_FOR_RETRY, {**fenced, "error": reply.get("error")})
-            return _outcome("TransientFailure", step=step.name, error=reply.get("error"))
-        else:
-            yield context.call_activity(names.FAIL_ORDER, {**fenced, "error": reply.get("error")})
-            return _outcome("Failed", step=step.name, error=reply.get("error"))
+            if step.prepaid_action is not None and order.get("prepaid"):
+                # A prepaid order: no charge; capture against the provider's notification.
+                payment = yield from await_payment(context, began, deadline)
+                if payment is None:
+                    return _outcome("DeadlineExpired", step=step.name, waitingFor="PaymentNotification")
+                request = capture_request(request, step.prepaid_action, payment)
+
+            reply = yield from invoke_agent(context, agent_name, request, deadline)
+            if reply is None:
+                # The deadline passed first. Leave the record alone: the supervisor recovers it.
+                return _outcome("DeadlineExpired", step=step.name)
+
+            fenced = {"orderId": order_id, "instanceId": me, "step": step.name, "attempt": attempt}
+            if reply["outcome"] == "succeeded":
+                done = yield context.call_activity(names.COMPLETE_STEP, {**fenced, "result": reply.get("result") or {}})
+                if not done["owned"]:
+                    return _outcome("FencingLost", at=step.name)
+                results[step.name] = reply.get("result") or {}
+                break
+            if reply.get("transient"):
+                # The agent used up its retries before the deadline. Pull completeBy to now so the
+                # supervisor's next run retries the order (it owns the retry budget).
+                yield context.call_activity(names.RELEASE_FOR_RETRY, {**fenced, "error": reply.get("error")})
+                return _outcome("TransientFailure", step=step.name, error=reply.get("error"))
+
+            # A non-transient failure: the decision function says what happens next.
+            error = reply.get("error")
+            decision = decide(
+                Situation(
+                    trigger=Trigger.NON_TRANSIENT_FAILURE,
+                    passed_pivot=step.kind is StepKind.RETRIABLE,
+                    undo_pending=any(STEPS[name].kind is StepKind.COMPENSABLE for name in results),
+                    amount_cents=int(order.get("totalCents", 0)),
+                    fallback_left=step.fallback_agent is not None and agent_name != step.fallback_agent,
+                ),
+                policy,
+            )
+            action, reason = decision.action, decision.reason
+            if action is Action.USE_FALLBACK and step.fallback_agent is not None:
+                agent_name = step.fallback_agent
+                continue
+            if action is Action.REVIEW:
+                reviews += 1
+                choice = yield from _await_review(context, fenced, review, error, reason, order, reviews)
+                if choice is None:
+                    return _outcome("FencingLost", at="review")
+                if choice == "retry" or (choice == "alternative" and step.fallback_agent is not None):
+                    agent_name = step.agent if choice == "retry" else step.fallback_agent or step.agent
+                    continue
+                action = Action.COMPENSATE if choice == "compensate" else Action.FAIL
+                reason = f"operator review chose {choice}"
+            if action is Action.COMPENSATE:
+                handed = yield context.call_activity(
+                    names.REQUEST_COMPENSATION, {**fenced, "error": error, "reason": reason}
+                )
+                if not handed["owned"]:
+                    return _outcome("FencingLost", at="compensate")
+                return _outcome("CompensationRequested", step=step.name, error=error)
+            yield context.call_activity(names.FAIL_ORDER, {**fenced, "error": error})
+            return _outcome("Failed", step=step.name, error=error)
 
     done = yield context.call_activity(
         names.MARK_PROCESSED, {"orderId": order_id, "instanceId": me, "attempt": attempt}
@@ -96,38 +149,49 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
     return _outcome("Processed")
 
 
-def _invoke_agent(
-    context: df.DurableOrchestrationContext, agent_name: str, request: dict[str, Any], deadline: Any
-) -> Generator[Any, Any, dict[str, Any] | None]:
-    """Invokes the agent and waits for its reply or the deadline, whichever comes first.
-    Returns the reply, or None when the timer won."""
-    transport = agent(agent_name).transport
-    timer = context.create_timer(deadline)
-    if transport is Transport.IN_PROCESS:
-        call = context.call_activity(names.in_process_agent(agent_name), request)
-        winner = yield context.task_any([call, timer])
-        if winner == timer:
-            return None
-        timer.cancel()
-        if call.state is TaskState.FAILED:  # the activity itself failed (crash, bug): treat as transient
-            return {"outcome": "failed", "transient": True, "error": "in-process agent activity failed"}
-        reply: dict[str, Any] | None = call.result
-        if reply is None:  # the agent dropped the request (past its deadline); the timer decides
-            yield timer
-            return None
-        return reply
+def _step_request_id(instance: str, step_name: str, agent_name: str, tries: int) -> str:
+    """The first try of a step in an attempt keeps the plain id; a retry (fallback, review) gets its
+    own, so duplicate detection and reply matching never confuse two tries."""
+    plain = request_id(instance, step_name, agent_name)
+    return plain if tries == 1 else f"{plain}:{tries}"
 
-    yield context.call_activity(
-        names.SEND_AGENT_REQUEST, {"queue": agent(agent_name).request_queue, "request": request}
+
+def _await_review(
+    context: df.DurableOrchestrationContext,
+    fenced: dict[str, Any],
+    review: dict[str, Any],
+    error: Any,
+    reason: str,
+    order: dict[str, Any],
+    number: int,
+) -> Generator[Any, Any, str | None]:
+    """Pauses for an operator's ``ReviewDecision`` (an alert says what to decide) until the review
+    deadline; then the configured default. Returns the choice, or None when fencing was lost."""
+    review_id = f"{fenced['instanceId']}:{fenced['step']}:review:{number}"
+    until = context.current_utc_datetime + timedelta(seconds=float(review.get("timeoutSeconds", 86400)))
+    default = str(review.get("defaultAction", "compensate"))
+    paused = yield context.call_activity(
+        names.AWAIT_REVIEW,
+        {
+            **fenced,
+            "reviewId": review_id,
+            "until": to_text(until),
+            "error": error,
+            "reason": reason,
+            "defaultAction": default,
+            "amountCents": order.get("totalCents"),
+        },
     )
+    if not paused["owned"]:
+        return None
+    timer = context.create_timer(until)
     while True:
-        event = context.wait_for_external_event(AGENT_REPLY_EVENT)
+        event = context.wait_for_external_event(names.REVIEW_DECISION_EVENT)
         winner = yield context.task_any([event, timer])
         if winner == timer:
-            return None
-        candidate: dict[str, Any] = event.result
-        if candidate.get("requestId") == request["requestId"]:
+            return default
+        answer = event.result if isinstance(event.result, dict) else {}
+        if answer.get("reviewId") == review_id and answer.get("action") in REVIEW_CHOICES:
             timer.cancel()
-            return candidate
-        # A reply to some other request (an earlier attempt's, a duplicate): ignore it and keep
-        # waiting until the same deadline.
+            return str(answer["action"])
+        # An answer to another review (or malformed): keep waiting until the same deadline.

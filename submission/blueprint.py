@@ -10,6 +10,7 @@ from contracts.names import ORDERS_QUEUE, SERVICE_BUS_CONNECTION
 from dependencies import get_context
 from orchestrators.starter import start_claimed
 from submission.intake import handle_orders_message
+from submission.raise_events import raise_events
 
 bp = df.Blueprint()
 
@@ -27,3 +28,4 @@ async def submit_order(
     apply_settlement(message_actions, message, result.settlement)
     if result.claim is not None:
         await start_claimed(client, [result.claim])
+    await raise_events(client, result.events)

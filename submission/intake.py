@@ -10,16 +10,15 @@ finds the identical order and creates the missing record. Nothing is ever overwr
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from adapters.cosmos.errors import AlreadyExists, StoreUnavailable
 from adapters.cosmos.order_store import CreateOutcome
 from adapters.servicebus.sender import SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
-from contracts.messages import Contract, OrderSubmitted
+from contracts.messages import CancelOrder, Contract, OrderSubmitted, PaymentNotification, RetryDeferred
 from contracts.parsing import InvalidMessage, parse
+from deferral.recovery import recover_for_order
 from dependencies import AppContext
 from domain import transitions
 from domain.records import StateRecord
@@ -27,18 +26,13 @@ from domain.states import ProcessState
 from notifications.alerts import raise_alert
 from notifications.status import publish_status
 from observability.events import app_event, state_transition
-from orchestrators.starter import Claim, try_claim
+from orchestrators.starter import try_claim
+from submission.cancellation import cancel_order
+from submission.payments import payment_notification
+from submission.result import Handler, IntakeResult
+from submission.retry_deferred import retry_deferred
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class IntakeResult:
-    settlement: Settlement
-    claim: Claim | None = None  # the fast path: start this attempt right away
-
-
-Handler = Callable[[AppContext, Any, ReceivedMessage], IntakeResult]
 
 
 def _order_submitted(ctx: AppContext, contract: Any, message: ReceivedMessage) -> IntakeResult:
@@ -48,6 +42,9 @@ def _order_submitted(ctx: AppContext, contract: Any, message: ReceivedMessage) -
 # Message type -> (contract, handler). A type not listed here is dead-lettered as UnknownType.
 HANDLERS: dict[str, tuple[type[Contract], Handler]] = {
     "OrderSubmitted": (OrderSubmitted, _order_submitted),
+    "PaymentNotification": (PaymentNotification, payment_notification),
+    "RetryDeferred": (RetryDeferred, retry_deferred),
+    "CancelOrder": (CancelOrder, cancel_order),
 }
 
 
@@ -76,7 +73,7 @@ def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeRe
 def submit_order(ctx: AppContext, order: OrderSubmitted) -> IntakeResult:
     now = ctx.clock.now()
     state = ctx.states.get(order.order_id)
-    if state is None and ctx.orders.get(order.order_id) is None and _pending_full(ctx):
+    if state is None and _pending_full(ctx) and ctx.orders.get(order.order_id) is None:
         publish_status(
             ctx.sender,
             reply_to=order.reply_to,
@@ -109,13 +106,17 @@ def submit_order(ctx: AppContext, order: OrderSubmitted) -> IntakeResult:
     else:
         created = False
         log.info("order %s: duplicate submission, nothing written", order.order_id)
+    # PaymentNotifications that arrived before this order were deferred: fetch and apply them now.
+    recovered = recover_for_order(ctx, order.order_id)
+    if recovered.applied:
+        state = ctx.states.get(order.order_id) or state
     if state.process_state is ProcessState.PENDING and state.attempt == 0:
         # (Re)announce: a redelivery after a failed send repeats it; MessageId collapses duplicates.
         publish_status(
             ctx.sender, reply_to=state.reply_to, order_id=order.order_id, status="Received", attempt=0, at=now
         )
     claim = try_claim(ctx, state) if created else None
-    return IntakeResult(Settlement.complete(), claim)
+    return IntakeResult(Settlement.complete(), claim, recovered.events)
 
 
 def _pending_full(ctx: AppContext) -> bool:

@@ -9,6 +9,7 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from dependencies import get_context
+from supervisor.compensation_rounds import start_compensations
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState
 from supervisor.terminate import terminate_expired
@@ -28,3 +29,4 @@ async def supervisor(timer: func.TimerRequest, client: df.DurableOrchestrationCl
         log.info("supervisor timer is past due", extra={"event": "SupervisorPastDue"})
     report = await asyncio.to_thread(run_supervisor, get_context(), SCAN_STATE)
     await terminate_expired(client, report.to_terminate)
+    await start_compensations(client, report.compensations)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from adapters.cosmos.errors import EtagMismatch
 from dependencies import AppContext
+from domain.compensation import enter_compensation
+from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
 from domain.transitions import resubmit
@@ -44,4 +46,28 @@ def _resubmit_once(ctx: AppContext, order_id: str, operator: str, reason: str) -
     updated = resubmit(record, operator, reason, ctx.clock.now())
     written = ctx.states.replace(updated.model_copy(update={"etag": record.etag}))
     state_transition(record, written)
+    return written
+
+
+def compensate_order(ctx: AppContext, order_id: str, operator: str, reason: str) -> StateRecord:
+    """Operator action after a review (or a fix): ``Error`` or ``CompensationFailed`` ->
+    ``Compensating``, due now; the supervisor's next run starts the compensation round. Refused
+    (``IllegalTransition``) past the pivot: nothing may be undone then."""
+    if not operator.strip() or not reason.strip():
+        raise ValueError("compensating an order needs the operator's name and a reason")
+    record = ctx.states.get(order_id)
+    if record is None:
+        raise RecordNotFound(f"no state record for order {order_id!r}")
+    if record.process_state not in (ProcessState.ERROR, ProcessState.COMPENSATION_FAILED):
+        raise IllegalTransition(f"order {order_id}: an operator compensates only an Error or CompensationFailed order")
+    updated = enter_compensation(record, operator, reason, ctx.clock.now())
+    written = ctx.states.replace(updated.model_copy(update={"etag": record.etag}))
+    state_transition(record, written)
+    app_event(
+        "OperatorCompensated",
+        f"order {order_id}: compensation requested by {operator}: {reason}",
+        orderId=order_id,
+        operator=operator,
+        reason=reason,
+    )
     return written

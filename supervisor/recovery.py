@@ -1,9 +1,11 @@
 """Recovery of one expired attempt: one conditional update, never a blind retry.
 
 The update re-reads nothing: it replaces the record the scan returned, on that record's ``_etag``,
-and ``domain.transitions.supervisor_retry`` re-checks that ``lockedBy`` is still the expired
-instance and ``completeBy`` still past. Whoever moved the record in between (the orchestration
-finishing its step, another supervisor, an operator) wins; this supervisor skips the record."""
+and ``domain.transitions.supervisor_retry`` (through ``domain.compensation.escalate_or_compensate``,
+which hands an order that exhausted its retries before the pivot to compensation instead of Error)
+re-checks that ``lockedBy`` is still the expired instance and ``completeBy`` still past. Whoever
+moved the record in between (the orchestration finishing its step, another supervisor, an
+operator) wins; this supervisor skips the record."""
 
 from __future__ import annotations
 
@@ -14,11 +16,12 @@ from enum import StrEnum
 from adapters.cosmos.errors import EtagMismatch
 from adapters.cosmos.state_store import update_once
 from dependencies import AppContext
+from domain.compensation import escalate_or_compensate
+from domain.compensation_policy import ReviewPolicy
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.retry import exponential_backoff
 from domain.states import ProcessState
-from domain.transitions import supervisor_retry
 from notifications.alerts import raise_alert
 from observability.events import app_event, state_transition
 
@@ -29,6 +32,7 @@ class Outcome(StrEnum):
     RECOVERED = "recovered"  # back to Pending, retried after a backoff
     ESCALATED = "escalated"  # Error, an operator was alerted
     SKIPPED = "skipped"  # someone else moved the record first
+    COMPENSATING = "compensating"  # retries exhausted before the pivot: handed to compensation
 
 
 @dataclass(frozen=True)
@@ -46,11 +50,13 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
     expired = record.locked_by
     failures = record.failure_count + 1
     backoff = exponential_backoff(failures, ctx.settings.retry_backoff_base, ctx.settings.retry_backoff_max, ctx.rng)
+    policy = ReviewPolicy(ctx.settings.review_amount_threshold_cents)
+    amount = _order_total(ctx, record.order_id) if failures >= ctx.settings.max_failures else 0
     try:
         written = update_once(
             ctx.states,
             record,
-            lambda r: supervisor_retry(r, expired, now, ctx.settings.max_failures, backoff),
+            lambda r: escalate_or_compensate(r, expired, now, ctx.settings.max_failures, backoff, policy, amount),
         )
     except (EtagMismatch, IllegalTransition) as exc:
         app_event(
@@ -62,6 +68,17 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
         )
         return RecoveryResult(record.order_id, Outcome.SKIPPED, None)
     state_transition(record, written)
+    if written.process_state is ProcessState.COMPENSATING:
+        app_event(
+            "SupervisorCompensating",
+            f"order {written.order_id}: {written.failure_count} failed attempts before the pivot; compensating",
+            logging.WARNING,
+            orderId=written.order_id,
+            instanceId=expired,
+            attempt=written.attempt,
+        )
+        ctx.counts.bump(ProcessState.PROCESSING, -1)
+        return RecoveryResult(written.order_id, Outcome.COMPENSATING, expired, written)
     if written.process_state is ProcessState.ERROR:
         sent = _alert_retries_exhausted(ctx, written)
         app_event(
@@ -89,6 +106,12 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
     ctx.counts.bump(ProcessState.PROCESSING, -1)
     ctx.counts.bump(ProcessState.PENDING, +1)
     return RecoveryResult(written.order_id, Outcome.RECOVERED, expired, written)
+
+
+def _order_total(ctx: AppContext, order_id: str) -> int:
+    """The order total the review threshold is compared with (read only when escalating)."""
+    order = ctx.orders.get(order_id)
+    return int(order.get("totalCents", 0)) if order else 0
 
 
 def retries_exhausted_summary(record: StateRecord) -> str:

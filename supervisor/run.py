@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from adapters.cosmos.errors import StoreUnavailable
 from dependencies import AppContext
+from supervisor.compensation_rounds import CompensationClaims, CompensationStart, claim_due_compensations
 from supervisor.recovery import Outcome, recover
 from supervisor.scan import ScanState, scan_expired
 
@@ -25,6 +26,9 @@ class SupervisorReport:
     catch_up: bool = False
     finished: bool = True  # False: the next run continues this scan
     to_terminate: list[str] = field(default_factory=list)  # expired instances, best-effort terminate
+    compensating: int = 0  # retries exhausted before the pivot: handed to compensation
+    compensations: list[CompensationStart] = field(default_factory=list)  # rounds claimed, to start
+    compensation_failed: int = 0  # stuck compensations that used up their rounds
 
 
 def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
@@ -48,6 +52,14 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
         counts[result.outcome] += 1
         if result.expired_instance is not None:
             to_terminate.append(result.expired_instance)
+    try:
+        claims = claim_due_compensations(ctx)
+    except StoreUnavailable as exc:
+        log.warning(
+            "compensation claims skipped, store unavailable: %s", exc, extra={"event": "SupervisorRecoveryFailed"}
+        )
+        claims = CompensationClaims([], [], 0)
+    to_terminate.extend(claims.stale_instances)
     report = SupervisorReport(
         found=len(scan.records),
         recovered=counts[Outcome.RECOVERED],
@@ -59,6 +71,9 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
         catch_up=scan.catch_up,
         finished=scan.finished,
         to_terminate=to_terminate,
+        compensating=counts[Outcome.COMPENSATING],
+        compensations=claims.starts,
+        compensation_failed=claims.failed,
     )
     log.info(
         "supervisor run: found %d, recovered %d, skipped %d, escalated %d, failed %d; %.2f RU in %d pages",
@@ -80,6 +95,9 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
             "pages": report.pages,
             "catchUp": report.catch_up,
             "finished": report.finished,
+            "compensating": report.compensating,
+            "compensationsClaimed": len(report.compensations),
+            "compensationFailed": report.compensation_failed,
         },
     )
     return report

@@ -59,7 +59,11 @@ class SdkMessageSender:
     def send(self, queue: str, message: OutgoingMessage) -> None:
         from azure.core.exceptions import ClientAuthenticationError
         from azure.servicebus import ServiceBusMessage
-        from azure.servicebus.exceptions import MessagingEntityNotFoundError, ServiceBusError
+        from azure.servicebus.exceptions import (
+            MessagingEntityNotFoundError,
+            ServiceBusAuthorizationError,
+            ServiceBusError,
+        )
 
         sb_message = ServiceBusMessage(
             message.body,
@@ -72,7 +76,8 @@ class SdkMessageSender:
         )
         try:
             self._sender(queue).send_messages(sb_message)
-        except (MessagingEntityNotFoundError, ClientAuthenticationError) as exc:
+        except (MessagingEntityNotFoundError, ServiceBusAuthorizationError, ClientAuthenticationError) as exc:
+            # Missing, or this app may not send to it (no Data Sender role on that queue).
             raise QueueNotFound(f"cannot send to queue {queue!r}: {exc}") from exc
         except ServiceBusError as exc:
             raise SendError(f"send to {queue!r} failed: {exc}") from exc

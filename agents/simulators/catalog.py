@@ -27,6 +27,13 @@ def _cents(payload: dict[str, Any]) -> int:
     return value
 
 
+def _captured_cents(payload: dict[str, Any]) -> int:
+    reference = payload.get("providerReference")
+    if not isinstance(reference, str) or not reference:
+        raise RemoteError("a capture needs payload.providerReference (the payment notification's)", transient=False)
+    return _cents(payload)
+
+
 def _one(_payload: dict[str, Any]) -> int:
     return 1
 
@@ -41,16 +48,26 @@ class ActionSpec:
     undoes: str | None = None  # undo actions: the forward action whose outstanding amount they cancel
 
 
+_PAYMENT: dict[str, ActionSpec] = {
+    "charge": ActionSpec("charge", "chargeId", "ch", "amountCents", _cents),
+    "refund": ActionSpec("refund", "refundId", "rf", "amountCents", None, undoes="charge"),
+    # A prepaid order: take the money its payment notification announced (no new charge). The
+    # reference is a chargeId too, so the refund that undoes the step needs nothing else.
+    "capture": ActionSpec("capture", "chargeId", "cap", "amountCents", _captured_cents),
+}
+
 CATALOG: dict[str, dict[str, ActionSpec]] = {
     "inventory": {
         "reserve": ActionSpec("reserve", "reservationId", "res", "units", _units),
         "release": ActionSpec("release", "releaseId", "rel", "units", None, undoes="reserve"),
     },
-    "payment": {
-        "charge": ActionSpec("charge", "chargeId", "ch", "amountCents", _cents),
-        "refund": ActionSpec("refund", "refundId", "rf", "amountCents", None, undoes="charge"),
-    },
+    "payment": _PAYMENT,
     "shipping": {
         "ship": ActionSpec("ship", "shipmentId", "shp", None, _one),
     },
+    "payment_backup": _PAYMENT,  # the second payment provider (the fallback agent's service)
 }
+
+# The order in which the fleet derives each simulator's random seed: a service added later goes
+# last, so the seeds (and the fault draws) of the existing services never change.
+SEED_ORDER: tuple[str, ...] = ("inventory", "payment", "shipping", "payment_backup")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from adapters.clock import Clock
-from agents.simulators.catalog import CATALOG
+from agents.simulators.catalog import CATALOG, SEED_ORDER
 from agents.simulators.config import SimulatorConfig
 from agents.simulators.ledger import Ledger
 from agents.simulators.service import SimulatedService
@@ -17,7 +17,7 @@ def simulated_services(
     ledger: Ledger | None = None,
     seed: int | None = 0,
 ) -> dict[str, SimulatedService]:
-    """One simulator per known service (inventory, payment, shipping). A service missing from
+    """One simulator per known service (inventory, payment, shipping, payment_backup). A service missing from
     ``configs`` behaves perfectly. Each service gets its own random stream derived from ``seed``."""
     configs = configs or {}
     unknown = set(configs) - set(CATALOG)
@@ -32,5 +32,5 @@ def simulated_services(
             shared,
             seed=None if seed is None else seed * 1000 + index,
         )
-        for index, name in enumerate(sorted(CATALOG))
+        for index, name in enumerate(SEED_ORDER)
     }

@@ -8,6 +8,9 @@ from datetime import datetime
 
 # The undo action of each forward action: their amounts cancel out in the net effect.
 UNDO_OF: dict[str, str] = {"reserve": "release", "charge": "refund"}
+# Forward actions with the same kind of effect: a prepaid order's capture takes money like a charge
+# (a refund undoes either; the net effect counts both as charged).
+SAME_EFFECT: dict[str, tuple[str, ...]] = {"charge": ("charge", "capture")}
 
 
 @dataclass(frozen=True)
@@ -41,27 +44,38 @@ class Ledger:
         with self._lock:
             self._effects.append(effect)
 
-    def effects(self, order_id: str | None = None, action: str | None = None) -> list[Effect]:
+    def effects(
+        self, order_id: str | None = None, action: str | None = None, service: str | None = None
+    ) -> list[Effect]:
         with self._lock:
             return [
                 e
                 for e in self._effects
-                if (order_id is None or e.order_id == order_id) and (action is None or e.action == action)
+                if (order_id is None or e.order_id == order_id)
+                and (action is None or e.action == action)
+                and (service is None or e.service == service)
             ]
 
-    def outstanding(self, order_id: str, action: str) -> int:
-        """The amount of ``action`` not yet undone for this order (e.g. cents charged and not refunded)."""
+    def outstanding(self, order_id: str, action: str, service: str | None = None) -> int:
+        """The amount of ``action`` not yet undone for this order (e.g. cents charged and not
+        refunded), at one service or (``service=None``) summed over all of them."""
         undo = UNDO_OF.get(action)
-        done = sum(e.amount for e in self.effects(order_id, action))
-        undone = sum(e.amount for e in self.effects(order_id, undo)) if undo else 0
+        kinds = SAME_EFFECT.get(action, (action,))
+        done = sum(e.amount for kind in kinds for e in self.effects(order_id, kind, service))
+        undone = sum(e.amount for e in self.effects(order_id, undo, service)) if undo else 0
         return done - undone
 
-    def net(self, order_id: str) -> NetEffect:
+    def net(self, order_id: str, service: str | None = None) -> NetEffect:
         return NetEffect(
-            reserved_units=self.outstanding(order_id, "reserve"),
-            charged_cents=self.outstanding(order_id, "charge"),
-            shipments=self.outstanding(order_id, "ship"),
+            reserved_units=self.outstanding(order_id, "reserve", service),
+            charged_cents=self.outstanding(order_id, "charge", service),
+            shipments=self.outstanding(order_id, "ship", service),
         )
+
+    def net_by_service(self, order_id: str) -> dict[str, NetEffect]:
+        """What the order is left with at each service that did anything for it."""
+        services = sorted({e.service for e in self.effects(order_id)})
+        return {service: self.net(order_id, service) for service in services}
 
     def order_ids(self) -> list[str]:
         with self._lock:

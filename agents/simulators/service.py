@@ -112,7 +112,8 @@ class SimulatedService:
             amount = spec.amount(request.payload)
         else:
             assert spec.undoes is not None
-            amount = self.ledger.outstanding(request.order_id, spec.undoes)
+            # An undo cancels what this service did for the order, never another provider's effect.
+            amount = self.ledger.outstanding(request.order_id, spec.undoes, self.service)
         result: dict[str, Any] = {}
         if amount > 0 or spec.undoes is None:
             self._sequence += 1

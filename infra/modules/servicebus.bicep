@@ -11,6 +11,7 @@ var queueNames = [
   'orders'
   'agent-replies'
   'operator-alerts'
+  'payment-backup-requests'
   'payment-requests'
   'shipping-requests'
   'client-statuses'

@@ -13,7 +13,7 @@ from settings import Settings
 
 def test_every_service_of_the_workflow_is_a_simulator_by_default():
     services = remote_services(Settings.from_env({}), ManualClock())
-    assert sorted(services) == ["inventory", "payment", "shipping"]
+    assert sorted(services) == ["inventory", "payment", "payment_backup", "shipping"]
     assert all(isinstance(s, SimulatedService) for s in services.values())
 
 

@@ -245,7 +245,7 @@ def test_concurrent_calls_with_distinct_keys_get_distinct_references(clock):
 def test_a_fleet_shares_one_ledger_and_gives_each_service_its_own_config(clock):
     ledger = Ledger()
     fleet = simulated_services(clock, {"payment": SimulatorConfig(transient_error_rate=1.0)}, ledger)
-    assert sorted(fleet) == ["inventory", "payment", "shipping"]
+    assert sorted(fleet) == ["inventory", "payment", "payment_backup", "shipping"]
     assert all(s.ledger is ledger for s in fleet.values())
     fleet["shipping"].call(call("shipping", "ship"))
     with pytest.raises(RemoteError):

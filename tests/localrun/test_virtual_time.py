@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 
 from localrun.virtual_time import TaskScheduler
@@ -27,7 +28,7 @@ def test_sleeping_tasks_overlap_in_simulated_time():
         finished.append((name, (s.clock.now() - start).total_seconds()))
 
     for i in range(50):
-        s.spawn(f"w{i}", lambda i=i: worker(f"w{i}", 10))
+        s.spawn(f"w{i}", functools.partial(worker, f"w{i}", 10))
     drain(s)
     assert len(finished) == 50
     assert {t for _, t in finished} == {10.0}  # fifty 10 s sleeps take 10 s, not 500 s

@@ -53,7 +53,12 @@ def test_the_in_flight_count_is_cached_not_scanned_per_claim(app_context, clock,
     seed(app_context, clock, 4)
     calls = []
     real = app_context.states.count
-    monkeypatch.setattr(app_context.states, "count", lambda s: calls.append(s) or real(s))
+
+    def counting(state):
+        calls.append(state)
+        return real(state)
+
+    monkeypatch.setattr(app_context.states, "count", counting)
     for record in app_context.states.claimable(clock.now(), 10):
         starter.try_claim(app_context, record)
     assert calls == [ProcessState.PROCESSING]  # one scan, then the cache (bumped locally)
@@ -105,4 +110,4 @@ def test_the_sweep_trigger_claims_and_starts(functions, app_context, clock):
     client = RecordingClient()
     fn = functions["starter_sweep"].get_user_function().client_function
     asyncio.run(fn(timer=None, client=client))
-    assert sorted(i for _, i, _ in client.started) == ["o0:1", "o1:1"]
+    assert sorted(str(i) for _, i, _ in client.started) == ["o0:1", "o1:1"]

@@ -1,0 +1,244 @@
+"""The compensation activities, as plain functions of (context, input), and the scheduler's two
+compensation-related writes (asking for compensation, pausing for review).
+
+Every state write is fenced: it succeeds only while the calling instance holds ``lockedBy``;
+otherwise it returns ``{"owned": False}`` and the orchestration ends quietly. Status updates and
+operator alerts are sent from here, never from orchestrator code."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from adapters.cosmos.state_store import update_fenced
+from contracts.messages import AgentRequest
+from dependencies import AppContext
+from domain import compensation
+from domain.compensation_policy import REVIEW_CHOICES
+from domain.errors import FencingLost
+from domain.states import ProcessState
+from domain.timefmt import from_text
+from notifications.alerts import raise_alert
+from notifications.status import publish_status
+from observability.events import app_event
+from orchestrators import names
+from settings import Settings
+
+NOT_OWNED: dict[str, Any] = {"owned": False}
+OWNED: dict[str, Any] = {"owned": True}
+
+
+def review_policy(settings: Settings) -> dict[str, Any]:
+    """What the scheduler needs to decide on review, read once per attempt (by ``load_order``)."""
+    return {
+        "amountThresholdCents": settings.review_amount_threshold_cents,
+        "timeoutSeconds": settings.review_timeout.total_seconds(),
+        "defaultAction": settings.review_default_action,
+    }
+
+
+def _fencing_lost(exc: FencingLost, where: str) -> dict[str, Any]:
+    app_event(
+        "FencingLost",
+        f"{exc.expected} no longer owns order {exc.order_id} ({where}); stopping",
+        orderId=exc.order_id,
+        instanceId=exc.expected,
+        lockedBy=exc.actual,
+    )
+    return NOT_OWNED
+
+
+def _moment(value: Any) -> datetime:
+    moment = from_text(value)
+    assert isinstance(moment, datetime)
+    return moment
+
+
+# --- asked by the scheduler --------------------------------------------------------------------------
+
+
+def request_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
+    """The forward attempt hands the order over to compensation (Processing -> Compensating, unowned,
+    due now). The supervisor's next run claims it and starts the compensation orchestration."""
+    now = ctx.clock.now()
+    reason = f"{data['step']}: {data.get('error') or 'non-transient failure'}; {data.get('reason') or 'compensating'}"
+    try:
+        update_fenced(
+            ctx.states,
+            data["orderId"],
+            data["instanceId"],
+            lambda r: compensation.enter_compensation(
+                r, data["instanceId"], reason, now, owner=data["instanceId"], failed_step=data["step"]
+            ),
+        )
+    except FencingLost as exc:
+        return _fencing_lost(exc, "request compensation")
+    ctx.counts.bump(ProcessState.PROCESSING, -1)
+    app_event("CompensationRequested", f"order {data['orderId']}: {reason}", orderId=data["orderId"])
+    return OWNED
+
+
+def await_review(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
+    """Pauses the attempt for an operator: ``completeBy`` past the review deadline, and an
+    ``OperatorAlert`` saying what to decide, by when, how, and what happens by default."""
+    now = ctx.clock.now()
+    until = _moment(data["until"])
+    keep_until = until + ctx.settings.start_grace
+    try:
+        record = update_fenced(
+            ctx.states,
+            data["orderId"],
+            data["instanceId"],
+            lambda r: compensation.await_review(r, data["instanceId"], data["step"], data["reviewId"], keep_until, now),
+        )
+    except FencingLost as exc:
+        return _fencing_lost(exc, "await review")
+    raise_alert(
+        ctx.sender,
+        kind="ReviewRequired",
+        summary=(
+            f"order {record.order_id} failed at {data['step']} ({data.get('error')}); decide compensate, retry or "
+            f"alternative by {until.isoformat()}, else {data['defaultAction']}"
+        ),
+        at=now,
+        order_id=record.order_id,
+        severity="critical",
+        discriminator=data["reviewId"],
+        details={
+            "instanceId": data["instanceId"],
+            "reviewId": data["reviewId"],
+            "step": data["step"],
+            "error": data.get("error"),
+            "reason": data.get("reason"),
+            "amountCents": data.get("amountCents"),
+            "options": list(REVIEW_CHOICES),
+            "decideBy": until.isoformat(),
+            "defaultAction": data["defaultAction"],
+            "how": (
+                f"raise the Durable event {names.REVIEW_DECISION_EVENT!r} on instance {data['instanceId']} with "
+                f'{{"reviewId": "{data["reviewId"]}", "action": "compensate|retry|alternative", "operator": "..."}}'
+            ),
+        },
+    )
+    return OWNED
+
+
+# --- the compensation orchestration ------------------------------------------------------------------
+
+
+def load_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
+    """The log and the retry rules; ``owned`` is False unless this round holds the record."""
+    record = ctx.states.get(data["orderId"])
+    if (
+        record is None
+        or record.locked_by != data["instanceId"]
+        or record.process_state is not ProcessState.COMPENSATING
+    ):
+        return NOT_OWNED
+    return {
+        "owned": True,
+        "entries": [e.model_dump(mode="json", by_alias=True) for e in record.compensation],
+        "stepTimeoutSeconds": ctx.settings.step_timeout.total_seconds(),
+        "undoTries": ctx.settings.max_failures,
+        "retryBaseSeconds": ctx.settings.retry_backoff_base.total_seconds(),
+        "retryMaxSeconds": ctx.settings.retry_backoff_max.total_seconds(),
+    }
+
+
+def begin_undo(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
+    request = AgentRequest.model_validate(data["request"])
+    now = ctx.clock.now()
+    try:
+        update_fenced(
+            ctx.states,
+            request.order_id,
+            request.instance_id,
+            lambda r: compensation.begin_undo(
+                r, request.instance_id, int(data["seq"]), request.request_id, request.deadline, now
+            ),
+        )
+    except FencingLost as exc:
+        return _fencing_lost(exc, f"begin undo {data['seq']}")
+    return OWNED
+
+
+def record_undo(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
+    now = ctx.clock.now()
+    next_deadline = now + ctx.settings.start_grace
+    try:
+        update_fenced(
+            ctx.states,
+            data["orderId"],
+            data["instanceId"],
+            lambda r: compensation.record_undo(r, data["instanceId"], int(data["seq"]), next_deadline, now),
+        )
+    except FencingLost as exc:
+        return _fencing_lost(exc, f"record undo {data['seq']}")
+    return OWNED
+
+
+def finish_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
+    now = ctx.clock.now()
+    try:
+        record = update_fenced(
+            ctx.states,
+            data["orderId"],
+            data["instanceId"],
+            lambda r: compensation.finish_compensation(r, data["instanceId"], now),
+        )
+    except FencingLost as exc:
+        return _fencing_lost(exc, "finish compensation")
+    app_event("Compensated", f"order {record.order_id}: every completed step undone", orderId=record.order_id)
+    publish_status(
+        ctx.sender,
+        reply_to=record.reply_to,
+        order_id=record.order_id,
+        status="Compensated",
+        attempt=record.attempt,
+        at=now,
+        reason=record.last_error,
+    )
+    return OWNED
+
+
+def fail_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
+    now = ctx.clock.now()
+    error = str(data.get("error") or "undo failed")
+    try:
+        record = update_fenced(
+            ctx.states,
+            data["orderId"],
+            data["instanceId"],
+            lambda r: compensation.fail_compensation(r, data["instanceId"], int(data["seq"]), error, now),
+        )
+    except FencingLost as exc:
+        return _fencing_lost(exc, "fail compensation")
+    alert_compensation_failed(ctx, record.order_id, record.attempt, record.last_error or error, data.get("seq"))
+    publish_status(
+        ctx.sender,
+        reply_to=record.reply_to,
+        order_id=record.order_id,
+        status="CompensationFailed",
+        attempt=record.attempt,
+        at=now,
+        reason=record.last_error,
+    )
+    return OWNED
+
+
+def alert_compensation_failed(ctx: AppContext, order_id: str, round_number: int, reason: str, seq: Any) -> None:
+    raise_alert(
+        ctx.sender,
+        kind="CompensationFailed",
+        summary=f"order {order_id}: compensation failed; {reason}",
+        at=ctx.clock.now(),
+        order_id=order_id,
+        severity="critical",
+        discriminator=round_number,
+        details={
+            "round": round_number,
+            "entry": seq,
+            "reason": reason,
+            "nextStep": "fix the service or undo the named entry by hand, then run the operator's compensate again",
+        },
+    )

@@ -1,0 +1,71 @@
+"""``DeferredMessageStore`` over the ``azure-servicebus`` SDK (production).
+
+``open(queue)`` is a ``ServiceBusClient.get_queue_receiver`` (peek-lock) used as a context manager;
+messages fetched on it are settled on it. The SDK's behaviour is translated to the protocol:
+``receive_deferred_messages`` fails the whole call with ``MessageNotFoundError`` when any one
+sequence number is not a deferred message of the queue (settled, expired, never deferred); the
+protocol instead returns the ones that are there, so on that error the numbers are fetched one by
+one and the missing ones left out."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from azure.servicebus import ServiceBusClient, ServiceBusReceiver
+
+log = logging.getLogger(__name__)
+
+
+class SdkDeferredReceiver:
+    def __init__(self, receiver: ServiceBusReceiver) -> None:
+        self._r = receiver
+
+    def receive_deferred(self, sequence_numbers: Sequence[int]) -> list[Any]:
+        from azure.servicebus.exceptions import MessageNotFoundError
+
+        numbers = list(dict.fromkeys(sequence_numbers))
+        if not numbers:
+            return []
+        try:
+            return list(self._r.receive_deferred_messages(numbers))
+        except MessageNotFoundError:
+            if len(numbers) == 1:
+                return []
+        found: list[Any] = []
+        for number in numbers:
+            try:
+                found.extend(self._r.receive_deferred_messages([number]))
+            except MessageNotFoundError:
+                log.info("deferred message %s is not on the queue", number)
+        return found
+
+    def peek(self, max_count: int, from_sequence_number: int = 0) -> list[Any]:
+        if from_sequence_number > 0:
+            return list(self._r.peek_messages(max_message_count=max_count, sequence_number=from_sequence_number))
+        return list(self._r.peek_messages(max_message_count=max_count))
+
+    def complete(self, message: Any) -> None:
+        self._r.complete_message(message)
+
+    def abandon(self, message: Any) -> None:
+        self._r.abandon_message(message)
+
+    def defer(self, message: Any) -> None:
+        self._r.defer_message(message)
+
+    def dead_letter(self, message: Any, reason: str, description: str) -> None:
+        self._r.dead_letter_message(message, reason=reason, error_description=description[:1024])
+
+
+class SdkDeferredStore:
+    def __init__(self, client: ServiceBusClient) -> None:
+        self._client = client
+
+    @contextmanager
+    def open(self, queue: str) -> Iterator[SdkDeferredReceiver]:
+        with self._client.get_queue_receiver(queue_name=queue) as receiver:
+            yield SdkDeferredReceiver(receiver)

@@ -1,0 +1,121 @@
+"""The deferral document: which messages of one order are deferred on the ``orders`` queue, by
+sequence number (a deferred message is never delivered again; its sequence number is the only way
+back to it). Pure: no I/O, no clock.
+
+One document per order, in the order's partition of the ``state`` container, with
+``id = "deferred:<orderId>"``. It has no ``processState`` field, so the starter's, the supervisor's
+and the counts' queries (all ``WHERE c.processState = ...``) never select it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from domain.timefmt import UtcDateTime
+
+DOCUMENT_KIND = "DeferredMessages"
+SCHEMA_VERSION = 1
+ENTRY_LIMIT = 100  # resolved entries beyond this are dropped, oldest first
+
+
+def document_id(order_id: str) -> str:
+    return f"deferred:{order_id}"
+
+
+class DeferralReason(StrEnum):
+    ORDER_NOT_SUBMITTED = "OrderNotSubmitted"  # arrived before its order: waits for OrderSubmitted
+    DEPENDENCY_UNAVAILABLE = "DependencyUnavailable"  # waits for its RetryDeferred message
+
+
+class EntryStatus(StrEnum):
+    DEFERRED = "Deferred"  # still deferred on the queue, waiting
+    APPLIED = "Applied"
+    DEAD_LETTERED = "DeadLettered"
+    EXPIRED = "Expired"  # gone from the queue before it was applied (TTL, delivery count)
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore")
+
+
+class DeferredEntry(_Doc):
+    sequence_number: int
+    message_id: str
+    message_type: str
+    reason: DeferralReason
+    deferred_at: UtcDateTime
+    recorded_by: str  # "submission" or "sweep" (found by the peek sweep: tracking had been lost)
+    rounds: int = 0  # RetryDeferred rounds tried so far
+    status: EntryStatus = EntryStatus.DEFERRED
+    updated_at: UtcDateTime
+    detail: str = ""
+
+
+class DeferralDocument(_Doc):
+    id: str
+    order_id: str
+    kind: str = DOCUMENT_KIND
+    entries: list[DeferredEntry] = Field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
+    updated_at: UtcDateTime
+    etag: str | None = Field(default=None, alias="_etag", exclude=True)
+
+    @classmethod
+    def empty(cls, order_id: str, now: datetime) -> DeferralDocument:
+        return cls(id=document_id(order_id), order_id=order_id, updated_at=now)
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any]) -> DeferralDocument:
+        return cls.model_validate(doc)
+
+    def to_document(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude={"etag"})
+
+    def entry(self, sequence_number: int) -> DeferredEntry | None:
+        return next((e for e in self.entries if e.sequence_number == sequence_number), None)
+
+    def waiting(self, reason: DeferralReason | None = None) -> list[DeferredEntry]:
+        return [e for e in self.entries if e.status is EntryStatus.DEFERRED and (reason is None or e.reason is reason)]
+
+
+def with_entry(doc: DeferralDocument, entry: DeferredEntry, now: datetime) -> DeferralDocument:
+    """Adds ``entry``, or, if its sequence number is already tracked, keeps the existing one but
+    takes the new reason and round count (a message deferred again for another reason)."""
+    existing = doc.entry(entry.sequence_number)
+    if existing is not None:
+        if existing.status is not EntryStatus.DEFERRED:
+            return doc  # already resolved: a late re-record must not reopen it
+        merged = existing.model_copy(update={"reason": entry.reason, "rounds": entry.rounds, "updated_at": now})
+        entries = [merged if e.sequence_number == entry.sequence_number else e for e in doc.entries]
+    else:
+        entries = [*doc.entries, entry]
+    return doc.model_copy(update={"entries": _bounded(entries), "updated_at": now})
+
+
+def with_status(
+    doc: DeferralDocument, sequence_number: int, status: EntryStatus, now: datetime, detail: str = ""
+) -> DeferralDocument:
+    """Resolves (or re-opens, with ``DEFERRED``) the entry of ``sequence_number``; unknown: unchanged."""
+    existing = doc.entry(sequence_number)
+    if existing is None:
+        return doc
+    changed = existing.model_copy(update={"status": status, "updated_at": now, "detail": detail[:500]})
+    entries = [changed if e.sequence_number == sequence_number else e for e in doc.entries]
+    return doc.model_copy(update={"entries": entries, "updated_at": now})
+
+
+def _bounded(entries: list[DeferredEntry]) -> list[DeferredEntry]:
+    if len(entries) <= ENTRY_LIMIT:
+        return entries
+    surplus = len(entries) - ENTRY_LIMIT
+    kept: list[DeferredEntry] = []
+    for e in entries:
+        if surplus > 0 and e.status is not EntryStatus.DEFERRED:
+            surplus -= 1
+            continue
+        kept.append(e)
+    return kept

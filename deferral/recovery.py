@@ -1,0 +1,68 @@
+"""Submission's half of deferral: when ``OrderSubmitted`` arrives, the messages deferred because
+that order did not exist yet are fetched by sequence number, applied, and completed on the receiver
+that fetched them."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from adapters.cosmos.errors import StoreError
+from adapters.servicebus.sender import SendError
+from contracts.names import ORDERS_QUEUE
+from deferral.apply import account_for_absent, process_fetched
+from deferral.records import DeferralReason
+from dependencies import AppContext
+from observability.events import app_event
+from submission.result import RaiseEvent
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Recovery:
+    applied: int = 0
+    dead_lettered: int = 0
+    expired: int = 0
+    events: tuple[RaiseEvent, ...] = ()
+
+
+def recover_for_order(ctx: AppContext, order_id: str) -> Recovery:
+    """Nothing to do (one point read) unless the order's deferral document lists waiting messages.
+    A receiver failure is logged and left to the peek sweep: it never blocks the order itself.
+    A store or send failure propagates (the OrderSubmitted is abandoned and redelivered)."""
+    if ctx.deferred is None or ctx.deferrals is None:
+        return Recovery()
+    doc = ctx.deferrals.get(order_id)
+    waiting = doc.waiting(DeferralReason.ORDER_NOT_SUBMITTED) if doc is not None else []
+    if not waiting:
+        return Recovery()
+    applied = dead = expired = 0
+    events: list[RaiseEvent] = []
+    try:
+        with ctx.deferred.open(ORDERS_QUEUE) as receiver:
+            fetched = {m.sequence_number: m for m in receiver.receive_deferred([e.sequence_number for e in waiting])}
+            for entry in waiting:
+                message = fetched.get(entry.sequence_number)
+                if message is None:
+                    expired += account_for_absent(ctx, receiver, order_id, entry.sequence_number) == "expired"
+                    continue
+                done = process_fetched(ctx, receiver, message, round_number=0)
+                applied += done.result == "applied"
+                dead += done.result == "dead-lettered"
+                events.extend(done.events)
+                if done.result == "applied":
+                    app_event(
+                        "DeferredRecovered",
+                        f"order {order_id}: deferred #{entry.sequence_number} applied on submission",
+                        orderId=order_id,
+                        sequenceNumber=entry.sequence_number,
+                        via="sequence",
+                    )
+    except (StoreError, SendError):
+        raise
+    except Exception as exc:
+        log.warning(
+            "order %s: deferred messages not recovered now (%s); the peek sweep will", order_id, exc, exc_info=True
+        )
+    return Recovery(applied, dead, expired, tuple(events))

@@ -1,0 +1,188 @@
+"""The peek sweep: a safety net for deferred messages nobody will fetch.
+
+Deferred messages are never delivered again; the only way back is the sequence number. The sweep
+peeks the ``orders`` queue (no locks taken) for deferred messages enqueued at least
+``PEEK_SWEEP_AGE_MINUTES`` ago and, for each:
+
+* a sequence number no deferral document knows (tracking was lost: a crash between deferring and
+  recording, a lost document): it is recorded, then handled like a tracked one;
+* its order exists now (its submission missed it, e.g. the notification was deferred just after the
+  submission looked): it is fetched by sequence number and applied;
+* its order does not exist yet: left waiting (it is not fetched: every fetch counts as a delivery);
+* it waits for a ``RetryDeferred``: left to it, unless its last round is long overdue (the retry was
+  lost), then it is tried as the next round;
+* already resolved but still deferred (its settlement was lost): fetched and settled again;
+* past its time to live: fetched, which moves it to the dead-letter queue, then recorded as expired
+  and alerted once (peek does not show it again: no loop).
+
+Bounded by ``PEEK_SWEEP_MAX_MESSAGES`` peeked per run."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from adapters.cosmos.errors import StoreUnavailable
+from adapters.servicebus.deferred import DeferredReceiver
+from adapters.servicebus.settlement import body_bytes
+from contracts.messages import PaymentNotification
+from contracts.names import ORDERS_QUEUE
+from contracts.parsing import InvalidMessage, parse
+from deferral.apply import DEFERRABLE, account_for_absent, process_fetched
+from deferral.records import DeferralReason, DeferredEntry, EntryStatus
+from deferral.tracking import record_deferred
+from dependencies import AppContext
+from observability.events import app_event
+from submission.result import RaiseEvent
+
+log = logging.getLogger(__name__)
+
+PEEK_PAGE = 100
+_DEFERRED_STATE = 1  # ServiceBusMessageState.DEFERRED (the broker's MessageState uses the same value)
+
+
+@dataclass
+class SweepReport:
+    peeked: int = 0
+    deferred_seen: int = 0  # deferred and old enough to look at
+    recorded: int = 0  # found untracked and recorded
+    recovered: int = 0  # applied by this sweep
+    waiting: int = 0  # order still missing, or a RetryDeferred owns it
+    dead_lettered: int = 0
+    expired: int = 0
+    failed: int = 0
+    events: list[RaiseEvent] = field(default_factory=list)
+
+
+def _is_deferred(message: Any) -> bool:
+    state = getattr(message, "state", None)
+    return state is not None and int(state) == _DEFERRED_STATE
+
+
+def _expired(message: Any, now: datetime) -> bool:
+    expires = getattr(message, "expires_at_utc", None)
+    return expires is not None and expires <= now
+
+
+def peek_sweep(ctx: AppContext) -> SweepReport:
+    report = SweepReport()
+    if ctx.deferred is None or ctx.deferrals is None:
+        return report
+    now = ctx.clock.now()
+    cutoff = now - ctx.settings.peek_sweep_age
+    budget = ctx.settings.peek_sweep_max_messages
+    with ctx.deferred.open(ORDERS_QUEUE) as receiver:
+        next_seq = 0
+        while budget > 0:
+            batch = receiver.peek(min(PEEK_PAGE, budget), next_seq)
+            if not batch:
+                break
+            budget -= len(batch)
+            report.peeked += len(batch)
+            for message in batch:
+                next_seq = max(next_seq, int(message.sequence_number) + 1)
+                if not _is_deferred(message) or message.enqueued_time_utc > cutoff:
+                    continue
+                report.deferred_seen += 1
+                try:
+                    _examine(ctx, receiver, message, now, report)
+                except StoreUnavailable as exc:
+                    log.warning("peek sweep stopped: state store unavailable: %s", exc)
+                    report.failed += 1
+                    return _logged(report)
+                except Exception as exc:
+                    report.failed += 1
+                    log.warning("peek sweep: deferred #%s not handled: %s", message.sequence_number, exc, exc_info=True)
+    return _logged(report)
+
+
+def _examine(ctx: AppContext, receiver: DeferredReceiver, peeked: Any, now: datetime, report: SweepReport) -> None:
+    seq = int(peeked.sequence_number)
+    try:
+        note = parse(body_bytes(peeked), dict(DEFERRABLE))
+    except InvalidMessage:
+        _fetch_and_process(ctx, receiver, seq, None, 0, report)  # dead-letters it with the reason
+        return
+    assert isinstance(note, PaymentNotification)
+    order_id = note.order_id
+    doc = ctx.deferrals.get(order_id) if ctx.deferrals is not None else None
+    entry = doc.entry(seq) if doc is not None else None
+    if entry is None:
+        reason = DeferralReason.ORDER_NOT_SUBMITTED
+        recorded = record_deferred(ctx, order_id, peeked, note.type, reason, recorded_by="sweep")
+        entry = recorded.entry(seq)
+        report.recorded += 1
+        assert entry is not None
+    if _expired(peeked, now):
+        _fetch_and_process(ctx, receiver, seq, entry, 0, report, order_id)  # absent: recorded as expired
+        return
+    if entry.status is EntryStatus.DEFERRED:
+        if entry.reason is DeferralReason.DEPENDENCY_UNAVAILABLE and not _retry_overdue(ctx, entry, now):
+            report.waiting += 1
+            return
+        if entry.reason is DeferralReason.ORDER_NOT_SUBMITTED and ctx.states.get(order_id) is None:
+            report.waiting += 1
+            return
+    rounds = entry.rounds if entry.reason is DeferralReason.DEPENDENCY_UNAVAILABLE else 0
+    _fetch_and_process(ctx, receiver, seq, entry, rounds, report, order_id)
+
+
+def _retry_overdue(ctx: AppContext, entry: DeferredEntry, now: datetime) -> bool:
+    return entry.updated_at + ctx.settings.defer_retry_delay + ctx.settings.peek_sweep_age <= now
+
+
+def _fetch_and_process(
+    ctx: AppContext,
+    receiver: DeferredReceiver,
+    seq: int,
+    entry: DeferredEntry | None,
+    rounds: int,
+    report: SweepReport,
+    order_id: str | None = None,
+) -> None:
+    fetched = receiver.receive_deferred([seq])
+    if not fetched:
+        tracked = entry is not None and order_id is not None and entry.status is EntryStatus.DEFERRED
+        if tracked and order_id is not None and account_for_absent(ctx, receiver, order_id, seq) == "expired":
+            report.expired += 1
+        return
+    done = process_fetched(ctx, receiver, fetched[0], round_number=rounds)
+    if done.result == "applied":
+        report.recovered += 1
+        report.events.extend(done.events)
+        app_event(
+            "DeferredRecovered",
+            f"order {done.order_id}: deferred #{seq} applied by the peek sweep",
+            orderId=done.order_id,
+            sequenceNumber=seq,
+            via="sweep",
+        )
+    elif done.result == "dead-lettered":
+        report.dead_lettered += 1
+    else:
+        report.waiting += 1
+
+
+def _logged(report: SweepReport) -> SweepReport:
+    log.info(
+        "peek sweep: %d peeked, %d deferred, %d recorded, %d recovered, %d expired",
+        report.peeked,
+        report.deferred_seen,
+        report.recorded,
+        report.recovered,
+        report.expired,
+        extra={
+            "event": "PeekSweep",
+            "peeked": report.peeked,
+            "deferredSeen": report.deferred_seen,
+            "recorded": report.recorded,
+            "recovered": report.recovered,
+            "waiting": report.waiting,
+            "deadLettered": report.dead_lettered,
+            "expired": report.expired,
+            "failed": report.failed,
+        },
+    )
+    return report

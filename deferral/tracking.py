@@ -1,0 +1,65 @@
+"""Recording deferred sequence numbers and what became of them, in the order's deferral document."""
+
+from __future__ import annotations
+
+from adapters.servicebus.settlement import ReceivedMessage
+from deferral.records import DeferralDocument, DeferralReason, DeferredEntry, EntryStatus, with_entry, with_status
+from deferral.store import DeferralLog, update_deferrals
+from dependencies import AppContext
+from observability.events import app_event
+
+
+class DeferralUnavailable(Exception):
+    """This app has no deferred-message store or deferral log wired (the message is abandoned)."""
+
+
+def deferral_log(ctx: AppContext) -> DeferralLog:
+    if ctx.deferrals is None or ctx.deferred is None:
+        raise DeferralUnavailable("deferral is not configured (AppContext.deferred / AppContext.deferrals)")
+    return ctx.deferrals
+
+
+def record_deferred(
+    ctx: AppContext,
+    order_id: str,
+    message: ReceivedMessage,
+    message_type: str,
+    reason: DeferralReason,
+    *,
+    rounds: int = 0,
+    recorded_by: str = "submission",
+) -> DeferralDocument:
+    """Tracks ``message`` (about to be deferred, or found deferred) under its order. Idempotent by
+    sequence number. Written BEFORE the message is deferred: a crash in between leaves a record
+    of a message that is redelivered (and recorded again), never a deferred message nobody knows."""
+    sequence_number = message.sequence_number
+    if sequence_number is None:
+        raise ValueError(f"message {message.message_id} has no sequence number")
+    now = ctx.clock.now()
+    entry = DeferredEntry(
+        sequence_number=sequence_number,
+        message_id=message.message_id or "",
+        message_type=message_type,
+        reason=reason,
+        deferred_at=now,
+        recorded_by=recorded_by,
+        rounds=rounds,
+        updated_at=now,
+    )
+    doc = update_deferrals(deferral_log(ctx), order_id, lambda d: with_entry(d, entry, now), now)
+    app_event(
+        "MessageDeferred",
+        f"{message_type} {message.message_id} of order {order_id} deferred as #{sequence_number} ({reason.value})",
+        orderId=order_id,
+        sequenceNumber=sequence_number,
+        reason=reason.value,
+        rounds=rounds,
+        recordedBy=recorded_by,
+    )
+    return doc
+
+
+def resolve(ctx: AppContext, order_id: str, sequence_number: int, status: EntryStatus, detail: str = "") -> None:
+    """Notes what became of a tracked message (unknown sequence numbers: nothing written)."""
+    now = ctx.clock.now()
+    update_deferrals(deferral_log(ctx), order_id, lambda d: with_status(d, sequence_number, status, now, detail), now)

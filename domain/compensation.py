@@ -1,0 +1,349 @@
+"""The compensation log and the compensation moves of a state record. Pure: no I/O, no clock.
+
+The log (``StateRecord.compensation``) is appended by the same fenced write that records a
+compensable step's result (``complete_step_logged``): a step's result and its undo information are
+one document replace, never two. Each entry carries references only (reservation id; charge id and
+amount), never card data.
+
+Moves (``DESIGN.md`` plus two additions: ``Pending -> Compensating`` for a cancellation between two
+attempts, when earlier attempts may already have completed compensable steps, and
+``CompensationFailed -> Compensating`` when an operator runs compensation again after a fix)::
+
+    Pending | Processing | Error | CompensationFailed --enter_compensation--> Compensating (unowned, due)
+    Compensating (due) --claim_compensation--> Compensating, lockedBy = "<order>:compensate:<round>"
+    Compensating --finish_compensation--> Compensated
+    Compensating --fail_compensation / rounds exhausted--> CompensationFailed
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from domain import transitions
+from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide
+from domain.errors import FencingLost, IllegalTransition
+from domain.ids import idempotency_key
+from domain.records import CompensationEntry, StateRecord
+from domain.states import ProcessState, StepStatus
+from domain.workflow import WORKFLOW, StepKind, step
+
+UNDONE = "Undone"
+FAILED = "Failed"
+
+# CompensationFailed is re-entered only by an operator, after fixing what made the undo fail.
+ENTERABLE_FROM = frozenset(
+    {ProcessState.PENDING, ProcessState.PROCESSING, ProcessState.ERROR, ProcessState.COMPENSATION_FAILED}
+)
+
+
+# --- identifiers ----------------------------------------------------------------------------------
+
+
+def compensation_instance_id(order_id: str, round_number: int) -> str:
+    """One compensation orchestration per order and round (a round is the record's ``attempt``)."""
+    return f"{order_id}:compensate:{round_number}"
+
+
+def undo_idempotency_key(order_id: str, step_name: str) -> str:
+    """Differs from the forward key and is the same in every round: an undo is never done twice."""
+    return f"{idempotency_key(order_id, step_name)}:undo"
+
+
+def undo_request_id(instance: str, step_name: str, agent: str, try_number: int) -> str:
+    return f"{instance}:{step_name}:{agent}:undo:{try_number}"
+
+
+# --- facts the decision function needs -------------------------------------------------------------
+
+
+def pivot_passed(record: StateRecord) -> bool:
+    """The pivot step succeeded, or was started and its outcome is unknown (assume it happened)."""
+    for s in WORKFLOW:
+        if s.kind is StepKind.PIVOT:
+            state = record.steps.get(s.name)
+            if state is not None and state.status in (StepStatus.SUCCEEDED, StepStatus.IN_PROGRESS):
+                return True
+    return False
+
+
+def unknown_outcome_steps(record: StateRecord) -> list[str]:
+    """Compensable steps that were started and neither succeeded nor failed (no log entry)."""
+    logged = {e.step for e in record.compensation}
+    return [
+        s.name
+        for s in WORKFLOW
+        if s.kind is StepKind.COMPENSABLE
+        and s.name not in logged
+        and (state := record.steps.get(s.name)) is not None
+        and state.status is StepStatus.IN_PROGRESS
+    ]
+
+
+def undo_pending(record: StateRecord) -> bool:
+    return any(e.outcome != UNDONE for e in record.compensation) or bool(unknown_outcome_steps(record))
+
+
+# --- the log ----------------------------------------------------------------------------------------
+
+
+def log_entry(record: StateRecord, step_name: str, result: dict[str, Any], now: datetime) -> CompensationEntry:
+    the_step = step(step_name)
+    assert the_step.undo_action is not None
+    state = record.steps[step_name]
+    return CompensationEntry(
+        seq=len(record.compensation) + 1,
+        step=step_name,
+        agent=state.agent,
+        undo_action=the_step.undo_action,
+        data={k: result[k] for k in the_step.undo_data if k in result},
+        attempt=record.attempt,
+        at=now,
+    )
+
+
+def complete_step_logged(
+    record: StateRecord, owner: str, step_name: str, result: dict[str, Any], next_deadline: datetime, now: datetime
+) -> StateRecord:
+    """``transitions.complete_step`` plus, for a compensable step, its log entry: one new record,
+    so one fenced write. A re-run of the same completion does not append a second entry."""
+    done = transitions.complete_step(record, owner, step_name, result, next_deadline, now)
+    if step(step_name).kind is not StepKind.COMPENSABLE or any(e.step == step_name for e in done.compensation):
+        return done
+    return done.model_copy(update={"compensation": [*done.compensation, log_entry(done, step_name, result, now)]})
+
+
+def _unknown_outcome_entries(record: StateRecord, now: datetime) -> list[CompensationEntry]:
+    """An entry for each compensable step whose outcome is unknown: its undo names the forward
+    idempotency key, and the service undoes whatever that key did (nothing, if it did nothing)."""
+    entries = list(record.compensation)
+    for name in unknown_outcome_steps(record):
+        the_step = step(name)
+        assert the_step.undo_action is not None
+        entries.append(
+            CompensationEntry(
+                seq=len(entries) + 1,
+                step=name,
+                agent=record.steps[name].agent,
+                undo_action=the_step.undo_action,
+                data={"outcomeUnknown": True, "forwardIdempotencyKey": idempotency_key(record.order_id, name)},
+                attempt=record.attempt,
+                at=now,
+            )
+        )
+    return entries
+
+
+# --- moves -----------------------------------------------------------------------------------------
+
+
+def enter_compensation(
+    record: StateRecord,
+    by: str,
+    reason: str,
+    now: datetime,
+    *,
+    owner: str | None = None,
+    failed_step: str | None = None,
+    not_before: datetime | None = None,
+) -> StateRecord:
+    """Pending | Processing | Error -> Compensating, unowned and due at ``not_before`` (default now):
+    whoever claims it next (``claim_compensation``) starts round ``attempt + 1``. ``owner``: the
+    forward attempt asking for it (fenced). The forward attempt loses the record here."""
+    if owner is not None:
+        transitions.ensure_owner(record, owner)
+    if record.process_state not in ENTERABLE_FROM:
+        raise IllegalTransition(f"order {record.order_id}: {record.process_state} cannot start compensation")
+    steps = dict(record.steps)
+    if failed_step is not None and failed_step in steps:  # failed for good: no side effect to undo
+        steps[failed_step] = steps[failed_step].model_copy(
+            update={"status": StepStatus.FAILED, "finished_at": now, "error": reason}
+        )
+    marked = record.model_copy(update={"steps": steps})
+    if pivot_passed(marked):
+        raise IllegalTransition(f"order {record.order_id}: past the pivot, nothing may be undone")
+    due = max(now, not_before) if not_before is not None else now
+    return marked.with_changes(
+        now,
+        "CompensationRequested",
+        by,
+        reason,
+        process_state=ProcessState.COMPENSATING,
+        locked_by=None,
+        complete_by=due,
+        current_step=None,
+        failure_count=0,
+        last_error=reason,
+        compensation=_unknown_outcome_entries(marked, now),
+    )
+
+
+def is_compensation_due(record: StateRecord, now: datetime) -> bool:
+    return record.process_state is ProcessState.COMPENSATING and (
+        record.complete_by is None or record.complete_by <= now
+    )
+
+
+def claim_compensation(
+    record: StateRecord, now: datetime, start_grace: timedelta, max_rounds: int, by: str
+) -> StateRecord:
+    """A due Compensating record gets the next round: ``lockedBy`` = that round's instance id,
+    ``completeBy`` = now + start grace. A round that was owned and missed its deadline counts as a
+    failure; at ``max_rounds`` failures the record is CompensationFailed (an operator must act)."""
+    if not is_compensation_due(record, now):
+        raise IllegalTransition(f"order {record.order_id}: no compensation due (lockedBy={record.locked_by!r})")
+    failures = record.failure_count + (1 if record.locked_by is not None else 0)
+    if failures >= max_rounds:
+        reason = f"compensation did not finish in {failures} rounds; last: {record.last_error or 'deadline missed'}"
+        return record.with_changes(
+            now,
+            "CompensationFailed",
+            by,
+            reason,
+            process_state=ProcessState.COMPENSATION_FAILED,
+            locked_by=None,
+            complete_by=None,
+            failure_count=failures,
+            last_error=reason,
+        )
+    round_number = record.attempt + 1
+    owner = compensation_instance_id(record.order_id, round_number)
+    return record.with_changes(
+        now,
+        "CompensationClaimed",
+        by,
+        owner,
+        locked_by=owner,
+        attempt=round_number,
+        complete_by=now + start_grace,
+        failure_count=failures,
+    )
+
+
+def ensure_compensation_owner(record: StateRecord, owner: str) -> None:
+    if record.locked_by != owner or record.process_state is not ProcessState.COMPENSATING:
+        raise FencingLost(record.order_id, owner, record.locked_by)
+
+
+def _entry(record: StateRecord, seq: int) -> CompensationEntry:
+    for e in record.compensation:
+        if e.seq == seq:
+            return e
+    raise IllegalTransition(f"order {record.order_id}: no compensation entry {seq}")
+
+
+def _with_entry(record: StateRecord, entry: CompensationEntry) -> list[CompensationEntry]:
+    return [entry if e.seq == entry.seq else e for e in record.compensation]
+
+
+def begin_undo(
+    record: StateRecord, owner: str, seq: int, request: str, deadline: datetime, now: datetime
+) -> StateRecord:
+    """Records the undo in flight and its deadline (the supervisor restarts a round that misses it)."""
+    ensure_compensation_owner(record, owner)
+    entry = _entry(record, seq)
+    return record.with_changes(
+        now,
+        "UndoStarted",
+        owner,
+        f"entry {seq}: {entry.undo_action} {entry.step} via {entry.agent} ({request}), deadline {deadline.isoformat()}",
+        complete_by=deadline,
+    )
+
+
+def record_undo(record: StateRecord, owner: str, seq: int, next_deadline: datetime, now: datetime) -> StateRecord:
+    """Marks an entry undone (idempotent: an entry already undone keeps its first time)."""
+    ensure_compensation_owner(record, owner)
+    entry = _entry(record, seq)
+    if entry.outcome != UNDONE:
+        entry = entry.model_copy(update={"outcome": UNDONE, "outcome_at": now, "error": None})
+    return record.with_changes(
+        now,
+        "UndoSucceeded",
+        owner,
+        f"entry {seq}: {entry.undo_action} {entry.step}",
+        complete_by=next_deadline,
+        compensation=_with_entry(record, entry),
+    )
+
+
+def finish_compensation(record: StateRecord, owner: str, now: datetime) -> StateRecord:
+    ensure_compensation_owner(record, owner)
+    left = [e.seq for e in record.compensation if e.outcome != UNDONE]
+    if left:
+        raise IllegalTransition(f"order {record.order_id}: entries {left} are not undone yet")
+    return record.with_changes(
+        now,
+        "Compensated",
+        owner,
+        f"{len(record.compensation)} entries undone",
+        process_state=ProcessState.COMPENSATED,
+        locked_by=None,
+        complete_by=None,
+        current_step=None,
+    )
+
+
+def describe_failure(entry: CompensationEntry, error: str) -> str:
+    return f"entry {entry.seq} ({entry.undo_action} of {entry.step} via {entry.agent}) failed: {error}"
+
+
+def fail_compensation(record: StateRecord, owner: str, seq: int, error: str, now: datetime) -> StateRecord:
+    """An undo failed for good or used up its tries: CompensationFailed, naming the entry and why."""
+    ensure_compensation_owner(record, owner)
+    entry = _entry(record, seq)
+    reason = describe_failure(entry, error)
+    failed = entry.model_copy(update={"outcome": FAILED, "outcome_at": now, "error": error})
+    return record.with_changes(
+        now,
+        "CompensationFailed",
+        owner,
+        reason,
+        process_state=ProcessState.COMPENSATION_FAILED,
+        locked_by=None,
+        complete_by=None,
+        last_error=reason,
+        compensation=_with_entry(record, failed),
+    )
+
+
+def await_review(
+    record: StateRecord, owner: str, step_name: str, review_id: str, until: datetime, now: datetime
+) -> StateRecord:
+    """The forward attempt pauses for an operator: ``completeBy`` moves past the review deadline so
+    the supervisor leaves the paused attempt alone."""
+    transitions.ensure_owner(record, owner)
+    return record.with_changes(
+        now, "ReviewRequested", owner, f"{step_name}: {review_id}, decide by {until.isoformat()}", complete_by=until
+    )
+
+
+def escalate_or_compensate(
+    record: StateRecord,
+    expired_owner: str | None,
+    now: datetime,
+    max_failures: int,
+    backoff: timedelta,
+    policy: ReviewPolicy,
+    amount_cents: int,
+) -> StateRecord:
+    """The supervisor's recovery of an expired attempt: ``transitions.supervisor_retry``, and when
+    that escalates (retries exhausted) the decision function may send the order to compensation
+    instead of Error, in the same write. Review (high impact) and refusal (past the pivot) stay Error
+    and an operator decides (``supervisor.operator.compensate_order`` or resubmit)."""
+    moved = transitions.supervisor_retry(record, expired_owner, now, max_failures, backoff)
+    if moved.process_state is not ProcessState.ERROR:
+        return moved
+    decision = decide(
+        Situation(
+            trigger=Trigger.TRANSIENT_FAILURE,
+            passed_pivot=pivot_passed(moved),
+            undo_pending=undo_pending(moved),
+            amount_cents=amount_cents,
+            retries_left=False,
+        ),
+        policy,
+    )
+    if decision.action is not Action.COMPENSATE:
+        return moved
+    return enter_compensation(moved, transitions.SUPERVISOR, f"{moved.last_error}; {decision.reason}", now)

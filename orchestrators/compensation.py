@@ -1,0 +1,121 @@
+"""The compensation orchestration: one Durable instance per order and compensation round
+(``<order>:compensate:<round>``), fenced like a forward attempt (``lockedBy`` is its instance id).
+
+It walks the compensation log newest first. For each entry not yet undone it records the undo in
+flight and its deadline (fenced write), asks the entry's agent for the step's undo action with the
+undo idempotency key (``<order>:<step>:undo``, the same in every round) and races the reply against
+the deadline, exactly as a forward step does. Each outcome is recorded as it goes, so a round that
+crashes resumes (next round) from the first entry not yet undone and never undoes one twice.
+
+- reply ``succeeded``: the entry is marked Undone; next entry;
+- reply ``failed`` and transient: tried again after a durable backoff timer, up to ``MAX_FAILURES``
+  tries in all (each with the agent's own retries inside its deadline);
+- reply ``failed`` non-transient, or the tries used up: ``CompensationFailed`` naming the entry and
+  why, and an ``OperatorAlert``;
+- the deadline passes first: the round ends without touching the record; the supervisor sees the
+  expired ``completeBy`` and starts the next round (bounded by ``MAX_FAILURES`` rounds).
+
+Deterministic: time from ``context.current_utc_datetime``, rules from ``load_compensation``'s
+recorded result, ids from ``domain.compensation``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from datetime import timedelta
+from typing import Any
+
+import azure.durable_functions as df
+
+from domain.compensation import UNDONE, undo_idempotency_key, undo_request_id
+from domain.timefmt import to_text
+from orchestrators import names
+from orchestrators.agent_call import invoke_agent
+
+Outcome = dict[str, Any]
+
+
+def _outcome(result: str, **details: Any) -> Outcome:
+    return {"result": result, **details}
+
+
+def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Outcome]:
+    started = context.get_input()
+    order_id: str = started["orderId"]
+    round_number: int = started["round"]
+    me: str = context.instance_id
+    fenced = {"orderId": order_id, "instanceId": me}
+
+    plan = yield context.call_activity(names.LOAD_COMPENSATION, fenced)
+    if not plan["owned"]:
+        return _outcome("FencingLost", at="load")
+    yield context.call_activity(
+        names.PUBLISH_STATUS, {"orderId": order_id, "status": "Compensating", "attempt": round_number}
+    )
+
+    entries: list[dict[str, Any]] = sorted(plan["entries"], key=lambda e: e["seq"], reverse=True)
+    undone: list[int] = []
+    for entry in entries:
+        if entry.get("outcome") == UNDONE:  # done by an earlier round: never undo twice
+            continue
+        result = yield from _undo_entry(context, plan, entry, order_id, round_number)
+        if result["result"] != "Undone":
+            return result
+        undone.append(entry["seq"])
+
+    finished = yield context.call_activity(names.FINISH_COMPENSATION, fenced)
+    if not finished["owned"]:
+        return _outcome("FencingLost", at="finish")
+    return _outcome("Compensated", undone=undone)
+
+
+def _undo_entry(
+    context: df.DurableOrchestrationContext,
+    plan: dict[str, Any],
+    entry: dict[str, Any],
+    order_id: str,
+    round_number: int,
+) -> Generator[Any, Any, Outcome]:
+    me = context.instance_id
+    seq, step_name, agent_name = entry["seq"], entry["step"], entry["agent"]
+    fenced = {"orderId": order_id, "instanceId": me, "seq": seq}
+    tries = max(1, int(plan["undoTries"]))
+    step_timeout = timedelta(seconds=plan["stepTimeoutSeconds"])
+    error: Any = None
+    for number in range(1, tries + 1):
+        deadline = context.current_utc_datetime + step_timeout
+        request = {
+            "requestId": undo_request_id(me, step_name, agent_name, number),
+            "instanceId": me,
+            "orderId": order_id,
+            "step": step_name,
+            "action": "undo",
+            "attempt": round_number,
+            "deadline": to_text(deadline),
+            "idempotencyKey": undo_idempotency_key(order_id, step_name),
+            "payload": {**entry["data"], "seq": seq},
+        }
+        began = yield context.call_activity(names.BEGIN_UNDO, {"request": request, "agent": agent_name, "seq": seq})
+        if not began["owned"]:
+            return _outcome("FencingLost", at=f"undo {seq}")
+        reply = yield from invoke_agent(context, agent_name, request, deadline)
+        if reply is None:
+            # Leave the record alone: the supervisor starts the next round after completeBy.
+            return _outcome("DeadlineExpired", seq=seq, step=step_name)
+        if reply["outcome"] == "succeeded":
+            recorded = yield context.call_activity(names.RECORD_UNDO, fenced)
+            if not recorded["owned"]:
+                return _outcome("FencingLost", at=f"undo {seq}")
+            return _outcome("Undone", seq=seq)
+        error = reply.get("error")
+        if not reply.get("transient"):
+            break
+        if number < tries:
+            delay = min(plan["retryBaseSeconds"] * 2 ** (number - 1), plan["retryMaxSeconds"])
+            yield context.create_timer(context.current_utc_datetime + timedelta(seconds=delay))
+        else:
+            error = f"{error} (transient; {tries} tries used up)"
+    failed = yield context.call_activity(names.FAIL_COMPENSATION, {**fenced, "error": error})
+    if not failed["owned"]:
+        return _outcome("FencingLost", at=f"undo {seq}")
+    return _outcome("CompensationFailed", seq=seq, step=step_name, error=error)

@@ -1,0 +1,43 @@
+"""A prepaid order's payment step: it does not charge, it captures against the provider's
+``PaymentNotification``. The notification is either already on the state record (``begin_step``
+returns it) or the step waits for the ``PaymentNotified`` event until the step's deadline; the
+timer winning ends the attempt like any missed deadline (the supervisor retries it, and the next
+attempt finds the notification on the record if it arrived meanwhile). Orchestrator code: no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from datetime import datetime
+from typing import Any
+
+import azure.durable_functions as df
+
+from contracts.names import PAYMENT_NOTIFIED_EVENT
+
+
+def await_payment(
+    context: df.DurableOrchestrationContext, began: dict[str, Any], deadline: datetime
+) -> Generator[Any, Any, dict[str, Any] | None]:
+    """The payment notification (from ``begin_step``'s result or the event), or None if the
+    deadline came first."""
+    known: dict[str, Any] | None = began.get("payment")
+    if known is not None:
+        return known
+    timer = context.create_timer(deadline)
+    event = context.wait_for_external_event(PAYMENT_NOTIFIED_EVENT)
+    winner = yield context.task_any([event, timer])
+    if winner == timer:
+        return None
+    timer.cancel()
+    payment: dict[str, Any] = event.result
+    return payment
+
+
+def capture_request(request: dict[str, Any], action: str, payment: dict[str, Any]) -> dict[str, Any]:
+    """The agent request of a prepaid payment step: the step's prepaid action, against the notification."""
+    payload = {
+        **request["payload"],
+        "notificationId": payment["notificationId"],
+        "providerReference": payment["providerReference"],
+    }
+    return {**request, "action": action, "payload": payload}

@@ -1,0 +1,91 @@
+"""The handler of ``CancelOrder`` (on the ``orders`` queue): the decision function says what a
+cancellation does.
+
+- before the pivot (Pending, Processing or Error): the record goes to ``Compensating`` by one
+  conditional update, unowned, due now (or, while a step is in flight, at that step's deadline, after
+  which its agent starts no call); the running attempt, if any, loses the record at its next fenced
+  write; the supervisor's next run starts the compensation round, which undoes every completed step;
+- past the pivot (the shipment is arranged or being arranged, or the order is Processed): nothing is
+  undone and the submitter gets a ``CancellationRejected`` status with the reason;
+- already compensating or compensated: nothing to do (a duplicate cancellation).
+
+A cancellation for an order this app has never seen is dead-lettered (``UnknownOrder``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapters.cosmos.errors import EtagMismatch
+from adapters.cosmos.state_store import update_once
+from adapters.servicebus.settlement import ReceivedMessage, Settlement
+from contracts.messages import CancelOrder
+from dependencies import AppContext
+from domain.compensation import enter_compensation, pivot_passed, undo_pending
+from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide
+from domain.errors import IllegalTransition
+from domain.records import StateRecord
+from domain.states import ProcessState
+from notifications.status import publish_status
+from observability.events import app_event
+from submission.result import IntakeResult
+
+CANCELLATION = "cancellation"
+ALREADY_UNDOING = frozenset({ProcessState.COMPENSATING, ProcessState.COMPENSATED, ProcessState.COMPENSATION_FAILED})
+RACE_RETRIES = 3
+
+
+def cancel_order(ctx: AppContext, contract: Any, message: ReceivedMessage) -> IntakeResult:
+    assert isinstance(contract, CancelOrder)
+    for _ in range(RACE_RETRIES):
+        record = ctx.states.get(contract.order_id)
+        if record is None:
+            return IntakeResult(Settlement.deadletter("UnknownOrder", f"no order {contract.order_id!r} to cancel"))
+        result = _cancel_once(ctx, record, contract)
+        if result is not None:
+            return result
+    return IntakeResult(Settlement.abandon(f"order {contract.order_id}: the record kept changing; try again"))
+
+
+def _cancel_once(ctx: AppContext, record: StateRecord, cancel: CancelOrder) -> IntakeResult | None:
+    """The result, or None when another writer moved the record first (read again and retry)."""
+    now = ctx.clock.now()
+    if record.process_state in ALREADY_UNDOING:
+        app_event("CancelIgnored", f"order {record.order_id}: already {record.process_state}", orderId=record.order_id)
+        return IntakeResult(Settlement.complete())
+    decision = decide(
+        Situation(
+            trigger=Trigger.CANCEL_REQUESTED,
+            passed_pivot=pivot_passed(record) or record.process_state is ProcessState.PROCESSED,
+            undo_pending=undo_pending(record),
+            amount_cents=0,
+        ),
+        ReviewPolicy(ctx.settings.review_amount_threshold_cents),
+    )
+    if decision.action is not Action.COMPENSATE:
+        publish_status(
+            ctx.sender,
+            reply_to=record.reply_to,
+            order_id=record.order_id,
+            status="CancellationRejected",
+            attempt=record.attempt,
+            at=now,
+            reason=decision.reason,
+        )
+        app_event("CancellationRejected", f"order {record.order_id}: {decision.reason}", orderId=record.order_id)
+        return IntakeResult(Settlement.complete())
+    # While a step is in flight, compensation waits for its deadline: its agent starts no call after it.
+    in_flight = record.process_state is ProcessState.PROCESSING and record.current_step is not None
+    not_before = record.complete_by if in_flight else None
+    reason = f"cancelled by the client: {cancel.reason}"
+    try:
+        update_once(
+            ctx.states,
+            record,
+            lambda r: enter_compensation(r, CANCELLATION, reason, now, not_before=not_before),
+        )
+    except (EtagMismatch, IllegalTransition):
+        return None
+    if record.process_state in (ProcessState.PENDING, ProcessState.PROCESSING):
+        ctx.counts.bump(record.process_state, -1)
+    app_event("CancellationAccepted", f"order {record.order_id}: {reason}; compensating", orderId=record.order_id)
+    return IntakeResult(Settlement.complete())

@@ -1,0 +1,41 @@
+"""Raising Durable events decided by message handling (e.g. ``PaymentNotified``), best effort.
+
+The event's content is already on the state record when it is raised, so a lost event delays, never
+loses, the order: an instance that is gone (404/410: the durable client raises a plain ``Exception``)
+or never hears it reaches its step deadline, and the supervisor's retry finds the payment on the
+record. Nothing is retried here."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from observability.events import app_event
+from submission.result import RaiseEvent
+
+
+class EventClient(Protocol):
+    """The part of ``DurableOrchestrationClient`` used here."""
+
+    async def raise_event(self, instance_id: str, event_name: str, event_data: Any = None) -> None: ...
+
+
+async def raise_events(client: EventClient, events: Iterable[RaiseEvent]) -> int:
+    """Raises each event; returns how many were accepted."""
+    raised = 0
+    for event in events:
+        try:
+            await client.raise_event(event.instance_id, event.name, event.data)
+        except Exception as exc:
+            app_event(
+                "EventNotRaised",
+                f"{event.name} to {event.instance_id} not raised: {exc}; the step deadline covers it",
+                logging.WARNING,
+                instanceId=event.instance_id,
+                eventName=event.name,
+            )
+            continue
+        raised += 1
+        app_event("EventRaised", f"{event.name} raised to {event.instance_id}", instanceId=event.instance_id)
+    return raised

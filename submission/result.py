@@ -1,0 +1,34 @@
+"""What handling one ``orders`` message decides: its settlement, an attempt to start right away,
+and Durable events to raise (applied by the thin trigger, in that order)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from adapters.servicebus.settlement import ReceivedMessage, Settlement
+
+if TYPE_CHECKING:
+    from dependencies import AppContext
+    from orchestrators.starter import Claim
+
+
+@dataclass(frozen=True)
+class RaiseEvent:
+    """A Durable external event for a running orchestration instance (best effort: a missing or
+    finished instance is logged, never retried; the step's deadline and the supervisor cover it)."""
+
+    instance_id: str
+    name: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class IntakeResult:
+    settlement: Settlement
+    claim: Claim | None = None  # the fast path: start this attempt right away
+    events: tuple[RaiseEvent, ...] = ()
+
+
+Handler = Callable[["AppContext", Any, ReceivedMessage], IntakeResult]

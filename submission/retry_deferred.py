@@ -1,0 +1,47 @@
+"""``RetryDeferred``: the app's scheduled message to itself, due ``DEFER_RETRY_DELAY_SECONDS`` after
+a message was deferred because a dependency was unavailable. It fetches that message by sequence
+number and tries again; after ``DEFER_MAX_ROUNDS`` rounds the message is dead-lettered with a reason.
+A message that is no longer on the queue (expired, dead-lettered) is recorded and alerted once."""
+
+from __future__ import annotations
+
+import logging
+
+from adapters.servicebus.settlement import ReceivedMessage, Settlement
+from contracts.messages import RetryDeferred
+from contracts.names import ORDERS_QUEUE
+from deferral.apply import account_for_absent, process_fetched
+from deferral.records import EntryStatus
+from dependencies import AppContext
+from observability.events import app_event
+from submission.result import IntakeResult
+
+log = logging.getLogger(__name__)
+
+
+def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessage) -> IntakeResult:
+    if ctx.deferred is None or ctx.deferrals is None:
+        return IntakeResult(Settlement.abandon("deferral is not configured"))
+    seq = retry.sequence_number
+    doc = ctx.deferrals.get(retry.order_id)
+    entry = doc.entry(seq) if doc is not None else None
+    if entry is not None and entry.status is not EntryStatus.DEFERRED:
+        log.info("RetryDeferred #%s round %s: already %s", seq, retry.round, entry.status.value)
+        return IntakeResult(Settlement.complete())  # a late or duplicate retry: nothing left to do
+    with ctx.deferred.open(ORDERS_QUEUE) as receiver:
+        fetched = receiver.receive_deferred([seq])
+        if not fetched:
+            outcome = account_for_absent(ctx, receiver, retry.order_id, seq)
+            log.info("RetryDeferred #%s round %s: the message is %s", seq, retry.round, outcome)
+            return IntakeResult(Settlement.complete())
+        done = process_fetched(ctx, receiver, fetched[0], round_number=retry.round)
+    if done.result == "applied":
+        app_event(
+            "DeferredRecovered",
+            f"order {retry.order_id}: deferred #{seq} applied in retry round {retry.round}",
+            orderId=retry.order_id,
+            sequenceNumber=seq,
+            via="retry",
+            round=retry.round,
+        )
+    return IntakeResult(Settlement.complete(), events=done.events)

@@ -1,0 +1,110 @@
+"""The supervisor starts compensation rounds: a ``Compensating`` record whose ``completeBy`` has
+passed is either newly handed over (unowned: by the scheduler, a cancellation, an escalation or an
+operator) or a round that got stuck (its orchestration died or missed an undo deadline). Either way
+one conditional update claims the next round (``lockedBy`` = ``<order>:compensate:<round>``), and
+the timer trigger starts that orchestration with its durable client. A stuck round counts as a
+failure; after ``MAX_FAILURES`` of them the record is ``CompensationFailed`` and an operator is
+alerted. A forward attempt is never started from here."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from activities.compensation_steps import alert_compensation_failed
+from adapters.cosmos.errors import EtagMismatch
+from adapters.cosmos.state_store import update_once
+from dependencies import AppContext
+from domain.compensation import claim_compensation
+from domain.errors import IllegalTransition
+from domain.states import ProcessState
+from domain.transitions import SUPERVISOR
+from notifications.status import publish_status
+from observability.events import app_event
+from orchestrators.names import COMPENSATION
+from orchestrators.starter import OrchestrationClient
+
+log = logging.getLogger("supervisor")
+
+
+@dataclass(frozen=True)
+class CompensationStart:
+    order_id: str
+    instance_id: str
+    round: int
+
+    def orchestration_input(self) -> dict[str, Any]:
+        return {"orderId": self.order_id, "round": self.round}
+
+
+@dataclass(frozen=True)
+class CompensationClaims:
+    starts: list[CompensationStart]
+    stale_instances: list[str]  # rounds that got stuck: best-effort terminate
+    failed: int  # records that went to CompensationFailed
+
+
+def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
+    """One bounded page of due Compensating records (oldest deadline first), each claimed for its
+    next round by a conditional update; a record another writer moved first is skipped."""
+    now = ctx.clock.now()
+    page = ctx.states.expired_page(ProcessState.COMPENSATING, now, None, ctx.settings.supervisor_max_records, None)
+    starts: list[CompensationStart] = []
+    stale: list[str] = []
+    failed = 0
+    for record in page.records:
+        try:
+            written = update_once(
+                ctx.states,
+                record,
+                lambda r: claim_compensation(r, now, ctx.settings.start_grace, ctx.settings.max_failures, SUPERVISOR),
+            )
+        except (EtagMismatch, IllegalTransition) as exc:
+            app_event(
+                "CompensationClaimSkipped",
+                f"order {record.order_id}: another writer moved it first ({type(exc).__name__})",
+                orderId=record.order_id,
+            )
+            continue
+        if record.locked_by is not None:
+            stale.append(record.locked_by)
+        if written.process_state is ProcessState.COMPENSATION_FAILED:
+            failed += 1
+            alert_compensation_failed(ctx, written.order_id, written.attempt, written.last_error or "", None)
+            publish_status(
+                ctx.sender,
+                reply_to=written.reply_to,
+                order_id=written.order_id,
+                status="CompensationFailed",
+                attempt=written.attempt,
+                at=now,
+                reason=written.last_error,
+            )
+            continue
+        assert written.locked_by is not None
+        starts.append(CompensationStart(written.order_id, written.locked_by, written.attempt))
+    return CompensationClaims(starts, stale, failed)
+
+
+async def start_compensations(client: OrchestrationClient, starts: list[CompensationStart]) -> list[str]:
+    """Starts one compensation orchestration per claimed round. A start that fails leaves the round
+    claimed with ``completeBy`` = claim + start grace: a later run claims the next round."""
+    started: list[str] = []
+    for start in starts:
+        try:
+            await client.start_new(COMPENSATION, start.instance_id, start.orchestration_input())
+        except Exception as exc:
+            app_event(
+                "CompensationStartFailed",
+                f"could not start {start.instance_id}: {exc}; the supervisor retries after the start grace",
+                logging.WARNING,
+                orderId=start.order_id,
+                instanceId=start.instance_id,
+            )
+            continue
+        started.append(start.instance_id)
+        app_event(
+            "CompensationStarted", f"started {start.instance_id}", orderId=start.order_id, instanceId=start.instance_id
+        )
+    return started

@@ -1,0 +1,113 @@
+"""Drives the real activities and agents (over the Cosmos protocol server and the simulators) the
+way the scheduler and compensation orchestrations would, one step at a time."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from activities import compensation_steps, scheduler_steps
+from adapters.cosmos.state_store import update_once
+from agents.activity_agent import run_activity_agent
+from agents.service_bus_agent import handle_agent_request
+from contracts.messages import AgentRequest
+from contracts.names import AGENT_REPLIES_QUEUE
+from dependencies import AppContext
+from domain import transitions
+from domain.compensation import undo_idempotency_key, undo_request_id
+from domain.ids import idempotency_key, request_id
+from domain.payloads import step_payload
+from domain.records import StateRecord
+from domain.timefmt import to_text
+from domain.workflow import Transport, agent
+from tests.fakes import FakeReceivedMessage, RecordingSender
+
+ORDER: dict[str, Any] = {
+    "id": "o1",
+    "orderId": "o1",
+    "customerId": "c1",
+    "lines": [{"sku": "A", "quantity": 2, "unitPriceCents": 500}],
+    "currency": "EUR",
+    "shipTo": "1 Main St",
+    "totalCents": 1000,
+    "replyTo": "client-statuses",
+    "prepaid": False,
+    "schemaVersion": 1,
+}
+
+
+def submitted_and_claimed(ctx: AppContext, order: dict[str, Any] = ORDER) -> StateRecord:
+    ctx.orders.create_or_verify(order)
+    record = ctx.states.create(transitions.new_record(order["orderId"], order.get("replyTo"), ctx.clock.now()))
+    return update_once(ctx.states, record, lambda r: transitions.claim(r, ctx.clock.now(), ctx.settings.start_grace))
+
+
+def call_agent(ctx: AppContext, agent_name: str, request: dict[str, Any]) -> dict[str, Any] | None:
+    """Runs one agent request the way its transport does and returns the reply (camelCase)."""
+    if agent(agent_name).transport is Transport.IN_PROCESS:
+        return run_activity_agent(ctx, agent_name, request)
+    sender = ctx.sender
+    assert isinstance(sender, RecordingSender)
+    before = len(sender.bodies(AGENT_REPLIES_QUEUE))
+    body = AgentRequest.model_validate(request).to_json()  # as send_agent_request puts it on the queue
+    handle_agent_request(ctx, agent_name, FakeReceivedMessage.of(body))
+    replies = sender.bodies(AGENT_REPLIES_QUEUE)
+    return replies[-1] if len(replies) > before else None
+
+
+def forward_step(
+    ctx: AppContext, owner: str, attempt: int, step_name: str, agent_name: str, results: dict[str, Any], tries: int = 1
+) -> dict[str, Any] | None:
+    """begin_step, the agent, and complete_step on success; returns the reply."""
+    deadline = ctx.clock.now() + ctx.settings.step_timeout
+    rid = request_id(owner, step_name, agent_name) + ("" if tries == 1 else f":{tries}")
+    request = {
+        "requestId": rid,
+        "instanceId": owner,
+        "orderId": "o1",
+        "step": step_name,
+        "action": "do",
+        "attempt": attempt,
+        "deadline": to_text(deadline),
+        "idempotencyKey": idempotency_key("o1", step_name),
+        "payload": step_payload(step_name, ORDER, results),
+    }
+    assert scheduler_steps.begin_step(ctx, {"request": request, "agent": agent_name})["owned"]
+    reply = call_agent(ctx, agent_name, request)
+    if reply is not None and reply["outcome"] == "succeeded":
+        fenced = {"orderId": "o1", "instanceId": owner, "step": step_name, "attempt": attempt}
+        assert scheduler_steps.complete_step(ctx, {**fenced, "result": reply["result"]})["owned"]
+        results[step_name] = reply["result"]
+    return reply
+
+
+def compensation_round(ctx: AppContext, owner: str, round_number: int) -> list[dict[str, Any]]:
+    """What the compensation orchestration does, against the real activities; returns the replies."""
+    fenced = {"orderId": "o1", "instanceId": owner}
+    plan = compensation_steps.load_compensation(ctx, fenced)
+    assert plan["owned"]
+    replies = []
+    for entry in sorted(plan["entries"], key=lambda e: e["seq"], reverse=True):
+        if entry["outcome"] == "Undone":
+            continue
+        deadline = ctx.clock.now() + timedelta(seconds=plan["stepTimeoutSeconds"])
+        request = {
+            "requestId": undo_request_id(owner, entry["step"], entry["agent"], 1),
+            "instanceId": owner,
+            "orderId": "o1",
+            "step": entry["step"],
+            "action": "undo",
+            "attempt": round_number,
+            "deadline": to_text(deadline),
+            "idempotencyKey": undo_idempotency_key("o1", entry["step"]),
+            "payload": {**entry["data"], "seq": entry["seq"]},
+        }
+        assert compensation_steps.begin_undo(ctx, {"request": request, "agent": entry["agent"], "seq": entry["seq"]})[
+            "owned"
+        ]
+        reply = call_agent(ctx, entry["agent"], request)
+        assert reply is not None and reply["outcome"] == "succeeded", reply
+        assert compensation_steps.record_undo(ctx, {**fenced, "seq": entry["seq"]})["owned"]
+        replies.append(reply)
+    assert compensation_steps.finish_compensation(ctx, fenced)["owned"]
+    return replies

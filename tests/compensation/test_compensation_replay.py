@@ -1,0 +1,237 @@
+"""The compensation orchestration replayed by the Durable SDK's own engine over synthetic histories:
+all undos succeed; an undo fails transiently then succeeds; an undo fails for good; a round that
+resumes after a crash undoes only what is left; fencing lost; the deadline passes first."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from contracts.names import AGENT_REPLY_EVENT
+from domain.compensation import compensation_instance_id, undo_request_id
+from orchestrators import names
+from tests.durable_history import History, ReplayResult
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+STEP = timedelta(seconds=60)
+ME = compensation_instance_id("o1", 3)
+RESERVE = {
+    "seq": 1,
+    "step": "reserve-inventory",
+    "agent": "inventory",
+    "undoAction": "release",
+    "data": {"reservationId": "R-1"},
+    "attempt": 1,
+    "at": "2026-03-01T08:00:00.000000Z",
+    "outcome": None,
+}
+CHARGE = {
+    "seq": 2,
+    "step": "charge-payment",
+    "agent": "payment",
+    "undoAction": "refund",
+    "data": {"chargeId": "C-1", "amountCents": 1000},
+    "attempt": 1,
+    "at": "2026-03-01T08:00:01.000000Z",
+    "outcome": None,
+}
+
+
+@pytest.fixture(scope="module")
+def compensate(functions: dict[str, Any]) -> Any:
+    return functions[names.COMPENSATION].get_user_function()
+
+
+def reply(entry: dict[str, Any], *, try_number: int = 1, outcome: str = "succeeded", **more: Any) -> dict[str, Any]:
+    return {
+        "requestId": undo_request_id(ME, entry["step"], entry["agent"], try_number),
+        "instanceId": ME,
+        "orderId": "o1",
+        "step": entry["step"],
+        "outcome": outcome,
+        "transient": more.get("transient", False),
+        "result": more.get("result"),
+        "error": more.get("error"),
+    }
+
+
+class Round:
+    """The history of one compensation round, built in the order the orchestration yields."""
+
+    def __init__(self, entries: list[dict[str, Any]], tries: int = 3) -> None:
+        self.h = History(ME, {"orderId": "o1", "round": 3}, start=T0, name=names.COMPENSATION)
+        plan = {
+            "owned": True,
+            "entries": entries,
+            "stepTimeoutSeconds": STEP.total_seconds(),
+            "undoTries": tries,
+            "retryBaseSeconds": 10.0,
+            "retryMaxSeconds": 300.0,
+        }
+        self.h.activity_completed(names.LOAD_COMPENSATION, plan, at=T0)
+        self.h.activity_completed(names.PUBLISH_STATUS, None, at=T0)
+
+    def begin(self, owned: bool = True) -> datetime:
+        self.h.activity_completed(names.BEGIN_UNDO, {"owned": owned}, at=self.h.now)
+        return self.h.now + STEP
+
+    def remote(self, value: dict[str, Any]) -> None:
+        deadline = self.begin()
+        self.h.activity_completed(names.SEND_AGENT_REQUEST, None, at=self.h.now)
+        self.h.timer_created_not_fired(deadline)
+        self.h.event_raised(AGENT_REPLY_EVENT, value, at=self.h.now + timedelta(seconds=2))
+
+    def in_process(self, value: dict[str, Any]) -> None:
+        deadline = self.begin()
+        call = self.h.activity_scheduled(names.in_process_agent("inventory"))
+        self.h.timer_created_not_fired(deadline)
+        self.h.complete_activity(call, value, at=self.h.now + timedelta(seconds=1))
+
+    def recorded(self, owned: bool = True) -> None:
+        self.h.activity_completed(names.RECORD_UNDO, {"owned": owned}, at=self.h.now)
+
+    def run(self, orchestrator: Any) -> ReplayResult:
+        return self.h.run(orchestrator)
+
+
+def inputs(result: ReplayResult, function: str) -> list[dict[str, Any]]:
+    return [json.loads(a["input"]) for a in result.actions if a.get("functionName") == function]
+
+
+def test_a_round_loads_the_log_and_announces_compensating(compensate):
+    r = Round([RESERVE, CHARGE])
+    result = r.run(compensate)
+    assert json.loads(result.actions[1]["input"]) == {"orderId": "o1", "status": "Compensating", "attempt": 3}
+    assert [a["functionName"] for a in result.new_actions] == [names.BEGIN_UNDO]
+    begin = json.loads(result.new_actions[0]["input"])
+    assert begin["seq"] == 2  # newest first
+    request = begin["request"]
+    assert request["action"] == "undo"
+    assert request["idempotencyKey"] == "o1:charge-payment:undo"  # not the forward key, same every round
+    assert request["requestId"] == "o1:compensate:3:charge-payment:payment:undo:1"
+    assert request["payload"] == {"chargeId": "C-1", "amountCents": 1000, "seq": 2}
+    assert request["attempt"] == 3
+    assert request["deadline"] == "2026-03-01T09:01:00.000000Z"
+
+
+def test_all_undos_succeed_newest_first_then_compensated(compensate):
+    r = Round([RESERVE, CHARGE])
+    r.remote(reply(CHARGE, result={"refundId": "rf-1"}))
+    r.recorded()
+    r.in_process(reply(RESERVE, result={"releaseId": "rel-1"}))
+    r.recorded()
+    result = r.run(compensate)
+    assert [a["functionName"] for a in result.new_actions] == [names.FINISH_COMPENSATION]
+    assert [i["seq"] for i in inputs(result, names.RECORD_UNDO)] == [2, 1]
+    sent = inputs(result, names.SEND_AGENT_REQUEST)
+    assert [s["queue"] for s in sent] == ["payment-requests"]
+    r.h.activity_completed(names.FINISH_COMPENSATION, {"owned": True}, at=r.h.now)
+    result = r.run(compensate)
+    assert result.is_done
+    assert result.output == {"result": "Compensated", "undone": [2, 1]}
+
+
+def test_an_undo_that_fails_transiently_is_tried_again_after_a_backoff_then_succeeds(compensate):
+    r = Round([RESERVE, CHARGE])
+    r.remote(reply(CHARGE, outcome="failed", transient=True, error="503 x4"))
+    result = r.run(compensate)
+    assert result.new_action_types() == ["CreateTimer"]
+    backoff = result.new_actions[0]["fireAt"]
+    assert backoff == "2026-03-01T09:00:12.000000Z"  # 10 s after the reply came in
+    r.h.timer_fired(datetime(2026, 3, 1, 9, 0, 12, tzinfo=UTC))
+    result = r.run(compensate)
+    second = json.loads(result.new_actions[0]["input"])["request"]
+    assert second["requestId"].endswith(":undo:2")
+    assert second["idempotencyKey"] == "o1:charge-payment:undo"  # the same key on every try
+    r.remote(reply(CHARGE, try_number=2, result={"refundId": "rf-1"}))
+    r.recorded()
+    r.in_process(reply(RESERVE, result={"releaseId": "rel-1"}))
+    r.recorded()
+    r.h.activity_completed(names.FINISH_COMPENSATION, {"owned": True}, at=r.h.now)
+    result = r.run(compensate)
+    assert result.output == {"result": "Compensated", "undone": [2, 1]}
+    assert inputs(result, names.FAIL_COMPENSATION) == []
+
+
+def test_an_undo_that_fails_for_good_ends_compensation_failed_naming_the_entry(compensate):
+    r = Round([RESERVE, CHARGE])
+    r.remote(reply(CHARGE, outcome="failed", error="charge C-1 is disputed"))
+    result = r.run(compensate)
+    assert [a["functionName"] for a in result.new_actions] == [names.FAIL_COMPENSATION]
+    assert json.loads(result.new_actions[0]["input"]) == {
+        "orderId": "o1",
+        "instanceId": ME,
+        "seq": 2,
+        "error": "charge C-1 is disputed",
+    }
+    r.h.activity_completed(names.FAIL_COMPENSATION, {"owned": True}, at=r.h.now)
+    result = r.run(compensate)
+    assert result.is_done
+    assert result.output == {
+        "result": "CompensationFailed",
+        "seq": 2,
+        "step": "charge-payment",
+        "error": "charge C-1 is disputed",
+    }
+    assert inputs(result, names.BEGIN_UNDO)[-1]["seq"] == 2  # the older entry was never attempted
+
+
+def test_transient_failures_that_use_up_the_tries_end_compensation_failed(compensate):
+    r = Round([CHARGE], tries=2)
+    r.remote(reply(CHARGE, outcome="failed", transient=True, error="503"))
+    r.h.timer_fired(r.h.now + timedelta(seconds=10))
+    r.remote(reply(CHARGE, try_number=2, outcome="failed", transient=True, error="503"))
+    result = r.run(compensate)
+    assert [a["functionName"] for a in result.new_actions] == [names.FAIL_COMPENSATION]
+    assert json.loads(result.new_actions[0]["input"])["error"] == "503 (transient; 2 tries used up)"
+
+
+def test_a_round_resuming_after_a_crash_undoes_only_the_entries_not_yet_undone(compensate):
+    # The previous round undid entry 3 and crashed before entry 2; this round starts at entry 2.
+    third = {**CHARGE, "seq": 3, "step": "charge-payment", "outcome": "Undone"}
+    second = {**RESERVE, "seq": 2}
+    first = {**RESERVE, "seq": 1, "data": {"reservationId": "R-0"}}
+    r = Round([first, second, third])
+    result = r.run(compensate)
+    assert [json.loads(a["input"])["seq"] for a in result.new_actions] == [2]
+    r.in_process(reply(second, result={"releaseId": "rel-2"}))
+    r.recorded()
+    r.in_process(reply(first, result={"releaseId": "rel-1"}))
+    r.recorded()
+    r.h.activity_completed(names.FINISH_COMPENSATION, {"owned": True}, at=r.h.now)
+    result = r.run(compensate)
+    assert result.output == {"result": "Compensated", "undone": [2, 1]}
+    assert [i["seq"] for i in inputs(result, names.BEGIN_UNDO)] == [2, 1]
+    assert inputs(result, names.SEND_AGENT_REQUEST) == []  # the refund (entry 3) is never sent again
+
+
+def test_the_deadline_passing_first_ends_the_round_without_touching_the_record(compensate):
+    r = Round([RESERVE, CHARGE])
+    deadline = r.begin()
+    r.h.activity_completed(names.SEND_AGENT_REQUEST, None, at=r.h.now)
+    timer = r.h.timer_created_not_fired(deadline)
+    r.h.fire_timer(timer, deadline)
+    result = r.run(compensate)
+    assert result.is_done
+    assert result.output == {"result": "DeadlineExpired", "seq": 2, "step": "charge-payment"}
+    assert result.new_actions == []
+
+
+def test_a_round_that_lost_the_record_stops_at_once(compensate):
+    r = Round([RESERVE, CHARGE])
+    r.begin(owned=False)
+    result = r.run(compensate)
+    assert result.is_done
+    assert result.output == {"result": "FencingLost", "at": "undo 2"}
+    assert result.new_actions == []
+
+
+def test_a_round_not_owning_the_record_at_load_does_nothing(compensate):
+    h = History(ME, {"orderId": "o1", "round": 3}, start=T0, name=names.COMPENSATION)
+    h.activity_completed(names.LOAD_COMPENSATION, {"owned": False}, at=T0)
+    result = h.run(compensate)
+    assert result.output == {"result": "FencingLost", "at": "load"}
+    assert result.new_actions == []

@@ -1,0 +1,91 @@
+"""End to end through the real activities, agents and simulators: for an order that fails before
+the pivot, every side effect is undone exactly once, at the service that did it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from activities import compensation_steps
+from agents.simulators.config import SimulatorConfig
+from agents.simulators.fleet import simulated_services
+from agents.simulators.ledger import Ledger, NetEffect
+from dependencies import AppContext
+from domain.states import ProcessState
+from supervisor.compensation_rounds import claim_due_compensations
+from tests.compensation.support import call_agent, compensation_round, forward_step, submitted_and_claimed
+
+FORWARD = "o1:1"
+ZERO = NetEffect()
+
+
+def fleet(ctx: AppContext, **broken: SimulatorConfig) -> Ledger:
+    ledger = Ledger()
+    ctx.remote = dict(simulated_services(ctx.clock, broken, ledger))  # type: ignore[arg-type]
+    return ledger
+
+
+def test_a_failed_order_is_left_with_no_side_effect_at_any_service(app_context, sender):
+    refuses = SimulatorConfig(permanent_error_rate=1.0)
+    ledger = fleet(app_context, payment=refuses, shipping=refuses)
+    submitted_and_claimed(app_context)
+    results: dict[str, Any] = {}
+
+    reserved = forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", results)
+    assert reserved is not None and reserved["outcome"] == "succeeded"
+    primary = forward_step(app_context, FORWARD, 1, "charge-payment", "payment", results)
+    assert primary is not None and primary["outcome"] == "failed" and not primary["transient"]
+    backup = forward_step(app_context, FORWARD, 1, "charge-payment", "payment-backup", results, tries=2)
+    assert backup is not None and backup["outcome"] == "succeeded"  # the fallback agent took the charge
+    shipped = forward_step(app_context, FORWARD, 1, "arrange-shipment", "shipping", results)
+    assert shipped is not None and shipped["outcome"] == "failed"
+    assert ledger.net("o1") == NetEffect(reserved_units=2, charged_cents=1000)
+    fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "arrange-shipment", "attempt": 1}
+    compensation_steps.request_compensation(app_context, {**fenced, "error": shipped["error"]})
+
+    [start] = claim_due_compensations(app_context).starts
+    replies = compensation_round(app_context, start.instance_id, start.round)
+
+    assert [r["step"] for r in replies] == ["charge-payment", "reserve-inventory"]  # newest first
+    assert ledger.net_by_service("o1") == {"inventory": ZERO, "payment_backup": ZERO}
+    assert ledger.net("o1") == ZERO
+    assert len(ledger.effects("o1", "refund")) == 1 and len(ledger.effects("o1", "release")) == 1
+    assert ledger.effects("o1", "refund")[0].service == "payment_backup"  # undone where it was done
+    record = app_context.states.get("o1")
+    assert record is not None and record.process_state is ProcessState.COMPENSATED
+    assert [e.outcome for e in record.compensation] == ["Undone", "Undone"]
+    assert [e.agent for e in record.compensation] == ["inventory", "payment-backup"]
+    statuses = [s["status"] for s in sender.bodies("client-statuses")]
+    assert statuses[-1] == "Compensated"
+
+
+def test_an_undo_delivered_twice_is_done_once(app_context):
+    ledger = fleet(app_context, shipping=SimulatorConfig(permanent_error_rate=1.0))
+    submitted_and_claimed(app_context)
+    results: dict[str, Any] = {}
+    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", results)
+    forward_step(app_context, FORWARD, 1, "charge-payment", "payment", results)
+    fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "arrange-shipment", "attempt": 1}
+    compensation_steps.request_compensation(app_context, {**fenced, "error": "no"})
+    [start] = claim_due_compensations(app_context).starts
+    first = compensation_round(app_context, start.instance_id, start.round)
+    # The same undo requests again (a redelivery, or a later round re-sending): same keys, no effect.
+    for reply in first:
+        entry_agent = "payment" if reply["step"] == "charge-payment" else "inventory"
+        again = call_agent(
+            app_context,
+            entry_agent,
+            {
+                "requestId": reply["requestId"] + ":again",
+                "instanceId": start.instance_id,
+                "orderId": "o1",
+                "step": reply["step"],
+                "action": "undo",
+                "attempt": start.round,
+                "deadline": "2099-01-01T00:00:00.000000Z",
+                "idempotencyKey": f"o1:{reply['step']}:undo",
+                "payload": {},
+            },
+        )
+        assert again is not None and again["result"] == reply["result"]  # the recorded answer
+    assert len(ledger.effects("o1", "refund")) == 1 and len(ledger.effects("o1", "release")) == 1
+    assert ledger.net_by_service("o1") == {"inventory": ZERO, "payment": ZERO}

@@ -1,0 +1,239 @@
+"""The scheduler's failure path, replayed: the fallback agent is tried before compensation; a
+non-transient failure before the pivot hands the order to compensation; a high-impact order pauses
+for human review, resolved by each decision and by the timeout."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from contracts.names import AGENT_REPLY_EVENT
+from orchestrators import names
+from tests.durable_history import History, ReplayResult
+
+T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+STEP = timedelta(seconds=60)
+REVIEW_TIMEOUT = timedelta(hours=1)
+ME = "o1:1"
+AGENT_OF = {"reserve-inventory": "inventory", "charge-payment": "payment", "arrange-shipment": "shipping"}
+
+
+def order(total: int) -> dict[str, Any]:
+    return {
+        "id": "o1",
+        "orderId": "o1",
+        "customerId": "c1",
+        "lines": [{"sku": "A", "quantity": 1, "unitPriceCents": total}],
+        "currency": "EUR",
+        "shipTo": "1 Main St",
+        "totalCents": total,
+    }
+
+
+@pytest.fixture(scope="module")
+def scheduler(functions: dict[str, Any]) -> Any:
+    return functions[names.SCHEDULER].get_user_function()
+
+
+def reply(
+    step: str, request_id: str, *, ok: bool = True, error: str | None = None, result: Any = None
+) -> dict[str, Any]:
+    return {
+        "requestId": request_id,
+        "instanceId": ME,
+        "orderId": "o1",
+        "step": step,
+        "outcome": "succeeded" if ok else "failed",
+        "transient": False,
+        "result": result,
+        "error": error,
+    }
+
+
+class Attempt:
+    def __init__(self, total: int = 1000, default_action: str = "compensate") -> None:
+        self.h = History(ME, {"orderId": "o1", "attempt": 1}, start=T0, name=names.SCHEDULER)
+        plan = {
+            "owned": True,
+            "order": order(total),
+            "completed": {},
+            "stepTimeoutSeconds": STEP.total_seconds(),
+            "review": {
+                "amountThresholdCents": 100_000,
+                "timeoutSeconds": REVIEW_TIMEOUT.total_seconds(),
+                "defaultAction": default_action,
+            },
+        }
+        self.h.activity_completed(names.LOAD_ORDER, plan, at=T0)
+        self.h.activity_completed(names.PUBLISH_STATUS, None, at=T0)
+
+    def reserve(self) -> None:
+        self.h.activity_completed(names.BEGIN_STEP, {"owned": True}, at=self.h.now)
+        call = self.h.activity_scheduled(names.in_process_agent("inventory"))
+        self.h.timer_created_not_fired(self.h.now + STEP)
+        value = reply("reserve-inventory", f"{ME}:reserve-inventory:inventory", result={"reservationId": "R-1"})
+        self.h.complete_activity(call, value, at=self.h.now + timedelta(seconds=1))
+        self.h.activity_completed(names.COMPLETE_STEP, {"owned": True}, at=self.h.now)
+
+    def remote(self, step: str, request_id: str, value: dict[str, Any]) -> None:
+        self.h.activity_completed(names.BEGIN_STEP, {"owned": True}, at=self.h.now)
+        self.h.activity_completed(names.SEND_AGENT_REQUEST, None, at=self.h.now)
+        self.h.timer_created_not_fired(self.h.now + STEP)
+        self.h.event_raised(AGENT_REPLY_EVENT, value, at=self.h.now + timedelta(seconds=2))
+
+    def charge_fails(self, agent: str, request_id: str, error: str) -> None:
+        self.remote("charge-payment", request_id, reply("charge-payment", request_id, ok=False, error=error))
+
+    def both_providers_fail(self) -> None:
+        self.reserve()
+        self.charge_fails("payment", f"{ME}:charge-payment:payment", "card declined")
+        self.charge_fails("payment-backup", f"{ME}:charge-payment:payment-backup:2", "card declined again")
+
+    def run(self, scheduler: Any) -> ReplayResult:
+        return self.h.run(scheduler)
+
+
+def new_inputs(result: ReplayResult) -> list[tuple[str, dict[str, Any]]]:
+    return [(a.get("functionName", a["type"]), json.loads(a.get("input") or "null")) for a in result.new_actions]
+
+
+def test_a_non_transient_failure_tries_the_fallback_agent_before_anything_else(scheduler):
+    a = Attempt()
+    a.reserve()
+    a.charge_fails("payment", f"{ME}:charge-payment:payment", "card declined")
+    result = a.run(scheduler)
+    [(function, data)] = new_inputs(result)
+    assert function == names.BEGIN_STEP
+    assert data["agent"] == "payment-backup"
+    assert data["request"]["requestId"] == f"{ME}:charge-payment:payment-backup:2"
+    assert data["request"]["idempotencyKey"] == "o1:charge-payment"
+    a.h.activity_completed(names.BEGIN_STEP, {"owned": True}, at=a.h.now)
+    result = a.run(scheduler)
+    [(function, data)] = new_inputs(result)
+    assert function == names.SEND_AGENT_REQUEST
+    assert data["queue"] == "payment-backup-requests"
+
+
+def test_the_fallback_succeeding_records_the_step_and_goes_on(scheduler):
+    a = Attempt()
+    a.reserve()
+    a.charge_fails("payment", f"{ME}:charge-payment:payment", "card declined")
+    rid = f"{ME}:charge-payment:payment-backup:2"
+    a.remote("charge-payment", rid, reply("charge-payment", rid, result={"chargeId": "B-1", "amountCents": 1000}))
+    result = a.run(scheduler)
+    [(function, data)] = new_inputs(result)
+    assert function == names.COMPLETE_STEP
+    assert data["result"] == {"chargeId": "B-1", "amountCents": 1000}
+
+
+def test_when_the_fallback_also_fails_the_order_is_handed_to_compensation(scheduler):
+    a = Attempt()
+    a.both_providers_fail()
+    result = a.run(scheduler)
+    [(function, data)] = new_inputs(result)
+    assert function == names.REQUEST_COMPENSATION
+    assert data["step"] == "charge-payment"
+    assert data["error"] == "card declined again"
+    a.h.activity_completed(names.REQUEST_COMPENSATION, {"owned": True}, at=a.h.now)
+    result = a.run(scheduler)
+    assert result.is_done
+    assert result.output == {
+        "result": "CompensationRequested",
+        "step": "charge-payment",
+        "error": "card declined again",
+    }
+    assert [f for f, _ in new_inputs(result)] == []
+
+
+def test_a_failure_of_the_pivot_itself_is_still_before_the_point_of_no_return(scheduler):
+    a = Attempt()
+    a.reserve()
+    rid = f"{ME}:charge-payment:payment"
+    a.remote("charge-payment", rid, reply("charge-payment", rid, result={"chargeId": "C-1", "amountCents": 1000}))
+    a.h.activity_completed(names.COMPLETE_STEP, {"owned": True}, at=a.h.now)
+    rid = f"{ME}:arrange-shipment:shipping"
+    a.remote("arrange-shipment", rid, reply("arrange-shipment", rid, ok=False, error="address undeliverable"))
+    result = a.run(scheduler)
+    assert [f for f, _ in new_inputs(result)] == [names.REQUEST_COMPENSATION]
+
+
+def review_requested(scheduler: Any, default_action: str = "compensate") -> tuple[Attempt, dict[str, Any]]:
+    a = Attempt(total=250_000, default_action=default_action)
+    a.both_providers_fail()
+    result = a.run(scheduler)
+    [(function, data)] = new_inputs(result)
+    assert function == names.AWAIT_REVIEW
+    a.h.activity_completed(names.AWAIT_REVIEW, {"owned": True}, at=a.h.now)
+    return a, data
+
+
+def test_a_high_impact_order_pauses_for_review_with_a_deadline(scheduler):
+    a, data = review_requested(scheduler)
+    assert data["reviewId"] == f"{ME}:charge-payment:review:1"
+    assert data["until"] == "2026-03-01T09:00:05.000000Z"  # one hour after the fallback's reply
+    assert data["defaultAction"] == "compensate"
+    assert data["amountCents"] == 250_000
+    result = a.run(scheduler)
+    assert result.new_action_types() == ["CreateTimer"]
+    assert result.action_types()[-3:] == ["WhenAny", "WaitForExternalEvent", "CreateTimer"]
+    assert result.actions[-2]["externalEventName"] == names.REVIEW_DECISION_EVENT
+
+
+def decide_review(a: Attempt, data: dict[str, Any], action: str, review_id: str | None = None) -> None:
+    a.h.timer_created_not_fired(datetime(2026, 3, 1, 9, 0, 5, tzinfo=UTC))
+    decision = {"reviewId": review_id or data["reviewId"], "action": action, "operator": "ana"}
+    a.h.event_raised(names.REVIEW_DECISION_EVENT, decision, at=a.h.now + timedelta(minutes=5))
+
+
+def test_review_decision_compensate_hands_the_order_to_compensation(scheduler):
+    a, data = review_requested(scheduler)
+    decide_review(a, data, "compensate")
+    result = a.run(scheduler)
+    [(function, request)] = new_inputs(result)
+    assert function == names.REQUEST_COMPENSATION
+    assert request["reason"] == "operator review chose compensate"
+
+
+def test_review_decision_retry_runs_the_step_again_with_its_own_agent(scheduler):
+    a, data = review_requested(scheduler)
+    decide_review(a, data, "retry")
+    result = a.run(scheduler)
+    [(function, begin)] = new_inputs(result)
+    assert function == names.BEGIN_STEP
+    assert begin["agent"] == "payment"
+    assert begin["request"]["requestId"] == f"{ME}:charge-payment:payment:3"
+
+
+def test_review_decision_alternative_runs_the_step_through_the_fallback(scheduler):
+    a, data = review_requested(scheduler)
+    decide_review(a, data, "alternative")
+    result = a.run(scheduler)
+    [(function, begin)] = new_inputs(result)
+    assert function == names.BEGIN_STEP
+    assert begin["agent"] == "payment-backup"
+
+
+def test_a_decision_for_another_review_is_ignored(scheduler):
+    a, data = review_requested(scheduler)
+    decide_review(a, data, "retry", review_id="o1:1:charge-payment:review:9")
+    result = a.run(scheduler)
+    assert not result.is_done
+    assert result.new_actions == []
+
+
+@pytest.mark.parametrize(
+    ("default_action", "expected"),
+    [("compensate", names.REQUEST_COMPENSATION), ("retry", names.BEGIN_STEP), ("alternative", names.BEGIN_STEP)],
+)
+def test_a_review_nobody_answers_takes_the_configured_default_at_the_deadline(scheduler, default_action, expected):
+    a, _ = review_requested(scheduler, default_action)
+    until = datetime(2026, 3, 1, 9, 0, 5, tzinfo=UTC)
+    a.h.timer_fired(until)
+    result = a.run(scheduler)
+    [(function, request)] = new_inputs(result)
+    assert function == expected
+    if default_action != "compensate":
+        assert request["agent"] == ("payment" if default_action == "retry" else "payment-backup")

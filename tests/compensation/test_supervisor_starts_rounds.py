@@ -1,0 +1,45 @@
+"""One supervisor run hands an exhausted order to compensation and claims its first round; the timer
+trigger then starts exactly that orchestration (never a forward attempt)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from agents.simulators.fleet import simulated_services
+from orchestrators import names
+from supervisor.compensation_rounds import start_compensations
+from supervisor.run import run_supervisor
+from supervisor.scan import ScanState
+from tests.compensation.support import forward_step, submitted_and_claimed
+from tests.fakes import RecordingClient
+
+
+def test_a_supervisor_run_escalates_to_compensation_and_starts_the_round(app_context, clock):
+    app_context.settings = app_context.settings.from_env({}, MAX_FAILURES="1")
+    app_context.remote = dict(simulated_services(clock))  # type: ignore[arg-type]
+    submitted_and_claimed(app_context)
+    forward_step(app_context, "o1:1", 1, "reserve-inventory", "inventory", {})
+    clock.advance(timedelta(seconds=61))  # the attempt died between steps
+    report = run_supervisor(app_context, ScanState())
+    assert (report.found, report.compensating, report.escalated) == (1, 1, 0)
+    assert report.to_terminate == ["o1:1"]
+    client = RecordingClient()
+    started: list[Any] = asyncio.run(start_compensations(client, report.compensations))
+    assert started == ["o1:compensate:2"]
+    assert client.started == [(names.COMPENSATION, "o1:compensate:2", {"orderId": "o1", "round": 2})]
+
+
+def test_a_failed_start_leaves_the_round_to_a_later_run(app_context, clock):
+    app_context.settings = app_context.settings.from_env({}, MAX_FAILURES="1")
+    app_context.remote = dict(simulated_services(clock))  # type: ignore[arg-type]
+    submitted_and_claimed(app_context)
+    forward_step(app_context, "o1:1", 1, "reserve-inventory", "inventory", {})
+    clock.advance(timedelta(seconds=61))
+    report = run_supervisor(app_context, ScanState())
+    assert asyncio.run(start_compensations(RecordingClient(fail_start=True), report.compensations)) == []
+    app_context.settings = app_context.settings.from_env({}, MAX_FAILURES="3")
+    clock.advance(timedelta(seconds=61))
+    later = run_supervisor(app_context, ScanState())
+    assert [s.instance_id for s in later.compensations] == ["o1:compensate:3"]

@@ -1,0 +1,33 @@
+"""The app context over the Cosmos protocol server with the in-process broker as its sender and
+deferred-message store (real deferral semantics, on the test's manual clock)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from contracts.names import ALL_QUEUES, ORDERS_QUEUE, STATE_CONTAINER
+from localrun.servicebus import InProcessBroker, QueuePolicy
+
+ORDERS_TTL = timedelta(hours=1)
+
+
+@pytest.fixture
+def broker(clock: Any) -> InProcessBroker:
+    broker = InProcessBroker(clock)
+    for queue in dict.fromkeys(ALL_QUEUES):
+        policy = QueuePolicy(default_ttl=ORDERS_TTL) if queue == ORDERS_QUEUE else None
+        broker.declare_queue(queue, policy)
+    return broker
+
+
+@pytest.fixture
+def ctx(app_context: Any, broker: InProcessBroker, cosmos_db: Any) -> Any:
+    from deferral.store import CosmosDeferralLog
+
+    app_context.sender = broker
+    app_context.deferred = broker.deferred_store
+    app_context.deferrals = CosmosDeferralLog(cosmos_db.get_container_client(STATE_CONTAINER))
+    return app_context

@@ -1,0 +1,80 @@
+"""The production deferred-message receiver's translation of the SDK, the sender's mapping of an
+unauthorised queue, and the payment simulator's capture."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from azure.servicebus.exceptions import MessageNotFoundError, ServiceBusAuthorizationError
+
+from adapters.clock import ManualClock
+from adapters.servicebus.deferred_sdk import SdkDeferredReceiver
+from adapters.servicebus.sender import OutgoingMessage, QueueNotFound, SdkMessageSender
+from agents.remote import RemoteCall, RemoteError
+from agents.simulators.config import SimulatorConfig
+from agents.simulators.service import SimulatedService
+
+
+class SdkReceiverDouble:
+    """What ``ServiceBusReceiver.receive_deferred_messages`` does: the whole call fails with
+    ``MessageNotFoundError`` when any one sequence number is not deferred on the queue."""
+
+    def __init__(self, deferred: set[int]) -> None:
+        self.deferred = deferred
+        self.calls: list[list[int]] = []
+
+    def receive_deferred_messages(self, sequence_numbers: list[int]) -> list[int]:
+        self.calls.append(list(sequence_numbers))
+        if any(n not in self.deferred for n in sequence_numbers):
+            raise MessageNotFoundError(message="com.microsoft:message-not-found")
+        return list(sequence_numbers)
+
+
+def test_the_sdk_receiver_returns_the_deferred_ones_and_leaves_out_the_missing():
+    sdk = SdkReceiverDouble({1, 3})
+    receiver = SdkDeferredReceiver(sdk)  # type: ignore[arg-type]
+    assert receiver.receive_deferred([1, 2, 3]) == [1, 3]
+    assert receiver.receive_deferred([2]) == []
+    assert receiver.receive_deferred([1, 3]) == [1, 3]
+    assert sdk.calls[-1] == [1, 3]  # one call when all are there
+    assert receiver.receive_deferred([]) == []
+
+
+class RefusingSender:
+    def send_messages(self, message: Any) -> None:
+        raise ServiceBusAuthorizationError(message="Unauthorized access. 'Send' claim(s) are required")
+
+
+class ClientDouble:
+    def get_queue_sender(self, queue_name: str) -> RefusingSender:
+        return RefusingSender()
+
+
+def test_an_unauthorised_queue_is_reported_like_a_missing_one():
+    sender = SdkMessageSender(ClientDouble())  # type: ignore[arg-type]
+    with pytest.raises(QueueNotFound):
+        sender.send("someone-elses-queue", OutgoingMessage(body="{}", message_id="m"))
+
+
+def call(action: str, payload: dict[str, Any], key: str = "p1:charge-payment") -> RemoteCall:
+    return RemoteCall("payment", action, "p1", key, 1, payload)
+
+
+def test_capture_takes_the_notified_amount_once_and_is_refunded_like_a_charge():
+    payment = SimulatedService("payment", ManualClock(), SimulatorConfig(latency_ms=(0, 0)))
+    payload = {"amountCents": 2500, "currency": "EUR", "providerReference": "psp-1"}
+    first = payment.call(call("capture", payload))
+    assert payment.call(call("capture", payload)) == first  # same idempotency key: no second capture
+    assert first["chargeId"].startswith("cap-")
+    assert [e.action for e in payment.ledger.effects("p1")] == ["capture"]  # never a charge
+    assert payment.ledger.net("p1").charged_cents == 2500
+    payment.call(call("refund", {}, key="p1:charge-payment:undo"))
+    assert payment.ledger.net("p1").charged_cents == 0
+
+
+def test_capture_without_the_provider_reference_is_refused_for_good():
+    payment = SimulatedService("payment", ManualClock(), SimulatorConfig(latency_ms=(0, 0)))
+    with pytest.raises(RemoteError) as refused:
+        payment.call(call("capture", {"amountCents": 2500}))
+    assert not refused.value.transient

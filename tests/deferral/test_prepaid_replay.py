@@ -1,0 +1,124 @@
+"""The scheduler's prepaid payment step, replayed by the Durable SDK's own engine over synthetic
+histories: the notification already on the record, the PaymentNotified event winning, the deadline
+winning, and an ordinary order that never waits."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from contracts.names import PAYMENT_NOTIFIED_EVENT
+from orchestrators import names
+from tests.durable_history import History, ReplayResult
+
+T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+STEP = timedelta(seconds=60)
+ME = "p1:1"
+PAYMENT = {
+    "notificationId": "n-1",
+    "amountCents": 1000,
+    "currency": "EUR",
+    "providerReference": "psp-n-1",
+    "receivedAt": "2026-03-01T07:59:00.000000Z",
+    "sequenceNumber": 7,
+}
+
+
+def order(prepaid: bool) -> dict[str, Any]:
+    return {
+        "id": "p1",
+        "orderId": "p1",
+        "customerId": "c1",
+        "lines": [{"sku": "A", "quantity": 2, "unitPriceCents": 500}],
+        "currency": "EUR",
+        "shipTo": "1 Main St",
+        "totalCents": 1000,
+        "prepaid": prepaid,
+    }
+
+
+@pytest.fixture(scope="module")
+def scheduler(functions: dict[str, Any]) -> Any:
+    return functions[names.SCHEDULER].get_user_function()
+
+
+def at_payment_step(began: dict[str, Any], prepaid: bool = True) -> History:
+    """History up to BEGIN_STEP of charge-payment (inventory was reserved by an earlier attempt)."""
+    h = History(ME, {"orderId": "p1", "attempt": 1}, start=T0, name=names.SCHEDULER)
+    h.activity_completed(
+        names.LOAD_ORDER,
+        {
+            "owned": True,
+            "order": order(prepaid),
+            "completed": {"reserve-inventory": {"reservationId": "R-1"}},
+            "stepTimeoutSeconds": STEP.total_seconds(),
+        },
+        at=T0,
+    )
+    h.activity_completed(names.PUBLISH_STATUS, None, at=T0)
+    h.activity_completed(names.BEGIN_STEP, began, at=T0)
+    return h
+
+
+def sent_request(result: ReplayResult) -> dict[str, Any]:
+    [send] = [a for a in result.new_actions if a.get("functionName") == names.SEND_AGENT_REQUEST]
+    request: dict[str, Any] = json.loads(send["input"])["request"]
+    return request
+
+
+def test_a_payment_already_on_the_record_is_captured_without_waiting(scheduler):
+    result = at_payment_step({"owned": True, "payment": PAYMENT}).run(scheduler)
+    assert "WaitForExternalEvent" not in result.action_types()
+    request = sent_request(result)
+    assert request["action"] == "capture"
+    assert request["payload"]["providerReference"] == "psp-n-1"
+    assert request["payload"]["amountCents"] == 1000
+    assert request["idempotencyKey"] == "p1:charge-payment"
+
+
+def test_without_a_payment_the_step_waits_for_the_event_or_its_deadline(scheduler):
+    result = at_payment_step({"owned": True}).run(scheduler)
+    assert result.new_action_types() == ["CreateTimer"]
+    assert result.new_actions[0]["fireAt"] == "2026-03-01T08:01:00.000000Z"  # the step's deadline
+    waits = [a for a in result.actions if a["type"] == "WaitForExternalEvent"]
+    assert [w.get("externalEventName") or w.get("ExternalEventName") for w in waits] == [PAYMENT_NOTIFIED_EVENT]
+    assert not result.is_done
+
+
+def test_the_payment_event_wins_then_the_capture_is_requested_before_the_same_deadline(scheduler):
+    h = at_payment_step({"owned": True})
+    h.timer_created_not_fired(T0 + STEP)
+    h.event_raised(PAYMENT_NOTIFIED_EVENT, PAYMENT, at=T0 + timedelta(seconds=20))
+    result = h.run(scheduler)
+    request = sent_request(result)
+    assert request["action"] == "capture"
+    assert request["payload"]["notificationId"] == "n-1"
+    assert request["deadline"] == "2026-03-01T08:01:00.000000Z"  # waiting does not extend the step
+    h.activity_completed(names.SEND_AGENT_REQUEST, None, at=h.now)
+    after_send = h.run(scheduler)
+    timers = [a for a in after_send.new_actions if a["type"] == "CreateTimer"]
+    assert [t["fireAt"] for t in timers] == ["2026-03-01T08:01:00.000000Z"]  # the reply races the same deadline
+
+
+def test_the_deadline_winning_ends_the_attempt_without_touching_the_record(scheduler):
+    h = at_payment_step({"owned": True})
+    h.timer_fired(T0 + STEP)
+    result = h.run(scheduler)
+    assert result.is_done
+    assert result.output == {
+        "result": "DeadlineExpired",
+        "step": "charge-payment",
+        "waitingFor": "PaymentNotification",
+    }
+    assert result.new_actions == []  # no activity: the supervisor recovers it
+
+
+def test_an_ordinary_order_charges_and_never_waits_for_a_payment(scheduler):
+    result = at_payment_step({"owned": True}, prepaid=False).run(scheduler)
+    assert "WaitForExternalEvent" not in result.action_types()
+    request = sent_request(result)
+    assert request["action"] == "do"
+    assert "providerReference" not in request["payload"]

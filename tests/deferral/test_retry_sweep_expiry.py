@@ -1,0 +1,211 @@
+"""Deferral for a temporarily unavailable dependency (RetryDeferred rounds), the peek sweep, and
+deferred messages that expired: through the registered trigger, the in-process broker and Cosmos."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from adapters.cosmos.errors import StoreUnavailable
+from contracts.names import ORDERS_QUEUE
+from deferral.records import DeferralReason, EntryStatus, document_id
+from deferral.sweep import peek_sweep
+from localrun.servicebus import TTL_EXPIRED
+from tests.deferral.conftest import ORDERS_TTL
+from tests.deferral.support import alerts, deferred_sequence_numbers, deliver, notification, order, send
+
+pytestmark = pytest.mark.cosmos
+
+
+@pytest.fixture
+def order_database_down(ctx: Any, monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """The order database (a dependency of applying a notification, not the state store) fails."""
+
+    def down(order_id: str) -> Any:
+        raise StoreUnavailable("orders container: 503")
+
+    monkeypatch.setattr(ctx.orders, "get", down)
+    return monkeypatch
+
+
+def scheduled_retries(broker: Any) -> list[dict[str, Any]]:
+    return [json.loads(m.body) for m in broker.peek(ORDERS_QUEUE, 100) if m.state.name == "SCHEDULED"]
+
+
+def test_unavailable_dependency_defers_and_schedules_a_retry_that_applies_it_later(
+    functions, ctx, broker, clock, monkeypatch
+):
+    send(broker, order())
+    deliver(functions, broker)
+    real_get = ctx.orders.get
+    monkeypatch.setattr(ctx.orders, "get", lambda order_id: (_ for _ in ()).throw(StoreUnavailable("503")))
+    send(broker, notification())
+    deliver(functions, broker)
+
+    [seq] = deferred_sequence_numbers(broker)
+    [retry] = scheduled_retries(broker)
+    assert (retry["sequenceNumber"], retry["round"], retry["orderId"]) == (seq, 1, "p1")
+    [scheduled] = [m for m in broker.peek(ORDERS_QUEUE, 100) if m.state.name == "SCHEDULED"]
+    assert scheduled.scheduled_enqueue_time_utc == clock.now() + ctx.settings.defer_retry_delay
+    assert ctx.deferrals.get("p1").entry(seq).reason is DeferralReason.DEPENDENCY_UNAVAILABLE
+
+    assert not deliver(functions, broker)  # the retry is not due yet
+    monkeypatch.setattr(ctx.orders, "get", real_get)  # the dependency is back
+    clock.advance(ctx.settings.defer_retry_delay)
+    assert deliver(functions, broker)
+    assert ctx.states.get("p1").payment.sequence_number == seq
+    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.APPLIED
+    assert broker.peek(ORDERS_QUEUE, 10) == []
+
+
+def test_a_dependency_that_stays_down_is_dead_lettered_after_the_bounded_rounds(
+    functions, ctx, broker, clock, order_database_down
+):
+    send(broker, order())
+    # the order itself is written before the dependency fails
+    order_database_down.undo()
+    deliver(functions, broker)
+    ctx.orders.get = lambda order_id: (_ for _ in ()).throw(StoreUnavailable("503"))  # down from here on
+    send(broker, notification())
+    deliver(functions, broker)
+    [seq] = deferred_sequence_numbers(broker)
+
+    rounds = 0
+    while scheduled_retries(broker):
+        clock.advance(ctx.settings.defer_retry_delay)
+        assert deliver(functions, broker)
+        rounds += 1
+        assert rounds <= 10, "never loops"
+    assert rounds == ctx.settings.defer_max_rounds
+    [dead] = broker.dead_letters(ORDERS_QUEUE)
+    assert (dead.sequence_number, dead.reason) == (seq, "DependencyUnavailable")
+    assert f"{rounds} retry rounds" in (dead.description or "")
+    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.DEAD_LETTERED
+    assert [a["kind"] for a in alerts(broker)] == ["DeferredMessageGaveUp"]
+    assert broker.peek(ORDERS_QUEUE, 10) == []
+
+
+def lose_tracking(ctx: Any, order_id: str) -> None:
+    ctx.deferrals._c.delete_item(document_id(order_id), partition_key=order_id)
+
+
+def test_the_peek_sweep_records_and_applies_a_deferred_message_nobody_tracks(functions, ctx, broker, clock):
+    send(broker, notification())
+    deliver(functions, broker)
+    [seq] = deferred_sequence_numbers(broker)
+    lose_tracking(ctx, "p1")
+    send(broker, order())
+    deliver(functions, broker)  # the submission knows of no deferred message
+    assert ctx.states.get("p1").payment is None
+    assert deferred_sequence_numbers(broker) == [seq]
+
+    young = peek_sweep(ctx)
+    assert (young.deferred_seen, young.recovered) == (0, 0)  # younger than the sweep threshold
+
+    clock.advance(ctx.settings.peek_sweep_age)
+    report = peek_sweep(ctx)
+    assert (report.deferred_seen, report.recorded, report.recovered) == (1, 1, 1)
+    entry = ctx.deferrals.get("p1").entry(seq)
+    assert (entry.recorded_by, entry.status) == ("sweep", EntryStatus.APPLIED)
+    assert ctx.states.get("p1").payment.sequence_number == seq
+    assert broker.peek(ORDERS_QUEUE, 10) == []
+    again = peek_sweep(ctx)
+    assert (again.deferred_seen, again.recovered) == (0, 0)
+
+
+def test_the_peek_sweep_applies_a_tracked_message_whose_order_arrived_meanwhile(functions, ctx, broker, clock):
+    send(broker, notification())
+    deliver(functions, broker)
+    [seq] = deferred_sequence_numbers(broker)
+    send(broker, order())
+    # the order's submission looked before the notification was deferred (the race the sweep covers):
+    # create the order without its recovery by delivering it with deferral switched off
+    deferred, ctx.deferred = ctx.deferred, None
+    deliver(functions, broker)
+    ctx.deferred = deferred
+    clock.advance(ctx.settings.peek_sweep_age)
+    report = peek_sweep(ctx)
+    assert (report.recorded, report.recovered) == (0, 1)
+    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.APPLIED
+
+
+def test_the_peek_sweep_leaves_a_message_whose_order_does_not_exist_yet_unfetched(functions, ctx, broker, clock):
+    send(broker, notification())
+    deliver(functions, broker)
+    lose_tracking(ctx, "p1")
+    clock.advance(ctx.settings.peek_sweep_age)
+    for _ in range(3):
+        report = peek_sweep(ctx)
+        assert report.waiting == 1 and report.recovered == 0
+    assert ctx.deferrals.get("p1").waiting(DeferralReason.ORDER_NOT_SUBMITTED)  # recorded once more
+    assert broker.counters(ORDERS_QUEUE).deferred_received == 0  # never fetched: no delivery counted
+    assert len(deferred_sequence_numbers(broker)) == 1
+
+
+def test_a_deferred_message_that_expired_is_recorded_and_alerted_once_when_its_order_arrives(
+    functions, ctx, broker, clock
+):
+    send(broker, notification())
+    deliver(functions, broker)
+    [seq] = deferred_sequence_numbers(broker)
+    clock.advance(ORDERS_TTL + timedelta(minutes=1))
+    send(broker, order())
+    deliver(functions, broker)
+
+    [dead] = broker.dead_letters(ORDERS_QUEUE)
+    assert (dead.sequence_number, dead.reason) == (seq, TTL_EXPIRED)
+    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.EXPIRED
+    assert [a["kind"] for a in alerts(broker)] == ["DeferredMessageExpired"]
+    assert ctx.states.get("p1").payment is None
+    # nothing loops on it: neither the sweep nor a duplicate submission
+    clock.advance(ctx.settings.peek_sweep_age)
+    assert peek_sweep(ctx).expired == 0
+    send(broker, order(), message_id="p1-again")
+    deliver(functions, broker)
+    assert len(alerts(broker)) == 1
+
+
+def test_the_peek_sweep_moves_an_expired_deferred_message_to_the_dead_letter_queue_and_alerts(
+    functions, ctx, broker, clock
+):
+    send(broker, order())
+    deliver(functions, broker)
+    # deferred for a dependency, then the RetryDeferred is lost: the sweep is all that is left
+    real_get = ctx.orders.get
+    ctx.orders.get = lambda order_id: (_ for _ in ()).throw(StoreUnavailable("503"))
+    send(broker, notification())
+    deliver(functions, broker)
+    ctx.orders.get = real_get
+    [seq] = deferred_sequence_numbers(broker)
+    [retry] = [m for m in broker.peek(ORDERS_QUEUE, 100) if m.state.name == "SCHEDULED"]
+    clock.advance(ctx.settings.defer_retry_delay)
+    lost = broker.receive(ORDERS_QUEUE)
+    assert lost is not None and lost.sequence_number == retry.sequence_number
+    broker.actions.complete(lost)  # the retry message is lost
+    clock.advance(ORDERS_TTL)
+    report = peek_sweep(ctx)
+    assert report.expired == 1
+    assert [d.sequence_number for d in broker.dead_letters(ORDERS_QUEUE)] == [seq]
+    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.EXPIRED
+    assert [a["kind"] for a in alerts(broker)] == ["DeferredMessageExpired"]
+    assert peek_sweep(ctx).expired == 0  # gone from the queue: never seen again
+
+
+def test_the_peek_sweep_retries_a_message_whose_retry_was_lost(functions, ctx, broker, clock):
+    send(broker, order())
+    deliver(functions, broker)
+    real_get = ctx.orders.get
+    ctx.orders.get = lambda order_id: (_ for _ in ()).throw(StoreUnavailable("503"))
+    send(broker, notification())
+    deliver(functions, broker)
+    ctx.orders.get = real_get
+    [seq] = deferred_sequence_numbers(broker)
+    clock.advance(ctx.settings.defer_retry_delay)
+    broker.actions.complete(broker.receive(ORDERS_QUEUE))  # the RetryDeferred is lost
+    assert peek_sweep(ctx).recovered == 0  # not overdue yet: the retry owns it
+    clock.advance(ctx.settings.peek_sweep_age + ctx.settings.defer_retry_delay)
+    assert peek_sweep(ctx).recovered == 1
+    assert ctx.states.get("p1").payment.sequence_number == seq

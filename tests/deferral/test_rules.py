@@ -1,0 +1,129 @@
+"""Pure rules: what a payment notification means for its order, and the deferral document."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from contracts.messages import PaymentNotification
+from deferral.records import (
+    ENTRY_LIMIT,
+    DeferralDocument,
+    DeferralReason,
+    DeferredEntry,
+    EntryStatus,
+    with_entry,
+    with_status,
+)
+from domain import transitions
+from domain.records import StepState
+from domain.states import ProcessState, StepStatus
+from submission.payment_rules import decide, received, waiting_instance, with_payment
+
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
+ORDER: dict[str, Any] = {"orderId": "p1", "totalCents": 2500, "currency": "EUR", "prepaid": True}
+
+
+def note(**changes: Any) -> PaymentNotification:
+    fields: dict[str, Any] = {
+        "type": "PaymentNotification",
+        "schema_version": 1,
+        "notification_id": "n-1",
+        "order_id": "p1",
+        "amount_cents": 2500,
+        "currency": "EUR",
+        "provider_reference": "psp-1",
+    }
+    return PaymentNotification(**{**fields, **changes})
+
+
+def record(state: ProcessState = ProcessState.PENDING) -> Any:
+    return transitions.new_record("p1", None, NOW).model_copy(update={"process_state": state})
+
+
+def test_a_matching_notification_for_an_open_prepaid_order_is_applied():
+    for state in (ProcessState.PENDING, ProcessState.PROCESSING, ProcessState.ERROR):
+        assert decide(record(state), ORDER, note()).kind == "apply"
+
+
+@pytest.mark.parametrize(
+    ("order", "changes", "state", "reason"),
+    [
+        (ORDER, {"amount_cents": 2499}, ProcessState.PENDING, "PaymentAmountMismatch"),
+        (ORDER, {"currency": "USD"}, ProcessState.PENDING, "PaymentAmountMismatch"),
+        ({**ORDER, "prepaid": False}, {}, ProcessState.PENDING, "OrderNotPrepaid"),
+        (ORDER, {}, ProcessState.COMPENSATED, "OrderClosed"),
+        (ORDER, {}, ProcessState.PROCESSED, "OrderClosed"),
+    ],
+)
+def test_a_notification_that_cannot_be_used_is_rejected_with_a_reason(order, changes, state, reason):
+    decision = decide(record(state), order, note(**changes))
+    assert (decision.kind, decision.reason) == ("reject", reason)
+    assert "p1" in decision.description
+
+
+def test_the_same_notification_twice_is_a_duplicate_and_another_one_is_a_second_payment():
+    paid = with_payment(record(), received(note(), 4, NOW), NOW)
+    assert decide(paid, ORDER, note()).kind == "duplicate"
+    assert decide(paid, ORDER, note(notification_id="n-2")).reason == "PaymentAlreadyReceived"
+
+
+def test_applying_a_payment_changes_nothing_but_the_payment_and_the_history():
+    before = record(ProcessState.PROCESSING).model_copy(update={"locked_by": "p1:1", "attempt": 1})
+    after = with_payment(before, received(note(), 4, NOW), NOW + timedelta(seconds=1))
+    assert after.payment is not None and after.payment.sequence_number == 4
+    assert (after.process_state, after.locked_by, after.attempt) == (ProcessState.PROCESSING, "p1:1", 1)
+    assert after.history[-1].event == "PaymentNotified"
+
+
+def test_only_an_in_flight_payment_step_is_waiting():
+    base = record(ProcessState.PROCESSING).model_copy(update={"locked_by": "p1:1"})
+    step = StepState(status=StepStatus.IN_PROGRESS, agent="payment", request_id="r", attempt=1, started_at=NOW)
+    waiting = base.model_copy(update={"current_step": "charge-payment", "steps": {"charge-payment": step}})
+    assert waiting_instance(waiting) == "p1:1"
+    assert waiting_instance(base) is None  # between steps
+    other = base.model_copy(update={"current_step": "reserve-inventory", "steps": {"reserve-inventory": step}})
+    assert waiting_instance(other) is None
+    assert waiting_instance(waiting.model_copy(update={"process_state": ProcessState.PENDING})) is None
+
+
+def entry(seq: int, status: EntryStatus = EntryStatus.DEFERRED) -> DeferredEntry:
+    return DeferredEntry(
+        sequence_number=seq,
+        message_id=f"m{seq}",
+        message_type="PaymentNotification",
+        reason=DeferralReason.ORDER_NOT_SUBMITTED,
+        deferred_at=NOW,
+        recorded_by="submission",
+        status=status,
+        updated_at=NOW,
+    )
+
+
+def test_recording_a_sequence_number_twice_keeps_one_entry_and_a_resolved_one_stays_resolved():
+    doc = with_entry(DeferralDocument.empty("p1", NOW), entry(5), NOW)
+    again = with_entry(doc, entry(5).model_copy(update={"reason": DeferralReason.DEPENDENCY_UNAVAILABLE}), NOW)
+    assert [(e.sequence_number, e.reason) for e in again.entries] == [(5, DeferralReason.DEPENDENCY_UNAVAILABLE)]
+    applied = with_status(again, 5, EntryStatus.APPLIED, NOW)
+    kept = with_entry(applied, entry(5), NOW).entry(5)
+    assert kept is not None and kept.status is EntryStatus.APPLIED
+    assert applied.waiting() == []
+    assert with_status(applied, 99, EntryStatus.EXPIRED, NOW) == applied
+
+
+def test_the_document_keeps_every_waiting_entry_and_drops_the_oldest_resolved_ones():
+    doc = DeferralDocument.empty("p1", NOW)
+    for seq in range(ENTRY_LIMIT):
+        doc = with_entry(doc, entry(seq, EntryStatus.APPLIED if seq % 2 else EntryStatus.DEFERRED), NOW)
+    doc = with_entry(doc, entry(1000), NOW)
+    assert len(doc.entries) == ENTRY_LIMIT
+    assert doc.entry(1) is None  # the oldest resolved one went
+    assert len(doc.waiting()) == ENTRY_LIMIT // 2 + 1
+
+
+def test_the_document_is_stored_without_a_process_state():
+    stored = DeferralDocument.empty("p1", NOW).to_document()
+    assert stored["id"] == "deferred:p1" and stored["orderId"] == "p1"
+    assert "processState" not in stored
