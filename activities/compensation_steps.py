@@ -18,8 +18,7 @@ from domain.compensation_policy import REVIEW_CHOICES
 from domain.errors import FencingLost
 from domain.states import ProcessState
 from domain.timefmt import from_text
-from notifications.alerts import raise_alert
-from notifications.status import publish_status
+from notifications.alerts import raise_alert, raise_alert_after_write
 from observability.events import app_event
 from orchestrators import names
 from settings import Settings
@@ -189,15 +188,6 @@ def finish_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]
     except FencingLost as exc:
         return _fencing_lost(exc, "finish compensation")
     app_event("Compensated", f"order {record.order_id}: every completed step undone", orderId=record.order_id)
-    publish_status(
-        ctx.sender,
-        reply_to=record.reply_to,
-        order_id=record.order_id,
-        status="Compensated",
-        attempt=record.attempt,
-        at=now,
-        reason=record.last_error,
-    )
     return OWNED
 
 
@@ -214,20 +204,11 @@ def fail_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     except FencingLost as exc:
         return _fencing_lost(exc, "fail compensation")
     alert_compensation_failed(ctx, record.order_id, record.attempt, record.last_error or error, data.get("seq"))
-    publish_status(
-        ctx.sender,
-        reply_to=record.reply_to,
-        order_id=record.order_id,
-        status="CompensationFailed",
-        attempt=record.attempt,
-        at=now,
-        reason=record.last_error,
-    )
     return OWNED
 
 
 def alert_compensation_failed(ctx: AppContext, order_id: str, round_number: int, reason: str, seq: Any) -> None:
-    raise_alert(
+    raise_alert_after_write(
         ctx.sender,
         kind="CompensationFailed",
         summary=f"order {order_id}: compensation failed; {reason}",

@@ -19,7 +19,7 @@ from domain import transitions
 from domain.compensation import complete_step_logged
 from domain.errors import FencingLost
 from domain.states import ProcessState, StepStatus
-from notifications.alerts import raise_alert
+from notifications.alerts import raise_alert_after_write
 from notifications.status import publish_status
 from observability.events import app_event
 
@@ -136,7 +136,7 @@ def fail_order(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
         )
     except FencingLost as exc:
         return _fencing_lost(exc, "fail")
-    raise_alert(
+    raise_alert_after_write(
         ctx.sender,
         kind="OrderFailed",
         summary=f"order {record.order_id} failed at {data['step']}: {data.get('error')}",
@@ -145,22 +145,14 @@ def fail_order(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
         discriminator=record.attempt,
         details={"step": data["step"], "attempt": record.attempt, "error": data.get("error")},
     )
-    publish_status(
-        ctx.sender,
-        reply_to=record.reply_to,
-        order_id=record.order_id,
-        status="Failed",
-        attempt=record.attempt,
-        at=now,
-        reason=reason,
-    )
+    # The submitter hears "Failed" from the orchestration, after this write (orchestrators.status).
     return OWNED
 
 
 def mark_processed(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     now = ctx.clock.now()
     try:
-        record = update_fenced(
+        update_fenced(
             ctx.states,
             data["orderId"],
             data["instanceId"],
@@ -169,14 +161,6 @@ def mark_processed(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     except FencingLost as exc:
         return _fencing_lost(exc, "processed")
     ctx.counts.bump(ProcessState.PROCESSING, -1)
-    publish_status(
-        ctx.sender,
-        reply_to=record.reply_to,
-        order_id=record.order_id,
-        status="Completed",
-        attempt=record.attempt,
-        at=now,
-    )
     return OWNED
 
 

@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--orders must be >= 0")
 
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # app loggers may be more verbose (the report counts events)
+        handler.setLevel(args.log_level.upper())
     try:
         profile = Profile.load(args.faults) if args.faults else Profile()
     except (ProfileError, OSError) as exc:

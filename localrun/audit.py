@@ -10,6 +10,7 @@ only against the ``_etag`` it names, and the audit remembers the ``lockedBy`` of
 from __future__ import annotations
 
 import json
+import logging
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -45,6 +46,47 @@ class Audit:
     stale_writes: list[str] = field(default_factory=list)
     ops: Counter[str] = field(default_factory=Counter)
     injected: Counter[str] = field(default_factory=Counter)
+
+
+class CountedStore:
+    """Any other store the app uses (e.g. the deferral log): operations counted, faults injected."""
+
+    def __init__(self, inner: Any, faults: CosmosFaults, audit: Audit, counter: str) -> None:
+        self._inner = inner
+        self._faults = faults
+        self._audit = audit
+        self._counter = counter
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._inner, name)
+        if not callable(attribute):
+            return attribute
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self._audit.ops[self._counter] += 1
+            self._faults.maybe_fail(name)
+            return attribute(*args, **kwargs)
+
+        return counted
+
+
+class EventRecorder(logging.Handler):
+    """Collects the app's structured events (``extra={"event": ...}``) for the report's statistics."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.events: list[dict[str, Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        name = getattr(record, "event", None)
+        if isinstance(name, str):
+            self.events.append({"event": name, **{k: v for k, v in vars(record).items() if k in _EVENT_FIELDS}})
+
+    def count(self, name: str, **match: Any) -> int:
+        return sum(1 for e in self.events if e["event"] == name and all(e.get(k) == v for k, v in match.items()))
+
+
+_EVENT_FIELDS = {"orderId", "via", "reason", "instanceId"}
 
 
 class CosmosFaults:

@@ -91,12 +91,40 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "durable_history_events": result.host.engine.counters.history_events / n,
         "function_executions": sum(result.host.executions.values()) / n,
     }
+    # Notifications: each one the workload sent is either applied (on its order's state record) or
+    # dead-lettered with a reason; read from Cosmos and the broker, not from the app's logs.
+    applied = {doc["payment"]["notificationId"] for doc in by_order.values() if doc.get("payment")}
+    dead_ids = {d.message_id for d in dead if d.reason}
+    notifications = [a.message.message_id for a in result.workload.arrivals if a.kind == "notification"]
+    unmatched = [m for m in notifications if m not in applied and m not in dead_ids]
+    # Status routing: every status on a submitter's queue is about that submitter's own order, and
+    # each settled order's submitter heard that it was received and how it ended.
+    misrouted = [s for s in statuses if valid.get(s["orderId"], {}).get("replyTo") != s["_queue"]]
+    heard: dict[str, set[str]] = {}
+    for s_ in statuses:
+        heard.setdefault(s_["orderId"], set()).add(s_["status"])
+    final_status = {
+        "Processed": "Completed",
+        "Error": "Failed",
+        "Compensated": "Compensated",
+        "CompensationFailed": "CompensationFailed",
+    }
+    missing_status = [
+        o
+        for o, doc in by_order.items()
+        if o in valid
+        and doc["processState"] in final_status
+        and not {"Received", final_status[doc["processState"]]} <= heard.get(o, set())
+    ]
     invariants = {
         "lost": len(lost),
         "duplicate_side_effects": duplicates,
         "stale_writes": len(audit.stale_writes),
         "non_terminal": len(non_terminal),
         "unbalanced_compensations": len(unbalanced),
+        "unmatched_notifications": len(unmatched),
+        "misrouted_statuses": len(misrouted),
+        "missing_statuses": len(missing_status),
     }
     return {
         "orders": len(valid),
@@ -108,6 +136,15 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "stale_writes": audit.stale_writes[:5],
             "non_terminal": non_terminal[:5],
             "unbalanced_compensations": unbalanced[:5],
+            "unmatched_notifications": unmatched[:5],
+            "missing_statuses": missing_status[:5],
+        },
+        "deferred": {
+            "deferred": result.events.count("MessageDeferred"),
+            "recovered_by_sequence": result.events.count("DeferredRecovered", via="sequence")
+            + result.events.count("DeferredRecovered", via="retry"),
+            "recovered_by_sweep": result.events.count("DeferredRecovered", via="sweep"),
+            "expired": result.events.count("DeferredExpired"),
         },
         "recoveries": {
             "supervisor_retries": events["RetryScheduled"],
@@ -152,6 +189,7 @@ def summary(report: dict[str, Any]) -> str:
 
     table("final states", report["final_states"])
     table("recoveries", report["recoveries"])
+    table("deferred messages", report["deferred"])
     bad = {k: ("OK" if v == 0 else f"{v}  <-- VIOLATED") for k, v in report["invariants"].items()}
     table("invariants (0 = holds)", bad)
     table("latency (simulated seconds)", report["latency_s"])

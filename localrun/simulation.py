@@ -8,6 +8,7 @@ simulated clock that jumps ahead whenever nothing is runnable. Faults come from 
 
 from __future__ import annotations
 
+import logging
 import random
 import sys
 import time
@@ -19,15 +20,26 @@ from typing import Any
 from adapters.cosmos.client import ensure_database
 from adapters.cosmos.order_store import CosmosOrderStore
 from adapters.cosmos.state_store import CosmosStateStore
+from adapters.servicebus.sender import OutgoingMessage, SendError
 from agents.remote import RemoteService
 from agents.services import remote_services
 from agents.simulators.config import SimulatorConfig
 from agents.simulators.ledger import Ledger
 from contracts.names import ALL_QUEUES, ORDERS_CONTAINER, ORDERS_QUEUE, STATE_CONTAINER
+from deferral.store import CosmosDeferralLog
 from dependencies import AppContext, use_context
 from domain.states import TERMINAL_STATES, ProcessState
 from domain.workflow import AGENTS
-from localrun.audit import Audit, AuditedOrderStore, AuditedStateStore, CosmosFaults, CrashingService, FaultySender
+from localrun.audit import (
+    Audit,
+    AuditedOrderStore,
+    AuditedStateStore,
+    CosmosFaults,
+    CountedStore,
+    CrashingService,
+    EventRecorder,
+    FaultySender,
+)
 from localrun.cosmos_server import CosmosServer
 from localrun.host import LocalHost
 from localrun.profile import Profile
@@ -48,7 +60,9 @@ class SimulationConfig:
     raw_lines: list[dict[str, Any]] = field(default_factory=list)
     horizon: timedelta = timedelta(hours=8)
     progress: bool = False
-    settings: dict[str, str] = field(default_factory=dict)
+    # No operator watches a simulation: a human-review pause times out after 10 simulated minutes
+    # and takes its configured default action.
+    settings: dict[str, str] = field(default_factory=lambda: {"REVIEW_TIMEOUT_SECONDS": "600"})
 
 
 @dataclass
@@ -68,6 +82,7 @@ class SimulationResult:
     wall_s: float
     simulated_s: float
     task_failures: list[tuple[str, str]]
+    events: EventRecorder
 
 
 class _RemoteProbe:
@@ -81,6 +96,18 @@ class _RemoteProbe:
     def call(self, request: Any) -> dict[str, Any]:
         self._first.setdefault(request.order_id, self._clock.now())
         return self._inner.call(request)
+
+
+def _submit(broker: InProcessBroker, message: OutgoingMessage) -> None:
+    """A submitter's send: like any Service Bus client it retries a failed send (the same
+    MessageId, so a send that was stored anyway collapses in duplicate detection)."""
+    for _ in range(50):
+        try:
+            broker.send(ORDERS_QUEUE, message)
+            return
+        except SendError:
+            continue
+    raise RuntimeError(f"could not submit {message.message_id} after 50 tries")
 
 
 def _progress(done: int, total: int, simulated: timedelta) -> None:
@@ -133,8 +160,14 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             remote=remote,
             rng=random.Random(seeds.getrandbits(64)),
         )
-        if hasattr(ctx, "deferred"):
-            ctx.deferred = broker.deferred_store
+        ctx.deferred = broker.deferred_store
+        ctx.deferrals = CountedStore(
+            CosmosDeferralLog(database.get_container_client(STATE_CONTAINER)), faults, audit, "cosmos_other"
+        )
+        recorder = EventRecorder()
+        app_log = logging.getLogger("orders")
+        app_log.addHandler(recorder)
+        app_log.setLevel(logging.INFO)
         use_context(ctx)
         host = LocalHost(
             scheduler,
@@ -155,7 +188,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             now = clock.now()
             while pending and pending[0].at <= now:
                 arrival = pending.pop(0)
-                broker.send(ORDERS_QUEUE, arrival.message)
+                _submit(broker, arrival.message)
                 if arrival.kind == "order" and arrival.order_id is not None:
                     sent_at[arrival.order_id] = now
             for transition in audit.transitions[seen:]:
@@ -172,8 +205,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 _progress(settled, len(workload.orders), now - START)
 
         def quiet() -> bool:
-            if pending or scheduler.busy() or host.engine.has_work():
-                return False
+            if pending or scheduler.busy() or host.engine.has_work() or host.engine.next_due_time() is not None:
+                return False  # an orchestration still waits on a durable timer: something is still due
             if any(q in host.queues for q in broker.ready_queues()):
                 return False
             return not any(state in NON_TERMINAL for state in latest.values())
@@ -183,6 +216,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             host.run_until(START + config.horizon, stop=quiet, external_due=external, before_pump=before_pump)
         finally:
             use_context(None)
+            app_log.removeHandler(recorder)
         if config.progress:
             before_pump()
             _progress(
@@ -205,4 +239,5 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         wall_s=time.monotonic() - wall_start,
         simulated_s=(clock.now() - START).total_seconds(),
         task_failures=[(name, f"{type(exc).__name__}: {exc}") for name, exc in scheduler.failures],
+        events=recorder,
     )

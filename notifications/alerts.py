@@ -53,3 +53,22 @@ def raise_alert(
         OutgoingMessage(body=alert.to_json(), message_id=alert.alert_id, subject="OperatorAlert"),
     )
     return alert
+
+
+def raise_alert_after_write(sender: MessageSender, **alert: Any) -> bool:
+    """``raise_alert`` for the moment after a state write made the alert true: the record is safe
+    whatever happens here, so a failed send is logged (``AlertSendFailed``, ERROR, for log-based
+    alert rules) instead of failing the caller and hiding that the write succeeded."""
+    from adapters.servicebus.sender import SendError
+
+    try:
+        raise_alert(sender, **alert)
+    except SendError as exc:
+        log.error(
+            "operator alert %s could not be sent: %s",
+            alert.get("kind"),
+            exc,
+            extra={"event": "AlertSendFailed", "orderId": alert.get("order_id"), "alertKind": alert.get("kind")},
+        )
+        return False
+    return True

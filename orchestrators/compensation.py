@@ -31,6 +31,7 @@ from domain.compensation import UNDONE, undo_idempotency_key, undo_request_id
 from domain.timefmt import to_text
 from orchestrators import names
 from orchestrators.agent_call import invoke_agent
+from orchestrators.status import tell_submitter
 
 Outcome = dict[str, Any]
 
@@ -49,9 +50,7 @@ def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, 
     plan = yield context.call_activity(names.LOAD_COMPENSATION, fenced)
     if not plan["owned"]:
         return _outcome("FencingLost", at="load")
-    yield context.call_activity(
-        names.PUBLISH_STATUS, {"orderId": order_id, "status": "Compensating", "attempt": round_number}
-    )
+    yield from tell_submitter(context, order_id, "Compensating", round_number)
 
     entries: list[dict[str, Any]] = sorted(plan["entries"], key=lambda e: e["seq"], reverse=True)
     undone: list[int] = []
@@ -66,6 +65,7 @@ def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, 
     finished = yield context.call_activity(names.FINISH_COMPENSATION, fenced)
     if not finished["owned"]:
         return _outcome("FencingLost", at="finish")
+    yield from tell_submitter(context, order_id, "Compensated", round_number)
     return _outcome("Compensated", undone=undone)
 
 
@@ -118,4 +118,5 @@ def _undo_entry(
     failed = yield context.call_activity(names.FAIL_COMPENSATION, {**fenced, "error": error})
     if not failed["owned"]:
         return _outcome("FencingLost", at=f"undo {seq}")
+    yield from tell_submitter(context, order_id, "CompensationFailed", round_number, f"{step_name}: {error}")
     return _outcome("CompensationFailed", seq=seq, step=step_name, error=error)

@@ -32,6 +32,7 @@ from domain.workflow import STEPS, WORKFLOW, StepKind
 from orchestrators import names
 from orchestrators.agent_call import invoke_agent
 from orchestrators.payment_wait import await_payment, capture_request
+from orchestrators.status import tell_submitter
 
 Outcome = dict[str, Any]
 
@@ -52,7 +53,7 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
     order: dict[str, Any] = plan["order"]
     results: dict[str, dict[str, Any]] = dict(plan["completed"])
     step_timeout = timedelta(seconds=plan["stepTimeoutSeconds"])
-    yield context.call_activity(names.PUBLISH_STATUS, {"orderId": order_id, "status": "Processing", "attempt": attempt})
+    yield from tell_submitter(context, order_id, "Processing", attempt)
 
     review: dict[str, Any] = plan.get("review") or {}
     policy = ReviewPolicy(int(review.get("amountThresholdCents", 0)))
@@ -113,7 +114,10 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
                     passed_pivot=step.kind is StepKind.RETRIABLE,
                     undo_pending=any(STEPS[name].kind is StepKind.COMPENSABLE for name in results),
                     amount_cents=int(order.get("totalCents", 0)),
-                    fallback_left=step.fallback_agent is not None and agent_name != step.fallback_agent,
+                    # a prepaid order's payment was captured at its provider: no other provider can take over
+                    fallback_left=step.fallback_agent is not None
+                    and agent_name != step.fallback_agent
+                    and not order.get("prepaid"),
                 ),
                 policy,
             )
@@ -138,7 +142,10 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
                 if not handed["owned"]:
                     return _outcome("FencingLost", at="compensate")
                 return _outcome("CompensationRequested", step=step.name, error=error)
-            yield context.call_activity(names.FAIL_ORDER, {**fenced, "error": error})
+            failed = yield context.call_activity(names.FAIL_ORDER, {**fenced, "error": error})
+            if not failed["owned"]:
+                return _outcome("FencingLost", at="fail")
+            yield from tell_submitter(context, order_id, "Failed", attempt, f"{step.name}: {error}")
             return _outcome("Failed", step=step.name, error=error)
 
     done = yield context.call_activity(
@@ -146,6 +153,7 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
     )
     if not done["owned"]:
         return _outcome("FencingLost", at="processed")
+    yield from tell_submitter(context, order_id, "Completed", attempt)
     return _outcome("Processed")
 
 

@@ -15,6 +15,7 @@ from enum import StrEnum
 
 from adapters.cosmos.errors import EtagMismatch
 from adapters.cosmos.state_store import update_once
+from adapters.servicebus.sender import SendError
 from dependencies import AppContext
 from domain.compensation import escalate_or_compensate
 from domain.compensation_policy import ReviewPolicy
@@ -23,7 +24,10 @@ from domain.records import StateRecord
 from domain.retry import exponential_backoff
 from domain.states import ProcessState
 from notifications.alerts import raise_alert
-from observability.events import app_event, state_transition
+from notifications.status import publish_status
+from observability.events import app_event
+
+log = logging.getLogger(__name__)
 
 RETRIES_EXHAUSTED = "RetriesExhausted"
 
@@ -67,7 +71,6 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
             reason=type(exc).__name__,
         )
         return RecoveryResult(record.order_id, Outcome.SKIPPED, None)
-    state_transition(record, written)
     if written.process_state is ProcessState.COMPENSATING:
         app_event(
             "SupervisorCompensating",
@@ -81,6 +84,7 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
         return RecoveryResult(written.order_id, Outcome.COMPENSATING, expired, written)
     if written.process_state is ProcessState.ERROR:
         sent = _alert_retries_exhausted(ctx, written)
+        _tell_submitter_failed(ctx, written)
         app_event(
             "SupervisorEscalated",
             f"order {written.order_id}: {written.failure_count} failed attempts, moved to Error",
@@ -106,6 +110,23 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
     ctx.counts.bump(ProcessState.PROCESSING, -1)
     ctx.counts.bump(ProcessState.PENDING, +1)
     return RecoveryResult(written.order_id, Outcome.RECOVERED, expired, written)
+
+
+def _tell_submitter_failed(ctx: AppContext, record: StateRecord) -> None:
+    """Best effort, after the record is safe: the submitter hears ``Failed`` (a lost send is
+    logged; the operator alert is what drives the follow-up)."""
+    try:
+        publish_status(
+            ctx.sender,
+            reply_to=record.reply_to,
+            order_id=record.order_id,
+            status="Failed",
+            attempt=record.attempt,
+            at=ctx.clock.now(),
+            reason=record.last_error,
+        )
+    except SendError as exc:
+        log.warning("order %s: Failed status not sent: %s", record.order_id, exc)
 
 
 def _order_total(ctx: AppContext, order_id: str) -> int:

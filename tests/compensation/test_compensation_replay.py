@@ -93,6 +93,13 @@ class Round:
     def recorded(self, owned: bool = True) -> None:
         self.h.activity_completed(names.RECORD_UNDO, {"owned": owned}, at=self.h.now)
 
+    def status_sent(self, status: str, orchestrator: Any) -> None:
+        """The round tells the submitter ``status`` (after the fenced write), and the send succeeds."""
+        result = self.run(orchestrator)
+        assert [a["functionName"] for a in result.new_actions] == [names.PUBLISH_STATUS]
+        assert json.loads(result.new_actions[0]["input"])["status"] == status
+        self.h.activity_completed(names.PUBLISH_STATUS, None, at=self.h.now)
+
     def run(self, orchestrator: Any) -> ReplayResult:
         return self.h.run(orchestrator)
 
@@ -129,6 +136,7 @@ def test_all_undos_succeed_newest_first_then_compensated(compensate):
     sent = inputs(result, names.SEND_AGENT_REQUEST)
     assert [s["queue"] for s in sent] == ["payment-requests"]
     r.h.activity_completed(names.FINISH_COMPENSATION, {"owned": True}, at=r.h.now)
+    r.status_sent("Compensated", compensate)
     result = r.run(compensate)
     assert result.is_done
     assert result.output == {"result": "Compensated", "undone": [2, 1]}
@@ -151,6 +159,7 @@ def test_an_undo_that_fails_transiently_is_tried_again_after_a_backoff_then_succ
     r.in_process(reply(RESERVE, result={"releaseId": "rel-1"}))
     r.recorded()
     r.h.activity_completed(names.FINISH_COMPENSATION, {"owned": True}, at=r.h.now)
+    r.status_sent("Compensated", compensate)
     result = r.run(compensate)
     assert result.output == {"result": "Compensated", "undone": [2, 1]}
     assert inputs(result, names.FAIL_COMPENSATION) == []
@@ -168,6 +177,7 @@ def test_an_undo_that_fails_for_good_ends_compensation_failed_naming_the_entry(c
         "error": "charge C-1 is disputed",
     }
     r.h.activity_completed(names.FAIL_COMPENSATION, {"owned": True}, at=r.h.now)
+    r.status_sent("CompensationFailed", compensate)
     result = r.run(compensate)
     assert result.is_done
     assert result.output == {
@@ -202,6 +212,7 @@ def test_a_round_resuming_after_a_crash_undoes_only_the_entries_not_yet_undone(c
     r.in_process(reply(first, result={"releaseId": "rel-1"}))
     r.recorded()
     r.h.activity_completed(names.FINISH_COMPENSATION, {"owned": True}, at=r.h.now)
+    r.status_sent("Compensated", compensate)
     result = r.run(compensate)
     assert result.output == {"result": "Compensated", "undone": [2, 1]}
     assert [i["seq"] for i in inputs(result, names.BEGIN_UNDO)] == [2, 1]

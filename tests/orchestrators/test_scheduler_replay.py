@@ -185,6 +185,16 @@ def test_non_transient_error_reply_fails_the_order(scheduler):
     assert json.loads(result.new_actions[0]["input"])["error"] == "SKU A discontinued"
     f.h.activity_completed(names.FAIL_ORDER, {"owned": True}, at=f.h.now)
     result = f.run(scheduler)
+    # the submitter hears it after the fenced write, from its own activity
+    assert [a["functionName"] for a in result.new_actions] == [names.PUBLISH_STATUS]
+    assert json.loads(result.new_actions[0]["input"]) == {
+        "orderId": "o1",
+        "status": "Failed",
+        "attempt": 2,
+        "reason": "reserve-inventory: SKU A discontinued",
+    }
+    f.h.activity_completed(names.PUBLISH_STATUS, None, at=f.h.now)
+    result = f.run(scheduler)
     assert result.is_done
     assert result.output == {"result": "Failed", "step": "reserve-inventory", "error": "SKU A discontinued"}
 
@@ -287,8 +297,53 @@ def test_all_steps_succeed_then_the_order_is_processed(scheduler):
     assert json.loads(shipment["input"])["request"]["payload"] == {"shipTo": "1 Main St", "reservationId": "R-1"}
     f.h.activity_completed(names.MARK_PROCESSED, {"owned": True}, at=f.h.now)
     result = f.run(scheduler)
+    assert [a["functionName"] for a in result.new_actions] == [names.PUBLISH_STATUS]
+    assert json.loads(result.new_actions[0]["input"])["status"] == "Completed"
+    f.h.activity_completed(names.PUBLISH_STATUS, None, at=f.h.now)
+    result = f.run(scheduler)
     assert result.is_done
     assert result.output == {"result": "Processed"}
+
+
+def processed_flow() -> Flow:
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
+    f.step_recorded()
+    f.remote_reply(reply("charge-payment", result=CHARGED))
+    f.step_recorded()
+    f.remote_reply(reply("arrange-shipment", result=SHIPPED))
+    f.step_recorded()
+    f.h.activity_completed(names.MARK_PROCESSED, {"owned": True}, at=f.h.now)
+    return f
+
+
+def test_a_failed_status_send_is_retried_on_a_durable_timer_and_never_undoes_the_write(scheduler):
+    f = processed_flow()
+    f.h.activity_failed(names.PUBLISH_STATUS, "send to 'client-statuses' failed", at=f.h.now)
+    result = f.run(scheduler)
+    assert result.new_action_types() == ["CreateTimer"]
+    fire_at = f.h.now + timedelta(seconds=5)
+    assert result.new_actions[0]["fireAt"] == fire_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    f.h.timer_fired(fire_at)
+    result = f.run(scheduler)
+    assert [a["functionName"] for a in result.new_actions] == [names.PUBLISH_STATUS]
+    f.h.activity_completed(names.PUBLISH_STATUS, None, at=f.h.now)
+    result = f.run(scheduler)
+    assert result.is_done
+    assert result.output == {"result": "Processed"}
+
+
+def test_a_status_that_cannot_be_sent_at_all_still_ends_the_attempt_with_its_outcome(scheduler):
+    f = processed_flow()
+    for delay in (5, 30, 120):
+        f.h.activity_failed(names.PUBLISH_STATUS, "Service Bus unreachable", at=f.h.now)
+        f.h.timer_fired(f.h.now + timedelta(seconds=delay))
+    f.h.activity_failed(names.PUBLISH_STATUS, "Service Bus unreachable", at=f.h.now)
+    result = f.run(scheduler)
+    assert result.is_done
+    assert result.output == {"result": "Processed"}
+    sends = [a for a in result.actions if a.get("functionName") == names.PUBLISH_STATUS]
+    assert len(sends) == 5  # Processing, then Completed tried four times
 
 
 def test_steps_done_by_an_earlier_attempt_are_not_run_again(scheduler):

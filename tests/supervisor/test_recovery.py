@@ -123,3 +123,16 @@ def test_records_that_are_not_expired_processing_are_untouched(make_ctx, states,
         after = states.get(order_id)
         assert after is not None and record is not None
         assert after.etag == record.etag, f"{order_id} was written"
+
+
+def test_escalation_tells_the_submitter_failed_on_its_own_queue(make_ctx, states, clock, sender):
+    ctx = make_ctx(MAX_FAILURES="3")
+    record = transitions.claim(transitions.new_record("o9", "submitter-q", clock.now()), clock.now(), timedelta(0))
+    states.create(record.model_copy(update={"failure_count": 2}))
+    clock.advance(timedelta(seconds=1))
+
+    run_supervisor(ctx, ScanState())
+
+    statuses = [(q, json.loads(m.body)) for q, m in sender.sent if q != OPERATOR_ALERTS_QUEUE]
+    assert [(q, b["status"], b["orderId"], b["attempt"]) for q, b in statuses] == [("submitter-q", "Failed", "o9", 1)]
+    assert statuses[0][1]["reason"].startswith("retries exhausted")
