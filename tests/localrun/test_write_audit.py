@@ -1,0 +1,69 @@
+"""The runner's write audit: a write by an attempt that does not hold lockedBy is counted as
+stale, from the versions Cosmos returned, whatever the app believed."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import pytest
+
+from adapters.cosmos.state_store import CosmosStateStore
+from contracts.names import STATE_CONTAINER
+from domain import transitions
+from localrun.audit import Audit, AuditedStateStore, CosmosFaults
+from localrun.profile import Profile
+
+pytestmark = pytest.mark.cosmos
+
+
+@pytest.fixture
+def audited(cosmos_db, clock):
+    audit = Audit()
+    store = AuditedStateStore(
+        CosmosStateStore(cosmos_db.get_container_client(STATE_CONTAINER)),
+        clock,
+        CosmosFaults(Profile(), random.Random(1), audit),
+        audit,
+    )
+    return store, audit
+
+
+def test_an_owners_writes_are_not_stale(audited, clock):
+    store, audit = audited
+    store.create(transitions.new_record("o1", None, clock.now()))
+    claimed = store.replace(
+        transitions.claim(store.get("o1"), clock.now(), timedelta(seconds=60)).model_copy(
+            update={"etag": store.get("o1").etag}
+        )
+    )
+    began = transitions.begin_step(claimed, "o1:1", "reserve-inventory", "inventory", "r", clock.now(), clock.now())
+    store.replace(began.model_copy(update={"etag": claimed.etag}))
+    assert audit.stale_writes == []
+    assert [t.event for t in audit.transitions] == ["Received", "Claimed", "StepStarted"]
+
+
+def test_a_write_by_an_attempt_that_lost_the_lock_is_counted(audited, clock):
+    store, audit = audited
+    store.create(transitions.new_record("o1", None, clock.now()))
+    first = store.get("o1")
+    claimed = store.replace(transitions.claim(first, clock.now(), timedelta(0)).model_copy(update={"etag": first.etag}))
+    clock.advance(timedelta(seconds=1))
+    reset = store.replace(
+        transitions.supervisor_retry(claimed, "o1:1", clock.now(), 3, timedelta(0)).model_copy(
+            update={"etag": claimed.etag}
+        )
+    )
+    # attempt 1 writes over the supervisor's reset without checking ownership (what fencing prevents)
+    stale = transitions.begin_step(
+        claimed.model_copy(update={"etag": None}),
+        "o1:1",
+        "reserve-inventory",
+        "inventory",
+        "r",
+        clock.now(),
+        clock.now(),
+    )
+    store.replace(stale.model_copy(update={"etag": reset.etag, "process_state": claimed.process_state}))
+    assert len(audit.stale_writes) == 1
+    assert "o1:1 wrote while lockedBy=None" in audit.stale_writes[0]
