@@ -25,7 +25,7 @@ def run(profile: str, orders: int = 100, seed: int = 11) -> Report:
     return build_report(run_simulation(config))
 
 
-def states(r: Report) -> dict[str, int]:
+def states(r: Report) -> Any:
     return r["final_states"]
 
 

@@ -28,7 +28,7 @@ def test_without_idempotency_keys_a_crashed_agent_charges_twice(monkeypatch):
     from agents import runtime
 
     counter = itertools.count()
-    real = runtime.RemoteCall
+    real = runtime.RemoteCall  # type: ignore[attr-defined]
 
     def fresh_key(*args: Any, **kwargs: Any) -> Any:
         call = real(*args, **kwargs)
