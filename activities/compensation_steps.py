@@ -10,41 +10,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from adapters.cosmos.state_store import update_fenced
+from activities.fencing import NOT_OWNED, OWNED, owned_record, write_fenced
 from contracts.messages import AgentRequest
 from dependencies import AppContext
 from domain import compensation
 from domain.compensation_policy import REVIEW_CHOICES
-from domain.errors import FencingLost
 from domain.states import ProcessState
 from domain.timefmt import from_text
 from notifications.alerts import raise_alert, raise_alert_after_write
 from observability.events import app_event
 from orchestrators import names
-from settings import Settings
-
-NOT_OWNED: dict[str, Any] = {"owned": False}
-OWNED: dict[str, Any] = {"owned": True}
-
-
-def review_policy(settings: Settings) -> dict[str, Any]:
-    """What the scheduler needs to decide on review, read once per attempt (by ``load_order``)."""
-    return {
-        "amountThresholdCents": settings.review_amount_threshold_cents,
-        "timeoutSeconds": settings.review_timeout.total_seconds(),
-        "defaultAction": settings.review_default_action,
-    }
-
-
-def _fencing_lost(exc: FencingLost, where: str) -> dict[str, Any]:
-    app_event(
-        "FencingLost",
-        f"{exc.expected} no longer owns order {exc.order_id} ({where}); stopping",
-        orderId=exc.order_id,
-        instanceId=exc.expected,
-        lockedBy=exc.actual,
-    )
-    return NOT_OWNED
 
 
 def _moment(value: Any) -> datetime:
@@ -61,17 +36,17 @@ def request_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any
     due now). The supervisor's next run claims it and starts the compensation orchestration."""
     now = ctx.clock.now()
     reason = f"{data['step']}: {data.get('error') or 'non-transient failure'}; {data.get('reason') or 'compensating'}"
-    try:
-        update_fenced(
-            ctx.states,
-            data["orderId"],
-            data["instanceId"],
-            lambda r: compensation.enter_compensation(
-                r, data["instanceId"], reason, now, owner=data["instanceId"], failed_step=data["step"]
-            ),
-        )
-    except FencingLost as exc:
-        return _fencing_lost(exc, "request compensation")
+    written = write_fenced(
+        ctx,
+        data["orderId"],
+        data["instanceId"],
+        lambda r: compensation.enter_compensation(
+            r, data["instanceId"], reason, now, owner=data["instanceId"], failed_step=data["step"]
+        ),
+        "request compensation",
+    )
+    if written is None:
+        return NOT_OWNED
     ctx.counts.bump(ProcessState.PROCESSING, -1)
     app_event("CompensationRequested", f"order {data['orderId']}: {reason}", orderId=data["orderId"])
     return OWNED
@@ -83,15 +58,15 @@ def await_review(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     now = ctx.clock.now()
     until = _moment(data["until"])
     keep_until = until + ctx.settings.start_grace
-    try:
-        record = update_fenced(
-            ctx.states,
-            data["orderId"],
-            data["instanceId"],
-            lambda r: compensation.await_review(r, data["instanceId"], data["step"], data["reviewId"], keep_until, now),
-        )
-    except FencingLost as exc:
-        return _fencing_lost(exc, "await review")
+    record = write_fenced(
+        ctx,
+        data["orderId"],
+        data["instanceId"],
+        lambda r: compensation.await_review(r, data["instanceId"], data["step"], data["reviewId"], keep_until, now),
+        "await review",
+    )
+    if record is None:
+        return NOT_OWNED
     raise_alert(
         ctx.sender,
         kind="ReviewRequired",
@@ -127,15 +102,11 @@ def await_review(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
 
 def load_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     """The log and the retry rules; ``owned`` is False unless this round holds the record."""
-    record = ctx.states.get(data["orderId"])
-    if (
-        record is None
-        or record.locked_by != data["instanceId"]
-        or record.process_state is not ProcessState.COMPENSATING
-    ):
+    record = owned_record(ctx, data["orderId"], data["instanceId"], ProcessState.COMPENSATING)
+    if record is None:
         return NOT_OWNED
     return {
-        "owned": True,
+        **OWNED,
         "entries": [e.model_dump(mode="json", by_alias=True) for e in record.compensation],
         "stepTimeoutSeconds": ctx.settings.step_timeout.total_seconds(),
         "undoTries": ctx.settings.max_failures,
@@ -147,46 +118,42 @@ def load_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
 def begin_undo(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     request = AgentRequest.model_validate(data["request"])
     now = ctx.clock.now()
-    try:
-        update_fenced(
-            ctx.states,
-            request.order_id,
-            request.instance_id,
-            lambda r: compensation.begin_undo(
-                r, request.instance_id, int(data["seq"]), request.request_id, request.deadline, now
-            ),
-        )
-    except FencingLost as exc:
-        return _fencing_lost(exc, f"begin undo {data['seq']}")
-    return OWNED
+    written = write_fenced(
+        ctx,
+        request.order_id,
+        request.instance_id,
+        lambda r: compensation.begin_undo(
+            r, request.instance_id, int(data["seq"]), request.request_id, request.deadline, now
+        ),
+        f"begin undo {data['seq']}",
+    )
+    return NOT_OWNED if written is None else OWNED
 
 
 def record_undo(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     now = ctx.clock.now()
     next_deadline = now + ctx.settings.start_grace
-    try:
-        update_fenced(
-            ctx.states,
-            data["orderId"],
-            data["instanceId"],
-            lambda r: compensation.record_undo(r, data["instanceId"], int(data["seq"]), next_deadline, now),
-        )
-    except FencingLost as exc:
-        return _fencing_lost(exc, f"record undo {data['seq']}")
-    return OWNED
+    written = write_fenced(
+        ctx,
+        data["orderId"],
+        data["instanceId"],
+        lambda r: compensation.record_undo(r, data["instanceId"], int(data["seq"]), next_deadline, now),
+        f"record undo {data['seq']}",
+    )
+    return NOT_OWNED if written is None else OWNED
 
 
 def finish_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     now = ctx.clock.now()
-    try:
-        record = update_fenced(
-            ctx.states,
-            data["orderId"],
-            data["instanceId"],
-            lambda r: compensation.finish_compensation(r, data["instanceId"], now),
-        )
-    except FencingLost as exc:
-        return _fencing_lost(exc, "finish compensation")
+    record = write_fenced(
+        ctx,
+        data["orderId"],
+        data["instanceId"],
+        lambda r: compensation.finish_compensation(r, data["instanceId"], now),
+        "finish compensation",
+    )
+    if record is None:
+        return NOT_OWNED
     app_event("Compensated", f"order {record.order_id}: every completed step undone", orderId=record.order_id)
     return OWNED
 
@@ -194,15 +161,15 @@ def finish_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]
 def fail_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     now = ctx.clock.now()
     error = str(data.get("error") or "undo failed")
-    try:
-        record = update_fenced(
-            ctx.states,
-            data["orderId"],
-            data["instanceId"],
-            lambda r: compensation.fail_compensation(r, data["instanceId"], int(data["seq"]), error, now),
-        )
-    except FencingLost as exc:
-        return _fencing_lost(exc, "fail compensation")
+    record = write_fenced(
+        ctx,
+        data["orderId"],
+        data["instanceId"],
+        lambda r: compensation.fail_compensation(r, data["instanceId"], int(data["seq"]), error, now),
+        "fail compensation",
+    )
+    if record is None:
+        return NOT_OWNED
     alert_compensation_failed(ctx, record.order_id, record.attempt, record.last_error or error, data.get("seq"))
     return OWNED
 

@@ -7,52 +7,42 @@ Store or send failures raise: the activity fails, the orchestration fails with i
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from activities.compensation_steps import review_policy
-from adapters.cosmos.state_store import update_fenced
+from activities.fencing import NOT_OWNED, OWNED, owned_record, write_fenced
 from adapters.servicebus.sender import OutgoingMessage
 from contracts.messages import AgentRequest, StatusName
 from dependencies import AppContext
 from domain import transitions
 from domain.compensation import complete_step_logged
-from domain.errors import FencingLost
 from domain.states import ProcessState, StepStatus
 from notifications.alerts import raise_alert_after_write
 from notifications.status import publish_status
-from observability.events import app_event
-
-log = logging.getLogger(__name__)
-
-NOT_OWNED: dict[str, Any] = {"owned": False}
-OWNED: dict[str, Any] = {"owned": True}
+from settings import Settings
 
 
-def _fencing_lost(exc: FencingLost, where: str) -> dict[str, Any]:
-    app_event(
-        "FencingLost",
-        f"{exc.expected} no longer owns order {exc.order_id} ({where}); stopping",
-        orderId=exc.order_id,
-        instanceId=exc.expected,
-        lockedBy=exc.actual,
-    )
-    return NOT_OWNED
+def review_policy(settings: Settings) -> dict[str, Any]:
+    """What the scheduler needs to decide on review, read once per attempt (by ``load_order``)."""
+    return {
+        "amountThresholdCents": settings.review_amount_threshold_cents,
+        "timeoutSeconds": settings.review_timeout.total_seconds(),
+        "defaultAction": settings.review_default_action,
+    }
 
 
 def load_order(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     """The order, the results of steps done by earlier attempts, and the step timeout; ``owned``
     is False unless this instance holds the record."""
-    order_id, me = data["orderId"], data["instanceId"]
-    record = ctx.states.get(order_id)
-    if record is None or record.locked_by != me or record.process_state is not ProcessState.PROCESSING:
+    order_id = data["orderId"]
+    record = owned_record(ctx, order_id, data["instanceId"], ProcessState.PROCESSING)
+    if record is None:
         return NOT_OWNED
     order = ctx.orders.get(order_id)
     if order is None:
         raise RuntimeError(f"order {order_id} has a state record but no order document")
     completed = {name: step.result or {} for name, step in record.steps.items() if step.status is StepStatus.SUCCEEDED}
     return {
-        "owned": True,
+        **OWNED,
         "order": order,
         "completed": completed,
         "stepTimeoutSeconds": ctx.settings.step_timeout.total_seconds(),
@@ -63,17 +53,17 @@ def load_order(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
 def begin_step(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     request = AgentRequest.model_validate(data["request"])
     now = ctx.clock.now()
-    try:
-        written = update_fenced(
-            ctx.states,
-            request.order_id,
-            request.instance_id,
-            lambda r: transitions.begin_step(
-                r, request.instance_id, request.step, data["agent"], request.request_id, request.deadline, now
-            ),
-        )
-    except FencingLost as exc:
-        return _fencing_lost(exc, f"begin {request.step}")
+    written = write_fenced(
+        ctx,
+        request.order_id,
+        request.instance_id,
+        lambda r: transitions.begin_step(
+            r, request.instance_id, request.step, data["agent"], request.request_id, request.deadline, now
+        ),
+        f"begin {request.step}",
+    )
+    if written is None:
+        return NOT_OWNED
     if written.payment is not None:
         # A prepaid order's PaymentNotification applied before this step began (in the same document,
         # so a notification written after this write sees the step in flight and is raised as an event).
@@ -97,45 +87,41 @@ def send_agent_request(ctx: AppContext, data: dict[str, Any]) -> None:
 def complete_step(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     now = ctx.clock.now()
     next_deadline = now + ctx.settings.start_grace
-    try:
-        update_fenced(
-            ctx.states,
-            data["orderId"],
-            data["instanceId"],
-            lambda r: complete_step_logged(r, data["instanceId"], data["step"], data["result"], next_deadline, now),
-        )
-    except FencingLost as exc:
-        return _fencing_lost(exc, f"complete {data['step']}")
-    return OWNED
+    written = write_fenced(
+        ctx,
+        data["orderId"],
+        data["instanceId"],
+        lambda r: complete_step_logged(r, data["instanceId"], data["step"], data["result"], next_deadline, now),
+        f"complete {data['step']}",
+    )
+    return NOT_OWNED if written is None else OWNED
 
 
 def release_for_retry(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     now = ctx.clock.now()
     reason = str(data.get("error") or "transient failure")
-    try:
-        update_fenced(
-            ctx.states,
-            data["orderId"],
-            data["instanceId"],
-            lambda r: transitions.release_for_retry(r, data["instanceId"], data["step"], reason, now),
-        )
-    except FencingLost as exc:
-        return _fencing_lost(exc, "release for retry")
-    return OWNED
+    written = write_fenced(
+        ctx,
+        data["orderId"],
+        data["instanceId"],
+        lambda r: transitions.release_for_retry(r, data["instanceId"], data["step"], reason, now),
+        "release for retry",
+    )
+    return NOT_OWNED if written is None else OWNED
 
 
 def fail_order(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     now = ctx.clock.now()
     reason = f"{data['step']}: {data.get('error') or 'non-transient failure'}"
-    try:
-        record = update_fenced(
-            ctx.states,
-            data["orderId"],
-            data["instanceId"],
-            lambda r: transitions.fail(r, data["instanceId"], data["step"], reason, now),
-        )
-    except FencingLost as exc:
-        return _fencing_lost(exc, "fail")
+    record = write_fenced(
+        ctx,
+        data["orderId"],
+        data["instanceId"],
+        lambda r: transitions.fail(r, data["instanceId"], data["step"], reason, now),
+        "fail",
+    )
+    if record is None:
+        return NOT_OWNED
     raise_alert_after_write(
         ctx.sender,
         kind="OrderFailed",
@@ -151,15 +137,15 @@ def fail_order(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
 
 def mark_processed(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     now = ctx.clock.now()
-    try:
-        update_fenced(
-            ctx.states,
-            data["orderId"],
-            data["instanceId"],
-            lambda r: transitions.mark_processed(r, data["instanceId"], now),
-        )
-    except FencingLost as exc:
-        return _fencing_lost(exc, "processed")
+    written = write_fenced(
+        ctx,
+        data["orderId"],
+        data["instanceId"],
+        lambda r: transitions.mark_processed(r, data["instanceId"], now),
+        "processed",
+    )
+    if written is None:
+        return NOT_OWNED
     ctx.counts.bump(ProcessState.PROCESSING, -1)
     return OWNED
 

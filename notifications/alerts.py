@@ -1,4 +1,5 @@
-"""Operator alerts: an ``OperatorAlert`` on the ``operator-alerts`` queue and an ERROR log line.
+"""Operator alerts: an ``OperatorAlert`` on the ``operator-alerts`` queue and an ERROR event
+(``app_event``: a structured log line and the ``orders.events`` counter, for log-based alert rules).
 
 The alert id is deterministic (kind + order + attempt), so a retried send collapses in Service
 Bus duplicate detection instead of paging an operator twice."""
@@ -12,8 +13,7 @@ from typing import Any, Literal
 from adapters.servicebus.sender import MessageSender, OutgoingMessage
 from contracts.messages import OperatorAlert
 from contracts.names import OPERATOR_ALERTS_QUEUE
-
-log = logging.getLogger("alerts")
+from observability.events import app_event
 
 Severity = Literal["warning", "error", "critical"]
 
@@ -42,11 +42,13 @@ def raise_alert(
         details=details or {},
         at=at,
     )
-    log.error(
-        "operator alert %s: %s",
-        kind,
-        summary,
-        extra={"event": "OperatorAlert", "alertId": alert.alert_id, "orderId": order_id, "alertKind": kind},
+    app_event(
+        "OperatorAlert",
+        f"operator alert {kind}: {summary}",
+        logging.ERROR,
+        alertId=alert.alert_id,
+        orderId=order_id,
+        alertKind=kind,
     )
     sender.send(
         OPERATOR_ALERTS_QUEUE,
@@ -64,11 +66,12 @@ def raise_alert_after_write(sender: MessageSender, **alert: Any) -> bool:
     try:
         raise_alert(sender, **alert)
     except SendError as exc:
-        log.error(
-            "operator alert %s could not be sent: %s",
-            alert.get("kind"),
-            exc,
-            extra={"event": "AlertSendFailed", "orderId": alert.get("order_id"), "alertKind": alert.get("kind")},
+        app_event(
+            "AlertSendFailed",
+            f"operator alert {alert.get('kind')} could not be sent: {exc}",
+            logging.ERROR,
+            orderId=alert.get("order_id"),
+            alertKind=alert.get("kind"),
         )
         return False
     return True

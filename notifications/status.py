@@ -13,6 +13,7 @@ from datetime import datetime
 from adapters.servicebus.sender import MessageSender, OutgoingMessage, QueueNotFound, SendError
 from contracts.messages import StatusName, StatusUpdate
 from domain.ids import status_message_id
+from domain.records import StateRecord
 from notifications.alerts import raise_alert
 
 log = logging.getLogger("status")
@@ -67,6 +68,41 @@ def publish_status(
     except SendError:
         raise
     return True
+
+
+def publish_record_status(
+    sender: MessageSender, record: StateRecord, status: StatusName, at: datetime, reason: str | None = None
+) -> bool:
+    """``publish_status`` for a state record: to its ``replyTo``, with its order id and attempt.
+    Transient send errors propagate (use it where nothing is written yet: a retry is safe)."""
+    return publish_status(
+        sender,
+        reply_to=record.reply_to,
+        order_id=record.order_id,
+        status=status,
+        attempt=record.attempt,
+        at=at,
+        reason=reason,
+    )
+
+
+def publish_status_after_write(
+    sender: MessageSender, record: StateRecord, status: StatusName, at: datetime, reason: str | None = None
+) -> bool:
+    """``publish_record_status`` after the write that made the status true: best effort. The record
+    is safe whatever happens here, so a failed send is logged (``StatusSendFailed``) instead of
+    failing the caller and hiding that the write succeeded; the operator alert drives follow-up."""
+    try:
+        return publish_record_status(sender, record, status, at, reason)
+    except SendError as exc:
+        log.warning(
+            "order %s: status %s not sent: %s",
+            record.order_id,
+            status,
+            exc,
+            extra={"event": "StatusSendFailed", "orderId": record.order_id, "status": status},
+        )
+        return False
 
 
 def _alert_reply_queue(sender: MessageSender, reply_to: str, order_id: str, at: datetime, exc: Exception) -> None:

@@ -10,7 +10,8 @@ import azure.functions as func
 from dependencies import get_context
 from orchestrators import names, starter
 from orchestrators.compensation import compensate_order
-from orchestrators.scheduler import Outcome, process_order
+from orchestrators.outcome import Outcome
+from orchestrators.scheduler import process_order
 
 bp = df.Blueprint()
 

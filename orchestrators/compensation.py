@@ -31,13 +31,8 @@ from domain.compensation import UNDONE, undo_idempotency_key, undo_request_id
 from domain.timefmt import to_text
 from orchestrators import names
 from orchestrators.agent_call import invoke_agent
+from orchestrators.outcome import Outcome, outcome
 from orchestrators.status import tell_submitter
-
-Outcome = dict[str, Any]
-
-
-def _outcome(result: str, **details: Any) -> Outcome:
-    return {"result": result, **details}
 
 
 def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Outcome]:
@@ -49,7 +44,7 @@ def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, 
 
     plan = yield context.call_activity(names.LOAD_COMPENSATION, fenced)
     if not plan["owned"]:
-        return _outcome("FencingLost", at="load")
+        return outcome("FencingLost", at="load")
     yield from tell_submitter(context, order_id, "Compensating", round_number)
 
     entries: list[dict[str, Any]] = sorted(plan["entries"], key=lambda e: e["seq"], reverse=True)
@@ -64,9 +59,9 @@ def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, 
 
     finished = yield context.call_activity(names.FINISH_COMPENSATION, fenced)
     if not finished["owned"]:
-        return _outcome("FencingLost", at="finish")
+        return outcome("FencingLost", at="finish")
     yield from tell_submitter(context, order_id, "Compensated", round_number)
-    return _outcome("Compensated", undone=undone)
+    return outcome("Compensated", undone=undone)
 
 
 def _undo_entry(
@@ -97,16 +92,16 @@ def _undo_entry(
         }
         began = yield context.call_activity(names.BEGIN_UNDO, {"request": request, "agent": agent_name, "seq": seq})
         if not began["owned"]:
-            return _outcome("FencingLost", at=f"undo {seq}")
+            return outcome("FencingLost", at=f"undo {seq}")
         reply = yield from invoke_agent(context, agent_name, request, deadline)
         if reply is None:
             # Leave the record alone: the supervisor starts the next round after completeBy.
-            return _outcome("DeadlineExpired", seq=seq, step=step_name)
+            return outcome("DeadlineExpired", seq=seq, step=step_name)
         if reply["outcome"] == "succeeded":
             recorded = yield context.call_activity(names.RECORD_UNDO, fenced)
             if not recorded["owned"]:
-                return _outcome("FencingLost", at=f"undo {seq}")
-            return _outcome("Undone", seq=seq)
+                return outcome("FencingLost", at=f"undo {seq}")
+            return outcome("Undone", seq=seq)
         error = reply.get("error")
         if not reply.get("transient"):
             break
@@ -117,6 +112,6 @@ def _undo_entry(
             error = f"{error} (transient; {tries} tries used up)"
     failed = yield context.call_activity(names.FAIL_COMPENSATION, {**fenced, "error": error})
     if not failed["owned"]:
-        return _outcome("FencingLost", at=f"undo {seq}")
+        return outcome("FencingLost", at=f"undo {seq}")
     yield from tell_submitter(context, order_id, "CompensationFailed", round_number, f"{step_name}: {error}")
-    return _outcome("CompensationFailed", seq=seq, step=step_name, error=error)
+    return outcome("CompensationFailed", seq=seq, step=step_name, error=error)

@@ -1,6 +1,9 @@
 """Names of the orchestrator and activity functions. The orchestrator's name carries a version:
 changing its code under in-flight instances breaks replay, so a changed workflow gets a new name
-and old instances finish on the old one."""
+and old instances finish on the old one (register both until the old one has no instance left).
+No version has been deployed yet, so ``_v1`` is still the one being shaped; from the first deployment
+on, any change to the code an orchestrator replays (``tests/orchestrators/test_orchestrator_rules.py``
+lists those modules) that changes what it schedules needs the next version."""
 
 SCHEDULER = "process_order_v1"
 

@@ -31,14 +31,9 @@ from domain.timefmt import to_text
 from domain.workflow import STEPS, WORKFLOW, StepKind
 from orchestrators import names
 from orchestrators.agent_call import invoke_agent
+from orchestrators.outcome import Outcome, outcome
 from orchestrators.payment_wait import await_payment, capture_request
 from orchestrators.status import tell_submitter
-
-Outcome = dict[str, Any]
-
-
-def _outcome(result: str, **details: Any) -> Outcome:
-    return {"result": result, **details}
 
 
 def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Outcome]:
@@ -49,7 +44,7 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
 
     plan = yield context.call_activity(names.LOAD_ORDER, {"orderId": order_id, "instanceId": me})
     if not plan["owned"]:
-        return _outcome("FencingLost", at="load")
+        return outcome("FencingLost", at="load")
     order: dict[str, Any] = plan["order"]
     results: dict[str, dict[str, Any]] = dict(plan["completed"])
     step_timeout = timedelta(seconds=plan["stepTimeoutSeconds"])
@@ -58,6 +53,7 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
     review: dict[str, Any] = plan.get("review") or {}
     policy = ReviewPolicy(int(review.get("amountThresholdCents", 0)))
     reviews = 0
+    unanswered = 0  # reviews that timed out: the default re-runs a step once, then compensation
 
     for step in WORKFLOW:
         if step.name in results:  # done by an earlier attempt: never run a step twice
@@ -80,31 +76,31 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
             }
             began = yield context.call_activity(names.BEGIN_STEP, {"request": request, "agent": agent_name})
             if not began["owned"]:
-                return _outcome("FencingLost", at=step.name)
+                return outcome("FencingLost", at=step.name)
             if step.prepaid_action is not None and order.get("prepaid"):
                 # A prepaid order: no charge; capture against the provider's notification.
                 payment = yield from await_payment(context, began, deadline)
                 if payment is None:
-                    return _outcome("DeadlineExpired", step=step.name, waitingFor="PaymentNotification")
+                    return outcome("DeadlineExpired", step=step.name, waitingFor="PaymentNotification")
                 request = capture_request(request, step.prepaid_action, payment)
 
             reply = yield from invoke_agent(context, agent_name, request, deadline)
             if reply is None:
                 # The deadline passed first. Leave the record alone: the supervisor recovers it.
-                return _outcome("DeadlineExpired", step=step.name)
+                return outcome("DeadlineExpired", step=step.name)
 
             fenced = {"orderId": order_id, "instanceId": me, "step": step.name, "attempt": attempt}
             if reply["outcome"] == "succeeded":
                 done = yield context.call_activity(names.COMPLETE_STEP, {**fenced, "result": reply.get("result") or {}})
                 if not done["owned"]:
-                    return _outcome("FencingLost", at=step.name)
+                    return outcome("FencingLost", at=step.name)
                 results[step.name] = reply.get("result") or {}
                 break
             if reply.get("transient"):
                 # The agent used up its retries before the deadline. Pull completeBy to now so the
                 # supervisor's next run retries the order (it owns the retry budget).
                 yield context.call_activity(names.RELEASE_FOR_RETRY, {**fenced, "error": reply.get("error")})
-                return _outcome("TransientFailure", step=step.name, error=reply.get("error"))
+                return outcome("TransientFailure", step=step.name, error=reply.get("error"))
 
             # A non-transient failure: the decision function says what happens next.
             error = reply.get("error")
@@ -127,34 +123,40 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
                 continue
             if action is Action.REVIEW:
                 reviews += 1
-                choice = yield from _await_review(context, fenced, review, error, reason, order, reviews)
-                if choice is None:
-                    return _outcome("FencingLost", at="review")
+                answer = yield from _await_review(context, fenced, review, error, reason, order, reviews)
+                if answer is None:
+                    return outcome("FencingLost", at="review")
+                choice, answered = answer
+                reason = f"operator review chose {choice}"
+                if not answered:
+                    unanswered += 1
+                    reason = f"review not answered in time: default {choice}"
+                    if unanswered > 1:  # nobody is deciding: stop re-running the step on the default
+                        choice, reason = "compensate", "reviews not answered in time twice: compensating"
                 if choice == "retry" or (choice == "alternative" and step.fallback_agent is not None):
                     agent_name = step.agent if choice == "retry" else step.fallback_agent or step.agent
                     continue
                 action = Action.COMPENSATE if choice == "compensate" else Action.FAIL
-                reason = f"operator review chose {choice}"
             if action is Action.COMPENSATE:
                 handed = yield context.call_activity(
                     names.REQUEST_COMPENSATION, {**fenced, "error": error, "reason": reason}
                 )
                 if not handed["owned"]:
-                    return _outcome("FencingLost", at="compensate")
-                return _outcome("CompensationRequested", step=step.name, error=error)
+                    return outcome("FencingLost", at="compensate")
+                return outcome("CompensationRequested", step=step.name, error=error)
             failed = yield context.call_activity(names.FAIL_ORDER, {**fenced, "error": error})
             if not failed["owned"]:
-                return _outcome("FencingLost", at="fail")
+                return outcome("FencingLost", at="fail")
             yield from tell_submitter(context, order_id, "Failed", attempt, f"{step.name}: {error}")
-            return _outcome("Failed", step=step.name, error=error)
+            return outcome("Failed", step=step.name, error=error)
 
     done = yield context.call_activity(
         names.MARK_PROCESSED, {"orderId": order_id, "instanceId": me, "attempt": attempt}
     )
     if not done["owned"]:
-        return _outcome("FencingLost", at="processed")
+        return outcome("FencingLost", at="processed")
     yield from tell_submitter(context, order_id, "Completed", attempt)
-    return _outcome("Processed")
+    return outcome("Processed")
 
 
 def _step_request_id(instance: str, step_name: str, agent_name: str, tries: int) -> str:
@@ -172,9 +174,10 @@ def _await_review(
     reason: str,
     order: dict[str, Any],
     number: int,
-) -> Generator[Any, Any, str | None]:
+) -> Generator[Any, Any, tuple[str, bool] | None]:
     """Pauses for an operator's ``ReviewDecision`` (an alert says what to decide) until the review
-    deadline; then the configured default. Returns the choice, or None when fencing was lost."""
+    deadline; then the configured default. Returns the choice and whether an operator made it, or
+    None when fencing was lost."""
     review_id = f"{fenced['instanceId']}:{fenced['step']}:review:{number}"
     until = context.current_utc_datetime + timedelta(seconds=float(review.get("timeoutSeconds", 86400)))
     default = str(review.get("defaultAction", "compensate"))
@@ -197,9 +200,9 @@ def _await_review(
         event = context.wait_for_external_event(names.REVIEW_DECISION_EVENT)
         winner = yield context.task_any([event, timer])
         if winner == timer:
-            return default
+            return default, False
         answer = event.result if isinstance(event.result, dict) else {}
         if answer.get("reviewId") == review_id and answer.get("action") in REVIEW_CHOICES:
             timer.cancel()
-            return str(answer["action"])
+            return str(answer["action"]), True
         # An answer to another review (or malformed): keep waiting until the same deadline.

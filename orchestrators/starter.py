@@ -5,6 +5,7 @@ timer sweep (safety net, and the path for retries whose not-before time has pass
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -16,7 +17,7 @@ from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
 from observability.events import app_event
-from orchestrators.names import SCHEDULER
+from orchestrators.names import COMPENSATION, SCHEDULER
 
 log = logging.getLogger(__name__)
 
@@ -76,20 +77,43 @@ def sweep(ctx: AppContext) -> list[Claim]:
     return claims
 
 
-async def start_claimed(client: OrchestrationClient, claims: list[Claim]) -> list[str]:
-    """Starts one orchestration per claim; returns the instance ids started.
+class Startable(Protocol):
+    """A claimed orchestration, ready to start: a forward attempt or a compensation round."""
 
-    If ``start_new`` fails after a claim, the record is deliberately left as it is: Processing,
-    owned by an instance that never ran, with ``completeBy`` = claim time + start grace. The
-    supervisor finds it when that passes and retries it like any attempt that missed a deadline.
-    Retrying here could start an instance the failed call had in fact created."""
+    @property
+    def order_id(self) -> str: ...
+
+    @property
+    def instance_id(self) -> str: ...
+
+    def orchestration_input(self) -> dict[str, Any]: ...
+
+
+# How starts are logged, per orchestrator: (started, start failed).
+START_EVENTS: dict[str, tuple[str, str]] = {
+    SCHEDULER: ("AttemptStarted", "StartFailed"),
+    COMPENSATION: ("CompensationStarted", "CompensationStartFailed"),
+}
+
+
+async def start_orchestrations(
+    client: OrchestrationClient, orchestrator: str, claims: Sequence[Startable]
+) -> list[str]:
+    """Starts one ``orchestrator`` instance per claim; returns the instance ids started.
+
+    If ``start_new`` fails after a claim, the record is deliberately left as it is: owned by an
+    instance that never ran, with ``completeBy`` = claim time + start grace. The supervisor finds it
+    when that passes and handles it like any instance that missed a deadline (a forward attempt is
+    retried, a compensation round is claimed again). Retrying here could start an instance the
+    failed call had in fact created."""
+    started_event, failed_event = START_EVENTS[orchestrator]
     started: list[str] = []
     for claim in claims:
         try:
-            await client.start_new(SCHEDULER, claim.instance_id, claim.orchestration_input())
+            await client.start_new(orchestrator, claim.instance_id, claim.orchestration_input())
         except Exception as exc:
             app_event(
-                "StartFailed",
+                failed_event,
                 f"could not start {claim.instance_id}: {exc}; the supervisor will retry it after the start grace",
                 logging.WARNING,
                 orderId=claim.order_id,
@@ -97,7 +121,10 @@ async def start_claimed(client: OrchestrationClient, claims: list[Claim]) -> lis
             )
             continue
         started.append(claim.instance_id)
-        app_event(
-            "AttemptStarted", f"started {claim.instance_id}", orderId=claim.order_id, instanceId=claim.instance_id
-        )
+        app_event(started_event, f"started {claim.instance_id}", orderId=claim.order_id, instanceId=claim.instance_id)
     return started
+
+
+async def start_claimed(client: OrchestrationClient, claims: Sequence[Claim]) -> list[str]:
+    """Starts the scheduler for each claimed attempt (see ``start_orchestrations``)."""
+    return await start_orchestrations(client, SCHEDULER, claims)

@@ -25,7 +25,7 @@ from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger,
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
-from notifications.status import publish_status
+from notifications.status import publish_record_status
 from observability.events import app_event
 from submission.result import IntakeResult
 
@@ -62,15 +62,7 @@ def _cancel_once(ctx: AppContext, record: StateRecord, cancel: CancelOrder) -> I
         ReviewPolicy(ctx.settings.review_amount_threshold_cents),
     )
     if decision.action is not Action.COMPENSATE:
-        publish_status(
-            ctx.sender,
-            reply_to=record.reply_to,
-            order_id=record.order_id,
-            status="CancellationRejected",
-            attempt=record.attempt,
-            at=now,
-            reason=decision.reason,
-        )
+        publish_record_status(ctx.sender, record, "CancellationRejected", now, decision.reason)
         app_event("CancellationRejected", f"order {record.order_id}: {decision.reason}", orderId=record.order_id)
         return IntakeResult(Settlement.complete())
     # While a step is in flight, compensation waits for its deadline: its agent starts no call after it.

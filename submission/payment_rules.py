@@ -78,7 +78,7 @@ def received(note: PaymentNotification, sequence_number: int | None, now: dateti
 
 
 def with_payment(record: StateRecord, payment: PaymentReceived, now: datetime) -> StateRecord:
-    """The record with the payment applied; nothing else changes (not a state transition, not fenced)."""
+    """The record with the payment applied; nothing else changes (``processState`` stays, not fenced)."""
     return record.with_changes(
         now,
         "PaymentNotified",

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from adapters.cosmos.errors import ConcurrencyExhausted, EtagMismatch, StoreUnavailable
+from adapters.cosmos.state_store import update_once
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import PaymentNotification
 from contracts.names import PAYMENT_NOTIFIED_EVENT
@@ -91,7 +92,9 @@ def apply_notification(ctx: AppContext, note: PaymentNotification, sequence_numb
             )
             return PaymentOutcome("rejected", reason=decision.reason, description=decision.description)
         try:
-            written = ctx.states.replace(with_payment(record, received(note, sequence_number, now), now))
+            written = update_once(
+                ctx.states, record, lambda r: with_payment(r, received(note, sequence_number, now), now)
+            )
         except EtagMismatch:
             continue  # the orchestration (or another delivery) wrote first: decide again
         app_event(

@@ -20,10 +20,10 @@ from domain.compensation import claim_compensation
 from domain.errors import IllegalTransition
 from domain.states import ProcessState
 from domain.transitions import SUPERVISOR
-from notifications.status import publish_status
+from notifications.status import publish_status_after_write
 from observability.events import app_event
 from orchestrators.names import COMPENSATION
-from orchestrators.starter import OrchestrationClient
+from orchestrators.starter import OrchestrationClient, start_orchestrations
 
 log = logging.getLogger("supervisor")
 
@@ -43,6 +43,8 @@ class CompensationClaims:
     starts: list[CompensationStart]
     stale_instances: list[str]  # rounds that got stuck: best-effort terminate
     failed: int  # records that went to CompensationFailed
+    request_charge: float = 0.0  # RU of the query page
+    pages: int = 0
 
 
 def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
@@ -50,6 +52,18 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
     next round by a conditional update; a record another writer moved first is skipped."""
     now = ctx.clock.now()
     page = ctx.states.expired_page(ProcessState.COMPENSATING, now, None, ctx.settings.supervisor_max_records, None)
+    log.info(
+        "supervisor compensation page: %d records, %.2f RU",
+        len(page.records),
+        page.request_charge,
+        extra={
+            "event": "SupervisorScanPage",
+            "query": ProcessState.COMPENSATING.value,
+            "page": 1,
+            "items": len(page.records),
+            "requestCharge": page.request_charge,
+        },
+    )
     starts: list[CompensationStart] = []
     stale: list[str] = []
     failed = 0
@@ -72,39 +86,14 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
         if written.process_state is ProcessState.COMPENSATION_FAILED:
             failed += 1
             alert_compensation_failed(ctx, written.order_id, written.attempt, written.last_error or "", None)
-            publish_status(
-                ctx.sender,
-                reply_to=written.reply_to,
-                order_id=written.order_id,
-                status="CompensationFailed",
-                attempt=written.attempt,
-                at=now,
-                reason=written.last_error,
-            )
+            publish_status_after_write(ctx.sender, written, "CompensationFailed", now, written.last_error)
             continue
         assert written.locked_by is not None
         starts.append(CompensationStart(written.order_id, written.locked_by, written.attempt))
-    return CompensationClaims(starts, stale, failed)
+    return CompensationClaims(starts, stale, failed, page.request_charge, 1)
 
 
 async def start_compensations(client: OrchestrationClient, starts: list[CompensationStart]) -> list[str]:
     """Starts one compensation orchestration per claimed round. A start that fails leaves the round
     claimed with ``completeBy`` = claim + start grace: a later run claims the next round."""
-    started: list[str] = []
-    for start in starts:
-        try:
-            await client.start_new(COMPENSATION, start.instance_id, start.orchestration_input())
-        except Exception as exc:
-            app_event(
-                "CompensationStartFailed",
-                f"could not start {start.instance_id}: {exc}; the supervisor retries after the start grace",
-                logging.WARNING,
-                orderId=start.order_id,
-                instanceId=start.instance_id,
-            )
-            continue
-        started.append(start.instance_id)
-        app_event(
-            "CompensationStarted", f"started {start.instance_id}", orderId=start.order_id, instanceId=start.instance_id
-        )
-    return started
+    return await start_orchestrations(client, COMPENSATION, starts)

@@ -4,13 +4,14 @@ who and why recorded in the record's history. The operator CLI / HTTP endpoint c
 from __future__ import annotations
 
 from adapters.cosmos.errors import EtagMismatch
+from adapters.cosmos.state_store import update_once
 from dependencies import AppContext
 from domain.compensation import enter_compensation
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
 from domain.transitions import resubmit
-from observability.events import app_event, state_transition
+from observability.events import app_event
 
 
 class RecordNotFound(LookupError):
@@ -43,10 +44,7 @@ def _resubmit_once(ctx: AppContext, order_id: str, operator: str, reason: str) -
     record = ctx.states.get(order_id)
     if record is None:
         raise RecordNotFound(f"no state record for order {order_id!r}")
-    updated = resubmit(record, operator, reason, ctx.clock.now())
-    written = ctx.states.replace(updated.model_copy(update={"etag": record.etag}))
-    state_transition(record, written)
-    return written
+    return update_once(ctx.states, record, lambda r: resubmit(r, operator, reason, ctx.clock.now()))
 
 
 def compensate_order(ctx: AppContext, order_id: str, operator: str, reason: str) -> StateRecord:
@@ -60,9 +58,7 @@ def compensate_order(ctx: AppContext, order_id: str, operator: str, reason: str)
         raise RecordNotFound(f"no state record for order {order_id!r}")
     if record.process_state not in (ProcessState.ERROR, ProcessState.COMPENSATION_FAILED):
         raise IllegalTransition(f"order {order_id}: an operator compensates only an Error or CompensationFailed order")
-    updated = enter_compensation(record, operator, reason, ctx.clock.now())
-    written = ctx.states.replace(updated.model_copy(update={"etag": record.etag}))
-    state_transition(record, written)
+    written = update_once(ctx.states, record, lambda r: enter_compensation(r, operator, reason, ctx.clock.now()))
     app_event(
         "OperatorCompensated",
         f"order {order_id}: compensation requested by {operator}: {reason}",

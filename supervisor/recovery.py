@@ -15,7 +15,6 @@ from enum import StrEnum
 
 from adapters.cosmos.errors import EtagMismatch
 from adapters.cosmos.state_store import update_once
-from adapters.servicebus.sender import SendError
 from dependencies import AppContext
 from domain.compensation import escalate_or_compensate
 from domain.compensation_policy import ReviewPolicy
@@ -23,8 +22,8 @@ from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.retry import exponential_backoff
 from domain.states import ProcessState
-from notifications.alerts import raise_alert
-from notifications.status import publish_status
+from notifications.alerts import raise_alert_after_write
+from notifications.status import publish_status_after_write
 from observability.events import app_event
 
 log = logging.getLogger(__name__)
@@ -84,7 +83,8 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
         return RecoveryResult(written.order_id, Outcome.COMPENSATING, expired, written)
     if written.process_state is ProcessState.ERROR:
         sent = _alert_retries_exhausted(ctx, written)
-        _tell_submitter_failed(ctx, written)
+        # Best effort, after the record is safe: the operator alert is what drives the follow-up.
+        publish_status_after_write(ctx.sender, written, "Failed", ctx.clock.now(), written.last_error)
         app_event(
             "SupervisorEscalated",
             f"order {written.order_id}: {written.failure_count} failed attempts, moved to Error",
@@ -112,23 +112,6 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
     return RecoveryResult(written.order_id, Outcome.RECOVERED, expired, written)
 
 
-def _tell_submitter_failed(ctx: AppContext, record: StateRecord) -> None:
-    """Best effort, after the record is safe: the submitter hears ``Failed`` (a lost send is
-    logged; the operator alert is what drives the follow-up)."""
-    try:
-        publish_status(
-            ctx.sender,
-            reply_to=record.reply_to,
-            order_id=record.order_id,
-            status="Failed",
-            attempt=record.attempt,
-            at=ctx.clock.now(),
-            reason=record.last_error,
-        )
-    except SendError as exc:
-        log.warning("order %s: Failed status not sent: %s", record.order_id, exc)
-
-
 def _order_total(ctx: AppContext, order_id: str) -> int:
     """The order total the review threshold is compared with (read only when escalating)."""
     order = ctx.orders.get(order_id)
@@ -142,28 +125,18 @@ def retries_exhausted_summary(record: StateRecord) -> str:
 def _alert_retries_exhausted(ctx: AppContext, record: StateRecord) -> bool:
     """The record is already Error (safe); the alert is best effort on top of it. Its id is
     deterministic per order and attempt, so a re-sent alert collapses in duplicate detection.
-    If the send fails, the ERROR log line ``raise_alert`` writes before sending, and an
-    ``AlertSendFailed`` ERROR, remain for log-based alerting; the record is not touched again."""
-    try:
-        raise_alert(
-            ctx.sender,
-            kind=RETRIES_EXHAUSTED,
-            summary=retries_exhausted_summary(record),
-            at=ctx.clock.now(),
-            order_id=record.order_id,
-            discriminator=record.attempt,
-            details={
-                "attempt": record.attempt,
-                "failureCount": record.failure_count,
-                "lastError": record.last_error,
-            },
-        )
-    except Exception as exc:
-        app_event(
-            "AlertSendFailed",
-            f"order {record.order_id}: the RetriesExhausted alert could not be sent: {exc}",
-            logging.ERROR,
-            orderId=record.order_id,
-        )
-        return False
-    return True
+    If the send fails, the ``OperatorAlert`` and ``AlertSendFailed`` ERROR events remain for
+    log-based alerting; the record is not touched again."""
+    return raise_alert_after_write(
+        ctx.sender,
+        kind=RETRIES_EXHAUSTED,
+        summary=retries_exhausted_summary(record),
+        at=ctx.clock.now(),
+        order_id=record.order_id,
+        discriminator=record.attempt,
+        details={
+            "attempt": record.attempt,
+            "failureCount": record.failure_count,
+            "lastError": record.last_error,
+        },
+    )

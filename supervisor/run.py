@@ -21,7 +21,7 @@ class SupervisorReport:
     skipped: int = 0  # lost a race: another writer moved the record first
     escalated: int = 0
     failed: int = 0  # the store was unavailable for that record; a later run finds it again
-    request_charge: float = 0.0  # RU of the scan's query pages
+    request_charge: float = 0.0  # RU of every query page of the run (expired Processing, due Compensating)
     pages: int = 0
     catch_up: bool = False
     finished: bool = True  # False: the next run continues this scan
@@ -66,8 +66,8 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
         skipped=counts[Outcome.SKIPPED],
         escalated=counts[Outcome.ESCALATED],
         failed=failed,
-        request_charge=scan.request_charge,
-        pages=scan.pages,
+        request_charge=scan.request_charge + claims.request_charge,
+        pages=scan.pages + claims.pages,
         catch_up=scan.catch_up,
         finished=scan.finished,
         to_terminate=to_terminate,

@@ -122,6 +122,7 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
             page.request_charge,
             extra={
                 "event": "SupervisorScanPage",
+                "query": ProcessState.PROCESSING.value,
                 "page": len(charges),
                 "items": len(page.records),
                 "requestCharge": page.request_charge,

@@ -21,19 +21,16 @@ from domain.records import StateRecord
 from domain.timefmt import to_text
 from domain.workflow import Transport, agent
 from tests.fakes import FakeReceivedMessage, RecordingSender
+from tests.orchestrators.support import sample_order
 
-ORDER: dict[str, Any] = {
-    "id": "o1",
-    "orderId": "o1",
-    "customerId": "c1",
-    "lines": [{"sku": "A", "quantity": 2, "unitPriceCents": 500}],
-    "currency": "EUR",
-    "shipTo": "1 Main St",
-    "totalCents": 1000,
-    "replyTo": "client-statuses",
-    "prepaid": False,
-    "schemaVersion": 1,
-}
+ORDER: dict[str, Any] = sample_order()
+
+
+def stored_record(ctx: AppContext, order_id: str = "o1") -> StateRecord:
+    """The state record as it is in the store now (it must exist)."""
+    record = ctx.states.get(order_id)
+    assert record is not None
+    return record
 
 
 def submitted_and_claimed(ctx: AppContext, order: dict[str, Any] = ORDER) -> StateRecord:
@@ -79,6 +76,21 @@ def forward_step(
         assert scheduler_steps.complete_step(ctx, {**fenced, "result": reply["result"]})["owned"]
         results[step_name] = reply["result"]
     return reply
+
+
+def begin_charge(ctx: AppContext, owner: str, attempt: int = 1) -> None:
+    """``begin_step`` of charge-payment and nothing more: the charge is in flight, its reply never comes."""
+    request = {
+        "requestId": request_id(owner, "charge-payment", "payment"),
+        "instanceId": owner,
+        "orderId": "o1",
+        "step": "charge-payment",
+        "attempt": attempt,
+        "deadline": ctx.clock.now() + ctx.settings.step_timeout,
+        "idempotencyKey": idempotency_key("o1", "charge-payment"),
+        "payload": step_payload("charge-payment", ORDER, {}),
+    }
+    assert scheduler_steps.begin_step(ctx, {"request": request, "agent": "payment"})["owned"]
 
 
 def compensation_round(ctx: AppContext, owner: str, round_number: int) -> list[dict[str, Any]]:

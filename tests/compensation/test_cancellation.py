@@ -7,17 +7,20 @@ import json
 from datetime import timedelta
 from typing import Any
 
-import pytest
-
 from activities import scheduler_steps
-from agents.simulators.fleet import simulated_services
-from agents.simulators.ledger import Ledger, NetEffect
+from agents.simulators.ledger import NetEffect
 from dependencies import AppContext
 from domain import transitions
 from domain.states import ProcessState
 from submission.intake import handle_orders_message
 from supervisor.compensation_rounds import claim_due_compensations
-from tests.compensation.support import compensation_round, forward_step, submitted_and_claimed
+from tests.compensation.support import (
+    begin_charge,
+    compensation_round,
+    forward_step,
+    stored_record,
+    submitted_and_claimed,
+)
 from tests.fakes import FakeReceivedMessage, RecordingSender
 
 FORWARD = "o1:1"
@@ -26,19 +29,6 @@ FORWARD = "o1:1"
 def cancel(ctx: AppContext, order_id: str = "o1") -> Any:
     body = {"type": "CancelOrder", "schemaVersion": 1, "orderId": order_id, "reason": "changed my mind"}
     return handle_orders_message(ctx, FakeReceivedMessage.of(json.dumps(body), message_id=f"cancel-{order_id}"))
-
-
-@pytest.fixture
-def ledger(app_context: AppContext) -> Ledger:
-    shared = Ledger()
-    app_context.remote = dict(simulated_services(app_context.clock, ledger=shared))  # type: ignore[arg-type]
-    return shared
-
-
-def record(ctx: AppContext) -> Any:
-    found = ctx.states.get("o1")
-    assert found is not None
-    return found
 
 
 def statuses(sender: RecordingSender) -> list[dict[str, Any]]:
@@ -52,7 +42,7 @@ def test_a_cancellation_before_the_pivot_compensates_everything_done_so_far(app_
     forward_step(app_context, FORWARD, 1, "charge-payment", "payment", results)
     result = cancel(app_context)
     assert result.settlement.kind == "complete"
-    cancelled = record(app_context)
+    cancelled = stored_record(app_context)
     assert cancelled.process_state is ProcessState.COMPENSATING
     assert cancelled.last_error == "cancelled by the client: changed my mind"
     # The forward attempt lost the record: it cannot go on to the pivot.
@@ -60,26 +50,16 @@ def test_a_cancellation_before_the_pivot_compensates_everything_done_so_far(app_
     assert scheduler_steps.mark_processed(app_context, begin) == {"owned": False}
     [start] = claim_due_compensations(app_context).starts
     compensation_round(app_context, start.instance_id, start.round)
-    assert record(app_context).process_state is ProcessState.COMPENSATED
+    assert stored_record(app_context).process_state is ProcessState.COMPENSATED
     assert ledger.net("o1") == NetEffect()
 
 
 def test_a_cancellation_while_a_step_is_in_flight_waits_for_that_steps_deadline(app_context, ledger, clock):
     submitted_and_claimed(app_context)
     forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
-    request = {
-        "requestId": "o1:1:charge-payment:payment",
-        "instanceId": FORWARD,
-        "orderId": "o1",
-        "step": "charge-payment",
-        "attempt": 1,
-        "deadline": clock.now() + timedelta(seconds=60),
-        "idempotencyKey": "o1:charge-payment",
-        "payload": {},
-    }
-    scheduler_steps.begin_step(app_context, {"request": request, "agent": "payment"})
+    begin_charge(app_context, FORWARD)
     cancel(app_context)
-    cancelled = record(app_context)
+    cancelled = stored_record(app_context)
     assert cancelled.complete_by == clock.now() + timedelta(seconds=60)
     assert [e.step for e in cancelled.compensation] == ["reserve-inventory", "charge-payment"]
     assert claim_due_compensations(app_context).starts == []  # the charge may still be in flight
@@ -93,7 +73,7 @@ def test_a_cancellation_of_an_order_not_yet_started_ends_compensated_with_nothin
     cancel(app_context)
     [start] = claim_due_compensations(app_context).starts
     assert compensation_round(app_context, start.instance_id, start.round) == []
-    assert record(app_context).process_state is ProcessState.COMPENSATED
+    assert stored_record(app_context).process_state is ProcessState.COMPENSATED
     assert statuses(sender)[-1]["status"] == "Compensated"
 
 
@@ -103,13 +83,13 @@ def test_a_cancellation_after_the_pivot_is_rejected_and_nothing_is_undone(app_co
     for step, agent in (("reserve-inventory", "inventory"), ("charge-payment", "payment")):
         forward_step(app_context, FORWARD, 1, step, agent, results)
     forward_step(app_context, FORWARD, 1, "arrange-shipment", "shipping", results)
-    before = record(app_context)
+    before = stored_record(app_context)
     result = cancel(app_context)
     assert result.settlement.kind == "complete"
     rejected = statuses(sender)[-1]
     assert rejected["status"] == "CancellationRejected"
     assert "point of no return" in rejected["reason"]
-    assert record(app_context).etag == before.etag
+    assert stored_record(app_context).etag == before.etag
     assert ledger.effects("o1", "refund") == [] and ledger.effects("o1", "release") == []
 
 
@@ -131,15 +111,15 @@ def test_a_cancellation_while_the_pivot_is_in_flight_is_rejected(app_context, le
     scheduler_steps.begin_step(app_context, {"request": request, "agent": "shipping"})
     cancel(app_context)
     assert statuses(sender)[-1]["status"] == "CancellationRejected"
-    assert record(app_context).process_state is ProcessState.PROCESSING
+    assert stored_record(app_context).process_state is ProcessState.PROCESSING
 
 
 def test_a_second_cancellation_changes_nothing(app_context, ledger):
     submitted_and_claimed(app_context)
     cancel(app_context)
-    before = record(app_context)
+    before = stored_record(app_context)
     assert cancel(app_context).settlement.kind == "complete"
-    assert record(app_context).etag == before.etag
+    assert stored_record(app_context).etag == before.etag
 
 
 def test_a_cancellation_for_an_unknown_order_is_dead_lettered(app_context):

@@ -7,22 +7,21 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-import pytest
-
 from activities import compensation_steps, scheduler_steps
 from adapters.cosmos.state_store import update_once
-from agents.simulators.fleet import simulated_services
-from agents.simulators.ledger import Ledger
+from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from dependencies import AppContext
 from domain import transitions
-from domain.compensation import compensation_instance_id
+from domain.compensation import compensation_instance_id, enter_compensation
 from domain.records import StateRecord
 from domain.states import ProcessState, StepStatus
 from supervisor.compensation_rounds import claim_due_compensations
 from supervisor.operator import compensate_order
 from supervisor.recovery import Outcome, recover
-from tests.compensation.support import forward_step, submitted_and_claimed
+from tests.compensation.support import begin_charge, forward_step, stored_record, submitted_and_claimed
+from tests.fakes import RecordingSender
+from tests.orchestrators.support import sample_order
 
 FORWARD = "o1:1"
 
@@ -42,19 +41,6 @@ class CountingStore:
         return getattr(self.inner, name)
 
 
-@pytest.fixture
-def ledger(app_context: AppContext) -> Ledger:
-    shared = Ledger()
-    app_context.remote = dict(simulated_services(app_context.clock, ledger=shared))  # type: ignore[arg-type]
-    return shared
-
-
-def get(ctx: AppContext) -> StateRecord:
-    record = ctx.states.get("o1")
-    assert record is not None
-    return record
-
-
 def test_a_compensable_step_result_and_its_log_entry_are_one_write(app_context, ledger):
     submitted_and_claimed(app_context)
     counting = CountingStore(app_context.states)
@@ -62,7 +48,7 @@ def test_a_compensable_step_result_and_its_log_entry_are_one_write(app_context, 
     results: dict[str, Any] = {}
     forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", results)
     assert counting.replaces == 2  # begin_step, then complete_step (result + entry together)
-    record = get(app_context)
+    record = stored_record(app_context)
     assert record.steps["reserve-inventory"].status is StepStatus.SUCCEEDED
     [entry] = record.compensation
     assert (entry.seq, entry.step, entry.agent, entry.undo_action, entry.attempt) == (
@@ -81,11 +67,11 @@ def test_the_charge_entry_carries_references_only(app_context, ledger):
     results: dict[str, Any] = {}
     forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", results)
     forward_step(app_context, FORWARD, 1, "charge-payment", "payment", results)
-    charge = get(app_context).compensation[1]
+    charge = stored_record(app_context).compensation[1]
     assert set(charge.data) == {"chargeId", "amountCents"}
     assert charge.data["amountCents"] == 1000
     forward_step(app_context, FORWARD, 1, "arrange-shipment", "shipping", results)
-    assert len(get(app_context).compensation) == 2  # the pivot has no undo: no entry
+    assert len(stored_record(app_context).compensation) == 2  # the pivot has no undo: no entry
 
 
 def test_recording_the_same_result_twice_appends_one_entry(app_context, ledger):
@@ -94,39 +80,31 @@ def test_recording_the_same_result_twice_appends_one_entry(app_context, ledger):
     forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", results)
     again = {"orderId": "o1", "instanceId": FORWARD, "step": "reserve-inventory", "attempt": 1}
     assert scheduler_steps.complete_step(app_context, {**again, "result": results["reserve-inventory"]})["owned"]
-    assert len(get(app_context).compensation) == 1
+    assert len(stored_record(app_context).compensation) == 1
 
 
 def test_a_stale_attempt_cannot_append_to_the_log(app_context, ledger, clock):
     submitted_and_claimed(app_context)
     results: dict[str, Any] = {}
     forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", results)
-    request = {
-        "requestId": "o1:1:charge-payment:payment",
-        "instanceId": FORWARD,
-        "orderId": "o1",
-        "step": "charge-payment",
-        "attempt": 1,
-        "deadline": clock.now() + timedelta(seconds=60),
-        "idempotencyKey": "o1:charge-payment",
-        "payload": {},
-    }
-    scheduler_steps.begin_step(app_context, {"request": request, "agent": "payment"})
+    begin_charge(app_context, FORWARD)
     # The supervisor recovers attempt 1 and attempt 2 claims the order.
     clock.advance(timedelta(seconds=61))
-    record = get(app_context)
+    record = stored_record(app_context)
     update_once(
         app_context.states, record, lambda r: transitions.supervisor_retry(r, FORWARD, clock.now(), 3, timedelta(0))
     )
     update_once(
-        app_context.states, get(app_context), lambda r: transitions.claim(r, clock.now(), timedelta(seconds=60))
+        app_context.states,
+        stored_record(app_context),
+        lambda r: transitions.claim(r, clock.now(), timedelta(seconds=60)),
     )
-    before = get(app_context)
+    before = stored_record(app_context)
     late = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
     assert scheduler_steps.complete_step(app_context, {**late, "result": {"chargeId": "C-9", "amountCents": 1}}) == {
         "owned": False
     }
-    after = get(app_context)
+    after = stored_record(app_context)
     assert after.compensation == before.compensation
     assert after.etag == before.etag  # nothing written
 
@@ -136,7 +114,7 @@ def test_the_scheduler_hands_over_to_compensation_with_a_fenced_write(app_contex
     forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
     assert compensation_steps.request_compensation(app_context, {**fenced, "error": "declined"}) == {"owned": True}
-    record = get(app_context)
+    record = stored_record(app_context)
     assert record.process_state is ProcessState.COMPENSATING
     assert record.locked_by is None and record.complete_by == app_context.clock.now()
     # The forward attempt has lost the record: its next write is refused.
@@ -145,30 +123,16 @@ def test_the_scheduler_hands_over_to_compensation_with_a_fenced_write(app_contex
     assert compensation_steps.request_compensation(app_context, {**fenced, "error": "x"}) == {"owned": False}
 
 
-def begin_charge(ctx: AppContext, owner: str = FORWARD) -> None:
-    request = {
-        "requestId": f"{owner}:charge-payment:payment",
-        "instanceId": owner,
-        "orderId": "o1",
-        "step": "charge-payment",
-        "attempt": 1,
-        "deadline": ctx.clock.now() + timedelta(seconds=60),
-        "idempotencyKey": "o1:charge-payment",
-        "payload": {"amountCents": 1000, "currency": "EUR", "customerId": "c1"},
-    }
-    assert scheduler_steps.begin_step(ctx, {"request": request, "agent": "payment"})["owned"]
-
-
 def test_retries_exhausted_before_the_pivot_go_to_compensation_not_error(app_context, ledger, clock):
     app_context.settings = app_context.settings.from_env({}, MAX_FAILURES="1")
     submitted_and_claimed(app_context)
     forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
-    begin_charge(app_context)  # ... and the charge's reply never comes
+    begin_charge(app_context, FORWARD)  # ... and the charge's reply never comes
     clock.advance(timedelta(seconds=61))
-    result = recover(app_context, get(app_context))
+    result = recover(app_context, stored_record(app_context))
     assert result.outcome is Outcome.COMPENSATING
     assert result.expired_instance == FORWARD
-    record = get(app_context)
+    record = stored_record(app_context)
     assert record.process_state is ProcessState.COMPENSATING
     assert record.locked_by is None
     # The charge's outcome is unknown: it gets an undo by its forward idempotency key.
@@ -183,10 +147,10 @@ def test_retries_exhausted_on_a_high_impact_order_stay_error_for_an_operator(app
     app_context.settings = app_context.settings.from_env({}, MAX_FAILURES="1", REVIEW_AMOUNT_THRESHOLD_CENTS="500")
     submitted_and_claimed(app_context)
     forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
-    begin_charge(app_context)
+    begin_charge(app_context, FORWARD)
     clock.advance(timedelta(seconds=61))
-    assert recover(app_context, get(app_context)).outcome is Outcome.ESCALATED
-    assert get(app_context).process_state is ProcessState.ERROR
+    assert recover(app_context, stored_record(app_context)).outcome is Outcome.ESCALATED
+    assert stored_record(app_context).process_state is ProcessState.ERROR
     written = compensate_order(app_context, "o1", "ana", "reviewed: refund the customer")
     assert written.process_state is ProcessState.COMPENSATING
     assert written.history[-1].by == "ana"
@@ -212,22 +176,28 @@ def test_the_supervisor_claims_a_round_and_a_stuck_round_gets_the_next_one(app_c
     assert compensation_steps.load_compensation(app_context, stale) == {"owned": False}
     assert compensation_steps.record_undo(app_context, {**stale, "seq": 1}) == {"owned": False}
     assert compensation_steps.finish_compensation(app_context, stale) == {"owned": False}
-    assert get(app_context).failure_count == 1
+    assert stored_record(app_context).failure_count == 1
+
+
+def compensation_stuck_for_max_rounds(ctx: AppContext, clock: Any) -> None:
+    """o1 reserved, its charge declined, handed to compensation; rounds 2, 3, 4 all get stuck
+    (MAX_FAILURES = 3), so the next claim finds it out of rounds."""
+    submitted_and_claimed(ctx)
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
+    fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
+    compensation_steps.request_compensation(ctx, {**fenced, "error": "declined"})
+    for _ in range(3):
+        claim_due_compensations(ctx)
+        clock.advance(timedelta(seconds=61))
 
 
 def test_a_compensation_stuck_for_max_failures_rounds_is_compensation_failed_with_an_alert(
     app_context, ledger, clock, sender
 ):
-    submitted_and_claimed(app_context)
-    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
-    fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
-    compensation_steps.request_compensation(app_context, {**fenced, "error": "declined"})
-    for _ in range(3):  # MAX_FAILURES = 3: rounds 2, 3, 4 all get stuck
-        claim_due_compensations(app_context)
-        clock.advance(timedelta(seconds=61))
+    compensation_stuck_for_max_rounds(app_context, clock)
     claims = claim_due_compensations(app_context)
     assert claims.starts == [] and claims.failed == 1
-    record = get(app_context)
+    record = stored_record(app_context)
     assert record.process_state is ProcessState.COMPENSATION_FAILED
     assert "did not finish in 3 rounds" in (record.last_error or "")
     [alert] = [a for a in sender.bodies(OPERATOR_ALERTS_QUEUE) if a["kind"] == "CompensationFailed"]
@@ -243,9 +213,33 @@ def test_an_undo_that_fails_for_good_records_compensation_failed_naming_the_entr
     [start] = claim_due_compensations(app_context).starts
     data = {"orderId": "o1", "instanceId": start.instance_id, "seq": 1, "error": "reservation R-1 expired"}
     assert compensation_steps.fail_compensation(app_context, data) == {"owned": True}
-    record = get(app_context)
+    record = stored_record(app_context)
     assert record.process_state is ProcessState.COMPENSATION_FAILED
     assert record.last_error == ("entry 1 (release of reserve-inventory via inventory) failed: reservation R-1 expired")
     assert record.compensation[0].outcome == "Failed"
     [alert] = [a for a in sender.bodies(OPERATOR_ALERTS_QUEUE) if a["kind"] == "CompensationFailed"]
     assert "entry 1" in alert["summary"]
+
+
+class StatusQueueDown(RecordingSender):
+    """Service Bus refuses every send to the submitter's queue (a transient SendError)."""
+
+    def send(self, queue: str, message: OutgoingMessage) -> None:
+        if queue == "client-statuses":
+            raise SendError("Service Bus unavailable")
+        super().send(queue, message)
+
+
+def test_a_lost_compensation_failed_status_does_not_stop_the_other_claims(app_context, ledger, clock):
+    compensation_stuck_for_max_rounds(app_context, clock)
+    other = submitted_and_claimed(app_context, sample_order("o2"))
+    cancelled = enter_compensation(other, "test", "cancelled", clock.now())
+    update_once(app_context.states, other, lambda r: cancelled)
+    app_context.sender = StatusQueueDown()
+
+    claims = claim_due_compensations(app_context)
+
+    assert claims.failed == 1  # o1: CompensationFailed, its status lost (logged), its alert sent
+    assert [s.order_id for s in claims.starts] == ["o2"]  # o2's round is still claimed, to be started
+    assert stored_record(app_context).process_state is ProcessState.COMPENSATION_FAILED
+    assert [a["kind"] for a in app_context.sender.bodies(OPERATOR_ALERTS_QUEUE)] == ["CompensationFailed"]

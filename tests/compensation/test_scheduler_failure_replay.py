@@ -12,25 +12,11 @@ import pytest
 
 from contracts.names import AGENT_REPLY_EVENT
 from orchestrators import names
-from tests.durable_history import History, ReplayResult
+from tests.durable_history import ReplayResult
+from tests.orchestrators.support import STEP, sample_order, started_attempt
 
-T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
-STEP = timedelta(seconds=60)
 REVIEW_TIMEOUT = timedelta(hours=1)
 ME = "o1:1"
-AGENT_OF = {"reserve-inventory": "inventory", "charge-payment": "payment", "arrange-shipment": "shipping"}
-
-
-def order(total: int) -> dict[str, Any]:
-    return {
-        "id": "o1",
-        "orderId": "o1",
-        "customerId": "c1",
-        "lines": [{"sku": "A", "quantity": 1, "unitPriceCents": total}],
-        "currency": "EUR",
-        "shipTo": "1 Main St",
-        "totalCents": total,
-    }
 
 
 @pytest.fixture(scope="module")
@@ -55,20 +41,12 @@ def reply(
 
 class Attempt:
     def __init__(self, total: int = 1000, default_action: str = "compensate") -> None:
-        self.h = History(ME, {"orderId": "o1", "attempt": 1}, start=T0, name=names.SCHEDULER)
-        plan = {
-            "owned": True,
-            "order": order(total),
-            "completed": {},
-            "stepTimeoutSeconds": STEP.total_seconds(),
-            "review": {
-                "amountThresholdCents": 100_000,
-                "timeoutSeconds": REVIEW_TIMEOUT.total_seconds(),
-                "defaultAction": default_action,
-            },
+        review = {
+            "amountThresholdCents": 100_000,
+            "timeoutSeconds": REVIEW_TIMEOUT.total_seconds(),
+            "defaultAction": default_action,
         }
-        self.h.activity_completed(names.LOAD_ORDER, plan, at=T0)
-        self.h.activity_completed(names.PUBLISH_STATUS, None, at=T0)
+        self.h = started_attempt(ME, sample_order(total_cents=total), 1, review=review)
 
     def reserve(self) -> None:
         self.h.activity_completed(names.BEGIN_STEP, {"owned": True}, at=self.h.now)
@@ -237,3 +215,20 @@ def test_a_review_nobody_answers_takes_the_configured_default_at_the_deadline(sc
     assert function == expected
     if default_action != "compensate":
         assert request["agent"] == ("payment" if default_action == "retry" else "payment-backup")
+
+
+def test_a_timed_out_review_applies_the_default_once_then_a_second_one_compensates(scheduler):
+    a, _ = review_requested(scheduler, "retry")
+    a.h.timer_fired(datetime(2026, 3, 1, 9, 0, 5, tzinfo=UTC))  # nobody answered: the default, retry
+    a.charge_fails("payment", f"{ME}:charge-payment:payment:3", "card declined")
+    a.charge_fails("payment-backup", f"{ME}:charge-payment:payment-backup:4", "card declined again")
+    result = a.run(scheduler)
+    [(function, second)] = new_inputs(result)
+    assert function == names.AWAIT_REVIEW
+    assert second["reviewId"] == f"{ME}:charge-payment:review:2"
+    a.h.activity_completed(names.AWAIT_REVIEW, {"owned": True}, at=a.h.now)
+    a.h.timer_fired(a.h.now + REVIEW_TIMEOUT)  # unanswered again: no second retry, compensation
+    result = a.run(scheduler)
+    [(function, request)] = new_inputs(result)
+    assert function == names.REQUEST_COMPENSATION
+    assert request["reason"] == "reviews not answered in time twice: compensating"

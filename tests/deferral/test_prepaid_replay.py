@@ -5,7 +5,7 @@ winning, and an ordinary order that never waits."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -13,9 +13,8 @@ import pytest
 from contracts.names import PAYMENT_NOTIFIED_EVENT
 from orchestrators import names
 from tests.durable_history import History, ReplayResult
+from tests.orchestrators.support import STEP, T0, sample_order, started_attempt
 
-T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
-STEP = timedelta(seconds=60)
 ME = "p1:1"
 PAYMENT = {
     "notificationId": "n-1",
@@ -27,19 +26,6 @@ PAYMENT = {
 }
 
 
-def order(prepaid: bool) -> dict[str, Any]:
-    return {
-        "id": "p1",
-        "orderId": "p1",
-        "customerId": "c1",
-        "lines": [{"sku": "A", "quantity": 2, "unitPriceCents": 500}],
-        "currency": "EUR",
-        "shipTo": "1 Main St",
-        "totalCents": 1000,
-        "prepaid": prepaid,
-    }
-
-
 @pytest.fixture(scope="module")
 def scheduler(functions: dict[str, Any]) -> Any:
     return functions[names.SCHEDULER].get_user_function()
@@ -47,18 +33,8 @@ def scheduler(functions: dict[str, Any]) -> Any:
 
 def at_payment_step(began: dict[str, Any], prepaid: bool = True) -> History:
     """History up to BEGIN_STEP of charge-payment (inventory was reserved by an earlier attempt)."""
-    h = History(ME, {"orderId": "p1", "attempt": 1}, start=T0, name=names.SCHEDULER)
-    h.activity_completed(
-        names.LOAD_ORDER,
-        {
-            "owned": True,
-            "order": order(prepaid),
-            "completed": {"reserve-inventory": {"reservationId": "R-1"}},
-            "stepTimeoutSeconds": STEP.total_seconds(),
-        },
-        at=T0,
-    )
-    h.activity_completed(names.PUBLISH_STATUS, None, at=T0)
+    completed = {"reserve-inventory": {"reservationId": "R-1"}}
+    h = started_attempt(ME, sample_order("p1", prepaid=prepaid), 1, completed=completed)
     h.activity_completed(names.BEGIN_STEP, began, at=T0)
     return h
 

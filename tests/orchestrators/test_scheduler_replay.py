@@ -4,7 +4,7 @@ one test per branch. Assertions are on the actions it asks the host for and on i
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -12,18 +12,9 @@ import pytest
 from contracts.names import AGENT_REPLY_EVENT
 from orchestrators import names
 from tests.durable_history import History, ReplayResult
+from tests.orchestrators.support import AGENT_OF, STEP, T0, sample_order, started_attempt
 
-T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
-STEP = timedelta(seconds=60)
-ORDER: dict[str, Any] = {
-    "id": "o1",
-    "orderId": "o1",
-    "customerId": "c1",
-    "lines": [{"sku": "A", "quantity": 2, "unitPriceCents": 500}],
-    "currency": "EUR",
-    "shipTo": "1 Main St",
-    "totalCents": 1000,
-}
+ORDER = sample_order()
 ME = "o1:2"
 RESERVED = {"reservationId": "R-1"}
 CHARGED = {"chargeId": "C-1", "amountCents": 1000}
@@ -45,9 +36,8 @@ def reply(
     error: str | None = None,
     request_id: str | None = None,
 ) -> dict[str, Any]:
-    agent = {"reserve-inventory": "inventory", "charge-payment": "payment", "arrange-shipment": "shipping"}[step]
     return {
-        "requestId": request_id or f"{ME}:{step}:{agent}",
+        "requestId": request_id or f"{ME}:{step}:{AGENT_OF[step]}",
         "instanceId": ME,
         "orderId": "o1",
         "step": step,
@@ -62,13 +52,7 @@ class Flow:
     """Builds the history of one attempt step by step, in the order the scheduler yields."""
 
     def __init__(self, completed: dict[str, Any] | None = None) -> None:
-        self.h = History(ME, {"orderId": "o1", "attempt": 2}, start=T0, name=names.SCHEDULER)
-        self.h.activity_completed(
-            names.LOAD_ORDER,
-            {"owned": True, "order": ORDER, "completed": completed or {}, "stepTimeoutSeconds": STEP.total_seconds()},
-            at=T0,
-        )
-        self.h.activity_completed(names.PUBLISH_STATUS, None, at=T0)
+        self.h = started_attempt(ME, ORDER, 2, completed=completed)
 
     def begin(self, owned: bool = True) -> datetime:
         self.h.activity_completed(names.BEGIN_STEP, {"owned": owned}, at=self.h.now)

@@ -32,7 +32,8 @@ def test_two_runs_recover_more_records_than_one_run_may_each_exactly_once(make_c
     first = run_supervisor(ctx, scan)
     second = run_supervisor(ctx, scan)
 
-    assert (first.found, first.recovered, first.pages, first.finished) == (5, 5, 3, False)
+    assert (first.found, first.recovered, first.finished) == (5, 5, False)
+    assert first.pages == 3 + 1  # 5 expired records in pages of 2, and one page of due compensations
     assert (second.found, second.recovered, second.finished) == (3, 3, True)
     assert [i.split(":")[0] for i in first.to_terminate] == orders[:5]  # oldest deadline first
     recovered = [i.split(":")[0] for i in first.to_terminate + second.to_terminate]
@@ -49,6 +50,8 @@ def test_two_runs_recover_more_records_than_one_run_may_each_exactly_once(make_c
     assert [r.requestCharge for r in runs] == [first.request_charge, second.request_charge]
     assert first.request_charge == sum(r.requestCharge for r in pages[: first.pages])
     assert first.request_charge > 0
+    queried = [r.query for r in pages[: first.pages]]
+    assert queried == ["Processing"] * 3 + ["Compensating"]  # every page of the run, compensations too
 
 
 def test_an_unfinished_scan_resumes_from_its_continuation_then_starts_over(make_ctx, states, clock):

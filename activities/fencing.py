@@ -1,0 +1,46 @@
+"""What every orchestration activity shares: reading the record it must own, and the fenced write.
+
+An activity answers ``{"owned": False}`` the moment its instance no longer holds ``lockedBy``; the
+orchestration then ends quietly. The write itself (``update_fenced``) logs the state transition;
+a lost record is logged here, once, as ``FencingLost``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from adapters.cosmos.state_store import update_fenced
+from dependencies import AppContext
+from domain.errors import FencingLost
+from domain.records import StateRecord
+from domain.states import ProcessState
+from observability.events import app_event
+
+NOT_OWNED: dict[str, Any] = {"owned": False}
+OWNED: dict[str, Any] = {"owned": True}
+
+
+def owned_record(ctx: AppContext, order_id: str, instance_id: str, state: ProcessState) -> StateRecord | None:
+    """The record, if ``instance_id`` holds it in ``state``; None otherwise (a read, no write)."""
+    record = ctx.states.get(order_id)
+    if record is None or record.locked_by != instance_id or record.process_state is not state:
+        return None
+    return record
+
+
+def write_fenced(
+    ctx: AppContext, order_id: str, instance_id: str, change: Callable[[StateRecord], StateRecord], where: str
+) -> StateRecord | None:
+    """``update_fenced``; None when ``instance_id`` lost the record (logged as ``FencingLost``).
+    Store failures propagate: the activity fails and the supervisor recovers the record."""
+    try:
+        return update_fenced(ctx.states, order_id, instance_id, change)
+    except FencingLost as exc:
+        app_event(
+            "FencingLost",
+            f"{exc.expected} no longer owns order {exc.order_id} ({where}); stopping",
+            orderId=exc.order_id,
+            instanceId=exc.expected,
+            lockedBy=exc.actual,
+        )
+        return None

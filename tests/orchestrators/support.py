@@ -1,0 +1,54 @@
+"""What the scheduler's replay tests share: a sample order, the clock of the synthetic histories, and
+the start of an attempt's history (``load_order`` answered, the ``Processing`` status sent)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from orchestrators import names
+from tests.durable_history import History
+
+T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+STEP = timedelta(seconds=60)  # the step timeout load_order hands the scheduler
+AGENT_OF = {"reserve-inventory": "inventory", "charge-payment": "payment", "arrange-shipment": "shipping"}
+
+
+def sample_order(order_id: str = "o1", *, total_cents: int = 1000, prepaid: bool = False) -> dict[str, Any]:
+    """An order document as submission stores it: one line of sku A, ``total_cents`` in EUR."""
+    return {
+        "id": order_id,
+        "orderId": order_id,
+        "customerId": "c1",
+        "lines": [{"sku": "A", "quantity": 2, "unitPriceCents": total_cents // 2}],
+        "currency": "EUR",
+        "shipTo": "1 Main St",
+        "totalCents": total_cents,
+        "replyTo": "client-statuses",
+        "prepaid": prepaid,
+        "schemaVersion": 1,
+    }
+
+
+def started_attempt(
+    instance: str,
+    order: dict[str, Any],
+    attempt: int,
+    *,
+    completed: dict[str, Any] | None = None,
+    review: dict[str, Any] | None = None,
+) -> History:
+    """The history of one scheduler attempt up to its first step: ``load_order`` found the record
+    owned (with the results of steps ``completed`` by earlier attempts) and ``Processing`` was sent."""
+    h = History(instance, {"orderId": order["orderId"], "attempt": attempt}, start=T0, name=names.SCHEDULER)
+    plan: dict[str, Any] = {
+        "owned": True,
+        "order": order,
+        "completed": completed or {},
+        "stepTimeoutSeconds": STEP.total_seconds(),
+    }
+    if review is not None:
+        plan["review"] = review
+    h.activity_completed(names.LOAD_ORDER, plan, at=T0)
+    h.activity_completed(names.PUBLISH_STATUS, None, at=T0)
+    return h

@@ -1,0 +1,81 @@
+"""The rules orchestrator code lives by, checked on the code itself: it is deterministic (no wall
+clock, no randomness, no I/O: it imports nothing that could reach a store, a queue or a clock) and
+every orchestration's registered name carries a version, so a changed workflow gets a new name and
+in-flight instances finish on the old one."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrators import names
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The modules whose code runs inside an orchestrator function (replayed by the Durable host).
+ORCHESTRATOR_CODE = [
+    "orchestrators/scheduler.py",
+    "orchestrators/compensation.py",
+    "orchestrators/agent_call.py",
+    "orchestrators/payment_wait.py",
+    "orchestrators/status.py",
+    "orchestrators/outcome.py",
+    "orchestrators/names.py",
+]
+# What that code may import: the Durable SDK, the pure domain, message names, standard typing.
+ALLOWED_IMPORTS = re.compile(
+    r"^(__future__|typing|collections\.abc|datetime|azure\.durable_functions(\..+)?"
+    r"|domain(\..+)?|contracts\.names|orchestrators(\..+)?)$"
+)
+# Calls that read the wall clock or draw randomness.
+FORBIDDEN_CALLS = {"now", "utcnow", "today", "time", "random", "randint", "uniform", "uuid4", "uuid1", "sleep"}
+
+
+def imported_modules(tree: ast.Module) -> list[str]:
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            found.append(node.module)
+    return found
+
+
+def called_names(tree: ast.Module) -> set[str]:
+    called: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called.add(func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", ""))
+    return called
+
+
+@pytest.mark.parametrize("path", ORCHESTRATOR_CODE)
+def test_orchestrator_code_imports_no_io_and_reads_no_clock(path: str) -> None:
+    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+    assert [m for m in imported_modules(tree) if not ALLOWED_IMPORTS.match(m)] == []
+    assert called_names(tree) & FORBIDDEN_CALLS == set()
+
+
+def test_the_pure_domain_the_orchestrators_use_imports_no_azure_and_no_adapter() -> None:
+    for path in sorted((ROOT / "domain").glob("*.py")):
+        modules = imported_modules(ast.parse(path.read_text(encoding="utf-8")))
+        assert [m for m in modules if m.startswith(("azure", "adapters", "dependencies"))] == [], path.name
+
+
+def test_the_checks_above_would_catch_a_clock_read_and_an_adapter_import() -> None:
+    bad = ast.parse(
+        "from datetime import datetime\nfrom adapters.clock import SystemClock\nx = datetime.now()\n",
+    )
+    assert [m for m in imported_modules(bad) if not ALLOWED_IMPORTS.match(m)] == ["adapters.clock"]
+    assert called_names(bad) & FORBIDDEN_CALLS == {"now"}
+
+
+def test_every_registered_orchestration_has_a_versioned_name(functions: dict[str, Any]) -> None:
+    orchestrations = {name for name, fn in functions.items() if fn.get_trigger().type == "orchestrationTrigger"}
+    assert orchestrations == {names.SCHEDULER, names.COMPENSATION}
+    assert all(re.fullmatch(r"[a-z_]+_v[0-9]+", name) for name in orchestrations), orchestrations
