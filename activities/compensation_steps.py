@@ -44,6 +44,7 @@ def request_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any
             r, data["instanceId"], reason, now, owner=data["instanceId"], failed_step=data["step"]
         ),
         "request compensation",
+        hand_over="CompensationRequested",
     )
     if written is None:
         return NOT_OWNED
@@ -151,6 +152,7 @@ def finish_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]
         data["instanceId"],
         lambda r: compensation.finish_compensation(r, data["instanceId"], now),
         "finish compensation",
+        hand_over="Compensated",
     )
     if record is None:
         return NOT_OWNED
@@ -167,6 +169,7 @@ def fail_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
         data["instanceId"],
         lambda r: compensation.fail_compensation(r, data["instanceId"], int(data["seq"]), error, now),
         "fail compensation",
+        hand_over="CompensationFailed",
     )
     if record is None:
         return NOT_OWNED

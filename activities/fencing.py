@@ -29,13 +29,33 @@ def owned_record(ctx: AppContext, order_id: str, instance_id: str, state: Proces
 
 
 def write_fenced(
-    ctx: AppContext, order_id: str, instance_id: str, change: Callable[[StateRecord], StateRecord], where: str
+    ctx: AppContext,
+    order_id: str,
+    instance_id: str,
+    change: Callable[[StateRecord], StateRecord],
+    where: str,
+    hand_over: str | None = None,
 ) -> StateRecord | None:
     """``update_fenced``; None when ``instance_id`` lost the record (logged as ``FencingLost``).
-    Store failures propagate: the activity fails and the supervisor recovers the record."""
+    Store failures propagate: the activity fails (the orchestration retries it on a durable timer)
+    and, if it keeps failing, the supervisor recovers the record.
+
+    ``hand_over`` names the event of a write that releases the record (``Processed``, ``Failed``...).
+    A retry of such a write can find that its first execution did write, then failed before
+    answering: the record's last write is this instance's own ``hand_over`` event with
+    ``lockedBy`` cleared. That is this very write, done; it is answered as done, not as lost."""
     try:
         return update_fenced(ctx.states, order_id, instance_id, change)
     except FencingLost as exc:
+        current = ctx.states.get(order_id)
+        if (
+            hand_over is not None
+            and current is not None
+            and current.locked_by is None
+            and current.history
+            and (current.history[-1].by, current.history[-1].event) == (instance_id, hand_over)
+        ):
+            return current
         app_event(
             "FencingLost",
             f"{exc.expected} no longer owns order {exc.order_id} ({where}); stopping",

@@ -119,6 +119,7 @@ def fail_order(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
         data["instanceId"],
         lambda r: transitions.fail(r, data["instanceId"], data["step"], reason, now),
         "fail",
+        hand_over="Failed",
     )
     if record is None:
         return NOT_OWNED
@@ -143,6 +144,7 @@ def mark_processed(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
         data["instanceId"],
         lambda r: transitions.mark_processed(r, data["instanceId"], now),
         "processed",
+        hand_over="Processed",
     )
     if written is None:
         return NOT_OWNED

@@ -86,6 +86,18 @@ class CosmosServer:
         transport = RequestsTransport(session=session, session_owner=False)
         return CosmosClient(self.endpoint, credential=self.key, connection_verify=False, transport=transport)
 
+    def fast_client(self) -> CosmosClient:
+        """The same SDK client with a lighter HTTP path under it (``localrun.cosmos_transport``):
+        what the simulation uses, where Cosmos requests are most of the time."""
+        from azure.cosmos import CosmosClient
+
+        from localrun.cosmos_transport import LoopbackTransport, use_lean_pipeline
+
+        transport = LoopbackTransport("127.0.0.1", self.port)
+        client = CosmosClient(self.endpoint, credential=self.key, connection_verify=False, transport=transport)
+        use_lean_pipeline(client, transport)
+        return client
+
     def __enter__(self) -> CosmosServer:
         return self.start()
 

@@ -9,6 +9,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
+from agents.simulators.ledger import Ledger
 from domain.states import TERMINAL_STATES, ProcessState
 from localrun.simulation import NON_TERMINAL, SimulationResult
 
@@ -24,6 +25,17 @@ def _percentile(values: list[float], q: float) -> float | None:
     return round(statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1], 3)
 
 
+EMPTY_LEDGER = Ledger()
+
+
+def _ledger_per_order(ledger: Ledger) -> dict[str, Ledger]:
+    """The simulators' ledger split by order (each read of the whole ledger scans every effect)."""
+    split: dict[str, Ledger] = {}
+    for effect in ledger.effects():
+        split.setdefault(effect.order_id, Ledger()).record(effect)
+    return dict(sorted(split.items()))
+
+
 def _status_messages(result: SimulationResult) -> list[dict[str, Any]]:
     statuses: list[dict[str, Any]] = []
     for queue in result.workload.submitters:
@@ -35,7 +47,8 @@ def _status_messages(result: SimulationResult) -> list[dict[str, Any]]:
 
 
 def build_report(result: SimulationResult) -> dict[str, Any]:
-    audit, ledger = result.audit, result.ledger
+    audit = result.audit
+    ledgers = _ledger_per_order(result.ledger)
     by_order = {doc["orderId"]: doc for doc in result.states if "processState" in doc}
     valid = result.workload.orders
 
@@ -50,16 +63,17 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     lost = [o for o in valid if o not in by_order and o not in rejected and o not in dead_order_ids]
     non_terminal = [o for o, doc in by_order.items() if ProcessState(doc["processState"]) in NON_TERMINAL]
     duplicates = 0
-    for order_id in ledger.order_ids():
+    for ledger in ledgers.values():
         for action in (*FORWARD_ACTIONS, *UNDO_ACTIONS):
-            keys = Counter(e.idempotency_key for e in ledger.effects(order_id, action) if e.amount)
+            keys = Counter(e.idempotency_key for e in ledger.effects(action=action) if e.amount)
             duplicates += sum(1 for n in keys.values() if n > 1)
-            if action in FORWARD_ACTIONS and sum(1 for e in ledger.effects(order_id, action) if e.amount) > 1:
+            if action in FORWARD_ACTIONS and sum(1 for e in ledger.effects(action=action) if e.amount) > 1:
                 duplicates += 1
     unbalanced = [
         o
         for o, doc in by_order.items()
-        if doc["processState"] == ProcessState.COMPENSATED.value and any(vars(ledger.net(o)).values())
+        if doc["processState"] == ProcessState.COMPENSATED.value
+        and any(vars(ledgers.get(o, EMPTY_LEDGER).net(o)).values())
     ]
 
     events = Counter(t.event for t in audit.transitions)

@@ -148,7 +148,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         remote[service] = CrashingService(probed, rate, crash_rng, audit) if rate else probed
 
     with CosmosServer() as server:
-        database = ensure_database(server.client(), "localrun")
+        database = ensure_database(server.fast_client(), "localrun")
         raw_states = CosmosStateStore(database.get_container_client(STATE_CONTAINER))
         faults = CosmosFaults(profile, random.Random(seeds.getrandbits(64)), audit)
         ctx = AppContext(

@@ -1,8 +1,9 @@
 """Virtual time for the local runner: many function invocations "run at once" while simulated time
 skips ahead, deterministically.
 
-Each invocation is a ``Task`` in its own thread, but only one task runs at any moment: the
-scheduler hands it the baton and waits until it finishes or sleeps. ``SimClock.sleep`` inside a
+Each invocation is a ``Task`` with a thread of its own while it runs (threads are reused from one
+task to the next), but only one task runs at any moment: the scheduler hands it the baton and waits
+until it finishes or sleeps. ``SimClock.sleep`` inside a
 task parks it until simulated time reaches its wake-up; when nothing is runnable the runner moves
 the clock to the next moment something is due. Tasks are resumed in a fixed order (wake-up time,
 then creation order), so a run is a pure function of its seed and inputs.
@@ -10,6 +11,7 @@ then creation order), so a run is a pure function of its seed and inputs.
 
 from __future__ import annotations
 
+import contextvars
 import heapq
 import itertools
 import threading
@@ -51,15 +53,12 @@ class Task:
     def __init__(self, name: str, body: Callable[[], None]) -> None:
         self.name = name
         self._body = body
-        self._resume = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker: _Worker | None = None  # the thread running it, from its first turn until it ends
         self.done = False
         self.error: BaseException | None = None
         self.cancelled = False
 
     def _run(self, scheduler: TaskScheduler) -> None:
-        self._resume.wait()
-        self._resume.clear()
         try:
             if not self.cancelled:
                 self._body()
@@ -69,11 +68,45 @@ class Task:
             self.error = exc
         finally:
             self.done = True
-            scheduler._yielded.set()
 
 
 class TaskCancelled(BaseException):
     """Raised inside a parked task when the simulation drops it (host restart, shutdown)."""
+
+
+def _held_lock() -> threading.Lock:
+    """A lock already taken: the next ``acquire`` blocks until someone ``release``s it (a binary
+    semaphore, much cheaper per hand-over than ``threading.Event``)."""
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
+class _Worker:
+    """A reusable thread that runs one task at a time. Starting a thread costs far more than
+    handing one a task, and a simulation runs tens of thousands of invocations; which OS thread runs
+    a task does not matter (each task runs in a fresh ``contextvars`` context, as on a new thread)."""
+
+    def __init__(self, scheduler: TaskScheduler, number: int) -> None:
+        self._scheduler = scheduler
+        self.go = _held_lock()  # released by the scheduler: run (or resume) ``task``
+        self.task: Task | None = None
+        self.thread = threading.Thread(target=self._loop, name=f"localrun-task-{number}", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        scheduler = self._scheduler
+        while True:
+            self.go.acquire()
+            task = self.task
+            if task is None:  # the scheduler closed
+                return
+            scheduler._local.task = task
+            try:
+                contextvars.Context().run(task._run, scheduler)
+            finally:
+                scheduler._local.task = None
+                scheduler._yielded.release()
 
 
 class TaskScheduler:
@@ -82,8 +115,10 @@ class TaskScheduler:
         self._ready: deque[Task] = deque()
         self._parked: list[_Parked] = []
         self._seq = itertools.count()
-        self._yielded = threading.Event()
+        self._yielded = _held_lock()  # released by a task's thread when it parks or ends
         self._local = threading.local()
+        self._idle: list[_Worker] = []
+        self._workers = 0
         self.failures: list[tuple[str, BaseException]] = []
         self.completed = 0
 
@@ -98,10 +133,11 @@ class TaskScheduler:
         task = self.current()
         if task is None:
             return False
+        worker = task._worker
+        assert worker is not None
         heapq.heappush(self._parked, _Parked(wake, next(self._seq), task))
-        self._yielded.set()
-        task._resume.wait()
-        task._resume.clear()
+        self._yielded.release()
+        worker.go.acquire()
         if task.cancelled:
             raise TaskCancelled(task.name)
         return True
@@ -124,20 +160,18 @@ class TaskScheduler:
         """Anything started and not finished (running or parked)."""
         return bool(self._ready) or bool(self._parked)
 
+    def threads(self) -> int:
+        """How many task threads were started (they are reused, so this stays small)."""
+        return self._workers
+
     def run_one(self) -> bool:
         """Runs the next ready task until it finishes or parks. False when none is ready."""
         self._wake_due()
         if not self._ready:
             return False
         task = self._ready.popleft()
-        if task._thread is None:
-            task._thread = threading.Thread(target=self._enter, args=(task,), name=task.name, daemon=True)
-            task._thread.start()
-        self._yielded.clear()
-        task._resume.set()
-        self._yielded.wait()
+        self._turn(task)
         if task.done:
-            task._thread.join()
             self.completed += 1
             if task.error is not None:
                 self.failures.append((task.name, task.error))
@@ -155,19 +189,39 @@ class TaskScheduler:
             dropped += 1
         return dropped
 
+    def close(self) -> None:
+        """Drops every task and ends the idle task threads."""
+        self.cancel_all()
+        while self._idle:
+            worker = self._idle.pop()
+            worker.task = None
+            worker.go.release()
+            worker.thread.join()
+
+    def _turn(self, task: Task) -> None:
+        """Gives ``task`` the baton and waits until it parks or ends."""
+        worker = task._worker
+        if worker is None:
+            if self._idle:
+                worker = self._idle.pop()
+            else:
+                self._workers += 1
+                worker = _Worker(self, self._workers)
+            worker.task = task
+            task._worker = worker
+        worker.go.release()
+        self._yielded.acquire()
+        if task.done:
+            task._worker = None
+            worker.task = None
+            self._idle.append(worker)
+
     def _cancel(self, task: Task) -> None:
         task.cancelled = True
-        if task._thread is None:
+        if task._worker is None:  # never started
             task.done = True
             return
-        self._yielded.clear()
-        task._resume.set()
-        self._yielded.wait()
-        task._thread.join()
-
-    def _enter(self, task: Task) -> None:
-        self._local.task = task
-        task._run(self)
+        self._turn(task)
 
     def _wake_due(self) -> None:
         now = self.clock.now()

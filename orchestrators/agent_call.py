@@ -12,6 +12,7 @@ from azure.durable_functions.models.Task import TaskState
 from contracts.names import AGENT_REPLY_EVENT
 from domain.workflow import Transport, agent
 from orchestrators import names
+from orchestrators.state_activity import call_state_activity
 
 
 def invoke_agent(
@@ -35,8 +36,8 @@ def invoke_agent(
             return None
         return reply
 
-    yield context.call_activity(
-        names.SEND_AGENT_REQUEST, {"queue": agent(agent_name).request_queue, "request": request}
+    yield from call_state_activity(
+        context, names.SEND_AGENT_REQUEST, {"queue": agent(agent_name).request_queue, "request": request}
     )
     while True:
         event = context.wait_for_external_event(AGENT_REPLY_EVENT)

@@ -32,6 +32,7 @@ from domain.timefmt import to_text
 from orchestrators import names
 from orchestrators.agent_call import invoke_agent
 from orchestrators.outcome import Outcome, outcome
+from orchestrators.state_activity import call_state_activity
 from orchestrators.status import tell_submitter
 
 
@@ -42,7 +43,7 @@ def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, 
     me: str = context.instance_id
     fenced = {"orderId": order_id, "instanceId": me}
 
-    plan = yield context.call_activity(names.LOAD_COMPENSATION, fenced)
+    plan = yield from call_state_activity(context, names.LOAD_COMPENSATION, fenced)
     if not plan["owned"]:
         return outcome("FencingLost", at="load")
     yield from tell_submitter(context, order_id, "Compensating", round_number)
@@ -57,7 +58,7 @@ def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, 
             return result
         undone.append(entry["seq"])
 
-    finished = yield context.call_activity(names.FINISH_COMPENSATION, fenced)
+    finished = yield from call_state_activity(context, names.FINISH_COMPENSATION, fenced)
     if not finished["owned"]:
         return outcome("FencingLost", at="finish")
     yield from tell_submitter(context, order_id, "Compensated", round_number)
@@ -90,7 +91,9 @@ def _undo_entry(
             "idempotencyKey": undo_idempotency_key(order_id, step_name),
             "payload": {**entry["data"], "seq": seq},
         }
-        began = yield context.call_activity(names.BEGIN_UNDO, {"request": request, "agent": agent_name, "seq": seq})
+        began = yield from call_state_activity(
+            context, names.BEGIN_UNDO, {"request": request, "agent": agent_name, "seq": seq}
+        )
         if not began["owned"]:
             return outcome("FencingLost", at=f"undo {seq}")
         reply = yield from invoke_agent(context, agent_name, request, deadline)
@@ -98,7 +101,7 @@ def _undo_entry(
             # Leave the record alone: the supervisor starts the next round after completeBy.
             return outcome("DeadlineExpired", seq=seq, step=step_name)
         if reply["outcome"] == "succeeded":
-            recorded = yield context.call_activity(names.RECORD_UNDO, fenced)
+            recorded = yield from call_state_activity(context, names.RECORD_UNDO, fenced)
             if not recorded["owned"]:
                 return outcome("FencingLost", at=f"undo {seq}")
             return outcome("Undone", seq=seq)
@@ -110,7 +113,7 @@ def _undo_entry(
             yield context.create_timer(context.current_utc_datetime + timedelta(seconds=delay))
         else:
             error = f"{error} (transient; {tries} tries used up)"
-    failed = yield context.call_activity(names.FAIL_COMPENSATION, {**fenced, "error": error})
+    failed = yield from call_state_activity(context, names.FAIL_COMPENSATION, {**fenced, "error": error})
     if not failed["owned"]:
         return outcome("FencingLost", at=f"undo {seq}")
     yield from tell_submitter(context, order_id, "CompensationFailed", round_number, f"{step_name}: {error}")

@@ -33,6 +33,7 @@ from orchestrators import names
 from orchestrators.agent_call import invoke_agent
 from orchestrators.outcome import Outcome, outcome
 from orchestrators.payment_wait import await_payment, capture_request
+from orchestrators.state_activity import call_state_activity
 from orchestrators.status import tell_submitter
 
 
@@ -42,7 +43,7 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
     attempt: int = started["attempt"]
     me: str = context.instance_id
 
-    plan = yield context.call_activity(names.LOAD_ORDER, {"orderId": order_id, "instanceId": me})
+    plan = yield from call_state_activity(context, names.LOAD_ORDER, {"orderId": order_id, "instanceId": me})
     if not plan["owned"]:
         return outcome("FencingLost", at="load")
     order: dict[str, Any] = plan["order"]
@@ -74,7 +75,7 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
                 "idempotencyKey": idempotency_key(order_id, step.name),
                 "payload": step_payload(step.name, order, results),
             }
-            began = yield context.call_activity(names.BEGIN_STEP, {"request": request, "agent": agent_name})
+            began = yield from call_state_activity(context, names.BEGIN_STEP, {"request": request, "agent": agent_name})
             if not began["owned"]:
                 return outcome("FencingLost", at=step.name)
             if step.prepaid_action is not None and order.get("prepaid"):
@@ -91,7 +92,9 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
 
             fenced = {"orderId": order_id, "instanceId": me, "step": step.name, "attempt": attempt}
             if reply["outcome"] == "succeeded":
-                done = yield context.call_activity(names.COMPLETE_STEP, {**fenced, "result": reply.get("result") or {}})
+                done = yield from call_state_activity(
+                    context, names.COMPLETE_STEP, {**fenced, "result": reply.get("result") or {}}
+                )
                 if not done["owned"]:
                     return outcome("FencingLost", at=step.name)
                 results[step.name] = reply.get("result") or {}
@@ -99,7 +102,9 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
             if reply.get("transient"):
                 # The agent used up its retries before the deadline. Pull completeBy to now so the
                 # supervisor's next run retries the order (it owns the retry budget).
-                yield context.call_activity(names.RELEASE_FOR_RETRY, {**fenced, "error": reply.get("error")})
+                yield from call_state_activity(
+                    context, names.RELEASE_FOR_RETRY, {**fenced, "error": reply.get("error")}
+                )
                 return outcome("TransientFailure", step=step.name, error=reply.get("error"))
 
             # A non-transient failure: the decision function says what happens next.
@@ -138,20 +143,20 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
                     continue
                 action = Action.COMPENSATE if choice == "compensate" else Action.FAIL
             if action is Action.COMPENSATE:
-                handed = yield context.call_activity(
-                    names.REQUEST_COMPENSATION, {**fenced, "error": error, "reason": reason}
+                handed = yield from call_state_activity(
+                    context, names.REQUEST_COMPENSATION, {**fenced, "error": error, "reason": reason}
                 )
                 if not handed["owned"]:
                     return outcome("FencingLost", at="compensate")
                 return outcome("CompensationRequested", step=step.name, error=error)
-            failed = yield context.call_activity(names.FAIL_ORDER, {**fenced, "error": error})
+            failed = yield from call_state_activity(context, names.FAIL_ORDER, {**fenced, "error": error})
             if not failed["owned"]:
                 return outcome("FencingLost", at="fail")
             yield from tell_submitter(context, order_id, "Failed", attempt, f"{step.name}: {error}")
             return outcome("Failed", step=step.name, error=error)
 
-    done = yield context.call_activity(
-        names.MARK_PROCESSED, {"orderId": order_id, "instanceId": me, "attempt": attempt}
+    done = yield from call_state_activity(
+        context, names.MARK_PROCESSED, {"orderId": order_id, "instanceId": me, "attempt": attempt}
     )
     if not done["owned"]:
         return outcome("FencingLost", at="processed")
@@ -181,7 +186,8 @@ def _await_review(
     review_id = f"{fenced['instanceId']}:{fenced['step']}:review:{number}"
     until = context.current_utc_datetime + timedelta(seconds=float(review.get("timeoutSeconds", 86400)))
     default = str(review.get("defaultAction", "compensate"))
-    paused = yield context.call_activity(
+    paused = yield from call_state_activity(
+        context,
         names.AWAIT_REVIEW,
         {
             **fenced,

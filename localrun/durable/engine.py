@@ -13,6 +13,7 @@ body of the extension's HTTP API); ``LocalDurableClient`` turns them into the SD
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 import uuid
@@ -74,6 +75,11 @@ class DurableEngine:
         self._host_generation = 0
         self._generated_ids = 0
         self._executions = 0
+        # Every timer set, as (fire time, execution, task id, instance id), a heap. The execution
+        # number counts instance starts, so it is also the instances' creation order. An entry whose
+        # timer has since fired or been cancelled, or whose instance was overwritten, is dropped when
+        # it reaches the top.
+        self._timers: list[tuple[datetime, int, int, str]] = []
         self.counters = EngineCounters()
 
     # --- the HTTP API the durable client talks to ---------------------------------------------------
@@ -155,25 +161,38 @@ class DurableEngine:
 
     def next_due_time(self) -> datetime | None:
         """The earliest fire time of a pending timer, or None."""
-        times = [t for i in self._instances.values() for t in i.pending_timers.values()]
-        return min(times, default=None)
+        self._drop_dead_timers()
+        return self._timers[0][0] if self._timers else None
 
     def fire_due_timers(self) -> int:
-        """Deliver TimerFired for every timer due at the clock's time. Returns how many fired."""
+        """Deliver TimerFired for every timer due at the clock's time, in (fire time, instance
+        creation order, task id) order. Returns how many fired."""
         now = self._now()
-        order = {instance_id: n for n, instance_id in enumerate(self._instances)}
-        due = sorted(
-            (fire_at, order[i.instance_id], task_id, i)
-            for i in self._instances.values()
-            for task_id, fire_at in i.pending_timers.items()
-            if fire_at <= now
-        )
-        for fire_at, _, task_id, instance in due:
+        fired = 0
+        while True:
+            self._drop_dead_timers()
+            if not self._timers or self._timers[0][0] > now:
+                return fired
+            fire_at, _, task_id, instance_id = heapq.heappop(self._timers)
+            instance = self._instances[instance_id]
             del instance.pending_timers[task_id]
             instance.inbox.append(ev.timer_fired(now, task_id, fire_at))
             self._queue_episode(instance)
             self.counters.timers_fired += 1
-        return len(due)
+            fired += 1
+
+    def _drop_dead_timers(self) -> None:
+        timers = self._timers
+        while timers:
+            fire_at, execution, task_id, instance_id = timers[0]
+            instance = self._instances.get(instance_id)
+            if (
+                instance is not None
+                and instance.execution == execution
+                and instance.pending_timers.get(task_id) == fire_at
+            ):
+                return
+            heapq.heappop(timers)
 
     def run_until_idle(self, max_steps: int = 100_000) -> int:
         """Run work and fire due timers until nothing is runnable at the clock's current time."""
@@ -269,6 +288,7 @@ class DurableEngine:
                 new_events.append(ev.timer_created(now, task_id, fire_at))
                 if not action.get("isCanceled"):
                     instance.pending_timers[task_id] = fire_at
+                    heapq.heappush(self._timers, (fire_at, instance.execution, task_id, instance.instance_id))
         self._append(instance, new_events)
         return None
 

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import IntEnum
+from functools import cached_property
 from typing import Any
 
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -56,6 +57,15 @@ class HistoryEvent:
             "Timestamp": timestamp_text(self.timestamp),
             **self.fields,
         }
+
+    @cached_property
+    def _json_texts(self) -> tuple[str, str]:
+        """``to_json`` encoded, as (not played, played): an event is encoded once, not once per
+        replay of its history (an event never changes after it is appended)."""
+        return json.dumps(self.to_json(is_played=False)), json.dumps(self.to_json(is_played=True))
+
+    def json_text(self, *, is_played: bool) -> str:
+        return self._json_texts[is_played]
 
 
 def orchestrator_started(at: datetime) -> HistoryEvent:
@@ -113,11 +123,12 @@ def context_json(
     *,
     schema_version: int = DEFAULT_SCHEMA_VERSION,
 ) -> str:
-    """The string an orchestrator function receives (``DurableOrchestrationContext.from_json``)."""
+    """The string an orchestrator function receives (``DurableOrchestrationContext.from_json``):
+    exactly ``json.dumps`` of the context object, with each event's JSON text reused."""
     boundary = played_boundary(events)
-    return json.dumps(
+    history = ", ".join(e.json_text(is_played=i < boundary) for i, e in enumerate(events))
+    rest = json.dumps(
         {
-            "history": [e.to_json(is_played=i < boundary) for i, e in enumerate(events)],
             "instanceId": instance_id,
             "isReplaying": boundary > 0,
             "parentInstanceId": None,
@@ -125,3 +136,4 @@ def context_json(
             "upperSchemaVersion": schema_version,
         }
     )
+    return '{"history": [' + history + "], " + rest[1:]

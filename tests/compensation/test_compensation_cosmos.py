@@ -119,8 +119,13 @@ def test_the_scheduler_hands_over_to_compensation_with_a_fenced_write(app_contex
     assert record.locked_by is None and record.complete_by == app_context.clock.now()
     # The forward attempt has lost the record: its next write is refused.
     assert scheduler_steps.mark_processed(app_context, {"orderId": "o1", "instanceId": FORWARD}) == {"owned": False}
-    # A stale attempt asking again changes nothing.
-    assert compensation_steps.request_compensation(app_context, {**fenced, "error": "x"}) == {"owned": False}
+    # The same instance asking again (a retry whose first try landed) is told it is done; nothing is written.
+    etag = stored_record(app_context).etag
+    assert compensation_steps.request_compensation(app_context, {**fenced, "error": "x"}) == {"owned": True}
+    assert stored_record(app_context).etag == etag
+    # Another, stale, attempt asking is refused.
+    stale = {**fenced, "instanceId": "o1:0"}
+    assert compensation_steps.request_compensation(app_context, {**stale, "error": "x"}) == {"owned": False}
 
 
 def test_retries_exhausted_before_the_pivot_go_to_compensation_not_error(app_context, ledger, clock):
@@ -243,3 +248,21 @@ def test_a_lost_compensation_failed_status_does_not_stop_the_other_claims(app_co
     assert [s.order_id for s in claims.starts] == ["o2"]  # o2's round is still claimed, to be started
     assert stored_record(app_context).process_state is ProcessState.COMPENSATION_FAILED
     assert [a["kind"] for a in app_context.sender.bodies(OPERATOR_ALERTS_QUEUE)] == ["CompensationFailed"]
+
+
+def test_a_retried_hand_over_write_that_already_landed_is_answered_as_done(app_context, clock):
+    """mark_processed wrote Processed, then its activity failed before answering; the orchestration's
+    retry of the same activity must hear "done", not "lost", or the submitter never hears Completed."""
+    from activities import scheduler_steps
+    from domain import transitions
+
+    app_context.states.create(transitions.new_record("o7", "q", clock.now()))
+    record = app_context.states.get("o7")
+    app_context.states.replace(
+        transitions.claim(record, clock.now(), timedelta(seconds=60)).model_copy(update={"etag": record.etag})
+    )
+    data = {"orderId": "o7", "instanceId": "o7:1", "attempt": 1}
+    assert scheduler_steps.mark_processed(app_context, data) == {"owned": True}
+    assert scheduler_steps.mark_processed(app_context, data) == {"owned": True}  # the retry
+    # but an instance that never held the record still hears "lost"
+    assert scheduler_steps.mark_processed(app_context, {**data, "instanceId": "o7:9"}) == {"owned": False}

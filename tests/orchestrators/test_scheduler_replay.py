@@ -335,3 +335,34 @@ def test_steps_done_by_an_earlier_attempt_are_not_run_again(scheduler):
     result = f.run(scheduler)
     assert [a["functionName"] for a in result.new_actions] == [names.BEGIN_STEP]
     assert json.loads(result.new_actions[0]["input"])["request"]["step"] == "charge-payment"
+
+
+def test_a_state_activity_that_fails_is_retried_on_a_durable_timer_within_the_attempt(scheduler):
+    f = Flow()
+    f.h.activity_failed(names.BEGIN_STEP, "Cosmos DB 503 on replace", at=f.h.now)
+    result = f.run(scheduler)
+    assert result.new_action_types() == ["CreateTimer"]  # not the end of the attempt
+    retry_at = f.h.now + timedelta(seconds=2)
+    assert result.new_actions[0]["fireAt"] == retry_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    f.h.timer_fired(retry_at)
+    result = f.run(scheduler)
+    assert [a["functionName"] for a in result.new_actions] == [names.BEGIN_STEP]
+    first, again = [json.loads(a["input"]) for a in result.actions if a.get("functionName") == names.BEGIN_STEP]
+    assert first == again  # the same fenced write, the same deadline and request id
+    f.h.activity_completed(names.BEGIN_STEP, {"owned": True}, at=f.h.now)
+    result = f.run(scheduler)
+    assert result.new_action_types() == ["CallActivity", "CreateTimer"]
+    assert result.new_actions[0]["functionName"] == names.in_process_agent("inventory")
+
+
+def test_a_state_activity_that_keeps_failing_fails_the_attempt_for_the_supervisor(scheduler):
+    f = Flow()
+    f.h.activity_failed(names.BEGIN_STEP, "Cosmos DB 503", at=f.h.now)
+    f.h.timer_fired(f.h.now + timedelta(seconds=2))
+    f.h.activity_failed(names.BEGIN_STEP, "Cosmos DB 503", at=f.h.now)
+    f.h.timer_fired(f.h.now + timedelta(seconds=10))
+    f.h.activity_failed(names.BEGIN_STEP, "Cosmos DB 503", at=f.h.now)
+    result = f.run(scheduler)
+    # the orchestrator raised: the host marks the instance Failed; the record keeps its completeBy
+    assert result.error is not None and "Cosmos DB 503" in result.error
+    assert result.new_actions == []

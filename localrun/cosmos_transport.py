@@ -1,0 +1,140 @@
+"""A lighter HTTP path for the runner's Cosmos DB client, for a server on this machine.
+
+The production adapters still issue every call through the ``azure-cosmos`` SDK (request building,
+authorisation signatures, session and retry handling, response and error mapping), and the calls
+still go over HTTPS with keep-alive to the Cosmos DB protocol server. What changes is below the SDK:
+
+- the transport is ``http.client`` on a few persistent TLS connections instead of ``requests`` +
+  ``urllib3`` (about half of the SDK's per-request CPU time went there);
+- the pipeline keeps only the SDK's own connection retry policy, dropping the policies that only
+  log, trace, set headers nobody reads or decode a body the SDK decodes again itself.
+
+Measured per point read against ``@vercel/cosmosdb-server``: about 1.1 ms with the stock client,
+about 0.55 ms with this one.
+"""
+
+from __future__ import annotations
+
+import http.client
+import ssl
+import threading
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+from azure.core.pipeline import Pipeline
+from azure.core.pipeline.transport import HttpRequest, HttpResponse, HttpTransport
+from azure.core.utils import case_insensitive_dict
+
+if TYPE_CHECKING:
+    from azure.cosmos import CosmosClient
+
+# A reused keep-alive connection the server has closed in the meantime fails this way before any
+# of the request reached it: the request is sent again on a new connection.
+_STALE_CONNECTION = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError)
+
+
+class LoopbackResponse(HttpResponse):
+    """An azure-core response over an ``http.client`` one, its body read in full at once (so the
+    connection is free for the next request)."""
+
+    def __init__(self, request: HttpRequest, response: http.client.HTTPResponse) -> None:
+        super().__init__(request, response)
+        self.status_code = response.status
+        self.headers = case_insensitive_dict(response.getheaders())
+        self.reason = response.reason
+        self.content_type = self.headers.get("Content-Type")
+        self._body = response.read()
+
+    def body(self) -> bytes:
+        return self._body
+
+
+class LoopbackTransport(HttpTransport[HttpRequest, HttpResponse]):
+    """HTTPS with keep-alive to one host and port, certificate not verified (a local server's
+    self-signed certificate). Thread-safe: each request takes an idle connection or opens one."""
+
+    def __init__(self, host: str, port: int, *, timeout: float = 60.0) -> None:
+        self._host = host
+        self._port = port
+        self._timeout = timeout
+        self._tls = ssl._create_unverified_context()
+        self._idle: list[http.client.HTTPSConnection] = []
+        self._lock = threading.Lock()
+        self.connections_opened = 0
+
+    def _take(self) -> tuple[http.client.HTTPSConnection, bool]:
+        """An idle connection (True: reused) or a new one (False)."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop(), True
+        return self._open(), False
+
+    def _open(self) -> http.client.HTTPSConnection:
+        with self._lock:
+            self.connections_opened += 1
+        return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._tls)
+
+    def send(self, request: HttpRequest, **kwargs: Any) -> HttpResponse:
+        parts = urlsplit(request.url)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        body = request.data
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        connection, reused = self._take()
+        while True:
+            try:
+                response = self._exchange(connection, request, target, body)
+            except _STALE_CONNECTION as exc:
+                connection.close()
+                if not reused:
+                    raise ServiceResponseError(f"the Cosmos DB server closed the connection: {exc}", error=exc) from exc
+                connection, reused = self._open(), False
+                continue
+            with self._lock:
+                self._idle.append(connection)
+            return response
+
+    def _exchange(
+        self, connection: http.client.HTTPSConnection, request: HttpRequest, target: str, body: Any
+    ) -> HttpResponse:
+        try:
+            connection.request(request.method, target, body=body, headers=request.headers)
+        except _STALE_CONNECTION:
+            raise
+        except (OSError, http.client.HTTPException) as exc:
+            connection.close()
+            raise ServiceRequestError(f"cannot send to the Cosmos DB server: {exc}", error=exc) from exc
+        try:
+            return LoopbackResponse(request, connection.getresponse())
+        except _STALE_CONNECTION:
+            raise
+        except (OSError, http.client.HTTPException) as exc:
+            connection.close()
+            raise ServiceResponseError(f"no answer from the Cosmos DB server: {exc}", error=exc) from exc
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
+
+    def __enter__(self) -> LoopbackTransport:
+        return self
+
+    def __exit__(self, *exc_details: Any) -> None:
+        self.close()
+
+
+def use_lean_pipeline(client: CosmosClient, transport: LoopbackTransport) -> None:
+    """Rebuilds ``client``'s request pipeline as [the SDK's connection retry policy, ``transport``]."""
+    from azure.cosmos._retry_utility import ConnectionRetryPolicy
+
+    pipeline_client = client.client_connection.pipeline_client
+    policies = [p for p in pipeline_client._pipeline._impl_policies if isinstance(p, ConnectionRetryPolicy)]
+    if len(policies) != 1:
+        raise RuntimeError("the azure-cosmos pipeline no longer has exactly one ConnectionRetryPolicy")
+    pipeline_client._pipeline = Pipeline(transport, policies=policies)

@@ -1,0 +1,32 @@
+"""Calling a state activity (a fenced write, the order lookup, sending an agent request) with a
+short retry on durable timers.
+
+These activities fail only when Cosmos DB or Service Bus is unavailable beyond the SDKs' own
+retries (or on a bug). Without a retry here one such blip would end the whole attempt and cost
+the order one of its ``MAX_FAILURES`` supervisor retries. Retrying is safe: each fenced write
+re-checks ownership and is idempotent, and a re-sent agent request has the same MessageId, so
+Service Bus duplicate detection collapses it (it never becomes a second call to a remote
+service). Agents themselves are never retried here: they retry inside their own deadline."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from datetime import timedelta
+from typing import Any
+
+import azure.durable_functions as df
+
+RETRY_DELAYS = (timedelta(seconds=2), timedelta(seconds=10))
+
+
+def call_state_activity(context: df.DurableOrchestrationContext, name: str, data: Any) -> Generator[Any, Any, Any]:
+    """``yield from call_state_activity(context, name, data)``: the activity's result; its error
+    once every retry failed (the orchestration then fails and the supervisor recovers the order)."""
+    for delay in (*RETRY_DELAYS, None):
+        try:
+            return (yield context.call_activity(name, data))
+        except Exception:
+            if delay is None:
+                raise
+            yield context.create_timer(context.current_utc_datetime + delay)
+    raise AssertionError("unreachable")
