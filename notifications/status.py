@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from adapters.clock import Clock
 from adapters.servicebus.sender import MessageSender, OutgoingMessage, QueueNotFound, SendError
 from contracts.messages import StatusName, StatusUpdate
 from domain.ids import status_message_id
@@ -87,22 +88,36 @@ def publish_record_status(
 
 
 def publish_status_after_write(
-    sender: MessageSender, record: StateRecord, status: StatusName, at: datetime, reason: str | None = None
+    sender: MessageSender,
+    record: StateRecord,
+    status: StatusName,
+    at: datetime,
+    reason: str | None = None,
+    *,
+    clock: Clock | None = None,
+    tries: int = 3,
 ) -> bool:
-    """``publish_record_status`` after the write that made the status true: best effort. The record
-    is safe whatever happens here, so a failed send is logged (``StatusSendFailed``) instead of
-    failing the caller and hiding that the write succeeded; the operator alert drives follow-up."""
-    try:
-        return publish_record_status(sender, record, status, at, reason)
-    except SendError as exc:
-        log.warning(
-            "order %s: status %s not sent: %s",
-            record.order_id,
-            status,
-            exc,
-            extra={"event": "StatusSendFailed", "orderId": record.order_id, "status": status},
-        )
-        return False
+    """``publish_record_status`` after the write that made the status true, from code that has no
+    durable timer to retry on (the supervisor). The send is tried ``tries`` times, a second then
+    two apart (on ``clock``: the MessageId makes a repeat harmless); if it still fails the record is
+    safe anyway, so the failure is logged (``StatusSendFailed``) instead of failing the caller and
+    hiding that the write succeeded. The operator alert drives the follow-up."""
+    for number in range(1, tries + 1):
+        try:
+            return publish_record_status(sender, record, status, at, reason)
+        except SendError as exc:
+            if number < tries and clock is not None:
+                clock.sleep(float(number))
+                continue
+            log.warning(
+                "order %s: status %s not sent: %s",
+                record.order_id,
+                status,
+                exc,
+                extra={"event": "StatusSendFailed", "orderId": record.order_id, "status": status},
+            )
+            return False
+    return False
 
 
 def _alert_reply_queue(sender: MessageSender, reply_to: str, order_id: str, at: datetime, exc: Exception) -> None:

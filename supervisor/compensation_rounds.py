@@ -86,7 +86,9 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
         if written.process_state is ProcessState.COMPENSATION_FAILED:
             failed += 1
             alert_compensation_failed(ctx, written.order_id, written.attempt, written.last_error or "", None)
-            publish_status_after_write(ctx.sender, written, "CompensationFailed", now, written.last_error)
+            publish_status_after_write(
+                ctx.sender, written, "CompensationFailed", now, written.last_error, clock=ctx.clock
+            )
             continue
         assert written.locked_by is not None
         starts.append(CompensationStart(written.order_id, written.locked_by, written.attempt))

@@ -84,7 +84,7 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
     if written.process_state is ProcessState.ERROR:
         sent = _alert_retries_exhausted(ctx, written)
         # Best effort, after the record is safe: the operator alert is what drives the follow-up.
-        publish_status_after_write(ctx.sender, written, "Failed", ctx.clock.now(), written.last_error)
+        publish_status_after_write(ctx.sender, written, "Failed", ctx.clock.now(), written.last_error, clock=ctx.clock)
         app_event(
             "SupervisorEscalated",
             f"order {written.order_id}: {written.failure_count} failed attempts, moved to Error",
