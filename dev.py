@@ -5,14 +5,18 @@
     python3 dev.py test    # ruff, mypy and every test (starts and stops the servers the tests use)
 
 Each creates ``.venv`` and installs the pip and npm packages it needs first (skipped when up to date).
+``python3 dev.py bench [ORDERS]`` times the 1,000-order all-faults simulation (docs/benchmark.md).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
+import tempfile
+import time
 import venv
 from pathlib import Path
 
@@ -90,15 +94,48 @@ def demo(args: list[str]) -> int:
     return run(PYTHON, "-m", "localrun", *(args or default), check=False)
 
 
+def bench(args: list[str]) -> int:
+    """Issue 5's benchmark: a 1,000-order all-faults run (seed 1). Prints wall time, orders/s and the
+    report's operations-per-order and latency lines; the report goes to a temporary folder."""
+    setup()
+    orders = int(args[0]) if args else 1000
+    with tempfile.TemporaryDirectory() as tmp:
+        report_path = Path(tmp) / "bench.json"
+        command = [
+            str(PYTHON),
+            *("-m", "localrun", "simulate", "--orders", str(orders), "--seed", "1"),
+            *("--faults", "examples/profiles/all-faults.json", "--report", str(report_path)),
+            *("--no-progress", "--log-level", "CRITICAL"),
+        ]
+        print(f"+ {' '.join(command)}", flush=True)
+        started = time.monotonic()
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+        wall = time.monotonic() - started
+        if not report_path.exists():
+            print(done.stdout, done.stderr, sep="\n", file=sys.stderr)
+            return done.returncode or 1
+        report = json.loads(report_path.read_text())
+    print(f"orders              {report['orders']} (all-faults, seed 1)")
+    print(f"wall                {wall:.1f} s (process), {report['wall_s']} s (simulation only)")
+    print(f"orders/s            {report['orders'] / wall:.1f}")
+    print(f"simulated           {report['simulated_s']} s")
+    print("ops_per_order       " + json.dumps(report["ops_per_order"]))
+    print("latency_s           " + json.dumps(report["latency_s"]))
+    violated = {k: v for k, v in report["invariants"].items() if v}
+    print(f"invariants          {'all 0' if not violated else f'VIOLATED {violated}'}")
+    return done.returncode
+
+
 def main() -> int:
-    if len(sys.argv) < 2 or sys.argv[1] not in ("demo", "test", "setup"):
+    commands = {"demo": demo, "test": test, "bench": bench}
+    if len(sys.argv) < 2 or sys.argv[1] not in (*commands, "setup"):
         print(__doc__)
         return 2
     command, rest = sys.argv[1], sys.argv[2:]
     if command == "setup":
         setup()
         return 0
-    return test(rest) if command == "test" else demo(rest)
+    return commands[command](rest)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from localrun.durable import fast_timestamps
+from localrun.durable import fast_timestamps, sdk_speedups
 from localrun.durable.client import LocalDurableClient
 from localrun.durable.engine import DurableEngine
 from localrun.durable.registry import registered_orchestrators
@@ -162,6 +162,7 @@ class LocalHost:
             s.trigger["activity"] or s.name: s for s in self.specs.values() if s.trigger_type == "activityTrigger"
         }
         fast_timestamps.install()
+        sdk_speedups.install()
         self.engine = DurableEngine(registered_orchestrators(functions), self._run_activity, self.clock)
         self.client = LocalDurableClient(self.engine)
         now = self.clock.now()
@@ -264,17 +265,18 @@ class LocalHost:
         """Runs everything due, skipping simulated time ahead whenever nothing is runnable, until
         ``stop()`` says so (checked whenever the system is idle at the current time) or the next
         due moment lies beyond ``horizon``."""
-        while True:
-            before_pump()
-            self.pump()
-            if self.scheduler.run_one():
-                continue
-            if stop():
-                return
-            due = [d for d in (self.next_due(), external_due()) if d is not None]
-            if not due or min(due) > horizon:
-                return
-            self.clock.advance_to(min(due))
+        with sdk_speedups.frozen_strict_mode():
+            while True:
+                before_pump()
+                self.pump()
+                if self.scheduler.run_one():
+                    continue
+                if stop():
+                    return
+                due = [d for d in (self.next_due(), external_due()) if d is not None]
+                if not due or min(due) > horizon:
+                    return
+                self.clock.advance_to(min(due))
 
     def restart(self) -> dict[str, int]:
         """A host restart: in-flight invocations die (their messages stay locked until the lock

@@ -217,6 +217,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         finally:
             use_context(None)
             app_log.removeHandler(recorder)
+            scheduler.stop_idle_threads()
         if config.progress:
             before_pump()
             _progress(

@@ -189,9 +189,8 @@ class TaskScheduler:
             dropped += 1
         return dropped
 
-    def close(self) -> None:
-        """Drops every task and ends the idle task threads."""
-        self.cancel_all()
+    def stop_idle_threads(self) -> None:
+        """Ends the task threads no task is using (a parked task keeps its thread)."""
         while self._idle:
             worker = self._idle.pop()
             worker.task = None

@@ -370,3 +370,25 @@ def test_orchestrator_code_that_changes_under_an_in_flight_instance_is_detected_
     assert instance is not None
     assert instance.status is OrchestrationRuntimeStatus.Failed
     assert instance.output.startswith("Non-Deterministic workflow detected: task 0 is CallActivity old_step")
+
+
+def test_timers_due_together_fire_in_instance_creation_order_and_cancelled_ones_never_fire(h):
+    """Timers come off a heap: same fire time → instance creation order; a timer cancelled by the
+    reply, or whose instance finished, is skipped; an overwritten instance counts as created anew."""
+    h.activities.during = lambda name: h.clock.set(T0 + ACTIVITY_TIME)  # every episode at the same time
+    ids = [h.start(instance_id=f"order-{n}:1") for n in (3, 1, 2)]
+    h.engine.run_until_idle()  # each ran "prepare" and set its deadline, all at T0 + 2 s + 5 min
+    h.raise_reply("order-1:1", {"outcome": "ok"})
+    h.engine.run_until_idle()  # order-1 completes: its deadline is cancelled
+    h.start(instance_id="order-1:1")  # overwritten: a new execution, created after the others
+    h.engine.run_until_idle()
+    deadline = T0 + ACTIVITY_TIME + DEADLINE
+    assert h.engine.next_due_time() == deadline
+
+    h.clock.set(deadline)
+    assert h.engine.fire_due_timers() == 3
+    fired = [h.engine.run_next() for _ in range(3)]
+
+    assert [r.instance_id for r in fired if r is not None] == [ids[0], ids[2], "order-1:1"]
+    assert h.engine.next_due_time() is None
+    assert h.engine.fire_due_timers() == 0

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextvars
 import functools
+import threading
 from datetime import timedelta
 
 from localrun.virtual_time import TaskScheduler
@@ -89,3 +91,41 @@ def test_sleep_outside_a_task_advances_the_clock():
     start = s.clock.now()
     s.clock.sleep(7)
     assert s.clock.now() - start == timedelta(seconds=7)
+
+
+def test_task_threads_are_reused_and_each_task_starts_with_fresh_context_variables():
+    s = TaskScheduler()
+    marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="unset")
+    seen: list[tuple[str, str]] = []
+
+    def task(name: str) -> None:
+        seen.append((name, marker.get()))
+        marker.set(name)
+
+    for i in range(20):
+        s.spawn(f"t{i}", functools.partial(task, f"t{i}"))
+    drain(s)
+    assert seen == [(f"t{i}", "unset") for i in range(20)]  # nothing leaks from the previous task
+    assert s.threads() == 1  # twenty tasks one after the other: one thread
+
+
+def test_a_thread_freed_by_a_cancelled_task_runs_the_next_task_and_idle_threads_can_be_stopped():
+    before = set(threading.enumerate())
+    s = TaskScheduler()
+    ran: list[str] = []
+
+    def sleeper() -> None:
+        s.clock.sleep(5)
+        ran.append("sleeper woke")  # never: cancelled while parked
+
+    s.spawn("sleeper", sleeper)
+    s.run_one()
+    s.cancel_all()
+    s.spawn("next", lambda: ran.append("next"))
+    drain(s)
+    assert ran == ["next"]
+    assert s.threads() == 1
+    started = set(threading.enumerate()) - before
+    assert len(started) == 1
+    s.stop_idle_threads()
+    assert not any(t.is_alive() for t in started)

@@ -1,0 +1,86 @@
+"""The runner's lighter Cosmos HTTP path (``localrun.cosmos_transport``) under the real SDK and a real
+``@vercel/cosmosdb-server``: the SDK's answers and errors are the same as with its stock transport,
+and a keep-alive connection the server dropped is replaced without failing the request."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from azure.core import MatchConditions
+from azure.cosmos import exceptions as cx
+
+from adapters.cosmos.client import ensure_database
+from adapters.cosmos.order_store import CosmosOrderStore
+from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
+from localrun.cosmos_server import CosmosServer
+from localrun.cosmos_transport import LoopbackTransport
+
+
+@pytest.fixture(scope="module")
+def fast_client(cosmos_server: CosmosServer) -> Any:
+    return cosmos_server.fast_client()
+
+
+@pytest.fixture
+def database(fast_client: Any) -> Iterator[Any]:
+    name = f"fast-{uuid.uuid4().hex[:8]}"
+    yield ensure_database(fast_client, name)
+    fast_client.delete_database(name)
+
+
+def _transport(client: Any) -> LoopbackTransport:
+    transport = client.client_connection.pipeline_client._pipeline._transport
+    assert isinstance(transport, LoopbackTransport)
+    return transport
+
+
+def test_reads_writes_and_conditional_replaces_answer_as_with_the_stock_client(database: Any) -> None:
+    state = database.get_container_client(STATE_CONTAINER)
+    created = state.create_item({"id": "o-1", "orderId": "o-1", "n": 1})
+    assert state.read_item("o-1", partition_key="o-1")["n"] == 1
+
+    replaced = state.replace_item(
+        "o-1", {**created, "n": 2}, etag=created["_etag"], match_condition=MatchConditions.IfNotModified
+    )
+    assert replaced["n"] == 2
+    with pytest.raises(cx.CosmosAccessConditionFailedError):  # 412: the etag is stale now
+        state.replace_item(
+            "o-1", {**created, "n": 3}, etag=created["_etag"], match_condition=MatchConditions.IfNotModified
+        )
+    with pytest.raises(cx.CosmosResourceExistsError):  # 409
+        state.create_item({"id": "o-1", "orderId": "o-1"})
+    with pytest.raises(cx.CosmosResourceNotFoundError):  # 404
+        state.read_item("missing", partition_key="missing")
+    found = list(
+        state.query_items(
+            "SELECT * FROM c WHERE c.n = @n", parameters=[{"name": "@n", "value": 2}], enable_cross_partition_query=True
+        )
+    )
+    assert [d["id"] for d in found] == ["o-1"]
+
+
+def test_the_production_adapter_works_through_it(database: Any) -> None:
+    orders = CosmosOrderStore(database.get_container_client(ORDERS_CONTAINER))
+    order = {"id": "o-2", "orderId": "o-2", "lines": [{"sku": "A", "quantity": 1}]}
+    assert orders.get("o-2") is None
+    orders.create_or_verify(order)
+    assert orders.get("o-2") is not None
+
+
+def test_a_connection_the_server_dropped_is_replaced_and_the_request_still_answers(
+    fast_client: Any, database: Any
+) -> None:
+    state = database.get_container_client(STATE_CONTAINER)
+    state.create_item({"id": "o-3", "orderId": "o-3"})
+    transport = _transport(fast_client)
+    opened = transport.connections_opened
+    for connection in transport._idle:  # as when the server closes an idle keep-alive connection
+        assert connection.sock is not None
+        connection.sock.shutdown(socket.SHUT_RDWR)
+
+    assert state.read_item("o-3", partition_key="o-3")["id"] == "o-3"
+    assert transport.connections_opened == opened + 1
