@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import sys
+import warnings
 from pathlib import Path
 
 from localrun.profile import Profile, ProfileError
@@ -26,14 +27,34 @@ def main(argv: list[str] | None = None) -> int:
     sim.add_argument("--chart", type=Path)
     sim.add_argument("--no-progress", action="store_true")
     sim.add_argument("--inject-raw", type=Path, help='JSON lines {"body": "...", "message_id": "..."}')
-    sim.add_argument("--log-level", default="ERROR", help="app log level shown on stderr (default ERROR)")
+    sim.add_argument(
+        "--log-level",
+        default="CRITICAL",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+        help="the app's logs shown on stderr (default CRITICAL: none; INFO shows every state transition)",
+    )
     args = parser.parse_args(argv)
     if args.orders < 0:
         parser.error("--orders must be >= 0")
 
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    for handler in logging.getLogger().handlers:  # app loggers may be more verbose (the report counts events)
-        handler.setLevel(args.log_level.upper())
+    # Our own stderr handler, removed afterwards: nothing else's logging is changed.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(args.log_level)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        with warnings.catch_warnings():
+            # The Durable SDK warns when a second event of one name arrives; the duplicate-reply
+            # faults do that on purpose and the scheduler ignores the copy.
+            warnings.filterwarnings("ignore", message="Potential duplicate Task completion")
+            return _simulate(args)
+    finally:
+        root.removeHandler(handler)
+
+
+def _simulate(args: argparse.Namespace) -> int:
     try:
         profile = Profile.load(args.faults) if args.faults else Profile()
     except (ProfileError, OSError) as exc:

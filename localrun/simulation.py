@@ -167,6 +167,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         recorder = EventRecorder()
         app_log = logging.getLogger("orders")
         app_log.addHandler(recorder)
+        previous_level = app_log.level
         app_log.setLevel(logging.INFO)
         use_context(ctx)
         host = LocalHost(
@@ -217,6 +218,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         finally:
             use_context(None)
             app_log.removeHandler(recorder)
+            app_log.setLevel(previous_level)
             scheduler.stop_idle_threads()
         if config.progress:
             before_pump()
