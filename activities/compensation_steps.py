@@ -108,6 +108,7 @@ def load_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
         return NOT_OWNED
     return {
         **OWNED,
+        "replyTo": record.reply_to,
         "entries": [e.model_dump(mode="json", by_alias=True) for e in record.compensation],
         "stepTimeoutSeconds": ctx.settings.step_timeout.total_seconds(),
         "undoTries": ctx.settings.max_failures,

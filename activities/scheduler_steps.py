@@ -41,10 +41,15 @@ def load_order(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     if order is None:
         raise RuntimeError(f"order {order_id} has a state record but no order document")
     completed = {name: step.result or {} for name, step in record.steps.items() if step.status is StepStatus.SUCCEEDED}
+    # A step an earlier attempt started and never finished, and the agent it last went to: the
+    # next attempt resumes with that agent (it may be the fallback, which may already have acted).
+    in_flight = {name: step.agent for name, step in record.steps.items() if step.status is StepStatus.IN_PROGRESS}
     return {
+        "replyTo": record.reply_to,
         **OWNED,
         "order": order,
         "completed": completed,
+        "inFlight": in_flight,
         "stepTimeoutSeconds": ctx.settings.step_timeout.total_seconds(),
         "review": review_policy(ctx.settings),
     }
@@ -153,15 +158,20 @@ def mark_processed(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
 
 
 def publish_order_status(ctx: AppContext, data: dict[str, Any]) -> None:
-    """Status updates go only to the order's own ``replyTo`` queue, which the record knows."""
-    record = ctx.states.get(data["orderId"])
-    if record is None:
-        return
+    """Status updates go only to the order's own ``replyTo`` queue. The orchestration passes the
+    queue its ``load`` activity read from the record; without it, the record is read here."""
+    if "replyTo" in data:
+        reply_to: str | None = data["replyTo"]
+    else:
+        record = ctx.states.get(data["orderId"])
+        if record is None:
+            return
+        reply_to = record.reply_to
     status: StatusName = data["status"]
     publish_status(
         ctx.sender,
-        reply_to=record.reply_to,
-        order_id=record.order_id,
+        reply_to=reply_to,
+        order_id=data["orderId"],
         status=status,
         attempt=int(data["attempt"]),
         at=ctx.clock.now(),

@@ -114,23 +114,28 @@ def complete_step_logged(
 
 
 def _unknown_outcome_entries(record: StateRecord, now: datetime) -> list[CompensationEntry]:
-    """An entry for each compensable step whose outcome is unknown: its undo names the forward
-    idempotency key, and the service undoes whatever that key did (nothing, if it did nothing)."""
+    """Entries for each compensable step whose outcome is unknown: its undo names the forward
+    idempotency key, and the service undoes whatever that key did (nothing, if it did nothing).
+    The step may have been done by its fallback agent in an earlier attempt whose reply never
+    came back, so the undo goes to every agent the step can use, the one last seen first."""
     entries = list(record.compensation)
     for name in unknown_outcome_steps(record):
         the_step = step(name)
         assert the_step.undo_action is not None
-        entries.append(
-            CompensationEntry(
-                seq=len(entries) + 1,
-                step=name,
-                agent=record.steps[name].agent,
-                undo_action=the_step.undo_action,
-                data={"outcomeUnknown": True, "forwardIdempotencyKey": idempotency_key(record.order_id, name)},
-                attempt=record.attempt,
-                at=now,
+        last = record.steps[name].agent
+        candidates = [last, *(a for a in (the_step.agent, the_step.fallback_agent) if a and a != last)]
+        for agent_name in candidates:
+            entries.append(
+                CompensationEntry(
+                    seq=len(entries) + 1,
+                    step=name,
+                    agent=agent_name,
+                    undo_action=the_step.undo_action,
+                    data={"outcomeUnknown": True, "forwardIdempotencyKey": idempotency_key(record.order_id, name)},
+                    attempt=record.attempt,
+                    at=now,
+                )
             )
-        )
     return entries
 
 

@@ -49,7 +49,7 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
     order: dict[str, Any] = plan["order"]
     results: dict[str, dict[str, Any]] = dict(plan["completed"])
     step_timeout = timedelta(seconds=plan["stepTimeoutSeconds"])
-    yield from tell_submitter(context, order_id, "Processing", attempt)
+    yield from tell_submitter(context, order_id, "Processing", attempt, plan=plan)
 
     review: dict[str, Any] = plan.get("review") or {}
     policy = ReviewPolicy(int(review.get("amountThresholdCents", 0)))
@@ -59,7 +59,8 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
     for step in WORKFLOW:
         if step.name in results:  # done by an earlier attempt: never run a step twice
             continue
-        agent_name = step.agent
+        # resume where an earlier attempt left the step: with its fallback agent, if it had got that far
+        agent_name = (plan.get("inFlight") or {}).get(step.name, step.agent)
         tries = 0
         while True:
             tries += 1
@@ -152,7 +153,7 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
             failed = yield from call_state_activity(context, names.FAIL_ORDER, {**fenced, "error": error})
             if not failed["owned"]:
                 return outcome("FencingLost", at="fail")
-            yield from tell_submitter(context, order_id, "Failed", attempt, f"{step.name}: {error}")
+            yield from tell_submitter(context, order_id, "Failed", attempt, f"{step.name}: {error}", plan=plan)
             return outcome("Failed", step=step.name, error=error)
 
     done = yield from call_state_activity(
@@ -160,7 +161,7 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
     )
     if not done["owned"]:
         return outcome("FencingLost", at="processed")
-    yield from tell_submitter(context, order_id, "Completed", attempt)
+    yield from tell_submitter(context, order_id, "Completed", attempt, plan=plan)
     return outcome("Processed")
 
 

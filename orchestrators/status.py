@@ -17,10 +17,22 @@ RETRY_DELAYS = (timedelta(seconds=5), timedelta(seconds=30), timedelta(minutes=2
 
 
 def tell_submitter(
-    context: df.DurableOrchestrationContext, order_id: str, status: str, attempt: int, reason: Any = None
+    context: df.DurableOrchestrationContext,
+    order_id: str,
+    status: str,
+    attempt: int,
+    reason: Any = None,
+    *,
+    plan: dict[str, Any] | None = None,
 ) -> Generator[Any, Any, bool]:
-    """Sends one status update; True once sent (or there is no reply queue), False if every try failed."""
-    payload = {"orderId": order_id, "status": status, "attempt": attempt}
+    """Sends one status update; True once sent (or there is no reply queue), False if every try
+    failed. ``plan`` is the load activity's result: its ``replyTo`` (the record's) saves the
+    activity a read, and an order submitted without one costs no activity at all."""
+    payload: dict[str, Any] = {"orderId": order_id, "status": status, "attempt": attempt}
+    if plan is not None and "replyTo" in plan:
+        if plan["replyTo"] is None:
+            return True
+        payload["replyTo"] = plan["replyTo"]
     if reason is not None:
         payload["reason"] = str(reason)[:500]
     for delay in (*RETRY_DELAYS, None):

@@ -61,7 +61,11 @@ def test_a_cancellation_while_a_step_is_in_flight_waits_for_that_steps_deadline(
     cancel(app_context)
     cancelled = stored_record(app_context)
     assert cancelled.complete_by == clock.now() + timedelta(seconds=60)
-    assert [e.step for e in cancelled.compensation] == ["reserve-inventory", "charge-payment"]
+    assert [(e.step, e.agent) for e in cancelled.compensation] == [
+        ("reserve-inventory", "inventory"),
+        ("charge-payment", "payment"),
+        ("charge-payment", "payment-backup"),
+    ]
     assert claim_due_compensations(app_context).starts == []  # the charge may still be in flight
     clock.advance(timedelta(seconds=60))
     assert len(claim_due_compensations(app_context).starts) == 1

@@ -89,3 +89,76 @@ def test_an_undo_delivered_twice_is_done_once(app_context):
         assert again is not None and again["result"] == reply["result"]  # the recorded answer
     assert len(ledger.effects("o1", "refund")) == 1 and len(ledger.effects("o1", "release")) == 1
     assert ledger.net_by_service("o1") == {"inventory": ZERO, "payment": ZERO}
+
+
+class DeclinesCharges:
+    """The primary payment provider: declines every charge for good, refunds as usual."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def call(self, request: Any) -> dict[str, Any]:
+        from agents.remote import RemoteError
+
+        if request.action == "charge":
+            raise RemoteError("card declined", transient=False)
+        result: dict[str, Any] = self._inner.call(request)
+        return result
+
+
+def test_a_fallback_charge_whose_reply_was_lost_is_refunded_where_it_was_taken(app_context, clock):
+    """Attempt 1: the primary declines, the fallback provider charges and its reply never comes
+    back; the step is tried at the primary once more. Retries run out before the pivot. The
+    compensation does not know which provider took the money, so it refunds at both by the
+    forward key: the ledger nets to zero."""
+    from datetime import timedelta
+
+    from domain.compensation import undo_pending
+    from domain.ids import idempotency_key, request_id
+    from domain.payloads import step_payload
+    from domain.timefmt import to_text
+    from supervisor.recovery import recover
+    from tests.compensation.support import ORDER
+
+    ledger = fleet(app_context)
+    app_context.remote["payment"] = DeclinesCharges(app_context.remote["payment"])
+    app_context.settings = app_context.settings.from_env({}, MAX_FAILURES="1")
+    submitted_and_claimed(app_context)
+    results: dict[str, Any] = {}
+    reserved = forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", results)
+    assert reserved is not None and reserved["outcome"] == "succeeded"
+    declined = forward_step(app_context, FORWARD, 1, "charge-payment", "payment", results)
+    assert declined is not None and declined["outcome"] == "failed" and not declined["transient"]
+    # the fallback takes the charge; its reply is lost, so nothing records it
+    request = {
+        "requestId": request_id(FORWARD, "charge-payment", "payment-backup") + ":2",
+        "instanceId": FORWARD,
+        "orderId": "o1",
+        "step": "charge-payment",
+        "action": "do",
+        "attempt": 1,
+        "deadline": to_text(clock.now() + timedelta(seconds=60)),
+        "idempotencyKey": idempotency_key("o1", "charge-payment"),
+        "payload": step_payload("charge-payment", ORDER, results),
+    }
+    from activities import scheduler_steps
+
+    assert scheduler_steps.begin_step(app_context, {"request": request, "agent": "payment-backup"})["owned"]
+    taken = call_agent(app_context, "payment-backup", request)
+    assert taken is not None and taken["outcome"] == "succeeded"
+    assert ledger.net("o1").charged_cents > 0
+    # then the step goes back to the primary (an operator's review chose "retry"), which declines
+    again = {**request, "requestId": request_id(FORWARD, "charge-payment", "payment") + ":3"}
+    assert scheduler_steps.begin_step(app_context, {"request": again, "agent": "payment"})["owned"]
+    refused = call_agent(app_context, "payment", again)
+    assert refused is not None and refused["outcome"] == "failed"
+
+    clock.advance(timedelta(seconds=61))
+    recover(app_context, app_context.states.get("o1"))  # the attempt expired; retries are exhausted
+    record = app_context.states.get("o1")
+    assert record.process_state is ProcessState.COMPENSATING and undo_pending(record)
+    [start] = claim_due_compensations(app_context).starts
+    compensation_round(app_context, start.instance_id, start.round)
+
+    assert ledger.net("o1") == ZERO
+    assert [e.service for e in ledger.effects("o1", "refund")] == ["payment_backup"]

@@ -42,3 +42,21 @@ def test_a_send_that_keeps_failing_is_logged_and_never_raises(caplog):
         assert publish_status_after_write(sender, record(), "Failed", clock.now(), clock=clock) is False
     assert sender.sent == []
     assert [r.event for r in caplog.records if hasattr(r, "event")] == ["StatusSendFailed"]
+
+
+def test_the_status_activity_sends_to_the_queue_it_is_given_without_reading_the_record():
+    import random
+
+    from activities.scheduler_steps import publish_order_status
+    from dependencies import AppContext
+    from settings import Settings
+    from tests.fakes import RecordingSender
+
+    class NoReads:
+        def __getattr__(self, name: str) -> object:
+            raise AssertionError(f"the state store was used: {name}")
+
+    sender = RecordingSender()
+    ctx = AppContext(Settings.from_env({}), ManualClock(), NoReads(), NoReads(), sender, {}, random.Random(1))  # type: ignore[arg-type]
+    publish_order_status(ctx, {"orderId": "o1", "status": "Completed", "attempt": 2, "replyTo": "submitter-7"})
+    assert sender.message_ids("submitter-7") == ["o1:Completed:2"]

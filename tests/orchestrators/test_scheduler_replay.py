@@ -366,3 +366,45 @@ def test_a_state_activity_that_keeps_failing_fails_the_attempt_for_the_superviso
     # the orchestrator raised: the host marks the instance Failed; the record keeps its completeBy
     assert result.error is not None and "Cosmos DB 503" in result.error
     assert result.new_actions == []
+
+
+def _loaded(reply_to: str | None) -> History:
+    h = History(ME, {"orderId": "o1", "attempt": 2}, start=T0, name=names.SCHEDULER)
+    plan = {"owned": True, "order": ORDER, "completed": {}, "stepTimeoutSeconds": 60.0, "replyTo": reply_to}
+    h.activity_completed(names.LOAD_ORDER, plan, at=T0)
+    return h
+
+
+def test_the_status_activity_gets_the_reply_queue_the_record_named(scheduler):
+    result = _loaded("submitter-7").run(scheduler)
+    assert [a["functionName"] for a in result.new_actions] == [names.PUBLISH_STATUS]
+    assert json.loads(result.new_actions[0]["input"]) == {
+        "orderId": "o1",
+        "status": "Processing",
+        "attempt": 2,
+        "replyTo": "submitter-7",
+    }
+
+
+def test_an_order_without_a_reply_queue_costs_no_status_activity(scheduler):
+    result = _loaded(None).run(scheduler)
+    assert [a["functionName"] for a in result.new_actions] == [names.BEGIN_STEP]
+
+
+def test_a_step_an_earlier_attempt_left_at_its_fallback_resumes_there(scheduler):
+    h = History(ME, {"orderId": "o1", "attempt": 2}, start=T0, name=names.SCHEDULER)
+    plan = {
+        "owned": True,
+        "order": ORDER,
+        "completed": {"reserve-inventory": RESERVED},
+        "inFlight": {"charge-payment": "payment-backup"},
+        "stepTimeoutSeconds": 60.0,
+        "replyTo": None,
+    }
+    h.activity_completed(names.LOAD_ORDER, plan, at=T0)
+    result = h.run(scheduler)
+    [begin] = result.new_actions
+    assert json.loads(begin["input"])["agent"] == "payment-backup"
+    h.activity_completed(names.BEGIN_STEP, {"owned": True}, at=T0)
+    result = h.run(scheduler)
+    assert json.loads(result.new_actions[0]["input"])["queue"] == "payment-backup-requests"
