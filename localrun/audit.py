@@ -128,6 +128,9 @@ class AuditedStateStore:
         self._faults.maybe_fail("read")
         return self._seen(self._inner.get(order_id))
 
+    def recent(self, order_id: str) -> StateRecord | None:
+        return self._inner.recent(order_id)  # the app's own memory: no Cosmos operation
+
     def create(self, record: StateRecord) -> StateRecord:
         self._audit.ops["cosmos_writes"] += 1
         self._faults.maybe_fail("create")

@@ -198,6 +198,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             if next_restart is not None and now >= next_restart:
                 host.restart()
                 ctx.counts.clear()
+                raw_states.forget_recent()
                 restarts += 1
                 next_restart = now + timedelta(seconds=profile.restart_every_s or 0)
             if config.progress and time.monotonic() - last_progress[0] > 0.2:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -10,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from adapters.cosmos.errors import AlreadyExists, ConcurrencyExhausted, EtagMismatch, StoreUnavailable
-from domain.errors import FencingLost
+from domain.errors import FencingLost, IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
 from domain.timefmt import to_text
@@ -46,6 +48,10 @@ class StateStore(Protocol):
 
     def count(self, state: ProcessState) -> int: ...
 
+    def recent(self, order_id: str) -> StateRecord | None:
+        """The last version of the record this process read or wrote (no I/O; it may be stale)."""
+        ...
+
 
 @contextmanager
 def _mapped_errors() -> Iterator[None]:
@@ -67,8 +73,29 @@ def _mapped_errors() -> Iterator[None]:
 
 
 class CosmosStateStore:
+    RECENT_LIMIT = 10_000
+
     def __init__(self, container: ContainerProxy) -> None:
         self._c = container
+        self._recent: OrderedDict[str, StateRecord] = OrderedDict()
+        self._recent_lock = threading.Lock()
+
+    def _remember(self, record: StateRecord) -> StateRecord:
+        with self._recent_lock:
+            self._recent[record.order_id] = record
+            self._recent.move_to_end(record.order_id)
+            while len(self._recent) > self.RECENT_LIMIT:
+                self._recent.popitem(last=False)
+        return record
+
+    def recent(self, order_id: str) -> StateRecord | None:
+        with self._recent_lock:
+            return self._recent.get(order_id)
+
+    def forget_recent(self) -> None:
+        """Drops the cache (what a process restart loses)."""
+        with self._recent_lock:
+            self._recent.clear()
 
     def _charge(self) -> float:
         headers: dict[str, Any] = dict(self._c.client_connection.last_response_headers or {})
@@ -82,12 +109,12 @@ class CosmosStateStore:
                 doc = self._c.read_item(order_id, partition_key=order_id)
             except CosmosResourceNotFoundError:
                 return None
-        return StateRecord.from_document(doc)
+        return self._remember(StateRecord.from_document(doc))
 
     def create(self, record: StateRecord) -> StateRecord:
         with _mapped_errors():
             doc = self._c.create_item(record.to_document())
-        return StateRecord.from_document(doc)
+        return self._remember(StateRecord.from_document(doc))
 
     def replace(self, record: StateRecord) -> StateRecord:
         from azure.core import MatchConditions
@@ -98,7 +125,7 @@ class CosmosStateStore:
             doc = self._c.replace_item(
                 record.id, record.to_document(), etag=record.etag, match_condition=MatchConditions.IfNotModified
             )
-        return StateRecord.from_document(doc)
+        return self._remember(StateRecord.from_document(doc))
 
     def claimable(self, now: datetime, limit: int) -> list[StateRecord]:
         query = (
@@ -153,19 +180,37 @@ class CosmosStateStore:
 def update_fenced(
     store: StateStore, order_id: str, owner: str, change: Callable[[StateRecord], StateRecord], attempts: int = 5
 ) -> StateRecord:
-    """The fenced write every orchestration attempt makes: read, check that ``lockedBy`` is still
-    ``owner`` (``change`` raises ``FencingLost`` otherwise), conditional replace on ``_etag``.
-    On 412 it re-reads and tries again, which is safe only because the re-read re-checks ownership:
-    the moment another writer takes the record, this attempt stops."""
+    """The fenced write every orchestration attempt makes: check that ``lockedBy`` is still
+    ``owner`` (``change`` raises ``FencingLost`` otherwise), then a conditional replace on ``_etag``.
+
+    It starts from the last version this process saw (``store.recent``), which is usually the one
+    its previous write returned, and skips the read: the replace is conditional on that version's
+    ``_etag``, so a stale version costs one 412 and a re-read, never a lost update. A verdict is
+    only ever reached on a fresh read: a cached version that looks lost or not yet claimed is read
+    again before ``FencingLost`` is raised. On 412 it re-reads and tries again, which is safe only
+    because the re-read re-checks ownership: the moment another writer takes the record, this
+    attempt stops."""
+    record = store.recent(order_id)
+    cached = record is not None
     for _ in range(attempts):
-        record = store.get(order_id)
         if record is None:
-            raise FencingLost(order_id, owner, None)
-        updated = change(record)
+            record = store.get(order_id)
+            cached = False
+            if record is None:
+                raise FencingLost(order_id, owner, None)
+        try:
+            updated = change(record)
+        except (FencingLost, IllegalTransition):
+            if cached:
+                record = None  # judge on a fresh read, not on what this process last saw
+                continue
+            raise
         try:
             written = store.replace(updated.model_copy(update={"etag": record.etag}))
         except EtagMismatch:
-            log.info("etag race on %s for %s; re-reading", order_id, owner)
+            if not cached:
+                log.info("etag race on %s for %s; re-reading", order_id, owner)
+            record = None
             continue
         state_transition(record, written)
         return written

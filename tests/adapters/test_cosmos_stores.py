@@ -9,7 +9,7 @@ import pytest
 
 from adapters.cosmos.errors import AlreadyExists, EtagMismatch
 from adapters.cosmos.order_store import CreateOutcome
-from adapters.cosmos.state_store import update_fenced, update_once
+from adapters.cosmos.state_store import CosmosStateStore, update_fenced, update_once
 from domain import transitions
 from domain.errors import FencingLost, IllegalTransition
 from domain.states import ProcessState
@@ -150,3 +150,83 @@ def test_count_by_state(app_context, clock):
         app_context.states.create(transitions.new_record(f"o{i}", None, clock.now()))
     assert app_context.states.count(ProcessState.PENDING) == 3
     assert app_context.states.count(ProcessState.PROCESSING) == 0
+
+
+class CountingReads:
+    """Two worker processes are two ``CosmosStateStore``s on one container; this one counts reads."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.reads = 0
+
+    def get(self, order_id):
+        self.reads += 1
+        return self.inner.get(order_id)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.fixture
+def two_workers(cosmos_db):
+    from contracts.names import STATE_CONTAINER
+
+    def worker():
+        return CountingReads(CosmosStateStore(cosmos_db.get_container_client(STATE_CONTAINER)))
+
+    return worker(), worker()
+
+
+def begin(owner: str, clock, step: str = "reserve-inventory"):
+    deadline = clock.now() + GRACE
+    return lambda r: transitions.begin_step(r, owner, step, "inventory", "q", deadline, clock.now())
+
+
+def claimed_by(store, clock, order_id: str = "o1"):
+    store.create(transitions.new_record(order_id, None, clock.now()))
+    return update_once(store, store.get(order_id), lambda r: transitions.claim(r, clock.now(), GRACE))
+
+
+def test_a_write_after_this_process_own_write_needs_no_read(two_workers, clock):
+    a, _ = two_workers
+    claimed_by(a, clock)
+    a.reads = 0
+    update_fenced(a, "o1", "o1:1", begin("o1:1", clock))
+    update_fenced(
+        a,
+        "o1",
+        "o1:1",
+        lambda r: transitions.complete_step(r, "o1:1", "reserve-inventory", {}, clock.now(), clock.now()),
+    )
+    assert a.reads == 0
+
+
+def test_a_stale_cached_version_costs_one_412_and_a_read_never_a_lost_update(two_workers, clock):
+    a, b = two_workers
+    claimed_by(a, clock)
+    current = b.get("o1")  # another process touches the record: a's cached version is now stale
+    b.replace(current.model_copy(update={"last_error": "touched elsewhere"}))
+    a.reads = 0
+    written = update_fenced(a, "o1", "o1:1", begin("o1:1", clock))
+    assert a.reads == 1
+    assert written.last_error == "touched elsewhere" and written.current_step == "reserve-inventory"
+
+
+def test_a_cached_version_older_than_the_claim_is_read_again_not_judged_lost(two_workers, clock):
+    a, b = two_workers
+    a.create(transitions.new_record("o1", None, clock.now()))  # a last saw it unclaimed
+    b_record = b.get("o1")
+    update_once(b, b_record, lambda r: transitions.claim(r, clock.now(), GRACE))  # claimed in another process
+    written = update_fenced(a, "o1", "o1:1", begin("o1:1", clock))
+    assert written.locked_by == "o1:1" and written.current_step == "reserve-inventory"
+
+
+def test_a_takeover_seen_only_in_cosmos_still_fences_the_old_owner_out(two_workers, clock):
+    a, b = two_workers
+    claimed_by(a, clock)  # a's cache says o1:1 owns it
+    clock.advance(GRACE)
+    taken = b.get("o1")
+    update_once(b, taken, lambda r: transitions.supervisor_retry(r, "o1:1", clock.now(), 3, timedelta(0)))
+    with pytest.raises(FencingLost):
+        update_fenced(a, "o1", "o1:1", begin("o1:1", clock))
+    assert b.get("o1").process_state is ProcessState.PENDING
