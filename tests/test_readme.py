@@ -138,3 +138,11 @@ def test_the_event_names_listed_are_the_ones_the_app_emits():
     # listed name must at least be a string in the app, and every name logged directly must be listed.
     assert listed - string_constants(trees) == set(), "listed in the README but nowhere in the app"
     assert emitted - listed == set(), "emitted by the app but not listed in the README"
+
+
+def test_npm_test_runs_the_readme_test_command() -> None:
+    import json
+
+    scripts = json.loads((ROOT / "package.json").read_text())["scripts"]
+    assert scripts["test"] == "python3 dev.py test"
+    assert "`npm test` runs the same" in README
