@@ -23,7 +23,7 @@ from deferral.records import DeferralReason, EntryStatus
 from deferral.retry import schedule_retry
 from deferral.tracking import record_deferred, resolve
 from dependencies import AppContext
-from notifications.alerts import raise_alert
+from notifications.alerts import raise_alert_after_write
 from observability.events import app_event
 from submission.payments import MESSAGE_TYPE, apply_notification
 from submission.result import RaiseEvent
@@ -101,7 +101,7 @@ def _still_unavailable(
         description = f"a dependency stayed unavailable through {round_number} retry rounds: {why}"
         resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, description)
         receiver.dead_letter(message, "DependencyUnavailable", description)
-        raise_alert(
+        raise_alert_after_write(
             ctx.sender,
             kind="DeferredMessageGaveUp",
             summary=f"order {order_id}: deferred message #{seq} dead-lettered after {round_number} rounds",
@@ -138,7 +138,7 @@ def account_for_absent(ctx: AppContext, receiver: DeferredReceiver, order_id: st
         resolve(ctx, order_id, seq, EntryStatus.APPLIED, "applied (found on the state record)")
         return "applied"
     resolve(ctx, order_id, seq, EntryStatus.EXPIRED, "not on the queue when fetched (expired or dead-lettered)")
-    raise_alert(
+    raise_alert_after_write(
         ctx.sender,
         kind="DeferredMessageExpired",
         summary=f"order {order_id}: deferred message #{seq} expired before it could be applied",
