@@ -16,8 +16,8 @@ from adapters.clock import Clock, SystemClock
 from adapters.cosmos.order_store import OrderStore
 from adapters.cosmos.state_store import StateStore
 from adapters.servicebus.sender import MessageSender
-from agents.remote import RemoteService
 from domain.states import ProcessState
+from order_agents.remote import RemoteService
 from settings import Settings
 
 if TYPE_CHECKING:
@@ -106,9 +106,9 @@ def build_from_settings(settings: Settings) -> AppContext:
     from adapters.servicebus.client import create_sdk_client
     from adapters.servicebus.deferred_sdk import SdkDeferredStore
     from adapters.servicebus.sender import SdkMessageSender
-    from agents.services import remote_services
     from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
     from deferral.store import CosmosDeferralLog
+    from order_agents.services import remote_services
 
     clock = SystemClock()
     cosmos = create_client(settings)

@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""The project's two commands, on a fresh machine with Python 3.11+ and Node 20+:
+"""The project's two commands, on a fresh machine with Python 3.13 and Node 20+:
 
     python3 dev.py demo    # the whole app locally: ~200 orders through chaos, summary, report, chart
     python3 dev.py test    # ruff, mypy and every test (starts and stops the servers the tests use)
 
-Each creates ``.venv`` and installs the pip and npm packages it needs first (skipped when up to date).
+Each creates ``.venv`` with Python 3.13 (the version the app runs on in Azure, with the pinned
+``azure-functions-runtime``) and installs the pip and npm packages it needs first (skipped when up to
+date). ``dev.py`` itself runs on any Python 3.9+; it finds a Python 3.13 to build ``.venv`` with.
 ``python3 dev.py bench [ORDERS]`` times the 1,000-order all-faults simulation (docs/benchmark.md).
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,6 +33,95 @@ CHECKOV_VENV = ROOT / ".venv-checkov"
 CHECKOV_PYTHON = CHECKOV_VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
+APP_PYTHON = (3, 13)  # the Functions runtime version the app is built for (Flex Consumption, infra/)
+INSTALL_HINT = """Python 3.13 is required to build the app's .venv (the app runs on Python 3.13 in Azure Functions).
+Install it, then run this command again, e.g.:
+  Debian/Ubuntu: sudo apt-get install python3.13 python3.13-venv   (or: pyenv install 3.13)
+  macOS:         brew install python@3.13
+  Windows:       winget install Python.Python.3.13
+Or point SAS_PYTHON at a Python 3.13 executable."""
+
+
+def _version_of(executable: str) -> tuple[int, int] | None:
+    try:
+        out = subprocess.run(
+            [executable, "-c", "import sys, venv; print(*sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (int(out[0]), int(out[1])) if len(out) == 2 else None
+
+
+def find_app_python() -> str:
+    """A Python 3.13 with ``venv``: ``SAS_PYTHON``, this interpreter, ``python3.13`` on PATH, the
+    Windows launcher, or a pyenv/uv-installed 3.13 (pyenv's shim fails unless a version is selected,
+    so its versions folder is searched directly)."""
+    candidates: list[str] = []
+    if os.environ.get("SAS_PYTHON"):
+        candidates.append(os.environ["SAS_PYTHON"])
+    candidates.append(sys.executable)
+    for name in ("python3.13", "python3"):
+        found = shutil.which(name)
+        if found:
+            candidates.append(found)
+    home = Path.home()
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", home / ".pyenv"))
+    candidates += sorted(glob.glob(str(pyenv_root / "versions" / "3.13.*" / "bin" / "python3.13")), reverse=True)
+    candidates += sorted(glob.glob(str(home / ".local/share/uv/python/cpython-3.13*/bin/python3.13")), reverse=True)
+    candidates += ["/usr/local/bin/python3.13", "/usr/bin/python3.13", "/opt/homebrew/bin/python3.13"]
+    for candidate in candidates:
+        if _version_of(candidate) == APP_PYTHON:
+            return candidate
+    if os.name == "nt" and shutil.which("py") and _version_of("py") is not None:
+        launcher = subprocess.run(
+            ["py", "-3.13", "-c", "import sys; print(sys.executable)"], capture_output=True, text=True, check=False
+        )
+        if launcher.returncode == 0:
+            return launcher.stdout.strip()
+    sys.exit(INSTALL_HINT)
+
+
+def _venv_version(python: Path) -> tuple[int, int] | None:
+    return _version_of(str(python)) if python.exists() else None
+
+
+# The Functions host's protobuf messages (``FunctionRpc_pb2``: TypedData, InvocationRequest, ...) are not
+# in azure-functions-runtime (the host's proxy worker injects them). The local runner needs them to talk
+# to the runtime as the host does. A generated copy ships in this wheel under ``tests/protos/``; it is
+# extracted into the venv as the package ``functions_host_protos``. The wheel itself is never
+# installed: it would install a top-level ``tests`` package into the app's environment.
+HOST_PROTOS_WHEEL = "azure-functions-runtime-v1==1.2.0"
+HOST_PROTOS_PACKAGE = "functions_host_protos"
+
+
+def install_host_protos() -> None:
+    import zipfile
+
+    site = subprocess.run(
+        [str(PYTHON), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    target = Path(site) / HOST_PROTOS_PACKAGE
+    with tempfile.TemporaryDirectory() as tmp:
+        run(PYTHON, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps", "-d", tmp, HOST_PROTOS_WHEEL)
+        wheel = next(Path(tmp).glob("*.whl"))
+        if target.exists():
+            shutil.rmtree(target)
+        with zipfile.ZipFile(wheel) as archive:
+            for name in archive.namelist():
+                if name.startswith("tests/protos/") and name.endswith(".py"):
+                    destination = target / name.removeprefix("tests/protos/")
+                    destination.parent.mkdir(parents=True, exist_ok=True)
+                    destination.write_bytes(archive.read(name))
+    print(f"extracted the host's protobuf messages to {target}")
+
+
 def run(*cmd: str | Path, check: bool = True) -> int:
     print("+", " ".join(str(c) for c in cmd), flush=True)
     return subprocess.run([str(c) for c in cmd], cwd=ROOT, check=check).returncode
@@ -40,15 +133,21 @@ def _stamp(name: str, *files: str) -> tuple[Path, str]:
 
 
 def setup() -> None:
-    if sys.version_info < (3, 11):
-        sys.exit("Python 3.11 or newer is required")
-    if not PYTHON.exists():
-        print(f"creating {VENV}")
-        venv.EnvBuilder(with_pip=True).create(VENV)
+    if _venv_version(PYTHON) != APP_PYTHON:
+        interpreter = find_app_python()
+        if VENV.exists():
+            print(f"{VENV} is not Python 3.13: recreating it")
+            shutil.rmtree(VENV)
+        print(f"creating {VENV} with {interpreter}")
+        subprocess.run([interpreter, "-m", "venv", str(VENV)], check=True)
     stamp, digest = _stamp("pip", "requirements.txt", "requirements-dev.txt")
     if not stamp.exists() or stamp.read_text() != digest:
         run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", "requirements-dev.txt")
         stamp.write_text(digest)
+    protos_stamp = VENV / ".host-protos-installed"
+    if not protos_stamp.exists() or protos_stamp.read_text() != HOST_PROTOS_WHEEL:
+        install_host_protos()
+        protos_stamp.write_text(HOST_PROTOS_WHEEL)
     stamp, digest = _stamp("npm", "package.json", "package-lock.json")
     if not (ROOT / "node_modules").exists() or not stamp.exists() or stamp.read_text() != digest:
         npm = "npm.cmd" if os.name == "nt" else "npm"

@@ -3,10 +3,10 @@
 import azure.durable_functions as df
 
 from activities.blueprint import bp as activities
-from agents.blueprint import bp as agents
 from deferral.blueprint import bp as deferral
 from observability.setup import configure_telemetry
 from orchestrators.blueprint import bp as orchestrators
+from order_agents.blueprint import bp as agents
 from submission.blueprint import bp as submission
 from supervisor.blueprint import bp as supervisor
 

@@ -14,42 +14,42 @@ bp = df.Blueprint()
 
 
 @bp.activity_trigger(input_name="data", activity=names.LOAD_ORDER)
-def load_order(data: dict[str, Any]) -> dict[str, Any]:
+def load_order(data: Any) -> dict[str, Any]:
     return steps.load_order(get_context(), data)
 
 
 @bp.activity_trigger(input_name="data", activity=names.BEGIN_STEP)
-def begin_step(data: dict[str, Any]) -> dict[str, Any]:
+def begin_step(data: Any) -> dict[str, Any]:
     return steps.begin_step(get_context(), data)
 
 
 @bp.activity_trigger(input_name="data", activity=names.SEND_AGENT_REQUEST)
-def send_agent_request(data: dict[str, Any]) -> None:
+def send_agent_request(data: Any) -> None:
     steps.send_agent_request(get_context(), data)
 
 
 @bp.activity_trigger(input_name="data", activity=names.COMPLETE_STEP)
-def complete_step(data: dict[str, Any]) -> dict[str, Any]:
+def complete_step(data: Any) -> dict[str, Any]:
     return steps.complete_step(get_context(), data)
 
 
 @bp.activity_trigger(input_name="data", activity=names.RELEASE_FOR_RETRY)
-def release_for_retry(data: dict[str, Any]) -> dict[str, Any]:
+def release_for_retry(data: Any) -> dict[str, Any]:
     return steps.release_for_retry(get_context(), data)
 
 
 @bp.activity_trigger(input_name="data", activity=names.FAIL_ORDER)
-def fail_order(data: dict[str, Any]) -> dict[str, Any]:
+def fail_order(data: Any) -> dict[str, Any]:
     return steps.fail_order(get_context(), data)
 
 
 @bp.activity_trigger(input_name="data", activity=names.MARK_PROCESSED)
-def mark_processed(data: dict[str, Any]) -> dict[str, Any]:
+def mark_processed(data: Any) -> dict[str, Any]:
     return steps.mark_processed(get_context(), data)
 
 
 @bp.activity_trigger(input_name="data", activity=names.PUBLISH_STATUS)
-def publish_status(data: dict[str, Any]) -> None:
+def publish_status(data: Any) -> None:
     steps.publish_order_status(get_context(), data)
 
 
@@ -57,35 +57,35 @@ def publish_status(data: dict[str, Any]) -> None:
 
 
 @bp.activity_trigger(input_name="data", activity=names.REQUEST_COMPENSATION)
-def request_compensation(data: dict[str, Any]) -> dict[str, Any]:
+def request_compensation(data: Any) -> dict[str, Any]:
     return compensation_steps.request_compensation(get_context(), data)
 
 
 @bp.activity_trigger(input_name="data", activity=names.AWAIT_REVIEW)
-def await_review(data: dict[str, Any]) -> dict[str, Any]:
+def await_review(data: Any) -> dict[str, Any]:
     return compensation_steps.await_review(get_context(), data)
 
 
 @bp.activity_trigger(input_name="data", activity=names.LOAD_COMPENSATION)
-def load_compensation(data: dict[str, Any]) -> dict[str, Any]:
+def load_compensation(data: Any) -> dict[str, Any]:
     return compensation_steps.load_compensation(get_context(), data)
 
 
 @bp.activity_trigger(input_name="data", activity=names.BEGIN_UNDO)
-def begin_undo(data: dict[str, Any]) -> dict[str, Any]:
+def begin_undo(data: Any) -> dict[str, Any]:
     return compensation_steps.begin_undo(get_context(), data)
 
 
 @bp.activity_trigger(input_name="data", activity=names.RECORD_UNDO)
-def record_undo(data: dict[str, Any]) -> dict[str, Any]:
+def record_undo(data: Any) -> dict[str, Any]:
     return compensation_steps.record_undo(get_context(), data)
 
 
 @bp.activity_trigger(input_name="data", activity=names.FINISH_COMPENSATION)
-def finish_compensation(data: dict[str, Any]) -> dict[str, Any]:
+def finish_compensation(data: Any) -> dict[str, Any]:
     return compensation_steps.finish_compensation(get_context(), data)
 
 
 @bp.activity_trigger(input_name="data", activity=names.FAIL_COMPENSATION)
-def fail_compensation(data: dict[str, Any]) -> dict[str, Any]:
+def fail_compensation(data: Any) -> dict[str, Any]:
     return compensation_steps.fail_compensation(get_context(), data)

@@ -9,9 +9,9 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from agents.simulators.ledger import Ledger
 from domain.states import TERMINAL_STATES, ProcessState
 from localrun.simulation import NON_TERMINAL, SimulationResult
+from order_agents.simulators.ledger import Ledger
 
 FORWARD_ACTIONS = ("reserve", "charge", "ship", "capture")
 UNDO_ACTIONS = ("release", "refund")

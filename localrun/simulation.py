@@ -21,10 +21,6 @@ from adapters.cosmos.client import ensure_database
 from adapters.cosmos.order_store import CosmosOrderStore
 from adapters.cosmos.state_store import CosmosStateStore
 from adapters.servicebus.sender import OutgoingMessage, SendError
-from agents.remote import RemoteService
-from agents.services import remote_services
-from agents.simulators.config import SimulatorConfig
-from agents.simulators.ledger import Ledger
 from contracts.names import ALL_QUEUES, ORDERS_CONTAINER, ORDERS_QUEUE, STATE_CONTAINER
 from deferral.store import CosmosDeferralLog
 from dependencies import AppContext, use_context
@@ -46,6 +42,10 @@ from localrun.profile import Profile
 from localrun.servicebus import InProcessBroker, QueuePolicy, SendFaults
 from localrun.virtual_time import TaskScheduler
 from localrun.workload import Workload, make_workload
+from order_agents.remote import RemoteService
+from order_agents.services import remote_services
+from order_agents.simulators.config import SimulatorConfig
+from order_agents.simulators.ledger import Ledger
 from settings import Settings
 
 START = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from agents.http_service import HttpRemoteService
-from agents.remote import RemoteCall, RemoteError
+from order_agents.http_service import HttpRemoteService
+from order_agents.remote import RemoteCall, RemoteError
 
 
 class Endpoint:

@@ -85,7 +85,7 @@ def test_a_reply_is_raised_as_the_event_of_its_instance_and_completed(functions)
 
 @pytest.mark.parametrize("status", ["Completed", "Failed", "Terminated"])
 def test_a_late_reply_to_a_finished_instance_is_completed_not_retried(functions, status, caplog):
-    caplog.set_level(logging.INFO, logger="agents.reply_relay")
+    caplog.set_level(logging.INFO, logger="order_agents.reply_relay")
     client = FakeDurableClient({"order-1:2": status})
     actions = relay(functions, client, REPLY.to_json())
     assert actions.only == ("complete", {})

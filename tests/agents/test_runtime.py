@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 
 from adapters.clock import ManualClock
-from agents.runtime import run_agent_request
-from agents.simulators.config import SimulatorConfig
-from agents.simulators.service import SimulatedService
+from order_agents.runtime import run_agent_request
+from order_agents.simulators.config import SimulatorConfig
+from order_agents.simulators.service import SimulatedService
 from tests.agents.support import START, ScriptedService, agent_settings, make_request, permanent, transient
 
 
@@ -156,11 +156,11 @@ def test_an_action_the_step_does_not_have_is_a_permanent_failure_without_a_call(
 
 
 def test_calls_retries_and_outcome_are_logged_with_the_request_identity(clock, caplog):
-    caplog.set_level(logging.INFO, logger="agents.runtime")
+    caplog.set_level(logging.INFO, logger="order_agents.runtime")
     service = ScriptedService(clock, [transient(), {"chargeId": "c"}])
     request = make_request(attempt=2)
     run(request, service, clock)
-    records = [r for r in caplog.records if r.name == "agents.runtime"]
+    records = [r for r in caplog.records if r.name == "order_agents.runtime"]
     messages = [r.getMessage() for r in records]
     assert any(m.startswith("calling payment.charge") for m in messages)
     assert any("retrying in" in m for m in messages)

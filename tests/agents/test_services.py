@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from adapters.clock import ManualClock
-from agents.http_service import HttpRemoteService
-from agents.services import remote_services
-from agents.simulators.config import SimulatorConfig
-from agents.simulators.ledger import Ledger
-from agents.simulators.service import SimulatedService
+from order_agents.http_service import HttpRemoteService
+from order_agents.services import remote_services
+from order_agents.simulators.config import SimulatorConfig
+from order_agents.simulators.ledger import Ledger
+from order_agents.simulators.service import SimulatedService
 from settings import Settings
 
 

@@ -8,8 +8,6 @@ from typing import Any
 
 from activities import compensation_steps, scheduler_steps
 from adapters.cosmos.state_store import update_once
-from agents.activity_agent import run_activity_agent
-from agents.service_bus_agent import handle_agent_request
 from contracts.messages import AgentRequest
 from contracts.names import AGENT_REPLIES_QUEUE
 from dependencies import AppContext
@@ -20,6 +18,8 @@ from domain.payloads import step_payload
 from domain.records import StateRecord
 from domain.timefmt import to_text
 from domain.workflow import Transport, agent
+from order_agents.activity_agent import run_activity_agent
+from order_agents.service_bus_agent import handle_agent_request
 from tests.fakes import FakeReceivedMessage, RecordingSender
 from tests.orchestrators.support import sample_order
 

@@ -11,9 +11,9 @@ from azure.servicebus.exceptions import MessageNotFoundError, ServiceBusAuthoriz
 from adapters.clock import ManualClock
 from adapters.servicebus.deferred_sdk import SdkDeferredReceiver
 from adapters.servicebus.sender import OutgoingMessage, QueueNotFound, SdkMessageSender
-from agents.remote import RemoteCall, RemoteError
-from agents.simulators.config import SimulatorConfig
-from agents.simulators.service import SimulatedService
+from order_agents.remote import RemoteCall, RemoteError
+from order_agents.simulators.config import SimulatorConfig
+from order_agents.simulators.service import SimulatedService
 
 
 class SdkReceiverDouble:

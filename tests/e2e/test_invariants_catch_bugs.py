@@ -25,7 +25,7 @@ def test_without_idempotency_keys_a_crashed_agent_charges_twice(monkeypatch):
     side effects, and the ledger check counts them."""
     import itertools
 
-    from agents import runtime
+    from order_agents import runtime
 
     counter = itertools.count()
     real = runtime.RemoteCall  # type: ignore[attr-defined]

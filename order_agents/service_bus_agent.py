@@ -7,13 +7,13 @@ import logging
 
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
-from agents.runtime import log_fields, run_agent_request
 from contracts.messages import AgentRequest
 from contracts.names import AGENT_REPLIES_QUEUE
 from contracts.parsing import InvalidMessage, parse
 from dependencies import AppContext
 from domain.ids import reply_message_id
 from domain.workflow import agent, step
+from order_agents.runtime import log_fields, run_agent_request
 
 log = logging.getLogger(__name__)
 

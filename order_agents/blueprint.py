@@ -14,12 +14,12 @@ import azure.durable_functions as df
 from azurefunctions.extensions.bindings import servicebus
 
 from adapters.servicebus.settlement import apply_settlement
-from agents.activity_agent import run_activity_agent
-from agents.reply_relay import relay_reply
-from agents.service_bus_agent import handle_agent_request
 from contracts.names import AGENT_REPLIES_QUEUE, SERVICE_BUS_CONNECTION
 from dependencies import get_context
 from domain.workflow import request_queues
+from order_agents.activity_agent import run_activity_agent
+from order_agents.reply_relay import relay_reply
+from order_agents.service_bus_agent import handle_agent_request
 
 bp = df.Blueprint()
 

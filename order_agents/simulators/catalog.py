@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agents.remote import RemoteError
+from order_agents.remote import RemoteError
 
 
 def _units(payload: dict[str, Any]) -> int:

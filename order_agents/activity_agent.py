@@ -9,11 +9,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agents.runtime import log_fields, run_agent_request
 from contracts.messages import AgentRequest
 from contracts.parsing import describe
 from dependencies import AppContext
 from domain.workflow import agent, step
+from order_agents.runtime import log_fields, run_agent_request
 
 log = logging.getLogger(__name__)
 

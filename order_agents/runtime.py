@@ -16,10 +16,10 @@ import random
 from typing import Any
 
 from adapters.clock import Clock
-from agents.remote import RemoteCall, RemoteError, RemoteService
 from contracts.messages import AgentReply, AgentRequest
 from domain.retry import exponential_backoff
 from domain.workflow import Step, agent, step
+from order_agents.remote import RemoteCall, RemoteError, RemoteService
 from settings import Settings
 
 log = logging.getLogger(__name__)

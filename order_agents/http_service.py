@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from agents.remote import RemoteCall, RemoteError
+from order_agents.remote import RemoteCall, RemoteError
 
 TRANSIENT_STATUSES = frozenset({408, 429})
 

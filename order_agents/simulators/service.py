@@ -11,10 +11,10 @@ from datetime import datetime
 from typing import Any
 
 from adapters.clock import Clock
-from agents.remote import RemoteCall, RemoteError
-from agents.simulators.catalog import CATALOG, ActionSpec
-from agents.simulators.config import SimulatorConfig
-from agents.simulators.ledger import Effect, Ledger
+from order_agents.remote import RemoteCall, RemoteError
+from order_agents.simulators.catalog import CATALOG, ActionSpec
+from order_agents.simulators.config import SimulatorConfig
+from order_agents.simulators.ledger import Effect, Ledger
 
 log = logging.getLogger(__name__)
 
