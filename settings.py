@@ -76,6 +76,18 @@ SETTINGS: tuple[Setting, ...] = (
         "`Authorization=AAD;ClientId=<id>`: telemetry authenticates with the managed identity.",
         where="azure",
     ),
+    Setting(
+        "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY",
+        "false",
+        "`false`: the Python worker does not set up its own Azure Monitor export; the app does "
+        "(observability/setup.py, docs/observability.md).",
+    ),
+    Setting(
+        "PYTHON_ENABLE_OPENTELEMETRY",
+        "true",
+        "`true`: the worker tells the host that telemetry leaves from the worker, so the host (host.json "
+        "`telemetryMode: OpenTelemetry`) does not export forwarded logs a second time.",
+    ),
     # Intake and starter
     Setting("MAX_PENDING", "1000", "Submission rejects new orders while this many are Pending."),
     Setting("MAX_IN_FLIGHT", "200", "The starter claims nothing while this many orders are Processing."),

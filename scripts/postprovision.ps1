@@ -1,6 +1,20 @@
-# azd postprovision hook (Windows): writes local.settings.json for `func start` against the
-# provisioned resources. Same behaviour as postprovision.sh: Service Bus and Cosmos DB in Azure
+# azd postprovision hook (Windows): merges into local.settings.json what `func start` needs against
+# the provisioned resources. Same behaviour as postprovision.sh: Service Bus and Cosmos DB in Azure
 # with your `az login` identity; host and Durable storage on Azurite.
+#
+# Merge, not overwrite. The hook changes only these keys under "Values"; everything else in the
+# file is kept as it is:
+#   owned    - always set from the azd environment; on a conflict the provisioned value wins:
+#              ServiceBusConnection__fullyQualifiedNamespace, COSMOS_ENDPOINT, COSMOS_DATABASE,
+#              COSMOS_VERIFY_TLS.
+#   removed  - ServiceBusConnection and COSMOS_KEY (emulator credentials that would take precedence
+#              over the identity-based connections).
+#   defaults - added only when missing; on a conflict YOUR value wins: host settings, telemetry
+#              switches, the timer schedules and every tuning setting at its settings.py default.
+# Before changing the file the hook copies it to local.settings.json.<UTC time>.bak; a run that
+# changes nothing writes nothing. A file that is not valid JSON, or is encrypted, is left untouched
+# and the hook fails with the reason. The key lists below are the same as in postprovision.sh
+# (tests/infra/test_postprovision.py checks it).
 $ErrorActionPreference = 'Stop'
 Set-Location (Join-Path $PSScriptRoot '..')
 
@@ -20,21 +34,141 @@ if (-not $sbNamespace -or -not $cosmosEndpoint -or -not $cosmosDatabase) {
     exit 1
 }
 
-if (Test-Path 'local.settings.json') {
-    Copy-Item 'local.settings.json' 'local.settings.json.bak' -Force
-    Write-Host 'postprovision: saved the previous local.settings.json as local.settings.json.bak'
+# owned: always set from the azd environment (the provisioned value wins).
+$Owned = [ordered]@{
+    'ServiceBusConnection__fullyQualifiedNamespace' = $sbNamespace
+    'COSMOS_ENDPOINT' = $cosmosEndpoint
+    'COSMOS_DATABASE' = $cosmosDatabase
+    'COSMOS_VERIFY_TLS' = 'true'
+}
+# removed: emulator credentials that would override the identity-based connections.
+$Removed = @('ServiceBusConnection', 'COSMOS_KEY')
+# defaults: added only when missing (your value wins).
+$Defaults = [ordered]@{
+    'FUNCTIONS_WORKER_RUNTIME' = 'python'
+    'AzureWebJobsStorage' = 'UseDevelopmentStorage=true'
+    'APPLICATIONINSIGHTS_CONNECTION_STRING' = ''
+    'PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY' = 'false'
+    'PYTHON_ENABLE_OPENTELEMETRY' = 'true'
+    'MAX_PENDING' = '1000'
+    'MAX_IN_FLIGHT' = '200'
+    'STATE_COUNT_CACHE_SECONDS' = '5'
+    'START_GRACE_SECONDS' = '60'
+    'STARTER_BATCH_SIZE' = '50'
+    'STARTER_SCHEDULE' = '*/20 * * * * *'
+    'STEP_TIMEOUT_SECONDS' = '60'
+    'AGENT_MAX_ATTEMPTS' = '4'
+    'AGENT_RETRY_BASE_MS' = '500'
+    'AGENT_RETRY_MAX_MS' = '8000'
+    'INVENTORY_SERVICE_URL' = ''
+    'PAYMENT_SERVICE_URL' = ''
+    'SHIPPING_SERVICE_URL' = ''
+    'PAYMENT_BACKUP_SERVICE_URL' = ''
+    'REVIEW_AMOUNT_THRESHOLD_CENTS' = '100000'
+    'REVIEW_TIMEOUT_SECONDS' = '86400'
+    'REVIEW_DEFAULT_ACTION' = 'compensate'
+    'SUPERVISOR_SCHEDULE' = '*/30 * * * * *'
+    'MAX_FAILURES' = '3'
+    'RETRY_BACKOFF_BASE_SECONDS' = '10'
+    'RETRY_BACKOFF_MAX_SECONDS' = '300'
+    'SUPERVISOR_MAX_RECORDS' = '100'
+    'SUPERVISOR_PAGE_SIZE' = '25'
+    'SUPERVISOR_WINDOW_MINUTES' = '60'
+    'SUPERVISOR_CATCHUP_EVERY' = '10'
+    'DEFER_RETRY_DELAY_SECONDS' = '30'
+    'DEFER_MAX_ROUNDS' = '3'
+    'PEEK_SWEEP_SCHEDULE' = '0 */5 * * * *'
+    'PEEK_SWEEP_AGE_MINUTES' = '10'
+    'PEEK_SWEEP_MAX_MESSAGES' = '500'
 }
 
-$settings = [ordered]@{
-    IsEncrypted = $false
-    Values      = [ordered]@{
-        FUNCTIONS_WORKER_RUNTIME                       = 'python'
-        AzureWebJobsStorage                            = 'UseDevelopmentStorage=true'
-        'ServiceBusConnection__fullyQualifiedNamespace' = $sbNamespace
-        COSMOS_ENDPOINT                                = $cosmosEndpoint
-        COSMOS_DATABASE                                = $cosmosDatabase
-        COSMOS_VERIFY_TLS                              = 'true'
+function Fail([string]$reason) {
+    [Console]::Error.WriteLine("postprovision: $reason; local.settings.json was not changed.")
+    exit 2
+}
+
+$path = Join-Path (Get-Location) 'local.settings.json'
+$previous = $null
+if (Test-Path $path) {
+    $previous = [System.IO.File]::ReadAllText($path)
+    try {
+        $document = $previous | ConvertFrom-Json
+    } catch {
+        Fail "the existing local.settings.json is not valid JSON ($($_.Exception.Message)); fix it or move it away and run 'azd hooks run postprovision' again"
+    }
+    if ($document -isnot [System.Management.Automation.PSCustomObject]) {
+        Fail 'the existing local.settings.json is not an object with a "Values" object'
+    }
+    if ($null -ne $document.Values -and $document.Values -isnot [System.Management.Automation.PSCustomObject]) {
+        Fail 'the existing local.settings.json is not an object with a "Values" object'
+    }
+    if ($document.IsEncrypted -eq $true) {
+        Fail "the existing local.settings.json is encrypted (IsEncrypted: true); run 'func settings decrypt' first"
+    }
+} else {
+    $document = [pscustomobject]@{ IsEncrypted = $false }
+}
+
+if ($null -eq $document.PSObject.Properties['IsEncrypted']) {
+    $document | Add-Member -NotePropertyName 'IsEncrypted' -NotePropertyValue $false
+}
+if ($null -eq $document.PSObject.Properties['Values']) {
+    $document | Add-Member -NotePropertyName 'Values' -NotePropertyValue ([pscustomobject]@{})
+}
+$settings = $document.Values
+$replaced = @(); $added = @(); $removedKeys = @(); $kept = @()
+
+foreach ($key in $Removed) {
+    if ($null -ne $settings.PSObject.Properties[$key]) {
+        $settings.PSObject.Properties.Remove($key)
+        $removedKeys += $key
     }
 }
-$settings | ConvertTo-Json -Depth 5 | Set-Content -Path 'local.settings.json' -Encoding utf8
-Write-Host "postprovision: wrote local.settings.json (Service Bus $sbNamespace, Cosmos DB $cosmosEndpoint)"
+foreach ($key in $Owned.Keys) {
+    $property = $settings.PSObject.Properties[$key]
+    if ($null -eq $property) {
+        $settings | Add-Member -NotePropertyName $key -NotePropertyValue $Owned[$key]
+        $added += $key
+    } else {
+        if ($property.Value -ne $Owned[$key]) { $replaced += $key }
+        $property.Value = $Owned[$key]
+    }
+}
+foreach ($key in $Defaults.Keys) {
+    $property = $settings.PSObject.Properties[$key]
+    if ($null -eq $property) {
+        $settings | Add-Member -NotePropertyName $key -NotePropertyValue $Defaults[$key]
+        $added += $key
+    } elseif ($property.Value -ne $Defaults[$key]) {
+        $kept += $key
+    }
+}
+
+$text = ($document | ConvertTo-Json -Depth 20) + "`n"
+if ($null -ne $previous -and $previous -eq $text) {
+    Write-Host 'postprovision: local.settings.json is already up to date'
+    exit 0
+}
+
+if ($null -ne $previous) {
+    $stamp = (Get-Date).ToUniversalTime().ToString('yyyyMMddTHHmmssZ')
+    $backup = "local.settings.json.$stamp.bak"
+    $n = 1
+    while (Test-Path $backup) {
+        $backup = "local.settings.json.$stamp-$n.bak"
+        $n += 1
+    }
+    Copy-Item $path $backup
+    Write-Host "postprovision: saved the previous local.settings.json as $backup"
+}
+
+# Write to a temporary file beside it, then rename: an interrupted run leaves the old file whole.
+$temporary = "$path.tmp"
+[System.IO.File]::WriteAllText($temporary, $text, (New-Object System.Text.UTF8Encoding($false)))
+Move-Item -Force $temporary $path
+
+Write-Host "postprovision: merged local.settings.json (Service Bus $sbNamespace, Cosmos DB $cosmosEndpoint)"
+if ($replaced.Count) { Write-Host "postprovision:   set from azd, replacing your value: $($replaced -join ', ')" }
+if ($removedKeys.Count) { Write-Host "postprovision:   removed (emulator credentials; the old values are in the backup): $($removedKeys -join ', ')" }
+if ($kept.Count) { Write-Host "postprovision:   kept your value instead of the default: $($kept -join ', ')" }
+if ($added.Count) { Write-Host "postprovision:   added $($added.Count) settings" }

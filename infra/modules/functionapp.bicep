@@ -129,6 +129,11 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     // Telemetry, authenticated with the identity (Application Insights has local auth off).
     APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsights.properties.ConnectionString
     APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'Authorization=AAD;ClientId=${identityClientId}'
+    // One telemetry path (docs/observability.md): the app exports (observability/setup.py), the
+    // worker does not set up its own export, and it tells the host (telemetryMode OpenTelemetry in
+    // host.json) not to export the log records it forwards.
+    PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY: 'false'
+    PYTHON_ENABLE_OPENTELEMETRY: 'true'
     // Service Bus triggers and the SDK sender: connection "ServiceBusConnection", identity-based.
     ServiceBusConnection__fullyQualifiedNamespace: serviceBusNamespaceFqdn
     ServiceBusConnection__credential: 'managedidentity'
