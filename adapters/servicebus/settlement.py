@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from contracts.parsing import InvalidMessage
+
 
 class ReceivedMessage(Protocol):
     @property
@@ -45,15 +47,30 @@ class MessageActions(Protocol):
 
 
 def body_bytes(message: ReceivedMessage) -> bytes:
-    """The body as bytes, whatever shape the SDK gives it (bytes, or a generator of sections)."""
+    """The body as bytes, whatever shape it comes in: the SDK's ``ServiceBusReceivedMessage.body`` is a
+    generator of data sections (one, for a message sent by a Service Bus SDK); the local runner's and
+    the tests' messages hold bytes. A body that is not AMQP data (a value or sequence body, which
+    another AMQP client can send) can never be our UTF-8 JSON: ``InvalidMessage`` ``NotJson``, so the
+    trigger dead-letters it with that reason instead of failing on every delivery."""
+    kind = getattr(message, "body_type", None)
+    if kind is not None and str(getattr(kind, "value", kind)).lower() != "data":
+        raise InvalidMessage("NotJson", f"body is an AMQP {getattr(kind, 'value', kind)} section, not data bytes")
     body = message.body
-    if isinstance(body, bytes | bytearray):
+    if body is None:
+        return b""
+    if isinstance(body, bytes | bytearray | memoryview):
         return bytes(body)
     if isinstance(body, str):
         return body.encode("utf-8")
+    try:
+        parts = iter(body)
+    except TypeError:
+        raise InvalidMessage("NotJson", f"body is a {type(body).__name__}, not bytes") from None
     chunks: list[bytes] = []
-    for part in body:
-        chunks.append(bytes(part) if isinstance(part, bytes | bytearray) else str(part).encode("utf-8"))
+    for part in parts:
+        if not isinstance(part, bytes | bytearray | memoryview):
+            raise InvalidMessage("NotJson", f"body section is a {type(part).__name__}, not bytes")
+        chunks.append(bytes(part))
     return b"".join(chunks)
 
 

@@ -64,6 +64,13 @@ class _Stored:
     lock: _Lock | None = None
 
 
+@dataclass(frozen=True)
+class _LockRef:
+    """A lock token standing in for the message it locks (settlement by token)."""
+
+    lock_token: str
+
+
 # (when, tie-breaker, what, sequence number, lock token or "")
 _Event = tuple[datetime, int, _Due, int, str]
 
@@ -231,6 +238,30 @@ class InProcessBroker:
             for q in queues:
                 total = total.add(q.counters)
             return total
+
+    # ----- settlement by lock token (the host's gRPC settlement endpoint) ----------------------
+
+    def settle_lock(
+        self,
+        lock_token: str,
+        outcome: Outcome,
+        reason: str | None = None,
+        description: str | None = None,
+        *,
+        owner: str = HOST_OWNER,
+    ) -> None:
+        """Settle the message whose lock ``owner`` holds as ``lock_token`` (what the host's settlement
+        service does with the token a worker sends). ``MessageLockLost`` as through ``actions``."""
+        self._settle(owner, _LockRef(lock_token), outcome, reason, description)
+
+    def renew_lock(self, lock_token: str, *, owner: str = HOST_OWNER) -> datetime:
+        """Renew the lock held as ``lock_token``; returns the new locked-until. ``MessageLockLost`` if gone."""
+        with self._mutex:
+            self._renew(owner, _LockRef(lock_token))
+            queue_name, seq = self._tokens[lock_token]
+            lock = self._queues[queue_name].messages[seq].lock
+            assert lock is not None
+            return lock.locked_until
 
     # ----- used by HostMessageActions and the deferred receivers -------------------------------
 
