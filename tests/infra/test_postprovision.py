@@ -111,7 +111,7 @@ def test_writes_every_setting_the_app_needs_locally_at_its_default(tmp_path: Pat
     assert run_hook(tmp_path).returncode == 0
     values = written(tmp_path)["Values"]
     both = {s.name: s.default for s in SETTINGS if s.where == "both"}
-    assert SCHEDULES <= set(both)
+    assert set(both) >= SCHEDULES
     assert {name: values.get(name) for name in both if name not in OWNED} == {
         name: default for name, default in both.items() if name not in OWNED
     }
