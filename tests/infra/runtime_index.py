@@ -16,9 +16,10 @@ from tests.infra.paths import ROOT
 
 
 def describe() -> dict[str, list[dict[str, Any]]]:
-    import functions_host_protos  # extracted by `python3 dev.py setup` (the host's FunctionRpc_pb2)
-    from azure_functions_runtime import handle_event
-    from azure_functions_runtime.bindings.meta import load_binding_registry
+    # functions_host_protos: the host's FunctionRpc_pb2, extracted by `python3 dev.py setup`.
+    import functions_host_protos  # type: ignore[import-untyped]
+    from azure_functions_runtime import handle_event  # type: ignore[import-untyped]
+    from azure_functions_runtime.bindings.meta import load_binding_registry  # type: ignore[import-untyped]
 
     load_binding_registry()
     handle_event.protos = functions_host_protos
