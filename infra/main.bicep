@@ -9,8 +9,45 @@ targetScope = 'subscription'
 @description('Name of the azd environment; used to make resource names unique.')
 param environmentName string
 
+// Regions that offer Flex Consumption (the official azd Flex Consumption templates' list). A region
+// outside it fails here, at parameter validation, instead of late at plan creation; the
+// preprovision hook (scripts/preprovision.*) also asks Azure whether the region offers the app's
+// Python version on Flex Consumption right now.
 @minLength(1)
 @description('Region of every resource (must offer Flex Consumption).')
+@allowed([
+  'australiaeast'
+  'australiasoutheast'
+  'brazilsouth'
+  'canadacentral'
+  'centralindia'
+  'centralus'
+  'eastasia'
+  'eastus'
+  'eastus2'
+  'francecentral'
+  'germanywestcentral'
+  'italynorth'
+  'japaneast'
+  'koreacentral'
+  'northcentralus'
+  'northeurope'
+  'norwayeast'
+  'southafricanorth'
+  'southcentralus'
+  'southeastasia'
+  'southindia'
+  'spaincentral'
+  'swedencentral'
+  'uaenorth'
+  'uksouth'
+  'ukwest'
+  'westcentralus'
+  'westeurope'
+  'westus'
+  'westus2'
+  'westus3'
+])
 @metadata({
   azd: {
     type: 'location'
@@ -29,8 +66,16 @@ param principalId string = ''
 ])
 param principalType string = 'User'
 
-@description('Object id of the example submitter (client): it may only receive from its own status queue. Empty: no assignment.')
+@description('Object id of the example submitter (client): it may send to orders and receive from its own status queue, nothing else. Empty: no assignment.')
 param clientPrincipalId string = ''
+
+@description('Principal type of clientPrincipalId: ServicePrincipal for an app or managed identity, User for a person.')
+@allowed([
+  'User'
+  'ServicePrincipal'
+  'Group'
+])
+param clientPrincipalType string = 'ServicePrincipal'
 
 @description('Email address that receives operator alerts. Empty: the action group has no receivers.')
 param alertEmail string = ''
@@ -50,9 +95,8 @@ param cosmosDatabaseName string = 'scheduler'
 @maxValue(1000)
 param maximumInstanceCount int = 40
 
-@description('Flex Consumption: memory of each instance in MB.')
+@description('Flex Consumption: memory of each instance in MB (2048 or 4096; 512 is rejected by current API versions).')
 @allowed([
-  512
   2048
   4096
 ])
@@ -170,9 +214,11 @@ module rbac './modules/rbac.bicep' = {
     userPrincipalId: principalId
     userPrincipalType: principalType
     clientPrincipalId: clientPrincipalId
+    clientPrincipalType: clientPrincipalType
     storageAccountName: storage.outputs.name
     serviceBusNamespaceName: serviceBus.outputs.name
     clientStatusQueueName: serviceBus.outputs.clientStatusQueueName
+    ordersQueueName: serviceBus.outputs.ordersQueueName
     cosmosAccountName: cosmos.outputs.name
     applicationInsightsName: appInsights.outputs.name
   }
@@ -181,6 +227,10 @@ module rbac './modules/rbac.bicep' = {
 module alerts './modules/alerts.bicep' = {
   name: 'alerts'
   scope: rg
+  // The log alert queries the App Insights tables in the workspace: create it after the link.
+  dependsOn: [
+    appInsights
+  ]
   params: {
     namePrefix: resourceToken
     location: location

@@ -137,6 +137,10 @@ resource ordersFailed 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
     enabled: true
     evaluationFrequency: 'PT5M'
     windowSize: 'PT5M'
+    // AppTraces appears in a new workspace only when the app first logs: without this the rule
+    // fails at creation ("failed to resolve table"). main.bicep also deploys this module after
+    // Application Insights (dependsOn), so the workspace link exists first.
+    skipQueryValidation: true
     scopes: [
       logAnalyticsWorkspaceId
     ]

@@ -1,4 +1,4 @@
-// The function app on Flex Consumption (Linux, Python 3.11), deployed by azd from a blob
+// The function app on Flex Consumption (Linux, Python 3.13), deployed by azd from a blob
 // container, running as the user-assigned identity for every connection.
 
 param name string
@@ -26,8 +26,8 @@ param cosmosDatabaseName string
 @maxValue(1000)
 param maximumInstanceCount int
 
+// Flex Consumption instance sizes on current API versions (512 MB is rejected).
 @allowed([
-  512
   2048
   4096
 ])
@@ -61,6 +61,7 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
   //checkov:skip=CKV_AZURE_17:No HTTP API for clients: orders arrive on Service Bus, so there is no caller to present a client certificate.
   //checkov:skip=CKV_AZURE_212:Flex Consumption scales from zero on queue and timer load; always-ready instances are a cost choice per environment.
   //checkov:skip=CKV_AZURE_213:No HTTP endpoint to probe; Flex Consumption does not use App Service health check for queue and timer functions.
+  //checkov:skip=CKV_AZURE_78:Flex Consumption has no FTP(S) endpoint; setting siteConfig.ftpsState is rejected in some regions (tools/bicepcheck/rules.py flex-no-ftps).
   name: name
   location: location
   // azd finds the app to deploy the `api` service to by this tag.
@@ -77,9 +78,9 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
   properties: {
     serverFarmId: plan.id
     httpsOnly: true
+    // No ftpsState: Flex Consumption has no FTP(S) endpoint and some regions reject the setting.
     siteConfig: {
       minTlsVersion: '1.2'
-      ftpsState: 'Disabled'
       http20Enabled: true
     }
     functionAppConfig: {
@@ -99,7 +100,7 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
       }
       runtime: {
         name: 'python'
-        version: '3.11'
+        version: '3.13'
       }
     }
   }

@@ -1,8 +1,11 @@
 // Least-privilege data roles, each scoped to the one resource it is needed on:
-// - the app identity: host + Durable storage, Service Bus send/receive, Cosmos DB data, telemetry;
-// - the deploying user (AZURE_PRINCIPAL_ID), the same data roles, so `func start` against the
-//   provisioned resources works with `az login` (scripts/postprovision.* writes the settings);
-// - the example client: receive on its own status queue only (it sees no other queue).
+// - the app identity: host + Durable storage, Service Bus Data Owner (the triggers' scale
+//   decisions read queue runtime properties: Microsoft's identity-connection guidance for Service
+//   Bus triggers lists Data Owner; it includes send and receive), Cosmos DB data, telemetry;
+// - the deploying user (AZURE_PRINCIPAL_ID): the data roles a local `func start` needs (Service Bus
+//   send + receive, no scaling), so runs against the provisioned resources work with `az login`
+//   (scripts/postprovision.* writes the settings);
+// - the example submitter: send on `orders` and receive on its own status queue, nothing else.
 // Names are guid(scope, principal, role) so re-deploying is idempotent.
 
 param appPrincipalId string
@@ -12,12 +15,16 @@ param userPrincipalId string
 
 param userPrincipalType string
 
-@description('Example submitter; empty skips its assignment.')
+@description('Example submitter; empty skips its assignments.')
 param clientPrincipalId string
+
+@description('Principal type of the example submitter (User, ServicePrincipal or Group).')
+param clientPrincipalType string
 
 param storageAccountName string
 param serviceBusNamespaceName string
 param clientStatusQueueName string
+param ordersQueueName string
 param cosmosAccountName string
 param applicationInsightsName string
 
@@ -27,6 +34,7 @@ var roles = {
   storageTableDataContributor: '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
   serviceBusDataReceiver: '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'
   serviceBusDataSender: '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39'
+  serviceBusDataOwner: '090c5cfd-751d-490a-894a-3ce6f1109419'
   monitoringMetricsPublisher: '3913510d-42f4-4e42-8a64-420c390055eb'
 }
 // Cosmos DB Built-in Data Contributor: a Cosmos DB SQL role, not an Azure RBAC role.
@@ -37,7 +45,7 @@ var storageRoles = [
   roles.storageQueueDataContributor
   roles.storageTableDataContributor
 ]
-var serviceBusRoles = [
+var userServiceBusRoles = [
   roles.serviceBusDataReceiver
   roles.serviceBusDataSender
 ]
@@ -55,6 +63,11 @@ resource serviceBusNamespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview
 resource clientStatusQueue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' existing = {
   parent: serviceBusNamespace
   name: clientStatusQueueName
+}
+
+resource ordersQueue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' existing = {
+  parent: serviceBusNamespace
+  name: ordersQueueName
 }
 
 resource cosmosAccount 'Microsoft.DocumentDB/databaseAccounts@2024-05-15' existing = {
@@ -87,18 +100,19 @@ resource userStorage 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for
 }]
 
 // Service Bus: the app receives (triggers, deferred messages) and sends (agent requests, replies,
-// statuses, alerts) on the namespace's queues, including every submitter's status queue.
-resource appServiceBus 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for roleId in serviceBusRoles: {
-  name: guid(serviceBusNamespace.id, appPrincipalId, roleId)
+// statuses, alerts) on the namespace's queues, including every submitter's status queue; the
+// scale controller reads the queues' runtime properties (message counts) with the same identity.
+resource appServiceBus 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(serviceBusNamespace.id, appPrincipalId, roles.serviceBusDataOwner)
   scope: serviceBusNamespace
   properties: {
-    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleId)
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataOwner)
     principalId: appPrincipalId
     principalType: 'ServicePrincipal'
   }
-}]
+}
 
-resource userServiceBus 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for roleId in serviceBusRoles: if (hasUser) {
+resource userServiceBus 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for roleId in userServiceBusRoles: if (hasUser) {
   name: guid(serviceBusNamespace.id, userPrincipalId, roleId)
   scope: serviceBusNamespace
   properties: {
@@ -108,14 +122,25 @@ resource userServiceBus 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
   }
 }]
 
-// The example submitter reads its own statuses and nothing else: Receiver on that queue only.
+// The example submitter sends orders and reads its own statuses, nothing else: Sender on `orders`,
+// Receiver on its status queue.
+resource clientOrdersSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (hasClient) {
+  name: guid(ordersQueue.id, clientPrincipalId, roles.serviceBusDataSender)
+  scope: ordersQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataSender)
+    principalId: clientPrincipalId
+    principalType: clientPrincipalType
+  }
+}
+
 resource clientStatusReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (hasClient) {
   name: guid(clientStatusQueue.id, clientPrincipalId, roles.serviceBusDataReceiver)
   scope: clientStatusQueue
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)
     principalId: clientPrincipalId
-    principalType: 'ServicePrincipal'
+    principalType: clientPrincipalType
   }
 }
 

@@ -17,6 +17,7 @@ var queueNames = [
   'client-statuses'
 ]
 var clientStatusQueueName = 'client-statuses'
+var ordersQueueName = 'orders'
 var operatorAlertsQueueName = 'operator-alerts'
 
 // Queue policy, the same for every queue (contracts/names.py QUEUE_* constants; a test checks it).
@@ -71,4 +72,5 @@ output id string = namespace.id
 // (no '//' string literal: tree-sitter-bicep reads it as a comment).
 output fullyQualifiedNamespace string = split(replace(replace(namespace.properties.serviceBusEndpoint, 'https:', ''), '/', ''), ':')[0]
 output clientStatusQueueName string = clientStatusQueueName
+output ordersQueueName string = ordersQueueName
 output operatorAlertsQueueName string = operatorAlertsQueueName

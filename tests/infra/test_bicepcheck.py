@@ -1,11 +1,18 @@
-"""The offline Bicep checker: the project's files pass, and each kind of mistake is caught."""
+"""The offline Bicep checker: the project's files pass the syntax, module, schema and rule checks,
+and each kind of mistake is caught (on a copy of infra/ with one edit)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
-from tests.infra.paths import INFRA
-from tools.bicepcheck.checks import check_tree
+import pytest
+
+from tests.infra.paths import INFRA, ROOT
+from tools.bicepcheck.azure_types import TypeLibrary, azmcp_binary
+from tools.bicepcheck.checks import check_schemas, check_tree
+from tools.bicepcheck.query import load, resources
+from tools.bicepcheck.rules import RULES, TYPE_LIBRARY_GAPS, check_rules
 
 MODULE = """
 param name string
@@ -124,3 +131,123 @@ def test_syntax_error(tmp_path):
 
 def test_no_bicep_files_is_a_finding(tmp_path):
     assert messages(tmp_path) == ["no .bicep files found"]
+
+
+# Schema check against Azure's published Bicep types (npm @azure/mcp) and the explicit rules.
+
+
+@pytest.fixture(scope="session")
+def library() -> TypeLibrary:
+    binary = azmcp_binary(ROOT)
+    if binary is None:
+        pytest.fail("the azmcp binary of npm @azure/mcp is missing: run `python3 dev.py setup` (npm ci)")
+    return TypeLibrary(binary)
+
+
+def mutated_infra(tmp_path: Path, file: str, old: str, new: str) -> Path:
+    """A copy of infra/ with one edit (which must apply)."""
+    root = tmp_path / "infra"
+    shutil.copytree(INFRA, root)
+    target = root / file
+    text = target.read_text()
+    assert old in text, f"{old!r} not in {file}: update this test"
+    target.write_text(text.replace(old, new, 1))
+    return root
+
+
+def schema_messages(root: Path, library: TypeLibrary) -> list[str]:
+    return [f.message for f in check_schemas(root, library)[0]]
+
+
+def rule_ids(root: Path) -> set[str]:
+    return {f.rule for f in check_rules(root)}
+
+
+def test_project_bicep_matches_the_published_types(library):
+    findings, gaps = check_schemas(INFRA, library)
+    assert findings == [], "\n".join(str(f) for f in findings)
+    assert gaps <= TYPE_LIBRARY_GAPS, (
+        f"types without a shipped schema not listed in rules.TYPE_LIBRARY_GAPS: {gaps - TYPE_LIBRARY_GAPS}"
+    )
+
+
+def test_schema_check_covers_most_resources(library):
+    checked = [r for path in INFRA.rglob("*.bicep") for r in resources(load(path)) if library.is_shipped(r.type)]
+    assert len(checked) >= 30
+
+
+def test_listed_gaps_are_really_missing_from_the_library(library):
+    """When a newer @azure/mcp ships one of these, the list must shrink (and the check grow)."""
+    for type_name in TYPE_LIBRARY_GAPS:
+        versions = library.versions(type_name)
+        assert versions, f"{type_name} is not even indexed: remove it or fix its name"
+        shipped = [v for v in versions if library.is_shipped(f"{type_name}@{v}")]
+        assert shipped == [], f"{type_name} now ships {shipped}: remove it from TYPE_LIBRARY_GAPS"
+
+
+@pytest.mark.parametrize(
+    ("file", "old", "new", "expected"),
+    [
+        ("modules/storage.bicep", "allowBlobPublicAccess: false", "allowBlobPublicAcess: false", "unknown property"),
+        (
+            "modules/storage.bicep",
+            "supportsHttpsTrafficOnly: true",
+            "supportsHttpsTrafficOnly: 'yes'",
+            "expected a boolean",
+        ),
+        ("modules/storage.bicep", "accessTier: 'Hot'", "accessTier: 'Warm'", "is not one of"),
+        ("modules/storage.bicep", "accessTier: 'Hot'", "accessTier: 'Hot'\n    primaryEndpoints: {}", "read-only"),
+        ("modules/cosmos.bicep", "failoverPriority: 0", "failoverPriority: -1", "below the minimum"),
+        (
+            "modules/functionapp.bicep",
+            "Microsoft.Web/sites@2024-04-01' = {",
+            "Microsoft.Web/sites@2099-01-01' = {",
+            "not in the type index",
+        ),
+        ("modules/servicebus.bicep", "    name: 'Standard'\n", "", "required property missing"),
+    ],
+)
+def test_schema_check_catches(library, tmp_path, file, old, new, expected):
+    found = schema_messages(mutated_infra(tmp_path, file, old, new), library)
+    assert any(expected in m for m in found), found
+
+
+def test_every_rule_states_its_source():
+    assert len({r.id for r in RULES}) == len(RULES)
+    for rule in RULES:
+        assert rule.statement and rule.source.startswith("https://learn.microsoft.com/"), rule.id
+
+
+def test_project_bicep_follows_every_rule():
+    findings = check_rules(INFRA)
+    assert findings == [], "\n".join(str(f) for f in findings)
+
+
+@pytest.mark.parametrize(
+    ("file", "old", "new", "rule"),
+    [
+        (
+            "modules/functionapp.bicep",
+            "      minTlsVersion: '1.2'\n",
+            "      minTlsVersion: '1.2'\n      ftpsState: 'Disabled'\n",
+            "flex-no-ftps",
+        ),
+        (
+            "modules/functionapp.bicep",
+            "    MAX_PENDING: '1000'\n",
+            "    MAX_PENDING: '1000'\n    FUNCTIONS_WORKER_RUNTIME: 'python'\n",
+            "flex-no-deprecated-settings",
+        ),
+        ("modules/functionapp.bicep", "@allowed([\n  2048\n", "@allowed([\n  512\n  2048\n", "flex-memory"),
+        (
+            "modules/functionapp.bicep",
+            "@maxValue(1000)\nparam maximumInstanceCount",
+            "@maxValue(2000)\nparam maximumInstanceCount",
+            "flex-max-instances",
+        ),
+        ("modules/functionapp.bicep", "version: '3.13'", "version: '3.9'", "flex-python"),
+        ("modules/alerts.bicep", "    skipQueryValidation: true\n", "", "log-alert-skip-query-validation"),
+    ],
+)
+def test_rule_catches(tmp_path, file, old, new, rule):
+    assert rule in rule_ids(mutated_infra(tmp_path, file, old, new))

@@ -26,7 +26,16 @@ from domain.states import ProcessState
 from settings import SETTINGS
 from tests.infra.function_index import function_index
 from tests.infra.paths import INFRA, MODULES, ROOT
-from tools.bicepcheck.query import Expression, load, module_params, param_default, resolve, resources, variable
+from tools.bicepcheck.query import (
+    Expression,
+    load,
+    module_params,
+    param_decorators,
+    param_default,
+    resolve,
+    resources,
+    variable,
+)
 
 SERVICE_BUS = load(MODULES / "servicebus.bicep")
 COSMOS = load(MODULES / "cosmos.bicep")
@@ -259,12 +268,14 @@ def test_binding_expressions_name_settings_set_in_both_places(bindings):
 # Hosting
 
 
-def test_function_app_is_python_311_on_flex_consumption():
+def test_function_app_is_python_313_on_flex_consumption():
     plan = one(FUNCTION_APP, "Microsoft.Web/serverfarms")
     assert plan.body["sku"] == {"name": "FC1", "tier": "FlexConsumption"}
     site = one(FUNCTION_APP, "Microsoft.Web/sites")
     config = site.body["properties"]["functionAppConfig"]
-    assert config["runtime"] == {"name": "python", "version": "3.11"}
+    # The app targets Python 3.13 with the pinned azure-functions-runtime (requirements.txt).
+    assert config["runtime"] == {"name": "python", "version": "3.13"}
+    assert re.search(r"^azure-functions-runtime==", (ROOT / "requirements.txt").read_text(), flags=re.MULTILINE)
     assert config["scaleAndConcurrency"] == {
         "maximumInstanceCount": Expression("maximumInstanceCount"),
         "instanceMemoryMB": Expression("instanceMemoryMB"),
@@ -318,3 +329,23 @@ def test_dead_letter_and_operator_alerts_watch_service_bus():
     metrics = {r.symbol: r.body for r in resources(ALERTS, "Microsoft.Insights/metricAlerts")}
     names = {m["properties"]["criteria"]["allOf"][0]["metricName"] for m in metrics.values()}
     assert names == {"DeadletteredMessages", "IncomingMessages"}
+
+
+def test_failed_orders_alert_survives_a_new_workspace():
+    """The log alert is created before the app ever logs: AppTraces does not exist yet."""
+    rule = one(ALERTS, "Microsoft.Insights/scheduledQueryRules")
+    assert rule.body["properties"]["skipQueryValidation"] is True
+    alerts_module = (INFRA / "main.bicep").read_text().split("module alerts ", 1)[1].split("\n}\n", 1)[0]
+    assert re.search(r"dependsOn: \[\s*appInsights\s*\]", alerts_module), "alerts must wait for Application Insights"
+
+
+# Regions
+
+
+def test_location_is_limited_to_flex_consumption_regions():
+    allowed = param_decorators(MAIN, "location")["allowed"][0]
+    assert {"swedencentral", "eastus", "westeurope"} <= set(allowed)
+    # Regions without Flex Consumption (e.g. West India, the Azure Government and China clouds) fail
+    # at parameter validation, before anything is created.
+    assert not {"westindia", "usgovvirginia", "chinanorth3"} & set(allowed)
+    assert allowed == sorted(allowed) and len(allowed) == len(set(allowed))

@@ -1,15 +1,18 @@
 """Every data role the code needs is granted, least privilege, to the app identity and to the
-deploying user; the example client gets Receiver on its own status queue and nothing else."""
+deploying user; the example submitter gets Sender on `orders` and Receiver on its own status
+queue, nothing else, with the principal type it is given."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from contracts.names import ORDERS_QUEUE
 from tests.infra.paths import INFRA, MODULES
-from tools.bicepcheck.query import Expression, load, module_params, resources, variable
+from tools.bicepcheck.query import Expression, load, module_params, param_default, resources, variable
 
 RBAC = load(MODULES / "rbac.bicep")
 MAIN = load(INFRA / "main.bicep")
+SERVICE_BUS = load(MODULES / "servicebus.bicep")
 
 # Built-in role definition ids (FIELD-NOTES, from the Azure built-in roles reference).
 ROLE_IDS = {
@@ -18,19 +21,26 @@ ROLE_IDS = {
     "storageTableDataContributor": "0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3",
     "serviceBusDataReceiver": "4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0",
     "serviceBusDataSender": "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39",
+    "serviceBusDataOwner": "090c5cfd-751d-490a-894a-3ce6f1109419",
     "monitoringMetricsPublisher": "3913510d-42f4-4e42-8a64-420c390055eb",
 }
 COSMOS_DATA_CONTRIBUTOR = "00000000-0000-0000-0000-000000000002"
 
-# What the code needs, per scope: host + Durable on storage, send + receive on Service Bus,
-# telemetry publishing on Application Insights.
-NEEDED = {
+# What the code needs, per scope: host + Durable on storage, telemetry publishing on Application
+# Insights, and on Service Bus send + receive (a local `func start`), or, for the app identity,
+# Data Owner: the Service Bus trigger's scale decisions read queue runtime properties, which
+# Microsoft's identity-connection guidance for the trigger grants with Data Owner (it includes
+# send and receive).
+STORAGE_AND_TELEMETRY = {
     ("storageAccount", "storageBlobDataOwner"),
     ("storageAccount", "storageQueueDataContributor"),
     ("storageAccount", "storageTableDataContributor"),
+    ("applicationInsights", "monitoringMetricsPublisher"),
+}
+APP_NEEDS = STORAGE_AND_TELEMETRY | {("serviceBusNamespace", "serviceBusDataOwner")}
+USER_NEEDS = STORAGE_AND_TELEMETRY | {
     ("serviceBusNamespace", "serviceBusDataReceiver"),
     ("serviceBusNamespace", "serviceBusDataSender"),
-    ("applicationInsights", "monitoringMetricsPublisher"),
 }
 
 
@@ -60,18 +70,38 @@ def test_role_ids_are_the_built_in_ones():
 
 
 def test_app_identity_has_exactly_the_roles_it_needs():
-    assert grants()["appPrincipalId"] == NEEDED
+    assert grants()["appPrincipalId"] == APP_NEEDS
 
 
-def test_deploying_user_has_the_same_data_roles():
-    assert grants()["userPrincipalId"] == NEEDED
+def test_deploying_user_has_the_data_roles_of_a_local_run():
+    assert grants()["userPrincipalId"] == USER_NEEDS
 
 
-def test_client_may_only_receive_from_its_status_queue():
-    assert grants()["clientPrincipalId"] == {("clientStatusQueue", "serviceBusDataReceiver")}
-    queue = next(r for r in resources(RBAC, "Microsoft.ServiceBus/namespaces/queues"))
-    assert queue.symbol == "clientStatusQueue"
-    assert queue.body["name"] == Expression("clientStatusQueueName")
+def test_client_may_only_send_orders_and_receive_its_statuses():
+    assert grants()["clientPrincipalId"] == {
+        ("ordersQueue", "serviceBusDataSender"),
+        ("clientStatusQueue", "serviceBusDataReceiver"),
+    }
+    queues = {r.symbol: r.body["name"] for r in resources(RBAC, "Microsoft.ServiceBus/namespaces/queues")}
+    assert queues == {
+        "clientStatusQueue": Expression("clientStatusQueueName"),
+        "ordersQueue": Expression("ordersQueueName"),
+    }
+    assert variable(SERVICE_BUS, "ordersQueueName") == ORDERS_QUEUE
+    assert module_params(MAIN, "rbac")["ordersQueueName"] == Expression("serviceBus.outputs.ordersQueueName")
+
+
+def test_principal_types_are_parameters_except_the_app_identity():
+    expected = {"appPrincipalId": "'ServicePrincipal'", "userPrincipalId": "userPrincipalType"}
+    expected["clientPrincipalId"] = "clientPrincipalType"
+    for resource in resources(RBAC, "Microsoft.Authorization/roleAssignments"):
+        properties = resource.body["properties"]
+        principal_type = properties["principalType"]
+        source = principal_type.source if isinstance(principal_type, Expression) else repr(principal_type)
+        assert source.replace('"', "'") == expected[properties["principalId"].source], resource.symbol
+    passed = module_params(MAIN, "rbac")
+    assert passed["clientPrincipalType"] == Expression("clientPrincipalType")
+    assert param_default(MAIN, "clientPrincipalType") == "ServicePrincipal"
 
 
 def test_optional_principals_are_conditional_and_the_app_is_not():

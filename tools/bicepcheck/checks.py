@@ -1,5 +1,9 @@
 """Project checks over parsed Bicep files: what a Bicep compiler would reject, done offline.
 
+Resource bodies are checked against Azure's published Bicep types (``azure_types``, from the
+``azmcp`` binary of npm ``@azure/mcp``) and against the explicit rules the types cannot express
+(``rules``).
+
 Local modules (``./modules/x.bicep``) are checked completely: the file exists, every passed
 parameter is declared, every required parameter (no default) is passed, every referenced output
 is declared. Registry modules (``br/...``, ``br:...``, ``ts/...``) cannot be read offline: only
@@ -13,7 +17,10 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.bicepcheck.azure_types import TypeLibrary, check_resource
 from tools.bicepcheck.model import BicepFile, read_bicep
+from tools.bicepcheck.query import load, resolve, resources
+from tools.bicepcheck.rules import check_rules
 
 REGISTRY_PREFIXES = ("br/", "br:", "ts/", "ts:")
 # A registry reference ends in an exact version tag (no floating "latest").
@@ -116,3 +123,22 @@ def check_tree(root: Path) -> list[Finding]:
         findings += check_symbols(model)
         findings += check_modules(model, cache)
     return sorted(findings)
+
+
+def check_schemas(root: Path, library: TypeLibrary) -> tuple[list[Finding], set[str]]:
+    """Every resource body against the published types; also the lower-cased types the library
+    indexes but does not ship (gaps), which the caller compares with ``rules.TYPE_LIBRARY_GAPS``."""
+    findings: list[Finding] = []
+    gaps: set[str] = set()
+    for path in sorted(root.rglob("*.bicep")):
+        tree = load(path)
+        for resource in resources(tree):
+            if library.is_indexed(resource.type) and not library.is_shipped(resource.type):
+                gaps.add(resource.type_name.lower())
+            for found in check_resource(library, resource, lambda value, tree=tree: resolve(tree, value)):
+                findings.append(Finding(str(path), found.line, f"{resource.type}: {found}"))
+    return sorted(findings), gaps
+
+
+def check_all_rules(root: Path) -> list[Finding]:
+    return sorted(Finding(f.path, f.line, f"[{f.rule}] {f.message}") for f in check_rules(root))

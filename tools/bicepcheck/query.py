@@ -36,6 +36,7 @@ class Resource:
     loop_over: str | None  # source of the collection a ``[for x in ...]`` resource iterates
     loop_variable: str | None
     condition: str | None  # source of ``if (...)``, if any
+    existing: bool = False  # ``resource x '...' existing = {...}``: a reference, not a deployment
 
     @property
     def type_name(self) -> str:
@@ -84,6 +85,26 @@ def param_default(tree: Tree, name: str) -> Any:
     raise KeyError(f"no param {name!r}")
 
 
+def param_decorators(tree: Tree, name: str) -> dict[str, list[Any]]:
+    """Decorators of ``param <name>``: decorator name -> its arguments (literal where possible),
+    e.g. ``{"allowed": [[2048, 4096]], "minValue": [40]}``."""
+    previous: Node | None = None
+    for decl in named_children(tree.root_node):
+        kids = named_children(decl)
+        if decl.type == "parameter_declaration" and text(kids[0]) == name:
+            found: dict[str, list[Any]] = {}
+            if previous is not None and previous.type == "decorators":
+                for decorator in named_children(previous):
+                    call = named_children(decorator)[0]
+                    if call.type != "call_expression":
+                        continue
+                    callee, arguments = named_children(call)[0], named_children(call)[-1]
+                    found[text(callee)] = [literal(a) for a in named_children(arguments)]
+            return found
+        previous = decl
+    raise KeyError(f"no param {name!r}")
+
+
 def resources(tree: Tree, type_name: str | None = None) -> list[Resource]:
     """Resource declarations (optionally only of ``type_name``, without the API version)."""
     found: list[Resource] = []
@@ -114,6 +135,7 @@ def resources(tree: Tree, type_name: str | None = None) -> list[Resource]:
                 loop_over=loop_over,
                 loop_variable=loop_variable,
                 condition=condition,
+                existing=any(child.type == "existing" for child in decl.children),
             )
         )
     return found
