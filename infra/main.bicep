@@ -242,6 +242,19 @@ module alerts './modules/alerts.bicep' = {
   }
 }
 
+// Logs and metrics of every resource to the workspace (categories chosen: see the module).
+module diagnostics './modules/diagnostics.bicep' = {
+  name: 'diagnostics'
+  scope: rg
+  params: {
+    logAnalyticsWorkspaceId: logAnalytics.outputs.resourceId
+    serviceBusNamespaceName: serviceBus.outputs.name
+    cosmosAccountName: cosmos.outputs.name
+    storageAccountName: storage.outputs.name
+    functionAppName: functionApp.outputs.name
+  }
+}
+
 // azd stores these in the environment (.azure/<env>/.env); scripts/postprovision.* reads them.
 output AZURE_LOCATION string = location
 output AZURE_TENANT_ID string = tenant().tenantId

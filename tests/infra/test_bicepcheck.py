@@ -251,3 +251,15 @@ def test_project_bicep_follows_every_rule():
 )
 def test_rule_catches(tmp_path, file, old, new, rule):
     assert rule in rule_ids(mutated_infra(tmp_path, file, old, new))
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("category: 'OperationalLogs'", "category: 'OperationLogs'"),
+        ("category: 'OperationalLogs'", "categoryGroup: 'allLogs'"),
+        ("scope: functionApp\n", "scope: functionAppp\n"),
+    ],
+)
+def test_diagnostic_category_rule_catches(tmp_path, old, new):
+    assert "diagnostic-categories" in rule_ids(mutated_infra(tmp_path, "modules/diagnostics.bicep", old, new))

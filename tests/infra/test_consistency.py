@@ -349,3 +349,42 @@ def test_location_is_limited_to_flex_consumption_regions():
     # at parameter validation, before anything is created.
     assert not {"westindia", "usgovvirginia", "chinanorth3"} & set(allowed)
     assert allowed == sorted(allowed) and len(allowed) == len(set(allowed))
+
+
+# Diagnostic settings
+
+DIAGNOSTICS = load(MODULES / "diagnostics.bicep")
+# Resource types that get a diagnostic setting, and the scope they are declared under.
+DIAGNOSED_TYPES = {
+    "Microsoft.ServiceBus/namespaces",
+    "Microsoft.DocumentDB/databaseAccounts",
+    "Microsoft.Storage/storageAccounts",
+    "Microsoft.Storage/storageAccounts/blobServices",
+    "Microsoft.Storage/storageAccounts/queueServices",
+    "Microsoft.Storage/storageAccounts/tableServices",
+    "Microsoft.Web/sites",
+}
+# Per-request categories that would multiply the ingestion bill (Durable on Azure Storage polls
+# queues and tables continuously; every Cosmos DB read and write would be a row).
+EXPENSIVE_CATEGORIES = {"DataPlaneRequests", "QueryRuntimeStatistics", "StorageRead", "StorageWrite"}
+
+
+def test_every_resource_sends_diagnostics_to_the_workspace():
+    targets = {r.symbol: r.type_name for r in resources(DIAGNOSTICS) if r.existing}
+    settings = resources(DIAGNOSTICS, "Microsoft.Insights/diagnosticSettings")
+    diagnosed = {targets[s.body["scope"].source] for s in settings}
+    assert diagnosed == DIAGNOSED_TYPES
+    for setting in settings:
+        assert setting.body["properties"]["workspaceId"] == Expression("logAnalyticsWorkspaceId"), setting.symbol
+    passed = module_params(MAIN, "diagnostics")
+    assert passed["logAnalyticsWorkspaceId"] == Expression("logAnalytics.outputs.resourceId")
+    assert passed["functionAppName"] == Expression("functionApp.outputs.name")
+
+
+def test_diagnostics_choose_categories_and_leave_out_the_expensive_ones():
+    for setting in resources(DIAGNOSTICS, "Microsoft.Insights/diagnosticSettings"):
+        properties = setting.body["properties"]
+        entries = properties.get("logs", []) + properties.get("metrics", [])
+        assert entries, setting.symbol
+        categories = {entry["category"] for entry in entries}
+        assert not categories & EXPENSIVE_CATEGORIES, setting.symbol

@@ -40,6 +40,43 @@ FLEX_INSTANCE_MEMORY_MB = frozenset({2048, 4096})
 FLEX_MAX_INSTANCES = (40, 1000)
 FLEX_PYTHON_VERSIONS = frozenset({"3.10", "3.11", "3.12", "3.13"})
 
+# Diagnostic setting categories per resource type (Azure Monitor, "Supported logs" and "Supported
+# metrics" per resource type). Lower-case type -> (log categories, metric categories).
+DIAGNOSTIC_CATEGORIES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "microsoft.servicebus/namespaces": (
+        frozenset({"OperationalLogs", "VNetAndIPFilteringLogs", "RuntimeAuditLogs", "ApplicationMetricsLogs"}),
+        frozenset({"AllMetrics"}),
+    ),
+    "microsoft.documentdb/databaseaccounts": (
+        frozenset(
+            {
+                "DataPlaneRequests",
+                "QueryRuntimeStatistics",
+                "PartitionKeyStatistics",
+                "PartitionKeyRUConsumption",
+                "ControlPlaneRequests",
+            }
+        ),
+        frozenset({"Requests", "SLI"}),
+    ),
+    "microsoft.storage/storageaccounts": (frozenset(), frozenset({"Transaction", "Capacity"})),
+    "microsoft.storage/storageaccounts/blobservices": (
+        frozenset({"StorageRead", "StorageWrite", "StorageDelete"}),
+        frozenset({"Transaction", "Capacity"}),
+    ),
+    "microsoft.storage/storageaccounts/queueservices": (
+        frozenset({"StorageRead", "StorageWrite", "StorageDelete"}),
+        frozenset({"Transaction", "Capacity"}),
+    ),
+    "microsoft.storage/storageaccounts/tableservices": (
+        frozenset({"StorageRead", "StorageWrite", "StorageDelete"}),
+        frozenset({"Transaction", "Capacity"}),
+    ),
+    "microsoft.web/sites": (frozenset({"FunctionAppLogs", "AppServiceAuthenticationLogs"}), frozenset({"AllMetrics"})),
+    "microsoft.durabletask/schedulers": (frozenset(), frozenset({"AllMetrics"})),
+}
+DIAGNOSTICS = "https://learn.microsoft.com/azure/azure-monitor/reference/logs-index"
+
 # Resource types indexed by @azure/mcp 2.0.5 whose types.json the binary does not ship (its own
 # `bicepschema get` fails on them): their bodies cannot be checked against the schema offline,
 # only by the rules below and the consistency tests. Lower-case `provider/type`.
@@ -185,6 +222,27 @@ def _log_alert_skips_validation(tree: Tree, resource: Resource) -> list[str]:
     return ["a log alert on a new workspace must set skipQueryValidation: true (its table does not exist yet)"]
 
 
+def _diagnostic_categories(tree: Tree, resource: Resource) -> list[str]:
+    if resource.type_name.lower() != "microsoft.insights/diagnosticsettings":
+        return []
+    scope = resource.body.get("scope")
+    targets = [r for r in resources(tree) if isinstance(scope, Expression) and r.symbol == scope.source]
+    if not targets:
+        return [f"diagnostic setting scope {scope!r} is not a resource declared in this file"]
+    known = DIAGNOSTIC_CATEGORIES.get(targets[0].type_name.lower())
+    if known is None:
+        return [f"no known diagnostic categories for {targets[0].type_name}: add them to DIAGNOSTIC_CATEGORIES"]
+    properties = resource.body.get("properties", {})
+    messages = []
+    for key, allowed in (("logs", known[0]), ("metrics", known[1])):
+        for entry in properties.get(key, []) if isinstance(properties, dict) else []:
+            if not isinstance(entry, dict) or "category" not in entry:
+                messages.append(f"{key}: choose categories by name (no categoryGroup such as allLogs)")
+            elif entry["category"] not in allowed:
+                messages.append(f"{key}: {entry['category']!r} is not a category of {targets[0].type_name}")
+    return messages
+
+
 RULES: tuple[Rule, ...] = (
     Rule("flex-no-ftps", "Flex Consumption apps have no FTP(S): do not set siteConfig.ftpsState", FLEX_PLAN, _no_ftps),
     Rule(
@@ -202,6 +260,12 @@ RULES: tuple[Rule, ...] = (
         "A log search alert created with its workspace must set skipQueryValidation (the queried table appears later)",
         LOG_ALERTS,
         _log_alert_skips_validation,
+    ),
+    Rule(
+        "diagnostic-categories",
+        "Diagnostic settings name categories the resource type publishes (no blind allLogs)",
+        DIAGNOSTICS,
+        _diagnostic_categories,
     ),
 )
 
