@@ -19,10 +19,11 @@ from typing import Any
 import pytest
 
 from settings import SETTINGS
-from tests.infra.paths import MODULES, ROOT
+from tests.infra.app_settings import bicep_app_settings
+from tests.infra.paths import ROOT
 from tests.infra.runtime_index import raw_bindings
 from tests.infra.test_postprovision import run_hook, written
-from tools.bicepcheck.query import Expression, load, resources
+from tools.bicepcheck.query import Expression
 
 EXPRESSION = re.compile(r"%([^%\s]+)%")
 SCHEDULES = {"STARTER_SCHEDULE", "SUPERVISOR_SCHEDULE", "PEEK_SWEEP_SCHEDULE"}
@@ -66,14 +67,7 @@ def example_settings() -> dict[str, Any]:
 
 
 def bicep_settings() -> dict[str, Any]:
-    config = [
-        r
-        for r in resources(load(MODULES / "functionapp.bicep"), "Microsoft.Web/sites/config")
-        if r.body["name"] == "appsettings"
-    ]
-    assert len(config) == 1
-    properties: dict[str, Any] = config[0].body["properties"]
-    return properties
+    return bicep_app_settings()
 
 
 @pytest.fixture(scope="module")
