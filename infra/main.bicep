@@ -102,6 +102,19 @@ param maximumInstanceCount int = 40
 ])
 param instanceMemoryMB int = 2048
 
+@description('VNET_ENABLED: private networking (VNet integration, private endpoints, no public data endpoints; Service Bus becomes Premium). Off by default.')
+param vnetEnabled bool = false
+
+@description('DURABLE_BACKEND: storage (Azure Storage, the default) or dts (Durable Task Scheduler).')
+@allowed([
+  'storage'
+  'dts'
+])
+param durableBackend string = 'storage'
+
+@description('Durable task hub name; must equal durableTask.hubName in host.json (a test checks it).')
+param taskHubName string = 'OrdersTaskHub'
+
 var abbrs = loadJsonContent('./abbreviations.json')
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = {
@@ -159,6 +172,7 @@ module storage './modules/storage.bicep' = {
     location: location
     tags: tags
     deploymentContainerName: deploymentContainerName
+    vnetEnabled: vnetEnabled
   }
 }
 
@@ -169,6 +183,7 @@ module serviceBus './modules/servicebus.bicep' = {
     name: '${abbrs.serviceBusNamespaces}${resourceToken}'
     location: location
     tags: tags
+    vnetEnabled: vnetEnabled
   }
 }
 
@@ -182,6 +197,34 @@ module cosmos './modules/cosmos.bicep' = {
     databaseName: cosmosDatabaseName
     serverless: cosmosServerless
     throughput: cosmosThroughput
+    vnetEnabled: vnetEnabled
+  }
+}
+
+module network './modules/network.bicep' = if (vnetEnabled) {
+  name: 'network'
+  scope: rg
+  params: {
+    vnetName: '${abbrs.networkVirtualNetworks}${resourceToken}'
+    location: location
+    tags: tags
+    storageAccountId: storage.outputs.id
+    serviceBusNamespaceId: serviceBus.outputs.id
+    cosmosAccountId: cosmos.outputs.id
+  }
+}
+
+module durableTask './modules/durabletask.bicep' = if (durableBackend == 'dts') {
+  name: 'durableTask'
+  scope: rg
+  params: {
+    name: '${abbrs.durableTaskSchedulers}${resourceToken}'
+    location: location
+    tags: tags
+    taskHubName: taskHubName
+    appPrincipalId: appIdentity.outputs.principalId
+    userPrincipalId: principalId
+    userPrincipalType: principalType
   }
 }
 
@@ -203,6 +246,9 @@ module functionApp './modules/functionapp.bicep' = {
     cosmosDatabaseName: cosmos.outputs.databaseName
     maximumInstanceCount: maximumInstanceCount
     instanceMemoryMB: instanceMemoryMB
+    durableBackend: durableBackend
+    durableTaskSchedulerEndpoint: durableBackend == 'dts' ? durableTask.outputs.endpoint : ''
+    appSubnetId: vnetEnabled ? network.outputs.appSubnetId : ''
   }
 }
 

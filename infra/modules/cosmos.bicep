@@ -14,6 +14,9 @@ param serverless bool
 @description('Shared database throughput in RU/s when not serverless.')
 param throughput int
 
+@description('Private networking: no public endpoint; the app connects through a private endpoint (network.bicep).')
+param vnetEnabled bool
+
 var partitionKeyPath = '/orderId'
 var serverlessCapabilities = [
   {
@@ -48,7 +51,7 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2024-05-15' = {
     disableLocalAuth: true
     disableKeyBasedMetadataWriteAccess: true
     minimalTlsVersion: 'Tls12'
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: vnetEnabled ? 'Disabled' : 'Enabled'
     enableAutomaticFailover: false
     enableFreeTier: false
   }

@@ -33,6 +33,30 @@ param maximumInstanceCount int
 ])
 param instanceMemoryMB int
 
+@description('Durable Functions backend: storage (Azure Storage, host.json as is) or dts (Durable Task Scheduler).')
+@allowed([
+  'storage'
+  'dts'
+])
+param durableBackend string
+
+@description('Durable Task Scheduler endpoint (https://<scheduler>.<region>.durabletask.io); empty with durableBackend storage.')
+param durableTaskSchedulerEndpoint string
+
+@description('Subnet (delegated to Microsoft.App/environments) for VNet integration; empty: no VNet.')
+param appSubnetId string
+
+// DURABLE_BACKEND=dts: the same host.json, its durableTask storage provider overridden by app
+// settings (AzureFunctionsJobHost__<path>, "Override host.json values" in the host.json reference):
+// type azureManaged, connection from DURABLE_TASK_SCHEDULER_CONNECTION_STRING, signed in with the
+// app identity. The hub stays host.json's hubName (the task hub durabletask.bicep creates). Needs
+// extension bundle 4.32.0 or later: host.json's [4.*, 5.0.0) resolves to the newest 4.x in Azure.
+var durableTaskSchedulerSettings = {
+  AzureFunctionsJobHost__extensions__durableTask__storageProvider__type: 'azureManaged'
+  AzureFunctionsJobHost__extensions__durableTask__storageProvider__connectionStringName: 'DURABLE_TASK_SCHEDULER_CONNECTION_STRING'
+  DURABLE_TASK_SCHEDULER_CONNECTION_STRING: 'Endpoint=${durableTaskSchedulerEndpoint};Authentication=ManagedIdentity;ClientID=${identityClientId}'
+}
+
 resource storageAccount 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
   name: storageAccountName
 }
@@ -78,6 +102,9 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
   properties: {
     serverFarmId: plan.id
     httpsOnly: true
+    // VNET_ENABLED: outbound traffic to Storage, Service Bus and Cosmos DB goes through the VNet
+    // to their private endpoints (network.bicep).
+    virtualNetworkSubnetId: empty(appSubnetId) ? null : appSubnetId
     // No ftpsState: Flex Consumption has no FTP(S) endpoint and some regions reject the setting.
     siteConfig: {
       minTlsVersion: '1.2'
@@ -120,7 +147,8 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   //checkov:skip=CKV_AZURE_222:Not applicable to the appsettings resource; see the same skip on the site.
   parent: site
   name: 'appsettings'
-  properties: {
+  // The settings below for every backend, plus durableTaskSchedulerSettings with DURABLE_BACKEND=dts.
+  properties: union({
     // Host and Durable Functions storage (Azure Storage backend), identity-based.
     AzureWebJobsStorage__credential: 'managedidentity'
     AzureWebJobsStorage__clientId: identityClientId
@@ -177,7 +205,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     PEEK_SWEEP_SCHEDULE: '0 */5 * * * *'
     PEEK_SWEEP_AGE_MINUTES: '10'
     PEEK_SWEEP_MAX_MESSAGES: '500'
-  }
+  }, durableBackend == 'dts' ? durableTaskSchedulerSettings : {})
 }
 
 output name string = site.name

@@ -5,6 +5,9 @@ param name string
 param location string
 param tags object
 
+@description('Private networking: Premium (private endpoints need it) and no public endpoint.')
+param vnetEnabled bool
+
 // Every queue the app sends to or receives from. client-statuses is the example submitter's
 // status queue (the StatusUpdate replyTo of orders it submits); a real submitter gets its own.
 var queueNames = [
@@ -30,6 +33,15 @@ var operatorAlertsQueueName = 'operator-alerts'
 // - duplicate detection 10 minutes: longer than every sender's retry window (the SDK retries a
 //   send for seconds, an activity retry resends within the step deadline of 60 s), so a resent
 //   message with the same MessageId is dropped by the broker.
+var standardSku = {
+  name: 'Standard'
+  tier: 'Standard'
+}
+var premiumSku = {
+  name: 'Premium'
+  tier: 'Premium'
+  capacity: 1
+}
 var lockDuration = 'PT1M'
 var maxDeliveryCount = 5
 var duplicateDetectionWindow = 'PT10M'
@@ -38,15 +50,14 @@ resource namespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' = {
   name: name
   location: location
   tags: tags
-  // Standard: duplicate detection needs Standard or Premium.
-  sku: {
-    name: 'Standard'
-    tier: 'Standard'
-  }
+  // Standard: duplicate detection needs Standard or Premium. Private endpoints need Premium, so
+  // VNET_ENABLED switches to Premium with one messaging unit (a fixed hourly price instead of
+  // Standard's per-operation price: docs/deploy.md).
+  sku: vnetEnabled ? premiumSku : standardSku
   properties: {
     disableLocalAuth: true
     minimumTlsVersion: '1.2'
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: vnetEnabled ? 'Disabled' : 'Enabled'
   }
 }
 

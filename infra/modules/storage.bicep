@@ -11,6 +11,9 @@ param tags object
 @description('Blob container the Flex Consumption app is deployed from.')
 param deploymentContainerName string
 
+@description('Private networking: no public endpoint; the app reaches blob, queue and table through private endpoints (network.bicep).')
+param vnetEnabled bool
+
 resource account 'Microsoft.Storage/storageAccounts@2023-05-01' = {
   //checkov:skip=CKV_AZURE_35:The Flex Consumption app reaches storage over its public endpoint (no VNet by default); access is Entra ID only, shared keys are off.
   //checkov:skip=CKV_AZURE_59:Public endpoint needed without a VNet; anonymous access (allowBlobPublicAccess) and shared keys are off, so only Entra ID principals with a role get in.
@@ -30,10 +33,10 @@ resource account 'Microsoft.Storage/storageAccounts@2023-05-01' = {
     defaultToOAuthAuthentication: true
     minimumTlsVersion: 'TLS1_2'
     supportsHttpsTrafficOnly: true
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: vnetEnabled ? 'Disabled' : 'Enabled'
     networkAcls: {
-      defaultAction: 'Allow'
-      bypass: 'AzureServices'
+      defaultAction: vnetEnabled ? 'Deny' : 'Allow'
+      bypass: vnetEnabled ? 'None' : 'AzureServices'
     }
     encryption: {
       keySource: 'Microsoft.Storage'

@@ -204,7 +204,8 @@ def test_listed_gaps_are_really_missing_from_the_library(library):
             "Microsoft.Web/sites@2099-01-01' = {",
             "not in the type index",
         ),
-        ("modules/servicebus.bicep", "    name: 'Standard'\n", "", "required property missing"),
+        ("modules/servicebus.bicep", "  name: 'Standard'\n", "", "required property missing"),
+        ("modules/servicebus.bicep", "  tier: 'Premium'\n", "  tier: 'Premiun'\n", "is not one of"),
     ],
 )
 def test_schema_check_catches(library, tmp_path, file, old, new, expected):

@@ -28,6 +28,8 @@ from tests.infra.function_index import function_index
 from tests.infra.paths import INFRA, MODULES, ROOT
 from tools.bicepcheck.query import (
     Expression,
+    call_arguments,
+    evaluate,
     load,
     module_params,
     param_decorators,
@@ -86,9 +88,15 @@ def one(tree: Any, type_name: str) -> Any:
 
 
 def bicep_app_settings() -> dict[str, Any]:
+    """The settings every deployment gets: the object literal, or the object literals of
+    ``union({...}, <backend extras>)``."""
     settings = [r for r in resources(FUNCTION_APP, "Microsoft.Web/sites/config") if r.body["name"] == "appsettings"]
     assert len(settings) == 1
-    properties: dict[str, Any] = settings[0].body["properties"]
+    properties = settings[0].body["properties"]
+    arguments = call_arguments(properties, "union")
+    if arguments is not None:
+        properties = {k: v for argument in arguments if isinstance(argument, dict) for k, v in argument.items()}
+    assert isinstance(properties, dict) and properties
     return properties
 
 
@@ -149,7 +157,11 @@ def test_service_bus_namespace_is_identity_only_tls12_and_supports_duplicate_det
     namespace = one(SERVICE_BUS, "Microsoft.ServiceBus/namespaces")
     assert namespace.body["properties"]["disableLocalAuth"] is True
     assert namespace.body["properties"]["minimumTlsVersion"] == "1.2"
-    assert namespace.body["sku"]["name"] in ("Standard", "Premium")  # Basic has no duplicate detection
+    for vnet_enabled in (False, True):  # Basic has no duplicate detection
+        assert evaluate(SERVICE_BUS, namespace.body["sku"], {"vnetEnabled": vnet_enabled})["name"] in (
+            "Standard",
+            "Premium",
+        )
 
 
 # Containers

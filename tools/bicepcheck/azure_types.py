@@ -4,7 +4,8 @@ The types come from the ``azmcp`` binary of npm ``@azure/mcp`` (pinned in packag
 ``dotnet_bundle``). For every resource declaration the checker resolves ``type@apiVersion`` in the
 type index and walks the literal parts of the body: unknown property names, read-only properties
 set, required properties missing, literals of the wrong kind, values outside an enum or a range.
-Expressions (references, calls, conditionals) are not evaluated: their properties are skipped.
+Conditionals (``c ? a : b``) are checked branch by branch; other expressions (references, calls)
+are not evaluated: their properties are skipped.
 
 Some providers are indexed but their ``types.json`` is not shipped in the binary (``azmcp
 bicepschema get`` fails on them too): those types are returned as gaps, not findings, so the caller
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.bicepcheck.dotnet_bundle import TYPES_ASSEMBLY, bundled_file, inflate, manifest_resources
-from tools.bicepcheck.query import Expression, Resource
+from tools.bicepcheck.query import Alternatives, Expression, Resource
 
 # Bicep type flags (Azure/bicep-types: TypePropertyFlags).
 REQUIRED, READ_ONLY = 1, 2
@@ -113,7 +114,11 @@ class _Walker:
 
     def check(self, type_: dict[str, Any], value: Any, path: str, top: bool = False) -> None:
         value = self.resolve(value)
-        if isinstance(value, Expression):
+        if isinstance(value, Alternatives):  # c ? a : b: each branch must fit
+            for branch in value.values:
+                self.check(type_, branch, path, top)
+            return
+        if isinstance(value, Expression) or value is None:  # null: "not set", as Bicep allows
             return
         kind = type_["$type"]
         if kind == "AnyType":

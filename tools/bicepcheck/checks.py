@@ -19,8 +19,8 @@ from pathlib import Path
 
 from tools.bicepcheck.azure_types import TypeLibrary, check_resource
 from tools.bicepcheck.model import BicepFile, read_bicep
-from tools.bicepcheck.query import load, resolve, resources
-from tools.bicepcheck.rules import check_rules
+from tools.bicepcheck.query import alternatives, load, resources
+from tools.bicepcheck.rules import TYPE_LIBRARY_GAPS, check_rules
 
 REGISTRY_PREFIXES = ("br/", "br:", "ts/", "ts:")
 # A registry reference ends in an exact version tag (no floating "latest").
@@ -126,17 +126,21 @@ def check_tree(root: Path) -> list[Finding]:
 
 
 def check_schemas(root: Path, library: TypeLibrary) -> tuple[list[Finding], set[str]]:
-    """Every resource body against the published types; also the lower-cased types the library
-    indexes but does not ship (gaps), which the caller compares with ``rules.TYPE_LIBRARY_GAPS``."""
+    """Every resource body against the published types; also the lower-cased types without a
+    shipped schema (gaps): those listed in ``rules.TYPE_LIBRARY_GAPS`` (at any API version) and any
+    other the library indexes but does not ship, which the caller reports as unlisted."""
     findings: list[Finding] = []
     gaps: set[str] = set()
     for path in sorted(root.rglob("*.bicep")):
         tree = load(path)
         for resource in resources(tree):
-            if library.is_indexed(resource.type) and not library.is_shipped(resource.type):
+            listed_gap = resource.type_name.lower() in TYPE_LIBRARY_GAPS  # any API version
+            if listed_gap or (library.is_indexed(resource.type) and not library.is_shipped(resource.type)):
                 gaps.add(resource.type_name.lower())
-            for found in check_resource(library, resource, lambda value, tree=tree: resolve(tree, value)):
-                findings.append(Finding(str(path), found.line, f"{resource.type}: {found}"))
+                continue
+            for found in check_resource(library, resource, lambda value, tree=tree: alternatives(tree, value)):
+                where = f"{resource.symbol}.{found.path}: " if found.path else ""
+                findings.append(Finding(str(path), found.line, f"{resource.type}: {where}{found.message}"))
     return sorted(findings), gaps
 
 

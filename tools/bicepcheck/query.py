@@ -14,6 +14,7 @@ from tools.bicepcheck.syntax import (
     line,
     named_children,
     object_properties,
+    parse,
     parse_file,
     string_value,
     text,
@@ -160,3 +161,93 @@ def resolve(tree: Tree, value: Any) -> Any:
         except KeyError:
             return value
     return value
+
+
+class NotEvaluated(ValueError):
+    """The expression uses something ``evaluate`` does not model (a resource property, a call...)."""
+
+
+def evaluate(tree: Tree, value: Any, env: dict[str, Any]) -> Any:
+    """The value of a literal or of a simple expression under ``env`` (param name -> value):
+    params, literal vars, ``== != && || !``, ``cond ? a : b``, ``empty(x)``, objects and arrays of
+    those. Enough to decide what a deployment option switches; a part it does not model (a
+    resource property, another call, an interpolated string) stays an Expression."""
+    if isinstance(value, Expression):
+        root = parse(f"var value = {value.source}\n".encode())
+        try:
+            return _evaluate(tree, named_children(named_children(root.root_node)[0])[1], env)
+        except NotEvaluated:
+            return value
+    if isinstance(value, dict):
+        return {key: evaluate(tree, item, env) for key, item in value.items()}
+    if isinstance(value, list):
+        return [evaluate(tree, item, env) for item in value]
+    return value
+
+
+def _evaluate(tree: Tree, node: Node, env: dict[str, Any]) -> Any:
+    kids = named_children(node)
+    kind = node.type
+    if kind == "identifier":
+        name = text(node)
+        if name in env:
+            return env[name]
+        try:
+            return evaluate(tree, variable(tree, name), env)
+        except KeyError:
+            raise NotEvaluated(name) from None
+    if kind == "parenthesized_expression":
+        return _evaluate(tree, kids[0], env)
+    if kind == "ternary_expression":
+        return _evaluate(tree, kids[1] if _evaluate(tree, kids[0], env) else kids[2], env)
+    if kind == "unary_expression" and node.children[0].type == "!":
+        return not _evaluate(tree, kids[0], env)
+    if kind == "binary_expression":
+        left, right = (_evaluate(tree, k, env) for k in kids)
+        operators = {"==": left == right, "!=": left != right, "&&": left and right, "||": left or right}
+        operator = text(node.children[1])
+        if operator in operators:
+            return operators[operator]
+    if kind == "call_expression" and text(kids[0]) == "empty":
+        return not _evaluate(tree, named_children(kids[1])[0], env)
+    if kind in ("number", "boolean", "null", "array", "object") or (
+        kind == "string" and string_value(node) is not None
+    ):
+        return evaluate(tree, literal(node), env)
+    raise NotEvaluated(text(node))
+
+
+@dataclass(frozen=True)
+class Alternatives:
+    """The values a conditional (``c ? a : b``) may take, each literal where possible."""
+
+    values: tuple[Any, ...]
+
+
+def alternatives(tree: Tree, value: Any) -> Any:
+    """``value`` with a ``var`` name resolved (one level) and a conditional expression turned into
+    Alternatives of its branches, so each branch can be checked; anything else unchanged."""
+    value = resolve(tree, value)
+    if not isinstance(value, Expression):
+        return value
+    node = named_children(named_children(parse(f"var value = {value.source}\n".encode()).root_node)[0])[1]
+    while node.type == "parenthesized_expression":
+        node = named_children(node)[0]
+    if node.type != "ternary_expression":
+        return value
+    _, yes, no = named_children(node)
+    branches: list[Any] = []
+    for branch in (yes, no):
+        found = alternatives(tree, literal(branch))
+        branches += found.values if isinstance(found, Alternatives) else [found]
+    return Alternatives(tuple(branches))
+
+
+def call_arguments(value: Any, function: str) -> list[Any] | None:
+    """The arguments (literal where possible) of ``<function>(...)`` if ``value`` is that call."""
+    if not isinstance(value, Expression):
+        return None
+    node = named_children(named_children(parse(f"var value = {value.source}\n".encode()).root_node)[0])[1]
+    if node.type != "call_expression" or text(named_children(node)[0]) != function:
+        return None
+    return [literal(argument) for argument in named_children(named_children(node)[1])]

@@ -15,7 +15,16 @@ from typing import Any
 
 from tree_sitter import Tree
 
-from tools.bicepcheck.query import Expression, Resource, load, param_decorators, resources
+from tools.bicepcheck.query import (
+    Alternatives,
+    Expression,
+    Resource,
+    alternatives,
+    call_arguments,
+    load,
+    param_decorators,
+    resources,
+)
 
 FLEX_DEPRECATIONS = (
     "https://learn.microsoft.com/azure/azure-functions/functions-app-settings#flex-consumption-plan-deprecations"
@@ -163,9 +172,20 @@ def _no_deprecated_settings(tree: Tree, resource: Resource) -> list[str]:
         return []
     if not any(_is_flex_site(site) for site in resources(tree, "Microsoft.Web/sites")):
         return []
-    settings = resource.body.get("properties", {})
-    names = sorted(FLEX_FORBIDDEN_SETTINGS & set(settings)) if isinstance(settings, dict) else []
+    names = sorted(FLEX_FORBIDDEN_SETTINGS & _setting_names(tree, resource.body.get("properties", {})))
     return [f"app setting {name} is not supported on Flex Consumption" for name in names]
+
+
+def _setting_names(tree: Tree, value: Any) -> set[str]:
+    """Every key the settings may have: an object, a var, ``union(...)`` of those, or a
+    conditional between them (each branch counts)."""
+    arguments = call_arguments(value, "union")
+    if arguments is not None:
+        return {name for argument in arguments for name in _setting_names(tree, argument)}
+    value = alternatives(tree, value)
+    if isinstance(value, Alternatives):
+        return {name for branch in value.values for name in _setting_names(tree, branch)}
+    return set(value) if isinstance(value, dict) else set()
 
 
 _ABSENT = object()
