@@ -305,6 +305,9 @@ module diagnostics './modules/diagnostics.bicep' = {
 output AZURE_LOCATION string = location
 output AZURE_TENANT_ID string = tenant().tenantId
 output AZURE_RESOURCE_GROUP string = rg.name
+// The official azd Flex Consumption templates' names: AZURE_LOCATION, AZURE_TENANT_ID,
+// SERVICE_API_NAME, AZURE_FUNCTION_NAME (AZURE_FUNCTION_APP_NAME kept for earlier environments).
+output AZURE_FUNCTION_NAME string = functionApp.outputs.name
 output AZURE_FUNCTION_APP_NAME string = functionApp.outputs.name
 output SERVICE_API_NAME string = functionApp.outputs.name
 output SERVICEBUS_FULLY_QUALIFIED_NAMESPACE string = serviceBus.outputs.fullyQualifiedNamespace
@@ -314,3 +317,7 @@ output COSMOS_DATABASE string = cosmos.outputs.databaseName
 output COSMOS_ACCOUNT_NAME string = cosmos.outputs.name
 output AZURE_STORAGE_ACCOUNT_NAME string = storage.outputs.name
 output APPLICATIONINSIGHTS_NAME string = appInsights.outputs.name
+// Durable Task Scheduler (DURABLE_BACKEND=dts; empty otherwise): the dashboard is at
+// https://dashboard.durabletask.io with this endpoint and task hub.
+output DURABLE_TASK_SCHEDULER_ENDPOINT string = durableBackend == 'dts' ? durableTask.outputs.endpoint : ''
+output TASKHUB_NAME string = taskHubName

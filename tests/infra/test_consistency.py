@@ -400,3 +400,12 @@ def test_diagnostics_choose_categories_and_leave_out_the_expensive_ones():
         assert entries, setting.symbol
         categories = {entry["category"] for entry in entries}
         assert not categories & EXPENSIVE_CATEGORIES, setting.symbol
+
+
+def test_outputs_carry_the_official_template_names_and_what_the_hooks_read():
+    outputs = set(re.findall(r"^output (\w+) ", (INFRA / "main.bicep").read_text(), flags=re.MULTILINE))
+    assert {"AZURE_LOCATION", "AZURE_TENANT_ID", "SERVICE_API_NAME", "AZURE_FUNCTION_NAME"} <= outputs
+    hook = (ROOT / "scripts" / "postprovision.sh").read_text()
+    read_by_hook = set(re.findall(r"\bget ([A-Z_]+)\b", hook)) | set(re.findall(r"\$\{?([A-Z][A-Z_]+)\}?", hook))
+    azd_outputs = {name for name in read_by_hook if name.startswith(("SERVICEBUS_", "COSMOS_", "AZURE_FUNCTION"))}
+    assert azd_outputs and azd_outputs <= outputs
