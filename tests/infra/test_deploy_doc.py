@@ -27,3 +27,19 @@ def test_sequence_has_every_azd_step_in_order():
         found = sequence.find(step, position)
         assert found != -1, f"{step!r} missing (or out of order) in the deploy sequence"
         position = found
+
+
+def test_options_and_first_deploy_pitfalls_are_documented():
+    for needed in (
+        "azd env set VNET_ENABLED true",
+        "azd env set DURABLE_BACKEND dts",
+        "Premium",  # what the VNet option costs
+        "403",  # role assignment propagation on the first deploy
+        "preprovision",
+        "python-313-changes",
+        "supported-languages",
+        "durable-task-scheduler-dedicated-sku",
+        "Local development with the option on",
+    ):
+        assert needed in DOC, needed
+    assert "Python 3.11" not in DOC
