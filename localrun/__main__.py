@@ -1,5 +1,5 @@
 """``python -m localrun simulate --orders N --seed S [--faults PROFILE.json] --report REPORT.json
-[--chart CHART.png] [--no-progress] [--inject-raw FILE]``
+[--chart CHART.png] [--no-progress] [--inject-raw FILE] [--sdk-speed-ups]``
 
 Runs the whole app with no Azure: prints a summary, writes the JSON report (and the chart), and
 exits 1 if any invariant is violated."""
@@ -27,6 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     sim.add_argument("--chart", type=Path)
     sim.add_argument("--no-progress", action="store_true")
     sim.add_argument("--inject-raw", type=Path, help='JSON lines {"body": "...", "message_id": "..."}')
+    sim.add_argument(
+        "--sdk-speed-ups",
+        action="store_true",
+        help="patch two hot spots of the Durable SDK's replay for speed (off: the SDK runs as shipped)",
+    )
     sim.add_argument(
         "--log-level",
         default="CRITICAL",
@@ -72,7 +77,12 @@ def _simulate(args: argparse.Namespace) -> int:
     from localrun.simulation import SimulationConfig, run_simulation
 
     config = SimulationConfig(
-        orders=args.orders, seed=args.seed, profile=profile, raw_lines=raw, progress=not args.no_progress
+        orders=args.orders,
+        seed=args.seed,
+        profile=profile,
+        raw_lines=raw,
+        progress=not args.no_progress,
+        sdk_speed_ups=args.sdk_speed_ups,
     )
     result = run_simulation(config)
     report = build_report(result)

@@ -1,18 +1,11 @@
-"""The app's registered functions. ``FunctionApp.get_functions()`` may be called only once per app
-(a second call fails on "unique function name"), so everything that needs the index shares this."""
+"""The app's functions as the Functions runtime indexed them (``localrun.worker``): the one place
+every part of the runner and the tests get them from. The runtime indexes an app once per process,
+as the worker does (a second ``app.get_functions()`` fails on "unique function name")."""
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Any
+from localrun.worker.process import FunctionsWorker, IndexedFunction
 
 
-@cache
-def registered_functions() -> tuple[Any, ...]:
-    import function_app
-
-    return tuple(function_app.app.get_functions())
-
-
-def by_name() -> dict[str, Any]:
-    return {f.get_function_name(): f for f in registered_functions()}
+def by_name() -> dict[str, IndexedFunction]:
+    return FunctionsWorker.get().functions

@@ -1,139 +1,72 @@
-"""The local stand-in for the Functions host: it indexes ``function_app.app``'s registered
-functions by trigger and invokes them the way the host does — Service Bus triggers with a received
-message and the settlement actions, timer triggers on their NCRONTAB schedule, activities and
-orchestrations through the Durable engine, and a durable client wherever a function declares one.
+"""The local stand-in for the Functions host. It plays only the host's part; the app runs in the real
+Functions Python runtime (``azure-functions-runtime``, see ``localrun.worker``), which indexed it and
+receives every invocation with the host's wire types:
 
-Production code runs unmodified; every invocation is a task on the virtual-time scheduler, so
-invocations overlap in simulated time (up to ``maxConcurrentCalls`` per queue, from host.json).
+- Service Bus triggers: each message the in-process broker delivers is encoded as the Service Bus
+  extension encodes it (``model_binding_data``: lock token + AMQP message), and settlement goes
+  through the extension's own ``ServiceBusMessageActions`` over gRPC to a settlement server here;
+- timer triggers fire on their NCRONTAB schedule, read from the binding after ``%NAME%`` resolution;
+- orchestrations and activities are invoked by the Durable engine with the context / input JSON;
+- a ``durableClient`` binding receives the extension's client settings, and the SDK's real client
+  calls the engine over HTTP on loopback (``localrun.durable.http_api``).
+
+``%NAME%`` resolves only from the app settings the host was given; a function whose bindings do not
+resolve is in error and never runs, as in the host (``load_errors``). Every invocation is a task on the
+virtual-time scheduler, so invocations overlap in simulated time (up to ``maxConcurrentCalls`` per
+queue, from host.json).
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import inspect
+import contextlib
 import json
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from localrun.durable import fast_timestamps, sdk_speedups
-from localrun.durable.client import LocalDurableClient
 from localrun.durable.engine import DurableEngine
-from localrun.durable.registry import registered_orchestrators
-from localrun.functions import registered_functions
+from localrun.durable.http_api import DurableExtensionApi
 from localrun.ncrontab import Schedule
 from localrun.servicebus import InProcessBroker
+from localrun.servicebus.settlement_server import SettlementServer, install_message_actions, uninstall_message_actions
+from localrun.servicebus.wire import to_typed_data, trigger_metadata_typed
 from localrun.virtual_time import TaskScheduler
-from settings import Settings
+from localrun.worker import wire
+from localrun.worker.bindings import BindingError, resolve_binding
+from localrun.worker.process import FunctionsWorker, IndexedFunction, InvocationFailed
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@dataclass
-class FunctionSpec:
-    name: str
-    trigger_type: str
+@dataclass(frozen=True)
+class HostedFunction:
+    """A function the host started: what the runtime indexed, and its trigger after ``%NAME%``."""
+
+    indexed: IndexedFunction
     trigger: dict[str, Any]
-    function: Callable[..., Any]
-    trigger_arg: str
-    client_arg: str | None = None
-    actions_arg: str | None = None
+    client_arg: str | None  # the ``durableClient`` binding's name, if it has one
 
-    def call(self, trigger_value: Any, *, client: Any = None, actions: Any = None) -> Any:
-        fn = self.function
-        kwargs: dict[str, Any] = {self.trigger_arg: trigger_value}
-        if self.client_arg is not None:
-            # What the host gives the durable-client middleware is a JSON string it turns into a
-            # client; the runner hands the inner function its own client instead.
-            fn = getattr(fn, "client_function", fn)
-            kwargs[self.client_arg] = client
-        if self.actions_arg is not None:
-            kwargs[self.actions_arg] = actions
-        result = fn(**kwargs)
-        if inspect.iscoroutine(result):
-            result = run_coroutine(result)
-        return result
+    @property
+    def name(self) -> str:
+        return self.indexed.name
 
-
-class _InlineExecutor(concurrent.futures.ThreadPoolExecutor):  # asyncio accepts only this type
-    """Runs ``asyncio.to_thread`` work in the invoking task's own thread: it stays inside virtual
-    time (a sleep there parks the task) and no thread pool is created and joined per invocation.
-    ``submit`` never starts a pool thread."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:
-            future.set_exception(exc)
-        return future
-
-
-def run_coroutine(coroutine: Any) -> Any:
-    loop = asyncio.new_event_loop()
-    loop.set_default_executor(_InlineExecutor())
-    try:
-        return loop.run_until_complete(coroutine)
-    finally:
-        loop.close()
+    @property
+    def trigger_type(self) -> str:
+        return str(self.trigger["type"])
 
 
 @dataclass
 class TimerSpec:
-    spec: FunctionSpec
+    function: HostedFunction
     schedule: Schedule
     next_fire: datetime
+    last_fire: datetime | None = None
     copy: int = 0
-
-
-@dataclass
-class TimerInfo:
-    """What a timer-triggered function receives (``azure.functions.TimerRequest``)."""
-
-    past_due: bool = False
-    schedule_status: dict[str, Any] = field(default_factory=dict)
-
-
-def _actions_parameter(fn: Callable[..., Any]) -> str | None:
-    original = getattr(fn, "client_function", fn)
-    for name, parameter in inspect.signature(original).parameters.items():
-        annotation = parameter.annotation
-        text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
-        if text.endswith("ServiceBusMessageActions"):
-            return name
-    return None
-
-
-def _resolve(value: str, settings: Settings) -> str:
-    """``%NAME%`` binding expressions read app settings, as in the host."""
-    if value.startswith("%") and value.endswith("%"):
-        return settings.raw(value.strip("%"))
-    return value
-
-
-def index_functions(functions: tuple[Any, ...]) -> list[FunctionSpec]:
-    specs: list[FunctionSpec] = []
-    for f in functions:
-        trigger = f.get_trigger()
-        client = next((b.name for b in f.get_bindings() if b.type == "durableClient"), None)
-        fn = f.get_user_function()
-        specs.append(
-            FunctionSpec(
-                name=f.get_function_name(),
-                trigger_type=trigger.type,
-                trigger=trigger.get_dict_repr(),
-                function=fn,
-                trigger_arg=trigger.name,
-                client_arg=client,
-                actions_arg=_actions_parameter(fn) if trigger.type == "serviceBusTrigger" else None,
-            )
-        )
-    return specs
 
 
 def host_json() -> dict[str, Any]:
@@ -141,80 +74,157 @@ def host_json() -> dict[str, Any]:
     return dict(json.loads(path.read_text())) if path.exists() else {}
 
 
+def local_settings_example() -> dict[str, str]:
+    """The ``Values`` of ``local.settings.json.example``: what a developer's ``local.settings.json``
+    starts as, and the app settings a local run gets unless it says otherwise."""
+    values = json.loads((ROOT / "local.settings.json.example").read_text())["Values"]
+    return {str(k): str(v) for k, v in values.items()}
+
+
 class LocalHost:
     def __init__(
         self,
         scheduler: TaskScheduler,
         broker: InProcessBroker,
-        settings: Settings,
+        app_settings: Mapping[str, str],
         *,
         timer_copies: dict[str, int] | None = None,
-        functions: tuple[Any, ...] | None = None,
+        sdk_speed_ups: bool = False,
     ) -> None:
         self.scheduler = scheduler
         self.clock = scheduler.clock
         self.broker = broker
-        self.settings = settings
-        functions = functions if functions is not None else registered_functions()
-        self.specs = {s.name: s for s in index_functions(functions)}
-        self.queues = {s.trigger["queueName"]: s for s in self.specs.values() if s.trigger_type == "serviceBusTrigger"}
-        self.activities = {
-            s.trigger["activity"] or s.name: s for s in self.specs.values() if s.trigger_type == "activityTrigger"
+        self.app_settings = dict(app_settings)
+        self.worker = FunctionsWorker.get()
+        self.protos = self.worker.protos
+        self.functions: dict[str, HostedFunction] = {}
+        self.load_errors: dict[str, str] = {}
+        for indexed in self.worker.functions.values():
+            self._start_function(indexed)
+        self.queues = {
+            f.trigger["queueName"]: f for f in self.functions.values() if f.trigger_type == "serviceBusTrigger"
         }
-        fast_timestamps.install()
-        sdk_speedups.install()
-        self.engine = DurableEngine(registered_orchestrators(functions), self._run_activity, self.clock)
-        self.client = LocalDurableClient(self.engine)
+        self.activities = {
+            f.trigger.get("activity") or f.name: f
+            for f in self.functions.values()
+            if f.trigger_type == "activityTrigger"
+        }
+        orchestrators = {
+            f.trigger.get("orchestration") or f.name: self._orchestrator(f)
+            for f in self.functions.values()
+            if f.trigger_type == "orchestrationTrigger"
+        }
+        # Off by default: the SDK runs exactly as shipped. ``python3 dev.py bench`` says which it measured.
+        self.sdk_speed_ups = sdk_speed_ups
+        if sdk_speed_ups:
+            fast_timestamps.install()
+            sdk_speedups.install()
+        self.engine = DurableEngine(orchestrators, self._run_activity, self.clock)
+        self.durable_api = DurableExtensionApi(self.engine, task_hub=self._task_hub())
+        self.durable_api.start()
+        self._client_data = wire.durable_client(self.protos, self.durable_api.client_binding_json())
+        self.settlement = SettlementServer(broker)
+        self._message_actions = install_message_actions(self.settlement.start())
         now = self.clock.now()
         self.timers: list[TimerSpec] = []
-        for s in self.specs.values():
-            if s.trigger_type != "timerTrigger":
+        for f in self.functions.values():
+            if f.trigger_type != "timerTrigger":
                 continue
-            schedule = Schedule.parse(_resolve(s.trigger["schedule"], settings))
-            for copy in range((timer_copies or {}).get(s.name, 1)):
-                self.timers.append(TimerSpec(s, schedule, schedule.next_after(now), copy))
+            schedule = Schedule.parse(f.trigger["schedule"])
+            for copy in range((timer_copies or {}).get(f.name, 1)):
+                self.timers.append(TimerSpec(f, schedule, schedule.next_after(now), copy=copy))
         service_bus = host_json().get("extensions", {}).get("serviceBus", {})
         self.concurrency = int(service_bus.get("maxConcurrentCalls", 16))
         self.in_flight: dict[str, int] = dict.fromkeys(self.queues, 0)
         self._engine_waiting = 0
         self.executions: dict[str, int] = {}
-        self.on_invoke: Callable[[FunctionSpec], None] | None = None
+        self.invocation_requests = 0  # InvocationRequests this host sent to the runtime
+        self.on_invoke: Callable[[HostedFunction], None] | None = None
+
+    def _start_function(self, indexed: IndexedFunction) -> None:
+        try:
+            bindings = [resolve_binding(b, self.app_settings) for b in indexed.bindings]
+        except BindingError as exc:
+            self.load_errors[indexed.name] = str(exc)
+            log.error(
+                "The '%s' function is in error: %s",
+                indexed.name,
+                exc,
+                extra={"event": "FunctionInError", "function": indexed.name},
+            )
+            return
+        trigger = next(b for b in bindings if b["type"].endswith("Trigger"))
+        client = next((b["name"] for b in bindings if b["type"] == "durableClient"), None)
+        self.functions[indexed.name] = HostedFunction(indexed, trigger, client)
+
+    def _task_hub(self) -> str:
+        durable = host_json().get("extensions", {}).get("durableTask", {})
+        return str(durable.get("hubName", "TestHubName"))
+
+    def close(self) -> None:
+        """Stops the endpoints this host served (the worker and its event loop live on with the process)."""
+        self.durable_api.close()
+        uninstall_message_actions(self._message_actions)
+        self.settlement.stop()
 
     # --- invocations ------------------------------------------------------------------------------
 
-    def _count(self, spec: FunctionSpec) -> None:
-        self.executions[spec.name] = self.executions.get(spec.name, 0) + 1
+    def _invoke(
+        self, function: HostedFunction, inputs: dict[str, Any], metadata: Mapping[str, Any] | None = None
+    ) -> Any:
+        self.executions[function.name] = self.executions.get(function.name, 0) + 1
         if self.on_invoke is not None:
-            self.on_invoke(spec)
+            self.on_invoke(function)
+        if function.client_arg is not None:
+            inputs[function.client_arg] = self._client_data
+        self.invocation_requests += 1
+        return self.worker.invoke(function.indexed, inputs, metadata)
+
+    def _orchestrator(self, function: HostedFunction) -> Callable[[str], str]:
+        def run_episode(context_json: str) -> str:
+            try:
+                data = self._invoke(
+                    function, {function.trigger["name"]: wire.orchestration_context(self.protos, context_json)}
+                )
+            except InvocationFailed as failure:
+                # The SDK reports an orchestrator's own failure inside the message ($OutOfProcData$).
+                raise RuntimeError(str(failure)) from None
+            return wire.return_text(data) or ""
+
+        return run_episode
 
     def _run_activity(self, name: str, value: Any) -> Any:
-        spec = self.activities.get(name)
-        if spec is None:
+        function = self.activities.get(name)
+        if function is None:
             raise RuntimeError(f"no activity function named {name!r}")
-        self._count(spec)
-        return spec.call(value)
+        data = wire.activity_input(self.protos, json.dumps(value))
+        text = wire.return_text(self._invoke(function, {function.trigger["name"]: data}))
+        return None if text is None else json.loads(text)
 
     def _deliver(self, queue: str, message: Any) -> None:
-        spec = self.queues[queue]
+        function = self.queues[queue]
 
         def invoke() -> None:
+            # A failed invocation (InvocationFailed) is the task's failure, counted in the report; the
+            # message was settled by then or its lock runs out and it is delivered again.
             try:
-                self._count(spec)
-                spec.call(message, client=self.client, actions=self.broker.actions)
+                inputs = {function.trigger["name"]: to_typed_data(message, self.protos)}
+                with self.settlement.invocation(message.lock_token):
+                    self._invoke(function, inputs, trigger_metadata_typed(message, self.protos))
             finally:
                 self.in_flight[queue] -= 1
 
         self.in_flight[queue] += 1
-        self.scheduler.spawn(f"{spec.name}#{message.sequence_number}", invoke)
+        self.scheduler.spawn(f"{function.name}#{message.sequence_number}", invoke)
 
-    def _fire_timer(self, timer: TimerSpec) -> None:
-        spec = timer.spec
+    def _fire_timer(self, timer: TimerSpec, past_due: bool = False) -> None:
+        function = timer.function
+        data = wire.timer_data(self.protos, last=timer.last_fire, next_fire=timer.next_fire, past_due=past_due)
 
         def invoke() -> None:
-            self._count(spec)
-            spec.call(TimerInfo(), client=self.client)
+            self._invoke(function, {function.trigger["name"]: data})
 
-        self.scheduler.spawn(f"{spec.name}@{self.clock.now().isoformat()}#{timer.copy}", invoke)
+        self.scheduler.spawn(f"{function.name}@{self.clock.now().isoformat()}#{timer.copy}", invoke)
 
     def _engine_step(self) -> None:
         def step() -> None:
@@ -232,6 +242,7 @@ class LocalHost:
         for timer in self.timers:
             if timer.next_fire <= now:
                 self._fire_timer(timer)
+                timer.last_fire = now
                 timer.next_fire = timer.schedule.next_after(now)
         self.engine.fire_due_timers()
         while self._engine_waiting < self.engine.queued_work():
@@ -265,7 +276,7 @@ class LocalHost:
         """Runs everything due, skipping simulated time ahead whenever nothing is runnable, until
         ``stop()`` says so (checked whenever the system is idle at the current time) or the next
         due moment lies beyond ``horizon``."""
-        with sdk_speedups.frozen_strict_mode():
+        with sdk_speedups.frozen_strict_mode() if self.sdk_speed_ups else contextlib.nullcontext():
             while True:
                 before_pump()
                 self.pump()
@@ -281,7 +292,7 @@ class LocalHost:
     def restart(self) -> dict[str, int]:
         """A host restart: in-flight invocations die (their messages stay locked until the lock
         expires; their activities run again), in-memory state is lost; queues, histories and the
-        databases are kept."""
+        databases are kept. (The worker process is kept too: see README, what the runner models.)"""
         dropped = self.scheduler.cancel_all()
         activities = self.engine.restart_host()
         self.broker.restart_host()

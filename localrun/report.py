@@ -180,6 +180,15 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         },
         "ops_per_order": {k: round(v, 2) for k, v in ops.items()},
         "injected_faults": dict(sorted(audit.injected.items())),
+        "runtime": {
+            # What crossed the host/worker boundary: every invocation is an InvocationRequest the
+            # Functions runtime handled; settlements came over gRPC, durable-client calls over HTTP.
+            "invocation_requests": result.host.invocation_requests,
+            "function_executions": sum(result.host.executions.values()),
+            "settlements_over_grpc": dict(sorted(result.host.settlement.calls.items())),
+            "durable_http_requests": result.host.durable_api.requests,
+            "sdk_speed_ups": result.host.sdk_speed_ups,
+        },
         "function_failures": len(result.task_failures),
         "function_failure_examples": [f"{name}: {error}" for name, error in result.task_failures[:5]],
         "status_messages": len(statuses),
@@ -208,6 +217,15 @@ def summary(report: dict[str, Any]) -> str:
     table("invariants (0 = holds)", bad)
     table("latency (simulated seconds)", report["latency_s"])
     table("operations per order", report["ops_per_order"])
+    runtime = report["runtime"]
+    table(
+        "through the Functions runtime",
+        {
+            "invocation requests": runtime["invocation_requests"],
+            "settlements over gRPC": sum(runtime["settlements_over_grpc"].values()),
+            "durable client HTTP requests": runtime["durable_http_requests"],
+        },
+    )
     if report["injected_faults"]:
         table("faults injected", report["injected_faults"])
     reasons = Counter(d["reason"] for d in report["dead_letters"])

@@ -37,7 +37,7 @@ from localrun.audit import (
     FaultySender,
 )
 from localrun.cosmos_server import CosmosServer
-from localrun.host import LocalHost
+from localrun.host import LocalHost, local_settings_example
 from localrun.profile import Profile
 from localrun.servicebus import InProcessBroker, QueuePolicy, SendFaults
 from localrun.virtual_time import TaskScheduler
@@ -63,6 +63,9 @@ class SimulationConfig:
     # No operator watches a simulation: a human-review pause times out after 10 simulated minutes
     # and takes its configured default action.
     settings: dict[str, str] = field(default_factory=lambda: {"REVIEW_TIMEOUT_SECONDS": "600"})
+    # Patch two hot spots of the Durable SDK's replay for speed (localrun.durable.sdk_speedups,
+    # fast_timestamps): off unless asked for, so a run exercises the SDK exactly as shipped.
+    sdk_speed_ups: bool = False
 
 
 @dataclass
@@ -122,7 +125,12 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
     wall_start = time.monotonic()
     seeds = random.Random(config.seed)
     profile = config.profile
-    settings = Settings.from_env({}, **config.settings)
+    # The app settings of the run: local.settings.json.example's values (what `func start` would read
+    # from a developer's local.settings.json), with the simulation's overrides. The host resolves
+    # %NAME% binding expressions from these only; the app's context reads the same values.
+    Settings.from_env({}, **config.settings)  # refuses a setting name the app does not know
+    app_settings = {**local_settings_example(), **config.settings}
+    settings = Settings.from_env(app_settings)
     scheduler = TaskScheduler(START)
     clock = scheduler.clock
     audit = Audit()
@@ -173,7 +181,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         host = LocalHost(
             scheduler,
             broker,
-            settings,
+            app_settings,
+            sdk_speed_ups=config.sdk_speed_ups,
             timer_copies={"supervisor": profile.supervisors, "starter_sweep": profile.starters},
         )
         pending = list(workload.arrivals)
@@ -217,6 +226,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         try:
             host.run_until(START + config.horizon, stop=quiet, external_due=external, before_pump=before_pump)
         finally:
+            host.close()
             use_context(None)
             app_log.removeHandler(recorder)
             app_log.setLevel(previous_level)

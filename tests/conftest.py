@@ -75,7 +75,7 @@ def app_context(cosmos_db: Any, clock: Any, sender: Any) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def functions() -> dict[str, Any]:
-    """The registered functions of ``function_app.app``, by name."""
+    """The app's functions as the Functions runtime indexed them, by name."""
     from localrun.functions import by_name
 
     return by_name()

@@ -19,7 +19,7 @@ PropertyValue = str | int | float | bool
 
 @dataclass(frozen=True)
 class OutgoingMessage:
-    body: str
+    body: str | bytes  # what azure.servicebus.ServiceBusMessage accepts
     message_id: str
     subject: str | None = None
     application_properties: Mapping[str, PropertyValue] = field(default_factory=dict)

@@ -8,7 +8,7 @@ clock), waits for external events, when-any/when-all, cancelled timers. Activiti
 
 Deterministic: one FIFO of work items, timers fire in (fire time, instance, task id) order, instance
 ids come from a counter. The client-facing operations return ``HostResponse`` (the status code and
-body of the extension's HTTP API); ``LocalDurableClient`` turns them into the SDK's behaviour.
+body of the extension's HTTP API); ``localrun.durable.http_api`` serves them to the SDK's own client.
 """
 
 from __future__ import annotations

@@ -365,7 +365,7 @@ class InProcessBroker:
         rec = _Stored(
             seq=q.next_seq,
             message_id=message.message_id,
-            body=message.body.encode("utf-8"),
+            body=message.body if isinstance(message.body, bytes) else message.body.encode("utf-8"),
             subject=message.subject,
             correlation_id=message.correlation_id,
             content_type=message.content_type,

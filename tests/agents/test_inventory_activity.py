@@ -33,12 +33,12 @@ def ledger(clock) -> Iterator[Ledger]:
 @pytest.fixture
 def agent_inventory(functions) -> Callable[[Any], Any]:
     """The registered activity, called as the host calls it (input bound to ``request``)."""
-    activity = functions["agent_inventory"].get_user_function()
+    activity = functions["agent_inventory"].func
     return lambda data: activity(request=data)
 
 
 def test_it_is_an_activity_named_for_the_orchestrator(functions):
-    [trigger] = [b.get_dict_repr() for b in functions["agent_inventory"].get_bindings()]
+    [trigger] = list(functions["agent_inventory"].bindings)
     assert trigger["type"] == "activityTrigger"
     assert trigger["name"] == "request"
 

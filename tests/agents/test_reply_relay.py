@@ -58,7 +58,7 @@ REPLY = AgentReply(
 
 
 def relay(functions, client: FakeDurableClient, body: Any) -> RecordingActions:
-    wrapper = functions["agent_reply_relay"].get_user_function()
+    wrapper = functions["agent_reply_relay"].func
     original = getattr(wrapper, "client_function", None) or wrapper.__wrapped__
     actions = RecordingActions()
     asyncio.run(original(message=FakeReceivedMessage.of(body), message_actions=actions, client=client))
@@ -66,7 +66,7 @@ def relay(functions, client: FakeDurableClient, body: Any) -> RecordingActions:
 
 
 def test_it_is_a_manually_settled_trigger_on_agent_replies_with_a_durable_client(functions):
-    bindings = {b.get_dict_repr()["type"]: b.get_dict_repr() for b in functions["agent_reply_relay"].get_bindings()}
+    bindings = {b["type"]: b for b in functions["agent_reply_relay"].bindings}
     assert bindings["serviceBusTrigger"]["queueName"] == AGENT_REPLIES_QUEUE
     assert bindings["serviceBusTrigger"]["connection"] == SERVICE_BUS_CONNECTION
     assert bindings["serviceBusTrigger"]["autoCompleteMessages"] is False

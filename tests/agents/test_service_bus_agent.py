@@ -49,7 +49,7 @@ def deliver(functions) -> Callable[[str, Any], RecordingActions]:
 
     def to(function_name: str, body: Any) -> RecordingActions:
         actions = RecordingActions()
-        functions[function_name].get_user_function()(message=FakeReceivedMessage.of(body), message_actions=actions)
+        functions[function_name].func(message=FakeReceivedMessage.of(body), message_actions=actions)
         return actions
 
     return to
@@ -63,7 +63,7 @@ def replies(sender: RecordingSender) -> list[AgentReply]:
     ("name", "queue"), [("agent_payment", "payment-requests"), ("agent_shipping", "shipping-requests")]
 )
 def test_each_request_queue_has_a_manually_settled_trigger(functions, name, queue):
-    [trigger] = [b.get_dict_repr() for b in functions[name].get_bindings()]
+    [trigger] = list(functions[name].bindings)
     assert trigger["type"] == "serviceBusTrigger"
     assert trigger["queueName"] == queue
     assert trigger["connection"] == SERVICE_BUS_CONNECTION
@@ -72,7 +72,7 @@ def test_each_request_queue_has_a_manually_settled_trigger(functions, name, queu
 
 def test_every_request_queue_of_the_workflow_has_its_agent_trigger(functions):
     for agent_name, queue in request_queues().items():
-        bindings = [b.get_dict_repr() for b in functions[f"agent_{agent_name}"].get_bindings()]
+        bindings = list(functions[f"agent_{agent_name}"].bindings)
         assert [b["queueName"] for b in bindings] == [queue]
 
 

@@ -42,7 +42,7 @@ CHARGE = {
 
 @pytest.fixture(scope="module")
 def compensate(functions: dict[str, Any]) -> Any:
-    return functions[names.COMPENSATION].get_user_function()
+    return functions[names.COMPENSATION].func
 
 
 def reply(entry: dict[str, Any], *, try_number: int = 1, outcome: str = "succeeded", **more: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ ME = "o1:1"
 
 @pytest.fixture(scope="module")
 def scheduler(functions: dict[str, Any]) -> Any:
-    return functions[names.SCHEDULER].get_user_function()
+    return functions[names.SCHEDULER].func
 
 
 def reply(

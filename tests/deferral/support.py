@@ -74,7 +74,7 @@ def deliver(functions: dict[str, Any], broker: InProcessBroker, client: DurableC
     message = broker.receive(ORDERS_QUEUE)
     if message is None:
         return False
-    fn = functions["submit_order"].get_user_function().client_function
+    fn = functions["submit_order"].func.client_function
     asyncio.run(fn(message=message, message_actions=broker.actions, client=client or DurableClientStub()))
     return True
 

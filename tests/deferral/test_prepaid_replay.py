@@ -28,7 +28,7 @@ PAYMENT = {
 
 @pytest.fixture(scope="module")
 def scheduler(functions: dict[str, Any]) -> Any:
-    return functions[names.SCHEDULER].get_user_function()
+    return functions[names.SCHEDULER].func
 
 
 def at_payment_step(began: dict[str, Any], prepaid: bool = True) -> History:

@@ -90,3 +90,9 @@ def test_profile_holds_every_invariant_and_exercises_its_fault(profile: str) -> 
     assert EXPECTATIONS[profile](report), {k: report[k] for k in ("final_states", "recoveries", "injected_faults")}
     # every message the app dead-lettered says why
     assert all(d["reason"] for d in report["dead_letters"])
+    # ... and all of it ran through the Functions runtime as in Azure, not by calling functions directly
+    runtime = report["runtime"]
+    assert runtime["invocation_requests"] == runtime["function_executions"] > 0
+    assert runtime["settlements_over_grpc"].get("Complete", 0) >= report["orders"]  # each order message at least
+    assert runtime["durable_http_requests"] > 0
+    assert runtime["sdk_speed_ups"] is False

@@ -4,9 +4,8 @@ does: activities (at-least-once across host restarts), timers on the injected cl
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,13 +13,13 @@ import pytest
 from azure.durable_functions import OrchestrationRuntimeStatus
 
 from adapters.clock import ManualClock
-from localrun.durable.client import LocalDurableClient
 from localrun.durable.engine import DurableEngine
 from localrun.durable.history import EventType, context_json
 from localrun.durable.registry import registered_orchestrators
 from localrun.durable.replay import replay
 from tests.durable_history import History
 from tests.localrun.durable_samples import DEADLINE, FUNCTIONS, REPLY_EVENT, reply_or_deadline
+from tests.localrun.real_durable_client import RealDurableClient
 
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 ACTIVITY_TIME = timedelta(seconds=2)
@@ -61,16 +60,21 @@ class Harness:
         self.clock = ManualClock(T0)
         self.activities = FakeActivities(self.clock)
         self.engine = DurableEngine(registered_orchestrators(FUNCTIONS), self.activities, self.clock)
-        self.client = LocalDurableClient(self.engine)
+        # The SDK's own client, over HTTP to the engine's Durable extension API (closed by the fixture).
+        self.real = RealDurableClient(self.engine)
+        self.client = self.real.client
+
+    def run(self, coroutine: Any) -> Any:
+        return self.real.run(coroutine)
 
     def start(self, name: str = SAMPLE, instance_id: str | None = "order-1:1", data: Any = ORDER) -> str:
-        return asyncio.run(self.client.start_new(name, instance_id, data))
+        return str(self.run(self.client.start_new(name, instance_id, data)))
 
     def raise_reply(self, instance_id: str, payload: Any) -> None:
-        asyncio.run(self.client.raise_event(instance_id, REPLY_EVENT, payload))
+        self.run(self.client.raise_event(instance_id, REPLY_EVENT, payload))
 
     def status(self, instance_id: str) -> Any:
-        return asyncio.run(self.client.get_status(instance_id))
+        return self.run(self.client.get_status(instance_id))
 
     def advance_to_next_timer(self) -> None:
         due = self.engine.next_due_time()
@@ -79,8 +83,10 @@ class Harness:
 
 
 @pytest.fixture
-def h() -> Harness:
-    return Harness()
+def h() -> Iterator[Harness]:
+    harness = Harness()
+    yield harness
+    harness.real.close()
 
 
 def test_it_runs_the_first_activity_then_waits_on_the_same_actions_the_replay_builder_shows(h):
@@ -253,19 +259,23 @@ def test_a_host_restart_keeps_timers_and_queued_work(h):
     assert h.status(instance_id).output["outcome"] == "replied"
 
 
+EXISTS = r"^\{{'Message': 'An Orchestration instance with the status {} already exists\.'\}}$"
+
+
 def test_start_new_on_a_pending_or_running_instance_fails(h):
+    """The extension answers 409 with ``{"Message": ...}``; the SDK raises ``Exception(<that body>)``."""
     h.start()
-    with pytest.raises(Exception, match=r"^An Orchestration instance with the status Pending already exists\.$"):
+    with pytest.raises(Exception, match=EXISTS.format("Pending")):
         h.start()
     h.engine.run_next()
-    with pytest.raises(Exception, match=r"^An Orchestration instance with the status Running already exists\.$"):
+    with pytest.raises(Exception, match=EXISTS.format("Running")):
         h.start()
 
 
 def test_start_new_on_a_finished_instance_replaces_it_and_drops_the_old_executions_work(h):
     instance_id = h.start()
     h.engine.run_next()  # "prepare" queued for the first execution
-    asyncio.run(h.client.terminate(instance_id, "operator"))
+    h.run(h.client.terminate(instance_id, "operator"))
     assert h.status(instance_id).runtime_status is OrchestrationRuntimeStatus.Terminated
 
     assert h.start(data={"orderId": "order-1", "again": True}) == instance_id
@@ -285,15 +295,15 @@ def test_terminate_stops_timers_and_later_results_and_reports_the_reason(h):
     instance_id = h.start()
     h.engine.run_until_idle()
 
-    asyncio.run(h.client.terminate(instance_id, "operator says stop"))
-    asyncio.run(h.client.terminate(instance_id, "again"))  # 410: ignored, as by the SDK
+    h.run(h.client.terminate(instance_id, "operator says stop"))
+    h.run(h.client.terminate(instance_id, "again"))  # 410: ignored, as by the SDK
 
     status = h.status(instance_id)
     assert status.runtime_status is OrchestrationRuntimeStatus.Terminated
     assert status.output == "operator says stop"
     assert h.engine.next_due_time() is None
     with pytest.raises(Exception, match=r"^No instance with ID 'nobody' found\.$"):
-        asyncio.run(h.client.terminate("nobody", "x"))
+        h.run(h.client.terminate("nobody", "x"))
 
 
 def test_start_new_of_an_unknown_orchestrator_fails_and_a_missing_id_is_generated_deterministically(h):
@@ -341,7 +351,8 @@ def test_an_action_the_engine_cannot_carry_out_fails_the_instance_with_a_clear_m
 
     clock = ManualClock(T0)
     engine = DurableEngine({"with_retry": with_retry}, FakeActivities(clock), clock)
-    instance_id = asyncio.run(LocalDurableClient(engine).start_new("with_retry", "r:1"))
+    with RealDurableClient(engine) as real:
+        instance_id = real.run(real.client.start_new("with_retry", "r:1"))
     engine.run_until_idle()
 
     instance = engine.instance(instance_id)
@@ -361,7 +372,8 @@ def test_orchestrator_code_that_changes_under_an_in_flight_instance_is_detected_
 
     clock = ManualClock(T0)
     engine = DurableEngine({"changing": changing}, FakeActivities(clock), clock)
-    instance_id = asyncio.run(LocalDurableClient(engine).start_new("changing", "c:1"))
+    with RealDurableClient(engine) as real:
+        instance_id = real.run(real.client.start_new("changing", "c:1"))
     engine.run_next()  # schedules old_step
     first_activity["name"] = "new_step"  # a deployment while the instance is in flight
     engine.run_until_idle()

@@ -22,7 +22,7 @@ def events(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogRecor
 
 
 def test_submission_and_claim_log_one_transition_each_with_from_and_to(functions, app_context, caplog):
-    fn = functions["submit_order"].get_user_function().client_function
+    fn = functions["submit_order"].func.client_function
     with caplog.at_level(logging.INFO):
         asyncio.run(
             fn(message=FakeReceivedMessage.of(order()), message_actions=RecordingActions(), client=RecordingClient())

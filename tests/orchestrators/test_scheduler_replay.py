@@ -24,7 +24,7 @@ SHIPPED = {"shipmentId": "S-1"}
 @pytest.fixture(scope="module")
 def scheduler(functions: dict[str, Any]) -> Any:
     """The registered orchestrator function, exactly as the host calls it."""
-    return functions[names.SCHEDULER].get_user_function()
+    return functions[names.SCHEDULER].func
 
 
 def reply(

@@ -108,6 +108,6 @@ def test_start_failure_is_logged_and_left_for_the_supervisor(app_context, clock,
 def test_the_sweep_trigger_claims_and_starts(functions, app_context, clock):
     seed(app_context, clock, 2)
     client = RecordingClient()
-    fn = functions["starter_sweep"].get_user_function().client_function
+    fn = functions["starter_sweep"].func.client_function
     asyncio.run(fn(timer=None, client=client))
     assert sorted(str(i) for _, i, _ in client.started) == ["o0:1", "o1:1"]

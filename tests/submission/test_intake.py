@@ -22,7 +22,7 @@ def submit(functions: dict[str, Any], body: Any, client: RecordingClient | None 
     """Calls the registered trigger the way the host does (the durable-client middleware's inner
     function gets the client object the host would build)."""
     actions = RecordingActions()
-    fn = functions["submit_order"].get_user_function().client_function
+    fn = functions["submit_order"].func.client_function
     asyncio.run(fn(message=FakeReceivedMessage.of(body), message_actions=actions, client=client or RecordingClient()))
     return actions
 

@@ -38,12 +38,12 @@ class FakeDurableClient:
 
 def _trigger(functions):
     registered = functions["supervisor"]
-    bindings = {b["type"]: b for b in registered.get_bindings_dict()["bindings"]}
+    bindings = {b["type"]: b for b in registered.bindings}
     assert bindings["timerTrigger"]["schedule"] == "%SUPERVISOR_SCHEDULE%"
     assert bindings["timerTrigger"]["useMonitor"] is True
     assert bindings["timerTrigger"]["runOnStartup"] is False
     assert "durableClient" in bindings
-    user = registered.get_user_function()
+    user = registered.func
     return getattr(user, "client_function", None) or user.__wrapped__
 
 
