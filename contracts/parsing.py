@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +12,11 @@ from pydantic import ValidationError
 from contracts.messages import Contract
 
 MAX_BODY_BYTES = 64 * 1024
+# No contract nests deeper than a few levels; the json module recurses per level, so a hostile body
+# of nested brackets would end in RecursionError instead of a dead-letter reason. Checked before
+# parsing, on the raw text.
+MAX_NESTING_DEPTH = 32
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
 SUPPORTED_SCHEMA_VERSIONS = {1}
 
 
@@ -34,6 +40,11 @@ def parse(body: bytes | str, accepted: dict[str, type[Contract]]) -> Contract:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidMessage("NotJson", f"body is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    depth = nesting_depth(text)
+    if depth > MAX_NESTING_DEPTH:
+        raise InvalidMessage(
+            "NestingTooDeep", f"body nests arrays or objects {depth} levels deep; the limit is {MAX_NESTING_DEPTH}"
+        )
     try:
         data: Any = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -59,6 +70,20 @@ def parse(body: bytes | str, accepted: dict[str, type[Contract]]) -> Contract:
         return model.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as exc:
         raise InvalidMessage("InvalidFields", describe(exc)) from None
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` outside JSON strings (a scan, no recursion). Malformed
+    text is fine: it only has to bound what ``json.loads`` would recurse into."""
+    depth = deepest = 0
+    for match in _STRING_OR_BRACKET.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in "]}":
+            depth = max(0, depth - 1)
+    return deepest
 
 
 def describe(exc: ValidationError) -> str:

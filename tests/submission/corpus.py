@@ -71,4 +71,34 @@ MALFORMED: list[tuple[str, bytes, str, str]] = [
     ("html injection in shipTo", json.dumps(order(shipTo="")).encode(), "InvalidFields", "shipTo"),
     ("body too large", json.dumps(order(shipTo="x" * 70_000)).encode(), "BodyTooLarge", "limit"),
     ("lines not a list", json.dumps(order(lines={"sku": "A"})).encode(), "InvalidFields", "lines"),
+    # hostile shapes: each must be a dead-letter reason, never a crash of the function
+    ("5,000 nested arrays", b"[" * 5000 + b"]" * 5000, "NestingTooDeep", "5000 levels"),
+    ("30,000 nested arrays", b"[" * 30_000 + b"]" * 30_000, "NestingTooDeep", "30000 levels"),
+    (
+        "nested objects in a field",
+        json.dumps(order(lines=[{"sku": "A"}]))
+        .replace('{"sku": "A"}', '{"sku": ' + '{"a": ' * 40 + "1" + "}" * 40 + "}")
+        .encode(),
+        "NestingTooDeep",
+        "limit",
+    ),
+    ("replyTo too long", json.dumps(order(replyTo="q" * 261)).encode(), "InvalidFields", "replyTo"),
+    ("orderId of 200 characters", json.dumps(order(orderId="o" * 200)).encode(), "InvalidFields", "orderId"),
+    (
+        "notificationId too long",
+        json.dumps(
+            {
+                "type": "PaymentNotification",
+                "schemaVersion": 1,
+                "notificationId": "n" * 201,
+                "orderId": "ord-1",
+                "amountCents": 100,
+                "currency": "EUR",
+                "providerReference": "psp-1",
+            }
+        ).encode(),
+        "InvalidFields",
+        "notificationId",
+    ),
+    ("body of 200 KB", json.dumps(order(shipTo="x" * 200_000)).encode(), "BodyTooLarge", "limit"),
 ]
