@@ -2,7 +2,17 @@
 and the idempotency key and fencing token as headers.
 
 429, 408, 5xx, timeouts and connection failures are transient (the same call may succeed later);
-any other 4xx is permanent. Uses only the standard library."""
+any other 4xx is permanent. Uses only the standard library.
+
+The contract a real provider must honour (docs/compensation.md, "What a remote service must offer"):
+
+- ``Idempotency-Key``: the same key and action give the same result and no second side effect;
+- ``X-Fencing-Token``: a token lower than the highest seen for the key is refused (4xx);
+- ``X-Fences-Idempotency-Key`` (undo calls only): the forward key this undo cancels. Taking the undo
+  fences that key, atomically with the undo: the undo reverses whatever the key did before it, and
+  any forward call with that key that arrives or commits after it is refused (409), never performed.
+  Without it a forward call still in flight when its undo ran (outcome unknown) would take effect
+  after the order was compensated."""
 
 from __future__ import annotations
 
@@ -14,6 +24,7 @@ from typing import Any
 from order_agents.remote import RemoteCall, RemoteError
 
 TRANSIENT_STATUSES = frozenset({408, 429})
+FENCES_HEADER = "X-Fences-Idempotency-Key"
 
 
 def is_transient_status(status: int) -> bool:
@@ -29,16 +40,16 @@ class HttpRemoteService:
 
     def build_request(self, call: RemoteCall) -> urllib.request.Request:
         body = {"service": call.service, "orderId": call.order_id, "payload": call.payload}
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "Idempotency-Key": call.idempotency_key,
+            "X-Fencing-Token": str(call.fencing_token),
+        }
+        if call.fences_key is not None:
+            headers[FENCES_HEADER] = call.fences_key
         return urllib.request.Request(
-            f"{self.base_url}/{call.action}",
-            data=json.dumps(body).encode("utf-8"),
-            method="POST",
-            headers={
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-                "Idempotency-Key": call.idempotency_key,
-                "X-Fencing-Token": str(call.fencing_token),
-            },
+            f"{self.base_url}/{call.action}", data=json.dumps(body).encode("utf-8"), method="POST", headers=headers
         )
 
     def call(self, request: RemoteCall) -> dict[str, Any]:

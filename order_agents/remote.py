@@ -22,10 +22,16 @@ class RemoteCall:
     idempotency_key: str  # the same on every retry of the same logical operation
     fencing_token: int  # the attempt; the service rejects a token lower than one it has seen
     payload: dict[str, Any]
+    # Undo calls only: the forward idempotency key this undo cancels. The service fences that key
+    # when it takes the undo: any forward call with it that arrives later (a slow call still in
+    # flight, a redelivery, an agent whose clock runs behind) is refused, never performed.
+    fences_key: str | None = None
 
 
 class RemoteService(Protocol):
     def call(self, request: RemoteCall) -> dict[str, Any]:
         """Performs the action (or returns the recorded result of the same idempotency key);
-        raises ``RemoteError``."""
+        raises ``RemoteError``. An undo call (``fences_key`` set) first fences that forward key, in
+        the same atomic step as the undo: a forward call with a fenced key is refused with a
+        non-transient error."""
         ...

@@ -4,7 +4,8 @@ Rules (the agent half of the Scheduler Agent Supervisor pattern):
 - a request already past its deadline is dropped: no call, no reply (the scheduler has moved on);
 - transient failures are retried with exponential backoff and jitter, at most
   ``AGENT_MAX_ATTEMPTS`` calls, and only while the next call can start before the deadline;
-- every call carries the same idempotency key and the attempt as fencing token;
+- every call carries the same idempotency key and the attempt as fencing token; an undo also names
+  the forward key it cancels, which the service fences (no forward call with it is performed later);
 - a call in flight may finish after the deadline, but then no reply is sent;
 - a permanent failure is an error reply; transient failures that used up the budget are an error
   reply marked transient (the scheduler ends the attempt and the supervisor retries it later)."""
@@ -17,6 +18,7 @@ from typing import Any
 
 from adapters.clock import Clock
 from contracts.messages import AgentReply, AgentRequest
+from domain.ids import idempotency_key
 from domain.retry import exponential_backoff
 from domain.workflow import Step, agent, step
 from order_agents.remote import RemoteCall, RemoteError, RemoteService
@@ -94,6 +96,9 @@ def run_agent_request(
         idempotency_key=request.idempotency_key,
         fencing_token=request.attempt,
         payload=request.payload,
+        # An undo fences the step's forward key at the service: a forward call of unknown outcome
+        # still in flight can no longer take effect after it (docs/compensation.md).
+        fences_key=idempotency_key(request.order_id, the_step.name) if request.action == "undo" else None,
     )
     max_calls = settings.agent_max_attempts
     last_error = "no call made"

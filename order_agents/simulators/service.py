@@ -26,6 +26,10 @@ class SimulatedService:
       no second side effect;
     - a call whose fencing token is lower than the highest seen for its idempotency key is refused
       (non-transient): a stale attempt cannot act after a newer one;
+    - an undo fences the forward key it names (``fences_key``) as soon as the service takes it, under
+      the same lock as every side effect: a forward call with a fenced key that arrives later (one
+      that was still in flight when the undo came, or a redelivery) is refused (non-transient) and
+      does nothing. A forward call that took effect first is undone by the undo;
     - during an outage every call fails transiently.
 
     Random faults come from a seeded ``random.Random``, so a run is reproducible. Thread-safe."""
@@ -49,6 +53,9 @@ class SimulatedService:
         self._lock = threading.Lock()
         self._origin = self.config.origin
         self._highest_token: dict[str, int] = {}
+        self._fenced: set[str] = set()  # forward idempotency keys an undo has fenced
+        self.fenced_refusals = 0  # forward calls refused because an undo had fenced their key
+        self.slow_calls = 0  # calls that took the slow tail's latency
         self._outcomes: dict[tuple[str, str], dict[str, Any] | RemoteError] = {}
         self._sequence = 0
         self.calls = 0  # every call received, failed or not
@@ -61,6 +68,9 @@ class SimulatedService:
                 self._origin = started
             low, high = self.config.latency_ms
             latency_s = self._rng.uniform(low, high) / 1000.0
+            if self.config.slow_call_rate and self._rng.random() < self.config.slow_call_rate:
+                self.slow_calls += 1
+                latency_s = self._rng.uniform(*self.config.slow_latency_ms) / 1000.0
         self._clock.sleep(latency_s)
         with self._lock:
             return self._answer(request, started)
@@ -84,6 +94,12 @@ class SimulatedService:
                 transient=False,
             )
         self._highest_token[request.idempotency_key] = request.fencing_token
+
+        if spec.undoes is not None and request.fences_key:
+            self._fenced.add(request.fences_key)  # from now on, that forward key can never act
+        elif spec.undoes is None and request.idempotency_key in self._fenced:
+            self.fenced_refusals += 1
+            raise RemoteError(f"cancelled: an undo fenced this idempotency key: {where}", transient=False)
 
         outcome_key = (request.idempotency_key, request.action)
         recorded = self._outcomes.get(outcome_key)

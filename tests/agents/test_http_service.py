@@ -75,6 +75,19 @@ def test_a_call_posts_json_with_the_idempotency_key_and_fencing_token(endpoint):
     assert received["body"] == {"service": "payment", "orderId": "order-7", "payload": {"amountCents": 700}}
 
 
+def test_an_undo_names_the_forward_key_it_fences_and_a_refused_forward_call_is_permanent(endpoint):
+    state, url = endpoint
+    undo = RemoteCall("payment", "refund", "order-7", "order-7:charge-payment:undo", 1, {}, "order-7:charge-payment")
+    HttpRemoteService(url).call(undo)
+    assert state.received[0]["headers"]["X-Fences-Idempotency-Key"] == "order-7:charge-payment"
+    HttpRemoteService(url).call(CALL)
+    assert "X-Fences-Idempotency-Key" not in state.received[1]["headers"]
+    state.status, state.body = 409, b'{"error": "idempotency key fenced by its undo"}'
+    with pytest.raises(RemoteError) as refused:
+        HttpRemoteService(url).call(CALL)
+    assert refused.value.transient is False
+
+
 @pytest.mark.parametrize(("status", "is_transient"), [(429, True), (500, True), (503, True), (408, True)])
 def test_throttling_server_errors_and_request_timeouts_are_transient(endpoint, status, is_transient):
     state, url = endpoint

@@ -143,6 +143,19 @@ def test_undo_runs_the_steps_compensating_action(clock):
     assert payment.ledger.net("order-1").charged_cents == 0
 
 
+def test_an_undo_names_the_forward_key_it_fences_and_a_later_forward_call_does_nothing(clock):
+    """An undo of an unknown outcome runs while the forward call may still be on its way: after the
+    undo, the forward request (a redelivery, a slow agent) is refused by the service."""
+    payment = SimulatedService("payment", clock)
+    undo = make_request(action="undo", payload={}).model_copy(update={"idempotency_key": "order-1:charge-payment:undo"})
+    undone = run(undo, payment, clock)
+    assert undone is not None and undone.outcome == "succeeded"
+    late = run(make_request(), payment, clock)
+    assert late is not None and (late.outcome, late.transient) == ("failed", False)
+    assert "fenced" in (late.error or "")
+    assert payment.ledger.effects("order-1", "charge") == []
+
+
 @pytest.mark.parametrize(
     ("step", "action", "message"),
     [("arrange-shipment", "undo", "no undo action"), ("charge-payment", "redo", "neither")],

@@ -253,3 +253,65 @@ def test_a_fleet_shares_one_ledger_and_gives_each_service_its_own_config(clock):
     assert [e.service for e in ledger.effects()] == ["shipping"]
     with pytest.raises(ValueError, match="no simulator"):
         simulated_services(clock, {"billing": SimulatorConfig()})
+
+
+class _UndoWhileInFlight(ManualClock):
+    """A clock whose first sleep (the forward call's latency) lets an undo reach the service: the
+    forward call is still in flight when its undo is taken."""
+
+    def __init__(self, undo: Any) -> None:
+        super().__init__(START)
+        self._undo = undo
+        self.undo_result: dict[str, Any] | None = None
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        if self._undo is not None:
+            undo, self._undo = self._undo, None
+            self.undo_result = undo()
+
+
+def test_an_undo_fences_the_forward_key_so_a_call_still_in_flight_never_takes_effect():
+    """The slow forward call lands after its undo: the service refuses it instead of charging an
+    order whose undo already found nothing to refund."""
+    holder: dict[str, SimulatedService] = {}
+    refund = RemoteCall("payment", "refund", "o1", "o1:charge-payment:undo", 1, {}, fences_key="o1:charge-payment")
+    clock = _UndoWhileInFlight(lambda: holder["payment"].call(refund))
+    payment = SimulatedService("payment", clock, SimulatorConfig(latency_ms=(90_000, 90_000)))
+    holder["payment"] = payment
+    with pytest.raises(RemoteError, match="fenced") as refused:
+        payment.call(charge())
+    assert refused.value.transient is False
+    assert clock.undo_result == {"refundId": None, "amountCents": 0}
+    assert payment.ledger.effects("o1", "charge") == []
+    assert payment.fenced_refusals == 1
+
+
+def test_a_forward_call_done_before_its_undo_is_refunded_and_never_repeated(clock):
+    payment = SimulatedService("payment", clock)
+    payment.call(charge())
+    undo = RemoteCall("payment", "refund", "o1", "o1:charge-payment:undo", 1, {}, fences_key="o1:charge-payment")
+    assert payment.call(undo)["amountCents"] == 500
+    with pytest.raises(RemoteError, match="fenced"):
+        payment.call(charge(token=2))
+    assert payment.ledger.net("o1") == NetEffect()
+
+
+def test_the_fence_is_per_key_and_per_service(clock):
+    services = simulated_services(clock)
+    undo = RemoteCall("payment", "refund", "o1", "o1:charge-payment:undo", 1, {}, fences_key="o1:charge-payment")
+    services["payment"].call(undo)
+    assert services["payment"].call(charge(key="o2:charge-payment", order="o2"))["amountCents"] == 500
+    assert services["payment_backup"].call(charge())["amountCents"] == 500  # another provider: its own fences
+
+
+def test_the_slow_tail_takes_its_own_latency_range(clock):
+    config = SimulatorConfig(latency_ms=(10, 10), slow_call_rate=1.0, slow_latency_ms=(120_000, 120_000))
+    payment = SimulatedService("payment", clock, config)
+    payment.call(charge())
+    assert clock.now() - START == timedelta(seconds=120)
+    assert payment.slow_calls == 1
+    with pytest.raises(ValueError, match="slow_latency_ms"):
+        SimulatorConfig(slow_latency_ms=(5, 1))
+    parsed = SimulatorConfig.from_profile({"slow_call_rate": 0.2, "slow_latency_ms": [60_000, 240_000]})
+    assert (parsed.slow_call_rate, parsed.slow_latency_ms) == (0.2, (60_000.0, 240_000.0))
