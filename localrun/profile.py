@@ -14,10 +14,23 @@ from typing import Any
 from domain.workflow import AGENTS
 
 AGENT_KEYS = {"crash_rate", "late_reply_rate", "duplicate_reply_rate", "lost_reply_rate"}
-REMOTE_KEYS = {"latency_ms", "transient_error_rate", "permanent_error_rate", "outages", "response_loss_rate"}
-COSMOS_KEYS = {"throttle_rate", "unavailable_rate"}
+REMOTE_KEYS = {
+    "latency_ms",
+    "transient_error_rate",
+    "permanent_error_rate",
+    "outages",
+    "response_loss_rate",
+    "slow_call_rate",
+    "slow_latency_ms",
+}
+COSMOS_KEYS = {"throttle_rate", "unavailable_rate", "lost_response_rate"}
 SERVICEBUS_KEYS = {"send_failure_rate"}
-HOST_KEYS = {"restart_every_s"}
+HOST_KEYS = {"restart_every_s", "clock_skew_s"}
+# The simulated hosts whose clocks may be skewed (host.clock_skew_s): the supervisor's timer, the
+# agents (the functions that call remote services) and every other function of the app.
+# Orchestrations read time from the Durable extension's history, and Cosmos DB, Service Bus and
+# the remote services keep the true time.
+CLOCK_HOSTS = ("supervisor", "agents", "app")
 ORDER_KEYS = {
     "cancel_rate",
     "malformed_rate",
@@ -72,6 +85,8 @@ class Profile:
     cosmos_unavailable_rate: float = 0.0
     send_failure_rate: float = 0.0
     restart_every_s: float | None = None
+    cosmos_lost_response_rate: float = 0.0
+    clock_skew_s: dict[str, float] = field(default_factory=dict)
     supervisors: int = 1
     starters: int = 1
     orders: OrderMix = field(default_factory=OrderMix)
@@ -103,6 +118,11 @@ class Profile:
         restart = host.get("restart_every_s")
         if restart is not None and (not isinstance(restart, int | float) or restart <= 0):
             raise ProfileError(f"host.restart_every_s must be a positive number, got {restart!r}")
+        skew: dict[str, float] = {}
+        for name, offset in _check_keys("host.clock_skew_s", host.get("clock_skew_s", {}), set(CLOCK_HOSTS)).items():
+            if not isinstance(offset, int | float) or isinstance(offset, bool) or abs(offset) > 3600:
+                raise ProfileError(f"host.clock_skew_s.{name} must be seconds within ±3600, got {offset!r}")
+            skew[name] = float(offset)
 
         def count(key: str, default: int) -> int:
             value = data.get(key, default)
@@ -117,6 +137,8 @@ class Profile:
             cosmos_unavailable_rate=_rate("cosmos.unavailable_rate", cosmos.get("unavailable_rate", 0)),
             send_failure_rate=_rate("servicebus.send_failure_rate", servicebus.get("send_failure_rate", 0)),
             restart_every_s=float(restart) if restart is not None else None,
+            cosmos_lost_response_rate=_rate("cosmos.lost_response_rate", cosmos.get("lost_response_rate", 0)),
+            clock_skew_s=skew,
             supervisors=count("supervisors", 1),
             starters=count("starters", 1),
             orders=OrderMix(**{k: _rate(f"orders.{k}", v) for k, v in orders.items()}),
