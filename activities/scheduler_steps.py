@@ -15,6 +15,7 @@ from contracts.messages import AgentRequest, StatusName
 from dependencies import AppContext
 from domain import transitions
 from domain.compensation import complete_step_logged
+from domain.ids import bounded
 from domain.states import ProcessState, StepStatus
 from notifications.alerts import raise_alert_after_write
 from notifications.status import publish_status
@@ -82,7 +83,8 @@ def send_agent_request(ctx: AppContext, data: dict[str, Any]) -> None:
         data["queue"],
         OutgoingMessage(
             body=request.to_json(),
-            message_id=request.request_id,  # a re-run of this activity collapses in duplicate detection
+            # a re-run of this activity collapses in duplicate detection; bounded: the id holds the order id
+            message_id=bounded(request.request_id),
             subject="AgentRequest",
             correlation_id=request.order_id,
         ),

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
+
+# Service Bus refuses a MessageId longer than this (the SDK raises ValueError when the message is built).
+MAX_MESSAGE_ID_LENGTH = 128
+_DIGEST_CHARS = 32
 
 ORDER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 _ORDER_ID = re.compile(ORDER_ID_PATTERN)
@@ -28,9 +33,20 @@ def idempotency_key(order_id: str, step: str) -> str:
     return f"{order_id}:{step}"
 
 
+def bounded(message_id: str, limit: int = MAX_MESSAGE_ID_LENGTH) -> str:
+    """``message_id`` as is when it fits ``limit``; otherwise its head and a SHA-256 digest of the
+    whole, ``limit`` characters in all. Deterministic, so a repeat still collapses in duplicate
+    detection, and two different long ids stay different. Every MessageId built from something a
+    user chose (order ids, queue names, notification ids) goes through here."""
+    if len(message_id) <= limit:
+        return message_id
+    digest = hashlib.sha256(message_id.encode("utf-8")).hexdigest()[:_DIGEST_CHARS]
+    return f"{message_id[: limit - _DIGEST_CHARS - 1]}#{digest}"
+
+
 def reply_message_id(request: str) -> str:
-    return f"{request}:reply"
+    return bounded(f"{request}:reply")
 
 
 def status_message_id(order_id: str, status: str, attempt: int) -> str:
-    return f"{order_id}:{status}:{attempt}"
+    return bounded(f"{order_id}:{status}:{attempt}")

@@ -2,7 +2,10 @@
 (``app_event``: a structured log line and the ``orders.events`` counter, for log-based alert rules).
 
 The alert id is deterministic (kind + order + attempt), so a retried send collapses in Service
-Bus duplicate detection instead of paging an operator twice."""
+Bus duplicate detection instead of paging an operator twice. It is bounded (``domain.ids.bounded``)
+to Service Bus's 128-character MessageId, and every field is cut to the contract's limits before the
+alert is built: what an order id, a queue name or an error text holds can never make the alert
+itself fail (a side channel must not crash the handler that raises it)."""
 
 from __future__ import annotations
 
@@ -13,13 +16,46 @@ from typing import Any, Literal
 from adapters.servicebus.sender import MessageSender, OutgoingMessage
 from contracts.messages import OperatorAlert
 from contracts.names import OPERATOR_ALERTS_QUEUE
+from domain.ids import bounded
 from observability.events import app_event
 
 Severity = Literal["warning", "error", "critical"]
 
 
+SHORT_TEXT = 200  # contracts.messages.ShortText
+
+
 def alert_id(kind: str, order_id: str | None, discriminator: str | int = "") -> str:
-    return ":".join(str(p) for p in ("alert", kind, order_id or "-", discriminator) if p != "")
+    return bounded(":".join(str(p) for p in ("alert", kind, order_id or "-", discriminator) if p != ""))
+
+
+def _short(text: str) -> str:
+    return (text.strip() or "-")[:SHORT_TEXT]
+
+
+def _build(
+    kind: str,
+    summary: str,
+    at: datetime,
+    order_id: str | None,
+    severity: Severity,
+    discriminator: str | int,
+    details: dict[str, Any],
+) -> OperatorAlert:
+    alert = OperatorAlert(
+        alert_id=alert_id(kind, order_id, discriminator),
+        kind=_short(kind),
+        severity=severity,
+        order_id=order_id,
+        summary=_short(summary),
+        details=details,
+        at=at,
+    )
+    try:
+        alert.to_json()
+    except ValueError:  # a detail that does not serialise: keep the alert, say what it was
+        alert = alert.model_copy(update={"details": {"unserialisable": repr(details)[:1000]}})
+    return alert
 
 
 def raise_alert(
@@ -33,15 +69,7 @@ def raise_alert(
     discriminator: str | int = "",
     details: dict[str, Any] | None = None,
 ) -> OperatorAlert:
-    alert = OperatorAlert(
-        alert_id=alert_id(kind, order_id, discriminator),
-        kind=kind,
-        severity=severity,
-        order_id=order_id,
-        summary=summary[:200],
-        details=details or {},
-        at=at,
-    )
+    alert = _build(kind, summary, at, order_id, severity, discriminator, details or {})
     app_event(
         "OperatorAlert",
         f"operator alert {kind}: {summary}",
@@ -59,13 +87,12 @@ def raise_alert(
 
 def raise_alert_after_write(sender: MessageSender, **alert: Any) -> bool:
     """``raise_alert`` for the moment after a state write made the alert true: the record is safe
-    whatever happens here, so a failed send is logged (``AlertSendFailed``, ERROR, for log-based
-    alert rules) instead of failing the caller and hiding that the write succeeded."""
-    from adapters.servicebus.sender import SendError
-
+    whatever happens here, so a failed send (or anything else going wrong with the alert) is logged
+    (``AlertSendFailed``, ERROR, for log-based alert rules) instead of failing the caller and hiding
+    that the write succeeded."""
     try:
         raise_alert(sender, **alert)
-    except SendError as exc:
+    except Exception as exc:  # a side channel: never fail the caller
         app_event(
             "AlertSendFailed",
             f"operator alert {alert.get('kind')} could not be sent: {exc}",

@@ -36,6 +36,12 @@ class QueueNotFound(SendError):
     """The destination queue does not exist or this app may not send to it."""
 
 
+class MessageRejected(SendError):
+    """The message itself breaks a Service Bus limit (MessageId over 128 characters, over the tier's
+    message size, a property too large): sending it again can never succeed. The SDK raises
+    ``ValueError`` when such a message is built and ``MessageSizeExceededError`` when it is sent."""
+
+
 class MessageSender(Protocol):
     def send(self, queue: str, message: OutgoingMessage) -> None: ...
 
@@ -60,22 +66,28 @@ class SdkMessageSender:
         from azure.core.exceptions import ClientAuthenticationError
         from azure.servicebus import ServiceBusMessage
         from azure.servicebus.exceptions import (
+            MessageSizeExceededError,
             MessagingEntityNotFoundError,
             ServiceBusAuthorizationError,
             ServiceBusError,
         )
 
-        sb_message = ServiceBusMessage(
-            message.body,
-            message_id=message.message_id,
-            subject=message.subject,
-            application_properties=dict(message.application_properties) or None,  # type: ignore[arg-type]
-            scheduled_enqueue_time_utc=message.scheduled_enqueue_time,
-            correlation_id=message.correlation_id,
-            content_type=message.content_type,
-        )
+        try:
+            sb_message = ServiceBusMessage(
+                message.body,
+                message_id=message.message_id,
+                subject=message.subject,
+                application_properties=dict(message.application_properties) or None,  # type: ignore[arg-type]
+                scheduled_enqueue_time_utc=message.scheduled_enqueue_time,
+                correlation_id=message.correlation_id,
+                content_type=message.content_type,
+            )
+        except ValueError as exc:  # e.g. "message_id cannot be longer than 128 characters."
+            raise MessageRejected(f"message {message.message_id[:40]!r}... for {queue!r} refused: {exc}") from exc
         try:
             self._sender(queue).send_messages(sb_message)
+        except MessageSizeExceededError as exc:
+            raise MessageRejected(f"message {message.message_id!r} for {queue!r} refused: {exc}") from exc
         except (MessagingEntityNotFoundError, ServiceBusAuthorizationError, ClientAuthenticationError) as exc:
             # Missing, or this app may not send to it (no Data Sender role on that queue).
             raise QueueNotFound(f"cannot send to queue {queue!r}: {exc}") from exc

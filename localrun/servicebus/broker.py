@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from adapters.clock import Clock
 from adapters.servicebus.sender import OutgoingMessage, PropertyValue, QueueNotFound, SendError
+from localrun.servicebus import limits
 from localrun.servicebus.actions import HOST_OWNER, HostMessageActions
 from localrun.servicebus.counters import QueueCounters
 from localrun.servicebus.deferred import BrokerDeferredStore
@@ -135,6 +136,11 @@ class InProcessBroker:
             q = self._queue(queue)
             now = self._now()
             self._advance(q, now)
+            try:
+                limits.check(queue, message)
+            except SendError:
+                q.counters.limit_violations += 1
+                raise
             fails, stored_anyway = self._send_faults.draw() if self._send_faults else (False, False)
             if fails and not stored_anyway:
                 q.counters.send_failures += 1

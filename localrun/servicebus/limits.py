@@ -1,0 +1,64 @@
+"""Service Bus limits the broker enforces at send, as the SDK and the service do (Standard tier).
+
+Sources:
+- ``azure-servicebus`` (``_common/message.py``): ``ServiceBusMessage.message_id`` raises
+  ``ValueError("message_id cannot be longer than 128 characters.")`` when the message is built;
+  ``MESSAGE_PROPERTY_MAX_LENGTH = 128`` (``_common/constants.py``).
+- Service Bus quotas (https://learn.microsoft.com/azure/service-bus-messaging/service-bus-quotas):
+  message size 256 KB on Standard, properties included; each message property at most 32 KB and all
+  properties (the whole header: user properties and system properties such as MessageId, label,
+  sequence number) at most 64 KB. A message over the size is refused with
+  ``MessageSizeExceededError`` ("Message content is larger than the service bus frame size.") by the
+  SDK's link; an oversized header with a serialization error.
+
+The broker implements the app's ``MessageSender`` protocol (it stands where ``SdkMessageSender`` and
+the SDK are in Azure), so a violation surfaces as what ``SdkMessageSender`` raises for it:
+``MessageRejected`` carrying the SDK's message."""
+
+from __future__ import annotations
+
+from adapters.servicebus.sender import MessageRejected, OutgoingMessage
+
+MAX_MESSAGE_ID_LENGTH = 128
+MAX_MESSAGE_BYTES = 256 * 1024
+MAX_PROPERTY_BYTES = 32 * 1024
+MAX_HEADER_BYTES = 64 * 1024
+# What the broker adds to every header (sequence number, enqueued time, lock token, delivery count...).
+SYSTEM_HEADER_BYTES = 128
+
+
+def _size(value: object) -> int:
+    return len(value if isinstance(value, bytes) else str(value).encode("utf-8"))
+
+
+def check(queue: str, message: OutgoingMessage) -> None:
+    """Raises ``MessageRejected`` if Service Bus would refuse ``message``."""
+    if len(message.message_id) > MAX_MESSAGE_ID_LENGTH:
+        raise MessageRejected(
+            f"message {message.message_id[:40]!r}... for {queue!r} refused: "
+            f"message_id cannot be longer than {MAX_MESSAGE_ID_LENGTH} characters."
+        )
+    system = {
+        "message_id": message.message_id,
+        "subject": message.subject or "",
+        "correlation_id": message.correlation_id or "",
+        "content_type": message.content_type or "",
+    }
+    properties = {str(k): v for k, v in message.application_properties.items()}
+    for name, value in {**system, **properties}.items():
+        if _size(name) + _size(value) > MAX_PROPERTY_BYTES:
+            raise MessageRejected(
+                f"message {message.message_id!r} for {queue!r} refused: property {name!r} is larger than "
+                f"{MAX_PROPERTY_BYTES} bytes (SerializationException)"
+            )
+    header = SYSTEM_HEADER_BYTES + sum(_size(k) + _size(v) for k, v in {**system, **properties}.items())
+    if header > MAX_HEADER_BYTES:
+        raise MessageRejected(
+            f"message {message.message_id!r} for {queue!r} refused: the message header is {header} bytes; "
+            f"the limit is {MAX_HEADER_BYTES} (SerializationException)"
+        )
+    if header + _size(message.body) > MAX_MESSAGE_BYTES:
+        raise MessageRejected(
+            f"message {message.message_id!r} for {queue!r} refused: "
+            "Message content is larger than the service bus frame size."
+        )
