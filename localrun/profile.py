@@ -24,7 +24,7 @@ REMOTE_KEYS = {
     "slow_latency_ms",
 }
 COSMOS_KEYS = {"throttle_rate", "unavailable_rate", "lost_response_rate"}
-SERVICEBUS_KEYS = {"send_failure_rate"}
+SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate"}
 HOST_KEYS = {"restart_every_s", "clock_skew_s"}
 # The simulated hosts whose clocks may be skewed (host.clock_skew_s): the supervisor's timer, the
 # agents (the functions that call remote services) and every other function of the app.
@@ -37,8 +37,26 @@ ORDER_KEYS = {
     "duplicate_submit_rate",
     "payment_notification_first_rate",
     "prepaid_rate",
+    "long_id_rate",
+    "concurrent_notification_rate",
 }
-TOP_KEYS = {"agents", "remote", "cosmos", "servicebus", "host", "supervisors", "starters", "orders", "reply_queues"}
+STATUS_QUEUE_KEYS = {"name_length", "refusing"}
+REFUSAL_KEYS = {"submitter", "error", "start_s", "duration_s"}
+REFUSAL_ERRORS = ("quota_exceeded", "not_found", "unauthorized")
+ADMISSION_KEYS = {"max_pending"}
+TOP_KEYS = {
+    "agents",
+    "remote",
+    "cosmos",
+    "servicebus",
+    "host",
+    "supervisors",
+    "starters",
+    "orders",
+    "reply_queues",
+    "status_queues",
+    "admission",
+}
 
 
 class ProfileError(ValueError):
@@ -75,6 +93,25 @@ class OrderMix:
     duplicate_submit_rate: float = 0.0
     payment_notification_first_rate: float = 0.0
     prepaid_rate: float = 0.0
+    long_id_rate: float = 0.0  # orders whose id is 64 characters, the longest the contract accepts
+    concurrent_notification_rate: float = 0.0  # a prepaid order's notification sent at the same instant
+
+
+@dataclass(frozen=True)
+class StatusQueueRefusal:
+    """Submitter ``submitter`` (1-based)'s status queue refuses sends from ``start_s`` for
+    ``duration_s`` (None: to the end of the run) with ``error``."""
+
+    submitter: int
+    error: str
+    start_s: float = 0.0
+    duration_s: float | None = None
+
+
+@dataclass(frozen=True)
+class StatusQueues:
+    name_length: int | None = None  # pad each submitter's queue name to this many characters
+    refusing: tuple[StatusQueueRefusal, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,6 +128,9 @@ class Profile:
     starters: int = 1
     orders: OrderMix = field(default_factory=OrderMix)
     reply_queues: int = 3
+    lock_expiry_rate: float = 0.0
+    status_queues: StatusQueues = field(default_factory=StatusQueues)
+    max_pending: int | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
@@ -143,7 +183,49 @@ class Profile:
             starters=count("starters", 1),
             orders=OrderMix(**{k: _rate(f"orders.{k}", v) for k, v in orders.items()}),
             reply_queues=count("reply_queues", 3),
+            lock_expiry_rate=_rate("servicebus.lock_expiry_rate", servicebus.get("lock_expiry_rate", 0)),
+            status_queues=_status_queues(data.get("status_queues", {}), count("reply_queues", 3)),
+            max_pending=_max_pending(data.get("admission", {})),
         )
 
     def agent(self, name: str) -> AgentFaults:
         return self.agents.get(name, AgentFaults())
+
+
+def _status_queues(data: Any, submitters: int) -> StatusQueues:
+    section = _check_keys("status_queues", data, STATUS_QUEUE_KEYS)
+    length = section.get("name_length")
+    if length is not None and (not isinstance(length, int) or isinstance(length, bool) or not 20 <= length <= 260):
+        raise ProfileError(f"status_queues.name_length must be an integer from 20 to 260, got {length!r}")
+    refusing: list[StatusQueueRefusal] = []
+    raw = section.get("refusing", [])
+    if not isinstance(raw, list):
+        raise ProfileError("status_queues.refusing must be a list")
+    for n, item in enumerate(raw):
+        where = f"status_queues.refusing[{n}]"
+        entry = _check_keys(where, item, REFUSAL_KEYS)
+        submitter = entry.get("submitter")
+        if not isinstance(submitter, int) or isinstance(submitter, bool) or not 1 <= submitter <= submitters:
+            raise ProfileError(f"{where}.submitter must be an integer from 1 to {submitters}, got {submitter!r}")
+        error = entry.get("error")
+        if error not in REFUSAL_ERRORS:
+            raise ProfileError(f"{where}.error must be one of {', '.join(REFUSAL_ERRORS)}, got {error!r}")
+        start = entry.get("start_s", 0)
+        duration = entry.get("duration_s")
+        if not isinstance(start, int | float) or isinstance(start, bool) or start < 0:
+            raise ProfileError(f"{where}.start_s must be a number of seconds >= 0, got {start!r}")
+        if duration is not None and (
+            not isinstance(duration, int | float) or isinstance(duration, bool) or duration <= 0
+        ):
+            raise ProfileError(f"{where}.duration_s must be a positive number of seconds, got {duration!r}")
+        refusing.append(
+            StatusQueueRefusal(submitter, str(error), float(start), float(duration) if duration is not None else None)
+        )
+    return StatusQueues(length, tuple(refusing))
+
+
+def _max_pending(data: Any) -> int | None:
+    value = _check_keys("admission", data, ADMISSION_KEYS).get("max_pending")
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ProfileError(f"admission.max_pending must be a positive integer, got {value!r}")
+    return value
