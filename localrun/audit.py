@@ -49,13 +49,17 @@ class Audit:
 
 
 class CountedStore:
-    """Any other store the app uses (e.g. the deferral log): operations counted, faults injected."""
+    """Any other store the app uses (e.g. the deferral log): operations counted, faults injected.
+    ``writes`` names its methods that write: their response may be lost after they committed."""
 
-    def __init__(self, inner: Any, faults: CosmosFaults, audit: Audit, counter: str) -> None:
+    def __init__(
+        self, inner: Any, faults: CosmosFaults, audit: Audit, counter: str, writes: frozenset[str] = frozenset()
+    ) -> None:
         self._inner = inner
         self._faults = faults
         self._audit = audit
         self._counter = counter
+        self._writes = writes
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._inner, name)
@@ -65,7 +69,10 @@ class CountedStore:
         def counted(*args: Any, **kwargs: Any) -> Any:
             self._audit.ops[self._counter] += 1
             self._faults.maybe_fail(name)
-            return attribute(*args, **kwargs)
+            result = attribute(*args, **kwargs)
+            if name in self._writes:
+                self._faults.maybe_lose_response(name)
+            return result
 
         return counted
 
@@ -93,6 +100,7 @@ class CosmosFaults:
     def __init__(self, profile: Profile, rng: random.Random, audit: Audit) -> None:
         self._throttle = profile.cosmos_throttle_rate
         self._unavailable = profile.cosmos_unavailable_rate
+        self._lost_response = profile.cosmos_lost_response_rate
         self._rng = rng
         self._audit = audit
 
@@ -104,6 +112,20 @@ class CosmosFaults:
         if roll < self._throttle + self._unavailable:
             self._audit.injected["cosmos_unavailable"] += 1
             raise StoreUnavailable(f"Cosmos DB 503 on {operation}")
+
+    def lose_response(self) -> bool:
+        """Whether the response of a write that has just committed is lost (drawn only when the
+        profile asks for it, so other profiles keep their random streams)."""
+        if self._lost_response and self._rng.random() < self._lost_response:
+            self._audit.injected["cosmos_responses_lost"] += 1
+            return True
+        return False
+
+    def maybe_lose_response(self, operation: str) -> None:
+        """After a write committed: the caller may get an error instead of the answer (a timeout, a
+        connection reset), as the SDK reports it, and does not learn the write succeeded."""
+        if self.lose_response():
+            raise StoreUnavailable(f"Cosmos DB: no response to {operation} (the write committed)")
 
 
 def _is_instance(writer: str) -> bool:
@@ -117,6 +139,9 @@ class AuditedStateStore:
         self._faults = faults
         self._audit = audit
         self._versions: dict[str, StateRecord] = {}  # every version Cosmos returned, by _etag
+        # Orders whose last write lost its response: the app's process still knows only the version
+        # before it (``recent``), until it reads or writes the record again.
+        self._unheard: dict[str, StateRecord | None] = {}
 
     def _seen(self, record: StateRecord | None) -> StateRecord | None:
         if record is not None and record.etag is not None:
@@ -126,22 +151,35 @@ class AuditedStateStore:
     def get(self, order_id: str) -> StateRecord | None:
         self._audit.ops["cosmos_reads"] += 1
         self._faults.maybe_fail("read")
-        return self._seen(self._inner.get(order_id))
+        found = self._seen(self._inner.get(order_id))
+        self._unheard.pop(order_id, None)
+        return found
 
     def recent(self, order_id: str) -> StateRecord | None:
+        if order_id in self._unheard:
+            return self._unheard[order_id]
         return self._inner.recent(order_id)  # the app's own memory: no Cosmos operation
+
+    def _maybe_lose_response(self, order_id: str, known: StateRecord | None, operation: str) -> None:
+        if self._faults.lose_response():
+            self._unheard[order_id] = known
+            raise StoreUnavailable(f"Cosmos DB: no response to {operation} of {order_id} (the write committed)")
+        self._unheard.pop(order_id, None)
 
     def create(self, record: StateRecord) -> StateRecord:
         self._audit.ops["cosmos_writes"] += 1
         self._faults.maybe_fail("create")
+        known = self.recent(record.order_id)
         written = self._inner.create(record)
         self._seen(written)
         self._record(None, written)
+        self._maybe_lose_response(record.order_id, known, "create")
         return written
 
     def replace(self, record: StateRecord) -> StateRecord:
         self._audit.ops["cosmos_writes"] += 1
         self._faults.maybe_fail("replace")
+        known = self.recent(record.order_id)
         written = self._inner.replace(record)  # succeeded: the stored version was record.etag's
         self._seen(written)
         before = self._versions.get(record.etag or "")
@@ -151,6 +189,7 @@ class AuditedStateStore:
         elif _is_instance(writer) and before.locked_by != writer:
             self._audit.stale_writes.append(f"{written.order_id}: {writer} wrote while lockedBy={before.locked_by}")
         self._record(before, written)
+        self._maybe_lose_response(record.order_id, known, "replace")
         return written
 
     def claimable(self, now: datetime, limit: int) -> list[StateRecord]:
@@ -215,7 +254,9 @@ class AuditedOrderStore:
     def create_or_verify(self, order: dict[str, Any]) -> CreateOutcome:
         self._audit.ops["cosmos_writes"] += 1
         self._faults.maybe_fail("create order")
-        return self._inner.create_or_verify(order)
+        outcome = self._inner.create_or_verify(order)
+        self._faults.maybe_lose_response("create order")
+        return outcome
 
 
 class FaultySender:

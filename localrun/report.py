@@ -9,12 +9,16 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
+from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.states import TERMINAL_STATES, ProcessState
 from localrun.simulation import NON_TERMINAL, SimulationResult
 from order_agents.simulators.ledger import Ledger
 
 FORWARD_ACTIONS = ("reserve", "charge", "ship", "capture")
 UNDO_ACTIONS = ("release", "refund")
+UNDO_OF_FORWARD = {"reserve": "release", "charge": "refund", "capture": "refund"}
+# The status an order's own submitter must hear when it ends in a failure (``silent_failures``).
+FAILURE_STATUS = {"Error": "Failed", "CompensationFailed": "CompensationFailed", "Rejected": "Rejected"}
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -44,6 +48,54 @@ def _status_messages(result: SimulationResult) -> list[dict[str, Any]]:
             body["_queue"] = queue
             statuses.append(body)
     return statuses
+
+
+def _kept_after_compensation(result: SimulationResult, ledgers: dict[str, Ledger]) -> list[str]:
+    """Forward side effects that became effective after their undo was answered, or after the order
+    reached ``Compensated``: from the ledger's timeline, the runner's record of undo answers and the
+    audited transitions (all in true time), never from the app's own records."""
+    compensated_at: dict[str, datetime] = {}
+    for t in result.audit.transitions:
+        if t.after is ProcessState.COMPENSATED:
+            compensated_at.setdefault(t.order_id, t.at)
+    kept: list[str] = []
+    for order_id, ledger in ledgers.items():
+        for effect in ledger.effects():
+            if effect.action not in FORWARD_ACTIONS or not effect.amount:
+                continue
+            undo = UNDO_OF_FORWARD.get(effect.action)
+            undone = result.undone_at.get((order_id, effect.service, undo)) if undo else None
+            finished = compensated_at.get(order_id)
+            what = f"{order_id}: {effect.service}.{effect.action} {effect.amount} at {effect.at}"
+            if undone is not None and effect.at > undone:
+                kept.append(f"{what}, undone at {undone}")
+            elif finished is not None and effect.at > finished:
+                kept.append(f"{what}, Compensated at {finished}")
+    return kept
+
+
+def _silent_failures(result: SimulationResult, finals: dict[str, str], statuses: list[dict[str, Any]]) -> list[str]:
+    """Orders that ended ``Error``, ``CompensationFailed`` or ``Rejected`` without an operator alert
+    naming them (on the alert queue) and the failure status on their own submitter's queue."""
+    alerted = {json.loads(str(m)).get("orderId") for m in result.broker.peek(OPERATOR_ALERTS_QUEUE, 1_000_000)}
+    valid = result.workload.orders
+    heard_own: dict[str, set[str]] = {}
+    for status in statuses:
+        if valid.get(status["orderId"], {}).get("replyTo") == status["_queue"]:
+            heard_own.setdefault(status["orderId"], set()).add(status["status"])
+    silent: list[str] = []
+    for order_id, final in sorted(finals.items()):
+        wanted = FAILURE_STATUS.get(final)
+        if wanted is None or order_id not in valid:
+            continue
+        missing = [
+            what
+            for what, ok in (("alert", order_id in alerted), (wanted, wanted in heard_own.get(order_id, set())))
+            if not ok
+        ]
+        if missing:
+            silent.append(f"{order_id} ended {final} without {' and '.join(missing)}")
+    return silent
 
 
 def build_report(result: SimulationResult) -> dict[str, Any]:
@@ -130,6 +182,9 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         and doc["processState"] in final_status
         and not {"Received", final_status[doc["processState"]]} <= heard.get(o, set())
     ]
+    kept = _kept_after_compensation(result, ledgers)
+    finals = {o: doc["processState"] for o, doc in by_order.items()} | dict.fromkeys(rejected, "Rejected")
+    silent = _silent_failures(result, finals, statuses)
     invariants = {
         "lost": len(lost),
         "duplicate_side_effects": duplicates,
@@ -139,6 +194,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "unmatched_notifications": len(unmatched),
         "misrouted_statuses": len(misrouted),
         "missing_statuses": len(missing_status),
+        "kept_after_compensation": len(kept),
+        "silent_failures": len(silent),
     }
     return {
         "orders": len(valid),
@@ -152,6 +209,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "unbalanced_compensations": unbalanced[:5],
             "unmatched_notifications": unmatched[:5],
             "missing_statuses": missing_status[:5],
+            "kept_after_compensation": kept[:5],
+            "silent_failures": silent[:5],
         },
         "deferred": {
             "deferred": result.events.count("MessageDeferred"),
@@ -169,6 +228,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
                 if t.after is ProcessState.COMPENSATING and t.before is not ProcessState.COMPENSATING
             ),
             "host_restarts": result.restarts,
+            "fenced_forward_calls": result.fenced_forward_calls,
         },
         "latency_s": {
             "submit_to_first_request_p50": _percentile(first_request, 50),

@@ -36,13 +36,14 @@ from localrun.audit import (
     EventRecorder,
     FaultySender,
 )
+from localrun.clocks import SkewedClocks
 from localrun.cosmos_server import CosmosServer
 from localrun.host import LocalHost, local_settings_example
 from localrun.profile import Profile
 from localrun.servicebus import InProcessBroker, QueuePolicy, SendFaults
 from localrun.virtual_time import TaskScheduler
 from localrun.workload import Workload, make_workload
-from order_agents.remote import RemoteService
+from order_agents.remote import RemoteError, RemoteService
 from order_agents.services import remote_services
 from order_agents.simulators.config import SimulatorConfig
 from order_agents.simulators.ledger import Ledger
@@ -86,19 +87,52 @@ class SimulationResult:
     simulated_s: float
     task_failures: list[tuple[str, str]]
     events: EventRecorder
+    # (order, service, undo action) -> when the service first answered an undo of it (true time):
+    # evidence for ``kept_after_compensation``, from the runner's side of the remote calls
+    undone_at: dict[tuple[str, str, str], datetime] = field(default_factory=dict)
+    fenced_forward_calls: int = 0  # forward calls the services refused because an undo had fenced their key
 
 
 class _RemoteProbe:
-    """Records when an order's first remote call happened (submit-to-first-request latency)."""
+    """Records when an order's first remote call happened (submit-to-first-request latency), when
+    each undo was answered (``kept_after_compensation``), and the calls that outlived the step
+    deadline (the slow-call faults actually fired), all in true time."""
 
-    def __init__(self, inner: RemoteService, first: dict[str, datetime], clock: Any) -> None:
+    def __init__(
+        self,
+        inner: RemoteService,
+        first: dict[str, datetime],
+        clock: Any,
+        undone_at: dict[tuple[str, str, str], datetime] | None = None,
+        audit: Audit | None = None,
+        step_timeout: timedelta | None = None,
+        service: str = "",
+    ) -> None:
         self._inner = inner
+        self._service = service  # the service this probe wraps (a request names its step's agent's)
         self._first = first
         self._clock = clock
+        self._undone_at = undone_at if undone_at is not None else {}
+        self._audit = audit
+        self._step_timeout = step_timeout
 
     def call(self, request: Any) -> dict[str, Any]:
-        self._first.setdefault(request.order_id, self._clock.now())
-        return self._inner.call(request)
+        started = self._clock.now()
+        self._first.setdefault(request.order_id, started)
+        try:
+            result = self._inner.call(request)
+        except RemoteError:
+            self._outlived(started)
+            raise
+        self._outlived(started)
+        if getattr(request, "fences_key", None):
+            self._undone_at.setdefault((request.order_id, self._service, request.action), self._clock.now())
+        return result
+
+    def _outlived(self, started: datetime) -> None:
+        timeout = self._step_timeout
+        if self._audit is not None and timeout is not None and self._clock.now() - started >= timeout:
+            self._audit.injected["remote_calls_past_deadline"] += 1
 
 
 def _submit(broker: InProcessBroker, message: OutgoingMessage) -> None:
@@ -148,20 +182,24 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
     ledger = Ledger()
     configs = {name: SimulatorConfig.from_profile(entry, origin=START) for name, entry in profile.remote.items()}
     first_call: dict[str, datetime] = {}
+    undone_at: dict[tuple[str, str, str], datetime] = {}
     remote: dict[str, RemoteService] = {}
     crash_rng = random.Random(seeds.getrandbits(64))
-    for service, inner in remote_services(settings, clock, configs, ledger, seeds.getrandbits(32)).items():
+    services = remote_services(settings, clock, configs, ledger, seeds.getrandbits(32))
+    for service, inner in services.items():
         rate = max((profile.agent(a.name).crash_rate for a in AGENTS.values() if a.service == service), default=0.0)
-        probed = _RemoteProbe(inner, first_call, clock)
+        probed = _RemoteProbe(inner, first_call, clock, undone_at, audit, settings.step_timeout, service)
         remote[service] = CrashingService(probed, rate, crash_rng, audit) if rate else probed
 
     with CosmosServer() as server:
         database = ensure_database(server.fast_client(), "localrun")
         raw_states = CosmosStateStore(database.get_container_client(STATE_CONTAINER))
         faults = CosmosFaults(profile, random.Random(seeds.getrandbits(64)), audit)
+        # The app reads its host's clock (profile host.clock_skew_s); the runner's evidence keeps true time.
+        skewed = SkewedClocks(clock, scheduler, profile.clock_skew_s, audit) if profile.clock_skew_s else None
         ctx = AppContext(
             settings=settings,
-            clock=clock,
+            clock=skewed if skewed is not None else clock,
             states=AuditedStateStore(raw_states, clock, faults, audit),
             orders=AuditedOrderStore(CosmosOrderStore(database.get_container_client(ORDERS_CONTAINER)), faults, audit),
             sender=FaultySender(broker, profile, random.Random(seeds.getrandbits(64)), clock, audit),
@@ -170,7 +208,11 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         )
         ctx.deferred = broker.deferred_store
         ctx.deferrals = CountedStore(
-            CosmosDeferralLog(database.get_container_client(STATE_CONTAINER)), faults, audit, "cosmos_other"
+            CosmosDeferralLog(database.get_container_client(STATE_CONTAINER)),
+            faults,
+            audit,
+            "cosmos_other",
+            writes=frozenset({"save"}),
         )
         recorder = EventRecorder()
         app_log = logging.getLogger("orders")
@@ -185,6 +227,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             sdk_speed_ups=config.sdk_speed_ups,
             timer_copies={"supervisor": profile.supervisors, "starter_sweep": profile.starters},
         )
+        if skewed is not None:
+            host.on_invoke = skewed.on_invoke
         pending = list(workload.arrivals)
         sent_at: dict[str, datetime] = {}
         latest: dict[str, ProcessState] = {}
@@ -239,6 +283,9 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             sys.stderr.write("\n")
         states = list(database.get_container_client(STATE_CONTAINER).read_all_items())
 
+    slow = sum(int(getattr(s, "slow_calls", 0)) for s in services.values())
+    if slow:
+        audit.injected["remote_slow_calls"] += slow
     return SimulationResult(
         config=config,
         workload=workload,
@@ -254,4 +301,6 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         simulated_s=(clock.now() - START).total_seconds(),
         task_failures=[(name, f"{type(exc).__name__}: {exc}") for name, exc in scheduler.failures],
         events=recorder,
+        undone_at=undone_at,
+        fenced_forward_calls=sum(int(getattr(s, "fenced_refusals", 0)) for s in services.values()),
     )
