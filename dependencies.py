@@ -23,6 +23,7 @@ from settings import Settings
 if TYPE_CHECKING:
     from adapters.servicebus.deferred import DeferredMessageStore
     from deferral.store import DeferralLog
+    from operations.queries import OpsQueries
 
 
 class CachedCounts:
@@ -72,6 +73,8 @@ class AppContext:
     # messages that would be deferred are abandoned instead) and the documents tracking them.
     deferred: DeferredMessageStore | None = None
     deferrals: DeferralLog | None = None
+    # The operator API's read model (paged lists); None: the ops API answers 503 for the lists.
+    ops: OpsQueries | None = None
     counts: CachedCounts = field(init=False)
 
     def __post_init__(self) -> None:
@@ -108,6 +111,7 @@ def build_from_settings(settings: Settings) -> AppContext:
     from adapters.servicebus.sender import SdkMessageSender
     from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
     from deferral.store import CosmosDeferralLog
+    from operations.queries import CosmosOpsQueries
     from order_agents.services import remote_services
 
     clock = SystemClock()
@@ -122,4 +126,5 @@ def build_from_settings(settings: Settings) -> AppContext:
         remote=remote_services(settings, clock),
         deferred=SdkDeferredStore(service_bus),
         deferrals=CosmosDeferralLog(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
+        ops=CosmosOpsQueries(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
     )

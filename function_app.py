@@ -5,6 +5,7 @@ import azure.durable_functions as df
 from activities.blueprint import bp as activities
 from deferral.blueprint import bp as deferral
 from observability.setup import configure_telemetry
+from operations.blueprint import bp as operations
 from orchestrators.blueprint import bp as orchestrators
 from order_agents.blueprint import bp as agents
 from submission.blueprint import bp as submission
@@ -13,5 +14,5 @@ from supervisor.blueprint import bp as supervisor
 configure_telemetry()
 
 app = df.DFApp()
-for blueprint in (submission, orchestrators, activities, agents, supervisor, deferral):
+for blueprint in (submission, orchestrators, activities, agents, supervisor, deferral, operations):
     app.register_functions(blueprint)

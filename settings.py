@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal
 
-Where = Literal["both", "azure", "local"]
+Where = Literal["both", "azure", "local", "platform"]
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,9 @@ class Setting:
     name: str
     default: str
     meaning: str
-    where: Where = "both"  # "azure": only a deployed app sets it; "local": only local runs (emulators)
+    # "azure": only a deployed app sets it; "local": only local runs (emulators); "platform": App Service
+    # sets it itself (never in the Bicep or local.settings.json)
+    where: Where = "both"
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -160,6 +162,27 @@ SETTINGS: tuple[Setting, ...] = (
         "The peek sweep looks only at deferred messages enqueued at least this long ago.",
     ),
     Setting("PEEK_SWEEP_MAX_MESSAGES", "500", "Messages one peek sweep run peeks at most."),
+    # Operator API and console (operations/)
+    Setting(
+        "WEBSITE_AUTH_ENABLED",
+        "",
+        "Set by App Service itself (never by you) to `True` when its authentication (Easy Auth) is on; "
+        "without it the ops API refuses every request.",
+        where="platform",
+    ),
+    Setting(
+        "WEBSITE_SITE_NAME",
+        "",
+        "Set by App Service itself: the app's name. When set, `OPS_LOCAL_PRINCIPAL` is ignored.",
+        where="platform",
+    ),
+    Setting(
+        "OPS_LOCAL_PRINCIPAL",
+        "",
+        "Local development only: the operator the ops API acts as, `name:Orders.Read,Orders.Operate`; empty = "
+        "every request refused. Ignored on App Service and when platform authentication is on.",
+        where="local",
+    ),
 )
 
 _DEFAULTS: dict[str, str] = {s.name: s.default for s in SETTINGS}

@@ -20,7 +20,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from domain import transitions
+from domain import review, transitions
 from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide
 from domain.errors import FencingLost, IllegalTransition
 from domain.ids import idempotency_key
@@ -319,7 +319,7 @@ def await_review(
     the supervisor leaves the paused attempt alone."""
     transitions.ensure_owner(record, owner)
     return record.with_changes(
-        now, "ReviewRequested", owner, f"{step_name}: {review_id}, decide by {until.isoformat()}", complete_by=until
+        now, review.REVIEW_REQUESTED, owner, review.review_detail(step_name, review_id, until), complete_by=until
     )
 
 

@@ -21,8 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-# What an operator may answer to a review pause (the ``action`` of a ``ReviewDecision`` event).
-REVIEW_CHOICES: tuple[str, ...] = ("compensate", "retry", "alternative")
+# What an operator may answer to a review pause (the ``action`` of a ``ReviewDecision`` event):
+# undo the completed steps, run the step again, run it through its fallback agent, or fail the order
+# (Error, nothing undone).
+REVIEW_CHOICES: tuple[str, ...] = ("compensate", "retry", "alternative", "fail")
 
 
 class Trigger(StrEnum):

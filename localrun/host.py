@@ -8,7 +8,11 @@ receives every invocation with the host's wire types:
 - timer triggers fire on their NCRONTAB schedule, read from the binding after ``%NAME%`` resolution;
 - orchestrations and activities are invoked by the Durable engine with the context / input JSON;
 - a ``durableClient`` binding receives the extension's client settings, and the SDK's real client
-  calls the engine over HTTP on loopback (``localrun.durable.http_api``).
+  calls the engine over HTTP on loopback (``localrun.durable.http_api``);
+- HTTP triggers: a request (``submit_http`` from any thread, ``call_http`` from the thread driving the
+  simulation) is matched to a function's route and sent as ``RpcHttp``; the ``$return`` http output is
+  the answer (``localrun.worker.http``). The invocation is a task like any other, so its blocking work
+  may sleep on the simulated clock.
 
 ``%NAME%`` resolves only from the app settings the host was given; a function whose bindings do not
 resolve is in error and never runs, as in the host (``load_errors``). Every invocation is a task on the
@@ -18,14 +22,17 @@ queue, from host.json).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import logging
+import queue as queue_module
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from localrun.durable import fast_timestamps, sdk_speedups
 from localrun.durable.engine import DurableEngine
@@ -37,6 +44,15 @@ from localrun.servicebus.wire import to_typed_data, trigger_metadata_typed
 from localrun.virtual_time import TaskScheduler
 from localrun.worker import wire
 from localrun.worker.bindings import BindingError, resolve_binding
+from localrun.worker.http import (
+    HttpAnswer,
+    HttpRequestData,
+    RouteTemplate,
+    answer_from,
+    methods_of,
+    request_typed_data,
+    route_of,
+)
 from localrun.worker.process import FunctionsWorker, IndexedFunction, InvocationFailed
 
 log = logging.getLogger(__name__)
@@ -140,6 +156,19 @@ class LocalHost:
         self.executions: dict[str, int] = {}
         self.invocation_requests = 0  # InvocationRequests this host sent to the runtime
         self.on_invoke: Callable[[HostedFunction], None] | None = None
+        prefix = str(host_json().get("extensions", {}).get("http", {}).get("routePrefix", "api"))
+        self.http_routes = sorted(
+            (
+                (f, RouteTemplate(prefix, route_of(f.trigger, f.name)))
+                for f in self.functions.values()
+                if f.trigger_type == "httpTrigger"
+            ),
+            key=lambda pair: -pair[1].literals,
+        )
+        self._http_inbox: queue_module.SimpleQueue[tuple[HttpRequestData, concurrent.futures.Future[HttpAnswer]]] = (
+            queue_module.SimpleQueue()
+        )
+        self.http_requests = 0  # HTTP requests answered by an invocation
 
     def _start_function(self, indexed: IndexedFunction) -> None:
         try:
@@ -226,6 +255,58 @@ class LocalHost:
 
         self.scheduler.spawn(f"{function.name}@{self.clock.now().isoformat()}#{timer.copy}", invoke)
 
+    def match_http(self, method: str, path: str) -> tuple[HostedFunction, dict[str, str]] | None:
+        """The HTTP function whose route and methods take this request, and its route parameters."""
+        for function, template in self.http_routes:
+            params = template.match(path)
+            if params is not None and method.upper() in methods_of(function.trigger):
+                return function, params
+        return None
+
+    def submit_http(self, request: HttpRequestData) -> concurrent.futures.Future[HttpAnswer]:
+        """Hands a request to the simulation (safe from any thread): the next ``pump`` starts its
+        invocation as a task. The future gets the answer (404 without a matching route, 500 when
+        the invocation failed, 503 when a host restart dropped it)."""
+        future: concurrent.futures.Future[HttpAnswer] = concurrent.futures.Future()
+        self._http_inbox.put((request, future))
+        return future
+
+    def call_http(self, request: HttpRequestData) -> HttpAnswer:
+        """``submit_http`` from the thread that drives the simulation: runs it until answered."""
+        future = self.submit_http(request)
+        while not future.done():
+            self.pump()
+            if future.done() or self.scheduler.run_one():
+                continue
+            due = self.next_due()
+            if due is None:
+                raise RuntimeError(f"{request.method} {request.url}: nothing left to run and no answer")
+            self.clock.advance_to(due)
+        return future.result()
+
+    def _start_http(self, request: HttpRequestData, future: concurrent.futures.Future[HttpAnswer]) -> None:
+        path = urlsplit(request.url).path
+        matched = self.match_http(request.method, path)
+        if matched is None:
+            future.set_result(HttpAnswer(404, {}, b""))
+            return
+        function, params = matched
+
+        def invoke() -> None:
+            answer = HttpAnswer(503, {}, b"")
+            try:
+                inputs = {function.trigger["name"]: request_typed_data(self.protos, request, params)}
+                answer = answer_from(self._invoke(function, inputs))
+            except InvocationFailed as failure:
+                log.error("%s %s failed: %s", request.method, path, failure)
+                answer = HttpAnswer(500, {}, b"")
+                raise
+            finally:
+                self.http_requests += 1
+                future.set_result(answer)
+
+        self.scheduler.spawn(f"{function.name}@{self.clock.now().isoformat()}", invoke)
+
     def _engine_step(self) -> None:
         def step() -> None:
             self._engine_waiting -= 1
@@ -238,6 +319,12 @@ class LocalHost:
 
     def pump(self) -> None:
         """Starts every invocation that is due now."""
+        while True:
+            try:
+                request, future = self._http_inbox.get_nowait()
+            except queue_module.Empty:
+                break
+            self._start_http(request, future)
         now = self.clock.now()
         for timer in self.timers:
             if timer.next_fire <= now:

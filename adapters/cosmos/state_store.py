@@ -154,16 +154,9 @@ class CosmosStateStore:
             params.append({"name": "@since", "value": to_text(not_before)})
         query = f"SELECT * FROM c WHERE {where} ORDER BY c.completeBy"
         with _mapped_errors():
-            pages = self._c.query_items(
-                query, parameters=params, enable_cross_partition_query=True, max_item_count=page_size
-            ).by_page(continuation)
-            try:
-                docs = list(next(pages))
-            except StopIteration:
-                docs = []
-            token: str | None = getattr(pages, "continuation_token", None)
+            docs, token = query_page(self._c, query, params, page_size, continuation)
             charge = self._charge()
-        return Page([StateRecord.from_document(d) for d in docs], token or None, charge)
+        return Page([StateRecord.from_document(d) for d in docs], token, charge)
 
     def count(self, state: ProcessState) -> int:
         query = "SELECT VALUE COUNT(1) FROM c WHERE c.processState = @state"
@@ -175,6 +168,21 @@ class CosmosStateStore:
             )
         values: list[Any] = list(result)
         return sum(int(v) for v in values)
+
+
+def query_page(
+    container: ContainerProxy, query: str, params: list[dict[str, Any]], page_size: int, continuation: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of a cross-partition query and the token of the next (None: no more)."""
+    pages = container.query_items(
+        query, parameters=params, enable_cross_partition_query=True, max_item_count=page_size
+    ).by_page(continuation)
+    try:
+        docs = list(next(pages))
+    except StopIteration:
+        docs = []
+    token: str | None = getattr(pages, "continuation_token", None)
+    return docs, token or None
 
 
 def update_fenced(

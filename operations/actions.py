@@ -1,0 +1,160 @@
+"""Operator actions through the domain's own moves. Each records who (the signed-in principal) and
+why (the reason), and answers the new state, or why the move is not legal now.
+
+- resubmit: ``Error -> Pending`` (``supervisor.operator.resubmit_order``); the starter claims it;
+- cancel: ``Pending | Processing | Error -> Compensating`` when the decision function allows it
+  (before the pivot), as a client's ``CancelOrder`` does;
+- compensate: ``Error | CompensationFailed -> Compensating`` (``supervisor.operator.compensate_order``);
+- review: the paused attempt gets the ``ReviewDecision`` event from the app's own durable client
+  (``operations.blueprint``), and the record notes who answered (``domain.review``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
+from adapters.cosmos.state_store import update_once
+from dependencies import AppContext
+from domain.compensation import enter_compensation, pivot_passed, undo_pending
+from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide
+from domain.errors import IllegalTransition
+from domain.records import StateRecord
+from domain.review import PendingReview, note_review_answer, pending_review
+from domain.states import ProcessState
+from observability.events import app_event
+from operations.views import order_row
+from operations.web import Reply, error, json_reply
+from supervisor.operator import RecordNotFound, compensate_order, resubmit_order
+
+NOT_CANCELLABLE = frozenset(
+    {ProcessState.COMPENSATING, ProcessState.COMPENSATED, ProcessState.COMPENSATION_FAILED, ProcessState.PROCESSED}
+)
+
+
+def _done(record: StateRecord, action: str, operator: str) -> Reply:
+    return json_reply(200, {"action": action, "by": operator, "order": order_row(record)})
+
+
+def _guarded(order_id: str, move: Callable[[], Reply]) -> Reply:
+    try:
+        return move()
+    except RecordNotFound:
+        return error(404, f"no order {order_id}")
+    except IllegalTransition as exc:
+        return error(409, str(exc))
+    except EtagMismatch:
+        return error(409, f"order {order_id} changed while you acted: reload it and try again")
+    except StoreUnavailable as exc:
+        return error(503, f"the state store is unavailable: {exc}")
+
+
+def resubmit(ctx: AppContext, order_id: str, operator: str, reason: str) -> Reply:
+    return _guarded(order_id, lambda: _done(resubmit_order(ctx, order_id, operator, reason), "resubmit", operator))
+
+
+def compensate(ctx: AppContext, order_id: str, operator: str, reason: str) -> Reply:
+    return _guarded(order_id, lambda: _done(compensate_order(ctx, order_id, operator, reason), "compensate", operator))
+
+
+def _cancel_once(ctx: AppContext, order_id: str, operator: str, reason: str) -> Reply:
+    record = ctx.states.get(order_id)
+    if record is None:
+        raise RecordNotFound(order_id)
+    if record.process_state in NOT_CANCELLABLE:
+        raise IllegalTransition(f"order {order_id} is {record.process_state}: nothing to cancel")
+    decision = decide(
+        Situation(
+            trigger=Trigger.CANCEL_REQUESTED,
+            passed_pivot=pivot_passed(record),
+            undo_pending=undo_pending(record),
+            amount_cents=0,
+        ),
+        ReviewPolicy(ctx.settings.review_amount_threshold_cents),
+    )
+    if decision.action is not Action.COMPENSATE:
+        raise IllegalTransition(f"order {order_id}: {decision.reason}")
+    # While a step is in flight, compensation waits for its deadline: its agent starts no call after it.
+    in_flight = record.process_state is ProcessState.PROCESSING and record.current_step is not None
+    why = f"cancelled by operator {operator}: {reason}"
+    now = ctx.clock.now()
+    written = update_once(
+        ctx.states,
+        record,
+        lambda r: enter_compensation(r, operator, why, now, not_before=record.complete_by if in_flight else None),
+    )
+    if record.process_state in (ProcessState.PENDING, ProcessState.PROCESSING):
+        ctx.counts.bump(record.process_state, -1)
+    app_event("OperatorCancelled", f"order {order_id}: {why}", orderId=order_id, operator=operator, reason=reason)
+    return _done(written, "cancel", operator)
+
+
+def cancel(ctx: AppContext, order_id: str, operator: str, reason: str) -> Reply:
+    def move() -> Reply:
+        try:
+            return _cancel_once(ctx, order_id, operator, reason)
+        except EtagMismatch:  # someone else wrote first: judge again on a fresh read, once
+            return _cancel_once(ctx, order_id, operator, reason)
+
+    return _guarded(order_id, move)
+
+
+def review_to_answer(ctx: AppContext, order_id: str) -> PendingReview | Reply:
+    """The review the order waits for, or the reply saying why it cannot be answered."""
+    try:
+        record = ctx.states.get(order_id)
+    except StoreUnavailable as exc:
+        return error(503, f"the state store is unavailable: {exc}")
+    if record is None:
+        return error(404, f"no order {order_id}")
+    pending = pending_review(record)
+    if pending is None:
+        return error(409, f"order {order_id} is {record.process_state} and not waiting for a review")
+    return pending
+
+
+def decision_event(pending: PendingReview, action: str, operator: str, reason: str) -> dict[str, Any]:
+    """The ``ReviewDecision`` event data the scheduler matches on ``reviewId``."""
+    return {"reviewId": pending.review_id, "action": action, "operator": operator, "reason": reason}
+
+
+def note_answer(
+    ctx: AppContext, order_id: str, pending: PendingReview, operator: str, action: str, reason: str
+) -> Reply:
+    """After the event was raised: the record notes who answered. The attempt may have moved on
+    already (it got the event): the note is then skipped, and the answer stands."""
+    now = ctx.clock.now()
+    app_event(
+        "OperatorReviewed",
+        f"order {order_id}: review {pending.review_id} answered {action} by {operator}: {reason}",
+        orderId=order_id,
+        operator=operator,
+        reason=reason,
+        action=action,
+        reviewId=pending.review_id,
+    )
+    record: StateRecord | None = None
+    for _ in range(3):
+        record = ctx.states.get(order_id)
+        if record is None:
+            return error(404, f"no order {order_id}")
+        try:
+            record = update_once(
+                ctx.states, record, lambda r: note_review_answer(r, pending.review_id, operator, action, reason, now)
+            )
+            break
+        except IllegalTransition:
+            break  # the attempt took the answer and wrote first
+        except EtagMismatch:
+            continue
+    assert record is not None
+    return json_reply(
+        200,
+        {
+            "action": "review",
+            "decision": action,
+            "reviewId": pending.review_id,
+            "by": operator,
+            "order": order_row(record),
+        },
+    )

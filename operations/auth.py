@@ -1,0 +1,120 @@
+"""Who is asking, and may they: App Service authentication (Easy Auth) with Microsoft Entra ID.
+
+When authentication is enabled on the app, the platform validates the caller's session or token and
+passes the principal to the app in the ``X-MS-CLIENT-PRINCIPAL`` header (base64 JSON: ``auth_typ``,
+``claims`` [{``typ``, ``val``}], ``name_typ``, ``role_typ``); it strips that header from every
+incoming request, so only the platform can set it
+(https://learn.microsoft.com/azure/app-service/configure-authentication-user-identities). Only then is
+the header worth anything: the platform tells the app that authentication is on with the variable
+``WEBSITE_AUTH_ENABLED=True`` (https://learn.microsoft.com/azure/app-service/reference-app-settings).
+Without it, every request is refused, whatever headers it carries.
+
+For local development a principal can be configured explicitly with the local-only setting
+``OPS_LOCAL_PRINCIPAL`` (``name:Role1,Role2``). It is never used on App Service (``WEBSITE_SITE_NAME``
+set) or when platform authentication is on; and it is empty by default, so nothing is open unless a
+developer says so. Request headers are never read in that mode.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from settings import Settings
+
+READ_ROLE = "Orders.Read"
+OPERATE_ROLE = "Orders.Operate"
+ROLES = (READ_ROLE, OPERATE_ROLE)
+PRINCIPAL_HEADER = "x-ms-client-principal"
+# The claim types Entra ID uses when the principal does not name its own (role_typ, name_typ).
+ROLE_CLAIM = "roles"
+NAME_CLAIMS = ("name", "preferred_username", "http://schemas.xmlsoap.org/ws/2005/05/identity/claims/name")
+MAX_PRINCIPAL_HEADER = 16 * 1024
+
+
+@dataclass(frozen=True)
+class Principal:
+    name: str
+    roles: frozenset[str]
+    source: str  # "easyauth" or "local"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    status: int  # 401, 403 or 503
+    message: str
+
+
+def platform_auth_enabled(settings: Settings) -> bool:
+    return settings.raw("WEBSITE_AUTH_ENABLED").strip().lower() == "true"
+
+
+def local_principal(settings: Settings) -> Principal | None:
+    """The developer principal of ``OPS_LOCAL_PRINCIPAL``, or None (unset, or not a local run)."""
+    text = settings.raw("OPS_LOCAL_PRINCIPAL").strip()
+    if not text or settings.raw("WEBSITE_SITE_NAME").strip() or platform_auth_enabled(settings):
+        return None
+    name, _, roles = text.partition(":")
+    if not name.strip():
+        return None
+    granted = frozenset(r.strip() for r in roles.split(",") if r.strip() in ROLES)
+    return Principal(name.strip(), granted, "local")
+
+
+def decode_principal(header: str) -> Principal | None:
+    """The principal in an ``X-MS-CLIENT-PRINCIPAL`` header, or None when it is not one."""
+    if not header or len(header) > MAX_PRINCIPAL_HEADER:
+        return None
+    try:
+        data: Any = json.loads(base64.b64decode(header, validate=True))
+    except (binascii.Error, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("claims"), list):
+        return None
+    role_type = data.get("role_typ") or ROLE_CLAIM
+    name_type = data.get("name_typ")
+    roles: set[str] = set()
+    names: dict[str, str] = {}
+    for claim in data["claims"]:
+        if not isinstance(claim, dict) or not isinstance(claim.get("val"), str):
+            continue
+        kind = claim.get("typ")
+        if kind in (role_type, ROLE_CLAIM):
+            roles.add(claim["val"])
+        elif isinstance(kind, str):
+            names.setdefault(kind, claim["val"])
+    name = next((names[t] for t in (name_type, *NAME_CLAIMS) if t in names and names[t].strip()), "")
+    if not name:
+        return None
+    return Principal(name.strip(), frozenset(roles), "easyauth")
+
+
+def authenticate(settings: Settings, headers: Any) -> Principal | Refusal:
+    """The caller, or why not: 503 when the app cannot know (platform authentication is off and no
+    local principal is configured), 401 when there is no principal."""
+    local = local_principal(settings)
+    if local is not None:
+        return local
+    if not platform_auth_enabled(settings):
+        return Refusal(
+            503,
+            "App Service authentication is not enabled on this app: every operator request is refused "
+            "(see docs/deploy.md, Operate it)",
+        )
+    principal = decode_principal(str(headers.get(PRINCIPAL_HEADER) or ""))
+    if principal is None:
+        return Refusal(401, "sign in first: no authenticated principal")
+    return principal
+
+
+def authorize(settings: Settings, headers: Any, role: str) -> Principal | Refusal:
+    """``authenticate``, then the app role ``role`` (403 without it)."""
+    found = authenticate(settings, headers)
+    if isinstance(found, Refusal):
+        return found
+    if role not in found.roles:
+        return Refusal(403, f"{found.name} lacks the app role {role}")
+    return found

@@ -1,0 +1,207 @@
+"""The operator role's functions: the ops API under ``/api/ops/`` and the console (thin: plain code
+in ``operations.views`` / ``actions`` / ``instances``).
+
+Every route is ``authLevel: anonymous`` at the Functions level, because the caller is authenticated by
+the platform (App Service authentication with Entra ID, infra/modules/functionapp.bicep) and
+authorised here: ``operations.auth`` refuses every request when platform authentication is off,
+answers 401 without a principal and 403 without the app role (``Orders.Read`` for GETs,
+``Orders.Operate`` for POSTs). Actions are POSTs with a same-origin JSON body."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import azure.durable_functions as df
+import azure.functions as func
+
+from adapters.cosmos.errors import StoreUnavailable
+from dependencies import AppContext, get_context
+from domain.states import ProcessState
+from operations import actions, instances, views
+from operations.auth import OPERATE_ROLE, READ_ROLE, Principal, Refusal, authenticate
+from operations.console_assets import asset
+from operations.queries import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from operations.web import (
+    MAX_CONTINUATION_CHARS,
+    SECURITY_HEADERS,
+    ActionBody,
+    Reply,
+    check_access,
+    checked_order_id,
+    error,
+    json_reply,
+    parse_action_body,
+    same_origin_json,
+)
+from orchestrators.names import REVIEW_DECISION_EVENT
+
+bp = df.Blueprint()
+ANONYMOUS = func.AuthLevel.ANONYMOUS
+
+
+def _response(reply: Reply) -> func.HttpResponse:
+    headers = {**SECURITY_HEADERS, **reply.headers, "Content-Type": reply.content_type}
+    return func.HttpResponse(reply.body, status_code=reply.status, headers=headers)
+
+
+def _load(produce: Callable[[], Any]) -> Any:
+    """``produce()``, or a 503 reply when the read model or the store is unavailable."""
+    try:
+        return produce()
+    except views.ReadModelUnavailable as exc:
+        return error(503, str(exc))
+    except StoreUnavailable as exc:
+        return error(503, f"the state store is unavailable: {exc}")
+
+
+# --- reads (Orders.Read) -------------------------------------------------------------------------
+
+
+@bp.route(route="ops/summary", methods=["GET"], auth_level=ANONYMOUS)
+def ops_summary(req: func.HttpRequest) -> func.HttpResponse:
+    ctx = get_context()
+    who = check_access(ctx.settings, req.headers, READ_ROLE)
+    if isinstance(who, Reply):
+        return _response(who)
+    found = _load(lambda: views.summary(ctx))
+    return _response(found if isinstance(found, Reply) else json_reply(200, found))
+
+
+@bp.route(route="ops/orders", methods=["GET"], auth_level=ANONYMOUS)
+def ops_orders(req: func.HttpRequest) -> func.HttpResponse:
+    ctx = get_context()
+    who = check_access(ctx.settings, req.headers, READ_ROLE)
+    if isinstance(who, Reply):
+        return _response(who)
+    state_text = req.params.get("state")
+    try:
+        state = ProcessState(state_text) if state_text else None
+    except ValueError:
+        known = ", ".join(s.value for s in ProcessState)
+        return _response(error(400, f"unknown state {state_text!r}: one of {known}"))
+    continuation = req.params.get("continuation") or None
+    if continuation is not None and len(continuation) > MAX_CONTINUATION_CHARS:
+        return _response(error(400, "continuation token too long"))
+    size_text = req.params.get("pageSize") or str(DEFAULT_PAGE_SIZE)
+    if not size_text.isdigit() or not 1 <= int(size_text) <= MAX_PAGE_SIZE:
+        return _response(error(400, f"pageSize must be 1 to {MAX_PAGE_SIZE}"))
+    try:
+        found = _load(lambda: views.order_page(ctx, state, int(size_text), continuation))
+    except ValueError as exc:  # a continuation token Cosmos DB cannot read
+        return _response(error(400, f"bad continuation token: {exc}"))
+    return _response(found if isinstance(found, Reply) else json_reply(200, found))
+
+
+@bp.route(route="ops/orders/{orderId}", methods=["GET"], auth_level=ANONYMOUS)
+@bp.durable_client_input(client_name="client")
+async def ops_order(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    ctx = get_context()
+    who = check_access(ctx.settings, req.headers, READ_ROLE)
+    if isinstance(who, Reply):
+        return _response(who)
+    order_id = checked_order_id(req.route_params.get("orderId"))
+    if isinstance(order_id, Reply):
+        return _response(order_id)
+    found = await asyncio.to_thread(_load, lambda: views.order_detail(ctx, order_id))
+    if isinstance(found, Reply):
+        return _response(found)
+    if found is None:
+        return _response(error(404, f"no order {order_id}"))
+    attempts, statuses = await instances.describe(client, [(i["kind"], i["instanceId"]) for i in found["instances"]])
+    return _response(json_reply(200, {**found, "attempts": attempts, "statusesSent": statuses}))
+
+
+# --- actions (Orders.Operate) ----------------------------------------------------------------------
+
+
+def _action_request(
+    ctx: AppContext, req: func.HttpRequest, *, review: bool = False
+) -> tuple[Principal, str, ActionBody] | Reply:
+    """Who (from the principal), which order and the body, or the reply refusing the request."""
+    who = check_access(ctx.settings, req.headers, OPERATE_ROLE)
+    if isinstance(who, Reply):
+        return who
+    cross = same_origin_json(req.url, req.headers)
+    if cross is not None:
+        return cross
+    order_id = checked_order_id(req.route_params.get("orderId"))
+    if isinstance(order_id, Reply):
+        return order_id
+    body = parse_action_body(req.get_body(), review=review)
+    if isinstance(body, Reply):
+        return body
+    return who, order_id, body
+
+
+def _act(req: func.HttpRequest, move: Callable[[AppContext, str, str, str], Reply]) -> func.HttpResponse:
+    ctx = get_context()
+    checked = _action_request(ctx, req)
+    if isinstance(checked, Reply):
+        return _response(checked)
+    who, order_id, body = checked
+    return _response(move(ctx, order_id, who.name, body.reason))
+
+
+@bp.route(route="ops/orders/{orderId}/resubmit", methods=["POST"], auth_level=ANONYMOUS)
+def ops_resubmit(req: func.HttpRequest) -> func.HttpResponse:
+    return _act(req, actions.resubmit)
+
+
+@bp.route(route="ops/orders/{orderId}/cancel", methods=["POST"], auth_level=ANONYMOUS)
+def ops_cancel(req: func.HttpRequest) -> func.HttpResponse:
+    return _act(req, actions.cancel)
+
+
+@bp.route(route="ops/orders/{orderId}/compensate", methods=["POST"], auth_level=ANONYMOUS)
+def ops_compensate(req: func.HttpRequest) -> func.HttpResponse:
+    return _act(req, actions.compensate)
+
+
+@bp.route(route="ops/orders/{orderId}/review", methods=["POST"], auth_level=ANONYMOUS)
+@bp.durable_client_input(client_name="client")
+async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    ctx = get_context()
+    checked = _action_request(ctx, req, review=True)
+    if isinstance(checked, Reply):
+        return _response(checked)
+    who, order_id, body = checked
+    action = str(body.action)
+    pending = await asyncio.to_thread(actions.review_to_answer, ctx, order_id)
+    if isinstance(pending, Reply):
+        return _response(pending)
+    # The app raises the event with its own durable client: operators never hold a system key.
+    try:
+        await client.raise_event(
+            pending.instance_id,
+            REVIEW_DECISION_EVENT,
+            actions.decision_event(pending, action, who.name, body.reason),
+        )
+    except Exception as exc:  # the SDK raises plain Exceptions for the extension's 404/410
+        return _response(error(409, f"the paused attempt {pending.instance_id} did not take the answer: {exc}"))
+    return _response(
+        await asyncio.to_thread(actions.note_answer, ctx, order_id, pending, who.name, action, body.reason)
+    )
+
+
+# --- the console --------------------------------------------------------------------------------
+
+
+def _console_guard(req: func.HttpRequest) -> Reply | None:
+    """The console's files hold no data, but they are not served by an app that cannot
+    authenticate anyone (platform authentication off and no local principal): say so instead."""
+    found = authenticate(get_context().settings, req.headers)
+    if isinstance(found, Refusal) and found.status == 503:
+        return error(503, found.message)
+    return None
+
+
+@bp.route(route="ops/console", methods=["GET"], auth_level=ANONYMOUS)
+def ops_console(req: func.HttpRequest) -> func.HttpResponse:
+    return _response(_console_guard(req) or asset("index.html"))
+
+
+@bp.route(route="ops/console/{asset}", methods=["GET"], auth_level=ANONYMOUS)
+def ops_console_asset(req: func.HttpRequest) -> func.HttpResponse:
+    return _response(_console_guard(req) or asset(str(req.route_params.get("asset") or "")))

@@ -1,0 +1,72 @@
+"""The Durable side of an order, through the app's own durable client: each attempt's and
+compensation round's runtime status and last history event, and the status updates its history shows
+it sent (``publish_status`` activities that completed)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from orchestrators.names import PUBLISH_STATUS
+
+
+def _last_event(history: list[dict[str, Any]]) -> dict[str, Any] | None:
+    if not history:
+        return None
+    last = history[-1]
+    return {
+        "type": last.get("EventType"),
+        "at": last.get("Timestamp"),
+        "name": last.get("FunctionName") or last.get("Name"),
+    }
+
+
+def statuses_sent(instance: str, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    sent: list[dict[str, Any]] = []
+    for event in history:
+        if event.get("EventType") != "TaskCompleted" or event.get("FunctionName") != PUBLISH_STATUS:
+            continue
+        raw = event.get("Input")
+        try:
+            payload = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            continue
+        if isinstance(payload, dict):
+            sent.append(
+                {
+                    "status": payload.get("status"),
+                    "attempt": payload.get("attempt"),
+                    "reason": payload.get("reason"),
+                    "at": event.get("Timestamp"),
+                    "instanceId": instance,
+                }
+            )
+    return sent
+
+
+async def describe(client: Any, instances: list[tuple[str, str]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(attempts, statuses sent) for these (kind, instance id) pairs. An instance the Durable
+    backend does not know (never started, or purged) is listed with ``runtimeStatus`` None."""
+    attempts: list[dict[str, Any]] = []
+    statuses: list[dict[str, Any]] = []
+    for kind, instance in instances:
+        status = await client.get_status(instance, show_history=True, show_history_output=False, show_input=True)
+        if not status:
+            attempts.append({"kind": kind, "instanceId": instance, "runtimeStatus": None, "lastEvent": None})
+            continue
+        history = list(getattr(status, "historyEvents", None) or [])
+        runtime = status.runtime_status
+        attempts.append(
+            {
+                "kind": kind,
+                "instanceId": instance,
+                "runtimeStatus": getattr(runtime, "value", runtime),
+                "createdTime": status.created_time.isoformat() if status.created_time else None,
+                "lastUpdatedTime": status.last_updated_time.isoformat() if status.last_updated_time else None,
+                "historyEvents": len(history),
+                "lastEvent": _last_event(history),
+            }
+        )
+        statuses.extend(statuses_sent(instance, history))
+    statuses.sort(key=lambda s: str(s.get("at") or ""))
+    return attempts, statuses

@@ -1,0 +1,65 @@
+"""The operator's read model over the ``state`` container: paged lists and the records a summary
+needs. Counts per state use the state store's own ``count``.
+
+Queries are cross-partition and bounded: a page is at most ``MAX_PAGE_SIZE`` records, and the
+Processing records a summary looks at are capped (Processing is itself capped by ``MAX_IN_FLIGHT``).
+Deferral documents (``deferred:<orderId>``) share the container and have no ``processState``: every
+query filters on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from adapters.cosmos.state_store import _mapped_errors, query_page
+from domain.records import StateRecord
+from domain.states import ProcessState
+
+if TYPE_CHECKING:
+    from azure.cosmos import ContainerProxy
+
+MAX_PAGE_SIZE = 100
+DEFAULT_PAGE_SIZE = 25
+
+
+@dataclass(frozen=True)
+class RecordPage:
+    records: list[StateRecord]
+    continuation: str | None
+
+
+class OpsQueries(Protocol):
+    def page(self, state: ProcessState | None, page_size: int, continuation: str | None) -> RecordPage:
+        """Records, newest ``updatedAt`` first, optionally of one state."""
+        ...
+
+    def processing(self, limit: int) -> list[StateRecord]:
+        """Processing records, oldest ``completeBy`` first."""
+        ...
+
+
+class CosmosOpsQueries:
+    def __init__(self, container: ContainerProxy) -> None:
+        self._c = container
+
+    def page(self, state: ProcessState | None, page_size: int, continuation: str | None) -> RecordPage:
+        where = "IS_DEFINED(c.processState)"
+        params: list[dict[str, Any]] = []
+        if state is not None:
+            where = "c.processState = @state"
+            params.append({"name": "@state", "value": state.value})
+        query = f"SELECT * FROM c WHERE {where} ORDER BY c.updatedAt DESC"
+        size = max(1, min(page_size, MAX_PAGE_SIZE))
+        with _mapped_errors():
+            docs, token = query_page(self._c, query, params, size, continuation)
+        return RecordPage([StateRecord.from_document(d) for d in docs], token)
+
+    def processing(self, limit: int) -> list[StateRecord]:
+        query = "SELECT TOP @limit * FROM c WHERE c.processState = @state ORDER BY c.completeBy"
+        params: list[dict[str, Any]] = [
+            {"name": "@limit", "value": limit},
+            {"name": "@state", "value": ProcessState.PROCESSING.value},
+        ]
+        with _mapped_errors():
+            docs = list(self._c.query_items(query, parameters=params, enable_cross_partition_query=True))
+        return [StateRecord.from_document(d) for d in docs]

@@ -1,0 +1,152 @@
+"""What the operator sees: the summary, a page of orders, one order. Plain code over the app's
+context (blocking I/O: callers run it in a worker thread); the Durable side of an order (its attempts'
+runtime status) is ``operations.instances``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from adapters.servicebus.settlement import body_bytes
+from contracts.names import OPERATOR_ALERTS_QUEUE
+from dependencies import AppContext
+from domain.compensation import compensation_instance_id
+from domain.ids import instance_id
+from domain.records import StateRecord
+from domain.review import pending_review
+from domain.states import ProcessState
+from domain.timefmt import to_text
+
+SUMMARY_PROCESSING_LIMIT = 500  # Processing is capped by MAX_IN_FLIGHT; this bounds the summary's scan
+SUMMARY_LIST_LIMIT = 20
+ALERT_PEEK_LIMIT = 250
+ATTEMPTS_SHOWN = 6
+
+
+class ReadModelUnavailable(RuntimeError):
+    """The context has no operator read model (``AppContext.ops``)."""
+
+
+def _time(value: Any) -> str | None:
+    return to_text(value) if value is not None else None
+
+
+def order_row(record: StateRecord) -> dict[str, Any]:
+    """One line of a list: what an operator scans for."""
+    review = pending_review(record)
+    return {
+        "orderId": record.order_id,
+        "processState": record.process_state.value,
+        "attempt": record.attempt,
+        "failureCount": record.failure_count,
+        "currentStep": record.current_step,
+        "completeBy": _time(record.complete_by),
+        "updatedAt": _time(record.updated_at),
+        "lastError": record.last_error,
+        "waitingForReview": review is not None,
+        "decideBy": review.decide_by if review else None,
+    }
+
+
+def summary(ctx: AppContext) -> dict[str, Any]:
+    if ctx.ops is None:
+        raise ReadModelUnavailable("no operator read model configured")
+    counts = {state.value: ctx.states.count(state) for state in ProcessState}
+    processing = ctx.ops.processing(SUMMARY_PROCESSING_LIMIT)  # oldest completeBy first
+    now = ctx.clock.now()
+    reviews = [order_row(r) for r in processing if pending_review(r) is not None]
+    expired = [order_row(r) for r in processing if r.complete_by is not None and r.complete_by <= now]
+    oldest = processing[0] if processing else None
+    return {
+        "now": to_text(now),
+        "counts": counts,
+        "oldestProcessing": None
+        if oldest is None
+        else {"orderId": oldest.order_id, "completeBy": _time(oldest.complete_by)},
+        "waitingForReview": reviews[:SUMMARY_LIST_LIMIT],
+        "waitingForReviewCount": len(reviews),
+        "expired": expired[:SUMMARY_LIST_LIMIT],
+        "expiredCount": len(expired),
+        "recentAlerts": recent_alerts(ctx, SUMMARY_LIST_LIMIT),
+    }
+
+
+def recent_alerts(ctx: AppContext, limit: int) -> list[dict[str, Any]]:
+    """The newest of the first ``ALERT_PEEK_LIMIT`` alerts still on ``operator-alerts`` (peeked: a
+    consumer of the queue is not disturbed). Empty when the context has no deferred-message store."""
+    if ctx.deferred is None:
+        return []
+    with ctx.deferred.open(OPERATOR_ALERTS_QUEUE) as receiver:
+        messages = receiver.peek(ALERT_PEEK_LIMIT)
+    alerts: list[dict[str, Any]] = []
+    for message in reversed(messages):
+        try:
+            alert = json.loads(body_bytes(message))
+        except ValueError:
+            continue
+        if isinstance(alert, dict):
+            alerts.append(
+                {k: alert.get(k) for k in ("alertId", "kind", "severity", "orderId", "summary", "at") if k in alert}
+            )
+        if len(alerts) >= limit:
+            break
+    return alerts
+
+
+def order_page(ctx: AppContext, state: ProcessState | None, page_size: int, continuation: str | None) -> dict[str, Any]:
+    if ctx.ops is None:
+        raise ReadModelUnavailable("no operator read model configured")
+    page = ctx.ops.page(state, page_size, continuation)
+    return {"orders": [order_row(r) for r in page.records], "continuation": page.continuation}
+
+
+def instance_ids(record: StateRecord) -> list[tuple[str, str]]:
+    """The orchestration instances of the newest attempts and compensation rounds, newest first, as
+    (kind, instance id). Forward attempts and compensation rounds share the ``attempt`` counter; the
+    record's history says which one each number was (a claim names its instance)."""
+    rounds = {
+        entry.detail
+        for entry in record.history
+        if entry.event == "CompensationClaimed" and entry.detail.startswith(f"{record.order_id}:compensate:")
+    }
+    found: list[tuple[str, str]] = []
+    for number in range(record.attempt, max(0, record.attempt - ATTEMPTS_SHOWN), -1):
+        compensation = compensation_instance_id(record.order_id, number)
+        if compensation in rounds or compensation == record.locked_by:
+            found.append(("compensation", compensation))
+        else:
+            found.append(("attempt", instance_id(record.order_id, number)))
+    return found
+
+
+def order_detail(ctx: AppContext, order_id: str) -> dict[str, Any] | None:
+    """The order, its state record (history, steps, compensation log with each undo's outcome),
+    review and deferred payment notifications; None when neither the order nor a record exists."""
+    order = ctx.orders.get(order_id)
+    record = ctx.states.get(order_id)
+    if order is None and record is None:
+        return None
+    deferral = ctx.deferrals.get(order_id) if ctx.deferrals is not None else None
+    review = pending_review(record) if record is not None else None
+    return {
+        "orderId": order_id,
+        "order": order,
+        "state": None if record is None else {**record.to_document(), "waitingForReview": review is not None},
+        "review": None
+        if review is None
+        else {"reviewId": review.review_id, "step": review.step, "decideBy": review.decide_by},
+        "transitions": [] if record is None else [h.model_dump(mode="json", by_alias=True) for h in record.history],
+        "steps": {}
+        if record is None
+        else {k: v.model_dump(mode="json", by_alias=True) for k, v in record.steps.items()},
+        "compensation": []
+        if record is None
+        else [e.model_dump(mode="json", by_alias=True) for e in record.compensation],
+        "payment": None
+        if record is None or record.payment is None
+        else record.payment.model_dump(mode="json", by_alias=True),
+        "deferredNotifications": []
+        if deferral is None
+        else [e.model_dump(mode="json", by_alias=True) for e in deferral.entries],
+        "instances": [] if record is None else [{"kind": k, "instanceId": i} for k, i in instance_ids(record)],
+    }

@@ -1,0 +1,119 @@
+"""HTTP plumbing of the ops API: JSON replies, the checks every request gets (authentication, the
+app role, same-origin JSON for actions) and the validation of ids and bodies. Plain code: the
+blueprint turns a ``Reply`` into an ``azure.functions.HttpResponse``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from domain.compensation_policy import REVIEW_CHOICES
+from domain.ids import is_valid_order_id
+from operations.auth import Principal, Refusal, authorize
+from settings import Settings
+
+MAX_BODY_BYTES = 4096
+MAX_REASON_CHARS = 500
+MAX_CONTINUATION_CHARS = 4096
+SECURITY_HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: bytes
+    content_type: str = "application/json; charset=utf-8"
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def json_reply(status: int, value: Any) -> Reply:
+    return Reply(status, json.dumps(value, default=str).encode("utf-8"))
+
+
+def error(status: int, message: str) -> Reply:
+    return json_reply(status, {"error": message, "status": status})
+
+
+def refused(refusal: Refusal) -> Reply:
+    headers = {"WWW-Authenticate": 'Bearer realm="ops"'} if refusal.status == 401 else {}
+    return Reply(
+        refusal.status, json.dumps({"error": refusal.message, "status": refusal.status}).encode(), headers=headers
+    )
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower() if parts.scheme and parts.netloc else ""
+
+
+def same_origin_json(url: str, headers: Mapping[str, str]) -> Reply | None:
+    """Actions are refused cross-origin: the body must be JSON (a cross-site form cannot send it
+    without a CORS preflight, which this app never answers), and a browser's ``Origin`` /
+    ``Sec-Fetch-Site`` must say the request came from this app's own pages."""
+    content_type = str(headers.get("content-type") or "").split(";", 1)[0].strip().lower()
+    if content_type != "application/json":
+        return error(415, "send the action as a JSON body (Content-Type: application/json)")
+    site = str(headers.get("sec-fetch-site") or "").lower()
+    if site and site not in ("same-origin", "none"):
+        return error(403, f"cross-origin request refused (Sec-Fetch-Site: {site})")
+    origin = str(headers.get("origin") or "").lower()
+    if origin:
+        allowed = {_origin(url)}
+        host = str(headers.get("x-forwarded-host") or headers.get("host") or "").lower()
+        if host:
+            allowed |= {f"https://{host}", f"http://{host}"}
+        if origin not in allowed:
+            return error(403, f"cross-origin request refused (Origin: {origin})")
+    return None
+
+
+def check_access(settings: Settings, headers: Mapping[str, str], role: str) -> Principal | Reply:
+    found = authorize(settings, headers, role)
+    return refused(found) if isinstance(found, Refusal) else found
+
+
+def checked_order_id(value: str | None) -> str | Reply:
+    if value is None or not is_valid_order_id(value):
+        return error(400, "malformed order id: 1-64 letters, digits, '-' or '_', starting with a letter or digit")
+    return value
+
+
+@dataclass(frozen=True)
+class ActionBody:
+    reason: str
+    action: str | None = None
+
+
+def parse_action_body(body: bytes, *, review: bool) -> ActionBody | Reply:
+    """``{"reason": "..."}`` (and ``"action"`` for a review). Anything else, including who is
+    acting (that comes from the principal), is refused."""
+    if len(body) > MAX_BODY_BYTES:
+        return error(413, f"body over {MAX_BODY_BYTES} bytes")
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return error(400, "the body is not UTF-8 JSON")
+    if not isinstance(data, dict):
+        return error(400, "the body must be a JSON object")
+    allowed = {"reason", "action"} if review else {"reason"}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        return error(400, f"unknown fields: {', '.join(unknown)} (who acts comes from your sign-in)")
+    reason = data.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        return error(400, "a non-empty 'reason' is required")
+    if len(reason) > MAX_REASON_CHARS:
+        return error(400, f"'reason' is longer than {MAX_REASON_CHARS} characters")
+    if not review:
+        return ActionBody(reason.strip())
+    action = data.get("action")
+    if action not in REVIEW_CHOICES:
+        return error(400, f"'action' must be one of {', '.join(REVIEW_CHOICES)}")
+    return ActionBody(reason.strip(), str(action))

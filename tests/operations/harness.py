@@ -1,0 +1,81 @@
+"""The ops API through the real Functions runtime: a ``RuntimeHarness`` (the runner's host over an
+in-process broker and the Cosmos protocol server) with the operator read model, and helpers to send
+HTTP requests as the host does and to write state records the way the app's moves leave them."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from contracts.names import STATE_CONTAINER
+from deferral.store import CosmosDeferralLog
+from domain import compensation, transitions
+from domain.records import StateRecord
+from localrun.host import local_settings_example
+from localrun.worker.http import HttpAnswer, HttpRequestData
+from operations.queries import CosmosOpsQueries
+from tests.runtime.harness import RuntimeHarness
+
+BASE = "http://127.0.0.1:7071"
+OPERATOR = "ops@contoso.example:Orders.Read,Orders.Operate"
+
+
+def easy_auth_header(name: str, roles: tuple[str, ...]) -> str:
+    """The ``X-MS-CLIENT-PRINCIPAL`` App Service passes for an Entra ID sign-in."""
+    claims = [{"typ": "name", "val": name}] + [{"typ": "roles", "val": r} for r in roles]
+    principal = {"auth_typ": "aad", "claims": claims, "name_typ": "name", "role_typ": "roles"}
+    return base64.b64encode(json.dumps(principal).encode()).decode()
+
+
+class OpsHarness(RuntimeHarness):
+    def __init__(self, cosmos_db: Any, **settings: str) -> None:
+        super().__init__({**local_settings_example(), **settings}, cosmos_db=cosmos_db)
+        assert self.ctx is not None
+        self.ctx.ops = CosmosOpsQueries(cosmos_db.get_container_client(STATE_CONTAINER))
+        self.ctx.deferrals = CosmosDeferralLog(cosmos_db.get_container_client(STATE_CONTAINER))
+
+    def request(self, method: str, path: str, body: Any = None, headers: Mapping[str, str] | None = None) -> HttpAnswer:
+        raw = body if isinstance(body, bytes) else (b"" if body is None else json.dumps(body).encode())
+        sent = dict(headers or {})
+        if method == "POST" and "content-type" not in {k.lower() for k in sent}:
+            sent["Content-Type"] = "application/json"
+        return self.host.call_http(HttpRequestData(method, BASE + path, sent, raw))
+
+    def get(self, path: str, headers: Mapping[str, str] | None = None) -> tuple[int, Any]:
+        answer = self.request("GET", path, headers=headers)
+        return answer.status, json.loads(answer.body) if answer.body.startswith(b"{") else answer.body
+
+    def post(self, path: str, body: Any, headers: Mapping[str, str] | None = None) -> tuple[int, Any]:
+        answer = self.request("POST", path, body, headers)
+        return answer.status, json.loads(answer.body) if answer.body else None
+
+    # --- records as the app's moves leave them -----------------------------------------------------
+
+    def pending(self, order_id: str) -> StateRecord:
+        assert self.ctx is not None
+        return self.ctx.states.create(transitions.new_record(order_id, None, self.clock.now()))
+
+    def processing(self, order_id: str) -> StateRecord:
+        assert self.ctx is not None
+        record = self.pending(order_id)
+        claimed = transitions.claim(record, self.clock.now(), timedelta(seconds=60))
+        return self.ctx.states.replace(claimed.model_copy(update={"etag": record.etag}))
+
+    def error(self, order_id: str) -> StateRecord:
+        assert self.ctx is not None
+        record = self.processing(order_id)
+        failed = transitions.fail(record, str(record.locked_by), None, "payment declined", self.clock.now())
+        return self.ctx.states.replace(failed.model_copy(update={"etag": record.etag}))
+
+    def awaiting_review(self, order_id: str) -> StateRecord:
+        assert self.ctx is not None
+        record = self.processing(order_id)
+        owner = str(record.locked_by)
+        until = self.clock.now() + timedelta(minutes=10)
+        paused = compensation.await_review(
+            record, owner, "charge-payment", f"{owner}:charge-payment:review:1", until, self.clock.now()
+        )
+        return self.ctx.states.replace(paused.model_copy(update={"etag": record.etag}))
