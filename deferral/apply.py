@@ -78,7 +78,11 @@ def _apply(
     except DependencyUnavailable as exc:
         return _still_unavailable(ctx, receiver, message, order_id, round_number, str(exc))
     if outcome.kind == "order-missing":
-        record_deferred(ctx, order_id, message, MESSAGE_TYPE, DeferralReason.ORDER_NOT_SUBMITTED)
+        doc = record_deferred(ctx, order_id, message, MESSAGE_TYPE, DeferralReason.ORDER_NOT_SUBMITTED)
+        if doc.rejected_at is not None:  # its order was refused by admission control: it is not coming
+            reason, description = rejected_order(ctx, order_id, seq)
+            receiver.dead_letter(message, reason, description)
+            return Processed("dead-lettered", order_id)
         receiver.abandon(message)  # stays deferred, waiting for its order
         return Processed("waiting", order_id)
     if outcome.kind == "rejected":
@@ -116,6 +120,30 @@ def _still_unavailable(
     schedule_retry(ctx, order_id, seq, message.message_id or "", next_round)
     receiver.abandon(message)  # stays deferred until the next round
     return Processed("retry-scheduled", order_id)
+
+
+ORDER_REJECTED = "OrderRejected"
+
+
+def rejected_order(ctx: AppContext, order_id: str, seq: int) -> tuple[str, str]:
+    """A deferred notification whose order submission rejected (admission control): resolved as
+    dead-lettered, with an alert (after the write). Returns the dead-letter reason and description
+    for the caller to settle the message with."""
+    description = f"order {order_id} was rejected by admission control (MAX_PENDING); nothing to apply the payment to"
+    resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, f"{ORDER_REJECTED}: {description}")
+    raise_alert_after_write(
+        ctx.sender,
+        kind="NotificationForRejectedOrder",
+        summary=f"order {order_id}: payment notification #{seq} dead-lettered, its order was rejected",
+        at=ctx.clock.now(),
+        order_id=order_id,
+        discriminator=seq,
+        details={"sequenceNumber": seq},
+    )
+    app_event(
+        "DeadLettered", f"deferred #{seq}: {ORDER_REJECTED}", logging.WARNING, orderId=order_id, sequenceNumber=seq
+    )
+    return ORDER_REJECTED, description
 
 
 def _abandon_quietly(receiver: DeferredReceiver, message: Any) -> None:

@@ -5,15 +5,17 @@ import asyncio
 import azure.durable_functions as df
 import azure.functions as func
 
-from deferral.sweep import peek_sweep
+from deferral.sweep import SweepCursor, peek_sweep
 from dependencies import get_context
 from submission.raise_events import raise_events
 
 bp = df.Blueprint()
+# Per worker process: where the next peek sweep run starts (lost on restart: it starts from the beginning).
+CURSOR = SweepCursor()
 
 
 @bp.timer_trigger(arg_name="timer", schedule="%PEEK_SWEEP_SCHEDULE%", run_on_startup=False, use_monitor=True)
 @bp.durable_client_input(client_name="client")
 async def deferred_peek_sweep(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
-    report = await asyncio.to_thread(peek_sweep, get_context())
+    report = await asyncio.to_thread(peek_sweep, get_context(), CURSOR)
     await raise_events(client, report.events)

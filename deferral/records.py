@@ -62,6 +62,9 @@ class DeferralDocument(_Doc):
     entries: list[DeferredEntry] = Field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
     updated_at: UtcDateTime
+    # Set when submission rejected the order (admission control): a notification for it that arrives
+    # later is dead-lettered (OrderRejected) instead of waiting for an order that is not coming.
+    rejected_at: UtcDateTime | None = None
     etag: str | None = Field(default=None, alias="_etag", exclude=True)
 
     @classmethod
@@ -106,6 +109,10 @@ def with_status(
     changed = existing.model_copy(update={"status": status, "updated_at": now, "detail": detail[:500]})
     entries = [changed if e.sequence_number == sequence_number else e for e in doc.entries]
     return doc.model_copy(update={"entries": entries, "updated_at": now})
+
+
+def rejected(doc: DeferralDocument, now: datetime) -> DeferralDocument:
+    return doc.model_copy(update={"rejected_at": now, "updated_at": now})
 
 
 def _bounded(entries: list[DeferredEntry]) -> list[DeferredEntry]:

@@ -11,7 +11,8 @@ from adapters.cosmos.errors import StoreError
 from adapters.servicebus.sender import SendError
 from contracts.names import ORDERS_QUEUE
 from deferral.apply import account_for_absent, process_fetched
-from deferral.records import DeferralReason
+from deferral.records import DeferralReason, rejected
+from deferral.store import update_deferrals
 from dependencies import AppContext
 from observability.events import app_event
 from submission.result import RaiseEvent
@@ -25,6 +26,36 @@ class Recovery:
     dead_lettered: int = 0
     expired: int = 0
     events: tuple[RaiseEvent, ...] = ()
+
+
+def release_for_rejected_order(ctx: AppContext, order_id: str) -> Recovery:
+    """Admission control rejected ``order_id``: its deferral document is marked rejected (a
+    notification that arrives later is dead-lettered at once) and the notifications already waiting
+    for it are fetched and dead-lettered (``OrderRejected``, with an alert) instead of waiting for
+    an order that is not coming until their time to live. A store or send failure propagates (the
+    OrderSubmitted is abandoned and redelivered); a receiver failure is left to the peek sweep."""
+    if ctx.deferred is None or ctx.deferrals is None:
+        return Recovery()
+    now = ctx.clock.now()
+    doc = update_deferrals(ctx.deferrals, order_id, lambda d: rejected(d, now), now)
+    waiting = doc.waiting(DeferralReason.ORDER_NOT_SUBMITTED)
+    if not waiting:
+        return Recovery()
+    dead = expired = 0
+    try:
+        with ctx.deferred.open(ORDERS_QUEUE) as receiver:
+            fetched = {m.sequence_number: m for m in receiver.receive_deferred([e.sequence_number for e in waiting])}
+            for entry in waiting:
+                message = fetched.get(entry.sequence_number)
+                if message is None:
+                    expired += account_for_absent(ctx, receiver, order_id, entry.sequence_number) == "expired"
+                    continue
+                dead += process_fetched(ctx, receiver, message, round_number=0).result == "dead-lettered"
+    except (StoreError, SendError):
+        raise
+    except Exception as exc:
+        log.warning("order %s: waiting notifications not released now (%s); the peek sweep will", order_id, exc)
+    return Recovery(dead_lettered=dead, expired=expired)
 
 
 def recover_for_order(ctx: AppContext, order_id: str) -> Recovery:

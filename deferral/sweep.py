@@ -15,7 +15,11 @@ peeks the ``orders`` queue (no locks taken) for deferred messages enqueued at le
 * past its time to live: fetched, which moves it to the dead-letter queue, then recorded as expired
   and alerted once (peek does not show it again: no loop).
 
-Bounded by ``PEEK_SWEEP_MAX_MESSAGES`` peeked per run."""
+Bounded by ``PEEK_SWEEP_MAX_MESSAGES`` peeked per run. A run continues from the sequence number the
+previous run of this process stopped at (``SweepCursor``) and starts over from the beginning once
+it reaches the end of the queue: messages waiting for their order can no longer hide every newer
+message from the sweep. The cursor lives in process memory; a restart starts from the beginning.
+A message whose order was rejected by admission control is dead-lettered, not left waiting."""
 
 from __future__ import annotations
 
@@ -66,19 +70,34 @@ def _expired(message: Any, now: datetime) -> bool:
     return expires is not None and expires <= now
 
 
-def peek_sweep(ctx: AppContext) -> SweepReport:
+@dataclass
+class SweepCursor:
+    """Where the next run starts peeking (per worker process)."""
+
+    next_sequence: int = 0
+
+
+def peek_sweep(ctx: AppContext, cursor: SweepCursor | None = None) -> SweepReport:
     report = SweepReport()
+    cursor = cursor if cursor is not None else SweepCursor()
     if ctx.deferred is None or ctx.deferrals is None:
         return report
     now = ctx.clock.now()
     cutoff = now - ctx.settings.peek_sweep_age
     budget = ctx.settings.peek_sweep_max_messages
     with ctx.deferred.open(ORDERS_QUEUE) as receiver:
-        next_seq = 0
+        start = next_seq = cursor.next_sequence
+        wrapped = start == 0
         while budget > 0:
             batch = receiver.peek(min(PEEK_PAGE, budget), next_seq)
+            if wrapped and start > 0:  # after going round: stop where this run began
+                batch = [m for m in batch if int(m.sequence_number) < start]
             if not batch:
-                break
+                if wrapped:
+                    next_seq = 0  # the whole queue was looked at: the next run starts from the beginning
+                    break
+                next_seq, wrapped = 0, True  # the end of the queue: go on from the beginning
+                continue
             budget -= len(batch)
             report.peeked += len(batch)
             for message in batch:
@@ -91,10 +110,12 @@ def peek_sweep(ctx: AppContext) -> SweepReport:
                 except StoreUnavailable as exc:
                     log.warning("peek sweep stopped: state store unavailable: %s", exc)
                     report.failed += 1
+                    cursor.next_sequence = next_seq
                     return _logged(report)
                 except Exception as exc:
                     report.failed += 1
                     log.warning("peek sweep: deferred #%s not handled: %s", message.sequence_number, exc, exc_info=True)
+    cursor.next_sequence = next_seq
     return _logged(report)
 
 
@@ -122,7 +143,8 @@ def _examine(ctx: AppContext, receiver: DeferredReceiver, peeked: Any, now: date
         if entry.reason is DeferralReason.DEPENDENCY_UNAVAILABLE and not _retry_overdue(ctx, entry, now):
             report.waiting += 1
             return
-        if entry.reason is DeferralReason.ORDER_NOT_SUBMITTED and ctx.states.get(order_id) is None:
+        rejected = doc is not None and doc.rejected_at is not None
+        if entry.reason is DeferralReason.ORDER_NOT_SUBMITTED and not rejected and ctx.states.get(order_id) is None:
             report.waiting += 1
             return
     rounds = entry.rounds if entry.reason is DeferralReason.DEPENDENCY_UNAVAILABLE else 0

@@ -3,17 +3,25 @@
 ``MessageId`` = order id + status + attempt, so repeats collapse in duplicate detection. A missing
 or unauthorised reply queue never fails or blocks the order: it is logged (every status) and alerted
 once per queue: the alert's id is derived from the queue name alone, so every order and status of
-that submitter collapses into one alert per duplicate-detection window of ``operator-alerts``."""
+that submitter collapses into one alert per duplicate-detection window of ``operator-alerts``.
+A message Service Bus refuses as such (``MessageRejected``) is logged and never retried.
+
+A status is never worth failing an order for: code that sends one directly (the intake) uses
+``publish_or_owe``, and a status whose send failed is handed to the courier orchestration
+(``deliver_status_v1``, ``hand_to_courier``), which retries it on durable timers until it is sent."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, Protocol
 
 from adapters.clock import Clock
-from adapters.servicebus.sender import MessageSender, OutgoingMessage, QueueNotFound, SendError
+from adapters.servicebus.sender import MessageRejected, MessageSender, OutgoingMessage, QueueNotFound, SendError
 from contracts.messages import StatusName, StatusUpdate
-from domain.ids import status_message_id
+from domain.ids import bounded, status_message_id
 from domain.records import StateRecord
 from notifications.alerts import raise_alert
 
@@ -66,9 +74,99 @@ def publish_status(
         except SendError as alert_error:  # the status is a side channel: never fail the order for it
             log.error("reply-queue alert for %r not sent: %s", reply_to, alert_error)
         return False
-    except SendError:
-        raise
+    except MessageRejected as exc:
+        log.error(
+            "order %s: status %s refused by Service Bus, not retried: %s",
+            order_id,
+            status,
+            exc,
+            extra={"event": "StatusSendFailed", "orderId": order_id, "status": status},
+        )
+        return False
     return True
+
+
+@dataclass(frozen=True)
+class OwedStatus:
+    """A status whose send failed, for the courier orchestration to deliver."""
+
+    order_id: str
+    status: StatusName
+    attempt: int
+    reply_to: str
+    reason: str | None = None
+
+    @property
+    def instance_id(self) -> str:
+        return bounded(f"status:{self.order_id}:{self.status}:{self.attempt}", 100)
+
+    def courier_input(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "orderId": self.order_id,
+            "status": self.status,
+            "attempt": self.attempt,
+            "replyTo": self.reply_to,
+        }
+        if self.reason is not None:
+            payload["reason"] = self.reason[:500]
+        return payload
+
+
+def publish_or_owe(
+    sender: MessageSender,
+    *,
+    reply_to: str | None,
+    order_id: str,
+    status: StatusName,
+    attempt: int,
+    at: datetime,
+    reason: str | None = None,
+) -> OwedStatus | None:
+    """``publish_status`` for code that must not fail or wait because of a status: a send that fails
+    is returned as owed (hand it to ``hand_to_courier``), never raised."""
+    try:
+        publish_status(
+            sender, reply_to=reply_to, order_id=order_id, status=status, attempt=attempt, at=at, reason=reason
+        )
+    except SendError as exc:
+        if not reply_to:
+            return None
+        log.warning(
+            "order %s: status %s not sent now (%s); handed to the courier",
+            order_id,
+            status,
+            exc,
+            extra={"event": "StatusOwed", "orderId": order_id, "status": status, "replyTo": reply_to},
+        )
+        return OwedStatus(order_id, status, attempt, reply_to, reason)
+    return None
+
+
+class CourierClient(Protocol):
+    """The part of ``DurableOrchestrationClient`` the courier hand-over uses."""
+
+    async def start_new(
+        self, orchestration_function_name: str, instance_id: str | None = None, client_input: Any | None = None
+    ) -> str: ...
+
+
+async def hand_to_courier(client: CourierClient, owed: Sequence[OwedStatus]) -> None:
+    """Starts the courier for each owed status. A courier already running for the same status is
+    fine (the start fails, that one delivers it). If Durable itself cannot be reached the status is
+    lost: logged as ``StatusSendFailed`` (ERROR), never raised into the trigger."""
+    from orchestrators.names import DELIVER_STATUS
+
+    for item in owed:
+        try:
+            await client.start_new(DELIVER_STATUS, item.instance_id, item.courier_input())
+        except Exception as exc:
+            log.error(
+                "order %s: status %s could not be handed to the courier: %s",
+                item.order_id,
+                item.status,
+                exc,
+                extra={"event": "StatusSendFailed", "orderId": item.order_id, "status": item.status},
+            )
 
 
 def publish_record_status(

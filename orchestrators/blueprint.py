@@ -12,6 +12,7 @@ from orchestrators import names, starter
 from orchestrators.compensation import compensate_order
 from orchestrators.outcome import Outcome
 from orchestrators.scheduler import process_order
+from orchestrators.status import deliver_status
 
 bp = df.Blueprint()
 
@@ -24,6 +25,11 @@ def process_order_v1(context: df.DurableOrchestrationContext) -> Generator[Any, 
 @bp.orchestration_trigger(context_name="context", orchestration=names.COMPENSATION, input_type=dict)
 def compensate_order_v1(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Outcome]:
     return compensate_order(context)
+
+
+@bp.orchestration_trigger(context_name="context", orchestration=names.DELIVER_STATUS, input_type=dict)
+def deliver_status_v1(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
+    return deliver_status(context)
 
 
 @bp.timer_trigger(arg_name="timer", schedule="%STARTER_SCHEDULE%", run_on_startup=False, use_monitor=True)

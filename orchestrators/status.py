@@ -1,7 +1,20 @@
 """Telling the submitter: status updates are sent by an activity after the fenced write that
-made them true, never inside it. A failed send then cannot fail or undo the write; the
-orchestration retries it on durable timers (the MessageId, order + status + attempt, collapses
-any repeat) and, if Service Bus stays unreachable, gives up and records why in its output."""
+made them true, never inside it. A failed send then cannot fail or undo the write, and it never
+holds a deadline:
+
+- a progress status (``Processing``, ``Compensating``) is tried once: the attempt or round goes on
+  whatever happens (the next status supersedes it, and waiting for a broken reply queue would eat
+  the start grace or the round's deadline);
+- a final status (``Completed``, ``Failed``, ``Compensated``, ``CompensationFailed``, and any status
+  handed to the courier) is sent after the write that ended the order, when nothing holds a
+  deadline any more, and retried on durable timers until it is sent or ``FINAL_RETRY_DELAYS`` are
+  used up (about six hours): the orchestration instance is the outbox, kept by Durable across
+  restarts. A reply queue that does not exist or refuses this app is not retried (the activity
+  answers False and alerts once per queue); the MessageId (order + status + attempt) collapses any
+  repeat.
+
+``deliver_status`` is the courier orchestration: code that has no durable timer of its own (the
+intake) hands it a status whose send failed, and it delivers it the same way."""
 
 from __future__ import annotations
 
@@ -13,7 +26,18 @@ import azure.durable_functions as df
 
 from orchestrators import names
 
-RETRY_DELAYS = (timedelta(seconds=5), timedelta(seconds=30), timedelta(minutes=2))
+PROGRESS_STATUSES = frozenset({"Processing", "Compensating"})
+FINAL_RETRY_DELAYS = (
+    timedelta(seconds=5),
+    timedelta(seconds=30),
+    timedelta(minutes=2),
+    timedelta(minutes=5),
+    timedelta(minutes=10),
+    timedelta(minutes=30),
+    timedelta(hours=1),
+    timedelta(hours=2),
+    timedelta(hours=2),
+)
 
 
 def tell_submitter(
@@ -25,9 +49,9 @@ def tell_submitter(
     *,
     plan: dict[str, Any] | None = None,
 ) -> Generator[Any, Any, bool]:
-    """Sends one status update; True once sent (or there is no reply queue), False if every try
-    failed. ``plan`` is the load activity's result: its ``replyTo`` (the record's) saves the
-    activity a read, and an order submitted without one costs no activity at all."""
+    """Sends one status update; True once sent (or there is no reply queue), False if it was not.
+    ``plan`` is the load activity's result: its ``replyTo`` (the record's) saves the activity a
+    read, and an order submitted without one costs no activity at all."""
     payload: dict[str, Any] = {"orderId": order_id, "status": status, "attempt": attempt}
     if plan is not None and "replyTo" in plan:
         if plan["replyTo"] is None:
@@ -35,7 +59,22 @@ def tell_submitter(
         payload["replyTo"] = plan["replyTo"]
     if reason is not None:
         payload["reason"] = str(reason)[:500]
-    for delay in (*RETRY_DELAYS, None):
+    delays = () if status in PROGRESS_STATUSES else FINAL_RETRY_DELAYS
+    return (yield from _send(context, payload, delays))
+
+
+def deliver_status(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
+    """The courier: delivers the status in its input (``orderId``, ``status``, ``attempt``,
+    ``replyTo``, ``reason``) like a final status."""
+    payload: dict[str, Any] = dict(context.get_input())
+    sent = yield from _send(context, payload, FINAL_RETRY_DELAYS)
+    return {"result": "Sent" if sent else "GaveUp", "status": payload.get("status")}
+
+
+def _send(
+    context: df.DurableOrchestrationContext, payload: dict[str, Any], delays: tuple[timedelta, ...]
+) -> Generator[Any, Any, bool]:
+    for delay in (*delays, None):
         try:
             yield context.call_activity(names.PUBLISH_STATUS, payload)
             return True

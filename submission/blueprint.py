@@ -8,6 +8,7 @@ from azurefunctions.extensions.bindings import servicebus
 from adapters.servicebus.settlement import apply_settlement
 from contracts.names import ORDERS_QUEUE, SERVICE_BUS_CONNECTION
 from dependencies import get_context
+from notifications.status import hand_to_courier
 from orchestrators.starter import start_claimed
 from submission.intake import handle_orders_message
 from submission.raise_events import raise_events
@@ -29,3 +30,4 @@ async def submit_order(
     if result.claim is not None:
         await start_claimed(client, [result.claim])
     await raise_events(client, result.events)
+    await hand_to_courier(client, result.owed)

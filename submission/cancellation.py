@@ -25,7 +25,7 @@ from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger,
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
-from notifications.status import publish_record_status
+from notifications.status import publish_or_owe
 from observability.events import app_event
 from submission.result import IntakeResult
 
@@ -62,9 +62,17 @@ def _cancel_once(ctx: AppContext, record: StateRecord, cancel: CancelOrder) -> I
         ReviewPolicy(ctx.settings.review_amount_threshold_cents),
     )
     if decision.action is not Action.COMPENSATE:
-        publish_record_status(ctx.sender, record, "CancellationRejected", now, decision.reason)
+        owed = publish_or_owe(
+            ctx.sender,
+            reply_to=record.reply_to,
+            order_id=record.order_id,
+            status="CancellationRejected",
+            attempt=record.attempt,
+            at=now,
+            reason=decision.reason,
+        )
         app_event("CancellationRejected", f"order {record.order_id}: {decision.reason}", orderId=record.order_id)
-        return IntakeResult(Settlement.complete())
+        return IntakeResult(Settlement.complete(), owed=(owed,) if owed else ())
     # While a step is in flight, compensation waits for its deadline: its agent starts no call after it.
     in_flight = record.process_state is ProcessState.PROCESSING and record.current_step is not None
     not_before = record.complete_by if in_flight else None

@@ -18,13 +18,13 @@ from adapters.servicebus.sender import SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
 from contracts.messages import CancelOrder, Contract, OrderSubmitted, PaymentNotification, RetryDeferred
 from contracts.parsing import InvalidMessage, parse
-from deferral.recovery import recover_for_order
+from deferral.recovery import recover_for_order, release_for_rejected_order
 from dependencies import AppContext
 from domain import transitions
 from domain.records import StateRecord
 from domain.states import ProcessState
 from notifications.alerts import raise_alert
-from notifications.status import publish_status
+from notifications.status import publish_or_owe
 from observability.events import app_event, state_transition
 from orchestrators.starter import try_claim
 from submission.cancellation import cancel_order
@@ -74,7 +74,7 @@ def submit_order(ctx: AppContext, order: OrderSubmitted) -> IntakeResult:
     now = ctx.clock.now()
     state = ctx.states.get(order.order_id)
     if state is None and _pending_full(ctx) and ctx.orders.get(order.order_id) is None:
-        publish_status(
+        owed = publish_or_owe(
             ctx.sender,
             reply_to=order.reply_to,
             order_id=order.order_id,
@@ -84,7 +84,8 @@ def submit_order(ctx: AppContext, order: OrderSubmitted) -> IntakeResult:
             reason=f"too many pending orders (MAX_PENDING={ctx.settings.max_pending}); submit again later",
         )
         app_event("OrderRejected", f"order {order.order_id} rejected: pending cap", orderId=order.order_id)
-        return IntakeResult(Settlement.complete())
+        release_for_rejected_order(ctx, order.order_id)  # its waiting notifications: dead-lettered, alerted
+        return IntakeResult(Settlement.complete(), owed=(owed,) if owed else ())
 
     outcome = ctx.orders.create_or_verify(order.order_document())
     if outcome is CreateOutcome.CONFLICT:
@@ -110,13 +111,15 @@ def submit_order(ctx: AppContext, order: OrderSubmitted) -> IntakeResult:
     recovered = recover_for_order(ctx, order.order_id)
     if recovered.applied:
         state = ctx.states.get(order.order_id) or state
+    owed = None
     if state.process_state is ProcessState.PENDING and state.attempt == 0:
-        # (Re)announce: a redelivery after a failed send repeats it; MessageId collapses duplicates.
-        publish_status(
+        # (Re)announce: a redelivery repeats it; MessageId collapses duplicates. A failed send never
+        # abandons the accepted order: the status goes to the courier instead.
+        owed = publish_or_owe(
             ctx.sender, reply_to=state.reply_to, order_id=order.order_id, status="Received", attempt=0, at=now
         )
     claim = try_claim(ctx, state) if created else None
-    return IntakeResult(Settlement.complete(), claim, recovered.events)
+    return IntakeResult(Settlement.complete(), claim, recovered.events, owed=(owed,) if owed else ())
 
 
 def _pending_full(ctx: AppContext) -> bool:

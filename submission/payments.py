@@ -25,7 +25,7 @@ from contracts.messages import PaymentNotification
 from contracts.names import PAYMENT_NOTIFIED_EVENT
 from deferral.errors import DependencyUnavailable
 from deferral.records import DeferralReason, EntryStatus
-from deferral.retry import schedule_retry
+from deferral.retry import ORDER_LOOK_AGAIN, schedule_retry
 from deferral.tracking import DeferralUnavailable, record_deferred, resolve
 from dependencies import AppContext
 from domain.records import StateRecord
@@ -141,12 +141,19 @@ def _defer_until_order(ctx: AppContext, note: PaymentNotification, message: Rece
     this one was recorded); still missing -> defer."""
     if message.sequence_number is None:
         return IntakeResult(Settlement.abandon("no sequence number to defer by"))
-    record_deferred(ctx, note.order_id, message, MESSAGE_TYPE, DeferralReason.ORDER_NOT_SUBMITTED)
+    doc = record_deferred(ctx, note.order_id, message, MESSAGE_TYPE, DeferralReason.ORDER_NOT_SUBMITTED)
     try:
         outcome = apply_notification(ctx, note, message.sequence_number)
     except DependencyUnavailable as exc:
         return defer_for_retry(ctx, note.order_id, message, str(exc))
     if outcome.kind == "order-missing":
+        if doc.rejected_at is not None:
+            from deferral.apply import rejected_order
+
+            return IntakeResult(Settlement.deadletter(*rejected_order(ctx, note.order_id, message.sequence_number)))
+        # One look again shortly: an order submitted concurrently may have looked for deferred
+        # messages before this one was deferred (then only the peek sweep, minutes later, would find it).
+        schedule_retry(ctx, note.order_id, message.sequence_number, message.message_id or "", 1, ORDER_LOOK_AGAIN)
         return IntakeResult(Settlement.defer())
     status = EntryStatus.DEAD_LETTERED if outcome.kind == "rejected" else EntryStatus.APPLIED
     resolve(ctx, note.order_id, message.sequence_number, status, outcome.reason)

@@ -11,6 +11,7 @@ from adapters.servicebus.settlement import ReceivedMessage, Settlement
 
 if TYPE_CHECKING:
     from dependencies import AppContext
+    from notifications.status import OwedStatus
     from orchestrators.starter import Claim
 
 
@@ -29,6 +30,7 @@ class IntakeResult:
     settlement: Settlement
     claim: Claim | None = None  # the fast path: start this attempt right away
     events: tuple[RaiseEvent, ...] = ()
+    owed: tuple[OwedStatus, ...] = ()  # statuses whose send failed: handed to the courier orchestration
 
 
 Handler = Callable[["AppContext", Any, ReceivedMessage], IntakeResult]

@@ -23,7 +23,7 @@ from localrun.servicebus.actions import HOST_OWNER, HostMessageActions
 from localrun.servicebus.counters import QueueCounters
 from localrun.servicebus.deferred import BrokerDeferredStore
 from localrun.servicebus.errors import MessageLockLost
-from localrun.servicebus.faults import SendFaults
+from localrun.servicebus.faults import SendFaults, SendRefusal
 from localrun.servicebus.messages import BrokerMessage, DeadLetteredMessage, MessageState
 from localrun.servicebus.policy import QueuePolicy
 
@@ -89,6 +89,7 @@ class _Queue:
     seen_ids: dict[str, datetime] = field(default_factory=dict)  # duplicate-detection history
     seen_order: deque[tuple[datetime, str]] = field(default_factory=deque)
     counters: QueueCounters = field(default_factory=QueueCounters)
+    refusals: list[SendRefusal] = field(default_factory=list)
 
 
 class InProcessBroker:
@@ -129,6 +130,11 @@ class InProcessBroker:
         with self._mutex:
             self._send_faults = faults
 
+    def refuse_sends(self, queue: str, refusal: SendRefusal) -> None:
+        """``queue`` refuses every send while ``refusal`` is active (see ``SendRefusal``)."""
+        with self._mutex:
+            self._queue(queue).refusals.append(refusal)
+
     # ----- sending (MessageSender) -------------------------------------------------------------
 
     def send(self, queue: str, message: OutgoingMessage) -> None:
@@ -141,6 +147,10 @@ class InProcessBroker:
             except SendError:
                 q.counters.limit_violations += 1
                 raise
+            refusal = next((r for r in q.refusals if r.active(now)), None)
+            if refusal is not None:
+                q.counters.refused_sends += 1
+                raise refusal.error(queue)
             fails, stored_anyway = self._send_faults.draw() if self._send_faults else (False, False)
             if fails and not stored_anyway:
                 q.counters.send_failures += 1

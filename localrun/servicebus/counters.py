@@ -10,6 +10,7 @@ class QueueCounters:
     sent: int = 0  # messages stored (a scheduled message counts when sent)
     duplicates_dropped: int = 0  # sends accepted but discarded by duplicate detection
     send_failures: int = 0  # sends that raised SendError (injected faults)
+    refused_sends: int = 0  # sends refused by an injected SendRefusal (queue full, missing, unauthorised)
     limit_violations: int = 0  # sends refused for breaking a Service Bus limit (MessageId, size, properties)
     delivered: int = 0  # peek-lock deliveries to the trigger (redeliveries included)
     deferred_received: int = 0  # deferred messages fetched by sequence number

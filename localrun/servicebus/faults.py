@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from adapters.servicebus.sender import QueueNotFound, SendError
 
 
 @dataclass
@@ -28,3 +32,32 @@ class SendFaults:
             return False, False
         stored = self.stored_anyway_rate > 0.0 and self.rng.random() < self.stored_anyway_rate
         return True, stored
+
+
+RefusalKind = Literal["quota_exceeded", "not_found", "unauthorized"]
+REFUSAL_KINDS: tuple[RefusalKind, ...] = ("quota_exceeded", "not_found", "unauthorized")
+
+
+@dataclass(frozen=True)
+class SendRefusal:
+    """A queue refuses every send from ``start`` until ``end`` (None: to the end of the run), as the
+    service does when the entity is full (``ServiceBusQuotaExceededError``: transient, the sender may
+    retry later), deleted (``MessagingEntityNotFoundError``) or the sender lost its role
+    (``ServiceBusAuthorizationError``). What the app's ``SdkMessageSender`` turns those into is what
+    the broker raises: ``SendError`` for a full queue, ``QueueNotFound`` for the other two."""
+
+    kind: RefusalKind
+    start: datetime
+    end: datetime | None = None
+
+    def active(self, now: datetime) -> bool:
+        return self.start <= now and (self.end is None or now < self.end)
+
+    def error(self, queue: str) -> SendError:
+        if self.kind == "quota_exceeded":
+            return SendError(
+                f"send to {queue!r} failed: QuotaExceeded: the maximum entity size has been reached (injected)"
+            )
+        if self.kind == "not_found":
+            return QueueNotFound(f"cannot send to queue {queue!r}: MessagingEntityNotFound (injected)")
+        return QueueNotFound(f"cannot send to queue {queue!r}: Unauthorized: 'Send' claim required (injected)")

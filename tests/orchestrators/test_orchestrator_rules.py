@@ -77,5 +77,5 @@ def test_the_checks_above_would_catch_a_clock_read_and_an_adapter_import() -> No
 
 def test_every_registered_orchestration_has_a_versioned_name(functions: dict[str, Any]) -> None:
     orchestrations = {name for name, fn in functions.items() if fn.trigger["type"] == "orchestrationTrigger"}
-    assert orchestrations == {names.SCHEDULER, names.COMPENSATION}
+    assert orchestrations == {names.SCHEDULER, names.COMPENSATION, names.DELIVER_STATUS}
     assert all(re.fullmatch(r"[a-z_]+_v[0-9]+", name) for name in orchestrations), orchestrations

@@ -11,6 +11,7 @@ import pytest
 
 from contracts.names import AGENT_REPLY_EVENT
 from orchestrators import names
+from orchestrators.status import FINAL_RETRY_DELAYS
 from tests.durable_history import History, ReplayResult
 from tests.orchestrators.support import AGENT_OF, STEP, T0, sample_order, started_attempt
 
@@ -319,15 +320,27 @@ def test_a_failed_status_send_is_retried_on_a_durable_timer_and_never_undoes_the
 
 def test_a_status_that_cannot_be_sent_at_all_still_ends_the_attempt_with_its_outcome(scheduler):
     f = processed_flow()
-    for delay in (5, 30, 120):
+    for delay in FINAL_RETRY_DELAYS:
         f.h.activity_failed(names.PUBLISH_STATUS, "Service Bus unreachable", at=f.h.now)
-        f.h.timer_fired(f.h.now + timedelta(seconds=delay))
+        f.h.timer_fired(f.h.now + delay)
     f.h.activity_failed(names.PUBLISH_STATUS, "Service Bus unreachable", at=f.h.now)
     result = f.run(scheduler)
     assert result.is_done
     assert result.output == {"result": "Processed"}
     sends = [a for a in result.actions if a.get("functionName") == names.PUBLISH_STATUS]
-    assert len(sends) == 5  # Processing, then Completed tried four times
+    assert len(sends) == 1 + len(FINAL_RETRY_DELAYS) + 1  # Processing once, then Completed until the delays run out
+    assert sum(FINAL_RETRY_DELAYS, timedelta()) > timedelta(hours=5)  # the final status outlasts a long outage
+
+
+def test_a_processing_status_that_fails_is_not_waited_for_the_first_step_begins_at_once(scheduler):
+    """Finding 2: retrying Processing on durable timers (5 s, 30 s, 2 min) outlasted the start grace,
+    so the supervisor expired the attempt again and again until Error."""
+    h = _loaded("submitter-7")
+    result = h.run(scheduler)
+    assert [a["functionName"] for a in result.new_actions] == [names.PUBLISH_STATUS]
+    h.activity_failed(names.PUBLISH_STATUS, "QuotaExceeded", at=h.now)
+    result = h.run(scheduler)
+    assert [a.get("functionName") for a in result.new_actions] == [names.BEGIN_STEP]
 
 
 def test_steps_done_by_an_earlier_attempt_are_not_run_again(scheduler):
