@@ -20,6 +20,7 @@ from domain.timefmt import from_text
 from notifications.alerts import raise_alert, raise_alert_after_write
 from observability.events import app_event
 from orchestrators import names
+from supervisor.owed import owe_notifications
 
 
 def _moment(value: Any) -> datetime:
@@ -168,7 +169,10 @@ def fail_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
         ctx,
         data["orderId"],
         data["instanceId"],
-        lambda r: compensation.fail_compensation(r, data["instanceId"], int(data["seq"]), error, now),
+        # Owes the CompensationFailed alert and status until the supervisor acknowledges them.
+        lambda r: owe_notifications(
+            compensation.fail_compensation(r, data["instanceId"], int(data["seq"]), error, now)
+        ),
         "fail compensation",
         hand_over="CompensationFailed",
     )

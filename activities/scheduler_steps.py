@@ -20,6 +20,7 @@ from domain.states import ProcessState, StepStatus
 from notifications.alerts import raise_alert_after_write
 from notifications.status import publish_status
 from settings import Settings
+from supervisor.owed import owe_notifications
 
 
 def review_policy(settings: Settings) -> dict[str, Any]:
@@ -124,7 +125,9 @@ def fail_order(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
         ctx,
         data["orderId"],
         data["instanceId"],
-        lambda r: transitions.fail(r, data["instanceId"], data["step"], reason, now),
+        # The alert and the Failed status are owed by this write: the supervisor delivers them until
+        # acknowledged if the sends below (or the orchestration's) never go out (supervisor/owed.py).
+        lambda r: owe_notifications(transitions.fail(r, data["instanceId"], data["step"], reason, now)),
         "fail",
         hand_over="Failed",
     )

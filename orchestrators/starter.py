@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from adapters.cosmos.errors import EtagMismatch
-from adapters.cosmos.state_store import update_once
+from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
+from adapters.cosmos.state_store import update_once_or_reread
 from dependencies import AppContext
 from domain import transitions
 from domain.errors import IllegalTransition
@@ -47,14 +47,19 @@ def has_capacity(ctx: AppContext) -> bool:
 
 def try_claim(ctx: AppContext, record: StateRecord) -> Claim | None:
     """Claims ``record`` for its next attempt, or returns None when another starter won the
-    race (412), the record is not claimable (yet), or the in-flight cap is reached."""
+    race (412), the record is not claimable (yet), or the in-flight cap is reached. A claim whose
+    response was lost is read again: if it landed, it is this claim (``StoreUnavailable`` otherwise)."""
     if not has_capacity(ctx):
         return None
     now = ctx.clock.now()
     try:
-        claimed = update_once(ctx.states, record, lambda r: transitions.claim(r, now, ctx.settings.start_grace))
+        claimed = update_once_or_reread(
+            ctx.states, record, lambda r: transitions.claim(r, now, ctx.settings.start_grace)
+        )
     except (EtagMismatch, IllegalTransition):
         return None
+    if claimed.process_state is not ProcessState.PROCESSING or claimed.locked_by is None:
+        return None  # the claim landed, and another writer has moved the record on since
     ctx.counts.bump(ProcessState.PROCESSING, +1)
     ctx.counts.bump(ProcessState.PENDING, -1)
     assert claimed.locked_by is not None
@@ -71,7 +76,17 @@ def sweep(ctx: AppContext) -> list[Claim]:
         return []
     claims: list[Claim] = []
     for record in ctx.states.claimable(ctx.clock.now(), budget):
-        claim = try_claim(ctx, record)
+        try:
+            claim = try_claim(ctx, record)
+        except StoreUnavailable as exc:
+            # Per record: the claims already made in this batch are still returned and started.
+            app_event(
+                "StartFailed",
+                f"order {record.order_id}: not claimed, store unavailable: {exc}",
+                logging.WARNING,
+                orderId=record.order_id,
+            )
+            continue
         if claim is not None:
             claims.append(claim)
     return claims

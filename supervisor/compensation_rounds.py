@@ -12,18 +12,16 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from activities.compensation_steps import alert_compensation_failed
-from adapters.cosmos.errors import EtagMismatch
-from adapters.cosmos.state_store import update_once
+from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from dependencies import AppContext
 from domain.compensation import claim_compensation
 from domain.errors import IllegalTransition
 from domain.states import ProcessState
 from domain.transitions import SUPERVISOR
-from notifications.status import publish_status_after_write
 from observability.events import app_event
 from orchestrators.names import COMPENSATION
 from orchestrators.starter import OrchestrationClient, start_orchestrations
+from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
 
 log = logging.getLogger("supervisor")
 
@@ -69,10 +67,14 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
     failed = 0
     for record in page.records:
         try:
-            written = update_once(
-                ctx.states,
+            # A lost response is re-read; a store failure on one record never drops the claims
+            # already made in this batch (they are returned and started).
+            written = write_or_reread(
+                ctx,
                 record,
-                lambda r: claim_compensation(r, now, ctx.settings.start_grace, ctx.settings.max_failures, SUPERVISOR),
+                lambda r: owe_notifications(
+                    claim_compensation(r, now, ctx.settings.start_grace, ctx.settings.max_failures, SUPERVISOR)
+                ),
             )
         except (EtagMismatch, IllegalTransition) as exc:
             app_event(
@@ -81,16 +83,22 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
                 orderId=record.order_id,
             )
             continue
+        except StoreUnavailable as exc:
+            log.warning(
+                "order %s: compensation round not claimed, store unavailable: %s",
+                record.order_id,
+                exc,
+                extra={"event": "SupervisorRecoveryFailed", "orderId": record.order_id},
+            )
+            continue
         if record.locked_by is not None:
             stale.append(record.locked_by)
         if written.process_state is ProcessState.COMPENSATION_FAILED:
             failed += 1
-            alert_compensation_failed(ctx, written.order_id, written.attempt, written.last_error or "", None)
-            publish_status_after_write(
-                ctx.sender, written, "CompensationFailed", now, written.last_error, clock=ctx.clock
-            )
+            deliver_owed(ctx, written)  # the alert and the status, or left owed for the next sweep
             continue
-        assert written.locked_by is not None
+        if written.locked_by is None or written.process_state is not ProcessState.COMPENSATING:
+            continue  # landed, then another writer moved it on: nothing of this round to start
         starts.append(CompensationStart(written.order_id, written.locked_by, written.attempt))
     return CompensationClaims(starts, stale, failed, page.request_charge, 1)
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from adapters.cosmos.errors import EtagMismatch
-from adapters.cosmos.state_store import update_once
 from dependencies import AppContext
 from domain.compensation import escalate_or_compensate
 from domain.compensation_policy import ReviewPolicy
@@ -22,9 +21,8 @@ from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.retry import exponential_backoff
 from domain.states import ProcessState
-from notifications.alerts import raise_alert_after_write
-from notifications.status import publish_status_after_write
 from observability.events import app_event
+from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +54,14 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
     policy = ReviewPolicy(ctx.settings.review_amount_threshold_cents)
     amount = _order_total(ctx, record.order_id) if failures >= ctx.settings.max_failures else 0
     try:
-        written = update_once(
-            ctx.states,
+        # A lost response is re-read, not counted as a failure: an escalation that committed must
+        # still alert (supervisor/owed.py).
+        written = write_or_reread(
+            ctx,
             record,
-            lambda r: escalate_or_compensate(r, expired, now, ctx.settings.max_failures, backoff, policy, amount),
+            lambda r: owe_notifications(
+                escalate_or_compensate(r, expired, now, ctx.settings.max_failures, backoff, policy, amount)
+            ),
         )
     except (EtagMismatch, IllegalTransition) as exc:
         app_event(
@@ -82,9 +84,9 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
         ctx.counts.bump(ProcessState.PROCESSING, -1)
         return RecoveryResult(written.order_id, Outcome.COMPENSATING, expired, written)
     if written.process_state is ProcessState.ERROR:
-        sent = _alert_retries_exhausted(ctx, written)
-        # Best effort, after the record is safe: the operator alert is what drives the follow-up.
-        publish_status_after_write(ctx.sender, written, "Failed", ctx.clock.now(), written.last_error, clock=ctx.clock)
+        # The RetriesExhausted alert and the Failed status, owed by the write: sent now and
+        # acknowledged, or left owed for the next run's sweep (never lost with a failed send).
+        sent = deliver_owed(ctx, written)
         app_event(
             "SupervisorEscalated",
             f"order {written.order_id}: {written.failure_count} failed attempts, moved to Error",
@@ -116,27 +118,3 @@ def _order_total(ctx: AppContext, order_id: str) -> int:
     """The order total the review threshold is compared with (read only when escalating)."""
     order = ctx.orders.get(order_id)
     return int(order.get("totalCents", 0)) if order else 0
-
-
-def retries_exhausted_summary(record: StateRecord) -> str:
-    return f"order {record.order_id} failed {record.failure_count} attempts and needs an operator"
-
-
-def _alert_retries_exhausted(ctx: AppContext, record: StateRecord) -> bool:
-    """The record is already Error (safe); the alert is best effort on top of it. Its id is
-    deterministic per order and attempt, so a re-sent alert collapses in duplicate detection.
-    If the send fails, the ``OperatorAlert`` and ``AlertSendFailed`` ERROR events remain for
-    log-based alerting; the record is not touched again."""
-    return raise_alert_after_write(
-        ctx.sender,
-        kind=RETRIES_EXHAUSTED,
-        summary=retries_exhausted_summary(record),
-        at=ctx.clock.now(),
-        order_id=record.order_id,
-        discriminator=record.attempt,
-        details={
-            "attempt": record.attempt,
-            "failureCount": record.failure_count,
-            "lastError": record.last_error,
-        },
-    )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from adapters.cosmos.errors import StoreUnavailable
 from dependencies import AppContext
 from supervisor.compensation_rounds import CompensationClaims, CompensationStart, claim_due_compensations
+from supervisor.owed import deliver_due
 from supervisor.recovery import Outcome, recover
 from supervisor.scan import ScanState, scan_expired
 
@@ -29,6 +30,7 @@ class SupervisorReport:
     compensating: int = 0  # retries exhausted before the pivot: handed to compensation
     compensations: list[CompensationStart] = field(default_factory=list)  # rounds claimed, to start
     compensation_failed: int = 0  # stuck compensations that used up their rounds
+    notified: int = 0  # failure records whose owed alert and status this run delivered
 
 
 def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
@@ -60,6 +62,7 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
         )
         claims = CompensationClaims([], [], 0)
     to_terminate.extend(claims.stale_instances)
+    notified = deliver_due(ctx)  # alerts and statuses still owed by earlier failure writes
     report = SupervisorReport(
         found=len(scan.records),
         recovered=counts[Outcome.RECOVERED],
@@ -74,6 +77,7 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
         compensating=counts[Outcome.COMPENSATING],
         compensations=claims.starts,
         compensation_failed=claims.failed,
+        notified=notified,
     )
     log.info(
         "supervisor run: found %d, recovered %d, skipped %d, escalated %d, failed %d; %.2f RU in %d pages",
@@ -98,6 +102,7 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
             "compensating": report.compensating,
             "compensationsClaimed": len(report.compensations),
             "compensationFailed": report.compensation_failed,
+            "notified": report.notified,
         },
     )
     return report

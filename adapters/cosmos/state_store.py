@@ -232,3 +232,31 @@ def update_once(store: StateStore, record: StateRecord, change: Callable[[StateR
     written = store.replace(updated.model_copy(update={"etag": record.etag}))
     state_transition(record, written)
     return written
+
+
+def update_once_or_reread(
+    store: StateStore, record: StateRecord, change: Callable[[StateRecord], StateRecord]
+) -> StateRecord:
+    """``update_once`` for a write whose response may be lost (a timeout or a reset connection after
+    Cosmos DB committed it): on ``StoreUnavailable`` the record is read again and, if this write's
+    history entry is in it, the write happened and is returned as written (with the ``_etag`` of the
+    version read, or none when another writer has moved the record on since). Otherwise the
+    original error propagates: nothing was written, a later run tries again."""
+    updated = change(record)
+    try:
+        return update_once(store, record, lambda _r: updated)
+    except StoreUnavailable as exc:
+        current = store.get(record.order_id)
+        mine = updated.history[-1] if updated.history else None
+        if current is None or mine is None or mine not in current.history:
+            raise
+        log.warning(
+            "order %s: the response to %s was lost (%s); a re-read shows it landed",
+            record.order_id,
+            mine.event,
+            exc,
+            extra={"event": "WriteConfirmed", "orderId": record.order_id, "writeEvent": mine.event},
+        )
+        if current.history[-1] == mine:
+            return current
+        return updated.model_copy(update={"etag": None})

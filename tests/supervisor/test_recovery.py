@@ -65,7 +65,9 @@ def test_third_missed_deadline_escalates_to_error_with_one_alert(make_ctx, state
     assert record.locked_by is None
     assert record.last_error is not None
     assert record.last_error.startswith("retries exhausted after 3 failed attempts")
-    assert record.history[-1].event == "Escalated"
+    # the escalation, then the acknowledgement of the alert and status it owed (nothing owed any more)
+    assert [h.event for h in record.history[-2:]] == ["Escalated", "NotificationsDelivered"]
+    assert record.complete_by is None
     [(queue, message)] = sender.sent
     assert queue == OPERATOR_ALERTS_QUEUE
     assert message.message_id == "alert:RetriesExhausted:o1:3"

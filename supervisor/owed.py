@@ -1,0 +1,170 @@
+"""Writes whose outcome is unknown, and the alert and status a failure write owes.
+
+A conditional replace can commit and still fail for its caller (a timeout, a reset connection: the
+response is lost). For the supervisor that used to mean a silent failure: the record was already
+``Error`` or ``CompensationFailed``, no scan would ever look at it again, and the alert and the
+status were never sent. Two rules close that:
+
+- ``write_or_reread`` (``adapters.cosmos.state_store.update_once_or_reread``): on ``StoreUnavailable``
+  the supervisor reads the record again; if its own write is there (its history entry), the write
+  happened and the run continues with it;
+- ``owe_notifications``: a write that moves a record to ``Error`` or ``CompensationFailed`` also
+  sets ``completeBy`` to its own time: the operator alert and the submitter's status are owed
+  from then on. ``deliver_owed`` sends both (derived from the record, with their deterministic ids,
+  so a repeat collapses in duplicate detection) and acknowledges them with one more conditional
+  write that clears ``completeBy``. Whatever fails in between (a send, the re-read, the
+  acknowledgement), each supervisor run sweeps the failure records still owing (``completeBy``
+  past) and delivers again, until acknowledged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
+from adapters.cosmos.state_store import update_once, update_once_or_reread
+from adapters.servicebus.sender import SendError
+from contracts.messages import StatusName
+from dependencies import AppContext
+from domain.errors import IllegalTransition
+from domain.records import HistoryEntry, StateRecord
+from domain.states import ProcessState
+from domain.transitions import SUPERVISOR
+from notifications.alerts import Severity, raise_alert
+from notifications.status import publish_record_status
+from observability.events import app_event
+
+log = logging.getLogger("supervisor")
+
+
+def write_or_reread(ctx: AppContext, record: StateRecord, change: Callable[[StateRecord], StateRecord]) -> StateRecord:
+    return update_once_or_reread(ctx.states, record, change)
+
+
+FAILURE_STATES = (ProcessState.ERROR, ProcessState.COMPENSATION_FAILED)
+DELIVERED = "NotificationsDelivered"
+# The event of the write that made the failure true -> (alert kind, severity, status to the submitter)
+OWED_BY_EVENT: dict[str, tuple[str, Severity, StatusName]] = {
+    "Escalated": ("RetriesExhausted", "error", "Failed"),  # supervisor: retries used up
+    "Failed": ("OrderFailed", "error", "Failed"),  # scheduler: a non-transient failure
+    "CompensationFailed": ("CompensationFailed", "critical", "CompensationFailed"),
+}
+
+
+def owe_notifications(record: StateRecord) -> StateRecord:
+    """``record`` as a write is about to store it; if it is a failure, its notifications are owed
+    from the write's own time (``completeBy``)."""
+    if record.process_state in FAILURE_STATES:
+        return record.model_copy(update={"complete_by": record.updated_at})
+    return record
+
+
+def owes_notifications(record: StateRecord) -> bool:
+    return record.process_state in FAILURE_STATES and record.complete_by is not None
+
+
+def _owed_by(record: StateRecord) -> tuple[HistoryEntry, tuple[str, Severity, StatusName]] | None:
+    for entry in reversed(record.history):
+        if entry.event in OWED_BY_EVENT:
+            return entry, OWED_BY_EVENT[entry.event]
+    return None
+
+
+def _summary(record: StateRecord, kind: str) -> str:
+    if kind == "RetriesExhausted":
+        return f"order {record.order_id} failed {record.failure_count} attempts and needs an operator"
+    if kind == "CompensationFailed":
+        return f"order {record.order_id}: compensation failed; {record.last_error or 'undo failed'}"
+    return f"order {record.order_id} failed: {record.last_error or 'non-transient failure'}"
+
+
+def send_owed(ctx: AppContext, record: StateRecord) -> bool:
+    """Sends the alert and the status ``record`` owes; True when both went out (or the status has
+    nowhere to go: no reply queue, or a queue that refuses it, which ``publish_record_status``
+    logs and alerts on its own). A failed send is logged and left owed."""
+    owed = _owed_by(record)
+    if owed is None:
+        return True
+    entry, (kind, severity, status) = owed
+    now = ctx.clock.now()
+    try:
+        raise_alert(
+            ctx.sender,
+            kind=kind,
+            summary=_summary(record, kind),
+            at=now,
+            order_id=record.order_id,
+            severity=severity,
+            discriminator=record.attempt,
+            details=_details(record, entry),
+        )
+        publish_record_status(ctx.sender, record, status, now, record.last_error)
+    except SendError as exc:
+        app_event(
+            "AlertSendFailed",
+            f"order {record.order_id}: {kind} alert / {status} status not sent yet ({exc}); still owed",
+            logging.ERROR,
+            orderId=record.order_id,
+            alertKind=kind,
+        )
+        return False
+    return True
+
+
+def _details(record: StateRecord, entry: HistoryEntry) -> dict[str, Any]:
+    return {
+        "attempt": record.attempt,
+        "failureCount": record.failure_count,
+        "lastError": record.last_error,
+        "event": entry.event,
+        "by": entry.by,
+        "at": entry.at.isoformat(),
+    }
+
+
+def acknowledge(ctx: AppContext, record: StateRecord) -> StateRecord | None:
+    """Clears ``completeBy`` once the notifications are out; None when it could not (another writer
+    moved the record, or the store is down: a later sweep delivers again, harmlessly)."""
+    if record.etag is None or not owes_notifications(record):
+        return None
+    now = ctx.clock.now()
+    try:
+        return update_once(
+            ctx.states,
+            record,
+            lambda r: r.with_changes(now, DELIVERED, SUPERVISOR, "operator alert and status sent", complete_by=None),
+        )
+    except (EtagMismatch, StoreUnavailable, IllegalTransition) as exc:
+        log.info("order %s: owed notifications sent, acknowledgement deferred: %s", record.order_id, exc)
+        return None
+
+
+def deliver_owed(ctx: AppContext, record: StateRecord) -> bool:
+    """Sends what ``record`` owes and acknowledges it; True when the notifications went out."""
+    if not owes_notifications(record):
+        return False
+    sent = send_owed(ctx, record)
+    if sent:
+        acknowledge(ctx, record)
+    return sent
+
+
+def deliver_due(ctx: AppContext) -> int:
+    """The sweep of each supervisor run: failure records whose notifications are still owed (one
+    bounded page per state, oldest first), each delivered on its own. Returns how many went out."""
+    now = ctx.clock.now()
+    delivered = 0
+    for state in FAILURE_STATES:
+        try:
+            page = ctx.states.expired_page(state, now, None, ctx.settings.supervisor_max_records, None)
+        except StoreUnavailable as exc:
+            log.warning("owed notifications of %s records not swept: %s", state.value, exc)
+            continue
+        for record in page.records:
+            try:
+                delivered += deliver_owed(ctx, record)
+            except StoreUnavailable as exc:  # isolation: one record's failure never drops the rest
+                log.warning("order %s: owed notifications not delivered: %s", record.order_id, exc)
+    return delivered
