@@ -68,6 +68,22 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
     "prepaid-notifications": lambda r: (
         r["deferred"]["deferred"] > 5 and r["deferred"]["recovered_by_sequence"] == r["deferred"]["deferred"]
     ),
+    # slow calls outlive their step deadline while the order is compensated: the undo fences the key
+    "slow-remote-calls": lambda r: (
+        r["injected_faults"].get("remote_calls_past_deadline", 0) > 10
+        and r["recoveries"]["fenced_forward_calls"] > 0
+        and states(r).get("Compensated", 0) > 10
+    ),
+    # supervisor ahead, agents behind: early expiries and calls started past the true deadline
+    "clock-skew": lambda r: (
+        r["injected_faults"].get("clock_skewed_invocations", 0) > 100
+        and r["recoveries"]["supervisor_retries"] > 0
+        and r["recoveries"]["fenced_forward_calls"] > 0
+    ),
+    # writes that commit and lose their response, at every write point, with failures to report
+    "cosmos-lost-responses": lambda r: (
+        r["injected_faults"].get("cosmos_responses_lost", 0) > 10 and states(r).get("Error", 0) > 10
+    ),
     "all-faults": lambda r: (
         r["recoveries"]["supervisor_retries"] > 0
         and r["recoveries"]["compensations"] > 0

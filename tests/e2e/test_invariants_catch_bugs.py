@@ -37,3 +37,34 @@ def test_without_idempotency_keys_a_crashed_agent_charges_twice(monkeypatch):
     monkeypatch.setattr(runtime, "RemoteCall", fresh_key)
     report = run("agent-crash")
     assert report["invariants"]["duplicate_side_effects"] > 0
+
+
+def test_without_the_forward_key_fence_a_slow_charge_is_kept_after_compensation(monkeypatch):
+    """Undos no longer fence their forward key: a forward call still in flight when its undo ran
+    takes effect after it (the undo found nothing, the order is Compensated, the money is kept)."""
+    import dataclasses
+
+    from order_agents import runtime
+
+    real = runtime.RemoteCall  # type: ignore[attr-defined]
+    monkeypatch.setattr(runtime, "RemoteCall", lambda *a, **k: dataclasses.replace(real(*a, **k), fences_key=None))
+    report = run("slow-remote-calls")
+    assert report["invariants"]["kept_after_compensation"] > 0
+    assert report["recoveries"]["fenced_forward_calls"] == 0
+
+
+def test_without_re_read_and_owed_notifications_a_lost_escalation_is_silent(monkeypatch):
+    """The supervisor treats a write whose response was lost as not written, and nothing delivers
+    what a failure write owes: orders end Error with no alert and no Failed status."""
+    from adapters.cosmos.state_store import update_once
+    from supervisor import compensation_rounds, recovery
+    from supervisor import run as supervisor_run
+
+    def plain(ctx: Any, record: Any, change: Any) -> Any:
+        return update_once(ctx.states, record, change)
+
+    monkeypatch.setattr(recovery, "write_or_reread", plain)
+    monkeypatch.setattr(compensation_rounds, "write_or_reread", plain)
+    monkeypatch.setattr(supervisor_run, "deliver_due", lambda ctx: 0)
+    report = run("cosmos-lost-responses")
+    assert report["invariants"]["silent_failures"] > 0
