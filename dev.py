@@ -143,6 +143,29 @@ def _stamp(name: str, *files: str) -> tuple[Path, str]:
     return VENV / f".{name}-installed", digest
 
 
+CHROMIUM_HINT = """Chromium was not found; the console's browser test (tests/operations) will fail until it is there.
+Install it: Debian/Ubuntu `sudo apt-get install chromium`, Fedora `sudo dnf install chromium`,
+macOS `brew install --cask chromium`; or point SAS_CHROMIUM at a Chromium or Chrome executable."""
+
+
+def ensure_chromium() -> None:
+    """Debian's ``chromium`` for the browser test, installed with apt-get when missing and possible
+    (root, apt-get present); otherwise says what to install. No browser is ever downloaded."""
+    if os.environ.get("SAS_CHROMIUM") or any(
+        shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
+    ):
+        return
+    if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
+            print("+", " ".join(command), flush=True)
+            if subprocess.run(command, env=env, check=False).returncode != 0:
+                break
+        if shutil.which("chromium"):
+            return
+    print(CHROMIUM_HINT, file=sys.stderr)
+
+
 def setup() -> None:
     if _venv_version(PYTHON) != APP_PYTHON:
         interpreter = find_app_python()
@@ -172,6 +195,7 @@ def setup() -> None:
         requirements = "tests/infra/requirements-checkov.txt"
         run(CHECKOV_PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", requirements)
         stamp.write_text(digest)
+    ensure_chromium()
 
 
 def test(args: list[str]) -> int:
@@ -201,7 +225,13 @@ def demo(args: list[str]) -> int:
         "--chart",
         "out/demo-chart.png",
     ]
-    return run(PYTHON, "-m", "localrun", *(args or default), check=False)
+    code = run(PYTHON, "-m", "localrun", *(args or default), check=False)
+    print(
+        "\nWatch it live and act as the operator (answer reviews, resubmit, cancel) in the console:\n"
+        f"  {PYTHON.relative_to(ROOT)} -m localrun serve --orders 200 --seed 7 --faults examples/profiles/demo.json\n"
+        "  then open http://127.0.0.1:7071/api/ops/console (README: Operate it)"
+    )
+    return code
 
 
 def bench(args: list[str]) -> int:

@@ -2,7 +2,10 @@
 [--chart CHART.png] [--no-progress] [--inject-raw FILE] [--sdk-speed-ups]``
 
 Runs the whole app with no Azure: prints a summary, writes the JSON report (and the chart), and
-exits 1 if any invariant is violated."""
+exits 1 if any invariant is violated.
+
+``python -m localrun serve --orders N --seed S [--faults PROFILE.json] [--speed X] [--port P]``: the
+live demo, with the ops API and console on http://127.0.0.1:P (localrun/serve.py)."""
 
 from __future__ import annotations
 
@@ -39,7 +42,28 @@ def main(argv: list[str] | None = None) -> int:
         choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
         help="the app's logs shown on stderr (default CRITICAL: none; INFO shows every state transition)",
     )
+    serve = sub.add_parser(
+        "serve", help="the live demo: the simulation at X× real time with the ops API and console on 127.0.0.1"
+    )
+    serve.add_argument("--orders", type=int, required=True)
+    serve.add_argument("--seed", type=int, required=True)
+    serve.add_argument("--faults", type=Path, help="fault profile JSON (default: no faults)")
+    serve.add_argument("--speed", type=float, default=10.0, help="simulated seconds per real second (default 10)")
+    serve.add_argument("--port", type=int, default=7071, help="port on 127.0.0.1 (default 7071; 0: any free port)")
+    serve.add_argument(
+        "--review-timeout",
+        type=int,
+        default=1800,
+        help="simulated seconds a review pause waits for you before its default action (default 1800)",
+    )
+    serve.add_argument("--exit-when-done", action="store_true", help="stop once every order is settled")
+    serve.add_argument("--no-progress", action="store_true")
+    serve.add_argument(
+        "--log-level", default="CRITICAL", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+    )
     args = parser.parse_args(argv)
+    if args.command == "serve" and (args.speed <= 0 or args.review_timeout < 1 or not 0 <= args.port < 65536):
+        parser.error("--speed must be > 0, --review-timeout >= 1 and --port 0-65535")
     if args.orders < 0:
         parser.error("--orders must be >= 0")
 
@@ -54,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             # The Durable SDK warns when a second event of one name arrives; the duplicate-reply
             # faults do that on purpose and the scheduler ignores the copy.
             warnings.filterwarnings("ignore", message="Potential duplicate Task completion")
-            return _simulate(args)
+            return _serve(args) if args.command == "serve" else _simulate(args)
     finally:
         root.removeHandler(handler)
 
@@ -98,6 +122,36 @@ def _simulate(args: argparse.Namespace) -> int:
     if violated:
         print(f"INVARIANTS VIOLATED: {violated}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import threading
+    from datetime import timedelta
+
+    from localrun.report import build_report, summary
+    from localrun.serve import LOCAL_OPERATOR, announce, install_stop_signals, paced_drive
+    from localrun.simulation import SimulationConfig, run_simulation
+
+    try:
+        profile = Profile.load(args.faults) if args.faults else Profile()
+    except (ProfileError, OSError) as exc:
+        print(f"fault profile: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    install_stop_signals(stop)
+    config = SimulationConfig(
+        orders=args.orders,
+        seed=args.seed,
+        profile=profile,
+        progress=not args.no_progress,
+        horizon=timedelta(days=7),
+        # This run's operator is the developer at the console (local-only setting, this run only).
+        settings={"REVIEW_TIMEOUT_SECONDS": str(args.review_timeout), "OPS_LOCAL_PRINCIPAL": LOCAL_OPERATOR},
+        drive=paced_drive(args.speed, args.port, stop, announce, exit_when_done=args.exit_when_done),
+    )
+    result = run_simulation(config)
+    print(summary(build_report(result)))
     return 0
 
 

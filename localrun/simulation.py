@@ -43,6 +43,7 @@ from localrun.profile import Profile
 from localrun.servicebus import InProcessBroker, QueuePolicy, SendFaults
 from localrun.virtual_time import TaskScheduler
 from localrun.workload import Workload, make_workload
+from operations.queries import CosmosOpsQueries
 from order_agents.remote import RemoteError, RemoteService
 from order_agents.services import remote_services
 from order_agents.simulators.config import SimulatorConfig
@@ -50,6 +51,7 @@ from order_agents.simulators.ledger import Ledger
 from settings import Settings
 
 START = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
+Drive = Callable[[LocalHost, datetime, Callable[[], bool], Callable[[], datetime | None], Callable[[], None]], None]
 NON_TERMINAL = (ProcessState.PENDING, ProcessState.PROCESSING, ProcessState.COMPENSATING)
 
 
@@ -67,6 +69,9 @@ class SimulationConfig:
     # Patch two hot spots of the Durable SDK's replay for speed (localrun.durable.sdk_speedups,
     # fast_timestamps): off unless asked for, so a run exercises the SDK exactly as shipped.
     sdk_speed_ups: bool = False
+    # Replaces ``host.run_until(horizon, stop=..., external_due=..., before_pump=...)``: ``localrun serve``
+    # paces the run in real time and serves the ops API meanwhile (localrun/serve.py).
+    drive: Drive | None = None
 
 
 @dataclass
@@ -207,6 +212,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             rng=random.Random(seeds.getrandbits(64)),
         )
         ctx.deferred = broker.deferred_store
+        ctx.ops = CosmosOpsQueries(database.get_container_client(STATE_CONTAINER))
         ctx.deferrals = CountedStore(
             CosmosDeferralLog(database.get_container_client(STATE_CONTAINER)),
             faults,
@@ -268,7 +274,10 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
 
         external: Callable[[], datetime | None] = lambda: pending[0].at if pending else None  # noqa: E731
         try:
-            host.run_until(START + config.horizon, stop=quiet, external_due=external, before_pump=before_pump)
+            if config.drive is not None:
+                config.drive(host, START + config.horizon, quiet, external, before_pump)
+            else:
+                host.run_until(START + config.horizon, stop=quiet, external_due=external, before_pump=before_pump)
         finally:
             host.close()
             use_context(None)

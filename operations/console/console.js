@@ -1,0 +1,284 @@
+// The operator console: plain JavaScript, no framework, nothing loaded from elsewhere.
+// It reads /api/ops/* (Orders.Read) and posts actions as same-origin JSON (Orders.Operate).
+"use strict";
+
+const API = location.pathname.replace(/\/console\/?.*$/, "");
+const STATES = ["Pending", "Processing", "Processed", "Error", "Compensating", "Compensated", "CompensationFailed"];
+const REFRESH_MS = 3000;
+let listContinuation = null;
+let current = null; // the order shown, with its detail
+let pendingAction = null;
+
+function $(id) { return document.getElementById(id); }
+
+// 2026-01-01T08:31:00.780221+00:00 -> 2026-01-01 08:31:00 UTC (the API's times are all UTC)
+function when(t) {
+  return t ? String(t).replace("T", " ").replace(/\.\d+/, "").replace(/(Z|\+00:00)$/, " UTC") : "";
+}
+
+function say(text, isError) {
+  const box = $("status");
+  box.textContent = text;
+  box.className = "status" + (isError ? " error" : text ? " ok" : "");
+}
+
+async function api(path, options) {
+  const response = await fetch(API + path, Object.assign({ credentials: "same-origin", headers: { "Accept": "application/json" } }, options || {}));
+  let body = null;
+  try { body = await response.json(); } catch (e) { body = null; }
+  if (response.status === 401) {
+    const back = encodeURIComponent(location.pathname + location.hash);
+    say("Sign in first: /.auth/login/aad?post_login_redirect_uri=" + back, true);
+  }
+  return { status: response.status, body: body };
+}
+
+function cell(row, text, header) {
+  const el = document.createElement(header ? "th" : "td");
+  if (header) el.scope = header === true ? "col" : header;
+  el.textContent = text === null || text === undefined ? "" : String(text);
+  row.appendChild(el);
+  return el;
+}
+
+function orderLink(orderId) {
+  const a = document.createElement("a");
+  a.href = "#/order/" + encodeURIComponent(orderId);
+  a.textContent = orderId;
+  return a;
+}
+
+function fillTable(table, columns, rows, empty) {
+  table.replaceChildren();
+  const head = table.createTHead().insertRow();
+  columns.forEach(c => cell(head, c.title, true));
+  const body = table.createTBody();
+  if (!rows.length) {
+    const r = body.insertRow();
+    const td = cell(r, empty || "none");
+    td.colSpan = columns.length;
+    td.className = "empty";
+    return;
+  }
+  rows.forEach(item => {
+    const r = body.insertRow();
+    columns.forEach(c => {
+      const value = c.value(item);
+      const td = document.createElement("td");
+      if (value instanceof Node) td.appendChild(value); else td.textContent = value === null || value === undefined ? "" : String(value);
+      r.appendChild(td);
+    });
+  });
+}
+
+const ORDER_COLUMNS = [
+  { title: "Order", value: o => orderLink(o.orderId) },
+  { title: "State", value: o => o.processState + (o.waitingForReview ? " (review)" : "") },
+  { title: "Attempt", value: o => o.attempt },
+  { title: "Failures", value: o => o.failureCount },
+  { title: "Step", value: o => o.currentStep || "" },
+  { title: "completeBy", value: o => when(o.completeBy) },
+  { title: "Last error", value: o => o.lastError || "" },
+];
+const REVIEW_COLUMNS = [
+  { title: "Order", value: o => orderLink(o.orderId) },
+  { title: "Decide by", value: o => when(o.decideBy) },
+  { title: "Last error", value: o => o.lastError || "" },
+];
+
+async function refreshOverview() {
+  const summary = await api("/summary");
+  if (summary.status !== 200) {
+    if (summary.status !== 401) say((summary.body && summary.body.error) || "summary: HTTP " + summary.status, true);
+    return;
+  }
+  const s = summary.body;
+  $("now").textContent = when(s.now);
+  const tiles = $("tiles");
+  tiles.replaceChildren();
+  STATES.forEach(state => {
+    const li = document.createElement("li");
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "tile tile-" + state;
+    button.setAttribute("aria-label", state + ": " + (s.counts[state] || 0) + " orders, show them");
+    const n = document.createElement("span"); n.className = "n"; n.textContent = s.counts[state] || 0;
+    const label = document.createElement("span"); label.className = "label"; label.textContent = state;
+    button.append(n, label);
+    button.addEventListener("click", () => { $("list-state").value = state; loadList(true); });
+    li.appendChild(button);
+    tiles.appendChild(li);
+  });
+  $("reviews-count").textContent = "(" + s.waitingForReviewCount + ")";
+  $("expired-count").textContent = "(" + s.expiredCount + ")";
+  fillTable($("reviews"), REVIEW_COLUMNS, s.waitingForReview, "no order waits for review");
+  fillTable($("expired"), ORDER_COLUMNS, s.expired, "no expired order");
+  const alerts = $("alerts");
+  alerts.replaceChildren();
+  (s.recentAlerts.length ? s.recentAlerts : [{ summary: "no alert" }]).forEach(a => {
+    const li = document.createElement("li");
+    li.textContent = [when(a.at), a.severity, a.kind, a.orderId, a.summary].filter(Boolean).join(" · ");
+    alerts.appendChild(li);
+  });
+  for (const [state, table] of [["Error", "errors"], ["CompensationFailed", "compfailed"]]) {
+    const page = await api("/orders?pageSize=10&state=" + state);
+    if (page.status === 200) fillTable($(table), ORDER_COLUMNS, page.body.orders, "none");
+  }
+}
+
+async function loadList(fresh) {
+  if (fresh) listContinuation = null;
+  const state = $("list-state").value;
+  let path = "/orders?pageSize=25" + (state ? "&state=" + encodeURIComponent(state) : "");
+  if (listContinuation) path += "&continuation=" + encodeURIComponent(listContinuation);
+  const page = await api(path);
+  if (page.status !== 200) { say((page.body && page.body.error) || "orders: HTTP " + page.status, true); return; }
+  fillTable($("list"), ORDER_COLUMNS, page.body.orders, "no order");
+  listContinuation = page.body.continuation;
+  $("list-more").hidden = !listContinuation;
+}
+
+function fact(dl, term, value) {
+  const dt = document.createElement("dt"); dt.textContent = term;
+  const dd = document.createElement("dd"); dd.textContent = value === null || value === undefined ? "—" : String(value);
+  dl.append(dt, dd);
+}
+
+function timelineItems(d) {
+  const items = [];
+  (d.transitions || []).forEach(t => items.push({ at: t.at, kind: "transition", text: t.event + " by " + t.by + (t.detail ? ": " + t.detail : "") }));
+  Object.entries(d.steps || {}).forEach(([name, s]) => {
+    items.push({ at: s.startedAt, kind: "step", text: "step " + name + " started via " + s.agent + " (attempt " + s.attempt + ")" });
+    if (s.finishedAt) items.push({ at: s.finishedAt, kind: "step", text: "step " + name + " " + s.status + (s.error ? ": " + s.error : "") });
+  });
+  (d.compensation || []).forEach(c => {
+    items.push({ at: c.at, kind: "compensation", text: "log entry " + c.seq + ": " + c.undoAction + " of " + c.step + " via " + c.agent });
+    if (c.outcomeAt) items.push({ at: c.outcomeAt, kind: "compensation", text: "undo " + c.seq + " " + c.outcome + (c.error ? ": " + c.error : "") });
+  });
+  return items.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+}
+
+async function showOrder(orderId, quiet) {
+  const found = await api("/orders/" + encodeURIComponent(orderId));
+  if (found.status !== 200) {
+    say((found.body && found.body.error) || "order " + orderId + ": HTTP " + found.status, true);
+    return;
+  }
+  const d = found.body;
+  current = d;
+  $("overview").hidden = true;
+  $("order").hidden = false;
+  $("order-title").textContent = "Order " + d.orderId;
+  const st = d.state || {};
+  const facts = $("order-facts");
+  facts.replaceChildren();
+  fact(facts, "State", (st.processState || "no state record") + (d.review ? " — waiting for review" : ""));
+  fact(facts, "Attempt", st.attempt);
+  fact(facts, "Failures", st.failureCount);
+  fact(facts, "Current step", st.currentStep);
+  fact(facts, "completeBy", st.completeBy);
+  fact(facts, "Locked by", st.lockedBy);
+  fact(facts, "Last error", st.lastError);
+  if (d.order) fact(facts, "Total", (d.order.totalCents / 100).toFixed(2) + " " + d.order.currency);
+  if (d.review) fact(facts, "Review", d.review.reviewId + " at " + d.review.step + ", decide by " + d.review.decideBy);
+  const state = st.processState;
+  $("btn-review").hidden = !d.review;
+  $("review-choice").hidden = !d.review;
+  $("btn-resubmit").hidden = state !== "Error";
+  $("btn-compensate").hidden = !(state === "Error" || state === "CompensationFailed");
+  $("btn-cancel").hidden = !(state === "Pending" || state === "Processing" || state === "Error");
+  const timeline = $("timeline");
+  timeline.replaceChildren();
+  timelineItems(d).forEach(item => {
+    const li = document.createElement("li");
+    li.className = "tl-" + item.kind;
+    const time = document.createElement("time"); time.dateTime = item.at; time.textContent = when(item.at);
+    li.append(time, document.createTextNode(" " + item.text));
+    timeline.appendChild(li);
+  });
+  fillTable($("attempts"), [
+    { title: "Kind", value: a => a.kind },
+    { title: "Instance", value: a => a.instanceId },
+    { title: "Runtime status", value: a => a.runtimeStatus || "unknown to Durable" },
+    { title: "Last event", value: a => a.lastEvent ? a.lastEvent.type + (a.lastEvent.name ? " " + a.lastEvent.name : "") + " at " + when(a.lastEvent.at) : "" },
+  ], d.attempts || [], "no attempt yet");
+  fillTable($("complog"), [
+    { title: "#", value: c => c.seq },
+    { title: "Step", value: c => c.step },
+    { title: "Undo", value: c => c.undoAction + " via " + c.agent },
+    { title: "Outcome", value: c => c.outcome || "not undone" },
+    { title: "Error", value: c => c.error || "" },
+  ], d.compensation || [], "empty");
+  fillTable($("statuses"), [
+    { title: "Status", value: s => s.status },
+    { title: "Attempt", value: s => s.attempt },
+    { title: "At", value: s => when(s.at) },
+    { title: "Reason", value: s => s.reason || "" },
+  ], d.statusesSent || [], "none recorded in the attempts' histories");
+  fillTable($("deferred"), [
+    { title: "Sequence", value: e => e.sequenceNumber },
+    { title: "Type", value: e => e.messageType },
+    { title: "Status", value: e => e.status },
+    { title: "Detail", value: e => e.detail || "" },
+  ], d.deferredNotifications || [], "none");
+  $("raw").textContent = JSON.stringify({ order: d.order, state: d.state }, null, 2);
+  if (!quiet) { $("order-title").tabIndex = -1; $("order-title").focus(); }
+}
+
+function askConfirm(action) {
+  const reason = $("reason").value.trim();
+  if (!reason) { say("Give a reason first.", true); $("reason").focus(); return; }
+  pendingAction = action;
+  const decision = action === "review" ? document.querySelector("input[name=decision]:checked").value : null;
+  $("confirm-text").textContent = "Confirm: " + (decision ? "answer the review with “" + decision + "”" : action) + " for order " + current.orderId + "?";
+  $("confirm").hidden = false;
+  $("confirm-yes").focus();
+}
+
+async function act() {
+  const action = pendingAction;
+  $("confirm").hidden = true;
+  pendingAction = null;
+  const body = { reason: $("reason").value.trim() };
+  if (action === "review") body.action = document.querySelector("input[name=decision]:checked").value;
+  const answer = await api("/orders/" + encodeURIComponent(current.orderId) + "/" + action, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "Accept": "application/json" },
+    body: JSON.stringify(body),
+  });
+  if (answer.status === 200) {
+    say("Done: " + action + " of " + current.orderId + " recorded; the order is now " + answer.body.order.processState + ".", false);
+    $("reason").value = "";
+  } else {
+    say((answer.body && answer.body.error) || action + ": HTTP " + answer.status, true);
+  }
+  await showOrder(current.orderId, true);
+}
+
+function route() {
+  const match = location.hash.match(/^#\/order\/(.+)$/);
+  say("");
+  if (match) { showOrder(decodeURIComponent(match[1])); return; }
+  current = null;
+  $("order").hidden = true;
+  $("overview").hidden = false;
+  refreshOverview();
+  loadList(true);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const select = $("list-state");
+  STATES.forEach(s => { const o = document.createElement("option"); o.value = s; o.textContent = s; select.appendChild(o); });
+  $("search").addEventListener("submit", e => { e.preventDefault(); location.hash = "#/order/" + encodeURIComponent($("search-id").value.trim()); });
+  $("list-filter").addEventListener("submit", e => { e.preventDefault(); loadList(true); });
+  $("list-more").addEventListener("click", () => loadList(false));
+  document.querySelectorAll("#action-form [data-action]").forEach(b => b.addEventListener("click", () => askConfirm(b.dataset.action)));
+  $("confirm-yes").addEventListener("click", act);
+  $("confirm-no").addEventListener("click", () => { $("confirm").hidden = true; pendingAction = null; });
+  window.addEventListener("hashchange", route);
+  route();
+  setInterval(() => {
+    if (pendingAction) return;
+    if (current) showOrder(current.orderId, true); else refreshOverview();
+  }, REFRESH_MS);
+});

@@ -1,0 +1,159 @@
+"""``python -m localrun serve``: the live local demo. The simulation runs at ``speed``× real time (the
+simulated clock follows the wall clock instead of skipping ahead), and the app's own HTTP functions,
+the ops API and the console, answer on ``http://127.0.0.1:PORT`` through the runner's host: each
+request is handed to the simulation loop (``LocalHost.submit_http``) and invoked through the Functions
+runtime as a virtual-time task, like every other invocation.
+
+The operator is the developer: ``OPS_LOCAL_PRINCIPAL`` is set for this run only (both app roles), so
+review pauses wait for a person at the console (``--review-timeout`` simulated seconds, then the
+configured default action). It serves until interrupted (Ctrl-C, SIGTERM), then prints the usual
+summary.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
+
+from localrun.host import LocalHost
+from localrun.worker.http import HttpAnswer, HttpRequestData
+
+LOCAL_OPERATOR = "developer@localhost:Orders.Read,Orders.Operate"
+ANSWER_TIMEOUT_S = 30.0
+MAX_REQUEST_BYTES = 64 * 1024
+IDLE_WAIT_S = 0.1
+
+
+@dataclass
+class Pacer:
+    """Maps wall time to simulated time: ``speed`` simulated seconds per real second."""
+
+    speed: float
+    sim_start: datetime
+    wall_start: float
+
+    def target(self) -> datetime:
+        return self.sim_start + timedelta(seconds=(time.monotonic() - self.wall_start) * self.speed)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    def _serve(self) -> None:
+        if self.path in ("/", "/index.html"):
+            self._write(HttpAnswer(302, {"Location": "/api/ops/console"}, b""))
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_REQUEST_BYTES:
+            self._write(HttpAnswer(413, {}, b""))
+            return
+        body = self.rfile.read(length) if length > 0 else b""
+        url = f"http://{self.server.origin_host}{self.path}"
+        request = HttpRequestData(self.command, url, dict(self.headers.items()), body)
+        future = self.server.host.submit_http(request)
+        self.server.wake.set()
+        try:
+            answer = future.result(timeout=ANSWER_TIMEOUT_S)
+        except TimeoutError:
+            answer = HttpAnswer(503, {"Content-Type": "text/plain"}, b"the simulation did not answer in time")
+        self._write(answer)
+
+    def _write(self, answer: HttpAnswer) -> None:
+        self.send_response(answer.status)
+        for name, value in answer.headers.items():
+            if name.lower() not in ("content-length", "transfer-encoding", "connection"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(answer.body)))
+        self.end_headers()
+        if answer.body and self.command != "HEAD":
+            self.wfile.write(answer.body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet: the console polls every few seconds."""
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, port: int, host: LocalHost, wake: threading.Event) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.host = host
+        self.wake = wake
+        self.origin_host = f"127.0.0.1:{self.server_address[1]}"
+
+
+def paced_drive(
+    speed: float,
+    port: int,
+    stop_event: threading.Event,
+    on_ready: Callable[[str], None],
+    exit_when_done: bool = False,
+) -> Callable[[LocalHost, datetime, Callable[[], bool], Callable[[], datetime | None], Callable[[], None]], None]:
+    """A ``SimulationConfig.drive``: serves HTTP on 127.0.0.1:``port`` and runs the simulation with the
+    simulated clock following the wall clock × ``speed``, until ``stop_event`` is set (or, with
+    ``exit_when_done``, the run is quiet)."""
+
+    def drive(
+        host: LocalHost,
+        horizon: datetime,
+        stop: Callable[[], bool],
+        external_due: Callable[[], datetime | None],
+        before_pump: Callable[[], None],
+    ) -> None:
+        wake = threading.Event()
+        server = _Server(port, host, wake)
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        thread.start()
+        pacer = Pacer(speed, host.clock.now(), time.monotonic())
+        try:
+            on_ready(f"http://{server.origin_host}/api/ops/console")
+            while not stop_event.is_set():
+                before_pump()
+                host.pump()
+                if host.scheduler.run_one():
+                    continue
+                if exit_when_done and stop():
+                    return
+                target = min(pacer.target(), horizon)
+                due = [d for d in (host.next_due(), external_due()) if d is not None]
+                upcoming = min(due) if due else None
+                if upcoming is not None and upcoming <= target:
+                    host.clock.advance_to(upcoming)
+                    continue
+                host.clock.advance_to(target)
+                wait = IDLE_WAIT_S if upcoming is None else (upcoming - target).total_seconds() / speed
+                wake.wait(timeout=min(max(wait, 0.0), IDLE_WAIT_S))
+                wake.clear()
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join()
+
+    return drive
+
+
+def install_stop_signals(stop_event: threading.Event) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop_event.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def announce(url: str) -> None:
+    print(f"console: {url}   (Ctrl-C stops)", flush=True)
+    sys.stderr.flush()
