@@ -1,0 +1,82 @@
+"""The fault kinds of issue 11 (part A) in the runner: slow-call tails and lost Cosmos responses in
+the profile, and the per-host clocks."""
+
+from __future__ import annotations
+
+import functools
+import random
+from datetime import timedelta
+
+import pytest
+
+from localrun.audit import Audit, CosmosFaults
+from localrun.clocks import SkewedClocks, host_of
+from localrun.profile import Profile, ProfileError
+from localrun.virtual_time import TaskScheduler
+
+
+def test_the_new_profile_keys_parse_and_typos_are_refused():
+    profile = Profile.parse(
+        {
+            "remote": {"payment": {"slow_call_rate": 0.2, "slow_latency_ms": [60000, 240000]}},
+            "cosmos": {"lost_response_rate": 0.05},
+            "host": {"clock_skew_s": {"supervisor": 40, "agents": -30}},
+        }
+    )
+    assert profile.cosmos_lost_response_rate == 0.05
+    assert profile.clock_skew_s == {"supervisor": 40.0, "agents": -30.0}
+    assert profile.remote["payment"]["slow_latency_ms"] == [60000, 240000]
+    with pytest.raises(ProfileError, match=r"host\.clock_skew_s\.workers"):
+        Profile.parse({"host": {"clock_skew_s": {"workers": 5}}})
+    with pytest.raises(ProfileError, match="within"):
+        Profile.parse({"host": {"clock_skew_s": {"agents": 7200}}})
+    with pytest.raises(ProfileError, match="lost_response_rate"):
+        Profile.parse({"cosmos": {"lost_response_rate": 2}})
+
+
+def test_functions_map_onto_the_three_simulated_hosts():
+    assert host_of("supervisor") == "supervisor"
+    assert {host_of(f) for f in ("agent_payment", "agent_shipping", "agent_inventory")} == {"agents"}
+    assert host_of("agent_reply_relay") == "app"
+    assert host_of("submit_order") == host_of("starter_sweep") == host_of("begin_step") == "app"
+
+
+def test_each_invocation_reads_its_own_hosts_clock_and_outside_a_task_the_true_time():
+    scheduler = TaskScheduler()
+    audit = Audit()
+    clocks = SkewedClocks(scheduler.clock, scheduler, {"supervisor": 40, "agents": -30}, audit)
+    seen: dict[str, timedelta] = {}
+
+    class Function:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    def invocation(name: str) -> None:
+        clocks.on_invoke(Function(name))  # type: ignore[arg-type]
+        clocks.sleep(5)  # parks the task: the other invocation runs meanwhile
+        seen[name] = clocks.now() - scheduler.clock.now()
+
+    for name in ("supervisor", "agent_payment", "submit_order"):
+        scheduler.spawn(name, functools.partial(invocation, name))
+    while scheduler.busy():
+        if not scheduler.run_one():
+            wake = scheduler.next_wake()
+            assert wake is not None
+            scheduler.clock.advance_to(wake)
+    scheduler.stop_idle_threads()
+    assert seen == {
+        "supervisor": timedelta(seconds=40),
+        "agent_payment": timedelta(seconds=-30),
+        "submit_order": timedelta(0),
+    }
+    assert clocks.now() == scheduler.clock.now()
+    assert audit.injected["clock_skewed_invocations"] == 2
+
+
+def test_lost_responses_are_drawn_only_when_the_profile_asks():
+    audit = Audit()
+    quiet = CosmosFaults(Profile(), random.Random(1), audit)
+    assert not any(quiet.lose_response() for _ in range(100))
+    lossy = CosmosFaults(Profile(cosmos_lost_response_rate=0.5), random.Random(1), audit)
+    lost = sum(lossy.lose_response() for _ in range(200))
+    assert 60 < lost < 140 and audit.injected["cosmos_responses_lost"] == lost
