@@ -112,6 +112,9 @@ param vnetEnabled bool = false
 ])
 param durableBackend string = 'storage'
 
+@description('OPS_AUTH_CLIENT_ID: the Entra ID app registration operators sign in to (docs/deploy.md#operators-sign-in-app-roles-the-console-and-the-workbook); empty: the ops API refuses every request.')
+param opsAuthClientId string = ''
+
 @description('Durable task hub name; must equal durableTask.hubName in host.json (a test checks it).')
 param taskHubName string = 'OrdersTaskHub'
 
@@ -249,6 +252,21 @@ module functionApp './modules/functionapp.bicep' = {
     durableBackend: durableBackend
     durableTaskSchedulerEndpoint: durableBackend == 'dts' ? durableTask.outputs.endpoint : ''
     appSubnetId: vnetEnabled ? network.outputs.appSubnetId : ''
+    opsAuthClientId: opsAuthClientId
+  }
+}
+
+// The operators' Azure Monitor workbook, on the app's structured events in the workspace.
+module workbook './modules/workbook.bicep' = {
+  name: 'workbook'
+  scope: rg
+  dependsOn: [
+    appInsights
+  ]
+  params: {
+    location: location
+    tags: tags
+    logAnalyticsWorkspaceId: logAnalytics.outputs.resourceId
   }
 }
 
@@ -321,3 +339,4 @@ output APPLICATIONINSIGHTS_NAME string = appInsights.outputs.name
 // https://dashboard.durabletask.io with this endpoint and task hub.
 output DURABLE_TASK_SCHEDULER_ENDPOINT string = durableBackend == 'dts' ? durableTask.outputs.endpoint : ''
 output TASKHUB_NAME string = taskHubName
+output OPS_CONSOLE_URL string = 'https://${functionApp.outputs.defaultHostName}/api/ops/console'

@@ -46,6 +46,9 @@ param durableTaskSchedulerEndpoint string
 @description('Subnet (delegated to Microsoft.App/environments) for VNet integration; empty: no VNet.')
 param appSubnetId string
 
+@description('OPS_AUTH_CLIENT_ID: client id of the Entra ID app registration operators sign in to (app roles Orders.Read and Orders.Operate, docs/deploy.md#operators-sign-in-app-roles-the-console-and-the-workbook). Empty: App Service authentication stays off and the ops API refuses every request.')
+param opsAuthClientId string = ''
+
 // DURABLE_BACKEND=dts: the same host.json, its durableTask storage provider overridden by app
 // settings (AzureFunctionsJobHost__<path>, "Override host.json values" in the host.json reference):
 // type azureManaged, connection from DURABLE_TASK_SCHEDULER_CONNECTION_STRING, signed in with the
@@ -206,6 +209,55 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     PEEK_SWEEP_AGE_MINUTES: '10'
     PEEK_SWEEP_MAX_MESSAGES: '500'
   }, durableBackend == 'dts' ? durableTaskSchedulerSettings : {})
+}
+
+// App Service authentication (Easy Auth) with Microsoft Entra ID for the operator API and console
+// (operations/). Anonymous requests pass to the app, which answers 401 itself (operations/auth.py):
+// the platform validates sign-ins and tokens, strips any client-sent X-MS-CLIENT-PRINCIPAL and sets
+// its own, and sets WEBSITE_AUTH_ENABLED=True, without which the app refuses every ops request.
+// Sign-in uses the ID token (no client secret); a caller's roles come from the token's roles claim.
+resource authSettings 'Microsoft.Web/sites/config@2024-04-01' = if (!empty(opsAuthClientId)) {
+  //checkov:skip=CKV_AZURE_13:This is the authsettingsV2 resource itself (App Service authentication on); checkov applies web-site config checks to every sites/config.
+  //checkov:skip=CKV_AZURE_63:Not applicable to the authsettingsV2 resource (see CKV_AZURE_13); the app logs through Application Insights.
+  //checkov:skip=CKV_AZURE_65:Not applicable to the authsettingsV2 resource (see CKV_AZURE_13).
+  //checkov:skip=CKV_AZURE_66:Not applicable to the authsettingsV2 resource (see CKV_AZURE_13).
+  //checkov:skip=CKV_AZURE_80:Not applicable: a Python app, and this is the authsettingsV2 resource.
+  //checkov:skip=CKV_AZURE_88:Not applicable: Flex Consumption deploys from a blob container, not Azure Files.
+  //checkov:skip=CKV_AZURE_222:Not applicable to the authsettingsV2 resource; see the same skip on the site.
+  parent: site
+  name: 'authsettingsV2'
+  properties: {
+    platform: {
+      enabled: true
+    }
+    globalValidation: {
+      requireAuthentication: false
+      unauthenticatedClientAction: 'AllowAnonymous'
+    }
+    httpSettings: {
+      requireHttps: true
+    }
+    identityProviders: {
+      azureActiveDirectory: {
+        enabled: true
+        registration: {
+          clientId: opsAuthClientId
+          openIdIssuer: '${environment().authentication.loginEndpoint}${tenant().tenantId}/v2.0'
+        }
+        validation: {
+          allowedAudiences: [
+            opsAuthClientId
+            'api://${opsAuthClientId}'
+          ]
+        }
+      }
+    }
+    login: {
+      tokenStore: {
+        enabled: true
+      }
+    }
+  }
 }
 
 output name string = site.name
