@@ -13,6 +13,7 @@ import json
 import logging
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -104,7 +105,13 @@ class CosmosFaults:
         self._rng = rng
         self._audit = audit
 
+    # Set by the simulation for profile cosmos.latency_ms (localrun.hostile.CosmosLatency): every
+    # operation takes that long, so concurrent handlers interleave between their Cosmos calls.
+    latency: Callable[[], None] | None = None
+
     def maybe_fail(self, operation: str) -> None:
+        if self.latency is not None:
+            self.latency()
         roll = self._rng.random()
         if roll < self._throttle:
             self._audit.injected["cosmos_throttled"] += 1

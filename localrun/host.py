@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from localrun import hostile
 from localrun.durable import fast_timestamps, sdk_speedups
 from localrun.durable.engine import DurableEngine
 from localrun.durable.http_api import DurableExtensionApi
@@ -132,6 +133,7 @@ class LocalHost:
         }
         # Off by default: the SDK runs exactly as shipped. ``python3 dev.py bench`` says which it measured.
         self.sdk_speed_ups = sdk_speed_ups
+        self.lock_stalls: hostile.LockStalls | None = None
         if sdk_speed_ups:
             fast_timestamps.install()
             sdk_speedups.install()
@@ -238,6 +240,8 @@ class LocalHost:
             # message was settled by then or its lock runs out and it is delivered again.
             try:
                 inputs = {function.trigger["name"]: to_typed_data(message, self.protos)}
+                if self.lock_stalls is not None:  # profile servicebus.lock_expiry_rate (localrun.hostile)
+                    hostile.stall_after_work.set(self.lock_stalls.plan())
                 with self.settlement.invocation(message.lock_token):
                     self._invoke(function, inputs, trigger_metadata_typed(message, self.protos))
             finally:

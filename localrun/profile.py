@@ -23,8 +23,8 @@ REMOTE_KEYS = {
     "slow_call_rate",
     "slow_latency_ms",
 }
-COSMOS_KEYS = {"throttle_rate", "unavailable_rate", "lost_response_rate"}
-SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate"}
+COSMOS_KEYS = {"throttle_rate", "unavailable_rate", "lost_response_rate", "latency_ms"}
+SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate", "settle_latency_ms"}
 HOST_KEYS = {"restart_every_s", "clock_skew_s"}
 # The simulated hosts whose clocks may be skewed (host.clock_skew_s): the supervisor's timer, the
 # agents (the functions that call remote services) and every other function of the app.
@@ -43,7 +43,7 @@ ORDER_KEYS = {
 STATUS_QUEUE_KEYS = {"name_length", "refusing"}
 REFUSAL_KEYS = {"submitter", "error", "start_s", "duration_s"}
 REFUSAL_ERRORS = ("quota_exceeded", "not_found", "unauthorized")
-ADMISSION_KEYS = {"max_pending"}
+ADMISSION_KEYS = {"max_pending", "max_in_flight"}
 TOP_KEYS = {
     "agents",
     "remote",
@@ -131,6 +131,9 @@ class Profile:
     lock_expiry_rate: float = 0.0
     status_queues: StatusQueues = field(default_factory=StatusQueues)
     max_pending: int | None = None
+    max_in_flight: int | None = None
+    cosmos_latency_ms: tuple[float, float] | None = None
+    settle_latency_ms: tuple[float, float] | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
@@ -186,6 +189,9 @@ class Profile:
             lock_expiry_rate=_rate("servicebus.lock_expiry_rate", servicebus.get("lock_expiry_rate", 0)),
             status_queues=_status_queues(data.get("status_queues", {}), count("reply_queues", 3)),
             max_pending=_max_pending(data.get("admission", {})),
+            max_in_flight=_max_pending(data.get("admission", {}), "max_in_flight"),
+            cosmos_latency_ms=_latency(cosmos.get("latency_ms")),
+            settle_latency_ms=_latency(servicebus.get("settle_latency_ms"), "servicebus.settle_latency_ms"),
         )
 
     def agent(self, name: str) -> AgentFaults:
@@ -224,8 +230,17 @@ def _status_queues(data: Any, submitters: int) -> StatusQueues:
     return StatusQueues(length, tuple(refusing))
 
 
-def _max_pending(data: Any) -> int | None:
-    value = _check_keys("admission", data, ADMISSION_KEYS).get("max_pending")
+def _max_pending(data: Any, key: str = "max_pending") -> int | None:
+    value = _check_keys("admission", data, ADMISSION_KEYS).get(key)
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        raise ProfileError(f"admission.max_pending must be a positive integer, got {value!r}")
+        raise ProfileError(f"admission.{key} must be a positive integer, got {value!r}")
     return value
+
+
+def _latency(value: Any, where: str = "cosmos.latency_ms") -> tuple[float, float] | None:
+    if value is None:
+        return None
+    ok = isinstance(value, list) and len(value) == 2 and all(isinstance(v, int | float) for v in value)
+    if not ok or not 0 <= value[0] <= value[1] <= 10_000:
+        raise ProfileError(f"{where} must be [lo, hi] milliseconds, 0 <= lo <= hi <= 10000, got {value!r}")
+    return float(value[0]), float(value[1])

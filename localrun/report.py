@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from contracts.names import OPERATOR_ALERTS_QUEUE
+from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from domain.states import TERMINAL_STATES, ProcessState
-from localrun.simulation import NON_TERMINAL, SimulationResult
+from localrun.simulation import NON_TERMINAL, START, SimulationResult
 from order_agents.simulators.ledger import Ledger
 
 FORWARD_ACTIONS = ("reserve", "charge", "ship", "capture")
@@ -74,11 +74,42 @@ def _kept_after_compensation(result: SimulationResult, ledgers: dict[str, Ledger
     return kept
 
 
+def _unreachable_submitters(result: SimulationResult) -> set[str]:
+    """Status queues that still refuse sends at the end of the run (deleted, or the app's role
+    removed, for good) AND for which the app raised a ``ReplyQueueUnavailable`` alert: their orders'
+    statuses cannot arrive, and the alert is what the app owes instead."""
+    alerts = [json.loads(str(m)) for m in result.broker.peek(OPERATOR_ALERTS_QUEUE, 1_000_000)]
+    alerted = {a.get("details", {}).get("replyTo") for a in alerts if a.get("kind") == "ReplyQueueUnavailable"}
+    now = START + timedelta(seconds=result.simulated_s)
+    return {q for q in result.workload.submitters if q in alerted and result.broker.refusing(q, now) is not None}
+
+
+def _stranded_messages(result: SimulationResult, by_order: dict[str, Any]) -> list[str]:
+    """Deferred messages left on ``orders`` at the end that nothing will apply or dead-letter: their
+    order has no state record (so neither its submission nor the peek sweep will fetch them) and no
+    ``RetryDeferred`` for their sequence number is still on the queue. From the broker and Cosmos."""
+    waiting: list[tuple[int, str]] = []
+    retried: set[int] = set()
+    for message in result.broker.peek(ORDERS_QUEUE, 1_000_000):
+        try:
+            body = json.loads(str(message))
+        except ValueError:
+            continue
+        if not isinstance(body, dict):
+            continue
+        if int(message.state) == 1:  # deferred
+            waiting.append((int(message.sequence_number), str(body.get("orderId"))))
+        elif body.get("type") == "RetryDeferred":
+            retried.add(int(body.get("sequenceNumber", -1)))
+    return [f"#{seq} for {order}" for seq, order in waiting if order not in by_order and seq not in retried]
+
+
 def _silent_failures(result: SimulationResult, finals: dict[str, str], statuses: list[dict[str, Any]]) -> list[str]:
     """Orders that ended ``Error``, ``CompensationFailed`` or ``Rejected`` without an operator alert
     naming them (on the alert queue) and the failure status on their own submitter's queue."""
     alerted = {json.loads(str(m)).get("orderId") for m in result.broker.peek(OPERATOR_ALERTS_QUEUE, 1_000_000)}
     valid = result.workload.orders
+    unreachable = _unreachable_submitters(result)
     heard_own: dict[str, set[str]] = {}
     for status in statuses:
         if valid.get(status["orderId"], {}).get("replyTo") == status["_queue"]:
@@ -88,6 +119,8 @@ def _silent_failures(result: SimulationResult, finals: dict[str, str], statuses:
         wanted = FAILURE_STATUS.get(final)
         if wanted is None or order_id not in valid:
             continue
+        if valid[order_id].get("replyTo") in unreachable:
+            heard_own.setdefault(order_id, set()).add(wanted)  # nowhere to send it: the queue's alert stands in
         missing = [
             what
             for what, ok in (("alert", order_id in alerted), (wanted, wanted in heard_own.get(order_id, set())))
@@ -175,16 +208,19 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "Compensated": "Compensated",
         "CompensationFailed": "CompensationFailed",
     }
+    unreachable = _unreachable_submitters(result)
     missing_status = [
         o
         for o, doc in by_order.items()
         if o in valid
+        and valid[o].get("replyTo") not in unreachable
         and doc["processState"] in final_status
         and not {"Received", final_status[doc["processState"]]} <= heard.get(o, set())
     ]
     kept = _kept_after_compensation(result, ledgers)
     finals = {o: doc["processState"] for o, doc in by_order.items()} | dict.fromkeys(rejected, "Rejected")
     silent = _silent_failures(result, finals, statuses)
+    stranded = _stranded_messages(result, by_order)
     invariants = {
         "lost": len(lost),
         "duplicate_side_effects": duplicates,
@@ -196,6 +232,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "missing_statuses": len(missing_status),
         "kept_after_compensation": len(kept),
         "silent_failures": len(silent),
+        "stranded_messages": len(stranded),
     }
     return {
         "orders": len(valid),
@@ -211,12 +248,14 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "missing_statuses": missing_status[:5],
             "kept_after_compensation": kept[:5],
             "silent_failures": silent[:5],
+            "stranded_messages": stranded[:5],
         },
         "deferred": {
             "deferred": result.events.count("MessageDeferred"),
             "recovered_by_sequence": result.events.count("DeferredRecovered", via="sequence")
             + result.events.count("DeferredRecovered", via="retry"),
             "recovered_by_sweep": result.events.count("DeferredRecovered", via="sweep"),
+            "recovered_by_retry": result.events.count("DeferredRecovered", via="retry"),
             "expired": result.events.count("DeferredExpired"),
         },
         "recoveries": {
@@ -249,6 +288,15 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "durable_http_requests": result.host.durable_api.requests,
             "sdk_speed_ups": result.host.sdk_speed_ups,
         },
+        "alerts": dict(
+            sorted(
+                Counter(
+                    json.loads(str(m))["kind"] for m in result.broker.peek(OPERATOR_ALERTS_QUEUE, 1_000_000)
+                ).items()
+            )
+        ),
+        # sends Service Bus refused for breaking its limits (MessageId, size, properties): 0 unless a bug
+        "servicebus_limit_violations": result.broker.counters().limit_violations,
         "function_failures": len(result.task_failures),
         "function_failure_examples": [f"{name}: {error}" for name, error in result.task_failures[:5]],
         "status_messages": len(statuses),

@@ -26,6 +26,7 @@ from deferral.store import CosmosDeferralLog
 from dependencies import AppContext, use_context
 from domain.states import TERMINAL_STATES, ProcessState
 from domain.workflow import AGENTS
+from localrun import hostile
 from localrun.audit import (
     Audit,
     AuditedOrderStore,
@@ -168,7 +169,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
     # from a developer's local.settings.json), with the simulation's overrides. The host resolves
     # %NAME% binding expressions from these only; the app's context reads the same values.
     Settings.from_env({}, **config.settings)  # refuses a setting name the app does not know
-    app_settings = {**local_settings_example(), **config.settings}
+    app_settings = {**local_settings_example(), **hostile.app_settings(profile), **config.settings}
     settings = Settings.from_env(app_settings)
     scheduler = TaskScheduler(START)
     clock = scheduler.clock
@@ -183,6 +184,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
     )
     for queue in (*ALL_QUEUES, *workload.submitters):
         broker.declare_queue(queue, QueuePolicy())
+    hostile.refuse_status_queues(broker, workload.submitters, profile, START)
 
     ledger = Ledger()
     configs = {name: SimulatorConfig.from_profile(entry, origin=START) for name, entry in profile.remote.items()}
@@ -200,6 +202,9 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         database = ensure_database(server.fast_client(), "localrun")
         raw_states = CosmosStateStore(database.get_container_client(STATE_CONTAINER))
         faults = CosmosFaults(profile, random.Random(seeds.getrandbits(64)), audit)
+        if profile.cosmos_latency_ms is not None:  # its own generator: the other faults keep their streams
+            rng = random.Random(f"{config.seed}:cosmos-latency")
+            faults.latency = hostile.CosmosLatency(profile.cosmos_latency_ms, rng, clock.sleep)
         # The app reads its host's clock (profile host.clock_skew_s); the runner's evidence keeps true time.
         skewed = SkewedClocks(clock, scheduler, profile.clock_skew_s, audit) if profile.clock_skew_s else None
         ctx = AppContext(
@@ -233,6 +238,13 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             sdk_speed_ups=config.sdk_speed_ups,
             timer_copies={"supervisor": profile.supervisors, "starter_sweep": profile.starters},
         )
+        if profile.lock_expiry_rate or profile.settle_latency_ms:  # own generator: other streams unchanged
+            host.lock_stalls = hostile.LockStalls(
+                profile.lock_expiry_rate,
+                random.Random(f"{config.seed}:lock-stalls"),
+                clock.sleep,
+                profile.settle_latency_ms,
+            )
         if skewed is not None:
             host.on_invoke = skewed.on_invoke
         pending = list(workload.arrivals)
@@ -295,6 +307,11 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
     slow = sum(int(getattr(s, "slow_calls", 0)) for s in services.values())
     if slow:
         audit.injected["remote_slow_calls"] += slow
+    if host.lock_stalls is not None and host.lock_stalls.injected:
+        audit.injected["handlers_past_lock"] += host.lock_stalls.injected
+    counters = broker.counters()
+    if counters.refused_sends:
+        audit.injected["status_sends_refused"] += counters.refused_sends
     return SimulationResult(
         config=config,
         workload=workload,

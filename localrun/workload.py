@@ -39,20 +39,31 @@ class Workload:
     submitters: list[str]  # status queue of each simulated submitter
 
 
-def submitter_queue(index: int) -> str:
-    return f"submitter-{index + 1}-statuses"
+def submitter_queue(index: int, length: int | None = None) -> str:
+    """The status queue of submitter ``index``; padded to ``length`` characters (profile
+    ``status_queues.name_length``; a valid queue name is up to 260)."""
+    name = f"submitter-{index + 1}-statuses"
+    return name if length is None or length <= len(name) else f"{name}-{'q' * (length - len(name) - 1)}"
+
+
+def long_order_id(number: int) -> str:
+    """A 64-character order id, the longest the contract accepts (profile ``orders.long_id_rate``)."""
+    head = f"ord-{number:05d}-"
+    return head + "L" * (64 - len(head))
 
 
 def make_workload(
     count: int, profile: Profile, rng: random.Random, start: datetime, raw_lines: list[dict[str, Any]] | None = None
 ) -> Workload:
-    submitters = [submitter_queue(i) for i in range(profile.reply_queues)]
+    submitters = [submitter_queue(i, profile.status_queues.name_length) for i in range(profile.reply_queues)]
     window = max(30.0, count * 0.25)  # seconds over which orders arrive
     arrivals: list[Arrival] = []
     orders: dict[str, dict[str, Any]] = {}
     mix = profile.orders
     for i in range(count):
         order_id = f"ord-{i + 1:05d}"
+        if mix.long_id_rate and rng.random() < mix.long_id_rate:  # drawn only when asked for
+            order_id = long_order_id(i + 1)
         at = start + timedelta(seconds=rng.uniform(0, window))
         lines: list[dict[str, Any]] = [
             {"sku": rng.choice(SKUS), "quantity": rng.randint(1, 5), "unitPriceCents": rng.randint(100, 50_000)}
@@ -103,6 +114,8 @@ def make_workload(
             }
             first = rng.random() < mix.payment_notification_first_rate
             when = at + timedelta(seconds=-rng.uniform(1, 10) if first else rng.uniform(1, 10))
+            if mix.concurrent_notification_rate and rng.random() < mix.concurrent_notification_rate:
+                when = at - timedelta(milliseconds=1)  # with its order: both handled at once
             arrivals.append(
                 Arrival(
                     max(start, when),

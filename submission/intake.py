@@ -23,7 +23,7 @@ from dependencies import AppContext
 from domain import transitions
 from domain.records import StateRecord
 from domain.states import ProcessState
-from notifications.alerts import raise_alert
+from notifications.alerts import raise_alert, raise_alert_after_write
 from notifications.status import publish_or_owe
 from observability.events import app_event, state_transition
 from orchestrators.starter import try_claim
@@ -84,6 +84,14 @@ def submit_order(ctx: AppContext, order: OrderSubmitted) -> IntakeResult:
             reason=f"too many pending orders (MAX_PENDING={ctx.settings.max_pending}); submit again later",
         )
         app_event("OrderRejected", f"order {order.order_id} rejected: pending cap", orderId=order.order_id)
+        raise_alert_after_write(
+            ctx.sender,
+            kind="OrderRejected",
+            summary=f"order {order.order_id} rejected: {ctx.settings.max_pending} orders pending (MAX_PENDING)",
+            at=now,
+            order_id=order.order_id,
+            severity="warning",
+        )
         release_for_rejected_order(ctx, order.order_id)  # its waiting notifications: dead-lettered, alerted
         return IntakeResult(Settlement.complete(), owed=(owed,) if owed else ())
 

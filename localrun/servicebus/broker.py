@@ -130,6 +130,11 @@ class InProcessBroker:
         with self._mutex:
             self._send_faults = faults
 
+    def refusing(self, queue: str, at: datetime) -> SendRefusal | None:
+        """The refusal active on ``queue`` at ``at``, if any."""
+        with self._mutex:
+            return next((r for r in self._queue(queue).refusals if r.active(at)), None)
+
     def refuse_sends(self, queue: str, refusal: SendRefusal) -> None:
         """``queue`` refuses every send while ``refusal`` is active (see ``SendRefusal``)."""
         with self._mutex:

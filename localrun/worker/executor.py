@@ -17,6 +17,7 @@ import queue
 from collections.abc import Callable
 from typing import Any
 
+from localrun import hostile
 from localrun.virtual_time import TaskCancelled
 
 Job = Callable[[], None]
@@ -43,7 +44,11 @@ class TaskExecutor(concurrent.futures.ThreadPoolExecutor):  # asyncio's set_defa
             if not future.set_running_or_notify_cancel():
                 return
             try:
-                future.set_result(fn(*args, **kwargs))
+                result = fn(*args, **kwargs)
+                stall = hostile.stall_after_work.get()
+                if stall is not None:  # the handler stalls past its message lock (localrun.hostile)
+                    stall()
+                future.set_result(result)
             except TaskCancelled:
                 # The simulated host dropped this invocation (restart): like a killed process, it
                 # never resumes. Leaving the future unresolved keeps its coroutine from running on.

@@ -90,6 +90,23 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
         and r["recoveries"]["host_restarts"] > 0
         and r["deferred"]["deferred"] > 0
     ),
+    # issue 11, part B
+    "status-queue-refusing": lambda r: (
+        r["injected_faults"].get("status_sends_refused", 0) > 50 and states(r).get("Error", 0) == 0
+    ),
+    "long-ids": lambda r: (
+        r["alerts"].get("ReviewRequired", 0) > 0
+        and r["alerts"].get("ReplyQueueUnavailable", 0) > 0
+        and r["servicebus_limit_violations"] == 0
+        and r["function_failures"] == 0
+    ),
+    "lock-expiry": lambda r: r["injected_faults"].get("handlers_past_lock", 0) > 10,
+    "concurrent-notifications": lambda r: r["deferred"]["recovered_by_retry"] > 0 and states(r).get("Processed") == 100,
+    "admission-rejections": lambda r: (
+        states(r).get("Rejected", 0) > 10
+        and r["alerts"].get("NotificationForRejectedOrder", 0) == states(r)["Rejected"]
+        and reasons(r) == {"OrderRejected"}
+    ),
 }
 
 

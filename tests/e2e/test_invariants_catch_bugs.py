@@ -68,3 +68,11 @@ def test_without_re_read_and_owed_notifications_a_lost_escalation_is_silent(monk
     monkeypatch.setattr(supervisor_run, "deliver_due", lambda ctx: 0)
     report = run("cosmos-lost-responses")
     assert report["invariants"]["silent_failures"] > 0
+
+
+def test_without_releasing_a_rejected_orders_notifications_they_are_stranded(monkeypatch):
+    """Issue 11 finding 6: before the fix an order rejected by admission control left its deferred
+    PaymentNotification waiting for an order that was never coming; stranded_messages counts them."""
+    monkeypatch.setattr("submission.intake.release_for_rejected_order", lambda ctx, order_id: None)
+    report = run("admission-rejections")
+    assert report["invariants"]["stranded_messages"] > 0

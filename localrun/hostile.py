@@ -1,0 +1,104 @@
+"""Faults of issue 11 (part B) the runner injects: submitters' status queues that refuse sends,
+Service Bus handlers that outlive their message lock, and the app setting admission control reads.
+
+- ``status_queues.refusing``: a submitter's status queue refuses every send in a window (the
+  broker's ``SendRefusal``: queue full, deleted, or the app's role removed).
+- ``servicebus.lock_expiry_rate``: a Service Bus-triggered invocation, once its blocking work is
+  done and before it settles, stalls past its message's lock (lock duration + 5 to 30 s, as a long
+  GC pause or a starved thread would). Nothing renews the lock (the runner does not apply
+  ``maxAutoLockRenewalDuration``), so the broker delivers the message to a second handler while the
+  first one is still running; the first then settles a lock it no longer holds.
+- ``admission.max_pending``, ``admission.max_in_flight``: the ``MAX_PENDING`` and ``MAX_IN_FLIGHT``
+  app settings of the run (a small in-flight cap keeps orders Pending, so admission control rejects).
+- ``cosmos.latency_ms``: every Cosmos DB operation of the app takes a uniform time in that range, so
+  handlers running at once interleave between their Cosmos calls (without it a handler runs from
+  its first to its last Cosmos call without yielding, and no race between two handlers can show)."""
+
+from __future__ import annotations
+
+import contextvars
+import random
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from contracts.names import QUEUE_LOCK_DURATION_SECONDS
+from localrun.profile import Profile
+from localrun.servicebus import InProcessBroker
+from localrun.servicebus.faults import SendRefusal
+
+# Set by the host for an invocation that must stall after its blocking work (localrun.worker.executor).
+stall_after_work: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "localrun_stall_after_work", default=None
+)
+
+
+def app_settings(profile: Profile) -> dict[str, str]:
+    """The app settings a profile overrides."""
+    settings = {"MAX_PENDING": profile.max_pending, "MAX_IN_FLIGHT": profile.max_in_flight}
+    return {name: str(value) for name, value in settings.items() if value is not None}
+
+
+def refuse_status_queues(broker: InProcessBroker, submitters: list[str], profile: Profile, start: datetime) -> None:
+    for refusal in profile.status_queues.refusing:
+        end = start + timedelta(seconds=refusal.start_s + refusal.duration_s) if refusal.duration_s else None
+        broker.refuse_sends(
+            submitters[refusal.submitter - 1],
+            SendRefusal(refusal.error, start + timedelta(seconds=refusal.start_s), end),  # type: ignore[arg-type]
+        )
+
+
+class LockStalls:
+    """Draws, per Service Bus invocation, whether it stalls past its lock (seeded, deterministic)."""
+
+    def __init__(
+        self,
+        rate: float,
+        rng: random.Random,
+        sleep: Callable[[float], None],
+        settle_latency_ms: tuple[float, float] | None = None,
+    ) -> None:
+        self._rate = rate
+        self._rng = rng
+        self._sleep = sleep
+        self._latency = settle_latency_ms
+        self.injected = 0
+
+    def plan(self) -> Callable[[], None] | None:
+        if self._rate <= 0 or self._rng.random() >= self._rate:
+            if self._latency is None:
+                return None
+            # profile servicebus.settle_latency_ms: reaching the settlement takes a round trip, during
+            # which other handlers run (the message is still locked, not yet settled)
+            latency = self._rng.uniform(*self._latency) / 1000
+            return _once(lambda: self._sleep(latency))
+        seconds = QUEUE_LOCK_DURATION_SECONDS + self._rng.uniform(5, 30)
+        used = [False]
+
+        def stall() -> None:
+            if not used[0]:  # once per invocation: after its first piece of blocking work
+                used[0] = True
+                self.injected += 1
+                self._sleep(seconds)
+
+        return stall
+
+
+def _once(action: Callable[[], None]) -> Callable[[], None]:
+    done = [False]
+
+    def run() -> None:
+        if not done[0]:
+            done[0] = True
+            action()
+
+    return run
+
+
+class CosmosLatency:
+    def __init__(self, bounds_ms: tuple[float, float], rng: random.Random, sleep: Callable[[float], None]) -> None:
+        self._lo, self._hi = bounds_ms
+        self._rng = rng
+        self._sleep = sleep
+
+    def __call__(self) -> None:
+        self._sleep(self._rng.uniform(self._lo, self._hi) / 1000)
