@@ -84,6 +84,7 @@ class TimerSpec:
     next_fire: datetime
     last_fire: datetime | None = None
     copy: int = 0
+    running: bool = False  # the host starts no new run of a timer while its previous run is going
 
 
 def host_json() -> dict[str, Any]:
@@ -145,10 +146,15 @@ class LocalHost:
         self._message_actions = install_message_actions(self.settlement.start())
         now = self.clock.now()
         self.timers: list[TimerSpec] = []
-        for f in self.functions.values():
+        for f in list(self.functions.values()):
             if f.trigger_type != "timerTrigger":
                 continue
-            schedule = Schedule.parse(f.trigger["schedule"])
+            try:
+                schedule = Schedule.parse(f.trigger["schedule"])
+            except ValueError as exc:  # the host puts that one function in error, not the whole app
+                self._in_error(f.name, f"the schedule {f.trigger['schedule']!r} is not valid NCRONTAB: {exc}")
+                del self.functions[f.name]
+                continue
             for copy in range((timer_copies or {}).get(f.name, 1)):
                 self.timers.append(TimerSpec(f, schedule, schedule.next_after(now), copy=copy))
         service_bus = host_json().get("extensions", {}).get("serviceBus", {})
@@ -176,17 +182,15 @@ class LocalHost:
         try:
             bindings = [resolve_binding(b, self.app_settings) for b in indexed.bindings]
         except BindingError as exc:
-            self.load_errors[indexed.name] = str(exc)
-            log.error(
-                "The '%s' function is in error: %s",
-                indexed.name,
-                exc,
-                extra={"event": "FunctionInError", "function": indexed.name},
-            )
+            self._in_error(indexed.name, str(exc))
             return
         trigger = next(b for b in bindings if b["type"].endswith("Trigger"))
         client = next((b["name"] for b in bindings if b["type"] == "durableClient"), None)
         self.functions[indexed.name] = HostedFunction(indexed, trigger, client)
+
+    def _in_error(self, name: str, why: str) -> None:
+        self.load_errors[name] = why
+        log.error("The '%s' function is in error: %s", name, why, extra={"event": "FunctionInError", "function": name})
 
     def _task_hub(self) -> str:
         durable = host_json().get("extensions", {}).get("durableTask", {})
@@ -255,8 +259,12 @@ class LocalHost:
         data = wire.timer_data(self.protos, last=timer.last_fire, next_fire=timer.next_fire, past_due=past_due)
 
         def invoke() -> None:
-            self._invoke(function, {function.trigger["name"]: data})
+            try:
+                self._invoke(function, {function.trigger["name"]: data})
+            finally:
+                timer.running = False
 
+        timer.running = True
         self.scheduler.spawn(f"{function.name}@{self.clock.now().isoformat()}#{timer.copy}", invoke)
 
     def match_http(self, method: str, path: str) -> tuple[HostedFunction, dict[str, str]] | None:
@@ -332,8 +340,11 @@ class LocalHost:
         now = self.clock.now()
         for timer in self.timers:
             if timer.next_fire <= now:
-                self._fire_timer(timer)
-                timer.last_fire = now
+                # "If a function execution takes longer than the timer interval, another execution
+                # won't be triggered until after the current invocation completes" (timer trigger docs).
+                if not timer.running:
+                    self._fire_timer(timer)
+                    timer.last_fire = now
                 timer.next_fire = timer.schedule.next_after(now)
         self.engine.fire_due_timers()
         while self._engine_waiting < self.engine.queued_work():
@@ -389,4 +400,6 @@ class LocalHost:
         self.broker.restart_host()
         self.in_flight = dict.fromkeys(self.queues, 0)
         self._engine_waiting = 0
+        for timer in self.timers:
+            timer.running = False
         return {"invocations": dropped, "activities": activities}

@@ -12,6 +12,7 @@ from typing import Any
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from domain.states import TERMINAL_STATES, ProcessState
 from localrun.simulation import NON_TERMINAL, START, SimulationResult
+from localrun.worker.process import LOOP_THREAD
 from order_agents.simulators.ledger import Ledger
 
 FORWARD_ACTIONS = ("reserve", "charge", "ship", "capture")
@@ -286,6 +287,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "function_executions": sum(result.host.executions.values()),
             "settlements_over_grpc": dict(sorted(result.host.settlement.calls.items())),
             "durable_http_requests": result.host.durable_api.requests,
+            # clock sleeps on the worker's event loop: blocking calls in async functions (must be 0)
+            "blocking_sleeps_on_worker_loop": result.host.clock.untracked_sleeps[LOOP_THREAD],
             "sdk_speed_ups": result.host.sdk_speed_ups,
         },
         "alerts": dict(

@@ -15,7 +15,7 @@ import contextvars
 import heapq
 import itertools
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -28,6 +28,9 @@ class SimClock:
     def __init__(self, scheduler: TaskScheduler, start: datetime) -> None:
         self._scheduler = scheduler
         self._now = start
+        # Sleeps outside any task, by thread name. One on the Functions worker's event-loop thread is
+        # a blocking call in an async function: in Azure it would stall every async invocation.
+        self.untracked_sleeps: Counter[str] = Counter()
 
     def now(self) -> datetime:
         return self._now
@@ -36,6 +39,7 @@ class SimClock:
         if seconds <= 0:
             return
         if not self._scheduler.park_current(self._now + timedelta(seconds=seconds)):
+            self.untracked_sleeps[threading.current_thread().name] += 1
             self._now += timedelta(seconds=seconds)
 
     def advance_to(self, moment: datetime) -> None:

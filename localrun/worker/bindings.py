@@ -11,6 +11,20 @@ from typing import Any
 
 _EXPRESSION = re.compile(r"%([^%]+)%")
 
+# The binding types the runner's host provides. A function with any other binding (a Blob input, a
+# Service Bus output binding, ...) would get nothing here while Azure would serve it: it is in error.
+EMULATED_BINDINGS = frozenset(
+    {
+        "serviceBusTrigger",
+        "timerTrigger",
+        "activityTrigger",
+        "orchestrationTrigger",
+        "durableClient",
+        "httpTrigger",
+        "http",  # an HTTP trigger's $return
+    }
+)
+
 
 class BindingError(ValueError):
     """The host cannot start this function's binding with the app settings it was given."""
@@ -28,6 +42,11 @@ def resolve(value: str, app_settings: Mapping[str, str]) -> str:
 
 def resolve_binding(binding: Mapping[str, Any], app_settings: Mapping[str, str]) -> dict[str, Any]:
     """The binding with every ``%NAME%`` in its string values replaced by the app setting's value."""
+    if binding["type"] not in EMULATED_BINDINGS:
+        raise BindingError(
+            f"the local runner does not emulate '{binding['type']}' bindings (it provides: "
+            f"{', '.join(sorted(EMULATED_BINDINGS))})"
+        )
     resolved = {
         key: resolve(value, app_settings) if isinstance(value, str) else value for key, value in binding.items()
     }

@@ -19,6 +19,7 @@ import atexit
 import itertools
 import json
 import logging
+import os
 import queue
 import threading
 from collections.abc import Callable, Mapping
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 APP_DIR = Path(__file__).resolve().parent.parent.parent
 SCRIPT_FILE = "function_app.py"
+LOOP_THREAD = "functions-worker-loop"
 
 
 class WorkerError(RuntimeError):
@@ -93,15 +95,27 @@ class FunctionsWorker:
                 cls._instance = cls(APP_DIR)
             return cls._instance
 
+    @staticmethod
+    def worker_environment(app_settings: Mapping[str, str]) -> dict[str, str]:
+        """The app settings the worker itself reads from its environment (Azure passes every app
+        setting to the worker process as an environment variable; the runner, one process for the
+        tests too, sets only the worker's own switches: ``PYTHON_*`` and ``FUNCTIONS_*``)."""
+        return {k: v for k, v in app_settings.items() if k.startswith(("PYTHON_", "FUNCTIONS_"))}
+
     def __init__(self, app_dir: Path) -> None:
         from azure_functions_runtime import handle_event
+
+        from localrun.host import local_settings_example
+
+        for name, value in self.worker_environment(local_settings_example()).items():
+            os.environ.setdefault(name, value)
 
         self.protos = host_protos()
         self._events = handle_event
         self.app_dir = app_dir
         self.loop = asyncio.new_event_loop()
         self.loop.set_default_executor(TaskExecutor())
-        self._thread = threading.Thread(target=self.loop.run_forever, name="functions-worker-loop", daemon=True)
+        self._thread = threading.Thread(target=self.loop.run_forever, name=LOOP_THREAD, daemon=True)
         self._thread.start()
         atexit.register(self._close_sessions)
         self._ids = itertools.count(1)
@@ -198,4 +212,7 @@ class FunctionsWorker:
         if response.result.status != protos.StatusResult.Success:
             exception = response.result.exception
             raise InvocationFailed(function.name, exception.message, exception.stack_trace)
+        if response.output_data:  # an output binding's value: the runner has no binding to hand it to
+            names = ", ".join(sorted(b.name for b in response.output_data))
+            raise InvocationFailed(function.name, f"output bindings the local runner does not emulate: {names}")
         return response.return_value if response.HasField("return_value") else None

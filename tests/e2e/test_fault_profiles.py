@@ -128,4 +128,5 @@ def test_profile_holds_every_invariant_and_exercises_its_fault(profile: str) -> 
     assert runtime["invocation_requests"] == runtime["function_executions"] > 0
     assert runtime["settlements_over_grpc"].get("Complete", 0) >= report["orders"]  # each order message at least
     assert runtime["durable_http_requests"] > 0
+    assert runtime["blocking_sleeps_on_worker_loop"] == 0  # no async function blocks the worker's loop
     assert runtime["sdk_speed_ups"] is False

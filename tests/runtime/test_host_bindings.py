@@ -76,3 +76,58 @@ def test_an_identity_based_connection_is_configured_by_its_namespace_setting(har
     settings["ServiceBusConnection__fullyQualifiedNamespace"] = "example.servicebus.windows.net"
     harness = harness_for(settings)
     assert harness.host.load_errors == {}
+
+
+def test_a_schedule_that_is_not_ncrontab_puts_only_its_timer_in_error(harness_for):
+    harness = harness_for(settings_without(STARTER_SCHEDULE="every twenty seconds"))
+    assert set(harness.host.load_errors) == {"starter_sweep"}
+    assert "not valid NCRONTAB" in harness.host.load_errors["starter_sweep"]
+    assert "supervisor" in {t.function.name for t in harness.host.timers}
+
+
+def test_a_timer_does_not_fire_again_while_its_previous_run_is_going(harness_for):
+    harness = harness_for(settings_without(STARTER_SCHEDULE="*/5 * * * * *"))
+    [timer] = [t for t in harness.host.timers if t.function.name == "starter_sweep"]
+    timer.running = True  # the previous run has not finished
+    harness.clock.advance_to(timer.next_fire)
+    harness.host.pump()
+    assert harness.host.executions.get("starter_sweep", 0) == 0
+    timer.running = False
+    harness.clock.advance_to(timer.next_fire)
+    harness.host.pump()
+    assert harness.host.executions.get("starter_sweep", 0) == 0  # started as a task, not run yet
+    assert harness.scheduler.has_ready()
+
+
+def test_a_binding_the_runner_does_not_emulate_puts_its_function_in_error():
+    from localrun.worker.bindings import BindingError, resolve_binding
+
+    blob = {"type": "blob", "direction": "IN", "name": "doc", "path": "orders/{id}", "connection": "Storage"}
+    with pytest.raises(BindingError, match="does not emulate 'blob' bindings"):
+        resolve_binding(blob, local_settings_example())
+    output = {"type": "serviceBus", "direction": "OUT", "name": "out", "queueName": "q", "connection": "X"}
+    with pytest.raises(BindingError, match="does not emulate 'serviceBus' bindings"):
+        resolve_binding(output, local_settings_example())
+
+
+def test_the_worker_reads_its_own_switches_from_the_app_settings():
+    """``PYTHON_ENABLE_OPENTELEMETRY=true`` (local.settings.json.example) makes the worker declare the
+    capability that tells the host the worker handles OpenTelemetry, as in Azure."""
+    from localrun.worker.process import FunctionsWorker
+
+    assert local_settings_example()["PYTHON_ENABLE_OPENTELEMETRY"] == "true"
+    assert FunctionsWorker.get().capabilities.get("WorkerOpenTelemetryEnabled") == "true"
+
+
+def test_a_blocking_sleep_on_the_worker_loop_is_counted(harness_for):
+    import asyncio
+
+    from localrun.worker.process import LOOP_THREAD
+
+    harness = harness_for(local_settings_example())
+
+    async def blocks() -> None:
+        harness.clock.sleep(5)  # what a blocking call in an async function does to the loop
+
+    asyncio.run_coroutine_threadsafe(blocks(), harness.host.worker.loop).result(timeout=10)
+    assert harness.clock.untracked_sleeps[LOOP_THREAD] == 1
