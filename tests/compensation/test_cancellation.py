@@ -7,7 +7,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from activities import scheduler_steps
+from activities import compensation_steps, scheduler_steps
 from dependencies import AppContext
 from domain import transitions
 from domain.states import ProcessState
@@ -69,6 +69,30 @@ def test_a_cancellation_while_a_step_is_in_flight_waits_for_that_steps_deadline(
     assert claim_due_compensations(app_context).starts == []  # the charge may still be in flight
     clock.advance(timedelta(seconds=60))
     assert len(claim_due_compensations(app_context).starts) == 1
+
+
+def test_a_cancellation_during_a_review_pause_compensates_now_not_at_the_review_deadline(app_context, ledger, clock):
+    submitted_and_claimed(app_context)
+    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
+    begin_charge(app_context, FORWARD)
+    review = {
+        "orderId": "o1",
+        "instanceId": FORWARD,
+        "step": "charge-payment",
+        "reviewId": f"{FORWARD}:charge-payment:review:1",
+        "until": (clock.now() + timedelta(hours=24)).isoformat(),
+        "defaultAction": "compensate",
+        "error": "card declined",
+    }
+    assert compensation_steps.await_review(app_context, review) != {"owned": False}
+    assert stored_record(app_context).complete_by > clock.now() + timedelta(hours=24)
+
+    cancel(app_context)
+
+    cancelled = stored_record(app_context)
+    assert cancelled.process_state is ProcessState.COMPENSATING
+    assert cancelled.complete_by == clock.now()
+    assert len(claim_due_compensations(app_context).starts) == 1  # not a day later
 
 
 def test_a_cancellation_of_an_order_not_yet_started_ends_compensated_with_nothing_undone(app_context, ledger, sender):
