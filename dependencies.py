@@ -21,6 +21,7 @@ from order_agents.remote import RemoteService
 from settings import Settings
 
 if TYPE_CHECKING:
+    from adapters.cosmos.health_store import HealthStore
     from adapters.servicebus.deferred import DeferredMessageStore
     from deferral.store import DeferralLog
     from operations.queries import OpsQueries
@@ -75,6 +76,9 @@ class AppContext:
     deferrals: DeferralLog | None = None
     # The operator API's read model (paged lists); None: the ops API answers 503 for the lists.
     ops: OpsQueries | None = None
+    # Dependency health documents (circuit breakers shared across orders); None: no circuits, every
+    # call is made and every failure counts against the order's retry budget (the behaviour before).
+    health: HealthStore | None = None
     counts: CachedCounts = field(init=False)
 
     def __post_init__(self) -> None:
@@ -104,6 +108,7 @@ def build_from_settings(settings: Settings) -> AppContext:
     """Production wiring: Cosmos DB and Service Bus with the managed identity (or the emulators'
     local credentials when the settings carry them)."""
     from adapters.cosmos.client import container, create_client
+    from adapters.cosmos.health_store import CosmosHealthStore
     from adapters.cosmos.order_store import CosmosOrderStore
     from adapters.cosmos.state_store import CosmosStateStore
     from adapters.servicebus.client import create_sdk_client
@@ -127,4 +132,5 @@ def build_from_settings(settings: Settings) -> AppContext:
         deferred=SdkDeferredStore(service_bus),
         deferrals=CosmosDeferralLog(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
         ops=CosmosOpsQueries(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
+        health=CosmosHealthStore(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
     )

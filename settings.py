@@ -12,7 +12,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from domain.circuit import CircuitPolicy
 
 Where = Literal["both", "azure", "local", "platform"]
 
@@ -143,6 +146,24 @@ SETTINGS: tuple[Setting, ...] = (
         "The regular scan looks at completeBy no older than this; a catch-up pass takes the rest.",
     ),
     Setting("SUPERVISOR_CATCHUP_EVERY", "10", "Every Nth supervisor run also scans beyond the window."),
+    # Dependency health (circuit breakers shared across orders, domain/circuit.py)
+    Setting(
+        "CIRCUIT_FAILURE_THRESHOLD",
+        "8",
+        "Consecutive transient failures of one remote service (any orders) that open its circuit.",
+    ),
+    Setting(
+        "CIRCUIT_COOLDOWN_SECONDS",
+        "30",
+        "An open circuit lets a probe through after this long; doubles after each failed probe.",
+    ),
+    Setting("CIRCUIT_COOLDOWN_MAX_SECONDS", "240", "Cap of the doubling cool-down between probes."),
+    Setting("CIRCUIT_PROBES", "1", "Calls a half-open circuit lets through at once to probe the service."),
+    Setting(
+        "MAX_OUTAGE_WAIT_MINUTES",
+        "60",
+        "How long an order waits out an open dependency (its retry budget untouched) before it escalates anyway.",
+    ),
     # Deferral (out-of-order messages on the orders queue)
     Setting(
         "DEFER_RETRY_DELAY_SECONDS",
@@ -311,6 +332,23 @@ class Settings:
     @property
     def supervisor_catchup_every(self) -> int:
         return self._int("SUPERVISOR_CATCHUP_EVERY", 1)
+
+    # Dependency health
+    @property
+    def circuit_policy(self) -> CircuitPolicy:
+        from domain.circuit import CircuitPolicy
+
+        cooldown = timedelta(seconds=self._int("CIRCUIT_COOLDOWN_SECONDS", 1))
+        return CircuitPolicy(
+            threshold=self._int("CIRCUIT_FAILURE_THRESHOLD", 1),
+            cooldown=cooldown,
+            cooldown_max=max(cooldown, timedelta(seconds=self._int("CIRCUIT_COOLDOWN_MAX_SECONDS", 1))),
+            probes=self._int("CIRCUIT_PROBES", 1),
+        )
+
+    @property
+    def max_outage_wait(self) -> timedelta:
+        return timedelta(minutes=self._int("MAX_OUTAGE_WAIT_MINUTES"))
 
     # Deferral
     @property

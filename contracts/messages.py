@@ -113,6 +113,8 @@ class AgentReply(Contract):
     transient: bool = False
     result: dict[str, Any] | None = None
     error: str | None = None
+    # A transient failure without a call: the service's circuit was open (dependency health).
+    dependency_open: bool = False
 
 
 StatusName = Literal[

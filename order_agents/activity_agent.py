@@ -13,6 +13,7 @@ from contracts.messages import AgentRequest
 from contracts.parsing import describe
 from dependencies import AppContext
 from domain.workflow import agent, step
+from order_agents.circuit_gate import gate_of
 from order_agents.runtime import log_fields, run_agent_request
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def parse_activity_input(data: Any, agent_name: str) -> AgentRequest:
 def run_activity_agent(ctx: AppContext, agent_name: str, data: Any) -> dict[str, Any] | None:
     request = parse_activity_input(data, agent_name)
     service = ctx.remote[agent(agent_name).service]
-    reply = run_agent_request(request, service, ctx.clock, ctx.settings, ctx.rng)
+    reply = run_agent_request(request, service, ctx.clock, ctx.settings, ctx.rng, gate_of(ctx))
     if reply is None:
         log.info("no reply: the deadline passed", extra=log_fields(request))
         return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters.clock import Clock
 from contracts.messages import AgentReply, AgentRequest
@@ -23,6 +23,9 @@ from domain.retry import exponential_backoff
 from domain.workflow import Step, agent, step
 from order_agents.remote import RemoteCall, RemoteError, RemoteService
 from settings import Settings
+
+if TYPE_CHECKING:
+    from order_agents.circuit_gate import DependencyGate
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +78,11 @@ def run_agent_request(
     clock: Clock,
     settings: Settings,
     rng: random.Random,
+    gate: DependencyGate | None = None,
 ) -> AgentReply | None:
-    """The reply to send, or None when no reply may be sent (the deadline has passed)."""
+    """The reply to send, or None when no reply may be sent (the deadline has passed). With a
+    ``gate`` (dependency health shared across orders), no call is made while the service's circuit
+    is open: the reply is a transient failure with ``dependencyOpen`` set."""
     deadline = request.deadline
     if clock.now() >= deadline:
         log.warning(
@@ -104,10 +110,21 @@ def run_agent_request(
     last_error = "no call made"
     for number in range(1, max_calls + 1):
         fields = log_fields(request, call=number, action=action, service=call.service)
+        if gate is not None and not gate.admit(call.service):
+            log.warning("dependency %s is open: failing fast, no call", call.service, extra=fields)
+            return _reply(
+                request,
+                outcome="failed",
+                transient=True,
+                dependency_open=True,
+                error=f"{call.service} unavailable (circuit open): not called",
+            )
         log.info("calling %s.%s (call %d of at most %d)", call.service, action, number, max_calls, extra=fields)
         try:
             result = service.call(call)
         except RemoteError as exc:
+            if gate is not None:
+                (gate.failed if exc.transient else gate.succeeded)(call.service)
             if clock.now() >= deadline:
                 log.warning("call failed after the deadline: no reply (%s)", exc, extra=fields)
                 return None
@@ -125,6 +142,8 @@ def run_agent_request(
             log.info("transient failure, retrying in %.3fs: %s", delay.total_seconds(), exc, extra=fields)
             clock.sleep(delay.total_seconds())
             continue
+        if gate is not None:
+            gate.succeeded(call.service)
         if clock.now() >= deadline:
             log.warning("call succeeded after the deadline: no reply", extra=fields)
             return None

@@ -13,6 +13,7 @@ from contracts.parsing import InvalidMessage, parse
 from dependencies import AppContext
 from domain.ids import reply_message_id
 from domain.workflow import agent, step
+from order_agents.circuit_gate import gate_of
 from order_agents.runtime import log_fields, run_agent_request
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ def handle_agent_request(ctx: AppContext, agent_name: str, message: ReceivedMess
         log.error("no remote service %r configured for agent %s", service_name, agent_name, extra=log_fields(request))
         return Settlement.abandon(f"no remote service {service_name!r}")
 
-    reply = run_agent_request(request, service, ctx.clock, ctx.settings, ctx.rng)
+    reply = run_agent_request(request, service, ctx.clock, ctx.settings, ctx.rng, gate_of(ctx))
     if reply is None:
         return Settlement.complete()
     outgoing = OutgoingMessage(

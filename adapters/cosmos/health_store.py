@@ -1,0 +1,84 @@
+"""Dependency health documents (``domain/circuit.py``), one per remote service, in the ``state``
+container under their own partition (``orderId`` = ``dependency:<name>``, no ``processState``: no
+order query ever returns them).
+
+Every write is conditional (a create that fails if the document appeared, or a replace on
+``_etag``); ``update_health`` re-reads and re-applies its change when it loses a race, so concurrent
+agents never lose each other's counts. A healthy dependency is never written (a success on a closed
+circuit with no failures counted changes nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+from adapters.cosmos.errors import AlreadyExists, ConcurrencyExhausted, EtagMismatch
+from adapters.cosmos.state_store import _mapped_errors
+from domain.circuit import DependencyHealth, document_id, partition_key
+
+if TYPE_CHECKING:
+    from azure.cosmos import ContainerProxy
+
+
+class HealthStore(Protocol):
+    def get(self, dependency: str) -> DependencyHealth | None: ...
+
+    def save(self, doc: DependencyHealth) -> DependencyHealth:
+        """Create (``doc.etag`` None; ``AlreadyExists`` if it exists) or replace on ``doc.etag``
+        (``EtagMismatch`` if it changed)."""
+        ...
+
+
+class CosmosHealthStore:
+    def __init__(self, container: ContainerProxy) -> None:
+        self._c = container
+
+    def get(self, dependency: str) -> DependencyHealth | None:
+        from azure.cosmos.exceptions import CosmosResourceNotFoundError
+
+        with _mapped_errors():
+            try:
+                doc = self._c.read_item(document_id(dependency), partition_key=partition_key(dependency))
+            except CosmosResourceNotFoundError:
+                return None
+        return DependencyHealth.from_document(doc)
+
+    def save(self, doc: DependencyHealth) -> DependencyHealth:
+        from azure.core import MatchConditions
+
+        with _mapped_errors():
+            if doc.etag is None:
+                written = self._c.create_item(doc.to_document())
+            else:
+                written = self._c.replace_item(
+                    doc.id, doc.to_document(), etag=doc.etag, match_condition=MatchConditions.IfNotModified
+                )
+        return DependencyHealth.from_document(written)
+
+
+def read_health(store: HealthStore, dependency: str, now: datetime) -> DependencyHealth:
+    """The stored health, or a fresh closed one (nothing has failed yet)."""
+    return store.get(dependency) or DependencyHealth.fresh(dependency, now)
+
+
+def update_health[T](
+    store: HealthStore,
+    dependency: str,
+    change: Callable[[DependencyHealth], tuple[DependencyHealth, T]],
+    now: datetime,
+    attempts: int = 5,
+) -> tuple[DependencyHealth, T]:
+    """Read (or start fresh), apply ``change`` (new health and a result for the caller), write
+    conditionally when it changed anything; on a lost race, read and apply again."""
+    for _ in range(attempts):
+        current = store.get(dependency)
+        base = current if current is not None else DependencyHealth.fresh(dependency, now)
+        updated, result = change(base)
+        if updated is base:
+            return base, result  # nothing to write
+        try:
+            return store.save(updated.model_copy(update={"etag": base.etag})), result
+        except (EtagMismatch, AlreadyExists):
+            continue
+    raise ConcurrencyExhausted(f"health of dependency {dependency}: {attempts} races in a row")

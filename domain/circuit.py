@@ -1,0 +1,210 @@
+"""Dependency health shared across orders: one circuit breaker per remote service.
+
+Pure state machine, no I/O and no clock (``adapters/cosmos/health_store.py`` stores it, one small
+document per dependency in the ``state`` container, replaced on ``_etag``):
+
+- **closed**: calls go through; consecutive transient failures (from any order, any agent instance)
+  are counted, and a success resets the count. At ``threshold`` the circuit opens.
+- **open**: no call is made (agents fail fast with a transient "dependency open" outcome) until
+  ``probe_after`` = opened + cool-down. The cool-down doubles each time a probe fails, up to its cap.
+- **half-open**: after the cool-down, up to ``probes`` calls are let through (each grant is written
+  before the call). A probe that succeeds closes the circuit; one that fails opens it again. A grant
+  whose probe never reported (its agent died) lapses after one cool-down, so the circuit cannot wedge.
+
+A permanent error is an answer from a working service: it counts as a success here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from domain.timefmt import UtcDateTime
+
+DOCUMENT_KIND = "DependencyHealth"
+SCHEMA_VERSION = 1
+
+
+class CircuitState(StrEnum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half-open"
+
+
+@dataclass(frozen=True)
+class CircuitPolicy:
+    threshold: int  # consecutive transient failures that open the circuit
+    cooldown: timedelta  # first wait before a probe
+    cooldown_max: timedelta  # cap of the doubling cool-down
+    probes: int  # calls let through while half-open
+
+    def cooldown_after(self, reopens: int) -> timedelta:
+        """The cool-down after the ``reopens``-th failed probe (0: the first opening)."""
+        seconds = self.cooldown.total_seconds() * (2 ** min(reopens, 30))
+        return timedelta(seconds=min(seconds, self.cooldown_max.total_seconds()))
+
+
+def partition_key(dependency: str) -> str:
+    """The document's ``orderId`` (the container's partition key): never an order id."""
+    return f"dependency:{dependency}"
+
+
+def document_id(dependency: str) -> str:
+    return f"health:{dependency}"
+
+
+class DependencyHealth(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore")
+
+    id: str
+    order_id: str
+    kind: str = DOCUMENT_KIND
+    dependency: str
+    state: CircuitState = CircuitState.CLOSED
+    consecutive_failures: int = 0
+    opened_at: UtcDateTime | None = None  # when the current outage began (first opening)
+    probe_after: UtcDateTime | None = None  # open: no call before this
+    reopens: int = 0  # failed probes in the current outage
+    probes_granted: int = 0  # half-open: probes let through and not yet reported
+    last_closed_at: UtcDateTime | None = None
+    last_outage_started_at: UtcDateTime | None = None  # the last closed outage: [started, closed]
+    schema_version: int = SCHEMA_VERSION
+    updated_at: UtcDateTime
+    etag: str | None = Field(default=None, alias="_etag", exclude=True)
+
+    @classmethod
+    def fresh(cls, dependency: str, now: datetime) -> DependencyHealth:
+        return cls(
+            id=document_id(dependency), order_id=partition_key(dependency), dependency=dependency, updated_at=now
+        )
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any]) -> DependencyHealth:
+        return cls.model_validate(doc)
+
+    def to_document(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude={"etag"})
+
+    def unavailable(self) -> bool:
+        """Not closed: orders that failed on it wait instead of spending their retry budget."""
+        return self.state is not CircuitState.CLOSED
+
+    def next_probe(self, now: datetime, policy: CircuitPolicy) -> datetime:
+        """When a waiting order should come back: after the next probe could have answered."""
+        if self.state is CircuitState.OPEN and self.probe_after is not None and self.probe_after > now:
+            return self.probe_after
+        return now + policy.cooldown_after(self.reopens)
+
+    def outage_overlaps(self, start: datetime) -> bool:
+        """Whether the circuit was open at some moment since ``start`` (it may have closed since)."""
+        if self.state is not CircuitState.CLOSED:
+            return True
+        return self.last_closed_at is not None and self.last_closed_at >= start
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A change of circuit state the caller reports as an event."""
+
+    dependency: str
+    before: CircuitState
+    after: CircuitState
+    at: datetime
+    outage_seconds: float | None = None  # closed: how long the outage lasted
+
+
+@dataclass(frozen=True)
+class Admission:
+    allowed: bool
+    probe: bool  # the call is a half-open probe
+    health: DependencyHealth  # to write when changed (a granted probe), else the one read
+    changed: bool
+    transition: Transition | None = None
+
+
+def admit(health: DependencyHealth, now: datetime, policy: CircuitPolicy) -> Admission:
+    """May a call be made now? Closed: yes. Open before ``probe_after``: no (fail fast). Otherwise
+    half-open: yes while fewer than ``probes`` grants are outstanding (each grant must be written
+    before the call, so two agents racing for the last probe cannot both get it)."""
+    if health.state is CircuitState.CLOSED:
+        return Admission(True, False, health, False)
+    if health.state is CircuitState.OPEN:
+        if health.probe_after is not None and now < health.probe_after:
+            return Admission(False, False, health, False)
+        moved = health.model_copy(update={"state": CircuitState.HALF_OPEN, "probes_granted": 1, "updated_at": now})
+        return Admission(
+            True, True, moved, True, Transition(health.dependency, CircuitState.OPEN, CircuitState.HALF_OPEN, now)
+        )
+    # half-open: a grant whose probe never reported lapses after one cool-down
+    lapsed = health.updated_at + policy.cooldown_after(health.reopens) <= now
+    granted = 0 if lapsed else health.probes_granted
+    if granted >= policy.probes:
+        return Admission(False, False, health, False)
+    moved = health.model_copy(update={"probes_granted": granted + 1, "updated_at": now})
+    return Admission(True, True, moved, True)
+
+
+def record_success(health: DependencyHealth, now: datetime) -> tuple[DependencyHealth, Transition | None]:
+    """The service answered (a result or a permanent error). Returns the health to write (the same
+    object when nothing changes: a healthy dependency costs no write) and the transition, if any."""
+    if health.state is CircuitState.CLOSED:
+        if health.consecutive_failures == 0:
+            return health, None
+        return health.model_copy(update={"consecutive_failures": 0, "updated_at": now}), None
+    started = health.opened_at or now
+    closed = health.model_copy(
+        update={
+            "state": CircuitState.CLOSED,
+            "consecutive_failures": 0,
+            "probes_granted": 0,
+            "reopens": 0,
+            "probe_after": None,
+            "opened_at": None,
+            "last_closed_at": now,
+            "last_outage_started_at": started,
+            "updated_at": now,
+        }
+    )
+    return closed, Transition(
+        health.dependency, health.state, CircuitState.CLOSED, now, (now - started).total_seconds()
+    )
+
+
+def record_failure(
+    health: DependencyHealth, now: datetime, policy: CircuitPolicy
+) -> tuple[DependencyHealth, Transition | None]:
+    """A transient failure (error, timeout). Closed: counted, and at the threshold the circuit
+    opens. Half-open: the probe failed, open again with a doubled cool-down. Open: nothing new."""
+    if health.state is CircuitState.CLOSED:
+        failures = health.consecutive_failures + 1
+        if failures < policy.threshold:
+            return health.model_copy(update={"consecutive_failures": failures, "updated_at": now}), None
+        opened = health.model_copy(
+            update={
+                "state": CircuitState.OPEN,
+                "consecutive_failures": failures,
+                "opened_at": now,
+                "probe_after": now + policy.cooldown_after(0),
+                "reopens": 0,
+                "probes_granted": 0,
+                "updated_at": now,
+            }
+        )
+        return opened, Transition(health.dependency, CircuitState.CLOSED, CircuitState.OPEN, now)
+    if health.state is CircuitState.HALF_OPEN:
+        reopens = health.reopens + 1
+        reopened = health.model_copy(
+            update={
+                "state": CircuitState.OPEN,
+                "probe_after": now + policy.cooldown_after(reopens),
+                "reopens": reopens,
+                "probes_granted": 0,
+                "updated_at": now,
+            }
+        )
+        return reopened, Transition(health.dependency, CircuitState.HALF_OPEN, CircuitState.OPEN, now)
+    return health, None  # open: a call that was already in flight; the outage is known

@@ -1,0 +1,105 @@
+"""The agents' side of dependency health (``domain/circuit.py``): ask before a call, report after.
+
+- ``admit``: closed, call; open, fail fast (no call); half-open, a probe grant is written before the
+  call, so only ``CIRCUIT_PROBES`` agents probe at once.
+- ``succeeded`` / ``failed``: a transient failure is counted (and may open the circuit), a success
+  on a closed circuit with nothing counted costs no write.
+
+Every circuit transition is an event: ``DependencyOutage`` (closed -> open), ``DependencyProbing``
+(open -> half-open), ``DependencyReopened`` (a probe failed), ``DependencyRecovered`` (-> closed,
+with the outage's length). The health store failing never fails a call: the gate then lets the
+call through (fail open) and logs ``DependencyHealthUnavailable``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from adapters.clock import Clock
+from adapters.cosmos.errors import StoreError
+from adapters.cosmos.health_store import HealthStore, update_health
+from domain.circuit import (
+    Admission,
+    CircuitPolicy,
+    CircuitState,
+    DependencyHealth,
+    Transition,
+    admit,
+    record_failure,
+    record_success,
+)
+from observability.events import app_event
+
+if TYPE_CHECKING:
+    from dependencies import AppContext
+
+log = logging.getLogger(__name__)
+
+_EVENTS = {
+    (CircuitState.CLOSED, CircuitState.OPEN): ("DependencyOutage", logging.WARNING),
+    (CircuitState.OPEN, CircuitState.HALF_OPEN): ("DependencyProbing", logging.INFO),
+    (CircuitState.HALF_OPEN, CircuitState.OPEN): ("DependencyReopened", logging.WARNING),
+    (CircuitState.OPEN, CircuitState.CLOSED): ("DependencyRecovered", logging.WARNING),
+    (CircuitState.HALF_OPEN, CircuitState.CLOSED): ("DependencyRecovered", logging.WARNING),
+}
+
+
+def report_transition(transition: Transition, health: DependencyHealth) -> None:
+    name, level = _EVENTS[(transition.before, transition.after)]
+    app_event(
+        name,
+        f"dependency {transition.dependency}: circuit {transition.before} -> {transition.after}",
+        level,
+        dependency=transition.dependency,
+        fromState=str(transition.before),
+        toState=str(transition.after),
+        consecutiveFailures=health.consecutive_failures,
+        probeAfter=health.probe_after.isoformat() if health.probe_after else None,
+        outageSeconds=transition.outage_seconds,
+    )
+
+
+class DependencyGate:
+    def __init__(self, store: HealthStore, clock: Clock, policy: CircuitPolicy) -> None:
+        self._store = store
+        self._clock = clock
+        self._policy = policy
+
+    def admit(self, dependency: str) -> bool:
+        """May this agent call ``dependency`` now? False: fail fast, the circuit is open."""
+        admission = self._update(dependency, lambda h: _admission(h, self._clock, self._policy))
+        return True if admission is None else admission.allowed
+
+    def succeeded(self, dependency: str) -> None:
+        self._update(dependency, lambda h: record_success(h, self._clock.now()))
+
+    def failed(self, dependency: str) -> None:
+        self._update(dependency, lambda h: record_failure(h, self._clock.now(), self._policy))
+
+    def _update[T](self, dependency: str, change: Callable[[DependencyHealth], tuple[DependencyHealth, T]]) -> T | None:
+        try:
+            written, result = update_health(self._store, dependency, change, self._clock.now())
+        except StoreError as exc:
+            app_event(
+                "DependencyHealthUnavailable",
+                f"dependency {dependency}: health not read or written ({type(exc).__name__}); calling anyway",
+                logging.WARNING,
+                dependency=dependency,
+                reason=str(exc),
+            )
+            return None
+        transition = result.transition if isinstance(result, Admission) else result
+        if isinstance(transition, Transition):
+            report_transition(transition, written)
+        return result
+
+
+def _admission(health: DependencyHealth, clock: Clock, policy: CircuitPolicy) -> tuple[DependencyHealth, Admission]:
+    decided = admit(health, clock.now(), policy)
+    return decided.health, decided
+
+
+def gate_of(ctx: AppContext) -> DependencyGate | None:
+    """The context's gate, or None when it has no health store."""
+    return None if ctx.health is None else DependencyGate(ctx.health, ctx.clock, ctx.settings.circuit_policy)
