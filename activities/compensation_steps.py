@@ -159,6 +159,20 @@ def finish_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]
     if record is None:
         return NOT_OWNED
     app_event("Compensated", f"order {record.order_id}: every completed step undone", orderId=record.order_id)
+    payment = compensation.uncaptured_prepayment(record)
+    if payment is not None:
+        raise_alert_after_write(
+            ctx.sender,
+            kind="PrepaymentToRelease",
+            summary=(
+                f"order {record.order_id} was compensated before its prepayment {payment.provider_reference} "
+                f"({payment.amount_cents} {payment.currency}) was captured: release or refund it at the provider"
+            ),
+            at=now,
+            order_id=record.order_id,
+            discriminator=payment.notification_id,
+            details={"notificationId": payment.notification_id, "providerReference": payment.provider_reference},
+        )
     return OWNED
 
 

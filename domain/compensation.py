@@ -24,7 +24,7 @@ from domain import review, transitions
 from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide
 from domain.errors import FencingLost, IllegalTransition
 from domain.ids import idempotency_key
-from domain.records import CompensationEntry, StateRecord
+from domain.records import CompensationEntry, PaymentReceived, StateRecord
 from domain.states import ProcessState, StepStatus
 from domain.workflow import WORKFLOW, StepKind, step
 
@@ -287,6 +287,17 @@ def finish_compensation(record: StateRecord, owner: str, now: datetime) -> State
         complete_by=None,
         current_step=None,
     )
+
+
+def uncaptured_prepayment(record: StateRecord) -> PaymentReceived | None:
+    """A prepaid order's payment that no step captured: the customer paid the provider, and since the
+    capture never started, no undo refunds it. An operator must release or refund it."""
+    if record.payment is None:
+        return None
+    prepaid_steps = {s.name for s in WORKFLOW if s.prepaid_action is not None}
+    if any(entry.step in prepaid_steps for entry in record.compensation):
+        return None  # the capture started: its undo (refund by key) returned the money
+    return record.payment
 
 
 def describe_failure(entry: CompensationEntry, error: str) -> str:

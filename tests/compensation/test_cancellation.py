@@ -9,7 +9,7 @@ from typing import Any
 
 from activities import compensation_steps, scheduler_steps
 from dependencies import AppContext
-from domain import transitions
+from domain import compensation, transitions
 from domain.states import ProcessState
 from order_agents.simulators.ledger import NetEffect
 from submission.intake import handle_orders_message
@@ -154,3 +154,49 @@ def test_a_cancellation_for_an_unknown_order_is_dead_lettered(app_context):
     result = cancel(app_context, "nobody")
     assert result.settlement.kind == "deadletter"
     assert result.settlement.reason == "UnknownOrder"
+
+
+def _prepaid_record(app_context: AppContext) -> None:
+    from domain.records import PaymentReceived
+
+    app_context.orders.create_or_verify({"id": "o1", "orderId": "o1", "totalCents": 2500})
+    record = transitions.new_record("o1", "client-statuses", app_context.clock.now())
+    paid = PaymentReceived(
+        notification_id="pay-o1",
+        amount_cents=2500,
+        currency="EUR",
+        provider_reference="psp-123",
+        received_at=app_context.clock.now(),
+    )
+    app_context.states.create(record.model_copy(update={"payment": paid}))
+
+
+def test_a_prepayment_never_captured_before_a_cancellation_raises_a_release_alert(app_context, sender):
+    _prepaid_record(app_context)
+    cancel(app_context)
+    [start] = claim_due_compensations(app_context).starts
+    compensation_round(app_context, start.instance_id, start.round)
+
+    assert stored_record(app_context).process_state is ProcessState.COMPENSATED
+    alerts = [a for a in sender.bodies("operator-alerts") if a["kind"] == "PrepaymentToRelease"]
+    assert len(alerts) == 1
+    assert alerts[0]["orderId"] == "o1"
+    assert "psp-123" in alerts[0]["summary"]
+
+
+def test_a_captured_prepayment_is_refunded_by_its_undo_and_raises_no_release_alert(app_context, ledger, sender):
+    submitted_and_claimed(app_context)
+    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
+    forward_step(app_context, FORWARD, 1, "charge-payment", "payment", {})
+    record = stored_record(app_context)
+    from domain.records import PaymentReceived
+
+    paid = PaymentReceived(
+        notification_id="pay-o1",
+        amount_cents=2500,
+        currency="EUR",
+        provider_reference="psp-123",
+        received_at=app_context.clock.now(),
+    )
+    assert record.compensation  # the charge is in the log: its undo refunds it
+    assert compensation.uncaptured_prepayment(record.model_copy(update={"payment": paid})) is None

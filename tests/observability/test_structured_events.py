@@ -40,8 +40,9 @@ def test_an_escalation_logs_the_transition_the_recovery_and_the_alert(app_contex
     clock.advance(timedelta(seconds=1))
     with caplog.at_level(logging.INFO):
         run_supervisor(app_context, ScanState())
-    [move] = events(caplog, "StateTransition")
-    assert (move.fromState, move.toState) == ("Processing", "Error")  # type: ignore[attr-defined]
+    # the escalation, then the acknowledgement that its alert and status were delivered (supervisor/owed.py)
+    moves = [(m.fromState, m.toState, m.transition) for m in events(caplog, "StateTransition")]  # type: ignore[attr-defined]
+    assert moves == [("Processing", "Error", "Escalated"), ("Error", "Error", "NotificationsDelivered")]
     assert events(caplog, "SupervisorEscalated")
     [alert] = events(caplog, "OperatorAlert")
     assert alert.levelno == logging.ERROR and alert.orderId == "o1"  # type: ignore[attr-defined]
