@@ -15,6 +15,11 @@
 # changes nothing writes nothing. A file that is not valid JSON, or is encrypted, is left untouched
 # and the hook fails with the reason. The key lists below are the same as in postprovision.sh
 # (tests/infra/test_postprovision.py checks it).
+#
+# Operators' sign-in, as in postprovision.sh: with OPS_AUTH_CREATE_APP=true and OPS_AUTH_CLIENT_ID set,
+# adds https://<host>/.auth/login/aad/callback (<host> from OPS_CONSOLE_URL) to the registration's web
+# redirect URIs (kept, not replaced); a registration you made yourself is not touched (the URI to add
+# is printed); without az, or signed out, it warns and goes on.
 $ErrorActionPreference = 'Stop'
 Set-Location (Join-Path $PSScriptRoot '..')
 
@@ -33,6 +38,42 @@ if (-not $sbNamespace -or -not $cosmosEndpoint -or -not $cosmosDatabase) {
     Write-Error "postprovision: SERVICEBUS_FULLY_QUALIFIED_NAMESPACE, COSMOS_ENDPOINT or COSMOS_DATABASE is missing from the azd environment; run 'azd provision' first."
     exit 1
 }
+
+# Adds the sign-in redirect URI to the operators' app registration (see the header). Never fails the hook.
+function Add-OpsRedirectUri {
+    $clientId = $values['OPS_AUTH_CLIENT_ID']
+    if (-not $clientId) { return }
+    $hostName = if ($values['OPS_CONSOLE_URL'] -match '^https://([^/]+)/') { $Matches[1] } else { $null }
+    if (-not $hostName) {
+        Write-Warning 'postprovision: OPS_CONSOLE_URL is missing from the azd environment: the sign-in redirect URI was not added.'
+        return
+    }
+    $uri = "https://$hostName/.auth/login/aad/callback"
+    if ($values['OPS_AUTH_CREATE_APP'] -ne 'true') {
+        Write-Host "postprovision: the app registration $clientId is yours (OPS_AUTH_CREATE_APP is not 'true'): sign-in needs its web redirect URI $uri (docs/deploy.md)."
+        return
+    }
+    if (-not (Get-Command az -ErrorAction SilentlyContinue)) {
+        Write-Warning "postprovision: az (Azure CLI) not found: add the redirect URI yourself: az ad app update --id $clientId --web-redirect-uris $uri"
+        return
+    }
+    $existing = @(az ad app show --id $clientId --query "web.redirectUris" -o tsv | Where-Object { $_ })
+    if ($LASTEXITCODE -ne 0) {
+        Write-Warning "postprovision: could not read the app registration $clientId (run 'az login', then 'azd hooks run postprovision'): redirect URI $uri not added."
+        return
+    }
+    if ($existing -contains $uri) {
+        Write-Host "postprovision: the app registration $clientId already has the redirect URI $uri"
+        return
+    }
+    az ad app update --id $clientId --web-redirect-uris @($existing + $uri)
+    if ($LASTEXITCODE -ne 0) {
+        Write-Warning "postprovision: could not add the redirect URI $uri to $clientId (az ad app update --id $clientId --web-redirect-uris ...)."
+        return
+    }
+    Write-Host "postprovision: added the redirect URI $uri to the app registration $clientId"
+}
+Add-OpsRedirectUri
 
 # owned: always set from the azd environment (the provisioned value wins).
 $Owned = [ordered]@{

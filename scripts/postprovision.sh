@@ -21,6 +21,12 @@
 # changes nothing writes nothing. A file that is not valid JSON, or is encrypted, is left untouched
 # and the hook fails with the reason. Needs only sh, azd and python3 (for the JSON merge; no jq).
 # scripts/postprovision.ps1 is the Windows twin: same keys, same rules.
+#
+# Operators' sign-in: when the preprovision hook manages the app registration (OPS_AUTH_CREATE_APP=true
+# and OPS_AUTH_CLIENT_ID set), this hook adds the redirect URI https://<host>/.auth/login/aad/callback,
+# <host> taken from the OPS_CONSOLE_URL output, to the registration's web redirect URIs (kept, not
+# replaced). A registration you made yourself is not touched: the hook prints the URI to add. Without
+# az, or signed out, it warns and goes on (sign-in then fails until the URI is added).
 set -eu
 
 cd "$(dirname "$0")/.."
@@ -39,6 +45,44 @@ if [ -z "$sb_namespace" ] || [ -z "$cosmos_endpoint" ] || [ -z "$cosmos_database
   echo "postprovision: SERVICEBUS_FULLY_QUALIFIED_NAMESPACE, COSMOS_ENDPOINT or COSMOS_DATABASE is missing from the azd environment; run 'azd provision' first." >&2
   exit 1
 fi
+
+# Adds the sign-in redirect URI to the operators' app registration (see the header). Never fails the hook.
+ops_redirect_uri() {
+  client_id=$(get OPS_AUTH_CLIENT_ID)
+  [ -n "$client_id" ] || return 0
+  host=$(get OPS_CONSOLE_URL | sed -n 's#^https://\([^/]*\)/.*#\1#p')
+  if [ -z "$host" ]; then
+    echo "postprovision: warning: OPS_CONSOLE_URL is missing from the azd environment: the sign-in redirect URI was not added." >&2
+    return 0
+  fi
+  uri="https://$host/.auth/login/aad/callback"
+  if [ "$(get OPS_AUTH_CREATE_APP)" != "true" ]; then
+    echo "postprovision: the app registration $client_id is yours (OPS_AUTH_CREATE_APP is not 'true'): sign-in needs its web redirect URI $uri (docs/deploy.md)."
+    return 0
+  fi
+  if ! command -v az >/dev/null 2>&1; then
+    echo "postprovision: warning: az (Azure CLI) not found: add the redirect URI yourself: az ad app update --id $client_id --web-redirect-uris $uri" >&2
+    return 0
+  fi
+  if ! existing=$(az ad app show --id "$client_id" --query "web.redirectUris" -o tsv); then
+    echo "postprovision: warning: could not read the app registration $client_id (run 'az login', then 'azd hooks run postprovision'): redirect URI $uri not added." >&2
+    return 0
+  fi
+  if printf '%s\n' "$existing" | grep -qxF "$uri"; then
+    echo "postprovision: the app registration $client_id already has the redirect URI $uri"
+    return 0
+  fi
+  set -f
+  # shellcheck disable=SC2086 # one URI a line, URIs have no spaces: keep the existing ones, add ours
+  set -- $existing "$uri"
+  set +f
+  if ! az ad app update --id "$client_id" --web-redirect-uris "$@"; then
+    echo "postprovision: warning: could not add the redirect URI $uri to $client_id (az ad app update --id $client_id --web-redirect-uris ...)." >&2
+    return 0
+  fi
+  echo "postprovision: added the redirect URI $uri to the app registration $client_id"
+}
+ops_redirect_uri
 
 if ! command -v python3 >/dev/null 2>&1; then
   echo "postprovision: python3 is needed to merge local.settings.json (the app itself needs Python 3.13); install it and run 'azd hooks run postprovision'." >&2
