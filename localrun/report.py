@@ -279,7 +279,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "submit_to_terminal_p99": _percentile(to_terminal, 99),
         },
         "ops_per_order": {k: round(v, 2) for k, v in ops.items()},
-        "injected_faults": dict(sorted(audit.injected.items())),
+        "injected_faults": dict(sorted(_injected(result, final).items())),
         "runtime": {
             # What crossed the host/worker boundary: every invocation is an InvocationRequest the
             # Functions runtime handled; settlements came over gRPC, durable-client calls over HTTP.
@@ -310,6 +310,18 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "wall_s": round(result.wall_s, 2),
         "simulated_s": round(result.simulated_s, 1),
     }
+
+
+def _injected(result: SimulationResult, final: dict[str, int]) -> dict[str, int]:
+    """The audit's fault counters, with the two faults that are shapes of the workload rather than
+    draws at run time: notifications sent together with their order, and orders refused because the
+    profile's admission cap was full."""
+    injected = dict(result.audit.injected)
+    if result.workload.concurrent_notifications:
+        injected["concurrent_notifications"] = result.workload.concurrent_notifications
+    if result.config.profile.max_pending is not None and final.get("Rejected"):
+        injected["orders_over_admission_cap"] = final["Rejected"]
+    return injected
 
 
 def summary(report: dict[str, Any]) -> str:

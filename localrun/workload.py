@@ -37,6 +37,7 @@ class Workload:
     arrivals: list[Arrival]
     orders: dict[str, dict[str, Any]]  # valid orders by id (the body sent)
     submitters: list[str]  # status queue of each simulated submitter
+    concurrent_notifications: int = 0  # notifications sent together with their order (profile fault)
 
 
 def submitter_queue(index: int, length: int | None = None) -> str:
@@ -60,6 +61,7 @@ def make_workload(
     arrivals: list[Arrival] = []
     orders: dict[str, dict[str, Any]] = {}
     mix = profile.orders
+    concurrent = 0
     for i in range(count):
         order_id = f"ord-{i + 1:05d}"
         if mix.long_id_rate and rng.random() < mix.long_id_rate:  # drawn only when asked for
@@ -116,6 +118,7 @@ def make_workload(
             when = at + timedelta(seconds=-rng.uniform(1, 10) if first else rng.uniform(1, 10))
             if mix.concurrent_notification_rate and rng.random() < mix.concurrent_notification_rate:
                 when = at - timedelta(milliseconds=1)  # with its order: both handled at once
+                concurrent += 1
             arrivals.append(
                 Arrival(
                     max(start, when),
@@ -131,7 +134,7 @@ def make_workload(
         message_id = line.get("message_id") or f"raw-{n + 1}"
         arrivals.append(Arrival(start, OutgoingMessage(str(line["body"]), str(message_id)), "raw"))
     arrivals.sort(key=lambda a: (a.at, a.message.message_id))
-    return Workload(arrivals, orders, submitters)
+    return Workload(arrivals, orders, submitters, concurrent)
 
 
 def read_raw(path: str | Path) -> list[dict[str, Any]]:

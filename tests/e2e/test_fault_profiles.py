@@ -101,9 +101,13 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
         and r["function_failures"] == 0
     ),
     "lock-expiry": lambda r: r["injected_faults"].get("handlers_past_lock", 0) > 10,
-    "concurrent-notifications": lambda r: r["deferred"]["recovered_by_retry"] > 0 and states(r).get("Processed") == 100,
+    "concurrent-notifications": lambda r: (
+        r["injected_faults"].get("concurrent_notifications", 0) > 10
+        and r["deferred"]["recovered_by_retry"] > 0
+        and states(r).get("Processed") == 100
+    ),
     "admission-rejections": lambda r: (
-        states(r).get("Rejected", 0) > 10
+        r["injected_faults"].get("orders_over_admission_cap", 0) == states(r).get("Rejected", 0) > 10
         and r["alerts"].get("NotificationForRejectedOrder", 0) == states(r)["Rejected"]
         and reasons(r) == {"OrderRejected"}
     ),
