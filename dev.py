@@ -7,7 +7,8 @@
 Each creates ``.venv`` with Python 3.13 (the version the app runs on in Azure, with the pinned
 ``azure-functions-runtime``) and installs the pip and npm packages it needs first (skipped when up to
 date). ``dev.py`` itself runs on any Python 3.9+; it finds a Python 3.13 to build ``.venv`` with.
-``python3 dev.py bench [ORDERS]`` times the 1,000-order all-faults simulation (docs/benchmark.md).
+``python3 dev.py bench [ORDERS] [--compare REF]`` times the 1,000-order all-faults simulation, and with
+``--compare`` the same for git ref REF and the ratio (docs/benchmark.md).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import tempfile
 import time
 import venv
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
@@ -234,39 +236,41 @@ def demo(args: list[str]) -> int:
     return code
 
 
-def bench(args: list[str]) -> int:
-    """The benchmark: a 1,000-order all-faults run (seed 1) through the real Functions runtime. Prints
-    wall time, orders/s and the report's operations-per-order and latency lines; the report goes to a
-    temporary folder. ``bench [ORDERS] [--sdk-speed-ups]``: the flag patches two hot spots of the
-    Durable SDK's replay (off by default: what is measured is the SDK as shipped)."""
-    setup()
-    speed_ups = "--sdk-speed-ups" in args
-    args = [a for a in args if a != "--sdk-speed-ups"]
-    orders = int(args[0]) if args else 1000
+def _bench_run(root: Path, orders: int, speed_ups: bool) -> tuple[float, dict[str, Any] | None, int]:
+    """One benchmark run of the tree at ``root`` with this ``.venv``: (process wall s, report, exit code).
+    Flags the tree's CLI does not know (an older ref) are left out."""
+    cli = (root / "localrun" / "__main__.py").read_text()
     with tempfile.TemporaryDirectory() as tmp:
         report_path = Path(tmp) / "bench.json"
         command = [
             str(PYTHON),
             *("-m", "localrun", "simulate", "--orders", str(orders), "--seed", "1"),
             *("--faults", "examples/profiles/all-faults.json", "--report", str(report_path)),
-            *("--no-progress", "--log-level", "CRITICAL"),
-            *(("--sdk-speed-ups",) if speed_ups else ()),
+            "--no-progress",
+            *(("--log-level", "CRITICAL") if "--log-level" in cli else ()),
+            *(("--sdk-speed-ups",) if speed_ups and "--sdk-speed-ups" in cli else ()),
         ]
-        print(f"+ {' '.join(command)}", flush=True)
+        print(f"+ (in {root}) {' '.join(command)}", flush=True)
         started = time.monotonic()
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+        done = subprocess.run(command, cwd=root, capture_output=True, text=True, check=False)
         wall = time.monotonic() - started
         if not report_path.exists():
             print(done.stdout, done.stderr, sep="\n", file=sys.stderr)
-            return done.returncode or 1
-        report = json.loads(report_path.read_text())
-    runtime = report["runtime"]
+            return wall, None, done.returncode or 1
+        return wall, json.loads(report_path.read_text()), done.returncode
+
+
+def _bench_print(report: dict[str, Any], wall: float) -> None:
+    runtime = report.get("runtime")
     print(f"orders              {report['orders']} (all-faults, seed 1)")
-    print(
-        f"path                every invocation through azure-functions-runtime "
-        f"({runtime['invocation_requests']} InvocationRequests); Durable SDK "
-        + ("with the runner's speed-ups" if runtime["sdk_speed_ups"] else "as shipped")
-    )
+    if runtime is None:
+        print("path                functions called directly (before the real-runtime runner)")
+    else:
+        print(
+            f"path                every invocation through azure-functions-runtime "
+            f"({runtime['invocation_requests']} InvocationRequests); Durable SDK "
+            + ("with the runner's speed-ups" if runtime["sdk_speed_ups"] else "as shipped")
+        )
     print(f"wall                {wall:.1f} s (process), {report['wall_s']} s (simulation only)")
     print(f"orders/s            {report['orders'] / wall:.1f}")
     print(f"simulated           {report['simulated_s']} s")
@@ -274,7 +278,62 @@ def bench(args: list[str]) -> int:
     print("latency_s           " + json.dumps(report["latency_s"]))
     violated = {k: v for k, v in report["invariants"].items() if v}
     print(f"invariants          {'all 0' if not violated else f'VIOLATED {violated}'}")
-    return done.returncode
+
+
+def _bench_ref(ref: str, orders: int, speed_ups: bool) -> tuple[float, dict[str, Any] | None, int]:
+    """The benchmark for git ref ``ref``: checked out into a temporary ``git worktree`` (removed
+    afterwards) with this tree's ``node_modules`` symlinked, run with this ``.venv``."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench-ref-"))
+    tree = tmp / "tree"
+    run("git", "-C", ROOT, "worktree", "add", "--detach", "--quiet", tree, ref)
+    try:
+        (tree / "node_modules").symlink_to(ROOT / "node_modules", target_is_directory=True)
+        return _bench_run(tree, orders, speed_ups)
+    finally:
+        run("git", "-C", ROOT, "worktree", "remove", "--force", tree, check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench(args: list[str]) -> int:
+    """The benchmark: a 1,000-order all-faults run (seed 1) through the real Functions runtime. Prints
+    wall time, orders/s and the report's operations-per-order and latency lines; the report goes to a
+    temporary folder. ``bench [ORDERS] [--sdk-speed-ups] [--compare REF]``: the flag patches two hot
+    spots of the Durable SDK's replay (off by default: what is measured is the SDK as shipped);
+    ``--compare REF`` also runs git ref REF (in a temporary worktree, same ``.venv``, run first) and
+    prints both figures and the ratio."""
+    setup()
+    speed_ups = "--sdk-speed-ups" in args
+    args = [a for a in args if a != "--sdk-speed-ups"]
+    ref = None
+    if "--compare" in args:
+        at = args.index("--compare")
+        if at + 1 >= len(args):
+            print("bench --compare needs a git ref, e.g. bench 200 --compare HEAD~3", file=sys.stderr)
+            return 2
+        ref = args[at + 1]
+        args = args[:at] + args[at + 2 :]
+    orders = int(args[0]) if args else 1000
+    before = _bench_ref(ref, orders, speed_ups) if ref is not None else None
+    wall, report, code = _bench_run(ROOT, orders, speed_ups)
+    if before is not None and before[1] is not None:
+        print(f"\n== {ref}")
+        _bench_print(before[1], before[0])
+    if report is None:
+        return code
+    if before is not None:
+        print("\n== this tree")
+    _bench_print(report, wall)
+    if before is None:
+        return code
+    if before[1] is None:
+        print(f"\n{ref}: no report (exit code {before[2]}); no ratio", file=sys.stderr)
+        return before[2] or 1
+    print(
+        f"\nratio               {before[0] / wall:.2f}x process wall "
+        f"({ref} {before[0]:.1f} s / this tree {wall:.1f} s), "
+        f"{before[1]['wall_s'] / max(report['wall_s'], 1e-9):.2f}x simulation wall_s"
+    )
+    return code or before[2]
 
 
 def main() -> int:

@@ -163,6 +163,7 @@ class LocalHost:
         self._engine_waiting = 0
         self.executions: dict[str, int] = {}
         self.invocation_requests = 0  # InvocationRequests this host sent to the runtime
+        self.execution_seconds: list[float] = []  # simulated duration of each invocation
         self.on_invoke: Callable[[HostedFunction], None] | None = None
         prefix = str(host_json().get("extensions", {}).get("http", {}).get("routePrefix", "api"))
         self.http_routes = sorted(
@@ -213,7 +214,12 @@ class LocalHost:
         if function.client_arg is not None:
             inputs[function.client_arg] = self._client_data
         self.invocation_requests += 1
-        return self.worker.invoke(function.indexed, inputs, metadata)
+        started = self.clock.now()
+        try:
+            return self.worker.invoke(function.indexed, inputs, metadata)
+        finally:
+            # simulated seconds the invocation ran (what a Flex instance would bill, localrun/prices.py)
+            self.execution_seconds.append((self.clock.now() - started).total_seconds())
 
     def _orchestrator(self, function: HostedFunction) -> Callable[[str], str]:
         def run_episode(context_json: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from domain.states import TERMINAL_STATES, ProcessState
+from localrun.prices import Usage, cost_per_1m_orders, instance_memory_mb
 from localrun.simulation import NON_TERMINAL, START, SimulationResult
 from localrun.worker.process import LOOP_THREAD
 from order_agents.simulators.ledger import Ledger
@@ -279,6 +280,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "submit_to_terminal_p99": _percentile(to_terminal, 99),
         },
         "ops_per_order": {k: round(v, 2) for k, v in ops.items()},
+        "cost_per_1m_orders_usd": cost_per_1m_orders(_usage(result)),
         "injected_faults": dict(sorted(_injected(result, final).items())),
         "runtime": {
             # What crossed the host/worker boundary: every invocation is an InvocationRequest the
@@ -312,6 +314,33 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     }
 
 
+def _usage(result: SimulationResult) -> Usage:
+    """The run's billable counts for the cost model (localrun/prices.py). Service Bus bills every
+    API call: sends (the submitters' included), receives, settlements, lock renewals and peeks."""
+    c = result.broker.counters()
+    sizes = [len(json.dumps(doc)) / 1024 for doc in result.states]
+    return Usage(
+        orders=len(result.workload.orders),
+        cosmos_reads=result.audit.ops["cosmos_reads"],
+        cosmos_writes=result.audit.ops["cosmos_writes"],
+        cosmos_queries=result.audit.ops["cosmos_queries"],
+        item_size_kb=statistics.fmean(sizes) if sizes else 1.0,
+        servicebus_operations=c.send_operations
+        + c.receive_operations
+        + c.completed
+        + c.abandoned
+        + c.deferred
+        + c.dead_lettered
+        + c.lock_renewals
+        + c.peeked,
+        executions=sum(result.host.executions.values()),
+        execution_seconds=result.host.execution_seconds,
+        episodes=result.host.engine.counters.episodes,
+        activities=result.host.engine.counters.activity_executions,
+        memory_mb=instance_memory_mb(),
+    )
+
+
 def _injected(result: SimulationResult, final: dict[str, int]) -> dict[str, int]:
     """The audit's fault counters, with the two faults that are shapes of the workload rather than
     draws at run time: notifications sent together with their order, and orders refused because the
@@ -340,6 +369,12 @@ def summary(report: dict[str, Any]) -> str:
     table("invariants (0 = holds)", bad)
     table("latency (simulated seconds)", report["latency_s"])
     table("operations per order", report["ops_per_order"])
+    cost = report["cost_per_1m_orders_usd"]
+    table(
+        "cost per 1M orders (USD, modelled: localrun/prices.py)",
+        {"total (Durable on Azure Storage)": cost["total"], "total with Durable Task Scheduler": cost["total_with_dts"]}
+        | cost["parts"],
+    )
     runtime = report["runtime"]
     table(
         "through the Functions runtime",

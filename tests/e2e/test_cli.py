@@ -44,6 +44,16 @@ def test_injected_raw_messages_are_each_dead_lettered_with_a_reason(tmp_path, ca
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     out = capsys.readouterr().out
     assert "invariants (0 = holds)" in out and "VIOLATED" not in out
+    # every report carries the modelled cost per million orders, its parts and the summary line
+    cost = report["cost_per_1m_orders_usd"]
+    assert cost["total"] == pytest.approx(
+        sum(v for k, v in cost["parts"].items() if k != "durable_dts_actions"), abs=0.05
+    )
+    assert cost["parts"]["cosmos_ru"] > 0 and cost["parts"]["function_gb_s"] > 0
+    assert cost["units_per_order"]["function_executions"] == pytest.approx(
+        report["ops_per_order"]["function_executions"], abs=0.01
+    )
+    assert f"total (Durable on Azure Storage)   {cost['total']}" in out
 
 
 def test_an_unknown_profile_key_is_refused_by_name(tmp_path, capsys):
