@@ -11,6 +11,22 @@ import pytest
 from localrun.cosmos_server import CosmosServer
 
 
+@pytest.fixture(autouse=True, scope="session")
+def no_production_wiring() -> Iterator[None]:
+    """A function invoked with no context installed would build the production wiring from the
+    environment: Azure SDK clients and ``DefaultAzureCredential``, which probes the managed-identity
+    endpoint (a network address off this machine). No test may do that: it fails at once instead."""
+    import dependencies
+
+    def refuse(settings: Any) -> Any:
+        raise RuntimeError("a test invoked app code with no context installed (use_context): no production wiring")
+
+    original = dependencies.build_from_settings
+    dependencies.build_from_settings = refuse  # type: ignore[assignment]
+    yield
+    dependencies.build_from_settings = original  # type: ignore[assignment]
+
+
 @pytest.fixture(scope="session")
 def cosmos_server() -> Iterator[CosmosServer]:
     with CosmosServer() as server:

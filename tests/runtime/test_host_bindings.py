@@ -17,8 +17,8 @@ from tests.runtime.harness import T0, RuntimeHarness
 def harness_for() -> Iterator[object]:
     made: list[RuntimeHarness] = []
 
-    def make(settings: dict[str, str]) -> RuntimeHarness:
-        made.append(RuntimeHarness(settings))
+    def make(settings: dict[str, str], cosmos_db: object = None) -> RuntimeHarness:
+        made.append(RuntimeHarness(settings, cosmos_db=cosmos_db))
         return made[-1]
 
     yield make
@@ -50,9 +50,10 @@ def test_a_schedule_that_does_not_resolve_puts_only_its_timer_in_error(harness_f
     assert "supervisor" in {t.function.name for t in harness.host.timers}
 
 
-def test_a_schedule_comes_from_the_app_setting_not_from_the_code_default(harness_for):
+@pytest.mark.cosmos
+def test_a_schedule_comes_from_the_app_setting_not_from_the_code_default(harness_for, cosmos_db):
     # The code default is every 20 s; the setting says every hour at minute 7.
-    harness = harness_for(settings_without(STARTER_SCHEDULE="0 7 * * * *"))
+    harness = harness_for(settings_without(STARTER_SCHEDULE="0 7 * * * *"), cosmos_db)
     assert timer_next_fire(harness, "starter_sweep") == T0 + timedelta(minutes=7)
 
     harness.run_until_idle(limit=timedelta(minutes=6))
