@@ -81,6 +81,9 @@ class StateRecord(_Doc):
     compensation: list[CompensationEntry] = Field(default_factory=list)
     last_error: str | None = None
     payment: PaymentReceived | None = None  # prepaid orders: the provider's notification, once applied
+    # Since when the order has been waiting out an open dependency without spending its retry budget
+    # (supervisor/outage.py); cleared when a step succeeds.
+    outage_wait_since: UtcDateTime | None = None
     history: list[HistoryEntry] = Field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
     updated_at: UtcDateTime

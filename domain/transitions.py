@@ -105,6 +105,7 @@ def complete_step(
         current_step=None,
         complete_by=next_deadline,
         steps={**record.steps, step: done},
+        outage_wait_since=None,
     )
 
 
@@ -190,6 +191,29 @@ def supervisor_retry(
         failure_count=failures,
         current_step=None,
         last_error=reason,
+    )
+
+
+def wait_out_outage(
+    record: StateRecord, expired_owner: str | None, now: datetime, until: datetime, dependency: str, since: datetime
+) -> StateRecord:
+    """An expired attempt whose step failed on an open dependency: Pending again, not before
+    ``until`` (after the circuit's next probe), with ``failureCount`` unchanged: an outage is not the
+    order's failure. ``outageWaitSince`` keeps when the wait began (bounded by the caller)."""
+    if not is_expired(record, now) or record.locked_by != expired_owner:
+        raise IllegalTransition(f"order {record.order_id}: no longer the expired attempt {expired_owner!r}")
+    reason = f"waiting for {dependency} (circuit open)"
+    return record.with_changes(
+        now,
+        "OutageWait",
+        SUPERVISOR,
+        f"attempt {record.attempt}: {reason}; retry not before {until.isoformat()}",
+        process_state=ProcessState.PENDING,
+        locked_by=None,
+        complete_by=until,
+        current_step=None,
+        last_error=reason,
+        outage_wait_since=since,
     )
 
 

@@ -35,7 +35,7 @@ stall_after_work: contextvars.ContextVar[Callable[[], None] | None] = contextvar
 def app_settings(profile: Profile) -> dict[str, str]:
     """The app settings a profile overrides."""
     settings = {"MAX_PENDING": profile.max_pending, "MAX_IN_FLIGHT": profile.max_in_flight}
-    return {name: str(value) for name, value in settings.items() if value is not None}
+    return {**{name: str(value) for name, value in settings.items() if value is not None}, **profile.settings}
 
 
 def refuse_status_queues(broker: InProcessBroker, submitters: list[str], profile: Profile, start: datetime) -> None:

@@ -56,6 +56,7 @@ TOP_KEYS = {
     "reply_queues",
     "status_queues",
     "admission",
+    "settings",
 }
 
 
@@ -134,6 +135,7 @@ class Profile:
     max_in_flight: int | None = None
     cosmos_latency_ms: tuple[float, float] | None = None
     settle_latency_ms: tuple[float, float] | None = None
+    settings: dict[str, str] = field(default_factory=dict)  # app settings this profile overrides
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
@@ -192,6 +194,7 @@ class Profile:
             max_in_flight=_max_pending(data.get("admission", {}), "max_in_flight"),
             cosmos_latency_ms=_latency(cosmos.get("latency_ms")),
             settle_latency_ms=_latency(servicebus.get("settle_latency_ms"), "servicebus.settle_latency_ms"),
+            settings=_app_settings(data.get("settings", {})),
         )
 
     def agent(self, name: str) -> AgentFaults:
@@ -244,3 +247,14 @@ def _latency(value: Any, where: str = "cosmos.latency_ms") -> tuple[float, float
     if not ok or not 0 <= value[0] <= value[1] <= 10_000:
         raise ProfileError(f"{where} must be [lo, hi] milliseconds, 0 <= lo <= hi <= 10000, got {value!r}")
     return float(value[0]), float(value[1])
+
+
+def _app_settings(data: Any) -> dict[str, str]:
+    """``settings``: app settings (names from ``settings.SETTINGS``) this profile runs with, as strings."""
+    from settings import SETTINGS
+
+    entries = _check_keys("settings", data, {s.name for s in SETTINGS})
+    for name, value in entries.items():
+        if not isinstance(value, str):
+            raise ProfileError(f"settings.{name} must be a string (as in local.settings.json), got {value!r}")
+    return dict(entries)

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from adapters.cosmos.client import ensure_database
+from adapters.cosmos.health_store import CosmosHealthStore
 from adapters.cosmos.order_store import CosmosOrderStore
 from adapters.cosmos.state_store import CosmosStateStore
 from adapters.servicebus.sender import OutgoingMessage, SendError
@@ -220,6 +221,14 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         ctx.ops = CosmosOpsQueries(database.get_container_client(STATE_CONTAINER))
         ctx.deferrals = CountedStore(
             CosmosDeferralLog(database.get_container_client(STATE_CONTAINER)),
+            faults,
+            audit,
+            "cosmos_other",
+            writes=frozenset({"save"}),
+        )
+        # Dependency health (circuits shared across orders), with the same Cosmos faults as the rest.
+        ctx.health = CountedStore(
+            CosmosHealthStore(database.get_container_client(STATE_CONTAINER)),
             faults,
             audit,
             "cosmos_other",

@@ -105,6 +105,10 @@ def _undo_entry(
             if not recorded["owned"]:
                 return outcome("FencingLost", at=f"undo {seq}")
             return outcome("Undone", seq=seq)
+        if reply.get("dependencyOpen"):
+            # The service's circuit is open: no call was made. Leave the record alone; the supervisor
+            # releases the round to wait the outage out (not counted as a failed round).
+            return outcome("DependencyOpen", seq=seq, step=step_name, error=reply.get("error"))
         error = reply.get("error")
         if not reply.get("transient"):
             break

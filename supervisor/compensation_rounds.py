@@ -9,18 +9,23 @@ alerted. A forward attempt is never started from here."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from dependencies import AppContext
 from domain.compensation import claim_compensation
 from domain.errors import IllegalTransition
+from domain.outage import undo_in_flight, wait_compensation_out
+from domain.records import StateRecord
 from domain.states import ProcessState
 from domain.transitions import SUPERVISOR
 from observability.events import app_event
 from orchestrators.names import COMPENSATION
 from orchestrators.starter import OrchestrationClient, start_orchestrations
+from supervisor.outage import OutageVerdict, outage_verdict
 from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
 
 log = logging.getLogger("supervisor")
@@ -66,16 +71,12 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
     stale: list[str] = []
     failed = 0
     for record in page.records:
+        # A round stuck on an open dependency is released to wait the outage out (not counted).
+        outage = outage_verdict(ctx, record, undo_in_flight(record), now)
         try:
             # A lost response is re-read; a store failure on one record never drops the claims
             # already made in this batch (they are returned and started).
-            written = write_or_reread(
-                ctx,
-                record,
-                lambda r: owe_notifications(
-                    claim_compensation(r, now, ctx.settings.start_grace, ctx.settings.max_failures, SUPERVISOR)
-                ),
-            )
+            written = write_or_reread(ctx, record, _claim_or_wait(ctx, now, outage))
         except (EtagMismatch, IllegalTransition) as exc:
             app_event(
                 "CompensationClaimSkipped",
@@ -93,6 +94,18 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
             continue
         if record.locked_by is not None:
             stale.append(record.locked_by)
+        if outage is not None and not outage.exceeded:
+            app_event(
+                "SupervisorOutageWait",
+                f"order {written.order_id}: compensation round waits for {outage.dependency}; "
+                f"next round not before {written.complete_by}, not counted as a failure",
+                orderId=written.order_id,
+                dependency=outage.dependency,
+                failureCount=written.failure_count,
+                notBefore=outage.until.isoformat(),
+                waitingSince=outage.since.isoformat(),
+            )
+            continue
         if written.process_state is ProcessState.COMPENSATION_FAILED:
             failed += 1
             deliver_owed(ctx, written)  # the alert and the status, or left owed for the next sweep
@@ -101,6 +114,24 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
             continue  # landed, then another writer moved it on: nothing of this round to start
         starts.append(CompensationStart(written.order_id, written.locked_by, written.attempt))
     return CompensationClaims(starts, stale, failed, page.request_charge, 1)
+
+
+def _claim_or_wait(
+    ctx: AppContext, now: datetime, outage: OutageVerdict | None
+) -> Callable[[StateRecord], StateRecord]:
+    """The claim of the next round, or (stuck on an open dependency) the release to wait it out; past
+    MAX_OUTAGE_WAIT_MINUTES the claim fails the compensation now, saying why."""
+
+    def move(record: StateRecord) -> StateRecord:
+        if outage is not None and not outage.exceeded:
+            return wait_compensation_out(record, now, outage.until, outage.dependency, outage.since)
+        rounds = ctx.settings.max_failures
+        if outage is not None:
+            record = record.model_copy(update={"last_error": outage.escalation_reason(now)})
+            rounds = record.failure_count + 1
+        return owe_notifications(claim_compensation(record, now, ctx.settings.start_grace, rounds, SUPERVISOR))
+
+    return move
 
 
 async def start_compensations(client: OrchestrationClient, starts: list[CompensationStart]) -> list[str]:

@@ -15,13 +15,16 @@ from enum import StrEnum
 
 from adapters.cosmos.errors import EtagMismatch
 from dependencies import AppContext
+from domain import transitions
 from domain.compensation import escalate_or_compensate
 from domain.compensation_policy import ReviewPolicy
 from domain.errors import IllegalTransition
+from domain.outage import forward_in_flight
 from domain.records import StateRecord
 from domain.retry import exponential_backoff
 from domain.states import ProcessState
 from observability.events import app_event
+from supervisor.outage import outage_verdict
 from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
 
 log = logging.getLogger(__name__)
@@ -33,6 +36,7 @@ class Outcome(StrEnum):
     RECOVERED = "recovered"  # back to Pending, retried after a backoff
     ESCALATED = "escalated"  # Error, an operator was alerted
     SKIPPED = "skipped"  # someone else moved the record first
+    WAITING = "waiting"  # failed on an open dependency: Pending after its next probe, not counted
     COMPENSATING = "compensating"  # retries exhausted before the pivot: handed to compensation
 
 
@@ -52,17 +56,24 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
     failures = record.failure_count + 1
     backoff = exponential_backoff(failures, ctx.settings.retry_backoff_base, ctx.settings.retry_backoff_max, ctx.rng)
     policy = ReviewPolicy(ctx.settings.review_amount_threshold_cents)
-    amount = _order_total(ctx, record.order_id) if failures >= ctx.settings.max_failures else 0
+    # An outage is not the order's failure: wait it out (supervisor/outage.py), up to a bound.
+    outage = outage_verdict(ctx, record, forward_in_flight(record), now)
+    max_failures = ctx.settings.max_failures
+    if outage is not None and outage.exceeded:
+        max_failures = failures  # the wait is over: escalate now, saying why
+    amount = _order_total(ctx, record.order_id) if failures >= max_failures else 0
+
+    def move(r: StateRecord) -> StateRecord:
+        if outage is not None and not outage.exceeded:
+            return transitions.wait_out_outage(r, expired, now, outage.until, outage.dependency, outage.since)
+        if outage is not None:
+            r = r.model_copy(update={"last_error": outage.escalation_reason(now)})
+        return owe_notifications(escalate_or_compensate(r, expired, now, max_failures, backoff, policy, amount))
+
     try:
         # A lost response is re-read, not counted as a failure: an escalation that committed must
         # still alert (supervisor/owed.py).
-        written = write_or_reread(
-            ctx,
-            record,
-            lambda r: owe_notifications(
-                escalate_or_compensate(r, expired, now, ctx.settings.max_failures, backoff, policy, amount)
-            ),
-        )
+        written = write_or_reread(ctx, record, move)
     except (EtagMismatch, IllegalTransition) as exc:
         app_event(
             "SupervisorSkipped",
@@ -72,6 +83,22 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
             reason=type(exc).__name__,
         )
         return RecoveryResult(record.order_id, Outcome.SKIPPED, None)
+    if outage is not None and not outage.exceeded:
+        app_event(
+            "SupervisorOutageWait",
+            f"order {written.order_id}: {outage.dependency} is unavailable; retry not before {written.complete_by}, "
+            f"not counted as a failure",
+            orderId=written.order_id,
+            instanceId=expired,
+            attempt=written.attempt,
+            dependency=outage.dependency,
+            failureCount=written.failure_count,
+            notBefore=outage.until.isoformat(),
+            waitingSince=outage.since.isoformat(),
+        )
+        ctx.counts.bump(ProcessState.PROCESSING, -1)
+        ctx.counts.bump(ProcessState.PENDING, +1)
+        return RecoveryResult(written.order_id, Outcome.WAITING, expired, written)
     if written.process_state is ProcessState.COMPENSATING:
         app_event(
             "SupervisorCompensating",

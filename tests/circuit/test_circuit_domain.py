@@ -75,10 +75,12 @@ def test_a_failed_probe_reopens_with_a_doubled_capped_cool_down():
     moment = T0
     waits = []
     for _ in range(4):
+        assert health.probe_after is not None
         moment = health.probe_after
         health = admit(health, moment, POLICY).health
         health, transition = record_failure(health, moment, POLICY)
         assert transition is not None and transition.after is CircuitState.OPEN
+        assert health.probe_after is not None
         waits.append((health.probe_after - moment).total_seconds())
     assert waits == [60, 100, 100, 100]
     assert health.opened_at == T0  # the outage began at the first opening

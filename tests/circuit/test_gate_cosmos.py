@@ -40,9 +40,7 @@ def run(request, service, clock, gate):
     return run_agent_request(request, service, clock, agent_settings(), random.Random(3), gate)
 
 
-def test_one_order_exhausting_its_calls_and_a_second_open_the_circuit_and_a_third_is_not_called(
-    store, mclock, caplog
-):
+def test_one_order_exhausting_its_calls_and_a_second_open_the_circuit_and_a_third_is_not_called(store, mclock, caplog):
     caplog.set_level(logging.INFO)
     gate = DependencyGate(store, mclock, POLICY)
     down = ScriptedService(mclock, [transient("503")] * 8)
@@ -69,7 +67,7 @@ def test_a_probe_after_the_cool_down_closes_it_on_success_and_says_so(store, mcl
     health = read_health(store, "payment", mclock.now())
     assert health.state is CircuitState.CLOSED and health.last_outage_started_at == START
     assert events(caplog) == ["DependencyOutage", "DependencyProbing", "DependencyRecovered"]
-    recovered = [r for r in caplog.records if getattr(r, "event", "") == "DependencyRecovered"][0]
+    recovered = next(r for r in caplog.records if getattr(r, "event", "") == "DependencyRecovered")
     assert recovered.outageSeconds == 30
 
 

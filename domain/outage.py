@@ -1,0 +1,61 @@
+"""Which dependency an expired attempt or compensation round was waiting on, and the compensation
+side's move for waiting an outage out. Pure: no I/O, no clock (``supervisor/outage.py`` reads the
+health documents and decides)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from domain.compensation import UNDONE, is_compensation_due
+from domain.errors import IllegalTransition
+from domain.records import StateRecord
+from domain.transitions import SUPERVISOR
+from domain.workflow import agent
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """The remote service an attempt or round was calling, and since when."""
+
+    dependency: str
+    since: datetime
+
+
+def forward_in_flight(record: StateRecord) -> InFlight | None:
+    """The service of the step the expired attempt was running (None: between steps)."""
+    if record.current_step is None or record.current_step not in record.steps:
+        return None
+    state = record.steps[record.current_step]
+    return InFlight(agent(state.agent).service, state.started_at)
+
+
+def undo_in_flight(record: StateRecord) -> InFlight | None:
+    """The service of the undo a stuck round was running: the newest entry not undone yet (rounds
+    walk the log newest first), since the round was claimed."""
+    pending = [e for e in record.compensation if e.outcome != UNDONE]
+    if record.locked_by is None or not pending:
+        return None
+    entry = max(pending, key=lambda e: e.seq)
+    claimed = [h.at for h in record.history if h.event == "CompensationClaimed"]
+    return InFlight(agent(entry.agent).service, claimed[-1] if claimed else record.updated_at)
+
+
+def wait_compensation_out(
+    record: StateRecord, now: datetime, until: datetime, dependency: str, since: datetime
+) -> StateRecord:
+    """A round stuck on an open dependency: released (``lockedBy`` null, so the next claim does not
+    count it as a failed round), not claimed again before ``until``."""
+    if not is_compensation_due(record, now) or record.locked_by is None:
+        raise IllegalTransition(f"order {record.order_id}: no stuck compensation round to release")
+    reason = f"waiting for {dependency} (circuit open)"
+    return record.with_changes(
+        now,
+        "OutageWait",
+        SUPERVISOR,
+        f"round {record.attempt}: {reason}; next round not before {until.isoformat()}",
+        locked_by=None,
+        complete_by=until,
+        last_error=reason,
+        outage_wait_since=since,
+    )

@@ -1,0 +1,190 @@
+"""The supervisor waits an outage out (supervisor/outage.py) against the Cosmos protocol server: an
+attempt that failed on an open dependency is not counted against MAX_FAILURES and comes back after
+the next probe; a failure on a healthy dependency counts as before; MAX_OUTAGE_WAIT_MINUTES bounds
+the wait, and the escalation says why; a compensation round stuck on an open dependency waits too."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from adapters.cosmos.health_store import CosmosHealthStore, update_health
+from adapters.cosmos.state_store import update_once
+from contracts.names import OPERATOR_ALERTS_QUEUE, STATE_CONTAINER
+from domain import transitions
+from domain.circuit import record_failure, record_success
+from domain.compensation import claim_compensation, complete_step_logged, enter_compensation
+from domain.states import ProcessState
+from supervisor.compensation_rounds import claim_due_compensations
+from supervisor.run import run_supervisor
+from supervisor.scan import ScanState
+from tests.supervisor.conftest import claimed, reclaim
+
+pytestmark = pytest.mark.cosmos
+STEP_TIMEOUT = timedelta(seconds=60)
+OUTAGE_SETTINGS = {
+    "MAX_FAILURES": "3",
+    "CIRCUIT_FAILURE_THRESHOLD": "2",
+    "CIRCUIT_COOLDOWN_SECONDS": "30",
+    "CIRCUIT_COOLDOWN_MAX_SECONDS": "120",
+}
+
+
+@pytest.fixture
+def health(cosmos_db):
+    return CosmosHealthStore(cosmos_db.get_container_client(STATE_CONTAINER))
+
+
+def with_health(make_ctx, health, **settings):
+    ctx = make_ctx(**{**OUTAGE_SETTINGS, **settings})
+    ctx.health = health
+    return ctx
+
+
+def open_circuit(ctx, dependency="shipping"):
+    now = ctx.clock.now()
+    policy = ctx.settings.circuit_policy
+    for _ in range(policy.threshold):
+        update_health(ctx.health, dependency, lambda h: (record_failure(h, now, policy)[0], None), now)
+
+
+def shipping_in_flight(states, clock, order_id="o1"):
+    """Attempt 1 began arrange-shipment via the shipping agent just now; its deadline is a minute away."""
+    record = claimed(states, order_id, clock.now(), clock.now() + STEP_TIMEOUT)
+    owner = record.locked_by
+    assert owner is not None
+    return update_once(
+        states,
+        record,
+        lambda r: transitions.begin_step(
+            r, owner, "arrange-shipment", "shipping", f"{owner}:ship", clock.now() + STEP_TIMEOUT, clock.now()
+        ),
+    )
+
+
+def next_attempt_in_flight(states, clock, order_id="o1"):
+    record = reclaim(states, order_id, clock.now(), STEP_TIMEOUT)
+    owner = record.locked_by
+    assert owner is not None
+    return update_once(
+        states,
+        record,
+        lambda r: transitions.begin_step(
+            r, owner, "arrange-shipment", "shipping", f"{owner}:ship", clock.now() + STEP_TIMEOUT, clock.now()
+        ),
+    )
+
+
+def test_attempts_failing_on_an_open_dependency_do_not_spend_the_retry_budget(make_ctx, health, states, clock, sender):
+    ctx = with_health(make_ctx, health)
+    open_circuit(ctx)
+    shipping_in_flight(states, clock)
+    scan = ScanState()
+    for attempt in range(1, 6):  # more attempts than MAX_FAILURES
+        clock.advance(STEP_TIMEOUT + timedelta(seconds=1))
+        report = run_supervisor(ctx, scan)
+        record = states.get("o1")
+        assert record is not None
+        assert record.process_state is ProcessState.PENDING, record.last_error
+        assert record.failure_count == 0
+        assert record.history[-1].event == "OutageWait"
+        assert record.last_error == "waiting for shipping (circuit open)"
+        probe = health.get("shipping").next_probe(clock.now(), ctx.settings.circuit_policy)
+        cooldown = ctx.settings.circuit_policy.cooldown_after(health.get("shipping").reopens)
+        assert probe <= record.complete_by <= probe + cooldown
+        assert report.to_terminate == [f"o1:{attempt}"]
+        clock.set(record.complete_by)
+        next_attempt_in_flight(states, clock)
+    assert sender.sent == []  # no operator alert, no Failed status
+
+
+def test_a_failure_on_a_healthy_dependency_still_counts(make_ctx, health, states, clock):
+    ctx = with_health(make_ctx, health)
+    shipping_in_flight(states, clock)
+    clock.advance(STEP_TIMEOUT + timedelta(seconds=1))
+    run_supervisor(ctx, ScanState())
+    record = states.get("o1")
+    assert record.process_state is ProcessState.PENDING
+    assert record.failure_count == 1
+    assert record.history[-1].event == "RetryScheduled"
+
+
+def test_an_outage_that_closed_after_the_step_began_still_is_not_the_orders_failure(make_ctx, health, states, clock):
+    ctx = with_health(make_ctx, health)
+    shipping_in_flight(states, clock)
+    open_circuit(ctx)
+    clock.advance(timedelta(seconds=40))
+    now = clock.now()
+    update_health(health, "shipping", lambda h: (record_success(h, now)[0], None), now)
+    clock.advance(timedelta(seconds=21))
+    run_supervisor(ctx, ScanState())
+    record = states.get("o1")
+    assert record.process_state is ProcessState.PENDING and record.failure_count == 0
+    assert clock.now() <= record.complete_by <= clock.now() + ctx.settings.circuit_policy.cooldown
+
+
+def test_past_max_outage_wait_the_order_escalates_saying_why(make_ctx, health, states, clock, sender):
+    ctx = with_health(make_ctx, health, MAX_OUTAGE_WAIT_MINUTES="2")
+    open_circuit(ctx)
+    shipping_in_flight(states, clock)
+    scan = ScanState()
+    for _ in range(10):
+        clock.advance(STEP_TIMEOUT + timedelta(seconds=1))
+        run_supervisor(ctx, scan)
+        record = states.get("o1")
+        if record.process_state is not ProcessState.PENDING:
+            break
+        clock.set(record.complete_by)
+        next_attempt_in_flight(states, clock)
+    assert record.process_state is ProcessState.ERROR
+    assert "MAX_OUTAGE_WAIT_MINUTES=2" in record.last_error and "shipping" in record.last_error
+    assert record.failure_count == 1  # only the escalation itself
+    alerts = [json.loads(m.body) for q, m in sender.sent if q == OPERATOR_ALERTS_QUEUE]
+    assert [a["kind"] for a in alerts] == ["RetriesExhausted"]
+
+
+def test_zero_max_outage_wait_turns_waiting_off(make_ctx, health, states, clock):
+    ctx = with_health(make_ctx, health, MAX_OUTAGE_WAIT_MINUTES="0")
+    open_circuit(ctx)
+    shipping_in_flight(states, clock)
+    clock.advance(STEP_TIMEOUT + timedelta(seconds=1))
+    run_supervisor(ctx, ScanState())
+    assert states.get("o1").failure_count == 1
+
+
+def test_a_compensation_round_stuck_on_an_open_dependency_waits_and_is_not_counted(make_ctx, health, states, clock):
+    ctx = with_health(make_ctx, health)
+    record = claimed(states, "o1", clock.now(), clock.now() + STEP_TIMEOUT)
+    owner = record.locked_by
+    assert owner is not None
+    # charge-payment succeeded (a compensable step: its undo is a refund), then the order is compensated
+    record = update_once(
+        states,
+        record,
+        lambda r: transitions.begin_step(r, owner, "charge-payment", "payment", "req", clock.now(), clock.now()),
+    )
+    record = update_once(
+        states,
+        record,
+        lambda r: complete_step_logged(r, owner, "charge-payment", {"chargeId": "c1"}, clock.now(), clock.now()),
+    )
+    record = update_once(states, record, lambda r: enter_compensation(r, owner, "cancelled", clock.now(), owner=owner))
+    record = update_once(
+        states, record, lambda r: claim_compensation(r, clock.now(), STEP_TIMEOUT, ctx.settings.max_failures, "test")
+    )
+    assert record.locked_by is not None and record.failure_count == 0
+    open_circuit(ctx, "payment")
+    for _ in range(5):  # more rounds than MAX_FAILURES
+        clock.advance(STEP_TIMEOUT + timedelta(seconds=1))
+        claims = claim_due_compensations(ctx)
+        record = states.get("o1")
+        assert record.process_state is ProcessState.COMPENSATING
+        assert record.failure_count == 0 and record.locked_by is None
+        assert record.history[-1].event == "OutageWait"
+        assert claims.starts == [] and len(claims.stale_instances) == 1
+        clock.set(record.complete_by)
+        claims = claim_due_compensations(ctx)  # the next round, claimed without a failure counted
+        [_start] = claims.starts
+        assert states.get("o1").failure_count == 0
