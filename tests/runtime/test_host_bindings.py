@@ -60,6 +60,7 @@ def test_a_schedule_comes_from_the_app_setting_not_from_the_code_default(harness
     assert harness.host.executions.get("starter_sweep", 0) == 0
     harness.host.run_until(T0 + timedelta(minutes=7, seconds=1))
     assert harness.host.executions["starter_sweep"] == 1
+    assert harness.scheduler.failures == []  # the sweep ran through the runtime and succeeded
 
 
 def test_service_bus_triggers_without_a_configured_connection_are_in_error(harness_for):
