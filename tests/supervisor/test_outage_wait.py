@@ -52,20 +52,14 @@ def open_circuit(ctx, dependency="shipping"):
 
 def shipping_in_flight(states, clock, order_id="o1"):
     """Attempt 1 began arrange-shipment via the shipping agent just now; its deadline is a minute away."""
-    record = claimed(states, order_id, clock.now(), clock.now() + STEP_TIMEOUT)
-    owner = record.locked_by
-    assert owner is not None
-    return update_once(
-        states,
-        record,
-        lambda r: transitions.begin_step(
-            r, owner, "arrange-shipment", "shipping", f"{owner}:ship", clock.now() + STEP_TIMEOUT, clock.now()
-        ),
-    )
+    return _begin_shipping(states, clock, claimed(states, order_id, clock.now(), clock.now() + STEP_TIMEOUT))
 
 
 def next_attempt_in_flight(states, clock, order_id="o1"):
-    record = reclaim(states, order_id, clock.now(), STEP_TIMEOUT)
+    return _begin_shipping(states, clock, reclaim(states, order_id, clock.now(), STEP_TIMEOUT))
+
+
+def _begin_shipping(states, clock, record):
     owner = record.locked_by
     assert owner is not None
     return update_once(
