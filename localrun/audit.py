@@ -94,7 +94,7 @@ class EventRecorder(logging.Handler):
         return sum(1 for e in self.events if e["event"] == name and all(e.get(k) == v for k, v in match.items()))
 
 
-_EVENT_FIELDS = {"orderId", "via", "reason", "instanceId", "dependency"}
+_EVENT_FIELDS = {"orderId", "via", "reason", "instanceId", "dependency", "outageSeconds"}
 
 
 class CosmosFaults:

@@ -11,6 +11,7 @@ from typing import Any
 
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from domain.states import TERMINAL_STATES, ProcessState
+from localrun.outages import outage_summary
 from localrun.prices import Usage, cost_per_1m_orders, instance_memory_mb
 from localrun.simulation import NON_TERMINAL, START, SimulationResult
 from localrun.worker.process import LOOP_THREAD
@@ -281,6 +282,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         },
         "ops_per_order": {k: round(v, 2) for k, v in ops.items()},
         "cost_per_1m_orders_usd": cost_per_1m_orders(_usage(result)),
+        "outages": outage_summary(result.events.events, audit.transitions),
         "injected_faults": dict(sorted(_injected(result, final).items())),
         "runtime": {
             # What crossed the host/worker boundary: every invocation is an InvocationRequest the
@@ -365,6 +367,8 @@ def summary(report: dict[str, Any]) -> str:
     table("final states", report["final_states"])
     table("recoveries", report["recoveries"])
     table("deferred messages", report["deferred"])
+    for dependency, row in report.get("outages", {}).items():
+        table(f"outages of {dependency}", row)
     bad = {k: ("OK" if v == 0 else f"{v}  <-- VIOLATED") for k, v in report["invariants"].items()}
     table("invariants (0 = holds)", bad)
     table("latency (simulated seconds)", report["latency_s"])
