@@ -1,13 +1,32 @@
 """``python -m tests.runtime.index_with_runtime APP_DIR``: indexes ``APP_DIR/function_app.py`` in a fresh
 interpreter exactly as the Functions Python worker does at start-up (``load_binding_registry()``, then
 ``handle_event.index_functions``), and prints one JSON line: the functions it indexed, or the error
-that failed indexing (``FunctionLoadError`` for a signature the worker refuses)."""
+that failed indexing (``FunctionLoadError`` for a signature the worker refuses).
+``index_with_runtime(app_dir, python)`` runs it and returns that line, decoded."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+from pathlib import Path
+from typing import Any
+
+
+def index_with_runtime(app_dir: Path, python: str = sys.executable) -> dict[str, Any]:
+    done = subprocess.run(
+        [python, "-m", "tests.runtime.index_with_runtime", str(app_dir)],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"no result from the indexer:\n{done.stdout}\n{done.stderr}"
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
 
 
 def main(app_dir: str) -> int:

@@ -5,7 +5,6 @@ app, so these tests index in fresh interpreters, as a worker process starts."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -13,27 +12,12 @@ import sysconfig
 import textwrap
 import venv
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.infra.function_index import function_index
 from tests.infra.paths import ROOT
-
-
-def index_with_runtime(app_dir: Path, python: str = sys.executable) -> dict[str, Any]:
-    done = subprocess.run(
-        [python, "-m", "tests.runtime.index_with_runtime", str(app_dir)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no result from the indexer:\n{done.stdout}\n{done.stderr}"
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
+from tests.runtime.index_with_runtime import index_with_runtime
 
 
 def test_the_runtime_indexes_every_function_the_app_registers() -> None:
