@@ -50,7 +50,7 @@ def mark_processed(data: Any) -> dict[str, Any]:
 
 @bp.activity_trigger(input_name="data", activity=names.PUBLISH_STATUS)
 def publish_status(data: Any) -> None:
-    steps.publish_order_status(get_context(), data)
+    steps.publish_status(get_context(), data)
 
 
 # Compensation: the scheduler's hand-over and review pause, and the compensation orchestration's steps.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import notifications.status
 from activities.fencing import NOT_OWNED, OWNED, owned_record, write_fenced
 from adapters.servicebus.sender import OutgoingMessage
 from contracts.messages import AgentRequest, StatusName
@@ -18,7 +19,6 @@ from domain.compensation import complete_step_logged
 from domain.ids import bounded
 from domain.states import ProcessState, StepStatus
 from notifications.alerts import raise_alert_after_write
-from notifications.status import publish_status
 from settings import Settings
 from supervisor.owed import owe_notifications
 
@@ -162,9 +162,10 @@ def mark_processed(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     return OWNED
 
 
-def publish_order_status(ctx: AppContext, data: dict[str, Any]) -> None:
-    """Status updates go only to the order's own ``replyTo`` queue. The orchestration passes the
-    queue its ``load`` activity read from the record; without it, the record is read here."""
+def publish_status(ctx: AppContext, data: dict[str, Any]) -> None:
+    """The ``publish_status`` activity: one status update, to the order's own ``replyTo`` queue only.
+    The orchestration passes the queue its ``load`` activity read from the record; without it, the
+    record is read here."""
     if "replyTo" in data:
         reply_to: str | None = data["replyTo"]
     else:
@@ -173,7 +174,7 @@ def publish_order_status(ctx: AppContext, data: dict[str, Any]) -> None:
             return
         reply_to = record.reply_to
     status: StatusName = data["status"]
-    publish_status(
+    notifications.status.publish_status(
         ctx.sender,
         reply_to=reply_to,
         order_id=data["orderId"],

@@ -7,7 +7,7 @@ that submitter collapses into one alert per duplicate-detection window of ``oper
 A message Service Bus refuses as such (``MessageRejected``) is logged and never retried.
 
 A status is never worth failing an order for: code that sends one directly (the intake) uses
-``publish_or_owe``, and a status whose send failed is handed to the courier orchestration
+``publish_status_or_owe``, and a status whose send failed is handed to the courier orchestration
 (``deliver_status_v1``, ``hand_to_courier``), which retries it on durable timers until it is sent."""
 
 from __future__ import annotations
@@ -18,11 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from adapters.clock import Clock
 from adapters.servicebus.sender import MessageRejected, MessageSender, OutgoingMessage, QueueNotFound, SendError
 from contracts.messages import StatusName, StatusUpdate
 from domain.ids import bounded, status_message_id
-from domain.records import StateRecord
 from notifications.alerts import raise_alert
 
 log = logging.getLogger("status")
@@ -38,8 +36,11 @@ def publish_status(
     at: datetime,
     reason: str | None = None,
 ) -> bool:
-    """Sends the update; returns False when there is nowhere to send it or the queue refused it.
-    Transient send errors propagate (the caller's retry sends the same MessageId again)."""
+    """Sends one status update to the submitter's ``reply_to`` queue: the one way the app sends a
+    status (an orchestration calls it through the ``publish_status`` activity,
+    ``orchestrators.status.call_publish_status``). Returns False when there is nowhere to send it or
+    the queue refused it. Transient send errors propagate (the caller's retry sends the same
+    MessageId again; ``publish_status_or_owe`` turns them into an owed status instead)."""
     log.info(
         "order %s status %s (attempt %s)",
         order_id,
@@ -112,7 +113,7 @@ class OwedStatus:
         return payload
 
 
-def publish_or_owe(
+def publish_status_or_owe(
     sender: MessageSender,
     *,
     reply_to: str | None,
@@ -167,55 +168,6 @@ async def hand_to_courier(client: CourierClient, owed: Sequence[OwedStatus]) -> 
                 exc,
                 extra={"event": "StatusSendFailed", "orderId": item.order_id, "status": item.status},
             )
-
-
-def publish_record_status(
-    sender: MessageSender, record: StateRecord, status: StatusName, at: datetime, reason: str | None = None
-) -> bool:
-    """``publish_status`` for a state record: to its ``replyTo``, with its order id and attempt.
-    Transient send errors propagate (use it where nothing is written yet: a retry is safe)."""
-    return publish_status(
-        sender,
-        reply_to=record.reply_to,
-        order_id=record.order_id,
-        status=status,
-        attempt=record.attempt,
-        at=at,
-        reason=reason,
-    )
-
-
-def publish_status_after_write(
-    sender: MessageSender,
-    record: StateRecord,
-    status: StatusName,
-    at: datetime,
-    reason: str | None = None,
-    *,
-    clock: Clock | None = None,
-    tries: int = 3,
-) -> bool:
-    """``publish_record_status`` after the write that made the status true, from code that has no
-    durable timer to retry on (the supervisor). The send is tried ``tries`` times, a second then
-    two apart (on ``clock``: the MessageId makes a repeat harmless); if it still fails the record is
-    safe anyway, so the failure is logged (``StatusSendFailed``) instead of failing the caller and
-    hiding that the write succeeded. The operator alert drives the follow-up."""
-    for number in range(1, tries + 1):
-        try:
-            return publish_record_status(sender, record, status, at, reason)
-        except SendError as exc:
-            if number < tries and clock is not None:
-                clock.sleep(float(number))
-                continue
-            log.warning(
-                "order %s: status %s not sent: %s",
-                record.order_id,
-                status,
-                exc,
-                extra={"event": "StatusSendFailed", "orderId": record.order_id, "status": status},
-            )
-            return False
-    return False
 
 
 def _alert_reply_queue(sender: MessageSender, reply_to: str, order_id: str, at: datetime, exc: Exception) -> None:

@@ -33,7 +33,7 @@ from orchestrators import names
 from orchestrators.agent_call import invoke_agent
 from orchestrators.outcome import Outcome, outcome
 from orchestrators.state_activity import call_state_activity
-from orchestrators.status import tell_submitter
+from orchestrators.status import call_publish_status
 
 
 def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Outcome]:
@@ -46,7 +46,7 @@ def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, 
     plan = yield from call_state_activity(context, names.LOAD_COMPENSATION, fenced)
     if not plan["owned"]:
         return outcome("FencingLost", at="load")
-    yield from tell_submitter(context, order_id, "Compensating", round_number, plan=plan)
+    yield from call_publish_status(context, order_id, "Compensating", round_number, plan=plan)
 
     entries: list[dict[str, Any]] = sorted(plan["entries"], key=lambda e: e["seq"], reverse=True)
     undone: list[int] = []
@@ -61,7 +61,7 @@ def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, 
     finished = yield from call_state_activity(context, names.FINISH_COMPENSATION, fenced)
     if not finished["owned"]:
         return outcome("FencingLost", at="finish")
-    yield from tell_submitter(context, order_id, "Compensated", round_number, plan=plan)
+    yield from call_publish_status(context, order_id, "Compensated", round_number, plan=plan)
     return outcome("Compensated", undone=undone)
 
 
@@ -120,5 +120,7 @@ def _undo_entry(
     failed = yield from call_state_activity(context, names.FAIL_COMPENSATION, {**fenced, "error": error})
     if not failed["owned"]:
         return outcome("FencingLost", at=f"undo {seq}")
-    yield from tell_submitter(context, order_id, "CompensationFailed", round_number, f"{step_name}: {error}", plan=plan)
+    yield from call_publish_status(
+        context, order_id, "CompensationFailed", round_number, f"{step_name}: {error}", plan=plan
+    )
     return outcome("CompensationFailed", seq=seq, step=step_name, error=error)

@@ -34,7 +34,7 @@ from orchestrators.agent_call import invoke_agent
 from orchestrators.outcome import Outcome, outcome
 from orchestrators.payment_wait import await_payment, capture_request
 from orchestrators.state_activity import call_state_activity
-from orchestrators.status import tell_submitter
+from orchestrators.status import call_publish_status
 
 
 def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Outcome]:
@@ -49,7 +49,7 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
     order: dict[str, Any] = plan["order"]
     results: dict[str, dict[str, Any]] = dict(plan["completed"])
     step_timeout = timedelta(seconds=plan["stepTimeoutSeconds"])
-    yield from tell_submitter(context, order_id, "Processing", attempt, plan=plan)
+    yield from call_publish_status(context, order_id, "Processing", attempt, plan=plan)
 
     review: dict[str, Any] = plan.get("review") or {}
     policy = ReviewPolicy(int(review.get("amountThresholdCents", 0)))
@@ -153,7 +153,7 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
             failed = yield from call_state_activity(context, names.FAIL_ORDER, {**fenced, "error": error})
             if not failed["owned"]:
                 return outcome("FencingLost", at="fail")
-            yield from tell_submitter(context, order_id, "Failed", attempt, f"{step.name}: {error}", plan=plan)
+            yield from call_publish_status(context, order_id, "Failed", attempt, f"{step.name}: {error}", plan=plan)
             return outcome("Failed", step=step.name, error=error)
 
     done = yield from call_state_activity(
@@ -161,7 +161,7 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
     )
     if not done["owned"]:
         return outcome("FencingLost", at="processed")
-    yield from tell_submitter(context, order_id, "Completed", attempt, plan=plan)
+    yield from call_publish_status(context, order_id, "Completed", attempt, plan=plan)
     return outcome("Processed")
 
 

@@ -40,7 +40,7 @@ FINAL_RETRY_DELAYS = (
 )
 
 
-def tell_submitter(
+def call_publish_status(
     context: df.DurableOrchestrationContext,
     order_id: str,
     status: str,
@@ -49,7 +49,9 @@ def tell_submitter(
     *,
     plan: dict[str, Any] | None = None,
 ) -> Generator[Any, Any, bool]:
-    """Sends one status update; True once sent (or there is no reply queue), False if it was not.
+    """Calls the ``publish_status`` activity (``notifications.status.publish_status``) for one status
+    update, once for a progress status, on durable timers for a final one; True once sent (or there
+    is no reply queue), False if it was not.
     ``plan`` is the load activity's result: its ``replyTo`` (the record's) saves the activity a
     read, and an order submitted without one costs no activity at all."""
     payload: dict[str, Any] = {"orderId": order_id, "status": status, "attempt": attempt}

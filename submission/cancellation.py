@@ -26,7 +26,7 @@ from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.review import pending_review
 from domain.states import ProcessState
-from notifications.status import publish_or_owe
+from notifications.status import publish_status_or_owe
 from observability.events import app_event
 from submission.result import IntakeResult
 
@@ -63,7 +63,7 @@ def _cancel_once(ctx: AppContext, record: StateRecord, cancel: CancelOrder) -> I
         ReviewPolicy(ctx.settings.review_amount_threshold_cents),
     )
     if decision.action is not Action.COMPENSATE:
-        owed = publish_or_owe(
+        owed = publish_status_or_owe(
             ctx.sender,
             reply_to=record.reply_to,
             order_id=record.order_id,

@@ -24,7 +24,7 @@ from domain import transitions
 from domain.records import StateRecord
 from domain.states import ProcessState
 from notifications.alerts import raise_alert, raise_alert_after_write
-from notifications.status import publish_or_owe
+from notifications.status import publish_status_or_owe
 from observability.events import app_event, state_transition
 from orchestrators.starter import try_claim
 from submission.cancellation import cancel_order
@@ -74,7 +74,7 @@ def submit_order(ctx: AppContext, order: OrderSubmitted) -> IntakeResult:
     now = ctx.clock.now()
     state = ctx.states.get(order.order_id)
     if state is None and _pending_full(ctx) and ctx.orders.get(order.order_id) is None:
-        owed = publish_or_owe(
+        owed = publish_status_or_owe(
             ctx.sender,
             reply_to=order.reply_to,
             order_id=order.order_id,
@@ -123,7 +123,7 @@ def submit_order(ctx: AppContext, order: OrderSubmitted) -> IntakeResult:
     if state.process_state is ProcessState.PENDING and state.attempt == 0:
         # (Re)announce: a redelivery repeats it; MessageId collapses duplicates. A failed send never
         # abandons the accepted order: the status goes to the courier instead.
-        owed = publish_or_owe(
+        owed = publish_status_or_owe(
             ctx.sender, reply_to=state.reply_to, order_id=order.order_id, status="Received", attempt=0, at=now
         )
     claim = try_claim(ctx, state) if created else None

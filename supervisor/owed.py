@@ -33,7 +33,7 @@ from domain.records import HistoryEntry, StateRecord
 from domain.states import ProcessState
 from domain.transitions import SUPERVISOR
 from notifications.alerts import Severity, raise_alert
-from notifications.status import publish_record_status
+from notifications.status import publish_status
 from observability.events import app_event
 
 log = logging.getLogger("supervisor")
@@ -82,7 +82,7 @@ def _summary(record: StateRecord, kind: str) -> str:
 
 def send_owed(ctx: AppContext, record: StateRecord) -> bool:
     """Sends the alert and the status ``record`` owes; True when both went out (or the status has
-    nowhere to go: no reply queue, or a queue that refuses it, which ``publish_record_status``
+    nowhere to go: no reply queue, or a queue that refuses it, which ``publish_status``
     logs and alerts on its own). A failed send is logged and left owed."""
     owed = _owed_by(record)
     if owed is None:
@@ -100,7 +100,15 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
             discriminator=record.attempt,
             details=_details(record, entry),
         )
-        publish_record_status(ctx.sender, record, status, now, record.last_error)
+        publish_status(
+            ctx.sender,
+            reply_to=record.reply_to,
+            order_id=record.order_id,
+            status=status,
+            attempt=record.attempt,
+            at=now,
+            reason=record.last_error,
+        )
     except SendError as exc:
         app_event(
             "AlertSendFailed",

@@ -123,5 +123,5 @@ def compensation_round(ctx: AppContext, owner: str, round_number: int) -> list[d
         replies.append(reply)
     assert compensation_steps.finish_compensation(ctx, fenced)["owned"]
     # then, as the orchestration does after the fenced write, tell the submitter
-    scheduler_steps.publish_order_status(ctx, {"orderId": "o1", "status": "Compensated", "attempt": round_number})
+    scheduler_steps.publish_status(ctx, {"orderId": "o1", "status": "Compensated", "attempt": round_number})
     return replies
