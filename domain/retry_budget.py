@@ -1,5 +1,6 @@
 """The end-to-end retry budget: how many times, at worst, one order makes the same call to one
-remote service (one action, one idempotency key). Pure arithmetic over the settings.
+remote service (one action, one idempotency key). Pure arithmetic over the values of the settings
+named below: the caller passes them in (the domain reads no setting and no queue configuration).
 
 Every layer that can repeat a call, outermost first (the README has the full table):
 
@@ -27,9 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from contracts.names import QUEUE_MAX_DELIVERY_COUNT
 from domain.workflow import Transport
-from settings import Settings
 
 # ``domain.retry.exponential_backoff`` draws its jitter from [MIN_JITTER, 1.0] of the nominal delay.
 MIN_JITTER = 0.5
@@ -66,17 +65,6 @@ class RetryBudget:
     agent_retry_base: timedelta
     agent_retry_max: timedelta
     step_timeout: timedelta
-
-    @classmethod
-    def from_settings(cls, settings: Settings, max_delivery_count: int = QUEUE_MAX_DELIVERY_COUNT) -> RetryBudget:
-        return cls(
-            supervisor_attempts=settings.max_failures,
-            deliveries_per_request=max_delivery_count,
-            agent_attempts=settings.agent_max_attempts,
-            agent_retry_base=settings.agent_retry_base,
-            agent_retry_max=settings.agent_retry_max,
-            step_timeout=settings.step_timeout,
-        )
 
     def deliveries(self, transport: Transport) -> int:
         return self.deliveries_per_request if transport is Transport.SERVICE_BUS else 1

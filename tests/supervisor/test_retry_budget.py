@@ -15,8 +15,20 @@ from settings import Settings
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def budget_of(settings: Settings, max_delivery_count: int = QUEUE_MAX_DELIVERY_COUNT) -> RetryBudget:
+    """The budget of these settings (the domain reads no setting: the caller passes the values)."""
+    return RetryBudget(
+        supervisor_attempts=settings.max_failures,
+        deliveries_per_request=max_delivery_count,
+        agent_attempts=settings.agent_max_attempts,
+        agent_retry_base=settings.agent_retry_base,
+        agent_retry_max=settings.agent_retry_max,
+        step_timeout=settings.step_timeout,
+    )
+
+
 def budget(**overrides: str) -> RetryBudget:
-    return RetryBudget.from_settings(Settings.from_env({}, **overrides))
+    return budget_of(Settings.from_env({}, **overrides))
 
 
 def test_default_worst_case_is_within_the_documented_budget():
@@ -31,7 +43,7 @@ def test_default_worst_case_is_within_the_documented_budget():
 def test_each_layer_bounds_the_product():
     assert budget(MAX_FAILURES="5").worst_case_calls() == 5 * QUEUE_MAX_DELIVERY_COUNT * 4
     assert budget(AGENT_MAX_ATTEMPTS="2").worst_case_calls() == 3 * QUEUE_MAX_DELIVERY_COUNT * 2
-    assert RetryBudget.from_settings(Settings.from_env({}), max_delivery_count=1).worst_case_calls() == 12
+    assert budget_of(Settings.from_env({}), max_delivery_count=1).worst_case_calls() == 12
     assert budget().worst_case_calls(Transport.IN_PROCESS) == 3 * 1 * 4
 
 
