@@ -9,15 +9,107 @@ Connection settings follow the Functions identity-based convention (``<Conn>__fu
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from domain.circuit import CircuitPolicy
 
 Where = Literal["both", "azure", "local", "platform"]
+
+
+@dataclass(frozen=True)
+class Kind[T]:
+    """How the text of a setting is read: ``read`` returns the typed value, or None for a text it refuses."""
+
+    expected: str  # what a valid value looks like, for the start-up error
+    read: Callable[[str], T | None]
+    # Values it refuses (the settings tests try each on every setting of this kind); empty: any text is valid.
+    refuses: tuple[str, ...] = ()
+
+
+def _integer(text: str, minimum: int) -> int | None:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        return None
+    return value if value >= minimum else None
+
+
+def count(minimum: int) -> Kind[int]:
+    return Kind(f"an integer >= {minimum}", lambda text: _integer(text, minimum), ("x", "1.5", str(minimum - 1)))
+
+
+def _duration(unit: str, minimum: int) -> Kind[timedelta]:
+    def read(text: str) -> timedelta | None:
+        value = _integer(text, minimum)
+        return None if value is None else timedelta(**{unit: value})
+
+    return Kind(f"a whole number of {unit} >= {minimum}", read, ("x", "1.5", str(minimum - 1)))
+
+
+def seconds(minimum: int) -> Kind[timedelta]:
+    return _duration("seconds", minimum)
+
+
+def minutes(minimum: int) -> Kind[timedelta]:
+    return _duration("minutes", minimum)
+
+
+def milliseconds(minimum: int) -> Kind[timedelta]:
+    return _duration("milliseconds", minimum)
+
+
+def choice(*options: str) -> Kind[str]:
+    def read(text: str) -> str | None:
+        value = text.strip().lower()
+        return value if value in options else None
+
+    return Kind("one of " + ", ".join(options), read, ("", "sometimes"))
+
+
+def _bool(text: str) -> bool | None:
+    return {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(text.strip().lower())
+
+
+def _url(text: str) -> str | None:
+    value = text.strip()
+    scheme, sep, rest = value.partition("://")
+    return value if sep and scheme in ("http", "https") and rest and not any(c.isspace() for c in rest) else None
+
+
+def _optional_url(text: str) -> str | None:
+    return "" if not text.strip() else _url(text)
+
+
+def _ncrontab(text: str) -> str | None:
+    # The Functions host's six-field NCRONTAB ({second} {minute} {hour} {day} {month} {day-of-week}). The host
+    # reads the schedules itself (%NAME% in the timer bindings); checking their shape here makes a bad one fail
+    # when the app starts, as every other setting does, instead of only disabling that timer.
+    fields = text.split()
+    allowed = set("0123456789*/,-") | set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+    return text if len(fields) == 6 and all(set(f) <= allowed for f in fields) else None
+
+
+def _name(text: str) -> str | None:
+    return text if text.strip() and text == text.strip() else None
+
+
+TEXT: Kind[str] = Kind("any text", lambda text: text)
+NAME: Kind[str] = Kind("a non-empty name without surrounding spaces", _name, ("", " scheduler"))
+BOOL: Kind[bool] = Kind("true or false", _bool, ("", "maybe"))
+URL: Kind[str] = Kind("an http:// or https:// URL", _url, ("", "localhost:8081", "ftp://host"))
+OPTIONAL_URL: Kind[str] = Kind("empty or an http:// or https:// URL", _optional_url, ("localhost:8081", "ftp://host"))
+NCRONTAB: Kind[str] = Kind(
+    "a six-field NCRONTAB expression ({second} {minute} {hour} {day} {month} {day-of-week})",
+    _ncrontab,
+    ("", "*/5 * * * *", "every minute"),
+)
+# Set by App Service, not by us: "True" when Easy Auth is on; any other text means off (never refused, so a
+# platform value we do not know cannot stop the app).
+PLATFORM_FLAG: Kind[bool] = Kind("`True` or anything else", lambda text: text.strip().lower() == "true")
 
 
 @dataclass(frozen=True)
@@ -28,6 +120,14 @@ class Setting:
     # "azure": only a deployed app sets it; "local": only local runs (emulators); "platform": App Service
     # sets it itself (never in the Bicep or local.settings.json)
     where: Where = "both"
+    kind: Kind[Any] = TEXT
+
+    def parse(self, text: str) -> Any:
+        """The typed value of ``text``, or SettingsError naming this setting and what it expects."""
+        value = self.kind.read(text)
+        if value is None:
+            raise SettingsError(f"{self.name}={text!r} is not valid: expected {self.kind.expected}")
+        return value
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -37,152 +137,219 @@ SETTINGS: tuple[Setting, ...] = (
         "",
         "Service Bus namespace host name (identity-based connection, used in Azure).",
         where="azure",
+        kind=TEXT,
     ),
     Setting(
         "ServiceBusConnection__credential",
         "",
         "`managedidentity` in Azure: the triggers and the SDK use the managed identity.",
         where="azure",
+        kind=TEXT,
     ),
     Setting(
         "ServiceBusConnection__clientId",
         "",
         "Client id of the user-assigned managed identity for Service Bus.",
         where="azure",
+        kind=TEXT,
     ),
     Setting(
         "ServiceBusConnection",
         "",
         "Service Bus connection string: local emulator only (production uses the identity).",
         where="local",
+        kind=TEXT,
     ),
-    Setting("COSMOS_ENDPOINT", "https://localhost:8081", "Cosmos DB account endpoint."),
+    Setting("COSMOS_ENDPOINT", "https://localhost:8081", "Cosmos DB account endpoint.", kind=URL),
     Setting(
         "COSMOS_KEY",
         "",
         "Cosmos DB key: local emulator only. Empty in Azure, where the managed identity is used.",
         where="local",
-    ),
-    Setting("COSMOS_DATABASE", "scheduler", "Cosmos DB database holding the `orders` and `state` containers."),
-    Setting(
-        "COSMOS_VERIFY_TLS", "true", "`false` only for the local emulator's self-signed certificate.", where="local"
+        kind=TEXT,
     ),
     Setting(
-        "AZURE_CLIENT_ID", "", "Client id of the user-assigned managed identity (Cosmos DB, telemetry).", where="azure"
+        "COSMOS_DATABASE", "scheduler", "Cosmos DB database holding the `orders` and `state` containers.", kind=NAME
+    ),
+    Setting(
+        "COSMOS_VERIFY_TLS",
+        "true",
+        "`false` only for the local emulator's self-signed certificate.",
+        where="local",
+        kind=BOOL,
+    ),
+    Setting(
+        "AZURE_CLIENT_ID",
+        "",
+        "Client id of the user-assigned managed identity (Cosmos DB, telemetry).",
+        where="azure",
+        kind=TEXT,
     ),
     Setting(
         "APPLICATIONINSIGHTS_CONNECTION_STRING",
         "",
         "Application Insights connection string; telemetry export is off when empty.",
+        kind=TEXT,
     ),
     Setting(
         "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
         "",
         "`Authorization=AAD;ClientId=<id>`: telemetry authenticates with the managed identity.",
         where="azure",
+        kind=TEXT,
     ),
     Setting(
         "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY",
         "false",
         "`false`: the Python worker does not set up its own Azure Monitor export; the app does "
         "(observability/setup.py, docs/observability.md).",
+        kind=BOOL,
     ),
     Setting(
         "PYTHON_ENABLE_OPENTELEMETRY",
         "true",
         "`true`: the worker tells the host that telemetry leaves from the worker, so the host (host.json "
         "`telemetryMode: OpenTelemetry`) does not export forwarded logs a second time.",
+        kind=BOOL,
     ),
     # Intake and starter
-    Setting("MAX_PENDING", "1000", "Submission rejects new orders while this many are Pending."),
-    Setting("MAX_IN_FLIGHT", "200", "The starter claims nothing while this many orders are Processing."),
-    Setting("STATE_COUNT_CACHE_SECONDS", "5", "How long the Pending/Processing counts behind the two caps are cached."),
+    Setting("MAX_PENDING", "1000", "Submission rejects new orders while this many are Pending.", kind=count(1)),
+    Setting("MAX_IN_FLIGHT", "200", "The starter claims nothing while this many orders are Processing.", kind=count(1)),
+    Setting(
+        "STATE_COUNT_CACHE_SECONDS",
+        "5",
+        "How long the Pending/Processing counts behind the two caps are cached.",
+        kind=seconds(0),
+    ),
     Setting(
         "START_GRACE_SECONDS",
         "60",
         "completeBy of a fresh claim: the orchestration must start its first step within this.",
+        kind=seconds(1),
     ),
-    Setting("STARTER_BATCH_SIZE", "50", "Pending records the starter sweep claims per run at most."),
-    Setting("STARTER_SCHEDULE", "*/20 * * * * *", "NCRONTAB schedule of the starter sweep (safety net)."),
+    Setting("STARTER_BATCH_SIZE", "50", "Pending records the starter sweep claims per run at most.", kind=count(1)),
+    Setting(
+        "STARTER_SCHEDULE", "*/20 * * * * *", "NCRONTAB schedule of the starter sweep (safety net).", kind=NCRONTAB
+    ),
     # Scheduler and agents
-    Setting("STEP_TIMEOUT_SECONDS", "60", "Deadline of each workflow step (completeBy = step start + this)."),
-    Setting("AGENT_MAX_ATTEMPTS", "4", "Calls an agent makes to its remote service per request, at most."),
-    Setting("AGENT_RETRY_BASE_MS", "500", "First backoff of an agent's transient-failure retries (doubles)."),
-    Setting("AGENT_RETRY_MAX_MS", "8000", "Cap of an agent's retry backoff."),
-    Setting("INVENTORY_SERVICE_URL", "", "Real inventory service; empty = built-in simulator."),
-    Setting("PAYMENT_SERVICE_URL", "", "Real payment service; empty = built-in simulator."),
-    Setting("SHIPPING_SERVICE_URL", "", "Real shipping service; empty = built-in simulator."),
+    Setting(
+        "STEP_TIMEOUT_SECONDS",
+        "60",
+        "Deadline of each workflow step (completeBy = step start + this).",
+        kind=seconds(1),
+    ),
+    Setting(
+        "AGENT_MAX_ATTEMPTS", "4", "Calls an agent makes to its remote service per request, at most.", kind=count(1)
+    ),
+    Setting(
+        "AGENT_RETRY_BASE_MS",
+        "500",
+        "First backoff of an agent's transient-failure retries (doubles).",
+        kind=milliseconds(0),
+    ),
+    Setting("AGENT_RETRY_MAX_MS", "8000", "Cap of an agent's retry backoff.", kind=milliseconds(0)),
+    Setting("INVENTORY_SERVICE_URL", "", "Real inventory service; empty = built-in simulator.", kind=OPTIONAL_URL),
+    Setting("PAYMENT_SERVICE_URL", "", "Real payment service; empty = built-in simulator.", kind=OPTIONAL_URL),
+    Setting("SHIPPING_SERVICE_URL", "", "Real shipping service; empty = built-in simulator.", kind=OPTIONAL_URL),
     Setting(
         "PAYMENT_BACKUP_SERVICE_URL",
         "",
         "Real second payment provider (the fallback agent `payment-backup`); empty = built-in simulator.",
+        kind=OPTIONAL_URL,
     ),
     # Compensation and human review
     Setting(
         "REVIEW_AMOUNT_THRESHOLD_CENTS",
         "100000",
         "An order of at least this total pauses for human review instead of compensating on its own; 0 = never.",
+        kind=count(0),
     ),
     Setting(
         "REVIEW_TIMEOUT_SECONDS",
         "86400",
         "How long a paused order waits for the operator's ReviewDecision before the default action.",
+        kind=seconds(1),
     ),
     Setting(
         "REVIEW_DEFAULT_ACTION",
         "compensate",
         "What a review that times out does: `compensate`, `retry` (the step again) or `alternative` (its fallback).",
+        kind=choice("compensate", "retry", "alternative"),
     ),
     # Supervisor
-    Setting("SUPERVISOR_SCHEDULE", "*/30 * * * * *", "NCRONTAB schedule of the supervisor."),
-    Setting("MAX_FAILURES", "3", "Failed attempts after which an order goes to Error and an operator is alerted."),
-    Setting("RETRY_BACKOFF_BASE_SECONDS", "10", "Backoff before the first supervisor retry (doubles each time)."),
-    Setting("RETRY_BACKOFF_MAX_SECONDS", "300", "Cap of the supervisor's retry backoff."),
-    Setting("SUPERVISOR_MAX_RECORDS", "100", "Expired records one supervisor run recovers at most."),
-    Setting("SUPERVISOR_PAGE_SIZE", "25", "Page size of the supervisor's scan."),
+    Setting("SUPERVISOR_SCHEDULE", "*/30 * * * * *", "NCRONTAB schedule of the supervisor.", kind=NCRONTAB),
+    Setting(
+        "MAX_FAILURES",
+        "3",
+        "Failed attempts after which an order goes to Error and an operator is alerted.",
+        kind=count(1),
+    ),
+    Setting(
+        "RETRY_BACKOFF_BASE_SECONDS",
+        "10",
+        "Backoff before the first supervisor retry (doubles each time).",
+        kind=seconds(0),
+    ),
+    Setting("RETRY_BACKOFF_MAX_SECONDS", "300", "Cap of the supervisor's retry backoff.", kind=seconds(0)),
+    Setting("SUPERVISOR_MAX_RECORDS", "100", "Expired records one supervisor run recovers at most.", kind=count(1)),
+    Setting("SUPERVISOR_PAGE_SIZE", "25", "Page size of the supervisor's scan.", kind=count(1)),
     Setting(
         "SUPERVISOR_WINDOW_MINUTES",
         "60",
         "The regular scan looks at completeBy no older than this; a catch-up pass takes the rest.",
+        kind=minutes(1),
     ),
-    Setting("SUPERVISOR_CATCHUP_EVERY", "10", "Every Nth supervisor run also scans beyond the window."),
+    Setting("SUPERVISOR_CATCHUP_EVERY", "10", "Every Nth supervisor run also scans beyond the window.", kind=count(1)),
     # Dependency health (circuit breakers shared across orders, domain/circuit.py)
     Setting(
         "CIRCUIT_FAILURE_THRESHOLD",
         "8",
         "Consecutive transient failures of one remote service (any orders) that open its circuit.",
+        kind=count(1),
     ),
     Setting(
         "CIRCUIT_COOLDOWN_SECONDS",
         "30",
         "An open circuit lets a probe through after this long; doubles after each failed probe.",
+        kind=seconds(1),
     ),
-    Setting("CIRCUIT_COOLDOWN_MAX_SECONDS", "240", "Cap of the doubling cool-down between probes."),
-    Setting("CIRCUIT_PROBES", "1", "Calls a half-open circuit lets through at once to probe the service."),
+    Setting("CIRCUIT_COOLDOWN_MAX_SECONDS", "240", "Cap of the doubling cool-down between probes.", kind=seconds(1)),
+    Setting(
+        "CIRCUIT_PROBES", "1", "Calls a half-open circuit lets through at once to probe the service.", kind=count(1)
+    ),
     Setting(
         "MAX_OUTAGE_WAIT_MINUTES",
         "60",
         "How long an order waits out an open dependency (its retry budget untouched) before it escalates anyway.",
+        kind=minutes(0),
     ),
     # Deferral (out-of-order messages on the orders queue)
     Setting(
         "DEFER_RETRY_DELAY_SECONDS",
         "30",
         "A message deferred because a dependency was unavailable is tried again this long after (RetryDeferred).",
+        kind=seconds(1),
     ),
     Setting(
         "DEFER_MAX_ROUNDS",
         "3",
         "RetryDeferred rounds of a message whose dependency stays unavailable before it is dead-lettered "
         "(each fetch counts as a delivery: fewer than the queue's max delivery count).",
+        kind=count(1),
     ),
-    Setting("PEEK_SWEEP_SCHEDULE", "0 */5 * * * *", "NCRONTAB schedule of the peek sweep over deferred messages."),
+    Setting(
+        "PEEK_SWEEP_SCHEDULE",
+        "0 */5 * * * *",
+        "NCRONTAB schedule of the peek sweep over deferred messages.",
+        kind=NCRONTAB,
+    ),
     Setting(
         "PEEK_SWEEP_AGE_MINUTES",
         "10",
         "The peek sweep looks only at deferred messages enqueued at least this long ago.",
+        kind=minutes(0),
     ),
-    Setting("PEEK_SWEEP_MAX_MESSAGES", "500", "Messages one peek sweep run peeks at most."),
+    Setting("PEEK_SWEEP_MAX_MESSAGES", "500", "Messages one peek sweep run peeks at most.", kind=count(1)),
     # Operator API and console (operations/)
     Setting(
         "WEBSITE_AUTH_ENABLED",
@@ -190,12 +357,14 @@ SETTINGS: tuple[Setting, ...] = (
         "Set by App Service itself (never by you) to `True` when its authentication (Easy Auth) is on; "
         "without it the ops API refuses every request.",
         where="platform",
+        kind=PLATFORM_FLAG,
     ),
     Setting(
         "WEBSITE_SITE_NAME",
         "",
         "Set by App Service itself: the app's name. When set, `OPS_LOCAL_PRINCIPAL` is ignored.",
         where="platform",
+        kind=TEXT,
     ),
     Setting(
         "OPS_LOCAL_PRINCIPAL",
@@ -203,186 +372,132 @@ SETTINGS: tuple[Setting, ...] = (
         "Local development only: the operator the ops API acts as, `name:Orders.Read,Orders.Operate`; empty = "
         "every request refused. Ignored on App Service and when platform authentication is on.",
         where="local",
+        kind=TEXT,
     ),
 )
 
-_DEFAULTS: dict[str, str] = {s.name: s.default for s in SETTINGS}
-
 
 class SettingsError(ValueError):
-    """A setting has a value the app cannot use."""
+    """A setting has a value the app cannot use (the message names it and says what is expected)."""
+
+
+_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+def _from(name: str) -> dict[str, str]:
+    """The metadata of a ``Settings`` field holding the parsed value of the declared setting ``name``."""
+    return {"setting": name}
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Typed view of the app settings. Build it with ``Settings.from_env()``."""
+    """The app settings, parsed and checked once: build it with ``Settings.from_env()``, which raises
+    ``SettingsError`` naming every setting whose value the app cannot use. Each field holds the typed value
+    of one declaration in ``SETTINGS`` (a test checks the two match)."""
 
-    values: Mapping[str, str] = field(default_factory=dict)
+    # Connections
+    service_bus_namespace: str = field(metadata=_from("ServiceBusConnection__fullyQualifiedNamespace"))
+    service_bus_credential: str = field(metadata=_from("ServiceBusConnection__credential"))
+    service_bus_client_id: str = field(metadata=_from("ServiceBusConnection__clientId"))
+    service_bus_connection_string: str = field(metadata=_from("ServiceBusConnection"))
+    cosmos_endpoint: str = field(metadata=_from("COSMOS_ENDPOINT"))
+    cosmos_key: str = field(metadata=_from("COSMOS_KEY"))
+    cosmos_database: str = field(metadata=_from("COSMOS_DATABASE"))
+    cosmos_verify_tls: bool = field(metadata=_from("COSMOS_VERIFY_TLS"))
+    azure_client_id: str = field(metadata=_from("AZURE_CLIENT_ID"))
+    applicationinsights_connection_string: str = field(metadata=_from("APPLICATIONINSIGHTS_CONNECTION_STRING"))
+    applicationinsights_authentication_string: str = field(metadata=_from("APPLICATIONINSIGHTS_AUTHENTICATION_STRING"))
+    worker_telemetry_enabled: bool = field(metadata=_from("PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY"))
+    worker_opentelemetry_enabled: bool = field(metadata=_from("PYTHON_ENABLE_OPENTELEMETRY"))
+    # Intake and starter
+    max_pending: int = field(metadata=_from("MAX_PENDING"))
+    max_in_flight: int = field(metadata=_from("MAX_IN_FLIGHT"))
+    state_count_cache: timedelta = field(metadata=_from("STATE_COUNT_CACHE_SECONDS"))
+    start_grace: timedelta = field(metadata=_from("START_GRACE_SECONDS"))
+    starter_batch_size: int = field(metadata=_from("STARTER_BATCH_SIZE"))
+    starter_schedule: str = field(metadata=_from("STARTER_SCHEDULE"))
+    # Scheduler and agents
+    step_timeout: timedelta = field(metadata=_from("STEP_TIMEOUT_SECONDS"))
+    agent_max_attempts: int = field(metadata=_from("AGENT_MAX_ATTEMPTS"))
+    agent_retry_base: timedelta = field(metadata=_from("AGENT_RETRY_BASE_MS"))
+    agent_retry_max: timedelta = field(metadata=_from("AGENT_RETRY_MAX_MS"))
+    inventory_service_url: str = field(metadata=_from("INVENTORY_SERVICE_URL"))
+    payment_service_url: str = field(metadata=_from("PAYMENT_SERVICE_URL"))
+    shipping_service_url: str = field(metadata=_from("SHIPPING_SERVICE_URL"))
+    payment_backup_service_url: str = field(metadata=_from("PAYMENT_BACKUP_SERVICE_URL"))
+    # Compensation and human review
+    review_amount_threshold_cents: int = field(metadata=_from("REVIEW_AMOUNT_THRESHOLD_CENTS"))
+    review_timeout: timedelta = field(metadata=_from("REVIEW_TIMEOUT_SECONDS"))
+    review_default_action: str = field(metadata=_from("REVIEW_DEFAULT_ACTION"))
+    # Supervisor
+    supervisor_schedule: str = field(metadata=_from("SUPERVISOR_SCHEDULE"))
+    max_failures: int = field(metadata=_from("MAX_FAILURES"))
+    retry_backoff_base: timedelta = field(metadata=_from("RETRY_BACKOFF_BASE_SECONDS"))
+    retry_backoff_max: timedelta = field(metadata=_from("RETRY_BACKOFF_MAX_SECONDS"))
+    supervisor_max_records: int = field(metadata=_from("SUPERVISOR_MAX_RECORDS"))
+    supervisor_page_size: int = field(metadata=_from("SUPERVISOR_PAGE_SIZE"))
+    supervisor_window: timedelta = field(metadata=_from("SUPERVISOR_WINDOW_MINUTES"))
+    supervisor_catchup_every: int = field(metadata=_from("SUPERVISOR_CATCHUP_EVERY"))
+    # Dependency health
+    circuit_failure_threshold: int = field(metadata=_from("CIRCUIT_FAILURE_THRESHOLD"))
+    circuit_cooldown: timedelta = field(metadata=_from("CIRCUIT_COOLDOWN_SECONDS"))
+    circuit_cooldown_max: timedelta = field(metadata=_from("CIRCUIT_COOLDOWN_MAX_SECONDS"))
+    circuit_probes: int = field(metadata=_from("CIRCUIT_PROBES"))
+    max_outage_wait: timedelta = field(metadata=_from("MAX_OUTAGE_WAIT_MINUTES"))
+    # Deferral
+    defer_retry_delay: timedelta = field(metadata=_from("DEFER_RETRY_DELAY_SECONDS"))
+    defer_max_rounds: int = field(metadata=_from("DEFER_MAX_ROUNDS"))
+    peek_sweep_schedule: str = field(metadata=_from("PEEK_SWEEP_SCHEDULE"))
+    peek_sweep_age: timedelta = field(metadata=_from("PEEK_SWEEP_AGE_MINUTES"))
+    peek_sweep_max_messages: int = field(metadata=_from("PEEK_SWEEP_MAX_MESSAGES"))
+    # Operator API and console
+    website_auth_enabled: bool = field(metadata=_from("WEBSITE_AUTH_ENABLED"))
+    website_site_name: str = field(metadata=_from("WEBSITE_SITE_NAME"))
+    ops_local_principal: str = field(metadata=_from("OPS_LOCAL_PRINCIPAL"))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: str) -> Settings:
+        """The settings of ``env`` (default: the process environment; a missing name takes its default), with
+        ``overrides`` on top. Raises SettingsError for an unknown override or, naming each, every value the app
+        cannot use."""
         source = os.environ if env is None else env
-        values = {name: source.get(name, default) for name, default in _DEFAULTS.items()}
-        for key, value in overrides.items():
-            if key not in _DEFAULTS:
-                raise SettingsError(f"unknown setting {key!r}")
-            values[key] = value
-        return cls(values)
-
-    def raw(self, name: str) -> str:
-        if name not in _DEFAULTS:
-            raise SettingsError(f"unknown setting {name!r}")
-        return self.values.get(name, _DEFAULTS[name])
-
-    def _int(self, name: str, minimum: int = 0) -> int:
-        text = self.raw(name)
-        try:
-            value = int(text)
-        except ValueError:
-            raise SettingsError(f"{name} must be an integer, got {text!r}") from None
-        if value < minimum:
-            raise SettingsError(f"{name} must be >= {minimum}, got {value}")
-        return value
-
-    def _bool(self, name: str) -> bool:
-        return self.raw(name).strip().lower() not in ("false", "0", "no", "")
-
-    # Intake and starter
-    @property
-    def max_pending(self) -> int:
-        return self._int("MAX_PENDING", 1)
-
-    @property
-    def max_in_flight(self) -> int:
-        return self._int("MAX_IN_FLIGHT", 1)
-
-    @property
-    def state_count_cache(self) -> timedelta:
-        return timedelta(seconds=self._int("STATE_COUNT_CACHE_SECONDS"))
-
-    @property
-    def start_grace(self) -> timedelta:
-        return timedelta(seconds=self._int("START_GRACE_SECONDS", 1))
-
-    @property
-    def starter_batch_size(self) -> int:
-        return self._int("STARTER_BATCH_SIZE", 1)
-
-    # Scheduler and agents
-    @property
-    def step_timeout(self) -> timedelta:
-        return timedelta(seconds=self._int("STEP_TIMEOUT_SECONDS", 1))
-
-    @property
-    def agent_max_attempts(self) -> int:
-        return self._int("AGENT_MAX_ATTEMPTS", 1)
-
-    @property
-    def agent_retry_base(self) -> timedelta:
-        return timedelta(milliseconds=self._int("AGENT_RETRY_BASE_MS"))
-
-    @property
-    def agent_retry_max(self) -> timedelta:
-        return timedelta(milliseconds=self._int("AGENT_RETRY_MAX_MS"))
+        unknown = sorted(set(overrides) - set(_BY_NAME))
+        if unknown:
+            raise SettingsError("unknown setting " + ", ".join(repr(name) for name in unknown))
+        texts = {s.name: source.get(s.name, s.default) for s in SETTINGS} | overrides
+        parsed: dict[str, Any] = {}
+        problems: list[str] = []
+        for setting in SETTINGS:
+            try:
+                parsed[setting.name] = setting.parse(texts[setting.name])
+            except SettingsError as error:
+                problems.append(str(error))
+        if problems:
+            raise SettingsError("; ".join(problems))
+        return cls(**{f.name: parsed[f.metadata["setting"]] for f in fields(cls)})
 
     def service_url(self, service: str) -> str:
-        return self.raw(f"{service.upper()}_SERVICE_URL")
+        """The URL of the real ``service`` (inventory, payment, shipping, payment_backup); empty: simulated."""
+        urls = {
+            "inventory": self.inventory_service_url,
+            "payment": self.payment_service_url,
+            "shipping": self.shipping_service_url,
+            "payment_backup": self.payment_backup_service_url,
+        }
+        if service not in urls:
+            raise SettingsError(f"unknown setting {service.upper()}_SERVICE_URL")
+        return urls[service]
 
-    # Compensation and human review
-    @property
-    def review_amount_threshold_cents(self) -> int:
-        return self._int("REVIEW_AMOUNT_THRESHOLD_CENTS")
-
-    @property
-    def review_timeout(self) -> timedelta:
-        return timedelta(seconds=self._int("REVIEW_TIMEOUT_SECONDS", 1))
-
-    @property
-    def review_default_action(self) -> str:
-        value = self.raw("REVIEW_DEFAULT_ACTION").strip().lower()
-        if value not in ("compensate", "retry", "alternative"):
-            raise SettingsError(f"REVIEW_DEFAULT_ACTION must be compensate, retry or alternative, got {value!r}")
-        return value
-
-    # Supervisor
-    @property
-    def max_failures(self) -> int:
-        return self._int("MAX_FAILURES", 1)
-
-    @property
-    def retry_backoff_base(self) -> timedelta:
-        return timedelta(seconds=self._int("RETRY_BACKOFF_BASE_SECONDS"))
-
-    @property
-    def retry_backoff_max(self) -> timedelta:
-        return timedelta(seconds=self._int("RETRY_BACKOFF_MAX_SECONDS"))
-
-    @property
-    def supervisor_max_records(self) -> int:
-        return self._int("SUPERVISOR_MAX_RECORDS", 1)
-
-    @property
-    def supervisor_page_size(self) -> int:
-        return self._int("SUPERVISOR_PAGE_SIZE", 1)
-
-    @property
-    def supervisor_window(self) -> timedelta:
-        return timedelta(minutes=self._int("SUPERVISOR_WINDOW_MINUTES", 1))
-
-    @property
-    def supervisor_catchup_every(self) -> int:
-        return self._int("SUPERVISOR_CATCHUP_EVERY", 1)
-
-    # Dependency health
     @property
     def circuit_policy(self) -> CircuitPolicy:
         from domain.circuit import CircuitPolicy
 
-        cooldown = timedelta(seconds=self._int("CIRCUIT_COOLDOWN_SECONDS", 1))
         return CircuitPolicy(
-            threshold=self._int("CIRCUIT_FAILURE_THRESHOLD", 1),
-            cooldown=cooldown,
-            cooldown_max=max(cooldown, timedelta(seconds=self._int("CIRCUIT_COOLDOWN_MAX_SECONDS", 1))),
-            probes=self._int("CIRCUIT_PROBES", 1),
+            threshold=self.circuit_failure_threshold,
+            cooldown=self.circuit_cooldown,
+            cooldown_max=max(self.circuit_cooldown, self.circuit_cooldown_max),
+            probes=self.circuit_probes,
         )
-
-    @property
-    def max_outage_wait(self) -> timedelta:
-        return timedelta(minutes=self._int("MAX_OUTAGE_WAIT_MINUTES"))
-
-    # Deferral
-    @property
-    def defer_retry_delay(self) -> timedelta:
-        return timedelta(seconds=self._int("DEFER_RETRY_DELAY_SECONDS", 1))
-
-    @property
-    def defer_max_rounds(self) -> int:
-        return self._int("DEFER_MAX_ROUNDS", 1)
-
-    @property
-    def peek_sweep_age(self) -> timedelta:
-        return timedelta(minutes=self._int("PEEK_SWEEP_AGE_MINUTES"))
-
-    @property
-    def peek_sweep_max_messages(self) -> int:
-        return self._int("PEEK_SWEEP_MAX_MESSAGES", 1)
-
-    # Connections
-    @property
-    def cosmos_endpoint(self) -> str:
-        return self.raw("COSMOS_ENDPOINT")
-
-    @property
-    def cosmos_key(self) -> str:
-        return self.raw("COSMOS_KEY")
-
-    @property
-    def cosmos_database(self) -> str:
-        return self.raw("COSMOS_DATABASE")
-
-    @property
-    def cosmos_verify_tls(self) -> bool:
-        return self._bool("COSMOS_VERIFY_TLS")
 
 
 def settings_table() -> str:

@@ -251,10 +251,14 @@ def _latency(value: Any, where: str = "cosmos.latency_ms") -> tuple[float, float
 
 def _app_settings(data: Any) -> dict[str, str]:
     """``settings``: app settings (names from ``settings.SETTINGS``) this profile runs with, as strings."""
-    from settings import SETTINGS
+    from settings import SETTINGS, Settings, SettingsError
 
     entries = _check_keys("settings", data, {s.name for s in SETTINGS})
     for name, value in entries.items():
         if not isinstance(value, str):
             raise ProfileError(f"settings.{name} must be a string (as in local.settings.json), got {value!r}")
+    try:
+        Settings.from_env({}, **entries)
+    except SettingsError as error:
+        raise ProfileError(f"settings: {error}") from None
     return dict(entries)

@@ -49,13 +49,13 @@ class Refusal:
 
 
 def platform_auth_enabled(settings: Settings) -> bool:
-    return settings.raw("WEBSITE_AUTH_ENABLED").strip().lower() == "true"
+    return settings.website_auth_enabled
 
 
 def local_principal(settings: Settings) -> Principal | None:
     """The developer principal of ``OPS_LOCAL_PRINCIPAL``, or None (unset, or not a local run)."""
-    text = settings.raw("OPS_LOCAL_PRINCIPAL").strip()
-    if not text or settings.raw("WEBSITE_SITE_NAME").strip() or platform_auth_enabled(settings):
+    text = settings.ops_local_principal.strip()
+    if not text or settings.website_site_name.strip() or platform_auth_enabled(settings):
         return None
     name, _, roles = text.partition(":")
     if not name.strip():

@@ -19,7 +19,7 @@ def create_client(settings: Settings) -> CosmosClient:
         )
     from azure.identity import DefaultAzureCredential
 
-    client_id = settings.raw("AZURE_CLIENT_ID") or None
+    client_id = settings.azure_client_id or None
     credential = DefaultAzureCredential(managed_identity_client_id=client_id)
     return CosmosClient(settings.cosmos_endpoint, credential=credential, connection_verify=settings.cosmos_verify_tls)
 

@@ -15,13 +15,13 @@ if TYPE_CHECKING:
 def create_sdk_client(settings: Settings) -> ServiceBusClient:
     from azure.servicebus import ServiceBusClient
 
-    namespace = settings.raw(f"{SERVICE_BUS_CONNECTION}__fullyQualifiedNamespace")
+    namespace = settings.service_bus_namespace
     if namespace:
         from azure.identity import DefaultAzureCredential
 
-        client_id = settings.raw(f"{SERVICE_BUS_CONNECTION}__clientId") or None
+        client_id = settings.service_bus_client_id or None
         return ServiceBusClient(namespace, DefaultAzureCredential(managed_identity_client_id=client_id))
-    connection_string = settings.raw(SERVICE_BUS_CONNECTION)
+    connection_string = settings.service_bus_connection_string
     if not connection_string:
         raise RuntimeError(
             f"set {SERVICE_BUS_CONNECTION}__fullyQualifiedNamespace (Azure) or {SERVICE_BUS_CONNECTION} (emulator)"

@@ -1,0 +1,114 @@
+"""Settings are parsed and checked once, when they are built: a value the app cannot use fails at start-up
+with a message naming the setting, never in the middle of a run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from settings import SETTINGS, Setting, Settings, SettingsError
+
+ROOT = Path(__file__).resolve().parent.parent
+BAD_VALUES = [
+    pytest.param(setting, bad, id=f"{setting.name}={bad!r}") for setting in SETTINGS for bad in setting.kind.refuses
+]
+FIELDS = {f.metadata["setting"]: f for f in dataclasses.fields(Settings)}
+
+
+def test_every_declared_setting_has_one_typed_field_and_every_field_one_declaration() -> None:
+    declared = [s.name for s in SETTINGS]
+    assert len(declared) == len(set(declared))
+    assert sorted(FIELDS) == sorted(declared)
+
+
+@pytest.mark.parametrize("setting, bad", BAD_VALUES)
+def test_a_bad_value_fails_at_construction_naming_the_setting_and_what_it_expects(setting: Setting, bad: str) -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({setting.name: bad})
+    message = str(raised.value)
+    assert message.startswith(f"{setting.name}={bad!r} is not valid")
+    assert setting.kind.expected in message
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.name)
+def test_every_setting_either_refuses_some_value_or_is_declared_free_text(setting: Setting) -> None:
+    """A new setting gets a kind: either it refuses some values (and the test above tries them) or it takes
+    any text on purpose (connection strings, ids and names read by the platform)."""
+    free_text = setting.kind.expected in ("any text", "`True` or anything else")
+    assert bool(setting.kind.refuses) != free_text
+
+
+def test_defaults_parse_into_their_declared_types() -> None:
+    settings = Settings.from_env({})
+    hints = typing.get_type_hints(Settings)
+    for name, f in FIELDS.items():
+        value = getattr(settings, f.name)
+        assert isinstance(value, hints[f.name]), (name, value)
+    assert settings.max_pending == 1000
+    assert settings.step_timeout == timedelta(seconds=60)
+    assert settings.agent_retry_base == timedelta(milliseconds=500)
+    assert settings.supervisor_window == timedelta(minutes=60)
+    assert settings.cosmos_verify_tls is True
+    assert settings.review_default_action == "compensate"
+    assert settings.service_url("payment_backup") == ""
+
+
+def test_the_local_settings_example_parses() -> None:
+    values = json.loads((ROOT / "local.settings.json.example").read_text())["Values"]
+    settings = Settings.from_env(values)
+    assert settings.cosmos_verify_tls is False
+    assert settings.cosmos_key != ""
+
+
+def test_environment_values_and_overrides_take_the_place_of_defaults() -> None:
+    settings = Settings.from_env(
+        {"MAX_FAILURES": "5", "COSMOS_VERIFY_TLS": "False", "PAYMENT_SERVICE_URL": "https://pay.example.com/v1"},
+        MAX_FAILURES="7",
+        REVIEW_DEFAULT_ACTION="Retry",
+        CIRCUIT_COOLDOWN_SECONDS="50",
+        CIRCUIT_COOLDOWN_MAX_SECONDS="20",
+    )
+    assert settings.max_failures == 7  # the override wins over the environment
+    assert settings.cosmos_verify_tls is False
+    assert settings.review_default_action == "retry"
+    assert settings.service_url("payment") == "https://pay.example.com/v1"
+    policy = settings.circuit_policy
+    assert policy.cooldown == timedelta(seconds=50)
+    assert policy.cooldown_max == timedelta(seconds=50)  # never below the first cool-down
+
+
+def test_every_bad_value_is_reported_at_once() -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({"MAX_PENDING": "many"}, STEP_TIMEOUT_SECONDS="0")
+    assert "MAX_PENDING='many'" in str(raised.value)
+    assert "STEP_TIMEOUT_SECONDS='0'" in str(raised.value)
+
+
+def test_an_unknown_override_or_service_is_refused() -> None:
+    with pytest.raises(SettingsError, match="MAX_PENDNG"):
+        Settings.from_env({}, MAX_PENDNG="1")
+    with pytest.raises(SettingsError, match="BILLING_SERVICE_URL"):
+        Settings.from_env({}).service_url("billing")
+
+
+def test_settings_are_frozen() -> None:
+    settings = Settings.from_env({})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.max_failures = 9  # type: ignore[misc]
+
+
+def test_the_platform_flag_is_never_refused() -> None:
+    assert Settings.from_env({"WEBSITE_AUTH_ENABLED": "True"}).website_auth_enabled is True
+    assert Settings.from_env({"WEBSITE_AUTH_ENABLED": "whatever"}).website_auth_enabled is False
+
+
+def test_a_simulation_profile_with_a_bad_setting_is_refused_when_it_is_loaded() -> None:
+    from localrun.profile import Profile, ProfileError
+
+    with pytest.raises(ProfileError, match="MAX_OUTAGE_WAIT_MINUTES='soon' is not valid"):
+        Profile.parse({"settings": {"MAX_OUTAGE_WAIT_MINUTES": "soon"}})
