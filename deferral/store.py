@@ -10,8 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
-from adapters.cosmos.errors import AlreadyExists, ConcurrencyExhausted, EtagMismatch
-from adapters.cosmos.state_store import _mapped_errors
+from adapters.cosmos.errors import AlreadyExists, ConcurrencyExhausted, EtagMismatch, mapped_errors
 from deferral.records import DeferralDocument, document_id
 
 if TYPE_CHECKING:
@@ -34,7 +33,7 @@ class CosmosDeferralLog:
     def get(self, order_id: str) -> DeferralDocument | None:
         from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
-        with _mapped_errors():
+        with mapped_errors():
             try:
                 doc = self._c.read_item(document_id(order_id), partition_key=order_id)
             except CosmosResourceNotFoundError:
@@ -44,7 +43,7 @@ class CosmosDeferralLog:
     def save(self, doc: DeferralDocument) -> DeferralDocument:
         from azure.core import MatchConditions
 
-        with _mapped_errors():
+        with mapped_errors():
             if doc.etag is None:
                 written = self._c.create_item(doc.to_document())
             else:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from adapters.cosmos.state_store import _mapped_errors, query_page
+from adapters.cosmos.errors import mapped_errors
+from adapters.cosmos.state_store import query_page
 from domain.records import StateRecord
 from domain.states import ProcessState
 
@@ -50,7 +51,7 @@ class CosmosOpsQueries:
             params.append({"name": "@state", "value": state.value})
         query = f"SELECT * FROM c WHERE {where} ORDER BY c.updatedAt DESC"
         size = max(1, min(page_size, MAX_PAGE_SIZE))
-        with _mapped_errors():
+        with mapped_errors():
             docs, token = query_page(self._c, query, params, size, continuation)
         return RecordPage([StateRecord.from_document(d) for d in docs], token)
 
@@ -60,6 +61,6 @@ class CosmosOpsQueries:
             {"name": "@limit", "value": limit},
             {"name": "@state", "value": ProcessState.PROCESSING.value},
         ]
-        with _mapped_errors():
+        with mapped_errors():
             docs = list(self._c.query_items(query, parameters=params, enable_cross_partition_query=True))
         return [StateRecord.from_document(d) for d in docs]

@@ -1,6 +1,10 @@
-"""Store errors the rest of the app understands, independent of the Cosmos SDK."""
+"""Store errors the rest of the app understands, independent of the Cosmos SDK, and ``mapped_errors``:
+the one place the SDK's errors become them."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class StoreError(Exception):
@@ -22,3 +26,24 @@ class AlreadyExists(StoreError):
 
 class ConcurrencyExhausted(StoreError):
     """A fenced update kept losing etag races while still owning the record."""
+
+
+@contextmanager
+def mapped_errors() -> Iterator[None]:
+    """Cosmos SDK errors as store errors: 412 ``EtagMismatch``, 409 ``AlreadyExists``, throttling,
+    timeouts and unavailability ``StoreUnavailable``; anything else unchanged."""
+    from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+    from azure.cosmos import exceptions as cx
+
+    try:
+        yield
+    except cx.CosmosAccessConditionFailedError as exc:
+        raise EtagMismatch(str(exc.message)) from exc
+    except cx.CosmosResourceExistsError as exc:
+        raise AlreadyExists(str(exc.message)) from exc
+    except cx.CosmosHttpResponseError as exc:
+        if exc.status_code in (408, 429, 449, 500, 503):
+            raise StoreUnavailable(f"Cosmos DB {exc.status_code}: {exc.message}") from exc
+        raise
+    except (ServiceRequestError, ServiceResponseError) as exc:
+        raise StoreUnavailable(f"Cosmos DB unreachable: {exc}") from exc

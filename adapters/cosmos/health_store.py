@@ -13,8 +13,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
-from adapters.cosmos.errors import AlreadyExists, ConcurrencyExhausted, EtagMismatch
-from adapters.cosmos.state_store import _mapped_errors
+from adapters.cosmos.errors import AlreadyExists, ConcurrencyExhausted, EtagMismatch, mapped_errors
 from domain.circuit import DependencyHealth, document_id, partition_key
 
 if TYPE_CHECKING:
@@ -37,7 +36,7 @@ class CosmosHealthStore:
     def get(self, dependency: str) -> DependencyHealth | None:
         from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
-        with _mapped_errors():
+        with mapped_errors():
             try:
                 doc = self._c.read_item(document_id(dependency), partition_key=partition_key(dependency))
             except CosmosResourceNotFoundError:
@@ -47,7 +46,7 @@ class CosmosHealthStore:
     def save(self, doc: DependencyHealth) -> DependencyHealth:
         from azure.core import MatchConditions
 
-        with _mapped_errors():
+        with mapped_errors():
             if doc.etag is None:
                 written = self._c.create_item(doc.to_document())
             else:

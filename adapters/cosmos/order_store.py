@@ -5,8 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from adapters.cosmos.errors import AlreadyExists
-from adapters.cosmos.state_store import _mapped_errors
+from adapters.cosmos.errors import AlreadyExists, mapped_errors
 
 if TYPE_CHECKING:
     from azure.cosmos import ContainerProxy
@@ -37,7 +36,7 @@ class CosmosOrderStore:
     def get(self, order_id: str) -> dict[str, Any] | None:
         from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
-        with _mapped_errors():
+        with mapped_errors():
             try:
                 return strip_system_fields(self._c.read_item(order_id, partition_key=order_id))
             except CosmosResourceNotFoundError:
@@ -45,7 +44,7 @@ class CosmosOrderStore:
 
     def create_or_verify(self, order: dict[str, Any]) -> CreateOutcome:
         try:
-            with _mapped_errors():
+            with mapped_errors():
                 self._c.create_item(order)
             return CreateOutcome.CREATED
         except AlreadyExists:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from adapters.cosmos.errors import AlreadyExists, ConcurrencyExhausted, EtagMismatch, StoreUnavailable
+from adapters.cosmos.errors import ConcurrencyExhausted, EtagMismatch, StoreUnavailable, mapped_errors
 from domain.errors import FencingLost, IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
@@ -53,25 +52,6 @@ class StateStore(Protocol):
         ...
 
 
-@contextmanager
-def _mapped_errors() -> Iterator[None]:
-    from azure.core.exceptions import ServiceRequestError, ServiceResponseError
-    from azure.cosmos import exceptions as cx
-
-    try:
-        yield
-    except cx.CosmosAccessConditionFailedError as exc:
-        raise EtagMismatch(str(exc.message)) from exc
-    except cx.CosmosResourceExistsError as exc:
-        raise AlreadyExists(str(exc.message)) from exc
-    except cx.CosmosHttpResponseError as exc:
-        if exc.status_code in (408, 429, 449, 500, 503):
-            raise StoreUnavailable(f"Cosmos DB {exc.status_code}: {exc.message}") from exc
-        raise
-    except (ServiceRequestError, ServiceResponseError) as exc:
-        raise StoreUnavailable(f"Cosmos DB unreachable: {exc}") from exc
-
-
 class CosmosStateStore:
     RECENT_LIMIT = 10_000
 
@@ -104,7 +84,7 @@ class CosmosStateStore:
     def get(self, order_id: str) -> StateRecord | None:
         from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
-        with _mapped_errors():
+        with mapped_errors():
             try:
                 doc = self._c.read_item(order_id, partition_key=order_id)
             except CosmosResourceNotFoundError:
@@ -112,7 +92,7 @@ class CosmosStateStore:
         return self._remember(StateRecord.from_document(doc))
 
     def create(self, record: StateRecord) -> StateRecord:
-        with _mapped_errors():
+        with mapped_errors():
             doc = self._c.create_item(record.to_document())
         return self._remember(StateRecord.from_document(doc))
 
@@ -121,7 +101,7 @@ class CosmosStateStore:
 
         if record.etag is None:
             raise ValueError("a conditional replace needs the etag of the record it was derived from")
-        with _mapped_errors():
+        with mapped_errors():
             doc = self._c.replace_item(
                 record.id, record.to_document(), etag=record.etag, match_condition=MatchConditions.IfNotModified
             )
@@ -137,7 +117,7 @@ class CosmosStateStore:
             {"name": "@pending", "value": ProcessState.PENDING.value},
             {"name": "@now", "value": to_text(now)},
         ]
-        with _mapped_errors():
+        with mapped_errors():
             docs = list(self._c.query_items(query, parameters=params, enable_cross_partition_query=True))
         return [StateRecord.from_document(d) for d in docs]
 
@@ -153,14 +133,14 @@ class CosmosStateStore:
             where += " AND c.completeBy >= @since"
             params.append({"name": "@since", "value": to_text(not_before)})
         query = f"SELECT * FROM c WHERE {where} ORDER BY c.completeBy"
-        with _mapped_errors():
+        with mapped_errors():
             docs, token = query_page(self._c, query, params, page_size, continuation)
             charge = self._charge()
         return Page([StateRecord.from_document(d) for d in docs], token, charge)
 
     def count(self, state: ProcessState) -> int:
         query = "SELECT VALUE COUNT(1) FROM c WHERE c.processState = @state"
-        with _mapped_errors():
+        with mapped_errors():
             result = list(
                 self._c.query_items(
                     query, parameters=[{"name": "@state", "value": state.value}], enable_cross_partition_query=True
