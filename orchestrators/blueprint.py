@@ -10,7 +10,7 @@ import azure.functions as func
 from dependencies import get_context
 from orchestrators import names, starter
 from orchestrators.compensation import compensate_order
-from orchestrators.outcome import Outcome
+from orchestrators.result import OrchestrationResult
 from orchestrators.scheduler import process_order
 from orchestrators.status import deliver_status
 
@@ -18,12 +18,12 @@ bp = df.Blueprint()
 
 
 @bp.orchestration_trigger(context_name="context", orchestration=names.SCHEDULER, input_type=dict)
-def process_order_v1(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Outcome]:
+def process_order_v1(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
     return process_order(context)
 
 
 @bp.orchestration_trigger(context_name="context", orchestration=names.COMPENSATION, input_type=dict)
-def compensate_order_v1(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Outcome]:
+def compensate_order_v1(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
     return compensate_order(context)
 
 

@@ -31,12 +31,12 @@ from domain.compensation import UNDONE, undo_idempotency_key, undo_request_id
 from domain.timefmt import to_text
 from orchestrators import names
 from orchestrators.agent_call import invoke_agent
-from orchestrators.outcome import Outcome, outcome
+from orchestrators.result import OrchestrationResult, orchestration_result
 from orchestrators.state_activity import call_state_activity
 from orchestrators.status import call_publish_status
 
 
-def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Outcome]:
+def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
     started = context.get_input()
     order_id: str = started["orderId"]
     round_number: int = started["round"]
@@ -45,7 +45,7 @@ def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, 
 
     plan = yield from call_state_activity(context, names.LOAD_COMPENSATION, fenced)
     if not plan["owned"]:
-        return outcome("FencingLost", at="load")
+        return orchestration_result("FencingLost", at="load")
     yield from call_publish_status(context, order_id, "Compensating", round_number, plan=plan)
 
     entries: list[dict[str, Any]] = sorted(plan["entries"], key=lambda e: e["seq"], reverse=True)
@@ -60,9 +60,9 @@ def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, 
 
     finished = yield from call_state_activity(context, names.FINISH_COMPENSATION, fenced)
     if not finished["owned"]:
-        return outcome("FencingLost", at="finish")
+        return orchestration_result("FencingLost", at="finish")
     yield from call_publish_status(context, order_id, "Compensated", round_number, plan=plan)
-    return outcome("Compensated", undone=undone)
+    return orchestration_result("Compensated", undone=undone)
 
 
 def _undo_entry(
@@ -71,7 +71,7 @@ def _undo_entry(
     entry: dict[str, Any],
     order_id: str,
     round_number: int,
-) -> Generator[Any, Any, Outcome]:
+) -> Generator[Any, Any, OrchestrationResult]:
     me = context.instance_id
     seq, step_name, agent_name = entry["seq"], entry["step"], entry["agent"]
     fenced = {"orderId": order_id, "instanceId": me, "seq": seq}
@@ -95,20 +95,20 @@ def _undo_entry(
             context, names.BEGIN_UNDO, {"request": request, "agent": agent_name, "seq": seq}
         )
         if not began["owned"]:
-            return outcome("FencingLost", at=f"undo {seq}")
+            return orchestration_result("FencingLost", at=f"undo {seq}")
         reply = yield from invoke_agent(context, agent_name, request, deadline)
         if reply is None:
             # Leave the record alone: the supervisor starts the next round after completeBy.
-            return outcome("DeadlineExpired", seq=seq, step=step_name)
+            return orchestration_result("DeadlineExpired", seq=seq, step=step_name)
         if reply["outcome"] == "succeeded":
             recorded = yield from call_state_activity(context, names.RECORD_UNDO, fenced)
             if not recorded["owned"]:
-                return outcome("FencingLost", at=f"undo {seq}")
-            return outcome("Undone", seq=seq)
+                return orchestration_result("FencingLost", at=f"undo {seq}")
+            return orchestration_result("Undone", seq=seq)
         if reply.get("dependencyOpen"):
             # The service's circuit is open: no call was made. Leave the record alone; the supervisor
             # releases the round to wait the outage out (not counted as a failed round).
-            return outcome("DependencyOpen", seq=seq, step=step_name, error=reply.get("error"))
+            return orchestration_result("DependencyOpen", seq=seq, step=step_name, error=reply.get("error"))
         error = reply.get("error")
         if not reply.get("transient"):
             break
@@ -119,8 +119,8 @@ def _undo_entry(
             error = f"{error} (transient; {tries} tries used up)"
     failed = yield from call_state_activity(context, names.FAIL_COMPENSATION, {**fenced, "error": error})
     if not failed["owned"]:
-        return outcome("FencingLost", at=f"undo {seq}")
+        return orchestration_result("FencingLost", at=f"undo {seq}")
     yield from call_publish_status(
         context, order_id, "CompensationFailed", round_number, f"{step_name}: {error}", plan=plan
     )
-    return outcome("CompensationFailed", seq=seq, step=step_name, error=error)
+    return orchestration_result("CompensationFailed", seq=seq, step=step_name, error=error)

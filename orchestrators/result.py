@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-Outcome = dict[str, Any]
+OrchestrationResult = dict[str, Any]
 
 
-def outcome(result: str, **details: Any) -> Outcome:
+def orchestration_result(result: str, **details: Any) -> OrchestrationResult:
     return {"result": result, **details}

@@ -31,13 +31,13 @@ from domain.timefmt import to_text
 from domain.workflow import STEPS, WORKFLOW, StepKind
 from orchestrators import names
 from orchestrators.agent_call import invoke_agent
-from orchestrators.outcome import Outcome, outcome
 from orchestrators.payment_wait import await_payment, capture_request
+from orchestrators.result import OrchestrationResult, orchestration_result
 from orchestrators.state_activity import call_state_activity
 from orchestrators.status import call_publish_status
 
 
-def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Outcome]:
+def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
     started = context.get_input()
     order_id: str = started["orderId"]
     attempt: int = started["attempt"]
@@ -45,7 +45,7 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
 
     plan = yield from call_state_activity(context, names.LOAD_ORDER, {"orderId": order_id, "instanceId": me})
     if not plan["owned"]:
-        return outcome("FencingLost", at="load")
+        return orchestration_result("FencingLost", at="load")
     order: dict[str, Any] = plan["order"]
     results: dict[str, dict[str, Any]] = dict(plan["completed"])
     step_timeout = timedelta(seconds=plan["stepTimeoutSeconds"])
@@ -78,18 +78,18 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
             }
             began = yield from call_state_activity(context, names.BEGIN_STEP, {"request": request, "agent": agent_name})
             if not began["owned"]:
-                return outcome("FencingLost", at=step.name)
+                return orchestration_result("FencingLost", at=step.name)
             if step.prepaid_action is not None and order.get("prepaid"):
                 # A prepaid order: no charge; capture against the provider's notification.
                 payment = yield from await_payment(context, began, deadline)
                 if payment is None:
-                    return outcome("DeadlineExpired", step=step.name, waitingFor="PaymentNotification")
+                    return orchestration_result("DeadlineExpired", step=step.name, waitingFor="PaymentNotification")
                 request = capture_request(request, step.prepaid_action, payment)
 
             reply = yield from invoke_agent(context, agent_name, request, deadline)
             if reply is None:
                 # The deadline passed first. Leave the record alone: the supervisor recovers it.
-                return outcome("DeadlineExpired", step=step.name)
+                return orchestration_result("DeadlineExpired", step=step.name)
 
             fenced = {"orderId": order_id, "instanceId": me, "step": step.name, "attempt": attempt}
             if reply["outcome"] == "succeeded":
@@ -97,7 +97,7 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
                     context, names.COMPLETE_STEP, {**fenced, "result": reply.get("result") or {}}
                 )
                 if not done["owned"]:
-                    return outcome("FencingLost", at=step.name)
+                    return orchestration_result("FencingLost", at=step.name)
                 results[step.name] = reply.get("result") or {}
                 break
             if reply.get("transient"):
@@ -106,7 +106,7 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
                 yield from call_state_activity(
                     context, names.RELEASE_FOR_RETRY, {**fenced, "error": reply.get("error")}
                 )
-                return outcome("TransientFailure", step=step.name, error=reply.get("error"))
+                return orchestration_result("TransientFailure", step=step.name, error=reply.get("error"))
 
             # A non-transient failure: the decision function says what happens next.
             error = reply.get("error")
@@ -131,7 +131,7 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
                 reviews += 1
                 answer = yield from _await_review(context, fenced, review, error, reason, order, reviews)
                 if answer is None:
-                    return outcome("FencingLost", at="review")
+                    return orchestration_result("FencingLost", at="review")
                 choice, answered = answer
                 reason = f"operator review chose {choice}"
                 if not answered:
@@ -148,21 +148,21 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
                     context, names.REQUEST_COMPENSATION, {**fenced, "error": error, "reason": reason}
                 )
                 if not handed["owned"]:
-                    return outcome("FencingLost", at="compensate")
-                return outcome("CompensationRequested", step=step.name, error=error)
+                    return orchestration_result("FencingLost", at="compensate")
+                return orchestration_result("CompensationRequested", step=step.name, error=error)
             failed = yield from call_state_activity(context, names.FAIL_ORDER, {**fenced, "error": error})
             if not failed["owned"]:
-                return outcome("FencingLost", at="fail")
+                return orchestration_result("FencingLost", at="fail")
             yield from call_publish_status(context, order_id, "Failed", attempt, f"{step.name}: {error}", plan=plan)
-            return outcome("Failed", step=step.name, error=error)
+            return orchestration_result("Failed", step=step.name, error=error)
 
     done = yield from call_state_activity(
         context, names.MARK_PROCESSED, {"orderId": order_id, "instanceId": me, "attempt": attempt}
     )
     if not done["owned"]:
-        return outcome("FencingLost", at="processed")
+        return orchestration_result("FencingLost", at="processed")
     yield from call_publish_status(context, order_id, "Completed", attempt, plan=plan)
-    return outcome("Processed")
+    return orchestration_result("Processed")
 
 
 def _step_request_id(instance: str, step_name: str, agent_name: str, tries: int) -> str:

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 RETRIES_EXHAUSTED = "RetriesExhausted"
 
 
-class Outcome(StrEnum):
+class RecoveryAction(StrEnum):
     RECOVERED = "recovered"  # back to Pending, retried after a backoff
     ESCALATED = "escalated"  # Error, an operator was alerted
     SKIPPED = "skipped"  # someone else moved the record first
@@ -43,7 +43,7 @@ class Outcome(StrEnum):
 @dataclass(frozen=True)
 class RecoveryResult:
     order_id: str
-    outcome: Outcome
+    action: RecoveryAction  # what the supervisor did with the expired attempt
     expired_instance: str | None  # the attempt to terminate (None when skipped)
     record: StateRecord | None = None  # the record as written (None when skipped)
     alert_sent: bool = False
@@ -82,7 +82,7 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
             instanceId=expired,
             reason=type(exc).__name__,
         )
-        return RecoveryResult(record.order_id, Outcome.SKIPPED, None)
+        return RecoveryResult(record.order_id, RecoveryAction.SKIPPED, None)
     if outage is not None and not outage.exceeded:
         app_event(
             "SupervisorOutageWait",
@@ -98,7 +98,7 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
         )
         ctx.counts.bump(ProcessState.PROCESSING, -1)
         ctx.counts.bump(ProcessState.PENDING, +1)
-        return RecoveryResult(written.order_id, Outcome.WAITING, expired, written)
+        return RecoveryResult(written.order_id, RecoveryAction.WAITING, expired, written)
     if written.process_state is ProcessState.COMPENSATING:
         app_event(
             "SupervisorCompensating",
@@ -109,7 +109,7 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
             attempt=written.attempt,
         )
         ctx.counts.bump(ProcessState.PROCESSING, -1)
-        return RecoveryResult(written.order_id, Outcome.COMPENSATING, expired, written)
+        return RecoveryResult(written.order_id, RecoveryAction.COMPENSATING, expired, written)
     if written.process_state is ProcessState.ERROR:
         # The RetriesExhausted alert and the Failed status, owed by the write: sent now and
         # acknowledged, or left owed for the next run's sweep (never lost with a failed send).
@@ -125,7 +125,7 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
             alertSent=sent,
         )
         ctx.counts.bump(ProcessState.PROCESSING, -1)
-        return RecoveryResult(written.order_id, Outcome.ESCALATED, expired, written, alert_sent=sent)
+        return RecoveryResult(written.order_id, RecoveryAction.ESCALATED, expired, written, alert_sent=sent)
     app_event(
         "SupervisorRecovered",
         f"order {written.order_id}: attempt {written.attempt} expired; retry not before {written.complete_by}",
@@ -138,7 +138,7 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
     )
     ctx.counts.bump(ProcessState.PROCESSING, -1)
     ctx.counts.bump(ProcessState.PENDING, +1)
-    return RecoveryResult(written.order_id, Outcome.RECOVERED, expired, written)
+    return RecoveryResult(written.order_id, RecoveryAction.RECOVERED, expired, written)
 
 
 def _order_total(ctx: AppContext, order_id: str) -> int:

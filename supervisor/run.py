@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from adapters.cosmos.errors import StoreUnavailable
 from dependencies import AppContext
 from supervisor.compensation_rounds import CompensationClaims, CompensationStart, claim_due_compensations
+from supervisor.outage import alert_outages
 from supervisor.owed import deliver_due
-from supervisor.recovery import Outcome, recover
+from supervisor.recovery import RecoveryAction, recover
 from supervisor.scan import ScanState, scan_expired
 
 log = logging.getLogger("supervisor")
@@ -31,12 +32,13 @@ class SupervisorReport:
     compensations: list[CompensationStart] = field(default_factory=list)  # rounds claimed, to start
     compensation_failed: int = 0  # stuck compensations that used up their rounds
     notified: int = 0  # failure records whose owed alert and status this run delivered
+    outage_alerts: int = 0  # DependencyOutage / DependencyRecovered alerts this run sent (one per outage each)
 
 
 def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
     """Synchronous (Cosmos SDK calls); the timer trigger runs it in a worker thread."""
     scan = scan_expired(ctx.states, state, ctx.settings, ctx.clock.now())
-    counts = dict.fromkeys(Outcome, 0)
+    counts = dict.fromkeys(RecoveryAction, 0)
     failed = 0
     to_terminate: list[str] = []
     for record in scan.records:
@@ -51,7 +53,7 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
                 extra={"event": "SupervisorRecoveryFailed", "orderId": record.order_id},
             )
             continue
-        counts[result.outcome] += 1
+        counts[result.action] += 1
         if result.expired_instance is not None:
             to_terminate.append(result.expired_instance)
     try:
@@ -63,21 +65,24 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
         claims = CompensationClaims([], [], 0)
     to_terminate.extend(claims.stale_instances)
     notified = deliver_due(ctx)  # alerts and statuses still owed by earlier failure writes
+    # after the recoveries: the orders this run put waiting are counted in a new outage's alert
+    outage_alerts = alert_outages(ctx)
     report = SupervisorReport(
         found=len(scan.records),
-        recovered=counts[Outcome.RECOVERED],
-        skipped=counts[Outcome.SKIPPED],
-        escalated=counts[Outcome.ESCALATED],
+        recovered=counts[RecoveryAction.RECOVERED],
+        skipped=counts[RecoveryAction.SKIPPED],
+        escalated=counts[RecoveryAction.ESCALATED],
         failed=failed,
         request_charge=scan.request_charge + claims.request_charge,
         pages=scan.pages + claims.pages,
         catch_up=scan.catch_up,
         finished=scan.finished,
         to_terminate=to_terminate,
-        compensating=counts[Outcome.COMPENSATING],
+        compensating=counts[RecoveryAction.COMPENSATING],
         compensations=claims.starts,
         compensation_failed=claims.failed,
         notified=notified,
+        outage_alerts=outage_alerts,
     )
     log.info(
         "supervisor run: found %d, recovered %d, skipped %d, escalated %d, failed %d; %.2f RU in %d pages",
@@ -103,6 +108,7 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
             "compensationsClaimed": len(report.compensations),
             "compensationFailed": report.compensation_failed,
             "notified": report.notified,
+            "outageAlerts": report.outage_alerts,
         },
     )
     return report

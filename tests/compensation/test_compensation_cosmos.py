@@ -18,7 +18,7 @@ from domain.records import StateRecord
 from domain.states import ProcessState, StepStatus
 from supervisor.compensation_rounds import claim_due_compensations
 from supervisor.operator import compensate_order
-from supervisor.recovery import Outcome, recover
+from supervisor.recovery import RecoveryAction, recover
 from tests.compensation.support import begin_charge, forward_step, stored_record, submitted_and_claimed
 from tests.fakes import RecordingSender
 from tests.orchestrators.support import sample_order
@@ -135,7 +135,7 @@ def test_retries_exhausted_before_the_pivot_go_to_compensation_not_error(app_con
     begin_charge(app_context, FORWARD)  # ... and the charge's reply never comes
     clock.advance(timedelta(seconds=61))
     result = recover(app_context, stored_record(app_context))
-    assert result.outcome is Outcome.COMPENSATING
+    assert result.action is RecoveryAction.COMPENSATING
     assert result.expired_instance == FORWARD
     record = stored_record(app_context)
     assert record.process_state is ProcessState.COMPENSATING
@@ -156,7 +156,7 @@ def test_retries_exhausted_on_a_high_impact_order_stay_error_for_an_operator(app
     forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
     begin_charge(app_context, FORWARD)
     clock.advance(timedelta(seconds=61))
-    assert recover(app_context, stored_record(app_context)).outcome is Outcome.ESCALATED
+    assert recover(app_context, stored_record(app_context)).action is RecoveryAction.ESCALATED
     assert stored_record(app_context).process_state is ProcessState.ERROR
     written = compensate_order(app_context, "o1", "ana", "reviewed: refund the customer")
     assert written.process_state is ProcessState.COMPENSATING

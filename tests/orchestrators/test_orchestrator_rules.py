@@ -23,7 +23,7 @@ ORCHESTRATOR_CODE = [
     "orchestrators/agent_call.py",
     "orchestrators/payment_wait.py",
     "orchestrators/status.py",
-    "orchestrators/outcome.py",
+    "orchestrators/result.py",
     "orchestrators/names.py",
 ]
 # What that code may import: the Durable SDK, the pure domain, message names, standard typing.

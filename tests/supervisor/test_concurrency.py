@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from domain.states import ProcessState
-from supervisor.recovery import Outcome, recover
+from supervisor.recovery import RecoveryAction, recover
 from supervisor.scan import ScanState, scan_expired
 from tests.supervisor.conftest import expired, reclaim
 
@@ -25,14 +25,14 @@ def test_interleaved_supervisors_count_each_failure_once(make_ctx, states, clock
     seen_by_b = scan_expired(states, ScanState(), b.settings, clock.now()).records
     assert [r.order_id for r in seen_by_a] == [r.order_id for r in seen_by_b] == orders
 
-    outcomes: dict[str, list[Outcome]] = {o: [] for o in orders}
+    outcomes: dict[str, list[RecoveryAction]] = {o: [] for o in orders}
     for i, (record_a, record_b) in enumerate(zip(seen_by_a, seen_by_b, strict=True)):
         clock.advance(timedelta(seconds=1))
         first, second = ((a, record_a), (b, record_b)) if i % 2 == 0 else ((b, record_b), (a, record_a))
-        outcomes[record_a.order_id].append(recover(*first).outcome)
-        outcomes[record_a.order_id].append(recover(*second).outcome)
+        outcomes[record_a.order_id].append(recover(*first).action)
+        outcomes[record_a.order_id].append(recover(*second).action)
 
-    assert all(o == [Outcome.RECOVERED, Outcome.SKIPPED] for o in outcomes.values())
+    assert all(o == [RecoveryAction.RECOVERED, RecoveryAction.SKIPPED] for o in outcomes.values())
     for order_id in orders:
         record = states.get(order_id)
         assert record is not None
@@ -45,7 +45,7 @@ def test_a_late_supervisor_does_not_touch_the_next_attempt(make_ctx, states, clo
     expired(states, "o1", clock, timedelta(seconds=30))
     [stale] = scan_expired(states, ScanState(), b.settings, clock.now()).records
     [fresh] = scan_expired(states, ScanState(), a.settings, clock.now()).records
-    assert recover(a, fresh).outcome is Outcome.RECOVERED
+    assert recover(a, fresh).action is RecoveryAction.RECOVERED
     pending = states.get("o1")
     assert pending is not None and pending.complete_by is not None
     clock.set(pending.complete_by)
@@ -54,7 +54,7 @@ def test_a_late_supervisor_does_not_touch_the_next_attempt(make_ctx, states, clo
 
     result = recover(b, stale)
 
-    assert result.outcome is Outcome.SKIPPED
+    assert result.action is RecoveryAction.SKIPPED
     assert result.expired_instance is None
     record = states.get("o1")
     assert record is not None

@@ -11,7 +11,7 @@ from adapters.servicebus.sender import SendError
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain import transitions
 from domain.states import ProcessState
-from supervisor.recovery import Outcome, recover
+from supervisor.recovery import RecoveryAction, recover
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState
 from tests.supervisor.conftest import claimed, expired, reclaim
@@ -95,7 +95,7 @@ def test_a_failed_alert_send_leaves_the_record_in_error(make_ctx, states, clock)
 
     result = recover(ctx, record)
 
-    assert result.outcome is Outcome.ESCALATED
+    assert result.action is RecoveryAction.ESCALATED
     assert result.alert_sent is False
     stored = states.get("o1")
     assert stored is not None
