@@ -72,6 +72,10 @@ class DependencyHealth(BaseModel):
     probes_granted: int = 0  # half-open: probes let through and not yet reported
     last_closed_at: UtcDateTime | None = None
     last_outage_started_at: UtcDateTime | None = None  # the last closed outage: [started, closed]
+    # Operator alerts already sent, each as the start (``openedAt``) of the outage it was about:
+    # written by the supervisor after the send (``outage_alerts_due``/``mark_alerted``), never by agents.
+    outage_alerted_for: UtcDateTime | None = None  # DependencyOutage
+    recovery_alerted_for: UtcDateTime | None = None  # DependencyRecovered
     schema_version: int = SCHEMA_VERSION
     updated_at: UtcDateTime
     etag: str | None = Field(default=None, alias="_etag", exclude=True)
@@ -208,3 +212,63 @@ def record_failure(
         )
         return reopened, Transition(health.dependency, CircuitState.HALF_OPEN, CircuitState.OPEN, now)
     return health, None  # open: a call that was already in flight; the outage is known
+
+
+def waiting_reason(dependency: str) -> str:
+    """``lastError`` of an order waiting for ``dependency`` (the supervisor counts them by it)."""
+    return f"waiting for {dependency} (circuit open)"
+
+
+OUTAGE_ALERT = "DependencyOutage"
+RECOVERY_ALERT = "DependencyRecovered"
+
+
+@dataclass(frozen=True)
+class OutageAlert:
+    """One operator alert about one outage, identified by the outage's start (its first opening):
+    the same outage always gives the same alert (and MessageId), whoever sends it."""
+
+    kind: str  # OUTAGE_ALERT or RECOVERY_ALERT
+    dependency: str
+    started: datetime
+    closed: datetime | None = None  # RECOVERY_ALERT: when the circuit closed
+
+    @property
+    def outage_seconds(self) -> float | None:
+        return None if self.closed is None else (self.closed - self.started).total_seconds()
+
+
+def _alerted(marker: datetime | None, started: datetime) -> bool:
+    return marker is not None and marker >= started
+
+
+def outage_alerts_due(health: DependencyHealth) -> list[OutageAlert]:
+    """The alerts not sent yet, in the order to send them: the last closed outage's (its opening
+    too, when it opened and closed between two supervisor runs), then the current outage's opening.
+    An outage older than the last closed one is never alerted (it was, or its time has passed)."""
+    due: list[OutageAlert] = []
+    last = health.last_outage_started_at
+    if last is not None and not _alerted(health.recovery_alerted_for, last):
+        if not _alerted(health.outage_alerted_for, last):
+            due.append(OutageAlert(OUTAGE_ALERT, health.dependency, last))
+        due.append(OutageAlert(RECOVERY_ALERT, health.dependency, last, health.last_closed_at))
+    current = health.opened_at
+    if (
+        health.state is not CircuitState.CLOSED
+        and current is not None
+        and not _alerted(health.outage_alerted_for, current)
+    ):
+        due.append(OutageAlert(OUTAGE_ALERT, health.dependency, current))
+    return due
+
+
+def mark_alerted(health: DependencyHealth, alert: OutageAlert) -> tuple[DependencyHealth, bool]:
+    """The health with ``alert`` recorded as sent (False, unchanged: it already was, by anyone).
+    Markers only move forward, and ``updatedAt`` is left alone (it times half-open probe grants)."""
+    field = "outage_alerted_for" if alert.kind == OUTAGE_ALERT else "recovery_alerted_for"
+    if _alerted(getattr(health, field), alert.started):
+        return health, False
+    update: dict[str, Any] = {field: alert.started}
+    if alert.kind == RECOVERY_ALERT and not _alerted(health.outage_alerted_for, alert.started):
+        update["outage_alerted_for"] = alert.started  # a recovery is never followed by its opening
+    return health.model_copy(update=update), True

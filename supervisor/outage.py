@@ -7,19 +7,41 @@ probe, plus a jitter of up to one cool-down so a closing circuit does not releas
 order at once (the starter's admission caps still apply on top). After ``MAX_OUTAGE_WAIT_MINUTES``
 of waiting (``outageWaitSince``) the order escalates anyway, with a reason that says so.
 
-When the health store cannot be read the attempt counts as it did before circuits existed."""
+When the health store cannot be read the attempt counts as it did before circuits existed.
+
+One operator alert per outage, not per order (``alert_outages``, once per supervisor run): a
+``DependencyOutage`` when a circuit opened (with the orders waiting on it) and a
+``DependencyRecovered`` when it closed (how long it was open, the orders resuming). Each alert is
+identified by its dependency and the outage's start, so its MessageId is the same whoever sends it
+(two supervisors racing, a resend after a lost response: Service Bus duplicate detection keeps one);
+it is sent first, then recorded in the health document (``outageAlertedFor``/``recoveryAlertedFor``,
+a conditional write re-applied on a lost race), and a recorded alert is never sent again, so a
+resend after the duplicate-detection window cannot page twice either. A send that fails is not
+recorded: the next run sends the same alert again."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 
 from adapters.cosmos.errors import StoreError
+from adapters.cosmos.health_store import update_health
 from dependencies import AppContext
-from domain.circuit import CircuitState
+from domain.circuit import (
+    OUTAGE_ALERT,
+    CircuitState,
+    OutageAlert,
+    mark_alerted,
+    outage_alerts_due,
+    waiting_reason,
+)
 from domain.outage import InFlight
 from domain.records import StateRecord
+from domain.workflow import AGENTS
+from notifications.alerts import raise_alert_after_write
+from observability.events import app_event
 
 log = logging.getLogger("supervisor")
 
@@ -68,3 +90,93 @@ def outage_verdict(
     since = record.outage_wait_since or now
     bound = ctx.settings.max_outage_wait
     return OutageVerdict(in_flight.dependency, until, since, now - since >= bound, bound)
+
+
+DEPENDENCIES = tuple(sorted({a.service for a in AGENTS.values()}))
+
+
+def alert_outages(ctx: AppContext) -> int:
+    """Sends the outage alerts due for every dependency (``domain.circuit.outage_alerts_due``);
+    returns how many were sent. A dependency whose health cannot be read or marked is retried by the
+    next run (the alert then goes out again with the same MessageId)."""
+    if ctx.health is None:
+        return 0
+    sent = 0
+    for dependency in DEPENDENCIES:
+        try:
+            sent += _alert_dependency(ctx, dependency)
+        except StoreError as exc:
+            log.warning(
+                "outage alerts of %s deferred to the next run: %s",
+                dependency,
+                exc,
+                extra={"event": "DependencyHealthUnavailable", "dependency": dependency},
+            )
+    return sent
+
+
+def _alert_dependency(ctx: AppContext, dependency: str) -> int:
+    if ctx.health is None:
+        return 0
+    health = ctx.health.get(dependency)
+    if health is None:
+        return 0
+    sent = 0
+    for alert in outage_alerts_due(health):
+        if not _send(ctx, alert):
+            break  # not marked: the next run sends it (and what follows it) again
+        update_health(ctx.health, dependency, partial(mark_alerted, alert=alert), ctx.clock.now())
+        sent += 1
+    return sent
+
+
+def _waiting(ctx: AppContext, dependency: str) -> int | None:
+    if ctx.health is None:
+        return None
+    try:
+        return ctx.health.count_waiting(waiting_reason(dependency))
+    except StoreError:
+        return None  # the alert goes out anyway, saying the count is unknown
+
+
+def _send(ctx: AppContext, alert: OutageAlert) -> bool:
+    waiting = _waiting(ctx, alert.dependency)
+    counted = "an unknown number of" if waiting is None else str(waiting)
+    details: dict[str, object] = {
+        "dependency": alert.dependency,
+        "outageStartedAt": alert.started.isoformat(),
+        "waitingOrders": waiting,
+    }
+    if alert.kind == OUTAGE_ALERT:
+        summary = (
+            f"{alert.dependency} is unavailable (circuit open since {alert.started.isoformat()}); "
+            f"{counted} orders wait for it without spending their retries"
+        )
+        severity = "error"
+    else:
+        minutes = (alert.outage_seconds or 0.0) / 60
+        summary = f"{alert.dependency} recovered after {minutes:.1f} min; {counted} waiting orders resume"
+        details |= {
+            "closedAt": alert.closed.isoformat() if alert.closed else None,
+            "outageSeconds": alert.outage_seconds,
+        }
+        severity = "warning"
+    sent = raise_alert_after_write(
+        ctx.sender,
+        kind=alert.kind,
+        summary=summary,
+        at=ctx.clock.now(),
+        severity=severity,
+        discriminator=f"{alert.dependency}@{alert.started.isoformat()}",
+        details=details,
+    )
+    if sent:
+        app_event(
+            "OutageAlertSent",
+            f"operator alert {alert.kind} for the outage of {alert.dependency} since {alert.started.isoformat()}",
+            dependency=alert.dependency,
+            alertKind=alert.kind,
+            outageStartedAt=alert.started.isoformat(),
+            waitingOrders=waiting,
+        )
+    return sent

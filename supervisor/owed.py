@@ -44,6 +44,7 @@ def write_or_reread(ctx: AppContext, record: StateRecord, change: Callable[[Stat
 
 
 FAILURE_STATES = (ProcessState.ERROR, ProcessState.COMPENSATION_FAILED)
+OUTAGE_WAIT_EXCEEDED = "MAX_OUTAGE_WAIT_MINUTES"  # in the lastError of an order escalated by the bound
 DELIVERED = "NotificationsDelivered"
 # The event of the write that made the failure true -> (alert kind, severity, status to the submitter)
 OWED_BY_EVENT: dict[str, tuple[str, Severity, StatusName]] = {
@@ -73,6 +74,9 @@ def _owed_by(record: StateRecord) -> tuple[HistoryEntry, tuple[str, Severity, St
 
 
 def _summary(record: StateRecord, kind: str) -> str:
+    if kind == "RetriesExhausted" and OUTAGE_WAIT_EXCEEDED in (record.last_error or ""):
+        # per order on purpose: this order waited out an outage longer than the bound allows
+        return f"order {record.order_id} waited for a dependency beyond MAX_OUTAGE_WAIT_MINUTES and needs an operator"
     if kind == "RetriesExhausted":
         return f"order {record.order_id} failed {record.failure_count} attempts and needs an operator"
     if kind == "CompensationFailed":

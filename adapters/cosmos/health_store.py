@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from adapters.cosmos.errors import AlreadyExists, ConcurrencyExhausted, EtagMismatch, mapped_errors
 from domain.circuit import DependencyHealth, document_id, partition_key
@@ -26,6 +26,11 @@ class HealthStore(Protocol):
     def save(self, doc: DependencyHealth) -> DependencyHealth:
         """Create (``doc.etag`` None; ``AlreadyExists`` if it exists) or replace on ``doc.etag``
         (``EtagMismatch`` if it changed)."""
+        ...
+
+    def count_waiting(self, reason: str) -> int:
+        """Orders not settled yet whose ``lastError`` is ``reason`` (``domain.circuit.waiting_reason``):
+        one cross-partition count, only when an outage alert is sent."""
         ...
 
 
@@ -54,6 +59,19 @@ class CosmosHealthStore:
                     doc.id, doc.to_document(), etag=doc.etag, match_condition=MatchConditions.IfNotModified
                 )
         return DependencyHealth.from_document(written)
+
+    def count_waiting(self, reason: str) -> int:
+        query = (
+            "SELECT VALUE COUNT(1) FROM c WHERE c.lastError = @reason "
+            "AND c.processState IN ('Pending', 'Processing', 'Compensating')"
+        )
+        with mapped_errors():
+            counts: list[Any] = list(
+                self._c.query_items(
+                    query, parameters=[{"name": "@reason", "value": reason}], enable_cross_partition_query=True
+                )
+            )
+        return sum(int(v) for v in counts)  # one partial count per partition range
 
 
 def read_health(store: HealthStore, dependency: str, now: datetime) -> DependencyHealth:

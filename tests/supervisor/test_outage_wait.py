@@ -91,7 +91,8 @@ def test_attempts_failing_on_an_open_dependency_do_not_spend_the_retry_budget(ma
         assert report.to_terminate == [f"o1:{attempt}"]
         clock.set(record.complete_by)
         next_attempt_in_flight(states, clock)
-    assert sender.sent == []  # no operator alert, no Failed status
+    # one alert for the outage (supervisor/outage.py), none for the order, no Failed status
+    assert [(q, json.loads(m.body)["kind"]) for q, m in sender.sent] == [(OPERATOR_ALERTS_QUEUE, "DependencyOutage")]
 
 
 def test_a_failure_on_a_healthy_dependency_still_counts(make_ctx, health, states, clock):
@@ -136,7 +137,8 @@ def test_past_max_outage_wait_the_order_escalates_saying_why(make_ctx, health, s
     assert "MAX_OUTAGE_WAIT_MINUTES=2" in record.last_error and "shipping" in record.last_error
     assert record.failure_count == 1  # only the escalation itself
     alerts = [json.loads(m.body) for q, m in sender.sent if q == OPERATOR_ALERTS_QUEUE]
-    assert [a["kind"] for a in alerts] == ["RetriesExhausted"]
+    assert [a["kind"] for a in alerts] == ["DependencyOutage", "RetriesExhausted"]
+    assert "MAX_OUTAGE_WAIT_MINUTES" in alerts[1]["summary"]  # the per-order alert says why
 
 
 def test_zero_max_outage_wait_turns_waiting_off(make_ctx, health, states, clock):
