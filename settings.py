@@ -1,6 +1,6 @@
 """App settings: every value the code reads from the environment, with one name each.
 
-The README's settings table is generated from ``SETTINGS`` (``python -m settings``), and a test
+The settings table in ``docs/settings.md`` is generated from ``SETTINGS`` (``python -m settings``), and a test
 checks that ``local.settings.json.example`` and the Bicep declare the same names.
 Connection settings follow the Functions identity-based convention (``<Conn>__fullyQualifiedNamespace``,
 ``__credential``, ``__clientId``) so the triggers and the SDK clients share one configuration.
@@ -501,7 +501,7 @@ class Settings:
 
 
 def settings_table() -> str:
-    """The README's settings table, in Markdown."""
+    """The settings table of ``docs/settings.md``, in Markdown."""
     lines = ["| name | meaning | default |", "|---|---|---|"]
     for s in SETTINGS:
         default = f"`{s.default}`" if s.default else "(empty)"
