@@ -269,6 +269,7 @@ def record_undo(record: StateRecord, owner: str, seq: int, next_deadline: dateti
         f"entry {seq}: {entry.undo_action} {entry.step}",
         complete_by=next_deadline,
         compensation=_with_entry(record, entry),
+        outage_wait_since=None,  # the round moved on: a later wait is a new one
     )
 
 
