@@ -400,7 +400,8 @@ class LocalHost:
     def restart(self) -> dict[str, int]:
         """A host restart: in-flight invocations die (their messages stay locked until the lock
         expires; their activities run again), in-memory state is lost; queues, histories and the
-        databases are kept. (The worker process is kept too: see README, what the runner models.)"""
+        databases are kept. (The worker process is kept too: see docs/local-runner.md, what the runner does
+        not model.)"""
         dropped = self.scheduler.cancel_all()
         activities = self.engine.restart_host()
         self.broker.restart_host()
