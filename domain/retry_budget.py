@@ -2,7 +2,7 @@
 remote service (one action, one idempotency key). Pure arithmetic over the values of the settings
 named below: the caller passes them in (the domain reads no setting and no queue configuration).
 
-Every layer that can repeat a call, outermost first (the README has the full table):
+Every layer that can repeat a call, outermost first (docs/supervisor.md has the full table):
 
 - supervisor attempts, ``MAX_FAILURES``: each attempt runs the step again;
 - Service Bus deliveries of one agent request, ``QUEUE_MAX_DELIVERY_COUNT``: the agent runs again;
@@ -33,7 +33,7 @@ from domain.workflow import Transport
 # ``domain.retry.exponential_backoff`` draws its jitter from [MIN_JITTER, 1.0] of the nominal delay.
 MIN_JITTER = 0.5
 
-# The budget the README documents for the default settings (a test holds the code to it).
+# The budget docs/supervisor.md documents for the default settings (a test holds the code to it).
 DEFAULT_SETTINGS_BUDGET = 60
 
 
