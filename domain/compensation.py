@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from domain import review, transitions
-from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide
+from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation
 from domain.errors import FencingLost, IllegalTransition
 from domain.ids import idempotency_key
 from domain.records import CompensationEntry, PaymentReceived, StateRecord
@@ -351,7 +351,7 @@ def escalate_or_compensate(
     moved = transitions.supervisor_retry(record, expired_owner, now, max_failures, backoff)
     if moved.process_state is not ProcessState.ERROR:
         return moved
-    decision = decide(
+    decision = decide_compensation(
         Situation(
             trigger=Trigger.TRANSIENT_FAILURE,
             passed_pivot=pivot_passed(moved),

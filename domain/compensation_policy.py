@@ -1,7 +1,7 @@
 """The one decision function: when an order cannot go forward as planned, what happens next.
 
 Pure: it reads a ``Situation`` (facts about the order, gathered by the caller) and a
-``ReviewPolicy`` (from the settings) and returns a ``Decision``. The scheduler (non-transient step
+``ReviewPolicy`` (from the settings) and returns a ``CompensationDecision``. The scheduler (non-transient step
 failure), the supervisor (retries exhausted) and the cancellation handler (``CancelOrder``) all ask
 it, so the rules live in one place:
 
@@ -61,29 +61,31 @@ class ReviewPolicy:
 
 
 @dataclass(frozen=True)
-class Decision:
+class CompensationDecision:
     action: Action
     reason: str
 
 
-def decide(situation: Situation, policy: ReviewPolicy) -> Decision:
+def decide_compensation(situation: Situation, policy: ReviewPolicy) -> CompensationDecision:
     s = situation
     if s.passed_pivot:
-        return Decision(Action.REFUSE, "the shipment is arranged (or being arranged): past the point of no return")
+        return CompensationDecision(
+            Action.REFUSE, "the shipment is arranged (or being arranged): past the point of no return"
+        )
     if s.trigger is Trigger.TRANSIENT_FAILURE and s.retries_left:
-        return Decision(Action.RETRY, "transient failure; the supervisor retries within its budget")
+        return CompensationDecision(Action.RETRY, "transient failure; the supervisor retries within its budget")
     if s.trigger is Trigger.NON_TRANSIENT_FAILURE and s.fallback_left:
-        return Decision(Action.USE_FALLBACK, "the step's agent failed for good; trying its fallback agent")
+        return CompensationDecision(Action.USE_FALLBACK, "the step's agent failed for good; trying its fallback agent")
     if not s.undo_pending:
         if s.trigger is Trigger.CANCEL_REQUESTED:
-            return Decision(Action.COMPENSATE, "cancelled before any step completed: nothing to undo")
-        return Decision(Action.FAIL, "failed before any compensable step completed: nothing to undo")
+            return CompensationDecision(Action.COMPENSATE, "cancelled before any step completed: nothing to undo")
+        return CompensationDecision(Action.FAIL, "failed before any compensable step completed: nothing to undo")
     if s.trigger is not Trigger.CANCEL_REQUESTED and policy.is_high_impact(s.amount_cents):
-        return Decision(
+        return CompensationDecision(
             Action.REVIEW,
             f"order total {s.amount_cents} cents is at least the review threshold "
             f"{policy.amount_threshold_cents}: an operator decides",
         )
     if s.trigger is Trigger.CANCEL_REQUESTED:
-        return Decision(Action.COMPENSATE, "cancelled by the client before the pivot")
-    return Decision(Action.COMPENSATE, "the order cannot go forward: undoing the completed steps")
+        return CompensationDecision(Action.COMPENSATE, "cancelled by the client before the pivot")
+    return CompensationDecision(Action.COMPENSATE, "the order cannot go forward: undoing the completed steps")

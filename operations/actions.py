@@ -17,7 +17,7 @@ from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from adapters.cosmos.state_store import update_once
 from dependencies import AppContext
 from domain.compensation import enter_compensation, pivot_passed, undo_pending
-from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide
+from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.review import PendingReview, note_review_answer, pending_review
@@ -63,7 +63,7 @@ def _cancel_once(ctx: AppContext, order_id: str, operator: str, reason: str) -> 
         raise RecordNotFound(order_id)
     if record.process_state in NOT_CANCELLABLE:
         raise IllegalTransition(f"order {order_id} is {record.process_state}: nothing to cancel")
-    decision = decide(
+    decision = decide_compensation(
         Situation(
             trigger=Trigger.CANCEL_REQUESTED,
             passed_pivot=pivot_passed(record),

@@ -24,7 +24,7 @@ from typing import Any
 
 import azure.durable_functions as df
 
-from domain.compensation_policy import REVIEW_CHOICES, Action, ReviewPolicy, Situation, Trigger, decide
+from domain.compensation_policy import REVIEW_CHOICES, Action, ReviewPolicy, Situation, Trigger, decide_compensation
 from domain.ids import idempotency_key, request_id
 from domain.payloads import step_payload
 from domain.timefmt import to_text
@@ -110,7 +110,7 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
 
             # A non-transient failure: the decision function says what happens next.
             error = reply.get("error")
-            decision = decide(
+            decision = decide_compensation(
                 Situation(
                     trigger=Trigger.NON_TRANSIENT_FAILURE,
                     passed_pivot=step.kind is StepKind.RETRIABLE,

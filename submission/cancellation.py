@@ -21,7 +21,7 @@ from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import CancelOrder
 from dependencies import AppContext
 from domain.compensation import enter_compensation, pivot_passed, undo_pending
-from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide
+from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.review import pending_review
@@ -53,7 +53,7 @@ def _cancel_once(ctx: AppContext, record: StateRecord, cancel: CancelOrder) -> I
     if record.process_state in ALREADY_UNDOING:
         app_event("CancelIgnored", f"order {record.order_id}: already {record.process_state}", orderId=record.order_id)
         return IntakeResult(Settlement.complete())
-    decision = decide(
+    decision = decide_compensation(
         Situation(
             trigger=Trigger.CANCEL_REQUESTED,
             passed_pivot=pivot_passed(record) or record.process_state is ProcessState.PROCESSED,

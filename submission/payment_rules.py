@@ -24,25 +24,25 @@ _PAYABLE = frozenset({ProcessState.PENDING, ProcessState.PROCESSING, ProcessStat
 
 
 @dataclass(frozen=True)
-class Decision:
+class PaymentDecision:
     kind: Literal["apply", "duplicate", "reject"]
     reason: str = ""  # the dead-letter reason of a rejection (a short code)
     description: str = ""
 
 
-def decide(record: StateRecord, order: dict[str, Any], note: PaymentNotification) -> Decision:
+def decide_payment(record: StateRecord, order: dict[str, Any], note: PaymentNotification) -> PaymentDecision:
     """Apply it, or it is a repeat of the one already applied, or reject it (dead-letter + alert)."""
     if record.payment is not None:
         if record.payment.notification_id == note.notification_id:
-            return Decision("duplicate")
-        return Decision(
+            return PaymentDecision("duplicate")
+        return PaymentDecision(
             "reject",
             "PaymentAlreadyReceived",
             f"order {note.order_id} already has payment notification {record.payment.notification_id}; "
             f"{note.notification_id} ({note.amount_cents} {note.currency}) is a second payment to refund",
         )
     if not order.get("prepaid", False):
-        return Decision(
+        return PaymentDecision(
             "reject",
             "OrderNotPrepaid",
             f"order {note.order_id} is not prepaid; its payment step charges, so notification "
@@ -50,20 +50,20 @@ def decide(record: StateRecord, order: dict[str, Any], note: PaymentNotification
         )
     total, currency = order.get("totalCents"), order.get("currency")
     if note.amount_cents != total or note.currency != currency:
-        return Decision(
+        return PaymentDecision(
             "reject",
             "PaymentAmountMismatch",
             f"notification {note.notification_id} says {note.amount_cents} {note.currency}; "
             f"order {note.order_id} totals {total} {currency}",
         )
     if record.process_state not in _PAYABLE:
-        return Decision(
+        return PaymentDecision(
             "reject",
             "OrderClosed",
             f"order {note.order_id} is {record.process_state.value}; notification {note.notification_id} "
             "cannot be used and must be refunded",
         )
-    return Decision("apply")
+    return PaymentDecision("apply")
 
 
 def received(note: PaymentNotification, sequence_number: int | None, now: datetime) -> PaymentReceived:

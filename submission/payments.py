@@ -31,7 +31,7 @@ from dependencies import AppContext
 from domain.records import StateRecord
 from notifications.alerts import raise_alert
 from observability.events import app_event
-from submission.payment_rules import decide, event_data, received, waiting_instance, with_payment
+from submission.payment_rules import decide_payment, event_data, received, waiting_instance, with_payment
 from submission.result import IntakeResult, RaiseEvent
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def apply_notification(ctx: AppContext, note: PaymentNotification, sequence_numb
         order = _order(ctx, note.order_id)
         if order is None:  # a state record without its order cannot be: the order is written first
             return PaymentOutcome("order-missing")
-        decision = decide(record, order, note)
+        decision = decide_payment(record, order, note)
         if decision.kind == "duplicate":
             return PaymentOutcome("duplicate", _events(record))
         if decision.kind == "reject":

@@ -20,7 +20,7 @@ from deferral.records import (
 from domain import transitions
 from domain.records import StepState
 from domain.states import ProcessState, StepStatus
-from submission.payment_rules import decide, received, waiting_instance, with_payment
+from submission.payment_rules import decide_payment, received, waiting_instance, with_payment
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 ORDER: dict[str, Any] = {"orderId": "p1", "totalCents": 2500, "currency": "EUR", "prepaid": True}
@@ -45,7 +45,7 @@ def record(state: ProcessState = ProcessState.PENDING) -> Any:
 
 def test_a_matching_notification_for_an_open_prepaid_order_is_applied():
     for state in (ProcessState.PENDING, ProcessState.PROCESSING, ProcessState.ERROR):
-        assert decide(record(state), ORDER, note()).kind == "apply"
+        assert decide_payment(record(state), ORDER, note()).kind == "apply"
 
 
 @pytest.mark.parametrize(
@@ -59,15 +59,15 @@ def test_a_matching_notification_for_an_open_prepaid_order_is_applied():
     ],
 )
 def test_a_notification_that_cannot_be_used_is_rejected_with_a_reason(order, changes, state, reason):
-    decision = decide(record(state), order, note(**changes))
+    decision = decide_payment(record(state), order, note(**changes))
     assert (decision.kind, decision.reason) == ("reject", reason)
     assert "p1" in decision.description
 
 
 def test_the_same_notification_twice_is_a_duplicate_and_another_one_is_a_second_payment():
     paid = with_payment(record(), received(note(), 4, NOW), NOW)
-    assert decide(paid, ORDER, note()).kind == "duplicate"
-    assert decide(paid, ORDER, note(notification_id="n-2")).reason == "PaymentAlreadyReceived"
+    assert decide_payment(paid, ORDER, note()).kind == "duplicate"
+    assert decide_payment(paid, ORDER, note(notification_id="n-2")).reason == "PaymentAlreadyReceived"
 
 
 def test_applying_a_payment_changes_nothing_but_the_payment_and_the_history():
