@@ -1,71 +1,152 @@
-"""The README stays true of the code: its settings table is the one ``settings.py`` generates, the
-two commands come first, the example profiles it names exist (and it names them all), and the local
-runner's command line and fault-profile keys it documents are the ones the code accepts, and the
-event names it lists are the ones the app emits."""
+"""The README and ``docs/`` stay true of the code and of each other.
+
+- README.md: at most 200 lines, the two commands first, "Deploy to Azure" within its first 100 lines
+  with the azd sequence, the demo command ``dev.py`` runs.
+- docs/settings.md: the settings table is exactly the one ``settings.py`` generates.
+- docs/local-runner.md: the example profiles it names exist (and it names them all), the command
+  line and the fault-profile keys are the ones the runner accepts.
+- docs/design.md: the invariants are the ones the report counts, the messages the ones in
+  ``contracts/messages.py``.
+- docs/observability.md: the event names listed are the ones the app emits.
+- Every relative link in README.md and docs/*.md resolves, and no tracked text file refers to a path
+  outside the repository.
+"""
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-from localrun.profile import AGENT_KEYS, COSMOS_KEYS, HOST_KEYS, ORDER_KEYS, REMOTE_KEYS, SERVICEBUS_KEYS, TOP_KEYS
+from localrun.profile import (
+    ADMISSION_KEYS,
+    AGENT_KEYS,
+    COSMOS_KEYS,
+    HOST_KEYS,
+    ORDER_KEYS,
+    REMOTE_KEYS,
+    SERVICEBUS_KEYS,
+    STATUS_QUEUE_KEYS,
+    TOP_KEYS,
+)
 from settings import settings_table
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = ROOT / "docs"
 START, END = "<!-- settings-table:start -->", "<!-- settings-table:end -->"
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", flags=re.MULTILINE | re.DOTALL)
+# [text](target) and ![alt](target): the target up to an optional #anchor
+LINK = re.compile(r"\]\(((?!https?://|mailto:)[^)#\s]*)(?:#[^)]*)?\)")
 
 
-def code_blocks() -> list[str]:
-    return FENCE.findall(README)
+def read(relative: str) -> str:
+    return (ROOT / relative).read_text(encoding="utf-8")
 
 
-def section(title: str) -> str:
-    """The text of the README section whose heading is ``title``, up to the next heading of its level
-    or higher."""
-    match = re.search(rf"^(#+) {re.escape(title)}\n", README, flags=re.MULTILINE)
-    assert match, f"no section {title!r} in the README"
+README = read("README.md")
+
+
+def code_blocks(text: str) -> list[str]:
+    return FENCE.findall(text)
+
+
+def section(text: str, title: str) -> str:
+    """The part of ``text`` under the heading ``title``, up to the next heading of its level or higher."""
+    match = re.search(rf"^(#+) {re.escape(title)}\n", text, flags=re.MULTILINE)
+    assert match, f"no section {title!r}"
     level = len(match.group(1))
-    rest = README[match.end() :]
+    rest = text[match.end() :]
     following = re.search(rf"^#{{1,{level}}} ", rest, flags=re.MULTILINE)
     return rest[: following.start()] if following else rest
 
 
-def test_settings_block_is_exactly_the_generated_table():
-    assert README.count(START) == 1 and README.count(END) == 1
-    block = README[README.index(START) + len(START) : README.index(END)]
-    assert block.strip("\n") == settings_table()
+def table_rows(text: str) -> list[list[str]]:
+    """The body rows of the Markdown tables in ``text``, as cells."""
+    return [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in text.splitlines()
+        if line.startswith("| ") and not line.startswith("|---")
+    ]
+
+
+# README.md
+
+
+def test_the_readme_is_at_most_200_lines():
+    assert len(README.splitlines()) <= 200
+
+
+def test_deploy_to_azure_comes_within_the_first_100_lines_with_the_azd_sequence():
+    lines = README.splitlines()
+    heading = next(i for i, line in enumerate(lines) if line.startswith("## ") and "Deploy to Azure" in line)
+    assert heading < 100
+    deploy = section(README, lines[heading].removeprefix("## "))
+    position = 0
+    for step in ("azd auth login", "azd env new", "azd env set AZURE_LOCATION", "azd up", "azd down --purge"):
+        found = deploy.find(step, position)
+        assert found != -1, f"{step!r} missing (or out of order) under Deploy to Azure"
+        position = found
+    for link in ("docs/deploy.md#send-a-first-order", "docs/deploy.md#watch-it"):
+        assert link in deploy
 
 
 def test_the_first_code_block_is_the_two_commands():
-    first = code_blocks()[0]
+    first = code_blocks(README)[0]
     commands = [line.split("#", 1)[0].strip() for line in first.splitlines() if line.strip()]
     assert commands == ["python3 dev.py demo", "python3 dev.py test"]
     assert README.index("```") < README.index("\n## "), "the commands must come before the first section"
 
 
-def test_every_example_profile_named_exists_and_every_profile_is_named():
-    named = set(re.findall(r"examples/profiles/([\w.-]+?\.json)", README))
-    assert named, "the README names no example profile"
-    on_disk = {p.name for p in (ROOT / "examples" / "profiles").glob("*.json")}
-    assert named - on_disk == set(), "named in the README but missing"
-    assert on_disk - named == set(), "in examples/profiles/ but not described in the README"
-
-
 def test_the_demo_command_runs_the_profile_the_readme_names():
-    dev = (ROOT / "dev.py").read_text(encoding="utf-8")
+    dev = read("dev.py")
     for value in ("examples/profiles/demo.json", "out/demo-report.json", "out/demo-chart.png", '"200"', '"7"'):
         assert value in dev
     assert "--orders 200 --seed 7 --faults examples/profiles/demo.json" in README
 
 
+def test_the_readme_keeps_the_message_flow_picture():
+    picture = section(README, "What it is")
+    assert any("submit_order" in block and "supervisor" in block for block in code_blocks(picture))
+
+
+def test_npm_test_runs_the_readme_test_command() -> None:
+    scripts = json.loads(read("package.json"))["scripts"]
+    assert scripts["test"] == "python3 dev.py test"
+    assert "`npm test` runs the same" in README
+
+
+# docs/settings.md
+
+
+def test_settings_block_is_exactly_the_generated_table():
+    doc = read("docs/settings.md")
+    assert doc.count(START) == 1 and doc.count(END) == 1
+    block = doc[doc.index(START) + len(START) : doc.index(END)]
+    assert block.strip("\n") == settings_table()
+    assert START not in README, "the settings table lives in docs/settings.md only"
+
+
+# docs/local-runner.md
+
+RUNNER = read("docs/local-runner.md")
+
+
+def test_every_example_profile_named_exists_and_every_profile_is_named():
+    named = set(
+        re.findall(r"examples/profiles/([\w.-]+?\.json)", section(RUNNER, "Example profiles (`examples/profiles/`)"))
+    )
+    assert named, "docs/local-runner.md names no example profile"
+    on_disk = {p.name for p in (ROOT / "examples" / "profiles").glob("*.json")}
+    assert named - on_disk == set(), "named in docs/local-runner.md but missing"
+    assert on_disk - named == set(), "in examples/profiles/ but not described in docs/local-runner.md"
+
+
 def test_the_documented_command_line_is_the_one_the_runner_accepts():
-    runner = section("Command line")
-    synopsis = next(block for block in code_blocks() if "python -m localrun simulate" in block)
+    runner = section(RUNNER, "Command line")
+    synopsis = next(block for block in code_blocks(runner) if "python -m localrun simulate" in block)
     help_text = subprocess.run(
         [sys.executable, "-m", "localrun", "simulate", "--help"],
         cwd=ROOT,
@@ -75,23 +156,77 @@ def test_the_documented_command_line_is_the_one_the_runner_accepts():
     ).stdout
     accepted = set(re.findall(r"--[a-z][a-z-]*", help_text)) - {"--help"}
     assert set(re.findall(r"--[a-z][a-z-]*", synopsis)) <= accepted
-    assert accepted <= set(re.findall(r"--[a-z][a-z-]*", runner)), "an option the README does not document"
+    assert accepted <= set(re.findall(r"--[a-z][a-z-]*", runner)), "an option docs/local-runner.md does not document"
 
 
 def test_every_fault_profile_key_is_documented():
-    documented = section("Fault profile (`localrun/profile.py`)")
+    documented = section(RUNNER, "Fault profile (`localrun/profile.py`)")
     # every component of every dotted name in backticks: `remote.<service>.outages` -> remote, outages
     components = {part for name in re.findall(r"`([^`]+)`", documented) for part in name.split(".")}
-    keys = TOP_KEYS | AGENT_KEYS | REMOTE_KEYS | COSMOS_KEYS | SERVICEBUS_KEYS | HOST_KEYS | ORDER_KEYS
-    assert keys - components == set(), "fault profile keys the README does not document"
+    keys = (
+        TOP_KEYS
+        | AGENT_KEYS
+        | REMOTE_KEYS
+        | COSMOS_KEYS
+        | SERVICEBUS_KEYS
+        | HOST_KEYS
+        | ORDER_KEYS
+        | STATUS_QUEUE_KEYS
+        | ADMISSION_KEYS
+    )
+    assert keys - components == set(), "fault profile keys docs/local-runner.md does not document"
 
 
-def test_relative_links_point_at_files_that_exist():
-    targets = re.findall(r"\]\(((?!https?://)[^)#]+)(?:#[^)]*)?\)", README)
-    assert targets
-    missing = [t for t in targets if not (ROOT / t).exists()]
-    assert missing == []
+# docs/design.md
 
+DESIGN = read("docs/design.md")
+
+
+def report_invariants() -> set[str]:
+    """The keys of the ``invariants = {...}`` dict in ``localrun/report.py``."""
+    tree = ast.parse(read("localrun/report.py"))
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "invariants" for t in node.targets)
+            and isinstance(node.value, ast.Dict)
+        ):
+            return {str(k.value) for k in node.value.keys if isinstance(k, ast.Constant)}
+    raise AssertionError("no `invariants = {...}` in localrun/report.py")
+
+
+def test_the_invariants_in_the_design_are_the_ones_the_report_counts():
+    rows = table_rows(section(DESIGN, "Invariants"))
+    listed = {m.group(1) for row in rows if (m := re.fullmatch(r"`(\w+)`", row[0]))}
+    counted = report_invariants()
+    assert counted, "found no invariants in the report"
+    assert listed == counted
+
+
+def test_the_messages_in_the_design_are_the_contracts():
+    rows = table_rows(section(DESIGN, "Contracts"))
+    listed = {m.group(1) for row in rows if (m := re.fullmatch(r"`(\w+)`", row[0]))}
+    tree = ast.parse(read("contracts/messages.py"))
+    # every model with a `type: Literal["<Name>"]` field is a message on some queue
+    messages = {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+        and any(
+            isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.target.id == "type" for s in node.body
+        )
+    }
+    assert messages, "found no message models"
+    assert listed == messages
+
+
+def test_the_design_has_every_state_in_its_state_machine():
+    moves = section(DESIGN, "State machine")
+    for state in ("Pending", "Processing", "Processed", "Error", "Compensating", "Compensated", "CompensationFailed"):
+        assert f"`{state}`" in moves
+
+
+# docs/observability.md
 
 APP_SKIPS = {"tests", "localrun", "tools", "node_modules", "docs", "examples", "infra"}
 
@@ -128,7 +263,7 @@ def string_constants(trees: list[ast.Module]) -> set[str]:
 
 
 def test_the_event_names_listed_are_the_ones_the_app_emits():
-    table = section("Observability (`observability/`)").split("| area | events |", 1)[1]
+    table = section(read("docs/observability.md"), "Events (`observability/`)").split("| area | events |", 1)[1]
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("|---")]
     listed = {name for row in rows for name in re.findall(r"`(\w+)`", row.split("|")[2])}
     trees = app_trees()
@@ -136,13 +271,81 @@ def test_the_event_names_listed_are_the_ones_the_app_emits():
     assert emitted, "found no event names in the app"
     # Some names are passed through a variable (e.g. the starter's per-orchestrator events): every
     # listed name must at least be a string in the app, and every name logged directly must be listed.
-    assert listed - string_constants(trees) == set(), "listed in the README but nowhere in the app"
-    assert emitted - listed == set(), "emitted by the app but not listed in the README"
+    assert listed - string_constants(trees) == set(), "listed in docs/observability.md but nowhere in the app"
+    assert emitted - listed == set(), "emitted by the app but not listed in docs/observability.md"
 
 
-def test_npm_test_runs_the_readme_test_command() -> None:
-    import json
+# Links and references
 
-    scripts = json.loads((ROOT / "package.json").read_text())["scripts"]
-    assert scripts["test"] == "python3 dev.py test"
-    assert "`npm test` runs the same" in README
+
+def markdown_pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+
+
+def test_every_relative_link_resolves_inside_the_repository():
+    broken = []
+    for page in markdown_pages():
+        text = FENCE.sub("", page.read_text(encoding="utf-8"))
+        targets = [t for t in LINK.findall(text) if t]
+        for target in targets:
+            resolved = (page.parent / target).resolve()
+            if not resolved.exists() or not resolved.is_relative_to(ROOT):
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert broken == []
+
+
+def test_every_anchor_of_a_link_between_pages_exists():
+    def anchors(page: Path) -> set[str]:
+        headings = re.findall(r"^#+ (.+)$", FENCE.sub("", page.read_text(encoding="utf-8")), flags=re.MULTILINE)
+        # GitHub's slugs: lower case, punctuation but hyphens and underscores dropped, spaces to hyphens
+        return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+    missing = []
+    for page in markdown_pages():
+        text = FENCE.sub("", page.read_text(encoding="utf-8"))
+        for target, anchor in re.findall(r"\]\(((?!https?://)[^)#\s]*)#([^)\s]+)\)", text):
+            linked = (page.parent / target).resolve() if target else page
+            if linked.suffix == ".md" and anchor not in anchors(linked):
+                missing.append(f"{page.relative_to(ROOT)}: {target}#{anchor}")
+    assert missing == []
+
+
+TEXT_SUFFIXES = {".py", ".md", ".json", ".bicep", ".yaml", ".yml", ".sh", ".cjs", ".toml", ".ps1"}
+OUTSIDE = re.compile(r"\.\./shared|(?<![\w/])DESIGN\.md|/work/|ROOT\.parent\b")
+# Files that still refer outside the repository, each with why. The infra tests read the azd and
+# host.json JSON schemas from ../shared/schemas, whose keeper asks that they are not copied into the
+# project (see the report on issue 16); until that is settled these two name it. An entry must still
+# match (a fixed file must leave this list).
+KNOWN_OUTSIDE = {
+    "tests/infra/paths.py": "the shared JSON schemas (../shared/schemas), skipped where absent",
+    "docs/deploy.md": "says where the schema check reads the shared JSON schemas",
+}
+
+
+def tracked_text_files() -> list[str]:
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    names = [n for n in listed.decode("utf-8").split("\0") if n]
+    return [n for n in names if Path(n).suffix in TEXT_SUFFIXES and not n.startswith("node_modules/")]
+
+
+def test_no_tracked_file_refers_to_a_path_outside_the_repository():
+    files = tracked_text_files()
+    assert "tests/test_docs.py" in files and "README.md" in files
+    hits: dict[str, list[str]] = {}
+    for name in files:
+        if name == "tests/test_docs.py" or not (ROOT / name).is_file():
+            continue
+        text = (ROOT / name).read_text(encoding="utf-8", errors="replace")
+        found = [f"{n}: {line.strip()}" for n, line in enumerate(text.splitlines(), 1) if OUTSIDE.search(line)]
+        if found:
+            hits[name] = found
+    unexpected = {name: lines for name, lines in hits.items() if name not in KNOWN_OUTSIDE}
+    assert unexpected == {}
+    assert set(KNOWN_OUTSIDE) <= set(hits), "a file in KNOWN_OUTSIDE no longer refers outside: drop it"
+
+
+def test_the_outside_reference_pattern_catches_what_it_should():
+    for line in ('SCHEMAS = ROOT.parent / "shared"', "see ../shared/schemas", "From `DESIGN.md`:", "/work/shared/x"):
+        assert OUTSIDE.search(line), line
+    for line in ("docs/design.md", "[design](design.md)", "Path(__file__).parents[2]"):
+        assert not OUTSIDE.search(line), line

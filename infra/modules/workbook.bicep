@@ -49,7 +49,7 @@ var panels = [
     type: 1
     name: 'intro'
     content: {
-      json: '## Orders: Scheduler Agent Supervisor\nFrom the app\'s structured events (README, Observability). Act on an order in the ops console: /api/ops/console.'
+      json: '## Orders: Scheduler Agent Supervisor\nFrom the app\'s structured events (docs/observability.md). Act on an order in the ops console: /api/ops/console.'
     }
   }
   {

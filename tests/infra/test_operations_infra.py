@@ -11,7 +11,7 @@ from typing import Any
 
 from operations.auth import OPERATE_ROLE, READ_ROLE, ROLES
 from tests.infra.paths import INFRA, MODULES, ROOT
-from tests.test_readme import app_trees, emitted_event_names
+from tests.test_docs import app_trees, emitted_event_names
 from tools.bicepcheck.query import load, param_default, resources, variable
 
 FUNCTION_APP = load(MODULES / "functionapp.bicep")
