@@ -5,9 +5,10 @@ compensable step's result (``complete_step_logged``): a step's result and its un
 one document replace, never two. Each entry carries references only (reservation id; charge id and
 amount), never card data.
 
-Moves (``DESIGN.md`` plus two additions: ``Pending -> Compensating`` for a cancellation between two
-attempts, when earlier attempts may already have completed compensable steps, and
-``CompensationFailed -> Compensating`` when an operator runs compensation again after a fix)::
+Moves (the state machine of ``docs/design.md``, with its two additions to the plain pattern:
+``Pending -> Compensating`` for a cancellation between two attempts, when earlier attempts may already
+have completed compensable steps, and ``CompensationFailed -> Compensating`` when an operator runs
+compensation again after a fix)::
 
     Pending | Processing | Error | CompensationFailed --enter_compensation--> Compensating (unowned, due)
     Compensating (due) --claim_compensation--> Compensating, lockedBy = "<order>:compensate:<round>"
