@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 from adapters.clock import Clock, SystemClock
 from adapters.cosmos.order_store import OrderStore
 from adapters.cosmos.state_store import StateStore
+from adapters.remote.interface import RemoteService
 from adapters.servicebus.sender import MessageSender
 from domain.states import ProcessState
-from order_agents.remote import RemoteService
 from settings import Settings
 
 if TYPE_CHECKING:
@@ -111,13 +111,13 @@ def build_from_settings(settings: Settings) -> AppContext:
     from adapters.cosmos.health_store import CosmosHealthStore
     from adapters.cosmos.order_store import CosmosOrderStore
     from adapters.cosmos.state_store import CosmosStateStore
+    from adapters.remote.services import remote_services
     from adapters.servicebus.client import create_sdk_client
     from adapters.servicebus.deferred_sdk import SdkDeferredStore
     from adapters.servicebus.sender import SdkMessageSender
     from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
     from deferral.store import CosmosDeferralLog
     from operations.queries import CosmosOpsQueries
-    from order_agents.services import remote_services
 
     clock = SystemClock()
     cosmos = create_client(settings)

@@ -9,13 +9,13 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
+from adapters.remote.simulators.ledger import Ledger
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from domain.states import TERMINAL_STATES, ProcessState
 from localrun.outages import outage_summary
 from localrun.prices import Usage, cost_per_1m_orders, instance_memory_mb
 from localrun.simulation import NON_TERMINAL, START, SimulationResult
 from localrun.worker.process import LOOP_THREAD
-from order_agents.simulators.ledger import Ledger
 
 FORWARD_ACTIONS = ("reserve", "charge", "ship", "capture")
 UNDO_ACTIONS = ("release", "refund")

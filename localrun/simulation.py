@@ -21,6 +21,10 @@ from adapters.cosmos.client import ensure_database
 from adapters.cosmos.health_store import CosmosHealthStore
 from adapters.cosmos.order_store import CosmosOrderStore
 from adapters.cosmos.state_store import CosmosStateStore
+from adapters.remote.interface import RemoteError, RemoteService
+from adapters.remote.services import remote_services
+from adapters.remote.simulators.config import SimulatorConfig
+from adapters.remote.simulators.ledger import Ledger
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.names import ALL_QUEUES, ORDERS_CONTAINER, ORDERS_QUEUE, STATE_CONTAINER
 from deferral.store import CosmosDeferralLog
@@ -46,10 +50,6 @@ from localrun.servicebus import InProcessBroker, QueuePolicy, SendFaults
 from localrun.virtual_time import TaskScheduler
 from localrun.workload import Workload, make_workload
 from operations.queries import CosmosOpsQueries
-from order_agents.remote import RemoteError, RemoteService
-from order_agents.services import remote_services
-from order_agents.simulators.config import SimulatorConfig
-from order_agents.simulators.ledger import Ledger
 from settings import Settings
 
 START = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)

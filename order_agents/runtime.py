@@ -17,11 +17,11 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from adapters.clock import Clock
+from adapters.remote.interface import RemoteCall, RemoteError, RemoteService
 from contracts.messages import AgentReply, AgentRequest
 from domain.ids import idempotency_key
 from domain.retry import exponential_backoff
 from domain.workflow import Step, agent, step
-from order_agents.remote import RemoteCall, RemoteError, RemoteService
 from settings import Settings
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from order_agents.remote import RemoteCall, RemoteError
+from adapters.remote.interface import RemoteCall, RemoteError
 
 TRANSIENT_STATUSES = frozenset({408, 429})
 FENCES_HEADER = "X-Fences-Idempotency-Key"

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from adapters.clock import Clock
+from adapters.remote.http_service import HttpRemoteService
+from adapters.remote.interface import RemoteService
+from adapters.remote.simulators.config import SimulatorConfig
+from adapters.remote.simulators.fleet import simulated_services
+from adapters.remote.simulators.ledger import Ledger
 from domain.workflow import AGENTS
-from order_agents.http_service import HttpRemoteService
-from order_agents.remote import RemoteService
-from order_agents.simulators.config import SimulatorConfig
-from order_agents.simulators.fleet import simulated_services
-from order_agents.simulators.ledger import Ledger
 from settings import Settings
 
 

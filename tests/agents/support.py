@@ -9,14 +9,14 @@ from typing import Any, cast
 from adapters.clock import Clock, ManualClock
 from adapters.cosmos.order_store import OrderStore
 from adapters.cosmos.state_store import StateStore
+from adapters.remote.interface import RemoteCall, RemoteError, RemoteService
+from adapters.remote.simulators.config import SimulatorConfig
+from adapters.remote.simulators.fleet import simulated_services
+from adapters.remote.simulators.ledger import Ledger
 from contracts.messages import AgentRequest
 from dependencies import AppContext
 from domain.ids import idempotency_key, instance_id, request_id
 from domain.workflow import step as workflow_step
-from order_agents.remote import RemoteCall, RemoteError, RemoteService
-from order_agents.simulators.config import SimulatorConfig
-from order_agents.simulators.fleet import simulated_services
-from order_agents.simulators.ledger import Ledger
 from settings import Settings
 from tests.fakes import RecordingSender
 

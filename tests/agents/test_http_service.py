@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from order_agents.http_service import HttpRemoteService
-from order_agents.remote import RemoteCall, RemoteError
+from adapters.remote.http_service import HttpRemoteService
+from adapters.remote.interface import RemoteCall, RemoteError
 
 
 class Endpoint:

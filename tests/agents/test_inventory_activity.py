@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from adapters.clock import ManualClock
+from adapters.remote.simulators.ledger import Ledger, NetEffect
 from contracts.messages import AgentReply
 from dependencies import use_context
 from order_agents.activity_agent import InvalidAgentInput
-from order_agents.simulators.ledger import Ledger, NetEffect
 from tests.agents.support import START, make_context, make_request
 
 

@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 
 from adapters.clock import ManualClock
+from adapters.remote.simulators.config import SimulatorConfig
+from adapters.remote.simulators.service import SimulatedService
 from order_agents.runtime import run_agent_request
-from order_agents.simulators.config import SimulatorConfig
-from order_agents.simulators.service import SimulatedService
 from tests.agents.support import START, ScriptedService, agent_settings, make_request, permanent, transient
 
 

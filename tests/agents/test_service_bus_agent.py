@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from adapters.clock import ManualClock
+from adapters.remote.simulators.config import SimulatorConfig
+from adapters.remote.simulators.ledger import Ledger
 from contracts.messages import AgentReply
 from contracts.names import AGENT_REPLIES_QUEUE, SERVICE_BUS_CONNECTION
 from dependencies import AppContext, use_context
 from domain.workflow import request_queues
-from order_agents.simulators.config import SimulatorConfig
-from order_agents.simulators.ledger import Ledger
 from tests.agents.support import START, make_context, make_request
 from tests.fakes import FakeReceivedMessage, RecordingActions, RecordingSender
 

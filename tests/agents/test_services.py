@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from adapters.clock import ManualClock
-from order_agents.http_service import HttpRemoteService
-from order_agents.services import remote_services
-from order_agents.simulators.config import SimulatorConfig
-from order_agents.simulators.ledger import Ledger
-from order_agents.simulators.service import SimulatedService
+from adapters.remote.http_service import HttpRemoteService
+from adapters.remote.services import remote_services
+from adapters.remote.simulators.config import SimulatorConfig
+from adapters.remote.simulators.ledger import Ledger
+from adapters.remote.simulators.service import SimulatedService
 from settings import Settings
 
 

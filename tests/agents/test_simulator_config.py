@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from order_agents.simulators.config import Outage, SimulatorConfig
+from adapters.remote.simulators.config import Outage, SimulatorConfig
 from tests.agents.support import START
 
 

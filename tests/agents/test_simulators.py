@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from adapters.clock import ManualClock
-from order_agents.remote import RemoteCall, RemoteError
-from order_agents.simulators.config import Outage, SimulatorConfig
-from order_agents.simulators.fleet import simulated_services
-from order_agents.simulators.ledger import Ledger, NetEffect
-from order_agents.simulators.service import SimulatedService
+from adapters.remote.interface import RemoteCall, RemoteError
+from adapters.remote.simulators.config import Outage, SimulatorConfig
+from adapters.remote.simulators.fleet import simulated_services
+from adapters.remote.simulators.ledger import Ledger, NetEffect
+from adapters.remote.simulators.service import SimulatedService
 from tests.agents.support import START
 
 

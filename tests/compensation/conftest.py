@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from adapters.remote.simulators.fleet import simulated_services
+from adapters.remote.simulators.ledger import Ledger
 from dependencies import AppContext
-from order_agents.simulators.fleet import simulated_services
-from order_agents.simulators.ledger import Ledger
 
 
 @pytest.fixture

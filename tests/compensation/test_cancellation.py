@@ -8,10 +8,10 @@ from datetime import timedelta
 from typing import Any
 
 from activities import compensation_steps, scheduler_steps
+from adapters.remote.simulators.ledger import NetEffect
 from dependencies import AppContext
 from domain import compensation, transitions
 from domain.states import ProcessState
-from order_agents.simulators.ledger import NetEffect
 from submission.intake import handle_orders_message
 from supervisor.compensation_rounds import claim_due_compensations
 from tests.compensation.support import (

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from activities import compensation_steps
+from adapters.remote.simulators.config import SimulatorConfig
+from adapters.remote.simulators.fleet import simulated_services
+from adapters.remote.simulators.ledger import Ledger, NetEffect
 from dependencies import AppContext
 from domain.states import ProcessState
-from order_agents.simulators.config import SimulatorConfig
-from order_agents.simulators.fleet import simulated_services
-from order_agents.simulators.ledger import Ledger, NetEffect
 from supervisor.compensation_rounds import claim_due_compensations
 from tests.compensation.support import call_agent, compensation_round, forward_step, submitted_and_claimed
 
@@ -98,7 +98,7 @@ class DeclinesCharges:
         self._inner = inner
 
     def call(self, request: Any) -> dict[str, Any]:
-        from order_agents.remote import RemoteError
+        from adapters.remote.interface import RemoteError
 
         if request.action == "charge":
             raise RemoteError("card declined", transient=False)

@@ -7,8 +7,8 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
+from adapters.remote.simulators.fleet import simulated_services
 from orchestrators import names
-from order_agents.simulators.fleet import simulated_services
 from supervisor.compensation_rounds import start_compensations
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState

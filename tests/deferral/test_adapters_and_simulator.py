@@ -9,11 +9,11 @@ import pytest
 from azure.servicebus.exceptions import MessageNotFoundError, ServiceBusAuthorizationError
 
 from adapters.clock import ManualClock
+from adapters.remote.interface import RemoteCall, RemoteError
+from adapters.remote.simulators.config import SimulatorConfig
+from adapters.remote.simulators.service import SimulatedService
 from adapters.servicebus.deferred_sdk import SdkDeferredReceiver
 from adapters.servicebus.sender import OutgoingMessage, QueueNotFound, SdkMessageSender
-from order_agents.remote import RemoteCall, RemoteError
-from order_agents.simulators.config import SimulatorConfig
-from order_agents.simulators.service import SimulatedService
 
 
 class SdkReceiverDouble:

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from adapters.remote.services import remote_services
+from adapters.remote.simulators.config import SimulatorConfig
 from contracts.names import ORDERS_QUEUE
 from domain.states import ProcessState
-from order_agents.services import remote_services
-from order_agents.simulators.config import SimulatorConfig
 from tests.operations.harness import OPERATOR, OpsHarness
 from tests.submission.corpus import order
 

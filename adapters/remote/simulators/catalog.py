@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from order_agents.remote import RemoteError
+from adapters.remote.interface import RemoteError
 
 
 def _units(payload: dict[str, Any]) -> int:

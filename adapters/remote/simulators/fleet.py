@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from adapters.clock import Clock
-from order_agents.simulators.catalog import CATALOG, SEED_ORDER
-from order_agents.simulators.config import SimulatorConfig
-from order_agents.simulators.ledger import Ledger
-from order_agents.simulators.service import SimulatedService
+from adapters.remote.simulators.catalog import CATALOG, SEED_ORDER
+from adapters.remote.simulators.config import SimulatorConfig
+from adapters.remote.simulators.ledger import Ledger
+from adapters.remote.simulators.service import SimulatedService
 
 
 def simulated_services(

@@ -11,10 +11,10 @@ from datetime import datetime
 from typing import Any
 
 from adapters.clock import Clock
-from order_agents.remote import RemoteCall, RemoteError
-from order_agents.simulators.catalog import CATALOG, ActionSpec
-from order_agents.simulators.config import SimulatorConfig
-from order_agents.simulators.ledger import Effect, Ledger
+from adapters.remote.interface import RemoteCall, RemoteError
+from adapters.remote.simulators.catalog import CATALOG, ActionSpec
+from adapters.remote.simulators.config import SimulatorConfig
+from adapters.remote.simulators.ledger import Effect, Ledger
 
 log = logging.getLogger(__name__)
 
