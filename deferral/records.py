@@ -12,9 +12,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
+from domain.records import StoredDocument
 from domain.timefmt import UtcDateTime
 
 DOCUMENT_KIND = "DeferredMessages"
@@ -38,11 +38,7 @@ class EntryStatus(StrEnum):
     EXPIRED = "Expired"  # gone from the queue before it was applied (TTL, delivery count)
 
 
-class _Doc(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore")
-
-
-class DeferredEntry(_Doc):
+class DeferredEntry(StoredDocument):
     sequence_number: int
     message_id: str
     message_type: str
@@ -55,7 +51,7 @@ class DeferredEntry(_Doc):
     detail: str = ""
 
 
-class DeferralDocument(_Doc):
+class DeferralDocument(StoredDocument):
     id: str
     order_id: str
     kind: str = DOCUMENT_KIND

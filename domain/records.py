@@ -19,11 +19,14 @@ SCHEMA_VERSION = 1
 HISTORY_LIMIT = 50
 
 
-class _Doc(BaseModel):
+class StoredDocument(BaseModel):
+    """A part of a document in the ``state`` container: camelCase field names on the wire, snake_case
+    in Python, immutable, unknown fields ignored (a newer writer's field never breaks an older reader)."""
+
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore")
 
 
-class StepState(_Doc):
+class StepState(StoredDocument):
     status: StepStatus
     agent: str
     request_id: str
@@ -34,7 +37,7 @@ class StepState(_Doc):
     error: str | None = None
 
 
-class CompensationEntry(_Doc):
+class CompensationEntry(StoredDocument):
     """One completed, compensable step and what its undo needs (references only, never card data)."""
 
     seq: int
@@ -49,14 +52,14 @@ class CompensationEntry(_Doc):
     error: str | None = None
 
 
-class HistoryEntry(_Doc):
+class HistoryEntry(StoredDocument):
     at: UtcDateTime
     event: str
     by: str
     detail: str = ""
 
 
-class PaymentReceived(_Doc):
+class PaymentReceived(StoredDocument):
     """A prepaid order's ``PaymentNotification``, as applied to its state record (references only)."""
 
     notification_id: str
@@ -67,7 +70,7 @@ class PaymentReceived(_Doc):
     sequence_number: int | None = None  # of the orders-queue message that carried it
 
 
-class StateRecord(_Doc):
+class StateRecord(StoredDocument):
     id: str
     order_id: str
     process_state: ProcessState
