@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from domain.circuit import waiting_reason
 from domain.compensation import UNDONE, is_compensation_due
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
@@ -48,7 +49,7 @@ def wait_compensation_out(
     count it as a failed round), not claimed again before ``until``."""
     if not is_compensation_due(record, now) or record.locked_by is None:
         raise IllegalTransition(f"order {record.order_id}: no stuck compensation round to release")
-    reason = f"waiting for {dependency} (circuit open)"
+    reason = waiting_reason(dependency)
     return record.with_changes(
         now,
         "OutageWait",

@@ -35,12 +35,15 @@ def publish_status(
     attempt: int,
     at: datetime,
     reason: str | None = None,
+    variant: str | None = None,
 ) -> bool:
     """Sends one status update to the submitter's ``reply_to`` queue: the one way the app sends a
     status (an orchestration calls it through the ``publish_status`` activity,
     ``orchestrators.status.call_publish_status``). Returns False when there is nowhere to send it or
     the queue refused it. Transient send errors propagate (the caller's retry sends the same
-    MessageId again; ``publish_status_or_owe`` turns them into an owed status instead)."""
+    MessageId again; ``publish_status_or_owe`` turns them into an owed status instead). ``variant``:
+    a second update of the same status and attempt (the supervisor's "waiting for <dependency>"),
+    with a MessageId of its own so duplicate detection does not take it for the first."""
     log.info(
         "order %s status %s (attempt %s)",
         order_id,
@@ -56,7 +59,9 @@ def publish_status(
             reply_to,
             OutgoingMessage(
                 body=update.to_json(),
-                message_id=status_message_id(order_id, status, attempt),
+                message_id=status_message_id(order_id, status, attempt)
+                if variant is None
+                else bounded(f"{order_id}:{status}:{attempt}:{variant}"),
                 subject="StatusUpdate",
                 correlation_id=order_id,
             ),

@@ -25,7 +25,7 @@ from domain.transitions import SUPERVISOR
 from observability.events import app_event
 from orchestrators.names import COMPENSATION
 from orchestrators.starter import OrchestrationClient, start_orchestrations
-from supervisor.outage import OutageVerdict, outage_verdict
+from supervisor.outage import OutageVerdict, outage_verdict, tell_waiting
 from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
 
 log = logging.getLogger("supervisor")
@@ -105,6 +105,7 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
                 notBefore=outage.until.isoformat(),
                 waitingSince=outage.since.isoformat(),
             )
+            tell_waiting(ctx, record, written, outage.dependency, "Compensating")  # once per wait
             continue
         if written.process_state is ProcessState.COMPENSATION_FAILED:
             failed += 1

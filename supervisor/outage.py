@@ -17,7 +17,10 @@ identified by its dependency and the outage's start, so its MessageId is the sam
 it is sent first, then recorded in the health document (``outageAlertedFor``/``recoveryAlertedFor``,
 a conditional write re-applied on a lost race), and a recorded alert is never sent again, so a
 resend after the duplicate-detection window cannot page twice either. A send that fails is not
-recorded: the next run sends the same alert again."""
+recorded: the next run sends the same alert again.
+
+The submitter hears "waiting for <dependency>" once per wait (``tell_waiting``): from the write that
+began the wait (the record as read had no ``outageWaitSince``), not from every retry of it."""
 
 from __future__ import annotations
 
@@ -28,6 +31,8 @@ from functools import partial
 
 from adapters.cosmos.errors import StoreError
 from adapters.cosmos.health_store import update_health
+from adapters.servicebus.sender import SendError
+from contracts.messages import StatusName
 from dependencies import AppContext
 from domain.circuit import (
     OUTAGE_ALERT,
@@ -41,6 +46,7 @@ from domain.outage import InFlight
 from domain.records import StateRecord
 from domain.workflow import AGENTS
 from notifications.alerts import raise_alert_after_write
+from notifications.status import publish_status
 from observability.events import app_event
 
 log = logging.getLogger("supervisor")
@@ -68,7 +74,7 @@ def outage_verdict(
 ) -> OutageVerdict | None:
     """None when the failure was the order's own (no dependency in flight, or its circuit stayed
     closed since the step began); else when to come back, or that the wait is over."""
-    if ctx.health is None or in_flight is None or not ctx.settings.max_outage_wait:
+    if in_flight is None or not ctx.settings.max_outage_wait:
         return None  # MAX_OUTAGE_WAIT_MINUTES=0: never wait, every failure counts
     try:
         health = ctx.health.get(in_flight.dependency)
@@ -99,8 +105,6 @@ def alert_outages(ctx: AppContext) -> int:
     """Sends the outage alerts due for every dependency (``domain.circuit.outage_alerts_due``);
     returns how many were sent. A dependency whose health cannot be read or marked is retried by the
     next run (the alert then goes out again with the same MessageId)."""
-    if ctx.health is None:
-        return 0
     sent = 0
     for dependency in DEPENDENCIES:
         try:
@@ -116,8 +120,6 @@ def alert_outages(ctx: AppContext) -> int:
 
 
 def _alert_dependency(ctx: AppContext, dependency: str) -> int:
-    if ctx.health is None:
-        return 0
     health = ctx.health.get(dependency)
     if health is None:
         return 0
@@ -131,8 +133,6 @@ def _alert_dependency(ctx: AppContext, dependency: str) -> int:
 
 
 def _waiting(ctx: AppContext, dependency: str) -> int | None:
-    if ctx.health is None:
-        return None
     try:
         return ctx.health.count_waiting(waiting_reason(dependency))
     except StoreError:
@@ -180,3 +180,36 @@ def _send(ctx: AppContext, alert: OutageAlert) -> bool:
             waitingOrders=waiting,
         )
     return sent
+
+
+WAITING_VARIANT = "waiting"
+
+
+def tell_waiting(
+    ctx: AppContext, before: StateRecord, written: StateRecord, dependency: str, status: StatusName
+) -> bool:
+    """Tells the submitter the order waits for ``dependency``: only when ``written`` began the wait
+    (``before``, the record as read, was not waiting yet); a further retry of the same wait says
+    nothing new. Its own MessageId (status, attempt and ``waiting``), so a repeat collapses and the
+    attempt's first status is not mistaken for it. Tried once, like any progress status."""
+    if before.outage_wait_since is not None:
+        return False
+    try:
+        return publish_status(
+            ctx.sender,
+            reply_to=written.reply_to,
+            order_id=written.order_id,
+            status=status,
+            attempt=written.attempt,
+            at=ctx.clock.now(),
+            reason=waiting_reason(dependency),
+            variant=WAITING_VARIANT,
+        )
+    except SendError as exc:
+        log.warning(
+            "order %s: waiting status not sent: %s",
+            written.order_id,
+            exc,
+            extra={"event": "StatusSendFailed", "orderId": written.order_id, "status": status},
+        )
+        return False

@@ -24,7 +24,7 @@ from domain.records import StateRecord
 from domain.retry import exponential_backoff
 from domain.states import ProcessState
 from observability.events import app_event
-from supervisor.outage import outage_verdict
+from supervisor.outage import outage_verdict, tell_waiting
 from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,7 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
             notBefore=outage.until.isoformat(),
             waitingSince=outage.since.isoformat(),
         )
+        tell_waiting(ctx, record, written, outage.dependency, "Processing")  # once per wait
         ctx.counts.bump(ProcessState.PROCESSING, -1)
         ctx.counts.bump(ProcessState.PENDING, +1)
         return RecoveryResult(written.order_id, RecoveryAction.WAITING, expired, written)

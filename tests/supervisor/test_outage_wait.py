@@ -95,6 +95,29 @@ def test_attempts_failing_on_an_open_dependency_do_not_spend_the_retry_budget(ma
     assert [(q, json.loads(m.body)["kind"]) for q, m in sender.sent] == [(OPERATOR_ALERTS_QUEUE, "DependencyOutage")]
 
 
+def test_the_submitter_hears_waiting_for_the_dependency_once_per_wait_not_per_retry(
+    make_ctx, health, states, clock, sender
+):
+    ctx = with_health(make_ctx, health)
+    open_circuit(ctx)
+    created = states.create(transitions.new_record("o1", "replies-1", clock.now()))
+    claim = update_once(states, created, lambda r: transitions.claim(r, clock.now(), STEP_TIMEOUT))
+    _begin_shipping(states, clock, claim)
+    scan = ScanState()
+    for _ in range(4):  # four retries of the same wait
+        clock.advance(STEP_TIMEOUT + timedelta(seconds=1))
+        run_supervisor(ctx, scan)
+        record = states.get("o1")
+        assert record.history[-1].event == "OutageWait"
+        clock.set(record.complete_by)
+        next_attempt_in_flight(states, clock)
+    statuses = [(m.message_id, json.loads(m.body)) for q, m in sender.sent if q == "replies-1"]
+    assert [(s["status"], s["attempt"], s["reason"]) for _id, s in statuses] == [
+        ("Processing", 1, "waiting for shipping (circuit open)")
+    ]
+    assert statuses[0][0] == "o1:Processing:1:waiting"  # not the attempt's own Processing status id
+
+
 def test_a_failure_on_a_healthy_dependency_still_counts(make_ctx, health, states, clock):
     ctx = with_health(make_ctx, health)
     shipping_in_flight(states, clock)
