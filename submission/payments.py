@@ -28,10 +28,10 @@ from deferral.records import DeferralReason, EntryStatus
 from deferral.retry import ORDER_LOOK_AGAIN, schedule_retry
 from deferral.tracking import DeferralUnavailable, record_deferred, resolve
 from dependencies import AppContext
+from domain.payments import decide_payment, event_data, received, waiting_instance, with_payment
 from domain.records import StateRecord
 from notifications.alerts import raise_alert
 from observability.events import app_event
-from submission.payment_rules import decide_payment, event_data, received, waiting_instance, with_payment
 from submission.result import IntakeResult, RaiseEvent
 
 log = logging.getLogger(__name__)

@@ -18,9 +18,9 @@ from deferral.records import (
     with_status,
 )
 from domain import transitions
+from domain.payments import decide_payment, received, waiting_instance, with_payment
 from domain.records import StepState
 from domain.states import ProcessState, StepStatus
-from submission.payment_rules import decide_payment, received, waiting_instance, with_payment
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 ORDER: dict[str, Any] = {"orderId": "p1", "totalCents": 2500, "currency": "EUR", "prepaid": True}

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from contracts.messages import PaymentNotification
 from domain.records import PaymentReceived, StateRecord
 from domain.states import ProcessState, StepStatus
 from domain.workflow import prepaid_step
@@ -23,6 +22,26 @@ SUBMISSION = "submission"
 _PAYABLE = frozenset({ProcessState.PENDING, ProcessState.PROCESSING, ProcessState.ERROR})
 
 
+class PaymentFacts(Protocol):
+    """What the rules read of a payment notification (``contracts.messages.PaymentNotification`` has
+    these fields; the domain does not import the message contract)."""
+
+    @property
+    def order_id(self) -> str: ...
+
+    @property
+    def notification_id(self) -> str: ...
+
+    @property
+    def amount_cents(self) -> int: ...
+
+    @property
+    def currency(self) -> str: ...
+
+    @property
+    def provider_reference(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class PaymentDecision:
     kind: Literal["apply", "duplicate", "reject"]
@@ -30,7 +49,7 @@ class PaymentDecision:
     description: str = ""
 
 
-def decide_payment(record: StateRecord, order: dict[str, Any], note: PaymentNotification) -> PaymentDecision:
+def decide_payment(record: StateRecord, order: dict[str, Any], note: PaymentFacts) -> PaymentDecision:
     """Apply it, or it is a repeat of the one already applied, or reject it (dead-letter + alert)."""
     if record.payment is not None:
         if record.payment.notification_id == note.notification_id:
@@ -66,7 +85,7 @@ def decide_payment(record: StateRecord, order: dict[str, Any], note: PaymentNoti
     return PaymentDecision("apply")
 
 
-def received(note: PaymentNotification, sequence_number: int | None, now: datetime) -> PaymentReceived:
+def received(note: PaymentFacts, sequence_number: int | None, now: datetime) -> PaymentReceived:
     return PaymentReceived(
         notification_id=note.notification_id,
         amount_cents=note.amount_cents,
