@@ -32,7 +32,7 @@ from localrun.profile import (
     STATUS_QUEUE_KEYS,
     TOP_KEYS,
 )
-from settings import settings_table
+from settings import SETTINGS, settings_table
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -127,6 +127,29 @@ def test_settings_block_is_exactly_the_generated_table():
     block = doc[doc.index(START) + len(START) : doc.index(END)]
     assert block.strip("\n") == settings_table()
     assert START not in README, "the settings table lives in docs/settings.md only"
+
+
+def test_every_other_settings_table_in_docs_agrees_with_settings_py():
+    """A page that tabulates some settings (docs/supervisor.md does) shows the defaults settings.py has."""
+    defaults = {s.name: s.default for s in SETTINGS}
+    checked = 0
+    for page in sorted(DOCS.glob("*.md")):
+        if page.name == "settings.md":
+            continue
+        for table in re.split(r"\n(?!\|)", page.read_text(encoding="utf-8")):
+            lines = [line for line in table.splitlines() if line.startswith("|")]
+            if len(lines) < 3:
+                continue
+            header = [cell.strip() for cell in lines[0].strip().strip("|").split("|")]
+            if "name" not in header or "default" not in header:
+                continue
+            for row in table_rows("\n".join(lines[1:])):
+                name, default = row[header.index("name")].strip("`"), row[header.index("default")]
+                if name in defaults:
+                    expected = f"`{defaults[name]}`" if defaults[name] else "(empty)"
+                    assert default == expected, f"{page.name}: {name} default {default}, settings.py {expected}"
+                    checked += 1
+    assert checked, "no settings table outside docs/settings.md: drop this test or the pages' tables"
 
 
 # docs/local-runner.md
