@@ -110,6 +110,8 @@ def load_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     return {
         **OWNED,
         "replyTo": record.reply_to,
+        # waiting an outage out: the submitter was told so once (supervisor/outage.py), not per round
+        "outageWait": record.outage_wait_since is not None,
         "entries": [e.model_dump(mode="json", by_alias=True) for e in record.compensation],
         "stepTimeoutSeconds": ctx.settings.step_timeout.total_seconds(),
         "undoTries": ctx.settings.max_failures,

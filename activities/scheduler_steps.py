@@ -52,6 +52,8 @@ def load_order(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
         "order": order,
         "completed": completed,
         "inFlight": in_flight,
+        # waiting an outage out: the submitter was told so once (supervisor/outage.py), not per retry
+        "outageWait": record.outage_wait_since is not None,
         "stepTimeoutSeconds": ctx.settings.step_timeout.total_seconds(),
         "review": review_policy(ctx.settings),
     }

@@ -46,7 +46,8 @@ def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, 
     plan = yield from call_state_activity(context, names.LOAD_COMPENSATION, fenced)
     if not plan["owned"]:
         return orchestration_result("FencingLost", at="load")
-    yield from call_publish_status(context, order_id, "Compensating", round_number, plan=plan)
+    if not plan.get("outageWait"):  # a round retrying an outage wait: "waiting for ..." was said once
+        yield from call_publish_status(context, order_id, "Compensating", round_number, plan=plan)
 
     entries: list[dict[str, Any]] = sorted(plan["entries"], key=lambda e: e["seq"], reverse=True)
     undone: list[int] = []

@@ -49,7 +49,8 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
     order: dict[str, Any] = plan["order"]
     results: dict[str, dict[str, Any]] = dict(plan["completed"])
     step_timeout = timedelta(seconds=plan["stepTimeoutSeconds"])
-    yield from call_publish_status(context, order_id, "Processing", attempt, plan=plan)
+    if not plan.get("outageWait"):  # a retry of an outage wait: "waiting for ..." was said once
+        yield from call_publish_status(context, order_id, "Processing", attempt, plan=plan)
 
     review: dict[str, Any] = plan.get("review") or {}
     policy = ReviewPolicy(int(review.get("amountThresholdCents", 0)))
