@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from adapters.servicebus.sender import SendError
 from contracts.names import OPERATOR_ALERTS_QUEUE
+from dependencies import AppContext
 from domain import transitions
+from domain.records import StateRecord
 from domain.states import ProcessState
 from supervisor.recovery import RecoveryAction, recover
-from supervisor.run import run_supervisor
+from supervisor.run import SupervisorReport, run_supervisor
 from supervisor.scan import ScanState
 from tests.supervisor.conftest import claimed, expired, reclaim
 
@@ -38,49 +42,84 @@ def test_expired_record_goes_back_to_pending_with_a_backoff(make_ctx, states, cl
     assert report.to_terminate == ["o1:1"]
 
 
-def test_third_missed_deadline_escalates_to_error_with_one_alert(make_ctx, states, clock, sender):
-    ctx = make_ctx(MAX_FAILURES="3", RETRY_BACKOFF_BASE_SECONDS="10", RETRY_BACKOFF_MAX_SECONDS="300")
-    scan = ScanState()
-    claimed(states, "o1", clock.now(), clock.now() + timedelta(seconds=60))
-    backoffs = []
-    for attempt in (1, 2, 3):
-        clock.advance(timedelta(seconds=61))
+MAX_FAILURES = 3
+BACKOFF_BASE = timedelta(seconds=10)
+ESCALATION = {
+    "MAX_FAILURES": str(MAX_FAILURES),
+    "RETRY_BACKOFF_BASE_SECONDS": str(int(BACKOFF_BASE.total_seconds())),
+    "RETRY_BACKOFF_MAX_SECONDS": "300",
+}
+JUST_PAST = timedelta(seconds=1)  # how far past an attempt's deadline the supervisor runs
+
+
+@dataclass(frozen=True)
+class SupervisorPass:
+    report: SupervisorReport
+    record: StateRecord  # as the run left it
+    backoff: timedelta | None  # how long the order waits before its next claim (None: not retried)
+
+
+def miss_every_deadline(ctx: AppContext, states: Any, clock: Any, scan: ScanState) -> list[SupervisorPass]:
+    """Order o1 is claimed and misses its step deadline MAX_FAILURES times in a row, the supervisor running
+    just past each deadline and the starter reclaiming it as soon as its backoff ends."""
+    step_timeout = ctx.settings.step_timeout
+    claimed(states, "o1", clock.now(), clock.now() + step_timeout)
+    passes: list[SupervisorPass] = []
+    for attempt in range(1, MAX_FAILURES + 1):
+        clock.advance(step_timeout + JUST_PAST)
         report = run_supervisor(ctx, scan)
-        assert report.to_terminate == [f"o1:{attempt}"]
         record = states.get("o1")
         assert record is not None
-        if attempt < 3:
-            assert report.recovered == 1
-            assert record.process_state is ProcessState.PENDING
-            assert record.complete_by is not None
-            backoffs.append(record.complete_by - clock.now())
+        retried = attempt < MAX_FAILURES
+        backoff = record.complete_by - clock.now() if retried and record.complete_by is not None else None
+        passes.append(SupervisorPass(report, record, backoff))
+        if retried and record.complete_by is not None:
             clock.set(record.complete_by)
-            reclaim(states, "o1", clock.now(), timedelta(seconds=60))
-    assert timedelta(seconds=5) <= backoffs[0] <= timedelta(seconds=10)
-    assert timedelta(seconds=10) <= backoffs[1] <= timedelta(seconds=20)
+            reclaim(states, "o1", clock.now(), step_timeout)
+    return passes
 
-    assert report.escalated == 1
-    assert record.process_state is ProcessState.ERROR
-    assert record.failure_count == 3
-    assert record.locked_by is None
+
+def test_each_missed_deadline_terminates_that_attempt(make_ctx, states, clock):
+    passes = miss_every_deadline(make_ctx(**ESCALATION), states, clock, ScanState())
+    assert [p.report.to_terminate for p in passes] == [["o1:1"], ["o1:2"], ["o1:3"]]
+
+
+def test_missed_deadlines_before_the_last_are_retried_after_a_doubling_backoff(make_ctx, states, clock):
+    first, second, _ = miss_every_deadline(make_ctx(**ESCALATION), states, clock, ScanState())
+    assert [(p.report.recovered, p.record.process_state) for p in (first, second)] == [(1, ProcessState.PENDING)] * 2
+    assert first.backoff is not None and second.backoff is not None
+    assert BACKOFF_BASE / 2 <= first.backoff <= BACKOFF_BASE  # the base, with up to half of it as jitter
+    assert BACKOFF_BASE <= second.backoff <= 2 * BACKOFF_BASE  # doubled
+
+
+def test_the_last_missed_deadline_escalates_the_order_to_error(make_ctx, states, clock):
+    *_, last = miss_every_deadline(make_ctx(**ESCALATION), states, clock, ScanState())
+    record = last.record
+    assert last.report.escalated == 1
+    assert (record.process_state, record.failure_count) == (ProcessState.ERROR, MAX_FAILURES)
+    assert (record.locked_by, record.complete_by) == (None, None)
     assert record.last_error is not None
-    assert record.last_error.startswith("retries exhausted after 3 failed attempts")
+    assert record.last_error.startswith(f"retries exhausted after {MAX_FAILURES} failed attempts")
     # the escalation, then the acknowledgement of the alert and status it owed (nothing owed any more)
     assert [h.event for h in record.history[-2:]] == ["Escalated", "NotificationsDelivered"]
-    assert record.complete_by is None
-    [(queue, message)] = sender.sent
-    assert queue == OPERATOR_ALERTS_QUEUE
-    assert message.message_id == "alert:RetriesExhausted:o1:3"
-    body = json.loads(message.body)
-    assert body["type"] == "OperatorAlert"
-    assert body["kind"] == "RetriesExhausted"
-    assert body["orderId"] == "o1"
-    assert body["summary"] == "order o1 failed 3 attempts and needs an operator"
-    assert body["details"]["failureCount"] == 3
 
+
+def test_the_escalation_sends_one_operator_alert(make_ctx, states, clock, sender):
+    miss_every_deadline(make_ctx(**ESCALATION), states, clock, ScanState())
+    [(queue, message)] = sender.sent
+    assert (queue, message.message_id) == (OPERATOR_ALERTS_QUEUE, f"alert:RetriesExhausted:o1:{MAX_FAILURES}")
+    body = json.loads(message.body)
+    assert (body["type"], body["kind"], body["orderId"]) == ("OperatorAlert", "RetriesExhausted", "o1")
+    assert body["summary"] == f"order o1 failed {MAX_FAILURES} attempts and needs an operator"
+    assert body["details"]["failureCount"] == MAX_FAILURES
+
+
+def test_an_escalated_order_is_not_recovered_or_alerted_again(make_ctx, states, clock, sender):
+    ctx = make_ctx(**ESCALATION)
+    scan = ScanState()
+    miss_every_deadline(ctx, states, clock, scan)
     clock.advance(timedelta(hours=1))
-    again = run_supervisor(ctx, scan)
-    assert again.found == 0
+    assert run_supervisor(ctx, scan).found == 0
     assert len(sender.sent) == 1
 
 
