@@ -21,10 +21,10 @@ from domain.states import ProcessState
 from settings import Settings
 
 if TYPE_CHECKING:
+    from adapters.cosmos.deferral_store import DeferralLog
     from adapters.cosmos.health_store import HealthStore
+    from adapters.cosmos.ops_queries import OpsQueries
     from adapters.servicebus.deferred import DeferredMessageStore
-    from deferral.store import DeferralLog
-    from operations.queries import OpsQueries
 
 
 class CachedCounts:
@@ -108,7 +108,9 @@ def build_from_settings(settings: Settings) -> AppContext:
     """Production wiring: Cosmos DB and Service Bus with the managed identity (or the emulators'
     local credentials when the settings carry them)."""
     from adapters.cosmos.client import container, create_client
+    from adapters.cosmos.deferral_store import CosmosDeferralLog
     from adapters.cosmos.health_store import CosmosHealthStore
+    from adapters.cosmos.ops_queries import CosmosOpsQueries
     from adapters.cosmos.order_store import CosmosOrderStore
     from adapters.cosmos.state_store import CosmosStateStore
     from adapters.remote.services import remote_services
@@ -116,8 +118,6 @@ def build_from_settings(settings: Settings) -> AppContext:
     from adapters.servicebus.deferred_sdk import SdkDeferredStore
     from adapters.servicebus.sender import SdkMessageSender
     from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
-    from deferral.store import CosmosDeferralLog
-    from operations.queries import CosmosOpsQueries
 
     clock = SystemClock()
     cosmos = create_client(settings)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from adapters.cosmos.deferral_store import update_deferrals
 from adapters.cosmos.errors import StoreError
 from adapters.servicebus.sender import SendError
 from contracts.names import ORDERS_QUEUE
 from deferral.apply import account_for_absent, process_fetched
-from deferral.records import DeferralReason, rejected
-from deferral.store import update_deferrals
 from dependencies import AppContext
+from domain.deferral import DeferralReason, rejected
 from observability.events import app_event
 from submission.result import RaiseEvent
 

@@ -35,9 +35,9 @@ from contracts.messages import PaymentNotification
 from contracts.names import ORDERS_QUEUE
 from contracts.parsing import InvalidMessage, parse
 from deferral.apply import DEFERRABLE, account_for_absent, process_fetched
-from deferral.records import DeferralReason, DeferredEntry, EntryStatus
 from deferral.tracking import record_deferred
 from dependencies import AppContext
+from domain.deferral import DeferralReason, DeferredEntry, EntryStatus
 from observability.events import app_event
 from submission.result import RaiseEvent
 

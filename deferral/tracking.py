@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from adapters.cosmos.deferral_store import DeferralLog, update_deferrals
 from adapters.servicebus.settlement import ReceivedMessage
-from deferral.records import DeferralDocument, DeferralReason, DeferredEntry, EntryStatus, with_entry, with_status
-from deferral.store import DeferralLog, update_deferrals
 from dependencies import AppContext
+from domain.deferral import DeferralDocument, DeferralReason, DeferredEntry, EntryStatus, with_entry, with_status
 from observability.events import app_event
 
 

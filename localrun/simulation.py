@@ -18,7 +18,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from adapters.cosmos.client import ensure_database
+from adapters.cosmos.deferral_store import CosmosDeferralLog
 from adapters.cosmos.health_store import CosmosHealthStore
+from adapters.cosmos.ops_queries import CosmosOpsQueries
 from adapters.cosmos.order_store import CosmosOrderStore
 from adapters.cosmos.state_store import CosmosStateStore
 from adapters.remote.interface import RemoteError, RemoteService
@@ -27,7 +29,6 @@ from adapters.remote.simulators.config import SimulatorConfig
 from adapters.remote.simulators.ledger import Ledger
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.names import ALL_QUEUES, ORDERS_CONTAINER, ORDERS_QUEUE, STATE_CONTAINER
-from deferral.store import CosmosDeferralLog
 from dependencies import AppContext, use_context
 from domain.states import TERMINAL_STATES, ProcessState
 from domain.workflow import AGENTS
@@ -49,7 +50,6 @@ from localrun.profile import Profile
 from localrun.servicebus import InProcessBroker, QueuePolicy, SendFaults
 from localrun.virtual_time import TaskScheduler
 from localrun.workload import Workload, make_workload
-from operations.queries import CosmosOpsQueries
 from settings import Settings
 
 START = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)

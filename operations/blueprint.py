@@ -17,12 +17,12 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from adapters.cosmos.errors import StoreUnavailable
+from adapters.cosmos.ops_queries import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from dependencies import AppContext, get_context
 from domain.states import ProcessState
 from operations import actions, instances, views
 from operations.auth import OPERATE_ROLE, READ_ROLE, Principal, Refusal, authenticate
 from operations.console_assets import asset
-from operations.queries import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from operations.web import (
     MAX_CONTINUATION_CHARS,
     SECURITY_HEADERS,

@@ -24,10 +24,10 @@ from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import PaymentNotification
 from contracts.names import PAYMENT_NOTIFIED_EVENT
 from deferral.errors import DependencyUnavailable
-from deferral.records import DeferralReason, EntryStatus
 from deferral.retry import ORDER_LOOK_AGAIN, schedule_retry
 from deferral.tracking import DeferralUnavailable, record_deferred, resolve
 from dependencies import AppContext
+from domain.deferral import DeferralReason, EntryStatus
 from domain.payments import decide_payment, event_data, received, waiting_instance, with_payment
 from domain.records import StateRecord
 from notifications.alerts import raise_alert

@@ -11,8 +11,8 @@ from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import RetryDeferred
 from contracts.names import ORDERS_QUEUE
 from deferral.apply import account_for_absent, process_fetched
-from deferral.records import EntryStatus
 from dependencies import AppContext
+from domain.deferral import EntryStatus
 from observability.events import app_event
 from submission.result import IntakeResult
 

@@ -25,7 +25,7 @@ def broker(clock: Any) -> InProcessBroker:
 
 @pytest.fixture
 def ctx(app_context: Any, broker: InProcessBroker, cosmos_db: Any) -> Any:
-    from deferral.store import CosmosDeferralLog
+    from adapters.cosmos.deferral_store import CosmosDeferralLog
 
     app_context.sender = broker
     app_context.deferred = broker.deferred_store

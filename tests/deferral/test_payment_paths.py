@@ -10,7 +10,7 @@ import pytest
 
 from activities import scheduler_steps
 from contracts.names import ORDERS_QUEUE, PAYMENT_NOTIFIED_EVENT
-from deferral.records import DeferralReason, EntryStatus
+from domain.deferral import DeferralReason, EntryStatus
 from domain.states import ProcessState
 from domain.timefmt import to_text
 from tests.deferral.support import (

@@ -11,8 +11,8 @@ import pytest
 
 from adapters.cosmos.errors import StoreUnavailable
 from contracts.names import ORDERS_QUEUE
-from deferral.records import DeferralReason, EntryStatus, document_id
 from deferral.sweep import peek_sweep
+from domain.deferral import DeferralReason, EntryStatus, document_id
 from localrun.servicebus import TTL_EXPIRED
 from tests.deferral.conftest import ORDERS_TTL
 from tests.deferral.support import alerts, deferred_sequence_numbers, deliver, notification, order, send

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from contracts.messages import PaymentNotification
-from deferral.records import (
+from domain import transitions
+from domain.deferral import (
     ENTRY_LIMIT,
     DeferralDocument,
     DeferralReason,
@@ -17,7 +18,6 @@ from deferral.records import (
     with_entry,
     with_status,
 )
-from domain import transitions
 from domain.payments import decide_payment, received, waiting_instance, with_payment
 from domain.records import StepState
 from domain.states import ProcessState, StepStatus

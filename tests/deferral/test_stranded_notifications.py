@@ -10,8 +10,8 @@ from typing import Any
 
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
-from deferral.records import EntryStatus
 from deferral.sweep import SweepCursor, peek_sweep
+from domain.deferral import EntryStatus
 from orchestrators.names import DELIVER_STATUS
 from settings import Settings
 from tests.deferral.support import DurableClientStub, deliver, notification, order, send

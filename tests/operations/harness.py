@@ -10,13 +10,13 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from adapters.cosmos.deferral_store import CosmosDeferralLog
+from adapters.cosmos.ops_queries import CosmosOpsQueries
 from contracts.names import STATE_CONTAINER
-from deferral.store import CosmosDeferralLog
 from domain import compensation, transitions
 from domain.records import StateRecord
 from localrun.host import local_settings_example
 from localrun.worker.http import HttpAnswer, HttpRequestData
-from operations.queries import CosmosOpsQueries
 from tests.runtime.harness import RuntimeHarness
 
 BASE = "http://127.0.0.1:7071"

@@ -1,0 +1,59 @@
+"""Reading and writing deferral documents (``domain/deferral.py``; in the ``state`` container, the
+order's partition).
+
+Every write is conditional (``adapters/cosmos/documents.py``): ``update_deferrals`` re-reads and
+re-applies its change when it loses a race, so two writers (submission, a RetryDeferred, the peek
+sweep) never lose each other's entries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+from adapters.cosmos.documents import ConditionalDocuments, update_conditionally
+from domain.deferral import DeferralDocument, document_id
+
+if TYPE_CHECKING:
+    from azure.cosmos import ContainerProxy
+
+
+class DeferralLog(Protocol):
+    def get(self, order_id: str) -> DeferralDocument | None: ...
+
+    def save(self, doc: DeferralDocument) -> DeferralDocument:
+        """Create (``doc.etag`` None; ``AlreadyExists`` if it exists) or replace on ``doc.etag``
+        (``EtagMismatch`` if it changed)."""
+        ...
+
+
+class CosmosDeferralLog:
+    def __init__(self, container: ContainerProxy) -> None:
+        self._c = container
+        self._docs = ConditionalDocuments(container, DeferralDocument.from_document)
+
+    def get(self, order_id: str) -> DeferralDocument | None:
+        return self._docs.get(document_id(order_id), order_id)
+
+    def save(self, doc: DeferralDocument) -> DeferralDocument:
+        return self._docs.save(doc)
+
+
+def update_deferrals(
+    log: DeferralLog,
+    order_id: str,
+    change: Callable[[DeferralDocument], DeferralDocument],
+    now: datetime,
+    attempts: int = 5,
+) -> DeferralDocument:
+    """Read (or start empty), apply ``change``, write conditionally; on a lost race, again."""
+    written, _ = update_conditionally(
+        read=lambda: log.get(order_id),
+        fresh=lambda: DeferralDocument.empty(order_id, now),
+        change=lambda base: (change(base), None),
+        unchanged=lambda current, _base, updated: current is not None and updated == current,
+        save=log.save,
+        what=f"deferral document of order {order_id}",
+        attempts=attempts,
+    )
+    return written

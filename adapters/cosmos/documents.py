@@ -1,0 +1,86 @@
+"""Small documents beside the state records in the ``state`` container (deferral documents, dependency
+health), written only conditionally: a create that fails if the document appeared meanwhile, or a
+replace on the ``_etag`` it was read with. ``update_conditionally`` re-reads and re-applies its change
+when it loses such a race, so concurrent writers never lose each other's changes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, Self
+
+from adapters.cosmos.errors import AlreadyExists, ConcurrencyExhausted, EtagMismatch, mapped_errors
+
+if TYPE_CHECKING:
+    from azure.cosmos import ContainerProxy
+
+
+class Document(Protocol):
+    """A document model: its id, the ``_etag`` it was read with (None: never stored) and its JSON."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def etag(self) -> str | None: ...
+
+    def to_document(self) -> dict[str, Any]: ...
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self: ...
+
+
+class ConditionalDocuments[D: Document]:
+    """Reads and conditional writes of one kind of document in a container."""
+
+    def __init__(self, container: ContainerProxy, parse: Callable[[dict[str, Any]], D]) -> None:
+        self._c = container
+        self._parse = parse
+
+    def get(self, doc_id: str, partition_key: str) -> D | None:
+        from azure.cosmos.exceptions import CosmosResourceNotFoundError
+
+        with mapped_errors():
+            try:
+                doc = self._c.read_item(doc_id, partition_key=partition_key)
+            except CosmosResourceNotFoundError:
+                return None
+        return self._parse(doc)
+
+    def save(self, doc: D) -> D:
+        """Create (``doc.etag`` None; ``AlreadyExists`` if it exists) or replace on ``doc.etag``
+        (``EtagMismatch`` if it changed)."""
+        from azure.core import MatchConditions
+
+        with mapped_errors():
+            if doc.etag is None:
+                written = self._c.create_item(doc.to_document())
+            else:
+                written = self._c.replace_item(
+                    doc.id, doc.to_document(), etag=doc.etag, match_condition=MatchConditions.IfNotModified
+                )
+        return self._parse(written)
+
+
+def update_conditionally[D: Document, R](
+    read: Callable[[], D | None],
+    fresh: Callable[[], D],
+    change: Callable[[D], tuple[D, R]],
+    unchanged: Callable[[D | None, D, D], bool],
+    save: Callable[[D], D],
+    what: str,
+    attempts: int = 5,
+) -> tuple[D, R]:
+    """Read (``current``; None: start from ``base = fresh()``), apply ``change`` to the base (the new
+    document and a result for the caller), and unless ``unchanged(current, base, updated)`` write it on
+    the version read; on a lost race, read and apply again. ``ConcurrencyExhausted`` (naming ``what``)
+    after ``attempts`` lost races."""
+    for _ in range(attempts):
+        current = read()
+        base = current if current is not None else fresh()
+        updated, result = change(base)
+        if unchanged(current, base, updated):
+            return base, result  # nothing to write
+        try:
+            return save(updated.model_copy(update={"etag": base.etag})), result
+        except (EtagMismatch, AlreadyExists):
+            continue
+    raise ConcurrencyExhausted(f"{what}: {attempts} races in a row")
