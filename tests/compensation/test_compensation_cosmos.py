@@ -20,6 +20,7 @@ from supervisor.compensation_rounds import claim_due_compensations
 from supervisor.operator import compensate_order
 from supervisor.recovery import RecoveryAction, recover
 from tests.compensation.support import begin_charge, forward_step, stored_record, submitted_and_claimed
+from tests.deadlines import just_past
 from tests.fakes import RecordingSender
 from tests.orchestrators.support import sample_order
 
@@ -89,7 +90,7 @@ def test_a_stale_attempt_cannot_append_to_the_log(app_context, ledger, clock):
     forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", results)
     begin_charge(app_context, FORWARD)
     # The supervisor recovers attempt 1 and attempt 2 claims the order.
-    clock.advance(timedelta(seconds=61))
+    clock.advance(just_past(app_context.settings.step_timeout))
     record = stored_record(app_context)
     update_once(
         app_context.states, record, lambda r: transitions.supervisor_retry(r, FORWARD, clock.now(), 3, timedelta(0))
@@ -97,7 +98,7 @@ def test_a_stale_attempt_cannot_append_to_the_log(app_context, ledger, clock):
     update_once(
         app_context.states,
         stored_record(app_context),
-        lambda r: transitions.claim(r, clock.now(), timedelta(seconds=60)),
+        lambda r: transitions.claim(r, clock.now(), app_context.settings.start_grace),
     )
     before = stored_record(app_context)
     late = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
@@ -133,7 +134,7 @@ def test_retries_exhausted_before_the_pivot_go_to_compensation_not_error(app_con
     submitted_and_claimed(app_context)
     forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
     begin_charge(app_context, FORWARD)  # ... and the charge's reply never comes
-    clock.advance(timedelta(seconds=61))
+    clock.advance(just_past(app_context.settings.step_timeout))
     result = recover(app_context, stored_record(app_context))
     assert result.action is RecoveryAction.COMPENSATING
     assert result.expired_instance == FORWARD
@@ -155,7 +156,7 @@ def test_retries_exhausted_on_a_high_impact_order_stay_error_for_an_operator(app
     submitted_and_claimed(app_context)
     forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
     begin_charge(app_context, FORWARD)
-    clock.advance(timedelta(seconds=61))
+    clock.advance(just_past(app_context.settings.step_timeout))
     assert recover(app_context, stored_record(app_context)).action is RecoveryAction.ESCALATED
     assert stored_record(app_context).process_state is ProcessState.ERROR
     written = compensate_order(app_context, "o1", "ana", "reviewed: refund the customer")
@@ -174,7 +175,7 @@ def test_the_supervisor_claims_a_round_and_a_stuck_round_gets_the_next_one(app_c
     assert start.orchestration_input() == {"orderId": "o1", "round": 2}
     assert claims.stale_instances == []
     assert claim_due_compensations(app_context).starts == []  # not due again until its deadline
-    clock.advance(timedelta(seconds=61))  # round 2 never started (or died)
+    clock.advance(just_past(app_context.settings.start_grace))  # round 2 never started (or died)
     claims = claim_due_compensations(app_context)
     assert [s.instance_id for s in claims.starts] == [compensation_instance_id("o1", 3)]
     assert claims.stale_instances == [compensation_instance_id("o1", 2)]
@@ -195,7 +196,7 @@ def compensation_stuck_for_max_rounds(ctx: AppContext, clock: Any) -> None:
     compensation_steps.request_compensation(ctx, {**fenced, "error": "declined"})
     for _ in range(3):
         claim_due_compensations(ctx)
-        clock.advance(timedelta(seconds=61))
+        clock.advance(just_past(ctx.settings.start_grace))  # the round never starts
 
 
 def test_a_compensation_stuck_for_max_failures_rounds_is_compensation_failed_with_an_alert(

@@ -13,6 +13,7 @@ from dependencies import AppContext
 from domain.states import ProcessState
 from supervisor.compensation_rounds import claim_due_compensations
 from tests.compensation.support import call_agent, compensation_round, forward_step, submitted_and_claimed
+from tests.deadlines import just_past
 
 FORWARD = "o1:1"
 ZERO = NetEffect()
@@ -111,7 +112,6 @@ def test_a_fallback_charge_whose_reply_was_lost_is_refunded_where_it_was_taken(a
     back; the step is tried at the primary once more. Retries run out before the pivot. The
     compensation does not know which provider took the money, so it refunds at both by the
     forward key: the ledger nets to zero."""
-    from datetime import timedelta
 
     from domain.compensation import undo_pending
     from domain.ids import idempotency_key, request_id
@@ -137,7 +137,7 @@ def test_a_fallback_charge_whose_reply_was_lost_is_refunded_where_it_was_taken(a
         "step": "charge-payment",
         "action": "do",
         "attempt": 1,
-        "deadline": to_text(clock.now() + timedelta(seconds=60)),
+        "deadline": to_text(clock.now() + app_context.settings.step_timeout),
         "idempotencyKey": idempotency_key("o1", "charge-payment"),
         "payload": step_payload("charge-payment", ORDER, results),
     }
@@ -153,7 +153,7 @@ def test_a_fallback_charge_whose_reply_was_lost_is_refunded_where_it_was_taken(a
     refused = call_agent(app_context, "payment", again)
     assert refused is not None and refused["outcome"] == "failed"
 
-    clock.advance(timedelta(seconds=61))
+    clock.advance(just_past(app_context.settings.step_timeout))
     recover(app_context, app_context.states.get("o1"))  # the attempt expired; retries are exhausted
     record = app_context.states.get("o1")
     assert record.process_state is ProcessState.COMPENSATING and undo_pending(record)

@@ -15,6 +15,7 @@ from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.compensation import complete_step_logged
 from domain.states import ProcessState
 from domain.transitions import begin_step
+from tests.deadlines import just_past
 from tests.operations.harness import OPERATOR, OpsHarness, easy_auth_header
 
 pytestmark = pytest.mark.cosmos
@@ -190,7 +191,7 @@ def test_summary_counts_states_and_lists_reviews_expired_orders_and_alerts(ops):
     ops.processing("o-s-late")
     alert = {"type": "OperatorAlert", "alertId": "a-1", "kind": "OrderFailed", "severity": "error", "summary": "x"}
     ops.broker.send(OPERATOR_ALERTS_QUEUE, OutgoingMessage(body=json.dumps(alert), message_id="a-1"))
-    ops.clock.advance_to(ops.clock.now() + timedelta(seconds=61))  # the claim's start grace passes
+    ops.clock.advance_to(ops.clock.now() + just_past(ops.ctx.settings.start_grace))  # the claim's start grace passes
 
     status, body = ops.get("/api/ops/summary")
     assert status == 200

@@ -10,6 +10,7 @@ import pytest
 from domain.states import ProcessState
 from supervisor.recovery import RecoveryAction, recover
 from supervisor.scan import ScanState, scan_expired
+from tests.deadlines import just_past
 from tests.supervisor.conftest import expired, reclaim
 
 pytestmark = pytest.mark.cosmos
@@ -49,8 +50,8 @@ def test_a_late_supervisor_does_not_touch_the_next_attempt(make_ctx, states, clo
     pending = states.get("o1")
     assert pending is not None and pending.complete_by is not None
     clock.set(pending.complete_by)
-    reclaim(states, "o1", clock.now(), timedelta(seconds=60))
-    clock.advance(timedelta(seconds=61))  # attempt 2 has expired too, but B still holds attempt 1
+    reclaim(states, "o1", clock.now(), a.settings.start_grace)
+    clock.advance(just_past(a.settings.start_grace))  # attempt 2 has expired too, but B still holds attempt 1
 
     result = recover(b, stale)
 
