@@ -19,14 +19,14 @@ from contracts.messages import PaymentNotification
 from contracts.names import QUEUE_MAX_DELIVERY_COUNT
 from contracts.parsing import InvalidMessage, parse
 from deferral.errors import DependencyUnavailable
+from deferral.payment import MESSAGE_TYPE, apply_notification
 from deferral.retry import schedule_retry
 from deferral.tracking import record_deferred, resolve
 from dependencies import AppContext
 from domain.deferral import DeferralReason, EntryStatus
 from notifications.alerts import raise_alert_after_write
 from observability.events import app_event
-from submission.payments import MESSAGE_TYPE, apply_notification
-from submission.result import RaiseEvent
+from orchestrators.raise_events import RaiseEvent
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import azure.functions as func
 
 from deferral.sweep import SweepCursor, peek_sweep
 from dependencies import get_context
-from submission.raise_events import raise_events
+from orchestrators.raise_events import raise_events
 
 bp = df.Blueprint()
 # Per worker process: where the next peek sweep run starts (lost on restart: it starts from the beginning).

@@ -15,7 +15,7 @@ from deferral.apply import account_for_absent, process_fetched
 from dependencies import AppContext
 from domain.deferral import DeferralReason, rejected
 from observability.events import app_event
-from submission.result import RaiseEvent
+from orchestrators.raise_events import RaiseEvent
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ from deferral.tracking import record_deferred
 from dependencies import AppContext
 from domain.deferral import DeferralReason, DeferredEntry, EntryStatus
 from observability.events import app_event
-from submission.result import RaiseEvent
+from orchestrators.raise_events import RaiseEvent
 
 log = logging.getLogger(__name__)
 

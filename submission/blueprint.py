@@ -9,9 +9,9 @@ from adapters.servicebus.settlement import apply_settlement
 from contracts.names import ORDERS_QUEUE, SERVICE_BUS_CONNECTION
 from dependencies import get_context
 from notifications.status import hand_to_courier
+from orchestrators.raise_events import raise_events
 from orchestrators.starter import start_claimed
 from submission.intake import handle_orders_message
-from submission.raise_events import raise_events
 
 bp = df.Blueprint()
 

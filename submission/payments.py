@@ -15,98 +15,18 @@ if the state store is down the message is abandoned for redelivery."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Any, Literal
 
-from adapters.cosmos.errors import ConcurrencyExhausted, EtagMismatch, StoreUnavailable
-from adapters.cosmos.state_store import update_once
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import PaymentNotification
-from contracts.names import PAYMENT_NOTIFIED_EVENT
 from deferral.errors import DependencyUnavailable
+from deferral.payment import MESSAGE_TYPE, apply_notification
 from deferral.retry import ORDER_LOOK_AGAIN, schedule_retry
 from deferral.tracking import DeferralUnavailable, record_deferred, resolve
 from dependencies import AppContext
 from domain.deferral import DeferralReason, EntryStatus
-from domain.payments import decide_payment, event_data, received, waiting_instance, with_payment
-from domain.records import StateRecord
-from notifications.alerts import raise_alert
-from observability.events import app_event
-from submission.result import IntakeResult, RaiseEvent
+from submission.result import IntakeResult
 
 log = logging.getLogger(__name__)
-
-MESSAGE_TYPE = "PaymentNotification"
-
-
-@dataclass(frozen=True)
-class PaymentOutcome:
-    kind: Literal["applied", "duplicate", "order-missing", "rejected"]
-    events: tuple[RaiseEvent, ...] = ()
-    reason: str = ""
-    description: str = ""
-
-    def settlement(self) -> Settlement:
-        if self.kind == "rejected":
-            return Settlement.deadletter(self.reason, self.description)
-        return Settlement.complete()
-
-
-def _order(ctx: AppContext, order_id: str) -> dict[str, Any] | None:
-    try:
-        return ctx.orders.get(order_id)
-    except StoreUnavailable as exc:
-        raise DependencyUnavailable(f"order database unavailable: {exc}") from exc
-
-
-def _events(record: StateRecord) -> tuple[RaiseEvent, ...]:
-    instance = waiting_instance(record)
-    if instance is None or record.payment is None:
-        return ()
-    return (RaiseEvent(instance, PAYMENT_NOTIFIED_EVENT, event_data(record.payment)),)
-
-
-def apply_notification(ctx: AppContext, note: PaymentNotification, sequence_number: int | None) -> PaymentOutcome:
-    """Applies ``note`` to its order's state record (conditional replace, re-decided on a lost race).
-    Raises ``StoreUnavailable`` (state store down) or ``DependencyUnavailable`` (order database down)."""
-    now = ctx.clock.now()
-    for _ in range(5):
-        record = ctx.states.get(note.order_id)
-        if record is None:
-            return PaymentOutcome("order-missing")
-        order = _order(ctx, note.order_id)
-        if order is None:  # a state record without its order cannot be: the order is written first
-            return PaymentOutcome("order-missing")
-        decision = decide_payment(record, order, note)
-        if decision.kind == "duplicate":
-            return PaymentOutcome("duplicate", _events(record))
-        if decision.kind == "reject":
-            raise_alert(
-                ctx.sender,
-                kind=decision.reason,
-                summary=decision.description,
-                at=now,
-                order_id=note.order_id,
-                discriminator=note.notification_id,
-                details={"notificationId": note.notification_id, "sequenceNumber": sequence_number},
-            )
-            return PaymentOutcome("rejected", reason=decision.reason, description=decision.description)
-        try:
-            written = update_once(
-                ctx.states, record, lambda r: with_payment(r, received(note, sequence_number, now), now)
-            )
-        except EtagMismatch:
-            continue  # the orchestration (or another delivery) wrote first: decide again
-        app_event(
-            "PaymentApplied",
-            f"order {note.order_id}: payment notification {note.notification_id} applied",
-            orderId=note.order_id,
-            notificationId=note.notification_id,
-            sequenceNumber=sequence_number,
-            waiting=waiting_instance(written) is not None,
-        )
-        return PaymentOutcome("applied", _events(written))
-    raise ConcurrencyExhausted(f"order {note.order_id}: the payment notification kept losing races")
 
 
 def payment_notification(ctx: AppContext, note: PaymentNotification, message: ReceivedMessage) -> IntakeResult:

@@ -8,21 +8,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
+from orchestrators.raise_events import RaiseEvent
 
 if TYPE_CHECKING:
     from dependencies import AppContext
     from notifications.status import OwedStatus
     from orchestrators.starter import Claim
-
-
-@dataclass(frozen=True)
-class RaiseEvent:
-    """A Durable external event for a running orchestration instance (best effort: a missing or
-    finished instance is logged, never retried; the step's deadline and the supervisor cover it)."""
-
-    instance_id: str
-    name: str
-    data: dict[str, Any]
 
 
 @dataclass(frozen=True)

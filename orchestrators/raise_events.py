@@ -9,10 +9,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from observability.events import app_event
-from submission.result import RaiseEvent
+
+
+@dataclass(frozen=True)
+class RaiseEvent:
+    """A Durable external event for a running orchestration instance (best effort: a missing or
+    finished instance is logged, never retried; the step's deadline and the supervisor cover it)."""
+
+    instance_id: str
+    name: str
+    data: dict[str, Any]
 
 
 class EventClient(Protocol):
