@@ -22,6 +22,7 @@ from adapters.servicebus.sender import MessageRejected, MessageSender, OutgoingM
 from contracts.messages import StatusName, StatusUpdate
 from domain.ids import bounded, status_message_id
 from notifications.alerts import raise_alert
+from observability.events import app_event
 
 log = logging.getLogger("status")
 
@@ -44,12 +45,12 @@ def publish_status(
     MessageId again; ``publish_status_or_owe`` turns them into an owed status instead). ``variant``:
     a second update of the same status and attempt (the supervisor's "waiting for <dependency>"),
     with a MessageId of its own so duplicate detection does not take it for the first."""
-    log.info(
-        "order %s status %s (attempt %s)",
-        order_id,
-        status,
-        attempt,
-        extra={"event": "StatusUpdate", "orderId": order_id, "status": status, "attempt": attempt},
+    app_event(
+        "StatusUpdate",
+        f"order {order_id} status {status} (attempt {attempt})",
+        orderId=order_id,
+        status=status,
+        attempt=attempt,
     )
     if not reply_to:
         return False
@@ -67,13 +68,12 @@ def publish_status(
             ),
         )
     except QueueNotFound as exc:
-        log.warning(
-            "order %s: status %s not sent, reply queue %r unavailable: %s",
-            order_id,
-            status,
-            reply_to,
-            exc,
-            extra={"event": "ReplyQueueUnavailable", "orderId": order_id, "replyTo": reply_to},
+        app_event(
+            "ReplyQueueUnavailable",
+            f"order {order_id}: status {status} not sent, reply queue {reply_to!r} unavailable: {exc}",
+            logging.WARNING,
+            orderId=order_id,
+            replyTo=reply_to,
         )
         try:
             _alert_reply_queue(sender, reply_to, order_id, at, exc)
@@ -81,12 +81,12 @@ def publish_status(
             log.error("reply-queue alert for %r not sent: %s", reply_to, alert_error)
         return False
     except MessageRejected as exc:
-        log.error(
-            "order %s: status %s refused by Service Bus, not retried: %s",
-            order_id,
-            status,
-            exc,
-            extra={"event": "StatusSendFailed", "orderId": order_id, "status": status},
+        app_event(
+            "StatusSendFailed",
+            f"order {order_id}: status {status} refused by Service Bus, not retried: {exc}",
+            logging.ERROR,
+            orderId=order_id,
+            status=status,
         )
         return False
     return True
@@ -137,12 +137,13 @@ def publish_status_or_owe(
     except SendError as exc:
         if not reply_to:
             return None
-        log.warning(
-            "order %s: status %s not sent now (%s); handed to the courier",
-            order_id,
-            status,
-            exc,
-            extra={"event": "StatusOwed", "orderId": order_id, "status": status, "replyTo": reply_to},
+        app_event(
+            "StatusOwed",
+            f"order {order_id}: status {status} not sent now ({exc}); handed to the courier",
+            logging.WARNING,
+            orderId=order_id,
+            status=status,
+            replyTo=reply_to,
         )
         return OwedStatus(order_id, status, attempt, reply_to, reason)
     return None
@@ -166,12 +167,12 @@ async def hand_to_courier(client: CourierClient, owed: Sequence[OwedStatus]) -> 
         try:
             await client.start_new(DELIVER_STATUS, item.instance_id, item.courier_input())
         except Exception as exc:
-            log.error(
-                "order %s: status %s could not be handed to the courier: %s",
-                item.order_id,
-                item.status,
-                exc,
-                extra={"event": "StatusSendFailed", "orderId": item.order_id, "status": item.status},
+            app_event(
+                "StatusSendFailed",
+                f"order {item.order_id}: status {item.status} could not be handed to the courier: {exc}",
+                logging.ERROR,
+                orderId=item.order_id,
+                status=item.status,
             )
 
 

@@ -19,8 +19,6 @@ from domain.states import ProcessState
 from observability.events import app_event
 from orchestrators.names import COMPENSATION, SCHEDULER
 
-log = logging.getLogger(__name__)
-
 
 @dataclass(frozen=True)
 class Claim:
@@ -72,7 +70,7 @@ def sweep(ctx: AppContext) -> list[Claim]:
     room = ctx.settings.max_in_flight - ctx.counts.get(ProcessState.PROCESSING)
     budget = min(ctx.settings.starter_batch_size, room)
     if budget <= 0:
-        log.info("starter sweep: in-flight cap reached", extra={"event": "StarterSaturated"})
+        app_event("StarterSaturated", "starter sweep: in-flight cap reached")
         return []
     claims: list[Claim] = []
     for record in ctx.states.claimable(ctx.clock.now(), budget):

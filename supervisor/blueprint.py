@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 
 import azure.durable_functions as df
 import azure.functions as func
 
 from dependencies import get_context
+from observability.events import app_event
 from supervisor.compensation_rounds import start_compensations
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState
 from supervisor.terminate import terminate_expired
 
 bp = df.Blueprint()
-log = logging.getLogger("supervisor")
 
 # Per worker process: the run counter (catch-up cadence) and the cursor of an unfinished scan.
 # Lost on restart, which only restarts the scan (recovery is idempotent by conditional update).
@@ -26,7 +25,7 @@ SCAN_STATE = ScanState()
 @bp.durable_client_input(client_name="client")
 async def supervisor(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
     if timer.past_due:
-        log.info("supervisor timer is past due", extra={"event": "SupervisorPastDue"})
+        app_event("SupervisorPastDue", "supervisor timer is past due")
     report = await asyncio.to_thread(run_supervisor, get_context(), SCAN_STATE)
     await terminate_expired(client, report.to_terminate)
     await start_compensations(client, report.compensations)

@@ -28,8 +28,6 @@ from orchestrators.starter import OrchestrationClient, start_orchestrations
 from supervisor.outage import OutageVerdict, outage_verdict, tell_waiting
 from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
 
-log = logging.getLogger("supervisor")
-
 
 @dataclass(frozen=True)
 class CompensationStart:
@@ -55,17 +53,13 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
     next round by a conditional update; a record another writer moved first is skipped."""
     now = ctx.clock.now()
     page = ctx.states.expired_page(ProcessState.COMPENSATING, now, None, ctx.settings.supervisor_max_records, None)
-    log.info(
-        "supervisor compensation page: %d records, %.2f RU",
-        len(page.records),
-        page.request_charge,
-        extra={
-            "event": "SupervisorScanPage",
-            "query": ProcessState.COMPENSATING.value,
-            "page": 1,
-            "items": len(page.records),
-            "requestCharge": page.request_charge,
-        },
+    app_event(
+        "SupervisorScanPage",
+        f"supervisor compensation page: {len(page.records)} records, {page.request_charge:.2f} RU",
+        query=ProcessState.COMPENSATING.value,
+        page=1,
+        items=len(page.records),
+        requestCharge=page.request_charge,
     )
     starts: list[CompensationStart] = []
     stale: list[str] = []
@@ -85,11 +79,11 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
             )
             continue
         except StoreUnavailable as exc:
-            log.warning(
-                "order %s: compensation round not claimed, store unavailable: %s",
-                record.order_id,
-                exc,
-                extra={"event": "SupervisorRecoveryFailed", "orderId": record.order_id},
+            app_event(
+                "SupervisorRecoveryFailed",
+                f"order {record.order_id}: compensation round not claimed, store unavailable: {exc}",
+                logging.WARNING,
+                orderId=record.order_id,
             )
             continue
         if record.locked_by is not None:

@@ -49,8 +49,6 @@ from notifications.alerts import raise_alert_after_write
 from notifications.status import publish_status
 from observability.events import app_event
 
-log = logging.getLogger("supervisor")
-
 
 @dataclass(frozen=True)
 class OutageVerdict:
@@ -79,12 +77,11 @@ def outage_verdict(
     try:
         health = ctx.health.get(in_flight.dependency)
     except StoreError as exc:
-        log.warning(
-            "order %s: health of %s unknown (%s); counted as a failure",
-            record.order_id,
-            in_flight.dependency,
-            exc,
-            extra={"event": "DependencyHealthUnavailable", "orderId": record.order_id},
+        app_event(
+            "DependencyHealthUnavailable",
+            f"order {record.order_id}: health of {in_flight.dependency} unknown ({exc}); counted as a failure",
+            logging.WARNING,
+            orderId=record.order_id,
         )
         return None
     if health is None or not health.outage_overlaps(in_flight.since):
@@ -110,11 +107,11 @@ def alert_outages(ctx: AppContext) -> int:
         try:
             sent += _alert_dependency(ctx, dependency)
         except StoreError as exc:
-            log.warning(
-                "outage alerts of %s deferred to the next run: %s",
-                dependency,
-                exc,
-                extra={"event": "DependencyHealthUnavailable", "dependency": dependency},
+            app_event(
+                "DependencyHealthUnavailable",
+                f"outage alerts of {dependency} deferred to the next run: {exc}",
+                logging.WARNING,
+                dependency=dependency,
             )
     return sent
 
@@ -206,10 +203,11 @@ def tell_waiting(
             variant=WAITING_VARIANT,
         )
     except SendError as exc:
-        log.warning(
-            "order %s: waiting status not sent: %s",
-            written.order_id,
-            exc,
-            extra={"event": "StatusSendFailed", "orderId": written.order_id, "status": status},
+        app_event(
+            "StatusSendFailed",
+            f"order {written.order_id}: waiting status not sent: {exc}",
+            logging.WARNING,
+            orderId=written.order_id,
+            status=status,
         )
         return False

@@ -7,13 +7,12 @@ from dataclasses import dataclass, field
 
 from adapters.cosmos.errors import StoreUnavailable
 from dependencies import AppContext
+from observability.events import app_event
 from supervisor.compensation_rounds import CompensationClaims, CompensationStart, claim_due_compensations
 from supervisor.outage import alert_outages
 from supervisor.owed import deliver_due
 from supervisor.recovery import RecoveryAction, recover
 from supervisor.scan import ScanState, scan_expired
-
-log = logging.getLogger("supervisor")
 
 
 @dataclass(frozen=True)
@@ -46,11 +45,11 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
             result = recover(ctx, record)
         except StoreUnavailable as exc:
             failed += 1
-            log.warning(
-                "order %s: recovery failed, store unavailable: %s",
-                record.order_id,
-                exc,
-                extra={"event": "SupervisorRecoveryFailed", "orderId": record.order_id},
+            app_event(
+                "SupervisorRecoveryFailed",
+                f"order {record.order_id}: recovery failed, store unavailable: {exc}",
+                logging.WARNING,
+                orderId=record.order_id,
             )
             continue
         counts[result.action] += 1
@@ -59,9 +58,7 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
     try:
         claims = claim_due_compensations(ctx)
     except StoreUnavailable as exc:
-        log.warning(
-            "compensation claims skipped, store unavailable: %s", exc, extra={"event": "SupervisorRecoveryFailed"}
-        )
+        app_event("SupervisorRecoveryFailed", f"compensation claims skipped, store unavailable: {exc}", logging.WARNING)
         claims = CompensationClaims([], [], 0)
     to_terminate.extend(claims.stale_instances)
     notified = deliver_due(ctx)  # alerts and statuses still owed by earlier failure writes
@@ -84,31 +81,23 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
         notified=notified,
         outage_alerts=outage_alerts,
     )
-    log.info(
-        "supervisor run: found %d, recovered %d, skipped %d, escalated %d, failed %d; %.2f RU in %d pages",
-        report.found,
-        report.recovered,
-        report.skipped,
-        report.escalated,
-        report.failed,
-        report.request_charge,
-        report.pages,
-        extra={
-            "event": "SupervisorRun",
-            "found": report.found,
-            "recovered": report.recovered,
-            "skipped": report.skipped,
-            "escalated": report.escalated,
-            "failed": report.failed,
-            "requestCharge": report.request_charge,
-            "pages": report.pages,
-            "catchUp": report.catch_up,
-            "finished": report.finished,
-            "compensating": report.compensating,
-            "compensationsClaimed": len(report.compensations),
-            "compensationFailed": report.compensation_failed,
-            "notified": report.notified,
-            "outageAlerts": report.outage_alerts,
-        },
+    app_event(
+        "SupervisorRun",
+        f"supervisor run: found {report.found}, recovered {report.recovered}, skipped {report.skipped}, "
+        f"escalated {report.escalated}, failed {report.failed}; {report.request_charge:.2f} RU in {report.pages} pages",
+        found=report.found,
+        recovered=report.recovered,
+        skipped=report.skipped,
+        escalated=report.escalated,
+        failed=report.failed,
+        requestCharge=report.request_charge,
+        pages=report.pages,
+        catchUp=report.catch_up,
+        finished=report.finished,
+        compensating=report.compensating,
+        compensationsClaimed=len(report.compensations),
+        compensationFailed=report.compensation_failed,
+        notified=report.notified,
+        outageAlerts=report.outage_alerts,
     )
     return report

@@ -27,9 +27,8 @@ from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.state_store import Page
 from domain.records import StateRecord
 from domain.states import ProcessState
+from observability.events import app_event
 from settings import Settings
-
-log = logging.getLogger("supervisor")
 
 
 class ExpiredPages(Protocol):
@@ -101,10 +100,8 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
         try:
             page = store.expired_page(ProcessState.PROCESSING, upper, lower, size, continuation)
         except StoreUnavailable as exc:
-            log.warning(
-                "supervisor scan interrupted: %s",
-                exc,
-                extra={"event": "SupervisorScanInterrupted", "catchUp": catch_up},
+            app_event(
+                "SupervisorScanInterrupted", f"supervisor scan interrupted: {exc}", logging.WARNING, catchUp=catch_up
             )
             interrupted = True
             break
@@ -115,19 +112,14 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
             raise
         charges.append(page.request_charge)
         records.extend(page.records)
-        log.info(
-            "supervisor scan page %d: %d records, %.2f RU",
-            len(charges),
-            len(page.records),
-            page.request_charge,
-            extra={
-                "event": "SupervisorScanPage",
-                "query": ProcessState.PROCESSING.value,
-                "page": len(charges),
-                "items": len(page.records),
-                "requestCharge": page.request_charge,
-                "catchUp": catch_up,
-            },
+        app_event(
+            "SupervisorScanPage",
+            f"supervisor scan page {len(charges)}: {len(page.records)} records, {page.request_charge:.2f} RU",
+            query=ProcessState.PROCESSING.value,
+            page=len(charges),
+            items=len(page.records),
+            requestCharge=page.request_charge,
+            catchUp=catch_up,
         )
         continuation = page.continuation
         if continuation is None:
@@ -138,21 +130,16 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
     elif continuation is not None:
         state.cursor = ScanCursor(upper, lower, continuation, catch_up)
     total = sum(charges)
-    log.info(
-        "supervisor scan: %d expired records in %d pages, %.2f RU%s",
-        len(records),
-        len(charges),
-        total,
-        "" if finished else " (continues next run)",
-        extra={
-            "event": "SupervisorScan",
-            "found": len(records),
-            "pages": len(charges),
-            "requestCharge": total,
-            "catchUp": catch_up,
-            "resumed": cursor is not None,
-            "finished": finished,
-        },
+    app_event(
+        "SupervisorScan",
+        f"supervisor scan: {len(records)} expired records in {len(charges)} pages, {total:.2f} RU"
+        + ("" if finished else " (continues next run)"),
+        found=len(records),
+        pages=len(charges),
+        requestCharge=total,
+        catchUp=catch_up,
+        resumed=cursor is not None,
+        finished=finished,
     )
     return ScanResult(
         records=records,

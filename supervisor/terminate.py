@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-log = logging.getLogger("supervisor")
+from observability.events import app_event
 
 # Runtime statuses (``OrchestrationRuntimeStatus`` names) of an instance that may still act.
 STILL_ACTIVE = frozenset({"Running", "Pending", "Suspended"})
@@ -38,26 +38,22 @@ async def terminate_expired(client: InstanceClient, instance_ids: list[str]) -> 
         try:
             status = _status_name(await client.get_status(instance))
             if status not in STILL_ACTIVE:
-                log.info(
-                    "instance %s is %s: nothing to terminate",
-                    instance,
-                    status or "unknown",
-                    extra={"event": "SupervisorTerminateSkipped", "instanceId": instance, "runtimeStatus": status},
+                app_event(
+                    "SupervisorTerminateSkipped",
+                    f"instance {instance} is {status or 'unknown'}: nothing to terminate",
+                    instanceId=instance,
+                    runtimeStatus=status,
                 )
                 continue
             await client.terminate(instance, TERMINATE_REASON)
         except Exception as exc:
-            log.warning(
-                "could not terminate %s (harmless: its writes are fenced): %s",
-                instance,
-                exc,
-                extra={"event": "SupervisorTerminateFailed", "instanceId": instance},
+            app_event(
+                "SupervisorTerminateFailed",
+                f"could not terminate {instance} (harmless: its writes are fenced): {exc}",
+                logging.WARNING,
+                instanceId=instance,
             )
             continue
         terminated.append(instance)
-        log.info(
-            "terminated expired instance %s",
-            instance,
-            extra={"event": "SupervisorTerminated", "instanceId": instance},
-        )
+        app_event("SupervisorTerminated", f"terminated expired instance {instance}", instanceId=instance)
     return terminated

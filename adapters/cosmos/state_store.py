@@ -15,7 +15,7 @@ from domain.errors import FencingLost, IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
 from domain.timefmt import to_text
-from observability.events import state_transition
+from observability.events import app_event, state_transition
 
 if TYPE_CHECKING:
     from azure.cosmos import ContainerProxy
@@ -230,12 +230,12 @@ def update_once_or_reread(
         mine = updated.history[-1] if updated.history else None
         if current is None or mine is None or mine not in current.history:
             raise
-        log.warning(
-            "order %s: the response to %s was lost (%s); a re-read shows it landed",
-            record.order_id,
-            mine.event,
-            exc,
-            extra={"event": "WriteConfirmed", "orderId": record.order_id, "writeEvent": mine.event},
+        app_event(
+            "WriteConfirmed",
+            f"order {record.order_id}: the response to {mine.event} was lost ({exc}); a re-read shows it landed",
+            logging.WARNING,
+            orderId=record.order_id,
+            writeEvent=mine.event,
         )
         if current.history[-1] == mine:
             return current

@@ -27,7 +27,7 @@ def test_two_runs_recover_more_records_than_one_run_may_each_exactly_once(make_c
     ctx = make_ctx(SUPERVISOR_MAX_RECORDS="5", SUPERVISOR_PAGE_SIZE="2", MAX_FAILURES="3")
     orders = _expired_orders(states, clock, 8)
     scan = ScanState()
-    caplog.set_level(logging.INFO, logger="supervisor")
+    caplog.set_level(logging.INFO, logger="orders")  # observability.events.app_event
 
     first = run_supervisor(ctx, scan)
     second = run_supervisor(ctx, scan)
