@@ -188,23 +188,17 @@ def _fetch_and_process(
 
 
 def _logged(report: SweepReport) -> SweepReport:
-    log.info(
-        "peek sweep: %d peeked, %d deferred, %d recorded, %d recovered, %d expired",
-        report.peeked,
-        report.deferred_seen,
-        report.recorded,
-        report.recovered,
-        report.expired,
-        extra={
-            "event": "PeekSweep",
-            "peeked": report.peeked,
-            "deferredSeen": report.deferred_seen,
-            "recorded": report.recorded,
-            "recovered": report.recovered,
-            "waiting": report.waiting,
-            "deadLettered": report.dead_lettered,
-            "expired": report.expired,
-            "failed": report.failed,
-        },
+    app_event(
+        "PeekSweep",
+        f"peek sweep: {report.peeked} peeked, {report.deferred_seen} deferred, {report.recorded} recorded, "
+        f"{report.recovered} recovered, {report.expired} expired",
+        peeked=report.peeked,
+        deferredSeen=report.deferred_seen,
+        recorded=report.recorded,
+        recovered=report.recovered,
+        waiting=report.waiting,
+        deadLettered=report.dead_lettered,
+        expired=report.expired,
+        failed=report.failed,
     )
     return report
