@@ -2,10 +2,10 @@
 container under their own partition (``orderId`` = ``dependency:<name>``, no ``processState``: no
 order query ever returns them).
 
-Every write is conditional (a create that fails if the document appeared, or a replace on
-``_etag``); ``update_health`` re-reads and re-applies its change when it loses a race, so concurrent
-agents never lose each other's counts. A healthy dependency is never written (a success on a closed
-circuit with no failures counted changes nothing)."""
+Every write is conditional (``adapters/cosmos/documents.py``: a create that fails if the document
+appeared, or a replace on ``_etag``); ``update_health`` re-reads and re-applies its change when it
+loses a race, so concurrent agents never lose each other's counts. A healthy dependency is never
+written (a success on a closed circuit with no failures counted changes nothing)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from adapters.cosmos.errors import AlreadyExists, ConcurrencyExhausted, EtagMismatch, mapped_errors
+from adapters.cosmos.documents import ConditionalDocuments, update_conditionally
+from adapters.cosmos.errors import mapped_errors
 from domain.circuit import DependencyHealth, document_id, partition_key
 
 if TYPE_CHECKING:
@@ -37,28 +38,13 @@ class HealthStore(Protocol):
 class CosmosHealthStore:
     def __init__(self, container: ContainerProxy) -> None:
         self._c = container
+        self._docs = ConditionalDocuments(container, DependencyHealth.from_document)
 
     def get(self, dependency: str) -> DependencyHealth | None:
-        from azure.cosmos.exceptions import CosmosResourceNotFoundError
-
-        with mapped_errors():
-            try:
-                doc = self._c.read_item(document_id(dependency), partition_key=partition_key(dependency))
-            except CosmosResourceNotFoundError:
-                return None
-        return DependencyHealth.from_document(doc)
+        return self._docs.get(document_id(dependency), partition_key(dependency))
 
     def save(self, doc: DependencyHealth) -> DependencyHealth:
-        from azure.core import MatchConditions
-
-        with mapped_errors():
-            if doc.etag is None:
-                written = self._c.create_item(doc.to_document())
-            else:
-                written = self._c.replace_item(
-                    doc.id, doc.to_document(), etag=doc.etag, match_condition=MatchConditions.IfNotModified
-                )
-        return DependencyHealth.from_document(written)
+        return self._docs.save(doc)
 
     def count_waiting(self, reason: str) -> int:
         query = (
@@ -88,14 +74,12 @@ def update_health[T](
 ) -> tuple[DependencyHealth, T]:
     """Read (or start fresh), apply ``change`` (new health and a result for the caller), write
     conditionally when it changed anything; on a lost race, read and apply again."""
-    for _ in range(attempts):
-        current = store.get(dependency)
-        base = current if current is not None else DependencyHealth.fresh(dependency, now)
-        updated, result = change(base)
-        if updated is base:
-            return base, result  # nothing to write
-        try:
-            return store.save(updated.model_copy(update={"etag": base.etag})), result
-        except (EtagMismatch, AlreadyExists):
-            continue
-    raise ConcurrencyExhausted(f"health of dependency {dependency}: {attempts} races in a row")
+    return update_conditionally(
+        read=lambda: store.get(dependency),
+        fresh=lambda: DependencyHealth.fresh(dependency, now),
+        change=change,
+        unchanged=lambda _current, base, updated: updated is base,
+        save=store.save,
+        what=f"health of dependency {dependency}",
+        attempts=attempts,
+    )
