@@ -78,7 +78,9 @@ class DependencyHealth(BaseModel):
     recovery_alerted_for: UtcDateTime | None = None  # DependencyRecovered
     schema_version: int = SCHEMA_VERSION
     updated_at: UtcDateTime
-    etag: str | None = Field(default=None, alias="_etag", exclude=True)
+    # The stored version this was read at, opaque (None: never stored); the store writes only over
+    # that version (adapters/cosmos: the item's ``_etag``). Never part of the document.
+    version: str | None = Field(default=None, exclude=True)
 
     @classmethod
     def fresh(cls, dependency: str, now: datetime) -> DependencyHealth:
@@ -91,7 +93,7 @@ class DependencyHealth(BaseModel):
         return cls.model_validate(doc)
 
     def to_document(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude={"etag"})
+        return self.model_dump(mode="json", by_alias=True, exclude={"version"})
 
     def unavailable(self) -> bool:
         """Not closed: orders that failed on it wait instead of spending their retry budget."""

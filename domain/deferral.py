@@ -61,7 +61,9 @@ class DeferralDocument(StoredDocument):
     # Set when submission rejected the order (admission control): a notification for it that arrives
     # later is dead-lettered (OrderRejected) instead of waiting for an order that is not coming.
     rejected_at: UtcDateTime | None = None
-    etag: str | None = Field(default=None, alias="_etag", exclude=True)
+    # The stored version this was read at, opaque (None: never stored); the store writes only over
+    # that version (adapters/cosmos: the item's ``_etag``). Never part of the document.
+    version: str | None = Field(default=None, exclude=True)
 
     @classmethod
     def empty(cls, order_id: str, now: datetime) -> DeferralDocument:
@@ -72,7 +74,7 @@ class DeferralDocument(StoredDocument):
         return cls.model_validate(doc)
 
     def to_document(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude={"etag"})
+        return self.model_dump(mode="json", by_alias=True, exclude={"version"})
 
     def entry(self, sequence_number: int) -> DeferredEntry | None:
         return next((e for e in self.entries if e.sequence_number == sequence_number), None)

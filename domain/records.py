@@ -1,7 +1,9 @@
 """The state record: one document per order in the Cosmos DB container ``state``.
 
-Field names are camelCase in storage (``orderId``, ``lockedBy``, ``completeBy``...), snake_case in
-Python. ``etag`` carries Cosmos' ``_etag`` for conditional replaces and is never written back.
+Field names are camelCase in the record's JSON form (``to_document``: the stored document and the
+operator API's view; ``orderId``, ``lockedBy``, ``completeBy``...), snake_case in Python. ``version``
+is an opaque token of the stored version a record was read at: the store (``adapters/cosmos``, where
+it is Cosmos' ``_etag``) replaces a record only if it is still that version.
 """
 
 from __future__ import annotations
@@ -90,14 +92,16 @@ class StateRecord(StoredDocument):
     history: list[HistoryEntry] = Field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
     updated_at: UtcDateTime
-    etag: str | None = Field(default=None, alias="_etag", exclude=True)
+    # The stored version this was read at, opaque (None: never stored); the store writes only over
+    # that version (adapters/cosmos: the item's ``_etag``). Never part of the document.
+    version: str | None = Field(default=None, exclude=True)
 
     @classmethod
     def from_document(cls, doc: dict[str, Any]) -> StateRecord:
         return cls.model_validate(doc)
 
     def to_document(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude={"etag"})
+        return self.model_dump(mode="json", by_alias=True, exclude={"version"})
 
     def with_changes(self, now: datetime, event: str, by: str, detail: str = "", **changes: Any) -> StateRecord:
         """A copy with ``changes`` applied, ``updatedAt`` set and the change noted in ``history``."""

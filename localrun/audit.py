@@ -151,8 +151,8 @@ class AuditedStateStore:
         self._unheard: dict[str, StateRecord | None] = {}
 
     def _seen(self, record: StateRecord | None) -> StateRecord | None:
-        if record is not None and record.etag is not None:
-            self._versions[record.etag] = record
+        if record is not None and record.version is not None:
+            self._versions[record.version] = record
         return record
 
     def get(self, order_id: str) -> StateRecord | None:
@@ -187,9 +187,9 @@ class AuditedStateStore:
         self._audit.ops["cosmos_writes"] += 1
         self._faults.maybe_fail("replace")
         known = self.recent(record.order_id)
-        written = self._inner.replace(record)  # succeeded: the stored version was record.etag's
+        written = self._inner.replace(record)  # succeeded: the stored version was record.version's
         self._seen(written)
-        before = self._versions.get(record.etag or "")
+        before = self._versions.get(record.version or "")
         writer = written.history[-1].by if written.history else ""
         if before is None:
             self._audit.stale_writes.append(f"{written.order_id}: write over a version Cosmos never returned")

@@ -139,7 +139,7 @@ def _details(record: StateRecord, entry: HistoryEntry) -> dict[str, Any]:
 def acknowledge(ctx: AppContext, record: StateRecord) -> StateRecord | None:
     """Clears ``completeBy`` once the notifications are out; None when it could not (another writer
     moved the record, or the store is down: a later sweep delivers again, harmlessly)."""
-    if record.etag is None or not owes_notifications(record):
+    if record.version is None or not owes_notifications(record):
         return None
     now = ctx.clock.now()
     try:

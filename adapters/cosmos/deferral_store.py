@@ -22,7 +22,7 @@ class DeferralLog(Protocol):
     def get(self, order_id: str) -> DeferralDocument | None: ...
 
     def save(self, doc: DeferralDocument) -> DeferralDocument:
-        """Create (``doc.etag`` None; ``AlreadyExists`` if it exists) or replace on ``doc.etag``
+        """Create (``doc.version`` None; ``AlreadyExists`` if it exists) or replace on ``doc.version``
         (``EtagMismatch`` if it changed)."""
         ...
 

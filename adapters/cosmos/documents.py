@@ -1,7 +1,14 @@
-"""Small documents beside the state records in the ``state`` container (deferral documents, dependency
-health), written only conditionally: a create that fails if the document appeared meanwhile, or a
-replace on the ``_etag`` it was read with. ``update_conditionally`` re-reads and re-applies its change
-when it loses such a race, so concurrent writers never lose each other's changes."""
+"""Documents in Cosmos DB and the domain's versioned records.
+
+A record read from Cosmos carries the item's ``_etag`` as its opaque ``version`` (``stored``); every
+write of a record that was read is conditional on that version, so a concurrent change is never
+overwritten.
+
+The small documents beside the state records in the ``state`` container (deferral documents,
+dependency health) are written only that way: a create that fails if the document appeared meanwhile,
+or a replace on the version read (``ConditionalDocuments``); ``update_conditionally`` re-reads and
+re-applies its change when it loses such a race, so concurrent writers never lose each other's
+changes."""
 
 from __future__ import annotations
 
@@ -15,17 +22,23 @@ if TYPE_CHECKING:
 
 
 class Document(Protocol):
-    """A document model: its id, the ``_etag`` it was read with (None: never stored) and its JSON."""
+    """A record stored as one item: its id, the version it was read at (None: never stored) and its
+    JSON form."""
 
     @property
     def id(self) -> str: ...
 
     @property
-    def etag(self) -> str | None: ...
+    def version(self) -> str | None: ...
 
     def to_document(self) -> dict[str, Any]: ...
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self: ...
+
+
+def stored[D: Document](parse: Callable[[dict[str, Any]], D], item: dict[str, Any]) -> D:
+    """The record of a Cosmos item, its ``version`` the item's ``_etag``."""
+    return parse(item).model_copy(update={"version": item.get("_etag")})
 
 
 class ConditionalDocuments[D: Document]:
@@ -43,21 +56,21 @@ class ConditionalDocuments[D: Document]:
                 doc = self._c.read_item(doc_id, partition_key=partition_key)
             except CosmosResourceNotFoundError:
                 return None
-        return self._parse(doc)
+        return stored(self._parse, doc)
 
     def save(self, doc: D) -> D:
-        """Create (``doc.etag`` None; ``AlreadyExists`` if it exists) or replace on ``doc.etag``
+        """Create (``doc.version`` None; ``AlreadyExists`` if it exists) or replace on ``doc.version``
         (``EtagMismatch`` if it changed)."""
         from azure.core import MatchConditions
 
         with mapped_errors():
-            if doc.etag is None:
+            if doc.version is None:
                 written = self._c.create_item(doc.to_document())
             else:
                 written = self._c.replace_item(
-                    doc.id, doc.to_document(), etag=doc.etag, match_condition=MatchConditions.IfNotModified
+                    doc.id, doc.to_document(), etag=doc.version, match_condition=MatchConditions.IfNotModified
                 )
-        return self._parse(written)
+        return stored(self._parse, written)
 
 
 def update_conditionally[D: Document, R](
@@ -80,7 +93,7 @@ def update_conditionally[D: Document, R](
         if unchanged(current, base, updated):
             return base, result  # nothing to write
         try:
-            return save(updated.model_copy(update={"etag": base.etag})), result
+            return save(updated.model_copy(update={"version": base.version})), result
         except (EtagMismatch, AlreadyExists):
             continue
     raise ConcurrencyExhausted(f"{what}: {attempts} races in a row")

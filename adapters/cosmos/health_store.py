@@ -25,7 +25,7 @@ class HealthStore(Protocol):
     def get(self, dependency: str) -> DependencyHealth | None: ...
 
     def save(self, doc: DependencyHealth) -> DependencyHealth:
-        """Create (``doc.etag`` None; ``AlreadyExists`` if it exists) or replace on ``doc.etag``
+        """Create (``doc.version`` None; ``AlreadyExists`` if it exists) or replace on ``doc.version``
         (``EtagMismatch`` if it changed)."""
         ...
 

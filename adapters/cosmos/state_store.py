@@ -1,4 +1,5 @@
-"""The state store: state records in the ``state`` container, conditional replaces on ``_etag``."""
+"""The state store: state records in the ``state`` container, conditional replaces on the version
+read (the item's ``_etag``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from adapters.cosmos.documents import stored
 from adapters.cosmos.errors import ConcurrencyExhausted, EtagMismatch, StoreUnavailable, mapped_errors
 from domain.errors import FencingLost, IllegalTransition
 from domain.records import StateRecord
@@ -36,7 +38,7 @@ class StateStore(Protocol):
     def create(self, record: StateRecord) -> StateRecord: ...
 
     def replace(self, record: StateRecord) -> StateRecord:
-        """Replace if ``record.etag`` is still current; raises ``EtagMismatch`` otherwise."""
+        """Replace if ``record.version`` is still current; raises ``EtagMismatch`` otherwise."""
         ...
 
     def claimable(self, now: datetime, limit: int) -> list[StateRecord]: ...
@@ -89,23 +91,23 @@ class CosmosStateStore:
                 doc = self._c.read_item(order_id, partition_key=order_id)
             except CosmosResourceNotFoundError:
                 return None
-        return self._remember(StateRecord.from_document(doc))
+        return self._remember(stored(StateRecord.from_document, doc))
 
     def create(self, record: StateRecord) -> StateRecord:
         with mapped_errors():
             doc = self._c.create_item(record.to_document())
-        return self._remember(StateRecord.from_document(doc))
+        return self._remember(stored(StateRecord.from_document, doc))
 
     def replace(self, record: StateRecord) -> StateRecord:
         from azure.core import MatchConditions
 
-        if record.etag is None:
-            raise ValueError("a conditional replace needs the etag of the record it was derived from")
+        if record.version is None:
+            raise ValueError("a conditional replace needs the version of the record it was derived from")
         with mapped_errors():
             doc = self._c.replace_item(
-                record.id, record.to_document(), etag=record.etag, match_condition=MatchConditions.IfNotModified
+                record.id, record.to_document(), etag=record.version, match_condition=MatchConditions.IfNotModified
             )
-        return self._remember(StateRecord.from_document(doc))
+        return self._remember(stored(StateRecord.from_document, doc))
 
     def claimable(self, now: datetime, limit: int) -> list[StateRecord]:
         query = (
@@ -119,7 +121,7 @@ class CosmosStateStore:
         ]
         with mapped_errors():
             docs = list(self._c.query_items(query, parameters=params, enable_cross_partition_query=True))
-        return [StateRecord.from_document(d) for d in docs]
+        return [stored(StateRecord.from_document, d) for d in docs]
 
     def expired_page(
         self, state: ProcessState, now: datetime, not_before: datetime | None, page_size: int, continuation: str | None
@@ -136,7 +138,7 @@ class CosmosStateStore:
         with mapped_errors():
             docs, token = query_page(self._c, query, params, page_size, continuation)
             charge = self._charge()
-        return Page([StateRecord.from_document(d) for d in docs], token, charge)
+        return Page([stored(StateRecord.from_document, d) for d in docs], token, charge)
 
     def count(self, state: ProcessState) -> int:
         query = "SELECT VALUE COUNT(1) FROM c WHERE c.processState = @state"
@@ -194,7 +196,7 @@ def update_fenced(
                 continue
             raise
         try:
-            written = store.replace(updated.model_copy(update={"etag": record.etag}))
+            written = store.replace(updated.model_copy(update={"version": record.version}))
         except EtagMismatch:
             if not cached:
                 log.info("etag race on %s for %s; re-reading", order_id, owner)
@@ -209,7 +211,7 @@ def update_once(store: StateStore, record: StateRecord, change: Callable[[StateR
     """A conditional update that is NOT retried: a 412 means someone else moved the record
     (``EtagMismatch`` propagates; starter and supervisor skip the record)."""
     updated = change(record)
-    written = store.replace(updated.model_copy(update={"etag": record.etag}))
+    written = store.replace(updated.model_copy(update={"version": record.version}))
     state_transition(record, written)
     return written
 
@@ -239,4 +241,4 @@ def update_once_or_reread(
         )
         if current.history[-1] == mine:
             return current
-        return updated.model_copy(update={"etag": None})
+        return updated.model_copy(update={"version": None})

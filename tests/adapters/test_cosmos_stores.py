@@ -61,7 +61,7 @@ def test_a_stale_attempts_fenced_write_is_refused(app_context, clock):
             lambda x: transitions.complete_step(x, "o1:1", "reserve-inventory", {}, clock.now(), clock.now()),
         )
     assert lost.value.actual == "o1:2"
-    assert app_context.states.get("o1").etag == before.etag  # untouched
+    assert app_context.states.get("o1").version == before.version  # untouched
 
 
 def test_fenced_write_rereads_on_a_412_while_still_the_owner(app_context, clock, monkeypatch):
@@ -101,7 +101,7 @@ def test_fenced_write_stops_when_the_412_was_a_takeover(app_context, clock, monk
         current = app_context.states.get("o1")
         if current.locked_by == "o1:1":  # the supervisor's conditional update lands first
             moved = transitions.supervisor_retry(current, "o1:1", clock.now(), 3, timedelta(0))
-            real_replace(moved.model_copy(update={"etag": current.etag}))
+            real_replace(moved.model_copy(update={"version": current.version}))
         return real_replace(record)
 
     monkeypatch.setattr(app_context.states, "replace", supervisor_moves_first)
@@ -122,7 +122,7 @@ def test_illegal_moves_never_reach_the_store(app_context, clock):
     claimed = update_once(app_context.states, r, lambda x: transitions.claim(x, clock.now(), GRACE))
     with pytest.raises(IllegalTransition):
         update_once(app_context.states, claimed, lambda x: transitions.claim(x, clock.now(), GRACE))
-    assert app_context.states.get("o1").etag == claimed.etag
+    assert app_context.states.get("o1").version == claimed.version
 
 
 def test_create_or_verify_identical_is_a_no_op_and_conflicting_is_refused(app_context):

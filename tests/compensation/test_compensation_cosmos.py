@@ -107,7 +107,7 @@ def test_a_stale_attempt_cannot_append_to_the_log(app_context, ledger, clock):
     }
     after = stored_record(app_context)
     assert after.compensation == before.compensation
-    assert after.etag == before.etag  # nothing written
+    assert after.version == before.version  # nothing written
 
 
 def test_the_scheduler_hands_over_to_compensation_with_a_fenced_write(app_context, ledger):
@@ -121,9 +121,9 @@ def test_the_scheduler_hands_over_to_compensation_with_a_fenced_write(app_contex
     # The forward attempt has lost the record: its next write is refused.
     assert scheduler_steps.mark_processed(app_context, {"orderId": "o1", "instanceId": FORWARD}) == {"owned": False}
     # The same instance asking again (a retry whose first try landed) is told it is done; nothing is written.
-    etag = stored_record(app_context).etag
+    etag = stored_record(app_context).version
     assert compensation_steps.request_compensation(app_context, {**fenced, "error": "x"}) == {"owned": True}
-    assert stored_record(app_context).etag == etag
+    assert stored_record(app_context).version == etag
     # Another, stale, attempt asking is refused.
     stale = {**fenced, "instanceId": "o1:0"}
     assert compensation_steps.request_compensation(app_context, {**stale, "error": "x"}) == {"owned": False}
@@ -262,7 +262,7 @@ def test_a_retried_hand_over_write_that_already_landed_is_answered_as_done(app_c
     app_context.states.create(transitions.new_record("o7", "q", clock.now()))
     record = app_context.states.get("o7")
     app_context.states.replace(
-        transitions.claim(record, clock.now(), timedelta(seconds=60)).model_copy(update={"etag": record.etag})
+        transitions.claim(record, clock.now(), timedelta(seconds=60)).model_copy(update={"version": record.version})
     )
     data = {"orderId": "o7", "instanceId": "o7:1", "attempt": 1}
     assert scheduler_steps.mark_processed(app_context, data) == {"owned": True}

@@ -34,11 +34,11 @@ def test_an_owners_writes_are_not_stale(audited, clock):
     store.create(transitions.new_record("o1", None, clock.now()))
     claimed = store.replace(
         transitions.claim(store.get("o1"), clock.now(), timedelta(seconds=60)).model_copy(
-            update={"etag": store.get("o1").etag}
+            update={"version": store.get("o1").version}
         )
     )
     began = transitions.begin_step(claimed, "o1:1", "reserve-inventory", "inventory", "r", clock.now(), clock.now())
-    store.replace(began.model_copy(update={"etag": claimed.etag}))
+    store.replace(began.model_copy(update={"version": claimed.version}))
     assert audit.stale_writes == []
     assert [t.event for t in audit.transitions] == ["Received", "Claimed", "StepStarted"]
 
@@ -47,16 +47,18 @@ def test_a_write_by_an_attempt_that_lost_the_lock_is_counted(audited, clock):
     store, audit = audited
     store.create(transitions.new_record("o1", None, clock.now()))
     first = store.get("o1")
-    claimed = store.replace(transitions.claim(first, clock.now(), timedelta(0)).model_copy(update={"etag": first.etag}))
+    claimed = store.replace(
+        transitions.claim(first, clock.now(), timedelta(0)).model_copy(update={"version": first.version})
+    )
     clock.advance(timedelta(seconds=1))
     reset = store.replace(
         transitions.supervisor_retry(claimed, "o1:1", clock.now(), 3, timedelta(0)).model_copy(
-            update={"etag": claimed.etag}
+            update={"version": claimed.version}
         )
     )
     # attempt 1 writes over the supervisor's reset without checking ownership (what fencing prevents)
     stale = transitions.begin_step(
-        claimed.model_copy(update={"etag": None}),
+        claimed.model_copy(update={"version": None}),
         "o1:1",
         "reserve-inventory",
         "inventory",
@@ -64,6 +66,6 @@ def test_a_write_by_an_attempt_that_lost_the_lock_is_counted(audited, clock):
         clock.now(),
         clock.now(),
     )
-    store.replace(stale.model_copy(update={"etag": reset.etag, "process_state": claimed.process_state}))
+    store.replace(stale.model_copy(update={"version": reset.version, "process_state": claimed.process_state}))
     assert len(audit.stale_writes) == 1
     assert "o1:1 wrote while lockedBy=None" in audit.stale_writes[0]

@@ -62,13 +62,13 @@ class OpsHarness(RuntimeHarness):
         assert self.ctx is not None
         record = self.pending(order_id)
         claimed = transitions.claim(record, self.clock.now(), timedelta(seconds=60))
-        return self.ctx.states.replace(claimed.model_copy(update={"etag": record.etag}))
+        return self.ctx.states.replace(claimed.model_copy(update={"version": record.version}))
 
     def error(self, order_id: str) -> StateRecord:
         assert self.ctx is not None
         record = self.processing(order_id)
         failed = transitions.fail(record, str(record.locked_by), None, "payment declined", self.clock.now())
-        return self.ctx.states.replace(failed.model_copy(update={"etag": record.etag}))
+        return self.ctx.states.replace(failed.model_copy(update={"version": record.version}))
 
     def awaiting_review(self, order_id: str) -> StateRecord:
         assert self.ctx is not None
@@ -78,4 +78,4 @@ class OpsHarness(RuntimeHarness):
         paused = compensation.await_review(
             record, owner, "charge-payment", f"{owner}:charge-payment:review:1", until, self.clock.now()
         )
-        return self.ctx.states.replace(paused.model_copy(update={"etag": record.etag}))
+        return self.ctx.states.replace(paused.model_copy(update={"version": record.version}))

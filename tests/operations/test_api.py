@@ -285,11 +285,11 @@ def test_cancel_before_the_pivot_compensates_and_after_it_is_409(ops):
     owner = str(record.locked_by)
     for step, agent in (("reserve-inventory", "inventory"), ("charge-payment", "payment")):
         started = begin_step(record, owner, step, agent, f"{owner}:{step}", now, now)
-        record = ops.ctx.states.replace(started.model_copy(update={"etag": record.etag}))
+        record = ops.ctx.states.replace(started.model_copy(update={"version": record.version}))
         done = complete_step_logged(record, owner, step, {"ref": step}, now, now)
-        record = ops.ctx.states.replace(done.model_copy(update={"etag": record.etag}))
+        record = ops.ctx.states.replace(done.model_copy(update={"version": record.version}))
     shipping = begin_step(record, owner, "arrange-shipment", "shipping", f"{owner}:ship", now, now)
-    ops.ctx.states.replace(shipping.model_copy(update={"etag": record.etag}))
+    ops.ctx.states.replace(shipping.model_copy(update={"version": record.version}))
 
     status, body = ops.post("/api/ops/orders/o-cancel/cancel", REASON)
     assert status == 200 and body["order"]["processState"] == "Compensating"

@@ -41,7 +41,7 @@ def test_a_stale_attempt_cannot_write_after_the_reset(make_ctx, states, clock):
     with pytest.raises(FencingLost):
         update_fenced(states, "o1", "o1:1", _begin_shipment("o1:1", clock))
     unchanged = states.get("o1")
-    assert unchanged is not None and unchanged.etag == reset.etag
+    assert unchanged is not None and unchanged.version == reset.version
 
 
 def test_the_starter_reclaims_only_after_the_not_before_time_as_the_next_attempt(make_ctx, states, clock):
