@@ -25,7 +25,8 @@ from supervisor.owed import owe_notifications
 
 def _moment(value: Any) -> datetime:
     moment = from_text(value)
-    assert isinstance(moment, datetime)
+    if not isinstance(moment, datetime):
+        raise ValueError(f"not a timestamp: {value!r}")
     return moment
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,7 @@ class InvalidMessage(Exception):
         return f"{self.reason}: {self.description}"
 
 
-def parse(body: bytes | str, accepted: dict[str, type[Contract]]) -> Contract:
+def parse[ContractT: Contract](body: bytes | str, accepted: Mapping[str, type[ContractT]]) -> ContractT:
     raw = body.encode("utf-8") if isinstance(body, str) else body
     if len(raw) > MAX_BODY_BYTES:
         raise InvalidMessage("BodyTooLarge", f"body is {len(raw)} bytes; the limit is {MAX_BODY_BYTES}")

@@ -55,12 +55,11 @@ def process_fetched(ctx: AppContext, receiver: DeferredReceiver, message: Any, *
     deferred) and propagates."""
     seq: int = message.sequence_number
     try:
-        note = parse(body_bytes(message), dict(DEFERRABLE))
+        note = parse(body_bytes(message), DEFERRABLE)
     except InvalidMessage as bad:
         receiver.dead_letter(message, bad.reason, bad.description)
         app_event("DeadLettered", f"deferred message #{seq}: {bad}", logging.WARNING, sequenceNumber=seq)
         return Processed("dead-lettered", None)
-    assert isinstance(note, PaymentNotification)
     try:
         return _apply(ctx, receiver, message, note, round_number)
     except (StoreError, SendError, DependencyUnavailable):

@@ -31,7 +31,6 @@ from typing import Any
 from adapters.cosmos.errors import StoreUnavailable
 from adapters.servicebus.deferred import DeferredReceiver
 from adapters.servicebus.settlement import body_bytes
-from contracts.messages import PaymentNotification
 from contracts.names import ORDERS_QUEUE
 from contracts.parsing import InvalidMessage, parse
 from deferral.apply import DEFERRABLE, account_for_absent, process_fetched
@@ -122,11 +121,10 @@ def peek_sweep(ctx: AppContext, cursor: SweepCursor | None = None) -> SweepRepor
 def _examine(ctx: AppContext, receiver: DeferredReceiver, peeked: Any, now: datetime, report: SweepReport) -> None:
     seq = int(peeked.sequence_number)
     try:
-        note = parse(body_bytes(peeked), dict(DEFERRABLE))
+        note = parse(body_bytes(peeked), DEFERRABLE)
     except InvalidMessage:
         _fetch_and_process(ctx, receiver, seq, None, 0, report)  # dead-letters it with the reason
         return
-    assert isinstance(note, PaymentNotification)
     order_id = note.order_id
     doc = ctx.deferrals.get(order_id) if ctx.deferrals is not None else None
     entry = doc.entry(seq) if doc is not None else None
@@ -135,7 +133,8 @@ def _examine(ctx: AppContext, receiver: DeferredReceiver, peeked: Any, now: date
         recorded = record_deferred(ctx, order_id, peeked, note.type, reason, recorded_by="sweep")
         entry = recorded.entry(seq)
         report.recorded += 1
-        assert entry is not None
+        if entry is None:
+            raise RuntimeError(f"deferred #{seq} of order {order_id} is missing from the document just written")
     if _expired(peeked, now):
         _fetch_and_process(ctx, receiver, seq, entry, 0, report, order_id)  # absent: recorded as expired
         return

@@ -27,7 +27,7 @@ from domain.errors import FencingLost, IllegalTransition
 from domain.ids import idempotency_key
 from domain.records import CompensationEntry, PaymentReceived, StateRecord
 from domain.states import ProcessState, StepStatus
-from domain.workflow import WORKFLOW, StepKind, step
+from domain.workflow import WORKFLOW, Step, StepKind, step
 
 UNDONE = "Undone"
 FAILED = "Failed"
@@ -88,15 +88,20 @@ def undo_pending(record: StateRecord) -> bool:
 # --- the log ----------------------------------------------------------------------------------------
 
 
+def _undo_action(the_step: Step) -> str:
+    if the_step.undo_action is None:
+        raise ValueError(f"step {the_step.name} is not compensable: it has no undo action")
+    return the_step.undo_action
+
+
 def log_entry(record: StateRecord, step_name: str, result: dict[str, Any], now: datetime) -> CompensationEntry:
     the_step = step(step_name)
-    assert the_step.undo_action is not None
     state = record.steps[step_name]
     return CompensationEntry(
         seq=len(record.compensation) + 1,
         step=step_name,
         agent=state.agent,
-        undo_action=the_step.undo_action,
+        undo_action=_undo_action(the_step),
         data={k: result[k] for k in the_step.undo_data if k in result},
         attempt=record.attempt,
         at=now,
@@ -122,7 +127,7 @@ def _unknown_outcome_entries(record: StateRecord, now: datetime) -> list[Compens
     entries = list(record.compensation)
     for name in unknown_outcome_steps(record):
         the_step = step(name)
-        assert the_step.undo_action is not None
+        undo_action = _undo_action(the_step)
         last = record.steps[name].agent
         candidates = [last, *(a for a in (the_step.agent, the_step.fallback_agent) if a and a != last)]
         for agent_name in candidates:
@@ -131,7 +136,7 @@ def _unknown_outcome_entries(record: StateRecord, now: datetime) -> list[Compens
                     seq=len(entries) + 1,
                     step=name,
                     agent=agent_name,
-                    undo_action=the_step.undo_action,
+                    undo_action=undo_action,
                     data={"outcomeUnknown": True, "forwardIdempotencyKey": idempotency_key(record.order_id, name)},
                     attempt=record.attempt,
                     at=now,

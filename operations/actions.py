@@ -147,7 +147,8 @@ def note_answer(
             break  # the attempt took the answer and wrote first
         except EtagMismatch:
             continue
-    assert record is not None
+    if record is None:  # only if the loop above never ran
+        return error(404, f"no order {order_id}")
     return json_reply(
         200,
         {

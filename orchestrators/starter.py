@@ -60,7 +60,6 @@ def try_claim(ctx: AppContext, record: StateRecord) -> Claim | None:
         return None  # the claim landed, and another writer has moved the record on since
     ctx.counts.bump(ProcessState.PROCESSING, +1)
     ctx.counts.bump(ProcessState.PENDING, -1)
-    assert claimed.locked_by is not None
     return Claim(claimed.order_id, claimed.locked_by, claimed.attempt)
 
 

@@ -48,7 +48,6 @@ async def relay_reply(client: DurableClient, message: ReceivedMessage) -> Settle
     except InvalidMessage as bad:
         log.error("reply relay dead-letters message %s: %s", message.message_id, bad)
         return Settlement.deadletter(bad.reason, bad.description)
-    assert isinstance(reply, AgentReply)
     fields = {"orderId": reply.order_id, "step": reply.step, "requestId": reply.request_id}
     try:
         await client.raise_event(reply.instance_id, AGENT_REPLY_EVENT, reply.model_dump(mode="json", by_alias=True))

@@ -22,7 +22,6 @@ log = logging.getLogger(__name__)
 def parse_request(message: ReceivedMessage, agent_name: str) -> AgentRequest:
     """The request, checked to be one this agent serves; ``InvalidMessage`` otherwise."""
     request = parse(body_bytes(message), {"AgentRequest": AgentRequest})
-    assert isinstance(request, AgentRequest)
     try:
         the_step = step(request.step)
     except ValueError as exc:

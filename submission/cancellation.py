@@ -36,7 +36,8 @@ RACE_RETRIES = 3
 
 
 def cancel_order(ctx: AppContext, contract: Any, message: ReceivedMessage) -> IntakeResult:
-    assert isinstance(contract, CancelOrder)
+    if not isinstance(contract, CancelOrder):
+        raise TypeError(f"cancel_order handles CancelOrder, not {type(contract).__name__}")
     for _ in range(RACE_RETRIES):
         record = ctx.states.get(contract.order_id)
         if record is None:

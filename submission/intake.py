@@ -141,7 +141,8 @@ def _create_state(ctx: AppContext, order: OrderSubmitted) -> StateRecord:
     except AlreadyExists:
         # A concurrent delivery of the same message created it first.
         existing = ctx.states.get(order.order_id)
-        assert existing is not None
+        if existing is None:  # gone again between the two calls: let a redelivery start over
+            raise StoreUnavailable(f"order {order.order_id}: the create found a record the read did not") from None
         return existing
     state_transition(None, written)
     ctx.counts.bump(ProcessState.PENDING, +1)

@@ -126,10 +126,11 @@ class SimulatedService:
     def _perform(self, spec: ActionSpec, request: RemoteCall) -> dict[str, Any]:
         if spec.amount is not None:
             amount = spec.amount(request.payload)
-        else:
-            assert spec.undoes is not None
+        elif spec.undoes is not None:
             # An undo cancels what this service did for the order, never another provider's effect.
             amount = self.ledger.outstanding(request.order_id, spec.undoes, self.service)
+        else:
+            raise ValueError(f"{self.service}.{spec.name}: an action needs an amount or an action it undoes")
         result: dict[str, Any] = {}
         if amount > 0 or spec.undoes is None:
             self._sequence += 1

@@ -1,0 +1,60 @@
+"""Style rules of the production code that a linter does not enforce here, checked on its syntax tree.
+
+No ``assert`` statement: ``python -O`` strips them, so an ``assert`` that narrows a type or guards a
+path would silently stop guarding it. Production code checks explicitly and raises an error that
+says what went wrong (or is typed so that no narrowing is needed). Tests, ``localrun`` and
+``tools`` may assert freely."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.test_layers import ROOT, production_files
+
+
+def asserts_in(source: str, filename: str) -> list[str]:
+    """``file:line`` of every ``assert`` statement in ``source``."""
+    tree = ast.parse(source, filename=filename)
+    lines = sorted(node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert))
+    return [f"{filename}:{line}" for line in lines]
+
+
+def production_asserts(root: Path) -> list[str]:
+    found: list[str] = []
+    for path in production_files(root):
+        found += asserts_in(path.read_text(encoding="utf-8"), str(path.relative_to(root)))
+    return found
+
+
+def test_production_code_has_no_assert_statement() -> None:
+    assert production_asserts(ROOT) == [], "replace each with an explicit check that raises a meaningful error"
+
+
+def test_the_check_finds_an_assert_wherever_it_stands(tmp_path: Path) -> None:
+    package = tmp_path / "roles"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "narrowing.py").write_text(
+        "def first(items: list[int] | None) -> int:\n"
+        "    if items:\n"
+        "        return items[0]\n"
+        "    for item in ():\n"
+        "        assert item is not None\n"
+        "    assert items is not None, 'no items'\n"
+        "    return 0\n"
+    )
+    (package / "clean.py").write_text(
+        "def check(x: int | None) -> None:\n    if x is None:\n        raise ValueError()\n"
+    )
+    # tests and the local runner are above production code: they may assert
+    for above in ("tests", "localrun", "tools"):
+        (tmp_path / above).mkdir()
+        (tmp_path / above / "__init__.py").write_text("")
+        (tmp_path / above / "test_it.py").write_text("assert 1 + 1 == 2\n")
+
+    assert production_asserts(tmp_path) == ["roles/narrowing.py:5", "roles/narrowing.py:6"]
+
+
+def test_a_string_that_mentions_assert_is_not_an_assert() -> None:
+    assert asserts_in('message = "assert x"  # assert in a comment\n', "m.py") == []
