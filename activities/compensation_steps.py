@@ -23,7 +23,7 @@ from orchestrators import names
 from supervisor.owed import owe_notifications
 
 
-def _moment(value: Any) -> datetime:
+def _parse_timestamp(value: Any) -> datetime:
     moment = from_text(value)
     if not isinstance(moment, datetime):
         raise ValueError(f"not a timestamp: {value!r}")
@@ -59,7 +59,7 @@ def await_review(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     """Pauses the attempt for an operator: ``completeBy`` past the review deadline, and an
     ``OperatorAlert`` saying what to decide, by when, how, and what happens by default."""
     now = ctx.clock.now()
-    until = _moment(data["until"])
+    until = _parse_timestamp(data["until"])
     keep_until = until + ctx.settings.start_grace
     record = write_fenced(
         ctx,
