@@ -5,15 +5,17 @@ that fetched them."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from adapters.cosmos.deferral_store import update_deferrals
 from adapters.cosmos.errors import StoreError
+from adapters.servicebus.deferred import DeferredMessageStore
 from adapters.servicebus.sender import SendError
 from contracts.names import ORDERS_QUEUE
-from deferral.apply import account_for_absent, process_fetched
+from deferral.apply import Processed, account_for_absent, process_fetched
 from dependencies import AppContext
-from domain.deferral import DeferralReason, rejected
+from domain.deferral import DeferralReason, DeferredEntry, rejected
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
 
@@ -26,6 +28,22 @@ class Recovery:
     dead_lettered: int = 0
     expired: int = 0
     events: tuple[RaiseEvent, ...] = ()
+
+
+def _fetch_and_process(
+    ctx: AppContext, deferred: DeferredMessageStore, order_id: str, waiting: list[DeferredEntry]
+) -> Iterator[tuple[DeferredEntry, Processed | str]]:
+    """Fetches the waiting entries' messages by sequence number on one receiver and processes each
+    there (``deferral.apply``); yields every entry with its outcome, or, for a message no longer on
+    the queue, with what ``account_for_absent`` made of its entry."""
+    with deferred.open(ORDERS_QUEUE) as receiver:
+        fetched = {m.sequence_number: m for m in receiver.receive_deferred([e.sequence_number for e in waiting])}
+        for entry in waiting:
+            message = fetched.get(entry.sequence_number)
+            if message is None:
+                yield entry, account_for_absent(ctx, receiver, order_id, entry.sequence_number)
+            else:
+                yield entry, process_fetched(ctx, receiver, message, round_number=0)
 
 
 def release_for_rejected_order(ctx: AppContext, order_id: str) -> Recovery:
@@ -43,14 +61,11 @@ def release_for_rejected_order(ctx: AppContext, order_id: str) -> Recovery:
         return Recovery()
     dead = expired = 0
     try:
-        with ctx.deferred.open(ORDERS_QUEUE) as receiver:
-            fetched = {m.sequence_number: m for m in receiver.receive_deferred([e.sequence_number for e in waiting])}
-            for entry in waiting:
-                message = fetched.get(entry.sequence_number)
-                if message is None:
-                    expired += account_for_absent(ctx, receiver, order_id, entry.sequence_number) == "expired"
-                    continue
-                dead += process_fetched(ctx, receiver, message, round_number=0).result == "dead-lettered"
+        for _, done in _fetch_and_process(ctx, ctx.deferred, order_id, waiting):
+            if isinstance(done, str):
+                expired += done == "expired"
+            else:
+                dead += done.result == "dead-lettered"
     except (StoreError, SendError):
         raise
     except Exception as exc:
@@ -71,25 +86,21 @@ def recover_for_order(ctx: AppContext, order_id: str) -> Recovery:
     applied = dead = expired = 0
     events: list[RaiseEvent] = []
     try:
-        with ctx.deferred.open(ORDERS_QUEUE) as receiver:
-            fetched = {m.sequence_number: m for m in receiver.receive_deferred([e.sequence_number for e in waiting])}
-            for entry in waiting:
-                message = fetched.get(entry.sequence_number)
-                if message is None:
-                    expired += account_for_absent(ctx, receiver, order_id, entry.sequence_number) == "expired"
-                    continue
-                done = process_fetched(ctx, receiver, message, round_number=0)
-                applied += done.result == "applied"
-                dead += done.result == "dead-lettered"
-                events.extend(done.events)
-                if done.result == "applied":
-                    app_event(
-                        "DeferredRecovered",
-                        f"order {order_id}: deferred #{entry.sequence_number} applied on submission",
-                        orderId=order_id,
-                        sequenceNumber=entry.sequence_number,
-                        via="sequence",
-                    )
+        for entry, done in _fetch_and_process(ctx, ctx.deferred, order_id, waiting):
+            if isinstance(done, str):
+                expired += done == "expired"
+                continue
+            applied += done.result == "applied"
+            dead += done.result == "dead-lettered"
+            events.extend(done.events)
+            if done.result == "applied":
+                app_event(
+                    "DeferredRecovered",
+                    f"order {order_id}: deferred #{entry.sequence_number} applied on submission",
+                    orderId=order_id,
+                    sequenceNumber=entry.sequence_number,
+                    via="sequence",
+                )
     except (StoreError, SendError):
         raise
     except Exception as exc:
