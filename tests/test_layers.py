@@ -26,6 +26,30 @@ _y``): what another module needs is public in one place.
 Which imports count: every ``import``/``from ... import`` in a module, wherever it stands: at
 module level, under ``if TYPE_CHECKING:`` and inside functions (a lazy import is still a
 dependency, it only moves the cost). Relative imports are resolved against the importing module.
+
+Two decisions behind the rules:
+
+- pydantic in the domain: the records are frozen pydantic models (validated on every read, copied
+  with changes); replacing them with dataclasses and hand-written validation would buy nothing
+  the rule is for (no I/O, no SDK, no setting). What is Cosmos' stays in ``adapters/cosmos``:
+  a record carries an opaque ``version``, which ``adapters/cosmos/documents.stored`` fills from the
+  item's ``_etag``. The camelCase aliases stay on the records: camelCase is the app's JSON form
+  everywhere (messages, the operator API's views, the stored documents), not a storage detail.
+- ``dependencies`` sits below the roles: it only assembles adapters (the remote services are
+  adapters too, ``adapters/remote``), so every role may take an ``AppContext``.
+
+Pairs ``duplicates`` still lists in production code, and why they stay (all alike in shape, not
+in logic, unless said):
+
+- ``activities/compensation_steps.py`` ~ ``activities/scheduler_steps.py``: each fenced activity is
+  one call of the shared ``write_fenced`` with its own move, label and hand-over status; the same
+  lines are that call's arguments.
+- ``notifications/status.py``: ``publish_status`` and ``publish_status_or_owe`` share their keyword
+  parameters (the second wraps the first and turns a failed send into an owed status).
+- ``settings.py``, ``activities/blueprint.py``, ``operations/blueprint.py``, ``contracts/messages.py``:
+  one declaration per setting, trigger, route or message, each with its own names and types.
+- ``deferral/apply.py``, ``supervisor/*``, ``orchestrators/*``, ``domain/transitions.py``: calls
+  with the same keyword arguments (alerts, statuses, history entries) for different events.
 """
 
 from __future__ import annotations
