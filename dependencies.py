@@ -69,16 +69,14 @@ class AppContext:
     orders: OrderStore
     sender: MessageSender
     remote: dict[str, RemoteService]
+    # Deferred messages of the orders queue, fetched by sequence number, and the documents tracking them.
+    deferred: DeferredMessageStore
+    deferrals: DeferralLog
+    # The operator API's read model (paged lists).
+    ops: OpsQueries
+    # Dependency health documents (circuit breakers shared across orders).
+    health: HealthStore
     rng: random.Random = field(default_factory=random.Random)
-    # Deferred messages of the orders queue, fetched by sequence number (None: deferral unavailable,
-    # messages that would be deferred are abandoned instead) and the documents tracking them.
-    deferred: DeferredMessageStore | None = None
-    deferrals: DeferralLog | None = None
-    # The operator API's read model (paged lists); None: the ops API answers 503 for the lists.
-    ops: OpsQueries | None = None
-    # Dependency health documents (circuit breakers shared across orders); None: no circuits, every
-    # call is made and every failure counts against the order's retry budget (the behaviour before).
-    health: HealthStore | None = None
     counts: CachedCounts = field(init=False)
 
     def __post_init__(self) -> None:

@@ -52,8 +52,6 @@ def release_for_rejected_order(ctx: AppContext, order_id: str) -> Recovery:
     for it are fetched and dead-lettered (``OrderRejected``, with an alert) instead of waiting for
     an order that is not coming until their time to live. A store or send failure propagates (the
     OrderSubmitted is abandoned and redelivered); a receiver failure is left to the peek sweep."""
-    if ctx.deferred is None or ctx.deferrals is None:
-        return Recovery()
     now = ctx.clock.now()
     doc = update_deferrals(ctx.deferrals, order_id, lambda d: rejected(d, now), now)
     waiting = doc.waiting(DeferralReason.ORDER_NOT_SUBMITTED)
@@ -77,8 +75,6 @@ def recover_for_order(ctx: AppContext, order_id: str) -> Recovery:
     """Nothing to do (one point read) unless the order's deferral document lists waiting messages.
     A receiver failure is logged and left to the peek sweep: it never blocks the order itself.
     A store or send failure propagates (the OrderSubmitted is abandoned and redelivered)."""
-    if ctx.deferred is None or ctx.deferrals is None:
-        return Recovery()
     doc = ctx.deferrals.get(order_id)
     waiting = doc.waiting(DeferralReason.ORDER_NOT_SUBMITTED) if doc is not None else []
     if not waiting:

@@ -79,8 +79,6 @@ class SweepCursor:
 def peek_sweep(ctx: AppContext, cursor: SweepCursor | None = None) -> SweepReport:
     report = SweepReport()
     cursor = cursor if cursor is not None else SweepCursor()
-    if ctx.deferred is None or ctx.deferrals is None:
-        return report
     now = ctx.clock.now()
     cutoff = now - ctx.settings.peek_sweep_age
     budget = ctx.settings.peek_sweep_max_messages
@@ -126,7 +124,7 @@ def _examine(ctx: AppContext, receiver: DeferredReceiver, peeked: Any, now: date
         _fetch_and_process(ctx, receiver, seq, None, 0, report)  # dead-letters it with the reason
         return
     order_id = note.order_id
-    doc = ctx.deferrals.get(order_id) if ctx.deferrals is not None else None
+    doc = ctx.deferrals.get(order_id)
     entry = doc.entry(seq) if doc is not None else None
     if entry is None:
         reason = DeferralReason.ORDER_NOT_SUBMITTED

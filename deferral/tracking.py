@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-from adapters.cosmos.deferral_store import DeferralLog, update_deferrals
+from adapters.cosmos.deferral_store import update_deferrals
 from adapters.servicebus.settlement import ReceivedMessage
 from dependencies import AppContext
 from domain.deferral import DeferralDocument, DeferralReason, DeferredEntry, EntryStatus, with_entry, with_status
 from observability.events import app_event
-
-
-class DeferralUnavailable(Exception):
-    """This app has no deferred-message store or deferral log wired (the message is abandoned)."""
-
-
-def deferral_log(ctx: AppContext) -> DeferralLog:
-    if ctx.deferrals is None or ctx.deferred is None:
-        raise DeferralUnavailable("deferral is not configured (AppContext.deferred / AppContext.deferrals)")
-    return ctx.deferrals
 
 
 def record_deferred(
@@ -46,7 +36,7 @@ def record_deferred(
         rounds=rounds,
         updated_at=now,
     )
-    doc = update_deferrals(deferral_log(ctx), order_id, lambda d: with_entry(d, entry, now), now)
+    doc = update_deferrals(ctx.deferrals, order_id, lambda d: with_entry(d, entry, now), now)
     app_event(
         "MessageDeferred",
         f"{message_type} {message.message_id} of order {order_id} deferred as #{sequence_number} ({reason.value})",
@@ -62,4 +52,4 @@ def record_deferred(
 def resolve(ctx: AppContext, order_id: str, sequence_number: int, status: EntryStatus, detail: str = "") -> None:
     """Notes what became of a tracked message (unknown sequence numbers: nothing written)."""
     now = ctx.clock.now()
-    update_deferrals(deferral_log(ctx), order_id, lambda d: with_status(d, sequence_number, status, now, detail), now)
+    update_deferrals(ctx.deferrals, order_id, lambda d: with_status(d, sequence_number, status, now, detail), now)

@@ -208,31 +208,34 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             faults.latency = hostile.CosmosLatency(profile.cosmos_latency_ms, rng, clock.sleep)
         # The app reads its host's clock (profile host.clock_skew_s); the runner's evidence keeps true time.
         skewed = SkewedClocks(clock, scheduler, profile.clock_skew_s, audit) if profile.clock_skew_s else None
+        # The generators are drawn in the same order as before the context took every collaborator at once
+        # (sender, then rng), so a seed's run is unchanged.
+        sender = FaultySender(broker, profile, random.Random(seeds.getrandbits(64)), clock, audit)
         ctx = AppContext(
             settings=settings,
             clock=skewed if skewed is not None else clock,
             states=AuditedStateStore(raw_states, clock, faults, audit),
             orders=AuditedOrderStore(CosmosOrderStore(database.get_container_client(ORDERS_CONTAINER)), faults, audit),
-            sender=FaultySender(broker, profile, random.Random(seeds.getrandbits(64)), clock, audit),
+            sender=sender,
             remote=remote,
+            deferred=broker.deferred_store,
+            deferrals=CountedStore(
+                CosmosDeferralLog(database.get_container_client(STATE_CONTAINER)),
+                faults,
+                audit,
+                "cosmos_other",
+                writes=frozenset({"save"}),
+            ),
+            ops=CosmosOpsQueries(database.get_container_client(STATE_CONTAINER)),
+            # Dependency health (circuits shared across orders), with the same Cosmos faults as the rest.
+            health=CountedStore(
+                CosmosHealthStore(database.get_container_client(STATE_CONTAINER)),
+                faults,
+                audit,
+                "cosmos_other",
+                writes=frozenset({"save"}),
+            ),
             rng=random.Random(seeds.getrandbits(64)),
-        )
-        ctx.deferred = broker.deferred_store
-        ctx.ops = CosmosOpsQueries(database.get_container_client(STATE_CONTAINER))
-        ctx.deferrals = CountedStore(
-            CosmosDeferralLog(database.get_container_client(STATE_CONTAINER)),
-            faults,
-            audit,
-            "cosmos_other",
-            writes=frozenset({"save"}),
-        )
-        # Dependency health (circuits shared across orders), with the same Cosmos faults as the rest.
-        ctx.health = CountedStore(
-            CosmosHealthStore(database.get_container_client(STATE_CONTAINER)),
-            faults,
-            audit,
-            "cosmos_other",
-            writes=frozenset({"save"}),
         )
         recorder = EventRecorder()
         app_log = logging.getLogger("orders")

@@ -47,11 +47,9 @@ def _response(reply: Reply) -> func.HttpResponse:
 
 
 def _load(produce: Callable[[], Any]) -> Any:
-    """``produce()``, or a 503 reply when the read model or the store is unavailable."""
+    """``produce()``, or a 503 reply when the store is unavailable."""
     try:
         return produce()
-    except views.ReadModelUnavailable as exc:
-        return error(503, str(exc))
     except StoreUnavailable as exc:
         return error(503, f"the state store is unavailable: {exc}")
 

@@ -23,10 +23,6 @@ ALERT_PEEK_LIMIT = 250
 ATTEMPTS_SHOWN = 6
 
 
-class ReadModelUnavailable(RuntimeError):
-    """The context has no operator read model (``AppContext.ops``)."""
-
-
 def _time(value: Any) -> str | None:
     return to_text(value) if value is not None else None
 
@@ -49,8 +45,6 @@ def order_row(record: StateRecord) -> dict[str, Any]:
 
 
 def summary(ctx: AppContext) -> dict[str, Any]:
-    if ctx.ops is None:
-        raise ReadModelUnavailable("no operator read model configured")
     counts = {state.value: ctx.states.count(state) for state in ProcessState}
     processing = ctx.ops.processing(SUMMARY_PROCESSING_LIMIT)  # oldest completeBy first
     now = ctx.clock.now()
@@ -73,9 +67,7 @@ def summary(ctx: AppContext) -> dict[str, Any]:
 
 def recent_alerts(ctx: AppContext, limit: int) -> list[dict[str, Any]]:
     """The newest of the first ``ALERT_PEEK_LIMIT`` alerts still on ``operator-alerts`` (peeked: a
-    consumer of the queue is not disturbed). Empty when the context has no deferred-message store."""
-    if ctx.deferred is None:
-        return []
+    consumer of the queue is not disturbed)."""
     with ctx.deferred.open(OPERATOR_ALERTS_QUEUE) as receiver:
         messages = receiver.peek(ALERT_PEEK_LIMIT)
     alerts: list[dict[str, Any]] = []
@@ -94,8 +86,6 @@ def recent_alerts(ctx: AppContext, limit: int) -> list[dict[str, Any]]:
 
 
 def order_page(ctx: AppContext, state: ProcessState | None, page_size: int, continuation: str | None) -> dict[str, Any]:
-    if ctx.ops is None:
-        raise ReadModelUnavailable("no operator read model configured")
     page = ctx.ops.page(state, page_size, continuation)
     return {"orders": [order_row(r) for r in page.records], "continuation": page.continuation}
 
@@ -126,7 +116,7 @@ def order_detail(ctx: AppContext, order_id: str) -> dict[str, Any] | None:
     record = ctx.states.get(order_id)
     if order is None and record is None:
         return None
-    deferral = ctx.deferrals.get(order_id) if ctx.deferrals is not None else None
+    deferral = ctx.deferrals.get(order_id)
     review = pending_review(record) if record is not None else None
     return {
         "orderId": order_id,

@@ -100,6 +100,6 @@ def _admission(health: DependencyHealth, clock: Clock, policy: CircuitPolicy) ->
     return decided.health, decided
 
 
-def gate_of(ctx: AppContext) -> DependencyGate | None:
-    """The context's gate, or None when it has no health store."""
-    return None if ctx.health is None else DependencyGate(ctx.health, ctx.clock, ctx.settings.circuit_policy)
+def gate_of(ctx: AppContext) -> DependencyGate:
+    """The gate over the context's dependency health."""
+    return DependencyGate(ctx.health, ctx.clock, ctx.settings.circuit_policy)

@@ -21,7 +21,7 @@ from contracts.messages import PaymentNotification
 from deferral.errors import DependencyUnavailable
 from deferral.payment import MESSAGE_TYPE, apply_notification
 from deferral.retry import ORDER_LOOK_AGAIN, schedule_retry
-from deferral.tracking import DeferralUnavailable, record_deferred, resolve
+from deferral.tracking import record_deferred, resolve
 from dependencies import AppContext
 from domain.deferral import DeferralReason, EntryStatus
 from submission.result import IntakeResult
@@ -32,15 +32,11 @@ log = logging.getLogger(__name__)
 def payment_notification(ctx: AppContext, note: PaymentNotification, message: ReceivedMessage) -> IntakeResult:
     """The handler registered for ``PaymentNotification`` on the ``orders`` queue."""
     try:
-        try:
-            outcome = apply_notification(ctx, note, message.sequence_number)
-        except DependencyUnavailable as exc:
-            return defer_for_retry(ctx, note.order_id, message, str(exc))
-        if outcome.kind == "order-missing":
-            return _defer_until_order(ctx, note, message)
-    except DeferralUnavailable as exc:
-        log.warning("%s %s: %s; abandoning", MESSAGE_TYPE, message.message_id, exc)
-        return IntakeResult(Settlement.abandon(str(exc)))
+        outcome = apply_notification(ctx, note, message.sequence_number)
+    except DependencyUnavailable as exc:
+        return defer_for_retry(ctx, note.order_id, message, str(exc))
+    if outcome.kind == "order-missing":
+        return _defer_until_order(ctx, note, message)
     return IntakeResult(outcome.settlement(), events=outcome.events)
 
 

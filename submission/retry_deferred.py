@@ -20,8 +20,6 @@ log = logging.getLogger(__name__)
 
 
 def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessage) -> IntakeResult:
-    if ctx.deferred is None or ctx.deferrals is None:
-        return IntakeResult(Settlement.abandon("deferral is not configured"))
     seq = retry.sequence_number
     doc = ctx.deferrals.get(retry.order_id)
     entry = doc.entry(seq) if doc is not None else None

@@ -65,23 +65,33 @@ def sender() -> Any:
 
 @pytest.fixture
 def app_context(cosmos_db: Any, clock: Any, sender: Any) -> Iterator[Any]:
-    """The app's context over a fresh Cosmos database, a manual clock and a recording sender,
-    installed for the registered functions (``dependencies.get_context()``) and removed after."""
+    """The app's context over a fresh Cosmos database (every store the app has, as in production), a manual
+    clock and a recording sender, installed for the registered functions (``dependencies.get_context()``)
+    and removed after."""
     import random
 
+    from adapters.cosmos.deferral_store import CosmosDeferralLog
+    from adapters.cosmos.health_store import CosmosHealthStore
+    from adapters.cosmos.ops_queries import CosmosOpsQueries
     from adapters.cosmos.order_store import CosmosOrderStore
     from adapters.cosmos.state_store import CosmosStateStore
     from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
     from dependencies import AppContext, use_context
     from settings import Settings
+    from tests.fakes import QueuesWithNothingDeferred
 
+    state = cosmos_db.get_container_client(STATE_CONTAINER)
     ctx = AppContext(
         settings=Settings.from_env({}),
         clock=clock,
-        states=CosmosStateStore(cosmos_db.get_container_client(STATE_CONTAINER)),
+        states=CosmosStateStore(state),
         orders=CosmosOrderStore(cosmos_db.get_container_client(ORDERS_CONTAINER)),
         sender=sender,
         remote={},
+        deferred=QueuesWithNothingDeferred(),  # the recording sender is no queue: tests of deferral use the broker
+        deferrals=CosmosDeferralLog(state),
+        ops=CosmosOpsQueries(state),
+        health=CosmosHealthStore(state),
         rng=random.Random(1),
     )
     use_context(ctx)

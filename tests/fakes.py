@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from adapters.cosmos.deferral_store import DeferralLog
+from adapters.cosmos.errors import StoreUnavailable
+from adapters.cosmos.order_store import CreateOutcome, OrderStore
+from adapters.servicebus.deferred import DeferredReceiver
 from adapters.servicebus.sender import OutgoingMessage, QueueNotFound
+from domain.circuit import DependencyHealth
+from domain.deferral import DeferralDocument
 
 _sequence = itertools.count(1)
 
@@ -92,3 +100,75 @@ class RecordingClient:
             raise Exception("Durable host unavailable")
         self.started.append((orchestration_function_name, instance_id, client_input))
         return instance_id or ""
+
+
+class _ReceiverWithNothingDeferred:
+    def receive_deferred(self, sequence_numbers: Sequence[int]) -> list[Any]:
+        return []
+
+    def peek(self, max_count: int, from_sequence_number: int = 0) -> list[Any]:
+        return []
+
+    def _settle(self, message: Any) -> None:
+        raise AssertionError("no message was received from a queue with nothing deferred")
+
+    complete = abandon = defer = _settle
+
+    def dead_letter(self, message: Any, reason: str, description: str) -> None:
+        self._settle(message)
+
+
+class QueuesWithNothingDeferred:
+    """A ``DeferredMessageStore`` whose queues hold no deferred message: a peek or a fetch finds nothing.
+    For contexts whose messages are not on a broker (a recording sender); tests about deferral use the
+    local broker's store."""
+
+    def open(self, queue: str) -> AbstractContextManager[DeferredReceiver]:
+        return nullcontext(_ReceiverWithNothingDeferred())
+
+
+class HealthStoreWithoutMemory:
+    """A ``HealthStore`` that keeps nothing: every dependency reads as never seen, so no circuit ever opens
+    and every call is made (contexts of tests about something other than dependency health)."""
+
+    def get(self, dependency: str) -> DependencyHealth | None:
+        return None
+
+    def save(self, doc: DependencyHealth) -> DependencyHealth:
+        return doc
+
+    def count_waiting(self, reason: str) -> int:
+        return 0
+
+
+class DeferralLogReadTooEarly:
+    """The deferral log as a submission sees it when it looked before a notification for its order was
+    recorded (the race the look-again and the peek sweep cover): every read finds no document; writes go
+    to the real log."""
+
+    def __init__(self, log: DeferralLog) -> None:
+        self._log = log
+
+    def get(self, order_id: str) -> DeferralDocument | None:
+        return None
+
+    def save(self, doc: DeferralDocument) -> DeferralDocument:
+        return self._log.save(doc)
+
+
+class OrderStoreThatFailsOnRead:
+    """The order database (a dependency of applying a payment notification, not the state store)
+    answering every read with a 503 while ``failing`` is set; writes, and reads while it is not failing,
+    go to the real store."""
+
+    def __init__(self, store: OrderStore) -> None:
+        self._store = store
+        self.failing = False
+
+    def get(self, order_id: str) -> dict[str, Any] | None:
+        if self.failing:
+            raise StoreUnavailable(f"orders container: 503 on read of {order_id}")
+        return self._store.get(order_id)
+
+    def create_or_verify(self, order: dict[str, Any]) -> CreateOutcome:
+        return self._store.create_or_verify(order)

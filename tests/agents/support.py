@@ -7,25 +7,28 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from adapters.clock import Clock, ManualClock
+from adapters.cosmos.deferral_store import DeferralLog
+from adapters.cosmos.ops_queries import OpsQueries
 from adapters.cosmos.order_store import OrderStore
 from adapters.cosmos.state_store import StateStore
 from adapters.remote.interface import RemoteCall, RemoteError, RemoteService
 from adapters.remote.simulators.config import SimulatorConfig
 from adapters.remote.simulators.fleet import simulated_services
 from adapters.remote.simulators.ledger import Ledger
+from adapters.servicebus.deferred import DeferredMessageStore
 from contracts.messages import AgentRequest
 from dependencies import AppContext
 from domain.ids import idempotency_key, instance_id, request_id
 from domain.workflow import step as workflow_step
 from settings import Settings
-from tests.fakes import RecordingSender
+from tests.fakes import HealthStoreWithoutMemory, RecordingSender
 
 START = datetime.fromisoformat("2026-03-01T12:00:00+00:00")
 
 
 class Untouchable:
     """Stands where a store must be but the code under test has no business using it: any use fails
-    the test (agents never touch the state or order stores)."""
+    the test (agents never touch the state, order, deferral or operator stores)."""
 
     def __init__(self, name: str) -> None:
         self._name = name
@@ -89,6 +92,10 @@ def make_context(
         orders=cast(OrderStore, Untouchable("orders")),
         sender=sender or RecordingSender(),
         remote=cast(dict[str, RemoteService], services),
+        deferred=cast(DeferredMessageStore, Untouchable("deferred-message")),
+        deferrals=cast(DeferralLog, Untouchable("deferral")),
+        ops=cast(OpsQueries, Untouchable("operator read model")),
+        health=HealthStoreWithoutMemory(),
         rng=random.Random(seed),
     )
 

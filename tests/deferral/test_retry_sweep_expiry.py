@@ -9,26 +9,23 @@ from typing import Any
 
 import pytest
 
-from adapters.cosmos.errors import StoreUnavailable
 from contracts.names import ORDERS_QUEUE
 from deferral.sweep import peek_sweep
 from domain.deferral import DeferralReason, EntryStatus, document_id
 from localrun.servicebus import TTL_EXPIRED
 from tests.deferral.conftest import ORDERS_TTL
 from tests.deferral.support import alerts, deferred_sequence_numbers, deliver, notification, order, send
+from tests.fakes import DeferralLogReadTooEarly, OrderStoreThatFailsOnRead
 
 pytestmark = pytest.mark.cosmos
 
 
 @pytest.fixture
-def order_database_down(ctx: Any, monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """The order database (a dependency of applying a notification, not the state store) fails."""
-
-    def down(order_id: str) -> Any:
-        raise StoreUnavailable("orders container: 503")
-
-    monkeypatch.setattr(ctx.orders, "get", down)
-    return monkeypatch
+def order_database(ctx: Any, monkeypatch: pytest.MonkeyPatch) -> OrderStoreThatFailsOnRead:
+    """The context's order database, which a test takes down (``failing``) and brings back."""
+    store = OrderStoreThatFailsOnRead(ctx.orders)
+    monkeypatch.setattr(ctx, "orders", store)
+    return store
 
 
 def scheduled_retries(broker: Any) -> list[dict[str, Any]]:
@@ -36,12 +33,11 @@ def scheduled_retries(broker: Any) -> list[dict[str, Any]]:
 
 
 def test_unavailable_dependency_defers_and_schedules_a_retry_that_applies_it_later(
-    functions, ctx, broker, clock, monkeypatch
+    functions, ctx, broker, clock, order_database
 ):
     send(broker, order())
     deliver(functions, broker)
-    real_get = ctx.orders.get
-    monkeypatch.setattr(ctx.orders, "get", lambda order_id: (_ for _ in ()).throw(StoreUnavailable("503")))
+    order_database.failing = True
     send(broker, notification())
     deliver(functions, broker)
 
@@ -53,7 +49,7 @@ def test_unavailable_dependency_defers_and_schedules_a_retry_that_applies_it_lat
     assert ctx.deferrals.get("p1").entry(seq).reason is DeferralReason.DEPENDENCY_UNAVAILABLE
 
     assert not deliver(functions, broker)  # the retry is not due yet
-    monkeypatch.setattr(ctx.orders, "get", real_get)  # the dependency is back
+    order_database.failing = False  # the dependency is back
     clock.advance(ctx.settings.defer_retry_delay)
     assert deliver(functions, broker)
     assert ctx.states.get("p1").payment.sequence_number == seq
@@ -62,13 +58,11 @@ def test_unavailable_dependency_defers_and_schedules_a_retry_that_applies_it_lat
 
 
 def test_a_dependency_that_stays_down_is_dead_lettered_after_the_bounded_rounds(
-    functions, ctx, broker, clock, order_database_down
+    functions, ctx, broker, clock, order_database
 ):
     send(broker, order())
-    # the order itself is written before the dependency fails
-    order_database_down.undo()
-    deliver(functions, broker)
-    ctx.orders.get = lambda order_id: (_ for _ in ()).throw(StoreUnavailable("503"))  # down from here on
+    deliver(functions, broker)  # the order itself is written before the dependency fails
+    order_database.failing = True  # down from here on
     send(broker, notification())
     deliver(functions, broker)
     [seq] = deferred_sequence_numbers(broker)
@@ -122,10 +116,10 @@ def test_the_peek_sweep_applies_a_tracked_message_whose_order_arrived_meanwhile(
     [seq] = deferred_sequence_numbers(broker)
     send(broker, order())
     # the order's submission looked before the notification was deferred (the race the sweep covers):
-    # create the order without its recovery by delivering it with deferral switched off
-    deferred, ctx.deferred = ctx.deferred, None
+    # create the order without its recovery: its submission reads the deferral log too early
+    log, ctx.deferrals = ctx.deferrals, DeferralLogReadTooEarly(ctx.deferrals)
     deliver(functions, broker)
-    ctx.deferred = deferred
+    ctx.deferrals = log
     clock.advance(ctx.settings.peek_sweep_age)
     report = peek_sweep(ctx)
     assert (report.recorded, report.recovered) == (0, 1)
@@ -169,16 +163,15 @@ def test_a_deferred_message_that_expired_is_recorded_and_alerted_once_when_its_o
 
 
 def test_the_peek_sweep_moves_an_expired_deferred_message_to_the_dead_letter_queue_and_alerts(
-    functions, ctx, broker, clock
+    functions, ctx, broker, clock, order_database
 ):
     send(broker, order())
     deliver(functions, broker)
     # deferred for a dependency, then the RetryDeferred is lost: the sweep is all that is left
-    real_get = ctx.orders.get
-    ctx.orders.get = lambda order_id: (_ for _ in ()).throw(StoreUnavailable("503"))
+    order_database.failing = True
     send(broker, notification())
     deliver(functions, broker)
-    ctx.orders.get = real_get
+    order_database.failing = False
     [seq] = deferred_sequence_numbers(broker)
     [retry] = [m for m in broker.peek(ORDERS_QUEUE, 100) if m.state.name == "SCHEDULED"]
     clock.advance(ctx.settings.defer_retry_delay)
@@ -194,14 +187,13 @@ def test_the_peek_sweep_moves_an_expired_deferred_message_to_the_dead_letter_que
     assert peek_sweep(ctx).expired == 0  # gone from the queue: never seen again
 
 
-def test_the_peek_sweep_retries_a_message_whose_retry_was_lost(functions, ctx, broker, clock):
+def test_the_peek_sweep_retries_a_message_whose_retry_was_lost(functions, ctx, broker, clock, order_database):
     send(broker, order())
     deliver(functions, broker)
-    real_get = ctx.orders.get
-    ctx.orders.get = lambda order_id: (_ for _ in ()).throw(StoreUnavailable("503"))
+    order_database.failing = True
     send(broker, notification())
     deliver(functions, broker)
-    ctx.orders.get = real_get
+    order_database.failing = False
     [seq] = deferred_sequence_numbers(broker)
     clock.advance(ctx.settings.defer_retry_delay)
     broker.actions.complete(broker.receive(ORDERS_QUEUE))  # the RetryDeferred is lost

@@ -15,6 +15,7 @@ from domain.deferral import EntryStatus
 from orchestrators.names import DELIVER_STATUS
 from settings import Settings
 from tests.deferral.support import DurableClientStub, deliver, notification, order, send
+from tests.fakes import DeferralLogReadTooEarly
 
 
 def alert_kinds(broker: Any) -> list[str]:
@@ -35,9 +36,9 @@ def test_a_notification_deferred_while_its_order_is_submitted_is_applied_by_its_
     assert deliver(functions, broker)
     [seq] = deferred(broker)
     send(broker, order())
-    deferral, ctx.deferred = ctx.deferred, None  # the concurrent submission: it did not see the message
+    log, ctx.deferrals = ctx.deferrals, DeferralLogReadTooEarly(ctx.deferrals)  # the concurrent submission
     assert deliver(functions, broker)
-    ctx.deferred = deferral
+    ctx.deferrals = log
     assert ctx.states.get("p1").payment is None
 
     clock.advance(ctx.settings.defer_retry_delay)
@@ -81,9 +82,9 @@ def test_the_peek_sweep_keeps_a_cursor_so_old_orphans_cannot_hide_newer_messages
     send(broker, notification())
     assert deliver(functions, broker)
     send(broker, order())
-    deferral, ctx.deferred = ctx.deferred, None  # its submission missed the deferred message
+    log, ctx.deferrals = ctx.deferrals, DeferralLogReadTooEarly(ctx.deferrals)  # it missed the deferred message
     assert deliver(functions, broker)
-    ctx.deferred = deferral
+    ctx.deferrals = log
     clock.advance(ctx.settings.peek_sweep_age + timedelta(minutes=1))
     cursor = SweepCursor()  # the look-again messages are not delivered: the sweep must find it alone
     for _ in range(6):

@@ -15,9 +15,22 @@ def test_the_status_activity_sends_to_the_queue_it_is_given_without_reading_the_
 
     class NoReads:
         def __getattr__(self, name: str) -> object:
-            raise AssertionError(f"the state store was used: {name}")
+            raise AssertionError(f"a store was used: {name}")
 
     sender = RecordingSender()
-    ctx = AppContext(Settings.from_env({}), ManualClock(), NoReads(), NoReads(), sender, {}, random.Random(1))  # type: ignore[arg-type]
+    unused = NoReads()
+    ctx = AppContext(
+        Settings.from_env({}),
+        ManualClock(),
+        unused,  # type: ignore[arg-type]
+        unused,  # type: ignore[arg-type]
+        sender,
+        {},
+        deferred=unused,  # type: ignore[arg-type]
+        deferrals=unused,  # type: ignore[arg-type]
+        ops=unused,  # type: ignore[arg-type]
+        health=unused,  # type: ignore[arg-type]
+        rng=random.Random(1),
+    )
     publish_status(ctx, {"orderId": "o1", "status": "Completed", "attempt": 2, "replyTo": "submitter-7"})
     assert sender.message_ids("submitter-7") == ["o1:Completed:2"]

@@ -8,6 +8,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from adapters.cosmos.deferral_store import CosmosDeferralLog
+from adapters.cosmos.health_store import CosmosHealthStore
+from adapters.cosmos.ops_queries import CosmosOpsQueries
 from adapters.cosmos.order_store import CosmosOrderStore
 from adapters.cosmos.state_store import CosmosStateStore
 from adapters.servicebus.sender import OutgoingMessage
@@ -32,16 +35,20 @@ class RuntimeHarness:
         self.app_settings = dict(local_settings_example() if app_settings is None else app_settings)
         self.ctx: AppContext | None = None
         if cosmos_db is not None:
+            state = cosmos_db.get_container_client(STATE_CONTAINER)
             self.ctx = AppContext(
                 settings=Settings.from_env(self.app_settings),
                 clock=self.clock,
-                states=CosmosStateStore(cosmos_db.get_container_client(STATE_CONTAINER)),
+                states=CosmosStateStore(state),
                 orders=CosmosOrderStore(cosmos_db.get_container_client(ORDERS_CONTAINER)),
                 sender=self.broker,
                 remote={},
+                deferred=self.broker.deferred_store,
+                deferrals=CosmosDeferralLog(state),
+                ops=CosmosOpsQueries(state),
+                health=CosmosHealthStore(state),
                 rng=random.Random(1),
             )
-            self.ctx.deferred = self.broker.deferred_store
             use_context(self.ctx)
         self.host = LocalHost(self.scheduler, self.broker, self.app_settings)
 

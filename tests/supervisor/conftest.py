@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 
 from adapters.clock import ManualClock
+from adapters.cosmos.deferral_store import CosmosDeferralLog
+from adapters.cosmos.health_store import CosmosHealthStore
+from adapters.cosmos.ops_queries import CosmosOpsQueries
 from adapters.cosmos.order_store import CosmosOrderStore
 from adapters.cosmos.state_store import CosmosStateStore, update_once
 from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
@@ -18,7 +21,7 @@ from dependencies import AppContext
 from domain import transitions
 from domain.records import StateRecord
 from settings import Settings
-from tests.fakes import RecordingSender
+from tests.fakes import QueuesWithNothingDeferred, RecordingSender
 
 MakeContext = Callable[..., AppContext]
 
@@ -40,6 +43,10 @@ def make_ctx(cosmos_db: Any, states: CosmosStateStore, clock: ManualClock, sende
             orders=CosmosOrderStore(cosmos_db.get_container_client(ORDERS_CONTAINER)),
             sender=sender,
             remote={},
+            deferred=QueuesWithNothingDeferred(),
+            deferrals=CosmosDeferralLog(cosmos_db.get_container_client(STATE_CONTAINER)),
+            ops=CosmosOpsQueries(cosmos_db.get_container_client(STATE_CONTAINER)),
+            health=CosmosHealthStore(cosmos_db.get_container_client(STATE_CONTAINER)),
             rng=random.Random(seed),
         )
 
