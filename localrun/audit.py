@@ -41,12 +41,25 @@ class Transition:
     expired_at: datetime | None  # the completeBy the write replaced (for expiry-to-retry latency)
 
 
+@dataclass(frozen=True)
+class RemoteFailure:
+    """A remote call that raised (``transient`` as the service said) or outlived the step deadline
+    (transient), at the moment it was made, in true simulated time."""
+
+    at: datetime
+    order_id: str
+    service: str
+    transient: bool
+
+
 @dataclass
 class Audit:
     transitions: list[Transition] = field(default_factory=list)
     stale_writes: list[str] = field(default_factory=list)
     ops: Counter[str] = field(default_factory=Counter)
     injected: Counter[str] = field(default_factory=Counter)
+    # the remote calls that failed, from the runner's side (evidence for operator_actions_needed)
+    remote_failures: list[RemoteFailure] = field(default_factory=list)
 
 
 class CountedStore:

@@ -5,16 +5,33 @@ Per dependency: ``opened`` (``DependencyOutage`` events: a closed circuit opened
 ``orders_waited`` (orders the supervisor rescheduled at least once to wait for it:
 ``SupervisorOutageWait``) and ``max_wait_s``: the longest an order waited, from its first
 ``OutageWait`` to the next write that was neither a wait nor a new attempt or round starting (a step
-result, an undo, a terminal state), in true simulated time from the audited transitions."""
+result, an undo, a terminal state), in true simulated time from the audited transitions.
+``alerts_opened`` / ``alerts_closed``: the ``DependencyOutage`` / ``DependencyRecovered`` operator
+alerts about it on the alert queue (one per opening and one per closing when the app alerts once per
+outage), and ``terminal_after_end_p99_s``: the p99, over the orders that waited for it, of how long
+after the end of the last injected outage (of any service, before the order settled) the order reached a
+terminal state (0 if it settled inside an outage).
+
+``operator_actions`` classifies the orders that ended ``Error`` or ``CompensationFailed`` from the
+runner's own evidence: an order needed an operator because of an outage alone when it was caught in
+one (the app made it wait, or a call of it failed inside an injected outage window of that service)
+and every remote call of it that failed, failed transiently inside such a window: no permanent
+refusal, no failure or call past its deadline on a healthy service. Of those, the ones escalated
+by ``MAX_OUTAGE_WAIT_MINUTES`` (the reason says so, or waiting is off: 0) are escalated by design."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from localrun.audit import Transition
+from localrun.audit import RemoteFailure, Transition
+
+FAILED_STATES = ("Error", "CompensationFailed")
+BY_THE_BOUND = "MAX_OUTAGE_WAIT_MINUTES"  # in the lastError of an order escalated by the bound
+Window = tuple[datetime, datetime]  # an injected outage: [start, end)
 
 WAIT = "OutageWait"
 # Writes that happen while an order is still waiting (a new attempt or round reaching the open circuit)
@@ -38,13 +55,41 @@ def _longest_waits(transitions: Iterable[Transition]) -> dict[str, float]:
     return longest
 
 
-def outage_summary(events: list[dict[str, Any]], transitions: Iterable[Transition]) -> dict[str, dict[str, Any]]:
+def _p99(values: list[float]) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 1)
+
+
+def outage_summary(
+    events: list[dict[str, Any]],
+    transitions: Iterable[Transition],
+    alerts: Sequence[Mapping[str, Any]] = (),
+    windows: Mapping[str, Sequence[Window]] | None = None,
+    terminal_at: Mapping[str, datetime] | None = None,
+) -> dict[str, dict[str, Any]]:
     summary: dict[str, dict[str, Any]] = {}
 
     def entry(dependency: str) -> dict[str, Any]:
         return summary.setdefault(
-            dependency, {"opened": 0, "closed": 0, "longest_outage_s": 0.0, "orders_waited": 0, "max_wait_s": 0.0}
+            dependency,
+            {
+                "opened": 0,
+                "closed": 0,
+                "alerts_opened": 0,
+                "alerts_closed": 0,
+                "longest_outage_s": 0.0,
+                "orders_waited": 0,
+                "max_wait_s": 0.0,
+                "terminal_after_end_p99_s": 0.0,
+            },
         )
+
+    for alert in alerts:
+        dependency = (alert.get("details") or {}).get("dependency")
+        if isinstance(dependency, str) and alert.get("kind") in ("DependencyOutage", "DependencyRecovered"):
+            entry(dependency)["alerts_opened" if alert["kind"] == "DependencyOutage" else "alerts_closed"] += 1
 
     waited: dict[str, set[str]] = defaultdict(set)
     for event in events:
@@ -64,4 +109,49 @@ def outage_summary(events: list[dict[str, Any]], transitions: Iterable[Transitio
         row = entry(dependency)
         row["orders_waited"] = len(orders)
         row["max_wait_s"] = round(max((longest.get(o, 0.0) for o in orders), default=0.0), 1)
+        # overlapping outages: an order waiting for this one may then wait for another one
+        ends = [end for spans in (windows or {}).values() for _start, end in spans]
+        after: list[float] = []
+        for order in orders:
+            settled = (terminal_at or {}).get(order)
+            if settled is None:
+                continue
+            before = [end for end in ends if end <= settled]
+            after.append((settled - max(before)).total_seconds() if before else 0.0)
+        row["terminal_after_end_p99_s"] = _p99(after)
     return dict(sorted(summary.items()))
+
+
+@dataclass(frozen=True)
+class OperatorActions:
+    failed: list[str]  # ended Error or CompensationFailed
+    outage_only: list[str]  # of those: needed an operator because of an outage alone
+    by_the_bound: list[str]  # of those: escalated by MAX_OUTAGE_WAIT_MINUTES, by design
+
+    @property
+    def unexpected(self) -> list[str]:
+        """Outage-only failures the policy should have prevented (the invariant: none)."""
+        return [o for o in self.outage_only if o not in set(self.by_the_bound)]
+
+
+def operator_actions(
+    finals: Mapping[str, Mapping[str, Any]],
+    transitions: Iterable[Transition],
+    failures: Iterable[RemoteFailure],
+    windows: Mapping[str, Sequence[Window]],
+    waiting_enabled: bool,
+) -> OperatorActions:
+    """``finals``: the state documents by order id; ``failures``: the runner's failed remote calls."""
+    failed = sorted(o for o, doc in finals.items() if doc.get("processState") in FAILED_STATES)
+    waited = {t.order_id for t in transitions if t.event == WAIT}
+    caught: set[str] = set(waited)
+    own_failure: set[str] = set()
+    for f in failures:
+        inside = any(start <= f.at < end for start, end in windows.get(f.service, ()))
+        if f.transient and inside:
+            caught.add(f.order_id)
+        else:
+            own_failure.add(f.order_id)  # a permanent refusal, or a failure on a healthy service
+    outage_only = [o for o in failed if o in caught and o not in own_failure]
+    by_bound = [o for o in outage_only if not waiting_enabled or BY_THE_BOUND in str(finals[o].get("lastError") or "")]
+    return OperatorActions(failed, outage_only, by_bound)

@@ -9,13 +9,17 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
+from adapters.remote.simulators.config import SimulatorConfig
 from adapters.remote.simulators.ledger import Ledger
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from domain.states import TERMINAL_STATES, ProcessState
-from localrun.outages import outage_summary
+from localrun import hostile
+from localrun.host import local_settings_example
+from localrun.outages import Window, operator_actions, outage_summary
 from localrun.prices import Usage, cost_per_1m_orders, instance_memory_mb
 from localrun.simulation import NON_TERMINAL, START, SimulationResult
 from localrun.worker.process import LOOP_THREAD
+from settings import Settings
 
 FORWARD_ACTIONS = ("reserve", "charge", "ship", "capture")
 UNDO_ACTIONS = ("release", "refund")
@@ -134,6 +138,22 @@ def _silent_failures(result: SimulationResult, finals: dict[str, str], statuses:
     return silent
 
 
+def _outage_windows(result: SimulationResult) -> dict[str, list[Window]]:
+    """The profile's injected outages per service, in true time (the runner's simulators' origin)."""
+    windows: dict[str, list[Window]] = {}
+    for service, entry in result.config.profile.remote.items():
+        config = SimulatorConfig.from_profile(entry, origin=START)
+        windows[service] = [(START + o.start, START + o.start + o.duration) for o in config.outages]
+    return windows
+
+
+def _waiting_enabled(result: SimulationResult) -> bool:
+    """MAX_OUTAGE_WAIT_MINUTES of the run (0: orders never wait an outage out, by configuration)."""
+    profile = result.config.profile
+    merged = {**local_settings_example(), **hostile.app_settings(profile), **result.config.settings}
+    return Settings.from_env(merged).max_outage_wait > timedelta(0)
+
+
 def build_report(result: SimulationResult) -> dict[str, Any]:
     audit = result.audit
     ledgers = _ledger_per_order(result.ledger)
@@ -224,6 +244,10 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     finals = {o: doc["processState"] for o, doc in by_order.items()} | dict.fromkeys(rejected, "Rejected")
     silent = _silent_failures(result, finals, statuses)
     stranded = _stranded_messages(result, by_order)
+    alert_bodies = [json.loads(str(m)) for m in result.broker.peek(OPERATOR_ALERTS_QUEUE, 1_000_000)]
+    windows = _outage_windows(result)
+    # orders needing an operator because of an outage alone (localrun/outages.py), from the runner's evidence
+    actions = operator_actions(by_order, audit.transitions, audit.remote_failures, windows, _waiting_enabled(result))
     invariants = {
         "lost": len(lost),
         "duplicate_side_effects": duplicates,
@@ -236,6 +260,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "kept_after_compensation": len(kept),
         "silent_failures": len(silent),
         "stranded_messages": len(stranded),
+        # orders an outage alone failed, not escalated by MAX_OUTAGE_WAIT_MINUTES by design (localrun/outages.py)
+        "outage_only_failures": len(actions.unexpected),
     }
     return {
         "orders": len(valid),
@@ -252,7 +278,10 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "kept_after_compensation": kept[:5],
             "silent_failures": silent[:5],
             "stranded_messages": stranded[:5],
+            "outage_only_failures": actions.unexpected[:5],
         },
+        # orders ending Error/CompensationFailed whose cause was only an outage (incl. the bound's)
+        "operator_actions_needed": len(actions.outage_only),
         "deferred": {
             "deferred": result.events.count("MessageDeferred"),
             "recovered_by_sequence": result.events.count("DeferredRecovered", via="sequence")
@@ -282,7 +311,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         },
         "ops_per_order": {k: round(v, 2) for k, v in ops.items()},
         "cost_per_1m_orders_usd": cost_per_1m_orders(_usage(result)),
-        "outages": outage_summary(result.events.events, audit.transitions),
+        "outages": outage_summary(result.events.events, audit.transitions, alert_bodies, windows, terminal_at),
         "injected_faults": dict(sorted(_injected(result, final).items())),
         "runtime": {
             # What crossed the host/worker boundary: every invocation is an InvocationRequest the

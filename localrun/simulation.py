@@ -42,6 +42,7 @@ from localrun.audit import (
     CrashingService,
     EventRecorder,
     FaultySender,
+    RemoteFailure,
 )
 from localrun.clocks import SkewedClocks
 from localrun.cosmos_server import CosmosServer
@@ -128,18 +129,26 @@ class _RemoteProbe:
         self._first.setdefault(request.order_id, started)
         try:
             result = self._inner.call(request)
-        except RemoteError:
+        except RemoteError as exc:
             self._outlived(started)
+            self._failed(request, started, exc.transient)
             raise
-        self._outlived(started)
+        if self._outlived(started):
+            self._failed(request, started, True)
         if getattr(request, "fences_key", None):
             self._undone_at.setdefault((request.order_id, self._service, request.action), self._clock.now())
         return result
 
-    def _outlived(self, started: datetime) -> None:
+    def _outlived(self, started: datetime) -> bool:
         timeout = self._step_timeout
         if self._audit is not None and timeout is not None and self._clock.now() - started >= timeout:
             self._audit.injected["remote_calls_past_deadline"] += 1
+            return True
+        return False
+
+    def _failed(self, request: Any, started: datetime, transient: bool) -> None:
+        if self._audit is not None:
+            self._audit.remote_failures.append(RemoteFailure(started, request.order_id, self._service, transient))
 
 
 def _submit(broker: InProcessBroker, message: OutgoingMessage) -> None:

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from domain.states import ProcessState
-from localrun.audit import Transition
-from localrun.outages import outage_summary
+from localrun.audit import RemoteFailure, Transition
+from localrun.outages import operator_actions, outage_summary
 
 T0 = datetime.fromisoformat("2026-03-01T12:00:00+00:00")
 
@@ -38,7 +38,58 @@ def test_opened_closed_orders_waited_and_the_longest_wait():
         t(200, "b", "StepSucceeded"),  # 100 s
     ]
     summary = outage_summary(events, transitions)
+    quiet = {"alerts_opened": 0, "alerts_closed": 0, "terminal_after_end_p99_s": 0.0}
     assert summary == {
-        "payment": {"opened": 1, "closed": 0, "longest_outage_s": 0.0, "orders_waited": 0, "max_wait_s": 0.0},
-        "shipping": {"opened": 1, "closed": 1, "longest_outage_s": 600.0, "orders_waited": 2, "max_wait_s": 640.0},
+        "payment": {"opened": 1, "closed": 0, "longest_outage_s": 0.0, "orders_waited": 0, "max_wait_s": 0.0} | quiet,
+        "shipping": {"opened": 1, "closed": 1, "longest_outage_s": 600.0, "orders_waited": 2, "max_wait_s": 640.0}
+        | quiet,
     }
+
+
+def test_alerts_per_dependency_and_the_p99_time_to_terminal_after_the_outage_ended():
+    events: list[dict[str, Any]] = [
+        {"event": "DependencyOutage", "dependency": "shipping"},
+        {"event": "DependencyRecovered", "dependency": "shipping", "outageSeconds": 300.0},
+        *({"event": "SupervisorOutageWait", "dependency": "shipping", "orderId": o} for o in ("a", "b", "c")),
+    ]
+    alerts = [
+        {"kind": "DependencyOutage", "details": {"dependency": "shipping"}},
+        {"kind": "DependencyRecovered", "details": {"dependency": "shipping"}},
+        {"kind": "RetriesExhausted", "orderId": "z", "details": {}},  # per order: not an outage's alert
+    ]
+    windows = {"shipping": [(T0, T0 + timedelta(seconds=300))]}
+    settled = {"a": T0 + timedelta(seconds=340), "b": T0 + timedelta(seconds=400), "c": T0 + timedelta(seconds=100)}
+    row = outage_summary(events, [], alerts, windows, settled)["shipping"]
+    assert (row["alerts_opened"], row["alerts_closed"]) == (1, 1)
+    assert row["terminal_after_end_p99_s"] == 100.0  # b: 100 s after the end; c settled inside it
+
+
+def failure(seconds: float, order: str, service: str = "shipping", transient: bool = True) -> RemoteFailure:
+    return RemoteFailure(T0 + timedelta(seconds=seconds), order, service, transient)
+
+
+def test_operator_actions_count_only_the_orders_an_outage_alone_failed():
+    windows = {"shipping": [(T0, T0 + timedelta(seconds=600))]}
+    finals = {
+        "waited": {"processState": "Error", "lastError": "retries exhausted after 3 failed attempts"},
+        "bound": {"processState": "Error", "lastError": "... beyond MAX_OUTAGE_WAIT_MINUTES=10: escalated"},
+        "refused": {"processState": "CompensationFailed", "lastError": "refund refused"},
+        "healthy": {"processState": "Error", "lastError": "retries exhausted"},
+        "never_caught": {"processState": "Error", "lastError": "retries exhausted"},
+        "fine": {"processState": "Processed"},
+    }
+    transitions = [t(100, "waited", "OutageWait"), t(100, "bound", "OutageWait"), t(100, "fine", "OutageWait")]
+    failures = [
+        failure(50, "waited"),
+        failure(60, "refused"),
+        failure(700, "refused", "payment", transient=False),  # a genuine refusal
+        failure(100, "healthy"),
+        failure(900, "healthy"),  # failed on shipping after its outage ended: the order's own failure
+    ]
+    actions = operator_actions(finals, transitions, failures, windows, waiting_enabled=True)
+    assert actions.failed == ["bound", "healthy", "never_caught", "refused", "waited"]
+    assert actions.outage_only == ["bound", "waited"]
+    assert actions.by_the_bound == ["bound"]
+    assert actions.unexpected == ["waited"]  # the invariant counts it
+    # waiting turned off (MAX_OUTAGE_WAIT_MINUTES=0): escalating in an outage is the configured policy
+    assert operator_actions(finals, transitions, failures, windows, waiting_enabled=False).unexpected == []

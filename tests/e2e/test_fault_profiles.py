@@ -25,6 +25,15 @@ def run(profile: str, orders: int = 100, seed: int = 11) -> Report:
     return build_report(run_simulation(config))
 
 
+def one_alert_each_way_per_outage(r: Report) -> bool:
+    """One DependencyOutage and one DependencyRecovered operator alert per outage (each circuit
+    opening and closing), however many orders waited for it, and at least one outage happened."""
+    rows = r["outages"].values()
+    return any(row["opened"] for row in rows) and all(
+        (row["alerts_opened"], row["alerts_closed"]) == (row["opened"], row["closed"]) for row in rows
+    )
+
+
 def states(r: Report) -> Any:
     return r["final_states"]
 
@@ -119,6 +128,10 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
         and states(r).get("Error", 0) + states(r).get("CompensationFailed", 0) == 0
         and r["recoveries"]["escalations"] == 0
         and r["latency_s"]["submit_to_terminal_p50"] > 600
+        and r["operator_actions_needed"] == 0
+        and one_alert_each_way_per_outage(r)
+        # every order settles within a bound after its dependency's last outage ended
+        and all(row["terminal_after_end_p99_s"] < 900 for row in r["outages"].values())
     ),
 }
 
