@@ -398,6 +398,8 @@ def summary(report: dict[str, Any]) -> str:
     table("deferred messages", report["deferred"])
     for dependency, row in report.get("outages", {}).items():
         table(f"outages of {dependency}", row)
+    if "operator_actions_needed" in report:
+        lines.append(f"\noperator actions needed because of an outage alone: {report['operator_actions_needed']}")
     bad = {k: ("OK" if v == 0 else f"{v}  <-- VIOLATED") for k, v in report["invariants"].items()}
     table("invariants (0 = holds)", bad)
     table("latency (simulated seconds)", report["latency_s"])
