@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -13,10 +13,13 @@ from typing import Any
 from adapters.cosmos.deferral_store import DeferralLog
 from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.order_store import CreateOutcome, OrderStore
+from adapters.cosmos.state_store import StateStore
 from adapters.servicebus.deferred import DeferredReceiver
 from adapters.servicebus.sender import OutgoingMessage, QueueNotFound
 from domain.circuit import DependencyHealth
 from domain.deferral import DeferralDocument
+from domain.records import StateRecord
+from domain.states import ProcessState
 
 _sequence = itertools.count(1)
 
@@ -172,3 +175,60 @@ class OrderStoreThatFailsOnRead:
 
     def create_or_verify(self, order: dict[str, Any]) -> CreateOutcome:
         return self._store.create_or_verify(order)
+
+
+class StateStoreThatFails:
+    """The state store failing with ``StoreUnavailable`` (a 503, a reset connection) on the operations named
+    in ``failing`` (e.g. ``"create"``, ``"get"``); every other call, and these once removed from ``failing``,
+    go to the real store."""
+
+    def __init__(self, store: StateStore, *failing: str) -> None:
+        self._store = store
+        self.failing = set(failing)
+
+    def __getattr__(self, name: str) -> Any:
+        member = getattr(self._store, name)
+        if name not in self.failing:
+            return member
+
+        def fail(*args: Any, **kwargs: Any) -> Any:
+            raise StoreUnavailable(f"state store: 503 on {name}")
+
+        return fail
+
+
+class StateStoreCountingScans:
+    """The state store, recording each per-state count (the cross-partition scan behind the caps)."""
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+        self.counted: list[ProcessState] = []
+
+    def count(self, state: ProcessState) -> int:
+        self.counted.append(state)
+        return self._store.count(state)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+class StateStoreWithAConcurrentWriter:
+    """The state store, where another writer's change lands between our read and our next replace, once:
+    ``change(current)`` is that writer's version of the current record (None: it does not write yet)."""
+
+    def __init__(self, store: StateStore, change: Callable[[StateRecord], StateRecord | None]) -> None:
+        self._store = store
+        self._change = change
+        self.raced = False
+
+    def replace(self, record: StateRecord) -> StateRecord:
+        if not self.raced:
+            current = self._store.get(record.order_id)
+            theirs = self._change(current) if current is not None else None
+            if theirs is not None:
+                self.raced = True
+                self._store.replace(theirs)
+        return self._store.replace(record)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)

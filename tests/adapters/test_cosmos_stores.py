@@ -13,6 +13,7 @@ from adapters.cosmos.state_store import CosmosStateStore, update_fenced, update_
 from domain import transitions
 from domain.errors import FencingLost, IllegalTransition
 from domain.states import ProcessState
+from tests.fakes import StateStoreWithAConcurrentWriter
 
 pytestmark = pytest.mark.cosmos
 GRACE = timedelta(seconds=60)
@@ -64,51 +65,43 @@ def test_a_stale_attempts_fenced_write_is_refused(app_context, clock):
     assert app_context.states.get("o1").version == before.version  # untouched
 
 
-def test_fenced_write_rereads_on_a_412_while_still_the_owner(app_context, clock, monkeypatch):
+def test_fenced_write_rereads_on_a_412_while_still_the_owner(app_context, clock):
     app_context.states.create(transitions.new_record("o1", None, clock.now()))
     r = app_context.states.get("o1")
     update_once(app_context.states, r, lambda x: transitions.claim(x, clock.now(), GRACE))
-    real_replace = app_context.states.replace
-    raced = {"done": False}
-
-    def replace_after_a_concurrent_write(record):
-        if not raced["done"]:
-            raced["done"] = True  # someone touches the record between our read and our replace
-            current = app_context.states.get("o1")
-            real_replace(current.model_copy(update={"last_error": "touched"}))
-        return real_replace(record)
-
-    monkeypatch.setattr(app_context.states, "replace", replace_after_a_concurrent_write)
+    # someone touches the record between our read and our replace
+    states = StateStoreWithAConcurrentWriter(
+        app_context.states, lambda current: current.model_copy(update={"last_error": "touched"})
+    )
     deadline = clock.now() + GRACE
     written = update_fenced(
-        app_context.states,
+        states,
         "o1",
         "o1:1",
         lambda x: transitions.begin_step(x, "o1:1", "reserve-inventory", "inventory", "q", deadline, clock.now()),
     )
+    assert states.raced
     assert written.current_step == "reserve-inventory"
     assert written.last_error == "touched"  # the re-read kept the concurrent change
 
 
-def test_fenced_write_stops_when_the_412_was_a_takeover(app_context, clock, monkeypatch):
+def test_fenced_write_stops_when_the_412_was_a_takeover(app_context, clock):
     app_context.states.create(transitions.new_record("o1", None, clock.now()))
     r = app_context.states.get("o1")
     update_once(app_context.states, r, lambda x: transitions.claim(x, clock.now(), GRACE))
-    real_replace = app_context.states.replace
     clock.advance(GRACE)
 
-    def supervisor_moves_first(record):
-        current = app_context.states.get("o1")
-        if current.locked_by == "o1:1":  # the supervisor's conditional update lands first
-            moved = transitions.supervisor_retry(current, "o1:1", clock.now(), 3, timedelta(0))
-            real_replace(moved.model_copy(update={"version": current.version}))
-        return real_replace(record)
+    def supervisor_moves_first(current):  # the supervisor's conditional update lands first
+        if current.locked_by != "o1:1":
+            return None
+        moved = transitions.supervisor_retry(current, "o1:1", clock.now(), 3, timedelta(0))
+        return moved.model_copy(update={"version": current.version})
 
-    monkeypatch.setattr(app_context.states, "replace", supervisor_moves_first)
+    states = StateStoreWithAConcurrentWriter(app_context.states, supervisor_moves_first)
     deadline = clock.now() + GRACE
     with pytest.raises(FencingLost):
         update_fenced(
-            app_context.states,
+            states,
             "o1",
             "o1:1",
             lambda x: transitions.begin_step(x, "o1:1", "reserve-inventory", "inventory", "q", deadline, clock.now()),

@@ -23,6 +23,7 @@ from tests.deferral.support import (
     order,
     send,
 )
+from tests.fakes import StateStoreThatFails
 
 pytestmark = pytest.mark.cosmos
 
@@ -182,12 +183,7 @@ def test_a_deferred_notification_that_does_not_match_is_dead_lettered_when_its_o
 
 
 def test_state_store_unavailable_abandons_instead_of_deferring(functions, ctx, broker, monkeypatch):
-    from adapters.cosmos.errors import StoreUnavailable
-
-    def down(order_id: str) -> Any:
-        raise StoreUnavailable("503")
-
-    monkeypatch.setattr(ctx.states, "get", down)
+    monkeypatch.setattr(ctx, "states", StateStoreThatFails(ctx.states, "get"))
     send(broker, notification())
     deliver(functions, broker)
     [message] = broker.peek(ORDERS_QUEUE, 10)

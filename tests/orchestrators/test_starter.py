@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -12,7 +13,7 @@ from domain.states import ProcessState
 from orchestrators import starter
 from orchestrators.names import SCHEDULER
 from settings import Settings
-from tests.fakes import RecordingClient
+from tests.fakes import RecordingClient, StateStoreCountingScans
 
 pytestmark = pytest.mark.cosmos
 
@@ -48,23 +49,21 @@ def test_in_flight_cap_stops_claims(app_context, clock):
     assert app_context.states.count(ProcessState.PENDING) == 3
 
 
-def test_the_in_flight_count_is_cached_not_scanned_per_claim(app_context, clock, monkeypatch):
-    app_context.settings = Settings.from_env({}, STATE_COUNT_CACHE_SECONDS="5")
-    seed(app_context, clock, 4)
-    calls = []
-    real = app_context.states.count
-
-    def counting(state):
-        calls.append(state)
-        return real(state)
-
-    monkeypatch.setattr(app_context.states, "count", counting)
-    for record in app_context.states.claimable(clock.now(), 10):
-        starter.try_claim(app_context, record)
-    assert calls == [ProcessState.PROCESSING]  # one scan, then the cache (bumped locally)
-    clock.advance(timedelta(seconds=5))
-    starter.has_capacity(app_context)
-    assert len(calls) == 2
+def test_the_in_flight_count_is_cached_not_scanned_per_claim(app_context, clock):
+    cache = timedelta(seconds=5)
+    states = StateStoreCountingScans(app_context.states)
+    ctx = dataclasses.replace(
+        app_context,
+        settings=Settings.from_env({}, STATE_COUNT_CACHE_SECONDS=str(int(cache.total_seconds()))),
+        states=states,
+    )
+    seed(ctx, clock, 4)
+    for record in ctx.states.claimable(clock.now(), 10):
+        starter.try_claim(ctx, record)
+    assert states.counted == [ProcessState.PROCESSING]  # one scan, then the cache (bumped locally)
+    clock.advance(cache)
+    starter.has_capacity(ctx)
+    assert len(states.counted) == 2
 
 
 def test_a_reset_record_is_reclaimed_only_after_its_not_before_time_with_the_next_attempt(app_context, clock):

@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
-from adapters.cosmos.errors import StoreUnavailable
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.states import ProcessState
 from orchestrators.names import SCHEDULER
-from tests.fakes import FakeReceivedMessage, RecordingActions, RecordingClient
+from tests.fakes import FakeReceivedMessage, RecordingActions, RecordingClient, StateStoreThatFails
 from tests.submission.corpus import MALFORMED, order
 
 pytestmark = pytest.mark.cosmos
@@ -82,27 +81,20 @@ def test_conflicting_duplicate_is_dead_lettered_alerted_and_the_order_kept(funct
 
 
 def test_crash_between_the_two_writes_is_repaired_by_the_redelivery(functions, app_context, monkeypatch):
-    real_create = app_context.states.create
-
-    def crash(record: Any) -> Any:
-        raise StoreUnavailable("connection reset")
-
-    monkeypatch.setattr(app_context.states, "create", crash)
+    states = StateStoreThatFails(app_context.states, "create")  # the state record's write fails
+    monkeypatch.setattr(app_context, "states", states)
     actions = submit(functions, order())
     assert actions.only[0] == "abandon"
     assert app_context.orders.get("ord-1") is not None  # half-written...
     assert app_context.states.get("ord-1") is None
-    monkeypatch.setattr(app_context.states, "create", real_create)
+    states.failing.clear()
     actions = submit(functions, order())  # ...the redelivery of the same message
     assert actions.only[0] == "complete"
     assert app_context.states.get("ord-1") is not None
 
 
 def test_store_unavailable_abandons_for_redelivery(functions, app_context, monkeypatch):
-    def down(order_id: str) -> Any:
-        raise StoreUnavailable("503")
-
-    monkeypatch.setattr(app_context.states, "get", down)
+    monkeypatch.setattr(app_context, "states", StateStoreThatFails(app_context.states, "get"))
     assert submit(functions, order()).only[0] == "abandon"
 
 
