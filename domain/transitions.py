@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from domain.circuit import waiting_reason
 from domain.errors import FencingLost, IllegalTransition
 from domain.ids import instance_id
 from domain.records import StateRecord, StepState
@@ -202,7 +203,7 @@ def wait_out_outage(
     order's failure. ``outageWaitSince`` keeps when the wait began (bounded by the caller)."""
     if not is_expired(record, now) or record.locked_by != expired_owner:
         raise IllegalTransition(f"order {record.order_id}: no longer the expired attempt {expired_owner!r}")
-    reason = f"waiting for {dependency} (circuit open)"
+    reason = waiting_reason(dependency)  # the supervisor's outage alert counts waiting orders by it
     return record.with_changes(
         now,
         "OutageWait",
