@@ -10,9 +10,6 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from adapters.cosmos.deferral_store import CosmosDeferralLog
-from adapters.cosmos.ops_queries import CosmosOpsQueries
-from contracts.names import STATE_CONTAINER
 from domain import compensation, transitions
 from domain.records import StateRecord
 from localrun.host import local_settings_example
@@ -32,10 +29,7 @@ def easy_auth_header(name: str, roles: tuple[str, ...]) -> str:
 
 class OpsHarness(RuntimeHarness):
     def __init__(self, cosmos_db: Any, **settings: str) -> None:
-        super().__init__({**local_settings_example(), **settings}, cosmos_db=cosmos_db)
-        assert self.ctx is not None
-        self.ctx.ops = CosmosOpsQueries(cosmos_db.get_container_client(STATE_CONTAINER))
-        self.ctx.deferrals = CosmosDeferralLog(cosmos_db.get_container_client(STATE_CONTAINER))
+        super().__init__({**local_settings_example(), **settings}, cosmos_db=cosmos_db)  # every store, ops too
 
     def request(self, method: str, path: str, body: Any = None, headers: Mapping[str, str] | None = None) -> HttpAnswer:
         raw = body if isinstance(body, bytes) else (b"" if body is None else json.dumps(body).encode())
