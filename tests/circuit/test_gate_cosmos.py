@@ -111,6 +111,9 @@ def test_a_health_store_that_fails_lets_the_call_through(mclock, caplog):
         def save(self, doc):
             raise StoreUnavailable("503")
 
+        def count_waiting(self, reason):
+            raise StoreUnavailable("503")
+
     gate = DependencyGate(Broken(), mclock, POLICY)
     ok = ScriptedService(mclock, [{"chargeId": "c"}])
     reply = run(make_request(), ok, mclock, gate)
