@@ -78,11 +78,11 @@ def run_agent_request(
     clock: Clock,
     settings: Settings,
     rng: random.Random,
-    gate: DependencyGate | None = None,
+    gate: DependencyGate,
 ) -> AgentReply | None:
-    """The reply to send, or None when no reply may be sent (the deadline has passed). With a
-    ``gate`` (dependency health shared across orders), no call is made while the service's circuit
-    is open: the reply is a transient failure with ``dependencyOpen`` set."""
+    """The reply to send, or None when no reply may be sent (the deadline has passed). No call is made
+    while the service's circuit is open (``gate``: dependency health shared across orders): the reply is a
+    transient failure with ``dependencyOpen`` set."""
     deadline = request.deadline
     if clock.now() >= deadline:
         log.warning(
@@ -110,7 +110,7 @@ def run_agent_request(
     last_error = "no call made"
     for number in range(1, max_calls + 1):
         fields = log_fields(request, call=number, action=action, service=call.service)
-        if gate is not None and not gate.admit(call.service):
+        if not gate.admit(call.service):
             log.warning("dependency %s is open: failing fast, no call", call.service, extra=fields)
             return _reply(
                 request,
@@ -123,8 +123,7 @@ def run_agent_request(
         try:
             result = service.call(call)
         except RemoteError as exc:
-            if gate is not None:
-                (gate.failed if exc.transient else gate.succeeded)(call.service)
+            (gate.failed if exc.transient else gate.succeeded)(call.service)
             if clock.now() >= deadline:
                 log.warning("call failed after the deadline: no reply (%s)", exc, extra=fields)
                 return None
@@ -142,8 +141,7 @@ def run_agent_request(
             log.info("transient failure, retrying in %.3fs: %s", delay.total_seconds(), exc, extra=fields)
             clock.sleep(delay.total_seconds())
             continue
-        if gate is not None:
-            gate.succeeded(call.service)
+        gate.succeeded(call.service)
         if clock.now() >= deadline:
             log.warning("call succeeded after the deadline: no reply", extra=fields)
             return None

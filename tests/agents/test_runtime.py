@@ -12,8 +12,10 @@ import pytest
 from adapters.clock import ManualClock
 from adapters.remote.simulators.config import SimulatorConfig
 from adapters.remote.simulators.service import SimulatedService
+from order_agents.circuit_gate import DependencyGate
 from order_agents.runtime import run_agent_request
 from tests.agents.support import START, ScriptedService, agent_settings, make_request, permanent, transient
+from tests.fakes import HealthStoreWithoutMemory
 
 
 @pytest.fixture
@@ -22,7 +24,10 @@ def clock() -> ManualClock:
 
 
 def run(request, service, clock, **settings):
-    return run_agent_request(request, service, clock, agent_settings(**settings), random.Random(3))
+    """The agent core with circuits that never open (these tests are about one request's retries)."""
+    values = agent_settings(**settings)
+    gate = DependencyGate(HealthStoreWithoutMemory(), clock, values.circuit_policy)
+    return run_agent_request(request, service, clock, values, random.Random(3), gate)
 
 
 def test_a_request_already_past_its_deadline_is_dropped_without_a_call(clock):
