@@ -30,6 +30,7 @@ from domain.circuit import (
     waiting_reason,
 )
 from supervisor.outage import alert_outages
+from tests.deadlines import JUST_PAST, just_past
 from tests.fakes import RecordingSender
 
 POLICY = CircuitPolicy(threshold=2, cooldown=timedelta(seconds=30), cooldown_max=timedelta(seconds=120), probes=1)
@@ -53,8 +54,8 @@ def test_an_outage_is_due_once_open_and_once_closed_and_a_failed_probe_is_not_a_
     assert changed and outage_alerts_due(health) == []
     assert mark_alerted(health, due[0]) == (health, False)  # a second mark changes nothing
     # a probe that fails reopens the same outage: nothing new to alert
-    probing = admit(health, t0 + timedelta(seconds=31), POLICY).health
-    health, _t = record_failure(probing, t0 + timedelta(seconds=32), POLICY)
+    probing = admit(health, t0 + just_past(POLICY.cooldown), POLICY).health
+    health, _t = record_failure(probing, t0 + just_past(POLICY.cooldown) + JUST_PAST, POLICY)
     assert health.state is CircuitState.OPEN and outage_alerts_due(health) == []
     # the circuit closes: one recovery, with the outage's length
     closed_at = t0 + timedelta(seconds=200)
@@ -86,8 +87,8 @@ def test_agents_writing_the_health_keep_the_supervisors_markers(clock):
     before = health.updated_at
     health, _changed = mark_alerted(health, outage_alerts_due(health)[0])
     assert health.updated_at == before  # marking leaves updatedAt (it times probe grants) alone
-    probing = admit(health, t0 + timedelta(seconds=31), POLICY).health
-    closed, _t = record_success(probing, t0 + timedelta(seconds=32))
+    probing = admit(health, t0 + just_past(POLICY.cooldown), POLICY).health
+    closed, _t = record_success(probing, t0 + just_past(POLICY.cooldown) + JUST_PAST)
     assert closed.outage_alerted_for == t0 - timedelta(seconds=5)
     assert [a.kind for a in outage_alerts_due(closed)] == [RECOVERY_ALERT]
 

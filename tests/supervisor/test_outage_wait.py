@@ -17,13 +17,15 @@ from domain import transitions
 from domain.circuit import record_failure, record_success
 from domain.compensation import claim_compensation, complete_step_logged, enter_compensation
 from domain.states import ProcessState
+from settings import Settings
 from supervisor.compensation_rounds import claim_due_compensations
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState
+from tests.deadlines import just_past
 from tests.supervisor.conftest import claimed, reclaim
 
 pytestmark = pytest.mark.cosmos
-STEP_TIMEOUT = timedelta(seconds=60)
+STEP_TIMEOUT = Settings.from_env({}).step_timeout  # make_ctx builds its contexts over the defaults
 OUTAGE_SETTINGS = {
     "MAX_FAILURES": "3",
     "CIRCUIT_FAILURE_THRESHOLD": "2",
@@ -77,7 +79,7 @@ def test_attempts_failing_on_an_open_dependency_do_not_spend_the_retry_budget(ma
     shipping_in_flight(states, clock)
     scan = ScanState()
     for attempt in range(1, 6):  # more attempts than MAX_FAILURES
-        clock.advance(STEP_TIMEOUT + timedelta(seconds=1))
+        clock.advance(just_past(STEP_TIMEOUT))
         report = run_supervisor(ctx, scan)
         record = states.get("o1")
         assert record is not None
@@ -105,7 +107,7 @@ def test_the_submitter_hears_waiting_for_the_dependency_once_per_wait_not_per_re
     _begin_shipping(states, clock, claim)
     scan = ScanState()
     for _ in range(4):  # four retries of the same wait
-        clock.advance(STEP_TIMEOUT + timedelta(seconds=1))
+        clock.advance(just_past(STEP_TIMEOUT))
         run_supervisor(ctx, scan)
         record = states.get("o1")
         assert record.history[-1].event == "OutageWait"
@@ -121,7 +123,7 @@ def test_the_submitter_hears_waiting_for_the_dependency_once_per_wait_not_per_re
 def test_a_failure_on_a_healthy_dependency_still_counts(make_ctx, health, states, clock):
     ctx = with_health(make_ctx, health)
     shipping_in_flight(states, clock)
-    clock.advance(STEP_TIMEOUT + timedelta(seconds=1))
+    clock.advance(just_past(STEP_TIMEOUT))
     run_supervisor(ctx, ScanState())
     record = states.get("o1")
     assert record.process_state is ProcessState.PENDING
@@ -133,10 +135,11 @@ def test_an_outage_that_closed_after_the_step_began_still_is_not_the_orders_fail
     ctx = with_health(make_ctx, health)
     shipping_in_flight(states, clock)
     open_circuit(ctx)
-    clock.advance(timedelta(seconds=40))
+    closed_after = timedelta(seconds=40)  # into the step, before its deadline
+    clock.advance(closed_after)
     now = clock.now()
     update_health(health, "shipping", lambda h: (record_success(h, now)[0], None), now)
-    clock.advance(timedelta(seconds=21))
+    clock.advance(just_past(STEP_TIMEOUT) - closed_after)  # the step's deadline passes
     run_supervisor(ctx, ScanState())
     record = states.get("o1")
     assert record.process_state is ProcessState.PENDING and record.failure_count == 0
@@ -149,7 +152,7 @@ def test_past_max_outage_wait_the_order_escalates_saying_why(make_ctx, health, s
     shipping_in_flight(states, clock)
     scan = ScanState()
     for _ in range(10):
-        clock.advance(STEP_TIMEOUT + timedelta(seconds=1))
+        clock.advance(just_past(STEP_TIMEOUT))
         run_supervisor(ctx, scan)
         record = states.get("o1")
         if record.process_state is not ProcessState.PENDING:
@@ -168,7 +171,7 @@ def test_zero_max_outage_wait_turns_waiting_off(make_ctx, health, states, clock)
     ctx = with_health(make_ctx, health, MAX_OUTAGE_WAIT_MINUTES="0")
     open_circuit(ctx)
     shipping_in_flight(states, clock)
-    clock.advance(STEP_TIMEOUT + timedelta(seconds=1))
+    clock.advance(just_past(STEP_TIMEOUT))
     run_supervisor(ctx, ScanState())
     assert states.get("o1").failure_count == 1
 
@@ -196,7 +199,7 @@ def test_a_compensation_round_stuck_on_an_open_dependency_waits_and_is_not_count
     assert record.locked_by is not None and record.failure_count == 0
     open_circuit(ctx, "payment")
     for _ in range(5):  # more rounds than MAX_FAILURES
-        clock.advance(STEP_TIMEOUT + timedelta(seconds=1))
+        clock.advance(just_past(STEP_TIMEOUT))
         claims = claim_due_compensations(ctx)
         record = states.get("o1")
         assert record.process_state is ProcessState.COMPENSATING
