@@ -112,3 +112,16 @@ def test_a_simulation_profile_with_a_bad_setting_is_refused_when_it_is_loaded() 
 
     with pytest.raises(ProfileError, match="MAX_OUTAGE_WAIT_MINUTES='soon' is not valid"):
         Profile.parse({"settings": {"MAX_OUTAGE_WAIT_MINUTES": "soon"}})
+
+
+def test_the_app_refuses_to_start_with_a_bad_setting_and_names_it() -> None:
+    """The host indexes the app by importing function_app: a bad value stops it there, before any trigger."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MAX_FAILURES": "three"}
+    command = [sys.executable, "-c", "import function_app"]
+    started = subprocess.run(command, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert started.returncode != 0
+    assert "SettingsError: MAX_FAILURES='three' is not valid: expected an integer >= 1" in started.stderr
