@@ -125,3 +125,17 @@ def test_the_app_refuses_to_start_with_a_bad_setting_and_names_it() -> None:
     started = subprocess.run(command, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert started.returncode != 0
     assert "SettingsError: MAX_FAILURES='three' is not valid: expected an integer >= 1" in started.stderr
+
+
+def test_the_values_the_bicep_deploys_parse() -> None:
+    """A deployed app starts with the literal values infra/modules/functionapp.bicep gives it (values the
+    Bicep computes, such as the Cosmos endpoint, are left to their defaults here)."""
+    from tests.infra.app_settings import bicep_app_settings
+
+    declared = {s.name for s in SETTINGS}
+    deployed = bicep_app_settings()
+    literals = {name: value for name, value in deployed.items() if name in declared and isinstance(value, str)}
+    assert "STARTER_SCHEDULE" in literals and "MAX_FAILURES" in literals
+    settings = Settings.from_env(literals)
+    assert settings.service_bus_credential == "managedidentity"
+    assert settings.worker_opentelemetry_enabled is True
