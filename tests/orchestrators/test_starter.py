@@ -24,12 +24,13 @@ def seed(ctx, clock, n: int) -> None:
 
 
 def test_sweep_claims_pending_records_in_a_bounded_batch(app_context, clock):
-    app_context.settings = Settings.from_env({}, STARTER_BATCH_SIZE="3")
-    seed(app_context, clock, 5)
-    claims = starter.sweep(app_context)
-    assert len(claims) == 3
+    batch = 3
+    ctx = dataclasses.replace(app_context, settings=Settings.from_env({}, STARTER_BATCH_SIZE=str(batch)))
+    seed(ctx, clock, batch + 2)
+    claims = starter.sweep(ctx)
+    assert len(claims) == batch
     assert {c.instance_id for c in claims} == {f"{c.order_id}:1" for c in claims}
-    assert app_context.states.count(ProcessState.PROCESSING) == 3
+    assert ctx.states.count(ProcessState.PROCESSING) == batch
 
 
 def test_two_starters_sweeping_the_same_records_never_claim_one_twice(app_context, clock):
@@ -42,11 +43,14 @@ def test_two_starters_sweeping_the_same_records_never_claim_one_twice(app_contex
 
 
 def test_in_flight_cap_stops_claims(app_context, clock):
-    app_context.settings = Settings.from_env({}, MAX_IN_FLIGHT="2", STATE_COUNT_CACHE_SECONDS="0")
-    seed(app_context, clock, 5)
-    assert len(starter.sweep(app_context)) == 2
-    assert starter.sweep(app_context) == []
-    assert app_context.states.count(ProcessState.PENDING) == 3
+    cap = 2
+    # a context built with these settings (assigning ctx.settings would leave its count cache's lifetime at 5 s)
+    settings = Settings.from_env({}, MAX_IN_FLIGHT=str(cap), STATE_COUNT_CACHE_SECONDS="0")
+    ctx = dataclasses.replace(app_context, settings=settings)
+    seed(ctx, clock, cap + 3)
+    assert len(starter.sweep(ctx)) == cap
+    assert starter.sweep(ctx) == []
+    assert ctx.states.count(ProcessState.PENDING) == 3
 
 
 def test_the_in_flight_count_is_cached_not_scanned_per_claim(app_context, clock):
