@@ -186,6 +186,7 @@ def enter_compensation(
         failure_count=0,
         last_error=reason,
         compensation=_unknown_outcome_entries(marked, now),
+        outage_wait_since=None,  # a forward wait ends here: the rounds' waits have their own bound
     )
 
 
@@ -228,6 +229,8 @@ def claim_compensation(
         attempt=round_number,
         complete_by=now + start_grace,
         failure_count=failures,
+        # a stuck round counted as a failure ends the wait (a released, waiting one keeps it)
+        outage_wait_since=None if record.locked_by is not None else record.outage_wait_since,
     )
 
 

@@ -180,6 +180,7 @@ def supervisor_retry(
             complete_by=None,
             failure_count=failures,
             last_error=f"retries exhausted after {failures} failed attempts; last: {reason}",
+            outage_wait_since=None,  # a counted failure ends any outage wait
         )
     return record.with_changes(
         now,
@@ -192,6 +193,7 @@ def supervisor_retry(
         failure_count=failures,
         current_step=None,
         last_error=reason,
+        outage_wait_since=None,  # a counted failure ends the wait: a later outage is a new one
     )
 
 
