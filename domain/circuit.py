@@ -250,6 +250,11 @@ def outage_alerts_due(health: DependencyHealth) -> list[OutageAlert]:
     An outage older than the last closed one is never alerted (it was, or its time has passed)."""
     due: list[OutageAlert] = []
     last = health.last_outage_started_at
+    paged = health.outage_alerted_for
+    if paged is not None and last is not None and paged < last and not _alerted(health.recovery_alerted_for, paged):
+        # an outage the operator was paged about closed, then another opened and closed, all between
+        # two runs: its recovery still goes out (closed at a moment no longer recorded: no length)
+        due.append(OutageAlert(RECOVERY_ALERT, health.dependency, paged))
     if last is not None and not _alerted(health.recovery_alerted_for, last):
         if not _alerted(health.outage_alerted_for, last):
             due.append(OutageAlert(OUTAGE_ALERT, health.dependency, last))

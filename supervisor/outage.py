@@ -151,8 +151,11 @@ def _send(ctx: AppContext, alert: OutageAlert) -> bool:
         )
         severity = "error"
     else:
-        minutes = (alert.outage_seconds or 0.0) / 60
-        summary = f"{alert.dependency} recovered after {minutes:.1f} min; {counted} waiting orders resume"
+        if alert.outage_seconds is None:  # closed before a later outage began, unseen by any run
+            lasted = f"from the outage that began {alert.started.isoformat()} (closed before a later one)"
+        else:
+            lasted = f"after {alert.outage_seconds / 60:.1f} min"
+        summary = f"{alert.dependency} recovered {lasted}; {counted} waiting orders resume"
         details |= {
             "closedAt": alert.closed.isoformat() if alert.closed else None,
             "outageSeconds": alert.outage_seconds,

@@ -1,0 +1,67 @@
+"""Red team of the one-alert-per-outage rules (domain/circuit.py, supervisor/outage.py).
+
+An operator paged with ``DependencyOutage`` must hear ``DependencyRecovered`` for that same outage,
+even when the supervisor did not look between two outages (a run skipped, or the health store
+unavailable to it for a while): the circuit closed, opened again and closed again in between."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from domain.circuit import (
+    OUTAGE_ALERT,
+    RECOVERY_ALERT,
+    CircuitPolicy,
+    DependencyHealth,
+    admit,
+    mark_alerted,
+    outage_alerts_due,
+    record_failure,
+    record_success,
+)
+
+POLICY = CircuitPolicy(threshold=2, cooldown=timedelta(seconds=30), cooldown_max=timedelta(seconds=120), probes=1)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _opened(health: DependencyHealth, now: datetime) -> DependencyHealth:
+    for _ in range(POLICY.threshold):
+        health, _t = record_failure(health, now, POLICY)
+    return health
+
+
+def _closed(health: DependencyHealth, now: datetime) -> DependencyHealth:
+    health, _t = record_success(admit(health, now, POLICY).health, now)
+    return health
+
+
+def _alerted_outage_then_two_more_transitions() -> DependencyHealth:
+    """Outage A opened and was alerted; then, unseen by the supervisor, A closed, B opened, B closed."""
+    health = _opened(DependencyHealth.fresh("shipping", T0), T0)
+    (opening,) = outage_alerts_due(health)
+    health, _changed = mark_alerted(health, opening)
+    a_closed = T0 + timedelta(seconds=40)
+    health = _closed(health, a_closed)
+    b_opened = a_closed + timedelta(seconds=5)
+    health = _opened(health, b_opened)
+    return _closed(health, b_opened + timedelta(seconds=40))
+
+
+def test_an_alerted_outage_gets_its_recovery_even_when_a_later_one_closed_before_the_next_run() -> None:
+    health = _alerted_outage_then_two_more_transitions()
+    due = outage_alerts_due(health)
+    assert (RECOVERY_ALERT, T0) in [(a.kind, a.started) for a in due], due
+    # in order: A's recovery first, then B's alerts; each is due once
+    assert [a.kind for a in due] == [RECOVERY_ALERT, OUTAGE_ALERT, RECOVERY_ALERT]
+    for alert in due:
+        health, changed = mark_alerted(health, alert)
+        assert changed
+    assert outage_alerts_due(health) == []
+
+
+def test_the_late_recovery_does_not_claim_an_outage_length_it_does_not_know() -> None:
+    health = _alerted_outage_then_two_more_transitions()
+    late = outage_alerts_due(health)[0]
+    assert late.kind == RECOVERY_ALERT and late.started == T0
+    # A closed at an unrecorded moment before B began: no length rather than a wrong one
+    assert late.closed is None and late.outage_seconds is None
