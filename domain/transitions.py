@@ -58,6 +58,9 @@ def claim(record: StateRecord, now: datetime, start_grace: timedelta) -> StateRe
         attempt=attempt,
         complete_by=now + start_grace,
         current_step=None,
+        # lastError is the current attempt's: a new attempt starts with none, so the supervisor's
+        # reason for a missed deadline is never an earlier attempt's error (or a finished outage wait)
+        last_error=None,
     )
 
 

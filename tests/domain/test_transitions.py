@@ -119,6 +119,21 @@ def test_supervisor_retry_refuses_a_record_not_yet_expired_or_owned_by_another_a
         t.supervisor_retry(r, "o-1:7", NOW + GRACE, 3, timedelta(0))  # someone else's attempt
 
 
+def test_a_missed_deadline_is_not_blamed_on_an_earlier_attempts_error():
+    """lastError is the current attempt's: the next claim clears it, so the reason the supervisor
+    gives for that attempt's missed deadline is its own, not the previous attempt's error."""
+    owner = t.claim(pending(), NOW, GRACE)
+    first = t.release_for_retry(owner, "o-1:1", "charge-payment", "payment unavailable (circuit open)", NOW)
+    retried = t.supervisor_retry(first, "o-1:1", NOW, max_failures=3, backoff=timedelta(seconds=10))
+    assert retried.last_error == "payment unavailable (circuit open)"  # why it is pending again
+
+    later = NOW + timedelta(seconds=10)
+    second = t.claim(retried, later, GRACE)
+    assert second.last_error is None
+    missed = t.supervisor_retry(second, "o-1:2", later + GRACE, max_failures=3, backoff=timedelta(seconds=10))
+    assert missed.last_error == "step (between steps) missed its deadline"
+
+
 def test_resubmit_only_from_error_and_resets_failures():
     with pytest.raises(IllegalTransition):
         t.resubmit(pending(), "ops@example.com", "why", NOW)
