@@ -9,7 +9,7 @@ Connection settings follow the Functions identity-based convention (``<Conn>__fu
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -500,10 +500,25 @@ class Settings:
         )
 
 
-def settings_table() -> str:
-    """The settings table of ``docs/settings.md``, in Markdown."""
+# The settings a deployment tunes first: the README's short table (the full one is docs/settings.md).
+KEY_SETTINGS = (
+    "STEP_TIMEOUT_SECONDS",
+    "MAX_FAILURES",
+    "RETRY_BACKOFF_BASE_SECONDS",
+    "MAX_OUTAGE_WAIT_MINUTES",
+    "MAX_IN_FLIGHT",
+    "MAX_PENDING",
+    "REVIEW_AMOUNT_THRESHOLD_CENTS",
+    "SUPERVISOR_SCHEDULE",
+)
+
+
+def settings_table(names: Sequence[str] | None = None) -> str:
+    """The settings table of ``docs/settings.md`` (or of the named settings, in that order: the
+    README's ``KEY_SETTINGS``), in Markdown."""
     lines = ["| name | meaning | default |", "|---|---|---|"]
-    for s in SETTINGS:
+    by_name = {s.name: s for s in SETTINGS}
+    for s in SETTINGS if names is None else [by_name[n] for n in names]:
         default = f"`{s.default}`" if s.default else "(empty)"
         lines.append(f"| `{s.name}` | {s.meaning} | {default} |")
     return "\n".join(lines)

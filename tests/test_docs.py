@@ -32,7 +32,7 @@ from localrun.profile import (
     STATUS_QUEUE_KEYS,
     TOP_KEYS,
 )
-from settings import SETTINGS, settings_table
+from settings import KEY_SETTINGS, SETTINGS, settings_table
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -127,6 +127,14 @@ def test_settings_block_is_exactly_the_generated_table():
     block = doc[doc.index(START) + len(START) : doc.index(END)]
     assert block.strip("\n") == settings_table()
     assert START not in README, "the settings table lives in docs/settings.md only"
+
+
+def test_readme_key_settings_block_is_the_generated_table_of_key_settings():
+    start, end = "<!-- key-settings:start -->", "<!-- key-settings:end -->"
+    assert README.count(start) == 1 and README.count(end) == 1
+    block = README[README.index(start) + len(start) : README.index(end)]
+    assert block.strip("\n") == settings_table(KEY_SETTINGS)
+    assert set(KEY_SETTINGS) <= {s.name for s in SETTINGS}
 
 
 def test_every_other_settings_table_in_docs_agrees_with_settings_py():
