@@ -39,6 +39,7 @@ class Transition:
     event: str
     by: str
     expired_at: datetime | None  # the completeBy the write replaced (for expiry-to-retry latency)
+    detail: str = ""  # the write's history detail (e.g. why a step failed transiently)
 
 
 @dataclass(frozen=True)
@@ -256,6 +257,7 @@ class AuditedStateStore:
                 event=last.event if last else "Written",
                 by=last.by if last else "",
                 expired_at=before.complete_by if before else None,
+                detail=last.detail if last else "",
             )
         )
 

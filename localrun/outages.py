@@ -14,7 +14,8 @@ terminal state (0 if it settled inside an outage).
 
 ``operator_actions`` classifies the orders that ended ``Error`` or ``CompensationFailed`` from the
 runner's own evidence: an order needed an operator because of an outage alone when it was caught in
-one (the app made it wait, or a call of it failed inside an injected outage window of that service)
+one (the app made it wait, an agent refused an attempt of it because the circuit was open, or a call
+of it failed inside an injected outage window of that service)
 and every remote call of it that failed, failed transiently inside such a window: no permanent
 refusal, no failure or call past its deadline on a healthy service. Of those, the ones escalated
 by ``MAX_OUTAGE_WAIT_MINUTES`` (the reason says so, or waiting is off: 0) are escalated by design."""
@@ -34,6 +35,9 @@ BY_THE_BOUND = "MAX_OUTAGE_WAIT_MINUTES"  # in the lastError of an order escalat
 Window = tuple[datetime, datetime]  # an injected outage: [start, end)
 
 WAIT = "OutageWait"
+# An attempt an agent refused because the circuit was open (order_agents/runtime.py): no remote call,
+# so the probe never sees it; the forward path records it as a transient step failure saying so.
+FAILED_FAST = ("StepTransientFailure", "(circuit open)")
 # Writes that happen while an order is still waiting (a new attempt or round reaching the open circuit)
 STILL_WAITING = {WAIT, "Claimed", "StepStarted", "StepTransientFailure", "CompensationClaimed", "UndoStarted"}
 
@@ -143,8 +147,10 @@ def operator_actions(
 ) -> OperatorActions:
     """``finals``: the state documents by order id; ``failures``: the runner's failed remote calls."""
     failed = sorted(o for o, doc in finals.items() if doc.get("processState") in FAILED_STATES)
-    waited = {t.order_id for t in transitions if t.event == WAIT}
-    caught: set[str] = set(waited)
+    caught: set[str] = set()
+    for t in transitions:
+        if t.event == WAIT or (t.event == FAILED_FAST[0] and FAILED_FAST[1] in t.detail):
+            caught.add(t.order_id)
     own_failure: set[str] = set()
     for f in failures:
         inside = any(start <= f.at < end for start, end in windows.get(f.service, ()))

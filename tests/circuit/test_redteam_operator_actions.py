@@ -1,0 +1,52 @@
+"""Red team of the report's ``operator_actions_needed`` / invariant ``outage_only_failures``
+(localrun/outages.py): an attempt an agent refused because the dependency's circuit was open made no
+remote call, so the runner's remote probe never sees it. An order whose attempts all failed that way
+(the supervisor counted them instead of waiting: the very regression the invariant exists for) must
+still count as failed by an outage alone. Measured before the fix: 60 orders of the
+dependency-outages profile with MAX_OUTAGE_WAIT_MINUTES=0, 52 failed on the outage alone, 13 seen."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from domain.states import ProcessState
+from localrun.audit import RemoteFailure, Transition
+from localrun.outages import operator_actions
+
+T0 = datetime.fromisoformat("2026-03-01T12:00:00+00:00")
+WINDOWS = {"payment": [(T0, T0 + timedelta(minutes=15))]}
+FAILED_FAST = "charge-payment: payment unavailable (circuit open): not called"  # order_agents/runtime.py
+
+
+def transient_failure(seconds: float, order: str, detail: str) -> Transition:
+    return Transition(
+        T0 + timedelta(seconds=seconds),
+        order,
+        ProcessState.PROCESSING,
+        ProcessState.PROCESSING,
+        "StepTransientFailure",
+        f"{order}:1",
+        None,
+        detail,
+    )
+
+
+def escalated(order: str) -> dict[str, str]:
+    return {"processState": "Error", "lastError": f"retries exhausted after 3 failed attempts; last: {FAILED_FAST}"}
+
+
+def test_an_order_whose_attempts_failed_fast_on_an_open_circuit_failed_on_the_outage_alone() -> None:
+    finals = {"fast": escalated("fast"), "mixed": escalated("mixed")}
+    transitions = [transient_failure(60 * n, order, FAILED_FAST) for order in ("fast", "mixed") for n in (1, 2, 3)]
+    # "mixed" also had a permanent refusal of its own: still the order's failure
+    failures = [RemoteFailure(T0 + timedelta(minutes=20), "mixed", "payment", False)]
+    actions = operator_actions(finals, transitions, failures, WINDOWS, waiting_enabled=True)
+    assert actions.outage_only == ["fast"]
+    assert actions.unexpected == ["fast"]  # the invariant sees it
+
+
+def test_a_transient_failure_of_the_orders_own_is_not_an_outage() -> None:
+    finals = {"own": escalated("own")}
+    transitions = [transient_failure(60, "own", "charge-payment: payment timed out")]
+    actions = operator_actions(finals, transitions, [], WINDOWS, waiting_enabled=True)
+    assert actions.outage_only == []
