@@ -145,10 +145,12 @@ def _send(ctx: AppContext, alert: OutageAlert) -> bool:
         "waitingOrders": waiting,
     }
     if alert.kind == OUTAGE_ALERT:
-        summary = (
-            f"{alert.dependency} is unavailable (circuit open since {alert.started.isoformat()}); "
+        consequence = (
             f"{counted} orders wait for it without spending their retries"
+            if ctx.settings.max_outage_wait
+            else "orders do not wait (MAX_OUTAGE_WAIT_MINUTES=0): those failing on it spend their retries"
         )
+        summary = f"{alert.dependency} is unavailable (circuit open since {alert.started.isoformat()}); {consequence}"
         severity = "error"
     else:
         if alert.outage_seconds is None:  # closed before a later outage began, unseen by any run

@@ -6,8 +6,15 @@ unavailable to it for a while): the circuit closed, opened again and closed agai
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import pytest
+
+from adapters.cosmos.health_store import update_health
+from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.circuit import (
     OUTAGE_ALERT,
     RECOVERY_ALERT,
@@ -19,6 +26,8 @@ from domain.circuit import (
     record_failure,
     record_success,
 )
+from settings import Settings
+from supervisor.outage import alert_outages
 
 POLICY = CircuitPolicy(threshold=2, cooldown=timedelta(seconds=30), cooldown_max=timedelta(seconds=120), probes=1)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -65,3 +74,20 @@ def test_the_late_recovery_does_not_claim_an_outage_length_it_does_not_know() ->
     assert late.kind == RECOVERY_ALERT and late.started == T0
     # A closed at an unrecorded moment before B began: no length rather than a wrong one
     assert late.closed is None and late.outage_seconds is None
+
+
+@pytest.mark.cosmos
+def test_with_waiting_off_the_outage_alert_does_not_say_orders_wait_it_out(app_context: Any, sender: Any) -> None:
+    """MAX_OUTAGE_WAIT_MINUTES=0: orders spend their retries in an outage; the one alert must not tell
+    the operator they wait without spending them."""
+    ctx = replace(app_context, settings=Settings.from_env({}, MAX_OUTAGE_WAIT_MINUTES="0"))
+    now = ctx.clock.now()
+    for _ in range(ctx.settings.circuit_policy.threshold):
+        update_health(
+            ctx.health, "shipping", lambda h: (record_failure(h, now, ctx.settings.circuit_policy)[0], None), now
+        )
+    assert alert_outages(ctx) == 1
+    [body] = [json.loads(m.body) for q, m in sender.sent if q == OPERATOR_ALERTS_QUEUE]
+    assert body["kind"] == OUTAGE_ALERT
+    assert "without spending their retries" not in body["summary"]
+    assert "MAX_OUTAGE_WAIT_MINUTES=0" in body["summary"]
