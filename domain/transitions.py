@@ -237,4 +237,5 @@ def resubmit(record: StateRecord, operator: str, reason: str, now: datetime) -> 
         complete_by=None,
         failure_count=0,
         last_error=None,
+        outage_wait_since=None,  # afresh: a later outage is a new wait with its own bound
     )

@@ -93,3 +93,17 @@ def test_a_stuck_round_counted_as_a_failure_ends_the_rounds_wait() -> None:
     counted = claim_compensation(reclaimed, stuck_later, GRACE, MAX_FAILURES, "supervisor")
     assert counted.failure_count == 1
     assert counted.outage_wait_since is None
+
+
+def test_an_operator_resubmitting_an_order_that_failed_after_a_wait_starts_it_afresh() -> None:
+    """Payment came back from its outage and refused the order for good (Error, no compensation
+    decided yet); the operator resubmits it. Its failure count starts again, and so must its wait:
+    otherwise the next outage escalates it at once, measured from the old wait."""
+    record = _reserved_then_waiting_for_payment()
+    owner = record.locked_by or ""
+    now = record.updated_at + timedelta(seconds=2)
+    failed = transitions.fail(record, owner, "charge-payment", "payment refused", now)
+    assert failed.process_state is ProcessState.ERROR
+    resubmitted = transitions.resubmit(failed, "operator", "customer updated the card", now + timedelta(hours=1))
+    assert resubmitted.failure_count == 0
+    assert resubmitted.outage_wait_since is None
