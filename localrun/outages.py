@@ -18,20 +18,23 @@ one (the app made it wait, an agent refused an attempt of it because the circuit
 of it failed inside an injected outage window of that service)
 and every remote call of it that failed, failed transiently inside such a window: no permanent
 refusal, no failure or call past its deadline on a healthy service. Of those, the ones escalated
-by ``MAX_OUTAGE_WAIT_MINUTES`` (the reason says so, or waiting is off: 0) are escalated by design."""
+by ``MAX_OUTAGE_WAIT_MINUTES`` (the reason says so and the runner saw the order wait that long, or
+waiting is off: 0) are escalated by design."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from localrun.audit import RemoteFailure, Transition
 
 FAILED_STATES = ("Error", "CompensationFailed")
 BY_THE_BOUND = "MAX_OUTAGE_WAIT_MINUTES"  # in the lastError of an order escalated by the bound
+# The app measures the bound on its supervisors' clocks, the runner in true time: skew and timer slack
+BOUND_SLACK = timedelta(minutes=2)
 Window = tuple[datetime, datetime]  # an injected outage: [start, end)
 
 WAIT = "OutageWait"
@@ -42,21 +45,26 @@ FAILED_FAST = ("StepTransientFailure", "(circuit open)")
 STILL_WAITING = {WAIT, "Claimed", "StepStarted", "StepTransientFailure", "CompensationClaimed", "UndoStarted"}
 
 
-def _longest_waits(transitions: Iterable[Transition]) -> dict[str, float]:
+def _wait_periods(transitions: Iterable[Transition]) -> dict[str, list[float]]:
+    """Per order, how long each of its waits lasted (s): from an ``OutageWait`` to the next write
+    that was neither a wait nor a new attempt or round starting."""
     by_order: dict[str, list[Transition]] = defaultdict(list)
     for t in transitions:
         by_order[t.order_id].append(t)
-    longest: dict[str, float] = {}
+    periods: dict[str, list[float]] = {}
     for order_id, seen in by_order.items():
         began: datetime | None = None
         for t in sorted(seen, key=lambda t: t.at):
             if t.event == WAIT and began is None:
                 began = t.at
             elif began is not None and t.event not in STILL_WAITING:
-                waited = (t.at - began).total_seconds()
-                longest[order_id] = max(longest.get(order_id, 0.0), waited)
+                periods.setdefault(order_id, []).append((t.at - began).total_seconds())
                 began = None
-    return longest
+    return periods
+
+
+def _longest_waits(transitions: Iterable[Transition]) -> dict[str, float]:
+    return {order_id: max(waits) for order_id, waits in _wait_periods(transitions).items()}
 
 
 def _p99(values: list[float]) -> float:
@@ -144,8 +152,12 @@ def operator_actions(
     failures: Iterable[RemoteFailure],
     windows: Mapping[str, Sequence[Window]],
     waiting_enabled: bool,
+    bound: timedelta | None = None,
 ) -> OperatorActions:
-    """``finals``: the state documents by order id; ``failures``: the runner's failed remote calls."""
+    """``finals``: the state documents by order id; ``failures``: the runner's failed remote calls.
+    ``bound``: MAX_OUTAGE_WAIT_MINUTES; given, an order counts as escalated by it only if it waited
+    that long in all (less ``BOUND_SLACK``), whatever its ``lastError`` says."""
+    transitions = list(transitions)
     failed = sorted(o for o, doc in finals.items() if doc.get("processState") in FAILED_STATES)
     caught: set[str] = set()
     for t in transitions:
@@ -159,5 +171,12 @@ def operator_actions(
         else:
             own_failure.add(f.order_id)  # a permanent refusal, or a failure on a healthy service
     outage_only = [o for o in failed if o in caught and o not in own_failure]
-    by_bound = [o for o in outage_only if not waiting_enabled or BY_THE_BOUND in str(finals[o].get("lastError") or "")]
+    waited = {o: sum(waits) for o, waits in _wait_periods(transitions).items()}
+
+    def escalated_by_the_bound(order: str) -> bool:
+        if BY_THE_BOUND not in str(finals[order].get("lastError") or ""):
+            return False
+        return bound is None or waited.get(order, 0.0) >= (bound - BOUND_SLACK).total_seconds()
+
+    by_bound = [o for o in outage_only if not waiting_enabled or escalated_by_the_bound(o)]
     return OperatorActions(failed, outage_only, by_bound)

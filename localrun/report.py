@@ -147,11 +147,11 @@ def _outage_windows(result: SimulationResult) -> dict[str, list[Window]]:
     return windows
 
 
-def _waiting_enabled(result: SimulationResult) -> bool:
+def _outage_wait_bound(result: SimulationResult) -> timedelta:
     """MAX_OUTAGE_WAIT_MINUTES of the run (0: orders never wait an outage out, by configuration)."""
     profile = result.config.profile
     merged = {**local_settings_example(), **hostile.app_settings(profile), **result.config.settings}
-    return Settings.from_env(merged).max_outage_wait > timedelta(0)
+    return Settings.from_env(merged).max_outage_wait
 
 
 def build_report(result: SimulationResult) -> dict[str, Any]:
@@ -247,7 +247,10 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     alert_bodies = [json.loads(str(m)) for m in result.broker.peek(OPERATOR_ALERTS_QUEUE, 1_000_000)]
     windows = _outage_windows(result)
     # orders needing an operator because of an outage alone (localrun/outages.py), from the runner's evidence
-    actions = operator_actions(by_order, audit.transitions, audit.remote_failures, windows, _waiting_enabled(result))
+    bound = _outage_wait_bound(result)
+    actions = operator_actions(
+        by_order, audit.transitions, audit.remote_failures, windows, bound > timedelta(0), bound=bound
+    )
     invariants = {
         "lost": len(lost),
         "duplicate_side_effects": duplicates,

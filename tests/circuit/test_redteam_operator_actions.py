@@ -50,3 +50,31 @@ def test_a_transient_failure_of_the_orders_own_is_not_an_outage() -> None:
     transitions = [transient_failure(60, "own", "charge-payment: payment timed out")]
     actions = operator_actions(finals, transitions, [], WINDOWS, waiting_enabled=True)
     assert actions.outage_only == []
+
+
+def wait_then(order: str, waited_s: float, end: str) -> list[Transition]:
+    """An order that began waiting at 0, was retried while waiting, and ended with ``end`` at ``waited_s``."""
+    return [
+        Transition(T0 + timedelta(seconds=s), order, before, after, event, "supervisor", None)
+        for s, before, after, event in (
+            (0, ProcessState.PROCESSING, ProcessState.PENDING, "OutageWait"),
+            (30, ProcessState.PENDING, ProcessState.PROCESSING, "Claimed"),
+            (31, ProcessState.PROCESSING, ProcessState.PROCESSING, "StepStarted"),
+            (90, ProcessState.PROCESSING, ProcessState.PENDING, "OutageWait"),
+            (waited_s, ProcessState.PENDING, ProcessState.ERROR, end),
+        )
+    ]
+
+
+def test_an_order_escalated_by_the_bound_before_it_waited_that_long_is_not_by_design() -> None:
+    """The exemption for MAX_OUTAGE_WAIT_MINUTES must rest on the runner's evidence (how long the
+    order waited), not on the app's own lastError: a bound measured from a stale start (an old wait)
+    escalates early and must still count."""
+    bound = timedelta(minutes=60)
+    reason = "payment unavailable (circuit open) and the order waited 61 min, beyond MAX_OUTAGE_WAIT_MINUTES=60"
+    finals = {o: {"processState": "Error", "lastError": f"retries exhausted; last: {reason}"} for o in ("early", "due")}
+    transitions = wait_then("early", 120, "Escalated") + wait_then("due", 3601, "Escalated")
+    actions = operator_actions(finals, transitions, [], WINDOWS, waiting_enabled=True, bound=bound)
+    assert actions.outage_only == ["due", "early"]
+    assert actions.by_the_bound == ["due"]
+    assert actions.unexpected == ["early"]
