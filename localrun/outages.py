@@ -17,18 +17,22 @@ runner's own evidence: an order needed an operator because of an outage alone wh
 one (the app made it wait, an agent refused an attempt of it because the circuit was open, or a call
 of it failed inside an injected outage window of that service)
 and every remote call of it that failed, failed transiently inside such a window: no permanent
-refusal, no failure or call past its deadline on a healthy service. Of those, the ones escalated
+refusal, no failure or call past its deadline on a healthy service, and no attempt the supervisor
+counted that ran while its service had no outage (``_counted_outside_outages``: a crash, a lost
+reply). Of those, the ones escalated
 by ``MAX_OUTAGE_WAIT_MINUTES`` (the reason says so and the runner saw the order wait that long, or
 waiting is off: 0) are escalated by design."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from domain.workflow import AGENTS
 from localrun.audit import RemoteFailure, Transition
 
 FAILED_STATES = ("Error", "CompensationFailed")
@@ -170,6 +174,7 @@ def operator_actions(
             caught.add(f.order_id)
         else:
             own_failure.add(f.order_id)  # a permanent refusal, or a failure on a healthy service
+    own_failure |= _counted_outside_outages(transitions, windows)
     outage_only = [o for o in failed if o in caught and o not in own_failure]
     waited = {o: sum(waits) for o, waits in _wait_periods(transitions).items()}
 
@@ -180,3 +185,35 @@ def operator_actions(
 
     by_bound = [o for o in outage_only if not waiting_enabled or escalated_by_the_bound(o)]
     return OperatorActions(failed, outage_only, by_bound)
+
+
+# The supervisor's writes that spend one of an order's MAX_FAILURES on an expired forward attempt
+COUNTED = ("RetryScheduled", "Escalated")
+_VIA = re.compile(r" via ([\w-]+)")
+
+
+def _counted_outside_outages(transitions: Iterable[Transition], windows: Mapping[str, Sequence[Window]]) -> set[str]:
+    """Orders with a counted failed attempt that had nothing to do with an outage: its step's service
+    had no injected outage while the attempt ran (from its ``StepStarted`` to the count) and no agent
+    refused it on an open circuit. Such a failure (a crash, a lost or late reply, a store error) is the
+    order's own; an order escalated with one is not failed by an outage alone, whatever it waited
+    before."""
+    own: set[str] = set()
+    running: dict[str, tuple[datetime, str]] = {}  # order -> (its step's start, the service)
+    refused: set[str] = set()  # orders whose current attempt an agent refused on an open circuit
+    for t in transitions:
+        if t.event == "StepStarted":
+            via = _VIA.search(t.detail)
+            if via is not None and via.group(1) in AGENTS:
+                running[t.order_id] = (t.at, AGENTS[via.group(1)].service)
+            refused.discard(t.order_id)
+        elif t.event == FAILED_FAST[0] and FAILED_FAST[1] in t.detail:
+            refused.add(t.order_id)
+        elif t.event in COUNTED and t.order_id in running and t.order_id not in refused:
+            began, service = running[t.order_id]
+            if not any(start < t.at and end > began for start, end in windows.get(service, ())):
+                own.add(t.order_id)
+        if t.event in COUNTED or t.event == "Claimed":  # that attempt is over, or a new one begins
+            running.pop(t.order_id, None)
+            refused.discard(t.order_id)
+    return own

@@ -1,0 +1,81 @@
+"""``operator_actions`` (localrun/outages.py): an attempt the supervisor counted is the order's own
+failure when its step's service had no injected outage while it ran and no agent refused it on an
+open circuit. Found at 300 orders (all-faults, seed 1): ord-00129 waited out the payment outage,
+then lost three attempts to a crashed agent and lost replies minutes after every outage had ended,
+escalated, and was counted as failed by the outage alone."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from domain.states import ProcessState
+from localrun.audit import Transition
+from localrun.outages import operator_actions
+
+T0 = datetime.fromisoformat("2026-03-01T12:00:00+00:00")
+PAYMENT_OUTAGE = (T0 + timedelta(seconds=60), T0 + timedelta(seconds=150))
+WINDOWS = {"payment": [PAYMENT_OUTAGE], "shipping": [(T0 + timedelta(seconds=150), T0 + timedelta(seconds=210))]}
+ESCALATED = {"processState": "Error", "lastError": "retries exhausted after 3 failed attempts; last: step missed"}
+PENDING, PROCESSING = ProcessState.PENDING, ProcessState.PROCESSING
+
+
+def at(seconds: float, event: str, by: str = "supervisor", detail: str = "") -> Transition:
+    after = PENDING if event in ("OutageWait", "RetryScheduled") else PROCESSING
+    return Transition(T0 + timedelta(seconds=seconds), "o", PROCESSING, after, event, by, None, detail)
+
+
+def attempt(start: float, step: str, agent: str, counted_at: float, event: str = "RetryScheduled") -> list[Transition]:
+    return [
+        at(start, "Claimed", "starter"),
+        at(start, "StepStarted", "o:n", f"{step} via {agent}, deadline later"),
+        at(counted_at, event),
+    ]
+
+
+def waited_then(*attempts: list[Transition]) -> list[Transition]:
+    waited = [
+        at(0, "Claimed", "starter"),
+        at(1, "StepStarted", "o:1", "charge-payment via payment"),
+        at(90, "OutageWait"),
+    ]
+    return waited + [t for a in attempts for t in a]
+
+
+def test_attempts_counted_after_every_outage_ended_are_the_orders_own_failures() -> None:
+    transitions = waited_then(
+        attempt(240, "charge-payment", "payment", 300),
+        attempt(320, "arrange-shipment", "shipping", 390),
+        attempt(420, "arrange-shipment", "shipping", 480, "Escalated"),
+    )
+    actions = operator_actions({"o": ESCALATED}, transitions, [], WINDOWS, waiting_enabled=True)
+    assert actions.outage_only == []
+    assert actions.unexpected == []
+
+
+def test_attempts_counted_while_their_service_was_down_are_the_outages() -> None:
+    """The control: the same order, its counted attempts running inside the payment outage (the
+    supervisor counting instead of waiting), is failed by the outage alone and the invariant sees it."""
+    transitions = waited_then(
+        attempt(95, "charge-payment", "payment", 110),
+        attempt(115, "charge-payment", "payment", 130),
+        attempt(135, "charge-payment", "payment", 149, "Escalated"),
+    )
+    actions = operator_actions({"o": ESCALATED}, transitions, [], WINDOWS, waiting_enabled=True)
+    assert actions.unexpected == ["o"]
+
+
+def test_an_attempt_refused_on_a_circuit_still_open_after_the_outage_counts_as_the_outages() -> None:
+    """The circuit stays open until a probe succeeds, after the injected outage ended: an attempt an
+    agent refused then is the outage's, and counting it is the regression the invariant is for."""
+    refused = at(241, "StepTransientFailure", "o:n", "charge-payment: payment unavailable (circuit open): not called")
+    first, second, third = (
+        attempt(240, "charge-payment", "payment", 250),
+        attempt(260, "charge-payment", "payment", 270),
+        attempt(280, "charge-payment", "payment", 290, "Escalated"),
+    )
+    transitions = waited_then(*([*a[:2], refused, a[2]] for a in (first, second, third)))
+    actions = operator_actions({"o": ESCALATED}, transitions, [], WINDOWS, waiting_enabled=True)
+    assert actions.outage_only == ["o"]
+    # one of the three not refused, after the outage: that one was the order's own
+    own = waited_then([*first[:2], refused, first[2]], [*second[:2], refused, second[2]], third)
+    assert operator_actions({"o": ESCALATED}, own, [], WINDOWS, waiting_enabled=True).outage_only == []
