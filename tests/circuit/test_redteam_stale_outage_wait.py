@@ -107,3 +107,15 @@ def test_an_operator_resubmitting_an_order_that_failed_after_a_wait_starts_it_af
     resubmitted = transitions.resubmit(failed, "operator", "customer updated the card", now + timedelta(hours=1))
     assert resubmitted.failure_count == 0
     assert resubmitted.outage_wait_since is None
+
+
+def test_an_attempt_after_the_wait_that_missed_its_deadline_is_not_reported_as_waiting() -> None:
+    """The retry after the wait ran on a closed circuit and missed its deadline without an error of
+    its own: the counted failure says the deadline was missed, not "waiting for payment" (which
+    would count the order as waiting in the next payment outage's alert and mislead the operator
+    reading the escalation)."""
+    record = _reserved_then_waiting_for_payment()
+    now = (record.complete_by or T0) + timedelta(seconds=1)
+    retried = transitions.supervisor_retry(record, record.locked_by, now, MAX_FAILURES, timedelta(seconds=10))
+    assert retried.last_error is not None and "waiting for" not in retried.last_error
+    assert "missed its deadline" in retried.last_error
