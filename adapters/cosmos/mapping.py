@@ -63,6 +63,7 @@ class _Invalid(Exception):
 
 
 type _Read = Callable[[Any], Any]
+type _Write = Callable[[Any], Any] | None
 
 
 def camel(name: str) -> str:
@@ -76,14 +77,54 @@ def camel(name: str) -> str:
 
 def to_document(record: Record) -> dict[str, Any]:
     """The JSON document of ``record`` (new containers throughout: changing it never changes the record)."""
-    return {key: _json(getattr(record, name)) for name, key, _, _ in _plan(type(record))}
+    doc: dict[str, Any] = {}
+    for name, key, _, write, _ in _plan(type(record)):
+        value = getattr(record, name)
+        doc[key] = value if write is None or value is None else write(value)
+    return doc
+
+
+def _writer(hint: Any) -> _Write:
+    """How a value of type ``hint`` is written (None: as it is; None values are always written as null)."""
+    origin = get_origin(hint)
+    if origin is Union or origin is types.UnionType:
+        return _writer(_optional_of(hint))
+    if origin is list:
+        item = _writer(get_args(hint)[0])
+        return list if item is None else lambda value: [None if v is None else item(v) for v in value]
+    if origin is dict:
+        entry = _writer(get_args(hint)[1])
+        return dict if entry is None else lambda value: {k: None if v is None else entry(v) for k, v in value.items()}
+    if hint is Any:
+        return _json
+    if hint is datetime:
+        return to_text
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return _enum_value
+    if hint in (bool, int, float, str):
+        return None
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return to_document
+    raise TypeError(f"unsupported field type {hint!r}")
+
+
+def _enum_value(value: Enum) -> Any:
+    return value.value
 
 
 def _json(value: Any) -> Any:
-    if value is None or (isinstance(value, bool | int | float | str) and not isinstance(value, Enum)):
+    """A copy of a JSON value (an agent's result, an undo's data) with plain JSON types only."""
+    kind = type(value)
+    if value is None or kind is str or kind is int or kind is float or kind is bool:
         return value
+    if kind is dict:
+        return {_key(k): _json(v) for k, v in value.items()}
+    if kind is list:
+        return [_json(v) for v in value]
     if isinstance(value, Enum):
         return value.value
+    if isinstance(value, str | int | float):
+        return value
     if isinstance(value, datetime):
         return to_text(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -92,7 +133,7 @@ def _json(value: Any) -> Any:
         return {_key(k): _json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_json(v) for v in value]
-    raise TypeError(f"{type(value).__name__} value has no JSON form: {value!r}")
+    raise TypeError(f"{kind.__name__} value has no JSON form: {value!r}")
 
 
 def _key(key: object) -> str:
@@ -115,28 +156,32 @@ def from_document[R: Record](kind: type[R], doc: Mapping[str, Any]) -> R:
 
 
 def _read_record(kind: type[Any], doc: Any) -> Any:
-    if not isinstance(doc, Mapping):
+    if type(doc) is not dict and not isinstance(doc, Mapping):
         raise _Invalid(f"expected a JSON object, got {_shown(doc)}")
     values: dict[str, Any] = {}
-    for name, key, read, required in _plan(kind):
-        if key not in doc:
+    for name, key, read, _, required in _plan(kind):
+        value = doc.get(key, _ABSENT)
+        if value is _ABSENT:
             if required:
                 raise _Invalid("missing", (key,))
             continue  # the field's default
         try:
-            values[name] = read(doc[key])
+            values[name] = read(value)
         except _Invalid as exc:
             raise exc.under(key) from None
     return kind(**values)
 
 
-type _Plan = tuple[tuple[str, str, _Read, bool], ...]
+_ABSENT: Any = object()
+
+
+type _Plan = tuple[tuple[str, str, _Read, _Write, bool], ...]
 _plans: dict[type[Any], _Plan] = {}
 
 
 def _plan(kind: type[Any]) -> _Plan:
-    """Per stored field of the dataclass ``kind``: its name, its document key, its reader and whether
-    the document must have it (no default). Worked out once per class."""
+    """Per stored field of the dataclass ``kind``: its name, its document key, its reader, its writer
+    and whether the document must have it (no default). Worked out once per class."""
     plan = _plans.get(kind)
     if plan is None:
         plan = _plans[kind] = _make_plan(kind)
@@ -153,6 +198,7 @@ def _make_plan(kind: type[Any]) -> _Plan:
             f.name,
             camel(f.name),
             _reader(hints[f.name]),
+            _writer(hints[f.name]),
             f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
         )
         for f in fields
@@ -162,11 +208,7 @@ def _make_plan(kind: type[Any]) -> _Plan:
 def _reader(hint: Any) -> _Read:
     origin = get_origin(hint)
     if origin is Union or origin is types.UnionType:
-        args = get_args(hint)
-        others = [a for a in args if a is not type(None)]
-        if len(others) != 1 or len(args) != 2:
-            raise TypeError(f"unsupported union {hint!r}: only X | None")
-        return _optional(_reader(others[0]))
+        return _optional(_reader(_optional_of(hint)))
     if origin is list:
         return _list(_reader(get_args(hint)[0]))
     if origin is dict:
@@ -194,6 +236,15 @@ def _reader(hint: Any) -> _Read:
     raise TypeError(f"unsupported field type {hint!r}")
 
 
+def _optional_of(hint: Any) -> Any:
+    """``X`` of ``X | None``; ``TypeError`` for any other union."""
+    args = get_args(hint)
+    others = [a for a in args if a is not type(None)]
+    if len(others) != 1 or len(args) != 2:
+        raise TypeError(f"unsupported union {hint!r}: only X | None")
+    return others[0]
+
+
 def _optional(read: _Read) -> _Read:
     return lambda value: None if value is None else read(value)
 
@@ -215,7 +266,7 @@ def _list(read: _Read) -> _Read:
 
 def _dict(read: _Read) -> _Read:
     def read_dict(value: Any) -> dict[str, Any]:
-        if not isinstance(value, Mapping):
+        if type(value) is not dict and not isinstance(value, Mapping):
             raise _Invalid(f"expected a JSON object, got {_shown(value)}")
         entries: dict[str, Any] = {}
         for key, item in value.items():
