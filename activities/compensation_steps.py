@@ -11,12 +11,13 @@ from datetime import datetime
 from typing import Any
 
 from activities.fencing import NOT_OWNED, OWNED, owned_record, write_fenced
+from adapters.cosmos.mapping import to_document
 from contracts.messages import AgentRequest
 from dependencies import AppContext
 from domain import compensation
 from domain.compensation_policy import REVIEW_CHOICES
 from domain.states import ProcessState
-from domain.timefmt import from_text
+from domain.timefmt import parse
 from notifications.alerts import raise_alert, raise_alert_after_write
 from observability.events import app_event
 from orchestrators import names
@@ -24,10 +25,9 @@ from supervisor.owed import owe_notifications
 
 
 def _parse_timestamp(value: Any) -> datetime:
-    moment = from_text(value)
-    if not isinstance(moment, datetime):
+    if not isinstance(value, str | datetime):
         raise ValueError(f"not a timestamp: {value!r}")
-    return moment
+    return parse(value)
 
 
 # --- asked by the scheduler --------------------------------------------------------------------------
@@ -113,7 +113,7 @@ def load_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
         "replyTo": record.reply_to,
         # waiting an outage out: the submitter was told so once (supervisor/outage.py), not per round
         "outageWait": record.outage_wait_since is not None,
-        "entries": [e.model_dump(mode="json", by_alias=True) for e in record.compensation],
+        "entries": [to_document(e) for e in record.compensation],
         "stepTimeoutSeconds": ctx.settings.step_timeout.total_seconds(),
         "undoTries": ctx.settings.max_failures,
         "retryBaseSeconds": ctx.settings.retry_backoff_base.total_seconds(),

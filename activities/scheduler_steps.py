@@ -11,6 +11,7 @@ from typing import Any
 
 import notifications.status
 from activities.fencing import NOT_OWNED, OWNED, owned_record, write_fenced
+from adapters.cosmos.mapping import to_document
 from adapters.servicebus.sender import OutgoingMessage
 from contracts.messages import AgentRequest, StatusName
 from dependencies import AppContext
@@ -76,7 +77,7 @@ def begin_step(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     if written.payment is not None:
         # A prepaid order's PaymentNotification applied before this step began (in the same document,
         # so a notification written after this write sees the step in flight and is raised as an event).
-        return {**OWNED, "payment": written.payment.model_dump(mode="json", by_alias=True)}
+        return {**OWNED, "payment": to_document(written.payment)}
     return OWNED
 
 

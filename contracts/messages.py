@@ -6,13 +6,23 @@ the dead-letter queue), not a value silently ignored. A new field means a new ``
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, StringConstraints
 from pydantic.alias_generators import to_camel
 
 from domain.ids import ORDER_ID_PATTERN
-from domain.timefmt import UtcDateTime
+from domain.timefmt import parse, to_text
+
+
+def _utc(value: object) -> object:
+    """A text or datetime as its UTC moment; anything else is left to pydantic's datetime rules."""
+    return parse(value) if isinstance(value, str | datetime) else value
+
+
+# A timestamp in a message: read as UTC (an offset or ``Z`` required), written as ``timefmt.to_text``.
+UtcDateTime = Annotated[datetime, BeforeValidator(_utc), PlainSerializer(to_text, return_type=str)]
 
 OrderId = Annotated[str, StringConstraints(pattern=ORDER_ID_PATTERN)]
 QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,259}$")]

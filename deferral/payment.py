@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from adapters.cosmos.errors import ConcurrencyExhausted, EtagMismatch, StoreUnavailable
+from adapters.cosmos.mapping import to_document
 from adapters.cosmos.state_store import update_once
 from adapters.servicebus.settlement import Settlement
 from contracts.messages import PaymentNotification
 from contracts.names import PAYMENT_NOTIFIED_EVENT
 from deferral.errors import DependencyUnavailable
 from dependencies import AppContext
-from domain.payments import decide_payment, event_data, received, waiting_instance, with_payment
+from domain.payments import decide_payment, received, waiting_instance, with_payment
 from domain.records import StateRecord
 from notifications.alerts import raise_alert
 from observability.events import app_event
@@ -48,7 +49,7 @@ def _events(record: StateRecord) -> tuple[RaiseEvent, ...]:
     instance = waiting_instance(record)
     if instance is None or record.payment is None:
         return ()
-    return (RaiseEvent(instance, PAYMENT_NOTIFIED_EVENT, event_data(record.payment)),)
+    return (RaiseEvent(instance, PAYMENT_NOTIFIED_EVENT, to_document(record.payment)),)
 
 
 def apply_notification(ctx: AppContext, note: PaymentNotification, sequence_number: int | None) -> PaymentOutcome:

@@ -15,15 +15,10 @@ A permanent error is an answer from a working service: it counts as a success he
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
-
-from domain.timefmt import UtcDateTime
 
 DOCUMENT_KIND = "DependencyHealth"
 SCHEMA_VERSION = 1
@@ -57,8 +52,9 @@ def document_id(dependency: str) -> str:
     return f"health:{dependency}"
 
 
-class DependencyHealth(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DependencyHealth:
+    """One dependency's circuit (stored as one document in the ``state`` container)."""
 
     id: str
     order_id: str
@@ -66,34 +62,27 @@ class DependencyHealth(BaseModel):
     dependency: str
     state: CircuitState = CircuitState.CLOSED
     consecutive_failures: int = 0
-    opened_at: UtcDateTime | None = None  # when the current outage began (first opening)
-    probe_after: UtcDateTime | None = None  # open: no call before this
+    opened_at: datetime | None = None  # when the current outage began (first opening)
+    probe_after: datetime | None = None  # open: no call before this
     reopens: int = 0  # failed probes in the current outage
     probes_granted: int = 0  # half-open: probes let through and not yet reported
-    last_closed_at: UtcDateTime | None = None
-    last_outage_started_at: UtcDateTime | None = None  # the last closed outage: [started, closed]
+    last_closed_at: datetime | None = None
+    last_outage_started_at: datetime | None = None  # the last closed outage: [started, closed]
     # Operator alerts already sent, each as the start (``openedAt``) of the outage it was about:
     # written by the supervisor after the send (``outage_alerts_due``/``mark_alerted``), never by agents.
-    outage_alerted_for: UtcDateTime | None = None  # DependencyOutage
-    recovery_alerted_for: UtcDateTime | None = None  # DependencyRecovered
+    outage_alerted_for: datetime | None = None  # DependencyOutage
+    recovery_alerted_for: datetime | None = None  # DependencyRecovered
     schema_version: int = SCHEMA_VERSION
-    updated_at: UtcDateTime
+    updated_at: datetime
     # The stored version this was read at, opaque (None: never stored); the store writes only over
     # that version (adapters/cosmos: the item's ``_etag``). Never part of the document.
-    version: str | None = Field(default=None, exclude=True)
+    version: str | None = None
 
     @classmethod
     def fresh(cls, dependency: str, now: datetime) -> DependencyHealth:
         return cls(
             id=document_id(dependency), order_id=partition_key(dependency), dependency=dependency, updated_at=now
         )
-
-    @classmethod
-    def from_document(cls, doc: dict[str, Any]) -> DependencyHealth:
-        return cls.model_validate(doc)
-
-    def to_document(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude={"version"})
 
     def unavailable(self) -> bool:
         """Not closed: orders that failed on it wait instead of spending their retry budget."""
@@ -141,7 +130,7 @@ def admit(health: DependencyHealth, now: datetime, policy: CircuitPolicy) -> Adm
     if health.state is CircuitState.OPEN:
         if health.probe_after is not None and now < health.probe_after:
             return Admission(False, False, health, False)
-        moved = health.model_copy(update={"state": CircuitState.HALF_OPEN, "probes_granted": 1, "updated_at": now})
+        moved = replace(health, state=CircuitState.HALF_OPEN, probes_granted=1, updated_at=now)
         return Admission(
             True, True, moved, True, Transition(health.dependency, CircuitState.OPEN, CircuitState.HALF_OPEN, now)
         )
@@ -150,7 +139,7 @@ def admit(health: DependencyHealth, now: datetime, policy: CircuitPolicy) -> Adm
     granted = 0 if lapsed else health.probes_granted
     if granted >= policy.probes:
         return Admission(False, False, health, False)
-    moved = health.model_copy(update={"probes_granted": granted + 1, "updated_at": now})
+    moved = replace(health, probes_granted=granted + 1, updated_at=now)
     return Admission(True, True, moved, True)
 
 
@@ -160,20 +149,19 @@ def record_success(health: DependencyHealth, now: datetime) -> tuple[DependencyH
     if health.state is CircuitState.CLOSED:
         if health.consecutive_failures == 0:
             return health, None
-        return health.model_copy(update={"consecutive_failures": 0, "updated_at": now}), None
+        return replace(health, consecutive_failures=0, updated_at=now), None
     started = health.opened_at or now
-    closed = health.model_copy(
-        update={
-            "state": CircuitState.CLOSED,
-            "consecutive_failures": 0,
-            "probes_granted": 0,
-            "reopens": 0,
-            "probe_after": None,
-            "opened_at": None,
-            "last_closed_at": now,
-            "last_outage_started_at": started,
-            "updated_at": now,
-        }
+    closed = replace(
+        health,
+        state=CircuitState.CLOSED,
+        consecutive_failures=0,
+        probes_granted=0,
+        reopens=0,
+        probe_after=None,
+        opened_at=None,
+        last_closed_at=now,
+        last_outage_started_at=started,
+        updated_at=now,
     )
     return closed, Transition(
         health.dependency, health.state, CircuitState.CLOSED, now, (now - started).total_seconds()
@@ -188,29 +176,27 @@ def record_failure(
     if health.state is CircuitState.CLOSED:
         failures = health.consecutive_failures + 1
         if failures < policy.threshold:
-            return health.model_copy(update={"consecutive_failures": failures, "updated_at": now}), None
-        opened = health.model_copy(
-            update={
-                "state": CircuitState.OPEN,
-                "consecutive_failures": failures,
-                "opened_at": now,
-                "probe_after": now + policy.cooldown_after(0),
-                "reopens": 0,
-                "probes_granted": 0,
-                "updated_at": now,
-            }
+            return replace(health, consecutive_failures=failures, updated_at=now), None
+        opened = replace(
+            health,
+            state=CircuitState.OPEN,
+            consecutive_failures=failures,
+            opened_at=now,
+            probe_after=now + policy.cooldown_after(0),
+            reopens=0,
+            probes_granted=0,
+            updated_at=now,
         )
         return opened, Transition(health.dependency, CircuitState.CLOSED, CircuitState.OPEN, now)
     if health.state is CircuitState.HALF_OPEN:
         reopens = health.reopens + 1
-        reopened = health.model_copy(
-            update={
-                "state": CircuitState.OPEN,
-                "probe_after": now + policy.cooldown_after(reopens),
-                "reopens": reopens,
-                "probes_granted": 0,
-                "updated_at": now,
-            }
+        reopened = replace(
+            health,
+            state=CircuitState.OPEN,
+            probe_after=now + policy.cooldown_after(reopens),
+            reopens=reopens,
+            probes_granted=0,
+            updated_at=now,
         )
         return reopened, Transition(health.dependency, CircuitState.HALF_OPEN, CircuitState.OPEN, now)
     return health, None  # open: a call that was already in flight; the outage is known
@@ -278,4 +264,4 @@ def mark_alerted(health: DependencyHealth, alert: OutageAlert) -> tuple[Dependen
     update: dict[str, Any] = {field: alert.started}
     if alert.kind == RECOVERY_ALERT and not _alerted(health.outage_alerted_for, alert.started):
         update["outage_alerted_for"] = alert.started  # a recovery is never followed by its opening
-    return health.model_copy(update=update), True
+    return replace(health, **update), True

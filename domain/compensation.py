@@ -18,6 +18,7 @@ compensation again after a fix)::
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -116,7 +117,7 @@ def complete_step_logged(
     done = transitions.complete_step(record, owner, step_name, result, next_deadline, now)
     if step(step_name).kind is not StepKind.COMPENSABLE or any(e.step == step_name for e in done.compensation):
         return done
-    return done.model_copy(update={"compensation": [*done.compensation, log_entry(done, step_name, result, now)]})
+    return replace(done, compensation=[*done.compensation, log_entry(done, step_name, result, now)])
 
 
 def _unknown_outcome_entries(record: StateRecord, now: datetime) -> list[CompensationEntry]:
@@ -167,10 +168,8 @@ def enter_compensation(
         raise IllegalTransition(f"order {record.order_id}: {record.process_state} cannot start compensation")
     steps = dict(record.steps)
     if failed_step is not None and failed_step in steps:  # failed for good: no side effect to undo
-        steps[failed_step] = steps[failed_step].model_copy(
-            update={"status": StepStatus.FAILED, "finished_at": now, "error": reason}
-        )
-    marked = record.model_copy(update={"steps": steps})
+        steps[failed_step] = replace(steps[failed_step], status=StepStatus.FAILED, finished_at=now, error=reason)
+    marked = replace(record, steps=steps)
     if pivot_passed(marked):
         raise IllegalTransition(f"order {record.order_id}: past the pivot, nothing may be undone")
     due = max(now, not_before) if not_before is not None else now
@@ -270,7 +269,7 @@ def record_undo(record: StateRecord, owner: str, seq: int, next_deadline: dateti
     ensure_compensation_owner(record, owner)
     entry = _entry(record, seq)
     if entry.outcome != UNDONE:
-        entry = entry.model_copy(update={"outcome": UNDONE, "outcome_at": now, "error": None})
+        entry = replace(entry, outcome=UNDONE, outcome_at=now, error=None)
     return record.with_changes(
         now,
         "UndoSucceeded",
@@ -319,7 +318,7 @@ def fail_compensation(record: StateRecord, owner: str, seq: int, error: str, now
     ensure_compensation_owner(record, owner)
     entry = _entry(record, seq)
     reason = describe_failure(entry, error)
-    failed = entry.model_copy(update={"outcome": FAILED, "outcome_at": now, "error": error})
+    failed = replace(entry, outcome=FAILED, outcome_at=now, error=error)
     return record.with_changes(
         now,
         "CompensationFailed",

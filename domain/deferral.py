@@ -8,14 +8,9 @@ and the counts' queries (all ``WHERE c.processState = ...``) never select it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
-
-from pydantic import Field
-
-from domain.records import StoredDocument
-from domain.timefmt import UtcDateTime
 
 DOCUMENT_KIND = "DeferredMessages"
 SCHEMA_VERSION = 1
@@ -38,43 +33,38 @@ class EntryStatus(StrEnum):
     EXPIRED = "Expired"  # gone from the queue before it was applied (TTL, delivery count)
 
 
-class DeferredEntry(StoredDocument):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeferredEntry:
     sequence_number: int
     message_id: str
     message_type: str
     reason: DeferralReason
-    deferred_at: UtcDateTime
+    deferred_at: datetime
     recorded_by: str  # "submission" or "sweep" (found by the peek sweep: tracking had been lost)
     rounds: int = 0  # RetryDeferred rounds tried so far
     status: EntryStatus = EntryStatus.DEFERRED
-    updated_at: UtcDateTime
+    updated_at: datetime
     detail: str = ""
 
 
-class DeferralDocument(StoredDocument):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeferralDocument:
     id: str
     order_id: str
     kind: str = DOCUMENT_KIND
-    entries: list[DeferredEntry] = Field(default_factory=list)
+    entries: list[DeferredEntry] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
-    updated_at: UtcDateTime
+    updated_at: datetime
     # Set when submission rejected the order (admission control): a notification for it that arrives
     # later is dead-lettered (OrderRejected) instead of waiting for an order that is not coming.
-    rejected_at: UtcDateTime | None = None
+    rejected_at: datetime | None = None
     # The stored version this was read at, opaque (None: never stored); the store writes only over
     # that version (adapters/cosmos: the item's ``_etag``). Never part of the document.
-    version: str | None = Field(default=None, exclude=True)
+    version: str | None = None
 
     @classmethod
     def empty(cls, order_id: str, now: datetime) -> DeferralDocument:
         return cls(id=document_id(order_id), order_id=order_id, updated_at=now)
-
-    @classmethod
-    def from_document(cls, doc: dict[str, Any]) -> DeferralDocument:
-        return cls.model_validate(doc)
-
-    def to_document(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude={"version"})
 
     def entry(self, sequence_number: int) -> DeferredEntry | None:
         return next((e for e in self.entries if e.sequence_number == sequence_number), None)
@@ -90,11 +80,11 @@ def with_entry(doc: DeferralDocument, entry: DeferredEntry, now: datetime) -> De
     if existing is not None:
         if existing.status is not EntryStatus.DEFERRED:
             return doc  # already resolved: a late re-record must not reopen it
-        merged = existing.model_copy(update={"reason": entry.reason, "rounds": entry.rounds, "updated_at": now})
+        merged = replace(existing, reason=entry.reason, rounds=entry.rounds, updated_at=now)
         entries = [merged if e.sequence_number == entry.sequence_number else e for e in doc.entries]
     else:
         entries = [*doc.entries, entry]
-    return doc.model_copy(update={"entries": _bounded(entries), "updated_at": now})
+    return replace(doc, entries=_bounded(entries), updated_at=now)
 
 
 def with_status(
@@ -104,13 +94,13 @@ def with_status(
     existing = doc.entry(sequence_number)
     if existing is None:
         return doc
-    changed = existing.model_copy(update={"status": status, "updated_at": now, "detail": detail[:500]})
+    changed = replace(existing, status=status, updated_at=now, detail=detail[:500])
     entries = [changed if e.sequence_number == sequence_number else e for e in doc.entries]
-    return doc.model_copy(update={"entries": entries, "updated_at": now})
+    return replace(doc, entries=entries, updated_at=now)
 
 
 def rejected(doc: DeferralDocument, now: datetime) -> DeferralDocument:
-    return doc.model_copy(update={"rejected_at": now, "updated_at": now})
+    return replace(doc, rejected_at=now, updated_at=now)
 
 
 def _bounded(entries: list[DeferredEntry]) -> list[DeferredEntry]:

@@ -120,8 +120,3 @@ def waiting_instance(record: StateRecord) -> str | None:
     ):
         return record.locked_by
     return None
-
-
-def event_data(payment: PaymentReceived) -> dict[str, Any]:
-    """The ``PaymentNotified`` event's body (the same shape ``begin_step`` returns as ``payment``)."""
-    return payment.model_dump(mode="json", by_alias=True)

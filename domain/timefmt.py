@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
-
-from pydantic import BeforeValidator, PlainSerializer
 
 _FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -17,17 +14,14 @@ def to_text(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime(_FORMAT)
 
 
-def from_text(value: object) -> object:
+def parse(value: str | datetime) -> datetime:
+    """The UTC moment of an ISO 8601 text with an offset or ``Z``, or of a timezone-aware datetime;
+    ``ValueError`` for a text without an offset or a naive datetime."""
     if isinstance(value, str):
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         if parsed.tzinfo is None:
             raise ValueError("timestamp must carry a UTC offset or Z")
         return parsed.astimezone(UTC)
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise ValueError("timestamp must be timezone-aware")
-        return value.astimezone(UTC)
-    return value
-
-
-UtcDateTime = Annotated[datetime, BeforeValidator(from_text), PlainSerializer(to_text, return_type=str)]
+    if value.tzinfo is None:
+        raise ValueError("timestamp must be timezone-aware")
+    return value.astimezone(UTC)

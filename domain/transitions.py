@@ -3,6 +3,7 @@ or raises ``IllegalTransition`` / ``FencingLost``. Nothing here does I/O or read
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -100,7 +101,7 @@ def complete_step(
     current = record.steps.get(step)
     if current is None:
         raise IllegalTransition(f"order {record.order_id}: step {step} was never started")
-    done = current.model_copy(update={"status": StepStatus.SUCCEEDED, "finished_at": now, "result": result})
+    done = replace(current, status=StepStatus.SUCCEEDED, finished_at=now, result=result)
     return record.with_changes(
         now,
         "StepSucceeded",
@@ -133,7 +134,7 @@ def fail(record: StateRecord, owner: str, step: str | None, reason: str, now: da
     ensure_owner(record, owner)
     steps = dict(record.steps)
     if step is not None and step in steps:
-        steps[step] = steps[step].model_copy(update={"status": StepStatus.FAILED, "finished_at": now, "error": reason})
+        steps[step] = replace(steps[step], status=StepStatus.FAILED, finished_at=now, error=reason)
     return record.with_changes(
         now,
         "Failed",

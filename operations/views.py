@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from adapters.cosmos.mapping import to_document
 from adapters.servicebus.settlement import body_bytes
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from dependencies import AppContext
@@ -121,22 +122,14 @@ def order_detail(ctx: AppContext, order_id: str) -> dict[str, Any] | None:
     return {
         "orderId": order_id,
         "order": order,
-        "state": None if record is None else {**record.to_document(), "waitingForReview": review is not None},
+        "state": None if record is None else {**to_document(record), "waitingForReview": review is not None},
         "review": None
         if review is None
         else {"reviewId": review.review_id, "step": review.step, "decideBy": review.decide_by},
-        "transitions": [] if record is None else [h.model_dump(mode="json", by_alias=True) for h in record.history],
-        "steps": {}
-        if record is None
-        else {k: v.model_dump(mode="json", by_alias=True) for k, v in record.steps.items()},
-        "compensation": []
-        if record is None
-        else [e.model_dump(mode="json", by_alias=True) for e in record.compensation],
-        "payment": None
-        if record is None or record.payment is None
-        else record.payment.model_dump(mode="json", by_alias=True),
-        "deferredNotifications": []
-        if deferral is None
-        else [e.model_dump(mode="json", by_alias=True) for e in deferral.entries],
+        "transitions": [] if record is None else [to_document(h) for h in record.history],
+        "steps": {} if record is None else {k: to_document(v) for k, v in record.steps.items()},
+        "compensation": [] if record is None else [to_document(e) for e in record.compensation],
+        "payment": None if record is None or record.payment is None else to_document(record.payment),
+        "deferredNotifications": [] if deferral is None else [to_document(e) for e in deferral.entries],
         "instances": [] if record is None else [{"kind": k, "instanceId": i} for k, i in instance_ids(record)],
     }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -122,7 +122,7 @@ def _claim_or_wait(
             return wait_compensation_out(record, now, outage.until, outage.dependency, outage.since)
         rounds = ctx.settings.max_failures
         if outage is not None:
-            record = record.model_copy(update={"last_error": outage.escalation_reason(now)})
+            record = replace(record, last_error=outage.escalation_reason(now))
             rounds = record.failure_count + 1
         return owe_notifications(claim_compensation(record, now, ctx.settings.start_grace, rounds, SUPERVISOR))
 

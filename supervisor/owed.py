@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
@@ -58,7 +59,7 @@ def owe_notifications(record: StateRecord) -> StateRecord:
     """``record`` as a write is about to store it; if it is a failure, its notifications are owed
     from the write's own time (``completeBy``)."""
     if record.process_state in FAILURE_STATES:
-        return record.model_copy(update={"complete_by": record.updated_at})
+        return replace(record, complete_by=record.updated_at)
     return record
 
 

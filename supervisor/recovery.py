@@ -10,7 +10,7 @@ operator) wins; this supervisor skips the record."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from adapters.cosmos.errors import EtagMismatch
@@ -67,7 +67,7 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
         if outage is not None and not outage.exceeded:
             return transitions.wait_out_outage(r, expired, now, outage.until, outage.dependency, outage.since)
         if outage is not None:
-            r = r.model_copy(update={"last_error": outage.escalation_reason(now)})
+            r = replace(r, last_error=outage.escalation_reason(now))
         return owe_notifications(escalate_or_compensate(r, expired, now, max_failures, backoff, policy, amount))
 
     try:

@@ -3,9 +3,8 @@
 Layers, lowest first; a unit may import the standard library, the units of its own layer and of
 the layers below it, never one above:
 
-0. ``domain``: the rules (states, transitions, retry budget, compensation, payments). Besides the
-   standard library it may import only ``pydantic`` (its records are validated, frozen pydantic
-   models; no I/O, no SDK, no setting).
+0. ``domain``: the rules (states, transitions, retry budget, compensation, payments). It imports
+   the standard library and itself, nothing else (no I/O, no SDK, no setting, no pydantic).
 1. ``contracts``: the messages on the queues and the names of queues and containers (``domain``,
    ``pydantic``).
 2. ``settings``, ``observability``: the typed configuration and the structured events (any
@@ -29,12 +28,14 @@ dependency, it only moves the cost). Relative imports are resolved against the i
 
 Two decisions behind the rules:
 
-- pydantic in the domain: the records are frozen pydantic models (validated on every read, copied
-  with changes); replacing them with dataclasses and hand-written validation would buy nothing
-  the rule is for (no I/O, no SDK, no setting). What is Cosmos' stays in ``adapters/cosmos``:
-  a record carries an opaque ``version``, which ``adapters/cosmos/documents.stored`` fills from the
-  item's ``_etag``. The camelCase aliases stay on the records: camelCase is the app's JSON form
-  everywhere (messages, the operator API's views, the stored documents), not a storage detail.
+- the domain's records are frozen standard-library dataclasses (snake_case fields, ``datetime``
+  timestamps, changed with ``dataclasses.replace``). Their documents are mapped in
+  ``adapters/cosmos/mapping.py`` (camelCase keys, fixed-width UTC timestamp text, enums by value,
+  unknown keys ignored, a bad document named by its field); the roles that show a record (the
+  operator API's views, activity results, the ``PaymentNotified`` event) use the same mapping. What
+  is Cosmos' stays in ``adapters/cosmos``: a record carries an opaque ``version``, which
+  ``adapters/cosmos/documents.stored`` fills from the item's ``_etag`` and which no document holds.
+  pydantic stays in ``contracts``: the messages are validated with it where they cross a queue.
 - ``dependencies`` sits below the roles: it only assembles adapters (the remote services are
   adapters too, ``adapters/remote``), so every role may take an ``AppContext``.
 
@@ -84,9 +85,9 @@ LAYERS: dict[str, int] = {
 ABOVE_ALL = frozenset({"localrun", "tools", "tests"})
 # Production modules at the top of the repository (dev.py is a developer tool, like tools/).
 ROOT_MODULES = ("function_app.py", "dependencies.py", "settings.py")
-# The only third-party imports the two lowest layers may make.
+# The only third-party imports the two lowest layers may make (the domain: none).
 LOW_LAYER_THIRD_PARTY: dict[str, frozenset[str]] = {
-    "domain": frozenset({"pydantic"}),
+    "domain": frozenset(),
     "contracts": frozenset({"pydantic"}),
 }
 
@@ -267,9 +268,9 @@ def write(root: Path, files: Mapping[str, str]) -> Path:
 
 CLEAN = {
     "domain/__init__.py": "",
-    "domain/rules.py": "import datetime\nfrom pydantic import BaseModel\nfrom domain import rules\n",
+    "domain/rules.py": "import datetime\nfrom dataclasses import dataclass\nfrom domain import rules\n",
     "contracts/__init__.py": "",
-    "contracts/messages.py": "from domain.rules import BaseModel\n",
+    "contracts/messages.py": "from pydantic import BaseModel\nfrom domain.rules import dataclass\n",
     "adapters/__init__.py": "",
     "adapters/store.py": "import azure.cosmos\nfrom contracts.messages import BaseModel\n",
     "submission/__init__.py": "",
@@ -313,6 +314,20 @@ def test_the_checker_reports_every_kind_of_violation(tmp_path: Path) -> None:
     assert "import cycle among deferral, submission: deferral -> submission -> deferral" in text
     assert "import cycle among contracts, domain: contracts -> domain -> contracts" in text
     assert len(problems) == 7, text
+
+
+def test_the_domain_may_not_import_pydantic(tmp_path: Path) -> None:
+    """Its records are dataclasses; their documents are mapped in adapters/cosmos."""
+    tree = {
+        **CLEAN,
+        "domain/rules.py": "from pydantic import BaseModel\n",
+        "domain/late.py": "def f():\n    import pydantic.alias_generators\n",
+    }
+    problems, _ = check(write(tmp_path, tree))
+    assert problems == [
+        "domain/late.py:2: domain imports the third-party pydantic.alias_generators",
+        "domain/rules.py:1: domain imports the third-party pydantic",
+    ]
 
 
 def test_relative_imports_resolve_to_the_unit_they_name(tmp_path: Path) -> None:

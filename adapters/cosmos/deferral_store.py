@@ -30,7 +30,7 @@ class DeferralLog(Protocol):
 class CosmosDeferralLog:
     def __init__(self, container: ContainerProxy) -> None:
         self._c = container
-        self._docs = ConditionalDocuments(container, DeferralDocument.from_document)
+        self._docs = ConditionalDocuments(container, DeferralDocument)
 
     def get(self, order_id: str) -> DeferralDocument | None:
         return self._docs.get(document_id(order_id), order_id)

@@ -12,18 +12,20 @@ changes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 from adapters.cosmos.errors import AlreadyExists, ConcurrencyExhausted, EtagMismatch, mapped_errors
+from adapters.cosmos.mapping import Record, from_document, to_document
 
 if TYPE_CHECKING:
     from azure.cosmos import ContainerProxy
 
 
-class Document(Protocol):
-    """A record stored as one item: its id, the version it was read at (None: never stored) and its
-    JSON form."""
+class Document(Record, Protocol):
+    """A record stored as one item (a dataclass, its JSON form in ``mapping``): its id and the version
+    it was read at (None: never stored)."""
 
     @property
     def id(self) -> str: ...
@@ -31,22 +33,18 @@ class Document(Protocol):
     @property
     def version(self) -> str | None: ...
 
-    def to_document(self) -> dict[str, Any]: ...
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self: ...
-
-
-def stored[D: Document](parse: Callable[[dict[str, Any]], D], item: dict[str, Any]) -> D:
+def stored[D: Document](kind: type[D], item: dict[str, Any]) -> D:
     """The record of a Cosmos item, its ``version`` the item's ``_etag``."""
-    return parse(item).model_copy(update={"version": item.get("_etag")})
+    return replace(from_document(kind, item), version=item.get("_etag"))
 
 
 class ConditionalDocuments[D: Document]:
     """Reads and conditional writes of one kind of document in a container."""
 
-    def __init__(self, container: ContainerProxy, parse: Callable[[dict[str, Any]], D]) -> None:
+    def __init__(self, container: ContainerProxy, kind: type[D]) -> None:
         self._c = container
-        self._parse = parse
+        self._kind = kind
 
     def get(self, doc_id: str, partition_key: str) -> D | None:
         from azure.cosmos.exceptions import CosmosResourceNotFoundError
@@ -56,7 +54,7 @@ class ConditionalDocuments[D: Document]:
                 doc = self._c.read_item(doc_id, partition_key=partition_key)
             except CosmosResourceNotFoundError:
                 return None
-        return stored(self._parse, doc)
+        return stored(self._kind, doc)
 
     def save(self, doc: D) -> D:
         """Create (``doc.version`` None; ``AlreadyExists`` if it exists) or replace on ``doc.version``
@@ -65,12 +63,12 @@ class ConditionalDocuments[D: Document]:
 
         with mapped_errors():
             if doc.version is None:
-                written = self._c.create_item(doc.to_document())
+                written = self._c.create_item(to_document(doc))
             else:
                 written = self._c.replace_item(
-                    doc.id, doc.to_document(), etag=doc.version, match_condition=MatchConditions.IfNotModified
+                    doc.id, to_document(doc), etag=doc.version, match_condition=MatchConditions.IfNotModified
                 )
-        return stored(self._parse, written)
+        return stored(self._kind, written)
 
 
 def update_conditionally[D: Document, R](
@@ -93,7 +91,7 @@ def update_conditionally[D: Document, R](
         if unchanged(current, base, updated):
             return base, result  # nothing to write
         try:
-            return save(updated.model_copy(update={"version": base.version})), result
+            return save(replace(updated, version=base.version)), result
         except (EtagMismatch, AlreadyExists):
             continue
     raise ConcurrencyExhausted(f"{what}: {attempts} races in a row")

@@ -38,7 +38,7 @@ class HealthStore(Protocol):
 class CosmosHealthStore:
     def __init__(self, container: ContainerProxy) -> None:
         self._c = container
-        self._docs = ConditionalDocuments(container, DependencyHealth.from_document)
+        self._docs = ConditionalDocuments(container, DependencyHealth)
 
     def get(self, dependency: str) -> DependencyHealth | None:
         return self._docs.get(document_id(dependency), partition_key(dependency))

@@ -54,7 +54,7 @@ class CosmosOpsQueries:
         size = max(1, min(page_size, MAX_PAGE_SIZE))
         with mapped_errors():
             docs, token = query_page(self._c, query, params, size, continuation)
-        return RecordPage([stored(StateRecord.from_document, d) for d in docs], token)
+        return RecordPage([stored(StateRecord, d) for d in docs], token)
 
     def processing(self, limit: int) -> list[StateRecord]:
         query = "SELECT TOP @limit * FROM c WHERE c.processState = @state ORDER BY c.completeBy"
@@ -64,4 +64,4 @@ class CosmosOpsQueries:
         ]
         with mapped_errors():
             docs = list(self._c.query_items(query, parameters=params, enable_cross_partition_query=True))
-        return [stored(StateRecord.from_document, d) for d in docs]
+        return [stored(StateRecord, d) for d in docs]

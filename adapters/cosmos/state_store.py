@@ -7,12 +7,13 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from adapters.cosmos.documents import stored
 from adapters.cosmos.errors import ConcurrencyExhausted, EtagMismatch, StoreUnavailable, mapped_errors
+from adapters.cosmos.mapping import to_document
 from domain.errors import FencingLost, IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
@@ -91,12 +92,12 @@ class CosmosStateStore:
                 doc = self._c.read_item(order_id, partition_key=order_id)
             except CosmosResourceNotFoundError:
                 return None
-        return self._remember(stored(StateRecord.from_document, doc))
+        return self._remember(stored(StateRecord, doc))
 
     def create(self, record: StateRecord) -> StateRecord:
         with mapped_errors():
-            doc = self._c.create_item(record.to_document())
-        return self._remember(stored(StateRecord.from_document, doc))
+            doc = self._c.create_item(to_document(record))
+        return self._remember(stored(StateRecord, doc))
 
     def replace(self, record: StateRecord) -> StateRecord:
         from azure.core import MatchConditions
@@ -105,9 +106,9 @@ class CosmosStateStore:
             raise ValueError("a conditional replace needs the version of the record it was derived from")
         with mapped_errors():
             doc = self._c.replace_item(
-                record.id, record.to_document(), etag=record.version, match_condition=MatchConditions.IfNotModified
+                record.id, to_document(record), etag=record.version, match_condition=MatchConditions.IfNotModified
             )
-        return self._remember(stored(StateRecord.from_document, doc))
+        return self._remember(stored(StateRecord, doc))
 
     def claimable(self, now: datetime, limit: int) -> list[StateRecord]:
         query = (
@@ -121,7 +122,7 @@ class CosmosStateStore:
         ]
         with mapped_errors():
             docs = list(self._c.query_items(query, parameters=params, enable_cross_partition_query=True))
-        return [stored(StateRecord.from_document, d) for d in docs]
+        return [stored(StateRecord, d) for d in docs]
 
     def expired_page(
         self, state: ProcessState, now: datetime, not_before: datetime | None, page_size: int, continuation: str | None
@@ -138,7 +139,7 @@ class CosmosStateStore:
         with mapped_errors():
             docs, token = query_page(self._c, query, params, page_size, continuation)
             charge = self._charge()
-        return Page([stored(StateRecord.from_document, d) for d in docs], token, charge)
+        return Page([stored(StateRecord, d) for d in docs], token, charge)
 
     def count(self, state: ProcessState) -> int:
         query = "SELECT VALUE COUNT(1) FROM c WHERE c.processState = @state"
@@ -196,7 +197,7 @@ def update_fenced(
                 continue
             raise
         try:
-            written = store.replace(updated.model_copy(update={"version": record.version}))
+            written = store.replace(replace(updated, version=record.version))
         except EtagMismatch:
             if not cached:
                 log.info("etag race on %s for %s; re-reading", order_id, owner)
@@ -211,7 +212,7 @@ def update_once(store: StateStore, record: StateRecord, change: Callable[[StateR
     """A conditional update that is NOT retried: a 412 means someone else moved the record
     (``EtagMismatch`` propagates; starter and supervisor skip the record)."""
     updated = change(record)
-    written = store.replace(updated.model_copy(update={"version": record.version}))
+    written = store.replace(replace(updated, version=record.version))
     state_transition(record, written)
     return written
 
@@ -241,4 +242,4 @@ def update_once_or_reread(
         )
         if current.history[-1] == mine:
             return current
-        return updated.model_copy(update={"version": None})
+        return replace(updated, version=None)

@@ -3,6 +3,7 @@ create-or-verify."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -70,9 +71,7 @@ def test_fenced_write_rereads_on_a_412_while_still_the_owner(app_context, clock)
     r = app_context.states.get("o1")
     update_once(app_context.states, r, lambda x: transitions.claim(x, clock.now(), GRACE))
     # someone touches the record between our read and our replace
-    states = StateStoreWithAConcurrentWriter(
-        app_context.states, lambda current: current.model_copy(update={"last_error": "touched"})
-    )
+    states = StateStoreWithAConcurrentWriter(app_context.states, lambda current: replace(current, last_error="touched"))
     deadline = clock.now() + GRACE
     written = update_fenced(
         states,
@@ -95,7 +94,7 @@ def test_fenced_write_stops_when_the_412_was_a_takeover(app_context, clock):
         if current.locked_by != "o1:1":
             return None
         moved = transitions.supervisor_retry(current, "o1:1", clock.now(), 3, timedelta(0))
-        return moved.model_copy(update={"version": current.version})
+        return replace(moved, version=current.version)
 
     states = StateStoreWithAConcurrentWriter(app_context.states, supervisor_moves_first)
     deadline = clock.now() + GRACE
@@ -130,7 +129,7 @@ def test_claimable_honours_the_not_before_time_and_the_limit(app_context, clock)
     for i in range(4):
         record = transitions.new_record(f"o{i}", None, clock.now())
         if i == 3:
-            record = record.model_copy(update={"complete_by": clock.now() + timedelta(minutes=5)})
+            record = replace(record, complete_by=clock.now() + timedelta(minutes=5))
         app_context.states.create(record)
     assert sorted(r.order_id for r in app_context.states.claimable(clock.now(), 10)) == ["o0", "o1", "o2"]
     assert len(app_context.states.claimable(clock.now(), 2)) == 2
@@ -198,7 +197,7 @@ def test_a_stale_cached_version_costs_one_412_and_a_read_never_a_lost_update(two
     a, b = two_workers
     claimed_by(a, clock)
     current = b.get("o1")  # another process touches the record: a's cached version is now stale
-    b.replace(current.model_copy(update={"last_error": "touched elsewhere"}))
+    b.replace(replace(current, last_error="touched elsewhere"))
     a.reads = 0
     written = update_fenced(a, "o1", "o1:1", begin("o1:1", clock))
     assert a.reads == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from adapters.cosmos.mapping import from_document, to_document
 from domain.circuit import (
     CircuitPolicy,
     CircuitState,
@@ -109,7 +110,7 @@ def test_the_next_probe_time_is_the_open_circuits_probe_after_or_a_cool_down_fro
 
 def test_documents_round_trip_and_live_outside_any_order_partition():
     health = opened()
-    doc = health.to_document()
+    doc = to_document(health)
     assert doc["orderId"] == "dependency:shipping" and doc["kind"] == "DependencyHealth"
     assert "processState" not in doc
-    assert DependencyHealth.from_document(doc) == health
+    assert from_document(DependencyHealth, doc) == health

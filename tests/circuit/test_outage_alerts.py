@@ -6,6 +6,7 @@ the duplicate-detection window; against the Cosmos protocol server."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -123,7 +124,7 @@ def alerts(sender: RecordingSender) -> list[tuple[str, dict[str, Any]]]:
 
 def waiting_order(ctx: Any, order_id: str, dependency: str) -> None:
     record = transitions.new_record(order_id, None, ctx.clock.now())
-    ctx.states.create(record.model_copy(update={"last_error": waiting_reason(dependency)}))
+    ctx.states.create(replace(record, last_error=waiting_reason(dependency)))
 
 
 @pytest.mark.cosmos

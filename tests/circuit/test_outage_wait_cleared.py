@@ -4,6 +4,7 @@ A later outage is then a new wait with its own bound, not the rest of the old on
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from domain import transitions
@@ -45,7 +46,7 @@ def test_an_undo_that_succeeds_ends_the_wait_of_its_round() -> None:
     record = enter_compensation(record, "supervisor", "payment refused", now, owner=owner)
     record = claim_compensation(record, now, GRACE, 5, "supervisor")
     # the round waited for inventory (supervisor/compensation_rounds.py) and was claimed again
-    record = record.model_copy(update={"outage_wait_since": now})
+    record = replace(record, outage_wait_since=now)
     round_owner = record.locked_by or ""
     seq = record.compensation[0].seq
     record = begin_undo(record, round_owner, seq, "u1", now + GRACE, now)

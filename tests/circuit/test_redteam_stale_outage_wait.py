@@ -9,6 +9,7 @@ the orchestrations skip the Processing / Compensating status the submitter was n
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from domain import transitions
@@ -85,7 +86,7 @@ def test_a_stuck_round_counted_as_a_failure_ends_the_rounds_wait() -> None:
     record = enter_compensation(record, owner, "payment refused", now, owner=owner, failed_step="charge-payment")
     record = claim_compensation(record, now, GRACE, MAX_FAILURES, "supervisor")
     waiting_since = now + GRACE  # the round waited for inventory (domain.outage.wait_compensation_out)
-    record = record.model_copy(update={"outage_wait_since": waiting_since, "locked_by": None})
+    record = replace(record, outage_wait_since=waiting_since, locked_by=None)
     later = now + 2 * GRACE
     reclaimed = claim_compensation(record, later, GRACE, MAX_FAILURES, "supervisor")
     assert reclaimed.outage_wait_since == waiting_since and reclaimed.failure_count == 0

@@ -4,6 +4,7 @@ pivot it compensates, after it the cancellation is rejected with a reason and no
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -168,7 +169,7 @@ def _prepaid_record(app_context: AppContext) -> None:
         provider_reference="psp-123",
         received_at=app_context.clock.now(),
     )
-    app_context.states.create(record.model_copy(update={"payment": paid}))
+    app_context.states.create(replace(record, payment=paid))
 
 
 def test_a_prepayment_never_captured_before_a_cancellation_raises_a_release_alert(app_context, sender):
@@ -199,4 +200,4 @@ def test_a_captured_prepayment_is_refunded_by_its_undo_and_raises_no_release_ale
         received_at=app_context.clock.now(),
     )
     assert record.compensation  # the charge is in the log: its undo refunds it
-    assert compensation.uncaptured_prepayment(record.model_copy(update={"payment": paid})) is None
+    assert compensation.uncaptured_prepayment(replace(record, payment=paid)) is None

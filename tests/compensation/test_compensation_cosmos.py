@@ -4,6 +4,7 @@ orders to compensation and runs rounds; a cancellation compensates or is refused
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -262,7 +263,7 @@ def test_a_retried_hand_over_write_that_already_landed_is_answered_as_done(app_c
     app_context.states.create(transitions.new_record("o7", "q", clock.now()))
     record = app_context.states.get("o7")
     app_context.states.replace(
-        transitions.claim(record, clock.now(), timedelta(seconds=60)).model_copy(update={"version": record.version})
+        replace(transitions.claim(record, clock.now(), timedelta(seconds=60)), version=record.version)
     )
     data = {"orderId": "o7", "instanceId": "o7:1", "attempt": 1}
     assert scheduler_steps.mark_processed(app_context, data) == {"owned": True}

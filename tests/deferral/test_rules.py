@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from adapters.cosmos.mapping import to_document
 from contracts.messages import PaymentNotification
 from domain import transitions
 from domain.deferral import (
@@ -40,7 +42,7 @@ def note(**changes: Any) -> PaymentNotification:
 
 
 def record(state: ProcessState = ProcessState.PENDING) -> Any:
-    return transitions.new_record("p1", None, NOW).model_copy(update={"process_state": state})
+    return replace(transitions.new_record("p1", None, NOW), process_state=state)
 
 
 def test_a_matching_notification_for_an_open_prepaid_order_is_applied():
@@ -71,7 +73,7 @@ def test_the_same_notification_twice_is_a_duplicate_and_another_one_is_a_second_
 
 
 def test_applying_a_payment_changes_nothing_but_the_payment_and_the_history():
-    before = record(ProcessState.PROCESSING).model_copy(update={"locked_by": "p1:1", "attempt": 1})
+    before = replace(record(ProcessState.PROCESSING), locked_by="p1:1", attempt=1)
     after = with_payment(before, received(note(), 4, NOW), NOW + timedelta(seconds=1))
     assert after.payment is not None and after.payment.sequence_number == 4
     assert (after.process_state, after.locked_by, after.attempt) == (ProcessState.PROCESSING, "p1:1", 1)
@@ -79,14 +81,14 @@ def test_applying_a_payment_changes_nothing_but_the_payment_and_the_history():
 
 
 def test_only_an_in_flight_payment_step_is_waiting():
-    base = record(ProcessState.PROCESSING).model_copy(update={"locked_by": "p1:1"})
+    base = replace(record(ProcessState.PROCESSING), locked_by="p1:1")
     step = StepState(status=StepStatus.IN_PROGRESS, agent="payment", request_id="r", attempt=1, started_at=NOW)
-    waiting = base.model_copy(update={"current_step": "charge-payment", "steps": {"charge-payment": step}})
+    waiting = replace(base, current_step="charge-payment", steps={"charge-payment": step})
     assert waiting_instance(waiting) == "p1:1"
     assert waiting_instance(base) is None  # between steps
-    other = base.model_copy(update={"current_step": "reserve-inventory", "steps": {"reserve-inventory": step}})
+    other = replace(base, current_step="reserve-inventory", steps={"reserve-inventory": step})
     assert waiting_instance(other) is None
-    assert waiting_instance(waiting.model_copy(update={"process_state": ProcessState.PENDING})) is None
+    assert waiting_instance(replace(waiting, process_state=ProcessState.PENDING)) is None
 
 
 def entry(seq: int, status: EntryStatus = EntryStatus.DEFERRED) -> DeferredEntry:
@@ -104,7 +106,7 @@ def entry(seq: int, status: EntryStatus = EntryStatus.DEFERRED) -> DeferredEntry
 
 def test_recording_a_sequence_number_twice_keeps_one_entry_and_a_resolved_one_stays_resolved():
     doc = with_entry(DeferralDocument.empty("p1", NOW), entry(5), NOW)
-    again = with_entry(doc, entry(5).model_copy(update={"reason": DeferralReason.DEPENDENCY_UNAVAILABLE}), NOW)
+    again = with_entry(doc, replace(entry(5), reason=DeferralReason.DEPENDENCY_UNAVAILABLE), NOW)
     assert [(e.sequence_number, e.reason) for e in again.entries] == [(5, DeferralReason.DEPENDENCY_UNAVAILABLE)]
     applied = with_status(again, 5, EntryStatus.APPLIED, NOW)
     kept = with_entry(applied, entry(5), NOW).entry(5)
@@ -124,6 +126,6 @@ def test_the_document_keeps_every_waiting_entry_and_drops_the_oldest_resolved_on
 
 
 def test_the_document_is_stored_without_a_process_state():
-    stored = DeferralDocument.empty("p1", NOW).to_document()
+    stored = to_document(DeferralDocument.empty("p1", NOW))
     assert stored["id"] == "deferred:p1" and stored["orderId"] == "p1"
     assert "processState" not in stored

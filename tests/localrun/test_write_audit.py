@@ -4,6 +4,7 @@ stale, from the versions Cosmos returned, whatever the app believed."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -33,12 +34,10 @@ def test_an_owners_writes_are_not_stale(audited, clock):
     store, audit = audited
     store.create(transitions.new_record("o1", None, clock.now()))
     claimed = store.replace(
-        transitions.claim(store.get("o1"), clock.now(), timedelta(seconds=60)).model_copy(
-            update={"version": store.get("o1").version}
-        )
+        replace(transitions.claim(store.get("o1"), clock.now(), timedelta(seconds=60)), version=store.get("o1").version)
     )
     began = transitions.begin_step(claimed, "o1:1", "reserve-inventory", "inventory", "r", clock.now(), clock.now())
-    store.replace(began.model_copy(update={"version": claimed.version}))
+    store.replace(replace(began, version=claimed.version))
     assert audit.stale_writes == []
     assert [t.event for t in audit.transitions] == ["Received", "Claimed", "StepStarted"]
 
@@ -47,18 +46,14 @@ def test_a_write_by_an_attempt_that_lost_the_lock_is_counted(audited, clock):
     store, audit = audited
     store.create(transitions.new_record("o1", None, clock.now()))
     first = store.get("o1")
-    claimed = store.replace(
-        transitions.claim(first, clock.now(), timedelta(0)).model_copy(update={"version": first.version})
-    )
+    claimed = store.replace(replace(transitions.claim(first, clock.now(), timedelta(0)), version=first.version))
     clock.advance(timedelta(seconds=1))
     reset = store.replace(
-        transitions.supervisor_retry(claimed, "o1:1", clock.now(), 3, timedelta(0)).model_copy(
-            update={"version": claimed.version}
-        )
+        replace(transitions.supervisor_retry(claimed, "o1:1", clock.now(), 3, timedelta(0)), version=claimed.version)
     )
     # attempt 1 writes over the supervisor's reset without checking ownership (what fencing prevents)
     stale = transitions.begin_step(
-        claimed.model_copy(update={"version": None}),
+        replace(claimed, version=None),
         "o1:1",
         "reserve-inventory",
         "inventory",
@@ -66,6 +61,6 @@ def test_a_write_by_an_attempt_that_lost_the_lock_is_counted(audited, clock):
         clock.now(),
         clock.now(),
     )
-    store.replace(stale.model_copy(update={"version": reset.version, "process_state": claimed.process_state}))
+    store.replace(replace(stale, version=reset.version, process_state=claimed.process_state))
     assert len(audit.stale_writes) == 1
     assert "o1:1 wrote while lockedBy=None" in audit.stale_writes[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -36,7 +37,7 @@ def test_an_escalation_logs_the_transition_the_recovery_and_the_alert(app_contex
     from domain import transitions
 
     record = transitions.claim(transitions.new_record("o1", None, clock.now()), clock.now(), timedelta(0))
-    app_context.states.create(record.model_copy(update={"failure_count": 2}))
+    app_context.states.create(replace(record, failure_count=2))
     clock.advance(timedelta(seconds=1))
     with caplog.at_level(logging.INFO):
         run_supervisor(app_context, ScanState())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -56,13 +57,13 @@ class OpsHarness(RuntimeHarness):
         assert self.ctx is not None
         record = self.pending(order_id)
         claimed = transitions.claim(record, self.clock.now(), timedelta(seconds=60))
-        return self.ctx.states.replace(claimed.model_copy(update={"version": record.version}))
+        return self.ctx.states.replace(replace(claimed, version=record.version))
 
     def error(self, order_id: str) -> StateRecord:
         assert self.ctx is not None
         record = self.processing(order_id)
         failed = transitions.fail(record, str(record.locked_by), None, "payment declined", self.clock.now())
-        return self.ctx.states.replace(failed.model_copy(update={"version": record.version}))
+        return self.ctx.states.replace(replace(failed, version=record.version))
 
     def awaiting_review(self, order_id: str) -> StateRecord:
         assert self.ctx is not None
@@ -72,4 +73,4 @@ class OpsHarness(RuntimeHarness):
         paused = compensation.await_review(
             record, owner, "charge-payment", f"{owner}:charge-payment:review:1", until, self.clock.now()
         )
-        return self.ctx.states.replace(paused.model_copy(update={"version": record.version}))
+        return self.ctx.states.replace(replace(paused, version=record.version))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -285,11 +286,11 @@ def test_cancel_before_the_pivot_compensates_and_after_it_is_409(ops):
     owner = str(record.locked_by)
     for step, agent in (("reserve-inventory", "inventory"), ("charge-payment", "payment")):
         started = begin_step(record, owner, step, agent, f"{owner}:{step}", now, now)
-        record = ops.ctx.states.replace(started.model_copy(update={"version": record.version}))
+        record = ops.ctx.states.replace(replace(started, version=record.version))
         done = complete_step_logged(record, owner, step, {"ref": step}, now, now)
-        record = ops.ctx.states.replace(done.model_copy(update={"version": record.version}))
+        record = ops.ctx.states.replace(replace(done, version=record.version))
     shipping = begin_step(record, owner, "arrange-shipment", "shipping", f"{owner}:ship", now, now)
-    ops.ctx.states.replace(shipping.model_copy(update={"version": record.version}))
+    ops.ctx.states.replace(replace(shipping, version=record.version))
 
     status, body = ops.post("/api/ops/orders/o-cancel/cancel", REASON)
     assert status == 200 and body["order"]["processState"] == "Compensating"

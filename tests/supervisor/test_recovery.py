@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -149,7 +149,7 @@ def test_records_that_are_not_expired_processing_are_untouched(make_ctx, states,
     claimed(states, "due-now", now - timedelta(seconds=60), now)  # completeBy == now counts as expired
     states.create(transitions.new_record("pending", None, now - timedelta(hours=1)))
     waiting = states.create(transitions.new_record("backoff", None, now - timedelta(hours=1)))
-    states.replace(waiting.model_copy(update={"complete_by": now - timedelta(minutes=1)}))
+    states.replace(replace(waiting, complete_by=now - timedelta(minutes=1)))
     done = claimed(states, "done", now - timedelta(minutes=5), now - timedelta(minutes=4))
     states.replace(transitions.mark_processed(done, "done:1", now - timedelta(minutes=4)))
     failed = claimed(states, "failed", now - timedelta(minutes=5), now - timedelta(minutes=4))
@@ -169,7 +169,7 @@ def test_records_that_are_not_expired_processing_are_untouched(make_ctx, states,
 def test_escalation_tells_the_submitter_failed_on_its_own_queue(make_ctx, states, clock, sender):
     ctx = make_ctx(MAX_FAILURES="3")
     record = transitions.claim(transitions.new_record("o9", "submitter-q", clock.now()), clock.now(), timedelta(0))
-    states.create(record.model_copy(update={"failure_count": 2}))
+    states.create(replace(record, failure_count=2))
     clock.advance(timedelta(seconds=1))
 
     run_supervisor(ctx, ScanState())

@@ -4,6 +4,7 @@ end ``Error`` or ``CompensationFailed`` without its operator alert and its submi
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.cosmos
 def about_to_escalate(states, clock, order_id: str = "o1") -> StateRecord:
     """Processing, attempt 1 with two failures behind it, its deadline just passed."""
     record = transitions.claim(transitions.new_record(order_id, "submitter-q", clock.now()), clock.now(), timedelta(0))
-    created: StateRecord = states.create(record.model_copy(update={"failure_count": 2}))
+    created: StateRecord = states.create(replace(record, failure_count=2))
     clock.advance(timedelta(seconds=1))
     return created
 
@@ -36,8 +37,9 @@ def stuck_compensation(states: CosmosStateStore, clock, order_id: str, failures:
     record = states.create(transitions.new_record(order_id, "submitter-q", clock.now()))
     record = states.replace(compensation.enter_compensation(record, "cancellation", "cancelled", clock.now()))
     record = states.replace(
-        compensation.claim_compensation(record, clock.now(), timedelta(seconds=10), 9, "supervisor").model_copy(
-            update={"failure_count": failures}
+        replace(
+            compensation.claim_compensation(record, clock.now(), timedelta(seconds=10), 9, "supervisor"),
+            failure_count=failures,
         )
     )
     clock.advance(timedelta(seconds=30))

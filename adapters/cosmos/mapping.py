@@ -1,0 +1,336 @@
+"""The JSON document of a domain record, and the record of a document.
+
+The domain's records are frozen dataclasses (``domain/records.py``, ``domain/deferral.py``,
+``domain/circuit.py``); this maps them to and from their JSON form, driven by their fields and type
+hints:
+
+- keys are the field names in camelCase (``order_id`` -> ``orderId``), in field order;
+- timestamps are ``timefmt.to_text`` (fixed-width UTC text, so Cosmos DB string order is time order)
+  and are read back as UTC ``datetime`` (any ISO 8601 text with an offset or ``Z``);
+- enums by value; nested records, lists and dicts recursively; ``dict[str, Any]`` values (agent
+  results, undo data) are JSON already and are copied as they are;
+- ``version`` is never part of a document: the store fills it from the item's ``_etag``
+  (``documents.stored``);
+- reading ignores unknown keys (``_etag``, ``_ts``, a newer writer's field) and gives a missing key
+  its field's default; a document that does not fit raises ``DocumentError`` naming the field.
+
+The same JSON form is the operator API's view of a record and the body of the ``PaymentNotified``
+event."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from enum import Enum
+from typing import Any, ClassVar, Protocol, Union, get_args, get_origin, get_type_hints
+
+from domain.timefmt import parse, to_text
+
+# Fields of a record that are never written to nor read from its document.
+NOT_STORED = frozenset({"version"})
+
+
+class Record(Protocol):
+    """A dataclass instance (what ``dataclasses.fields`` and ``dataclasses.replace`` take)."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+
+class DocumentError(ValueError):
+    """A document that is not a valid record of its kind. ``field`` is the path of the first bad value
+    in document keys (``steps.charge-payment.startedAt``; empty: the document itself)."""
+
+    def __init__(self, kind: str, field: str, problem: str) -> None:
+        self.kind = kind
+        self.field = field
+        self.problem = problem
+        where = f"field {field}" if field else "the document"
+        super().__init__(f"invalid {kind} document: {where}: {problem}")
+
+
+class _Invalid(Exception):
+    """A bad value, with the path to it built while it propagates out of the nested readers."""
+
+    def __init__(self, problem: str, path: tuple[str, ...] = ()) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.path = path
+
+    def under(self, part: str) -> _Invalid:
+        return _Invalid(self.problem, (part, *self.path))
+
+
+type _Read = Callable[[Any], Any]
+type _Write = Callable[[Any], Any] | None
+
+
+def camel(name: str) -> str:
+    """``order_id`` -> ``orderId``."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+# --- record -> document ----------------------------------------------------------------------------
+
+
+def to_document(record: Record) -> dict[str, Any]:
+    """The JSON document of ``record`` (new containers throughout: changing it never changes the record)."""
+    doc: dict[str, Any] = {}
+    for name, key, _, write, _ in _plan(type(record)):
+        value = getattr(record, name)
+        doc[key] = value if write is None or value is None else write(value)
+    return doc
+
+
+def _writer(hint: Any) -> _Write:
+    """How a value of type ``hint`` is written (None: as it is; None values are always written as null)."""
+    origin = get_origin(hint)
+    if origin is Union or origin is types.UnionType:
+        return _writer(_optional_of(hint))
+    if origin is list:
+        item = _writer(get_args(hint)[0])
+        return list if item is None else lambda value: [None if v is None else item(v) for v in value]
+    if origin is dict:
+        entry = _writer(get_args(hint)[1])
+        return dict if entry is None else lambda value: {k: None if v is None else entry(v) for k, v in value.items()}
+    if hint is Any:
+        return _json
+    if hint is datetime:
+        return to_text
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return _enum_value
+    if hint in (bool, int, float, str):
+        return None
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return to_document
+    raise TypeError(f"unsupported field type {hint!r}")
+
+
+def _enum_value(value: Enum) -> Any:
+    return value.value
+
+
+def _json(value: Any) -> Any:
+    """A copy of a JSON value (an agent's result, an undo's data) with plain JSON types only."""
+    kind = type(value)
+    if value is None or kind is str or kind is int or kind is float or kind is bool:
+        return value
+    if kind is dict:
+        return {_key(k): _json(v) for k, v in value.items()}
+    if kind is list:
+        return [_json(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, str | int | float):
+        return value
+    if isinstance(value, datetime):
+        return to_text(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_document(value)
+    if isinstance(value, Mapping):
+        return {_key(k): _json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json(v) for v in value]
+    raise TypeError(f"{kind.__name__} value has no JSON form: {value!r}")
+
+
+def _key(key: object) -> str:
+    if isinstance(key, Enum):
+        key = key.value
+    if not isinstance(key, str):
+        raise TypeError(f"a JSON object key must be a string, not {key!r}")
+    return key
+
+
+# --- document -> record ----------------------------------------------------------------------------
+
+
+def from_document[R: Record](kind: type[R], doc: Mapping[str, Any]) -> R:
+    """The record of ``doc``; ``DocumentError`` naming the field if it does not fit ``kind``."""
+    try:
+        return _read_record(kind, doc)  # type: ignore[no-any-return]
+    except _Invalid as exc:
+        raise DocumentError(kind.__name__, ".".join(exc.path), exc.problem) from None
+
+
+def _read_record(kind: type[Any], doc: Any) -> Any:
+    if type(doc) is not dict and not isinstance(doc, Mapping):
+        raise _Invalid(f"expected a JSON object, got {_shown(doc)}")
+    values: dict[str, Any] = {}
+    for name, key, read, _, required in _plan(kind):
+        value = doc.get(key, _ABSENT)
+        if value is _ABSENT:
+            if required:
+                raise _Invalid("missing", (key,))
+            continue  # the field's default
+        try:
+            values[name] = read(value)
+        except _Invalid as exc:
+            raise exc.under(key) from None
+    return kind(**values)
+
+
+_ABSENT: Any = object()
+
+
+type _Plan = tuple[tuple[str, str, _Read, _Write, bool], ...]
+_plans: dict[type[Any], _Plan] = {}
+
+
+def _plan(kind: type[Any]) -> _Plan:
+    """Per stored field of the dataclass ``kind``: its name, its document key, its reader, its writer
+    and whether the document must have it (no default). Worked out once per class."""
+    plan = _plans.get(kind)
+    if plan is None:
+        plan = _plans[kind] = _make_plan(kind)
+    return plan
+
+
+def _make_plan(kind: type[Any]) -> _Plan:
+    if not dataclasses.is_dataclass(kind):
+        raise TypeError(f"{kind!r} is not a dataclass")
+    hints = get_type_hints(kind)
+    fields = [f for f in dataclasses.fields(kind) if f.name not in NOT_STORED]
+    return tuple(
+        (
+            f.name,
+            camel(f.name),
+            _reader(hints[f.name]),
+            _writer(hints[f.name]),
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+        )
+        for f in fields
+    )
+
+
+def _reader(hint: Any) -> _Read:
+    origin = get_origin(hint)
+    if origin is Union or origin is types.UnionType:
+        return _optional(_reader(_optional_of(hint)))
+    if origin is list:
+        return _list(_reader(get_args(hint)[0]))
+    if origin is dict:
+        key, value = get_args(hint)
+        if key is not str:
+            raise TypeError(f"unsupported dict key type {key!r}")
+        return _dict(_reader(value))
+    if hint is Any:
+        return _any
+    if hint is datetime:
+        return _timestamp
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return _enum(hint)
+    if hint is bool:
+        return _bool
+    if hint is int:
+        return _int
+    if hint is float:
+        return _float
+    if hint is str:
+        return _str
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        _plan(hint)  # unsupported field types fail here, not on the first read
+        return lambda value: _read_record(hint, value)
+    raise TypeError(f"unsupported field type {hint!r}")
+
+
+def _optional_of(hint: Any) -> Any:
+    """``X`` of ``X | None``; ``TypeError`` for any other union."""
+    args = get_args(hint)
+    others = [a for a in args if a is not type(None)]
+    if len(others) != 1 or len(args) != 2:
+        raise TypeError(f"unsupported union {hint!r}: only X | None")
+    return others[0]
+
+
+def _optional(read: _Read) -> _Read:
+    return lambda value: None if value is None else read(value)
+
+
+def _list(read: _Read) -> _Read:
+    def read_list(value: Any) -> list[Any]:
+        if not isinstance(value, list):
+            raise _Invalid(f"expected a JSON array, got {_shown(value)}")
+        items: list[Any] = []
+        for index, item in enumerate(value):
+            try:
+                items.append(read(item))
+            except _Invalid as exc:
+                raise exc.under(str(index)) from None
+        return items
+
+    return read_list
+
+
+def _dict(read: _Read) -> _Read:
+    def read_dict(value: Any) -> dict[str, Any]:
+        if type(value) is not dict and not isinstance(value, Mapping):
+            raise _Invalid(f"expected a JSON object, got {_shown(value)}")
+        entries: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _Invalid(f"expected string keys, got {key!r}")
+            try:
+                entries[key] = read(item)
+            except _Invalid as exc:
+                raise exc.under(key) from None
+        return entries
+
+    return read_dict
+
+
+def _any(value: Any) -> Any:
+    return value
+
+
+def _timestamp(value: Any) -> datetime:
+    if not isinstance(value, str | datetime):
+        raise _Invalid(f"expected a timestamp text, got {_shown(value)}")
+    try:
+        return parse(value)
+    except ValueError as exc:
+        raise _Invalid(f"not a timestamp ({exc}): {value!r}") from None
+
+
+def _enum(kind: type[Enum]) -> _Read:
+    def read_enum(value: Any) -> Enum:
+        try:
+            return kind(value)
+        except ValueError:
+            allowed = ", ".join(repr(member.value) for member in kind)
+            raise _Invalid(f"expected one of {allowed}, got {_shown(value)}") from None
+
+    return read_enum
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _Invalid(f"expected true or false, got {_shown(value)}")
+    return value
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise _Invalid(f"expected an integer, got {_shown(value)}")
+
+
+def _float(value: Any) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise _Invalid(f"expected a number, got {_shown(value)}")
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _Invalid(f"expected a string, got {_shown(value)}")
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
