@@ -230,10 +230,13 @@ def _alerted(marker: datetime | None, started: datetime) -> bool:
     return marker is not None and marker >= started
 
 
-def outage_alerts_due(health: DependencyHealth) -> list[OutageAlert]:
+def outage_alerts_due(health: DependencyHealth, closed_before: datetime | None = None) -> list[OutageAlert]:
     """The alerts not sent yet, in the order to send them: the last closed outage's (its opening
     too, when it opened and closed between two supervisor runs), then the current outage's opening.
-    An outage older than the last closed one is never alerted (it was, or its time has passed)."""
+    An outage older than the last closed one is never alerted (it was, or its time has passed), nor
+    is one that closed before ``closed_before`` without its opening ever sent (history, not news:
+    the first run after a deployment, or after a long pause of the supervisor); an outage whose
+    opening was sent always gets its recovery."""
     due: list[OutageAlert] = []
     last = health.last_outage_started_at
     paged = health.outage_alerted_for
@@ -241,8 +244,12 @@ def outage_alerts_due(health: DependencyHealth) -> list[OutageAlert]:
         # an outage the operator was paged about closed, then another opened and closed, all between
         # two runs: its recovery still goes out (closed at a moment no longer recorded: no length)
         due.append(OutageAlert(RECOVERY_ALERT, health.dependency, paged))
-    if last is not None and not _alerted(health.recovery_alerted_for, last):
-        if not _alerted(health.outage_alerted_for, last):
+    paged_last = last is not None and _alerted(health.outage_alerted_for, last)
+    long_closed = (
+        closed_before is not None and health.last_closed_at is not None and health.last_closed_at < closed_before
+    )
+    if last is not None and not _alerted(health.recovery_alerted_for, last) and (paged_last or not long_closed):
+        if not paged_last:
             due.append(OutageAlert(OUTAGE_ALERT, health.dependency, last))
         due.append(OutageAlert(RECOVERY_ALERT, health.dependency, last, health.last_closed_at))
     current = health.opened_at

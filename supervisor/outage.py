@@ -96,6 +96,9 @@ def outage_verdict(
 
 
 DEPENDENCIES = tuple(sorted({a.service for a in AGENTS.values()}))
+# An outage that closed longer ago than this, never alerted, is history: not paged (the first run
+# after a deployment finds the health documents of earlier outages)
+OUTAGE_ALERT_MAX_AGE = timedelta(hours=1)
 
 
 def alert_outages(ctx: AppContext) -> int:
@@ -121,7 +124,7 @@ def _alert_dependency(ctx: AppContext, dependency: str) -> int:
     if health is None:
         return 0
     sent = 0
-    for alert in outage_alerts_due(health):
+    for alert in outage_alerts_due(health, closed_before=ctx.clock.now() - OUTAGE_ALERT_MAX_AGE):
         if not _send(ctx, alert):
             break  # not marked: the next run sends it (and what follows it) again
         update_health(ctx.health, dependency, partial(mark_alerted, alert=alert), ctx.clock.now())
