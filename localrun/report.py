@@ -50,7 +50,7 @@ def _ledger_per_order(ledger: Ledger) -> dict[str, Ledger]:
 def _status_messages(result: SimulationResult) -> list[dict[str, Any]]:
     statuses: list[dict[str, Any]] = []
     for queue in result.workload.submitters:
-        for message in result.broker.peek(queue, 1_000_000):
+        for message in result.broker.contents(queue):
             body = json.loads(str(message))
             body["_queue"] = queue
             statuses.append(body)
@@ -85,7 +85,7 @@ def _unreachable_submitters(result: SimulationResult) -> set[str]:
     """Status queues that still refuse sends at the end of the run (deleted, or the app's role
     removed, for good) AND for which the app raised a ``ReplyQueueUnavailable`` alert: their orders'
     statuses cannot arrive, and the alert is what the app owes instead."""
-    alerts = [json.loads(str(m)) for m in result.broker.peek(OPERATOR_ALERTS_QUEUE, 1_000_000)]
+    alerts = [json.loads(str(m)) for m in result.broker.contents(OPERATOR_ALERTS_QUEUE)]
     alerted = {a.get("details", {}).get("replyTo") for a in alerts if a.get("kind") == "ReplyQueueUnavailable"}
     now = START + timedelta(seconds=result.simulated_s)
     return {q for q in result.workload.submitters if q in alerted and result.broker.refusing(q, now) is not None}
@@ -97,7 +97,7 @@ def _stranded_messages(result: SimulationResult, by_order: dict[str, Any]) -> li
     ``RetryDeferred`` for their sequence number is still on the queue. From the broker and Cosmos."""
     waiting: list[tuple[int, str]] = []
     retried: set[int] = set()
-    for message in result.broker.peek(ORDERS_QUEUE, 1_000_000):
+    for message in result.broker.contents(ORDERS_QUEUE):
         try:
             body = json.loads(str(message))
         except ValueError:
@@ -114,7 +114,7 @@ def _stranded_messages(result: SimulationResult, by_order: dict[str, Any]) -> li
 def _silent_failures(result: SimulationResult, finals: dict[str, str], statuses: list[dict[str, Any]]) -> list[str]:
     """Orders that ended ``Error``, ``CompensationFailed`` or ``Rejected`` without an operator alert
     naming them (on the alert queue) and the failure status on their own submitter's queue."""
-    alerted = {json.loads(str(m)).get("orderId") for m in result.broker.peek(OPERATOR_ALERTS_QUEUE, 1_000_000)}
+    alerted = {json.loads(str(m)).get("orderId") for m in result.broker.contents(OPERATOR_ALERTS_QUEUE)}
     valid = result.workload.orders
     unreachable = _unreachable_submitters(result)
     heard_own: dict[str, set[str]] = {}
@@ -244,7 +244,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     finals = {o: doc["processState"] for o, doc in by_order.items()} | dict.fromkeys(rejected, "Rejected")
     silent = _silent_failures(result, finals, statuses)
     stranded = _stranded_messages(result, by_order)
-    alert_bodies = [json.loads(str(m)) for m in result.broker.peek(OPERATOR_ALERTS_QUEUE, 1_000_000)]
+    alert_bodies = [json.loads(str(m)) for m in result.broker.contents(OPERATOR_ALERTS_QUEUE)]
     windows = _outage_windows(result)
     # orders needing an operator because of an outage alone (localrun/outages.py), from the runner's evidence
     bound = _outage_wait_bound(result)
@@ -328,11 +328,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "sdk_speed_ups": result.host.sdk_speed_ups,
         },
         "alerts": dict(
-            sorted(
-                Counter(
-                    json.loads(str(m))["kind"] for m in result.broker.peek(OPERATOR_ALERTS_QUEUE, 1_000_000)
-                ).items()
-            )
+            sorted(Counter(json.loads(str(m))["kind"] for m in result.broker.contents(OPERATOR_ALERTS_QUEUE)).items())
         ),
         # sends Service Bus refused for breaking its limits (MessageId, size, properties): 0 unless a bug
         "servicebus_limit_violations": result.broker.counters().limit_violations,

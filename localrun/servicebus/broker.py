@@ -225,6 +225,14 @@ class InProcessBroker:
 
     # ----- inspection --------------------------------------------------------------------------
 
+    def contents(self, queue: str) -> list[BrokerMessage]:
+        """Every message in the main queue, as ``peek`` sees them, for the runner's own report: not
+        an operation of the app's, so not counted (the cost model bills the app's calls only)."""
+        with self._mutex:
+            q = self._queue(queue)
+            self._advance(q, self._now())
+            return [self._snapshot(rec, locked=False) for rec in q.messages.values()]
+
     def peek(self, queue: str, max_count: int, from_sequence_number: int = 0) -> list[BrokerMessage]:
         """Messages in the main queue (active, locked, deferred, scheduled) from a sequence number
         on, without locking them. Dead-lettered messages are not included."""
