@@ -94,6 +94,12 @@ def use_context(context: AppContext | None) -> None:
         _context = context
 
 
+def installed_context() -> AppContext | None:
+    """The context ``use_context`` installed, if any (never builds the production wiring)."""
+    with _lock:
+        return _context
+
+
 def get_context() -> AppContext:
     global _context
     with _lock:
