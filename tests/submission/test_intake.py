@@ -111,7 +111,8 @@ def test_pending_cap_rejects_new_orders_with_a_status_and_writes_nothing(functio
     assert ctx.states.get("c") is None and ctx.orders.get("c") is None
     rejected = [b for b in sender.bodies("client-statuses") if b["orderId"] == "c"]
     assert [b["status"] for b in rejected] == ["Rejected"]
-    assert ctx.states.get("b").process_state is ProcessState.PENDING
+    waiting = ctx.states.get("b")
+    assert waiting is not None and waiting.process_state is ProcessState.PENDING
 
 
 def test_start_failure_after_a_claim_leaves_the_record_for_the_supervisor(functions, app_context, clock):
