@@ -61,8 +61,12 @@ class CachedCounts:
             self._cache.clear()
 
 
-@dataclass
+@dataclass(frozen=True)
 class AppContext:
+    """What every role receives. Frozen: a collaborator is never swapped on a context that is in use (``counts``
+    is derived from ``states``, ``clock`` and ``settings`` when the context is built); a different wiring is a new
+    context (``dataclasses.replace``), installed with ``use_context``."""
+
     settings: Settings
     clock: Clock
     states: StateStore
@@ -80,7 +84,8 @@ class AppContext:
     counts: CachedCounts = field(init=False)
 
     def __post_init__(self) -> None:
-        self.counts = CachedCounts(self.states, self.clock, self.settings.state_count_cache)
+        # The one assignment a frozen dataclass allows: the derived field, while the context is being built.
+        object.__setattr__(self, "counts", CachedCounts(self.states, self.clock, self.settings.state_count_cache))
 
 
 _context: AppContext | None = None
@@ -92,6 +97,12 @@ def use_context(context: AppContext | None) -> None:
     global _context
     with _lock:
         _context = context
+
+
+def installed_context() -> AppContext | None:
+    """The context ``use_context`` installed, if any (never builds the production wiring)."""
+    with _lock:
+        return _context
 
 
 def get_context() -> AppContext:

@@ -31,6 +31,7 @@ from domain.circuit import (
     waiting_reason,
 )
 from supervisor.outage import alert_outages
+from tests.contexts import context_with
 from tests.deadlines import JUST_PAST, just_past
 from tests.fakes import RecordingSender
 
@@ -104,8 +105,8 @@ def health(cosmos_db: Any) -> CosmosHealthStore:
 
 @pytest.fixture
 def ctx(app_context: Any, health: CosmosHealthStore) -> Any:
-    app_context.health = health
-    return app_context
+    """``app_context`` over the ``health`` store, installed in its place."""
+    return context_with(app_context, health=health)
 
 
 def open_in_store(store: Any, dependency: str, now: Any) -> None:
@@ -176,7 +177,7 @@ def test_two_supervisors_racing_send_the_same_message_id_and_mark_it_once(ctx, s
     from dataclasses import replace
 
     other = replace(ctx)  # supervisor B: same stores, clock and queue
-    ctx.sender = _RacingSender(sender, other)
+    ctx = context_with(ctx, sender=_RacingSender(sender, other))
     open_in_store(health, "shipping", clock.now())
     alert_outages(ctx)
     ids = [i for i, _b in alerts(sender)]
@@ -214,7 +215,7 @@ class _LosingResponse:
 def test_a_lost_response_on_the_marker_write_does_not_alert_twice(ctx, sender, clock, health):
     open_in_store(health, "shipping", clock.now())
     losing = _LosingResponse(health)
-    ctx.health = losing
+    ctx = context_with(ctx, health=losing)
     losing.lose = 1
     assert alert_outages(ctx) == 0  # the mark's outcome is unknown to this run
     clock.advance(timedelta(hours=1))  # well past any duplicate-detection window
@@ -239,7 +240,7 @@ class _LostSend(RecordingSender):
 @pytest.mark.cosmos
 def test_a_send_whose_response_was_lost_is_sent_again_with_the_same_id_then_never(ctx, clock, health):
     lossy = _LostSend()
-    ctx.sender = lossy
+    ctx = context_with(ctx, sender=lossy)
     open_in_store(health, "payment", clock.now())
     lossy.lost = 1
     assert alert_outages(ctx) == 0  # not marked: the next run sends again
@@ -255,7 +256,7 @@ def test_a_send_whose_response_was_lost_is_sent_again_with_the_same_id_then_neve
 @pytest.mark.cosmos
 def test_a_failed_opening_alert_holds_back_its_recovery(ctx, clock, health):
     lossy = _LostSend()
-    ctx.sender = lossy
+    ctx = context_with(ctx, sender=lossy)
     open_in_store(health, "inventory", clock.now())
     clock.advance(timedelta(seconds=40))
     close_in_store(health, "inventory", clock.now())  # opened and closed between two runs

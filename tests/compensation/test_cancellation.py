@@ -36,46 +36,46 @@ def statuses(sender: RecordingSender) -> list[dict[str, Any]]:
     return sender.bodies("client-statuses")
 
 
-def test_a_cancellation_before_the_pivot_compensates_everything_done_so_far(app_context, ledger, sender):
-    submitted_and_claimed(app_context)
+def test_a_cancellation_before_the_pivot_compensates_everything_done_so_far(ctx, ledger, sender):
+    submitted_and_claimed(ctx)
     results: dict[str, Any] = {}
-    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", results)
-    forward_step(app_context, FORWARD, 1, "charge-payment", "payment", results)
-    result = cancel(app_context)
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
+    forward_step(ctx, FORWARD, 1, "charge-payment", "payment", results)
+    result = cancel(ctx)
     assert result.settlement.kind == "complete"
-    cancelled = stored_record(app_context)
+    cancelled = stored_record(ctx)
     assert cancelled.process_state is ProcessState.COMPENSATING
     assert cancelled.last_error == "cancelled by the client: changed my mind"
     # The forward attempt lost the record: it cannot go on to the pivot.
     begin = {"orderId": "o1", "instanceId": FORWARD}
-    assert scheduler_steps.mark_processed(app_context, begin) == {"owned": False}
-    [start] = claim_due_compensations(app_context).starts
-    compensation_round(app_context, start.instance_id, start.round)
-    assert stored_record(app_context).process_state is ProcessState.COMPENSATED
+    assert scheduler_steps.mark_processed(ctx, begin) == {"owned": False}
+    [start] = claim_due_compensations(ctx).starts
+    compensation_round(ctx, start.instance_id, start.round)
+    assert stored_record(ctx).process_state is ProcessState.COMPENSATED
     assert ledger.net("o1") == NetEffect()
 
 
-def test_a_cancellation_while_a_step_is_in_flight_waits_for_that_steps_deadline(app_context, ledger, clock):
-    submitted_and_claimed(app_context)
-    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
-    begin_charge(app_context, FORWARD)
-    cancel(app_context)
-    cancelled = stored_record(app_context)
+def test_a_cancellation_while_a_step_is_in_flight_waits_for_that_steps_deadline(ctx, clock):
+    submitted_and_claimed(ctx)
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
+    begin_charge(ctx, FORWARD)
+    cancel(ctx)
+    cancelled = stored_record(ctx)
     assert cancelled.complete_by == clock.now() + timedelta(seconds=60)
     assert [(e.step, e.agent) for e in cancelled.compensation] == [
         ("reserve-inventory", "inventory"),
         ("charge-payment", "payment"),
         ("charge-payment", "payment-backup"),
     ]
-    assert claim_due_compensations(app_context).starts == []  # the charge may still be in flight
+    assert claim_due_compensations(ctx).starts == []  # the charge may still be in flight
     clock.advance(timedelta(seconds=60))
-    assert len(claim_due_compensations(app_context).starts) == 1
+    assert len(claim_due_compensations(ctx).starts) == 1
 
 
-def test_a_cancellation_during_a_review_pause_compensates_now_not_at_the_review_deadline(app_context, ledger, clock):
-    submitted_and_claimed(app_context)
-    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
-    begin_charge(app_context, FORWARD)
+def test_a_cancellation_during_a_review_pause_compensates_now_not_at_the_review_deadline(ctx, clock):
+    submitted_and_claimed(ctx)
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
+    begin_charge(ctx, FORWARD)
     review = {
         "orderId": "o1",
         "instanceId": FORWARD,
@@ -85,48 +85,48 @@ def test_a_cancellation_during_a_review_pause_compensates_now_not_at_the_review_
         "defaultAction": "compensate",
         "error": "card declined",
     }
-    assert compensation_steps.await_review(app_context, review) != {"owned": False}
-    assert stored_record(app_context).complete_by > clock.now() + timedelta(hours=24)
+    assert compensation_steps.await_review(ctx, review) != {"owned": False}
+    assert stored_record(ctx).complete_by > clock.now() + timedelta(hours=24)
 
-    cancel(app_context)
+    cancel(ctx)
 
-    cancelled = stored_record(app_context)
+    cancelled = stored_record(ctx)
     assert cancelled.process_state is ProcessState.COMPENSATING
     assert cancelled.complete_by == clock.now()
-    assert len(claim_due_compensations(app_context).starts) == 1  # not a day later
+    assert len(claim_due_compensations(ctx).starts) == 1  # not a day later
 
 
-def test_a_cancellation_of_an_order_not_yet_started_ends_compensated_with_nothing_undone(app_context, ledger, sender):
-    app_context.orders.create_or_verify({"id": "o1", "orderId": "o1", "totalCents": 1})
-    app_context.states.create(transitions.new_record("o1", "client-statuses", app_context.clock.now()))
-    cancel(app_context)
-    [start] = claim_due_compensations(app_context).starts
-    assert compensation_round(app_context, start.instance_id, start.round) == []
-    assert stored_record(app_context).process_state is ProcessState.COMPENSATED
+def test_a_cancellation_of_an_order_not_yet_started_ends_compensated_with_nothing_undone(ctx, sender):
+    ctx.orders.create_or_verify({"id": "o1", "orderId": "o1", "totalCents": 1})
+    ctx.states.create(transitions.new_record("o1", "client-statuses", ctx.clock.now()))
+    cancel(ctx)
+    [start] = claim_due_compensations(ctx).starts
+    assert compensation_round(ctx, start.instance_id, start.round) == []
+    assert stored_record(ctx).process_state is ProcessState.COMPENSATED
     assert statuses(sender)[-1]["status"] == "Compensated"
 
 
-def test_a_cancellation_after_the_pivot_is_rejected_and_nothing_is_undone(app_context, ledger, sender):
-    submitted_and_claimed(app_context)
+def test_a_cancellation_after_the_pivot_is_rejected_and_nothing_is_undone(ctx, ledger, sender):
+    submitted_and_claimed(ctx)
     results: dict[str, Any] = {}
     for step, agent in (("reserve-inventory", "inventory"), ("charge-payment", "payment")):
-        forward_step(app_context, FORWARD, 1, step, agent, results)
-    forward_step(app_context, FORWARD, 1, "arrange-shipment", "shipping", results)
-    before = stored_record(app_context)
-    result = cancel(app_context)
+        forward_step(ctx, FORWARD, 1, step, agent, results)
+    forward_step(ctx, FORWARD, 1, "arrange-shipment", "shipping", results)
+    before = stored_record(ctx)
+    result = cancel(ctx)
     assert result.settlement.kind == "complete"
     rejected = statuses(sender)[-1]
     assert rejected["status"] == "CancellationRejected"
     assert "point of no return" in rejected["reason"]
-    assert stored_record(app_context).version == before.version
+    assert stored_record(ctx).version == before.version
     assert ledger.effects("o1", "refund") == [] and ledger.effects("o1", "release") == []
 
 
-def test_a_cancellation_while_the_pivot_is_in_flight_is_rejected(app_context, ledger, sender, clock):
-    submitted_and_claimed(app_context)
+def test_a_cancellation_while_the_pivot_is_in_flight_is_rejected(ctx, sender, clock):
+    submitted_and_claimed(ctx)
     results: dict[str, Any] = {}
     for step, agent in (("reserve-inventory", "inventory"), ("charge-payment", "payment")):
-        forward_step(app_context, FORWARD, 1, step, agent, results)
+        forward_step(ctx, FORWARD, 1, step, agent, results)
     request = {
         "requestId": "o1:1:arrange-shipment:shipping",
         "instanceId": FORWARD,
@@ -137,18 +137,18 @@ def test_a_cancellation_while_the_pivot_is_in_flight_is_rejected(app_context, le
         "idempotencyKey": "o1:arrange-shipment",
         "payload": {},
     }
-    scheduler_steps.begin_step(app_context, {"request": request, "agent": "shipping"})
-    cancel(app_context)
+    scheduler_steps.begin_step(ctx, {"request": request, "agent": "shipping"})
+    cancel(ctx)
     assert statuses(sender)[-1]["status"] == "CancellationRejected"
-    assert stored_record(app_context).process_state is ProcessState.PROCESSING
+    assert stored_record(ctx).process_state is ProcessState.PROCESSING
 
 
-def test_a_second_cancellation_changes_nothing(app_context, ledger):
-    submitted_and_claimed(app_context)
-    cancel(app_context)
-    before = stored_record(app_context)
-    assert cancel(app_context).settlement.kind == "complete"
-    assert stored_record(app_context).version == before.version
+def test_a_second_cancellation_changes_nothing(ctx):
+    submitted_and_claimed(ctx)
+    cancel(ctx)
+    before = stored_record(ctx)
+    assert cancel(ctx).settlement.kind == "complete"
+    assert stored_record(ctx).version == before.version
 
 
 def test_a_cancellation_for_an_unknown_order_is_dead_lettered(app_context):
@@ -185,11 +185,11 @@ def test_a_prepayment_never_captured_before_a_cancellation_raises_a_release_aler
     assert "psp-123" in alerts[0]["summary"]
 
 
-def test_a_captured_prepayment_is_refunded_by_its_undo_and_raises_no_release_alert(app_context, ledger, sender):
-    submitted_and_claimed(app_context)
-    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
-    forward_step(app_context, FORWARD, 1, "charge-payment", "payment", {})
-    record = stored_record(app_context)
+def test_a_captured_prepayment_is_refunded_by_its_undo_and_raises_no_release_alert(ctx, sender):
+    submitted_and_claimed(ctx)
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
+    forward_step(ctx, FORWARD, 1, "charge-payment", "payment", {})
+    record = stored_record(ctx)
     from domain.records import PaymentReceived
 
     paid = PaymentReceived(
@@ -197,7 +197,7 @@ def test_a_captured_prepayment_is_refunded_by_its_undo_and_raises_no_release_ale
         amount_cents=2500,
         currency="EUR",
         provider_reference="psp-123",
-        received_at=app_context.clock.now(),
+        received_at=ctx.clock.now(),
     )
     assert record.compensation  # the charge is in the log: its undo refunds it
     assert compensation.uncaptured_prepayment(replace(record, payment=paid)) is None

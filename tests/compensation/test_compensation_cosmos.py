@@ -21,6 +21,7 @@ from supervisor.compensation_rounds import claim_due_compensations
 from supervisor.operator import compensate_order
 from supervisor.recovery import RecoveryAction, recover
 from tests.compensation.support import begin_charge, forward_step, stored_record, submitted_and_claimed
+from tests.contexts import context_with
 from tests.deadlines import just_past
 from tests.fakes import RecordingSender
 from tests.orchestrators.support import sample_order
@@ -43,14 +44,14 @@ class CountingStore:
         return getattr(self.inner, name)
 
 
-def test_a_compensable_step_result_and_its_log_entry_are_one_write(app_context, ledger):
-    submitted_and_claimed(app_context)
-    counting = CountingStore(app_context.states)
-    app_context.states = counting  # type: ignore[assignment]
+def test_a_compensable_step_result_and_its_log_entry_are_one_write(ctx):
+    submitted_and_claimed(ctx)
+    counting = CountingStore(ctx.states)
+    ctx = context_with(ctx, states=counting)
     results: dict[str, Any] = {}
-    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", results)
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
     assert counting.replaces == 2  # begin_step, then complete_step (result + entry together)
-    record = stored_record(app_context)
+    record = stored_record(ctx)
     assert record.steps["reserve-inventory"].status is StepStatus.SUCCEEDED
     [entry] = record.compensation
     assert (entry.seq, entry.step, entry.agent, entry.undo_action, entry.attempt) == (
@@ -64,82 +65,80 @@ def test_a_compensable_step_result_and_its_log_entry_are_one_write(app_context, 
     assert entry.outcome is None
 
 
-def test_the_charge_entry_carries_references_only(app_context, ledger):
-    submitted_and_claimed(app_context)
+def test_the_charge_entry_carries_references_only(ctx):
+    submitted_and_claimed(ctx)
     results: dict[str, Any] = {}
-    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", results)
-    forward_step(app_context, FORWARD, 1, "charge-payment", "payment", results)
-    charge = stored_record(app_context).compensation[1]
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
+    forward_step(ctx, FORWARD, 1, "charge-payment", "payment", results)
+    charge = stored_record(ctx).compensation[1]
     assert set(charge.data) == {"chargeId", "amountCents"}
     assert charge.data["amountCents"] == 1000
-    forward_step(app_context, FORWARD, 1, "arrange-shipment", "shipping", results)
-    assert len(stored_record(app_context).compensation) == 2  # the pivot has no undo: no entry
+    forward_step(ctx, FORWARD, 1, "arrange-shipment", "shipping", results)
+    assert len(stored_record(ctx).compensation) == 2  # the pivot has no undo: no entry
 
 
-def test_recording_the_same_result_twice_appends_one_entry(app_context, ledger):
-    submitted_and_claimed(app_context)
+def test_recording_the_same_result_twice_appends_one_entry(ctx):
+    submitted_and_claimed(ctx)
     results: dict[str, Any] = {}
-    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", results)
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
     again = {"orderId": "o1", "instanceId": FORWARD, "step": "reserve-inventory", "attempt": 1}
-    assert scheduler_steps.complete_step(app_context, {**again, "result": results["reserve-inventory"]})["owned"]
-    assert len(stored_record(app_context).compensation) == 1
+    assert scheduler_steps.complete_step(ctx, {**again, "result": results["reserve-inventory"]})["owned"]
+    assert len(stored_record(ctx).compensation) == 1
 
 
-def test_a_stale_attempt_cannot_append_to_the_log(app_context, ledger, clock):
-    submitted_and_claimed(app_context)
+def test_a_stale_attempt_cannot_append_to_the_log(ctx, clock):
+    submitted_and_claimed(ctx)
     results: dict[str, Any] = {}
-    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", results)
-    begin_charge(app_context, FORWARD)
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
+    begin_charge(ctx, FORWARD)
     # The supervisor recovers attempt 1 and attempt 2 claims the order.
-    clock.advance(just_past(app_context.settings.step_timeout))
-    record = stored_record(app_context)
+    clock.advance(just_past(ctx.settings.step_timeout))
+    record = stored_record(ctx)
+    update_once(ctx.states, record, lambda r: transitions.supervisor_retry(r, FORWARD, clock.now(), 3, timedelta(0)))
     update_once(
-        app_context.states, record, lambda r: transitions.supervisor_retry(r, FORWARD, clock.now(), 3, timedelta(0))
+        ctx.states,
+        stored_record(ctx),
+        lambda r: transitions.claim(r, clock.now(), ctx.settings.start_grace),
     )
-    update_once(
-        app_context.states,
-        stored_record(app_context),
-        lambda r: transitions.claim(r, clock.now(), app_context.settings.start_grace),
-    )
-    before = stored_record(app_context)
+    before = stored_record(ctx)
     late = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
-    assert scheduler_steps.complete_step(app_context, {**late, "result": {"chargeId": "C-9", "amountCents": 1}}) == {
+    assert scheduler_steps.complete_step(ctx, {**late, "result": {"chargeId": "C-9", "amountCents": 1}}) == {
         "owned": False
     }
-    after = stored_record(app_context)
+    after = stored_record(ctx)
     assert after.compensation == before.compensation
     assert after.version == before.version  # nothing written
 
 
-def test_the_scheduler_hands_over_to_compensation_with_a_fenced_write(app_context, ledger):
-    submitted_and_claimed(app_context)
-    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
+def test_the_scheduler_hands_over_to_compensation_with_a_fenced_write(ctx):
+    submitted_and_claimed(ctx)
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
-    assert compensation_steps.request_compensation(app_context, {**fenced, "error": "declined"}) == {"owned": True}
-    record = stored_record(app_context)
+    assert compensation_steps.request_compensation(ctx, {**fenced, "error": "declined"}) == {"owned": True}
+    record = stored_record(ctx)
     assert record.process_state is ProcessState.COMPENSATING
-    assert record.locked_by is None and record.complete_by == app_context.clock.now()
+    assert record.locked_by is None and record.complete_by == ctx.clock.now()
     # The forward attempt has lost the record: its next write is refused.
-    assert scheduler_steps.mark_processed(app_context, {"orderId": "o1", "instanceId": FORWARD}) == {"owned": False}
+    assert scheduler_steps.mark_processed(ctx, {"orderId": "o1", "instanceId": FORWARD}) == {"owned": False}
     # The same instance asking again (a retry whose first try landed) is told it is done; nothing is written.
-    etag = stored_record(app_context).version
-    assert compensation_steps.request_compensation(app_context, {**fenced, "error": "x"}) == {"owned": True}
-    assert stored_record(app_context).version == etag
+    etag = stored_record(ctx).version
+    assert compensation_steps.request_compensation(ctx, {**fenced, "error": "x"}) == {"owned": True}
+    assert stored_record(ctx).version == etag
     # Another, stale, attempt asking is refused.
     stale = {**fenced, "instanceId": "o1:0"}
-    assert compensation_steps.request_compensation(app_context, {**stale, "error": "x"}) == {"owned": False}
+    assert compensation_steps.request_compensation(ctx, {**stale, "error": "x"}) == {"owned": False}
 
 
-def test_retries_exhausted_before_the_pivot_go_to_compensation_not_error(app_context, ledger, clock):
-    app_context.settings = app_context.settings.from_env({}, MAX_FAILURES="1")
-    submitted_and_claimed(app_context)
-    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
-    begin_charge(app_context, FORWARD)  # ... and the charge's reply never comes
-    clock.advance(just_past(app_context.settings.step_timeout))
-    result = recover(app_context, stored_record(app_context))
+def test_retries_exhausted_before_the_pivot_go_to_compensation_not_error(ctx, clock):
+    ctx = context_with(ctx, settings=ctx.settings.from_env({}, MAX_FAILURES="1"))
+    submitted_and_claimed(ctx)
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
+    begin_charge(ctx, FORWARD)  # ... and the charge's reply never comes
+    clock.advance(just_past(ctx.settings.step_timeout))
+    result = recover(ctx, stored_record(ctx))
     assert result.action is RecoveryAction.COMPENSATING
     assert result.expired_instance == FORWARD
-    record = stored_record(app_context)
+    record = stored_record(ctx)
     assert record.process_state is ProcessState.COMPENSATING
     assert record.locked_by is None
     # The charge's outcome is unknown: it gets an undo by its forward idempotency key at every
@@ -152,40 +151,40 @@ def test_retries_exhausted_before_the_pivot_go_to_compensation_not_error(app_con
     assert {e.data["forwardIdempotencyKey"] for e in record.compensation[1:]} == {"o1:charge-payment"}
 
 
-def test_retries_exhausted_on_a_high_impact_order_stay_error_for_an_operator(app_context, ledger, clock):
-    app_context.settings = app_context.settings.from_env({}, MAX_FAILURES="1", REVIEW_AMOUNT_THRESHOLD_CENTS="500")
-    submitted_and_claimed(app_context)
-    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
-    begin_charge(app_context, FORWARD)
-    clock.advance(just_past(app_context.settings.step_timeout))
-    assert recover(app_context, stored_record(app_context)).action is RecoveryAction.ESCALATED
-    assert stored_record(app_context).process_state is ProcessState.ERROR
-    written = compensate_order(app_context, "o1", "ana", "reviewed: refund the customer")
+def test_retries_exhausted_on_a_high_impact_order_stay_error_for_an_operator(ctx, clock):
+    ctx = context_with(ctx, settings=ctx.settings.from_env({}, MAX_FAILURES="1", REVIEW_AMOUNT_THRESHOLD_CENTS="500"))
+    submitted_and_claimed(ctx)
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
+    begin_charge(ctx, FORWARD)
+    clock.advance(just_past(ctx.settings.step_timeout))
+    assert recover(ctx, stored_record(ctx)).action is RecoveryAction.ESCALATED
+    assert stored_record(ctx).process_state is ProcessState.ERROR
+    written = compensate_order(ctx, "o1", "ana", "reviewed: refund the customer")
     assert written.process_state is ProcessState.COMPENSATING
     assert written.history[-1].by == "ana"
 
 
-def test_the_supervisor_claims_a_round_and_a_stuck_round_gets_the_next_one(app_context, ledger, clock):
-    submitted_and_claimed(app_context)
-    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
+def test_the_supervisor_claims_a_round_and_a_stuck_round_gets_the_next_one(ctx, clock):
+    submitted_and_claimed(ctx)
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
-    compensation_steps.request_compensation(app_context, {**fenced, "error": "declined"})
-    claims = claim_due_compensations(app_context)
+    compensation_steps.request_compensation(ctx, {**fenced, "error": "declined"})
+    claims = claim_due_compensations(ctx)
     [start] = claims.starts
     assert (start.instance_id, start.round) == (compensation_instance_id("o1", 2), 2)
     assert start.orchestration_input() == {"orderId": "o1", "round": 2}
     assert claims.stale_instances == []
-    assert claim_due_compensations(app_context).starts == []  # not due again until its deadline
-    clock.advance(just_past(app_context.settings.start_grace))  # round 2 never started (or died)
-    claims = claim_due_compensations(app_context)
+    assert claim_due_compensations(ctx).starts == []  # not due again until its deadline
+    clock.advance(just_past(ctx.settings.start_grace))  # round 2 never started (or died)
+    claims = claim_due_compensations(ctx)
     assert [s.instance_id for s in claims.starts] == [compensation_instance_id("o1", 3)]
     assert claims.stale_instances == [compensation_instance_id("o1", 2)]
     # The stale round is fenced out of every compensation write.
     stale = {"orderId": "o1", "instanceId": compensation_instance_id("o1", 2)}
-    assert compensation_steps.load_compensation(app_context, stale) == {"owned": False}
-    assert compensation_steps.record_undo(app_context, {**stale, "seq": 1}) == {"owned": False}
-    assert compensation_steps.finish_compensation(app_context, stale) == {"owned": False}
-    assert stored_record(app_context).failure_count == 1
+    assert compensation_steps.load_compensation(ctx, stale) == {"owned": False}
+    assert compensation_steps.record_undo(ctx, {**stale, "seq": 1}) == {"owned": False}
+    assert compensation_steps.finish_compensation(ctx, stale) == {"owned": False}
+    assert stored_record(ctx).failure_count == 1
 
 
 def compensation_stuck_for_max_rounds(ctx: AppContext, clock: Any) -> None:
@@ -200,13 +199,11 @@ def compensation_stuck_for_max_rounds(ctx: AppContext, clock: Any) -> None:
         clock.advance(just_past(ctx.settings.start_grace))  # the round never starts
 
 
-def test_a_compensation_stuck_for_max_failures_rounds_is_compensation_failed_with_an_alert(
-    app_context, ledger, clock, sender
-):
-    compensation_stuck_for_max_rounds(app_context, clock)
-    claims = claim_due_compensations(app_context)
+def test_a_compensation_stuck_for_max_failures_rounds_is_compensation_failed_with_an_alert(ctx, clock, sender):
+    compensation_stuck_for_max_rounds(ctx, clock)
+    claims = claim_due_compensations(ctx)
     assert claims.starts == [] and claims.failed == 1
-    record = stored_record(app_context)
+    record = stored_record(ctx)
     assert record.process_state is ProcessState.COMPENSATION_FAILED
     assert "did not finish in 3 rounds" in (record.last_error or "")
     [alert] = [a for a in sender.bodies(OPERATOR_ALERTS_QUEUE) if a["kind"] == "CompensationFailed"]
@@ -214,15 +211,15 @@ def test_a_compensation_stuck_for_max_failures_rounds_is_compensation_failed_wit
     assert [s["status"] for s in sender.bodies("client-statuses")][-1] == "CompensationFailed"
 
 
-def test_an_undo_that_fails_for_good_records_compensation_failed_naming_the_entry(app_context, ledger, sender):
-    submitted_and_claimed(app_context)
-    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", {})
+def test_an_undo_that_fails_for_good_records_compensation_failed_naming_the_entry(ctx, sender):
+    submitted_and_claimed(ctx)
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
-    compensation_steps.request_compensation(app_context, {**fenced, "error": "declined"})
-    [start] = claim_due_compensations(app_context).starts
+    compensation_steps.request_compensation(ctx, {**fenced, "error": "declined"})
+    [start] = claim_due_compensations(ctx).starts
     data = {"orderId": "o1", "instanceId": start.instance_id, "seq": 1, "error": "reservation R-1 expired"}
-    assert compensation_steps.fail_compensation(app_context, data) == {"owned": True}
-    record = stored_record(app_context)
+    assert compensation_steps.fail_compensation(ctx, data) == {"owned": True}
+    record = stored_record(ctx)
     assert record.process_state is ProcessState.COMPENSATION_FAILED
     assert record.last_error == ("entry 1 (release of reserve-inventory via inventory) failed: reservation R-1 expired")
     assert record.compensation[0].outcome == "Failed"
@@ -239,19 +236,19 @@ class StatusQueueDown(RecordingSender):
         super().send(queue, message)
 
 
-def test_a_lost_compensation_failed_status_does_not_stop_the_other_claims(app_context, ledger, clock):
-    compensation_stuck_for_max_rounds(app_context, clock)
-    other = submitted_and_claimed(app_context, sample_order("o2"))
+def test_a_lost_compensation_failed_status_does_not_stop_the_other_claims(ctx, clock):
+    compensation_stuck_for_max_rounds(ctx, clock)
+    other = submitted_and_claimed(ctx, sample_order("o2"))
     cancelled = enter_compensation(other, "test", "cancelled", clock.now())
-    update_once(app_context.states, other, lambda r: cancelled)
-    app_context.sender = StatusQueueDown()
+    update_once(ctx.states, other, lambda r: cancelled)
+    ctx = context_with(ctx, sender=StatusQueueDown())
 
-    claims = claim_due_compensations(app_context)
+    claims = claim_due_compensations(ctx)
 
     assert claims.failed == 1  # o1: CompensationFailed, its status lost (logged), its alert sent
     assert [s.order_id for s in claims.starts] == ["o2"]  # o2's round is still claimed, to be started
-    assert stored_record(app_context).process_state is ProcessState.COMPENSATION_FAILED
-    assert [a["kind"] for a in app_context.sender.bodies(OPERATOR_ALERTS_QUEUE)] == ["CompensationFailed"]
+    assert stored_record(ctx).process_state is ProcessState.COMPENSATION_FAILED
+    assert [a["kind"] for a in ctx.sender.bodies(OPERATOR_ALERTS_QUEUE)] == ["CompensationFailed"]
 
 
 def test_a_retried_hand_over_write_that_already_landed_is_answered_as_done(app_context, clock):

@@ -12,46 +12,54 @@ from adapters.remote.simulators.ledger import Ledger, NetEffect
 from dependencies import AppContext
 from domain.states import ProcessState
 from supervisor.compensation_rounds import claim_due_compensations
-from tests.compensation.support import call_agent, compensation_round, forward_step, submitted_and_claimed
+from tests.compensation.support import (
+    call_agent,
+    compensation_round,
+    forward_step,
+    stored_record,
+    submitted_and_claimed,
+)
+from tests.contexts import context_with
 from tests.deadlines import just_past
 
 FORWARD = "o1:1"
 ZERO = NetEffect()
 
 
-def fleet(ctx: AppContext, **broken: SimulatorConfig) -> Ledger:
+def fleet(ctx: AppContext, **broken: SimulatorConfig) -> tuple[AppContext, Ledger]:
+    """``ctx`` whose remote services are the simulators (``broken`` ones configured so), sharing one ledger,
+    installed in its place; and that ledger."""
     ledger = Ledger()
-    ctx.remote = dict(simulated_services(ctx.clock, broken, ledger))  # type: ignore[arg-type]
-    return ledger
+    return context_with(ctx, remote=dict(simulated_services(ctx.clock, broken, ledger))), ledger
 
 
 def test_a_failed_order_is_left_with_no_side_effect_at_any_service(app_context, sender):
     refuses = SimulatorConfig(permanent_error_rate=1.0)
-    ledger = fleet(app_context, payment=refuses, shipping=refuses)
-    submitted_and_claimed(app_context)
+    ctx, ledger = fleet(app_context, payment=refuses, shipping=refuses)
+    submitted_and_claimed(ctx)
     results: dict[str, Any] = {}
 
-    reserved = forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", results)
+    reserved = forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
     assert reserved is not None and reserved["outcome"] == "succeeded"
-    primary = forward_step(app_context, FORWARD, 1, "charge-payment", "payment", results)
+    primary = forward_step(ctx, FORWARD, 1, "charge-payment", "payment", results)
     assert primary is not None and primary["outcome"] == "failed" and not primary["transient"]
-    backup = forward_step(app_context, FORWARD, 1, "charge-payment", "payment-backup", results, tries=2)
+    backup = forward_step(ctx, FORWARD, 1, "charge-payment", "payment-backup", results, tries=2)
     assert backup is not None and backup["outcome"] == "succeeded"  # the fallback agent took the charge
-    shipped = forward_step(app_context, FORWARD, 1, "arrange-shipment", "shipping", results)
+    shipped = forward_step(ctx, FORWARD, 1, "arrange-shipment", "shipping", results)
     assert shipped is not None and shipped["outcome"] == "failed"
     assert ledger.net("o1") == NetEffect(reserved_units=2, charged_cents=1000)
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "arrange-shipment", "attempt": 1}
-    compensation_steps.request_compensation(app_context, {**fenced, "error": shipped["error"]})
+    compensation_steps.request_compensation(ctx, {**fenced, "error": shipped["error"]})
 
-    [start] = claim_due_compensations(app_context).starts
-    replies = compensation_round(app_context, start.instance_id, start.round)
+    [start] = claim_due_compensations(ctx).starts
+    replies = compensation_round(ctx, start.instance_id, start.round)
 
     assert [r["step"] for r in replies] == ["charge-payment", "reserve-inventory"]  # newest first
     assert ledger.net_by_service("o1") == {"inventory": ZERO, "payment_backup": ZERO}
     assert ledger.net("o1") == ZERO
     assert len(ledger.effects("o1", "refund")) == 1 and len(ledger.effects("o1", "release")) == 1
     assert ledger.effects("o1", "refund")[0].service == "payment_backup"  # undone where it was done
-    record = app_context.states.get("o1")
+    record = ctx.states.get("o1")
     assert record is not None and record.process_state is ProcessState.COMPENSATED
     assert [e.outcome for e in record.compensation] == ["Undone", "Undone"]
     assert [e.agent for e in record.compensation] == ["inventory", "payment-backup"]
@@ -60,20 +68,20 @@ def test_a_failed_order_is_left_with_no_side_effect_at_any_service(app_context, 
 
 
 def test_an_undo_delivered_twice_is_done_once(app_context):
-    ledger = fleet(app_context, shipping=SimulatorConfig(permanent_error_rate=1.0))
-    submitted_and_claimed(app_context)
+    ctx, ledger = fleet(app_context, shipping=SimulatorConfig(permanent_error_rate=1.0))
+    submitted_and_claimed(ctx)
     results: dict[str, Any] = {}
-    forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", results)
-    forward_step(app_context, FORWARD, 1, "charge-payment", "payment", results)
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
+    forward_step(ctx, FORWARD, 1, "charge-payment", "payment", results)
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "arrange-shipment", "attempt": 1}
-    compensation_steps.request_compensation(app_context, {**fenced, "error": "no"})
-    [start] = claim_due_compensations(app_context).starts
-    first = compensation_round(app_context, start.instance_id, start.round)
+    compensation_steps.request_compensation(ctx, {**fenced, "error": "no"})
+    [start] = claim_due_compensations(ctx).starts
+    first = compensation_round(ctx, start.instance_id, start.round)
     # The same undo requests again (a redelivery, or a later round re-sending): same keys, no effect.
     for reply in first:
         entry_agent = "payment" if reply["step"] == "charge-payment" else "inventory"
         again = call_agent(
-            app_context,
+            ctx,
             entry_agent,
             {
                 "requestId": reply["requestId"] + ":again",
@@ -120,14 +128,17 @@ def test_a_fallback_charge_whose_reply_was_lost_is_refunded_where_it_was_taken(a
     from supervisor.recovery import recover
     from tests.compensation.support import ORDER
 
-    ledger = fleet(app_context)
-    app_context.remote["payment"] = DeclinesCharges(app_context.remote["payment"])
-    app_context.settings = app_context.settings.from_env({}, MAX_FAILURES="1")
-    submitted_and_claimed(app_context)
+    ctx, ledger = fleet(app_context)
+    ctx = context_with(
+        ctx,
+        remote={**ctx.remote, "payment": DeclinesCharges(ctx.remote["payment"])},
+        settings=ctx.settings.from_env({}, MAX_FAILURES="1"),
+    )
+    submitted_and_claimed(ctx)
     results: dict[str, Any] = {}
-    reserved = forward_step(app_context, FORWARD, 1, "reserve-inventory", "inventory", results)
+    reserved = forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
     assert reserved is not None and reserved["outcome"] == "succeeded"
-    declined = forward_step(app_context, FORWARD, 1, "charge-payment", "payment", results)
+    declined = forward_step(ctx, FORWARD, 1, "charge-payment", "payment", results)
     assert declined is not None and declined["outcome"] == "failed" and not declined["transient"]
     # the fallback takes the charge; its reply is lost, so nothing records it
     request = {
@@ -137,28 +148,28 @@ def test_a_fallback_charge_whose_reply_was_lost_is_refunded_where_it_was_taken(a
         "step": "charge-payment",
         "action": "do",
         "attempt": 1,
-        "deadline": to_text(clock.now() + app_context.settings.step_timeout),
+        "deadline": to_text(clock.now() + ctx.settings.step_timeout),
         "idempotencyKey": idempotency_key("o1", "charge-payment"),
         "payload": step_payload("charge-payment", ORDER, results),
     }
     from activities import scheduler_steps
 
-    assert scheduler_steps.begin_step(app_context, {"request": request, "agent": "payment-backup"})["owned"]
-    taken = call_agent(app_context, "payment-backup", request)
+    assert scheduler_steps.begin_step(ctx, {"request": request, "agent": "payment-backup"})["owned"]
+    taken = call_agent(ctx, "payment-backup", request)
     assert taken is not None and taken["outcome"] == "succeeded"
     assert ledger.net("o1").charged_cents > 0
     # then the step goes back to the primary (an operator's review chose "retry"), which declines
     again = {**request, "requestId": request_id(FORWARD, "charge-payment", "payment") + ":3"}
-    assert scheduler_steps.begin_step(app_context, {"request": again, "agent": "payment"})["owned"]
-    refused = call_agent(app_context, "payment", again)
+    assert scheduler_steps.begin_step(ctx, {"request": again, "agent": "payment"})["owned"]
+    refused = call_agent(ctx, "payment", again)
     assert refused is not None and refused["outcome"] == "failed"
 
-    clock.advance(just_past(app_context.settings.step_timeout))
-    recover(app_context, app_context.states.get("o1"))  # the attempt expired; retries are exhausted
-    record = app_context.states.get("o1")
+    clock.advance(just_past(ctx.settings.step_timeout))
+    recover(ctx, stored_record(ctx))  # the attempt expired; retries are exhausted
+    record = stored_record(ctx)
     assert record.process_state is ProcessState.COMPENSATING and undo_pending(record)
-    [start] = claim_due_compensations(app_context).starts
-    compensation_round(app_context, start.instance_id, start.round)
+    [start] = claim_due_compensations(ctx).starts
+    compensation_round(ctx, start.instance_id, start.round)
 
     assert ledger.net("o1") == ZERO
     assert [e.service for e in ledger.effects("o1", "refund")] == ["payment_backup"]

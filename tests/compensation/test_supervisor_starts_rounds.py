@@ -12,17 +12,21 @@ from supervisor.compensation_rounds import start_compensations
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState
 from tests.compensation.support import forward_step, submitted_and_claimed
+from tests.contexts import context_with
 from tests.deadlines import just_past
 from tests.fakes import RecordingClient
 
 
 def test_a_supervisor_run_escalates_to_compensation_and_starts_the_round(app_context, clock):
-    app_context.settings = app_context.settings.from_env({}, MAX_FAILURES="1")
-    app_context.remote = dict(simulated_services(clock))  # type: ignore[arg-type]
-    submitted_and_claimed(app_context)
-    forward_step(app_context, "o1:1", 1, "reserve-inventory", "inventory", {})
-    clock.advance(just_past(app_context.settings.start_grace))  # the attempt died between steps
-    report = run_supervisor(app_context, ScanState())
+    ctx = context_with(
+        app_context,
+        settings=app_context.settings.from_env({}, MAX_FAILURES="1"),
+        remote=dict(simulated_services(clock)),
+    )
+    submitted_and_claimed(ctx)
+    forward_step(ctx, "o1:1", 1, "reserve-inventory", "inventory", {})
+    clock.advance(just_past(ctx.settings.start_grace))  # the attempt died between steps
+    report = run_supervisor(ctx, ScanState())
     assert (report.found, report.compensating, report.escalated) == (1, 1, 0)
     assert report.to_terminate == ["o1:1"]
     client = RecordingClient()
@@ -32,14 +36,17 @@ def test_a_supervisor_run_escalates_to_compensation_and_starts_the_round(app_con
 
 
 def test_a_failed_start_leaves_the_round_to_a_later_run(app_context, clock):
-    app_context.settings = app_context.settings.from_env({}, MAX_FAILURES="1")
-    app_context.remote = dict(simulated_services(clock))  # type: ignore[arg-type]
-    submitted_and_claimed(app_context)
-    forward_step(app_context, "o1:1", 1, "reserve-inventory", "inventory", {})
-    clock.advance(just_past(app_context.settings.start_grace))  # the attempt died between steps
-    report = run_supervisor(app_context, ScanState())
+    ctx = context_with(
+        app_context,
+        settings=app_context.settings.from_env({}, MAX_FAILURES="1"),
+        remote=dict(simulated_services(clock)),
+    )
+    submitted_and_claimed(ctx)
+    forward_step(ctx, "o1:1", 1, "reserve-inventory", "inventory", {})
+    clock.advance(just_past(ctx.settings.start_grace))  # the attempt died between steps
+    report = run_supervisor(ctx, ScanState())
     assert asyncio.run(start_compensations(RecordingClient(fail_start=True), report.compensations)) == []
-    app_context.settings = app_context.settings.from_env({}, MAX_FAILURES="3")
-    clock.advance(just_past(app_context.settings.start_grace))  # round 2 was never started
-    later = run_supervisor(app_context, ScanState())
+    ctx = context_with(ctx, settings=ctx.settings.from_env({}, MAX_FAILURES="3"))
+    clock.advance(just_past(ctx.settings.start_grace))  # round 2 was never started
+    later = run_supervisor(ctx, ScanState())
     assert [s.instance_id for s in later.compensations] == ["o1:compensate:3"]

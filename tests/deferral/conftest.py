@@ -25,9 +25,14 @@ def broker(clock: Any) -> InProcessBroker:
 
 @pytest.fixture
 def ctx(app_context: Any, broker: InProcessBroker, cosmos_db: Any) -> Any:
+    """``app_context`` with the broker as its sender and deferred-message store, installed in its place (a test of
+    deferral uses this context, never ``app_context``)."""
     from adapters.cosmos.deferral_store import CosmosDeferralLog
+    from tests.contexts import context_with
 
-    app_context.sender = broker
-    app_context.deferred = broker.deferred_store
-    app_context.deferrals = CosmosDeferralLog(cosmos_db.get_container_client(STATE_CONTAINER))
-    return app_context
+    return context_with(
+        app_context,
+        sender=broker,
+        deferred=broker.deferred_store,
+        deferrals=CosmosDeferralLog(cosmos_db.get_container_client(STATE_CONTAINER)),
+    )

@@ -13,6 +13,7 @@ from contracts.names import ORDERS_QUEUE, PAYMENT_NOTIFIED_EVENT
 from domain.deferral import DeferralReason, EntryStatus
 from domain.states import ProcessState
 from domain.timefmt import to_text
+from tests.contexts import while_using
 from tests.deferral.support import (
     TOTAL,
     DurableClientStub,
@@ -182,15 +183,14 @@ def test_a_deferred_notification_that_does_not_match_is_dead_lettered_when_its_o
     assert ctx.states.get("p1").process_state is ProcessState.PROCESSING
 
 
-def test_state_store_unavailable_abandons_instead_of_deferring(functions, ctx, broker, monkeypatch):
-    monkeypatch.setattr(ctx, "states", StateStoreThatFails(ctx.states, "get"))
-    send(broker, notification())
-    deliver(functions, broker)
+def test_state_store_unavailable_abandons_instead_of_deferring(functions, ctx, broker):
+    with while_using(ctx, states=StateStoreThatFails(ctx.states, "get")):
+        send(broker, notification())
+        deliver(functions, broker)
     [message] = broker.peek(ORDERS_QUEUE, 10)
     assert message.state.name == "ACTIVE"  # abandoned: redelivered when the store is back
     assert broker.counters(ORDERS_QUEUE).deferred == 0
-    monkeypatch.undo()
-    deliver(functions, broker)
+    deliver(functions, broker)  # the store is back
     assert deferred_sequence_numbers(broker) == [message.sequence_number]  # now deferred (no order yet)
 
 

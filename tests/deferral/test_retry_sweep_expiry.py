@@ -11,8 +11,10 @@ import pytest
 
 from contracts.names import ORDERS_QUEUE
 from deferral.sweep import peek_sweep
+from dependencies import AppContext
 from domain.deferral import DeferralReason, EntryStatus, document_id
 from localrun.servicebus import TTL_EXPIRED
+from tests.contexts import context_with, while_using
 from tests.deferral.conftest import ORDERS_TTL
 from tests.deferral.support import alerts, deferred_sequence_numbers, deliver, notification, order, send
 from tests.fakes import DeferralLogReadTooEarly, OrderStoreThatFailsOnRead
@@ -21,10 +23,17 @@ pytestmark = pytest.mark.cosmos
 
 
 @pytest.fixture
-def order_database(ctx: Any, monkeypatch: pytest.MonkeyPatch) -> OrderStoreThatFailsOnRead:
-    """The context's order database, which a test takes down (``failing``) and brings back."""
-    store = OrderStoreThatFailsOnRead(ctx.orders)
-    monkeypatch.setattr(ctx, "orders", store)
+def orders_ctx(ctx: AppContext) -> AppContext:
+    """``ctx`` over an order database that a test takes down and brings back (``order_database``), installed in
+    its place: a test of that dependency uses this context, never ``ctx``."""
+    return context_with(ctx, orders=OrderStoreThatFailsOnRead(ctx.orders))
+
+
+@pytest.fixture
+def order_database(orders_ctx: AppContext) -> OrderStoreThatFailsOnRead:
+    """The order database of ``orders_ctx``, which a test takes down (``failing``) and brings back."""
+    store = orders_ctx.orders
+    assert isinstance(store, OrderStoreThatFailsOnRead)
     return store
 
 
@@ -33,7 +42,7 @@ def scheduled_retries(broker: Any) -> list[dict[str, Any]]:
 
 
 def test_unavailable_dependency_defers_and_schedules_a_retry_that_applies_it_later(
-    functions, ctx, broker, clock, order_database
+    functions, orders_ctx, broker, clock, order_database
 ):
     send(broker, order())
     deliver(functions, broker)
@@ -45,20 +54,20 @@ def test_unavailable_dependency_defers_and_schedules_a_retry_that_applies_it_lat
     [retry] = scheduled_retries(broker)
     assert (retry["sequenceNumber"], retry["round"], retry["orderId"]) == (seq, 1, "p1")
     [scheduled] = [m for m in broker.peek(ORDERS_QUEUE, 100) if m.state.name == "SCHEDULED"]
-    assert scheduled.scheduled_enqueue_time_utc == clock.now() + ctx.settings.defer_retry_delay
-    assert ctx.deferrals.get("p1").entry(seq).reason is DeferralReason.DEPENDENCY_UNAVAILABLE
+    assert scheduled.scheduled_enqueue_time_utc == clock.now() + orders_ctx.settings.defer_retry_delay
+    assert orders_ctx.deferrals.get("p1").entry(seq).reason is DeferralReason.DEPENDENCY_UNAVAILABLE
 
     assert not deliver(functions, broker)  # the retry is not due yet
     order_database.failing = False  # the dependency is back
-    clock.advance(ctx.settings.defer_retry_delay)
+    clock.advance(orders_ctx.settings.defer_retry_delay)
     assert deliver(functions, broker)
-    assert ctx.states.get("p1").payment.sequence_number == seq
-    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.APPLIED
+    assert orders_ctx.states.get("p1").payment.sequence_number == seq
+    assert orders_ctx.deferrals.get("p1").entry(seq).status is EntryStatus.APPLIED
     assert broker.peek(ORDERS_QUEUE, 10) == []
 
 
 def test_a_dependency_that_stays_down_is_dead_lettered_after_the_bounded_rounds(
-    functions, ctx, broker, clock, order_database
+    functions, orders_ctx, broker, clock, order_database
 ):
     send(broker, order())
     deliver(functions, broker)  # the order itself is written before the dependency fails
@@ -69,15 +78,15 @@ def test_a_dependency_that_stays_down_is_dead_lettered_after_the_bounded_rounds(
 
     rounds = 0
     while scheduled_retries(broker):
-        clock.advance(ctx.settings.defer_retry_delay)
+        clock.advance(orders_ctx.settings.defer_retry_delay)
         assert deliver(functions, broker)
         rounds += 1
         assert rounds <= 10, "never loops"
-    assert rounds == ctx.settings.defer_max_rounds
+    assert rounds == orders_ctx.settings.defer_max_rounds
     [dead] = broker.dead_letters(ORDERS_QUEUE)
     assert (dead.sequence_number, dead.reason) == (seq, "DependencyUnavailable")
     assert f"{rounds} retry rounds" in (dead.description or "")
-    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.DEAD_LETTERED
+    assert orders_ctx.deferrals.get("p1").entry(seq).status is EntryStatus.DEAD_LETTERED
     assert [a["kind"] for a in alerts(broker)] == ["DeferredMessageGaveUp"]
     assert broker.peek(ORDERS_QUEUE, 10) == []
 
@@ -117,9 +126,8 @@ def test_the_peek_sweep_applies_a_tracked_message_whose_order_arrived_meanwhile(
     send(broker, order())
     # the order's submission looked before the notification was deferred (the race the sweep covers):
     # create the order without its recovery: its submission reads the deferral log too early
-    log, ctx.deferrals = ctx.deferrals, DeferralLogReadTooEarly(ctx.deferrals)
-    deliver(functions, broker)
-    ctx.deferrals = log
+    with while_using(ctx, deferrals=DeferralLogReadTooEarly(ctx.deferrals)):
+        deliver(functions, broker)
     clock.advance(ctx.settings.peek_sweep_age)
     report = peek_sweep(ctx)
     assert (report.recorded, report.recovered) == (0, 1)
@@ -163,7 +171,7 @@ def test_a_deferred_message_that_expired_is_recorded_and_alerted_once_when_its_o
 
 
 def test_the_peek_sweep_moves_an_expired_deferred_message_to_the_dead_letter_queue_and_alerts(
-    functions, ctx, broker, clock, order_database
+    functions, orders_ctx, broker, clock, order_database
 ):
     send(broker, order())
     deliver(functions, broker)
@@ -174,20 +182,20 @@ def test_the_peek_sweep_moves_an_expired_deferred_message_to_the_dead_letter_que
     order_database.failing = False
     [seq] = deferred_sequence_numbers(broker)
     [retry] = [m for m in broker.peek(ORDERS_QUEUE, 100) if m.state.name == "SCHEDULED"]
-    clock.advance(ctx.settings.defer_retry_delay)
+    clock.advance(orders_ctx.settings.defer_retry_delay)
     lost = broker.receive(ORDERS_QUEUE)
     assert lost is not None and lost.sequence_number == retry.sequence_number
     broker.actions.complete(lost)  # the retry message is lost
     clock.advance(ORDERS_TTL)
-    report = peek_sweep(ctx)
+    report = peek_sweep(orders_ctx)
     assert report.expired == 1
     assert [d.sequence_number for d in broker.dead_letters(ORDERS_QUEUE)] == [seq]
-    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.EXPIRED
+    assert orders_ctx.deferrals.get("p1").entry(seq).status is EntryStatus.EXPIRED
     assert [a["kind"] for a in alerts(broker)] == ["DeferredMessageExpired"]
-    assert peek_sweep(ctx).expired == 0  # gone from the queue: never seen again
+    assert peek_sweep(orders_ctx).expired == 0  # gone from the queue: never seen again
 
 
-def test_the_peek_sweep_retries_a_message_whose_retry_was_lost(functions, ctx, broker, clock, order_database):
+def test_the_peek_sweep_retries_a_message_whose_retry_was_lost(functions, orders_ctx, broker, clock, order_database):
     send(broker, order())
     deliver(functions, broker)
     order_database.failing = True
@@ -195,9 +203,9 @@ def test_the_peek_sweep_retries_a_message_whose_retry_was_lost(functions, ctx, b
     deliver(functions, broker)
     order_database.failing = False
     [seq] = deferred_sequence_numbers(broker)
-    clock.advance(ctx.settings.defer_retry_delay)
+    clock.advance(orders_ctx.settings.defer_retry_delay)
     broker.actions.complete(broker.receive(ORDERS_QUEUE))  # the RetryDeferred is lost
-    assert peek_sweep(ctx).recovered == 0  # not overdue yet: the retry owns it
-    clock.advance(ctx.settings.peek_sweep_age + ctx.settings.defer_retry_delay)
-    assert peek_sweep(ctx).recovered == 1
-    assert ctx.states.get("p1").payment.sequence_number == seq
+    assert peek_sweep(orders_ctx).recovered == 0  # not overdue yet: the retry owns it
+    clock.advance(orders_ctx.settings.peek_sweep_age + orders_ctx.settings.defer_retry_delay)
+    assert peek_sweep(orders_ctx).recovered == 1
+    assert orders_ctx.states.get("p1").payment.sequence_number == seq

@@ -14,6 +14,7 @@ from deferral.sweep import SweepCursor, peek_sweep
 from domain.deferral import EntryStatus
 from orchestrators.names import DELIVER_STATUS
 from settings import Settings
+from tests.contexts import context_with, while_using
 from tests.deferral.support import DurableClientStub, deliver, notification, order, send
 from tests.fakes import DeferralLogReadTooEarly
 
@@ -36,9 +37,8 @@ def test_a_notification_deferred_while_its_order_is_submitted_is_applied_by_its_
     assert deliver(functions, broker)
     [seq] = deferred(broker)
     send(broker, order())
-    log, ctx.deferrals = ctx.deferrals, DeferralLogReadTooEarly(ctx.deferrals)  # the concurrent submission
-    assert deliver(functions, broker)
-    ctx.deferrals = log
+    with while_using(ctx, deferrals=DeferralLogReadTooEarly(ctx.deferrals)):  # the concurrent submission
+        assert deliver(functions, broker)
     assert ctx.states.get("p1").payment is None
 
     clock.advance(ctx.settings.defer_retry_delay)
@@ -75,16 +75,15 @@ def test_an_order_rejected_by_admission_releases_the_notifications_waiting_for_i
 def test_the_peek_sweep_keeps_a_cursor_so_old_orphans_cannot_hide_newer_messages(functions, ctx, broker, clock):
     """Finding 6: each run restarted at sequence 0 and peeked at most PEEK_SWEEP_MAX_MESSAGES, so that
     many orphans (notifications whose order never came) hid every newer deferred message."""
-    ctx.settings = Settings.from_env({}, PEEK_SWEEP_MAX_MESSAGES="4")
+    ctx = context_with(ctx, settings=Settings.from_env({}, PEEK_SWEEP_MAX_MESSAGES="4"))
     for n in range(6):
         send(broker, notification(f"orphan-{n}", notification_id=f"o-{n}"))
         assert deliver(functions, broker)
     send(broker, notification())
     assert deliver(functions, broker)
     send(broker, order())
-    log, ctx.deferrals = ctx.deferrals, DeferralLogReadTooEarly(ctx.deferrals)  # it missed the deferred message
-    assert deliver(functions, broker)
-    ctx.deferrals = log
+    with while_using(ctx, deferrals=DeferralLogReadTooEarly(ctx.deferrals)):  # it missed the deferred message
+        assert deliver(functions, broker)
     clock.advance(ctx.settings.peek_sweep_age + timedelta(minutes=1))
     cursor = SweepCursor()  # the look-again messages are not delivered: the sweep must find it alone
     for _ in range(6):
@@ -107,7 +106,7 @@ class RefusingSender:
 def test_a_received_status_that_cannot_be_sent_never_abandons_the_accepted_order(functions, ctx, broker):
     """Finding 2: the failed Received send abandoned the order message again and again until
     MaxDeliveryCountExceeded; now the order is completed and the status handed to the courier."""
-    ctx.sender = RefusingSender(broker, "client-statuses")
+    ctx = context_with(ctx, sender=RefusingSender(broker, "client-statuses"))
     client = DurableClientStub()
     send(broker, order(prepaid=False))
     assert deliver(functions, broker, client)

@@ -25,8 +25,8 @@ def paused(cosmos_db) -> Iterator[OpsHarness]:
     made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR, REVIEW_TIMEOUT_SECONDS="600")
     assert made.ctx is not None
     declined = SimulatorConfig(permanent_error_rate=1.0)
-    made.ctx.remote = remote_services(
-        made.ctx.settings, made.clock, {"payment": declined, "payment_backup": declined}, seed=3
+    made.change_context(
+        remote=remote_services(made.ctx.settings, made.clock, {"payment": declined, "payment_backup": declined}, seed=3)
     )
     body = order(orderId="o-big", lines=[{"sku": "SKU-9", "quantity": 1, "unitPriceCents": 150000}])
     made.send(ORDERS_QUEUE, json.dumps(body), "o-big")

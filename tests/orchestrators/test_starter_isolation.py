@@ -7,6 +7,7 @@ import pytest
 from domain import transitions
 from domain.states import ProcessState
 from orchestrators import starter
+from tests.contexts import context_with
 from tests.lost_writes import FlakyStates
 
 pytestmark = pytest.mark.cosmos
@@ -17,9 +18,8 @@ def test_a_store_failure_mid_batch_keeps_the_claims_already_made(app_context, cl
         app_context.states.create(transitions.new_record(f"o{i}", None, clock.now()))
     flaky = FlakyStates(app_context.states)
     flaky.refuse["o1"] = 1
-    app_context.states = flaky
 
-    claims = starter.sweep(app_context)
+    claims = starter.sweep(context_with(app_context, states=flaky))
 
     assert sorted(c.order_id for c in claims) == ["o0", "o2"]
     still = flaky.get("o1")
@@ -30,9 +30,8 @@ def test_a_claim_whose_response_was_lost_is_still_this_claim(app_context, clock)
     app_context.states.create(transitions.new_record("o0", None, clock.now()))
     flaky = FlakyStates(app_context.states)
     flaky.lose["o0"] = 1
-    app_context.states = flaky
 
-    [claim] = starter.sweep(app_context)
+    [claim] = starter.sweep(context_with(app_context, states=flaky))
 
     stored = flaky.get("o0")
     assert stored is not None and stored.locked_by == claim.instance_id == "o0:1"

@@ -20,6 +20,7 @@ from localrun.host import LocalHost, local_settings_example
 from localrun.servicebus import InProcessBroker, QueuePolicy
 from localrun.virtual_time import TaskScheduler
 from settings import Settings
+from tests.contexts import context_with
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 CLIENT_QUEUE = "client-statuses"
@@ -51,6 +52,12 @@ class RuntimeHarness:
             )
             use_context(self.ctx)
         self.host = LocalHost(self.scheduler, self.broker, self.app_settings)
+
+    def change_context(self, **changes: Any) -> AppContext:
+        """Installs, as ``self.ctx``, the context with ``changes`` (field name to collaborator) over the current one."""
+        assert self.ctx is not None, "a harness without cosmos_db installs no context"
+        self.ctx = context_with(self.ctx, **changes)
+        return self.ctx
 
     def send(self, queue: str, body: str | bytes, message_id: str) -> None:
         self.broker.send(queue, OutgoingMessage(body=body, message_id=message_id))

@@ -11,6 +11,7 @@ import pytest
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.states import ProcessState
 from orchestrators.names import SCHEDULER
+from tests.contexts import context_with
 from tests.fakes import FakeReceivedMessage, RecordingActions, RecordingClient, StateStoreThatFails
 from tests.submission.corpus import MALFORMED, order
 
@@ -80,38 +81,38 @@ def test_conflicting_duplicate_is_dead_lettered_alerted_and_the_order_kept(funct
     assert [a["kind"] for a in alerts] == ["ConflictingOrderData"]
 
 
-def test_crash_between_the_two_writes_is_repaired_by_the_redelivery(functions, app_context, monkeypatch):
+def test_crash_between_the_two_writes_is_repaired_by_the_redelivery(functions, app_context):
     states = StateStoreThatFails(app_context.states, "create")  # the state record's write fails
-    monkeypatch.setattr(app_context, "states", states)
+    ctx = context_with(app_context, states=states)
     actions = submit(functions, order())
     assert actions.only[0] == "abandon"
-    assert app_context.orders.get("ord-1") is not None  # half-written...
-    assert app_context.states.get("ord-1") is None
+    assert ctx.orders.get("ord-1") is not None  # half-written...
+    assert ctx.states.get("ord-1") is None
     states.failing.clear()
     actions = submit(functions, order())  # ...the redelivery of the same message
     assert actions.only[0] == "complete"
-    assert app_context.states.get("ord-1") is not None
+    assert ctx.states.get("ord-1") is not None
 
 
-def test_store_unavailable_abandons_for_redelivery(functions, app_context, monkeypatch):
-    monkeypatch.setattr(app_context, "states", StateStoreThatFails(app_context.states, "get"))
+def test_store_unavailable_abandons_for_redelivery(functions, app_context):
+    context_with(app_context, states=StateStoreThatFails(app_context.states, "get"))
     assert submit(functions, order()).only[0] == "abandon"
 
 
 def test_pending_cap_rejects_new_orders_with_a_status_and_writes_nothing(functions, app_context, sender):
     from settings import Settings
 
-    app_context.settings = Settings.from_env({}, MAX_PENDING="1", MAX_IN_FLIGHT="1")
-    app_context.counts.clear()
+    ctx = context_with(app_context, settings=Settings.from_env({}, MAX_PENDING="1", MAX_IN_FLIGHT="1"))
     submit(functions, order(orderId="a"))  # claimed: Processing (in-flight 1 of 1)
     submit(functions, order(orderId="b"))  # stays Pending: in-flight cap reached
-    app_context.counts.clear()
+    ctx.counts.clear()
     actions = submit(functions, order(orderId="c"))
     assert actions.only[0] == "complete"
-    assert app_context.states.get("c") is None and app_context.orders.get("c") is None
+    assert ctx.states.get("c") is None and ctx.orders.get("c") is None
     rejected = [b for b in sender.bodies("client-statuses") if b["orderId"] == "c"]
     assert [b["status"] for b in rejected] == ["Rejected"]
-    assert app_context.states.get("b").process_state is ProcessState.PENDING
+    waiting = ctx.states.get("b")
+    assert waiting is not None and waiting.process_state is ProcessState.PENDING
 
 
 def test_start_failure_after_a_claim_leaves_the_record_for_the_supervisor(functions, app_context, clock):

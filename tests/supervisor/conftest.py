@@ -12,10 +12,11 @@ import pytest
 
 from adapters.clock import ManualClock
 from adapters.cosmos.deferral_store import CosmosDeferralLog
-from adapters.cosmos.health_store import CosmosHealthStore
+from adapters.cosmos.health_store import CosmosHealthStore, HealthStore
 from adapters.cosmos.ops_queries import CosmosOpsQueries
 from adapters.cosmos.order_store import CosmosOrderStore
-from adapters.cosmos.state_store import CosmosStateStore, update_once
+from adapters.cosmos.state_store import CosmosStateStore, StateStore, update_once
+from adapters.servicebus.sender import MessageSender
 from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
 from dependencies import AppContext
 from domain import transitions
@@ -33,9 +34,18 @@ def states(cosmos_db: Any) -> CosmosStateStore:
 
 @pytest.fixture
 def make_ctx(cosmos_db: Any, states: CosmosStateStore, clock: ManualClock, sender: RecordingSender) -> MakeContext:
-    """``make_ctx(MAX_FAILURES="3", ...)``: an AppContext over the shared store, clock and sender."""
+    """``make_ctx(MAX_FAILURES="3", ...)``: an AppContext over the shared store, clock and sender (not installed).
+    A test that needs another collaborator passes it: ``make_ctx(states=flaky, MAX_FAILURES="3")`` (a fault-injecting
+    store over the shared one), ``sender=``, ``health=``."""
 
-    def build(seed: int = 7, **overrides: str) -> AppContext:
+    def build(
+        seed: int = 7,
+        *,
+        states: StateStore = states,
+        sender: MessageSender = sender,
+        health: HealthStore | None = None,
+        **overrides: str,
+    ) -> AppContext:
         return AppContext(
             settings=Settings.from_env({}, **overrides),
             clock=clock,
@@ -46,7 +56,7 @@ def make_ctx(cosmos_db: Any, states: CosmosStateStore, clock: ManualClock, sende
             deferred=QueuesWithNothingDeferred(),
             deferrals=CosmosDeferralLog(cosmos_db.get_container_client(STATE_CONTAINER)),
             ops=CosmosOpsQueries(cosmos_db.get_container_client(STATE_CONTAINER)),
-            health=CosmosHealthStore(cosmos_db.get_container_client(STATE_CONTAINER)),
+            health=health or CosmosHealthStore(cosmos_db.get_container_client(STATE_CONTAINER)),
             rng=random.Random(seed),
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -86,7 +87,7 @@ def test_a_lost_race_on_a_record_still_in_error_is_retried_once(make_ctx, states
         assert current is not None
         states.replace(current.with_changes(clock.now(), "Noted", "someone-else"))
 
-    ctx.states = InterferingStore(states, touch)
+    ctx = replace(ctx, states=InterferingStore(states, touch))
 
     record = resubmit_order(ctx, "o1", "alice", "retry")
 
@@ -103,7 +104,7 @@ def test_a_lost_race_to_another_resubmit_is_not_repeated(make_ctx, states, clock
         assert current is not None
         states.replace(transitions.resubmit(current, "bob", "first", clock.now()))
 
-    ctx.states = InterferingStore(states, other_operator)
+    ctx = replace(ctx, states=InterferingStore(states, other_operator))
 
     with pytest.raises(IllegalTransition):
         resubmit_order(ctx, "o1", "alice", "second")

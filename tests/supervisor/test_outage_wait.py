@@ -40,9 +40,7 @@ def health(cosmos_db):
 
 
 def with_health(make_ctx, health, **settings):
-    ctx = make_ctx(**{**OUTAGE_SETTINGS, **settings})
-    ctx.health = health
-    return ctx
+    return make_ctx(health=health, **{**OUTAGE_SETTINGS, **settings})
 
 
 def open_circuit(ctx, dependency="shipping"):

@@ -128,8 +128,7 @@ def test_a_failed_alert_send_leaves_the_record_in_error(make_ctx, states, clock)
         def send(self, queue, message):
             raise SendError("Service Bus unavailable")
 
-    ctx = make_ctx(MAX_FAILURES="1")
-    ctx.sender = FailingSender()
+    ctx = make_ctx(sender=FailingSender(), MAX_FAILURES="1")
     record = expired(states, "o1", clock, timedelta(seconds=1))
 
     result = recover(ctx, record)

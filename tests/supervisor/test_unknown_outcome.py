@@ -48,11 +48,10 @@ def stuck_compensation(states: CosmosStateStore, clock, order_id: str, failures:
 
 def losing(make_ctx, states: CosmosStateStore, order_id: str, fail_reads: int = 0) -> AppContext:
     """A context whose next write of ``order_id`` commits and loses its response."""
-    ctx: AppContext = make_ctx(MAX_FAILURES="3")
     flaky = FlakyStates(states)
     flaky.lose[order_id] = 1
     flaky.fail_reads = fail_reads
-    ctx.states = flaky
+    ctx: AppContext = make_ctx(states=flaky, MAX_FAILURES="3")
     return ctx
 
 
@@ -98,14 +97,13 @@ def test_failed_sends_stay_owed_until_a_run_delivers_them(make_ctx, states, cloc
         def send(self, queue, message):
             raise SendError("Service Bus unavailable")
 
-    ctx = make_ctx(MAX_FAILURES="3")
+    ctx = make_ctx(sender=Down(), MAX_FAILURES="3")
     about_to_escalate(states, clock)
-    ctx.sender = Down()
     run_supervisor(ctx, ScanState())
     stored = states.get("o1")
     assert stored is not None and stored.process_state is ProcessState.ERROR and stored.complete_by is not None
 
-    ctx.sender = sender
+    ctx = replace(ctx, sender=sender)  # Service Bus is back
     clock.advance(timedelta(seconds=30))
     run_supervisor(ctx, ScanState())
 
@@ -127,12 +125,11 @@ def test_a_compensation_failure_whose_response_was_lost_still_alerts(make_ctx, s
 
 
 def test_a_store_failure_mid_batch_keeps_the_compensation_claims_already_made(make_ctx, states, clock):
-    ctx = make_ctx(MAX_FAILURES="3")
     for order_id in ("c1", "c2", "c3"):
         stuck_compensation(states, clock, order_id, failures=0)
     flaky = FlakyStates(states)
     flaky.refuse["c2"] = 1
-    ctx.states = flaky
+    ctx = make_ctx(states=flaky, MAX_FAILURES="3")
 
     report = run_supervisor(ctx, ScanState())
 
