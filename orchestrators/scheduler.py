@@ -62,17 +62,13 @@ class Attempt:
     """What one attempt knows as it goes: orchestrator memory, rebuilt identically on every replay."""
 
     context: df.DurableOrchestrationContext
+    me: str  # this instance's id: what the fenced writes check ``lockedBy`` against
     order_id: str
     number: int
     plan: OrderPlan
     results: dict[str, dict[str, Any]]
     reviews: int = 0
     unanswered: int = 0  # reviews that timed out: the default re-runs a step once, then compensation
-
-    @property
-    def me(self) -> str:
-        instance: str = self.context.instance_id
-        return instance
 
     @property
     def order(self) -> dict[str, Any]:
@@ -99,7 +95,7 @@ def _run_attempt(context: df.DurableOrchestrationContext) -> Generator[Any, Any,
     plan = yield from call_fenced(
         context, names.LOAD_ORDER, LoadOrderInput(order_id=order_id, instance_id=me), parse_load_order, at="load"
     )
-    run = Attempt(context, order_id, number, plan, dict(plan.completed))
+    run = Attempt(context, me, order_id, number, plan, dict(plan.completed))
     if not plan.outage_wait:  # a retry of an outage wait: "waiting for ..." was said once
         yield from call_publish_status(context, order_id, "Processing", number, plan=plan)
 

@@ -212,7 +212,12 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
     names.FAIL_COMPENSATION: (
         protocol.FailCompensationInput,
         [
-            {"orderId": "o1", "instanceId": "o1:compensate:3", "seq": 2, "error": "refund refused (transient; 3 tries)"},
+            {
+                "orderId": "o1",
+                "instanceId": "o1:compensate:3",
+                "seq": 2,
+                "error": "refund refused (transient; 3 tries)",
+            },
             {"orderId": "o1", "instanceId": "o1:compensate:3", "seq": 2, "error": None},
         ],
         protocol.parse_write_result,
