@@ -1,5 +1,7 @@
 """Activity triggers of the scheduler and the compensation orchestration: each is one line calling
-plain code in ``scheduler_steps`` or ``compensation_steps``."""
+plain code in ``scheduler_steps`` or ``compensation_steps``, with the typed protocol of
+``contracts.activities`` parsed and serialised here, at the boundary. The parameters stay ``Any``
+and the returns plain dicts: the Python worker takes no other annotation on an activity trigger."""
 
 from typing import Any
 
@@ -7,6 +9,7 @@ import azure.durable_functions as df
 
 from activities import compensation_steps
 from activities import scheduler_steps as steps
+from contracts import activities as protocol
 from dependencies import get_context
 from orchestrators import names
 
@@ -15,42 +18,42 @@ bp = df.Blueprint()
 
 @bp.activity_trigger(input_name="data", activity=names.LOAD_ORDER)
 def load_order(data: Any) -> dict[str, Any]:
-    return steps.load_order(get_context(), data)
+    return steps.load_order(get_context(), protocol.LoadOrderInput.from_json(data)).to_json()
 
 
 @bp.activity_trigger(input_name="data", activity=names.BEGIN_STEP)
 def begin_step(data: Any) -> dict[str, Any]:
-    return steps.begin_step(get_context(), data)
+    return steps.begin_step(get_context(), protocol.BeginStepInput.from_json(data)).to_json()
 
 
 @bp.activity_trigger(input_name="data", activity=names.SEND_AGENT_REQUEST)
 def send_agent_request(data: Any) -> None:
-    steps.send_agent_request(get_context(), data)
+    steps.send_agent_request(get_context(), protocol.SendAgentRequestInput.from_json(data))
 
 
 @bp.activity_trigger(input_name="data", activity=names.COMPLETE_STEP)
 def complete_step(data: Any) -> dict[str, Any]:
-    return steps.complete_step(get_context(), data)
+    return steps.complete_step(get_context(), protocol.CompleteStepInput.from_json(data)).to_json()
 
 
 @bp.activity_trigger(input_name="data", activity=names.RELEASE_FOR_RETRY)
 def release_for_retry(data: Any) -> dict[str, Any]:
-    return steps.release_for_retry(get_context(), data)
+    return steps.release_for_retry(get_context(), protocol.ReleaseForRetryInput.from_json(data)).to_json()
 
 
 @bp.activity_trigger(input_name="data", activity=names.FAIL_ORDER)
 def fail_order(data: Any) -> dict[str, Any]:
-    return steps.fail_order(get_context(), data)
+    return steps.fail_order(get_context(), protocol.FailOrderInput.from_json(data)).to_json()
 
 
 @bp.activity_trigger(input_name="data", activity=names.MARK_PROCESSED)
 def mark_processed(data: Any) -> dict[str, Any]:
-    return steps.mark_processed(get_context(), data)
+    return steps.mark_processed(get_context(), protocol.MarkProcessedInput.from_json(data)).to_json()
 
 
 @bp.activity_trigger(input_name="data", activity=names.PUBLISH_STATUS)
 def publish_status(data: Any) -> None:
-    steps.publish_status(get_context(), data)
+    steps.publish_status(get_context(), protocol.PublishStatusInput.from_json(data))
 
 
 # Compensation: the scheduler's hand-over and review pause, and the compensation orchestration's steps.
@@ -58,34 +61,38 @@ def publish_status(data: Any) -> None:
 
 @bp.activity_trigger(input_name="data", activity=names.REQUEST_COMPENSATION)
 def request_compensation(data: Any) -> dict[str, Any]:
-    return compensation_steps.request_compensation(get_context(), data)
+    return compensation_steps.request_compensation(
+        get_context(), protocol.RequestCompensationInput.from_json(data)
+    ).to_json()
 
 
 @bp.activity_trigger(input_name="data", activity=names.AWAIT_REVIEW)
 def await_review(data: Any) -> dict[str, Any]:
-    return compensation_steps.await_review(get_context(), data)
+    return compensation_steps.await_review(get_context(), protocol.AwaitReviewInput.from_json(data)).to_json()
 
 
 @bp.activity_trigger(input_name="data", activity=names.LOAD_COMPENSATION)
 def load_compensation(data: Any) -> dict[str, Any]:
-    return compensation_steps.load_compensation(get_context(), data)
+    return compensation_steps.load_compensation(get_context(), protocol.LoadCompensationInput.from_json(data)).to_json()
 
 
 @bp.activity_trigger(input_name="data", activity=names.BEGIN_UNDO)
 def begin_undo(data: Any) -> dict[str, Any]:
-    return compensation_steps.begin_undo(get_context(), data)
+    return compensation_steps.begin_undo(get_context(), protocol.BeginUndoInput.from_json(data)).to_json()
 
 
 @bp.activity_trigger(input_name="data", activity=names.RECORD_UNDO)
 def record_undo(data: Any) -> dict[str, Any]:
-    return compensation_steps.record_undo(get_context(), data)
+    return compensation_steps.record_undo(get_context(), protocol.RecordUndoInput.from_json(data)).to_json()
 
 
 @bp.activity_trigger(input_name="data", activity=names.FINISH_COMPENSATION)
 def finish_compensation(data: Any) -> dict[str, Any]:
-    return compensation_steps.finish_compensation(get_context(), data)
+    return compensation_steps.finish_compensation(
+        get_context(), protocol.FinishCompensationInput.from_json(data)
+    ).to_json()
 
 
 @bp.activity_trigger(input_name="data", activity=names.FAIL_COMPENSATION)
 def fail_compensation(data: Any) -> dict[str, Any]:
-    return compensation_steps.fail_compensation(get_context(), data)
+    return compensation_steps.fail_compensation(get_context(), protocol.FailCompensationInput.from_json(data)).to_json()

@@ -2,48 +2,51 @@
 compensation-related writes (asking for compensation, pausing for review).
 
 Every state write is fenced: it succeeds only while the calling instance holds ``lockedBy``;
-otherwise it returns ``{"owned": False}`` and the orchestration ends quietly. Status updates and
+otherwise it returns ``NotOwned`` and the orchestration ends quietly (inputs and results: the typed
+protocol of ``contracts.activities``). Status updates and
 operator alerts are sent from here, never from orchestrator code."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
-from activities.fencing import NOT_OWNED, OWNED, owned_record, write_fenced
+from activities.fencing import owned_record, write_fenced
 from adapters.cosmos.mapping import to_document
-from contracts.messages import AgentRequest
+from contracts.activities import (
+    NOT_OWNED,
+    OWNED,
+    AwaitReviewInput,
+    BeginUndoInput,
+    CompensationPlan,
+    FailCompensationInput,
+    FinishCompensationInput,
+    LoadCompensationInput,
+    LoadCompensationResult,
+    RecordUndoInput,
+    RequestCompensationInput,
+    WriteResult,
+)
 from dependencies import AppContext
 from domain import compensation
 from domain.compensation_policy import REVIEW_CHOICES
 from domain.states import ProcessState
-from domain.timefmt import parse
 from notifications.alerts import raise_alert, raise_alert_after_write
 from observability.events import app_event
 from orchestrators import names
 from supervisor.owed import owe_notifications
 
-
-def _parse_timestamp(value: Any) -> datetime:
-    if not isinstance(value, str | datetime):
-        raise ValueError(f"not a timestamp: {value!r}")
-    return parse(value)
-
-
 # --- asked by the scheduler --------------------------------------------------------------------------
 
 
-def request_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
+def request_compensation(ctx: AppContext, data: RequestCompensationInput) -> WriteResult:
     """The forward attempt hands the order over to compensation (Processing -> Compensating, unowned,
     due now). The supervisor's next run claims it and starts the compensation orchestration."""
     now = ctx.clock.now()
-    reason = f"{data['step']}: {data.get('error') or 'non-transient failure'}; {data.get('reason') or 'compensating'}"
+    reason = f"{data.step}: {data.error or 'non-transient failure'}; {data.reason or 'compensating'}"
     written = write_fenced(
         ctx,
-        data["orderId"],
-        data["instanceId"],
+        data.order_id,
+        data.instance_id,
         lambda r: compensation.enter_compensation(
-            r, data["instanceId"], reason, now, owner=data["instanceId"], failed_step=data["step"]
+            r, data.instance_id, reason, now, owner=data.instance_id, failed_step=data.step
         ),
         "request compensation",
         hand_over="CompensationRequested",
@@ -51,21 +54,21 @@ def request_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any
     if written is None:
         return NOT_OWNED
     ctx.counts.bump(ProcessState.PROCESSING, -1)
-    app_event("CompensationRequested", f"order {data['orderId']}: {reason}", orderId=data["orderId"])
+    app_event("CompensationRequested", f"order {data.order_id}: {reason}", orderId=data.order_id)
     return OWNED
 
 
-def await_review(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
+def await_review(ctx: AppContext, data: AwaitReviewInput) -> WriteResult:
     """Pauses the attempt for an operator: ``completeBy`` past the review deadline, and an
     ``OperatorAlert`` saying what to decide, by when, how, and what happens by default."""
     now = ctx.clock.now()
-    until = _parse_timestamp(data["until"])
+    until = data.until
     keep_until = until + ctx.settings.start_grace
     record = write_fenced(
         ctx,
-        data["orderId"],
-        data["instanceId"],
-        lambda r: compensation.await_review(r, data["instanceId"], data["step"], data["reviewId"], keep_until, now),
+        data.order_id,
+        data.instance_id,
+        lambda r: compensation.await_review(r, data.instance_id, data.step, data.review_id, keep_until, now),
         "await review",
     )
     if record is None:
@@ -74,26 +77,26 @@ def await_review(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
         ctx.sender,
         kind="ReviewRequired",
         summary=(
-            f"order {record.order_id} failed at {data['step']} ({data.get('error')}); decide compensate, retry or "
-            f"alternative by {until.isoformat()}, else {data['defaultAction']}"
+            f"order {record.order_id} failed at {data.step} ({data.error}); decide compensate, retry or "
+            f"alternative by {until.isoformat()}, else {data.default_action}"
         ),
         at=now,
         order_id=record.order_id,
         severity="critical",
-        discriminator=data["reviewId"],
+        discriminator=data.review_id,
         details={
-            "instanceId": data["instanceId"],
-            "reviewId": data["reviewId"],
-            "step": data["step"],
-            "error": data.get("error"),
-            "reason": data.get("reason"),
-            "amountCents": data.get("amountCents"),
+            "instanceId": data.instance_id,
+            "reviewId": data.review_id,
+            "step": data.step,
+            "error": data.error,
+            "reason": data.reason,
+            "amountCents": data.amount_cents,
             "options": list(REVIEW_CHOICES),
             "decideBy": until.isoformat(),
-            "defaultAction": data["defaultAction"],
+            "defaultAction": data.default_action,
             "how": (
-                f"raise the Durable event {names.REVIEW_DECISION_EVENT!r} on instance {data['instanceId']} with "
-                f'{{"reviewId": "{data["reviewId"]}", "action": "compensate|retry|alternative", "operator": "..."}}'
+                f"raise the Durable event {names.REVIEW_DECISION_EVENT!r} on instance {data.instance_id} with "
+                f'{{"reviewId": "{data.review_id}", "action": "compensate|retry|alternative", "operator": "..."}}'
             ),
         },
     )
@@ -103,59 +106,56 @@ def await_review(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
 # --- the compensation orchestration ------------------------------------------------------------------
 
 
-def load_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
-    """The log and the retry rules; ``owned`` is False unless this round holds the record."""
-    record = owned_record(ctx, data["orderId"], data["instanceId"], ProcessState.COMPENSATING)
+def load_compensation(ctx: AppContext, data: LoadCompensationInput) -> LoadCompensationResult:
+    """The log and the retry rules; ``NotOwned`` unless this round holds the record."""
+    record = owned_record(ctx, data.order_id, data.instance_id, ProcessState.COMPENSATING)
     if record is None:
         return NOT_OWNED
-    return {
-        **OWNED,
-        "replyTo": record.reply_to,
+    return CompensationPlan(
+        reply_to=record.reply_to,
         # waiting an outage out: the submitter was told so once (supervisor/outage.py), not per round
-        "outageWait": record.outage_wait_since is not None,
-        "entries": [to_document(e) for e in record.compensation],
-        "stepTimeoutSeconds": ctx.settings.step_timeout.total_seconds(),
-        "undoTries": ctx.settings.max_failures,
-        "retryBaseSeconds": ctx.settings.retry_backoff_base.total_seconds(),
-        "retryMaxSeconds": ctx.settings.retry_backoff_max.total_seconds(),
-    }
+        outage_wait=record.outage_wait_since is not None,
+        entries=[to_document(e) for e in record.compensation],
+        step_timeout_seconds=ctx.settings.step_timeout.total_seconds(),
+        undo_tries=ctx.settings.max_failures,
+        retry_base_seconds=ctx.settings.retry_backoff_base.total_seconds(),
+        retry_max_seconds=ctx.settings.retry_backoff_max.total_seconds(),
+    )
 
 
-def begin_undo(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
-    request = AgentRequest.model_validate(data["request"])
+def begin_undo(ctx: AppContext, data: BeginUndoInput) -> WriteResult:
+    request = data.request
     now = ctx.clock.now()
     written = write_fenced(
         ctx,
         request.order_id,
         request.instance_id,
-        lambda r: compensation.begin_undo(
-            r, request.instance_id, int(data["seq"]), request.request_id, request.deadline, now
-        ),
-        f"begin undo {data['seq']}",
+        lambda r: compensation.begin_undo(r, request.instance_id, data.seq, request.request_id, request.deadline, now),
+        f"begin undo {data.seq}",
     )
     return NOT_OWNED if written is None else OWNED
 
 
-def record_undo(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
+def record_undo(ctx: AppContext, data: RecordUndoInput) -> WriteResult:
     now = ctx.clock.now()
     next_deadline = now + ctx.settings.start_grace
     written = write_fenced(
         ctx,
-        data["orderId"],
-        data["instanceId"],
-        lambda r: compensation.record_undo(r, data["instanceId"], int(data["seq"]), next_deadline, now),
-        f"record undo {data['seq']}",
+        data.order_id,
+        data.instance_id,
+        lambda r: compensation.record_undo(r, data.instance_id, data.seq, next_deadline, now),
+        f"record undo {data.seq}",
     )
     return NOT_OWNED if written is None else OWNED
 
 
-def finish_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
+def finish_compensation(ctx: AppContext, data: FinishCompensationInput) -> WriteResult:
     now = ctx.clock.now()
     record = write_fenced(
         ctx,
-        data["orderId"],
-        data["instanceId"],
-        lambda r: compensation.finish_compensation(r, data["instanceId"], now),
+        data.order_id,
+        data.instance_id,
+        lambda r: compensation.finish_compensation(r, data.instance_id, now),
         "finish compensation",
         hand_over="Compensated",
     )
@@ -179,27 +179,25 @@ def finish_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]
     return OWNED
 
 
-def fail_compensation(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
+def fail_compensation(ctx: AppContext, data: FailCompensationInput) -> WriteResult:
     now = ctx.clock.now()
-    error = str(data.get("error") or "undo failed")
+    error = str(data.error or "undo failed")
     record = write_fenced(
         ctx,
-        data["orderId"],
-        data["instanceId"],
+        data.order_id,
+        data.instance_id,
         # Owes the CompensationFailed alert and status until the supervisor acknowledges them.
-        lambda r: owe_notifications(
-            compensation.fail_compensation(r, data["instanceId"], int(data["seq"]), error, now)
-        ),
+        lambda r: owe_notifications(compensation.fail_compensation(r, data.instance_id, data.seq, error, now)),
         "fail compensation",
         hand_over="CompensationFailed",
     )
     if record is None:
         return NOT_OWNED
-    alert_compensation_failed(ctx, record.order_id, record.attempt, record.last_error or error, data.get("seq"))
+    alert_compensation_failed(ctx, record.order_id, record.attempt, record.last_error or error, data.seq)
     return OWNED
 
 
-def alert_compensation_failed(ctx: AppContext, order_id: str, round_number: int, reason: str, seq: Any) -> None:
+def alert_compensation_failed(ctx: AppContext, order_id: str, round_number: int, reason: str, seq: int | None) -> None:
     raise_alert_after_write(
         ctx.sender,
         kind="CompensationFailed",

@@ -1,13 +1,12 @@
 """What every orchestration activity shares: reading the record it must own, and the fenced write.
 
-An activity answers ``{"owned": False}`` the moment its instance no longer holds ``lockedBy``; the
+An activity answers ``NotOwned`` (``contracts.activities``) once its instance no longer holds ``lockedBy``; the
 orchestration then ends quietly. The write itself (``update_fenced``) logs the state transition;
 a lost record is logged here, once, as ``FencingLost``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from adapters.cosmos.state_store import update_fenced
 from dependencies import AppContext
@@ -15,9 +14,6 @@ from domain.errors import FencingLost
 from domain.records import StateRecord
 from domain.states import ProcessState
 from observability.events import app_event
-
-NOT_OWNED: dict[str, Any] = {"owned": False}
-OWNED: dict[str, Any] = {"owned": True}
 
 
 def owned_record(ctx: AppContext, order_id: str, instance_id: str, state: ProcessState) -> StateRecord | None:

@@ -1,19 +1,35 @@
 """The scheduler's activities, as plain functions of (context, input). Each state write is fenced:
 it succeeds only while the calling instance still holds ``lockedBy``; otherwise it returns
-``{"owned": False}`` and the orchestration ends quietly.
+``NotOwned`` and the orchestration ends quietly. Inputs and results are the typed protocol of
+``contracts.activities``; ``activities/blueprint.py`` parses and serialises them at the boundary.
 
 Store or send failures raise: the activity fails, the orchestration fails with it, and the record
 (still Processing, with a ``completeBy``) is recovered by the supervisor."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import notifications.status
-from activities.fencing import NOT_OWNED, OWNED, owned_record, write_fenced
+from activities.fencing import owned_record, write_fenced
 from adapters.cosmos.mapping import to_document
 from adapters.servicebus.sender import OutgoingMessage
-from contracts.messages import AgentRequest, StatusName
+from contracts.activities import (
+    NOT_OWNED,
+    OWNED,
+    BeginStepInput,
+    BeginStepResult,
+    CompleteStepInput,
+    FailOrderInput,
+    LoadOrderInput,
+    LoadOrderResult,
+    MarkProcessedInput,
+    OrderPlan,
+    PublishStatusInput,
+    ReleaseForRetryInput,
+    ReviewSettings,
+    SendAgentRequestInput,
+    StepBegun,
+    WriteResult,
+)
 from dependencies import AppContext
 from domain import transitions
 from domain.compensation import complete_step_logged
@@ -24,20 +40,20 @@ from settings import Settings
 from supervisor.owed import owe_notifications
 
 
-def review_policy(settings: Settings) -> dict[str, Any]:
+def review_policy(settings: Settings) -> ReviewSettings:
     """What the scheduler needs to decide on review, read once per attempt (by ``load_order``)."""
-    return {
-        "amountThresholdCents": settings.review_amount_threshold_cents,
-        "timeoutSeconds": settings.review_timeout.total_seconds(),
-        "defaultAction": settings.review_default_action,
-    }
+    return ReviewSettings(
+        amount_threshold_cents=settings.review_amount_threshold_cents,
+        timeout_seconds=settings.review_timeout.total_seconds(),
+        default_action=settings.review_default_action,
+    )
 
 
-def load_order(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
-    """The order, the results of steps done by earlier attempts, and the step timeout; ``owned``
-    is False unless this instance holds the record."""
-    order_id = data["orderId"]
-    record = owned_record(ctx, order_id, data["instanceId"], ProcessState.PROCESSING)
+def load_order(ctx: AppContext, data: LoadOrderInput) -> LoadOrderResult:
+    """The order, the results of steps done by earlier attempts, and the step timeout; ``NotOwned``
+    unless this instance holds the record."""
+    order_id = data.order_id
+    record = owned_record(ctx, order_id, data.instance_id, ProcessState.PROCESSING)
     if record is None:
         return NOT_OWNED
     order = ctx.orders.get(order_id)
@@ -47,28 +63,27 @@ def load_order(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     # A step an earlier attempt started and never finished, and the agent it last went to: the
     # next attempt resumes with that agent (it may be the fallback, which may already have acted).
     in_flight = {name: step.agent for name, step in record.steps.items() if step.status is StepStatus.IN_PROGRESS}
-    return {
-        "replyTo": record.reply_to,
-        **OWNED,
-        "order": order,
-        "completed": completed,
-        "inFlight": in_flight,
+    return OrderPlan(
+        reply_to=record.reply_to,
+        order=order,
+        completed=completed,
+        in_flight=in_flight,
         # waiting an outage out: the submitter was told so once (supervisor/outage.py), not per retry
-        "outageWait": record.outage_wait_since is not None,
-        "stepTimeoutSeconds": ctx.settings.step_timeout.total_seconds(),
-        "review": review_policy(ctx.settings),
-    }
+        outage_wait=record.outage_wait_since is not None,
+        step_timeout_seconds=ctx.settings.step_timeout.total_seconds(),
+        review=review_policy(ctx.settings),
+    )
 
 
-def begin_step(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
-    request = AgentRequest.model_validate(data["request"])
+def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
+    request = data.request
     now = ctx.clock.now()
     written = write_fenced(
         ctx,
         request.order_id,
         request.instance_id,
         lambda r: transitions.begin_step(
-            r, request.instance_id, request.step, data["agent"], request.request_id, request.deadline, now
+            r, request.instance_id, request.step, data.agent, request.request_id, request.deadline, now
         ),
         f"begin {request.step}",
     )
@@ -77,14 +92,14 @@ def begin_step(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     if written.payment is not None:
         # A prepaid order's PaymentNotification applied before this step began (in the same document,
         # so a notification written after this write sees the step in flight and is raised as an event).
-        return {**OWNED, "payment": to_document(written.payment)}
-    return OWNED
+        return StepBegun(payment=to_document(written.payment))
+    return StepBegun()
 
 
-def send_agent_request(ctx: AppContext, data: dict[str, Any]) -> None:
-    request = AgentRequest.model_validate(data["request"])
+def send_agent_request(ctx: AppContext, data: SendAgentRequestInput) -> None:
+    request = data.request
     ctx.sender.send(
-        data["queue"],
+        data.queue,
         OutgoingMessage(
             body=request.to_json(),
             # a re-run of this activity collapses in duplicate detection; bounded: the id holds the order id
@@ -95,42 +110,42 @@ def send_agent_request(ctx: AppContext, data: dict[str, Any]) -> None:
     )
 
 
-def complete_step(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
+def complete_step(ctx: AppContext, data: CompleteStepInput) -> WriteResult:
     now = ctx.clock.now()
     next_deadline = now + ctx.settings.start_grace
     written = write_fenced(
         ctx,
-        data["orderId"],
-        data["instanceId"],
-        lambda r: complete_step_logged(r, data["instanceId"], data["step"], data["result"], next_deadline, now),
-        f"complete {data['step']}",
+        data.order_id,
+        data.instance_id,
+        lambda r: complete_step_logged(r, data.instance_id, data.step, data.result, next_deadline, now),
+        f"complete {data.step}",
     )
     return NOT_OWNED if written is None else OWNED
 
 
-def release_for_retry(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
+def release_for_retry(ctx: AppContext, data: ReleaseForRetryInput) -> WriteResult:
     now = ctx.clock.now()
-    reason = str(data.get("error") or "transient failure")
+    reason = str(data.error or "transient failure")
     written = write_fenced(
         ctx,
-        data["orderId"],
-        data["instanceId"],
-        lambda r: transitions.release_for_retry(r, data["instanceId"], data["step"], reason, now),
+        data.order_id,
+        data.instance_id,
+        lambda r: transitions.release_for_retry(r, data.instance_id, data.step, reason, now),
         "release for retry",
     )
     return NOT_OWNED if written is None else OWNED
 
 
-def fail_order(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
+def fail_order(ctx: AppContext, data: FailOrderInput) -> WriteResult:
     now = ctx.clock.now()
-    reason = f"{data['step']}: {data.get('error') or 'non-transient failure'}"
+    reason = f"{data.step}: {data.error or 'non-transient failure'}"
     record = write_fenced(
         ctx,
-        data["orderId"],
-        data["instanceId"],
+        data.order_id,
+        data.instance_id,
         # The alert and the Failed status are owed by this write: the supervisor delivers them until
         # acknowledged if the sends below (or the orchestration's) never go out (supervisor/owed.py).
-        lambda r: owe_notifications(transitions.fail(r, data["instanceId"], data["step"], reason, now)),
+        lambda r: owe_notifications(transitions.fail(r, data.instance_id, data.step, reason, now)),
         "fail",
         hand_over="Failed",
     )
@@ -139,23 +154,23 @@ def fail_order(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     raise_alert_after_write(
         ctx.sender,
         kind="OrderFailed",
-        summary=f"order {record.order_id} failed at {data['step']}: {data.get('error')}",
+        summary=f"order {record.order_id} failed at {data.step}: {data.error}",
         at=now,
         order_id=record.order_id,
         discriminator=record.attempt,
-        details={"step": data["step"], "attempt": record.attempt, "error": data.get("error")},
+        details={"step": data.step, "attempt": record.attempt, "error": data.error},
     )
     # The submitter hears "Failed" from the orchestration, after this write (orchestrators.status).
     return OWNED
 
 
-def mark_processed(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
+def mark_processed(ctx: AppContext, data: MarkProcessedInput) -> WriteResult:
     now = ctx.clock.now()
     written = write_fenced(
         ctx,
-        data["orderId"],
-        data["instanceId"],
-        lambda r: transitions.mark_processed(r, data["instanceId"], now),
+        data.order_id,
+        data.instance_id,
+        lambda r: transitions.mark_processed(r, data.instance_id, now),
         "processed",
         hand_over="Processed",
     )
@@ -165,24 +180,23 @@ def mark_processed(ctx: AppContext, data: dict[str, Any]) -> dict[str, Any]:
     return OWNED
 
 
-def publish_status(ctx: AppContext, data: dict[str, Any]) -> None:
+def publish_status(ctx: AppContext, data: PublishStatusInput) -> None:
     """The ``publish_status`` activity: one status update, to the order's own ``replyTo`` queue only.
     The orchestration passes the queue its ``load`` activity read from the record; without it, the
     record is read here."""
-    if "replyTo" in data:
-        reply_to: str | None = data["replyTo"]
+    if data.reply_to_known:
+        reply_to = data.reply_to
     else:
-        record = ctx.states.get(data["orderId"])
+        record = ctx.states.get(data.order_id)
         if record is None:
             return
         reply_to = record.reply_to
-    status: StatusName = data["status"]
     notifications.status.publish_status(
         ctx.sender,
         reply_to=reply_to,
-        order_id=data["orderId"],
-        status=status,
-        attempt=int(data["attempt"]),
+        order_id=data.order_id,
+        status=data.status,
+        attempt=data.attempt,
         at=ctx.clock.now(),
-        reason=data.get("reason"),
+        reason=data.reason,
     )

@@ -111,6 +111,12 @@ class AgentRequest(Contract):
     idempotency_key: ShortText
     payload: dict[str, Any]
 
+    def activity_json(self) -> dict[str, Any]:
+        """The request as the orchestrations hand it to activities (``begin_step``, ``send_agent_request``,
+        an in-process agent): the body without ``type`` and ``schemaVersion``, which the agent's copy
+        on the queue carries (``to_json``). Recorded in orchestration histories: keep it stable."""
+        return self.model_dump(mode="json", by_alias=True, exclude={"type", "schema_version"})
+
 
 class AgentReply(Contract):
     type: Literal["AgentReply"] = "AgentReply"

@@ -4,26 +4,55 @@ by the scheduler (forward steps) and the compensation orchestration (undo steps)
 from __future__ import annotations
 
 from collections.abc import Generator
+from datetime import datetime
 from typing import Any
 
 import azure.durable_functions as df
 from azure.durable_functions.models.Task import TaskState
 
+from contracts.activities import SendAgentRequestInput
+from contracts.messages import AgentRequest
 from contracts.names import AGENT_REPLY_EVENT
 from domain.workflow import Transport, agent
 from orchestrators import names
 from orchestrators.state_activity import call_state_activity
 
 
+def agent_request(
+    *,
+    request_id: str,
+    instance_id: str,
+    order_id: str,
+    step: str,
+    action: str,
+    attempt: int,
+    deadline: datetime,
+    idempotency_key: str,
+    payload: dict[str, Any],
+) -> AgentRequest:
+    """The one place an orchestration builds the request of a forward or undo step."""
+    return AgentRequest(
+        request_id=request_id,
+        instance_id=instance_id,
+        order_id=order_id,
+        step=step,
+        action=action,
+        attempt=attempt,
+        deadline=deadline,
+        idempotency_key=idempotency_key,
+        payload=payload,
+    )
+
+
 def invoke_agent(
-    context: df.DurableOrchestrationContext, agent_name: str, request: dict[str, Any], deadline: Any
+    context: df.DurableOrchestrationContext, agent_name: str, request: AgentRequest, deadline: datetime
 ) -> Generator[Any, Any, dict[str, Any] | None]:
     """Invokes the agent and waits for its reply or the deadline, whichever comes first.
     Returns the reply, or None when the timer won."""
     transport = agent(agent_name).transport
     timer = context.create_timer(deadline)
     if transport is Transport.IN_PROCESS:
-        call = context.call_activity(names.in_process_agent(agent_name), request)
+        call = context.call_activity(names.in_process_agent(agent_name), request.activity_json())
         winner = yield context.task_any([call, timer])
         if winner == timer:
             return None
@@ -36,8 +65,11 @@ def invoke_agent(
             return None
         return reply
 
+    queue = agent(agent_name).request_queue
+    if queue is None:  # the workflow table gives every Service Bus agent its queue (checked by its tests)
+        raise RuntimeError(f"agent {agent_name} has no request queue")
     yield from call_state_activity(
-        context, names.SEND_AGENT_REQUEST, {"queue": agent(agent_name).request_queue, "request": request}
+        context, names.SEND_AGENT_REQUEST, SendAgentRequestInput(queue=queue, request=request).to_json()
     )
     while True:
         event = context.wait_for_external_event(AGENT_REPLY_EVENT)
@@ -45,7 +77,7 @@ def invoke_agent(
         if winner == timer:
             return None
         candidate: dict[str, Any] = event.result
-        if candidate.get("requestId") == request["requestId"]:
+        if candidate.get("requestId") == request.request_id:
             timer.cancel()
             return candidate
         # A reply to some other request (an earlier attempt's, a duplicate): ignore it and keep

@@ -15,6 +15,9 @@ crashes resumes (next round) from the first entry not yet undone and never undoe
 - the deadline passes first: the round ends without touching the record; the supervisor sees the
   expired ``completeBy`` and starts the next round (bounded by ``MAX_FAILURES`` rounds).
 
+Every fenced write goes through ``orchestrators.fenced.call_fenced``: a round that lost the record
+ends once, in ``compensate_order``, as ``FencingLost`` (with where).
+
 Deterministic: time from ``context.current_utc_datetime``, rules from ``load_compensation``'s
 recorded result, ids from ``domain.compensation``.
 """
@@ -27,29 +30,40 @@ from typing import Any
 
 import azure.durable_functions as df
 
+from contracts.activities import (
+    BeginUndoInput,
+    CompensationPlan,
+    FailCompensationInput,
+    FinishCompensationInput,
+    LoadCompensationInput,
+    RecordUndoInput,
+    parse_load_compensation,
+    parse_write_result,
+)
 from domain.compensation import UNDONE, undo_idempotency_key, undo_request_id
-from domain.timefmt import to_text
 from orchestrators import names
-from orchestrators.agent_call import invoke_agent
+from orchestrators.agent_call import agent_request, invoke_agent
+from orchestrators.fenced import call_fenced, ends_quietly_when_fenced_out
 from orchestrators.result import OrchestrationResult, orchestration_result
-from orchestrators.state_activity import call_state_activity
 from orchestrators.status import call_publish_status
 
 
 def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
+    return (yield from ends_quietly_when_fenced_out(_run_round(context)))
+
+
+def _run_round(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
     started = context.get_input()
     order_id: str = started["orderId"]
     round_number: int = started["round"]
     me: str = context.instance_id
-    fenced = {"orderId": order_id, "instanceId": me}
 
-    plan = yield from call_state_activity(context, names.LOAD_COMPENSATION, fenced)
-    if not plan["owned"]:
-        return orchestration_result("FencingLost", at="load")
-    if not plan.get("outageWait"):  # a round retrying an outage wait: "waiting for ..." was said once
+    loaded = LoadCompensationInput(order_id=order_id, instance_id=me)
+    plan = yield from call_fenced(context, names.LOAD_COMPENSATION, loaded, parse_load_compensation, at="load")
+    if not plan.outage_wait:  # a round retrying an outage wait: "waiting for ..." was said once
         yield from call_publish_status(context, order_id, "Compensating", round_number, plan=plan)
 
-    entries: list[dict[str, Any]] = sorted(plan["entries"], key=lambda e: e["seq"], reverse=True)
+    entries: list[dict[str, Any]] = sorted(plan.entries, key=lambda e: e["seq"], reverse=True)
     undone: list[int] = []
     for entry in entries:
         if entry.get("outcome") == UNDONE:  # done by an earlier round: never undo twice
@@ -59,52 +73,49 @@ def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, 
             return result
         undone.append(entry["seq"])
 
-    finished = yield from call_state_activity(context, names.FINISH_COMPENSATION, fenced)
-    if not finished["owned"]:
-        return orchestration_result("FencingLost", at="finish")
+    finished = FinishCompensationInput(order_id=order_id, instance_id=me)
+    yield from call_fenced(context, names.FINISH_COMPENSATION, finished, parse_write_result, at="finish")
     yield from call_publish_status(context, order_id, "Compensated", round_number, plan=plan)
     return orchestration_result("Compensated", undone=undone)
 
 
 def _undo_entry(
     context: df.DurableOrchestrationContext,
-    plan: dict[str, Any],
+    plan: CompensationPlan,
     entry: dict[str, Any],
     order_id: str,
     round_number: int,
 ) -> Generator[Any, Any, OrchestrationResult]:
-    me = context.instance_id
-    seq, step_name, agent_name = entry["seq"], entry["step"], entry["agent"]
-    fenced = {"orderId": order_id, "instanceId": me, "seq": seq}
-    tries = max(1, int(plan["undoTries"]))
-    step_timeout = timedelta(seconds=plan["stepTimeoutSeconds"])
+    me: str = context.instance_id
+    seq: int = entry["seq"]
+    step_name: str = entry["step"]
+    agent_name: str = entry["agent"]
+    at = f"undo {seq}"
+    tries = max(1, int(plan.undo_tries))
+    step_timeout = timedelta(seconds=plan.step_timeout_seconds)
     error: Any = None
     for number in range(1, tries + 1):
         deadline = context.current_utc_datetime + step_timeout
-        request = {
-            "requestId": undo_request_id(me, step_name, agent_name, number),
-            "instanceId": me,
-            "orderId": order_id,
-            "step": step_name,
-            "action": "undo",
-            "attempt": round_number,
-            "deadline": to_text(deadline),
-            "idempotencyKey": undo_idempotency_key(order_id, step_name),
-            "payload": {**entry["data"], "seq": seq},
-        }
-        began = yield from call_state_activity(
-            context, names.BEGIN_UNDO, {"request": request, "agent": agent_name, "seq": seq}
+        request = agent_request(
+            request_id=undo_request_id(me, step_name, agent_name, number),
+            instance_id=me,
+            order_id=order_id,
+            step=step_name,
+            action="undo",
+            attempt=round_number,
+            deadline=deadline,
+            idempotency_key=undo_idempotency_key(order_id, step_name),
+            payload={**entry["data"], "seq": seq},
         )
-        if not began["owned"]:
-            return orchestration_result("FencingLost", at=f"undo {seq}")
+        began = BeginUndoInput(request=request, agent=agent_name, seq=seq)
+        yield from call_fenced(context, names.BEGIN_UNDO, began, parse_write_result, at=at)
         reply = yield from invoke_agent(context, agent_name, request, deadline)
         if reply is None:
             # Leave the record alone: the supervisor starts the next round after completeBy.
             return orchestration_result("DeadlineExpired", seq=seq, step=step_name)
         if reply["outcome"] == "succeeded":
-            recorded = yield from call_state_activity(context, names.RECORD_UNDO, fenced)
-            if not recorded["owned"]:
-                return orchestration_result("FencingLost", at=f"undo {seq}")
+            recorded = RecordUndoInput(order_id=order_id, instance_id=me, seq=seq)
+            yield from call_fenced(context, names.RECORD_UNDO, recorded, parse_write_result, at=at)
             return orchestration_result("Undone", seq=seq)
         if reply.get("dependencyOpen"):
             # The service's circuit is open: no call was made. Leave the record alone; the supervisor
@@ -114,13 +125,12 @@ def _undo_entry(
         if not reply.get("transient"):
             break
         if number < tries:
-            delay = min(plan["retryBaseSeconds"] * 2 ** (number - 1), plan["retryMaxSeconds"])
+            delay = min(plan.retry_base_seconds * 2 ** (number - 1), plan.retry_max_seconds)
             yield context.create_timer(context.current_utc_datetime + timedelta(seconds=delay))
         else:
             error = f"{error} (transient; {tries} tries used up)"
-    failed = yield from call_state_activity(context, names.FAIL_COMPENSATION, {**fenced, "error": error})
-    if not failed["owned"]:
-        return orchestration_result("FencingLost", at=f"undo {seq}")
+    failed = FailCompensationInput(order_id=order_id, instance_id=me, seq=seq, error=error)
+    yield from call_fenced(context, names.FAIL_COMPENSATION, failed, parse_write_result, at=at)
     yield from call_publish_status(
         context, order_id, "CompensationFailed", round_number, f"{step_name}: {error}", plan=plan
     )

@@ -12,15 +12,17 @@ from typing import Any
 
 import azure.durable_functions as df
 
+from contracts.activities import StepBegun
+from contracts.messages import AgentRequest
 from contracts.names import PAYMENT_NOTIFIED_EVENT
 
 
 def await_payment(
-    context: df.DurableOrchestrationContext, began: dict[str, Any], deadline: datetime
+    context: df.DurableOrchestrationContext, began: StepBegun, deadline: datetime
 ) -> Generator[Any, Any, dict[str, Any] | None]:
     """The payment notification (from ``begin_step``'s result or the event), or None if the
     deadline came first."""
-    known: dict[str, Any] | None = began.get("payment")
+    known = began.payment
     if known is not None:
         return known
     timer = context.create_timer(deadline)
@@ -33,11 +35,11 @@ def await_payment(
     return payment
 
 
-def capture_request(request: dict[str, Any], action: str, payment: dict[str, Any]) -> dict[str, Any]:
+def capture_request(request: AgentRequest, action: str, payment: dict[str, Any]) -> AgentRequest:
     """The agent request of a prepaid payment step: the step's prepaid action, against the notification."""
     payload = {
-        **request["payload"],
+        **request.payload,
         "notificationId": payment["notificationId"],
         "providerReference": payment["providerReference"],
     }
-    return {**request, "action": action, "payload": payload}
+    return request.model_copy(update={"action": action, "payload": payload})

@@ -12,6 +12,11 @@ A non-transient failure goes to the decision function (``domain.compensation_pol
 fallback agent first, then compensation (handed over with a fenced write; the supervisor starts the
 compensation orchestration), a pause for human review (high-impact orders), or Error.
 
+The attempt is split into named parts: ``_run_step`` (begin, ask the agent, record the outcome),
+``_handle_permanent_failure`` (the decision function and what it chose) and ``_review`` (the pause
+for an operator). Every fenced write goes through ``orchestrators.fenced.call_fenced``: losing the
+record is one ``OwnershipLost``, caught once by ``process_order`` (``FencingLost``, with where).
+
 Orchestrator code is deterministic: time comes from ``context.current_utc_datetime``, settings
 from the ``load_order`` activity's recorded result, ids from ``domain.ids``; no I/O here.
 """
@@ -19,151 +24,215 @@ from the ``load_order`` activity's recorded result, ids from ``domain.ids``; no 
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import azure.durable_functions as df
 
+from contracts.activities import (
+    AwaitReviewInput,
+    BeginStepInput,
+    CompleteStepInput,
+    FailOrderInput,
+    LoadOrderInput,
+    MarkProcessedInput,
+    OrderPlan,
+    ReleaseForRetryInput,
+    RequestCompensationInput,
+    parse_begin_step,
+    parse_load_order,
+    parse_write_result,
+)
 from domain.compensation_policy import REVIEW_CHOICES, Action, ReviewPolicy, Situation, Trigger, decide_compensation
 from domain.ids import idempotency_key, request_id
 from domain.payloads import step_payload
-from domain.timefmt import to_text
-from domain.workflow import STEPS, WORKFLOW, StepKind
+from domain.workflow import STEPS, WORKFLOW, Step, StepKind
 from orchestrators import names
-from orchestrators.agent_call import invoke_agent
+from orchestrators.agent_call import agent_request, invoke_agent
+from orchestrators.fenced import call_fenced, ends_quietly_when_fenced_out
 from orchestrators.payment_wait import await_payment, capture_request
 from orchestrators.result import OrchestrationResult, orchestration_result
 from orchestrators.state_activity import call_state_activity
 from orchestrators.status import call_publish_status
 
 
+@dataclass
+class Attempt:
+    """What one attempt knows as it goes: orchestrator memory, rebuilt identically on every replay."""
+
+    context: df.DurableOrchestrationContext
+    me: str  # this instance's id: what the fenced writes check ``lockedBy`` against
+    order_id: str
+    number: int
+    plan: OrderPlan
+    results: dict[str, dict[str, Any]]
+    reviews: int = 0
+    unanswered: int = 0  # reviews that timed out: the default re-runs a step once, then compensation
+
+    @property
+    def order(self) -> dict[str, Any]:
+        return self.plan.order
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The attempt ends here, with this result."""
+
+    result: OrchestrationResult
+
+
 def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
+    return (yield from ends_quietly_when_fenced_out(_run_attempt(context)))
+
+
+def _run_attempt(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
     started = context.get_input()
     order_id: str = started["orderId"]
-    attempt: int = started["attempt"]
+    number: int = started["attempt"]
     me: str = context.instance_id
 
-    plan = yield from call_state_activity(context, names.LOAD_ORDER, {"orderId": order_id, "instanceId": me})
-    if not plan["owned"]:
-        return orchestration_result("FencingLost", at="load")
-    order: dict[str, Any] = plan["order"]
-    results: dict[str, dict[str, Any]] = dict(plan["completed"])
-    step_timeout = timedelta(seconds=plan["stepTimeoutSeconds"])
-    if not plan.get("outageWait"):  # a retry of an outage wait: "waiting for ..." was said once
-        yield from call_publish_status(context, order_id, "Processing", attempt, plan=plan)
-
-    review: dict[str, Any] = plan.get("review") or {}
-    policy = ReviewPolicy(int(review.get("amountThresholdCents", 0)))
-    reviews = 0
-    unanswered = 0  # reviews that timed out: the default re-runs a step once, then compensation
+    plan = yield from call_fenced(
+        context, names.LOAD_ORDER, LoadOrderInput(order_id=order_id, instance_id=me), parse_load_order, at="load"
+    )
+    run = Attempt(context, me, order_id, number, plan, dict(plan.completed))
+    if not plan.outage_wait:  # a retry of an outage wait: "waiting for ..." was said once
+        yield from call_publish_status(context, order_id, "Processing", number, plan=plan)
 
     for step in WORKFLOW:
-        if step.name in results:  # done by an earlier attempt: never run a step twice
+        if step.name in run.results:  # done by an earlier attempt: never run a step twice
             continue
-        # resume where an earlier attempt left the step: with its fallback agent, if it had got that far
-        agent_name = (plan.get("inFlight") or {}).get(step.name, step.agent)
-        tries = 0
-        while True:
-            tries += 1
-            deadline = context.current_utc_datetime + step_timeout
-            request = {
-                "requestId": _step_request_id(me, step.name, agent_name, tries),
-                "instanceId": me,
-                "orderId": order_id,
-                "step": step.name,
-                "action": "do",
-                "attempt": attempt,
-                "deadline": to_text(deadline),
-                "idempotencyKey": idempotency_key(order_id, step.name),
-                "payload": step_payload(step.name, order, results),
-            }
-            began = yield from call_state_activity(context, names.BEGIN_STEP, {"request": request, "agent": agent_name})
-            if not began["owned"]:
-                return orchestration_result("FencingLost", at=step.name)
-            if step.prepaid_action is not None and order.get("prepaid"):
-                # A prepaid order: no charge; capture against the provider's notification.
-                payment = yield from await_payment(context, began, deadline)
-                if payment is None:
-                    return orchestration_result("DeadlineExpired", step=step.name, waitingFor="PaymentNotification")
-                request = capture_request(request, step.prepaid_action, payment)
+        ended = yield from _run_step(run, step)
+        if ended is not None:
+            return ended.result
 
-            reply = yield from invoke_agent(context, agent_name, request, deadline)
-            if reply is None:
-                # The deadline passed first. Leave the record alone: the supervisor recovers it.
-                return orchestration_result("DeadlineExpired", step=step.name)
-
-            fenced = {"orderId": order_id, "instanceId": me, "step": step.name, "attempt": attempt}
-            if reply["outcome"] == "succeeded":
-                done = yield from call_state_activity(
-                    context, names.COMPLETE_STEP, {**fenced, "result": reply.get("result") or {}}
-                )
-                if not done["owned"]:
-                    return orchestration_result("FencingLost", at=step.name)
-                results[step.name] = reply.get("result") or {}
-                break
-            if reply.get("transient"):
-                # The agent used up its retries before the deadline. Pull completeBy to now so the
-                # supervisor's next run retries the order (it owns the retry budget).
-                yield from call_state_activity(
-                    context, names.RELEASE_FOR_RETRY, {**fenced, "error": reply.get("error")}
-                )
-                return orchestration_result("TransientFailure", step=step.name, error=reply.get("error"))
-
-            # A non-transient failure: the decision function says what happens next.
-            error = reply.get("error")
-            decision = decide_compensation(
-                Situation(
-                    trigger=Trigger.NON_TRANSIENT_FAILURE,
-                    passed_pivot=step.kind is StepKind.RETRIABLE,
-                    undo_pending=any(STEPS[name].kind is StepKind.COMPENSABLE for name in results),
-                    amount_cents=int(order.get("totalCents", 0)),
-                    # a prepaid order's payment was captured at its provider: no other provider can take over
-                    fallback_left=step.fallback_agent is not None
-                    and agent_name != step.fallback_agent
-                    and not order.get("prepaid"),
-                ),
-                policy,
-            )
-            action, reason = decision.action, decision.reason
-            if action is Action.USE_FALLBACK and step.fallback_agent is not None:
-                agent_name = step.fallback_agent
-                continue
-            if action is Action.REVIEW:
-                reviews += 1
-                answer = yield from _await_review(context, fenced, review, error, reason, order, reviews)
-                if answer is None:
-                    return orchestration_result("FencingLost", at="review")
-                choice, answered = answer
-                reason = f"operator review chose {choice}"
-                if not answered:
-                    unanswered += 1
-                    reason = f"review not answered in time: default {choice}"
-                    if unanswered > 1:  # nobody is deciding: stop re-running the step on the default
-                        choice, reason = "compensate", "reviews not answered in time twice: compensating"
-                if choice == "retry" or (choice == "alternative" and step.fallback_agent is not None):
-                    agent_name = step.agent if choice == "retry" else step.fallback_agent or step.agent
-                    continue
-                action = Action.COMPENSATE if choice == "compensate" else Action.FAIL
-            if action is Action.COMPENSATE:
-                handed = yield from call_state_activity(
-                    context, names.REQUEST_COMPENSATION, {**fenced, "error": error, "reason": reason}
-                )
-                if not handed["owned"]:
-                    return orchestration_result("FencingLost", at="compensate")
-                return orchestration_result("CompensationRequested", step=step.name, error=error)
-            failed = yield from call_state_activity(context, names.FAIL_ORDER, {**fenced, "error": error})
-            if not failed["owned"]:
-                return orchestration_result("FencingLost", at="fail")
-            yield from call_publish_status(context, order_id, "Failed", attempt, f"{step.name}: {error}", plan=plan)
-            return orchestration_result("Failed", step=step.name, error=error)
-
-    done = yield from call_state_activity(
-        context, names.MARK_PROCESSED, {"orderId": order_id, "instanceId": me, "attempt": attempt}
-    )
-    if not done["owned"]:
-        return orchestration_result("FencingLost", at="processed")
-    yield from call_publish_status(context, order_id, "Completed", attempt, plan=plan)
+    processed = MarkProcessedInput(order_id=order_id, instance_id=me, attempt=number)
+    yield from call_fenced(context, names.MARK_PROCESSED, processed, parse_write_result, at="processed")
+    yield from call_publish_status(context, order_id, "Completed", number, plan=plan)
     return orchestration_result("Processed")
+
+
+def _run_step(run: Attempt, step: Step) -> Generator[Any, Any, Ended | None]:
+    """Runs one step to its result (None: done, recorded) or to the end of the attempt."""
+    # resume where an earlier attempt left the step: with its fallback agent, if it had got that far
+    agent_name = run.plan.in_flight.get(step.name, step.agent)
+    tries = 0
+    while True:
+        tries += 1
+        reply = yield from _ask_agent(run, step, agent_name, tries)
+        if isinstance(reply, Ended):
+            return reply
+        if reply["outcome"] == "succeeded":
+            result = reply.get("result") or {}
+            done = CompleteStepInput(
+                order_id=run.order_id, instance_id=run.me, step=step.name, attempt=run.number, result=result
+            )
+            yield from call_fenced(run.context, names.COMPLETE_STEP, done, parse_write_result, at=step.name)
+            run.results[step.name] = result
+            return None
+        if reply.get("transient"):
+            return (yield from _release_for_retry(run, step, reply.get("error")))
+        # A non-transient failure: the decision function says what happens next.
+        next_agent = yield from _handle_permanent_failure(run, step, agent_name, reply.get("error"))
+        if isinstance(next_agent, Ended):
+            return next_agent
+        agent_name = next_agent
+
+
+def _ask_agent(run: Attempt, step: Step, agent_name: str, tries: int) -> Generator[Any, Any, dict[str, Any] | Ended]:
+    """Records the step's start and deadline, asks the agent, and races its reply against the deadline."""
+    context = run.context
+    deadline = context.current_utc_datetime + timedelta(seconds=run.plan.step_timeout_seconds)
+    request = agent_request(
+        request_id=_step_request_id(run.me, step.name, agent_name, tries),
+        instance_id=run.me,
+        order_id=run.order_id,
+        step=step.name,
+        action="do",
+        attempt=run.number,
+        deadline=deadline,
+        idempotency_key=idempotency_key(run.order_id, step.name),
+        payload=step_payload(step.name, run.order, run.results),
+    )
+    began = yield from call_fenced(
+        context, names.BEGIN_STEP, BeginStepInput(request=request, agent=agent_name), parse_begin_step, at=step.name
+    )
+    if step.prepaid_action is not None and run.order.get("prepaid"):
+        # A prepaid order: no charge; capture against the provider's notification.
+        payment = yield from await_payment(context, began, deadline)
+        if payment is None:
+            return Ended(orchestration_result("DeadlineExpired", step=step.name, waitingFor="PaymentNotification"))
+        request = capture_request(request, step.prepaid_action, payment)
+
+    reply = yield from invoke_agent(context, agent_name, request, deadline)
+    if reply is None:
+        # The deadline passed first. Leave the record alone: the supervisor recovers it.
+        return Ended(orchestration_result("DeadlineExpired", step=step.name))
+    return reply
+
+
+def _release_for_retry(run: Attempt, step: Step, error: Any) -> Generator[Any, Any, Ended]:
+    """The agent used up its retries before the deadline. Pull completeBy to now so the supervisor's
+    next run retries the order (it owns the retry budget). Its answer is not read: the attempt ends
+    here whether or not it still held the record."""
+    release = ReleaseForRetryInput(
+        order_id=run.order_id, instance_id=run.me, step=step.name, attempt=run.number, error=error
+    )
+    yield from call_state_activity(run.context, names.RELEASE_FOR_RETRY, release.to_json())
+    return Ended(orchestration_result("TransientFailure", step=step.name, error=error))
+
+
+def _handle_permanent_failure(
+    run: Attempt, step: Step, agent_name: str, error: Any
+) -> Generator[Any, Any, str | Ended]:
+    """A non-transient failure of ``agent_name``: the agent to try the step with next (fallback,
+    operator's retry or alternative), or the end of the attempt (compensation requested, Failed)."""
+    decision = decide_compensation(
+        Situation(
+            trigger=Trigger.NON_TRANSIENT_FAILURE,
+            passed_pivot=step.kind is StepKind.RETRIABLE,
+            undo_pending=any(STEPS[name].kind is StepKind.COMPENSABLE for name in run.results),
+            amount_cents=int(run.order.get("totalCents", 0)),
+            # a prepaid order's payment was captured at its provider: no other provider can take over
+            fallback_left=step.fallback_agent is not None
+            and agent_name != step.fallback_agent
+            and not run.order.get("prepaid"),
+        ),
+        ReviewPolicy(run.plan.review.amount_threshold_cents),
+    )
+    action, reason = decision.action, decision.reason
+    if action is Action.USE_FALLBACK and step.fallback_agent is not None:
+        return step.fallback_agent
+    if action is Action.REVIEW:
+        choice, reason = yield from _review(run, step, error, reason)
+        if choice == "retry" or (choice == "alternative" and step.fallback_agent is not None):
+            return step.agent if choice == "retry" else step.fallback_agent or step.agent
+        action = Action.COMPENSATE if choice == "compensate" else Action.FAIL
+    if action is Action.COMPENSATE:
+        handed = RequestCompensationInput(
+            order_id=run.order_id, instance_id=run.me, step=step.name, attempt=run.number, error=error, reason=reason
+        )
+        yield from call_fenced(run.context, names.REQUEST_COMPENSATION, handed, parse_write_result, at="compensate")
+        return Ended(orchestration_result("CompensationRequested", step=step.name, error=error))
+    failed = FailOrderInput(order_id=run.order_id, instance_id=run.me, step=step.name, attempt=run.number, error=error)
+    yield from call_fenced(run.context, names.FAIL_ORDER, failed, parse_write_result, at="fail")
+    yield from call_publish_status(
+        run.context, run.order_id, "Failed", run.number, f"{step.name}: {error}", plan=run.plan
+    )
+    return Ended(orchestration_result("Failed", step=step.name, error=error))
+
+
+def _review(run: Attempt, step: Step, error: Any, reason: str) -> Generator[Any, Any, tuple[str, str]]:
+    """Awaits an operator's review of the failure: the choice, and the reason it is recorded with.
+    An unanswered review takes the configured default; a second one in the attempt compensates."""
+    run.reviews += 1
+    choice, answered = yield from _await_review(run, step, error, reason)
+    if answered:
+        return choice, f"operator review chose {choice}"
+    run.unanswered += 1
+    if run.unanswered > 1:  # nobody is deciding: stop re-running the step on the default
+        return "compensate", "reviews not answered in time twice: compensating"
+    return choice, f"review not answered in time: default {choice}"
 
 
 def _step_request_id(instance: str, step_name: str, agent_name: str, tries: int) -> str:
@@ -173,36 +242,28 @@ def _step_request_id(instance: str, step_name: str, agent_name: str, tries: int)
     return plain if tries == 1 else f"{plain}:{tries}"
 
 
-def _await_review(
-    context: df.DurableOrchestrationContext,
-    fenced: dict[str, Any],
-    review: dict[str, Any],
-    error: Any,
-    reason: str,
-    order: dict[str, Any],
-    number: int,
-) -> Generator[Any, Any, tuple[str, bool] | None]:
+def _await_review(run: Attempt, step: Step, error: Any, reason: str) -> Generator[Any, Any, tuple[str, bool]]:
     """Pauses for an operator's ``ReviewDecision`` (an alert says what to decide) until the review
-    deadline; then the configured default. Returns the choice and whether an operator made it, or
-    None when fencing was lost."""
-    review_id = f"{fenced['instanceId']}:{fenced['step']}:review:{number}"
-    until = context.current_utc_datetime + timedelta(seconds=float(review.get("timeoutSeconds", 86400)))
-    default = str(review.get("defaultAction", "compensate"))
-    paused = yield from call_state_activity(
-        context,
-        names.AWAIT_REVIEW,
-        {
-            **fenced,
-            "reviewId": review_id,
-            "until": to_text(until),
-            "error": error,
-            "reason": reason,
-            "defaultAction": default,
-            "amountCents": order.get("totalCents"),
-        },
+    deadline; then the configured default. Returns the choice and whether an operator made it
+    (``OwnershipLost`` when fencing was lost)."""
+    context = run.context
+    review = run.plan.review
+    review_id = f"{run.me}:{step.name}:review:{run.reviews}"
+    until = context.current_utc_datetime + timedelta(seconds=float(review.timeout_seconds))
+    default = review.default_action
+    paused = AwaitReviewInput(
+        order_id=run.order_id,
+        instance_id=run.me,
+        step=step.name,
+        attempt=run.number,
+        review_id=review_id,
+        until=until,
+        error=error,
+        reason=reason,
+        default_action=default,
+        amount_cents=run.order.get("totalCents"),
     )
-    if not paused["owned"]:
-        return None
+    yield from call_fenced(context, names.AWAIT_REVIEW, paused, parse_write_result, at="review")
     timer = context.create_timer(until)
     while True:
         event = context.wait_for_external_event(names.REVIEW_DECISION_EVENT)

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import azure.durable_functions as df
 
+from contracts.activities import PublishStatusInput
+from contracts.messages import StatusName
 from orchestrators import names
 
 PROGRESS_STATUSES = frozenset({"Processing", "Compensating"})
@@ -40,27 +42,42 @@ FINAL_RETRY_DELAYS = (
 )
 
 
+class KnowsReplyTo(Protocol):
+    """A load activity's plan (``OrderPlan``, ``CompensationPlan``): the record's ``replyTo``, if read."""
+
+    @property
+    def reply_to(self) -> str | None: ...
+
+    @property
+    def reply_to_known(self) -> bool: ...
+
+
 def call_publish_status(
     context: df.DurableOrchestrationContext,
     order_id: str,
-    status: str,
+    status: StatusName,
     attempt: int,
     reason: Any = None,
     *,
-    plan: dict[str, Any] | None = None,
+    plan: KnowsReplyTo | None = None,
 ) -> Generator[Any, Any, bool]:
     """Calls the ``publish_status`` activity (``notifications.status.publish_status``) for one status
     update, once for a progress status, on durable timers for a final one; True once sent (or there
     is no reply queue), False if it was not.
     ``plan`` is the load activity's result: its ``replyTo`` (the record's) saves the activity a
     read, and an order submitted without one costs no activity at all."""
-    payload: dict[str, Any] = {"orderId": order_id, "status": status, "attempt": attempt}
-    if plan is not None and "replyTo" in plan:
-        if plan["replyTo"] is None:
-            return True
-        payload["replyTo"] = plan["replyTo"]
-    if reason is not None:
-        payload["reason"] = str(reason)[:500]
+    known = plan is not None and plan.reply_to_known
+    reply_to = plan.reply_to if plan is not None else None
+    if known and reply_to is None:
+        return True
+    payload = PublishStatusInput(
+        order_id=order_id,
+        status=status,
+        attempt=attempt,
+        reply_to=reply_to,
+        reply_to_known=known,
+        reason=None if reason is None else str(reason)[:500],
+    )
     delays = () if status in PROGRESS_STATUSES else FINAL_RETRY_DELAYS
     return (yield from _send(context, payload, delays))
 
@@ -68,17 +85,17 @@ def call_publish_status(
 def deliver_status(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
     """The courier: delivers the status in its input (``orderId``, ``status``, ``attempt``,
     ``replyTo``, ``reason``) like a final status."""
-    payload: dict[str, Any] = dict(context.get_input())
+    payload = PublishStatusInput.from_json(context.get_input())
     sent = yield from _send(context, payload, FINAL_RETRY_DELAYS)
-    return {"result": "Sent" if sent else "GaveUp", "status": payload.get("status")}
+    return {"result": "Sent" if sent else "GaveUp", "status": payload.status}
 
 
 def _send(
-    context: df.DurableOrchestrationContext, payload: dict[str, Any], delays: tuple[timedelta, ...]
+    context: df.DurableOrchestrationContext, payload: PublishStatusInput, delays: tuple[timedelta, ...]
 ) -> Generator[Any, Any, bool]:
     for delay in (*delays, None):
         try:
-            yield context.call_activity(names.PUBLISH_STATUS, payload)
+            yield context.call_activity(names.PUBLISH_STATUS, payload.to_json())
             return True
         except Exception:
             if delay is None:

@@ -20,6 +20,7 @@ from domain.timefmt import to_text
 from domain.workflow import Transport, agent
 from order_agents.activity_agent import run_activity_agent
 from order_agents.service_bus_agent import handle_agent_request
+from tests.activity_calls import run
 from tests.fakes import FakeReceivedMessage, RecordingSender
 from tests.orchestrators.support import sample_order
 
@@ -69,11 +70,11 @@ def forward_step(
         "idempotencyKey": idempotency_key("o1", step_name),
         "payload": step_payload(step_name, ORDER, results),
     }
-    assert scheduler_steps.begin_step(ctx, {"request": request, "agent": agent_name})["owned"]
+    assert run(scheduler_steps.begin_step, ctx, {"request": request, "agent": agent_name})["owned"]
     reply = call_agent(ctx, agent_name, request)
     if reply is not None and reply["outcome"] == "succeeded":
         fenced = {"orderId": "o1", "instanceId": owner, "step": step_name, "attempt": attempt}
-        assert scheduler_steps.complete_step(ctx, {**fenced, "result": reply["result"]})["owned"]
+        assert run(scheduler_steps.complete_step, ctx, {**fenced, "result": reply["result"]})["owned"]
         results[step_name] = reply["result"]
     return reply
 
@@ -90,13 +91,13 @@ def begin_charge(ctx: AppContext, owner: str, attempt: int = 1) -> None:
         "idempotencyKey": idempotency_key("o1", "charge-payment"),
         "payload": step_payload("charge-payment", ORDER, {}),
     }
-    assert scheduler_steps.begin_step(ctx, {"request": request, "agent": "payment"})["owned"]
+    assert run(scheduler_steps.begin_step, ctx, {"request": request, "agent": "payment"})["owned"]
 
 
 def compensation_round(ctx: AppContext, owner: str, round_number: int) -> list[dict[str, Any]]:
     """What the compensation orchestration does, against the real activities; returns the replies."""
     fenced = {"orderId": "o1", "instanceId": owner}
-    plan = compensation_steps.load_compensation(ctx, fenced)
+    plan = run(compensation_steps.load_compensation, ctx, fenced)
     assert plan["owned"]
     replies = []
     for entry in sorted(plan["entries"], key=lambda e: e["seq"], reverse=True):
@@ -114,14 +115,14 @@ def compensation_round(ctx: AppContext, owner: str, round_number: int) -> list[d
             "idempotencyKey": undo_idempotency_key("o1", entry["step"]),
             "payload": {**entry["data"], "seq": entry["seq"]},
         }
-        assert compensation_steps.begin_undo(ctx, {"request": request, "agent": entry["agent"], "seq": entry["seq"]})[
-            "owned"
-        ]
+        assert run(
+            compensation_steps.begin_undo, ctx, {"request": request, "agent": entry["agent"], "seq": entry["seq"]}
+        )["owned"]
         reply = call_agent(ctx, entry["agent"], request)
         assert reply is not None and reply["outcome"] == "succeeded", reply
-        assert compensation_steps.record_undo(ctx, {**fenced, "seq": entry["seq"]})["owned"]
+        assert run(compensation_steps.record_undo, ctx, {**fenced, "seq": entry["seq"]})["owned"]
         replies.append(reply)
-    assert compensation_steps.finish_compensation(ctx, fenced)["owned"]
+    assert run(compensation_steps.finish_compensation, ctx, fenced)["owned"]
     # then, as the orchestration does after the fenced write, tell the submitter
-    scheduler_steps.publish_status(ctx, {"orderId": "o1", "status": "Compensated", "attempt": round_number})
+    run(scheduler_steps.publish_status, ctx, {"orderId": "o1", "status": "Compensated", "attempt": round_number})
     return replies

@@ -15,6 +15,7 @@ from domain import compensation, transitions
 from domain.states import ProcessState
 from submission.intake import handle_orders_message
 from supervisor.compensation_rounds import claim_due_compensations
+from tests.activity_calls import run
 from tests.compensation.support import (
     begin_charge,
     compensation_round,
@@ -47,8 +48,8 @@ def test_a_cancellation_before_the_pivot_compensates_everything_done_so_far(ctx,
     assert cancelled.process_state is ProcessState.COMPENSATING
     assert cancelled.last_error == "cancelled by the client: changed my mind"
     # The forward attempt lost the record: it cannot go on to the pivot.
-    begin = {"orderId": "o1", "instanceId": FORWARD}
-    assert scheduler_steps.mark_processed(ctx, begin) == {"owned": False}
+    begin = {"orderId": "o1", "instanceId": FORWARD, "attempt": 1}
+    assert run(scheduler_steps.mark_processed, ctx, begin) == {"owned": False}
     [start] = claim_due_compensations(ctx).starts
     compensation_round(ctx, start.instance_id, start.round)
     assert stored_record(ctx).process_state is ProcessState.COMPENSATED
@@ -80,12 +81,13 @@ def test_a_cancellation_during_a_review_pause_compensates_now_not_at_the_review_
         "orderId": "o1",
         "instanceId": FORWARD,
         "step": "charge-payment",
+        "attempt": 1,
         "reviewId": f"{FORWARD}:charge-payment:review:1",
         "until": (clock.now() + timedelta(hours=24)).isoformat(),
         "defaultAction": "compensate",
         "error": "card declined",
     }
-    assert compensation_steps.await_review(ctx, review) != {"owned": False}
+    assert run(compensation_steps.await_review, ctx, review) != {"owned": False}
     assert stored_record(ctx).complete_by > clock.now() + timedelta(hours=24)
 
     cancel(ctx)
@@ -137,7 +139,7 @@ def test_a_cancellation_while_the_pivot_is_in_flight_is_rejected(ctx, sender, cl
         "idempotencyKey": "o1:arrange-shipment",
         "payload": {},
     }
-    scheduler_steps.begin_step(ctx, {"request": request, "agent": "shipping"})
+    run(scheduler_steps.begin_step, ctx, {"request": request, "agent": "shipping"})
     cancel(ctx)
     assert statuses(sender)[-1]["status"] == "CancellationRejected"
     assert stored_record(ctx).process_state is ProcessState.PROCESSING

@@ -20,6 +20,7 @@ from domain.states import ProcessState, StepStatus
 from supervisor.compensation_rounds import claim_due_compensations
 from supervisor.operator import compensate_order
 from supervisor.recovery import RecoveryAction, recover
+from tests.activity_calls import run
 from tests.compensation.support import begin_charge, forward_step, stored_record, submitted_and_claimed
 from tests.contexts import context_with
 from tests.deadlines import just_past
@@ -82,7 +83,7 @@ def test_recording_the_same_result_twice_appends_one_entry(ctx):
     results: dict[str, Any] = {}
     forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
     again = {"orderId": "o1", "instanceId": FORWARD, "step": "reserve-inventory", "attempt": 1}
-    assert scheduler_steps.complete_step(ctx, {**again, "result": results["reserve-inventory"]})["owned"]
+    assert run(scheduler_steps.complete_step, ctx, {**again, "result": results["reserve-inventory"]})["owned"]
     assert len(stored_record(ctx).compensation) == 1
 
 
@@ -102,7 +103,7 @@ def test_a_stale_attempt_cannot_append_to_the_log(ctx, clock):
     )
     before = stored_record(ctx)
     late = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
-    assert scheduler_steps.complete_step(ctx, {**late, "result": {"chargeId": "C-9", "amountCents": 1}}) == {
+    assert run(scheduler_steps.complete_step, ctx, {**late, "result": {"chargeId": "C-9", "amountCents": 1}}) == {
         "owned": False
     }
     after = stored_record(ctx)
@@ -114,19 +115,21 @@ def test_the_scheduler_hands_over_to_compensation_with_a_fenced_write(ctx):
     submitted_and_claimed(ctx)
     forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
-    assert compensation_steps.request_compensation(ctx, {**fenced, "error": "declined"}) == {"owned": True}
+    assert run(compensation_steps.request_compensation, ctx, {**fenced, "error": "declined"}) == {"owned": True}
     record = stored_record(ctx)
     assert record.process_state is ProcessState.COMPENSATING
     assert record.locked_by is None and record.complete_by == ctx.clock.now()
     # The forward attempt has lost the record: its next write is refused.
-    assert scheduler_steps.mark_processed(ctx, {"orderId": "o1", "instanceId": FORWARD}) == {"owned": False}
+    assert run(scheduler_steps.mark_processed, ctx, {"orderId": "o1", "instanceId": FORWARD, "attempt": 1}) == {
+        "owned": False
+    }
     # The same instance asking again (a retry whose first try landed) is told it is done; nothing is written.
     etag = stored_record(ctx).version
-    assert compensation_steps.request_compensation(ctx, {**fenced, "error": "x"}) == {"owned": True}
+    assert run(compensation_steps.request_compensation, ctx, {**fenced, "error": "x"}) == {"owned": True}
     assert stored_record(ctx).version == etag
     # Another, stale, attempt asking is refused.
     stale = {**fenced, "instanceId": "o1:0"}
-    assert compensation_steps.request_compensation(ctx, {**stale, "error": "x"}) == {"owned": False}
+    assert run(compensation_steps.request_compensation, ctx, {**stale, "error": "x"}) == {"owned": False}
 
 
 def test_retries_exhausted_before_the_pivot_go_to_compensation_not_error(ctx, clock):
@@ -168,7 +171,7 @@ def test_the_supervisor_claims_a_round_and_a_stuck_round_gets_the_next_one(ctx, 
     submitted_and_claimed(ctx)
     forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
-    compensation_steps.request_compensation(ctx, {**fenced, "error": "declined"})
+    run(compensation_steps.request_compensation, ctx, {**fenced, "error": "declined"})
     claims = claim_due_compensations(ctx)
     [start] = claims.starts
     assert (start.instance_id, start.round) == (compensation_instance_id("o1", 2), 2)
@@ -181,9 +184,9 @@ def test_the_supervisor_claims_a_round_and_a_stuck_round_gets_the_next_one(ctx, 
     assert claims.stale_instances == [compensation_instance_id("o1", 2)]
     # The stale round is fenced out of every compensation write.
     stale = {"orderId": "o1", "instanceId": compensation_instance_id("o1", 2)}
-    assert compensation_steps.load_compensation(ctx, stale) == {"owned": False}
-    assert compensation_steps.record_undo(ctx, {**stale, "seq": 1}) == {"owned": False}
-    assert compensation_steps.finish_compensation(ctx, stale) == {"owned": False}
+    assert run(compensation_steps.load_compensation, ctx, stale) == {"owned": False}
+    assert run(compensation_steps.record_undo, ctx, {**stale, "seq": 1}) == {"owned": False}
+    assert run(compensation_steps.finish_compensation, ctx, stale) == {"owned": False}
     assert stored_record(ctx).failure_count == 1
 
 
@@ -193,7 +196,7 @@ def compensation_stuck_for_max_rounds(ctx: AppContext, clock: Any) -> None:
     submitted_and_claimed(ctx)
     forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
-    compensation_steps.request_compensation(ctx, {**fenced, "error": "declined"})
+    run(compensation_steps.request_compensation, ctx, {**fenced, "error": "declined"})
     for _ in range(3):
         claim_due_compensations(ctx)
         clock.advance(just_past(ctx.settings.start_grace))  # the round never starts
@@ -215,10 +218,10 @@ def test_an_undo_that_fails_for_good_records_compensation_failed_naming_the_entr
     submitted_and_claimed(ctx)
     forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
-    compensation_steps.request_compensation(ctx, {**fenced, "error": "declined"})
+    run(compensation_steps.request_compensation, ctx, {**fenced, "error": "declined"})
     [start] = claim_due_compensations(ctx).starts
     data = {"orderId": "o1", "instanceId": start.instance_id, "seq": 1, "error": "reservation R-1 expired"}
-    assert compensation_steps.fail_compensation(ctx, data) == {"owned": True}
+    assert run(compensation_steps.fail_compensation, ctx, data) == {"owned": True}
     record = stored_record(ctx)
     assert record.process_state is ProcessState.COMPENSATION_FAILED
     assert record.last_error == ("entry 1 (release of reserve-inventory via inventory) failed: reservation R-1 expired")
@@ -263,7 +266,7 @@ def test_a_retried_hand_over_write_that_already_landed_is_answered_as_done(app_c
         replace(transitions.claim(record, clock.now(), timedelta(seconds=60)), version=record.version)
     )
     data = {"orderId": "o7", "instanceId": "o7:1", "attempt": 1}
-    assert scheduler_steps.mark_processed(app_context, data) == {"owned": True}
-    assert scheduler_steps.mark_processed(app_context, data) == {"owned": True}  # the retry
+    assert run(scheduler_steps.mark_processed, app_context, data) == {"owned": True}
+    assert run(scheduler_steps.mark_processed, app_context, data) == {"owned": True}  # the retry
     # but an instance that never held the record still hears "lost"
-    assert scheduler_steps.mark_processed(app_context, {**data, "instanceId": "o7:9"}) == {"owned": False}
+    assert run(scheduler_steps.mark_processed, app_context, {**data, "instanceId": "o7:9"}) == {"owned": False}

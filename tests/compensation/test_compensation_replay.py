@@ -246,3 +246,34 @@ def test_a_round_not_owning_the_record_at_load_does_nothing(compensate):
     result = h.run(compensate)
     assert result.output == {"result": "FencingLost", "at": "load"}
     assert result.new_actions == []
+
+
+def test_a_round_that_lost_the_record_when_recording_an_undo_stops_there(compensate):
+    r = Round([RESERVE, CHARGE])
+    r.remote(reply(CHARGE, result={"refundId": "rf-1"}))
+    r.recorded(owned=False)
+    result = r.run(compensate)
+    assert result.is_done
+    assert result.output == {"result": "FencingLost", "at": "undo 2"}
+    assert result.new_actions == []
+
+
+def test_a_round_that_lost_the_record_when_finishing_sends_no_compensated_status(compensate):
+    r = Round([CHARGE])
+    r.remote(reply(CHARGE, result={"refundId": "rf-1"}))
+    r.recorded()
+    r.h.activity_completed(names.FINISH_COMPENSATION, {"owned": False}, at=r.h.now)
+    result = r.run(compensate)
+    assert result.is_done
+    assert result.output == {"result": "FencingLost", "at": "finish"}
+    assert result.new_actions == []
+
+
+def test_a_round_that_lost_the_record_when_failing_sends_no_failed_status(compensate):
+    r = Round([CHARGE])
+    r.remote(reply(CHARGE, outcome="failed", error="charge C-1 is disputed"))
+    r.h.activity_completed(names.FAIL_COMPENSATION, {"owned": False}, at=r.h.now)
+    result = r.run(compensate)
+    assert result.is_done
+    assert result.output == {"result": "FencingLost", "at": "undo 2"}
+    assert result.new_actions == []

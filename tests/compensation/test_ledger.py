@@ -12,6 +12,7 @@ from adapters.remote.simulators.ledger import Ledger, NetEffect
 from dependencies import AppContext
 from domain.states import ProcessState
 from supervisor.compensation_rounds import claim_due_compensations
+from tests.activity_calls import run
 from tests.compensation.support import (
     call_agent,
     compensation_round,
@@ -49,7 +50,7 @@ def test_a_failed_order_is_left_with_no_side_effect_at_any_service(app_context, 
     assert shipped is not None and shipped["outcome"] == "failed"
     assert ledger.net("o1") == NetEffect(reserved_units=2, charged_cents=1000)
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "arrange-shipment", "attempt": 1}
-    compensation_steps.request_compensation(ctx, {**fenced, "error": shipped["error"]})
+    run(compensation_steps.request_compensation, ctx, {**fenced, "error": shipped["error"]})
 
     [start] = claim_due_compensations(ctx).starts
     replies = compensation_round(ctx, start.instance_id, start.round)
@@ -74,7 +75,7 @@ def test_an_undo_delivered_twice_is_done_once(app_context):
     forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
     forward_step(ctx, FORWARD, 1, "charge-payment", "payment", results)
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "arrange-shipment", "attempt": 1}
-    compensation_steps.request_compensation(ctx, {**fenced, "error": "no"})
+    run(compensation_steps.request_compensation, ctx, {**fenced, "error": "no"})
     [start] = claim_due_compensations(ctx).starts
     first = compensation_round(ctx, start.instance_id, start.round)
     # The same undo requests again (a redelivery, or a later round re-sending): same keys, no effect.
@@ -154,13 +155,13 @@ def test_a_fallback_charge_whose_reply_was_lost_is_refunded_where_it_was_taken(a
     }
     from activities import scheduler_steps
 
-    assert scheduler_steps.begin_step(ctx, {"request": request, "agent": "payment-backup"})["owned"]
+    assert run(scheduler_steps.begin_step, ctx, {"request": request, "agent": "payment-backup"})["owned"]
     taken = call_agent(ctx, "payment-backup", request)
     assert taken is not None and taken["outcome"] == "succeeded"
     assert ledger.net("o1").charged_cents > 0
     # then the step goes back to the primary (an operator's review chose "retry"), which declines
     again = {**request, "requestId": request_id(FORWARD, "charge-payment", "payment") + ":3"}
-    assert scheduler_steps.begin_step(ctx, {"request": again, "agent": "payment"})["owned"]
+    assert run(scheduler_steps.begin_step, ctx, {"request": again, "agent": "payment"})["owned"]
     refused = call_agent(ctx, "payment", again)
     assert refused is not None and refused["outcome"] == "failed"
 

@@ -232,3 +232,23 @@ def test_a_timed_out_review_applies_the_default_once_then_a_second_one_compensat
     [(function, request)] = new_inputs(result)
     assert function == names.REQUEST_COMPENSATION
     assert request["reason"] == "reviews not answered in time twice: compensating"
+
+
+def test_fencing_lost_when_handing_over_to_compensation_ends_quietly(scheduler):
+    a = Attempt()
+    a.both_providers_fail()
+    a.h.activity_completed(names.REQUEST_COMPENSATION, {"owned": False}, at=a.h.now)
+    result = a.run(scheduler)
+    assert result.is_done
+    assert result.output == {"result": "FencingLost", "at": "compensate"}
+    assert new_inputs(result) == []
+
+
+def test_fencing_lost_when_pausing_for_review_ends_quietly_without_waiting(scheduler):
+    a = Attempt(total=250_000)
+    a.both_providers_fail()
+    a.h.activity_completed(names.AWAIT_REVIEW, {"owned": False}, at=a.h.now)
+    result = a.run(scheduler)
+    assert result.is_done
+    assert result.output == {"result": "FencingLost", "at": "review"}
+    assert result.new_actions == []

@@ -13,6 +13,7 @@ from contracts.names import ORDERS_QUEUE, PAYMENT_NOTIFIED_EVENT
 from domain.deferral import DeferralReason, EntryStatus
 from domain.states import ProcessState
 from domain.timefmt import to_text
+from tests.activity_calls import run
 from tests.contexts import while_using
 from tests.deferral.support import (
     TOTAL,
@@ -42,7 +43,8 @@ def begin_payment_step(ctx: Any, instance: str = "p1:1") -> dict[str, Any]:
         "idempotencyKey": "p1:charge-payment",
         "payload": {"amountCents": TOTAL, "currency": "EUR", "customerId": "cust-1", "prepaid": True},
     }
-    return scheduler_steps.begin_step(ctx, {"request": request, "agent": "payment"})
+    began: dict[str, Any] = run(scheduler_steps.begin_step, ctx, {"request": request, "agent": "payment"})
+    return began
 
 
 def test_notification_before_its_order_is_deferred_then_applied_when_the_order_arrives(functions, ctx, broker):

@@ -10,6 +10,7 @@ import pytest
 
 from activities import scheduler_steps
 from domain.states import ProcessState
+from tests.activity_calls import run
 from tests.deferral.support import alerts, deliver, order, send
 
 pytestmark = pytest.mark.cosmos
@@ -29,8 +30,8 @@ def test_each_submitter_receives_only_its_own_orders_statuses(functions, ctx, br
     deliver(functions, broker)
     deliver(functions, broker)
     for order_id in ("a1", "b1"):
-        scheduler_steps.publish_status(ctx, {"orderId": order_id, "status": "Processing", "attempt": 1})
-        scheduler_steps.publish_status(ctx, {"orderId": order_id, "status": "Processing", "attempt": 1})
+        run(scheduler_steps.publish_status, ctx, {"orderId": order_id, "status": "Processing", "attempt": 1})
+        run(scheduler_steps.publish_status, ctx, {"orderId": order_id, "status": "Processing", "attempt": 1})
     assert statuses(broker, "client-statuses") == [
         ("a1:Received:0", "a1", 0, "Received"),
         ("a1:Processing:1", "a1", 1, "Processing"),  # the repeat collapsed in duplicate detection
@@ -45,7 +46,7 @@ def test_a_missing_reply_queue_is_alerted_once_and_never_blocks_the_orders(funct
     for order_id in ("m1", "m2"):
         send(broker, order(order_id, prepaid=False, replyTo="nobody-listens"))
         deliver(functions, broker)
-        scheduler_steps.publish_status(ctx, {"orderId": order_id, "status": "Processing", "attempt": 1})
+        run(scheduler_steps.publish_status, ctx, {"orderId": order_id, "status": "Processing", "attempt": 1})
     assert broker.dead_letters() == []  # both submissions completed
     for order_id in ("m1", "m2"):
         assert ctx.states.get(order_id).process_state is ProcessState.PROCESSING
@@ -59,6 +60,6 @@ def test_an_order_without_a_reply_queue_sends_no_status_and_no_alert(functions, 
     del body["replyTo"]
     send(broker, body)
     deliver(functions, broker)
-    scheduler_steps.publish_status(ctx, {"orderId": "n1", "status": "Processing", "attempt": 1})
+    run(scheduler_steps.publish_status, ctx, {"orderId": "n1", "status": "Processing", "attempt": 1})
     assert broker.peek("client-statuses", 10) == []
     assert alerts(broker) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from adapters.clock import ManualClock
+from tests.activity_calls import run
 
 
 def test_the_status_activity_sends_to_the_queue_it_is_given_without_reading_the_record():
@@ -32,5 +33,5 @@ def test_the_status_activity_sends_to_the_queue_it_is_given_without_reading_the_
         health=unused,  # type: ignore[arg-type]
         rng=random.Random(1),
     )
-    publish_status(ctx, {"orderId": "o1", "status": "Completed", "attempt": 2, "replyTo": "submitter-7"})
+    run(publish_status, ctx, {"orderId": "o1", "status": "Completed", "attempt": 2, "replyTo": "submitter-7"})
     assert sender.message_ids("submitter-7") == ["o1:Completed:2"]

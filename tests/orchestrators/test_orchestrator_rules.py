@@ -25,11 +25,14 @@ ORCHESTRATOR_CODE = [
     "orchestrators/status.py",
     "orchestrators/result.py",
     "orchestrators/names.py",
+    "orchestrators/fenced.py",
+    "orchestrators/state_activity.py",
 ]
-# What that code may import: the Durable SDK, the pure domain, message names, standard typing.
+# What that code may import: the Durable SDK, the pure domain, message names, the activity protocol
+# and the message models it carries (plain data, no I/O), standard typing and dataclasses.
 ALLOWED_IMPORTS = re.compile(
-    r"^(__future__|typing|collections\.abc|datetime|azure\.durable_functions(\..+)?"
-    r"|domain(\..+)?|contracts\.names|orchestrators(\..+)?)$"
+    r"^(__future__|typing|collections\.abc|dataclasses|datetime|azure\.durable_functions(\..+)?"
+    r"|domain(\..+)?|contracts\.(names|messages|activities)|orchestrators(\..+)?)$"
 )
 # Calls that read the wall clock or draw randomness.
 FORBIDDEN_CALLS = {"now", "utcnow", "today", "time", "random", "randint", "uniform", "uuid4", "uuid1", "sleep"}

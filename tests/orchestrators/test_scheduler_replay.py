@@ -421,3 +421,38 @@ def test_a_step_an_earlier_attempt_left_at_its_fallback_resumes_there(scheduler)
     h.activity_completed(names.BEGIN_STEP, {"owned": True}, at=T0)
     result = h.run(scheduler)
     assert json.loads(result.new_actions[0]["input"])["queue"] == "payment-backup-requests"
+
+
+def test_fencing_lost_at_processed_ends_quietly_without_a_completed_status(scheduler):
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
+    f.step_recorded()
+    f.remote_reply(reply("charge-payment", result=CHARGED))
+    f.step_recorded()
+    f.remote_reply(reply("arrange-shipment", result=SHIPPED))
+    f.step_recorded()
+    f.h.activity_completed(names.MARK_PROCESSED, {"owned": False}, at=f.h.now)
+    result = f.run(scheduler)
+    assert result.is_done
+    assert result.output == {"result": "FencingLost", "at": "processed"}
+    assert result.new_actions == []
+
+
+def test_fencing_lost_when_failing_the_order_ends_quietly_without_a_failed_status(scheduler):
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", outcome="failed", error="SKU A discontinued"))
+    f.h.activity_completed(names.FAIL_ORDER, {"owned": False}, at=f.h.now)
+    result = f.run(scheduler)
+    assert result.is_done
+    assert result.output == {"result": "FencingLost", "at": "fail"}
+    assert result.new_actions == []
+
+
+def test_a_release_for_retry_that_lost_the_record_still_ends_as_a_transient_failure(scheduler):
+    """Its answer is not read (as before the typed protocol): the attempt ends either way."""
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", outcome="failed", transient=True, error="503 x4"))
+    f.h.activity_completed(names.RELEASE_FOR_RETRY, {"owned": False}, at=f.h.now)
+    result = f.run(scheduler)
+    assert result.is_done
+    assert result.output == {"result": "TransientFailure", "step": "reserve-inventory", "error": "503 x4"}

@@ -1,0 +1,312 @@
+"""The typed activity protocol (``contracts.activities``) speaks exactly the JSON of the dict-based
+protocol before it: orchestrations in flight replay their recorded inputs and results with the new
+code. For every activity, an input and each kind of result as the old code wrote them parse into
+the typed value and serialise back to the same JSON, key order included."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from contracts import activities as protocol
+from contracts.messages import AgentRequest
+from orchestrators import names
+
+ORDER = {
+    "id": "o1",
+    "orderId": "o1",
+    "customerId": "c1",
+    "lines": [{"sku": "A", "quantity": 2, "unitPriceCents": 500}],
+    "currency": "EUR",
+    "shipTo": "1 Main St",
+    "totalCents": 1000,
+    "replyTo": "client-statuses",
+    "prepaid": False,
+    "schemaVersion": 1,
+}
+# An agent request as the old scheduler built it (a dict, no ``type``/``schemaVersion``).
+REQUEST = {
+    "requestId": "o1:1:charge-payment:payment",
+    "instanceId": "o1:1",
+    "orderId": "o1",
+    "step": "charge-payment",
+    "action": "do",
+    "attempt": 1,
+    "deadline": "2026-03-01T08:01:00.000000Z",
+    "idempotencyKey": "o1:charge-payment",
+    "payload": {"amountCents": 1000, "currency": "EUR", "customerId": "c1", "prepaid": False},
+}
+UNDO_REQUEST = {
+    **REQUEST,
+    "requestId": "o1:compensate:3:charge-payment:payment:undo:1",
+    "instanceId": "o1:compensate:3",
+    "action": "undo",
+    "attempt": 3,
+    "idempotencyKey": "o1:charge-payment:undo",
+    "payload": {"chargeId": "C-1", "seq": 2},
+}
+FENCED = {"orderId": "o1", "instanceId": "o1:1"}
+STEP = {**FENCED, "step": "charge-payment", "attempt": 1}
+OWNED = {"owned": True}
+NOT_OWNED = {"owned": False}
+ENTRY = {
+    "seq": 2,
+    "step": "charge-payment",
+    "agent": "payment",
+    "data": {"chargeId": "C-1"},
+    "outcome": None,
+    "at": "2026-03-01T08:00:30.000000Z",
+}
+
+# name: (input type, inputs as recorded, result parser or None, results as recorded)
+RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]] = {
+    names.LOAD_ORDER: (
+        protocol.LoadOrderInput,
+        [FENCED],
+        protocol.parse_load_order,
+        [
+            NOT_OWNED,
+            {
+                "replyTo": "client-statuses",
+                "owned": True,
+                "order": ORDER,
+                "completed": {"reserve-inventory": {"reservationId": "R-1"}},
+                "inFlight": {"charge-payment": "payment-backup"},
+                "outageWait": False,
+                "stepTimeoutSeconds": 60.0,
+                "review": {"amountThresholdCents": 100000, "timeoutSeconds": 86400.0, "defaultAction": "compensate"},
+            },
+            {
+                "replyTo": None,
+                "owned": True,
+                "order": ORDER,
+                "completed": {},
+                "inFlight": {},
+                "outageWait": True,
+                "stepTimeoutSeconds": 60.0,
+                "review": {"amountThresholdCents": 0, "timeoutSeconds": 3600.0, "defaultAction": "fail"},
+            },
+        ],
+    ),
+    names.BEGIN_STEP: (
+        protocol.BeginStepInput,
+        [{"request": REQUEST, "agent": "payment"}],
+        protocol.parse_begin_step,
+        [
+            OWNED,
+            NOT_OWNED,
+            {
+                "owned": True,
+                "payment": {
+                    "notificationId": "N-1",
+                    "providerReference": "PR-1",
+                    "amountCents": 1000,
+                    "currency": "EUR",
+                    "receivedAt": "2026-03-01T07:59:00.000000Z",
+                },
+            },
+        ],
+    ),
+    names.SEND_AGENT_REQUEST: (
+        protocol.SendAgentRequestInput,
+        [{"queue": "shipping-requests", "request": {**REQUEST, "step": "arrange-shipment"}}],
+        None,
+        [],
+    ),
+    names.COMPLETE_STEP: (
+        protocol.CompleteStepInput,
+        [{**STEP, "result": {"chargeId": "C-1", "amountCents": 1000}}, {**STEP, "result": {}}],
+        protocol.parse_write_result,
+        [OWNED, NOT_OWNED],
+    ),
+    names.RELEASE_FOR_RETRY: (
+        protocol.ReleaseForRetryInput,
+        [{**STEP, "error": "timeout talking to the bank"}, {**STEP, "error": None}],
+        protocol.parse_write_result,
+        [OWNED, NOT_OWNED],
+    ),
+    names.FAIL_ORDER: (
+        protocol.FailOrderInput,
+        [{**STEP, "error": "card declined"}, {**STEP, "error": None}],
+        protocol.parse_write_result,
+        [OWNED, NOT_OWNED],
+    ),
+    names.MARK_PROCESSED: (
+        protocol.MarkProcessedInput,
+        [{**FENCED, "attempt": 2}],
+        protocol.parse_write_result,
+        [OWNED, NOT_OWNED],
+    ),
+    names.PUBLISH_STATUS: (
+        protocol.PublishStatusInput,
+        [
+            {"orderId": "o1", "status": "Processing", "attempt": 1, "replyTo": "client-statuses"},
+            {"orderId": "o1", "status": "Failed", "attempt": 1, "replyTo": "q", "reason": "charge-payment: no"},
+            {"orderId": "o1", "status": "Completed", "attempt": 1},  # replyTo not known: read from the record
+            {"orderId": "o1", "status": "Received", "attempt": 0, "replyTo": None},  # the courier's
+        ],
+        None,
+        [],
+    ),
+    names.REQUEST_COMPENSATION: (
+        protocol.RequestCompensationInput,
+        [{**STEP, "error": "card declined", "reason": "operator review chose compensate"}],
+        protocol.parse_write_result,
+        [OWNED, NOT_OWNED],
+    ),
+    names.AWAIT_REVIEW: (
+        protocol.AwaitReviewInput,
+        [
+            {
+                **STEP,
+                "reviewId": "o1:1:charge-payment:review:1",
+                "until": "2026-03-02T08:01:00.000000Z",
+                "error": "card declined",
+                "reason": "high-impact order: review",
+                "defaultAction": "compensate",
+                "amountCents": 250000,
+            }
+        ],
+        protocol.parse_write_result,
+        [OWNED, NOT_OWNED],
+    ),
+    names.LOAD_COMPENSATION: (
+        protocol.LoadCompensationInput,
+        [{"orderId": "o1", "instanceId": "o1:compensate:3"}],
+        protocol.parse_load_compensation,
+        [
+            NOT_OWNED,
+            {
+                "owned": True,
+                "replyTo": "client-statuses",
+                "outageWait": False,
+                "entries": [ENTRY, {**ENTRY, "seq": 1, "step": "reserve-inventory", "outcome": "Undone"}],
+                "stepTimeoutSeconds": 60.0,
+                "undoTries": 3,
+                "retryBaseSeconds": 10.0,
+                "retryMaxSeconds": 300.0,
+            },
+        ],
+    ),
+    names.BEGIN_UNDO: (
+        protocol.BeginUndoInput,
+        [{"request": UNDO_REQUEST, "agent": "payment", "seq": 2}],
+        protocol.parse_write_result,
+        [OWNED, NOT_OWNED],
+    ),
+    names.RECORD_UNDO: (
+        protocol.RecordUndoInput,
+        [{"orderId": "o1", "instanceId": "o1:compensate:3", "seq": 2}],
+        protocol.parse_write_result,
+        [OWNED, NOT_OWNED],
+    ),
+    names.FINISH_COMPENSATION: (
+        protocol.FinishCompensationInput,
+        [{"orderId": "o1", "instanceId": "o1:compensate:3"}],
+        protocol.parse_write_result,
+        [OWNED, NOT_OWNED],
+    ),
+    names.FAIL_COMPENSATION: (
+        protocol.FailCompensationInput,
+        [
+            {
+                "orderId": "o1",
+                "instanceId": "o1:compensate:3",
+                "seq": 2,
+                "error": "refund refused (transient; 3 tries)",
+            },
+            {"orderId": "o1", "instanceId": "o1:compensate:3", "seq": 2, "error": None},
+        ],
+        protocol.parse_write_result,
+        [OWNED, NOT_OWNED],
+    ),
+}
+
+
+def test_every_activity_of_the_orchestrations_has_recorded_examples() -> None:
+    activities = {
+        value
+        for key, value in vars(names).items()
+        if key.isupper() and isinstance(value, str) and not value.endswith("_v1") and value != "ReviewDecision"
+    }
+    assert activities == set(RECORDED)
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Equal, and the same text: key order too."""
+    return a == b and json.dumps(a) == json.dumps(b)
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED))
+def test_a_recorded_input_parses_and_serialises_back_unchanged(name: str) -> None:
+    input_type, inputs, _, _ = RECORDED[name]
+    for recorded in inputs:
+        typed = input_type.from_json(recorded)
+        assert _same_json(typed.to_json(), recorded)
+        assert input_type.from_json(json.loads(json.dumps(typed.to_json()))) == typed
+
+
+@pytest.mark.parametrize("name", sorted(n for n, r in RECORDED.items() if r[2] is not None))
+def test_a_recorded_result_parses_into_the_typed_result_and_serialises_back_unchanged(name: str) -> None:
+    _, _, parse, results = RECORDED[name]
+    for recorded in results:
+        typed = parse(recorded)
+        assert isinstance(typed, protocol.NotOwned) is (recorded == NOT_OWNED)
+        assert typed.owned is recorded["owned"]
+        assert _same_json(typed.to_json(), recorded)
+
+
+def test_results_recorded_by_older_shapes_still_parse_with_the_old_defaults() -> None:
+    """The scheduler read ``inFlight``, ``outageWait`` and ``review`` with defaults, and a plan without
+    ``replyTo`` made the status activity read the record: the typed plan keeps those meanings."""
+    plan = protocol.parse_load_order({"owned": True, "order": ORDER, "completed": {}, "stepTimeoutSeconds": 60.0})
+    assert isinstance(plan, protocol.OrderPlan)
+    assert (plan.in_flight, plan.outage_wait, plan.reply_to_known) == ({}, False, False)
+    assert plan.review == protocol.ReviewSettings(0, 86400.0, "compensate")
+    rounds = protocol.parse_load_compensation(
+        {"owned": True, "entries": [], "stepTimeoutSeconds": 60.0, "undoTries": 3, "retryBaseSeconds": 10.0}
+        | {"retryMaxSeconds": 300.0}
+    )
+    assert isinstance(rounds, protocol.CompensationPlan)
+    assert (rounds.outage_wait, rounds.reply_to_known) == (False, False)
+
+
+def test_the_agent_request_the_orchestrations_build_is_the_old_dict() -> None:
+    """Built once from ``AgentRequest``; handed to activities without ``type``/``schemaVersion``,
+    with the deadline in the old text form."""
+    request = AgentRequest(
+        request_id=REQUEST["requestId"],
+        instance_id="o1:1",
+        order_id="o1",
+        step="charge-payment",
+        action="do",
+        attempt=1,
+        deadline=datetime(2026, 3, 1, 8, 1, tzinfo=UTC),
+        idempotency_key="o1:charge-payment",
+        payload=REQUEST["payload"],
+    )
+    assert _same_json(request.activity_json(), REQUEST)
+
+
+@pytest.mark.parametrize(
+    ("input_type", "bad"),
+    [
+        (protocol.CompleteStepInput, {**STEP}),  # no result
+        (protocol.RecordUndoInput, {"orderId": "o1", "instanceId": "x", "seq": "2"}),
+        (protocol.PublishStatusInput, {"orderId": "o1", "status": "Shipped", "attempt": 1}),
+        (protocol.AwaitReviewInput, {**STEP, "reviewId": "r", "until": "tomorrow", "defaultAction": "fail"}),
+    ],
+)
+def test_an_input_that_is_not_the_protocol_is_refused_by_name(input_type: Any, bad: dict[str, Any]) -> None:
+    with pytest.raises(protocol.ProtocolError):
+        input_type.from_json(bad)
+
+
+def test_a_result_that_is_not_the_protocol_is_refused() -> None:
+    with pytest.raises(protocol.ProtocolError):
+        protocol.parse_write_result({"owned": "yes"})
+    with pytest.raises(protocol.ProtocolError):
+        protocol.parse_load_order(None)
