@@ -49,8 +49,16 @@ in logic, unless said):
   parameters (the second wraps the first and turns a failed send into an owed status).
 - ``settings.py``, ``activities/blueprint.py``, ``operations/blueprint.py``, ``contracts/messages.py``:
   one declaration per setting, trigger, route or message, each with its own names and types.
-- ``deferral/apply.py``, ``supervisor/*``, ``orchestrators/*``, ``domain/transitions.py``: calls
-  with the same keyword arguments (alerts, statuses, history entries) for different events.
+- ``deferral/apply.py``, ``deferral/sweep.py``, ``supervisor/*``, ``orchestrators/*``,
+  ``domain/transitions.py``, ``domain/payments.py``, ``adapters/remote/simulators/service.py``: calls
+  with the same keyword arguments (alerts, statuses, events, history entries) for different events.
+- ``domain/records.py`` ~ ``domain/deferral.py``: field declarations of different records.
+- ``contracts/activities.py``: one input type per activity, each with its own ``to_json`` /
+  ``from_json`` written out. This one is a real repetition, kept for now on purpose: each writes
+  exactly the JSON that histories already recorded (key order, keys present only when set, e.g.
+  ``publish_status``'s ``replyTo``), which a generic converter would have to special-case; folding
+  them into one converter (``adapters/cosmos/mapping.py`` does that for the records) is part of
+  issue 15's lean protocol.
 """
 
 from __future__ import annotations
