@@ -120,7 +120,7 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
         and r["alerts"].get("NotificationForRejectedOrder", 0) == states(r)["Rejected"]
         and reasons(r) == {"OrderRejected"}
     ),
-    # issue 12: shipping down 20 min, payment 15, inventory 10, a few genuine payment refusals. Before
+    # issue 12: shipping down 30 min, payment 15, inventory 10, a few genuine payment refusals. Before
     # circuits every order needed an operator; now orders wait the outages out (past them: p50) and
     # only the genuine refusals (payment and its backup both refusing: compensated) leave the happy path.
     "dependency-outages": lambda r: (
