@@ -8,32 +8,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from domain.circuit import (
-    OUTAGE_ALERT,
-    RECOVERY_ALERT,
-    CircuitPolicy,
-    DependencyHealth,
-    admit,
-    mark_alerted,
-    outage_alerts_due,
-    record_failure,
-    record_success,
-)
+from domain.circuit import OUTAGE_ALERT, RECOVERY_ALERT, DependencyHealth, mark_alerted, outage_alerts_due
+from tests.circuit.support import closed, opened
 
-POLICY = CircuitPolicy(threshold=2, cooldown=timedelta(seconds=30), cooldown_max=timedelta(seconds=120), probes=1)
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 MAX_AGE = timedelta(hours=1)
-
-
-def opened(health: DependencyHealth, at: datetime) -> DependencyHealth:
-    for _ in range(POLICY.threshold):
-        health, _t = record_failure(health, at, POLICY)
-    return health
-
-
-def closed(health: DependencyHealth, at: datetime) -> DependencyHealth:
-    health, _t = record_success(admit(health, at, POLICY).health, at)
-    return health
 
 
 def outage(started: datetime, lasted: timedelta) -> DependencyHealth:

@@ -20,7 +20,6 @@ from domain import transitions
 from domain.circuit import (
     OUTAGE_ALERT,
     RECOVERY_ALERT,
-    CircuitPolicy,
     CircuitState,
     DependencyHealth,
     admit,
@@ -31,18 +30,10 @@ from domain.circuit import (
     waiting_reason,
 )
 from supervisor.outage import alert_outages
+from tests.circuit.support import POLICY, opened
 from tests.contexts import context_with
 from tests.deadlines import JUST_PAST, just_past
 from tests.fakes import RecordingSender
-
-POLICY = CircuitPolicy(threshold=2, cooldown=timedelta(seconds=30), cooldown_max=timedelta(seconds=120), probes=1)
-
-
-def opened(health: DependencyHealth, now: Any) -> DependencyHealth:
-    for _ in range(POLICY.threshold):
-        health, _t = record_failure(health, now, POLICY)
-    return health
-
 
 # --- the pure rules (domain/circuit.py) ---------------------------------------------------------
 

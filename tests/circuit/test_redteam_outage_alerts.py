@@ -18,42 +18,28 @@ from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.circuit import (
     OUTAGE_ALERT,
     RECOVERY_ALERT,
-    CircuitPolicy,
     DependencyHealth,
-    admit,
     mark_alerted,
     outage_alerts_due,
     record_failure,
-    record_success,
 )
 from settings import Settings
 from supervisor.outage import alert_outages
+from tests.circuit.support import closed, opened
 
-POLICY = CircuitPolicy(threshold=2, cooldown=timedelta(seconds=30), cooldown_max=timedelta(seconds=120), probes=1)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def _opened(health: DependencyHealth, now: datetime) -> DependencyHealth:
-    for _ in range(POLICY.threshold):
-        health, _t = record_failure(health, now, POLICY)
-    return health
-
-
-def _closed(health: DependencyHealth, now: datetime) -> DependencyHealth:
-    health, _t = record_success(admit(health, now, POLICY).health, now)
-    return health
 
 
 def _alerted_outage_then_two_more_transitions() -> DependencyHealth:
     """Outage A opened and was alerted; then, unseen by the supervisor, A closed, B opened, B closed."""
-    health = _opened(DependencyHealth.fresh("shipping", T0), T0)
+    health = opened(DependencyHealth.fresh("shipping", T0), T0)
     (opening,) = outage_alerts_due(health)
     health, _changed = mark_alerted(health, opening)
     a_closed = T0 + timedelta(seconds=40)
-    health = _closed(health, a_closed)
+    health = closed(health, a_closed)
     b_opened = a_closed + timedelta(seconds=5)
-    health = _opened(health, b_opened)
-    return _closed(health, b_opened + timedelta(seconds=40))
+    health = opened(health, b_opened)
+    return closed(health, b_opened + timedelta(seconds=40))
 
 
 def test_an_alerted_outage_gets_its_recovery_even_when_a_later_one_closed_before_the_next_run() -> None:
