@@ -315,6 +315,8 @@ class DurableEngine:
         instance.last_updated = now
         instance.pending_timers.clear()
         instance.inbox.clear()
+        for event in instance.history:  # it will not be replayed: its encodings are only memory now
+            event.forget_json_texts()
 
     # --- activities -------------------------------------------------------------------------------
 

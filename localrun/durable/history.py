@@ -67,6 +67,12 @@ class HistoryEvent:
     def json_text(self, *, is_played: bool) -> str:
         return self._json_texts[is_played]
 
+    def forget_json_texts(self) -> None:
+        """Drops the cached encodings (an instance that finished is not replayed again; encoded on
+        demand if something asks): a finished order's history then costs its events, not three
+        copies of them."""
+        self.__dict__.pop("_json_texts", None)
+
 
 def orchestrator_started(at: datetime) -> HistoryEvent:
     return HistoryEvent(EventType.ORCHESTRATOR_STARTED, at)

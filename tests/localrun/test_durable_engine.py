@@ -125,6 +125,21 @@ def test_reply_first_cancels_the_timer_runs_the_last_activity_and_completes(h):
     assert h.engine.next_due_time() is None
 
 
+def test_a_finished_instance_keeps_its_history_but_not_the_encodings_its_replays_used(h):
+    instance_id = h.start()
+    h.engine.run_until_idle()
+    instance = h.engine.instance(instance_id)
+    assert any("_json_texts" in vars(e) for e in instance.history)  # replayed: encoded once, cached
+
+    h.raise_reply(instance_id, {"outcome": "ok"})
+    h.engine.run_until_idle()
+
+    assert instance.is_finished
+    assert not any("_json_texts" in vars(e) for e in instance.history)
+    assert h.status(instance_id).runtime_status is OrchestrationRuntimeStatus.Completed
+    assert [e.type for e in instance.history][-1] is EventType.EXECUTION_COMPLETED
+
+
 def test_the_cancelled_timer_stops_being_due_as_soon_as_the_reply_wins(h):
     instance_id = h.start()
     h.engine.run_until_idle()
