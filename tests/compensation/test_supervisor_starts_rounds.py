@@ -17,7 +17,9 @@ from tests.deadlines import just_past
 from tests.fakes import RecordingClient
 
 
-def test_a_supervisor_run_escalates_to_compensation_and_starts_the_round(app_context, clock):
+def supervisor_run_after_a_death_between_steps(app_context: Any, clock: Any) -> tuple[Any, Any]:
+    """One failure allowed; the first attempt reserved inventory and died before its next step: the
+    supervisor's run escalates the order to compensation."""
     ctx = context_with(
         app_context,
         settings=app_context.settings.from_env({}, MAX_FAILURES="1"),
@@ -26,7 +28,11 @@ def test_a_supervisor_run_escalates_to_compensation_and_starts_the_round(app_con
     submitted_and_claimed(ctx)
     forward_step(ctx, "o1:1", 1, "reserve-inventory", "inventory", {})
     clock.advance(just_past(ctx.settings.start_grace))  # the attempt died between steps
-    report = run_supervisor(ctx, ScanState())
+    return ctx, run_supervisor(ctx, ScanState())
+
+
+def test_a_supervisor_run_escalates_to_compensation_and_starts_the_round(app_context, clock):
+    _ctx, report = supervisor_run_after_a_death_between_steps(app_context, clock)
     assert (report.found, report.compensating, report.escalated) == (1, 1, 0)
     assert report.to_terminate == ["o1:1"]
     client = RecordingClient()
@@ -36,15 +42,7 @@ def test_a_supervisor_run_escalates_to_compensation_and_starts_the_round(app_con
 
 
 def test_a_failed_start_leaves_the_round_to_a_later_run(app_context, clock):
-    ctx = context_with(
-        app_context,
-        settings=app_context.settings.from_env({}, MAX_FAILURES="1"),
-        remote=dict(simulated_services(clock)),
-    )
-    submitted_and_claimed(ctx)
-    forward_step(ctx, "o1:1", 1, "reserve-inventory", "inventory", {})
-    clock.advance(just_past(ctx.settings.start_grace))  # the attempt died between steps
-    report = run_supervisor(ctx, ScanState())
+    ctx, report = supervisor_run_after_a_death_between_steps(app_context, clock)
     assert asyncio.run(start_compensations(RecordingClient(fail_start=True), report.compensations)) == []
     ctx = context_with(ctx, settings=ctx.settings.from_env({}, MAX_FAILURES="3"))
     clock.advance(just_past(ctx.settings.start_grace))  # round 2 was never started
