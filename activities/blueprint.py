@@ -31,11 +31,6 @@ def send_agent_request(data: Any) -> None:
     steps.send_agent_request(get_context(), protocol.SendAgentRequestInput.from_json(data))
 
 
-@bp.activity_trigger(input_name="data", activity=names.COMPLETE_STEP)
-def complete_step(data: Any) -> dict[str, Any]:
-    return steps.complete_step(get_context(), protocol.CompleteStepInput.from_json(data)).to_json()
-
-
 @bp.activity_trigger(input_name="data", activity=names.RELEASE_FOR_RETRY)
 def release_for_retry(data: Any) -> dict[str, Any]:
     return steps.release_for_retry(get_context(), protocol.ReleaseForRetryInput.from_json(data)).to_json()

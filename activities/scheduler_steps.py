@@ -8,34 +8,42 @@ Store or send failures raise: the activity fails, the orchestration fails with i
 
 from __future__ import annotations
 
+import logging
+from datetime import datetime
+
 import notifications.status
 from activities.fencing import owned_record, write_fenced
 from adapters.cosmos.mapping import to_document
-from adapters.servicebus.sender import OutgoingMessage
+from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.activities import (
     NOT_OWNED,
     OWNED,
     BeginStepInput,
     BeginStepResult,
-    CompleteStepInput,
     FailOrderInput,
     LoadOrderInput,
     LoadOrderResult,
     MarkProcessedInput,
+    MarkProcessedResult,
     OrderPlan,
+    Processed,
     PublishStatusInput,
     ReleaseForRetryInput,
     ReviewSettings,
     SendAgentRequestInput,
     StepBegun,
+    StepResult,
     WriteResult,
 )
+from contracts.messages import AgentRequest, StatusName
 from dependencies import AppContext
 from domain import transitions
 from domain.compensation import complete_step_logged
 from domain.ids import bounded
+from domain.records import StateRecord
 from domain.states import ProcessState, StepStatus
 from notifications.alerts import raise_alert_after_write
+from observability.events import app_event
 from settings import Settings
 from supervisor.owed import owe_notifications
 
@@ -51,7 +59,7 @@ def review_policy(settings: Settings) -> ReviewSettings:
 
 def load_order(ctx: AppContext, data: LoadOrderInput) -> LoadOrderResult:
     """The order, the results of steps done by earlier attempts, and the step timeout; ``NotOwned``
-    unless this instance holds the record."""
+    unless this instance holds the record. With ``attempt``, the submitter hears ``Processing``."""
     order_id = data.order_id
     record = owned_record(ctx, order_id, data.instance_id, ProcessState.PROCESSING)
     if record is None:
@@ -63,32 +71,49 @@ def load_order(ctx: AppContext, data: LoadOrderInput) -> LoadOrderResult:
     # A step an earlier attempt started and never finished, and the agent it last went to: the
     # next attempt resumes with that agent (it may be the fallback, which may already have acted).
     in_flight = {name: step.agent for name, step in record.steps.items() if step.status is StepStatus.IN_PROGRESS}
+    # waiting an outage out: the submitter was told so once (supervisor/outage.py), not per retry
+    outage_wait = record.outage_wait_since is not None
+    announced = None
+    if data.attempt is not None and not outage_wait:
+        announced = _tell_once(ctx, record.reply_to, order_id, "Processing", data.attempt)
     return OrderPlan(
         reply_to=record.reply_to,
         order=order,
         completed=completed,
         in_flight=in_flight,
-        # waiting an outage out: the submitter was told so once (supervisor/outage.py), not per retry
-        outage_wait=record.outage_wait_since is not None,
+        outage_wait=outage_wait,
+        status_sent=announced,
         step_timeout_seconds=ctx.settings.step_timeout.total_seconds(),
         review=review_policy(ctx.settings),
     )
 
 
 def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
+    """One fenced write: the previous step's result (``completes``) and this step's start and
+    deadline; then the request, onto the agent's queue when ``queue`` is given. A failed send fails
+    the activity; its retry writes the same start again and re-sends the same MessageId."""
     request = data.request
     now = ctx.clock.now()
+    completes = data.completes
     written = write_fenced(
         ctx,
         request.order_id,
         request.instance_id,
         lambda r: transitions.begin_step(
-            r, request.instance_id, request.step, data.agent, request.request_id, request.deadline, now
+            _record_result(r, request.instance_id, completes, now),
+            request.instance_id,
+            request.step,
+            data.agent,
+            request.request_id,
+            request.deadline,
+            now,
         ),
         f"begin {request.step}",
     )
     if written is None:
         return NOT_OWNED
+    if data.queue is not None:
+        _send_request(ctx, data.queue, request)
     if written.payment is not None:
         # A prepaid order's PaymentNotification applied before this step began (in the same document,
         # so a notification written after this write sees the step in flight and is raised as an event).
@@ -97,9 +122,12 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
 
 
 def send_agent_request(ctx: AppContext, data: SendAgentRequestInput) -> None:
-    request = data.request
+    _send_request(ctx, data.queue, data.request)
+
+
+def _send_request(ctx: AppContext, queue: str, request: AgentRequest) -> None:
     ctx.sender.send(
-        data.queue,
+        queue,
         OutgoingMessage(
             body=request.to_json(),
             # a re-run of this activity collapses in duplicate detection; bounded: the id holds the order id
@@ -110,17 +138,13 @@ def send_agent_request(ctx: AppContext, data: SendAgentRequestInput) -> None:
     )
 
 
-def complete_step(ctx: AppContext, data: CompleteStepInput) -> WriteResult:
-    now = ctx.clock.now()
-    next_deadline = now + ctx.settings.start_grace
-    written = write_fenced(
-        ctx,
-        data.order_id,
-        data.instance_id,
-        lambda r: complete_step_logged(r, data.instance_id, data.step, data.result, next_deadline, now),
-        f"complete {data.step}",
-    )
-    return NOT_OWNED if written is None else OWNED
+def _record_result(record: StateRecord, owner: str, completes: StepResult | None, now: datetime) -> StateRecord:
+    """The step result the scheduler carries into its next write (logged for compensation when the
+    step is compensable); the record unchanged without one."""
+    if completes is None:
+        return record
+    # completeBy moves on in the same write (the next step's deadline, or Processed clears it)
+    return complete_step_logged(record, owner, completes.step, completes.result, now, now)
 
 
 def release_for_retry(ctx: AppContext, data: ReleaseForRetryInput) -> WriteResult:
@@ -164,20 +188,44 @@ def fail_order(ctx: AppContext, data: FailOrderInput) -> WriteResult:
     return OWNED
 
 
-def mark_processed(ctx: AppContext, data: MarkProcessedInput) -> WriteResult:
+def mark_processed(ctx: AppContext, data: MarkProcessedInput) -> MarkProcessedResult:
+    """One fenced write: the last step's result (``completes``) and ``Processed``; then the submitter
+    hears ``Completed`` (tried once here: on a failed send the scheduler retries it on timers)."""
     now = ctx.clock.now()
+    completes = data.completes
     written = write_fenced(
         ctx,
         data.order_id,
         data.instance_id,
-        lambda r: transitions.mark_processed(r, data.instance_id, now),
+        lambda r: transitions.mark_processed(
+            _record_result(r, data.instance_id, completes, now), data.instance_id, now
+        ),
         "processed",
         hand_over="Processed",
     )
     if written is None:
         return NOT_OWNED
     ctx.counts.bump(ProcessState.PROCESSING, -1)
-    return OWNED
+    return Processed(status_sent=_tell_once(ctx, written.reply_to, data.order_id, "Completed", data.attempt))
+
+
+def _tell_once(ctx: AppContext, reply_to: str | None, order_id: str, status: StatusName, attempt: int) -> bool:
+    """One try at a status update, after the write that made it true; False if the send failed
+    (never raised: a status never fails the write before it)."""
+    try:
+        notifications.status.publish_status(
+            ctx.sender, reply_to=reply_to, order_id=order_id, status=status, attempt=attempt, at=ctx.clock.now()
+        )
+    except SendError as exc:
+        app_event(
+            "StatusNotSent",
+            f"order {order_id}: status {status} not sent ({exc})",
+            logging.WARNING,
+            orderId=order_id,
+            status=status,
+        )
+        return False
+    return True
 
 
 def publish_status(ctx: AppContext, data: PublishStatusInput) -> None:

@@ -79,6 +79,13 @@ def _dict(data: Mapping[str, Any], key: str, default: JsonDict | None = None) ->
     return value
 
 
+def _opt_bool(data: Mapping[str, Any], key: str) -> bool | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise ProtocolError(f"{key!r}: expected true, false or null, got {value!r}")
+    return value
+
+
 def _owned(data: Mapping[str, Any]) -> bool:
     value = data.get("owned")
     if not isinstance(value, bool):
@@ -177,8 +184,23 @@ def _request_from_json(data: Any) -> AgentRequest:
 # --- the scheduler's activities ---------------------------------------------------------------------------
 
 
-class LoadOrderInput(OrderInstance):
-    """``load_order``."""
+@dataclass(frozen=True)
+class LoadOrderInput:
+    """``load_order``. ``attempt``: announce ``Processing`` for this attempt once the record is found
+    owned (tried once, as any progress status; not while the order waits an outage out)."""
+
+    order_id: str
+    instance_id: str
+    attempt: int | None = None
+
+    def to_json(self) -> JsonDict:
+        announce: JsonDict = {} if self.attempt is None else {"attempt": self.attempt}
+        return {"orderId": self.order_id, "instanceId": self.instance_id, **announce}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Self:
+        d = _obj(data, cls.__name__)
+        return cls(order_id=_str(d, "orderId"), instance_id=_str(d, "instanceId"), attempt=_opt_int(d, "attempt"))
 
 
 @dataclass(frozen=True)
@@ -223,11 +245,14 @@ class OrderPlan:
     # waiting an outage out: the submitter was told so once (supervisor/outage.py), not per retry
     outage_wait: bool = False
     review: ReviewSettings = field(default_factory=ReviewSettings)
+    # asked to announce the attempt: whether ``Processing`` went out (None: not asked, or an outage wait)
+    status_sent: bool | None = None
 
     owned: ClassVar[bool] = True
 
     def to_json(self) -> JsonDict:
         reply: JsonDict = {"replyTo": self.reply_to} if self.reply_to_known else {}
+        announced: JsonDict = {} if self.status_sent is None else {"statusSent": self.status_sent}
         return {
             **reply,
             "owned": True,
@@ -237,6 +262,7 @@ class OrderPlan:
             "outageWait": self.outage_wait,
             "stepTimeoutSeconds": self.step_timeout_seconds,
             "review": self.review.to_json(),
+            **announced,
         }
 
 
@@ -256,23 +282,60 @@ def parse_load_order(data: Any) -> LoadOrderResult:
         in_flight=dict(d.get("inFlight") or {}),
         outage_wait=bool(d.get("outageWait")),
         review=ReviewSettings.from_json(d.get("review") or {}),
+        status_sent=_opt_bool(d, "statusSent"),
     )
 
 
 @dataclass(frozen=True)
-class BeginStepInput:
-    """``begin_step``: record that the step started with ``agent`` and its deadline (the request's)."""
+class StepResult:
+    """A step's result that the scheduler has and the record does not yet: the next fenced write (the
+    next step's ``begin_step``, or ``mark_processed``) records it in the same write."""
 
-    request: AgentRequest
-    agent: str
+    step: str
+    result: JsonDict
 
     def to_json(self) -> JsonDict:
-        return {"request": self.request.activity_json(), "agent": self.agent}
+        return {"step": self.step, "result": self.result}
 
     @classmethod
     def from_json(cls, data: Any) -> Self:
         d = _obj(data, cls.__name__)
-        return cls(request=_request_from_json(d.get("request")), agent=_str(d, "agent"))
+        return cls(step=_str(d, "step"), result=_dict(d, "result"))
+
+
+def _completes(d: Mapping[str, Any]) -> StepResult | None:
+    value = d.get("completes")
+    return None if value is None else StepResult.from_json(value)
+
+
+@dataclass(frozen=True)
+class BeginStepInput:
+    """``begin_step``: record that the step started with ``agent`` and its deadline (the request's),
+    after recording ``completes`` (the previous step's result) in the same write; then, with a
+    ``queue``, send the request onto it (a Service Bus agent's request queue)."""
+
+    request: AgentRequest
+    agent: str
+    completes: StepResult | None = None
+    queue: str | None = None
+
+    def to_json(self) -> JsonDict:
+        payload: JsonDict = {"request": self.request.activity_json(), "agent": self.agent}
+        if self.completes is not None:
+            payload["completes"] = self.completes.to_json()
+        if self.queue is not None:
+            payload["queue"] = self.queue
+        return payload
+
+    @classmethod
+    def from_json(cls, data: Any) -> Self:
+        d = _obj(data, cls.__name__)
+        return cls(
+            request=_request_from_json(d.get("request")),
+            agent=_str(d, "agent"),
+            completes=_completes(d),
+            queue=_opt_str(d, "queue"),
+        )
 
 
 @dataclass(frozen=True)
@@ -315,37 +378,6 @@ class SendAgentRequestInput:
         return cls(queue=_str(d, "queue"), request=_request_from_json(d.get("request")))
 
 
-@dataclass(frozen=True)
-class CompleteStepInput:
-    """``complete_step``: the step's result, recorded (and logged for compensation)."""
-
-    order_id: str
-    instance_id: str
-    step: str
-    attempt: int
-    result: JsonDict
-
-    def to_json(self) -> JsonDict:
-        return {
-            "orderId": self.order_id,
-            "instanceId": self.instance_id,
-            "step": self.step,
-            "attempt": self.attempt,
-            "result": self.result,
-        }
-
-    @classmethod
-    def from_json(cls, data: Any) -> Self:
-        d = _obj(data, cls.__name__)
-        return cls(
-            order_id=_str(d, "orderId"),
-            instance_id=_str(d, "instanceId"),
-            step=_str(d, "step"),
-            attempt=_int(d, "attempt"),
-            result=_dict(d, "result"),
-        )
-
-
 class ReleaseForRetryInput(StepFailure):
     """``release_for_retry``: a transient failure; ``completeBy`` pulled to now."""
 
@@ -356,19 +388,52 @@ class FailOrderInput(StepFailure):
 
 @dataclass(frozen=True)
 class MarkProcessedInput:
-    """``mark_processed``: every step done."""
+    """``mark_processed``: every step done; ``completes``, the last step's result, recorded in the same
+    write. The activity then tells the submitter ``Completed`` (once; ``Processed`` says if it did)."""
 
     order_id: str
     instance_id: str
     attempt: int
+    completes: StepResult | None = None
 
     def to_json(self) -> JsonDict:
-        return {"orderId": self.order_id, "instanceId": self.instance_id, "attempt": self.attempt}
+        payload: JsonDict = {"orderId": self.order_id, "instanceId": self.instance_id, "attempt": self.attempt}
+        if self.completes is not None:
+            payload["completes"] = self.completes.to_json()
+        return payload
 
     @classmethod
     def from_json(cls, data: Any) -> Self:
         d = _obj(data, cls.__name__)
-        return cls(order_id=_str(d, "orderId"), instance_id=_str(d, "instanceId"), attempt=_int(d, "attempt"))
+        return cls(
+            order_id=_str(d, "orderId"),
+            instance_id=_str(d, "instanceId"),
+            attempt=_int(d, "attempt"),
+            completes=_completes(d),
+        )
+
+
+@dataclass(frozen=True)
+class Processed:
+    """``mark_processed`` wrote ``Processed``. ``status_sent``: the ``Completed`` status went out (or
+    there was nowhere to send it); False when its send failed: the scheduler retries it on timers."""
+
+    status_sent: bool
+
+    owned: ClassVar[bool] = True
+
+    def to_json(self) -> JsonDict:
+        return {"owned": True, "statusSent": self.status_sent}
+
+
+MarkProcessedResult = Processed | NotOwned
+
+
+def parse_mark_processed(data: Any) -> MarkProcessedResult:
+    d = _obj(data, "mark_processed result")
+    if not _owned(d):
+        return NOT_OWNED
+    return Processed(status_sent=d.get("statusSent") is True)
 
 
 @dataclass(frozen=True)

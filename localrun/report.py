@@ -14,7 +14,7 @@ from adapters.remote.simulators.ledger import Ledger
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from domain.states import TERMINAL_STATES, ProcessState
 from localrun import hostile
-from localrun.host import local_settings_example
+from localrun.host import LocalHost, local_settings_example
 from localrun.outages import Window, operator_actions, outage_summary
 from localrun.prices import Usage, cost_per_1m_orders, instance_memory_mb
 from localrun.simulation import NON_TERMINAL, START, SimulationResult
@@ -212,6 +212,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "servicebus_receives": counters.receive_operations / n,
         "durable_history_events": result.host.engine.counters.history_events / n,
         "function_executions": sum(result.host.executions.values()) / n,
+        # of which orchestrator episodes (each replays the history so far); the rest are triggers and activities
+        "orchestrator_episodes": _orchestrator_episodes(result.host) / n,
     }
     # Notifications: each one the workload sent is either applied (on its order's state record) or
     # dead-lettered with a reason; read from Cosmos and the broker, not from the app's logs.
@@ -424,3 +426,11 @@ def summary(report: dict[str, Any]) -> str:
     if reasons:
         table("dead letters by reason", dict(reasons))
     return "\n".join(lines)
+
+
+def _orchestrator_episodes(host: LocalHost) -> int:
+    return sum(
+        count
+        for name, count in host.executions.items()
+        if name in host.functions and host.functions[name].trigger_type == "orchestrationTrigger"
+    )

@@ -1,13 +1,17 @@
 """The Durable side of an order, through the app's own durable client: each attempt's and
 compensation round's runtime status and last history event, and the status updates its history shows
-it sent (``publish_status`` activities that completed)."""
+it sent: ``publish_status`` activities that completed, and the statuses the scheduler's ``load_order``
+(``Processing``) and ``mark_processed`` (``Completed``) answered ``statusSent: true`` for."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from orchestrators.names import PUBLISH_STATUS
+from orchestrators.names import LOAD_ORDER, MARK_PROCESSED, PUBLISH_STATUS
+
+# Activities that send a status themselves after their read or write, and which status.
+SENT_BY_THE_ACTIVITY = {LOAD_ORDER: "Processing", MARK_PROCESSED: "Completed"}
 
 
 def _last_event(history: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -21,26 +25,35 @@ def _last_event(history: list[dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
+def _json(raw: Any) -> Any:
+    try:
+        return json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return None
+
+
+def _sent(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The status update a completed activity shows it sent, if any."""
+    name = event.get("FunctionName")
+    payload = _json(event.get("Input"))
+    if not isinstance(payload, dict):
+        return None
+    if name == PUBLISH_STATUS:
+        return {"status": payload.get("status"), "attempt": payload.get("attempt"), "reason": payload.get("reason")}
+    result = _json(event.get("Result"))
+    if name in SENT_BY_THE_ACTIVITY and isinstance(result, dict) and result.get("statusSent") is True:
+        return {"status": SENT_BY_THE_ACTIVITY[name], "attempt": payload.get("attempt"), "reason": None}
+    return None
+
+
 def statuses_sent(instance: str, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     sent: list[dict[str, Any]] = []
     for event in history:
-        if event.get("EventType") != "TaskCompleted" or event.get("FunctionName") != PUBLISH_STATUS:
+        if event.get("EventType") != "TaskCompleted":
             continue
-        raw = event.get("Input")
-        try:
-            payload = json.loads(raw) if isinstance(raw, str) else raw
-        except ValueError:
-            continue
-        if isinstance(payload, dict):
-            sent.append(
-                {
-                    "status": payload.get("status"),
-                    "attempt": payload.get("attempt"),
-                    "reason": payload.get("reason"),
-                    "at": event.get("Timestamp"),
-                    "instanceId": instance,
-                }
-            )
+        update = _sent(event)
+        if update is not None:
+            sent.append({**update, "at": event.get("Timestamp"), "instanceId": instance})
     return sent
 
 
@@ -50,7 +63,7 @@ async def describe(client: Any, instances: list[tuple[str, str]]) -> tuple[list[
     attempts: list[dict[str, Any]] = []
     statuses: list[dict[str, Any]] = []
     for kind, instance in instances:
-        status = await client.get_status(instance, show_history=True, show_history_output=False, show_input=True)
+        status = await client.get_status(instance, show_history=True, show_history_output=True, show_input=True)
         if not status:
             attempts.append({"kind": kind, "instanceId": instance, "runtimeStatus": None, "lastEvent": None})
             continue

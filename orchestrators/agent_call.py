@@ -45,10 +45,16 @@ def agent_request(
 
 
 def invoke_agent(
-    context: df.DurableOrchestrationContext, agent_name: str, request: AgentRequest, deadline: datetime
+    context: df.DurableOrchestrationContext,
+    agent_name: str,
+    request: AgentRequest,
+    deadline: datetime,
+    *,
+    sent: bool = False,
 ) -> Generator[Any, Any, dict[str, Any] | None]:
     """Invokes the agent and waits for its reply or the deadline, whichever comes first.
-    Returns the reply, or None when the timer won."""
+    Returns the reply, or None when the timer won. ``sent``: a Service Bus agent's request already
+    went out with the step's start (``begin_step``)."""
     transport = agent(agent_name).transport
     timer = context.create_timer(deadline)
     if transport is Transport.IN_PROCESS:
@@ -68,9 +74,10 @@ def invoke_agent(
     queue = agent(agent_name).request_queue
     if queue is None:  # the workflow table gives every Service Bus agent its queue (checked by its tests)
         raise RuntimeError(f"agent {agent_name} has no request queue")
-    yield from call_state_activity(
-        context, names.SEND_AGENT_REQUEST, SendAgentRequestInput(queue=queue, request=request).to_json()
-    )
+    if not sent:
+        yield from call_state_activity(
+            context, names.SEND_AGENT_REQUEST, SendAgentRequestInput(queue=queue, request=request).to_json()
+        )
     while True:
         event = context.wait_for_external_event(AGENT_REPLY_EVENT)
         winner = yield context.task_any([event, timer])

@@ -11,6 +11,7 @@ from dependencies import get_context
 from orchestrators import names, starter
 from orchestrators.compensation import compensate_order
 from orchestrators.result import OrchestrationResult
+from orchestrators.retired import retire
 from orchestrators.scheduler import process_order
 from orchestrators.status import deliver_status
 
@@ -18,8 +19,13 @@ bp = df.Blueprint()
 
 
 @bp.orchestration_trigger(context_name="context", orchestration=names.SCHEDULER, input_type=dict)
-def process_order_v1(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
+def process_order_v2(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
     return process_order(context)
+
+
+@bp.orchestration_trigger(context_name="context", orchestration=names.RETIRED_SCHEDULERS[0], input_type=dict)
+def process_order_v1(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
+    return retire(context, names.RETIRED_SCHEDULERS[0])
 
 
 @bp.orchestration_trigger(context_name="context", orchestration=names.COMPENSATION, input_type=dict)

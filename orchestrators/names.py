@@ -1,16 +1,18 @@
 """Names of the orchestrator and activity functions. The orchestrator's name carries a version:
-changing its code under in-flight instances breaks replay, so a changed workflow gets a new name
-and old instances finish on the old one (register both until the old one has no instance left).
-No version has been deployed yet, so ``_v1`` is still the one being shaped; from the first deployment
-on, any change to the code an orchestrator replays (``tests/orchestrators/test_orchestrator_rules.py``
-lists those modules) that changes what it schedules needs the next version."""
+changing its code under in-flight instances breaks replay, so a change to the code an orchestrator
+replays (``tests/orchestrators/test_orchestrator_rules.py`` lists those modules) that changes what
+it schedules gets the next version. The scheduler is at ``_v2`` (fewer activities per order, issue
+15); ``_v1`` stays registered as a retired name (``orchestrators/retired.py``, docs/design.md
+"Versions")."""
 
-SCHEDULER = "process_order_v1"
+SCHEDULER = "process_order_v2"
+# Earlier versions of the scheduler: an instance of one still in flight at an upgrade ends at its
+# next replay without touching its record; the supervisor retries the order under ``SCHEDULER``.
+RETIRED_SCHEDULERS = ("process_order_v1",)
 
 LOAD_ORDER = "load_order"
 BEGIN_STEP = "begin_step"
 SEND_AGENT_REQUEST = "send_agent_request"
-COMPLETE_STEP = "complete_step"
 FAIL_ORDER = "fail_order"
 RELEASE_FOR_RETRY = "release_for_retry"
 MARK_PROCESSED = "mark_processed"

@@ -5,6 +5,13 @@ and its deadline (``completeBy``), (2) invokes the step's agent, (3) races the a
 against a durable timer at that deadline. Every state write is an activity fenced by
 ``lockedBy``; the moment this attempt no longer owns the record it ends quietly.
 
+Lean on purpose (issue 15): a step's result is not a write of its own. The scheduler carries it
+(``Attempt.unrecorded``) into the next fenced write, which is always the next step's ``begin_step``
+or ``mark_processed``: the result and the next start (or ``Processed``) are one transition of one
+record, so they are one write. ``begin_step`` also sends a Service Bus agent's request, and the
+activities whose write or read makes a status true send it (``Processing`` from ``load_order``,
+``Completed`` from ``mark_processed``). On the happy path an attempt is six activities.
+
 If the timer wins, the orchestration ends *without touching the record*: recovery is the
 supervisor's job, with its own conditional update. A late reply then finds no one waiting.
 
@@ -33,21 +40,22 @@ import azure.durable_functions as df
 from contracts.activities import (
     AwaitReviewInput,
     BeginStepInput,
-    CompleteStepInput,
     FailOrderInput,
     LoadOrderInput,
     MarkProcessedInput,
     OrderPlan,
     ReleaseForRetryInput,
     RequestCompensationInput,
+    StepResult,
     parse_begin_step,
     parse_load_order,
+    parse_mark_processed,
     parse_write_result,
 )
 from domain.compensation_policy import REVIEW_CHOICES, Action, ReviewPolicy, Situation, Trigger, decide_compensation
 from domain.ids import idempotency_key, request_id
 from domain.payloads import step_payload
-from domain.workflow import STEPS, WORKFLOW, Step, StepKind
+from domain.workflow import STEPS, WORKFLOW, Step, StepKind, agent
 from orchestrators import names
 from orchestrators.agent_call import agent_request, invoke_agent
 from orchestrators.fenced import call_fenced, ends_quietly_when_fenced_out
@@ -69,6 +77,12 @@ class Attempt:
     results: dict[str, dict[str, Any]]
     reviews: int = 0
     unanswered: int = 0  # reviews that timed out: the default re-runs a step once, then compensation
+    # the last step's result, not yet on the record: the next fenced write records it
+    unrecorded: StepResult | None = None
+
+    def take_unrecorded(self) -> StepResult | None:
+        result, self.unrecorded = self.unrecorded, None
+        return result
 
     @property
     def order(self) -> dict[str, Any]:
@@ -92,12 +106,10 @@ def _run_attempt(context: df.DurableOrchestrationContext) -> Generator[Any, Any,
     number: int = started["attempt"]
     me: str = context.instance_id
 
-    plan = yield from call_fenced(
-        context, names.LOAD_ORDER, LoadOrderInput(order_id=order_id, instance_id=me), parse_load_order, at="load"
-    )
+    # load_order tells the submitter "Processing" (not on a retry of an outage wait: "waiting for ..." was said once)
+    load = LoadOrderInput(order_id=order_id, instance_id=me, attempt=number)
+    plan = yield from call_fenced(context, names.LOAD_ORDER, load, parse_load_order, at="load")
     run = Attempt(context, me, order_id, number, plan, dict(plan.completed))
-    if not plan.outage_wait:  # a retry of an outage wait: "waiting for ..." was said once
-        yield from call_publish_status(context, order_id, "Processing", number, plan=plan)
 
     for step in WORKFLOW:
         if step.name in run.results:  # done by an earlier attempt: never run a step twice
@@ -106,9 +118,10 @@ def _run_attempt(context: df.DurableOrchestrationContext) -> Generator[Any, Any,
         if ended is not None:
             return ended.result
 
-    processed = MarkProcessedInput(order_id=order_id, instance_id=me, attempt=number)
-    yield from call_fenced(context, names.MARK_PROCESSED, processed, parse_write_result, at="processed")
-    yield from call_publish_status(context, order_id, "Completed", number, plan=plan)
+    processed = MarkProcessedInput(order_id=order_id, instance_id=me, attempt=number, completes=run.take_unrecorded())
+    done = yield from call_fenced(context, names.MARK_PROCESSED, processed, parse_mark_processed, at="processed")
+    if not done.status_sent:  # its one try failed: a final status is retried on durable timers
+        yield from call_publish_status(context, order_id, "Completed", number, plan=plan)
     return orchestration_result("Processed")
 
 
@@ -124,11 +137,8 @@ def _run_step(run: Attempt, step: Step) -> Generator[Any, Any, Ended | None]:
             return reply
         if reply["outcome"] == "succeeded":
             result = reply.get("result") or {}
-            done = CompleteStepInput(
-                order_id=run.order_id, instance_id=run.me, step=step.name, attempt=run.number, result=result
-            )
-            yield from call_fenced(run.context, names.COMPLETE_STEP, done, parse_write_result, at=step.name)
             run.results[step.name] = result
+            run.unrecorded = StepResult(step=step.name, result=result)  # recorded by the next write
             return None
         if reply.get("transient"):
             return (yield from _release_for_retry(run, step, reply.get("error")))
@@ -154,17 +164,19 @@ def _ask_agent(run: Attempt, step: Step, agent_name: str, tries: int) -> Generat
         idempotency_key=idempotency_key(run.order_id, step.name),
         payload=step_payload(step.name, run.order, run.results),
     )
-    began = yield from call_fenced(
-        context, names.BEGIN_STEP, BeginStepInput(request=request, agent=agent_name), parse_begin_step, at=step.name
-    )
-    if step.prepaid_action is not None and run.order.get("prepaid"):
+    prepaid = step.prepaid_action is not None and bool(run.order.get("prepaid"))
+    # the request goes out with the start, unless it waits for the payment (prepaid) or runs in-process
+    queue = None if prepaid else agent(agent_name).request_queue
+    begin = BeginStepInput(request=request, agent=agent_name, completes=run.take_unrecorded(), queue=queue)
+    began = yield from call_fenced(context, names.BEGIN_STEP, begin, parse_begin_step, at=step.name)
+    if prepaid and step.prepaid_action is not None:
         # A prepaid order: no charge; capture against the provider's notification.
         payment = yield from await_payment(context, began, deadline)
         if payment is None:
             return Ended(orchestration_result("DeadlineExpired", step=step.name, waitingFor="PaymentNotification"))
         request = capture_request(request, step.prepaid_action, payment)
 
-    reply = yield from invoke_agent(context, agent_name, request, deadline)
+    reply = yield from invoke_agent(context, agent_name, request, deadline, sent=queue is not None)
     if reply is None:
         # The deadline passed first. Leave the record alone: the supervisor recovers it.
         return Ended(orchestration_result("DeadlineExpired", step=step.name))

@@ -14,7 +14,6 @@ INPUTS: dict[str, Any] = {
     "load_order": protocol.LoadOrderInput,
     "begin_step": protocol.BeginStepInput,
     "send_agent_request": protocol.SendAgentRequestInput,
-    "complete_step": protocol.CompleteStepInput,
     "release_for_retry": protocol.ReleaseForRetryInput,
     "fail_order": protocol.FailOrderInput,
     "mark_processed": protocol.MarkProcessedInput,

@@ -16,6 +16,7 @@ from domain.compensation import undo_idempotency_key, undo_request_id
 from domain.ids import idempotency_key, request_id
 from domain.payloads import step_payload
 from domain.records import StateRecord
+from domain.states import StepStatus
 from domain.timefmt import to_text
 from domain.workflow import Transport, agent
 from order_agents.activity_agent import run_activity_agent
@@ -53,10 +54,27 @@ def call_agent(ctx: AppContext, agent_name: str, request: dict[str, Any]) -> dic
     return replies[-1] if len(replies) > before else None
 
 
+def carried(ctx: AppContext, results: dict[str, Any]) -> dict[str, Any] | None:
+    """The step result the scheduler holds (``results``, its memory) and the record does not have
+    yet, as the ``completes`` of its next fenced write (``begin_step`` or ``mark_processed``): at most
+    one, since every such write records the one before it."""
+    record = stored_record(ctx)
+    pending = [
+        {"step": name, "result": result}
+        for name, result in results.items()
+        if name not in record.steps or record.steps[name].status is not StepStatus.SUCCEEDED
+    ]
+    assert len(pending) <= 1, pending
+    return pending[0] if pending else None
+
+
 def forward_step(
     ctx: AppContext, owner: str, attempt: int, step_name: str, agent_name: str, results: dict[str, Any], tries: int = 1
 ) -> dict[str, Any] | None:
-    """begin_step, the agent, and complete_step on success; returns the reply."""
+    """What the lean scheduler does for one step: ``begin_step`` records the previous step's result
+    (``carried``) with this step's start and, for a Service Bus agent, sends the request; then the
+    agent answers. On success the result joins ``results``: the next ``begin_step`` (or
+    ``mark_processed``, ``finish_forward``) records it. Returns the reply."""
     deadline = ctx.clock.now() + ctx.settings.step_timeout
     rid = request_id(owner, step_name, agent_name) + ("" if tries == 1 else f":{tries}")
     request = {
@@ -70,17 +88,60 @@ def forward_step(
         "idempotencyKey": idempotency_key("o1", step_name),
         "payload": step_payload(step_name, ORDER, results),
     }
-    assert run(scheduler_steps.begin_step, ctx, {"request": request, "agent": agent_name})["owned"]
+    begin: dict[str, Any] = {"request": request, "agent": agent_name}
+    completes = carried(ctx, results)
+    if completes is not None:
+        begin["completes"] = completes
+    queue = agent(agent_name).request_queue
+    if queue is not None:
+        begin["queue"] = queue
+    sent_before = len(_sent_to(ctx, queue))
+    assert run(scheduler_steps.begin_step, ctx, begin)["owned"]
+    if queue is not None and isinstance(ctx.sender, RecordingSender):
+        # begin_step put the request on the agent's queue, once: the very request the agent gets below
+        [sent] = _sent_to(ctx, queue)[sent_before:]
+        assert sent == AgentRequest.model_validate(request).to_json()
     reply = call_agent(ctx, agent_name, request)
     if reply is not None and reply["outcome"] == "succeeded":
-        fenced = {"orderId": "o1", "instanceId": owner, "step": step_name, "attempt": attempt}
-        assert run(scheduler_steps.complete_step, ctx, {**fenced, "result": reply["result"]})["owned"]
         results[step_name] = reply["result"]
     return reply
 
 
-def begin_charge(ctx: AppContext, owner: str, attempt: int = 1) -> None:
-    """``begin_step`` of charge-payment and nothing more: the charge is in flight, its reply never comes."""
+def finish_forward(ctx: AppContext, owner: str, attempt: int, results: dict[str, Any]) -> dict[str, Any]:
+    """``mark_processed``, recording the last step's result (``carried``) in the same write; its answer."""
+    data: dict[str, Any] = {"orderId": "o1", "instanceId": owner, "attempt": attempt}
+    completes = carried(ctx, results)
+    if completes is not None:
+        data["completes"] = completes
+    answer: dict[str, Any] = run(scheduler_steps.mark_processed, ctx, data)
+    return answer
+
+
+def _sent_to(ctx: AppContext, queue: str | None) -> list[str | bytes]:
+    """The bodies sent onto ``queue`` so far (none when the sender records nothing)."""
+    sender = ctx.sender
+    if queue is None or not isinstance(sender, RecordingSender):
+        return []
+    return [m.body for q, m in sender.sent if q == queue]
+
+
+def shipment_request(owner: str, deadline: Any, attempt: int = 1) -> dict[str, Any]:
+    """The pivot's (arrange-shipment) first request of ``owner``'s attempt, as ``begin_step`` gets it."""
+    return {
+        "requestId": request_id(owner, "arrange-shipment", "shipping"),
+        "instanceId": owner,
+        "orderId": "o1",
+        "step": "arrange-shipment",
+        "attempt": attempt,
+        "deadline": deadline,
+        "idempotencyKey": idempotency_key("o1", "arrange-shipment"),
+        "payload": {},
+    }
+
+
+def begin_charge(ctx: AppContext, owner: str, attempt: int = 1, results: dict[str, Any] | None = None) -> None:
+    """``begin_step`` of charge-payment (recording the reservation in ``results``, as the scheduler
+    carries it) and nothing more: the charge is in flight, its reply never comes."""
     request = {
         "requestId": request_id(owner, "charge-payment", "payment"),
         "instanceId": owner,
@@ -91,7 +152,11 @@ def begin_charge(ctx: AppContext, owner: str, attempt: int = 1) -> None:
         "idempotencyKey": idempotency_key("o1", "charge-payment"),
         "payload": step_payload("charge-payment", ORDER, {}),
     }
-    assert run(scheduler_steps.begin_step, ctx, {"request": request, "agent": "payment"})["owned"]
+    begin: dict[str, Any] = {"request": request, "agent": "payment"}
+    completes = carried(ctx, results or {})
+    if completes is not None:
+        begin["completes"] = completes
+    assert run(scheduler_steps.begin_step, ctx, begin)["owned"]
 
 
 def compensation_round(ctx: AppContext, owner: str, round_number: int) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from tests.compensation.support import (
     begin_charge,
     compensation_round,
     forward_step,
+    shipment_request,
     stored_record,
     submitted_and_claimed,
 )
@@ -37,19 +38,31 @@ def statuses(sender: RecordingSender) -> list[dict[str, Any]]:
     return sender.bodies("client-statuses")
 
 
-def test_a_cancellation_before_the_pivot_compensates_everything_done_so_far(ctx, ledger, sender):
+def test_a_cancellation_before_the_pivot_compensates_everything_done_so_far(ctx, ledger, sender, clock):
+    """The charge replied, but its result is the scheduler's until its next write (the shipment's
+    start): on the record the charge is still in flight, so the round waits for its deadline and
+    undoes it by its forward key at each payment agent."""
     submitted_and_claimed(ctx)
     results: dict[str, Any] = {}
     forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
     forward_step(ctx, FORWARD, 1, "charge-payment", "payment", results)
+    assert ledger.net("o1") == NetEffect(reserved_units=2, charged_cents=1000)
     result = cancel(ctx)
     assert result.settlement.kind == "complete"
     cancelled = stored_record(ctx)
     assert cancelled.process_state is ProcessState.COMPENSATING
     assert cancelled.last_error == "cancelled by the client: changed my mind"
-    # The forward attempt lost the record: it cannot go on to the pivot.
-    begin = {"orderId": "o1", "instanceId": FORWARD, "attempt": 1}
-    assert run(scheduler_steps.mark_processed, ctx, begin) == {"owned": False}
+    # The forward attempt lost the record: it cannot go on to the pivot (nor record the charge, nor send the shipment).
+    shipment = {
+        "request": shipment_request(FORWARD, clock.now() + timedelta(seconds=60)),
+        "agent": "shipping",
+        "completes": {"step": "charge-payment", "result": results["charge-payment"]},
+        "queue": "shipping-requests",
+    }
+    assert run(scheduler_steps.begin_step, ctx, shipment) == {"owned": False}
+    assert sender.message_ids("shipping-requests") == []
+    assert claim_due_compensations(ctx).starts == []  # the charge is in flight on the record
+    clock.advance(timedelta(seconds=60))
     [start] = claim_due_compensations(ctx).starts
     compensation_round(ctx, start.instance_id, start.round)
     assert stored_record(ctx).process_state is ProcessState.COMPENSATED
@@ -58,8 +71,9 @@ def test_a_cancellation_before_the_pivot_compensates_everything_done_so_far(ctx,
 
 def test_a_cancellation_while_a_step_is_in_flight_waits_for_that_steps_deadline(ctx, clock):
     submitted_and_claimed(ctx)
-    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
-    begin_charge(ctx, FORWARD)
+    results: dict[str, Any] = {}
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
+    begin_charge(ctx, FORWARD, results=results)  # records the reservation with the charge's start
     cancel(ctx)
     cancelled = stored_record(ctx)
     assert cancelled.complete_by == clock.now() + timedelta(seconds=60)
@@ -68,6 +82,8 @@ def test_a_cancellation_while_a_step_is_in_flight_waits_for_that_steps_deadline(
         ("charge-payment", "payment"),
         ("charge-payment", "payment-backup"),
     ]
+    # a known result (the reservation id), not an unknown outcome
+    assert cancelled.compensation[0].data == {"reservationId": results["reserve-inventory"]["reservationId"]}
     assert claim_due_compensations(ctx).starts == []  # the charge may still be in flight
     clock.advance(timedelta(seconds=60))
     assert len(claim_due_compensations(ctx).starts) == 1
@@ -75,8 +91,9 @@ def test_a_cancellation_while_a_step_is_in_flight_waits_for_that_steps_deadline(
 
 def test_a_cancellation_during_a_review_pause_compensates_now_not_at_the_review_deadline(ctx, clock):
     submitted_and_claimed(ctx)
-    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
-    begin_charge(ctx, FORWARD)
+    results: dict[str, Any] = {}
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
+    begin_charge(ctx, FORWARD, results=results)  # records the reservation with the charge's start
     review = {
         "orderId": "o1",
         "instanceId": FORWARD,
@@ -129,16 +146,7 @@ def test_a_cancellation_while_the_pivot_is_in_flight_is_rejected(ctx, sender, cl
     results: dict[str, Any] = {}
     for step, agent in (("reserve-inventory", "inventory"), ("charge-payment", "payment")):
         forward_step(ctx, FORWARD, 1, step, agent, results)
-    request = {
-        "requestId": "o1:1:arrange-shipment:shipping",
-        "instanceId": FORWARD,
-        "orderId": "o1",
-        "step": "arrange-shipment",
-        "attempt": 1,
-        "deadline": clock.now() + timedelta(seconds=60),
-        "idempotencyKey": "o1:arrange-shipment",
-        "payload": {},
-    }
+    request = shipment_request(FORWARD, clock.now() + timedelta(seconds=60))
     run(scheduler_steps.begin_step, ctx, {"request": request, "agent": "shipping"})
     cancel(ctx)
     assert statuses(sender)[-1]["status"] == "CancellationRejected"
@@ -189,9 +197,12 @@ def test_a_prepayment_never_captured_before_a_cancellation_raises_a_release_aler
 
 def test_a_captured_prepayment_is_refunded_by_its_undo_and_raises_no_release_alert(ctx, sender):
     submitted_and_claimed(ctx)
-    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
-    forward_step(ctx, FORWARD, 1, "charge-payment", "payment", {})
+    results: dict[str, Any] = {}
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
+    forward_step(ctx, FORWARD, 1, "charge-payment", "payment", results)
+    cancel(ctx)  # the capture replied; its result is not on the record yet: an entry with its outcome unknown
     record = stored_record(ctx)
+    assert [e.step for e in record.compensation if e.step == "charge-payment"] == ["charge-payment"] * 2
     from domain.records import PaymentReceived
 
     paid = PaymentReceived(

@@ -1,5 +1,5 @@
-"""Against the Cosmos protocol server: the step result and its log entry are one write; a stale
-attempt cannot append to the log; the compensation moves are fenced; the supervisor hands exhausted
+"""Against the Cosmos protocol server: the step result, its log entry and the next step's start are
+one write; a stale attempt cannot append to the log; the compensation moves are fenced; the supervisor hands exhausted
 orders to compensation and runs rounds; a cancellation compensates or is refused."""
 
 from __future__ import annotations
@@ -21,7 +21,15 @@ from supervisor.compensation_rounds import claim_due_compensations
 from supervisor.operator import compensate_order
 from supervisor.recovery import RecoveryAction, recover
 from tests.activity_calls import run
-from tests.compensation.support import begin_charge, forward_step, stored_record, submitted_and_claimed
+from tests.compensation.support import (
+    begin_charge,
+    carried,
+    finish_forward,
+    forward_step,
+    shipment_request,
+    stored_record,
+    submitted_and_claimed,
+)
 from tests.contexts import context_with
 from tests.deadlines import just_past
 from tests.fakes import RecordingSender
@@ -45,15 +53,20 @@ class CountingStore:
         return getattr(self.inner, name)
 
 
-def test_a_compensable_step_result_and_its_log_entry_are_one_write(ctx):
+def test_a_compensable_step_result_its_log_entry_and_the_next_start_are_one_write(ctx):
     submitted_and_claimed(ctx)
     counting = CountingStore(ctx.states)
     ctx = context_with(ctx, states=counting)
     results: dict[str, Any] = {}
     forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
-    assert counting.replaces == 2  # begin_step, then complete_step (result + entry together)
+    assert counting.replaces == 1  # begin_step; the result is the scheduler's until its next write
+    assert stored_record(ctx).steps["reserve-inventory"].status is StepStatus.IN_PROGRESS
+    begin_charge(ctx, FORWARD, results=results)
+    assert counting.replaces == 2  # one more: the result, its entry and the charge's start together
     record = stored_record(ctx)
     assert record.steps["reserve-inventory"].status is StepStatus.SUCCEEDED
+    assert record.steps["charge-payment"].status is StepStatus.IN_PROGRESS
+    assert record.complete_by == ctx.clock.now() + ctx.settings.step_timeout  # the charge's deadline
     [entry] = record.compensation
     assert (entry.seq, entry.step, entry.agent, entry.undo_action, entry.attempt) == (
         1,
@@ -71,27 +84,49 @@ def test_the_charge_entry_carries_references_only(ctx):
     results: dict[str, Any] = {}
     forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
     forward_step(ctx, FORWARD, 1, "charge-payment", "payment", results)
+    forward_step(ctx, FORWARD, 1, "arrange-shipment", "shipping", results)  # its start records the charge
     charge = stored_record(ctx).compensation[1]
     assert set(charge.data) == {"chargeId", "amountCents"}
     assert charge.data["amountCents"] == 1000
-    forward_step(ctx, FORWARD, 1, "arrange-shipment", "shipping", results)
-    assert len(stored_record(ctx).compensation) == 2  # the pivot has no undo: no entry
+    assert len(stored_record(ctx).compensation) == 2
+    assert finish_forward(ctx, FORWARD, 1, results) == {"owned": True, "statusSent": True}
+    record = stored_record(ctx)
+    assert record.steps["arrange-shipment"].status is StepStatus.SUCCEEDED  # recorded with Processed
+    assert record.process_state is ProcessState.PROCESSED
+    assert len(record.compensation) == 2  # the pivot has no undo: no entry
 
 
-def test_recording_the_same_result_twice_appends_one_entry(ctx):
+def test_recording_the_same_result_twice_appends_one_entry(ctx, sender):
+    """begin_step carrying the reservation, run twice (its retry after a try that landed but did not
+    answer): one entry, and the request collapses on its MessageId."""
     submitted_and_claimed(ctx)
     results: dict[str, Any] = {}
     forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
-    again = {"orderId": "o1", "instanceId": FORWARD, "step": "reserve-inventory", "attempt": 1}
-    assert run(scheduler_steps.complete_step, ctx, {**again, "result": results["reserve-inventory"]})["owned"]
+    completes = carried(ctx, results)
+    assert completes == {"step": "reserve-inventory", "result": results["reserve-inventory"]}
+    request = {
+        "requestId": "o1:1:charge-payment:payment",
+        "instanceId": FORWARD,
+        "orderId": "o1",
+        "step": "charge-payment",
+        "attempt": 1,
+        "deadline": ctx.clock.now() + ctx.settings.step_timeout,
+        "idempotencyKey": "o1:charge-payment",
+        "payload": {},
+    }
+    begin = {"request": request, "agent": "payment", "completes": completes, "queue": "payment-requests"}
+    for _ in range(2):
+        assert run(scheduler_steps.begin_step, ctx, begin)["owned"]
     assert len(stored_record(ctx).compensation) == 1
+    # the same MessageId twice: Service Bus duplicate detection drops the second
+    assert sender.message_ids("payment-requests") == ["o1:1:charge-payment:payment"] * 2
 
 
-def test_a_stale_attempt_cannot_append_to_the_log(ctx, clock):
+def test_a_stale_attempt_cannot_append_to_the_log(ctx, clock, sender):
     submitted_and_claimed(ctx)
     results: dict[str, Any] = {}
     forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
-    begin_charge(ctx, FORWARD)
+    begin_charge(ctx, FORWARD, results=results)
     # The supervisor recovers attempt 1 and attempt 2 claims the order.
     clock.advance(just_past(ctx.settings.step_timeout))
     record = stored_record(ctx)
@@ -102,18 +137,29 @@ def test_a_stale_attempt_cannot_append_to_the_log(ctx, clock):
         lambda r: transitions.claim(r, clock.now(), ctx.settings.start_grace),
     )
     before = stored_record(ctx)
-    late = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
-    assert run(scheduler_steps.complete_step, ctx, {**late, "result": {"chargeId": "C-9", "amountCents": 1}}) == {
-        "owned": False
+    # attempt 1's charge reply comes late: its next write, the shipment's start carrying the charge, is fenced out
+    late = {
+        "request": shipment_request(FORWARD, clock.now() + ctx.settings.step_timeout),
+        "agent": "shipping",
+        "completes": {"step": "charge-payment", "result": {"chargeId": "C-9", "amountCents": 1}},
+        "queue": "shipping-requests",
     }
+    assert run(scheduler_steps.begin_step, ctx, late) == {"owned": False}
     after = stored_record(ctx)
     assert after.compensation == before.compensation
     assert after.version == before.version  # nothing written
+    assert sender.message_ids("shipping-requests") == []  # and nothing sent: the request goes only after the write
+    # nor can it finish the order with the late result
+    processed = {"orderId": "o1", "instanceId": FORWARD, "attempt": 1, "completes": late["completes"]}
+    assert run(scheduler_steps.mark_processed, ctx, processed) == {"owned": False}
+    assert stored_record(ctx).version == before.version
 
 
 def test_the_scheduler_hands_over_to_compensation_with_a_fenced_write(ctx):
     submitted_and_claimed(ctx)
-    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
+    results: dict[str, Any] = {}
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
+    begin_charge(ctx, FORWARD, results=results)  # the charge began (recording the reservation), then was declined
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
     assert run(compensation_steps.request_compensation, ctx, {**fenced, "error": "declined"}) == {"owned": True}
     record = stored_record(ctx)
@@ -135,8 +181,9 @@ def test_the_scheduler_hands_over_to_compensation_with_a_fenced_write(ctx):
 def test_retries_exhausted_before_the_pivot_go_to_compensation_not_error(ctx, clock):
     ctx = context_with(ctx, settings=ctx.settings.from_env({}, MAX_FAILURES="1"))
     submitted_and_claimed(ctx)
-    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
-    begin_charge(ctx, FORWARD)  # ... and the charge's reply never comes
+    results: dict[str, Any] = {}
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
+    begin_charge(ctx, FORWARD, results=results)  # ... and the charge's reply never comes
     clock.advance(just_past(ctx.settings.step_timeout))
     result = recover(ctx, stored_record(ctx))
     assert result.action is RecoveryAction.COMPENSATING
@@ -157,8 +204,9 @@ def test_retries_exhausted_before_the_pivot_go_to_compensation_not_error(ctx, cl
 def test_retries_exhausted_on_a_high_impact_order_stay_error_for_an_operator(ctx, clock):
     ctx = context_with(ctx, settings=ctx.settings.from_env({}, MAX_FAILURES="1", REVIEW_AMOUNT_THRESHOLD_CENTS="500"))
     submitted_and_claimed(ctx)
-    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
-    begin_charge(ctx, FORWARD)
+    results: dict[str, Any] = {}
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
+    begin_charge(ctx, FORWARD, results=results)
     clock.advance(just_past(ctx.settings.step_timeout))
     assert recover(ctx, stored_record(ctx)).action is RecoveryAction.ESCALATED
     assert stored_record(ctx).process_state is ProcessState.ERROR
@@ -169,7 +217,9 @@ def test_retries_exhausted_on_a_high_impact_order_stay_error_for_an_operator(ctx
 
 def test_the_supervisor_claims_a_round_and_a_stuck_round_gets_the_next_one(ctx, clock):
     submitted_and_claimed(ctx)
-    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
+    results: dict[str, Any] = {}
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
+    begin_charge(ctx, FORWARD, results=results)  # the charge began (recording the reservation), then was declined
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
     run(compensation_steps.request_compensation, ctx, {**fenced, "error": "declined"})
     claims = claim_due_compensations(ctx)
@@ -194,7 +244,9 @@ def compensation_stuck_for_max_rounds(ctx: AppContext, clock: Any) -> None:
     """o1 reserved, its charge declined, handed to compensation; rounds 2, 3, 4 all get stuck
     (MAX_FAILURES = 3), so the next claim finds it out of rounds."""
     submitted_and_claimed(ctx)
-    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
+    results: dict[str, Any] = {}
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
+    begin_charge(ctx, FORWARD, results=results)  # the charge began (recording the reservation), then was declined
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
     run(compensation_steps.request_compensation, ctx, {**fenced, "error": "declined"})
     for _ in range(3):
@@ -216,7 +268,9 @@ def test_a_compensation_stuck_for_max_failures_rounds_is_compensation_failed_wit
 
 def test_an_undo_that_fails_for_good_records_compensation_failed_naming_the_entry(ctx, sender):
     submitted_and_claimed(ctx)
-    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", {})
+    results: dict[str, Any] = {}
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
+    begin_charge(ctx, FORWARD, results=results)  # the charge began (recording the reservation), then was declined
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
     run(compensation_steps.request_compensation, ctx, {**fenced, "error": "declined"})
     [start] = claim_due_compensations(ctx).starts
@@ -262,11 +316,23 @@ def test_a_retried_hand_over_write_that_already_landed_is_answered_as_done(app_c
 
     app_context.states.create(transitions.new_record("o7", "q", clock.now()))
     record = app_context.states.get("o7")
-    app_context.states.replace(
-        replace(transitions.claim(record, clock.now(), timedelta(seconds=60)), version=record.version)
+    claimed = transitions.claim(record, clock.now(), timedelta(seconds=60))
+    shipping = transitions.begin_step(
+        claimed, "o7:1", "arrange-shipment", "shipping", "o7:1:arrange-shipment:shipping", clock.now(), clock.now()
     )
-    data = {"orderId": "o7", "instanceId": "o7:1", "attempt": 1}
-    assert run(scheduler_steps.mark_processed, app_context, data) == {"owned": True}
-    assert run(scheduler_steps.mark_processed, app_context, data) == {"owned": True}  # the retry
+    app_context.states.replace(replace(shipping, version=record.version))
+    data = {
+        "orderId": "o7",
+        "instanceId": "o7:1",
+        "attempt": 1,
+        "completes": {"step": "arrange-shipment", "result": {"shipmentId": "S-7"}},
+    }
+    done = {"owned": True, "statusSent": True}
+    assert run(scheduler_steps.mark_processed, app_context, data) == done
+    assert run(scheduler_steps.mark_processed, app_context, data) == done  # the retry, result and all
+    stored = app_context.states.get("o7")
+    assert stored is not None and stored.steps["arrange-shipment"].result == {"shipmentId": "S-7"}
+    # Completed went with each try under one MessageId: duplicate detection keeps one
+    assert app_context.sender.message_ids("q") == ["o7:Completed:1"] * 2
     # but an instance that never held the record still hears "lost"
     assert run(scheduler_steps.mark_processed, app_context, {**data, "instanceId": "o7:9"}) == {"owned": False}

@@ -74,6 +74,8 @@ def test_an_undo_delivered_twice_is_done_once(app_context):
     results: dict[str, Any] = {}
     forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
     forward_step(ctx, FORWARD, 1, "charge-payment", "payment", results)
+    shipped = forward_step(ctx, FORWARD, 1, "arrange-shipment", "shipping", results)  # records the charge; refused
+    assert shipped is not None and shipped["outcome"] == "failed"
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "arrange-shipment", "attempt": 1}
     run(compensation_steps.request_compensation, ctx, {**fenced, "error": "no"})
     [start] = claim_due_compensations(ctx).starts

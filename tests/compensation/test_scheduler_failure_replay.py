@@ -54,11 +54,10 @@ class Attempt:
         self.h.timer_created_not_fired(self.h.now + STEP)
         value = reply("reserve-inventory", f"{ME}:reserve-inventory:inventory", result={"reservationId": "R-1"})
         self.h.complete_activity(call, value, at=self.h.now + timedelta(seconds=1))
-        self.h.activity_completed(names.COMPLETE_STEP, {"owned": True}, at=self.h.now)
 
     def remote(self, step: str, request_id: str, value: dict[str, Any]) -> None:
+        """begin_step (its result recorded and its request sent in the one activity), the timer, the reply."""
         self.h.activity_completed(names.BEGIN_STEP, {"owned": True}, at=self.h.now)
-        self.h.activity_completed(names.SEND_AGENT_REQUEST, None, at=self.h.now)
         self.h.timer_created_not_fired(self.h.now + STEP)
         self.h.event_raised(AGENT_REPLY_EVENT, value, at=self.h.now + timedelta(seconds=2))
 
@@ -78,6 +77,11 @@ def new_inputs(result: ReplayResult) -> list[tuple[str, dict[str, Any]]]:
     return [(a.get("functionName", a["type"]), json.loads(a.get("input") or "null")) for a in result.new_actions]
 
 
+def begins(result: ReplayResult) -> list[dict[str, Any]]:
+    """Every begin_step input since the start of the attempt."""
+    return [json.loads(a["input"]) for a in result.actions if a.get("functionName") == names.BEGIN_STEP]
+
+
 def test_a_non_transient_failure_tries_the_fallback_agent_before_anything_else(scheduler):
     a = Attempt()
     a.reserve()
@@ -88,11 +92,12 @@ def test_a_non_transient_failure_tries_the_fallback_agent_before_anything_else(s
     assert data["agent"] == "payment-backup"
     assert data["request"]["requestId"] == f"{ME}:charge-payment:payment-backup:2"
     assert data["request"]["idempotencyKey"] == "o1:charge-payment"
+    assert data["queue"] == "payment-backup-requests"  # the fallback's request goes out with its start
+    assert "completes" not in data  # the reservation was recorded by the first try's begin_step
     a.h.activity_completed(names.BEGIN_STEP, {"owned": True}, at=a.h.now)
     result = a.run(scheduler)
-    [(function, data)] = new_inputs(result)
-    assert function == names.SEND_AGENT_REQUEST
-    assert data["queue"] == "payment-backup-requests"
+    assert result.new_action_types() == ["CreateTimer"]  # no send_agent_request: waits for the reply
+    assert not any(a.get("functionName") == names.SEND_AGENT_REQUEST for a in result.actions)
 
 
 def test_the_fallback_succeeding_records_the_step_and_goes_on(scheduler):
@@ -103,8 +108,9 @@ def test_the_fallback_succeeding_records_the_step_and_goes_on(scheduler):
     a.remote("charge-payment", rid, reply("charge-payment", rid, result={"chargeId": "B-1", "amountCents": 1000}))
     result = a.run(scheduler)
     [(function, data)] = new_inputs(result)
-    assert function == names.COMPLETE_STEP
-    assert data["result"] == {"chargeId": "B-1", "amountCents": 1000}
+    assert function == names.BEGIN_STEP  # the fallback's result rides on the next step's start
+    assert data["request"]["step"] == "arrange-shipment"
+    assert data["completes"] == {"step": "charge-payment", "result": {"chargeId": "B-1", "amountCents": 1000}}
 
 
 def test_when_the_fallback_also_fails_the_order_is_handed_to_compensation(scheduler):
@@ -124,6 +130,10 @@ def test_when_the_fallback_also_fails_the_order_is_handed_to_compensation(schedu
         "error": "card declined again",
     }
     assert [f for f, _ in new_inputs(result)] == []
+    # compensation finds the reservation to undo on the record: the first charge's begin_step wrote it
+    first, fallback = begins(result)[1:]
+    assert first["completes"] == {"step": "reserve-inventory", "result": {"reservationId": "R-1"}}
+    assert "completes" not in fallback
 
 
 def test_a_failure_of_the_pivot_itself_is_still_before_the_point_of_no_return(scheduler):
@@ -131,11 +141,15 @@ def test_a_failure_of_the_pivot_itself_is_still_before_the_point_of_no_return(sc
     a.reserve()
     rid = f"{ME}:charge-payment:payment"
     a.remote("charge-payment", rid, reply("charge-payment", rid, result={"chargeId": "C-1", "amountCents": 1000}))
-    a.h.activity_completed(names.COMPLETE_STEP, {"owned": True}, at=a.h.now)
     rid = f"{ME}:arrange-shipment:shipping"
     a.remote("arrange-shipment", rid, reply("arrange-shipment", rid, ok=False, error="address undeliverable"))
     result = a.run(scheduler)
     assert [f for f, _ in new_inputs(result)] == [names.REQUEST_COMPENSATION]
+    # the charge to refund is on the record: the shipment's begin_step wrote it with the shipment's start
+    assert begins(result)[2]["completes"] == {
+        "step": "charge-payment",
+        "result": {"chargeId": "C-1", "amountCents": 1000},
+    }
 
 
 def review_requested(scheduler: Any, default_action: str = "compensate") -> tuple[Attempt, dict[str, Any]]:
@@ -183,6 +197,7 @@ def test_review_decision_retry_runs_the_step_again_with_its_own_agent(scheduler)
     assert function == names.BEGIN_STEP
     assert begin["agent"] == "payment"
     assert begin["request"]["requestId"] == f"{ME}:charge-payment:payment:3"
+    assert begin["queue"] == "payment-requests"  # the retry's request goes out with its start
 
 
 def test_review_decision_alternative_runs_the_step_through_the_fallback(scheduler):

@@ -18,7 +18,8 @@ from tests.fakes import RecordingClient
 
 
 def supervisor_run_after_a_death_between_steps(app_context: Any, clock: Any) -> tuple[Any, Any]:
-    """One failure allowed; the first attempt reserved inventory and died before its next step: the
+    """One failure allowed; the first attempt reserved inventory and died before its next step (so
+    before its next write: on the record the reservation is in flight until its deadline): the
     supervisor's run escalates the order to compensation."""
     ctx = context_with(
         app_context,
@@ -27,7 +28,7 @@ def supervisor_run_after_a_death_between_steps(app_context: Any, clock: Any) -> 
     )
     submitted_and_claimed(ctx)
     forward_step(ctx, "o1:1", 1, "reserve-inventory", "inventory", {})
-    clock.advance(just_past(ctx.settings.start_grace))  # the attempt died between steps
+    clock.advance(just_past(ctx.settings.step_timeout))  # the attempt died between steps: the step's deadline passes
     return ctx, run_supervisor(ctx, ScanState())
 
 

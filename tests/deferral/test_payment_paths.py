@@ -31,7 +31,9 @@ pytestmark = pytest.mark.cosmos
 
 
 def begin_payment_step(ctx: Any, instance: str = "p1:1") -> dict[str, Any]:
-    """What the scheduler's BEGIN_STEP activity does when the attempt reaches the payment step."""
+    """What the scheduler's BEGIN_STEP activity does when the attempt reaches a prepaid payment step
+    (the reservation done by an earlier attempt): no ``queue``, since the capture waits for the
+    payment, so the activity only records the start and answers the payment it finds."""
     request = {
         "requestId": f"{instance}:charge-payment:payment",
         "instanceId": instance,

@@ -42,9 +42,22 @@ def reasons(r: Report) -> set[str]:
     return {d["reason"] for d in r["dead_letters"]}
 
 
+def lean(r: Report) -> bool:
+    """Issue 15's targets per order on the happy path: at most 6 Cosmos writes, 40 Durable history
+    events and 12 trigger and activity executions (orchestrator episodes counted apart)."""
+    ops = r["ops_per_order"]
+    return bool(
+        ops["cosmos_writes"] <= 6
+        and ops["durable_history_events"] <= 40
+        and ops["function_executions"] - ops["orchestrator_episodes"] <= 12
+    )
+
+
 # profile -> what it must have exercised (beyond every invariant holding)
 EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
-    "happy-path": lambda r: states(r).get("Processed") == 100 and r["recoveries"]["supervisor_retries"] == 0,
+    "happy-path": lambda r: (
+        states(r).get("Processed") == 100 and r["recoveries"]["supervisor_retries"] == 0 and lean(r)
+    ),
     "agent-crash": lambda r: (
         r["injected_faults"].get("agent_crashes", 0) > 5 and r["recoveries"]["supervisor_retries"] > 0
     ),

@@ -1,5 +1,5 @@
 """What the scheduler's replay tests share: a sample order, the clock of the synthetic histories, and
-the start of an attempt's history (``load_order`` answered, the ``Processing`` status sent)."""
+the start of an attempt's history (``load_order`` answered; it sent the ``Processing`` status itself)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ def started_attempt(
     review: dict[str, Any] | None = None,
 ) -> History:
     """The history of one scheduler attempt up to its first step: ``load_order`` found the record
-    owned (with the results of steps ``completed`` by earlier attempts) and ``Processing`` was sent."""
+    owned (with the results of steps ``completed`` by earlier attempts) and sent ``Processing``
+    itself, so the next thing the scheduler schedules is the first step's ``begin_step``."""
     h = History(instance, {"orderId": order["orderId"], "attempt": attempt}, start=T0, name=names.SCHEDULER)
     plan: dict[str, Any] = {
         "owned": True,
@@ -50,5 +51,4 @@ def started_attempt(
     if review is not None:
         plan["review"] = review
     h.activity_completed(names.LOAD_ORDER, plan, at=T0)
-    h.activity_completed(names.PUBLISH_STATUS, None, at=T0)
     return h

@@ -1,11 +1,15 @@
 """The typed activity protocol (``contracts.activities``) speaks exactly the JSON of the dict-based
 protocol before it: orchestrations in flight replay their recorded inputs and results with the new
 code. For every activity, an input and each kind of result as the old code wrote them parse into
-the typed value and serialise back to the same JSON, key order included."""
+the typed value and serialise back to the same JSON, key order included. The scheduler's ``_v2``
+(issue 15) added optional keys (``load_order``'s ``attempt``, ``begin_step``'s ``completes`` and
+``queue``, ``mark_processed``'s ``completes`` and its ``statusSent`` answer): the examples hold
+inputs with and without them, as each version writes them."""
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,6 +54,8 @@ UNDO_REQUEST = {
 }
 FENCED = {"orderId": "o1", "instanceId": "o1:1"}
 STEP = {**FENCED, "step": "charge-payment", "attempt": 1}
+# A step result carried by the scheduler into its next fenced write (the previous step's result).
+COMPLETES = {"step": "reserve-inventory", "result": {"reservationId": "R-1"}}
 OWNED = {"owned": True}
 NOT_OWNED = {"owned": False}
 ENTRY = {
@@ -61,11 +67,23 @@ ENTRY = {
     "at": "2026-03-01T08:00:30.000000Z",
 }
 
+# load_order's answer to an attempt it was asked to announce (``statusSent`` added per example)
+ANNOUNCED: dict[str, Any] = {
+    "replyTo": "client-statuses",
+    "owned": True,
+    "order": ORDER,
+    "completed": {},
+    "inFlight": {},
+    "outageWait": False,
+    "stepTimeoutSeconds": 60.0,
+    "review": {"amountThresholdCents": 0, "timeoutSeconds": 3600.0, "defaultAction": "fail"},
+}
+
 # name: (input type, inputs as recorded, result parser or None, results as recorded)
 RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]] = {
     names.LOAD_ORDER: (
         protocol.LoadOrderInput,
-        [FENCED],
+        [FENCED, {**FENCED, "attempt": 2}],
         protocol.parse_load_order,
         [
             NOT_OWNED,
@@ -79,6 +97,8 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
                 "stepTimeoutSeconds": 60.0,
                 "review": {"amountThresholdCents": 100000, "timeoutSeconds": 86400.0, "defaultAction": "compensate"},
             },
+            {**ANNOUNCED, "statusSent": True},  # asked to announce the attempt: Processing went out
+            {**ANNOUNCED, "statusSent": False},  # asked, and the send failed
             {
                 "replyTo": None,
                 "owned": True,
@@ -93,7 +113,18 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
     ),
     names.BEGIN_STEP: (
         protocol.BeginStepInput,
-        [{"request": REQUEST, "agent": "payment"}],
+        [
+            {"request": REQUEST, "agent": "payment"},  # in-process, a prepaid payment, or a first step
+            {"request": REQUEST, "agent": "payment", "completes": COMPLETES},  # prepaid: the request waits
+            {"request": REQUEST, "agent": "payment", "queue": "payment-requests"},
+            {"request": REQUEST, "agent": "payment-backup", "completes": COMPLETES, "queue": "payment-requests"},
+            {
+                "request": {**REQUEST, "step": "arrange-shipment"},
+                "agent": "shipping",
+                "completes": {"step": "charge-payment", "result": {}},  # an empty result is a result
+                "queue": "shipping-requests",
+            },
+        ],
         protocol.parse_begin_step,
         [
             OWNED,
@@ -116,12 +147,6 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
         None,
         [],
     ),
-    names.COMPLETE_STEP: (
-        protocol.CompleteStepInput,
-        [{**STEP, "result": {"chargeId": "C-1", "amountCents": 1000}}, {**STEP, "result": {}}],
-        protocol.parse_write_result,
-        [OWNED, NOT_OWNED],
-    ),
     names.RELEASE_FOR_RETRY: (
         protocol.ReleaseForRetryInput,
         [{**STEP, "error": "timeout talking to the bank"}, {**STEP, "error": None}],
@@ -136,9 +161,12 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
     ),
     names.MARK_PROCESSED: (
         protocol.MarkProcessedInput,
-        [{**FENCED, "attempt": 2}],
-        protocol.parse_write_result,
-        [OWNED, NOT_OWNED],
+        [
+            {**FENCED, "attempt": 2},  # every step done by earlier attempts: nothing left to record
+            {**FENCED, "attempt": 2, "completes": {"step": "arrange-shipment", "result": {"trackingId": "T-1"}}},
+        ],
+        protocol.parse_mark_processed,
+        [{"owned": True, "statusSent": True}, {"owned": True, "statusSent": False}, NOT_OWNED],
     ),
     names.PUBLISH_STATUS: (
         protocol.PublishStatusInput,
@@ -230,9 +258,13 @@ def test_every_activity_of_the_orchestrations_has_recorded_examples() -> None:
     activities = {
         value
         for key, value in vars(names).items()
-        if key.isupper() and isinstance(value, str) and not value.endswith("_v1") and value != "ReviewDecision"
+        if key.isupper()
+        and isinstance(value, str)
+        and not re.search(r"_v[0-9]+$", value)  # an orchestration's versioned name
+        and value != names.REVIEW_DECISION_EVENT
     }
     assert activities == set(RECORDED)
+    assert names.SCHEDULER not in activities and "complete_step" not in activities
 
 
 def _same_json(a: Any, b: Any) -> bool:
@@ -274,6 +306,28 @@ def test_results_recorded_by_older_shapes_still_parse_with_the_old_defaults() ->
     assert (rounds.outage_wait, rounds.reply_to_known) == (False, False)
 
 
+def test_the_lean_keys_are_optional_and_absent_means_the_old_meaning() -> None:
+    """Without ``attempt`` load_order announces nothing; without ``completes`` a write records no step
+    result; without ``queue`` begin_step sends nothing; an owned mark_processed answer without
+    ``statusSent`` (as ``_v1`` recorded it) means the status was not sent, so the scheduler sends it."""
+    load = protocol.LoadOrderInput.from_json(FENCED)
+    assert load.attempt is None and "attempt" not in load.to_json()
+    begin = protocol.BeginStepInput.from_json({"request": REQUEST, "agent": "payment"})
+    assert (begin.completes, begin.queue) == (None, None)
+    processed = protocol.MarkProcessedInput.from_json({**FENCED, "attempt": 1})
+    assert processed.completes is None
+    old = protocol.parse_mark_processed(OWNED)
+    assert old == protocol.Processed(status_sent=False)
+
+
+def test_the_carried_result_is_typed_the_same_in_begin_step_and_mark_processed() -> None:
+    begin = protocol.BeginStepInput.from_json({"request": REQUEST, "agent": "payment", "completes": COMPLETES})
+    processed = protocol.MarkProcessedInput.from_json({**FENCED, "attempt": 1, "completes": COMPLETES})
+    assert begin.completes == processed.completes == protocol.StepResult("reserve-inventory", {"reservationId": "R-1"})
+    queued = protocol.BeginStepInput.from_json({"request": REQUEST, "agent": "payment", "queue": "payment-requests"})
+    assert queued.queue == "payment-requests"
+
+
 def test_the_agent_request_the_orchestrations_build_is_the_old_dict() -> None:
     """Built once from ``AgentRequest``; handed to activities without ``type``/``schemaVersion``,
     with the deadline in the old text form."""
@@ -294,7 +348,12 @@ def test_the_agent_request_the_orchestrations_build_is_the_old_dict() -> None:
 @pytest.mark.parametrize(
     ("input_type", "bad"),
     [
-        (protocol.CompleteStepInput, {**STEP}),  # no result
+        (protocol.BeginStepInput, {"request": REQUEST, "agent": "payment", "completes": {"step": "x"}}),  # no result
+        (protocol.BeginStepInput, {"request": REQUEST, "agent": "payment", "completes": {"result": {}}}),  # no step
+        (protocol.BeginStepInput, {"request": REQUEST, "agent": "payment", "queue": 7}),
+        (protocol.MarkProcessedInput, {**FENCED, "attempt": 1, "completes": {"step": "x", "result": []}}),
+        (protocol.MarkProcessedInput, {**FENCED, "attempt": 1, "completes": "arrange-shipment"}),
+        (protocol.LoadOrderInput, {**FENCED, "attempt": "2"}),
         (protocol.RecordUndoInput, {"orderId": "o1", "instanceId": "x", "seq": "2"}),
         (protocol.PublishStatusInput, {"orderId": "o1", "status": "Shipped", "attempt": 1}),
         (protocol.AwaitReviewInput, {**STEP, "reviewId": "r", "until": "tomorrow", "defaultAction": "fail"}),
@@ -310,3 +369,7 @@ def test_a_result_that_is_not_the_protocol_is_refused() -> None:
         protocol.parse_write_result({"owned": "yes"})
     with pytest.raises(protocol.ProtocolError):
         protocol.parse_load_order(None)
+    with pytest.raises(protocol.ProtocolError):
+        protocol.parse_mark_processed({"owned": "yes"})
+    with pytest.raises(protocol.ProtocolError):
+        protocol.parse_mark_processed(None)

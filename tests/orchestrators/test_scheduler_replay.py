@@ -1,5 +1,9 @@
 """The scheduler orchestration replayed by the Durable SDK's own engine over synthetic histories,
-one test per branch. Assertions are on the actions it asks the host for and on its output."""
+one test per branch. Assertions are on the actions it asks the host for and on its output.
+
+The lean scheduler (``process_order_v2``, issue 15): a step's result rides on the next fenced write
+(the next ``begin_step``'s ``completes``, or ``mark_processed``'s), ``begin_step`` sends a Service
+Bus agent's request itself, ``load_order`` sends ``Processing`` and ``mark_processed`` ``Completed``."""
 
 from __future__ import annotations
 
@@ -20,6 +24,20 @@ ME = "o1:2"
 RESERVED = {"reservationId": "R-1"}
 CHARGED = {"chargeId": "C-1", "amountCents": 1000}
 SHIPPED = {"shipmentId": "S-1"}
+# The happy attempt, activity by activity: six, none of them a separate result write, request send or status.
+HAPPY = [
+    names.LOAD_ORDER,
+    names.BEGIN_STEP,
+    names.in_process_agent("inventory"),
+    names.BEGIN_STEP,
+    names.BEGIN_STEP,
+    names.MARK_PROCESSED,
+]
+
+
+def called(result: ReplayResult, function: str) -> list[dict[str, Any]]:
+    """The inputs of every call of ``function`` the orchestrator made since the start."""
+    return [json.loads(a["input"]) for a in result.actions if a.get("functionName") == function]
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +70,8 @@ def reply(
 class Flow:
     """Builds the history of one attempt step by step, in the order the scheduler yields."""
 
-    def __init__(self, completed: dict[str, Any] | None = None) -> None:
-        self.h = started_attempt(ME, ORDER, 2, completed=completed)
+    def __init__(self, completed: dict[str, Any] | None = None, *, loaded: History | None = None) -> None:
+        self.h = loaded or started_attempt(ME, ORDER, 2, completed=completed)
 
     def begin(self, owned: bool = True) -> datetime:
         self.h.activity_completed(names.BEGIN_STEP, {"owned": owned}, at=self.h.now)
@@ -66,13 +84,13 @@ class Flow:
         self.h.complete_activity(call, value, at=self.h.now + after)
 
     def remote_reply(self, value: dict[str, Any], after: timedelta = timedelta(seconds=2)) -> None:
+        """begin_step (which also sent the request), the deadline timer, the reply event."""
         deadline = self.begin()
-        self.h.activity_completed(names.SEND_AGENT_REQUEST, None, at=self.h.now)
         self.timer = self.h.timer_created_not_fired(deadline)
         self.h.event_raised(AGENT_REPLY_EVENT, value, at=self.h.now + after)
 
-    def step_recorded(self, owned: bool = True) -> None:
-        self.h.activity_completed(names.COMPLETE_STEP, {"owned": owned}, at=self.h.now)
+    def processed(self, answer: dict[str, Any]) -> None:
+        self.h.activity_completed(names.MARK_PROCESSED, answer, at=self.h.now)
 
     def run(self, scheduler: Any) -> ReplayResult:
         return self.h.run(scheduler)
@@ -82,14 +100,24 @@ def test_first_episode_loads_the_order(scheduler):
     result = History(ME, {"orderId": "o1", "attempt": 2}, start=T0).run(scheduler)
     assert result.new_action_types() == ["CallActivity"]
     assert result.new_actions[0]["functionName"] == names.LOAD_ORDER
-    assert json.loads(result.new_actions[0]["input"]) == {"orderId": "o1", "instanceId": ME}
+    # with the attempt: load_order itself tells the submitter "Processing" for this attempt
+    assert json.loads(result.new_actions[0]["input"]) == {"orderId": "o1", "instanceId": ME, "attempt": 2}
+
+
+def test_after_the_load_the_first_step_begins_with_no_status_activity_in_between(scheduler):
+    result = Flow().run(scheduler)
+    assert [a["functionName"] for a in result.new_actions] == [names.BEGIN_STEP]
+    assert called(result, names.PUBLISH_STATUS) == []
 
 
 def test_step_start_is_a_fenced_write_of_the_deadline_then_the_agent_races_a_timer(scheduler):
     f = Flow()
     f.h.activity_completed(names.BEGIN_STEP, {"owned": True}, at=T0)
     result = f.run(scheduler)
-    begin = json.loads(result.actions[2]["input"])
+    [begin] = called(result, names.BEGIN_STEP)
+    assert begin["agent"] == "inventory"
+    assert "completes" not in begin  # the first step: no earlier result to record
+    assert "queue" not in begin  # an in-process agent: nothing to send, its activity runs it
     assert begin["request"]["deadline"] == "2026-03-01T08:01:00.000000Z"
     assert begin["request"]["idempotencyKey"] == "o1:reserve-inventory"  # the same for every attempt
     assert begin["request"]["requestId"] == "o1:2:reserve-inventory:inventory"
@@ -99,38 +127,33 @@ def test_step_start_is_a_fenced_write_of_the_deadline_then_the_agent_races_a_tim
     assert result.action_types()[-3] == "WhenAny"
 
 
-def test_reply_first_cancels_the_timer_and_records_the_step_result(scheduler):
+def test_reply_first_cancels_the_timer_and_the_result_is_recorded_by_the_next_steps_start(scheduler):
     f = Flow()
     f.in_process_reply(reply("reserve-inventory", result=RESERVED))
     result = f.run(scheduler)
     timers = [a for a in result.actions if a["type"] == "CreateTimer"]
     assert timers[-1]["isCanceled"] is True
     assert result.new_action_types() == ["CallActivity"]
-    assert result.new_actions[0]["functionName"] == names.COMPLETE_STEP
-    assert json.loads(result.new_actions[0]["input"]) == {
-        "orderId": "o1",
-        "instanceId": ME,
-        "step": "reserve-inventory",
-        "attempt": 2,
-        "result": RESERVED,
-    }
+    assert result.new_actions[0]["functionName"] == names.BEGIN_STEP  # no write of the result alone
+    begin = json.loads(result.new_actions[0]["input"])
+    assert begin["request"]["step"] == "charge-payment"
+    assert begin["completes"] == {"step": "reserve-inventory", "result": RESERVED}
+    assert begin["queue"] == "payment-requests"
 
 
-def test_remote_step_sends_a_request_then_waits_for_the_reply_event_or_the_deadline(scheduler):
+def test_remote_step_begins_with_its_request_then_waits_for_the_reply_event_or_the_deadline(scheduler):
     f = Flow()
     f.in_process_reply(reply("reserve-inventory", result=RESERVED))
-    f.step_recorded()
     f.begin()
     result = f.run(scheduler)
-    assert result.new_action_types() == ["CallActivity"]
-    sent = json.loads(result.new_actions[0]["input"])
-    assert sent["queue"] == "payment-requests"
-    assert sent["request"]["payload"] == {"amountCents": 1000, "currency": "EUR", "customerId": "c1", "prepaid": False}
-    f.h.activity_completed(names.SEND_AGENT_REQUEST, None, at=f.h.now)
-    result = f.run(scheduler)
-    assert result.new_action_types() == ["CreateTimer"]
+    [_, begin] = called(result, names.BEGIN_STEP)
+    # the start, the deadline and the request are one activity: begin_step sends it onto the queue
+    assert begin["queue"] == "payment-requests"
+    assert begin["request"]["payload"] == {"amountCents": 1000, "currency": "EUR", "customerId": "c1", "prepaid": False}
+    assert result.new_action_types() == ["CreateTimer"]  # no send_agent_request: straight to the wait
     assert result.action_types()[-3:] == ["WhenAny", "WaitForExternalEvent", "CreateTimer"]
     assert result.actions[-2]["externalEventName"] == AGENT_REPLY_EVENT
+    assert called(result, names.SEND_AGENT_REQUEST) == []
 
 
 def test_timer_first_ends_without_touching_the_record(scheduler):
@@ -143,15 +166,13 @@ def test_timer_first_ends_without_touching_the_record(scheduler):
     assert result.is_done
     assert result.output == {"result": "DeadlineExpired", "step": "reserve-inventory"}
     assert result.new_actions == []  # no fenced write, no status: recovery is the supervisor's
-    assert call == 3
+    assert call == 2  # load_order, begin_step, then the agent: nothing scheduled in between
 
 
 def test_a_late_reply_after_the_timer_changes_nothing(scheduler):
     f = Flow()
     f.in_process_reply(reply("reserve-inventory", result=RESERVED))
-    f.step_recorded()
     deadline = f.begin()
-    f.h.activity_completed(names.SEND_AGENT_REQUEST, None, at=f.h.now)
     timer = f.h.timer_created_not_fired(deadline)
     f.h.fire_timer(timer, deadline)
     f.h.event_raised(AGENT_REPLY_EVENT, reply("charge-payment", result=CHARGED), at=deadline + timedelta(seconds=1))
@@ -208,7 +229,6 @@ def test_a_faulted_in_process_agent_activity_counts_as_transient(scheduler):
 def test_a_mismatched_reply_is_ignored_and_the_wait_goes_on_until_the_same_deadline(scheduler):
     f = Flow()
     f.in_process_reply(reply("reserve-inventory", result=RESERVED))
-    f.step_recorded()
     stale = reply("charge-payment", result={"chargeId": "OLD"}, request_id="o1:1:charge-payment:payment")
     f.remote_reply(stale)
     result = f.run(scheduler)
@@ -221,18 +241,17 @@ def test_a_mismatched_reply_is_ignored_and_the_wait_goes_on_until_the_same_deadl
     # the right reply then arrives before the deadline
     f.h.event_raised(AGENT_REPLY_EVENT, reply("charge-payment", result=CHARGED), at=f.h.now + timedelta(seconds=5))
     result = f.run(scheduler)
-    assert [a["functionName"] for a in result.new_actions] == [names.COMPLETE_STEP]
-    assert json.loads(result.new_actions[0]["input"])["result"] == CHARGED
+    assert [a["functionName"] for a in result.new_actions] == [names.BEGIN_STEP]
+    begin = json.loads(result.new_actions[0]["input"])
+    assert begin["completes"] == {"step": "charge-payment", "result": CHARGED}  # the right reply's, not the stale one's
+    assert begin["request"]["step"] == "arrange-shipment"
 
 
 def test_a_duplicate_reply_of_a_completed_step_is_ignored(scheduler):
     f = Flow()
     f.in_process_reply(reply("reserve-inventory", result=RESERVED))
-    f.step_recorded()
     f.remote_reply(reply("charge-payment", result=CHARGED))
-    f.step_recorded()
     f.begin()
-    f.h.activity_completed(names.SEND_AGENT_REQUEST, None, at=f.h.now)
     deadline = f.h.now + STEP
     f.h.timer_created_not_fired(deadline)
     f.h.event_raised(AGENT_REPLY_EVENT, reply("charge-payment", result=CHARGED), at=f.h.now + timedelta(seconds=1))
@@ -251,12 +270,16 @@ def test_fencing_lost_at_a_step_start_ends_quietly(scheduler):
 
 
 def test_fencing_lost_when_recording_a_result_ends_quietly(scheduler):
+    """The result is recorded by the next step's begin_step: fenced out there, the attempt ends
+    (the result and the next start are one write: neither is on the record)."""
     f = Flow()
     f.in_process_reply(reply("reserve-inventory", result=RESERVED))
-    f.step_recorded(owned=False)
+    f.begin(owned=False)
     result = f.run(scheduler)
     assert result.is_done
-    assert result.output == {"result": "FencingLost", "at": "reserve-inventory"}
+    assert result.output == {"result": "FencingLost", "at": "charge-payment"}
+    assert result.new_actions == []
+    assert called(result, names.BEGIN_STEP)[-1]["completes"] == {"step": "reserve-inventory", "result": RESERVED}
 
 
 def test_not_owning_the_record_at_load_ends_before_anything_else(scheduler):
@@ -268,19 +291,46 @@ def test_not_owning_the_record_at_load_ends_before_anything_else(scheduler):
     assert result.new_actions == []
 
 
-def test_all_steps_succeed_then_the_order_is_processed(scheduler):
+def all_steps_replied() -> Flow:
     f = Flow()
     f.in_process_reply(reply("reserve-inventory", result=RESERVED))
-    f.step_recorded()
     f.remote_reply(reply("charge-payment", result=CHARGED))
-    f.step_recorded()
     f.remote_reply(reply("arrange-shipment", result=SHIPPED))
-    f.step_recorded()
+    return f
+
+
+def test_all_steps_succeed_then_the_order_is_processed(scheduler):
+    f = all_steps_replied()
     result = f.run(scheduler)
     assert [a["functionName"] for a in result.new_actions] == [names.MARK_PROCESSED]
-    shipment = [a for a in result.actions if a.get("functionName") == names.SEND_AGENT_REQUEST][-1]
-    assert json.loads(shipment["input"])["request"]["payload"] == {"shipTo": "1 Main St", "reservationId": "R-1"}
-    f.h.activity_completed(names.MARK_PROCESSED, {"owned": True}, at=f.h.now)
+    # the last step's result and Processed are one write
+    assert json.loads(result.new_actions[0]["input"]) == {
+        "orderId": "o1",
+        "instanceId": ME,
+        "attempt": 2,
+        "completes": {"step": "arrange-shipment", "result": SHIPPED},
+    }
+    begins = called(result, names.BEGIN_STEP)
+    assert [b.get("completes") for b in begins] == [
+        None,
+        {"step": "reserve-inventory", "result": RESERVED},
+        {"step": "charge-payment", "result": CHARGED},
+    ]
+    assert [b.get("queue") for b in begins] == [None, "payment-requests", "shipping-requests"]
+    assert begins[2]["request"]["payload"] == {"shipTo": "1 Main St", "reservationId": "R-1"}
+    f.processed({"owned": True, "statusSent": True})
+    result = f.run(scheduler)
+    assert result.is_done
+    assert result.output == {"result": "Processed"}
+    assert result.new_actions == []  # mark_processed sent Completed: no status activity
+    # the whole attempt: six activities, no result write, no request send, no status activity
+    assert [a["functionName"] for a in result.actions if "functionName" in a] == HAPPY
+    assert called(result, names.SEND_AGENT_REQUEST) == called(result, names.PUBLISH_STATUS) == []
+
+
+def test_a_completed_status_mark_processed_could_not_send_is_sent_by_the_status_activity(scheduler):
+    f = all_steps_replied()
+    f.processed({"owned": True, "statusSent": False})
     result = f.run(scheduler)
     assert [a["functionName"] for a in result.new_actions] == [names.PUBLISH_STATUS]
     assert json.loads(result.new_actions[0]["input"])["status"] == "Completed"
@@ -291,14 +341,9 @@ def test_all_steps_succeed_then_the_order_is_processed(scheduler):
 
 
 def processed_flow() -> Flow:
-    f = Flow()
-    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
-    f.step_recorded()
-    f.remote_reply(reply("charge-payment", result=CHARGED))
-    f.step_recorded()
-    f.remote_reply(reply("arrange-shipment", result=SHIPPED))
-    f.step_recorded()
-    f.h.activity_completed(names.MARK_PROCESSED, {"owned": True}, at=f.h.now)
+    """Every step done; mark_processed wrote Processed but its one try at Completed failed."""
+    f = all_steps_replied()
+    f.processed({"owned": True, "statusSent": False})
     return f
 
 
@@ -327,27 +372,31 @@ def test_a_status_that_cannot_be_sent_at_all_still_ends_the_attempt_with_its_out
     result = f.run(scheduler)
     assert result.is_done
     assert result.output == {"result": "Processed"}
-    sends = [a for a in result.actions if a.get("functionName") == names.PUBLISH_STATUS]
-    assert len(sends) == 1 + len(FINAL_RETRY_DELAYS) + 1  # Processing once, then Completed until the delays run out
+    sends = called(result, names.PUBLISH_STATUS)
+    # Processing went with load_order, Completed's first try with mark_processed;
+    # then Completed until the delays run out
+    assert len(sends) == len(FINAL_RETRY_DELAYS) + 1
+    assert {s["status"] for s in sends} == {"Completed"}
     assert sum(FINAL_RETRY_DELAYS, timedelta()) > timedelta(hours=5)  # the final status outlasts a long outage
 
 
-def test_a_processing_status_that_fails_is_not_waited_for_the_first_step_begins_at_once(scheduler):
+def test_a_processing_status_is_not_waited_for_the_first_step_begins_at_once(scheduler):
     """Finding 2: retrying Processing on durable timers (5 s, 30 s, 2 min) outlasted the start grace,
-    so the supervisor expired the attempt again and again until Error."""
-    h = _loaded("submitter-7")
-    result = h.run(scheduler)
-    assert [a["functionName"] for a in result.new_actions] == [names.PUBLISH_STATUS]
-    h.activity_failed(names.PUBLISH_STATUS, "QuotaExceeded", at=h.now)
-    result = h.run(scheduler)
+    so the supervisor expired the attempt again and again until Error. Now load_order tries it once
+    (whatever its send did, the load answers the plan): the first step begins right after the load."""
+    result = _loaded("submitter-7").run(scheduler)
     assert [a.get("functionName") for a in result.new_actions] == [names.BEGIN_STEP]
+    assert result.new_action_types() == ["CallActivity"]  # no timer before the step either
 
 
 def test_steps_done_by_an_earlier_attempt_are_not_run_again(scheduler):
     f = Flow(completed={"reserve-inventory": RESERVED})
     result = f.run(scheduler)
     assert [a["functionName"] for a in result.new_actions] == [names.BEGIN_STEP]
-    assert json.loads(result.new_actions[0]["input"])["request"]["step"] == "charge-payment"
+    begin = json.loads(result.new_actions[0]["input"])
+    assert begin["request"]["step"] == "charge-payment"
+    assert "completes" not in begin  # an earlier attempt's result is on the record already
+    assert begin["queue"] == "payment-requests"
 
 
 def test_a_state_activity_that_fails_is_retried_on_a_durable_timer_within_the_attempt(scheduler):
@@ -366,6 +415,21 @@ def test_a_state_activity_that_fails_is_retried_on_a_durable_timer_within_the_at
     result = f.run(scheduler)
     assert result.new_action_types() == ["CallActivity", "CreateTimer"]
     assert result.new_actions[0]["functionName"] == names.in_process_agent("inventory")
+
+
+def test_a_begin_step_that_carries_a_result_and_fails_is_retried_with_the_same_result_and_request(scheduler):
+    """The retry is the same fenced write (the previous result and this start) and the same send:
+    the result is not lost with the failed try, and the request keeps its MessageId."""
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
+    f.h.activity_failed(names.BEGIN_STEP, "Cosmos DB 503 on replace", at=f.h.now)
+    f.h.timer_fired(f.h.now + timedelta(seconds=2))
+    result = f.run(scheduler)
+    assert [a["functionName"] for a in result.new_actions] == [names.BEGIN_STEP]
+    first, again = called(result, names.BEGIN_STEP)[1:]
+    assert first == again
+    assert again["completes"] == {"step": "reserve-inventory", "result": RESERVED}
+    assert again["queue"] == "payment-requests"
 
 
 def test_a_state_activity_that_keeps_failing_fails_the_attempt_for_the_supervisor(scheduler):
@@ -388,20 +452,43 @@ def _loaded(reply_to: str | None) -> History:
     return h
 
 
+def _failed_at_the_first_step(reply_to: str | None) -> History:
+    """Loaded (with the record's ``replyTo``), the inventory agent refused, the order Failed."""
+    h = _loaded(reply_to)
+    h.activity_completed(names.BEGIN_STEP, {"owned": True}, at=h.now)
+    call = h.activity_scheduled(names.in_process_agent("inventory"))
+    h.timer_created_not_fired(h.now + STEP)
+    h.complete_activity(call, reply("reserve-inventory", outcome="failed", error="gone"), at=h.now)
+    h.activity_completed(names.FAIL_ORDER, {"owned": True}, at=h.now)
+    return h
+
+
 def test_the_status_activity_gets_the_reply_queue_the_record_named(scheduler):
-    result = _loaded("submitter-7").run(scheduler)
+    result = _failed_at_the_first_step("submitter-7").run(scheduler)
     assert [a["functionName"] for a in result.new_actions] == [names.PUBLISH_STATUS]
     assert json.loads(result.new_actions[0]["input"]) == {
         "orderId": "o1",
-        "status": "Processing",
+        "status": "Failed",
         "attempt": 2,
         "replyTo": "submitter-7",
+        "reason": "reserve-inventory: gone",
     }
 
 
 def test_an_order_without_a_reply_queue_costs_no_status_activity(scheduler):
-    result = _loaded(None).run(scheduler)
-    assert [a["functionName"] for a in result.new_actions] == [names.BEGIN_STEP]
+    result = _failed_at_the_first_step(None).run(scheduler)
+    assert result.is_done
+    assert result.new_actions == []
+    assert called(result, names.PUBLISH_STATUS) == []
+    # nor for Completed when mark_processed had nowhere to send it
+    f = Flow(loaded=_loaded(None))
+    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
+    f.remote_reply(reply("charge-payment", result=CHARGED))
+    f.remote_reply(reply("arrange-shipment", result=SHIPPED))
+    f.processed({"owned": True, "statusSent": False})
+    result = f.run(scheduler)
+    assert result.is_done
+    assert called(result, names.PUBLISH_STATUS) == []
 
 
 def test_a_step_an_earlier_attempt_left_at_its_fallback_resumes_there(scheduler):
@@ -418,24 +505,20 @@ def test_a_step_an_earlier_attempt_left_at_its_fallback_resumes_there(scheduler)
     result = h.run(scheduler)
     [begin] = result.new_actions
     assert json.loads(begin["input"])["agent"] == "payment-backup"
+    assert json.loads(begin["input"])["queue"] == "payment-backup-requests"  # sent with the start
     h.activity_completed(names.BEGIN_STEP, {"owned": True}, at=T0)
     result = h.run(scheduler)
-    assert json.loads(result.new_actions[0]["input"])["queue"] == "payment-backup-requests"
+    assert result.new_action_types() == ["CreateTimer"]  # waits for the fallback's reply
 
 
 def test_fencing_lost_at_processed_ends_quietly_without_a_completed_status(scheduler):
-    f = Flow()
-    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
-    f.step_recorded()
-    f.remote_reply(reply("charge-payment", result=CHARGED))
-    f.step_recorded()
-    f.remote_reply(reply("arrange-shipment", result=SHIPPED))
-    f.step_recorded()
-    f.h.activity_completed(names.MARK_PROCESSED, {"owned": False}, at=f.h.now)
+    f = all_steps_replied()
+    f.processed({"owned": False})
     result = f.run(scheduler)
     assert result.is_done
     assert result.output == {"result": "FencingLost", "at": "processed"}
     assert result.new_actions == []
+    assert called(result, names.PUBLISH_STATUS) == []
 
 
 def test_fencing_lost_when_failing_the_order_ends_quietly_without_a_failed_status(scheduler):

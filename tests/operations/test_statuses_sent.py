@@ -1,0 +1,49 @@
+"""The ops order detail's "statuses sent", read from an attempt's Durable history: ``publish_status``
+calls, and the statuses the scheduler's ``load_order`` (``Processing``) and ``mark_processed``
+(``Completed``) sent themselves, as their recorded answers say (``statusSent``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from operations.instances import statuses_sent
+from orchestrators import names
+
+
+def completed(name: str, data: dict[str, Any], result: Any, at: str) -> dict[str, Any]:
+    """A TaskCompleted item as the Durable status API lists it with inputs and outputs."""
+    return {
+        "EventType": "TaskCompleted",
+        "FunctionName": name,
+        "Input": json.dumps(data),
+        "Result": result,
+        "Timestamp": at,
+    }
+
+
+def test_statuses_the_activities_sent_themselves_are_listed_and_failed_ones_are_not() -> None:
+    fenced = {"orderId": "o1", "instanceId": "o1:2"}
+    history = [
+        {"EventType": "ExecutionStarted", "FunctionName": names.SCHEDULER, "Timestamp": "t0"},
+        completed(names.LOAD_ORDER, {**fenced, "attempt": 2}, {"owned": True, "statusSent": True}, "t1"),
+        completed(names.BEGIN_STEP, {"agent": "inventory"}, {"owned": True}, "t2"),
+        completed(names.MARK_PROCESSED, {**fenced, "attempt": 2}, {"owned": True, "statusSent": False}, "t3"),
+        completed(names.PUBLISH_STATUS, {"orderId": "o1", "status": "Completed", "attempt": 2}, None, "t4"),
+    ]
+    assert [(s["status"], s["attempt"], s["at"]) for s in statuses_sent("o1:2", history)] == [
+        ("Processing", 2, "t1"),
+        ("Completed", 2, "t4"),  # mark_processed's own try failed; the retry by publish_status went out
+    ]
+
+
+def test_an_announcement_not_made_is_not_listed() -> None:
+    """An outage wait's attempt (no ``statusSent``), a fenced-out load, and an old answer without
+    ``statusSent``: nothing was said."""
+    fenced = {"orderId": "o1", "instanceId": "o1:3", "attempt": 3}
+    history = [
+        completed(names.LOAD_ORDER, fenced, {"owned": True, "outageWait": True}, "t1"),
+        completed(names.LOAD_ORDER, fenced, {"owned": False}, "t2"),
+        completed(names.MARK_PROCESSED, fenced, {"owned": True}, "t3"),
+    ]
+    assert statuses_sent("o1:3", history) == []
