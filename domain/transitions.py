@@ -65,6 +65,15 @@ def claim(record: StateRecord, now: datetime, start_grace: timedelta) -> StateRe
     )
 
 
+def new_claimed_record(order_id: str, reply_to: str | None, now: datetime, start_grace: timedelta) -> StateRecord:
+    """A new record already claimed for attempt 1: ``claim(new_record(...))``, for ONE create instead of
+    a create and a conditional replace. A record that does not exist yet cannot be owned by anyone, and
+    a create fails if the record exists (409): the create itself is the conditional write that gives
+    attempt 1 exactly one owner. Every field is what the two writes make of it, and the history keeps
+    both moves: "Received" by submission, then "Claimed" by the starter, naming the owner."""
+    return claim(new_record(order_id, reply_to, now), now, start_grace)
+
+
 def ensure_owner(record: StateRecord, owner: str) -> None:
     """Fencing: the caller must hold ``lockedBy`` of a record that is still being worked on."""
     if record.locked_by != owner or record.process_state not in (

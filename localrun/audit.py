@@ -5,7 +5,10 @@ counts operations, and audits every successful write against the document as it 
 That version is known from Cosmos' own answers, not from the app: a conditional replace succeeds
 only against the ``_etag`` it names, and the audit remembers the ``lockedBy`` of every version
 (by ``_etag``) Cosmos has returned. A write by an orchestration instance that did not hold
-``lockedBy`` at that moment is a stale write."""
+``lockedBy`` at that moment is a stale write. A record is created ``Pending`` or already claimed for
+attempt 1 (submission's fast path: the create is the claim, as no one can own a record that does not
+exist); the audit logs the claimed create as the two moves it makes, and counts any other created
+record as a stale write."""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from adapters.cosmos.order_store import CreateOutcome, OrderStore
 from adapters.cosmos.state_store import Page, StateStore
 from adapters.servicebus.sender import MessageSender, OutgoingMessage, SendError
 from contracts.names import AGENT_REPLIES_QUEUE
-from domain.records import StateRecord
+from domain.records import HistoryEntry, StateRecord
 from domain.states import ProcessState
 from domain.workflow import step as workflow_step
 from localrun.profile import Profile
@@ -193,7 +196,7 @@ class AuditedStateStore:
         known = self.recent(record.order_id)
         written = self._inner.create(record)
         self._seen(written)
-        self._record(None, written)
+        self._record_created(written)
         self._maybe_lose_response(record.order_id, known, "create")
         return written
 
@@ -246,18 +249,54 @@ class AuditedStateStore:
             return counted
         return attribute
 
+    def _record_created(self, created: StateRecord) -> None:
+        """A created record: ``Pending`` (one move), or claimed for attempt 1 in the same write, logged
+        as its two moves (``Received`` to Pending, then ``Claimed`` to Processing), as when they were
+        two writes. Anything else no writer may create: a stale write."""
+        if created.process_state is ProcessState.PENDING and created.attempt == 0 and created.locked_by is None:
+            self._record(None, created)
+            return
+        events = [h.event for h in created.history]
+        owner = f"{created.order_id}:1"
+        if (
+            created.process_state is ProcessState.PROCESSING
+            and (created.attempt, created.locked_by, created.failure_count) == (1, owner, 0)
+            and not created.steps
+            and events == ["Received", "Claimed"]
+        ):
+            received, claimed = created.history
+            self._append(created.order_id, None, ProcessState.PENDING, received, None)
+            self._append(created.order_id, ProcessState.PENDING, created.process_state, claimed, None)
+            return
+        self._audit.stale_writes.append(
+            f"{created.order_id}: created {created.process_state.value} attempt {created.attempt} "
+            f"lockedBy={created.locked_by} history={events}: neither new nor claimed for attempt 1"
+        )
+        self._record(None, created)
+
     def _record(self, before: StateRecord | None, after: StateRecord) -> None:
         last = after.history[-1] if after.history else None
+        before_state = before.process_state if before else None
+        self._append(after.order_id, before_state, after.process_state, last, before.complete_by if before else None)
+
+    def _append(
+        self,
+        order_id: str,
+        before: ProcessState | None,
+        after: ProcessState,
+        entry: HistoryEntry | None,
+        expired_at: datetime | None,
+    ) -> None:
         self._audit.transitions.append(
             Transition(
                 at=self._clock.now(),
-                order_id=after.order_id,
-                before=before.process_state if before else None,
-                after=after.process_state,
-                event=last.event if last else "Written",
-                by=last.by if last else "",
-                expired_at=before.complete_by if before else None,
-                detail=last.detail if last else "",
+                order_id=order_id,
+                before=before,
+                after=after,
+                event=entry.event if entry else "Written",
+                by=entry.by if entry else "",
+                expired_at=expired_at,
+                detail=entry.detail if entry else "",
             )
         )
 

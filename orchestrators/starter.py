@@ -1,6 +1,7 @@
 """The starter: claims Pending records with a conditional update and starts one orchestration
-per attempt. Two paths call it: submission right after it writes a record (fast path), and a
-timer sweep (safety net, and the path for retries whose not-before time has passed)."""
+per attempt. Claims are made by a timer sweep (records created Pending over the in-flight cap, the
+safety net, and retries whose not-before time has passed); submission's fast path creates a new
+record already claimed instead (``submission.intake``, under ``has_capacity``) and starts it here."""
 
 from __future__ import annotations
 

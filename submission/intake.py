@@ -5,11 +5,21 @@
 ``OrderSubmitted``: two idempotent writes keyed by the order id, in this order: the order (create-or-verify in
 ``orders``), then its state record (create in ``state``). They are not one transaction; a crash
 between them leaves an order without a state record, and the redelivery of the same message
-finds the identical order and creates the missing record. Nothing is ever overwritten."""
+finds the identical order and creates the missing record. Nothing is ever overwritten.
+
+The fast path: while the in-flight cap allows, the state record is created already claimed for
+attempt 1 (``transitions.new_claimed_record``), so the create is also the claim: a create fails if
+the record exists, so only the delivery that created it owns attempt 1 and starts it. Over the cap it
+is created ``Pending`` and the starter's sweep claims it later. A delivery that finds the record
+(a duplicate, or the loser of a concurrent create) starts nothing. Nor does a create whose response
+was lost: its redelivery (or the SDK's retry, answered 409) finds a record it cannot tell from a
+concurrent delivery's claim, so the claim is left unstarted and the supervisor retries the order once
+``START_GRACE_SECONDS`` have passed, as after any failed start."""
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
 from adapters.cosmos.errors import AlreadyExists, StoreUnavailable
@@ -21,12 +31,13 @@ from contracts.parsing import InvalidMessage, parse
 from deferral.recovery import recover_for_order, release_for_rejected_order
 from dependencies import AppContext
 from domain import transitions
+from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
 from notifications.alerts import raise_alert, raise_alert_after_write
-from notifications.status import publish_status_or_owe
+from notifications.status import OwedStatus, publish_status_or_owe
 from observability.events import app_event, state_transition
-from orchestrators.starter import try_claim
+from orchestrators.starter import Claim, has_capacity
 from submission.cancellation import cancel_order
 from submission.payments import payment_notification
 from submission.result import Handler, IntakeResult
@@ -109,41 +120,83 @@ def submit_order(ctx: AppContext, order: OrderSubmitted) -> IntakeResult:
         )
         return IntakeResult(Settlement.deadletter("ConflictingOrderData", description))
 
+    claim: Claim | None = None
     if state is None:
-        state = _create_state(ctx, order)
-        created = state.attempt == 0 and state.process_state is ProcessState.PENDING
+        state, claim = _create_state(ctx, order)
     else:
-        created = False
         log.info("order %s: duplicate submission, nothing written", order.order_id)
     # PaymentNotifications that arrived before this order were deferred: fetch and apply them now.
-    recovered = recover_for_order(ctx, order.order_id)
+    try:
+        recovered = recover_for_order(ctx, order.order_id)
+    except (StoreUnavailable, SendError) as exc:
+        if claim is None:
+            raise
+        # The record is claimed: start the attempt anyway (left unstarted, it would wait out the start
+        # grace for the supervisor) and abandon: the redelivery applies the deferred notifications to
+        # the running attempt's record, as to any notification that arrives after its order.
+        log.warning("order %s: %s; attempt started, abandoning for the deferred notifications", order.order_id, exc)
+        return IntakeResult(Settlement.abandon(str(exc)), claim, owed=_announce(ctx, state, now))
     if recovered.applied:
         state = ctx.states.get(order.order_id) or state
-    owed = None
-    if state.process_state is ProcessState.PENDING and state.attempt == 0:
-        # (Re)announce: a redelivery repeats it; MessageId collapses duplicates. A failed send never
-        # abandons the accepted order: the status goes to the courier instead.
-        owed = publish_status_or_owe(
-            ctx.sender, reply_to=state.reply_to, order_id=order.order_id, status="Received", attempt=0, at=now
-        )
-    claim = try_claim(ctx, state) if created else None
-    return IntakeResult(Settlement.complete(), claim, recovered.events, owed=(owed,) if owed else ())
+    announced = _announce(ctx, state, now) if _not_begun(state) else ()
+    return IntakeResult(Settlement.complete(), claim, recovered.events, owed=announced)
+
+
+def _announce(ctx: AppContext, state: StateRecord, now: datetime) -> tuple[OwedStatus, ...]:
+    """The ``Received`` status, sent before the fast path's attempt is started (the trigger starts it
+    after the handler returns). A redelivery repeats it; MessageId collapses duplicates. A failed send
+    never abandons the accepted order: the status goes to the courier instead."""
+    owed = publish_status_or_owe(
+        ctx.sender, reply_to=state.reply_to, order_id=state.order_id, status="Received", attempt=0, at=now
+    )
+    return (owed,) if owed else ()
+
+
+def _not_begun(state: StateRecord) -> bool:
+    """The order is still as submission (and the first claim) left it: Pending before its first attempt,
+    or attempt 1 claimed but no step begun. A delivery that finds it so may not have been the one whose
+    ``Received`` was sent (the first one's create may have lost its response), so it says it again."""
+    if state.failure_count or state.steps:
+        return False
+    return (state.process_state, state.attempt) in ((ProcessState.PENDING, 0), (ProcessState.PROCESSING, 1))
 
 
 def _pending_full(ctx: AppContext) -> bool:
     return ctx.counts.get(ProcessState.PENDING) >= ctx.settings.max_pending
 
 
-def _create_state(ctx: AppContext, order: OrderSubmitted) -> StateRecord:
-    record = transitions.new_record(order.order_id, order.reply_to, ctx.clock.now())
+def _create_state(ctx: AppContext, order: OrderSubmitted) -> tuple[StateRecord, Claim | None]:
+    """Creates the state record: claimed for attempt 1 while the in-flight cap allows (the returned
+    ``Claim`` is to be started), else ``Pending`` for the starter's sweep. A create that finds the record
+    (409) returns it with no claim: whoever created it owns it (a concurrent delivery, or this very
+    create whose response was lost and retried)."""
+    now = ctx.clock.now()
+    received = transitions.new_record(order.order_id, order.reply_to, now)
+    claimed = has_capacity(ctx)
+    record = (
+        transitions.new_claimed_record(order.order_id, order.reply_to, now, ctx.settings.start_grace)
+        if claimed
+        else received
+    )
     try:
         written = ctx.states.create(record)
     except AlreadyExists:
-        # A concurrent delivery of the same message created it first.
         existing = ctx.states.get(order.order_id)
         if existing is None:  # gone again between the two calls: let a redelivery start over
             raise StoreUnavailable(f"order {order.order_id}: the create found a record the read did not") from None
-        return existing
-    state_transition(None, written)
-    ctx.counts.bump(ProcessState.PENDING, +1)
-    return written
+        log.info(
+            "order %s: the state record exists already (%s); nothing started", order.order_id, existing.process_state
+        )
+        return existing, None
+    if not claimed:
+        state_transition(None, written)
+        ctx.counts.bump(ProcessState.PENDING, +1)
+        return written, None
+    owner = written.locked_by
+    if owner is None:  # new_claimed_record always names the owner
+        raise IllegalTransition(f"order {order.order_id}: created claimed without an owner")
+    # One write, both moves logged as the create and the claim log them: Received, then Claimed.
+    state_transition(None, received)
+    state_transition(received, written)
+    ctx.counts.bump(ProcessState.PROCESSING, +1)
+    return written, Claim(written.order_id, owner, written.attempt)

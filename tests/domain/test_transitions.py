@@ -54,6 +54,39 @@ def test_claim_refuses_a_locked_or_processing_record():
         t.claim(claimed, NOW, GRACE)
 
 
+def test_a_record_created_claimed_is_exactly_what_the_create_and_the_claim_write():
+    created = t.new_claimed_record("o-1", "replies", NOW, GRACE)
+    assert created == t.claim(pending(), NOW, GRACE)  # every field, history included
+    assert (created.process_state, created.attempt, created.locked_by, created.complete_by) == (
+        ProcessState.PROCESSING,
+        1,
+        "o-1:1",
+        NOW + GRACE,
+    )
+    assert (created.failure_count, created.reply_to, created.version, created.updated_at) == (0, "replies", None, NOW)
+    # both moves stay visible in the history: the submission's, then the starter's claim naming the owner
+    assert [(h.event, h.by, h.detail) for h in created.history] == [
+        ("Received", t.SUBMISSION, ""),
+        ("Claimed", t.STARTER, "o-1:1"),
+    ]
+
+
+def test_a_record_created_claimed_belongs_to_attempt_1_and_expires_after_the_start_grace():
+    created = t.new_claimed_record("o-1", None, NOW, GRACE)
+    assert not t.is_claimable(created, NOW + GRACE)  # no second owner for attempt 1
+    with pytest.raises(IllegalTransition):
+        t.claim(created, NOW + GRACE, GRACE)
+    began = t.begin_step(created, "o-1:1", "reserve-inventory", "inventory", "req", NOW + GRACE, NOW)
+    assert began.current_step == "reserve-inventory"
+    with pytest.raises(FencingLost):
+        t.begin_step(created, "o-1:2", "reserve-inventory", "inventory", "req", NOW + GRACE, NOW)
+    # never started (a lost start, or a lost create response): the supervisor retries it after the grace
+    assert not t.is_expired(created, NOW + GRACE - timedelta(microseconds=1))
+    retried = t.supervisor_retry(created, "o-1:1", NOW + GRACE, max_failures=3, backoff=timedelta(seconds=10))
+    assert (retried.process_state, retried.failure_count, retried.locked_by) == (ProcessState.PENDING, 1, None)
+    assert t.claim(retried, NOW + GRACE + timedelta(seconds=10), GRACE).locked_by == "o-1:2"
+
+
 def test_a_stale_owner_cannot_begin_a_step():
     claimed = t.claim(pending(), NOW, GRACE)
     with pytest.raises(FencingLost):

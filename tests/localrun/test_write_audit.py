@@ -12,6 +12,7 @@ import pytest
 from adapters.cosmos.state_store import CosmosStateStore
 from contracts.names import STATE_CONTAINER
 from domain import transitions
+from domain.states import ProcessState
 from localrun.audit import Audit, AuditedStateStore, CosmosFaults
 from localrun.profile import Profile
 
@@ -64,3 +65,34 @@ def test_a_write_by_an_attempt_that_lost_the_lock_is_counted(audited, clock):
     store.replace(replace(stale, version=reset.version, process_state=claimed.process_state))
     assert len(audit.stale_writes) == 1
     assert "o1:1 wrote while lockedBy=None" in audit.stale_writes[0]
+
+
+def test_a_record_created_claimed_is_logged_as_its_two_moves_and_its_owner_may_write(audited, clock):
+    store, audit = audited
+    created = store.create(transitions.new_claimed_record("o1", None, clock.now(), timedelta(seconds=60)))
+    began = transitions.begin_step(created, "o1:1", "reserve-inventory", "inventory", "r", clock.now(), clock.now())
+    store.replace(replace(began, version=created.version))
+    assert audit.stale_writes == []
+    moves = [(t.before, t.after, t.event, t.by) for t in audit.transitions]
+    assert moves == [
+        (None, ProcessState.PENDING, "Received", "submission"),
+        (ProcessState.PENDING, ProcessState.PROCESSING, "Claimed", "starter"),
+        (ProcessState.PROCESSING, ProcessState.PROCESSING, "StepStarted", "o1:1"),
+    ]
+    assert audit.ops["cosmos_writes"] == 2
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"attempt": 2, "locked_by": "o1:2"},  # no create can claim a later attempt
+        {"locked_by": "o1:7"},  # owned by an instance that is not attempt 1
+        {"failure_count": 1},
+    ],
+    ids=["attempt-2", "wrong-owner", "failures"],
+)
+def test_a_record_created_in_any_other_state_is_counted(audited, clock, change):
+    store, audit = audited
+    store.create(replace(transitions.new_claimed_record("o1", None, clock.now(), timedelta(seconds=60)), **change))
+    assert len(audit.stale_writes) == 1
+    assert "neither new nor claimed for attempt 1" in audit.stale_writes[0]

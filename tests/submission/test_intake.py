@@ -44,14 +44,14 @@ def test_corpus_has_at_least_twenty_cases():
     assert len(MALFORMED) >= 20
 
 
-def test_new_order_writes_order_and_pending_record_then_claims_and_starts(functions, app_context, sender):
+def test_new_order_writes_order_and_its_record_claimed_then_starts(functions, app_context, sender):
     client = RecordingClient()
     actions = submit(functions, order(), client)
     assert actions.only[0] == "complete"
     stored = app_context.orders.get("ord-1")
     assert stored["totalCents"] == 2500
     record = app_context.states.get("ord-1")
-    # the fast path claimed it right away
+    # the fast path created it claimed for attempt 1 (tests/submission/test_fast_path_claim.py)
     assert record.process_state is ProcessState.PROCESSING
     assert record.locked_by == "ord-1:1"
     assert record.reply_to == "client-statuses"
