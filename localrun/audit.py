@@ -64,6 +64,9 @@ class Audit:
     injected: Counter[str] = field(default_factory=Counter)
     # the remote calls that failed, from the runner's side (evidence for operator_actions_needed)
     remote_failures: list[RemoteFailure] = field(default_factory=list)
+    # (order id, when): faults injected on a call that took effect on a healthy service (a reply lost
+    # or late, the agent crashing after the call), the order's own trouble, not an outage's
+    own_faults: list[tuple[str, datetime]] = field(default_factory=list)
 
 
 class CountedStore:
@@ -342,10 +345,12 @@ class FaultySender:
         roll = self._rng.random()
         if roll < faults.lost_reply_rate:
             self._audit.injected["replies_lost"] += 1
+            self._audit.own_faults.append((reply["orderId"], self._clock.now()))
             return
         roll -= faults.lost_reply_rate
         if roll < faults.late_reply_rate:
             self._audit.injected["replies_late"] += 1
+            self._audit.own_faults.append((reply["orderId"], self._clock.now()))
             from datetime import timedelta
 
             late = self._clock.now() + timedelta(seconds=90)  # past any step deadline it belonged to
@@ -369,16 +374,18 @@ class CrashingService:
     no reply is sent and the request is redelivered (or the activity fails): the idempotency key
     must make the retry harmless."""
 
-    def __init__(self, inner: Any, rate: float, rng: random.Random, audit: Audit) -> None:
+    def __init__(self, inner: Any, rate: float, rng: random.Random, audit: Audit, clock: Clock) -> None:
         self._inner = inner
         self._rate = rate
         self._rng = rng
         self._audit = audit
+        self._clock = clock
 
     def call(self, request: Any) -> dict[str, Any]:
         result: dict[str, Any] = self._inner.call(request)
         if self._rng.random() < self._rate:
             self._audit.injected["agent_crashes"] += 1
+            self._audit.own_faults.append((request.order_id, self._clock.now()))
             raise SimulatedCrash(f"agent for {request.service} crashed after {request.action} of {request.order_id}")
         return result
 

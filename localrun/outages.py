@@ -157,10 +157,13 @@ def operator_actions(
     windows: Mapping[str, Sequence[Window]],
     waiting_enabled: bool,
     bound: timedelta | None = None,
+    own_faults: Iterable[tuple[str, datetime]] = (),
 ) -> OperatorActions:
     """``finals``: the state documents by order id; ``failures``: the runner's failed remote calls.
     ``bound``: MAX_OUTAGE_WAIT_MINUTES; given, an order counts as escalated by it only if it waited
-    that long in all (less ``BOUND_SLACK``), whatever its ``lastError`` says."""
+    that long in all (less ``BOUND_SLACK``), whatever its ``lastError`` says. ``own_faults``: (order,
+    when) of the faults the runner injected on calls that took effect (a lost or late reply, an
+    agent crash): a counted attempt that had one failed on its own, outage or not."""
     transitions = list(transitions)
     failed = sorted(o for o, doc in finals.items() if doc.get("processState") in FAILED_STATES)
     caught: set[str] = set()
@@ -175,6 +178,7 @@ def operator_actions(
         else:
             own_failure.add(f.order_id)  # a permanent refusal, or a failure on a healthy service
     own_failure |= _counted_outside_outages(transitions, windows)
+    own_failure |= _counted_after_own_fault(transitions, own_faults)
     outage_only = [o for o in failed if o in caught and o not in own_failure]
     waited = {o: sum(waits) for o, waits in _wait_periods(transitions).items()}
 
@@ -216,4 +220,24 @@ def _counted_outside_outages(transitions: Iterable[Transition], windows: Mapping
         if t.event in COUNTED or t.event == "Claimed":  # that attempt is over, or a new one begins
             running.pop(t.order_id, None)
             refused.discard(t.order_id)
+    return own
+
+
+def _counted_after_own_fault(transitions: Iterable[Transition], own_faults: Iterable[tuple[str, datetime]]) -> set[str]:
+    """Orders with a counted failed attempt during which (from its claim to the count) the runner
+    injected a fault of the order's own: its reply lost or late, its agent crashing after the call.
+    Such an attempt failed whatever a concurrent outage did (its call had taken effect on a healthy
+    service), so an order escalated with it is not failed by an outage alone."""
+    faults: dict[str, list[datetime]] = {}
+    for order_id, at in own_faults:
+        faults.setdefault(order_id, []).append(at)
+    own: set[str] = set()
+    claimed: dict[str, datetime] = {}
+    for t in transitions:
+        if t.event == "Claimed":
+            claimed[t.order_id] = t.at
+        elif t.event in COUNTED and t.order_id in claimed:
+            began = claimed.pop(t.order_id)
+            if any(began <= at <= t.at for at in faults.get(t.order_id, ())):
+                own.add(t.order_id)
     return own

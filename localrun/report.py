@@ -251,7 +251,13 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     # orders needing an operator because of an outage alone (localrun/outages.py), from the runner's evidence
     bound = _outage_wait_bound(result)
     actions = operator_actions(
-        by_order, audit.transitions, audit.remote_failures, windows, bound > timedelta(0), bound=bound
+        by_order,
+        audit.transitions,
+        audit.remote_failures,
+        windows,
+        bound > timedelta(0),
+        bound=bound,
+        own_faults=audit.own_faults,
     )
     invariants = {
         "lost": len(lost),

@@ -206,7 +206,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
     for service, inner in services.items():
         rate = max((profile.agent(a.name).crash_rate for a in AGENTS.values() if a.service == service), default=0.0)
         probed = _RemoteProbe(inner, first_call, clock, undone_at, audit, settings.step_timeout, service)
-        remote[service] = CrashingService(probed, rate, crash_rng, audit) if rate else probed
+        remote[service] = CrashingService(probed, rate, crash_rng, audit, clock) if rate else probed
 
     with CosmosServer() as server:
         database = ensure_database(server.fast_client(), "localrun")

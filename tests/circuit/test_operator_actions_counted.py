@@ -79,3 +79,33 @@ def test_an_attempt_refused_on_a_circuit_still_open_after_the_outage_counts_as_t
     # one of the three not refused, after the outage: that one was the order's own
     own = waited_then([*first[:2], refused, first[2]], [*second[:2], refused, second[2]], third)
     assert operator_actions({"o": ESCALATED}, own, [], WINDOWS, waiting_enabled=True).outage_only == []
+
+
+def test_an_attempt_whose_reply_was_lost_inside_the_outage_window_is_the_orders_own_failure() -> None:
+    """Found at all-faults seeds 3 and 8: the charge took effect at 29 s on a healthy payment service,
+    its reply was lost, and the attempt was counted at 90 s, after the payment outage began at 60 s.
+    Its span overlaps the outage, but the runner lost the reply: the order's own failure."""
+    transitions = [
+        *attempt(20, "charge-payment", "payment", 90),
+        *attempt(95, "charge-payment", "payment", 110, "OutageWait"),  # the outage seen: waited, not counted
+        *attempt(115, "charge-payment", "payment", 130),
+        *attempt(135, "charge-payment", "payment", 149, "Escalated"),
+    ]
+    lost_reply = [("o", T0 + timedelta(seconds=29))]
+    actions = operator_actions({"o": ESCALATED}, transitions, [], WINDOWS, waiting_enabled=True, own_faults=lost_reply)
+    assert actions.outage_only == []
+    # the control: without that evidence the same escalation is the outage's, and the invariant sees it
+    assert operator_actions({"o": ESCALATED}, transitions, [], WINDOWS, waiting_enabled=True).unexpected == ["o"]
+
+
+def test_a_fault_in_an_earlier_attempt_that_was_not_counted_does_not_excuse_the_counted_ones() -> None:
+    """An agent crash during the first attempt, whose redelivery succeeded (that attempt was not
+    counted: the order waited the outage out), says nothing about the counted attempts after it."""
+    transitions = waited_then(
+        attempt(95, "charge-payment", "payment", 110),
+        attempt(115, "charge-payment", "payment", 130),
+        attempt(135, "charge-payment", "payment", 149, "Escalated"),
+    )
+    crash = [("o", T0 + timedelta(seconds=5))]
+    actions = operator_actions({"o": ESCALATED}, transitions, [], WINDOWS, waiting_enabled=True, own_faults=crash)
+    assert actions.unexpected == ["o"]
