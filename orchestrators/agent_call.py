@@ -15,6 +15,7 @@ from contracts.messages import AgentRequest
 from contracts.names import AGENT_REPLY_EVENT
 from domain.workflow import Transport, agent
 from orchestrators import names
+from orchestrators.external_events import forget_delivered
 from orchestrators.state_activity import call_state_activity
 
 
@@ -81,6 +82,7 @@ def invoke_agent(
     while True:
         event = context.wait_for_external_event(AGENT_REPLY_EVENT)
         winner = yield context.task_any([event, timer])
+        forget_delivered(context, AGENT_REPLY_EVENT)  # an early or duplicate reply answers this wait only
         if winner == timer:
             return None
         candidate: dict[str, Any] = event.result

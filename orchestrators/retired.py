@@ -4,8 +4,9 @@ replays after an upgrade.
 Its history was recorded by code that no longer exists, so it cannot be replayed step by step. It
 ends at once, touching nothing: the record it owned stays Processing with its ``completeBy``, and
 the supervisor recovers it when that passes, like any attempt that stopped, with a new attempt of
-the current version. An upgrade costs each order caught mid-attempt one counted retry; stopping
-the starter and letting in-flight attempts finish first avoids that (docs/design.md "Versions")."""
+the current version. An upgrade costs each order caught mid-attempt one counted retry; disabling the
+two functions that claim and letting in-flight attempts finish first avoids that (docs/design.md
+"Versions")."""
 
 from __future__ import annotations
 

@@ -58,6 +58,7 @@ from domain.payloads import step_payload
 from domain.workflow import STEPS, WORKFLOW, Step, StepKind, agent
 from orchestrators import names
 from orchestrators.agent_call import agent_request, invoke_agent
+from orchestrators.external_events import forget_delivered
 from orchestrators.fenced import call_fenced, ends_quietly_when_fenced_out
 from orchestrators.payment_wait import await_payment, capture_request
 from orchestrators.result import OrchestrationResult, orchestration_result
@@ -280,6 +281,7 @@ def _await_review(run: Attempt, step: Step, error: Any, reason: str) -> Generato
     while True:
         event = context.wait_for_external_event(names.REVIEW_DECISION_EVENT)
         winner = yield context.task_any([event, timer])
+        forget_delivered(context, names.REVIEW_DECISION_EVENT)  # an answer to another review comes once
         if winner == timer:
             return default, False
         answer = event.result if isinstance(event.result, dict) else {}
