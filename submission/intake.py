@@ -121,24 +121,30 @@ def submit_order(ctx: AppContext, order: OrderSubmitted) -> IntakeResult:
         return IntakeResult(Settlement.deadletter("ConflictingOrderData", description))
 
     claim: Claim | None = None
+    announced: tuple[OwedStatus, ...] = ()  # Received, if its send failed: for the courier
+    created = state is None
     if state is None:
         state, claim = _create_state(ctx, order)
+        # said at once: a failure below must not leave the record moving on (claimed, started, cancelled)
+        # before a redelivery, with the submitter never told it was received
+        announced = _announce(ctx, state, now)
     else:
         log.info("order %s: duplicate submission, nothing written", order.order_id)
     # PaymentNotifications that arrived before this order were deferred: fetch and apply them now.
     try:
         recovered = recover_for_order(ctx, order.order_id)
     except (StoreUnavailable, SendError) as exc:
-        if claim is None:
+        if not created:
             raise
-        # The record is claimed: start the attempt anyway (left unstarted, it would wait out the start
-        # grace for the supervisor) and abandon: the redelivery applies the deferred notifications to
-        # the running attempt's record, as to any notification that arrives after its order.
-        log.warning("order %s: %s; attempt started, abandoning for the deferred notifications", order.order_id, exc)
-        return IntakeResult(Settlement.abandon(str(exc)), claim, owed=_announce(ctx, state, now))
+        # The record is written (and claimed, on the fast path: the attempt is started anyway, since left
+        # unstarted it would wait out the start grace for the supervisor). Abandon: the redelivery applies
+        # the deferred notifications to the record, as to any notification that arrives after its order.
+        log.warning("order %s: %s; abandoning for the deferred notifications", order.order_id, exc)
+        return IntakeResult(Settlement.abandon(str(exc)), claim, owed=announced)
     if recovered.applied:
         state = ctx.states.get(order.order_id) or state
-    announced = _announce(ctx, state, now) if _not_begun(state) else ()
+    if not created and _not_begun(state):
+        announced = _announce(ctx, state, now)
     return IntakeResult(Settlement.complete(), claim, recovered.events, owed=announced)
 
 
