@@ -29,8 +29,10 @@ from contracts.activities import (
     Processed,
     PublishStatusInput,
     ReleaseForRetryInput,
+    RetiredSettled,
     ReviewSettings,
     SendAgentRequestInput,
+    SettleRetiredInput,
     StepBegun,
     StepResult,
     WriteResult,
@@ -209,11 +211,41 @@ def mark_processed(ctx: AppContext, data: MarkProcessedInput) -> MarkProcessedRe
     return Processed(status_sent=_tell_once(ctx, written.reply_to, data.order_id, "Completed", data.attempt))
 
 
-def _tell_once(ctx: AppContext, reply_to: str | None, order_id: str, status: StatusName, attempt: int) -> bool:
-    """One try at a status update, after the write that made it true; False if the send failed
-    (never raised: a status never fails the write before it)."""
+def settle_retired_attempt(ctx: AppContext, data: SettleRetiredInput) -> RetiredSettled:
+    """An instance of a retired scheduler version, replaying after an upgrade, settles what it left:
+    a record it still holds is released to the supervisor at once (``completeBy`` = now: a retry
+    within a supervisor run, not after the step's or a review's deadline); an order it had already
+    written ``Processed`` gets its ``Completed`` status (the old version sent it after that write)."""
+    record = ctx.states.get(data.order_id)
+    if record is None:
+        return RetiredSettled()
+    if record.locked_by == data.instance_id and record.process_state is ProcessState.PROCESSING:
+        now = ctx.clock.now()
+        step = record.current_step or "(between steps)"
+        written = write_fenced(
+            ctx,
+            data.order_id,
+            data.instance_id,
+            lambda r: transitions.release_for_retry(r, data.instance_id, step, "superseded by an upgrade", now),
+            "release a retired attempt",
+        )
+        return RetiredSettled(released=written is not None)
+    if record.process_state is ProcessState.PROCESSED and any(
+        (entry.by, entry.event) == (data.instance_id, "Processed") for entry in record.history
+    ):
+        return RetiredSettled(
+            completed_status=_tell_once(ctx, record.reply_to, data.order_id, "Completed", data.attempt)
+        )
+    return RetiredSettled()
+
+
+def _tell_once(ctx: AppContext, reply_to: str | None, order_id: str, status: StatusName, attempt: int) -> bool | None:
+    """One try at a status update, after the write that made it true: True sent, False its send
+    failed (worth a retry), None nothing sent and nothing to retry (no ``replyTo``, or a reply queue
+    that does not exist or refuses this app: ``publish_status`` alerts once). Never raises: a status
+    never fails the write before it."""
     try:
-        notifications.status.publish_status(
+        sent = notifications.status.publish_status(
             ctx.sender, reply_to=reply_to, order_id=order_id, status=status, attempt=attempt, at=ctx.clock.now()
         )
     except SendError as exc:
@@ -225,7 +257,7 @@ def _tell_once(ctx: AppContext, reply_to: str | None, order_id: str, status: Sta
             status=status,
         )
         return False
-    return True
+    return True if sent else None
 
 
 def publish_status(ctx: AppContext, data: PublishStatusInput) -> None:

@@ -245,7 +245,8 @@ class OrderPlan:
     # waiting an outage out: the submitter was told so once (supervisor/outage.py), not per retry
     outage_wait: bool = False
     review: ReviewSettings = field(default_factory=ReviewSettings)
-    # asked to announce the attempt: whether ``Processing`` went out (None: not asked, or an outage wait)
+    # asked to announce the attempt: whether ``Processing`` went out (None: not asked, an outage wait, or
+    # nowhere to send it)
     status_sent: bool | None = None
 
     owned: ClassVar[bool] = True
@@ -415,10 +416,11 @@ class MarkProcessedInput:
 
 @dataclass(frozen=True)
 class Processed:
-    """``mark_processed`` wrote ``Processed``. ``status_sent``: the ``Completed`` status went out (or
-    there was nowhere to send it); False when its send failed: the scheduler retries it on timers."""
+    """``mark_processed`` wrote ``Processed``. ``status_sent``: True, the ``Completed`` status went out;
+    False, its send failed (the scheduler retries it on timers; also read from an answer without the
+    key); None, nothing was sent and nothing is to retry (no ``replyTo``, or a queue that refuses)."""
 
-    status_sent: bool
+    status_sent: bool | None
 
     owned: ClassVar[bool] = True
 
@@ -433,7 +435,7 @@ def parse_mark_processed(data: Any) -> MarkProcessedResult:
     d = _obj(data, "mark_processed result")
     if not _owned(d):
         return NOT_OWNED
-    return Processed(status_sent=d.get("statusSent") is True)
+    return Processed(status_sent=_opt_bool(d, "statusSent") if "statusSent" in d else False)
 
 
 @dataclass(frozen=True)
@@ -470,6 +472,44 @@ class PublishStatusInput:
             reply_to_known="replyTo" in d,
             reason=_opt_str(d, "reason"),
         )
+
+
+@dataclass(frozen=True)
+class SettleRetiredInput:
+    """``settle_retired_attempt``: what an instance of a retired scheduler version left to settle."""
+
+    order_id: str
+    instance_id: str
+    attempt: int
+
+    def to_json(self) -> JsonDict:
+        return {"orderId": self.order_id, "instanceId": self.instance_id, "attempt": self.attempt}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Self:
+        d = _obj(data, cls.__name__)
+        return cls(order_id=_str(d, "orderId"), instance_id=_str(d, "instanceId"), attempt=_int(d, "attempt"))
+
+
+@dataclass(frozen=True)
+class RetiredSettled:
+    """``settle_retired_attempt``'s answer: ``released``, the record it still held is handed to the
+    supervisor now (``completeBy`` = now); ``completed_status``: it had written ``Processed``, and the
+    ``Completed`` status was sent (True), failed (False: retry it) or had nowhere to go (None)."""
+
+    released: bool = False
+    completed_status: bool | None = None
+
+    def to_json(self) -> JsonDict:
+        return {"released": self.released, "completedStatus": self.completed_status}
+
+
+def parse_retired_settled(data: Any) -> RetiredSettled:
+    d = _obj(data, "settle_retired_attempt result")
+    released = d.get("released")
+    if not isinstance(released, bool):
+        raise ProtocolError(f"'released': expected true or false, got {released!r}")
+    return RetiredSettled(released=released, completed_status=_opt_bool(d, "completedStatus"))
 
 
 # --- the scheduler's compensation-related writes ----------------------------------------------------------

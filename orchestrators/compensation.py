@@ -45,6 +45,7 @@ from orchestrators import names
 from orchestrators.agent_call import agent_request, invoke_agent
 from orchestrators.fenced import call_fenced, ends_quietly_when_fenced_out
 from orchestrators.result import OrchestrationResult, orchestration_result
+from orchestrators.state_activity import HAND_OVER_RETRY_DELAYS
 from orchestrators.status import call_publish_status
 
 
@@ -74,7 +75,9 @@ def _run_round(context: df.DurableOrchestrationContext) -> Generator[Any, Any, O
         undone.append(entry["seq"])
 
     finished = FinishCompensationInput(order_id=order_id, instance_id=me)
-    yield from call_fenced(context, names.FINISH_COMPENSATION, finished, parse_write_result, at="finish")
+    yield from call_fenced(
+        context, names.FINISH_COMPENSATION, finished, parse_write_result, at="finish", delays=HAND_OVER_RETRY_DELAYS
+    )
     yield from call_publish_status(context, order_id, "Compensated", round_number, plan=plan)
     return orchestration_result("Compensated", undone=undone)
 

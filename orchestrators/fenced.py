@@ -9,13 +9,14 @@ once and ends with ``{"result": "FencingLost", "at": ...}``, the instance touchi
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
+from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
 import azure.durable_functions as df
 
 from contracts.activities import NotOwned
 from orchestrators.result import OrchestrationResult, orchestration_result
-from orchestrators.state_activity import call_state_activity
+from orchestrators.state_activity import RETRY_DELAYS, call_state_activity
 
 T = TypeVar("T")
 
@@ -39,10 +40,11 @@ def call_fenced[T](
     parse: Callable[[Any], T | NotOwned],
     *,
     at: str,
+    delays: tuple[timedelta, ...] = RETRY_DELAYS,
 ) -> Generator[Any, Any, T]:
     """``yield from call_fenced(...)``: the fenced activity's typed result; ``OwnershipLost(at)`` if
-    the instance lost the record."""
-    result = parse((yield from call_state_activity(context, name, data.to_json())))
+    the instance lost the record. ``delays``: between retries (``orchestrators.state_activity``)."""
+    result = parse((yield from call_state_activity(context, name, data.to_json(), delays)))
     if isinstance(result, NotOwned):
         raise OwnershipLost(at)
     return result

@@ -17,6 +17,7 @@ FAIL_ORDER = "fail_order"
 RELEASE_FOR_RETRY = "release_for_retry"
 MARK_PROCESSED = "mark_processed"
 PUBLISH_STATUS = "publish_status"
+SETTLE_RETIRED_ATTEMPT = "settle_retired_attempt"
 # The courier: delivers a status whose send failed where no durable timer was at hand (orchestrators/status.py).
 DELIVER_STATUS = "deliver_status_v1"
 

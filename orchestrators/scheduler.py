@@ -62,7 +62,7 @@ from orchestrators.external_events import forget_delivered
 from orchestrators.fenced import call_fenced, ends_quietly_when_fenced_out
 from orchestrators.payment_wait import await_payment, capture_request
 from orchestrators.result import OrchestrationResult, orchestration_result
-from orchestrators.state_activity import call_state_activity
+from orchestrators.state_activity import HAND_OVER_RETRY_DELAYS, call_state_activity
 from orchestrators.status import call_publish_status
 
 
@@ -120,8 +120,10 @@ def _run_attempt(context: df.DurableOrchestrationContext) -> Generator[Any, Any,
             return ended.result
 
     processed = MarkProcessedInput(order_id=order_id, instance_id=me, attempt=number, completes=run.take_unrecorded())
-    done = yield from call_fenced(context, names.MARK_PROCESSED, processed, parse_mark_processed, at="processed")
-    if not done.status_sent:  # its one try failed: a final status is retried on durable timers
+    done = yield from call_fenced(
+        context, names.MARK_PROCESSED, processed, parse_mark_processed, at="processed", delays=HAND_OVER_RETRY_DELAYS
+    )
+    if done.status_sent is False:  # its one try failed: a final status is retried on durable timers
         yield from call_publish_status(context, order_id, "Completed", number, plan=plan)
     return orchestration_result("Processed")
 

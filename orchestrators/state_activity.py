@@ -16,13 +16,26 @@ from typing import Any
 
 import azure.durable_functions as df
 
+from orchestrators.status import FINAL_RETRY_DELAYS
+
 RETRY_DELAYS = (timedelta(seconds=2), timedelta(seconds=10))
+# The write that ends an order well (``Processed``, ``Compensated``) is retried as long as a final status
+# (about six hours): once it lands the record is terminal, so no supervisor will ever look at it again,
+# and if its first try landed unanswered only a later try's answer (the hand-over, found done) leads to
+# the submitter's final status. Retrying is safe: it is fenced and idempotent.
+HAND_OVER_RETRY_DELAYS = FINAL_RETRY_DELAYS
 
 
-def call_state_activity(context: df.DurableOrchestrationContext, name: str, data: Any) -> Generator[Any, Any, Any]:
+def call_state_activity(
+    context: df.DurableOrchestrationContext,
+    name: str,
+    data: Any,
+    delays: tuple[timedelta, ...] = RETRY_DELAYS,
+) -> Generator[Any, Any, Any]:
     """``yield from call_state_activity(context, name, data)``: the activity's result; its error
-    once every retry failed (the orchestration then fails and the supervisor recovers the order)."""
-    for delay in (*RETRY_DELAYS, None):
+    once every retry (``delays`` apart) failed (the orchestration then fails and the supervisor
+    recovers the order)."""
+    for delay in (*delays, None):
         try:
             return (yield context.call_activity(name, data))
         except Exception:

@@ -20,8 +20,9 @@ that late). The episode time is what ``context.current_utc_datetime`` returns fr
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from localrun.durable import history as ev
@@ -144,6 +145,15 @@ class History:
         task_id = self.activity_scheduled(name, input)
         self.fail_activity(task_id, reason, details, at=at)
         return task_id
+
+    def activity_failing(self, name: str, reason: str, delays: Sequence[timedelta]) -> History:
+        """An activity that failed, each retry ``delays`` apart (a fired timer between) failing too:
+        ``len(delays) + 1`` failures, the last one just recorded."""
+        for delay in delays:
+            self.activity_failed(name, reason, at=self.now)
+            self.timer_fired(self.now + delay)
+        self.activity_failed(name, reason, at=self.now)
+        return self
 
     def fail_activity(self, task_id: int, reason: str, details: str = "", *, at: datetime | None = None) -> History:
         self._maybe_new_episode(at)

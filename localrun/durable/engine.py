@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 RunActivity = Callable[[str, Any], Any]
 
 SUPPORTED_SCHEDULING = frozenset({"CallActivity", "CreateTimer"})
-SUPPORTED_OTHER = frozenset({"WaitForExternalEvent", "WhenAny", "WhenAll"})
+SUPPORTED_OTHER = frozenset({"WaitForExternalEvent", "WhenAny", "WhenAll", "ContinueAsNew"})
 
 
 class HostResponse(NamedTuple):
@@ -250,8 +250,11 @@ class DurableEngine:
 
         instance.custom_status = state.custom_status
         problem = state.error or self._apply_actions(instance, state, now)
+        restart = next((a for a in state.actions if a["type"] == "ContinueAsNew"), None)
         if problem is not None:
             self._finish(instance, OrchestrationRuntimeStatus.Failed, problem, now)
+        elif restart is not None:
+            self._continue_as_new(instance, restart.get("input"), now)
         elif state.is_done:
             self._finish(instance, OrchestrationRuntimeStatus.Completed, state.output, now)
         else:
@@ -317,6 +320,22 @@ class DurableEngine:
         instance.inbox.clear()
         for event in instance.history:  # it will not be replayed: its encodings are only memory now
             event.forget_json_texts()
+
+    def _continue_as_new(self, instance: Instance, input_json: str | None, now: datetime) -> None:
+        """``continue_as_new``: the instance starts over under its id with ``input_json`` and an empty
+        history (as the extension does: a new execution; what the old one scheduled and did not get is
+        dropped, and so are events not yet processed, the extension's default)."""
+        self._append(instance, [ev.orchestrator_completed(now)])
+        self._executions += 1
+        instance.execution = self._executions
+        instance.input_json = input_json
+        instance.history = []
+        instance.scheduled = []
+        instance.pending_timers.clear()
+        instance.inbox.clear()
+        instance.status = OrchestrationRuntimeStatus.Running
+        instance.last_updated = now
+        self._queue_episode(instance)
 
     # --- activities -------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import pytest
 from contracts.names import AGENT_REPLY_EVENT
 from domain.compensation import compensation_instance_id, undo_request_id
 from orchestrators import names
+from orchestrators.state_activity import HAND_OVER_RETRY_DELAYS
 from tests.durable_history import History, ReplayResult
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -277,3 +278,22 @@ def test_a_round_that_lost_the_record_when_failing_sends_no_failed_status(compen
     assert result.is_done
     assert result.output == {"result": "FencingLost", "at": "undo 2"}
     assert result.new_actions == []
+
+
+def test_the_compensated_hand_over_is_retried_as_long_as_a_final_status(compensate):
+    """Found by the red team (cosmos lost responses and 503s, seed 3, ord-00024): ``finish_compensation``
+    committed unanswered and its next tries met a 503; the round failed, the record was ``Compensated``
+    (terminal: no supervisor looks at it again) and ``Compensated`` was never sent. The hand-over write
+    is now retried on durable timers as long as a final status (``HAND_OVER_RETRY_DELAYS``)."""
+    r = Round([RESERVE])
+    r.in_process(reply(RESERVE, result={"releaseId": "rel-1"}))
+    r.recorded()
+    r.h.activity_failing(names.FINISH_COMPENSATION, "Cosmos DB 503", HAND_OVER_RETRY_DELAYS[:3])
+    result = r.run(compensate)
+    assert result.error is None
+    assert result.new_action_types() == ["CreateTimer"]  # a fourth wait, then a fifth try
+
+    r.h.timer_fired(r.h.now + HAND_OVER_RETRY_DELAYS[3])
+    r.h.activity_completed(names.FINISH_COMPENSATION, {"owned": True}, at=r.h.now)  # found done
+    r.status_sent("Compensated", compensate)
+    assert r.run(compensate).output == {"result": "Compensated", "undone": [1]}

@@ -1,6 +1,8 @@
 """An upgrade under in-flight attempts: an instance of a retired scheduler version (``process_order_v1``)
-ends at its next replay without touching its record, and the supervisor retries the order under the
-current version once its ``completeBy`` passes (orchestrators/retired.py, docs/design.md "Versions")."""
+settles what it left at its next replay (``settle_retired_attempt``: a record it still holds is released
+to the supervisor at once, an order it had written ``Processed`` gets its ``Completed``) and ends; the
+supervisor retries the order under the current version (orchestrators/retired.py, docs/design.md
+"Versions")."""
 
 from __future__ import annotations
 
@@ -43,10 +45,36 @@ def test_a_v1_history_mid_attempt_ends_superseded_and_schedules_nothing(function
 
     replayed = h.run(functions[V1].func)
 
+    # its history is the old code's: nothing is scheduled against it; the instance continues as new
     assert replayed.error is None
-    assert replayed.is_done
-    assert replayed.output == {"result": "Superseded", "version": V1}
     assert replayed.new_actions == []
+    [restart] = [a for a in replayed.actions if a["type"] == "ContinueAsNew"]
+    assert json.loads(restart["input"]) == {"orderId": "o1", "attempt": 1, "retiring": True}
+
+    fresh = History("o1:1", json.loads(restart["input"]), start=T0, name=V1)
+    settling = fresh.run(functions[V1].func)
+    assert [(a["type"], a["functionName"]) for a in settling.new_actions] == [
+        ("CallActivity", names.SETTLE_RETIRED_ATTEMPT)
+    ]
+    assert json.loads(settling.new_actions[0]["input"]) == {"orderId": "o1", "instanceId": "o1:1", "attempt": 1}
+
+    fresh.activity_completed(names.SETTLE_RETIRED_ATTEMPT, {"released": True, "completedStatus": None}, at=T0)
+    settled = fresh.run(functions[V1].func)
+    assert settled.is_done
+    assert settled.output == {"result": "Superseded", "version": V1, "released": True}
+    assert settled.new_actions == []
+
+
+def test_a_retired_attempt_that_had_written_processed_sends_completed_and_retries_it_if_it_fails(
+    functions: dict[str, Any],
+) -> None:
+    fresh = History("o1:1", {"orderId": "o1", "attempt": 1, "retiring": True}, start=T0, name=V1)
+    fresh.activity_completed(names.SETTLE_RETIRED_ATTEMPT, {"released": False, "completedStatus": False}, at=T0)
+    retrying = fresh.run(functions[V1].func)
+    assert [(a["type"], a.get("functionName")) for a in retrying.new_actions] == [
+        ("CallActivity", names.PUBLISH_STATUS)
+    ]
+    assert json.loads(retrying.new_actions[0]["input"])["status"] == "Completed"
 
 
 @pytest.fixture
@@ -57,9 +85,10 @@ def harness(cosmos_db: Any) -> Iterator[RuntimeHarness]:
 
 
 @pytest.mark.cosmos
-def test_an_in_flight_v1_instance_leaves_its_record_to_the_supervisor(harness: RuntimeHarness) -> None:
-    """Through the real runtime: the v1 instance completes ``Superseded``; the record it owned is exactly
-    as it was (same version), and once ``completeBy`` passes the supervisor retries the order."""
+def test_an_in_flight_v1_instance_releases_its_record_to_the_supervisor(harness: RuntimeHarness) -> None:
+    """Through the real runtime: the v1 instance releases the record it held (``completeBy`` = now,
+    still its ``lockedBy``: only the supervisor moves it) and completes ``Superseded``; the supervisor's
+    next run retries the order, without waiting out the start grace or a step deadline."""
     ctx = harness.ctx
     assert ctx is not None
     now = harness.clock.now()
@@ -75,13 +104,15 @@ def test_an_in_flight_v1_instance_leaves_its_record_to_the_supervisor(harness: R
 
     instance = harness.host.engine.instance("o-v1:1")
     assert instance is not None and instance.is_finished
-    assert instance.output == {"result": "Superseded", "version": V1}
-    untouched = ctx.states.get("o-v1")
-    assert untouched is not None and untouched.version == claimed.version
+    assert instance.output == {"result": "Superseded", "version": V1, "released": True}
+    released = ctx.states.get("o-v1")
+    assert released is not None
+    assert (released.process_state, released.locked_by) == (ProcessState.PROCESSING, "o-v1:1")
+    assert released.complete_by is not None and released.complete_by <= harness.clock.now()
+    assert released.last_error == "superseded by an upgrade"
     assert harness.broker.contents("client-statuses") == []  # nothing said to the submitter
 
-    harness.clock.advance_to(now + ctx.settings.start_grace + timedelta(seconds=1))
-    recovered = recover(ctx, untouched)
+    recovered = recover(ctx, released)
     assert recovered.action is RecoveryAction.RECOVERED
     assert recovered.record is not None
     assert (recovered.record.process_state, recovered.record.failure_count) == (ProcessState.PENDING, 1)

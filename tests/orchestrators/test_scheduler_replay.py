@@ -15,6 +15,7 @@ import pytest
 
 from contracts.names import AGENT_REPLY_EVENT
 from orchestrators import names
+from orchestrators.state_activity import HAND_OVER_RETRY_DELAYS
 from orchestrators.status import FINAL_RETRY_DELAYS
 from tests.durable_history import History, ReplayResult
 from tests.orchestrators.support import AGENT_OF, STEP, T0, sample_order, started_attempt
@@ -539,3 +540,24 @@ def test_a_release_for_retry_that_lost_the_record_still_ends_as_a_transient_fail
     result = f.run(scheduler)
     assert result.is_done
     assert result.output == {"result": "TransientFailure", "step": "reserve-inventory", "error": "503 x4"}
+
+
+def test_the_processed_hand_over_is_retried_as_long_as_a_final_status(scheduler):
+    """Once ``Processed`` may have landed the record is terminal and no supervisor looks at it again:
+    a ``mark_processed`` that keeps failing (its first try committed unanswered, the store then down)
+    is retried on durable timers far past the 2 s and 10 s of other state writes, until it answers."""
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
+    f.remote_reply(reply("charge-payment", result=CHARGED))
+    f.remote_reply(reply("arrange-shipment", result=SHIPPED))
+    f.h.activity_failing(names.MARK_PROCESSED, "Cosmos DB 503", HAND_OVER_RETRY_DELAYS[:3])
+    result = f.run(scheduler)
+    assert result.error is None
+    assert result.new_action_types() == ["CreateTimer"]  # a fourth wait, then a fifth try
+    fire_at = result.new_actions[0]["fireAt"]
+    assert str(f.h.now + HAND_OVER_RETRY_DELAYS[3])[:19].replace(" ", "T") in str(fire_at)
+
+    f.h.timer_fired(f.h.now + HAND_OVER_RETRY_DELAYS[3])
+    f.processed({"owned": True, "statusSent": True})  # the hand-over, found done by this instance
+    done = f.run(scheduler)
+    assert done.is_done and done.output == {"result": "Processed"}
