@@ -315,8 +315,7 @@ class DurableEngine:
         instance.last_updated = now
         instance.pending_timers.clear()
         instance.inbox.clear()
-        for event in instance.history:  # it will not be replayed: its encodings are only memory now
-            event.forget_json_texts()
+        instance.pack_history()  # never replayed again: only the status query reads it
 
     # --- activities -------------------------------------------------------------------------------
 
@@ -354,7 +353,7 @@ class DurableEngine:
             self._queue.append(EpisodeWork(instance.instance_id))
 
     def _append(self, instance: Instance, events: list[ev.HistoryEvent]) -> None:
-        instance.history.extend(events)
+        instance.append_history(events)
         self.counters.history_events += len(events)
 
     def _now(self) -> datetime:
