@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from adapters.clock import Clock
 from adapters.cosmos.errors import StoreUnavailable
@@ -33,7 +33,7 @@ from domain.workflow import step as workflow_step
 from localrun.profile import Profile
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Transition:
     at: datetime
     order_id: str
@@ -45,7 +45,7 @@ class Transition:
     detail: str = ""  # the write's history detail (e.g. why a step failed transiently)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RemoteFailure:
     """A remote call that raised (``transient`` as the service said) or outlived the step deadline
     (transient), at the moment it was made, in true simulated time."""
@@ -155,6 +155,15 @@ class CosmosFaults:
             raise StoreUnavailable(f"Cosmos DB: no response to {operation} (the write committed)")
 
 
+class _Version(NamedTuple):
+    """What the audit needs of a version Cosmos returned (not the record: a record carries its
+    whole history, and an order has a dozen versions)."""
+
+    locked_by: str | None
+    process_state: ProcessState
+    complete_by: datetime | None
+
+
 def _is_instance(writer: str) -> bool:
     return ":" in writer  # orchestration instance ids are "<orderId>:<n>"
 
@@ -165,14 +174,17 @@ class AuditedStateStore:
         self._clock = clock
         self._faults = faults
         self._audit = audit
-        self._versions: dict[str, StateRecord] = {}  # every version Cosmos returned, by _etag
+        # The versions Cosmos returned, by _etag, until a write replaces them: a conditional replace
+        # succeeds only against the stored _etag, and _etags never repeat, so a replaced version
+        # cannot be replaced again. What stays is about one version per order, as three facts.
+        self._versions: dict[str, _Version] = {}
         # Orders whose last write lost its response: the app's process still knows only the version
         # before it (``recent``), until it reads or writes the record again.
         self._unheard: dict[str, StateRecord | None] = {}
 
     def _seen(self, record: StateRecord | None) -> StateRecord | None:
         if record is not None and record.version is not None:
-            self._versions[record.version] = record
+            self._versions[record.version] = _Version(record.locked_by, record.process_state, record.complete_by)
         return record
 
     def get(self, order_id: str) -> StateRecord | None:
@@ -208,8 +220,8 @@ class AuditedStateStore:
         self._faults.maybe_fail("replace")
         known = self.recent(record.order_id)
         written = self._inner.replace(record)  # succeeded: the stored version was record.version's
+        before = self._versions.pop(record.version or "", None)
         self._seen(written)
-        before = self._versions.get(record.version or "")
         writer = written.history[-1].by if written.history else ""
         if before is None:
             self._audit.stale_writes.append(f"{written.order_id}: write over a version Cosmos never returned")
@@ -277,7 +289,7 @@ class AuditedStateStore:
         )
         self._record(None, created)
 
-    def _record(self, before: StateRecord | None, after: StateRecord) -> None:
+    def _record(self, before: _Version | None, after: StateRecord) -> None:
         last = after.history[-1] if after.history else None
         before_state = before.process_state if before else None
         self._append(after.order_id, before_state, after.process_state, last, before.complete_by if before else None)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,7 +177,7 @@ class Usage:
     item_size_kb: float  # mean size of the items read and written
     servicebus_operations: int
     executions: int
-    execution_seconds: list[float]  # simulated duration of each invocation
+    execution_seconds: Sequence[float]  # simulated duration of each invocation
     episodes: int  # orchestrator episodes
     activities: int  # activity executions
     memory_mb: int

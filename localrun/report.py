@@ -356,7 +356,7 @@ def _usage(result: SimulationResult) -> Usage:
     """The run's billable counts for the cost model (localrun/prices.py). Service Bus bills every
     API call: sends (the submitters' included), receives, settlements, lock renewals and peeks."""
     c = result.broker.counters()
-    sizes = [len(json.dumps(doc)) / 1024 for doc in result.states]
+    sizes = result.state_sizes_kb  # each state-container document's JSON size, taken as it was read
     return Usage(
         orders=len(result.workload.orders),
         cosmos_reads=result.audit.ops["cosmos_reads"],

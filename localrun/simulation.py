@@ -8,6 +8,7 @@ simulated clock that jumps ahead whenever nothing is runnable. Faults come from 
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import sys
@@ -87,7 +88,8 @@ class SimulationResult:
     ledger: Ledger
     broker: InProcessBroker
     host: LocalHost
-    states: list[dict[str, Any]]  # every state document at the end
+    # every document of the state container at the end, reduced to what the report reads (``report_fields``)
+    states: list[dict[str, Any]]
     first_remote_call: dict[str, datetime]
     sent_at: dict[str, datetime]  # when each valid order was submitted
     restarts: int
@@ -99,6 +101,8 @@ class SimulationResult:
     # evidence for ``kept_after_compensation``, from the runner's side of the remote calls
     undone_at: dict[tuple[str, str, str], datetime] = field(default_factory=dict)
     fenced_forward_calls: int = 0  # forward calls the services refused because an undo had fenced their key
+    # the size of each document of ``states`` as stored (KB of its JSON), for the cost model
+    state_sizes_kb: list[float] = field(default_factory=list)
 
 
 class _RemoteProbe:
@@ -323,7 +327,13 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 sum(1 for s in latest.values() if s in TERMINAL_STATES), len(workload.orders), clock.now() - START
             )
             sys.stderr.write("\n")
-        states = list(database.get_container_client(STATE_CONTAINER).read_all_items())
+        # One page at a time, each document reduced as it is read: the end of a long run holds every
+        # order's final record, and the report reads four fields of it (and its size).
+        states: list[dict[str, Any]] = []
+        state_sizes_kb: list[float] = []
+        for document in database.get_container_client(STATE_CONTAINER).read_all_items():
+            state_sizes_kb.append(len(json.dumps(document)) / 1024)
+            states.append(report_fields(document))
 
     slow = sum(int(getattr(s, "slow_calls", 0)) for s in services.values())
     if slow:
@@ -350,4 +360,19 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         events=recorder,
         undone_at=undone_at,
         fenced_forward_calls=sum(int(getattr(s, "fenced_refusals", 0)) for s in services.values()),
+        state_sizes_kb=state_sizes_kb,
     )
+
+
+REPORT_FIELDS = ("orderId", "processState", "lastError")
+
+
+def report_fields(document: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a state-container document the report reads (localrun/report.py,
+    localrun/outages.py): the order, its state, its last error, and the notification its payment
+    applied. A document without them (a deferral or health document) keeps none."""
+    kept = {key: document[key] for key in REPORT_FIELDS if key in document}
+    payment = document.get("payment")
+    if payment:
+        kept["payment"] = {"notificationId": payment["notificationId"]}
+    return kept

@@ -318,8 +318,7 @@ class DurableEngine:
         instance.last_updated = now
         instance.pending_timers.clear()
         instance.inbox.clear()
-        for event in instance.history:  # it will not be replayed: its encodings are only memory now
-            event.forget_json_texts()
+        instance.pack_history()  # never replayed again: only the status query reads it
 
     def _continue_as_new(self, instance: Instance, input_json: str | None, now: datetime) -> None:
         """``continue_as_new``: the instance starts over under its id with ``input_json`` and an empty
@@ -329,7 +328,7 @@ class DurableEngine:
         self._executions += 1
         instance.execution = self._executions
         instance.input_json = input_json
-        instance.history = []
+        instance.restart_history()
         instance.scheduled = []
         instance.pending_timers.clear()
         instance.inbox.clear()
@@ -373,7 +372,7 @@ class DurableEngine:
             self._queue.append(EpisodeWork(instance.instance_id))
 
     def _append(self, instance: Instance, events: list[ev.HistoryEvent]) -> None:
-        instance.history.extend(events)
+        instance.append_history(events)
         self.counters.history_events += len(events)
 
     def _now(self) -> datetime:

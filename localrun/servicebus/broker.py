@@ -39,7 +39,7 @@ class _Due(IntEnum):
     TTL = 2  # an available message's time to live runs out
 
 
-@dataclass
+@dataclass(slots=True)
 class _Lock:
     token: str
     owner: str
@@ -47,7 +47,7 @@ class _Lock:
     orphaned: bool = False  # the receiver holding it is gone (host restart): nobody can settle it
 
 
-@dataclass
+@dataclass(slots=True)
 class _Stored:
     seq: int
     message_id: str

@@ -14,7 +14,7 @@ from azure.durable_functions import OrchestrationRuntimeStatus
 
 from adapters.clock import ManualClock
 from localrun.durable.engine import DurableEngine
-from localrun.durable.history import EventType, context_json
+from localrun.durable.history import EventType, HistoryEvent, context_json
 from localrun.durable.registry import registered_orchestrators
 from localrun.durable.replay import replay
 from tests.durable_history import History
@@ -138,6 +138,48 @@ def test_a_finished_instance_keeps_its_history_but_not_the_encodings_its_replays
     assert not any("_json_texts" in vars(e) for e in instance.history)
     assert h.status(instance_id).runtime_status is OrchestrationRuntimeStatus.Completed
     assert [e.type for e in instance.history][-1] is EventType.EXECUTION_COMPLETED
+
+
+def _reachable(root: Any) -> list[Any]:
+    """Every object reachable from ``root`` (its attributes, their contents, and so on)."""
+    import gc
+
+    seen: dict[int, Any] = {}
+    stack = [root]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen or isinstance(item, type):
+            continue
+        seen[id(item)] = item
+        stack.extend(gc.get_referents(item))
+    return list(seen.values())
+
+
+def test_a_finished_instance_holds_no_history_events_yet_its_status_still_shows_them(h):
+    """Memory grows with the orders in flight: a finished instance's history is kept compressed,
+    not as event objects; the status query (the ops API's showHistory) shows the same events."""
+    instance_id = h.start()
+    h.engine.run_until_idle()
+    instance = h.engine.instance(instance_id)
+    running = [e for e in _reachable(instance) if isinstance(e, HistoryEvent)]
+    assert len(running) == len(instance.history) > 0
+    events_so_far = list(instance.history)
+    with_history = h.run(h.client.get_status(instance_id, show_history=True, show_history_output=True))
+    assert with_history.historyEvents  # while it runs
+
+    h.raise_reply(instance_id, {"outcome": "ok"})
+    h.engine.run_until_idle()
+
+    assert instance.is_finished
+    assert [e for e in _reachable(instance) if isinstance(e, HistoryEvent)] == []
+    history = instance.history
+    assert history[: len(events_so_far)] == events_so_far
+    assert [e.type for e in history][-1] is EventType.EXECUTION_COMPLETED
+    assert h.engine.history_events(instance_id) == len(history) == h.engine.counters.history_events
+    finished = h.run(h.client.get_status(instance_id, show_history=True, show_history_output=True))
+    assert finished.historyEvents[: len(with_history.historyEvents)] == with_history.historyEvents
+    assert finished.historyEvents[-1]["EventType"] == "ExecutionCompleted"
+    assert finished.output == {"outcome": "replied", "finished": {"done": {"outcome": "ok"}}}
 
 
 def test_the_cancelled_timer_stops_being_due_as_soon_as_the_reply_wins(h):

@@ -96,3 +96,45 @@ def test_a_record_created_in_any_other_state_is_counted(audited, clock, change):
     store.create(replace(transitions.new_claimed_record("o1", None, clock.now(), timedelta(seconds=60)), **change))
     assert len(audit.stale_writes) == 1
     assert "neither new nor claimed for attempt 1" in audit.stale_writes[0]
+
+
+def test_the_audit_keeps_a_few_facts_of_the_current_version_not_the_records(audited, clock):
+    """Memory grows with the orders in flight: the audit remembers, per version Cosmos returned and
+    no write has replaced yet, who held the lock (and the state and deadline), never the record with
+    its whole history; a replaced version is forgotten (a conditional replace cannot match it again)."""
+    import gc
+
+    from domain.records import StateRecord
+
+    store, audit = audited
+    for order in ("o1", "o2"):
+        store.create(transitions.new_record(order, None, clock.now()))
+        first = store.get(order)
+        claimed = store.replace(replace(transitions.claim(first, clock.now(), timedelta(0)), version=first.version))
+        owner = f"{order}:1"
+        began = transitions.begin_step(claimed, owner, "reserve-inventory", "inventory", "r", clock.now(), clock.now())
+        store.replace(replace(began, version=claimed.version))
+        store.get(order)
+    held = [value for name, value in vars(store).items() if name not in {"_inner", "_clock", "_faults", "_audit"}]
+    seen: dict[int, object] = {}
+    stack: list[object] = list(held)
+    while stack:
+        item = stack.pop()
+        if id(item) not in seen and not isinstance(item, type):
+            seen[id(item)] = item
+            stack.extend(gc.get_referents(item))
+    assert not [o for o in seen.values() if isinstance(o, StateRecord)]
+    current = {order: store.get(order) for order in ("o1", "o2")}
+    assert {v.version for v in current.values()} == set(store._versions)  # one version per order
+    assert audit.stale_writes == []
+    # the facts still tell a stale write: the supervisor resets o1, then attempt o1:1 writes over it
+    clock.advance(timedelta(seconds=1))
+    reset = store.replace(
+        replace(
+            transitions.supervisor_retry(current["o1"], "o1:1", clock.now(), 3, timedelta(0)),
+            version=current["o1"].version,
+        )
+    )
+    stale = transitions.complete_step(current["o1"], "o1:1", "reserve-inventory", {}, clock.now(), clock.now())
+    store.replace(replace(stale, version=reset.version))
+    assert len(audit.stale_writes) == 1 and "o1:1 wrote while lockedBy=None" in audit.stale_writes[0]
