@@ -22,6 +22,9 @@ from orchestrators.result import OrchestrationResult, orchestration_result
 from orchestrators.state_activity import call_state_activity
 from orchestrators.status import call_publish_status
 
+# The input key that marks the new execution of a retired instance (after ``continue_as_new``).
+RETIRING = "retiring"
+
 
 def retire(context: df.DurableOrchestrationContext, version: str) -> Generator[Any, Any, OrchestrationResult]:
     """Settles an instance of the retired ``version`` and ends it with ``Superseded``.
@@ -40,7 +43,3 @@ def retire(context: df.DurableOrchestrationContext, version: str) -> Generator[A
     if settled.completed_status is False:  # its one try failed: a final status is retried on durable timers
         yield from call_publish_status(context, order_id, "Completed", attempt)
     return orchestration_result("Superseded", version=version, released=settled.released)
-
-
-# The input key that marks the new execution of a retired instance (after ``continue_as_new``).
-RETIRING = "retiring"
