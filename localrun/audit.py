@@ -70,17 +70,29 @@ class Audit:
 
 
 class CountedStore:
-    """Any other store the app uses (e.g. the deferral log): operations counted, faults injected.
-    ``writes`` names its methods that write: their response may be lost after they committed."""
+    """Any other Cosmos store the app uses (the deferral log, dependency health): each call counted as
+    the request it makes (``reads``, ``writes``, ``queries``: method names; any other method counts as
+    ``cosmos_other``), faults injected. A write's response may be lost after it committed."""
 
     def __init__(
-        self, inner: Any, faults: CosmosFaults, audit: Audit, counter: str, writes: frozenset[str] = frozenset()
+        self,
+        inner: Any,
+        faults: CosmosFaults,
+        audit: Audit,
+        *,
+        reads: frozenset[str] = frozenset(),
+        writes: frozenset[str] = frozenset(),
+        queries: frozenset[str] = frozenset(),
     ) -> None:
         self._inner = inner
         self._faults = faults
         self._audit = audit
-        self._counter = counter
         self._writes = writes
+        self._counters = (
+            dict.fromkeys(reads, "cosmos_reads")
+            | dict.fromkeys(writes, "cosmos_writes")
+            | dict.fromkeys(queries, "cosmos_queries")
+        )
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._inner, name)
@@ -88,7 +100,7 @@ class CountedStore:
             return attribute
 
         def counted(*args: Any, **kwargs: Any) -> Any:
-            self._audit.ops[self._counter] += 1
+            self._audit.ops[self._counters.get(name, "cosmos_other")] += 1
             self._faults.maybe_fail(name)
             result = attribute(*args, **kwargs)
             if name in self._writes:

@@ -80,3 +80,37 @@ def test_lost_responses_are_drawn_only_when_the_profile_asks():
     lossy = CosmosFaults(Profile(cosmos_lost_response_rate=0.5), random.Random(1), audit)
     lost = sum(lossy.lose_response() for _ in range(200))
     assert 60 < lost < 140 and audit.injected["cosmos_responses_lost"] == lost
+
+
+def test_the_other_cosmos_stores_count_each_call_as_the_request_it_makes():
+    from localrun.audit import CountedStore
+
+    class Store:
+        def get(self, key: str) -> str:
+            return key
+
+        def save(self, doc: str) -> str:
+            return doc
+
+        def count_waiting(self, reason: str) -> int:
+            return 0
+
+        def describe(self) -> str:
+            return "x"
+
+    audit = Audit()
+    counted = CountedStore(
+        Store(),
+        CosmosFaults(Profile(), random.Random(1), audit),
+        audit,
+        reads=frozenset({"get"}),
+        writes=frozenset({"save"}),
+        queries=frozenset({"count_waiting"}),
+    )
+    counted.get("a")
+    counted.get("b")
+    counted.save("c")
+    counted.count_waiting("r")
+    counted.describe()
+    assert (audit.ops["cosmos_reads"], audit.ops["cosmos_writes"], audit.ops["cosmos_queries"]) == (2, 1, 1)
+    assert audit.ops["cosmos_other"] == 1
