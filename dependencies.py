@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from adapters.clock import Clock, SystemClock
+from adapters.cosmos.health_store import RecentHealth
 from adapters.cosmos.order_store import OrderStore
 from adapters.cosmos.state_store import StateStore
 from adapters.remote.interface import RemoteService
@@ -82,10 +83,13 @@ class AppContext:
     health: HealthStore
     rng: random.Random = field(default_factory=random.Random)
     counts: CachedCounts = field(init=False)
+    # What this process last saw of each dependency's health (the agents' gate reads it first).
+    recent_health: RecentHealth = field(init=False)
 
     def __post_init__(self) -> None:
-        # The one assignment a frozen dataclass allows: the derived field, while the context is being built.
+        # The one assignment a frozen dataclass allows: the derived fields, while the context is being built.
         object.__setattr__(self, "counts", CachedCounts(self.states, self.clock, self.settings.state_count_cache))
+        object.__setattr__(self, "recent_health", RecentHealth(self.settings.circuit_health_cache))
 
 
 _context: AppContext | None = None

@@ -318,6 +318,12 @@ SETTINGS: tuple[Setting, ...] = (
         "CIRCUIT_PROBES", "1", "Calls a half-open circuit lets through at once to probe the service.", kind=count(1)
     ),
     Setting(
+        "CIRCUIT_HEALTH_CACHE_SECONDS",
+        "5",
+        "How long an agent trusts the dependency health it last read or wrote (0: read it on every call).",
+        kind=seconds(0),
+    ),
+    Setting(
         "MAX_OUTAGE_WAIT_MINUTES",
         "60",
         "How long an order waits out an open dependency (its retry budget untouched) before it escalates anyway.",
@@ -443,6 +449,7 @@ class Settings:
     circuit_cooldown: timedelta = field(metadata=_from("CIRCUIT_COOLDOWN_SECONDS"))
     circuit_cooldown_max: timedelta = field(metadata=_from("CIRCUIT_COOLDOWN_MAX_SECONDS"))
     circuit_probes: int = field(metadata=_from("CIRCUIT_PROBES"))
+    circuit_health_cache: timedelta = field(metadata=_from("CIRCUIT_HEALTH_CACHE_SECONDS"))
     max_outage_wait: timedelta = field(metadata=_from("MAX_OUTAGE_WAIT_MINUTES"))
     # Deferral
     defer_retry_delay: timedelta = field(metadata=_from("DEFER_RETRY_DELAY_SECONDS"))

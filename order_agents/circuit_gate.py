@@ -4,6 +4,13 @@
   call, so only ``CIRCUIT_PROBES`` agents probe at once.
 - ``succeeded`` / ``failed``: a transient failure is counted (and may open the circuit), a success
   on a closed circuit with nothing counted costs no write.
+- What the gate last read or wrote is trusted for ``CIRCUIT_HEALTH_CACHE_SECONDS`` (``RecentHealth``):
+  a closed circuit admits, an open one before its probe refuses, and a success on a closed circuit
+  with nothing counted is nothing to write, all without a read. A healthy dependency then costs no
+  Cosmos request per call. What that window may miss: another instance's opening (a few more calls
+  reach a failing service, and count) and another instance's failures (this instance's successes
+  do not reset a count it has not seen: the circuit may open a little sooner). A failure is always
+  read and written at once.
 
 Every circuit transition is an event: ``DependencyOutage`` (closed -> open), ``DependencyProbing``
 (open -> half-open), ``DependencyReopened`` (a probe failed), ``DependencyRecovered`` (-> closed,
@@ -14,11 +21,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from adapters.clock import Clock
 from adapters.cosmos.errors import StoreError
-from adapters.cosmos.health_store import HealthStore, update_health
+from adapters.cosmos.health_store import HealthStore, RecentHealth, update_health
 from domain.circuit import (
     Admission,
     CircuitPolicy,
@@ -61,17 +69,30 @@ def report_transition(transition: Transition, health: DependencyHealth) -> None:
 
 
 class DependencyGate:
-    def __init__(self, store: HealthStore, clock: Clock, policy: CircuitPolicy) -> None:
+    def __init__(
+        self, store: HealthStore, clock: Clock, policy: CircuitPolicy, recent: RecentHealth | None = None
+    ) -> None:
         self._store = store
         self._clock = clock
         self._policy = policy
+        self._recent = recent if recent is not None else RecentHealth(timedelta(0))
 
     def admit(self, dependency: str) -> bool:
         """May this agent call ``dependency`` now? False: fail fast, the circuit is open."""
+        now = self._clock.now()
+        known = self._recent.fresh(dependency, now)
+        if known is not None:
+            if known.state is CircuitState.CLOSED:
+                return True
+            if known.state is CircuitState.OPEN and known.probe_after is not None and now < known.probe_after:
+                return False
         admission = self._update(dependency, lambda h: _admission(h, self._clock, self._policy))
         return True if admission is None else admission.allowed
 
     def succeeded(self, dependency: str) -> None:
+        known = self._recent.fresh(dependency, self._clock.now())
+        if known is not None and known.state is CircuitState.CLOSED and known.consecutive_failures == 0:
+            return  # nothing counted to reset: no write, and nothing to read
         self._update(dependency, lambda h: record_success(h, self._clock.now()))
 
     def failed(self, dependency: str) -> None:
@@ -81,6 +102,7 @@ class DependencyGate:
         try:
             written, result = update_health(self._store, dependency, change, self._clock.now())
         except StoreError as exc:
+            self._recent.forget(dependency)
             app_event(
                 "DependencyHealthUnavailable",
                 f"dependency {dependency}: health not read or written ({type(exc).__name__}); calling anyway",
@@ -89,6 +111,7 @@ class DependencyGate:
                 reason=str(exc),
             )
             return None
+        self._recent.remember(written, self._clock.now())
         transition = result.transition if isinstance(result, Admission) else result
         if isinstance(transition, Transition):
             report_transition(transition, written)
@@ -102,4 +125,4 @@ def _admission(health: DependencyHealth, clock: Clock, policy: CircuitPolicy) ->
 
 def gate_of(ctx: AppContext) -> DependencyGate:
     """The gate over the context's dependency health."""
-    return DependencyGate(ctx.health, ctx.clock, ctx.settings.circuit_policy)
+    return DependencyGate(ctx.health, ctx.clock, ctx.settings.circuit_policy, ctx.recent_health)

@@ -9,8 +9,9 @@ written (a success on a closed circuit with no failures counted changes nothing)
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from adapters.cosmos.documents import ConditionalDocuments, update_conditionally
@@ -58,6 +59,34 @@ class CosmosHealthStore:
                 )
             )
         return sum(int(v) for v in counts)  # one partial count per partition range
+
+
+class RecentHealth:
+    """The health of each dependency as this process last read or wrote it, and when: an agent that
+    finds it closed (or open, before its probe) within ``ttl`` decides without a read
+    (``order_agents/circuit_gate.py``). Every write still reads first; ``ttl`` zero keeps nothing."""
+
+    def __init__(self, ttl: timedelta) -> None:
+        self._ttl = ttl
+        self._known: dict[str, tuple[datetime, DependencyHealth]] = {}
+        self._lock = threading.Lock()
+
+    def fresh(self, dependency: str, now: datetime) -> DependencyHealth | None:
+        with self._lock:
+            hit = self._known.get(dependency)
+        if hit is None:
+            return None
+        seen_at, health = hit
+        return health if seen_at <= now < seen_at + self._ttl else None
+
+    def remember(self, health: DependencyHealth, now: datetime) -> None:
+        if self._ttl > timedelta(0):
+            with self._lock:
+                self._known[health.dependency] = (now, health)
+
+    def forget(self, dependency: str) -> None:
+        with self._lock:
+            self._known.pop(dependency, None)
 
 
 def read_health(store: HealthStore, dependency: str, now: datetime) -> DependencyHealth:

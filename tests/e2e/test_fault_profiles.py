@@ -25,6 +25,13 @@ def run(profile: str, orders: int = 100, seed: int = 11) -> Report:
     return build_report(run_simulation(config))
 
 
+# all-faults mixes every fault at low rates: at 100 orders a seed sees a handful of compensations or
+# none, and which depends on how many operations draw from the fault generator before them (the agents'
+# cached dependency health moved seed 11 from one compensation to none). Seed 7 is the demo's
+# (examples/profiles/demo.json, README) and compensates three orders.
+SEEDS = {"all-faults": 7}
+
+
 def one_alert_each_way_per_outage(r: Report) -> bool:
     """One DependencyOutage and one DependencyRecovered operator alert per outage (each circuit
     opening and closing), however many orders waited for it, and at least one outage happened."""
@@ -159,7 +166,7 @@ def test_every_example_profile_is_covered():
 
 @pytest.mark.parametrize("profile", sorted(EXPECTATIONS))
 def test_profile_holds_every_invariant_and_exercises_its_fault(profile: str) -> None:
-    report = run(profile)
+    report = run(profile, seed=SEEDS.get(profile, 11))
     assert report["orders"] >= 100
     assert report["invariants"] == dict.fromkeys(report["invariants"], 0), report["invariant_examples"]
     assert EXPECTATIONS[profile](report), {k: report[k] for k in ("final_states", "recoveries", "injected_faults")}
