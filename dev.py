@@ -17,6 +17,7 @@ import glob
 import hashlib
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -236,9 +237,19 @@ def demo(args: list[str]) -> int:
     return code
 
 
-def _bench_run(root: Path, orders: int, speed_ups: bool) -> tuple[float, dict[str, Any] | None, int]:
-    """One benchmark run of the tree at ``root`` with this ``.venv``: (process wall s, report, exit code).
-    Flags the tree's CLI does not know (an older ref) are left out."""
+type Measured = tuple[float, float, dict[str, Any] | None, int]
+
+
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _bench_run(root: Path, orders: int, speed_ups: bool) -> Measured:
+    """One benchmark run of the tree at ``root`` with this ``.venv``: (process wall s, CPU s, report,
+    exit code). CPU is user + system time of the run and what it waited for (its Cosmos DB server):
+    on a shared machine it moves less than the wall time. Flags the tree's CLI does not know (an
+    older ref) are left out."""
     cli = (root / "localrun" / "__main__.py").read_text()
     with tempfile.TemporaryDirectory() as tmp:
         report_path = Path(tmp) / "bench.json"
@@ -251,16 +262,16 @@ def _bench_run(root: Path, orders: int, speed_ups: bool) -> tuple[float, dict[st
             *(("--sdk-speed-ups",) if speed_ups and "--sdk-speed-ups" in cli else ()),
         ]
         print(f"+ (in {root}) {' '.join(command)}", flush=True)
-        started = time.monotonic()
+        started, cpu_before = time.monotonic(), _children_cpu()
         done = subprocess.run(command, cwd=root, capture_output=True, text=True, check=False)
-        wall = time.monotonic() - started
+        wall, cpu = time.monotonic() - started, _children_cpu() - cpu_before
         if not report_path.exists():
             print(done.stdout, done.stderr, sep="\n", file=sys.stderr)
-            return wall, None, done.returncode or 1
-        return wall, json.loads(report_path.read_text()), done.returncode
+            return wall, cpu, None, done.returncode or 1
+        return wall, cpu, json.loads(report_path.read_text()), done.returncode
 
 
-def _bench_print(report: dict[str, Any], wall: float) -> None:
+def _bench_print(report: dict[str, Any], wall: float, cpu: float) -> None:
     runtime = report.get("runtime")
     print(f"orders              {report['orders']} (all-faults, seed 1)")
     if runtime is None:
@@ -272,6 +283,7 @@ def _bench_print(report: dict[str, Any], wall: float) -> None:
             + ("with the runner's speed-ups" if runtime["sdk_speed_ups"] else "as shipped")
         )
     print(f"wall                {wall:.1f} s (process), {report['wall_s']} s (simulation only)")
+    print(f"cpu                 {cpu:.1f} s (user + system, the run and its Cosmos DB server)")
     print(f"orders/s            {report['orders'] / wall:.1f}")
     print(f"simulated           {report['simulated_s']} s")
     print("ops_per_order       " + json.dumps(report["ops_per_order"]))
@@ -280,7 +292,7 @@ def _bench_print(report: dict[str, Any], wall: float) -> None:
     print(f"invariants          {'all 0' if not violated else f'VIOLATED {violated}'}")
 
 
-def _bench_ref(ref: str, orders: int, speed_ups: bool) -> tuple[float, dict[str, Any] | None, int]:
+def _bench_ref(ref: str, orders: int, speed_ups: bool) -> Measured:
     """The benchmark for git ref ``ref``: checked out into a temporary ``git worktree`` (removed
     afterwards) with this tree's ``node_modules`` symlinked, run with this ``.venv``."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-ref-"))
@@ -314,26 +326,28 @@ def bench(args: list[str]) -> int:
         args = args[:at] + args[at + 2 :]
     orders = int(args[0]) if args else 1000
     before = _bench_ref(ref, orders, speed_ups) if ref is not None else None
-    wall, report, code = _bench_run(ROOT, orders, speed_ups)
-    if before is not None and before[1] is not None:
+    wall, cpu, report, code = _bench_run(ROOT, orders, speed_ups)
+    if before is not None and before[2] is not None:
         print(f"\n== {ref}")
-        _bench_print(before[1], before[0])
+        _bench_print(before[2], before[0], before[1])
     if report is None:
         return code
     if before is not None:
         print("\n== this tree")
-    _bench_print(report, wall)
+    _bench_print(report, wall, cpu)
     if before is None:
         return code
-    if before[1] is None:
-        print(f"\n{ref}: no report (exit code {before[2]}); no ratio", file=sys.stderr)
-        return before[2] or 1
+    ref_wall, ref_cpu, ref_report, ref_code = before
+    if ref_report is None:
+        print(f"\n{ref}: no report (exit code {ref_code}); no ratio", file=sys.stderr)
+        return ref_code or 1
     print(
-        f"\nratio               {before[0] / wall:.2f}x process wall "
-        f"({ref} {before[0]:.1f} s / this tree {wall:.1f} s), "
-        f"{before[1]['wall_s'] / max(report['wall_s'], 1e-9):.2f}x simulation wall_s"
+        f"\nratio               {ref_wall / wall:.2f}x process wall "
+        f"({ref} {ref_wall:.1f} s / this tree {wall:.1f} s), "
+        f"{ref_report['wall_s'] / max(report['wall_s'], 1e-9):.2f}x simulation wall_s, "
+        f"{ref_cpu / max(cpu, 1e-9):.2f}x CPU ({ref_cpu:.1f} s / {cpu:.1f} s)"
     )
-    return code or before[2]
+    return code or ref_code
 
 
 def main() -> int:
