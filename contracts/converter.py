@@ -33,7 +33,21 @@ from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin, g
 from pydantic import ValidationError
 
 from contracts.messages import AgentRequest
-from domain.timefmt import parse, to_text
+from domain.jsonvalues import (
+    Invalid,
+    Read,
+    any_value,
+    boolean,
+    camel,
+    dict_of,
+    list_of,
+    optional,
+    optional_of,
+    shown,
+    text,
+    timestamp,
+)
+from domain.timefmt import to_text
 
 JsonDict = dict[str, Any]
 
@@ -73,7 +87,6 @@ class Wire:
         return from_json(cls, data)
 
 
-type _Read = Callable[[Any], Any]
 type _Write = Callable[[Any], Any]
 
 
@@ -81,7 +94,7 @@ type _Write = Callable[[Any], Any]
 class _Field:
     name: str
     key: str
-    read: _Read
+    read: Read
     write: _Write
     default: Any  # _REQUIRED: none
     init: bool
@@ -94,17 +107,11 @@ class _Field:
 _REQUIRED: Any = object()
 
 
-def camel(name: str) -> str:
-    """``order_id`` -> ``orderId``."""
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
 # --- the two directions -------------------------------------------------------------------------------
 
 
 def to_json(value: Any) -> JsonDict:
-    """The JSON object of the protocol value ``value`` (new containers: changing it changes nothing)."""
+    """The JSON object of the protocol value ``value`` (JSON values it holds, such as an order, are shared)."""
     fields = _plan(type(value))
     out: JsonDict = {}
     for f in fields:
@@ -123,24 +130,14 @@ def from_json[T](kind: type[T], data: Any) -> T:
     """The ``kind`` of the JSON object ``data``; ``ProtocolError`` naming the key that does not fit."""
     try:
         return _read_object(kind, data)  # type: ignore[no-any-return]
-    except _Invalid as exc:
+    except Invalid as exc:
         where = ".".join(exc.path)
         raise ProtocolError(f"{where!r}: {exc.problem}" if where else f"{kind.__name__}: {exc.problem}") from None
 
 
-class _Invalid(Exception):
-    def __init__(self, problem: str, path: tuple[str, ...] = ()) -> None:
-        super().__init__(problem)
-        self.problem = problem
-        self.path = path
-
-    def under(self, key: str) -> _Invalid:
-        return _Invalid(self.problem, (key, *self.path))
-
-
 def _read_object(kind: type[Any], data: Any) -> Any:
     if not isinstance(data, Mapping):
-        raise _Invalid(f"expected a JSON object, got {type(data).__name__}")
+        raise Invalid(f"expected a JSON object, got {type(data).__name__}")
     values: dict[str, Any] = {}
     for f in _plan(kind):
         if f.flag_of is not None:
@@ -155,11 +152,11 @@ def _read_object(kind: type[Any], data: Any) -> Any:
             value = f.default
         try:
             read = f.read(value)
-        except _Invalid as exc:
+        except Invalid as exc:
             raise exc.under(f.key) from None
         if not f.init:
             if read != f.default:
-                raise _Invalid(f"expected {f.default!r}, got {value!r}", (f.key,))
+                raise Invalid(f"expected {f.default!r}, got {value!r}", (f.key,))
             continue
         values[f.name] = read
     return kind(**values)
@@ -218,44 +215,29 @@ def _split(hint: Any) -> tuple[Any, tuple[Any, ...]]:
     return hint, ()
 
 
-def _optional_of(hint: Any) -> Any:
-    args = [a for a in get_args(hint) if a is not type(None)]
-    if len(args) != 1 or len(get_args(hint)) != 2:
-        raise TypeError(f"unsupported union {hint!r}: only X | None")
-    return args[0]
-
-
-def _shown(value: Any) -> str:
-    return repr(value) if len(repr(value)) <= 80 else f"{repr(value)[:77]}..."
-
-
-def _reader(hint: Any, *, from_number: bool = False) -> _Read:
+def _reader(hint: Any, *, from_number: bool = False) -> Read:
     origin = get_origin(hint)
     if origin is Union or origin is types.UnionType:
-        inner = _reader(_optional_of(hint), from_number=from_number)
-        return lambda value: None if value is None else inner(value)
+        return optional(_reader(optional_of(hint), from_number=from_number))
     if origin is Literal:
         allowed = get_args(hint)
         return lambda value: _one_of(value, allowed)
     if origin is list:
-        item = _reader(get_args(hint)[0])
-        return lambda value: _list(value, item)
+        return list_of(_reader(get_args(hint)[0]))
     if origin is dict or hint is dict:
-        value_hint = get_args(hint)[1] if get_args(hint) else Any
-        entry = _reader(value_hint)
-        return lambda value: _dict(value, entry)
+        return dict_of(_reader(get_args(hint)[1] if get_args(hint) else Any))
     if hint is Any:
-        return _any
+        return any_value
     if hint is str:
-        return _text
+        return text
     if hint is bool:
-        return _bool
+        return boolean
     if hint is int:
         return _integer_from_number if from_number else _integer
     if hint is float:
         return _number
     if hint is datetime:
-        return _moment
+        return timestamp
     if hint is AgentRequest:
         return _request
     if isinstance(hint, type) and issubclass(hint, Wire):
@@ -266,7 +248,7 @@ def _reader(hint: Any, *, from_number: bool = False) -> _Read:
 def _writer(hint: Any) -> _Write:
     origin = get_origin(hint)
     if origin is Union or origin is types.UnionType:
-        return _writer(_optional_of(hint))
+        return _writer(optional_of(hint))
     if origin is list:
         item = _writer(get_args(hint)[0])
         return lambda value: [None if v is None else item(v) for v in value]
@@ -280,10 +262,10 @@ def _writer(hint: Any) -> _Write:
         return AgentRequest.activity_json
     if isinstance(hint, type) and issubclass(hint, Wire):
         return _written_by_itself
-    return _any  # text, numbers, booleans, literals, JSON values: as they are
+    return any_value  # text, numbers, booleans, literals, JSON values: as they are
 
 
-def _nested(kind: type[Wire]) -> _Read:
+def _nested(kind: type[Wire]) -> Read:
     """A nested protocol object: by its fields, or by its own ``from_json`` where it has one."""
     if kind.from_json.__func__ is Wire.from_json.__func__:  # type: ignore[attr-defined]
         return lambda value: _read_object(kind, value)
@@ -292,7 +274,7 @@ def _nested(kind: type[Wire]) -> _Read:
         try:
             return kind.from_json(value)
         except ProtocolError as exc:
-            raise _Invalid(str(exc)) from None
+            raise Invalid(str(exc)) from None
 
     return read
 
@@ -304,31 +286,15 @@ def _written_by_itself(value: Wire) -> JsonDict:
 # --- the checks, one a kind ---------------------------------------------------------------------------
 
 
-def _any(value: Any) -> Any:
-    return value
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise _Invalid(f"expected text, got {_shown(value)}")
-    return value
-
-
-def _bool(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _Invalid(f"expected true or false, got {_shown(value)}")
-    return value
-
-
 def _integer(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _Invalid(f"expected an integer, got {_shown(value)}")
+        raise Invalid(f"expected an integer, got {shown(value)}")
     return value
 
 
 def _number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _Invalid(f"expected a number, got {_shown(value)}")
+        raise Invalid(f"expected a number, got {shown(value)}")
     return value
 
 
@@ -339,46 +305,13 @@ def _integer_from_number(value: Any) -> int:
 def _one_of(value: Any, allowed: tuple[Any, ...]) -> Any:
     if isinstance(value, bool | int | str) and any(value == a and type(value) is type(a) for a in allowed):
         return value
-    raise _Invalid(f"expected one of {', '.join(repr(a) for a in allowed)}, got {_shown(value)}")
-
-
-def _moment(value: Any) -> datetime:
-    try:
-        return parse(_text(value))
-    except ValueError as exc:
-        raise _Invalid(str(exc)) from None
-
-
-def _list(value: Any, item: _Read) -> list[Any]:
-    if not isinstance(value, list):
-        raise _Invalid(f"expected a JSON array, got {_shown(value)}")
-    out = []
-    for index, v in enumerate(value):
-        try:
-            out.append(item(v))
-        except _Invalid as exc:
-            raise exc.under(str(index)) from None
-    return out
-
-
-def _dict(value: Any, entry: _Read) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _Invalid(f"expected a JSON object, got {_shown(value)}")
-    if entry is _any:
-        return value
-    out = {}
-    for k, v in value.items():
-        try:
-            out[k] = entry(v)
-        except _Invalid as exc:
-            raise exc.under(str(k)) from None
-    return out
+    raise Invalid(f"expected one of {', '.join(repr(a) for a in allowed)}, got {shown(value)}")
 
 
 def _request(value: Any) -> AgentRequest:
     if not isinstance(value, Mapping):
-        raise _Invalid(f"expected a JSON object, got {type(value).__name__}")
+        raise Invalid(f"expected a JSON object, got {type(value).__name__}")
     try:
         return AgentRequest.model_validate(value)
     except ValidationError as exc:
-        raise _Invalid(f"not an agent request: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}") from None
+        raise Invalid(f"not an agent request: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}") from None

@@ -23,18 +23,7 @@ from contracts.converter import (
     from_json,
     to_json,
 )
-
-REQUEST = {
-    "requestId": "o1:1:charge-payment:payment",
-    "instanceId": "o1:1",
-    "orderId": "o1",
-    "step": "charge-payment",
-    "action": "do",
-    "attempt": 1,
-    "deadline": "2026-03-01T08:01:00.000000Z",
-    "idempotencyKey": "o1:charge-payment",
-    "payload": {"amountCents": 1000},
-}
+from tests.orchestrators.test_activity_protocol import REQUEST
 
 
 @dataclass(frozen=True)
@@ -159,8 +148,8 @@ def test_a_constant_is_written_where_it_stands_and_checked_on_reading() -> None:
 @pytest.mark.parametrize(
     ("key", "bad", "where"),
     [
-        ("orderId", 5, "'orderId': expected text"),
-        ("orderId", None, "'orderId': expected text"),
+        ("orderId", 5, "'orderId': expected a string"),
+        ("orderId", None, "'orderId': expected a string"),
         ("count", True, "'count': expected an integer"),
         ("count", 1.5, "'count': expected an integer"),
         ("count", "1", "'count': expected an integer"),
@@ -170,15 +159,15 @@ def test_a_constant_is_written_where_it_stands_and_checked_on_reading() -> None:
         ("colour", "blue", "'colour': expected one of 'red', 'green'"),
         ("colour", None, "'colour': expected one of"),
         ("at", "tomorrow", "'at'"),
-        ("at", 17, "'at': expected text"),
-        ("note", 3, "'note': expected text"),
+        ("at", 17, "'at': expected a timestamp text"),
+        ("note", 3, "'note': expected a string"),
         ("inner", "a", "'inner': expected a JSON object"),
-        ("inner", {"size": 2}, "'inner.name': expected text"),
+        ("inner", {"size": 2}, "'inner.name': expected a string"),
         ("inner", {"name": "a", "size": "2"}, "'inner.size': expected an integer"),
         ("items", {"name": "b"}, "'items': expected a JSON array"),
-        ("items", [{"name": "b"}, {"name": 1}], "'items.1.name': expected text"),
+        ("items", [{"name": "b"}, {"name": 1}], "'items.1.name': expected a string"),
         ("byName", ["x"], "'byName': expected a JSON object"),
-        ("byName", {"x": 1}, "'byName.x': expected text"),
+        ("byName", {"x": 1}, "'byName.x': expected a string"),
         ("maybe", "7", "'maybe': expected an integer"),
     ],
 )
