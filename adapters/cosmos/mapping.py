@@ -42,6 +42,8 @@ from domain.jsonvalues import (
 )
 from domain.timefmt import to_text
 
+__all__ = ["NOT_STORED", "DocumentError", "Record", "camel", "from_document", "to_document"]
+
 # Fields of a record that are never written to nor read from its document.
 NOT_STORED = frozenset({"version"})
 
