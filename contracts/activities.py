@@ -341,7 +341,10 @@ class UndoEntry(Wire):
         return replace(from_json(cls, fields), document=dict(data))
 
     def to_json(self) -> JsonDict:
-        return dict(self.document)
+        if self.document:
+            return dict(self.document)
+        # built from its fields (not read from a log): what the round reads of it
+        return {key: value for key, value in super().to_json().items() if key != "document"}
 
 
 @dataclass(frozen=True, kw_only=True)

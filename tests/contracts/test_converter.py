@@ -228,3 +228,11 @@ def test_the_agents_reply_reads_as_the_dict_code_read_it() -> None:
         parse_agent_answer("succeeded")
     assert reply_request_id({"requestId": "r", "junk": True}) == "r"
     assert reply_request_id({}) is None
+
+
+def test_an_undo_entry_built_from_its_fields_writes_them_and_reads_back_the_same() -> None:
+    entry = UndoEntry(seq=2, step="charge-payment", agent="payment", data={"chargeId": "C-1"})
+    written = entry.to_json()
+    fields = {"seq": 2, "step": "charge-payment", "agent": "payment", "data": {"chargeId": "C-1"}, "outcome": None}
+    assert json.dumps(written) == json.dumps(fields)
+    assert UndoEntry.from_json(written) == entry and UndoEntry.from_json(written).document == written
