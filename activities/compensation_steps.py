@@ -22,6 +22,7 @@ from contracts.activities import (
     LoadCompensationResult,
     RecordUndoInput,
     RequestCompensationInput,
+    UndoEntry,
     WriteResult,
 )
 from dependencies import AppContext
@@ -115,7 +116,7 @@ def load_compensation(ctx: AppContext, data: LoadCompensationInput) -> LoadCompe
         reply_to=record.reply_to,
         # waiting an outage out: the submitter was told so once (supervisor/outage.py), not per round
         outage_wait=record.outage_wait_since is not None,
-        entries=[to_document(e) for e in record.compensation],
+        entries=[UndoEntry.from_json(to_document(e)) for e in record.compensation],
         step_timeout_seconds=ctx.settings.step_timeout.total_seconds(),
         undo_tries=ctx.settings.max_failures,
         retry_base_seconds=ctx.settings.retry_backoff_base.total_seconds(),

@@ -1,5 +1,10 @@
 """The protocol between the orchestrations and their activities: one input type and one result type
-per activity, each serialised explicitly at the boundary.
+per activity, each a frozen dataclass whose fields are its JSON, converted by ``contracts.converter``.
+
+Read a type's fields as its JSON object: the keys are the field names in camelCase, in field order;
+``Annotated`` markers say where a key departs from that (``OMIT_NONE``: left out when None;
+``WrittenIf``: written only when known; ``NULL_IS_DEFAULT``, ``FROM_NUMBER``: what older writers
+sent). ``owned`` (a fenced activity's answer) is a constant field, written where it stands.
 
 The orchestrator hands ``call_activity`` ``SomeInput(...).to_json()`` and reads the recorded result
 with the activity's ``parse_*``; the activity function parses its input with ``SomeInput.from_json``
@@ -17,20 +22,25 @@ record; every fenced result type is ``<what it found> | NotOwned``."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, ClassVar, Self, get_args
+from typing import Annotated, Any, Literal, Self
 
+from contracts.converter import (
+    FROM_NUMBER,
+    NULL_IS_DEFAULT,
+    OMIT_NONE,
+    JsonDict,
+    ProtocolError,
+    Wire,
+    WrittenIf,
+    from_json,
+)
 from contracts.messages import AgentRequest, StatusName
-from domain.timefmt import parse, to_text
 
-JsonDict = dict[str, Any]
-
-STATUS_NAMES: frozenset[str] = frozenset(get_args(StatusName))
-
-
-class ProtocolError(ValueError):
-    """An activity input or result that is not what the protocol says."""
+# Re-exported from the converter (callers import them from here; mypy strict wants it said). Nothing
+# star-imports this module, so __all__ serves only that.
+__all__ = ["JsonDict", "ProtocolError"]
 
 
 def _obj(data: Any, what: str) -> Mapping[str, Any]:
@@ -39,55 +49,8 @@ def _obj(data: Any, what: str) -> Mapping[str, Any]:
     return data
 
 
-def _str(data: Mapping[str, Any], key: str) -> str:
-    value = data.get(key)
-    if not isinstance(value, str):
-        raise ProtocolError(f"{key!r}: expected text, got {value!r}")
-    return value
-
-
-def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ProtocolError(f"{key!r}: expected text or null, got {value!r}")
-    return value
-
-
-def _int(data: Mapping[str, Any], key: str) -> int:
-    value = data.get(key)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ProtocolError(f"{key!r}: expected an integer, got {value!r}")
-    return value
-
-
-def _opt_int(data: Mapping[str, Any], key: str) -> int | None:
-    value = data.get(key)
-    return None if value is None else _int(data, key)
-
-
-def _num(data: Mapping[str, Any], key: str, default: float | None = None) -> float:
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ProtocolError(f"{key!r}: expected a number, got {value!r}")
-    return value
-
-
-def _dict(data: Mapping[str, Any], key: str, default: JsonDict | None = None) -> JsonDict:
-    value = data.get(key, default)
-    if not isinstance(value, dict):
-        raise ProtocolError(f"{key!r}: expected a JSON object, got {value!r}")
-    return value
-
-
-def _opt_bool(data: Mapping[str, Any], key: str) -> bool | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, bool):
-        raise ProtocolError(f"{key!r}: expected true, false or null, got {value!r}")
-    return value
-
-
-def _owned(data: Mapping[str, Any]) -> bool:
-    value = data.get("owned")
+def _owned(data: Any, what: str) -> bool:
+    value = _obj(data, what).get("owned")
     if not isinstance(value, bool):
         raise ProtocolError(f"'owned': expected true or false, got {value!r}")
     return value
@@ -97,23 +60,17 @@ def _owned(data: Mapping[str, Any]) -> bool:
 
 
 @dataclass(frozen=True)
-class NotOwned:
+class NotOwned(Wire):
     """The instance no longer holds the record: the orchestration ends quietly (``FencingLost``)."""
 
-    owned: ClassVar[bool] = False
-
-    def to_json(self) -> JsonDict:
-        return {"owned": False}
+    owned: Literal[False] = field(default=False, init=False)
 
 
 @dataclass(frozen=True)
-class Owned:
+class Owned(Wire):
     """The fenced write was made (or found already made by this instance)."""
 
-    owned: ClassVar[bool] = True
-
-    def to_json(self) -> JsonDict:
-        return {"owned": True}
+    owned: Literal[True] = field(default=True, init=False)
 
 
 NOT_OWNED = NotOwned()
@@ -123,31 +80,28 @@ OWNED = Owned()
 WriteResult = Owned | NotOwned
 
 
+def _fenced[T: Wire](kind: type[T], data: Any, what: str) -> T | NotOwned:
+    """A fenced activity's answer: ``NOT_OWNED``, or ``kind`` read from it."""
+    return from_json(kind, data) if _owned(data, what) else NOT_OWNED
+
+
 def parse_write_result(data: Any) -> WriteResult:
-    return OWNED if _owned(_obj(data, "result")) else NOT_OWNED
+    return OWNED if _owned(data, "result") else NOT_OWNED
 
 
 # --- inputs shared in shape -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class OrderInstance:
+class OrderInstance(Wire):
     """An order and the orchestration instance that must hold its record."""
 
     order_id: str
     instance_id: str
 
-    def to_json(self) -> JsonDict:
-        return {"orderId": self.order_id, "instanceId": self.instance_id}
-
-    @classmethod
-    def from_json(cls, data: Any) -> Self:
-        d = _obj(data, cls.__name__)
-        return cls(order_id=_str(d, "orderId"), instance_id=_str(d, "instanceId"))
-
 
 @dataclass(frozen=True)
-class StepFailure:
+class StepFailure(Wire):
     """A forward step's failure as the scheduler reports it to a fenced write."""
 
     order_id: str
@@ -156,227 +110,102 @@ class StepFailure:
     attempt: int
     error: str | None
 
-    def to_json(self) -> JsonDict:
-        return {
-            "orderId": self.order_id,
-            "instanceId": self.instance_id,
-            "step": self.step,
-            "attempt": self.attempt,
-            "error": self.error,
-        }
-
-    @classmethod
-    def from_json(cls, data: Any) -> Self:
-        d = _obj(data, cls.__name__)
-        return cls(
-            order_id=_str(d, "orderId"),
-            instance_id=_str(d, "instanceId"),
-            step=_str(d, "step"),
-            attempt=_int(d, "attempt"),
-            error=_opt_str(d, "error"),
-        )
-
-
-def _request_from_json(data: Any) -> AgentRequest:
-    return AgentRequest.model_validate(_obj(data, "request"))
-
 
 # --- the scheduler's activities ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class LoadOrderInput:
+class LoadOrderInput(Wire):
     """``load_order``. ``attempt``: announce ``Processing`` for this attempt once the record is found
     owned (tried once, as any progress status; not while the order waits an outage out)."""
 
     order_id: str
     instance_id: str
-    attempt: int | None = None
-
-    def to_json(self) -> JsonDict:
-        announce: JsonDict = {} if self.attempt is None else {"attempt": self.attempt}
-        return {"orderId": self.order_id, "instanceId": self.instance_id, **announce}
-
-    @classmethod
-    def from_json(cls, data: Any) -> Self:
-        d = _obj(data, cls.__name__)
-        return cls(order_id=_str(d, "orderId"), instance_id=_str(d, "instanceId"), attempt=_opt_int(d, "attempt"))
+    attempt: Annotated[int | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
-class ReviewSettings:
+class ReviewSettings(Wire):
     """What the scheduler needs to decide on review (``load_order`` reads it once per attempt)."""
 
-    amount_threshold_cents: int = 0
+    amount_threshold_cents: Annotated[int, FROM_NUMBER] = 0
     timeout_seconds: float = 86400.0
     default_action: str = "compensate"
 
-    def to_json(self) -> JsonDict:
-        return {
-            "amountThresholdCents": self.amount_threshold_cents,
-            "timeoutSeconds": self.timeout_seconds,
-            "defaultAction": self.default_action,
-        }
 
-    @classmethod
-    def from_json(cls, data: Any) -> Self:
-        d = _obj(data, cls.__name__)
-        return cls(
-            amount_threshold_cents=int(_num(d, "amountThresholdCents", 0)),
-            timeout_seconds=_num(d, "timeoutSeconds", 86400.0),
-            default_action=str(d.get("defaultAction", "compensate")),
-        )
-
-
-@dataclass(frozen=True)
-class OrderPlan:
+@dataclass(frozen=True, kw_only=True)
+class OrderPlan(Wire):
     """``load_order``'s answer when the instance holds the record: the order, the results of steps done
     by earlier attempts, the agents of steps left in flight, and the rules of this attempt.
 
     ``reply_to_known`` is False only for a result recorded without ``replyTo`` (the status activity
     then reads the record itself)."""
 
+    reply_to: Annotated[str | None, WrittenIf("reply_to_known")] = None
+    reply_to_known: bool = True
+    owned: Literal[True] = field(default=True, init=False)
     order: JsonDict
     completed: dict[str, JsonDict]
-    step_timeout_seconds: float
-    reply_to: str | None = None
-    reply_to_known: bool = True
-    in_flight: dict[str, str] = field(default_factory=dict)
+    in_flight: Annotated[dict[str, str], NULL_IS_DEFAULT] = field(default_factory=dict)
     # waiting an outage out: the submitter was told so once (supervisor/outage.py), not per retry
-    outage_wait: bool = False
-    review: ReviewSettings = field(default_factory=ReviewSettings)
+    outage_wait: Annotated[bool, NULL_IS_DEFAULT] = False
+    step_timeout_seconds: float
+    review: Annotated[ReviewSettings, NULL_IS_DEFAULT] = field(default_factory=ReviewSettings)
     # asked to announce the attempt: whether ``Processing`` went out (None: not asked, an outage wait, or
     # nowhere to send it)
-    status_sent: bool | None = None
-
-    owned: ClassVar[bool] = True
-
-    def to_json(self) -> JsonDict:
-        reply: JsonDict = {"replyTo": self.reply_to} if self.reply_to_known else {}
-        announced: JsonDict = {} if self.status_sent is None else {"statusSent": self.status_sent}
-        return {
-            **reply,
-            "owned": True,
-            "order": self.order,
-            "completed": self.completed,
-            "inFlight": self.in_flight,
-            "outageWait": self.outage_wait,
-            "stepTimeoutSeconds": self.step_timeout_seconds,
-            "review": self.review.to_json(),
-            **announced,
-        }
+    status_sent: Annotated[bool | None, OMIT_NONE] = None
 
 
 LoadOrderResult = OrderPlan | NotOwned
 
 
 def parse_load_order(data: Any) -> LoadOrderResult:
-    d = _obj(data, "load_order result")
-    if not _owned(d):
-        return NOT_OWNED
-    return OrderPlan(
-        order=_dict(d, "order"),
-        completed=dict(_dict(d, "completed")),
-        step_timeout_seconds=_num(d, "stepTimeoutSeconds"),
-        reply_to=_opt_str(d, "replyTo"),
-        reply_to_known="replyTo" in d,
-        in_flight=dict(d.get("inFlight") or {}),
-        outage_wait=bool(d.get("outageWait")),
-        review=ReviewSettings.from_json(d.get("review") or {}),
-        status_sent=_opt_bool(d, "statusSent"),
-    )
+    return _fenced(OrderPlan, data, "load_order result")
 
 
 @dataclass(frozen=True)
-class StepResult:
+class StepResult(Wire):
     """A step's result that the scheduler has and the record does not yet: the next fenced write (the
     next step's ``begin_step``, or ``mark_processed``) records it in the same write."""
 
     step: str
     result: JsonDict
 
-    def to_json(self) -> JsonDict:
-        return {"step": self.step, "result": self.result}
-
-    @classmethod
-    def from_json(cls, data: Any) -> Self:
-        d = _obj(data, cls.__name__)
-        return cls(step=_str(d, "step"), result=_dict(d, "result"))
-
-
-def _completes(d: Mapping[str, Any]) -> StepResult | None:
-    value = d.get("completes")
-    return None if value is None else StepResult.from_json(value)
-
 
 @dataclass(frozen=True)
-class BeginStepInput:
+class BeginStepInput(Wire):
     """``begin_step``: record that the step started with ``agent`` and its deadline (the request's),
     after recording ``completes`` (the previous step's result) in the same write; then, with a
     ``queue``, send the request onto it (a Service Bus agent's request queue)."""
 
     request: AgentRequest
     agent: str
-    completes: StepResult | None = None
-    queue: str | None = None
-
-    def to_json(self) -> JsonDict:
-        payload: JsonDict = {"request": self.request.activity_json(), "agent": self.agent}
-        if self.completes is not None:
-            payload["completes"] = self.completes.to_json()
-        if self.queue is not None:
-            payload["queue"] = self.queue
-        return payload
-
-    @classmethod
-    def from_json(cls, data: Any) -> Self:
-        d = _obj(data, cls.__name__)
-        return cls(
-            request=_request_from_json(d.get("request")),
-            agent=_str(d, "agent"),
-            completes=_completes(d),
-            queue=_opt_str(d, "queue"),
-        )
+    completes: Annotated[StepResult | None, OMIT_NONE] = None
+    queue: Annotated[str | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
-class StepBegun:
+class StepBegun(Wire):
     """``begin_step`` wrote the start. ``payment``: a prepaid order's payment notification (its
     document) when it was already on the record."""
 
-    payment: JsonDict | None = None
-
-    owned: ClassVar[bool] = True
-
-    def to_json(self) -> JsonDict:
-        return {"owned": True} if self.payment is None else {"owned": True, "payment": self.payment}
+    owned: Literal[True] = field(default=True, init=False)
+    payment: Annotated[JsonDict | None, OMIT_NONE] = None
 
 
 BeginStepResult = StepBegun | NotOwned
 
 
 def parse_begin_step(data: Any) -> BeginStepResult:
-    d = _obj(data, "begin_step result")
-    if not _owned(d):
-        return NOT_OWNED
-    payment = d.get("payment")
-    return StepBegun(payment=None if payment is None else _dict(d, "payment"))
+    return _fenced(StepBegun, data, "begin_step result")
 
 
 @dataclass(frozen=True)
-class SendAgentRequestInput:
+class SendAgentRequestInput(Wire):
     """``send_agent_request`` (answers nothing): the request, onto the agent's request queue."""
 
     queue: str
     request: AgentRequest
-
-    def to_json(self) -> JsonDict:
-        return {"queue": self.queue, "request": self.request.activity_json()}
-
-    @classmethod
-    def from_json(cls, data: Any) -> Self:
-        d = _obj(data, cls.__name__)
-        return cls(queue=_str(d, "queue"), request=_request_from_json(d.get("request")))
 
 
 class ReleaseForRetryInput(StepFailure):
@@ -388,135 +217,79 @@ class FailOrderInput(StepFailure):
 
 
 @dataclass(frozen=True)
-class MarkProcessedInput:
+class MarkProcessedInput(Wire):
     """``mark_processed``: every step done; ``completes``, the last step's result, recorded in the same
     write. The activity then tells the submitter ``Completed`` (once; ``Processed`` says if it did)."""
 
     order_id: str
     instance_id: str
     attempt: int
-    completes: StepResult | None = None
-
-    def to_json(self) -> JsonDict:
-        payload: JsonDict = {"orderId": self.order_id, "instanceId": self.instance_id, "attempt": self.attempt}
-        if self.completes is not None:
-            payload["completes"] = self.completes.to_json()
-        return payload
-
-    @classmethod
-    def from_json(cls, data: Any) -> Self:
-        d = _obj(data, cls.__name__)
-        return cls(
-            order_id=_str(d, "orderId"),
-            instance_id=_str(d, "instanceId"),
-            attempt=_int(d, "attempt"),
-            completes=_completes(d),
-        )
+    completes: Annotated[StepResult | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
-class Processed:
+class Processed(Wire):
     """``mark_processed`` wrote ``Processed``. ``status_sent``: True, the ``Completed`` status went out;
     False, its send failed (the scheduler retries it on timers; also read from an answer without the
-    key); None, nothing was sent and nothing is to retry (no ``replyTo``, or a queue that refuses)."""
+    key, as ``_v1`` recorded it); None, nothing was sent and nothing is to retry (no ``replyTo``, or a
+    queue that refuses)."""
 
-    status_sent: bool | None
-
-    owned: ClassVar[bool] = True
-
-    def to_json(self) -> JsonDict:
-        return {"owned": True, "statusSent": self.status_sent}
+    owned: Literal[True] = field(default=True, init=False)
+    status_sent: bool | None = False
 
 
 MarkProcessedResult = Processed | NotOwned
 
 
 def parse_mark_processed(data: Any) -> MarkProcessedResult:
-    d = _obj(data, "mark_processed result")
-    if not _owned(d):
-        return NOT_OWNED
-    return Processed(status_sent=_opt_bool(d, "statusSent") if "statusSent" in d else False)
+    return _fenced(Processed, data, "mark_processed result")
 
 
 @dataclass(frozen=True)
-class PublishStatusInput:
+class PublishStatusInput(Wire):
     """``publish_status`` (answers nothing): one status update to the order's ``replyTo``.
     ``reply_to_known`` False: the activity reads ``replyTo`` from the record."""
 
     order_id: str
     status: StatusName
     attempt: int
-    reply_to: str | None = None
+    reply_to: Annotated[str | None, WrittenIf("reply_to_known")] = None
     reply_to_known: bool = False
-    reason: str | None = None
-
-    def to_json(self) -> JsonDict:
-        payload: JsonDict = {"orderId": self.order_id, "status": self.status, "attempt": self.attempt}
-        if self.reply_to_known:
-            payload["replyTo"] = self.reply_to
-        if self.reason is not None:
-            payload["reason"] = self.reason
-        return payload
-
-    @classmethod
-    def from_json(cls, data: Any) -> Self:
-        d = _obj(data, cls.__name__)
-        status = _str(d, "status")
-        if status not in STATUS_NAMES:
-            raise ProtocolError(f"'status': not a status: {status!r}")
-        return cls(
-            order_id=_str(d, "orderId"),
-            status=status,  # type: ignore[arg-type]  # checked against STATUS_NAMES just above
-            attempt=_int(d, "attempt"),
-            reply_to=_opt_str(d, "replyTo"),
-            reply_to_known="replyTo" in d,
-            reason=_opt_str(d, "reason"),
-        )
+    reason: Annotated[str | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
-class SettleRetiredInput:
+class SettleRetiredInput(Wire):
     """``settle_retired_attempt``: what an instance of a retired scheduler version left to settle."""
 
     order_id: str
     instance_id: str
     attempt: int
 
-    def to_json(self) -> JsonDict:
-        return {"orderId": self.order_id, "instanceId": self.instance_id, "attempt": self.attempt}
-
-    @classmethod
-    def from_json(cls, data: Any) -> Self:
-        d = _obj(data, cls.__name__)
-        return cls(order_id=_str(d, "orderId"), instance_id=_str(d, "instanceId"), attempt=_int(d, "attempt"))
-
 
 @dataclass(frozen=True)
-class RetiredSettled:
-    """``settle_retired_attempt``'s answer: ``released``, the record it still held is handed to the
-    supervisor now (``completeBy`` = now); ``completed_status``: it had written ``Processed``, and the
-    ``Completed`` status was sent (True), failed (False: retry it) or had nowhere to go (None)."""
+class RetiredSettled(Wire):
+    """``settle_retired_attempt``'s answer (not fenced: it reads first): ``released``, the record it
+    still held is handed to the supervisor now (``completeBy`` = now); ``completed_status``: it had
+    written ``Processed``, and the ``Completed`` status was sent (True), failed (False: retry it) or
+    had nowhere to go (None)."""
 
     released: bool = False
     completed_status: bool | None = None
 
-    def to_json(self) -> JsonDict:
-        return {"released": self.released, "completedStatus": self.completed_status}
-
 
 def parse_retired_settled(data: Any) -> RetiredSettled:
     d = _obj(data, "settle_retired_attempt result")
-    released = d.get("released")
-    if not isinstance(released, bool):
-        raise ProtocolError(f"'released': expected true or false, got {released!r}")
-    return RetiredSettled(released=released, completed_status=_opt_bool(d, "completedStatus"))
+    if "released" not in d:  # required in an answer, though it has a default to build one with
+        raise ProtocolError("'released': expected true or false, got None")
+    return RetiredSettled.from_json(d)
 
 
 # --- the scheduler's compensation-related writes ----------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class RequestCompensationInput:
+class RequestCompensationInput(Wire):
     """``request_compensation``: hand the order over to compensation."""
 
     order_id: str
@@ -526,31 +299,9 @@ class RequestCompensationInput:
     error: str | None
     reason: str | None
 
-    def to_json(self) -> JsonDict:
-        return {
-            "orderId": self.order_id,
-            "instanceId": self.instance_id,
-            "step": self.step,
-            "attempt": self.attempt,
-            "error": self.error,
-            "reason": self.reason,
-        }
-
-    @classmethod
-    def from_json(cls, data: Any) -> Self:
-        d = _obj(data, cls.__name__)
-        return cls(
-            order_id=_str(d, "orderId"),
-            instance_id=_str(d, "instanceId"),
-            step=_str(d, "step"),
-            attempt=_int(d, "attempt"),
-            error=_opt_str(d, "error"),
-            reason=_opt_str(d, "reason"),
-        )
-
 
 @dataclass(frozen=True)
-class AwaitReviewInput:
+class AwaitReviewInput(Wire):
     """``await_review``: pause the attempt for an operator until ``until``."""
 
     order_id: str
@@ -564,40 +315,6 @@ class AwaitReviewInput:
     default_action: str
     amount_cents: int | None
 
-    def to_json(self) -> JsonDict:
-        return {
-            "orderId": self.order_id,
-            "instanceId": self.instance_id,
-            "step": self.step,
-            "attempt": self.attempt,
-            "reviewId": self.review_id,
-            "until": to_text(self.until),
-            "error": self.error,
-            "reason": self.reason,
-            "defaultAction": self.default_action,
-            "amountCents": self.amount_cents,
-        }
-
-    @classmethod
-    def from_json(cls, data: Any) -> Self:
-        d = _obj(data, cls.__name__)
-        try:
-            until = parse(_str(d, "until"))
-        except ValueError as exc:
-            raise ProtocolError(f"'until': {exc}") from exc
-        return cls(
-            order_id=_str(d, "orderId"),
-            instance_id=_str(d, "instanceId"),
-            step=_str(d, "step"),
-            attempt=_int(d, "attempt"),
-            review_id=_str(d, "reviewId"),
-            until=until,
-            error=_opt_str(d, "error"),
-            reason=_opt_str(d, "reason"),
-            default_action=_str(d, "defaultAction"),
-            amount_cents=_opt_int(d, "amountCents"),
-        )
-
 
 # --- the compensation orchestration's activities ----------------------------------------------------------
 
@@ -607,90 +324,71 @@ class LoadCompensationInput(OrderInstance):
 
 
 @dataclass(frozen=True)
-class CompensationPlan:
-    """``load_compensation``'s answer when the round holds the record: the compensation log (entry
-    documents) and the retry rules of the round."""
+class UndoEntry(Wire):
+    """One entry of the compensation log, as ``load_compensation`` hands it over: what the round reads
+    of it (``seq``, the step, its agent, the undo's data, whether an earlier round undid it), and
+    ``document``, the entry's document as the record stores it (``adapters.cosmos.mapping``), which is
+    what crosses: it is answered and read back as it is, whatever keys it has."""
 
-    entries: list[JsonDict]
-    step_timeout_seconds: float
-    undo_tries: int
-    retry_base_seconds: float
-    retry_max_seconds: float
-    reply_to: str | None = None
-    reply_to_known: bool = True
-    # waiting an outage out: the submitter was told so once (supervisor/outage.py), not per round
-    outage_wait: bool = False
+    seq: int
+    step: str
+    agent: str
+    data: JsonDict
+    outcome: str | None = None  # None (not undone yet) | "Undone" | "Failed"
+    document: JsonDict = field(default_factory=dict, compare=False, repr=False)
 
-    owned: ClassVar[bool] = True
+    @classmethod
+    def from_json(cls, data: Any) -> Self:
+        fields = {key: value for key, value in _obj(data, "entry").items() if key != "document"}
+        return replace(from_json(cls, fields), document=dict(data))
 
     def to_json(self) -> JsonDict:
-        reply: JsonDict = {"replyTo": self.reply_to} if self.reply_to_known else {}
-        return {
-            "owned": True,
-            **reply,
-            "outageWait": self.outage_wait,
-            "entries": self.entries,
-            "stepTimeoutSeconds": self.step_timeout_seconds,
-            "undoTries": self.undo_tries,
-            "retryBaseSeconds": self.retry_base_seconds,
-            "retryMaxSeconds": self.retry_max_seconds,
-        }
+        if self.document:
+            return dict(self.document)
+        # built from its fields (not read from a log): what the round reads of it
+        return {key: value for key, value in super().to_json().items() if key != "document"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompensationPlan(Wire):
+    """``load_compensation``'s answer when the round holds the record: the compensation log and the
+    retry rules of the round."""
+
+    owned: Literal[True] = field(default=True, init=False)
+    reply_to: Annotated[str | None, WrittenIf("reply_to_known")] = None
+    reply_to_known: bool = True
+    # waiting an outage out: the submitter was told so once (supervisor/outage.py), not per round
+    outage_wait: Annotated[bool, NULL_IS_DEFAULT] = False
+    entries: list[UndoEntry]
+    step_timeout_seconds: float
+    undo_tries: Annotated[int, FROM_NUMBER]
+    retry_base_seconds: float
+    retry_max_seconds: float
 
 
 LoadCompensationResult = CompensationPlan | NotOwned
 
 
 def parse_load_compensation(data: Any) -> LoadCompensationResult:
-    d = _obj(data, "load_compensation result")
-    if not _owned(d):
-        return NOT_OWNED
-    entries = d.get("entries")
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise ProtocolError(f"'entries': expected a list of JSON objects, got {entries!r}")
-    return CompensationPlan(
-        entries=list(entries),
-        step_timeout_seconds=_num(d, "stepTimeoutSeconds"),
-        undo_tries=int(_num(d, "undoTries")),
-        retry_base_seconds=_num(d, "retryBaseSeconds"),
-        retry_max_seconds=_num(d, "retryMaxSeconds"),
-        reply_to=_opt_str(d, "replyTo"),
-        reply_to_known="replyTo" in d,
-        outage_wait=bool(d.get("outageWait")),
-    )
+    return _fenced(CompensationPlan, data, "load_compensation result")
 
 
 @dataclass(frozen=True)
-class BeginUndoInput:
+class BeginUndoInput(Wire):
     """``begin_undo``: record the undo of log entry ``seq`` in flight, and its deadline (the request's)."""
 
     request: AgentRequest
     agent: str
     seq: int
 
-    def to_json(self) -> JsonDict:
-        return {"request": self.request.activity_json(), "agent": self.agent, "seq": self.seq}
-
-    @classmethod
-    def from_json(cls, data: Any) -> Self:
-        d = _obj(data, cls.__name__)
-        return cls(request=_request_from_json(d.get("request")), agent=_str(d, "agent"), seq=_int(d, "seq"))
-
 
 @dataclass(frozen=True)
-class RecordUndoInput:
+class RecordUndoInput(Wire):
     """``record_undo``: log entry ``seq`` undone."""
 
     order_id: str
     instance_id: str
     seq: int
-
-    def to_json(self) -> JsonDict:
-        return {"orderId": self.order_id, "instanceId": self.instance_id, "seq": self.seq}
-
-    @classmethod
-    def from_json(cls, data: Any) -> Self:
-        d = _obj(data, cls.__name__)
-        return cls(order_id=_str(d, "orderId"), instance_id=_str(d, "instanceId"), seq=_int(d, "seq"))
 
 
 class FinishCompensationInput(OrderInstance):
@@ -698,7 +396,7 @@ class FinishCompensationInput(OrderInstance):
 
 
 @dataclass(frozen=True)
-class FailCompensationInput:
+class FailCompensationInput(Wire):
     """``fail_compensation``: the undo of entry ``seq`` failed for good."""
 
     order_id: str
@@ -706,15 +404,47 @@ class FailCompensationInput:
     seq: int
     error: str | None
 
-    def to_json(self) -> JsonDict:
-        return {"orderId": self.order_id, "instanceId": self.instance_id, "seq": self.seq, "error": self.error}
 
-    @classmethod
-    def from_json(cls, data: Any) -> Self:
-        d = _obj(data, cls.__name__)
-        return cls(
-            order_id=_str(d, "orderId"),
-            instance_id=_str(d, "instanceId"),
-            seq=_int(d, "seq"),
-            error=_opt_str(d, "error"),
-        )
+# --- an agent's reply, as the orchestrations read it --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AgentAnswer:
+    """An agent's reply to a step's request: its ``AgentReply`` event (the relay raises it validated,
+    ``contracts.messages.AgentReply``) or the in-process agent activity's result, read once at the wait.
+
+    Read exactly as the orchestrations read the reply dict before it was typed, because histories
+    replay with it: ``outcome`` must be there (a reply without it fails the orchestration, as the
+    ``reply["outcome"]`` of before did) and only ``"succeeded"`` succeeds; ``transient`` and
+    ``dependencyOpen`` count when truthy; ``result`` and ``error`` are carried as they came (text,
+    an object or null from any agent that keeps to ``AgentReply``; the activity that records a value
+    that is not refuses it)."""
+
+    succeeded: bool
+    transient: bool = False
+    dependency_open: bool = False
+    result: Any = None  # a JSON value: the step's result (an object) when it succeeded
+    error: Any = None  # a JSON value: why it failed (text)
+
+    @property
+    def step_result(self) -> Any:
+        """The result a succeeded step records (an object; none is ``{}``)."""
+        return self.result or {}
+
+
+def reply_request_id(data: Any) -> Any:
+    """The ``requestId`` a reply event answers (a wait skips replies to other requests unread)."""
+    return _obj(data, "agent reply").get("requestId")
+
+
+def parse_agent_answer(data: Any) -> AgentAnswer:
+    d = _obj(data, "agent reply")
+    if "outcome" not in d:
+        raise ProtocolError("agent reply: 'outcome' is missing")
+    return AgentAnswer(
+        succeeded=d["outcome"] == "succeeded",
+        transient=bool(d.get("transient")),
+        dependency_open=bool(d.get("dependencyOpen")),
+        result=d.get("result"),
+        error=d.get("error"),
+    )

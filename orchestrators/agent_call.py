@@ -10,7 +10,7 @@ from typing import Any
 import azure.durable_functions as df
 from azure.durable_functions.models.Task import TaskState
 
-from contracts.activities import SendAgentRequestInput
+from contracts.activities import AgentAnswer, SendAgentRequestInput, parse_agent_answer, reply_request_id
 from contracts.messages import AgentRequest
 from contracts.names import AGENT_REPLY_EVENT
 from domain.workflow import Transport, agent
@@ -52,10 +52,10 @@ def invoke_agent(
     deadline: datetime,
     *,
     sent: bool = False,
-) -> Generator[Any, Any, dict[str, Any] | None]:
+) -> Generator[Any, Any, AgentAnswer | None]:
     """Invokes the agent and waits for its reply or the deadline, whichever comes first.
-    Returns the reply, or None when the timer won. ``sent``: a Service Bus agent's request already
-    went out with the step's start (``begin_step``)."""
+    Returns the reply, read once here (``parse_agent_answer``), or None when the timer won.
+    ``sent``: a Service Bus agent's request already went out with the step's start (``begin_step``)."""
     transport = agent(agent_name).transport
     timer = context.create_timer(deadline)
     if transport is Transport.IN_PROCESS:
@@ -65,12 +65,11 @@ def invoke_agent(
             return None
         timer.cancel()
         if call.state is TaskState.FAILED:  # the activity itself failed (crash, bug): treat as transient
-            return {"outcome": "failed", "transient": True, "error": "in-process agent activity failed"}
-        reply: dict[str, Any] | None = call.result
-        if reply is None:  # the agent dropped the request (past its deadline); the timer decides
+            return AgentAnswer(succeeded=False, transient=True, error="in-process agent activity failed")
+        if call.result is None:  # the agent dropped the request (past its deadline); the timer decides
             yield timer
             return None
-        return reply
+        return parse_agent_answer(call.result)
 
     queue = agent(agent_name).request_queue
     if queue is None:  # the workflow table gives every Service Bus agent its queue (checked by its tests)
@@ -85,9 +84,8 @@ def invoke_agent(
         forget_delivered(context, AGENT_REPLY_EVENT)  # an early or duplicate reply answers this wait only
         if winner == timer:
             return None
-        candidate: dict[str, Any] = event.result
-        if candidate.get("requestId") == request.request_id:
+        if reply_request_id(event.result) == request.request_id:
             timer.cancel()
-            return candidate
+            return parse_agent_answer(event.result)
         # A reply to some other request (an earlier attempt's, a duplicate): ignore it and keep
         # waiting until the same deadline.

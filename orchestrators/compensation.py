@@ -37,6 +37,7 @@ from contracts.activities import (
     FinishCompensationInput,
     LoadCompensationInput,
     RecordUndoInput,
+    UndoEntry,
     parse_load_compensation,
     parse_write_result,
 )
@@ -64,15 +65,14 @@ def _run_round(context: df.DurableOrchestrationContext) -> Generator[Any, Any, O
     if not plan.outage_wait:  # a round retrying an outage wait: "waiting for ..." was said once
         yield from call_publish_status(context, order_id, "Compensating", round_number, plan=plan)
 
-    entries: list[dict[str, Any]] = sorted(plan.entries, key=lambda e: e["seq"], reverse=True)
     undone: list[int] = []
-    for entry in entries:
-        if entry.get("outcome") == UNDONE:  # done by an earlier round: never undo twice
+    for entry in sorted(plan.entries, key=lambda e: e.seq, reverse=True):
+        if entry.outcome == UNDONE:  # done by an earlier round: never undo twice
             continue
         result = yield from _undo_entry(context, plan, entry, order_id, round_number)
         if result["result"] != "Undone":
             return result
-        undone.append(entry["seq"])
+        undone.append(entry.seq)
 
     finished = FinishCompensationInput(order_id=order_id, instance_id=me)
     yield from call_fenced(
@@ -85,14 +85,12 @@ def _run_round(context: df.DurableOrchestrationContext) -> Generator[Any, Any, O
 def _undo_entry(
     context: df.DurableOrchestrationContext,
     plan: CompensationPlan,
-    entry: dict[str, Any],
+    entry: UndoEntry,
     order_id: str,
     round_number: int,
 ) -> Generator[Any, Any, OrchestrationResult]:
     me: str = context.instance_id
-    seq: int = entry["seq"]
-    step_name: str = entry["step"]
-    agent_name: str = entry["agent"]
+    seq, step_name, agent_name = entry.seq, entry.step, entry.agent
     at = f"undo {seq}"
     tries = max(1, int(plan.undo_tries))
     step_timeout = timedelta(seconds=plan.step_timeout_seconds)
@@ -108,7 +106,7 @@ def _undo_entry(
             attempt=round_number,
             deadline=deadline,
             idempotency_key=undo_idempotency_key(order_id, step_name),
-            payload={**entry["data"], "seq": seq},
+            payload={**entry.data, "seq": seq},
         )
         began = BeginUndoInput(request=request, agent=agent_name, seq=seq)
         yield from call_fenced(context, names.BEGIN_UNDO, began, parse_write_result, at=at)
@@ -116,16 +114,16 @@ def _undo_entry(
         if reply is None:
             # Leave the record alone: the supervisor starts the next round after completeBy.
             return orchestration_result("DeadlineExpired", seq=seq, step=step_name)
-        if reply["outcome"] == "succeeded":
+        if reply.succeeded:
             recorded = RecordUndoInput(order_id=order_id, instance_id=me, seq=seq)
             yield from call_fenced(context, names.RECORD_UNDO, recorded, parse_write_result, at=at)
             return orchestration_result("Undone", seq=seq)
-        if reply.get("dependencyOpen"):
+        if reply.dependency_open:
             # The service's circuit is open: no call was made. Leave the record alone; the supervisor
             # releases the round to wait the outage out (not counted as a failed round).
-            return orchestration_result("DependencyOpen", seq=seq, step=step_name, error=reply.get("error"))
-        error = reply.get("error")
-        if not reply.get("transient"):
+            return orchestration_result("DependencyOpen", seq=seq, step=step_name, error=reply.error)
+        error = reply.error
+        if not reply.transient:
             break
         if number < tries:
             delay = min(plan.retry_base_seconds * 2 ** (number - 1), plan.retry_max_seconds)

@@ -38,6 +38,7 @@ from typing import Any
 import azure.durable_functions as df
 
 from contracts.activities import (
+    AgentAnswer,
     AwaitReviewInput,
     BeginStepInput,
     FailOrderInput,
@@ -138,21 +139,21 @@ def _run_step(run: Attempt, step: Step) -> Generator[Any, Any, Ended | None]:
         reply = yield from _ask_agent(run, step, agent_name, tries)
         if isinstance(reply, Ended):
             return reply
-        if reply["outcome"] == "succeeded":
-            result = reply.get("result") or {}
+        if reply.succeeded:
+            result = reply.step_result
             run.results[step.name] = result
             run.unrecorded = StepResult(step=step.name, result=result)  # recorded by the next write
             return None
-        if reply.get("transient"):
-            return (yield from _release_for_retry(run, step, reply.get("error")))
+        if reply.transient:
+            return (yield from _release_for_retry(run, step, reply.error))
         # A non-transient failure: the decision function says what happens next.
-        next_agent = yield from _handle_permanent_failure(run, step, agent_name, reply.get("error"))
+        next_agent = yield from _handle_permanent_failure(run, step, agent_name, reply.error)
         if isinstance(next_agent, Ended):
             return next_agent
         agent_name = next_agent
 
 
-def _ask_agent(run: Attempt, step: Step, agent_name: str, tries: int) -> Generator[Any, Any, dict[str, Any] | Ended]:
+def _ask_agent(run: Attempt, step: Step, agent_name: str, tries: int) -> Generator[Any, Any, AgentAnswer | Ended]:
     """Records the step's start and deadline, asks the agent, and races its reply against the deadline."""
     context = run.context
     deadline = context.current_utc_datetime + timedelta(seconds=run.plan.step_timeout_seconds)

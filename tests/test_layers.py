@@ -53,12 +53,14 @@ in logic, unless said):
   ``domain/transitions.py``, ``domain/payments.py``, ``adapters/remote/simulators/service.py``: calls
   with the same keyword arguments (alerts, statuses, events, history entries) for different events.
 - ``domain/records.py`` ~ ``domain/deferral.py``: field declarations of different records.
-- ``contracts/activities.py``: one input type per activity, each with its own ``to_json`` /
-  ``from_json`` written out. This one is a real repetition, kept for now on purpose: each writes
-  exactly the JSON that histories already recorded (key order, keys present only when set, e.g.
-  ``publish_status``'s ``replyTo``), which a generic converter would have to special-case; folding
-  them into one converter (``adapters/cosmos/mapping.py`` does that for the records) is part of
-  issue 15's lean protocol.
+- ``contracts/activities.py``: field declarations of different activity inputs and results (issue
+  15 folded their hand-written ``to_json`` / ``from_json`` into one converter,
+  ``contracts/converter.py``; each type's fields are its JSON).
+- ``contracts/converter.py`` ~ ``adapters/cosmos/mapping.py``: the two converters (the activity
+  protocol; a record's document) walk type hints alike, with different rules (key order and omission
+  markers, numbers as given; unknown keys ignored, enums, ``2.0`` as an integer). The JSON value
+  readers they share are one copy, ``domain/jsonvalues.py``; what stays alike is the dispatch on the
+  hint and the import of those readers.
 """
 
 from __future__ import annotations

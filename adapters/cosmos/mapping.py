@@ -26,7 +26,23 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, ClassVar, Protocol, Union, get_args, get_origin, get_type_hints
 
-from domain.timefmt import parse, to_text
+from domain.jsonvalues import (
+    Invalid,
+    Read,
+    any_value,
+    boolean,
+    camel,
+    dict_of,
+    list_of,
+    optional,
+    optional_of,
+    shown,
+    text,
+    timestamp,
+)
+from domain.timefmt import to_text
+
+__all__ = ["NOT_STORED", "DocumentError", "Record", "camel", "from_document", "to_document"]
 
 # Fields of a record that are never written to nor read from its document.
 NOT_STORED = frozenset({"version"})
@@ -50,26 +66,7 @@ class DocumentError(ValueError):
         super().__init__(f"invalid {kind} document: {where}: {problem}")
 
 
-class _Invalid(Exception):
-    """A bad value, with the path to it built while it propagates out of the nested readers."""
-
-    def __init__(self, problem: str, path: tuple[str, ...] = ()) -> None:
-        super().__init__(problem)
-        self.problem = problem
-        self.path = path
-
-    def under(self, part: str) -> _Invalid:
-        return _Invalid(self.problem, (part, *self.path))
-
-
-type _Read = Callable[[Any], Any]
 type _Write = Callable[[Any], Any] | None
-
-
-def camel(name: str) -> str:
-    """``order_id`` -> ``orderId``."""
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 # --- record -> document ----------------------------------------------------------------------------
@@ -88,7 +85,7 @@ def _writer(hint: Any) -> _Write:
     """How a value of type ``hint`` is written (None: as it is; None values are always written as null)."""
     origin = get_origin(hint)
     if origin is Union or origin is types.UnionType:
-        return _writer(_optional_of(hint))
+        return _writer(optional_of(hint))
     if origin is list:
         item = _writer(get_args(hint)[0])
         return list if item is None else lambda value: [None if v is None else item(v) for v in value]
@@ -151,23 +148,23 @@ def from_document[R: Record](kind: type[R], doc: Mapping[str, Any]) -> R:
     """The record of ``doc``; ``DocumentError`` naming the field if it does not fit ``kind``."""
     try:
         return _read_record(kind, doc)  # type: ignore[no-any-return]
-    except _Invalid as exc:
+    except Invalid as exc:
         raise DocumentError(kind.__name__, ".".join(exc.path), exc.problem) from None
 
 
 def _read_record(kind: type[Any], doc: Any) -> Any:
     if type(doc) is not dict and not isinstance(doc, Mapping):
-        raise _Invalid(f"expected a JSON object, got {_shown(doc)}")
+        raise Invalid(f"expected a JSON object, got {shown(doc)}")
     values: dict[str, Any] = {}
     for name, key, read, _, required in _plan(kind):
         value = doc.get(key, _ABSENT)
         if value is _ABSENT:
             if required:
-                raise _Invalid("missing", (key,))
+                raise Invalid("missing", (key,))
             continue  # the field's default
         try:
             values[name] = read(value)
-        except _Invalid as exc:
+        except Invalid as exc:
             raise exc.under(key) from None
     return kind(**values)
 
@@ -175,7 +172,7 @@ def _read_record(kind: type[Any], doc: Any) -> Any:
 _ABSENT: Any = object()
 
 
-type _Plan = tuple[tuple[str, str, _Read, _Write, bool], ...]
+type _Plan = tuple[tuple[str, str, Read, _Write, bool], ...]
 _plans: dict[type[Any], _Plan] = {}
 
 
@@ -205,110 +202,46 @@ def _make_plan(kind: type[Any]) -> _Plan:
     )
 
 
-def _reader(hint: Any) -> _Read:
+def _reader(hint: Any) -> Read:
     origin = get_origin(hint)
     if origin is Union or origin is types.UnionType:
-        return _optional(_reader(_optional_of(hint)))
+        return optional(_reader(optional_of(hint)))
     if origin is list:
-        return _list(_reader(get_args(hint)[0]))
+        return list_of(_reader(get_args(hint)[0]))
     if origin is dict:
         key, value = get_args(hint)
         if key is not str:
             raise TypeError(f"unsupported dict key type {key!r}")
-        return _dict(_reader(value))
+        return dict_of(_reader(value))
     if hint is Any:
-        return _any
+        return any_value
     if hint is datetime:
-        return _timestamp
+        return timestamp
     if isinstance(hint, type) and issubclass(hint, Enum):
         return _enum(hint)
     if hint is bool:
-        return _bool
+        return boolean
     if hint is int:
         return _int
     if hint is float:
         return _float
     if hint is str:
-        return _str
+        return text
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         _plan(hint)  # unsupported field types fail here, not on the first read
         return lambda value: _read_record(hint, value)
     raise TypeError(f"unsupported field type {hint!r}")
 
 
-def _optional_of(hint: Any) -> Any:
-    """``X`` of ``X | None``; ``TypeError`` for any other union."""
-    args = get_args(hint)
-    others = [a for a in args if a is not type(None)]
-    if len(others) != 1 or len(args) != 2:
-        raise TypeError(f"unsupported union {hint!r}: only X | None")
-    return others[0]
-
-
-def _optional(read: _Read) -> _Read:
-    return lambda value: None if value is None else read(value)
-
-
-def _list(read: _Read) -> _Read:
-    def read_list(value: Any) -> list[Any]:
-        if not isinstance(value, list):
-            raise _Invalid(f"expected a JSON array, got {_shown(value)}")
-        items: list[Any] = []
-        for index, item in enumerate(value):
-            try:
-                items.append(read(item))
-            except _Invalid as exc:
-                raise exc.under(str(index)) from None
-        return items
-
-    return read_list
-
-
-def _dict(read: _Read) -> _Read:
-    def read_dict(value: Any) -> dict[str, Any]:
-        if type(value) is not dict and not isinstance(value, Mapping):
-            raise _Invalid(f"expected a JSON object, got {_shown(value)}")
-        entries: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise _Invalid(f"expected string keys, got {key!r}")
-            try:
-                entries[key] = read(item)
-            except _Invalid as exc:
-                raise exc.under(key) from None
-        return entries
-
-    return read_dict
-
-
-def _any(value: Any) -> Any:
-    return value
-
-
-def _timestamp(value: Any) -> datetime:
-    if not isinstance(value, str | datetime):
-        raise _Invalid(f"expected a timestamp text, got {_shown(value)}")
-    try:
-        return parse(value)
-    except ValueError as exc:
-        raise _Invalid(f"not a timestamp ({exc}): {value!r}") from None
-
-
-def _enum(kind: type[Enum]) -> _Read:
+def _enum(kind: type[Enum]) -> Read:
     def read_enum(value: Any) -> Enum:
         try:
             return kind(value)
         except ValueError:
             allowed = ", ".join(repr(member.value) for member in kind)
-            raise _Invalid(f"expected one of {allowed}, got {_shown(value)}") from None
+            raise Invalid(f"expected one of {allowed}, got {shown(value)}") from None
 
     return read_enum
-
-
-def _bool(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _Invalid(f"expected true or false, got {_shown(value)}")
-    return value
 
 
 def _int(value: Any) -> int:
@@ -316,21 +249,10 @@ def _int(value: Any) -> int:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    raise _Invalid(f"expected an integer, got {_shown(value)}")
+    raise Invalid(f"expected an integer, got {shown(value)}")
 
 
 def _float(value: Any) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
-    raise _Invalid(f"expected a number, got {_shown(value)}")
-
-
-def _str(value: Any) -> str:
-    if not isinstance(value, str):
-        raise _Invalid(f"expected a string, got {_shown(value)}")
-    return value
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:77]}..."
+    raise Invalid(f"expected a number, got {shown(value)}")

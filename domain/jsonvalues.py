@@ -1,0 +1,107 @@
+"""Reading JSON values by kind, with the path to a bad one: the pieces the two converters share,
+``adapters/cosmos/mapping.py`` (a record and its document) and ``contracts/converter.py`` (the
+activity protocol). Each reader takes a JSON value and returns it checked (or raises ``Invalid``);
+the containers' readers add the key or index to the path of a bad value inside them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, get_args
+
+from domain.timefmt import parse
+
+type Read = Callable[[Any], Any]
+
+
+class Invalid(Exception):
+    """A bad value, with the path to it built while it propagates out of the nested readers."""
+
+    def __init__(self, problem: str, path: tuple[str, ...] = ()) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.path = path
+
+    def under(self, part: str) -> Invalid:
+        return Invalid(self.problem, (part, *self.path))
+
+
+def camel(name: str) -> str:
+    """``order_id`` -> ``orderId``."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def optional_of(hint: Any) -> Any:
+    """``X`` of ``X | None``; ``TypeError`` for any other union."""
+    args = get_args(hint)
+    others = [a for a in args if a is not type(None)]
+    if len(others) != 1 or len(args) != 2:
+        raise TypeError(f"unsupported union {hint!r}: only X | None")
+    return others[0]
+
+
+def optional(read: Read) -> Read:
+    return lambda value: None if value is None else read(value)
+
+
+def list_of(read: Read) -> Read:
+    def read_list(value: Any) -> list[Any]:
+        if not isinstance(value, list):
+            raise Invalid(f"expected a JSON array, got {shown(value)}")
+        items: list[Any] = []
+        for index, item in enumerate(value):
+            try:
+                items.append(read(item))
+            except Invalid as exc:
+                raise exc.under(str(index)) from None
+        return items
+
+    return read_list
+
+
+def dict_of(read: Read) -> Read:
+    def read_dict(value: Any) -> dict[str, Any]:
+        if type(value) is not dict and not isinstance(value, Mapping):
+            raise Invalid(f"expected a JSON object, got {shown(value)}")
+        entries: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise Invalid(f"expected string keys, got {key!r}")
+            try:
+                entries[key] = read(item)
+            except Invalid as exc:
+                raise exc.under(key) from None
+        return entries
+
+    return read_dict
+
+
+def any_value(value: Any) -> Any:
+    return value
+
+
+def timestamp(value: Any) -> datetime:
+    if not isinstance(value, str | datetime):
+        raise Invalid(f"expected a timestamp text, got {shown(value)}")
+    try:
+        return parse(value)
+    except ValueError as exc:
+        raise Invalid(f"not a timestamp ({exc}): {value!r}") from None
+
+
+def boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise Invalid(f"expected true or false, got {shown(value)}")
+    return value
+
+
+def text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise Invalid(f"expected a string, got {shown(value)}")
+    return value
+
+
+def shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
