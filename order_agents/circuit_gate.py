@@ -4,13 +4,14 @@
   call, so only ``CIRCUIT_PROBES`` agents probe at once.
 - ``succeeded`` / ``failed``: a transient failure is counted (and may open the circuit), a success
   on a closed circuit with nothing counted costs no write.
-- What the gate last read or wrote is trusted for ``CIRCUIT_HEALTH_CACHE_SECONDS`` (``RecentHealth``):
-  a closed circuit admits, an open one before its probe refuses, and a success on a closed circuit
-  with nothing counted is nothing to write, all without a read. A healthy dependency then costs no
-  Cosmos request per call. What that window may miss: another instance's opening (a few more calls
-  reach a failing service, and count) and another instance's failures (this instance's successes
-  do not reset a count it has not seen: the circuit may open a little sooner). A failure is always
-  read and written at once.
+- What the gate last read or wrote is trusted for ``CIRCUIT_HEALTH_CACHE_SECONDS`` (``RecentHealth``),
+  for closed circuits only: a closed circuit admits, and a success on it with nothing counted is
+  nothing to write, without a read. A healthy dependency then costs no Cosmos request per call.
+  What that window may miss: another instance's opening (a few more calls reach a failing service,
+  and count) and another instance's failures (this instance's successes do not reset a count it has
+  not seen: the circuit may open a little sooner). A refusal (open), a probe and a failure are always
+  read (and written) at once: a refusal on a stale view, after another instance closed the circuit,
+  would be a failure the supervisor counts as the order's own.
 
 Every circuit transition is an event: ``DependencyOutage`` (closed -> open), ``DependencyProbing``
 (open -> half-open), ``DependencyReopened`` (a probe failed), ``DependencyRecovered`` (-> closed,
@@ -81,11 +82,10 @@ class DependencyGate:
         """May this agent call ``dependency`` now? False: fail fast, the circuit is open."""
         now = self._clock.now()
         known = self._recent.fresh(dependency, now)
-        if known is not None:
-            if known.state is CircuitState.CLOSED:
-                return True
-            if known.state is CircuitState.OPEN and known.probe_after is not None and now < known.probe_after:
-                return False
+        if known is not None and known.state is CircuitState.CLOSED:
+            return True
+        # never refuse on what was seen earlier: another instance may have closed the circuit since,
+        # and a refusal then is a failure the supervisor counts as the order's own
         admission = self._update(dependency, lambda h: _admission(h, self._clock, self._policy))
         return True if admission is None else admission.allowed
 

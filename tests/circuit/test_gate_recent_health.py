@@ -92,17 +92,30 @@ def test_a_failure_is_always_read_and_written_and_the_next_success_resets_it(sto
     assert store.saves == 3
 
 
-def test_an_open_circuit_refuses_without_a_read_until_its_probe_is_due(store, clock):
+def test_an_open_circuit_is_read_before_each_refusal(store, clock):
     gate = DependencyGate(store, clock, POLICY, RecentHealth(TTL))
     for _ in range(POLICY.threshold):
         gate.failed("payment")
     assert read_health(store.inner, "payment", clock.now()).state is CircuitState.OPEN
     gets = store.gets
     assert not gate.admit("payment")
-    assert store.gets == gets
-    clock.advance(POLICY.cooldown)  # the probe is due (and the window has passed): read, grant, write
+    assert store.gets == gets + 1
+    clock.advance(POLICY.cooldown)  # the probe is due: read, grant, write
     assert gate.admit("payment")
     assert read_health(store.inner, "payment", clock.now()).state is CircuitState.HALF_OPEN
+
+
+def test_a_circuit_another_instance_closed_is_not_refused_on_an_earlier_view(store, clock):
+    mine = DependencyGate(store, clock, POLICY, RecentHealth(TTL))
+    ahead = ManualClock(clock.now() + POLICY.cooldown)  # another host, its clock ahead of this one's
+    theirs = DependencyGate(store, ahead, POLICY, RecentHealth(TTL))
+    for _ in range(POLICY.threshold):
+        mine.failed("payment")  # this instance saw it open, its probe 30 s away
+    assert theirs.admit("payment")  # their probe
+    theirs.succeeded("payment")  # closes it
+    assert read_health(store.inner, "payment", clock.now()).state is CircuitState.CLOSED
+    clock.advance(timedelta(seconds=1))
+    assert mine.admit("payment")  # what this instance saw a second ago (open) does not refuse the call
 
 
 def test_another_instance_opening_the_circuit_is_seen_once_the_window_passes(store, clock):
