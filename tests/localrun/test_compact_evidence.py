@@ -1,0 +1,149 @@
+"""What the runner keeps of a finished order, compactly: the audited transitions packed in columns,
+the app's structured events as tuples with interned strings, a finished Durable instance's input,
+output and custom status packed. Each reader gets back values equal to what was recorded."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import sys
+import types
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+from azure.durable_functions import OrchestrationRuntimeStatus
+
+from domain.states import ProcessState
+from localrun.audit import Audit, EventRecorder, Transition, TransitionLog
+from localrun.durable.instance import Instance
+
+T0 = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
+_SKIP = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.CodeType)
+
+
+def _reachable(root: object) -> list[object]:
+    """Every object reachable from ``root`` (not types, modules or functions), each once."""
+    seen: set[int] = set()
+    found: list[object] = []
+    stack = [root]
+    while stack:
+        o = stack.pop()
+        if id(o) in seen or isinstance(o, _SKIP):
+            continue
+        seen.add(id(o))
+        found.append(o)
+        stack.extend(gc.get_referents(o))
+    return found
+
+
+def _size(root: object) -> int:
+    return sum(sys.getsizeof(o) for o in _reachable(root))
+
+
+def _transitions(order: str, n: int) -> list[Transition]:
+    # strings built at run time, as the audit gets them (each write's record is parsed anew)
+    states = list(ProcessState)
+    return [
+        Transition(
+            at=T0 + timedelta(seconds=i, microseconds=7 * i),
+            order_id="".join(["o", order]),
+            before=None if i == 0 else states[(i - 1) % len(states)],
+            after=states[i % len(states)],
+            event="".join(["Step", "Started" if i % 2 else "Succeeded"]),
+            by="".join([order, ":1"]),
+            expired_at=None if i % 3 else T0 + timedelta(minutes=i),
+            detail="" if i % 4 else "".join(["transient: ", str(i)]),
+        )
+        for i in range(n)
+    ]
+
+
+def test_the_audits_transitions_are_packed_and_read_back_equal():
+    audit = Audit()
+    recorded = _transitions("1", 14) + _transitions("2", 14)
+    for t in recorded:
+        audit.transitions.append(t)
+
+    assert list(audit.transitions) == recorded
+    assert len(audit.transitions) == 28
+    assert audit.transitions[3] == recorded[3] and audit.transitions[-1] == recorded[-1]
+    assert audit.transitions[26:] == recorded[26:]  # the simulation reads the new ones by slice
+    assert sorted(audit.transitions, key=lambda t: t.at) == sorted(recorded, key=lambda t: t.at)
+    assert str(audit.transitions[5].at) == str(recorded[5].at)  # same tzinfo: the report prints times
+
+    held = _reachable(audit.transitions)
+    assert not any(isinstance(o, (Transition, datetime)) for o in held)  # no objects per transition
+    # an order's id and writer are held once, not once per transition
+    assert sum(1 for o in held if isinstance(o, str) and o == "o1") == 1
+    assert _size(audit.transitions) / 28 < 120  # bytes a transition (a Transition with its objects: ~350)
+
+
+def test_a_transition_whose_times_are_not_utc_is_kept_as_it_came():
+    other = datetime(2026, 1, 1, 9, 0, tzinfo=timezone(timedelta(hours=1)))
+    log = TransitionLog()
+    odd = Transition(other, "o1", None, ProcessState.PENDING, "Received", "starter", None)
+    log.append(odd)
+    assert log[0] == odd and log[0].at.tzinfo == odd.at.tzinfo
+
+
+def test_the_event_recorder_keeps_tuples_and_gives_back_the_events_as_they_were():
+    recorder = EventRecorder()
+    log = logging.getLogger("test-compact-evidence")
+    log.addHandler(recorder)
+    log.setLevel(logging.INFO)
+    try:
+        for i in range(50):
+            order = "".join(["o", str(i % 5)])
+            log.info("deferred", extra={"event": "MessageDeferred", "orderId": order, "ignored": i})
+            log.info("recovered", extra={"event": "DeferredRecovered", "orderId": order, "via": "sweep"})
+        log.info("outage", extra={"event": "DependencyRecovered", "dependency": "payment", "outageSeconds": 12.5})
+        log.info("not an event")
+    finally:
+        log.removeHandler(recorder)
+
+    events = recorder.events
+    assert len(events) == 101
+    assert events[0] == {"event": "MessageDeferred", "orderId": "o0"}
+    assert events[1] == {"event": "DeferredRecovered", "orderId": "o0", "via": "sweep"}
+    assert events[-1] == {"event": "DependencyRecovered", "dependency": "payment", "outageSeconds": 12.5}
+    assert recorder.count("MessageDeferred") == 50
+    assert recorder.count("DeferredRecovered", via="sweep") == 50
+    assert recorder.count("DeferredRecovered", via="retry") == 0
+    assert recorder.count("MessageDeferred", orderId="o3") == 10
+    assert recorder.count("MessageDeferred", via=None) == 50  # a field an event lacks reads as None
+
+    held = _reachable(recorder._records)
+    assert not any(isinstance(o, dict) for o in held)
+    assert sum(1 for o in held if isinstance(o, str) and o == "o3") == 1  # interned: held once
+    assert _size(recorder._records) / 101 < 120  # bytes an event (a dict with its strings: ~400)
+
+
+def _finished_instance(output: Any) -> Instance:
+    instance = Instance("o1:1", "order_orchestrator", 1, '{"orderId": "o1", "lines": [1, 2, 3]}', T0, T0)
+    instance.custom_status = {"step": "ship", "attempt": 1}
+    instance.status = OrchestrationRuntimeStatus.Completed
+    instance.output = output
+    instance.pack_history()
+    return instance
+
+
+def test_a_finished_instance_keeps_its_input_output_and_custom_status_packed():
+    output = {"orderId": "o1", "outcome": "Processed", "steps": ["reserve", "charge", "ship", "capture"] * 5}
+    instance = _finished_instance(output)
+
+    assert instance.fields_are_packed
+    held = _reachable(instance)
+    assert not any(isinstance(o, dict) and o for o in held)  # neither the output nor the custom status as objects
+    assert not any(isinstance(o, str) and o.startswith('{"orderId"') for o in held)  # nor the input text
+    assert instance.output == output
+    assert instance.custom_status == {"step": "ship", "attempt": 1}
+    assert instance.input_json == '{"orderId": "o1", "lines": [1, 2, 3]}'
+
+
+def test_a_packed_instance_can_still_be_changed():
+    instance = _finished_instance("terminated by the operator")
+    instance.custom_status = "changed"
+    assert not instance.fields_are_packed
+    assert instance.custom_status == "changed"
+    assert instance.output == "terminated by the operator"
+    assert instance.input_json == '{"orderId": "o1", "lines": [1, 2, 3]}'
