@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import pickle
 import sys
-import threading
-import zlib
 from datetime import datetime
 from typing import Any
 
 from azure.durable_functions import OrchestrationRuntimeStatus
 
 from localrun.durable.history import HistoryEvent
+from localrun.packing import LearnedDictionary
 
 FINISHED = frozenset(
     {
@@ -24,48 +23,12 @@ FINISHED = frozenset(
 )
 
 
-_UNPACKED = 0  # the first byte of packed fields: a plain pickle
-_ZLIB = 1  # a compressed one (when that is smaller)
-_WITH_DICTIONARY = 2  # the first byte of a packed history compressed with the learned dictionary
-
-
-class _HistoryDictionary:
-    """The preset dictionary packed histories are compressed with: learned, once per process, from
-    the first histories packed (they are compressed without one), and never changed after, so every
-    history packed with it can be unpacked with it. Histories are small and alike (the same event
-    types, names and fields), so a dictionary compresses them about 3 times smaller than zlib alone
-    (about 450 bytes instead of 1.4 KB for an all-faults order's attempt)."""
-
-    LEARN_FROM = 3  # histories
-    SIZE = 32 * 1024  # zlib's window: the most of a dictionary it uses
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._samples: list[bytes] = []
-        self.data: bytes | None = None
-
-    def pack(self, raw: bytes) -> bytes:
-        with self._lock:
-            data = self.data
-            if data is None:
-                self._samples.append(raw)
-                if len(self._samples) >= self.LEARN_FROM:
-                    self.data = b"".join(self._samples)[-self.SIZE :]
-                    self._samples = []
-                return bytes([_ZLIB]) + zlib.compress(raw)
-        packer = zlib.compressobj(zlib.Z_BEST_COMPRESSION, zdict=data)
-        return bytes([_WITH_DICTIONARY]) + packer.compress(raw) + packer.flush()
-
-    def unpack(self, packed: bytes) -> bytes:
-        if packed[0] == _WITH_DICTIONARY:
-            if self.data is None:
-                raise RuntimeError("a history packed with a dictionary this process never learned")
-            unpacker = zlib.decompressobj(zdict=self.data)
-            return unpacker.decompress(packed[1:]) + unpacker.flush()
-        return zlib.decompress(packed[1:])
-
-
-_DICTIONARY = _HistoryDictionary()
+# Packed histories: compressed with a dictionary learned once per process from the first three
+# (``localrun.packing``). Histories are small and alike (the same event types, names and fields): about
+# 450 bytes instead of 1.4 KB with zlib alone for an all-faults order's attempt.
+HISTORIES_LEARN_FROM = 3
+_DICTIONARY = LearnedDictionary(HISTORIES_LEARN_FROM)
+_FIELDS = LearnedDictionary(8)  # (input, output, custom status) of finished instances, as one pickle
 
 
 class Instance:
@@ -140,7 +103,7 @@ class Instance:
         if self._packed_fields is None:
             return self._input_json, self._output, self._custom_status
         data = self._packed_fields
-        raw = zlib.decompress(data[1:]) if data[0] == _ZLIB else data[1:]
+        raw = _FIELDS.unpack(data)
         fields: tuple[str | None, Any, Any] = pickle.loads(raw)
         return fields
 
@@ -207,10 +170,10 @@ class Instance:
 
     def pack_history(self) -> None:
         """Keep a finished instance's history compressed (about 0.5 KB instead of 30-50 KB of event
-        objects; ``_HistoryDictionary``): it is never replayed or appended to again, only read by the status query
+        objects; ``localrun.packing``): it is never replayed or appended to again, only read by the status query
         (``showHistory``: the ops API reads each attempt's events). Each event's cached JSON
         encodings are dropped first; ``history`` gives back equal events. Its input, output and
-        custom status are packed too (one pickle, compressed when that is smaller): only the status
+        custom status are packed too (one pickle, compressed with its own learned dictionary): only the status
         query reads them, and gets back equal values."""
         for event in self._history:
             event.forget_json_texts()
@@ -219,6 +182,5 @@ class Instance:
         self.scheduled = []  # only an episode checks it against the orchestrator's actions
         if self._packed_fields is None:
             raw = pickle.dumps((self._input_json, self._output, self._custom_status), protocol=pickle.HIGHEST_PROTOCOL)
-            squeezed = zlib.compress(raw)
-            self._packed_fields = bytes([_ZLIB]) + squeezed if len(squeezed) < len(raw) else bytes([_UNPACKED]) + raw
+            self._packed_fields = _FIELDS.pack(raw)
             self._input_json = self._output = self._custom_status = None

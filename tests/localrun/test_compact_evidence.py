@@ -15,10 +15,13 @@ from typing import Any
 
 from azure.durable_functions import OrchestrationRuntimeStatus
 
+from adapters.clock import ManualClock
+from adapters.servicebus.sender import OutgoingMessage
 from domain.states import ProcessState
 from localrun.audit import Audit, EventRecorder, Transition, TransitionLog
 from localrun.durable import history as ev
-from localrun.durable.instance import Instance, _HistoryDictionary
+from localrun.durable.instance import HISTORIES_LEARN_FROM, Instance
+from localrun.servicebus import InProcessBroker
 
 T0 = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
 _SKIP = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.CodeType)
@@ -163,7 +166,7 @@ def _history(order: str) -> list[ev.HistoryEvent]:
 
 def test_finished_histories_are_packed_with_a_dictionary_learned_from_the_first_ones():
     packed: list[Instance] = []
-    for n in range(_HistoryDictionary.LEARN_FROM + 2):
+    for n in range(HISTORIES_LEARN_FROM + 2):
         instance = Instance(f"o{n}:1", "".join(["order_", "orchestrator"]), 1, None, T0, T0)
         instance.append_history(_history(f"o{n}"))
         instance.status = OrchestrationRuntimeStatus.Completed
@@ -175,3 +178,37 @@ def test_finished_histories_are_packed_with_a_dictionary_learned_from_the_first_
     plain = len(zlib.compress(pickle.dumps(_history("o9"), protocol=pickle.HIGHEST_PROTOCOL)))
     assert len(last._packed_history or b"") < plain * 0.6  # the dictionary pays (zlib alone: ~3x bigger on real runs)
     assert last.name is packed[0].name  # the orchestrator's name held once
+
+
+def _status_body(n: int) -> str:
+    return (
+        f'{{"type": "StatusUpdate", "schemaVersion": 1, "orderId": "ord-{n:05d}", "status": "Completed", '
+        f'"attempt": 1, "at": "2026-01-01T08:{n % 60:02d}:00+00:00", "reason": null}}'
+    )
+
+
+def test_messages_on_a_queue_nothing_received_from_are_packed_and_read_back_equal():
+    broker = InProcessBroker(ManualClock(T0))
+    broker.declare_queue("statuses")
+    broker.declare_queue("work")
+    for n in range(40):
+        order = "".join(["ord-", f"{n:05d}"])
+        broker.send(
+            "statuses", OutgoingMessage(_status_body(n), f"{order}:Completed:1", "StatusUpdate", correlation_id=order)
+        )
+    broker.send("work", OutgoingMessage("{}", "w0"))
+    assert broker.receive("work") is not None
+    broker.send("work", OutgoingMessage('{"n": 1}', "w1", application_properties={"k": "v"}))
+
+    statuses = broker.contents("statuses")
+    assert [str(m) for m in statuses] == [_status_body(n) for n in range(40)]
+    assert statuses[7].correlation_id == "ord-00007" and statuses[7].application_properties == {}
+    stored = list(broker._queue("statuses").messages.values())
+    assert all(rec.packed for rec in stored)
+    assert sum(len(rec.stored_body) for rec in stored[20:]) < 0.5 * sum(len(rec.body) for rec in stored[20:])
+    assert stored[3].correlation_id is sys.intern("ord-00003")  # an order's id held once
+    # a queue something receives from keeps its new messages as they came
+    (later,) = [rec for rec in broker._queue("work").messages.values() if rec.message_id == "w1"]
+    assert not later.packed and later.body == b'{"n": 1}'
+    received = broker.receive("work")
+    assert received is not None and str(received) == '{"n": 1}' and received.application_properties == {"k": "v"}
