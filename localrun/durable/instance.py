@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pickle
 import sys
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, SupportsIndex, TypeVar
 
 from azure.durable_functions import OrchestrationRuntimeStatus
 
@@ -29,6 +30,36 @@ FINISHED = frozenset(
 HISTORIES_LEARN_FROM = 3
 _DICTIONARY = LearnedDictionary(HISTORIES_LEARN_FROM)
 _FIELDS = LearnedDictionary(8)  # (input, output, custom status) of finished instances, as one pickle
+
+
+_T = TypeVar("_T")
+
+
+class _ClosedList(list[_T]):
+    """The empty list a finished instance holds for its inbox, scheduled work and live history,
+    shared by every finished instance: nothing may be added to it (an engine bug would fail loudly
+    instead of writing into every finished instance); clearing it is a no-op."""
+
+    def append(self, item: _T, /) -> None:
+        raise RuntimeError("a finished orchestration instance takes no new events or work")
+
+    def extend(self, items: Iterable[_T], /) -> None:
+        raise RuntimeError("a finished orchestration instance takes no new events or work")
+
+    def insert(self, index: SupportsIndex, item: _T, /) -> None:
+        raise RuntimeError("a finished orchestration instance takes no new events or work")
+
+
+class _ClosedTimers(dict[int, datetime]):
+    """The empty timer table every finished instance shares: no timer may be added to it."""
+
+    def __setitem__(self, key: int, value: datetime, /) -> None:
+        raise RuntimeError("a finished orchestration instance takes no new timers")
+
+
+_NO_EVENTS: list[HistoryEvent] = _ClosedList()
+_NO_WORK: list[str] = _ClosedList()
+_NO_TIMERS: dict[int, datetime] = _ClosedTimers()
 
 
 class Instance:
@@ -178,8 +209,12 @@ class Instance:
         for event in self._history:
             event.forget_json_texts()
         self._packed_history = _DICTIONARY.pack(pickle.dumps(self._history, protocol=pickle.HIGHEST_PROTOCOL))
-        self._history = []
-        self.scheduled = []  # only an episode checks it against the orchestrator's actions
+        # Its live history, inbox, scheduled work and timers are empty for good: one shared closed
+        # list or table for every finished instance instead of four empty ones each (~230 bytes).
+        self._history = _NO_EVENTS
+        self.inbox = _NO_EVENTS
+        self.scheduled = _NO_WORK  # only an episode checks it against the orchestrator's actions
+        self.pending_timers = _NO_TIMERS
         if self._packed_fields is None:
             raw = pickle.dumps((self._input_json, self._output, self._custom_status), protocol=pickle.HIGHEST_PROTOCOL)
             self._packed_fields = _FIELDS.pack(raw)

@@ -13,6 +13,7 @@ import zlib
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 from azure.durable_functions import OrchestrationRuntimeStatus
 
 from adapters.clock import ManualClock
@@ -214,3 +215,15 @@ def test_messages_on_a_queue_nothing_received_from_are_packed_and_read_back_equa
     assert not later.packed and later.body == b'{"n": 1}'
     received = broker.receive("work")
     assert received is not None and str(received) == '{"n": 1}' and received.application_properties == {"k": "v"}
+
+
+def test_finished_instances_share_one_closed_empty_inbox_and_timer_table():
+    first, second = _finished_instance("done"), _finished_instance("done too")
+    assert first.inbox is second.inbox and first.pending_timers is second.pending_timers
+    assert first.scheduled is second.scheduled
+    first.inbox.clear()  # what the engine does to a finished instance's inbox: harmless
+    with pytest.raises(RuntimeError):
+        first.inbox.append(ev.orchestrator_started(T0))
+    with pytest.raises(RuntimeError):
+        first.pending_timers[1] = T0
+    assert second.inbox == [] and second.pending_timers == {}
