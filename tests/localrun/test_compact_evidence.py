@@ -21,8 +21,11 @@ from adapters.servicebus.sender import OutgoingMessage
 from domain.states import ProcessState
 from localrun.audit import Audit, EventRecorder, Transition, TransitionLog
 from localrun.durable import history as ev
+from localrun.durable import instance as instance_module
 from localrun.durable.instance import HISTORIES_LEARN_FROM, Instance
+from localrun.packing import LearnedDictionary
 from localrun.servicebus import InProcessBroker
+from localrun.servicebus import broker as broker_module
 
 T0 = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
 _SKIP = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.CodeType)
@@ -167,7 +170,9 @@ def _history(order: str) -> list[ev.HistoryEvent]:
     return events
 
 
-def test_finished_histories_are_packed_with_a_dictionary_learned_from_the_first_ones():
+def test_finished_histories_are_packed_with_a_dictionary_learned_from_the_first_ones(monkeypatch):
+    # the dictionary is learned once per process: a fresh one here, as a simulation's process has
+    monkeypatch.setattr(instance_module, "_DICTIONARY", LearnedDictionary(HISTORIES_LEARN_FROM))
     packed: list[Instance] = []
     for n in range(HISTORIES_LEARN_FROM + 2):
         instance = Instance(f"o{n}:1", "".join(["order_", "orchestrator"]), 1, None, T0, T0)
@@ -190,7 +195,9 @@ def _status_body(n: int) -> str:
     )
 
 
-def test_messages_on_a_queue_nothing_received_from_are_packed_and_read_back_equal():
+def test_messages_on_a_queue_nothing_received_from_are_packed_and_read_back_equal(monkeypatch):
+    # the dictionary is learned once per process: a fresh one here, as a simulation's process has
+    monkeypatch.setattr(broker_module, "_UNREAD_BODIES", LearnedDictionary(16))
     broker = InProcessBroker(ManualClock(T0))
     broker.declare_queue("statuses")
     broker.declare_queue("work")
