@@ -15,11 +15,13 @@ from __future__ import annotations
 import json
 import logging
 import random
+from array import array
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, NamedTuple
+from datetime import UTC, datetime, timedelta
+from sys import intern
+from typing import Any, NamedTuple, overload
 
 from adapters.clock import Clock
 from adapters.cosmos.errors import StoreUnavailable
@@ -45,6 +47,93 @@ class Transition:
     detail: str = ""  # the write's history detail (e.g. why a step failed transiently)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_NONE = -(2**63)  # an ``expired_at`` of None in the packed column
+_STATES: tuple[ProcessState, ...] = tuple(ProcessState)
+_STATE_CODE = {state: code for code, state in enumerate(_STATES)}
+
+
+def _micros(at: datetime) -> int | None:
+    """Microseconds since the epoch of an aware UTC datetime (exact), or None for any other one."""
+    if at.tzinfo is not UTC:
+        return None
+    return (at - _EPOCH) // _MICROSECOND
+
+
+class TransitionLog(Sequence[Transition]):
+    """The audited transitions, packed: one row per transition in columns (times as microseconds in
+    arrays of 64-bit integers, states as one byte each, strings interned so an order's id, event
+    names and writers are held once), about 50 bytes a transition instead of a ``Transition`` with
+    its own datetimes and strings (~350 bytes). Reading gives back equal ``Transition`` objects,
+    built on demand; a transition with a time that is not UTC is kept as it came."""
+
+    __slots__ = ("_at", "_by", "_detail", "_event", "_expired", "_kept", "_order", "_states")
+
+    def __init__(self, transitions: Iterable[Transition] = ()) -> None:
+        self._at = array("q")
+        self._expired = array("q")
+        self._states = bytearray()  # two bytes a transition: before (255: None), after
+        self._order: list[str] = []
+        self._event: list[str] = []
+        self._by: list[str] = []
+        self._detail: list[str] = []
+        self._kept: dict[int, Transition] = {}  # the rare transition that cannot be packed exactly
+        for transition in transitions:
+            self.append(transition)
+
+    def append(self, t: Transition) -> None:
+        at = _micros(t.at)
+        expired = _NONE if t.expired_at is None else _micros(t.expired_at)
+        if at is None or expired is None:
+            self._kept[len(self._at)] = t
+            at, expired = 0, _NONE
+        self._at.append(at)
+        self._expired.append(expired)
+        self._states.append(255 if t.before is None else _STATE_CODE[t.before])
+        self._states.append(_STATE_CODE[t.after])
+        self._order.append(intern(t.order_id))
+        self._event.append(intern(t.event))
+        self._by.append(intern(t.by))
+        self._detail.append(intern(t.detail))
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def _row(self, i: int) -> Transition:
+        kept = self._kept.get(i)
+        if kept is not None:
+            return kept
+        before = self._states[2 * i]
+        expired = self._expired[i]
+        return Transition(
+            at=_EPOCH + self._at[i] * _MICROSECOND,
+            order_id=self._order[i],
+            before=None if before == 255 else _STATES[before],
+            after=_STATES[self._states[2 * i + 1]],
+            event=self._event[i],
+            by=self._by[i],
+            expired_at=None if expired == _NONE else _EPOCH + expired * _MICROSECOND,
+            detail=self._detail[i],
+        )
+
+    @overload
+    def __getitem__(self, index: int) -> Transition: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Transition]: ...
+    def __getitem__(self, index: int | slice) -> Transition | list[Transition]:
+        if isinstance(index, slice):
+            return [self._row(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("transition index out of range")
+        return self._row(index)
+
+    def __iter__(self) -> Iterator[Transition]:
+        return (self._row(i) for i in range(len(self)))
+
+
 @dataclass(frozen=True, slots=True)
 class RemoteFailure:
     """A remote call that raised (``transient`` as the service said) or outlived the step deadline
@@ -58,7 +147,7 @@ class RemoteFailure:
 
 @dataclass
 class Audit:
-    transitions: list[Transition] = field(default_factory=list)
+    transitions: TransitionLog = field(default_factory=TransitionLog)
     stale_writes: list[str] = field(default_factory=list)
     ops: Counter[str] = field(default_factory=Counter)
     injected: Counter[str] = field(default_factory=Counter)
@@ -111,19 +200,65 @@ class CountedStore:
 
 
 class EventRecorder(logging.Handler):
-    """Collects the app's structured events (``extra={"event": ...}``) for the report's statistics."""
+    """Collects the app's structured events (``extra={"event": ...}``) for the report's statistics.
+
+    Kept in columns: per event, the code of its name and the code of its field names (two integers
+    in an array), and its values, in order, in one flat list (strings interned: an order's id is held
+    once): about 20 bytes an event instead of a dict with its own strings (~400). ``events`` gives
+    them back as the dicts they were (``{"event": name, **fields}``)."""
 
     def __init__(self) -> None:
         super().__init__(level=logging.DEBUG)
-        self.events: list[dict[str, Any]] = []
+        self._names: list[str] = []  # code -> event name
+        self._name_codes: dict[str, int] = {}
+        self._shapes: list[tuple[str, ...]] = []  # code -> the field names an event has, in order
+        self._shape_codes: dict[tuple[str, ...], int] = {}
+        self._codes = array("I")  # two per event: its name's code, its shape's code
+        self._values: list[Any] = []  # every event's field values, one event after the other
 
     def emit(self, record: logging.LogRecord) -> None:
         name = getattr(record, "event", None)
-        if isinstance(name, str):
-            self.events.append({"event": name, **{k: v for k, v in vars(record).items() if k in _EVENT_FIELDS}})
+        if not isinstance(name, str):
+            return
+        found = [(k, v) for k, v in vars(record).items() if k in _EVENT_FIELDS]
+        shape = tuple(k for k, _ in found)
+        # (logging.Handler.handle holds the handler's lock around emit)
+        name_code = self._name_codes.get(name)
+        if name_code is None:
+            name_code = self._name_codes[name] = len(self._names)
+            self._names.append(name)
+        shape_code = self._shape_codes.get(shape)
+        if shape_code is None:
+            shape_code = self._shape_codes[shape] = len(self._shapes)
+            self._shapes.append(shape)
+        self._codes.append(name_code)
+        self._codes.append(shape_code)
+        self._values.extend(intern(v) if type(v) is str else v for _, v in found)
+
+    def _rows(self) -> Iterator[tuple[str, tuple[str, ...], list[Any]]]:
+        """(name, field names, values) of every event, in order."""
+        codes, values, at = self._codes, self._values, 0
+        for i in range(0, len(codes), 2):
+            shape = self._shapes[codes[i + 1]]
+            yield self._names[codes[i]], shape, values[at : at + len(shape)]
+            at += len(shape)
+
+    def __len__(self) -> int:
+        return len(self._codes) // 2
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """Every event recorded, in order, as ``{"event": name, **its fields}``."""
+        return [{"event": name, **dict(zip(shape, values, strict=True))} for name, shape, values in self._rows()]
 
     def count(self, name: str, **match: Any) -> int:
-        return sum(1 for e in self.events if e["event"] == name and all(e.get(k) == v for k, v in match.items()))
+        if name not in self._name_codes:
+            return 0
+        return sum(
+            1
+            for event, shape, values in self._rows()
+            if event == name and all((values[shape.index(k)] if k in shape else None) == v for k, v in match.items())
+        )
 
 
 _EVENT_FIELDS = {"orderId", "via", "reason", "instanceId", "dependency", "outageSeconds"}
