@@ -237,15 +237,12 @@ def demo(args: list[str]) -> int:
     return code
 
 
-type Measured = tuple[float, float, dict[str, Any] | None, int]
-
-
 def _children_cpu() -> float:
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
 
 
-def _bench_run(root: Path, orders: int, speed_ups: bool) -> Measured:
+def _bench_run(root: Path, orders: int, speed_ups: bool) -> tuple[float, float, dict[str, Any] | None, int]:
     """One benchmark run of the tree at ``root`` with this ``.venv``: (process wall s, CPU s, report,
     exit code). CPU is user + system time of the run and what it waited for (its Cosmos DB server):
     on a shared machine it moves less than the wall time. Flags the tree's CLI does not know (an
@@ -292,7 +289,7 @@ def _bench_print(report: dict[str, Any], wall: float, cpu: float) -> None:
     print(f"invariants          {'all 0' if not violated else f'VIOLATED {violated}'}")
 
 
-def _bench_ref(ref: str, orders: int, speed_ups: bool) -> Measured:
+def _bench_ref(ref: str, orders: int, speed_ups: bool) -> tuple[float, float, dict[str, Any] | None, int]:
     """The benchmark for git ref ``ref``: checked out into a temporary ``git worktree`` (removed
     afterwards) with this tree's ``node_modules`` symlinked, run with this ``.venv``."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-ref-"))

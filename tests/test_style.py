@@ -58,3 +58,20 @@ def test_the_check_finds_an_assert_wherever_it_stands(tmp_path: Path) -> None:
 
 def test_a_string_that_mentions_assert_is_not_an_assert() -> None:
     assert asserts_in('message = "assert x"  # assert in a comment\n', "m.py") == []
+
+
+def test_dev_py_parses_as_the_oldest_python_it_promises_to_run_on() -> None:
+    """``dev.py`` runs on whatever ``python3`` a fresh machine has (3.9 and later: it then builds the
+    3.13 ``.venv``), so it may not use newer syntax (a ``type`` statement, ``except*``, PEP 695
+    generics); a fresh clone's CI once stopped at its first line for one."""
+    source = (ROOT / "dev.py").read_text(encoding="utf-8")
+    assert "any Python 3.9+" in source  # the promise this test holds it to
+    ast.parse(source, filename="dev.py", feature_version=(3, 9))
+
+
+def test_the_dev_py_check_refuses_newer_syntax() -> None:
+    try:
+        ast.parse("type Measured = tuple[float, int]\n", feature_version=(3, 9))
+    except SyntaxError:
+        return
+    raise AssertionError("a type statement parsed as Python 3.9")
