@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from adapters.clock import Clock
 from adapters.cosmos.errors import StoreError
-from adapters.cosmos.health_store import HealthStore, RecentHealth, update_health
+from adapters.cosmos.health_store import HealthStore, Read, RecentHealth, update_health
 from domain.circuit import (
     Admission,
     CircuitPolicy,
@@ -99,8 +99,9 @@ class DependencyGate:
         self._update(dependency, lambda h: record_failure(h, self._clock.now(), self._policy))
 
     def _update[T](self, dependency: str, change: Callable[[DependencyHealth], tuple[DependencyHealth, T]]) -> T | None:
+        timed = _TimedReads(self._store, self._clock, self._recent)
         try:
-            written, result = update_health(self._store, dependency, change, self._clock.now())
+            written, result = update_health(timed, dependency, change, self._clock.now())
         except StoreError as exc:
             self._recent.forget(dependency)
             app_event(
@@ -111,11 +112,36 @@ class DependencyGate:
                 reason=str(exc),
             )
             return None
-        self._recent.remember(written, self._clock.now())
+        if timed.last is not None:  # always: every update reads first
+            self._recent.remember(written, timed.last)
         transition = result.transition if isinstance(result, Admission) else result
         if isinstance(transition, Transition):
             report_transition(transition, written)
         return result
+
+
+class _TimedReads:
+    """The health store, placing what it returns among this process's reads (``RecentHealth`` keeps
+    the view read last, whichever invocation's request came back last): a read as of when it began,
+    a write as of when it landed (a read that began before then may have missed it)."""
+
+    def __init__(self, store: HealthStore, clock: Clock, recent: RecentHealth) -> None:
+        self._store = store
+        self._clock = clock
+        self._recent = recent
+        self.last: Read | None = None
+
+    def get(self, dependency: str) -> DependencyHealth | None:
+        self.last = self._recent.reading(self._clock.now())
+        return self._store.get(dependency)
+
+    def save(self, doc: DependencyHealth) -> DependencyHealth:
+        written = self._store.save(doc)
+        self.last = self._recent.reading(self._clock.now())
+        return written
+
+    def count_waiting(self, reason: str) -> int:
+        return self._store.count_waiting(reason)
 
 
 def _admission(health: DependencyHealth, clock: Clock, policy: CircuitPolicy) -> tuple[DependencyHealth, Admission]:
