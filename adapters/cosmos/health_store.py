@@ -75,8 +75,7 @@ class RecentHealth:
     decides without a read (``order_agents/circuit_gate.py``). Every write still reads first;
     ``ttl`` zero keeps nothing. Concurrent invocations' requests come back in any order: a view
     older than the one kept (``reading``: in the order reads began and writes landed) never
-    replaces it (a closed view from before an opening would hide it, or lose a half-open probe's
-    success)."""
+    replaces it (a closed view from before an opening would hide it for the whole window)."""
 
     def __init__(self, ttl: timedelta) -> None:
         self._ttl = ttl
