@@ -320,7 +320,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "CIRCUIT_HEALTH_CACHE_SECONDS",
         "5",
-        "How long an agent trusts the dependency health it last read or wrote (0: read it on every call).",
+        "How long an agent admits calls on the dependency health it last read or wrote (0: read it on every call).",
         kind=seconds(0),
     ),
     Setting(

@@ -9,10 +9,11 @@ written (a success on a closed circuit with no failures counted changes nothing)
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from adapters.cosmos.documents import ConditionalDocuments, update_conditionally
 from adapters.cosmos.errors import mapped_errors
@@ -61,28 +62,47 @@ class CosmosHealthStore:
         return sum(int(v) for v in counts)  # one partial count per partition range
 
 
+class Read(NamedTuple):
+    """One read of a dependency's health: its place among this process's reads, and when it began."""
+
+    number: int
+    at: datetime
+
+
 class RecentHealth:
-    """The health of each dependency as this process last read or wrote it, and when: an agent that
-    finds it closed (or open, before its probe) within ``ttl`` decides without a read
-    (``order_agents/circuit_gate.py``). Every write still reads first; ``ttl`` zero keeps nothing."""
+    """The health of each dependency as this process last read or wrote it, and when (a read as of
+    when it began, a write as of when it landed): an agent that finds it closed within ``ttl``
+    decides without a read (``order_agents/circuit_gate.py``). Every write still reads first;
+    ``ttl`` zero keeps nothing. Concurrent invocations' requests come back in any order: a view
+    older than the one kept (``reading``: in the order reads began and writes landed) never
+    replaces it (a closed view from before an opening would hide it for the whole window)."""
 
     def __init__(self, ttl: timedelta) -> None:
         self._ttl = ttl
-        self._known: dict[str, tuple[datetime, DependencyHealth]] = {}
+        self._known: dict[str, tuple[Read, DependencyHealth]] = {}
+        self._reads = itertools.count()
         self._lock = threading.Lock()
+
+    def reading(self, now: datetime) -> Read:
+        """A read of the store begins now (or a write has just landed)."""
+        with self._lock:
+            return Read(next(self._reads), now)
 
     def fresh(self, dependency: str, now: datetime) -> DependencyHealth | None:
         with self._lock:
             hit = self._known.get(dependency)
         if hit is None:
             return None
-        seen_at, health = hit
-        return health if seen_at <= now < seen_at + self._ttl else None
+        read, health = hit
+        return health if read.at <= now < read.at + self._ttl else None
 
-    def remember(self, health: DependencyHealth, now: datetime) -> None:
+    def remember(self, health: DependencyHealth, read: Read) -> None:
+        """``health`` as ``read`` found it (and maybe wrote it): kept unless a later read is known."""
         if self._ttl > timedelta(0):
             with self._lock:
-                self._known[health.dependency] = (now, health)
+                known = self._known.get(health.dependency)
+                if known is None or known[0].number <= read.number:
+                    self._known[health.dependency] = (read, health)
 
     def forget(self, dependency: str) -> None:
         with self._lock:

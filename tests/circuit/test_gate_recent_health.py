@@ -57,18 +57,25 @@ def clock() -> ManualClock:
     return ManualClock(START)
 
 
-def test_a_healthy_dependency_is_read_once_per_window_not_per_call(store, clock):
+def test_a_healthy_dependency_is_admitted_on_one_read_per_window(store, clock):
     gate = DependencyGate(store, clock, POLICY, RecentHealth(TTL))
     assert gate.admit("payment")
     assert store.gets == 1
     for _ in range(20):
         assert gate.admit("payment")
-        gate.succeeded("payment")
         clock.advance(timedelta(milliseconds=100))
     assert (store.gets, store.saves) == (1, 0)
     clock.advance(TTL)
     assert gate.admit("payment")
     assert store.gets == 2  # the window passed: read again
+
+
+def test_a_success_is_read_but_not_written_when_nothing_is_counted(store, clock):
+    gate = DependencyGate(store, clock, POLICY, RecentHealth(TTL))
+    for _ in range(5):
+        assert gate.admit("payment")
+        gate.succeeded("payment")  # another instance's failures may be counted: read
+    assert (store.gets, store.saves) == (6, 0)
 
 
 def test_without_a_window_every_call_reads(store, clock):
@@ -88,7 +95,7 @@ def test_a_failure_is_always_read_and_written_and_the_next_success_resets_it(sto
     assert read_health(store.inner, "payment", clock.now()).consecutive_failures == 2
     gate.succeeded("payment")  # the window knows failures are counted: reset them
     assert read_health(store.inner, "payment", clock.now()).consecutive_failures == 0
-    gate.succeeded("payment")  # and now nothing is counted: no request
+    gate.succeeded("payment")  # and now nothing is counted: no write
     assert store.saves == 3
 
 
