@@ -28,7 +28,7 @@ def run(profile: str, orders: int = 100, seed: int = 11) -> Report:
 # all-faults mixes every fault at low rates: at 100 orders a seed sees a handful of compensations or
 # none, and which depends on how many operations draw from the fault generator before them (the agents'
 # cached dependency health moved seed 11 from one compensation to none). Seed 7 is the demo's
-# (examples/profiles/demo.json, README) and compensates three orders.
+# (examples/profiles/demo.json, README), and it compensates.
 SEEDS = {"all-faults": 7}
 
 
