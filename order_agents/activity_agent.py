@@ -44,8 +44,9 @@ def parse_activity_input(data: Any, agent_name: str) -> AgentRequest:
 
 def run_activity_agent(ctx: AppContext, agent_name: str, data: Any) -> dict[str, Any] | None:
     request = parse_activity_input(data, agent_name)
-    service = ctx.remote[agent(agent_name).service]
-    reply = run_agent_request(request, service, ctx.clock, ctx.settings, ctx.rng, gate_of(ctx))
+    service_name = agent(agent_name).service
+    service = ctx.remote[service_name]
+    reply = run_agent_request(request, service, ctx.clock, ctx.settings, ctx.rng, gate_of(ctx), dependency=service_name)
     if reply is None:
         log.info("no reply: the deadline passed", extra=log_fields(request))
         return None

@@ -79,10 +79,14 @@ def run_agent_request(
     settings: Settings,
     rng: random.Random,
     gate: DependencyGate,
+    *,
+    dependency: str | None = None,
 ) -> AgentReply | None:
     """The reply to send, or None when no reply may be sent (the deadline has passed). No call is made
     while the service's circuit is open (``gate``: dependency health shared across orders): the reply is a
-    transient failure with ``dependencyOpen`` set."""
+    transient failure with ``dependencyOpen`` set. ``dependency``: the service ``service`` is, the one
+    whose circuit guards the call: the handling agent's (a fallback agent calls its own provider, not the
+    step's); None, the step's own agent's."""
     deadline = request.deadline
     if clock.now() >= deadline:
         log.warning(
@@ -96,7 +100,7 @@ def run_agent_request(
         return _reply(request, outcome="failed", transient=False, error=str(exc))
 
     call = RemoteCall(
-        service=agent(the_step.agent).service,
+        service=dependency if dependency is not None else agent(the_step.agent).service,
         action=action,
         order_id=request.order_id,
         idempotency_key=request.idempotency_key,

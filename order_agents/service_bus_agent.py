@@ -50,7 +50,7 @@ def handle_agent_request(ctx: AppContext, agent_name: str, message: ReceivedMess
         log.error("no remote service %r configured for agent %s", service_name, agent_name, extra=log_fields(request))
         return Settlement.abandon(f"no remote service {service_name!r}")
 
-    reply = run_agent_request(request, service, ctx.clock, ctx.settings, ctx.rng, gate_of(ctx))
+    reply = run_agent_request(request, service, ctx.clock, ctx.settings, ctx.rng, gate_of(ctx), dependency=service_name)
     if reply is None:
         return Settlement.complete()
     outgoing = OutgoingMessage(
