@@ -91,6 +91,13 @@ class AppContext:
         object.__setattr__(self, "counts", CachedCounts(self.states, self.clock, self.settings.state_count_cache))
         object.__setattr__(self, "recent_health", RecentHealth(self.settings.circuit_health_cache))
 
+    def forget_process_memory(self) -> None:
+        """Empties what this process keeps between invocations (the cached counts, the dependency
+        health it last saw): what a new process starts with. The local runner's host restart keeps the
+        Python objects, so it calls this."""
+        self.counts.clear()
+        self.recent_health.forget_all(self.clock.now())
+
 
 _context: AppContext | None = None
 _lock = threading.Lock()

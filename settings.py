@@ -320,7 +320,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "CIRCUIT_HEALTH_CACHE_SECONDS",
         "5",
-        "How long an agent admits calls on the dependency health it last read or wrote (0: read it on every call).",
+        "How long an agent admits calls on the dependency health it last read or wrote (0: read it on every call); "
+        "less than CIRCUIT_COOLDOWN_SECONDS.",
         kind=seconds(0),
     ),
     Setting(
@@ -388,6 +389,20 @@ class SettingsError(ValueError):
 
 
 _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+def _inconsistent(parsed: Mapping[str, Any], texts: Mapping[str, str]) -> list[str]:
+    """Values each valid alone that the app cannot use together."""
+    problems: list[str] = []
+    cache, cooldown = parsed["CIRCUIT_HEALTH_CACHE_SECONDS"], parsed["CIRCUIT_COOLDOWN_SECONDS"]
+    if cache >= cooldown:
+        # a closed view kept that long outlives the cool-down: an agent would admit calls while the
+        # circuit is open or half-open, past CIRCUIT_PROBES (order_agents/circuit_gate.py)
+        problems.append(
+            f"CIRCUIT_HEALTH_CACHE_SECONDS={texts['CIRCUIT_HEALTH_CACHE_SECONDS']!r} is not valid: expected less "
+            f"than CIRCUIT_COOLDOWN_SECONDS ({texts['CIRCUIT_COOLDOWN_SECONDS']!r})"
+        )
+    return problems
 
 
 def _from(name: str) -> dict[str, str]:
@@ -479,6 +494,9 @@ class Settings:
                 parsed[setting.name] = setting.parse(texts[setting.name])
             except SettingsError as error:
                 problems.append(str(error))
+        if problems:
+            raise SettingsError("; ".join(problems))
+        problems = _inconsistent(parsed, texts)
         if problems:
             raise SettingsError("; ".join(problems))
         return cls(**{f.name: parsed[f.metadata["setting"]] for f in fields(cls)})

@@ -294,7 +294,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             seen = len(audit.transitions)
             if next_restart is not None and now >= next_restart:
                 host.restart()
-                ctx.counts.clear()
+                ctx.forget_process_memory()
                 raw_states.forget_recent()
                 restarts += 1
                 next_restart = now + timedelta(seconds=profile.restart_every_s or 0)

@@ -103,7 +103,7 @@ class DependencyGate:
         try:
             written, result = update_health(timed, dependency, change, self._clock.now())
         except StoreError as exc:
-            self._recent.forget(dependency)
+            self._recent.forget(dependency, self._clock.now())
             app_event(
                 "DependencyHealthUnavailable",
                 f"dependency {dependency}: health not read or written ({type(exc).__name__}); calling anyway",

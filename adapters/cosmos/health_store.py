@@ -75,11 +75,15 @@ class RecentHealth:
     decides without a read (``order_agents/circuit_gate.py``). Every write still reads first;
     ``ttl`` zero keeps nothing. Concurrent invocations' requests come back in any order: a view
     older than the one kept (``reading``: in the order reads began and writes landed) never
-    replaces it (a closed view from before an opening would hide it for the whole window)."""
+    replaces it (a closed view from before an opening would hide it for the whole window), and
+    neither does a view older than a ``forget`` (a failed request may hide a write that landed)."""
 
     def __init__(self, ttl: timedelta) -> None:
         self._ttl = ttl
-        self._known: dict[str, tuple[Read, DependencyHealth]] = {}
+        # per dependency: the last view and the read that found it, or (forgotten) None and the
+        # reading the forgetting took: either way, a read numbered below it is older than what is known
+        self._known: dict[str, tuple[Read, DependencyHealth | None]] = {}
+        self._floor = -1  # reads numbered at or below it began before ``forget_all``
         self._reads = itertools.count()
         self._lock = threading.Lock()
 
@@ -94,19 +98,29 @@ class RecentHealth:
         if hit is None:
             return None
         read, health = hit
-        return health if read.at <= now < read.at + self._ttl else None
+        return health if health is not None and read.at <= now < read.at + self._ttl else None
 
     def remember(self, health: DependencyHealth, read: Read) -> None:
         """``health`` as ``read`` found it (and maybe wrote it): kept unless a later read is known."""
         if self._ttl > timedelta(0):
             with self._lock:
+                if read.number <= self._floor:
+                    return
                 known = self._known.get(health.dependency)
                 if known is None or known[0].number <= read.number:
                     self._known[health.dependency] = (read, health)
 
-    def forget(self, dependency: str) -> None:
+    def forget(self, dependency: str, now: datetime) -> None:
+        """Nothing is known of ``dependency`` now: a request about it failed, and may have changed it.
+        Reads that began before stay out; the next read or write after it is remembered again."""
         with self._lock:
-            self._known.pop(dependency, None)
+            self._known[dependency] = (Read(next(self._reads), now), None)
+
+    def forget_all(self, now: datetime) -> None:
+        """What a new process knows: nothing (the runner's host restart keeps its Python objects)."""
+        with self._lock:
+            self._known.clear()
+            self._floor = next(self._reads)
 
 
 def read_health(store: HealthStore, dependency: str, now: datetime) -> DependencyHealth:

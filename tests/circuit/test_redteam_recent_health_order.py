@@ -139,3 +139,84 @@ def test_a_success_between_other_instances_failures_resets_the_count(store):
     health = read_health(store.inner, "payment", clock.now())
     assert health.state is CircuitState.CLOSED, health  # never two failures in a row
     assert health.consecutive_failures == 1
+
+
+class Unavailable:
+    """A health store whose every request fails (throttled past the SDK's retries, or a lost response
+    to a write that may have landed): the gate fails open and forgets what it knew."""
+
+    def get(self, dependency: str) -> Any:
+        from adapters.cosmos.errors import StoreUnavailable
+
+        raise StoreUnavailable("the health document could not be read")
+
+    def save(self, doc: Any) -> Any:
+        raise AssertionError("never reached: every update reads first")
+
+    def count_waiting(self, reason: str) -> int:
+        return 0
+
+
+def test_a_read_that_began_before_a_failed_update_does_not_come_back_after_it_was_forgotten(store):
+    """A health request that failed (a lost response may hide a committed write) makes the process
+    forget the dependency. A read that began before that, and comes back after, is older than what was
+    forgotten: before, nothing was left to compare it with, and its closed view admitted calls for the
+    whole window while the circuit was open."""
+    clock = ManualClock(START)
+    shared = RecentHealth(TTL)
+    slow = DependencyGate(store, clock, POLICY, shared)
+    failing = DependencyGate(store, clock, POLICY, shared)
+    broken = DependencyGate(Unavailable(), clock, POLICY, shared)  # type: ignore[arg-type]
+
+    def meanwhile() -> None:  # while the slow read (closed) is on its way back
+        for _ in range(POLICY.threshold):
+            failing.failed("payment")  # open, remembered open
+        assert broken.admit("payment")  # the store fails: calls anyway, and forgets what it knew
+
+    store.during_next_read = meanwhile
+    assert slow.admit("payment")  # read closed before the opening, back after the forgetting
+    assert read_health(store.inner, "payment", clock.now()).state is CircuitState.OPEN
+    clock.advance(timedelta(seconds=1))
+    assert not DependencyGate(store, clock, POLICY, shared).admit("payment")  # before: admitted on the old view
+
+
+def test_forgetting_keeps_out_only_reads_that_began_before_it():
+    from domain.circuit import DependencyHealth
+
+    recent = RecentHealth(TTL)
+    before = recent.reading(START)
+    recent.forget("payment", START)
+    after = recent.reading(START)
+    view = DependencyHealth.fresh("payment", START)
+    recent.remember(view, before)
+    assert recent.fresh("payment", START) is None
+    recent.remember(view, after)
+    assert recent.fresh("payment", START + timedelta(seconds=1)) is view
+
+
+def test_a_host_restart_starts_with_nothing_known():
+    from domain.circuit import DependencyHealth
+
+    recent = RecentHealth(TTL)
+    view = DependencyHealth.fresh("payment", START)
+    recent.remember(view, recent.reading(START))
+    recent.forget_all(START)
+    assert recent.fresh("payment", START) is None
+    stale = recent.reading(START)  # nothing began before the restart can come back: a new process
+    recent.remember(view, stale)
+    assert recent.fresh("payment", START) is view
+
+
+def test_the_runner_s_host_restart_empties_what_the_process_kept():
+    """The runner's host restart keeps the Python objects: ``forget_process_memory`` is what makes it
+    a new process for the caches (``localrun/simulation.py`` calls it on each restart)."""
+    from adapters.clock import ManualClock as Clock
+    from domain.circuit import DependencyHealth
+    from tests.agents.support import make_context
+
+    ctx = make_context(Clock(START))
+    view = DependencyHealth.fresh("payment", START)
+    ctx.recent_health.remember(view, ctx.recent_health.reading(START))
+    assert ctx.recent_health.fresh("payment", START) is view
+    ctx.forget_process_memory()
+    assert ctx.recent_health.fresh("payment", START) is None
