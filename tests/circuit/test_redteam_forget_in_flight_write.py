@@ -1,0 +1,134 @@
+"""Red team of ``RecentHealth.forget``: a write sent before the forgetting, whose response comes back
+after it, is as old as a read that began before it (its write may have landed before the failed
+request's, which the forgetting stands for): it must stay out too (against the Cosmos protocol server)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from adapters.clock import ManualClock
+from adapters.cosmos.errors import StoreUnavailable
+from adapters.cosmos.health_store import CosmosHealthStore, RecentHealth, read_health
+from contracts.names import STATE_CONTAINER
+from domain.circuit import CircuitPolicy, CircuitState, DependencyHealth
+from order_agents.circuit_gate import DependencyGate
+from tests.agents.support import START
+
+pytestmark = pytest.mark.cosmos
+POLICY = CircuitPolicy(threshold=3, cooldown=timedelta(seconds=30), cooldown_max=timedelta(seconds=120), probes=1)
+TTL = timedelta(seconds=5)
+
+
+class SlowResponse:
+    """The real store; ``after_next_save`` runs once, after a write has landed and before its response
+    comes back (the response is slow: other invocations go on meanwhile)."""
+
+    def __init__(self, inner: CosmosHealthStore) -> None:
+        self.inner = inner
+        self.after_next_save: Callable[[], None] | None = None
+
+    def get(self, dependency: str) -> DependencyHealth | None:
+        return self.inner.get(dependency)
+
+    def save(self, doc: DependencyHealth) -> DependencyHealth:
+        written = self.inner.save(doc)
+        hook, self.after_next_save = self.after_next_save, None
+        if hook is not None:
+            hook()
+        return written
+
+    def count_waiting(self, reason: str) -> int:
+        return self.inner.count_waiting(reason)
+
+
+class LostResponse(SlowResponse):
+    """Every write lands, and its response is lost: the caller sees the store unavailable."""
+
+    def save(self, doc: DependencyHealth) -> DependencyHealth:
+        self.inner.save(doc)
+        raise StoreUnavailable("the response to the health write was lost")
+
+
+@pytest.fixture
+def store(cosmos_db: Any) -> SlowResponse:
+    return SlowResponse(CosmosHealthStore(cosmos_db.get_container_client(STATE_CONTAINER)))
+
+
+def test_a_write_that_landed_before_a_lost_write_stays_out_though_its_response_comes_after_the_forgetting(store):
+    clock = ManualClock(START)
+    shared = RecentHealth(TTL)
+    first = DependencyGate(store, clock, POLICY, shared)
+    lost = DependencyGate(LostResponse(store.inner), clock, POLICY, shared)
+    for _ in range(POLICY.threshold - 2):
+        first.failed("payment")
+    # the next failure lands (closed, one short of the threshold); before its response comes back,
+    # another invocation's failure lands on top of it (open) and its response is lost: forgotten
+    store.after_next_save = lambda: lost.failed("payment")
+    first.failed("payment")
+    assert read_health(store.inner, "payment", clock.now()).state is CircuitState.OPEN
+    clock.advance(timedelta(seconds=1))
+    # before: the closed view written before the opening came back after the forgetting, and was kept
+    assert not DependencyGate(store, clock, POLICY, shared).admit("payment")
+
+
+def test_a_write_sent_before_the_forgetting_does_not_replace_a_read_begun_after_it(store):
+    clock = ManualClock(START)
+    shared = RecentHealth(TTL)
+    first = DependencyGate(store, clock, POLICY, shared)
+    lost = DependencyGate(LostResponse(store.inner), clock, POLICY, shared)
+    reader = DependencyGate(store, clock, POLICY, shared)
+    for _ in range(POLICY.threshold - 2):
+        first.failed("payment")
+
+    def meanwhile() -> None:
+        lost.failed("payment")  # opens it, response lost: forgotten
+        assert not reader.admit("payment")  # reads it open after the forgetting, remembers it open
+
+    store.after_next_save = meanwhile
+    first.failed("payment")  # wrote closed before all that; its response comes back last
+    clock.advance(timedelta(seconds=1))
+    assert not DependencyGate(store, clock, POLICY, shared).admit("payment")
+
+
+def test_a_write_answered_after_a_later_write_does_not_replace_it(store):
+    """No forgetting needed: two invocations of one process write in turn, the first one's response
+    comes back last. Its view (closed) is older than the second's (open), though its answer is later."""
+    clock = ManualClock(START)
+    shared = RecentHealth(TTL)
+    first = DependencyGate(store, clock, POLICY, shared)
+    second = DependencyGate(store, clock, POLICY, shared)
+    for _ in range(POLICY.threshold - 2):
+        first.failed("payment")
+    store.after_next_save = lambda: second.failed("payment")  # reads the first's write, opens it
+    first.failed("payment")
+    assert read_health(store.inner, "payment", clock.now()).state is CircuitState.OPEN
+    clock.advance(timedelta(seconds=1))
+    assert not DependencyGate(store, clock, POLICY, shared).admit("payment")
+
+
+def test_forgetting_keeps_out_a_write_sent_before_it_whatever_comes_after():
+    recent = RecentHealth(TTL)
+    sent = recent.reading(START)  # a write is sent
+    recent.forget("payment", START)  # another request fails
+    began = recent.reading(START)  # a read begins after it
+    newer = DependencyHealth.fresh("payment", START)
+    recent.remember(newer, began)
+    recent.remember(DependencyHealth.fresh("payment", START), recent.landed(sent, START))  # back last
+    assert recent.fresh("payment", START) is None  # which is newer is unknown: read again
+
+
+def test_reads_alone_keep_the_view_read_last_as_before():
+    recent = RecentHealth(TTL)
+    first, second = recent.reading(START), recent.reading(START)
+    older, newer = DependencyHealth.fresh("payment", START), DependencyHealth.fresh("payment", START)
+    recent.remember(older, first)
+    recent.remember(newer, second)
+    assert recent.fresh("payment", START) is newer
+    sent = recent.reading(START)  # one update: a write sent after both, and answered
+    written = DependencyHealth.fresh("payment", START)
+    recent.remember(written, recent.landed(sent, START))
+    assert recent.fresh("payment", START) is written
