@@ -123,7 +123,8 @@ class DependencyGate:
 class _TimedReads:
     """The health store, placing what it returns among this process's reads (``RecentHealth`` keeps
     the view read last, whichever invocation's request came back last): a read as of when it began,
-    a write as of when it landed (a read that began before then may have missed it)."""
+    a write as of when it landed (a read that began before then may have missed it), somewhere
+    between when it was sent and when it was answered."""
 
     def __init__(self, store: HealthStore, clock: Clock, recent: RecentHealth) -> None:
         self._store = store
@@ -136,8 +137,9 @@ class _TimedReads:
         return self._store.get(dependency)
 
     def save(self, doc: DependencyHealth) -> DependencyHealth:
+        sent = self._recent.reading(self._clock.now())
         written = self._store.save(doc)
-        self.last = self._recent.reading(self._clock.now())
+        self.last = self._recent.landed(sent, self._clock.now())
         return written
 
     def count_waiting(self, reason: str) -> int:

@@ -63,10 +63,13 @@ class CosmosHealthStore:
 
 
 class Read(NamedTuple):
-    """One read of a dependency's health: its place among this process's reads, and when it began."""
+    """One read of a dependency's health: its place among this process's reads, and when it began.
+    For a write: its place when its answer came back, and when; ``sent``: its place when it was sent
+    (it landed in between). For a read, ``sent`` is ``number``."""
 
     number: int
     at: datetime
+    sent: int
 
 
 class RecentHealth:
@@ -76,7 +79,10 @@ class RecentHealth:
     ``ttl`` zero keeps nothing. Concurrent invocations' requests come back in any order: a view
     older than the one kept (``reading``: in the order reads began and writes landed) never
     replaces it (a closed view from before an opening would hide it for the whole window), and
-    neither does a view older than a ``forget`` (a failed request may hide a write that landed)."""
+    neither does a view older than a ``forget`` (a failed request may hide a write that landed). A
+    write landed at some point between when it was sent and when its answer came back (``landed``):
+    if something known or forgotten came in between, which is newer is unknown, and nothing is kept
+    (the next call reads)."""
 
     def __init__(self, ttl: timedelta) -> None:
         self._ttl = ttl
@@ -90,7 +96,13 @@ class RecentHealth:
     def reading(self, now: datetime) -> Read:
         """A read of the store begins now (or a write has just landed)."""
         with self._lock:
-            return Read(next(self._reads), now)
+            number = next(self._reads)
+            return Read(number, now, number)
+
+    def landed(self, sent: Read, now: datetime) -> Read:
+        """A write sent at ``sent`` (a ``reading`` taken just before) has just been answered."""
+        with self._lock:
+            return Read(next(self._reads), now, sent.number)
 
     def fresh(self, dependency: str, now: datetime) -> DependencyHealth | None:
         with self._lock:
@@ -104,17 +116,23 @@ class RecentHealth:
         """``health`` as ``read`` found it (and maybe wrote it): kept unless a later read is known."""
         if self._ttl > timedelta(0):
             with self._lock:
-                if read.number <= self._floor:
+                if read.sent <= self._floor:
                     return
                 known = self._known.get(health.dependency)
-                if known is None or known[0].number <= read.number:
+                if known is None:
                     self._known[health.dependency] = (read, health)
+                elif known[0].number <= read.number:
+                    # a write sent before what is known was answered after it (or a forgetting): it
+                    # landed somewhere in between, which is newer is unknown, so neither is kept
+                    overlap = read.sent < known[0].sent
+                    self._known[health.dependency] = (read, None if overlap else health)
 
     def forget(self, dependency: str, now: datetime) -> None:
         """Nothing is known of ``dependency`` now: a request about it failed, and may have changed it.
         Reads that began before stay out; the next read or write after it is remembered again."""
         with self._lock:
-            self._known[dependency] = (Read(next(self._reads), now), None)
+            number = next(self._reads)
+            self._known[dependency] = (Read(number, now, number), None)
 
     def forget_all(self, now: datetime) -> None:
         """What a new process knows: nothing (the runner's host restart keeps its Python objects)."""
