@@ -182,9 +182,10 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
     # The app settings of the run: local.settings.json.example's values (what `func start` would read
     # from a developer's local.settings.json), with the simulation's overrides. The host resolves
     # %NAME% binding expressions from these only; the app's context reads the same values.
-    Settings.from_env({}, **config.settings)  # refuses a setting name the app does not know
-    app_settings = {**local_settings_example(), **hostile.app_settings(profile), **config.settings}
-    settings = Settings.from_env(app_settings)
+    base = {**local_settings_example(), **hostile.app_settings(profile)}
+    # the overrides checked on top of the rest (a name the app does not know is refused)
+    settings = Settings.from_env(base, **config.settings)
+    app_settings = {**base, **config.settings}
     scheduler = TaskScheduler(START)
     clock = scheduler.clock
     audit = Audit()

@@ -36,7 +36,7 @@ def test_an_override_is_checked_with_the_profile_settings_it_goes_on_top_of():
 def test_an_override_that_breaks_the_pair_is_still_refused():
     profile = Profile.parse({"settings": {"CIRCUIT_HEALTH_CACHE_SECONDS": "1", "CIRCUIT_COOLDOWN_SECONDS": "3"}})
     config = SimulationConfig(orders=1, seed=1, profile=profile, settings={"CIRCUIT_HEALTH_CACHE_SECONDS": "3"})
-    with pytest.raises(SettingsError, match="CIRCUIT_HEALTH_CACHE_SECONDS='3'.*CIRCUIT_COOLDOWN_SECONDS"):
+    with pytest.raises(SettingsError, match=r"CIRCUIT_HEALTH_CACHE_SECONDS='3'.*CIRCUIT_COOLDOWN_SECONDS"):
         run_simulation(config)
 
 
