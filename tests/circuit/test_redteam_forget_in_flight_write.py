@@ -132,3 +132,27 @@ def test_reads_alone_keep_the_view_read_last_as_before():
     written = DependencyHealth.fresh("payment", START)
     recent.remember(written, recent.landed(sent, START))
     assert recent.fresh("payment", START) is written
+
+
+def test_a_slow_answer_does_not_stretch_the_window_past_the_cool_down(store):
+    """The window shorter than the cool-down (settings refuse otherwise) is meant to end before any
+    opening it missed lets probes through. A write's view was trusted from when its answer came back:
+    an opening by another instance that landed after the write, before the slow answer, then reached
+    half-open while the closed view was still trusted, and this instance called past ``CIRCUIT_PROBES``."""
+    clock = ManualClock(START)
+    window = POLICY.cooldown - timedelta(seconds=1)  # the longest the settings accept
+    mine = DependencyGate(store, clock, POLICY, RecentHealth(window))
+    other = DependencyGate(store.inner, clock, POLICY, RecentHealth(window))  # another instance
+    for _ in range(POLICY.threshold - 2):
+        mine.failed("payment")
+    opened = clock.now()
+
+    def meanwhile() -> None:  # this instance's write landed (closed, one short); its answer is slow
+        other.failed("payment")  # another instance's failure opens it
+        clock.advance(timedelta(seconds=2))
+
+    store.after_next_save = meanwhile
+    mine.failed("payment")
+    clock.advance(opened + POLICY.cooldown + timedelta(milliseconds=500) - clock.now())
+    assert other.admit("payment")  # half-open: the one probe is granted
+    assert not mine.admit("payment")  # before: admitted on the closed view written before the opening
