@@ -123,8 +123,8 @@ class DependencyGate:
 class _TimedReads:
     """The health store, placing what it returns among this process's reads (``RecentHealth`` keeps
     the view read last, whichever invocation's request came back last): a read as of when it began,
-    a write as of when it landed (a read that began before then may have missed it), somewhere
-    between when it was sent and when it was answered."""
+    a write placed when it was answered (a read that began before it landed may have missed it) and
+    trusted from when it was sent (it may change as soon as it lands)."""
 
     def __init__(self, store: HealthStore, clock: Clock, recent: RecentHealth) -> None:
         self._store = store
@@ -139,7 +139,7 @@ class _TimedReads:
     def save(self, doc: DependencyHealth) -> DependencyHealth:
         sent = self._recent.reading(self._clock.now())
         written = self._store.save(doc)
-        self.last = self._recent.landed(sent, self._clock.now())
+        self.last = self._recent.landed(sent)
         return written
 
     def count_waiting(self, reason: str) -> int:

@@ -64,8 +64,9 @@ class CosmosHealthStore:
 
 class Read(NamedTuple):
     """One read of a dependency's health: its place among this process's reads, and when it began.
-    For a write: its place when its answer came back, and when; ``sent``: its place when it was sent
-    (it landed in between). For a read, ``sent`` is ``number``."""
+    For a write: its place when its answer came back, and when it was sent (what it wrote may change
+    as soon as it lands); ``sent``: its place when it was sent (it landed in between). For a read,
+    ``sent`` is ``number``."""
 
     number: int
     at: datetime
@@ -74,7 +75,7 @@ class Read(NamedTuple):
 
 class RecentHealth:
     """The health of each dependency as this process last read or wrote it, and when (a read as of
-    when it began, a write as of when it landed): an agent that finds it closed within ``ttl``
+    when it began, a write as of when it was sent): an agent that finds it closed within ``ttl``
     decides without a read (``order_agents/circuit_gate.py``). Every write still reads first;
     ``ttl`` zero keeps nothing. Concurrent invocations' requests come back in any order: a view
     older than the one kept (``reading``: in the order reads began and writes landed) never
@@ -94,15 +95,16 @@ class RecentHealth:
         self._lock = threading.Lock()
 
     def reading(self, now: datetime) -> Read:
-        """A read of the store begins now (or a write has just landed)."""
+        """A read of the store begins now (or a write is sent: then ``landed``)."""
         with self._lock:
             number = next(self._reads)
             return Read(number, now, number)
 
-    def landed(self, sent: Read, now: datetime) -> Read:
-        """A write sent at ``sent`` (a ``reading`` taken just before) has just been answered."""
+    def landed(self, sent: Read) -> Read:
+        """A write sent at ``sent`` (a ``reading`` taken just before) has just been answered: its view
+        is trusted from when it was sent, so a slow answer never stretches the window."""
         with self._lock:
-            return Read(next(self._reads), now, sent.number)
+            return Read(next(self._reads), sent.at, sent.number)
 
     def fresh(self, dependency: str, now: datetime) -> DependencyHealth | None:
         with self._lock:

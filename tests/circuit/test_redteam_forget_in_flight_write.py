@@ -117,7 +117,7 @@ def test_forgetting_keeps_out_a_write_sent_before_it_whatever_comes_after():
     began = recent.reading(START)  # a read begins after it
     newer = DependencyHealth.fresh("payment", START)
     recent.remember(newer, began)
-    recent.remember(DependencyHealth.fresh("payment", START), recent.landed(sent, START))  # back last
+    recent.remember(DependencyHealth.fresh("payment", START), recent.landed(sent))  # back last
     assert recent.fresh("payment", START) is None  # which is newer is unknown: read again
 
 
@@ -130,7 +130,7 @@ def test_reads_alone_keep_the_view_read_last_as_before():
     assert recent.fresh("payment", START) is newer
     sent = recent.reading(START)  # one update: a write sent after both, and answered
     written = DependencyHealth.fresh("payment", START)
-    recent.remember(written, recent.landed(sent, START))
+    recent.remember(written, recent.landed(sent))
     assert recent.fresh("payment", START) is written
 
 
