@@ -87,8 +87,9 @@ class RecentHealth:
 
     def __init__(self, ttl: timedelta) -> None:
         self._ttl = ttl
-        # per dependency: the last view and the read that found it, or (forgotten) None and the
-        # reading the forgetting took: either way, a read numbered below it is older than what is known
+        # per dependency: the last view and the read that found it, or (forgotten, or two views whose
+        # order is unknown) None and the reading it was decided at: either way, a read numbered below
+        # it, or a write sent before it, is not known to be newer
         self._known: dict[str, tuple[Read, DependencyHealth | None]] = {}
         self._floor = -1  # reads numbered at or below it began before ``forget_all``
         self._reads = itertools.count()
