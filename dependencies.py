@@ -96,7 +96,7 @@ class AppContext:
         health it last saw): what a new process starts with. The local runner's host restart keeps the
         Python objects, so it calls this."""
         self.counts.clear()
-        self.recent_health.forget_all(self.clock.now())
+        self.recent_health.forget_all()
 
 
 _context: AppContext | None = None

@@ -137,7 +137,7 @@ class RecentHealth:
             number = next(self._reads)
             self._known[dependency] = (Read(number, now, number), None)
 
-    def forget_all(self, now: datetime) -> None:
+    def forget_all(self) -> None:
         """What a new process knows: nothing (the runner's host restart keeps its Python objects)."""
         with self._lock:
             self._known.clear()

@@ -200,7 +200,7 @@ def test_a_host_restart_starts_with_nothing_known():
     recent = RecentHealth(TTL)
     view = DependencyHealth.fresh("payment", START)
     recent.remember(view, recent.reading(START))
-    recent.forget_all(START)
+    recent.forget_all()
     assert recent.fresh("payment", START) is None
     stale = recent.reading(START)  # nothing began before the restart can come back: a new process
     recent.remember(view, stale)
