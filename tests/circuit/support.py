@@ -1,11 +1,17 @@
 """Circuits for the outage-alert tests: a small policy (two failures open a circuit) and the two
-moves the tests make, opening a closed circuit and closing one through a successful probe."""
+moves the tests make, opening a closed circuit and closing one through a successful probe; and the
+health store with slow requests the red-team tests of the agents' health window use."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from domain.circuit import CircuitPolicy, DependencyHealth, admit, record_failure, record_success
+
+if TYPE_CHECKING:
+    from adapters.cosmos.health_store import CosmosHealthStore
 
 POLICY = CircuitPolicy(threshold=2, cooldown=timedelta(seconds=30), cooldown_max=timedelta(seconds=120), probes=1)
 
@@ -21,3 +27,36 @@ def closed(health: DependencyHealth, at: datetime) -> DependencyHealth:
     """``health`` after a probe admitted at ``at`` succeeded: the circuit closed."""
     health, _t = record_success(admit(health, at, POLICY).health, at)
     return health
+
+
+class SlowHealthStore:
+    """The real health store, with its requests slow: other invocations go on meanwhile. Each hook runs
+    once: ``during_next_read`` after a read has fetched its document and before it returns it,
+    ``during_next_save`` before a write lands, ``after_next_save`` after a write has landed and before
+    its response comes back."""
+
+    def __init__(self, inner: CosmosHealthStore) -> None:
+        self.inner = inner
+        self.during_next_read: Callable[[], None] | None = None
+        self.during_next_save: Callable[[], None] | None = None
+        self.after_next_save: Callable[[], None] | None = None
+
+    def get(self, dependency: str) -> DependencyHealth | None:
+        doc = self.inner.get(dependency)
+        hook, self.during_next_read = self.during_next_read, None
+        if hook is not None:
+            hook()
+        return doc
+
+    def save(self, doc: DependencyHealth) -> DependencyHealth:
+        hook, self.during_next_save = self.during_next_save, None
+        if hook is not None:
+            hook()
+        written = self.inner.save(doc)
+        hook, self.after_next_save = self.after_next_save, None
+        if hook is not None:
+            hook()
+        return written
+
+    def count_waiting(self, reason: str) -> int:
+        return self.inner.count_waiting(reason)

@@ -4,7 +4,6 @@ request's, which the forgetting stands for): it must stay out too (against the C
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -17,35 +16,14 @@ from contracts.names import STATE_CONTAINER
 from domain.circuit import CircuitPolicy, CircuitState, DependencyHealth
 from order_agents.circuit_gate import DependencyGate
 from tests.agents.support import START
+from tests.circuit.support import SlowHealthStore
 
 pytestmark = pytest.mark.cosmos
 POLICY = CircuitPolicy(threshold=3, cooldown=timedelta(seconds=30), cooldown_max=timedelta(seconds=120), probes=1)
 TTL = timedelta(seconds=5)
 
 
-class SlowResponse:
-    """The real store; ``after_next_save`` runs once, after a write has landed and before its response
-    comes back (the response is slow: other invocations go on meanwhile)."""
-
-    def __init__(self, inner: CosmosHealthStore) -> None:
-        self.inner = inner
-        self.after_next_save: Callable[[], None] | None = None
-
-    def get(self, dependency: str) -> DependencyHealth | None:
-        return self.inner.get(dependency)
-
-    def save(self, doc: DependencyHealth) -> DependencyHealth:
-        written = self.inner.save(doc)
-        hook, self.after_next_save = self.after_next_save, None
-        if hook is not None:
-            hook()
-        return written
-
-    def count_waiting(self, reason: str) -> int:
-        return self.inner.count_waiting(reason)
-
-
-class LostResponse(SlowResponse):
+class LostResponse(SlowHealthStore):
     """Every write lands, and its response is lost: the caller sees the store unavailable."""
 
     def save(self, doc: DependencyHealth) -> DependencyHealth:
@@ -54,8 +32,8 @@ class LostResponse(SlowResponse):
 
 
 @pytest.fixture
-def store(cosmos_db: Any) -> SlowResponse:
-    return SlowResponse(CosmosHealthStore(cosmos_db.get_container_client(STATE_CONTAINER)))
+def store(cosmos_db: Any) -> SlowHealthStore:
+    return SlowHealthStore(CosmosHealthStore(cosmos_db.get_container_client(STATE_CONTAINER)))
 
 
 def test_a_write_that_landed_before_a_lost_write_stays_out_though_its_response_comes_after_the_forgetting(store):

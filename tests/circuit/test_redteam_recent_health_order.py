@@ -4,7 +4,6 @@ read earlier must never replace one read later (against the Cosmos protocol serv
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -16,42 +15,16 @@ from contracts.names import STATE_CONTAINER
 from domain.circuit import CircuitPolicy, CircuitState
 from order_agents.circuit_gate import DependencyGate
 from tests.agents.support import START
+from tests.circuit.support import SlowHealthStore
 
 pytestmark = pytest.mark.cosmos
 POLICY = CircuitPolicy(threshold=3, cooldown=timedelta(seconds=30), cooldown_max=timedelta(seconds=120), probes=1)
 TTL = timedelta(seconds=5)
 
 
-class SlowRead:
-    """The real store; ``during_next_read`` runs once, after a read has fetched its document and
-    before it returns it (the read is slow: other invocations go on meanwhile); ``during_next_save``
-    once, before a write lands."""
-
-    def __init__(self, inner: CosmosHealthStore) -> None:
-        self.inner = inner
-        self.during_next_read: Callable[[], None] | None = None
-        self.during_next_save: Callable[[], None] | None = None
-
-    def get(self, dependency: str) -> Any:
-        doc = self.inner.get(dependency)
-        hook, self.during_next_read = self.during_next_read, None
-        if hook is not None:
-            hook()
-        return doc
-
-    def save(self, doc: Any) -> Any:
-        hook, self.during_next_save = self.during_next_save, None
-        if hook is not None:
-            hook()  # before the write lands
-        return self.inner.save(doc)
-
-    def count_waiting(self, reason: str) -> int:
-        return self.inner.count_waiting(reason)
-
-
 @pytest.fixture
-def store(cosmos_db: Any) -> SlowRead:
-    return SlowRead(CosmosHealthStore(cosmos_db.get_container_client(STATE_CONTAINER)))
+def store(cosmos_db: Any) -> SlowHealthStore:
+    return SlowHealthStore(CosmosHealthStore(cosmos_db.get_container_client(STATE_CONTAINER)))
 
 
 def test_a_probe_reports_its_success_although_an_older_closed_view_was_remembered_after_its_grant(store):
