@@ -41,21 +41,21 @@ class SlowHealthStore:
         self.during_next_save: Callable[[], None] | None = None
         self.after_next_save: Callable[[], None] | None = None
 
+    def _fire(self, hook: str) -> None:
+        run: Callable[[], None] | None = getattr(self, hook)
+        setattr(self, hook, None)
+        if run is not None:
+            run()
+
     def get(self, dependency: str) -> DependencyHealth | None:
         doc = self.inner.get(dependency)
-        hook, self.during_next_read = self.during_next_read, None
-        if hook is not None:
-            hook()
+        self._fire("during_next_read")
         return doc
 
     def save(self, doc: DependencyHealth) -> DependencyHealth:
-        hook, self.during_next_save = self.during_next_save, None
-        if hook is not None:
-            hook()
+        self._fire("during_next_save")
         written = self.inner.save(doc)
-        hook, self.after_next_save = self.after_next_save, None
-        if hook is not None:
-            hook()
+        self._fire("after_next_save")
         return written
 
     def count_waiting(self, reason: str) -> int:
