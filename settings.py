@@ -321,7 +321,7 @@ SETTINGS: tuple[Setting, ...] = (
         "CIRCUIT_HEALTH_CACHE_SECONDS",
         "5",
         "How long an agent admits calls on the dependency health it last read or wrote (0: read it on every call); "
-        "less than CIRCUIT_COOLDOWN_SECONDS.",
+        "at most half of CIRCUIT_COOLDOWN_SECONDS.",
         kind=seconds(0),
     ),
     Setting(
@@ -395,12 +395,16 @@ def _inconsistent(parsed: Mapping[str, Any], texts: Mapping[str, str]) -> list[s
     """Values each valid alone that the app cannot use together."""
     problems: list[str] = []
     cache, cooldown = parsed["CIRCUIT_HEALTH_CACHE_SECONDS"], parsed["CIRCUIT_COOLDOWN_SECONDS"]
-    if cache >= cooldown:
-        # a closed view kept that long outlives the cool-down: an agent would admit calls while the
-        # circuit is open or half-open, past CIRCUIT_PROBES (order_agents/circuit_gate.py)
+    if cache * 2 > cooldown:
+        # A closed view read just before another instance opened the circuit is trusted for up to
+        # `cache` after the opening; probes begin `cooldown` after it, judged by the prober's clock
+        # against the opener's. A view kept past that would admit calls while the circuit is half-open,
+        # past CIRCUIT_PROBES (order_agents/circuit_gate.py); the other half of the cool-down is the
+        # margin for clock skew between agent instances.
         problems.append(
-            f"CIRCUIT_HEALTH_CACHE_SECONDS={texts['CIRCUIT_HEALTH_CACHE_SECONDS']!r} is not valid: expected less "
-            f"than CIRCUIT_COOLDOWN_SECONDS ({texts['CIRCUIT_COOLDOWN_SECONDS']!r})"
+            f"CIRCUIT_HEALTH_CACHE_SECONDS={texts['CIRCUIT_HEALTH_CACHE_SECONDS']!r} is not valid: expected at most "
+            f"half of CIRCUIT_COOLDOWN_SECONDS ({texts['CIRCUIT_COOLDOWN_SECONDS']!r}), the other half being the "
+            "margin for clock skew between agent instances"
         )
     return problems
 

@@ -1,4 +1,4 @@
-"""Red team of the settings pair check (``CIRCUIT_HEALTH_CACHE_SECONDS`` < ``CIRCUIT_COOLDOWN_SECONDS``)
+"""Red team of the settings pair check (``CIRCUIT_HEALTH_CACHE_SECONDS`` at most half of ``CIRCUIT_COOLDOWN_SECONDS``)
 in the runner: a run's overrides go on top of its profile's settings, so they are checked together,
 not each against the defaults (a pair each half of which is set in a different place)."""
 
