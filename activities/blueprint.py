@@ -16,11 +16,6 @@ from orchestrators import names
 bp = df.Blueprint()
 
 
-@bp.activity_trigger(input_name="data", activity=names.LOAD_ORDER)
-def load_order(data: Any) -> dict[str, Any]:
-    return steps.load_order(get_context(), protocol.LoadOrderInput.from_json(data)).to_json()
-
-
 @bp.activity_trigger(input_name="data", activity=names.BEGIN_STEP)
 def begin_step(data: Any) -> dict[str, Any]:
     return steps.begin_step(get_context(), protocol.BeginStepInput.from_json(data)).to_json()

@@ -12,7 +12,7 @@ import logging
 from datetime import datetime
 
 import notifications.status
-from activities.fencing import owned_record, write_fenced
+from activities.fencing import write_fenced
 from adapters.cosmos.mapping import to_document
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.activities import (
@@ -21,16 +21,12 @@ from contracts.activities import (
     BeginStepInput,
     BeginStepResult,
     FailOrderInput,
-    LoadOrderInput,
-    LoadOrderResult,
     MarkProcessedInput,
     MarkProcessedResult,
-    OrderPlan,
     Processed,
     PublishStatusInput,
     ReleaseForRetryInput,
     RetiredSettled,
-    ReviewSettings,
     SendAgentRequestInput,
     SettleRetiredInput,
     StepBegun,
@@ -43,57 +39,17 @@ from domain import transitions
 from domain.compensation import complete_step_logged
 from domain.ids import bounded
 from domain.records import StateRecord
-from domain.states import ProcessState, StepStatus
+from domain.states import ProcessState
 from notifications.alerts import raise_alert_after_write
 from observability.events import app_event
-from settings import Settings
 from supervisor.owed import owe_notifications
-
-
-def review_policy(settings: Settings) -> ReviewSettings:
-    """What the scheduler needs to decide on review, read once per attempt (by ``load_order``)."""
-    return ReviewSettings(
-        amount_threshold_cents=settings.review_amount_threshold_cents,
-        timeout_seconds=settings.review_timeout.total_seconds(),
-        default_action=settings.review_default_action,
-    )
-
-
-def load_order(ctx: AppContext, data: LoadOrderInput) -> LoadOrderResult:
-    """The order, the results of steps done by earlier attempts, and the step timeout; ``NotOwned``
-    unless this instance holds the record. With ``attempt``, the submitter hears ``Processing``."""
-    order_id = data.order_id
-    record = owned_record(ctx, order_id, data.instance_id, ProcessState.PROCESSING)
-    if record is None:
-        return NOT_OWNED
-    order = ctx.orders.get(order_id)
-    if order is None:
-        raise RuntimeError(f"order {order_id} has a state record but no order document")
-    completed = {name: step.result or {} for name, step in record.steps.items() if step.status is StepStatus.SUCCEEDED}
-    # A step an earlier attempt started and never finished, and the agent it last went to: the
-    # next attempt resumes with that agent (it may be the fallback, which may already have acted).
-    in_flight = {name: step.agent for name, step in record.steps.items() if step.status is StepStatus.IN_PROGRESS}
-    # waiting an outage out: the submitter was told so once (supervisor/outage.py), not per retry
-    outage_wait = record.outage_wait_since is not None
-    announced = None
-    if data.attempt is not None and not outage_wait:
-        announced = _tell_once(ctx, record.reply_to, order_id, "Processing", data.attempt)
-    return OrderPlan(
-        reply_to=record.reply_to,
-        order=order,
-        completed=completed,
-        in_flight=in_flight,
-        outage_wait=outage_wait,
-        status_sent=announced,
-        step_timeout_seconds=ctx.settings.step_timeout.total_seconds(),
-        review=review_policy(ctx.settings),
-    )
 
 
 def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
     """One fenced write: the previous step's result (``completes``) and this step's start and
-    deadline; then the request, onto the agent's queue when ``queue`` is given. A failed send fails
-    the activity; its retry writes the same start again and re-sends the same MessageId."""
+    deadline; then, with ``announce``, the ``Processing`` status (tried once); then the request, onto
+    the agent's queue when ``queue`` is given. A failed request send fails the activity; its retry
+    writes the same start again and re-sends the same MessageIds."""
     request = data.request
     now = ctx.clock.now()
     completes = data.completes
@@ -114,13 +70,16 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
     )
     if written is None:
         return NOT_OWNED
+    # the attempt's first write: the submitter hears "Processing" (a re-run says it again under the same MessageId)
+    announced = (
+        _tell_once(ctx, written.reply_to, request.order_id, "Processing", request.attempt) if data.announce else None
+    )
     if data.queue is not None:
         _send_request(ctx, data.queue, request)
-    if written.payment is not None:
-        # A prepaid order's PaymentNotification applied before this step began (in the same document,
-        # so a notification written after this write sees the step in flight and is raised as an event).
-        return StepBegun(payment=to_document(written.payment))
-    return StepBegun()
+    # A prepaid order's PaymentNotification applied before this step began (in the same document, so a
+    # notification written after this write sees the step in flight and is raised as an event).
+    payment = to_document(written.payment) if written.payment is not None else None
+    return StepBegun(payment=payment, status_sent=announced)
 
 
 def send_agent_request(ctx: AppContext, data: SendAgentRequestInput) -> None:
@@ -262,8 +221,8 @@ def _tell_once(ctx: AppContext, reply_to: str | None, order_id: str, status: Sta
 
 def publish_status(ctx: AppContext, data: PublishStatusInput) -> None:
     """The ``publish_status`` activity: one status update, to the order's own ``replyTo`` queue only.
-    The orchestration passes the queue its ``load`` activity read from the record; without it, the
-    record is read here."""
+    The orchestration passes the queue its plan read from the record (the attempt's input, or the
+    compensation round's load activity); without it, the record is read here."""
     if data.reply_to_known:
         reply_to = data.reply_to
     else:

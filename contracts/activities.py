@@ -115,18 +115,8 @@ class StepFailure(Wire):
 
 
 @dataclass(frozen=True)
-class LoadOrderInput(Wire):
-    """``load_order``. ``attempt``: announce ``Processing`` for this attempt once the record is found
-    owned (tried once, as any progress status; not while the order waits an outage out)."""
-
-    order_id: str
-    instance_id: str
-    attempt: Annotated[int | None, OMIT_NONE] = None
-
-
-@dataclass(frozen=True)
 class ReviewSettings(Wire):
-    """What the scheduler needs to decide on review (``load_order`` reads it once per attempt)."""
+    """What the scheduler needs to decide on review (in the attempt's plan)."""
 
     amount_threshold_cents: Annotated[int, FROM_NUMBER] = 0
     timeout_seconds: float = 86400.0
@@ -135,15 +125,15 @@ class ReviewSettings(Wire):
 
 @dataclass(frozen=True, kw_only=True)
 class OrderPlan(Wire):
-    """``load_order``'s answer when the instance holds the record: the order, the results of steps done
-    by earlier attempts, the agents of steps left in flight, and the rules of this attempt.
+    """What an attempt needs before its first write: the order, the results of steps done by earlier
+    attempts, the agents of steps left in flight, and the rules of this attempt. Read by whoever
+    claimed the record (``orchestrators.attempt_plan``) and handed over in the orchestration's input.
 
-    ``reply_to_known`` is False only for a result recorded without ``replyTo`` (the status activity
+    ``reply_to_known`` is False only for a plan recorded without ``replyTo`` (the status activity
     then reads the record itself)."""
 
     reply_to: Annotated[str | None, WrittenIf("reply_to_known")] = None
     reply_to_known: bool = True
-    owned: Literal[True] = field(default=True, init=False)
     order: JsonDict
     completed: dict[str, JsonDict]
     in_flight: Annotated[dict[str, str], NULL_IS_DEFAULT] = field(default_factory=dict)
@@ -151,16 +141,17 @@ class OrderPlan(Wire):
     outage_wait: Annotated[bool, NULL_IS_DEFAULT] = False
     step_timeout_seconds: float
     review: Annotated[ReviewSettings, NULL_IS_DEFAULT] = field(default_factory=ReviewSettings)
-    # asked to announce the attempt: whether ``Processing`` went out (None: not asked, an outage wait, or
-    # nowhere to send it)
-    status_sent: Annotated[bool | None, OMIT_NONE] = None
 
 
-LoadOrderResult = OrderPlan | NotOwned
+@dataclass(frozen=True)
+class AttemptInput(Wire):
+    """The scheduler's input (``process_order_v3``): the order, the attempt, and its plan, read when the
+    record was claimed for this attempt. ``orderId`` and ``attempt`` are what every version's input
+    holds (``orchestrators/retired.py`` reads them)."""
 
-
-def parse_load_order(data: Any) -> LoadOrderResult:
-    return _fenced(OrderPlan, data, "load_order result")
+    order_id: str
+    attempt: int
+    plan: OrderPlan
 
 
 @dataclass(frozen=True)
@@ -175,13 +166,15 @@ class StepResult(Wire):
 @dataclass(frozen=True)
 class BeginStepInput(Wire):
     """``begin_step``: record that the step started with ``agent`` and its deadline (the request's),
-    after recording ``completes`` (the previous step's result) in the same write; then, with a
-    ``queue``, send the request onto it (a Service Bus agent's request queue)."""
+    after recording ``completes`` (the previous step's result) in the same write; then, with
+    ``announce`` (the attempt's first write), tell the submitter ``Processing`` (tried once); then, with
+    a ``queue``, send the request onto it (a Service Bus agent's request queue)."""
 
     request: AgentRequest
     agent: str
     completes: Annotated[StepResult | None, OMIT_NONE] = None
     queue: Annotated[str | None, OMIT_NONE] = None
+    announce: Annotated[bool | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
@@ -191,6 +184,8 @@ class StepBegun(Wire):
 
     owned: Literal[True] = field(default=True, init=False)
     payment: Annotated[JsonDict | None, OMIT_NONE] = None
+    # asked to announce the attempt: whether ``Processing`` went out (None: not asked, or nowhere to send it)
+    status_sent: Annotated[bool | None, OMIT_NONE] = None
 
 
 BeginStepResult = StepBegun | NotOwned

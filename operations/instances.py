@@ -1,17 +1,20 @@
 """The Durable side of an order, through the app's own durable client: each attempt's and
 compensation round's runtime status and last history event, and the status updates its history shows
-it sent: ``publish_status`` activities that completed, and the statuses the scheduler's ``load_order``
-(``Processing``) and ``mark_processed`` (``Completed``) answered ``statusSent: true`` for."""
+it sent: ``publish_status`` activities that completed, and the statuses the scheduler's activities
+answered ``statusSent: true`` for: ``begin_step`` (``Processing``, the attempt's first;
+``load_order`` in a ``process_order_v2`` history) and ``mark_processed`` (``Completed``)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from orchestrators.names import LOAD_ORDER, MARK_PROCESSED, PUBLISH_STATUS
+from orchestrators.names import BEGIN_STEP, MARK_PROCESSED, PUBLISH_STATUS
 
+# ``process_order_v2``'s first activity, gone with it; its answers are still in that version's histories.
+V2_LOAD_ORDER = "load_order"
 # Activities that send a status themselves after their read or write, and which status.
-SENT_BY_THE_ACTIVITY = {LOAD_ORDER: "Processing", MARK_PROCESSED: "Completed"}
+SENT_BY_THE_ACTIVITY = {BEGIN_STEP: "Processing", V2_LOAD_ORDER: "Processing", MARK_PROCESSED: "Completed"}
 
 
 def _last_event(history: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -42,8 +45,16 @@ def _sent(event: dict[str, Any]) -> dict[str, Any] | None:
         return {"status": payload.get("status"), "attempt": payload.get("attempt"), "reason": payload.get("reason")}
     result = _json(event.get("Result"))
     if name in SENT_BY_THE_ACTIVITY and isinstance(result, dict) and result.get("statusSent") is True:
-        return {"status": SENT_BY_THE_ACTIVITY[name], "attempt": payload.get("attempt"), "reason": None}
+        return {"status": SENT_BY_THE_ACTIVITY[name], "attempt": _attempt(payload), "reason": None}
     return None
+
+
+def _attempt(payload: dict[str, Any]) -> Any:
+    """The attempt an activity's input names: its own ``attempt``, or its agent request's (``begin_step``)."""
+    request = payload.get("request")
+    if "attempt" not in payload and isinstance(request, dict):
+        return request.get("attempt")
+    return payload.get("attempt")
 
 
 def statuses_sent(instance: str, history: list[dict[str, Any]]) -> list[dict[str, Any]]:

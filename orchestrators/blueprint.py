@@ -19,13 +19,18 @@ bp = df.Blueprint()
 
 
 @bp.orchestration_trigger(context_name="context", orchestration=names.SCHEDULER, input_type=dict)
-def process_order_v2(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
+def process_order_v3(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
     return process_order(context)
 
 
 @bp.orchestration_trigger(context_name="context", orchestration=names.RETIRED_SCHEDULERS[0], input_type=dict)
-def process_order_v1(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
+def process_order_v2(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
     return retire(context, names.RETIRED_SCHEDULERS[0])
+
+
+@bp.orchestration_trigger(context_name="context", orchestration=names.RETIRED_SCHEDULERS[1], input_type=dict)
+def process_order_v1(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
+    return retire(context, names.RETIRED_SCHEDULERS[1])
 
 
 @bp.orchestration_trigger(context_name="context", orchestration=names.COMPENSATION, input_type=dict)

@@ -1,16 +1,14 @@
 """Names of the orchestrator and activity functions. The orchestrator's name carries a version:
 changing its code under in-flight instances breaks replay, so a change to the code an orchestrator
 replays (``tests/orchestrators/test_orchestrator_rules.py`` lists those modules) that changes what
-it schedules gets the next version. The scheduler is at ``_v2`` (fewer activities per order, issue
-15); ``_v1`` stays registered as a retired name (``orchestrators/retired.py``, docs/design.md
-"Versions")."""
+it schedules gets the next version. The scheduler is at ``_v3`` (its plan in its input, no
+``load_order``; ``_v2`` had fewer activities per order than ``_v1``, issue 15); ``_v2`` and ``_v1``
+stay registered as retired names (``orchestrators/retired.py``, docs/design.md "Versions")."""
 
-SCHEDULER = "process_order_v2"
+SCHEDULER = "process_order_v3"
 # Earlier versions of the scheduler: an instance of one still in flight at an upgrade ends at its
 # next replay without touching its record; the supervisor retries the order under ``SCHEDULER``.
-RETIRED_SCHEDULERS = ("process_order_v1",)
-
-LOAD_ORDER = "load_order"
+RETIRED_SCHEDULERS = ("process_order_v2", "process_order_v1")
 BEGIN_STEP = "begin_step"
 SEND_AGENT_REQUEST = "send_agent_request"
 FAIL_ORDER = "fail_order"

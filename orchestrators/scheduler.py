@@ -9,8 +9,11 @@ Lean on purpose (issue 15): a step's result is not a write of its own. The sched
 (``Attempt.unrecorded``) into the next fenced write, which is always the next step's ``begin_step``
 or ``mark_processed``: the result and the next start (or ``Processed``) are one transition of one
 record, so they are one write. ``begin_step`` also sends a Service Bus agent's request, and the
-activities whose write or read makes a status true send it (``Processing`` from ``load_order``,
-``Completed`` from ``mark_processed``). On the happy path an attempt is six activities.
+activities whose write makes a status true send it (``Processing`` from the attempt's first
+``begin_step``, ``Completed`` from ``mark_processed``). What the attempt needs before its first write
+(the order, earlier attempts' results, its settings: ``OrderPlan``) comes in its input, read where the
+record was claimed (``orchestrators.attempt_plan``); the first fenced write is what checks the claim
+still holds. On the happy path an attempt is five activities.
 
 If the timer wins, the orchestration ends *without touching the record*: recovery is the
 supervisor's job, with its own conditional update. A late reply then finds no one waiting.
@@ -25,7 +28,7 @@ for an operator). Every fenced write goes through ``orchestrators.fenced.call_fe
 record is one ``OwnershipLost``, caught once by ``process_order`` (``FencingLost``, with where).
 
 Orchestrator code is deterministic: time comes from ``context.current_utc_datetime``, settings
-from the ``load_order`` activity's recorded result, ids from ``domain.ids``; no I/O here.
+from the plan in its recorded input, ids from ``domain.ids``; no I/O here.
 """
 
 from __future__ import annotations
@@ -39,17 +42,16 @@ import azure.durable_functions as df
 
 from contracts.activities import (
     AgentAnswer,
+    AttemptInput,
     AwaitReviewInput,
     BeginStepInput,
     FailOrderInput,
-    LoadOrderInput,
     MarkProcessedInput,
     OrderPlan,
     ReleaseForRetryInput,
     RequestCompensationInput,
     StepResult,
     parse_begin_step,
-    parse_load_order,
     parse_mark_processed,
     parse_write_result,
 )
@@ -81,10 +83,16 @@ class Attempt:
     unanswered: int = 0  # reviews that timed out: the default re-runs a step once, then compensation
     # the last step's result, not yet on the record: the next fenced write records it
     unrecorded: StepResult | None = None
+    # "Processing" not yet said: the next begin_step says it after its write
+    announce: bool = False
 
     def take_unrecorded(self) -> StepResult | None:
         result, self.unrecorded = self.unrecorded, None
         return result
+
+    def take_announce(self) -> bool | None:
+        announce, self.announce = self.announce, False
+        return announce or None
 
     @property
     def order(self) -> dict[str, Any]:
@@ -103,15 +111,11 @@ def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any
 
 
 def _run_attempt(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
-    started = context.get_input()
-    order_id: str = started["orderId"]
-    number: int = started["attempt"]
+    started = AttemptInput.from_json(context.get_input())
+    order_id, number, plan = started.order_id, started.attempt, started.plan
     me: str = context.instance_id
-
-    # load_order tells the submitter "Processing" (not on a retry of an outage wait: "waiting for ..." was said once)
-    load = LoadOrderInput(order_id=order_id, instance_id=me, attempt=number)
-    plan = yield from call_fenced(context, names.LOAD_ORDER, load, parse_load_order, at="load")
-    run = Attempt(context, me, order_id, number, plan, dict(plan.completed))
+    # the first begin_step tells the submitter "Processing" (not while waiting an outage out: that was said once)
+    run = Attempt(context, me, order_id, number, plan, dict(plan.completed), announce=not plan.outage_wait)
 
     for step in WORKFLOW:
         if step.name in run.results:  # done by an earlier attempt: never run a step twice
@@ -171,7 +175,9 @@ def _ask_agent(run: Attempt, step: Step, agent_name: str, tries: int) -> Generat
     prepaid = step.prepaid_action is not None and bool(run.order.get("prepaid"))
     # the request goes out with the start, unless it waits for the payment (prepaid) or runs in-process
     queue = None if prepaid else agent(agent_name).request_queue
-    begin = BeginStepInput(request=request, agent=agent_name, completes=run.take_unrecorded(), queue=queue)
+    begin = BeginStepInput(
+        request=request, agent=agent_name, completes=run.take_unrecorded(), queue=queue, announce=run.take_announce()
+    )
     began = yield from call_fenced(context, names.BEGIN_STEP, begin, parse_begin_step, at=step.name)
     if prepaid and step.prepaid_action is not None:
         # A prepaid order: no charge; capture against the provider's notification.

@@ -12,23 +12,28 @@ from typing import Any, Protocol
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from adapters.cosmos.state_store import update_once_or_reread
+from contracts.activities import AttemptInput, OrderPlan
 from dependencies import AppContext
 from domain import transitions
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
 from observability.events import app_event
+from orchestrators.attempt_plan import plan_attempt
 from orchestrators.names import COMPENSATION, SCHEDULER
 
 
 @dataclass(frozen=True)
 class Claim:
+    """An attempt claimed and ready to start, with the plan its orchestration gets as input."""
+
     order_id: str
     instance_id: str
     attempt: int
+    plan: OrderPlan
 
     def orchestration_input(self) -> dict[str, Any]:
-        return {"orderId": self.order_id, "attempt": self.attempt}
+        return AttemptInput(order_id=self.order_id, attempt=self.attempt, plan=self.plan).to_json()
 
 
 class OrchestrationClient(Protocol):
@@ -61,7 +66,33 @@ def try_claim(ctx: AppContext, record: StateRecord) -> Claim | None:
         return None  # the claim landed, and another writer has moved the record on since
     ctx.counts.bump(ProcessState.PROCESSING, +1)
     ctx.counts.bump(ProcessState.PENDING, -1)
-    return Claim(claimed.order_id, claimed.locked_by, claimed.attempt)
+    order = _order_for(ctx, claimed)
+    if order is None:
+        return None
+    return Claim(claimed.order_id, claimed.locked_by, claimed.attempt, plan_attempt(ctx.settings, claimed, order))
+
+
+def _order_for(ctx: AppContext, claimed: StateRecord) -> dict[str, Any] | None:
+    """The order of a record just claimed, for the attempt's plan. None when it cannot be read: the
+    attempt is not started, and the record, claimed by an instance that never ran, is the supervisor's
+    once the start grace has passed (as after a failed start)."""
+    try:
+        order = ctx.orders.get(claimed.order_id)
+    except StoreUnavailable as exc:
+        problem, level = f"the order could not be read: {exc}", logging.WARNING
+    else:
+        if order is not None:
+            return order
+        problem, level = "the state record has no order document", logging.ERROR
+    app_event(
+        "StartFailed",
+        f"order {claimed.order_id}: claimed for {claimed.locked_by} and not started, {problem}; "
+        "the supervisor will retry it after the start grace",
+        level,
+        orderId=claimed.order_id,
+        instanceId=claimed.locked_by,
+    )
+    return None
 
 
 def sweep(ctx: AppContext) -> list[Claim]:

@@ -43,7 +43,8 @@ FINAL_RETRY_DELAYS = (
 
 
 class KnowsReplyTo(Protocol):
-    """A load activity's plan (``OrderPlan``, ``CompensationPlan``): the record's ``replyTo``, if read."""
+    """An orchestration's plan (``OrderPlan`` from its input, ``CompensationPlan`` from its load
+    activity): the record's ``replyTo``, if read."""
 
     @property
     def reply_to(self) -> str | None: ...
@@ -64,8 +65,8 @@ def call_publish_status(
     """Calls the ``publish_status`` activity (``notifications.status.publish_status``) for one status
     update, once for a progress status, on durable timers for a final one; True once sent (or there
     is no reply queue), False if it was not.
-    ``plan`` is the load activity's result: its ``replyTo`` (the record's) saves the activity a
-    read, and an order submitted without one costs no activity at all."""
+    ``plan`` is the orchestration's plan: its ``replyTo`` (the record's) saves the activity a read,
+    and an order submitted without one costs no activity at all."""
     known = plan is not None and plan.reply_to_known
     reply_to = plan.reply_to if plan is not None else None
     if known and reply_to is None:

@@ -37,6 +37,7 @@ from domain.states import ProcessState
 from notifications.alerts import raise_alert, raise_alert_after_write
 from notifications.status import OwedStatus, publish_status_or_owe
 from observability.events import app_event, state_transition
+from orchestrators.attempt_plan import plan_attempt
 from orchestrators.starter import Claim, has_capacity
 from submission.cancellation import cancel_order
 from submission.payments import payment_notification
@@ -205,4 +206,7 @@ def _create_state(ctx: AppContext, order: OrderSubmitted) -> tuple[StateRecord, 
     state_transition(None, received)
     state_transition(received, written)
     ctx.counts.bump(ProcessState.PROCESSING, +1)
-    return written, Claim(written.order_id, owner, written.attempt)
+    # the attempt's plan: the order as just stored (or found identical), the record as just created
+    return written, Claim(
+        written.order_id, owner, written.attempt, plan_attempt(ctx.settings, written, order.order_document())
+    )

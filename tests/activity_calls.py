@@ -11,7 +11,6 @@ from dependencies import AppContext
 
 # The input type of each activity, by the name of its plain function.
 INPUTS: dict[str, Any] = {
-    "load_order": protocol.LoadOrderInput,
     "begin_step": protocol.BeginStepInput,
     "send_agent_request": protocol.SendAgentRequestInput,
     "release_for_retry": protocol.ReleaseForRetryInput,

@@ -104,6 +104,17 @@ class RecordingClient:
         self.started.append((orchestration_function_name, instance_id, client_input))
         return instance_id or ""
 
+    @property
+    def attempts(self) -> list[tuple[str, str | None, Any, Any]]:
+        """Each start as (orchestrator, instance id, its input's ``orderId``, its ``attempt``): the
+        scheduler's input also carries the attempt's plan (``plans``)."""
+        return [(name, instance, given.get("orderId"), given.get("attempt")) for name, instance, given in self.started]
+
+    @property
+    def plans(self) -> list[Any]:
+        """The plan each start handed its orchestration (None: an input without one)."""
+        return [given.get("plan") for _, _, given in self.started]
+
 
 class _ReceiverWithNothingDeferred:
     def receive_deferred(self, sequence_numbers: Sequence[int]) -> list[Any]:

@@ -8,19 +8,20 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from activities import scheduler_steps
 from adapters.clock import ManualClock
 from adapters.cosmos.state_store import update_once
 from adapters.remote.simulators.ledger import Ledger, NetEffect
-from contracts.activities import LoadOrderInput, OrderPlan
 from dependencies import AppContext
 from domain import transitions
 from domain.states import ProcessState, StepStatus
+from orchestrators import starter
+from orchestrators.starter import Claim
 from tests.compensation.support import finish_forward, forward_step, stored_record, submitted_and_claimed
 
 
-def _retry_after_death(ctx: AppContext, owner: str) -> str:
-    """The supervisor's retry of ``owner``'s expired attempt, then the starter's claim: the next owner."""
+def _retry_after_death(ctx: AppContext, owner: str) -> Claim:
+    """The supervisor's retry of ``owner``'s expired attempt, then the starter's claim: the next attempt,
+    with the plan its orchestration gets as input."""
     record = stored_record(ctx)
     clock = ctx.clock
     assert isinstance(clock, ManualClock) and record.complete_by is not None
@@ -31,11 +32,9 @@ def _retry_after_death(ctx: AppContext, owner: str) -> str:
         lambda r: transitions.supervisor_retry(r, owner, clock.now(), ctx.settings.max_failures, timedelta(0)),
     )
     assert retried.process_state is ProcessState.PENDING
-    claimed = update_once(
-        ctx.states, retried, lambda r: transitions.claim(r, ctx.clock.now(), ctx.settings.start_grace)
-    )
-    assert claimed.locked_by is not None
-    return claimed.locked_by
+    claim = starter.try_claim(ctx, retried)
+    assert claim is not None
+    return claim
 
 
 def test_a_fallback_charge_whose_result_died_with_its_attempt_is_resumed_at_the_fallback_and_charged_once(
@@ -53,9 +52,8 @@ def test_a_fallback_charge_whose_result_died_with_its_attempt_is_resumed_at_the_
     assert died.steps["charge-payment"].agent == "payment-backup"
     assert [e.step for e in died.compensation] == ["reserve-inventory"]
 
-    owner = _retry_after_death(ctx, "o1:1")
-    plan = scheduler_steps.load_order(ctx, LoadOrderInput(order_id="o1", instance_id=owner, attempt=2))
-    assert isinstance(plan, OrderPlan)
+    claim = _retry_after_death(ctx, "o1:1")
+    owner, plan = claim.instance_id, claim.plan
     assert plan.in_flight == {"charge-payment": "payment-backup"}
     assert set(plan.completed) == {"reserve-inventory"}
 

@@ -1,13 +1,14 @@
 """The ops order detail's "statuses sent", read from an attempt's Durable history: ``publish_status``
-calls, and the statuses the scheduler's ``load_order`` (``Processing``) and ``mark_processed``
-(``Completed``) sent themselves, as their recorded answers say (``statusSent``)."""
+calls, and the statuses the scheduler's first ``begin_step`` (``Processing``; ``load_order`` in a
+``process_order_v2`` history) and ``mark_processed`` (``Completed``) sent themselves, as their recorded
+answers say (``statusSent``)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from operations.instances import statuses_sent
+from operations.instances import V2_LOAD_ORDER, statuses_sent
 from orchestrators import names
 
 
@@ -24,10 +25,16 @@ def completed(name: str, data: dict[str, Any], result: Any, at: str) -> dict[str
 
 def test_statuses_the_activities_sent_themselves_are_listed_and_failed_ones_are_not() -> None:
     fenced = {"orderId": "o1", "instanceId": "o1:2"}
+    request = {"orderId": "o1", "instanceId": "o1:2", "step": "reserve-inventory", "attempt": 2}
     history = [
         {"EventType": "ExecutionStarted", "FunctionName": names.SCHEDULER, "Timestamp": "t0"},
-        completed(names.LOAD_ORDER, {**fenced, "attempt": 2}, {"owned": True, "statusSent": True}, "t1"),
-        completed(names.BEGIN_STEP, {"agent": "inventory"}, {"owned": True}, "t2"),
+        completed(
+            names.BEGIN_STEP,
+            {"request": request, "agent": "inventory", "announce": True},
+            {"owned": True, "statusSent": True},
+            "t1",
+        ),
+        completed(names.BEGIN_STEP, {"request": request, "agent": "payment"}, {"owned": True}, "t2"),
         completed(names.MARK_PROCESSED, {**fenced, "attempt": 2}, {"owned": True, "statusSent": False}, "t3"),
         completed(names.PUBLISH_STATUS, {"orderId": "o1", "status": "Completed", "attempt": 2}, None, "t4"),
     ]
@@ -42,8 +49,21 @@ def test_an_announcement_not_made_is_not_listed() -> None:
     ``statusSent``: nothing was said."""
     fenced = {"orderId": "o1", "instanceId": "o1:3", "attempt": 3}
     history = [
-        completed(names.LOAD_ORDER, fenced, {"owned": True, "outageWait": True}, "t1"),
-        completed(names.LOAD_ORDER, fenced, {"owned": False}, "t2"),
+        completed(V2_LOAD_ORDER, fenced, {"owned": True, "outageWait": True}, "t1"),
+        completed(V2_LOAD_ORDER, fenced, {"owned": False}, "t2"),
         completed(names.MARK_PROCESSED, fenced, {"owned": True}, "t3"),
+        completed(names.BEGIN_STEP, {"request": {**fenced, "step": "x"}, "agent": "a"}, {"owned": True}, "t4"),
+        completed(
+            names.BEGIN_STEP,
+            {"request": {**fenced, "step": "x"}, "agent": "a", "announce": True},
+            {"owned": True, "statusSent": False},
+            "t5",
+        ),
     ]
     assert statuses_sent("o1:3", history) == []
+
+
+def test_a_process_order_v2_history_still_shows_the_processing_its_load_order_sent() -> None:
+    fenced = {"orderId": "o1", "instanceId": "o1:2", "attempt": 2}
+    history = [completed(V2_LOAD_ORDER, fenced, {"owned": True, "statusSent": True}, "t1")]
+    assert [(s["status"], s["attempt"]) for s in statuses_sent("o1:2", history)] == [("Processing", 2)]

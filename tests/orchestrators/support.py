@@ -1,5 +1,5 @@
 """What the scheduler's replay tests share: a sample order, the clock of the synthetic histories, and
-the start of an attempt's history (``load_order`` answered; it sent the ``Processing`` status itself)."""
+the start of an attempt's history (the scheduler's input: the order, the attempt and its plan)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from orchestrators import names
 from tests.durable_history import History
 
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
-STEP = timedelta(seconds=60)  # the step timeout load_order hands the scheduler
+STEP = timedelta(seconds=60)  # the step timeout the attempt's plan hands the scheduler
 AGENT_OF = {"reserve-inventory": "inventory", "charge-payment": "payment", "arrange-shipment": "shipping"}
 
 
@@ -38,17 +38,15 @@ def started_attempt(
     completed: dict[str, Any] | None = None,
     review: dict[str, Any] | None = None,
 ) -> History:
-    """The history of one scheduler attempt up to its first step: ``load_order`` found the record
-    owned (with the results of steps ``completed`` by earlier attempts) and sent ``Processing``
-    itself, so the next thing the scheduler schedules is the first step's ``begin_step``."""
-    h = History(instance, {"orderId": order["orderId"], "attempt": attempt}, start=T0, name=names.SCHEDULER)
+    """The history of one scheduler attempt as it starts: its input holds the plan the claim read (the
+    results of steps ``completed`` by earlier attempts), so the first thing the scheduler schedules is
+    the first step's ``begin_step`` (announcing ``Processing``)."""
     plan: dict[str, Any] = {
-        "owned": True,
         "order": order,
         "completed": completed or {},
         "stepTimeoutSeconds": STEP.total_seconds(),
     }
     if review is not None:
         plan["review"] = review
-    h.activity_completed(names.LOAD_ORDER, plan, at=T0)
-    return h
+    started = {"orderId": order["orderId"], "attempt": attempt, "plan": plan}
+    return History(instance, started, start=T0, name=names.SCHEDULER)

@@ -2,9 +2,10 @@
 protocol before it: orchestrations in flight replay their recorded inputs and results with the new
 code. For every activity, an input and each kind of result as the old code wrote them parse into
 the typed value and serialise back to the same JSON, key order included. The scheduler's ``_v2``
-(issue 15) added optional keys (``load_order``'s ``attempt``, ``begin_step``'s ``completes`` and
-``queue``, ``mark_processed``'s ``completes`` and its ``statusSent`` answer): the examples hold
-inputs with and without them, as each version writes them."""
+(issue 15) added optional keys (``begin_step``'s ``completes`` and ``queue``, ``mark_processed``'s
+``completes`` and its ``statusSent`` answer), and ``_v3`` ``begin_step``'s ``announce`` and its
+``statusSent`` answer: the examples hold inputs with and without them, as each version writes them.
+``_v3``'s own input (``AttemptInput``, the plan ``load_order`` used to answer) is checked the same way."""
 
 from __future__ import annotations
 
@@ -67,10 +68,9 @@ ENTRY = {
     "at": "2026-03-01T08:00:30.000000Z",
 }
 
-# load_order's answer to an attempt it was asked to announce (``statusSent`` added per example)
-ANNOUNCED: dict[str, Any] = {
+# The plan of an attempt, as the scheduler's input carries it (``AttemptInput.plan``).
+PLAN: dict[str, Any] = {
     "replyTo": "client-statuses",
-    "owned": True,
     "order": ORDER,
     "completed": {},
     "inFlight": {},
@@ -78,45 +78,35 @@ ANNOUNCED: dict[str, Any] = {
     "stepTimeoutSeconds": 60.0,
     "review": {"amountThresholdCents": 0, "timeoutSeconds": 3600.0, "defaultAction": "fail"},
 }
+# The scheduler's inputs as the starter and submission write them.
+ATTEMPT_INPUTS: list[dict[str, Any]] = [
+    {"orderId": "o1", "attempt": 1, "plan": PLAN},
+    {
+        "orderId": "o1",
+        "attempt": 2,
+        "plan": {
+            "replyTo": "client-statuses",
+            "order": ORDER,
+            "completed": {"reserve-inventory": {"reservationId": "R-1"}},
+            "inFlight": {"charge-payment": "payment-backup"},
+            "outageWait": False,
+            "stepTimeoutSeconds": 60.0,
+            "review": {"amountThresholdCents": 100000, "timeoutSeconds": 86400.0, "defaultAction": "compensate"},
+        },
+    },
+    {"orderId": "o1", "attempt": 3, "plan": {**PLAN, "replyTo": None, "outageWait": True}},
+]
 
 # name: (input type, inputs as recorded, result parser or None, results as recorded)
 RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]] = {
-    names.LOAD_ORDER: (
-        protocol.LoadOrderInput,
-        [FENCED, {**FENCED, "attempt": 2}],
-        protocol.parse_load_order,
-        [
-            NOT_OWNED,
-            {
-                "replyTo": "client-statuses",
-                "owned": True,
-                "order": ORDER,
-                "completed": {"reserve-inventory": {"reservationId": "R-1"}},
-                "inFlight": {"charge-payment": "payment-backup"},
-                "outageWait": False,
-                "stepTimeoutSeconds": 60.0,
-                "review": {"amountThresholdCents": 100000, "timeoutSeconds": 86400.0, "defaultAction": "compensate"},
-            },
-            {**ANNOUNCED, "statusSent": True},  # asked to announce the attempt: Processing went out
-            {**ANNOUNCED, "statusSent": False},  # asked, and the send failed
-            {
-                "replyTo": None,
-                "owned": True,
-                "order": ORDER,
-                "completed": {},
-                "inFlight": {},
-                "outageWait": True,
-                "stepTimeoutSeconds": 60.0,
-                "review": {"amountThresholdCents": 0, "timeoutSeconds": 3600.0, "defaultAction": "fail"},
-            },
-        ],
-    ),
     names.BEGIN_STEP: (
         protocol.BeginStepInput,
         [
             {"request": REQUEST, "agent": "payment"},  # in-process, a prepaid payment, or a first step
             {"request": REQUEST, "agent": "payment", "completes": COMPLETES},  # prepaid: the request waits
             {"request": REQUEST, "agent": "payment", "queue": "payment-requests"},
+            {"request": REQUEST, "agent": "payment", "queue": "payment-requests", "announce": True},  # _v3's first
+            {"request": REQUEST, "agent": "payment", "announce": True},  # _v3's first, in-process or prepaid
             {"request": REQUEST, "agent": "payment-backup", "completes": COMPLETES, "queue": "payment-requests"},
             {
                 "request": {**REQUEST, "step": "arrange-shipment"},
@@ -129,6 +119,8 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
         [
             OWNED,
             NOT_OWNED,
+            {"owned": True, "statusSent": True},  # asked to announce the attempt: Processing went out
+            {"owned": True, "statusSent": False},  # asked, and the send failed
             {
                 "owned": True,
                 "payment": {
@@ -280,7 +272,7 @@ def test_every_activity_of_the_orchestrations_has_recorded_examples() -> None:
         and value != names.REVIEW_DECISION_EVENT
     }
     assert activities == set(RECORDED)
-    assert names.SCHEDULER not in activities and "complete_step" not in activities
+    assert names.SCHEDULER not in activities and not {"complete_step", "load_order"} & activities
 
 
 def _same_json(a: Any, b: Any) -> bool:
@@ -308,11 +300,19 @@ def test_a_recorded_result_parses_into_the_typed_result_and_serialises_back_unch
         assert _same_json(typed.to_json(), recorded)
 
 
+def test_a_recorded_scheduler_input_parses_and_serialises_back_unchanged() -> None:
+    for recorded in ATTEMPT_INPUTS:
+        typed = protocol.AttemptInput.from_json(recorded)
+        assert _same_json(typed.to_json(), recorded)
+        assert typed.plan.reply_to_known and typed.attempt == recorded["attempt"]
+    waiting = protocol.AttemptInput.from_json(ATTEMPT_INPUTS[2]).plan
+    assert (waiting.reply_to, waiting.outage_wait) == (None, True)
+
+
 def test_results_recorded_by_older_shapes_still_parse_with_the_old_defaults() -> None:
     """The scheduler read ``inFlight``, ``outageWait`` and ``review`` with defaults, and a plan without
     ``replyTo`` made the status activity read the record: the typed plan keeps those meanings."""
-    plan = protocol.parse_load_order({"owned": True, "order": ORDER, "completed": {}, "stepTimeoutSeconds": 60.0})
-    assert isinstance(plan, protocol.OrderPlan)
+    plan = protocol.OrderPlan.from_json({"order": ORDER, "completed": {}, "stepTimeoutSeconds": 60.0})
     assert (plan.in_flight, plan.outage_wait, plan.reply_to_known) == ({}, False, False)
     assert plan.review == protocol.ReviewSettings(0, 86400.0, "compensate")
     rounds = protocol.parse_load_compensation(
@@ -324,13 +324,13 @@ def test_results_recorded_by_older_shapes_still_parse_with_the_old_defaults() ->
 
 
 def test_the_lean_keys_are_optional_and_absent_means_the_old_meaning() -> None:
-    """Without ``attempt`` load_order announces nothing; without ``completes`` a write records no step
-    result; without ``queue`` begin_step sends nothing; an owned mark_processed answer without
+    """Without ``announce`` begin_step announces nothing; without ``completes`` a write records no
+    step result; without ``queue`` begin_step sends nothing; an owned mark_processed answer without
     ``statusSent`` (as ``_v1`` recorded it) means the status was not sent, so the scheduler sends it."""
-    load = protocol.LoadOrderInput.from_json(FENCED)
-    assert load.attempt is None and "attempt" not in load.to_json()
     begin = protocol.BeginStepInput.from_json({"request": REQUEST, "agent": "payment"})
-    assert (begin.completes, begin.queue) == (None, None)
+    assert (begin.completes, begin.queue, begin.announce) == (None, None, None)
+    assert "announce" not in begin.to_json()
+    assert protocol.parse_begin_step(OWNED) == protocol.StepBegun()
     processed = protocol.MarkProcessedInput.from_json({**FENCED, "attempt": 1})
     assert processed.completes is None
     old = protocol.parse_mark_processed(OWNED)
@@ -370,7 +370,10 @@ def test_the_agent_request_the_orchestrations_build_is_the_old_dict() -> None:
         (protocol.BeginStepInput, {"request": REQUEST, "agent": "payment", "queue": 7}),
         (protocol.MarkProcessedInput, {**FENCED, "attempt": 1, "completes": {"step": "x", "result": []}}),
         (protocol.MarkProcessedInput, {**FENCED, "attempt": 1, "completes": "arrange-shipment"}),
-        (protocol.LoadOrderInput, {**FENCED, "attempt": "2"}),
+        (protocol.BeginStepInput, {"request": REQUEST, "agent": "payment", "announce": "yes"}),
+        (protocol.AttemptInput, {"orderId": "o1", "attempt": "2", "plan": PLAN}),
+        (protocol.AttemptInput, {"orderId": "o1", "attempt": 1}),  # no plan: an input of _v2
+        (protocol.AttemptInput, {"orderId": "o1", "attempt": 1, "plan": {**PLAN, "order": None}}),
         (protocol.RecordUndoInput, {"orderId": "o1", "instanceId": "x", "seq": "2"}),
         (protocol.PublishStatusInput, {"orderId": "o1", "status": "Shipped", "attempt": 1}),
         (protocol.AwaitReviewInput, {**STEP, "reviewId": "r", "until": "tomorrow", "defaultAction": "fail"}),
@@ -385,7 +388,7 @@ def test_a_result_that_is_not_the_protocol_is_refused() -> None:
     with pytest.raises(protocol.ProtocolError):
         protocol.parse_write_result({"owned": "yes"})
     with pytest.raises(protocol.ProtocolError):
-        protocol.parse_load_order(None)
+        protocol.parse_begin_step(None)
     with pytest.raises(protocol.ProtocolError):
         protocol.parse_mark_processed({"owned": "yes"})
     with pytest.raises(protocol.ProtocolError):

@@ -1,6 +1,8 @@
 """Red team of the lean scheduler (``process_order_v2``, commit 800363c): a step's result rides on
 the next fenced write, ``begin_step`` sends the agent's request, ``load_order`` / ``mark_processed``
 send ``Processing`` / ``Completed``, and ``process_order_v1`` is retired (ends ``Superseded``).
+Since ``process_order_v3`` the attempt's first ``begin_step`` sends ``Processing`` (no ``load_order``):
+the checks of the announcement are made on it.
 
 Each test is named for the guarantee it checks. Those marked "FINDING" fail on 800363c."""
 
@@ -14,13 +16,11 @@ from typing import Any
 
 import pytest
 
-from activities.scheduler_steps import begin_step, load_order, mark_processed
+from activities.scheduler_steps import begin_step, mark_processed
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.activities import (
     BeginStepInput,
-    LoadOrderInput,
     MarkProcessedInput,
-    OrderPlan,
     Processed,
     StepBegun,
     StepResult,
@@ -159,14 +159,15 @@ def test_an_order_whose_v1_attempt_paused_for_review_is_retried_within_a_step_ti
 def test_ops_statuses_sent_lists_no_status_for_an_order_submitted_without_reply_to(app_context: AppContext) -> None:
     """FINDING. An order without ``replyTo``: nothing is ever sent to anyone. Before 800363c the scheduler
     skipped ``publish_status`` for it (``call_publish_status`` with ``plan``) so the ops detail's
-    ``statusesSent`` was empty. Now ``load_order`` / ``mark_processed`` answer ``statusSent: true``
-    (``_tell_once`` returns True whatever ``publish_status`` returned, activities/scheduler_steps.py), and
-    ``operations/instances.py`` ``_sent`` lists ``Processing`` and ``Completed`` as sent."""
+    ``statusesSent`` was empty. Now the first ``begin_step`` (``load_order`` then) / ``mark_processed``
+    answer ``statusSent: true`` (``_tell_once`` returns True whatever ``publish_status`` returned,
+    activities/scheduler_steps.py), and ``operations/instances.py`` ``_sent`` lists ``Processing`` and
+    ``Completed`` as sent."""
     ctx = app_context
     owner = _claimed(ctx, "o-noreply", reply_to=None)
-    load = LoadOrderInput(order_id="o-noreply", instance_id=owner, attempt=1)
-    plan = load_order(ctx, load)
-    assert isinstance(plan, OrderPlan)
+    begin = _begin(ctx, "o-noreply", owner, "reserve-inventory", "inventory", announce=True)
+    began = begin_step(ctx, begin)
+    assert isinstance(began, StepBegun)
     done = mark_processed(ctx, MarkProcessedInput(order_id="o-noreply", instance_id=owner, attempt=1))
     assert isinstance(done, Processed)
     assert isinstance(ctx.sender, RecordingSender) and ctx.sender.sent == []  # nothing was sent
@@ -174,9 +175,9 @@ def test_ops_statuses_sent_lists_no_status_for_an_order_submitted_without_reply_
     history = [
         {
             "EventType": "TaskCompleted",
-            "FunctionName": names.LOAD_ORDER,
-            "Input": json.dumps(load.to_json()),
-            "Result": json.dumps(plan.to_json()),
+            "FunctionName": names.BEGIN_STEP,
+            "Input": json.dumps(begin.to_json()),
+            "Result": json.dumps(began.to_json()),
             "Timestamp": "t1",
         },
         {
@@ -328,34 +329,27 @@ class AlwaysFailing(RecordingSender):
         super().send(queue, message)
 
 
-def test_load_order_announces_processing_under_one_message_id_per_attempt_and_not_during_an_outage_wait(
-    app_context: AppContext,
-) -> None:
+def test_the_first_begin_step_announces_processing_under_one_message_id_per_attempt(app_context: AppContext) -> None:
     ctx = app_context
     owner = _claimed(ctx, "o-proc")
-    load = LoadOrderInput(order_id="o-proc", instance_id=owner, attempt=1)
-    first, again = load_order(ctx, load), load_order(ctx, load)  # a retried load announces again...
-    assert isinstance(first, OrderPlan) and first.status_sent is True
-    assert isinstance(again, OrderPlan) and again.status_sent is True
+    begin = _begin(ctx, "o-proc", owner, "reserve-inventory", "inventory", announce=True)
+    first, again = begin_step(ctx, begin), begin_step(ctx, begin)  # a retried begin announces again...
+    assert first == again == StepBegun(status_sent=True)
     assert isinstance(ctx.sender, RecordingSender)
     assert ctx.sender.message_ids(CLIENT) == ["o-proc:Processing:1"] * 2  # ...under the same MessageId
-    # a load not asked to announce (an older input) says nothing
-    assert load_order(ctx, LoadOrderInput(order_id="o-proc", instance_id=owner)).status_sent is None  # type: ignore[union-attr]
-
-    record = ctx.states.get("o-proc")
-    assert record is not None
-    ctx.states.replace(replace(record, outage_wait_since=ctx.clock.now()))
-    waiting = load_order(ctx, load)
-    assert isinstance(waiting, OrderPlan) and waiting.outage_wait and waiting.status_sent is None
-    assert len(ctx.sender.message_ids(CLIENT)) == 2  # nothing more was said
+    # a begin not asked to announce (every later step, an outage wait's attempt) says nothing
+    quiet = begin_step(ctx, _begin(ctx, "o-proc", owner, "reserve-inventory", "inventory"))
+    assert quiet == StepBegun() and "statusSent" not in quiet.to_json()
+    assert len(ctx.sender.message_ids(CLIENT)) == 2
 
 
 def test_a_failed_processing_or_completed_send_never_fails_its_read_or_write(app_context: AppContext) -> None:
     ctx = context_with(app_context, sender=AlwaysFailing(CLIENT))
     owner = _claimed(ctx, "o-quiet")
-    plan = load_order(ctx, LoadOrderInput(order_id="o-quiet", instance_id=owner, attempt=1))
-    assert isinstance(plan, OrderPlan) and plan.status_sent is False
-    assert isinstance(begin_step(ctx, _begin(ctx, "o-quiet", owner, "arrange-shipment", "shipping")), StepBegun)
+    began = begin_step(ctx, _begin(ctx, "o-quiet", owner, "arrange-shipment", "shipping", announce=True))
+    assert began == StepBegun(status_sent=False)  # tried once: Processing is a progress status
+    begun = ctx.states.get("o-quiet")
+    assert begun is not None and begun.steps["arrange-shipment"].status is StepStatus.IN_PROGRESS
     done = mark_processed(
         ctx,
         MarkProcessedInput(

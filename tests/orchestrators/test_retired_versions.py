@@ -1,8 +1,8 @@
-"""An upgrade under in-flight attempts: an instance of a retired scheduler version (``process_order_v1``)
-settles what it left at its next replay (``settle_retired_attempt``: a record it still holds is released
-to the supervisor at once, an order it had written ``Processed`` gets its ``Completed``) and ends; the
-supervisor retries the order under the current version (orchestrators/retired.py, docs/design.md
-"Versions")."""
+"""An upgrade under in-flight attempts: an instance of a retired scheduler version
+(``process_order_v1``, ``process_order_v2``) settles what it left at its next replay
+(``settle_retired_attempt``: a record it still holds is released to the supervisor at once, an order
+it had written ``Processed`` gets its ``Completed``) and ends; the supervisor retries the order under
+the current version (orchestrators/retired.py, docs/design.md "Versions")."""
 
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ from tests.orchestrators.support import T0, sample_order
 from tests.runtime.harness import RuntimeHarness
 
 V1 = "process_order_v1"
+V2 = "process_order_v2"
 
 
 def test_the_retired_name_is_registered_and_is_not_the_current_scheduler(functions: dict[str, Any]) -> None:
-    assert V1 in names.RETIRED_SCHEDULERS
+    assert {V1, V2} <= set(names.RETIRED_SCHEDULERS)
     assert names.SCHEDULER not in names.RETIRED_SCHEDULERS
     for name in (names.SCHEDULER, *names.RETIRED_SCHEDULERS):
         assert name in functions, name  # the worker indexed it: an old instance finds its function
@@ -65,6 +66,31 @@ def test_a_v1_history_mid_attempt_ends_superseded_and_schedules_nothing(function
     assert settled.new_actions == []
 
 
+def test_a_v2_history_mid_attempt_ends_superseded_and_schedules_nothing(functions: dict[str, Any]) -> None:
+    """A v2 attempt recorded by the old code (``load_order`` answered the plan and sent Processing, the
+    first step begun, the in-process agent called, racing its deadline) replays on the new app: it
+    continues as new with nothing scheduled against the old history, then settles."""
+    order = sample_order()
+    h = History("o1:2", {"orderId": "o1", "attempt": 2}, start=T0, name=V2)
+    plan = {"owned": True, "order": order, "completed": {}, "stepTimeoutSeconds": 60, "statusSent": True}
+    h.activity_completed("load_order", plan, at=T0)
+    h.activity_completed("begin_step", {"owned": True}, at=T0)
+    h.activity_scheduled(names.in_process_agent("inventory"))
+    h.timer_created_not_fired(T0 + timedelta(seconds=60))
+
+    replayed = h.run(functions[V2].func)
+
+    assert replayed.error is None
+    assert replayed.new_actions == []
+    [restart] = [a for a in replayed.actions if a["type"] == "ContinueAsNew"]
+    assert json.loads(restart["input"]) == {"orderId": "o1", "attempt": 2, "retiring": True}
+    fresh = History("o1:2", json.loads(restart["input"]), start=T0, name=V2)
+    settling = fresh.run(functions[V2].func)
+    assert [a["functionName"] for a in settling.new_actions] == [names.SETTLE_RETIRED_ATTEMPT]
+    fresh.activity_completed(names.SETTLE_RETIRED_ATTEMPT, {"released": True, "completedStatus": None}, at=T0)
+    assert fresh.run(functions[V2].func).output == {"result": "Superseded", "version": V2, "released": True}
+
+
 def test_a_retired_attempt_that_had_written_processed_sends_completed_and_retries_it_if_it_fails(
     functions: dict[str, Any],
 ) -> None:
@@ -85,8 +111,11 @@ def harness(cosmos_db: Any) -> Iterator[RuntimeHarness]:
 
 
 @pytest.mark.cosmos
-def test_an_in_flight_v1_instance_releases_its_record_to_the_supervisor(harness: RuntimeHarness) -> None:
-    """Through the real runtime: the v1 instance releases the record it held (``completeBy`` = now,
+@pytest.mark.parametrize("version", [V1, V2])
+def test_an_in_flight_retired_instance_releases_its_record_to_the_supervisor(
+    harness: RuntimeHarness, version: str
+) -> None:
+    """Through the real runtime: the v1 or v2 instance releases the record it held (``completeBy`` = now,
     still its ``lockedBy``: only the supervisor moves it) and completes ``Superseded``; the supervisor's
     next run retries the order, without waiting out the start grace or a step deadline."""
     ctx = harness.ctx
@@ -99,12 +128,12 @@ def test_an_in_flight_v1_instance_releases_its_record_to_the_supervisor(harness:
     claimed = ctx.states.replace(transitions.claim(pending, now, ctx.settings.start_grace))
     assert claimed.locked_by == "o-v1:1"
 
-    harness.host.engine.start(V1, claimed.locked_by, json.dumps({"orderId": "o-v1", "attempt": 1}))
+    harness.host.engine.start(version, claimed.locked_by, json.dumps({"orderId": "o-v1", "attempt": 1}))
     harness.run_until_idle(timedelta(seconds=1))
 
     instance = harness.host.engine.instance("o-v1:1")
     assert instance is not None and instance.is_finished
-    assert instance.output == {"result": "Superseded", "version": V1, "released": True}
+    assert instance.output == {"result": "Superseded", "version": version, "released": True}
     released = ctx.states.get("o-v1")
     assert released is not None
     assert (released.process_state, released.locked_by) == (ProcessState.PROCESSING, "o-v1:1")

@@ -1,9 +1,10 @@
 """The scheduler orchestration replayed by the Durable SDK's own engine over synthetic histories,
 one test per branch. Assertions are on the actions it asks the host for and on its output.
 
-The lean scheduler (``process_order_v2``, issue 15): a step's result rides on the next fenced write
+The lean scheduler (``process_order_v3``, issue 15): a step's result rides on the next fenced write
 (the next ``begin_step``'s ``completes``, or ``mark_processed``'s), ``begin_step`` sends a Service
-Bus agent's request itself, ``load_order`` sends ``Processing`` and ``mark_processed`` ``Completed``."""
+Bus agent's request itself, the attempt's plan is its input (no ``load_order``), its first
+``begin_step`` sends ``Processing`` and ``mark_processed`` ``Completed``."""
 
 from __future__ import annotations
 
@@ -25,9 +26,8 @@ ME = "o1:2"
 RESERVED = {"reservationId": "R-1"}
 CHARGED = {"chargeId": "C-1", "amountCents": 1000}
 SHIPPED = {"shipmentId": "S-1"}
-# The happy attempt, activity by activity: six, none of them a separate result write, request send or status.
+# The happy attempt, activity by activity: five, none of them a load, a separate result write, request send or status.
 HAPPY = [
-    names.LOAD_ORDER,
     names.BEGIN_STEP,
     names.in_process_agent("inventory"),
     names.BEGIN_STEP,
@@ -97,18 +97,30 @@ class Flow:
         return self.h.run(scheduler)
 
 
-def test_first_episode_loads_the_order(scheduler):
-    result = History(ME, {"orderId": "o1", "attempt": 2}, start=T0).run(scheduler)
-    assert result.new_action_types() == ["CallActivity"]
-    assert result.new_actions[0]["functionName"] == names.LOAD_ORDER
-    # with the attempt: load_order itself tells the submitter "Processing" for this attempt
-    assert json.loads(result.new_actions[0]["input"]) == {"orderId": "o1", "instanceId": ME, "attempt": 2}
-
-
-def test_after_the_load_the_first_step_begins_with_no_status_activity_in_between(scheduler):
+def test_first_episode_begins_the_first_step_from_the_plan_in_its_input_and_announces_the_attempt(scheduler):
     result = Flow().run(scheduler)
     assert [a["functionName"] for a in result.new_actions] == [names.BEGIN_STEP]
+    [begin] = called(result, names.BEGIN_STEP)
+    # no load activity, no status activity: the first write tells the submitter "Processing" itself
+    assert begin["announce"] is True
+    assert begin["request"]["attempt"] == 2
     assert called(result, names.PUBLISH_STATUS) == []
+
+
+def test_only_the_attempts_first_write_announces_it(scheduler):
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
+    result = f.run(scheduler)
+    [first, second] = called(result, names.BEGIN_STEP)
+    assert first["announce"] is True and "announce" not in second
+
+
+def test_an_input_without_a_plan_fails_the_attempt_by_name(scheduler):
+    """A ``_v2``-shaped input (no plan) reaching ``_v3`` is a bug, not a replay: it fails loudly,
+    and the supervisor recovers the record after the start grace."""
+    result = History(ME, {"orderId": "o1", "attempt": 2}, start=T0, name=names.SCHEDULER).run(scheduler)
+    assert result.error is not None and "plan" in result.error
+    assert result.new_actions == []
 
 
 def test_step_start_is_a_fenced_write_of_the_deadline_then_the_agent_races_a_timer(scheduler):
@@ -167,7 +179,7 @@ def test_timer_first_ends_without_touching_the_record(scheduler):
     assert result.is_done
     assert result.output == {"result": "DeadlineExpired", "step": "reserve-inventory"}
     assert result.new_actions == []  # no fenced write, no status: recovery is the supervisor's
-    assert call == 2  # load_order, begin_step, then the agent: nothing scheduled in between
+    assert call == 1  # begin_step, then the agent: nothing scheduled in between
 
 
 def test_a_late_reply_after_the_timer_changes_nothing(scheduler):
@@ -283,13 +295,16 @@ def test_fencing_lost_when_recording_a_result_ends_quietly(scheduler):
     assert called(result, names.BEGIN_STEP)[-1]["completes"] == {"step": "reserve-inventory", "result": RESERVED}
 
 
-def test_not_owning_the_record_at_load_ends_before_anything_else(scheduler):
-    h = History(ME, {"orderId": "o1", "attempt": 2}, start=T0)
-    h.activity_completed(names.LOAD_ORDER, {"owned": False}, at=T0)
-    result = h.run(scheduler)
+def test_not_owning_the_record_at_the_first_write_ends_before_anything_else(scheduler):
+    """No load checks the claim: the first fenced write does, and fenced out there the attempt ends
+    before any agent is asked."""
+    f = Flow()
+    f.begin(owned=False)
+    result = f.run(scheduler)
     assert result.is_done
-    assert result.output == {"result": "FencingLost", "at": "load"}
+    assert result.output == {"result": "FencingLost", "at": "reserve-inventory"}
     assert result.new_actions == []
+    assert [a["functionName"] for a in result.actions if a["type"] == "CallActivity"] == [names.BEGIN_STEP]
 
 
 def all_steps_replied() -> Flow:
@@ -374,7 +389,7 @@ def test_a_status_that_cannot_be_sent_at_all_still_ends_the_attempt_with_its_out
     assert result.is_done
     assert result.output == {"result": "Processed"}
     sends = called(result, names.PUBLISH_STATUS)
-    # Processing went with load_order, Completed's first try with mark_processed;
+    # Processing went with the first begin_step, Completed's first try with mark_processed;
     # then Completed until the delays run out
     assert len(sends) == len(FINAL_RETRY_DELAYS) + 1
     assert {s["status"] for s in sends} == {"Completed"}
@@ -383,8 +398,8 @@ def test_a_status_that_cannot_be_sent_at_all_still_ends_the_attempt_with_its_out
 
 def test_a_processing_status_is_not_waited_for_the_first_step_begins_at_once(scheduler):
     """Finding 2: retrying Processing on durable timers (5 s, 30 s, 2 min) outlasted the start grace,
-    so the supervisor expired the attempt again and again until Error. Now load_order tries it once
-    (whatever its send did, the load answers the plan): the first step begins right after the load."""
+    so the supervisor expired the attempt again and again until Error. Now the first begin_step tries
+    it once, after its write: the first step begins at once."""
     result = _loaded("submitter-7").run(scheduler)
     assert [a.get("functionName") for a in result.new_actions] == [names.BEGIN_STEP]
     assert result.new_action_types() == ["CallActivity"]  # no timer before the step either
@@ -447,14 +462,12 @@ def test_a_state_activity_that_keeps_failing_fails_the_attempt_for_the_superviso
 
 
 def _loaded(reply_to: str | None) -> History:
-    h = History(ME, {"orderId": "o1", "attempt": 2}, start=T0, name=names.SCHEDULER)
-    plan = {"owned": True, "order": ORDER, "completed": {}, "stepTimeoutSeconds": 60.0, "replyTo": reply_to}
-    h.activity_completed(names.LOAD_ORDER, plan, at=T0)
-    return h
+    plan = {"order": ORDER, "completed": {}, "stepTimeoutSeconds": 60.0, "replyTo": reply_to}
+    return History(ME, {"orderId": "o1", "attempt": 2, "plan": plan}, start=T0, name=names.SCHEDULER)
 
 
 def _failed_at_the_first_step(reply_to: str | None) -> History:
-    """Loaded (with the record's ``replyTo``), the inventory agent refused, the order Failed."""
+    """Started (its plan with the record's ``replyTo``), the inventory agent refused, the order Failed."""
     h = _loaded(reply_to)
     h.activity_completed(names.BEGIN_STEP, {"owned": True}, at=h.now)
     call = h.activity_scheduled(names.in_process_agent("inventory"))
@@ -493,16 +506,14 @@ def test_an_order_without_a_reply_queue_costs_no_status_activity(scheduler):
 
 
 def test_a_step_an_earlier_attempt_left_at_its_fallback_resumes_there(scheduler):
-    h = History(ME, {"orderId": "o1", "attempt": 2}, start=T0, name=names.SCHEDULER)
     plan = {
-        "owned": True,
         "order": ORDER,
         "completed": {"reserve-inventory": RESERVED},
         "inFlight": {"charge-payment": "payment-backup"},
         "stepTimeoutSeconds": 60.0,
         "replyTo": None,
     }
-    h.activity_completed(names.LOAD_ORDER, plan, at=T0)
+    h = History(ME, {"orderId": "o1", "attempt": 2, "plan": plan}, start=T0, name=names.SCHEDULER)
     result = h.run(scheduler)
     [begin] = result.new_actions
     assert json.loads(begin["input"])["agent"] == "payment-backup"

@@ -8,19 +8,27 @@ from datetime import timedelta
 
 import pytest
 
+from adapters.cosmos.errors import StoreUnavailable
+from contracts.activities import OrderPlan
 from domain import transitions
 from domain.states import ProcessState
 from orchestrators import starter
 from orchestrators.names import SCHEDULER
 from settings import Settings
 from tests.fakes import RecordingClient, StateStoreCountingScans
+from tests.orchestrators.support import sample_order
 
 pytestmark = pytest.mark.cosmos
 
 
 def seed(ctx, clock, n: int) -> None:
     for i in range(n):
+        ctx.orders.create_or_verify(sample_order(f"o{i}"))
         ctx.states.create(transitions.new_record(f"o{i}", None, clock.now()))
+
+
+def plan(order_id: str) -> OrderPlan:
+    return OrderPlan(order=sample_order(order_id), completed={}, step_timeout_seconds=60.0)
 
 
 def test_sweep_claims_pending_records_in_a_bounded_batch(app_context, clock):
@@ -90,12 +98,60 @@ def test_a_reset_record_is_reclaimed_only_after_its_not_before_time_with_the_nex
 
 def test_start_claimed_starts_one_versioned_orchestration_per_claim():
     client = RecordingClient()
-    claims = [starter.Claim("o1", "o1:1", 1), starter.Claim("o2", "o2:3", 3)]
+    claims = [starter.Claim("o1", "o1:1", 1, plan("o1")), starter.Claim("o2", "o2:3", 3, plan("o2"))]
     assert asyncio.run(starter.start_claimed(client, claims)) == ["o1:1", "o2:3"]
     assert client.started == [
-        (SCHEDULER, "o1:1", {"orderId": "o1", "attempt": 1}),
-        (SCHEDULER, "o2:3", {"orderId": "o2", "attempt": 3}),
+        (SCHEDULER, "o1:1", {"orderId": "o1", "attempt": 1, "plan": plan("o1").to_json()}),
+        (SCHEDULER, "o2:3", {"orderId": "o2", "attempt": 3, "plan": plan("o2").to_json()}),
     ]
+
+
+def test_a_claim_carries_the_plan_of_its_attempt(app_context, clock):
+    """The order as stored, the steps earlier attempts finished and left in flight, and the settings."""
+    seed(app_context, clock, 1)
+    record = app_context.states.get("o0")
+    begun = transitions.begin_step(
+        transitions.claim(record, clock.now(), app_context.settings.start_grace),
+        "o0:1",
+        "charge-payment",
+        "payment-backup",
+        "o0:1:charge-payment:payment-backup",
+        clock.now() + timedelta(seconds=60),
+        clock.now(),
+    )
+    clock.advance(timedelta(hours=1))  # the attempt died mid-step; the supervisor retried it
+    retried = transitions.supervisor_retry(begun, "o0:1", clock.now(), 3, timedelta(0))
+    stored = app_context.states.replace(dataclasses.replace(retried, version=record.version))
+    claim = starter.try_claim(app_context, stored)
+    assert claim is not None and claim.attempt == 2
+    assert claim.plan.order == sample_order("o0")
+    assert claim.plan.in_flight == {"charge-payment": "payment-backup"} and claim.plan.completed == {}
+    assert claim.plan.step_timeout_seconds == app_context.settings.step_timeout.total_seconds()
+    assert claim.plan.review.amount_threshold_cents == app_context.settings.review_amount_threshold_cents
+
+
+def test_a_claimed_record_without_its_order_is_not_started_and_is_left_for_the_supervisor(app_context, clock, caplog):
+    app_context.states.create(transitions.new_record("o-lost", None, clock.now()))
+    [record] = app_context.states.claimable(clock.now(), 10)
+    assert starter.try_claim(app_context, record) is None
+    assert "no order document" in caplog.text and "supervisor will retry" in caplog.text
+    claimed = app_context.states.get("o-lost")
+    assert (claimed.process_state, claimed.locked_by) == (ProcessState.PROCESSING, "o-lost:1")
+    assert transitions.is_expired(claimed, clock.now() + app_context.settings.start_grace)
+
+
+def test_an_order_read_that_fails_after_the_claim_leaves_it_for_the_supervisor(app_context, clock, caplog):
+    seed(app_context, clock, 1)
+    ctx = dataclasses.replace(app_context, orders=UnavailableOrders())
+    [record] = ctx.states.claimable(clock.now(), 10)
+    assert starter.sweep(ctx) == []  # the batch goes on; nothing is started for it
+    assert "could not be read" in caplog.text
+    assert ctx.states.get(record.order_id).process_state is ProcessState.PROCESSING
+
+
+class UnavailableOrders:
+    def get(self, order_id: str) -> None:
+        raise StoreUnavailable(f"orders container unreachable reading {order_id}")
 
 
 def test_start_failure_is_logged_and_left_for_the_supervisor(app_context, clock, caplog):

@@ -126,7 +126,7 @@ def test_a_new_order_is_one_state_write_the_create_already_claimed(functions, ap
     record = stored(ctx, "ord-1")
     created = transitions.new_claimed_record("ord-1", "client-statuses", clock.now(), ctx.settings.start_grace)
     assert replace(record, version=None) == created
-    assert client.started == [(SCHEDULER, "ord-1:1", {"orderId": "ord-1", "attempt": 1})]
+    assert client.attempts == [(SCHEDULER, "ord-1:1", "ord-1", 1)]
     assert client.statuses_at_start == [["Received"]]  # told before the attempt was started
 
 
@@ -248,7 +248,7 @@ def test_a_claimed_order_whose_deferred_notifications_cannot_be_read_is_started_
     ctx = context_with(app_context, deferrals=deferrals)
     client = ClientThatSeesTheStatuses(sender)
     assert submit(functions, order(), client).only[0] == "abandon"  # the redelivery recovers them
-    assert client.started == [(SCHEDULER, "ord-1:1", {"orderId": "ord-1", "attempt": 1})]
+    assert client.attempts == [(SCHEDULER, "ord-1:1", "ord-1", 1)]
     assert client.statuses_at_start == [["Received"]]
     deferrals.failing.clear()
     assert submit(functions, order(), client).only[0] == "complete"

@@ -56,7 +56,11 @@ def test_new_order_writes_order_and_its_record_claimed_then_starts(functions, ap
     assert record.locked_by == "ord-1:1"
     assert record.reply_to == "client-statuses"
     assert [e.event for e in record.history] == ["Received", "Claimed"]
-    assert client.started == [(SCHEDULER, "ord-1:1", {"orderId": "ord-1", "attempt": 1})]
+    assert client.attempts == [(SCHEDULER, "ord-1:1", "ord-1", 1)]
+    # the attempt's plan: the order as stored, nothing done yet, this app's settings
+    [plan] = client.plans
+    assert plan["order"] == stored and (plan["completed"], plan["outageWait"]) == ({}, False)
+    assert plan["stepTimeoutSeconds"] == app_context.settings.step_timeout.total_seconds()
     assert [b["status"] for b in sender.bodies("client-statuses")] == ["Received"]
 
 

@@ -14,6 +14,7 @@ from domain.states import ProcessState
 from orchestrators.starter import sweep
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState
+from tests.orchestrators.support import sample_order
 from tests.supervisor.conftest import expired
 
 pytestmark = pytest.mark.cosmos
@@ -57,6 +58,7 @@ def test_the_starter_reclaims_only_after_the_not_before_time_as_the_next_attempt
     assert sweep(ctx) == []  # still inside the backoff
     clock.set(reset.complete_by)
     ctx.counts.clear()
+    ctx.orders.create_or_verify(sample_order("o1"))  # the claim reads it into the attempt's plan
     [claim] = sweep(ctx)
 
     assert (claim.order_id, claim.attempt, claim.instance_id) == ("o1", 2, "o1:2")

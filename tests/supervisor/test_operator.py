@@ -15,6 +15,7 @@ from orchestrators.starter import sweep
 from supervisor.operator import RecordNotFound, resubmit_order
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState
+from tests.orchestrators.support import sample_order
 from tests.supervisor.conftest import expired
 
 pytestmark = pytest.mark.cosmos
@@ -64,6 +65,7 @@ def test_resubmit_resets_the_failures_and_records_who_and_why(make_ctx, states, 
         clock.now(),
     )
     ctx.counts.clear()
+    ctx.orders.create_or_verify(sample_order("o1"))  # the claim reads it into the attempt's plan
     [claim] = sweep(ctx)
     assert (claim.attempt, claim.instance_id) == (2, "o1:2")
 
