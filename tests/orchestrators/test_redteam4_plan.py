@@ -1,0 +1,77 @@
+"""Red team of scheduler v3 (f01544f): the attempt's plan is read where the record is claimed.
+
+Each test names the guarantee it checks; a failing test is a finding (see the red-team report)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import pytest
+
+from adapters.cosmos.errors import StoreUnavailable
+from domain import transitions
+from domain.states import ProcessState
+from orchestrators import starter
+from settings import Settings
+from supervisor.recovery import recover
+from tests.orchestrators.support import sample_order
+
+pytestmark = pytest.mark.cosmos
+
+
+class UnavailableOrders:
+    """The orders container answering 503/429 (``StoreUnavailable``) to every read."""
+
+    def get(self, order_id: str) -> None:
+        raise StoreUnavailable(f"Cosmos DB 503 reading order {order_id}")
+
+
+def test_a_transient_order_read_at_the_claim_is_not_counted_as_a_failure_of_the_order(app_context, clock):
+    """Under v2 the order was read by ``load_order``, an activity retried on durable timers (2 s, 10 s)
+    before anything was counted. Under v3 the starter reads it once right after the claim; one 503/429
+    leaves the claim unstarted, and after the start grace the supervisor counts it as a failed attempt
+    of the order: one of its MAX_FAILURES, for a store blip, with no step ever run."""
+    ctx = dataclasses.replace(app_context, settings=Settings.from_env({}, MAX_FAILURES="3"))
+    ctx.orders.create_or_verify(sample_order("o0"))
+    ctx.states.create(transitions.new_record("o0", None, clock.now()))
+    flaky = dataclasses.replace(ctx, orders=UnavailableOrders())
+
+    assert starter.sweep(flaky) == []  # claimed, not started: the order could not be read
+    clock.advance(ctx.settings.start_grace + timedelta(seconds=1))
+    [expired] = [r for r in [ctx.states.get("o0")] if r is not None and transitions.is_expired(r, clock.now())]
+    recover(ctx, expired)
+
+    record = ctx.states.get("o0")
+    assert record is not None
+    assert record.failure_count == 0, (
+        f"a transient order read at the claim cost the order a counted failure ({record.failure_count} of "
+        f"{ctx.settings.max_failures}); last error: {record.last_error!r}"
+    )
+
+
+def test_transient_order_reads_at_the_claims_never_escalate_an_order_that_never_ran(app_context, clock):
+    """The same, to the end: MAX_FAILURES claims whose order read hit a transient error move a healthy
+    order, none of whose steps ever began, to Error (RetriesExhausted alert, Failed status)."""
+    ctx = dataclasses.replace(app_context, settings=Settings.from_env({}, MAX_FAILURES="3"))
+    ctx.orders.create_or_verify(sample_order("o0"))
+    ctx.states.create(transitions.new_record("o0", None, clock.now()))
+    flaky = dataclasses.replace(ctx, orders=UnavailableOrders())
+
+    for _ in range(ctx.settings.max_failures):
+        record = ctx.states.get("o0")
+        assert record is not None
+        if record.process_state is not ProcessState.PENDING:
+            break
+        clock.advance(timedelta(hours=1))  # past any backoff
+        assert starter.sweep(flaky) == []
+        clock.advance(ctx.settings.start_grace + timedelta(seconds=1))
+        claimed = ctx.states.get("o0")
+        assert claimed is not None
+        recover(ctx, claimed)
+
+    record = ctx.states.get("o0")
+    assert record is not None and not record.steps  # no step ever began
+    assert record.process_state is not ProcessState.ERROR, (
+        f"escalated to Error with no step run, for transient order reads only: {record.last_error!r}"
+    )
