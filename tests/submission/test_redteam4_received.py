@@ -10,13 +10,17 @@ record to Compensating: ``Received`` is never said, the order ends ``Compensated
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 
+from adapters.clock import ManualClock
 from adapters.cosmos.errors import StoreUnavailable
 from dependencies import AppContext
 from domain.states import ProcessState
 from submission.intake import handle_orders_message
+from supervisor.run import run_supervisor
+from supervisor.scan import ScanState
 from tests.contexts import context_with
 from tests.fakes import FakeReceivedMessage, RecordingSender
 from tests.submission.corpus import order
@@ -45,6 +49,33 @@ def test_the_submitter_hears_received_when_the_create_lost_its_response_and_a_ca
     assert cancelled.settlement.kind == "complete"
     record = ctx.states.get("o-rcv")
     assert record is not None and record.process_state is ProcessState.COMPENSATING
+
+    again = handle_orders_message(ctx, FakeReceivedMessage.of(body, message_id="o-rcv"))
+    assert again.settlement.kind == "complete"
+    assert isinstance(ctx.sender, RecordingSender)
+    heard = [b["status"] for b in ctx.sender.bodies("client-statuses") if b["orderId"] == "o-rcv"]
+    assert "Received" in heard, f"the submitter heard {heard}"
+
+
+def test_the_submitter_hears_received_when_the_create_lost_its_response_and_the_supervisor_retried_first(
+    app_context: AppContext,
+) -> None:
+    """The same with the supervisor: the claim the lost create made is never started; once START_GRACE
+    has passed the supervisor retries it (failureCount 1), and the redelivery no longer finds the record
+    "not begun". Runner, 100 orders, all-faults.json with cosmos lost_response_rate 0.1 and
+    START_GRACE_SECONDS 5: seed 3 ord-00080-L... (Processed, never told Received); seed 1 ord-00100."""
+    ctx = context_with(app_context, states=CreateLosesItsResponse(app_context.states, StoreUnavailable("no response")))
+    body = json.dumps(order(orderId="o-rcv")).encode()
+
+    first = handle_orders_message(ctx, FakeReceivedMessage.of(body, message_id="o-rcv"))
+    assert first.settlement.kind == "abandon" and first.claim is None
+
+    clock = ctx.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(ctx.settings.start_grace + timedelta(seconds=1))
+    run_supervisor(ctx, ScanState())
+    record = ctx.states.get("o-rcv")
+    assert record is not None and (record.process_state, record.failure_count) == (ProcessState.PENDING, 1)
 
     again = handle_orders_message(ctx, FakeReceivedMessage.of(body, message_id="o-rcv"))
     assert again.settlement.kind == "complete"
