@@ -5,17 +5,22 @@ Each test names the guarantee it checks; a failing test is a finding (see the re
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from adapters.cosmos.errors import StoreUnavailable
 from domain import transitions
 from domain.states import ProcessState
-from orchestrators import starter
+from orchestrators import names, starter
 from settings import Settings
 from supervisor.recovery import recover
-from tests.orchestrators.support import sample_order
+from tests.durable_history import History
+from tests.orchestrators.support import T0, sample_order
+
+V2 = "process_order_v2"
 
 pytestmark = pytest.mark.cosmos
 
@@ -75,3 +80,31 @@ def test_transient_order_reads_at_the_claims_never_escalate_an_order_that_never_
     assert record.process_state is not ProcessState.ERROR, (
         f"escalated to Error with no step run, for transient order reads only: {record.last_error!r}"
     )
+
+
+def test_a_v2_instance_whose_load_order_finds_no_function_after_the_upgrade_retires(functions: dict[str, Any]) -> None:
+    """A v2 instance started just before the upgrade: its ``load_order`` message is dispatched after it,
+    finds no function (the host fails the activity), and the instance replays on the new app: it must
+    continue as new (nothing scheduled against the old history), then settle its record."""
+    h = History("o1:1", {"orderId": "o1", "attempt": 1}, start=T0, name=V2)
+    h.activity_failed(
+        "load_order", "The function 'load_order' doesn't exist, is disabled, or is not an activity function"
+    )
+
+    replayed = h.run(functions[V2].func)
+
+    assert replayed.error is None
+    assert replayed.new_actions == []
+    [restart] = [a for a in replayed.actions if a["type"] == "ContinueAsNew"]
+    fresh = History("o1:1", json.loads(restart["input"]), start=T0, name=V2)
+    assert [a["functionName"] for a in fresh.run(functions[V2].func).new_actions] == [names.SETTLE_RETIRED_ATTEMPT]
+
+
+def test_a_v2_shaped_input_reaching_v3_fails_the_attempt_without_a_write(functions: dict[str, Any]) -> None:
+    """An input without a plan (``{"orderId", "attempt"}``, as v2 was started with) cannot run under v3:
+    the orchestration fails at once, before any activity (no write, no status); the claim it was
+    started for is the supervisor's once its start grace has passed."""
+    h = History("o1:1", {"orderId": "o1", "attempt": 1}, start=T0, name=names.SCHEDULER)
+    replayed = h.run(functions[names.SCHEDULER].func)
+    assert replayed.error is not None and "plan" in replayed.error
+    assert replayed.new_actions == []
