@@ -108,3 +108,41 @@ def test_a_v2_shaped_input_reaching_v3_fails_the_attempt_without_a_write(functio
     replayed = h.run(functions[names.SCHEDULER].func)
     assert replayed.error is not None and "plan" in replayed.error
     assert replayed.new_actions == []
+
+
+class OrdersFailingFor:
+    """The orders container; reading ``bad`` fails with an error the Cosmos adapter does not map to
+    ``StoreUnavailable`` (a 403 / 410 / 400 answer, or a document the SDK cannot decode)."""
+
+    def __init__(self, inner: Any, bad: str) -> None:
+        self._inner = inner
+        self._bad = bad
+
+    def get(self, order_id: str) -> Any:
+        if order_id == self._bad:
+            raise RuntimeError(f"Cosmos DB 403 reading order {order_id}")
+        return self._inner.get(order_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_one_order_read_failing_otherwise_does_not_cost_the_claims_already_made_in_the_batch(app_context, clock):
+    """starter.sweep: "Per record: the claims already made in this batch are still returned and
+    started". v3 reads each claimed record's order inside ``try_claim``; ``_order_for`` catches only
+    ``StoreUnavailable``, and ``sweep`` only that: any other error of one order read escapes the sweep,
+    and the claims it had already made (records now Processing) are never started (each a counted
+    failure after the start grace)."""
+    for i in range(3):
+        app_context.orders.create_or_verify(sample_order(f"o{i}"))
+        app_context.states.create(transitions.new_record(f"o{i}", None, clock.now()))
+    order_ids = [r.order_id for r in app_context.states.claimable(clock.now(), 10)]
+    bad = order_ids[1]  # the second record the sweep claims
+    ctx = dataclasses.replace(app_context, orders=OrdersFailingFor(app_context.orders, bad))
+
+    try:
+        claims = starter.sweep(ctx)
+    except Exception as exc:  # the finding: the batch is lost with it
+        claimed = [o for o in order_ids if (r := ctx.states.get(o)) is not None and r.locked_by is not None]
+        pytest.fail(f"the sweep raised {exc!r}; claimed and never started: {claimed}")
+    assert {c.order_id for c in claims} >= {order_ids[0]}
