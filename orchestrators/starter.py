@@ -51,9 +51,25 @@ def has_capacity(ctx: AppContext) -> bool:
 
 def try_claim(ctx: AppContext, record: StateRecord) -> Claim | None:
     """Claims ``record`` for its next attempt, or returns None when another starter won the
-    race (412), the record is not claimable (yet), or the in-flight cap is reached. A claim whose
-    response was lost is read again: if it landed, it is this claim (``StoreUnavailable`` otherwise)."""
+    race (412), the record is not claimable (yet), the in-flight cap is reached, or its order cannot
+    be read for now. A claim whose response was lost is read again: if it landed, it is this claim
+    (``StoreUnavailable`` otherwise).
+
+    The order (immutable) is read first, for the attempt's plan: a store that is unavailable for now
+    leaves the record Pending, unclaimed and uncounted, for the next sweep. An order that cannot be
+    read at all (missing, or an error retrying will not cure) is claimed and not started: the attempt
+    fails like any attempt that never ran, so the supervisor counts it and, at ``MAX_FAILURES``,
+    escalates with an alert instead of leaving the order Pending in silence."""
     if not has_capacity(ctx):
+        return None
+    read = _read_order(ctx, record.order_id)
+    if read.transient:
+        app_event(
+            "ClaimPostponed",
+            f"order {record.order_id}: not claimed, {read.problem}; the next sweep tries again",
+            logging.WARNING,
+            orderId=record.order_id,
+        )
         return None
     now = ctx.clock.now()
     try:
@@ -66,33 +82,37 @@ def try_claim(ctx: AppContext, record: StateRecord) -> Claim | None:
         return None  # the claim landed, and another writer has moved the record on since
     ctx.counts.bump(ProcessState.PROCESSING, +1)
     ctx.counts.bump(ProcessState.PENDING, -1)
-    order = _order_for(ctx, claimed)
-    if order is None:
+    if read.order is None:
+        app_event(
+            "StartFailed",
+            f"order {claimed.order_id}: claimed for {claimed.locked_by} and not started, {read.problem}; "
+            "the supervisor will retry it after the start grace",
+            logging.ERROR,
+            orderId=claimed.order_id,
+            instanceId=claimed.locked_by,
+        )
         return None
-    return Claim(claimed.order_id, claimed.locked_by, claimed.attempt, plan_attempt(ctx.settings, claimed, order))
+    plan = plan_attempt(ctx.settings, claimed, read.order)
+    return Claim(claimed.order_id, claimed.locked_by, claimed.attempt, plan)
 
 
-def _order_for(ctx: AppContext, claimed: StateRecord) -> dict[str, Any] | None:
-    """The order of a record just claimed, for the attempt's plan. None when it cannot be read: the
-    attempt is not started, and the record, claimed by an instance that never ran, is the supervisor's
-    once the start grace has passed (as after a failed start)."""
+@dataclass(frozen=True)
+class _OrderRead:
+    order: dict[str, Any] | None = None
+    problem: str = ""  # why there is no order
+    transient: bool = False  # the store is unavailable for now: a later read may succeed
+
+
+def _read_order(ctx: AppContext, order_id: str) -> _OrderRead:
     try:
-        order = ctx.orders.get(claimed.order_id)
+        order = ctx.orders.get(order_id)
     except StoreUnavailable as exc:
-        problem, level = f"the order could not be read: {exc}", logging.WARNING
-    else:
-        if order is not None:
-            return order
-        problem, level = "the state record has no order document", logging.ERROR
-    app_event(
-        "StartFailed",
-        f"order {claimed.order_id}: claimed for {claimed.locked_by} and not started, {problem}; "
-        "the supervisor will retry it after the start grace",
-        level,
-        orderId=claimed.order_id,
-        instanceId=claimed.locked_by,
-    )
-    return None
+        return _OrderRead(problem=f"the order could not be read: {exc}", transient=True)
+    except Exception as exc:  # an answer retrying will not change (403, 400, a document that does not decode)
+        return _OrderRead(problem=f"the order cannot be read: {type(exc).__name__}: {exc}")
+    if order is None:
+        return _OrderRead(problem="the state record has no order document")
+    return _OrderRead(order=order)
 
 
 def sweep(ctx: AppContext) -> list[Claim]:

@@ -19,6 +19,7 @@ concurrent delivery's claim, so the claim is left unstarted and the supervisor r
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -172,6 +173,28 @@ def _pending_full(ctx: AppContext) -> bool:
     return ctx.counts.get(ProcessState.PENDING) >= ctx.settings.max_pending
 
 
+def _created_after_all(ctx: AppContext, record: StateRecord, lost: StoreUnavailable) -> StateRecord:
+    """A create that raised ``StoreUnavailable`` may have landed with its response lost. The record is
+    read back: if it is this very create (the same record, history and timestamps included), the
+    delivery goes on as its creator, so the submitter hears ``Received`` now and the claim is started
+    (a redelivery could find the record moved on by then: cancelled, or retried by the supervisor, and
+    no longer say it). Otherwise ``lost`` stands: the message is abandoned and redelivered."""
+    try:
+        current = ctx.states.get(record.order_id)
+    except StoreUnavailable:
+        current = None
+    if current is None or replace(current, version=None) != replace(record, version=None):
+        raise lost
+    app_event(
+        "WriteConfirmed",
+        f"order {record.order_id}: the response to the state record's create was lost; a re-read shows it landed",
+        logging.WARNING,
+        orderId=record.order_id,
+        writeEvent="Created",
+    )
+    return current
+
+
 def _create_state(ctx: AppContext, order: OrderSubmitted) -> tuple[StateRecord, Claim | None]:
     """Creates the state record: claimed for attempt 1 while the in-flight cap allows (the returned
     ``Claim`` is to be started), else ``Pending`` for the starter's sweep. A create that finds the record
@@ -187,6 +210,8 @@ def _create_state(ctx: AppContext, order: OrderSubmitted) -> tuple[StateRecord, 
     )
     try:
         written = ctx.states.create(record)
+    except StoreUnavailable as lost:
+        written = _created_after_all(ctx, record, lost)
     except AlreadyExists:
         existing = ctx.states.get(order.order_id)
         if existing is None:  # gone again between the two calls: let a redelivery start over

@@ -140,13 +140,19 @@ def test_a_claimed_record_without_its_order_is_not_started_and_is_left_for_the_s
     assert transitions.is_expired(claimed, clock.now() + app_context.settings.start_grace)
 
 
-def test_an_order_read_that_fails_after_the_claim_leaves_it_for_the_supervisor(app_context, clock, caplog):
+def test_an_order_the_store_cannot_read_for_now_leaves_its_record_pending_for_the_next_sweep(
+    app_context, clock, caplog
+):
+    """Not claimed, so not counted: a store blip at the claim costs the order nothing."""
     seed(app_context, clock, 1)
     ctx = dataclasses.replace(app_context, orders=UnavailableOrders())
     [record] = ctx.states.claimable(clock.now(), 10)
-    assert starter.sweep(ctx) == []  # the batch goes on; nothing is started for it
-    assert "could not be read" in caplog.text
-    assert ctx.states.get(record.order_id).process_state is ProcessState.PROCESSING
+    assert starter.sweep(ctx) == []
+    assert "could not be read" in caplog.text and "next sweep" in caplog.text
+    pending = ctx.states.get(record.order_id)
+    assert (pending.process_state, pending.locked_by, pending.attempt) == (ProcessState.PENDING, None, 0)
+    [claim] = starter.sweep(app_context)  # the store is back
+    assert (claim.order_id, claim.attempt) == (record.order_id, 1)
 
 
 class UnavailableOrders:

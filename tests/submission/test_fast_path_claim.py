@@ -68,6 +68,27 @@ class CreateLosesItsResponse:
         return getattr(self._store, name)
 
 
+class StoreDownAfterTheCreate(CreateLosesItsResponse):
+    """The create commits and loses its response, and the store stays unreachable for reads until
+    ``back()``: this delivery cannot read its record back."""
+
+    def __init__(self, store: StateStore) -> None:
+        super().__init__(store, StoreUnavailable("Cosmos DB: no response to create"))
+        self.down = False
+
+    def create(self, record: StateRecord) -> StateRecord:
+        self.down = True
+        return super().create(record)
+
+    def get(self, order_id: str) -> StateRecord | None:
+        if self.down:
+            raise StoreUnavailable(f"state store: 503 reading {order_id}")
+        return self._store.get(order_id)
+
+    def back(self) -> None:
+        self.down = False
+
+
 class AnotherDeliveryCreatesFirst:
     """A concurrent delivery of the same order: it creates the record (claimed, as the fast path does)
     between this delivery's read (which found nothing) and its create (409)."""
@@ -201,24 +222,43 @@ def test_a_delivery_that_loses_the_create_to_a_concurrent_one_starts_nothing(fun
     assert ctx.counts.get(ProcessState.PROCESSING) == 0  # this process claimed nothing
 
 
-@pytest.mark.parametrize(
-    "error",
-    [StoreUnavailable("Cosmos DB: no response to create"), AlreadyExists("Entity with the specified id exists")],
-    ids=["redelivered", "sdk-retry-409"],
-)
-def test_a_create_whose_response_was_lost_starts_nothing_and_the_supervisor_retries_it_after_the_grace(
-    functions, app_context, clock, sender, error
+def test_a_create_whose_response_was_lost_is_read_back_and_started_by_its_own_delivery(
+    functions, app_context, clock, sender
+):
+    """The create landed and its response was lost (``StoreUnavailable``): the record read back is this
+    very create, so the delivery goes on as its creator: Received said, attempt 1 started, nothing counted."""
+    lost = StoreUnavailable("Cosmos DB: no response to create")
+    ctx = context_with(app_context, states=CreateLosesItsResponse(app_context.states, lost))
+    client = RecordingClient()
+    assert submit(functions, order(), client).only[0] == "complete"
+    assert client.attempts == [(SCHEDULER, "ord-1:1", "ord-1", 1)]
+    assert statuses(sender) == ["Received"]
+    record = stored(ctx, "ord-1")
+    assert (record.process_state, record.locked_by, record.failure_count) == (ProcessState.PROCESSING, "ord-1:1", 0)
+    assert submit(functions, order(), client).only[0] == "complete"  # a redelivery: a duplicate, nothing more
+    assert len(client.started) == 1
+
+
+def test_a_create_whose_response_was_lost_and_cannot_be_read_back_is_abandoned(functions, app_context, sender):
+    states = StoreDownAfterTheCreate(app_context.states)
+    context_with(app_context, states=states)
+    client = RecordingClient()
+    assert submit(functions, order(), client).only[0] == "abandon"
+    assert client.started == [] and statuses(sender) == []
+    states.back()  # the store answers again: the redelivery finds the record not begun
+    assert submit(functions, order(), client).only[0] == "complete"
+    assert statuses(sender) == ["Received"]
+
+
+def test_a_create_retried_by_the_sdk_into_a_409_starts_nothing_and_the_supervisor_retries_it_after_the_grace(
+    functions, app_context, clock, sender
 ):
     """It cannot tell its own claim from a concurrent delivery's: the claim stays unstarted, and the
     supervisor recovers it once START_GRACE has passed, as after any start that failed."""
+    error = AlreadyExists("Entity with the specified id exists")
     ctx = context_with(app_context, states=CreateLosesItsResponse(app_context.states, error))
     client = RecordingClient()
-    first = submit(functions, order(), client).only[0]
-    if isinstance(error, StoreUnavailable):
-        assert first == "abandon"
-        assert submit(functions, order(), client).only[0] == "complete"  # the redelivery
-    else:
-        assert first == "complete"
+    assert submit(functions, order(), client).only[0] == "complete"
     assert client.started == []
     assert statuses(sender) == ["Received"]  # said by whichever delivery completed
     record = stored(ctx, "ord-1")
