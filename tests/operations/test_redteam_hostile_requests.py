@@ -106,3 +106,14 @@ def test_a_malformed_client_principal_header_is_401_or_403_never_500(easy_auth, 
     status, body = easy_auth.get("/api/ops/summary", headers={"x-ms-client-principal": PRINCIPALS[case]})
     assert status in (401, 403), f"{case}: {status} {body!r}"
     assert isinstance(body, dict) and body.get("error"), case
+
+
+@pytest.mark.parametrize(
+    "order_id",
+    ["a%2Fb", "..", "%2E%2E", "a%2F..%2Fb", "%C3%A9t%C3%A9", "a%00b", "a%0Ab", "x" * 2000, "%FF%FE", "a%3Fb=c"],
+)
+def test_an_odd_order_id_in_the_route_is_a_json_4xx(ops, order_id):
+    for method, path in (("GET", ""), ("POST", "/resubmit"), ("POST", "/review")):
+        answer = ops.request(method, f"/api/ops/orders/{order_id}{path}", {"reason": "x", "action": "fail"})
+        assert 400 <= answer.status < 500, (method, path, answer.status, answer.body[:200])
+        assert answer.body.startswith(b"{") or answer.status == 404, (method, path, answer.body[:200])
