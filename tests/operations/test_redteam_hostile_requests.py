@@ -117,3 +117,19 @@ def test_an_odd_order_id_in_the_route_is_a_json_4xx(ops, order_id):
         answer = ops.request(method, f"/api/ops/orders/{order_id}{path}", {"reason": "x", "action": "fail"})
         assert 400 <= answer.status < 500, (method, path, answer.status, answer.body[:200])
         assert answer.body.startswith(b"{") or answer.status == 404, (method, path, answer.body[:200])
+
+
+@pytest.mark.parametrize("action", ["resubmit", "compensate", "cancel"])
+def test_a_reason_that_is_not_unicode_text_is_400_and_changes_nothing(ops, action):
+    """FINDING (latent). JSON may escape a lone surrogate (``"\\udc80"``); ``json.loads`` returns it in a
+    ``str``, and operations/web.py ``parse_action_body`` takes any non-empty string: the action is applied
+    (200) and the reason written to the record (history, and ``lastError`` for compensate and cancel).
+    The app's contracts cannot carry such text: ``OperatorAlert`` refuses it (ValidationError) and
+    ``StatusUpdate.to_json`` cannot encode it (PydanticSerializationError), and neither is a ``SendError``,
+    which is all supervisor/owed.py ``send_owed`` catches when it sends the alert and status a failed
+    order owes, with ``lastError`` in both. Expected: 400, as for any body that is not UTF-8 JSON."""
+    assert ops.ctx is not None
+    before = ops.error(f"o-sur-{action}")
+    answer = ops.request("POST", f"/api/ops/orders/o-sur-{action}/{action}", b'{"reason": "card \\udc80 blocked"}')
+    assert answer.status == 400, (answer.status, answer.body[:300])
+    assert ops.ctx.states.get(f"o-sur-{action}") == before
