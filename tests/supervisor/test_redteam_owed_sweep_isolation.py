@@ -1,0 +1,71 @@
+"""Red team: an operator's reason that the app's messages cannot carry, and the supervisor's sweep of
+owed notifications, through the real runtime (the ops API and the supervisor's timer trigger)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from contracts.names import OPERATOR_ALERTS_QUEUE
+from domain.compensation import claim_compensation
+from domain.records import StateRecord
+from domain.states import ProcessState
+from supervisor.owed import owe_notifications
+from tests.operations.harness import OPERATOR, OpsHarness
+
+pytestmark = pytest.mark.cosmos
+
+
+@pytest.fixture
+def ops(cosmos_db) -> Iterator[OpsHarness]:
+    made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR)
+    yield made
+    made.close()
+
+
+def _compensation_rounds_lost(ops: OpsHarness, order_id: str) -> StateRecord:
+    """What the supervisor writes when every compensation round misses its deadline
+    (supervisor/compensation_rounds.py ``_claim_or_wait``): the next claim, MAX_FAILURES times, then
+    CompensationFailed with ``lastError`` "compensation did not finish in N rounds; last: <lastError>",
+    its alert and status owed."""
+    assert ops.ctx is not None
+    record = ops.ctx.states.get(order_id)
+    rounds = ops.ctx.settings.max_failures
+    for _ in range(rounds + 1):
+        moved = owe_notifications(claim_compensation(record, ops.clock.now(), timedelta(0), rounds, "supervisor"))
+        record = ops.ctx.states.replace(replace(moved, version=record.version))
+        if record.process_state is ProcessState.COMPENSATION_FAILED:
+            return record
+    raise AssertionError(f"{order_id} never CompensationFailed")
+
+
+def test_one_record_the_alert_cannot_carry_does_not_stop_the_owed_alerts_of_the_others(ops):
+    """FINDING. The ops API takes a reason holding a lone surrogate (JSON ``"\\udc80"``; operations/web.py
+    ``parse_action_body``) and ``compensate`` writes it to ``lastError``. When that order's compensation
+    fails, the supervisor's sweep of owed notifications (supervisor/owed.py ``deliver_due``) builds its
+    ``CompensationFailed`` alert with ``lastError`` in the summary: ``OperatorAlert`` refuses the text
+    (pydantic ValidationError, notifications/alerts.py ``_build``), and ``deliver_due`` isolates records
+    only from ``StoreUnavailable``. Every supervisor run fails there, and the records after it in the
+    page (oldest first) never get their alert: here ``o-c-later`` waits forever."""
+    assert ops.ctx is not None
+    for order_id, reason in (
+        ("o-a-earlier", b'"fine"'),
+        ("o-b-surrogate", b'"card \\udc80 blocked"'),
+        ("o-c-later", b'"fine"'),
+    ):
+        ops.error(order_id)
+        answer = ops.request("POST", f"/api/ops/orders/{order_id}/compensate", b'{"reason": ' + reason + b"}")
+        assert answer.status == 200, answer.body
+        _compensation_rounds_lost(ops, order_id)
+        ops.clock.advance_to(ops.clock.now() + timedelta(seconds=1))  # the sweep takes them oldest first
+
+    ops.host.run_until(ops.clock.now() + timedelta(minutes=5))  # the supervisor's timer fires
+
+    alerted = {json.loads(m.body).get("orderId") for m in ops.broker.peek(OPERATOR_ALERTS_QUEUE, 100)}
+    assert "o-a-earlier" in alerted  # the control: the sweep runs and delivers
+    assert "o-c-later" in alerted, f"the CompensationFailed alert of o-c-later was never sent (alerted: {alerted})"
+    assert ops.ctx.states.get("o-c-later").complete_by is None  # acknowledged: nothing owed any more
