@@ -69,3 +69,28 @@ def test_one_record_the_alert_cannot_carry_does_not_stop_the_owed_alerts_of_the_
     assert "o-a-earlier" in alerted  # the control: the sweep runs and delivers
     assert "o-c-later" in alerted, f"the CompensationFailed alert of o-c-later was never sent (alerted: {alerted})"
     assert ops.ctx.states.get("o-c-later").complete_by is None  # acknowledged: nothing owed any more
+
+
+def test_one_record_the_alert_cannot_carry_does_not_stop_the_compensation_rounds_of_the_others(ops):
+    """FINDING, the same cause, worse effect: ``run_supervisor`` (supervisor/run.py) raises at
+    ``deliver_due`` after it has claimed the due compensation rounds, so the trigger
+    (supervisor/blueprint.py) never reaches ``terminate_expired`` or ``start_compensations``: every
+    round claimed while the poisoned record is owed is left unstarted, counted as a lost round at the
+    next run, until those orders too are CompensationFailed. Here an order an operator sends to
+    compensation with an ordinary reason never gets its round started."""
+    assert ops.ctx is not None
+    ops.error("o-poisoned")
+    answer = ops.request("POST", "/api/ops/orders/o-poisoned/compensate", b'{"reason": "card \\udc80 blocked"}')
+    assert answer.status == 200, answer.body
+    _compensation_rounds_lost(ops, "o-poisoned")
+
+    ops.error("o-innocent")
+    status, body = ops.post("/api/ops/orders/o-innocent/compensate", {"reason": "customer asked for a refund"})
+    assert status == 200, body
+    ops.host.run_until(ops.clock.now() + timedelta(minutes=5))
+
+    record = ops.ctx.states.get("o-innocent")
+    assert record.process_state is ProcessState.COMPENSATED, (
+        f"o-innocent is {record.process_state.value} after 5 minutes of supervisor runs "
+        f"(failures {record.failure_count}, lastError {record.last_error!r})"
+    )
