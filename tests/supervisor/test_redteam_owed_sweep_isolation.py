@@ -34,6 +34,7 @@ def _compensation_rounds_lost(ops: OpsHarness, order_id: str) -> StateRecord:
     its alert and status owed."""
     assert ops.ctx is not None
     record = ops.ctx.states.get(order_id)
+    assert record is not None
     rounds = ops.ctx.settings.max_failures
     for _ in range(rounds + 1):
         moved = owe_notifications(claim_compensation(record, ops.clock.now(), timedelta(0), rounds, "supervisor"))
