@@ -169,6 +169,9 @@ async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClien
     pending = await asyncio.to_thread(actions.review_to_answer, ctx, order_id)
     if isinstance(pending, Reply):
         return _response(pending)
+    claimed = await asyncio.to_thread(actions.claim_answer, ctx, order_id, pending, who.name, action, body.reason)
+    if isinstance(claimed, Reply):
+        return _response(claimed)
     # The app raises the event with its own durable client: operators never hold a system key.
     try:
         await client.raise_event(
@@ -177,10 +180,9 @@ async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClien
             actions.decision_event(pending, action, who.name, body.reason),
         )
     except Exception as exc:  # the SDK raises plain Exceptions for the extension's 404/410
+        await asyncio.to_thread(actions.take_back_answer, ctx, order_id, pending, who.name)
         return _response(error(409, f"the paused attempt {pending.instance_id} did not take the answer: {exc}"))
-    return _response(
-        await asyncio.to_thread(actions.note_answer, ctx, order_id, pending, who.name, action, body.reason)
-    )
+    return _response(actions.answered(order_id, claimed, pending, who.name, action, body.reason))
 
 
 # --- the console --------------------------------------------------------------------------------
