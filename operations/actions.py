@@ -18,7 +18,7 @@ from typing import Any
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from adapters.cosmos.state_store import update_once
 from dependencies import AppContext
-from domain.compensation import enter_compensation, pivot_passed, undo_pending
+from domain.compensation import cancellation_not_before, enter_compensation, pivot_passed, undo_pending
 from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
@@ -76,14 +76,12 @@ def _cancel_once(ctx: AppContext, order_id: str, operator: str, reason: str) -> 
     )
     if decision.action is not Action.COMPENSATE:
         raise IllegalTransition(f"order {order_id}: {decision.reason}")
-    # While a step is in flight, compensation waits for its deadline: its agent starts no call after it.
-    in_flight = record.process_state is ProcessState.PROCESSING and record.current_step is not None
+    # Due now, or at the deadline of a step in flight (the same rule as a client's CancelOrder).
+    not_before = cancellation_not_before(record)
     why = f"cancelled by operator {operator}: {reason}"
     now = ctx.clock.now()
     written = update_once(
-        ctx.states,
-        record,
-        lambda r: enter_compensation(r, operator, why, now, not_before=record.complete_by if in_flight else None),
+        ctx.states, record, lambda r: enter_compensation(r, operator, why, now, not_before=not_before)
     )
     if record.process_state in (ProcessState.PENDING, ProcessState.PROCESSING):
         ctx.counts.bump(record.process_state, -1)
