@@ -169,6 +169,15 @@ async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClien
     pending = await asyncio.to_thread(actions.review_to_answer, ctx, order_id)
     if isinstance(pending, Reply):
         return _response(pending)
+    # An attempt that is gone cannot take the answer: refuse it before the record notes anything.
+    try:
+        running = await instances.is_running(client, pending.instance_id)
+    except Exception as exc:  # the SDK raises plain Exceptions for the extension's HTTP errors
+        return _response(error(503, f"the Durable backend cannot say whether {pending.instance_id} runs: {exc}"))
+    if not running:
+        return _response(
+            error(409, f"the paused attempt {pending.instance_id} is not running: it cannot take the answer")
+        )
     claimed = await asyncio.to_thread(actions.claim_answer, ctx, order_id, pending, who.name, action, body.reason)
     if isinstance(claimed, Reply):
         return _response(claimed)
