@@ -16,7 +16,7 @@ from typing import Any
 import azure.durable_functions as df
 import azure.functions as func
 
-from adapters.cosmos.errors import StoreUnavailable
+from adapters.cosmos.errors import InvalidContinuation, StoreUnavailable
 from adapters.cosmos.ops_queries import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from dependencies import AppContext, get_context
 from domain.states import ProcessState
@@ -32,6 +32,7 @@ from operations.web import (
     checked_order_id,
     error,
     json_reply,
+    page_size,
     parse_action_body,
     same_origin_json,
 )
@@ -82,13 +83,13 @@ def ops_orders(req: func.HttpRequest) -> func.HttpResponse:
     continuation = req.params.get("continuation") or None
     if continuation is not None and len(continuation) > MAX_CONTINUATION_CHARS:
         return _response(error(400, "continuation token too long"))
-    size_text = req.params.get("pageSize") or str(DEFAULT_PAGE_SIZE)
-    if not size_text.isdigit() or not 1 <= int(size_text) <= MAX_PAGE_SIZE:
-        return _response(error(400, f"pageSize must be 1 to {MAX_PAGE_SIZE}"))
+    size = page_size(req.params.get("pageSize"), DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+    if size is None:
+        return _response(error(400, f"pageSize must be a whole number from 1 to {MAX_PAGE_SIZE}"))
     try:
-        found = _load(lambda: views.order_page(ctx, state, int(size_text), continuation))
-    except ValueError as exc:  # a continuation token Cosmos DB cannot read
-        return _response(error(400, f"bad continuation token: {exc}"))
+        found = _load(lambda: views.order_page(ctx, state, size, continuation))
+    except (InvalidContinuation, ValueError) as exc:  # a token that cannot be sent or that Cosmos DB refuses
+        return _response(error(400, f"invalid continuation token: {exc}"))
     return _response(found if isinstance(found, Reply) else json_reply(200, found))
 
 

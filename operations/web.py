@@ -85,6 +85,17 @@ def checked_order_id(value: str | None) -> str | Reply:
     return value
 
 
+def page_size(text: str | None, default: int, maximum: int) -> int | None:
+    """The ``pageSize`` query parameter: ASCII digits only (``str.isdigit`` also takes superscripts
+    and other digits ``int`` refuses), 1 to ``maximum``; None when it is not one."""
+    if not text:
+        return default
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(maximum)):
+        return None
+    size = int(text)
+    return size if 1 <= size <= maximum else None
+
+
 @dataclass(frozen=True)
 class ActionBody:
     reason: str
