@@ -189,6 +189,20 @@ def enter_compensation(
     )
 
 
+def cancellation_not_before(record: StateRecord) -> datetime | None:
+    """When the compensation a cancellation starts is due (``enter_compensation``'s ``not_before``;
+    None: now). While a step is in flight, at its deadline: its agent starts no call after it. An
+    attempt paused for review has no call in flight (its step already failed), and its ``completeBy``
+    is the review deadline, up to a day away: due now. A client's ``CancelOrder`` and an operator's
+    cancel both ask this."""
+    in_flight = (
+        record.process_state is ProcessState.PROCESSING
+        and record.current_step is not None
+        and review.pending_review(record) is None
+    )
+    return record.complete_by if in_flight else None
+
+
 def is_compensation_due(record: StateRecord, now: datetime) -> bool:
     return record.process_state is ProcessState.COMPENSATING and (
         record.complete_by is None or record.complete_by <= now

@@ -55,3 +55,46 @@ def note_review_answer(
     if pending is None or pending.review_id != review_id:
         raise IllegalTransition(f"order {record.order_id}: not waiting for review {review_id}")
     return record.with_changes(now, REVIEW_ANSWERED, operator, f"{review_id}: {action}: {reason}")
+
+
+@dataclass(frozen=True)
+class ReviewAnswer:
+    operator: str
+    action: str
+
+
+def review_answer(record: StateRecord, review_id: str) -> ReviewAnswer | None:
+    """Who answered review ``review_id`` and with what, as the record notes it (the last note), or None."""
+    prefix = f"{review_id}: "
+    for entry in reversed(record.history):
+        if entry.event == REVIEW_ANSWERED and entry.detail.startswith(prefix):
+            action, _, _ = entry.detail[len(prefix) :].partition(": ")
+            return ReviewAnswer(entry.by, action)
+    return None
+
+
+def reopen_review(record: StateRecord, review_id: str, operator: str, now: datetime) -> StateRecord:
+    """Takes back ``operator``'s answer to ``review_id`` when it could not be delivered to the paused
+    attempt: the record waits for the review again (the request is written again, by the attempt that
+    made it), so the operator or another one can answer."""
+    last = record.history[-1] if record.history else None
+    if (
+        record.process_state is not ProcessState.PROCESSING
+        or record.locked_by is None
+        or last is None
+        or last.event != REVIEW_ANSWERED
+        or last.by != operator
+        or not last.detail.startswith(f"{review_id}: ")
+    ):
+        raise IllegalTransition(f"order {record.order_id}: no answer of {operator} to review {review_id} to take back")
+    request = next(
+        (
+            e
+            for e in reversed(record.history)
+            if e.event == REVIEW_REQUESTED and e.by == record.locked_by and f": {review_id}{_DECIDE_BY}" in e.detail
+        ),
+        None,
+    )
+    if request is None:
+        raise IllegalTransition(f"order {record.order_id}: review {review_id} was never requested by its attempt")
+    return record.with_changes(now, REVIEW_REQUESTED, record.locked_by, request.detail)

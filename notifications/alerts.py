@@ -17,6 +17,7 @@ from adapters.servicebus.sender import MessageSender, OutgoingMessage
 from contracts.messages import OperatorAlert
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.ids import bounded
+from domain.text import carriable
 from observability.events import app_event
 
 Severity = Literal["warning", "error", "critical"]
@@ -30,7 +31,7 @@ def alert_id(kind: str, order_id: str | None, discriminator: str | int = "") -> 
 
 
 def _short(text: str) -> str:
-    return (text.strip() or "-")[:SHORT_TEXT]
+    return (carriable(text).strip() or "-")[:SHORT_TEXT]
 
 
 def _build(

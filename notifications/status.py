@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from adapters.servicebus.sender import MessageRejected, MessageSender, OutgoingMessage, QueueNotFound, SendError
 from contracts.messages import StatusName, StatusUpdate
 from domain.ids import bounded, status_message_id
+from domain.text import carriable
 from notifications.alerts import raise_alert
 from observability.events import app_event
 
@@ -54,7 +55,8 @@ def publish_status(
     )
     if not reply_to:
         return False
-    update = StatusUpdate(order_id=order_id, status=status, attempt=attempt, at=at, reason=reason)
+    carried = None if reason is None else carriable(reason)  # a reason from an older record, whatever it holds
+    update = StatusUpdate(order_id=order_id, status=status, attempt=attempt, at=at, reason=carried)
     try:
         sender.send(
             reply_to,

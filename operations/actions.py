@@ -5,8 +5,10 @@ why (the reason), and answers the new state, or why the move is not legal now.
 - cancel: ``Pending | Processing | Error -> Compensating`` when the decision function allows it
   (before the pivot), as a client's ``CancelOrder`` does;
 - compensate: ``Error | CompensationFailed -> Compensating`` (``supervisor.operator.compensate_order``);
-- review: the paused attempt gets the ``ReviewDecision`` event from the app's own durable client
-  (``operations.blueprint``), and the record notes who answered (``domain.review``)."""
+- review: the record notes who answers (``domain.review``, one conditional write: of two answers
+  at once the second is refused 409), then the paused attempt gets the ``ReviewDecision`` event from
+  the app's own durable client (``operations.blueprint``); an event that cannot be raised takes the
+  note back."""
 
 from __future__ import annotations
 
@@ -16,11 +18,11 @@ from typing import Any
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from adapters.cosmos.state_store import update_once
 from dependencies import AppContext
-from domain.compensation import enter_compensation, pivot_passed, undo_pending
+from domain.compensation import cancellation_not_before, enter_compensation, pivot_passed, undo_pending
 from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
-from domain.review import PendingReview, note_review_answer, pending_review
+from domain.review import PendingReview, note_review_answer, pending_review, reopen_review, review_answer
 from domain.states import ProcessState
 from observability.events import app_event
 from operations.views import order_row
@@ -74,14 +76,12 @@ def _cancel_once(ctx: AppContext, order_id: str, operator: str, reason: str) -> 
     )
     if decision.action is not Action.COMPENSATE:
         raise IllegalTransition(f"order {order_id}: {decision.reason}")
-    # While a step is in flight, compensation waits for its deadline: its agent starts no call after it.
-    in_flight = record.process_state is ProcessState.PROCESSING and record.current_step is not None
+    # Due now, or at the deadline of a step in flight (the same rule as a client's CancelOrder).
+    not_before = cancellation_not_before(record)
     why = f"cancelled by operator {operator}: {reason}"
     now = ctx.clock.now()
     written = update_once(
-        ctx.states,
-        record,
-        lambda r: enter_compensation(r, operator, why, now, not_before=record.complete_by if in_flight else None),
+        ctx.states, record, lambda r: enter_compensation(r, operator, why, now, not_before=not_before)
     )
     if record.process_state in (ProcessState.PENDING, ProcessState.PROCESSING):
         ctx.counts.bump(record.process_state, -1)
@@ -118,12 +118,80 @@ def decision_event(pending: PendingReview, action: str, operator: str, reason: s
     return {"reviewId": pending.review_id, "action": action, "operator": operator, "reason": reason}
 
 
-def note_answer(
+def _answered_elsewhere(order_id: str, record: StateRecord, pending: PendingReview) -> Reply:
+    """409 for an answer that came too late: who answered first and with what, when the record says."""
+    first = review_answer(record, pending.review_id)
+    if first is None:
+        return error(
+            409, f"order {order_id} is {record.process_state} and no longer waits for review {pending.review_id}"
+        )
+    return json_reply(
+        409,
+        {
+            "error": f"review {pending.review_id} of order {order_id} was already answered: "
+            f"{first.action} by {first.operator}",
+            "status": 409,
+            "reviewId": pending.review_id,
+            "decision": first.action,
+            "by": first.operator,
+        },
+    )
+
+
+def claim_answer(
     ctx: AppContext, order_id: str, pending: PendingReview, operator: str, action: str, reason: str
-) -> Reply:
-    """After the event was raised: the record notes who answered. The attempt may have moved on
-    already (it got the event): the note is then skipped, and the answer stands."""
+) -> StateRecord | Reply:
+    """Before the event is raised: the record notes who answers, with what and why, by one conditional
+    write. Of two operators answering at once, only the one whose note is written raises the event; the
+    other is answered 409 with the first answer. (The attempt takes the first ``ReviewDecision`` it gets,
+    so raising first and noting after could tell the second operator their decision was taken.)"""
     now = ctx.clock.now()
+
+    def move() -> StateRecord | Reply:
+        for _ in range(3):
+            record = ctx.states.get(order_id)
+            if record is None:
+                raise RecordNotFound(order_id)
+            try:
+                return update_once(
+                    ctx.states,
+                    record,
+                    lambda r: note_review_answer(r, pending.review_id, operator, action, reason, now),
+                )
+            except IllegalTransition:
+                return _answered_elsewhere(order_id, record, pending)
+            except EtagMismatch:
+                continue
+        return error(409, f"order {order_id} changed while you acted: reload it and try again")
+
+    try:
+        return move()
+    except RecordNotFound:
+        return error(404, f"no order {order_id}")
+    except StoreUnavailable as exc:
+        return error(503, f"the state store is unavailable: {exc}")
+
+
+def take_back_answer(ctx: AppContext, order_id: str, pending: PendingReview, operator: str) -> None:
+    """The event could not be raised: the record waits for the review again (best effort: if the
+    record moved on meanwhile, there is nothing to take back)."""
+    try:
+        record = ctx.states.get(order_id)
+        if record is not None:
+            update_once(ctx.states, record, lambda r: reopen_review(r, pending.review_id, operator, ctx.clock.now()))
+    except (IllegalTransition, EtagMismatch, StoreUnavailable) as exc:
+        app_event(
+            "OperatorReviewNotReopened",
+            f"order {order_id}: the undelivered answer of {operator} to review {pending.review_id} stays noted: {exc}",
+            orderId=order_id,
+            reviewId=pending.review_id,
+        )
+
+
+def answered(
+    order_id: str, record: StateRecord, pending: PendingReview, operator: str, action: str, reason: str
+) -> Reply:
+    """The event was raised after the answer was noted: the attempt acts on it."""
     app_event(
         "OperatorReviewed",
         f"order {order_id}: review {pending.review_id} answered {action} by {operator}: {reason}",
@@ -133,22 +201,6 @@ def note_answer(
         action=action,
         reviewId=pending.review_id,
     )
-    record: StateRecord | None = None
-    for _ in range(3):
-        record = ctx.states.get(order_id)
-        if record is None:
-            return error(404, f"no order {order_id}")
-        try:
-            record = update_once(
-                ctx.states, record, lambda r: note_review_answer(r, pending.review_id, operator, action, reason, now)
-            )
-            break
-        except IllegalTransition:
-            break  # the attempt took the answer and wrote first
-        except EtagMismatch:
-            continue
-    if record is None:  # only if the loop above never ran
-        return error(404, f"no order {order_id}")
     return json_reply(
         200,
         {

@@ -65,17 +65,22 @@ def local_principal(settings: Settings) -> Principal | None:
 
 
 def decode_principal(header: str) -> Principal | None:
-    """The principal in an ``X-MS-CLIENT-PRINCIPAL`` header, or None when it is not one."""
+    """The principal in an ``X-MS-CLIENT-PRINCIPAL`` header, or None when it is not one: every field
+    is checked for its JSON type before use (``name_typ`` and ``role_typ`` strings when present,
+    ``claims`` a list of objects), and JSON the parser cannot take (nested past the recursion limit,
+    integers past the digit limit, not UTF-8) is not one either."""
     if not header or len(header) > MAX_PRINCIPAL_HEADER:
         return None
     try:
         data: Any = json.loads(base64.b64decode(header, validate=True))
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("claims"), list):
         return None
     role_type = data.get("role_typ") or ROLE_CLAIM
     name_type = data.get("name_typ")
+    if not isinstance(role_type, str) or not isinstance(name_type, str | None):
+        return None
     roles: set[str] = set()
     names: dict[str, str] = {}
     for claim in data["claims"]:

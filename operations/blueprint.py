@@ -16,7 +16,7 @@ from typing import Any
 import azure.durable_functions as df
 import azure.functions as func
 
-from adapters.cosmos.errors import StoreUnavailable
+from adapters.cosmos.errors import InvalidContinuation, StoreUnavailable
 from adapters.cosmos.ops_queries import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from dependencies import AppContext, get_context
 from domain.states import ProcessState
@@ -32,6 +32,7 @@ from operations.web import (
     checked_order_id,
     error,
     json_reply,
+    page_size,
     parse_action_body,
     same_origin_json,
 )
@@ -82,13 +83,13 @@ def ops_orders(req: func.HttpRequest) -> func.HttpResponse:
     continuation = req.params.get("continuation") or None
     if continuation is not None and len(continuation) > MAX_CONTINUATION_CHARS:
         return _response(error(400, "continuation token too long"))
-    size_text = req.params.get("pageSize") or str(DEFAULT_PAGE_SIZE)
-    if not size_text.isdigit() or not 1 <= int(size_text) <= MAX_PAGE_SIZE:
-        return _response(error(400, f"pageSize must be 1 to {MAX_PAGE_SIZE}"))
+    size = page_size(req.params.get("pageSize"), DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+    if size is None:
+        return _response(error(400, f"pageSize must be a whole number from 1 to {MAX_PAGE_SIZE}"))
     try:
-        found = _load(lambda: views.order_page(ctx, state, int(size_text), continuation))
-    except ValueError as exc:  # a continuation token Cosmos DB cannot read
-        return _response(error(400, f"bad continuation token: {exc}"))
+        found = _load(lambda: views.order_page(ctx, state, size, continuation))
+    except (InvalidContinuation, ValueError) as exc:  # a token that cannot be sent or that Cosmos DB refuses
+        return _response(error(400, f"invalid continuation token: {exc}"))
     return _response(found if isinstance(found, Reply) else json_reply(200, found))
 
 
@@ -169,6 +170,18 @@ async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClien
     pending = await asyncio.to_thread(actions.review_to_answer, ctx, order_id)
     if isinstance(pending, Reply):
         return _response(pending)
+    # An attempt that is gone cannot take the answer: refuse it before the record notes anything.
+    try:
+        running = await instances.is_running(client, pending.instance_id)
+    except Exception as exc:  # the SDK raises plain Exceptions for the extension's HTTP errors
+        return _response(error(503, f"the Durable backend cannot say whether {pending.instance_id} runs: {exc}"))
+    if not running:
+        return _response(
+            error(409, f"the paused attempt {pending.instance_id} is not running: it cannot take the answer")
+        )
+    claimed = await asyncio.to_thread(actions.claim_answer, ctx, order_id, pending, who.name, action, body.reason)
+    if isinstance(claimed, Reply):
+        return _response(claimed)
     # The app raises the event with its own durable client: operators never hold a system key.
     try:
         await client.raise_event(
@@ -177,10 +190,9 @@ async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClien
             actions.decision_event(pending, action, who.name, body.reason),
         )
     except Exception as exc:  # the SDK raises plain Exceptions for the extension's 404/410
+        await asyncio.to_thread(actions.take_back_answer, ctx, order_id, pending, who.name)
         return _response(error(409, f"the paused attempt {pending.instance_id} did not take the answer: {exc}"))
-    return _response(
-        await asyncio.to_thread(actions.note_answer, ctx, order_id, pending, who.name, action, body.reason)
-    )
+    return _response(actions.answered(order_id, claimed, pending, who.name, action, body.reason))
 
 
 # --- the console --------------------------------------------------------------------------------

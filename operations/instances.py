@@ -94,3 +94,10 @@ async def describe(client: Any, instances: list[tuple[str, str]]) -> tuple[list[
         statuses.extend(statuses_sent(instance, history))
     statuses.sort(key=lambda s: str(s.get("at") or ""))
     return attempts, statuses
+
+
+async def is_running(client: Any, instance: str) -> bool:
+    """Whether the Durable backend runs ``instance`` (a paused attempt waiting for an event is Running)."""
+    status = await client.get_status(instance)
+    runtime = getattr(status, "runtime_status", None) if status else None
+    return getattr(runtime, "value", runtime) == "Running"

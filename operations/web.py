@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from domain.compensation_policy import REVIEW_CHOICES
 from domain.ids import is_valid_order_id
+from domain.text import one_line, uncarriable
 from operations.auth import Principal, Refusal, authorize
 from settings import Settings
 
@@ -85,6 +86,17 @@ def checked_order_id(value: str | None) -> str | Reply:
     return value
 
 
+def page_size(text: str | None, default: int, maximum: int) -> int | None:
+    """The ``pageSize`` query parameter: ASCII digits only (``str.isdigit`` also takes superscripts
+    and other digits ``int`` refuses), 1 to ``maximum``; None when it is not one."""
+    if not text:
+        return default
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(maximum)):
+        return None
+    size = int(text)
+    return size if 1 <= size <= maximum else None
+
+
 @dataclass(frozen=True)
 class ActionBody:
     reason: str
@@ -93,7 +105,8 @@ class ActionBody:
 
 def parse_action_body(body: bytes, *, review: bool) -> ActionBody | Reply:
     """``{"reason": "..."}`` (and ``"action"`` for a review). Anything else, including who is
-    acting (that comes from the principal), is refused."""
+    acting (that comes from the principal), is refused, and so is a reason no record or message can
+    carry (a lone surrogate, control characters: ``domain.text``); its line breaks fold to spaces."""
     if len(body) > MAX_BODY_BYTES:
         return error(413, f"body over {MAX_BODY_BYTES} bytes")
     try:
@@ -111,9 +124,12 @@ def parse_action_body(body: bytes, *, review: bool) -> ActionBody | Reply:
         return error(400, "a non-empty 'reason' is required")
     if len(reason) > MAX_REASON_CHARS:
         return error(400, f"'reason' is longer than {MAX_REASON_CHARS} characters")
+    why_not = uncarriable(reason)
+    if why_not is not None:  # it would go on the record, and from there into alerts and statuses
+        return error(400, f"'reason' cannot be recorded: {why_not}")
     if not review:
-        return ActionBody(reason.strip())
+        return ActionBody(one_line(reason))
     action = data.get("action")
     if action not in REVIEW_CHOICES:
         return error(400, f"'action' must be one of {', '.join(REVIEW_CHOICES)}")
-    return ActionBody(reason.strip(), str(action))
+    return ActionBody(one_line(reason), str(action))

@@ -21,6 +21,7 @@ from domain.errors import IllegalTransition
 from domain.outage import undo_in_flight, wait_compensation_out
 from domain.records import StateRecord
 from domain.states import ProcessState
+from domain.text import carriable
 from domain.transitions import SUPERVISOR
 from observability.events import app_event
 from orchestrators.names import COMPENSATION
@@ -65,11 +66,11 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
     stale: list[str] = []
     failed = 0
     for record in page.records:
-        # A round stuck on an open dependency is released to wait the outage out (not counted).
-        outage = outage_verdict(ctx, record, undo_in_flight(record), now)
         try:
-            # A lost response is re-read; a store failure on one record never drops the claims
-            # already made in this batch (they are returned and started).
+            # A round stuck on an open dependency is released to wait the outage out (not counted).
+            outage = outage_verdict(ctx, record, undo_in_flight(record), now)
+            # A lost response is re-read; a failure on one record never drops the claims already
+            # made in this batch (they are returned and started).
             written = write_or_reread(ctx, record, _claim_or_wait(ctx, now, outage))
         except (EtagMismatch, IllegalTransition) as exc:
             app_event(
@@ -86,6 +87,16 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
                 orderId=record.order_id,
             )
             continue
+        except Exception as exc:  # isolation: whatever one record does, the others are claimed
+            app_event(
+                "SupervisorRecoveryFailed",
+                f"order {record.order_id}: compensation round not claimed, left for the next run: "
+                f"{carriable(f'{type(exc).__name__}: {exc}')[:500]}",
+                logging.ERROR,
+                orderId=record.order_id,
+                error=type(exc).__name__,
+            )
+            continue
         if record.locked_by is not None:
             stale.append(record.locked_by)
         if outage is not None and not outage.exceeded:
@@ -99,11 +110,19 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
                 notBefore=outage.until.isoformat(),
                 waitingSince=outage.since.isoformat(),
             )
-            tell_waiting(ctx, record, written, outage.dependency, "Compensating")  # once per wait
+            try:
+                tell_waiting(ctx, record, written, outage.dependency, "Compensating")  # once per wait
+            except Exception as exc:  # a progress status only: the wait is written
+                app_event(
+                    "SupervisorRecoveryFailed",
+                    f"order {record.order_id}: waiting status not sent: {type(exc).__name__}",
+                    logging.WARNING,
+                    orderId=record.order_id,
+                )
             continue
         if written.process_state is ProcessState.COMPENSATION_FAILED:
             failed += 1
-            deliver_owed(ctx, written)  # the alert and the status, or left owed for the next sweep
+            deliver_owed(ctx, written)  # never raises: sent, or left owed for the next sweep
             continue
         if written.locked_by is None or written.process_state is not ProcessState.COMPENSATING:
             continue  # landed, then another writer moved it on: nothing of this round to start

@@ -116,6 +116,14 @@ def alert_outages(ctx: AppContext) -> int:
                 logging.WARNING,
                 dependency=dependency,
             )
+        except Exception as exc:  # isolation: one dependency's alerts never stop the others'
+            app_event(
+                "DependencyHealthUnavailable",
+                f"outage alerts of {dependency} deferred to the next run: {type(exc).__name__}: {exc}",
+                logging.ERROR,
+                dependency=dependency,
+                error=type(exc).__name__,
+            )
     return sent
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
@@ -32,8 +33,9 @@ from dependencies import AppContext
 from domain.errors import IllegalTransition
 from domain.records import HistoryEntry, StateRecord
 from domain.states import ProcessState
+from domain.text import carriable
 from domain.transitions import SUPERVISOR
-from notifications.alerts import Severity, raise_alert
+from notifications.alerts import Severity, raise_alert, raise_alert_after_write
 from notifications.status import publish_status
 from observability.events import app_event
 
@@ -47,6 +49,8 @@ def write_or_reread(ctx: AppContext, record: StateRecord, change: Callable[[Stat
 FAILURE_STATES = (ProcessState.ERROR, ProcessState.COMPENSATION_FAILED)
 OUTAGE_WAIT_EXCEEDED = "MAX_OUTAGE_WAIT_MINUTES"  # in the lastError of an order escalated by the bound
 DELIVERED = "NotificationsDelivered"
+# Owed this long and still failing (a sweep every SUPERVISOR_SCHEDULE): an alert says so, once an hour.
+STUCK_ALERT_AFTER = timedelta(minutes=15)
 # The event of the write that made the failure true -> (alert kind, severity, status to the submitter)
 OWED_BY_EVENT: dict[str, tuple[str, Severity, StatusName]] = {
     "Escalated": ("RetriesExhausted", "error", "Failed"),  # supervisor: retries used up
@@ -155,13 +159,48 @@ def acknowledge(ctx: AppContext, record: StateRecord) -> StateRecord | None:
 
 
 def deliver_owed(ctx: AppContext, record: StateRecord) -> bool:
-    """Sends what ``record`` owes and acknowledges it; True when the notifications went out."""
+    """Sends what ``record`` owes and acknowledges it; True when the notifications went out. Never
+    raises: whatever goes wrong with one record's notifications (a send, the store, an alert or a
+    status that cannot be built from what the record holds) is logged with the order id and leaves
+    them owed for the next sweep; the caller goes on with its other records."""
     if not owes_notifications(record):
         return False
-    sent = send_owed(ctx, record)
-    if sent:
-        acknowledge(ctx, record)
+    try:
+        sent = send_owed(ctx, record)
+        if sent:
+            acknowledge(ctx, record)
+    except Exception as exc:  # isolation: one record's notifications never stop the caller's run
+        _not_delivered(ctx, record, exc)
+        return False
     return sent
+
+
+def _not_delivered(ctx: AppContext, record: StateRecord, exc: Exception) -> None:
+    """Logs (``OwedNotificationsFailed``, ERROR); once they have been owed ``STUCK_ALERT_AFTER``, an
+    alert that says so without what the record holds (once an hour per order: its id is the hour's)."""
+    error = carriable(f"{type(exc).__name__}: {exc}")[:500]
+    app_event(
+        "OwedNotificationsFailed",
+        f"order {record.order_id}: owed alert and status not delivered, still owed: {error}",
+        logging.ERROR,
+        orderId=record.order_id,
+        error=type(exc).__name__,
+    )
+    owed_since = record.complete_by
+    if owed_since is None or ctx.clock.now() - owed_since < STUCK_ALERT_AFTER:
+        return
+    hours = int((ctx.clock.now() - owed_since) / timedelta(hours=1))
+    raise_alert_after_write(
+        ctx.sender,
+        kind="NotificationsStuck",
+        summary=f"order {record.order_id}: its {record.process_state.value} alert and status could not be "
+        f"delivered since {owed_since.isoformat()} ({type(exc).__name__}); see OwedNotificationsFailed",
+        at=ctx.clock.now(),
+        order_id=record.order_id,
+        severity="critical",
+        discriminator=f"{owed_since.isoformat()}:{hours}",
+        details={"error": type(exc).__name__, "owedSince": owed_since.isoformat()},
+    )
 
 
 def deliver_due(ctx: AppContext) -> int:
@@ -175,9 +214,6 @@ def deliver_due(ctx: AppContext) -> int:
         except StoreUnavailable as exc:
             log.warning("owed notifications of %s records not swept: %s", state.value, exc)
             continue
-        for record in page.records:
-            try:
-                delivered += deliver_owed(ctx, record)
-            except StoreUnavailable as exc:  # isolation: one record's failure never drops the rest
-                log.warning("order %s: owed notifications not delivered: %s", record.order_id, exc)
+        for record in page.records:  # deliver_owed isolates each record: it never raises
+            delivered += deliver_owed(ctx, record)
     return delivered

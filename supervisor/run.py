@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from adapters.cosmos.errors import StoreUnavailable
 from dependencies import AppContext
+from domain.text import carriable
 from observability.events import app_event
 from supervisor.compensation_rounds import CompensationClaims, CompensationStart, claim_due_compensations
 from supervisor.outage import alert_outages
 from supervisor.owed import deliver_due
 from supervisor.recovery import RecoveryAction, recover
-from supervisor.scan import ScanState, scan_expired
+from supervisor.scan import ScanResult, ScanState, scan_expired
 
 
 @dataclass(frozen=True)
@@ -34,9 +37,33 @@ class SupervisorReport:
     outage_alerts: int = 0  # DependencyOutage / DependencyRecovered alerts this run sent (one per outage each)
 
 
+def _phase_failed(what: str, exc: Exception, **fields: Any) -> None:
+    app_event(
+        "SupervisorPhaseFailed",
+        f"{what} failed, left for the next run: {carriable(f'{type(exc).__name__}: {exc}')[:500]}",
+        logging.ERROR,
+        phase=what,
+        error=type(exc).__name__,
+        **fields,
+    )
+
+
+def _isolated(what: str, phase: Callable[[], int]) -> int:
+    """``phase()``, or 0 when it failed (logged): the rest of the run goes on."""
+    try:
+        return phase()
+    except Exception as exc:
+        _phase_failed(what, exc)
+        return 0
+
+
 def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
     """Synchronous (Cosmos SDK calls); the timer trigger runs it in a worker thread."""
-    scan = scan_expired(ctx.states, state, ctx.settings, ctx.clock.now())
+    try:
+        scan = scan_expired(ctx.states, state, ctx.settings, ctx.clock.now())
+    except Exception as exc:  # the scan drops its cursor; the compensation claims still run
+        _phase_failed("scan of expired attempts", exc)
+        scan = ScanResult([], 0.0, 0, False, False, False, interrupted=True)
     counts = dict.fromkeys(RecoveryAction, 0)
     failed = 0
     to_terminate: list[str] = []
@@ -52,6 +79,10 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
                 orderId=record.order_id,
             )
             continue
+        except Exception as exc:  # isolation: one record never stops the run for the others
+            failed += 1
+            _phase_failed(f"order {record.order_id}: recovery", exc, orderId=record.order_id)
+            continue
         counts[result.action] += 1
         if result.expired_instance is not None:
             to_terminate.append(result.expired_instance)
@@ -60,10 +91,15 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
     except StoreUnavailable as exc:
         app_event("SupervisorRecoveryFailed", f"compensation claims skipped, store unavailable: {exc}", logging.WARNING)
         claims = CompensationClaims([], [], 0)
+    except Exception as exc:
+        _phase_failed("compensation claims", exc)
+        claims = CompensationClaims([], [], 0)
     to_terminate.extend(claims.stale_instances)
-    notified = deliver_due(ctx)  # alerts and statuses still owed by earlier failure writes
+    # The rounds claimed above are started by the trigger once this returns: nothing after this
+    # point may raise, or they would be left unstarted (and counted as lost rounds at the next run).
+    notified = _isolated("owed notifications", lambda: deliver_due(ctx))  # still owed by earlier failure writes
     # after the recoveries: the orders this run put waiting are counted in a new outage's alert
-    outage_alerts = alert_outages(ctx)
+    outage_alerts = _isolated("outage alerts", lambda: alert_outages(ctx))
     report = SupervisorReport(
         found=len(scan.records),
         recovered=counts[RecoveryAction.RECOVERED],

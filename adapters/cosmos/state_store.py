@@ -12,7 +12,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from adapters.cosmos.documents import stored
-from adapters.cosmos.errors import ConcurrencyExhausted, EtagMismatch, StoreUnavailable, mapped_errors
+from adapters.cosmos.errors import (
+    ConcurrencyExhausted,
+    EtagMismatch,
+    InvalidContinuation,
+    StoreUnavailable,
+    mapped_errors,
+)
 from adapters.cosmos.mapping import to_document
 from domain.errors import FencingLost, IllegalTransition
 from domain.records import StateRecord
@@ -156,7 +162,12 @@ class CosmosStateStore:
 def query_page(
     container: ContainerProxy, query: str, params: list[dict[str, Any]], page_size: int, continuation: str | None
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of a cross-partition query and the token of the next (None: no more)."""
+    """One page of a cross-partition query and the token of the next (None: no more).
+    ``InvalidContinuation`` for a token that cannot be sent or that the service refuses (400)."""
+    from azure.cosmos.exceptions import CosmosHttpResponseError
+
+    if continuation is not None and not all(" " <= ch <= "~" for ch in continuation):
+        raise InvalidContinuation("the continuation token holds characters that are not printable ASCII")
     pages = container.query_items(
         query, parameters=params, enable_cross_partition_query=True, max_item_count=page_size
     ).by_page(continuation)
@@ -164,6 +175,11 @@ def query_page(
         docs = list(next(pages))
     except StopIteration:
         docs = []
+    except CosmosHttpResponseError as exc:
+        # The query is the app's own: with a token, a 400 is the token's.
+        if continuation is not None and exc.status_code == 400:
+            raise InvalidContinuation(f"Cosmos DB refused the continuation token: {exc.message}") from exc
+        raise
     token: str | None = getattr(pages, "continuation_token", None)
     return docs, token or None
 

@@ -1,0 +1,45 @@
+"""The ops API's review answer is noted before the event is raised: an event that cannot be raised
+takes the note back, so the review can be answered again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from domain.review import pending_review
+from operations import instances
+from tests.operations.harness import OPERATOR, OpsHarness
+
+pytestmark = pytest.mark.cosmos
+
+
+@pytest.fixture
+def ops(cosmos_db) -> Iterator[OpsHarness]:
+    made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR)
+    yield made
+    made.close()
+
+
+def test_an_answer_to_an_attempt_that_is_gone_is_409_and_writes_nothing(ops):
+    assert ops.ctx is not None
+    before = ops.awaiting_review("o-gone")  # written only: no orchestration waits for it
+    status, body = ops.post("/api/ops/orders/o-gone/review", {"action": "fail", "reason": "too risky"})
+    assert status == 409 and "not running" in body["error"], body
+    assert ops.ctx.states.get("o-gone") == before
+
+
+def test_an_answer_the_event_could_not_carry_is_taken_back_and_the_review_waits_again(ops, monkeypatch):
+    assert ops.ctx is not None
+    before = ops.awaiting_review("o-lost")
+
+    async def running(client: Any, instance: str) -> bool:  # it runs, but the event cannot be raised
+        return True
+
+    monkeypatch.setattr(instances, "is_running", running)
+    status, body = ops.post("/api/ops/orders/o-lost/review", {"action": "fail", "reason": "too risky"})
+    assert status == 409 and "did not take the answer" in body["error"], body
+    after = ops.ctx.states.get("o-lost")
+    assert pending_review(after) == pending_review(before)  # answerable again
+    assert [e.event for e in after.history[-2:]] == ["ReviewAnswered", "ReviewRequested"]
