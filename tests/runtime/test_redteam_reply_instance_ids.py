@@ -79,3 +79,30 @@ def test_a_reply_cannot_terminate_an_orchestration_through_its_instance_id(pause
     assert instance is not None
     assert not instance.is_finished, f"the reply {instance_id!r} ended {ATTEMPT}: {instance.status}"
     assert paused.ctx is not None and paused.ctx.states.get(ORDER).process_state is ProcessState.PROCESSING
+
+
+@pytest.mark.parametrize(
+    "instance_id",
+    ["a/b", "a?b", "a#b", "a\\b", "..", ".", "%", "%2F", "a b", "\u00e9\u4e2d", "a\u0001b", "a\nb", "x" * 200, "+"],
+)
+def test_a_reply_for_an_odd_unknown_instance_id_is_settled_on_its_first_delivery(cosmos_db, instance_id):
+    """A late reply for an instance that does not exist is completed (or dead-lettered) at once, never
+    abandoned delivery after delivery to ``MaxDeliveryCountExceeded``.
+
+    FINDING for ``.`` and ``%2F``: the unescaped id turns ``get_status``'s ``GET instances/{id}`` into
+    the list-instances call (``instances/`` once the URL is normalised or decoded). The emulator
+    answers 501; the extension answers 200 with a JSON array, which the SDK's
+    ``DurableOrchestrationStatus.from_json`` cannot take (``cls(**list)``). Either way ``get_status``
+    raises, and order_agents/reply_relay.py ``relay_reply`` abandons ("raise_event failed and so did
+    get_status") on every delivery: dead-lettered by Service Bus after 5, with no reason of the app's."""
+    made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR)
+    try:
+        made.send(AGENT_REPLIES_QUEUE, _reply(instance_id), "odd-reply")
+        made.host.run_until(made.clock.now() + timedelta(minutes=10))
+        counters = made.broker.counters(AGENT_REPLIES_QUEUE)
+        dead = made.broker.dead_letters(AGENT_REPLIES_QUEUE)
+        assert counters.completed + len(dead) == 1, (instance_id, counters, dead)
+        if dead:
+            assert dead[0].reason != "MaxDeliveryCountExceeded" and dead[0].delivery_count == 1, dead[0]
+    finally:
+        made.close()
