@@ -61,3 +61,22 @@ def test_a_retry_for_an_untracked_sequence_number_of_an_unknown_order_is_dead_le
     assert docs == [] and alerts == [] and letter is not None, seen
     assert letter.reason not in (None, "MaxDeliveryCountExceeded") and letter.delivery_count == 1, seen
     assert "424242" in (letter.description or ""), seen
+
+
+@pytest.mark.parametrize("sequence_number", [2**63, 2**70])
+def test_a_retry_whose_sequence_number_is_past_int64_is_dead_lettered_invalid_fields(harness, sequence_number):
+    """FINDING. Service Bus sequence numbers are 64-bit; contracts/messages.py ``RetryDeferred`` takes any
+    ``sequenceNumber >= 0``. With the SDK (adapters/servicebus/deferred_sdk.py ``receive_deferred``),
+    ``receive_deferred_messages([2**70])`` fails encoding the request (pyamqp: "ValueError: Value supplied
+    for long invalid"), which nothing on the path catches (submission/intake.py ``handle_orders_message``
+    catches ``StoreUnavailable`` and ``SendError``): the message fails on every delivery until Service Bus
+    dead-letters it ``MaxDeliveryCountExceeded``. The runner's broker returns nothing instead, and the
+    retry is completed as an expired deferral (the finding above). Expected: ``InvalidFields``."""
+    harness.send(ORDERS_QUEUE, _retry("ord-ghost", sequence_number), "retry-huge-seq")
+    harness.host.run_until(harness.clock.now() + timedelta(minutes=2))
+
+    dead = {d.message_id: d for d in harness.broker.dead_letters(ORDERS_QUEUE)}
+    letter = dead.get("retry-huge-seq")
+    assert letter is not None, "not dead-lettered"
+    assert (letter.reason, letter.delivery_count) == ("InvalidFields", 1), (letter.reason, letter.description)
+    assert "sequenceNumber" in (letter.description or "")
