@@ -139,3 +139,25 @@ REPLY_CASES = {
 def test_an_agent_reply_with_a_huge_integer_literal_is_dead_lettered_with_a_reason(harness, case):
     harness.send(AGENT_REPLIES_QUEUE, REPLY_CASES[case], "bad-reply")
     _assert_dead_lettered_once_with_reason(harness, AGENT_REPLIES_QUEUE, "bad-reply")
+
+
+def test_application_properties_of_any_type_do_not_change_how_an_order_is_handled(harness, cosmos_db):
+    """The app reads no application property of a received message: odd ones (a huge integer, NaN, an
+    empty or very long name, a value that looks like a type) leave the order to its body alone."""
+    from adapters.servicebus.sender import OutgoingMessage
+
+    odd: dict[str, str | int | float | bool] = {
+        "type": "CancelOrder",
+        "orderId": 12,
+        "big": 2**62,
+        "nan": float("nan"),
+        "flag": True,
+        "x" * 200: "y" * 1000,
+    }
+    body = json.dumps(order(orderId="ord-props"))
+    harness.broker.send(ORDERS_QUEUE, OutgoingMessage(body=body, message_id="ord-props", application_properties=odd))
+    harness.run_until_idle()
+
+    assert harness.broker.counters(ORDERS_QUEUE).completed >= 1
+    assert harness.broker.dead_letters(ORDERS_QUEUE) == []
+    assert harness.ctx is not None and harness.ctx.states.get("ord-props") is not None
