@@ -46,8 +46,9 @@ def instance_order_id(instance: str) -> str | None:
 def url_instance_id(instance: str) -> str:
     """``instance`` as the Durable client may paste it into a URL path (the SDK escapes nothing): the
     same text for every id this app builds (letters, digits, ``_``, ``-``, ``:``), anything else
-    percent-escaped, so that no id can add a path segment, a query or a fragment to the call."""
-    return quote(instance, safe=":")
+    percent-escaped, so that no id can add a path segment, a query or a fragment to the call (``.`` and
+    ``~`` too, which ``quote`` leaves: ``.`` or ``..`` as a segment is one a URL normaliser removes)."""
+    return quote(instance, safe=":").replace(".", "%2E").replace("~", "%7E")
 
 
 def request_id(instance: str, step: str, agent: str) -> str:

@@ -57,6 +57,8 @@ def test_anything_else_is_not_an_instance_the_app_builds(instance):
 def test_url_instance_id_escapes_what_would_change_the_url():
     assert url_instance_id("o1:1/terminate?reason=x&x=#") == "o1:1%2Fterminate%3Freason%3Dx%26x%3D%23"
     assert url_instance_id("%2F") == "%252F"
+    assert url_instance_id("..") == "%2E%2E"
+    assert url_instance_id("a~b. c") == "a%7Eb%2E%20c"
 
 
 @pytest.mark.parametrize(
