@@ -7,12 +7,22 @@ the dead-letter queue), not a value silently ignored. A new field means a new ``
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StringConstraints,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
-from domain.ids import ORDER_ID_PATTERN
+from contracts.names import APP_QUEUES, is_app_queue
+from domain.ids import MAX_ATTEMPT, ORDER_ID_PATTERN, instance_order_id
 from domain.timefmt import parse, to_text
 
 
@@ -31,6 +41,37 @@ Currency = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
 ShortText = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 
+def _submitter_queue(value: str) -> str:
+    if is_app_queue(value):  # compared case-insensitively, as Service Bus names are
+        raise ValueError(f"{value!r} is one of this app's own queues ({', '.join(APP_QUEUES)}), not a submitter's")
+    return value
+
+
+# Where an order's statuses go: any queue of the namespace but the app's own.
+ReplyQueue = Annotated[QueueName, AfterValidator(_submitter_queue)]
+# Service Bus sequence numbers are signed 64-bit integers.
+INT64_MAX = 2**63 - 1
+
+
+def _orchestration_instance(value: str) -> str:
+    if instance_order_id(value) is None:
+        raise ValueError(
+            "not an orchestration instance of this app: expected <orderId>:<attempt> or <orderId>:compensate:<round>"
+        )
+    return value
+
+
+# The orchestration instance an agent request comes from and its reply goes to (it reaches the Durable
+# client's URLs): only an id the app builds (``domain.ids.instance_order_id``).
+InstanceId = Annotated[str, AfterValidator(_orchestration_instance)]
+
+
+def _instance_of_order(instance: str, order_id: str) -> None:
+    owner = instance_order_id(instance)
+    if owner != order_id:
+        raise ValueError(f"field 'instanceId': instance {instance!r} is not one of order {order_id!r}")
+
+
 class Contract(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid", strict=False
@@ -40,10 +81,17 @@ class Contract(BaseModel):
         return self.model_dump_json(by_alias=True)
 
 
+MAX_LINES = 100
+MAX_QUANTITY = 1000
+MAX_UNIT_PRICE_CENTS = 10_000_000
+# The largest total an order can have: no payment can be for more.
+MAX_TOTAL_CENTS = MAX_LINES * MAX_QUANTITY * MAX_UNIT_PRICE_CENTS
+
+
 class OrderLine(Contract):
     sku: Sku
-    quantity: int = Field(ge=1, le=1000, strict=True)
-    unit_price_cents: int = Field(ge=0, le=10_000_000, strict=True)
+    quantity: int = Field(ge=1, le=MAX_QUANTITY, strict=True)
+    unit_price_cents: int = Field(ge=0, le=MAX_UNIT_PRICE_CENTS, strict=True)
 
 
 class OrderSubmitted(Contract):
@@ -51,10 +99,10 @@ class OrderSubmitted(Contract):
     schema_version: Literal[1]
     order_id: OrderId
     customer_id: ShortText
-    lines: list[OrderLine] = Field(min_length=1, max_length=100)
+    lines: list[OrderLine] = Field(min_length=1, max_length=MAX_LINES)
     currency: Currency
     ship_to: ShortText
-    reply_to: QueueName | None = None
+    reply_to: ReplyQueue | None = None
     prepaid: bool = False
 
     @property
@@ -74,7 +122,7 @@ class PaymentNotification(Contract):
     schema_version: Literal[1]
     notification_id: ShortText
     order_id: OrderId
-    amount_cents: int = Field(ge=0, strict=True)
+    amount_cents: int = Field(ge=0, le=MAX_TOTAL_CENTS, strict=True)
     currency: Currency
     provider_reference: ShortText
 
@@ -85,7 +133,7 @@ class RetryDeferred(Contract):
 
     type: Literal["RetryDeferred"]
     schema_version: Literal[1]
-    sequence_number: int = Field(ge=0, strict=True)
+    sequence_number: int = Field(ge=0, le=INT64_MAX, strict=True)
     order_id: OrderId
     message_id: ShortText
     round: int = Field(ge=1, le=1000, strict=True)
@@ -102,14 +150,19 @@ class AgentRequest(Contract):
     type: Literal["AgentRequest"] = "AgentRequest"
     schema_version: Literal[1] = 1
     request_id: ShortText
-    instance_id: ShortText
+    instance_id: InstanceId
     order_id: OrderId
     step: ShortText
     action: ShortText = "do"
-    attempt: int = Field(ge=1)
+    attempt: int = Field(ge=1, le=MAX_ATTEMPT)
     deadline: UtcDateTime
     idempotency_key: ShortText
     payload: dict[str, Any]
+
+    @model_validator(mode="after")
+    def _instance_of_its_order(self) -> Self:
+        _instance_of_order(self.instance_id, self.order_id)
+        return self
 
     def activity_json(self) -> dict[str, Any]:
         """The request as the orchestrations hand it to activities (``begin_step``, ``send_agent_request``,
@@ -122,7 +175,7 @@ class AgentReply(Contract):
     type: Literal["AgentReply"] = "AgentReply"
     schema_version: Literal[1] = 1
     request_id: ShortText
-    instance_id: ShortText
+    instance_id: InstanceId
     order_id: OrderId
     step: ShortText
     outcome: Literal["succeeded", "failed"]
@@ -131,6 +184,11 @@ class AgentReply(Contract):
     error: str | None = None
     # A transient failure without a call: the service's circuit was open (dependency health).
     dependency_open: bool = False
+
+    @model_validator(mode="after")
+    def _instance_of_its_order(self) -> Self:
+        _instance_of_order(self.instance_id, self.order_id)
+        return self
 
 
 StatusName = Literal[

@@ -12,13 +12,22 @@ AGENT_REQUEST_QUEUES: dict[str, str] = request_queues()
 # Example submitter status queue (deployed with a role assignment scoped to it alone).
 EXAMPLE_STATUS_QUEUE = "client-statuses"
 
-ALL_QUEUES: tuple[str, ...] = (
+# The queues the app itself reads or alerts on: never a submitter's ``replyTo``.
+APP_QUEUES: tuple[str, ...] = (
     ORDERS_QUEUE,
     AGENT_REPLIES_QUEUE,
     OPERATOR_ALERTS_QUEUE,
     *AGENT_REQUEST_QUEUES.values(),
-    EXAMPLE_STATUS_QUEUE,
 )
+
+ALL_QUEUES: tuple[str, ...] = (*APP_QUEUES, EXAMPLE_STATUS_QUEUE)
+_APP_QUEUES_FOLDED = frozenset(q.casefold() for q in APP_QUEUES)
+
+
+def is_app_queue(name: str) -> bool:
+    """Whether ``name`` is one of ``APP_QUEUES`` (Service Bus entity names are case-insensitive)."""
+    return name.casefold() in _APP_QUEUES_FOLDED
+
 
 ORDERS_CONTAINER = "orders"
 STATE_CONTAINER = "state"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from contracts.messages import Contract
+from contracts.messages import INT64_MAX, Contract
 
 MAX_BODY_BYTES = 64 * 1024
 # No contract nests deeper than a few levels; the json module recurses per level, so a hostile body
@@ -19,6 +20,10 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_NESTING_DEPTH = 32
 _STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
 SUPPORTED_SCHEMA_VERSIONS = {1}
+# Every integer in a body must fit in 64 bits: Service Bus (sequence numbers), Cosmos DB and most JSON
+# readers cannot hold more, and Python refuses to convert a literal of more than 4,300 digits at all.
+INT64_MIN = -(2**63)
+_MAX_INT_DIGITS = len(str(INT64_MAX))
 
 
 @dataclass(frozen=True)
@@ -47,10 +52,12 @@ def parse[ContractT: Contract](body: bytes | str, accepted: Mapping[str, type[Co
             "NestingTooDeep", f"body nests arrays or objects {depth} levels deep; the limit is {MAX_NESTING_DEPTH}"
         )
     try:
-        data: Any = json.loads(text)
+        data: Any = json.loads(text, parse_int=_read_int, parse_float=_read_float, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         raise InvalidMessage("NotJson", f"body is not JSON: {exc.msg} at {where}") from None
+    except (ValueError, RecursionError) as exc:  # whatever else the reader refuses: still a reason
+        raise InvalidMessage("NotJson", f"body is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise InvalidMessage("NotAnObject", f"body is a JSON {type(data).__name__}, not an object")
     kind = data.get("type")
@@ -67,10 +74,66 @@ def parse[ContractT: Contract](body: bytes | str, accepted: Mapping[str, type[Co
             "UnsupportedSchemaVersion",
             f"field 'schemaVersion' is {version}; supported: {sorted(SUPPORTED_SCHEMA_VERSIONS)}",
         )
+    huge = _out_of_range(data)
+    if huge is not None:
+        path, number = huge
+        raise InvalidMessage(
+            "InvalidFields",
+            f"field '{'.'.join(path)}': the number {_shown(number.literal)} is out of range "
+            "(an integer must fit in 64 bits, any other number must be a finite 64-bit float)",
+        )
     try:
         return model.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as exc:
         raise InvalidMessage("InvalidFields", describe(exc)) from None
+    except (ValueError, ArithmeticError, TypeError) as exc:  # a validator's own error pydantic did not wrap
+        raise InvalidMessage("InvalidFields", f"body does not fit {kind}: {type(exc).__name__}: {exc}") from None
+
+
+def _shown(literal: str) -> str:
+    return literal if len(literal) <= 40 else f"{literal[:20]}...{literal[-8:]} ({len(literal)} characters)"
+
+
+@dataclass(frozen=True)
+class _OutOfRange:
+    """Stands in, in the parsed body, for a number literal no contract can hold, so that the
+    dead-letter description can name the field it is in."""
+
+    literal: str
+
+
+def _read_int(literal: str) -> int | _OutOfRange:
+    """``json.loads``'s reader of integer literals: the value if it fits in 64 bits (checked on the
+    digits first: Python refuses to convert more than 4,300 of them)."""
+    if len(literal.lstrip("-")) <= _MAX_INT_DIGITS:
+        value = int(literal)
+        if INT64_MIN <= value <= INT64_MAX:
+            return value
+    return _OutOfRange(literal)
+
+
+def _read_float(literal: str) -> float | _OutOfRange:
+    """``json.loads``'s reader of number literals with a fraction or exponent: the value if finite."""
+    value = float(literal)
+    return value if math.isfinite(value) else _OutOfRange(literal)
+
+
+def _out_of_range(value: Any, path: tuple[str, ...] = ()) -> tuple[tuple[str, ...], _OutOfRange] | None:
+    """The first out-of-range number in ``value`` and where it is (the body nests at most
+    ``MAX_NESTING_DEPTH`` levels, so the recursion is bounded)."""
+    if isinstance(value, _OutOfRange):
+        return path, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _out_of_range(item, (*path, str(key)))
+        if found is not None:
+            return found
+    return None
+
+
+def _no_constant(name: str) -> Any:
+    """``json.loads`` takes ``NaN``, ``Infinity`` and ``-Infinity``, which JSON does not have."""
+    raise InvalidMessage("NotJson", f"body is not JSON: {name} is not a JSON value")
 
 
 def nesting_depth(text: str) -> int:

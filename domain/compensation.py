@@ -25,7 +25,7 @@ from typing import Any
 from domain import review, transitions
 from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation
 from domain.errors import FencingLost, IllegalTransition
-from domain.ids import idempotency_key
+from domain.ids import COMPENSATION_MARKER, idempotency_key
 from domain.records import CompensationEntry, PaymentReceived, StateRecord
 from domain.states import ProcessState, StepStatus
 from domain.workflow import WORKFLOW, Step, StepKind, step
@@ -43,8 +43,9 @@ ENTERABLE_FROM = frozenset(
 
 
 def compensation_instance_id(order_id: str, round_number: int) -> str:
-    """One compensation orchestration per order and round (a round is the record's ``attempt``)."""
-    return f"{order_id}:compensate:{round_number}"
+    """One compensation orchestration per order and round (a round is the record's ``attempt``).
+    ``domain.ids.instance_order_id`` recognises it (keep the two in step)."""
+    return f"{order_id}:{COMPENSATION_MARKER}:{round_number}"
 
 
 def undo_idempotency_key(order_id: str, step_name: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from urllib.parse import quote
 
 # Service Bus refuses a MessageId longer than this (the SDK raises ValueError when the message is built).
 MAX_MESSAGE_ID_LENGTH = 128
@@ -11,6 +12,18 @@ _DIGEST_CHARS = 32
 
 ORDER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 _ORDER_ID = re.compile(ORDER_ID_PATTERN)
+
+# Attempts and compensation rounds share one counter per order (the record's ``attempt``), from 1.
+MAX_ATTEMPT = 999_999_999
+COMPENSATION_MARKER = "compensate"
+# The orchestration instances an agent replies to, as ``instance_id`` and
+# ``domain.compensation.compensation_instance_id`` build them: ``<orderId>:<attempt>`` and
+# ``<orderId>:compensate:<round>``. Nothing else in them, so an id that passes is also safe as it is in
+# a URL path segment (no ``/``, ``?``, ``#``, ``%``, ``.``, space or control character).
+_NUMBER = rf"[1-9][0-9]{{0,{len(str(MAX_ATTEMPT)) - 1}}}"
+_ORDER = ORDER_ID_PATTERN.removeprefix("^").removesuffix("$")
+ORCHESTRATION_INSTANCE_PATTERN = rf"^(?P<order>{_ORDER}):(?:{COMPENSATION_MARKER}:)?(?P<number>{_NUMBER})$"
+_ORCHESTRATION_INSTANCE = re.compile(ORCHESTRATION_INSTANCE_PATTERN)
 
 
 def is_valid_order_id(order_id: str) -> bool:
@@ -21,6 +34,21 @@ def instance_id(order_id: str, attempt: int) -> str:
     """One Durable orchestration instance per attempt: ``start_new`` never collides with a
     running instance, and never overwrites an earlier attempt's history."""
     return f"{order_id}:{attempt}"
+
+
+def instance_order_id(instance: str) -> str | None:
+    """The order of ``instance`` if it is an id ``instance_id`` or ``compensation_instance_id`` builds
+    (a forward attempt or a compensation round, numbered 1 to ``MAX_ATTEMPT``), else None."""
+    match = _ORCHESTRATION_INSTANCE.fullmatch(instance)
+    return match.group("order") if match else None
+
+
+def url_instance_id(instance: str) -> str:
+    """``instance`` as the Durable client may paste it into a URL path (the SDK escapes nothing): the
+    same text for every id this app builds (letters, digits, ``_``, ``-``, ``:``), anything else
+    percent-escaped, so that no id can add a path segment, a query or a fragment to the call (``.`` and
+    ``~`` too, which ``quote`` leaves: ``.`` or ``..`` as a segment is one a URL normaliser removes)."""
+    return quote(instance, safe=":").replace(".", "%2E").replace("~", "%7E")
 
 
 def request_id(instance: str, step: str, agent: str) -> str:

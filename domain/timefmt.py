@@ -6,6 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 _FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+# The moments ``parse`` accepts: four-digit years (``%Y`` pads nothing, so year 999 would sort after
+# 2026 as text), and a year of room below ``datetime.max`` for the durations added to a deadline.
+EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
+LATEST = datetime(9998, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 
 
 def to_text(moment: datetime) -> str:
@@ -16,12 +20,20 @@ def to_text(moment: datetime) -> str:
 
 def parse(value: str | datetime) -> datetime:
     """The UTC moment of an ISO 8601 text with an offset or ``Z``, or of a timezone-aware datetime;
-    ``ValueError`` for a text without an offset or a naive datetime."""
+    ``ValueError`` for a text without an offset, a naive datetime, or a moment outside
+    ``EARLIEST``..``LATEST`` (including one whose conversion to UTC leaves ``datetime``'s range)."""
     if isinstance(value, str):
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         if parsed.tzinfo is None:
             raise ValueError("timestamp must carry a UTC offset or Z")
-        return parsed.astimezone(UTC)
-    if value.tzinfo is None:
+    elif value.tzinfo is None:
         raise ValueError("timestamp must be timezone-aware")
-    return value.astimezone(UTC)
+    else:
+        parsed = value
+    try:
+        moment = parsed.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"timestamp is out of range in UTC (years {EARLIEST.year} to {LATEST.year})") from None
+    if not EARLIEST <= moment <= LATEST:
+        raise ValueError(f"timestamp is out of range (years {EARLIEST.year} to {LATEST.year} UTC)")
+    return moment

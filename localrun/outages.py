@@ -103,7 +103,8 @@ def outage_summary(
         )
 
     for alert in alerts:
-        dependency = (alert.get("details") or {}).get("dependency")
+        details = alert.get("details")
+        dependency = details.get("dependency") if isinstance(details, dict) else None
         if isinstance(dependency, str) and alert.get("kind") in ("DependencyOutage", "DependencyRecovered"):
             entry(dependency)["alerts_opened" if alert["kind"] == "DependencyOutage" else "alerts_closed"] += 1
 

@@ -138,6 +138,27 @@ def _silent_failures(result: SimulationResult, finals: dict[str, str], statuses:
     return silent
 
 
+NOT_AN_ALERT = "(not an OperatorAlert)"
+
+
+def _alert_bodies(result: SimulationResult) -> list[dict[str, Any]]:
+    """The bodies on ``operator-alerts`` as JSON objects; anyone with send rights may put anything
+    there, so a body that is not a JSON object counts as an empty one (its kind ``NOT_AN_ALERT``)."""
+    bodies: list[dict[str, Any]] = []
+    for message in result.broker.contents(OPERATOR_ALERTS_QUEUE):
+        try:
+            body = json.loads(str(message))
+        except ValueError:
+            body = None
+        bodies.append(body if isinstance(body, dict) else {})
+    return bodies
+
+
+def _alert_kind(body: dict[str, Any]) -> str:
+    kind = body.get("kind") if body.get("type") == "OperatorAlert" else None
+    return kind if isinstance(kind, str) else NOT_AN_ALERT
+
+
 def _outage_windows(result: SimulationResult) -> dict[str, list[Window]]:
     """The profile's injected outages per service, in true time (the runner's simulators' origin)."""
     windows: dict[str, list[Window]] = {}
@@ -246,7 +267,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     finals = {o: doc["processState"] for o, doc in by_order.items()} | dict.fromkeys(rejected, "Rejected")
     silent = _silent_failures(result, finals, statuses)
     stranded = _stranded_messages(result, by_order)
-    alert_bodies = [json.loads(str(m)) for m in result.broker.contents(OPERATOR_ALERTS_QUEUE)]
+    alert_bodies = _alert_bodies(result)
     windows = _outage_windows(result)
     # orders needing an operator because of an outage alone (localrun/outages.py), from the runner's evidence
     bound = _outage_wait_bound(result)
@@ -335,9 +356,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "blocking_sleeps_on_worker_loop": result.host.clock.untracked_sleeps[LOOP_THREAD],
             "sdk_speed_ups": result.host.sdk_speed_ups,
         },
-        "alerts": dict(
-            sorted(Counter(json.loads(str(m))["kind"] for m in result.broker.contents(OPERATOR_ALERTS_QUEUE)).items())
-        ),
+        "alerts": dict(sorted(Counter(_alert_kind(body) for body in _alert_bodies(result)).items())),
         # sends Service Bus refused for breaking its limits (MessageId, size, properties): 0 unless a bug
         "servicebus_limit_violations": result.broker.counters().limit_violations,
         "function_failures": len(result.task_failures),

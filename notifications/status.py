@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from adapters.servicebus.sender import MessageRejected, MessageSender, OutgoingMessage, QueueNotFound, SendError
 from contracts.messages import StatusName, StatusUpdate
+from contracts.names import is_app_queue
 from domain.ids import bounded, status_message_id
 from domain.text import carriable
 from notifications.alerts import raise_alert
@@ -54,6 +55,9 @@ def publish_status(
         attempt=attempt,
     )
     if not reply_to:
+        return False
+    if is_app_queue(reply_to):  # a record from before the contract refused such a replyTo: never there
+        log.error("order %s: status %s not sent: replyTo %r is one of the app's own queues", order_id, status, reply_to)
         return False
     carried = None if reason is None else carriable(reason)  # a reason from an older record, whatever it holds
     update = StatusUpdate(order_id=order_id, status=status, attempt=attempt, at=at, reason=carried)

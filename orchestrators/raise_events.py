@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from domain.ids import url_instance_id
 from observability.events import app_event
 
 
@@ -36,7 +37,7 @@ async def raise_events(client: EventClient, events: Iterable[RaiseEvent]) -> int
     raised = 0
     for event in events:
         try:
-            await client.raise_event(event.instance_id, event.name, event.data)
+            await client.raise_event(url_instance_id(event.instance_id), event.name, event.data)
         except Exception as exc:
             app_event(
                 "EventNotRaised",

@@ -16,6 +16,7 @@ from contracts.activities import AttemptInput, OrderPlan
 from dependencies import AppContext
 from domain import transitions
 from domain.errors import IllegalTransition
+from domain.ids import url_instance_id
 from domain.records import StateRecord
 from domain.states import ProcessState
 from observability.events import app_event
@@ -174,7 +175,7 @@ async def start_orchestrations(
     started: list[str] = []
     for claim in claims:
         try:
-            await client.start_new(orchestrator, claim.instance_id, claim.orchestration_input())
+            await client.start_new(orchestrator, url_instance_id(claim.instance_id), claim.orchestration_input())
         except Exception as exc:
             app_event(
                 failed_event,

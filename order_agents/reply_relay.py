@@ -2,7 +2,10 @@
 orchestration waits for.
 
 A reply for an instance that is unknown or already finished is a late reply (the attempt timed out
-and the supervisor took over): it is completed and logged, never retried forever."""
+and the supervisor took over): it is completed and logged, never retried forever. A reply whose
+``instanceId`` is not an instance id this app builds for its ``orderId`` (``<orderId>:<attempt>`` or
+``<orderId>:compensate:<round>``) never reaches the Durable client: the contract refuses it, and it is
+dead-lettered ``InvalidFields``."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_byt
 from contracts.messages import AgentReply
 from contracts.names import AGENT_REPLY_EVENT
 from contracts.parsing import InvalidMessage, parse
+from domain.ids import url_instance_id
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +53,12 @@ async def relay_reply(client: DurableClient, message: ReceivedMessage) -> Settle
         log.error("reply relay dead-letters message %s: %s", message.message_id, bad)
         return Settlement.deadletter(bad.reason, bad.description)
     fields = {"orderId": reply.order_id, "step": reply.step, "requestId": reply.request_id}
+    instance = url_instance_id(reply.instance_id)  # the same text (the contract checked it), escaped all the same
     try:
-        await client.raise_event(reply.instance_id, AGENT_REPLY_EVENT, reply.model_dump(mode="json", by_alias=True))
+        await client.raise_event(instance, AGENT_REPLY_EVENT, reply.model_dump(mode="json", by_alias=True))
     except Exception as exc:  # the SDK raises a plain Exception for 404 / 410 / anything else
         try:
-            status = status_name(await client.get_status(reply.instance_id))
+            status = status_name(await client.get_status(instance))
         except Exception as status_exc:
             log.warning("raise_event failed (%s) and so did get_status (%s): abandoning", exc, status_exc, extra=fields)
             return Settlement.abandon(f"raise_event failed: {exc}")

@@ -1,7 +1,12 @@
 """``RetryDeferred``: the app's scheduled message to itself, due ``DEFER_RETRY_DELAY_SECONDS`` after
 a message was deferred because a dependency was unavailable. It fetches that message by sequence
 number and tries again; after ``DEFER_MAX_ROUNDS`` rounds the message is dead-lettered with a reason.
-A message that is no longer on the queue (expired, dead-lettered) is recorded and alerted once."""
+A message that is no longer on the queue (expired, dead-lettered) is recorded and alerted once.
+
+The app schedules a retry only for a message it recorded as deferred (the deferral document of its
+order has the sequence number). ``RetryDeferred`` arrives on the public ``orders`` queue, so one for a
+sequence number no deferral document tracks is not the app's: it is dead-lettered
+``UntrackedDeferral``, having fetched and written nothing."""
 
 from __future__ import annotations
 
@@ -18,12 +23,30 @@ from submission.result import IntakeResult
 
 log = logging.getLogger(__name__)
 
+UNTRACKED_DEFERRAL = "UntrackedDeferral"
+
 
 def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessage) -> IntakeResult:
     seq = retry.sequence_number
     doc = ctx.deferrals.get(retry.order_id)
     entry = doc.entry(seq) if doc is not None else None
-    if entry is not None and entry.status is not EntryStatus.DEFERRED:
+    if entry is None:
+        where = "no deferral document" if doc is None else "a deferral document without that sequence number"
+        description = (
+            f"RetryDeferred for message #{seq} of order {retry.order_id}: the order has {where}; "
+            "this app retries only messages it recorded as deferred (or one resolved long ago, no longer listed)"
+        )
+        app_event(
+            "DeadLettered",
+            f"orders message {message.message_id}: {UNTRACKED_DEFERRAL}: {description}",
+            logging.WARNING,
+            messageId=message.message_id,
+            orderId=retry.order_id,
+            sequenceNumber=seq,
+            reason=UNTRACKED_DEFERRAL,
+        )
+        return IntakeResult(Settlement.deadletter(UNTRACKED_DEFERRAL, description))
+    if entry.status is not EntryStatus.DEFERRED:
         log.info("RetryDeferred #%s round %s: already %s", seq, retry.round, entry.status.value)
         return IntakeResult(Settlement.complete())  # a late or duplicate retry: nothing left to do
     with ctx.deferred.open(ORDERS_QUEUE) as receiver:

@@ -122,3 +122,25 @@ def test_a_bad_reply_is_dead_lettered_and_raises_nothing(functions, body, reason
     kind, details = relay(functions, client, body).only
     assert (kind, details["reason"]) == ("deadletter", reason)
     assert client.raised == []
+
+
+@pytest.mark.parametrize(
+    "instance",
+    ["order-1:2/terminate?reason=x&x=", "order-1:2#", ".", "%2F", "order-2:2", "order-1:compensate:0", "order-1"],
+)
+def test_a_reply_whose_instance_id_the_app_did_not_build_for_its_order_is_dead_lettered(functions, instance):
+    """The instance id reaches the Durable client's URLs unescaped: only ``<orderId>:<attempt>`` and
+    ``<orderId>:compensate:<round>`` of the reply's own order get that far."""
+    client = FakeDurableClient({"order-1:2": "Running", instance: "Running"})
+    body = {**REPLY.model_dump(mode="json", by_alias=True), "instanceId": instance}
+    kind, details = relay(functions, client, body).only
+    assert (kind, details["reason"]) == ("deadletter", "InvalidFields")
+    assert "instanceId" in details["description"]
+    assert client.raised == []
+
+
+def test_a_reply_to_a_compensation_round_is_raised(functions):
+    client = FakeDurableClient({"order-1:compensate:3": "Running"})
+    body = {**REPLY.model_dump(mode="json", by_alias=True), "instanceId": "order-1:compensate:3"}
+    assert relay(functions, client, body).only == ("complete", {})
+    assert [raised[0] for raised in client.raised] == ["order-1:compensate:3"]

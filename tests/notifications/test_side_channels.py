@@ -84,3 +84,12 @@ def test_a_plain_alert_still_reports_a_failed_send_to_its_caller() -> None:
 
     with pytest.raises(SendError):
         raise_alert(Down(), kind="X", summary="s", at=AT)
+
+
+@pytest.mark.parametrize("queue", ["orders", "Operator-Alerts", "AGENT-REPLIES", "payment-requests"])
+def test_a_stored_reply_to_naming_one_of_the_apps_own_queues_gets_no_status(queue: str) -> None:
+    """The contract refuses such a ``replyTo``; a record written before it did still sends nothing there."""
+    b = broker("orders", "agent-replies", "payment-requests")
+    assert publish_status(b, reply_to=queue, order_id="ord-1", status="Received", attempt=0, at=AT) is False
+    for q in (OPERATOR_ALERTS_QUEUE, "orders", "agent-replies", "payment-requests"):
+        assert b.peek(q, 10) == [], q

@@ -101,4 +101,71 @@ MALFORMED: list[tuple[str, bytes, str, str]] = [
         "notificationId",
     ),
     ("body of 200 KB", json.dumps(order(shipTo="x" * 200_000)).encode(), "BodyTooLarge", "limit"),
+    # numbers no contract can hold: the field is named, never a ValueError out of json.loads
+    (
+        "unitPriceCents of 4,400 digits",
+        json.dumps(order()).replace('"unitPriceCents": 1250', '"unitPriceCents": ' + "9" * 4400).encode(),
+        "InvalidFields",
+        "lines.0.unitPriceCents",
+    ),
+    (
+        "integer just past int64 in an unknown field",
+        json.dumps(order()).replace('"shipTo"', f'"note": {2**63}, "shipTo"').encode(),
+        "InvalidFields",
+        "note",
+    ),
+    (
+        "negative integer just past int64",
+        json.dumps(order()).replace('"unitPriceCents": 1250', f'"unitPriceCents": {-(2**63) - 1}').encode(),
+        "InvalidFields",
+        "out of range",
+    ),
+    (
+        "float literal that overflows to infinity",
+        json.dumps(order()).replace('"unitPriceCents": 1250', '"unitPriceCents": 1e999').encode(),
+        "InvalidFields",
+        "lines.0.unitPriceCents",
+    ),
+    ("NaN literal", json.dumps(order()).replace('"shipTo"', '"x": NaN, "shipTo"').encode(), "NotJson", "NaN"),
+    (
+        "-Infinity literal",
+        json.dumps(order()).replace('"shipTo"', '"x": -Infinity, "shipTo"').encode(),
+        "NotJson",
+        "Infinity",
+    ),
+    (
+        "amountCents over the largest order total",
+        json.dumps(
+            {
+                "type": "PaymentNotification",
+                "schemaVersion": 1,
+                "notificationId": "n-1",
+                "orderId": "ord-1",
+                "amountCents": 10**12 + 1,
+                "currency": "EUR",
+                "providerReference": "psp-1",
+            }
+        ).encode(),
+        "InvalidFields",
+        "amountCents",
+    ),
+    (
+        "RetryDeferred sequenceNumber past int64",
+        json.dumps(
+            {
+                "type": "RetryDeferred",
+                "schemaVersion": 1,
+                "sequenceNumber": 2**63,
+                "orderId": "ord-1",
+                "messageId": "m-1",
+                "round": 1,
+            }
+        ).encode(),
+        "InvalidFields",
+        "sequenceNumber",
+    ),
+    # statuses never go to the app's own queues (Service Bus names are case-insensitive)
+    ("replyTo the orders queue", json.dumps(order(replyTo="orders")).encode(), "InvalidFields", "replyTo"),
+    ("replyTo Operator-Alerts", json.dumps(order(replyTo="Operator-Alerts")).encode(), "InvalidFields", "replyTo"),
+    ("replyTo a request queue", json.dumps(order(replyTo="payment-requests")).encode(), "InvalidFields", "replyTo"),
 ]
