@@ -19,6 +19,7 @@ import azure.functions as func
 from adapters.cosmos.errors import InvalidContinuation, StoreUnavailable
 from adapters.cosmos.ops_queries import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from dependencies import AppContext, get_context
+from domain.ids import url_instance_id
 from domain.states import ProcessState
 from operations import actions, instances, views
 from operations.auth import OPERATE_ROLE, READ_ROLE, Principal, Refusal, authenticate
@@ -185,7 +186,7 @@ async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClien
     # The app raises the event with its own durable client: operators never hold a system key.
     try:
         await client.raise_event(
-            pending.instance_id,
+            url_instance_id(pending.instance_id),  # built by the app; escaped all the same (domain.ids)
             REVIEW_DECISION_EVENT,
             actions.decision_event(pending, action, who.name, body.reason),
         )

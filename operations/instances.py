@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from domain.ids import url_instance_id
 from orchestrators.names import BEGIN_STEP, MARK_PROCESSED, PUBLISH_STATUS
 
 # ``process_order_v2``'s first activity, gone with it; its answers are still in that version's histories.
@@ -74,7 +75,9 @@ async def describe(client: Any, instances: list[tuple[str, str]]) -> tuple[list[
     attempts: list[dict[str, Any]] = []
     statuses: list[dict[str, Any]] = []
     for kind, instance in instances:
-        status = await client.get_status(instance, show_history=True, show_history_output=True, show_input=True)
+        status = await client.get_status(
+            url_instance_id(instance), show_history=True, show_history_output=True, show_input=True
+        )
         if not status:
             attempts.append({"kind": kind, "instanceId": instance, "runtimeStatus": None, "lastEvent": None})
             continue
@@ -98,6 +101,6 @@ async def describe(client: Any, instances: list[tuple[str, str]]) -> tuple[list[
 
 async def is_running(client: Any, instance: str) -> bool:
     """Whether the Durable backend runs ``instance`` (a paused attempt waiting for an event is Running)."""
-    status = await client.get_status(instance)
+    status = await client.get_status(url_instance_id(instance))
     runtime = getattr(status, "runtime_status", None) if status else None
     return getattr(runtime, "value", runtime) == "Running"

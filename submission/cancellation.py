@@ -20,11 +20,10 @@ from adapters.cosmos.state_store import update_once
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import CancelOrder
 from dependencies import AppContext
-from domain.compensation import enter_compensation, pivot_passed, undo_pending
+from domain.compensation import cancellation_not_before, enter_compensation, pivot_passed, undo_pending
 from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
-from domain.review import pending_review
 from domain.states import ProcessState
 from notifications.status import publish_status_or_owe
 from observability.events import app_event
@@ -75,15 +74,8 @@ def _cancel_once(ctx: AppContext, record: StateRecord, cancel: CancelOrder) -> I
         )
         app_event("CancellationRejected", f"order {record.order_id}: {decision.reason}", orderId=record.order_id)
         return IntakeResult(Settlement.complete(), owed=(owed,) if owed else ())
-    # While a step is in flight, compensation waits for its deadline: its agent starts no call after it.
-    # An attempt paused for review has no call in flight (its step already failed): its completeBy is
-    # the review deadline, up to a day away, so the compensation is due now.
-    in_flight = (
-        record.process_state is ProcessState.PROCESSING
-        and record.current_step is not None
-        and pending_review(record) is None
-    )
-    not_before = record.complete_by if in_flight else None
+    # while a step is in flight, at its deadline; during a review pause, now (the operator's cancel asks the same)
+    not_before = cancellation_not_before(record)
     reason = f"cancelled by the client: {cancel.reason}"
     try:
         update_once(

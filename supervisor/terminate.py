@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
+from domain.ids import url_instance_id
 from observability.events import app_event
 
 # Runtime statuses (``OrchestrationRuntimeStatus`` names) of an instance that may still act.
@@ -36,7 +37,7 @@ async def terminate_expired(client: InstanceClient, instance_ids: list[str]) -> 
     terminated: list[str] = []
     for instance in instance_ids:
         try:
-            status = _status_name(await client.get_status(instance))
+            status = _status_name(await client.get_status(url_instance_id(instance)))
             if status not in STILL_ACTIVE:
                 app_event(
                     "SupervisorTerminateSkipped",
@@ -45,7 +46,7 @@ async def terminate_expired(client: InstanceClient, instance_ids: list[str]) -> 
                     runtimeStatus=status,
                 )
                 continue
-            await client.terminate(instance, TERMINATE_REASON)
+            await client.terminate(url_instance_id(instance), TERMINATE_REASON)
         except Exception as exc:
             app_event(
                 "SupervisorTerminateFailed",
