@@ -26,8 +26,11 @@ async def submit_order(
     client: df.DurableOrchestrationClient,
 ) -> None:
     result = await asyncio.to_thread(handle_orders_message, get_context(), message)
-    apply_settlement(message_actions, message, result.settlement)
+    # The claimed attempt and the owed statuses are handed over before the message is settled: a
+    # settlement that fails (the lock was lost) or a host that stops after it would drop them, and the
+    # redelivery finds the record and starts nothing. Both are safe to repeat (deterministic instance ids).
     if result.claim is not None:
         await start_claimed(client, [result.claim])
-    await raise_events(client, result.events)
     await hand_to_courier(client, result.owed)
+    apply_settlement(message_actions, message, result.settlement)
+    await raise_events(client, result.events)
