@@ -12,6 +12,7 @@ from typing import Any
 import azure.durable_functions as df
 import pytest
 
+from adapters.cosmos.errors import StoreUnavailable
 from adapters.remote.services import remote_services
 from adapters.remote.simulators.config import SimulatorConfig
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
@@ -116,4 +117,38 @@ def test_an_answer_after_the_review_deadline_is_not_said_applied(paused: OpsHarn
     assert status == 409 or record.process_state is ProcessState.ERROR, (
         f"told {status} {body.get('decision')} after the deadline; the attempt took its default and the order is "
         f"{record.process_state.value}; the record notes {review_answer(record, REVIEW_ID)}"
+    )
+
+
+def test_an_answer_whose_note_lost_its_response_still_reaches_the_attempt(
+    paused: OpsHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FINDING. ``claim_answer`` notes the answer with ``update_once``, which does not read back a write
+    whose response was lost (``update_once_or_reread`` does, for the starter and the supervisor). The
+    note lands, the operator gets 503 and no event is raised; answering again is 409 "not waiting for a
+    review" (the record's last entry is the note). The review is stuck: the attempt waits for an
+    answer nobody can give, then takes its default, and the record says the operator answered."""
+    assert paused.ctx is not None
+    store = paused.ctx.states
+    replace_record = store.replace
+    lost: list[str] = []
+
+    def lose_the_notes_response(record: Any) -> Any:
+        written = replace_record(record)
+        if not lost and record.history and record.history[-1].event == "ReviewAnswered":
+            lost.append(record.history[-1].detail)
+            raise StoreUnavailable("Cosmos DB 408: the response was lost after the write")
+        return written
+
+    monkeypatch.setattr(store, "replace", lose_the_notes_response)
+    first = paused.post("/api/ops/orders/o-big/review", {"action": "fail", "reason": "card blocked"})
+    again = paused.post("/api/ops/orders/o-big/review", {"action": "fail", "reason": "card blocked"})
+    paused.run_until_idle()
+
+    record = paused.ctx.states.get("o-big")
+    assert record is not None
+    assert lost, "the note was never written"
+    assert record.process_state is ProcessState.ERROR, (
+        f"answered {first[0]} then {again[0]} ({again[1].get('error')}); the order is {record.process_state.value}, "
+        f"its record notes {review_answer(record, REVIEW_ID)}, and the attempt still waits for the answer"
     )
