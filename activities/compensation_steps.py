@@ -69,7 +69,9 @@ def await_review(ctx: AppContext, data: AwaitReviewInput) -> WriteResult:
         ctx,
         data.order_id,
         data.instance_id,
-        lambda r: compensation.await_review(r, data.instance_id, data.step, data.review_id, keep_until, now),
+        lambda r: compensation.await_review(
+            r, data.instance_id, data.step, data.review_id, until, now, keep_until=keep_until
+        ),
         "await review",
     )
     if record is None:

@@ -348,13 +348,25 @@ def fail_compensation(record: StateRecord, owner: str, seq: int, error: str, now
 
 
 def await_review(
-    record: StateRecord, owner: str, step_name: str, review_id: str, until: datetime, now: datetime
+    record: StateRecord,
+    owner: str,
+    step_name: str,
+    review_id: str,
+    until: datetime,
+    now: datetime,
+    *,
+    keep_until: datetime | None = None,
 ) -> StateRecord:
-    """The forward attempt pauses for an operator: ``completeBy`` moves past the review deadline so
-    the supervisor leaves the paused attempt alone."""
+    """The forward attempt pauses for an operator until ``until``, the review deadline it decides at
+    (the detail's "decide by", which the ops API shows and checks answers against); ``completeBy``
+    moves to ``keep_until`` (past that deadline) so the supervisor leaves the paused attempt alone."""
     transitions.ensure_owner(record, owner)
     return record.with_changes(
-        now, review.REVIEW_REQUESTED, owner, review.review_detail(step_name, review_id, until), complete_by=until
+        now,
+        review.REVIEW_REQUESTED,
+        owner,
+        review.review_detail(step_name, review_id, until),
+        complete_by=keep_until if keep_until is not None else until,
     )
 
 

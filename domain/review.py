@@ -32,6 +32,14 @@ def review_detail(step_name: str, review_id: str, until: datetime) -> str:
     return f"{step_name}: {review_id}{_DECIDE_BY}{until.isoformat()}"
 
 
+def _requested(owner: str, detail: str) -> PendingReview | None:
+    step, sep, rest = detail.partition(": ")
+    review_id, sep2, decide_by = rest.partition(_DECIDE_BY)
+    if not (sep and sep2 and review_id):
+        return None
+    return PendingReview(owner, review_id, step, decide_by)
+
+
 def pending_review(record: StateRecord) -> PendingReview | None:
     """The review this record waits for: it is Processing, and the last write was the owning
     attempt's ``ReviewRequested`` (any later write, an answer included, means it waits no more)."""
@@ -40,11 +48,47 @@ def pending_review(record: StateRecord) -> PendingReview | None:
     last = record.history[-1]
     if last.event != REVIEW_REQUESTED or last.by != record.locked_by:
         return None
-    step, sep, rest = last.detail.partition(": ")
-    review_id, sep2, decide_by = rest.partition(_DECIDE_BY)
-    if not (sep and sep2 and review_id):
+    return _requested(record.locked_by, last.detail)
+
+
+def decide_by_time(pending: PendingReview) -> datetime | None:
+    """The review deadline the paused attempt decides at (its timer), or None when the recorded text is
+    not a timestamp with a zone."""
+    try:
+        when = datetime.fromisoformat(pending.decide_by)
+    except ValueError:
         return None
-    return PendingReview(record.locked_by, review_id, step, decide_by)
+    return when if when.tzinfo is not None else None
+
+
+@dataclass(frozen=True)
+class NotedAnswer:
+    """An answer the record notes as its last word while the attempt still owns it: noted, and its
+    ``ReviewDecision`` maybe not delivered (raised after the note; the raise may have failed)."""
+
+    review: PendingReview
+    operator: str
+    action: str
+    reason: str
+
+
+def noted_answer(record: StateRecord) -> NotedAnswer | None:
+    """The answer noted by the record's last write, to the review its owning attempt requested,
+    or None (another write came after the note, the attempt lost the record, or no answer is noted)."""
+    if record.process_state is not ProcessState.PROCESSING or not record.history or record.locked_by is None:
+        return None
+    last = record.history[-1]
+    if last.event != REVIEW_ANSWERED:
+        return None
+    for entry in reversed(record.history[:-1]):
+        if entry.event != REVIEW_REQUESTED or entry.by != record.locked_by:
+            continue
+        requested = _requested(record.locked_by, entry.detail)
+        if requested is None or not last.detail.startswith(f"{requested.review_id}: "):
+            return None
+        action, _, reason = last.detail[len(requested.review_id) + 2 :].partition(": ")
+        return NotedAnswer(requested, last.by, action, reason)
+    return None
 
 
 def note_review_answer(

@@ -5,25 +5,39 @@ why (the reason), and answers the new state, or why the move is not legal now.
 - cancel: ``Pending | Processing | Error -> Compensating`` when the decision function allows it
   (before the pivot), as a client's ``CancelOrder`` does;
 - compensate: ``Error | CompensationFailed -> Compensating`` (``supervisor.operator.compensate_order``);
-- review: the record notes who answers (``domain.review``, one conditional write: of two answers
-  at once the second is refused 409), then the paused attempt gets the ``ReviewDecision`` event from
-  the app's own durable client (``operations.blueprint``); an event that cannot be raised takes the
-  note back."""
+- review: refused 409 once the review deadline passed (the attempt takes its default); the record
+  notes who answers (``domain.review``, one conditional write, read back when its response is lost: of
+  two answers at once the second is refused 409), then the paused attempt gets the ``ReviewDecision``
+  event from the app's own durable client (``operations.blueprint``). Only an event the extension
+  definitely did not queue (the instance is gone) takes the note back; when the raise failed
+  ambiguously the note stays (503) and the same answer, posted again, raises the event again (the
+  attempt takes the first answer to its ``reviewId`` and ignores the rest)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
-from adapters.cosmos.state_store import update_once
+from adapters.cosmos.state_store import update_once, update_once_or_reread
 from dependencies import AppContext
 from domain.compensation import cancellation_not_before, enter_compensation, pivot_passed, undo_pending
 from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
-from domain.review import PendingReview, note_review_answer, pending_review, reopen_review, review_answer
+from domain.review import (
+    NotedAnswer,
+    PendingReview,
+    decide_by_time,
+    note_review_answer,
+    noted_answer,
+    pending_review,
+    reopen_review,
+    review_answer,
+)
 from domain.states import ProcessState
+from notifications.alerts import raise_alert_after_write
 from observability.events import app_event
 from operations.views import order_row
 from operations.web import Reply, error, json_reply
@@ -99,8 +113,20 @@ def cancel(ctx: AppContext, order_id: str, operator: str, reason: str) -> Reply:
     return _guarded(order_id, move)
 
 
-def review_to_answer(ctx: AppContext, order_id: str) -> PendingReview | Reply:
-    """The review the order waits for, or the reply saying why it cannot be answered."""
+@dataclass(frozen=True)
+class ReviewTarget:
+    """The review an answer goes to. ``noted``: the record already notes this same answer as its last
+    word (its event may not have been delivered): the event is raised again, nothing is noted."""
+
+    pending: PendingReview
+    record: StateRecord
+    noted: NotedAnswer | None = None
+
+
+def review_to_answer(ctx: AppContext, order_id: str, action: str) -> ReviewTarget | Reply:
+    """The review the order waits for (or whose noted answer is ``action``, to deliver again), or the
+    reply saying why it cannot be answered: no such order, not waiting, answered otherwise, or past
+    its deadline (the attempt decides at ``decide by``: an answer after it is not taken)."""
     try:
         record = ctx.states.get(order_id)
     except StoreUnavailable as exc:
@@ -108,9 +134,36 @@ def review_to_answer(ctx: AppContext, order_id: str) -> PendingReview | Reply:
     if record is None:
         return error(404, f"no order {order_id}")
     pending = pending_review(record)
+    noted = None
     if pending is None:
-        return error(409, f"order {order_id} is {record.process_state} and not waiting for a review")
-    return pending
+        noted = noted_answer(record)
+        if noted is None:
+            return error(409, f"order {order_id} is {record.process_state} and not waiting for a review")
+        pending = noted.review
+    deadline = decide_by_time(pending)
+    if deadline is not None and ctx.clock.now() >= deadline:
+        return _deadline_passed(order_id, pending, noted)
+    if noted is not None and noted.action != action:
+        return _answered_elsewhere(order_id, record, pending)
+    return ReviewTarget(pending, record, noted)
+
+
+def _deadline_passed(order_id: str, pending: PendingReview, noted: NotedAnswer | None) -> Reply:
+    earlier = (
+        ""
+        if noted is None
+        else f"; the answer {noted.action} by {noted.operator}, noted before, reached it in time or not at all"
+    )
+    return json_reply(
+        409,
+        {
+            "error": f"review deadline passed: review {pending.review_id} of order {order_id} was to be "
+            f"decided by {pending.decide_by}; the paused attempt takes its default action{earlier}",
+            "status": 409,
+            "reviewId": pending.review_id,
+            "decideBy": pending.decide_by,
+        },
+    )
 
 
 def decision_event(pending: PendingReview, action: str, operator: str, reason: str) -> dict[str, Any]:
@@ -152,8 +205,8 @@ def claim_answer(
             record = ctx.states.get(order_id)
             if record is None:
                 raise RecordNotFound(order_id)
-            try:
-                return update_once(
+            try:  # a note whose response is lost is read back: if it landed, the event is still raised
+                return update_once_or_reread(
                     ctx.states,
                     record,
                     lambda r: note_review_answer(r, pending.review_id, operator, action, reason, now),
@@ -169,29 +222,95 @@ def claim_answer(
     except RecordNotFound:
         return error(404, f"no order {order_id}")
     except StoreUnavailable as exc:
-        return error(503, f"the state store is unavailable: {exc}")
-
-
-def take_back_answer(ctx: AppContext, order_id: str, pending: PendingReview, operator: str) -> None:
-    """The event could not be raised: the record waits for the review again (best effort: if the
-    record moved on meanwhile, there is nothing to take back)."""
-    try:
-        record = ctx.states.get(order_id)
-        if record is not None:
-            update_once(ctx.states, record, lambda r: reopen_review(r, pending.review_id, operator, ctx.clock.now()))
-    except (IllegalTransition, EtagMismatch, StoreUnavailable) as exc:
-        app_event(
-            "OperatorReviewNotReopened",
-            f"order {order_id}: the undelivered answer of {operator} to review {pending.review_id} stays noted: {exc}",
-            orderId=order_id,
-            reviewId=pending.review_id,
+        return error(
+            503,
+            f"the state store is unavailable: {exc}; your answer may or may not be noted: post the same "
+            "answer again to deliver it",
         )
+
+
+def take_back_answer(ctx: AppContext, order_id: str, pending: PendingReview, operator: str, why: str) -> Reply:
+    """The paused attempt is definitely gone (``why``): it never takes ``operator``'s noted answer, so
+    the note is taken back (the record waits for the review again) and the operator hears 409. If the
+    record moved on meanwhile, there is nothing to take back. If the store cannot be written, the
+    note stays: an alert says so and the 503 says how to retry (the same answer again: the attempt
+    is not running, so the take-back is tried again)."""
+    gone = f"the paused attempt {pending.instance_id} did not take the answer: {why}"
+    try:
+        for _ in range(3):
+            record = ctx.states.get(order_id)
+            if record is None:
+                return error(404, f"no order {order_id}")
+            try:
+                update_once_or_reread(
+                    ctx.states, record, lambda r: reopen_review(r, pending.review_id, operator, ctx.clock.now())
+                )
+            except IllegalTransition:  # the record moved on: nothing of this answer to take back
+                return error(
+                    409,
+                    f"the paused attempt {pending.instance_id} is gone ({why}) and order {order_id} has moved on: it "
+                    f"is {record.process_state}; reload it to see what was decided",
+                )
+            except EtagMismatch:
+                continue
+            return error(409, f"{gone}; the note of the answer is taken back: the review can be answered again")
+        return error(409, f"{gone}; order {order_id} keeps changing: reload it")
+    except StoreUnavailable as exc:
+        summary = (
+            f"order {order_id}: the answer of {operator} to review {pending.review_id} is noted but its attempt "
+            f"{pending.instance_id} is gone ({why}); the note could not be taken back ({exc})"
+        )
+        app_event("OperatorReviewNotReopened", summary, orderId=order_id, reviewId=pending.review_id)
+        raise_alert_after_write(
+            ctx.sender,
+            kind="ReviewAnswerUndelivered",
+            summary=f"{summary}: post the same answer again to retry, or resubmit/compensate the order",
+            at=ctx.clock.now(),
+            order_id=order_id,
+            severity="error",
+            discriminator=pending.review_id,
+            details={"reviewId": pending.review_id, "instanceId": pending.instance_id, "operator": operator},
+        )
+        return error(
+            503,
+            f"{gone}; the state store is unavailable ({exc}), so the record still notes the answer: post the "
+            "same answer again to take the note back",
+        )
+
+
+def delivery_uncertain(order_id: str, pending: PendingReview, operator: str, action: str, failure: Exception) -> Reply:
+    """The event was raised and the raise failed without saying the instance is gone (a timeout, a
+    5xx): the extension may have queued it. The note stays (taking it back could let a second,
+    different answer be noted while the attempt acts on this one); the same answer posted again
+    raises the event again (the attempt takes the first answer to its ``reviewId``)."""
+    app_event(
+        "OperatorReviewDeliveryUncertain",
+        f"order {order_id}: review {pending.review_id} answered {action} by {operator}; raising the event "
+        f"failed ambiguously: {failure}",
+        orderId=order_id,
+        reviewId=pending.review_id,
+        action=action,
+    )
+    return json_reply(
+        503,
+        {
+            "error": f"your answer {action} to review {pending.review_id} of order {order_id} is noted, but its "
+            f"delivery to the paused attempt {pending.instance_id} is uncertain ({failure}): post the same "
+            "answer again to deliver it (a repeat is harmless)",
+            "status": 503,
+            "reviewId": pending.review_id,
+            "decision": action,
+            "by": operator,
+            "noted": True,
+        },
+    )
 
 
 def answered(
     order_id: str, record: StateRecord, pending: PendingReview, operator: str, action: str, reason: str
 ) -> Reply:
-    """The event was raised after the answer was noted: the attempt acts on it."""
+    """The event was raised after the answer was noted (or raised again for an answer already noted):
+    the attempt acts on it."""
     app_event(
         "OperatorReviewed",
         f"order {order_id}: review {pending.review_id} answered {action} by {operator}: {reason}",

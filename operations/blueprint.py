@@ -168,32 +168,44 @@ async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClien
         return _response(checked)
     who, order_id, body = checked
     action = str(body.action)
-    pending = await asyncio.to_thread(actions.review_to_answer, ctx, order_id)
-    if isinstance(pending, Reply):
-        return _response(pending)
-    # An attempt that is gone cannot take the answer: refuse it before the record notes anything.
+    target = await asyncio.to_thread(actions.review_to_answer, ctx, order_id, action)
+    if isinstance(target, Reply):
+        return _response(target)
+    pending, noted = target.pending, target.noted
+    # An attempt that is gone cannot take the answer: refuse it before the record notes anything (and
+    # take back a note of the same answer left by an earlier try: the attempt never acts on it).
     try:
         running = await instances.is_running(client, pending.instance_id)
     except Exception as exc:  # the SDK raises plain Exceptions for the extension's HTTP errors
         return _response(error(503, f"the Durable backend cannot say whether {pending.instance_id} runs: {exc}"))
     if not running:
+        if noted is not None:
+            why = "it is not running"
+            taken = await asyncio.to_thread(actions.take_back_answer, ctx, order_id, pending, noted.operator, why)
+            return _response(taken)
         return _response(
             error(409, f"the paused attempt {pending.instance_id} is not running: it cannot take the answer")
         )
-    claimed = await asyncio.to_thread(actions.claim_answer, ctx, order_id, pending, who.name, action, body.reason)
-    if isinstance(claimed, Reply):
-        return _response(claimed)
+    if noted is None:
+        claimed = await asyncio.to_thread(actions.claim_answer, ctx, order_id, pending, who.name, action, body.reason)
+        if isinstance(claimed, Reply):
+            return _response(claimed)
+        operator, reason = who.name, body.reason
+    else:  # the same answer is noted already (its delivery was uncertain): raise its event again
+        claimed, operator, reason = target.record, noted.operator, noted.reason
     # The app raises the event with its own durable client: operators never hold a system key.
     try:
         await client.raise_event(
             url_instance_id(pending.instance_id),  # built by the app; escaped all the same (domain.ids)
             REVIEW_DECISION_EVENT,
-            actions.decision_event(pending, action, who.name, body.reason),
+            actions.decision_event(pending, action, operator, reason),
         )
-    except Exception as exc:  # the SDK raises plain Exceptions for the extension's 404/410
-        await asyncio.to_thread(actions.take_back_answer, ctx, order_id, pending, who.name)
-        return _response(error(409, f"the paused attempt {pending.instance_id} did not take the answer: {exc}"))
-    return _response(actions.answered(order_id, claimed, pending, who.name, action, body.reason))
+    except Exception as exc:  # the SDK raises plain Exceptions: 404/410 and a lost response alike
+        if await instances.gone_after_failed_raise(client, pending.instance_id, exc):
+            taken = await asyncio.to_thread(actions.take_back_answer, ctx, order_id, pending, operator, str(exc))
+            return _response(taken)
+        return _response(actions.delivery_uncertain(order_id, pending, operator, action, exc))
+    return _response(actions.answered(order_id, claimed, pending, operator, action, reason))
 
 
 # --- the console --------------------------------------------------------------------------------

@@ -104,3 +104,26 @@ async def is_running(client: Any, instance: str) -> bool:
     status = await client.get_status(url_instance_id(instance))
     runtime = getattr(status, "runtime_status", None) if status else None
     return getattr(runtime, "value", runtime) == "Running"
+
+
+# ``DurableOrchestrationClient.raise_event`` raises a plain Exception for every status but 202; these
+# are its texts for the two that say the event was NOT queued: 404 (no such instance) and 410 (gone).
+_GONE_TEXTS = (("No instance with ID ", " found."), ("Instance with ID ", " is gone: either completed or failed"))
+_FINISHED = frozenset({"Completed", "Failed", "Terminated", "Canceled"})
+
+
+async def gone_after_failed_raise(client: Any, instance: str, failure: Exception) -> bool:
+    """Whether a ``raise_event`` that failed with ``failure`` definitely did not reach ``instance``: the
+    extension answered 404/410, or the backend now reports it finished (Completed, Failed, Terminated).
+    Anything else (a timeout, a 5xx, a reset connection, a status that cannot be read, or an empty one:
+    ``get_status`` answers the same for a 404 and a 500) is ambiguous: the extension may have queued the
+    event, and the attempt may act on it."""
+    text = str(failure)
+    if any(text.startswith(head) and text.endswith(tail) for head, tail in _GONE_TEXTS):
+        return True
+    try:
+        status = await client.get_status(url_instance_id(instance))
+    except Exception:  # the SDK raises plain Exceptions: the answer stays ambiguous
+        return False
+    runtime = getattr(status, "runtime_status", None) if status else None
+    return getattr(runtime, "value", runtime) in _FINISHED

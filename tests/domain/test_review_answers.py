@@ -59,3 +59,28 @@ def test_a_cancellation_waits_for_a_step_in_flight_but_not_for_a_review_deadline
     assert review_paused.complete_by == UNTIL
     assert compensation.cancellation_not_before(review_paused) is None
     assert compensation.cancellation_not_before(t.new_record("o-2", "replies", NOW)) is None
+
+
+def test_the_review_detail_holds_the_deadline_the_attempt_decides_at_and_completeby_the_grace_past_it():
+    record = processing()
+    owner = str(record.locked_by)
+    keep = UNTIL + timedelta(minutes=5)
+    held = compensation.await_review(record, owner, "charge-payment", f"{owner}:r:1", UNTIL, NOW, keep_until=keep)
+    pending = review.pending_review(held)
+    assert pending is not None and review.decide_by_time(pending) == UNTIL
+    assert held.complete_by == keep
+    assert review.decide_by_time(replace(pending, decide_by="tomorrow")) is None
+    assert review.decide_by_time(replace(pending, decide_by="2026-03-02T12:00:00")) is None  # no zone: not trusted
+
+
+def test_a_noted_answer_is_found_while_it_is_the_records_last_word_only():
+    record = paused()
+    pending = review.pending_review(record)
+    assert pending is not None and review.noted_answer(record) is None
+    answered = review.note_review_answer(record, pending.review_id, "ops-a", "fail", "card: blocked", NOW)
+    noted = review.noted_answer(answered)
+    assert noted == review.NotedAnswer(pending, "ops-a", "fail", "card: blocked")
+    taken_back = review.reopen_review(answered, pending.review_id, "ops-a", NOW + timedelta(seconds=1))
+    assert review.noted_answer(taken_back) is None and review.pending_review(taken_back) == pending
+    moved_on = t.fail(answered, str(answered.locked_by), None, "declined", NOW)
+    assert review.noted_answer(moved_on) is None
