@@ -1,0 +1,55 @@
+"""Red team 5: the supervisor's isolation of owed notifications (supervisor/owed.py), through the real
+runtime (the supervisor's timer trigger every SUPERVISOR_SCHEDULE, the broker's duplicate detection)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from contracts.names import OPERATOR_ALERTS_QUEUE
+from supervisor import owed
+from tests.operations.harness import OPERATOR, OpsHarness
+from tests.supervisor.test_redteam_owed_sweep_isolation import _break_the_alert_of, _compensation_rounds_lost
+
+pytestmark = pytest.mark.cosmos
+
+
+@pytest.fixture
+def ops(cosmos_db: Any) -> Iterator[OpsHarness]:
+    made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR)
+    yield made
+    made.close()
+
+
+def test_notifications_stuck_is_alerted_at_most_once_an_hour_per_order(
+    ops: OpsHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FINDING. ``_not_delivered`` promises the ``NotificationsStuck`` alert "once an hour per order: its
+    id is the hour's", and sends it on every supervisor run (every 30 s); only the MessageId makes it
+    once, and Service Bus drops a duplicate MessageId within the queue's duplicate-detection window,
+    10 minutes (infra/modules/servicebus.bicep ``duplicateDetectionWindow``), not an hour. Operators get
+    the same critical alert every 10 minutes per stuck order (5 in its first hour, 6 an hour after)."""
+    assert ops.ctx is not None
+    ops.error("o-stuck")
+    status, body = ops.post("/api/ops/orders/o-stuck/compensate", {"reason": "fine"})
+    assert status == 200, body
+    record = _compensation_rounds_lost(ops, "o-stuck")
+    assert record.complete_by is not None
+    _break_the_alert_of(monkeypatch, "o-stuck")
+
+    ops.host.run_until(record.complete_by + timedelta(minutes=59))  # owed for just under an hour
+    stuck = [
+        json.loads(m.body)
+        for m in ops.broker.peek(OPERATOR_ALERTS_QUEUE, 1000)
+        if json.loads(m.body)["kind"] == "NotificationsStuck"
+    ]
+    assert len(stuck) >= 1  # the control: the alert is raised after STUCK_ALERT_AFTER
+    assert len(stuck) == 1, (
+        f"{len(stuck)} NotificationsStuck alerts for o-stuck within its first hour (owed since "
+        f"{record.complete_by.isoformat()}, alerted after {owed.STUCK_ALERT_AFTER}): "
+        f"{[a['at'] for a in stuck]}"
+    )
