@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from contracts.names import OPERATOR_ALERTS_QUEUE
+from contracts.names import OPERATOR_ALERTS_QUEUE, STATE_CONTAINER
 from supervisor import owed
 from tests.operations.harness import OPERATOR, OpsHarness
 from tests.supervisor.test_redteam_owed_sweep_isolation import _break_the_alert_of, _compensation_rounds_lost
@@ -52,4 +52,36 @@ def test_notifications_stuck_is_alerted_at_most_once_an_hour_per_order(
         f"{len(stuck)} NotificationsStuck alerts for o-stuck within its first hour (owed since "
         f"{record.complete_by.isoformat()}, alerted after {owed.STUCK_ALERT_AFTER}): "
         f"{[a['at'] for a in stuck]}"
+    )
+
+
+@pytest.mark.parametrize("poison", [False, True], ids=["control", "poisoned"])
+def test_one_expired_record_whose_document_does_not_map_does_not_stop_the_recovery_of_the_others(
+    ops: OpsHarness, cosmos_db: Any, poison: bool
+) -> None:
+    """FINDING. 2a29d6b isolates "every record and every phase": a record's recovery that raises is
+    logged and the run goes on. But the scan maps a whole page at once (adapters/cosmos/state_store.py
+    ``expired_page``: ``[stored(StateRecord, d) for d in docs]``), so one expired document that does not
+    map (schema drift, a hand edit, a timestamp outside ``timefmt``'s years) fails the page;
+    ``scan_expired`` drops its cursor and re-raises, ``run_supervisor`` logs ``SupervisorPhaseFailed``
+    and goes on with an empty scan. Every run fails the same way (oldest first: that page comes first),
+    so no expired attempt is ever recovered, and nothing alerts: the run no longer fails, and no alert
+    rule reads ``SupervisorPhaseFailed`` (infra/modules/alerts.bicep)."""
+    assert ops.ctx is not None
+    poisoned = ops.processing("o-poisoned")
+    ops.clock.advance_to(ops.clock.now() + timedelta(seconds=1))
+    innocent = ops.processing("o-innocent")
+    if poison:
+        container = cosmos_db.get_container_client(STATE_CONTAINER)
+        doc = container.read_item(poisoned.order_id, partition_key=poisoned.order_id)
+        container.replace_item(doc["id"], {**doc, "failureCount": "several"})  # no longer a StateRecord
+
+    ops.host.run_until(ops.clock.now() + timedelta(minutes=5))  # the start grace passes, the supervisor runs
+
+    record = ops.ctx.states.get("o-innocent")
+    assert record is not None
+    alerted = {json.loads(m.body).get("orderId") for m in ops.broker.peek(OPERATOR_ALERTS_QUEUE, 1000)}
+    assert record.history[-1].by == "supervisor" or record.locked_by != innocent.locked_by, (
+        f"o-innocent expired at {innocent.complete_by} and is still {record.process_state.value} for "
+        f"{record.locked_by} after 5 minutes of supervisor runs (alerts for {alerted})"
     )
