@@ -85,3 +85,29 @@ def test_one_expired_record_whose_document_does_not_map_does_not_stop_the_recove
         f"o-innocent expired at {innocent.complete_by} and is still {record.process_state.value} for "
         f"{record.locked_by} after 5 minutes of supervisor runs (alerts for {alerted})"
     )
+
+
+def test_notifications_sent_but_not_acknowledged_are_not_alerted_as_undelivered_nor_sent_every_window(
+    ops: OpsHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FINDING (minor). ``deliver_owed`` now wraps send and acknowledge in one ``except Exception``: when
+    the send went out and the acknowledgement fails with an error ``acknowledge`` does not name (a
+    Cosmos DB 413/403/400 on the replace: ``mapped_errors`` leaves those as they are), the record stays
+    owed, ``OwedNotificationsFailed`` says "not delivered", the ``CompensationFailed`` alert (and the
+    submitter's status) go out again whenever the 10-minute duplicate window lets them through, and
+    after 15 minutes ``NotificationsStuck`` tells operators they "could not be delivered"."""
+    assert ops.ctx is not None
+    ops.error("o-unacked")
+    status, body = ops.post("/api/ops/orders/o-unacked/compensate", {"reason": "fine"})
+    assert status == 200, body
+    record = _compensation_rounds_lost(ops, "o-unacked")
+    assert record.complete_by is not None
+
+    def refused(ctx: Any, record: Any) -> Any:
+        raise RuntimeError("Cosmos DB 413: the request entity is too large")
+
+    monkeypatch.setattr(owed, "acknowledge", refused)
+    ops.host.run_until(record.complete_by + timedelta(minutes=40))
+    kinds = [json.loads(m.body)["kind"] for m in ops.broker.peek(OPERATOR_ALERTS_QUEUE, 1000)]
+    assert kinds.count("CompensationFailed") >= 1  # the control: it was sent
+    assert kinds.count("CompensationFailed") == 1 and "NotificationsStuck" not in kinds, kinds
