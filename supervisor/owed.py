@@ -35,7 +35,7 @@ from domain.records import HistoryEntry, StateRecord
 from domain.states import ProcessState
 from domain.text import carriable
 from domain.transitions import SUPERVISOR
-from notifications.alerts import Severity, raise_alert, raise_alert_after_write
+from notifications.alerts import Severity, hourly_slice, raise_alert, raise_alert_after_write
 from notifications.status import publish_status
 from observability.events import app_event
 
@@ -177,7 +177,9 @@ def deliver_owed(ctx: AppContext, record: StateRecord) -> bool:
 
 def _not_delivered(ctx: AppContext, record: StateRecord, exc: Exception) -> None:
     """Logs (``OwedNotificationsFailed``, ERROR); once they have been owed ``STUCK_ALERT_AFTER``, an
-    alert that says so without what the record holds (once an hour per order: its id is the hour's)."""
+    alert that says so without what the record holds, at most once an hour per order: sent only in
+    the first duplicate window of each hour since (``notifications.alerts.hourly_slice``), under that
+    hour's id, so the sends of the slice collapse into one and the rest of the hour sends none."""
     error = carriable(f"{type(exc).__name__}: {exc}")[:500]
     app_event(
         "OwedNotificationsFailed",
@@ -187,9 +189,11 @@ def _not_delivered(ctx: AppContext, record: StateRecord, exc: Exception) -> None
         error=type(exc).__name__,
     )
     owed_since = record.complete_by
-    if owed_since is None or ctx.clock.now() - owed_since < STUCK_ALERT_AFTER:
+    if owed_since is None:
         return
-    hours = int((ctx.clock.now() - owed_since) / timedelta(hours=1))
+    hour = hourly_slice(owed_since + STUCK_ALERT_AFTER, ctx.clock.now())
+    if hour is None:  # not owed long enough yet, or past this hour's slice: already alerted this hour
+        return
     raise_alert_after_write(
         ctx.sender,
         kind="NotificationsStuck",
@@ -198,7 +202,7 @@ def _not_delivered(ctx: AppContext, record: StateRecord, exc: Exception) -> None
         at=ctx.clock.now(),
         order_id=record.order_id,
         severity="critical",
-        discriminator=f"{owed_since.isoformat()}:{hours}",
+        discriminator=f"{owed_since.isoformat()}:{hour}",
         details={"error": type(exc).__name__, "owedSince": owed_since.isoformat()},
     )
 
