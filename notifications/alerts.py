@@ -54,7 +54,7 @@ def _short(text: str) -> str:
     return (carriable(text).strip() or "-")[:SHORT_TEXT]
 
 
-def _build(
+def build_alert(
     kind: str,
     summary: str,
     at: datetime,
@@ -90,7 +90,7 @@ def raise_alert(
     discriminator: str | int = "",
     details: dict[str, Any] | None = None,
 ) -> OperatorAlert:
-    alert = _build(kind, summary, at, order_id, severity, discriminator, details or {})
+    alert = build_alert(kind, summary, at, order_id, severity, discriminator, details or {})
     app_event(
         "OperatorAlert",
         f"operator alert {kind}: {summary}",

@@ -22,3 +22,20 @@ def test_only_the_first_duplicate_window_of_each_hour_sends_and_each_hour_has_it
     assert hourly_slice(SINCE, SINCE - timedelta(seconds=1)) is None
     assert hourly_slice(SINCE, SINCE + DUPLICATE_WINDOW) is None
     assert hourly_slice(SINCE, SINCE + timedelta(minutes=59, seconds=59)) is None
+
+
+def test_owed_notifications_are_resent_only_in_the_first_duplicate_window_of_each_hour() -> None:
+    from dataclasses import replace
+
+    from domain.records import StateRecord
+    from domain.states import ProcessState
+    from supervisor.owed import resend_due
+
+    record = StateRecord(
+        id="o-1", order_id="o-1", process_state=ProcessState.ERROR, complete_by=SINCE, updated_at=SINCE
+    )
+    assert resend_due(record, SINCE) and resend_due(record, SINCE + DUPLICATE_WINDOW - timedelta(seconds=1))
+    assert not resend_due(record, SINCE + DUPLICATE_WINDOW)
+    assert not resend_due(record, SINCE + timedelta(minutes=40))
+    assert resend_due(record, SINCE + timedelta(hours=1))
+    assert not resend_due(replace(record, complete_by=None), SINCE)
