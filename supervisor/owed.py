@@ -47,6 +47,7 @@ from notifications.alerts import (
 )
 from notifications.status import publish_status
 from observability.events import app_event
+from supervisor.unmapped import alert_unmapped
 
 log = logging.getLogger("supervisor")
 
@@ -275,6 +276,7 @@ def deliver_due(ctx: AppContext) -> int:
         except StoreUnavailable as exc:
             log.warning("owed notifications of %s records not swept: %s", state.value, exc)
             continue
+        alert_unmapped(ctx, page.unmapped, f"owed notifications of {state.value}")  # never raises
         for record in page.records:  # deliver_owed isolates each record: it never raises
             delivered += deliver_owed(ctx, record)
     return delivered
