@@ -96,21 +96,36 @@ def parse[ContractT: Contract](body: bytes | str, accepted: Mapping[str, type[Co
         raise InvalidMessage("InvalidFields", f"body does not fit {kind}: {type(exc).__name__}: {exc}") from None
 
 
+# The largest integer a free-form value from outside may hold: what every hop keeps exactly. Messages
+# and orchestration histories are JSON text (any integer), but Cosmos DB documents keep numbers as
+# IEEE 754 doubles (the protocol server of the tests, a JavaScript one, rounds 2**64 - 1 to
+# 18446744073709552000): past 2**53 a step result or an undo's data would be rounded in the state record,
+# silently, after the call took effect (tests/contracts/test_free_form_numbers.py shows both sides).
+MAX_STORED_INT = 2**53 - 1
+
+
+def _read_stored_int(literal: str) -> int | _OutOfRange:
+    if len(literal.lstrip("-")) <= len(str(MAX_STORED_INT)):
+        value = int(literal)
+        if -MAX_STORED_INT <= value <= MAX_STORED_INT:
+            return value
+    return _OutOfRange(literal)
+
+
 def read_outside_json(text: str) -> Any:
     """JSON from outside the app that it will carry as a free-form value (a remote service's answer,
-    ``adapters/remote/http_service.py``), read so that what the app accepts it carries exactly: every
-    message, activity and document after this point is JSON text, which keeps any integer, so a value
-    this accepts round-trips intact. Refused here, where it enters, with ``ValueError`` naming the place
-    (never later, after the call took effect): an integer of more than ``MAX_INT_DIGITS`` digits, a
-    number that is not a finite 64-bit float (``1e999``: ``json.loads`` would make it ``inf``, which
-    JSON cannot carry), ``NaN``/``Infinity`` (not JSON), and nesting deeper than a message can hold
-    once the value is inside one (``MAX_NESTING_DEPTH`` less the levels of the reply and request
-    envelopes)."""
+    ``adapters/remote/http_service.py``), read so that what the app accepts it carries exactly through
+    every message, activity and document after this point. Refused here, where it enters, with
+    ``ValueError`` naming the place (never later, after the call took effect): an integer outside
+    +-``MAX_STORED_INT`` (a Cosmos DB document would round it), a number that is not a finite 64-bit
+    float (``1e999``: ``json.loads`` would make it ``inf``, which JSON cannot carry), ``NaN``/``Infinity``
+    (not JSON), and nesting deeper than a message can hold once the value is inside one
+    (``MAX_NESTING_DEPTH`` less the levels of the reply and request envelopes)."""
     depth = nesting_depth(text)
     if depth > MAX_FREE_FORM_NESTING:
         raise ValueError(f"nests arrays or objects {depth} levels deep; the app carries {MAX_FREE_FORM_NESTING}")
     try:
-        data: Any = json.loads(text, parse_int=_read_int, parse_float=_read_float, parse_constant=_no_constant)
+        data: Any = json.loads(text, parse_int=_read_stored_int, parse_float=_read_float, parse_constant=_no_constant)
     except InvalidMessage as exc:
         raise ValueError(exc.description) from None
     huge = _out_of_range(data)
@@ -118,8 +133,9 @@ def read_outside_json(text: str) -> Any:
         path, number = huge
         where = f"at '{'.'.join(path)}'" if path else "at the top"
         raise ValueError(
-            f"the number {_shown(number.literal)} {where} cannot be carried (an integer has at most "
-            f"{MAX_INT_DIGITS:,} digits, any other number must be a finite 64-bit float)"
+            f"the number {_shown(number.literal)} {where} cannot be carried exactly (an integer must be "
+            f"within +-{MAX_STORED_INT}, which Cosmos DB documents keep exactly; any other number must be "
+            "a finite 64-bit float)"
         )
     return data
 

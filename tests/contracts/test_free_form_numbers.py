@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from contracts.messages import AgentReply, AgentRequest, OperatorAlert, StatusUpdate
-from contracts.parsing import MAX_INT_DIGITS, InvalidMessage, parse
+from contracts.parsing import MAX_INT_DIGITS, MAX_STORED_INT, InvalidMessage, parse, read_outside_json
 
 BIG = 2**64 - 1
 AT = datetime(2026, 5, 1, 9, tzinfo=UTC)
@@ -63,3 +64,55 @@ def test_typed_integers_keep_their_bound(attempt: int) -> None:
     with pytest.raises(InvalidMessage) as caught:
         parse(json.dumps({**status, "attempt": attempt}), {"StatusUpdate": StatusUpdate})
     assert "attempt" in caught.value.description
+
+
+def test_a_uint64_step_result_crosses_the_activity_protocol_exactly() -> None:
+    from contracts.activities import BeginStepInput, StepResult, UndoEntry
+
+    result = {"chargeId": "ch-1", "authorization": BIG, "legs": [{"id": -(2**70)}]}
+    begin = BeginStepInput(request=_request({"charge": result}), agent="payment", completes=StepResult("c", result))
+    crossed = BeginStepInput.from_json(json.loads(json.dumps(begin.to_json())))  # what a history records
+    assert crossed.completes is not None and crossed.completes.result == result
+    assert crossed.request.payload == {"charge": result}
+    entry = UndoEntry(seq=1, step="charge-payment", agent="payment", data=result)
+    assert UndoEntry.from_json(json.loads(json.dumps(entry.to_json()))).data == result
+
+
+@pytest.mark.cosmos
+@pytest.mark.parametrize(
+    ("number", "kept"),
+    [(MAX_STORED_INT, True), (-MAX_STORED_INT, True), (BIG, False)],
+    ids=["2**53-1", "-(2**53-1)", "uint64"],
+)
+def test_what_the_state_store_keeps_exactly_is_what_the_entry_point_accepts(
+    app_context: Any, number: int, kept: bool
+) -> None:
+    """Why ``read_outside_json`` refuses integers past 2**53: a Cosmos DB document rounds them (the
+    protocol server here does), so a step result or an undo's data would change after the call."""
+    from dataclasses import replace
+
+    from domain import transitions
+    from domain.records import CompensationEntry, StepState
+    from domain.states import StepStatus
+
+    result = {"chargeId": "ch-1", "authorization": number, "legs": [{"id": number}]}
+
+    record = transitions.new_record("o-big", None, AT)
+    record = replace(
+        record,
+        steps={
+            "charge-payment": StepState(
+                status=StepStatus.SUCCEEDED, agent="payment", request_id="r", attempt=1, started_at=AT, result=result
+            )
+        },
+        compensation=[
+            CompensationEntry(
+                seq=1, step="charge-payment", agent="payment", undo_action="refund", data=result, attempt=1, at=AT
+            )
+        ],
+    )
+    app_context.states.create(record)
+    stored = app_context.states.get("o-big")
+    assert (stored.steps["charge-payment"].result == result and stored.compensation[0].data == result) is kept
+    with pytest.raises(ValueError, match="cannot be carried exactly") if not kept else contextlib.nullcontext():
+        assert read_outside_json(json.dumps(result)) == result
