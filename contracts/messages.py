@@ -49,7 +49,9 @@ def _submitter_queue(value: str) -> str:
 
 # Where an order's statuses go: any queue of the namespace but the app's own.
 ReplyQueue = Annotated[QueueName, AfterValidator(_submitter_queue)]
-# Service Bus sequence numbers are signed 64-bit integers.
+# Service Bus sequence numbers are signed 64-bit integers. Every typed integer field has its own bound
+# (none past int64); free-form values (``payload``, ``result``, ``details``) keep any integer
+# (contracts/parsing.py ``MAX_INT_DIGITS``).
 INT64_MAX = 2**63 - 1
 
 
@@ -209,7 +211,7 @@ class StatusUpdate(Contract):
     schema_version: Literal[1] = 1
     order_id: OrderId
     status: StatusName
-    attempt: int = Field(ge=0)
+    attempt: int = Field(ge=0, le=MAX_ATTEMPT)
     at: UtcDateTime
     reason: str | None = None
 

@@ -11,19 +11,25 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from contracts.messages import INT64_MAX, Contract
+from contracts.messages import Contract
 
 MAX_BODY_BYTES = 64 * 1024
 # No contract nests deeper than a few levels; the json module recurses per level, so a hostile body
 # of nested brackets would end in RecursionError instead of a dead-letter reason. Checked before
 # parsing, on the raw text.
 MAX_NESTING_DEPTH = 32
+# How deep a free-form value from outside may nest: it travels inside a reply (``result``, one level)
+# and, as a step result, inside an undo request's ``payload`` (two or three); a few levels to spare.
+MAX_FREE_FORM_NESTING = MAX_NESTING_DEPTH - 4
 _STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
 SUPPORTED_SCHEMA_VERSIONS = {1}
-# Every integer in a body must fit in 64 bits: Service Bus (sequence numbers), Cosmos DB and most JSON
-# readers cannot hold more, and Python refuses to convert a literal of more than 4,300 digits at all.
-INT64_MIN = -(2**63)
-_MAX_INT_DIGITS = len(str(INT64_MAX))
+# An integer literal in a body has at most this many digits: Python refuses to convert more (its
+# default ``sys.get_int_max_str_digits``), and converting a longer one costs quadratic time (the guard
+# against a denial of service). The range of a typed integer (an amount, a sequence number, an attempt)
+# is its contract field's own bound (``contracts/messages.py``: none goes past int64); a free-form JSON
+# value the app passes through (an agent's ``result``, a request's ``payload``, an alert's ``details``)
+# keeps any integer within this many digits, exactly (a provider's uint64 id is not refused).
+MAX_INT_DIGITS = 4300
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,7 @@ def parse[ContractT: Contract](body: bytes | str, accepted: Mapping[str, type[Co
     if version not in SUPPORTED_SCHEMA_VERSIONS:
         raise InvalidMessage(
             "UnsupportedSchemaVersion",
-            f"field 'schemaVersion' is {version}; supported: {sorted(SUPPORTED_SCHEMA_VERSIONS)}",
+            f"field 'schemaVersion' is {_shown(str(version))}; supported: {sorted(SUPPORTED_SCHEMA_VERSIONS)}",
         )
     huge = _out_of_range(data)
     if huge is not None:
@@ -80,7 +86,7 @@ def parse[ContractT: Contract](body: bytes | str, accepted: Mapping[str, type[Co
         raise InvalidMessage(
             "InvalidFields",
             f"field '{'.'.join(path)}': the number {_shown(number.literal)} is out of range "
-            "(an integer must fit in 64 bits, any other number must be a finite 64-bit float)",
+            f"(an integer has at most {MAX_INT_DIGITS:,} digits, any other number must be a finite 64-bit float)",
         )
     try:
         return model.model_validate(data, by_alias=True, by_name=False)
@@ -88,6 +94,50 @@ def parse[ContractT: Contract](body: bytes | str, accepted: Mapping[str, type[Co
         raise InvalidMessage("InvalidFields", describe(exc)) from None
     except (ValueError, ArithmeticError, TypeError) as exc:  # a validator's own error pydantic did not wrap
         raise InvalidMessage("InvalidFields", f"body does not fit {kind}: {type(exc).__name__}: {exc}") from None
+
+
+# The largest integer a free-form value from outside may hold: what every hop keeps exactly. Messages
+# and orchestration histories are JSON text (any integer), but Cosmos DB documents keep numbers as
+# IEEE 754 doubles (the protocol server of the tests, a JavaScript one, rounds 2**64 - 1 to
+# 18446744073709552000): past 2**53 a step result or an undo's data would be rounded in the state record,
+# silently, after the call took effect (tests/contracts/test_free_form_numbers.py shows both sides).
+MAX_STORED_INT = 2**53 - 1
+
+
+def _read_stored_int(literal: str) -> int | _OutOfRange:
+    if len(literal.lstrip("-")) <= len(str(MAX_STORED_INT)):
+        value = int(literal)
+        if -MAX_STORED_INT <= value <= MAX_STORED_INT:
+            return value
+    return _OutOfRange(literal)
+
+
+def read_outside_json(text: str) -> Any:
+    """JSON from outside the app that it will carry as a free-form value (a remote service's answer,
+    ``adapters/remote/http_service.py``), read so that what the app accepts it carries exactly through
+    every message, activity and document after this point. Refused here, where it enters, with
+    ``ValueError`` naming the place (never later, after the call took effect): an integer outside
+    +-``MAX_STORED_INT`` (a Cosmos DB document would round it), a number that is not a finite 64-bit
+    float (``1e999``: ``json.loads`` would make it ``inf``, which JSON cannot carry), ``NaN``/``Infinity``
+    (not JSON), and nesting deeper than a message can hold once the value is inside one
+    (``MAX_NESTING_DEPTH`` less the levels of the reply and request envelopes)."""
+    depth = nesting_depth(text)
+    if depth > MAX_FREE_FORM_NESTING:
+        raise ValueError(f"nests arrays or objects {depth} levels deep; the app carries {MAX_FREE_FORM_NESTING}")
+    try:
+        data: Any = json.loads(text, parse_int=_read_stored_int, parse_float=_read_float, parse_constant=_no_constant)
+    except InvalidMessage as exc:
+        raise ValueError(exc.description) from None
+    huge = _out_of_range(data)
+    if huge is not None:
+        path, number = huge
+        where = f"at '{'.'.join(path)}'" if path else "at the top"
+        raise ValueError(
+            f"the number {_shown(number.literal)} {where} cannot be carried exactly (an integer must be "
+            f"within +-{MAX_STORED_INT}, which Cosmos DB documents keep exactly; any other number must be "
+            "a finite 64-bit float)"
+        )
+    return data
 
 
 def _shown(literal: str) -> str:
@@ -103,12 +153,11 @@ class _OutOfRange:
 
 
 def _read_int(literal: str) -> int | _OutOfRange:
-    """``json.loads``'s reader of integer literals: the value if it fits in 64 bits (checked on the
-    digits first: Python refuses to convert more than 4,300 of them)."""
-    if len(literal.lstrip("-")) <= _MAX_INT_DIGITS:
-        value = int(literal)
-        if INT64_MIN <= value <= INT64_MAX:
-            return value
+    """``json.loads``'s reader of integer literals: the value if it has at most ``MAX_INT_DIGITS``
+    digits (checked on the text first: Python refuses to convert more). No range: that is the typed
+    field's (its contract's bound), and a free-form value keeps its integer as it is."""
+    if len(literal.lstrip("-")) <= MAX_INT_DIGITS:
+        return int(literal)
     return _OutOfRange(literal)
 
 

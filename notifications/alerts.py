@@ -10,12 +10,12 @@ itself fail (a side channel must not crash the handler that raises it)."""
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from adapters.servicebus.sender import MessageSender, OutgoingMessage
 from contracts.messages import OperatorAlert
-from contracts.names import OPERATOR_ALERTS_QUEUE
+from contracts.names import OPERATOR_ALERTS_QUEUE, QUEUE_DUPLICATE_DETECTION_MINUTES
 from domain.ids import bounded
 from domain.text import carriable
 from observability.events import app_event
@@ -24,6 +24,26 @@ Severity = Literal["warning", "error", "critical"]
 
 
 SHORT_TEXT = 200  # contracts.messages.ShortText
+
+# Service Bus drops a repeat of a MessageId within this long of the first (``operator-alerts``'s
+# duplicate detection, infra/modules/servicebus.bicep; tests/infra checks they agree).
+DUPLICATE_WINDOW = timedelta(minutes=QUEUE_DUPLICATE_DETECTION_MINUTES)
+HOURLY = timedelta(hours=1)
+
+
+def hourly_slice(since: datetime, now: datetime) -> int | None:
+    """For an alert repeated "at most once an hour" by a caller that runs often (every supervisor run)
+    and keeps no state: the hour since ``since`` (0, 1, ...) when ``now`` is in that hour's first
+    ``DUPLICATE_WINDOW``, else None (send nothing). The caller puts the hour in the alert id: every
+    send of one slice falls within the duplicate window of the slice's first, so Service Bus keeps one;
+    the rest of the hour sends nothing. Duplicate detection alone (10 minutes) would let the same alert
+    through six times an hour. The caller must run at least once per ``DUPLICATE_WINDOW`` (the
+    supervisor: every 30 s by default) or it skips that hour's alert."""
+    if now < since:
+        return None
+    elapsed = now - since
+    hour = elapsed // HOURLY
+    return hour if elapsed - hour * HOURLY < DUPLICATE_WINDOW else None
 
 
 def alert_id(kind: str, order_id: str | None, discriminator: str | int = "") -> str:
@@ -34,7 +54,7 @@ def _short(text: str) -> str:
     return (carriable(text).strip() or "-")[:SHORT_TEXT]
 
 
-def _build(
+def build_alert(
     kind: str,
     summary: str,
     at: datetime,
@@ -70,7 +90,7 @@ def raise_alert(
     discriminator: str | int = "",
     details: dict[str, Any] | None = None,
 ) -> OperatorAlert:
-    alert = _build(kind, summary, at, order_id, severity, discriminator, details or {})
+    alert = build_alert(kind, summary, at, order_id, severity, discriminator, details or {})
     app_event(
         "OperatorAlert",
         f"operator alert {kind}: {summary}",

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from adapters.clock import Clock
 from adapters.remote.interface import RemoteCall, RemoteError, RemoteService
 from contracts.messages import AgentReply, AgentRequest
+from contracts.parsing import InvalidMessage, parse
 from domain.ids import idempotency_key
 from domain.retry import exponential_backoff
 from domain.workflow import Step, agent, step
@@ -70,6 +71,16 @@ def _reply(request: AgentRequest, **fields: Any) -> AgentReply:
         step=request.step,
         **fields,
     )
+
+
+def _not_carriable(reply: AgentReply) -> str | None:
+    """Why the reply relay (``parse``, as ``order_agents/reply_relay.py`` reads it) would refuse this
+    reply (a result too large or nested too deep for a message), or None: it will be heard."""
+    try:
+        parse(reply.to_json().encode("utf-8"), {"AgentReply": AgentReply})
+    except InvalidMessage as exc:
+        return str(exc)
+    return None
 
 
 def run_agent_request(
@@ -149,6 +160,13 @@ def run_agent_request(
         if clock.now() >= deadline:
             log.warning("call succeeded after the deadline: no reply", extra=fields)
             return None
+        reply = _reply(request, outcome="succeeded", result=result)
+        refused = _not_carriable(reply)
+        if refused is not None:  # the relay would dead-letter it: say why instead, in a reply it takes
+            log.error("succeeded, but the answer cannot be carried in a reply: %s", refused, extra=fields)
+            return _reply(
+                request, outcome="failed", transient=False, error=f"the service's answer cannot be carried: {refused}"
+            )
         log.info("succeeded", extra=fields)
-        return _reply(request, outcome="succeeded", result=result)
+        return reply
     return _reply(request, outcome="failed", transient=True, error=last_error)

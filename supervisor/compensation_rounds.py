@@ -28,6 +28,7 @@ from orchestrators.names import COMPENSATION
 from orchestrators.starter import OrchestrationClient, start_orchestrations
 from supervisor.outage import OutageVerdict, outage_verdict, tell_waiting
 from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
+from supervisor.unmapped import alert_unmapped
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
     next round by a conditional update; a record another writer moved first is skipped."""
     now = ctx.clock.now()
     page = ctx.states.expired_page(ProcessState.COMPENSATING, now, None, ctx.settings.supervisor_max_records, None)
+    alert_unmapped(ctx, page.unmapped, "due compensations")  # skipped, not silent; never raises
     app_event(
         "SupervisorScanPage",
         f"supervisor compensation page: {len(page.records)} records, {page.request_charge:.2f} RU",

@@ -14,7 +14,9 @@ status were never sent. Two rules close that:
   so a repeat collapses in duplicate detection) and acknowledges them with one more conditional
   write that clears ``completeBy``. Whatever fails in between (a send, the re-read, the
   acknowledgement), each supervisor run sweeps the failure records still owing (``completeBy``
-  past) and delivers again, until acknowledged.
+  past) and delivers again, until acknowledged: in the first duplicate window of each hour since
+  ``completeBy`` (``resend_due``), so that notifications sent but never acknowledged (a record that
+  cannot be written) are repeated once an hour, not whenever duplicate detection forgets them.
 """
 
 from __future__ import annotations
@@ -22,22 +24,30 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from adapters.cosmos.state_store import update_once, update_once_or_reread
 from adapters.servicebus.sender import SendError
-from contracts.messages import StatusName
+from contracts.messages import StatusName, StatusUpdate
 from dependencies import AppContext
 from domain.errors import IllegalTransition
 from domain.records import HistoryEntry, StateRecord
 from domain.states import ProcessState
 from domain.text import carriable
 from domain.transitions import SUPERVISOR
-from notifications.alerts import Severity, raise_alert, raise_alert_after_write
+from notifications.alerts import (
+    DUPLICATE_WINDOW,
+    Severity,
+    build_alert,
+    hourly_slice,
+    raise_alert,
+    raise_alert_after_write,
+)
 from notifications.status import publish_status
 from observability.events import app_event
+from supervisor.unmapped import alert_unmapped
 
 log = logging.getLogger("supervisor")
 
@@ -130,6 +140,28 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
     return True
 
 
+def build_owed(ctx: AppContext, record: StateRecord) -> None:
+    """Builds what ``send_owed`` would send, sending nothing: raises what building it raises (what
+    the record holds that no alert or status can carry)."""
+    owed = _owed_by(record)
+    if owed is None:
+        return
+    entry, (kind, severity, status) = owed
+    now = ctx.clock.now()
+    build_alert(kind, _summary(record, kind), now, record.order_id, severity, record.attempt, _details(record, entry))
+    reason = None if record.last_error is None else carriable(record.last_error)
+    StatusUpdate(order_id=record.order_id, status=status, attempt=record.attempt, at=now, reason=reason).to_json()
+
+
+def resend_due(record: StateRecord, now: datetime) -> bool:
+    """Whether a run sends what ``record`` owes now: in the first duplicate window of each hour since
+    it has been owed (``notifications.alerts.hourly_slice``). Every send of one window collapses in
+    duplicate detection (same MessageIds); between windows nothing is sent, so notifications that went
+    out but could not be acknowledged (the record cannot be written) reach the operator and the
+    submitter again once an hour, not every 10 minutes."""
+    return record.complete_by is not None and hourly_slice(record.complete_by, now) is not None
+
+
 def _details(record: StateRecord, entry: HistoryEntry) -> dict[str, Any]:
     return {
         "attempt": record.attempt,
@@ -160,24 +192,52 @@ def acknowledge(ctx: AppContext, record: StateRecord) -> StateRecord | None:
 
 def deliver_owed(ctx: AppContext, record: StateRecord) -> bool:
     """Sends what ``record`` owes and acknowledges it; True when the notifications went out. Never
-    raises: whatever goes wrong with one record's notifications (a send, the store, an alert or a
-    status that cannot be built from what the record holds) is logged with the order id and leaves
-    them owed for the next sweep; the caller goes on with its other records."""
+    raises: whatever goes wrong with one record's notifications is logged with the order id and
+    leaves them owed for the next sweep; the caller goes on with its other records. A send that fails
+    (a send, an alert or a status that cannot be built from what the record holds) is
+    ``OwedNotificationsFailed`` (and ``NotificationsStuck`` after ``STUCK_ALERT_AFTER``); an
+    acknowledgement that fails after the send is ``OwedNotificationsUnacknowledged``: delivered, not
+    reported as undelivered. Sends happen only while ``resend_due``; between its windows the record's
+    notifications are built, not sent, so one that cannot be built is still found and alerted."""
     if not owes_notifications(record):
+        return False
+    if not resend_due(record, ctx.clock.now()):
+        try:
+            build_owed(ctx, record)
+        except Exception as exc:  # isolation, as below
+            _not_delivered(ctx, record, exc)
         return False
     try:
         sent = send_owed(ctx, record)
-        if sent:
-            acknowledge(ctx, record)
     except Exception as exc:  # isolation: one record's notifications never stop the caller's run
         _not_delivered(ctx, record, exc)
         return False
+    if sent:
+        try:
+            acknowledge(ctx, record)
+        except Exception as exc:  # sent: only the record still says owed
+            _not_acknowledged(record, exc)
     return sent
+
+
+def _not_acknowledged(record: StateRecord, exc: Exception) -> None:
+    error = carriable(f"{type(exc).__name__}: {exc}")[:500]
+    app_event(
+        "OwedNotificationsUnacknowledged",
+        f"order {record.order_id}: owed alert and status sent, but the record could not be marked "
+        f"delivered: {error}; sent again in the first {DUPLICATE_WINDOW // timedelta(minutes=1)} minutes of each "
+        "hour until it is",
+        logging.ERROR,
+        orderId=record.order_id,
+        error=type(exc).__name__,
+    )
 
 
 def _not_delivered(ctx: AppContext, record: StateRecord, exc: Exception) -> None:
     """Logs (``OwedNotificationsFailed``, ERROR); once they have been owed ``STUCK_ALERT_AFTER``, an
-    alert that says so without what the record holds (once an hour per order: its id is the hour's)."""
+    alert that says so without what the record holds, at most once an hour per order: sent only in
+    the first duplicate window of each hour since (``notifications.alerts.hourly_slice``), under that
+    hour's id, so the sends of the slice collapse into one and the rest of the hour sends none."""
     error = carriable(f"{type(exc).__name__}: {exc}")[:500]
     app_event(
         "OwedNotificationsFailed",
@@ -187,9 +247,11 @@ def _not_delivered(ctx: AppContext, record: StateRecord, exc: Exception) -> None
         error=type(exc).__name__,
     )
     owed_since = record.complete_by
-    if owed_since is None or ctx.clock.now() - owed_since < STUCK_ALERT_AFTER:
+    if owed_since is None:
         return
-    hours = int((ctx.clock.now() - owed_since) / timedelta(hours=1))
+    hour = hourly_slice(owed_since + STUCK_ALERT_AFTER, ctx.clock.now())
+    if hour is None:  # not owed long enough yet, or past this hour's slice: already alerted this hour
+        return
     raise_alert_after_write(
         ctx.sender,
         kind="NotificationsStuck",
@@ -198,7 +260,7 @@ def _not_delivered(ctx: AppContext, record: StateRecord, exc: Exception) -> None
         at=ctx.clock.now(),
         order_id=record.order_id,
         severity="critical",
-        discriminator=f"{owed_since.isoformat()}:{hours}",
+        discriminator=f"{owed_since.isoformat()}:{hour}",
         details={"error": type(exc).__name__, "owedSince": owed_since.isoformat()},
     )
 
@@ -214,6 +276,7 @@ def deliver_due(ctx: AppContext) -> int:
         except StoreUnavailable as exc:
             log.warning("owed notifications of %s records not swept: %s", state.value, exc)
             continue
+        alert_unmapped(ctx, page.unmapped, f"owed notifications of {state.value}")  # never raises
         for record in page.records:  # deliver_owed isolates each record: it never raises
             delivered += deliver_owed(ctx, record)
     return delivered

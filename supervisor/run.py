@@ -16,6 +16,7 @@ from supervisor.outage import alert_outages
 from supervisor.owed import deliver_due
 from supervisor.recovery import RecoveryAction, recover
 from supervisor.scan import ScanResult, ScanState, scan_expired
+from supervisor.unmapped import alert_unmapped
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
     except Exception as exc:  # the scan drops its cursor; the compensation claims still run
         _phase_failed("scan of expired attempts", exc)
         scan = ScanResult([], 0.0, 0, False, False, False, interrupted=True)
+    alert_unmapped(ctx, scan.unmapped, "expired attempts")  # skipped, not silent; never raises
     counts = dict.fromkeys(RecoveryAction, 0)
     failed = 0
     to_terminate: list[str] = []

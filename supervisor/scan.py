@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Protocol
 
 from adapters.cosmos.errors import StoreUnavailable
-from adapters.cosmos.state_store import Page
+from adapters.cosmos.state_store import Page, Unmapped
 from domain.records import StateRecord
 from domain.states import ProcessState
 from observability.events import app_event
@@ -69,6 +69,7 @@ class ScanResult:
     finished: bool  # the scan reached its end (no cursor left for the next run)
     interrupted: bool = False  # the store failed mid-scan; the cursor is kept for the next run
     charges: list[float] = field(default_factory=list)
+    unmapped: list[Unmapped] = field(default_factory=list)  # documents skipped: they do not map to a record
 
 
 def _start_or_resume(state: ScanState, settings: Settings, now: datetime) -> tuple[ScanCursor | None, bool]:
@@ -92,11 +93,12 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
         upper, lower, continuation = now, (None if catch_up else now - settings.supervisor_window), None
     budget = settings.supervisor_max_records
     records: list[StateRecord] = []
+    unmapped: list[Unmapped] = []
     charges: list[float] = []
     finished = False
     interrupted = False
-    while len(records) < budget:
-        size = min(settings.supervisor_page_size, budget - len(records))
+    while len(records) + len(unmapped) < budget:
+        size = min(settings.supervisor_page_size, budget - len(records) - len(unmapped))
         try:
             page = store.expired_page(ProcessState.PROCESSING, upper, lower, size, continuation)
         except StoreUnavailable as exc:
@@ -112,6 +114,7 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
             raise
         charges.append(page.request_charge)
         records.extend(page.records)
+        unmapped.extend(page.unmapped)
         app_event(
             "SupervisorScanPage",
             f"supervisor scan page {len(charges)}: {len(page.records)} records, {page.request_charge:.2f} RU",
@@ -150,4 +153,5 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
         finished=finished,
         interrupted=interrupted,
         charges=charges,
+        unmapped=unmapped,
     )

@@ -7,7 +7,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,6 +23,8 @@ from adapters.cosmos.mapping import to_document
 from domain.errors import FencingLost, IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
+from domain.text import carriable
+from domain.timefmt import parse as parse_time
 from domain.timefmt import to_text
 from observability.events import app_event, state_transition
 
@@ -33,10 +35,53 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class Unmapped:
+    """A document a query returned that is not a valid ``StateRecord`` (schema drift, a hand edit, a
+    timestamp outside ``timefmt``'s years): skipped, so that it never fails the page it is on."""
+
+    doc_id: str
+    error: str  # the mapping error (``DocumentError``: the field and the problem), cut to 500 characters
+    due_at: datetime | None  # its ``completeBy`` (what the query selected it by), if that reads as a timestamp
+
+
+@dataclass(frozen=True)
 class Page:
     records: list[StateRecord]
     continuation: str | None
     request_charge: float
+    unmapped: list[Unmapped] = field(default_factory=list)  # documents of the page that did not map
+
+
+def _due_at(doc: Any) -> datetime | None:
+    value = doc.get("completeBy") if isinstance(doc, dict) else None
+    try:
+        return parse_time(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def map_each(docs: list[dict[str, Any]], query: str) -> tuple[list[StateRecord], list[Unmapped]]:
+    """The records of a query's documents, mapped one by one: one that does not map is skipped and
+    logged (``UnmappedDocument``, ERROR, naming the order id and the mapping error; the callers that
+    can also alert, ``supervisor/unmapped.py``), never the failure of the others."""
+    records: list[StateRecord] = []
+    unmapped: list[Unmapped] = []
+    for doc in docs:
+        try:
+            records.append(stored(StateRecord, doc))
+        except Exception as exc:  # isolation: whatever a document holds, the page goes on
+            doc_id = carriable(str(doc.get("id") if isinstance(doc, dict) else doc))[:200]
+            error = carriable(f"{type(exc).__name__}: {exc}")[:500]
+            unmapped.append(Unmapped(doc_id, error, _due_at(doc)))
+            app_event(
+                "UnmappedDocument",
+                f"order {doc_id}: state document skipped by the {query} query, it does not map: {error}",
+                logging.ERROR,
+                orderId=doc_id,
+                query=query,
+                error=type(exc).__name__,
+            )
+    return records, unmapped
 
 
 class StateStore(Protocol):
@@ -128,7 +173,7 @@ class CosmosStateStore:
         ]
         with mapped_errors():
             docs = list(self._c.query_items(query, parameters=params, enable_cross_partition_query=True))
-        return [stored(StateRecord, d) for d in docs]
+        return map_each(docs, ProcessState.PENDING.value)[0]
 
     def expired_page(
         self, state: ProcessState, now: datetime, not_before: datetime | None, page_size: int, continuation: str | None
@@ -145,7 +190,8 @@ class CosmosStateStore:
         with mapped_errors():
             docs, token = query_page(self._c, query, params, page_size, continuation)
             charge = self._charge()
-        return Page([stored(StateRecord, d) for d in docs], token, charge)
+        records, unmapped = map_each(docs, state.value)
+        return Page(records, token, charge, unmapped)
 
     def count(self, state: ProcessState) -> int:
         query = "SELECT VALUE COUNT(1) FROM c WHERE c.processState = @state"

@@ -22,6 +22,7 @@ import urllib.request
 from typing import Any
 
 from adapters.remote.interface import RemoteCall, RemoteError
+from contracts.parsing import read_outside_json
 
 TRANSIENT_STATUSES = frozenset({408, 429})
 FENCES_HEADER = "X-Fences-Idempotency-Key"
@@ -67,9 +68,17 @@ class HttpRemoteService:
         except (urllib.error.URLError, ConnectionError) as exc:
             raise RemoteError(f"{where} unreachable: {exc}", transient=True) from exc
         try:
-            result = json.loads(raw.decode("utf-8")) if raw else {}
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RemoteError(f"{where} answered a body that is not UTF-8 JSON", transient=False) from exc
+        try:
+            # Read so that what is accepted is carried exactly (replies, activities, documents, undo
+            # requests); what cannot be is refused here, with the reason, not lost after the call.
+            result = read_outside_json(text) if text else {}
+        except json.JSONDecodeError as exc:
             raise RemoteError(f"{where} answered a body that is not JSON", transient=False) from exc
+        except ValueError as exc:
+            raise RemoteError(f"{where} answered a body the app cannot carry: {exc}", transient=False) from exc
         if not isinstance(result, dict):
             raise RemoteError(f"{where} answered JSON {type(result).__name__}, not an object", transient=False)
         return result

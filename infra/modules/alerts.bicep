@@ -1,7 +1,10 @@
-// Operator alerting: one action group (email) and three alert rules.
+// Operator alerting: one action group (email) and four alert rules.
 // - an OperatorAlert message arrived on the operator-alerts queue (Service Bus metric);
 // - an order moved to Error or CompensationFailed (log search on the app's StateTransition
 //   events: observability/events.py logs them with customDimensions event/toState);
+// - the supervisor is failing: a phase of a run failed (SupervisorPhaseFailed, supervisor/run.py) or a
+//   state document that does not map was skipped (UnmappedDocument, adapters/cosmos/state_store.py):
+//   both let the run go on, so without this rule they would only be log lines;
 // - any queue dead-lettered a message (Service Bus metric).
 
 @description('Unique suffix for alert names.')
@@ -148,6 +151,45 @@ resource ordersFailed 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
       allOf: [
         {
           query: 'AppTraces | where tostring(Properties.event) == "StateTransition" and tostring(Properties.toState) in ("Error", "CompensationFailed")'
+          timeAggregation: 'Count'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+    }
+  }
+}
+
+resource supervisorFailing 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'sqr-supervisor-failing-${namePrefix}'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'Supervisor phase failed or state document skipped'
+    description: 'A supervisor run failed a phase (SupervisorPhaseFailed) or skipped a state document that does not map (UnmappedDocument): expired attempts, compensations or owed notifications may not be handled. Read the phase, orderId and error fields of the events.'
+    severity: 2
+    enabled: true
+    evaluationFrequency: 'PT15M'
+    windowSize: 'PT15M'
+    // As ordersFailed: AppTraces may not exist yet when this is created.
+    skipQueryValidation: true
+    scopes: [
+      logAnalyticsWorkspaceId
+    ]
+    criteria: {
+      allOf: [
+        {
+          query: 'AppTraces | where tostring(Properties.event) in ("SupervisorPhaseFailed", "UnmappedDocument")'
           timeAggregation: 'Count'
           operator: 'GreaterThan'
           threshold: 0

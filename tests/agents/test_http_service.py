@@ -137,3 +137,33 @@ def test_a_success_whose_body_is_not_a_json_object_is_a_permanent_error(endpoint
 def test_only_http_urls_are_accepted():
     with pytest.raises(ValueError, match="http"):
         HttpRemoteService("ftp://example.com")
+
+
+def test_an_answer_with_integers_up_to_2_to_the_53_is_read_exactly(endpoint):
+    state, url = endpoint
+    state.body = b'{"chargeId": "ch-9", "authorization": 9007199254740991, "neg": -9007199254740991}'
+    result = HttpRemoteService(url).call(CALL)
+    assert result["authorization"] == 2**53 - 1 and result["neg"] == -(2**53 - 1)
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b'{"chargeId": "ch-9", "n": ' + b"9" * 4400 + b"}", "'n'"),
+        (b'{"chargeId": "ch-9", "authorization": 18446744073709551615}', "'authorization'"),
+        (b'{"chargeId": "ch-9", "a": [{"n": -9007199254740992}]}', "'a.0.n'"),
+        (b'{"chargeId": "ch-9", "a": [1, 1e999]}', "'a.1'"),
+        (b'{"chargeId": "ch-9", "riskScore": NaN}', "NaN"),
+        (b'{"chargeId": "ch-9", "limit": -Infinity}', "Infinity"),
+        (b'{"chargeId": "ch-9", "deep": ' + b"[" * 40 + b"]" * 40 + b"}", "levels deep"),
+    ],
+    ids=["4,400 digits", "uint64", "-(2**53)", "1e999", "NaN", "-Infinity", "nested 41 deep"],
+)
+def test_an_answer_the_app_cannot_carry_is_refused_where_it_enters_with_the_reason(endpoint, body, words):
+    """Refused here, permanently and with the reason, not accepted and then lost (dead-lettered by the
+    relay, rounded to null in a reply) after the call took effect."""
+    state, url = endpoint
+    state.body = body
+    with pytest.raises(RemoteError, match=r"cannot be carried|cannot carry") as caught:
+        HttpRemoteService(url).call(CALL)
+    assert caught.value.transient is False and words in str(caught.value), caught.value

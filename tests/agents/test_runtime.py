@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import random
 from datetime import timedelta
@@ -188,3 +189,17 @@ def test_calls_retries_and_outcome_are_logged_with_the_request_identity(clock, c
         assert record.__dict__["step"] == "charge-payment"
         assert record.__dict__["requestId"] == request.request_id
         assert record.__dict__["attempt"] == 2
+
+
+@pytest.mark.parametrize(
+    ("result", "reason"),
+    [({"blob": "x" * 70_000}, "BodyTooLarge"), ({"deep": json.loads("[" * 40 + "]" * 40)}, "NestingTooDeep")],
+    ids=["too large", "too deep"],
+)
+def test_a_succeeded_answer_no_reply_can_carry_is_a_permanent_failure_that_says_why(clock, result, reason):
+    """The relay would dead-letter the succeeded reply (the attempt would never hear of it): the agent
+    replies a permanent failure naming the reason instead, in a reply the relay takes."""
+    reply = run(make_request(), ScriptedService(clock, [result]), clock)
+    assert reply is not None and (reply.outcome, reply.transient) == ("failed", False), reply
+    assert reply.error is not None and reason in reply.error and "cannot be carried" in reply.error
+    assert len(reply.to_json()) < 2000

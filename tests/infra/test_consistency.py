@@ -327,8 +327,14 @@ def test_parameters_file_takes_the_azd_environment():
 # Alerts
 
 
+def log_rule(symbol: str) -> Any:
+    rules = {r.symbol: r for r in resources(ALERTS, "Microsoft.Insights/scheduledQueryRules")}
+    assert set(rules) == {"ordersFailed", "supervisorFailing"}, sorted(rules)
+    return rules[symbol]
+
+
 def test_failed_orders_alert_queries_the_event_the_app_logs():
-    rule = one(ALERTS, "Microsoft.Insights/scheduledQueryRules")
+    rule = log_rule("ordersFailed")
     query = rule.body["properties"]["criteria"]["allOf"][0]["query"]
     assert ProcessState.ERROR.value in query and ProcessState.COMPENSATION_FAILED.value in query
     events = (ROOT / "observability" / "events.py").read_text()
@@ -343,10 +349,22 @@ def test_dead_letter_and_operator_alerts_watch_service_bus():
     assert names == {"DeadletteredMessages", "IncomingMessages"}
 
 
+def test_supervisor_failing_alert_queries_the_events_the_app_logs():
+    """SupervisorPhaseFailed and UnmappedDocument let the run go on: this rule is what makes them heard."""
+    query = log_rule("supervisorFailing").body["properties"]["criteria"]["allOf"][0]["query"]
+    logged = {
+        "SupervisorPhaseFailed": ROOT / "supervisor" / "run.py",
+        "UnmappedDocument": ROOT / "adapters" / "cosmos" / "state_store.py",
+    }
+    for event, source in logged.items():
+        assert f'"{event}"' in query, f"the supervisorFailing rule does not query {event}"
+        assert f'"{event}"' in source.read_text(), f"{source} no longer logs {event}: update the alert query"
+
+
 def test_failed_orders_alert_survives_a_new_workspace():
-    """The log alert is created before the app ever logs: AppTraces does not exist yet."""
-    rule = one(ALERTS, "Microsoft.Insights/scheduledQueryRules")
-    assert rule.body["properties"]["skipQueryValidation"] is True
+    """The log alerts are created before the app ever logs: AppTraces does not exist yet."""
+    for symbol in ("ordersFailed", "supervisorFailing"):
+        assert log_rule(symbol).body["properties"]["skipQueryValidation"] is True
     alerts_module = (INFRA / "main.bicep").read_text().split("module alerts ", 1)[1].split("\n}\n", 1)[0]
     assert re.search(r"dependsOn: \[\s*appInsights\s*\]", alerts_module), "alerts must wait for Application Insights"
 

@@ -118,7 +118,7 @@ MALFORMED: list[tuple[str, bytes, str, str]] = [
         "negative integer just past int64",
         json.dumps(order()).replace('"unitPriceCents": 1250', f'"unitPriceCents": {-(2**63) - 1}').encode(),
         "InvalidFields",
-        "out of range",
+        "lines.0.unitPriceCents",
     ),
     (
         "float literal that overflows to infinity",
