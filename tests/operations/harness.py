@@ -11,11 +11,15 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from adapters.remote.services import remote_services
+from adapters.remote.simulators.config import SimulatorConfig
+from contracts.names import ORDERS_QUEUE
 from domain import compensation, transitions
 from domain.records import StateRecord
 from localrun.host import local_settings_example
 from localrun.worker.http import HttpAnswer, HttpRequestData
 from tests.runtime.harness import RuntimeHarness
+from tests.submission.corpus import order
 
 BASE = "http://127.0.0.1:7071"
 OPERATOR = "ops@contoso.example:Orders.Read,Orders.Operate"
@@ -74,3 +78,18 @@ class OpsHarness(RuntimeHarness):
             record, owner, "charge-payment", f"{owner}:charge-payment:review:1", until, self.clock.now()
         )
         return self.ctx.states.replace(replace(paused, version=record.version))
+
+
+def paused_for_review(cosmos_db: Any, order_id: str = "o-big", review_timeout_seconds: str = "600") -> OpsHarness:
+    """A harness where a high-value order's payment is declined by both providers, so its attempt has
+    paused for an operator's review (``REVIEW_TIMEOUT_SECONDS``). The caller closes it."""
+    made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR, REVIEW_TIMEOUT_SECONDS=review_timeout_seconds)
+    assert made.ctx is not None
+    declined = SimulatorConfig(permanent_error_rate=1.0)
+    made.change_context(
+        remote=remote_services(made.ctx.settings, made.clock, {"payment": declined, "payment_backup": declined}, seed=3)
+    )
+    body = order(orderId=order_id, lines=[{"sku": "SKU-9", "quantity": 1, "unitPriceCents": 150000}])
+    made.send(ORDERS_QUEUE, json.dumps(body), order_id)
+    made.run_until_idle()
+    return made

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
 
-from adapters.remote.services import remote_services
-from adapters.remote.simulators.config import SimulatorConfig
-from contracts.names import ORDERS_QUEUE
 from domain.review import pending_review
 from domain.states import ProcessState
-from tests.operations.harness import OPERATOR, OpsHarness
-from tests.submission.corpus import order
+from tests.operations.harness import OpsHarness, paused_for_review
 
 pytestmark = pytest.mark.cosmos
 
@@ -21,15 +16,7 @@ pytestmark = pytest.mark.cosmos
 @pytest.fixture
 def paused(cosmos_db) -> Iterator[OpsHarness]:
     """A high-value order whose payment both providers decline: its attempt pauses for review (a day)."""
-    made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR, REVIEW_TIMEOUT_SECONDS="86400")
-    assert made.ctx is not None
-    declined = SimulatorConfig(permanent_error_rate=1.0)
-    made.change_context(
-        remote=remote_services(made.ctx.settings, made.clock, {"payment": declined, "payment_backup": declined}, seed=3)
-    )
-    body = order(orderId="o-rv-cancel", lines=[{"sku": "SKU-9", "quantity": 1, "unitPriceCents": 150000}])
-    made.send(ORDERS_QUEUE, json.dumps(body), "o-rv-cancel")
-    made.run_until_idle()
+    made = paused_for_review(cosmos_db, "o-rv-cancel", "86400")
     yield made
     made.close()
 

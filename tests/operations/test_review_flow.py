@@ -5,32 +5,19 @@ attempt acts on it. Everything runs through the real Functions runtime."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
 
-from adapters.remote.services import remote_services
-from adapters.remote.simulators.config import SimulatorConfig
-from contracts.names import ORDERS_QUEUE
 from domain.states import ProcessState
-from tests.operations.harness import OPERATOR, OpsHarness
-from tests.submission.corpus import order
+from tests.operations.harness import OpsHarness, paused_for_review
 
 pytestmark = pytest.mark.cosmos
 
 
 @pytest.fixture
 def paused(cosmos_db) -> Iterator[OpsHarness]:
-    made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR, REVIEW_TIMEOUT_SECONDS="600")
-    assert made.ctx is not None
-    declined = SimulatorConfig(permanent_error_rate=1.0)
-    made.change_context(
-        remote=remote_services(made.ctx.settings, made.clock, {"payment": declined, "payment_backup": declined}, seed=3)
-    )
-    body = order(orderId="o-big", lines=[{"sku": "SKU-9", "quantity": 1, "unitPriceCents": 150000}])
-    made.send(ORDERS_QUEUE, json.dumps(body), "o-big")
-    made.run_until_idle()
+    made = paused_for_review(cosmos_db, "o-big", "600")
     yield made
     made.close()
 
