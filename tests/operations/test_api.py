@@ -5,7 +5,6 @@ Functions host does (counted on ``host.invocation_requests``)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 
@@ -33,21 +32,6 @@ ROUTES = {
     "ops_console_asset": ("ops/console/{asset}", ["GET"]),
 }
 REASON = {"reason": "customer called, card replaced"}
-
-
-@pytest.fixture
-def ops(cosmos_db) -> Iterator[OpsHarness]:
-    made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR)
-    yield made
-    made.close()
-
-
-@pytest.fixture
-def easy_auth(cosmos_db) -> Iterator[OpsHarness]:
-    """As on App Service with authentication on: the platform sets WEBSITE_AUTH_ENABLED."""
-    made = OpsHarness(cosmos_db, WEBSITE_AUTH_ENABLED="True", WEBSITE_SITE_NAME="orders-app")
-    yield made
-    made.close()
 
 
 def test_the_routes_are_in_the_index_as_http_triggers_behind_the_guard(functions):

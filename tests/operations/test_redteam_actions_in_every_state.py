@@ -4,7 +4,7 @@ record exactly as it was: never a 500, never a half-applied action."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
@@ -13,16 +13,9 @@ import pytest
 from domain import compensation, transitions
 from domain.records import StateRecord
 from domain.states import ProcessState
-from tests.operations.harness import OPERATOR, OpsHarness
+from tests.operations.harness import OpsHarness
 
 pytestmark = pytest.mark.cosmos
-
-
-@pytest.fixture
-def ops(cosmos_db) -> Iterator[OpsHarness]:
-    made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR)
-    yield made
-    made.close()
 
 
 def _write(ops: OpsHarness, before: StateRecord, after: StateRecord) -> StateRecord:

@@ -5,30 +5,12 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 
-from tests.operations.harness import OPERATOR, OpsHarness
-
 pytestmark = pytest.mark.cosmos
-
-
-@pytest.fixture
-def ops(cosmos_db) -> Iterator[OpsHarness]:
-    made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR)
-    yield made
-    made.close()
-
-
-@pytest.fixture
-def easy_auth(cosmos_db) -> Iterator[OpsHarness]:
-    """As on App Service with authentication on: the platform sets WEBSITE_AUTH_ENABLED."""
-    made = OpsHarness(cosmos_db, WEBSITE_AUTH_ENABLED="True", WEBSITE_SITE_NAME="orders-app")
-    yield made
-    made.close()
 
 
 def _assert_json_4xx(status: int, body: Any, what: str) -> None:

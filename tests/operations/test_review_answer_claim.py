@@ -3,23 +3,14 @@ takes the note back, so the review can be answered again."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from domain.review import pending_review
 from operations import instances
-from tests.operations.harness import OPERATOR, OpsHarness
 
 pytestmark = pytest.mark.cosmos
-
-
-@pytest.fixture
-def ops(cosmos_db) -> Iterator[OpsHarness]:
-    made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR)
-    yield made
-    made.close()
 
 
 def test_an_answer_to_an_attempt_that_is_gone_is_409_and_writes_nothing(ops):

@@ -20,16 +20,9 @@ from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.review import REVIEW_ANSWERED, REVIEW_REQUESTED, pending_review, review_answer
 from domain.states import ProcessState
 from operations import instances
-from tests.operations.harness import OPERATOR, OpsHarness, paused_for_review
+from tests.operations.harness import OpsHarness, paused_for_review
 
 pytestmark = pytest.mark.cosmos
-
-
-@pytest.fixture
-def ops(cosmos_db: Any) -> Iterator[OpsHarness]:
-    made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR)
-    yield made
-    made.close()
 
 
 @pytest.fixture
