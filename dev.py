@@ -7,8 +7,8 @@
 Each creates ``.venv`` with Python 3.13 (the version the app runs on in Azure, with the pinned
 ``azure-functions-runtime``) and installs the pip and npm packages it needs first (skipped when up to
 date). ``dev.py`` itself runs on any Python 3.9+; it finds a Python 3.13 to build ``.venv`` with.
-``python3 dev.py bench [ORDERS] [--compare REF]`` times the 1,000-order all-faults simulation, and with
-``--compare`` the same for git ref REF and the ratio (docs/benchmark.md).
+``python3 dev.py bench [ORDERS] [--compare REF] [--repeat N]`` times the 1,000-order all-faults
+simulation, and with ``--compare`` the same for git ref REF and the ratio (docs/benchmark.md).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import tempfile
 import time
 import venv
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
@@ -242,7 +242,7 @@ def _children_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def _bench_run(root: Path, orders: int, speed_ups: bool) -> tuple[float, float, dict[str, Any] | None, int]:
+def _bench_run(root: Path, orders: int, speed_ups: bool) -> Run:
     """One benchmark run of the tree at ``root`` with this ``.venv``: (process wall s, CPU s, report,
     exit code). CPU is user + system time of the run and what it waited for (its Cosmos DB server):
     on a shared machine it moves less than the wall time. Flags the tree's CLI does not know (an
@@ -289,62 +289,119 @@ def _bench_print(report: dict[str, Any], wall: float, cpu: float) -> None:
     print(f"invariants          {'all 0' if not violated else f'VIOLATED {violated}'}")
 
 
-def _bench_ref(ref: str, orders: int, speed_ups: bool) -> tuple[float, float, dict[str, Any] | None, int]:
-    """The benchmark for git ref ``ref``: checked out into a temporary ``git worktree`` (removed
-    afterwards) with this tree's ``node_modules`` symlinked, run with this ``.venv``."""
-    tmp = Path(tempfile.mkdtemp(prefix="bench-ref-"))
-    tree = tmp / "tree"
+if TYPE_CHECKING:  # dev.py runs on Python 3.9: annotations only
+    Run = tuple[float, float, dict[str, Any] | None, int]  # process wall s, CPU s, report (None: failed), exit code
+
+
+def _bench_tree(ref: str) -> Path:
+    """Git ref ``ref`` checked out into a temporary ``git worktree``, with this tree's ``node_modules``
+    symlinked; ``_drop_tree`` removes it."""
+    tree = Path(tempfile.mkdtemp(prefix="bench-ref-")) / "tree"
     run("git", "-C", ROOT, "worktree", "add", "--detach", "--quiet", tree, ref)
+    (tree / "node_modules").symlink_to(ROOT / "node_modules", target_is_directory=True)
+    return tree
+
+
+def _drop_tree(tree: Path) -> None:
+    run("git", "-C", ROOT, "worktree", "remove", "--force", tree, check=False)
+    shutil.rmtree(tree.parent, ignore_errors=True)
+
+
+def fastest(runs: list[Run]) -> Run:
+    """The run with a report that used the least CPU: the one least disturbed by whatever else the
+    machine was doing (the same seed does the same work every time; the rest is noise). A failed run
+    is picked only when every run failed."""
+    return min(runs, key=lambda r: (r[2] is None, r[1]))
+
+
+def bench_ratio(ref: str, before: list[Run], after: list[Run]) -> list[str]:
+    """The lines comparing git ref ``ref``'s runs with the work tree's: the ratios of the fastest run
+    of each side and, with more than one round, each round's CPU ratio. Above 1: the work tree is
+    faster."""
+    ref_wall, ref_cpu, ref_report, _ = fastest(before)
+    wall, cpu, report, _ = fastest(after)
+    if ref_report is None or report is None:
+        raise ValueError("no ratio without a report on each side")
+    of = "" if len(after) == 1 else f"; the fastest of {len(after)} runs each"
+    lines = [
+        f"ratio               {ref_wall / wall:.2f}x process wall "
+        f"({ref} {ref_wall:.1f} s / this tree {wall:.1f} s), "
+        f"{ref_report['wall_s'] / max(report['wall_s'], 1e-9):.2f}x simulation wall_s, "
+        f"{ref_cpu / max(cpu, 1e-9):.2f}x CPU ({ref_cpu:.1f} s / {cpu:.1f} s{of})"
+    ]
+    if len(after) > 1:
+        cpus = [(before[i][1], after[i][1]) for i in range(min(len(before), len(after)))]  # zip(strict=) is 3.10+
+        rounds = ", ".join(f"{b / max(a, 1e-9):.2f}x ({b:.1f} s / {a:.1f} s)" for b, a in cpus)
+        lines.append(f"each round's CPU    {rounds}")
+    return lines
+
+
+def _bench_options(args: list[str]) -> tuple[int, str | None, int, bool]:
+    """``[ORDERS] [--sdk-speed-ups] [--compare REF] [--repeat N]`` -> (orders, ref, rounds, speed-ups).
+    ``ValueError`` with the message to show."""
+    speed_ups = "--sdk-speed-ups" in args
+    rest = [a for a in args if a != "--sdk-speed-ups"]
+    values: dict[str, str] = {}
+    for name in ("--compare", "--repeat"):
+        if name in rest:
+            at = rest.index(name)
+            if at + 1 >= len(rest):
+                raise ValueError(f"bench {name} needs a value, e.g. bench 200 --compare HEAD~3 --repeat 3")
+            values[name] = rest[at + 1]
+            rest = rest[:at] + rest[at + 2 :]
     try:
-        (tree / "node_modules").symlink_to(ROOT / "node_modules", target_is_directory=True)
-        return _bench_run(tree, orders, speed_ups)
-    finally:
-        run("git", "-C", ROOT, "worktree", "remove", "--force", tree, check=False)
-        shutil.rmtree(tmp, ignore_errors=True)
+        orders = int(rest[0]) if rest else 1000
+        rounds = int(values.get("--repeat", "1"))
+    except ValueError:
+        raise ValueError("bench takes a number of orders and --repeat a number of rounds") from None
+    if len(rest) > 1 or orders < 1 or rounds < 1:
+        raise ValueError("usage: bench [ORDERS] [--sdk-speed-ups] [--compare REF] [--repeat N]")
+    return orders, values.get("--compare"), rounds, speed_ups
 
 
 def bench(args: list[str]) -> int:
     """The benchmark: a 1,000-order all-faults run (seed 1) through the real Functions runtime. Prints
     wall time, orders/s and the report's operations-per-order and latency lines; the report goes to a
-    temporary folder. ``bench [ORDERS] [--sdk-speed-ups] [--compare REF]``: the flag patches two hot
-    spots of the Durable SDK's replay (off by default: what is measured is the SDK as shipped);
-    ``--compare REF`` also runs git ref REF (in a temporary worktree, same ``.venv``, run first) and
-    prints both figures and the ratio."""
+    temporary folder. ``bench [ORDERS] [--sdk-speed-ups] [--compare REF] [--repeat N]``: the flag
+    patches two hot spots of the Durable SDK's replay (off by default: what is measured is the SDK as
+    shipped); ``--compare REF`` also runs git ref REF (in a temporary worktree, same ``.venv``, before
+    the work tree) and prints both figures and the ratio; ``--repeat N`` runs N rounds (REF, then the
+    work tree) and compares the fastest run of each side, and prints each round's ratio."""
+    try:
+        orders, ref, rounds, speed_ups = _bench_options(args)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     setup()
-    speed_ups = "--sdk-speed-ups" in args
-    args = [a for a in args if a != "--sdk-speed-ups"]
-    ref = None
-    if "--compare" in args:
-        at = args.index("--compare")
-        if at + 1 >= len(args):
-            print("bench --compare needs a git ref, e.g. bench 200 --compare HEAD~3", file=sys.stderr)
-            return 2
-        ref = args[at + 1]
-        args = args[:at] + args[at + 2 :]
-    orders = int(args[0]) if args else 1000
-    before = _bench_ref(ref, orders, speed_ups) if ref is not None else None
-    wall, cpu, report, code = _bench_run(ROOT, orders, speed_ups)
-    if before is not None and before[2] is not None:
-        print(f"\n== {ref}")
-        _bench_print(before[2], before[0], before[1])
-    if report is None:
-        return code
-    if before is not None:
-        print("\n== this tree")
-    _bench_print(report, wall, cpu)
-    if before is None:
-        return code
-    ref_wall, ref_cpu, ref_report, ref_code = before
-    if ref_report is None:
-        print(f"\n{ref}: no report (exit code {ref_code}); no ratio", file=sys.stderr)
-        return ref_code or 1
-    print(
-        f"\nratio               {ref_wall / wall:.2f}x process wall "
-        f"({ref} {ref_wall:.1f} s / this tree {wall:.1f} s), "
-        f"{ref_report['wall_s'] / max(report['wall_s'], 1e-9):.2f}x simulation wall_s, "
-        f"{ref_cpu / max(cpu, 1e-9):.2f}x CPU ({ref_cpu:.1f} s / {cpu:.1f} s)"
-    )
-    return code or ref_code
+    before: list[Run] = []
+    after: list[Run] = []
+    tree = _bench_tree(ref) if ref is not None else None
+    try:
+        for _ in range(rounds):
+            if tree is not None:
+                before.append(_bench_run(tree, orders, speed_ups))
+            after.append(_bench_run(ROOT, orders, speed_ups))
+    finally:
+        if tree is not None:
+            _drop_tree(tree)
+    of = "" if rounds == 1 else f" (the fastest of {rounds} runs)"
+    ref_best, best = (fastest(before) if before else None), fastest(after)
+    if ref_best is not None and ref_best[2] is not None:
+        print(f"\n== {ref}{of}")
+        _bench_print(ref_best[2], ref_best[0], ref_best[1])
+    if best[2] is None:
+        return best[3]
+    if ref is not None:
+        print(f"\n== this tree{of}")
+    _bench_print(best[2], best[0], best[1])
+    if ref_best is None:
+        return best[3]
+    if ref_best[2] is None:
+        print(f"\n{ref}: no report (exit code {ref_best[3]}); no ratio", file=sys.stderr)
+        return ref_best[3] or 1
+    print()
+    print("\n".join(bench_ratio(str(ref), before, after)))
+    return best[3] or ref_best[3]
 
 
 def main() -> int:
