@@ -391,10 +391,12 @@ def bench(args: list[str]) -> int:
         _bench_print(ref_best[2], ref_best[0], ref_best[1])
     if best[2] is None:
         return best[3]
-    if ref is not None:
+    if ref is not None or rounds > 1:
         print(f"\n== this tree{of}")
     _bench_print(best[2], best[0], best[1])
     if ref_best is None:
+        if rounds > 1:
+            print("each run's CPU      " + ", ".join(f"{r[1]:.1f} s" for r in after))
         return best[3]
     if ref_best[2] is None:
         print(f"\n{ref}: no report (exit code {ref_best[3]}); no ratio", file=sys.stderr)

@@ -101,6 +101,30 @@ def test_rounds_alternate_the_trees_and_the_worktree_is_removed(
     assert dropped == [tmp_path / "REF"] * 2  # removed even when a run is interrupted
 
 
+def test_repeated_runs_of_the_work_tree_alone_show_the_fastest_and_every_run(
+    dev: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cpu = iter([7.0, 5.0, 6.0])
+
+    def bench_run(root: Path, orders: int, speed_ups: bool) -> tuple[float, float, dict[str, Any], int]:
+        assert root == dev.ROOT
+        used = next(cpu)
+        return used + 1, used, report(used), 0
+
+    def no_tree(ref: str) -> Path:
+        raise AssertionError("no worktree without --compare")
+
+    monkeypatch.setattr(dev, "setup", lambda: None)
+    monkeypatch.setattr(dev, "_bench_tree", no_tree)
+    monkeypatch.setattr(dev, "_bench_run", bench_run)
+    assert dev.bench(["10", "--repeat", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "== this tree (the fastest of 3 runs)" in out
+    assert "cpu                 5.0 s" in out
+    assert "each run's CPU      7.0 s, 5.0 s, 6.0 s" in out
+    assert "ratio" not in out
+
+
 def test_bad_options_are_refused_before_anything_is_installed(
     dev: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
