@@ -298,7 +298,11 @@ def _bench_tree(ref: str) -> Path:
     symlinked; ``_drop_tree`` removes it."""
     tree = Path(tempfile.mkdtemp(prefix="bench-ref-")) / "tree"
     run("git", "-C", ROOT, "worktree", "add", "--detach", "--quiet", tree, ref)
-    (tree / "node_modules").symlink_to(ROOT / "node_modules", target_is_directory=True)
+    try:
+        (tree / "node_modules").symlink_to(ROOT / "node_modules", target_is_directory=True)
+    except BaseException:
+        _drop_tree(tree)
+        raise
     return tree
 
 
