@@ -66,6 +66,11 @@ def await_review(data: Any) -> dict[str, Any]:
     return compensation_steps.await_review(get_context(), protocol.AwaitReviewInput.from_json(data)).to_json()
 
 
+@bp.activity_trigger(input_name="data", activity=names.CLOSE_REVIEW)
+def close_review(data: Any) -> dict[str, Any]:
+    return compensation_steps.close_review(get_context(), protocol.CloseReviewInput.from_json(data)).to_json()
+
+
 @bp.activity_trigger(input_name="data", activity=names.LOAD_COMPENSATION)
 def load_compensation(data: Any) -> dict[str, Any]:
     return compensation_steps.load_compensation(get_context(), protocol.LoadCompensationInput.from_json(data)).to_json()

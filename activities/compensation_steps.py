@@ -15,6 +15,8 @@ from contracts.activities import (
     OWNED,
     AwaitReviewInput,
     BeginUndoInput,
+    CloseReviewInput,
+    CloseReviewResult,
     CompensationPlan,
     FailCompensationInput,
     FinishCompensationInput,
@@ -22,11 +24,12 @@ from contracts.activities import (
     LoadCompensationResult,
     RecordUndoInput,
     RequestCompensationInput,
+    ReviewClosed,
     UndoEntry,
     WriteResult,
 )
 from dependencies import AppContext
-from domain import compensation
+from domain import compensation, review
 from domain.compensation_policy import REVIEW_CHOICES
 from domain.states import ProcessState
 from notifications.alerts import raise_alert, raise_alert_after_write
@@ -80,8 +83,8 @@ def await_review(ctx: AppContext, data: AwaitReviewInput) -> WriteResult:
         ctx.sender,
         kind="ReviewRequired",
         summary=(
-            f"order {record.order_id} failed at {data.step} ({data.error}); decide compensate, retry or "
-            f"alternative by {until.isoformat()}, else {data.default_action}"
+            f"order {record.order_id} failed at {data.step} ({data.error}); decide {', '.join(REVIEW_CHOICES[:-1])} "
+            f"or {REVIEW_CHOICES[-1]} by {until.isoformat()}, else {data.default_action}"
         ),
         at=now,
         order_id=record.order_id,
@@ -99,11 +102,45 @@ def await_review(ctx: AppContext, data: AwaitReviewInput) -> WriteResult:
             "defaultAction": data.default_action,
             "how": (
                 f"raise the Durable event {names.REVIEW_DECISION_EVENT!r} on instance {data.instance_id} with "
-                f'{{"reviewId": "{data.review_id}", "action": "compensate|retry|alternative", "operator": "..."}}'
+                f'{{"reviewId": "{data.review_id}", "action": "{"|".join(REVIEW_CHOICES)}", "operator": "..."}}'
             ),
         },
     )
     return OWNED
+
+
+def close_review(ctx: AppContext, data: CloseReviewInput) -> CloseReviewResult:
+    """The review deadline passed: closes the review with one fenced write (``domain.review``), so no
+    answer is noted after it. An answer noted before it is the decision (its operator was told it was
+    taken, even if the event has not reached the attempt); else the default."""
+    now = ctx.clock.now()
+    record = write_fenced(
+        ctx,
+        data.order_id,
+        data.instance_id,
+        lambda r: review.close_review(r, data.instance_id, data.review_id, data.default_action, now),
+        "close review",
+    )
+    if record is None:
+        return NOT_OWNED
+    closed = review.review_closed(record, data.review_id)
+    if closed is None:  # pragma: no cover - close_review always leaves its entry
+        raise RuntimeError(f"order {data.order_id}: review {data.review_id} not closed by its own write")
+    closed_how = (
+        f"closed at its deadline with {closed.operator}'s answer {closed.action}"
+        if closed.operator is not None
+        else f"not answered by its deadline: default {closed.action}"
+    )
+    summary = f"order {data.order_id}: review {data.review_id} {closed_how}"
+    app_event(
+        "ReviewClosed",
+        summary,
+        orderId=data.order_id,
+        reviewId=data.review_id,
+        action=closed.action,
+        operator=closed.operator,
+    )
+    return ReviewClosed(action=closed.action, operator=closed.operator)
 
 
 # --- the compensation orchestration ------------------------------------------------------------------

@@ -145,7 +145,7 @@ class OrderPlan(Wire):
 
 @dataclass(frozen=True)
 class AttemptInput(Wire):
-    """The scheduler's input (``process_order_v3``): the order, the attempt, and its plan, read when the
+    """The scheduler's input (``process_order_v3`` and ``_v4``): the order, the attempt, and its plan, read when the
     record was claimed for this attempt. ``orderId`` and ``attempt`` are what every version's input
     holds (``orchestrators/retired.py`` reads them)."""
 
@@ -309,6 +309,35 @@ class AwaitReviewInput(Wire):
     reason: str | None
     default_action: str
     amount_cents: int | None
+
+
+@dataclass(frozen=True)
+class CloseReviewInput(Wire):
+    """``close_review`` (``process_order_v4``): the review deadline passed; close the review with one
+    fenced write, taking an answer the record noted in time, else ``default_action``."""
+
+    order_id: str
+    instance_id: str
+    attempt: int
+    review_id: str
+    default_action: str
+
+
+@dataclass(frozen=True)
+class ReviewClosed(Wire):
+    """``close_review`` wrote the close: the action the attempt takes, and the operator who chose it
+    (None: nobody answered in time, the default)."""
+
+    owned: Literal[True] = field(default=True, init=False)
+    action: str
+    operator: str | None
+
+
+CloseReviewResult = ReviewClosed | NotOwned
+
+
+def parse_close_review(data: Any) -> CloseReviewResult:
+    return _fenced(ReviewClosed, data, "close_review result")
 
 
 # --- the compensation orchestration's activities ----------------------------------------------------------

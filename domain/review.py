@@ -4,6 +4,14 @@ The scheduler pauses an attempt with ``compensation.await_review`` (history even
 detail written by ``review_detail``). The attempt waits for the Durable event ``ReviewDecision`` on its
 instance (``lockedBy``). An operator's answer is noted on the record (``note_review_answer``: who, what,
 why) so the record says who decided; the decision itself travels as the event.
+
+At the deadline the attempt's timer fires and the attempt closes the review with one fenced write
+(``close_review``, history event ``ReviewClosed``) before it acts. The note and the close are both
+conditional writes on the record, so one of them is first: an answer noted before the close is the
+decision even when its event has not reached the attempt yet (the operator was told it was taken),
+and no answer can be noted after it (the ops API answers 409). Without the close, an answer noted a
+moment before the deadline, whose event the attempt got after its timer, was told 200 while the
+attempt took the default.
 """
 
 from __future__ import annotations
@@ -14,9 +22,11 @@ from datetime import datetime
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
+from domain.transitions import ensure_owner
 
 REVIEW_REQUESTED = "ReviewRequested"
 REVIEW_ANSWERED = "ReviewAnswered"
+REVIEW_CLOSED = "ReviewClosed"
 _DECIDE_BY = ", decide by "
 
 
@@ -142,3 +152,58 @@ def reopen_review(record: StateRecord, review_id: str, operator: str, now: datet
     if request is None:
         raise IllegalTransition(f"order {record.order_id}: review {review_id} was never requested by its attempt")
     return record.with_changes(now, REVIEW_REQUESTED, record.locked_by, request.detail)
+
+
+@dataclass(frozen=True)
+class ClosedReview:
+    """How the attempt closed a review at its deadline: the action it takes, and the operator whose
+    noted answer that is (None: nobody answered in time, the configured default)."""
+
+    review_id: str
+    action: str
+    operator: str | None
+
+    @property
+    def detail(self) -> str:
+        how = f"answered by {self.operator}" if self.operator is not None else "no answer in time: the default"
+        return f"{self.review_id}: {self.action}: {how}"
+
+
+_ANSWERED_BY = "answered by "
+
+
+def review_closed(record: StateRecord, review_id: str) -> ClosedReview | None:
+    """How ``review_id`` was closed, as the record's ``ReviewClosed`` entry says, or None (not closed)."""
+    prefix = f"{review_id}: "
+    for entry in reversed(record.history):
+        if entry.event == REVIEW_CLOSED and entry.detail.startswith(prefix):
+            action, _, how = entry.detail[len(prefix) :].partition(": ")
+            operator = how[len(_ANSWERED_BY) :] if how.startswith(_ANSWERED_BY) else None
+            return ClosedReview(review_id, action, operator)
+    return None
+
+
+def just_closed(record: StateRecord) -> ClosedReview | None:
+    """The review the record's last write closed (the attempt has not acted on it yet), or None."""
+    last = record.history[-1] if record.history else None
+    if last is None or last.event != REVIEW_CLOSED:
+        return None
+    return review_closed(record, last.detail.partition(": ")[0])
+
+
+def close_review(record: StateRecord, owner: str, review_id: str, default_action: str, now: datetime) -> StateRecord:
+    """The review deadline passed (the owning attempt's timer fired): the review is closed, so that no
+    answer is noted after it. An answer the record notes as its last word is the decision (noted in
+    time: its event may still be on its way); otherwise ``default_action``. A review already closed
+    (this write, retried after a lost response) is left as it is. ``FencingLost`` when ``owner`` no
+    longer holds the record."""
+    ensure_owner(record, owner)
+    last = record.history[-1] if record.history else None
+    if last is not None and last.event == REVIEW_CLOSED and last.detail.startswith(f"{review_id}: "):
+        return record
+    noted = noted_answer(record)
+    if noted is not None and noted.review.review_id == review_id:
+        closed = ClosedReview(review_id, noted.action, noted.operator)
+    else:
+        closed = ClosedReview(review_id, default_action, None)
+    return record.with_changes(now, REVIEW_CLOSED, owner, closed.detail)

@@ -27,14 +27,17 @@ from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger,
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.review import (
+    ClosedReview,
     NotedAnswer,
     PendingReview,
     decide_by_time,
+    just_closed,
     note_review_answer,
     noted_answer,
     pending_review,
     reopen_review,
     review_answer,
+    review_closed,
 )
 from domain.states import ProcessState
 from notifications.alerts import raise_alert_after_write
@@ -137,6 +140,9 @@ def review_to_answer(ctx: AppContext, order_id: str, action: str) -> ReviewTarge
     noted = None
     if pending is None:
         noted = noted_answer(record)
+        closed = just_closed(record)
+        if closed is not None:
+            return _closed(order_id, closed)
         if noted is None:
             return error(409, f"order {order_id} is {record.process_state} and not waiting for a review")
         pending = noted.review
@@ -171,8 +177,29 @@ def decision_event(pending: PendingReview, action: str, operator: str, reason: s
     return {"reviewId": pending.review_id, "action": action, "operator": operator, "reason": reason}
 
 
+def _closed(order_id: str, closed: ClosedReview) -> Reply:
+    """409: the paused attempt closed the review at its deadline (``domain.review.close_review``), with
+    an answer noted in time or with its default; nothing can be noted after that."""
+    how = f"{closed.operator}'s answer" if closed.operator is not None else "nobody answered in time: the default"
+    return json_reply(
+        409,
+        {
+            "error": f"review {closed.review_id} of order {order_id} was closed at its deadline: {closed.action} "
+            f"({how})",
+            "status": 409,
+            "reviewId": closed.review_id,
+            "decision": closed.action,
+            "by": closed.operator,
+        },
+    )
+
+
 def _answered_elsewhere(order_id: str, record: StateRecord, pending: PendingReview) -> Reply:
-    """409 for an answer that came too late: who answered first and with what, when the record says."""
+    """409 for an answer that came too late: the review was closed at its deadline, or who answered
+    first and with what, when the record says."""
+    closed = review_closed(record, pending.review_id)
+    if closed is not None:
+        return _closed(order_id, closed)
     first = review_answer(record, pending.review_id)
     if first is None:
         return error(

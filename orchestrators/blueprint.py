@@ -19,8 +19,13 @@ bp = df.Blueprint()
 
 
 @bp.orchestration_trigger(context_name="context", orchestration=names.SCHEDULER, input_type=dict)
-def process_order_v3(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
+def process_order_v4(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
     return process_order(context)
+
+
+@bp.orchestration_trigger(context_name="context", orchestration=names.DRAINING_SCHEDULER, input_type=dict)
+def process_order_v3(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
+    return process_order(context, closes_reviews=False)
 
 
 @bp.orchestration_trigger(context_name="context", orchestration=names.RETIRED_SCHEDULERS[0], input_type=dict)

@@ -1,11 +1,17 @@
 """Names of the orchestrator and activity functions. The orchestrator's name carries a version:
 changing its code under in-flight instances breaks replay, so a change to the code an orchestrator
 replays (``tests/orchestrators/test_orchestrator_rules.py`` lists those modules) that changes what
-it schedules gets the next version. The scheduler is at ``_v3`` (its plan in its input, no
-``load_order``; ``_v2`` had fewer activities per order than ``_v1``, issue 15); ``_v2`` and ``_v1``
-stay registered as retired names (``orchestrators/retired.py``, docs/design.md "Versions")."""
+it schedules gets the next version. The scheduler is at ``_v4`` (a review deadline closes the review
+with a fenced write, ``close_review``, before the attempt acts); ``_v3`` (its plan in its input, no
+``load_order``) is the same code without that write and stays registered, running, so its instances
+in flight at the upgrade finish as they began; ``_v2`` (fewer activities per order than ``_v1``,
+issue 15) and ``_v1`` stay registered as retired names (``orchestrators/retired.py``, docs/design.md
+"Versions")."""
 
-SCHEDULER = "process_order_v3"
+SCHEDULER = "process_order_v4"
+# The version before: its instances in flight at an upgrade run to their end under it (same code, no
+# closing write at a review deadline); the starter starts only ``SCHEDULER``.
+DRAINING_SCHEDULER = "process_order_v3"
 # Earlier versions of the scheduler: an instance of one still in flight at an upgrade ends at its
 # next replay without touching its record; the supervisor retries the order under ``SCHEDULER``.
 RETIRED_SCHEDULERS = ("process_order_v2", "process_order_v1")
@@ -29,6 +35,7 @@ def in_process_agent(agent: str) -> str:
 COMPENSATION = "compensate_order_v1"
 REQUEST_COMPENSATION = "request_compensation"
 AWAIT_REVIEW = "await_review"
+CLOSE_REVIEW = "close_review"
 LOAD_COMPENSATION = "load_compensation"
 BEGIN_UNDO = "begin_undo"
 RECORD_UNDO = "record_undo"

@@ -24,7 +24,8 @@ compensation orchestration), a pause for human review (high-impact orders), or E
 
 The attempt is split into named parts: ``_run_step`` (begin, ask the agent, record the outcome),
 ``_handle_permanent_failure`` (the decision function and what it chose) and ``_review`` (the pause
-for an operator). Every fenced write goes through ``orchestrators.fenced.call_fenced``: losing the
+for an operator, closed at its deadline by a fenced write so that an answer noted in time is never
+lost to the timer: ``domain.review``). Every fenced write goes through ``orchestrators.fenced.call_fenced``: losing the
 record is one ``OwnershipLost``, caught once by ``process_order`` (``FencingLost``, with where).
 
 Orchestrator code is deterministic: time comes from ``context.current_utc_datetime``, settings
@@ -45,6 +46,7 @@ from contracts.activities import (
     AttemptInput,
     AwaitReviewInput,
     BeginStepInput,
+    CloseReviewInput,
     FailOrderInput,
     MarkProcessedInput,
     OrderPlan,
@@ -52,6 +54,7 @@ from contracts.activities import (
     RequestCompensationInput,
     StepResult,
     parse_begin_step,
+    parse_close_review,
     parse_mark_processed,
     parse_write_result,
 )
@@ -85,6 +88,9 @@ class Attempt:
     unrecorded: StepResult | None = None
     # "Processing" not yet said: the next begin_step says it after its write
     announce: bool = False
+    # at a review deadline, close the review with a fenced write before acting (process_order_v4);
+    # process_order_v3, kept for its instances in flight, takes the default at once
+    closes_reviews: bool = True
 
     def take_unrecorded(self) -> StepResult | None:
         result, self.unrecorded = self.unrecorded, None
@@ -106,16 +112,31 @@ class Ended:
     result: OrchestrationResult
 
 
-def process_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
-    return (yield from ends_quietly_when_fenced_out(_run_attempt(context)))
+def process_order(
+    context: df.DurableOrchestrationContext, *, closes_reviews: bool = True
+) -> Generator[Any, Any, OrchestrationResult]:
+    """The attempt. ``closes_reviews=False`` is ``process_order_v3``'s replay: at a review deadline it
+    takes the default without the closing write (``_await_review``)."""
+    return (yield from ends_quietly_when_fenced_out(_run_attempt(context, closes_reviews)))
 
 
-def _run_attempt(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
+def _run_attempt(
+    context: df.DurableOrchestrationContext, closes_reviews: bool
+) -> Generator[Any, Any, OrchestrationResult]:
     started = AttemptInput.from_json(context.get_input())
     order_id, number, plan = started.order_id, started.attempt, started.plan
     me: str = context.instance_id
     # the first begin_step tells the submitter "Processing" (not while waiting an outage out: that was said once)
-    run = Attempt(context, me, order_id, number, plan, dict(plan.completed), announce=not plan.outage_wait)
+    run = Attempt(
+        context,
+        me,
+        order_id,
+        number,
+        plan,
+        dict(plan.completed),
+        announce=not plan.outage_wait,
+        closes_reviews=closes_reviews,
+    )
 
     for step in WORKFLOW:
         if step.name in run.results:  # done by an earlier attempt: never run a step twice
@@ -266,8 +287,9 @@ def _step_request_id(instance: str, step_name: str, agent_name: str, tries: int)
 
 def _await_review(run: Attempt, step: Step, error: Any, reason: str) -> Generator[Any, Any, tuple[str, bool]]:
     """Pauses for an operator's ``ReviewDecision`` (an alert says what to decide) until the review
-    deadline; then the configured default. Returns the choice and whether an operator made it
-    (``OwnershipLost`` when fencing was lost)."""
+    deadline; then closes the review (``_close_review``): an answer noted in time, else the configured
+    default. Returns the choice and whether an operator made it (``OwnershipLost`` when fencing was
+    lost)."""
     context = run.context
     review = run.plan.review
     review_id = f"{run.me}:{step.name}:review:{run.reviews}"
@@ -292,9 +314,24 @@ def _await_review(run: Attempt, step: Step, error: Any, reason: str) -> Generato
         winner = yield context.task_any([event, timer])
         forget_delivered(context, names.REVIEW_DECISION_EVENT)  # an answer to another review comes once
         if winner == timer:
-            return default, False
+            if not run.closes_reviews:
+                return default, False
+            return (yield from _close_review(run, review_id, default))
         answer = event.result if isinstance(event.result, dict) else {}
         if answer.get("reviewId") == review_id and answer.get("action") in REVIEW_CHOICES:
             timer.cancel()
             return str(answer["action"]), True
         # An answer to another review (or malformed): keep waiting until the same deadline.
+
+
+def _close_review(run: Attempt, review_id: str, default: str) -> Generator[Any, Any, tuple[str, bool]]:
+    """The deadline passed: one fenced write closes the review, so no answer is noted after it. An
+    answer the record noted before it is taken (its event may still be on its way: its operator was
+    told it was taken); otherwise the default."""
+    closing = CloseReviewInput(
+        order_id=run.order_id, instance_id=run.me, attempt=run.number, review_id=review_id, default_action=default
+    )
+    closed = yield from call_fenced(run.context, names.CLOSE_REVIEW, closing, parse_close_review, at="review")
+    if closed.action not in REVIEW_CHOICES:  # a note the ops API would not have written: not an answer
+        return default, False
+    return closed.action, closed.operator is not None

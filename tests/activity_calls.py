@@ -19,6 +19,7 @@ INPUTS: dict[str, Any] = {
     "publish_status": protocol.PublishStatusInput,
     "request_compensation": protocol.RequestCompensationInput,
     "await_review": protocol.AwaitReviewInput,
+    "close_review": protocol.CloseReviewInput,
     "load_compensation": protocol.LoadCompensationInput,
     "begin_undo": protocol.BeginUndoInput,
     "record_undo": protocol.RecordUndoInput,

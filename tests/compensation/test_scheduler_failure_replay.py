@@ -217,6 +217,14 @@ def test_a_decision_for_another_review_is_ignored(scheduler):
     assert result.new_actions == []
 
 
+def closed_at_the_deadline(a: Attempt, result: ReplayResult, closed: dict[str, Any]) -> dict[str, Any]:
+    """The attempt's one new action after its review timer fired: ``close_review``; it answers ``closed``."""
+    [(function, closing)] = new_inputs(result)
+    assert function == names.CLOSE_REVIEW
+    a.h.activity_completed(names.CLOSE_REVIEW, closed, at=a.h.now)
+    return dict(closing)
+
+
 @pytest.mark.parametrize(
     ("default_action", "expected"),
     [("compensate", names.REQUEST_COMPENSATION), ("retry", names.BEGIN_STEP), ("alternative", names.BEGIN_STEP)],
@@ -225,16 +233,63 @@ def test_a_review_nobody_answers_takes_the_configured_default_at_the_deadline(sc
     a, _ = review_requested(scheduler, default_action)
     until = datetime(2026, 3, 1, 9, 0, 5, tzinfo=UTC)
     a.h.timer_fired(until)
+    closing = closed_at_the_deadline(a, a.run(scheduler), {"owned": True, "action": default_action, "operator": None})
+    assert closing == {
+        "orderId": "o1",
+        "instanceId": ME,
+        "attempt": 1,
+        "reviewId": f"{ME}:charge-payment:review:1",
+        "defaultAction": default_action,
+    }
     result = a.run(scheduler)
     [(function, request)] = new_inputs(result)
     assert function == expected
     if default_action != "compensate":
         assert request["agent"] == ("payment" if default_action == "retry" else "payment-backup")
+    else:
+        assert request["reason"] == "review not answered in time: default compensate"
+
+
+def test_an_answer_noted_before_the_deadline_is_taken_though_its_event_came_after_the_timer(scheduler):
+    """The operator's answer was noted on the record (and they were told it was taken) a moment before
+    the deadline; its event reached the attempt after the timer. ``close_review`` finds the note: the
+    attempt acts on the answer, not on the default."""
+    a, data = review_requested(scheduler, "compensate")
+    a.h.timer_fired(datetime(2026, 3, 1, 9, 0, 5, tzinfo=UTC))
+    closed_at_the_deadline(a, a.run(scheduler), {"owned": True, "action": "retry", "operator": "ana"})
+    late = {"reviewId": data["reviewId"], "action": "retry", "operator": "ana"}
+    a.h.event_raised(names.REVIEW_DECISION_EVENT, late, at=a.h.now + timedelta(seconds=1))
+    result = a.run(scheduler)
+    [(function, begin)] = new_inputs(result)
+    assert function == names.BEGIN_STEP
+    assert begin["agent"] == "payment" and begin["request"]["requestId"] == f"{ME}:charge-payment:payment:3"
+
+
+def test_fencing_lost_when_closing_a_review_ends_quietly(scheduler):
+    a, _ = review_requested(scheduler)
+    a.h.timer_fired(datetime(2026, 3, 1, 9, 0, 5, tzinfo=UTC))
+    closed_at_the_deadline(a, a.run(scheduler), {"owned": False})
+    result = a.run(scheduler)
+    assert result.is_done
+    assert result.output == {"result": "FencingLost", "at": "review"}
+    assert result.new_actions == []
+
+
+def test_the_draining_version_takes_the_default_at_the_deadline_without_closing(functions):
+    """``process_order_v3`` stays registered so its instances in flight at the upgrade finish as they
+    began: its history after a review timer has no ``close_review``, and its replay must not add one."""
+    draining = functions[names.DRAINING_SCHEDULER].func
+    a, _ = review_requested(draining, "retry")
+    a.h.timer_fired(datetime(2026, 3, 1, 9, 0, 5, tzinfo=UTC))
+    result = a.run(draining)
+    [(function, begin)] = new_inputs(result)
+    assert function == names.BEGIN_STEP and begin["agent"] == "payment"
 
 
 def test_a_timed_out_review_applies_the_default_once_then_a_second_one_compensates(scheduler):
     a, _ = review_requested(scheduler, "retry")
     a.h.timer_fired(datetime(2026, 3, 1, 9, 0, 5, tzinfo=UTC))  # nobody answered: the default, retry
+    closed_at_the_deadline(a, a.run(scheduler), {"owned": True, "action": "retry", "operator": None})
     a.charge_fails("payment", f"{ME}:charge-payment:payment:3", "card declined")
     a.charge_fails("payment-backup", f"{ME}:charge-payment:payment-backup:4", "card declined again")
     result = a.run(scheduler)
@@ -243,6 +298,7 @@ def test_a_timed_out_review_applies_the_default_once_then_a_second_one_compensat
     assert second["reviewId"] == f"{ME}:charge-payment:review:2"
     a.h.activity_completed(names.AWAIT_REVIEW, {"owned": True}, at=a.h.now)
     a.h.timer_fired(a.h.now + REVIEW_TIMEOUT)  # unanswered again: no second retry, compensation
+    closed_at_the_deadline(a, a.run(scheduler), {"owned": True, "action": "retry", "operator": None})
     result = a.run(scheduler)
     [(function, request)] = new_inputs(result)
     assert function == names.REQUEST_COMPENSATION

@@ -10,7 +10,7 @@ import pytest
 
 from domain import compensation, review
 from domain import transitions as t
-from domain.errors import IllegalTransition
+from domain.errors import FencingLost, IllegalTransition
 from domain.records import StateRecord
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -84,3 +84,63 @@ def test_a_noted_answer_is_found_while_it_is_the_records_last_word_only():
     assert review.noted_answer(taken_back) is None and review.pending_review(taken_back) == pending
     moved_on = t.fail(answered, str(answered.locked_by), None, "declined", NOW)
     assert review.noted_answer(moved_on) is None
+
+
+REVIEW_ID_OF = "{owner}:charge-payment:review:1"
+
+
+def closing(record: StateRecord) -> tuple[str, str]:
+    owner = str(record.locked_by)
+    return owner, REVIEW_ID_OF.format(owner=owner)
+
+
+def test_a_review_nobody_answered_closes_with_the_default_and_takes_no_answer_after():
+    record = paused()
+    owner, review_id = closing(record)
+    closed = review.close_review(record, owner, review_id, "compensate", UNTIL)
+    assert review.review_closed(closed, review_id) == review.ClosedReview(review_id, "compensate", None)
+    assert closed.history[-1].event == review.REVIEW_CLOSED and closed.history[-1].by == owner
+    assert review.pending_review(closed) is None
+    with pytest.raises(IllegalTransition):  # an answer arriving after the close is not noted
+        review.note_review_answer(closed, review_id, "ops-a", "fail", "late", UNTIL)
+    assert closed.process_state is record.process_state and closed.locked_by == owner
+
+
+def test_an_answer_noted_before_the_close_is_the_decision():
+    record = paused()
+    owner, review_id = closing(record)
+    answered = review.note_review_answer(record, review_id, "ops-a", "retry", "try again: it was a blip", NOW)
+    closed = review.close_review(answered, owner, review_id, "compensate", UNTIL)
+    assert review.review_closed(closed, review_id) == review.ClosedReview(review_id, "retry", "ops-a")
+    with pytest.raises(IllegalTransition):  # the note can no longer be taken back
+        review.reopen_review(closed, review_id, "ops-a", UNTIL)
+
+
+def test_an_answer_taken_back_before_the_close_is_not_the_decision():
+    record = paused()
+    owner, review_id = closing(record)
+    answered = review.note_review_answer(record, review_id, "ops-a", "retry", "", NOW)
+    reopened = review.reopen_review(answered, review_id, "ops-a", NOW)
+    closed = review.close_review(reopened, owner, review_id, "compensate", UNTIL)
+    assert review.review_closed(closed, review_id) == review.ClosedReview(review_id, "compensate", None)
+
+
+def test_closing_again_leaves_the_close_as_it_is_and_another_review_is_not_the_same_close():
+    record = paused()
+    owner, review_id = closing(record)
+    answered = review.note_review_answer(record, review_id, "ops@contoso.example", "fail", "a: b", NOW)
+    closed = review.close_review(answered, owner, review_id, "compensate", UNTIL)
+    again = review.close_review(closed, owner, review_id, "compensate", UNTIL + timedelta(seconds=5))
+    assert again == closed  # the retry of a write whose response was lost finds it done
+    assert review.review_closed(again, review_id) == review.ClosedReview(review_id, "fail", "ops@contoso.example")
+    assert review.review_closed(again, f"{owner}:charge-payment:review:2") is None
+
+
+def test_only_the_owner_closes_its_review():
+    record = paused()
+    owner, review_id = closing(record)
+    with pytest.raises(FencingLost):
+        review.close_review(record, "o-1:9", review_id, "compensate", UNTIL)
+    failed = t.fail(record, owner, "charge-payment", "cancelled meanwhile", NOW)  # the record moved on, unowned
+    with pytest.raises(FencingLost):
+        review.close_review(failed, owner, review_id, "compensate", UNTIL)

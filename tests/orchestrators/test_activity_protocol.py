@@ -209,6 +209,16 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
         protocol.parse_write_result,
         [OWNED, NOT_OWNED],
     ),
+    names.CLOSE_REVIEW: (
+        protocol.CloseReviewInput,
+        [{**FENCED, "attempt": 1, "reviewId": "o1:1:charge-payment:review:1", "defaultAction": "compensate"}],
+        protocol.parse_close_review,
+        [
+            {"owned": True, "action": "compensate", "operator": None},
+            {"owned": True, "action": "fail", "operator": "ops@contoso.example"},
+            NOT_OWNED,
+        ],
+    ),
     names.LOAD_COMPENSATION: (
         protocol.LoadCompensationInput,
         [{"orderId": "o1", "instanceId": "o1:compensate:3"}],
@@ -377,6 +387,7 @@ def test_the_agent_request_the_orchestrations_build_is_the_old_dict() -> None:
         (protocol.RecordUndoInput, {"orderId": "o1", "instanceId": "x", "seq": "2"}),
         (protocol.PublishStatusInput, {"orderId": "o1", "status": "Shipped", "attempt": 1}),
         (protocol.AwaitReviewInput, {**STEP, "reviewId": "r", "until": "tomorrow", "defaultAction": "fail"}),
+        (protocol.CloseReviewInput, {**FENCED, "attempt": 1, "reviewId": "r"}),
     ],
 )
 def test_an_input_that_is_not_the_protocol_is_refused_by_name(input_type: Any, bad: dict[str, Any]) -> None:
