@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
+from adapters.cosmos.mapping import DocumentError
 from adapters.cosmos.state_store import update_once, update_once_or_reread
 from dependencies import AppContext
 from domain.compensation import cancellation_not_before, enter_compensation, pivot_passed, undo_pending
@@ -55,9 +56,20 @@ def _done(record: StateRecord, action: str, operator: str) -> Reply:
     return json_reply(200, {"action": action, "by": operator, "order": order_row(record)})
 
 
+def unreadable(order_id: str, exc: DocumentError) -> Reply:
+    """409 for an action on an order whose state document does not map to a record."""
+    return error(
+        409,
+        f"the state document of order {order_id} does not map to a record ({exc}): repair it in the state "
+        "container, then try again",
+    )
+
+
 def _guarded(order_id: str, move: Callable[[], Reply]) -> Reply:
     try:
         return move()
+    except DocumentError as exc:
+        return unreadable(order_id, exc)
     except RecordNotFound:
         return error(404, f"no order {order_id}")
     except IllegalTransition as exc:
@@ -134,6 +146,8 @@ def review_to_answer(ctx: AppContext, order_id: str, action: str) -> ReviewTarge
         record = ctx.states.get(order_id)
     except StoreUnavailable as exc:
         return error(503, f"the state store is unavailable: {exc}")
+    except DocumentError as exc:
+        return unreadable(order_id, exc)
     if record is None:
         return error(404, f"no order {order_id}")
     pending = pending_review(record)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from adapters.cosmos.mapping import to_document
+from adapters.cosmos.mapping import DocumentError, to_document
+from adapters.cosmos.state_store import Unmapped
 from adapters.servicebus.settlement import body_bytes
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from dependencies import AppContext
@@ -45,9 +46,15 @@ def order_row(record: StateRecord) -> dict[str, Any]:
     }
 
 
+def unreadable_rows(unmapped: list[Unmapped]) -> list[dict[str, Any]]:
+    """State documents a query returned that do not map to a record: which, and what is wrong."""
+    return [{"orderId": u.doc_id, "error": u.error} for u in unmapped]
+
+
 def summary(ctx: AppContext) -> dict[str, Any]:
     counts = {state.value: ctx.states.count(state) for state in ProcessState}
-    processing = ctx.ops.processing(SUMMARY_PROCESSING_LIMIT)  # oldest completeBy first
+    scanned = ctx.ops.processing(SUMMARY_PROCESSING_LIMIT)  # oldest completeBy first
+    processing = scanned.records
     now = ctx.clock.now()
     reviews = [order_row(r) for r in processing if pending_review(r) is not None]
     expired = [order_row(r) for r in processing if r.complete_by is not None and r.complete_by <= now]
@@ -63,6 +70,9 @@ def summary(ctx: AppContext) -> dict[str, Any]:
         "expired": expired[:SUMMARY_LIST_LIMIT],
         "expiredCount": len(expired),
         "recentAlerts": recent_alerts(ctx, SUMMARY_LIST_LIMIT),
+        # Processing documents the summary read that do not map: left out of the lists above
+        "unreadable": unreadable_rows(scanned.unmapped[:SUMMARY_LIST_LIMIT]),
+        "unreadableCount": len(scanned.unmapped),
     }
 
 
@@ -88,7 +98,11 @@ def recent_alerts(ctx: AppContext, limit: int) -> list[dict[str, Any]]:
 
 def order_page(ctx: AppContext, state: ProcessState | None, page_size: int, continuation: str | None) -> dict[str, Any]:
     page = ctx.ops.page(state, page_size, continuation)
-    return {"orders": [order_row(r) for r in page.records], "continuation": page.continuation}
+    return {
+        "orders": [order_row(r) for r in page.records],
+        "continuation": page.continuation,
+        "unreadable": unreadable_rows(page.unmapped),
+    }
 
 
 def instance_ids(record: StateRecord) -> list[tuple[str, str]]:
@@ -112,10 +126,15 @@ def instance_ids(record: StateRecord) -> list[tuple[str, str]]:
 
 def order_detail(ctx: AppContext, order_id: str) -> dict[str, Any] | None:
     """The order, its state record (history, steps, compensation log with each undo's outcome),
-    review and deferred payment notifications; None when neither the order nor a record exists."""
+    review and deferred payment notifications; None when neither the order nor a record exists. A state
+    document that does not map is shown as ``stateError`` (what is wrong with it), the rest as usual."""
     order = ctx.orders.get(order_id)
-    record = ctx.states.get(order_id)
-    if order is None and record is None:
+    state_error: str | None = None
+    try:
+        record = ctx.states.get(order_id)
+    except DocumentError as exc:
+        record, state_error = None, str(exc)
+    if order is None and record is None and state_error is None:
         return None
     deferral = ctx.deferrals.get(order_id)
     review = pending_review(record) if record is not None else None
@@ -123,6 +142,7 @@ def order_detail(ctx: AppContext, order_id: str) -> dict[str, Any] | None:
         "orderId": order_id,
         "order": order,
         "state": None if record is None else {**to_document(record), "waitingForReview": review is not None},
+        "stateError": state_error,
         "review": None
         if review is None
         else {"reviewId": review.review_id, "step": review.step, "decideBy": review.decide_by},

@@ -4,16 +4,16 @@ needs. Counts per state use the state store's own ``count``.
 Queries are cross-partition and bounded: a page is at most ``MAX_PAGE_SIZE`` records, and the
 Processing records a summary looks at are capped (Processing is itself capped by ``MAX_IN_FLIGHT``).
 Deferral documents (``deferred:<orderId>``) share the container and have no ``processState``: every
-query filters on it."""
+query filters on it. A document that does not map to a record is skipped and named in the page
+(``RecordPage.unmapped``), never the failure of the others."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from adapters.cosmos.documents import stored
 from adapters.cosmos.errors import mapped_errors
-from adapters.cosmos.state_store import query_page
+from adapters.cosmos.state_store import Unmapped, map_each, query_page
 from domain.records import StateRecord
 from domain.states import ProcessState
 
@@ -28,6 +28,9 @@ DEFAULT_PAGE_SIZE = 25
 class RecordPage:
     records: list[StateRecord]
     continuation: str | None
+    # documents the query returned that do not map to a record (schema drift, a hand edit): skipped,
+    # so that one of them never takes the operator's view down; the answer names them
+    unmapped: list[Unmapped] = field(default_factory=list)
 
 
 class OpsQueries(Protocol):
@@ -35,8 +38,8 @@ class OpsQueries(Protocol):
         """Records, newest ``updatedAt`` first, optionally of one state."""
         ...
 
-    def processing(self, limit: int) -> list[StateRecord]:
-        """Processing records, oldest ``completeBy`` first."""
+    def processing(self, limit: int) -> RecordPage:
+        """Processing records, oldest ``completeBy`` first (one page: no continuation)."""
         ...
 
 
@@ -54,9 +57,10 @@ class CosmosOpsQueries:
         size = max(1, min(page_size, MAX_PAGE_SIZE))
         with mapped_errors():
             docs, token = query_page(self._c, query, params, size, continuation)
-        return RecordPage([stored(StateRecord, d) for d in docs], token)
+        records, unmapped = map_each(docs, "ops list", log_skipped=False)
+        return RecordPage(records, token, unmapped)
 
-    def processing(self, limit: int) -> list[StateRecord]:
+    def processing(self, limit: int) -> RecordPage:
         query = "SELECT TOP @limit * FROM c WHERE c.processState = @state ORDER BY c.completeBy"
         params: list[dict[str, Any]] = [
             {"name": "@limit", "value": limit},
@@ -64,4 +68,5 @@ class CosmosOpsQueries:
         ]
         with mapped_errors():
             docs = list(self._c.query_items(query, parameters=params, enable_cross_partition_query=True))
-        return [stored(StateRecord, d) for d in docs]
+        records, unmapped = map_each(docs, "ops summary", log_skipped=False)
+        return RecordPage(records, None, unmapped)

@@ -60,10 +60,13 @@ def _due_at(doc: Any) -> datetime | None:
         return None
 
 
-def map_each(docs: list[dict[str, Any]], query: str) -> tuple[list[StateRecord], list[Unmapped]]:
+def map_each(
+    docs: list[dict[str, Any]], query: str, *, log_skipped: bool = True
+) -> tuple[list[StateRecord], list[Unmapped]]:
     """The records of a query's documents, mapped one by one: one that does not map is skipped and
     logged (``UnmappedDocument``, ERROR, naming the order id and the mapping error; the callers that
-    can also alert, ``supervisor/unmapped.py``), never the failure of the others."""
+    can also alert, ``supervisor/unmapped.py``), never the failure of the others. ``log_skipped=False``:
+    the caller shows the skipped documents itself (the ops API's answer) and is not logged on every read."""
     records: list[StateRecord] = []
     unmapped: list[Unmapped] = []
     for doc in docs:
@@ -73,6 +76,8 @@ def map_each(docs: list[dict[str, Any]], query: str) -> tuple[list[StateRecord],
             doc_id = carriable(str(doc.get("id") if isinstance(doc, dict) else doc))[:200]
             error = carriable(f"{type(exc).__name__}: {exc}")[:500]
             unmapped.append(Unmapped(doc_id, error, _due_at(doc)))
+            if not log_skipped:
+                continue
             app_event(
                 "UnmappedDocument",
                 f"order {doc_id}: state document skipped by the {query} query, it does not map: {error}",

@@ -80,6 +80,11 @@ const ORDER_COLUMNS = [
   { title: "completeBy", value: o => when(o.completeBy) },
   { title: "Last error", value: o => o.lastError || "" },
 ];
+// A state document that does not map to a record: the API leaves it out of the lists and names it.
+const UNREADABLE_COLUMNS = [
+  { title: "Order", value: u => orderLink(u.orderId) },
+  { title: "What is wrong", value: u => u.error },
+];
 const REVIEW_COLUMNS = [
   { title: "Order", value: o => orderLink(o.orderId) },
   { title: "Decide by", value: o => when(o.decideBy) },
@@ -113,6 +118,10 @@ async function refreshOverview() {
   $("expired-count").textContent = "(" + s.expiredCount + ")";
   fillTable($("reviews"), REVIEW_COLUMNS, s.waitingForReview, "no order waits for review");
   fillTable($("expired"), ORDER_COLUMNS, s.expired, "no expired order");
+  const unreadable = s.unreadable || [];
+  $("unreadable-section").hidden = !unreadable.length;
+  $("unreadable-count").textContent = "(" + (s.unreadableCount || 0) + ")";
+  fillTable($("unreadable"), UNREADABLE_COLUMNS, unreadable, "none");
   const alerts = $("alerts");
   alerts.replaceChildren();
   (s.recentAlerts.length ? s.recentAlerts : [{ summary: "no alert" }]).forEach(a => {
@@ -134,6 +143,8 @@ async function loadList(fresh) {
   const page = await api(path);
   if (page.status !== 200) { say((page.body && page.body.error) || "orders: HTTP " + page.status, true); return; }
   fillTable($("list"), ORDER_COLUMNS, page.body.orders, "no order");
+  const skipped = page.body.unreadable || [];
+  if (skipped.length) say(skipped.length + " state document(s) on this page do not map to a record and are not listed: " + skipped.map(u => u.orderId).join(", "), true);
   listContinuation = page.body.continuation;
   $("list-more").hidden = !listContinuation;
 }
@@ -172,7 +183,8 @@ async function showOrder(orderId, quiet) {
   const st = d.state || {};
   const facts = $("order-facts");
   facts.replaceChildren();
-  fact(facts, "State", (st.processState || "no state record") + (d.review ? " — waiting for review" : ""));
+  fact(facts, "State", (st.processState || (d.stateError ? "unreadable state document" : "no state record")) + (d.review ? " — waiting for review" : ""));
+  if (d.stateError) fact(facts, "State document", "does not map to a record: " + d.stateError + " (repair it in the state container)");
   fact(facts, "Attempt", st.attempt);
   fact(facts, "Failures", st.failureCount);
   fact(facts, "Current step", st.currentStep);

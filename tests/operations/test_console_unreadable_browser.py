@@ -1,0 +1,81 @@
+"""The console in real headless Chromium, its requests answered by the ops API through the real
+Functions runtime (``OpsHarness``): a state document that does not map is named on the overview with
+what is wrong, and its order page says so instead of failing. Chromium: see test_console_browser.py."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from localrun.browser import LAUNCH_ARGS, MISSING, chromium_path
+from tests.operations.harness import BASE, OpsHarness
+from tests.operations.test_unreadable_documents import poison
+
+pytestmark = pytest.mark.cosmos
+
+
+def _console(ops: OpsHarness, browser: Any) -> Any:
+    """A page on the console whose every request is answered by the ops API through the runtime."""
+    from playwright.sync_api import Route
+
+    def through_the_runtime(route: Route) -> None:
+        request = route.request
+        url = urlsplit(request.url)
+        path = url.path + (f"?{url.query}" if url.query else "")
+        answer = ops.request(request.method, path, request.post_data_buffer, dict(request.headers))
+        route.fulfill(status=answer.status, headers=answer.headers, body=answer.body)
+
+    page = browser.new_page()
+    page.route(re.compile(re.escape(BASE) + "/.*"), through_the_runtime)
+    page.goto(f"{BASE}/api/ops/console")
+    return page
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    executable = chromium_path()
+    if executable is None:
+        pytest.fail(MISSING)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=LAUNCH_ARGS, headless=True)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def test_the_console_names_an_unreadable_state_document_and_shows_its_order(
+    ops: OpsHarness, cosmos_db: Any, browser: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    ops.processing("o-good")
+    ops.processing("o-bad")
+    poison(cosmos_db, "o-bad", failureCount="several")
+    page = _console(ops, browser)
+    expect(page.locator("#unreadable-section")).to_be_visible()
+    expect(page.locator("#unreadable")).to_contain_text("o-bad")
+    expect(page.locator("#unreadable")).to_contain_text("failureCount")
+    expect(page.locator("#list")).to_contain_text("o-good")  # the list shows the others, and says what it left out
+    expect(page.get_by_role("status")).to_contain_text("do not map to a record and are not listed: o-bad")
+
+    page.locator("#unreadable a", has_text="o-bad").click()
+    expect(page.get_by_role("heading", name="Order o-bad")).to_be_visible()
+    expect(page.locator("#order-facts")).to_contain_text("does not map to a record")
+    expect(page.locator("#order-facts")).to_contain_text("failureCount")
+
+
+def test_the_unreadable_section_stays_hidden_when_every_document_maps(ops: OpsHarness, browser: Any) -> None:
+    from playwright.sync_api import expect
+
+    ops.processing("o-good")
+    page = _console(ops, browser)
+    expect(page.locator("#tiles li")).to_have_count(7)  # the overview loaded
+    expect(page.locator("#unreadable-section")).to_have_count(1)
+    expect(page.locator("#unreadable-section")).to_be_hidden()
