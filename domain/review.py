@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from domain.compensation_policy import REVIEW_CHOICES
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
@@ -183,27 +184,32 @@ def review_closed(record: StateRecord, review_id: str) -> ClosedReview | None:
     return None
 
 
-def just_closed(record: StateRecord) -> ClosedReview | None:
-    """The review the record's last write closed (the attempt has not acted on it yet), or None."""
-    last = record.history[-1] if record.history else None
-    if last is None or last.event != REVIEW_CLOSED:
-        return None
-    return review_closed(record, last.detail.partition(": ")[0])
+def _note_since_request(record: StateRecord, review_id: str) -> tuple[str, str] | None:
+    """(operator, action) of the answer to ``review_id`` noted after the review was last requested (a
+    take-back requests it again), whatever unrelated writes came after the note; None without one, or
+    when the noted action is not one the attempt takes."""
+    prefix = f"{review_id}: "
+    for entry in reversed(record.history):
+        if entry.event == REVIEW_REQUESTED and f": {review_id}{_DECIDE_BY}" in entry.detail:
+            return None
+        if entry.event == REVIEW_ANSWERED and entry.detail.startswith(prefix):
+            action = entry.detail[len(prefix) :].partition(": ")[0]
+            return (entry.by, action) if action in REVIEW_CHOICES else None
+    return None
 
 
 def close_review(record: StateRecord, owner: str, review_id: str, default_action: str, now: datetime) -> StateRecord:
     """The review deadline passed (the owning attempt's timer fired): the review is closed, so that no
-    answer is noted after it. An answer the record notes as its last word is the decision (noted in
+    answer is noted after it. An answer noted since the review was requested is the decision (noted in
     time: its event may still be on its way); otherwise ``default_action``. A review already closed
     (this write, retried after a lost response) is left as it is. ``FencingLost`` when ``owner`` no
     longer holds the record."""
     ensure_owner(record, owner)
-    last = record.history[-1] if record.history else None
-    if last is not None and last.event == REVIEW_CLOSED and last.detail.startswith(f"{review_id}: "):
+    if review_closed(record, review_id) is not None:
         return record
-    noted = noted_answer(record)
-    if noted is not None and noted.review.review_id == review_id:
-        closed = ClosedReview(review_id, noted.action, noted.operator)
+    noted = _note_since_request(record, review_id)
+    if noted is not None:
+        closed = ClosedReview(review_id, noted[1], noted[0])
     else:
         closed = ClosedReview(review_id, default_action, None)
     return record.with_changes(now, REVIEW_CLOSED, owner, closed.detail)

@@ -5,9 +5,11 @@ why (the reason), and answers the new state, or why the move is not legal now.
 - cancel: ``Pending | Processing | Error -> Compensating`` when the decision function allows it
   (before the pivot), as a client's ``CancelOrder`` does;
 - compensate: ``Error | CompensationFailed -> Compensating`` (``supervisor.operator.compensate_order``);
-- review: refused 409 once the review deadline passed (the attempt takes its default); the record
-  notes who answers (``domain.review``, one conditional write, read back when its response is lost: of
-  two answers at once the second is refused 409), then the paused attempt gets the ``ReviewDecision``
+- review: an answer names its review (``reviewId``); refused 409 once the review deadline passed with
+  nothing noted (the attempt takes its default); at the deadline ``process_order_v4`` closes the review
+  (``domain.review.close_review``) and takes an answer noted before that; the record notes who
+  answers (``domain.review``, one conditional write, read back when its response is lost: of two
+  answers at once the second is refused 409), then the paused attempt gets the ``ReviewDecision``
   event from the app's own durable client (``operations.blueprint``). Only an event the extension
   definitely did not queue (the instance is gone) takes the note back; when the raise failed
   ambiguously the note stays (503) and the same answer, posted again, raises the event again (the
@@ -32,7 +34,6 @@ from domain.review import (
     NotedAnswer,
     PendingReview,
     decide_by_time,
-    just_closed,
     note_review_answer,
     noted_answer,
     pending_review,
@@ -131,17 +132,23 @@ def cancel(ctx: AppContext, order_id: str, operator: str, reason: str) -> Reply:
 @dataclass(frozen=True)
 class ReviewTarget:
     """The review an answer goes to. ``noted``: the record already notes this same answer as its last
-    word (its event may not have been delivered): the event is raised again, nothing is noted."""
+    word (its event may not have been delivered): the event is raised again, nothing is noted.
+    ``late``: that note was made before the deadline and the deadline has passed since; the attempt
+    has not closed the review yet (``process_order_v4`` will, taking the note; ``_v3`` takes its default)."""
 
     pending: PendingReview
     record: StateRecord
     noted: NotedAnswer | None = None
+    late: bool = False
 
 
-def review_to_answer(ctx: AppContext, order_id: str, action: str) -> ReviewTarget | Reply:
-    """The review the order waits for (or whose noted answer is ``action``, to deliver again), or the
-    reply saying why it cannot be answered: no such order, not waiting, answered otherwise, or past
-    its deadline (the attempt decides at ``decide by``: an answer after it is not taken)."""
+def review_to_answer(
+    ctx: AppContext, order_id: str, review_id: str, action: str, operator: str
+) -> ReviewTarget | Reply:
+    """The review ``review_id`` as ``operator``'s answer ``action`` finds it: waiting (to note the answer),
+    or noting this same answer already (to deliver it again); or the reply: no such order, another
+    review waits, answered otherwise, past its deadline with nothing noted (the attempt decides at
+    ``decide by``), or closed by the attempt (200 when it took this very answer: a repeat is harmless)."""
     try:
         record = ctx.states.get(order_id)
     except StoreUnavailable as exc:
@@ -150,25 +157,39 @@ def review_to_answer(ctx: AppContext, order_id: str, action: str) -> ReviewTarge
         return unreadable(order_id, exc)
     if record is None:
         return error(404, f"no order {order_id}")
-    pending = pending_review(record)
-    noted = None
-    if pending is None:
-        noted = noted_answer(record)
-        closed = just_closed(record)
-        if closed is not None:
-            return _closed(order_id, closed)
-        if noted is None:
-            return error(409, f"order {order_id} is {record.process_state} and not waiting for a review")
-        pending = noted.review
-    deadline = decide_by_time(pending)
-    if deadline is not None and ctx.clock.now() >= deadline:
-        return _deadline_passed(order_id, pending, noted)
-    if noted is not None and noted.action != action:
-        return _answered_elsewhere(order_id, record, pending)
-    return ReviewTarget(pending, record, noted)
+    closed = review_closed(record, review_id)
+    if closed is not None:
+        if (closed.operator, closed.action) == (operator, action):
+            return taken_at_close(order_id, record, closed)
+        return _closed(order_id, closed)
+    pending, noted = pending_review(record), noted_answer(record)
+    passed = _past_deadline(ctx, pending or (noted.review if noted else None))
+    if pending is not None and pending.review_id == review_id:
+        return deadline_passed(order_id, pending, None) if passed else ReviewTarget(pending, record)
+    if noted is not None and noted.review.review_id == review_id:
+        if noted.action != action:
+            return _answered_elsewhere(order_id, record, review_id)
+        return ReviewTarget(noted.review, record, noted, late=passed)
+    waiting = pending or (noted.review if noted else None)
+    if waiting is not None:
+        return json_reply(
+            409,
+            {
+                "error": f"order {order_id} waits for review {waiting.review_id}, not {review_id}: reload it and "
+                "answer the review it waits for",
+                "status": 409,
+                "reviewId": waiting.review_id,
+            },
+        )
+    return _answered_elsewhere(order_id, record, review_id)
 
 
-def _deadline_passed(order_id: str, pending: PendingReview, noted: NotedAnswer | None) -> Reply:
+def _past_deadline(ctx: AppContext, pending: PendingReview | None) -> bool:
+    deadline = decide_by_time(pending) if pending is not None else None
+    return deadline is not None and ctx.clock.now() >= deadline
+
+
+def deadline_passed(order_id: str, pending: PendingReview, noted: NotedAnswer | None) -> Reply:
     earlier = (
         ""
         if noted is None
@@ -208,24 +229,37 @@ def _closed(order_id: str, closed: ClosedReview) -> Reply:
     )
 
 
-def _answered_elsewhere(order_id: str, record: StateRecord, pending: PendingReview) -> Reply:
+def taken_at_close(order_id: str, record: StateRecord, closed: ClosedReview) -> Reply:
+    """200 for an answer the attempt closed its review with (``close_review`` took the note): the same
+    answer posted again, or a raise that found the attempt finished after it acted on it."""
+    return json_reply(
+        200,
+        {
+            "action": "review",
+            "decision": closed.action,
+            "reviewId": closed.review_id,
+            "by": closed.operator,
+            "order": order_row(record),
+            "takenAtDeadline": True,
+        },
+    )
+
+
+def _answered_elsewhere(order_id: str, record: StateRecord, review_id: str) -> Reply:
     """409 for an answer that came too late: the review was closed at its deadline, or who answered
     first and with what, when the record says."""
-    closed = review_closed(record, pending.review_id)
+    closed = review_closed(record, review_id)
     if closed is not None:
         return _closed(order_id, closed)
-    first = review_answer(record, pending.review_id)
+    first = review_answer(record, review_id)
     if first is None:
-        return error(
-            409, f"order {order_id} is {record.process_state} and no longer waits for review {pending.review_id}"
-        )
+        return error(409, f"order {order_id} is {record.process_state} and does not wait for review {review_id}")
     return json_reply(
         409,
         {
-            "error": f"review {pending.review_id} of order {order_id} was already answered: "
-            f"{first.action} by {first.operator}",
+            "error": f"review {review_id} of order {order_id} was already answered: {first.action} by {first.operator}",
             "status": 409,
-            "reviewId": pending.review_id,
+            "reviewId": review_id,
             "decision": first.action,
             "by": first.operator,
         },
@@ -253,7 +287,7 @@ def claim_answer(
                     lambda r: note_review_answer(r, pending.review_id, operator, action, reason, now),
                 )
             except IllegalTransition:
-                return _answered_elsewhere(order_id, record, pending)
+                return _answered_elsewhere(order_id, record, pending.review_id)
             except EtagMismatch:
                 continue
         return error(409, f"order {order_id} changed while you acted: reload it and try again")
@@ -270,10 +304,13 @@ def claim_answer(
         )
 
 
-def take_back_answer(ctx: AppContext, order_id: str, pending: PendingReview, operator: str, why: str) -> Reply:
+def take_back_answer(
+    ctx: AppContext, order_id: str, pending: PendingReview, operator: str, action: str, why: str
+) -> Reply:
     """The paused attempt is definitely gone (``why``): it never takes ``operator``'s noted answer, so
     the note is taken back (the record waits for the review again) and the operator hears 409. If the
-    record moved on meanwhile, there is nothing to take back. If the store cannot be written, the
+    record moved on meanwhile, there is nothing to take back: 200 if the attempt closed the review
+    with this very answer before it ended (``close_review``), else 409. If the store cannot be written, the
     note stays: an alert says so and the 503 says how to retry (the same answer again: the attempt
     is not running, so the take-back is tried again)."""
     gone = f"the paused attempt {pending.instance_id} did not take the answer: {why}"
@@ -287,6 +324,9 @@ def take_back_answer(ctx: AppContext, order_id: str, pending: PendingReview, ope
                     ctx.states, record, lambda r: reopen_review(r, pending.review_id, operator, ctx.clock.now())
                 )
             except IllegalTransition:  # the record moved on: nothing of this answer to take back
+                closed = review_closed(record, pending.review_id)
+                if closed is not None and (closed.operator, closed.action) == (operator, action):
+                    return taken_at_close(order_id, record, closed)
                 return error(
                     409,
                     f"the paused attempt {pending.instance_id} is gone ({why}) and order {order_id} has moved on: it "

@@ -37,7 +37,7 @@ from operations.web import (
     parse_action_body,
     same_origin_json,
 )
-from orchestrators.names import REVIEW_DECISION_EVENT
+from orchestrators.names import REVIEW_DECISION_EVENT, SCHEDULER
 
 bp = df.Blueprint()
 ANONYMOUS = func.AuthLevel.ANONYMOUS
@@ -167,21 +167,26 @@ async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClien
     if isinstance(checked, Reply):
         return _response(checked)
     who, order_id, body = checked
-    action = str(body.action)
-    target = await asyncio.to_thread(actions.review_to_answer, ctx, order_id, action)
+    action, review_id = str(body.action), str(body.review_id)
+    target = await asyncio.to_thread(actions.review_to_answer, ctx, order_id, review_id, action, who.name)
     if isinstance(target, Reply):
         return _response(target)
     pending, noted = target.pending, target.noted
     # An attempt that is gone cannot take the answer: refuse it before the record notes anything (and
     # take back a note of the same answer left by an earlier try: the attempt never acts on it).
     try:
-        running = await instances.is_running(client, pending.instance_id)
+        attempt = await instances.attempt_state(client, pending.instance_id)
     except Exception as exc:  # the SDK raises plain Exceptions for the extension's HTTP errors
         return _response(error(503, f"the Durable backend cannot say whether {pending.instance_id} runs: {exc}"))
-    if not running:
+    if target.late and attempt.name != SCHEDULER:
+        # noted in time, but an attempt of the version before _v4 takes its default at the deadline
+        return _response(actions.deadline_passed(order_id, pending, noted))
+    if not attempt.takes_events:
         if noted is not None:
             why = "it is not running"
-            taken = await asyncio.to_thread(actions.take_back_answer, ctx, order_id, pending, noted.operator, why)
+            taken = await asyncio.to_thread(
+                actions.take_back_answer, ctx, order_id, pending, noted.operator, action, why
+            )
             return _response(taken)
         return _response(
             error(409, f"the paused attempt {pending.instance_id} is not running: it cannot take the answer")
@@ -193,7 +198,8 @@ async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClien
         operator, reason = who.name, body.reason
     else:  # the same answer is noted already (its delivery was uncertain): raise its event again
         claimed, operator, reason = target.record, noted.operator, noted.reason
-    # The app raises the event with its own durable client: operators never hold a system key.
+    # The app raises the event with its own durable client: operators never hold a system key. (A late
+    # note's event comes after the timer and is ignored: the attempt's close takes the note itself.)
     try:
         await client.raise_event(
             url_instance_id(pending.instance_id),  # built by the app; escaped all the same (domain.ids)
@@ -202,7 +208,9 @@ async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClien
         )
     except Exception as exc:  # the SDK raises plain Exceptions: 404/410 and a lost response alike
         if await instances.gone_after_failed_raise(client, pending.instance_id, exc):
-            taken = await asyncio.to_thread(actions.take_back_answer, ctx, order_id, pending, operator, str(exc))
+            taken = await asyncio.to_thread(
+                actions.take_back_answer, ctx, order_id, pending, operator, action, str(exc)
+            )
             return _response(taken)
         return _response(actions.delivery_uncertain(order_id, pending, operator, action, exc))
     return _response(actions.answered(order_id, claimed, pending, operator, action, reason))

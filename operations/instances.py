@@ -7,6 +7,7 @@ answered ``statusSent: true`` for: ``begin_step`` (``Processing``, the attempt's
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from domain.ids import url_instance_id
@@ -99,11 +100,23 @@ async def describe(client: Any, instances: list[tuple[str, str]]) -> tuple[list[
     return attempts, statuses
 
 
-async def is_running(client: Any, instance: str) -> bool:
-    """Whether the Durable backend runs ``instance`` (a paused attempt waiting for an event is Running)."""
+# A raised event is queued for an instance in these states (a Suspended one gets it when resumed).
+_TAKES_EVENTS = frozenset({"Running", "Pending", "Suspended"})
+
+
+@dataclass(frozen=True)
+class AttemptState:
+    takes_events: bool  # the backend queues an event raised on it
+    name: str | None  # its orchestrator function: the scheduler's version
+
+
+async def attempt_state(client: Any, instance: str) -> AttemptState:
+    """What the Durable backend says of ``instance``: whether an event raised on it is queued for it (a
+    paused attempt waiting for one is Running), and which scheduler version runs it."""
     status = await client.get_status(url_instance_id(instance))
     runtime = getattr(status, "runtime_status", None) if status else None
-    return getattr(runtime, "value", runtime) == "Running"
+    name = getattr(status, "name", None) if status else None
+    return AttemptState(getattr(runtime, "value", runtime) in _TAKES_EVENTS, str(name) if name else None)
 
 
 # ``DurableOrchestrationClient.raise_event`` raises a plain Exception for every status but 202; these

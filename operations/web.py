@@ -19,6 +19,7 @@ from settings import Settings
 MAX_BODY_BYTES = 4096
 MAX_REASON_CHARS = 500
 MAX_CONTINUATION_CHARS = 4096
+MAX_REVIEW_ID_CHARS = 300  # "<orderId>:<attempt>:<step>:review:<n>": an order id is at most 64
 SECURITY_HEADERS = {
     "Cache-Control": "no-store",
     "X-Content-Type-Options": "nosniff",
@@ -101,10 +102,13 @@ def page_size(text: str | None, default: int, maximum: int) -> int | None:
 class ActionBody:
     reason: str
     action: str | None = None
+    review_id: str | None = None  # a review answer names the review it answers
 
 
 def parse_action_body(body: bytes, *, review: bool) -> ActionBody | Reply:
-    """``{"reason": "..."}`` (and ``"action"`` for a review). Anything else, including who is
+    """``{"reason": "..."}`` (and ``"action"`` and ``"reviewId"`` for a review: an answer says which
+    pause it answers, so that one posted again after its review closed is never taken as the answer
+    to the next one). Anything else, including who is
     acting (that comes from the principal), is refused, and so is a reason no record or message can
     carry (a lone surrogate, control characters: ``domain.text``); its line breaks fold to spaces."""
     if len(body) > MAX_BODY_BYTES:
@@ -115,7 +119,7 @@ def parse_action_body(body: bytes, *, review: bool) -> ActionBody | Reply:
         return error(400, "the body is not UTF-8 JSON")
     if not isinstance(data, dict):
         return error(400, "the body must be a JSON object")
-    allowed = {"reason", "action"} if review else {"reason"}
+    allowed = {"reason", "action", "reviewId"} if review else {"reason"}
     unknown = sorted(set(data) - allowed)
     if unknown:
         return error(400, f"unknown fields: {', '.join(unknown)} (who acts comes from your sign-in)")
@@ -132,4 +136,13 @@ def parse_action_body(body: bytes, *, review: bool) -> ActionBody | Reply:
     action = data.get("action")
     if action not in REVIEW_CHOICES:
         return error(400, f"'action' must be one of {', '.join(REVIEW_CHOICES)}")
-    return ActionBody(one_line(reason), str(action))
+    review_id = data.get("reviewId")
+    if not isinstance(review_id, str) or not review_id or len(review_id) > MAX_REVIEW_ID_CHARS:
+        return error(
+            400,
+            "a 'reviewId' is required: the id of the review you answer (the order's review.reviewId, the "
+            "ReviewRequired alert's details.reviewId)",
+        )
+    if uncarriable(review_id) is not None or review_id != one_line(review_id):
+        return error(400, "'reviewId' is not a review id")
+    return ActionBody(one_line(reason), str(action), review_id)

@@ -8,6 +8,7 @@ const REFRESH_MS = 3000;
 let listContinuation = null;
 let current = null; // the order shown, with its detail
 let pendingAction = null;
+let pendingReviewId = null; // the review the operator saw when they chose their answer
 
 function $(id) { return document.getElementById(id); }
 
@@ -241,8 +242,9 @@ function askConfirm(action) {
   const reason = $("reason").value.trim();
   if (!reason) { say("Give a reason first.", true); $("reason").focus(); return; }
   pendingAction = action;
+  pendingReviewId = action === "review" && current.review ? current.review.reviewId : null;
   const decision = action === "review" ? document.querySelector("input[name=decision]:checked").value : null;
-  $("confirm-text").textContent = "Confirm: " + (decision ? "answer the review with “" + decision + "”" : action) + " for order " + current.orderId + "?";
+  $("confirm-text").textContent = "Confirm: " + (decision ? "answer review " + pendingReviewId + " with “" + decision + "”" : action) + " for order " + current.orderId + "?";
   $("confirm").hidden = false;
   $("confirm-yes").focus();
 }
@@ -252,7 +254,10 @@ async function act() {
   $("confirm").hidden = true;
   pendingAction = null;
   const body = { reason: $("reason").value.trim() };
-  if (action === "review") body.action = document.querySelector("input[name=decision]:checked").value;
+  if (action === "review") {
+    body.action = document.querySelector("input[name=decision]:checked").value;
+    body.reviewId = pendingReviewId; // an answer names its review: never taken as the answer to a later one
+  }
   const answer = await api("/orders/" + encodeURIComponent(current.orderId) + "/" + action, {
     method: "POST",
     headers: { "Content-Type": "application/json", "Accept": "application/json" },

@@ -323,3 +323,45 @@ def test_fencing_lost_when_pausing_for_review_ends_quietly_without_waiting(sched
     assert result.is_done
     assert result.output == {"result": "FencingLost", "at": "review"}
     assert result.new_actions == []
+
+
+REVIEW_UNTIL = datetime(2026, 3, 1, 9, 0, 5, tzinfo=UTC)
+
+
+def test_event_then_timer_in_one_episode_takes_the_event_without_closing(scheduler):
+    a, data = review_requested(scheduler, "compensate")
+    timer = a.h.timer_created_not_fired(REVIEW_UNTIL)
+    a.h.new_episode(REVIEW_UNTIL)
+    a.h.event_raised(names.REVIEW_DECISION_EVENT, {"reviewId": data["reviewId"], "action": "fail", "operator": "x"})
+    a.h.fire_timer(timer, REVIEW_UNTIL)  # the timer's TimerFired in the same episode, after the event
+    result = a.run(scheduler)
+    assert [f for f, _ in new_inputs(result)] == [names.FAIL_ORDER]
+
+
+def test_timer_then_event_in_one_episode_closes(scheduler):
+    a, data = review_requested(scheduler, "compensate")
+    a.h.timer_fired(REVIEW_UNTIL)
+    a.h.event_raised(names.REVIEW_DECISION_EVENT, {"reviewId": data["reviewId"], "action": "fail", "operator": "x"})
+    result = a.run(scheduler)
+    assert [f for f, _ in new_inputs(result)] == [names.CLOSE_REVIEW]
+    a.h.activity_completed(names.CLOSE_REVIEW, {"owned": True, "action": "fail", "operator": "x"}, at=a.h.now)
+    assert [f for f, _ in new_inputs(a.run(scheduler))] == [names.FAIL_ORDER]
+
+
+def test_close_failing_once_is_retried_then_acted_on(scheduler):
+    a, _data = review_requested(scheduler, "compensate")
+    a.h.timer_fired(REVIEW_UNTIL)
+    a.h.activity_failed(names.CLOSE_REVIEW, "StoreUnavailable", at=a.h.now)
+    a.h.timer_fired(a.h.now + timedelta(seconds=2))
+    result = a.run(scheduler)
+    assert [f for f, _ in new_inputs(result)] == [names.CLOSE_REVIEW]
+    a.h.activity_completed(names.CLOSE_REVIEW, {"owned": True, "action": "retry", "operator": "ana"}, at=a.h.now)
+    assert [f for f, _ in new_inputs(a.run(scheduler))] == [names.BEGIN_STEP]
+
+
+def test_a_close_answering_an_action_outside_the_choices_takes_the_default(scheduler):
+    a, _data = review_requested(scheduler, "compensate")
+    a.h.timer_fired(REVIEW_UNTIL)
+    a.run(scheduler)
+    a.h.activity_completed(names.CLOSE_REVIEW, {"owned": True, "action": "ship-anyway", "operator": "x"}, at=a.h.now)
+    assert [f for f, _ in new_inputs(a.run(scheduler))] == [names.REQUEST_COMPENSATION]

@@ -93,3 +93,9 @@ def paused_for_review(cosmos_db: Any, order_id: str = "o-big", review_timeout_se
     made.send(ORDERS_QUEUE, json.dumps(body), order_id)
     made.run_until_idle()
     return made
+
+
+def first_review(order_id: str) -> str:
+    """The id of the first review of an order's first attempt (``paused_for_review``, ``awaiting_review``),
+    which an answer posted to the ops API names."""
+    return f"{order_id}:1:charge-payment:review:1"

@@ -16,7 +16,7 @@ from domain.compensation import complete_step_logged
 from domain.states import ProcessState
 from domain.transitions import begin_step
 from tests.deadlines import just_past
-from tests.operations.harness import OPERATOR, OpsHarness, easy_auth_header
+from tests.operations.harness import OPERATOR, OpsHarness, easy_auth_header, first_review
 
 pytestmark = pytest.mark.cosmos
 
@@ -159,11 +159,27 @@ def test_bad_action_bodies(ops, body, status, word):
     assert ops.ctx is not None and ops.ctx.states.get("o-body").process_state is ProcessState.ERROR
 
 
-def test_review_bodies_need_a_known_action(ops):
-    ops.awaiting_review("o-rv-body")
+def test_review_bodies_need_a_known_action_and_the_review_they_answer(ops):
+    waiting = ops.awaiting_review("o-rv-body")
+    review = first_review("o-rv-body")
     for body in ({"reason": "ok"}, {"reason": "ok", "action": "approve"}, {"reason": "ok", "action": 3}):
-        status, answer = ops.post("/api/ops/orders/o-rv-body/review", body)
+        status, answer = ops.post("/api/ops/orders/o-rv-body/review", {**body, "reviewId": review})
         assert status == 400 and "action" in answer["error"], body
+    for bad in ({}, {"reviewId": ""}, {"reviewId": 7}, {"reviewId": "r" * 301}, {"reviewId": "a\nb"}):
+        status, answer = ops.post("/api/ops/orders/o-rv-body/review", {"reason": "ok", "action": "retry", **bad})
+        assert status == 400 and "reviewId" in answer["error"], bad
+    assert ops.ctx is not None and ops.ctx.states.get("o-rv-body") == waiting  # nothing noted
+
+
+def test_an_answer_naming_another_review_is_refused_with_the_one_that_waits(ops):
+    waiting = ops.awaiting_review("o-rv-other")
+    stale = "o-rv-other:1:charge-payment:review:0"
+    status, answer = ops.post(
+        "/api/ops/orders/o-rv-other/review", {"reviewId": stale, "action": "retry", "reason": "x"}
+    )
+    assert status == 409 and answer["reviewId"] == first_review("o-rv-other"), answer
+    assert f"not {stale}" in answer["error"]
+    assert ops.ctx is not None and ops.ctx.states.get("o-rv-other") == waiting
 
 
 # --- reads -------------------------------------------------------------------------------------------
@@ -222,7 +238,9 @@ def test_an_unknown_order_is_404(ops):
     status, body = ops.get("/api/ops/orders/o-none")
     assert status == 404 and "o-none" in body["error"]
     for action in ("resubmit", "cancel", "compensate", "review"):
-        body_sent = {"reason": "x", "action": "retry"} if action == "review" else REASON
+        body_sent = (
+            {"reason": "x", "action": "retry", "reviewId": first_review("o-none")} if action == "review" else REASON
+        )
         assert ops.post(f"/api/ops/orders/o-none/{action}", body_sent)[0] == 404, action
 
 
@@ -286,5 +304,8 @@ def test_cancel_before_the_pivot_compensates_and_after_it_is_409(ops):
 
 def test_review_is_409_unless_the_order_waits_for_one(ops):
     ops.error("o-no-review")
-    status, body = ops.post("/api/ops/orders/o-no-review/review", {"reason": "x", "action": "retry"})
-    assert status == 409 and "not waiting for a review" in body["error"]
+    status, body = ops.post(
+        "/api/ops/orders/o-no-review/review",
+        {"reviewId": first_review("o-no-review"), "reason": "x", "action": "retry"},
+    )
+    assert status == 409 and "does not wait for review" in body["error"]

@@ -16,7 +16,7 @@ from adapters.cosmos.errors import StoreUnavailable
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.review import review_answer
 from domain.states import ProcessState
-from tests.operations.harness import OpsHarness, paused_for_review
+from tests.operations.harness import OpsHarness, first_review, paused_for_review
 
 pytestmark = pytest.mark.cosmos
 
@@ -52,11 +52,13 @@ def test_an_answer_the_attempt_received_is_never_taken_back_and_no_second_answer
 
     monkeypatch.setattr(df.DurableOrchestrationClient, "raise_event", lost_response)
 
-    status, body = paused.post("/api/ops/orders/o-big/review", {"action": "fail", "reason": "card blocked"})
+    status, body = paused.post(
+        "/api/ops/orders/o-big/review", {"reviewId": first_review("o-big"), "action": "fail", "reason": "card blocked"}
+    )
     assert calls == ["fail"], calls  # delivered, whatever the response said
     second_status, second = paused.post(
         "/api/ops/orders/o-big/review",
-        {"action": "compensate", "reason": "refund instead"},
+        {"reviewId": first_review("o-big"), "action": "compensate", "reason": "refund instead"},
     )
     paused.run_until_idle()
 
@@ -99,7 +101,9 @@ def test_an_answer_after_the_review_deadline_is_not_said_applied(paused: OpsHarn
     assert paused.ctx is not None
     paused.clock.advance_to(paused.clock.now() + timedelta(seconds=601))  # past the review deadline
     # the default is compensate (the alert says so): answer something else
-    status, body = paused.post("/api/ops/orders/o-big/review", {"action": "fail", "reason": "late"})
+    status, body = paused.post(
+        "/api/ops/orders/o-big/review", {"reviewId": first_review("o-big"), "action": "fail", "reason": "late"}
+    )
     paused.run_until_idle()
     record = paused.ctx.states.get("o-big")
     assert record is not None
@@ -130,8 +134,12 @@ def test_an_answer_whose_note_lost_its_response_still_reaches_the_attempt(
         return written
 
     monkeypatch.setattr(store, "replace", lose_the_notes_response)
-    first = paused.post("/api/ops/orders/o-big/review", {"action": "fail", "reason": "card blocked"})
-    again = paused.post("/api/ops/orders/o-big/review", {"action": "fail", "reason": "card blocked"})
+    first = paused.post(
+        "/api/ops/orders/o-big/review", {"reviewId": first_review("o-big"), "action": "fail", "reason": "card blocked"}
+    )
+    again = paused.post(
+        "/api/ops/orders/o-big/review", {"reviewId": first_review("o-big"), "action": "fail", "reason": "card blocked"}
+    )
     paused.run_until_idle()
 
     record = paused.ctx.states.get("o-big")

@@ -13,7 +13,7 @@ import pytest
 from domain import compensation, transitions
 from domain.records import StateRecord
 from domain.states import ProcessState
-from tests.operations.harness import OpsHarness
+from tests.operations.harness import OpsHarness, first_review
 
 pytestmark = pytest.mark.cosmos
 
@@ -86,7 +86,9 @@ def test_an_action_in_any_state_is_applied_whole_or_refused_with_a_4xx(ops, stat
     assert ops.ctx is not None
     order_id = "o-" + "".join(c for c in state.lower() if c.isalnum())[:20] + "-" + action
     before = STATES[state](ops, order_id)
-    body = {"reason": "red team"} | ({"action": "fail"} if action == "review" else {})
+    body = {"reason": "red team"} | (
+        {"action": "fail", "reviewId": first_review(order_id)} if action == "review" else {}
+    )
     status, answer = ops.post(f"/api/ops/orders/{order_id}/{action}", body)
     after = ops.ctx.states.get(order_id)
     expected = ALLOWED.get((state, action))

@@ -11,7 +11,7 @@ import pytest
 from domain.review import PendingReview
 from domain.states import ProcessState
 from operations import actions
-from tests.operations.harness import OpsHarness, paused_for_review
+from tests.operations.harness import OpsHarness, first_review, paused_for_review
 
 pytestmark = pytest.mark.cosmos
 
@@ -31,16 +31,23 @@ def test_the_second_of_two_concurrent_review_answers_is_not_told_it_was_taken(pa
     ``note_answer`` takes for "the attempt took the answer and wrote first" and answers 200 with B's
     decision. B is told ``compensate`` was decided; the attempt acts on A's ``fail``."""
     assert paused.ctx is not None
-    read_before_a_answered = actions.review_to_answer(paused.ctx, "o-race", "compensate")
+    read_before_a_answered = actions.review_to_answer(
+        paused.ctx, "o-race", first_review("o-race"), "compensate", "operator-b"
+    )
     assert isinstance(read_before_a_answered, actions.ReviewTarget)
     assert isinstance(read_before_a_answered.pending, PendingReview) and read_before_a_answered.noted is None
 
-    status_a, body_a = paused.post("/api/ops/orders/o-race/review", {"action": "fail", "reason": "operator A"})
+    status_a, body_a = paused.post(
+        "/api/ops/orders/o-race/review", {"reviewId": first_review("o-race"), "action": "fail", "reason": "operator A"}
+    )
     assert status_a == 200 and body_a["decision"] == "fail"
 
     # operator B's request read the record before A's answer was noted
-    monkeypatch.setattr(actions, "review_to_answer", lambda ctx, order_id, action: read_before_a_answered)
-    status_b, body_b = paused.post("/api/ops/orders/o-race/review", {"action": "compensate", "reason": "operator B"})
+    monkeypatch.setattr(actions, "review_to_answer", lambda *asked: read_before_a_answered)
+    status_b, body_b = paused.post(
+        "/api/ops/orders/o-race/review",
+        {"reviewId": first_review("o-race"), "action": "compensate", "reason": "operator B"},
+    )
     monkeypatch.undo()
 
     paused.run_until_idle()

@@ -9,6 +9,8 @@ import pytest
 
 from domain.review import pending_review
 from operations import instances
+from orchestrators.names import SCHEDULER
+from tests.operations.harness import first_review
 
 pytestmark = pytest.mark.cosmos
 
@@ -16,7 +18,9 @@ pytestmark = pytest.mark.cosmos
 def test_an_answer_to_an_attempt_that_is_gone_is_409_and_writes_nothing(ops):
     assert ops.ctx is not None
     before = ops.awaiting_review("o-gone")  # written only: no orchestration waits for it
-    status, body = ops.post("/api/ops/orders/o-gone/review", {"action": "fail", "reason": "too risky"})
+    status, body = ops.post(
+        "/api/ops/orders/o-gone/review", {"reviewId": first_review("o-gone"), "action": "fail", "reason": "too risky"}
+    )
     assert status == 409 and "not running" in body["error"], body
     assert ops.ctx.states.get("o-gone") == before
 
@@ -25,11 +29,13 @@ def test_an_answer_the_event_could_not_carry_is_taken_back_and_the_review_waits_
     assert ops.ctx is not None
     before = ops.awaiting_review("o-lost")
 
-    async def running(client: Any, instance: str) -> bool:  # it runs, but the event cannot be raised
-        return True
+    async def running(client: Any, instance: str) -> instances.AttemptState:  # it runs, but no event can be raised
+        return instances.AttemptState(takes_events=True, name=SCHEDULER)
 
-    monkeypatch.setattr(instances, "is_running", running)
-    status, body = ops.post("/api/ops/orders/o-lost/review", {"action": "fail", "reason": "too risky"})
+    monkeypatch.setattr(instances, "attempt_state", running)
+    status, body = ops.post(
+        "/api/ops/orders/o-lost/review", {"reviewId": first_review("o-lost"), "action": "fail", "reason": "too risky"}
+    )
     assert status == 409 and "did not take the answer" in body["error"], body
     after = ops.ctx.states.get("o-lost")
     assert pending_review(after) == pending_review(before)  # answerable again

@@ -20,7 +20,8 @@ from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.review import REVIEW_ANSWERED, REVIEW_REQUESTED, pending_review, review_answer
 from domain.states import ProcessState
 from operations import instances
-from tests.operations.harness import OpsHarness, paused_for_review
+from orchestrators.names import SCHEDULER
+from tests.operations.harness import OpsHarness, first_review, paused_for_review
 
 pytestmark = pytest.mark.cosmos
 
@@ -47,16 +48,22 @@ def test_an_ambiguous_raise_keeps_the_note_and_the_same_answer_posted_again_deli
         await original(self, instance_id, event_name, event_data, **kw)
 
     monkeypatch.setattr(df.DurableOrchestrationClient, "raise_event", times_out_once)
-    status, body = paused.post("/api/ops/orders/o-big/review", {"action": "fail", "reason": "card blocked"})
+    status, body = paused.post(
+        "/api/ops/orders/o-big/review", {"reviewId": first_review("o-big"), "action": "fail", "reason": "card blocked"}
+    )
     assert status == 503 and body["noted"] is True and body["decision"] == "fail", body
     assert "post the same answer again" in body["error"], body
     record = paused.ctx.states.get("o-big")
     assert record is not None and record.history[-1].event == REVIEW_ANSWERED  # kept, not taken back
 
-    other_status, other = paused.post("/api/ops/orders/o-big/review", {"action": "compensate", "reason": "x"})
+    other_status, other = paused.post(
+        "/api/ops/orders/o-big/review", {"reviewId": first_review("o-big"), "action": "compensate", "reason": "x"}
+    )
     assert other_status == 409 and other["decision"] == "fail", other  # a different answer is refused
 
-    again_status, again = paused.post("/api/ops/orders/o-big/review", {"action": "fail", "reason": "card blocked"})
+    again_status, again = paused.post(
+        "/api/ops/orders/o-big/review", {"reviewId": first_review("o-big"), "action": "fail", "reason": "card blocked"}
+    )
     assert again_status == 200 and again["decision"] == "fail" and again["by"] == body["by"], again
     assert raised == ["lost", "fail"]
     paused.run_until_idle()
@@ -73,10 +80,10 @@ def test_a_take_back_the_store_refuses_alerts_and_the_same_answer_retries_it(
     before = ops.awaiting_review("o-gone")  # written only: raise_event answers 404
     ops.clock.advance_to(ops.clock.now() + timedelta(seconds=1))
 
-    async def running(client: Any, instance: str) -> bool:
-        return True
+    async def running(client: Any, instance: str) -> instances.AttemptState:
+        return instances.AttemptState(takes_events=True, name=SCHEDULER)
 
-    monkeypatch.setattr(instances, "is_running", running)
+    monkeypatch.setattr(instances, "attempt_state", running)
     store = ops.ctx.states
     replace_record = store.replace
     refused: list[str] = []
@@ -88,29 +95,35 @@ def test_a_take_back_the_store_refuses_alerts_and_the_same_answer_retries_it(
         return replace_record(record)
 
     monkeypatch.setattr(store, "replace", refuse_the_take_back)
-    status, body = ops.post("/api/ops/orders/o-gone/review", {"action": "fail", "reason": "too risky"})
+    status, body = ops.post(
+        "/api/ops/orders/o-gone/review", {"reviewId": first_review("o-gone"), "action": "fail", "reason": "too risky"}
+    )
     assert refused and status == 503 and "post the same answer again" in body["error"], body
     stuck = store.get("o-gone")
     assert stuck is not None and stuck.history[-1].event == REVIEW_ANSWERED
     alerts = [json.loads(m.body) for m in ops.broker.peek(OPERATOR_ALERTS_QUEUE, 100)]
     assert [a["kind"] for a in alerts] == ["ReviewAnswerUndelivered"], alerts
 
-    monkeypatch.setattr(instances, "is_running", _not_running)  # the attempt is gone
-    status, body = ops.post("/api/ops/orders/o-gone/review", {"action": "fail", "reason": "too risky"})
+    monkeypatch.setattr(instances, "attempt_state", _not_running)  # the attempt is gone
+    status, body = ops.post(
+        "/api/ops/orders/o-gone/review", {"reviewId": first_review("o-gone"), "action": "fail", "reason": "too risky"}
+    )
     assert status == 409 and "did not take the answer" in body["error"], body
     after = store.get("o-gone")
     assert after is not None and pending_review(after) == pending_review(before)  # answerable again
 
 
-async def _not_running(client: Any, instance: str) -> bool:
-    return False
+async def _not_running(client: Any, instance: str) -> instances.AttemptState:
+    return instances.AttemptState(takes_events=False, name=SCHEDULER)
 
 
 def test_an_answer_after_the_review_deadline_is_refused_and_notes_nothing(ops: OpsHarness) -> None:
     assert ops.ctx is not None
     before = ops.awaiting_review("o-late")  # decide by now + 10 minutes
     ops.clock.advance_to(ops.clock.now() + timedelta(minutes=10))
-    status, body = ops.post("/api/ops/orders/o-late/review", {"action": "fail", "reason": "late"})
+    status, body = ops.post(
+        "/api/ops/orders/o-late/review", {"reviewId": first_review("o-late"), "action": "fail", "reason": "late"}
+    )
     assert status == 409 and body["error"].startswith("review deadline passed"), body
     pending = pending_review(before)
     assert pending is not None and body["decideBy"] == pending.decide_by
@@ -148,3 +161,16 @@ def _status(runtime: str | None) -> Any:
 def test_only_a_definite_answer_says_the_attempt_is_gone(failure: str, status: Any, gone: bool) -> None:
     client = _Client(status)
     assert asyncio.run(instances.gone_after_failed_raise(client, "o:1", Exception(failure))) is gone
+
+
+@pytest.mark.parametrize(
+    ("runtime", "takes_events"),
+    [("Running", True), ("Pending", True), ("Suspended", True), ("Completed", False), ("Terminated", False)],
+)
+def test_a_suspended_attempt_still_takes_the_answer_and_its_version_is_read(runtime: str, takes_events: bool) -> None:
+    """A Suspended instance gets a raised event when it is resumed: its note is never taken back as if it
+    were gone (the answer may already be queued for it)."""
+    status = SimpleNamespace(runtime_status=SimpleNamespace(value=runtime), name=SCHEDULER)
+    state = asyncio.run(instances.attempt_state(_Client(status), "o:1"))
+    assert state == instances.AttemptState(takes_events=takes_events, name=SCHEDULER)
+    assert asyncio.run(instances.attempt_state(_Client(None), "o:1")) == instances.AttemptState(False, None)

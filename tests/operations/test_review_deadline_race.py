@@ -26,7 +26,7 @@ from domain.review import ClosedReview, decide_by_time, pending_review, review_a
 from domain.states import ProcessState
 from operations import actions
 from operations.web import Reply
-from tests.operations.harness import OpsHarness, paused_for_review
+from tests.operations.harness import OpsHarness, first_review, paused_for_review
 
 pytestmark = pytest.mark.cosmos
 
@@ -61,7 +61,9 @@ def test_an_answer_noted_before_the_deadline_is_taken_though_its_event_arrives_a
         held.append((instance_id, event_name, event_data))
 
     monkeypatch.setattr(df.DurableOrchestrationClient, "raise_event", accepted_not_yet_delivered)
-    status, body = paused.post("/api/ops/orders/o-edge/review", {"action": "fail", "reason": "card stolen"})
+    status, body = paused.post(
+        "/api/ops/orders/o-edge/review", {"reviewId": first_review("o-edge"), "action": "fail", "reason": "card stolen"}
+    )
     monkeypatch.undo()
     assert status == 200 and body["decision"] == "fail", body
     assert len(held) == 1
@@ -88,15 +90,17 @@ def test_an_answer_read_before_the_deadline_but_noted_after_the_close_is_refused
     before the request's note was written. The note's conditional write fails: 409 with the attempt's
     choice, and the record notes no answer."""
     assert paused.ctx is not None
-    read_in_time = actions.review_to_answer(paused.ctx, "o-edge", "fail")
+    read_in_time = actions.review_to_answer(paused.ctx, "o-edge", first_review("o-edge"), "fail", OPERATOR)
     assert isinstance(read_in_time, actions.ReviewTarget)
     deadline = decide_by_time(read_in_time.pending)
     assert deadline is not None
     paused.host.run_until(deadline + timedelta(seconds=2))
     paused.run_until_idle()
 
-    monkeypatch.setattr(actions, "review_to_answer", lambda ctx, order_id, action: read_in_time)
-    status, body = paused.post("/api/ops/orders/o-edge/review", {"action": "fail", "reason": "too late"})
+    monkeypatch.setattr(actions, "review_to_answer", lambda *asked: read_in_time)
+    status, body = paused.post(
+        "/api/ops/orders/o-edge/review", {"reviewId": first_review("o-edge"), "action": "fail", "reason": "too late"}
+    )
     monkeypatch.undo()
 
     record = paused.ctx.states.get("o-edge")
@@ -136,7 +140,7 @@ def test_a_close_between_the_read_and_the_note_refuses_the_note_with_what_the_at
     paused = ops.awaiting_review("o-win")
     pending = pending_review(paused)
     assert pending is not None
-    api = actions.review_to_answer(ops.ctx, "o-win", "retry")
+    api = actions.review_to_answer(ops.ctx, "o-win", pending.review_id, "retry", OPERATOR)
     assert isinstance(api, actions.ReviewTarget)
 
     assert _close(ops, "o-win", pending.review_id) == ReviewClosed(action="compensate", operator=None)
@@ -147,7 +151,7 @@ def test_a_close_between_the_read_and_the_note_refuses_the_note_with_what_the_at
     refused = json.loads(claimed.body)
     assert claimed.status == 409 and refused["decision"] == "compensate" and refused["by"] is None, refused
     assert "closed at its deadline" in refused["error"]
-    again = actions.review_to_answer(ops_ctx, "o-win", "retry")
+    again = actions.review_to_answer(ops_ctx, "o-win", pending.review_id, "retry", OPERATOR)
     assert isinstance(again, Reply) and again.status == 409 and json.loads(again.body)["decision"] == "compensate"
     record = other_instance.get("o-win")
     assert record is not None and review_answer(record, pending.review_id) is None

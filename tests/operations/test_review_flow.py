@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from domain.states import ProcessState
-from tests.operations.harness import OpsHarness, paused_for_review
+from tests.operations.harness import OpsHarness, first_review, paused_for_review
 
 pytestmark = pytest.mark.cosmos
 
@@ -33,11 +33,18 @@ def test_an_answered_review_moves_the_paused_attempt_on(paused, action, final):
     assert [s["status"] for s in detail["statusesSent"]] == ["Processing"]
     requests_before = paused.host.durable_api.requests
 
-    status, body = paused.post("/api/ops/orders/o-big/review", {"action": action, "reason": "card blocked"})
+    status, body = paused.post(
+        "/api/ops/orders/o-big/review", {"reviewId": first_review("o-big"), "action": action, "reason": "card blocked"}
+    )
     assert status == 200 and body["decision"] == action and body["by"] == "ops@contoso.example"
     assert paused.host.durable_api.requests > requests_before  # raised through the extension's HTTP API
     # a second answer to the same review is refused: the record no longer waits for it
-    assert paused.post("/api/ops/orders/o-big/review", {"action": "retry", "reason": "again"})[0] == 409
+    assert (
+        paused.post(
+            "/api/ops/orders/o-big/review", {"reviewId": first_review("o-big"), "action": "retry", "reason": "again"}
+        )[0]
+        == 409
+    )
 
     paused.run_until_idle()
     record = paused.ctx.states.get("o-big")

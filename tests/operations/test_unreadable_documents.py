@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from contracts.names import STATE_CONTAINER
-from tests.operations.harness import OpsHarness
+from tests.operations.harness import OpsHarness, first_review
 
 pytestmark = pytest.mark.cosmos
 
@@ -59,7 +59,9 @@ def test_the_unreadable_orders_page_says_what_is_wrong_and_actions_are_refused_w
     for action in ("resubmit", "cancel", "compensate"):
         status, body = ops.post(f"/api/ops/orders/o-bad/{action}", REASON)
         assert status == 409 and "does not map" in body["error"] and "failureCount" in body["error"], (action, body)
-    status, body = ops.post("/api/ops/orders/o-bad/review", {**REASON, "action": "retry"})
+    status, body = ops.post(
+        "/api/ops/orders/o-bad/review", {"reviewId": first_review("o-bad"), **REASON, "action": "retry"}
+    )
     assert status == 409 and "does not map" in body["error"], body
 
 
