@@ -118,6 +118,46 @@ class ReviewAnswer:
     action: str
 
 
+@dataclass(frozen=True)
+class ActedOnAnswer:
+    operator: str
+    action: str
+    instance_id: str  # the attempt that requested the review and acted on the answer
+
+
+def answer_acted_on(record: StateRecord, review_id: str) -> ActedOnAnswer | None:
+    """The answer to ``review_id`` that the attempt acted on as it arrived: its note is followed by a write
+    of the attempt that requested the review (not its close, not the review requested again: a
+    take-back). An attempt that closes its reviews (``process_order_v4``) writes ``ReviewClosed`` first
+    when its timer wins, so its next write after a note means the event won; ``_v3`` writes its
+    default's first, so the caller asks which version runs. None otherwise."""
+    prefix = f"{review_id}: "
+    history = record.history
+    noted_at = next(
+        (
+            i
+            for i in range(len(history) - 1, -1, -1)
+            if history[i].event == REVIEW_ANSWERED and history[i].detail.startswith(prefix)
+        ),
+        None,
+    )
+    if noted_at is None or noted_at + 1 >= len(history):
+        return None
+    requested_by = next(
+        (
+            e.by
+            for e in reversed(history[:noted_at])
+            if e.event == REVIEW_REQUESTED and f": {review_id}{_DECIDE_BY}" in e.detail
+        ),
+        None,
+    )
+    after = history[noted_at + 1]
+    if requested_by is None or after.by != requested_by or after.event in (REVIEW_CLOSED, REVIEW_REQUESTED):
+        return None
+    note = history[noted_at]
+    return ActedOnAnswer(note.by, note.detail[len(prefix) :].partition(": ")[0], requested_by)
+
+
 def review_answer(record: StateRecord, review_id: str) -> ReviewAnswer | None:
     """Who answered review ``review_id`` and with what, as the record notes it (the last note), or None."""
     prefix = f"{review_id}: "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
@@ -30,9 +31,11 @@ from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger,
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.review import (
+    ActedOnAnswer,
     ClosedReview,
     NotedAnswer,
     PendingReview,
+    answer_acted_on,
     decide_by_time,
     note_review_answer,
     noted_answer,
@@ -142,9 +145,20 @@ class ReviewTarget:
     late: bool = False
 
 
+@dataclass(frozen=True)
+class AnswerActedOn:
+    """This same answer, noted before, whose event the attempt already acted on (its delivery looked
+    uncertain: the operator posts it again). Nothing is noted or raised; whether the answer was what it
+    acted on depends on the attempt's version (``operations.blueprint``)."""
+
+    record: StateRecord
+    review_id: str
+    answer: ActedOnAnswer
+
+
 def review_to_answer(
     ctx: AppContext, order_id: str, review_id: str, action: str, operator: str
-) -> ReviewTarget | Reply:
+) -> ReviewTarget | AnswerActedOn | Reply:
     """The review ``review_id`` as ``operator``'s answer ``action`` finds it: waiting (to note the answer),
     or noting this same answer already (to deliver it again); or the reply: no such order, another
     review waits, answered otherwise, past its deadline with nothing noted (the attempt decides at
@@ -162,6 +176,9 @@ def review_to_answer(
         if (closed.operator, closed.action) == (operator, action):
             return taken_at_close(order_id, record, closed)
         return _closed(order_id, closed)
+    acted = answer_acted_on(record, review_id)
+    if acted is not None and (acted.operator, acted.action) == (operator, action):
+        return AnswerActedOn(record, review_id, acted)
     pending, noted = pending_review(record), noted_answer(record)
     passed = _past_deadline(ctx, pending or (noted.review if noted else None))
     if pending is not None and pending.review_id == review_id:
@@ -182,6 +199,47 @@ def review_to_answer(
             },
         )
     return _answered_elsewhere(order_id, record, review_id)
+
+
+def acted_on(order_id: str, taken: AnswerActedOn, version_closes_reviews: bool) -> Reply:
+    """The reply to an answer posted again after the attempt acted on a ``ReviewDecision``: 200 when its
+    version closes its reviews (then that event was this answer's), else 409 saying it cannot be told."""
+    answer = taken.answer
+    if version_closes_reviews:
+        return json_reply(
+            200,
+            {
+                "action": "review",
+                "decision": answer.action,
+                "reviewId": taken.review_id,
+                "by": answer.operator,
+                "order": order_row(taken.record),
+            },
+        )
+    return error(
+        409,
+        f"review {taken.review_id} of order {order_id} was answered {answer.action} by {answer.operator} and the "
+        f"attempt {answer.instance_id} has acted; its version takes its default at the deadline without a "
+        "record of which came first: reload the order to see what it did",
+    )
+
+
+LAST_MINUTE = timedelta(seconds=60)
+
+
+def too_close_to_deadline(ctx: AppContext, order_id: str, pending: PendingReview) -> Reply | None:
+    """409 for an answer to an attempt that does not close its reviews (``process_order_v3``) in the last
+    minute before its deadline: its event might reach the attempt after the timer, which takes the
+    default; None when there is time."""
+    deadline = decide_by_time(pending)
+    if deadline is None or ctx.clock.now() < deadline - LAST_MINUTE:
+        return None
+    return error(
+        409,
+        f"review {pending.review_id} of order {order_id} is decided by {pending.decide_by}; its attempt "
+        f"{pending.instance_id} (an earlier version) cannot be sure to take an answer in its last "
+        f"{LAST_MINUTE.total_seconds():.0f} s: it takes its default",
+    )
 
 
 def _past_deadline(ctx: AppContext, pending: PendingReview | None) -> bool:
@@ -296,6 +354,8 @@ def claim_answer(
         return move()
     except RecordNotFound:
         return error(404, f"no order {order_id}")
+    except DocumentError as exc:
+        return unreadable(order_id, exc)
     except StoreUnavailable as exc:
         return error(
             503,
@@ -336,6 +396,8 @@ def take_back_answer(
                 continue
             return error(409, f"{gone}; the note of the answer is taken back: the review can be answered again")
         return error(409, f"{gone}; order {order_id} keeps changing: reload it")
+    except DocumentError as exc:
+        return unreadable(order_id, exc)
     except StoreUnavailable as exc:
         summary = (
             f"order {order_id}: the answer of {operator} to review {pending.review_id} is noted but its attempt "

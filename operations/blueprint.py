@@ -37,7 +37,7 @@ from operations.web import (
     parse_action_body,
     same_origin_json,
 )
-from orchestrators.names import REVIEW_DECISION_EVENT, SCHEDULER
+from orchestrators.names import REVIEW_CLOSING_SCHEDULERS, REVIEW_DECISION_EVENT, REVIEW_TAKING_SCHEDULERS
 
 bp = df.Blueprint()
 ANONYMOUS = func.AuthLevel.ANONYMOUS
@@ -171,16 +171,31 @@ async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClien
     target = await asyncio.to_thread(actions.review_to_answer, ctx, order_id, review_id, action, who.name)
     if isinstance(target, Reply):
         return _response(target)
+    instance = target.answer.instance_id if isinstance(target, actions.AnswerActedOn) else target.pending.instance_id
+    try:
+        attempt = await instances.attempt_state(client, instance)
+    except Exception as exc:  # the SDK raises plain Exceptions for the extension's HTTP errors
+        return _response(error(503, f"the Durable backend cannot say whether {instance} runs: {exc}"))
+    closes_reviews = attempt.name in REVIEW_CLOSING_SCHEDULERS
+    if isinstance(target, actions.AnswerActedOn):  # posted again after the attempt acted on an event
+        return _response(actions.acted_on(order_id, target, closes_reviews))
     pending, noted = target.pending, target.noted
     # An attempt that is gone cannot take the answer: refuse it before the record notes anything (and
     # take back a note of the same answer left by an earlier try: the attempt never acts on it).
-    try:
-        attempt = await instances.attempt_state(client, pending.instance_id)
-    except Exception as exc:  # the SDK raises plain Exceptions for the extension's HTTP errors
-        return _response(error(503, f"the Durable backend cannot say whether {pending.instance_id} runs: {exc}"))
-    if target.late and attempt.name != SCHEDULER:
-        # noted in time, but an attempt of the version before _v4 takes its default at the deadline
-        return _response(actions.deadline_passed(order_id, pending, noted))
+    if attempt.takes_events and attempt.name not in REVIEW_TAKING_SCHEDULERS:
+        return _response(
+            error(
+                409,
+                f"the paused attempt {instance} runs {attempt.name or 'an unknown version'}, which no longer takes "
+                "answers: at its next replay it releases the order, which the supervisor retries",
+            )
+        )
+    if attempt.takes_events and not closes_reviews:  # process_order_v3: its timer takes the default
+        if target.late:
+            return _response(actions.deadline_passed(order_id, pending, noted))
+        hurried = actions.too_close_to_deadline(ctx, order_id, pending) if noted is None else None
+        if hurried is not None:
+            return _response(hurried)
     if not attempt.takes_events:
         if noted is not None:
             why = "it is not running"

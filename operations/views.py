@@ -15,12 +15,14 @@ from dependencies import AppContext
 from domain.compensation import compensation_instance_id
 from domain.ids import instance_id
 from domain.records import StateRecord
-from domain.review import pending_review
+from domain.review import NotedAnswer, PendingReview, noted_answer, pending_review
 from domain.states import ProcessState
 from domain.timefmt import to_text
 
 SUMMARY_PROCESSING_LIMIT = 500  # Processing is capped by MAX_IN_FLIGHT; this bounds the summary's scan
 SUMMARY_LIST_LIMIT = 20
+SUMMARY_NEEDING_LIMIT = 10  # the newest Error and CompensationFailed orders the overview lists
+NEEDS_AN_OPERATOR = (ProcessState.ERROR, ProcessState.COMPENSATION_FAILED)
 ALERT_PEEK_LIMIT = 250
 ATTEMPTS_SHOWN = 6
 
@@ -59,6 +61,9 @@ def summary(ctx: AppContext) -> dict[str, Any]:
     reviews = [order_row(r) for r in processing if pending_review(r) is not None]
     expired = [order_row(r) for r in processing if r.complete_by is not None and r.complete_by <= now]
     oldest = processing[0] if processing else None
+    # the newest orders an operator must act on, and every document read here that does not map
+    needing = {state: ctx.ops.page(state, SUMMARY_NEEDING_LIMIT, None) for state in NEEDS_AN_OPERATOR}
+    unmapped = [*scanned.unmapped, *(u for page in needing.values() for u in page.unmapped)]
     return {
         "now": to_text(now),
         "counts": counts,
@@ -69,10 +74,11 @@ def summary(ctx: AppContext) -> dict[str, Any]:
         "waitingForReviewCount": len(reviews),
         "expired": expired[:SUMMARY_LIST_LIMIT],
         "expiredCount": len(expired),
+        "needOperator": {state.value: [order_row(r) for r in page.records] for state, page in needing.items()},
         "recentAlerts": recent_alerts(ctx, SUMMARY_LIST_LIMIT),
-        # Processing documents the summary read that do not map: left out of the lists above
-        "unreadable": unreadable_rows(scanned.unmapped[:SUMMARY_LIST_LIMIT]),
-        "unreadableCount": len(scanned.unmapped),
+        # documents the summary read (Processing, and the lists above) that do not map: left out of them
+        "unreadable": unreadable_rows(unmapped[:SUMMARY_LIST_LIMIT]),
+        "unreadableCount": len(unmapped),
     }
 
 
@@ -124,6 +130,22 @@ def instance_ids(record: StateRecord) -> list[tuple[str, str]]:
     return found
 
 
+def _review_view(review: PendingReview | None, noted: NotedAnswer | None) -> dict[str, Any] | None:
+    """The review an operator can answer: the one the order waits for, or the one whose answer is noted
+    as the record's last word (``noted``: who answered what; the same answer can be posted again)."""
+    if review is not None:
+        return {"reviewId": review.review_id, "step": review.step, "decideBy": review.decide_by, "noted": None}
+    if noted is not None:
+        asked = noted.review
+        return {
+            "reviewId": asked.review_id,
+            "step": asked.step,
+            "decideBy": asked.decide_by,
+            "noted": {"operator": noted.operator, "action": noted.action},
+        }
+    return None
+
+
 def order_detail(ctx: AppContext, order_id: str) -> dict[str, Any] | None:
     """The order, its state record (history, steps, compensation log with each undo's outcome),
     review and deferred payment notifications; None when neither the order nor a record exists. A state
@@ -136,20 +158,25 @@ def order_detail(ctx: AppContext, order_id: str) -> dict[str, Any] | None:
         record, state_error = None, str(exc)
     if order is None and record is None and state_error is None:
         return None
-    deferral = ctx.deferrals.get(order_id)
+    deferral_error: str | None = None
+    try:
+        deferral = ctx.deferrals.get(order_id)
+    except DocumentError as exc:  # its deferred notifications' document (same container) does not map
+        deferral, deferral_error = None, str(exc)
     review = pending_review(record) if record is not None else None
+    # a noted answer whose delivery was uncertain: the same answer may be posted again (the console offers it)
+    noted = noted_answer(record) if record is not None and review is None else None
     return {
         "orderId": order_id,
         "order": order,
         "state": None if record is None else {**to_document(record), "waitingForReview": review is not None},
         "stateError": state_error,
-        "review": None
-        if review is None
-        else {"reviewId": review.review_id, "step": review.step, "decideBy": review.decide_by},
+        "review": _review_view(review, noted),
         "transitions": [] if record is None else [to_document(h) for h in record.history],
         "steps": {} if record is None else {k: to_document(v) for k, v in record.steps.items()},
         "compensation": [] if record is None else [to_document(e) for e in record.compensation],
         "payment": None if record is None or record.payment is None else to_document(record.payment),
         "deferredNotifications": [] if deferral is None else [to_document(e) for e in deferral.entries],
+        "deferralError": deferral_error,
         "instances": [] if record is None else [{"kind": k, "instanceId": i} for k, i in instance_ids(record)],
     }

@@ -12,6 +12,10 @@ SCHEDULER = "process_order_v4"
 # The version before: its instances in flight at an upgrade run to their end under it (same code, no
 # closing write at a review deadline); the starter starts only ``SCHEDULER``.
 DRAINING_SCHEDULER = "process_order_v3"
+# The versions whose paused attempt takes an operator's review answer, and those that close the review
+# at its deadline before acting (an answer noted before the close is taken: domain.review.close_review).
+REVIEW_TAKING_SCHEDULERS = (SCHEDULER, DRAINING_SCHEDULER)
+REVIEW_CLOSING_SCHEDULERS = (SCHEDULER,)
 # Earlier versions of the scheduler: an instance of one still in flight at an upgrade ends at its
 # next replay without touching its record; the supervisor retries the order under ``SCHEDULER``.
 RETIRED_SCHEDULERS = ("process_order_v2", "process_order_v1")

@@ -119,10 +119,11 @@ async function refreshOverview() {
   $("expired-count").textContent = "(" + s.expiredCount + ")";
   fillTable($("reviews"), REVIEW_COLUMNS, s.waitingForReview, "no order waits for review");
   fillTable($("expired"), ORDER_COLUMNS, s.expired, "no expired order");
-  const unreadable = s.unreadable || [];
-  $("unreadable-section").hidden = !unreadable.length;
-  $("unreadable-count").textContent = "(" + (s.unreadableCount || 0) + ")";
-  fillTable($("unreadable"), UNREADABLE_COLUMNS, unreadable, "none");
+  fillTable($("errors"), ORDER_COLUMNS, s.needOperator.Error, "none");
+  fillTable($("compfailed"), ORDER_COLUMNS, s.needOperator.CompensationFailed, "none");
+  $("unreadable-section").hidden = !s.unreadableCount;
+  $("unreadable-count").textContent = "(" + s.unreadableCount + ")";
+  fillTable($("unreadable"), UNREADABLE_COLUMNS, s.unreadable, "none");
   const alerts = $("alerts");
   alerts.replaceChildren();
   (s.recentAlerts.length ? s.recentAlerts : [{ summary: "no alert" }]).forEach(a => {
@@ -130,10 +131,6 @@ async function refreshOverview() {
     li.textContent = [when(a.at), a.severity, a.kind, a.orderId, a.summary].filter(Boolean).join(" · ");
     alerts.appendChild(li);
   });
-  for (const [state, table] of [["Error", "errors"], ["CompensationFailed", "compfailed"]]) {
-    const page = await api("/orders?pageSize=10&state=" + state);
-    if (page.status === 200) fillTable($(table), ORDER_COLUMNS, page.body.orders, "none");
-  }
 }
 
 async function loadList(fresh) {
@@ -184,7 +181,8 @@ async function showOrder(orderId, quiet) {
   const st = d.state || {};
   const facts = $("order-facts");
   facts.replaceChildren();
-  fact(facts, "State", (st.processState || (d.stateError ? "unreadable state document" : "no state record")) + (d.review ? " — waiting for review" : ""));
+  const noted = d.review && d.review.noted;
+  fact(facts, "State", (st.processState || (d.stateError ? "unreadable state document" : "no state record")) + (d.review ? (noted ? " — review answered, delivery uncertain" : " — waiting for review") : ""));
   if (d.stateError) fact(facts, "State document", "does not map to a record: " + d.stateError + " (repair it in the state container)");
   fact(facts, "Attempt", st.attempt);
   fact(facts, "Failures", st.failureCount);
@@ -194,6 +192,8 @@ async function showOrder(orderId, quiet) {
   fact(facts, "Last error", st.lastError);
   if (d.order) fact(facts, "Total", (d.order.totalCents / 100).toFixed(2) + " " + d.order.currency);
   if (d.review) fact(facts, "Review", d.review.reviewId + " at " + d.review.step + ", decide by " + d.review.decideBy);
+  if (noted) fact(facts, "Answer noted", noted.action + " by " + noted.operator + ": if its delivery failed, answer the same again to deliver it");
+  if (d.deferralError) fact(facts, "Deferred notifications", "their document does not map: " + d.deferralError);
   const state = st.processState;
   $("btn-review").hidden = !d.review;
   $("review-choice").hidden = !d.review;

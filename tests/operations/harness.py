@@ -8,7 +8,7 @@ import base64
 import json
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from adapters.remote.services import remote_services
@@ -16,6 +16,7 @@ from adapters.remote.simulators.config import SimulatorConfig
 from contracts.names import ORDERS_QUEUE
 from domain import compensation, transitions
 from domain.records import StateRecord
+from domain.review import PendingReview, decide_by_time, pending_review
 from localrun.host import local_settings_example
 from localrun.worker.http import HttpAnswer, HttpRequestData
 from tests.runtime.harness import RuntimeHarness
@@ -50,6 +51,17 @@ class OpsHarness(RuntimeHarness):
     def post(self, path: str, body: Any, headers: Mapping[str, str] | None = None) -> tuple[int, Any]:
         answer = self.request("POST", path, body, headers)
         return answer.status, json.loads(answer.body) if answer.body else None
+
+    def waiting_review(self, order_id: str) -> tuple[PendingReview, datetime]:
+        """The review ``order_id`` waits for and the deadline its attempt decides at."""
+        assert self.ctx is not None
+        record = self.ctx.states.get(order_id)
+        assert record is not None
+        pending = pending_review(record)
+        assert pending is not None, [h.event for h in record.history]
+        deadline = decide_by_time(pending)
+        assert deadline is not None
+        return pending, deadline
 
     # --- records as the app's moves leave them -----------------------------------------------------
 

@@ -47,12 +47,7 @@ def test_an_answer_noted_before_the_deadline_is_taken_though_its_event_arrives_a
     attempt gets the event only after its timer fired (a slow event queue). Before ``close_review`` the
     operator was told 200 ``fail`` and the attempt took its default, compensate."""
     assert paused.ctx is not None
-    waiting = paused.ctx.states.get("o-edge")
-    assert waiting is not None
-    pending = pending_review(waiting)
-    assert pending is not None
-    deadline = decide_by_time(pending)
-    assert deadline is not None
+    pending, deadline = paused.waiting_review("o-edge")
     paused.host.run_until(deadline - timedelta(seconds=1))
 
     held: list[tuple[str, str, Any]] = []

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from contracts.names import STATE_CONTAINER
+from domain.deferral import DeferralDocument, document_id
 from tests.operations.harness import OpsHarness, first_review
 
 pytestmark = pytest.mark.cosmos
@@ -71,3 +72,35 @@ def test_a_readable_order_has_no_state_error(ops: OpsHarness) -> None:
     assert status == 200 and detail["stateError"] is None and detail["state"]["processState"] == "Error"
     status, page = ops.get("/api/ops/orders")
     assert status == 200 and page["unreadable"] == []
+
+
+def test_an_order_page_with_an_unreadable_deferral_document_says_what_is_wrong(ops: OpsHarness, cosmos_db: Any) -> None:
+    """The deferral document (``deferred:<orderId>``) lives in the same container and can drift the
+    same way: the order page shows the rest and says what is wrong with it (found by a red team)."""
+    assert ops.ctx is not None
+    ops.error("o-defer")
+    ops.ctx.deferrals.save(DeferralDocument.empty("o-defer", ops.clock.now()))
+    container = cosmos_db.get_container_client(STATE_CONTAINER)
+    doc = container.read_item(document_id("o-defer"), partition_key="o-defer")
+    container.replace_item(doc["id"], {**doc, "entries": "several"})
+
+    status, detail = ops.get("/api/ops/orders/o-defer")
+    assert status == 200, (status, detail)
+    assert detail["state"]["processState"] == "Error", detail
+    assert detail["deferredNotifications"] == [] and "entries" in detail["deferralError"], detail
+
+
+@pytest.mark.parametrize("state", ["Error", "CompensationFailed"])
+def test_the_summary_names_an_unreadable_document_of_a_state_that_needs_an_operator(
+    ops: OpsHarness, cosmos_db: Any, state: str
+) -> None:
+    """The summary lists the newest Error and CompensationFailed orders (``needOperator``) and names a
+    document of those states that does not map, as it does for Processing (found by a red team)."""
+    ops.error("o-err-bad")
+    poison(cosmos_db, "o-err-bad", processState=state, failureCount="several")
+    status, summary = ops.get("/api/ops/summary")
+    assert status == 200 and summary["counts"][state] == 1, summary
+    status, page = ops.get(f"/api/ops/orders?pageSize=10&state={state}")
+    assert status == 200 and page["orders"] == [] and page["unreadable"], page  # the API's list names it
+    assert [u["orderId"] for u in summary["unreadable"]] == ["o-err-bad"], summary
+    assert summary["unreadableCount"] == 1 and summary["needOperator"][state] == [], summary
