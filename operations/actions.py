@@ -10,7 +10,7 @@ why (the reason), and answers the new state, or why the move is not legal now.
   (``domain.review.close_review``) and takes an answer noted before that; the record notes who
   answers (``domain.review``, one conditional write, read back when its response is lost: of two
   answers at once the second is refused 409), then the paused attempt gets the ``ReviewDecision``
-  event from the app's own durable client (``operations.blueprint``). Only an event the extension
+  event from the app's own durable client (``operations.review_answer``). Only an event the extension
   definitely did not queue (the instance is gone) takes the note back; when the raise failed
   ambiguously the note stays (503) and the same answer, posted again, raises the event again (the
   attempt takes the first answer to its ``reviewId`` and ignores the rest)."""
@@ -149,7 +149,7 @@ class ReviewTarget:
 class AnswerActedOn:
     """This same answer, noted before, whose event the attempt already acted on (its delivery looked
     uncertain: the operator posts it again). Nothing is noted or raised; whether the answer was what it
-    acted on depends on the attempt's version (``operations.blueprint``)."""
+    acted on depends on the attempt's version (``operations.review_answer``)."""
 
     record: StateRecord
     review_id: str

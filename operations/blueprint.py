@@ -19,11 +19,11 @@ import azure.functions as func
 from adapters.cosmos.errors import InvalidContinuation, StoreUnavailable
 from adapters.cosmos.ops_queries import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from dependencies import AppContext, get_context
-from domain.ids import url_instance_id
 from domain.states import ProcessState
 from operations import actions, instances, views
 from operations.auth import OPERATE_ROLE, READ_ROLE, Principal, Refusal, authenticate
 from operations.console_assets import asset
+from operations.review_answer import answer_review
 from operations.web import (
     MAX_CONTINUATION_CHARS,
     SECURITY_HEADERS,
@@ -37,7 +37,6 @@ from operations.web import (
     parse_action_body,
     same_origin_json,
 )
-from orchestrators.names import REVIEW_CLOSING_SCHEDULERS, REVIEW_DECISION_EVENT, REVIEW_TAKING_SCHEDULERS
 
 bp = df.Blueprint()
 ANONYMOUS = func.AuthLevel.ANONYMOUS
@@ -167,68 +166,7 @@ async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClien
     if isinstance(checked, Reply):
         return _response(checked)
     who, order_id, body = checked
-    action, review_id = str(body.action), str(body.review_id)
-    target = await asyncio.to_thread(actions.review_to_answer, ctx, order_id, review_id, action, who.name)
-    if isinstance(target, Reply):
-        return _response(target)
-    instance = target.answer.instance_id if isinstance(target, actions.AnswerActedOn) else target.pending.instance_id
-    try:
-        attempt = await instances.attempt_state(client, instance)
-    except Exception as exc:  # the SDK raises plain Exceptions for the extension's HTTP errors
-        return _response(error(503, f"the Durable backend cannot say whether {instance} runs: {exc}"))
-    closes_reviews = attempt.name in REVIEW_CLOSING_SCHEDULERS
-    if isinstance(target, actions.AnswerActedOn):  # posted again after the attempt acted on an event
-        return _response(actions.acted_on(order_id, target, closes_reviews))
-    pending, noted = target.pending, target.noted
-    # An attempt that is gone cannot take the answer: refuse it before the record notes anything (and
-    # take back a note of the same answer left by an earlier try: the attempt never acts on it).
-    if attempt.takes_events and attempt.name not in REVIEW_TAKING_SCHEDULERS:
-        return _response(
-            error(
-                409,
-                f"the paused attempt {instance} runs {attempt.name or 'an unknown version'}, which no longer takes "
-                "answers: at its next replay it releases the order, which the supervisor retries",
-            )
-        )
-    if attempt.takes_events and not closes_reviews:  # process_order_v3: its timer takes the default
-        if target.late:
-            return _response(actions.deadline_passed(order_id, pending, noted))
-        hurried = actions.too_close_to_deadline(ctx, order_id, pending) if noted is None else None
-        if hurried is not None:
-            return _response(hurried)
-    if not attempt.takes_events:
-        if noted is not None:
-            why = "it is not running"
-            taken = await asyncio.to_thread(
-                actions.take_back_answer, ctx, order_id, pending, noted.operator, action, why
-            )
-            return _response(taken)
-        return _response(
-            error(409, f"the paused attempt {pending.instance_id} is not running: it cannot take the answer")
-        )
-    if noted is None:
-        claimed = await asyncio.to_thread(actions.claim_answer, ctx, order_id, pending, who.name, action, body.reason)
-        if isinstance(claimed, Reply):
-            return _response(claimed)
-        operator, reason = who.name, body.reason
-    else:  # the same answer is noted already (its delivery was uncertain): raise its event again
-        claimed, operator, reason = target.record, noted.operator, noted.reason
-    # The app raises the event with its own durable client: operators never hold a system key. (A late
-    # note's event comes after the timer and is ignored: the attempt's close takes the note itself.)
-    try:
-        await client.raise_event(
-            url_instance_id(pending.instance_id),  # built by the app; escaped all the same (domain.ids)
-            REVIEW_DECISION_EVENT,
-            actions.decision_event(pending, action, operator, reason),
-        )
-    except Exception as exc:  # the SDK raises plain Exceptions: 404/410 and a lost response alike
-        if await instances.gone_after_failed_raise(client, pending.instance_id, exc):
-            taken = await asyncio.to_thread(
-                actions.take_back_answer, ctx, order_id, pending, operator, action, str(exc)
-            )
-            return _response(taken)
-        return _response(actions.delivery_uncertain(order_id, pending, operator, action, exc))
-    return _response(actions.answered(order_id, claimed, pending, operator, action, reason))
+    return _response(await answer_review(ctx, client, who.name, order_id, body))
 
 
 # --- the console --------------------------------------------------------------------------------

@@ -1,0 +1,88 @@
+"""An operator's answer to a review pause (``POST /api/ops/orders/{orderId}/review``), as plain async
+code over the app's context and its durable client: find the review the answer names
+(``actions.review_to_answer``), ask the Durable backend whether the paused attempt runs and which
+scheduler version it is (``instances.attempt_state``), note the answer (one conditional write), then
+raise ``ReviewDecision`` with the app's own client (operators never hold a system key).
+
+What the version changes (docs/compensation.md, "Human review"): a retired version takes no answer;
+``process_order_v3``, which takes its default at the deadline without closing the review, takes none
+in its last minute nor a late repost; ``_v4`` closes the review at its deadline and takes a note made
+before the close. Only an attempt that is definitely gone gets a note taken back."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from dependencies import AppContext
+from domain.ids import url_instance_id
+from operations import actions, instances
+from operations.web import ActionBody, Reply, error
+from orchestrators.names import REVIEW_CLOSING_SCHEDULERS, REVIEW_DECISION_EVENT, REVIEW_TAKING_SCHEDULERS
+
+
+def refused_by_version(
+    ctx: AppContext, order_id: str, target: actions.ReviewTarget, attempt: instances.AttemptState
+) -> Reply | None:
+    """The refusal an attempt's version calls for (see the module), or None."""
+    if not attempt.takes_events:
+        return None
+    if attempt.name not in REVIEW_TAKING_SCHEDULERS:
+        return error(
+            409,
+            f"the paused attempt {target.pending.instance_id} runs {attempt.name or 'an unknown version'}, which no "
+            "longer takes answers: at its next replay it releases the order, which the supervisor retries",
+        )
+    if attempt.name in REVIEW_CLOSING_SCHEDULERS:
+        return None
+    if target.late:  # process_order_v3: its timer took the default
+        return actions.deadline_passed(order_id, target.pending, target.noted)
+    return actions.too_close_to_deadline(ctx, order_id, target.pending) if target.noted is None else None
+
+
+async def answer_review(ctx: AppContext, client: Any, operator_name: str, order_id: str, body: ActionBody) -> Reply:
+    action, review_id = str(body.action), str(body.review_id)
+    target = await asyncio.to_thread(actions.review_to_answer, ctx, order_id, review_id, action, operator_name)
+    if isinstance(target, Reply):
+        return target
+    instance = target.answer.instance_id if isinstance(target, actions.AnswerActedOn) else target.pending.instance_id
+    try:
+        attempt = await instances.attempt_state(client, instance)
+    except Exception as exc:  # the SDK raises plain Exceptions for the extension's HTTP errors
+        return error(503, f"the Durable backend cannot say whether {instance} runs: {exc}")
+    if isinstance(target, actions.AnswerActedOn):  # posted again after the attempt acted on an event
+        return actions.acted_on(order_id, target, attempt.name in REVIEW_CLOSING_SCHEDULERS)
+    refused = refused_by_version(ctx, order_id, target, attempt)
+    if refused is not None:
+        return refused
+    pending, noted = target.pending, target.noted
+    # An attempt that is gone cannot take the answer: refuse it before the record notes anything (and
+    # take back a note of the same answer left by an earlier try: the attempt never acts on it).
+    if not attempt.takes_events:
+        if noted is not None:
+            why = "it is not running"
+            return await asyncio.to_thread(
+                actions.take_back_answer, ctx, order_id, pending, noted.operator, action, why
+            )
+        return error(409, f"the paused attempt {pending.instance_id} is not running: it cannot take the answer")
+    if noted is None:
+        claimed = await asyncio.to_thread(
+            actions.claim_answer, ctx, order_id, pending, operator_name, action, body.reason
+        )
+        if isinstance(claimed, Reply):
+            return claimed
+        operator, reason = operator_name, body.reason
+    else:  # the same answer is noted already (its delivery was uncertain): raise its event again
+        claimed, operator, reason = target.record, noted.operator, noted.reason
+    # A late note's event comes after the timer and is ignored: the attempt's close takes the note itself.
+    try:
+        await client.raise_event(
+            url_instance_id(pending.instance_id),  # built by the app; escaped all the same (domain.ids)
+            REVIEW_DECISION_EVENT,
+            actions.decision_event(pending, action, operator, reason),
+        )
+    except Exception as exc:  # the SDK raises plain Exceptions: 404/410 and a lost response alike
+        if await instances.gone_after_failed_raise(client, pending.instance_id, exc):
+            return await asyncio.to_thread(actions.take_back_answer, ctx, order_id, pending, operator, action, str(exc))
+        return actions.delivery_uncertain(order_id, pending, operator, action, exc)
+    return actions.answered(order_id, claimed, pending, operator, action, reason)
