@@ -144,3 +144,19 @@ def test_only_the_owner_closes_its_review():
     failed = t.fail(record, owner, "charge-payment", "cancelled meanwhile", NOW)  # the record moved on, unowned
     with pytest.raises(FencingLost):
         review.close_review(failed, owner, review_id, "compensate", UNTIL)
+
+
+def test_an_answer_is_acted_on_when_the_attempts_next_write_follows_the_note_and_is_not_its_close():
+    record = paused()
+    owner, review_id = closing(record)
+    answered = review.note_review_answer(record, review_id, "ops-a", "fail", "stolen", NOW)
+    assert review.answer_acted_on(answered, review_id) is None  # the note is the last word: nothing acted yet
+    failed = t.fail(answered, owner, "charge-payment", "operator review chose fail", NOW)
+    assert review.answer_acted_on(failed, review_id) == review.ActedOnAnswer("ops-a", "fail", owner)
+    closed = review.close_review(answered, owner, review_id, "compensate", UNTIL)  # the timer won
+    assert review.answer_acted_on(closed, review_id) is None
+    reopened = review.reopen_review(answered, review_id, "ops-a", NOW)  # taken back
+    assert review.answer_acted_on(reopened, review_id) is None
+    by_someone_else = answered.with_changes(NOW, "PaymentNotified", "payments", "n-1")
+    assert review.answer_acted_on(by_someone_else, review_id) is None
+    assert review.answer_acted_on(failed, f"{owner}:charge-payment:review:2") is None
