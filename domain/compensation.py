@@ -370,6 +370,42 @@ def await_review(
     )
 
 
+# The review decisions the supervisor carries out itself when the attempt ended before it did; ``retry``
+# and ``alternative`` are what its usual recovery does anyway (the order is tried again).
+SETTLED_BY_DECISION = ("compensate", "fail")
+
+
+def act_on_left_decision(
+    record: StateRecord, expired_owner: str, left: review.LeftDecision, now: datetime
+) -> StateRecord:
+    """The supervisor recovers an expired attempt whose last word is a review decision it never acted
+    on (``review.decision_left``): the decision, not a blind retry. In one write the review is closed
+    with it (unless the attempt closed it), then ``compensate`` hands the order to compensation (Error
+    when it can no longer be compensated) and ``fail`` moves it to Error, as the attempt itself would
+    have. For ``retry`` and ``alternative`` the record comes back Processing with the review closed:
+    the caller retries it as any expired attempt (its next attempt runs the step again)."""
+    if not transitions.is_expired(record, now) or record.locked_by != expired_owner:
+        raise IllegalTransition(f"order {record.order_id}: no longer the expired attempt {expired_owner!r}")
+    closed = record
+    if not left.closed:
+        detail = review.ClosedReview(left.review_id, left.action, left.operator).detail
+        closed = record.with_changes(now, review.REVIEW_CLOSED, transitions.SUPERVISOR, detail)
+    chosen = (
+        f"operator review chose {left.action} ({left.operator})"
+        if left.operator is not None
+        else f"review not answered in time: default {left.action}"
+    )
+    reason = f"{left.step}: {chosen}; attempt {expired_owner} ended before acting on it"
+    if left.action == "compensate":
+        try:
+            return enter_compensation(closed, transitions.SUPERVISOR, reason, now, failed_step=left.step)
+        except IllegalTransition as exc:
+            reason = f"{reason}; it cannot be compensated ({exc})"
+    elif left.action != "fail":
+        return closed
+    return transitions.fail(closed, expired_owner, left.step, reason, now, by=transitions.SUPERVISOR)
+
+
 def escalate_or_compensate(
     record: StateRecord,
     expired_owner: str | None,

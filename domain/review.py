@@ -102,6 +102,46 @@ def noted_answer(record: StateRecord) -> NotedAnswer | None:
     return None
 
 
+@dataclass(frozen=True)
+class LeftDecision:
+    """A review decision the owning attempt had but never acted on: the record's last write is an
+    operator's answer noted to the attempt's review, or the attempt's own close of it at the deadline.
+    An attempt that ends there (its next write failing past its retries, its host lost) leaves the
+    decision to the supervisor, which acts on it instead of retrying the step as if nobody had decided
+    (``domain.compensation.act_on_left_decision``)."""
+
+    review_id: str
+    step: str
+    action: str  # one of REVIEW_CHOICES
+    operator: str | None  # None: nobody answered in time; the attempt closed the review with its default
+    closed: bool  # the attempt wrote ReviewClosed (else the answer is noted and the review still open)
+
+
+def decision_left(record: StateRecord) -> LeftDecision | None:
+    """The review decision the record's owning attempt left as its last word (``LeftDecision``), or None."""
+    if record.process_state is not ProcessState.PROCESSING or not record.history or record.locked_by is None:
+        return None
+    noted = noted_answer(record)
+    if noted is not None:
+        if noted.action not in REVIEW_CHOICES:
+            return None
+        return LeftDecision(noted.review.review_id, noted.review.step, noted.action, noted.operator, closed=False)
+    last = record.history[-1]
+    if last.event != REVIEW_CLOSED or last.by != record.locked_by:
+        return None
+    for entry in reversed(record.history[:-1]):
+        if entry.event != REVIEW_REQUESTED or entry.by != record.locked_by:
+            continue
+        requested = _requested(record.locked_by, entry.detail)
+        if requested is None or not last.detail.startswith(f"{requested.review_id}: "):
+            continue
+        closed = review_closed(record, requested.review_id)
+        if closed is None or closed.action not in REVIEW_CHOICES:
+            return None
+        return LeftDecision(requested.review_id, requested.step, closed.action, closed.operator, closed=True)
+    return None
+
+
 def note_review_answer(
     record: StateRecord, review_id: str, operator: str, action: str, reason: str, now: datetime
 ) -> StateRecord:

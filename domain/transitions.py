@@ -138,8 +138,11 @@ def mark_processed(record: StateRecord, owner: str, now: datetime) -> StateRecor
     )
 
 
-def fail(record: StateRecord, owner: str, step: str | None, reason: str, now: datetime) -> StateRecord:
-    """A non-transient failure: Processing -> Error (an operator is alerted by the caller)."""
+def fail(
+    record: StateRecord, owner: str, step: str | None, reason: str, now: datetime, *, by: str | None = None
+) -> StateRecord:
+    """A non-transient failure: Processing -> Error (an operator is alerted by the caller). ``by``: who
+    writes it, when not the owning attempt itself (the supervisor acting on a review decision)."""
     ensure_owner(record, owner)
     steps = dict(record.steps)
     if step is not None and step in steps:
@@ -147,7 +150,7 @@ def fail(record: StateRecord, owner: str, step: str | None, reason: str, now: da
     return record.with_changes(
         now,
         "Failed",
-        owner,
+        by or owner,
         reason,
         process_state=ProcessState.ERROR,
         locked_by=None,

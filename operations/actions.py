@@ -394,7 +394,11 @@ def take_back_answer(
                 )
             except EtagMismatch:
                 continue
-            return error(409, f"{gone}; the note of the answer is taken back: the review can be answered again")
+            return error(
+                409,
+                f"{gone}; the note of the answer is taken back, so nothing is decided: the supervisor retries the "
+                "order once the review's deadline has passed (its next attempt asks again if the step fails again)",
+            )
         return error(409, f"{gone}; order {order_id} keeps changing: reload it")
     except DocumentError as exc:
         return unreadable(order_id, exc)

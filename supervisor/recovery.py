@@ -16,12 +16,13 @@ from enum import StrEnum
 from adapters.cosmos.errors import EtagMismatch
 from dependencies import AppContext
 from domain import transitions
-from domain.compensation import escalate_or_compensate
+from domain.compensation import SETTLED_BY_DECISION, act_on_left_decision, escalate_or_compensate
 from domain.compensation_policy import ReviewPolicy
 from domain.errors import IllegalTransition
 from domain.outage import forward_in_flight
 from domain.records import StateRecord
 from domain.retry import exponential_backoff
+from domain.review import LeftDecision, decision_left
 from domain.states import ProcessState
 from observability.events import app_event
 from supervisor.outage import outage_verdict, tell_waiting
@@ -56,6 +57,10 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
     failures = record.failure_count + 1
     backoff = exponential_backoff(failures, ctx.settings.retry_backoff_base, ctx.settings.retry_backoff_max, ctx.rng)
     policy = ReviewPolicy(ctx.settings.review_amount_threshold_cents)
+    # A review decision the attempt never acted on is carried out, not retried over (docs/supervisor.md).
+    left = decision_left(record) if expired is not None else None
+    if left is not None and left.action in SETTLED_BY_DECISION:
+        return _act_on_decision(ctx, record, left)
     # An outage is not the order's failure: wait it out (supervisor/outage.py), up to a bound.
     outage = outage_verdict(ctx, record, forward_in_flight(record), now)
     max_failures = ctx.settings.max_failures
@@ -64,6 +69,8 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
     amount = _order_total(ctx, record.order_id) if failures >= max_failures else 0
 
     def move(r: StateRecord) -> StateRecord:
+        if left is not None and expired is not None:  # retry or alternative: closed, then retried as usual
+            r = act_on_left_decision(r, expired, left, now)
         if outage is not None and not outage.exceeded:
             return transitions.wait_out_outage(r, expired, now, outage.until, outage.dependency, outage.since)
         if outage is not None:
@@ -140,6 +147,43 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
     ctx.counts.bump(ProcessState.PROCESSING, -1)
     ctx.counts.bump(ProcessState.PENDING, +1)
     return RecoveryResult(written.order_id, RecoveryAction.RECOVERED, expired, written)
+
+
+def _act_on_decision(ctx: AppContext, record: StateRecord, left: LeftDecision) -> RecoveryResult:
+    """``compensate`` or ``fail``, decided at the attempt's review, carried out in one conditional write
+    (``domain.compensation.act_on_left_decision``); Error owes its alert and status, as a failure by
+    the attempt does."""
+    now = ctx.clock.now()
+    expired = str(record.locked_by)
+    try:
+        written = write_or_reread(ctx, record, lambda r: owe_notifications(act_on_left_decision(r, expired, left, now)))
+    except (EtagMismatch, IllegalTransition) as exc:
+        app_event(
+            "SupervisorSkipped",
+            f"order {record.order_id}: not recovered, another writer moved it first ({type(exc).__name__})",
+            orderId=record.order_id,
+            instanceId=expired,
+            reason=type(exc).__name__,
+        )
+        return RecoveryResult(record.order_id, RecoveryAction.SKIPPED, None)
+    escalated = written.process_state is ProcessState.ERROR
+    sent = deliver_owed(ctx, written) if escalated else False
+    app_event(
+        "SupervisorActedOnReview",
+        f"order {written.order_id}: attempt {expired} ended before acting on review {left.review_id}; "
+        f"its decision {left.action} is carried out: {written.process_state}",
+        logging.WARNING,
+        orderId=written.order_id,
+        instanceId=expired,
+        reviewId=left.review_id,
+        action=left.action,
+        operator=left.operator,
+        state=str(written.process_state),
+    )
+    ctx.counts.bump(ProcessState.PROCESSING, -1)
+    if escalated:
+        return RecoveryResult(written.order_id, RecoveryAction.ESCALATED, expired, written, alert_sent=sent)
+    return RecoveryResult(written.order_id, RecoveryAction.COMPENSATING, expired, written)
 
 
 def _order_total(ctx: AppContext, order_id: str) -> int:

@@ -1,5 +1,5 @@
 """The ops API's review answer is noted before the event is raised: an event that cannot be raised
-takes the note back, so the review can be answered again."""
+takes the note back, so the record notes no decision and the supervisor retries the order."""
 
 from __future__ import annotations
 
