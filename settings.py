@@ -14,6 +14,9 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
+from contracts.names import QUEUE_DUPLICATE_DETECTION_MINUTES
+from domain.ncrontab import NcrontabExpression
+
 if TYPE_CHECKING:
     from domain.circuit import CircuitPolicy
 
@@ -91,6 +94,30 @@ def _ncrontab(text: str) -> str | None:
     fields = text.split()
     allowed = set("0123456789*/,-") | set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
     return text if len(fields) == 6 and all(set(f) <= allowed for f in fields) else None
+
+
+def frequent_ncrontab(max_gap_minutes: int) -> Kind[str]:
+    """An NCRONTAB schedule proved to fire at least every ``max_gap_minutes``: every hour of every day alike
+    (hour, day, month and day of week take every value) and no longer than that between two of its (minute,
+    second) firings, the wait from an hour's last firing to the next hour's first included. A schedule it
+    cannot read, or whose gaps depend on the calendar, is refused."""
+    limit = timedelta(minutes=max_gap_minutes)
+
+    def read(text: str) -> str | None:
+        try:
+            gap = NcrontabExpression.parse(text).longest_gap()
+        except ValueError:
+            return None
+        return text if gap is not None and gap <= limit else None
+
+    return Kind(
+        "a six-field NCRONTAB expression ({second} {minute} {hour} {day} {month} {day-of-week}) that fires at least "
+        f"every {max_gap_minutes} minutes: every value (`*`) in hour, day, month and day-of-week, and at most "
+        f"{max_gap_minutes} minutes between the firings the second and minute fields give, from an hour's last to "
+        "the next hour's first too (e.g. `*/30 * * * * *`, `0 */5 * * * *`)",
+        read,
+        ("", "*/5 * * * *", "every minute", "x * * * * *", "0 0 * * * *", "0 */5 9-17 * * *", "0 */5 * * * 1-5"),
+    )
 
 
 def _name(text: str) -> str | None:
@@ -277,7 +304,15 @@ SETTINGS: tuple[Setting, ...] = (
         kind=choice("compensate", "retry", "alternative"),
     ),
     # Supervisor
-    Setting("SUPERVISOR_SCHEDULE", "*/30 * * * * *", "NCRONTAB schedule of the supervisor.", kind=NCRONTAB),
+    Setting(
+        "SUPERVISOR_SCHEDULE",
+        "*/30 * * * * *",
+        f"NCRONTAB schedule of the supervisor; must fire at least every {QUEUE_DUPLICATE_DETECTION_MINUTES} minutes "
+        "(hour, day, month and day-of-week `*`), or its hourly alerts skip hours.",
+        # Its hourly alerts and resends (notifications.alerts.hourly_slice) go out only in the first duplicate
+        # window of each hour: a run must fall in every such window.
+        kind=frequent_ncrontab(QUEUE_DUPLICATE_DETECTION_MINUTES),
+    ),
     Setting(
         "MAX_FAILURES",
         "3",

@@ -38,7 +38,8 @@ def hourly_slice(since: datetime, now: datetime) -> int | None:
     send of one slice falls within the duplicate window of the slice's first, so Service Bus keeps one;
     the rest of the hour sends nothing. Duplicate detection alone (10 minutes) would let the same alert
     through six times an hour. The caller must run at least once per ``DUPLICATE_WINDOW`` (the
-    supervisor: every 30 s by default) or it skips that hour's alert."""
+    supervisor: every 30 s by default) or it skips that hour's alert; settings.py refuses a
+    ``SUPERVISOR_SCHEDULE`` that may wait longer between two runs."""
     if now < since:
         return None
     elapsed = now - since
