@@ -47,6 +47,7 @@ from notifications.alerts import (
 )
 from notifications.status import publish_status
 from observability.events import app_event
+from supervisor.scan import ScanCursor
 from supervisor.unmapped import alert_unmapped
 
 log = logging.getLogger("supervisor")
@@ -265,17 +266,35 @@ def _not_delivered(ctx: AppContext, record: StateRecord, exc: Exception) -> None
     )
 
 
-def deliver_due(ctx: AppContext) -> int:
-    """The sweep of each supervisor run: failure records whose notifications are still owed (one
-    bounded page per state, oldest first), each delivered on its own. Returns how many went out."""
+def deliver_due(ctx: AppContext, cursors: dict[ProcessState, ScanCursor] | None = None) -> int:
+    """The sweep of each supervisor run: failure records whose notifications are still owed, one bounded
+    page per state, oldest first, each delivered on its own. Returns how many went out.
+
+    ``cursors`` (the run's ``ScanState.owed``) makes the sweep go on from where the last run's page ended,
+    until the query's end, then start over: records that stay owed (a record that cannot be acknowledged,
+    or whose hour is not due: ``resend_due``) would otherwise fill the first page of every run, and the
+    owed records after them would never be looked at. So each owed record is looked at about once every
+    ``owed / SUPERVISOR_MAX_RECORDS`` runs, which must fit in a resend window (10 minutes: 20 runs at the
+    default 30 s). Without cursors each run reads the first page."""
     now = ctx.clock.now()
     delivered = 0
     for state in FAILURE_STATES:
+        cursor = cursors.get(state) if cursors is not None else None
+        upper, continuation = (cursor.now, cursor.continuation) if cursor is not None else (now, None)
         try:
-            page = ctx.states.expired_page(state, now, None, ctx.settings.supervisor_max_records, None)
+            page = ctx.states.expired_page(state, upper, None, ctx.settings.supervisor_max_records, continuation)
         except StoreUnavailable as exc:
             log.warning("owed notifications of %s records not swept: %s", state.value, exc)
             continue
+        except Exception:  # a continuation the store no longer takes must not wedge every later run
+            if cursors is not None:
+                cursors.pop(state, None)
+            raise
+        if cursors is not None:
+            if page.continuation is None:
+                cursors.pop(state, None)
+            else:
+                cursors[state] = ScanCursor(upper, None, page.continuation, catch_up=False)
         alert_unmapped(ctx, page.unmapped, f"owed notifications of {state.value}")  # never raises
         for record in page.records:  # deliver_owed isolates each record: it never raises
             delivered += deliver_owed(ctx, record)

@@ -99,7 +99,8 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
     to_terminate.extend(claims.stale_instances)
     # The rounds claimed above are started by the trigger once this returns: nothing after this
     # point may raise, or they would be left unstarted (and counted as lost rounds at the next run).
-    notified = _isolated("owed notifications", lambda: deliver_due(ctx))  # still owed by earlier failure writes
+    # still owed by earlier failure writes; the sweep goes on from the last run's page (supervisor/owed.py)
+    notified = _isolated("owed notifications", lambda: deliver_due(ctx, state.owed))
     # after the recoveries: the orders this run put waiting are counted in a new outage's alert
     outage_alerts = _isolated("outage alerts", lambda: alert_outages(ctx))
     report = SupervisorReport(

@@ -57,6 +57,8 @@ class ScanState:
     runs: int = 0
     cursor: ScanCursor | None = None
     catch_up_due: bool = True  # the first scan of a process is a catch-up
+    # where the sweep of owed notifications goes on, per failure state (``supervisor.owed.deliver_due``)
+    owed: dict[ProcessState, ScanCursor] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ def test_without_re_read_and_owed_notifications_a_lost_escalation_is_silent(monk
 
     monkeypatch.setattr(recovery, "write_or_reread", plain)
     monkeypatch.setattr(compensation_rounds, "write_or_reread", plain)
-    monkeypatch.setattr(supervisor_run, "deliver_due", lambda ctx: 0)
+    monkeypatch.setattr(supervisor_run, "deliver_due", lambda ctx, cursors=None: 0)
     # At the profile's 3 % a run of ~100 escalations loses the response of ~3 of their writes, so
     # whether one is lost depends on the order of every Cosmos call before it; at 20 % some always are.
     report = run("cosmos-lost-responses", cosmos={"lost_response_rate": 0.2})
