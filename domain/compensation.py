@@ -23,12 +23,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from domain import review, transitions
-from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation
+from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation, review_outcome
 from domain.errors import FencingLost, IllegalTransition
 from domain.ids import COMPENSATION_MARKER, idempotency_key
 from domain.records import CompensationEntry, PaymentReceived, StateRecord
 from domain.states import ProcessState, StepStatus
-from domain.workflow import WORKFLOW, Step, StepKind, step
+from domain.workflow import STEPS, WORKFLOW, Step, StepKind, step
 
 UNDONE = "Undone"
 FAILED = "Failed"
@@ -194,12 +194,14 @@ def cancellation_not_before(record: StateRecord) -> datetime | None:
     """When the compensation a cancellation starts is due (``enter_compensation``'s ``not_before``;
     None: now). While a step is in flight, at its deadline: its agent starts no call after it. An
     attempt paused for review has no call in flight (its step already failed), and its ``completeBy``
-    is the review deadline, up to a day away: due now. A client's ``CancelOrder`` and an operator's
+    is the review deadline, up to a day away: due now; so is one whose review is decided and not acted
+    on yet (an answer noted, or its close). A client's ``CancelOrder`` and an operator's
     cancel both ask this."""
     in_flight = (
         record.process_state is ProcessState.PROCESSING
         and record.current_step is not None
         and review.pending_review(record) is None
+        and review.decision_left(record) is None  # decided, not acted on yet: no call in flight either
     )
     return record.complete_by if in_flight else None
 
@@ -370,20 +372,29 @@ def await_review(
     )
 
 
-# The review decisions the supervisor carries out itself when the attempt ended before it did; ``retry``
-# and ``alternative`` are what its usual recovery does anyway (the order is tried again).
-SETTLED_BY_DECISION = ("compensate", "fail")
+def _left_outcome(left: review.LeftDecision) -> str:
+    the_step = STEPS.get(left.step)
+    return review_outcome(left.action, the_step.fallback_agent if the_step is not None else None)
+
+
+def settled_by_decision(left: review.LeftDecision) -> bool:
+    """Whether carrying out ``left`` ends the attempt's forward path (compensate, or fail: Error), rather
+    than retrying the order as the supervisor's usual recovery does."""
+    return _left_outcome(left) in ("compensate", "fail")
 
 
 def act_on_left_decision(
     record: StateRecord, expired_owner: str, left: review.LeftDecision, now: datetime
 ) -> StateRecord:
     """The supervisor recovers an expired attempt whose last word is a review decision it never acted
-    on (``review.decision_left``): the decision, not a blind retry. In one write the review is closed
-    with it (unless the attempt closed it), then ``compensate`` hands the order to compensation (Error
-    when it can no longer be compensated) and ``fail`` moves it to Error, as the attempt itself would
-    have. For ``retry`` and ``alternative`` the record comes back Processing with the review closed:
-    the caller retries it as any expired attempt (its next attempt runs the step again)."""
+    on (``review.decision_left``): the decision, as the attempt would have carried it out
+    (``compensation_policy.review_outcome``), not a blind retry. In one write the review is closed with
+    it (unless the attempt closed it), then ``compensate`` hands the order to compensation (Error when
+    it can no longer be compensated) and ``fail`` (or ``alternative`` on a step without a fallback)
+    moves it to Error. For ``retry`` and ``alternative`` the record comes back Processing, the review
+    closed and the step's agent in flight set to the one the decision names (its own agent, or its
+    fallback): the caller retries it as any expired attempt, and the next attempt resumes the step
+    with that agent (``orchestrators.attempt_plan``)."""
     if not transitions.is_expired(record, now) or record.locked_by != expired_owner:
         raise IllegalTransition(f"order {record.order_id}: no longer the expired attempt {expired_owner!r}")
     closed = record
@@ -396,13 +407,19 @@ def act_on_left_decision(
         else f"review not answered in time: default {left.action}"
     )
     reason = f"{left.step}: {chosen}; attempt {expired_owner} ended before acting on it"
-    if left.action == "compensate":
+    the_step = STEPS.get(left.step)
+    outcome = _left_outcome(left)
+    if outcome == "compensate":
         try:
             return enter_compensation(closed, transitions.SUPERVISOR, reason, now, failed_step=left.step)
         except IllegalTransition as exc:
             reason = f"{reason}; it cannot be compensated ({exc})"
-    elif left.action != "fail":
-        return closed
+    elif outcome in ("retry", "alternative"):
+        state = closed.steps.get(left.step)
+        if the_step is None or state is None or state.status is not StepStatus.IN_PROGRESS:
+            return closed
+        agent = the_step.agent if outcome == "retry" else the_step.fallback_agent or the_step.agent
+        return replace(closed, steps={**closed.steps, left.step: replace(state, agent=agent)})
     return transitions.fail(closed, expired_owner, left.step, reason, now, by=transitions.SUPERVISOR)
 
 

@@ -27,6 +27,14 @@ from enum import StrEnum
 REVIEW_CHOICES: tuple[str, ...] = ("compensate", "retry", "alternative", "fail")
 
 
+def review_outcome(choice: str, fallback_agent: str | None) -> str:
+    """What a review's ``choice`` does to a step whose fallback agent is ``fallback_agent``: the choice
+    itself, except ``alternative`` on a step without a fallback, which fails the order (nothing else can
+    run the step). The attempt acting on its review and the supervisor acting on a review the attempt
+    left (``domain.compensation.act_on_left_decision``) both read a choice through this."""
+    return "fail" if choice == "alternative" and fallback_agent is None else choice
+
+
 class Trigger(StrEnum):
     NON_TRANSIENT_FAILURE = "NonTransientFailure"  # an agent's error reply that retrying cannot fix
     TRANSIENT_FAILURE = "TransientFailure"  # a deadline missed or retries used up inside one attempt

@@ -370,9 +370,10 @@ def take_back_answer(
     """The paused attempt is definitely gone (``why``): it never takes ``operator``'s noted answer, so
     the note is taken back (the record waits for the review again) and the operator hears 409. If the
     record moved on meanwhile, there is nothing to take back: 200 if the attempt closed the review
-    with this very answer before it ended (``close_review``), else 409. If the store cannot be written, the
-    note stays: an alert says so and the 503 says how to retry (the same answer again: the attempt
-    is not running, so the take-back is tried again)."""
+    with this very answer (``close_review``, or the supervisor carrying it out), else 409. If the store
+    cannot be written, the note stays, and then it stands: the supervisor carries it out once the
+    review deadline has passed (``domain.compensation.act_on_left_decision``); an alert and the 503 say
+    so."""
     gone = f"the paused attempt {pending.instance_id} did not take the answer: {why}"
     try:
         for _ in range(3):
@@ -411,7 +412,7 @@ def take_back_answer(
         raise_alert_after_write(
             ctx.sender,
             kind="ReviewAnswerUndelivered",
-            summary=f"{summary}: post the same answer again to retry, or resubmit/compensate the order",
+            summary=f"{summary}: it stands, and the supervisor carries it out once the review deadline has passed",
             at=ctx.clock.now(),
             order_id=order_id,
             severity="error",
@@ -420,8 +421,8 @@ def take_back_answer(
         )
         return error(
             503,
-            f"{gone}; the state store is unavailable ({exc}), so the record still notes the answer: post the "
-            "same answer again to take the note back",
+            f"{gone}; the state store is unavailable ({exc}), so the record still notes the answer: it stands, "
+            "and the supervisor carries it out once the review deadline has passed",
         )
 
 
@@ -449,6 +450,25 @@ def delivery_uncertain(order_id: str, pending: PendingReview, operator: str, act
             "decision": action,
             "by": operator,
             "noted": True,
+        },
+    )
+
+
+def left_to_supervisor(order_id: str, record: StateRecord, noted: NotedAnswer) -> Reply:
+    """200 for an answer posted again once its attempt is gone: the record notes it as its last word, so
+    it stands, and the supervisor carries it out when it recovers the expired attempt (at ``notBefore``,
+    the record's ``completeBy``: ``domain.compensation.act_on_left_decision``). It is never taken back:
+    its operator may have been told 200 already."""
+    return json_reply(
+        200,
+        {
+            "action": "review",
+            "decision": noted.action,
+            "reviewId": noted.review.review_id,
+            "by": noted.operator,
+            "order": order_row(record),
+            "carriedOutBy": "supervisor",
+            "notBefore": record.complete_by.isoformat() if record.complete_by is not None else None,
         },
     )
 

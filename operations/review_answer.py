@@ -7,7 +7,8 @@ raise ``ReviewDecision`` with the app's own client (operators never hold a syste
 What the version changes (docs/compensation.md, "Human review"): a retired version takes no answer;
 ``process_order_v3``, which takes its default at the deadline without closing the review, takes none
 in its last minute nor a late repost; ``_v4`` closes the review at its deadline and takes a note made
-before the close. Only an attempt that is definitely gone gets a note taken back."""
+before the close. Only a note the request itself just wrote is taken back, when its raise finds the
+attempt definitely gone; a note from an earlier request stands, and the supervisor carries it out."""
 
 from __future__ import annotations
 
@@ -56,14 +57,12 @@ async def answer_review(ctx: AppContext, client: Any, operator_name: str, order_
     if refused is not None:
         return refused
     pending, noted = target.pending, target.noted
-    # An attempt that is gone cannot take the answer: refuse it before the record notes anything (and
-    # take back a note of the same answer left by an earlier try: the attempt never acts on it).
+    # An attempt that is gone cannot take an answer: refuse one before the record notes anything. A note
+    # of the same answer left by an earlier try stands (its operator may have been told 200): the
+    # supervisor carries it out when it recovers the attempt.
     if not attempt.takes_events:
         if noted is not None:
-            why = "it is not running"
-            return await asyncio.to_thread(
-                actions.take_back_answer, ctx, order_id, pending, noted.operator, action, why
-            )
+            return actions.left_to_supervisor(order_id, target.record, noted)
         return error(409, f"the paused attempt {pending.instance_id} is not running: it cannot take the answer")
     if noted is None:
         claimed = await asyncio.to_thread(
@@ -83,6 +82,8 @@ async def answer_review(ctx: AppContext, client: Any, operator_name: str, order_
         )
     except Exception as exc:  # the SDK raises plain Exceptions: 404/410 and a lost response alike
         if await instances.gone_after_failed_raise(client, pending.instance_id, exc):
+            if noted is not None:  # noted by an earlier request: it stands (see above)
+                return actions.left_to_supervisor(order_id, claimed, noted)
             return await asyncio.to_thread(actions.take_back_answer, ctx, order_id, pending, operator, action, str(exc))
         return actions.delivery_uncertain(order_id, pending, operator, action, exc)
     return actions.answered(order_id, claimed, pending, operator, action, reason)

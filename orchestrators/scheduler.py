@@ -58,7 +58,15 @@ from contracts.activities import (
     parse_mark_processed,
     parse_write_result,
 )
-from domain.compensation_policy import REVIEW_CHOICES, Action, ReviewPolicy, Situation, Trigger, decide_compensation
+from domain.compensation_policy import (
+    REVIEW_CHOICES,
+    Action,
+    ReviewPolicy,
+    Situation,
+    Trigger,
+    decide_compensation,
+    review_outcome,
+)
 from domain.ids import idempotency_key, request_id
 from domain.payloads import step_payload
 from domain.workflow import STEPS, WORKFLOW, Step, StepKind, agent
@@ -248,9 +256,10 @@ def _handle_permanent_failure(
         return step.fallback_agent
     if action is Action.REVIEW:
         choice, reason = yield from _review(run, step, error, reason)
-        if choice == "retry" or (choice == "alternative" and step.fallback_agent is not None):
-            return step.agent if choice == "retry" else step.fallback_agent or step.agent
-        action = Action.COMPENSATE if choice == "compensate" else Action.FAIL
+        outcome = review_outcome(choice, step.fallback_agent)
+        if outcome in ("retry", "alternative"):
+            return step.agent if outcome == "retry" else step.fallback_agent or step.agent
+        action = Action.COMPENSATE if outcome == "compensate" else Action.FAIL
     if action is Action.COMPENSATE:
         handed = RequestCompensationInput(
             order_id=run.order_id, instance_id=run.me, step=step.name, attempt=run.number, error=error, reason=reason
@@ -294,7 +303,8 @@ def _await_review(run: Attempt, step: Step, error: Any, reason: str) -> Generato
     review = run.plan.review
     review_id = f"{run.me}:{step.name}:review:{run.reviews}"
     until = context.current_utc_datetime + timedelta(seconds=float(review.timeout_seconds))
-    default = review.default_action
+    # a second review left unanswered compensates (``_review``): its alert and its close say so
+    default = review.default_action if run.unanswered == 0 else "compensate"
     paused = AwaitReviewInput(
         order_id=run.order_id,
         instance_id=run.me,

@@ -16,7 +16,7 @@ from enum import StrEnum
 from adapters.cosmos.errors import EtagMismatch
 from dependencies import AppContext
 from domain import transitions
-from domain.compensation import SETTLED_BY_DECISION, act_on_left_decision, escalate_or_compensate
+from domain.compensation import act_on_left_decision, escalate_or_compensate, settled_by_decision
 from domain.compensation_policy import ReviewPolicy
 from domain.errors import IllegalTransition
 from domain.outage import forward_in_flight
@@ -59,7 +59,7 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
     policy = ReviewPolicy(ctx.settings.review_amount_threshold_cents)
     # A review decision the attempt never acted on is carried out, not retried over (docs/supervisor.md).
     left = decision_left(record) if expired is not None else None
-    if left is not None and left.action in SETTLED_BY_DECISION:
+    if left is not None and settled_by_decision(left):
         return _act_on_decision(ctx, record, left)
     # An outage is not the order's failure: wait it out (supervisor/outage.py), up to a bound.
     outage = outage_verdict(ctx, record, forward_in_flight(record), now)
@@ -90,6 +90,8 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
             reason=type(exc).__name__,
         )
         return RecoveryResult(record.order_id, RecoveryAction.SKIPPED, None)
+    if left is not None and expired is not None:  # retry or alternative: closed, and retried below
+        _acted_on_review(written, expired, left)
     if outage is not None and not outage.exceeded:
         app_event(
             "SupervisorOutageWait",
@@ -168,6 +170,14 @@ def _act_on_decision(ctx: AppContext, record: StateRecord, left: LeftDecision) -
         return RecoveryResult(record.order_id, RecoveryAction.SKIPPED, None)
     escalated = written.process_state is ProcessState.ERROR
     sent = deliver_owed(ctx, written) if escalated else False
+    _acted_on_review(written, expired, left)
+    ctx.counts.bump(ProcessState.PROCESSING, -1)
+    if escalated:
+        return RecoveryResult(written.order_id, RecoveryAction.ESCALATED, expired, written, alert_sent=sent)
+    return RecoveryResult(written.order_id, RecoveryAction.COMPENSATING, expired, written)
+
+
+def _acted_on_review(written: StateRecord, expired: str, left: LeftDecision) -> None:
     app_event(
         "SupervisorActedOnReview",
         f"order {written.order_id}: attempt {expired} ended before acting on review {left.review_id}; "
@@ -180,10 +190,6 @@ def _act_on_decision(ctx: AppContext, record: StateRecord, left: LeftDecision) -
         operator=left.operator,
         state=str(written.process_state),
     )
-    ctx.counts.bump(ProcessState.PROCESSING, -1)
-    if escalated:
-        return RecoveryResult(written.order_id, RecoveryAction.ESCALATED, expired, written, alert_sent=sent)
-    return RecoveryResult(written.order_id, RecoveryAction.COMPENSATING, expired, written)
 
 
 def _order_total(ctx: AppContext, order_id: str) -> int:

@@ -73,7 +73,7 @@ def test_an_ambiguous_raise_keeps_the_note_and_the_same_answer_posted_again_deli
     assert len(reviews) == 1, reviews  # the repeat noted nothing
 
 
-def test_a_take_back_the_store_refuses_alerts_and_the_same_answer_retries_it(
+def test_a_take_back_the_store_refuses_alerts_and_then_the_note_stands_for_the_supervisor(
     ops: OpsHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert ops.ctx is not None
@@ -98,7 +98,7 @@ def test_a_take_back_the_store_refuses_alerts_and_the_same_answer_retries_it(
     status, body = ops.post(
         "/api/ops/orders/o-gone/review", {"reviewId": first_review("o-gone"), "action": "fail", "reason": "too risky"}
     )
-    assert refused and status == 503 and "post the same answer again" in body["error"], body
+    assert refused and status == 503 and "the supervisor carries it out" in body["error"], body
     stuck = store.get("o-gone")
     assert stuck is not None and stuck.history[-1].event == REVIEW_ANSWERED
     alerts = [json.loads(m.body) for m in ops.broker.peek(OPERATOR_ALERTS_QUEUE, 100)]
@@ -108,9 +108,11 @@ def test_a_take_back_the_store_refuses_alerts_and_the_same_answer_retries_it(
     status, body = ops.post(
         "/api/ops/orders/o-gone/review", {"reviewId": first_review("o-gone"), "action": "fail", "reason": "too risky"}
     )
-    assert status == 409 and "did not take the answer" in body["error"], body
+    assert status == 200 and body["carriedOutBy"] == "supervisor" and body["decision"] == "fail", body
     after = store.get("o-gone")
-    assert after is not None and pending_review(after) == pending_review(before)  # answerable again
+    assert after is not None and after.history[-1].event == REVIEW_ANSWERED  # not taken back: it stands
+    assert pending_review(after) is None and pending_review(before) is not None
+    assert body["notBefore"] == (after.complete_by.isoformat() if after.complete_by else None)
 
 
 async def _not_running(client: Any, instance: str) -> instances.AttemptState:
