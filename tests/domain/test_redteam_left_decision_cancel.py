@@ -9,7 +9,7 @@ step in flight: the compensation a client's ``CancelOrder`` or an operator's can
 ``completeBy`` (the review deadline plus the start grace, up to a day away). That is exactly the state
 10ee105 is about: an answer noted, the attempt gone before acting on it.
 
-Expected: due now (None), as for the review pause without a note. Actual: the review deadline + grace.
+Expected: due now (None), as for the review pause without a note. On 10ee105: the review deadline + grace.
 """
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ def test_control_the_live_attempt_fails_an_alternative_at_the_shipment(shipment_
 def test_an_alternative_at_the_shipment_left_by_an_attempt_that_died_fails_as_well_after_an_outage(
     shipment_review: OpsHarness,
 ) -> None:
-    """Expected: Error, as in the control (nothing shipped). Actual: the supervisor retries the order, and
+    """Expected: Error, as in the control (nothing shipped). On 10ee105: the supervisor retries the order, and
     once the shipping service answers again the next attempt ships it: Processed."""
     assert shipment_review.ctx is not None
     _, deadline = _deadline(shipment_review, "o-ship")
@@ -171,7 +171,7 @@ def test_control_the_live_attempt_compensates_after_two_unanswered_reviews(two_r
 def test_two_unanswered_reviews_compensate_as_well_when_the_attempt_died_after_its_close(
     two_reviews: OpsHarness,
 ) -> None:
-    """Expected: compensated, as in the control. Actual: the supervisor reads ``retry`` in the second
+    """Expected: compensated, as in the control. On 10ee105: the supervisor reads ``retry`` in the second
     close and retries the order; the next attempt declines again and pauses for a new review (its count
     of unanswered reviews starts at 0), so the order keeps the customer's money waiting on reviews."""
     assert two_reviews.ctx is not None

@@ -19,7 +19,7 @@ from adapters.cosmos.state_store import CosmosStateStore, StateStore, update_onc
 from adapters.servicebus.sender import MessageSender
 from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
 from dependencies import AppContext
-from domain import transitions
+from domain import review, transitions
 from domain.records import StateRecord
 from settings import Settings
 from tests.fakes import QueuesWithNothingDeferred, RecordingSender
@@ -80,3 +80,15 @@ def expired(states: CosmosStateStore, order_id: str, clock: ManualClock, ago: ti
     """A Processing record whose deadline passed ``ago`` before the clock's now."""
     deadline = clock.now() - ago
     return claimed(states, order_id, deadline - timedelta(seconds=60), deadline)
+
+
+def note_answer(
+    states: CosmosStateStore, record: StateRecord, action: str, clock: ManualClock, operator: str
+) -> StateRecord:
+    """``operator``'s answer ``action`` noted on ``record``'s pending review, as the ops API writes it."""
+    pending = review.pending_review(record)
+    assert pending is not None
+    now = clock.now()
+    return update_once(
+        states, record, lambda r: review.note_review_answer(r, pending.review_id, operator, action, "checked", now)
+    )

@@ -15,7 +15,7 @@ What the live attempt does with a decision (orchestrators/scheduler.py):
   ``ReviewClosed`` records the default;
 - ``retry`` runs the step with ``step.agent`` (the primary), ``alternative`` with the fallback.
 
-Each test states the expected behaviour (what the live attempt does); they fail on 10ee105.
+Each test states the expected behaviour (what the live attempt does); they failed on 10ee105 and pass since its fixes.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from domain.workflow import STEPS
 from orchestrators.attempt_plan import plan_attempt
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState
-from tests.supervisor.conftest import MakeContext
+from tests.supervisor.conftest import MakeContext, note_answer
 
 pytestmark = pytest.mark.cosmos
 
@@ -76,20 +76,14 @@ def _paused_at_shipment(states: CosmosStateStore, order_id: str, clock: ManualCl
 
 
 def _note(states: CosmosStateStore, record: StateRecord, action: str, clock: ManualClock) -> StateRecord:
-    pending = review.pending_review(record)
-    assert pending is not None
-    return update_once(
-        states,
-        record,
-        lambda r: review.note_review_answer(r, pending.review_id, OPERATOR, action, "checked", clock.now()),
-    )
+    return note_answer(states, record, action, clock, OPERATOR)
 
 
 def test_alternative_on_the_shipment_which_has_no_fallback_fails_the_order_as_the_attempt_does(
     make_ctx: MakeContext, states: CosmosStateStore, clock: ManualClock
 ) -> None:
     """Expected: Error (``Failed``), as the live attempt ends an ``alternative`` at ``arrange-shipment``
-    (no fallback agent: ``Action.FAIL``). Actual: the supervisor retries the order (Pending, failureCount
+    (no fallback agent: ``Action.FAIL``). On 10ee105: the supervisor retries the order (Pending, failureCount
     1), so the next attempt runs the pivot step again and may ship an order the live attempt would have
     failed: the operator's one answer ships or fails depending on an outage."""
     ctx = make_ctx(MAX_FAILURES="5")
@@ -112,7 +106,7 @@ def test_the_default_alternative_closed_at_the_shipment_fails_the_order_as_the_a
 ) -> None:
     """REVIEW_DEFAULT_ACTION=alternative: nobody answers, the attempt closes the review with the default
     and dies before its next write. Expected: Error, as the live attempt (``_handle_permanent_failure``:
-    no fallback -> FAIL). Actual: retried, the shipment runs again."""
+    no fallback -> FAIL). On 10ee105: retried, the shipment runs again."""
     ctx = make_ctx(MAX_FAILURES="5", REVIEW_DEFAULT_ACTION="alternative")
     record = _paused_at_shipment(states, "o-alt-default", clock)
     pending = review.pending_review(record)
@@ -183,7 +177,7 @@ def test_an_operators_retry_runs_the_steps_own_agent_in_the_next_attempt(
     paused; the operator answers ``retry`` (the live attempt runs the step again with ``step.agent``,
     payment; ``alternative`` would be the fallback). The attempt dies before acting; the supervisor
     "retries as usual" and docs/compensation.md says "the next attempt runs the step with its own
-    agent". Expected: the next attempt's plan runs charge-payment with ``payment``. Actual: its plan
+    agent". Expected: the next attempt's plan runs charge-payment with ``payment``. On 10ee105: its plan
     resumes the step with the agent left in flight, payment-backup, the one that just declined (so
     ``retry`` and ``alternative`` are the same answer once the attempt died), and when that declines
     again the fallback is used up: the order pauses for the same review again."""

@@ -18,7 +18,7 @@ from domain.states import ProcessState
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState
 from tests.fakes import RecordingSender
-from tests.supervisor.conftest import MakeContext
+from tests.supervisor.conftest import MakeContext, note_answer
 
 pytestmark = pytest.mark.cosmos
 
@@ -50,13 +50,7 @@ def paused(states: CosmosStateStore, order_id: str, clock: ManualClock) -> State
 
 
 def answer(states: CosmosStateStore, record: StateRecord, action: str, clock: ManualClock) -> StateRecord:
-    pending = review.pending_review(record)
-    assert pending is not None
-    return update_once(
-        states,
-        record,
-        lambda r: review.note_review_answer(r, pending.review_id, OPERATOR, action, "checked", clock.now()),
-    )
+    return note_answer(states, record, action, clock, OPERATOR)
 
 
 def test_an_answer_noted_to_an_attempt_that_died_is_carried_out_by_the_supervisor(
