@@ -265,12 +265,20 @@ _EVENT_FIELDS = {"orderId", "via", "reason", "instanceId", "dependency", "outage
 
 
 class CosmosFaults:
-    def __init__(self, profile: Profile, rng: random.Random, audit: Audit) -> None:
+    def __init__(self, profile: Profile, rng: random.Random, audit: Audit, clock: Clock | None = None) -> None:
         self._throttle = profile.cosmos_throttle_rate
         self._unavailable = profile.cosmos_unavailable_rate
         self._lost_response = profile.cosmos_lost_response_rate
         self._rng = rng
         self._audit = audit
+        # profile cosmos.outages: every request inside a window fails (seconds from the run's start)
+        self._clock = clock
+        origin = clock.now() if clock is not None else None
+        self._outages = (
+            [(origin + timedelta(seconds=s), origin + timedelta(seconds=s + d)) for s, d in profile.cosmos_outages]
+            if origin is not None
+            else []
+        )
 
     # Set by the simulation for profile cosmos.latency_ms (localrun.hostile.CosmosLatency): every
     # operation takes that long, so concurrent handlers interleave between their Cosmos calls.
@@ -280,6 +288,11 @@ class CosmosFaults:
         if self.latency is not None:
             self.latency()
         roll = self._rng.random()
+        if self._outages and self._clock is not None:
+            now = self._clock.now()
+            if any(start <= now < end for start, end in self._outages):
+                self._audit.injected["cosmos_outage"] += 1
+                raise StoreUnavailable(f"Cosmos DB 503 on {operation} (outage)")
         if roll < self._throttle:
             self._audit.injected["cosmos_throttled"] += 1
             raise StoreUnavailable(f"Cosmos DB 429 on {operation} (throttled past the SDK's retries)")

@@ -23,7 +23,8 @@ REMOTE_KEYS = {
     "slow_call_rate",
     "slow_latency_ms",
 }
-COSMOS_KEYS = {"throttle_rate", "unavailable_rate", "lost_response_rate", "latency_ms"}
+COSMOS_KEYS = {"throttle_rate", "unavailable_rate", "lost_response_rate", "latency_ms", "outages"}
+OUTAGE_KEYS = {"start_s", "duration_s"}
 SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate", "settle_latency_ms"}
 HOST_KEYS = {"restart_every_s", "clock_skew_s"}
 # The simulated hosts whose clocks may be skewed (host.clock_skew_s): the supervisor's timer, the
@@ -134,6 +135,8 @@ class Profile:
     max_pending: int | None = None
     max_in_flight: int | None = None
     cosmos_latency_ms: tuple[float, float] | None = None
+    # windows (start, duration; seconds from the run's start) in which every Cosmos DB request fails
+    cosmos_outages: tuple[tuple[float, float], ...] = ()
     settle_latency_ms: tuple[float, float] | None = None
     settings: dict[str, str] = field(default_factory=dict)  # app settings this profile overrides
 
@@ -193,6 +196,7 @@ class Profile:
             max_pending=_max_pending(data.get("admission", {})),
             max_in_flight=_max_pending(data.get("admission", {}), "max_in_flight"),
             cosmos_latency_ms=_latency(cosmos.get("latency_ms")),
+            cosmos_outages=_outages("cosmos.outages", cosmos.get("outages", [])),
             settle_latency_ms=_latency(servicebus.get("settle_latency_ms"), "servicebus.settle_latency_ms"),
             settings=_app_settings(data.get("settings", {})),
         )
@@ -231,6 +235,22 @@ def _status_queues(data: Any, submitters: int) -> StatusQueues:
             StatusQueueRefusal(submitter, str(error), float(start), float(duration) if duration is not None else None)
         )
     return StatusQueues(length, tuple(refusing))
+
+
+def _outages(where: str, data: Any) -> tuple[tuple[float, float], ...]:
+    """``[{"start_s": s, "duration_s": d}, ...]``: windows in seconds from the run's start."""
+    if not isinstance(data, list):
+        raise ProfileError(f"{where} must be a list")
+    windows: list[tuple[float, float]] = []
+    for n, item in enumerate(data):
+        entry = _check_keys(f"{where}[{n}]", item, OUTAGE_KEYS)
+        start, duration = entry.get("start_s"), entry.get("duration_s")
+        if not isinstance(start, int | float) or isinstance(start, bool) or start < 0:
+            raise ProfileError(f"{where}[{n}].start_s must be a number of seconds >= 0, got {start!r}")
+        if not isinstance(duration, int | float) or isinstance(duration, bool) or duration <= 0:
+            raise ProfileError(f"{where}[{n}].duration_s must be a positive number of seconds, got {duration!r}")
+        windows.append((float(start), float(duration)))
+    return tuple(windows)
 
 
 def _max_pending(data: Any, key: str = "max_pending") -> int | None:

@@ -20,6 +20,7 @@ from localrun.prices import Usage, cost_per_1m_orders, instance_memory_mb
 from localrun.simulation import NON_TERMINAL, START, SimulationResult
 from localrun.worker.process import LOOP_THREAD
 from settings import Settings
+from submission.store_outage import original_id
 
 FORWARD_ACTIONS = ("reserve", "charge", "ship", "capture")
 UNDO_ACTIONS = ("release", "refund")
@@ -188,7 +189,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     dead = result.broker.dead_letters()
     final["DeadLettered"] = sum(1 for d in dead if d.queue == "orders")
 
-    dead_order_ids = {d.message_id for d in dead if d.queue == "orders"}
+    dead_order_ids = {original_id(d.message_id) for d in dead if d.queue == "orders"}
     lost = [o for o in valid if o not in by_order and o not in rejected and o not in dead_order_ids]
     non_terminal = [o for o, doc in by_order.items() if ProcessState(doc["processState"]) in NON_TERMINAL]
     duplicates = 0
@@ -239,7 +240,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     # Notifications: each one the workload sent is either applied (on its order's state record) or
     # dead-lettered with a reason; read from Cosmos and the broker, not from the app's logs.
     applied = {doc["payment"]["notificationId"] for doc in by_order.values() if doc.get("payment")}
-    dead_ids = {d.message_id for d in dead if d.reason}
+    dead_ids = {original_id(d.message_id) for d in dead if d.reason}  # a copy (store_outage) is its original
     notifications = [a.message.message_id for a in result.workload.arrivals if a.kind == "notification"]
     unmatched = [m for m in notifications if m not in applied and m not in dead_ids]
     # Status routing: every status on a submitter's queue is about that submitter's own order, and

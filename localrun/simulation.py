@@ -53,6 +53,7 @@ from localrun.servicebus import InProcessBroker, QueuePolicy, SendFaults
 from localrun.virtual_time import TaskScheduler
 from localrun.workload import Workload, make_workload
 from settings import Settings
+from submission.store_outage import ROUND_PROPERTY as STORE_RETRY_ROUND
 
 START = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
 Drive = Callable[[LocalHost, datetime, Callable[[], bool], Callable[[], datetime | None], Callable[[], None]], None]
@@ -216,7 +217,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
     with CosmosServer() as server:
         database = ensure_database(server.fast_client(), "localrun")
         raw_states = CosmosStateStore(database.get_container_client(STATE_CONTAINER))
-        faults = CosmosFaults(profile, random.Random(seeds.getrandbits(64)), audit)
+        faults = CosmosFaults(profile, random.Random(seeds.getrandbits(64)), audit, clock)
         if profile.cosmos_latency_ms is not None:  # its own generator: the other faults keep their streams
             rng = random.Random(f"{config.seed}:cosmos-latency")
             faults.latency = hostile.CosmosLatency(profile.cosmos_latency_ms, rng, clock.sleep)
@@ -309,6 +310,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 return False  # an orchestration still waits on a durable timer: something is still due
             if any(q in host.queues for q in broker.ready_queues()):
                 return False
+            if broker.has_scheduled(ORDERS_QUEUE, STORE_RETRY_ROUND):
+                return False  # a message met a Cosmos DB outage: it is handled again later (store_outage)
             return not any(state in NON_TERMINAL for state in latest.values())
 
         external: Callable[[], datetime | None] = lambda: pending[0].at if pending else None  # noqa: E731

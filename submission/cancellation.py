@@ -28,6 +28,7 @@ from domain.states import ProcessState
 from notifications.status import publish_status_or_owe
 from observability.events import app_event
 from submission.result import IntakeResult
+from submission.store_outage import STORE_RETRY_DELAYS, retry_later, retry_round
 
 CANCELLATION = "cancellation"
 ALREADY_UNDOING = frozenset({ProcessState.COMPENSATING, ProcessState.COMPENSATED, ProcessState.COMPENSATION_FAILED})
@@ -40,6 +41,10 @@ def cancel_order(ctx: AppContext, contract: Any, message: ReceivedMessage) -> In
     for _ in range(RACE_RETRIES):
         record = ctx.states.get(contract.order_id)
         if record is None:
+            if 0 < retry_round(message.application_properties) < len(STORE_RETRY_DELAYS):
+                # This cancellation met a Cosmos DB outage (submission/store_outage.py); its order may have
+                # met it too and be handled again later: look again then, not dead-lettered ahead of it.
+                return retry_later(ctx, message, "CancelOrder", f"no order {contract.order_id!r} yet")
             return IntakeResult(Settlement.deadletter("UnknownOrder", f"no order {contract.order_id!r} to cancel"))
         result = _cancel_once(ctx, record, contract)
         if result is not None:

@@ -44,6 +44,7 @@ from submission.cancellation import cancel_order
 from submission.payments import payment_notification
 from submission.result import Handler, IntakeResult
 from submission.retry_deferred import retry_deferred
+from submission.store_outage import retry_later
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +78,12 @@ def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeRe
     _, handler = HANDLERS[contract.type]  # type: ignore[attr-defined]
     try:
         return handler(ctx, contract, message)
-    except (StoreUnavailable, SendError) as exc:
-        # Nothing is half-done that a redelivery cannot finish: abandon and let Service Bus retry.
+    except StoreUnavailable as exc:
+        # Nothing is half-done that handling the message again cannot finish: again later, not at once
+        # (submission/store_outage.py: an outage would use up the deliveries in seconds).
+        return retry_later(ctx, message, contract.type, str(exc))  # type: ignore[attr-defined]
+    except SendError as exc:
+        # Service Bus itself is failing (a copy could not be sent either): abandon, Service Bus retries.
         log.warning("%s %s: %s; abandoning for redelivery", contract.type, message.message_id, exc)  # type: ignore[attr-defined]
         return IntakeResult(Settlement.abandon(str(exc)))
 

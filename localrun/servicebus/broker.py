@@ -226,6 +226,17 @@ class InProcessBroker:
                     earliest = q.events[0][0]
             return earliest
 
+    def has_scheduled(self, queue: str, property_name: str) -> bool:
+        """Whether ``queue`` holds a message scheduled for later that carries application property
+        ``property_name`` (the runner's end-of-run check: such a message is work still to come)."""
+        with self._mutex:
+            q = self._queue(queue)
+            self._advance(q, self._now())
+            return any(
+                rec.state is MessageState.SCHEDULED and property_name in rec.application_properties
+                for rec in q.messages.values()
+            )
+
     # ----- faults ------------------------------------------------------------------------------
 
     def restart_host(self) -> None:

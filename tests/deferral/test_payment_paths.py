@@ -13,6 +13,7 @@ from contracts.names import ORDERS_QUEUE, PAYMENT_NOTIFIED_EVENT
 from domain.deferral import DeferralReason, EntryStatus
 from domain.states import ProcessState
 from domain.timefmt import to_text
+from submission.store_outage import STORE_RETRY_DELAYS
 from tests.activity_calls import run
 from tests.contexts import while_using
 from tests.deferral.support import (
@@ -187,15 +188,18 @@ def test_a_deferred_notification_that_does_not_match_is_dead_lettered_when_its_o
     assert ctx.states.get("p1").process_state is ProcessState.PROCESSING
 
 
-def test_state_store_unavailable_abandons_instead_of_deferring(functions, ctx, broker):
+def test_state_store_unavailable_hands_the_message_to_a_later_copy_instead_of_deferring(functions, ctx, broker, clock):
+    """Nothing could record a deferral: the message is sent again for later (submission/store_outage.py)
+    and completed, not deferred, and not abandoned into an immediate redelivery."""
     with while_using(ctx, states=StateStoreThatFails(ctx.states, "get")):
         send(broker, notification())
         deliver(functions, broker)
-    [message] = broker.peek(ORDERS_QUEUE, 10)
-    assert message.state.name == "ACTIVE"  # abandoned: redelivered when the store is back
+    [copy] = broker.peek(ORDERS_QUEUE, 10)
+    assert copy.state.name == "SCHEDULED" and copy.message_id == "n-1:store-retry:1"
     assert broker.counters(ORDERS_QUEUE).deferred == 0
+    clock.advance(STORE_RETRY_DELAYS[0])
     deliver(functions, broker)  # the store is back
-    assert deferred_sequence_numbers(broker) == [message.sequence_number]  # now deferred (no order yet)
+    assert deferred_sequence_numbers(broker) == [copy.sequence_number]  # now deferred (no order yet)
 
 
 def test_the_deferral_document_is_invisible_to_the_starter_and_supervisor_queries(functions, ctx, broker, clock):

@@ -114,3 +114,30 @@ def test_the_other_cosmos_stores_count_each_call_as_the_request_it_makes():
     counted.describe()
     assert (audit.ops["cosmos_reads"], audit.ops["cosmos_writes"], audit.ops["cosmos_queries"]) == (2, 1, 1)
     assert audit.ops["cosmos_other"] == 1
+
+
+def test_a_cosmos_outage_fails_every_request_inside_its_window_and_none_outside():
+    from adapters.clock import ManualClock
+    from adapters.cosmos.errors import StoreUnavailable
+
+    profile = Profile.parse({"cosmos": {"outages": [{"start_s": 10, "duration_s": 20}]}})
+    assert profile.cosmos_outages == ((10.0, 20.0),)
+    clock = ManualClock()
+    origin = clock.now()
+    audit = Audit()
+    faults = CosmosFaults(profile, random.Random(1), audit, clock)
+
+    def fails_at(second: float) -> bool:
+        clock.set(origin + timedelta(seconds=second))
+        try:
+            faults.maybe_fail("read")
+        except StoreUnavailable:
+            return True
+        return False
+
+    assert [fails_at(s) for s in (0, 9.9, 10, 29.9, 30, 45)] == [False, False, True, True, False, False]
+    assert audit.injected["cosmos_outage"] == 2
+    refused: list[object] = [[{"start_s": -1, "duration_s": 5}], [{"start_s": 1, "duration_s": 0}], [{"start": 1}], {}]
+    for bad in refused:
+        with pytest.raises(ProfileError, match=r"cosmos\.outages"):
+            Profile.parse({"cosmos": {"outages": bad}})

@@ -13,6 +13,7 @@ import pytest
 
 from adapters.cosmos.errors import AlreadyExists, StoreUnavailable
 from adapters.cosmos.state_store import StateStore
+from contracts.names import ORDERS_QUEUE
 from dependencies import AppContext
 from domain import transitions
 from domain.records import StateRecord
@@ -20,6 +21,7 @@ from domain.states import ProcessState
 from orchestrators.names import SCHEDULER
 from orchestrators.starter import sweep
 from settings import Settings
+from submission.store_outage import ROUND_PROPERTY
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState
 from tests.contexts import context_with
@@ -239,13 +241,16 @@ def test_a_create_whose_response_was_lost_is_read_back_and_started_by_its_own_de
     assert len(client.started) == 1
 
 
-def test_a_create_whose_response_was_lost_and_cannot_be_read_back_is_abandoned(functions, app_context, sender):
+def test_a_create_whose_response_was_lost_and_cannot_be_read_back_is_handled_again_later(
+    functions, app_context, sender
+):
     states = StoreDownAfterTheCreate(app_context.states)
     context_with(app_context, states=states)
     client = RecordingClient()
-    assert submit(functions, order(), client).only[0] == "abandon"
+    assert submit(functions, order(), client).only[0] == "complete"  # its copy is due later (store_outage)
     assert client.started == [] and statuses(sender) == []
-    states.back()  # the store answers again: the redelivery finds the record not begun
+    assert [m.application_properties for q, m in sender.sent if q == ORDERS_QUEUE] == [{ROUND_PROPERTY: 1}]
+    states.back()  # the store answers again: the copy, handled later, finds the record not begun
     assert submit(functions, order(), client).only[0] == "complete"
     assert statuses(sender) == ["Received"]
 

@@ -1,0 +1,104 @@
+"""An ``orders`` message that meets a Cosmos DB outage is handled again later, not abandoned at once.
+
+Abandoning hands the message straight back: Service Bus redelivers it at once, so an outage of a
+minute used up the queue's 5 deliveries (``maxDeliveryCount``) in seconds and dead-lettered every
+order that arrived during it (in the runner, a 60-second outage: 75 orders of 200). Instead the
+handler sends the same body to ``orders`` again, scheduled after a backoff (``STORE_RETRY_DELAYS``,
+about an hour in all), and completes the original. That is safe because a handler writes nothing, or
+only idempotent writes keyed by the order id, before the store call that failed: handling the copy
+later is handling the message again, as a redelivery would.
+
+The copy's MessageId is the original's with its round, so a copy sent twice (the handler ran again for
+the same message) collapses in duplicate detection. Its round travels in an application property;
+one a client set is read as a number or ignored (a client can only shorten its own message's retries).
+If the copy cannot be sent (Service Bus is failing too) or the rounds are used up, the message is
+abandoned as before: Service Bus redelivers it and, past its maximum delivery count, dead-letters it
+``MaxDeliveryCountExceeded`` (an alert rule watches dead letters)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from adapters.servicebus.sender import OutgoingMessage, SendError
+from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
+from contracts.names import ORDERS_QUEUE
+from dependencies import AppContext
+from domain.ids import bounded
+from observability.events import app_event
+from submission.result import IntakeResult
+
+log = logging.getLogger(__name__)
+
+ROUND_PROPERTY = "storeRetryRound"
+# Between the rounds of one message: short first (most outages are blips), then up to 15 minutes.
+STORE_RETRY_DELAYS: tuple[timedelta, ...] = tuple(
+    timedelta(seconds=s) for s in (10, 30, 60, 120, 300, 300, 600, 600, 900, 900)
+)
+
+
+def retry_round(properties: Mapping[Any, Any] | None) -> int:
+    """The round of this copy (0: the message as its sender sent it). Keys and values may be bytes (the
+    SDK's AMQP properties); anything that is not a whole number is round 0."""
+    for key, value in (properties or {}).items():
+        name = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+        if name != ROUND_PROPERTY:
+            continue
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        if isinstance(text, bool):
+            return 0
+        try:
+            return max(0, int(text))
+        except (TypeError, ValueError):
+            return 0
+    return 0
+
+
+_SUFFIX = re.compile(r"(?::store-retry:[0-9]+)+$")
+
+
+def original_id(message_id: str) -> str:
+    """The MessageId a copy was made from: ``message_id`` without its ``:store-retry:<round>`` suffix."""
+    return _SUFFIX.sub("", message_id)
+
+
+def copy_id(message: ReceivedMessage, round_number: int) -> str:
+    """``<original MessageId>:store-retry:<round>`` (bounded to Service Bus's 128 characters)."""
+    base = original_id(message.message_id) if message.message_id else f"seq-{message.sequence_number}"
+    return bounded(f"{base}:store-retry:{round_number}")
+
+
+def retry_later(ctx: AppContext, message: ReceivedMessage, kind: str, why: str) -> IntakeResult:
+    """Sends ``message`` to ``orders`` again, due after its round's delay, and completes it; abandons it
+    when the rounds are used up or the copy cannot be sent."""
+    round_number = retry_round(message.application_properties) + 1
+    if round_number > len(STORE_RETRY_DELAYS):
+        log.warning("%s %s: %s; store retries used up, abandoning", kind, message.message_id, why)
+        return IntakeResult(Settlement.abandon(why))
+    due = ctx.clock.now() + STORE_RETRY_DELAYS[round_number - 1]
+    copy = OutgoingMessage(
+        body=body_bytes(message),
+        message_id=copy_id(message, round_number),
+        subject=kind,
+        application_properties={ROUND_PROPERTY: round_number},
+        scheduled_enqueue_time=due,
+    )
+    try:
+        ctx.sender.send(ORDERS_QUEUE, copy)
+    except SendError as exc:
+        log.warning("%s %s: %s; its retry could not be sent (%s), abandoning", kind, message.message_id, why, exc)
+        return IntakeResult(Settlement.abandon(why))
+    app_event(
+        "IntakeRetryScheduled",
+        f"{kind} {message.message_id}: the store is unavailable ({why}); handled again at {due.isoformat()} "
+        f"(round {round_number} of {len(STORE_RETRY_DELAYS)})",
+        logging.WARNING,
+        messageId=message.message_id,
+        retryMessageId=copy.message_id,
+        round=round_number,
+        due=due.isoformat(),
+    )
+    return IntakeResult(Settlement.complete())

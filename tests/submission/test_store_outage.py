@@ -1,0 +1,140 @@
+"""An ``orders`` message that meets a Cosmos DB outage is sent again for later, not abandoned at once
+(``submission.store_outage``): its copy, its rounds, what a client can and cannot do with the round
+property, and when it falls back to abandoning."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from adapters.clock import ManualClock
+from adapters.servicebus.sender import OutgoingMessage, SendError
+from contracts.names import ORDERS_QUEUE
+from domain.ids import MAX_MESSAGE_ID_LENGTH
+from submission.store_outage import (
+    ROUND_PROPERTY,
+    STORE_RETRY_DELAYS,
+    copy_id,
+    original_id,
+    retry_later,
+    retry_round,
+)
+from tests.fakes import FakeReceivedMessage, RecordingSender
+from tests.submission.corpus import order
+
+
+class FailingSender:
+    def send(self, queue: str, message: OutgoingMessage) -> None:
+        raise SendError("Service Bus is down too")
+
+
+class Ctx:
+    """What ``retry_later`` reads of the app's context."""
+
+    def __init__(self, sender: Any) -> None:
+        self.sender = sender
+        self.clock = ManualClock()
+
+
+def message(round_number: Any = None, message_id: str | None = "ord-1") -> FakeReceivedMessage:
+    made = FakeReceivedMessage.of(order(), message_id)
+    if round_number is not None:
+        made.application_properties = {ROUND_PROPERTY: round_number}
+    return made
+
+
+def test_the_first_copy_is_the_same_body_due_after_the_first_delay_and_the_original_is_completed():
+    ctx = Ctx(RecordingSender())
+    result = retry_later(ctx, message(), "OrderSubmitted", "503")  # type: ignore[arg-type]
+    assert result.settlement.kind == "complete"
+    [(queue, copy)] = ctx.sender.sent
+    assert queue == ORDERS_QUEUE
+    assert json.loads(copy.body) == order()
+    assert copy.message_id == "ord-1:store-retry:1"
+    assert copy.application_properties == {ROUND_PROPERTY: 1}
+    assert copy.scheduled_enqueue_time == ctx.clock.now() + STORE_RETRY_DELAYS[0]
+
+
+def test_each_round_waits_longer_and_keeps_the_original_id():
+    ctx = Ctx(RecordingSender())
+    retry_later(ctx, message(round_number=3, message_id="ord-1:store-retry:3"), "OrderSubmitted", "503")  # type: ignore[arg-type]
+    [(_, copy)] = ctx.sender.sent
+    assert copy.message_id == "ord-1:store-retry:4"  # not ord-1:store-retry:3:store-retry:4
+    assert copy.scheduled_enqueue_time == ctx.clock.now() + STORE_RETRY_DELAYS[3]
+    assert STORE_RETRY_DELAYS[3] > STORE_RETRY_DELAYS[0]
+
+
+def test_after_the_last_round_the_message_is_abandoned_to_service_bus_as_before():
+    ctx = Ctx(RecordingSender())
+    last = len(STORE_RETRY_DELAYS)
+    result = retry_later(ctx, message(round_number=last), "OrderSubmitted", "503")  # type: ignore[arg-type]
+    assert result.settlement.kind == "abandon"
+    assert ctx.sender.sent == []
+
+
+def test_a_copy_that_cannot_be_sent_abandons_the_message():
+    result = retry_later(Ctx(FailingSender()), message(), "OrderSubmitted", "503")  # type: ignore[arg-type]
+    assert result.settlement.kind == "abandon"
+
+
+@pytest.mark.parametrize(
+    ("properties", "expected"),
+    [
+        (None, 0),
+        ({}, 0),
+        ({ROUND_PROPERTY: 2}, 2),
+        ({ROUND_PROPERTY.encode(): b"4"}, 4),  # the SDK's AMQP properties: bytes keys and values
+        ({ROUND_PROPERTY: "7"}, 7),
+        ({ROUND_PROPERTY: -5}, 0),  # a client cannot buy itself more rounds
+        ({ROUND_PROPERTY: "many"}, 0),
+        ({ROUND_PROPERTY: True}, 0),
+        ({ROUND_PROPERTY: 2.5}, 2),
+        ({"other": 9}, 0),
+    ],
+)
+def test_the_round_property_is_read_as_a_whole_number_or_ignored(properties: Any, expected: int):
+    assert retry_round(properties) == expected
+
+
+def test_copy_ids_fit_service_bus_and_map_back_to_the_original():
+    long_id = "o" * 128
+    made = copy_id(message(message_id=long_id), 3)
+    assert len(made) <= MAX_MESSAGE_ID_LENGTH
+    assert copy_id(message(message_id=long_id), 3) == made  # deterministic: a repeat collapses
+    assert original_id("ord-1:store-retry:1:store-retry:2") == "ord-1"
+    assert original_id("ord-1:cancel:store-retry:4") == "ord-1:cancel"
+    assert original_id("ord-1:store-retry:x") == "ord-1:store-retry:x"
+    assert copy_id(message(message_id=None), 1).startswith("seq-")
+
+
+def cancellation(round_number: int | None) -> FakeReceivedMessage:
+    body = {"type": "CancelOrder", "schemaVersion": 1, "orderId": "o-late", "reason": "changed my mind"}
+    made = FakeReceivedMessage.of(body, "o-late:cancel" if round_number is None else "o-late:cancel:store-retry:1")
+    if round_number is not None:
+        made.application_properties = {ROUND_PROPERTY: round_number}
+    return made
+
+
+@pytest.mark.cosmos
+def test_a_cancellation_that_met_the_outage_waits_for_its_order_instead_of_going_ahead_of_it(
+    app_context: Any, sender: RecordingSender
+) -> None:
+    """Both the order and its cancellation met the outage and are handled again on their own schedules:
+    the cancellation may come first. As a copy it looks again later; as a message straight from the
+    client (or after its last round) an unknown order is dead-lettered ``UnknownOrder`` as always."""
+    from submission.intake import handle_orders_message
+
+    later = handle_orders_message(app_context, cancellation(1))
+    assert later.settlement.kind == "complete"
+    [(queue, copy)] = sender.sent
+    assert (queue, copy.message_id, copy.application_properties) == (
+        ORDERS_QUEUE,
+        "o-late:cancel:store-retry:2",
+        {ROUND_PROPERTY: 2},
+    )
+    for fresh in (cancellation(None), cancellation(len(STORE_RETRY_DELAYS))):
+        result = handle_orders_message(app_context, fresh)
+        assert (result.settlement.kind, result.settlement.reason) == ("deadletter", "UnknownOrder")
+    assert len(sender.sent) == 1
