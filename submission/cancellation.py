@@ -41,10 +41,11 @@ def cancel_order(ctx: AppContext, contract: Any, message: ReceivedMessage) -> In
     for _ in range(RACE_RETRIES):
         record = ctx.states.get(contract.order_id)
         if record is None:
-            if 0 < retry_round(message.application_properties) < len(STORE_RETRY_DELAYS):
-                # This cancellation met a Cosmos DB outage (submission/store_outage.py); its order may have
-                # met it too and be handled again later: look again then, not dead-lettered ahead of it.
-                return retry_later(ctx, message, "CancelOrder", f"no order {contract.order_id!r} yet")
+            if retry_round(message.application_properties) < len(STORE_RETRY_DELAYS):
+                # Its order may be on its way: one that met a Cosmos DB blip or outage is handled again
+                # later (submission/store_outage.py), after this cancellation. Look again on the same
+                # schedule, and dead-letter it only once the order's own retries are over.
+                return retry_later(ctx, message, "CancelOrder", f"no order {contract.order_id!r} yet", store_down=False)
             return IntakeResult(Settlement.deadletter("UnknownOrder", f"no order {contract.order_id!r} to cancel"))
         result = _cancel_once(ctx, record, contract)
         if result is not None:

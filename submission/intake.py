@@ -44,13 +44,13 @@ from submission.cancellation import cancel_order
 from submission.payments import payment_notification
 from submission.result import Handler, IntakeResult
 from submission.retry_deferred import retry_deferred
-from submission.store_outage import retry_later
+from submission.store_outage import rejected_copy, retry_later
 
 log = logging.getLogger(__name__)
 
 
 def _order_submitted(ctx: AppContext, contract: Any, message: ReceivedMessage) -> IntakeResult:
-    return submit_order(ctx, contract)
+    return submit_order(ctx, contract, message)
 
 
 # Message type -> (contract, handler). A type not listed here is dead-lettered as UnknownType.
@@ -88,30 +88,13 @@ def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeRe
         return IntakeResult(Settlement.abandon(str(exc)))
 
 
-def submit_order(ctx: AppContext, order: OrderSubmitted) -> IntakeResult:
+def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessage | None = None) -> IntakeResult:
     now = ctx.clock.now()
     state = ctx.states.get(order.order_id)
+    if state is None and message is not None and rejected_copy(message.application_properties):
+        return _reject(ctx, order, message, now)  # refused before: only ever refused again
     if state is None and _pending_full(ctx) and ctx.orders.get(order.order_id) is None:
-        owed = publish_status_or_owe(
-            ctx.sender,
-            reply_to=order.reply_to,
-            order_id=order.order_id,
-            status="Rejected",
-            attempt=0,
-            at=now,
-            reason=f"too many pending orders (MAX_PENDING={ctx.settings.max_pending}); submit again later",
-        )
-        app_event("OrderRejected", f"order {order.order_id} rejected: pending cap", orderId=order.order_id)
-        raise_alert_after_write(
-            ctx.sender,
-            kind="OrderRejected",
-            summary=f"order {order.order_id} rejected: {ctx.settings.max_pending} orders pending (MAX_PENDING)",
-            at=now,
-            order_id=order.order_id,
-            severity="warning",
-        )
-        release_for_rejected_order(ctx, order.order_id)  # its waiting notifications: dead-lettered, alerted
-        return IntakeResult(Settlement.complete(), owed=(owed,) if owed else ())
+        return _reject(ctx, order, message, now)
 
     outcome = ctx.orders.create_or_verify(order.order_document())
     if outcome is CreateOutcome.CONFLICT:
@@ -153,6 +136,38 @@ def submit_order(ctx: AppContext, order: OrderSubmitted) -> IntakeResult:
     if not created and _not_begun(state):
         announced = _announce(ctx, state, now)
     return IntakeResult(Settlement.complete(), claim, recovered.events, owed=announced)
+
+
+def _reject(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessage | None, now: datetime) -> IntakeResult:
+    """The pending cap refuses the order: ``Rejected`` to its submitter, an alert, and its waiting payment
+    notifications released (dead-lettered). Once the submitter is told, the refusal stands: if its release
+    cannot be written, the message's copy (``store_outage``) says it was rejected and finishes the release."""
+    owed = publish_status_or_owe(
+        ctx.sender,
+        reply_to=order.reply_to,
+        order_id=order.order_id,
+        status="Rejected",
+        attempt=0,
+        at=now,
+        reason=f"too many pending orders (MAX_PENDING={ctx.settings.max_pending}); submit again later",
+    )
+    app_event("OrderRejected", f"order {order.order_id} rejected: pending cap", orderId=order.order_id)
+    raise_alert_after_write(
+        ctx.sender,
+        kind="OrderRejected",
+        summary=f"order {order.order_id} rejected: {ctx.settings.max_pending} orders pending (MAX_PENDING)",
+        at=now,
+        order_id=order.order_id,
+        severity="warning",
+    )
+    try:
+        release_for_rejected_order(ctx, order.order_id)  # its waiting notifications: dead-lettered, alerted
+    except StoreUnavailable as exc:
+        if message is None:
+            raise
+        later = retry_later(ctx, message, order.type, str(exc), rejected=True)
+        return replace(later, owed=(owed,) if owed else ())
+    return IntakeResult(Settlement.complete(), owed=(owed,) if owed else ())
 
 
 def _announce(ctx: AppContext, state: StateRecord, now: datetime) -> tuple[OwedStatus, ...]:

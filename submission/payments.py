@@ -9,13 +9,18 @@
 
 A notification that does not match its order (amount, currency, not prepaid, a second payment, a
 closed order) is dead-lettered with a reason and an operator alert. If the order database cannot be
-read (a dependency, not the state store) the message is deferred and retried by ``RetryDeferred``;
-if the state store is down the message is abandoned for redelivery."""
+read (a dependency, not the state store) the message is deferred and retried by ``RetryDeferred``.
+If the state store is down before its deferral is recorded, the message is handled again later
+(``submission.store_outage``); once its deferral is recorded, it is deferred all the same, keeping the
+sequence number its tracking holds (``deferred_all_the_same``): a copy with a new sequence number would
+leave the tracked one pointing at a message that is gone (then reported expired while its copy is
+applied). A deferral write whose response is lost still leaves that: docs/deferral.md."""
 
 from __future__ import annotations
 
 import logging
 
+from adapters.cosmos.errors import StoreUnavailable
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import PaymentNotification
 from deferral.errors import DependencyUnavailable
@@ -23,7 +28,7 @@ from deferral.payment import MESSAGE_TYPE, apply_notification
 from deferral.retry import ORDER_LOOK_AGAIN, schedule_retry
 from deferral.tracking import record_deferred, resolve
 from dependencies import AppContext
-from domain.deferral import DeferralReason, EntryStatus
+from domain.deferral import DeferralDocument, DeferralReason, EntryStatus
 from submission.result import IntakeResult
 
 log = logging.getLogger(__name__)
@@ -38,6 +43,13 @@ def payment_notification(ctx: AppContext, note: PaymentNotification, message: Re
     if outcome.kind == "order-missing":
         return _defer_until_order(ctx, note, message)
     return IntakeResult(outcome.settlement(), events=outcome.events)
+
+
+def deferred_all_the_same(message: ReceivedMessage, exc: StoreUnavailable) -> IntakeResult:
+    """The state store failed after this message's deferral was recorded: deferred anyway, under the
+    sequence number its tracking holds, so its order's submission (or the peek sweep) fetches it."""
+    log.warning("%s %s: %s; deferred all the same (it is tracked)", MESSAGE_TYPE, message.message_id, exc)
+    return IntakeResult(Settlement.defer())
 
 
 def defer_for_retry(ctx: AppContext, order_id: str, message: ReceivedMessage, why: str) -> IntakeResult:
@@ -59,18 +71,27 @@ def _defer_until_order(ctx: AppContext, note: PaymentNotification, message: Rece
         return IntakeResult(Settlement.abandon("no sequence number to defer by"))
     doc = record_deferred(ctx, note.order_id, message, MESSAGE_TYPE, DeferralReason.ORDER_NOT_SUBMITTED)
     try:
-        outcome = apply_notification(ctx, note, message.sequence_number)
+        return _looked_at_again(ctx, note, message, message.sequence_number, doc)
+    except StoreUnavailable as exc:
+        return deferred_all_the_same(message, exc)
+
+
+def _looked_at_again(
+    ctx: AppContext, note: PaymentNotification, message: ReceivedMessage, sequence_number: int, doc: DeferralDocument
+) -> IntakeResult:
+    try:
+        outcome = apply_notification(ctx, note, sequence_number)
     except DependencyUnavailable as exc:
         return defer_for_retry(ctx, note.order_id, message, str(exc))
     if outcome.kind == "order-missing":
         if doc.rejected_at is not None:
             from deferral.apply import rejected_order
 
-            return IntakeResult(Settlement.deadletter(*rejected_order(ctx, note.order_id, message.sequence_number)))
+            return IntakeResult(Settlement.deadletter(*rejected_order(ctx, note.order_id, sequence_number)))
         # One look again shortly: an order submitted concurrently may have looked for deferred
         # messages before this one was deferred (then only the peek sweep, minutes later, would find it).
-        schedule_retry(ctx, note.order_id, message.sequence_number, message.message_id or "", 1, ORDER_LOOK_AGAIN)
+        schedule_retry(ctx, note.order_id, sequence_number, message.message_id or "", 1, ORDER_LOOK_AGAIN)
         return IntakeResult(Settlement.defer())
     status = EntryStatus.DEAD_LETTERED if outcome.kind == "rejected" else EntryStatus.APPLIED
-    resolve(ctx, note.order_id, message.sequence_number, status, outcome.reason)
+    resolve(ctx, note.order_id, sequence_number, status, outcome.reason)
     return IntakeResult(outcome.settlement(), events=outcome.events)

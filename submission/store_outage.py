@@ -34,27 +34,41 @@ from submission.result import IntakeResult
 log = logging.getLogger(__name__)
 
 ROUND_PROPERTY = "storeRetryRound"
+# On the copy of an order already refused by the pending cap (``submit_order``), whose refusal could not be
+# finished: the copy finishes it (the submitter was told ``Rejected``; the order is never taken later).
+REJECTED_PROPERTY = "storeRetryRejected"
 # Between the rounds of one message: short first (most outages are blips), then up to 15 minutes.
 STORE_RETRY_DELAYS: tuple[timedelta, ...] = tuple(
     timedelta(seconds=s) for s in (10, 30, 60, 120, 300, 300, 600, 600, 900, 900)
 )
 
 
-def retry_round(properties: Mapping[Any, Any] | None) -> int:
-    """The round of this copy (0: the message as its sender sent it). Keys and values may be bytes (the
-    SDK's AMQP properties); anything that is not a whole number is round 0."""
+def _property(properties: Mapping[Any, Any] | None, name: str) -> Any:
+    """The value of application property ``name``, or None. Keys and values may be bytes (the SDK's AMQP
+    properties)."""
     for key, value in (properties or {}).items():
-        name = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
-        if name != ROUND_PROPERTY:
-            continue
-        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-        if isinstance(text, bool):
-            return 0
-        try:
-            return max(0, int(text))
-        except (TypeError, ValueError):
-            return 0
-    return 0
+        if (key.decode("utf-8", "replace") if isinstance(key, bytes) else key) == name:
+            return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    return None
+
+
+def retry_round(properties: Mapping[Any, Any] | None) -> int:
+    """The round of this copy (0: the message as its sender sent it). Anything that is not a finite whole
+    number (a client sets what it likes: text, a boolean, an infinite double) is round 0."""
+    value = _property(properties, ROUND_PROPERTY)
+    if value is None or isinstance(value, bool):
+        return 0
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
+def rejected_copy(properties: Mapping[Any, Any] | None) -> bool:
+    """Whether this is the copy of an order the pending cap refused (``REJECTED_PROPERTY``): its submitter
+    was told ``Rejected``, so it can only be rejected again, never accepted later."""
+    value = _property(properties, REJECTED_PROPERTY)
+    return value is True or (isinstance(value, str) and value.lower() == "true")
 
 
 _SUFFIX = re.compile(r"(?::store-retry:[0-9]+)+$")
@@ -71,9 +85,13 @@ def copy_id(message: ReceivedMessage, round_number: int) -> str:
     return bounded(f"{base}:store-retry:{round_number}")
 
 
-def retry_later(ctx: AppContext, message: ReceivedMessage, kind: str, why: str) -> IntakeResult:
+def retry_later(
+    ctx: AppContext, message: ReceivedMessage, kind: str, why: str, *, rejected: bool = False, store_down: bool = True
+) -> IntakeResult:
     """Sends ``message`` to ``orders`` again, due after its round's delay, and completes it; abandons it
-    when the rounds are used up or the copy cannot be sent."""
+    when the rounds are used up or the copy cannot be sent. ``rejected`` (or a copy that already says
+    so) marks the copy ``REJECTED_PROPERTY``. ``store_down=False``: not a store failure (a cancellation
+    whose order is not there yet), for the log."""
     round_number = retry_round(message.application_properties) + 1
     if round_number > len(STORE_RETRY_DELAYS):
         log.warning("%s %s: %s; store retries used up, abandoning", kind, message.message_id, why)
@@ -83,7 +101,8 @@ def retry_later(ctx: AppContext, message: ReceivedMessage, kind: str, why: str) 
         body=body_bytes(message),
         message_id=copy_id(message, round_number),
         subject=kind,
-        application_properties={ROUND_PROPERTY: round_number},
+        application_properties={ROUND_PROPERTY: round_number}
+        | ({REJECTED_PROPERTY: True} if rejected or rejected_copy(message.application_properties) else {}),
         scheduled_enqueue_time=due,
     )
     try:
@@ -91,9 +110,10 @@ def retry_later(ctx: AppContext, message: ReceivedMessage, kind: str, why: str) 
     except SendError as exc:
         log.warning("%s %s: %s; its retry could not be sent (%s), abandoning", kind, message.message_id, why, exc)
         return IntakeResult(Settlement.abandon(why))
+    cause = f"the store is unavailable ({why})" if store_down else why
     app_event(
         "IntakeRetryScheduled",
-        f"{kind} {message.message_id}: the store is unavailable ({why}); handled again at {due.isoformat()} "
+        f"{kind} {message.message_id}: {cause}; handled again at {due.isoformat()} "
         f"(round {round_number} of {len(STORE_RETRY_DELAYS)})",
         logging.WARNING,
         messageId=message.message_id,

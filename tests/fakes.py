@@ -57,6 +57,12 @@ class FakeReceivedMessage:
     lock_token: str = "lock"
 
     @classmethod
+    def from_sent(cls, sent: OutgoingMessage) -> FakeReceivedMessage:
+        """A message the app sent (to ``orders``: a copy, submission/store_outage.py), as its trigger receives it."""
+        body = sent.body if isinstance(sent.body, bytes) else sent.body.encode("utf-8")
+        return cls(body=body, message_id=sent.message_id, application_properties=dict(sent.application_properties))
+
+    @classmethod
     def of(cls, payload: Any, message_id: str | None = None) -> FakeReceivedMessage:
         raw = payload if isinstance(payload, bytes) else (payload if isinstance(payload, str) else json.dumps(payload))
         body = raw if isinstance(raw, bytes) else raw.encode("utf-8")

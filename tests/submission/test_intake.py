@@ -96,11 +96,9 @@ def test_crash_between_the_two_writes_is_repaired_when_the_message_is_handled_ag
     [(queue, copy)] = sender.sent
     assert queue == ORDERS_QUEUE and copy.application_properties == {ROUND_PROPERTY: 1}
     states.failing.clear()
-    again = FakeReceivedMessage(body=bytes(copy.body), message_id=copy.message_id)
-    again.application_properties = dict(copy.application_properties)
     actions = RecordingActions()
     fn = functions["submit_order"].func.client_function
-    asyncio.run(fn(message=again, message_actions=actions, client=RecordingClient()))  # ...the copy, later
+    asyncio.run(fn(message=FakeReceivedMessage.from_sent(copy), message_actions=actions, client=RecordingClient()))
     assert actions.only[0] == "complete"
     assert ctx.states.get("ord-1") is not None
 
