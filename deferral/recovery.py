@@ -50,8 +50,9 @@ def release_for_rejected_order(ctx: AppContext, order_id: str) -> Recovery:
     """Admission control rejected ``order_id``: its deferral document is marked rejected (a
     notification that arrives later is dead-lettered at once) and the notifications already waiting
     for it are fetched and dead-lettered (``OrderRejected``, with an alert) instead of waiting for
-    an order that is not coming until their time to live. A store or send failure propagates (the
-    OrderSubmitted is abandoned and redelivered); a receiver failure is left to the peek sweep."""
+    an order that is not coming until their time to live. A store or send failure propagates (the caller,
+    ``submission.intake._reject``, then dead-letters the refused OrderSubmitted: the refusal stands); a
+    receiver failure is left to the peek sweep."""
     now = ctx.clock.now()
     doc = update_deferrals(ctx.deferrals, order_id, lambda d: rejected(d, now), now)
     waiting = doc.waiting(DeferralReason.ORDER_NOT_SUBMITTED)
@@ -74,7 +75,8 @@ def release_for_rejected_order(ctx: AppContext, order_id: str) -> Recovery:
 def recover_for_order(ctx: AppContext, order_id: str) -> Recovery:
     """Nothing to do (one point read) unless the order's deferral document lists waiting messages.
     A receiver failure is logged and left to the peek sweep: it never blocks the order itself.
-    A store or send failure propagates (the OrderSubmitted is abandoned and redelivered)."""
+    A store or send failure propagates (the OrderSubmitted is abandoned and redelivered once its record
+    exists, or sent again for later before: ``submission.intake``)."""
     doc = ctx.deferrals.get(order_id)
     waiting = doc.waiting(DeferralReason.ORDER_NOT_SUBMITTED) if doc is not None else []
     if not waiting:

@@ -9,7 +9,9 @@ cancellation does.
   undone and the submitter gets a ``CancellationRejected`` status with the reason;
 - already compensating or compensated: nothing to do (a duplicate cancellation).
 
-A cancellation for an order this app has never seen is dead-lettered (``UnknownOrder``)."""
+A cancellation for an order this app does not know looks again later, on the schedule of the orders'
+own retries after a Cosmos DB failure (its order may be on its way: ``submission.store_outage``), and is
+dead-lettered (``UnknownOrder``) after its last round."""
 
 from __future__ import annotations
 

@@ -44,13 +44,13 @@ from submission.cancellation import cancel_order
 from submission.payments import payment_notification
 from submission.result import Handler, IntakeResult
 from submission.retry_deferred import retry_deferred
-from submission.store_outage import rejected_copy, retry_later
+from submission.store_outage import retry_later
 
 log = logging.getLogger(__name__)
 
 
 def _order_submitted(ctx: AppContext, contract: Any, message: ReceivedMessage) -> IntakeResult:
-    return submit_order(ctx, contract, message)
+    return submit_order(ctx, contract)
 
 
 # Message type -> (contract, handler). A type not listed here is dead-lettered as UnknownType.
@@ -88,13 +88,11 @@ def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeRe
         return IntakeResult(Settlement.abandon(str(exc)))
 
 
-def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessage | None = None) -> IntakeResult:
+def submit_order(ctx: AppContext, order: OrderSubmitted) -> IntakeResult:
     now = ctx.clock.now()
     state = ctx.states.get(order.order_id)
-    if state is None and message is not None and rejected_copy(message.application_properties):
-        return _reject(ctx, order, message, now)  # refused before: only ever refused again
     if state is None and _pending_full(ctx) and ctx.orders.get(order.order_id) is None:
-        return _reject(ctx, order, message, now)
+        return _reject(ctx, order, now)
 
     outcome = ctx.orders.create_or_verify(order.order_document())
     if outcome is CreateOutcome.CONFLICT:
@@ -138,10 +136,12 @@ def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessag
     return IntakeResult(Settlement.complete(), claim, recovered.events, owed=announced)
 
 
-def _reject(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessage | None, now: datetime) -> IntakeResult:
+def _reject(ctx: AppContext, order: OrderSubmitted, now: datetime) -> IntakeResult:
     """The pending cap refuses the order: ``Rejected`` to its submitter, an alert, and its waiting payment
-    notifications released (dead-lettered). Once the submitter is told, the refusal stands: if its release
-    cannot be written, the message's copy (``store_outage``) says it was rejected and finishes the release."""
+    notifications released (dead-lettered). Once the submitter is told, the refusal stands: if the release
+    cannot be written, the message is dead-lettered ``OrderRejected`` (never handled again, where the cap
+    might have room by then: a copy or a redelivery would accept an order its submitter heard was
+    refused); its waiting notifications then stay deferred until the peek sweep finds them expired."""
     owed = publish_status_or_owe(
         ctx.sender,
         reply_to=order.reply_to,
@@ -160,14 +160,17 @@ def _reject(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessage | N
         order_id=order.order_id,
         severity="warning",
     )
+    settled = Settlement.complete()
     try:
         release_for_rejected_order(ctx, order.order_id)  # its waiting notifications: dead-lettered, alerted
     except StoreUnavailable as exc:
-        if message is None:
-            raise
-        later = retry_later(ctx, message, order.type, str(exc), rejected=True)
-        return replace(later, owed=(owed,) if owed else ())
-    return IntakeResult(Settlement.complete(), owed=(owed,) if owed else ())
+        description = (
+            f"order {order.order_id} refused by the pending cap (MAX_PENDING) and its submitter told Rejected; "
+            f"its waiting payment notifications could not be released ({exc})"
+        )
+        app_event("DeadLettered", description, logging.WARNING, orderId=order.order_id, reason="OrderRejected")
+        settled = Settlement.deadletter("OrderRejected", description)
+    return IntakeResult(settled, owed=(owed,) if owed else ())
 
 
 def _announce(ctx: AppContext, state: StateRecord, now: datetime) -> tuple[OwedStatus, ...]:

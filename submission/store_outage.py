@@ -34,9 +34,6 @@ from submission.result import IntakeResult
 log = logging.getLogger(__name__)
 
 ROUND_PROPERTY = "storeRetryRound"
-# On the copy of an order already refused by the pending cap (``submit_order``), whose refusal could not be
-# finished: the copy finishes it (the submitter was told ``Rejected``; the order is never taken later).
-REJECTED_PROPERTY = "storeRetryRejected"
 # Between the rounds of one message: short first (most outages are blips), then up to 15 minutes.
 STORE_RETRY_DELAYS: tuple[timedelta, ...] = tuple(
     timedelta(seconds=s) for s in (10, 30, 60, 120, 300, 300, 600, 600, 900, 900)
@@ -64,13 +61,6 @@ def retry_round(properties: Mapping[Any, Any] | None) -> int:
         return 0
 
 
-def rejected_copy(properties: Mapping[Any, Any] | None) -> bool:
-    """Whether this is the copy of an order the pending cap refused (``REJECTED_PROPERTY``): its submitter
-    was told ``Rejected``, so it can only be rejected again, never accepted later."""
-    value = _property(properties, REJECTED_PROPERTY)
-    return value is True or (isinstance(value, str) and value.lower() == "true")
-
-
 _SUFFIX = re.compile(r"(?::store-retry:[0-9]+)+$")
 
 
@@ -86,12 +76,11 @@ def copy_id(message: ReceivedMessage, round_number: int) -> str:
 
 
 def retry_later(
-    ctx: AppContext, message: ReceivedMessage, kind: str, why: str, *, rejected: bool = False, store_down: bool = True
+    ctx: AppContext, message: ReceivedMessage, kind: str, why: str, *, store_down: bool = True
 ) -> IntakeResult:
     """Sends ``message`` to ``orders`` again, due after its round's delay, and completes it; abandons it
-    when the rounds are used up or the copy cannot be sent. ``rejected`` (or a copy that already says
-    so) marks the copy ``REJECTED_PROPERTY``. ``store_down=False``: not a store failure (a cancellation
-    whose order is not there yet), for the log."""
+    when the rounds are used up or the copy cannot be sent. ``store_down=False``: not a store failure (a
+    cancellation whose order is not there yet), for the log."""
     round_number = retry_round(message.application_properties) + 1
     if round_number > len(STORE_RETRY_DELAYS):
         log.warning("%s %s: %s; store retries used up, abandoning", kind, message.message_id, why)
@@ -101,8 +90,7 @@ def retry_later(
         body=body_bytes(message),
         message_id=copy_id(message, round_number),
         subject=kind,
-        application_properties={ROUND_PROPERTY: round_number}
-        | ({REJECTED_PROPERTY: True} if rejected or rejected_copy(message.application_properties) else {}),
+        application_properties={ROUND_PROPERTY: round_number},
         scheduled_enqueue_time=due,
     )
     try:

@@ -13,7 +13,8 @@ class StoreError(Exception):
 
 class StoreUnavailable(StoreError):
     """Transient: throttled past the SDK's retries, timed out, or the service is unavailable.
-    A message handler abandons (redelivery); an activity fails (Durable retries or supervisor)."""
+    An ``orders`` message handler sends the message again for later (``submission.store_outage``); an
+    activity fails (Durable retries or supervisor)."""
 
 
 class EtagMismatch(StoreError):

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from contracts.names import ORDERS_QUEUE
-from domain.states import ProcessState
 from submission.store_outage import ROUND_PROPERTY, retry_round
 from tests.contexts import context_with
 from tests.fakes import FakeReceivedMessage, RecordingActions, RecordingClient, StateStoreThatFails
@@ -23,12 +22,11 @@ def deliver(functions: dict[str, Any], message: FakeReceivedMessage) -> Recordin
     return actions
 
 
-def room_then_the_copy(functions: dict[str, Any], ctx: Any, copy: Any) -> None:
-    """Order b (Pending) is cancelled, so the pending cap has room again; then ``copy`` comes, 10 s later."""
+def room_for_more(functions: dict[str, Any], ctx: Any) -> None:
+    """Order b (Pending) is cancelled, so the pending cap has room again."""
     cancel = {"type": "CancelOrder", "schemaVersion": 1, "orderId": "b", "reason": "x"}
     deliver(functions, FakeReceivedMessage.of(cancel, "b:cancel"))
     ctx.counts.clear()
-    deliver(functions, FakeReceivedMessage.from_sent(copy))
 
 
 def test_redteam_store_outage_infinite_round_property_is_not_a_whole_number_and_reads_as_round_0():
@@ -67,7 +65,8 @@ def test_redteam_store_outage_rejected_order_is_accepted_later_by_its_copy(funct
     ``retry_later`` sends a copy due 10 s later and completes the message. By then the cap has room and
     the copy creates the order: the submitter gets ``Rejected`` then ``Received`` for the same order, which
     is now processed (charged, shipped). Before b18486a the message was abandoned and redelivered at once,
-    while the cap was still full."""
+    while the cap was still full (or, the store still down, later with room). Now the refusal stands: the
+    message is dead-lettered ``OrderRejected``."""
     from settings import Settings
 
     ctx = context_with(app_context, settings=Settings.from_env({}, MAX_PENDING="1", MAX_IN_FLIGHT="1"))
@@ -76,16 +75,15 @@ def test_redteam_store_outage_rejected_order_is_accepted_later_by_its_copy(funct
     ctx.counts.clear()
 
     down = context_with(ctx, deferrals=StateStoreThatFails(ctx.deferrals, "save"))  # type: ignore[arg-type]  # outage
-    assert deliver(functions, FakeReceivedMessage.of(order(orderId="c"), "c")).only[0] == "complete"
-    [copy] = [m for q, m in sender.sent if q == ORDERS_QUEUE]
+    refused = deliver(functions, FakeReceivedMessage.of(order(orderId="c"), "c")).only
+    assert refused[0] == "deadletter" and refused[1]["reason"] == "OrderRejected", refused  # the refusal stands
+    assert [m for q, m in sender.sent if q == ORDERS_QUEUE] == []  # no copy to accept it later
     context_with(down, deferrals=ctx.deferrals)  # the store is back
 
-    room_then_the_copy(functions, ctx, copy)
+    room_for_more(functions, ctx)
 
     told = [b["status"] for b in sender.bodies("client-statuses") if b["orderId"] == "c"]
-    record = ctx.states.get("c")
-    taken = record is not None and record.process_state is not ProcessState.COMPENSATED
-    assert not ("Rejected" in told and taken), f"order c: told {told}, then taken ({record and record.process_state})"
+    assert told == ["Rejected"] and ctx.states.get("c") is None, f"order c: told {told}"
 
 
 class SaveLandsThenFails:
@@ -128,8 +126,8 @@ def test_redteam_store_outage_rejected_prepaid_order_taken_by_its_copy_after_its
 
     real_log = ctx.deferrals
     lost = context_with(ctx, deferrals=SaveLandsThenFails(real_log))
-    assert deliver(functions, FakeReceivedMessage.of(order(orderId="c", prepaid=True), "c")).only[0] == "complete"
-    [copy] = [m for q, m in sender.sent if q == ORDERS_QUEUE]
+    refused = deliver(functions, FakeReceivedMessage.of(order(orderId="c", prepaid=True), "c")).only
+    assert refused[0] == "deadletter" and refused[1]["reason"] == "OrderRejected", refused
     context_with(lost, deferrals=real_log)
 
     note = {
@@ -144,7 +142,7 @@ def test_redteam_store_outage_rejected_prepaid_order_taken_by_its_copy_after_its
     paid = deliver(functions, FakeReceivedMessage.of(note, "n-c")).only
     assert paid[0] == "deadletter" and paid[1]["reason"] == "OrderRejected"
 
-    room_then_the_copy(functions, ctx, copy)
+    room_for_more(functions, ctx)
 
     told = [b["status"] for b in sender.bodies("client-statuses") if b["orderId"] == "c"]
     record = ctx.states.get("c")
