@@ -83,6 +83,22 @@ class NotedAnswer:
     reason: str
 
 
+def _request_of_last(record: StateRecord) -> PendingReview | None:
+    """The review the owning attempt requested last, when the record's last write is about it (its detail
+    starts with the review id: an answer to it, its close), else None."""
+    owner, last = record.locked_by, record.history[-1]
+    if owner is None:
+        return None
+    for entry in reversed(record.history[:-1]):
+        if entry.event != REVIEW_REQUESTED or entry.by != owner:
+            continue
+        requested = _requested(owner, entry.detail)
+        if requested is None or not last.detail.startswith(f"{requested.review_id}: "):
+            return None
+        return requested
+    return None
+
+
 def noted_answer(record: StateRecord) -> NotedAnswer | None:
     """The answer noted by the record's last write, to the review its owning attempt requested,
     or None (another write came after the note, the attempt lost the record, or no answer is noted)."""
@@ -91,15 +107,11 @@ def noted_answer(record: StateRecord) -> NotedAnswer | None:
     last = record.history[-1]
     if last.event != REVIEW_ANSWERED:
         return None
-    for entry in reversed(record.history[:-1]):
-        if entry.event != REVIEW_REQUESTED or entry.by != record.locked_by:
-            continue
-        requested = _requested(record.locked_by, entry.detail)
-        if requested is None or not last.detail.startswith(f"{requested.review_id}: "):
-            return None
-        action, _, reason = last.detail[len(requested.review_id) + 2 :].partition(": ")
-        return NotedAnswer(requested, last.by, action, reason)
-    return None
+    requested = _request_of_last(record)
+    if requested is None:
+        return None
+    action, _, reason = last.detail[len(requested.review_id) + 2 :].partition(": ")
+    return NotedAnswer(requested, last.by, action, reason)
 
 
 @dataclass(frozen=True)
@@ -129,17 +141,11 @@ def decision_left(record: StateRecord) -> LeftDecision | None:
     last = record.history[-1]
     if last.event != REVIEW_CLOSED or last.by != record.locked_by:
         return None
-    for entry in reversed(record.history[:-1]):
-        if entry.event != REVIEW_REQUESTED or entry.by != record.locked_by:
-            continue
-        requested = _requested(record.locked_by, entry.detail)
-        if requested is None or not last.detail.startswith(f"{requested.review_id}: "):
-            continue
-        closed = review_closed(record, requested.review_id)
-        if closed is None or closed.action not in REVIEW_CHOICES:
-            return None
-        return LeftDecision(requested.review_id, requested.step, closed.action, closed.operator, closed=True)
-    return None
+    requested = _request_of_last(record)
+    closed = review_closed(record, requested.review_id) if requested is not None else None
+    if requested is None or closed is None or closed.action not in REVIEW_CHOICES:
+        return None
+    return LeftDecision(requested.review_id, requested.step, closed.action, closed.operator, closed=True)
 
 
 def note_review_answer(

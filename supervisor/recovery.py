@@ -82,14 +82,7 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
         # still alert (supervisor/owed.py).
         written = write_or_reread(ctx, record, move)
     except (EtagMismatch, IllegalTransition) as exc:
-        app_event(
-            "SupervisorSkipped",
-            f"order {record.order_id}: not recovered, another writer moved it first ({type(exc).__name__})",
-            orderId=record.order_id,
-            instanceId=expired,
-            reason=type(exc).__name__,
-        )
-        return RecoveryResult(record.order_id, RecoveryAction.SKIPPED, None)
+        return _skipped(record, expired, exc)
     if left is not None and expired is not None:  # retry or alternative: closed, and retried below
         _acted_on_review(written, expired, left)
     if outage is not None and not outage.exceeded:
@@ -160,14 +153,7 @@ def _act_on_decision(ctx: AppContext, record: StateRecord, left: LeftDecision) -
     try:
         written = write_or_reread(ctx, record, lambda r: owe_notifications(act_on_left_decision(r, expired, left, now)))
     except (EtagMismatch, IllegalTransition) as exc:
-        app_event(
-            "SupervisorSkipped",
-            f"order {record.order_id}: not recovered, another writer moved it first ({type(exc).__name__})",
-            orderId=record.order_id,
-            instanceId=expired,
-            reason=type(exc).__name__,
-        )
-        return RecoveryResult(record.order_id, RecoveryAction.SKIPPED, None)
+        return _skipped(record, expired, exc)
     escalated = written.process_state is ProcessState.ERROR
     sent = deliver_owed(ctx, written) if escalated else False
     _acted_on_review(written, expired, left)
@@ -175,6 +161,17 @@ def _act_on_decision(ctx: AppContext, record: StateRecord, left: LeftDecision) -
     if escalated:
         return RecoveryResult(written.order_id, RecoveryAction.ESCALATED, expired, written, alert_sent=sent)
     return RecoveryResult(written.order_id, RecoveryAction.COMPENSATING, expired, written)
+
+
+def _skipped(record: StateRecord, expired: str | None, exc: Exception) -> RecoveryResult:
+    app_event(
+        "SupervisorSkipped",
+        f"order {record.order_id}: not recovered, another writer moved it first ({type(exc).__name__})",
+        orderId=record.order_id,
+        instanceId=expired,
+        reason=type(exc).__name__,
+    )
+    return RecoveryResult(record.order_id, RecoveryAction.SKIPPED, None)
 
 
 def _acted_on_review(written: StateRecord, expired: str, left: LeftDecision) -> None:
