@@ -24,7 +24,7 @@ from sys import intern
 from typing import Any, NamedTuple, overload
 
 from adapters.clock import Clock
-from adapters.cosmos.errors import StoreUnavailable
+from adapters.cosmos.errors import StoreOutcomeUnknown, StoreUnavailable
 from adapters.cosmos.order_store import CreateOutcome, OrderStore
 from adapters.cosmos.state_store import Page, StateStore
 from adapters.servicebus.sender import MessageSender, OutgoingMessage, SendError
@@ -312,7 +312,7 @@ class CosmosFaults:
         """After a write committed: the caller may get an error instead of the answer (a timeout, a
         connection reset), as the SDK reports it, and does not learn the write succeeded."""
         if self.lose_response():
-            raise StoreUnavailable(f"Cosmos DB: no response to {operation} (the write committed)")
+            raise StoreOutcomeUnknown(f"Cosmos DB: no response to {operation} (the write committed)")
 
 
 class _Version(NamedTuple):
@@ -362,7 +362,7 @@ class AuditedStateStore:
     def _maybe_lose_response(self, order_id: str, known: StateRecord | None, operation: str) -> None:
         if self._faults.lose_response():
             self._unheard[order_id] = known
-            raise StoreUnavailable(f"Cosmos DB: no response to {operation} of {order_id} (the write committed)")
+            raise StoreOutcomeUnknown(f"Cosmos DB: no response to {operation} of {order_id} (the write committed)")
         self._unheard.pop(order_id, None)
 
     def create(self, record: StateRecord) -> StateRecord:

@@ -14,13 +14,15 @@ If the state store is down before its deferral is recorded, the message is handl
 (``submission.store_outage``); once its deferral is recorded, it is deferred all the same, keeping the
 sequence number its tracking holds (``deferred_all_the_same``): a copy with a new sequence number would
 leave the tracked one pointing at a message that is gone (then reported expired while its copy is
-applied). A deferral write whose response is lost still leaves that: docs/deferral.md."""
+applied). So is one whose deferral write may have landed (``StoreOutcomeUnknown``: its response was
+lost): tracked, or, if the write did not land, a deferred message nobody tracks, which the peek sweep
+finds and records (docs/deferral.md)."""
 
 from __future__ import annotations
 
 import logging
 
-from adapters.cosmos.errors import StoreUnavailable
+from adapters.cosmos.errors import StoreOutcomeUnknown, StoreUnavailable
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import PaymentNotification
 from deferral.errors import DependencyUnavailable
@@ -46,8 +48,10 @@ def payment_notification(ctx: AppContext, note: PaymentNotification, message: Re
 
 
 def deferred_all_the_same(message: ReceivedMessage, exc: StoreUnavailable) -> IntakeResult:
-    """The state store failed after this message's deferral was recorded: deferred anyway, under the
-    sequence number its tracking holds, so its order's submission (or the peek sweep) fetches it."""
+    """The state store failed after this message's deferral was recorded, or while it was being recorded
+    with its outcome unknown: deferred anyway, under the sequence number its tracking holds (or will hold:
+    the peek sweep records a deferred message nobody tracks), so its order's submission or the peek sweep
+    fetches it. Never a copy: its new sequence number would leave the tracked one pointing at nothing."""
     log.warning("%s %s: %s; deferred all the same (it is tracked)", MESSAGE_TYPE, message.message_id, exc)
     return IntakeResult(Settlement.defer())
 
@@ -57,7 +61,10 @@ def defer_for_retry(ctx: AppContext, order_id: str, message: ReceivedMessage, wh
     The retry is sent before the message is deferred: if the send fails the message is abandoned."""
     if message.sequence_number is None:
         return IntakeResult(Settlement.abandon(why))
-    record_deferred(ctx, order_id, message, MESSAGE_TYPE, DeferralReason.DEPENDENCY_UNAVAILABLE, rounds=1)
+    try:
+        record_deferred(ctx, order_id, message, MESSAGE_TYPE, DeferralReason.DEPENDENCY_UNAVAILABLE, rounds=1)
+    except StoreOutcomeUnknown as exc:  # maybe recorded: no RetryDeferred, the peek sweep retries it when overdue
+        return deferred_all_the_same(message, exc)
     schedule_retry(ctx, order_id, message.sequence_number, message.message_id or "", 1)
     log.warning("%s %s deferred for a retry: %s", MESSAGE_TYPE, message.message_id, why)
     return IntakeResult(Settlement.defer())
@@ -69,7 +76,10 @@ def _defer_until_order(ctx: AppContext, note: PaymentNotification, message: Rece
     this one was recorded); still missing -> defer."""
     if message.sequence_number is None:
         return IntakeResult(Settlement.abandon("no sequence number to defer by"))
-    doc = record_deferred(ctx, note.order_id, message, MESSAGE_TYPE, DeferralReason.ORDER_NOT_SUBMITTED)
+    try:
+        doc = record_deferred(ctx, note.order_id, message, MESSAGE_TYPE, DeferralReason.ORDER_NOT_SUBMITTED)
+    except StoreOutcomeUnknown as exc:
+        return deferred_all_the_same(message, exc)
     try:
         return _looked_at_again(ctx, note, message, message.sequence_number, doc)
     except StoreUnavailable as exc:

@@ -17,6 +17,14 @@ class StoreUnavailable(StoreError):
     activity fails (Durable retries or supervisor)."""
 
 
+class StoreOutcomeUnknown(StoreUnavailable):
+    """A ``StoreUnavailable`` after which a write may have committed: its response was lost (the
+    connection dropped after the request was sent), or the service answered 408 or 500. The other
+    transient failures, 429, 449 and 503 and a request that could not be sent, say the write was not
+    carried out (Cosmos DB returns 503 only for a request it did not process). Only a caller whose next
+    step depends on whether the write landed needs the difference (``submission/payments.py``)."""
+
+
 class EtagMismatch(StoreError):
     """Conditional replace lost: someone changed the document since it was read (HTTP 412)."""
 
@@ -36,8 +44,9 @@ class ConcurrencyExhausted(StoreError):
 
 @contextmanager
 def mapped_errors() -> Iterator[None]:
-    """Cosmos SDK errors as store errors: 412 ``EtagMismatch``, 409 ``AlreadyExists``, throttling,
-    timeouts and unavailability ``StoreUnavailable``; anything else unchanged."""
+    """Cosmos SDK errors as store errors: 412 ``EtagMismatch``, 409 ``AlreadyExists``; throttling and
+    unavailability ``StoreUnavailable``; timeouts, 500 and lost responses ``StoreOutcomeUnknown``;
+    anything else unchanged."""
     from azure.core.exceptions import ServiceRequestError, ServiceResponseError
     from azure.cosmos import exceptions as cx
 
@@ -48,8 +57,14 @@ def mapped_errors() -> Iterator[None]:
     except cx.CosmosResourceExistsError as exc:
         raise AlreadyExists(str(exc.message)) from exc
     except cx.CosmosHttpResponseError as exc:
-        if exc.status_code in (408, 429, 449, 500, 503):
+        if exc.status_code in (408, 500):
+            raise StoreOutcomeUnknown(f"Cosmos DB {exc.status_code}: {exc.message}") from exc
+        if exc.status_code in (429, 449, 503):
             raise StoreUnavailable(f"Cosmos DB {exc.status_code}: {exc.message}") from exc
         raise
-    except (ServiceRequestError, ServiceResponseError) as exc:
+    except ServiceResponseError as exc:  # sent, no answer: it may have been carried out
+        raise StoreOutcomeUnknown(f"Cosmos DB did not answer: {exc}") from exc
+    except cx.CosmosClientTimeoutError as exc:  # the client's own timeout, checked after requests too
+        raise StoreOutcomeUnknown(f"Cosmos DB: {exc}") from exc
+    except ServiceRequestError as exc:  # never sent
         raise StoreUnavailable(f"Cosmos DB unreachable: {exc}") from exc

@@ -1,0 +1,150 @@
+"""A payment notification whose deferral write fails: was it written? A copy (``submission.store_outage``)
+is right only when it was not: the copy has a new sequence number, so a tracked original would point at a
+message that is gone, reported ``DeferredMessageExpired`` while its copy is applied. A 429, a 503 or a
+request never sent wrote nothing; a lost response, a timeout or a 500 (``StoreOutcomeUnknown``) may have:
+then the message is deferred all the same, and the peek sweep records it if the write did not land.
+Through the registered trigger, the in-process broker and the Cosmos protocol server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from adapters.cosmos.errors import StoreOutcomeUnknown, StoreUnavailable
+from contracts.names import ORDERS_QUEUE
+from deferral.sweep import peek_sweep
+from domain.deferral import DeferralReason, EntryStatus
+from submission.store_outage import STORE_RETRY_DELAYS
+from tests.contexts import context_with
+from tests.deferral.support import (
+    DurableClientStub,
+    alerts,
+    deferred_sequence_numbers,
+    deliver,
+    notification,
+    order,
+    send,
+)
+from tests.deferral.test_retry_sweep_expiry import scheduled_retries
+from tests.fakes import OrderStoreThatFailsOnRead
+
+pytestmark = pytest.mark.cosmos
+
+
+class SaveFails:
+    """The deferral log; its next ``save`` raises ``error``, after writing it when ``lands``."""
+
+    def __init__(self, log: Any, error: StoreUnavailable, *, lands: bool) -> None:
+        self._log, self._error, self._lands, self.armed = log, error, lands, True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
+
+    def save(self, doc: Any) -> Any:
+        if not self.armed:
+            return self._log.save(doc)
+        self.armed = False
+        if self._lands:
+            self._log.save(doc)
+        raise self._error
+
+
+def copies(broker: Any) -> list[Any]:
+    return [m for m in broker.peek(ORDERS_QUEUE, 100) if ":store-retry:" in (m.message_id or "")]
+
+
+def deliver_all(functions: dict[str, Any], broker: Any) -> None:
+    while deliver(functions, broker, DurableClientStub()):
+        pass
+
+
+def test_a_lost_response_to_the_deferral_write_defers_the_tracked_message_and_raises_no_false_expiry(
+    functions: Any, ctx: Any, broker: Any
+) -> None:
+    lossy = context_with(ctx, deferrals=SaveFails(ctx.deferrals, StoreOutcomeUnknown("no response"), lands=True))
+    send(broker, notification())  # its order has not arrived
+    assert deliver(functions, broker)
+    context_with(lossy, deferrals=ctx.deferrals)
+
+    [seq] = deferred_sequence_numbers(broker)  # deferred under its own number, not copied
+    assert copies(broker) == []
+    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.DEFERRED  # the write had landed
+
+    send(broker, order())
+    deliver_all(functions, broker)
+    assert ctx.states.get("p1").payment.sequence_number == seq
+    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.APPLIED
+    assert "DeferredMessageExpired" not in [a["kind"] for a in alerts(broker)]
+
+
+def test_an_unknown_outcome_that_wrote_nothing_leaves_a_deferred_message_the_peek_sweep_records_and_applies(
+    functions: Any, ctx: Any, broker: Any, clock: Any
+) -> None:
+    timeout = StoreOutcomeUnknown("Cosmos DB 408: request timeout")
+    unwritten = context_with(ctx, deferrals=SaveFails(ctx.deferrals, timeout, lands=False))
+    send(broker, notification())
+    assert deliver(functions, broker)
+    context_with(unwritten, deferrals=ctx.deferrals)
+    [seq] = deferred_sequence_numbers(broker)
+    assert ctx.deferrals.get("p1") is None and copies(broker) == []  # deferred, tracked by nobody
+
+    send(broker, order())  # its submission finds no tracked number: the message waits for the sweep
+    deliver_all(functions, broker)
+    assert ctx.states.get("p1").payment is None
+
+    clock.advance(ctx.settings.peek_sweep_age)
+    report = peek_sweep(ctx)
+    assert (report.recorded, report.recovered) == (1, 1)
+    assert ctx.states.get("p1").payment.sequence_number == seq
+    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.APPLIED
+    assert [a["kind"] for a in alerts(broker)] == []
+
+
+@pytest.mark.parametrize(
+    "refused", [StoreUnavailable("Cosmos DB 503: service unavailable"), StoreUnavailable("Cosmos DB 429")]
+)
+def test_a_deferral_write_refused_outright_is_copied_and_the_original_completed(
+    functions: Any, ctx: Any, broker: Any, clock: Any, refused: StoreUnavailable
+) -> None:
+    down = context_with(ctx, deferrals=SaveFails(ctx.deferrals, refused, lands=False))
+    send(broker, notification())
+    assert deliver(functions, broker)
+    context_with(down, deferrals=ctx.deferrals)
+    assert deferred_sequence_numbers(broker) == [] and len(copies(broker)) == 1  # handled again later
+
+    send(broker, order())
+    deliver_all(functions, broker)
+    clock.advance(STORE_RETRY_DELAYS[0])  # the copy is due
+    deliver_all(functions, broker)
+    assert ctx.states.get("p1").payment is not None
+    assert [a["kind"] for a in alerts(broker)] == []
+
+
+def test_a_dependency_deferral_whose_write_may_have_landed_is_deferred_without_a_retry_and_the_sweep_retries_it(
+    functions: Any, ctx: Any, broker: Any, clock: Any
+) -> None:
+    orders = OrderStoreThatFailsOnRead(ctx.orders)
+    with_orders = context_with(ctx, orders=orders)
+    send(broker, order())
+    deliver_all(functions, broker)
+    orders.failing = True  # the order database (a dependency, not the state store) is down
+    lossy = context_with(
+        with_orders, deferrals=SaveFails(ctx.deferrals, StoreOutcomeUnknown("no response"), lands=True)
+    )
+    send(broker, notification())
+    assert deliver(functions, broker)
+    context_with(lossy, deferrals=ctx.deferrals)
+
+    [seq] = deferred_sequence_numbers(broker)
+    entry = ctx.deferrals.get("p1").entry(seq)
+    assert (entry.reason, entry.status) == (DeferralReason.DEPENDENCY_UNAVAILABLE, EntryStatus.DEFERRED)
+    assert scheduled_retries(broker) == [] and copies(broker) == []  # no RetryDeferred: the sweep's
+
+    orders.failing = False
+    clock.advance(ctx.settings.peek_sweep_age)
+    assert peek_sweep(ctx).waiting == 1  # old enough to look at; its retry not overdue yet
+    clock.advance(ctx.settings.defer_retry_delay)
+    assert peek_sweep(ctx).recovered == 1
+    assert ctx.states.get("p1").payment.sequence_number == seq
+    assert "DeferredMessageExpired" not in [a["kind"] for a in alerts(broker)]
