@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts.messages import Contract
+from domain.text import carriable
 
 MAX_BODY_BYTES = 64 * 1024
 # No contract nests deeper than a few levels; the json module recurses per level, so a hostile body
@@ -39,6 +40,11 @@ class InvalidMessage(Exception):
 
     reason: str
     description: str
+
+    def __post_init__(self) -> None:
+        # The description quotes the body (a field name, a value): made carriable here, once, for the
+        # dead-letter description and the log line alike (domain/text.py).
+        object.__setattr__(self, "description", carriable(self.description))
 
     def __str__(self) -> str:
         return f"{self.reason}: {self.description}"

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from adapters.cosmos.errors import StoreError
 from adapters.servicebus.deferred import DeferredReceiver
 from adapters.servicebus.sender import SendError
-from adapters.servicebus.settlement import body_bytes
+from adapters.servicebus.settlement import body_bytes, dead_letter_text
 from contracts.messages import PaymentNotification
 from contracts.names import QUEUE_MAX_DELIVERY_COUNT
 from contracts.parsing import InvalidMessage, parse
@@ -57,7 +57,7 @@ def process_fetched(ctx: AppContext, receiver: DeferredReceiver, message: Any, *
     try:
         note = parse(body_bytes(message), DEFERRABLE)
     except InvalidMessage as bad:
-        receiver.dead_letter(message, bad.reason, bad.description)
+        _dead_letter(receiver, message, bad.reason, bad.description)
         app_event("DeadLettered", f"deferred message #{seq}: {bad}", logging.WARNING, sequenceNumber=seq)
         return Processed("dead-lettered", None)
     try:
@@ -80,13 +80,13 @@ def _apply(
         doc = record_deferred(ctx, order_id, message, MESSAGE_TYPE, DeferralReason.ORDER_NOT_SUBMITTED)
         if doc.rejected_at is not None:  # its order was refused by admission control: it is not coming
             reason, description = rejected_order(ctx, order_id, seq)
-            receiver.dead_letter(message, reason, description)
+            _dead_letter(receiver, message, reason, description)
             return Processed("dead-lettered", order_id)
         receiver.abandon(message)  # stays deferred, waiting for its order
         return Processed("waiting", order_id)
     if outcome.kind == "rejected":
         resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, f"{outcome.reason}: {outcome.description}")
-        receiver.dead_letter(message, outcome.reason, outcome.description)
+        _dead_letter(receiver, message, outcome.reason, outcome.description)
         app_event(
             "DeadLettered", f"deferred #{seq}: {outcome.reason}", logging.WARNING, orderId=order_id, sequenceNumber=seq
         )
@@ -103,7 +103,7 @@ def _still_unavailable(
     if round_number >= ctx.settings.defer_max_rounds or _last_allowed_delivery(message):
         description = f"a dependency stayed unavailable through {round_number} retry rounds: {why}"
         resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, description)
-        receiver.dead_letter(message, "DependencyUnavailable", description)
+        _dead_letter(receiver, message, "DependencyUnavailable", description)
         raise_alert_after_write(
             ctx.sender,
             kind="DeferredMessageGaveUp",
@@ -177,3 +177,7 @@ def account_for_absent(ctx: AppContext, receiver: DeferredReceiver, order_id: st
     )
     app_event("DeferredExpired", f"order {order_id}: deferred #{seq} expired", orderId=order_id, sequenceNumber=seq)
     return "expired"
+
+
+def _dead_letter(receiver: DeferredReceiver, message: Any, reason: str, description: str) -> None:
+    receiver.dead_letter(message, *dead_letter_text(reason, description))

@@ -27,7 +27,7 @@ _ORCHESTRATION_INSTANCE = re.compile(ORCHESTRATION_INSTANCE_PATTERN)
 
 
 def is_valid_order_id(order_id: str) -> bool:
-    return bool(_ORDER_ID.match(order_id))
+    return bool(_ORDER_ID.fullmatch(order_id))  # not match: its ``$`` also matches before a final newline
 
 
 def instance_id(order_id: str, attempt: int) -> str:

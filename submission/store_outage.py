@@ -8,8 +8,9 @@ about an hour in all), and completes the original. That is safe because a handle
 only idempotent writes keyed by the order id, before the store call that failed: handling the copy
 later is handling the message again, as a redelivery would.
 
-The copy's MessageId is the original's with its round, so a copy sent twice (the handler ran again for
-the same message) collapses in duplicate detection. Its round travels in an application property;
+The copy's MessageId is the original's with its round and the sequence number of the message it was made
+from, so a copy sent twice (the handler ran again for the same message) collapses in duplicate
+detection, and no MessageId a client chose collides with it. Its round travels in an application property;
 one a client set is read as a number or ignored (a client can only shorten its own message's retries).
 If the copy cannot be sent (Service Bus is failing too) or the rounds are used up, the message is
 abandoned as before: Service Bus redelivers it and, past its maximum delivery count, dead-letters it
@@ -61,18 +62,37 @@ def retry_round(properties: Mapping[Any, Any] | None) -> int:
         return 0
 
 
-_SUFFIX = re.compile(r"(?::store-retry:[0-9]+)+$")
+# What a copy adds to its original's MessageId: the round and the sequence number of the message it was
+# made from (``copy_id``).
+_SUFFIX = re.compile(r"(?::store-retry:[0-9]+(?::[0-9]+)?)+$")
 
 
 def original_id(message_id: str) -> str:
-    """The MessageId a copy was made from: ``message_id`` without its ``:store-retry:<round>`` suffix."""
+    """The MessageId a copy was made from: ``message_id`` without its ``:store-retry:...`` suffixes."""
     return _SUFFIX.sub("", message_id)
 
 
 def copy_id(message: ReceivedMessage, round_number: int) -> str:
-    """``<original MessageId>:store-retry:<round>`` (bounded to Service Bus's 128 characters)."""
-    base = original_id(message.message_id) if message.message_id else f"seq-{message.sequence_number}"
-    return bounded(f"{base}:store-retry:{round_number}")
+    """``<original MessageId>:store-retry:<round>:<sequence number of this message>`` (bounded to
+    Service Bus's 128 characters). The sequence number is the broker's, the same on every delivery of
+    this message: the same message handled twice sends the same copy, which duplicate detection
+    collapses; no id a client chose collides with it (a client's ``X:store-retry:1`` is never taken for
+    a copy, nor is its copy ever ``X:store-retry:1`` itself). Only this app's own copies, the round
+    property matching the suffix, are traced back to their original."""
+    message_id = message.message_id
+    base = _copied_from(message_id, retry_round(message.application_properties)) if message_id else None
+    if base is None:
+        base = message_id or f"seq-{message.sequence_number}"
+    sequence = "" if message.sequence_number is None else f":{message.sequence_number}"
+    return bounded(f"{base}:store-retry:{round_number}{sequence}")
+
+
+def _copied_from(message_id: str, round_number: int) -> str | None:
+    """The original's MessageId if ``message_id`` is that of this app's copy of round ``round_number``."""
+    if round_number < 1:
+        return None
+    own = re.fullmatch(rf"(.+):store-retry:{round_number}(?::[0-9]+)?", message_id, flags=re.DOTALL)
+    return own.group(1) if own else None
 
 
 def retry_later(

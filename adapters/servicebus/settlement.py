@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from contracts.parsing import InvalidMessage
+from domain.text import carriable
 
 
 class ReceivedMessage(Protocol):
@@ -92,11 +93,20 @@ class Settlement:
 
     @classmethod
     def deadletter(cls, reason: str, description: str) -> Settlement:
-        return cls("deadletter", reason=reason, description=description[:1024])
+        reason, description = dead_letter_text(reason, description)
+        return cls("deadletter", reason=reason, description=description)
 
     @classmethod
     def defer(cls) -> Settlement:
         return cls("defer")
+
+
+def dead_letter_text(reason: str, description: str) -> tuple[str, str]:
+    """A dead-letter reason and description Service Bus can carry: they often quote the message (a field
+    name, a value), which may hold a lone surrogate no UTF-8 encoder takes (then the settlement itself
+    fails, on every delivery, and the message ends ``MaxDeliveryCountExceeded`` without its reason) or
+    control characters that forge lines in a console. The description is cut to 1,024 characters."""
+    return carriable(reason), carriable(description)[:1024]
 
 
 def apply_settlement(actions: MessageActions, message: Any, settlement: Settlement) -> None:

@@ -195,7 +195,7 @@ def test_state_store_unavailable_hands_the_message_to_a_later_copy_instead_of_de
         send(broker, notification())
         deliver(functions, broker)
     [copy] = broker.peek(ORDERS_QUEUE, 10)
-    assert copy.state.name == "SCHEDULED" and copy.message_id == "n-1:store-retry:1"
+    assert copy.state.name == "SCHEDULED" and copy.message_id.startswith("n-1:store-retry:1:")
     assert broker.counters(ORDERS_QUEUE).deferred == 0
     clock.advance(STORE_RETRY_DELAYS[0])
     deliver(functions, broker)  # the store is back

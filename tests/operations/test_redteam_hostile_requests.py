@@ -115,3 +115,14 @@ def test_a_reason_that_is_not_unicode_text_is_400_and_changes_nothing(ops, actio
     answer = ops.request("POST", f"/api/ops/orders/o-sur-{action}/{action}", b'{"reason": "card \\udc80 blocked"}')
     assert answer.status == 400, (answer.status, answer.body[:300])
     assert ops.ctx.states.get(f"o-sur-{action}") == before
+
+
+@pytest.mark.parametrize("order_id", ["o1%0A", "o1%0D%0A"])
+def test_an_order_id_with_a_final_line_break_is_400_malformed_not_404_echoing_it(ops, order_id):
+    """Found by the red team on 3737d51: ``is_valid_order_id`` used ``re.match``, whose ``$`` also matches
+    before a final newline, so ``o1\\n`` passed and was looked up (404, ``no order o1\\n``, the line
+    break echoed); the contracts' pydantic pattern refuses it. Now ``fullmatch``: 400."""
+    for method, path in (("GET", ""), ("POST", "/resubmit")):
+        answer = ops.request(method, f"/api/ops/orders/{order_id}{path}", {"reason": "x"})
+        assert answer.status == 400, (method, path, answer.status, answer.body[:200])
+        assert b"\\n" not in answer.body and b"\n" not in answer.body.strip(), answer.body[:200]

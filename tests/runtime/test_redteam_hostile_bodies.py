@@ -161,3 +161,28 @@ def test_application_properties_of_any_type_do_not_change_how_an_order_is_handle
     assert harness.broker.counters(ORDERS_QUEUE).completed >= 1
     assert harness.broker.dead_letters(ORDERS_QUEUE) == []
     assert harness.ctx is not None and harness.ctx.states.get("ord-props") is not None
+
+
+def _with_lone_surrogate_key(body: dict[str, object]) -> bytes:
+    """``body`` plus a field whose NAME is a lone surrogate (valid JSON: ``"\\udc80"``) holding a number no
+    contract can hold: the dead-letter description names that field."""
+    return json.dumps(body).removesuffix("}").encode() + b', "\\udc80\\u001b[2J": 1e400}'
+
+
+SURROGATE_KEY_CASES = {
+    "orders": (ORDERS_QUEUE, _with_lone_surrogate_key(order(orderId="ord-s1"))),
+    "agent request": (request_queues()["payment"], _with_lone_surrogate_key(_request())),
+    "agent reply": (AGENT_REPLIES_QUEUE, _with_lone_surrogate_key(_reply())),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SURROGATE_KEY_CASES))
+def test_a_field_name_no_utf8_encoder_takes_is_dead_lettered_with_a_carriable_reason(harness, case):
+    """Found by the red team on 3737d51: the description quoted the field name, a lone surrogate, so the
+    dead-letter settlement itself failed (protobuf refuses the text) on every delivery, and the message
+    ended ``MaxDeliveryCountExceeded``. The description now carries U+FFFD and no control character."""
+    queue, body = SURROGATE_KEY_CASES[case]
+    harness.send(queue, body, "odd-key")
+    _assert_dead_lettered_once_with_reason(harness, queue, "odd-key")
+    [letter] = [d for d in harness.broker.dead_letters(queue) if d.message_id == "odd-key"]
+    assert "\ufffd" in (letter.description or "") and "\x1b" not in (letter.description or "")

@@ -47,21 +47,23 @@ def message(round_number: Any = None, message_id: str | None = "ord-1") -> FakeR
 
 def test_the_first_copy_is_the_same_body_due_after_the_first_delay_and_the_original_is_completed():
     ctx = Ctx(RecordingSender())
-    result = retry_later(ctx, message(), "OrderSubmitted", "503")  # type: ignore[arg-type]
+    original = message()
+    result = retry_later(ctx, original, "OrderSubmitted", "503")  # type: ignore[arg-type]
     assert result.settlement.kind == "complete"
     [(queue, copy)] = ctx.sender.sent
     assert queue == ORDERS_QUEUE
     assert json.loads(copy.body) == order()
-    assert copy.message_id == "ord-1:store-retry:1"
+    assert copy.message_id == f"ord-1:store-retry:1:{original.sequence_number}"
     assert copy.application_properties == {ROUND_PROPERTY: 1}
     assert copy.scheduled_enqueue_time == ctx.clock.now() + STORE_RETRY_DELAYS[0]
 
 
 def test_each_round_waits_longer_and_keeps_the_original_id():
     ctx = Ctx(RecordingSender())
-    retry_later(ctx, message(round_number=3, message_id="ord-1:store-retry:3"), "OrderSubmitted", "503")  # type: ignore[arg-type]
+    third = message(round_number=3, message_id="ord-1:store-retry:3:41")
+    retry_later(ctx, third, "OrderSubmitted", "503")  # type: ignore[arg-type]
     [(_, copy)] = ctx.sender.sent
-    assert copy.message_id == "ord-1:store-retry:4"  # not ord-1:store-retry:3:store-retry:4
+    assert copy.message_id == f"ord-1:store-retry:4:{third.sequence_number}"  # not ord-1:store-retry:3:41:store-retry:4
     assert copy.scheduled_enqueue_time == ctx.clock.now() + STORE_RETRY_DELAYS[3]
     assert STORE_RETRY_DELAYS[3] > STORE_RETRY_DELAYS[0]
 
@@ -100,13 +102,34 @@ def test_the_round_property_is_read_as_a_whole_number_or_ignored(properties: Any
 
 def test_copy_ids_fit_service_bus_and_map_back_to_the_original():
     long_id = "o" * 128
-    made = copy_id(message(message_id=long_id), 3)
+    received = message(message_id=long_id)
+    made = copy_id(received, 3)
     assert len(made) <= MAX_MESSAGE_ID_LENGTH
-    assert copy_id(message(message_id=long_id), 3) == made  # deterministic: a repeat collapses
-    assert original_id("ord-1:store-retry:1:store-retry:2") == "ord-1"
-    assert original_id("ord-1:cancel:store-retry:4") == "ord-1:cancel"
+    assert copy_id(received, 3) == made  # deterministic: a repeat collapses
+    assert original_id("ord-1:store-retry:1:7:store-retry:2:9") == "ord-1"
+    assert original_id("ord-1:cancel:store-retry:4:12") == "ord-1:cancel"
     assert original_id("ord-1:store-retry:x") == "ord-1:store-retry:x"
     assert copy_id(message(message_id=None), 1).startswith("seq-")
+
+
+@pytest.mark.parametrize("round_number", [None, 2, "1"])
+def test_a_copy_never_takes_the_messageid_of_the_message_it_is_made_from(round_number: Any):
+    """Found by the red team on 3737d51: a client's MessageId ``batch-7:store-retry:1`` (round 0) was
+    stripped to ``batch-7`` and its copy named ``batch-7:store-retry:1``: the original's own id, which
+    duplicate detection (10 minutes) dropped, so the order was completed and never handled. Only this
+    app's own copies (the round property matching the suffix) are traced back; a copy always carries
+    the sequence number of the message it is made from."""
+    for client_id in ("batch-7:store-retry:1", "batch-7:store-retry:1:5", "batch-7:store-retry:2"):
+        made = message(round_number, message_id=client_id)
+        copy = copy_id(made, retry_round(made.application_properties) + 1)
+        assert copy != client_id and copy.endswith(f":{made.sequence_number}"), (client_id, round_number, copy)
+
+
+def test_the_same_message_handled_twice_sends_the_same_copy_and_another_message_with_its_id_another():
+    first, again = message(message_id="ord-1"), message(message_id="ord-1")
+    again.sequence_number = first.sequence_number  # a redelivery of the same message
+    resent = message(message_id="ord-1")  # the client's same MessageId, sent again past the window
+    assert copy_id(first, 1) == copy_id(again, 1) != copy_id(resent, 1)
 
 
 def cancellation(round_number: int | None) -> FakeReceivedMessage:
@@ -128,10 +151,11 @@ def test_a_cancellation_whose_order_is_not_there_looks_again_until_the_orders_ow
 
     for round_number, expected_id in ((None, "o-late:cancel:store-retry:1"), (1, "o-late:cancel:store-retry:2")):
         sender.sent.clear()
-        later = handle_orders_message(app_context, cancellation(round_number))
+        received = cancellation(round_number)
+        later = handle_orders_message(app_context, received)
         assert later.settlement.kind == "complete"
         [(queue, copy)] = sender.sent
-        assert (queue, copy.message_id) == (ORDERS_QUEUE, expected_id)
+        assert (queue, copy.message_id) == (ORDERS_QUEUE, f"{expected_id}:{received.sequence_number}")
     sender.sent.clear()
     result = handle_orders_message(app_context, cancellation(len(STORE_RETRY_DELAYS)))
     assert (result.settlement.kind, result.settlement.reason) == ("deadletter", "UnknownOrder")
