@@ -6,7 +6,10 @@ A message that is no longer on the queue (expired, dead-lettered) is recorded an
 The app schedules a retry only for a message it recorded as deferred (the deferral document of its
 order has the sequence number). ``RetryDeferred`` arrives on the public ``orders`` queue, so one for a
 sequence number no deferral document tracks is not the app's: it is dead-lettered
-``UntrackedDeferral``, having fetched and written nothing."""
+``UntrackedDeferral``, having fetched and written nothing. Every fetch counts as one of the message's
+deliveries, so a ``RetryDeferred`` that is stale, repeated or forged must not wear the message out: one for a
+dependency's round other than the round scheduled (``entry.rounds``), or for a message waiting for an order
+that does not exist yet (its submission, or the peek sweep, fetches it), is completed without fetching."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from contracts.messages import RetryDeferred
 from contracts.names import ORDERS_QUEUE
 from deferral.apply import account_for_absent, process_fetched
 from dependencies import AppContext
-from domain.deferral import EntryStatus
+from domain.deferral import DeferralReason, DeferredEntry, EntryStatus
 from observability.events import app_event
 from submission.result import IntakeResult
 
@@ -49,6 +52,10 @@ def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessa
     if entry.status is not EntryStatus.DEFERRED:
         log.info("RetryDeferred #%s round %s: already %s", seq, retry.round, entry.status.value)
         return IntakeResult(Settlement.complete())  # a late or duplicate retry: nothing left to do
+    not_now = _not_for_now(ctx, retry, entry, rejected=doc is not None and doc.rejected_at is not None)
+    if not_now is not None:
+        log.info("RetryDeferred #%s round %s: not fetched, %s", seq, retry.round, not_now)
+        return IntakeResult(Settlement.complete())
     with ctx.deferred.open(ORDERS_QUEUE) as receiver:
         fetched = receiver.receive_deferred([seq])
         if not fetched:
@@ -66,3 +73,14 @@ def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessa
             round=retry.round,
         )
     return IntakeResult(Settlement.complete(), events=done.events)
+
+
+def _not_for_now(ctx: AppContext, retry: RetryDeferred, entry: DeferredEntry, *, rejected: bool) -> str | None:
+    """Why fetching the message for ``retry`` would only spend one of its deliveries, or None."""
+    if entry.reason is DeferralReason.DEPENDENCY_UNAVAILABLE:
+        if retry.round != entry.rounds:
+            return f"round {retry.round} is not the round scheduled ({entry.rounds}): a stale or repeated retry"
+        return None
+    if not rejected and ctx.states.get(retry.order_id) is None:
+        return "its order does not exist yet (its submission or the peek sweep fetches it)"
+    return None

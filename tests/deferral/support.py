@@ -85,3 +85,9 @@ def alerts(broker: InProcessBroker) -> list[dict[str, Any]]:
 
 def deferred_sequence_numbers(broker: InProcessBroker) -> list[int]:
     return [m.sequence_number for m in broker.peek(ORDERS_QUEUE, 100) if m.state.name == "DEFERRED"]
+
+
+def deliver_all(functions: dict[str, Any], broker: InProcessBroker) -> None:
+    """Delivers every orders message that is due, as the host would, until none is left."""
+    while deliver(functions, broker, DurableClientStub()):
+        pass

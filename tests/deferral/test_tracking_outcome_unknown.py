@@ -18,10 +18,10 @@ from domain.deferral import DeferralReason, EntryStatus
 from submission.store_outage import STORE_RETRY_DELAYS
 from tests.contexts import context_with
 from tests.deferral.support import (
-    DurableClientStub,
     alerts,
     deferred_sequence_numbers,
     deliver,
+    deliver_all,
     notification,
     order,
     send,
@@ -52,11 +52,6 @@ class SaveFails:
 
 def copies(broker: Any) -> list[Any]:
     return [m for m in broker.peek(ORDERS_QUEUE, 100) if ":store-retry:" in (m.message_id or "")]
-
-
-def deliver_all(functions: dict[str, Any], broker: Any) -> None:
-    while deliver(functions, broker, DurableClientStub()):
-        pass
 
 
 def test_a_lost_response_to_the_deferral_write_defers_the_tracked_message_and_raises_no_false_expiry(
