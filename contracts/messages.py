@@ -23,6 +23,7 @@ from pydantic.alias_generators import to_camel
 
 from contracts.names import APP_QUEUES, is_app_queue
 from domain.ids import MAX_ATTEMPT, ORDER_ID_PATTERN, instance_order_id
+from domain.text import one_line, uncarriable
 from domain.timefmt import parse, to_text
 
 
@@ -39,6 +40,23 @@ QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-
 Sku = Annotated[str, StringConstraints(pattern=r"^[A-Z0-9][A-Z0-9-]{0,31}$")]
 Currency = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
 ShortText = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+def _client_text(value: str) -> str:
+    why_not = uncarriable(value)
+    if why_not is not None:
+        raise ValueError(f"cannot be recorded: {why_not}")
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+# Text a client sends that the app records (the order document, the state record, its history) and logs:
+# the operator API's rule for an operator's reason (domain/text.py): no lone surrogate, no control
+# character but tabs and line breaks, not blank. Kept as sent (an address may have lines).
+ClientText = Annotated[ShortText, AfterValidator(_client_text)]
+# A client's reason, which goes on one line of the record's history and of the log, as an operator's does.
+ClientReason = Annotated[ClientText, AfterValidator(one_line)]
 
 
 def _submitter_queue(value: str) -> str:
@@ -100,10 +118,10 @@ class OrderSubmitted(Contract):
     type: Literal["OrderSubmitted"]
     schema_version: Literal[1]
     order_id: OrderId
-    customer_id: ShortText
+    customer_id: ClientText
     lines: list[OrderLine] = Field(min_length=1, max_length=MAX_LINES)
     currency: Currency
-    ship_to: ShortText
+    ship_to: ClientText
     reply_to: ReplyQueue | None = None
     prepaid: bool = False
 
@@ -122,11 +140,11 @@ class PaymentNotification(Contract):
 
     type: Literal["PaymentNotification"]
     schema_version: Literal[1]
-    notification_id: ShortText
+    notification_id: ClientText
     order_id: OrderId
     amount_cents: int = Field(ge=0, le=MAX_TOTAL_CENTS, strict=True)
     currency: Currency
-    provider_reference: ShortText
+    provider_reference: ClientText
 
 
 class RetryDeferred(Contract):
@@ -145,7 +163,7 @@ class CancelOrder(Contract):
     type: Literal["CancelOrder"]
     schema_version: Literal[1]
     order_id: OrderId
-    reason: ShortText
+    reason: ClientReason
 
 
 class AgentRequest(Contract):
