@@ -23,7 +23,7 @@ from deferral.payment import MESSAGE_TYPE, apply_notification
 from deferral.retry import schedule_retry
 from deferral.tracking import record_deferred, resolve
 from dependencies import AppContext
-from domain.deferral import DeferralReason, EntryStatus
+from domain.deferral import DeferralReason, EntryStatus, TooManyWaiting
 from notifications.alerts import raise_alert_after_write
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
@@ -62,6 +62,9 @@ def process_fetched(ctx: AppContext, receiver: DeferredReceiver, message: Any, *
         return Processed("dead-lettered", None)
     try:
         return _apply(ctx, receiver, message, note, round_number)
+    except TooManyWaiting as exc:  # untracked, and its order has too many waiting: not kept
+        dead_letter_not_kept(receiver, message, note.order_id, exc)
+        return Processed("dead-lettered", note.order_id)
     except (StoreError, SendError, DependencyUnavailable):
         _abandon_quietly(receiver, message)
         raise
@@ -177,6 +180,13 @@ def account_for_absent(ctx: AppContext, receiver: DeferredReceiver, order_id: st
     )
     app_event("DeferredExpired", f"order {order_id}: deferred #{seq} expired", orderId=order_id, sequenceNumber=seq)
     return "expired"
+
+
+def dead_letter_not_kept(receiver: DeferredReceiver, message: Any, order_id: str, exc: TooManyWaiting) -> None:
+    """A deferred message its order's document cannot track (``WAITING_LIMIT``): dead-lettered."""
+    seq = message.sequence_number
+    _dead_letter(receiver, message, exc.reason, str(exc))
+    app_event("DeadLettered", f"deferred #{seq}: {exc}", logging.WARNING, orderId=order_id, sequenceNumber=seq)
 
 
 def _dead_letter(receiver: DeferredReceiver, message: Any, reason: str, description: str) -> None:

@@ -12,6 +12,8 @@ peeks the ``orders`` queue (no locks taken) for deferred messages enqueued at le
 * it waits for a ``RetryDeferred``: left to it, unless its last round is long overdue (the retry was
   lost), then it is tried as the next round;
 * already resolved but still deferred (its settlement was lost): fetched and settled again;
+* untracked, when its order has ``WAITING_LIMIT`` messages deferred already: fetched and dead-lettered
+  ``TooManyDeferred`` (the order's document stays bounded);
 * past its time to live: fetched, which moves it to the dead-letter queue, then recorded as expired
   and alerted once (peek does not show it again: no loop).
 
@@ -33,10 +35,10 @@ from adapters.servicebus.deferred import DeferredReceiver
 from adapters.servicebus.settlement import body_bytes
 from contracts.names import ORDERS_QUEUE
 from contracts.parsing import InvalidMessage, parse
-from deferral.apply import DEFERRABLE, account_for_absent, process_fetched
+from deferral.apply import DEFERRABLE, account_for_absent, dead_letter_not_kept, process_fetched
 from deferral.tracking import record_deferred
 from dependencies import AppContext
-from domain.deferral import DeferralReason, DeferredEntry, EntryStatus
+from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, TooManyWaiting
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
 
@@ -128,7 +130,13 @@ def _examine(ctx: AppContext, receiver: DeferredReceiver, peeked: Any, now: date
     entry = doc.entry(seq) if doc is not None else None
     if entry is None:
         reason = DeferralReason.ORDER_NOT_SUBMITTED
-        recorded = record_deferred(ctx, order_id, peeked, note.type, reason, recorded_by="sweep")
+        try:
+            recorded = record_deferred(ctx, order_id, peeked, note.type, reason, recorded_by="sweep")
+        except TooManyWaiting as exc:  # its order's document is full: fetched and dead-lettered, not kept
+            for fetched in receiver.receive_deferred([seq]):
+                dead_letter_not_kept(receiver, fetched, order_id, exc)
+                report.dead_lettered += 1
+            return
         entry = recorded.entry(seq)
         report.recorded += 1
         if entry is None:

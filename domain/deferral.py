@@ -15,6 +15,21 @@ from enum import StrEnum
 DOCUMENT_KIND = "DeferredMessages"
 SCHEMA_VERSION = 1
 ENTRY_LIMIT = 100  # resolved entries beyond this are dropped, oldest first
+# Messages still deferred for one order, at most. An order has one payment; a handful waiting is a
+# provider's retries, more is a flood the document (2 MB at most in Cosmos DB) must not grow with.
+WAITING_LIMIT = 20
+
+
+class TooManyWaiting(Exception):
+    """The order's document tracks ``WAITING_LIMIT`` deferred messages already: a new one is refused."""
+
+    reason = "TooManyDeferred"
+
+    def __init__(self, order_id: str) -> None:
+        super().__init__(
+            f"order {order_id} has {WAITING_LIMIT} messages deferred already (the most one order may have waiting); "
+            "this one is not kept"
+        )
 
 
 def document_id(order_id: str) -> str:
@@ -75,8 +90,11 @@ class DeferralDocument:
 
 def with_entry(doc: DeferralDocument, entry: DeferredEntry, now: datetime) -> DeferralDocument:
     """Adds ``entry``, or, if its sequence number is already tracked, keeps the existing one but
-    takes the new reason and round count (a message deferred again for another reason)."""
+    takes the new reason and round count (a message deferred again for another reason). A new entry
+    past ``WAITING_LIMIT`` still-deferred ones raises ``TooManyWaiting``."""
     existing = doc.entry(entry.sequence_number)
+    if existing is None and len(doc.waiting()) >= WAITING_LIMIT:
+        raise TooManyWaiting(doc.order_id)
     if existing is not None:
         if existing.status is not EntryStatus.DEFERRED:
             return doc  # already resolved: a late re-record must not reopen it

@@ -30,7 +30,8 @@ from deferral.payment import MESSAGE_TYPE, apply_notification
 from deferral.retry import ORDER_LOOK_AGAIN, schedule_retry
 from deferral.tracking import record_deferred, resolve
 from dependencies import AppContext
-from domain.deferral import DeferralDocument, DeferralReason, EntryStatus
+from domain.deferral import DeferralDocument, DeferralReason, EntryStatus, TooManyWaiting
+from observability.events import app_event
 from submission.result import IntakeResult
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,8 @@ def defer_for_retry(ctx: AppContext, order_id: str, message: ReceivedMessage, wh
         return IntakeResult(Settlement.abandon(why))
     try:
         record_deferred(ctx, order_id, message, MESSAGE_TYPE, DeferralReason.DEPENDENCY_UNAVAILABLE, rounds=1)
+    except TooManyWaiting as exc:
+        return _not_kept(order_id, message, exc)
     except StoreOutcomeUnknown as exc:  # maybe recorded: no RetryDeferred, the peek sweep retries it when overdue
         return deferred_all_the_same(message, exc)
     schedule_retry(ctx, order_id, message.sequence_number, message.message_id or "", 1)
@@ -78,12 +81,27 @@ def _defer_until_order(ctx: AppContext, note: PaymentNotification, message: Rece
         return IntakeResult(Settlement.abandon("no sequence number to defer by"))
     try:
         doc = record_deferred(ctx, note.order_id, message, MESSAGE_TYPE, DeferralReason.ORDER_NOT_SUBMITTED)
+    except TooManyWaiting as exc:
+        return _not_kept(note.order_id, message, exc)
     except StoreOutcomeUnknown as exc:
         return deferred_all_the_same(message, exc)
     try:
         return _looked_at_again(ctx, note, message, message.sequence_number, doc)
     except StoreUnavailable as exc:
         return deferred_all_the_same(message, exc)
+
+
+def _not_kept(order_id: str, message: ReceivedMessage, exc: TooManyWaiting) -> IntakeResult:
+    """Its order has ``WAITING_LIMIT`` messages deferred already: dead-lettered, the document kept bounded."""
+    app_event(
+        "DeadLettered",
+        f"{MESSAGE_TYPE} {message.message_id}: {exc}",
+        logging.WARNING,
+        messageId=message.message_id,
+        orderId=order_id,
+        reason=exc.reason,
+    )
+    return IntakeResult(Settlement.deadletter(exc.reason, str(exc)))
 
 
 def _looked_at_again(

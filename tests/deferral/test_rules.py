@@ -13,10 +13,12 @@ from contracts.messages import PaymentNotification
 from domain import transitions
 from domain.deferral import (
     ENTRY_LIMIT,
+    WAITING_LIMIT,
     DeferralDocument,
     DeferralReason,
     DeferredEntry,
     EntryStatus,
+    TooManyWaiting,
     with_entry,
     with_status,
 )
@@ -117,12 +119,23 @@ def test_recording_a_sequence_number_twice_keeps_one_entry_and_a_resolved_one_st
 
 def test_the_document_keeps_every_waiting_entry_and_drops_the_oldest_resolved_ones():
     doc = DeferralDocument.empty("p1", NOW)
-    for seq in range(ENTRY_LIMIT):
-        doc = with_entry(doc, entry(seq, EntryStatus.APPLIED if seq % 2 else EntryStatus.DEFERRED), NOW)
+    for seq in range(ENTRY_LIMIT):  # the first WAITING_LIMIT - 1 waiting, every other one resolved
+        doc = with_entry(doc, entry(seq, EntryStatus.DEFERRED if seq < WAITING_LIMIT - 1 else EntryStatus.APPLIED), NOW)
     doc = with_entry(doc, entry(1000), NOW)
     assert len(doc.entries) == ENTRY_LIMIT
-    assert doc.entry(1) is None  # the oldest resolved one went
-    assert len(doc.waiting()) == ENTRY_LIMIT // 2 + 1
+    assert doc.entry(WAITING_LIMIT - 1) is None  # the oldest resolved one went
+    assert len(doc.waiting()) == WAITING_LIMIT
+
+
+def test_a_new_waiting_entry_past_the_limit_is_refused_and_one_already_tracked_is_not():
+    doc = DeferralDocument.empty("p1", NOW)
+    for seq in range(WAITING_LIMIT):
+        doc = with_entry(doc, entry(seq), NOW)
+    with pytest.raises(TooManyWaiting, match="order p1"):
+        with_entry(doc, entry(WAITING_LIMIT), NOW)
+    assert with_entry(doc, entry(3), NOW).entries == doc.entries  # the same message recorded again
+    resolved = with_status(doc, 3, EntryStatus.APPLIED, NOW)
+    assert with_entry(resolved, entry(WAITING_LIMIT), NOW).entry(WAITING_LIMIT) is not None  # room again
 
 
 def test_the_document_is_stored_without_a_process_state():
