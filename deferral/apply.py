@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from adapters.cosmos.errors import StoreError
 from adapters.servicebus.deferred import DeferredReceiver
 from adapters.servicebus.sender import SendError
-from adapters.servicebus.settlement import body_bytes, dead_letter_text
+from adapters.servicebus.settlement import Settlement, body_bytes
 from contracts.messages import PaymentNotification
 from contracts.names import QUEUE_MAX_DELIVERY_COUNT
 from contracts.parsing import InvalidMessage, parse
@@ -43,70 +44,107 @@ class Processed:
     events: tuple[RaiseEvent, ...] = ()
 
 
+_DEFERRED_STATE = 1  # ServiceBusMessageState.DEFERRED (the broker's MessageState uses the same value)
+
+
 def _last_allowed_delivery(message: Any) -> bool:
     """One more abandon would let Service Bus dead-letter it (MaxDeliveryCountExceeded) on its own."""
     count = getattr(message, "delivery_count", None) or 0
     return int(count) + 1 >= QUEUE_MAX_DELIVERY_COUNT
 
 
+def is_deferred(message: Any) -> bool:
+    state = getattr(message, "state", None)
+    return state is not None and int(state) == _DEFERRED_STATE
+
+
+def has_expired(message: Any, now: datetime) -> bool:
+    expires = getattr(message, "expires_at_utc", None)
+    return expires is not None and expires <= now
+
+
+def process_deferred(ctx: AppContext, receiver: DeferredReceiver, seq: int, *, round_number: int) -> Processed | None:
+    """Processes deferred message ``seq``: read by peeking (no lock, no delivery counted), decided and
+    written in Cosmos DB, and only then fetched, to be settled as decided; a message left waiting is not
+    fetched at all. Every fetch counts as a delivery: fetched first, each store or send failure (an
+    abandon) wore the message out into ``MaxDeliveryCountExceeded``, applied or not (fault red team on
+    3737d51). ``round_number``: the retry round this is (0: not a RetryDeferred round). A store or send
+    failure propagates, the message untouched. None: the message is not on the queue deferred (gone,
+    expired, or not deferred yet): the caller accounts for it (``account_for_absent``)."""
+    peeked = next(iter(receiver.peek(1, seq)), None)
+    if peeked is None or int(peeked.sequence_number) != seq or not is_deferred(peeked):
+        return None
+    if has_expired(peeked, ctx.clock.now()):
+        fetched = receiver.receive_deferred([seq])  # an expired message moves to the dead-letter queue
+        return process_fetched(ctx, receiver, fetched[0], round_number=round_number) if fetched else None
+    done, settle = _decide(ctx, peeked, round_number)
+    if settle is not None:
+        _settle(receiver, seq, settle)
+    return done
+
+
 def process_fetched(ctx: AppContext, receiver: DeferredReceiver, message: Any, *, round_number: int) -> Processed:
-    """Applies ``message`` (locked to ``receiver``) and settles it. ``round_number`` is the retry round
-    this is (0: not a RetryDeferred round). A store or send failure abandons the message (it stays
-    deferred) and propagates."""
+    """``process_deferred`` for a message already fetched (locked to ``receiver``): settled as decided,
+    abandoned if it is to wait (or if a store or send failure propagates)."""
+    try:
+        done, settle = _decide(ctx, message, round_number)
+    except (StoreError, SendError, DependencyUnavailable):
+        _abandon_quietly(receiver, message)
+        raise
+    if settle is None:
+        receiver.abandon(message)  # stays deferred
+    else:
+        _settled(receiver, message, settle)
+    return done
+
+
+def _decide(ctx: AppContext, message: Any, round_number: int) -> tuple[Processed, Settlement | None]:
+    """What becomes of ``message`` (written to Cosmos DB first) and how it is to be settled (None: it
+    stays deferred)."""
     seq: int = message.sequence_number
     try:
         note = parse(body_bytes(message), DEFERRABLE)
     except InvalidMessage as bad:
-        _dead_letter(receiver, message, bad.reason, bad.description)
         app_event("DeadLettered", f"deferred message #{seq}: {bad}", logging.WARNING, sequenceNumber=seq)
-        return Processed("dead-lettered", None)
+        return Processed("dead-lettered", None), Settlement.deadletter(bad.reason, bad.description)
     try:
-        return _apply(ctx, receiver, message, note, round_number)
+        return _apply(ctx, message, note, round_number)
     except TooManyWaiting as exc:  # untracked, and its order has too many waiting: not kept
-        dead_letter_not_kept(receiver, message, note.order_id, exc)
-        return Processed("dead-lettered", note.order_id)
-    except (StoreError, SendError, DependencyUnavailable):
-        _abandon_quietly(receiver, message)
-        raise
+        log_not_kept(seq, note.order_id, exc)
+        return Processed("dead-lettered", note.order_id), Settlement.deadletter(exc.reason, str(exc))
 
 
 def _apply(
-    ctx: AppContext, receiver: DeferredReceiver, message: Any, note: PaymentNotification, round_number: int
-) -> Processed:
+    ctx: AppContext, message: Any, note: PaymentNotification, round_number: int
+) -> tuple[Processed, Settlement | None]:
     seq: int = message.sequence_number
     order_id = note.order_id
     try:
         outcome = apply_notification(ctx, note, seq)
     except DependencyUnavailable as exc:
-        return _still_unavailable(ctx, receiver, message, order_id, round_number, str(exc))
+        return _still_unavailable(ctx, message, order_id, round_number, str(exc))
     if outcome.kind == "order-missing":
         doc = record_deferred(ctx, order_id, message, MESSAGE_TYPE, DeferralReason.ORDER_NOT_SUBMITTED)
         if doc.rejected_at is not None:  # its order was refused by admission control: it is not coming
-            reason, description = rejected_order(ctx, order_id, seq)
-            _dead_letter(receiver, message, reason, description)
-            return Processed("dead-lettered", order_id)
-        receiver.abandon(message)  # stays deferred, waiting for its order
-        return Processed("waiting", order_id)
+            return Processed("dead-lettered", order_id), Settlement.deadletter(*rejected_order(ctx, order_id, seq))
+        return Processed("waiting", order_id), None  # stays deferred, waiting for its order
     if outcome.kind == "rejected":
         resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, f"{outcome.reason}: {outcome.description}")
-        _dead_letter(receiver, message, outcome.reason, outcome.description)
         app_event(
             "DeadLettered", f"deferred #{seq}: {outcome.reason}", logging.WARNING, orderId=order_id, sequenceNumber=seq
         )
-        return Processed("dead-lettered", order_id)
+        return Processed("dead-lettered", order_id), Settlement.deadletter(outcome.reason, outcome.description)
     resolve(ctx, order_id, seq, EntryStatus.APPLIED, outcome.kind)
-    receiver.complete(message)
-    return Processed("applied", order_id, outcome.events)
+    return Processed("applied", order_id, outcome.events), Settlement.complete()
 
 
 def _still_unavailable(
-    ctx: AppContext, receiver: DeferredReceiver, message: Any, order_id: str, round_number: int, why: str
-) -> Processed:
+    ctx: AppContext, message: Any, order_id: str, round_number: int, why: str
+) -> tuple[Processed, Settlement | None]:
     seq: int = message.sequence_number
     if round_number >= ctx.settings.defer_max_rounds or _last_allowed_delivery(message):
         description = f"a dependency stayed unavailable through {round_number} retry rounds: {why}"
         resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, description)
-        _dead_letter(receiver, message, "DependencyUnavailable", description)
         raise_alert_after_write(
             ctx.sender,
             kind="DeferredMessageGaveUp",
@@ -116,12 +154,29 @@ def _still_unavailable(
             discriminator=seq,
             details={"sequenceNumber": seq, "rounds": round_number, "error": why},
         )
-        return Processed("dead-lettered", order_id)
+        return Processed("dead-lettered", order_id), Settlement.deadletter("DependencyUnavailable", description)
     next_round = round_number + 1
     record_deferred(ctx, order_id, message, MESSAGE_TYPE, DeferralReason.DEPENDENCY_UNAVAILABLE, rounds=next_round)
     schedule_retry(ctx, order_id, seq, message.message_id or "", next_round)
-    receiver.abandon(message)  # stays deferred until the next round
-    return Processed("retry-scheduled", order_id)
+    return Processed("retry-scheduled", order_id), None  # stays deferred until the next round
+
+
+def _settle(receiver: DeferredReceiver, seq: int, settle: Settlement) -> None:
+    """Fetches ``seq`` to settle it as decided. Not returned (locked by another processor deciding the
+    same, or gone meanwhile): its entry is resolved already, and the peek sweep settles a resolved entry
+    whose message is still deferred."""
+    fetched = receiver.receive_deferred([seq])
+    if not fetched:
+        log.info("deferred #%s: decided (%s) but not fetched to settle; left to the peek sweep", seq, settle.kind)
+        return
+    _settled(receiver, fetched[0], settle)
+
+
+def _settled(receiver: DeferredReceiver, message: Any, settle: Settlement) -> None:
+    if settle.kind == "complete":
+        receiver.complete(message)
+    else:
+        receiver.dead_letter(message, settle.reason or "", settle.description or "")
 
 
 ORDER_REJECTED = "OrderRejected"
@@ -184,10 +239,9 @@ def account_for_absent(ctx: AppContext, receiver: DeferredReceiver, order_id: st
 
 def dead_letter_not_kept(receiver: DeferredReceiver, message: Any, order_id: str, exc: TooManyWaiting) -> None:
     """A deferred message its order's document cannot track (``WAITING_LIMIT``): dead-lettered."""
-    seq = message.sequence_number
-    _dead_letter(receiver, message, exc.reason, str(exc))
+    log_not_kept(message.sequence_number, order_id, exc)
+    _settled(receiver, message, Settlement.deadletter(exc.reason, str(exc)))
+
+
+def log_not_kept(seq: int, order_id: str, exc: TooManyWaiting) -> None:
     app_event("DeadLettered", f"deferred #{seq}: {exc}", logging.WARNING, orderId=order_id, sequenceNumber=seq)
-
-
-def _dead_letter(receiver: DeferredReceiver, message: Any, reason: str, description: str) -> None:
-    receiver.dead_letter(message, *dead_letter_text(reason, description))

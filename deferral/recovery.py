@@ -1,6 +1,6 @@
 """Submission's half of deferral: when ``OrderSubmitted`` arrives, the messages deferred because
-that order did not exist yet are fetched by sequence number, applied, and completed on the receiver
-that fetched them."""
+that order did not exist yet are read by sequence number, applied, and then fetched and completed on one
+receiver (``deferral.apply.process_deferred``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from adapters.cosmos.errors import StoreError
 from adapters.servicebus.deferred import DeferredMessageStore
 from adapters.servicebus.sender import SendError
 from contracts.names import ORDERS_QUEUE
-from deferral.apply import Processed, account_for_absent, process_fetched
+from deferral.apply import Processed, account_for_absent, process_deferred
 from dependencies import AppContext
 from domain.deferral import DeferralReason, DeferredEntry, rejected
 from observability.events import app_event
@@ -33,17 +33,16 @@ class Recovery:
 def _fetch_and_process(
     ctx: AppContext, deferred: DeferredMessageStore, order_id: str, waiting: list[DeferredEntry]
 ) -> Iterator[tuple[DeferredEntry, Processed | str]]:
-    """Fetches the waiting entries' messages by sequence number on one receiver and processes each
-    there (``deferral.apply``); yields every entry with its outcome, or, for a message no longer on
-    the queue, with what ``account_for_absent`` made of its entry."""
+    """Processes the waiting entries' messages by sequence number on one receiver (``deferral.apply``);
+    yields every entry with its outcome, or, for a message not on the queue deferred, with what
+    ``account_for_absent`` made of its entry."""
     with deferred.open(ORDERS_QUEUE) as receiver:
-        fetched = {m.sequence_number: m for m in receiver.receive_deferred([e.sequence_number for e in waiting])}
         for entry in waiting:
-            message = fetched.get(entry.sequence_number)
-            if message is None:
-                yield entry, account_for_absent(ctx, receiver, order_id, entry.sequence_number)
-            else:
-                yield entry, process_fetched(ctx, receiver, message, round_number=0)
+            done = process_deferred(ctx, receiver, entry.sequence_number, round_number=0)
+            yield (
+                entry,
+                done if done is not None else account_for_absent(ctx, receiver, order_id, entry.sequence_number),
+            )
 
 
 def release_for_rejected_order(ctx: AppContext, order_id: str) -> Recovery:

@@ -17,6 +17,8 @@ peeks the ``orders`` queue (no locks taken) for deferred messages enqueued at le
 * past its time to live: fetched, which moves it to the dead-letter queue, then recorded as expired
   and alerted once (peek does not show it again: no loop).
 
+A state store failure skips the message (the next round of the queue comes back to it);
+``STORE_FAILURES_IN_A_ROW`` of them stop the run, and the next run starts from the first of them.
 Bounded by ``PEEK_SWEEP_MAX_MESSAGES`` peeked per run. A run continues from the sequence number the
 previous run of this process stopped at (``SweepCursor``) and starts over from the beginning once
 it reaches the end of the queue: messages waiting for their order can no longer hide every newer
@@ -35,7 +37,14 @@ from adapters.servicebus.deferred import DeferredReceiver
 from adapters.servicebus.settlement import body_bytes
 from contracts.names import ORDERS_QUEUE
 from contracts.parsing import InvalidMessage, parse
-from deferral.apply import DEFERRABLE, account_for_absent, dead_letter_not_kept, process_fetched
+from deferral.apply import (
+    DEFERRABLE,
+    account_for_absent,
+    dead_letter_not_kept,
+    has_expired,
+    is_deferred,
+    process_deferred,
+)
 from deferral.tracking import record_deferred
 from dependencies import AppContext
 from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, TooManyWaiting
@@ -45,7 +54,9 @@ from orchestrators.raise_events import RaiseEvent
 log = logging.getLogger(__name__)
 
 PEEK_PAGE = 100
-_DEFERRED_STATE = 1  # ServiceBusMessageState.DEFERRED (the broker's MessageState uses the same value)
+# A store failure on one message (a throttled request) skips it; this many in a row is an outage: the run
+# stops, and the next one starts from the first of them.
+STORE_FAILURES_IN_A_ROW = 3
 
 
 @dataclass
@@ -61,16 +72,6 @@ class SweepReport:
     events: list[RaiseEvent] = field(default_factory=list)
 
 
-def _is_deferred(message: Any) -> bool:
-    state = getattr(message, "state", None)
-    return state is not None and int(state) == _DEFERRED_STATE
-
-
-def _expired(message: Any, now: datetime) -> bool:
-    expires = getattr(message, "expires_at_utc", None)
-    return expires is not None and expires <= now
-
-
 @dataclass
 class SweepCursor:
     """Where the next run starts peeking (per worker process)."""
@@ -84,6 +85,7 @@ def peek_sweep(ctx: AppContext, cursor: SweepCursor | None = None) -> SweepRepor
     now = ctx.clock.now()
     cutoff = now - ctx.settings.peek_sweep_age
     budget = ctx.settings.peek_sweep_max_messages
+    unavailable: list[int] = []  # sequence numbers whose handling just met StoreUnavailable, in a row
     with ctx.deferred.open(ORDERS_QUEUE) as receiver:
         start = next_seq = cursor.next_sequence
         wrapped = start == 0
@@ -101,16 +103,22 @@ def peek_sweep(ctx: AppContext, cursor: SweepCursor | None = None) -> SweepRepor
             report.peeked += len(batch)
             for message in batch:
                 next_seq = max(next_seq, int(message.sequence_number) + 1)
-                if not _is_deferred(message) or message.enqueued_time_utc > cutoff:
+                if not is_deferred(message) or message.enqueued_time_utc > cutoff:
                     continue
                 report.deferred_seen += 1
                 try:
                     _examine(ctx, receiver, message, now, report)
+                    unavailable = []
                 except StoreUnavailable as exc:
-                    log.warning("peek sweep stopped: state store unavailable: %s", exc)
                     report.failed += 1
-                    cursor.next_sequence = next_seq
-                    return _logged(report)
+                    unavailable.append(int(message.sequence_number))
+                    if len(unavailable) >= STORE_FAILURES_IN_A_ROW:  # the store is down: stop, resume there
+                        log.warning("peek sweep stopped: state store unavailable: %s", exc)
+                        cursor.next_sequence = unavailable[0]
+                        return _logged(report)
+                    log.info(
+                        "peek sweep: deferred #%s skipped, state store unavailable: %s", message.sequence_number, exc
+                    )
                 except Exception as exc:
                     report.failed += 1
                     log.warning("peek sweep: deferred #%s not handled: %s", message.sequence_number, exc, exc_info=True)
@@ -141,7 +149,7 @@ def _examine(ctx: AppContext, receiver: DeferredReceiver, peeked: Any, now: date
         report.recorded += 1
         if entry is None:
             raise RuntimeError(f"deferred #{seq} of order {order_id} is missing from the document just written")
-    if _expired(peeked, now):
+    if has_expired(peeked, now):
         _fetch_and_process(ctx, receiver, seq, entry, 0, report, order_id)  # absent: recorded as expired
         return
     if entry.status is EntryStatus.DEFERRED:
@@ -169,13 +177,12 @@ def _fetch_and_process(
     report: SweepReport,
     order_id: str | None = None,
 ) -> None:
-    fetched = receiver.receive_deferred([seq])
-    if not fetched:
+    done = process_deferred(ctx, receiver, seq, round_number=rounds)
+    if done is None:
         tracked = entry is not None and order_id is not None and entry.status is EntryStatus.DEFERRED
         if tracked and order_id is not None and account_for_absent(ctx, receiver, order_id, seq) == "expired":
             report.expired += 1
         return
-    done = process_fetched(ctx, receiver, fetched[0], round_number=rounds)
     if done.result == "applied":
         report.recovered += 1
         report.events.extend(done.events)

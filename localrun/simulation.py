@@ -50,6 +50,7 @@ from localrun.cosmos_server import CosmosServer
 from localrun.host import LocalHost, local_settings_example
 from localrun.profile import Profile
 from localrun.servicebus import InProcessBroker, QueuePolicy, SendFaults
+from localrun.servicebus.messages import MessageState
 from localrun.virtual_time import TaskScheduler
 from localrun.workload import Workload, make_workload
 from settings import Settings
@@ -312,6 +313,10 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 return False
             if broker.has_scheduled(ORDERS_QUEUE, STORE_RETRY_ROUND):
                 return False  # a message met a Cosmos DB outage: it is handled again later (store_outage)
+            if broker.holds(ORDERS_QUEUE, MessageState.SCHEDULED, lambda subject, _: subject == "RetryDeferred"):
+                return False  # a deferred message's retry round is still to come
+            if broker.holds(ORDERS_QUEUE, MessageState.DEFERRED, lambda _, body: _order_of(body) in latest):
+                return False  # deferred, and its order exists: its submission missed it, the peek sweep owes it
             return not any(state in NON_TERMINAL for state in latest.values())
 
         external: Callable[[], datetime | None] = lambda: pending[0].at if pending else None  # noqa: E731
@@ -381,3 +386,13 @@ def report_fields(document: dict[str, Any]) -> dict[str, Any]:
     if payment:
         kept["payment"] = {"notificationId": payment["notificationId"]}
     return kept
+
+
+def _order_of(body: bytes) -> str | None:
+    """The ``orderId`` of an ``orders`` message body, or None."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    order_id = data.get("orderId") if isinstance(data, dict) else None
+    return order_id if isinstance(order_id, str) else None

@@ -18,7 +18,7 @@ import logging
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import RetryDeferred
 from contracts.names import ORDERS_QUEUE
-from deferral.apply import account_for_absent, process_fetched
+from deferral.apply import account_for_absent, process_deferred
 from dependencies import AppContext
 from domain.deferral import DeferralReason, DeferredEntry, EntryStatus
 from observability.events import app_event
@@ -57,12 +57,11 @@ def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessa
         log.info("RetryDeferred #%s round %s: not fetched, %s", seq, retry.round, not_now)
         return IntakeResult(Settlement.complete())
     with ctx.deferred.open(ORDERS_QUEUE) as receiver:
-        fetched = receiver.receive_deferred([seq])
-        if not fetched:
+        done = process_deferred(ctx, receiver, seq, round_number=retry.round)
+        if done is None:
             outcome = account_for_absent(ctx, receiver, retry.order_id, seq)
             log.info("RetryDeferred #%s round %s: the message is %s", seq, retry.round, outcome)
             return IntakeResult(Settlement.complete())
-        done = process_fetched(ctx, receiver, fetched[0], round_number=retry.round)
     if done.result == "applied":
         app_event(
             "DeferredRecovered",

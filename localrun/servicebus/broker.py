@@ -12,6 +12,7 @@ import sys
 import threading
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import IntEnum
@@ -236,6 +237,14 @@ class InProcessBroker:
                 rec.state is MessageState.SCHEDULED and property_name in rec.application_properties
                 for rec in q.messages.values()
             )
+
+    def holds(self, queue: str, state: MessageState, wanted: Callable[[str | None, bytes], bool]) -> bool:
+        """Whether ``queue`` holds a message in ``state`` for which ``wanted(subject, body)`` is true (the
+        runner's end-of-run check: a message the app still owes work)."""
+        with self._mutex:
+            q = self._queue(queue)
+            self._advance(q, self._now())
+            return any(rec.state is state and wanted(rec.subject, rec.body) for rec in q.messages.values())
 
     # ----- faults ------------------------------------------------------------------------------
 

@@ -122,11 +122,13 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
         and r["recoveries"]["host_restarts"] > 0
         and r["deferred"]["deferred"] > 0
     ),
-    # Cosmos DB down for 2 minutes while orders arrive: each message is handled again later
-    # (submission/store_outage.py), none dead-lettered for the outage (it used to use up its 5 deliveries)
+    # Cosmos DB down for 5 minutes while orders arrive: each message is handled again later
+    # (submission/store_outage.py), none dead-lettered for the outage (it used to use up its 5 deliveries),
+    # and no prepaid order fails waiting for a notification whose next round was up to 15 minutes away
     "cosmos-outage": lambda r: (
         r["injected_faults"].get("cosmos_outage", 0) > 50
         and states(r).get("Processed", 0) + states(r).get("Compensated", 0) == 100
+        and r["alerts"].get("RetriesExhausted", 0) == 0
         and "MaxDeliveryCountExceeded" not in reasons(r)
         and "UnknownOrder" not in reasons(r)
     ),

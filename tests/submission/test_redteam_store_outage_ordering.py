@@ -1,4 +1,4 @@
-"""Red team (store_outage, b18486a): an OrderSubmitted that met the outage is now handled 10 s .. 15 min
+"""Red team (store_outage, b18486a): an OrderSubmitted that met the outage is now handled 10 s .. 1 min
 LATER (a scheduled copy), so messages the client sent after it overtake it."""
 
 from __future__ import annotations
