@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from adapters.cosmos.errors import StoreError
@@ -45,6 +45,10 @@ class Processed:
 
 
 _DEFERRED_STATE = 1  # ServiceBusMessageState.DEFERRED (the broker's MessageState uses the same value)
+# A message this close to its time to live is fetched before it is decided (the old way, under its lock):
+# decided unlocked, it could expire meanwhile, and a second processor's fetch would then find it gone and
+# report it expired while the first applies it. Also covers the app's clock running behind the broker's.
+EXPIRY_MARGIN = timedelta(minutes=10)
 
 
 def _last_allowed_delivery(message: Any) -> bool:
@@ -63,31 +67,40 @@ def has_expired(message: Any, now: datetime) -> bool:
     return expires is not None and expires <= now
 
 
-def process_deferred(ctx: AppContext, receiver: DeferredReceiver, seq: int, *, round_number: int) -> Processed | None:
+def process_deferred(
+    ctx: AppContext, receiver: DeferredReceiver, seq: int, *, round_number: int, order_id: str | None = None
+) -> Processed | None:
     """Processes deferred message ``seq``: read by peeking (no lock, no delivery counted), decided and
     written in Cosmos DB, and only then fetched, to be settled as decided; a message left waiting is not
     fetched at all. Every fetch counts as a delivery: fetched first, each store or send failure (an
     abandon) wore the message out into ``MaxDeliveryCountExceeded``, applied or not (fault red team on
-    3737d51). ``round_number``: the retry round this is (0: not a RetryDeferred round). A store or send
+    3737d51). ``round_number``: the retry round this is (0: not a RetryDeferred round); ``order_id``: the
+    order whose document tracks it, if the caller knows (to resolve its entry if its body is unusable). A store or send
     failure propagates, the message untouched. None: the message is not on the queue deferred (gone,
     expired, or not deferred yet): the caller accounts for it (``account_for_absent``)."""
     peeked = next(iter(receiver.peek(1, seq)), None)
     if peeked is None or int(peeked.sequence_number) != seq or not is_deferred(peeked):
         return None
-    if has_expired(peeked, ctx.clock.now()):
+    if has_expired(peeked, ctx.clock.now() + EXPIRY_MARGIN):  # near its end: fetched first, decided under its lock
         fetched = receiver.receive_deferred([seq])  # an expired message moves to the dead-letter queue
-        return process_fetched(ctx, receiver, fetched[0], round_number=round_number) if fetched else None
-    done, settle = _decide(ctx, peeked, round_number)
+        return (
+            process_fetched(ctx, receiver, fetched[0], round_number=round_number, order_id=order_id)
+            if fetched
+            else None
+        )
+    done, settle = _decide(ctx, peeked, round_number, order_id)
     if settle is not None:
         _settle(receiver, seq, settle)
     return done
 
 
-def process_fetched(ctx: AppContext, receiver: DeferredReceiver, message: Any, *, round_number: int) -> Processed:
+def process_fetched(
+    ctx: AppContext, receiver: DeferredReceiver, message: Any, *, round_number: int, order_id: str | None = None
+) -> Processed:
     """``process_deferred`` for a message already fetched (locked to ``receiver``): settled as decided,
     abandoned if it is to wait (or if a store or send failure propagates)."""
     try:
-        done, settle = _decide(ctx, message, round_number)
+        done, settle = _decide(ctx, message, round_number, order_id)
     except (StoreError, SendError, DependencyUnavailable):
         _abandon_quietly(receiver, message)
         raise
@@ -98,19 +111,23 @@ def process_fetched(ctx: AppContext, receiver: DeferredReceiver, message: Any, *
     return done
 
 
-def _decide(ctx: AppContext, message: Any, round_number: int) -> tuple[Processed, Settlement | None]:
+def _decide(
+    ctx: AppContext, message: Any, round_number: int, order_id: str | None
+) -> tuple[Processed, Settlement | None]:
     """What becomes of ``message`` (written to Cosmos DB first) and how it is to be settled (None: it
     stays deferred)."""
     seq: int = message.sequence_number
     try:
         note = parse(body_bytes(message), DEFERRABLE)
-    except InvalidMessage as bad:
+    except InvalidMessage as bad:  # e.g. deferred before a contract rule it now breaks
+        if order_id is not None:  # its entry is resolved, not left waiting (an expiry alert, the limit)
+            resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, str(bad))
         app_event("DeadLettered", f"deferred message #{seq}: {bad}", logging.WARNING, sequenceNumber=seq)
-        return Processed("dead-lettered", None), Settlement.deadletter(bad.reason, bad.description)
+        return Processed("dead-lettered", order_id), Settlement.deadletter(bad.reason, bad.description)
     try:
         return _apply(ctx, message, note, round_number)
     except TooManyWaiting as exc:  # untracked, and its order has too many waiting: not kept
-        log_not_kept(seq, note.order_id, exc)
+        not_kept(ctx, seq, note.order_id, exc)
         return Processed("dead-lettered", note.order_id), Settlement.deadletter(exc.reason, str(exc))
 
 
@@ -222,11 +239,18 @@ def account_for_absent(ctx: AppContext, receiver: DeferredReceiver, order_id: st
     if record is not None and record.payment is not None and record.payment.sequence_number == seq:
         resolve(ctx, order_id, seq, EntryStatus.APPLIED, "applied (found on the state record)")
         return "applied"
-    resolve(ctx, order_id, seq, EntryStatus.EXPIRED, "not on the queue when fetched (expired or dead-lettered)")
+    now_status = resolve(
+        ctx, order_id, seq, EntryStatus.EXPIRED, "not on the queue when fetched (expired or dead-lettered)"
+    )
+    if now_status is not EntryStatus.EXPIRED:  # another processor applied or dead-lettered it meanwhile
+        return "applied" if now_status is EntryStatus.APPLIED else "resolved"
     raise_alert_after_write(
         ctx.sender,
         kind="DeferredMessageExpired",
-        summary=f"order {order_id}: deferred message #{seq} expired before it could be applied",
+        summary=(
+            f"order {order_id}: deferred message #{seq} left the queue before it could be applied "
+            "(expired, or dead-lettered: see the orders dead-letter queue)"
+        ),
         at=ctx.clock.now(),
         order_id=order_id,
         severity="warning",
@@ -237,11 +261,25 @@ def account_for_absent(ctx: AppContext, receiver: DeferredReceiver, order_id: st
     return "expired"
 
 
-def dead_letter_not_kept(receiver: DeferredReceiver, message: Any, order_id: str, exc: TooManyWaiting) -> None:
+def dead_letter_not_kept(
+    ctx: AppContext, receiver: DeferredReceiver, message: Any, order_id: str, exc: TooManyWaiting
+) -> None:
     """A deferred message its order's document cannot track (``WAITING_LIMIT``): dead-lettered."""
-    log_not_kept(message.sequence_number, order_id, exc)
+    not_kept(ctx, message.sequence_number, order_id, exc)
     _settled(receiver, message, Settlement.deadletter(exc.reason, str(exc)))
 
 
-def log_not_kept(seq: int, order_id: str, exc: TooManyWaiting) -> None:
-    app_event("DeadLettered", f"deferred #{seq}: {exc}", logging.WARNING, orderId=order_id, sequenceNumber=seq)
+def not_kept(ctx: AppContext, seq: int | None, order_id: str, exc: TooManyWaiting) -> None:
+    """Logs and alerts (once an hour per order) a message dead-lettered ``TooManyDeferred``: the real
+    payment may be among those refused, to be found in the dead-letter queue."""
+    app_event("DeadLettered", f"message #{seq}: {exc}", logging.WARNING, orderId=order_id, sequenceNumber=seq)
+    raise_alert_after_write(
+        ctx.sender,
+        kind=exc.reason,
+        summary=f"order {order_id}: payment notifications dead-lettered, too many deferred for it already",
+        at=ctx.clock.now(),
+        order_id=order_id,
+        severity="warning",
+        discriminator=order_id,
+        details={"sequenceNumber": seq},
+    )

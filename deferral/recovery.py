@@ -38,7 +38,7 @@ def _fetch_and_process(
     ``account_for_absent`` made of its entry."""
     with deferred.open(ORDERS_QUEUE) as receiver:
         for entry in waiting:
-            done = process_deferred(ctx, receiver, entry.sequence_number, round_number=0)
+            done = process_deferred(ctx, receiver, entry.sequence_number, round_number=0, order_id=order_id)
             yield (
                 entry,
                 done if done is not None else account_for_absent(ctx, receiver, order_id, entry.sequence_number),

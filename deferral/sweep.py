@@ -18,7 +18,7 @@ peeks the ``orders`` queue (no locks taken) for deferred messages enqueued at le
   and alerted once (peek does not show it again: no loop).
 
 A state store failure skips the message (the next round of the queue comes back to it);
-``STORE_FAILURES_IN_A_ROW`` of them stop the run, and the next run starts from the first of them.
+``STORE_FAILURES_IN_A_ROW`` of them stop the run, and the next run goes on after them.
 Bounded by ``PEEK_SWEEP_MAX_MESSAGES`` peeked per run. A run continues from the sequence number the
 previous run of this process stopped at (``SweepCursor``) and starts over from the beginning once
 it reaches the end of the queue: messages waiting for their order can no longer hide every newer
@@ -55,7 +55,8 @@ log = logging.getLogger(__name__)
 
 PEEK_PAGE = 100
 # A store failure on one message (a throttled request) skips it; this many in a row is an outage: the run
-# stops, and the next one starts from the first of them.
+# stops, and the next one goes on after them (starting from them, one order's hot partition failing
+# them every time would stop every run there).
 STORE_FAILURES_IN_A_ROW = 3
 
 
@@ -112,9 +113,9 @@ def peek_sweep(ctx: AppContext, cursor: SweepCursor | None = None) -> SweepRepor
                 except StoreUnavailable as exc:
                     report.failed += 1
                     unavailable.append(int(message.sequence_number))
-                    if len(unavailable) >= STORE_FAILURES_IN_A_ROW:  # the store is down: stop, resume there
+                    if len(unavailable) >= STORE_FAILURES_IN_A_ROW:  # the store is down: stop here
                         log.warning("peek sweep stopped: state store unavailable: %s", exc)
-                        cursor.next_sequence = unavailable[0]
+                        cursor.next_sequence = next_seq  # past them: the next round of the queue comes back
                         return _logged(report)
                     log.info(
                         "peek sweep: deferred #%s skipped, state store unavailable: %s", message.sequence_number, exc
@@ -142,7 +143,7 @@ def _examine(ctx: AppContext, receiver: DeferredReceiver, peeked: Any, now: date
             recorded = record_deferred(ctx, order_id, peeked, note.type, reason, recorded_by="sweep")
         except TooManyWaiting as exc:  # its order's document is full: fetched and dead-lettered, not kept
             for fetched in receiver.receive_deferred([seq]):
-                dead_letter_not_kept(receiver, fetched, order_id, exc)
+                dead_letter_not_kept(ctx, receiver, fetched, order_id, exc)
                 report.dead_lettered += 1
             return
         entry = recorded.entry(seq)
@@ -177,7 +178,7 @@ def _fetch_and_process(
     report: SweepReport,
     order_id: str | None = None,
 ) -> None:
-    done = process_deferred(ctx, receiver, seq, round_number=rounds)
+    done = process_deferred(ctx, receiver, seq, round_number=rounds, order_id=order_id)
     if done is None:
         tracked = entry is not None and order_id is not None and entry.status is EntryStatus.DEFERRED
         if tracked and order_id is not None and account_for_absent(ctx, receiver, order_id, seq) == "expired":

@@ -49,7 +49,12 @@ def record_deferred(
     return doc
 
 
-def resolve(ctx: AppContext, order_id: str, sequence_number: int, status: EntryStatus, detail: str = "") -> None:
-    """Notes what became of a tracked message (unknown sequence numbers: nothing written)."""
+def resolve(
+    ctx: AppContext, order_id: str, sequence_number: int, status: EntryStatus, detail: str = ""
+) -> EntryStatus | None:
+    """Notes what became of a tracked message (unknown sequence numbers: nothing written). Returns the
+    entry's status now, which is not ``status`` when an earlier outcome stands (``with_status``)."""
     now = ctx.clock.now()
-    update_deferrals(ctx.deferrals, order_id, lambda d: with_status(d, sequence_number, status, now, detail), now)
+    doc = update_deferrals(ctx.deferrals, order_id, lambda d: with_status(d, sequence_number, status, now, detail), now)
+    entry = doc.entry(sequence_number)
+    return entry.status if entry is not None else None

@@ -108,9 +108,16 @@ def with_entry(doc: DeferralDocument, entry: DeferredEntry, now: datetime) -> De
 def with_status(
     doc: DeferralDocument, sequence_number: int, status: EntryStatus, now: datetime, detail: str = ""
 ) -> DeferralDocument:
-    """Resolves (or re-opens, with ``DEFERRED``) the entry of ``sequence_number``; unknown: unchanged."""
+    """Resolves (or re-opens, with ``DEFERRED``) the entry of ``sequence_number``; unknown: unchanged.
+    Two processors may decide one message at once (docs/deferral.md): ``Expired`` never replaces another
+    outcome, and ``Applied``, the truth about a payment, is never replaced."""
     existing = doc.entry(sequence_number)
     if existing is None:
+        return doc
+    resolved = existing.status is not EntryStatus.DEFERRED
+    if (resolved and status is EntryStatus.EXPIRED) or (
+        existing.status is EntryStatus.APPLIED and status is not EntryStatus.APPLIED
+    ):
         return doc
     changed = replace(existing, status=status, updated_at=now, detail=detail[:500])
     entries = [changed if e.sequence_number == sequence_number else e for e in doc.entries]

@@ -14,9 +14,10 @@ If the state store is down before its deferral is recorded, the message is handl
 (``submission.store_outage``); once its deferral is recorded, it is deferred all the same, keeping the
 sequence number its tracking holds (``deferred_all_the_same``): a copy with a new sequence number would
 leave the tracked one pointing at a message that is gone (then reported expired while its copy is
-applied). So is one whose deferral write may have landed (``StoreOutcomeUnknown``: its response was
-lost): tracked, or, if the write did not land, a deferred message nobody tracks, which the peek sweep
-finds and records (docs/deferral.md)."""
+applied). One whose deferral write may have landed (``StoreOutcomeUnknown``: its response was lost) reads
+the document back: landed, it goes on as tracked; not landed, it is handled again later like any store
+failure; the read failing too, it is deferred all the same, and the peek sweep records it if the write
+did not land (docs/deferral.md)."""
 
 from __future__ import annotations
 
@@ -25,13 +26,13 @@ import logging
 from adapters.cosmos.errors import StoreOutcomeUnknown, StoreUnavailable
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import PaymentNotification
+from deferral.apply import not_kept
 from deferral.errors import DependencyUnavailable
 from deferral.payment import MESSAGE_TYPE, apply_notification
 from deferral.retry import ORDER_LOOK_AGAIN, schedule_retry
 from deferral.tracking import record_deferred, resolve
 from dependencies import AppContext
 from domain.deferral import DeferralDocument, DeferralReason, EntryStatus, TooManyWaiting
-from observability.events import app_event
 from submission.result import IntakeResult
 
 log = logging.getLogger(__name__)
@@ -63,11 +64,11 @@ def defer_for_retry(ctx: AppContext, order_id: str, message: ReceivedMessage, wh
     if message.sequence_number is None:
         return IntakeResult(Settlement.abandon(why))
     try:
-        record_deferred(ctx, order_id, message, MESSAGE_TYPE, DeferralReason.DEPENDENCY_UNAVAILABLE, rounds=1)
+        recorded = _record(ctx, order_id, message, DeferralReason.DEPENDENCY_UNAVAILABLE, rounds=1)
     except TooManyWaiting as exc:
-        return _not_kept(order_id, message, exc)
-    except StoreOutcomeUnknown as exc:  # maybe recorded: no RetryDeferred, the peek sweep retries it when overdue
-        return deferred_all_the_same(message, exc)
+        return _not_kept(ctx, order_id, message, exc)
+    if isinstance(recorded, StoreOutcomeUnknown):  # still unknown: the peek sweep retries it when overdue
+        return deferred_all_the_same(message, recorded)
     schedule_retry(ctx, order_id, message.sequence_number, message.message_id or "", 1)
     log.warning("%s %s deferred for a retry: %s", MESSAGE_TYPE, message.message_id, why)
     return IntakeResult(Settlement.defer())
@@ -80,27 +81,39 @@ def _defer_until_order(ctx: AppContext, note: PaymentNotification, message: Rece
     if message.sequence_number is None:
         return IntakeResult(Settlement.abandon("no sequence number to defer by"))
     try:
-        doc = record_deferred(ctx, note.order_id, message, MESSAGE_TYPE, DeferralReason.ORDER_NOT_SUBMITTED)
+        doc = _record(ctx, note.order_id, message, DeferralReason.ORDER_NOT_SUBMITTED)
     except TooManyWaiting as exc:
-        return _not_kept(note.order_id, message, exc)
-    except StoreOutcomeUnknown as exc:
-        return deferred_all_the_same(message, exc)
+        return _not_kept(ctx, note.order_id, message, exc)
+    if isinstance(doc, StoreOutcomeUnknown):  # still unknown: its order's submission or the peek sweep finds it
+        return deferred_all_the_same(message, doc)
     try:
         return _looked_at_again(ctx, note, message, message.sequence_number, doc)
     except StoreUnavailable as exc:
         return deferred_all_the_same(message, exc)
 
 
-def _not_kept(order_id: str, message: ReceivedMessage, exc: TooManyWaiting) -> IntakeResult:
+def _record(
+    ctx: AppContext, order_id: str, message: ReceivedMessage, reason: DeferralReason, *, rounds: int = 0
+) -> DeferralDocument | StoreOutcomeUnknown:
+    """``record_deferred``; a write whose outcome is unknown is settled by reading the document back: it
+    landed (the document), it did not (``StoreUnavailable``: the message is handled again later, a copy,
+    its number tracked by nobody), or the read fails too (the ``StoreOutcomeUnknown``: the message is
+    deferred all the same and the peek sweep finds it, whether it landed or not)."""
+    try:
+        return record_deferred(ctx, order_id, message, MESSAGE_TYPE, reason, rounds=rounds)
+    except StoreOutcomeUnknown as unknown:
+        try:
+            doc = ctx.deferrals.get(order_id)
+        except StoreUnavailable:
+            return unknown
+        if doc is None or message.sequence_number is None or doc.entry(message.sequence_number) is None:
+            raise StoreUnavailable(f"{unknown}; read back, it did not land") from unknown
+        return doc
+
+
+def _not_kept(ctx: AppContext, order_id: str, message: ReceivedMessage, exc: TooManyWaiting) -> IntakeResult:
     """Its order has ``WAITING_LIMIT`` messages deferred already: dead-lettered, the document kept bounded."""
-    app_event(
-        "DeadLettered",
-        f"{MESSAGE_TYPE} {message.message_id}: {exc}",
-        logging.WARNING,
-        messageId=message.message_id,
-        orderId=order_id,
-        reason=exc.reason,
-    )
+    not_kept(ctx, message.sequence_number, order_id, exc)
     return IntakeResult(Settlement.deadletter(exc.reason, str(exc)))
 
 

@@ -57,7 +57,7 @@ def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessa
         log.info("RetryDeferred #%s round %s: not fetched, %s", seq, retry.round, not_now)
         return IntakeResult(Settlement.complete())
     with ctx.deferred.open(ORDERS_QUEUE) as receiver:
-        done = process_deferred(ctx, receiver, seq, round_number=retry.round)
+        done = process_deferred(ctx, receiver, seq, round_number=retry.round, order_id=retry.order_id)
         if done is None:
             outcome = account_for_absent(ctx, receiver, retry.order_id, seq)
             log.info("RetryDeferred #%s round %s: the message is %s", seq, retry.round, outcome)
@@ -77,7 +77,9 @@ def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessa
 def _not_for_now(ctx: AppContext, retry: RetryDeferred, entry: DeferredEntry, *, rejected: bool) -> str | None:
     """Why fetching the message for ``retry`` would only spend one of its deliveries, or None."""
     if entry.reason is DeferralReason.DEPENDENCY_UNAVAILABLE:
-        if retry.round != entry.rounds:
+        # the round scheduled, or the one before it: a round whose next round was recorded but could not be
+        # sent (or whose record's response was lost) comes back (a redelivery, a store-retry copy) to send it
+        if retry.round not in (entry.rounds, entry.rounds - 1):
             return f"round {retry.round} is not the round scheduled ({entry.rounds}): a stale or repeated retry"
         return None
     if not rejected and ctx.states.get(retry.order_id) is None:

@@ -42,6 +42,19 @@ def send_retry(broker: Any, seq: int, round_number: int, n: int) -> None:
     broker.send(ORDERS_QUEUE, OutgoingMessage(body=json.dumps(body), message_id=f"forged-{n}"))
 
 
+def deferred_for_the_order_database(functions: Any, ctx: Any, broker: Any) -> tuple[OrderStoreThatFailsOnRead, Any]:
+    """Order p1 written, then its notification deferred while the order database is down (RetryDeferred
+    round 1 scheduled); the failing store (``failing`` to bring it back) and the context using it."""
+    orders = OrderStoreThatFailsOnRead(ctx.orders)
+    with_orders: Any = context_with(ctx, orders=orders)
+    send(broker, order())
+    deliver_all(functions, broker)
+    orders.failing = True
+    send(broker, notification())
+    assert deliver(functions, broker)
+    return orders, with_orders
+
+
 def delivery_count(broker: Any, seq: int) -> int:
     [peeked] = [m for m in broker.peek(ORDERS_QUEUE, 100) if m.sequence_number == seq]
     return int(peeked.delivery_count)
@@ -69,13 +82,7 @@ def test_retries_for_a_notification_whose_order_is_missing_do_not_fetch_it(funct
 def test_a_retry_of_a_round_never_scheduled_does_not_dead_letter_a_notification_deferred_for_a_dependency(
     functions, ctx, broker, clock
 ):
-    orders = OrderStoreThatFailsOnRead(ctx.orders)
-    with_orders: Any = context_with(ctx, orders=orders)
-    send(broker, order())
-    deliver_all(functions, broker)
-    orders.failing = True
-    send(broker, notification())
-    assert deliver(functions, broker)  # deferred for the dependency; RetryDeferred round 1 scheduled
+    orders, with_orders = deferred_for_the_order_database(functions, ctx, broker)
     [seq] = deferred_sequence_numbers(broker)
     assert with_orders.deferrals.get("p1").entry(seq).rounds == 1
 
@@ -87,4 +94,40 @@ def test_a_retry_of_a_round_never_scheduled_does_not_dead_letter_a_notification_
     orders.failing = False
     clock.advance(with_orders.settings.defer_retry_delay)  # the scheduled round 1 is due
     deliver_all(functions, broker)
+    assert with_orders.states.get("p1").payment.sequence_number == seq
+
+
+class RetrySendFailsOnce:
+    """The broker as the app's sender; the next ``RetryDeferred`` send fails (Service Bus unavailable)."""
+
+    def __init__(self, broker: Any) -> None:
+        self._broker, self.armed = broker, True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._broker, name)
+
+    def send(self, queue: str, message: OutgoingMessage) -> None:
+        if self.armed and message.subject == "RetryDeferred":
+            self.armed = False
+            from adapters.servicebus.sender import SendError
+
+            raise SendError("Service Bus unavailable sending the next round")
+        self._broker.send(queue, message)
+
+
+def test_a_round_whose_next_round_could_not_be_sent_is_taken_again_when_it_comes_back(functions, ctx, broker, clock):
+    """Red team on 5257408: round 1 wrote ``rounds=2`` and then could not send round 2; its redelivery was
+    taken for a stale retry (1 is not 2), so nothing but the peek sweep, 10 minutes on, would try again."""
+    orders, with_orders = deferred_for_the_order_database(functions, ctx, broker)
+    [seq] = deferred_sequence_numbers(broker)
+
+    clock.advance(with_orders.settings.defer_retry_delay)
+    flaky = context_with(with_orders, sender=RetrySendFailsOnce(broker))
+    assert deliver(functions, broker)  # round 1: still down; rounds=2 written, round 2 not sent: abandoned
+    context_with(flaky, sender=broker)
+    assert with_orders.deferrals.get("p1").entry(seq).rounds == 2
+    assert [m.subject for m in broker.peek(ORDERS_QUEUE, 10) if m.state.name == "SCHEDULED"] == []
+
+    orders.failing = False
+    deliver_all(functions, broker)  # round 1 again (its redelivery)
     assert with_orders.states.get("p1").payment.sequence_number == seq

@@ -2,7 +2,8 @@
 is right only when it was not: the copy has a new sequence number, so a tracked original would point at a
 message that is gone, reported ``DeferredMessageExpired`` while its copy is applied. A 429, a 503 or a
 request never sent wrote nothing; a lost response, a timeout or a 500 (``StoreOutcomeUnknown``) may have:
-then the message is deferred all the same, and the peek sweep records it if the write did not land.
+then the document is read back. Landed: the message goes on as deferred and tracked. Not landed: a copy.
+The read failing too: deferred all the same, and the peek sweep records it if the write did not land.
 Through the registered trigger, the in-process broker and the Cosmos protocol server."""
 
 from __future__ import annotations
@@ -73,11 +74,41 @@ def test_a_lost_response_to_the_deferral_write_defers_the_tracked_message_and_ra
     assert "DeferredMessageExpired" not in [a["kind"] for a in alerts(broker)]
 
 
-def test_an_unknown_outcome_that_wrote_nothing_leaves_a_deferred_message_the_peek_sweep_records_and_applies(
+def test_an_unknown_outcome_read_back_as_not_written_is_handled_again_soon(
+    functions: Any, ctx: Any, broker: Any, clock: Any
+) -> None:
+    """Red team on 5257408: deferred untracked, it waited for the peek sweep (10 minutes and more), past
+    the few minutes a prepaid order waits for its payment. Read back, the write is known not to have
+    landed: the message is copied (due in 10 s), as for any store failure."""
+    timeout = StoreOutcomeUnknown("Cosmos DB 408: request timeout")
+    unwritten = context_with(ctx, deferrals=SaveFails(ctx.deferrals, timeout, lands=False))
+    send(broker, notification())
+    assert deliver(functions, broker)
+    context_with(unwritten, deferrals=ctx.deferrals)
+    assert deferred_sequence_numbers(broker) == [] and len(copies(broker)) == 1
+
+    send(broker, order())
+    deliver_all(functions, broker)
+    clock.advance(STORE_RETRY_DELAYS[0])
+    deliver_all(functions, broker)  # the copy
+    assert ctx.states.get("p1").payment is not None
+    assert [a["kind"] for a in alerts(broker)] == []
+
+
+class ReadFailsAfterSaveFails(SaveFails):
+    """``SaveFails``, and the read back after it fails too (the store still unreachable)."""
+
+    def get(self, order_id: str) -> Any:
+        if not self.armed:
+            raise StoreUnavailable("Cosmos DB 503 reading the deferral document back")
+        return self._log.get(order_id)
+
+
+def test_an_unknown_outcome_that_cannot_be_read_back_defers_and_the_peek_sweep_records_and_applies_it(
     functions: Any, ctx: Any, broker: Any, clock: Any
 ) -> None:
     timeout = StoreOutcomeUnknown("Cosmos DB 408: request timeout")
-    unwritten = context_with(ctx, deferrals=SaveFails(ctx.deferrals, timeout, lands=False))
+    unwritten = context_with(ctx, deferrals=ReadFailsAfterSaveFails(ctx.deferrals, timeout, lands=False))
     send(broker, notification())
     assert deliver(functions, broker)
     context_with(unwritten, deferrals=ctx.deferrals)
@@ -116,7 +147,7 @@ def test_a_deferral_write_refused_outright_is_copied_and_the_original_completed(
     assert [a["kind"] for a in alerts(broker)] == []
 
 
-def test_a_dependency_deferral_whose_write_may_have_landed_is_deferred_without_a_retry_and_the_sweep_retries_it(
+def test_a_dependency_deferral_whose_write_landed_unheard_goes_on_with_its_retry(
     functions: Any, ctx: Any, broker: Any, clock: Any
 ) -> None:
     orders = OrderStoreThatFailsOnRead(ctx.orders)
@@ -133,13 +164,15 @@ def test_a_dependency_deferral_whose_write_may_have_landed_is_deferred_without_a
 
     [seq] = deferred_sequence_numbers(broker)
     entry = ctx.deferrals.get("p1").entry(seq)
-    assert (entry.reason, entry.status) == (DeferralReason.DEPENDENCY_UNAVAILABLE, EntryStatus.DEFERRED)
-    assert scheduled_retries(broker) == [] and copies(broker) == []  # no RetryDeferred: the sweep's
+    assert (entry.reason, entry.status, entry.rounds) == (
+        DeferralReason.DEPENDENCY_UNAVAILABLE,
+        EntryStatus.DEFERRED,
+        1,
+    )
+    assert [r["round"] for r in scheduled_retries(broker)] == [1] and copies(broker) == []  # read back: landed
 
     orders.failing = False
-    clock.advance(ctx.settings.peek_sweep_age)
-    assert peek_sweep(ctx).waiting == 1  # old enough to look at; its retry not overdue yet
     clock.advance(ctx.settings.defer_retry_delay)
-    assert peek_sweep(ctx).recovered == 1
+    deliver_all(functions, broker)
     assert ctx.states.get("p1").payment.sequence_number == seq
     assert "DeferredMessageExpired" not in [a["kind"] for a in alerts(broker)]
