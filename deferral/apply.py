@@ -8,6 +8,7 @@ whose entry is already resolved and settles it again (applying is idempotent).""
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -24,7 +25,7 @@ from deferral.payment import MESSAGE_TYPE, apply_notification
 from deferral.retry import schedule_retry
 from deferral.tracking import record_deferred, resolve
 from dependencies import AppContext
-from domain.deferral import DeferralReason, EntryStatus, TooManyWaiting
+from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, TooManyWaiting
 from notifications.alerts import raise_alert_after_write
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
@@ -88,7 +89,7 @@ def process_deferred(
             if fetched
             else None
         )
-    done, settle = _decide(ctx, peeked, round_number, order_id)
+    done, settle = _decide(ctx, peeked, round_number, order_id, fetched=False)
     if settle is not None:
         _settle(receiver, seq, settle)
     return done
@@ -100,7 +101,7 @@ def process_fetched(
     """``process_deferred`` for a message already fetched (locked to ``receiver``): settled as decided,
     abandoned if it is to wait (or if a store or send failure propagates)."""
     try:
-        done, settle = _decide(ctx, message, round_number, order_id)
+        done, settle = _decide(ctx, message, round_number, order_id, fetched=True)
     except (StoreError, SendError, DependencyUnavailable):
         _abandon_quietly(receiver, message)
         raise
@@ -112,10 +113,10 @@ def process_fetched(
 
 
 def _decide(
-    ctx: AppContext, message: Any, round_number: int, order_id: str | None
+    ctx: AppContext, message: Any, round_number: int, order_id: str | None, *, fetched: bool
 ) -> tuple[Processed, Settlement | None]:
     """What becomes of ``message`` (written to Cosmos DB first) and how it is to be settled (None: it
-    stays deferred)."""
+    stays deferred). ``fetched``: it is locked to this processor (a wait then spends a delivery)."""
     seq: int = message.sequence_number
     try:
         note = parse(body_bytes(message), DEFERRABLE)
@@ -125,28 +126,30 @@ def _decide(
         app_event("DeadLettered", f"deferred message #{seq}: {bad}", logging.WARNING, sequenceNumber=seq)
         return Processed("dead-lettered", order_id), Settlement.deadletter(bad.reason, bad.description)
     try:
-        return _apply(ctx, message, note, round_number)
+        return _apply(ctx, message, note, round_number, fetched)
     except TooManyWaiting as exc:  # untracked, and its order has too many waiting: not kept
         not_kept(ctx, seq, note.order_id, exc)
         return Processed("dead-lettered", note.order_id), Settlement.deadletter(exc.reason, str(exc))
 
 
 def _apply(
-    ctx: AppContext, message: Any, note: PaymentNotification, round_number: int
+    ctx: AppContext, message: Any, note: PaymentNotification, round_number: int, fetched: bool
 ) -> tuple[Processed, Settlement | None]:
     seq: int = message.sequence_number
     order_id = note.order_id
     try:
         outcome = apply_notification(ctx, note, seq)
     except DependencyUnavailable as exc:
-        return _still_unavailable(ctx, message, order_id, round_number, str(exc))
+        return _still_unavailable(ctx, message, order_id, round_number, str(exc), fetched)
     if outcome.kind == "order-missing":
         doc = record_deferred(ctx, order_id, message, MESSAGE_TYPE, DeferralReason.ORDER_NOT_SUBMITTED)
         if doc.rejected_at is not None:  # its order was refused by admission control: it is not coming
             return Processed("dead-lettered", order_id), Settlement.deadletter(*rejected_order(ctx, order_id, seq))
         return Processed("waiting", order_id), None  # stays deferred, waiting for its order
     if outcome.kind == "rejected":
-        resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, f"{outcome.reason}: {outcome.description}")
+        now = resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, f"{outcome.reason}: {outcome.description}")
+        if now is EntryStatus.APPLIED:  # another processor applied it first: that outcome stands
+            return Processed("applied", order_id), Settlement.complete()
         app_event(
             "DeadLettered", f"deferred #{seq}: {outcome.reason}", logging.WARNING, orderId=order_id, sequenceNumber=seq
         )
@@ -156,12 +159,15 @@ def _apply(
 
 
 def _still_unavailable(
-    ctx: AppContext, message: Any, order_id: str, round_number: int, why: str
+    ctx: AppContext, message: Any, order_id: str, round_number: int, why: str, fetched: bool
 ) -> tuple[Processed, Settlement | None]:
     seq: int = message.sequence_number
-    if round_number >= ctx.settings.defer_max_rounds or _last_allowed_delivery(message):
+    # a message only peeked spends no delivery by waiting: its delivery count is no reason to give up
+    if round_number >= ctx.settings.defer_max_rounds or (fetched and _last_allowed_delivery(message)):
         description = f"a dependency stayed unavailable through {round_number} retry rounds: {why}"
-        resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, description)
+        now = resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, f"{GAVE_UP}: {description}")
+        if now is EntryStatus.APPLIED:  # another processor applied it first: that outcome stands
+            return Processed("applied", order_id), Settlement.complete()
         raise_alert_after_write(
             ctx.sender,
             kind="DeferredMessageGaveUp",
@@ -171,11 +177,28 @@ def _still_unavailable(
             discriminator=seq,
             details={"sequenceNumber": seq, "rounds": round_number, "error": why},
         )
-        return Processed("dead-lettered", order_id), Settlement.deadletter("DependencyUnavailable", description)
+        return Processed("dead-lettered", order_id), Settlement.deadletter(GAVE_UP, description)
     next_round = round_number + 1
     record_deferred(ctx, order_id, message, MESSAGE_TYPE, DeferralReason.DEPENDENCY_UNAVAILABLE, rounds=next_round)
     schedule_retry(ctx, order_id, seq, message.message_id or "", next_round)
     return Processed("retry-scheduled", order_id), None  # stays deferred until the next round
+
+
+def settle_as_recorded(receiver: DeferredReceiver, entry: DeferredEntry) -> bool:
+    """A resolved entry whose message is still deferred (its settlement was lost): settled as recorded,
+    never decided again (a second decision could contradict the outcome operators were told of).
+    ``Applied`` completes it, ``DeadLettered`` dead-letters it with the recorded reason. False: it is
+    not resolved so (``Deferred``, or ``Expired``, which a message still here contradicts: decide it)."""
+    if entry.status is EntryStatus.APPLIED:
+        settle = Settlement.complete()
+    elif entry.status is EntryStatus.DEAD_LETTERED:
+        code, _, rest = entry.detail.partition(": ")
+        reason = code if re.fullmatch(r"[A-Z][A-Za-z]{2,63}", code) else "DeadLettered"
+        settle = Settlement.deadletter(reason, rest if reason == code else entry.detail)
+    else:
+        return False
+    _settle(receiver, entry.sequence_number, settle)
+    return True
 
 
 def _settle(receiver: DeferredReceiver, seq: int, settle: Settlement) -> None:
@@ -197,6 +220,7 @@ def _settled(receiver: DeferredReceiver, message: Any, settle: Settlement) -> No
 
 
 ORDER_REJECTED = "OrderRejected"
+GAVE_UP = "DependencyUnavailable"  # the dead-letter reason of a message whose retry rounds ran out
 
 
 def rejected_order(ctx: AppContext, order_id: str, seq: int) -> tuple[str, str]:
@@ -270,8 +294,9 @@ def dead_letter_not_kept(
 
 
 def not_kept(ctx: AppContext, seq: int | None, order_id: str, exc: TooManyWaiting) -> None:
-    """Logs and alerts (once an hour per order) a message dead-lettered ``TooManyDeferred``: the real
-    payment may be among those refused, to be found in the dead-letter queue."""
+    """Logs and alerts a message dead-lettered ``TooManyDeferred`` (one alert id per order: Service Bus keeps
+    one every duplicate-detection window, 10 minutes): the real payment may be among those refused, to be
+    found in the dead-letter queue."""
     app_event("DeadLettered", f"message #{seq}: {exc}", logging.WARNING, orderId=order_id, sequenceNumber=seq)
     raise_alert_after_write(
         ctx.sender,
@@ -280,6 +305,6 @@ def not_kept(ctx: AppContext, seq: int | None, order_id: str, exc: TooManyWaitin
         at=ctx.clock.now(),
         order_id=order_id,
         severity="warning",
-        discriminator=order_id,
+        discriminator=order_id,  # one id per order: duplicate detection keeps one every 10 minutes
         details={"sequenceNumber": seq},
     )

@@ -11,7 +11,8 @@ peeks the ``orders`` queue (no locks taken) for deferred messages enqueued at le
 * its order does not exist yet: left waiting (it is not fetched: every fetch counts as a delivery);
 * it waits for a ``RetryDeferred``: left to it, unless its last round is long overdue (the retry was
   lost), then it is tried as the next round;
-* already resolved but still deferred (its settlement was lost): fetched and settled again;
+* already resolved but still deferred (its settlement was lost): fetched and settled as recorded
+  (``Applied`` completed, ``DeadLettered`` dead-lettered with its recorded reason), never decided again;
 * untracked, when its order has ``WAITING_LIMIT`` messages deferred already: fetched and dead-lettered
   ``TooManyDeferred`` (the order's document stays bounded);
 * past its time to live: fetched, which moves it to the dead-letter queue, then recorded as expired
@@ -27,6 +28,7 @@ A message whose order was rejected by admission control is dead-lettered, not le
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -44,10 +46,12 @@ from deferral.apply import (
     has_expired,
     is_deferred,
     process_deferred,
+    settle_as_recorded,
 )
 from deferral.tracking import record_deferred
 from dependencies import AppContext
 from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, TooManyWaiting
+from domain.ids import is_valid_order_id
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
 
@@ -131,8 +135,8 @@ def _examine(ctx: AppContext, receiver: DeferredReceiver, peeked: Any, now: date
     seq = int(peeked.sequence_number)
     try:
         note = parse(body_bytes(peeked), DEFERRABLE)
-    except InvalidMessage:
-        _fetch_and_process(ctx, receiver, seq, None, 0, report)  # dead-letters it with the reason
+    except InvalidMessage:  # dead-letters it with the reason, and resolves its entry if it names its order
+        _fetch_and_process(ctx, receiver, seq, None, 0, report, _named_order(body_bytes(peeked)))
         return
     order_id = note.order_id
     doc = ctx.deferrals.get(order_id)
@@ -161,6 +165,9 @@ def _examine(ctx: AppContext, receiver: DeferredReceiver, peeked: Any, now: date
         if entry.reason is DeferralReason.ORDER_NOT_SUBMITTED and not rejected and ctx.states.get(order_id) is None:
             report.waiting += 1
             return
+    if settle_as_recorded(receiver, entry):  # resolved, its settlement lost: settled as recorded
+        report.dead_lettered += entry.status is EntryStatus.DEAD_LETTERED
+        return
     rounds = entry.rounds if entry.reason is DeferralReason.DEPENDENCY_UNAVAILABLE else 0
     _fetch_and_process(ctx, receiver, seq, entry, rounds, report, order_id)
 
@@ -215,3 +222,13 @@ def _logged(report: SweepReport) -> SweepReport:
         failed=report.failed,
     )
     return report
+
+
+def _named_order(body: bytes) -> str | None:
+    """The order id a body that does not parse as a contract still names, if it is a valid one."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    order_id = data.get("orderId") if isinstance(data, dict) else None
+    return order_id if isinstance(order_id, str) and is_valid_order_id(order_id) else None
