@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts.messages import Contract
+from domain.ids import is_valid_order_id
 from domain.text import carriable
 
 MAX_BODY_BYTES = 64 * 1024
@@ -214,3 +215,14 @@ def describe(exc: ValidationError) -> str:
     if more > 0:
         parts.append(f"and {more} more")
     return "; ".join(parts)
+
+
+def named_order_id(body: bytes) -> str | None:
+    """The ``orderId`` a body names, if it is a valid order id, whether or not the body parses as a
+    contract (a message deferred before a rule it now breaks still belongs to its order)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    order_id = data.get("orderId") if isinstance(data, dict) else None
+    return order_id if isinstance(order_id, str) and is_valid_order_id(order_id) else None

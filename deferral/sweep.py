@@ -28,7 +28,6 @@ A message whose order was rejected by admission control is dead-lettered, not le
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,7 +37,7 @@ from adapters.cosmos.errors import StoreUnavailable
 from adapters.servicebus.deferred import DeferredReceiver
 from adapters.servicebus.settlement import body_bytes
 from contracts.names import ORDERS_QUEUE
-from contracts.parsing import InvalidMessage, parse
+from contracts.parsing import InvalidMessage, named_order_id, parse
 from deferral.apply import (
     DEFERRABLE,
     account_for_absent,
@@ -51,7 +50,6 @@ from deferral.apply import (
 from deferral.tracking import record_deferred
 from dependencies import AppContext
 from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, TooManyWaiting
-from domain.ids import is_valid_order_id
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
 
@@ -136,7 +134,7 @@ def _examine(ctx: AppContext, receiver: DeferredReceiver, peeked: Any, now: date
     try:
         note = parse(body_bytes(peeked), DEFERRABLE)
     except InvalidMessage:  # dead-letters it with the reason, and resolves its entry if it names its order
-        _fetch_and_process(ctx, receiver, seq, None, 0, report, _named_order(body_bytes(peeked)))
+        _fetch_and_process(ctx, receiver, seq, None, 0, report, named_order_id(body_bytes(peeked)))
         return
     order_id = note.order_id
     doc = ctx.deferrals.get(order_id)
@@ -222,13 +220,3 @@ def _logged(report: SweepReport) -> SweepReport:
         failed=report.failed,
     )
     return report
-
-
-def _named_order(body: bytes) -> str | None:
-    """The order id a body that does not parse as a contract still names, if it is a valid one."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    order_id = data.get("orderId") if isinstance(data, dict) else None
-    return order_id if isinstance(order_id, str) and is_valid_order_id(order_id) else None

@@ -30,6 +30,7 @@ from adapters.remote.simulators.config import SimulatorConfig
 from adapters.remote.simulators.ledger import Ledger
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.names import ALL_QUEUES, ORDERS_CONTAINER, ORDERS_QUEUE, STATE_CONTAINER
+from contracts.parsing import named_order_id
 from dependencies import AppContext, use_context
 from domain.states import TERMINAL_STATES, ProcessState
 from domain.workflow import AGENTS
@@ -315,7 +316,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 return False  # a message met a Cosmos DB outage: it is handled again later (store_outage)
             if broker.holds(ORDERS_QUEUE, MessageState.SCHEDULED, lambda subject, _: subject == "RetryDeferred"):
                 return False  # a deferred message's retry round is still to come
-            if broker.holds(ORDERS_QUEUE, MessageState.DEFERRED, lambda _, body: _order_of(body) in latest):
+            if broker.holds(ORDERS_QUEUE, MessageState.DEFERRED, lambda _, body: named_order_id(body) in latest):
                 return False  # deferred, and its order exists: its submission missed it, the peek sweep owes it
             return not any(state in NON_TERMINAL for state in latest.values())
 
@@ -386,13 +387,3 @@ def report_fields(document: dict[str, Any]) -> dict[str, Any]:
     if payment:
         kept["payment"] = {"notificationId": payment["notificationId"]}
     return kept
-
-
-def _order_of(body: bytes) -> str | None:
-    """The ``orderId`` of an ``orders`` message body, or None."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    order_id = data.get("orderId") if isinstance(data, dict) else None
-    return order_id if isinstance(order_id, str) else None

@@ -91,3 +91,19 @@ def deliver_all(functions: dict[str, Any], broker: InProcessBroker) -> None:
     """Delivers every orders message that is due, as the host would, until none is left."""
     while deliver(functions, broker, DurableClientStub()):
         pass
+
+
+def deferred_for_the_order_database(functions: dict[str, Any], ctx: Any, broker: InProcessBroker) -> tuple[Any, Any]:
+    """Order p1 written, then its notification deferred while the order database is down (RetryDeferred
+    round 1 scheduled); the failing store (``failing`` to bring it back) and the context using it."""
+    from tests.contexts import context_with
+    from tests.fakes import OrderStoreThatFailsOnRead
+
+    orders = OrderStoreThatFailsOnRead(ctx.orders)
+    with_orders: Any = context_with(ctx, orders=orders)
+    send(broker, order())
+    deliver_all(functions, broker)
+    orders.failing = True
+    send(broker, notification())
+    assert deliver(functions, broker)
+    return orders, with_orders

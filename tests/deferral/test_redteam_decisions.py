@@ -15,7 +15,16 @@ from contracts.names import ORDERS_QUEUE
 from deferral.sweep import peek_sweep
 from domain.deferral import WAITING_LIMIT, EntryStatus
 from tests.contexts import context_with
-from tests.deferral.support import alerts, deferred_sequence_numbers, deliver, deliver_all, notification, order, send
+from tests.deferral.support import (
+    alerts,
+    deferred_for_the_order_database,
+    deferred_sequence_numbers,
+    deliver,
+    deliver_all,
+    notification,
+    order,
+    send,
+)
 from tests.fakes import OrderStoreThatFailsOnRead
 
 pytestmark = pytest.mark.cosmos
@@ -39,20 +48,21 @@ def lose_next_settle_fetch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sbdeferred.BrokerDeferredReceiver, "receive_deferred", once)
 
 
-def test_an_applied_entry_whose_settlement_was_lost_is_completed_by_the_sweep_not_decided_again(
-    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    orders = OrderStoreThatFailsOnRead(ctx.orders)
-    octx: Any = context_with(ctx, orders=orders)
-    send(broker, order())
-    deliver(functions, broker)
-    orders.failing = True
-    send(broker, notification())
-    deliver(functions, broker)  # deferred DependencyUnavailable, round 1 scheduled
+def at_the_last_round(functions: Any, ctx: Any, broker: Any, clock: Any) -> tuple[Any, Any, int]:
+    """A notification deferred while the order database is down, through every RetryDeferred round but the
+    last (which is scheduled, not yet due)."""
+    orders, octx = deferred_for_the_order_database(functions, ctx, broker)
     [seq] = deferred_sequence_numbers(broker)
     while scheduled(broker)[0]["round"] < octx.settings.defer_max_rounds:
         clock.advance(octx.settings.defer_retry_delay)
         assert deliver(functions, broker)
+    return orders, octx, seq
+
+
+def test_an_applied_entry_whose_settlement_was_lost_is_completed_by_the_sweep_not_decided_again(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    orders, octx, seq = at_the_last_round(functions, ctx, broker, clock)
     orders.failing = False  # back for the last round
     clock.advance(octx.settings.defer_retry_delay)
     lose_next_settle_fetch(monkeypatch)
@@ -75,17 +85,7 @@ def test_an_applied_entry_whose_settlement_was_lost_is_completed_by_the_sweep_no
 def test_a_message_given_up_whose_settlement_was_lost_is_dead_lettered_by_the_sweep_not_applied_later(
     functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    orders = OrderStoreThatFailsOnRead(ctx.orders)
-    octx: Any = context_with(ctx, orders=orders)
-    send(broker, order())
-    deliver(functions, broker)
-    orders.failing = True
-    send(broker, notification())
-    deliver(functions, broker)
-    [seq] = deferred_sequence_numbers(broker)
-    while scheduled(broker)[0]["round"] < octx.settings.defer_max_rounds:
-        clock.advance(octx.settings.defer_retry_delay)
-        assert deliver(functions, broker)
+    orders, octx, seq = at_the_last_round(functions, ctx, broker, clock)
     clock.advance(octx.settings.defer_retry_delay)
     lose_next_settle_fetch(monkeypatch)
     assert deliver(functions, broker)  # last round gives up: DEAD_LETTERED + GaveUp alert; settle fetch empty

@@ -18,6 +18,7 @@ from domain.deferral import EntryStatus
 from tests.contexts import context_with
 from tests.deferral.support import (
     alerts,
+    deferred_for_the_order_database,
     deferred_sequence_numbers,
     deliver,
     deliver_all,
@@ -25,7 +26,6 @@ from tests.deferral.support import (
     order,
     send,
 )
-from tests.fakes import OrderStoreThatFailsOnRead
 
 pytestmark = pytest.mark.cosmos
 
@@ -40,19 +40,6 @@ def send_retry(broker: Any, seq: int, round_number: int, n: int) -> None:
         "round": round_number,
     }
     broker.send(ORDERS_QUEUE, OutgoingMessage(body=json.dumps(body), message_id=f"forged-{n}"))
-
-
-def deferred_for_the_order_database(functions: Any, ctx: Any, broker: Any) -> tuple[OrderStoreThatFailsOnRead, Any]:
-    """Order p1 written, then its notification deferred while the order database is down (RetryDeferred
-    round 1 scheduled); the failing store (``failing`` to bring it back) and the context using it."""
-    orders = OrderStoreThatFailsOnRead(ctx.orders)
-    with_orders: Any = context_with(ctx, orders=orders)
-    send(broker, order())
-    deliver_all(functions, broker)
-    orders.failing = True
-    send(broker, notification())
-    assert deliver(functions, broker)
-    return orders, with_orders
 
 
 def delivery_count(broker: Any, seq: int) -> int:
