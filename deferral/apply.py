@@ -26,6 +26,7 @@ from deferral.retry import schedule_retry
 from deferral.tracking import record_deferred, resolve
 from dependencies import AppContext
 from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, TooManyWaiting
+from domain.records import PaymentReceived
 from notifications.alerts import raise_alert_after_write
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
@@ -140,9 +141,16 @@ def _apply(
     try:
         outcome = apply_notification(ctx, note, seq)
     except DependencyUnavailable as exc:
-        return _still_unavailable(ctx, message, order_id, round_number, str(exc), fetched)
+        return _still_unavailable(ctx, message, note, round_number, str(exc), fetched)
     if outcome.kind == "order-missing":
-        doc = record_deferred(ctx, order_id, message, MESSAGE_TYPE, DeferralReason.ORDER_NOT_SUBMITTED)
+        doc = record_deferred(
+            ctx,
+            order_id,
+            message,
+            MESSAGE_TYPE,
+            DeferralReason.ORDER_NOT_SUBMITTED,
+            notification_id=note.notification_id,
+        )
         if doc.rejected_at is not None:  # its order was refused by admission control: it is not coming
             return Processed("dead-lettered", order_id), Settlement.deadletter(*rejected_order(ctx, order_id, seq))
         return Processed("waiting", order_id), None  # stays deferred, waiting for its order
@@ -159,9 +167,10 @@ def _apply(
 
 
 def _still_unavailable(
-    ctx: AppContext, message: Any, order_id: str, round_number: int, why: str, fetched: bool
+    ctx: AppContext, message: Any, note: PaymentNotification, round_number: int, why: str, fetched: bool
 ) -> tuple[Processed, Settlement | None]:
     seq: int = message.sequence_number
+    order_id = note.order_id
     # a message only peeked spends no delivery by waiting: its delivery count is no reason to give up
     if round_number >= ctx.settings.defer_max_rounds or (fetched and _last_allowed_delivery(message)):
         description = f"a dependency stayed unavailable through {round_number} retry rounds: {why}"
@@ -179,7 +188,15 @@ def _still_unavailable(
         )
         return Processed("dead-lettered", order_id), Settlement.deadletter(GAVE_UP, description)
     next_round = round_number + 1
-    record_deferred(ctx, order_id, message, MESSAGE_TYPE, DeferralReason.DEPENDENCY_UNAVAILABLE, rounds=next_round)
+    record_deferred(
+        ctx,
+        order_id,
+        message,
+        MESSAGE_TYPE,
+        DeferralReason.DEPENDENCY_UNAVAILABLE,
+        rounds=next_round,
+        notification_id=note.notification_id,
+    )
     schedule_retry(ctx, order_id, seq, message.message_id or "", next_round)
     return Processed("retry-scheduled", order_id), None  # stays deferred until the next round
 
@@ -260,7 +277,7 @@ def account_for_absent(ctx: AppContext, receiver: DeferredReceiver, order_id: st
     if peeked and peeked[0].sequence_number == seq:
         return "present"
     record = ctx.states.get(order_id)
-    if record is not None and record.payment is not None and record.payment.sequence_number == seq:
+    if record is not None and record.payment is not None and _applied_as(ctx, order_id, seq, record.payment):
         resolve(ctx, order_id, seq, EntryStatus.APPLIED, "applied (found on the state record)")
         return "applied"
     now_status = resolve(
@@ -283,6 +300,17 @@ def account_for_absent(ctx: AppContext, receiver: DeferredReceiver, order_id: st
     )
     app_event("DeferredExpired", f"order {order_id}: deferred #{seq} expired", orderId=order_id, sequenceNumber=seq)
     return "expired"
+
+
+def _applied_as(ctx: AppContext, order_id: str, seq: int, payment: PaymentReceived) -> bool:
+    """Whether the payment on the state record is this tracked message's: applied under its sequence
+    number, or, its notification id the same, from a copy of it (``submission.store_outage``: a message
+    handled again later gets a new sequence number, e.g. a redelivery of one already recorded here)."""
+    if payment.sequence_number == seq:
+        return True
+    doc = ctx.deferrals.get(order_id)
+    entry = doc.entry(seq) if doc is not None else None
+    return entry is not None and entry.notification_id != "" and entry.notification_id == payment.notification_id
 
 
 def dead_letter_not_kept(

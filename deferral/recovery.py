@@ -37,12 +37,16 @@ def _fetch_and_process(
     yields every entry with its outcome, or, for a message not on the queue deferred, with what
     ``account_for_absent`` made of its entry."""
     with deferred.open(ORDERS_QUEUE) as receiver:
+        absent: list[DeferredEntry] = []
         for entry in waiting:
             done = process_deferred(ctx, receiver, entry.sequence_number, round_number=0, order_id=order_id)
-            yield (
-                entry,
-                done if done is not None else account_for_absent(ctx, receiver, order_id, entry.sequence_number),
-            )
+            if done is None:
+                absent.append(entry)
+            else:
+                yield entry, done
+        # the absent last: one may be a message handled again as a copy (a new number) applied just now
+        for entry in absent:
+            yield entry, account_for_absent(ctx, receiver, order_id, entry.sequence_number)
 
 
 def release_for_rejected_order(ctx: AppContext, order_id: str) -> Recovery:

@@ -142,7 +142,9 @@ def _examine(ctx: AppContext, receiver: DeferredReceiver, peeked: Any, now: date
     if entry is None:
         reason = DeferralReason.ORDER_NOT_SUBMITTED
         try:
-            recorded = record_deferred(ctx, order_id, peeked, note.type, reason, recorded_by="sweep")
+            recorded = record_deferred(
+                ctx, order_id, peeked, note.type, reason, recorded_by="sweep", notification_id=note.notification_id
+            )
         except TooManyWaiting as exc:  # its order's document is full: fetched and dead-lettered, not kept
             for fetched in receiver.receive_deferred([seq]):
                 dead_letter_not_kept(ctx, receiver, fetched, order_id, exc)

@@ -18,6 +18,7 @@ def record_deferred(
     *,
     rounds: int = 0,
     recorded_by: str = "submission",
+    notification_id: str = "",
 ) -> DeferralDocument:
     """Tracks ``message`` (about to be deferred, or found deferred) under its order. Idempotent by
     sequence number. Written BEFORE the message is deferred: a crash in between leaves a record
@@ -35,6 +36,7 @@ def record_deferred(
         recorded_by=recorded_by,
         rounds=rounds,
         updated_at=now,
+        notification_id=notification_id,
     )
     doc = update_deferrals(ctx.deferrals, order_id, lambda d: with_entry(d, entry, now), now)
     app_event(

@@ -60,6 +60,9 @@ class DeferredEntry:
     status: EntryStatus = EntryStatus.DEFERRED
     updated_at: datetime
     detail: str = ""
+    # The payment notification's own id (its body's ``notificationId``): a copy of the message
+    # (``submission.store_outage``: a new sequence number) applied in its place is recognised by it.
+    notification_id: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,7 +101,13 @@ def with_entry(doc: DeferralDocument, entry: DeferredEntry, now: datetime) -> De
     if existing is not None:
         if existing.status is not EntryStatus.DEFERRED:
             return doc  # already resolved: a late re-record must not reopen it
-        merged = replace(existing, reason=entry.reason, rounds=entry.rounds, updated_at=now)
+        merged = replace(
+            existing,
+            reason=entry.reason,
+            rounds=entry.rounds,
+            updated_at=now,
+            notification_id=existing.notification_id or entry.notification_id,
+        )
         entries = [merged if e.sequence_number == entry.sequence_number else e for e in doc.entries]
     else:
         entries = [*doc.entries, entry]

@@ -43,7 +43,13 @@ def payment_notification(ctx: AppContext, note: PaymentNotification, message: Re
     try:
         outcome = apply_notification(ctx, note, message.sequence_number)
     except DependencyUnavailable as exc:
-        return defer_for_retry(ctx, note.order_id, message, str(exc))
+        return defer_for_retry(ctx, note, message, str(exc))
+    except StoreUnavailable as exc:
+        if (message.delivery_count or 1) > 1 and message.sequence_number is not None:
+            # Delivered before: that delivery may have recorded its deferral under this very number (and
+            # its defer been lost with its lock). A copy would leave that number pointing at nothing.
+            return deferred_all_the_same(message, exc)
+        raise  # a first delivery recorded nothing: handled again later (a copy)
     if outcome.kind == "order-missing":
         return _defer_until_order(ctx, note, message)
     return IntakeResult(outcome.settlement(), events=outcome.events)
@@ -58,13 +64,14 @@ def deferred_all_the_same(message: ReceivedMessage, exc: StoreUnavailable) -> In
     return IntakeResult(Settlement.defer())
 
 
-def defer_for_retry(ctx: AppContext, order_id: str, message: ReceivedMessage, why: str) -> IntakeResult:
+def defer_for_retry(ctx: AppContext, note: PaymentNotification, message: ReceivedMessage, why: str) -> IntakeResult:
     """Round 1 of retrying a message whose dependency is down: record, schedule RetryDeferred, defer.
     The retry is sent before the message is deferred: if the send fails the message is abandoned."""
+    order_id = note.order_id
     if message.sequence_number is None:
         return IntakeResult(Settlement.abandon(why))
     try:
-        recorded = _record(ctx, order_id, message, DeferralReason.DEPENDENCY_UNAVAILABLE, rounds=1)
+        recorded = _record(ctx, note, message, DeferralReason.DEPENDENCY_UNAVAILABLE, rounds=1)
     except TooManyWaiting as exc:
         return _not_kept(ctx, order_id, message, exc)
     if isinstance(recorded, StoreOutcomeUnknown):  # still unknown: the peek sweep retries it when overdue
@@ -81,7 +88,7 @@ def _defer_until_order(ctx: AppContext, note: PaymentNotification, message: Rece
     if message.sequence_number is None:
         return IntakeResult(Settlement.abandon("no sequence number to defer by"))
     try:
-        doc = _record(ctx, note.order_id, message, DeferralReason.ORDER_NOT_SUBMITTED)
+        doc = _record(ctx, note, message, DeferralReason.ORDER_NOT_SUBMITTED)
     except TooManyWaiting as exc:
         return _not_kept(ctx, note.order_id, message, exc)
     if isinstance(doc, StoreOutcomeUnknown):  # still unknown: its order's submission or the peek sweep finds it
@@ -93,17 +100,19 @@ def _defer_until_order(ctx: AppContext, note: PaymentNotification, message: Rece
 
 
 def _record(
-    ctx: AppContext, order_id: str, message: ReceivedMessage, reason: DeferralReason, *, rounds: int = 0
+    ctx: AppContext, note: PaymentNotification, message: ReceivedMessage, reason: DeferralReason, *, rounds: int = 0
 ) -> DeferralDocument | StoreOutcomeUnknown:
     """``record_deferred``; a write whose outcome is unknown is settled by reading the document back: it
     landed (the document), it did not (``StoreUnavailable``: the message is handled again later, a copy,
     its number tracked by nobody), or the read fails too (the ``StoreOutcomeUnknown``: the message is
     deferred all the same and the peek sweep finds it, whether it landed or not)."""
     try:
-        return record_deferred(ctx, order_id, message, MESSAGE_TYPE, reason, rounds=rounds)
+        return record_deferred(
+            ctx, note.order_id, message, MESSAGE_TYPE, reason, rounds=rounds, notification_id=note.notification_id
+        )
     except StoreOutcomeUnknown as unknown:
         try:
-            doc = ctx.deferrals.get(order_id)
+            doc = ctx.deferrals.get(note.order_id)
         except StoreUnavailable:
             return unknown
         if doc is None or message.sequence_number is None or doc.entry(message.sequence_number) is None:
@@ -123,7 +132,7 @@ def _looked_at_again(
     try:
         outcome = apply_notification(ctx, note, sequence_number)
     except DependencyUnavailable as exc:
-        return defer_for_retry(ctx, note.order_id, message, str(exc))
+        return defer_for_retry(ctx, note, message, str(exc))
     if outcome.kind == "order-missing":
         if doc.rejected_at is not None:
             from deferral.apply import rejected_order

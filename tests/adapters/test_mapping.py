@@ -121,6 +121,7 @@ def rich_deferral() -> DeferralDocument:
                 status=EntryStatus.APPLIED,
                 updated_at=T + timedelta(seconds=1),
                 detail="done",
+                notification_id="n-8",
             ),
         ],
         updated_at=T + timedelta(seconds=1),
@@ -246,6 +247,7 @@ DEFERRAL_DOCUMENT: dict[str, Any] = {
             "status": "Deferred",
             "updatedAt": "2026-03-04T05:06:07.890123Z",
             "detail": "",
+            "notificationId": "",
         },
         {
             "sequenceNumber": 8,
@@ -258,6 +260,7 @@ DEFERRAL_DOCUMENT: dict[str, Any] = {
             "status": "Applied",
             "updatedAt": "2026-03-04T05:06:08.890123Z",
             "detail": "done",
+            "notificationId": "n-8",
         },
     ],
     "schemaVersion": 1,
@@ -348,6 +351,14 @@ def test_a_deferral_document_and_a_dependency_health_have_exactly_the_documents_
     assert to_document(rich_deferral()) == DEFERRAL_DOCUMENT
     assert to_document(rich_health()) == HEALTH_DOCUMENT
     assert list(to_document(rich_health())) == list(HEALTH_DOCUMENT)
+
+
+def test_a_deferral_entry_stored_before_it_had_a_notification_id_reads_with_none() -> None:
+    stored_before = {
+        **DEFERRAL_DOCUMENT,
+        "entries": [{k: v for k, v in e.items() if k != "notificationId"} for e in DEFERRAL_DOCUMENT["entries"]],
+    }
+    assert [e.notification_id for e in from_document(DeferralDocument, stored_before).entries] == ["", ""]
 
 
 def test_fresh_records_with_their_defaults_have_exactly_the_documents_stored_before() -> None:

@@ -92,3 +92,32 @@ def test_a_message_found_gone_after_another_processor_resolved_its_entry_raises_
         assert account_for_absent(ctx, receiver, "p1", seq) == "resolved"
     assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.DEAD_LETTERED
     assert alerts(broker) == []
+
+
+@pytest.mark.cosmos
+def test_a_tracked_message_gone_whose_copy_was_applied_is_resolved_applied_without_an_alert(
+    functions: Any, ctx: Any, broker: Any
+) -> None:
+    """A tracked notification handled again later as a copy (``submission.store_outage``: a new sequence
+    number): when the copy was applied first, the tracked number found gone is recognised by the
+    notification id it was recorded with, not reported expired."""
+    from contracts.names import ORDERS_QUEUE
+    from deferral.apply import account_for_absent
+
+    send(broker, notification())
+    deliver_all(functions, broker)
+    [seq] = deferred_sequence_numbers(broker)
+    assert ctx.deferrals.get("p1").entry(seq).notification_id == "n-1"
+    with ctx.deferred.open(ORDERS_QUEUE) as receiver:
+        [message] = receiver.receive_deferred([seq])
+        receiver.complete(message)  # as a store-retry copy completes its original
+    send(broker, notification(), message_id="n-1:store-retry:1:99")  # the copy: deferred too, a new number
+    deliver_all(functions, broker)
+    send(broker, order())  # its submission applies the copy, then finds the tracked number gone
+    deliver_all(functions, broker)
+    payment = ctx.states.get("p1").payment
+    assert payment is not None and payment.notification_id == "n-1" and payment.sequence_number != seq
+    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.APPLIED
+    with ctx.deferred.open(ORDERS_QUEUE) as receiver:
+        assert account_for_absent(ctx, receiver, "p1", seq) == "applied"
+    assert "DeferredMessageExpired" not in [a["kind"] for a in alerts(broker)]
