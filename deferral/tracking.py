@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from adapters.cosmos.deferral_store import update_deferrals
 from adapters.servicebus.settlement import ReceivedMessage
+from contracts.messages import PaymentNotification
 from dependencies import AppContext
 from domain.deferral import DeferralDocument, DeferralReason, DeferredEntry, EntryStatus, with_entry, with_status
 from observability.events import app_event
@@ -60,3 +61,36 @@ def resolve(
     doc = update_deferrals(ctx.deferrals, order_id, lambda d: with_status(d, sequence_number, status, now, detail), now)
     entry = doc.entry(sequence_number)
     return entry.status if entry is not None else None
+
+
+def settle_copied_original(
+    ctx: AppContext, note: PaymentNotification, sequence_number: int | None, rejected: bool, reason: str = ""
+) -> None:
+    """A copy of a notification (``submission.store_outage``: handled again later under a new sequence
+    number) was decided: an entry still waiting for the same notification under another number, its
+    original's (recorded, then its defer lost with its lock, then redelivered into a store failure and
+    copied), takes the copy's outcome instead of being reported expired once found gone (or is
+    corrected, if it was found gone already)."""
+    now = ctx.clock.now()
+
+    def change(doc: DeferralDocument) -> DeferralDocument:
+        for entry in _open(doc):
+            if entry.notification_id == note.notification_id and entry.sequence_number != sequence_number:
+                status = EntryStatus.DEAD_LETTERED if rejected else EntryStatus.APPLIED
+                detail = (
+                    f"{reason}: decided on its copy #{sequence_number}"
+                    if rejected
+                    else f"applied as #{sequence_number}"
+                )
+                doc = with_status(doc, entry.sequence_number, status, now, detail)
+        return doc
+
+    doc = ctx.deferrals.get(note.order_id)
+    if doc is not None and any(e.notification_id == note.notification_id for e in _open(doc)):
+        update_deferrals(ctx.deferrals, note.order_id, change, now)
+
+
+def _open(doc: DeferralDocument) -> list[DeferredEntry]:
+    """Entries a copy's outcome may settle: still waiting, or found gone (``Expired``: the order came
+    between the copy being made and being decided, the one window left, docs/deferral.md)."""
+    return [e for e in doc.entries if e.status in (EntryStatus.DEFERRED, EntryStatus.EXPIRED)]

@@ -30,10 +30,11 @@ from deferral.apply import not_kept
 from deferral.errors import DependencyUnavailable
 from deferral.payment import MESSAGE_TYPE, apply_notification
 from deferral.retry import ORDER_LOOK_AGAIN, schedule_retry
-from deferral.tracking import record_deferred, resolve
+from deferral.tracking import record_deferred, resolve, settle_copied_original
 from dependencies import AppContext
 from domain.deferral import DeferralDocument, DeferralReason, EntryStatus, TooManyWaiting
 from submission.result import IntakeResult
+from submission.store_outage import retry_round
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +45,10 @@ def payment_notification(ctx: AppContext, note: PaymentNotification, message: Re
         outcome = apply_notification(ctx, note, message.sequence_number)
     except DependencyUnavailable as exc:
         return defer_for_retry(ctx, note, message, str(exc))
-    except StoreUnavailable as exc:
-        if (message.delivery_count or 1) > 1 and message.sequence_number is not None:
-            # Delivered before: that delivery may have recorded its deferral under this very number (and
-            # its defer been lost with its lock). A copy would leave that number pointing at nothing.
-            return deferred_all_the_same(message, exc)
-        raise  # a first delivery recorded nothing: handled again later (a copy)
     if outcome.kind == "order-missing":
         return _defer_until_order(ctx, note, message)
+    if retry_round(message.application_properties) >= 1:  # a copy: its original may be tracked
+        settle_copied_original(ctx, note, message.sequence_number, outcome.kind == "rejected", outcome.reason)
     return IntakeResult(outcome.settlement(), events=outcome.events)
 
 
