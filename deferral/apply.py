@@ -76,14 +76,17 @@ def process_deferred(
     written in Cosmos DB, and only then fetched, to be settled as decided; a message left waiting is not
     fetched at all. Every fetch counts as a delivery: fetched first, each store or send failure (an
     abandon) wore the message out into ``MaxDeliveryCountExceeded``, applied or not (fault red team on
-    3737d51). ``round_number``: the retry round this is (0: not a RetryDeferred round); ``order_id``: the
-    order whose document tracks it, if the caller knows (to resolve its entry if its body is unusable). A store or send
-    failure propagates, the message untouched. None: the message is not on the queue deferred (gone,
-    expired, or not deferred yet): the caller accounts for it (``account_for_absent``)."""
+    3737d51). A message near its time to live (``EXPIRY_MARGIN``) is fetched first and decided under its
+    lock (``process_fetched``).
+
+    ``round_number``: the retry round this is (0: not a RetryDeferred round). ``order_id``: the order whose
+    document tracks it, if the caller knows (to resolve its entry if its body no longer parses). A store
+    or send failure propagates, the message untouched. None: the message is not on the queue deferred
+    (gone, expired, or not deferred yet): the caller accounts for it (``account_for_absent``)."""
     peeked = next(iter(receiver.peek(1, seq)), None)
     if peeked is None or int(peeked.sequence_number) != seq or not is_deferred(peeked):
         return None
-    if has_expired(peeked, ctx.clock.now() + EXPIRY_MARGIN):  # near its end: fetched first, decided under its lock
+    if has_expired(peeked, ctx.clock.now() + EXPIRY_MARGIN):
         fetched = receiver.receive_deferred([seq])  # an expired message moves to the dead-letter queue
         return (
             process_fetched(ctx, receiver, fetched[0], round_number=round_number, order_id=order_id)
