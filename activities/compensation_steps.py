@@ -54,6 +54,7 @@ def request_compensation(ctx: AppContext, data: RequestCompensationInput) -> Wri
         ),
         "request compensation",
         hand_over="CompensationRequested",
+        number=data.write_number,
     )
     if written is None:
         return NOT_OWNED
@@ -76,6 +77,7 @@ def await_review(ctx: AppContext, data: AwaitReviewInput) -> WriteResult:
             r, data.instance_id, data.step, data.review_id, until, now, keep_until=keep_until
         ),
         "await review",
+        number=data.write_number,
     )
     if record is None:
         return NOT_OWNED
@@ -120,6 +122,7 @@ def close_review(ctx: AppContext, data: CloseReviewInput) -> CloseReviewResult:
         data.instance_id,
         lambda r: review.close_review(r, data.instance_id, data.review_id, data.default_action, now),
         "close review",
+        number=data.write_number,
     )
     if record is None:
         return NOT_OWNED
@@ -172,6 +175,7 @@ def begin_undo(ctx: AppContext, data: BeginUndoInput) -> WriteResult:
         request.instance_id,
         lambda r: compensation.begin_undo(r, request.instance_id, data.seq, request.request_id, request.deadline, now),
         f"begin undo {data.seq}",
+        number=data.write_number,
     )
     return NOT_OWNED if written is None else OWNED
 
@@ -185,6 +189,7 @@ def record_undo(ctx: AppContext, data: RecordUndoInput) -> WriteResult:
         data.instance_id,
         lambda r: compensation.record_undo(r, data.instance_id, data.seq, next_deadline, now),
         f"record undo {data.seq}",
+        number=data.write_number,
     )
     return NOT_OWNED if written is None else OWNED
 
@@ -198,6 +203,7 @@ def finish_compensation(ctx: AppContext, data: FinishCompensationInput) -> Write
         lambda r: compensation.finish_compensation(r, data.instance_id, now),
         "finish compensation",
         hand_over="Compensated",
+        number=data.write_number,
     )
     if record is None:
         return NOT_OWNED
@@ -230,6 +236,7 @@ def fail_compensation(ctx: AppContext, data: FailCompensationInput) -> WriteResu
         lambda r: owe_notifications(compensation.fail_compensation(r, data.instance_id, data.seq, error, now)),
         "fail compensation",
         hand_over="CompensationFailed",
+        number=data.write_number,
     )
     if record is None:
         return NOT_OWNED

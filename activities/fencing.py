@@ -2,17 +2,23 @@
 
 An activity answers ``NotOwned`` (``contracts.activities``) once its instance no longer holds ``lockedBy``; the
 orchestration then ends quietly. The write itself (``update_fenced``) logs the state transition;
-a lost record is logged here, once, as ``FencingLost``."""
+a lost record is logged here, once, as ``FencingLost``. A write its orchestration numbered is also
+refused when the same instance already made a later one (``domain.write_order``): a late second run
+of the activity, logged as ``StaleWriteRefused`` and answered ``NotOwned`` (nobody reads that answer:
+its orchestration took the first run's)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from functools import partial
 
 from adapters.cosmos.state_store import update_fenced
 from dependencies import AppContext
-from domain.errors import FencingLost
+from domain.errors import FencingLost, StaleWrite
 from domain.records import StateRecord
 from domain.states import ProcessState
+from domain.write_order import in_write_order
 from observability.events import app_event
 
 
@@ -31,6 +37,7 @@ def write_fenced(
     change: Callable[[StateRecord], StateRecord],
     where: str,
     hand_over: str | None = None,
+    number: int | None = None,
 ) -> StateRecord | None:
     """``update_fenced``; None when ``instance_id`` lost the record (logged as ``FencingLost``).
     Store failures propagate: the activity fails (the orchestration retries it on a durable timer)
@@ -39,9 +46,25 @@ def write_fenced(
     ``hand_over`` names the event of a write that releases the record (``Processed``, ``Failed``...).
     A retry of such a write can find that its first execution did write, then failed before
     answering: the record's last write is this instance's own ``hand_over`` event with
-    ``lockedBy`` cleared. That is this very write, done; it is answered as done, not as lost."""
+    ``lockedBy`` cleared. That is this very write, done; it is answered as done, not as lost.
+
+    ``number``: the write's number in its orchestration (``domain.write_order``; None: not judged)."""
     try:
-        return update_fenced(ctx.states, order_id, instance_id, change)
+        return update_fenced(
+            ctx.states, order_id, instance_id, partial(in_write_order, owner=instance_id, number=number, change=change)
+        )
+    except StaleWrite as exc:
+        app_event(
+            "StaleWriteRefused",
+            f"{exc.expected} already wrote #{exc.last} on order {exc.order_id}; its write #{exc.number} ({where}) "
+            "is a late duplicate, refused",
+            logging.WARNING,
+            orderId=exc.order_id,
+            instanceId=exc.expected,
+            writeNumber=exc.number,
+            lastWriteNumber=exc.last,
+        )
+        return None
     except FencingLost as exc:
         current = ctx.states.get(order_id)
         if (

@@ -67,6 +67,7 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
             now,
         ),
         f"begin {request.step}",
+        number=data.write_number,
     )
     if written is None:
         return NOT_OWNED
@@ -117,6 +118,7 @@ def release_for_retry(ctx: AppContext, data: ReleaseForRetryInput) -> WriteResul
         data.instance_id,
         lambda r: transitions.release_for_retry(r, data.instance_id, data.step, reason, now),
         "release for retry",
+        number=data.write_number,
     )
     return NOT_OWNED if written is None else OWNED
 
@@ -133,6 +135,7 @@ def fail_order(ctx: AppContext, data: FailOrderInput) -> WriteResult:
         lambda r: owe_notifications(transitions.fail(r, data.instance_id, data.step, reason, now)),
         "fail",
         hand_over="Failed",
+        number=data.write_number,
     )
     if record is None:
         return NOT_OWNED
@@ -163,6 +166,7 @@ def mark_processed(ctx: AppContext, data: MarkProcessedInput) -> MarkProcessedRe
         ),
         "processed",
         hand_over="Processed",
+        number=data.write_number,
     )
     if written is None:
         return NOT_OWNED

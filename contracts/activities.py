@@ -98,6 +98,7 @@ class OrderInstance(Wire):
 
     order_id: str
     instance_id: str
+    write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,7 @@ class StepFailure(Wire):
     step: str
     attempt: int
     error: str | None
+    write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
 
 
 # --- the scheduler's activities ---------------------------------------------------------------------------
@@ -175,6 +177,7 @@ class BeginStepInput(Wire):
     completes: Annotated[StepResult | None, OMIT_NONE] = None
     queue: Annotated[str | None, OMIT_NONE] = None
     announce: Annotated[bool | None, OMIT_NONE] = None
+    write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,7 @@ class MarkProcessedInput(Wire):
     instance_id: str
     attempt: int
     completes: Annotated[StepResult | None, OMIT_NONE] = None
+    write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
 
 
 @dataclass(frozen=True)
@@ -293,6 +297,7 @@ class RequestCompensationInput(Wire):
     attempt: int
     error: str | None
     reason: str | None
+    write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
 
 
 @dataclass(frozen=True)
@@ -309,6 +314,7 @@ class AwaitReviewInput(Wire):
     reason: str | None
     default_action: str
     amount_cents: int | None
+    write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
 
 
 @dataclass(frozen=True)
@@ -321,6 +327,7 @@ class CloseReviewInput(Wire):
     attempt: int
     review_id: str
     default_action: str
+    write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
 
 
 @dataclass(frozen=True)
@@ -404,6 +411,7 @@ class BeginUndoInput(Wire):
     request: AgentRequest
     agent: str
     seq: int
+    write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
 
 
 @dataclass(frozen=True)
@@ -413,6 +421,7 @@ class RecordUndoInput(Wire):
     order_id: str
     instance_id: str
     seq: int
+    write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
 
 
 class FinishCompensationInput(OrderInstance):
@@ -427,6 +436,7 @@ class FailCompensationInput(Wire):
     instance_id: str
     seq: int
     error: str | None
+    write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
 
 
 # --- an agent's reply, as the orchestrations read it --------------------------------------------------------

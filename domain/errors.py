@@ -19,3 +19,18 @@ class FencingLost(DomainError):
         self.order_id = order_id
         self.expected = expected
         self.actual = actual
+
+
+class StaleWrite(FencingLost):
+    """The caller still owns the record, but this write is older than one it already made: a late
+    second execution of an activity whose orchestration has moved on (``domain.write_order``)."""
+
+    def __init__(self, order_id: str, owner: str, number: int, last: int) -> None:
+        DomainError.__init__(
+            self, f"order {order_id}: write #{number} of {owner!r} comes after its write #{last}: a late duplicate"
+        )
+        self.order_id = order_id
+        self.expected = owner
+        self.actual = owner
+        self.number = number
+        self.last = last

@@ -68,6 +68,15 @@ class PaymentReceived:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LastWrite:
+    """The newest fenced write an orchestration instance made on the record: the instance, and the
+    number its orchestration gave the write (``domain.write_order``)."""
+
+    by: str
+    number: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StateRecord:
     id: str
     order_id: str
@@ -85,6 +94,8 @@ class StateRecord:
     # Since when the order has been waiting out an open dependency without spending its retry budget
     # (supervisor/outage.py); cleared when a step succeeds.
     outage_wait_since: datetime | None = None
+    # The owner's newest numbered write: an older one of the same owner is a late duplicate, refused.
+    last_write: LastWrite | None = None
     history: list[HistoryEntry] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
     updated_at: datetime

@@ -44,7 +44,7 @@ from contracts.activities import (
 from domain.compensation import UNDONE, undo_idempotency_key, undo_request_id
 from orchestrators import names
 from orchestrators.agent_call import agent_request, invoke_agent
-from orchestrators.fenced import call_fenced, ends_quietly_when_fenced_out
+from orchestrators.fenced import FencedWrites, call_fenced, ends_quietly_when_fenced_out
 from orchestrators.result import OrchestrationResult, orchestration_result
 from orchestrators.state_activity import HAND_OVER_RETRY_DELAYS
 from orchestrators.status import call_publish_status
@@ -59,9 +59,10 @@ def _run_round(context: df.DurableOrchestrationContext) -> Generator[Any, Any, O
     order_id: str = started["orderId"]
     round_number: int = started["round"]
     me: str = context.instance_id
+    writes = FencedWrites(context)  # numbers the round's fenced writes (a late duplicate of one is refused)
 
     loaded = LoadCompensationInput(order_id=order_id, instance_id=me)
-    plan = yield from call_fenced(context, names.LOAD_COMPENSATION, loaded, parse_load_compensation, at="load")
+    plan = yield from call_fenced(writes, names.LOAD_COMPENSATION, loaded, parse_load_compensation, at="load")
     if not plan.outage_wait:  # a round retrying an outage wait: "waiting for ..." was said once
         yield from call_publish_status(context, order_id, "Compensating", round_number, plan=plan)
 
@@ -69,26 +70,27 @@ def _run_round(context: df.DurableOrchestrationContext) -> Generator[Any, Any, O
     for entry in sorted(plan.entries, key=lambda e: e.seq, reverse=True):
         if entry.outcome == UNDONE:  # done by an earlier round: never undo twice
             continue
-        result = yield from _undo_entry(context, plan, entry, order_id, round_number)
+        result = yield from _undo_entry(writes, plan, entry, order_id, round_number)
         if result["result"] != "Undone":
             return result
         undone.append(entry.seq)
 
     finished = FinishCompensationInput(order_id=order_id, instance_id=me)
     yield from call_fenced(
-        context, names.FINISH_COMPENSATION, finished, parse_write_result, at="finish", delays=HAND_OVER_RETRY_DELAYS
+        writes, names.FINISH_COMPENSATION, finished, parse_write_result, at="finish", delays=HAND_OVER_RETRY_DELAYS
     )
     yield from call_publish_status(context, order_id, "Compensated", round_number, plan=plan)
     return orchestration_result("Compensated", undone=undone)
 
 
 def _undo_entry(
-    context: df.DurableOrchestrationContext,
+    writes: FencedWrites,
     plan: CompensationPlan,
     entry: UndoEntry,
     order_id: str,
     round_number: int,
 ) -> Generator[Any, Any, OrchestrationResult]:
+    context = writes.context
     me: str = context.instance_id
     seq, step_name, agent_name = entry.seq, entry.step, entry.agent
     at = f"undo {seq}"
@@ -109,14 +111,14 @@ def _undo_entry(
             payload={**entry.data, "seq": seq},
         )
         began = BeginUndoInput(request=request, agent=agent_name, seq=seq)
-        yield from call_fenced(context, names.BEGIN_UNDO, began, parse_write_result, at=at)
+        yield from call_fenced(writes, names.BEGIN_UNDO, began, parse_write_result, at=at)
         reply = yield from invoke_agent(context, agent_name, request, deadline)
         if reply is None:
             # Leave the record alone: the supervisor starts the next round after completeBy.
             return orchestration_result("DeadlineExpired", seq=seq, step=step_name)
         if reply.succeeded:
             recorded = RecordUndoInput(order_id=order_id, instance_id=me, seq=seq)
-            yield from call_fenced(context, names.RECORD_UNDO, recorded, parse_write_result, at=at)
+            yield from call_fenced(writes, names.RECORD_UNDO, recorded, parse_write_result, at=at)
             return orchestration_result("Undone", seq=seq)
         if reply.dependency_open:
             # The service's circuit is open: no call was made. Leave the record alone; the supervisor
@@ -131,7 +133,7 @@ def _undo_entry(
         else:
             error = f"{error} (transient; {tries} tries used up)"
     failed = FailCompensationInput(order_id=order_id, instance_id=me, seq=seq, error=error)
-    yield from call_fenced(context, names.FAIL_COMPENSATION, failed, parse_write_result, at=at)
+    yield from call_fenced(writes, names.FAIL_COMPENSATION, failed, parse_write_result, at=at)
     yield from call_publish_status(
         context, order_id, "CompensationFailed", round_number, f"{step_name}: {error}", plan=plan
     )

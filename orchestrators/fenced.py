@@ -4,13 +4,19 @@ one place.
 ``call_fenced`` calls the activity (with ``call_state_activity``'s retries), parses its recorded
 result with the activity's parser (``contracts.activities``) and raises ``OwnershipLost`` when it is
 ``NotOwned``. ``ends_quietly_when_fenced_out`` wraps an orchestration: it catches that exception
-once and ends with ``{"result": "FencingLost", "at": ...}``, the instance touching nothing more."""
+once and ends with ``{"result": "FencingLost", "at": ...}``, the instance touching nothing more.
+
+Every fenced write goes out numbered by the orchestration's ``FencedWrites``: 1, 2, 3... in the order
+it makes them. Replay runs the orchestrator from its start with a new ``FencedWrites``, so each write
+gets the same number every time. The record refuses a number older than the owner's newest (``domain.write_order``):
+a late second run of an activity whose orchestration has moved on."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Generator
 from datetime import timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import azure.durable_functions as df
 
@@ -21,8 +27,29 @@ from orchestrators.state_activity import RETRY_DELAYS, call_state_activity
 T = TypeVar("T")
 
 
-class ActivityInput(Protocol):
+class FencedInput(Protocol):
+    """A fenced activity's input (``contracts.activities``): a dataclass with a ``write_number``."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def write_number(self) -> int | None: ...
+
     def to_json(self) -> dict[str, Any]: ...
+
+
+class FencedWrites:
+    """One orchestrator run's fenced writes, numbered in the order it makes them (orchestrator memory:
+    built anew, and numbering the same writes the same way, on every replay)."""
+
+    def __init__(self, context: df.DurableOrchestrationContext) -> None:
+        self.context = context
+        self._made = 0
+
+    def numbered[I: FencedInput](self, data: I) -> I:
+        """``data`` numbered as this run's next fenced write."""
+        self._made += 1
+        return dataclasses.replace(data, write_number=self._made)
 
 
 class OwnershipLost(Exception):
@@ -34,9 +61,9 @@ class OwnershipLost(Exception):
 
 
 def call_fenced[T](
-    context: df.DurableOrchestrationContext,
+    writes: FencedWrites,
     name: str,
-    data: ActivityInput,
+    data: FencedInput,
     parse: Callable[[Any], T | NotOwned],
     *,
     at: str,
@@ -44,7 +71,8 @@ def call_fenced[T](
 ) -> Generator[Any, Any, T]:
     """``yield from call_fenced(...)``: the fenced activity's typed result; ``OwnershipLost(at)`` if
     the instance lost the record. ``delays``: between retries (``orchestrators.state_activity``)."""
-    result = parse((yield from call_state_activity(context, name, data.to_json(), delays)))
+    payload = writes.numbered(data).to_json()
+    result = parse((yield from call_state_activity(writes.context, name, payload, delays)))
     if isinstance(result, NotOwned):
         raise OwnershipLost(at)
     return result

@@ -73,7 +73,7 @@ from domain.workflow import STEPS, WORKFLOW, Step, StepKind, agent
 from orchestrators import names
 from orchestrators.agent_call import agent_request, invoke_agent
 from orchestrators.external_events import forget_delivered
-from orchestrators.fenced import call_fenced, ends_quietly_when_fenced_out
+from orchestrators.fenced import FencedWrites, call_fenced, ends_quietly_when_fenced_out
 from orchestrators.payment_wait import await_payment, capture_request
 from orchestrators.result import OrchestrationResult, orchestration_result
 from orchestrators.state_activity import HAND_OVER_RETRY_DELAYS, call_state_activity
@@ -85,6 +85,7 @@ class Attempt:
     """What one attempt knows as it goes: orchestrator memory, rebuilt identically on every replay."""
 
     context: df.DurableOrchestrationContext
+    writes: FencedWrites  # numbers the attempt's fenced writes (a late duplicate of one is refused)
     me: str  # this instance's id: what the fenced writes check ``lockedBy`` against
     order_id: str
     number: int
@@ -137,6 +138,7 @@ def _run_attempt(
     # the first begin_step tells the submitter "Processing" (not while waiting an outage out: that was said once)
     run = Attempt(
         context,
+        FencedWrites(context),
         me,
         order_id,
         number,
@@ -155,7 +157,7 @@ def _run_attempt(
 
     processed = MarkProcessedInput(order_id=order_id, instance_id=me, attempt=number, completes=run.take_unrecorded())
     done = yield from call_fenced(
-        context, names.MARK_PROCESSED, processed, parse_mark_processed, at="processed", delays=HAND_OVER_RETRY_DELAYS
+        run.writes, names.MARK_PROCESSED, processed, parse_mark_processed, at="processed", delays=HAND_OVER_RETRY_DELAYS
     )
     if done.status_sent is False:  # its one try failed: a final status is retried on durable timers
         yield from call_publish_status(context, order_id, "Completed", number, plan=plan)
@@ -207,7 +209,7 @@ def _ask_agent(run: Attempt, step: Step, agent_name: str, tries: int) -> Generat
     begin = BeginStepInput(
         request=request, agent=agent_name, completes=run.take_unrecorded(), queue=queue, announce=run.take_announce()
     )
-    began = yield from call_fenced(context, names.BEGIN_STEP, begin, parse_begin_step, at=step.name)
+    began = yield from call_fenced(run.writes, names.BEGIN_STEP, begin, parse_begin_step, at=step.name)
     if prepaid and step.prepaid_action is not None:
         # A prepaid order: no charge; capture against the provider's notification.
         payment = yield from await_payment(context, began, deadline)
@@ -229,7 +231,7 @@ def _release_for_retry(run: Attempt, step: Step, error: Any) -> Generator[Any, A
     release = ReleaseForRetryInput(
         order_id=run.order_id, instance_id=run.me, step=step.name, attempt=run.number, error=error
     )
-    yield from call_state_activity(run.context, names.RELEASE_FOR_RETRY, release.to_json())
+    yield from call_state_activity(run.context, names.RELEASE_FOR_RETRY, run.writes.numbered(release).to_json())
     return Ended(orchestration_result("TransientFailure", step=step.name, error=error))
 
 
@@ -264,10 +266,10 @@ def _handle_permanent_failure(
         handed = RequestCompensationInput(
             order_id=run.order_id, instance_id=run.me, step=step.name, attempt=run.number, error=error, reason=reason
         )
-        yield from call_fenced(run.context, names.REQUEST_COMPENSATION, handed, parse_write_result, at="compensate")
+        yield from call_fenced(run.writes, names.REQUEST_COMPENSATION, handed, parse_write_result, at="compensate")
         return Ended(orchestration_result("CompensationRequested", step=step.name, error=error))
     failed = FailOrderInput(order_id=run.order_id, instance_id=run.me, step=step.name, attempt=run.number, error=error)
-    yield from call_fenced(run.context, names.FAIL_ORDER, failed, parse_write_result, at="fail")
+    yield from call_fenced(run.writes, names.FAIL_ORDER, failed, parse_write_result, at="fail")
     yield from call_publish_status(
         run.context, run.order_id, "Failed", run.number, f"{step.name}: {error}", plan=run.plan
     )
@@ -317,7 +319,7 @@ def _await_review(run: Attempt, step: Step, error: Any, reason: str) -> Generato
         default_action=default,
         amount_cents=run.order.get("totalCents"),
     )
-    yield from call_fenced(context, names.AWAIT_REVIEW, paused, parse_write_result, at="review")
+    yield from call_fenced(run.writes, names.AWAIT_REVIEW, paused, parse_write_result, at="review")
     timer = context.create_timer(until)
     while True:
         event = context.wait_for_external_event(names.REVIEW_DECISION_EVENT)
@@ -341,7 +343,7 @@ def _close_review(run: Attempt, review_id: str, default: str) -> Generator[Any, 
     closing = CloseReviewInput(
         order_id=run.order_id, instance_id=run.me, attempt=run.number, review_id=review_id, default_action=default
     )
-    closed = yield from call_fenced(run.context, names.CLOSE_REVIEW, closing, parse_close_review, at="review")
+    closed = yield from call_fenced(run.writes, names.CLOSE_REVIEW, closing, parse_close_review, at="review")
     if closed.action not in REVIEW_CHOICES:  # a note the ops API would not have written: not an answer
         return default, False
     return closed.action, closed.operator is not None

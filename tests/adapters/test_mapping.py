@@ -16,7 +16,7 @@ from adapters.cosmos.documents import stored
 from adapters.cosmos.mapping import DocumentError, camel, from_document, to_document
 from domain.circuit import CircuitState, DependencyHealth
 from domain.deferral import DeferralDocument, DeferralReason, DeferredEntry, EntryStatus
-from domain.records import CompensationEntry, HistoryEntry, PaymentReceived, StateRecord, StepState
+from domain.records import CompensationEntry, HistoryEntry, LastWrite, PaymentReceived, StateRecord, StepState
 from domain.states import ProcessState, StepStatus
 
 T = datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
@@ -87,6 +87,7 @@ def rich_record() -> StateRecord:
             sequence_number=42,
         ),
         outage_wait_since=T - timedelta(days=1),
+        last_write=LastWrite(by="o-1:2", number=3),
         history=[
             HistoryEntry(at=T, event="Received", by="submission"),
             HistoryEntry(at=T + timedelta(seconds=6), event="Compensating", by="o-1:1", detail="charge-payment failed"),
@@ -218,6 +219,7 @@ STATE_DOCUMENT: dict[str, Any] = {
         "sequenceNumber": 42,
     },
     "outageWaitSince": "2026-03-03T05:06:07.890123Z",
+    "lastWrite": {"by": "o-1:2", "number": 3},
     "history": [
         {"at": "2026-03-04T05:06:07.890123Z", "event": "Received", "by": "submission", "detail": ""},
         {
@@ -303,6 +305,7 @@ FRESH_DOCUMENTS: dict[str, dict[str, Any]] = {
         "lastError": None,
         "payment": None,
         "outageWaitSince": None,
+        "lastWrite": None,
         "history": [],
         "schemaVersion": 1,
         "updatedAt": "2026-03-04T05:06:07.890123Z",

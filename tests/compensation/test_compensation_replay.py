@@ -176,6 +176,7 @@ def test_an_undo_that_fails_for_good_ends_compensation_failed_naming_the_entry(c
         "instanceId": ME,
         "seq": 2,
         "error": "charge C-1 is disputed",
+        "writeNumber": 3,  # after load_compensation and begin_undo
     }
     r.h.activity_completed(names.FAIL_COMPENSATION, {"owned": True}, at=r.h.now)
     r.status_sent("CompensationFailed", compensate)

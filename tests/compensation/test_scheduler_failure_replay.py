@@ -168,6 +168,7 @@ def test_a_high_impact_order_pauses_for_review_with_a_deadline(scheduler):
     assert data["until"] == "2026-03-01T09:00:05.000000Z"  # one hour after the fallback's reply
     assert data["defaultAction"] == "compensate"
     assert data["amountCents"] == 250_000
+    assert data["writeNumber"] == 4  # after begin_step for reserve, charge and the fallback's charge
     result = a.run(scheduler)
     assert result.new_action_types() == ["CreateTimer"]
     assert result.action_types()[-3:] == ["WhenAny", "WaitForExternalEvent", "CreateTimer"]
@@ -240,6 +241,7 @@ def test_a_review_nobody_answers_takes_the_configured_default_at_the_deadline(sc
         "attempt": 1,
         "reviewId": f"{ME}:charge-payment:review:1",
         "defaultAction": default_action,
+        "writeNumber": 5,  # its fifth fenced write: begin_step x3 (reserve, charge, fallback), await_review
     }
     result = a.run(scheduler)
     [(function, request)] = new_inputs(result)

@@ -114,6 +114,7 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
                 "completes": {"step": "charge-payment", "result": {}},  # an empty result is a result
                 "queue": "shipping-requests",
             },
+            {"request": REQUEST, "agent": "payment", "queue": "payment-requests", "writeNumber": 2},  # numbered
         ],
         protocol.parse_begin_step,
         [
@@ -141,13 +142,17 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
     ),
     names.RELEASE_FOR_RETRY: (
         protocol.ReleaseForRetryInput,
-        [{**STEP, "error": "timeout talking to the bank"}, {**STEP, "error": None}],
+        [
+            {**STEP, "error": "timeout talking to the bank"},
+            {**STEP, "error": None},
+            {**STEP, "error": None, "writeNumber": 3},
+        ],
         protocol.parse_write_result,
         [OWNED, NOT_OWNED],
     ),
     names.FAIL_ORDER: (
         protocol.FailOrderInput,
-        [{**STEP, "error": "card declined"}, {**STEP, "error": None}],
+        [{**STEP, "error": "card declined"}, {**STEP, "error": None}, {**STEP, "error": "declined", "writeNumber": 4}],
         protocol.parse_write_result,
         [OWNED, NOT_OWNED],
     ),
@@ -156,6 +161,7 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
         [
             {**FENCED, "attempt": 2},  # every step done by earlier attempts: nothing left to record
             {**FENCED, "attempt": 2, "completes": {"step": "arrange-shipment", "result": {"trackingId": "T-1"}}},
+            {**FENCED, "attempt": 2, "writeNumber": 4},
         ],
         protocol.parse_mark_processed,
         [
@@ -239,7 +245,10 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
     ),
     names.BEGIN_UNDO: (
         protocol.BeginUndoInput,
-        [{"request": UNDO_REQUEST, "agent": "payment", "seq": 2}],
+        [
+            {"request": UNDO_REQUEST, "agent": "payment", "seq": 2},
+            {"request": UNDO_REQUEST, "agent": "payment", "seq": 2, "writeNumber": 2},
+        ],
         protocol.parse_write_result,
         [OWNED, NOT_OWNED],
     ),
@@ -251,7 +260,10 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
     ),
     names.FINISH_COMPENSATION: (
         protocol.FinishCompensationInput,
-        [{"orderId": "o1", "instanceId": "o1:compensate:3"}],
+        [
+            {"orderId": "o1", "instanceId": "o1:compensate:3"},
+            {"orderId": "o1", "instanceId": "o1:compensate:3", "writeNumber": 6},
+        ],
         protocol.parse_write_result,
         [OWNED, NOT_OWNED],
     ),

@@ -325,6 +325,7 @@ def test_all_steps_succeed_then_the_order_is_processed(scheduler):
         "instanceId": ME,
         "attempt": 2,
         "completes": {"step": "arrange-shipment", "result": SHIPPED},
+        "writeNumber": 4,  # after the three begin_step writes
     }
     begins = called(result, names.BEGIN_STEP)
     assert [b.get("completes") for b in begins] == [

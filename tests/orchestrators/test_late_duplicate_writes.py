@@ -1,0 +1,316 @@
+"""A fenced activity run a second time, late, after its own orchestration moved on (Durable activities
+run at least once: on the Azure Storage backend a worker that dies after the result reached the
+orchestration, before it deleted the work item, leaves the item to reappear and run again). Its
+instance still holds ``lockedBy``, so only the write's number (``domain.write_order``) can refuse it.
+Each test makes the writes as the orchestration numbers them (``orchestrators.fenced.FencedWrites``),
+then runs an earlier one again; every one of them failed before the numbering (a red team's finding)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from activities.compensation_steps import await_review, begin_undo, record_undo
+from activities.scheduler_steps import begin_step, mark_processed
+from adapters.clock import ManualClock
+from contracts.activities import (
+    NOT_OWNED,
+    AwaitReviewInput,
+    BeginStepInput,
+    BeginUndoInput,
+    MarkProcessedInput,
+    Processed,
+    RecordUndoInput,
+    StepBegun,
+    StepResult,
+)
+from dependencies import AppContext
+from domain import compensation, transitions
+from domain.records import LastWrite
+from domain.review import pending_review
+from domain.states import ProcessState, StepStatus
+from orchestrators.agent_call import agent_request
+from supervisor.run import run_supervisor
+from supervisor.scan import ScanState
+from tests.orchestrators.support import sample_order
+
+pytestmark = pytest.mark.cosmos
+
+CLIENT = "client-statuses"
+STEP_TIMEOUT = timedelta(seconds=60)
+RESERVED = {"reservationId": "res-1"}
+CHARGED = {"chargeId": "ch-1", "amountCents": 1000}
+
+
+def _later(ctx: AppContext, delta: timedelta) -> None:
+    clock = ctx.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(delta)
+
+
+def _claimed(ctx: AppContext, order_id: str) -> str:
+    now = ctx.clock.now()
+    ctx.orders.create_or_verify(sample_order(order_id))
+    ctx.states.create(transitions.new_record(order_id, CLIENT, now))
+    pending = ctx.states.get(order_id)
+    assert pending is not None
+    claimed = ctx.states.replace(transitions.claim(pending, now, ctx.settings.start_grace))
+    assert claimed.locked_by is not None
+    return claimed.locked_by
+
+
+def _begin(
+    order_id: str, owner: str, step: str, agent: str, deadline: datetime, number: int | None, tries: int = 1, **kw: Any
+) -> BeginStepInput:
+    """begin_step's input as the scheduler records it: what a duplicate execution runs again."""
+    request = agent_request(
+        request_id=f"{owner}:{step}:{agent}" + ("" if tries == 1 else f":{tries}"),
+        instance_id=owner,
+        order_id=order_id,
+        step=step,
+        action="do",
+        attempt=1,
+        deadline=deadline,
+        idempotency_key=f"{order_id}:{step}",
+        payload={"orderId": order_id},
+    )
+    return BeginStepInput(request=request, agent=agent, write_number=number, **kw)
+
+
+def _two_steps_in(ctx: AppContext, order_id: str) -> tuple[str, BeginStepInput, BeginStepInput]:
+    """reserve-inventory began (write 1) and succeeded; charge-payment began 30 s later (write 2),
+    recording the reservation in the same write."""
+    owner = _claimed(ctx, order_id)
+    reserve = _begin(
+        order_id, owner, "reserve-inventory", "inventory", ctx.clock.now() + STEP_TIMEOUT, 1, announce=True
+    )
+    assert isinstance(begin_step(ctx, reserve), StepBegun)
+    _later(ctx, timedelta(seconds=30))
+    charge = _begin(
+        order_id,
+        owner,
+        "charge-payment",
+        "payment",
+        ctx.clock.now() + STEP_TIMEOUT,
+        2,
+        completes=StepResult(step="reserve-inventory", result=RESERVED),
+        queue="payment-requests",
+    )
+    assert isinstance(begin_step(ctx, charge), StepBegun)
+    return owner, reserve, charge
+
+
+def test_a_late_begin_step_is_refused_and_sends_nothing(app_context: AppContext, sender: Any) -> None:
+    ctx = app_context
+    owner, reserve, charge = _two_steps_in(ctx, "o-late1")
+    before = ctx.states.get("o-late1")
+    sent_before = len(sender.sent)
+    _later(ctx, timedelta(seconds=5))
+
+    assert begin_step(ctx, reserve) == NOT_OWNED  # the late duplicate of write 1
+
+    after = ctx.states.get("o-late1")
+    assert after is not None and before is not None
+    assert after.version == before.version  # nothing written
+    assert after.steps["reserve-inventory"].status is StepStatus.SUCCEEDED
+    assert (after.current_step, after.complete_by) == ("charge-payment", charge.request.deadline)
+    assert after.last_write == LastWrite(by=owner, number=2)
+    assert len(sender.sent) == sent_before  # no second Processing, no second request
+
+
+def test_the_supervisor_leaves_a_live_attempt_alone_after_a_late_begin_step(app_context: AppContext) -> None:
+    """Applied, the late write moved ``completeBy`` back to the first step's deadline: the supervisor
+    retried the live attempt (a counted failure) while its charge still had 20 s."""
+    ctx = app_context
+    owner, reserve, charge = _two_steps_in(ctx, "o-late2")
+    _later(ctx, timedelta(seconds=5))
+    begin_step(ctx, reserve)
+    _later(ctx, timedelta(seconds=35))
+    assert ctx.clock.now() < charge.request.deadline
+
+    report = run_supervisor(ctx, ScanState())
+
+    record = ctx.states.get("o-late2")
+    assert record is not None
+    assert (report.recovered, record.process_state, record.locked_by) == (0, ProcessState.PROCESSING, owner)
+
+
+def test_a_late_begin_step_never_points_compensation_at_a_provider_that_did_not_charge(app_context: AppContext) -> None:
+    """The primary failed for good, the fallback charged. Applied, the late begin_step of the primary
+    put the step back at ``payment``, and the next write logged the charge for compensation there."""
+    ctx = app_context
+    owner = _claimed(ctx, "o-late3")
+    begin_step(ctx, _begin("o-late3", owner, "reserve-inventory", "inventory", ctx.clock.now() + STEP_TIMEOUT, 1))
+    _later(ctx, timedelta(seconds=5))
+    primary = _begin(
+        "o-late3",
+        owner,
+        "charge-payment",
+        "payment",
+        ctx.clock.now() + STEP_TIMEOUT,
+        2,
+        completes=StepResult(step="reserve-inventory", result=RESERVED),
+        queue="payment-requests",
+    )
+    begin_step(ctx, primary)
+    _later(ctx, timedelta(seconds=5))
+    deadline = ctx.clock.now() + STEP_TIMEOUT
+    backup = _begin("o-late3", owner, "charge-payment", "payment-backup", deadline, 3, tries=2)
+    begin_step(ctx, backup)
+    _later(ctx, timedelta(seconds=20))
+    assert begin_step(ctx, primary) == NOT_OWNED  # the late duplicate of write 2
+    _later(ctx, timedelta(seconds=5))
+    ship = _begin(
+        "o-late3",
+        owner,
+        "arrange-shipment",
+        "shipping",
+        ctx.clock.now() + STEP_TIMEOUT,
+        4,
+        completes=StepResult(step="charge-payment", result=CHARGED),
+    )
+    begin_step(ctx, ship)
+
+    record = ctx.states.get("o-late3")
+    assert record is not None
+    handed = compensation.enter_compensation(
+        record, owner, "arrange-shipment: rejected", ctx.clock.now(), owner=owner, failed_step="arrange-shipment"
+    )
+    assert [(e.step, e.agent) for e in handed.compensation if e.step == "charge-payment"] == [
+        ("charge-payment", "payment-backup")
+    ]
+
+
+def test_a_late_begin_step_does_not_wipe_out_a_pending_review(app_context: AppContext) -> None:
+    ctx = app_context
+    owner, _, charge = _two_steps_in(ctx, "o-late4")
+    _later(ctx, timedelta(seconds=10))
+    until = ctx.clock.now() + timedelta(hours=24)
+    paused = AwaitReviewInput(
+        order_id="o-late4",
+        instance_id=owner,
+        step="charge-payment",
+        attempt=1,
+        review_id=f"{owner}:charge-payment:review:1",
+        until=until,
+        error="card declined",
+        reason="high impact",
+        default_action="compensate",
+        amount_cents=1000,
+        write_number=3,
+    )
+    await_review(ctx, paused)
+    _later(ctx, timedelta(minutes=5))
+    assert begin_step(ctx, charge) == NOT_OWNED  # the late duplicate of write 2, during the pause
+
+    report = run_supervisor(ctx, ScanState())
+    record = ctx.states.get("o-late4")
+    assert record is not None
+    assert pending_review(record) is not None
+    assert report.recovered == 0
+
+
+def test_a_late_await_review_does_not_reopen_a_review_the_attempt_acted_on(app_context: AppContext) -> None:
+    ctx = app_context
+    owner, _, _ = _two_steps_in(ctx, "o-late5")
+    _later(ctx, timedelta(seconds=10))
+    paused = AwaitReviewInput(
+        order_id="o-late5",
+        instance_id=owner,
+        step="charge-payment",
+        attempt=1,
+        review_id=f"{owner}:charge-payment:review:1",
+        until=ctx.clock.now() + ctx.settings.review_timeout,
+        error="card declined",
+        reason="high impact",
+        default_action="compensate",
+        amount_cents=1000,
+        write_number=3,
+    )
+    await_review(ctx, paused)
+    _later(ctx, timedelta(minutes=2))  # the operator answered "retry"; the attempt took it
+    retry = _begin("o-late5", owner, "charge-payment", "payment", ctx.clock.now() + STEP_TIMEOUT, 4, tries=2)
+    assert isinstance(begin_step(ctx, retry), StepBegun)
+    _later(ctx, timedelta(minutes=3))
+    assert await_review(ctx, paused) == NOT_OWNED  # the late duplicate of write 3
+
+    record = ctx.states.get("o-late5")
+    assert record is not None
+    assert pending_review(record) is None
+    _later(ctx, STEP_TIMEOUT)  # the retried charge's deadline passes unanswered
+    assert run_supervisor(ctx, ScanState()).recovered == 1  # a step's timeout, not the review's day
+
+
+def test_a_late_begin_undo_does_not_make_a_live_round_look_stuck(app_context: AppContext) -> None:
+    ctx = app_context
+    _two_steps_in(ctx, "o-late6")
+    now = ctx.clock.now()
+    record = ctx.states.get("o-late6")
+    assert record is not None
+    cancelled = ctx.states.replace(compensation.enter_compensation(record, "client", "cancel", now))
+    claimed = ctx.states.replace(
+        compensation.claim_compensation(
+            cancelled, now, ctx.settings.start_grace, ctx.settings.max_failures, "supervisor"
+        )
+    )
+    round_owner = claimed.locked_by
+    assert round_owner is not None
+
+    def undo(seq: int, deadline: datetime, number: int) -> BeginUndoInput:
+        entry = next(e for e in claimed.compensation if e.seq == seq)
+        request = agent_request(
+            request_id=compensation.undo_request_id(round_owner, entry.step, entry.agent, 1),
+            instance_id=round_owner,
+            order_id="o-late6",
+            step=entry.step,
+            action=entry.undo_action,
+            attempt=claimed.attempt,
+            deadline=deadline,
+            idempotency_key=compensation.undo_idempotency_key("o-late6", entry.step),
+            payload={},
+        )
+        return BeginUndoInput(request=request, agent=entry.agent, seq=seq, write_number=number)
+
+    # write 1 was load_compensation (a read)
+    first = undo(1, ctx.clock.now() + STEP_TIMEOUT, 2)
+    begin_undo(ctx, first)
+    _later(ctx, timedelta(seconds=40))
+    record_undo(ctx, RecordUndoInput(order_id="o-late6", instance_id=round_owner, seq=1, write_number=3))
+    begin_undo(ctx, undo(2, ctx.clock.now() + STEP_TIMEOUT, 4))
+    _later(ctx, timedelta(seconds=5))
+    assert begin_undo(ctx, first) == NOT_OWNED  # the late duplicate of write 2
+    _later(ctx, timedelta(seconds=25))  # entry 2's undo still has 30 s
+
+    run_supervisor(ctx, ScanState())
+    after = ctx.states.get("o-late6")
+    assert after is not None
+    assert (after.locked_by, after.failure_count) == (round_owner, 0)
+
+
+def test_the_same_write_again_is_applied_and_an_unnumbered_one_is_not_judged(app_context: AppContext) -> None:
+    """A retry after a lost response carries the same number: applied as before (found done). An
+    input without a number (scheduled by code from before the numbering) is written as before."""
+    ctx = app_context
+    owner, _, charge = _two_steps_in(ctx, "o-late7")
+    _later(ctx, timedelta(seconds=1))
+    assert isinstance(begin_step(ctx, charge), StepBegun)  # write 2 again
+    ship = _begin(
+        "o-late7",
+        owner,
+        "arrange-shipment",
+        "shipping",
+        ctx.clock.now() + STEP_TIMEOUT,
+        None,
+        completes=StepResult(step="charge-payment", result=CHARGED),
+    )
+    assert isinstance(begin_step(ctx, ship), StepBegun)  # unnumbered: applied
+    record = ctx.states.get("o-late7")
+    assert record is not None
+    assert record.current_step == "arrange-shipment"
+    assert record.last_write == LastWrite(by=owner, number=2)  # an unnumbered write leaves it as it was
+    assert isinstance(
+        mark_processed(ctx, MarkProcessedInput(order_id="o-late7", instance_id=owner, attempt=1, write_number=5)),
+        Processed,
+    )
