@@ -187,7 +187,7 @@ def record_undo(ctx: AppContext, data: RecordUndoInput) -> WriteResult:
         ctx,
         data.order_id,
         data.instance_id,
-        lambda r: compensation.record_undo(r, data.instance_id, data.seq, next_deadline, now),
+        lambda r: compensation.record_undo(r, data.instance_id, data.seq, next_deadline, now, data.result),
         f"record undo {data.seq}",
         number=data.write_number,
     )
@@ -214,8 +214,9 @@ def finish_compensation(ctx: AppContext, data: FinishCompensationInput) -> Write
             ctx.sender,
             kind="PrepaymentToRelease",
             summary=(
-                f"order {record.order_id} was compensated before its prepayment {payment.provider_reference} "
-                f"({payment.amount_cents} {payment.currency}) was captured: release or refund it at the provider"
+                f"order {record.order_id} was compensated and no undo refunded its prepayment "
+                f"{payment.provider_reference} ({payment.amount_cents} {payment.currency}): it was never captured; "
+                "release or refund it at the provider"
             ),
             at=now,
             order_id=record.order_id,

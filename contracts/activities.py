@@ -416,11 +416,13 @@ class BeginUndoInput(Wire):
 
 @dataclass(frozen=True)
 class RecordUndoInput(Wire):
-    """``record_undo``: log entry ``seq`` undone."""
+    """``record_undo``: log entry ``seq`` undone; ``result``: the undo's answer (what it did, e.g. a
+    refund of nothing), kept on the entry. Left out by orchestrations recorded before it was sent."""
 
     order_id: str
     instance_id: str
     seq: int
+    result: Annotated[JsonDict | None, OMIT_NONE] = None
     write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
 
 

@@ -281,12 +281,29 @@ def begin_undo(
     )
 
 
-def record_undo(record: StateRecord, owner: str, seq: int, next_deadline: datetime, now: datetime) -> StateRecord:
-    """Marks an entry undone (idempotent: an entry already undone keeps its first time)."""
+def undo_result(step_name: str, result: Any) -> dict[str, Any] | None:
+    """What of an undo's answer its log entry keeps: the step's ``undo_result_data`` fields (references
+    and amounts, e.g. ``refundId`` and ``amountCents``); None when the answer is not an object."""
+    if not isinstance(result, dict):
+        return None
+    return {k: result[k] for k in step(step_name).undo_result_data if k in result}
+
+
+def record_undo(
+    record: StateRecord,
+    owner: str,
+    seq: int,
+    next_deadline: datetime,
+    now: datetime,
+    result: Any = None,
+) -> StateRecord:
+    """Marks an entry undone with what the undo answered (``result``, kept as ``undo_result``: what it
+    actually did, e.g. a refund of nothing). Idempotent: an entry already undone keeps its first time
+    and answer."""
     ensure_compensation_owner(record, owner)
     entry = _entry(record, seq)
     if entry.outcome != UNDONE:
-        entry = replace(entry, outcome=UNDONE, outcome_at=now, error=None)
+        entry = replace(entry, outcome=UNDONE, outcome_at=now, error=None, undo_result=undo_result(entry.step, result))
     return record.with_changes(
         now,
         "UndoSucceeded",
@@ -315,14 +332,32 @@ def finish_compensation(record: StateRecord, owner: str, now: datetime) -> State
     )
 
 
+def undo_refunded(entry: CompensationEntry) -> bool:
+    """Whether the undo of a payment entry returned money, by its own answer: a ``refundId`` or an
+    ``amountCents`` above 0 (a refund by key that found nothing answers ``refundId: null``, 0). An entry
+    undone before answers were kept (no ``undo_result``) counts only when the capture is on the record
+    (its ``chargeId``): an unknown-outcome entry proves nothing."""
+    if entry.outcome != UNDONE:
+        return False
+    answer = entry.undo_result
+    if answer is None:
+        return bool(entry.data.get("chargeId"))
+    amount = answer.get("amountCents")
+    return answer.get("refundId") is not None or (isinstance(amount, int) and amount > 0)
+
+
 def uncaptured_prepayment(record: StateRecord) -> PaymentReceived | None:
-    """A prepaid order's payment that no step captured: the customer paid the provider, and since the
-    capture never started, no undo refunds it. An operator must release or refund it."""
+    """A prepaid order's payment (its notification applied) that no undo returned: the customer paid
+    the provider, and either no step started the capture (no entry) or every undo of the payment step
+    refunded nothing (the capture never took effect: its step waited for the notification, or the undo
+    fenced its key first). An operator must release or refund it. Decided by what each undo answered,
+    not by the entries' existence: ``enter_compensation`` logs unknown-outcome entries for any started
+    payment step, captured or not."""
     if record.payment is None:
         return None
     prepaid_steps = {s.name for s in WORKFLOW if s.prepaid_action is not None}
-    if any(entry.step in prepaid_steps for entry in record.compensation):
-        return None  # the capture started: its undo (refund by key) returned the money
+    if any(undo_refunded(entry) for entry in record.compensation if entry.step in prepaid_steps):
+        return None  # the capture took effect and its undo (refund by key) returned the money
     return record.payment
 
 

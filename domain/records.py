@@ -45,6 +45,9 @@ class CompensationEntry:
     outcome: str | None = None  # None (not undone yet) | "Undone" | "Failed"
     outcome_at: datetime | None = None
     error: str | None = None
+    # What the undo answered (the step's ``undo_result_data``: e.g. ``refundId``, null when it found
+    # nothing to refund, and ``amountCents``); None: not undone yet, or undone before it was kept.
+    undo_result: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

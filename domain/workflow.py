@@ -35,6 +35,8 @@ class Step:
     fallback_agent: str | None = None  # an equivalent agent tried on a non-transient failure
     undo_data: tuple[str, ...] = ()  # result fields the undo needs (references only, never card data)
     prepaid_action: str | None = None  # a prepaid order's action instead of ``action`` (needs its payment)
+    # the undo's answer kept on its log entry (references and amounts): what the undo actually did
+    undo_result_data: tuple[str, ...] = ()
 
     def serves(self, agent_name: str) -> bool:
         """The step's own agent, or its fallback."""
@@ -60,6 +62,7 @@ WORKFLOW: tuple[Step, ...] = (
         action="reserve",
         undo_action="release",
         undo_data=("reservationId",),
+        undo_result_data=("releaseId", "units"),
     ),
     Step(
         "charge-payment",
@@ -70,6 +73,7 @@ WORKFLOW: tuple[Step, ...] = (
         fallback_agent="payment-backup",
         undo_data=("chargeId", "amountCents"),
         prepaid_action="capture",
+        undo_result_data=("refundId", "amountCents"),
     ),
     Step("arrange-shipment", "shipping", StepKind.PIVOT, action="ship"),
 )

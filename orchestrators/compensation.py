@@ -7,7 +7,8 @@ undo idempotency key (``<order>:<step>:undo``, the same in every round) and race
 the deadline, exactly as a forward step does. Each outcome is recorded as it goes, so a round that
 crashes resumes (next round) from the first entry not yet undone and never undoes one twice.
 
-- reply ``succeeded``: the entry is marked Undone; next entry;
+- reply ``succeeded``: the entry is marked Undone, keeping what the undo answered (``refundId``,
+  ``amountCents``...: a refund of nothing succeeds too); next entry;
 - reply ``failed`` and transient: tried again after a durable backoff timer, up to ``MAX_FAILURES``
   tries in all (each with the agent's own retries inside its deadline);
 - reply ``failed`` non-transient, or the tries used up: ``CompensationFailed`` naming the entry and
@@ -117,7 +118,9 @@ def _undo_entry(
             # Leave the record alone: the supervisor starts the next round after completeBy.
             return orchestration_result("DeadlineExpired", seq=seq, step=step_name)
         if reply.succeeded:
-            recorded = RecordUndoInput(order_id=order_id, instance_id=me, seq=seq)
+            # what the undo did (a refund of nothing is a success too): the entry keeps it
+            answer = reply.result if isinstance(reply.result, dict) else None
+            recorded = RecordUndoInput(order_id=order_id, instance_id=me, seq=seq, result=answer)
             yield from call_fenced(writes, names.RECORD_UNDO, recorded, parse_write_result, at=at)
             return orchestration_result("Undone", seq=seq)
         if reply.dependency_open:

@@ -12,7 +12,10 @@ The contract a real provider must honour (docs/compensation.md, "What a remote s
   fences that key, atomically with the undo: the undo reverses whatever the key did before it, and
   any forward call with that key that arrives or commits after it is refused (409), never performed.
   Without it a forward call still in flight when its undo ran (outcome unknown) would take effect
-  after the order was compensated."""
+  after the order was compensated;
+- an undo's answer says what it undid: a refund answers ``refundId`` (null when there was nothing to
+  refund) and ``amountCents``; the compensation log keeps it, and a prepaid order none of whose
+  refunds returned money raises ``PrepaymentToRelease``."""
 
 from __future__ import annotations
 

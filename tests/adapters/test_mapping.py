@@ -66,6 +66,7 @@ def rich_record() -> StateRecord:
                 outcome="Undone",
                 outcome_at=T + timedelta(seconds=4),
                 error=None,
+                undo_result={"releaseId": "rel-1", "units": 2},
             ),
             CompensationEntry(
                 seq=2,
@@ -195,6 +196,7 @@ STATE_DOCUMENT: dict[str, Any] = {
             "outcome": "Undone",
             "outcomeAt": "2026-03-04T05:06:11.890123Z",
             "error": None,
+            "undoResult": {"releaseId": "rel-1", "units": 2},
         },
         {
             "seq": 2,
@@ -207,6 +209,7 @@ STATE_DOCUMENT: dict[str, Any] = {
             "outcome": None,
             "outcomeAt": None,
             "error": None,
+            "undoResult": None,
         },
     ],
     "lastError": "charge-payment: declined",
@@ -362,6 +365,14 @@ def test_a_deferral_entry_stored_before_it_had_a_notification_id_reads_with_none
         "entries": [{k: v for k, v in e.items() if k != "notificationId"} for e in DEFERRAL_DOCUMENT["entries"]],
     }
     assert [e.notification_id for e in from_document(DeferralDocument, stored_before).entries] == ["", ""]
+
+
+def test_a_compensation_entry_stored_before_it_kept_its_undo_answer_reads_with_none() -> None:
+    stored_before = {
+        **STATE_DOCUMENT,
+        "compensation": [{k: v for k, v in e.items() if k != "undoResult"} for e in STATE_DOCUMENT["compensation"]],
+    }
+    assert [e.undo_result for e in from_document(StateRecord, stored_before).compensation] == [None, None]
 
 
 def test_fresh_records_with_their_defaults_have_exactly_the_documents_stored_before() -> None:

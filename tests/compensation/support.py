@@ -185,7 +185,8 @@ def compensation_round(ctx: AppContext, owner: str, round_number: int) -> list[d
         )["owned"]
         reply = call_agent(ctx, entry["agent"], request)
         assert reply is not None and reply["outcome"] == "succeeded", reply
-        assert run(compensation_steps.record_undo, ctx, {**fenced, "seq": entry["seq"]})["owned"]
+        recorded = {**fenced, "seq": entry["seq"], "result": reply.get("result")}  # what the undo did, as sent
+        assert run(compensation_steps.record_undo, ctx, recorded)["owned"]
         replies.append(reply)
     assert run(compensation_steps.finish_compensation, ctx, fenced)["owned"]
     # then, as the orchestration does after the fenced write, tell the submitter

@@ -9,10 +9,13 @@ from datetime import timedelta
 from typing import Any
 
 from activities import compensation_steps, scheduler_steps
+from adapters.cosmos.state_store import update_once
 from adapters.remote.simulators.ledger import NetEffect
 from contracts.names import ORDERS_QUEUE
 from dependencies import AppContext
-from domain import compensation, transitions
+from domain import transitions
+from domain.payments import with_payment
+from domain.records import PaymentReceived
 from domain.states import ProcessState
 from submission.intake import handle_orders_message
 from submission.store_outage import ROUND_PROPERTY, STORE_RETRY_DELAYS, original_id
@@ -205,22 +208,65 @@ def test_a_prepayment_never_captured_before_a_cancellation_raises_a_release_aler
     assert "psp-123" in alerts[0]["summary"]
 
 
-def test_a_captured_prepayment_is_refunded_by_its_undo_and_raises_no_release_alert(ctx, sender):
-    submitted_and_claimed(ctx)
-    results: dict[str, Any] = {}
-    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
-    forward_step(ctx, FORWARD, 1, "charge-payment", "payment", results)
-    cancel(ctx)  # the capture replied; its result is not on the record yet: an entry with its outcome unknown
-    record = stored_record(ctx)
-    assert [e.step for e in record.compensation if e.step == "charge-payment"] == ["charge-payment"] * 2
-    from domain.records import PaymentReceived
-
+def _apply_payment(ctx: AppContext) -> None:
+    """The provider's notification applied to the record, as ``deferral.apply`` does for a Processing order."""
     paid = PaymentReceived(
         notification_id="pay-o1",
-        amount_cents=2500,
+        amount_cents=1000,
         currency="EUR",
         provider_reference="psp-123",
         received_at=ctx.clock.now(),
     )
-    assert record.compensation  # the charge is in the log: its undo refunds it
-    assert compensation.uncaptured_prepayment(replace(record, payment=paid)) is None
+    update_once(ctx.states, stored_record(ctx), lambda r: with_payment(r, paid, ctx.clock.now()))
+
+
+def _release_alerts(sender: RecordingSender) -> list[dict[str, Any]]:
+    return [a for a in sender.bodies("operator-alerts") if a["kind"] == "PrepaymentToRelease"]
+
+
+def test_a_captured_prepayment_is_refunded_by_its_undo_and_raises_no_release_alert(ctx, ledger, sender):
+    submitted_and_claimed(ctx)
+    results: dict[str, Any] = {}
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
+    forward_step(ctx, FORWARD, 1, "charge-payment", "payment", results)
+    _apply_payment(ctx)
+    cancel(ctx)  # the capture replied; its result is not on the record yet: entries with their outcome unknown
+    ctx.clock.advance(ctx.settings.step_timeout)  # the step's deadline passes: the round is due
+    [start] = claim_due_compensations(ctx).starts
+    compensation_round(ctx, start.instance_id, start.round)
+
+    final = stored_record(ctx)
+    assert final.process_state is ProcessState.COMPENSATED
+    assert ledger.net("o1") == NetEffect(reserved_units=0, charged_cents=0)  # the undo returned the money
+    refunds = [e.undo_result for e in final.compensation if e.step == "charge-payment"]
+    assert {"amountCents": 1000} in [{"amountCents": r["amountCents"]} for r in refunds if r]
+    assert any(r and r["refundId"] for r in refunds)
+    assert _release_alerts(sender) == []
+
+
+def test_a_prepayment_whose_capture_never_ran_raises_a_release_alert_after_a_cancel(ctx, ledger, sender):
+    """Red team (operator actions): the payment step began (it waits for the notification, no capture
+    sent), the notification was applied, then the order was cancelled. ``enter_compensation`` logs
+    unknown-outcome entries for the started step; their undo by key finds nothing to refund and
+    succeeds. Those entries are no proof the money was returned: the undo's own answer says nothing
+    was, so the prepayment must be released (``PrepaymentToRelease``)."""
+    submitted_and_claimed(ctx)
+    results: dict[str, Any] = {}
+    forward_step(ctx, FORWARD, 1, "reserve-inventory", "inventory", results)
+    begin_charge(ctx, FORWARD, 1, results)  # the capture waits for the notification: no call is made
+    _apply_payment(ctx)
+    cancel(ctx)
+    ctx.clock.advance(ctx.settings.step_timeout)
+    [start] = claim_due_compensations(ctx).starts
+    compensation_round(ctx, start.instance_id, start.round)
+
+    final = stored_record(ctx)
+    assert final.process_state is ProcessState.COMPENSATED
+    assert ledger.net("o1") == NetEffect(reserved_units=0, charged_cents=0)  # nothing was captured
+    payment_entries = [e for e in final.compensation if e.step == "charge-payment"]
+    assert len(payment_entries) == 2  # unknown outcome: one per payment agent
+    assert all(e.undo_result == {"refundId": None, "amountCents": 0} for e in payment_entries)
+    [alert] = _release_alerts(sender)
+    assert alert["orderId"] == "o1"
+    assert "psp-123" in alert["summary"]
+    assert alert["details"]["providerReference"] == "psp-123"

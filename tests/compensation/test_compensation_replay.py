@@ -134,6 +134,8 @@ def test_all_undos_succeed_newest_first_then_compensated(compensate):
     result = r.run(compensate)
     assert [a["functionName"] for a in result.new_actions] == [names.FINISH_COMPENSATION]
     assert [i["seq"] for i in inputs(result, names.RECORD_UNDO)] == [2, 1]
+    # each entry keeps what its undo answered: whether a refund returned money is read from it
+    assert [i["result"] for i in inputs(result, names.RECORD_UNDO)] == [{"refundId": "rf-1"}, {"releaseId": "rel-1"}]
     sent = inputs(result, names.SEND_AGENT_REQUEST)
     assert [s["queue"] for s in sent] == ["payment-requests"]
     r.h.activity_completed(names.FINISH_COMPENSATION, {"owned": True}, at=r.h.now)

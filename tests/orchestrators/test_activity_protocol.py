@@ -254,7 +254,15 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
     ),
     names.RECORD_UNDO: (
         protocol.RecordUndoInput,
-        [{"orderId": "o1", "instanceId": "o1:compensate:3", "seq": 2}],
+        [
+            {"orderId": "o1", "instanceId": "o1:compensate:3", "seq": 2},
+            {
+                "orderId": "o1",
+                "instanceId": "o1:compensate:3",
+                "seq": 2,
+                "result": {"refundId": None, "amountCents": 0},
+            },
+        ],
         protocol.parse_write_result,
         [OWNED, NOT_OWNED],
     ),
