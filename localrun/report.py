@@ -82,6 +82,29 @@ def _kept_after_compensation(result: SimulationResult, ledgers: dict[str, Ledger
     return kept
 
 
+MONEY_TAKEN = ("charge", "capture")
+
+
+def _unreleased_prepayments(
+    by_order: dict[str, Any], ledgers: dict[str, Ledger], alert_bodies: list[dict[str, Any]]
+) -> list[str]:
+    """``Compensated`` orders whose payment notification was applied (the customer paid the provider)
+    and that no provider ever charged or captured (nothing an undo could refund), without a
+    ``PrepaymentToRelease`` alert naming them: the prepayment stays at the provider and nobody is told.
+    From Cosmos, the simulators' ledger and the alert queue."""
+    alerted = {body.get("orderId") for body in alert_bodies if _alert_kind(body) == "PrepaymentToRelease"}
+    unreleased: list[str] = []
+    for order_id, doc in by_order.items():
+        payment = doc.get("payment")
+        if doc.get("processState") != ProcessState.COMPENSATED.value or not isinstance(payment, dict):
+            continue
+        ledger = ledgers.get(order_id, EMPTY_LEDGER)
+        taken = any(e.amount for action in MONEY_TAKEN for e in ledger.effects(order_id, action))
+        if not taken and order_id not in alerted:
+            unreleased.append(f"{order_id}: payment {payment.get('notificationId')} applied, never captured, no alert")
+    return unreleased
+
+
 def _unreachable_submitters(result: SimulationResult) -> set[str]:
     """Status queues that still refuse sends at the end of the run (deleted, or the app's role
     removed, for good) AND for which the app raised a ``ReplyQueueUnavailable`` alert: their orders'
@@ -269,6 +292,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     silent = _silent_failures(result, finals, statuses)
     stranded = _stranded_messages(result, by_order)
     alert_bodies = _alert_bodies(result)
+    unreleased = _unreleased_prepayments(by_order, ledgers, alert_bodies)
     windows = _outage_windows(result)
     # orders needing an operator because of an outage alone (localrun/outages.py), from the runner's evidence
     bound = _outage_wait_bound(result)
@@ -293,6 +317,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "kept_after_compensation": len(kept),
         "silent_failures": len(silent),
         "stranded_messages": len(stranded),
+        "unreleased_prepayments": len(unreleased),
         # orders an outage alone failed, not escalated by MAX_OUTAGE_WAIT_MINUTES by design (localrun/outages.py)
         "outage_only_failures": len(actions.unexpected),
     }
@@ -311,6 +336,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "kept_after_compensation": kept[:5],
             "silent_failures": silent[:5],
             "stranded_messages": stranded[:5],
+            "unreleased_prepayments": unreleased[:5],
             "outage_only_failures": actions.unexpected[:5],
         },
         # orders ending Error/CompensationFailed whose cause was only an outage (incl. the bound's)
