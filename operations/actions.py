@@ -5,6 +5,10 @@ why (the reason), and answers the new state, or why the move is not legal now.
 - cancel: ``Pending | Processing | Error -> Compensating`` when the decision function allows it
   (before the pivot), as a client's ``CancelOrder`` does;
 - compensate: ``Error | CompensationFailed -> Compensating`` (``supervisor.operator.compensate_order``);
+- resubmit, cancel and compensate read their write back when its response is lost
+  (``update_once_or_reread``): a write that landed answers 200 and logs its event once; the same
+  action posted again by the same operator, found as the record's latest history entry, answers 200
+  with the record and ``repeated: true`` (nothing written), not 409;
 - review: an answer names its review (``reviewId``); refused 409 once the review deadline passed with
   nothing noted (the attempt takes its default); at the deadline ``process_order_v4`` closes the review
   (``domain.review.close_review``) and takes an answer noted before that; the record notes who
@@ -24,7 +28,7 @@ from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from adapters.cosmos.mapping import DocumentError
-from adapters.cosmos.state_store import update_once, update_once_or_reread
+from adapters.cosmos.state_store import update_once_or_reread
 from dependencies import AppContext
 from domain.compensation import cancellation_not_before, enter_compensation, pivot_passed, undo_pending
 from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation
@@ -49,15 +53,32 @@ from notifications.alerts import raise_alert_after_write
 from observability.events import app_event
 from operations.views import order_row
 from operations.web import Reply, error, json_reply
-from supervisor.operator import RecordNotFound, compensate_order, resubmit_order
+from supervisor.operator import (
+    ActionTaken,
+    RecordNotFound,
+    action_repeated,
+    compensate_action,
+    operator_cancelled,
+    repeated_action,
+    resubmit_action,
+)
 
 NOT_CANCELLABLE = frozenset(
     {ProcessState.COMPENSATING, ProcessState.COMPENSATED, ProcessState.COMPENSATION_FAILED, ProcessState.PROCESSED}
 )
 
 
-def _done(record: StateRecord, action: str, operator: str) -> Reply:
-    return json_reply(200, {"action": action, "by": operator, "order": order_row(record)})
+def _done(record: StateRecord, action: str, operator: str, *, repeated: bool = False) -> Reply:
+    """200 with the new state; ``repeated``: the same action by the same operator was already the
+    record's latest entry (posted again after a lost answer, or twice): nothing was written now."""
+    body: dict[str, Any] = {"action": action, "by": operator, "order": order_row(record)}
+    if repeated:
+        body["repeated"] = True
+    return json_reply(200, body)
+
+
+def _taken(taken: ActionTaken, action: str, operator: str) -> Reply:
+    return _done(taken.record, action, operator, repeated=taken.repeated)
 
 
 def unreadable(order_id: str, exc: DocumentError) -> Reply:
@@ -85,11 +106,13 @@ def _guarded(order_id: str, move: Callable[[], Reply]) -> Reply:
 
 
 def resubmit(ctx: AppContext, order_id: str, operator: str, reason: str) -> Reply:
-    return _guarded(order_id, lambda: _done(resubmit_order(ctx, order_id, operator, reason), "resubmit", operator))
+    return _guarded(order_id, lambda: _taken(resubmit_action(ctx, order_id, operator, reason), "resubmit", operator))
 
 
 def compensate(ctx: AppContext, order_id: str, operator: str, reason: str) -> Reply:
-    return _guarded(order_id, lambda: _done(compensate_order(ctx, order_id, operator, reason), "compensate", operator))
+    return _guarded(
+        order_id, lambda: _taken(compensate_action(ctx, order_id, operator, reason), "compensate", operator)
+    )
 
 
 def _cancel_once(ctx: AppContext, order_id: str, operator: str, reason: str) -> Reply:
@@ -97,6 +120,9 @@ def _cancel_once(ctx: AppContext, order_id: str, operator: str, reason: str) -> 
     if record is None:
         raise RecordNotFound(order_id)
     if record.process_state in NOT_CANCELLABLE:
+        if repeated_action(record, "cancel", operator):  # posted again: its first answer was lost
+            action_repeated(order_id, "cancel", operator)
+            return _done(record, "cancel", operator, repeated=True)
         raise IllegalTransition(f"order {order_id} is {record.process_state}: nothing to cancel")
     decision = decide_compensation(
         Situation(
@@ -111,9 +137,10 @@ def _cancel_once(ctx: AppContext, order_id: str, operator: str, reason: str) -> 
         raise IllegalTransition(f"order {order_id}: {decision.reason}")
     # Due now, or at the deadline of a step in flight (the same rule as a client's CancelOrder).
     not_before = cancellation_not_before(record)
-    why = f"cancelled by operator {operator}: {reason}"
+    why = operator_cancelled(operator, reason)
     now = ctx.clock.now()
-    written = update_once(
+    # a write whose response is lost is read back: if it landed, the cancel was taken (200, logged once)
+    written = update_once_or_reread(
         ctx.states, record, lambda r: enter_compensation(r, operator, why, now, not_before=not_before)
     )
     if record.process_state in (ProcessState.PENDING, ProcessState.PROCESSING):

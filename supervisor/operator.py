@@ -1,10 +1,21 @@
-"""Operator resubmit: an ``Error`` record goes back to ``Pending`` with its failure count reset,
-who and why recorded in the record's history. The operator CLI / HTTP endpoint calls this."""
+"""Operator actions on a state record: resubmit (``Error`` -> ``Pending``, its failure count reset) and
+compensate (``Error`` | ``CompensationFailed`` -> ``Compensating``), who and why recorded in the
+record's history. The operator CLI / HTTP endpoint calls these (``operations.actions``; its cancel uses
+``operator_cancelled`` and ``repeated_action`` from here too).
+
+Each write is read back when its response is lost (``update_once_or_reread``): a write that landed is
+the action taken (its event logged once, the counts bumped), never a 503. The same action posted again
+by the same operator, found as the record's own latest history entry (the first post's answer was lost,
+or a double click), is answered with the record as it is (``ActionTaken.repeated``), not refused: the
+action was taken."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 from adapters.cosmos.errors import EtagMismatch
-from adapters.cosmos.state_store import update_once
+from adapters.cosmos.state_store import update_once_or_reread
 from dependencies import AppContext
 from domain.compensation import enter_compensation
 from domain.errors import IllegalTransition
@@ -13,22 +24,80 @@ from domain.states import ProcessState
 from domain.transitions import resubmit
 from observability.events import app_event
 
+OperatorAction = Literal["resubmit", "cancel", "compensate"]
+# The history event each action's write leaves (``transitions.resubmit``, ``enter_compensation``).
+ACTION_EVENTS: dict[OperatorAction, str] = {
+    "resubmit": "Resubmitted",
+    "cancel": "CompensationRequested",
+    "compensate": "CompensationRequested",
+}
+_CANCELLED_BY = "cancelled by operator "
+
 
 class RecordNotFound(LookupError):
     """No state record for this order id."""
 
 
+@dataclass(frozen=True)
+class ActionTaken:
+    """The record after an operator action; ``repeated``: the action was already the record's latest
+    entry, by the same operator (nothing written now)."""
+
+    record: StateRecord
+    repeated: bool = False
+
+
+def operator_cancelled(operator: str, reason: str) -> str:
+    """Why an operator's cancel compensates (its history entry's detail and the record's ``lastError``)."""
+    return f"{_CANCELLED_BY}{operator}: {reason}"
+
+
+def repeated_action(record: StateRecord, action: OperatorAction, operator: str) -> bool:
+    """Whether ``operator``'s ``action`` is the record's latest history entry: the same action posted
+    again (its first answer lost, or posted twice). A cancel and a compensate leave the same event; a
+    cancel's detail says it was one (``operator_cancelled``)."""
+    if not record.history:
+        return False
+    last = record.history[-1]
+    if last.event != ACTION_EVENTS[action] or last.by != operator:
+        return False
+    if action == "resubmit":
+        return True
+    return last.detail.startswith(operator_cancelled(operator, "")) == (action == "cancel")
+
+
+def action_repeated(order_id: str, action: OperatorAction, operator: str) -> None:
+    """Logs that ``operator``'s ``action`` was posted again and found already taken (answered 200)."""
+    app_event(
+        "OperatorActionRepeated",
+        f"order {order_id}: {action} by {operator} posted again; already taken, nothing written",
+        orderId=order_id,
+        operator=operator,
+        action=action,
+    )
+
+
 def resubmit_order(ctx: AppContext, order_id: str, operator: str, reason: str) -> StateRecord:
-    """Error -> Pending by a conditional replace. On a 412 it re-reads once and tries again if the
-    record is still Error. Otherwise the caller sees why: ``IllegalTransition`` (the record is not,
-    or no longer, Error), ``EtagMismatch`` (a second race), ``RecordNotFound``.
-    The starter then claims the order as attempt + 1."""
+    """``resubmit_action``'s record."""
+    return resubmit_action(ctx, order_id, operator, reason).record
+
+
+def resubmit_action(ctx: AppContext, order_id: str, operator: str, reason: str) -> ActionTaken:
+    """Error -> Pending by a conditional replace, read back if its response is lost. On a 412 it re-reads
+    once and tries again if the record is still Error. The same resubmit by the same operator as the
+    record's latest entry is ``repeated``. Otherwise the caller sees why: ``IllegalTransition`` (the
+    record is not, or no longer, Error), ``EtagMismatch`` (a second race), ``RecordNotFound``,
+    ``StoreUnavailable`` (not written, or unknown: posting it again tells). The starter then claims
+    the order as attempt + 1."""
     if not operator.strip() or not reason.strip():
         raise ValueError("a resubmit needs the operator's name and a reason")
     try:
-        written = _resubmit_once(ctx, order_id, operator, reason)
+        taken = _resubmit_once(ctx, order_id, operator, reason)
     except EtagMismatch:
-        written = _resubmit_once(ctx, order_id, operator, reason)
+        taken = _resubmit_once(ctx, order_id, operator, reason)
+    if taken.repeated:
+        action_repeated(order_id, "resubmit", operator)
+        return taken
     app_event(
         "OperatorResubmitted",
         f"order {order_id}: resubmitted by {operator}: {reason}",
@@ -37,28 +106,42 @@ def resubmit_order(ctx: AppContext, order_id: str, operator: str, reason: str) -
         reason=reason,
     )
     ctx.counts.bump(ProcessState.PENDING, +1)
-    return written
+    return taken
 
 
-def _resubmit_once(ctx: AppContext, order_id: str, operator: str, reason: str) -> StateRecord:
+def _resubmit_once(ctx: AppContext, order_id: str, operator: str, reason: str) -> ActionTaken:
     record = ctx.states.get(order_id)
     if record is None:
         raise RecordNotFound(f"no state record for order {order_id!r}")
-    return update_once(ctx.states, record, lambda r: resubmit(r, operator, reason, ctx.clock.now()))
+    if record.process_state is not ProcessState.ERROR and repeated_action(record, "resubmit", operator):
+        return ActionTaken(record, repeated=True)
+    written = update_once_or_reread(ctx.states, record, lambda r: resubmit(r, operator, reason, ctx.clock.now()))
+    return ActionTaken(written)
 
 
 def compensate_order(ctx: AppContext, order_id: str, operator: str, reason: str) -> StateRecord:
+    """``compensate_action``'s record."""
+    return compensate_action(ctx, order_id, operator, reason).record
+
+
+def compensate_action(ctx: AppContext, order_id: str, operator: str, reason: str) -> ActionTaken:
     """Operator action after a review (or a fix): ``Error`` or ``CompensationFailed`` ->
-    ``Compensating``, due now; the supervisor's next run starts the compensation round. Refused
-    (``IllegalTransition``) past the pivot: nothing may be undone then."""
+    ``Compensating``, due now; the supervisor's next run starts the compensation round. Read back if its
+    response is lost; the same compensate by the same operator as the record's latest entry is
+    ``repeated``. Refused (``IllegalTransition``) past the pivot: nothing may be undone then."""
     if not operator.strip() or not reason.strip():
         raise ValueError("compensating an order needs the operator's name and a reason")
     record = ctx.states.get(order_id)
     if record is None:
         raise RecordNotFound(f"no state record for order {order_id!r}")
     if record.process_state not in (ProcessState.ERROR, ProcessState.COMPENSATION_FAILED):
+        if repeated_action(record, "compensate", operator):
+            action_repeated(order_id, "compensate", operator)
+            return ActionTaken(record, repeated=True)
         raise IllegalTransition(f"order {order_id}: an operator compensates only an Error or CompensationFailed order")
-    written = update_once(ctx.states, record, lambda r: enter_compensation(r, operator, reason, ctx.clock.now()))
+    written = update_once_or_reread(
+        ctx.states, record, lambda r: enter_compensation(r, operator, reason, ctx.clock.now())
+    )
     app_event(
         "OperatorCompensated",
         f"order {order_id}: compensation requested by {operator}: {reason}",
@@ -66,4 +149,4 @@ def compensate_order(ctx: AppContext, order_id: str, operator: str, reason: str)
         operator=operator,
         reason=reason,
     )
-    return written
+    return ActionTaken(written)

@@ -299,6 +299,12 @@ def test_cancel_before_the_pivot_compensates_and_after_it_is_409(ops):
     assert ops.ctx.states.get("o-cancel").history[-1].by == "ops@contoso.example"
     status, body = ops.post("/api/ops/orders/o-cancel-shipped/cancel", REASON)
     assert status == 409 and ("pivot" in body["error"] or "shipment" in body["error"])
+    # the same cancel posted again (its answer lost): taken, nothing written
+    status, body = ops.post("/api/ops/orders/o-cancel/cancel", REASON)
+    assert (status, body["repeated"], body["order"]["processState"]) == (200, True, "Compensating")
+    cancelled = ops.ctx.states.get("o-cancel")
+    assert cancelled is not None
+    ops.ctx.states.replace(cancelled.with_changes(ops.clock.now(), "CompensationClaimed", "supervisor"))
     assert ops.post("/api/ops/orders/o-cancel/cancel", REASON)[0] == 409  # already compensating
 
 

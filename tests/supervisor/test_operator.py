@@ -12,7 +12,7 @@ from domain import transitions
 from domain.errors import IllegalTransition
 from domain.states import ProcessState
 from orchestrators.starter import sweep
-from supervisor.operator import RecordNotFound, resubmit_order
+from supervisor.operator import RecordNotFound, resubmit_action, resubmit_order
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState
 from tests.orchestrators.support import sample_order
@@ -113,3 +113,16 @@ def test_a_lost_race_to_another_resubmit_is_not_repeated(make_ctx, states, clock
     record = states.get("o1")
     assert record is not None
     assert [h.by for h in record.history if h.event == "Resubmitted"] == ["bob"]
+
+
+def test_the_same_resubmit_posted_again_is_repeated_and_another_operators_is_refused(make_ctx, states, clock):
+    ctx = _escalated(make_ctx, states, clock)
+    first = resubmit_action(ctx, "o1", "alice", "retry")
+    assert not first.repeated and first.record.process_state is ProcessState.PENDING
+    again = resubmit_action(ctx, "o1", "alice", "retry, posted again")  # its first answer was lost
+    assert again.repeated and again.record.version == first.record.version  # nothing written
+    with pytest.raises(IllegalTransition):
+        resubmit_order(ctx, "o1", "bob", "retry")
+    record = states.get("o1")
+    assert record is not None
+    assert [h.by for h in record.history if h.event == "Resubmitted"] == ["alice"]
