@@ -45,6 +45,7 @@ from contracts.activities import (
 from domain.compensation import UNDONE, undo_idempotency_key, undo_request_id
 from orchestrators import names
 from orchestrators.agent_call import agent_request, invoke_agent
+from orchestrators.external_events import keep_early_events
 from orchestrators.fenced import FencedWrites, call_fenced, ends_quietly_when_fenced_out
 from orchestrators.result import OrchestrationResult, orchestration_result
 from orchestrators.state_activity import HAND_OVER_RETRY_DELAYS
@@ -52,6 +53,7 @@ from orchestrators.status import call_publish_status
 
 
 def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
+    keep_early_events(context)  # every undo reply raised before its wait opens, in order
     return (yield from ends_quietly_when_fenced_out(_run_round(context)))
 
 

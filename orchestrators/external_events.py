@@ -1,25 +1,92 @@
-"""Waiting for an external event more than once under the same name, around a Durable SDK bug.
+"""Waiting for external events that may arrive before their wait opens, around two Durable SDK behaviours.
 
 An ``EventRaised`` that arrives while no wait of its name is open is kept by the SDK
-(``DurableOrchestrationContext.deferred_tasks``) and handed to the next ``wait_for_external_event``
-of that name, as it should be, but never dropped: every later wait of the name gets the same event
-again (azure-functions-durable 1.x, Azure/azure-functions-durable-python issue 507). An agent's
-reply that is raised before its step's wait opens (a fast agent answers before the ``begin_step`` that
-sent its request has answered), or a duplicate reply, would then answer the next step's wait too,
-and a wait loop that skips replies to other requests would spin on it until ``RecursionError``.
+(``DurableOrchestrationContext.deferred_tasks``, azure-functions-durable 1.x) and handed to the next
+``wait_for_external_event`` of that name. Two things go wrong with it as shipped:
 
-``forget_delivered`` drops the kept event once a wait has received it. Call it right after the
-``yield`` that a wait of ``name`` took part in: it is orchestrator code (deterministic: replay keeps
-and drops the same events at the same points)."""
+- it keeps ONE event per name: a second early event of the name overwrites the first. An agent's reply
+  raised before the completion of the ``begin_step`` that sent its request, then a re-raised copy of the
+  previous step's reply in the same gap, left the wait with the copy: skipped, and the real reply was
+  gone (the step timed out though its agent answered). ``keep_early_events`` replaces that storage, at
+  the orchestration's start, with ``EarlyEvents``: a queue per name, so every early event of a name is
+  kept, in the order the history holds them, and each wait takes the oldest one not yet taken;
+- it never drops a kept event: every later wait of the name gets the same event again
+  (Azure/azure-functions-durable-python issue 507), and a wait loop that skips replies to other requests
+  would spin on it until ``RecursionError``. ``forget_delivered``, called right after the ``yield`` a
+  wait of the name took part in, takes the event that wait received off its queue (the next early one,
+  if any, is what the next wait receives).
+
+Both are orchestrator code over what the SDK replays: the queues are rebuilt from the history on every
+replay, in history order, and taken from at the same points, so replay is deterministic. Until two
+events of one name wait at once, a queue behaves exactly as the SDK's one slot did: a history recorded
+before the queues replays to the same actions (docs/design.md, "Scheduler")."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
 import azure.durable_functions as df
+
+# What the SDK keeps for an early event: a call that completes the wait it is handed to.
+Deliver = Callable[[], Any]
+
+
+class EarlyEvents(dict[Any, Deliver]):
+    """``DurableOrchestrationContext.deferred_tasks`` with a queue per event name (a ``str`` key).
+
+    The dict itself holds, for a name, the OLDEST early event not yet taken (what the SDK reads and hands
+    to the next wait: ``name in kept``, ``kept[name]``); the later ones wait in ``_later``, in arrival
+    order. Storing under a name that holds one already queues the new one instead of replacing it;
+    ``pop(name)`` takes the oldest and brings the next one forward. Other keys (the SDK keeps a duplicate
+    task completion under its task id, an ``int``) keep plain dict behaviour."""
+
+    def __init__(self, kept: Mapping[Any, Deliver] | None = None) -> None:
+        super().__init__()
+        self._later: dict[str, list[Deliver]] = {}
+        for key, deliver in (kept or {}).items():
+            self[key] = deliver
+
+    def __setitem__(self, key: Any, deliver: Deliver) -> None:
+        if isinstance(key, str) and key in self:
+            self._later.setdefault(key, []).append(deliver)
+            return
+        super().__setitem__(key, deliver)
+
+    def __delitem__(self, key: Any) -> None:
+        self.pop(key)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        """Takes the oldest event kept under ``key`` (the next one, if any, is now the oldest)."""
+        if key not in self:
+            return super().pop(key, *default)
+        taken = super().pop(key)
+        later = self._later.get(key)
+        if later:
+            super().__setitem__(key, later.pop(0))
+            if not later:
+                del self._later[key]
+        return taken
+
+    def waiting(self, name: str) -> int:
+        """How many early events of ``name`` no wait has taken yet."""
+        return (1 if name in self else 0) + len(self._later.get(name, ()))
+
+
+def keep_early_events(context: df.DurableOrchestrationContext) -> None:
+    """Every early event is kept, per name in history order (``EarlyEvents``). Call it first in an
+    orchestration that waits for events, before its first ``yield``: its body starts at the history's
+    ``ExecutionStarted``, before any ``EventRaised`` is replayed. Calling it again changes nothing."""
+    kept = getattr(context, "deferred_tasks", None)
+    if isinstance(kept, dict) and not isinstance(kept, EarlyEvents):
+        context.deferred_tasks = EarlyEvents(kept)
 
 
 def forget_delivered(context: df.DurableOrchestrationContext, name: str) -> None:
-    """The event a wait of ``name`` just received, if the SDK kept it for late waits, is not
-    handed to any later wait of that name."""
+    """The event a wait of ``name`` just received, if it was an early one kept for it, is taken off the
+    name's queue: no later wait of that name gets it again, and the next early one is handed to the
+    next wait. Nothing is taken when the wait was answered by a live event or lost to its timer (no
+    early event of its name was waiting when it opened, or it would have received it)."""
     kept = getattr(context, "deferred_tasks", None)
     if isinstance(kept, dict):
         kept.pop(name, None)

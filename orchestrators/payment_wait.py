@@ -15,6 +15,7 @@ import azure.durable_functions as df
 from contracts.activities import StepBegun
 from contracts.messages import AgentRequest
 from contracts.names import PAYMENT_NOTIFIED_EVENT
+from orchestrators.external_events import forget_delivered
 
 
 def await_payment(
@@ -28,6 +29,7 @@ def await_payment(
     timer = context.create_timer(deadline)
     event = context.wait_for_external_event(PAYMENT_NOTIFIED_EVENT)
     winner = yield context.task_any([event, timer])
+    forget_delivered(context, PAYMENT_NOTIFIED_EVENT)  # taken: a later wait of the name gets the next one
     if winner == timer:
         return None
     timer.cancel()

@@ -72,7 +72,7 @@ from domain.payloads import step_payload
 from domain.workflow import STEPS, WORKFLOW, Step, StepKind, agent
 from orchestrators import names
 from orchestrators.agent_call import agent_request, invoke_agent
-from orchestrators.external_events import forget_delivered
+from orchestrators.external_events import forget_delivered, keep_early_events
 from orchestrators.fenced import FencedWrites, call_fenced, ends_quietly_when_fenced_out
 from orchestrators.payment_wait import await_payment, capture_request
 from orchestrators.result import OrchestrationResult, orchestration_result
@@ -126,6 +126,7 @@ def process_order(
 ) -> Generator[Any, Any, OrchestrationResult]:
     """The attempt. ``closes_reviews=False`` is ``process_order_v3``'s replay: at a review deadline it
     takes the default without the closing write (``_await_review``)."""
+    keep_early_events(context)  # every event raised before its wait opens, in order (agent replies, reviews, payment)
     return (yield from ends_quietly_when_fenced_out(_run_attempt(context, closes_reviews)))
 
 
