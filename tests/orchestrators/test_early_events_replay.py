@@ -204,8 +204,26 @@ def recorded() -> dict[str, dict[str, Any]]:
     return data
 
 
+def unnumbered(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The actions with each activity input's ``writeNumber`` left out: the histories were recorded
+    before fenced writes were numbered (``orchestrators.fenced.FencedWrites``), and replay matches a
+    task by its name and order, never by its input."""
+    out: list[dict[str, Any]] = []
+    for action in actions:
+        copy = dict(action)
+        if isinstance(copy.get("input"), str):
+            data = json.loads(copy["input"])
+            if isinstance(data, dict):
+                data.pop("writeNumber", None)
+            copy["input"] = data
+        if "compoundActions" in copy:
+            copy["compoundActions"] = unnumbered(copy["compoundActions"])
+        out.append(copy)
+    return out
+
+
 def scheduling(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [a for a in actions if a["type"] in SCHEDULING_TYPES]
+    return [a for a in unnumbered(actions) if a["type"] in SCHEDULING_TYPES]
 
 
 def test_the_recorded_histories_are_the_ones_the_builders_make() -> None:
@@ -232,4 +250,4 @@ def test_a_history_recorded_before_the_queues_replays_to_the_same_actions(functi
         waits = [a for a in state.actions if a["type"] == "WaitForExternalEvent"]
         assert len(waits) == 1 + sum(1 for a in before["actions"] if a["type"] == "WaitForExternalEvent")
     else:
-        assert state.actions == before["actions"]
+        assert unnumbered(state.actions) == unnumbered(before["actions"])
