@@ -79,8 +79,13 @@ def try_claim(ctx: AppContext, record: StateRecord) -> Claim | None:
         )
     except (EtagMismatch, IllegalTransition):
         return None
+    if claimed.version is None:  # the claim landed, its response lost, and the record moved on since
+        current = ctx.states.get(record.order_id)
+        if current is None or current.locked_by != claimed.locked_by:
+            return None  # another writer took it (a cancellation, a resubmit): nothing to start
+        claimed = current  # still ours (a payment noted, a review answer): start it on what is stored
     if claimed.process_state is not ProcessState.PROCESSING or claimed.locked_by is None:
-        return None  # the claim landed, and another writer has moved the record on since
+        return None
     ctx.counts.bump(ProcessState.PROCESSING, +1)
     ctx.counts.bump(ProcessState.PENDING, -1)
     if read.order is None:
