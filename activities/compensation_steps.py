@@ -55,10 +55,11 @@ def request_compensation(ctx: AppContext, data: RequestCompensationInput) -> Wri
         "request compensation",
         hand_over="CompensationRequested",
         number=data.write_number,
+        # once per write: a run that finds it done by an earlier one (a retry, a late duplicate) counts nothing
+        on_written=lambda: ctx.counts.bump(ProcessState.PROCESSING, -1),
     )
     if written is None:
         return NOT_OWNED
-    ctx.counts.bump(ProcessState.PROCESSING, -1)
     app_event("CompensationRequested", f"order {data.order_id}: {reason}", orderId=data.order_id)
     return OWNED
 

@@ -38,6 +38,7 @@ def write_fenced(
     where: str,
     hand_over: str | None = None,
     number: int | None = None,
+    on_written: Callable[[], None] | None = None,
 ) -> StateRecord | None:
     """``update_fenced``; None when ``instance_id`` lost the record (logged as ``FencingLost``).
     Store failures propagate: the activity fails (the orchestration retries it on a durable timer)
@@ -48,9 +49,11 @@ def write_fenced(
     answering: the record's last write is this instance's own ``hand_over`` event with
     ``lockedBy`` cleared. That is this very write, done; it is answered as done, not as lost.
 
-    ``number``: the write's number in its orchestration (``domain.write_order``; None: not judged)."""
+    ``number``: the write's number in its orchestration (``domain.write_order``; None: not judged).
+    ``on_written``: called once this very call made the write (not when it finds the write done by an
+    earlier run of the activity): what must happen once per write, such as a cached count."""
     try:
-        return update_fenced(
+        written = update_fenced(
             ctx.states, order_id, instance_id, partial(in_write_order, owner=instance_id, number=number, change=change)
         )
     except StaleWrite as exc:
@@ -83,3 +86,6 @@ def write_fenced(
             lockedBy=exc.actual,
         )
         return None
+    if on_written is not None:
+        on_written()
+    return written

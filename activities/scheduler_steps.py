@@ -167,10 +167,11 @@ def mark_processed(ctx: AppContext, data: MarkProcessedInput) -> MarkProcessedRe
         "processed",
         hand_over="Processed",
         number=data.write_number,
+        # once per write: a run that finds it done by an earlier one (a retry, a late duplicate) counts nothing
+        on_written=lambda: ctx.counts.bump(ProcessState.PROCESSING, -1),
     )
     if written is None:
         return NOT_OWNED
-    ctx.counts.bump(ProcessState.PROCESSING, -1)
     return Processed(status_sent=_tell_once(ctx, written.reply_to, data.order_id, "Completed", data.attempt))
 
 

@@ -314,3 +314,26 @@ def test_the_same_write_again_is_applied_and_an_unnumbered_one_is_not_judged(app
         mark_processed(ctx, MarkProcessedInput(order_id="o-late7", instance_id=owner, attempt=1, write_number=5)),
         Processed,
     )
+
+
+def test_a_hand_over_found_done_by_an_earlier_run_counts_the_order_out_of_processing_once(
+    app_context: AppContext,
+) -> None:
+    """A second run of ``mark_processed`` (the same write: a retry, or a late duplicate of the last one)
+    finds its own ``Processed`` and answers done; the cached in-flight count moves once."""
+    ctx = app_context
+    _claimed(ctx, "o-late8-other")
+    owner = _claimed(ctx, "o-late8")
+    begin_step(ctx, _begin("o-late8", owner, "arrange-shipment", "shipping", ctx.clock.now() + STEP_TIMEOUT, 1))
+    done = MarkProcessedInput(
+        order_id="o-late8",
+        instance_id=owner,
+        attempt=1,
+        completes=StepResult(step="arrange-shipment", result={"shipmentId": "shp-1"}),
+        write_number=2,
+    )
+    before = ctx.counts.get(ProcessState.PROCESSING)
+    assert isinstance(mark_processed(ctx, done), Processed)
+    _later(ctx, timedelta(seconds=1))
+    assert isinstance(mark_processed(ctx, done), Processed)  # answered done: the orchestration may be waiting
+    assert before - ctx.counts.get(ProcessState.PROCESSING) == 1
