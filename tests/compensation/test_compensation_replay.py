@@ -179,6 +179,7 @@ def test_an_undo_that_fails_for_good_ends_compensation_failed_naming_the_entry(c
         "seq": 2,
         "error": "charge C-1 is disputed",
         "writeNumber": 3,  # after load_compensation and begin_undo
+        "transient": False,  # refused for good: an operator's compensate again gives the undo a fresh key
     }
     r.h.activity_completed(names.FAIL_COMPENSATION, {"owned": True}, at=r.h.now)
     r.status_sent("CompensationFailed", compensate)
@@ -200,7 +201,9 @@ def test_transient_failures_that_use_up_the_tries_end_compensation_failed(compen
     r.remote(reply(CHARGE, try_number=2, outcome="failed", transient=True, error="503"))
     result = r.run(compensate)
     assert [a["functionName"] for a in result.new_actions] == [names.FAIL_COMPENSATION]
-    assert json.loads(result.new_actions[0]["input"])["error"] == "503 (transient; 2 tries used up)"
+    failed = json.loads(result.new_actions[0]["input"])
+    assert failed["error"] == "503 (transient; 2 tries used up)"
+    assert failed["transient"] is True  # its outcome unknown: compensating again keeps its undo key
 
 
 def test_a_round_resuming_after_a_crash_undoes_only_the_entries_not_yet_undone(compensate):
