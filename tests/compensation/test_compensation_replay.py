@@ -125,6 +125,23 @@ def test_a_round_loads_the_log_and_announces_compensating(compensate):
     assert request["deadline"] == "2026-03-01T09:01:00.000000Z"
 
 
+def test_an_entry_with_its_forward_key_and_a_renewed_undo_names_both(compensate):
+    """An entry logged with the key its step's call used (a fresh one after a resubmit: ``forwardKey``),
+    whose undo an operator renewed after a refusal for good (``undoGeneration``): the undo key is of that
+    forward key at that generation, and the payload names the forward key the agent fences."""
+    renewed = {**CHARGE, "forwardKey": "o1:charge-payment:g1", "undoGeneration": 2, "refused": None}
+    r = Round([RESERVE, renewed])
+    [begin] = [json.loads(a["input"]) for a in r.run(compensate).new_actions]
+    request = begin["request"]
+    assert request["idempotencyKey"] == "o1:charge-payment:g1:undo:2"
+    assert request["payload"] == {
+        "chargeId": "C-1",
+        "amountCents": 1000,
+        "forwardIdempotencyKey": "o1:charge-payment:g1",
+        "seq": 2,
+    }
+
+
 def test_all_undos_succeed_newest_first_then_compensated(compensate):
     r = Round([RESERVE, CHARGE])
     r.remote(reply(CHARGE, result={"refundId": "rf-1"}))
