@@ -52,18 +52,21 @@ def operator_cancelled(operator: str, reason: str) -> str:
     return f"{_CANCELLED_BY}{operator}: {reason}"
 
 
-def repeated_action(record: StateRecord, action: OperatorAction, operator: str) -> bool:
-    """Whether ``operator``'s ``action`` is the record's latest history entry: the same action posted
-    again (its first answer lost, or posted twice). A cancel and a compensate leave the same event; a
-    cancel's detail says it was one (``operator_cancelled``)."""
+def repeated_action(record: StateRecord, action: OperatorAction, operator: str, reason: str) -> bool:
+    """Whether ``operator``'s ``action`` with ``reason`` is the record's latest history entry: the same
+    action posted again (its first answer lost, or posted twice). Another reason is another action (its
+    reason would be recorded nowhere), refused like any action the record no longer allows. A cancel and
+    a compensate leave the same event; a cancel's detail says it was one (``operator_cancelled``)."""
     if not record.history:
         return False
     last = record.history[-1]
     if last.event != ACTION_EVENTS[action] or last.by != operator:
         return False
-    if action == "resubmit":
-        return True
-    return last.detail.startswith(operator_cancelled(operator, "")) == (action == "cancel")
+    if action == "resubmit":  # the transition may add which steps got a fresh idempotency key
+        return last.detail == reason or last.detail.startswith(f"{reason}; a fresh idempotency key for ")
+    if action == "cancel":
+        return last.detail == operator_cancelled(operator, reason)
+    return last.detail == reason
 
 
 def action_repeated(order_id: str, action: OperatorAction, operator: str) -> None:
@@ -113,7 +116,7 @@ def _resubmit_once(ctx: AppContext, order_id: str, operator: str, reason: str) -
     record = ctx.states.get(order_id)
     if record is None:
         raise RecordNotFound(f"no state record for order {order_id!r}")
-    if record.process_state is not ProcessState.ERROR and repeated_action(record, "resubmit", operator):
+    if record.process_state is not ProcessState.ERROR and repeated_action(record, "resubmit", operator, reason):
         return ActionTaken(record, repeated=True)
     written = update_once_or_reread(ctx.states, record, lambda r: resubmit(r, operator, reason, ctx.clock.now()))
     return ActionTaken(written)
@@ -135,7 +138,7 @@ def compensate_action(ctx: AppContext, order_id: str, operator: str, reason: str
     if record is None:
         raise RecordNotFound(f"no state record for order {order_id!r}")
     if record.process_state not in (ProcessState.ERROR, ProcessState.COMPENSATION_FAILED):
-        if repeated_action(record, "compensate", operator):
+        if repeated_action(record, "compensate", operator, reason):
             action_repeated(order_id, "compensate", operator)
             return ActionTaken(record, repeated=True)
         raise IllegalTransition(f"order {order_id}: an operator compensates only an Error or CompensationFailed order")

@@ -119,8 +119,10 @@ def test_the_same_resubmit_posted_again_is_repeated_and_another_operators_is_ref
     ctx = _escalated(make_ctx, states, clock)
     first = resubmit_action(ctx, "o1", "alice", "retry")
     assert not first.repeated and first.record.process_state is ProcessState.PENDING
-    again = resubmit_action(ctx, "o1", "alice", "retry, posted again")  # its first answer was lost
+    again = resubmit_action(ctx, "o1", "alice", "retry")  # posted again: its first answer was lost
     assert again.repeated and again.record.version == first.record.version  # nothing written
+    with pytest.raises(IllegalTransition):  # another reason is another resubmit: it would be recorded nowhere
+        resubmit_order(ctx, "o1", "alice", "retry, with the ticket number")
     with pytest.raises(IllegalTransition):
         resubmit_order(ctx, "o1", "bob", "retry")
     record = states.get("o1")
