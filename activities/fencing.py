@@ -15,11 +15,13 @@ from functools import partial
 
 from adapters.cosmos.state_store import update_fenced
 from dependencies import AppContext
-from domain.errors import FencingLost, StaleWrite
+from domain.errors import FencingLost, StaleWrite, WriteAlreadyMade
 from domain.records import StateRecord
 from domain.states import ProcessState
 from domain.write_order import in_write_order
 from observability.events import app_event
+
+log = logging.getLogger(__name__)
 
 
 def owned_record(ctx: AppContext, order_id: str, instance_id: str, state: ProcessState) -> StateRecord | None:
@@ -56,6 +58,10 @@ def write_fenced(
         written = update_fenced(
             ctx.states, order_id, instance_id, partial(in_write_order, owner=instance_id, number=number, change=change)
         )
+    except WriteAlreadyMade as made:  # a retry, or a late run of the newest write: made already
+        log.info("order %s: write #%s of %s (%s) is on the record already", order_id, made.number, instance_id, where)
+        found: StateRecord = made.record
+        return found
     except StaleWrite as exc:
         app_event(
             "StaleWriteRefused",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class DomainError(Exception):
     """Base of the domain's errors."""
@@ -34,3 +36,13 @@ class StaleWrite(FencingLost):
         self.actual = owner
         self.number = number
         self.last = last
+
+
+class WriteAlreadyMade(DomainError):
+    """The caller's write is on the record already: the owner's newest write has its number
+    (``domain.write_order``). ``record`` is the record as found; nothing is written again."""
+
+    def __init__(self, record: Any, number: int) -> None:
+        super().__init__(f"order {record.order_id}: write #{number} of {record.locked_by!r} is made already")
+        self.record = record
+        self.number = number

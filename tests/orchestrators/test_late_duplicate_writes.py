@@ -12,17 +12,20 @@ from typing import Any
 
 import pytest
 
-from activities.compensation_steps import await_review, begin_undo, record_undo
+from activities.compensation_steps import await_review, begin_undo, close_review, record_undo
 from activities.scheduler_steps import begin_step, mark_processed
 from adapters.clock import ManualClock
 from contracts.activities import (
     NOT_OWNED,
+    OWNED,
     AwaitReviewInput,
     BeginStepInput,
     BeginUndoInput,
+    CloseReviewInput,
     MarkProcessedInput,
     Processed,
     RecordUndoInput,
+    ReviewClosed,
     StepBegun,
     StepResult,
 )
@@ -31,6 +34,7 @@ from domain import compensation, transitions
 from domain.records import LastWrite
 from domain.review import pending_review
 from domain.states import ProcessState, StepStatus
+from operations.actions import claim_answer
 from orchestrators.agent_call import agent_request
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState
@@ -337,3 +341,52 @@ def test_a_hand_over_found_done_by_an_earlier_run_counts_the_order_out_of_proces
     _later(ctx, timedelta(seconds=1))
     assert isinstance(mark_processed(ctx, done), Processed)  # answered done: the orchestration may be waiting
     assert before - ctx.counts.get(ProcessState.PROCESSING) == 1
+
+
+def test_a_late_run_of_the_newest_write_does_not_take_back_an_answer_noted_after_it(app_context: AppContext) -> None:
+    """``await_review`` (write 3) runs again late, after the ops API noted the operator's answer: it is
+    on the record already and is not made again, so the review's close (write 4) takes the answer.
+    Made again, it appended a fresh ``ReviewRequested`` after the note and the close took the default."""
+    ctx = app_context
+    owner, _, _ = _two_steps_in(ctx, "o-late9")
+    _later(ctx, timedelta(seconds=10))
+    review_id = f"{owner}:charge-payment:review:1"
+    paused = AwaitReviewInput(
+        order_id="o-late9",
+        instance_id=owner,
+        step="charge-payment",
+        attempt=1,
+        review_id=review_id,
+        until=ctx.clock.now() + ctx.settings.review_timeout,
+        error="card declined",
+        reason="high impact",
+        default_action="compensate",
+        amount_cents=250_000,
+        write_number=3,
+    )
+    await_review(ctx, paused)
+    _later(ctx, ctx.settings.review_timeout - timedelta(seconds=30))
+    record = ctx.states.get("o-late9")
+    assert record is not None
+    pending = pending_review(record)
+    assert pending is not None
+    assert not isinstance(claim_answer(ctx, "o-late9", pending, "ana", "retry", "customer confirmed"), tuple)
+    noted = ctx.states.get("o-late9")
+
+    _later(ctx, timedelta(seconds=5))
+    assert await_review(ctx, paused) is OWNED  # the late run: answered, nothing written
+    again = ctx.states.get("o-late9")
+    assert again is not None and noted is not None and again.version == noted.version
+
+    _later(ctx, timedelta(seconds=30))
+    closing = CloseReviewInput(
+        order_id="o-late9",
+        instance_id=owner,
+        attempt=1,
+        review_id=review_id,
+        default_action="compensate",
+        write_number=4,
+    )
+    closed = close_review(ctx, closing)
+    assert isinstance(closed, ReviewClosed)
+    assert (closed.action, closed.operator) == ("retry", "ana")
