@@ -308,12 +308,26 @@ def begin_undo(
     )
 
 
+# The longest reference an undo's answer may leave on the record (a provider's refund or release id).
+UNDO_REFERENCE_MAX = 128
+
+
 def undo_result(step_name: str, result: Any) -> dict[str, Any] | None:
     """What of an undo's answer its log entry keeps: the step's ``undo_result_data`` fields (references
-    and amounts, e.g. ``refundId`` and ``amountCents``); None when the answer is not an object."""
+    and amounts, e.g. ``refundId`` and ``amountCents``), each only as a reference (text of at most
+    ``UNDO_REFERENCE_MAX`` characters, or null) or a count (an integer, never a bool); anything else an
+    agent sends is dropped, so an answer cannot grow the record. None when the answer is not an object."""
     if not isinstance(result, dict):
         return None
-    return {k: result[k] for k in step(step_name).undo_result_data if k in result}
+    return {k: _kept(result[k]) for k in step(step_name).undo_result_data if k in result}
+
+
+def _kept(value: Any) -> str | int | None:
+    if isinstance(value, str):
+        return value[:UNDO_REFERENCE_MAX]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return None
 
 
 def record_undo(
@@ -360,17 +374,19 @@ def finish_compensation(record: StateRecord, owner: str, now: datetime) -> State
 
 
 def undo_refunded(entry: CompensationEntry) -> bool:
-    """Whether the undo of a payment entry returned money, by its own answer: a ``refundId`` or an
-    ``amountCents`` above 0 (a refund by key that found nothing answers ``refundId: null``, 0). An entry
-    undone before answers were kept (no ``undo_result``) counts only when the capture is on the record
-    (its ``chargeId``): an unknown-outcome entry proves nothing."""
+    """Whether the undo of a payment entry returned money, by its own answer: a ``refundId`` that is
+    text, not blank, or an ``amountCents`` above 0 (a refund by key that found nothing answers
+    ``refundId: null``, 0). An entry undone before answers were kept (no ``undo_result``) counts only
+    when the capture is on the record (its ``chargeId``): an unknown-outcome entry proves nothing."""
     if entry.outcome != UNDONE:
         return False
     answer = entry.undo_result
     if answer is None:
         return bool(entry.data.get("chargeId"))
-    amount = answer.get("amountCents")
-    return answer.get("refundId") is not None or (isinstance(amount, int) and amount > 0)
+    refund, amount = answer.get("refundId"), answer.get("amountCents")
+    # a reference that names something, or an amount: "", false, {} or True say nothing was refunded
+    named = isinstance(refund, str) and refund.strip() != ""
+    return named or (isinstance(amount, int) and not isinstance(amount, bool) and amount > 0)
 
 
 def uncaptured_prepayment(record: StateRecord) -> PaymentReceived | None:

@@ -44,7 +44,7 @@ from contracts.activities import (
     parse_load_compensation,
     parse_write_result,
 )
-from domain.compensation import UNDONE, undo_idempotency_key, undo_payload, undo_request_id
+from domain.compensation import UNDONE, undo_idempotency_key, undo_payload, undo_request_id, undo_result
 from orchestrators import names
 from orchestrators.agent_call import agent_request, invoke_agent
 from orchestrators.external_events import keep_early_events
@@ -126,7 +126,7 @@ def _undo_entry(
             return orchestration_result("DeadlineExpired", seq=seq, step=step_name)
         if reply.succeeded:
             # what the undo did (a refund of nothing is a success too): the entry keeps it
-            answer = reply.result if isinstance(reply.result, dict) else None
+            answer = undo_result(step_name, reply.result)  # only what the entry keeps crosses to the activity
             recorded = RecordUndoInput(order_id=order_id, instance_id=me, seq=seq, result=answer)
             yield from call_fenced(writes, names.RECORD_UNDO, recorded, parse_write_result, at=at)
             return orchestration_result("Undone", seq=seq)

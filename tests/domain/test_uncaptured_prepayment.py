@@ -9,6 +9,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from domain import compensation as c
 from domain import transitions as t
 from domain.records import CompensationEntry, PaymentReceived, StateRecord, StepState
@@ -100,3 +102,29 @@ def test_an_entry_undone_before_answers_were_kept_counts_only_when_its_capture_i
         outcome_at=NOW,
     )
     assert c.uncaptured_prepayment(replace(record, compensation=[captured])) is None
+
+
+@pytest.mark.parametrize(
+    "nothing",
+    [
+        {"refundId": "", "amountCents": 0},  # an empty reference
+        {"refundId": "  ", "amountCents": 0},
+        {"refundId": False, "amountCents": 0},
+        {"refundId": None, "amountCents": True},  # a bool is an int in Python: True > 0
+        {"refundId": {}, "amountCents": 0},
+        {"refundId": ["r-1"], "amountCents": "1000"},
+    ],
+)
+def test_an_undo_answer_that_names_no_refund_keeps_the_prepayment_alert(nothing: dict[str, Any]) -> None:
+    record, owner = _compensating()
+    done = _undo_all(record, owner, {"payment": nothing, "payment-backup": nothing})
+    assert c.uncaptured_prepayment(done) == PAID
+
+
+def test_what_an_undo_answer_leaves_on_the_record_is_a_bounded_reference_or_a_count() -> None:
+    huge = {"refundId": "r" * 200_000, "amountCents": {"nested": ["x" * 1000] * 50}, "other": "x" * 10_000}
+    assert c.undo_result("charge-payment", huge) == {"refundId": "r" * c.UNDO_REFERENCE_MAX, "amountCents": None}
+    assert c.undo_result("charge-payment", {"refundId": "rf-1", "amountCents": 1000}) == {
+        "refundId": "rf-1",
+        "amountCents": 1000,
+    }
