@@ -15,7 +15,7 @@ from contracts.messages import AgentRequest
 from contracts.names import AGENT_REPLY_EVENT
 from domain.workflow import Transport, agent
 from orchestrators import names
-from orchestrators.external_events import forget_delivered
+from orchestrators.external_events import abandon_wait, forget_delivered
 from orchestrators.state_activity import call_state_activity
 
 
@@ -83,6 +83,7 @@ def invoke_agent(
         winner = yield context.task_any([event, timer])
         forget_delivered(context, AGENT_REPLY_EVENT)  # an early or duplicate reply answers this wait only
         if winner == timer:
+            abandon_wait(context, AGENT_REPLY_EVENT, event)
             return None
         if reply_request_id(event.result) == request.request_id:
             timer.cancel()

@@ -10,6 +10,10 @@ An ``EventRaised`` that arrives while no wait of its name is open is kept by the
   gone (the step timed out though its agent answered). ``keep_early_events`` replaces that storage, at
   the orchestration's start, with ``EarlyEvents``: a queue per name, so every early event of a name is
   kept, in the order the history holds them, and each wait takes the oldest one not yet taken;
+- a wait that lost to its timer stays open: the next event of its name completes it, unseen, instead
+  of being kept for the wait that follows (an operator's early answer to an attempt's second review
+  went to its first review's abandoned wait, and the second waited out its whole timeout).
+  ``abandon_wait``, called when the timer wins, closes it;
 - it never drops a kept event: every later wait of the name gets the same event again
   (Azure/azure-functions-durable-python issue 507), and a wait loop that skips replies to other requests
   would spin on it until ``RecursionError``. ``forget_delivered``, called right after the ``yield`` a
@@ -90,3 +94,21 @@ def forget_delivered(context: df.DurableOrchestrationContext, name: str) -> None
     kept = getattr(context, "deferred_tasks", None)
     if isinstance(kept, dict):
         kept.pop(name, None)
+
+
+def abandon_wait(context: df.DurableOrchestrationContext, name: str, wait: Any) -> None:
+    """``wait`` (a ``wait_for_external_event`` of ``name``) lost to its timer and nobody will read it:
+    it is taken out of the SDK's open tasks, so the next event of ``name`` is kept for the next wait
+    (``EarlyEvents``) instead of completing this one. The same on every replay (the timer wins at the
+    same point)."""
+    open_tasks = getattr(context, "open_tasks", None)
+    if not isinstance(open_tasks, dict) or name not in open_tasks:
+        return
+    waiting = open_tasks[name]
+    if isinstance(waiting, list):
+        if wait in waiting:
+            waiting.remove(wait)
+        if not waiting:
+            del open_tasks[name]
+    elif waiting is wait:
+        del open_tasks[name]

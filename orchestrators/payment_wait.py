@@ -15,7 +15,7 @@ import azure.durable_functions as df
 from contracts.activities import StepBegun
 from contracts.messages import AgentRequest
 from contracts.names import PAYMENT_NOTIFIED_EVENT
-from orchestrators.external_events import forget_delivered
+from orchestrators.external_events import abandon_wait, forget_delivered
 
 
 def await_payment(
@@ -31,6 +31,7 @@ def await_payment(
     winner = yield context.task_any([event, timer])
     forget_delivered(context, PAYMENT_NOTIFIED_EVENT)  # taken: a later wait of the name gets the next one
     if winner == timer:
+        abandon_wait(context, PAYMENT_NOTIFIED_EVENT, event)
         return None
     timer.cancel()
     payment: dict[str, Any] = event.result

@@ -72,7 +72,7 @@ from domain.payloads import step_payload
 from domain.workflow import STEPS, WORKFLOW, Step, StepKind, agent
 from orchestrators import names
 from orchestrators.agent_call import agent_request, invoke_agent
-from orchestrators.external_events import forget_delivered, keep_early_events
+from orchestrators.external_events import abandon_wait, forget_delivered, keep_early_events
 from orchestrators.fenced import FencedWrites, call_fenced, ends_quietly_when_fenced_out
 from orchestrators.payment_wait import await_payment, capture_request
 from orchestrators.result import OrchestrationResult, orchestration_result
@@ -345,6 +345,7 @@ def _await_review(run: Attempt, step: Step, error: Any, reason: str) -> Generato
         winner = yield context.task_any([event, timer])
         forget_delivered(context, names.REVIEW_DECISION_EVENT)  # an answer to another review comes once
         if winner == timer:
+            abandon_wait(context, names.REVIEW_DECISION_EVENT, event)  # a later review's answer is not for it
             if not run.closes_reviews:
                 return default, False
             return (yield from _close_review(run, review_id, default))
