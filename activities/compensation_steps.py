@@ -235,9 +235,7 @@ def fail_compensation(ctx: AppContext, data: FailCompensationInput) -> WriteResu
         data.order_id,
         data.instance_id,
         # Owes the CompensationFailed alert and status until the supervisor acknowledges them.
-        lambda r: owe_notifications(
-            compensation.fail_compensation(r, data.instance_id, data.seq, error, now, transient=data.transient)
-        ),
+        lambda r: owe_notifications(compensation.fail_compensation(r, data.instance_id, data.seq, error, now)),
         "fail compensation",
         hand_over="CompensationFailed",
         number=data.write_number,

@@ -65,7 +65,6 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
             request.request_id,
             request.deadline,
             now,
-            key=request.idempotency_key,  # kept on the step: what compensation fences and undoes
         ),
         f"begin {request.step}",
         number=data.write_number,

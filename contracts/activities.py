@@ -143,13 +143,6 @@ class OrderPlan(Wire):
     outage_wait: Annotated[bool, NULL_IS_DEFAULT] = False
     step_timeout_seconds: float
     review: Annotated[ReviewSettings, NULL_IS_DEFAULT] = field(default_factory=ReviewSettings)
-    # The record's idempotency key generations (``StateRecord.key_generations``): left out when there
-    # are none, as every plan before them was (every step's key the first, generation 0).
-    key_generations: Annotated[dict[str, int] | None, OMIT_NONE] = None
-
-    def key_generation(self, step: str) -> int:
-        """The generation of ``step``'s idempotency key in this attempt (0: its first key)."""
-        return (self.key_generations or {}).get(step, 0)
 
 
 @dataclass(frozen=True)
@@ -373,10 +366,6 @@ class UndoEntry(Wire):
     agent: str
     data: JsonDict
     outcome: str | None = None  # None (not undone yet) | "Undone" | "Failed"
-    # the forward key the undo fences (None: logged before it was kept, the step's first key) and the
-    # undo key's generation (absent: 0), as ``domain.records.CompensationEntry`` keeps them
-    forward_key: Annotated[str | None, OMIT_NONE] = None
-    undo_generation: Annotated[int | None, OMIT_NONE] = None
     document: JsonDict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -443,16 +432,13 @@ class FinishCompensationInput(OrderInstance):
 
 @dataclass(frozen=True)
 class FailCompensationInput(Wire):
-    """``fail_compensation``: the undo of entry ``seq`` failed for good (``transient`` False) or used up
-    its tries on transient failures (True; its outcome unknown). Left out by orchestrations recorded
-    before it was sent (the entry's error says which)."""
+    """``fail_compensation``: the undo of entry ``seq`` failed for good."""
 
     order_id: str
     instance_id: str
     seq: int
     error: str | None
     write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
-    transient: Annotated[bool | None, OMIT_NONE] = None
 
 
 # --- an agent's reply, as the orchestrations read it --------------------------------------------------------

@@ -25,7 +25,7 @@ from typing import Any
 from domain import review, transitions
 from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation, review_outcome
 from domain.errors import FencingLost, IllegalTransition
-from domain.ids import COMPENSATION_MARKER, MAX_KEY_GENERATION, idempotency_key
+from domain.ids import COMPENSATION_MARKER, idempotency_key
 from domain.records import CompensationEntry, PaymentReceived, StateRecord
 from domain.states import ProcessState, StepStatus
 from domain.workflow import STEPS, WORKFLOW, Step, StepKind, step
@@ -48,28 +48,9 @@ def compensation_instance_id(order_id: str, round_number: int) -> str:
     return f"{order_id}:{COMPENSATION_MARKER}:{round_number}"
 
 
-def undo_idempotency_key(order_id: str, step_name: str, *, forward_key: str | None = None, generation: int = 0) -> str:
-    """``<forward key>:undo``: differs from the forward key and is the same in every round, so an undo
-    is never done twice. ``forward_key``: the key the undo fences (an entry's ``forward_key``; None,
-    the step's first key). Generation ``n`` >= 1 (``<forward key>:undo:<n>``): the undo tried again after
-    its provider refused it for good, when an operator compensates again (``renew_refused_undos``)."""
-    forward = forward_key if forward_key is not None else idempotency_key(order_id, step_name)
-    if isinstance(generation, bool) or not 0 <= generation <= MAX_KEY_GENERATION:
-        raise ValueError(f"an undo key generation is 0 to {MAX_KEY_GENERATION}, not {generation!r}")
-    return f"{forward}:undo" if generation == 0 else f"{forward}:undo:{generation}"
-
-
-# The key of an undo's payload naming the forward idempotency key it fences (``order_agents.runtime``
-# fences it at the service; a payload without it, the step's first key).
-FORWARD_KEY_FIELD = "forwardIdempotencyKey"
-
-
-def undo_payload(data: dict[str, Any], seq: int, forward_key: str | None) -> dict[str, Any]:
-    """The payload of an entry's undo: its data and ``seq``, and the forward key it fences when the entry
-    has one (an entry logged before keys were kept has none: its undo fences the step's first key)."""
-    if forward_key is None or FORWARD_KEY_FIELD in data:
-        return {**data, "seq": seq}
-    return {**data, FORWARD_KEY_FIELD: forward_key, "seq": seq}
+def undo_idempotency_key(order_id: str, step_name: str) -> str:
+    """Differs from the forward key and is the same in every round: an undo is never done twice."""
+    return f"{idempotency_key(order_id, step_name)}:undo"
 
 
 def undo_request_id(instance: str, step_name: str, agent: str, try_number: int) -> str:
@@ -126,7 +107,6 @@ def log_entry(record: StateRecord, step_name: str, result: dict[str, Any], now: 
         data={k: result[k] for k in the_step.undo_data if k in result},
         attempt=record.attempt,
         at=now,
-        forward_key=state.idempotency_key,  # the key of the call that did it: what the undo fences
     )
 
 
@@ -145,14 +125,12 @@ def _unknown_outcome_entries(record: StateRecord, now: datetime) -> list[Compens
     """Entries for each compensable step whose outcome is unknown: its undo names the forward
     idempotency key, and the service undoes whatever that key did (nothing, if it did nothing).
     The step may have been done by its fallback agent in an earlier attempt whose reply never
-    came back, so the undo goes to every agent the step can use, the one last seen first. The forward
-    key is the one the step's last call used (``transitions.step_key``): the call that may have had effect."""
+    came back, so the undo goes to every agent the step can use, the one last seen first."""
     entries = list(record.compensation)
     for name in unknown_outcome_steps(record):
         the_step = step(name)
         undo_action = _undo_action(the_step)
         last = record.steps[name].agent
-        forward = transitions.step_key(record, name)
         candidates = [last, *(a for a in (the_step.agent, the_step.fallback_agent) if a and a != last)]
         for agent_name in candidates:
             entries.append(
@@ -161,10 +139,9 @@ def _unknown_outcome_entries(record: StateRecord, now: datetime) -> list[Compens
                     step=name,
                     agent=agent_name,
                     undo_action=undo_action,
-                    data={"outcomeUnknown": True, FORWARD_KEY_FIELD: forward},
+                    data={"outcomeUnknown": True, "forwardIdempotencyKey": idempotency_key(record.order_id, name)},
                     attempt=record.attempt,
                     at=now,
-                    forward_key=record.steps[name].idempotency_key,
                 )
             )
     return entries
@@ -185,9 +162,7 @@ def enter_compensation(
 ) -> StateRecord:
     """Pending | Processing | Error -> Compensating, unowned and due at ``not_before`` (default now):
     whoever claims it next (``claim_compensation``) starts round ``attempt + 1``. ``owner``: the
-    forward attempt asking for it (fenced). The forward attempt loses the record here. From
-    ``CompensationFailed`` (an operator's compensate again, after a fix) each undo refused for good gets
-    a fresh undo key (``renew_refused_undos``)."""
+    forward attempt asking for it (fenced). The forward attempt loses the record here."""
     if owner is not None:
         transitions.ensure_owner(record, owner)
     if record.process_state not in ENTERABLE_FROM:
@@ -196,8 +171,6 @@ def enter_compensation(
     if failed_step is not None and failed_step in steps:  # failed for good: no side effect to undo
         steps[failed_step] = replace(steps[failed_step], status=StepStatus.FAILED, finished_at=now, error=reason)
     marked = replace(record, steps=steps)
-    if record.process_state is ProcessState.COMPENSATION_FAILED:
-        marked = replace(marked, compensation=renew_refused_undos(marked.compensation))
     if pivot_passed(marked):
         raise IllegalTransition(f"order {record.order_id}: past the pivot, nothing may be undone")
     due = max(now, not_before) if not_before is not None else now
@@ -408,17 +381,12 @@ def describe_failure(entry: CompensationEntry, error: str) -> str:
     return f"entry {entry.seq} ({entry.undo_action} of {entry.step} via {entry.agent}) failed: {error}"
 
 
-def fail_compensation(
-    record: StateRecord, owner: str, seq: int, error: str, now: datetime, *, transient: bool | None = None
-) -> StateRecord:
-    """An undo failed for good or used up its tries: CompensationFailed, naming the entry and why.
-    ``transient``: True, the tries were used up on transient failures (the undo's outcome is unknown);
-    False, refused for good; None, not said (kept on the entry as ``refused``)."""
+def fail_compensation(record: StateRecord, owner: str, seq: int, error: str, now: datetime) -> StateRecord:
+    """An undo failed for good or used up its tries: CompensationFailed, naming the entry and why."""
     ensure_compensation_owner(record, owner)
     entry = _entry(record, seq)
     reason = describe_failure(entry, error)
-    refused = None if transient is None else not transient
-    failed = replace(entry, outcome=FAILED, outcome_at=now, error=error, refused=refused)
+    failed = replace(entry, outcome=FAILED, outcome_at=now, error=error)
     return record.with_changes(
         now,
         "CompensationFailed",
@@ -430,36 +398,6 @@ def fail_compensation(
         last_error=reason,
         compensation=_with_entry(record, failed),
     )
-
-
-# How the compensation round ends the error of an undo whose tries were all transient failures
-# (``orchestrators.compensation``; "(transient; 3 tries)" before it said "used up").
-_TRANSIENT_TRIES = "(transient; "
-
-
-def undo_refused(entry: CompensationEntry) -> bool:
-    """Whether the entry's undo was refused for good: its provider recorded the refusal under the undo
-    key and would answer it again; nothing was undone there. Not an undo whose tries were used up on
-    transient failures (its outcome is unknown) nor one not failed. An entry failed before ``refused``
-    was kept is read from its error: the round's own suffix for used-up tries."""
-    if entry.outcome != FAILED:
-        return False
-    if entry.refused is not None:
-        return entry.refused
-    return _TRANSIENT_TRIES not in (entry.error or "")
-
-
-def renew_refused_undos(entries: list[CompensationEntry]) -> list[CompensationEntry]:
-    """Each entry whose undo was refused for good (``undo_refused``) with the next undo generation (a
-    fresh undo key, still fencing the same forward key) and its failure cleared: a new undo, not yet
-    tried (the failure stays in the record's history). Entries whose undo outcome is unknown keep their
-    key: an undo is never done twice."""
-    return [
-        replace(e, undo_generation=e.undo_generation + 1, outcome=None, outcome_at=None, error=None, refused=None)
-        if undo_refused(e)
-        else e
-        for e in entries
-    ]
 
 
 def await_review(
@@ -532,13 +470,7 @@ def act_on_left_decision(
         if the_step is None or state is None or state.status is not StepStatus.IN_PROGRESS:
             return closed
         agent = the_step.agent if outcome == "retry" else the_step.fallback_agent or the_step.agent
-        # a review follows a refusal for good of the step's last call: tried again, under a fresh key
-        # (as the attempt would have: ``orchestrators.scheduler``), else the refusal is answered again
-        return replace(
-            closed,
-            steps={**closed.steps, left.step: replace(state, agent=agent)},
-            key_generations=transitions.fresh_keys(closed, [left.step]),
-        )
+        return replace(closed, steps={**closed.steps, left.step: replace(state, agent=agent)})
     return transitions.fail(closed, expired_owner, left.step, reason, now, by=transitions.SUPERVISOR)
 
 

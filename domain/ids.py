@@ -56,40 +56,9 @@ def request_id(instance: str, step: str, agent: str) -> str:
     return f"{instance}:{step}:{agent}"
 
 
-# A step's idempotency key generation (``StateRecord.key_generations``): 0 is the step's first key, and a
-# new one is given only after a refusal for good, when a person chose to try the step again (one per
-# resubmit or review answer, each in an attempt of its own or after one: never more than the attempts).
-MAX_KEY_GENERATION = MAX_ATTEMPT
-_GENERATION_MARK = "g"
-
-
-def _generation(generation: int) -> int:
-    if isinstance(generation, bool) or not 0 <= generation <= MAX_KEY_GENERATION:
-        raise ValueError(f"an idempotency key generation is 0 to {MAX_KEY_GENERATION}, not {generation!r}")
-    return generation
-
-
-def idempotency_key(order_id: str, step: str, generation: int = 0) -> str:
-    """Stable across every attempt of a step, so a retried charge is never a second charge:
-    ``<order>:<step>``. Generation ``n`` >= 1 (``<order>:<step>:g<n>``) is the key of the step tried
-    again after its provider refused it for good under the key before (nothing happened there: a new
-    key cannot charge twice), when a person chose to (``domain.transitions.resubmit``, a review's
-    ``retry``); every attempt uses the generation on the record until then. At most 64 + 1 + step + 11
-    characters (an order id is at most 64)."""
-    n = _generation(generation)
-    return f"{order_id}:{step}" if n == 0 else f"{order_id}:{step}:{_GENERATION_MARK}{n}"
-
-
-def key_generation(key: str, order_id: str, step: str) -> int | None:
-    """The generation of ``key`` if it is a key ``idempotency_key`` builds for this order and step, else None."""
-    base = idempotency_key(order_id, step)
-    if key == base:
-        return 0
-    suffix = key.removeprefix(f"{base}:{_GENERATION_MARK}")
-    if suffix == key or not re.fullmatch(_NUMBER, suffix):
-        return None
-    n = int(suffix)
-    return n if n <= MAX_KEY_GENERATION else None
+def idempotency_key(order_id: str, step: str) -> str:
+    """Stable across every attempt of a step, so a retried charge is never a second charge."""
+    return f"{order_id}:{step}"
 
 
 def bounded(message_id: str, limit: int = MAX_MESSAGE_ID_LENGTH) -> str:

@@ -29,10 +29,6 @@ class StepState:
     finished_at: datetime | None = None
     result: dict[str, Any] | None = None
     error: str | None = None
-    # The idempotency key of the step's last call (``domain.ids.idempotency_key``), as ``begin_step``
-    # recorded it: what compensation fences and undoes. None: begun before keys were recorded, which
-    # was always the step's first key ``<order>:<step>``.
-    idempotency_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,16 +48,6 @@ class CompensationEntry:
     # What the undo answered (the step's ``undo_result_data``: e.g. ``refundId``, null when it found
     # nothing to refund, and ``amountCents``); None: not undone yet, or undone before it was kept.
     undo_result: dict[str, Any] | None = None
-    # The forward idempotency key the undo fences and undoes: the key of the step's call that may have
-    # had effect (its ``StepState.idempotency_key``). None: logged before it was kept, ``<order>:<step>``.
-    forward_key: str | None = None
-    # The undo key's generation (``domain.compensation.undo_idempotency_key``): 0 in every round, one
-    # more each time an operator compensates again after the provider refused this undo for good.
-    undo_generation: int = 0
-    # With outcome "Failed": True, the undo was refused for good (a non-transient answer); False, its
-    # tries were used up on transient failures (its outcome is unknown). None: not said (failed before
-    # this was kept: read from ``error``, ``domain.compensation.undo_refused``).
-    refused: bool | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,11 +91,6 @@ class StateRecord:
     reply_to: str | None = None
     current_step: str | None = None
     steps: dict[str, StepState] = field(default_factory=dict)
-    # Per step, the generation of its idempotency key (``domain.ids.idempotency_key``) the next call
-    # uses; absent: 0, the first key. Moved on only after the step was refused for good and a person
-    # chose to try it again (``transitions.resubmit``, a review's retry); ``begin_step`` keeps it at the
-    # generation its call used.
-    key_generations: dict[str, int] = field(default_factory=dict)
     compensation: list[CompensationEntry] = field(default_factory=list)
     last_error: str | None = None
     payment: PaymentReceived | None = None  # prepaid orders: the provider's notification, once applied

@@ -9,16 +9,13 @@ from typing import Any
 
 from domain.circuit import waiting_reason
 from domain.errors import FencingLost, IllegalTransition
-from domain.ids import idempotency_key, instance_id, key_generation
+from domain.ids import instance_id
 from domain.records import StateRecord, StepState
 from domain.states import ProcessState, StepStatus
 
 STARTER = "starter"
 SUPERVISOR = "supervisor"
 SUBMISSION = "submission"
-# How an agent's error reply starts when the service acted but its answer cannot be carried back
-# (``order_agents.runtime``): a non-transient failure whose call had effect.
-UNCARRIABLE_ANSWER = "the service's answer cannot be carried"
 
 
 def new_record(order_id: str, reply_to: str | None, now: datetime) -> StateRecord:
@@ -87,33 +84,12 @@ def ensure_owner(record: StateRecord, owner: str) -> None:
 
 
 def begin_step(
-    record: StateRecord,
-    owner: str,
-    step: str,
-    agent: str,
-    request: str,
-    deadline: datetime,
-    now: datetime,
-    *,
-    key: str | None = None,
+    record: StateRecord, owner: str, step: str, agent: str, request: str, deadline: datetime, now: datetime
 ) -> StateRecord:
-    """The step's call starts with ``agent`` under the idempotency key ``key`` (the request's), kept on
-    the step (what compensation fences) and, when it is a later generation than the record's (a retry
-    chosen by a review, inside the attempt), as the step's generation: a later attempt resumes it with
-    the same key. None: the caller did not say (an input recorded before keys were kept)."""
     ensure_owner(record, owner)
     state = StepState(
-        status=StepStatus.IN_PROGRESS,
-        agent=agent,
-        request_id=request,
-        attempt=record.attempt,
-        started_at=now,
-        idempotency_key=key,
+        status=StepStatus.IN_PROGRESS, agent=agent, request_id=request, attempt=record.attempt, started_at=now
     )
-    generations = record.key_generations
-    generation = key_generation(key, record.order_id, step) if key is not None else None
-    if generation is not None and generation > generations.get(step, 0):
-        generations = {**generations, step: generation}
     return record.with_changes(
         now,
         "StepStarted",
@@ -122,36 +98,7 @@ def begin_step(
         current_step=step,
         complete_by=deadline,
         steps={**record.steps, step: state},
-        key_generations=generations,
     )
-
-
-def step_key(record: StateRecord, step: str) -> str:
-    """The idempotency key of ``step``'s last call on the record (its first key when not recorded)."""
-    state = record.steps.get(step)
-    if state is not None and state.idempotency_key is not None:
-        return state.idempotency_key
-    return idempotency_key(record.order_id, step)
-
-
-def refused_for_good(state: StepState) -> bool:
-    """Whether the step's last outcome on the record is a refusal for good (``Failed``: a non-transient
-    answer), which left nothing at the provider under its key. Not a call whose service acted and whose
-    answer could not be carried back (it failed too, with effect), nor a step in flight (its outcome is
-    unknown) or one that failed transiently (it stays in flight)."""
-    return state.status is StepStatus.FAILED and UNCARRIABLE_ANSWER not in (state.error or "")
-
-
-def next_key_generation(record: StateRecord, step: str) -> int:
-    """The generation one past the step's: both the record's and the one its last call used."""
-    state = record.steps.get(step)
-    used = key_generation(state.idempotency_key, record.order_id, step) if state and state.idempotency_key else None
-    return max(record.key_generations.get(step, 0), used or 0) + 1
-
-
-def fresh_keys(record: StateRecord, steps: list[str]) -> dict[str, int]:
-    """The record's key generations with each of ``steps`` moved one on."""
-    return {**record.key_generations, **{step: next_key_generation(record, step) for step in steps}}
 
 
 def complete_step(
@@ -290,20 +237,14 @@ def wait_out_outage(
 
 
 def resubmit(record: StateRecord, operator: str, reason: str, now: datetime) -> StateRecord:
-    """Operator action: Error -> Pending with the failure count reset. Each step refused for good
-    (``refused_for_good``) gets a fresh idempotency key (the next generation): its provider recorded
-    the refusal under the old key and would answer it again (docs/compensation.md); nothing happened
-    there, so the new key cannot act twice. A step whose outcome is unknown keeps its key."""
+    """Operator action: Error -> Pending with the failure count reset."""
     if record.process_state is not ProcessState.ERROR:
         raise IllegalTransition(f"order {record.order_id}: only an Error record can be resubmitted")
-    refused = [name for name, state in record.steps.items() if refused_for_good(state)]
-    detail = reason if not refused else f"{reason}; a fresh idempotency key for {', '.join(refused)}"
     return record.with_changes(
         now,
         "Resubmitted",
         operator,
-        detail,
-        key_generations=fresh_keys(record, refused),
+        reason,
         process_state=ProcessState.PENDING,
         locked_by=None,
         complete_by=None,

@@ -28,8 +28,7 @@ def review_policy(settings: Settings) -> ReviewSettings:
 
 def plan_attempt(settings: Settings, record: StateRecord, order: dict[str, Any]) -> OrderPlan:
     """The plan of the attempt ``record`` was just claimed for: the order, the results of steps done by
-    earlier attempts, the agents of steps they left in flight, the generations of the steps' idempotency
-    keys, and the rules (settings) it runs by."""
+    earlier attempts, the agents of steps they left in flight, and the rules (settings) it runs by."""
     completed = {name: step.result or {} for name, step in record.steps.items() if step.status is StepStatus.SUCCEEDED}
     # A step an earlier attempt started and never finished, and the agent it last went to: this
     # attempt resumes with that agent (it may be the fallback, which may already have acted).
@@ -43,6 +42,4 @@ def plan_attempt(settings: Settings, record: StateRecord, order: dict[str, Any])
         outage_wait=record.outage_wait_since is not None,
         step_timeout_seconds=settings.step_timeout.total_seconds(),
         review=review_policy(settings),
-        # the generation of each step's idempotency key (a fresh one after a refusal an operator retried)
-        key_generations=dict(record.key_generations) or None,
     )

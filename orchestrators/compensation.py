@@ -3,10 +3,8 @@
 
 It walks the compensation log newest first. For each entry not yet undone it records the undo in
 flight and its deadline (fenced write), asks the entry's agent for the step's undo action with the
-undo idempotency key (``<forward key>:undo``, the same in every round; ``<forward key>:undo:<n>`` once
-an operator compensated again after the provider refused it for good), naming the forward key it
-fences (the entry's, in the payload), and races the reply against the deadline, exactly as a forward
-step does. Each outcome is recorded as it goes, so a round that
+undo idempotency key (``<order>:<step>:undo``, the same in every round) and races the reply against
+the deadline, exactly as a forward step does. Each outcome is recorded as it goes, so a round that
 crashes resumes (next round) from the first entry not yet undone and never undoes one twice.
 
 - reply ``succeeded``: the entry is marked Undone, keeping what the undo answered (``refundId``,
@@ -44,7 +42,7 @@ from contracts.activities import (
     parse_load_compensation,
     parse_write_result,
 )
-from domain.compensation import UNDONE, undo_idempotency_key, undo_payload, undo_request_id, undo_result
+from domain.compensation import UNDONE, undo_idempotency_key, undo_request_id, undo_result
 from orchestrators import names
 from orchestrators.agent_call import agent_request, invoke_agent
 from orchestrators.external_events import keep_early_events
@@ -102,7 +100,6 @@ def _undo_entry(
     tries = max(1, int(plan.undo_tries))
     step_timeout = timedelta(seconds=plan.step_timeout_seconds)
     error: Any = None
-    transient = False
     for number in range(1, tries + 1):
         deadline = context.current_utc_datetime + step_timeout
         request = agent_request(
@@ -113,10 +110,8 @@ def _undo_entry(
             action="undo",
             attempt=round_number,
             deadline=deadline,
-            idempotency_key=undo_idempotency_key(
-                order_id, step_name, forward_key=entry.forward_key, generation=entry.undo_generation or 0
-            ),
-            payload=undo_payload(entry.data, seq, entry.forward_key),
+            idempotency_key=undo_idempotency_key(order_id, step_name),
+            payload={**entry.data, "seq": seq},
         )
         began = BeginUndoInput(request=request, agent=agent_name, seq=seq)
         yield from call_fenced(writes, names.BEGIN_UNDO, began, parse_write_result, at=at)
@@ -142,8 +137,7 @@ def _undo_entry(
             yield context.create_timer(context.current_utc_datetime + timedelta(seconds=delay))
         else:
             error = f"{error} (transient; {tries} tries used up)"
-            transient = True  # its outcome is unknown: an operator's compensate again keeps its undo key
-    failed = FailCompensationInput(order_id=order_id, instance_id=me, seq=seq, error=error, transient=transient)
+    failed = FailCompensationInput(order_id=order_id, instance_id=me, seq=seq, error=error)
     yield from call_fenced(writes, names.FAIL_COMPENSATION, failed, parse_write_result, at=at)
     yield from call_publish_status(
         context, order_id, "CompensationFailed", round_number, f"{step_name}: {error}", plan=plan

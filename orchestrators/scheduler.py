@@ -121,16 +121,6 @@ class Ended:
     result: OrchestrationResult
 
 
-@dataclass(frozen=True)
-class NextTry:
-    """The step is tried again with ``agent``; ``fresh_key``: under the next generation of its
-    idempotency key (a retry an operator's review chose after a refusal for good: the provider would
-    answer the old key with the same refusal, and nothing happened under it)."""
-
-    agent: str
-    fresh_key: bool = False
-
-
 def process_order(
     context: df.DurableOrchestrationContext, *, closes_reviews: bool = True
 ) -> Generator[Any, Any, OrchestrationResult]:
@@ -179,12 +169,10 @@ def _run_step(run: Attempt, step: Step) -> Generator[Any, Any, Ended | None]:
     """Runs one step to its result (None: done, recorded) or to the end of the attempt."""
     # resume where an earlier attempt left the step: with its fallback agent, if it had got that far
     agent_name = run.plan.in_flight.get(step.name, step.agent)
-    # the step's idempotency key: the record's generation, one more for each retry a review chose
-    generation = run.plan.key_generation(step.name)
     tries = 0
     while True:
         tries += 1
-        reply = yield from _ask_agent(run, step, agent_name, tries, generation)
+        reply = yield from _ask_agent(run, step, agent_name, tries)
         if isinstance(reply, Ended):
             return reply
         if reply.succeeded:
@@ -195,17 +183,13 @@ def _run_step(run: Attempt, step: Step) -> Generator[Any, Any, Ended | None]:
         if reply.transient:
             return (yield from _release_for_retry(run, step, reply.error))
         # A non-transient failure: the decision function says what happens next.
-        next_try = yield from _handle_permanent_failure(run, step, agent_name, reply.error)
-        if isinstance(next_try, Ended):
-            return next_try
-        agent_name = next_try.agent
-        if next_try.fresh_key:
-            generation += 1
+        next_agent = yield from _handle_permanent_failure(run, step, agent_name, reply.error)
+        if isinstance(next_agent, Ended):
+            return next_agent
+        agent_name = next_agent
 
 
-def _ask_agent(
-    run: Attempt, step: Step, agent_name: str, tries: int, generation: int = 0
-) -> Generator[Any, Any, AgentAnswer | Ended]:
+def _ask_agent(run: Attempt, step: Step, agent_name: str, tries: int) -> Generator[Any, Any, AgentAnswer | Ended]:
     """Records the step's start and deadline, asks the agent, and races its reply against the deadline."""
     context = run.context
     deadline = context.current_utc_datetime + timedelta(seconds=run.plan.step_timeout_seconds)
@@ -217,7 +201,7 @@ def _ask_agent(
         action="do",
         attempt=run.number,
         deadline=deadline,
-        idempotency_key=idempotency_key(run.order_id, step.name, generation),
+        idempotency_key=idempotency_key(run.order_id, step.name),
         payload=step_payload(step.name, run.order, run.results),
     )
     prepaid = step.prepaid_action is not None and bool(run.order.get("prepaid"))
@@ -254,10 +238,9 @@ def _release_for_retry(run: Attempt, step: Step, error: Any) -> Generator[Any, A
 
 def _handle_permanent_failure(
     run: Attempt, step: Step, agent_name: str, error: Any
-) -> Generator[Any, Any, NextTry | Ended]:
-    """A non-transient failure of ``agent_name``: the agent to try the step with next (fallback, under
-    the same key; a review's retry or alternative, under a fresh key), or the end of the attempt
-    (compensation requested, Failed)."""
+) -> Generator[Any, Any, str | Ended]:
+    """A non-transient failure of ``agent_name``: the agent to try the step with next (fallback,
+    operator's retry or alternative), or the end of the attempt (compensation requested, Failed)."""
     decision = decide_compensation(
         Situation(
             trigger=Trigger.NON_TRANSIENT_FAILURE,
@@ -273,13 +256,12 @@ def _handle_permanent_failure(
     )
     action, reason = decision.action, decision.reason
     if action is Action.USE_FALLBACK and step.fallback_agent is not None:
-        return NextTry(step.fallback_agent)
+        return step.fallback_agent
     if action is Action.REVIEW:
         choice, reason = yield from _review(run, step, error, reason)
         outcome = review_outcome(choice, step.fallback_agent)
         if outcome in ("retry", "alternative"):
-            chosen = step.agent if outcome == "retry" else step.fallback_agent or step.agent
-            return NextTry(chosen, fresh_key=True)
+            return step.agent if outcome == "retry" else step.fallback_agent or step.agent
         action = Action.COMPENSATE if outcome == "compensate" else Action.FAIL
     if action is Action.COMPENSATE:
         handed = RequestCompensationInput(

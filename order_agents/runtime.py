@@ -20,10 +20,8 @@ from adapters.clock import Clock
 from adapters.remote.interface import RemoteCall, RemoteError, RemoteService
 from contracts.messages import AgentReply, AgentRequest
 from contracts.parsing import InvalidMessage, parse
-from domain.compensation import FORWARD_KEY_FIELD
-from domain.ids import idempotency_key, key_generation
+from domain.ids import idempotency_key
 from domain.retry import exponential_backoff
-from domain.transitions import UNCARRIABLE_ANSWER
 from domain.workflow import Step, agent, step
 from settings import Settings
 
@@ -53,16 +51,6 @@ def resolve_action(request: AgentRequest) -> tuple[Step, str]:
             raise UnknownAction(f"step {the_step.name!r} has no undo action")
         return the_step, the_step.undo_action
     raise UnknownAction(f"action {request.action!r} is neither 'do' nor 'undo'")
-
-
-def fenced_key(request: AgentRequest, step_name: str) -> str:
-    """The forward key an undo fences: the one its payload names (``forwardIdempotencyKey``, the key of
-    the step's call that may have had effect), when it is a key of this order and step; else the step's
-    first key ``<order>:<step>`` (an undo of an entry logged before keys were kept names none)."""
-    named = request.payload.get(FORWARD_KEY_FIELD)
-    if isinstance(named, str) and key_generation(named, request.order_id, step_name) is not None:
-        return named
-    return idempotency_key(request.order_id, step_name)
 
 
 def log_fields(request: AgentRequest, **more: Any) -> dict[str, Any]:
@@ -131,7 +119,7 @@ def run_agent_request(
         payload=request.payload,
         # An undo fences the step's forward key at the service: a forward call of unknown outcome
         # still in flight can no longer take effect after it (docs/compensation.md).
-        fences_key=fenced_key(request, the_step.name) if request.action == "undo" else None,
+        fences_key=idempotency_key(request.order_id, the_step.name) if request.action == "undo" else None,
     )
     max_calls = settings.agent_max_attempts
     last_error = "no call made"
@@ -176,7 +164,9 @@ def run_agent_request(
         refused = _not_carriable(reply)
         if refused is not None:  # the relay would dead-letter it: say why instead, in a reply it takes
             log.error("succeeded, but the answer cannot be carried in a reply: %s", refused, extra=fields)
-            return _reply(request, outcome="failed", transient=False, error=f"{UNCARRIABLE_ANSWER}: {refused}")
+            return _reply(
+                request, outcome="failed", transient=False, error=f"the service's answer cannot be carried: {refused}"
+            )
         log.info("succeeded", extra=fields)
         return reply
     return _reply(request, outcome="failed", transient=True, error=last_error)

@@ -43,7 +43,6 @@ def rich_record() -> StateRecord:
                 started_at=T,
                 finished_at=T + timedelta(seconds=1),
                 result={"reservationId": "r-9", "lines": [1, 2], "nested": {"ok": True, "none": None, "f": 1.5}},
-                idempotency_key="o-1:reserve-inventory",
             ),
             "charge-payment": StepState(
                 status=StepStatus.FAILED,
@@ -53,10 +52,8 @@ def rich_record() -> StateRecord:
                 started_at=T + timedelta(seconds=2),
                 finished_at=None,
                 error="declined",
-                idempotency_key="o-1:charge-payment:g1",
             ),
         },
-        key_generations={"charge-payment": 2},
         compensation=[
             CompensationEntry(
                 seq=1,
@@ -70,9 +67,6 @@ def rich_record() -> StateRecord:
                 outcome_at=T + timedelta(seconds=4),
                 error=None,
                 undo_result={"releaseId": "rel-1", "units": 2},
-                forward_key="o-1:reserve-inventory",
-                undo_generation=1,
-                refused=True,
             ),
             CompensationEntry(
                 seq=2,
@@ -178,7 +172,6 @@ STATE_DOCUMENT: dict[str, Any] = {
             "finishedAt": "2026-03-04T05:06:08.890123Z",
             "result": {"reservationId": "r-9", "lines": [1, 2], "nested": {"ok": True, "none": None, "f": 1.5}},
             "error": None,
-            "idempotencyKey": "o-1:reserve-inventory",
         },
         "charge-payment": {
             "status": "Failed",
@@ -189,10 +182,8 @@ STATE_DOCUMENT: dict[str, Any] = {
             "finishedAt": None,
             "result": None,
             "error": "declined",
-            "idempotencyKey": "o-1:charge-payment:g1",
         },
     },
-    "keyGenerations": {"charge-payment": 2},
     "compensation": [
         {
             "seq": 1,
@@ -206,9 +197,6 @@ STATE_DOCUMENT: dict[str, Any] = {
             "outcomeAt": "2026-03-04T05:06:11.890123Z",
             "error": None,
             "undoResult": {"releaseId": "rel-1", "units": 2},
-            "forwardKey": "o-1:reserve-inventory",
-            "undoGeneration": 1,
-            "refused": True,
         },
         {
             "seq": 2,
@@ -222,9 +210,6 @@ STATE_DOCUMENT: dict[str, Any] = {
             "outcomeAt": None,
             "error": None,
             "undoResult": None,
-            "forwardKey": None,
-            "undoGeneration": 0,
-            "refused": None,
         },
     ],
     "lastError": "charge-payment: declined",
@@ -319,7 +304,6 @@ FRESH_DOCUMENTS: dict[str, dict[str, Any]] = {
         "replyTo": None,
         "currentStep": None,
         "steps": {},
-        "keyGenerations": {},
         "compensation": [],
         "lastError": None,
         "payment": None,
@@ -389,23 +373,6 @@ def test_a_compensation_entry_stored_before_it_kept_its_undo_answer_reads_with_n
         "compensation": [{k: v for k, v in e.items() if k != "undoResult"} for e in STATE_DOCUMENT["compensation"]],
     }
     assert [e.undo_result for e in from_document(StateRecord, stored_before).compensation] == [None, None]
-
-
-def test_a_state_document_stored_before_idempotency_keys_were_kept_reads_as_generation_0() -> None:
-    """No ``keyGenerations``, no step ``idempotencyKey``, no entry ``forwardKey``, ``undoGeneration`` or
-    ``refused``: every key the first (``<order>:<step>``, its undo ``<order>:<step>:undo``), a failure not said."""
-    stored_before = {k: v for k, v in STATE_DOCUMENT.items() if k != "keyGenerations"}
-    stored_before["steps"] = {
-        name: {k: v for k, v in step.items() if k != "idempotencyKey"} for name, step in STATE_DOCUMENT["steps"].items()
-    }
-    new_keys = {"forwardKey", "undoGeneration", "refused"}
-    stored_before["compensation"] = [
-        {k: v for k, v in e.items() if k not in new_keys} for e in STATE_DOCUMENT["compensation"]
-    ]
-    record = from_document(StateRecord, stored_before)
-    assert record.key_generations == {}
-    assert [s.idempotency_key for s in record.steps.values()] == [None, None]
-    assert [(e.forward_key, e.undo_generation, e.refused) for e in record.compensation] == [(None, 0, None)] * 2
 
 
 def test_fresh_records_with_their_defaults_have_exactly_the_documents_stored_before() -> None:

@@ -163,40 +163,6 @@ def test_an_undo_names_the_forward_key_it_fences_and_a_later_forward_call_does_n
 
 
 @pytest.mark.parametrize(
-    ("named", "fenced"),
-    [
-        (None, "order-1:charge-payment"),  # an undo of an entry logged before keys were kept
-        ("order-1:charge-payment", "order-1:charge-payment"),
-        ("order-1:charge-payment:g2", "order-1:charge-payment:g2"),  # the key a resubmitted charge used
-        ("order-2:charge-payment:g2", "order-1:charge-payment"),  # not this order's: its step's first key
-        ("order-1:reserve-inventory", "order-1:charge-payment"),  # not this step's
-        (7, "order-1:charge-payment"),
-    ],
-)
-def test_an_undo_fences_the_forward_key_its_payload_names_when_it_is_one_of_its_step(clock, named, fenced):
-    service = ScriptedService(clock, [{"refundId": "rf-1", "amountCents": 0}])
-    payload = {"chargeId": "c-1", "seq": 2} | ({} if named is None else {"forwardIdempotencyKey": named})
-    undo = make_request(action="undo", payload=payload).model_copy(update={"idempotency_key": "k:undo"})
-    reply = run(undo, service, clock)
-    assert reply is not None and reply.outcome == "succeeded"
-    [(_, call)] = service.calls
-    assert call.fences_key == fenced
-
-
-def test_an_undo_fencing_a_fresh_key_stops_a_late_forward_call_under_it(clock):
-    payment = SimulatedService("payment", clock)
-    payload = {"outcomeUnknown": True, "forwardIdempotencyKey": "order-1:charge-payment:g1", "seq": 1}
-    undo = make_request(action="undo", payload=payload).model_copy(
-        update={"idempotency_key": "order-1:charge-payment:g1:undo"}
-    )
-    undone = run(undo, payment, clock)
-    assert undone is not None and undone.outcome == "succeeded"
-    late = run(make_request().model_copy(update={"idempotency_key": "order-1:charge-payment:g1"}), payment, clock)
-    assert late is not None and "fenced" in (late.error or "")
-    assert payment.ledger.effects("order-1", "charge") == []
-
-
-@pytest.mark.parametrize(
     ("step", "action", "message"),
     [("arrange-shipment", "undo", "no undo action"), ("charge-payment", "redo", "neither")],
 )

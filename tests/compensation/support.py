@@ -12,7 +12,7 @@ from contracts.messages import AgentRequest
 from contracts.names import AGENT_REPLIES_QUEUE
 from dependencies import AppContext
 from domain import transitions
-from domain.compensation import undo_idempotency_key, undo_payload, undo_request_id
+from domain.compensation import undo_idempotency_key, undo_request_id
 from domain.ids import idempotency_key, request_id
 from domain.payloads import step_payload
 from domain.records import StateRecord
@@ -159,29 +159,8 @@ def begin_charge(ctx: AppContext, owner: str, attempt: int = 1, results: dict[st
     assert run(scheduler_steps.begin_step, ctx, begin)["owned"]
 
 
-def undo_request(owner: str, round_number: int, entry: dict[str, Any], deadline: Any) -> dict[str, Any]:
-    """The undo request of a log entry (as ``load_compensation`` answers it), as the compensation
-    orchestration builds it: the undo key of the forward key the entry keeps, at its undo generation,
-    and that forward key in the payload."""
-    forward_key = entry.get("forwardKey")
-    return {
-        "requestId": undo_request_id(owner, entry["step"], entry["agent"], 1),
-        "instanceId": owner,
-        "orderId": "o1",
-        "step": entry["step"],
-        "action": "undo",
-        "attempt": round_number,
-        "deadline": to_text(deadline),
-        "idempotencyKey": undo_idempotency_key(
-            "o1", entry["step"], forward_key=forward_key, generation=entry.get("undoGeneration") or 0
-        ),
-        "payload": undo_payload(entry["data"], entry["seq"], forward_key),
-    }
-
-
-def undo_round(ctx: AppContext, owner: str, round_number: int) -> list[dict[str, Any]]:
-    """What the compensation orchestration does, against the real activities, entry by entry (newest
-    first), stopping at an undo refused for good (``fail_compensation``); returns the replies."""
+def compensation_round(ctx: AppContext, owner: str, round_number: int) -> list[dict[str, Any]]:
+    """What the compensation orchestration does, against the real activities; returns the replies."""
     fenced = {"orderId": "o1", "instanceId": owner}
     plan = run(compensation_steps.load_compensation, ctx, fenced)
     assert plan["owned"]
@@ -189,30 +168,27 @@ def undo_round(ctx: AppContext, owner: str, round_number: int) -> list[dict[str,
     for entry in sorted(plan["entries"], key=lambda e: e["seq"], reverse=True):
         if entry["outcome"] == "Undone":
             continue
-        request = undo_request(
-            owner, round_number, entry, ctx.clock.now() + timedelta(seconds=plan["stepTimeoutSeconds"])
-        )
+        deadline = ctx.clock.now() + timedelta(seconds=plan["stepTimeoutSeconds"])
+        request = {
+            "requestId": undo_request_id(owner, entry["step"], entry["agent"], 1),
+            "instanceId": owner,
+            "orderId": "o1",
+            "step": entry["step"],
+            "action": "undo",
+            "attempt": round_number,
+            "deadline": to_text(deadline),
+            "idempotencyKey": undo_idempotency_key("o1", entry["step"]),
+            "payload": {**entry["data"], "seq": entry["seq"]},
+        }
         assert run(
             compensation_steps.begin_undo, ctx, {"request": request, "agent": entry["agent"], "seq": entry["seq"]}
         )["owned"]
         reply = call_agent(ctx, entry["agent"], request)
-        assert reply is not None, request
-        replies.append(reply)
-        if reply["outcome"] != "succeeded":
-            assert not reply["transient"], reply
-            failed = {**fenced, "seq": entry["seq"], "error": reply.get("error"), "transient": False}
-            assert run(compensation_steps.fail_compensation, ctx, failed)["owned"]
-            return replies
+        assert reply is not None and reply["outcome"] == "succeeded", reply
         recorded = {**fenced, "seq": entry["seq"], "result": reply.get("result")}  # what the undo did, as sent
         assert run(compensation_steps.record_undo, ctx, recorded)["owned"]
+        replies.append(reply)
     assert run(compensation_steps.finish_compensation, ctx, fenced)["owned"]
     # then, as the orchestration does after the fenced write, tell the submitter
     run(scheduler_steps.publish_status, ctx, {"orderId": "o1", "status": "Compensated", "attempt": round_number})
-    return replies
-
-
-def compensation_round(ctx: AppContext, owner: str, round_number: int) -> list[dict[str, Any]]:
-    """``undo_round`` where every undo succeeds; returns the replies."""
-    replies = undo_round(ctx, owner, round_number)
-    assert all(reply["outcome"] == "succeeded" for reply in replies), replies
     return replies

@@ -125,23 +125,6 @@ def test_a_round_loads_the_log_and_announces_compensating(compensate):
     assert request["deadline"] == "2026-03-01T09:01:00.000000Z"
 
 
-def test_an_entry_with_its_forward_key_and_a_renewed_undo_names_both(compensate):
-    """An entry logged with the key its step's call used (a fresh one after a resubmit: ``forwardKey``),
-    whose undo an operator renewed after a refusal for good (``undoGeneration``): the undo key is of that
-    forward key at that generation, and the payload names the forward key the agent fences."""
-    renewed = {**CHARGE, "forwardKey": "o1:charge-payment:g1", "undoGeneration": 2, "refused": None}
-    r = Round([RESERVE, renewed])
-    [begin] = [json.loads(a["input"]) for a in r.run(compensate).new_actions]
-    request = begin["request"]
-    assert request["idempotencyKey"] == "o1:charge-payment:g1:undo:2"
-    assert request["payload"] == {
-        "chargeId": "C-1",
-        "amountCents": 1000,
-        "forwardIdempotencyKey": "o1:charge-payment:g1",
-        "seq": 2,
-    }
-
-
 def test_all_undos_succeed_newest_first_then_compensated(compensate):
     r = Round([RESERVE, CHARGE])
     r.remote(reply(CHARGE, result={"refundId": "rf-1"}))
@@ -196,7 +179,6 @@ def test_an_undo_that_fails_for_good_ends_compensation_failed_naming_the_entry(c
         "seq": 2,
         "error": "charge C-1 is disputed",
         "writeNumber": 3,  # after load_compensation and begin_undo
-        "transient": False,  # refused for good: an operator's compensate again gives the undo a fresh key
     }
     r.h.activity_completed(names.FAIL_COMPENSATION, {"owned": True}, at=r.h.now)
     r.status_sent("CompensationFailed", compensate)
@@ -218,9 +200,7 @@ def test_transient_failures_that_use_up_the_tries_end_compensation_failed(compen
     r.remote(reply(CHARGE, try_number=2, outcome="failed", transient=True, error="503"))
     result = r.run(compensate)
     assert [a["functionName"] for a in result.new_actions] == [names.FAIL_COMPENSATION]
-    failed = json.loads(result.new_actions[0]["input"])
-    assert failed["error"] == "503 (transient; 2 tries used up)"
-    assert failed["transient"] is True  # its outcome unknown: compensating again keeps its undo key
+    assert json.loads(result.new_actions[0]["input"])["error"] == "503 (transient; 2 tries used up)"
 
 
 def test_a_round_resuming_after_a_crash_undoes_only_the_entries_not_yet_undone(compensate):

@@ -199,8 +199,6 @@ def test_review_decision_retry_runs_the_step_again_with_its_own_agent(scheduler)
     assert begin["agent"] == "payment"
     assert begin["request"]["requestId"] == f"{ME}:charge-payment:payment:3"
     assert begin["queue"] == "payment-requests"  # the retry's request goes out with its start
-    # refused for good under its key (the provider would answer it again): the retry takes the next one
-    assert begin["request"]["idempotencyKey"] == "o1:charge-payment:g1"
 
 
 def test_review_decision_alternative_runs_the_step_through_the_fallback(scheduler):
@@ -210,40 +208,6 @@ def test_review_decision_alternative_runs_the_step_through_the_fallback(schedule
     [(function, begin)] = new_inputs(result)
     assert function == names.BEGIN_STEP
     assert begin["agent"] == "payment-backup"
-    assert begin["request"]["idempotencyKey"] == "o1:charge-payment:g1"  # the fallback refused the first key too
-
-
-def test_a_second_retry_a_review_chose_takes_the_generation_after(scheduler):
-    a, data = review_requested(scheduler)
-    decide_review(a, data, "retry")
-    a.charge_fails("payment", f"{ME}:charge-payment:payment:3", "card declined, g1")
-    result = a.run(scheduler)
-    [(function, fallback)] = new_inputs(result)
-    assert (function, fallback["agent"]) == (names.BEGIN_STEP, "payment-backup")
-    assert fallback["request"]["idempotencyKey"] == "o1:charge-payment:g1"  # the fallback: the same key
-    a.charge_fails("payment-backup", f"{ME}:charge-payment:payment-backup:4", "card declined again, g1")
-    result = a.run(scheduler)
-    [(function, second)] = new_inputs(result)
-    assert function == names.AWAIT_REVIEW
-    a.h.activity_completed(names.AWAIT_REVIEW, {"owned": True}, at=a.h.now)
-    decide_review(a, second, "retry")
-    result = a.run(scheduler)
-    [(function, begin)] = new_inputs(result)
-    assert function == names.BEGIN_STEP
-    assert begin["request"]["idempotencyKey"] == "o1:charge-payment:g2"
-
-
-def test_the_plans_key_generations_give_the_steps_keys(scheduler):
-    """A step an operator resubmitted after a refusal (the record's ``keyGenerations``, in the plan)."""
-    a = Attempt()
-    a.h = started_attempt(ME, sample_order(), 2, key_generations={"charge-payment": 3})
-    a.reserve()
-    result = a.run(scheduler)
-    [(function, begin)] = new_inputs(result)
-    assert function == names.BEGIN_STEP
-    assert begin["request"]["idempotencyKey"] == "o1:charge-payment:g3"
-    first = json.loads(result.actions[0]["input"])
-    assert first["request"]["idempotencyKey"] == "o1:reserve-inventory"  # a step without one: its first key
 
 
 def test_a_decision_for_another_review_is_ignored(scheduler):

@@ -37,7 +37,6 @@ def started_attempt(
     *,
     completed: dict[str, Any] | None = None,
     review: dict[str, Any] | None = None,
-    key_generations: dict[str, int] | None = None,
 ) -> History:
     """The history of one scheduler attempt as it starts: its input holds the plan the claim read (the
     results of steps ``completed`` by earlier attempts), so the first thing the scheduler schedules is
@@ -49,7 +48,5 @@ def started_attempt(
     }
     if review is not None:
         plan["review"] = review
-    if key_generations is not None:
-        plan["keyGenerations"] = key_generations
     started = {"orderId": order["orderId"], "attempt": attempt, "plan": plan}
     return History(instance, started, start=T0, name=names.SCHEDULER)

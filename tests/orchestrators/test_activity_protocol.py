@@ -95,8 +95,6 @@ ATTEMPT_INPUTS: list[dict[str, Any]] = [
         },
     },
     {"orderId": "o1", "attempt": 3, "plan": {**PLAN, "replyTo": None, "outageWait": True}},
-    # after a resubmit of a step refused for good: its key's generation (left out when there is none)
-    {"orderId": "o1", "attempt": 4, "plan": {**PLAN, "keyGenerations": {"charge-payment": 1}}},
 ]
 
 # name: (input type, inputs as recorded, result parser or None, results as recorded)
@@ -117,12 +115,6 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
                 "queue": "shipping-requests",
             },
             {"request": REQUEST, "agent": "payment", "queue": "payment-requests", "writeNumber": 2},  # numbered
-            {  # a step under a fresh key (a resubmit after a refusal for good): only the request's key differs
-                "request": {**REQUEST, "idempotencyKey": "o1:charge-payment:g1"},
-                "agent": "payment",
-                "queue": "payment-requests",
-                "writeNumber": 2,
-            },
         ],
         protocol.parse_begin_step,
         [
@@ -249,19 +241,6 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
                 "retryBaseSeconds": 10.0,
                 "retryMaxSeconds": 300.0,
             },
-            {  # entries that keep the forward key their undo fences, one renewed after a refusal for good
-                "owned": True,
-                "replyTo": "client-statuses",
-                "outageWait": False,
-                "entries": [
-                    {**ENTRY, "forwardKey": "o1:charge-payment:g1", "undoGeneration": 1, "refused": None},
-                    {**ENTRY, "seq": 1, "step": "reserve-inventory", "forwardKey": None, "undoGeneration": 0},
-                ],
-                "stepTimeoutSeconds": 60.0,
-                "undoTries": 3,
-                "retryBaseSeconds": 10.0,
-                "retryMaxSeconds": 300.0,
-            },
         ],
     ),
     names.BEGIN_UNDO: (
@@ -306,16 +285,6 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
                 "error": "refund refused (transient; 3 tries)",
             },
             {"orderId": "o1", "instanceId": "o1:compensate:3", "seq": 2, "error": None},
-            # since it says whether the tries were used up on transient failures (the undo's outcome unknown)
-            {"orderId": "o1", "instanceId": "o1:compensate:3", "seq": 2, "error": "refused", "transient": False},
-            {
-                "orderId": "o1",
-                "instanceId": "o1:compensate:3",
-                "seq": 2,
-                "error": "503 (transient; 3 tries used up)",
-                "writeNumber": 3,
-                "transient": True,
-            },
         ],
         protocol.parse_write_result,
         [OWNED, NOT_OWNED],
@@ -382,23 +351,6 @@ def test_results_recorded_by_older_shapes_still_parse_with_the_old_defaults() ->
     )
     assert isinstance(rounds, protocol.CompensationPlan)
     assert (rounds.outage_wait, rounds.reply_to_known) == (False, False)
-
-
-def test_the_idempotency_key_fields_are_optional_and_absent_means_the_first_keys() -> None:
-    """A plan without ``keyGenerations`` (every plan before them): every step's first key; an entry without
-    ``forwardKey``/``undoGeneration``: the step's first key and ``<order>:<step>:undo``; a fail_compensation
-    without ``transient``: not said (the entry's error tells)."""
-    plan = protocol.OrderPlan.from_json(PLAN)
-    assert (plan.key_generations, plan.key_generation("charge-payment")) == (None, 0)
-    assert "keyGenerations" not in plan.to_json()
-    fresh = protocol.OrderPlan.from_json({**PLAN, "keyGenerations": {"charge-payment": 2}})
-    assert (fresh.key_generation("charge-payment"), fresh.key_generation("reserve-inventory")) == (2, 0)
-    entry = protocol.UndoEntry.from_json(ENTRY)
-    assert (entry.forward_key, entry.undo_generation) == (None, None)
-    renewed = protocol.UndoEntry.from_json({**ENTRY, "forwardKey": "o1:charge-payment:g1", "undoGeneration": 2})
-    assert (renewed.forward_key, renewed.undo_generation) == ("o1:charge-payment:g1", 2)
-    failed = protocol.FailCompensationInput.from_json({**FENCED, "seq": 2, "error": "x"})
-    assert failed.transient is None
 
 
 def test_the_lean_keys_are_optional_and_absent_means_the_old_meaning() -> None:

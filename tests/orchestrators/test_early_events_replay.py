@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -206,10 +205,9 @@ def recorded() -> dict[str, dict[str, Any]]:
 
 
 def unnumbered(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The actions with what the histories were recorded without left out of each activity input: the
-    ``writeNumber`` of fenced writes (``orchestrators.fenced.FencedWrites``) and the generation suffix
-    of a step's idempotency key retried after a review (``:g<n>``, ``domain.ids.idempotency_key``).
-    Replay matches a task by its name and order, never by its input."""
+    """The actions with each activity input's ``writeNumber`` left out: the histories were recorded
+    before fenced writes were numbered (``orchestrators.fenced.FencedWrites``), and replay matches a
+    task by its name and order, never by its input."""
     out: list[dict[str, Any]] = []
     for action in actions:
         copy = dict(action)
@@ -217,9 +215,6 @@ def unnumbered(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
             data = json.loads(copy["input"])
             if isinstance(data, dict):
                 data.pop("writeNumber", None)
-                request = data.get("request")
-                if isinstance(request, dict) and isinstance(request.get("idempotencyKey"), str):
-                    request["idempotencyKey"] = re.sub(r":g[0-9]+$", "", request["idempotencyKey"])
             copy["input"] = data
         if "compoundActions" in copy:
             copy["compoundActions"] = unnumbered(copy["compoundActions"])
