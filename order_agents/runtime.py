@@ -164,8 +164,12 @@ def run_agent_request(
         refused = _not_carriable(reply)
         if refused is not None:  # the relay would dead-letter it: say why instead, in a reply it takes
             log.error("succeeded, but the answer cannot be carried in a reply: %s", refused, extra=fields)
+            # The call acted: an unknown outcome to the attempt (as a timeout), never a refusal. A refusal
+            # sends the step to the fallback provider under the same key, which charged a second time;
+            # this way the supervisor retries (the same key: the provider answers what it did) and, out
+            # of retries, escalates: compensation undoes it by its key, or an operator is alerted.
             return _reply(
-                request, outcome="failed", transient=False, error=f"the service's answer cannot be carried: {refused}"
+                request, outcome="failed", transient=True, error=f"the service's answer cannot be carried: {refused}"
             )
         log.info("succeeded", extra=fields)
         return reply

@@ -2,7 +2,11 @@
 and the idempotency key and fencing token as headers.
 
 429, 408, 5xx, timeouts and connection failures are transient (the same call may succeed later);
-any other 4xx is permanent. Uses only the standard library.
+any other 4xx is permanent. A 2xx whose body the app cannot read (not UTF-8, not JSON, not an object,
+a number or a nesting it cannot carry) is transient too: the provider acted, and the app does not know
+what it did, so it is an unknown outcome, as a timeout is, never a refusal (a refusal sends the step
+to the fallback provider under the same key, which charged a second time). Uses only the standard
+library.
 
 The contract a real provider must honour (docs/compensation.md, "What a remote service must offer"):
 
@@ -73,17 +77,18 @@ class HttpRemoteService:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise RemoteError(f"{where} answered a body that is not UTF-8 JSON", transient=False) from exc
+            raise RemoteError(f"{where} answered a body that is not UTF-8 JSON", transient=True) from exc
         try:
             # Read so that what is accepted is carried exactly (replies, activities, documents, undo
-            # requests); what cannot be is refused here, with the reason, not lost after the call.
+            # requests); what cannot be is refused here, with the reason, not lost after the call. It
+            # acted: an unknown outcome (transient), never a refusal (see the module's docstring).
             result = read_outside_json(text) if text else {}
         except json.JSONDecodeError as exc:
-            raise RemoteError(f"{where} answered a body that is not JSON", transient=False) from exc
+            raise RemoteError(f"{where} answered a body that is not JSON", transient=True) from exc
         except ValueError as exc:
-            raise RemoteError(f"{where} answered a body the app cannot carry: {exc}", transient=False) from exc
+            raise RemoteError(f"{where} answered a body the app cannot carry: {exc}", transient=True) from exc
         if not isinstance(result, dict):
-            raise RemoteError(f"{where} answered JSON {type(result).__name__}, not an object", transient=False)
+            raise RemoteError(f"{where} answered JSON {type(result).__name__}, not an object", transient=True)
         return result
 
 

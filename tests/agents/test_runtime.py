@@ -196,10 +196,11 @@ def test_calls_retries_and_outcome_are_logged_with_the_request_identity(clock, c
     [({"blob": "x" * 70_000}, "BodyTooLarge"), ({"deep": json.loads("[" * 40 + "]" * 40)}, "NestingTooDeep")],
     ids=["too large", "too deep"],
 )
-def test_a_succeeded_answer_no_reply_can_carry_is_a_permanent_failure_that_says_why(clock, result, reason):
+def test_a_succeeded_answer_no_reply_can_carry_is_an_unknown_outcome_that_says_why(clock, result, reason):
     """The relay would dead-letter the succeeded reply (the attempt would never hear of it): the agent
-    replies a permanent failure naming the reason instead, in a reply the relay takes."""
+    replies a failure naming the reason instead, in a reply the relay takes. Transient: the call acted,
+    so it must never read as a refusal (the fallback provider would be charged under the same key)."""
     reply = run(make_request(), ScriptedService(clock, [result]), clock)
-    assert reply is not None and (reply.outcome, reply.transient) == ("failed", False), reply
+    assert reply is not None and (reply.outcome, reply.transient) == ("failed", True), reply
     assert reply.error is not None and reason in reply.error and "cannot be carried" in reply.error
     assert len(reply.to_json()) < 2000
