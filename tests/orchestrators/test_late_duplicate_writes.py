@@ -83,6 +83,23 @@ def _begin(
     return BeginStepInput(request=request, agent=agent, write_number=number, **kw)
 
 
+def _review(order_id: str, owner: str, until: datetime) -> AwaitReviewInput:
+    """``await_review``'s input for the charge's first review, as the attempt's third fenced write."""
+    return AwaitReviewInput(
+        order_id=order_id,
+        instance_id=owner,
+        step="charge-payment",
+        attempt=1,
+        review_id=f"{owner}:charge-payment:review:1",
+        until=until,
+        error="card declined",
+        reason="high impact",
+        default_action="compensate",
+        amount_cents=250_000,
+        write_number=3,
+    )
+
+
 def _two_steps_in(ctx: AppContext, order_id: str) -> tuple[str, BeginStepInput, BeginStepInput]:
     """reserve-inventory began (write 1) and succeeded; charge-payment began 30 s later (write 2),
     recording the reservation in the same write."""
@@ -192,19 +209,7 @@ def test_a_late_begin_step_does_not_wipe_out_a_pending_review(app_context: AppCo
     owner, _, charge = _two_steps_in(ctx, "o-late4")
     _later(ctx, timedelta(seconds=10))
     until = ctx.clock.now() + timedelta(hours=24)
-    paused = AwaitReviewInput(
-        order_id="o-late4",
-        instance_id=owner,
-        step="charge-payment",
-        attempt=1,
-        review_id=f"{owner}:charge-payment:review:1",
-        until=until,
-        error="card declined",
-        reason="high impact",
-        default_action="compensate",
-        amount_cents=1000,
-        write_number=3,
-    )
+    paused = _review("o-late4", owner, until)
     await_review(ctx, paused)
     _later(ctx, timedelta(minutes=5))
     assert begin_step(ctx, charge) == NOT_OWNED  # the late duplicate of write 2, during the pause
@@ -220,19 +225,7 @@ def test_a_late_await_review_does_not_reopen_a_review_the_attempt_acted_on(app_c
     ctx = app_context
     owner, _, _ = _two_steps_in(ctx, "o-late5")
     _later(ctx, timedelta(seconds=10))
-    paused = AwaitReviewInput(
-        order_id="o-late5",
-        instance_id=owner,
-        step="charge-payment",
-        attempt=1,
-        review_id=f"{owner}:charge-payment:review:1",
-        until=ctx.clock.now() + ctx.settings.review_timeout,
-        error="card declined",
-        reason="high impact",
-        default_action="compensate",
-        amount_cents=1000,
-        write_number=3,
-    )
+    paused = _review("o-late5", owner, ctx.clock.now() + ctx.settings.review_timeout)
     await_review(ctx, paused)
     _later(ctx, timedelta(minutes=2))  # the operator answered "retry"; the attempt took it
     retry = _begin("o-late5", owner, "charge-payment", "payment", ctx.clock.now() + STEP_TIMEOUT, 4, tries=2)
@@ -351,19 +344,7 @@ def test_a_late_run_of_the_newest_write_does_not_take_back_an_answer_noted_after
     owner, _, _ = _two_steps_in(ctx, "o-late9")
     _later(ctx, timedelta(seconds=10))
     review_id = f"{owner}:charge-payment:review:1"
-    paused = AwaitReviewInput(
-        order_id="o-late9",
-        instance_id=owner,
-        step="charge-payment",
-        attempt=1,
-        review_id=review_id,
-        until=ctx.clock.now() + ctx.settings.review_timeout,
-        error="card declined",
-        reason="high impact",
-        default_action="compensate",
-        amount_cents=250_000,
-        write_number=3,
-    )
+    paused = _review("o-late9", owner, ctx.clock.now() + ctx.settings.review_timeout)
     await_review(ctx, paused)
     _later(ctx, ctx.settings.review_timeout - timedelta(seconds=30))
     record = ctx.states.get("o-late9")
