@@ -211,7 +211,9 @@ def finish_compensation(ctx: AppContext, data: FinishCompensationInput) -> Write
     app_event("Compensated", f"order {record.order_id}: every completed step undone", orderId=record.order_id)
     payment = compensation.uncaptured_prepayment(record)
     if payment is not None:
-        raise_alert_after_write(
+        # Money left at the provider: this alert must go out. A failed send fails the activity; its retry
+        # (the orchestration's, on durable timers) finds the write made and sends it again, same MessageId.
+        raise_alert(
             ctx.sender,
             kind="PrepaymentToRelease",
             summary=(

@@ -8,9 +8,12 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from activities import compensation_steps, scheduler_steps
 from adapters.cosmos.state_store import update_once
 from adapters.remote.simulators.ledger import NetEffect
+from adapters.servicebus.sender import SendError
 from contracts.names import ORDERS_QUEUE
 from dependencies import AppContext
 from domain import transitions
@@ -270,3 +273,36 @@ def test_a_prepayment_whose_capture_never_ran_raises_a_release_alert_after_a_can
     assert alert["orderId"] == "o1"
     assert "psp-123" in alert["summary"]
     assert alert["details"]["providerReference"] == "psp-123"
+
+
+class AlertsFailOnce(RecordingSender):
+    """A sender whose first send to ``operator-alerts`` fails (Service Bus unavailable for a moment)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def send(self, queue: str, message: Any) -> None:
+        if queue == "operator-alerts" and not self.failed:
+            self.failed = True
+            raise SendError("send to 'operator-alerts' failed")
+        super().send(queue, message)
+
+
+def test_a_release_alert_whose_send_fails_fails_the_activity_and_its_retry_sends_it(app_context):
+    """Money left at the provider: a failed send of ``PrepaymentToRelease`` is not only logged (found by the
+    runner's ``unreleased_prepayments`` at 1,000 orders, all-faults): the activity fails, and its retry finds
+    the write made and sends the alert."""
+    _prepaid_record(app_context)
+    cancel(app_context)
+    [start] = claim_due_compensations(app_context).starts
+    flaky = AlertsFailOnce()
+    ctx = replace(app_context, sender=flaky)
+    with pytest.raises(SendError):
+        compensation_round(ctx, start.instance_id, start.round)
+    assert stored_record(app_context).process_state is ProcessState.COMPENSATED
+    assert _release_alerts(flaky) == []
+
+    retried = run(compensation_steps.finish_compensation, ctx, {"orderId": "o1", "instanceId": start.instance_id})
+    assert retried["owned"]
+    assert [a["orderId"] for a in _release_alerts(flaky)] == ["o1"]
