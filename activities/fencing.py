@@ -51,7 +51,9 @@ def write_fenced(
     answering: the record's last write is this instance's own ``hand_over`` event with
     ``lockedBy`` cleared. That is this very write, done; it is answered as done, not as lost.
 
-    ``number``: the write's number in its orchestration (``domain.write_order``; None: not judged).
+    ``number``: the write's number in its orchestration (``domain.write_order``; None: not judged). An
+    older number than the owner's newest is refused (None, ``StaleWriteRefused``); the same number is
+    this write made already, answered with the record as it is (nothing written, ``on_written`` not called).
     ``on_written``: called once this very call made the write (not when it finds the write done by an
     earlier run of the activity): what must happen once per write, such as a cached count."""
     try:
