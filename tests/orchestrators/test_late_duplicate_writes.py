@@ -100,16 +100,9 @@ def _review(order_id: str, owner: str, until: datetime) -> AwaitReviewInput:
     )
 
 
-def _two_steps_in(ctx: AppContext, order_id: str) -> tuple[str, BeginStepInput, BeginStepInput]:
-    """reserve-inventory began (write 1) and succeeded; charge-payment began 30 s later (write 2),
-    recording the reservation in the same write."""
-    owner = _claimed(ctx, order_id)
-    reserve = _begin(
-        order_id, owner, "reserve-inventory", "inventory", ctx.clock.now() + STEP_TIMEOUT, 1, announce=True
-    )
-    assert isinstance(begin_step(ctx, reserve), StepBegun)
-    _later(ctx, timedelta(seconds=30))
-    charge = _begin(
+def _charge(ctx: AppContext, order_id: str, owner: str) -> BeginStepInput:
+    """begin_step of charge-payment at ``payment`` (write 2), recording the reservation in the same write."""
+    return _begin(
         order_id,
         owner,
         "charge-payment",
@@ -119,6 +112,18 @@ def _two_steps_in(ctx: AppContext, order_id: str) -> tuple[str, BeginStepInput, 
         completes=StepResult(step="reserve-inventory", result=RESERVED),
         queue="payment-requests",
     )
+
+
+def _two_steps_in(ctx: AppContext, order_id: str) -> tuple[str, BeginStepInput, BeginStepInput]:
+    """reserve-inventory began (write 1) and succeeded; charge-payment began 30 s later (write 2),
+    recording the reservation in the same write."""
+    owner = _claimed(ctx, order_id)
+    reserve = _begin(
+        order_id, owner, "reserve-inventory", "inventory", ctx.clock.now() + STEP_TIMEOUT, 1, announce=True
+    )
+    assert isinstance(begin_step(ctx, reserve), StepBegun)
+    _later(ctx, timedelta(seconds=30))
+    charge = _charge(ctx, order_id, owner)
     assert isinstance(begin_step(ctx, charge), StepBegun)
     return owner, reserve, charge
 
@@ -165,16 +170,7 @@ def test_a_late_begin_step_never_points_compensation_at_a_provider_that_did_not_
     owner = _claimed(ctx, "o-late3")
     begin_step(ctx, _begin("o-late3", owner, "reserve-inventory", "inventory", ctx.clock.now() + STEP_TIMEOUT, 1))
     _later(ctx, timedelta(seconds=5))
-    primary = _begin(
-        "o-late3",
-        owner,
-        "charge-payment",
-        "payment",
-        ctx.clock.now() + STEP_TIMEOUT,
-        2,
-        completes=StepResult(step="reserve-inventory", result=RESERVED),
-        queue="payment-requests",
-    )
+    primary = _charge(ctx, "o-late3", owner)
     begin_step(ctx, primary)
     _later(ctx, timedelta(seconds=5))
     deadline = ctx.clock.now() + STEP_TIMEOUT
