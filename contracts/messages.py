@@ -23,7 +23,7 @@ from pydantic.alias_generators import to_camel
 
 from contracts.names import APP_QUEUES, is_app_queue
 from domain.ids import MAX_ATTEMPT, ORDER_ID_PATTERN, instance_order_id
-from domain.text import one_line, uncarriable
+from domain.text import blank, one_line, uncarriable
 from domain.timefmt import parse, to_text
 
 
@@ -46,14 +46,15 @@ def _client_text(value: str) -> str:
     why_not = uncarriable(value)
     if why_not is not None:
         raise ValueError(f"cannot be recorded: {why_not}")
-    if not value.strip():
-        raise ValueError("must not be blank")
+    if blank(value):
+        raise ValueError("must not be blank (nothing visible)")
     return value
 
 
 # Text a client sends that the app records (the order document, the state record, its history) and logs:
 # the operator API's rule for an operator's reason (domain/text.py): no lone surrogate, no control
-# character but tabs and line breaks, not blank. Kept as sent (an address may have lines).
+# character but tabs and line breaks, no bidirectional override, not blank (something visible). Kept as
+# sent (an address may have lines).
 ClientText = Annotated[ShortText, AfterValidator(_client_text)]
 # A client's reason, which goes on one line of the record's history and of the log, as an operator's does.
 ClientReason = Annotated[ClientText, AfterValidator(one_line)]
@@ -123,7 +124,9 @@ class OrderSubmitted(Contract):
     currency: Currency
     ship_to: ClientText
     reply_to: ReplyQueue | None = None
-    prepaid: bool = False
+    # strict, as amounts are: "true", "yes" or 1 is refused, not read as true (it decides whether the
+    # order is charged or waits for the provider's notification)
+    prepaid: bool = Field(default=False, strict=True)
 
     @property
     def total_cents(self) -> int:
@@ -199,11 +202,11 @@ class AgentReply(Contract):
     order_id: OrderId
     step: ShortText
     outcome: Literal["succeeded", "failed"]
-    transient: bool = False
+    transient: bool = Field(default=False, strict=True)
     result: dict[str, Any] | None = None
     error: str | None = None
     # A transient failure without a call: the service's circuit was open (dependency health).
-    dependency_open: bool = False
+    dependency_open: bool = Field(default=False, strict=True)
 
     @model_validator(mode="after")
     def _instance_of_its_order(self) -> Self:

@@ -2,18 +2,29 @@
 
 JSON may escape a lone surrogate (``"\\udc80"``), and ``json.loads`` returns it in a ``str``; no
 UTF-8 encoder takes it (pydantic refuses it in a contract, a Service Bus body cannot hold it).
-Control characters forge lines in logs and consoles. Text from outside (an operator's reason) is
-refused when it holds either (``uncarriable``); text on its way out (an alert's summary, a status's
-reason, from a record written before that rule) is made carriable (``carriable``)."""
+Control characters forge lines in logs and consoles; bidirectional formatting characters (U+202A-U+202E,
+U+2066-U+2069: embeddings, overrides, isolates) make a console or a log viewer show text in another
+order than it is stored ("Trojan Source"). Text from outside (an operator's reason, a client's address)
+is refused when it holds any of them (``uncarriable``), or when nothing visible is left of it
+(``blank``: whitespace, format characters such as U+200B or U+FEFF, Hangul fillers); text on its way
+out (an alert's summary, a status's reason, an operator's name from the platform, a record written
+before that rule) is made carriable (``carriable``)."""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # C0 and C1 control characters, DEL; and the Unicode line and paragraph separators
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _LINE_BREAKS = re.compile("[\t\n\r\u2028\u2029]+")
+# The marks (U+200E, U+200F, U+061C) stay: right-to-left text uses them, and they reorder nothing.
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+# Characters that show nothing and are not whitespace (``str.strip`` keeps them): the Hangul fillers,
+# the combining grapheme joiner, variation selectors, Mongolian free variation selectors; with every
+# format character (category Cf: U+200B, U+2060, U+FEFF...), checked by category.
+_INVISIBLE = re.compile("[\u115f\u1160\u3164\uffa0\u034f\ufe00-\ufe0f\u180b-\u180f\U000e0100-\U000e01ef]")
 
 
 def uncarriable(text: str) -> str | None:
@@ -23,7 +34,14 @@ def uncarriable(text: str) -> str | None:
         return "it is not Unicode text (a lone surrogate)"
     if _CONTROL.search(_LINE_BREAKS.sub(" ", text)):
         return "it holds control characters"
+    if _BIDI.search(text):
+        return "it holds bidirectional formatting characters"
     return None
+
+
+def blank(text: str) -> bool:
+    """Whether nothing visible is left of ``text`` once whitespace and invisible characters are gone."""
+    return all(char.isspace() or _INVISIBLE.match(char) or unicodedata.category(char) == "Cf" for char in text)
 
 
 def one_line(text: str) -> str:
@@ -33,5 +51,5 @@ def one_line(text: str) -> str:
 
 def carriable(text: str) -> str:
     """``text`` as every contract and log line can carry it: a lone surrogate becomes U+FFFD, a
-    control character or line break a space."""
-    return _CONTROL.sub(" ", _SURROGATE.sub("\ufffd", text))
+    control character or line break a space, a bidirectional formatting character is dropped."""
+    return _BIDI.sub("", _CONTROL.sub(" ", _SURROGATE.sub("\ufffd", text)))

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from domain.compensation_policy import REVIEW_CHOICES
 from domain.ids import is_valid_order_id
-from domain.text import one_line, uncarriable
+from domain.text import blank, one_line, uncarriable
 from operations.auth import Principal, Refusal, authorize
 from settings import Settings
 
@@ -124,8 +124,8 @@ def parse_action_body(body: bytes, *, review: bool) -> ActionBody | Reply:
     if unknown:
         return error(400, f"unknown fields: {', '.join(unknown)} (who acts comes from your sign-in)")
     reason = data.get("reason")
-    if not isinstance(reason, str) or not reason.strip():
-        return error(400, "a non-empty 'reason' is required")
+    if not isinstance(reason, str) or blank(reason):
+        return error(400, "a non-empty 'reason' is required (something visible)")
     if len(reason) > MAX_REASON_CHARS:
         return error(400, f"'reason' is longer than {MAX_REASON_CHARS} characters")
     why_not = uncarriable(reason)
