@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from domain.text import blank, carriable, one_line
 from settings import Settings
 
 READ_ROLE = "Orders.Read"
@@ -33,6 +34,20 @@ PRINCIPAL_HEADER = "x-ms-client-principal"
 ROLE_CLAIM = "roles"
 NAME_CLAIMS = ("name", "preferred_username", "http://schemas.xmlsoap.org/ws/2005/05/identity/claims/name")
 MAX_PRINCIPAL_HEADER = 16 * 1024
+# An operator's name goes on the record (``history[].by``, a cancel's ``lastError``), into alerts and
+# log lines: at most this many characters of it.
+MAX_OPERATOR_NAME = 128
+
+
+def operator_name(claim: str) -> str:
+    """A name claim as the record and the logs can carry it: on one line, no control or bidirectional
+    formatting character, no lone surrogate (``domain.text.carriable``), at most ``MAX_OPERATOR_NAME``
+    characters (cut with an ellipsis); empty when nothing visible is left. The platform vouches for the
+    principal, not for what its display name holds, so the name is cleaned, never a reason to refuse."""
+    name = one_line(carriable(one_line(claim)))
+    if blank(name):
+        return ""
+    return name if len(name) <= MAX_OPERATOR_NAME else name[: MAX_OPERATOR_NAME - 1].rstrip() + "\u2026"
 
 
 @dataclass(frozen=True)
@@ -57,18 +72,20 @@ def local_principal(settings: Settings) -> Principal | None:
     text = settings.ops_local_principal.strip()
     if not text or settings.website_site_name.strip() or platform_auth_enabled(settings):
         return None
-    name, _, roles = text.partition(":")
-    if not name.strip():
+    claim, _, roles = text.partition(":")
+    name = operator_name(claim)
+    if not name:
         return None
     granted = frozenset(r.strip() for r in roles.split(",") if r.strip() in ROLES)
-    return Principal(name.strip(), granted, "local")
+    return Principal(name, granted, "local")
 
 
 def decode_principal(header: str) -> Principal | None:
     """The principal in an ``X-MS-CLIENT-PRINCIPAL`` header, or None when it is not one: every field
     is checked for its JSON type before use (``name_typ`` and ``role_typ`` strings when present,
     ``claims`` a list of objects), and JSON the parser cannot take (nested past the recursion limit,
-    integers past the digit limit, not UTF-8) is not one either."""
+    integers past the digit limit, not UTF-8) is not one either. The name is the first name claim with
+    something visible in it, cleaned (``operator_name``)."""
     if not header or len(header) > MAX_PRINCIPAL_HEADER:
         return None
     try:
@@ -91,10 +108,12 @@ def decode_principal(header: str) -> Principal | None:
             roles.add(claim["val"])
         elif isinstance(kind, str):
             names.setdefault(kind, claim["val"])
-    name = next((names[t] for t in (name_type, *NAME_CLAIMS) if t in names and names[t].strip()), "")
+    name = next(
+        (operator_name(names[t]) for t in (name_type, *NAME_CLAIMS) if t in names and operator_name(names[t])), ""
+    )
     if not name:
         return None
-    return Principal(name.strip(), frozenset(roles), "easyauth")
+    return Principal(name, frozenset(roles), "easyauth")
 
 
 def authenticate(settings: Settings, headers: Any) -> Principal | Refusal:
