@@ -259,8 +259,11 @@ resource authSettings 'Microsoft.Web/sites/config@2024-04-01' = if (!empty(opsAu
       }
     }
     login: {
+      // The app reads only the X-MS-CLIENT-PRINCIPAL header, which the platform sends without a token
+      // store; a store without a blob container would keep tokens on an instance's file system, which
+      // Flex Consumption instances do not share.
       tokenStore: {
-        enabled: true
+        enabled: false
       }
     }
   }
