@@ -3,11 +3,13 @@ excludes code the function app imports."""
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+from tests.infra.deployment import funcignore_patterns
+from tests.infra.deployment import ignored as ignored_path
 from tests.infra.paths import ROOT
 
 # Run in a fresh interpreter: the test session itself imports local-only code (localrun).
@@ -24,15 +26,12 @@ for module in list(sys.modules.values()):
 print(json.dumps(sorted(set(files))))
 """
 
-PATTERNS = [
-    line.strip().rstrip("/")
-    for line in (ROOT / ".funcignore").read_text().splitlines()
-    if line.strip() and not line.startswith("#")
-]
+PATTERNS = funcignore_patterns()
 
 
 def ignored(top_level: str) -> bool:
-    return any(fnmatch.fnmatch(top_level, pattern) for pattern in PATTERNS)
+    """Whether a top-level file, or everything in a top-level directory, is left out."""
+    return ignored_path(Path(top_level), PATTERNS) or ignored_path(Path(top_level, "any-file"), PATTERNS)
 
 
 def test_code_the_app_imports_is_deployed():

@@ -2,7 +2,10 @@
 interpreter exactly as the Functions Python worker does at start-up (``load_binding_registry()``, then
 ``handle_event.index_functions``), and prints one JSON line: the functions it indexed, or the error
 that failed indexing (``FunctionLoadError`` for a signature the worker refuses).
-``index_with_runtime(app_dir, python)`` runs it and returns that line, decoded."""
+``index_with_runtime(app_dir, python)`` runs it and returns that line, decoded; with ``env`` the indexer
+sees only those environment variables, and with ``isolated`` it runs as a file in isolated mode
+(``python -I``) from the app directory, so nothing but the app directory and the interpreter's own
+packages can be imported (not this repository's local-only code)."""
 
 from __future__ import annotations
 
@@ -14,15 +17,17 @@ from pathlib import Path
 from typing import Any
 
 
-def index_with_runtime(app_dir: Path, python: str = sys.executable) -> dict[str, Any]:
-    done = subprocess.run(
-        [python, "-m", "tests.runtime.index_with_runtime", str(app_dir)],
-        cwd=Path(__file__).resolve().parents[2],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+def index_with_runtime(
+    app_dir: Path, python: str = sys.executable, *, env: dict[str, str] | None = None, isolated: bool = False
+) -> dict[str, Any]:
+    if isolated:
+        command, cwd = [python, "-I", str(Path(__file__).resolve()), str(app_dir)], app_dir
+    else:
+        command, cwd = (
+            [python, "-m", "tests.runtime.index_with_runtime", str(app_dir)],
+            Path(__file__).resolve().parents[2],
+        )
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     assert lines, f"no result from the indexer:\n{done.stdout}\n{done.stderr}"
     result: dict[str, Any] = json.loads(lines[-1])

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.infra.deployment import azure_app_settings, deployment_package
 from tests.infra.function_index import function_index
 from tests.infra.paths import ROOT
 from tests.runtime.index_with_runtime import index_with_runtime
@@ -54,12 +55,13 @@ def test_a_signature_the_worker_refuses_fails_indexing_of_the_whole_app(tmp_path
     assert "invalid non-type annotation" in result["error"]
 
 
-def test_function_app_loads_in_a_clean_venv_built_only_from_requirements_txt(tmp_path: Path) -> None:
-    """What Azure installs is requirements.txt and nothing else: no test or dev packages. The host's
-    protobuf messages are the host's (Azure's proxy worker injects them), so they are copied in."""
+@pytest.fixture(scope="module")
+def clean_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A venv holding what Azure installs: requirements.txt and nothing else (no test or dev packages).
+    The host's protobuf messages are the host's (Azure's proxy worker injects them), so they are copied in."""
     if sys.version_info[:2] != (3, 13):
         pytest.fail("the app runs on Python 3.13: run the tests from the .venv that dev.py builds")
-    clean = tmp_path / "venv"
+    clean = tmp_path_factory.mktemp("clean") / "venv"
     venv.EnvBuilder(with_pip=True).create(clean)
     python = str(clean / "bin" / "python")
     install = subprocess.run(
@@ -89,7 +91,35 @@ def test_function_app_loads_in_a_clean_venv_built_only_from_requirements_txt(tmp
     shutil.copytree(protos, Path(site) / "functions_host_protos")
     pytest_absent = subprocess.run([python, "-c", "import pytest"], capture_output=True, check=False)
     assert pytest_absent.returncode != 0, "the clean venv must hold only what requirements.txt installs"
+    return python
 
-    result = index_with_runtime(ROOT, python)
+
+def test_function_app_loads_in_a_clean_venv_built_only_from_requirements_txt(clean_python: str) -> None:
+    result = index_with_runtime(ROOT, clean_python)
     assert "error" not in result, result.get("error")
     assert set(result["functions"]) == {f["name"] for f in function_index()}
+
+
+def test_the_deployed_package_indexes_alone_with_the_app_settings_azure_gives_it(
+    clean_python: str, tmp_path: Path
+) -> None:
+    """What Azure runs: the files .funcignore lets into the package, nothing else importable (no
+    localrun, tools or tests), in a process whose environment is the app settings of
+    infra/modules/functionapp.bicep (``azure_app_settings``), with the clean venv's packages."""
+    package = deployment_package(tmp_path / "package")
+    assert (package / "function_app.py").is_file()
+    assert not (package / "localrun").exists() and not (package / "tests").exists()
+    result = index_with_runtime(package, clean_python, env=azure_app_settings(), isolated=True)
+    assert "error" not in result, result.get("error")
+    assert set(result["functions"]) == {f["name"] for f in function_index()}
+
+
+def test_the_package_check_sees_an_import_of_local_only_code(clean_python: str, tmp_path: Path) -> None:
+    """The control for the test above: a function app that imports the local runner fails there,
+    though it would load with the repository's files beside it."""
+    package = deployment_package(tmp_path / "package")
+    app = package / "function_app.py"
+    app.write_text("import localrun  # noqa\n" + app.read_text())
+    result = index_with_runtime(package, clean_python, env=azure_app_settings(), isolated=True)
+    assert "functions" not in result
+    assert "localrun" in result["error"]
