@@ -19,7 +19,11 @@ class DeferredReceiver(Protocol):
         ...
 
     def peek(self, max_count: int, from_sequence_number: int = 0) -> list[Any]:
-        """Messages (active, deferred, scheduled) without locking them."""
+        """Up to ``max_count`` messages (active, locked, deferred, scheduled; not dead-lettered) whose
+        sequence number is ``from_sequence_number`` or more, in sequence number order, without locking
+        them; 0: from the oldest. None at or after it: empty. Each call stands alone (it does not go on
+        from an earlier peek on the same receiver). Service Bus may return fewer than asked although
+        more follow: only an empty answer says nothing is left."""
         ...
 
     def complete(self, message: Any) -> None: ...

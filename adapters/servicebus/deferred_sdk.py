@@ -5,7 +5,9 @@ messages fetched on it are settled on it. The SDK's behaviour is translated to t
 ``receive_deferred_messages`` fails the whole call with ``MessageNotFoundError`` when any one
 sequence number is not a deferred message of the queue (settled, expired, never deferred); the
 protocol instead returns the ones that are there, so on that error the numbers are fetched one by
-one and the missing ones left out."""
+one and the missing ones left out. ``peek_messages`` without a sequence number continues after the
+last message the receiver peeked; the protocol's ``peek(n, 0)`` is from the beginning, so a sequence
+number is always passed."""
 
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ if TYPE_CHECKING:
     from azure.servicebus import ServiceBusClient, ServiceBusReceiver
 
 log = logging.getLogger(__name__)
+
+# The SDK's own start when a receiver has peeked nothing yet (``ServiceBusReceiver.peek_messages``).
+FIRST_SEQUENCE_NUMBER = 1
 
 
 class SdkDeferredReceiver:
@@ -44,9 +49,10 @@ class SdkDeferredReceiver:
         return found
 
     def peek(self, max_count: int, from_sequence_number: int = 0) -> list[Any]:
-        if from_sequence_number > 0:
-            return list(self._r.peek_messages(max_message_count=max_count, sequence_number=from_sequence_number))
-        return list(self._r.peek_messages(max_message_count=max_count))
+        # Always a sequence number: without one (or with 0) the SDK goes on after the last message this
+        # receiver peeked, not from the beginning.
+        start = max(from_sequence_number, FIRST_SEQUENCE_NUMBER)
+        return list(self._r.peek_messages(max_message_count=max_count, sequence_number=start))
 
     def complete(self, message: Any) -> None:
         self._r.complete_message(message)

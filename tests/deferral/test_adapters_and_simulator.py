@@ -41,6 +41,36 @@ def test_the_sdk_receiver_returns_the_deferred_ones_and_leaves_out_the_missing()
     assert receiver.receive_deferred([]) == []
 
 
+class SdkPeekDouble:
+    """What ``ServiceBusReceiver.peek_messages`` does with its ``sequence_number``: up to the count from that
+    number on; without one (0), from after the last message this receiver peeked (from 1 before any)."""
+
+    def __init__(self, sequence_numbers: list[int]) -> None:
+        self.sequence_numbers = sequence_numbers
+        self.last_peeked: int | None = None
+
+    def peek_messages(self, max_message_count: int = 1, *, sequence_number: int = 0) -> list[int]:
+        if not sequence_number:
+            sequence_number = self.last_peeked + 1 if self.last_peeked else 1
+        found = [n for n in self.sequence_numbers if n >= sequence_number][:max_message_count]
+        if found:
+            self.last_peeked = found[-1]
+        return found
+
+
+def test_a_peek_from_zero_starts_at_the_oldest_message_even_after_earlier_peeks():
+    """The protocol's ``peek(n, 0)`` is from the beginning, as the local broker does; the SDK without a
+    sequence number goes on after the receiver's last peek (the peek sweep going round the queue, a search
+    for the newest alert, peek again on one receiver)."""
+    receiver = SdkDeferredReceiver(SdkPeekDouble([3, 4, 7]))  # type: ignore[arg-type]
+    assert receiver.peek(2) == [3, 4]
+    assert receiver.peek(2, 7) == [7]
+    assert receiver.peek(2) == [3, 4]
+    assert receiver.peek(5, 0) == [3, 4, 7]
+    assert receiver.peek(1, 5) == [7]
+    assert receiver.peek(1, 8) == []
+
+
 class RefusingSender:
     def send_messages(self, message: Any) -> None:
         raise ServiceBusAuthorizationError(message="Unauthorized access. 'Send' claim(s) are required")
