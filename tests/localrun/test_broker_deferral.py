@@ -155,6 +155,23 @@ def test_peek_from_a_sequence_number_and_up_to_a_count() -> None:
     assert seq_deferred == 1
 
 
+def test_peek_from_a_removed_or_future_sequence_number() -> None:
+    """Message browsing, as the search for a queue's newest message uses it (adapters/servicebus/browse.py):
+    from a number no message has (removed, or not used yet) peek starts at the next message on the queue,
+    past the newest it finds nothing, and each call stands alone (0 is the oldest message again)."""
+    broker, _ = make_broker()
+    for i in range(1, 6):
+        broker.send("orders", OutgoingMessage(body="{}", message_id=f"m{i}"))
+    while (got := broker.receive("orders")) is not None:  # 2 and 5 completed (gone), the rest deferred
+        (broker.actions.complete if got.sequence_number in (2, 5) else broker.actions.defer)(got)
+    with broker.deferred_store.open("orders") as receiver:
+        assert [m.sequence_number for m in receiver.peek(10, 2)] == [3, 4]
+        assert [m.sequence_number for m in receiver.peek(1, 2)] == [3]
+        assert receiver.peek(1, 5) == [] and receiver.peek(1, 6) == [] and receiver.peek(1, 2**63 - 1) == []
+        assert [m.sequence_number for m in receiver.peek(10)] == [1, 3, 4]
+        assert [m.sequence_number for m in receiver.peek(10, 0)] == [1, 3, 4]
+
+
 def test_receiver_cannot_be_used_after_its_block() -> None:
     """A receiver is closed when its block ends (ServiceBusReceiver.close); using it fails."""
     broker, _ = make_broker()
