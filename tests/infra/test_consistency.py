@@ -125,6 +125,9 @@ def test_bicep_queue_policy_matches_the_code():
     assert properties["requiresDuplicateDetection"] is True
     assert iso_minutes(properties["duplicateDetectionHistoryTimeWindow"]) == QUEUE_DUPLICATE_DETECTION_MINUTES
     assert properties["deadLetteringOnMessageExpiration"] is True
+    # one sequence of numbers in enqueue order: the console's search for the newest alert relies on it
+    # (adapters/servicebus/browse.py)
+    assert properties["enablePartitioning"] is False
 
 
 def test_emulator_declares_exactly_the_queues_of_the_code_with_the_same_policy():
