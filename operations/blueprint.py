@@ -18,6 +18,7 @@ import azure.functions as func
 
 from adapters.cosmos.errors import InvalidContinuation, StoreUnavailable
 from adapters.cosmos.ops_queries import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from adapters.servicebus.browse import TailHint
 from dependencies import AppContext, get_context
 from domain.states import ProcessState
 from operations import actions, instances, views
@@ -40,6 +41,9 @@ from operations.web import (
 
 bp = df.Blueprint()
 ANONYMOUS = func.AuthLevel.ANONYMOUS
+# Per worker process: the newest alert's sequence number the last summary found, where the next one's
+# search starts (the console polls the summary; lost on restart: the search then starts from the oldest).
+ALERT_TAIL = TailHint()
 
 
 def _response(reply: Reply) -> func.HttpResponse:
@@ -64,7 +68,7 @@ def ops_summary(req: func.HttpRequest) -> func.HttpResponse:
     who = check_access(ctx.settings, req.headers, READ_ROLE)
     if isinstance(who, Reply):
         return _response(who)
-    found = _load(lambda: views.summary(ctx))
+    found = _load(lambda: views.summary(ctx, ALERT_TAIL))
     return _response(found if isinstance(found, Reply) else json_reply(200, found))
 
 

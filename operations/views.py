@@ -9,6 +9,7 @@ from typing import Any
 
 from adapters.cosmos.mapping import DocumentError, to_document
 from adapters.cosmos.state_store import Unmapped
+from adapters.servicebus.browse import TailHint, peek_newest
 from adapters.servicebus.settlement import body_bytes
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from dependencies import AppContext
@@ -23,7 +24,10 @@ SUMMARY_PROCESSING_LIMIT = 500  # Processing is capped by MAX_IN_FLIGHT; this bo
 SUMMARY_LIST_LIMIT = 20
 SUMMARY_NEEDING_LIMIT = 10  # the newest Error and CompensationFailed orders the overview lists
 NEEDS_AN_OPERATOR = (ProcessState.ERROR, ProcessState.COMPENSATION_FAILED)
-ALERT_PEEK_LIMIT = 250
+# The summary's recent alerts are read from the newest this many sequence numbers of operator-alerts (one
+# peek, after the search for the newest message: adapters/servicebus/browse.py). Every message there is an
+# alert, so this is SUMMARY_LIST_LIMIT and room for bodies that are not one and messages removed by hand.
+ALERT_PEEK_LIMIT = 100
 ATTEMPTS_SHOWN = 6
 
 
@@ -53,7 +57,9 @@ def unreadable_rows(unmapped: list[Unmapped]) -> list[dict[str, Any]]:
     return [{"orderId": u.doc_id, "error": u.error} for u in unmapped]
 
 
-def summary(ctx: AppContext) -> dict[str, Any]:
+def summary(ctx: AppContext, alert_tail: TailHint | None = None) -> dict[str, Any]:
+    """The overview the console polls. ``alert_tail``: where the newest alert was last found (kept by the
+    caller between requests: it saves the search most of its peeks)."""
     counts = {state.value: ctx.states.count(state) for state in ProcessState}
     scanned = ctx.ops.processing(SUMMARY_PROCESSING_LIMIT)  # oldest completeBy first
     processing = scanned.records
@@ -75,18 +81,19 @@ def summary(ctx: AppContext) -> dict[str, Any]:
         "expired": expired[:SUMMARY_LIST_LIMIT],
         "expiredCount": len(expired),
         "needOperator": {state.value: [order_row(r) for r in page.records] for state, page in needing.items()},
-        "recentAlerts": recent_alerts(ctx, SUMMARY_LIST_LIMIT),
+        "recentAlerts": recent_alerts(ctx, SUMMARY_LIST_LIMIT, alert_tail),
         # documents the summary read (Processing, and the lists above) that do not map: left out of them
         "unreadable": unreadable_rows(unmapped[:SUMMARY_LIST_LIMIT]),
         "unreadableCount": len(unmapped),
     }
 
 
-def recent_alerts(ctx: AppContext, limit: int) -> list[dict[str, Any]]:
-    """The newest of the first ``ALERT_PEEK_LIMIT`` alerts still on ``operator-alerts`` (peeked: a
-    consumer of the queue is not disturbed)."""
+def recent_alerts(ctx: AppContext, limit: int, tail: TailHint | None = None) -> list[dict[str, Any]]:
+    """The newest ``limit`` alerts on ``operator-alerts``, newest first, among its newest
+    ``ALERT_PEEK_LIMIT`` messages (peeked: a consumer of the queue is not disturbed). Nothing receives
+    from the queue and an alert stays 14 days, so it is read from its newest end, however many it holds."""
     with ctx.deferred.open(OPERATOR_ALERTS_QUEUE) as receiver:
-        messages = receiver.peek(ALERT_PEEK_LIMIT)
+        messages = peek_newest(receiver, ALERT_PEEK_LIMIT, tail)
     alerts: list[dict[str, Any]] = []
     for message in reversed(messages):
         try:
