@@ -16,12 +16,11 @@ import json
 
 import pytest
 
-from contracts.messages import CancelOrder, OrderSubmitted
+from contracts.messages import OrderSubmitted
 from contracts.parsing import InvalidMessage, parse
 from operations.web import ActionBody, parse_action_body
+from tests.contracts.test_client_text import ACCEPTED
 from tests.submission.corpus import order
-
-ACCEPTED = {"OrderSubmitted": OrderSubmitted, "CancelOrder": CancelOrder}
 
 INVISIBLE = {
     "zero width space": "\u200b",
