@@ -5,6 +5,7 @@ runtime status) is ``operations.instances``."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from adapters.cosmos.mapping import DocumentError, to_document
@@ -19,6 +20,8 @@ from domain.records import StateRecord
 from domain.review import NotedAnswer, PendingReview, noted_answer, pending_review
 from domain.states import ProcessState
 from domain.timefmt import to_text
+
+log = logging.getLogger(__name__)
 
 SUMMARY_PROCESSING_LIMIT = 500  # Processing is capped by MAX_IN_FLIGHT; this bounds the summary's scan
 SUMMARY_LIST_LIMIT = 20
@@ -81,11 +84,25 @@ def summary(ctx: AppContext, alert_tail: TailHint | None = None) -> dict[str, An
         "expired": expired[:SUMMARY_LIST_LIMIT],
         "expiredCount": len(expired),
         "needOperator": {state.value: [order_row(r) for r in page.records] for state, page in needing.items()},
-        "recentAlerts": recent_alerts(ctx, SUMMARY_LIST_LIMIT, alert_tail),
+        **_recent_alerts_or_why_not(ctx, alert_tail),
         # documents the summary read (Processing, and the lists above) that do not map: left out of them
         "unreadable": unreadable_rows(unmapped[:SUMMARY_LIST_LIMIT]),
         "unreadableCount": len(unmapped),
     }
+
+
+def _recent_alerts_or_why_not(ctx: AppContext, tail: TailHint | None) -> dict[str, Any]:
+    """``recentAlerts``; when ``operator-alerts`` cannot be read (Service Bus unavailable, throttled, a
+    role missing), an empty list and ``recentAlertsError`` saying why: the rest of the summary, read from
+    Cosmos DB, is still worth showing."""
+    try:
+        return {"recentAlerts": recent_alerts(ctx, SUMMARY_LIST_LIMIT, tail)}
+    except Exception as exc:  # any failure of the queue's client: the summary goes on without it
+        log.warning("ops summary: %s not read: %s: %s", OPERATOR_ALERTS_QUEUE, type(exc).__name__, exc)
+        return {
+            "recentAlerts": [],
+            "recentAlertsError": f"{OPERATOR_ALERTS_QUEUE} could not be read ({type(exc).__name__})",
+        }
 
 
 def recent_alerts(ctx: AppContext, limit: int, tail: TailHint | None = None) -> list[dict[str, Any]]:

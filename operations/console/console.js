@@ -126,7 +126,8 @@ async function refreshOverview() {
   fillTable($("unreadable"), UNREADABLE_COLUMNS, s.unreadable, "none");
   const alerts = $("alerts");
   alerts.replaceChildren();
-  (s.recentAlerts.length ? s.recentAlerts : [{ summary: "no alert" }]).forEach(a => {
+  const none = s.recentAlertsError ? "alerts not shown: " + s.recentAlertsError : "no alert";
+  (s.recentAlerts.length ? s.recentAlerts : [{ summary: none }]).forEach(a => {
     const li = document.createElement("li");
     li.textContent = [when(a.at), a.severity, a.kind, a.orderId, a.summary].filter(Boolean).join(" · ");
     alerts.appendChild(li);

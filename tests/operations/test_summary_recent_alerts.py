@@ -17,7 +17,7 @@ import pytest
 
 from adapters.servicebus.sender import OutgoingMessage
 from contracts.names import OPERATOR_ALERTS_QUEUE
-from operations import blueprint
+from operations import blueprint, views
 from operations.views import ALERT_PEEK_LIMIT, SUMMARY_LIST_LIMIT
 
 pytestmark = pytest.mark.cosmos
@@ -87,3 +87,20 @@ def test_a_submitter_raises_one_alert_per_made_up_reply_queue_name(ops):
     ops.run_until_idle()
     kinds = [json.loads(str(m)).get("kind") for m in ops.broker.contents(OPERATOR_ALERTS_QUEUE)]
     assert kinds.count("ReplyQueueUnavailable") == 3, kinds
+
+
+def test_the_summary_is_served_without_alerts_when_the_alert_queue_cannot_be_read(ops, monkeypatch):
+    """Counts and lists come from Cosmos DB: a Service Bus failure reading ``operator-alerts`` leaves them
+    shown, with an empty ``recentAlerts`` and ``recentAlertsError`` saying why (it failed the whole
+    summary: 500)."""
+    ops.broker.send(OPERATOR_ALERTS_QUEUE, _alert(1, "RetriesExhausted"))
+
+    def unavailable(*_args: object, **_kwargs: object) -> object:
+        raise ConnectionError("namespace unreachable")
+
+    monkeypatch.setattr(views, "peek_newest", unavailable)
+    status, body = ops.get("/api/ops/summary")
+    assert status == 200
+    assert body["recentAlerts"] == []
+    assert "operator-alerts" in body["recentAlertsError"] and "ConnectionError" in body["recentAlertsError"]
+    assert "counts" in body and "needOperator" in body
