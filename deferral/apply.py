@@ -26,6 +26,7 @@ from deferral.retry import schedule_retry
 from deferral.tracking import record_deferred, resolve
 from dependencies import AppContext
 from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, TooManyWaiting
+from domain.payments import notification_digest
 from domain.records import PaymentReceived
 from notifications.alerts import raise_alert_after_write
 from observability.events import app_event
@@ -152,7 +153,7 @@ def _apply(
             message,
             MESSAGE_TYPE,
             DeferralReason.ORDER_NOT_SUBMITTED,
-            notification_id=note.notification_id,
+            note=note,
         )
         if doc.rejected_at is not None:  # its order was refused by admission control: it is not coming
             return Processed("dead-lettered", order_id), Settlement.deadletter(*rejected_order(ctx, order_id, seq))
@@ -198,7 +199,7 @@ def _still_unavailable(
         MESSAGE_TYPE,
         DeferralReason.DEPENDENCY_UNAVAILABLE,
         rounds=next_round,
-        notification_id=note.notification_id,
+        note=note,
     )
     schedule_retry(ctx, order_id, seq, message.message_id or "", next_round)
     return Processed("retry-scheduled", order_id), None  # stays deferred until the next round
@@ -307,13 +308,14 @@ def account_for_absent(ctx: AppContext, receiver: DeferredReceiver, order_id: st
 
 def _applied_as(ctx: AppContext, order_id: str, seq: int, payment: PaymentReceived) -> bool:
     """Whether the payment on the state record is this tracked message's: applied under its sequence
-    number, or, its notification id the same, from a copy of it (``submission.store_outage``: a message
-    handled again later gets a new sequence number, e.g. a redelivery of one already recorded here)."""
+    number, or, the same notification (its id and digest), from a copy of it (``submission.store_outage``:
+    a message handled again later gets a new sequence number, e.g. a redelivery of one already recorded
+    here). Another notification under the same id is not this one: found gone, it is reported expired."""
     if payment.sequence_number == seq:
         return True
     doc = ctx.deferrals.get(order_id)
     entry = doc.entry(seq) if doc is not None else None
-    return entry is not None and entry.notification_id != "" and entry.notification_id == payment.notification_id
+    return entry is not None and entry.carries(payment.notification_id, notification_digest(payment))
 
 
 def dead_letter_not_kept(

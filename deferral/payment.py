@@ -5,6 +5,7 @@ are ``domain/payments.py``."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -16,7 +17,7 @@ from contracts.messages import PaymentNotification
 from contracts.names import PAYMENT_NOTIFIED_EVENT
 from deferral.errors import DependencyUnavailable
 from dependencies import AppContext
-from domain.payments import decide_payment, received, waiting_instance, with_payment
+from domain.payments import decide_payment, notification_digest, received, waiting_instance, with_payment
 from domain.records import StateRecord
 from notifications.alerts import raise_alert
 from observability.events import app_event
@@ -67,14 +68,26 @@ def apply_notification(ctx: AppContext, note: PaymentNotification, sequence_numb
         if decision.kind == "duplicate":
             return PaymentOutcome("duplicate", _events(record))
         if decision.kind == "reject":
+            details = {"notificationId": note.notification_id, "sequenceNumber": sequence_number, **decision.details}
+            app_event(
+                "PaymentRejected",
+                f"order {note.order_id}: payment notification {note.notification_id}: {decision.reason}",
+                logging.WARNING,
+                orderId=note.order_id,
+                notificationId=note.notification_id,
+                sequenceNumber=sequence_number,
+                reason=decision.reason,
+            )
             raise_alert(
                 ctx.sender,
                 kind=decision.reason,
                 summary=decision.description,
                 at=now,
                 order_id=note.order_id,
-                discriminator=note.notification_id,
-                details={"notificationId": note.notification_id, "sequenceNumber": sequence_number},
+                # one alert per distinct notification (a redelivery collapses), not one per notification id:
+                # another notification under the same id is alerted on its own
+                discriminator=f"{note.notification_id}:{notification_digest(note)}",
+                details=details,
             )
             return PaymentOutcome("rejected", reason=decision.reason, description=decision.description)
         try:

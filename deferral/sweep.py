@@ -142,9 +142,7 @@ def _examine(ctx: AppContext, receiver: DeferredReceiver, peeked: Any, now: date
     if entry is None:
         reason = DeferralReason.ORDER_NOT_SUBMITTED
         try:
-            recorded = record_deferred(
-                ctx, order_id, peeked, note.type, reason, recorded_by="sweep", notification_id=note.notification_id
-            )
+            recorded = record_deferred(ctx, order_id, peeked, note.type, reason, recorded_by="sweep", note=note)
         except TooManyWaiting as exc:  # its order's document is full: fetched and dead-lettered, not kept
             for fetched in receiver.receive_deferred([seq]):
                 dead_letter_not_kept(ctx, receiver, fetched, order_id, exc)

@@ -7,6 +7,7 @@ from adapters.servicebus.settlement import ReceivedMessage
 from contracts.messages import PaymentNotification
 from dependencies import AppContext
 from domain.deferral import DeferralDocument, DeferralReason, DeferredEntry, EntryStatus, with_entry, with_status
+from domain.payments import notification_digest
 from observability.events import app_event
 
 
@@ -17,13 +18,14 @@ def record_deferred(
     message_type: str,
     reason: DeferralReason,
     *,
+    note: PaymentNotification,
     rounds: int = 0,
     recorded_by: str = "submission",
-    notification_id: str = "",
 ) -> DeferralDocument:
     """Tracks ``message`` (about to be deferred, or found deferred) under its order. Idempotent by
     sequence number. Written BEFORE the message is deferred: a crash in between leaves a record
-    of a message that is redelivered (and recorded again), never a deferred message nobody knows."""
+    of a message that is redelivered (and recorded again), never a deferred message nobody knows.
+    ``note``: the notification the message carries (its id and digest are kept, to recognise a copy)."""
     sequence_number = message.sequence_number
     if sequence_number is None:
         raise ValueError(f"message {message.message_id} has no sequence number")
@@ -37,7 +39,8 @@ def record_deferred(
         recorded_by=recorded_by,
         rounds=rounds,
         updated_at=now,
-        notification_id=notification_id,
+        notification_id=note.notification_id,
+        notification_digest=notification_digest(note),
     )
     doc = update_deferrals(ctx.deferrals, order_id, lambda d: with_entry(d, entry, now), now)
     app_event(
@@ -70,12 +73,14 @@ def settle_copied_original(
     number) was decided: an entry still waiting for the same notification under another number, its
     original's (recorded, then its defer lost with its lock, then redelivered into a store failure and
     copied), takes the copy's outcome instead of being reported expired once found gone (or is
-    corrected, if it was found gone already)."""
+    corrected, if it was found gone already). Only the same notification: another one under the same id
+    (``DeferredEntry.carries``) is decided on its own."""
     now = ctx.clock.now()
+    digest = notification_digest(note)
 
     def change(doc: DeferralDocument) -> DeferralDocument:
         for entry in _open(doc):
-            if entry.notification_id == note.notification_id and entry.sequence_number != sequence_number:
+            if entry.carries(note.notification_id, digest) and entry.sequence_number != sequence_number:
                 status = EntryStatus.DEAD_LETTERED if rejected else EntryStatus.APPLIED
                 detail = (
                     f"{reason}: decided on its copy #{sequence_number}"
@@ -86,7 +91,7 @@ def settle_copied_original(
         return doc
 
     doc = ctx.deferrals.get(note.order_id)
-    if doc is not None and any(e.notification_id == note.notification_id for e in _open(doc)):
+    if doc is not None and any(e.carries(note.notification_id, digest) for e in _open(doc)):
         update_deferrals(ctx.deferrals, note.order_id, change, now)
 
 

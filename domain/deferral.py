@@ -60,9 +60,20 @@ class DeferredEntry:
     status: EntryStatus = EntryStatus.DEFERRED
     updated_at: datetime
     detail: str = ""
-    # The payment notification's own id (its body's ``notificationId``): a copy of the message
-    # (``submission.store_outage``: a new sequence number) applied in its place is recognised by it.
+    # The payment notification's own id (its body's ``notificationId``) and the digest of what it says
+    # (``domain.payments.notification_digest``): a copy of the message (``submission.store_outage``: a new
+    # sequence number) applied in its place is recognised by both (``carries``).
     notification_id: str = ""
+    notification_digest: str = ""
+
+    def carries(self, notification_id: str, digest: str) -> bool:
+        """Whether this entry's message is the notification ``notification_id`` with ``digest``: the same id
+        and the same digest. Another notification under the same id (another amount, currency or provider
+        reference) is not it. An entry recorded before digests were kept (none) is matched by its id alone,
+        as it was then."""
+        if notification_id == "" or self.notification_id != notification_id:
+            return False
+        return self.notification_digest in ("", digest)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,6 +118,7 @@ def with_entry(doc: DeferralDocument, entry: DeferredEntry, now: datetime) -> De
             rounds=entry.rounds,
             updated_at=now,
             notification_id=existing.notification_id or entry.notification_id,
+            notification_digest=existing.notification_digest or entry.notification_digest,
         )
         entries = [merged if e.sequence_number == entry.sequence_number else e for e in doc.entries]
     else:

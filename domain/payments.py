@@ -5,11 +5,19 @@ A notification is applied by writing it onto the state record (``payment``); the
 step of a prepaid order reads it there (``begin_step`` returns it) or, if the step is already
 waiting, receives it as the ``PaymentNotified`` event. Both sides write the same document with a
 conditional replace, so one of them always sees the other: either the notification is on the record
-when the step begins, or the step is on the record when the notification is written."""
+when the step begins, or the step is on the record when the notification is written.
+
+A notification is the same as another (a repeat, completed as a duplicate) only when everything that
+matters of it is the same: its ``notificationId``, amount, currency and provider reference. The same id
+saying anything else is a conflict (``ConflictingNotification``): dead-lettered with an alert, never
+taken for a repeat, as an ``OrderSubmitted`` under a known order id with other data is
+(``ConflictingOrderData``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -22,12 +30,14 @@ SUBMISSION = "submission"
 _PAYABLE = frozenset({ProcessState.PENDING, ProcessState.PROCESSING, ProcessState.ERROR})
 
 
-class PaymentFacts(Protocol):
-    """What the rules read of a payment notification (``contracts.messages.PaymentNotification`` has
-    these fields; the domain does not import the message contract)."""
+# The dead-letter reason (and alert kind) of a notification under the id of one already applied, or already
+# waiting, that says something else.
+CONFLICTING_NOTIFICATION = "ConflictingNotification"
 
-    @property
-    def order_id(self) -> str: ...
+
+class NotificationFields(Protocol):
+    """What makes two payment notifications the same one (a ``PaymentNotification`` and the
+    ``PaymentReceived`` applied from one both have these fields)."""
 
     @property
     def notification_id(self) -> str: ...
@@ -42,18 +52,56 @@ class PaymentFacts(Protocol):
     def provider_reference(self) -> str: ...
 
 
+class PaymentFacts(NotificationFields, Protocol):
+    """What the rules read of a payment notification (``contracts.messages.PaymentNotification`` has
+    these fields; the domain does not import the message contract)."""
+
+    @property
+    def order_id(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class PaymentDecision:
     kind: Literal["apply", "duplicate", "reject"]
     reason: str = ""  # the dead-letter reason of a rejection (a short code)
     description: str = ""
+    details: dict[str, Any] = field(default_factory=dict)  # for the alert and the log event of a rejection
+
+
+def fields_of(note: NotificationFields) -> dict[str, Any]:
+    """What is compared of a notification, by its names in the message."""
+    return {
+        "notificationId": note.notification_id,
+        "amountCents": note.amount_cents,
+        "currency": note.currency,
+        "providerReference": note.provider_reference,
+    }
+
+
+def notification_digest(note: NotificationFields) -> str:
+    """A fixed-size fingerprint of ``fields_of(note)``: equal exactly when the notifications are the same
+    one. Kept on a deferral entry (``domain.deferral.DeferredEntry.notification_digest``) to tell a copy
+    of a notification from another notification under the same id."""
+    text = json.dumps(list(fields_of(note).values()), ensure_ascii=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:32]
+
+
+def differences(applied: NotificationFields, note: NotificationFields) -> dict[str, tuple[Any, Any]]:
+    """The fields in which ``note`` differs from ``applied``: name -> (applied, note). Empty: the same."""
+    ours, theirs = fields_of(applied), fields_of(note)
+    return {name: (ours[name], theirs[name]) for name in ours if ours[name] != theirs[name]}
 
 
 def decide_payment(record: StateRecord, order: dict[str, Any], note: PaymentFacts) -> PaymentDecision:
-    """Apply it, or it is a repeat of the one already applied, or reject it (dead-letter + alert)."""
+    """Apply it, or it is a repeat of the one already applied (every field the same), or reject it
+    (dead-letter + alert): another notification id is a second payment, the same id saying something
+    else a conflict."""
     if record.payment is not None:
         if record.payment.notification_id == note.notification_id:
-            return PaymentDecision("duplicate")
+            changed = differences(record.payment, note)
+            if not changed:
+                return PaymentDecision("duplicate")
+            return _conflict(record.payment, note, changed)
         return PaymentDecision(
             "reject",
             "PaymentAlreadyReceived",
@@ -83,6 +131,22 @@ def decide_payment(record: StateRecord, order: dict[str, Any], note: PaymentFact
             "cannot be used and must be refunded",
         )
     return PaymentDecision("apply")
+
+
+def _conflict(applied: PaymentReceived, note: PaymentFacts, changed: dict[str, tuple[Any, Any]]) -> PaymentDecision:
+    said = ", ".join(f"{name} {theirs!r} (applied: {ours!r})" for name, (ours, theirs) in changed.items())
+    return PaymentDecision(
+        "reject",
+        CONFLICTING_NOTIFICATION,
+        f"order {note.order_id}: payment notification {note.notification_id} was applied already and this one "
+        f"under the same id says otherwise: {said}; not a repeat (if it is a payment, it is a second one to "
+        "find at the provider and refund)",
+        {
+            "notificationId": note.notification_id,
+            "differences": {name: {"applied": ours, "received": theirs} for name, (ours, theirs) in changed.items()},
+            "applied": {**fields_of(applied), "sequenceNumber": applied.sequence_number},
+        },
+    )
 
 
 def received(note: PaymentFacts, sequence_number: int | None, now: datetime) -> PaymentReceived:

@@ -104,9 +104,7 @@ def _record(
     its number tracked by nobody), or the read fails too (the ``StoreOutcomeUnknown``: the message is
     deferred all the same and the peek sweep finds it, whether it landed or not)."""
     try:
-        return record_deferred(
-            ctx, note.order_id, message, MESSAGE_TYPE, reason, rounds=rounds, notification_id=note.notification_id
-        )
+        return record_deferred(ctx, note.order_id, message, MESSAGE_TYPE, reason, rounds=rounds, note=note)
     except StoreOutcomeUnknown as unknown:
         try:
             doc = ctx.deferrals.get(note.order_id)

@@ -124,6 +124,7 @@ def rich_deferral() -> DeferralDocument:
                 updated_at=T + timedelta(seconds=1),
                 detail="done",
                 notification_id="n-8",
+                notification_digest="d-8",
             ),
         ],
         updated_at=T + timedelta(seconds=1),
@@ -253,6 +254,7 @@ DEFERRAL_DOCUMENT: dict[str, Any] = {
             "updatedAt": "2026-03-04T05:06:07.890123Z",
             "detail": "",
             "notificationId": "",
+            "notificationDigest": "",
         },
         {
             "sequenceNumber": 8,
@@ -266,6 +268,7 @@ DEFERRAL_DOCUMENT: dict[str, Any] = {
             "updatedAt": "2026-03-04T05:06:08.890123Z",
             "detail": "done",
             "notificationId": "n-8",
+            "notificationDigest": "d-8",
         },
     ],
     "schemaVersion": 1,
@@ -360,11 +363,13 @@ def test_a_deferral_document_and_a_dependency_health_have_exactly_the_documents_
 
 
 def test_a_deferral_entry_stored_before_it_had_a_notification_id_reads_with_none() -> None:
+    old = ("notificationId", "notificationDigest")
     stored_before = {
         **DEFERRAL_DOCUMENT,
-        "entries": [{k: v for k, v in e.items() if k != "notificationId"} for e in DEFERRAL_DOCUMENT["entries"]],
+        "entries": [{k: v for k, v in e.items() if k not in old} for e in DEFERRAL_DOCUMENT["entries"]],
     }
-    assert [e.notification_id for e in from_document(DeferralDocument, stored_before).entries] == ["", ""]
+    entries = from_document(DeferralDocument, stored_before).entries
+    assert [(e.notification_id, e.notification_digest) for e in entries] == [("", ""), ("", "")]
 
 
 def test_a_compensation_entry_stored_before_it_kept_its_undo_answer_reads_with_none() -> None:

@@ -22,7 +22,14 @@ from domain.deferral import (
     with_entry,
     with_status,
 )
-from domain.payments import decide_payment, received, waiting_instance, with_payment
+from domain.payments import (
+    CONFLICTING_NOTIFICATION,
+    decide_payment,
+    notification_digest,
+    received,
+    waiting_instance,
+    with_payment,
+)
 from domain.records import StepState
 from domain.states import ProcessState, StepStatus
 
@@ -72,6 +79,43 @@ def test_the_same_notification_twice_is_a_duplicate_and_another_one_is_a_second_
     paid = with_payment(record(), received(note(), 4, NOW), NOW)
     assert decide_payment(paid, ORDER, note()).kind == "duplicate"
     assert decide_payment(paid, ORDER, note(notification_id="n-2")).reason == "PaymentAlreadyReceived"
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"amount_cents": 250000}, "amountCents"),
+        ({"currency": "USD"}, "currency"),
+        ({"provider_reference": "psp-2"}, "providerReference"),
+    ],
+)
+def test_the_applied_notification_id_saying_something_else_is_a_conflict_not_a_duplicate(changes, field):
+    paid = with_payment(record(), received(note(), 4, NOW), NOW)
+    decision = decide_payment(paid, ORDER, note(**changes))
+    assert (decision.kind, decision.reason) == ("reject", CONFLICTING_NOTIFICATION)
+    assert field in decision.description and "n-1" in decision.description
+    assert list(decision.details["differences"]) == [field]
+    assert decision.details["applied"]["sequenceNumber"] == 4
+    # a conflict even on a closed order: it says what it is before the order's state is looked at
+    closed = replace(paid, process_state=ProcessState.PROCESSED)
+    assert decide_payment(closed, ORDER, note(**changes)).reason == CONFLICTING_NOTIFICATION
+
+
+def test_a_notification_has_one_digest_for_what_it_says_and_its_applied_payment_the_same():
+    assert notification_digest(note()) == notification_digest(received(note(), 4, NOW))
+    others = [note(notification_id="n-2"), note(amount_cents=1), note(currency="USD"), note(provider_reference="x")]
+    assert len({notification_digest(n) for n in [note(), *others]}) == 5
+
+
+def test_an_entry_carries_its_own_notification_and_an_old_entry_any_under_its_id():
+    digest = notification_digest(note())
+    new = replace(entry(5), notification_id="n-1", notification_digest=digest)
+    assert new.carries("n-1", digest)
+    assert not new.carries("n-1", notification_digest(note(provider_reference="psp-2")))
+    assert not new.carries("n-2", digest)
+    old = replace(entry(5), notification_id="n-1")  # recorded before digests were kept: its id alone
+    assert old.carries("n-1", "anything") and not old.carries("n-2", digest)
+    assert not entry(5).carries("", "")  # an entry recorded without a notification carries none
 
 
 def test_applying_a_payment_changes_nothing_but_the_payment_and_the_history():
