@@ -22,7 +22,7 @@ from contracts.names import QUEUE_MAX_DELIVERY_COUNT
 from contracts.parsing import InvalidMessage, parse
 from deferral.errors import DependencyUnavailable
 from deferral.payment import MESSAGE_TYPE, apply_notification
-from deferral.retry import schedule_retry
+from deferral.retry import schedule_round
 from deferral.tracking import record_deferred, resolve
 from dependencies import AppContext
 from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, TooManyWaiting
@@ -192,7 +192,7 @@ def _still_unavailable(
         )
         return Processed("dead-lettered", order_id), Settlement.deadletter(GAVE_UP, description)
     next_round = round_number + 1
-    record_deferred(
+    doc = record_deferred(
         ctx,
         order_id,
         message,
@@ -201,7 +201,7 @@ def _still_unavailable(
         rounds=next_round,
         note=note,
     )
-    schedule_retry(ctx, order_id, seq, message.message_id or "", next_round)
+    schedule_round(ctx, doc, seq)
     return Processed("retry-scheduled", order_id), None  # stays deferred until the next round
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from adapters.servicebus.sender import OutgoingMessage
 from contracts.messages import RetryDeferred
 from contracts.names import ORDERS_QUEUE
 from dependencies import AppContext
+from domain.deferral import DeferralDocument, DeferredEntry, EntryStatus
 
 
 def retry_message_id(sequence_number: int, round_number: int, tag: str = "") -> str:
@@ -17,19 +20,37 @@ def retry_message_id(sequence_number: int, round_number: int, tag: str = "") -> 
 ORDER_LOOK_AGAIN = ":order"
 
 
-def schedule_retry(
-    ctx: AppContext, order_id: str, sequence_number: int, message_id: str, round_number: int, tag: str = ""
+def schedule_round(ctx: AppContext, doc: DeferralDocument, sequence_number: int) -> None:
+    """Sends the ``RetryDeferred`` of the round ``doc`` (as just written) records for the message
+    ``sequence_number``, deferred for a dependency, scheduled for that round's due time: the same round
+    scheduled again is the same message, for the same time. Nothing if the entry is resolved already
+    (another processor decided the message)."""
+    entry = doc.entry(sequence_number)
+    if entry is None or entry.status is not EntryStatus.DEFERRED:
+        return
+    _send(ctx, doc.order_id, entry, entry.rounds, entry.retry_due(ctx.settings.defer_retry_delay))
+
+
+def schedule_look_again(ctx: AppContext, doc: DeferralDocument, sequence_number: int) -> None:
+    """Sends the one look again (round 1, ``ORDER_LOOK_AGAIN``) of the message ``sequence_number``, deferred
+    because its order did not exist, due after ``DEFER_RETRY_DELAY_SECONDS``: it covers an order submitted
+    concurrently, whose submission looked for deferred messages before this one was deferred."""
+    entry = doc.entry(sequence_number)
+    if entry is None or entry.status is not EntryStatus.DEFERRED:
+        return
+    _send(ctx, doc.order_id, entry, 1, ctx.clock.now() + ctx.settings.defer_retry_delay, ORDER_LOOK_AGAIN)
+
+
+def _send(
+    ctx: AppContext, order_id: str, entry: DeferredEntry, round_number: int, due: datetime, tag: str = ""
 ) -> None:
-    """Sends ``RetryDeferred`` for round ``round_number``, due after ``DEFER_RETRY_DELAY_SECONDS``.
-    ``tag`` ``ORDER_LOOK_AGAIN`` marks the one look again of a message deferred because its
-    order did not exist: it covers an order submitted concurrently, whose submission looked for
-    deferred messages before this one was deferred."""
+    sequence_number = entry.sequence_number
     retry = RetryDeferred(
         type="RetryDeferred",
         schema_version=1,
         sequence_number=sequence_number,
         order_id=order_id,
-        message_id=message_id or "-",
+        message_id=entry.message_id or "-",
         round=round_number,
     )
     ctx.sender.send(
@@ -39,6 +60,6 @@ def schedule_retry(
             message_id=retry_message_id(sequence_number, round_number, tag),
             subject="RetryDeferred",
             correlation_id=order_id,
-            scheduled_enqueue_time=ctx.clock.now() + ctx.settings.defer_retry_delay,
+            scheduled_enqueue_time=due,
         ),
     )

@@ -171,7 +171,9 @@ def _examine(ctx: AppContext, receiver: DeferredReceiver, peeked: Any, now: date
 
 
 def _retry_overdue(ctx: AppContext, entry: DeferredEntry, now: datetime) -> bool:
-    return entry.updated_at + ctx.settings.defer_retry_delay + ctx.settings.peek_sweep_age <= now
+    """The round's ``RetryDeferred`` should have come ``PEEK_SWEEP_AGE_MINUTES`` ago: lost (its send, or
+    the message itself), or ignored as early (a clock further off than ``RETRY_CLOCK_TOLERANCE``)."""
+    return entry.retry_due(ctx.settings.defer_retry_delay) + ctx.settings.peek_sweep_age <= now
 
 
 def _fetch_and_process(

@@ -25,7 +25,10 @@ def record_deferred(
     """Tracks ``message`` (about to be deferred, or found deferred) under its order. Idempotent by
     sequence number. Written BEFORE the message is deferred: a crash in between leaves a record
     of a message that is redelivered (and recorded again), never a deferred message nobody knows.
-    ``note``: the notification the message carries (its id and digest are kept, to recognise a copy)."""
+    ``note``: the notification the message carries (its id and digest are kept, to recognise a copy).
+    A dependency's deferral records when its round's ``RetryDeferred`` is due, ``DEFER_RETRY_DELAY_SECONDS``
+    from now (the same round recorded again keeps the first due time): schedule it for the entry's
+    ``retry_due_at`` as returned."""
     sequence_number = message.sequence_number
     if sequence_number is None:
         raise ValueError(f"message {message.message_id} has no sequence number")
@@ -39,6 +42,7 @@ def record_deferred(
         recorded_by=recorded_by,
         rounds=rounds,
         updated_at=now,
+        retry_due_at=now + ctx.settings.defer_retry_delay if reason is DeferralReason.DEPENDENCY_UNAVAILABLE else None,
         notification_id=note.notification_id,
         notification_digest=notification_digest(note),
     )

@@ -9,7 +9,7 @@ and the counts' queries (all ``WHERE c.processState = ...``) never select it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 DOCUMENT_KIND = "DeferredMessages"
@@ -18,6 +18,13 @@ ENTRY_LIMIT = 100  # resolved entries beyond this are dropped, oldest first
 # Messages still deferred for one order, at most. An order has one payment; a handful waiting is a
 # provider's retries, more is a flood the document (2 MB at most in Cosmos DB) must not grow with.
 WAITING_LIMIT = 20
+# A RetryDeferred is acted on no earlier than its round's due time, less this. Service Bus delivers a
+# scheduled message at or after its scheduled enqueue time by the broker's clock; the time was read from the
+# clock of the instance that scheduled it and is checked against the clock of the one that receives it, both
+# synchronised hosts (well under a second apart): 5 s absorbs that, and is small beside the retry delay
+# (DEFER_RETRY_DELAY_SECONDS, 30 s by default). A genuine retry judged early all the same (a clock more than
+# 5 s off) is ignored, and the peek sweep tries its round once it is overdue.
+RETRY_CLOCK_TOLERANCE = timedelta(seconds=5)
 
 
 class TooManyWaiting(Exception):
@@ -65,6 +72,15 @@ class DeferredEntry:
     # sequence number) applied in its place is recognised by both (``carries``).
     notification_id: str = ""
     notification_digest: str = ""
+    # When the RetryDeferred of round ``rounds`` is due (a dependency's deferral; None otherwise, or recorded
+    # before due times were kept). Recording the same round again keeps it (``with_entry``).
+    retry_due_at: datetime | None = None
+
+    def retry_due(self, delay: timedelta) -> datetime:
+        """When the retry of round ``rounds`` is due: as recorded, or, for an entry recorded before due
+        times were kept, ``delay`` (``DEFER_RETRY_DELAY_SECONDS``) after its last change, when that round
+        was recorded (no later than the retry was scheduled for)."""
+        return self.retry_due_at if self.retry_due_at is not None else self.updated_at + delay
 
     def carries(self, notification_id: str, digest: str) -> bool:
         """Whether this entry's message is the notification ``notification_id`` with ``digest``: the same id
@@ -104,18 +120,22 @@ class DeferralDocument:
 
 def with_entry(doc: DeferralDocument, entry: DeferredEntry, now: datetime) -> DeferralDocument:
     """Adds ``entry``, or, if its sequence number is already tracked, keeps the existing one but
-    takes the new reason and round count (a message deferred again for another reason). A new entry
-    past ``WAITING_LIMIT`` still-deferred ones raises ``TooManyWaiting``."""
+    takes the new reason and round count (a message deferred again for another reason) and the new
+    round's due time; the same reason and round recorded again keep the due time recorded first (the
+    retry was scheduled for it). A new entry past ``WAITING_LIMIT`` still-deferred ones raises
+    ``TooManyWaiting``."""
     existing = doc.entry(entry.sequence_number)
     if existing is None and len(doc.waiting()) >= WAITING_LIMIT:
         raise TooManyWaiting(doc.order_id)
     if existing is not None:
         if existing.status is not EntryStatus.DEFERRED:
             return doc  # already resolved: a late re-record must not reopen it
+        same_round = existing.reason is entry.reason and existing.rounds == entry.rounds
         merged = replace(
             existing,
             reason=entry.reason,
             rounds=entry.rounds,
+            retry_due_at=existing.retry_due_at if same_round and existing.retry_due_at else entry.retry_due_at,
             updated_at=now,
             notification_id=existing.notification_id or entry.notification_id,
             notification_digest=existing.notification_digest or entry.notification_digest,
@@ -143,6 +163,25 @@ def with_status(
     changed = replace(existing, status=status, updated_at=now, detail=detail[:500])
     entries = [changed if e.sequence_number == sequence_number else e for e in doc.entries]
     return replace(doc, entries=entries, updated_at=now)
+
+
+def retry_not_for_now(entry: DeferredEntry, round_number: int, now: datetime, delay: timedelta) -> str | None:
+    """Why a ``RetryDeferred`` of ``round_number`` for ``entry``, deferred for a dependency, must not be
+    acted on (it is completed without fetching), or None. Acting on a round decides the message again and,
+    the dependency still down, moves it to the next round: a retry that is not the round scheduled, or that
+    comes before that round is due, would spend the message's ``DEFER_MAX_ROUNDS`` in moments instead of
+    over ``DEFER_MAX_ROUNDS`` x ``delay`` of outage. The round before the one scheduled is acted on at any
+    time: it is that round's own retry come back (a redelivery, a store-retry copy) after recording the next
+    round, whose send may have failed; deciding it again records the same round (its due time kept) and
+    sends the same retry, so it moves nothing on."""
+    if round_number == entry.rounds - 1:
+        return None
+    if round_number != entry.rounds:
+        return f"round {round_number} is not the round scheduled ({entry.rounds}): a stale, repeated or forged retry"
+    due = entry.retry_due(delay)
+    if now < due - RETRY_CLOCK_TOLERANCE:
+        return f"round {round_number} is not due until {due.isoformat()}: an early (forged) retry"
+    return None
 
 
 def rejected(doc: DeferralDocument, now: datetime) -> DeferralDocument:

@@ -29,7 +29,7 @@ from contracts.messages import PaymentNotification
 from deferral.apply import not_kept
 from deferral.errors import DependencyUnavailable
 from deferral.payment import MESSAGE_TYPE, apply_notification
-from deferral.retry import ORDER_LOOK_AGAIN, schedule_retry
+from deferral.retry import schedule_look_again, schedule_round
 from deferral.tracking import record_deferred, resolve, settle_copied_original
 from dependencies import AppContext
 from domain.deferral import DeferralDocument, DeferralReason, EntryStatus, TooManyWaiting
@@ -73,7 +73,7 @@ def defer_for_retry(ctx: AppContext, note: PaymentNotification, message: Receive
         return _not_kept(ctx, order_id, message, exc)
     if isinstance(recorded, StoreOutcomeUnknown):  # still unknown: the peek sweep retries it when overdue
         return deferred_all_the_same(message, recorded)
-    schedule_retry(ctx, order_id, message.sequence_number, message.message_id or "", 1)
+    schedule_round(ctx, recorded, message.sequence_number)
     log.warning("%s %s deferred for a retry: %s", MESSAGE_TYPE, message.message_id, why)
     return IntakeResult(Settlement.defer())
 
@@ -135,7 +135,7 @@ def _looked_at_again(
             return IntakeResult(Settlement.deadletter(*rejected_order(ctx, note.order_id, sequence_number)))
         # One look again shortly: an order submitted concurrently may have looked for deferred
         # messages before this one was deferred (then only the peek sweep, minutes later, would find it).
-        schedule_retry(ctx, note.order_id, sequence_number, message.message_id or "", 1, ORDER_LOOK_AGAIN)
+        schedule_look_again(ctx, doc, sequence_number)
         return IntakeResult(Settlement.defer())
     status = EntryStatus.DEAD_LETTERED if outcome.kind == "rejected" else EntryStatus.APPLIED
     resolve(ctx, note.order_id, sequence_number, status, outcome.reason)

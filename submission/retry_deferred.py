@@ -7,9 +7,12 @@ The app schedules a retry only for a message it recorded as deferred (the deferr
 order has the sequence number). ``RetryDeferred`` arrives on the public ``orders`` queue, so one for a
 sequence number no deferral document tracks is not the app's: it is dead-lettered
 ``UntrackedDeferral``, having fetched and written nothing. Every fetch counts as one of the message's
-deliveries, so a ``RetryDeferred`` that is stale, repeated or forged must not wear the message out: one for a
-dependency's round other than the round scheduled (``entry.rounds``), or for a message waiting for an order
-that does not exist yet (its submission, or the peek sweep, fetches it), is completed without fetching."""
+deliveries, and every round acted on while the dependency is down moves the message to its next round, so a
+``RetryDeferred`` that is stale, repeated, early or forged must not wear the message out: one for a
+dependency's round other than the round scheduled (``entry.rounds``) or the one before it, one that comes
+before its round is due (``entry.retry_due_at``, less ``RETRY_CLOCK_TOLERANCE``), or one for a message
+waiting for an order that does not exist yet (its submission, or the peek sweep, fetches it), is completed
+without fetching, and logged (``RetryDeferredIgnored``)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from contracts.messages import RetryDeferred
 from contracts.names import ORDERS_QUEUE
 from deferral.apply import account_for_absent, process_deferred
 from dependencies import AppContext
-from domain.deferral import DeferralReason, DeferredEntry, EntryStatus
+from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, retry_not_for_now
 from observability.events import app_event
 from submission.result import IntakeResult
 
@@ -54,7 +57,16 @@ def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessa
         return IntakeResult(Settlement.complete())  # a late or duplicate retry: nothing left to do
     not_now = _not_for_now(ctx, retry, entry, rejected=doc is not None and doc.rejected_at is not None)
     if not_now is not None:
-        log.info("RetryDeferred #%s round %s: not fetched, %s", seq, retry.round, not_now)
+        app_event(
+            "RetryDeferredIgnored",
+            f"RetryDeferred {message.message_id} for #{seq} of order {retry.order_id}, round {retry.round}: "
+            f"not acted on, {not_now}",
+            messageId=message.message_id,
+            orderId=retry.order_id,
+            sequenceNumber=seq,
+            round=retry.round,
+            why=not_now,
+        )
         return IntakeResult(Settlement.complete())
     with ctx.deferred.open(ORDERS_QUEUE) as receiver:
         done = process_deferred(ctx, receiver, seq, round_number=retry.round, order_id=retry.order_id)
@@ -75,13 +87,9 @@ def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessa
 
 
 def _not_for_now(ctx: AppContext, retry: RetryDeferred, entry: DeferredEntry, *, rejected: bool) -> str | None:
-    """Why fetching the message for ``retry`` would only spend one of its deliveries, or None."""
+    """Why acting on ``retry`` now would only spend one of the message's deliveries or rounds, or None."""
     if entry.reason is DeferralReason.DEPENDENCY_UNAVAILABLE:
-        # the round scheduled, or the one before it: a round whose next round was recorded but could not be
-        # sent (or whose record's response was lost) comes back (a redelivery, a store-retry copy) to send it
-        if retry.round not in (entry.rounds, entry.rounds - 1):
-            return f"round {retry.round} is not the round scheduled ({entry.rounds}): a stale or repeated retry"
-        return None
+        return retry_not_for_now(entry, retry.round, ctx.clock.now(), ctx.settings.defer_retry_delay)
     if not rejected and ctx.states.get(retry.order_id) is None:
         return "its order does not exist yet (its submission or the peek sweep fetches it)"
     return None

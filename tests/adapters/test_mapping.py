@@ -125,6 +125,7 @@ def rich_deferral() -> DeferralDocument:
                 detail="done",
                 notification_id="n-8",
                 notification_digest="d-8",
+                retry_due_at=T + timedelta(seconds=31),
             ),
         ],
         updated_at=T + timedelta(seconds=1),
@@ -255,6 +256,7 @@ DEFERRAL_DOCUMENT: dict[str, Any] = {
             "detail": "",
             "notificationId": "",
             "notificationDigest": "",
+            "retryDueAt": None,
         },
         {
             "sequenceNumber": 8,
@@ -269,6 +271,7 @@ DEFERRAL_DOCUMENT: dict[str, Any] = {
             "detail": "done",
             "notificationId": "n-8",
             "notificationDigest": "d-8",
+            "retryDueAt": "2026-03-04T05:06:38.890123Z",
         },
     ],
     "schemaVersion": 1,
@@ -362,14 +365,15 @@ def test_a_deferral_document_and_a_dependency_health_have_exactly_the_documents_
     assert list(to_document(rich_health())) == list(HEALTH_DOCUMENT)
 
 
-def test_a_deferral_entry_stored_before_it_had_a_notification_id_reads_with_none() -> None:
-    old = ("notificationId", "notificationDigest")
+def test_a_deferral_entry_stored_before_its_newer_fields_reads_with_their_defaults() -> None:
+    old = ("notificationId", "notificationDigest", "retryDueAt")
     stored_before = {
         **DEFERRAL_DOCUMENT,
         "entries": [{k: v for k, v in e.items() if k not in old} for e in DEFERRAL_DOCUMENT["entries"]],
     }
     entries = from_document(DeferralDocument, stored_before).entries
     assert [(e.notification_id, e.notification_digest) for e in entries] == [("", ""), ("", "")]
+    assert [e.retry_due_at for e in entries] == [None, None]
 
 
 def test_a_compensation_entry_stored_before_it_kept_its_undo_answer_reads_with_none() -> None:

@@ -144,7 +144,7 @@ def test_a_message_only_peeked_does_not_give_up_early_for_deliveries_spent_befor
     send(broker, order())
     deliver(functions, broker)
     orders.failing = True
-    real = submission.payments.schedule_retry  # type: ignore[attr-defined]
+    real = submission.payments.schedule_round  # type: ignore[attr-defined]
     fails = {"left": 3}
 
     def flaky(*a: Any, **k: Any) -> Any:  # a Service Bus blip on the RetryDeferred send: abandoned 3 times
@@ -153,7 +153,7 @@ def test_a_message_only_peeked_does_not_give_up_early_for_deliveries_spent_befor
             raise SendError("blip")
         return real(*a, **k)
 
-    monkeypatch.setattr(submission.payments, "schedule_retry", flaky)
+    monkeypatch.setattr(submission.payments, "schedule_round", flaky)
     send(broker, notification())
     for _ in range(4):
         assert deliver(functions, broker)

@@ -13,12 +13,14 @@ from contracts.messages import PaymentNotification
 from domain import transitions
 from domain.deferral import (
     ENTRY_LIMIT,
+    RETRY_CLOCK_TOLERANCE,
     WAITING_LIMIT,
     DeferralDocument,
     DeferralReason,
     DeferredEntry,
     EntryStatus,
     TooManyWaiting,
+    retry_not_for_now,
     with_entry,
     with_status,
 )
@@ -186,3 +188,41 @@ def test_the_document_is_stored_without_a_process_state():
     stored = to_document(DeferralDocument.empty("p1", NOW))
     assert stored["id"] == "deferred:p1" and stored["orderId"] == "p1"
     assert "processState" not in stored
+
+
+DELAY = timedelta(seconds=30)
+
+
+def round_entry(rounds: int, due: datetime | None) -> DeferredEntry:
+    return replace(entry(5), reason=DeferralReason.DEPENDENCY_UNAVAILABLE, rounds=rounds, retry_due_at=due)
+
+
+def test_a_retry_is_for_now_only_for_the_round_scheduled_once_due_or_the_round_before():
+    due = NOW + DELAY
+    scheduled = round_entry(2, due)
+    assert retry_not_for_now(scheduled, 2, due, DELAY) is None
+    assert retry_not_for_now(scheduled, 2, due - RETRY_CLOCK_TOLERANCE, DELAY) is None  # clocks a little apart
+    early = retry_not_for_now(scheduled, 2, due - RETRY_CLOCK_TOLERANCE - timedelta(microseconds=1), DELAY)
+    assert early is not None and "not due" in early
+    assert retry_not_for_now(scheduled, 1, NOW, DELAY) is None  # the round before: it moves nothing on
+    for stale in (3, 1000):
+        reason = retry_not_for_now(scheduled, stale, due, DELAY)
+        assert reason is not None and "not the round scheduled" in reason
+
+
+def test_an_entry_recorded_before_due_times_were_kept_is_due_a_retry_delay_after_its_last_change():
+    old = replace(round_entry(1, None), updated_at=NOW)
+    assert old.retry_due(DELAY) == NOW + DELAY
+    assert retry_not_for_now(old, 1, NOW, DELAY) is not None
+    assert retry_not_for_now(old, 1, NOW + DELAY, DELAY) is None
+
+
+def test_recording_the_same_round_again_keeps_its_due_time_and_a_new_round_takes_its_own():
+    doc = with_entry(DeferralDocument.empty("p1", NOW), round_entry(1, NOW + DELAY), NOW)
+    later = NOW + timedelta(seconds=10)
+    again = with_entry(doc, round_entry(1, later + DELAY), later).entry(5)
+    assert again is not None and again.retry_due_at == NOW + DELAY
+    following = with_entry(doc, round_entry(2, later + DELAY), later).entry(5)
+    assert following is not None and following.retry_due_at == later + DELAY
+    waiting = with_entry(doc, replace(entry(5), rounds=0), later).entry(5)  # back to waiting for its order
+    assert waiting is not None and waiting.retry_due_at is None
