@@ -82,6 +82,10 @@ class AppContext:
     # Dependency health documents (circuit breakers shared across orders).
     health: HealthStore
     rng: random.Random = field(default_factory=random.Random)
+    # Values a client must not be able to guess (the token on this app's own RetryDeferred messages,
+    # domain.deferral.DeferredEntry.retry_token): the operating system's randomness. The local runner
+    # gives a seeded generator instead, for a run its seed reproduces.
+    unguessable: random.Random = field(default_factory=random.SystemRandom)
     counts: CachedCounts = field(init=False)
     # What this process last saw of each dependency's health (the agents' gate reads it first).
     recent_health: RecentHealth = field(init=False)

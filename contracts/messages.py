@@ -152,7 +152,9 @@ class PaymentNotification(Contract):
 
 class RetryDeferred(Contract):
     """Scheduled by this app to itself on ``orders``: try again to apply the deferred message with this
-    sequence number (a dependency of applying it was unavailable). ``round`` counts the tries so far."""
+    sequence number (a dependency of applying it was unavailable). ``round`` counts the tries so far.
+    ``retryToken``: the token of the message's deferral entry (``DeferredEntry.retry_token``); one without it,
+    or with another, is not the app's (absent only from retries of entries recorded before tokens were kept)."""
 
     type: Literal["RetryDeferred"]
     schema_version: Literal[1]
@@ -160,6 +162,7 @@ class RetryDeferred(Contract):
     order_id: OrderId
     message_id: ShortText
     round: int = Field(ge=1, le=1000, strict=True)
+    retry_token: ShortText | None = None
 
 
 class CancelOrder(Contract):

@@ -11,9 +11,11 @@ from dependencies import AppContext
 from domain.deferral import DeferralDocument, DeferredEntry, EntryStatus
 
 
-def retry_message_id(sequence_number: int, round_number: int, tag: str = "") -> str:
-    """Deterministic: a re-sent retry of the same round collapses in duplicate detection."""
-    return f"retry-deferred:{sequence_number}:{round_number}{tag}"
+def retry_message_id(sequence_number: int, round_number: int, tag: str = "", token: str = "") -> str:
+    """Deterministic for one entry: a re-sent retry of the same round collapses in duplicate detection.
+    With the entry's token, which a client cannot guess, so no client can send its MessageId first and
+    have Service Bus drop the app's retry as a duplicate of it."""
+    return f"retry-deferred:{sequence_number}:{round_number}{tag}" + (f":{token}" if token else "")
 
 
 # The tag of the one RetryDeferred (round 1) a notification deferred for a missing order gets.
@@ -52,12 +54,13 @@ def _send(
         order_id=order_id,
         message_id=entry.message_id or "-",
         round=round_number,
+        retry_token=entry.retry_token or None,
     )
     ctx.sender.send(
         ORDERS_QUEUE,
         OutgoingMessage(
             body=retry.to_json(),
-            message_id=retry_message_id(sequence_number, round_number, tag),
+            message_id=retry_message_id(sequence_number, round_number, tag, entry.retry_token),
             subject="RetryDeferred",
             correlation_id=order_id,
             scheduled_enqueue_time=due,

@@ -43,6 +43,7 @@ def record_deferred(
         rounds=rounds,
         updated_at=now,
         retry_due_at=now + ctx.settings.defer_retry_delay if reason is DeferralReason.DEPENDENCY_UNAVAILABLE else None,
+        retry_token=f"{ctx.unguessable.getrandbits(128):032x}",  # kept only if the entry is new (with_entry)
         notification_id=note.notification_id,
         notification_digest=notification_digest(note),
     )

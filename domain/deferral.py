@@ -75,6 +75,15 @@ class DeferredEntry:
     # When the RetryDeferred of round ``rounds`` is due (a dependency's deferral; None otherwise, or recorded
     # before due times were kept). Recording the same round again keeps it (``with_entry``).
     retry_due_at: datetime | None = None
+    # A random value given when the entry is first recorded and never changed: every RetryDeferred the app
+    # sends for this message carries it (its body's ``retryToken``, and its MessageId), so a client, who
+    # may send to ``orders`` but not read it, can neither forge one nor take its MessageId first. Empty:
+    # recorded before tokens were kept (any retry is taken for the app's, as then).
+    retry_token: str = ""
+
+    def issued(self, token: str | None) -> bool:
+        """Whether a ``RetryDeferred`` carrying ``token`` is one this app sent for this entry's message."""
+        return self.retry_token in ("", token)
 
     def retry_due(self, delay: timedelta) -> datetime:
         """When the retry of round ``rounds`` is due: as recorded, or, for an entry recorded before due
@@ -122,8 +131,8 @@ def with_entry(doc: DeferralDocument, entry: DeferredEntry, now: datetime) -> De
     """Adds ``entry``, or, if its sequence number is already tracked, keeps the existing one but
     takes the new reason and round count (a message deferred again for another reason) and the new
     round's due time; the same reason and round recorded again keep the due time recorded first (the
-    retry was scheduled for it). A new entry past ``WAITING_LIMIT`` still-deferred ones raises
-    ``TooManyWaiting``."""
+    retry was scheduled for it). Its token stays the one it was first recorded with. A new entry past
+    ``WAITING_LIMIT`` still-deferred ones raises ``TooManyWaiting``."""
     existing = doc.entry(entry.sequence_number)
     if existing is None and len(doc.waiting()) >= WAITING_LIMIT:
         raise TooManyWaiting(doc.order_id)

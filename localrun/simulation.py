@@ -254,6 +254,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 queries=frozenset({"count_waiting"}),
             ),
             rng=random.Random(seeds.getrandbits(64)),
+            # its own generator, from the seed alone: the other streams are drawn as before
+            unguessable=random.Random(f"{config.seed}:unguessable"),
         )
         recorder = EventRecorder()
         app_log = logging.getLogger("orders")

@@ -6,9 +6,11 @@ A message that is no longer on the queue (expired, dead-lettered) is recorded an
 The app schedules a retry only for a message it recorded as deferred (the deferral document of its
 order has the sequence number). ``RetryDeferred`` arrives on the public ``orders`` queue, so one for a
 sequence number no deferral document tracks is not the app's: it is dead-lettered
-``UntrackedDeferral``, having fetched and written nothing. Every fetch counts as one of the message's
-deliveries, and every round acted on while the dependency is down moves the message to its next round, so a
-``RetryDeferred`` that is stale, repeated, early or forged must not wear the message out: one for a
+``UntrackedDeferral``, having fetched and written nothing. One whose ``retryToken`` is not its entry's
+(``DeferredEntry.issued``) was not sent by the app either: completed unread, with a warning event. Every
+fetch counts as one of the message's deliveries, and every round acted on while the dependency is down
+moves the message to its next round, so a ``RetryDeferred`` that is stale, repeated, early or forged must
+not wear the message out: one for a
 dependency's round other than the round scheduled (``entry.rounds``) or the one before it, one that comes
 before its round is due (``entry.retry_due_at``, less ``RETRY_CLOCK_TOLERANCE``), or one for a message
 waiting for an order that does not exist yet (its submission, or the peek sweep, fetches it), is completed
@@ -52,22 +54,14 @@ def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessa
             reason=UNTRACKED_DEFERRAL,
         )
         return IntakeResult(Settlement.deadletter(UNTRACKED_DEFERRAL, description))
+    if not entry.issued(retry.retry_token):
+        return _ignored(message, retry, "its retryToken is not the one the app gave this message's retries: forged")
     if entry.status is not EntryStatus.DEFERRED:
         log.info("RetryDeferred #%s round %s: already %s", seq, retry.round, entry.status.value)
         return IntakeResult(Settlement.complete())  # a late or duplicate retry: nothing left to do
     not_now = _not_for_now(ctx, retry, entry, rejected=doc is not None and doc.rejected_at is not None)
     if not_now is not None:
-        app_event(
-            "RetryDeferredIgnored",
-            f"RetryDeferred {message.message_id} for #{seq} of order {retry.order_id}, round {retry.round}: "
-            f"not acted on, {not_now}",
-            messageId=message.message_id,
-            orderId=retry.order_id,
-            sequenceNumber=seq,
-            round=retry.round,
-            why=not_now,
-        )
-        return IntakeResult(Settlement.complete())
+        return _ignored(message, retry, not_now, logging.INFO)
     with ctx.deferred.open(ORDERS_QUEUE) as receiver:
         done = process_deferred(ctx, receiver, seq, round_number=retry.round, order_id=retry.order_id)
         if done is None:
@@ -84,6 +78,22 @@ def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessa
             round=retry.round,
         )
     return IntakeResult(Settlement.complete(), events=done.events)
+
+
+def _ignored(message: ReceivedMessage, retry: RetryDeferred, why: str, level: int = logging.WARNING) -> IntakeResult:
+    """Completes ``retry`` unread (nothing fetched or written), with a ``RetryDeferredIgnored`` event."""
+    app_event(
+        "RetryDeferredIgnored",
+        f"RetryDeferred {message.message_id} for #{retry.sequence_number} of order {retry.order_id}, "
+        f"round {retry.round}: not acted on, {why}",
+        level,
+        messageId=message.message_id,
+        orderId=retry.order_id,
+        sequenceNumber=retry.sequence_number,
+        round=retry.round,
+        why=why,
+    )
+    return IntakeResult(Settlement.complete())
 
 
 def _not_for_now(ctx: AppContext, retry: RetryDeferred, entry: DeferredEntry, *, rejected: bool) -> str | None:

@@ -126,6 +126,7 @@ def rich_deferral() -> DeferralDocument:
                 notification_id="n-8",
                 notification_digest="d-8",
                 retry_due_at=T + timedelta(seconds=31),
+                retry_token="t-8",
             ),
         ],
         updated_at=T + timedelta(seconds=1),
@@ -257,6 +258,7 @@ DEFERRAL_DOCUMENT: dict[str, Any] = {
             "notificationId": "",
             "notificationDigest": "",
             "retryDueAt": None,
+            "retryToken": "",
         },
         {
             "sequenceNumber": 8,
@@ -272,6 +274,7 @@ DEFERRAL_DOCUMENT: dict[str, Any] = {
             "notificationId": "n-8",
             "notificationDigest": "d-8",
             "retryDueAt": "2026-03-04T05:06:38.890123Z",
+            "retryToken": "t-8",
         },
     ],
     "schemaVersion": 1,
@@ -366,14 +369,14 @@ def test_a_deferral_document_and_a_dependency_health_have_exactly_the_documents_
 
 
 def test_a_deferral_entry_stored_before_its_newer_fields_reads_with_their_defaults() -> None:
-    old = ("notificationId", "notificationDigest", "retryDueAt")
+    old = ("notificationId", "notificationDigest", "retryDueAt", "retryToken")
     stored_before = {
         **DEFERRAL_DOCUMENT,
         "entries": [{k: v for k, v in e.items() if k not in old} for e in DEFERRAL_DOCUMENT["entries"]],
     }
     entries = from_document(DeferralDocument, stored_before).entries
     assert [(e.notification_id, e.notification_digest) for e in entries] == [("", ""), ("", "")]
-    assert [e.retry_due_at for e in entries] == [None, None]
+    assert [(e.retry_due_at, e.retry_token) for e in entries] == [(None, ""), (None, "")]
 
 
 def test_a_compensation_entry_stored_before_it_kept_its_undo_answer_reads_with_none() -> None:

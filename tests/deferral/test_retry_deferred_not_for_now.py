@@ -30,7 +30,9 @@ from tests.deferral.support import (
 pytestmark = pytest.mark.cosmos
 
 
-def send_retry(broker: Any, seq: int, round_number: int, n: int) -> None:
+def send_retry(broker: Any, seq: int, round_number: int, n: int, token: str | None = None) -> None:
+    """A ``RetryDeferred`` not sent by the app; with ``token``, one that carries the entry's token as the app's
+    own do (so it is judged by its round and time, not refused as forged)."""
     body = {
         "type": "RetryDeferred",
         "schemaVersion": 1,
@@ -38,6 +40,7 @@ def send_retry(broker: Any, seq: int, round_number: int, n: int) -> None:
         "orderId": "p1",
         "messageId": "n-1",
         "round": round_number,
+        **({"retryToken": token} if token is not None else {}),
     }
     broker.send(ORDERS_QUEUE, OutgoingMessage(body=json.dumps(body), message_id=f"forged-{n}"))
 
@@ -52,9 +55,10 @@ def test_retries_for_a_notification_whose_order_is_missing_do_not_fetch_it(funct
     deliver_all(functions, broker)  # deferred, waiting for its order (and its one look again, due later)
     [seq] = deferred_sequence_numbers(broker)
     before = delivery_count(broker, seq)
+    token = ctx.deferrals.get("p1").entry(seq).retry_token
 
     for n in range(8):
-        send_retry(broker, seq, 1, n)
+        send_retry(broker, seq, 1, n, token)
     deliver_all(functions, broker)
     assert deferred_sequence_numbers(broker) == [seq] and delivery_count(broker, seq) == before
     assert broker.dead_letters(ORDERS_QUEUE) == []
@@ -72,9 +76,10 @@ def test_a_retry_of_a_round_never_scheduled_does_not_dead_letter_a_notification_
     orders, with_orders = deferred_for_the_order_database(functions, ctx, broker)
     [seq] = deferred_sequence_numbers(broker)
     assert with_orders.deferrals.get("p1").entry(seq).rounds == 1
+    token = with_orders.deferrals.get("p1").entry(seq).retry_token
 
-    send_retry(broker, seq, 1000, 0)  # past DEFER_MAX_ROUNDS: on 3737d51, dead-lettered at once
-    send_retry(broker, seq, 2, 1)  # a round not scheduled yet
+    send_retry(broker, seq, 1000, 0, token)  # past DEFER_MAX_ROUNDS: on 3737d51, dead-lettered at once
+    send_retry(broker, seq, 2, 1, token)  # a round not scheduled yet
     deliver_all(functions, broker)
     assert broker.dead_letters(ORDERS_QUEUE) == [] and deferred_sequence_numbers(broker) == [seq]
 

@@ -9,7 +9,10 @@ Found by red team 6: ``submission/retry_deferred.py`` took any retry naming the 
 number are all they need: a sender learns the queue's sequence numbers from ``schedule_messages``) had the
 genuine notification dead-lettered ``DependencyUnavailable`` at once, and the dependency back one retry
 delay later found nothing to apply. Now the entry keeps its round's due time (``retryDueAt``), and a retry
-before it (less ``RETRY_CLOCK_TOLERANCE``) is completed unread, with a ``RetryDeferredIgnored`` event."""
+before it (less ``RETRY_CLOCK_TOLERANCE``) is completed unread, with a ``RetryDeferredIgnored`` event.
+
+The retries sent here carry the entry's token, as the app's own do, so the due time is what stops them;
+one without the token is refused before its round is looked at (``test_retry_tokens.py``)."""
 
 from __future__ import annotations
 
@@ -32,12 +35,13 @@ def test_retries_of_the_scheduled_rounds_sent_at_once_do_not_use_up_the_budget_o
 ) -> None:
     orders, with_orders = deferred_for_the_order_database(functions, ctx, broker)
     [seq] = deferred_sequence_numbers(broker)
+    token = with_orders.deferrals.get("p1").entry(seq).retry_token
     budget = with_orders.settings.defer_max_rounds
     start = clock.now()
 
     caplog.set_level(logging.INFO)
     for round_number in range(1, budget + 1):  # no time passes: each names the round just scheduled
-        send_retry(broker, seq, round_number, 100 + round_number)
+        send_retry(broker, seq, round_number, 100 + round_number, token)
         deliver_all(functions, broker)
 
     assert clock.now() == start
@@ -59,13 +63,13 @@ def test_a_round_is_acted_on_from_its_due_time_less_the_clock_tolerance(
 ) -> None:
     _, with_orders = deferred_for_the_order_database(functions, ctx, broker)
     [seq] = deferred_sequence_numbers(broker)
-    due = with_orders.deferrals.get("p1").entry(seq).retry_due_at
-    clock.advance(due - clock.now() - RETRY_CLOCK_TOLERANCE - timedelta(milliseconds=1))
-    send_retry(broker, seq, 1, 1)
+    entry = with_orders.deferrals.get("p1").entry(seq)
+    clock.advance(entry.retry_due_at - clock.now() - RETRY_CLOCK_TOLERANCE - timedelta(milliseconds=1))
+    send_retry(broker, seq, 1, 1, entry.retry_token)
     assert deliver(functions, broker)  # just before: ignored
     assert with_orders.deferrals.get("p1").entry(seq).rounds == 1
     clock.advance(timedelta(milliseconds=1))
-    send_retry(broker, seq, 1, 2)
+    send_retry(broker, seq, 1, 2, entry.retry_token)
     assert deliver(functions, broker)  # the tolerance: acted on, still down, round 2 scheduled
     assert with_orders.deferrals.get("p1").entry(seq).rounds == 2
 
@@ -80,11 +84,12 @@ def test_the_round_before_coming_back_keeps_the_due_time_of_the_round_scheduled(
     [seq] = deferred_sequence_numbers(broker)
     clock.advance(with_orders.settings.defer_retry_delay)
     deliver_all(functions, broker)  # round 1: still down, round 2 due a retry delay from now
-    due = with_orders.deferrals.get("p1").entry(seq).retry_due_at
+    entry = with_orders.deferrals.get("p1").entry(seq)
+    due = entry.retry_due_at
     assert due == clock.now() + with_orders.settings.defer_retry_delay
 
     clock.advance(with_orders.settings.defer_retry_delay / 2)
-    send_retry(broker, seq, 1, 1)  # round 1 again
+    send_retry(broker, seq, 1, 1, entry.retry_token)  # round 1 again
     assert deliver(functions, broker)
     entry = with_orders.deferrals.get("p1").entry(seq)
     assert (entry.rounds, entry.retry_due_at) == (2, due)

@@ -226,3 +226,13 @@ def test_recording_the_same_round_again_keeps_its_due_time_and_a_new_round_takes
     assert following is not None and following.retry_due_at == later + DELAY
     waiting = with_entry(doc, replace(entry(5), rounds=0), later).entry(5)  # back to waiting for its order
     assert waiting is not None and waiting.retry_due_at is None
+
+
+def test_an_entry_keeps_the_token_it_was_first_recorded_with_and_takes_only_retries_carrying_it():
+    first = replace(round_entry(1, NOW + DELAY), retry_token="t-1")
+    doc = with_entry(DeferralDocument.empty("p1", NOW), first, NOW)
+    kept = with_entry(doc, replace(round_entry(2, NOW + 2 * DELAY), retry_token="t-2"), NOW).entry(5)
+    assert kept is not None and (kept.rounds, kept.retry_token) == (2, "t-1")
+    assert kept.issued("t-1") and not kept.issued("t-2") and not kept.issued(None)
+    old = round_entry(1, None)  # recorded before tokens were kept: any retry, as then
+    assert old.issued(None) and old.issued("anything")
