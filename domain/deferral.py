@@ -140,11 +140,12 @@ def with_entry(doc: DeferralDocument, entry: DeferredEntry, now: datetime) -> De
         if existing.status is not EntryStatus.DEFERRED:
             return doc  # already resolved: a late re-record must not reopen it
         same_round = existing.reason is entry.reason and existing.rounds == entry.rounds
+        kept_due = existing.retry_due_at if same_round else None
         merged = replace(
             existing,
             reason=entry.reason,
             rounds=entry.rounds,
-            retry_due_at=existing.retry_due_at if same_round and existing.retry_due_at else entry.retry_due_at,
+            retry_due_at=kept_due if kept_due is not None else entry.retry_due_at,
             updated_at=now,
             notification_id=existing.notification_id or entry.notification_id,
             notification_digest=existing.notification_digest or entry.notification_digest,
