@@ -21,10 +21,15 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _LINE_BREAKS = re.compile("[\t\n\r\u2028\u2029]+")
 # The marks (U+200E, U+200F, U+061C) stay: right-to-left text uses them, and they reorder nothing.
 _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
-# Characters that show nothing and are not whitespace (``str.strip`` keeps them): the Hangul fillers,
-# the combining grapheme joiner, variation selectors, Mongolian free variation selectors; with every
-# format character (category Cf: U+200B, U+2060, U+FEFF...), checked by category.
-_INVISIBLE = re.compile("[\u115f\u1160\u3164\uffa0\u034f\ufe00-\ufe0f\u180b-\u180f\U000e0100-\U000e01ef]")
+# Characters that show nothing and are not whitespace (``str.strip`` keeps them): Unicode's
+# Default_Ignorable_Code_Point (DerivedCoreProperties.txt, assigned or not: the Hangul fillers, the Khmer
+# inherent vowels, variation selectors, U+FFF0-U+FFF8, the tags block...); with every other format
+# character (category Cf), checked by category.
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e0fff]"
+)
 
 
 def uncarriable(text: str) -> str | None:

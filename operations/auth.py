@@ -47,7 +47,18 @@ def operator_name(claim: str) -> str:
     name = one_line(carriable(one_line(claim)))
     if blank(name):
         return ""
-    return name if len(name) <= MAX_OPERATOR_NAME else name[: MAX_OPERATOR_NAME - 1].rstrip() + "\u2026"
+    return name if len(name) <= MAX_OPERATOR_NAME else cut(name, MAX_OPERATOR_NAME - 1) + "\u2026"
+
+
+def cut(text: str, limit: int) -> str:
+    """``text``'s first ``limit`` code points, without a broken end: no trailing joiner (U+200D) or space,
+    and not half a flag (a flag is a pair of regional indicators)."""
+    kept = text[:limit].rstrip().rstrip("\u200d").rstrip()
+    indicators = len(kept) - len(kept.rstrip(_REGIONAL_INDICATORS))
+    return kept[:-1].rstrip() if indicators % 2 else kept
+
+
+_REGIONAL_INDICATORS = "".join(chr(c) for c in range(0x1F1E6, 0x1F200))
 
 
 @dataclass(frozen=True)
