@@ -141,12 +141,15 @@ def with_entry(doc: DeferralDocument, entry: DeferredEntry, now: datetime) -> De
             return doc  # already resolved: a late re-record must not reopen it
         same_round = existing.reason is entry.reason and existing.rounds == entry.rounds
         kept_due = existing.retry_due_at if same_round else None
+        # An entry stored before due times were kept is due a delay after its ``updatedAt`` (``retry_due``):
+        # the same round recorded again leaves that time alone, or its retry in flight would come "early".
+        legacy_same_round = same_round and existing.retry_due_at is None
         merged = replace(
             existing,
             reason=entry.reason,
             rounds=entry.rounds,
-            retry_due_at=kept_due if kept_due is not None else entry.retry_due_at,
-            updated_at=now,
+            retry_due_at=kept_due if kept_due is not None or legacy_same_round else entry.retry_due_at,
+            updated_at=existing.updated_at if legacy_same_round else now,
             notification_id=existing.notification_id or entry.notification_id,
             notification_digest=existing.notification_digest or entry.notification_digest,
         )
