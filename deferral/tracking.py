@@ -5,6 +5,7 @@ from __future__ import annotations
 from adapters.cosmos.deferral_store import update_deferrals
 from adapters.servicebus.settlement import ReceivedMessage
 from contracts.messages import PaymentNotification
+from deferral.payment import PaymentOutcome
 from dependencies import AppContext
 from domain.deferral import DeferralDocument, DeferralReason, DeferredEntry, EntryStatus, with_entry, with_status
 from domain.payments import notification_digest
@@ -71,36 +72,70 @@ def resolve(
     return entry.status if entry is not None else None
 
 
-def settle_copied_original(
-    ctx: AppContext, note: PaymentNotification, sequence_number: int | None, rejected: bool, reason: str = ""
+def settle_decided(
+    ctx: AppContext,
+    note: PaymentNotification,
+    sequence_number: int | None,
+    outcome: PaymentOutcome,
+    *,
+    copy: bool,
+    doc: DeferralDocument | None = None,
 ) -> None:
-    """A copy of a notification (``submission.store_outage``: handled again later under a new sequence
-    number) was decided: an entry still waiting for the same notification under another number, its
-    original's (recorded, then its defer lost with its lock, then redelivered into a store failure and
-    copied), takes the copy's outcome instead of being reported expired once found gone (or is
-    corrected, if it was found gone already). Only the same notification: another one under the same id
-    (``DeferredEntry.carries``) is decided on its own."""
+    """``note``, carried by message ``sequence_number``, was decided where it was delivered (applied, a
+    repeat, or rejected) and is about to be settled so: the entries that would otherwise wait for a
+    message that is no longer coming take its outcome, in one read of the order's document (and one
+    write, only if an entry changes).
+
+    * Its own sequence number's: an earlier delivery of this very message recorded it as deferred and
+      was never deferred (the host stopped between the two, or its ``RetryDeferred`` or look again
+      could not be sent), so nothing else would ever resolve it (no message to fetch, no retry in
+      flight, nothing for the peek sweep to find). A Python trigger sees no delivery count, and a
+      failed invocation is redelivered at once, so every delivery may be such a redelivery: the
+      document is read whatever the message says.
+    * For a ``copy`` (``submission.store_outage``: handled again later under a new sequence number),
+      its original's: an entry still waiting for the same notification under another number (recorded,
+      then its defer lost with its lock, then redelivered into a store failure and copied) takes the
+      copy's outcome instead of being reported expired once found gone (or is corrected, if it was
+      found gone already). Only the same notification: another one under the same id
+      (``DeferredEntry.carries``) is decided on its own.
+
+    ``doc``: the order's document as the caller just read or wrote it (not read again to find out
+    whether there is anything to settle)."""
     now = ctx.clock.now()
     digest = notification_digest(note)
+    rejected = outcome.kind == "rejected"
+    status = EntryStatus.DEAD_LETTERED if rejected else EntryStatus.APPLIED
 
-    def change(doc: DeferralDocument) -> DeferralDocument:
-        for entry in _open(doc):
-            if entry.carries(note.notification_id, digest) and entry.sequence_number != sequence_number:
-                status = EntryStatus.DEAD_LETTERED if rejected else EntryStatus.APPLIED
+    def settled(doc: DeferralDocument) -> list[tuple[int, str]]:
+        """The entries to resolve, with the detail each is resolved with."""
+        found: list[tuple[int, str]] = []
+        for entry in doc.entries:
+            if not _open(entry):
+                continue
+            if entry.sequence_number == sequence_number:
+                detail = f"{outcome.reason}: {outcome.description}" if rejected else outcome.kind
+                found.append((entry.sequence_number, detail))
+            elif copy and entry.carries(note.notification_id, digest):
                 detail = (
-                    f"{reason}: decided on its copy #{sequence_number}"
+                    f"{outcome.reason}: decided on its copy #{sequence_number}"
                     if rejected
                     else f"applied as #{sequence_number}"
                 )
-                doc = with_status(doc, entry.sequence_number, status, now, detail)
+                found.append((entry.sequence_number, detail))
+        return found
+
+    def change(doc: DeferralDocument) -> DeferralDocument:
+        for seq, detail in settled(doc):
+            doc = with_status(doc, seq, status, now, detail)
         return doc
 
-    doc = ctx.deferrals.get(note.order_id)
-    if doc is not None and any(e.carries(note.notification_id, digest) for e in _open(doc)):
+    known = doc if doc is not None else ctx.deferrals.get(note.order_id)
+    if known is not None and settled(known):
         update_deferrals(ctx.deferrals, note.order_id, change, now)
 
 
-def _open(doc: DeferralDocument) -> list[DeferredEntry]:
-    """Entries a copy's outcome may settle: still waiting, or found gone (``Expired``: the order came
-    between the copy being made and being decided, the one window left, docs/deferral.md)."""
-    return [e for e in doc.entries if e.status in (EntryStatus.DEFERRED, EntryStatus.EXPIRED)]
+def _open(entry: DeferredEntry) -> bool:
+    """Whether a decision on delivery may settle ``entry``: still waiting, or found gone (``Expired``: for a
+    copy's original, the order came between the copy being made and being decided, the one window left,
+    docs/deferral.md)."""
+    return entry.status in (EntryStatus.DEFERRED, EntryStatus.EXPIRED)

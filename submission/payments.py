@@ -17,7 +17,11 @@ leave the tracked one pointing at a message that is gone (then reported expired 
 applied). One whose deferral write may have landed (``StoreOutcomeUnknown``: its response was lost) reads
 the document back: landed, it goes on as tracked; not landed, it is handled again later like any store
 failure; the read failing too, it is deferred all the same, and the peek sweep records it if the write
-did not land (docs/deferral.md)."""
+did not land (docs/deferral.md).
+
+A notification decided where it is delivered (applied, a repeat, rejected) resolves the entry an earlier
+delivery of it may have recorded without deferring it (a crash, a failed send of its retry), and, for a
+copy, its original's, before it is settled (``settle_decided``): nothing else would."""
 
 from __future__ import annotations
 
@@ -30,9 +34,9 @@ from deferral.apply import not_kept
 from deferral.errors import DependencyUnavailable
 from deferral.payment import MESSAGE_TYPE, apply_notification
 from deferral.retry import schedule_look_again, schedule_round
-from deferral.tracking import record_deferred, resolve, settle_copied_original
+from deferral.tracking import record_deferred, settle_decided
 from dependencies import AppContext
-from domain.deferral import DeferralDocument, DeferralReason, EntryStatus, TooManyWaiting
+from domain.deferral import DeferralDocument, DeferralReason, TooManyWaiting
 from submission.result import IntakeResult
 from submission.store_outage import retry_round
 
@@ -47,8 +51,8 @@ def payment_notification(ctx: AppContext, note: PaymentNotification, message: Re
         return defer_for_retry(ctx, note, message, str(exc))
     if outcome.kind == "order-missing":
         return _defer_until_order(ctx, note, message)
-    if retry_round(message.application_properties) >= 1:  # a copy: its original may be tracked
-        settle_copied_original(ctx, note, message.sequence_number, outcome.kind == "rejected", outcome.reason)
+    # an entry an earlier delivery of it recorded (or, for a copy, its original's) takes the outcome
+    settle_decided(ctx, note, message.sequence_number, outcome, copy=_is_copy(message))
     return IntakeResult(outcome.settlement(), events=outcome.events)
 
 
@@ -137,6 +141,10 @@ def _looked_at_again(
         # messages before this one was deferred (then only the peek sweep, minutes later, would find it).
         schedule_look_again(ctx, doc, sequence_number)
         return IntakeResult(Settlement.defer())
-    status = EntryStatus.DEAD_LETTERED if outcome.kind == "rejected" else EntryStatus.APPLIED
-    resolve(ctx, note.order_id, sequence_number, status, outcome.reason)
+    settle_decided(ctx, note, sequence_number, outcome, copy=_is_copy(message), doc=doc)
     return IntakeResult(outcome.settlement(), events=outcome.events)
+
+
+def _is_copy(message: ReceivedMessage) -> bool:
+    """A store-retry copy (``submission.store_outage``): its original may be tracked under another number."""
+    return retry_round(message.application_properties) >= 1

@@ -95,3 +95,40 @@ def send_order_and_deliver(functions: Any, broker: Any) -> None:
 
     send(broker, order())
     deliver_all(functions, broker)
+
+
+class FirstReadMisses:
+    """The state store; its first ``get`` answers None (the record is created just after it is read: an order
+    submitted concurrently), every later one the real store's answer."""
+
+    def __init__(self, store: Any) -> None:
+        self._store, self.calls = store, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return None if self.calls == 1 else self._store.get(*args, **kwargs)
+
+
+def test_a_copy_applied_on_its_look_again_settles_its_originals_entry(
+    functions: Any, ctx: Any, broker: Any, clock: Any
+) -> None:
+    """The copy finds no order, is recorded, and its look again finds the order (submitted meanwhile, after
+    its submission reported the original's number expired: the window docs/deferral.md names): the
+    original's entry is corrected to the copy's outcome there too, not only when the copy is applied at once."""
+    seq = recorded_then_copied(functions, ctx, broker, clock)
+    send_order_and_deliver(functions, broker)  # the original is gone: reported expired
+    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.EXPIRED
+    clock.advance(STORE_RETRY_DELAYS[0])
+    from dependencies import installed_context
+    from tests.contexts import context_with
+
+    racing = context_with(installed_context() or ctx, states=FirstReadMisses(ctx.states))
+    assert deliver(functions, broker)  # the copy: no order at first, then applied on its look again
+    context_with(racing, states=ctx.states)
+    assert ctx.states.get("p1").payment.notification_id == "n-1"
+    entries = {e.sequence_number: e.status for e in ctx.deferrals.get("p1").entries}
+    assert entries[seq] is EntryStatus.APPLIED, entries
+    assert list(entries.values()) == [EntryStatus.APPLIED, EntryStatus.APPLIED]
