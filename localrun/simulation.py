@@ -31,6 +31,7 @@ from adapters.remote.simulators.ledger import Ledger
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.names import ALL_QUEUES, ORDERS_CONTAINER, ORDERS_QUEUE, STATE_CONTAINER
 from contracts.parsing import named_order_id
+from contracts.store_retry import ROUND_PROPERTY as STORE_RETRY_ROUND
 from dependencies import AppContext, use_context
 from domain.states import TERMINAL_STATES, ProcessState
 from domain.workflow import AGENTS
@@ -55,7 +56,6 @@ from localrun.servicebus.messages import MessageState
 from localrun.virtual_time import TaskScheduler
 from localrun.workload import Workload, make_workload
 from settings import Settings
-from submission.store_outage import ROUND_PROPERTY as STORE_RETRY_ROUND
 
 START = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
 Drive = Callable[[LocalHost, datetime, Callable[[], bool], Callable[[], datetime | None], Callable[[], None]], None]

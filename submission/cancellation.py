@@ -21,6 +21,7 @@ from adapters.cosmos.errors import EtagMismatch
 from adapters.cosmos.state_store import update_once
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import CancelOrder
+from contracts.store_retry import retry_round
 from dependencies import AppContext
 from domain.compensation import cancellation_not_before, enter_compensation, pivot_passed, undo_pending
 from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation
@@ -30,7 +31,7 @@ from domain.states import ProcessState
 from notifications.status import publish_status_or_owe
 from observability.events import app_event
 from submission.result import IntakeResult
-from submission.store_outage import STORE_RETRY_DELAYS, retry_later, retry_round
+from submission.store_outage import STORE_RETRY_DELAYS, retry_later
 
 CANCELLATION = "cancellation"
 ALREADY_UNDOING = frozenset({ProcessState.COMPENSATING, ProcessState.COMPENSATED, ProcessState.COMPENSATION_FAILED})

@@ -30,6 +30,7 @@ import logging
 from adapters.cosmos.errors import StoreOutcomeUnknown, StoreUnavailable
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import PaymentNotification
+from contracts.store_retry import retry_round
 from deferral.apply import not_kept
 from deferral.errors import DependencyUnavailable
 from deferral.payment import MESSAGE_TYPE, apply_notification
@@ -38,7 +39,6 @@ from deferral.tracking import record_deferred, settle_decided
 from dependencies import AppContext
 from domain.deferral import DeferralDocument, DeferralReason, TooManyWaiting
 from submission.result import IntakeResult
-from submission.store_outage import retry_round
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,9 @@ later is handling the message again, as a redelivery would.
 
 The copy's MessageId is the original's with its round and the sequence number of the message it was made
 from, so a copy sent twice (the handler ran again for the same message) collapses in duplicate
-detection, and no MessageId a client chose collides with it. Its round travels in an application property;
-one a client set is read as a number or ignored (a client can only shorten its own message's retries).
+detection, and no MessageId a client chose collides with it. Its round travels in an application property
+(``contracts.store_retry``); one a client set is read as a number or ignored (a client can only shorten its
+own message's retries).
 If the copy cannot be sent (Service Bus is failing too) or the rounds are used up, the message is
 abandoned as before: Service Bus redelivers it and, past its maximum delivery count, dead-letters it
 ``MaxDeliveryCountExceeded`` (an alert rule watches dead letters)."""
@@ -21,13 +22,12 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
 
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
 from contracts.names import ORDERS_QUEUE
+from contracts.store_retry import ROUND_PROPERTY, retry_round
 from dependencies import AppContext
 from domain.ids import bounded
 from observability.events import app_event
@@ -35,7 +35,6 @@ from submission.result import IntakeResult
 
 log = logging.getLogger(__name__)
 
-ROUND_PROPERTY = "storeRetryRound"
 # Between the rounds of one message: short first (most outages are blips), then once a minute, about an
 # hour in all. Never longer than a minute: related messages met the outage on their own schedules, and
 # a prepaid order waits for its payment notification only a few minutes (its payment step's deadlines),
@@ -43,27 +42,6 @@ ROUND_PROPERTY = "storeRetryRound"
 # with delays growing to 15 minutes, a 5-minute outage failed prepaid orders whose notification's copy
 # was due 10 minutes after the store came back.
 STORE_RETRY_DELAYS: tuple[timedelta, ...] = tuple(timedelta(seconds=s) for s in (10, 30, *(60,) * 59))
-
-
-def _property(properties: Mapping[Any, Any] | None, name: str) -> Any:
-    """The value of application property ``name``, or None. Keys and values may be bytes (the SDK's AMQP
-    properties)."""
-    for key, value in (properties or {}).items():
-        if (key.decode("utf-8", "replace") if isinstance(key, bytes) else key) == name:
-            return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-    return None
-
-
-def retry_round(properties: Mapping[Any, Any] | None) -> int:
-    """The round of this copy (0: the message as its sender sent it). Anything that is not a finite whole
-    number (a client sets what it likes: text, a boolean, an infinite double) is round 0."""
-    value = _property(properties, ROUND_PROPERTY)
-    if value is None or isinstance(value, bool):
-        return 0
-    try:
-        return max(0, int(value))
-    except (TypeError, ValueError, OverflowError):
-        return 0
 
 
 # What a copy adds to its original's MessageId: the round and the sequence number of the message it was

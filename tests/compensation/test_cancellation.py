@@ -15,13 +15,14 @@ from adapters.cosmos.state_store import update_once
 from adapters.remote.simulators.ledger import NetEffect
 from adapters.servicebus.sender import SendError
 from contracts.names import ORDERS_QUEUE
+from contracts.store_retry import ROUND_PROPERTY
 from dependencies import AppContext
 from domain import transitions
 from domain.payments import with_payment
 from domain.records import PaymentReceived
 from domain.states import ProcessState
 from submission.intake import handle_orders_message
-from submission.store_outage import ROUND_PROPERTY, STORE_RETRY_DELAYS, original_id
+from submission.store_outage import STORE_RETRY_DELAYS, original_id
 from supervisor.compensation_rounds import claim_due_compensations
 from tests.activity_calls import run
 from tests.compensation.support import (

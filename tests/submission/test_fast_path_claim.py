@@ -14,6 +14,7 @@ import pytest
 from adapters.cosmos.errors import AlreadyExists, StoreUnavailable
 from adapters.cosmos.state_store import StateStore
 from contracts.names import ORDERS_QUEUE
+from contracts.store_retry import ROUND_PROPERTY
 from dependencies import AppContext
 from domain import transitions
 from domain.records import StateRecord
@@ -21,7 +22,6 @@ from domain.states import ProcessState
 from orchestrators.names import SCHEDULER
 from orchestrators.starter import sweep
 from settings import Settings
-from submission.store_outage import ROUND_PROPERTY
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState
 from tests.contexts import context_with

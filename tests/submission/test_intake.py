@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
+from contracts.store_retry import ROUND_PROPERTY
 from domain.states import ProcessState
 from orchestrators.names import SCHEDULER
-from submission.store_outage import ROUND_PROPERTY, STORE_RETRY_DELAYS
+from submission.store_outage import STORE_RETRY_DELAYS
 from tests.contexts import context_with
 from tests.fakes import FakeReceivedMessage, RecordingActions, RecordingClient, StateStoreThatFails
 from tests.submission.corpus import MALFORMED, order

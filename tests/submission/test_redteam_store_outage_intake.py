@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from contracts.names import ORDERS_QUEUE
-from submission.store_outage import ROUND_PROPERTY, retry_round
+from contracts.store_retry import ROUND_PROPERTY, retry_round
 from tests.contexts import context_with
 from tests.fakes import FakeReceivedMessage, RecordingActions, RecordingClient, StateStoreThatFails
 from tests.submission.corpus import order

@@ -13,15 +13,9 @@ import pytest
 from adapters.clock import ManualClock
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.names import ORDERS_QUEUE
+from contracts.store_retry import ROUND_PROPERTY, retry_round
 from domain.ids import MAX_MESSAGE_ID_LENGTH
-from submission.store_outage import (
-    ROUND_PROPERTY,
-    STORE_RETRY_DELAYS,
-    copy_id,
-    original_id,
-    retry_later,
-    retry_round,
-)
+from submission.store_outage import STORE_RETRY_DELAYS, copy_id, original_id, retry_later
 from tests.fakes import FakeReceivedMessage, RecordingSender
 from tests.submission.corpus import order
 
