@@ -20,10 +20,11 @@ from adapters.servicebus.settlement import Settlement, body_bytes
 from contracts.messages import PaymentNotification
 from contracts.names import QUEUE_MAX_DELIVERY_COUNT
 from contracts.parsing import InvalidMessage, parse
+from contracts.store_retry import retry_round
 from deferral.errors import DependencyUnavailable
-from deferral.payment import MESSAGE_TYPE, apply_notification
+from deferral.payment import MESSAGE_TYPE, PaymentOutcome, apply_notification
 from deferral.retry import schedule_round
-from deferral.tracking import record_deferred, resolve
+from deferral.tracking import record_deferred, resolve, settle_decided
 from dependencies import AppContext
 from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, TooManyWaiting
 from domain.payments import notification_digest
@@ -162,12 +163,22 @@ def _apply(
         now = resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, f"{outcome.reason}: {outcome.description}")
         if now is EntryStatus.APPLIED:  # another processor applied it first: that outcome stands
             return Processed("applied", order_id), Settlement.complete()
+        _settle_original(ctx, message, note, outcome)
         app_event(
             "DeadLettered", f"deferred #{seq}: {outcome.reason}", logging.WARNING, orderId=order_id, sequenceNumber=seq
         )
         return Processed("dead-lettered", order_id), Settlement.deadletter(outcome.reason, outcome.description)
     resolve(ctx, order_id, seq, EntryStatus.APPLIED, outcome.kind)
+    _settle_original(ctx, message, note, outcome)
     return Processed("applied", order_id, outcome.events), Settlement.complete()
+
+
+def _settle_original(ctx: AppContext, message: Any, note: PaymentNotification, outcome: PaymentOutcome) -> None:
+    """A store-retry copy deferred and decided here: the entry its original left (the same notification under
+    another number, recorded and never deferred) takes the copy's outcome, as when a copy is decided on
+    delivery (``settle_decided``); nothing else would resolve it once no retry of its own is in flight."""
+    if retry_round(message.application_properties) >= 1:
+        settle_decided(ctx, note, message.sequence_number, outcome, copy=True)
 
 
 def _still_unavailable(

@@ -170,3 +170,34 @@ def test_a_notification_applied_on_its_first_delivery_writes_no_deferral_documen
     deliver_all(functions, broker)
     assert ctx.states.get("p1").payment is not None
     assert ctx.deferrals.get("p1") is None
+
+
+def test_a_copy_applied_by_its_retry_settles_the_entry_its_original_left(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recorded for a retry, the host stopped before the retry was sent; the redelivery met a state store
+    failure and was copied (a new number) and completed; the copy, the order database still down, was
+    deferred for a retry of its own and applied by it. The original's entry takes the copy's outcome
+    there too (before: only a copy decided on delivery settled its original)."""
+    from submission.store_outage import STORE_RETRY_DELAYS
+    from tests.contexts import context_with
+    from tests.fakes import StateStoreThatFails
+
+    orders, with_orders = crashed_after_recording(functions, ctx, broker, monkeypatch, "schedule_round")
+    [original] = with_orders.deferrals.get("p1").entries
+    clock.advance(broker.policy(ORDERS_QUEUE).lock_duration + timedelta(seconds=1))
+    down = context_with(with_orders, states=StateStoreThatFails(ctx.states, "get"))
+    assert deliver(functions, broker)  # the redelivery: copied, completed
+    context_with(down, states=ctx.states)
+    clock.advance(STORE_RETRY_DELAYS[0])
+    assert deliver(functions, broker)  # the copy: the order database still down, deferred for its retry
+    [copy] = [e for e in with_orders.deferrals.get("p1").entries if e.sequence_number != original.sequence_number]
+    assert deferred_sequence_numbers(broker) == [copy.sequence_number]
+    orders.failing = False
+    clock.advance(with_orders.settings.defer_retry_delay)
+    deliver_all(functions, broker)  # its RetryDeferred applies it
+    doc = with_orders.deferrals.get("p1")
+    assert with_orders.states.get("p1").payment.sequence_number == copy.sequence_number
+    assert doc.entry(copy.sequence_number).status is EntryStatus.APPLIED
+    assert doc.entry(original.sequence_number).status is EntryStatus.APPLIED
+    assert doc.entry(original.sequence_number).detail == f"applied as #{copy.sequence_number}"
