@@ -3,22 +3,28 @@ same receiver. Used by submission (when the order arrives), by ``RetryDeferred``
 
 The outcome is written to the deferral document BEFORE the message is settled: if the settlement is
 lost (lock lost, crash) the message stays deferred, and the peek sweep later finds a deferred message
-whose entry is already resolved and settles it again (applying is idempotent)."""
+whose entry is already resolved and settles it again (applying is idempotent).
+
+Also what is done with a tracked message found gone (``account_for_absent``), and, when an order's
+document is full, looking for every waiting message on the queue before a new one is refused
+(``record_making_room``)."""
 
 from __future__ import annotations
 
 import logging
 import re
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from adapters.cosmos.deferral_store import update_deferrals
 from adapters.cosmos.errors import StoreError
 from adapters.servicebus.deferred import DeferredReceiver
 from adapters.servicebus.sender import SendError
-from adapters.servicebus.settlement import Settlement, body_bytes
+from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
 from contracts.messages import PaymentNotification
-from contracts.names import QUEUE_MAX_DELIVERY_COUNT
+from contracts.names import ORDERS_QUEUE, QUEUE_MAX_DELIVERY_COUNT
 from contracts.parsing import InvalidMessage, parse
 from contracts.store_retry import retry_round
 from deferral.errors import DependencyUnavailable
@@ -26,7 +32,14 @@ from deferral.payment import MESSAGE_TYPE, PaymentOutcome, apply_notification
 from deferral.retry import schedule_round
 from deferral.tracking import record_deferred, resolve, settle_decided
 from dependencies import AppContext
-from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, TooManyWaiting
+from domain.deferral import (
+    DeferralDocument,
+    DeferralReason,
+    DeferredEntry,
+    EntryStatus,
+    TooManyWaiting,
+    absent_checked,
+)
 from domain.payments import notification_digest
 from domain.records import PaymentReceived
 from notifications.alerts import raise_alert_after_write
@@ -315,6 +328,75 @@ def account_for_absent(ctx: AppContext, receiver: DeferredReceiver, order_id: st
     )
     app_event("DeferredExpired", f"order {order_id}: deferred #{seq} expired", orderId=order_id, sequenceNumber=seq)
     return "expired"
+
+
+def record_making_room(
+    ctx: AppContext,
+    order_id: str,
+    message: ReceivedMessage,
+    reason: DeferralReason,
+    *,
+    note: PaymentNotification,
+    rounds: int = 0,
+    recorded_by: str = "submission",
+    receiver: DeferredReceiver | None = None,
+) -> DeferralDocument:
+    """``record_deferred`` of a new ``PaymentNotification``; if its order's document is full
+    (``TooManyWaiting``), the waiting entries whose message has left the queue are accounted for first
+    (``make_room``, on ``receiver`` or one of its own) and, if that resolved any, it is recorded after all.
+    ``TooManyWaiting`` otherwise."""
+
+    def record() -> DeferralDocument:
+        return record_deferred(
+            ctx, order_id, message, MESSAGE_TYPE, reason, note=note, rounds=rounds, recorded_by=recorded_by
+        )
+
+    try:
+        return record()
+    except TooManyWaiting:
+        if not make_room(ctx, order_id, receiver):
+            raise
+    return record()
+
+
+def make_room(ctx: AppContext, order_id: str, receiver: DeferredReceiver | None = None) -> bool:
+    """The order's document has ``WAITING_LIMIT`` entries waiting. An entry can wait with no message behind
+    it, which nothing else would ever resolve: its message left the queue (its time to live; or dead-lettered
+    ``MaxDeliveryCountExceeded``, abandoned on every delivery before it was ever deferred) with no retry in
+    flight and no submission of its order to come, or it was left so before a notification decided on
+    delivery settled its own entry. So every waiting entry's message is looked for by its sequence number
+    (a peek: no lock, no delivery counted), and one not on the queue is accounted for as everywhere else
+    (``account_for_absent``: ``Applied`` if the state record shows it applied, else ``Expired`` with an
+    alert). At most once per ``PEEK_SWEEP_AGE_MINUTES`` per order, stamped on the document before looking
+    (``absent_checked_at``): a flood of notifications for one order costs ``WAITING_LIMIT`` peeks a period,
+    not a message. A receiver failure is logged (nothing resolved by it: the message is refused as before);
+    a store or send failure propagates. Returns whether an entry was resolved."""
+    now = ctx.clock.now()
+    doc = ctx.deferrals.get(order_id)
+    if doc is None or not doc.absent_check_due(now, ctx.settings.peek_sweep_age):
+        return False
+    update_deferrals(ctx.deferrals, order_id, lambda d: absent_checked(d, now), now)
+    waiting = [e.sequence_number for e in doc.waiting()]
+    resolved: list[int] = []
+    try:
+        opened = nullcontext(receiver) if receiver is not None else ctx.deferred.open(ORDERS_QUEUE)
+        with opened as looking:
+            for seq in waiting:
+                if account_for_absent(ctx, looking, order_id, seq) != "present":
+                    resolved.append(seq)
+    except (StoreError, SendError):
+        raise
+    except Exception as exc:
+        log.warning("order %s: waiting messages not looked for (%s); the new one is refused", order_id, exc)
+    app_event(
+        "DeferredLookedFor",
+        f"order {order_id}: {len(waiting)} waiting messages looked for on the queue, "
+        f"{len(resolved)} no longer there: {resolved}",
+        orderId=order_id,
+        lookedFor=len(waiting),
+        resolved=len(resolved),
+    )
+    return bool(resolved)
 
 
 def _applied_as(ctx: AppContext, order_id: str, seq: int, payment: PaymentReceived) -> bool:

@@ -14,7 +14,8 @@ peeks the ``orders`` queue (no locks taken) for deferred messages enqueued at le
 * already resolved but still deferred (its settlement was lost): fetched and settled as recorded
   (``Applied`` completed, ``DeadLettered`` dead-lettered with its recorded reason), never decided again;
 * untracked, when its order has ``WAITING_LIMIT`` messages deferred already: fetched and dead-lettered
-  ``TooManyDeferred`` (the order's document stays bounded);
+  ``TooManyDeferred`` (the order's document stays bounded), unless looking for the order's waiting
+  messages on the queue frees a place (``deferral.apply.make_room``: an entry whose message is gone);
 * past its time to live: fetched, which moves it to the dead-letter queue, then recorded as expired
   and alerted once (peek does not show it again: no loop).
 
@@ -45,9 +46,9 @@ from deferral.apply import (
     has_expired,
     is_deferred,
     process_deferred,
+    record_making_room,
     settle_as_recorded,
 )
-from deferral.tracking import record_deferred
 from dependencies import AppContext
 from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, TooManyWaiting
 from observability.events import app_event
@@ -142,7 +143,9 @@ def _examine(ctx: AppContext, receiver: DeferredReceiver, peeked: Any, now: date
     if entry is None:
         reason = DeferralReason.ORDER_NOT_SUBMITTED
         try:
-            recorded = record_deferred(ctx, order_id, peeked, note.type, reason, recorded_by="sweep", note=note)
+            recorded = record_making_room(
+                ctx, order_id, peeked, reason, recorded_by="sweep", note=note, receiver=receiver
+            )
         except TooManyWaiting as exc:  # its order's document is full: fetched and dead-lettered, not kept
             for fetched in receiver.receive_deferred([seq]):
                 dead_letter_not_kept(ctx, receiver, fetched, order_id, exc)

@@ -112,6 +112,9 @@ class DeferralDocument:
     # Set when submission rejected the order (admission control): a notification for it that arrives
     # later is dead-lettered (OrderRejected) instead of waiting for an order that is not coming.
     rejected_at: datetime | None = None
+    # When the messages of the waiting entries were last looked for on the queue, the document being full
+    # (``deferral.apply.make_room``): at most once per PEEK_SWEEP_AGE_MINUTES (``absent_check_due``).
+    absent_checked_at: datetime | None = None
     # The stored version this was read at, opaque (None: never stored); the store writes only over
     # that version (adapters/cosmos: the item's ``_etag``). Never part of the document.
     version: str | None = None
@@ -125,6 +128,11 @@ class DeferralDocument:
 
     def waiting(self, reason: DeferralReason | None = None) -> list[DeferredEntry]:
         return [e for e in self.entries if e.status is EntryStatus.DEFERRED and (reason is None or e.reason is reason)]
+
+    def absent_check_due(self, now: datetime, interval: timedelta) -> bool:
+        """Whether the waiting entries' messages may be looked for on the queue again: never looked for, or
+        ``interval`` ago at least."""
+        return self.absent_checked_at is None or now >= self.absent_checked_at + interval
 
 
 def with_entry(doc: DeferralDocument, entry: DeferredEntry, now: datetime) -> DeferralDocument:
@@ -199,6 +207,10 @@ def retry_not_for_now(entry: DeferredEntry, round_number: int, now: datetime, de
 
 def rejected(doc: DeferralDocument, now: datetime) -> DeferralDocument:
     return replace(doc, rejected_at=now, updated_at=now)
+
+
+def absent_checked(doc: DeferralDocument, now: datetime) -> DeferralDocument:
+    return replace(doc, absent_checked_at=now, updated_at=now)
 
 
 def _bounded(entries: list[DeferredEntry]) -> list[DeferredEntry]:

@@ -31,11 +31,11 @@ from adapters.cosmos.errors import StoreOutcomeUnknown, StoreUnavailable
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import PaymentNotification
 from contracts.store_retry import retry_round
-from deferral.apply import not_kept
+from deferral.apply import not_kept, record_making_room
 from deferral.errors import DependencyUnavailable
 from deferral.payment import MESSAGE_TYPE, apply_notification
 from deferral.retry import schedule_look_again, schedule_round
-from deferral.tracking import record_deferred, settle_decided
+from deferral.tracking import settle_decided
 from dependencies import AppContext
 from domain.deferral import DeferralDocument, DeferralReason, TooManyWaiting
 from submission.result import IntakeResult
@@ -103,12 +103,13 @@ def _defer_until_order(ctx: AppContext, note: PaymentNotification, message: Rece
 def _record(
     ctx: AppContext, note: PaymentNotification, message: ReceivedMessage, reason: DeferralReason, *, rounds: int = 0
 ) -> DeferralDocument | StoreOutcomeUnknown:
-    """``record_deferred``; a write whose outcome is unknown is settled by reading the document back: it
+    """``record_making_room`` (``record_deferred``, the order's waiting messages looked for on the queue if
+    its document is full); a write whose outcome is unknown is settled by reading the document back: it
     landed (the document), it did not (``StoreUnavailable``: the message is handled again later, a copy,
     its number tracked by nobody), or the read fails too (the ``StoreOutcomeUnknown``: the message is
     deferred all the same and the peek sweep finds it, whether it landed or not)."""
     try:
-        return record_deferred(ctx, note.order_id, message, MESSAGE_TYPE, reason, rounds=rounds, note=note)
+        return record_making_room(ctx, note.order_id, message, reason, rounds=rounds, note=note)
     except StoreOutcomeUnknown as unknown:
         try:
             doc = ctx.deferrals.get(note.order_id)

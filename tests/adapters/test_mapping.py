@@ -131,6 +131,7 @@ def rich_deferral() -> DeferralDocument:
         ],
         updated_at=T + timedelta(seconds=1),
         rejected_at=T + timedelta(seconds=2),
+        absent_checked_at=T + timedelta(seconds=3),
         version="e",
     )
 
@@ -280,6 +281,7 @@ DEFERRAL_DOCUMENT: dict[str, Any] = {
     "schemaVersion": 1,
     "updatedAt": "2026-03-04T05:06:08.890123Z",
     "rejectedAt": "2026-03-04T05:06:09.890123Z",
+    "absentCheckedAt": "2026-03-04T05:06:10.890123Z",
 }
 
 HEALTH_DOCUMENT: dict[str, Any] = {
@@ -330,6 +332,7 @@ FRESH_DOCUMENTS: dict[str, dict[str, Any]] = {
         "schemaVersion": 1,
         "updatedAt": "2026-03-04T05:06:07.890123Z",
         "rejectedAt": None,
+        "absentCheckedAt": None,
     },
     "health": {
         "id": "health:x",
@@ -377,6 +380,11 @@ def test_a_deferral_entry_stored_before_its_newer_fields_reads_with_their_defaul
     entries = from_document(DeferralDocument, stored_before).entries
     assert [(e.notification_id, e.notification_digest) for e in entries] == [("", ""), ("", "")]
     assert [(e.retry_due_at, e.retry_token) for e in entries] == [(None, ""), (None, "")]
+
+
+def test_a_deferral_document_stored_before_its_waiting_messages_were_looked_for_reads_with_none() -> None:
+    stored_before = {k: v for k, v in DEFERRAL_DOCUMENT.items() if k != "absentCheckedAt"}
+    assert from_document(DeferralDocument, stored_before).absent_checked_at is None
 
 
 def test_a_compensation_entry_stored_before_it_kept_its_undo_answer_reads_with_none() -> None:
