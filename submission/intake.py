@@ -183,13 +183,22 @@ def _announce(ctx: AppContext, state: StateRecord, now: datetime) -> tuple[OwedS
     return (owed,) if owed else ()
 
 
+# History events that tell the submitter nothing: its creation, claims, the supervisor's retry of an
+# attempt (with no step begun: a claim that never started), a payment notification applied.
+_SAID_NOTHING = frozenset({"Received", "Claimed", "RetryScheduled", "PaymentNotified"})
+
+
 def _not_begun(state: StateRecord) -> bool:
-    """The order is still as submission (and the first claim) left it: Pending before its first attempt,
-    or attempt 1 claimed but no step begun. A delivery that finds it so may not have been the one whose
-    ``Received`` was sent (the first one's create may have lost its response), so it says it again."""
-    if state.failure_count or state.steps:
+    """No attempt has begun a step and nothing has told the submitter anything after ``Received``: the
+    order is ``Pending`` or ``Processing`` and its history holds only its creation, claims, retries of
+    claims that never started and an applied payment notification. A delivery that finds it so may not
+    have been the one whose ``Received`` was sent (the first one's create may have lost its response,
+    or the host may have stopped before the trigger handed a failed ``Received`` to the courier), so it
+    says it again. The supervisor's retry of a claim that never started counts as not begun: it says
+    nothing, and a redelivery delayed by a store outage comes after it."""
+    if state.steps or state.process_state not in (ProcessState.PENDING, ProcessState.PROCESSING):
         return False
-    return (state.process_state, state.attempt) in ((ProcessState.PENDING, 0), (ProcessState.PROCESSING, 1))
+    return all(entry.event in _SAID_NOTHING for entry in state.history)
 
 
 def _pending_full(ctx: AppContext) -> bool:

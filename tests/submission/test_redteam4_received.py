@@ -16,7 +16,10 @@ import pytest
 
 from adapters.clock import ManualClock
 from adapters.cosmos.errors import StoreUnavailable
+from adapters.cosmos.state_store import update_once
+from adapters.servicebus.sender import OutgoingMessage, SendError
 from dependencies import AppContext
+from domain import transitions
 from domain.states import ProcessState
 from submission.intake import handle_orders_message
 from supervisor.run import run_supervisor
@@ -84,3 +87,72 @@ def test_the_submitter_hears_received_when_the_create_lost_its_response_and_the_
     assert isinstance(ctx.sender, RecordingSender)
     heard = [b["status"] for b in ctx.sender.bodies("client-statuses") if b["orderId"] == "o-rcv"]
     assert "Received" in heard, f"the submitter heard {heard}"
+
+
+class FirstStatusSendFails(RecordingSender):
+    """The submitter's status queue refuses the first send (a transient Service Bus error)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 1
+
+    def send(self, queue: str, message: OutgoingMessage) -> None:
+        if queue == "client-statuses" and self.failures > 0:
+            self.failures -= 1
+            raise SendError(f"send to {queue!r} failed")
+        super().send(queue, message)
+
+
+def test_the_submitter_hears_received_when_the_courier_hand_over_was_lost_and_the_supervisor_retried_first(
+    app_context: AppContext,
+) -> None:
+    """Fault-profile fuzzer, p128 seed 6922, 87 orders, ord-00082 (``missing_statuses`` 1): the delivery
+    that creates the claimed record fails to send ``Received`` and owes it to the courier, but the host
+    restarts before the trigger hands it over (and before it starts attempt 1). The redelivery comes
+    late (it meets a Cosmos DB outage, and its store-retry copies wait it out), after the supervisor has
+    retried the never-started attempt (``RetryScheduled``, failureCount 1, no step begun, nothing said to
+    the submitter). The redelivery is then the only thing that can still say ``Received``: it must."""
+    ctx = context_with(app_context, sender=FirstStatusSendFails())
+    body = json.dumps(order(orderId="o-rcv")).encode()
+
+    first = handle_orders_message(ctx, FakeReceivedMessage.of(body, message_id="o-rcv"))
+    assert first.claim is not None and [owed.status for owed in first.owed] == ["Received"]
+    # ... and the host stops here: neither the claim nor the owed status is handed over
+
+    clock = ctx.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(ctx.settings.start_grace + timedelta(seconds=1))
+    run_supervisor(ctx, ScanState())
+    record = ctx.states.get("o-rcv")
+    assert record is not None and (record.process_state, record.failure_count) == (ProcessState.PENDING, 1)
+
+    again = handle_orders_message(ctx, FakeReceivedMessage.of(body, message_id="o-rcv"))
+    assert again.settlement.kind == "complete"
+    assert isinstance(ctx.sender, RecordingSender)
+    heard = [b["status"] for b in ctx.sender.bodies("client-statuses") if b["orderId"] == "o-rcv"]
+    assert heard == ["Received"], f"the submitter heard {heard}"
+
+
+def test_a_redelivery_after_a_step_has_begun_does_not_say_received_again(app_context: AppContext) -> None:
+    """The other side of it: once a step has begun the submitter has heard ``Processing``; a late
+    redelivery of the order says nothing (``Received`` after ``Processing`` would move its status back)."""
+    ctx = context_with(app_context, sender=RecordingSender())
+    body = json.dumps(order(orderId="o-rcv")).encode()
+    claim = handle_orders_message(ctx, FakeReceivedMessage.of(body, message_id="o-rcv")).claim
+    assert claim is not None
+    claimed = ctx.states.get("o-rcv")
+    assert claimed is not None
+    now = ctx.clock.now()
+    owner = claim.instance_id
+    update_once(
+        ctx.states,
+        claimed,
+        lambda r: transitions.begin_step(
+            r, owner, "reserve-inventory", "inventory", "rid", now + ctx.settings.step_timeout, now
+        ),
+    )
+    again = handle_orders_message(ctx, FakeReceivedMessage.of(body, message_id="o-rcv"))
+    assert again.settlement.kind == "complete"
+    assert isinstance(ctx.sender, RecordingSender)
+    heard = [b["status"] for b in ctx.sender.bodies("client-statuses") if b["orderId"] == "o-rcv"]
+    assert heard == ["Received"], f"the submitter heard {heard}"
