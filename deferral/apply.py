@@ -367,16 +367,20 @@ def make_room(ctx: AppContext, order_id: str, receiver: DeferredReceiver | None 
     delivery settled its own entry. So every waiting entry's message is looked for by its sequence number
     (a peek: no lock, no delivery counted), and one not on the queue is accounted for as everywhere else
     (``account_for_absent``: ``Applied`` if the state record shows it applied, else ``Expired`` with an
-    alert). At most once per ``PEEK_SWEEP_AGE_MINUTES`` per order, stamped on the document before looking
+    alert). Only entries recorded at least ``PEEK_SWEEP_AGE_MINUTES`` ago, as the peek sweep looks only at
+    messages that old: a younger one may have a store-retry copy of its message on the way (its original
+    completed), which would be reported expired and then applied. At most once per
+    ``PEEK_SWEEP_AGE_MINUTES`` per order, stamped on the document once the look is over
     (``absent_checked_at``): a flood of notifications for one order costs ``WAITING_LIMIT`` peeks a period,
-    not a message. A receiver failure is logged (nothing resolved by it: the message is refused as before);
-    a store or send failure propagates. Returns whether an entry was resolved."""
+    not a message, and a look cut short by a store or send failure (which propagates) does not use the
+    period up. A receiver failure is logged (nothing resolved by it: the message is refused as before).
+    Returns whether an entry was resolved."""
     now = ctx.clock.now()
+    age = ctx.settings.peek_sweep_age
     doc = ctx.deferrals.get(order_id)
-    if doc is None or not doc.absent_check_due(now, ctx.settings.peek_sweep_age):
+    if doc is None or not doc.absent_check_due(now, age):
         return False
-    update_deferrals(ctx.deferrals, order_id, lambda d: absent_checked(d, now), now)
-    waiting = [e.sequence_number for e in doc.waiting()]
+    waiting = [e.sequence_number for e in doc.waiting() if e.updated_at <= now - age]
     resolved: list[int] = []
     try:
         opened = nullcontext(receiver) if receiver is not None else ctx.deferred.open(ORDERS_QUEUE)
@@ -388,6 +392,7 @@ def make_room(ctx: AppContext, order_id: str, receiver: DeferredReceiver | None 
         raise
     except Exception as exc:
         log.warning("order %s: waiting messages not looked for (%s); the new one is refused", order_id, exc)
+    update_deferrals(ctx.deferrals, order_id, lambda d: absent_checked(d, now), now)
     app_event(
         "DeferredLookedFor",
         f"order {order_id}: {len(waiting)} waiting messages looked for on the queue, "

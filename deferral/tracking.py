@@ -97,7 +97,8 @@ def settle_decided(
       then its defer lost with its lock, then redelivered into a store failure and copied) takes the
       copy's outcome instead of being reported expired once found gone (or is corrected, if it was
       found gone already). Only the same notification: another one under the same id
-      (``DeferredEntry.carries``) is decided on its own.
+      (``DeferredEntry.carries``) is decided on its own; an entry stored before digests were kept takes
+      only an "applied" so, never a rejection (it may be the real payment, waiting for its retry).
 
     ``doc``: the order's document as the caller just read or wrote it (not read again to find out
     whether there is anything to settle)."""
@@ -115,7 +116,10 @@ def settle_decided(
             if entry.sequence_number == sequence_number:
                 detail = f"{outcome.reason}: {outcome.description}" if rejected else outcome.kind
                 found.append((entry.sequence_number, detail))
-            elif copy and entry.carries(note.notification_id, digest):
+            elif copy and entry.carries(note.notification_id, digest) and (entry.notification_digest or not rejected):
+                # an entry recorded before digests (none) is matched by id alone: it takes a copy's
+                # "applied" (the payment is on the record), never a rejection, which may be another
+                # notification's under the same id (a message can claim to be a copy)
                 detail = (
                     f"{outcome.reason}: decided on its copy #{sequence_number}"
                     if rejected
