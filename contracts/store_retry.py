@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 ROUND_PROPERTY = "storeRetryRound"
+ORIGINAL_PROPERTY = "storeRetryOriginal"  # the original's sequence number, on every copy
 
 
-def _property(properties: Mapping[Any, Any] | None, name: str) -> Any:
+def property_value(properties: Mapping[Any, Any] | None, name: str) -> Any:
     """The value of application property ``name``, or None. Keys and values may be bytes (the SDK's AMQP
     properties)."""
     for key, value in (properties or {}).items():
@@ -23,7 +24,7 @@ def _property(properties: Mapping[Any, Any] | None, name: str) -> Any:
 def retry_round(properties: Mapping[Any, Any] | None) -> int:
     """The round of this copy (0: the message as its sender sent it). Anything that is not a finite whole
     number (a client sets what it likes: text, a boolean, an infinite double) is round 0."""
-    value = _property(properties, ROUND_PROPERTY)
+    value = property_value(properties, ROUND_PROPERTY)
     if value is None or isinstance(value, bool):
         return 0
     try:

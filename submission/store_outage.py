@@ -14,6 +14,9 @@ from, so a copy sent twice (the handler ran again for the same message) collapse
 detection, and no MessageId a client chose collides with it. Its round travels in an application property
 (``contracts.store_retry``); one a client set is read as a number or ignored (a client can only shorten its
 own message's retries).
+So does the sequence number of the message as its sender sent it (``original_sequence``): an
+OrderSubmitted the pending cap refused is known again by it, on every copy and redelivery (the refusal
+is written first and finished by whichever delivery comes next: ``submission.intake``).
 If the copy cannot be sent (Service Bus is failing too) or the rounds are used up, the message is
 abandoned as before: Service Bus redelivers it and, past its maximum delivery count, dead-letters it
 ``MaxDeliveryCountExceeded`` (an alert rule watches dead letters)."""
@@ -24,10 +27,10 @@ import logging
 import re
 from datetime import timedelta
 
-from adapters.servicebus.sender import OutgoingMessage, SendError
+from adapters.servicebus.sender import OutgoingMessage, PropertyValue, SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
 from contracts.names import ORDERS_QUEUE
-from contracts.store_retry import ROUND_PROPERTY, retry_round
+from contracts.store_retry import ORIGINAL_PROPERTY, ROUND_PROPERTY, property_value, retry_round
 from dependencies import AppContext
 from domain.ids import bounded
 from observability.events import app_event
@@ -42,6 +45,22 @@ log = logging.getLogger(__name__)
 # with delays growing to 15 minutes, a 5-minute outage failed prepaid orders whose notification's copy
 # was due 10 minutes after the store came back.
 STORE_RETRY_DELAYS: tuple[timedelta, ...] = tuple(timedelta(seconds=s) for s in (10, 30, *(60,) * 59))
+
+
+def original_sequence(message: ReceivedMessage) -> int | None:
+    """The sequence number of ``message`` as its sender sent it: its own, or, on this app's copy (round 1
+    or more), its original's, which every copy carries (``ORIGINAL_PROPERTY``). A copy whose property is
+    missing or not a whole number (made before copies carried it) has its own. A client may set both
+    properties on its own message: then it names another message's number, which only matters to an
+    order that refused that very message (``submission.intake``: the refusal is finished again)."""
+    if retry_round(message.application_properties) >= 1:
+        value = property_value(message.application_properties, ORIGINAL_PROPERTY)
+        if value is not None and not isinstance(value, bool):
+            try:
+                return int(value)
+            except (TypeError, ValueError, OverflowError):
+                pass
+    return message.sequence_number
 
 
 # What a copy adds to its original's MessageId: the round and the sequence number of the message it was
@@ -88,11 +107,15 @@ def retry_later(
         log.warning("%s %s: %s; store retries used up, abandoning", kind, message.message_id, why)
         return IntakeResult(Settlement.abandon(why))
     due = ctx.clock.now() + STORE_RETRY_DELAYS[round_number - 1]
+    properties: dict[str, PropertyValue] = {ROUND_PROPERTY: round_number}
+    original = original_sequence(message)
+    if original is not None:
+        properties[ORIGINAL_PROPERTY] = original
     copy = OutgoingMessage(
         body=body_bytes(message),
         message_id=copy_id(message, round_number),
         subject=kind,
-        application_properties={ROUND_PROPERTY: round_number},
+        application_properties=properties,
         scheduled_enqueue_time=due,
     )
     try:

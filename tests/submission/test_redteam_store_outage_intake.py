@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from contracts.names import ORDERS_QUEUE
-from contracts.store_retry import ROUND_PROPERTY, retry_round
+from contracts.store_retry import ORIGINAL_PROPERTY, ROUND_PROPERTY, retry_round
 from tests.contexts import context_with
 from tests.fakes import FakeReceivedMessage, RecordingActions, RecordingClient, StateStoreThatFails
 from tests.submission.corpus import order
@@ -52,7 +52,7 @@ def test_redteam_store_outage_cancel_for_unknown_order_with_infinite_round_crash
     actions = deliver(functions, message)
     assert actions.only[0] == "complete"
     [copy] = [m for q, m in sender.sent if q == ORDERS_QUEUE]
-    assert copy.application_properties == {ROUND_PROPERTY: 1}
+    assert copy.application_properties == {ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: message.sequence_number}
 
 
 @pytest.mark.cosmos

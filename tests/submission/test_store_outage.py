@@ -13,9 +13,9 @@ import pytest
 from adapters.clock import ManualClock
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.names import ORDERS_QUEUE
-from contracts.store_retry import ROUND_PROPERTY, retry_round
+from contracts.store_retry import ORIGINAL_PROPERTY, ROUND_PROPERTY, retry_round
 from domain.ids import MAX_MESSAGE_ID_LENGTH
-from submission.store_outage import STORE_RETRY_DELAYS, copy_id, original_id, retry_later
+from submission.store_outage import STORE_RETRY_DELAYS, copy_id, original_id, original_sequence, retry_later
 from tests.fakes import FakeReceivedMessage, RecordingSender
 from tests.submission.corpus import order
 
@@ -49,7 +49,7 @@ def test_the_first_copy_is_the_same_body_due_after_the_first_delay_and_the_origi
     assert queue == ORDERS_QUEUE
     assert json.loads(copy.body) == order()
     assert copy.message_id == f"ord-1:store-retry:1:{original.sequence_number}"
-    assert copy.application_properties == {ROUND_PROPERTY: 1}
+    assert copy.application_properties == {ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: original.sequence_number}
     assert copy.scheduled_enqueue_time == ctx.clock.now() + STORE_RETRY_DELAYS[0]
 
 
@@ -163,3 +163,36 @@ def test_a_cancellation_whose_order_is_not_there_looks_again_until_the_orders_ow
     result = handle_orders_message(app_context, cancellation(len(STORE_RETRY_DELAYS)))
     assert (result.settlement.kind, result.settlement.reason) == ("deadletter", "UnknownOrder")
     assert sender.sent == []
+
+
+def test_every_copy_carries_the_sequence_number_of_the_message_as_its_sender_sent_it():
+    """An OrderSubmitted the pending cap refused is known again by it (``submission.intake``): on a
+    redelivery (the same number), on its copy, and on a copy of that copy (each with a number of its own)."""
+    ctx = Ctx(RecordingSender())
+    original = message()
+    assert original_sequence(original) == original.sequence_number
+    retry_later(ctx, original, "OrderSubmitted", "503")  # type: ignore[arg-type]
+    first = FakeReceivedMessage.from_sent(ctx.sender.sent[-1][1])
+    assert first.sequence_number != original.sequence_number
+    assert original_sequence(first) == original.sequence_number
+    retry_later(ctx, first, "OrderSubmitted", "503")  # type: ignore[arg-type]
+    second = FakeReceivedMessage.from_sent(ctx.sender.sent[-1][1])
+    assert second.application_properties == {ROUND_PROPERTY: 2, ORIGINAL_PROPERTY: original.sequence_number}
+    assert original_sequence(second) == original.sequence_number
+
+
+@pytest.mark.parametrize(
+    ("properties", "own"),
+    [
+        ({ORIGINAL_PROPERTY: 7}, True),  # round 0: the message as sent, whatever it says
+        ({ROUND_PROPERTY: 1}, True),  # a copy made before copies carried it
+        ({ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: "x"}, True),
+        ({ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: True}, True),
+        ({ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: 7}, False),
+        ({ROUND_PROPERTY.encode(): b"2", ORIGINAL_PROPERTY.encode(): b"7"}, False),  # the SDK's AMQP properties
+    ],
+)
+def test_the_original_sequence_number_is_read_only_from_a_copy_and_only_as_a_whole_number(properties: Any, own: bool):
+    made = message()
+    made.application_properties = properties
+    assert original_sequence(made) == (made.sequence_number if own else 7)
