@@ -15,7 +15,7 @@ from adapters.servicebus.sender import SendError
 from contracts.names import ORDERS_QUEUE
 from deferral.apply import Processed, account_for_absent, process_deferred
 from dependencies import AppContext
-from domain.deferral import DeferralReason, DeferredEntry, rejected
+from domain.deferral import DeferralDocument, DeferralReason, DeferredEntry, rejected
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
 
@@ -49,15 +49,17 @@ def _fetch_and_process(
             yield entry, account_for_absent(ctx, receiver, order_id, entry.sequence_number)
 
 
-def release_for_rejected_order(ctx: AppContext, order_id: str) -> Recovery:
-    """Admission control rejected ``order_id``: its deferral document is marked rejected (a
-    notification that arrives later is dead-lettered at once) and the notifications already waiting
-    for it are fetched and dead-lettered (``OrderRejected``, with an alert) instead of waiting for
-    an order that is not coming until their time to live. A store or send failure propagates (the caller,
-    ``submission.intake._reject``, then dead-letters the refused OrderSubmitted: the refusal stands); a
-    receiver failure is left to the peek sweep."""
+def release_for_rejected_order(ctx: AppContext, order_id: str, sequence_number: int | None) -> Recovery:
+    """Admission control rejected ``order_id``, the OrderSubmitted sent as ``sequence_number``: its
+    deferral document is marked rejected, naming that message (a notification that arrives later is
+    dead-lettered at once; a redelivery or copy of the message finishes the refusal instead of being
+    judged again), and the notifications already waiting for it are fetched and dead-lettered
+    (``OrderRejected``, with an alert) instead of waiting for an order that is not coming until their time
+    to live. Written before anyone is told of the refusal (``submission.intake._reject``): a store or send
+    failure propagates (the message is handled again: decided afresh if the mark was not written, the
+    refusal finished if it was); a receiver failure is left to the peek sweep."""
     now = ctx.clock.now()
-    doc = update_deferrals(ctx.deferrals, order_id, lambda d: rejected(d, now), now)
+    doc = update_deferrals(ctx.deferrals, order_id, lambda d: rejected(d, now, sequence_number), now)
     waiting = doc.waiting(DeferralReason.ORDER_NOT_SUBMITTED)
     if not waiting:
         return Recovery()
@@ -75,12 +77,13 @@ def release_for_rejected_order(ctx: AppContext, order_id: str) -> Recovery:
     return Recovery(dead_lettered=dead, expired=expired)
 
 
-def recover_for_order(ctx: AppContext, order_id: str) -> Recovery:
-    """Nothing to do (one point read) unless the order's deferral document lists waiting messages.
-    A receiver failure is logged and left to the peek sweep: it never blocks the order itself.
-    A store or send failure propagates (the OrderSubmitted is abandoned and redelivered once its record
-    exists, or sent again for later before: ``submission.intake``)."""
-    doc = ctx.deferrals.get(order_id)
+def recover_for_order(ctx: AppContext, order_id: str, doc: DeferralDocument | None) -> Recovery:
+    """Applies the messages ``doc`` (the order's deferral document as the caller read it) lists as
+    waiting for the order; nothing to do unless it lists some. A message deferred after that read is
+    looked at again by its own ``RetryDeferred`` (docs/deferral.md). A receiver failure is logged and left
+    to the peek sweep: it never blocks the order itself. A store or send failure propagates (the
+    OrderSubmitted is abandoned and redelivered once its record exists, or sent again for later before:
+    ``submission.intake``)."""
     waiting = doc.waiting(DeferralReason.ORDER_NOT_SUBMITTED) if doc is not None else []
     if not waiting:
         return Recovery()

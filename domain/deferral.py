@@ -115,6 +115,11 @@ class DeferralDocument:
     # When the messages of the waiting entries were last looked for on the queue, the document being full
     # (``deferral.apply.make_room``): at most once per PEEK_SWEEP_AGE_MINUTES (``absent_check_due``).
     absent_checked_at: datetime | None = None
+    # Which OrderSubmitted was refused: its sequence number on ``orders`` as its sender sent it (a
+    # store-retry copy carries its original's). A redelivery or copy of that very message finishes the
+    # refusal (``refuses``); any other submission of the order, even under the same MessageId, is judged
+    # afresh.
+    rejected_sequence_number: int | None = None
     # The stored version this was read at, opaque (None: never stored); the store writes only over
     # that version (adapters/cosmos: the item's ``_etag``). Never part of the document.
     version: str | None = None
@@ -133,6 +138,16 @@ class DeferralDocument:
         """Whether the waiting entries' messages may be looked for on the queue again: never looked for, or
         ``interval`` ago at least."""
         return self.absent_checked_at is None or now >= self.absent_checked_at + interval
+
+    def refuses(self, sequence_number: int | None) -> bool:
+        """Whether this document records the refusal of the OrderSubmitted sent as ``sequence_number``
+        (as its sender sent it): that message, delivered again or copied, is to finish its refusal, never
+        be accepted. A refusal recorded before messages were named names none."""
+        return (
+            self.rejected_at is not None
+            and sequence_number is not None
+            and self.rejected_sequence_number == sequence_number
+        )
 
 
 def with_entry(doc: DeferralDocument, entry: DeferredEntry, now: datetime) -> DeferralDocument:
@@ -205,8 +220,13 @@ def retry_not_for_now(entry: DeferredEntry, round_number: int, now: datetime, de
     return None
 
 
-def rejected(doc: DeferralDocument, now: datetime) -> DeferralDocument:
-    return replace(doc, rejected_at=now, updated_at=now)
+def rejected(doc: DeferralDocument, now: datetime, sequence_number: int | None) -> DeferralDocument:
+    """The order refused by admission control, the OrderSubmitted sent as ``sequence_number`` named. The
+    same refusal recorded again (its redelivery or copy finishing it) changes nothing: ``rejectedAt``
+    stays the first."""
+    if doc.refuses(sequence_number):
+        return doc
+    return replace(doc, rejected_at=now, rejected_sequence_number=sequence_number, updated_at=now)
 
 
 def absent_checked(doc: DeferralDocument, now: datetime) -> DeferralDocument:

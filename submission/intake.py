@@ -14,7 +14,13 @@ is created ``Pending`` and the starter's sweep claims it later. A delivery that 
 (a duplicate, or the loser of a concurrent create) starts nothing. Nor does a create whose response
 was lost: its redelivery (or the SDK's retry, answered 409) finds a record it cannot tell from a
 concurrent delivery's claim, so the claim is left unstarted and the supervisor retries the order once
-``START_GRACE_SECONDS`` have passed, as after any failed start."""
+``START_GRACE_SECONDS`` have passed, as after any failed start.
+
+Before either write, a new order's deferral document is read (the one read of it a submission makes: it
+also lists the payment notifications waiting for the order). At the pending cap (``MAX_PENDING``) the
+order is refused (``_reject``): the refusal is written there, naming the message, before anyone is told,
+and whatever handles the same message again (a redelivery, a store-retry copy) finds it and finishes the
+refusal instead of judging the message afresh."""
 
 from __future__ import annotations
 
@@ -32,10 +38,11 @@ from contracts.parsing import InvalidMessage, parse
 from deferral.recovery import recover_for_order, release_for_rejected_order
 from dependencies import AppContext
 from domain import transitions
+from domain.deferral import DeferralDocument
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
-from notifications.alerts import raise_alert, raise_alert_after_write
+from notifications.alerts import raise_alert
 from notifications.status import OwedStatus, publish_status_or_owe
 from observability.events import app_event, state_transition
 from orchestrators.attempt_plan import plan_attempt
@@ -44,13 +51,13 @@ from submission.cancellation import cancel_order
 from submission.payments import payment_notification
 from submission.result import Handler, IntakeResult
 from submission.retry_deferred import retry_deferred
-from submission.store_outage import retry_later
+from submission.store_outage import original_sequence, retry_later
 
 log = logging.getLogger(__name__)
 
 
 def _order_submitted(ctx: AppContext, contract: Any, message: ReceivedMessage) -> IntakeResult:
-    return submit_order(ctx, contract)
+    return submit_order(ctx, contract, message)
 
 
 # Message type -> (contract, handler). A type not listed here is dead-lettered as UnknownType.
@@ -88,11 +95,18 @@ def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeRe
         return IntakeResult(Settlement.abandon(str(exc)))
 
 
-def submit_order(ctx: AppContext, order: OrderSubmitted) -> IntakeResult:
+def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessage) -> IntakeResult:
     now = ctx.clock.now()
     state = ctx.states.get(order.order_id)
-    if state is None and _pending_full(ctx) and ctx.orders.get(order.order_id) is None:
-        return _reject(ctx, order, now)
+    deferrals: DeferralDocument | None = None
+    if state is None:
+        # The order's deferral document, read before deciding (the one read of it a submission makes; it
+        # also lists the notifications waiting for the order): it says whether this very message was refused.
+        deferrals = ctx.deferrals.get(order.order_id)
+        if deferrals is not None and deferrals.refuses(original_sequence(message)):
+            return _reject(ctx, order, message, now, finishing=True)  # never accepted after its refusal
+        if _pending_full(ctx) and ctx.orders.get(order.order_id) is None:
+            return _reject(ctx, order, message, now)
 
     outcome = ctx.orders.create_or_verify(order.order_document())
     if outcome is CreateOutcome.CONFLICT:
@@ -118,9 +132,10 @@ def submit_order(ctx: AppContext, order: OrderSubmitted) -> IntakeResult:
         announced = _announce(ctx, state, now)
     else:
         log.info("order %s: duplicate submission, nothing written", order.order_id)
+        deferrals = ctx.deferrals.get(order.order_id)
     # PaymentNotifications that arrived before this order were deferred: fetch and apply them now.
     try:
-        recovered = recover_for_order(ctx, order.order_id)
+        recovered = recover_for_order(ctx, order.order_id, deferrals)
     except (StoreUnavailable, SendError) as exc:
         if not created:
             raise
@@ -136,12 +151,40 @@ def submit_order(ctx: AppContext, order: OrderSubmitted) -> IntakeResult:
     return IntakeResult(Settlement.complete(), claim, recovered.events, owed=announced)
 
 
-def _reject(ctx: AppContext, order: OrderSubmitted, now: datetime) -> IntakeResult:
-    """The pending cap refuses the order: ``Rejected`` to its submitter, an alert, and its waiting payment
-    notifications released (dead-lettered). Once the submitter is told, the refusal stands: if the release
-    cannot be written, the message is dead-lettered ``OrderRejected`` (never handled again, where the cap
-    might have room by then: a copy or a redelivery would accept an order its submitter heard was
-    refused); its waiting notifications then stay deferred until the peek sweep finds them expired."""
+def _reject(
+    ctx: AppContext, order: OrderSubmitted, message: ReceivedMessage, now: datetime, *, finishing: bool = False
+) -> IntakeResult:
+    """The pending cap refuses the order. The refusal is written before anyone is told of it:
+
+    1. the order's deferral document is marked rejected, naming this message as its sender sent it
+       (``original_sequence``), and the notifications waiting for the order are dead-lettered
+       (``release_for_rejected_order``). A store failure (``StoreUnavailable``) before the mark is written
+       has promised nothing: the message is handled again later (``store_outage``) and decided afresh,
+       accepted if the cap has room by then;
+    2. the ``OrderRejected`` alert, a send that must succeed (a failure abandons the message);
+    3. ``Rejected`` to the submitter (a failed send goes to the courier), and the message is completed.
+
+    Once the mark is written, whatever handles the same message again (a redelivery after a failure or a
+    lost lock, a store-retry copy) finds it (``submit_order``, ``finishing``) and goes through the same
+    steps instead of being judged afresh: the same writes, the same alert id and status MessageId (Service
+    Bus's duplicate detection collapses the repeats). Another submission of the order is judged afresh."""
+    release_for_rejected_order(ctx, order.order_id, original_sequence(message))
+    why = "its refusal, written by an earlier delivery, finished" if finishing else "pending cap"
+    app_event(
+        "OrderRejected",
+        f"order {order.order_id} rejected: {why}",
+        orderId=order.order_id,
+        messageId=message.message_id,
+        finishing=finishing,
+    )
+    raise_alert(
+        ctx.sender,
+        kind="OrderRejected",
+        summary=f"order {order.order_id} rejected: {ctx.settings.max_pending} orders pending (MAX_PENDING)",
+        at=now,
+        order_id=order.order_id,
+        severity="warning",
+    )
     owed = publish_status_or_owe(
         ctx.sender,
         reply_to=order.reply_to,
@@ -151,26 +194,7 @@ def _reject(ctx: AppContext, order: OrderSubmitted, now: datetime) -> IntakeResu
         at=now,
         reason=f"too many pending orders (MAX_PENDING={ctx.settings.max_pending}); submit again later",
     )
-    app_event("OrderRejected", f"order {order.order_id} rejected: pending cap", orderId=order.order_id)
-    raise_alert_after_write(
-        ctx.sender,
-        kind="OrderRejected",
-        summary=f"order {order.order_id} rejected: {ctx.settings.max_pending} orders pending (MAX_PENDING)",
-        at=now,
-        order_id=order.order_id,
-        severity="warning",
-    )
-    settled = Settlement.complete()
-    try:
-        release_for_rejected_order(ctx, order.order_id)  # its waiting notifications: dead-lettered, alerted
-    except StoreUnavailable as exc:
-        description = (
-            f"order {order.order_id} refused by the pending cap (MAX_PENDING) and its submitter told Rejected; "
-            f"its waiting payment notifications could not be released ({exc})"
-        )
-        app_event("DeadLettered", description, logging.WARNING, orderId=order.order_id, reason="OrderRejected")
-        settled = Settlement.deadletter("OrderRejected", description)
-    return IntakeResult(settled, owed=(owed,) if owed else ())
+    return IntakeResult(Settlement.complete(), owed=(owed,) if owed else ())
 
 
 def _announce(ctx: AppContext, state: StateRecord, now: datetime) -> tuple[OwedStatus, ...]:

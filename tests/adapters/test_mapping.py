@@ -132,6 +132,7 @@ def rich_deferral() -> DeferralDocument:
         updated_at=T + timedelta(seconds=1),
         rejected_at=T + timedelta(seconds=2),
         absent_checked_at=T + timedelta(seconds=3),
+        rejected_sequence_number=42,
         version="e",
     )
 
@@ -282,6 +283,7 @@ DEFERRAL_DOCUMENT: dict[str, Any] = {
     "updatedAt": "2026-03-04T05:06:08.890123Z",
     "rejectedAt": "2026-03-04T05:06:09.890123Z",
     "absentCheckedAt": "2026-03-04T05:06:10.890123Z",
+    "rejectedSequenceNumber": 42,
 }
 
 HEALTH_DOCUMENT: dict[str, Any] = {
@@ -333,6 +335,7 @@ FRESH_DOCUMENTS: dict[str, dict[str, Any]] = {
         "updatedAt": "2026-03-04T05:06:07.890123Z",
         "rejectedAt": None,
         "absentCheckedAt": None,
+        "rejectedSequenceNumber": None,
     },
     "health": {
         "id": "health:x",
@@ -385,6 +388,13 @@ def test_a_deferral_entry_stored_before_its_newer_fields_reads_with_their_defaul
 def test_a_deferral_document_stored_before_its_waiting_messages_were_looked_for_reads_with_none() -> None:
     stored_before = {k: v for k, v in DEFERRAL_DOCUMENT.items() if k != "absentCheckedAt"}
     assert from_document(DeferralDocument, stored_before).absent_checked_at is None
+
+
+def test_a_refusal_stored_before_it_named_its_message_reads_with_none_and_names_no_message() -> None:
+    stored_before = {k: v for k, v in DEFERRAL_DOCUMENT.items() if k != "rejectedSequenceNumber"}
+    doc = from_document(DeferralDocument, stored_before)
+    assert doc.rejected_at is not None and doc.rejected_sequence_number is None
+    assert not doc.refuses(42)
 
 
 def test_a_compensation_entry_stored_before_it_kept_its_undo_answer_reads_with_none() -> None:

@@ -20,6 +20,7 @@ from domain.deferral import (
     DeferredEntry,
     EntryStatus,
     TooManyWaiting,
+    rejected,
     retry_not_for_now,
     with_entry,
     with_status,
@@ -236,3 +237,17 @@ def test_an_entry_keeps_the_token_it_was_first_recorded_with_and_takes_only_retr
     assert kept.issued("t-1") and not kept.issued("t-2") and not kept.issued(None)
     old = round_entry(1, None)  # recorded before tokens were kept: any retry, as then
     assert old.issued(None) and old.issued("anything")
+
+
+def test_a_refusal_names_the_message_refused():
+    """The pending cap's refusal names the OrderSubmitted by its sequence number as sent (a copy's is its
+    original's): that message handled again finishes the refusal, any other is judged afresh."""
+    doc = rejected(DeferralDocument.empty("p1", NOW), NOW, 42)
+    assert doc.rejected_at == NOW and doc.refuses(42)
+    assert not doc.refuses(43) and not doc.refuses(None)
+    later = NOW + timedelta(seconds=10)
+    assert rejected(doc, later, 42) == doc  # the same refusal finished again: unchanged, rejectedAt the first
+    again = rejected(doc, later, 43)  # another submission refused: it is the one named now
+    assert (again.rejected_at, again.refuses(43), again.refuses(42)) == (later, True, False)
+    stored_before = replace(doc, rejected_sequence_number=None)  # a refusal recorded before they were named
+    assert not stored_before.refuses(42) and not stored_before.refuses(None)

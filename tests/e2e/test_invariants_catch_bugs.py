@@ -88,6 +88,6 @@ def test_with_re_read_and_owed_notifications_no_escalation_is_silent_at_that_los
 def test_without_releasing_a_rejected_orders_notifications_they_are_stranded(monkeypatch):
     """Issue 11 finding 6: before the fix an order rejected by admission control left its deferred
     PaymentNotification waiting for an order that was never coming; stranded_messages counts them."""
-    monkeypatch.setattr("submission.intake.release_for_rejected_order", lambda ctx, order_id: None)
+    monkeypatch.setattr("submission.intake.release_for_rejected_order", lambda ctx, order_id, *_: None)
     report = run("admission-rejections")
     assert report["invariants"]["stranded_messages"] > 0

@@ -286,10 +286,27 @@ def test_a_create_retried_by_the_sdk_into_a_409_starts_nothing_and_the_superviso
     assert [c.instance_id for c in sweep(ctx)] == ["ord-1:2"]
 
 
-def test_a_claimed_order_whose_deferred_notifications_cannot_be_read_is_started_and_abandoned(
+def a_notification_waits_for(functions: dict[str, Any], order_id: str) -> None:
+    """A PaymentNotification for ``order_id`` arrives first: deferred, its entry waiting in the deferral log."""
+    note = {
+        "type": "PaymentNotification",
+        "schemaVersion": 1,
+        "notificationId": f"n-{order_id}",
+        "orderId": order_id,
+        "amountCents": 2500,
+        "currency": "EUR",
+        "providerReference": f"psp-{order_id}",
+    }
+    assert submit(functions, note).only[0] == "defer"
+
+
+def test_a_claimed_order_whose_deferred_notifications_cannot_be_applied_is_started_and_abandoned(
     functions, app_context, sender
 ):
-    deferrals = StateStoreThatFails(app_context.deferrals, "get")
+    """The deferral log is read before the record is created (a failure there writes nothing: a copy, for
+    later); what can fail after the claim is applying the notifications it lists."""
+    a_notification_waits_for(functions, "ord-1")
+    deferrals = StateStoreThatFails(app_context.deferrals, "save")
     ctx = context_with(app_context, deferrals=deferrals)
     client = ClientThatSeesTheStatuses(sender)
     assert submit(functions, order(), client).only[0] == "abandon"  # the redelivery recovers them
@@ -301,11 +318,28 @@ def test_a_claimed_order_whose_deferred_notifications_cannot_be_read_is_started_
     assert stored(ctx, "ord-1").locked_by == "ord-1:1"
 
 
-def test_a_pending_order_whose_deferred_notifications_cannot_be_read_is_abandoned_as_before(functions, app_context):
-    deferrals = StateStoreThatFails(app_context.deferrals, "get")
+def test_a_pending_order_whose_deferred_notifications_cannot_be_applied_is_abandoned_as_before(functions, app_context):
+    a_notification_waits_for(functions, "b")
+    deferrals = StateStoreThatFails(app_context.deferrals, "save")
     ctx = context_with(app_context, deferrals=deferrals, settings=Settings.from_env({}, MAX_IN_FLIGHT="1"))
-    submit(functions, order(orderId="a"))  # abandoned too, but claimed and started: the cap is reached
+    submit(functions, order(orderId="a"))  # claimed and started: the cap is reached
     client = RecordingClient()
     assert submit(functions, order(orderId="b"), client).only[0] == "abandon"
     assert client.started == []
     assert stored(ctx, "b").process_state is ProcessState.PENDING  # for the sweep
+
+
+def test_a_submission_whose_deferral_log_cannot_be_read_writes_nothing_and_is_handled_again_later(
+    functions, app_context, sender
+):
+    """The deferral log is read before anything is written (it also says whether this very message was
+    refused by the pending cap): a failure there leaves nothing half-done, so the message is sent again
+    for later like any state store failure, not abandoned."""
+    deferrals = StateStoreThatFails(app_context.deferrals, "get")
+    ctx = context_with(app_context, deferrals=deferrals)
+    client = RecordingClient()
+    assert submit(functions, order(), client).only[0] == "complete"
+    assert client.started == [] and statuses(sender) == []
+    assert ctx.states.get("ord-1") is None and ctx.orders.get("ord-1") is None
+    [copy] = [m for q, m in sender.sent if q == ORDERS_QUEUE]
+    assert copy.application_properties[ROUND_PROPERTY] == 1

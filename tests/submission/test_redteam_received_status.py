@@ -24,17 +24,17 @@ pytestmark = pytest.mark.cosmos
 
 
 class DeferralsFailingOnce:
-    """The deferral log, whose first read fails (a 429 / 503 past the SDK's retries)."""
+    """The deferral log, whose first write fails (a 429 / 503 past the SDK's retries)."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
         self.failures = 1
 
-    def get(self, order_id: str) -> Any:
+    def save(self, doc: Any) -> Any:
         if self.failures > 0:
             self.failures -= 1
-            raise StoreUnavailable(f"429 on read of the deferral log of {order_id}")
-        return self._inner.get(order_id)
+            raise StoreUnavailable(f"429 on write of the deferral log of {doc.order_id}")
+        return self._inner.save(doc)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -44,7 +44,8 @@ def test_the_submitter_hears_received_when_the_first_delivery_failed_after_creat
     app_context: AppContext,
 ) -> None:
     """FINDING. The first delivery of ``OrderSubmitted`` creates the record, then fails (the deferral
-    log read for early PaymentNotifications, ``recover_for_order``) before announcing ``Received``, and
+    log, applying an early PaymentNotification, ``recover_for_order``; then it was the log's read, which now
+    comes before the record is created) before announcing ``Received``, and
     abandons "for redelivery" (submission/intake.py ``handle_orders_message``: "nothing is half-done
     that a redelivery cannot finish"). Before the redelivery the starter's sweep claims the record (or a
     CancelOrder moves it to Compensating). The redelivery announces ``Received`` only for a record still
@@ -57,6 +58,17 @@ def test_the_submitter_hears_received_when_the_first_delivery_failed_after_creat
     ctx = context_with(app_context, deferrals=deferrals, settings=Settings.from_env({}, MAX_IN_FLIGHT="1"))
     other = json.dumps(order(orderId="o-other")).encode()
     assert handle_orders_message(ctx, FakeReceivedMessage.of(other, message_id="o-other")).claim is not None
+    note = {
+        "type": "PaymentNotification",
+        "schemaVersion": 1,
+        "notificationId": "n-rcv",
+        "orderId": "o-rcv",
+        "amountCents": 2500,
+        "currency": "EUR",
+        "providerReference": "psp-rcv",
+    }
+    early = handle_orders_message(ctx, FakeReceivedMessage.of(json.dumps(note).encode(), message_id="n-rcv"))
+    assert early.settlement.kind == "defer"  # waiting for its order
     deferrals.failures = 1
     body = json.dumps(order(orderId="o-rcv")).encode()
 

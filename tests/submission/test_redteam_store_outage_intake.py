@@ -55,6 +55,10 @@ def test_redteam_store_outage_cancel_for_unknown_order_with_infinite_round_crash
     assert copy.application_properties == {ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: message.sequence_number}
 
 
+def copies(sender: Any) -> list[Any]:
+    return [m for q, m in sender.sent if q == ORDERS_QUEUE]
+
+
 @pytest.mark.cosmos
 def test_redteam_store_outage_rejected_order_is_accepted_later_by_its_copy(functions, app_context, sender):
     """Expected: an order the pending cap refused (the submitter was told ``Rejected``: "nothing written,
@@ -64,9 +68,9 @@ def test_redteam_store_outage_rejected_order_is_accepted_later_by_its_copy(funct
     ``release_for_rejected_order`` writes the deferral document; that write fails (StoreUnavailable), so
     ``retry_later`` sends a copy due 10 s later and completes the message. By then the cap has room and
     the copy creates the order: the submitter gets ``Rejected`` then ``Received`` for the same order, which
-    is now processed (charged, shipped). Before b18486a the message was abandoned and redelivered at once,
-    while the cap was still full (or, the store still down, later with room). Now the refusal stands: the
-    message is dead-lettered ``OrderRejected``."""
+    is now processed (charged, shipped). Then the refusal was dead-lettered ``OrderRejected`` instead, which
+    left the notifications waiting for the order deferred until their time to live. Now the refusal is
+    written before anyone is told: a write that fails has promised nothing, and the copy decides afresh."""
     from settings import Settings
 
     ctx = context_with(app_context, settings=Settings.from_env({}, MAX_PENDING="1", MAX_IN_FLIGHT="1"))
@@ -76,14 +80,17 @@ def test_redteam_store_outage_rejected_order_is_accepted_later_by_its_copy(funct
 
     down = context_with(ctx, deferrals=StateStoreThatFails(ctx.deferrals, "save"))  # type: ignore[arg-type]  # outage
     refused = deliver(functions, FakeReceivedMessage.of(order(orderId="c"), "c")).only
-    assert refused[0] == "deadletter" and refused[1]["reason"] == "OrderRejected", refused  # the refusal stands
-    assert [m for q, m in sender.sent if q == ORDERS_QUEUE] == []  # no copy to accept it later
+    assert refused[0] == "complete", refused  # a copy, for later
+    told = [b["status"] for b in sender.bodies("client-statuses") if b["orderId"] == "c"]
+    assert told == [] and "OrderRejected" not in [a["kind"] for a in sender.bodies("operator-alerts")]
     context_with(down, deferrals=ctx.deferrals)  # the store is back
 
     room_for_more(functions, ctx)
+    [copy] = copies(sender)
+    assert deliver(functions, FakeReceivedMessage.from_sent(copy)).only[0] == "complete"
 
     told = [b["status"] for b in sender.bodies("client-statuses") if b["orderId"] == "c"]
-    assert told == ["Rejected"] and ctx.states.get("c") is None, f"order c: told {told}"
+    assert told == ["Received"] and ctx.states.get("c") is not None, f"order c: told {told}"
 
 
 class SaveLandsThenFails:
@@ -109,8 +116,9 @@ class SaveLandsThenFails:
 def test_redteam_store_outage_rejected_prepaid_order_taken_by_its_copy_after_its_payment_was_dead_lettered(
     functions, app_context, sender
 ):
-    """Expected: once the submitter was told ``Rejected`` and the order's payment notification was
-    dead-lettered ``OrderRejected`` ("its order was rejected"), the order is not created afterwards.
+    """Expected: once the refusal is written and the order's payment notification was dead-lettered
+    ``OrderRejected`` ("its order was rejected"), the order is not created afterwards: its copy, handled
+    when the cap has room, finishes the refusal (``Rejected`` to the submitter) instead.
     On b18486a: the rejection's deferral write (``rejectedAt``) landed with its response lost, so
     ``retry_later`` copied the OrderSubmitted. A PaymentNotification arriving meanwhile is dead-lettered
     ``OrderRejected`` (rejectedAt is set); 10 s later the copy finds room under the cap and creates the
@@ -127,7 +135,7 @@ def test_redteam_store_outage_rejected_prepaid_order_taken_by_its_copy_after_its
     real_log = ctx.deferrals
     lost = context_with(ctx, deferrals=SaveLandsThenFails(real_log))
     refused = deliver(functions, FakeReceivedMessage.of(order(orderId="c", prepaid=True), "c")).only
-    assert refused[0] == "deadletter" and refused[1]["reason"] == "OrderRejected", refused
+    assert refused[0] == "complete", refused  # the refusal is written: its copy finishes it
     context_with(lost, deferrals=real_log)
 
     note = {
@@ -143,7 +151,10 @@ def test_redteam_store_outage_rejected_prepaid_order_taken_by_its_copy_after_its
     assert paid[0] == "deadletter" and paid[1]["reason"] == "OrderRejected"
 
     room_for_more(functions, ctx)
+    [copy] = copies(sender)
+    assert deliver(functions, FakeReceivedMessage.from_sent(copy)).only[0] == "complete"
 
     told = [b["status"] for b in sender.bodies("client-statuses") if b["orderId"] == "c"]
+    assert told == ["Rejected"]
     record = ctx.states.get("c")
     assert record is None, f"order c: told {told}, its payment dead-lettered OrderRejected, then created {record}"
