@@ -15,7 +15,7 @@ from adapters.servicebus.sender import SendError
 from contracts.names import ORDERS_QUEUE
 from deferral.apply import Processed, account_for_absent, process_deferred
 from dependencies import AppContext
-from domain.deferral import DeferralDocument, DeferralReason, DeferredEntry, rejected
+from domain.deferral import DeferralDocument, DeferralReason, DeferredEntry, accepted, rejected
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
 
@@ -75,6 +75,15 @@ def release_for_rejected_order(ctx: AppContext, order_id: str, sequence_number: 
     except Exception as exc:
         log.warning("order %s: waiting notifications not released now (%s); the peek sweep will", order_id, exc)
     return Recovery(dead_lettered=dead, expired=expired)
+
+
+def withdraw_refusal(ctx: AppContext, doc: DeferralDocument) -> DeferralDocument:
+    """A submission of ``doc``'s order is being accepted after an earlier one was refused: the refusal
+    is cleared before its state record is created, so a notification arriving meanwhile waits for the
+    order (and is recovered, or looked at again) instead of being dead-lettered ``OrderRejected``. A store
+    failure propagates (nothing is written yet: the submission is handled again later)."""
+    now = ctx.clock.now()
+    return update_deferrals(ctx.deferrals, doc.order_id, lambda d: accepted(d, now), now)
 
 
 def recover_for_order(ctx: AppContext, order_id: str, doc: DeferralDocument | None) -> Recovery:

@@ -118,7 +118,7 @@ class DeferralDocument:
     # Which OrderSubmitted was refused: its sequence number on ``orders`` as its sender sent it (a
     # store-retry copy carries its original's). A redelivery or copy of that very message finishes the
     # refusal (``refuses``); any other submission of the order, even under the same MessageId, is judged
-    # afresh.
+    # afresh. Accepting one clears both fields (``accepted``).
     rejected_sequence_number: int | None = None
     # The stored version this was read at, opaque (None: never stored); the store writes only over
     # that version (adapters/cosmos: the item's ``_etag``). Never part of the document.
@@ -231,6 +231,14 @@ def rejected(doc: DeferralDocument, now: datetime, sequence_number: int | None) 
 
 def absent_checked(doc: DeferralDocument, now: datetime) -> DeferralDocument:
     return replace(doc, absent_checked_at=now, updated_at=now)
+
+
+def accepted(doc: DeferralDocument, now: datetime) -> DeferralDocument:
+    """A submission of the order was accepted: an earlier refusal no longer stands (a notification for
+    the order waits for it and is applied to it, instead of being dead-lettered ``OrderRejected``)."""
+    if doc.rejected_at is None and doc.rejected_sequence_number is None:
+        return doc
+    return replace(doc, rejected_at=None, rejected_sequence_number=None, updated_at=now)
 
 
 def _bounded(entries: list[DeferredEntry]) -> list[DeferredEntry]:

@@ -35,7 +35,7 @@ from adapters.servicebus.sender import SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
 from contracts.messages import CancelOrder, Contract, OrderSubmitted, PaymentNotification, RetryDeferred
 from contracts.parsing import InvalidMessage, parse
-from deferral.recovery import recover_for_order, release_for_rejected_order
+from deferral.recovery import recover_for_order, release_for_rejected_order, withdraw_refusal
 from dependencies import AppContext
 from domain import transitions
 from domain.deferral import DeferralDocument
@@ -107,6 +107,8 @@ def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessag
             return _reject(ctx, order, message, now, finishing=True)  # never accepted after its refusal
         if _pending_full(ctx) and ctx.orders.get(order.order_id) is None:
             return _reject(ctx, order, message, now)
+        if deferrals is not None and deferrals.rejected_at is not None:  # an earlier submission was refused
+            deferrals = withdraw_refusal(ctx, deferrals)
 
     outcome = ctx.orders.create_or_verify(order.order_document())
     if outcome is CreateOutcome.CONFLICT:

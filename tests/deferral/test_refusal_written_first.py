@@ -227,7 +227,7 @@ def test_a_new_submission_of_a_refused_order_is_judged_afresh_even_under_the_sam
 ):
     """A new message for a refused order ("submit again later", says its status) is another submission,
     judged afresh, even under the same MessageId (docs/deploy.md: an order's is its order id), sent again
-    past duplicate detection's 10 minutes: accepted when the cap has room."""
+    past duplicate detection's 10 minutes: accepted when the cap has room, which withdraws the refusal."""
     cap = Cap(monkeypatch, full=True)
     submit(broker, order())
     assert deliver(functions, broker)
@@ -239,3 +239,36 @@ def test_a_new_submission_of_a_refused_order_is_judged_afresh_even_under_the_sam
     assert deliver(functions, broker)
     assert told(broker) == ["Rejected", "Received"]
     assert ctx.states.get("p1") is not None
+    doc = ctx.deferrals.get("p1")
+    assert doc.rejected_at is None and doc.rejected_sequence_number is None
+
+
+def test_a_payment_for_an_accepted_resubmission_waits_for_it_instead_of_being_dead_lettered(
+    functions, ctx, broker, clock, monkeypatch
+):
+    """Expected: once a submission of the order is accepted, its notifications are applied to it. One that
+    arrives while the accepted submission is being written (here: its state record's create failed, a copy
+    due later) waits for it.
+    Before: the refusal of the first submission stayed on the deferral document (``rejectedAt``), so the
+    notification found no state record and was dead-lettered ``OrderRejected``: a prepaid order accepted
+    without its payment."""
+    cap = Cap(monkeypatch, full=True)
+    submit(broker, order())
+    assert deliver(functions, broker)
+    cap.full = False
+
+    creating = context_with(ctx, states=StateStoreThatFails(ctx.states, "create"))
+    submit(broker, order(), "p1:again")
+    assert deliver(functions, broker)  # accepted, its record not written yet: a copy
+    submit(broker, notification(), "n-1")
+    assert deliver(functions, broker)
+    assert broker.dead_letters(ORDERS_QUEUE) == []  # waiting for its order, not dead-lettered
+    context_with(creating, states=ctx.states)
+
+    clock.advance(STORE_RETRY_DELAYS[0])
+    while deliver(functions, broker):
+        pass
+    record = ctx.states.get("p1")
+    assert record is not None and record.payment is not None and record.payment.notification_id == "n-1"
+    assert told(broker) == ["Rejected", "Received"]
+    assert deferred_sequence_numbers(broker) == []

@@ -20,6 +20,7 @@ from domain.deferral import (
     DeferredEntry,
     EntryStatus,
     TooManyWaiting,
+    accepted,
     rejected,
     retry_not_for_now,
     with_entry,
@@ -239,7 +240,7 @@ def test_an_entry_keeps_the_token_it_was_first_recorded_with_and_takes_only_retr
     assert old.issued(None) and old.issued("anything")
 
 
-def test_a_refusal_names_the_message_refused():
+def test_a_refusal_names_the_message_refused_and_an_acceptance_withdraws_it():
     """The pending cap's refusal names the OrderSubmitted by its sequence number as sent (a copy's is its
     original's): that message handled again finishes the refusal, any other is judged afresh."""
     doc = rejected(DeferralDocument.empty("p1", NOW), NOW, 42)
@@ -249,5 +250,8 @@ def test_a_refusal_names_the_message_refused():
     assert rejected(doc, later, 42) == doc  # the same refusal finished again: unchanged, rejectedAt the first
     again = rejected(doc, later, 43)  # another submission refused: it is the one named now
     assert (again.rejected_at, again.refuses(43), again.refuses(42)) == (later, True, False)
+    withdrawn = accepted(again, later)
+    assert (withdrawn.rejected_at, withdrawn.rejected_sequence_number) == (None, None) and not withdrawn.refuses(43)
+    assert accepted(withdrawn, NOW + timedelta(minutes=1)) == withdrawn  # nothing to withdraw: unchanged
     stored_before = replace(doc, rejected_sequence_number=None)  # a refusal recorded before they were named
     assert not stored_before.refuses(42) and not stored_before.refuses(None)
