@@ -49,7 +49,9 @@ def _fetch_and_process(
             yield entry, account_for_absent(ctx, receiver, order_id, entry.sequence_number)
 
 
-def release_for_rejected_order(ctx: AppContext, order_id: str, sequence_number: int | None) -> Recovery:
+def release_for_rejected_order(
+    ctx: AppContext, order_id: str, sequence_number: int | None, as_read: DeferralDocument | None
+) -> Recovery:
     """Admission control rejected ``order_id``, the OrderSubmitted sent as ``sequence_number``: its
     deferral document is marked rejected, naming that message (a notification that arrives later is
     dead-lettered at once; a redelivery or copy of the message finishes the refusal instead of being
@@ -57,9 +59,10 @@ def release_for_rejected_order(ctx: AppContext, order_id: str, sequence_number: 
     (``OrderRejected``, with an alert) instead of waiting for an order that is not coming until their time
     to live. Written before anyone is told of the refusal (``submission.intake._reject``): a store or send
     failure propagates (the message is handled again: decided afresh if the mark was not written, the
-    refusal finished if it was); a receiver failure is left to the peek sweep."""
+    refusal finished if it was); a receiver failure is left to the peek sweep. ``as_read``: the document
+    as the caller has just read it (None: there is none)."""
     now = ctx.clock.now()
-    doc = update_deferrals(ctx.deferrals, order_id, lambda d: rejected(d, now, sequence_number), now)
+    doc = update_deferrals(ctx.deferrals, order_id, lambda d: rejected(d, now, sequence_number), now, as_read=as_read)
     waiting = doc.waiting(DeferralReason.ORDER_NOT_SUBMITTED)
     if not waiting:
         return Recovery()
@@ -78,12 +81,12 @@ def release_for_rejected_order(ctx: AppContext, order_id: str, sequence_number: 
 
 
 def withdraw_refusal(ctx: AppContext, doc: DeferralDocument) -> DeferralDocument:
-    """A submission of ``doc``'s order is being accepted after an earlier one was refused: the refusal
+    """A submission of ``doc``'s order (as just read) is being accepted after an earlier one was refused: the refusal
     is cleared before its state record is created, so a notification arriving meanwhile waits for the
     order (and is recovered, or looked at again) instead of being dead-lettered ``OrderRejected``. A store
     failure propagates (nothing is written yet: the submission is handled again later)."""
     now = ctx.clock.now()
-    return update_deferrals(ctx.deferrals, doc.order_id, lambda d: accepted(d, now), now)
+    return update_deferrals(ctx.deferrals, doc.order_id, lambda d: accepted(d, now), now, as_read=doc)
 
 
 def recover_for_order(ctx: AppContext, order_id: str, doc: DeferralDocument | None) -> Recovery:

@@ -104,9 +104,9 @@ def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessag
         # also lists the notifications waiting for the order): it says whether this very message was refused.
         deferrals = ctx.deferrals.get(order.order_id)
         if deferrals is not None and deferrals.refuses(original_sequence(message)):
-            return _reject(ctx, order, message, now, finishing=True)  # never accepted after its refusal
+            return _reject(ctx, order, message, deferrals, now, finishing=True)  # never accepted after its refusal
         if _pending_full(ctx) and ctx.orders.get(order.order_id) is None:
-            return _reject(ctx, order, message, now)
+            return _reject(ctx, order, message, deferrals, now)
         if deferrals is not None and deferrals.rejected_at is not None:  # an earlier submission was refused
             deferrals = withdraw_refusal(ctx, deferrals)
 
@@ -154,7 +154,13 @@ def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessag
 
 
 def _reject(
-    ctx: AppContext, order: OrderSubmitted, message: ReceivedMessage, now: datetime, *, finishing: bool = False
+    ctx: AppContext,
+    order: OrderSubmitted,
+    message: ReceivedMessage,
+    deferrals: DeferralDocument | None,
+    now: datetime,
+    *,
+    finishing: bool = False,
 ) -> IntakeResult:
     """The pending cap refuses the order. The refusal is written before anyone is told of it:
 
@@ -170,7 +176,7 @@ def _reject(
     lost lock, a store-retry copy) finds it (``submit_order``, ``finishing``) and goes through the same
     steps instead of being judged afresh: the same writes, the same alert id and status MessageId (Service
     Bus's duplicate detection collapses the repeats). Another submission of the order is judged afresh."""
-    release_for_rejected_order(ctx, order.order_id, original_sequence(message))
+    release_for_rejected_order(ctx, order.order_id, original_sequence(message), deferrals)
     why = "its refusal, written by an earlier delivery, finished" if finishing else "pending cap"
     app_event(
         "OrderRejected",

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from enum import Enum
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from adapters.cosmos.documents import ConditionalDocuments, update_conditionally
 from domain.deferral import DeferralDocument, document_id
@@ -39,16 +40,31 @@ class CosmosDeferralLog:
         return self._docs.save(doc)
 
 
+class Unread(Enum):
+    """``update_deferrals`` without ``as_read``: the caller has not read the document."""
+
+    UNREAD = "unread"
+
+
 def update_deferrals(
     log: DeferralLog,
     order_id: str,
     change: Callable[[DeferralDocument], DeferralDocument],
     now: datetime,
     attempts: int = 5,
+    *,
+    as_read: DeferralDocument | Literal[Unread.UNREAD] | None = Unread.UNREAD,
 ) -> DeferralDocument:
-    """Read (or start empty), apply ``change``, write conditionally; on a lost race, again."""
+    """Read (or start empty), apply ``change``, write conditionally; on a lost race, again. ``as_read``:
+    the document as the caller has just read it (None: there was none), taken instead of the first read
+    (if it has changed since, the write loses its race and the document is read again)."""
+    first: list[DeferralDocument | None] = [] if as_read is Unread.UNREAD else [as_read]
+
+    def read() -> DeferralDocument | None:
+        return first.pop() if first else log.get(order_id)
+
     written, _ = update_conditionally(
-        read=lambda: log.get(order_id),
+        read=read,
         fresh=lambda: DeferralDocument.empty(order_id, now),
         change=lambda base: (change(base), None),
         unchanged=lambda current, _base, updated: current is not None and updated == current,

@@ -272,3 +272,38 @@ def test_a_payment_for_an_accepted_resubmission_waits_for_it_instead_of_being_de
     assert record is not None and record.payment is not None and record.payment.notification_id == "n-1"
     assert told(broker) == ["Rejected", "Received"]
     assert deferred_sequence_numbers(broker) == []
+
+
+class CountingReads:
+    """The deferral log, counting its reads."""
+
+    def __init__(self, log: Any) -> None:
+        self._log, self.reads = log, 0
+
+    def get(self, order_id: str) -> Any:
+        self.reads += 1
+        return self._log.get(order_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
+
+
+def test_a_submission_reads_the_deferral_document_once_whether_refused_accepted_or_a_duplicate(
+    functions, ctx, broker, monkeypatch
+):
+    """The read that decides (was this very message refused?) is the read that lists the notifications
+    waiting for the order and that the refusal's write starts from: no read is added to a submission."""
+    cap = Cap(monkeypatch, full=True)
+    reads = CountingReads(ctx.deferrals)
+    context_with(ctx, deferrals=reads)
+    submit(broker, order())
+    assert deliver(functions, broker)
+    assert (told(broker), reads.reads) == (["Rejected"], 1)
+
+    cap.full = False
+    for message_id in ("p1:again", "p1:duplicate"):  # accepted (the refusal withdrawn), then a duplicate
+        reads.reads = 0
+        submit(broker, order(), message_id)
+        assert deliver(functions, broker)
+        assert reads.reads == 1, message_id
+    assert told(broker) == ["Rejected", "Received"]
