@@ -56,8 +56,8 @@ def test_a_client_set_original_sequence_number_refuses_nothing_that_was_not_refu
     message as sent; it matters only to an order whose deferral document records the refusal of that very
     message. Naming another order's refused message refuses nothing; a later submission of the refused order
     itself is judged afresh."""
+    from contracts.store_retry import ORIGINAL_PROPERTY, ROUND_PROPERTY
     from settings import Settings
-    from submission.store_outage import ORIGINAL_PROPERTY, ROUND_PROPERTY
 
     ctx = context_with(app_context, settings=Settings.from_env({}, MAX_PENDING="1", MAX_IN_FLIGHT="1"))
     deliver(functions, FakeReceivedMessage.of(order(orderId="a"), "a"))  # Processing (in flight 1 of 1)
