@@ -18,6 +18,8 @@ ENTRY_LIMIT = 100  # resolved entries beyond this are dropped, oldest first
 # Messages still deferred for one order, at most. An order has one payment; a handful waiting is a
 # provider's retries, more is a flood the document (2 MB at most in Cosmos DB) must not grow with.
 WAITING_LIMIT = 20
+# Refused OrderSubmitted messages of one order remembered (``refused_before``): far more than are redelivered at once.
+REFUSALS_KEPT = 20
 # A RetryDeferred is acted on no earlier than its round's due time, less this. Service Bus delivers a
 # scheduled message at or after its scheduled enqueue time by the broker's clock; the time was read from the
 # clock of the instance that scheduled it and is checked against the clock of the one that receives it, both
@@ -115,11 +117,14 @@ class DeferralDocument:
     # When the messages of the waiting entries were last looked for on the queue, the document being full
     # (``deferral.apply.make_room``): at most once per PEEK_SWEEP_AGE_MINUTES (``absent_check_due``).
     absent_checked_at: datetime | None = None
-    # Which OrderSubmitted was refused: its sequence number on ``orders`` as its sender sent it (a
+    # Which OrderSubmitted was refused last: its sequence number on ``orders`` as its sender sent it (a
     # store-retry copy carries its original's). A redelivery or copy of that very message finishes the
     # refusal (``refuses``); any other submission of the order, even under the same MessageId, is judged
-    # afresh. Accepting one clears both fields (``accepted``).
+    # afresh. Accepting one clears ``rejectedAt`` only: a refused message handled again after that is
+    # still never accepted (``was_refused``), nor is one refused before it (``refused_before``).
     rejected_sequence_number: int | None = None
+    # The OrderSubmitted messages refused before the last one, newest last (at most REFUSALS_KEPT).
+    refused_before: list[int] = field(default_factory=list)
     # The stored version this was read at, opaque (None: never stored); the store writes only over
     # that version (adapters/cosmos: the item's ``_etag``). Never part of the document.
     version: str | None = None
@@ -147,6 +152,14 @@ class DeferralDocument:
             self.rejected_at is not None
             and sequence_number is not None
             and self.rejected_sequence_number == sequence_number
+        )
+
+    def was_refused(self, sequence_number: int | None) -> bool:
+        """Whether the OrderSubmitted sent as ``sequence_number`` was refused, whether that refusal still
+        stands or a later submission of the order was accepted since: handled again (a redelivery after a
+        lost lock, a copy), it is never accepted; its submitter heard ``Rejected``."""
+        return sequence_number is not None and (
+            self.rejected_sequence_number == sequence_number or sequence_number in self.refused_before
         )
 
 
@@ -226,7 +239,12 @@ def rejected(doc: DeferralDocument, now: datetime, sequence_number: int | None) 
     stays the first."""
     if doc.refuses(sequence_number):
         return doc
-    return replace(doc, rejected_at=now, rejected_sequence_number=sequence_number, updated_at=now)
+    before = doc.refused_before
+    if doc.rejected_sequence_number is not None and doc.rejected_sequence_number != sequence_number:
+        before = [*before, doc.rejected_sequence_number][-REFUSALS_KEPT:]
+    return replace(
+        doc, rejected_at=now, rejected_sequence_number=sequence_number, refused_before=before, updated_at=now
+    )
 
 
 def absent_checked(doc: DeferralDocument, now: datetime) -> DeferralDocument:
@@ -235,10 +253,11 @@ def absent_checked(doc: DeferralDocument, now: datetime) -> DeferralDocument:
 
 def accepted(doc: DeferralDocument, now: datetime) -> DeferralDocument:
     """A submission of the order was accepted: an earlier refusal no longer stands (a notification for
-    the order waits for it and is applied to it, instead of being dead-lettered ``OrderRejected``)."""
-    if doc.rejected_at is None and doc.rejected_sequence_number is None:
+    the order waits for it and is applied to it, instead of being dead-lettered ``OrderRejected``). Which
+    messages were refused is kept (``was_refused``): one handled again is still not accepted."""
+    if doc.rejected_at is None:
         return doc
-    return replace(doc, rejected_at=None, rejected_sequence_number=None, updated_at=now)
+    return replace(doc, rejected_at=None, updated_at=now)
 
 
 def _bounded(entries: list[DeferredEntry]) -> list[DeferredEntry]:

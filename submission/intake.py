@@ -98,13 +98,17 @@ def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeRe
 def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessage) -> IntakeResult:
     now = ctx.clock.now()
     state = ctx.states.get(order.order_id)
-    deferrals: DeferralDocument | None = None
+    # The order's deferral document, read before deciding (the one read of it a submission makes; it also
+    # lists the notifications waiting for the order): it says whether this very message was refused.
+    deferrals = ctx.deferrals.get(order.order_id)
+    sent_as = original_sequence(message)
+    if deferrals is not None and deferrals.refuses(sent_as):
+        return _reject(ctx, order, message, deferrals, now, finishing=True)  # never accepted after its refusal
+    if deferrals is not None and deferrals.was_refused(sent_as):
+        # refused, then another submission of the order was accepted (or refused) since: its submitter
+        # heard Rejected, so it is told again (the same ids collapse) and never accepted, nothing written
+        return _reject(ctx, order, message, deferrals, now, finishing=True, write=False)
     if state is None:
-        # The order's deferral document, read before deciding (the one read of it a submission makes; it
-        # also lists the notifications waiting for the order): it says whether this very message was refused.
-        deferrals = ctx.deferrals.get(order.order_id)
-        if deferrals is not None and deferrals.refuses(original_sequence(message)):
-            return _reject(ctx, order, message, deferrals, now, finishing=True)  # never accepted after its refusal
         if _pending_full(ctx) and ctx.orders.get(order.order_id) is None:
             return _reject(ctx, order, message, deferrals, now)
         if deferrals is not None and deferrals.rejected_at is not None:  # an earlier submission was refused
@@ -134,7 +138,6 @@ def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessag
         announced = _announce(ctx, state, now)
     else:
         log.info("order %s: duplicate submission, nothing written", order.order_id)
-        deferrals = ctx.deferrals.get(order.order_id)
     # PaymentNotifications that arrived before this order were deferred: fetch and apply them now.
     try:
         recovered = recover_for_order(ctx, order.order_id, deferrals)
@@ -161,6 +164,7 @@ def _reject(
     now: datetime,
     *,
     finishing: bool = False,
+    write: bool = True,
 ) -> IntakeResult:
     """The pending cap refuses the order. The refusal is written before anyone is told of it:
 
@@ -169,14 +173,19 @@ def _reject(
        (``release_for_rejected_order``). A store failure (``StoreUnavailable``) before the mark is written
        has promised nothing: the message is handled again later (``store_outage``) and decided afresh,
        accepted if the cap has room by then;
-    2. the ``OrderRejected`` alert, a send that must succeed (a failure abandons the message);
-    3. ``Rejected`` to the submitter (a failed send goes to the courier), and the message is completed.
+    2. ``Rejected`` to the submitter (a failed send goes to the courier);
+    3. the ``OrderRejected`` alert, a send that must succeed (a failure abandons the message, and the
+       delivery that finishes it tells the submitter again under the same MessageId), and the message is
+       completed.
 
     Once the mark is written, whatever handles the same message again (a redelivery after a failure or a
     lost lock, a store-retry copy) finds it (``submit_order``, ``finishing``) and goes through the same
     steps instead of being judged afresh: the same writes, the same alert id and status MessageId (Service
-    Bus's duplicate detection collapses the repeats). Another submission of the order is judged afresh."""
-    release_for_rejected_order(ctx, order.order_id, original_sequence(message), deferrals)
+    Bus's duplicate detection collapses the repeats). Another submission of the order is judged afresh.
+    ``write=False``: a refused message handled again after another submission of the order was accepted
+    (or refused) since: only told again, nothing written (the refusal it had must not return)."""
+    if write:
+        release_for_rejected_order(ctx, order.order_id, original_sequence(message), deferrals)
     why = "its refusal, written by an earlier delivery, finished" if finishing else "pending cap"
     app_event(
         "OrderRejected",
@@ -184,14 +193,6 @@ def _reject(
         orderId=order.order_id,
         messageId=message.message_id,
         finishing=finishing,
-    )
-    raise_alert(
-        ctx.sender,
-        kind="OrderRejected",
-        summary=f"order {order.order_id} rejected: {ctx.settings.max_pending} orders pending (MAX_PENDING)",
-        at=now,
-        order_id=order.order_id,
-        severity="warning",
     )
     owed = publish_status_or_owe(
         ctx.sender,
@@ -201,6 +202,14 @@ def _reject(
         attempt=0,
         at=now,
         reason=f"too many pending orders (MAX_PENDING={ctx.settings.max_pending}); submit again later",
+    )
+    raise_alert(
+        ctx.sender,
+        kind="OrderRejected",
+        summary=f"order {order.order_id} rejected: {ctx.settings.max_pending} orders pending (MAX_PENDING)",
+        at=now,
+        order_id=order.order_id,
+        severity="warning",
     )
     return IntakeResult(Settlement.complete(), owed=(owed,) if owed else ())
 

@@ -133,6 +133,7 @@ def rich_deferral() -> DeferralDocument:
         rejected_at=T + timedelta(seconds=2),
         absent_checked_at=T + timedelta(seconds=3),
         rejected_sequence_number=42,
+        refused_before=[40, 41],
         version="e",
     )
 
@@ -284,6 +285,7 @@ DEFERRAL_DOCUMENT: dict[str, Any] = {
     "rejectedAt": "2026-03-04T05:06:09.890123Z",
     "absentCheckedAt": "2026-03-04T05:06:10.890123Z",
     "rejectedSequenceNumber": 42,
+    "refusedBefore": [40, 41],
 }
 
 HEALTH_DOCUMENT: dict[str, Any] = {
@@ -336,6 +338,7 @@ FRESH_DOCUMENTS: dict[str, dict[str, Any]] = {
         "rejectedAt": None,
         "absentCheckedAt": None,
         "rejectedSequenceNumber": None,
+        "refusedBefore": [],
     },
     "health": {
         "id": "health:x",

@@ -250,8 +250,10 @@ def test_a_refusal_names_the_message_refused_and_an_acceptance_withdraws_it():
     assert rejected(doc, later, 42) == doc  # the same refusal finished again: unchanged, rejectedAt the first
     again = rejected(doc, later, 43)  # another submission refused: it is the one named now
     assert (again.rejected_at, again.refuses(43), again.refuses(42)) == (later, True, False)
+    assert again.was_refused(42) and again.refused_before == [42]  # refused before: still never accepted
     withdrawn = accepted(again, later)
-    assert (withdrawn.rejected_at, withdrawn.rejected_sequence_number) == (None, None) and not withdrawn.refuses(43)
+    assert withdrawn.rejected_at is None and not withdrawn.refuses(43)
+    assert withdrawn.was_refused(43) and withdrawn.was_refused(42) and not withdrawn.was_refused(44)
     assert accepted(withdrawn, NOW + timedelta(minutes=1)) == withdrawn  # nothing to withdraw: unchanged
     stored_before = replace(doc, rejected_sequence_number=None)  # a refusal recorded before they were named
     assert not stored_before.refuses(42) and not stored_before.refuses(None)
