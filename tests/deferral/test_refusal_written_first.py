@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from adapters.cosmos.errors import StoreUnavailable
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from localrun.servicebus import InProcessBroker
@@ -26,6 +25,7 @@ from submission.store_outage import STORE_RETRY_DELAYS
 from tests.contexts import context_with
 from tests.deferral.support import DurableClientStub, alerts, deferred_sequence_numbers, deliver, notification, order
 from tests.fakes import StateStoreThatFails
+from tests.submission.test_redteam_store_outage_intake import SaveLandsThenFails
 
 pytestmark = pytest.mark.cosmos
 
@@ -49,23 +49,6 @@ class SendsFailing:
             self.times -= 1
             raise SendError(f"send to {queue!r} failed: ServiceCommunicationProblem")
         self.broker.send(queue, message)
-
-
-class SaveLandsThenFails:
-    """The deferral log; its next ``save`` is written but its response is lost (StoreUnavailable)."""
-
-    def __init__(self, log: Any) -> None:
-        self._log, self.armed = log, True
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._log, name)
-
-    def save(self, doc: Any) -> Any:
-        written = self._log.save(doc)
-        if self.armed:
-            self.armed = False
-            raise StoreUnavailable("deferrals: 503 after the write landed")
-        return written
 
 
 class SettlementLost:

@@ -54,10 +54,7 @@ def test_the_submitter_hears_received_when_the_create_lost_its_response_and_a_ca
     record = ctx.states.get("o-rcv")
     assert record is not None and record.process_state is ProcessState.COMPENSATING
 
-    again = handle_orders_message(ctx, FakeReceivedMessage.of(body, message_id="o-rcv"))
-    assert again.settlement.kind == "complete"
-    assert isinstance(ctx.sender, RecordingSender)
-    heard = [b["status"] for b in ctx.sender.bodies("client-statuses") if b["orderId"] == "o-rcv"]
+    heard = _redelivered(ctx, body)
     assert "Received" in heard, f"the submitter heard {heard}"
 
 
@@ -75,17 +72,9 @@ def test_the_submitter_hears_received_when_the_create_lost_its_response_and_the_
     # since the fix: the re-read shows the create landed, so this delivery goes on as its creator
     assert first.settlement.kind == "complete" and first.claim is not None
 
-    clock = ctx.clock
-    assert isinstance(clock, ManualClock)
-    clock.advance(ctx.settings.start_grace + timedelta(seconds=1))
-    run_supervisor(ctx, ScanState())
-    record = ctx.states.get("o-rcv")
-    assert record is not None and (record.process_state, record.failure_count) == (ProcessState.PENDING, 1)
+    _supervisor_retries_the_claim_that_never_started(ctx)
 
-    again = handle_orders_message(ctx, FakeReceivedMessage.of(body, message_id="o-rcv"))
-    assert again.settlement.kind == "complete"
-    assert isinstance(ctx.sender, RecordingSender)
-    heard = [b["status"] for b in ctx.sender.bodies("client-statuses") if b["orderId"] == "o-rcv"]
+    heard = _redelivered(ctx, body)
     assert "Received" in heard, f"the submitter heard {heard}"
 
 
@@ -119,17 +108,9 @@ def test_the_submitter_hears_received_when_the_courier_hand_over_was_lost_and_th
     assert first.claim is not None and [owed.status for owed in first.owed] == ["Received"]
     # ... and the host stops here: neither the claim nor the owed status is handed over
 
-    clock = ctx.clock
-    assert isinstance(clock, ManualClock)
-    clock.advance(ctx.settings.start_grace + timedelta(seconds=1))
-    run_supervisor(ctx, ScanState())
-    record = ctx.states.get("o-rcv")
-    assert record is not None and (record.process_state, record.failure_count) == (ProcessState.PENDING, 1)
+    _supervisor_retries_the_claim_that_never_started(ctx)
 
-    again = handle_orders_message(ctx, FakeReceivedMessage.of(body, message_id="o-rcv"))
-    assert again.settlement.kind == "complete"
-    assert isinstance(ctx.sender, RecordingSender)
-    heard = [b["status"] for b in ctx.sender.bodies("client-statuses") if b["orderId"] == "o-rcv"]
+    heard = _redelivered(ctx, body)
     assert heard == ["Received"], f"the submitter heard {heard}"
 
 
@@ -151,8 +132,22 @@ def test_a_redelivery_after_a_step_has_begun_does_not_say_received_again(app_con
             r, owner, "reserve-inventory", "inventory", "rid", now + ctx.settings.step_timeout, now
         ),
     )
+    heard = _redelivered(ctx, body)
+    assert heard == ["Received"], f"the submitter heard {heard}"
+
+
+def _supervisor_retries_the_claim_that_never_started(ctx: AppContext) -> None:
+    clock = ctx.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(ctx.settings.start_grace + timedelta(seconds=1))
+    run_supervisor(ctx, ScanState())
+    record = ctx.states.get("o-rcv")
+    assert record is not None and (record.process_state, record.failure_count) == (ProcessState.PENDING, 1)
+
+
+def _redelivered(ctx: AppContext, body: bytes) -> list[str]:
+    """The order's message handled again (completed); what its submitter has heard since the start."""
     again = handle_orders_message(ctx, FakeReceivedMessage.of(body, message_id="o-rcv"))
     assert again.settlement.kind == "complete"
     assert isinstance(ctx.sender, RecordingSender)
-    heard = [b["status"] for b in ctx.sender.bodies("client-statuses") if b["orderId"] == "o-rcv"]
-    assert heard == ["Received"], f"the submitter heard {heard}"
+    return [b["status"] for b in ctx.sender.bodies("client-statuses") if b["orderId"] == "o-rcv"]
