@@ -26,6 +26,7 @@ DEPLOYMENT_VALUES = {
     "storageAccount.properties.primaryEndpoints.blob": "https://stexample.blob.core.windows.net/",
     "storageAccount.properties.primaryEndpoints.queue": "https://stexample.queue.core.windows.net/",
     "storageAccount.properties.primaryEndpoints.table": "https://stexample.table.core.windows.net/",
+    # a placeholder (all-zero key) whose ingestion endpoint is a closed local port: nothing is ever sent
     "applicationInsights.properties.ConnectionString": (
         "InstrumentationKey=00000000-0000-0000-0000-000000000000;IngestionEndpoint=https://localhost:9/"
     ),

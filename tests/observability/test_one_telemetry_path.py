@@ -18,14 +18,13 @@ import pytest
 
 from observability.setup import telemetry_plan
 from tests.infra.app_settings import bicep_app_settings
+from tests.infra.deployment import DEPLOYMENT_VALUES
 from tests.infra.paths import ROOT
 
 CLIENT_ID = "11111111-2222-3333-4444-555555555555"
 # What Bicep resolves applicationInsights.properties.ConnectionString and the identity to.
 AZURE_VALUES = {
-    "APPLICATIONINSIGHTS_CONNECTION_STRING": (
-        "InstrumentationKey=00000000-0000-0000-0000-000000000000;IngestionEndpoint=https://localhost:9/"
-    ),
+    "APPLICATIONINSIGHTS_CONNECTION_STRING": DEPLOYMENT_VALUES["applicationInsights.properties.ConnectionString"],
     "APPLICATIONINSIGHTS_AUTHENTICATION_STRING": f"Authorization=AAD;ClientId={CLIENT_ID}",
     "AZURE_CLIENT_ID": CLIENT_ID,
 }
