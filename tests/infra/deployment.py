@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 
 from tests.infra.app_settings import bicep_app_settings
@@ -26,9 +27,9 @@ DEPLOYMENT_VALUES = {
     "storageAccount.properties.primaryEndpoints.blob": "https://stexample.blob.core.windows.net/",
     "storageAccount.properties.primaryEndpoints.queue": "https://stexample.queue.core.windows.net/",
     "storageAccount.properties.primaryEndpoints.table": "https://stexample.table.core.windows.net/",
-    # a placeholder (all-zero key) whose ingestion endpoint is a closed local port: nothing is ever sent
+    # a placeholder (the nil UUID as its key) whose ingestion endpoint is a closed local port: nothing is sent
     "applicationInsights.properties.ConnectionString": (
-        "InstrumentationKey=00000000-0000-0000-0000-000000000000;IngestionEndpoint=https://localhost:9/"
+        f"InstrumentationKey={uuid.UUID(int=0)};IngestionEndpoint=https://localhost:9/"
     ),
     "serviceBusNamespaceFqdn": "sb-example.servicebus.windows.net",
     "cosmosEndpoint": "https://cosmos-example.documents.azure.com:443/",
