@@ -105,9 +105,17 @@ def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessag
     if deferrals is not None and deferrals.refuses(sent_as):
         return _reject(ctx, order, message, deferrals, now, finishing=True)  # never accepted after its refusal
     if deferrals is not None and deferrals.was_refused(sent_as):
-        # refused, then another submission of the order was accepted (or refused) since: its submitter
-        # heard Rejected, so it is told again (the same ids collapse) and never accepted, nothing written
-        return _reject(ctx, order, message, deferrals, now, finishing=True, write=False)
+        # Refused, then another submission of the order was refused or accepted since: never accepted,
+        # nothing written. While a refusal stands it is told again (the same ids collapse); once a later
+        # submission was accepted, that one speaks for the order (a late Rejected would contradict it).
+        if deferrals.rejected_at is not None:
+            return _reject(ctx, order, message, deferrals, now, finishing=True, write=False)
+        log.info(
+            "order %s: message %s was refused before a later submission was accepted: completed",
+            order.order_id,
+            message.message_id,
+        )
+        return IntakeResult(Settlement.complete())
     if state is None:
         if _pending_full(ctx) and ctx.orders.get(order.order_id) is None:
             return _reject(ctx, order, message, deferrals, now)

@@ -141,3 +141,26 @@ def test_a_refused_message_handled_again_after_a_withdrawal_leaves_the_accepted_
         f"accepted prepaid order p1 has no payment; orders dead letters: {dead}; alerts: {alert_kinds(broker)}; "
         f"told: {told(broker)}; still deferred: {deferred_sequence_numbers(broker)}"
     )
+
+
+def test_a_refused_message_handled_again_after_an_accepted_submission_says_nothing(ctx) -> None:
+    """Once a later submission of the order was accepted, that one speaks for the order: the refused
+    message handled again (long after its status's duplicate-detection window) is completed, writing
+    nothing and telling nothing (a late ``Rejected`` would contradict the accepted order's ``Received``).
+    While a refusal of the order stands, it is told again instead (the tests above)."""
+    from dataclasses import replace as replaced
+
+    from domain.deferral import DeferralDocument, accepted, rejected
+    from submission.intake import handle_orders_message
+    from tests.fakes import FakeReceivedMessage, RecordingSender
+
+    quiet = context_with(ctx, sender=RecordingSender())
+    refused = FakeReceivedMessage.of(order())
+    now = ctx.clock.now()
+    doc = accepted(rejected(DeferralDocument.empty("p1", now), now, refused.sequence_number), now)
+    ctx.deferrals.save(replaced(doc, version=None))
+
+    result = handle_orders_message(quiet, refused)
+    assert result.settlement.kind == "complete" and result.owed == ()
+    assert isinstance(quiet.sender, RecordingSender) and quiet.sender.sent == []
+    assert ctx.orders.get("p1") is None and ctx.states.get("p1") is None
