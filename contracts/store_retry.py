@@ -31,3 +31,9 @@ def retry_round(properties: Mapping[Any, Any] | None) -> int:
         return max(0, int(value))
     except (TypeError, ValueError, OverflowError):
         return 0
+
+
+def is_copy(properties: Mapping[Any, Any] | None) -> bool:
+    """Whether a message with these application properties is a store-retry copy (round 1 or more): its
+    original may be tracked, or have been refused, under another sequence number."""
+    return retry_round(properties) >= 1

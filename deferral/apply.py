@@ -26,7 +26,7 @@ from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_byt
 from contracts.messages import PaymentNotification
 from contracts.names import ORDERS_QUEUE, QUEUE_MAX_DELIVERY_COUNT
 from contracts.parsing import InvalidMessage, parse
-from contracts.store_retry import retry_round
+from contracts.store_retry import is_copy
 from deferral.errors import DependencyUnavailable
 from deferral.payment import MESSAGE_TYPE, PaymentOutcome, apply_notification
 from deferral.retry import schedule_round
@@ -190,7 +190,7 @@ def _settle_original(ctx: AppContext, message: Any, note: PaymentNotification, o
     """A store-retry copy deferred and decided here: the entry its original left (the same notification under
     another number, recorded and never deferred) takes the copy's outcome, as when a copy is decided on
     delivery (``settle_decided``); nothing else would resolve it once no retry of its own is in flight."""
-    if retry_round(message.application_properties) >= 1:
+    if is_copy(message.application_properties):
         settle_decided(ctx, note, message.sequence_number, outcome, copy=True)
 
 

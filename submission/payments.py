@@ -30,7 +30,7 @@ import logging
 from adapters.cosmos.errors import StoreOutcomeUnknown, StoreUnavailable
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import PaymentNotification
-from contracts.store_retry import retry_round
+from contracts.store_retry import is_copy
 from deferral.apply import not_kept, record_making_room
 from deferral.errors import DependencyUnavailable
 from deferral.payment import MESSAGE_TYPE, apply_notification
@@ -52,7 +52,7 @@ def payment_notification(ctx: AppContext, note: PaymentNotification, message: Re
     if outcome.kind == "order-missing":
         return _defer_until_order(ctx, note, message)
     # an entry an earlier delivery of it recorded (or, for a copy, its original's) takes the outcome
-    settle_decided(ctx, note, message.sequence_number, outcome, copy=_is_copy(message))
+    settle_decided(ctx, note, message.sequence_number, outcome, copy=is_copy(message.application_properties))
     return IntakeResult(outcome.settlement(), events=outcome.events)
 
 
@@ -142,10 +142,5 @@ def _looked_at_again(
         # messages before this one was deferred (then only the peek sweep, minutes later, would find it).
         schedule_look_again(ctx, doc, sequence_number)
         return IntakeResult(Settlement.defer())
-    settle_decided(ctx, note, sequence_number, outcome, copy=_is_copy(message), doc=doc)
+    settle_decided(ctx, note, sequence_number, outcome, copy=is_copy(message.application_properties), doc=doc)
     return IntakeResult(outcome.settlement(), events=outcome.events)
-
-
-def _is_copy(message: ReceivedMessage) -> bool:
-    """A store-retry copy (``submission.store_outage``): its original may be tracked under another number."""
-    return retry_round(message.application_properties) >= 1

@@ -30,7 +30,7 @@ from datetime import timedelta
 from adapters.servicebus.sender import OutgoingMessage, PropertyValue, SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
 from contracts.names import ORDERS_QUEUE
-from contracts.store_retry import ORIGINAL_PROPERTY, ROUND_PROPERTY, property_value, retry_round
+from contracts.store_retry import ORIGINAL_PROPERTY, ROUND_PROPERTY, is_copy, property_value, retry_round
 from dependencies import AppContext
 from domain.ids import bounded
 from observability.events import app_event
@@ -53,7 +53,7 @@ def original_sequence(message: ReceivedMessage) -> int | None:
     missing or not a whole number (made before copies carried it) has its own. A client may set both
     properties on its own message: then it names another message's number, which only matters to an
     order that refused that very message (``submission.intake``: the refusal is finished again)."""
-    if retry_round(message.application_properties) >= 1:
+    if is_copy(message.application_properties):
         value = property_value(message.application_properties, ORIGINAL_PROPERTY)
         if value is not None and not isinstance(value, bool):
             try:
