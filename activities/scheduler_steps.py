@@ -243,4 +243,5 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> None:
         attempt=data.attempt,
         at=ctx.clock.now(),
         reason=data.reason,
+        variant=data.variant,
     )

@@ -247,7 +247,9 @@ def parse_mark_processed(data: Any) -> MarkProcessedResult:
 @dataclass(frozen=True)
 class PublishStatusInput(Wire):
     """``publish_status`` (answers nothing): one status update to the order's ``replyTo``.
-    ``reply_to_known`` False: the activity reads ``replyTo`` from the record."""
+    ``reply_to_known`` False: the activity reads ``replyTo`` from the record. ``variant``: a second update
+    of the same status and attempt, under a MessageId of its own (``notifications.status.publish_status``;
+    the courier's ``Rejected`` of one refused message)."""
 
     order_id: str
     status: StatusName
@@ -255,6 +257,7 @@ class PublishStatusInput(Wire):
     reply_to: Annotated[str | None, WrittenIf("reply_to_known")] = None
     reply_to_known: bool = False
     reason: Annotated[str | None, OMIT_NONE] = None
+    variant: Annotated[str | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)

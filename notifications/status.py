@@ -1,6 +1,7 @@
 """Status updates to a submitter's own ``replyTo`` queue.
 
-``MessageId`` = order id + status + attempt, so repeats collapse in duplicate detection. A missing
+``MessageId`` = order id + status + attempt (+ a variant: a second update of the same status and attempt,
+such as the ``Rejected`` of each refused message), so repeats collapse in duplicate detection. A missing
 or unauthorised reply queue never fails or blocks the order: it is logged (every status) and alerted
 once per queue: the alert's id is derived from the queue name alone, so every order and status of
 that submitter collapses into one alert per duplicate-detection window of ``operator-alerts``.
@@ -100,17 +101,21 @@ def publish_status(
 
 @dataclass(frozen=True)
 class OwedStatus:
-    """A status whose send failed, for the courier orchestration to deliver."""
+    """A status whose send failed, for the courier orchestration to deliver. ``variant`` as for
+    ``publish_status``: the courier sends it under the same MessageId, and has an instance of its own
+    (a courier still delivering the first update must not swallow the second)."""
 
     order_id: str
     status: StatusName
     attempt: int
     reply_to: str
     reason: str | None = None
+    variant: str | None = None
 
     @property
     def instance_id(self) -> str:
-        return bounded(f"status:{self.order_id}:{self.status}:{self.attempt}", 100)
+        suffix = "" if self.variant is None else f":{self.variant}"
+        return bounded(f"status:{self.order_id}:{self.status}:{self.attempt}{suffix}", 100)
 
     def courier_input(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -121,6 +126,8 @@ class OwedStatus:
         }
         if self.reason is not None:
             payload["reason"] = self.reason[:500]
+        if self.variant is not None:
+            payload["variant"] = self.variant
         return payload
 
 
@@ -133,12 +140,20 @@ def publish_status_or_owe(
     attempt: int,
     at: datetime,
     reason: str | None = None,
+    variant: str | None = None,
 ) -> OwedStatus | None:
     """``publish_status`` for code that must not fail or wait because of a status: a send that fails
     is returned as owed (hand it to ``hand_to_courier``), never raised."""
     try:
         publish_status(
-            sender, reply_to=reply_to, order_id=order_id, status=status, attempt=attempt, at=at, reason=reason
+            sender,
+            reply_to=reply_to,
+            order_id=order_id,
+            status=status,
+            attempt=attempt,
+            at=at,
+            reason=reason,
+            variant=variant,
         )
     except SendError as exc:
         if not reply_to:
@@ -151,7 +166,7 @@ def publish_status_or_owe(
             status=status,
             replyTo=reply_to,
         )
-        return OwedStatus(order_id, status, attempt, reply_to, reason)
+        return OwedStatus(order_id, status, attempt, reply_to, reason, variant)
     return None
 
 

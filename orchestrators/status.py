@@ -85,7 +85,7 @@ def call_publish_status(
 
 def deliver_status(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
     """The courier: delivers the status in its input (``orderId``, ``status``, ``attempt``,
-    ``replyTo``, ``reason``) like a final status."""
+    ``replyTo``, ``reason``, ``variant``) like a final status."""
     payload = PublishStatusInput.from_json(context.get_input())
     sent = yield from _send(context, payload, FINAL_RETRY_DELAYS)
     return {"result": "Sent" if sent else "GaveUp", "status": payload.status}

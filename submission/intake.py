@@ -189,11 +189,15 @@ def _reject(
     Once the mark is written, whatever handles the same message again (a redelivery after a failure or a
     lost lock, a store-retry copy) finds it (``submit_order``, ``finishing``) and goes through the same
     steps instead of being judged afresh: the same writes, the same alert id and status MessageId (Service
-    Bus's duplicate detection collapses the repeats). Another submission of the order is judged afresh.
+    Bus's duplicate detection collapses the repeats). Another submission of the order is judged afresh,
+    and a refusal of it is told under ids of its own: both ids name the refused message by its sequence
+    number as sent (``refusal_variant``), so a second refusal within the 10 minutes of duplicate detection is
+    not taken for the first.
     ``write=False``: a refused message handled again after another submission of the order was accepted
     (or refused) since: only told again, nothing written (the refusal it had must not return)."""
+    sent_as = original_sequence(message)
     if write:
-        release_for_rejected_order(ctx, order.order_id, original_sequence(message), deferrals)
+        release_for_rejected_order(ctx, order.order_id, sent_as, deferrals)
     why = "its refusal, written by an earlier delivery, finished" if finishing else "pending cap"
     app_event(
         "OrderRejected",
@@ -210,6 +214,7 @@ def _reject(
         attempt=0,
         at=now,
         reason=f"too many pending orders (MAX_PENDING={ctx.settings.max_pending}); submit again later",
+        variant=refusal_variant(sent_as),
     )
     raise_alert(
         ctx.sender,
@@ -218,8 +223,18 @@ def _reject(
         at=now,
         order_id=order.order_id,
         severity="warning",
+        discriminator="" if sent_as is None else sent_as,
+        details={} if sent_as is None else {"sequenceNumber": sent_as},
     )
     return IntakeResult(Settlement.complete(), owed=(owed,) if owed else ())
+
+
+def refusal_variant(sent_as: int | None) -> str | None:
+    """What tells one refusal's ``Rejected`` from another's (``publish_status``'s ``variant``): the refused
+    message's sequence number as its sender sent it (``original_sequence``: the same on its redelivery and
+    on every copy of it, another on any other message). The ``OrderRejected`` alert's discriminator is the
+    same number. None (a message without a sequence number: never from Service Bus): the order's one id."""
+    return None if sent_as is None else str(sent_as)
 
 
 def _announce(ctx: AppContext, state: StateRecord, now: datetime) -> tuple[OwedStatus, ...]:
