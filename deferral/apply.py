@@ -30,7 +30,7 @@ from contracts.store_retry import is_copy
 from deferral.errors import DependencyUnavailable
 from deferral.payment import MESSAGE_TYPE, PaymentOutcome, apply_notification
 from deferral.retry import schedule_round
-from deferral.tracking import record_deferred, resolve, settle_decided
+from deferral.tracking import record_deferred, resolve, resolve_refused, settle_decided
 from dependencies import AppContext
 from domain.deferral import (
     DeferralDocument,
@@ -270,10 +270,11 @@ GAVE_UP = "DependencyUnavailable"  # the dead-letter reason of a message whose r
 
 def rejected_order(ctx: AppContext, order_id: str, seq: int) -> tuple[str, str]:
     """A deferred notification whose order submission rejected (admission control): resolved as
-    dead-lettered, with an alert (after the write). Returns the dead-letter reason and description
-    for the caller to settle the message with."""
+    dead-lettered and listed among the notifications dead-lettered under the refusal (one write,
+    ``resolve_refused``: flagged again if a later submission of the order is accepted), with an alert (after
+    the write). Returns the dead-letter reason and description for the caller to settle the message with."""
     description = f"order {order_id} was rejected by admission control (MAX_PENDING); nothing to apply the payment to"
-    resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, f"{ORDER_REJECTED}: {description}")
+    resolve_refused(ctx, order_id, seq, f"{ORDER_REJECTED}: {description}")
     raise_alert_after_write(
         ctx.sender,
         kind="NotificationForRejectedOrder",

@@ -15,7 +15,15 @@ from adapters.servicebus.sender import SendError
 from contracts.names import ORDERS_QUEUE
 from deferral.apply import Processed, account_for_absent, process_deferred
 from dependencies import AppContext
-from domain.deferral import DeferralDocument, DeferralReason, DeferredEntry, accepted, rejected
+from domain.deferral import (
+    DeferralDocument,
+    DeferralReason,
+    DeferredEntry,
+    accepted,
+    notifications_flagged,
+    rejected,
+)
+from notifications.alerts import raise_alert
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
 
@@ -87,6 +95,47 @@ def withdraw_refusal(ctx: AppContext, doc: DeferralDocument) -> DeferralDocument
     failure propagates (nothing is written yet: the submission is handled again later)."""
     now = ctx.clock.now()
     return update_deferrals(ctx.deferrals, doc.order_id, lambda d: accepted(d, now), now, as_read=doc)
+
+
+REFUSED_NOTIFICATIONS_ALERT = "NotificationsForAcceptedOrder"
+
+
+def flag_refused_notifications(ctx: AppContext, doc: DeferralDocument | None) -> None:
+    """The order of ``doc`` (its deferral document as the caller read or wrote it) has its state record: a
+    submission of it was accepted. Payment notifications dead-lettered ``OrderRejected`` while an earlier
+    refusal stood (``refused_notifications``, listed before they were dead-lettered) are for a live order
+    now: an alert names them (sequence numbers and notification ids) for an operator to resubmit from the
+    ``orders`` dead-letter queue, then they are taken off the document. The alert must be sent (a failure
+    propagates, as a store failure does: the message is handled again, its delivery finds them still listed
+    and sends the alert again under the same id, which names the notifications); a crash between the send
+    and the write is the same. Nothing listed (every order that was never refused): nothing done."""
+    if doc is None or not doc.to_flag():
+        return
+    listed = list(doc.refused_notifications)
+    unlisted = doc.refused_notifications_unlisted
+    numbers = [r.sequence_number for r in listed]
+    more = f" and {unlisted} more (not listed)" if unlisted else ""
+    now = ctx.clock.now()
+    raise_alert(
+        ctx.sender,
+        kind=REFUSED_NOTIFICATIONS_ALERT,
+        summary=(
+            f"order {doc.order_id} was accepted after a refusal; payment notifications {numbers}{more} were "
+            "dead-lettered OrderRejected while it stood: resubmit them from the orders dead-letter queue"
+        ),
+        at=now,
+        order_id=doc.order_id,
+        discriminator="-".join(str(n) for n in numbers) + (f"+{unlisted}" if unlisted else ""),
+        details={
+            "notifications": [
+                {"sequenceNumber": r.sequence_number, "notificationId": r.notification_id} for r in listed
+            ],
+            "unlisted": unlisted,
+        },
+    )
+    update_deferrals(
+        ctx.deferrals, doc.order_id, lambda d: notifications_flagged(d, listed, unlisted, now), now, as_read=doc
+    )
 
 
 def recover_for_order(ctx: AppContext, order_id: str, doc: DeferralDocument | None) -> Recovery:

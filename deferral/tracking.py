@@ -7,7 +7,15 @@ from adapters.servicebus.settlement import ReceivedMessage
 from contracts.messages import PaymentNotification
 from deferral.payment import PaymentOutcome
 from dependencies import AppContext
-from domain.deferral import DeferralDocument, DeferralReason, DeferredEntry, EntryStatus, with_entry, with_status
+from domain.deferral import (
+    DeferralDocument,
+    DeferralReason,
+    DeferredEntry,
+    EntryStatus,
+    refused_notification,
+    with_entry,
+    with_status,
+)
 from domain.payments import notification_digest
 from observability.events import app_event
 
@@ -68,6 +76,18 @@ def resolve(
     entry's status now, which is not ``status`` when an earlier outcome stands (``with_status``)."""
     now = ctx.clock.now()
     doc = update_deferrals(ctx.deferrals, order_id, lambda d: with_status(d, sequence_number, status, now, detail), now)
+    entry = doc.entry(sequence_number)
+    return entry.status if entry is not None else None
+
+
+def resolve_refused(ctx: AppContext, order_id: str, sequence_number: int, detail: str) -> EntryStatus | None:
+    """``resolve`` as ``DeadLettered`` for a notification whose order a refusal stands for, listing it on the
+    document in the same write (``refused_notification``), before it is dead-lettered: if a later submission
+    of the order is accepted, the alert that names it is raised from that list (``submission.intake``)."""
+    now = ctx.clock.now()
+    doc = update_deferrals(
+        ctx.deferrals, order_id, lambda d: refused_notification(d, sequence_number, now, detail), now
+    )
     entry = doc.entry(sequence_number)
     return entry.status if entry is not None else None
 

@@ -20,6 +20,10 @@ ENTRY_LIMIT = 100  # resolved entries beyond this are dropped, oldest first
 WAITING_LIMIT = 20
 # Refused OrderSubmitted messages of one order remembered (``refused_before``): far more than are redelivered at once.
 REFUSALS_KEPT = 20
+# Payment notifications dead-lettered OrderRejected while a refusal of their order stood, listed
+# (``refused_notifications``) until a submission of the order is accepted and an alert names them: an order has
+# one payment, a few are a provider's retries; past this many (a flood) they are only counted.
+REFUSED_NOTIFICATIONS_KEPT = 20
 # A RetryDeferred is acted on no earlier than its round's due time, less this. Service Bus delivers a
 # scheduled message at or after its scheduled enqueue time by the broker's clock; the time was read from the
 # clock of the instance that scheduled it and is checked against the clock of the one that receives it, both
@@ -104,6 +108,16 @@ class DeferredEntry:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RefusedNotification:
+    """A payment notification dead-lettered ``OrderRejected`` while a refusal of its order stood: if the order
+    is accepted later, the payment is for a live order but sits in the dead-letter queue."""
+
+    sequence_number: int
+    notification_id: str = ""
+    dead_lettered_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DeferralDocument:
     id: str
     order_id: str
@@ -125,6 +139,12 @@ class DeferralDocument:
     rejected_sequence_number: int | None = None
     # The OrderSubmitted messages refused before the last one, newest last (at most REFUSALS_KEPT).
     refused_before: list[int] = field(default_factory=list)
+    # The payment notifications dead-lettered OrderRejected while a refusal stood and not applied since, oldest
+    # first: written with their entry's outcome, before the message is dead-lettered (``refused_notification``).
+    # At most REFUSED_NOTIFICATIONS_KEPT; ``refused_notifications_unlisted`` counts the rest. Once a submission
+    # of the order is accepted, an alert names them and they are taken off (``notifications_flagged``).
+    refused_notifications: list[RefusedNotification] = field(default_factory=list)
+    refused_notifications_unlisted: int = 0
     # The stored version this was read at, opaque (None: never stored); the store writes only over
     # that version (adapters/cosmos: the item's ``_etag``). Never part of the document.
     version: str | None = None
@@ -153,6 +173,10 @@ class DeferralDocument:
             and sequence_number is not None
             and self.rejected_sequence_number == sequence_number
         )
+
+    def to_flag(self) -> bool:
+        """Whether notifications dead-lettered under a refusal are still to be named to an operator."""
+        return bool(self.refused_notifications) or self.refused_notifications_unlisted > 0
 
     def was_refused(self, sequence_number: int | None) -> bool:
         """Whether the OrderSubmitted sent as ``sequence_number`` was refused, whether that refusal still
@@ -211,7 +235,53 @@ def with_status(
         return doc
     changed = replace(existing, status=status, updated_at=now, detail=detail[:500])
     entries = [changed if e.sequence_number == sequence_number else e for e in doc.entries]
-    return replace(doc, entries=entries, updated_at=now)
+    # applied after all (a redelivery of it, its dead-letter settlement lost, found the order): not in the
+    # dead-letter queue, nothing to flag
+    refused = (
+        [r for r in doc.refused_notifications if r.sequence_number != sequence_number]
+        if status is EntryStatus.APPLIED
+        else doc.refused_notifications
+    )
+    return replace(doc, entries=entries, refused_notifications=refused, updated_at=now)
+
+
+def refused_notification(doc: DeferralDocument, sequence_number: int, now: datetime, detail: str) -> DeferralDocument:
+    """``with_status`` ``DEAD_LETTERED`` for a notification whose order a refusal stands for (``OrderRejected``),
+    and, in the same write, the notification listed (``refused_notifications``; counted past
+    REFUSED_NOTIFICATIONS_KEPT) if this moves its entry there: the same notification decided again (its
+    redelivery) is not listed twice, and an outcome that stands (``Applied``) lists nothing."""
+    before = doc.entry(sequence_number)
+    changed = with_status(doc, sequence_number, EntryStatus.DEAD_LETTERED, now, detail)
+    after = changed.entry(sequence_number)
+    newly = (
+        before is not None
+        and before.status is not EntryStatus.DEAD_LETTERED
+        and after is not None
+        and after.status is EntryStatus.DEAD_LETTERED
+    )
+    if not newly or after is None:
+        return changed
+    if any(r.sequence_number == sequence_number for r in changed.refused_notifications):
+        return changed
+    if len(changed.refused_notifications) >= REFUSED_NOTIFICATIONS_KEPT:
+        return replace(changed, refused_notifications_unlisted=changed.refused_notifications_unlisted + 1)
+    listed = RefusedNotification(
+        sequence_number=sequence_number, notification_id=after.notification_id, dead_lettered_at=now
+    )
+    return replace(changed, refused_notifications=[*changed.refused_notifications, listed])
+
+
+def notifications_flagged(
+    doc: DeferralDocument, flagged: list[RefusedNotification], unlisted: int, now: datetime
+) -> DeferralDocument:
+    """The notifications ``flagged`` (and ``unlisted`` more, counted only) were named to an operator: taken off.
+    Any listed since (the order refused again meanwhile) stay."""
+    gone = {r.sequence_number for r in flagged}
+    kept = [r for r in doc.refused_notifications if r.sequence_number not in gone]
+    left = max(0, doc.refused_notifications_unlisted - unlisted)
+    if kept == doc.refused_notifications and left == doc.refused_notifications_unlisted:
+        return doc
+    return replace(doc, refused_notifications=kept, refused_notifications_unlisted=left, updated_at=now)
 
 
 def retry_not_for_now(entry: DeferredEntry, round_number: int, now: datetime, delay: timedelta) -> str | None:

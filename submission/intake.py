@@ -35,7 +35,12 @@ from adapters.servicebus.sender import SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
 from contracts.messages import CancelOrder, Contract, OrderSubmitted, PaymentNotification, RetryDeferred
 from contracts.parsing import InvalidMessage, parse
-from deferral.recovery import recover_for_order, release_for_rejected_order, withdraw_refusal
+from deferral.recovery import (
+    flag_refused_notifications,
+    recover_for_order,
+    release_for_rejected_order,
+    withdraw_refusal,
+)
 from dependencies import AppContext
 from domain import transitions
 from domain.deferral import DeferralDocument
@@ -146,15 +151,18 @@ def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessag
         announced = _announce(ctx, state, now)
     else:
         log.info("order %s: duplicate submission, nothing written", order.order_id)
-    # PaymentNotifications that arrived before this order were deferred: fetch and apply them now.
+    # PaymentNotifications that arrived before this order were deferred: fetch and apply them now. Those
+    # dead-lettered while an earlier refusal of it stood are named to an operator (the order is live now).
     try:
         recovered = recover_for_order(ctx, order.order_id, deferrals)
+        flag_refused_notifications(ctx, deferrals)
     except (StoreUnavailable, SendError) as exc:
         if not created:
             raise
         # The record is written (and claimed, on the fast path: the attempt is started anyway, since left
         # unstarted it would wait out the start grace for the supervisor). Abandon: the redelivery applies
-        # the deferred notifications to the record, as to any notification that arrives after its order.
+        # the deferred notifications to the record, as to any notification that arrives after its order,
+        # and raises the alert for those dead-lettered under a refusal if it was not sent.
         log.warning("order %s: %s; abandoning for the deferred notifications", order.order_id, exc)
         return IntakeResult(Settlement.abandon(str(exc)), claim, owed=announced)
     if recovered.applied:

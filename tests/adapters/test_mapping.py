@@ -15,7 +15,7 @@ import pytest
 from adapters.cosmos.documents import stored
 from adapters.cosmos.mapping import DocumentError, camel, from_document, to_document
 from domain.circuit import CircuitState, DependencyHealth
-from domain.deferral import DeferralDocument, DeferralReason, DeferredEntry, EntryStatus
+from domain.deferral import DeferralDocument, DeferralReason, DeferredEntry, EntryStatus, RefusedNotification
 from domain.records import CompensationEntry, HistoryEntry, LastWrite, PaymentReceived, StateRecord, StepState
 from domain.states import ProcessState, StepStatus
 
@@ -134,6 +134,10 @@ def rich_deferral() -> DeferralDocument:
         absent_checked_at=T + timedelta(seconds=3),
         rejected_sequence_number=42,
         refused_before=[40, 41],
+        refused_notifications=[
+            RefusedNotification(sequence_number=7, notification_id="n-7", dead_lettered_at=T + timedelta(seconds=4))
+        ],
+        refused_notifications_unlisted=2,
         version="e",
     )
 
@@ -286,6 +290,10 @@ DEFERRAL_DOCUMENT: dict[str, Any] = {
     "absentCheckedAt": "2026-03-04T05:06:10.890123Z",
     "rejectedSequenceNumber": 42,
     "refusedBefore": [40, 41],
+    "refusedNotifications": [
+        {"sequenceNumber": 7, "notificationId": "n-7", "deadLetteredAt": "2026-03-04T05:06:11.890123Z"}
+    ],
+    "refusedNotificationsUnlisted": 2,
 }
 
 HEALTH_DOCUMENT: dict[str, Any] = {
@@ -339,6 +347,8 @@ FRESH_DOCUMENTS: dict[str, dict[str, Any]] = {
         "absentCheckedAt": None,
         "rejectedSequenceNumber": None,
         "refusedBefore": [],
+        "refusedNotifications": [],
+        "refusedNotificationsUnlisted": 0,
     },
     "health": {
         "id": "health:x",
@@ -398,6 +408,12 @@ def test_a_refusal_stored_before_it_named_its_message_reads_with_none_and_names_
     doc = from_document(DeferralDocument, stored_before)
     assert doc.rejected_at is not None and doc.rejected_sequence_number is None
     assert not doc.refuses(42)
+
+
+def test_a_deferral_document_stored_before_it_listed_refused_notifications_lists_none() -> None:
+    old = ("refusedNotifications", "refusedNotificationsUnlisted")
+    doc = from_document(DeferralDocument, {k: v for k, v in DEFERRAL_DOCUMENT.items() if k not in old})
+    assert (doc.refused_notifications, doc.refused_notifications_unlisted) == ([], 0) and not doc.to_flag()
 
 
 def test_a_compensation_entry_stored_before_it_kept_its_undo_answer_reads_with_none() -> None:
