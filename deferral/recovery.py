@@ -120,8 +120,9 @@ def flag_refused_notifications(ctx: AppContext, doc: DeferralDocument | None) ->
         ctx.sender,
         kind=REFUSED_NOTIFICATIONS_ALERT,
         summary=(
-            f"order {doc.order_id} was accepted after a refusal; payment notifications {numbers}{more} were "
-            "dead-lettered OrderRejected while it stood: resubmit them from the orders dead-letter queue"
+            f"order {doc.order_id} was accepted after a refusal; payment notifications "
+            f"{', '.join(f'#{n}' for n in numbers)}{more} were dead-lettered OrderRejected while it stood: "
+            "resubmit them from the orders dead-letter queue"
         ),
         at=now,
         order_id=doc.order_id,
