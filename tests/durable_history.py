@@ -79,11 +79,11 @@ class History:
         *,
         start: datetime,
         name: str = "orchestrator",
-        schema_version: int = ev.DEFAULT_SCHEMA_VERSION,
+        fields: ev.ContextFields = ev.AZURE_STORAGE_CONTEXT,
     ) -> None:
         self.instance_id = instance_id
         self.input_json: str | None = None if input is None else json.dumps(input)
-        self.schema_version = schema_version
+        self.fields = fields
         self._now = start
         self._next_task_id = 0
         self._events: list[ev.HistoryEvent] = [
@@ -203,7 +203,7 @@ class History:
         return self._next_task_id
 
     def context_json(self) -> str:
-        return ev.context_json(self.instance_id, self.input_json, self._events, schema_version=self.schema_version)
+        return ev.context_json(self.instance_id, self.input_json, self._events, fields=self.fields)
 
     def run(self, orchestrator: OrchestratorCallable) -> ReplayResult:
         """Replay ``orchestrator`` (a generator function, or a registered function from

@@ -61,13 +61,13 @@ class DurableEngine:
         run_activity: RunActivity,
         clock: Clock,
         *,
-        schema_version: int = ev.DEFAULT_SCHEMA_VERSION,
+        context_fields: ev.ContextFields = ev.AZURE_STORAGE_CONTEXT,
         instance_id_namespace: str = "localrun",
     ) -> None:
         self._orchestrators = dict(orchestrators)
         self._run_activity = run_activity
         self._clock = clock
-        self._schema_version = schema_version
+        self._context_fields = context_fields
         self._id_namespace = instance_id_namespace
         self._instances: dict[str, Instance] = {}
         self._queue: deque[WorkItem] = deque()
@@ -239,7 +239,7 @@ class DurableEngine:
         self.counters.episodes += 1
 
         context = ev.context_json(
-            instance.instance_id, instance.input_json, instance.history, schema_version=self._schema_version
+            instance.instance_id, instance.input_json, instance.history, fields=self._context_fields
         )
         try:
             state = replay(self._orchestrators[instance.name], context)

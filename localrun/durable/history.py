@@ -11,8 +11,34 @@ from functools import cached_property
 from typing import Any
 
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-# ReplaySchema.V2 (value 1): the first schema with WhenAny/WhenAll compound actions.
-DEFAULT_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ContextFields:
+    """What the extension puts in every orchestration context beside the history and the instance
+    (``OrchestrationTriggerAttributeBindingProvider.OrchestrationContextToString`` in
+    Azure/azure-functions-durable-extension): the replay schemas it speaks, ``upperSchemaVersion`` V2
+    (1) for SDKs 1.1.0-1.1.3 and ``upperSchemaVersionNew`` V3 (2), which azure-functions-durable 1.7
+    takes; and its storage provider's timer limits as .NET ``TimeSpan`` text. On V3 with both limits
+    set, the SDK splits a timer longer than ``maximum_short_timer`` into timers of at most
+    ``long_timer_interval`` (``LongTimerTask``): more ``TimerCreated``/``TimerFired`` events and task
+    ids than one timer, the history an orchestrator replays in Azure."""
+
+    upper_schema_version: int = 1
+    upper_schema_version_new: int | None = 2
+    long_timer_interval: str | None = "3.00:00:00"
+    maximum_short_timer: str | None = "6.00:00:00"
+    http_async_sleep_ms: int = 30_000  # HttpOptions.DefaultAsyncRequestSleepTimeMilliseconds
+
+
+# The Azure Storage provider (the app's default backend, host.json): AzureStorageDurabilityProvider's
+# MaximumDelayTime (6 days) and LongRunningTimerIntervalLength (3 days). The Durable Task Scheduler's
+# provider leaves both at TimeSpan.Zero ("00:00:00"), which the SDK reads as "no split".
+AZURE_STORAGE_CONTEXT = ContextFields()
+# What the runner sent before it sent the extension's fields: schema V2 only, no timer limits.
+SCHEMA_V2_ONLY_CONTEXT = ContextFields(
+    upper_schema_version_new=None, long_timer_interval=None, maximum_short_timer=None
+)
 
 
 class EventType(IntEnum):
@@ -127,19 +153,26 @@ def context_json(
     input_json: str | None,
     events: list[HistoryEvent],
     *,
-    schema_version: int = DEFAULT_SCHEMA_VERSION,
+    fields: ContextFields = AZURE_STORAGE_CONTEXT,
 ) -> str:
     """The string an orchestrator function receives (``DurableOrchestrationContext.from_json``):
     exactly ``json.dumps`` of the context object, with each event's JSON text reused."""
     boundary = played_boundary(events)
     history = ", ".join(e.json_text(is_played=i < boundary) for i, e in enumerate(events))
-    rest = json.dumps(
-        {
-            "instanceId": instance_id,
-            "isReplaying": boundary > 0,
-            "parentInstanceId": None,
-            "input": input_json,
-            "upperSchemaVersion": schema_version,
-        }
-    )
+    context: dict[str, Any] = {
+        "instanceId": instance_id,
+        "isReplaying": boundary > 0,
+        "parentInstanceId": None,
+        "input": input_json,
+        "upperSchemaVersion": fields.upper_schema_version,
+    }
+    if fields.upper_schema_version_new is not None:
+        context["upperSchemaVersionNew"] = fields.upper_schema_version_new
+    if fields.long_timer_interval is not None:
+        context["longRunningTimerIntervalDuration"] = fields.long_timer_interval
+    if fields.maximum_short_timer is not None:
+        context["maximumShortTimerDuration"] = fields.maximum_short_timer
+    if fields.upper_schema_version_new is not None:
+        context["defaultHttpAsyncRequestSleepTimeMillseconds"] = fields.http_async_sleep_ms
+    rest = json.dumps(context)
     return '{"history": [' + history + "], " + rest[1:]

@@ -40,10 +40,12 @@ def reply(
 
 
 class Attempt:
-    def __init__(self, total: int = 1000, default_action: str = "compensate") -> None:
+    def __init__(
+        self, total: int = 1000, default_action: str = "compensate", review_timeout: timedelta = REVIEW_TIMEOUT
+    ) -> None:
         review = {
             "amountThresholdCents": 100_000,
-            "timeoutSeconds": REVIEW_TIMEOUT.total_seconds(),
+            "timeoutSeconds": review_timeout.total_seconds(),
             "defaultAction": default_action,
         }
         self.h = started_attempt(ME, sample_order(total_cents=total), 1, review=review)
@@ -152,8 +154,10 @@ def test_a_failure_of_the_pivot_itself_is_still_before_the_point_of_no_return(sc
     }
 
 
-def review_requested(scheduler: Any, default_action: str = "compensate") -> tuple[Attempt, dict[str, Any]]:
-    a = Attempt(total=250_000, default_action=default_action)
+def review_requested(
+    scheduler: Any, default_action: str = "compensate", review_timeout: timedelta = REVIEW_TIMEOUT
+) -> tuple[Attempt, dict[str, Any]]:
+    a = Attempt(total=250_000, default_action=default_action, review_timeout=review_timeout)
     a.both_providers_fail()
     result = a.run(scheduler)
     [(function, data)] = new_inputs(result)

@@ -11,6 +11,7 @@ import azure.durable_functions as df
 
 REPLY_EVENT = "Reply"
 DEADLINE = timedelta(minutes=5)
+LONG_WAIT = timedelta(days=7)  # past the Azure Storage provider's 6-day maximum timer
 
 app = df.DFApp()
 
@@ -45,6 +46,17 @@ def two_in_parallel(context: df.DurableOrchestrationContext) -> Generator[Any, A
     return list(results)
 
 
+def reply_or_long_deadline(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
+    """task_any(a LONG_WAIT timer, reply event), as the scheduler's review pause with a long timeout."""
+    deadline = context.create_timer(context.current_utc_datetime + LONG_WAIT)
+    reply = context.wait_for_external_event(REPLY_EVENT)
+    winner = yield context.task_any([deadline, reply])
+    if winner == reply:
+        deadline.cancel()
+        return {"outcome": "replied", "at": context.current_utc_datetime.isoformat()}
+    return {"outcome": "timed_out", "at": context.current_utc_datetime.isoformat()}
+
+
 def reply_or_deadline_orchestrator(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
     return (yield from reply_or_deadline(context))
 
@@ -57,7 +69,16 @@ def two_in_parallel_orchestrator(context: df.DurableOrchestrationContext) -> Gen
     return (yield from two_in_parallel(context))
 
 
-for _orchestrator in (reply_or_deadline_orchestrator, failing_activity_orchestrator, two_in_parallel_orchestrator):
+def reply_or_long_deadline_orchestrator(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
+    return (yield from reply_or_long_deadline(context))
+
+
+for _orchestrator in (
+    reply_or_deadline_orchestrator,
+    failing_activity_orchestrator,
+    two_in_parallel_orchestrator,
+    reply_or_long_deadline_orchestrator,
+):
     app.orchestration_trigger(context_name="context")(_orchestrator)
 
 

@@ -182,6 +182,10 @@ def test_context_json_marks_earlier_episodes_played_and_writes_utc_timestamps_wi
     assert context["instanceId"] == "order-1:1"
     assert json.loads(context["input"]) == ORDER
     assert context["upperSchemaVersion"] == 1
+    # the extension's other fields (OrchestrationContextToString), with the Azure Storage timer limits
+    assert context["upperSchemaVersionNew"] == 2
+    assert context["maximumShortTimerDuration"] == "6.00:00:00"
+    assert context["longRunningTimerIntervalDuration"] == "3.00:00:00"
     assert context["isReplaying"] is True
     played = [(e["EventType"], e["IsPlayed"]) for e in context["history"]]
     # OrchestratorStarted, ExecutionStarted, TaskScheduled, OrchestratorCompleted | OrchestratorStarted, ...

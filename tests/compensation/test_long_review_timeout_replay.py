@@ -1,0 +1,82 @@
+"""A review timeout over 6 days (``REVIEW_TIMEOUT_SECONDS`` has no upper bound), replayed with the
+context the extension sends on the Azure Storage provider: schema V3, a 6-day maximum timer and a
+3-day interval (``localrun.durable.history.ContextFields``). The SDK splits the review timer: the
+pause takes the first 3-day timer, then the one to the deadline; an answer in between, or an answer
+to another review, is handled as with one timer, and the review closes at the deadline itself."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from localrun.durable import history as ev
+from orchestrators import names
+from tests.compensation.test_scheduler_failure_replay import (
+    Attempt,
+    closed_at_the_deadline,
+    new_inputs,
+    review_requested,
+)
+from tests.durable_history import ReplayResult
+
+WEEK = timedelta(days=7)
+INTERVAL = timedelta(days=3)  # longRunningTimerIntervalDuration
+
+
+@pytest.fixture(scope="module")
+def scheduler(functions: dict[str, Any]) -> Any:
+    return functions[names.SCHEDULER].func
+
+
+def _new_timers(result: ReplayResult) -> list[str]:
+    return [a["fireAt"] for a in result.new_actions if a["type"] == "CreateTimer"]
+
+
+def _paused_a_week(scheduler: Any) -> tuple[Attempt, dict[str, Any], datetime]:
+    a, data = review_requested(scheduler, "retry", review_timeout=WEEK)
+    paused_at = a.h.now
+    result = a.run(scheduler)
+    assert _new_timers(result) == [ev.timestamp_text(paused_at + INTERVAL)]
+    assert data["until"] == ev.timestamp_text(paused_at + WEEK)
+    return a, data, paused_at
+
+
+def test_the_review_timer_is_split_and_the_review_closes_at_the_deadline(scheduler):
+    a, _, paused_at = _paused_a_week(scheduler)
+    a.h.timer_fired(paused_at + INTERVAL)
+
+    result = a.run(scheduler)
+    assert result.new_action_types() == ["CreateTimer"]  # nothing decided after 3 days
+    assert _new_timers(result) == [ev.timestamp_text(paused_at + WEEK)]
+    a.h.timer_fired(paused_at + WEEK)
+
+    closed_at_the_deadline(a, a.run(scheduler), {"owned": True, "action": "retry", "operator": None})
+    [(function, begin)] = new_inputs(a.run(scheduler))
+    assert function == names.BEGIN_STEP and begin["agent"] == "payment"
+
+
+def test_an_answer_between_the_split_timers_is_taken(scheduler):
+    a, data, paused_at = _paused_a_week(scheduler)
+    a.h.timer_fired(paused_at + INTERVAL)
+    a.h.timer_created_not_fired(paused_at + WEEK)
+    answer = {"reviewId": data["reviewId"], "action": "compensate", "operator": "ana"}
+    a.h.event_raised(names.REVIEW_DECISION_EVENT, answer, at=paused_at + timedelta(days=4))
+
+    [(function, request)] = new_inputs(a.run(scheduler))
+    assert function == names.REQUEST_COMPENSATION
+    assert request["reason"] == "operator review chose compensate"
+
+
+def test_an_answer_to_another_review_keeps_the_same_deadline(scheduler):
+    a, _, paused_at = _paused_a_week(scheduler)
+    first = a.h.timer_created_not_fired(paused_at + INTERVAL)
+    other = {"reviewId": "o1:1:charge-payment:review:9", "action": "compensate", "operator": "ana"}
+    a.h.event_raised(names.REVIEW_DECISION_EVENT, other, at=paused_at + timedelta(days=1))
+    assert a.run(scheduler).new_actions == []  # still waiting, no new timer
+
+    a.h.fire_timer(first, paused_at + INTERVAL)
+    assert _new_timers(a.run(scheduler)) == [ev.timestamp_text(paused_at + WEEK)]
+    a.h.timer_fired(paused_at + WEEK)
+    closed_at_the_deadline(a, a.run(scheduler), {"owned": True, "action": "retry", "operator": None})
