@@ -92,6 +92,9 @@ class DurableEngine:
         if instance_id is None:
             self._generated_ids += 1
             instance_id = uuid.uuid5(uuid.NAMESPACE_URL, f"{self._id_namespace}/{self._generated_ids}").hex
+        refusal = instance_id_refusal(instance_id)
+        if refusal is not None:
+            return HostResponse(400, {"ExceptionMessage": refusal})
         existing = self._instances.get(instance_id)
         if existing is not None and not existing.is_finished:
             message = f"An Orchestration instance with the status {existing.status.value} already exists."
@@ -377,6 +380,31 @@ class DurableEngine:
 
     def _now(self) -> datetime:
         return self._clock.now()
+
+
+# ``DurableClient.StartNewAsync`` (Azure/azure-functions-durable-extension) refuses these ids with an
+# ArgumentException, which the HTTP API answers 400: the first two are built as
+# ``new ArgumentException(nameof(instanceId), "...")``, arguments swapped, so .NET's message is
+# "instanceId (Parameter '...')".
+MAX_INSTANCE_ID_LENGTH = 256
+
+
+def instance_id_refusal(instance_id: str) -> str | None:
+    """The message of the extension's refusal to start ``instance_id``, or None if it accepts it."""
+    if instance_id.startswith("@"):
+        return "instanceId (Parameter 'Orchestration instance ids must not start with @.')"
+    if any(c in "/\\?#" or _is_control(c) for c in instance_id):
+        return (
+            "instanceId (Parameter 'Orchestration instance ids must not contain /, \\, #, ?, or control characters.')"
+        )
+    if len(instance_id.encode("utf-16-le")) // 2 > MAX_INSTANCE_ID_LENGTH:  # .NET counts UTF-16 code units
+        return f"Instance ID lengths must not exceed {MAX_INSTANCE_ID_LENGTH} characters."
+    return None
+
+
+def _is_control(c: str) -> bool:
+    """.NET ``char.IsControl``: U+0000-U+001F and U+007F-U+009F."""
+    return ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F
 
 
 def _signature(action: Mapping[str, Any]) -> str:

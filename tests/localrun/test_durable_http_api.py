@@ -223,6 +223,42 @@ def test_start_of_an_unknown_orchestrator_raises_the_extensions_message(hub):
         hub.start(name="nope")
 
 
+BAD_CHARACTERS = (
+    "instanceId (Parameter 'Orchestration instance ids must not contain /, \\, #, ?, or control characters.')"
+)
+
+
+@pytest.mark.parametrize(
+    ("instance_id", "message"),
+    [
+        ("@order-1", "instanceId (Parameter 'Orchestration instance ids must not start with @.')"),
+        ("order\\1", BAD_CHARACTERS),
+        ("x" * 257, "Instance ID lengths must not exceed 256 characters."),
+    ],
+)
+def test_start_with_an_id_the_extension_refuses_raises_its_message(hub, instance_id, message):
+    """``DurableClient.StartNewAsync`` refuses the id (ArgumentException -> 400); the SDK raises its
+    ``ExceptionMessage``. Nothing is started."""
+    with pytest.raises(Exception) as refused:
+        hub.start(instance_id=instance_id)
+    assert refused.value.args == (message,)
+    assert hub.engine.instances() == []
+
+
+@pytest.mark.parametrize("escaped", ["order%231", "order%3F1", "order%011"])
+def test_a_refused_character_that_comes_escaped_in_the_path_is_refused_too(hub, escaped):
+    """``#`` and ``?`` can only reach the extension escaped (raw, they end the path); decoded, they
+    are refused like a control character."""
+    status, _, body = hub.raw("POST", f"orchestrators/reply_or_deadline_orchestrator/{escaped}", b'"{}"')
+    assert status == 400
+    assert json.loads(body)["ExceptionMessage"] == BAD_CHARACTERS
+    assert hub.engine.instances() == []
+
+
+def test_the_longest_id_is_accepted(hub):
+    assert hub.start(instance_id="x" * 256) == "x" * 256
+
+
 # --- raise event ---------------------------------------------------------------------------------
 
 
