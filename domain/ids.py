@@ -61,15 +61,27 @@ def idempotency_key(order_id: str, step: str) -> str:
     return f"{order_id}:{step}"
 
 
-def bounded(message_id: str, limit: int = MAX_MESSAGE_ID_LENGTH) -> str:
-    """``message_id`` as is when it fits ``limit``; otherwise its head and a SHA-256 digest of the
-    whole, ``limit`` characters in all. Deterministic, so a repeat still collapses in duplicate
-    detection, and two different long ids stay different. Every MessageId built from something a
-    user chose (order ids, queue names, notification ids) goes through here."""
+def bounded(message_id: str, limit: int = MAX_MESSAGE_ID_LENGTH, *, separator: str = "#") -> str:
+    """``message_id`` as is when it fits ``limit``; otherwise its head, ``separator`` and a SHA-256
+    digest of the whole, ``limit`` characters in all. Deterministic, so a repeat still collapses in
+    duplicate detection, and two different long ids stay different. Every MessageId built from
+    something a user chose (order ids, queue names, notification ids) goes through here."""
     if len(message_id) <= limit:
         return message_id
     digest = hashlib.sha256(message_id.encode("utf-8")).hexdigest()[:_DIGEST_CHARS]
-    return f"{message_id[: limit - _DIGEST_CHARS - 1]}#{digest}"
+    return f"{message_id[: limit - _DIGEST_CHARS - len(separator)]}{separator}{digest}"
+
+
+# An orchestration instance id must not contain ``#`` (the Durable extension refuses ``/``, ``\``,
+# ``#``, ``?`` and control characters: ``DurableClient.StartNewAsync``), and the Durable client puts the
+# id in the start URL as it is, where a ``#`` would end the path: the extension would start the head
+# alone. A bounded instance id puts ``:`` before its digest instead.
+INSTANCE_DIGEST_SEPARATOR = ":"
+
+
+def bounded_instance_id(instance: str, limit: int) -> str:
+    """``bounded`` for an orchestration instance id: ``:`` before the digest, never ``#``."""
+    return bounded(instance, limit, separator=INSTANCE_DIGEST_SEPARATOR)
 
 
 def reply_message_id(request: str) -> str:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from adapters.servicebus.sender import MessageRejected, MessageSender, OutgoingMessage, QueueNotFound, SendError
 from contracts.messages import StatusName, StatusUpdate
 from contracts.names import is_app_queue
-from domain.ids import bounded, status_message_id
+from domain.ids import bounded, bounded_instance_id, status_message_id
 from domain.text import carriable
 from notifications.alerts import raise_alert
 from observability.events import app_event
@@ -115,7 +115,7 @@ class OwedStatus:
     @property
     def instance_id(self) -> str:
         suffix = "" if self.variant is None else f":{self.variant}"
-        return bounded(f"status:{self.order_id}:{self.status}:{self.attempt}{suffix}", 100)
+        return bounded_instance_id(f"status:{self.order_id}:{self.status}:{self.attempt}{suffix}", 100)
 
     def courier_input(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
