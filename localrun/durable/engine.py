@@ -271,6 +271,16 @@ class DurableEngine:
             if kind not in SUPPORTED_SCHEDULING and kind not in SUPPORTED_OTHER:
                 return f"The local runner does not support the Durable action {kind}."
         scheduling = [a for a in state.actions if a["type"] in SCHEDULING_TYPES]
+        if len(scheduling) < len(instance.scheduled):
+            # The extension replays the actions against the whole history: DurableTask.Core's
+            # TaskOrchestrationContext.HandleTaskScheduledEvent / HandleTimerCreatedEvent fail the
+            # orchestration when a task of the history has no action ("the current replay execution
+            # hasn't (yet?) scheduled this task").
+            task_id = len(scheduling)
+            return (
+                f"Non-Deterministic workflow detected: task {task_id} is {instance.scheduled[task_id]} in the "
+                "history, but the orchestrator no longer asks for it."
+            )
         new_events: list[ev.HistoryEvent] = []
         for task_id, action in enumerate(scheduling):
             signature = _signature(action)

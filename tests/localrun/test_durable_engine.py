@@ -441,6 +441,39 @@ def test_orchestrator_code_that_changes_under_an_in_flight_instance_is_detected_
     assert instance.output.startswith("Non-Deterministic workflow detected: task 0 is CallActivity old_step")
 
 
+def test_orchestrator_code_that_no_longer_schedules_a_task_of_the_history_is_non_deterministic():
+    """A task the history holds that the replay does not ask for: DurableTask.Core fails the
+    orchestration (``HandleTaskScheduledEvent``: "the current replay execution hasn't (yet?) scheduled
+    this task"); before, the runner went on and the orchestrator waited for ever."""
+    import azure.durable_functions as df
+
+    version = {"both": True}
+
+    def changing(context: df.DurableOrchestrationContext) -> Any:
+        if version["both"]:
+            yield context.task_all([context.call_activity("first", None), context.call_activity("second", None)])
+        else:
+            yield context.call_activity("first", None)
+            yield context.wait_for_external_event("Go")
+        return "done"
+
+    clock = ManualClock(T0)
+    engine = DurableEngine({"changing": changing}, FakeActivities(clock), clock)
+    with RealDurableClient(engine) as real:
+        instance_id = real.run(real.client.start_new("changing", "c:1"))
+    engine.run_next()  # schedules first and second
+    version["both"] = False  # a deployment while the instance is in flight
+    engine.run_until_idle()
+
+    instance = engine.instance(instance_id)
+    assert instance is not None
+    assert instance.status is OrchestrationRuntimeStatus.Failed
+    assert instance.output == (
+        "Non-Deterministic workflow detected: task 1 is CallActivity second in the history, "
+        "but the orchestrator no longer asks for it."
+    )
+
+
 def test_timers_due_together_fire_in_instance_creation_order_and_cancelled_ones_never_fire(h):
     """Timers come off a heap: same fire time → instance creation order; a timer cancelled by the
     reply, or whose instance finished, is skipped; an overwritten instance counts as created anew."""
