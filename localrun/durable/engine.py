@@ -251,8 +251,12 @@ class DurableEngine:
             self._finish(instance, OrchestrationRuntimeStatus.Failed, str(error), now)
             return StepReport("episode", instance_id, instance.name, instance.status.value)
 
-        instance.custom_status = state.custom_status
-        problem = state.error or self._apply_actions(instance, state, now)
+        problem = custom_status_refusal(state.custom_status)
+        if problem is not None:
+            problem = f"Orchestrator function '{instance.name}' failed: {problem}"
+        else:
+            instance.custom_status = state.custom_status
+            problem = state.error or self._apply_actions(instance, state, now)
         restart = next((a for a in state.actions if a["type"] == "ContinueAsNew"), None)
         if problem is not None:
             self._finish(instance, OrchestrationRuntimeStatus.Failed, problem, now)
@@ -390,6 +394,27 @@ class DurableEngine:
 
     def _now(self) -> datetime:
         return self._clock.now()
+
+
+# The extension sets an out-of-process orchestrator's custom status with ``SetCustomStatus``
+# (``OutOfProcOrchestrationShim.ScheduleDurableTaskEvents``), which refuses one whose compact JSON is
+# over 16 KB of UTF-16 (``MessagePayloadDataConverter.Serialize(value, 16)``: whole KB, rounded down,
+# must not exceed 16); the ArgumentException fails the orchestration.
+MAX_CUSTOM_STATUS_KB = 16
+
+
+def custom_status_refusal(custom_status: Any) -> str | None:
+    """The message the extension fails the orchestration with for ``custom_status``, or None."""
+    if custom_status is None:
+        return None
+    text = json.dumps(custom_status, separators=(",", ":"), ensure_ascii=False)  # JToken.ToString(None)
+    size_kb = len(text.encode("utf-16-le")) // 1024
+    if size_kb <= MAX_CUSTOM_STATUS_KB:
+        return None
+    return (
+        f"The UTF-16 size of the JSON-serialized payload must not exceed {MAX_CUSTOM_STATUS_KB} KB. "
+        f"The current payload size is {size_kb} KB."
+    )
 
 
 # ``DurableClient.StartNewAsync`` (Azure/azure-functions-durable-extension) refuses these ids with an

@@ -474,6 +474,35 @@ def test_orchestrator_code_that_no_longer_schedules_a_task_of_the_history_is_non
     )
 
 
+@pytest.mark.parametrize(("length", "fails"), [(8701, False), (8702, True)])
+def test_a_custom_status_over_16_kb_of_utf16_json_fails_the_orchestration(length, fails):
+    """``SetCustomStatus`` refuses a custom status whose compact JSON is over 16 KB of UTF-16 (whole KB,
+    rounded down): ``"x" * 8702`` is 8704 characters, 17 KB; one character less is 16 KB."""
+    import azure.durable_functions as df
+
+    def with_status(context: df.DurableOrchestrationContext) -> Any:
+        context.set_custom_status("x" * length)
+        yield context.wait_for_external_event("Go")
+
+    clock = ManualClock(T0)
+    engine = DurableEngine({"with_status": with_status}, FakeActivities(clock), clock)
+    with RealDurableClient(engine) as real:
+        instance_id = real.run(real.client.start_new("with_status", "s:1"))
+    engine.run_until_idle()
+
+    instance = engine.instance(instance_id)
+    assert instance is not None
+    if not fails:
+        assert instance.status is OrchestrationRuntimeStatus.Running
+        assert instance.custom_status == "x" * length
+        return
+    assert instance.status is OrchestrationRuntimeStatus.Failed
+    assert instance.output == (
+        "Orchestrator function 'with_status' failed: The UTF-16 size of the JSON-serialized payload must not "
+        "exceed 16 KB. The current payload size is 17 KB."
+    )
+
+
 def test_timers_due_together_fire_in_instance_creation_order_and_cancelled_ones_never_fire(h):
     """Timers come off a heap: same fire time → instance creation order; a timer cancelled by the
     reply, or whose instance finished, is skipped; an overwritten instance counts as created anew."""
