@@ -127,14 +127,17 @@ class DurableEngine:
         return HostResponse(202)
 
     def terminate(self, instance_id: str, reason: str) -> HostResponse:
+        """POST instances/{id}/terminate: 202 once the termination is queued, as the extension answers
+        (``DurableClient.TerminateAsync`` sends an ``ExecutionTerminated`` message to the instance);
+        the instance stays as it is (Pending, Running) until its next episode takes the message.
+        Until then, a raise event is still accepted and a terminate answers 202 again."""
         instance = self._instances.get(instance_id)
         if instance is None:
             return HostResponse(404)
         if instance.is_finished:
             return HostResponse(410)
-        now = self._now()
-        self._append(instance, [ev.execution_terminated(now, reason)])
-        self._finish(instance, OrchestrationRuntimeStatus.Terminated, reason, now, completed_episode=False)
+        instance.inbox.append(ev.execution_terminated(self._now(), reason))
+        self._queue_episode(instance)
         return HostResponse(202)
 
     def instance(self, instance_id: str) -> Instance | None:
@@ -237,6 +240,11 @@ class DurableEngine:
         new_events.extend(instance.inbox)
         instance.inbox = []
         self._append(instance, new_events)
+        terminated = next((e for e in new_events if e.type is ev.EventType.EXECUTION_TERMINATED), None)
+        if terminated is not None:  # DurableTask.Core: HandleExecutionTerminatedEvent completes it, Terminated
+            reason = json.loads(terminated.fields["Input"])
+            self._finish(instance, OrchestrationRuntimeStatus.Terminated, reason, now)
+            return StepReport("episode", instance_id, instance.name, instance.status.value)
         instance.status = OrchestrationRuntimeStatus.Running
         instance.last_updated = now
         self.counters.episodes += 1
@@ -318,10 +326,8 @@ class DurableEngine:
         status: OrchestrationRuntimeStatus,
         output: Any,
         now: datetime,
-        *,
-        completed_episode: bool = True,
     ) -> None:
-        closing = [ev.orchestrator_completed(now)] if completed_episode else []
+        closing = [ev.orchestrator_completed(now)]
         closing.append(
             ev.HistoryEvent(
                 ev.EventType.EXECUTION_COMPLETED,

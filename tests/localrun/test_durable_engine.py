@@ -332,11 +332,16 @@ def test_start_new_on_a_pending_or_running_instance_fails(h):
 def test_start_new_on_a_finished_instance_replaces_it_and_drops_the_old_executions_work(h):
     instance_id = h.start()
     h.engine.run_next()  # "prepare" queued for the first execution
-    h.run(h.client.terminate(instance_id, "operator"))
-    assert h.status(instance_id).runtime_status is OrchestrationRuntimeStatus.Terminated
 
-    assert h.start(data={"orderId": "order-1", "again": True}) == instance_id
-    report = h.engine.run_next()  # the first execution's "prepare"
+    def terminated_and_started_again_meanwhile(name: str) -> None:
+        h.activities.during = None
+        h.run(h.client.terminate(instance_id, "operator"))
+        h.engine.run_next()  # the instance's episode takes the termination
+        assert h.status(instance_id).runtime_status is OrchestrationRuntimeStatus.Terminated
+        assert h.start(data={"orderId": "order-1", "again": True}) == instance_id
+
+    h.activities.during = terminated_and_started_again_meanwhile
+    report = h.engine.run_next()  # the first execution's "prepare", which outlives its execution
 
     assert report is not None
     assert (report.kind, report.outcome) == ("activity", "dropped")
@@ -353,6 +358,7 @@ def test_terminate_stops_timers_and_later_results_and_reports_the_reason(h):
     h.engine.run_until_idle()
 
     h.run(h.client.terminate(instance_id, "operator says stop"))
+    h.engine.run_until_idle()
     h.run(h.client.terminate(instance_id, "again"))  # 410: ignored, as by the SDK
 
     status = h.status(instance_id)
@@ -361,6 +367,26 @@ def test_terminate_stops_timers_and_later_results_and_reports_the_reason(h):
     assert h.engine.next_due_time() is None
     with pytest.raises(Exception, match=r"^No instance with ID 'nobody' found\.$"):
         h.run(h.client.terminate("nobody", "x"))
+
+
+def test_a_terminated_instance_runs_on_until_its_next_episode_takes_the_termination(h):
+    """``TerminateAsync`` sends the instance an ``ExecutionTerminated`` message and answers 202 at once:
+    until the instance's next episode processes it, the instance is still Running, a second terminate
+    is 202 again, an event is still accepted (and lost), and an activity result that arrived first is
+    processed in the same episode, which ends it Terminated with the first reason."""
+    instance_id = h.start()
+    h.engine.run_until_idle()  # prepared, waiting for the reply or the deadline
+
+    h.run(h.client.terminate(instance_id, "operator says stop"))
+    assert h.status(instance_id).runtime_status is OrchestrationRuntimeStatus.Running
+    h.run(h.client.terminate(instance_id, "again"))  # still running: accepted again
+    h.raise_reply(instance_id, {"outcome": "ok"})  # accepted: the instance is not gone yet
+    h.engine.run_until_idle()
+
+    status = h.status(instance_id)
+    assert status.runtime_status is OrchestrationRuntimeStatus.Terminated
+    assert status.output == "operator says stop"
+    assert h.activities.names() == ["prepare"]  # the reply was never acted on
 
 
 def test_start_new_of_an_unknown_orchestrator_fails_and_a_missing_id_is_generated_deterministically(h):

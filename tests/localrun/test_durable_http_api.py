@@ -303,6 +303,7 @@ def test_raise_event_to_a_finished_instance_is_410(hub, ending):
             hub.complete()
         else:
             hub.run(hub.client.terminate("order-1:1", "stop"))
+            hub.engine.run_until_idle()
 
     with pytest.raises(Exception, match=r"^Instance with ID order-1:1 is gone: either completed or failed$"):
         hub.run(hub.client.raise_event("order-1:1", REPLY_EVENT, {"outcome": "late"}))
@@ -416,6 +417,7 @@ def test_terminate_a_running_instance_is_202(hub):
     hub.engine.run_until_idle()
 
     assert hub.run(hub.client.terminate("order-1:1", "deadline missed; recovered")) is None
+    hub.engine.run_until_idle()
 
     status = hub.status("order-1:1")
     assert status.runtime_status is OrchestrationRuntimeStatus.Terminated
