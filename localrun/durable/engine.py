@@ -259,13 +259,22 @@ class DurableEngine:
             self._finish(instance, OrchestrationRuntimeStatus.Failed, str(error), now)
             return StepReport("episode", instance_id, instance.name, instance.status.value)
 
+        restart = next((a for a in state.actions if a["type"] == "ContinueAsNew"), None)
         problem = custom_status_refusal(state.custom_status)
         if problem is not None:
             problem = f"Orchestrator function '{instance.name}' failed: {problem}"
         else:
             instance.custom_status = state.custom_status
             problem = state.error or self._apply_actions(instance, state, now)
-        restart = next((a for a in state.actions if a["type"] == "ContinueAsNew"), None)
+            ends = state.error is not None or (problem is None and (restart is not None or state.is_done))
+            if ends and self._has_open_tasks(instance):
+                # DurableTask.Core's TaskOrchestrationExecutor.ExecuteCore ends an orchestration (completed,
+                # failed or continued as new) only when no task is open: "All durable timers ... must either
+                # expire or be cancelled ... Otherwise the underlying framework will keep the instance in the
+                # Running state even after the orchestrator function has completed" (CreateTimer's remarks);
+                # an activity still running holds it too. The next episode (that task's end) decides again.
+                self._append(instance, [ev.orchestrator_completed(now)])
+                return StepReport("episode", instance_id, instance.name, instance.status.value)
         if problem is not None:
             self._finish(instance, OrchestrationRuntimeStatus.Failed, problem, now)
         elif restart is not None:
@@ -275,6 +284,20 @@ class DurableEngine:
         else:
             self._append(instance, [ev.orchestrator_completed(now)])
         return StepReport("episode", instance_id, instance.name, instance.status.value)
+
+    @staticmethod
+    def _has_open_tasks(instance: Instance) -> bool:
+        """A timer neither fired nor cancelled, or an activity scheduled with no result in the history."""
+        if instance.pending_timers:
+            return True
+        ended = {
+            e.fields["TaskScheduledId"]
+            for e in instance.history
+            if e.type in (ev.EventType.TASK_COMPLETED, ev.EventType.TASK_FAILED)
+        }
+        return any(
+            kind.startswith("CallActivity") and task_id not in ended for task_id, kind in enumerate(instance.scheduled)
+        )
 
     def _apply_actions(self, instance: Instance, state: OrchestratorState, now: datetime) -> str | None:
         """Schedule the new actions; returns a failure message if the orchestrator cannot go on here."""

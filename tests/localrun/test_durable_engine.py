@@ -529,6 +529,64 @@ def test_a_custom_status_over_16_kb_of_utf16_json_fails_the_orchestration(length
     )
 
 
+def test_an_orchestrator_that_returns_with_a_timer_pending_stays_running_until_it_fires():
+    """DurableTask.Core ends an orchestration only when no task is open: a timer neither fired nor
+    cancelled keeps the instance Running after its function returned (``CreateTimer``'s remarks)."""
+    import azure.durable_functions as df
+
+    def forgets_its_timer(context: df.DurableOrchestrationContext) -> Any:
+        timer = context.create_timer(context.current_utc_datetime + timedelta(minutes=5))
+        winner = yield context.task_any([context.call_activity("quick", None), timer])
+        return "activity" if winner != timer else "timer"
+
+    clock = ManualClock(T0)
+    engine = DurableEngine({"forgets": forgets_its_timer}, FakeActivities(clock), clock)
+    with RealDurableClient(engine) as real:
+        instance_id = real.run(real.client.start_new("forgets", "f:1"))
+    engine.run_until_idle()
+    instance = engine.instance(instance_id)
+    assert instance is not None
+    assert instance.status is OrchestrationRuntimeStatus.Running  # returned "activity", the timer is pending
+
+    due = engine.next_due_time()
+    assert due == T0 + timedelta(minutes=5)
+    clock.set(due)
+    engine.run_until_idle()
+    assert (instance.status, instance.output) == (OrchestrationRuntimeStatus.Completed, "activity")
+
+
+def test_an_orchestrator_that_returns_with_an_activity_running_stays_running_until_it_ends():
+    import azure.durable_functions as df
+
+    def leaves_its_call(context: df.DurableOrchestrationContext) -> Any:
+        timer = context.create_timer(context.current_utc_datetime + timedelta(seconds=1))
+        winner = yield context.task_any([context.call_activity("slow", None), timer])
+        return "timer" if winner == timer else "activity"
+
+    clock = ManualClock(T0)
+    activities = FakeActivities(clock)  # "slow" takes 2 s: the 1 s timer fires while it runs
+    engine = DurableEngine({"leaves": leaves_its_call}, activities, clock)
+    with RealDurableClient(engine) as real:
+        instance_id = real.run(real.client.start_new("leaves", "l:1"))
+    engine.run_next()  # the episode: "slow" queued, the 1 s timer set
+    seen: list[OrchestrationRuntimeStatus] = []
+
+    def timer_episode_meanwhile(name: str) -> None:
+        engine.fire_due_timers()
+        engine.run_next()  # the timer won: the orchestrator returns while "slow" still runs
+        instance = engine.instance(instance_id)
+        assert instance is not None
+        seen.append(instance.status)
+
+    activities.during = timer_episode_meanwhile
+    engine.run_until_idle()  # "slow" ends: the next episode completes the instance
+
+    instance = engine.instance(instance_id)
+    assert instance is not None
+    assert seen == [OrchestrationRuntimeStatus.Running]
+    assert (instance.status, instance.output) == (OrchestrationRuntimeStatus.Completed, "timer")
+
+
 def test_timers_due_together_fire_in_instance_creation_order_and_cancelled_ones_never_fire(h):
     """Timers come off a heap: same fire time → instance creation order; a timer cancelled by the
     reply, or whose instance finished, is skipped; an overwritten instance counts as created anew."""

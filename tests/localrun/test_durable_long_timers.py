@@ -82,7 +82,11 @@ def test_a_seven_day_timer_is_two_timers_of_at_most_three_days_then_the_rest(hub
     assert hub.timers_created(instance_id) == expected
 
 
-def test_a_reply_between_the_split_timers_wins_the_race(hub):
+def test_a_reply_between_the_split_timers_wins_but_the_instance_runs_until_the_last_timer_fires(hub):
+    """``cancel()`` on the SDK's ``LongTimerTask`` marks only the long timer, not the 3-day timer it
+    has pending (Azure/azure-functions-durable-python issue 573), and the extension ends an
+    orchestration only when no timer is pending: the orchestrator returned on day 4, the instance is
+    Running until day 7."""
     instance_id = hub.start()
     hub.run_timers_until(T0 + timedelta(days=3))  # the first 3-day timer fired; the last one is pending
 
@@ -90,6 +94,8 @@ def test_a_reply_between_the_split_timers_wins_the_race(hub):
     hub.real.run(hub.real.client.raise_event(instance_id, REPLY_EVENT, {"ok": True}))
     hub.engine.run_until_idle()
 
+    assert hub.status(instance_id).runtime_status is OrchestrationRuntimeStatus.Running
+    hub.run_timers_until(T0 + LONG_WAIT)
     status = hub.status(instance_id)
     assert status.runtime_status is OrchestrationRuntimeStatus.Completed
     assert status.output == {"outcome": "replied", "at": (T0 + timedelta(days=4)).isoformat()}
