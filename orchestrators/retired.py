@@ -15,6 +15,7 @@ from collections.abc import Generator
 from typing import Any
 
 import azure.durable_functions as df
+from azure.durable_functions.models.history import HistoryEventType
 
 from contracts.activities import SettleRetiredInput, parse_retired_settled
 from orchestrators import names
@@ -29,11 +30,17 @@ RETIRING = "retiring"
 def retire(context: df.DurableOrchestrationContext, version: str) -> Generator[Any, Any, OrchestrationResult]:
     """Settles an instance of the retired ``version`` and ends it with ``Superseded``.
 
-    Its recorded history belongs to the old code: any task scheduled here would be matched against it
-    (the extension reports a non-deterministic workflow). So the first replay only continues the
-    instance as new, with a marked input and an empty history; that run settles (one activity)."""
+    Its recorded history belongs to the old code, and the extension matches every task the history
+    holds against the replay's actions, by task id, kind and activity name: a different task fails the
+    instance as non-deterministic, and so does a task the replay leaves out ("the current replay
+    execution hasn't (yet?) scheduled this task", DurableTask.Core). So the first replay asks again for
+    exactly the tasks the old code scheduled (``_recorded_tasks``), then continues the instance as new,
+    with a marked input and an empty history; that run settles (one activity)."""
     started = context.get_input() or {}
     if not started.get(RETIRING):
+        recorded = _recorded_tasks(context)
+        if recorded:
+            yield context.task_any(recorded)
         context.continue_as_new({**started, RETIRING: True})
         return orchestration_result("Superseded", version=version)
     order_id, attempt = str(started.get("orderId", "")), int(started.get("attempt", 0))
@@ -43,3 +50,28 @@ def retire(context: df.DurableOrchestrationContext, version: str) -> Generator[A
     if settled.completed_status is False:  # its one try failed: a final status is retried on durable timers
         yield from call_publish_status(context, order_id, "Completed", attempt)
     return orchestration_result("Superseded", version=version, released=settled.released)
+
+
+def _recorded_tasks(context: df.DurableOrchestrationContext) -> list[Any]:
+    """The tasks the history says the old code scheduled, asked for again in task-id order: an activity
+    of the same name and a timer (neither an input nor a fire time is compared), the timer cancelled at
+    once, so no timer of the old code (a step deadline, a review of a day) holds the instance until it
+    fires (the extension ends an instance only when no task is open; an activity still running holds
+    it until it ends). The replay waits for any of them to be done in the history (the old code's
+    first task, an activity, always is, or is on its way), then continues as new."""
+    recorded = sorted(
+        (event for event in context.histories if event.event_type in _SCHEDULING_EVENTS),
+        key=lambda event: event.event_id,
+    )
+    tasks: list[Any] = []
+    for event in recorded:
+        if event.event_type == HistoryEventType.TASK_SCHEDULED:
+            tasks.append(context.call_activity(event.Name, None))
+        else:
+            timer = context.create_timer(context.current_utc_datetime)
+            timer.cancel()
+            tasks.append(timer)
+    return tasks
+
+
+_SCHEDULING_EVENTS = (HistoryEventType.TASK_SCHEDULED, HistoryEventType.TIMER_CREATED)

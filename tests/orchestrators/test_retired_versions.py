@@ -11,10 +11,14 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
+import azure.durable_functions as df
 import pytest
+from azure.durable_functions import OrchestrationRuntimeStatus
 
+from adapters.clock import ManualClock
 from domain import transitions
 from domain.states import ProcessState
+from localrun.durable.engine import DurableEngine
 from orchestrators import names
 from supervisor.recovery import RecoveryAction, recover
 from tests.durable_history import History
@@ -46,9 +50,18 @@ def test_a_v1_history_mid_attempt_ends_superseded_and_schedules_nothing(function
 
     replayed = h.run(functions[V1].func)
 
-    # its history is the old code's: nothing is scheduled against it; the instance continues as new
+    # its history is the old code's: nothing new is scheduled against it; the instance asks again for
+    # the tasks it holds (the extension fails a replay that leaves one out), and continues as new
     assert replayed.error is None
     assert replayed.new_actions == []
+    asked = [(a["type"], a.get("functionName"), a.get("isCanceled")) for a in replayed.actions]
+    assert asked[1:6] == [
+        ("CallActivity", "load_order", None),
+        ("CallActivity", "publish_status", None),
+        ("CallActivity", "begin_step", None),
+        ("CallActivity", "send_agent_request", None),
+        ("CreateTimer", None, True),  # the step deadline, cancelled: it does not hold the instance
+    ]
     [restart] = [a for a in replayed.actions if a["type"] == "ContinueAsNew"]
     assert json.loads(restart["input"]) == {"orderId": "o1", "attempt": 1, "retiring": True}
 
@@ -101,6 +114,49 @@ def test_a_retired_attempt_that_had_written_processed_sends_completed_and_retrie
         ("CallActivity", names.PUBLISH_STATUS)
     ]
     assert json.loads(retrying.new_actions[0]["input"])["status"] == "Completed"
+
+
+def test_an_instance_in_flight_at_the_upgrade_replays_under_the_extensions_rules(functions: dict[str, Any]) -> None:
+    """Through the runner's Durable engine, which holds a replay to the extension's rules: a v2 attempt
+    started by the old code (two activities done, the in-process agent racing its deadline) replays
+    under the retired code when the agent's result arrives. The extension matches every task of the
+    history against the replay's actions: the retired code asks for them again (the timer cancelled),
+    so the instance continues as new and settles. Before, it asked for nothing and the extension
+    failed it as non-deterministic ("the current replay execution hasn't (yet?) scheduled this task"):
+    its record waited for its step deadline, and an order it had written Processed never got its
+    Completed."""
+    agent = names.in_process_agent("inventory")
+
+    def old_v2(context: Any) -> Any:  # what process_order_v2 scheduled, by name and kind
+        yield context.call_activity("load_order", None)
+        yield context.call_activity("begin_step", None)
+        deadline = context.create_timer(context.current_utc_datetime + timedelta(seconds=60))
+        yield context.task_any([context.call_activity(agent, None), deadline])
+        return "the old code's end"
+
+    # what the host invokes: the function registered under the name, taking the context JSON
+    deployed = {"handle": df.Orchestrator.create(old_v2)}
+
+    def process_order_v2(context_json: str) -> Any:
+        return deployed["handle"](context_json)
+
+    def run_activity(name: str, value: Any) -> Any:
+        if name == agent:
+            deployed["handle"] = functions[V2].func  # the upgrade lands while the agent runs
+        if name == names.SETTLE_RETIRED_ATTEMPT:
+            return {"released": True, "completedStatus": None}
+        return {"owned": True}
+
+    clock = ManualClock(T0)
+    engine = DurableEngine({V2: process_order_v2}, run_activity, clock)
+    engine.start(V2, "o1:2", json.dumps({"orderId": "o1", "attempt": 2}))
+    engine.run_until_idle()
+
+    instance = engine.instance("o1:2")
+    assert instance is not None
+    assert instance.status is OrchestrationRuntimeStatus.Completed, instance.output
+    assert instance.output == {"result": "Superseded", "version": V2, "released": True}
+    assert engine.next_due_time() is None  # the old deadline was cancelled with the old execution
 
 
 @pytest.fixture
