@@ -17,6 +17,7 @@ from domain.workflow import Transport, agent
 from orchestrators import names
 from orchestrators.external_events import abandon_wait, forget_delivered
 from orchestrators.state_activity import call_state_activity
+from orchestrators.timers import cancel_timer
 
 
 def agent_request(
@@ -63,7 +64,7 @@ def invoke_agent(
         winner = yield context.task_any([call, timer])
         if winner == timer:
             return None
-        timer.cancel()
+        cancel_timer(timer)
         if call.state is TaskState.FAILED:  # the activity itself failed (crash, bug): treat as transient
             return AgentAnswer(succeeded=False, transient=True, error="in-process agent activity failed")
         if call.result is None:  # the agent dropped the request (past its deadline); the timer decides
@@ -86,7 +87,7 @@ def invoke_agent(
             abandon_wait(context, AGENT_REPLY_EVENT, event)
             return None
         if reply_request_id(event.result) == request.request_id:
-            timer.cancel()
+            cancel_timer(timer)
             return parse_agent_answer(event.result)
         # A reply to some other request (an earlier attempt's, a duplicate): ignore it and keep
         # waiting until the same deadline.

@@ -16,6 +16,7 @@ from contracts.activities import StepBegun
 from contracts.messages import AgentRequest
 from contracts.names import PAYMENT_NOTIFIED_EVENT
 from orchestrators.external_events import abandon_wait, forget_delivered
+from orchestrators.timers import cancel_timer
 
 
 def await_payment(
@@ -33,7 +34,7 @@ def await_payment(
     if winner == timer:
         abandon_wait(context, PAYMENT_NOTIFIED_EVENT, event)
         return None
-    timer.cancel()
+    cancel_timer(timer)
     payment: dict[str, Any] = event.result
     return payment
 

@@ -78,6 +78,7 @@ from orchestrators.payment_wait import await_payment, capture_request
 from orchestrators.result import OrchestrationResult, orchestration_result
 from orchestrators.state_activity import HAND_OVER_RETRY_DELAYS, call_state_activity
 from orchestrators.status import call_publish_status
+from orchestrators.timers import cancel_timer
 
 
 @dataclass
@@ -333,7 +334,7 @@ def _await_review(run: Attempt, step: Step, error: Any, reason: str) -> Generato
             return (yield from _close_review(run, review_id, default))
         answer = event.result if isinstance(event.result, dict) else {}
         if answer.get("reviewId") == review_id and answer.get("action") in REVIEW_CHOICES:
-            timer.cancel()
+            cancel_timer(timer)
             return str(answer["action"]), True
         # An answer to another review (or malformed): keep waiting until the same deadline.
 

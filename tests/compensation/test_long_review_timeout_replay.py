@@ -64,9 +64,17 @@ def test_an_answer_between_the_split_timers_is_taken(scheduler):
     answer = {"reviewId": data["reviewId"], "action": "compensate", "operator": "ana"}
     a.h.event_raised(names.REVIEW_DECISION_EVENT, answer, at=paused_at + timedelta(days=4))
 
-    [(function, request)] = new_inputs(a.run(scheduler))
+    result = a.run(scheduler)
+    [(function, request)] = new_inputs(result)
     assert function == names.REQUEST_COMPENSATION
     assert request["reason"] == "operator review chose compensate"
+    # the pending 3-day timer is cancelled too (orchestrators.timers.cancel_timer), not only the long
+    # timer: else it would hold the instance Running until the deadline (SDK issue 573)
+    review_timers = [a for a in result.actions if a["type"] == "CreateTimer"][-2:]
+    assert [(t["fireAt"], t["isCanceled"]) for t in review_timers] == [
+        (ev.timestamp_text(paused_at + INTERVAL), False),  # fired on day 3
+        (ev.timestamp_text(paused_at + WEEK), True),
+    ]
 
 
 def test_an_answer_to_another_review_keeps_the_same_deadline(scheduler):

@@ -29,6 +29,7 @@ ORCHESTRATOR_CODE = [
     "orchestrators/state_activity.py",
     "orchestrators/retired.py",
     "orchestrators/external_events.py",
+    "orchestrators/timers.py",
 ]
 # What that code may import: the Durable SDK, the pure domain, message names, the activity protocol
 # and the message models it carries (plain data, no I/O), standard typing and dataclasses.
