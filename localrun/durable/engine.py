@@ -369,7 +369,9 @@ class DurableEngine:
     def _continue_as_new(self, instance: Instance, input_json: str | None, now: datetime) -> None:
         """``continue_as_new``: the instance starts over under its id with ``input_json`` and an empty
         history (as the extension does: a new execution; what the old one scheduled and did not get is
-        dropped, and so are events not yet processed, the extension's default)."""
+        dropped, and so are events it left unread. On Azure Storage an event the extension processes
+        after the orchestrator asked to continue is carried into the new execution instead,
+        DurableTask.Core's ``BehaviorOnContinueAsNew.Carryover``: not modelled)."""
         self._append(instance, [ev.orchestrator_completed(now)])
         self._executions += 1
         instance.execution = self._executions
