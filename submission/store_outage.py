@@ -50,17 +50,24 @@ STORE_RETRY_DELAYS: tuple[timedelta, ...] = tuple(timedelta(seconds=s) for s in 
 def original_sequence(message: ReceivedMessage) -> int | None:
     """The sequence number of ``message`` as its sender sent it: its own, or, on this app's copy (round 1
     or more), its original's, which every copy carries (``ORIGINAL_PROPERTY``). A copy whose property is
-    missing or not a whole number (made before copies carried it) has its own. A client may set both
-    properties on its own message: then it names another message's number, which only matters to an
-    order that refused that very message (``submission.intake``: the refusal is finished again)."""
-    if is_copy(message.application_properties):
+    missing or not a whole number (made before copies carried it) has its own, and so has a message whose
+    property names no number its original could have: a copy is sent after its original was received, so
+    the original's number is below the copy's own (and, as every number of a queue that is not partitioned,
+    within the 2**53 a Cosmos DB document keeps exactly: the refusal written under it is found again). A
+    client may set both properties on its own message: then it names an earlier message's number, which
+    only matters to an order that refused that very message (``submission.intake``: the refusal is
+    finished again)."""
+    own = message.sequence_number
+    if own is not None and is_copy(message.application_properties):
         value = property_value(message.application_properties, ORIGINAL_PROPERTY)
         if value is not None and not isinstance(value, bool):
             try:
-                return int(value)
+                original = int(value)
             except (TypeError, ValueError, OverflowError):
-                pass
-    return message.sequence_number
+                return own
+            if 0 <= original < own:
+                return original
+    return own
 
 
 # What a copy adds to its original's MessageId: the round and the sequence number of the message it was

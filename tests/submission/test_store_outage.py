@@ -190,9 +190,14 @@ def test_every_copy_carries_the_sequence_number_of_the_message_as_its_sender_sen
         ({ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: True}, True),
         ({ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: 7}, False),
         ({ROUND_PROPERTY.encode(): b"2", ORIGINAL_PROPERTY.encode(): b"7"}, False),  # the SDK's AMQP properties
+        # no original can have these: its copy is sent after it, under a higher number (a client's own values)
+        ({ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: 100}, True),
+        ({ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: 2**60 + 1}, True),
+        ({ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: -1}, True),
     ],
 )
 def test_the_original_sequence_number_is_read_only_from_a_copy_and_only_as_a_whole_number(properties: Any, own: bool):
     made = message()
+    made.sequence_number = 100
     made.application_properties = properties
     assert original_sequence(made) == (made.sequence_number if own else 7)
