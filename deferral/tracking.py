@@ -111,7 +111,11 @@ def settle_decided(
       could not be sent), so nothing else would ever resolve it (no message to fetch, no retry in
       flight, nothing for the peek sweep to find). A Python trigger sees no delivery count, and a
       failed invocation is redelivered at once, so every delivery may be such a redelivery: the
-      document is read whatever the message says.
+      document is read whatever the message says. An entry an earlier delivery resolved ``DeadLettered``
+      takes an outcome that completes the message (applied, or a repeat of the payment on the record):
+      that dead-lettering never reached Service Bus (the message is here), so the entry says what became
+      of it, and a notification listed as dead-lettered under a refusal of its order
+      (``refusedNotifications``) is taken off (``with_status``): no alert asks to resubmit it.
     * For a ``copy`` (``submission.store_outage``: handled again later under a new sequence number),
       its original's: an entry still waiting for the same notification under another number (recorded,
       then its defer lost with its lock, then redelivered into a store failure and copied) takes the
@@ -131,11 +135,12 @@ def settle_decided(
         """The entries to resolve, with the detail each is resolved with."""
         found: list[tuple[int, str]] = []
         for entry in doc.entries:
-            if not _open(entry):
-                continue
             if entry.sequence_number == sequence_number:
-                detail = f"{outcome.reason}: {outcome.description}" if rejected else outcome.kind
-                found.append((entry.sequence_number, detail))
+                if _open(entry) or (not rejected and entry.status is EntryStatus.DEAD_LETTERED):
+                    detail = f"{outcome.reason}: {outcome.description}" if rejected else outcome.kind
+                    found.append((entry.sequence_number, detail))
+            elif not _open(entry):
+                continue
             elif copy and entry.carries(note.notification_id, digest) and (entry.notification_digest or not rejected):
                 # an entry recorded before digests (none) is matched by id alone: it takes a copy's
                 # "applied" (the payment is on the record), never a rejection, which may be another
