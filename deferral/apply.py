@@ -29,7 +29,7 @@ from contracts.parsing import InvalidMessage, parse
 from contracts.store_retry import is_copy
 from deferral.errors import DependencyUnavailable
 from deferral.payment import MESSAGE_TYPE, PaymentOutcome, apply_notification
-from deferral.retry import schedule_round
+from deferral.retry import schedule_look_again, schedule_round
 from deferral.tracking import record_deferred, resolve, resolve_refused, settle_decided
 from dependencies import AppContext
 from domain.deferral import (
@@ -170,7 +170,10 @@ def _apply(
             note=note,
         )
         if doc.rejected_at is not None:  # its order was refused by admission control: it is not coming
-            return Processed("dead-lettered", order_id), Settlement.deadletter(*rejected_order(ctx, order_id, seq))
+            dead = rejected_order(ctx, order_id, seq)
+            if dead is not None:
+                return Processed("dead-lettered", order_id), Settlement.deadletter(*dead)
+            schedule_look_again(ctx, doc, seq)  # the refusal withdrawn meanwhile: its order is being accepted
         return Processed("waiting", order_id), None  # stays deferred, waiting for its order
     if outcome.kind == "rejected":
         now = resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, f"{outcome.reason}: {outcome.description}")
@@ -268,13 +271,19 @@ ORDER_REJECTED = "OrderRejected"
 GAVE_UP = "DependencyUnavailable"  # the dead-letter reason of a message whose retry rounds ran out
 
 
-def rejected_order(ctx: AppContext, order_id: str, seq: int) -> tuple[str, str]:
+def rejected_order(ctx: AppContext, order_id: str, seq: int) -> tuple[str, str] | None:
     """A deferred notification whose order submission rejected (admission control): resolved as
     dead-lettered and listed among the notifications dead-lettered under the refusal (one write,
     ``resolve_refused``: flagged again if a later submission of the order is accepted), with an alert (after
-    the write). Returns the dead-letter reason and description for the caller to settle the message with."""
+    the write). Returns the dead-letter reason and description for the caller to settle the message with, or
+    None if the write found the refusal withdrawn (a submission of the order accepted since the caller read
+    it): nothing written, no alert; the caller lets the message wait for its order, with a look again."""
     description = f"order {order_id} was rejected by admission control (MAX_PENDING); nothing to apply the payment to"
-    resolve_refused(ctx, order_id, seq, f"{ORDER_REJECTED}: {description}")
+    if not resolve_refused(ctx, order_id, seq, f"{ORDER_REJECTED}: {description}"):
+        log.info(
+            "deferred #%s: order %s's refusal was withdrawn before the write; it waits for the order", seq, order_id
+        )
+        return None
     raise_alert_after_write(
         ctx.sender,
         kind="NotificationForRejectedOrder",

@@ -80,16 +80,19 @@ def resolve(
     return entry.status if entry is not None else None
 
 
-def resolve_refused(ctx: AppContext, order_id: str, sequence_number: int, detail: str) -> EntryStatus | None:
+def resolve_refused(ctx: AppContext, order_id: str, sequence_number: int, detail: str) -> bool:
     """``resolve`` as ``DeadLettered`` for a notification whose order a refusal stands for, listing it on the
     document in the same write (``refused_notification``), before it is dead-lettered: if a later submission
-    of the order is accepted, the alert that names it is raised from that list (``submission.intake``)."""
+    of the order is accepted, the alert that names it is raised from that list (``submission.intake``).
+    Returns whether it is to be dead-lettered: False when the write found the refusal withdrawn (a submission
+    of the order accepted since the notification was decided) and its entry not dead-lettered already: then
+    nothing was written, and the notification is to wait for its order."""
     now = ctx.clock.now()
     doc = update_deferrals(
         ctx.deferrals, order_id, lambda d: refused_notification(d, sequence_number, now, detail), now
     )
     entry = doc.entry(sequence_number)
-    return entry.status if entry is not None else None
+    return doc.rejected_at is not None or (entry is not None and entry.status is EntryStatus.DEAD_LETTERED)
 
 
 def settle_decided(

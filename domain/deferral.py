@@ -249,7 +249,13 @@ def refused_notification(doc: DeferralDocument, sequence_number: int, now: datet
     """``with_status`` ``DEAD_LETTERED`` for a notification whose order a refusal stands for (``OrderRejected``),
     and, in the same write, the notification listed (``refused_notifications``; counted past
     REFUSED_NOTIFICATIONS_KEPT) if this moves its entry there: the same notification decided again (its
-    redelivery) is not listed twice, and an outcome that stands (``Applied``) lists nothing."""
+    redelivery) is not listed twice, and an outcome that stands (``Applied``) lists nothing. A refusal withdrawn
+    since the notification was decided on an earlier read (``rejected_at`` cleared: a submission of the order is
+    being accepted, and may have found nothing to flag already): nothing changes, the notification is to wait
+    for its order (``deferral.apply.rejected_order``), not be dead-lettered under a refusal that no longer
+    stands, listed where no alert would name it."""
+    if doc.rejected_at is None:
+        return doc
     before = doc.entry(sequence_number)
     changed = with_status(doc, sequence_number, EntryStatus.DEAD_LETTERED, now, detail)
     after = changed.entry(sequence_number)

@@ -137,7 +137,10 @@ def _looked_at_again(
         if doc.rejected_at is not None:
             from deferral.apply import rejected_order
 
-            return IntakeResult(Settlement.deadletter(*rejected_order(ctx, note.order_id, sequence_number)))
+            dead = rejected_order(ctx, note.order_id, sequence_number)
+            if dead is not None:
+                return IntakeResult(Settlement.deadletter(*dead))
+            # the refusal was withdrawn before the write: its order is being accepted, wait for it
         # One look again shortly: an order submitted concurrently may have looked for deferred
         # messages before this one was deferred (then only the peek sweep, minutes later, would find it).
         schedule_look_again(ctx, doc, sequence_number)

@@ -27,6 +27,7 @@ from domain.deferral import (
     EntryStatus,
     notifications_flagged,
     refused_notification,
+    rejected,
     with_entry,
     with_status,
 )
@@ -169,7 +170,7 @@ def waiting(doc: DeferralDocument, seq: int) -> DeferralDocument:
 
 
 def test_the_list_is_bounded_and_each_notification_is_listed_once() -> None:
-    doc = DeferralDocument.empty("p1", T)
+    doc = rejected(DeferralDocument.empty("p1", T), T, 7)  # a refusal stands
     for seq in range(1, REFUSED_NOTIFICATIONS_KEPT + 4):
         doc = refused_notification(waiting(doc, seq), seq, T, "OrderRejected: refused")
     doc = refused_notification(doc, 1, T, "OrderRejected: refused")  # decided again (its redelivery)
@@ -180,7 +181,7 @@ def test_the_list_is_bounded_and_each_notification_is_listed_once() -> None:
 
 
 def test_a_listed_notification_applied_after_all_is_taken_off_and_later_ones_stay_after_the_alert() -> None:
-    doc = DeferralDocument.empty("p1", T)
+    doc = rejected(DeferralDocument.empty("p1", T), T, 7)  # a refusal stands
     for seq in (1, 2):
         doc = refused_notification(waiting(doc, seq), seq, T, "OrderRejected: refused")
     doc = with_status(doc, 1, EntryStatus.APPLIED, T)  # its redelivery found the order
