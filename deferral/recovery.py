@@ -36,6 +36,8 @@ class Recovery:
     dead_lettered: int = 0
     expired: int = 0
     events: tuple[RaiseEvent, ...] = ()
+    # the refusal was withdrawn as soon as it was marked: another submission of the order was accepted meanwhile
+    withdrawn: bool = False
 
 
 def _fetch_and_process(
@@ -68,9 +70,19 @@ def release_for_rejected_order(
     to live. Written before anyone is told of the refusal (``submission.intake._reject``): a store or send
     failure propagates (the message is handled again: decided afresh if the mark was not written, the
     refusal finished if it was); a receiver failure is left to the peek sweep. ``as_read``: the document
-    as the caller has just read it (None: there is none)."""
+    as the caller has just read it (None: there is none).
+
+    Once the mark is written, the order's state record is looked for: another submission of the order accepted
+    while this one was judged (its record written since the caller read none) speaks for the order. The mark is
+    withdrawn again, the notifications listed as dead-lettered under a refusal are flagged from the document as
+    then written (``flag_refused_notifications``), and nothing is released (``Recovery.withdrawn``: the caller
+    tells nobody). A record written after that look finds the mark when its submission reads the document again
+    (``settle_refusals``)."""
     now = ctx.clock.now()
     doc = update_deferrals(ctx.deferrals, order_id, lambda d: rejected(d, now, sequence_number), now, as_read=as_read)
+    if ctx.states.get(order_id) is not None:
+        flag_refused_notifications(ctx, withdraw_refusal(ctx, doc))
+        return Recovery(withdrawn=True)
     waiting = doc.waiting(DeferralReason.ORDER_NOT_SUBMITTED)
     if not waiting:
         return Recovery()
@@ -137,6 +149,27 @@ def flag_refused_notifications(ctx: AppContext, doc: DeferralDocument | None) ->
     update_deferrals(
         ctx.deferrals, doc.order_id, lambda d: notifications_flagged(d, listed, unlisted, now), now, as_read=doc
     )
+
+
+def settle_refusals(ctx: AppContext, order_id: str, as_read: DeferralDocument | None, *, created: bool) -> None:
+    """The order's state record exists: a submission of it was accepted (``created``: its record written by this
+    delivery), or found it. ``as_read``: the order's deferral document as the submission read it. A refusal that
+    stands on the document is withdrawn (the record speaks for the order), then the notifications listed as
+    dead-lettered under a refusal are flagged from the document as written (``flag_refused_notifications``).
+
+    Another submission of the order, refused while this one was accepted, may have marked the document after this
+    one read it, before the record was written (``release_for_rejected_order`` looks for the record only after its
+    mark), and notifications may have been dead-lettered and listed under that mark. So a submission that wrote the
+    record reads the document again, if it was ever refused (``as_read`` names a refused message or lists
+    notifications: any other order reads nothing more). One that found the record read the document after it
+    existed: what it read is what stands. Store and send failures propagate, as ``flag_refused_notifications``'s
+    do."""
+    if as_read is None or (as_read.rejected_sequence_number is None and not as_read.to_flag()):
+        return
+    doc = ctx.deferrals.get(order_id) if created else as_read
+    if doc is not None and doc.rejected_at is not None:
+        doc = withdraw_refusal(ctx, doc)
+    flag_refused_notifications(ctx, doc)
 
 
 def recover_for_order(ctx: AppContext, order_id: str, doc: DeferralDocument | None) -> Recovery:

@@ -36,9 +36,9 @@ from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_byt
 from contracts.messages import CancelOrder, Contract, OrderSubmitted, PaymentNotification, RetryDeferred
 from contracts.parsing import InvalidMessage, parse
 from deferral.recovery import (
-    flag_refused_notifications,
     recover_for_order,
     release_for_rejected_order,
+    settle_refusals,
     withdraw_refusal,
 )
 from dependencies import AppContext
@@ -155,7 +155,7 @@ def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessag
     # dead-lettered while an earlier refusal of it stood are named to an operator (the order is live now).
     try:
         recovered = recover_for_order(ctx, order.order_id, deferrals)
-        flag_refused_notifications(ctx, deferrals)
+        settle_refusals(ctx, order.order_id, deferrals, created=created)
     except (StoreUnavailable, SendError) as exc:
         if not created:
             raise
@@ -188,7 +188,9 @@ def _reject(
        (``original_sequence``), and the notifications waiting for the order are dead-lettered
        (``release_for_rejected_order``). A store failure (``StoreUnavailable``) before the mark is written
        has promised nothing: the message is handled again later (``store_outage``) and decided afresh,
-       accepted if the cap has room by then;
+       accepted if the cap has room by then. Once the mark is written, the order's state record is looked for:
+       found (another submission of the order accepted while this one was judged), the mark is withdrawn and
+       the message completed, telling nobody (the accepted submission speaks for the order);
     2. ``Rejected`` to the submitter (a failed send goes to the courier);
     3. the ``OrderRejected`` alert, a send that must succeed (a failure abandons the message, and the
        delivery that finishes it tells the submitter again under the same MessageId), and the message is
@@ -204,8 +206,13 @@ def _reject(
     ``write=False``: a refused message handled again after another submission of the order was accepted
     (or refused) since: only told again, nothing written (the refusal it had must not return)."""
     sent_as = original_sequence(message)
-    if write:
-        release_for_rejected_order(ctx, order.order_id, sent_as, deferrals)
+    if write and release_for_rejected_order(ctx, order.order_id, sent_as, deferrals).withdrawn:
+        log.info(
+            "order %s: message %s refused, but another submission of the order was accepted meanwhile: completed",
+            order.order_id,
+            message.message_id,
+        )
+        return IntakeResult(Settlement.complete())
     why = "its refusal, written by an earlier delivery, finished" if finishing else "pending cap"
     app_event(
         "OrderRejected",
