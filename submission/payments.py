@@ -14,10 +14,11 @@ If the state store is down before its deferral is recorded, the message is handl
 (``submission.store_outage``); once its deferral is recorded, it is deferred all the same, keeping the
 sequence number its tracking holds (``deferred_all_the_same``): a copy with a new sequence number would
 leave the tracked one pointing at a message that is gone (then reported expired while its copy is
-applied). One whose deferral write may have landed (``StoreOutcomeUnknown``: its response was lost) reads
-the document back: landed, it goes on as tracked; not landed, it is handled again later like any store
-failure; the read failing too, it is deferred all the same, and the peek sweep records it if the write
-did not land (docs/deferral.md).
+applied). Its look again is sent with it, so it is decided again soon (its order refused, submitted
+meanwhile, or still to come), not left to the peek sweep. One whose deferral write may have landed
+(``StoreOutcomeUnknown``: its response was lost) reads the document back: landed, it goes on as tracked;
+not landed, it is handled again later like any store failure; the read failing too, it is deferred all
+the same, and the peek sweep records it if the write did not land (docs/deferral.md).
 
 A notification decided where it is delivered (applied, a repeat, rejected) resolves the entry an earlier
 delivery of it may have recorded without deferring it (a crash, a failed send of its retry), and, for a
@@ -97,6 +98,8 @@ def _defer_until_order(ctx: AppContext, note: PaymentNotification, message: Rece
     try:
         return _looked_at_again(ctx, note, message, message.sequence_number, doc)
     except StoreUnavailable as exc:
+        # recorded: its look again decides it (its order refused, submitted meanwhile, or still to come)
+        schedule_look_again(ctx, doc, message.sequence_number)
         return deferred_all_the_same(message, exc)
 
 
