@@ -17,8 +17,8 @@ leave the tracked one pointing at a message that is gone (then reported expired 
 applied). Its look again is sent with it, so it is decided again soon (its order refused, submitted
 meanwhile, or still to come), not left to the peek sweep. One whose deferral write may have landed
 (``StoreOutcomeUnknown``: its response was lost) reads the document back: landed, it goes on as tracked;
-not landed, it is handled again later like any store failure; the read failing too, it is deferred all
-the same, and the peek sweep records it if the write did not land (docs/deferral.md).
+not landed, it is handled again later like any store failure; the read failing too, it is abandoned and
+its redelivery records it again (docs/deferral.md).
 
 A notification decided where it is delivered (applied, a repeat, rejected) resolves the entry an earlier
 delivery of it may have recorded without deferring it (a crash, a failed send of its retry), and, for a
@@ -58,12 +58,21 @@ def payment_notification(ctx: AppContext, note: PaymentNotification, message: Re
 
 
 def deferred_all_the_same(message: ReceivedMessage, exc: StoreUnavailable) -> IntakeResult:
-    """The state store failed after this message's deferral was recorded, or while it was being recorded
-    with its outcome unknown: deferred anyway, under the sequence number its tracking holds (or will hold:
-    the peek sweep records a deferred message nobody tracks), so its order's submission or the peek sweep
-    fetches it. Never a copy: its new sequence number would leave the tracked one pointing at nothing."""
+    """The state store failed after this message's deferral was recorded: deferred anyway, under the
+    sequence number its tracking holds, its look again sent (the caller's). Never a copy: its new sequence
+    number would leave the tracked one pointing at nothing."""
     log.warning("%s %s: %s; deferred all the same (it is tracked)", MESSAGE_TYPE, message.message_id, exc)
     return IntakeResult(Settlement.defer())
+
+
+def abandoned_unknown(message: ReceivedMessage, exc: StoreOutcomeUnknown) -> IntakeResult:
+    """Its deferral write may have landed and the document cannot be read back: whether it is tracked is
+    unknown, and so is the token its look again or retry would need. Abandoned, under the same sequence
+    number: its redelivery records it again (a write that landed is found, one that did not is made) and
+    goes on as any delivery does. Deferred, nothing would be scheduled to decide it (the peek sweep, ten
+    minutes and more); copied, a tracked original would point at a message that is gone."""
+    log.warning("%s %s: %s; abandoned, decided again on its redelivery", MESSAGE_TYPE, message.message_id, exc)
+    return IntakeResult(Settlement.abandon(str(exc)))
 
 
 def defer_for_retry(ctx: AppContext, note: PaymentNotification, message: ReceivedMessage, why: str) -> IntakeResult:
@@ -76,8 +85,8 @@ def defer_for_retry(ctx: AppContext, note: PaymentNotification, message: Receive
         recorded = _record(ctx, note, message, DeferralReason.DEPENDENCY_UNAVAILABLE, rounds=1)
     except TooManyWaiting as exc:
         return _not_kept(ctx, order_id, message, exc)
-    if isinstance(recorded, StoreOutcomeUnknown):  # still unknown: the peek sweep retries it when overdue
-        return deferred_all_the_same(message, recorded)
+    if isinstance(recorded, StoreOutcomeUnknown):  # still unknown: no retry can be scheduled for it
+        return abandoned_unknown(message, recorded)
     schedule_round(ctx, recorded, message.sequence_number)
     log.warning("%s %s deferred for a retry: %s", MESSAGE_TYPE, message.message_id, why)
     return IntakeResult(Settlement.defer())
@@ -93,8 +102,8 @@ def _defer_until_order(ctx: AppContext, note: PaymentNotification, message: Rece
         doc = _record(ctx, note, message, DeferralReason.ORDER_NOT_SUBMITTED)
     except TooManyWaiting as exc:
         return _not_kept(ctx, note.order_id, message, exc)
-    if isinstance(doc, StoreOutcomeUnknown):  # still unknown: its order's submission or the peek sweep finds it
-        return deferred_all_the_same(message, doc)
+    if isinstance(doc, StoreOutcomeUnknown):  # still unknown: no look again can be scheduled for it
+        return abandoned_unknown(message, doc)
     try:
         return _looked_at_again(ctx, note, message, message.sequence_number, doc)
     except StoreUnavailable as exc:
@@ -110,7 +119,7 @@ def _record(
     its document is full); a write whose outcome is unknown is settled by reading the document back: it
     landed (the document), it did not (``StoreUnavailable``: the message is handled again later, a copy,
     its number tracked by nobody), or the read fails too (the ``StoreOutcomeUnknown``: the message is
-    deferred all the same and the peek sweep finds it, whether it landed or not)."""
+    abandoned, and its redelivery records it again, whether it landed or not)."""
     try:
         return record_making_room(ctx, note.order_id, message, reason, rounds=rounds, note=note)
     except StoreOutcomeUnknown as unknown:

@@ -3,7 +3,7 @@ is right only when it was not: the copy has a new sequence number, so a tracked 
 message that is gone, reported ``DeferredMessageExpired`` while its copy is applied. A 429, a 503 or a
 request never sent wrote nothing; a lost response, a timeout or a 500 (``StoreOutcomeUnknown``) may have:
 then the document is read back. Landed: the message goes on as deferred and tracked. Not landed: a copy.
-The read failing too: deferred all the same, and the peek sweep records it if the write did not land.
+The read failing too: abandoned, and its redelivery records it again (landed or not) and goes on.
 Through the registered trigger, the in-process broker and the Cosmos protocol server."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import pytest
 
 from adapters.cosmos.errors import StoreOutcomeUnknown, StoreUnavailable
 from contracts.names import ORDERS_QUEUE
-from deferral.sweep import peek_sweep
 from domain.deferral import DeferralReason, EntryStatus
 from submission.store_outage import STORE_RETRY_DELAYS
 from tests.contexts import context_with
@@ -104,27 +103,58 @@ class ReadFailsAfterSaveFails(SaveFails):
         return self._log.get(order_id)
 
 
-def test_an_unknown_outcome_that_cannot_be_read_back_defers_and_the_peek_sweep_records_and_applies_it(
-    functions: Any, ctx: Any, broker: Any, clock: Any
+@pytest.mark.parametrize("lands", [True, False], ids=["landed", "not-landed"])
+def test_an_unknown_outcome_that_cannot_be_read_back_is_abandoned_and_its_redelivery_tracks_it(
+    functions: Any, ctx: Any, broker: Any, lands: bool
 ) -> None:
+    """Deferred all the same before, it had nothing scheduled to decide it: if the write had not landed,
+    nobody tracked it and its order's submission could not find it; either way only the peek sweep (10
+    minutes and more) would, past the few minutes a prepaid order waits for its payment."""
     timeout = StoreOutcomeUnknown("Cosmos DB 408: request timeout")
-    unwritten = context_with(ctx, deferrals=ReadFailsAfterSaveFails(ctx.deferrals, timeout, lands=False))
+    unknown = context_with(ctx, deferrals=ReadFailsAfterSaveFails(ctx.deferrals, timeout, lands=lands))
     send(broker, notification())
     assert deliver(functions, broker)
-    context_with(unwritten, deferrals=ctx.deferrals)
-    [seq] = deferred_sequence_numbers(broker)
-    assert ctx.deferrals.get("p1") is None and copies(broker) == []  # deferred, tracked by nobody
+    context_with(unknown, deferrals=ctx.deferrals)
+    assert deferred_sequence_numbers(broker) == [] and copies(broker) == []  # abandoned: on the queue again
 
-    send(broker, order())  # its submission finds no tracked number: the message waits for the sweep
+    assert deliver(functions, broker)  # its redelivery, the store back
+    [seq] = deferred_sequence_numbers(broker)  # deferred under its own number, tracked, its look again sent
+    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.DEFERRED
+    assert [(r["sequenceNumber"], r["round"]) for r in scheduled_retries(broker)] == [(seq, 1)]
+
+    send(broker, order())  # its submission finds the tracked number at once, no sweep needed
     deliver_all(functions, broker)
-    assert ctx.states.get("p1").payment is None
-
-    clock.advance(ctx.settings.peek_sweep_age)
-    report = peek_sweep(ctx)
-    assert (report.recorded, report.recovered) == (1, 1)
     assert ctx.states.get("p1").payment.sequence_number == seq
     assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.APPLIED
     assert [a["kind"] for a in alerts(broker)] == []
+
+
+def test_a_dependency_deferral_whose_write_cannot_be_read_back_is_abandoned_and_its_redelivery_retries_it(
+    functions: Any, ctx: Any, broker: Any, clock: Any
+) -> None:
+    """Deferred all the same before, with no RetryDeferred: only the peek sweep, once its retry was overdue
+    (10 minutes after it was due), tried it again."""
+    orders = OrderStoreThatFailsOnRead(ctx.orders)
+    with_orders = context_with(ctx, orders=orders)
+    send(broker, order())
+    deliver_all(functions, broker)
+    orders.failing = True  # the order database (a dependency, not the state store) is down
+    timeout = StoreOutcomeUnknown("Cosmos DB 408: request timeout")
+    unknown = context_with(with_orders, deferrals=ReadFailsAfterSaveFails(ctx.deferrals, timeout, lands=True))
+    send(broker, notification())
+    assert deliver(functions, broker)
+    context_with(unknown, deferrals=ctx.deferrals)
+    assert deferred_sequence_numbers(broker) == [] and scheduled_retries(broker) == []  # abandoned
+
+    assert deliver(functions, broker)  # its redelivery: the same round recorded, its retry sent
+    [seq] = deferred_sequence_numbers(broker)
+    assert [(r["sequenceNumber"], r["round"]) for r in scheduled_retries(broker)] == [(seq, 1)]
+
+    orders.failing = False
+    clock.advance(ctx.settings.defer_retry_delay)
+    deliver_all(functions, broker)
+    assert ctx.states.get("p1").payment.sequence_number == seq
+    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.APPLIED
 
 
 @pytest.mark.parametrize(
