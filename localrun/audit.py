@@ -33,6 +33,7 @@ from domain.records import HistoryEntry, StateRecord
 from domain.states import ProcessState
 from domain.workflow import step as workflow_step
 from localrun.profile import Profile
+from supervisor.owed import owes_notifications
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +157,9 @@ class Audit:
     # (order id, when): faults injected on a call that took effect on a healthy service (a reply lost
     # or late, the agent crashing after the call), the order's own trouble, not an outage's
     own_faults: list[tuple[str, datetime]] = field(default_factory=list)
+    # orders whose failure record, as last written, still owes its operator alert and its submitter's
+    # status (``completeBy`` set: supervisor/owed.py); the supervisor's owed sweep delivers them and clears it
+    owing: set[str] = field(default_factory=set)
 
 
 class CountedStore:
@@ -372,6 +376,7 @@ class AuditedStateStore:
         written = self._inner.create(record)
         self._seen(written)
         self._record_created(written)
+        self._note_owed(written)
         self._maybe_lose_response(record.order_id, known, "create")
         return written
 
@@ -388,8 +393,15 @@ class AuditedStateStore:
         elif _is_instance(writer) and before.locked_by != writer:
             self._audit.stale_writes.append(f"{written.order_id}: {writer} wrote while lockedBy={before.locked_by}")
         self._record(before, written)
+        self._note_owed(written)
         self._maybe_lose_response(record.order_id, known, "replace")
         return written
+
+    def _note_owed(self, written: StateRecord) -> None:
+        if owes_notifications(written):
+            self._audit.owing.add(written.order_id)
+        else:
+            self._audit.owing.discard(written.order_id)
 
     def claimable(self, now: datetime, limit: int) -> list[StateRecord]:
         self._audit.ops["cosmos_queries"] += 1

@@ -320,6 +320,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 return False  # a deferred message's retry round is still to come
             if broker.holds(ORDERS_QUEUE, MessageState.DEFERRED, lambda _, body: named_order_id(body) in latest):
                 return False  # deferred, and its order exists: its submission missed it, the peek sweep owes it
+            if audit.owing:
+                return False  # a failure record still owes its alert and status: the supervisor's owed sweep sends them
             return not any(state in NON_TERMINAL for state in latest.values())
 
         external: Callable[[], datetime | None] = lambda: pending[0].at if pending else None  # noqa: E731

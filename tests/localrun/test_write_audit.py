@@ -138,3 +138,24 @@ def test_the_audit_keeps_a_few_facts_of_the_current_version_not_the_records(audi
     stale = transitions.complete_step(current["o1"], "o1:1", "reserve-inventory", {}, clock.now(), clock.now())
     store.replace(replace(stale, version=reset.version))
     assert len(audit.stale_writes) == 1 and "o1:1 wrote while lockedBy=None" in audit.stale_writes[0]
+
+
+def test_the_audit_knows_which_failure_records_still_owe_their_alert_and_status(audited, clock):
+    """The run does not end while one does (``localrun/simulation.py``: the supervisor's owed sweep is still
+    due to send them): it ended right after an escalation whose sends failed (harsh refusal profile, 80
+    orders, seed 5), and the report counted a Failed status the next supervisor run would have sent as
+    missing (``missing_statuses``, ``silent_failures``)."""
+    from supervisor.owed import DELIVERED, owe_notifications
+
+    store, audit = audited
+    store.create(transitions.new_record("o1", None, clock.now()))
+    first = store.get("o1")
+    claimed = store.replace(replace(transitions.claim(first, clock.now(), timedelta(0)), version=first.version))
+    clock.advance(timedelta(seconds=1))
+    escalated = owe_notifications(transitions.supervisor_retry(claimed, "o1:1", clock.now(), 1, timedelta(0)))
+    written = store.replace(replace(escalated, version=claimed.version))
+    assert written.process_state is ProcessState.ERROR and audit.owing == {"o1"}
+
+    acknowledged = written.with_changes(clock.now(), DELIVERED, "supervisor", "sent", complete_by=None)
+    store.replace(replace(acknowledged, version=written.version))
+    assert audit.owing == set()
