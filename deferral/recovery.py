@@ -14,6 +14,7 @@ from adapters.servicebus.deferred import DeferredMessageStore
 from adapters.servicebus.sender import SendError
 from contracts.names import ORDERS_QUEUE
 from deferral.apply import Processed, account_for_absent, process_deferred
+from deferral.retry import schedule_round
 from dependencies import AppContext
 from domain.deferral import (
     DeferralDocument,
@@ -172,13 +173,30 @@ def settle_refusals(ctx: AppContext, order_id: str, as_read: DeferralDocument | 
     flag_refused_notifications(ctx, doc)
 
 
+def resend_rounds(ctx: AppContext, doc: DeferralDocument) -> None:
+    """Sends again the ``RetryDeferred`` of the round each message of ``doc`` waiting for a dependency is at,
+    for that round's due time: the same MessageId, so duplicate detection collapses it if it went out.
+    Recording a round comes before sending its retry: when an ``OrderSubmitted``'s recovery met the
+    dependency down, recorded the next round and then failed to send its retry, the message was abandoned,
+    and its redelivery (the record written, the notification no longer waiting for its order) had nothing
+    else to send it: the entry said a retry was coming that never was. A send failure propagates."""
+    for entry in doc.waiting(DeferralReason.DEPENDENCY_UNAVAILABLE):
+        schedule_round(ctx, doc, entry.sequence_number)
+
+
 def recover_for_order(ctx: AppContext, order_id: str, doc: DeferralDocument | None) -> Recovery:
     """Applies the messages ``doc`` (the order's deferral document as the caller read it) lists as
     waiting for the order; nothing to do unless it lists some. A message deferred after that read is
     looked at again by its own ``RetryDeferred`` (docs/deferral.md). A receiver failure is logged and left
     to the peek sweep: it never blocks the order itself. A store or send failure propagates (the
     OrderSubmitted is abandoned and redelivered once its record exists, or sent again for later before:
-    ``submission.intake``)."""
+    ``submission.intake``).
+
+    A message waiting for a dependency's retry round is not applied here (its ``RetryDeferred`` owns it), but
+    its round's retry is sent again (``resend_rounds``): one processed by an earlier delivery of this
+    submission, whose retry could not be sent, would otherwise wait for the peek sweep."""
+    if doc is not None:
+        resend_rounds(ctx, doc)
     waiting = doc.waiting(DeferralReason.ORDER_NOT_SUBMITTED) if doc is not None else []
     if not waiting:
         return Recovery()
