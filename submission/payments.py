@@ -15,7 +15,8 @@ If the state store is down before its deferral is recorded, the message is handl
 sequence number its tracking holds (``deferred_all_the_same``): a copy with a new sequence number would
 leave the tracked one pointing at a message that is gone (then reported expired while its copy is
 applied). Its look again is sent with it, so it is decided again soon (its order refused, submitted
-meanwhile, or still to come), not left to the peek sweep. One whose deferral write may have landed
+meanwhile, or still to come), not left to the peek sweep; one an earlier delivery decided already (its
+settlement lost) is abandoned instead, and decided again on its redelivery. One whose deferral write may have landed
 (``StoreOutcomeUnknown``: its response was lost) reads the document back: landed, it goes on as tracked;
 not landed, it is handled again later like any store failure; the read failing too, it is abandoned and
 its redelivery records it again (docs/deferral.md).
@@ -38,7 +39,7 @@ from deferral.payment import MESSAGE_TYPE, apply_notification
 from deferral.retry import schedule_look_again, schedule_round
 from deferral.tracking import settle_decided
 from dependencies import AppContext
-from domain.deferral import DeferralDocument, DeferralReason, TooManyWaiting
+from domain.deferral import DeferralDocument, DeferralReason, EntryStatus, TooManyWaiting
 from submission.result import IntakeResult
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,12 @@ def _defer_until_order(ctx: AppContext, note: PaymentNotification, message: Rece
     try:
         return _looked_at_again(ctx, note, message, message.sequence_number, doc)
     except StoreUnavailable as exc:
+        entry = doc.entry(message.sequence_number)
+        if entry is None or entry.status is not EntryStatus.DEFERRED:
+            # decided by an earlier delivery, whose settlement was lost: no look again would act on it (its
+            # entry is resolved), so it is decided again on its redelivery (its alert re-sent if that failed)
+            log.warning("%s %s: %s; decided before, abandoned", MESSAGE_TYPE, message.message_id, exc)
+            return IntakeResult(Settlement.abandon(str(exc)))
         # recorded: its look again decides it (its order refused, submitted meanwhile, or still to come)
         schedule_look_again(ctx, doc, message.sequence_number)
         return deferred_all_the_same(message, exc)

@@ -8,6 +8,8 @@ trigger, the in-process broker and the Cosmos protocol server."""
 
 from __future__ import annotations
 
+import asyncio
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -16,7 +18,16 @@ from adapters.cosmos.errors import StoreUnavailable
 from contracts.names import ORDERS_QUEUE
 from domain.deferral import EntryStatus
 from tests.contexts import context_with, while_using
-from tests.deferral.support import alerts, deferred_sequence_numbers, deliver, deliver_all, notification, order, send
+from tests.deferral.support import (
+    DurableClientStub,
+    alerts,
+    deferred_sequence_numbers,
+    deliver,
+    deliver_all,
+    notification,
+    order,
+    send,
+)
 from tests.deferral.test_retry_sweep_expiry import scheduled_retries
 from tests.fakes import DeferralLogReadTooEarly
 
@@ -103,4 +114,46 @@ def test_a_notification_whose_second_look_fails_while_its_order_is_submitted_is_
     deliver_all(functions, broker)
     assert ctx.states.get("p1").payment.sequence_number == seq
     assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.APPLIED
+    assert deferred_sequence_numbers(broker) == []
+
+
+class SettlementLost:
+    """Message actions whose settlement never reaches Service Bus (the lock lapsed first): the message is
+    delivered again once its lock expires."""
+
+    def complete(self, message: Any) -> None: ...
+
+    def abandon(self, message: Any) -> None: ...
+
+    def deadletter(
+        self, message: Any, deadletter_reason: Any = None, deadletter_error_description: Any = None
+    ) -> None: ...
+
+    def defer(self, message: Any) -> None: ...
+
+
+def test_a_decided_notification_redelivered_into_a_failing_second_look_is_abandoned_and_decided_again(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
+) -> None:
+    """Its entry is resolved (``DeadLettered``, by the delivery whose settlement was lost): a look again would
+    find nothing to do, so deferred all the same it waited for the peek sweep to settle it as recorded (harsh
+    refusal profile, 80 orders, seed 1: a third delivery, after another lost lock, happened to decide it)."""
+    refused(functions, ctx, broker, monkeypatch)
+    send(broker, notification())
+    message = broker.receive(ORDERS_QUEUE)
+    fn = functions["submit_order"].func.client_function
+    asyncio.run(fn(message=message, message_actions=SettlementLost(), client=DurableClientStub()))
+    [entry] = ctx.deferrals.get("p1").entries
+    assert entry.status is EntryStatus.DEAD_LETTERED  # decided, then its dead-lettering lost with its lock
+    assert broker.dead_letters(ORDERS_QUEUE) == []
+
+    clock.advance(broker.policy(ORDERS_QUEUE).lock_duration + timedelta(seconds=1))
+    blipping = context_with(ctx, states=FailsOnCall(ctx.states, "get", 2))
+    assert deliver(functions, broker)  # redelivered: recorded (resolved, unchanged), its second look fails
+    context_with(blipping, states=ctx.states)
+    assert deferred_sequence_numbers(broker) == [] and scheduled_retries(broker) == []  # abandoned, not deferred
+
+    assert deliver(functions, broker)  # decided again at once, as recorded
+    [dead] = broker.dead_letters(ORDERS_QUEUE)
+    assert (dead.sequence_number, dead.reason) == (entry.sequence_number, "OrderRejected")
     assert deferred_sequence_numbers(broker) == []
