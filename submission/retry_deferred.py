@@ -14,20 +14,24 @@ not wear the message out: one for a
 dependency's round other than the round scheduled (``entry.rounds``) or the one before it, one that comes
 before its round is due (``entry.retry_due_at``, less ``RETRY_CLOCK_TOLERANCE``), or one for a message
 waiting for an order that does not exist yet (its submission, or the peek sweep, fetches it), is completed
-without fetching, and logged (``RetryDeferredIgnored``)."""
+without fetching, and logged (``RetryDeferredIgnored``). One that finds its message on the queue but not
+deferred (a delivery of it holds it) is handled again later (``_again_later``): that delivery, deferring it
+again, sends the same retry, which duplicate detection drops."""
 
 from __future__ import annotations
 
 import logging
 
+from adapters.servicebus.deferred import DeferredReceiver
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import RetryDeferred
 from contracts.names import ORDERS_QUEUE
-from deferral.apply import account_for_absent, process_deferred
+from deferral.apply import account_for_absent, is_deferred, process_deferred
 from dependencies import AppContext
-from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, retry_not_for_now
+from domain.deferral import DeferralReason, EntryStatus, retry_not_for_now
 from observability.events import app_event
 from submission.result import IntakeResult
+from submission.store_outage import retry_later
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +63,22 @@ def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessa
     if entry.status is not EntryStatus.DEFERRED:
         log.info("RetryDeferred #%s round %s: already %s", seq, retry.round, entry.status.value)
         return IntakeResult(Settlement.complete())  # a late or duplicate retry: nothing left to do
-    not_now = _not_for_now(ctx, retry, entry, rejected=doc is not None and doc.rejected_at is not None)
-    if not_now is not None:
-        return _ignored(message, retry, not_now, logging.INFO)
+    if entry.reason is DeferralReason.DEPENDENCY_UNAVAILABLE:
+        not_now = retry_not_for_now(entry, retry.round, ctx.clock.now(), ctx.settings.defer_retry_delay)
+        if not_now is not None:
+            return _ignored(message, retry, not_now, logging.INFO)
+    rejected = doc is not None and doc.rejected_at is not None
+    waits = entry.reason is not DeferralReason.DEPENDENCY_UNAVAILABLE and not rejected
     with ctx.deferred.open(ORDERS_QUEUE) as receiver:
+        if waits and ctx.states.get(retry.order_id) is None:
+            if _held(receiver, seq):
+                return _again_later(ctx, message, retry)
+            return _ignored(message, retry, WAITS_FOR_ITS_ORDER, logging.INFO)
         done = process_deferred(ctx, receiver, seq, round_number=retry.round, order_id=retry.order_id)
         if done is None:
             outcome = account_for_absent(ctx, receiver, retry.order_id, seq)
+            if outcome == "present":
+                return _again_later(ctx, message, retry)
             log.info("RetryDeferred #%s round %s: the message is %s", seq, retry.round, outcome)
             return IntakeResult(Settlement.complete())
     if done.result == "applied":
@@ -96,10 +109,22 @@ def _ignored(message: ReceivedMessage, retry: RetryDeferred, why: str, level: in
     return IntakeResult(Settlement.complete())
 
 
-def _not_for_now(ctx: AppContext, retry: RetryDeferred, entry: DeferredEntry, *, rejected: bool) -> str | None:
-    """Why acting on ``retry`` now would only spend one of the message's deliveries or rounds, or None."""
-    if entry.reason is DeferralReason.DEPENDENCY_UNAVAILABLE:
-        return retry_not_for_now(entry, retry.round, ctx.clock.now(), ctx.settings.defer_retry_delay)
-    if not rejected and ctx.states.get(retry.order_id) is None:
-        return "its order does not exist yet (its submission or the peek sweep fetches it)"
-    return None
+WAITS_FOR_ITS_ORDER = "its order does not exist yet (its submission or the peek sweep fetches it)"
+
+
+def _held(receiver: DeferredReceiver, seq: int) -> bool:
+    """Whether message ``seq`` is on the queue and not deferred: a delivery of it holds it (or is about to)."""
+    peeked = next(iter(receiver.peek(1, seq)), None)
+    return peeked is not None and int(peeked.sequence_number) == seq and not is_deferred(peeked)
+
+
+def _again_later(ctx: AppContext, message: ReceivedMessage, retry: RetryDeferred) -> IntakeResult:
+    """The message is on the queue and not deferred: a delivery of it holds it (the one that sent this retry
+    stalled past its lock, or the host restarted under it), and will decide it or defer it again. Deferring
+    it again, that delivery sends this same retry, which duplicate detection drops (the same MessageId, sent
+    less than 10 minutes before): completed now, this retry would leave the message deferred with none
+    coming. So it is handled again later, as a message that met a store failure is (a copy,
+    ``submission.store_outage``: 10 s, 30 s, then a minute apart), until it finds the message deferred
+    (and acts, or is ignored as above) or decided."""
+    why = f"its message #{retry.sequence_number} is held by a delivery, not deferred yet"
+    return retry_later(ctx, message, "RetryDeferred", why, store_down=False)
