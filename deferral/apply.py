@@ -170,7 +170,7 @@ def _apply(
             note=note,
         )
         if doc.rejected_at is not None:  # its order was refused by admission control: it is not coming
-            dead = rejected_order(ctx, order_id, seq)
+            dead = rejected_order(ctx, note, seq, copy=is_copy(message.application_properties))
             if dead is not None:
                 return Processed("dead-lettered", order_id), Settlement.deadletter(*dead)
             schedule_look_again(ctx, doc, seq)  # the refusal withdrawn meanwhile: its order is being accepted
@@ -271,19 +271,26 @@ ORDER_REJECTED = "OrderRejected"
 GAVE_UP = "DependencyUnavailable"  # the dead-letter reason of a message whose retry rounds ran out
 
 
-def rejected_order(ctx: AppContext, order_id: str, seq: int) -> tuple[str, str] | None:
+def rejected_order(ctx: AppContext, note: PaymentNotification, seq: int, *, copy: bool) -> tuple[str, str] | None:
     """A deferred notification whose order submission rejected (admission control): resolved as
     dead-lettered and listed among the notifications dead-lettered under the refusal (one write,
     ``resolve_refused``: flagged again if a later submission of the order is accepted), with an alert (after
-    the write). Returns the dead-letter reason and description for the caller to settle the message with, or
-    None if the write found the refusal withdrawn (a submission of the order accepted since the caller read
-    it): nothing written, no alert; the caller lets the message wait for its order, with a look again."""
+    the write). For a store-retry ``copy``, its original's entry (the same notification under another number,
+    recorded and never deferred) takes that outcome too, as for any decision of a copy (``settle_decided``):
+    left waiting for a message that is gone, it was reported expired once a later submission of the order
+    was accepted. Returns the dead-letter reason and description for the caller to settle the message with,
+    or None if the write found the refusal withdrawn (a submission of the order accepted since the caller
+    read it): nothing written, no alert; the caller lets the message wait for its order, with a look again."""
+    order_id = note.order_id
     description = f"order {order_id} was rejected by admission control (MAX_PENDING); nothing to apply the payment to"
     if not resolve_refused(ctx, order_id, seq, f"{ORDER_REJECTED}: {description}"):
         log.info(
             "deferred #%s: order %s's refusal was withdrawn before the write; it waits for the order", seq, order_id
         )
         return None
+    if copy:
+        refused = PaymentOutcome("rejected", reason=ORDER_REJECTED, description=description)
+        settle_decided(ctx, note, seq, refused, copy=True)
     raise_alert_after_write(
         ctx.sender,
         kind="NotificationForRejectedOrder",

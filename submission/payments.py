@@ -156,7 +156,8 @@ def _looked_at_again(
         if doc.rejected_at is not None:
             from deferral.apply import rejected_order
 
-            dead = rejected_order(ctx, note.order_id, sequence_number)
+            copy = is_copy(message.application_properties)
+            dead = rejected_order(ctx, note, sequence_number, copy=copy)
             if dead is not None:
                 return IntakeResult(Settlement.deadletter(*dead))
             # the refusal was withdrawn before the write: its order is being accepted, wait for it
