@@ -76,9 +76,9 @@ def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessa
             return _ignored(message, retry, WAITS_FOR_ITS_ORDER, logging.INFO)
         done = process_deferred(ctx, receiver, seq, round_number=retry.round, order_id=retry.order_id)
         if done is None:
-            outcome = account_for_absent(ctx, receiver, retry.order_id, seq)
-            if outcome == "present":
+            if _held(receiver, seq) or entry.updated_at > ctx.clock.now() - ctx.settings.peek_sweep_age:
                 return _again_later(ctx, message, retry)
+            outcome = account_for_absent(ctx, receiver, retry.order_id, seq)
             log.info("RetryDeferred #%s round %s: the message is %s", seq, retry.round, outcome)
             return IntakeResult(Settlement.complete())
     if done.result == "applied":
@@ -119,12 +119,20 @@ def _held(receiver: DeferredReceiver, seq: int) -> bool:
 
 
 def _again_later(ctx: AppContext, message: ReceivedMessage, retry: RetryDeferred) -> IntakeResult:
-    """The message is on the queue and not deferred: a delivery of it holds it (the one that sent this retry
-    stalled past its lock, or the host restarted under it), and will decide it or defer it again. Deferring
-    it again, that delivery sends this same retry, which duplicate detection drops (the same MessageId, sent
-    less than 10 minutes before): completed now, this retry would leave the message deferred with none
-    coming. So it is handled again later, as a message that met a store failure is (a copy,
+    """The message is not deferred on the queue, and not known gone:
+
+    * on the queue: a delivery of it holds it (the one that sent this retry stalled past its lock, or the
+      host restarted under it), and will decide it or defer it again. Deferring it again, that delivery
+      sends this same retry, which duplicate detection drops (the same MessageId, sent less than 10 minutes
+      before): completed now, this retry would leave the message deferred with none coming;
+    * not on the queue, its entry changed less than ``PEEK_SWEEP_AGE_MINUTES`` ago: that delivery may have
+      met a store failure and made a store-retry copy of it (a new sequence number, the original completed),
+      which settles this entry when it is decided; accounted for now, the entry would be reported expired
+      (an alert), then corrected. ``make_room`` waits as long before it looks for a message so.
+
+    So it is handled again later, as a message that met a store failure is (a copy,
     ``submission.store_outage``: 10 s, 30 s, then a minute apart), until it finds the message deferred
-    (and acts, or is ignored as above) or decided."""
-    why = f"its message #{retry.sequence_number} is held by a delivery, not deferred yet"
+    (and acts, or is ignored as above), its entry resolved, or the message still gone once the entry is
+    that old (then it is accounted for: ``account_for_absent``)."""
+    why = f"its message #{retry.sequence_number} is not deferred yet (held by a delivery, or a copy of it due)"
     return retry_later(ctx, message, "RetryDeferred", why, store_down=False)

@@ -20,6 +20,7 @@ from domain.deferral import EntryStatus
 from submission.store_outage import STORE_RETRY_DELAYS
 from tests.deferral.support import (
     DurableClientStub,
+    alerts,
     deferred_sequence_numbers,
     deliver,
     deliver_all,
@@ -118,3 +119,42 @@ def test_a_look_again_that_finds_its_message_held_comes_back_and_applies_it_once
     assert ctx.states.get("p1").payment.sequence_number == seq  # well before the peek sweep could
     assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.APPLIED
     assert deferred_sequence_numbers(broker) == []
+
+
+def test_a_retry_that_finds_its_message_gone_while_a_copy_of_it_is_due_waits_for_the_copy(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
+) -> None:
+    """The delivery holding the message met a store failure and copied it (the original completed): a retry
+    that came before the copy was decided found the message gone and reported it ``DeferredMessageExpired``
+    (an alert), to be corrected by the copy's outcome a moment later (harsh refusal profile, 80 orders,
+    seed 2, once retries came back while a message was held)."""
+    from tests.contexts import context_with
+    from tests.deferral.test_deferred_all_the_same_looks_again import FailsOnCall, refused
+
+    refused(functions, ctx, broker, monkeypatch)
+    states = ctx.states
+    send(broker, notification())
+    ctx = context_with(ctx, states=FailsOnCall(states, "get", 2))
+    seq = deliver_unsettled(functions, broker)  # recorded, its look again sent; the defer lost with the lock
+    ctx = context_with(ctx, states=states)
+    clock.advance(ctx.settings.defer_retry_delay)
+    assert deliver(functions, broker)  # the look again: the message held, handled again in 10 s
+
+    clock.advance(broker.policy(ORDERS_QUEUE).lock_duration - ctx.settings.defer_retry_delay + timedelta(seconds=1))
+    ctx = context_with(ctx, states=FailsOnCall(states, "get", 1))
+    assert deliver(functions, broker)  # the message again: a store failure, copied (the original completed)
+    ctx = context_with(ctx, states=states)
+    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.DEFERRED  # its message gone, a copy due
+
+    for _ in range(12):
+        clock.advance(STORE_RETRY_DELAYS[0])
+        deliver_all(functions, broker)
+    [dead] = broker.dead_letters(ORDERS_QUEUE)
+    assert dead.reason == "OrderRejected" and ":store-retry:" in dead.message_id  # the copy, decided
+    settled = ctx.deferrals.get("p1").entry(seq)
+    assert (settled.status, settled.detail) == (
+        EntryStatus.DEAD_LETTERED,
+        f"OrderRejected: decided on its copy #{dead.sequence_number}",
+    )
+    assert "DeferredMessageExpired" not in [a["kind"] for a in alerts(broker)]
+    assert not [m for m in broker.peek(ORDERS_QUEUE, 100) if m.state.name == "SCHEDULED"]  # nothing left coming
