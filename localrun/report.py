@@ -116,8 +116,9 @@ def _unreachable_submitters(result: SimulationResult) -> set[str]:
 
 
 def _stranded_messages(result: SimulationResult, by_order: dict[str, Any]) -> list[str]:
-    """Deferred messages left on ``orders`` at the end that nothing will apply or dead-letter: their
-    order has no state record (so neither its submission nor the peek sweep will fetch them) and no
+    """Deferred messages left on ``orders`` at the end that nothing scheduled will apply or dead-letter:
+    their order has no state record (no submission will fetch them; the peek sweep, the safety net, only
+    once they are ``PEEK_SWEEP_AGE_MINUTES`` old and only if their order was refused) and no
     ``RetryDeferred`` for their sequence number is still on the queue. From the broker and Cosmos."""
     waiting: list[tuple[int, str]] = []
     retried: set[int] = set()
