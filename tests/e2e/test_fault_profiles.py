@@ -153,6 +153,16 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
         and r["alerts"].get("NotificationForRejectedOrder", 0) == states(r)["Rejected"]
         and reasons(r) == {"OrderRejected"}
     ),
+    # a pending cap of 2 under store blips, failed sends, lost locks and host restarts, most notifications
+    # before their order: each is applied or dead-lettered by what the app scheduled for it (its look again,
+    # its retry, its order's submission), none left deferred to the peek sweep (before: 1 to 4 per run)
+    "harsh-refusals": lambda r: (
+        states(r).get("Rejected", 0) > 10
+        and r["alerts"].get("NotificationForRejectedOrder", 0) > 10
+        and r["injected_faults"].get("handlers_past_lock", 0) > 10
+        and r["injected_faults"].get("cosmos_throttled", 0) > 10
+        and r["deferred"]["recovered_by_sweep"] == 0
+    ),
     # issue 12: shipping down 30 min, payment 15, inventory 10, a few genuine payment refusals. Before
     # circuits every order needed an operator; now orders wait the outages out (past them: p50) and
     # only the genuine refusals (payment and its backup both refusing: compensated) leave the happy path.
