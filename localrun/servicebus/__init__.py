@@ -8,7 +8,8 @@ Modeled (each backed by a contract test in ``tests/localrun/test_broker_*.py``):
   Sending to an undeclared queue raises ``QueueNotFound`` (the SDK's ``MessagingEntityNotFoundError``).
 - Sending (``InProcessBroker.send``, the app's ``MessageSender``): gap-free increasing sequence numbers
   per queue; scheduled enqueue time (invisible to receivers until due, visible to peek, TTL counted from
-  the scheduled time); duplicate detection by ``MessageId`` within the window (the duplicate is accepted
+  the scheduled time; when due it is renumbered and appended behind the messages already there, as the
+  service does); duplicate detection by ``MessageId`` within the window (the duplicate is accepted
   and silently dropped); optional injected send failures (``SendFaults``), including failures after the
   message was stored.
 - Peek-lock delivery to a trigger (``receive``), lowest sequence number first; settlement through

@@ -455,6 +455,19 @@ class InProcessBroker:
         else:
             self._make_available(q, rec)
 
+    def _activate(self, q: _Queue, rec: _Stored) -> None:
+        """A scheduled message reaches its enqueue time. "The SequenceNumber for a scheduled message is only
+        valid while the message is in this state. As the message transitions to the active state, the
+        message is appended to the queue as if it had been enqueued at the current instant, which includes
+        assigning a new SequenceNumber" (https://learn.microsoft.com/azure/service-bus-messaging/message-sequencing):
+        it is renumbered and goes behind every message enqueued before that moment."""
+        del q.messages[rec.seq]
+        rec.seq = q.next_seq
+        q.next_seq += 1
+        rec.state = MessageState.ACTIVE
+        q.messages[rec.seq] = rec  # the highest number: insertion order stays sequence order
+        self._make_available(q, rec)
+
     def _make_available(self, q: _Queue, rec: _Stored) -> None:
         heapq.heappush(q.ready, rec.seq)
         if rec.expires_at is not None:
@@ -484,8 +497,7 @@ class InProcessBroker:
             when, _, due, seq, _token = event
             rec = q.messages[seq]
             if due == _Due.VISIBLE:
-                rec.state = MessageState.ACTIVE
-                self._make_available(q, rec)
+                self._activate(q, rec)
             elif due == _Due.LOCK_EXPIRY:
                 q.counters.lock_expirations += 1
                 self._release(q, rec, when)

@@ -184,7 +184,7 @@ def test_the_peek_sweep_moves_an_expired_deferred_message_to_the_dead_letter_que
     [retry] = [m for m in broker.peek(ORDERS_QUEUE, 100) if m.state.name == "SCHEDULED"]
     clock.advance(orders_ctx.settings.defer_retry_delay)
     lost = broker.receive(ORDERS_QUEUE)
-    assert lost is not None and lost.sequence_number == retry.sequence_number
+    assert lost is not None and lost.message_id == retry.message_id
     broker.actions.complete(lost)  # the retry message is lost
     clock.advance(ORDERS_TTL)
     report = peek_sweep(orders_ctx)

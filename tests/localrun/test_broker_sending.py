@@ -128,7 +128,7 @@ def test_without_duplicate_detection_every_send_is_stored() -> None:
 def test_scheduled_message_is_invisible_until_its_enqueue_time_but_visible_to_peek() -> None:
     """Message sequencing and timestamps (Scheduled messages) and Message browsing: a scheduled
     message does not materialize in the queue until its ScheduledEnqueueTimeUtc; peek on a queue
-    returns it (state Scheduled); its sequence number is assigned when it is sent."""
+    returns it (state Scheduled) under the sequence number it was given when it was sent."""
     broker, clock = make_broker()
     due = START + timedelta(minutes=5)
     broker.send("q", message("later", scheduled_enqueue_time=due))
@@ -150,8 +150,32 @@ def test_scheduled_message_is_invisible_until_its_enqueue_time_but_visible_to_pe
     clock.set(due)
     later = broker.receive("q")
     assert later is not None
-    assert (later.message_id, later.sequence_number, later.state) == ("later", 1, MessageState.ACTIVE)
+    assert (later.message_id, later.sequence_number, later.state) == ("later", 3, MessageState.ACTIVE)
     assert later.enqueued_time_utc == due
+
+
+def test_a_scheduled_message_is_renumbered_and_queued_behind_earlier_messages_when_it_becomes_active() -> None:
+    """Message sequencing and timestamps (https://learn.microsoft.com/azure/service-bus-messaging/message-sequencing):
+    "The SequenceNumber for a scheduled message is only valid while the message is in this state. As the
+    message transitions to the active state, the message is appended to the queue as if it had been enqueued
+    at the current instant, which includes assigning a new SequenceNumber." A message sent before it became
+    due is delivered first, and its scheduled number is gone (a peek or a fetch by it finds nothing)."""
+    broker, clock = make_broker()
+    due = START + timedelta(minutes=5)
+    broker.send("q", message("later", scheduled_enqueue_time=due))  # 1 while scheduled
+    broker.send("q", message("waiting"))  # 2, not received before the scheduled one is due
+    clock.set(due + timedelta(seconds=1))
+    broker.send("q", message("after"))  # sent after it became active
+
+    first, second, third = broker.receive("q"), broker.receive("q"), broker.receive("q")
+    assert first is not None and second is not None and third is not None
+    assert [(m.message_id, m.sequence_number) for m in (first, second, third)] == [
+        ("waiting", 2),
+        ("later", 3),
+        ("after", 4),
+    ]
+    assert [m.sequence_number for m in broker.peek("q", 10)] == [2, 3, 4]
+    assert broker.peek("q", 1, 1)[0].sequence_number == 2
 
 
 def test_scheduled_time_in_the_past_is_immediately_available() -> None:
