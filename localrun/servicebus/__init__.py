@@ -22,7 +22,8 @@ Modeled (each backed by a contract test in ``tests/localrun/test_broker_*.py``):
 - Time to live: an available message past its expiry is never delivered; it is dead-lettered with
   ``TTLExpiredException`` (or dropped if the queue does not dead-letter on expiration). A locked message
   is not affected until its lock ends. A deferred message expires lazily, when it is fetched.
-- Inspection: ``dead_letters()``, ``peek()``, ``counters()``; time skipping: ``next_due_time()``.
+- Inspection: ``dead_letters()``, ``peek()`` (at most 250 messages a call, as the service answers),
+  ``counters()``; time skipping: ``next_due_time()``.
 - Host restart (``restart_host``): the host's receivers and settlement handles are gone; the service
   keeps their locks until they expire, then the messages are redelivered.
 - Thread-safe (one re-entrant lock) and deterministic (lock tokens are counters, faults use a seeded

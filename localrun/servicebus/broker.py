@@ -271,12 +271,14 @@ class InProcessBroker:
 
     def peek(self, queue: str, max_count: int, from_sequence_number: int = 0) -> list[BrokerMessage]:
         """Messages in the main queue (active, locked, deferred, scheduled) from a sequence number
-        on, without locking them. Dead-lettered messages are not included."""
+        on, without locking them. Dead-lettered messages are not included. At most
+        ``limits.MAX_PEEK_MESSAGES`` (250) whatever ``max_count`` asks, as the service does."""
         with self._mutex:
             q = self._queue(queue)
             q.received = True
             self._advance(q, self._now())
             q.counters.peeked += 1
+            max_count = min(max_count, limits.MAX_PEEK_MESSAGES)
             found: list[BrokerMessage] = []
             for seq, rec in q.messages.items():  # insertion order is sequence order
                 if len(found) >= max_count:

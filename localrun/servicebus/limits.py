@@ -19,6 +19,13 @@ from __future__ import annotations
 
 from adapters.servicebus.sender import MessageRejected, OutgoingMessage
 
+# Peek returns "at most the requested number of messages" and "there's no way to guarantee a minimum size
+# for the batch" (https://learn.microsoft.com/azure/service-bus-messaging/message-browsing); the service
+# stops a peek at 250 messages however many are asked for (observed: Azure/azure-sdk-for-python#26643,
+# after which the SDK's ``max_message_count`` says "subject to service limits", PR #28209;
+# paolosalvatori/ServiceBusExplorer#56).
+MAX_PEEK_MESSAGES = 250
+
 MAX_MESSAGE_ID_LENGTH = 128
 MAX_MESSAGE_BYTES = 256 * 1024
 MAX_PROPERTY_BYTES = 32 * 1024

@@ -138,3 +138,11 @@ def test_the_search_stays_within_the_64_bit_space_and_128_peeks() -> None:
 def test_short_answers_are_read_on_to_the_newest_message() -> None:
     queue = SparseQueue([*range(1, 501)], answer_at_most=7)
     assert [m.sequence_number for m in peek_newest(queue, 40)] == [*range(461, 501)]
+
+
+def test_a_window_wider_than_one_peek_answers_is_read_whole_over_the_broker() -> None:
+    """The broker stops a peek at 250 messages, as Service Bus does (tests/localrun/test_broker_deferral.py):
+    a window of 300 still gets every one of the newest 300."""
+    broker = broker_with(400)
+    with broker.deferred_store.open("q") as receiver:
+        assert [m.sequence_number for m in peek_newest(receiver, 300)] == [*range(101, 401)]

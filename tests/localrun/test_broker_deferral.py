@@ -155,6 +155,21 @@ def test_peek_from_a_sequence_number_and_up_to_a_count() -> None:
     assert seq_deferred == 1
 
 
+def test_a_peek_returns_at_most_250_messages_however_many_are_asked_for() -> None:
+    """Message browsing (https://learn.microsoft.com/azure/service-bus-messaging/message-browsing): peek
+    returns at most the requested number, with no minimum guaranteed; the service stops at 250
+    (Azure/azure-sdk-for-python#26643). Only an empty answer says nothing is left: the next peek goes on
+    after the last one returned."""
+    broker, _ = make_broker()
+    for i in range(300):
+        broker.send("orders", OutgoingMessage(body="{}", message_id=f"m{i}"))
+    with broker.deferred_store.open("orders") as receiver:
+        first = receiver.peek(1000)
+        assert [m.sequence_number for m in first] == list(range(1, 251))
+        rest = receiver.peek(1000, first[-1].sequence_number + 1)
+        assert [m.sequence_number for m in rest] == list(range(251, 301))
+
+
 def test_peek_from_a_removed_or_future_sequence_number() -> None:
     """Message browsing, as the search for a queue's newest message uses it (adapters/servicebus/browse.py):
     from a number no message has (removed, or not used yet) peek starts at the next message on the queue,
