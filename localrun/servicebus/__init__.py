@@ -16,7 +16,9 @@ Modeled (each backed by a contract test in ``tests/localrun/test_broker_*.py``):
   ``actions`` (``complete``, ``abandon``, ``deadletter`` with reason and description, ``defer``,
   ``renew_message_lock``); lock expiry makes the message available again with delivery count + 1; a
   message that reaches the max delivery count without settlement is dead-lettered with
-  ``MaxDeliveryCountExceeded``; settling without a valid lock raises ``MessageLockLost``.
+  ``MaxDeliveryCountExceeded``; settling without a valid lock raises ``MessageLockLost``; the trigger's
+  dead-letter with a reason or description over 4,096 characters raises ``DeadLetterTextTooLong`` (the
+  host's .NET SDK refuses it), nothing settled.
 - Deferral: a deferred message is never delivered to a trigger again but is visible to peek; it is
   fetched by sequence number on a receiver from ``deferred_store.open(queue)`` and settled there.
 - Time to live: an available message past its expiry is never delivered; it is dead-lettered with
@@ -44,7 +46,7 @@ from localrun.servicebus.actions import HostMessageActions
 from localrun.servicebus.broker import MAX_DELIVERY_COUNT_EXCEEDED, TTL_EXPIRED, InProcessBroker
 from localrun.servicebus.counters import QueueCounters
 from localrun.servicebus.deferred import BrokerDeferredReceiver, BrokerDeferredStore
-from localrun.servicebus.errors import MessageLockLost, ReceiverClosed
+from localrun.servicebus.errors import DeadLetterTextTooLong, MessageLockLost, ReceiverClosed
 from localrun.servicebus.faults import SendFaults
 from localrun.servicebus.messages import BrokerMessage, DeadLetteredMessage, MessageState
 from localrun.servicebus.policy import QueuePolicy
@@ -55,6 +57,7 @@ __all__ = [
     "BrokerDeferredReceiver",
     "BrokerDeferredStore",
     "BrokerMessage",
+    "DeadLetterTextTooLong",
     "DeadLetteredMessage",
     "HostMessageActions",
     "InProcessBroker",

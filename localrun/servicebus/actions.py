@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from localrun.servicebus.limits import check_dead_letter_text
+
 if TYPE_CHECKING:
     from localrun.servicebus.broker import InProcessBroker
 
@@ -32,6 +34,8 @@ class HostMessageActions:
     def deadletter(
         self, message: Any, deadletter_reason: str | None = None, deadletter_error_description: str | None = None
     ) -> None:
+        """``DeadLetterTextTooLong`` (nothing settled) for a reason or description the host's SDK refuses."""
+        check_dead_letter_text(deadletter_reason, deadletter_error_description)
         self._broker._settle(HOST_OWNER, message, "deadletter", deadletter_reason, deadletter_error_description)
 
     def defer(self, message: Any) -> None:

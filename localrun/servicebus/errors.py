@@ -12,3 +12,8 @@ class MessageLockLost(Exception):
 
 class ReceiverClosed(Exception):
     """A deferred-message receiver was used after its ``with`` block ended or after a host restart."""
+
+
+class DeadLetterTextTooLong(ValueError):
+    """A dead-letter reason or description the Functions host's .NET SDK refuses (over 4,096 characters):
+    the message is not settled and keeps its lock (``localrun.servicebus.limits.check_dead_letter_text``)."""

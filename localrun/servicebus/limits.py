@@ -18,6 +18,7 @@ the SDK are in Azure), so a violation surfaces as what ``SdkMessageSender`` rais
 from __future__ import annotations
 
 from adapters.servicebus.sender import MessageRejected, OutgoingMessage
+from localrun.servicebus.errors import DeadLetterTextTooLong
 
 # Peek returns "at most the requested number of messages" and "there's no way to guarantee a minimum size
 # for the batch" (https://learn.microsoft.com/azure/service-bus-messaging/message-browsing); the service
@@ -25,6 +26,14 @@ from adapters.servicebus.sender import MessageRejected, OutgoingMessage
 # after which the SDK's ``max_message_count`` says "subject to service limits", PR #28209;
 # paolosalvatori/ServiceBusExplorer#56).
 MAX_PEEK_MESSAGES = 250
+
+# The .NET SDK the Functions host settles with refuses a dead-letter reason or description longer than
+# 4,096 characters (UTF-16 code units: .NET's ``string.Length``) before anything reaches the service:
+# ``Argument.AssertNotTooLong(deadLetterReason, Constants.MaxDeadLetterReasonLength, ...)`` and the same for
+# ``deadLetterErrorDescription`` in ``AmqpReceiver.DeadLetterInternalAsync``, ``Constants.MaxDeadLetterReasonLength
+# = 4096`` (azure-sdk-for-net ``sdk/servicebus/Azure.Messaging.ServiceBus/src/Amqp/AmqpReceiver.cs``,
+# ``src/Constants.cs``). The Python SDK (the deferred receiver's) checks nothing client-side.
+MAX_DEAD_LETTER_TEXT_LENGTH = 4096
 
 MAX_MESSAGE_ID_LENGTH = 128
 MAX_MESSAGE_BYTES = 256 * 1024
@@ -69,3 +78,17 @@ def check(queue: str, message: OutgoingMessage) -> None:
             f"message {message.message_id!r} for {queue!r} refused: "
             "Message content is larger than the service bus frame size."
         )
+
+
+def _utf16_length(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def check_dead_letter_text(reason: str | None, description: str | None) -> None:
+    """Raises ``DeadLetterTextTooLong`` where the host's .NET SDK would refuse to dead-letter with these."""
+    for name, text in (("deadLetterReason", reason), ("deadLetterErrorDescription", description)):
+        if text is not None and _utf16_length(text) > MAX_DEAD_LETTER_TEXT_LENGTH:
+            raise DeadLetterTextTooLong(
+                f"System.ArgumentOutOfRangeException: The argument '{name}' is {_utf16_length(text)} characters "
+                f"long; at most {MAX_DEAD_LETTER_TEXT_LENGTH} are allowed. (Parameter '{name}')"
+            )

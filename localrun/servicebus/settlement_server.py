@@ -11,7 +11,8 @@ message is dispatched, removed when the execution ends), and settles through the
 - token not in the cache (execution over, or never delivered to this host): ``FAILED_PRECONDITION``
   ``"LockToken <token> not found."``;
 - the SDK call fails (lock expired, message already settled, host restarted): ``UNKNOWN`` with the .NET
-  exception text (here ``ServiceBusException ... (MessageLockLost)``);
+  exception text (here ``ServiceBusException ... (MessageLockLost)``); so does a dead-letter reason or
+  description over 4,096 characters, which the SDK refuses before calling the service (``limits.py``);
 - on success an empty reply.
 
 ``ServiceBusMessageActions`` turns any gRPC error into ``SettlementError`` (``.method``, ``.details``,
@@ -50,7 +51,8 @@ from azurefunctions.extensions.bindings.protos import settlement_pb2_grpc
 from google.protobuf.empty_pb2 import Empty  # type: ignore[import-untyped]
 
 from localrun.servicebus.broker import InProcessBroker, Outcome
-from localrun.servicebus.errors import MessageLockLost
+from localrun.servicebus.errors import DeadLetterTextTooLong, MessageLockLost
+from localrun.servicebus.limits import check_dead_letter_text
 
 if TYPE_CHECKING:
     from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
@@ -278,6 +280,10 @@ class SettlementServer:
         self._require_active(context, token)
         if request is not None and request.propertiesToModify:
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "propertiesToModify is not modelled by the local broker")
+        try:
+            check_dead_letter_text(reason, description)
+        except DeadLetterTextTooLong as exc:  # the SDK throws before calling the service: nothing settled
+            context.abort(grpc.StatusCode.UNKNOWN, str(exc))
         try:
             self._attached(context, token).settle_lock(token, outcome, reason, description)
         except MessageLockLost as exc:

@@ -12,6 +12,7 @@ from adapters.servicebus.sender import OutgoingMessage
 from adapters.servicebus.settlement import MessageActions, ReceivedMessage, Settlement, apply_settlement, body_bytes
 from localrun.servicebus import (
     MAX_DELIVERY_COUNT_EXCEEDED,
+    DeadLetterTextTooLong,
     HostMessageActions,
     InProcessBroker,
     MessageLockLost,
@@ -197,6 +198,20 @@ def test_dead_letter_without_reason_records_none() -> None:
     broker.actions.deadletter(got)
     [dead] = broker.dead_letters()
     assert (dead.reason, dead.description) == (None, None)
+
+
+def test_the_trigger_actions_refuse_dead_letter_text_the_hosts_sdk_refuses() -> None:
+    """The host's .NET SDK refuses a dead-letter reason or description over 4,096 characters before calling
+    the service (``localrun/servicebus/limits.py`` has the source): nothing is settled, the lock is kept."""
+    broker, _ = make_broker()
+    send(broker, "m")
+    got = broker.receive("q")
+    assert got is not None
+    with pytest.raises(DeadLetterTextTooLong):
+        broker.actions.deadletter(got, deadletter_reason="Too", deadletter_error_description="x" * 4097)
+    assert broker.dead_letters("q") == []
+    broker.actions.deadletter(got, deadletter_reason="Too", deadletter_error_description="x" * 4096)
+    assert [d.message_id for d in broker.dead_letters("q")] == ["m"]
 
 
 def test_peeked_message_cannot_be_settled() -> None:

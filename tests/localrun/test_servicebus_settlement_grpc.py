@@ -138,6 +138,34 @@ def test_deadletter_carries_reason_and_description(host: Host) -> None:
     assert host.broker.receive("q") is None
 
 
+@pytest.mark.parametrize(
+    ("reason", "description"),
+    [("R" * 4097, "d"), ("R", "d" * 4097), ("R", "\U0001f4a5" * 2049)],  # 2,049 emoji: 4,098 UTF-16 units
+    ids=["reason", "description", "description-in-utf16-units"],
+)
+def test_deadletter_text_over_4096_characters_is_refused_and_the_message_keeps_its_lock(
+    host: Host, reason: str, description: str
+) -> None:
+    """The host dead-letters with the .NET SDK, whose ``AmqpReceiver.DeadLetterInternalAsync`` asserts the
+    reason and the description are at most ``Constants.MaxDeadLetterReasonLength`` (4,096) characters long,
+    in .NET's UTF-16 units: the settlement fails and nothing is settled (azure-sdk-for-net,
+    sdk/servicebus/Azure.Messaging.ServiceBus/src/Amqp/AmqpReceiver.cs)."""
+    send(host)
+    _, message = host.deliver()
+    with host.server.invocation(str(message.lock_token)):
+        with pytest.raises(SettlementError) as caught:
+            host.actions.deadletter(message, deadletter_reason=reason, deadletter_error_description=description)
+        error = rpc_error(caught)
+        assert error.code() is grpc.StatusCode.UNKNOWN  # type: ignore[attr-defined]
+        assert "ArgumentOutOfRangeException" in error.details()  # type: ignore[attr-defined]
+        assert host.broker.dead_letters("q") == []
+        host.actions.deadletter(  # still locked to it: the same message settles with text the SDK takes
+            message, deadletter_reason="R" * 4096, deadletter_error_description="\U0001f4a5" * 2048
+        )
+    (dead,) = host.broker.dead_letters("q")
+    assert dead.reason == "R" * 4096
+
+
 def test_deadletter_without_reason_sends_none(host: Host) -> None:
     send(host)
     _, message = host.deliver()
