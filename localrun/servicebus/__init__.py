@@ -4,7 +4,8 @@ relies on, driven by an injectable clock (``adapters.clock.Clock``), never the w
 Modeled (each backed by a contract test in ``tests/localrun/test_broker_*.py``):
 
 - Queues declared up front with a ``QueuePolicy`` (lock duration, max delivery count, duplicate
-  detection window, default TTL, dead-lettering on expiration; defaults from ``contracts.names``).
+  detection window, default TTL, dead-lettering on expiration; defaults from ``contracts.names``); a
+  lock over 5 minutes or a duplicate detection window outside 20 s to 7 days is refused, as Azure does.
   Sending to an undeclared queue raises ``QueueNotFound`` (the SDK's ``MessagingEntityNotFoundError``).
 - Sending (``InProcessBroker.send``, the app's ``MessageSender``): gap-free increasing sequence numbers
   per queue; scheduled enqueue time (invisible to receivers until due, visible to peek, TTL counted from
@@ -34,7 +35,7 @@ Modeled (each backed by a contract test in ``tests/localrun/test_broker_*.py``):
 Not modeled: topics and subscriptions, sessions, partitions, transactions, receive-and-delete mode,
 prefetch, batches, message size and entity quotas, throttling, auto-forwarding, cancelling a scheduled
 message, per-message TTL (``OutgoingMessage`` has none, so the queue's default TTL applies),
-``properties_to_modify`` on settlement, the maximum lock duration of 5 minutes, receiving from the
+``properties_to_modify`` on settlement, receiving from the
 dead-letter queue (it is inspection only), and the lazy garbage collection of expired messages (here
 expiry takes effect at the first broker call at or after the moment, evaluated as of that moment).
 ``delivery_count`` counts like the service and the .NET SDK (1 on the first delivery); the Python SDK

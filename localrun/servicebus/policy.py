@@ -11,6 +11,16 @@ from contracts.names import (
     QUEUE_MAX_DELIVERY_COUNT,
 )
 
+# What Service Bus accepts for a queue's properties, so the broker never runs a queue Azure would refuse
+# to create: "The maximum value for LockDuration is 5 minutes" (ServiceBusQueueData.LockDuration,
+# https://learn.microsoft.com/dotnet/api/azure.resourcemanager.servicebus.servicebusqueuedata.lockduration);
+# the duplicate detection history window "can be set from twenty seconds to seven days" (the service's own
+# refusal: "The value supplied must be between 00:00:20 and 7.00:00:00", MicrosoftDocs/azure-docs#3374;
+# https://learn.microsoft.com/azure/service-bus-messaging/duplicate-detection).
+MAX_LOCK_DURATION = timedelta(minutes=5)
+MIN_DUPLICATE_DETECTION_WINDOW = timedelta(seconds=20)
+MAX_DUPLICATE_DETECTION_WINDOW = timedelta(days=7)
+
 
 @dataclass(frozen=True)
 class QueuePolicy:
@@ -28,8 +38,14 @@ class QueuePolicy:
     dead_letter_on_expiration: bool = True
 
     def __post_init__(self) -> None:
-        if self.lock_duration <= timedelta(0):
-            raise ValueError("lock_duration must be positive")
+        if not timedelta(0) < self.lock_duration <= MAX_LOCK_DURATION:
+            raise ValueError(f"lock_duration must be positive and at most {MAX_LOCK_DURATION} (Service Bus's maximum)")
+        window = self.duplicate_detection_window
+        if window is not None and not MIN_DUPLICATE_DETECTION_WINDOW <= window <= MAX_DUPLICATE_DETECTION_WINDOW:
+            raise ValueError(
+                f"duplicate_detection_window must be from {MIN_DUPLICATE_DETECTION_WINDOW} to "
+                f"{MAX_DUPLICATE_DETECTION_WINDOW} (Service Bus's range), or None"
+            )
         if self.max_delivery_count < 1:
             raise ValueError("max_delivery_count must be at least 1")
         if self.default_ttl is not None and self.default_ttl <= timedelta(0):

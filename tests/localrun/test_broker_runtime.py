@@ -136,7 +136,7 @@ def test_concurrent_senders_and_receivers_lose_and_duplicate_nothing() -> None:
     with a unique sequence number and completed exactly once."""
     clock = ManualClock(START)
     broker = InProcessBroker(clock)
-    broker.declare_queue("q", QueuePolicy(lock_duration=timedelta(hours=1)))
+    broker.declare_queue("q", QueuePolicy(lock_duration=timedelta(minutes=5)))
     per_sender, senders = 300, 4
     completed: list[str] = []
     sequence_numbers: list[int] = []
@@ -196,3 +196,26 @@ def test_same_inputs_and_seed_give_the_same_history() -> None:
 
     assert run(3) == run(3)
     assert run(3) != run(4)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        {"lock_duration": timedelta(minutes=5, seconds=1)},
+        {"lock_duration": timedelta(0)},
+        {"duplicate_detection_window": timedelta(seconds=19)},
+        {"duplicate_detection_window": timedelta(days=7, seconds=1)},
+    ],
+    ids=["lock-over-5-minutes", "no-lock", "window-under-20-seconds", "window-over-7-days"],
+)
+def test_a_queue_policy_service_bus_would_refuse_cannot_be_declared(policy: dict[str, timedelta]) -> None:
+    """Service Bus refuses a queue whose lock duration is over 5 minutes (ServiceBusQueueData.LockDuration) or
+    whose duplicate detection window is outside 20 seconds to 7 days (duplicate-detection doc): the broker
+    never runs a queue that could not exist (``localrun/servicebus/policy.py``)."""
+    with pytest.raises(ValueError, match="Service Bus"):
+        QueuePolicy(**policy)  # type: ignore[arg-type]
+
+
+def test_the_limits_themselves_are_accepted() -> None:
+    QueuePolicy(lock_duration=timedelta(minutes=5), duplicate_detection_window=timedelta(seconds=20))
+    QueuePolicy(duplicate_detection_window=timedelta(days=7))
