@@ -39,7 +39,8 @@ message, per-message TTL (``OutgoingMessage`` has none, so the queue's default T
 dead-letter queue (it is inspection only), and the lazy garbage collection of expired messages (here
 expiry takes effect at the first broker call at or after the moment, evaluated as of that moment).
 ``delivery_count`` counts like the service and the .NET SDK (1 on the first delivery); the Python SDK
-reads the raw AMQP header, which counts prior attempts (one less). Application property keys are
+reads the raw AMQP header, which counts prior attempts (one less), and so do the messages a deferred
+receiver fetches (in Azure that receiver is the Python SDK's). Application property keys are
 ``str`` as sent.
 """
 

@@ -385,7 +385,12 @@ class InProcessBroker:
                 rec.deliveries += 1
                 q.counters.deferred_received += 1
                 self._take_lock(q, rec, owner, now)
-                found.append(self._snapshot(rec, locked=True))
+                # Counted as the Python SDK's receiver reports it, the receiver this stands in for:
+                # ``ServiceBusReceivedMessage.delivery_count`` is the raw AMQP header's delivery-count
+                # (azure-servicebus ``_common/message.py``), the attempts before this one, where the .NET
+                # SDK adds 1 to it for a received message (``AmqpMessageConverter``: ``isPeeked ? count :
+                # count + 1``) and the broker's own count includes this delivery.
+                found.append(self._snapshot(rec, locked=True, delivery_count=rec.deliveries - 1))
             return found
 
     def _open_receiver(self, queue: str) -> tuple[str, int]:
@@ -596,13 +601,13 @@ class InProcessBroker:
         del q.messages[rec.seq]
 
     @staticmethod
-    def _snapshot(rec: _Stored, *, locked: bool) -> BrokerMessage:
+    def _snapshot(rec: _Stored, *, locked: bool, delivery_count: int | None = None) -> BrokerMessage:
         return BrokerMessage(
             body=rec.body,
             message_id=rec.message_id,
             sequence_number=rec.seq,
             enqueued_time_utc=rec.enqueued_time,
-            delivery_count=rec.deliveries,
+            delivery_count=rec.deliveries if delivery_count is None else delivery_count,
             state=rec.state,
             subject=rec.subject,
             correlation_id=rec.correlation_id,

@@ -31,8 +31,9 @@ class BrokerDeferredReceiver:
         return self._queue
 
     def receive_deferred(self, sequence_numbers: Sequence[int]) -> list[BrokerMessage]:
-        """The deferred messages with these sequence numbers, locked to this receiver (delivery
-        count + 1). A number that is not a deferred, unlocked message of this queue is absent; a
+        """The deferred messages with these sequence numbers, locked to this receiver (a delivery: the
+        count + 1; each message's ``delivery_count`` is what the Python SDK reports, the deliveries before
+        this one). A number that is not a deferred, unlocked message of this queue is absent; a
         deferred message whose TTL has passed is moved to the dead-letter queue (if the queue
         dead-letters on expiration) and is absent."""
         self._check_open()

@@ -60,7 +60,8 @@ def test_receive_deferred_by_sequence_number_locks_and_settles_on_that_receiver(
     store: DeferredMessageStore = broker.deferred_store
     with store.open("orders") as receiver:
         [got] = receiver.receive_deferred([seq])
-        assert (got.sequence_number, got.state, got.delivery_count) == (seq, MessageState.DEFERRED, 2)
+        assert (got.sequence_number, got.state) == (seq, MessageState.DEFERRED)
+        assert got.delivery_count == 1  # the Python SDK's count: the deliveries before this one
         assert got.lock_token and got.locked_until_utc == START + LOCK
         receiver.complete(got)
     assert broker.peek("orders", 10) == []
@@ -104,11 +105,31 @@ def test_abandoned_or_expired_lock_on_a_deferred_message_leaves_it_deferred() ->
         receiver.abandon(got)
         assert broker.receive("orders") is None
         [again] = receiver.receive_deferred([seq])  # delivery 3
-        assert again.delivery_count == 3
+        assert again.delivery_count == 2  # as the Python SDK reports it: the header's count of prior attempts
     clock.advance(LOCK)
     assert broker.receive("orders") is None
     [dead] = broker.dead_letters("orders")
     assert dead.reason == MAX_DELIVERY_COUNT_EXCEEDED
+
+
+def test_a_fetched_deferred_message_counts_deliveries_as_the_python_sdk_reports_them() -> None:
+    """The app's deferred receiver in Azure is the Python SDK's, whose ``delivery_count`` is the AMQP header's
+    delivery-count, the attempts before this delivery (azure-servicebus ``_common/message.py``; the .NET
+    SDK adds 1 for a received message, the service's own count): the broker's receiver reports the same,
+    one less than the count that dead-letters it; a peek (no delivery) reports the deliveries so far."""
+    broker, _ = make_broker(QueuePolicy(lock_duration=LOCK, max_delivery_count=3))
+    seq = defer_one(broker)  # delivery 1, to the trigger
+    with broker.deferred_store.open("orders") as receiver:
+        assert receiver.peek(1, seq)[0].delivery_count == 1
+        [second] = receiver.receive_deferred([seq])
+        receiver.abandon(second)
+        [third] = receiver.receive_deferred([seq])
+        assert (second.delivery_count, third.delivery_count) == (1, 2)
+        assert receiver.peek(1, seq)[0].delivery_count == 3
+        receiver.abandon(third)  # the third delivery of 3 released: dead-lettered
+    assert [(d.sequence_number, d.reason, d.delivery_count) for d in broker.dead_letters("orders")] == [
+        (seq, MAX_DELIVERY_COUNT_EXCEEDED, 3)
+    ]
 
 
 def test_defer_again_on_the_receiver_keeps_it_for_later() -> None:

@@ -103,7 +103,7 @@ def test_host_restart_closes_deferred_receivers() -> None:
         assert receiver.receive_deferred([got.sequence_number]) == []  # still locked
         clock.advance(LOCK)
         [again] = receiver.receive_deferred([got.sequence_number])
-        assert again.delivery_count == 3
+        assert again.delivery_count == 2  # the third delivery, as the Python SDK counts it (prior attempts)
         receiver.complete(again)
 
 
