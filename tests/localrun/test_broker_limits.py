@@ -52,3 +52,16 @@ def test_a_refusal_is_a_send_error_the_app_can_catch_never_a_bare_value_error() 
     b = broker()
     with pytest.raises(SendError):
         b.send("q", OutgoingMessage(body="{}", message_id="m" * 300))
+
+
+@pytest.mark.parametrize("value", [2**31, -(2**31) - 1, 2**40])
+def test_an_integer_property_outside_32_bits_is_refused_as_the_sdks_encoder_refuses_it(value: int) -> None:
+    """azure-servicebus 7.15 (pyamqp) encodes an ``int`` application property as an AMQP int (32 bits) and
+    fails the send for any other value ("Value supplied for int invalid", Azure/azure-sdk-for-python#34717;
+    ``localrun/servicebus/limits.py``): a sequence number past 2**31 - 1 cannot be sent as an ``int``."""
+    b = broker()
+    with pytest.raises(MessageRejected, match="32-bit"):
+        b.send("q", OutgoingMessage(body="{}", message_id="m", application_properties={"n": value}))
+    b.send("q", OutgoingMessage(body="{}", message_id="m", application_properties={"n": str(value)}))
+    b.send("q", OutgoingMessage(body="{}", message_id="k", application_properties={"n": 2**31 - 1, "f": 1e300}))
+    assert b.counters("q").sent == 2
