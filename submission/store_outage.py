@@ -117,7 +117,9 @@ def retry_later(
     properties: dict[str, PropertyValue] = {ROUND_PROPERTY: round_number}
     original = original_sequence(message)
     if original is not None:
-        properties[ORIGINAL_PROPERTY] = original
+        # As text: a sequence number has 64 bits, the SDK sends an integer property as 32 (past 2**31 - 1
+        # messages on the queue, every copy would fail to send: adapters.servicebus.sender).
+        properties[ORIGINAL_PROPERTY] = str(original)
     copy = OutgoingMessage(
         body=body_bytes(message),
         message_id=copy_id(message, round_number),

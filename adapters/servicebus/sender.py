@@ -38,8 +38,26 @@ class QueueNotFound(SendError):
 
 class MessageRejected(SendError):
     """The message itself breaks a Service Bus limit (MessageId over 128 characters, over the tier's
-    message size, a property too large): sending it again can never succeed. The SDK raises
-    ``ValueError`` when such a message is built and ``MessageSizeExceededError`` when it is sent."""
+    message size, a property too large, an integer property the SDK cannot encode): sending it again can
+    never succeed. The SDK raises ``ValueError`` when such a message is built and
+    ``MessageSizeExceededError`` when it is sent."""
+
+
+# azure-servicebus 7.x (the pyamqp transport, ``_pyamqp/_encode.py`` ``encode_unknown``) writes an ``int``
+# application property as an AMQP int, 32 bits; any other integer fails the send with ``ValueError("Value
+# supplied for int invalid")``, surfaced as a non-retryable ``ServiceBusError`` after the sender's link is
+# shut down (Azure/azure-sdk-for-python#34717). Refused here first, as what it is: a message that can never
+# be sent. A number that may be larger (a sequence number: 64 bits) is sent as text instead.
+INT_PROPERTY_MIN = -(2**31)
+INT_PROPERTY_MAX = 2**31 - 1
+
+
+def unsendable_property(properties: Mapping[str, PropertyValue]) -> str | None:
+    """The name of an application property the SDK cannot encode (an integer outside 32 bits), or None."""
+    for name, value in properties.items():
+        if isinstance(value, int) and not isinstance(value, bool) and not INT_PROPERTY_MIN <= value <= INT_PROPERTY_MAX:
+            return name
+    return None
 
 
 class MessageSender(Protocol):
@@ -72,6 +90,12 @@ class SdkMessageSender:
             ServiceBusError,
         )
 
+        unsendable = unsendable_property(message.application_properties)
+        if unsendable is not None:
+            raise MessageRejected(
+                f"message {message.message_id!r} for {queue!r} refused: application property {unsendable!r} is "
+                f"the integer {message.application_properties[unsendable]}, outside the 32 bits the SDK encodes"
+            )
         try:
             sb_message = ServiceBusMessage(
                 message.body,

@@ -17,7 +17,7 @@ the SDK are in Azure), so a violation surfaces as what ``SdkMessageSender`` rais
 
 from __future__ import annotations
 
-from adapters.servicebus.sender import MessageRejected, OutgoingMessage
+from adapters.servicebus.sender import MessageRejected, OutgoingMessage, unsendable_property
 from localrun.servicebus.errors import DeadLetterTextTooLong
 
 # Peek returns "at most the requested number of messages" and "there's no way to guarantee a minimum size
@@ -39,9 +39,8 @@ MAX_MESSAGE_ID_LENGTH = 128
 # The SDK's AMQP encoder (azure-servicebus 7.15, the pyamqp transport: ``_pyamqp/_encode.py``,
 # ``encode_unknown``) writes a Python ``int`` application property as an AMQP ``int``, 32 bits: any other
 # value fails the send with ``ValueError("Value supplied for int invalid: ...")``, which the sender turns
-# into a ``ServiceBusError`` ("Handler failed: ...") and shuts its link down (Azure/azure-sdk-for-python#34717).
-MIN_INT_PROPERTY = -(2**31)
-MAX_INT_PROPERTY = 2**31 - 1
+# into a ``ServiceBusError`` ("Handler failed: ...") and shuts its link down (Azure/azure-sdk-for-python#34717);
+# ``SdkMessageSender`` refuses it first (``adapters.servicebus.sender.unsendable_property``).
 MAX_MESSAGE_BYTES = 256 * 1024
 MAX_PROPERTY_BYTES = 32 * 1024
 MAX_HEADER_BYTES = 64 * 1024
@@ -67,12 +66,13 @@ def check(queue: str, message: OutgoingMessage) -> None:
         "content_type": message.content_type or "",
     }
     properties = {str(k): v for k, v in message.application_properties.items()}
-    for name, value in properties.items():
-        if isinstance(value, int) and not isinstance(value, bool) and not MIN_INT_PROPERTY <= value <= MAX_INT_PROPERTY:
-            raise MessageRejected(
-                f"message {message.message_id!r} for {queue!r} refused: application property {name!r} is the "
-                f"integer {value}, outside the 32-bit range the SDK encodes (Value supplied for int invalid)"
-            )
+    unsendable = unsendable_property(message.application_properties)
+    if unsendable is not None:
+        raise MessageRejected(
+            f"message {message.message_id!r} for {queue!r} refused: application property {unsendable!r} is the "
+            f"integer {message.application_properties[unsendable]}, outside the 32 bits the SDK encodes "
+            "(Value supplied for int invalid)"
+        )
     for name, value in {**system, **properties}.items():
         if _size(name) + _size(value) > MAX_PROPERTY_BYTES:
             raise MessageRejected(

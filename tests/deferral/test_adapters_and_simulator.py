@@ -13,7 +13,7 @@ from adapters.remote.interface import RemoteCall, RemoteError
 from adapters.remote.simulators.config import SimulatorConfig
 from adapters.remote.simulators.service import SimulatedService
 from adapters.servicebus.deferred_sdk import SdkDeferredReceiver
-from adapters.servicebus.sender import OutgoingMessage, QueueNotFound, SdkMessageSender
+from adapters.servicebus.sender import MessageRejected, OutgoingMessage, QueueNotFound, SdkMessageSender
 
 
 class SdkReceiverDouble:
@@ -85,6 +85,46 @@ def test_an_unauthorised_queue_is_reported_like_a_missing_one():
     sender = SdkMessageSender(ClientDouble())  # type: ignore[arg-type]
     with pytest.raises(QueueNotFound):
         sender.send("someone-elses-queue", OutgoingMessage(body="{}", message_id="m"))
+
+
+class EncodingSender:
+    """``ServiceBusSender.send_messages`` up to the wire: the message is encoded by the SDK's own AMQP encoder
+    (what fails for an integer property outside 32 bits) and a failure surfaces as the SDK surfaces it, a
+    ``ServiceBusError`` "Handler failed" (``_base_handler._handle_exception``)."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def send_messages(self, message: Any) -> None:
+        from azure.servicebus._pyamqp._encode import encode_payload
+        from azure.servicebus._transport._pyamqp_transport import PyamqpTransport
+        from azure.servicebus.exceptions import ServiceBusError
+
+        try:
+            encode_payload(bytearray(), PyamqpTransport.to_outgoing_amqp_message(message.raw_amqp_message))
+        except ValueError as exc:
+            raise ServiceBusError(message=f"Handler failed: {exc}.", error=exc) from exc
+        self.sent += 1
+
+
+class EncodingClient:
+    def __init__(self) -> None:
+        self.sender = EncodingSender()
+
+    def get_queue_sender(self, queue_name: str) -> EncodingSender:
+        return self.sender
+
+
+def test_an_integer_property_the_sdk_cannot_encode_is_refused_for_good_not_reported_as_a_blip():
+    """azure-servicebus 7.15 encodes an ``int`` application property as 32 bits and fails the send otherwise
+    (Azure/azure-sdk-for-python#34717): a ``MessageRejected`` (never sendable), not a ``SendError`` to retry."""
+    client = EncodingClient()
+    sender = SdkMessageSender(client)  # type: ignore[arg-type]
+    sender.send("orders", OutgoingMessage(body="{}", message_id="ok", application_properties={"n": 2**31 - 1}))
+    with pytest.raises(MessageRejected, match="32 bits"):
+        sender.send("orders", OutgoingMessage(body="{}", message_id="m", application_properties={"n": 2**31}))
+    sender.send("orders", OutgoingMessage(body="{}", message_id="t", application_properties={"n": str(2**31)}))
+    assert client.sender.sent == 2
 
 
 def call(action: str, payload: dict[str, Any], key: str = "p1:charge-payment") -> RemoteCall:

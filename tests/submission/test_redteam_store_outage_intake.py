@@ -52,7 +52,7 @@ def test_redteam_store_outage_cancel_for_unknown_order_with_infinite_round_crash
     actions = deliver(functions, message)
     assert actions.only[0] == "complete"
     [copy] = [m for q, m in sender.sent if q == ORDERS_QUEUE]
-    assert copy.application_properties == {ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: message.sequence_number}
+    assert copy.application_properties == {ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: str(message.sequence_number)}
 
 
 def copies(sender: Any) -> list[Any]:

@@ -15,6 +15,7 @@ from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.names import ORDERS_QUEUE
 from contracts.store_retry import ORIGINAL_PROPERTY, ROUND_PROPERTY, retry_round
 from domain.ids import MAX_MESSAGE_ID_LENGTH
+from localrun.servicebus import InProcessBroker
 from submission.store_outage import STORE_RETRY_DELAYS, copy_id, original_id, original_sequence, retry_later
 from tests.fakes import FakeReceivedMessage, RecordingSender
 from tests.submission.corpus import order
@@ -49,7 +50,7 @@ def test_the_first_copy_is_the_same_body_due_after_the_first_delay_and_the_origi
     assert queue == ORDERS_QUEUE
     assert json.loads(copy.body) == order()
     assert copy.message_id == f"ord-1:store-retry:1:{original.sequence_number}"
-    assert copy.application_properties == {ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: original.sequence_number}
+    assert copy.application_properties == {ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: str(original.sequence_number)}
     assert copy.scheduled_enqueue_time == ctx.clock.now() + STORE_RETRY_DELAYS[0]
 
 
@@ -177,7 +178,7 @@ def test_every_copy_carries_the_sequence_number_of_the_message_as_its_sender_sen
     assert original_sequence(first) == original.sequence_number
     retry_later(ctx, first, "OrderSubmitted", "503")  # type: ignore[arg-type]
     second = FakeReceivedMessage.from_sent(ctx.sender.sent[-1][1])
-    assert second.application_properties == {ROUND_PROPERTY: 2, ORIGINAL_PROPERTY: original.sequence_number}
+    assert second.application_properties == {ROUND_PROPERTY: 2, ORIGINAL_PROPERTY: str(original.sequence_number)}
     assert original_sequence(second) == original.sequence_number
 
 
@@ -201,3 +202,23 @@ def test_the_original_sequence_number_is_read_only_from_a_copy_and_only_as_a_who
     made.sequence_number = 100
     made.application_properties = properties
     assert original_sequence(made) == (made.sequence_number if own else 7)
+
+
+def test_a_copy_of_a_message_numbered_past_32_bits_is_sent_with_its_number_as_text():
+    """A sequence number has 64 bits; azure-servicebus sends an integer application property as 32 and fails
+    the send past 2**31 - 1 (the broker refuses it as the SDK does: localrun/servicebus/limits.py). Once the
+    ``orders`` queue had taken that many messages, every copy would fail and its message be abandoned into
+    ``MaxDeliveryCountExceeded``: the original's number is carried as text, and read back the same."""
+    ctx = Ctx(None)
+    broker = ctx.sender = InProcessBroker(ctx.clock)
+    broker.declare_queue(ORDERS_QUEUE)
+    original = message()
+    original.sequence_number = 2**31 + 5
+    result = retry_later(ctx, original, "OrderSubmitted", "503")  # type: ignore[arg-type]
+    assert result.settlement.kind == "complete"
+    [copy] = broker.peek(ORDERS_QUEUE, 10)
+    assert copy.application_properties == {ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: "2147483653"}
+    received = FakeReceivedMessage(
+        body=b"{}", sequence_number=2**31 + 6, application_properties=copy.application_properties
+    )
+    assert original_sequence(received) == 2**31 + 5
