@@ -159,12 +159,22 @@ class InProcessBroker:
     # ----- sending (MessageSender) -------------------------------------------------------------
 
     def send(self, queue: str, message: OutgoingMessage) -> None:
+        """The app's send: Service Bus's limits and the Python SDK's (``limits.check``)."""
+        self._send(queue, message, python_sdk=True)
+
+    def send_from_client(self, queue: str, message: OutgoingMessage) -> None:
+        """A message from another client (a submitter, a payment provider: any AMQP client, .NET, Java),
+        bound by Service Bus's limits only, not the Python SDK's encoder (it may carry a 64-bit integer
+        property, for one). Injected faults and refusals apply as to ``send``."""
+        self._send(queue, message, python_sdk=False)
+
+    def _send(self, queue: str, message: OutgoingMessage, *, python_sdk: bool) -> None:
         with self._mutex:
             q = self._queue(queue)
             now = self._now()
             self._advance(q, now)
             try:
-                limits.check(queue, message)
+                limits.check(queue, message, python_sdk=python_sdk)
             except SendError:
                 q.counters.limit_violations += 1
                 raise

@@ -52,8 +52,9 @@ def _size(value: object) -> int:
     return len(value if isinstance(value, bytes) else str(value).encode("utf-8"))
 
 
-def check(queue: str, message: OutgoingMessage) -> None:
-    """Raises ``MessageRejected`` if Service Bus would refuse ``message``."""
+def check(queue: str, message: OutgoingMessage, *, python_sdk: bool = True) -> None:
+    """Raises ``MessageRejected`` if Service Bus would refuse ``message``, or (``python_sdk``, the app's
+    sender) the Python SDK could not send it."""
     if len(message.message_id) > MAX_MESSAGE_ID_LENGTH:
         raise MessageRejected(
             f"message {message.message_id[:40]!r}... for {queue!r} refused: "
@@ -66,7 +67,7 @@ def check(queue: str, message: OutgoingMessage) -> None:
         "content_type": message.content_type or "",
     }
     properties = {str(k): v for k, v in message.application_properties.items()}
-    unsendable = unsendable_property(message.application_properties)
+    unsendable = unsendable_property(message.application_properties) if python_sdk else None
     if unsendable is not None:
         raise MessageRejected(
             f"message {message.message_id!r} for {queue!r} refused: application property {unsendable!r} is the "

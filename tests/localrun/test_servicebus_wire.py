@@ -67,7 +67,8 @@ def _broker(max_delivery_count: int = 10) -> tuple[InProcessBroker, ManualClock]
 
 def _received(body: str, **fields: Any) -> BrokerMessage:
     broker, _ = _broker()
-    broker.send("q", OutgoingMessage(body=body, message_id=fields.pop("message_id", "m-1"), **fields))
+    # from any client: a 64-bit integer property (PROPS["large"]) is one the Python SDK could not send
+    broker.send_from_client("q", OutgoingMessage(body=body, message_id=fields.pop("message_id", "m-1"), **fields))
     got = broker.receive("q")
     assert got is not None
     return got
