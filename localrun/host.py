@@ -40,7 +40,7 @@ from localrun.durable import fast_timestamps, sdk_speedups
 from localrun.durable.engine import DurableEngine
 from localrun.durable.http_api import DurableExtensionApi
 from localrun.ncrontab import Schedule
-from localrun.servicebus import InProcessBroker
+from localrun.servicebus import InProcessBroker, MessageLockLost
 from localrun.servicebus.settlement_server import SettlementServer, install_message_actions, uninstall_message_actions
 from localrun.servicebus.wire import to_typed_data, trigger_metadata_typed
 from localrun.virtual_time import TaskScheduler
@@ -145,6 +145,7 @@ class LocalHost:
         self._client_data = wire.durable_client(self.protos, self.durable_api.client_binding_json())
         self.settlement = SettlementServer(broker)
         self._message_actions = install_message_actions(self.settlement.start())
+        self._incarnation = 0  # bumped by restart(): an invocation of an earlier one died with its host
         now = self.clock.now()
         self.timers: list[TimerSpec] = []
         for f in list(self.functions.values()):
@@ -247,20 +248,37 @@ class LocalHost:
     def _deliver(self, queue: str, message: Any) -> None:
         function = self.queues[queue]
 
+        incarnation = self._incarnation
+
         def invoke() -> None:
-            # A failed invocation (InvocationFailed) is the task's failure, counted in the report; the
-            # message was settled by then or its lock runs out and it is delivered again.
+            # A failed invocation (InvocationFailed) is the task's failure, counted in the report; the host
+            # abandons its message, unless it was settled or its lock lost (_abandon_after_failure).
             try:
                 inputs = {function.trigger["name"]: to_typed_data(message, self.protos)}
                 if self.lock_stalls is not None:  # profile servicebus.lock_expiry_rate (localrun.hostile)
                     hostile.stall_after_work.set(self.lock_stalls.plan())
                 with self.settlement.invocation(message.lock_token):
                     self._invoke(function, inputs, trigger_metadata_typed(message, self.protos))
+            except InvocationFailed:
+                if incarnation == self._incarnation:  # not an invocation a host restart killed
+                    self._abandon_after_failure(message)
+                raise
             finally:
                 self.in_flight[queue] -= 1
 
         self.in_flight[queue] += 1
         self.scheduler.spawn(f"{function.name}#{message.sequence_number}", invoke)
+
+    def _abandon_after_failure(self, message: Any) -> None:
+        """What the host does with the message of a failed Service Bus-triggered invocation, whatever
+        ``autoCompleteMessages`` says: the extension rethrows the function's failure
+        (``MessageProcessor.CompleteProcessingMessageAsync``) and the SDK's processor abandons the message
+        unless it was settled or its lock lost (Azure.Messaging.ServiceBus ``ReceiverManager``: "if the user
+        settled the message, or if the message or session lock was lost, do not attempt to abandon the
+        message"); "calls Abandon if the function fails" (functions-bindings-service-bus-trigger, PeekLock
+        behavior). It is available again at once, delivery count + 1, not after its lock runs out."""
+        with contextlib.suppress(MessageLockLost):  # settled by the function, or its lock lost
+            self.broker.settle_lock(str(message.lock_token), "abandon")
 
     def _fire_timer(self, timer: TimerSpec, past_due: bool = False) -> None:
         function = timer.function
@@ -404,6 +422,7 @@ class LocalHost:
         expires; their activities run again), in-memory state is lost; queues, histories and the
         databases are kept. (The worker process is kept too: see docs/local-runner.md, what the runner does
         not model.)"""
+        self._incarnation += 1
         dropped = self.scheduler.cancel_all()
         activities = self.engine.restart_host()
         self.broker.restart_host()
