@@ -27,9 +27,10 @@ def run(profile: str, orders: int = 100, seed: int = 11) -> Report:
 
 # all-faults mixes every fault at low rates: at 100 orders a seed sees a handful of compensations or
 # none, and which depends on how many operations draw from the fault generator before them (the agents'
-# cached dependency health moved seed 11 from one compensation to none). Seed 7 is the demo's
-# (examples/profiles/demo.json, README), and it compensates.
-SEEDS = {"all-faults": 7}
+# cached dependency health moved seed 11 from one compensation to none; the host abandoning a crashed
+# agent's message at once, as Azure's does, instead of leaving it locked for a minute, moved seed 7, the
+# demo's, from three to none: the redelivered request now meets its step deadline). Seed 1 compensates.
+SEEDS = {"all-faults": 1}
 
 
 def one_alert_each_way_per_outage(r: Report) -> bool:
