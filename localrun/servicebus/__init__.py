@@ -33,11 +33,14 @@ Modeled (each backed by a contract test in ``tests/localrun/test_broker_*.py``):
   ``random.Random``).
 
 Not modeled: topics and subscriptions, sessions, partitions, transactions, receive-and-delete mode,
-prefetch, batches, message size and entity quotas, throttling, auto-forwarding, cancelling a scheduled
-message, per-message TTL (``OutgoingMessage`` has none, so the queue's default TTL applies),
-``properties_to_modify`` on settlement, receiving from the
-dead-letter queue (it is inspection only), and the lazy garbage collection of expired messages (here
-expiry takes effect at the first broker call at or after the moment, evaluated as of that moment).
+prefetch, batches, entity size quotas, throttling, auto-forwarding, cancelling a scheduled message,
+per-message TTL (``OutgoingMessage`` has none, so the queue's default TTL applies), the Premium tier's
+larger messages (``limits.py`` holds every queue to Standard's 256 KB), ``properties_to_modify`` on
+settlement, receiving from the dead-letter queue (it is inspection only), and the lazy garbage
+collection of expired messages (here expiry takes effect at the first broker call at or after the
+moment, evaluated as of that moment, so a peek never shows an expired active message; the service's
+may until it collects it). Duplicate detection compares MessageIds exactly (case-sensitive): the
+service's documentation does not say how it compares them.
 ``delivery_count`` counts like the service and the .NET SDK (1 on the first delivery); the Python SDK
 reads the raw AMQP header, which counts prior attempts (one less), and so do the messages a deferred
 receiver fetches (in Azure that receiver is the Python SDK's). Application property keys are
