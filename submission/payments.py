@@ -114,6 +114,13 @@ def _defer_until_order(ctx: AppContext, note: PaymentNotification, message: Rece
             # entry is resolved), so it is decided again on its redelivery (its alert re-sent if that failed)
             log.warning("%s %s: %s; decided before, abandoned", MESSAGE_TYPE, message.message_id, exc)
             return IntakeResult(Settlement.abandon(str(exc)))
+        if isinstance(exc, StoreOutcomeUnknown):
+            # the write that decided it (its refusal's dead-lettering, its application's resolution) may have
+            # landed, resolving its entry: a look again would then find nothing to do and leave it deferred
+            # (until the peek sweep settles it as recorded, ten minutes and more). Decided again on its
+            # redelivery instead: a write that landed is found, one that did not is made.
+            log.warning("%s %s: %s; its decision may be written, abandoned", MESSAGE_TYPE, message.message_id, exc)
+            return IntakeResult(Settlement.abandon(str(exc)))
         # recorded: its look again decides it (its order refused, submitted meanwhile, or still to come)
         schedule_look_again(ctx, doc, message.sequence_number)
         return deferred_all_the_same(message, exc)

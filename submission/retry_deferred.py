@@ -16,7 +16,8 @@ before its round is due (``entry.retry_due_at``, less ``RETRY_CLOCK_TOLERANCE``)
 waiting for an order that does not exist yet (its submission, or the peek sweep, fetches it), is completed
 without fetching, and logged (``RetryDeferredIgnored``). One that finds its message on the queue but not
 deferred (a delivery of it holds it) is handled again later (``_again_later``): that delivery, deferring it
-again, sends the same retry, which duplicate detection drops."""
+again, sends the same retry, which duplicate detection drops. One that finds its entry resolved settles its
+message as recorded if it is still deferred (``_settle_if_still_deferred``)."""
 
 from __future__ import annotations
 
@@ -26,9 +27,9 @@ from adapters.servicebus.deferred import DeferredReceiver
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import RetryDeferred
 from contracts.names import ORDERS_QUEUE
-from deferral.apply import account_for_absent, is_deferred, process_deferred
+from deferral.apply import account_for_absent, is_deferred, process_deferred, settle_as_recorded
 from dependencies import AppContext
-from domain.deferral import DeferralReason, EntryStatus, retry_not_for_now
+from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, retry_not_for_now
 from observability.events import app_event
 from submission.result import IntakeResult
 from submission.store_outage import retry_later
@@ -62,7 +63,8 @@ def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessa
         return _ignored(message, retry, "its retryToken is not the one the app gave this message's retries: forged")
     if entry.status is not EntryStatus.DEFERRED:
         log.info("RetryDeferred #%s round %s: already %s", seq, retry.round, entry.status.value)
-        return IntakeResult(Settlement.complete())  # a late or duplicate retry: nothing left to do
+        _settle_if_still_deferred(ctx, entry)
+        return IntakeResult(Settlement.complete())  # a late or duplicate retry: nothing left to decide
     if entry.reason is DeferralReason.DEPENDENCY_UNAVAILABLE:
         not_now = retry_not_for_now(entry, retry.round, ctx.clock.now(), ctx.settings.defer_retry_delay)
         if not_now is not None:
@@ -91,6 +93,22 @@ def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessa
             round=retry.round,
         )
     return IntakeResult(Settlement.complete(), events=done.events)
+
+
+def _settle_if_still_deferred(ctx: AppContext, entry: DeferredEntry) -> None:
+    """A retry for an entry already resolved: usually its message was settled with it (a late look again after
+    its order's submission applied it), but the write that resolved it may have landed with its settlement lost
+    (a lost response: the handler that wrote it failed, and its retry came back as a copy; a crash). Then the
+    message is still deferred and nothing else is scheduled for it: settled here as recorded (one fetch by
+    sequence number, which finds nothing when it was settled), not left to the peek sweep (ten minutes and
+    more)."""
+    with ctx.deferred.open(ORDERS_QUEUE) as receiver:
+        if settle_as_recorded(receiver, entry):
+            log.info(
+                "RetryDeferred: resolved #%s (%s) settled as recorded if still deferred",
+                entry.sequence_number,
+                entry.status.value,
+            )
 
 
 def _ignored(message: ReceivedMessage, retry: RetryDeferred, why: str, level: int = logging.WARNING) -> IntakeResult:
