@@ -313,11 +313,20 @@ def _abandon_quietly(receiver: DeferredReceiver, message: Any) -> None:
         log.info("could not release deferred message #%s: %s", message.sequence_number, exc)
 
 
-def account_for_absent(ctx: AppContext, receiver: DeferredReceiver, order_id: str, seq: int) -> str:
+def account_for_absent(
+    ctx: AppContext, receiver: DeferredReceiver, order_id: str, seq: int, *, young: bool = False
+) -> str:
     """A tracked, still-waiting sequence number that fetching did not return. Returns
     ``"present"`` (still on the queue: locked by someone, or not deferred yet), ``"applied"`` (it was
     applied, only the tracking missed it) or ``"expired"`` (gone: TTL or delivery count moved it to
-    the dead-letter queue), which is recorded and alerted once: the entry is resolved, never retried."""
+    the dead-letter queue), which is recorded and alerted once: the entry is resolved, never retried.
+
+    ``young``: its entry changed less than ``PEEK_SWEEP_AGE_MINUTES`` ago. A delivery of it may then have met a
+    store failure after recording it and handed it over as a store-retry copy (a new sequence number, this
+    one completed), due within a minute, whose outcome settles this entry: gone, it is ``"young"``, left
+    waiting (the copy decides it, or the peek sweep accounts for it once it is old), not reported expired
+    and then corrected (a false ``DeferredMessageExpired`` alert; the RetryDeferred and ``make_room`` paths
+    wait as long)."""
     peeked = receiver.peek(1, seq)
     if peeked and peeked[0].sequence_number == seq:
         return "present"
@@ -325,6 +334,11 @@ def account_for_absent(ctx: AppContext, receiver: DeferredReceiver, order_id: st
     if record is not None and record.payment is not None and _applied_as(ctx, order_id, seq, record.payment):
         resolve(ctx, order_id, seq, EntryStatus.APPLIED, "applied (found on the state record)")
         return "applied"
+    if young:
+        log.info(
+            "deferred #%s of order %s: not on the queue, its entry young: left for its copy or the sweep", seq, order_id
+        )
+        return "young"
     now_status = resolve(
         ctx, order_id, seq, EntryStatus.EXPIRED, "not on the queue when fetched (expired or dead-lettered)"
     )

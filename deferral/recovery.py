@@ -14,7 +14,7 @@ from adapters.servicebus.deferred import DeferredMessageStore
 from adapters.servicebus.sender import SendError
 from contracts.names import ORDERS_QUEUE
 from deferral.apply import Processed, account_for_absent, process_deferred
-from deferral.retry import schedule_round
+from deferral.retry import schedule_absence_check, schedule_round
 from dependencies import AppContext
 from domain.deferral import (
     DeferralDocument,
@@ -56,8 +56,10 @@ def _fetch_and_process(
             else:
                 yield entry, done
         # the absent last: one may be a message handled again as a copy (a new number) applied just now
+        young_since = ctx.clock.now() - ctx.settings.peek_sweep_age
         for entry in absent:
-            yield entry, account_for_absent(ctx, receiver, order_id, entry.sequence_number)
+            young = entry.updated_at > young_since
+            yield entry, account_for_absent(ctx, receiver, order_id, entry.sequence_number, young=young)
 
 
 def release_for_rejected_order(
@@ -206,6 +208,8 @@ def recover_for_order(ctx: AppContext, order_id: str, doc: DeferralDocument | No
         for entry, done in _fetch_and_process(ctx, ctx.deferred, order_id, waiting):
             if isinstance(done, str):
                 expired += done == "expired"
+                if done == "young":  # gone while young: perhaps a copy of it on its way
+                    schedule_absence_check(ctx, order_id, entry)
                 continue
             applied += done.result == "applied"
             dead += done.result == "dead-lettered"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from adapters.servicebus.sender import OutgoingMessage
 from contracts.messages import RetryDeferred
@@ -20,6 +20,23 @@ def retry_message_id(sequence_number: int, round_number: int, tag: str = "", tok
 
 # The tag of the one RetryDeferred (round 1) a notification deferred for a missing order gets.
 ORDER_LOOK_AGAIN = ":order"
+
+
+# The tag of the RetryDeferred that accounts for a message found gone while its entry was young.
+ABSENCE_CHECK = ":absent"
+
+
+def schedule_absence_check(ctx: AppContext, order_id: str, entry: DeferredEntry) -> None:
+    """Sends the ``RetryDeferred`` that accounts for the message of ``entry`` (waiting for its order), found
+    gone from the queue while its entry is younger than ``PEEK_SWEEP_AGE_MINUTES``: due once the entry is that
+    old. By then a store-retry copy of the message, if one was made, has been decided and has settled the
+    entry (the retry finds it resolved); if none was, the retry reports it expired (``account_for_absent``).
+    The peek sweep walks the messages on the queue and would never find an entry whose message is gone."""
+    due = entry.updated_at + ctx.settings.peek_sweep_age + ABSENCE_CHECK_MARGIN
+    _send(ctx, order_id, entry, 1, due, ABSENCE_CHECK)
+
+
+ABSENCE_CHECK_MARGIN = timedelta(seconds=30)
 
 
 def schedule_round(ctx: AppContext, doc: DeferralDocument, sequence_number: int) -> None:

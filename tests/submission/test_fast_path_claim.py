@@ -300,12 +300,20 @@ def a_notification_waits_for(functions: dict[str, Any], order_id: str) -> None:
     assert submit(functions, note).only[0] == "defer"
 
 
+def old_enough_to_account_for(ctx: AppContext) -> None:
+    """The waiting notification's entry older than ``PEEK_SWEEP_AGE_MINUTES``: the submission, not finding its
+    message (this context's queues have nothing deferred), accounts for it (a write) at once; a young one's
+    message may be a store-retry copy on its way, and only a ``RetryDeferred`` is scheduled for it."""
+    ctx.clock.advance(ctx.settings.peek_sweep_age + timedelta(minutes=1))
+
+
 def test_a_claimed_order_whose_deferred_notifications_cannot_be_applied_is_started_and_abandoned(
     functions, app_context, sender
 ):
     """The deferral log is read before the record is created (a failure there writes nothing: a copy, for
     later); what can fail after the claim is applying the notifications it lists."""
     a_notification_waits_for(functions, "ord-1")
+    old_enough_to_account_for(app_context)
     deferrals = StateStoreThatFails(app_context.deferrals, "save")
     ctx = context_with(app_context, deferrals=deferrals)
     client = ClientThatSeesTheStatuses(sender)
@@ -320,6 +328,7 @@ def test_a_claimed_order_whose_deferred_notifications_cannot_be_applied_is_start
 
 def test_a_pending_order_whose_deferred_notifications_cannot_be_applied_is_abandoned_as_before(functions, app_context):
     a_notification_waits_for(functions, "b")
+    old_enough_to_account_for(app_context)
     deferrals = StateStoreThatFails(app_context.deferrals, "save")
     ctx = context_with(app_context, deferrals=deferrals, settings=Settings.from_env({}, MAX_IN_FLIGHT="1"))
     submit(functions, order(orderId="a"))  # claimed and started: the cap is reached

@@ -5,6 +5,7 @@ submitter never heard ``Received``."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -69,6 +70,7 @@ def test_the_submitter_hears_received_when_the_first_delivery_failed_after_creat
     }
     early = handle_orders_message(ctx, FakeReceivedMessage.of(json.dumps(note).encode(), message_id="n-rcv"))
     assert early.settlement.kind == "defer"  # waiting for its order
+    ctx.clock.advance(ctx.settings.peek_sweep_age + timedelta(minutes=1))  # old: accounted for (a write) at once
     deferrals.failures = 1
     body = json.dumps(order(orderId="o-rcv")).encode()
 
