@@ -27,7 +27,8 @@ from azure.durable_functions import OrchestrationRuntimeStatus
 
 from adapters.clock import Clock
 from localrun.durable import history as ev
-from localrun.durable.actions import SCHEDULING_TYPES, OrchestratorState
+from localrun.durable.action_replay import ActionReplay, replay_actions
+from localrun.durable.actions import OrchestratorState
 from localrun.durable.instance import Instance
 from localrun.durable.replay import OrchestratorCallable, replay
 from localrun.durable.work import ActivityWork, EpisodeWork, StepReport, WorkItem
@@ -36,8 +37,7 @@ log = logging.getLogger(__name__)
 
 RunActivity = Callable[[str, Any], Any]
 
-SUPPORTED_SCHEDULING = frozenset({"CallActivity", "CreateTimer"})
-SUPPORTED_OTHER = frozenset({"WaitForExternalEvent", "WhenAny", "WhenAll", "ContinueAsNew"})
+SUPPORTED = frozenset({"CallActivity", "CreateTimer", "WaitForExternalEvent", "WhenAny", "WhenAll", "ContinueAsNew"})
 
 
 class HostResponse(NamedTuple):
@@ -259,77 +259,53 @@ class DurableEngine:
             self._finish(instance, OrchestrationRuntimeStatus.Failed, str(error), now)
             return StepReport("episode", instance_id, instance.name, instance.status.value)
 
-        restart = next((a for a in state.actions if a["type"] == "ContinueAsNew"), None)
         problem = custom_status_refusal(state.custom_status)
         if problem is not None:
-            problem = f"Orchestrator function '{instance.name}' failed: {problem}"
-        else:
-            instance.custom_status = state.custom_status
-            problem = state.error or self._apply_actions(instance, state, now)
-            ends = state.error is not None or (problem is None and (restart is not None or state.is_done))
-            if ends and self._has_open_tasks(instance):
-                # DurableTask.Core's TaskOrchestrationExecutor.ExecuteCore ends an orchestration (completed,
-                # failed or continued as new) only when no task is open: "All durable timers ... must either
-                # expire or be cancelled ... Otherwise the underlying framework will keep the instance in the
-                # Running state even after the orchestrator function has completed" (CreateTimer's remarks);
-                # an activity still running holds it too. The next episode (that task's end) decides again.
-                self._append(instance, [ev.orchestrator_completed(now)])
-                return StepReport("episode", instance_id, instance.name, instance.status.value)
-        if problem is not None:
-            self._finish(instance, OrchestrationRuntimeStatus.Failed, problem, now)
+            failure = f"Orchestrator function '{instance.name}' failed: {problem}"
+            self._finish(instance, OrchestrationRuntimeStatus.Failed, failure, now)
+            return StepReport("episode", instance_id, instance.name, instance.status.value)
+        instance.custom_status = state.custom_status
+        unsupported = next((a["type"] for a in state.actions if a["type"] not in SUPPORTED), None)
+        if unsupported is not None:
+            failure = f"The local runner does not support the Durable action {unsupported}."
+            self._finish(instance, OrchestrationRuntimeStatus.Failed, failure, now)
+            return StepReport("episode", instance_id, instance.name, instance.status.value)
+        # The extension replays the actions over the history, one after another (``action_replay``),
+        # even those of a replay that raised: a non-determinism fails the orchestration there and then.
+        replayed = replay_actions(state.raw.get("actions", []), instance.history)
+        if replayed.non_determinism is not None:
+            self._finish(instance, OrchestrationRuntimeStatus.Failed, replayed.non_determinism, now)
+            return StepReport("episode", instance_id, instance.name, instance.status.value)
+        self._schedule(instance, state, replayed, now)
+        restart = next((a for a in state.actions if a["type"] == "ContinueAsNew"), None)
+        ends = state.error is not None or restart is not None or state.is_done
+        if not ends or not replayed.reached_end or replayed.open_tasks:
+            # The orchestrator's end takes effect once the extension's replay got through every action
+            # (until then the extension waits on one of them: nothing after it is scheduled), and then
+            # only when no task is open: DurableTask.Core's TaskOrchestrationExecutor.ExecuteCore ends an
+            # orchestration (completed, failed or continued as new) only then. "All durable timers ...
+            # must either expire or be cancelled ... Otherwise the underlying framework will keep the
+            # instance in the Running state even after the orchestrator function has completed"
+            # (CreateTimer's remarks); an activity still running holds it too. A later episode decides again.
+            self._append(instance, [ev.orchestrator_completed(now)])
+        elif state.error is not None:
+            self._finish(instance, OrchestrationRuntimeStatus.Failed, state.error, now)
         elif restart is not None:
             self._continue_as_new(instance, restart.get("input"), now)
-        elif state.is_done:
-            self._finish(instance, OrchestrationRuntimeStatus.Completed, state.output, now)
         else:
-            self._append(instance, [ev.orchestrator_completed(now)])
+            self._finish(instance, OrchestrationRuntimeStatus.Completed, state.output, now)
         return StepReport("episode", instance_id, instance.name, instance.status.value)
 
-    @staticmethod
-    def _has_open_tasks(instance: Instance) -> bool:
-        """A timer neither fired nor cancelled, or an activity scheduled with no result in the history."""
-        if instance.pending_timers:
-            return True
-        ended = {
-            e.fields["TaskScheduledId"]
-            for e in instance.history
-            if e.type in (ev.EventType.TASK_COMPLETED, ev.EventType.TASK_FAILED)
-        }
-        return any(
-            kind.startswith("CallActivity") and task_id not in ended for task_id, kind in enumerate(instance.scheduled)
-        )
-
-    def _apply_actions(self, instance: Instance, state: OrchestratorState, now: datetime) -> str | None:
-        """Schedule the new actions; returns a failure message if the orchestrator cannot go on here."""
-        for action in state.actions:
-            kind = action["type"]
-            if kind not in SUPPORTED_SCHEDULING and kind not in SUPPORTED_OTHER:
-                return f"The local runner does not support the Durable action {kind}."
-        scheduling = [a for a in state.actions if a["type"] in SCHEDULING_TYPES]
-        if len(scheduling) < len(instance.scheduled):
-            # The extension replays the actions against the whole history: DurableTask.Core's
-            # TaskOrchestrationContext.HandleTaskScheduledEvent / HandleTimerCreatedEvent fail the
-            # orchestration when a task of the history has no action ("the current replay execution
-            # hasn't (yet?) scheduled this task").
-            task_id = len(scheduling)
-            return (
-                f"Non-Deterministic workflow detected: task {task_id} is {instance.scheduled[task_id]} in the "
-                "history, but the orchestrator no longer asks for it."
-            )
+    def _schedule(self, instance: Instance, state: OrchestratorState, replayed: ActionReplay, now: datetime) -> None:
+        """Schedule the tasks the extension's replay reached that the history does not hold yet (task ids
+        ``len(instance.scheduled)`` .. ``replayed.invoked - 1``); a timer it cancelled no longer fires."""
+        for task_id in replayed.cancelled_timers:
+            instance.pending_timers.pop(task_id, None)
+        scheduling = state.scheduling_actions()
         new_events: list[ev.HistoryEvent] = []
-        for task_id, action in enumerate(scheduling):
-            signature = _signature(action)
-            if task_id < len(instance.scheduled):
-                if instance.scheduled[task_id] != signature:
-                    return (
-                        "Non-Deterministic workflow detected: task "
-                        f"{task_id} is {instance.scheduled[task_id]} in the history, "
-                        f"but the orchestrator now asks for {signature}."
-                    )
-                if action["type"] == "CreateTimer" and action.get("isCanceled"):
-                    instance.pending_timers.pop(task_id, None)
-                continue
-            instance.scheduled.append(signature)
+        for task_id in range(len(instance.scheduled), replayed.invoked):
+            action = scheduling[task_id]
+            instance.scheduled.append(action["type"])
             if action["type"] == "CallActivity":
                 name, input_json = action["functionName"], action.get("input")
                 new_events.append(ev.task_scheduled(now, task_id, name, input_json))
@@ -341,7 +317,6 @@ class DurableEngine:
                     instance.pending_timers[task_id] = fire_at
                     heapq.heappush(self._timers, (fire_at, instance.execution, task_id, instance.instance_id))
         self._append(instance, new_events)
-        return None
 
     def _finish(
         self,
@@ -471,12 +446,6 @@ def instance_id_refusal(instance_id: str) -> str | None:
 def _is_control(c: str) -> bool:
     """.NET ``char.IsControl``: U+0000-U+001F and U+007F-U+009F."""
     return ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F
-
-
-def _signature(action: Mapping[str, Any]) -> str:
-    if action["type"] == "CallActivity":
-        return f"CallActivity {action['functionName']}"
-    return str(action["type"])
 
 
 def _dumps_result(result: Any) -> str:
