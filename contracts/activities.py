@@ -154,6 +154,9 @@ class AttemptInput(Wire):
     order_id: str
     attempt: int
     plan: OrderPlan
+    # set on every attempt started since a wait loop's round after a skipped event races a timer of its
+    # own (``orchestrators.timers.next_round_timer``); absent on an instance started before
+    timer_per_round: Annotated[bool | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from domain.workflow import Transport, agent
 from orchestrators import names
 from orchestrators.external_events import abandon_wait, forget_delivered
 from orchestrators.state_activity import call_state_activity
-from orchestrators.timers import cancel_timer
+from orchestrators.timers import cancel_timer, next_round_timer
 
 
 def agent_request(
@@ -52,11 +52,14 @@ def invoke_agent(
     request: AgentRequest,
     deadline: datetime,
     *,
+    timer_per_round: bool,
     sent: bool = False,
 ) -> Generator[Any, Any, AgentAnswer | None]:
     """Invokes the agent and waits for its reply or the deadline, whichever comes first.
     Returns the reply, read once here (``parse_agent_answer``), or None when the timer won.
-    ``sent``: a Service Bus agent's request already went out with the step's start (``begin_step``)."""
+    ``sent``: a Service Bus agent's request already went out with the step's start (``begin_step``).
+    ``timer_per_round``: after a reply to another request, the wait goes on against a timer of its own
+    (``orchestrators.timers.next_round_timer``); an instance started before that change keeps one."""
     transport = agent(agent_name).transport
     timer = context.create_timer(deadline)
     if transport is Transport.IN_PROCESS:
@@ -91,3 +94,4 @@ def invoke_agent(
             return parse_agent_answer(event.result)
         # A reply to some other request (an earlier attempt's, a duplicate): ignore it and keep
         # waiting until the same deadline.
+        timer = next_round_timer(context, timer, deadline, timer_per_round=timer_per_round)

@@ -50,6 +50,7 @@ from orchestrators.fenced import FencedWrites, call_fenced, ends_quietly_when_fe
 from orchestrators.result import OrchestrationResult, orchestration_result
 from orchestrators.state_activity import HAND_OVER_RETRY_DELAYS
 from orchestrators.status import call_publish_status
+from orchestrators.timers import TIMER_PER_ROUND_INPUT
 
 
 def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
@@ -61,6 +62,9 @@ def _run_round(context: df.DurableOrchestrationContext) -> Generator[Any, Any, O
     started = context.get_input()
     order_id: str = started["orderId"]
     round_number: int = started["round"]
+    # a reply to another request leaves the undo's wait racing a timer of its own (rounds started since
+    # that change say so: orchestrators.timers.next_round_timer)
+    timer_per_round = bool(started.get(TIMER_PER_ROUND_INPUT))
     me: str = context.instance_id
     writes = FencedWrites(context)  # numbers the round's fenced writes (a late duplicate of one is refused)
 
@@ -73,7 +77,7 @@ def _run_round(context: df.DurableOrchestrationContext) -> Generator[Any, Any, O
     for entry in sorted(plan.entries, key=lambda e: e.seq, reverse=True):
         if entry.outcome == UNDONE:  # done by an earlier round: never undo twice
             continue
-        result = yield from _undo_entry(writes, plan, entry, order_id, round_number)
+        result = yield from _undo_entry(writes, plan, entry, order_id, round_number, timer_per_round)
         if result["result"] != "Undone":
             return result
         undone.append(entry.seq)
@@ -92,6 +96,7 @@ def _undo_entry(
     entry: UndoEntry,
     order_id: str,
     round_number: int,
+    timer_per_round: bool,
 ) -> Generator[Any, Any, OrchestrationResult]:
     context = writes.context
     me: str = context.instance_id
@@ -115,7 +120,7 @@ def _undo_entry(
         )
         began = BeginUndoInput(request=request, agent=agent_name, seq=seq)
         yield from call_fenced(writes, names.BEGIN_UNDO, began, parse_write_result, at=at)
-        reply = yield from invoke_agent(context, agent_name, request, deadline)
+        reply = yield from invoke_agent(context, agent_name, request, deadline, timer_per_round=timer_per_round)
         if reply is None:
             # Leave the record alone: the supervisor starts the next round after completeBy.
             return orchestration_result("DeadlineExpired", seq=seq, step=step_name)

@@ -78,7 +78,7 @@ from orchestrators.payment_wait import await_payment, capture_request
 from orchestrators.result import OrchestrationResult, orchestration_result
 from orchestrators.state_activity import HAND_OVER_RETRY_DELAYS, call_state_activity
 from orchestrators.status import call_publish_status
-from orchestrators.timers import cancel_timer
+from orchestrators.timers import cancel_timer, next_round_timer
 
 
 @dataclass
@@ -101,6 +101,9 @@ class Attempt:
     # at a review deadline, close the review with a fenced write before acting (process_order_v4);
     # process_order_v3, kept for its instances in flight, takes the default at once
     closes_reviews: bool = True
+    # a wait loop's round after a skipped event races a timer of its own (the attempt's input says so
+    # since that change; an instance started before replays with the one timer it recorded)
+    timer_per_round: bool = False
 
     def take_unrecorded(self) -> StepResult | None:
         result, self.unrecorded = self.unrecorded, None
@@ -148,6 +151,7 @@ def _run_attempt(
         dict(plan.completed),
         announce=not plan.outage_wait,
         closes_reviews=closes_reviews,
+        timer_per_round=bool(started.timer_per_round),
     )
 
     for step in WORKFLOW:
@@ -219,7 +223,9 @@ def _ask_agent(run: Attempt, step: Step, agent_name: str, tries: int) -> Generat
             return Ended(orchestration_result("DeadlineExpired", step=step.name, waitingFor="PaymentNotification"))
         request = capture_request(request, step.prepaid_action, payment)
 
-    reply = yield from invoke_agent(context, agent_name, request, deadline, sent=queue is not None)
+    reply = yield from invoke_agent(
+        context, agent_name, request, deadline, timer_per_round=run.timer_per_round, sent=queue is not None
+    )
     if reply is None:
         # The deadline passed first. Leave the record alone: the supervisor recovers it.
         return Ended(orchestration_result("DeadlineExpired", step=step.name))
@@ -337,6 +343,7 @@ def _await_review(run: Attempt, step: Step, error: Any, reason: str) -> Generato
             cancel_timer(timer)
             return str(answer["action"]), True
         # An answer to another review (or malformed): keep waiting until the same deadline.
+        timer = next_round_timer(context, timer, until, timer_per_round=run.timer_per_round)
 
 
 def _close_review(run: Attempt, review_id: str, default: str) -> Generator[Any, Any, tuple[str, bool]]:

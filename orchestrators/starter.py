@@ -34,7 +34,8 @@ class Claim:
     plan: OrderPlan
 
     def orchestration_input(self) -> dict[str, Any]:
-        return AttemptInput(order_id=self.order_id, attempt=self.attempt, plan=self.plan).to_json()
+        started = AttemptInput(order_id=self.order_id, attempt=self.attempt, plan=self.plan, timer_per_round=True)
+        return started.to_json()
 
 
 class OrchestrationClient(Protocol):

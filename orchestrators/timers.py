@@ -1,4 +1,5 @@
-"""Cancelling a durable timer so that it no longer holds its instance.
+"""Cancelling a durable timer so that it no longer holds its instance; the timer a wait loop's next
+round races (``next_round_timer``).
 
 The extension ends an orchestration only when no task is open: a timer neither fired nor cancelled
 keeps the instance ``Running`` after its orchestrator returned (``IDurableOrchestrationContext.CreateTimer``'s
@@ -10,9 +11,15 @@ the instance for up to 3 days. ``cancel_timer`` cancels that one too."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from azure.durable_functions.models.Task import TimerTask
+
+# The input key of the compensation rounds started since a wait loop's round after a skipped event races
+# a timer of its own (``next_round_timer``; the scheduler's is ``AttemptInput.timer_per_round``); an
+# instance whose input lacks it replays with the one timer its history holds.
+TIMER_PER_ROUND_INPUT = "timerPerRound"
 
 
 def cancel_timer(timer: Any) -> None:
@@ -22,3 +29,18 @@ def cancel_timer(timer: Any) -> None:
     for pending in list(getattr(timer, "pending_tasks", ())):
         if isinstance(pending, TimerTask) and not pending.is_completed:
             pending.cancel()
+
+
+def next_round_timer(context: Any, timer: Any, deadline: datetime, *, timer_per_round: bool) -> Any:
+    """The timer the next round of a wait loop races (an event to skip, and a new wait until the same
+    deadline). The SDK leaves a task it already scheduled out of a when-any's actions, and the extension
+    replays the actions one after another (``OutOfProcOrchestrationShim``): a next round racing the
+    same timer is, for the extension, the new wait alone, so when the timer wins, the orchestrator goes
+    on and the extension waits for an event, scheduling nothing after it (an attempt left Running for
+    good, a review never closed). With ``timer_per_round`` the round gets a timer of its own (the
+    deadline's), and the one it replaces is cancelled. Without it (an instance started before: its
+    history holds no such timer), the same timer, as before."""
+    if not timer_per_round:
+        return timer
+    cancel_timer(timer)
+    return context.create_timer(deadline)

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from localrun.durable import history as ev
+from localrun.durable.action_replay import ActionReplay, replay_actions
 from localrun.durable.actions import SCHEDULING_TYPES, OrchestratorState
 from localrun.durable.replay import OrchestratorCallable, replay
 
@@ -38,9 +39,11 @@ class ReplayResult:
 
     state: OrchestratorState
     # The scheduling actions (CallActivity, CreateTimer, ...) beyond the task ids already in the
-    # history: what the host would schedule now. Waits and compound actions are in ``actions`` only.
+    # history that the extension's replay of the actions reaches: what the host would schedule now
+    # (``localrun.durable.action_replay``). Waits and compound actions are in ``actions`` only.
     new_actions: list[dict[str, Any]]
     context_json: str
+    extension: ActionReplay  # the extension's replay of the actions over the history
 
     @property
     def actions(self) -> list[dict[str, Any]]:
@@ -211,4 +214,10 @@ class History:
         context = self.context_json()
         state = replay(orchestrator, context)
         scheduling = [a for a in state.actions if a["type"] in SCHEDULING_TYPES]
-        return ReplayResult(state=state, new_actions=scheduling[self._next_task_id :], context_json=context)
+        extension = replay_actions(state.raw.get("actions", []), self._events)
+        return ReplayResult(
+            state=state,
+            new_actions=scheduling[self._next_task_id : max(self._next_task_id, extension.invoked)],
+            context_json=context,
+            extension=extension,
+        )

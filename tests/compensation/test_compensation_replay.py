@@ -63,7 +63,8 @@ class Round:
     """The history of one compensation round, built in the order the orchestration yields."""
 
     def __init__(self, entries: list[dict[str, Any]], tries: int = 3) -> None:
-        self.h = History(ME, {"orderId": "o1", "round": 3}, start=T0, name=names.COMPENSATION)
+        started = {"orderId": "o1", "round": 3, "timerPerRound": True}
+        self.h = History(ME, started, start=T0, name=names.COMPENSATION)
         plan = {
             "owned": True,
             "entries": entries,

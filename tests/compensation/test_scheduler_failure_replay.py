@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from contracts.names import AGENT_REPLY_EVENT
+from localrun.durable.history import timestamp_text
 from orchestrators import names
 from tests.durable_history import ReplayResult
 from tests.orchestrators.support import STEP, sample_order, started_attempt
@@ -219,7 +220,15 @@ def test_a_decision_for_another_review_is_ignored(scheduler):
     decide_review(a, data, "retry", review_id="o1:1:charge-payment:review:9")
     result = a.run(scheduler)
     assert not result.is_done
-    assert result.new_actions == []
+    # the wait goes on until the same deadline, against a timer of its own (the extension leaves the
+    # first one out of the next when-any: orchestrators.timers.next_round_timer)
+    until = datetime(2026, 3, 1, 9, 0, 5, tzinfo=UTC)
+    [own] = result.new_actions
+    assert (own["type"], own["fireAt"], own["isCanceled"]) == ("CreateTimer", timestamp_text(until), False)
+
+    a.h.fire_timer(a.h.timer_created_not_fired(until), until)
+    # the extension schedules close_review (``new_actions``); before, it waited for another ReviewDecision
+    closed_at_the_deadline(a, a.run(scheduler), {"owned": True, "action": "compensate", "operator": None})
 
 
 def closed_at_the_deadline(a: Attempt, result: ReplayResult, closed: dict[str, Any]) -> dict[str, Any]:

@@ -39,7 +39,8 @@ def test_a_supervisor_run_escalates_to_compensation_and_starts_the_round(app_con
     client = RecordingClient()
     started: list[Any] = asyncio.run(start_compensations(client, report.compensations))
     assert started == ["o1:compensate:2"]
-    assert client.started == [(names.COMPENSATION, "o1:compensate:2", {"orderId": "o1", "round": 2})]
+    started_round = {"orderId": "o1", "round": 2, "timerPerRound": True}
+    assert client.started == [(names.COMPENSATION, "o1:compensate:2", started_round)]
 
 
 def test_a_failed_start_leaves_the_round_to_a_later_run(app_context, clock):

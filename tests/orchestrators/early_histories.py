@@ -19,9 +19,17 @@ from domain.compensation import compensation_instance_id, undo_request_id
 from orchestrators import names
 from tests.durable_history import History
 from tests.orchestrators.support import STEP, T0, sample_order, started_attempt
-from tests.orchestrators.test_scheduler_replay import CHARGED, RESERVED, SHIPPED, Flow, reply
+from tests.orchestrators.test_scheduler_replay import CHARGED, ME, ORDER, RESERVED, SHIPPED, Flow, reply
 
 LATER = timedelta(seconds=1)
+
+
+def recorded_attempt() -> History:
+    """The start of the attempt ``Flow`` builds, with the input of the recorded histories: from before
+    a wait loop's round raced a timer of its own (no ``timerPerRound``)."""
+    return started_attempt(ME, ORDER, 2, timer_per_round=False)
+
+
 PAYMENT = {
     "notificationId": "n-1",
     "amountCents": 1000,
@@ -58,7 +66,7 @@ def shipment_with_early(*events: dict[str, Any]) -> Flow:
     """The reservation and the charge done; the shipment's ``begin_step`` (which sends its request) is
     scheduled, ``events`` are raised as ``AgentReply`` before its completion, then it completes and the
     shipment's deadline timer is created: the wait opens with them all early."""
-    f = Flow()
+    f = Flow(loaded=recorded_attempt())
     f.in_process_reply(reply("reserve-inventory", result=RESERVED))
     f.remote_reply(charge_reply())
     begin = f.h.activity_scheduled(names.BEGIN_STEP)
@@ -71,7 +79,7 @@ def shipment_with_early(*events: dict[str, Any]) -> Flow:
 
 def charge_with_early(*events: dict[str, Any]) -> Flow:
     """As ``shipment_with_early``, for the charge (the reservation done, in-process)."""
-    f = Flow()
+    f = Flow(loaded=recorded_attempt())
     f.in_process_reply(reply("reserve-inventory", result=RESERVED))
     begin = f.h.activity_scheduled(names.BEGIN_STEP)
     for event in events:
@@ -91,7 +99,7 @@ def charge_reply_before_its_begin_completes() -> Built:
 
 
 def reply_and_its_duplicate_in_one_episode() -> Built:
-    f = Flow()
+    f = Flow(loaded=recorded_attempt())
     f.in_process_reply(reply("reserve-inventory", result=RESERVED))
     f.remote_reply(charge_reply())
     f.h.event_raised(AGENT_REPLY_EVENT, charge_reply())  # the duplicate, no wait open
@@ -129,7 +137,7 @@ def review_with_early(*decisions: dict[str, Any]) -> History:
     """A high-impact order whose charge failed with both providers pauses for review: ``decisions`` are
     raised as ``ReviewDecision`` before the completion of ``await_review``."""
     me = "o1:1"
-    h = started_attempt(me, sample_order(total_cents=250_000), 1, review=REVIEW)
+    h = started_attempt(me, sample_order(total_cents=250_000), 1, review=REVIEW, timer_per_round=False)
 
     def answer(step: str, request_id: str, ok: bool, **more: Any) -> dict[str, Any]:
         return {
@@ -166,7 +174,7 @@ def review_with_early(*decisions: dict[str, Any]) -> History:
 def payment_notified_before_the_payment_step_begins(times: int = 1) -> History:
     me = "p1:1"
     completed = {"reserve-inventory": {"reservationId": "R-1"}}
-    h = started_attempt(me, sample_order("p1", prepaid=True), 1, completed=completed)
+    h = started_attempt(me, sample_order("p1", prepaid=True), 1, completed=completed, timer_per_round=False)
     begin = h.activity_scheduled(names.BEGIN_STEP)
     for _ in range(times):
         h.event_raised(PAYMENT_NOTIFIED_EVENT, PAYMENT, at=h.now + LATER)

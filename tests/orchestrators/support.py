@@ -37,6 +37,7 @@ def started_attempt(
     *,
     completed: dict[str, Any] | None = None,
     review: dict[str, Any] | None = None,
+    timer_per_round: bool = True,
 ) -> History:
     """The history of one scheduler attempt as it starts: its input holds the plan the claim read (the
     results of steps ``completed`` by earlier attempts), so the first thing the scheduler schedules is
@@ -48,5 +49,7 @@ def started_attempt(
     }
     if review is not None:
         plan["review"] = review
-    started = {"orderId": order["orderId"], "attempt": attempt, "plan": plan}
+    started: dict[str, Any] = {"orderId": order["orderId"], "attempt": attempt, "plan": plan}
+    if timer_per_round:  # what the starter starts since that change; without it, an instance from before
+        started["timerPerRound"] = True
     return History(instance, started, start=T0, name=names.SCHEDULER)

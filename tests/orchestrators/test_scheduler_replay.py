@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from contracts.names import AGENT_REPLY_EVENT
+from localrun.durable.history import parse_timestamp
 from orchestrators import names
 from orchestrators.state_activity import HAND_OVER_RETRY_DELAYS
 from orchestrators.status import FINAL_RETRY_DELAYS
@@ -246,11 +247,15 @@ def test_a_mismatched_reply_is_ignored_and_the_wait_goes_on_until_the_same_deadl
     f.remote_reply(stale)
     result = f.run(scheduler)
     assert not result.is_done
-    assert result.new_actions == []  # no write, no new timer: still waiting
+    # no write; the next wait races a timer of its own, for the same deadline (the extension would not
+    # see the first one in the next when-any: orchestrators.timers.next_round_timer)
+    [own] = result.new_actions
+    assert own["type"] == "CreateTimer"
     waits = [a for a in result.actions if a["type"] == "WaitForExternalEvent"]
     assert len(waits) == 2
     timers = [a for a in result.actions if a["type"] == "CreateTimer"]
-    assert timers[-1]["isCanceled"] is False
+    assert [(t["fireAt"], t["isCanceled"]) for t in timers[-2:]] == [(own["fireAt"], True), (own["fireAt"], False)]
+    f.h.timer_created_not_fired(parse_timestamp(own["fireAt"]))
     # the right reply then arrives before the deadline
     f.h.event_raised(AGENT_REPLY_EVENT, reply("charge-payment", result=CHARGED), at=f.h.now + timedelta(seconds=5))
     result = f.run(scheduler)
@@ -270,7 +275,8 @@ def test_a_duplicate_reply_of_a_completed_step_is_ignored(scheduler):
     f.h.event_raised(AGENT_REPLY_EVENT, reply("charge-payment", result=CHARGED), at=f.h.now + timedelta(seconds=1))
     result = f.run(scheduler)
     assert not result.is_done
-    assert result.new_actions == []
+    [own] = result.new_actions  # the wait goes on against a timer of its own, for the same deadline
+    assert (own["type"], parse_timestamp(own["fireAt"])) == ("CreateTimer", deadline)
 
 
 def test_fencing_lost_at_a_step_start_ends_quietly(scheduler):
