@@ -201,3 +201,85 @@ def test_an_in_flight_retired_instance_releases_its_record_to_the_supervisor(
     assert recovered.action is RecoveryAction.RECOVERED
     assert recovered.record is not None
     assert (recovered.record.process_state, recovered.record.failure_count) == (ProcessState.PENDING, 1)
+
+
+def _v1_points() -> dict[str, History]:
+    """A ``process_order_v1`` attempt at each point an upgrade can find it (the tasks the old code
+    scheduled, in its order: ``load_order``, ``publish_status``, per step ``begin_step`` and the agent, a
+    deadline timer raced by the reply)."""
+    order = sample_order()
+    loaded = {"owned": True, "order": order, "completed": {}, "stepTimeoutSeconds": 60}
+    reply = {"requestId": "o1:1:charge-payment:payment", "outcome": "succeeded"}
+    points: dict[str, History] = {}
+
+    def fresh() -> History:
+        return History("o1:1", {"orderId": "o1", "attempt": 1}, start=T0, name=V1)
+
+    h = fresh()
+    h.activity_scheduled("load_order")
+    points["its first activity running"] = h
+    h = fresh()
+    h.activity_completed("load_order", loaded)
+    h.activity_scheduled("publish_status")
+    points["an activity running"] = h
+    h = fresh()
+    h.activity_completed("load_order", loaded)
+    h.activity_completed("publish_status", None)
+    h.activity_completed("begin_step", {"owned": True})
+    h.activity_scheduled(names.in_process_agent("inventory"))
+    h.timer_created_not_fired(T0 + timedelta(seconds=60))
+    points["an in-process agent racing its deadline"] = h
+    h = fresh()
+    h.activity_completed("load_order", loaded)
+    h.activity_completed("publish_status", None)
+    h.activity_completed("begin_step", {"owned": True})
+    h.activity_completed("send_agent_request", None)
+    h.timer_created_not_fired(T0 + timedelta(seconds=60))
+    points["a reply's wait racing its deadline"] = h
+    h = fresh()
+    h.activity_completed("load_order", loaded)
+    h.activity_completed("publish_status", None)
+    h.activity_completed("begin_step", {"owned": True})
+    h.activity_completed("send_agent_request", None)
+    h.timer_created_not_fired(T0 + timedelta(seconds=60))
+    h.event_raised("AgentReply", reply, at=T0 + timedelta(seconds=5))
+    h.event_raised("AgentReply", reply, at=T0 + timedelta(seconds=6))  # and a duplicate
+    points["replied, and a duplicate"] = h
+    h = fresh()
+    h.activity_completed("load_order", loaded)
+    h.activity_completed("publish_status", None)
+    h.activity_completed("await_review", {"owned": True})
+    review = h.timer_created_not_fired(T0 + timedelta(days=1))
+    h.event_raised(names.REVIEW_DECISION_EVENT, {"reviewId": "o1:1:charge-payment:review:1", "action": "retry"})
+    h.fire_timer(review, T0 + timedelta(days=1))
+    points["a review answered, then its timer"] = h
+    h = fresh()
+    h.activity_completed("load_order", loaded)
+    h.activity_completed("publish_status", None)
+    h.timer_fired(T0 + timedelta(seconds=10))  # a status retry's timer
+    h.activity_scheduled(names.REQUEST_COMPENSATION)
+    points["handing over to compensation"] = h
+    return points
+
+
+@pytest.mark.parametrize("point", list(_v1_points()))
+def test_the_first_retire_replay_matches_the_history_at_every_point_of_an_attempt(
+    functions: dict[str, Any], point: str
+) -> None:
+    """Read as the extension reads it (``localrun.durable.action_replay``): nothing non-deterministic,
+    nothing new scheduled; it continues as new once one of the old tasks is done and none still runs
+    (an activity of the old code still running holds it until it ends; a timer of the old code never
+    does: it is cancelled)."""
+    history = _v1_points()[point]
+
+    replayed = history.run(functions[V1].func)
+
+    assert replayed.error is None
+    assert replayed.extension.non_determinism is None
+    assert replayed.new_actions == []
+    running = point in ("its first activity running", "an activity running", "an in-process agent racing its deadline")
+    running = running or point == "handing over to compensation"
+    continues = point != "its first activity running"
+    assert bool([a for a in replayed.actions if a["type"] == "ContinueAsNew"]) == continues
+    assert replayed.extension.reached_end == continues
+    assert replayed.extension.open_tasks == running
