@@ -17,7 +17,7 @@ from domain.workflow import Transport, agent
 from orchestrators import names
 from orchestrators.external_events import abandon_wait, forget_delivered
 from orchestrators.state_activity import call_state_activity
-from orchestrators.timers import cancel_timer, next_round_timer
+from orchestrators.timers import cancel_open_timers, cancel_timer, next_round_timer
 
 
 def agent_request(
@@ -67,12 +67,14 @@ def invoke_agent(
         winner = yield context.task_any([call, timer])
         if winner == timer:
             return None
+        if call.state is not TaskState.FAILED and call.result is None:
+            # the agent dropped the request (past its deadline); the timer decides. Not cancelled: a
+            # cancelled timer completes only if its TimerFired still comes (Azure sends it; the runner not)
+            yield timer
+            return None
         cancel_timer(timer)
         if call.state is TaskState.FAILED:  # the activity itself failed (crash, bug): treat as transient
             return AgentAnswer(succeeded=False, transient=True, error="in-process agent activity failed")
-        if call.result is None:  # the agent dropped the request (past its deadline); the timer decides
-            yield timer
-            return None
         return parse_agent_answer(call.result)
 
     queue = agent(agent_name).request_queue
@@ -82,16 +84,18 @@ def invoke_agent(
         yield from call_state_activity(
             context, names.SEND_AGENT_REQUEST, SendAgentRequestInput(queue=queue, request=request).to_json()
         )
+    timers = [timer]
     while True:
         event = context.wait_for_external_event(AGENT_REPLY_EVENT)
         winner = yield context.task_any([event, timer])
         forget_delivered(context, AGENT_REPLY_EVENT)  # an early or duplicate reply answers this wait only
         if winner == timer:
             abandon_wait(context, AGENT_REPLY_EVENT, event)
+            cancel_open_timers(timers)  # an earlier round's, due now too
             return None
         if reply_request_id(event.result) == request.request_id:
-            cancel_timer(timer)
+            cancel_open_timers(timers)
             return parse_agent_answer(event.result)
         # A reply to some other request (an earlier attempt's, a duplicate): ignore it and keep
         # waiting until the same deadline.
-        timer = next_round_timer(context, timer, deadline, timer_per_round=timer_per_round)
+        timer = next_round_timer(context, timers, deadline, timer_per_round=timer_per_round)

@@ -78,7 +78,7 @@ from orchestrators.payment_wait import await_payment, capture_request
 from orchestrators.result import OrchestrationResult, orchestration_result
 from orchestrators.state_activity import HAND_OVER_RETRY_DELAYS, call_state_activity
 from orchestrators.status import call_publish_status
-from orchestrators.timers import cancel_timer, next_round_timer
+from orchestrators.timers import cancel_open_timers, next_round_timer
 
 
 @dataclass
@@ -329,21 +329,23 @@ def _await_review(run: Attempt, step: Step, error: Any, reason: str) -> Generato
     )
     yield from call_fenced(run.writes, names.AWAIT_REVIEW, paused, parse_write_result, at="review")
     timer = context.create_timer(until)
+    timers = [timer]
     while True:
         event = context.wait_for_external_event(names.REVIEW_DECISION_EVENT)
         winner = yield context.task_any([event, timer])
         forget_delivered(context, names.REVIEW_DECISION_EVENT)  # an answer to another review comes once
         if winner == timer:
             abandon_wait(context, names.REVIEW_DECISION_EVENT, event)  # a later review's answer is not for it
+            cancel_open_timers(timers)  # an earlier round's, due now too
             if not run.closes_reviews:
                 return default, False
             return (yield from _close_review(run, review_id, default))
         answer = event.result if isinstance(event.result, dict) else {}
         if answer.get("reviewId") == review_id and answer.get("action") in REVIEW_CHOICES:
-            cancel_timer(timer)
+            cancel_open_timers(timers)
             return str(answer["action"]), True
         # An answer to another review (or malformed): keep waiting until the same deadline.
-        timer = next_round_timer(context, timer, until, timer_per_round=run.timer_per_round)
+        timer = next_round_timer(context, timers, until, timer_per_round=run.timer_per_round)
 
 
 def _close_review(run: Attempt, review_id: str, default: str) -> Generator[Any, Any, tuple[str, bool]]:

@@ -31,16 +31,26 @@ def cancel_timer(timer: Any) -> None:
             pending.cancel()
 
 
-def next_round_timer(context: Any, timer: Any, deadline: datetime, *, timer_per_round: bool) -> Any:
-    """The timer the next round of a wait loop races (an event to skip, and a new wait until the same
-    deadline). The SDK leaves a task it already scheduled out of a when-any's actions, and the extension
-    replays the actions one after another (``OutOfProcOrchestrationShim``): a next round racing the
-    same timer is, for the extension, the new wait alone, so when the timer wins, the orchestrator goes
-    on and the extension waits for an event, scheduling nothing after it (an attempt left Running for
-    good, a review never closed). With ``timer_per_round`` the round gets a timer of its own (the
-    deadline's), and the one it replaces is cancelled. Without it (an instance started before: its
-    history holds no such timer), the same timer, as before."""
-    if not timer_per_round:
-        return timer
-    cancel_timer(timer)
-    return context.create_timer(deadline)
+def next_round_timer(context: Any, timers: list[Any], deadline: datetime, *, timer_per_round: bool) -> Any:
+    """The timer the next round of a wait loop races (an event skipped, a new wait until the same
+    deadline); ``timers`` holds the loop's timers, the first round's first. The SDK leaves a task it
+    already scheduled out of a when-any's actions, and the extension replays the actions one after
+    another (``OutOfProcOrchestrationShim``): a next round racing the same timer is, for the extension,
+    the new wait alone, so when the timer wins, the orchestrator goes on and the extension waits for an
+    event, scheduling nothing after it (an attempt left Running for good, a review never closed). With
+    ``timer_per_round`` the round gets a timer of its own (the deadline's), added to ``timers``. The
+    earlier ones stay until the loop ends (``cancel_open_timers``): one cancelled now would make the
+    extension's replay go through its round at once and reach the new timer from the first round's
+    time, and the extension splits a timer more than 6 days from then itself (a review over 6 days:
+    other task ids than the SDK's). Without it (an instance started before: its history holds no
+    such timer), the same timer, as before."""
+    if timer_per_round:
+        timers.append(context.create_timer(deadline))
+    return timers[-1]
+
+
+def cancel_open_timers(timers: list[Any]) -> None:
+    """``cancel_timer`` for each of a wait loop's timers not yet fired: the loop is over."""
+    for timer in timers:
+        if not timer.is_completed:
+            cancel_timer(timer)

@@ -79,17 +79,25 @@ def test_an_answer_between_the_split_timers_is_taken(scheduler):
 
 def test_an_answer_to_another_review_keeps_the_same_deadline(scheduler):
     a, _, paused_at = _paused_a_week(scheduler)
-    a.h.timer_created_not_fired(paused_at + INTERVAL)
+    first = a.h.timer_created_not_fired(paused_at + INTERVAL)
     other = {"reviewId": "o1:1:charge-payment:review:9", "action": "compensate", "operator": "ana"}
     a.h.event_raised(names.REVIEW_DECISION_EVENT, other, at=paused_at + timedelta(days=1))
     result = a.run(scheduler)
-    # still waiting, until the same deadline, on a timer of its own (6 days away now: one timer); the
-    # long timer's pending 3-day timer is cancelled (orchestrators.timers.next_round_timer)
+    # still waiting, until the same deadline, on a timer of its own (6 days away now: one timer;
+    # orchestrators.timers.next_round_timer); the first round's stays until the wait ends
     assert _new_timers(result) == [ev.timestamp_text(paused_at + WEEK)]
-    assert [a for a in result.actions if a["type"] == "CreateTimer"][-2]["isCanceled"] is True
     own = a.h.timer_created_not_fired(paused_at + WEEK)
-    assert a.run(scheduler).new_actions == []  # the first 3-day timer no longer counts
+
+    # the first round's 3-day timer fires: the SDK goes on with its timer to the deadline, which the
+    # extension reaches only once its replay gets past this round (at the deadline)
+    a.h.fire_timer(first, paused_at + INTERVAL)
+    assert a.run(scheduler).new_actions == []
 
     a.h.fire_timer(own, paused_at + WEEK)
-    # the extension's replay gets to close_review too (``new_actions``: what it schedules)
-    closed_at_the_deadline(a, a.run(scheduler), {"owned": True, "action": "retry", "operator": None})
+    result = a.run(scheduler)
+    # the first round's timer to the deadline, cancelled (the wait is over), then close_review
+    [rest, closing] = result.new_actions
+    week = ev.timestamp_text(paused_at + WEEK)
+    assert (rest["type"], rest["fireAt"], rest["isCanceled"]) == ("CreateTimer", week, True)
+    assert closing["functionName"] == names.CLOSE_REVIEW
+    assert result.extension.invoked == a.h.scheduled_task_count + 2

@@ -254,13 +254,14 @@ def test_a_mismatched_reply_is_ignored_and_the_wait_goes_on_until_the_same_deadl
     waits = [a for a in result.actions if a["type"] == "WaitForExternalEvent"]
     assert len(waits) == 2
     timers = [a for a in result.actions if a["type"] == "CreateTimer"]
-    assert [(t["fireAt"], t["isCanceled"]) for t in timers[-2:]] == [(own["fireAt"], True), (own["fireAt"], False)]
+    assert [(t["fireAt"], t["isCanceled"]) for t in timers[-2:]] == [(own["fireAt"], False), (own["fireAt"], False)]
     f.h.timer_created_not_fired(parse_timestamp(own["fireAt"]))
     # the right reply then arrives before the deadline
     f.h.event_raised(AGENT_REPLY_EVENT, reply("charge-payment", result=CHARGED), at=f.h.now + timedelta(seconds=5))
     result = f.run(scheduler)
     assert [a["functionName"] for a in result.new_actions] == [names.BEGIN_STEP]
     begin = json.loads(result.new_actions[0]["input"])
+    assert [t["isCanceled"] for t in result.actions if t["type"] == "CreateTimer"][-2:] == [True, True]  # both rounds'
     assert begin["completes"] == {"step": "charge-payment", "result": CHARGED}  # the right reply's, not the stale one's
     assert begin["request"]["step"] == "arrange-shipment"
 
@@ -579,3 +580,25 @@ def test_the_processed_hand_over_is_retried_as_long_as_a_final_status(scheduler)
     f.processed({"owned": True, "statusSent": True})  # the hand-over, found done by this instance
     done = f.run(scheduler)
     assert done.is_done and done.output == {"result": "Processed"}
+
+
+def test_an_in_process_agent_that_dropped_the_request_leaves_the_deadline_to_its_timer(scheduler):
+    """The in-process agent answers None (it dropped a request past its deadline): the attempt waits for
+    the deadline timer, which must not be cancelled first. Cancelled, it completed only if its
+    ``TimerFired`` still came (Azure sends it; the runner, where a cancelled timer never fires, left the
+    attempt Running for good)."""
+    f = Flow()
+    deadline = f.begin()
+    call = f.h.activity_scheduled(names.in_process_agent("inventory"))
+    timer = f.h.timer_created_not_fired(deadline)
+    f.h.complete_activity(call, None, at=f.h.now + timedelta(seconds=1))
+
+    result = f.run(scheduler)
+    assert not result.is_done and result.new_actions == []
+    assert [a["isCanceled"] for a in result.actions if a["type"] == "CreateTimer"] == [False]
+    assert result.extension.open_tasks  # the timer: it decides
+
+    f.h.fire_timer(timer, deadline)
+    result = f.run(scheduler)
+    assert result.output == {"result": "DeadlineExpired", "step": "reserve-inventory"}
+    assert result.extension.reached_end and not result.extension.open_tasks
