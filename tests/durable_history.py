@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from localrun.durable import history as ev
-from localrun.durable.action_replay import ActionReplay, replay_actions
+from localrun.durable.action_replay import ActionReplay, parse_timespan, replay_actions
 from localrun.durable.actions import SCHEDULING_TYPES, OrchestratorState
 from localrun.durable.replay import OrchestratorCallable, replay
 
@@ -214,7 +214,12 @@ class History:
         context = self.context_json()
         state = replay(orchestrator, context)
         scheduling = [a for a in state.actions if a["type"] in SCHEDULING_TYPES]
-        extension = replay_actions(state.raw.get("actions", []), self._events)
+        maximum = self.fields.maximum_short_timer
+        extension = replay_actions(
+            state.raw.get("actions", []),
+            self._events,
+            maximum_timer=None if maximum is None else parse_timespan(maximum),
+        )
         return ReplayResult(
             state=state,
             new_actions=scheduling[self._next_task_id : max(self._next_task_id, extension.invoked)],

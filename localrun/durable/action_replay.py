@@ -21,6 +21,12 @@ awaited tasks in history order (``TaskOrchestrationExecutor.ExecuteCore``). So:
 - the orchestrator's end (output, error, ``ContinueAsNew``) takes effect only when the replay got through
   every action, and then only when no task is open: an activity without its result, a timer neither
   fired nor cancelled.
+
+Not modelled: a new timer the replay reaches more than the storage provider's maximum (6 days) before it
+fires. The extension's ``CreateTimer`` splits it itself (a timer at the replay's time plus the 3-day
+interval, then more, each a task id the SDK does not know); it happens when the replay reaches a timer
+earlier than the SDK made it (the when-any before it done at once in the extension's view: a timer in it
+cancelled). ``ActionReplay.unmodelled`` names it.
 """
 
 from __future__ import annotations
@@ -28,10 +34,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from localrun.durable.actions import COMPOUND_TYPES, SCHEDULING_TYPES, type_name
-from localrun.durable.history import EventType, HistoryEvent
+from localrun.durable.history import EventType, HistoryEvent, parse_timestamp
 
 
 @dataclass(eq=False)
@@ -52,12 +59,24 @@ class ActionReplay:
     open_tasks: bool  # an invoked activity without its result, or an invoked timer neither fired nor cancelled
     cancelled_timers: frozenset[int]  # task ids of the invoked timers whose action says isCanceled
     non_determinism: str | None  # DurableTask.Core's NonDeterministicOrchestrationException, if any
+    unmodelled: str | None = None  # what the extension does here that this replay does not model
 
 
-def replay_actions(raw_actions: Iterable[Any], history: Iterable[HistoryEvent]) -> ActionReplay:
+def replay_actions(
+    raw_actions: Iterable[Any], history: Iterable[HistoryEvent], *, maximum_timer: timedelta | None = None
+) -> ActionReplay:
     """Replays ``raw_actions`` (the state's ``actions``, as the SDK sent them) over ``history`` (every
-    event of the execution, this episode's new ones included), as the extension does."""
-    return _Replay(_top_level(raw_actions)).run(history)
+    event of the execution, this episode's new ones included), as the extension does. ``maximum_timer``:
+    the storage provider's longest timer (the context's ``maximumShortTimerDuration``), if any."""
+    return _Replay(_top_level(raw_actions), maximum_timer).run(history)
+
+
+def parse_timespan(text: str) -> timedelta:
+    """A .NET ``TimeSpan`` as the extension writes it in the context: ``[d.]hh:mm:ss[.fffffff]``."""
+    head, _, rest = text.partition(":")
+    days, _, hours = head.rpartition(".")
+    minutes, seconds = rest.split(":")
+    return timedelta(days=int(days or 0), hours=int(hours), minutes=int(minutes), seconds=float(seconds))
 
 
 def _top_level(raw_actions: Iterable[Any]) -> list[Mapping[str, Any]]:
@@ -76,8 +95,11 @@ def _signature(kind: str, name: str | None) -> str:
 
 
 class _Replay:
-    def __init__(self, actions: list[Mapping[str, Any]]) -> None:
+    def __init__(self, actions: list[Mapping[str, Any]], maximum_timer: timedelta | None) -> None:
         self._actions = actions
+        self._maximum_timer = maximum_timer
+        self._now: datetime | None = None  # the replay's current time (the last OrchestratorStarted)
+        self._timers_reached: dict[int, tuple[datetime, datetime]] = {}  # task id -> (reached at, fires at)
         self._next_action = 0
         self._awaited: _Task | None = None
         self._next_id = 0
@@ -100,13 +122,30 @@ class _Replay:
             open_tasks=bool(self._open),
             cancelled_timers=frozenset(self._cancelled),
             non_determinism=problem,
+            unmodelled=None if problem is not None else self._split_by_the_extension(),
         )
+
+    def _split_by_the_extension(self) -> str | None:
+        """A new timer (not in the history) reached more than ``maximum_timer`` before it fires."""
+        if not self._maximum_timer:  # none, or TimeSpan.Zero: the provider has no maximum
+            return None
+        for task_id in sorted(self._unmatched):
+            reached = self._timers_reached.get(task_id)
+            if reached is not None and reached[1] - reached[0] > self._maximum_timer:
+                return (
+                    f"The local runner does not model the extension splitting timer {task_id} itself: the "
+                    f"replay reaches it at {reached[0].isoformat()}, more than {self._maximum_timer} before "
+                    f"it fires at {reached[1].isoformat()}."
+                )
+        return None
 
     # --- the history, event by event ----------------------------------------------------------
 
     def _apply(self, event: HistoryEvent) -> str | None:
         kind = event.type
-        if kind is EventType.EXECUTION_STARTED:
+        if kind is EventType.ORCHESTRATOR_STARTED:
+            self._now = event.timestamp
+        elif kind is EventType.EXECUTION_STARTED:
             self._advance()
         elif kind is EventType.TASK_SCHEDULED:
             return self._match(event.event_id, _signature("CallActivity", event.fields.get("Name")))
@@ -166,6 +205,8 @@ class _Replay:
                 task.done = True
             else:
                 self._open[task.task_id] = task
+                if kind == "CreateTimer" and self._now is not None:
+                    self._timers_reached[task.task_id] = (self._now, parse_timestamp(action["fireAt"]))
         elif kind == "WaitForExternalEvent":
             key = str(action.get("externalEventName", "")).upper()
             self._waits.setdefault(key, []).append(task)

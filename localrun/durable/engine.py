@@ -27,7 +27,7 @@ from azure.durable_functions import OrchestrationRuntimeStatus
 
 from adapters.clock import Clock
 from localrun.durable import history as ev
-from localrun.durable.action_replay import ActionReplay, replay_actions
+from localrun.durable.action_replay import ActionReplay, parse_timespan, replay_actions
 from localrun.durable.actions import OrchestratorState
 from localrun.durable.instance import Instance
 from localrun.durable.replay import OrchestratorCallable, replay
@@ -68,6 +68,9 @@ class DurableEngine:
         self._run_activity = run_activity
         self._clock = clock
         self._context_fields = context_fields
+        # the storage provider's longest timer, when the context tells the SDK (replay schema V3)
+        maximum = context_fields.maximum_short_timer
+        self._maximum_timer = None if maximum is None else parse_timespan(maximum)
         self._id_namespace = instance_id_namespace
         self._instances: dict[str, Instance] = {}
         self._queue: deque[WorkItem] = deque()
@@ -272,9 +275,10 @@ class DurableEngine:
             return StepReport("episode", instance_id, instance.name, instance.status.value)
         # The extension replays the actions over the history, one after another (``action_replay``),
         # even those of a replay that raised: a non-determinism fails the orchestration there and then.
-        replayed = replay_actions(state.raw.get("actions", []), instance.history)
-        if replayed.non_determinism is not None:
-            self._finish(instance, OrchestrationRuntimeStatus.Failed, replayed.non_determinism, now)
+        replayed = replay_actions(state.raw.get("actions", []), instance.history, maximum_timer=self._maximum_timer)
+        refused = replayed.non_determinism or replayed.unmodelled  # the latter: not as the extension goes on
+        if refused is not None:
+            self._finish(instance, OrchestrationRuntimeStatus.Failed, refused, now)
             return StepReport("episode", instance_id, instance.name, instance.status.value)
         self._schedule(instance, state, replayed, now)
         restart = next((a for a in state.actions if a["type"] == "ContinueAsNew"), None)

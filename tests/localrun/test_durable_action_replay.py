@@ -145,3 +145,31 @@ def test_an_activity_name_that_changes_only_in_case_is_the_same_task():
     assert instance is not None
     assert (instance.status, instance.output) == (OrchestrationRuntimeStatus.Completed, "done")
     assert activities.calls == ["Prepare_Order"]
+
+
+def answered_then_waits_six_days(context: df.DurableOrchestrationContext) -> Any:
+    """An answer wins and its timer is cancelled: on every later replay the extension gets through that
+    when-any at once (at the first episode's time) and reaches the next timer from there."""
+    first = context.create_timer(context.current_utc_datetime + timedelta(hours=1))
+    yield context.task_any([context.wait_for_external_event("Reply"), first])
+    first.cancel()
+    yield context.create_timer(context.current_utc_datetime + timedelta(days=6) - timedelta(minutes=10))
+    return "waited"
+
+
+def test_a_timer_the_extension_reaches_more_than_6_days_before_it_fires_is_refused_by_name():
+    """The SDK makes a timer of at most 6 days from its own time (30 min in); the extension reaches it
+    from the first episode's, 6 days and 20 minutes before it fires, and splits it itself
+    (``DurableOrchestrationContext.CreateTimer``: other timers, other task ids than the SDK's). The
+    runner does not model that: it fails the instance saying so, rather than go on as if it did not."""
+    engine, clock, _ = _engine({"waits": answered_then_waits_six_days})
+    instance_id = _start(engine, "waits")
+    engine.run_until_idle()
+    clock.set(T0 + timedelta(minutes=30))
+    _raise(engine, instance_id, "Reply", "x")
+    engine.run_until_idle()
+
+    instance = engine.instance(instance_id)
+    assert instance is not None
+    assert instance.status is OrchestrationRuntimeStatus.Failed
+    assert instance.output.startswith("The local runner does not model the extension splitting timer 1 itself")
