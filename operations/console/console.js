@@ -7,8 +7,9 @@ const STATES = ["Pending", "Processing", "Processed", "Error", "Compensating", "
 const REFRESH_MS = 3000;
 let listContinuation = null;
 let current = null; // the order shown, with its detail
+// The action on screen for confirmation, as confirmed: { action, orderId, reason, decision, reviewId }.
+// What is posted is this, never the page as it is when Confirm is clicked.
 let pendingAction = null;
-let pendingReviewId = null; // the review the operator saw when they chose their answer
 
 function $(id) { return document.getElementById(id); }
 
@@ -242,39 +243,48 @@ async function showOrder(orderId, quiet) {
 function askConfirm(action) {
   const reason = $("reason").value.trim();
   if (!reason) { say("Give a reason first.", true); $("reason").focus(); return; }
-  pendingAction = action;
-  pendingReviewId = action === "review" && current.review ? current.review.reviewId : null;
   const decision = action === "review" ? document.querySelector("input[name=decision]:checked").value : null;
-  $("confirm-text").textContent = "Confirm: " + (decision ? "answer review " + pendingReviewId + " with “" + decision + "”" : action) + " for order " + current.orderId + "?";
+  // the review the operator saw when they chose their answer
+  const reviewId = action === "review" && current.review ? current.review.reviewId : null;
+  pendingAction = { action: action, orderId: current.orderId, reason: reason, decision: decision, reviewId: reviewId };
+  $("confirm-text").textContent = "Confirm: " + (decision ? "answer review " + reviewId + " with “" + decision + "”" : action) + " for order " + current.orderId + "?";
   $("confirm").hidden = false;
   $("confirm-yes").focus();
 }
 
-async function act() {
-  const action = pendingAction;
+function closeConfirm() {
   $("confirm").hidden = true;
   pendingAction = null;
-  const body = { reason: $("reason").value.trim() };
+}
+
+async function act() {
+  const confirmed = pendingAction;
+  closeConfirm();
+  if (!confirmed) return;
+  const action = confirmed.action;
+  const orderId = confirmed.orderId;
+  const body = { reason: confirmed.reason };
   if (action === "review") {
-    body.action = document.querySelector("input[name=decision]:checked").value;
-    body.reviewId = pendingReviewId; // an answer names its review: never taken as the answer to a later one
+    body.action = confirmed.decision;
+    body.reviewId = confirmed.reviewId; // an answer names its review: never taken as the answer to a later one
   }
-  const answer = await api("/orders/" + encodeURIComponent(current.orderId) + "/" + action, {
+  const answer = await api("/orders/" + encodeURIComponent(orderId) + "/" + action, {
     method: "POST",
     headers: { "Content-Type": "application/json", "Accept": "application/json" },
     body: JSON.stringify(body),
   });
   if (answer.status === 200) {
-    say("Done: " + action + " of " + current.orderId + " recorded; the order is now " + answer.body.order.processState + ".", false);
+    say("Done: " + action + " of " + orderId + " recorded; the order is now " + answer.body.order.processState + ".", false);
     $("reason").value = "";
   } else {
     say((answer.body && answer.body.error) || action + ": HTTP " + answer.status, true);
   }
-  await showOrder(current.orderId, true);
+  if (current && current.orderId === orderId) await showOrder(orderId, true);
 }
 
 function route() {
   const match = location.hash.match(/^#\/order\/(.+)$/);
+  closeConfirm(); // a confirmation is for the order it names: leaving that order's page drops it
   say("");
   if (match) { showOrder(decodeURIComponent(match[1])); return; }
   current = null;
@@ -292,7 +302,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("list-more").addEventListener("click", () => loadList(false));
   document.querySelectorAll("#action-form [data-action]").forEach(b => b.addEventListener("click", () => askConfirm(b.dataset.action)));
   $("confirm-yes").addEventListener("click", act);
-  $("confirm-no").addEventListener("click", () => { $("confirm").hidden = true; pendingAction = null; });
+  $("confirm-no").addEventListener("click", closeConfirm);
   window.addEventListener("hashchange", route);
   route();
   setInterval(() => {
