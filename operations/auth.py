@@ -33,6 +33,12 @@ PRINCIPAL_HEADER = "x-ms-client-principal"
 # The claim types Entra ID uses when the principal does not name its own (role_typ, name_typ).
 ROLE_CLAIM = "roles"
 NAME_CLAIMS = ("name", "preferred_username", "http://schemas.xmlsoap.org/ws/2005/05/identity/claims/name")
+# An application signed in with its own credentials (client credentials: the app roles are assignable to
+# applications, infra/ops-app-roles.json) has no name claim: it is named by its client id, ``appid`` in
+# v1 tokens, ``azp`` in v2. Only a token with no delegated scope is the application's own: in a user's
+# token (``scp``, or its mapped type) ``azp`` is the client the user signed in with, not who acts.
+APP_ID_CLAIMS = ("appid", "azp")
+SCOPE_CLAIMS = ("scp", "http://schemas.microsoft.com/identity/claims/scope")
 MAX_PRINCIPAL_HEADER = 16 * 1024
 # An operator's name goes on the record (``history[].by``, a cancel's ``lastError``), into alerts and
 # log lines: at most this many characters of it.
@@ -96,7 +102,8 @@ def decode_principal(header: str) -> Principal | None:
     is checked for its JSON type before use (``name_typ`` and ``role_typ`` strings when present,
     ``claims`` a list of objects), and JSON the parser cannot take (nested past the recursion limit,
     integers past the digit limit, not UTF-8) is not one either. The name is the first name claim with
-    something visible in it, cleaned (``operator_name``)."""
+    something visible in it, cleaned (``operator_name``); a principal with none is an application's
+    own (no delegated scope) named ``app <client id>`` (``application_name``), or not one."""
     if not header or len(header) > MAX_PRINCIPAL_HEADER:
         return None
     try:
@@ -122,9 +129,19 @@ def decode_principal(header: str) -> Principal | None:
     name = next(
         (operator_name(names[t]) for t in (name_type, *NAME_CLAIMS) if t in names and operator_name(names[t])), ""
     )
+    name = name or application_name(names)
     if not name:
         return None
     return Principal(name, frozenset(roles), "easyauth")
+
+
+def application_name(claims: dict[str, str]) -> str:
+    """``app <client id>`` for the claims of an application's own token (a client id, no delegated
+    scope), else empty."""
+    if any(t in claims for t in SCOPE_CLAIMS):
+        return ""
+    client_id = next((operator_name(claims[t]) for t in APP_ID_CLAIMS if t in claims and operator_name(claims[t])), "")
+    return operator_name(f"app {client_id}") if client_id else ""
 
 
 def authenticate(settings: Settings, headers: Any) -> Principal | Refusal:
