@@ -15,6 +15,7 @@ from adapters.servicebus.settlement import body_bytes
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from dependencies import AppContext
 from domain.compensation import compensation_instance_id
+from domain.deferral import DeferralDocument
 from domain.ids import instance_id
 from domain.records import StateRecord
 from domain.review import NotedAnswer, PendingReview, noted_answer, pending_review
@@ -170,23 +171,45 @@ def _review_view(review: PendingReview | None, noted: NotedAnswer | None) -> dic
     return None
 
 
+def _refusal_view(deferral: DeferralDocument) -> dict[str, Any] | None:
+    """What admission control refused of the order (its deferral document): ``rejectedAt`` while the last
+    refusal stands (cleared when a submission is accepted), which ``OrderSubmitted`` messages were
+    refused, and the payment notifications dead-lettered ``OrderRejected`` meanwhile and not yet named in
+    a ``NotificationsForAcceptedOrder`` alert; None when the order was never refused."""
+    if (
+        deferral.rejected_sequence_number is None
+        and deferral.rejected_at is None
+        and not deferral.refused_notifications
+    ):
+        return None
+    return {
+        "rejectedAt": _time(deferral.rejected_at),
+        "rejectedSequenceNumber": deferral.rejected_sequence_number,
+        "refusedBefore": list(deferral.refused_before),
+        "refusedNotifications": [to_document(n) for n in deferral.refused_notifications],
+        "refusedNotificationsUnlisted": deferral.refused_notifications_unlisted,
+    }
+
+
 def order_detail(ctx: AppContext, order_id: str) -> dict[str, Any] | None:
     """The order, its state record (history, steps, compensation log with each undo's outcome),
-    review and deferred payment notifications; None when neither the order nor a record exists. A state
-    document that does not map is shown as ``stateError`` (what is wrong with it), the rest as usual."""
+    review, deferred payment notifications and admission control's refusal (``refusal``); None when
+    nothing of it exists. An order refused by admission control has only its deferral document, as has
+    one whose payment notification arrived first: their page shows it. A state document that does not
+    map is shown as ``stateError`` (what is wrong with it), the rest as usual."""
     order = ctx.orders.get(order_id)
     state_error: str | None = None
     try:
         record = ctx.states.get(order_id)
     except DocumentError as exc:
         record, state_error = None, str(exc)
-    if order is None and record is None and state_error is None:
-        return None
     deferral_error: str | None = None
     try:
         deferral = ctx.deferrals.get(order_id)
     except DocumentError as exc:  # its deferred notifications' document (same container) does not map
         deferral, deferral_error = None, str(exc)
+    if order is None and record is None and state_error is None and deferral is None and deferral_error is None:
+        return None
     review = pending_review(record) if record is not None else None
     # a noted answer whose delivery was uncertain: the same answer may be posted again (the console offers it)
     noted = noted_answer(record) if record is not None and review is None else None
@@ -201,6 +224,7 @@ def order_detail(ctx: AppContext, order_id: str) -> dict[str, Any] | None:
         "compensation": [] if record is None else [to_document(e) for e in record.compensation],
         "payment": None if record is None or record.payment is None else to_document(record.payment),
         "deferredNotifications": [] if deferral is None else [to_document(e) for e in deferral.entries],
+        "refusal": None if deferral is None else _refusal_view(deferral),
         "deferralError": deferral_error,
         "instances": [] if record is None else [{"kind": k, "instanceId": i} for k, i in instance_ids(record)],
     }

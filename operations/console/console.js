@@ -169,6 +169,14 @@ function timelineItems(d) {
   return items.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
 }
 
+// Admission control's refusal of the order (MAX_PENDING), from its deferral document.
+function refusalText(r) {
+  const when_ = r.rejectedAt ? "refused by admission control at " + when(r.rejectedAt) : "refused by admission control before, accepted since";
+  const dead = (r.refusedNotifications || []).map(n => n.sequenceNumber);
+  const count = dead.length + (r.refusedNotificationsUnlisted || 0);
+  return when_ + (count ? "; " + count + " payment notification(s) dead-lettered OrderRejected" + (dead.length ? " (sequence numbers " + dead.join(", ") + ")" : "") : "");
+}
+
 async function showOrder(orderId, quiet) {
   const found = await api("/orders/" + encodeURIComponent(orderId));
   if (found.status !== 200) {
@@ -196,6 +204,7 @@ async function showOrder(orderId, quiet) {
   if (d.review) fact(facts, "Review", d.review.reviewId + " at " + d.review.step + ", decide by " + d.review.decideBy);
   if (noted) fact(facts, "Answer noted", noted.action + " by " + noted.operator + ": if its delivery failed, answer the same again to deliver it");
   if (d.deferralError) fact(facts, "Deferred notifications", "their document does not map: " + d.deferralError);
+  if (d.refusal) fact(facts, "Refused", refusalText(d.refusal));
   const state = st.processState;
   $("btn-review").hidden = !d.review;
   $("review-choice").hidden = !d.review;
