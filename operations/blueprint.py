@@ -37,6 +37,7 @@ from operations.web import (
     page_size,
     parse_action_body,
     same_origin_json,
+    store_token,
 )
 
 bp = df.Blueprint()
@@ -87,6 +88,10 @@ def ops_orders(req: func.HttpRequest) -> func.HttpResponse:
     continuation = req.params.get("continuation") or None
     if continuation is not None and len(continuation) > MAX_CONTINUATION_CHARS:
         return _response(error(400, "continuation token too long"))
+    if continuation is not None:  # the token resumes the list it came from, never another
+        continuation = store_token(state, continuation)
+        if isinstance(continuation, Reply):
+            return _response(continuation)
     size = page_size(req.params.get("pageSize"), DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
     if size is None:
         return _response(error(400, f"pageSize must be a whole number from 1 to {MAX_PAGE_SIZE}"))

@@ -21,6 +21,7 @@ from domain.records import StateRecord
 from domain.review import NotedAnswer, PendingReview, noted_answer, pending_review
 from domain.states import ProcessState
 from domain.timefmt import to_text
+from operations.web import list_token
 
 log = logging.getLogger(__name__)
 
@@ -128,10 +129,12 @@ def recent_alerts(ctx: AppContext, limit: int, tail: TailHint | None = None) -> 
 
 
 def order_page(ctx: AppContext, state: ProcessState | None, page_size: int, continuation: str | None) -> dict[str, Any]:
+    """A page of the list of ``state`` (None: every order), newest first; ``continuation``: Cosmos DB's
+    token (``operations.web.store_token``); the next page's is handed out naming its list (``list_token``)."""
     page = ctx.ops.page(state, page_size, continuation)
     return {
         "orders": [order_row(r) for r in page.records],
-        "continuation": page.continuation,
+        "continuation": list_token(state, page.continuation),
         "unreadable": unreadable_rows(page.unmapped),
     }
 

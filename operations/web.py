@@ -98,6 +98,30 @@ def page_size(text: str | None, default: int, maximum: int) -> int | None:
     return size if 1 <= size <= maximum else None
 
 
+def list_token(state: str | None, token: str | None) -> str | None:
+    """The continuation the API hands out for a page of the list of ``state`` (None: every order):
+    Cosmos DB's token, which says where the page stopped but not which filter it was for, after the
+    list's name (``Error:...``, ``any:...``), so that it resumes that list only (``store_token``)."""
+    return None if token is None else f"{state or 'any'}:{token}"
+
+
+def store_token(state: str | None, text: str) -> str | Reply:
+    """Cosmos DB's token in a continuation ``list_token`` made for the list of ``state``, or the 400
+    for one made for another list (a page of it would silently leave out that list's newer orders) or
+    not made by it."""
+    scope, sep, token = text.partition(":")
+    expected = state or "any"
+    if not sep or not token:
+        return error(400, "invalid continuation token: not one this API handed out; start from the first page")
+    if scope != expected:
+        return error(
+            400,
+            f"invalid continuation token: it resumes the list of {scope[:40]!r} orders, not of {expected!r}; "
+            "start from the first page",
+        )
+    return token
+
+
 @dataclass(frozen=True)
 class ActionBody:
     reason: str

@@ -6,6 +6,8 @@ const API = location.pathname.replace(/\/console\/?.*$/, "");
 const STATES = ["Pending", "Processing", "Processed", "Error", "Compensating", "Compensated", "CompensationFailed"];
 const REFRESH_MS = 3000;
 let listContinuation = null;
+let listState = ""; // the state of the list shown: its continuation resumes that list only
+let listRequest = 0; // the newest list request: an answer to an older one is dropped
 let current = null; // the order shown, with its detail
 // The action on screen for confirmation, as confirmed: { action, orderId, reason, decision, reviewId }.
 // What is posted is this, never the page as it is when Confirm is clicked.
@@ -136,11 +138,13 @@ async function refreshOverview() {
 }
 
 async function loadList(fresh) {
-  if (fresh) listContinuation = null;
-  const state = $("list-state").value;
+  if (fresh) { listContinuation = null; listState = $("list-state").value; }
+  const state = listState;
   let path = "/orders?pageSize=25" + (state ? "&state=" + encodeURIComponent(state) : "");
   if (listContinuation) path += "&continuation=" + encodeURIComponent(listContinuation);
+  const mine = ++listRequest;
   const page = await api(path);
+  if (mine !== listRequest) return; // another list was asked for since
   if (page.status !== 200) { say((page.body && page.body.error) || "orders: HTTP " + page.status, true); return; }
   fillTable($("list"), ORDER_COLUMNS, page.body.orders, "no order");
   const skipped = page.body.unreadable || [];
@@ -308,6 +312,7 @@ document.addEventListener("DOMContentLoaded", () => {
   STATES.forEach(s => { const o = document.createElement("option"); o.value = s; o.textContent = s; select.appendChild(o); });
   $("search").addEventListener("submit", e => { e.preventDefault(); location.hash = "#/order/" + encodeURIComponent($("search-id").value.trim()); });
   $("list-filter").addEventListener("submit", e => { e.preventDefault(); loadList(true); });
+  select.addEventListener("change", () => loadList(true)); // "Next page" never pages another state's list
   $("list-more").addEventListener("click", () => loadList(false));
   document.querySelectorAll("#action-form [data-action]").forEach(b => b.addEventListener("click", () => askConfirm(b.dataset.action)));
   $("confirm-yes").addEventListener("click", act);

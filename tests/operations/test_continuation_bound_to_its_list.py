@@ -1,0 +1,84 @@
+"""A continuation token resumes the list it came from, never another (red team). Cosmos DB's token for
+the newest-first query holds where the last page stopped (its ``updatedAt``), not which filter it was
+for: the token of "every order", sent with ``state=Error``, was answered 200 with the Error orders
+older than that point, the newer ones silently left out. The console sent just that when the state was
+changed in its list filter and "Next page" clicked before "Show". The API's token now names its list
+(``state``) and one for another list is 400."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from domain import transitions
+from tests.operations.harness import BASE, OpsHarness
+from tests.operations.test_console_unreadable_browser import _console, browser  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.cosmos
+
+
+def _tick(ops: OpsHarness) -> None:
+    ops.clock.advance_to(ops.clock.now() + timedelta(seconds=1))
+
+
+def _processed(ops: OpsHarness, order_id: str) -> None:
+    """A Processed record: nothing the app runs touches it again (a Pending one, the starter claims)."""
+    assert ops.ctx is not None
+    record = ops.processing(order_id)
+    done = transitions.mark_processed(record, str(record.locked_by), ops.clock.now())
+    ops.ctx.states.replace(replace(done, version=record.version))
+
+
+def _orders(ops: OpsHarness, processed_after: int) -> None:
+    """o-p0..o-p2 (Processed), then o-e0..o-e2 (Error), then ``processed_after`` more Processed orders
+    o-q0..: newest last."""
+    for i in range(3):
+        _processed(ops, f"o-p{i}")
+        _tick(ops)
+    for i in range(3):
+        ops.error(f"o-e{i}")
+        _tick(ops)
+    for i in range(processed_after):
+        _processed(ops, f"o-q{i}")
+        _tick(ops)
+
+
+def _ids(body: dict[str, Any]) -> list[str]:
+    return [o["orderId"] for o in body["orders"]]
+
+
+def test_a_token_of_another_list_is_400_and_each_list_pages_through_itself(ops: OpsHarness) -> None:
+    _orders(ops, processed_after=3)
+    status, first = ops.get("/api/ops/orders?pageSize=4")
+    assert status == 200 and _ids(first) == ["o-q2", "o-q1", "o-q0", "o-e2"], first
+    token = quote(first["continuation"])
+
+    status, body = ops.get(f"/api/ops/orders?state=Error&pageSize=4&continuation={token}")
+    assert status == 400 and "continuation" in body["error"], body  # was 200 [o-e1, o-e0]: o-e2 left out
+
+    status, rest = ops.get(f"/api/ops/orders?pageSize=4&continuation={token}")
+    assert status == 200 and _ids(rest) == ["o-e1", "o-e0", "o-p2", "o-p1"], rest
+    status, errors = ops.get("/api/ops/orders?state=Error&pageSize=2")
+    assert status == 200 and _ids(errors) == ["o-e2", "o-e1"], errors
+    status, more = ops.get(f"/api/ops/orders?state=Error&pageSize=2&continuation={quote(errors['continuation'])}")
+    assert status == 200 and _ids(more) == ["o-e0"] and more["continuation"] is None, more
+    status, body = ops.get(f"/api/ops/orders?pageSize=2&continuation={quote(errors['continuation'])}")
+    assert status == 400, body  # and an Error token for every order's list
+
+
+def test_the_console_never_pages_one_list_with_another_lists_token(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+    from playwright.sync_api import expect
+
+    _orders(ops, processed_after=24)  # every order's first page (25) ends at o-e2; the Error list has one page
+    page = _console(ops, browser)
+    page.goto(f"{BASE}/api/ops/console#/")
+    expect(page.locator("#list-more")).to_be_visible()
+    page.locator("#list-state").select_option("Error")  # changed, "Show" not clicked
+    page.locator("#list-more").evaluate("button => button.click()")  # at once, as a quick operator does
+    expect(page.locator("#list")).not_to_contain_text("o-q")  # the first page is gone
+    expect(page.locator("#list tbody tr")).to_have_text([re.compile(f"^o-e{i}") for i in (2, 1, 0)])
