@@ -208,15 +208,7 @@ def _still_unavailable(
         now = resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, f"{GAVE_UP}: {description}")
         if now is EntryStatus.APPLIED:  # another processor applied it first: that outcome stands
             return Processed("applied", order_id), Settlement.complete()
-        raise_alert_after_write(
-            ctx.sender,
-            kind="DeferredMessageGaveUp",
-            summary=f"order {order_id}: deferred message #{seq} dead-lettered after {round_number} rounds",
-            at=ctx.clock.now(),
-            order_id=order_id,
-            discriminator=seq,
-            details={"sequenceNumber": seq, "rounds": round_number, "error": why},
-        )
+        _alert_gave_up(ctx, order_id, seq, round_number, why)
         return Processed("dead-lettered", order_id), Settlement.deadletter(GAVE_UP, description)
     next_round = round_number + 1
     doc = record_deferred(
@@ -291,6 +283,14 @@ def rejected_order(ctx: AppContext, note: PaymentNotification, seq: int, *, copy
     if copy:
         refused = PaymentOutcome("rejected", reason=ORDER_REJECTED, description=description)
         settle_decided(ctx, note, seq, refused, copy=True)
+    _alert_rejected_order(ctx, order_id, seq)
+    app_event(
+        "DeadLettered", f"deferred #{seq}: {ORDER_REJECTED}", logging.WARNING, orderId=order_id, sequenceNumber=seq
+    )
+    return ORDER_REJECTED, description
+
+
+def _alert_rejected_order(ctx: AppContext, order_id: str, seq: int) -> None:
     raise_alert_after_write(
         ctx.sender,
         kind="NotificationForRejectedOrder",
@@ -300,10 +300,40 @@ def rejected_order(ctx: AppContext, note: PaymentNotification, seq: int, *, copy
         discriminator=seq,
         details={"sequenceNumber": seq},
     )
-    app_event(
-        "DeadLettered", f"deferred #{seq}: {ORDER_REJECTED}", logging.WARNING, orderId=order_id, sequenceNumber=seq
+
+
+def _alert_gave_up(ctx: AppContext, order_id: str, seq: int, rounds: int, why: str) -> None:
+    raise_alert_after_write(
+        ctx.sender,
+        kind="DeferredMessageGaveUp",
+        summary=f"order {order_id}: deferred message #{seq} dead-lettered after {rounds} rounds",
+        at=ctx.clock.now(),
+        order_id=order_id,
+        discriminator=seq,
+        details={"sequenceNumber": seq, "rounds": rounds, "error": why},
     )
-    return ORDER_REJECTED, description
+
+
+def finish_as_recorded(ctx: AppContext, receiver: DeferredReceiver, order_id: str, entry: DeferredEntry) -> bool:
+    """A resolved entry (``Applied``, ``DeadLettered``) whose message is still deferred on the queue: the
+    processor that decided it wrote the outcome and then failed before the message was settled, and perhaps
+    before the alert that follows the write was sent (its response lost, the write landed: the processor
+    handled again later finds the entry resolved). The alert the recorded outcome owes is sent again, under
+    the same id (collapsed if it went out within duplicate detection's 10 minutes:
+    ``NotificationForRejectedOrder``, ``DeferredMessageGaveUp``), and the message is settled as recorded
+    (``settle_as_recorded``, never decided again). Returns whether the message was found deferred so."""
+    if entry.status not in (EntryStatus.APPLIED, EntryStatus.DEAD_LETTERED):
+        return False
+    seq = entry.sequence_number
+    peeked = next(iter(receiver.peek(1, seq)), None)
+    if peeked is None or int(peeked.sequence_number) != seq or not is_deferred(peeked):
+        return False
+    code, _, why = entry.detail.partition(": ")
+    if entry.status is EntryStatus.DEAD_LETTERED and code == ORDER_REJECTED:
+        _alert_rejected_order(ctx, order_id, seq)
+    elif entry.status is EntryStatus.DEAD_LETTERED and code == GAVE_UP:
+        _alert_gave_up(ctx, order_id, seq, entry.rounds, why)
+    return settle_as_recorded(receiver, entry)
 
 
 def _abandon_quietly(receiver: DeferredReceiver, message: Any) -> None:

@@ -17,17 +17,19 @@ waiting for an order that does not exist yet (its submission, or the peek sweep,
 without fetching, and logged (``RetryDeferredIgnored``). One that finds its message on the queue but not
 deferred (a delivery of it holds it) is handled again later (``_again_later``): that delivery, deferring it
 again, sends the same retry, which duplicate detection drops. One that finds its entry resolved settles its
-message as recorded if it is still deferred (``_settle_if_still_deferred``)."""
+message as recorded if it is still deferred (``_finish_decided``)."""
 
 from __future__ import annotations
 
 import logging
 
+from adapters.cosmos.errors import StoreError
 from adapters.servicebus.deferred import DeferredReceiver
+from adapters.servicebus.sender import SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import RetryDeferred
 from contracts.names import ORDERS_QUEUE
-from deferral.apply import account_for_absent, is_deferred, process_deferred, settle_as_recorded
+from deferral.apply import account_for_absent, finish_as_recorded, is_deferred, process_deferred
 from dependencies import AppContext
 from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, retry_not_for_now
 from observability.events import app_event
@@ -63,8 +65,8 @@ def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessa
         return _ignored(message, retry, "its retryToken is not the one the app gave this message's retries: forged")
     if entry.status is not EntryStatus.DEFERRED:
         log.info("RetryDeferred #%s round %s: already %s", seq, retry.round, entry.status.value)
-        _settle_if_still_deferred(ctx, entry)
-        return IntakeResult(Settlement.complete())  # a late or duplicate retry: nothing left to decide
+        _finish_decided(ctx, retry.order_id, entry)
+        return IntakeResult(Settlement.complete())  # a late or duplicate retry: nothing left to do
     if entry.reason is DeferralReason.DEPENDENCY_UNAVAILABLE:
         not_now = retry_not_for_now(entry, retry.round, ctx.clock.now(), ctx.settings.defer_retry_delay)
         if not_now is not None:
@@ -95,22 +97,6 @@ def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessa
     return IntakeResult(Settlement.complete(), events=done.events)
 
 
-def _settle_if_still_deferred(ctx: AppContext, entry: DeferredEntry) -> None:
-    """A retry for an entry already resolved: usually its message was settled with it (a late look again after
-    its order's submission applied it), but the write that resolved it may have landed with its settlement lost
-    (a lost response: the handler that wrote it failed, and its retry came back as a copy; a crash). Then the
-    message is still deferred and nothing else is scheduled for it: settled here as recorded (one fetch by
-    sequence number, which finds nothing when it was settled), not left to the peek sweep (ten minutes and
-    more)."""
-    with ctx.deferred.open(ORDERS_QUEUE) as receiver:
-        if settle_as_recorded(receiver, entry):
-            log.info(
-                "RetryDeferred: resolved #%s (%s) settled as recorded if still deferred",
-                entry.sequence_number,
-                entry.status.value,
-            )
-
-
 def _ignored(message: ReceivedMessage, retry: RetryDeferred, why: str, level: int = logging.WARNING) -> IntakeResult:
     """Completes ``retry`` unread (nothing fetched or written), with a ``RetryDeferredIgnored`` event."""
     app_event(
@@ -125,6 +111,22 @@ def _ignored(message: ReceivedMessage, retry: RetryDeferred, why: str, level: in
         why=why,
     )
     return IntakeResult(Settlement.complete())
+
+
+def _finish_decided(ctx: AppContext, order_id: str, entry: DeferredEntry) -> None:
+    """The entry is resolved: this retry is late or a duplicate, or it decided the message itself and then
+    met a store failure (the outcome's write landed, its response lost: handled again later, this is its
+    copy). Then the message is still deferred and its alert perhaps unsent: both are finished as recorded
+    (``finish_as_recorded``), not left to the peek sweep (no alert, ten minutes and more later). A receiver
+    failure is logged: the peek sweep settles it as recorded."""
+    try:
+        with ctx.deferred.open(ORDERS_QUEUE) as receiver:
+            if finish_as_recorded(ctx, receiver, order_id, entry):
+                log.info("deferred #%s: settled as recorded (%s)", entry.sequence_number, entry.status.value)
+    except (StoreError, SendError):
+        raise
+    except Exception as exc:
+        log.warning("deferred #%s: not settled as recorded (%s); left to the peek sweep", entry.sequence_number, exc)
 
 
 WAITS_FOR_ITS_ORDER = "its order does not exist yet (its submission or the peek sweep fetches it)"
