@@ -192,9 +192,9 @@ def _reject(
        found (another submission of the order accepted while this one was judged), the mark is withdrawn and
        the message completed, telling nobody (the accepted submission speaks for the order);
     2. ``Rejected`` to the submitter (a failed send goes to the courier);
-    3. the ``OrderRejected`` alert, a send that must succeed (a failure abandons the message, and the
-       delivery that finishes it tells the submitter again under the same MessageId), and the message is
-       completed.
+    3. the ``OrderRejected`` alert, a send that must succeed (a failure hands the message to ``store_outage``:
+       its copy finishes the refusal and tells the submitter again under the same MessageId, with none of
+       the message's deliveries spent; abandoned if the copy cannot be sent), and the message is completed.
 
     Once the mark is written, whatever handles the same message again (a redelivery after a failure or a
     lost lock, a store-retry copy) finds it (``submit_order``, ``finishing``) and goes through the same
@@ -231,16 +231,23 @@ def _reject(
         reason=f"too many pending orders (MAX_PENDING={ctx.settings.max_pending}); submit again later",
         variant=refusal_variant(sent_as),
     )
-    raise_alert(
-        ctx.sender,
-        kind="OrderRejected",
-        summary=f"order {order.order_id} rejected: {ctx.settings.max_pending} orders pending (MAX_PENDING)",
-        at=now,
-        order_id=order.order_id,
-        severity="warning",
-        discriminator="" if sent_as is None else sent_as,
-        details={} if sent_as is None else {"sequenceNumber": sent_as},
-    )
+    try:
+        raise_alert(
+            ctx.sender,
+            kind="OrderRejected",
+            summary=f"order {order.order_id} rejected: {ctx.settings.max_pending} orders pending (MAX_PENDING)",
+            at=now,
+            order_id=order.order_id,
+            severity="warning",
+            discriminator="" if sent_as is None else sent_as,
+            details={} if sent_as is None else {"sequenceNumber": sent_as},
+        )
+    except SendError as exc:
+        # the refusal is written: a copy finishes it as a redelivery would (the same alert id and status
+        # MessageId), and spends none of the message's deliveries (abandoned on each, an alert queue failing
+        # five times dead-lettered it MaxDeliveryCountExceeded, the refusal never alerted)
+        result = retry_later(ctx, message, "OrderSubmitted", f"its OrderRejected alert: {exc}", store_down=False)
+        return replace(result, owed=(owed,) if owed else ())
     return IntakeResult(Settlement.complete(), owed=(owed,) if owed else ())
 
 

@@ -81,24 +81,28 @@ def orders_waiting(broker: InProcessBroker) -> list[str]:
     return [json.loads(m.body)["type"] for m in broker.peek(ORDERS_QUEUE, 100) if m.state.name != "DEFERRED"]
 
 
-def test_a_refusal_whose_alert_cannot_be_sent_is_finished_by_the_redelivery_and_never_accepted(
-    functions, ctx, broker, monkeypatch
+def test_a_refusal_whose_alert_cannot_be_sent_is_finished_by_its_copy_and_never_accepted(
+    functions, ctx, broker, clock, monkeypatch
 ):
     """Expected: the refused order's operator alert is raised, whatever a send does, and its submitter is
     told ``Rejected`` (before the alert: an alert queue that keeps failing must not leave it untold); the
     message is never accepted later.
     Before: ``_reject`` sent ``Rejected``, then the alert with ``raise_alert_after_write``, which only logs a
     failed send (``AlertSendFailed``), and completed the message: with no state record, nothing ever sent the
-    alert again (the fuzzer's ``silent_failures``: sends failing 30 %, ``max_pending`` 1)."""
+    alert again (the fuzzer's ``silent_failures``: sends failing 30 %, ``max_pending`` 1). Then the failed send
+    abandoned the message, which an alert queue failing on five deliveries wore out (``MaxDeliveryCountExceeded``,
+    never alerted): now a copy finishes it (``test_refusal_alert_outlasts_the_delivery_count``)."""
     cap = Cap(monkeypatch, full=True)
     context_with(ctx, sender=SendsFailing(broker, OPERATOR_ALERTS_QUEUE))
     submit(broker, order())
     assert deliver(functions, broker)
-    # the submitter is told first, then the alert's send fails: abandoned, the refusal stands
+    # the submitter is told first, then the alert's send fails: handled again later (a copy), the refusal stands
     assert alert_kinds(broker) == [] and told(broker) == ["Rejected"]
-    assert ctx.deferrals.get("p1").refuses(broker.peek(ORDERS_QUEUE, 1)[0].sequence_number)  # written first
+    [copy] = broker.peek(ORDERS_QUEUE, 10)
+    assert ctx.deferrals.get("p1").refuses(copy.application_properties["storeRetryOriginal"])  # written first
 
-    cap.full = False  # the cap has room by the time Service Bus redelivers it
+    cap.full = False  # the cap has room by the time the copy is due
+    clock.advance(STORE_RETRY_DELAYS[0])
     assert deliver(functions, broker)
     assert alert_kinds(broker) == ["OrderRejected"]
     assert told(broker) == ["Rejected"]
