@@ -317,11 +317,12 @@ def _alert_gave_up(ctx: AppContext, order_id: str, seq: int, rounds: int, why: s
 def finish_as_recorded(ctx: AppContext, receiver: DeferredReceiver, order_id: str, entry: DeferredEntry) -> bool:
     """A resolved entry (``Applied``, ``DeadLettered``) whose message is still deferred on the queue: the
     processor that decided it wrote the outcome and then failed before the message was settled, and perhaps
-    before the alert that follows the write was sent (its response lost, the write landed: the processor
-    handled again later finds the entry resolved). The alert the recorded outcome owes is sent again, under
-    the same id (collapsed if it went out within duplicate detection's 10 minutes:
-    ``NotificationForRejectedOrder``, ``DeferredMessageGaveUp``), and the message is settled as recorded
-    (``settle_as_recorded``, never decided again). Returns whether the message was found deferred so."""
+    before what follows the write (its response lost, the write landed, or a store failure after it: the
+    processor handled again later finds the entry resolved). For a store-retry copy, its original's entry
+    takes the recorded outcome (``settle_decided``, as when the copy is decided). The alert the recorded
+    outcome owes is sent again, under the same id (collapsed if it went out within duplicate detection's 10
+    minutes: ``NotificationForRejectedOrder``, ``DeferredMessageGaveUp``), and the message is settled as
+    recorded (``settle_as_recorded``, never decided again). Returns whether the message was found deferred so."""
     if entry.status not in (EntryStatus.APPLIED, EntryStatus.DEAD_LETTERED):
         return False
     seq = entry.sequence_number
@@ -329,9 +330,20 @@ def finish_as_recorded(ctx: AppContext, receiver: DeferredReceiver, order_id: st
     if peeked is None or int(peeked.sequence_number) != seq or not is_deferred(peeked):
         return False
     code, _, why = entry.detail.partition(": ")
-    if entry.status is EntryStatus.DEAD_LETTERED and code == ORDER_REJECTED:
+    rejected = entry.status is EntryStatus.DEAD_LETTERED
+    if is_copy(peeked.application_properties):  # its original's entry takes its outcome, as on its decision
+        try:
+            note = parse(body_bytes(peeked), DEFERRABLE)
+        except InvalidMessage:
+            pass
+        else:
+            outcome = (
+                PaymentOutcome("rejected", reason=code, description=why) if rejected else PaymentOutcome("applied")
+            )
+            settle_decided(ctx, note, seq, outcome, copy=True)
+    if rejected and code == ORDER_REJECTED:
         _alert_rejected_order(ctx, order_id, seq)
-    elif entry.status is EntryStatus.DEAD_LETTERED and code == GAVE_UP:
+    elif rejected and code == GAVE_UP:
         _alert_gave_up(ctx, order_id, seq, entry.rounds, why)
     return settle_as_recorded(receiver, entry)
 

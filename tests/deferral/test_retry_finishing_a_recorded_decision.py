@@ -10,15 +10,28 @@ the Cosmos protocol server."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from contracts.names import ORDERS_QUEUE
 from domain.deferral import EntryStatus
-from tests.contexts import context_with
-from tests.deferral.support import alerts, deferred_sequence_numbers, deliver, deliver_all, notification, send
+from submission.store_outage import STORE_RETRY_DELAYS
+from tests.contexts import context_with, while_using
+from tests.deferral.support import (
+    DurableClientStub,
+    alerts,
+    deferred_sequence_numbers,
+    deliver,
+    deliver_all,
+    notification,
+    send,
+)
 from tests.deferral.test_deferred_all_the_same_looks_again import FailsOnCall, refused
+from tests.deferral.test_retry_finding_its_message_held import deliver_unsettled
 from tests.deferral.test_second_look_outcome_unknown import SaveLandsUnanswered
 
 pytestmark = pytest.mark.cosmos
@@ -57,3 +70,54 @@ def test_a_look_again_whose_refusal_write_lost_its_response_finishes_the_refusal
     clock.advance(ctx.settings.defer_retry_delay)
     deliver_all(functions, broker)  # the look again's store-retry copy
     assert_dead_lettered_with_its_alert(ctx, broker, seq)
+
+
+def test_a_copy_finished_as_recorded_settles_its_originals_entry_too(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
+) -> None:
+    """The copy's decision settles its original's entry (the same notification, recorded under another number
+    and then copied) after its own entry's write; a store failure between the two left the original's entry
+    waiting for a message that is gone, later reported ``DeferredMessageExpired`` (harsh refusal profile, 150
+    orders, seed 6). Finished as recorded, the copy settles it as its decision would have."""
+    send(broker, notification())
+    original = deliver_unsettled(functions, broker)  # recorded, its look again sent, its defer lost with its lock
+    refused(functions, ctx, broker, monkeypatch)  # its order refused meanwhile (the message held: left)
+    clock.advance(broker.policy(ORDERS_QUEUE).lock_duration + timedelta(seconds=1))
+    redelivered = broker.receive(ORDERS_QUEUE)
+    assert redelivered is not None and redelivered.sequence_number == original
+    with while_using(ctx, states=FailsOnCall(ctx.states, "get", 1)):
+        deliver_message(functions, broker, redelivered)  # a store failure: copied, the original completed
+    clock.advance(STORE_RETRY_DELAYS[0])
+    copied = next(m for m in iter(lambda: broker.receive(ORDERS_QUEUE), None) if is_notification(m))
+    with while_using(ctx, states=FailsOnCall(ctx.states, "get", 2)):
+        deliver_message(functions, broker, copied)  # recorded, its second look fails: deferred, its look again sent
+    copy = int(copied.sequence_number)
+    assert deferred_sequence_numbers(broker) == [copy]
+
+    clock.advance(ctx.settings.defer_retry_delay)
+    look_again = next(m for m in iter(lambda: broker.receive(ORDERS_QUEUE), None) if retries(m, copy))
+    # the copy's look again: its refusal written, then the read that would settle its original fails
+    with while_using(ctx, deferrals=FailsOnCall(ctx.deferrals, "get", 4)):
+        deliver_message(functions, broker, look_again)
+    assert ctx.deferrals.get("p1").entry(copy).status is EntryStatus.DEAD_LETTERED
+    assert ctx.deferrals.get("p1").entry(original).status is EntryStatus.DEFERRED
+    assert deferred_sequence_numbers(broker) == [copy]
+
+    clock.advance(STORE_RETRY_DELAYS[0])
+    deliver_all(functions, broker)  # the look again's store-retry copy finishes it
+    assert deferred_sequence_numbers(broker) == []
+    assert ctx.deferrals.get("p1").entry(original).status is EntryStatus.DEAD_LETTERED
+
+
+def deliver_message(functions: Any, broker: Any, message: Any) -> None:
+    fn = functions["submit_order"].func.client_function
+    asyncio.run(fn(message=message, message_actions=broker.actions, client=DurableClientStub()))
+
+
+def is_notification(message: Any) -> bool:
+    return bool(json.loads(message.body)["type"] == "PaymentNotification")
+
+
+def retries(message: Any, seq: int) -> bool:
+    body = json.loads(message.body)
+    return bool(body["type"] == "RetryDeferred" and body["sequenceNumber"] == seq)
