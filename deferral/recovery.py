@@ -91,9 +91,11 @@ def release_for_rejected_order(
         return Recovery()
     dead = expired = 0
     try:
-        for _, done in _fetch_and_process(ctx, ctx.deferred, order_id, waiting):
+        for entry, done in _fetch_and_process(ctx, ctx.deferred, order_id, waiting):
             if isinstance(done, str):
                 expired += done == "expired"
+                if done == "young":  # gone while young: perhaps a copy of it on its way
+                    schedule_absence_check(ctx, order_id, entry)
             else:
                 dead += done.result == "dead-lettered"
     except (StoreError, SendError):

@@ -85,6 +85,8 @@ def test_a_message_gone_for_good_while_young_is_reported_expired_once_its_entry_
     send(broker, notification())  # recorded, its look again scheduled, deferred
     assert deliver(functions, broker)
     [seq] = deferred_sequence_numbers(broker)
+    clock.advance(ctx.settings.defer_retry_delay)
+    deliver_all(functions, broker)  # its look again: no order yet, nothing more scheduled for it
     with ctx.deferred.open(ORDERS_QUEUE) as receiver:  # then gone for good: dead-lettered, as on expiry
         [message] = receiver.receive_deferred([seq])
         receiver.dead_letter(message, "TTLExpiredException", "expired")
@@ -92,6 +94,34 @@ def test_a_message_gone_for_good_while_young_is_reported_expired_once_its_entry_
     assert deliver(functions, broker)  # the submission looks for #seq: gone, its entry young
     assert expiry_alerts(broker) == []
     assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.DEFERRED
+
+    for _ in range(int(ctx.settings.peek_sweep_age / timedelta(minutes=1)) + 2):
+        clock.advance(timedelta(minutes=1))
+        deliver_all(functions, broker)
+    [alert] = expiry_alerts(broker)
+    assert alert["details"]["sequenceNumber"] == seq
+    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.EXPIRED
+
+
+def test_a_message_gone_for_good_while_young_is_reported_expired_after_its_order_is_refused(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
+) -> None:
+    """The same when the order is refused by the pending cap: its release of the waiting notifications finds
+    this one gone, its entry young, and leaves it to the retry that accounts for it once it is old."""
+    send(broker, notification())
+    assert deliver(functions, broker)
+    [seq] = deferred_sequence_numbers(broker)
+    clock.advance(ctx.settings.defer_retry_delay)
+    deliver_all(functions, broker)  # its look again: no order yet, nothing more scheduled for it
+    with ctx.deferred.open(ORDERS_QUEUE) as receiver:
+        [message] = receiver.receive_deferred([seq])
+        receiver.dead_letter(message, "TTLExpiredException", "expired")
+    with monkeypatch.context() as patched:
+        patched.setattr("submission.intake._pending_full", lambda ctx: True)
+        send(broker, order())
+        assert deliver(functions, broker)  # refused: the waiting notification is gone, its entry young
+    assert ctx.deferrals.get("p1").rejected_at is not None
+    assert expiry_alerts(broker) == []
 
     for _ in range(int(ctx.settings.peek_sweep_age / timedelta(minutes=1)) + 2):
         clock.advance(timedelta(minutes=1))

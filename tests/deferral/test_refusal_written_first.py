@@ -99,7 +99,7 @@ def test_a_refusal_whose_alert_cannot_be_sent_is_finished_by_its_copy_and_never_
     # the submitter is told first, then the alert's send fails: handled again later (a copy), the refusal stands
     assert alert_kinds(broker) == [] and told(broker) == ["Rejected"]
     [copy] = broker.peek(ORDERS_QUEUE, 10)
-    assert ctx.deferrals.get("p1").refuses(copy.application_properties["storeRetryOriginal"])  # written first
+    assert ctx.deferrals.get("p1").refuses(int(copy.application_properties["storeRetryOriginal"]))  # written first
 
     cap.full = False  # the cap has room by the time the copy is due
     clock.advance(STORE_RETRY_DELAYS[0])
