@@ -56,7 +56,8 @@ def recorded_then_copied(functions: Any, ctx: Any, broker: Any) -> int:
     [entry] = ctx.deferrals.get("p1").entries
     assert entry.status is EntryStatus.DEFERRED and deferred_sequence_numbers(broker) == []
     assert [m for m in broker.contents(ORDERS_QUEUE) if ":store-retry:" in (m.message_id or "")]
-    return entry.sequence_number
+    seq: int = entry.sequence_number
+    return seq
 
 
 def test_an_order_submitted_while_its_notifications_copy_is_due_raises_no_expiry_and_takes_the_payment(

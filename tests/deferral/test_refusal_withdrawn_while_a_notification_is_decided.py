@@ -98,7 +98,8 @@ def test_a_withdrawn_refusal_dead_letters_and_lists_nothing() -> None:
     withdrawn = accepted(doc, T)
     assert refused_notification(withdrawn, 1, T, "OrderRejected: refused") == withdrawn
     standing = refused_notification(doc, 1, T, "OrderRejected: refused")
-    assert standing.entry(1).status is EntryStatus.DEAD_LETTERED
+    entry = standing.entry(1)
+    assert entry is not None and entry.status is EntryStatus.DEAD_LETTERED
     assert [r.sequence_number for r in standing.refused_notifications] == [1]
 
 

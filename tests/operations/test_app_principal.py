@@ -65,7 +65,10 @@ def test_an_application_with_the_operate_role_acts_and_is_recorded_by_its_client
 
 def test_a_v2_token_names_the_application_by_azp() -> None:
     principal = decode_principal(_header(_app_only("azp", ("Orders.Read",))))
-    assert principal is not None and (principal.name, principal.roles) == (f"app {CLIENT_ID}", {"Orders.Read"})
+    assert principal is not None and (principal.name, principal.roles) == (
+        f"app {CLIENT_ID}",
+        frozenset({"Orders.Read"}),
+    )
 
 
 @pytest.mark.parametrize("scope", ["scp", "http://schemas.microsoft.com/identity/claims/scope"])

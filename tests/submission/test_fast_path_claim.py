@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from adapters.clock import ManualClock
 from adapters.cosmos.errors import AlreadyExists, StoreUnavailable
 from adapters.cosmos.state_store import StateStore
 from contracts.names import ORDERS_QUEUE
@@ -304,7 +305,9 @@ def old_enough_to_account_for(ctx: AppContext) -> None:
     """The waiting notification's entry older than ``PEEK_SWEEP_AGE_MINUTES``: the submission, not finding its
     message (this context's queues have nothing deferred), accounts for it (a write) at once; a young one's
     message may be a store-retry copy on its way, and only a ``RetryDeferred`` is scheduled for it."""
-    ctx.clock.advance(ctx.settings.peek_sweep_age + timedelta(minutes=1))
+    clock = ctx.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(ctx.settings.peek_sweep_age + timedelta(minutes=1))
 
 
 def test_a_claimed_order_whose_deferred_notifications_cannot_be_applied_is_started_and_abandoned(

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from adapters.clock import ManualClock
 from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.state_store import update_once
 from dependencies import AppContext
@@ -70,7 +71,9 @@ def test_the_submitter_hears_received_when_the_first_delivery_failed_after_creat
     }
     early = handle_orders_message(ctx, FakeReceivedMessage.of(json.dumps(note).encode(), message_id="n-rcv"))
     assert early.settlement.kind == "defer"  # waiting for its order
-    ctx.clock.advance(ctx.settings.peek_sweep_age + timedelta(minutes=1))  # old: accounted for (a write) at once
+    clock = ctx.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(ctx.settings.peek_sweep_age + timedelta(minutes=1))  # old: accounted for (a write) at once
     deferrals.failures = 1
     body = json.dumps(order(orderId="o-rcv")).encode()
 
