@@ -83,6 +83,9 @@ def summary(ctx: AppContext, alert_tail: TailHint | None = None) -> dict[str, An
         else {"orderId": oldest.order_id, "completeBy": _time(oldest.complete_by)},
         "waitingForReview": reviews[:SUMMARY_LIST_LIMIT],
         "waitingForReviewCount": len(reviews),
+        # more Processing records than the summary reads (MAX_IN_FLIGHT over SUMMARY_PROCESSING_LIMIT): the
+        # review and expired counts cover the oldest completeBy only (the ops/orders list pages all of them)
+        "processingCapped": len(processing) + len(scanned.unmapped) >= SUMMARY_PROCESSING_LIMIT,
         "expired": expired[:SUMMARY_LIST_LIMIT],
         "expiredCount": len(expired),
         "needOperator": {state.value: [order_row(r) for r in page.records] for state, page in needing.items()},

@@ -118,8 +118,9 @@ async function refreshOverview() {
     li.appendChild(button);
     tiles.appendChild(li);
   });
-  $("reviews-count").textContent = "(" + s.waitingForReviewCount + ")";
-  $("expired-count").textContent = "(" + s.expiredCount + ")";
+  const more = s.processingCapped ? "+" : "";  // the summary read only the oldest Processing records
+  $("reviews-count").textContent = "(" + s.waitingForReviewCount + more + ")";
+  $("expired-count").textContent = "(" + s.expiredCount + more + ")";
   fillTable($("reviews"), REVIEW_COLUMNS, s.waitingForReview, "no order waits for review");
   fillTable($("expired"), ORDER_COLUMNS, s.expired, "no expired order");
   fillTable($("errors"), ORDER_COLUMNS, s.needOperator.Error, "none");

@@ -203,6 +203,20 @@ def test_summary_counts_states_and_lists_reviews_expired_orders_and_alerts(ops):
     assert [a["alertId"] for a in body["recentAlerts"]] == ["a-1"]
 
 
+def test_the_summary_says_when_it_read_only_the_oldest_processing_records(ops, monkeypatch):
+    """``MAX_IN_FLIGHT`` has no upper bound, the summary reads at most ``SUMMARY_PROCESSING_LIMIT`` Processing
+    records: past that its review and expired counts are partial, and it says so (the console shows "N+")."""
+    monkeypatch.setattr("operations.views.SUMMARY_PROCESSING_LIMIT", 3)
+    for number in range(2):
+        ops.processing(f"o-cap-{number}")
+    assert ops.get("/api/ops/summary")[1]["processingCapped"] is False
+    for number in range(2, 4):
+        ops.processing(f"o-cap-{number}")
+    status, body = ops.get("/api/ops/summary")
+    assert status == 200 and body["counts"]["Processing"] == 4
+    assert body["processingCapped"] is True
+
+
 def test_orders_are_paged_newest_first_with_a_continuation(ops):
     for number in range(7):
         ops.pending(f"o-page-{number}")
