@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,6 +15,7 @@ from adapters.remote.simulators.ledger import Ledger
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from domain.states import TERMINAL_STATES, ProcessState
 from localrun import hostile
+from localrun.durable.instance import Instance
 from localrun.host import LocalHost, local_settings_example
 from localrun.outages import Window, operator_actions, outage_summary
 from localrun.prices import Usage, cost_per_1m_orders, instance_memory_mb
@@ -177,6 +179,14 @@ def _alert_bodies(result: SimulationResult) -> list[dict[str, Any]]:
             body = None
         bodies.append(body if isinstance(body, dict) else {})
     return bodies
+
+
+def durable_instance_counts(instances: Iterable[Instance]) -> dict[str, dict[str, int]]:
+    """How many Durable instances end in each runtime status, per orchestrator name."""
+    counts: dict[str, Counter[str]] = {}
+    for instance in instances:
+        counts.setdefault(instance.name, Counter())[instance.status.value] += 1
+    return {name: dict(sorted(by_status.items())) for name, by_status in sorted(counts.items())}
 
 
 def _alert_kind(body: dict[str, Any]) -> str:
@@ -387,6 +397,9 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             # clock sleeps on the worker's event loop: blocking calls in async functions (must be 0)
             "blocking_sleeps_on_worker_loop": result.host.clock.untracked_sleeps[LOOP_THREAD],
             "sdk_speed_ups": result.host.sdk_speed_ups,
+            # the Durable instances at the end, per orchestrator and runtime status (an attempt's instance
+            # left Running after its order ended is one the extension still waits on)
+            "durable_instances": durable_instance_counts(result.host.engine.instances()),
         },
         "alerts": dict(sorted(Counter(_alert_kind(body) for body in _alert_bodies(result)).items())),
         # sends Service Bus refused for breaking its limits (MessageId, size, properties): 0 unless a bug
