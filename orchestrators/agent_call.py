@@ -68,8 +68,8 @@ def invoke_agent(
         if winner == timer:
             return None
         if call.state is not TaskState.FAILED and call.result is None:
-            # the agent dropped the request (past its deadline); the timer decides. Not cancelled: a
-            # cancelled timer completes only if its TimerFired still comes (Azure sends it; the runner not)
+            # the agent dropped the request (past its deadline); the timer decides. Not cancelled: the
+            # extension takes a cancelled timer as done at once, the SDK only when its TimerFired comes
             yield timer
             return None
         cancel_timer(timer)

@@ -302,9 +302,10 @@ class DurableEngine:
 
     def _schedule(self, instance: Instance, state: OrchestratorState, replayed: ActionReplay, now: datetime) -> None:
         """Schedule the tasks the extension's replay reached that the history does not hold yet (task ids
-        ``len(instance.scheduled)`` .. ``replayed.invoked - 1``); a timer it cancelled no longer fires."""
-        for task_id in replayed.cancelled_timers:
-            instance.pending_timers.pop(task_id, None)
+        ``len(instance.scheduled)`` .. ``replayed.invoked - 1``). A timer, cancelled or not, fires at its
+        time while the instance runs: cancelling it takes it out of DurableTask.Core's open tasks (it no
+        longer holds the instance, and its ``TimerFired`` is ignored there as a duplicate), but the timer
+        message sent with ``TimerCreated`` is not withdrawn, and the SDK still reads the ``TimerFired``."""
         scheduling = state.scheduling_actions()
         new_events: list[ev.HistoryEvent] = []
         for task_id in range(len(instance.scheduled), replayed.invoked):
@@ -317,9 +318,8 @@ class DurableEngine:
             else:
                 fire_at = ev.parse_timestamp(action["fireAt"])
                 new_events.append(ev.timer_created(now, task_id, fire_at))
-                if not action.get("isCanceled"):
-                    instance.pending_timers[task_id] = fire_at
-                    heapq.heappush(self._timers, (fire_at, instance.execution, task_id, instance.instance_id))
+                instance.pending_timers[task_id] = fire_at
+                heapq.heappush(self._timers, (fire_at, instance.execution, task_id, instance.instance_id))
         self._append(instance, new_events)
 
     def _finish(

@@ -182,15 +182,38 @@ def test_a_finished_instance_holds_no_history_events_yet_its_status_still_shows_
     assert finished.output == {"outcome": "replied", "finished": {"done": {"outcome": "ok"}}}
 
 
-def test_the_cancelled_timer_stops_being_due_as_soon_as_the_reply_wins(h):
+def test_a_cancelled_timer_still_fires_while_its_instance_runs_and_holds_nothing(h):
+    """Cancelling takes a timer out of DurableTask.Core's open tasks (its instance can end), but the
+    timer message its ``TimerCreated`` sent is not withdrawn: while the instance runs, its
+    ``TimerFired`` comes (the extension ignores it as a duplicate; the SDK reads it)."""
+    h.activities.during = lambda name: h.clock.advance(DEADLINE) if name == "finish" else None
     instance_id = h.start()
     h.engine.run_until_idle()
     h.raise_reply(instance_id, {"outcome": "ok"})
 
     h.engine.run_next()  # the episode that sees the reply: cancels the timer, schedules "finish"
+    deadline = T0 + ACTIVITY_TIME + DEADLINE
+    assert h.engine.next_due_time() == deadline  # still due
+    h.engine.run_next()  # "finish" runs past the deadline
+    assert h.engine.fire_due_timers() == 1
+    h.engine.run_until_idle()
 
+    instance = h.engine.instance(instance_id)
+    assert instance is not None
+    fired = [e for e in instance.history if e.type is EventType.TIMER_FIRED]
+    assert [e.fields["TimerId"] for e in fired] == [1]
+    assert h.status(instance_id).runtime_status is OrchestrationRuntimeStatus.Completed
+    assert h.status(instance_id).output["outcome"] == "replied"
+
+
+def test_a_cancelled_timer_does_not_fire_once_its_instance_ended(h):
+    instance_id = h.start()
+    h.engine.run_until_idle()
+    h.raise_reply(instance_id, {"outcome": "ok"})
+    h.engine.run_until_idle()
+
+    assert h.status(instance_id).runtime_status is OrchestrationRuntimeStatus.Completed
     assert h.engine.next_due_time() is None
-    assert h.status(instance_id).runtime_status is OrchestrationRuntimeStatus.Running
 
 
 def test_timer_first_times_out_at_the_deadline_and_a_late_reply_gets_the_410_message(h):
