@@ -61,6 +61,7 @@ def invoke_agent(
     ``timer_per_round``: after a reply to another request, the wait goes on against a timer of its own
     (``orchestrators.timers.next_round_timer``); an instance started before that change keeps one."""
     transport = agent(agent_name).transport
+    detach = context if timer_per_round else None  # cancelled timers out of the SDK's open tasks (cancel_timer)
     timer = context.create_timer(deadline)
     if transport is Transport.IN_PROCESS:
         call = context.call_activity(names.in_process_agent(agent_name), request.activity_json())
@@ -72,7 +73,7 @@ def invoke_agent(
             # extension takes a cancelled timer as done at once, the SDK only when its TimerFired comes
             yield timer
             return None
-        cancel_timer(timer)
+        cancel_timer(timer, context=detach)
         if call.state is TaskState.FAILED:  # the activity itself failed (crash, bug): treat as transient
             return AgentAnswer(succeeded=False, transient=True, error="in-process agent activity failed")
         return parse_agent_answer(call.result)
@@ -91,10 +92,10 @@ def invoke_agent(
         forget_delivered(context, AGENT_REPLY_EVENT)  # an early or duplicate reply answers this wait only
         if winner == timer:
             abandon_wait(context, AGENT_REPLY_EVENT, event)
-            cancel_open_timers(timers)  # an earlier round's, due now too
+            cancel_open_timers(timers, context=detach)  # an earlier round's, due now too
             return None
         if reply_request_id(event.result) == request.request_id:
-            cancel_open_timers(timers)
+            cancel_open_timers(timers, context=detach)
             return parse_agent_answer(event.result)
         # A reply to some other request (an earlier attempt's, a duplicate): ignore it and keep
         # waiting until the same deadline.

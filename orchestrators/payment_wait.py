@@ -20,10 +20,11 @@ from orchestrators.timers import cancel_timer
 
 
 def await_payment(
-    context: df.DurableOrchestrationContext, began: StepBegun, deadline: datetime
+    context: df.DurableOrchestrationContext, began: StepBegun, deadline: datetime, *, detach: Any = None
 ) -> Generator[Any, Any, dict[str, Any] | None]:
     """The payment notification (from ``begin_step``'s result or the event), or None if the
-    deadline came first."""
+    deadline came first. ``detach``: the context ``cancel_timer`` takes the cancelled timer out of the
+    SDK's open tasks with (an instance started with ``timerPerRound``), or None."""
     known = began.payment
     if known is not None:
         return known
@@ -34,7 +35,7 @@ def await_payment(
     if winner == timer:
         abandon_wait(context, PAYMENT_NOTIFIED_EVENT, event)
         return None
-    cancel_timer(timer)
+    cancel_timer(timer, context=detach)
     payment: dict[str, Any] = event.result
     return payment
 

@@ -105,6 +105,12 @@ class Attempt:
     # since that change; an instance started before replays with the one timer it recorded)
     timer_per_round: bool = False
 
+    @property
+    def detach_cancelled(self) -> Any:
+        """The context ``cancel_timer`` takes a cancelled timer out of the SDK's open tasks with, on an
+        instance started with ``timerPerRound`` (None on one started before: as it was recorded)."""
+        return self.context if self.timer_per_round else None
+
     def take_unrecorded(self) -> StepResult | None:
         result, self.unrecorded = self.unrecorded, None
         return result
@@ -218,7 +224,7 @@ def _ask_agent(run: Attempt, step: Step, agent_name: str, tries: int) -> Generat
     began = yield from call_fenced(run.writes, names.BEGIN_STEP, begin, parse_begin_step, at=step.name)
     if prepaid and step.prepaid_action is not None:
         # A prepaid order: no charge; capture against the provider's notification.
-        payment = yield from await_payment(context, began, deadline)
+        payment = yield from await_payment(context, began, deadline, detach=run.detach_cancelled)
         if payment is None:
             return Ended(orchestration_result("DeadlineExpired", step=step.name, waitingFor="PaymentNotification"))
         request = capture_request(request, step.prepaid_action, payment)
@@ -336,13 +342,13 @@ def _await_review(run: Attempt, step: Step, error: Any, reason: str) -> Generato
         forget_delivered(context, names.REVIEW_DECISION_EVENT)  # an answer to another review comes once
         if winner == timer:
             abandon_wait(context, names.REVIEW_DECISION_EVENT, event)  # a later review's answer is not for it
-            cancel_open_timers(timers)  # an earlier round's, due now too
+            cancel_open_timers(timers, context=run.detach_cancelled)  # an earlier round's, due now too
             if not run.closes_reviews:
                 return default, False
             return (yield from _close_review(run, review_id, default))
         answer = event.result if isinstance(event.result, dict) else {}
         if answer.get("reviewId") == review_id and answer.get("action") in REVIEW_CHOICES:
-            cancel_open_timers(timers)
+            cancel_open_timers(timers, context=run.detach_cancelled)
             return str(answer["action"]), True
         # An answer to another review (or malformed): keep waiting until the same deadline.
         timer = next_round_timer(context, timers, until, timer_per_round=run.timer_per_round)

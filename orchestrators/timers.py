@@ -22,13 +22,32 @@ from azure.durable_functions.models.Task import TimerTask
 TIMER_PER_ROUND_INPUT = "timerPerRound"
 
 
-def cancel_timer(timer: Any) -> None:
+def cancel_timer(timer: Any, *, context: Any = None) -> None:
     """``timer.cancel()``, and for a long timer, its pending timer as well. Only the cancelled flags of
-    actions already scheduled change: nothing new is scheduled, so a replay stays the same."""
+    actions already scheduled change: nothing new is scheduled, so a replay stays the same.
+
+    With ``context`` (instances started with ``timerPerRound``), the cancelled timers are also taken out
+    of the SDK's open tasks, as DurableTask.Core takes a cancelled timer out of its own: Azure still
+    delivers the ``TimerFired`` of a cancelled timer to an instance that runs on, and the SDK, not the
+    extension, read it. For a long timer's pending timer that was the worst case: the ``LongTimerTask``
+    took it as its next interval and scheduled another timer, uncancelled, up to the long timer's end,
+    which the extension, replaying the actions one by one, waited on before anything the orchestrator
+    did after it (an attempt's second review, answered, handed over days later). Taken out, the SDK
+    logs the ``TimerFired`` as a duplicate completion and keeps it under the task id, which no later
+    task has. Without ``context`` (an instance started before), the timer stays open in the SDK, as its
+    history was recorded."""
     timer.cancel()
+    cancelled: list[TimerTask] = [timer] if isinstance(timer, TimerTask) else []
     for pending in list(getattr(timer, "pending_tasks", ())):
         if isinstance(pending, TimerTask) and not pending.is_completed:
             pending.cancel()
+            cancelled.append(pending)
+    open_tasks = getattr(context, "open_tasks", None)
+    if isinstance(open_tasks, dict):
+        for task in cancelled:
+            task_id = task.id
+            if open_tasks.get(task_id) is task:
+                del open_tasks[task_id]
 
 
 def next_round_timer(context: Any, timers: list[Any], deadline: datetime, *, timer_per_round: bool) -> Any:
@@ -49,8 +68,8 @@ def next_round_timer(context: Any, timers: list[Any], deadline: datetime, *, tim
     return timers[-1]
 
 
-def cancel_open_timers(timers: list[Any]) -> None:
+def cancel_open_timers(timers: list[Any], *, context: Any = None) -> None:
     """``cancel_timer`` for each of a wait loop's timers not yet fired: the loop is over."""
     for timer in timers:
         if not timer.is_completed:
-            cancel_timer(timer)
+            cancel_timer(timer, context=context)

@@ -14,6 +14,7 @@ import pytest
 from localrun.durable import history as ev
 from orchestrators import names
 from tests.compensation.test_scheduler_failure_replay import (
+    ME,
     Attempt,
     closed_at_the_deadline,
     new_inputs,
@@ -34,8 +35,8 @@ def _new_timers(result: ReplayResult) -> list[str]:
     return [a["fireAt"] for a in result.new_actions if a["type"] == "CreateTimer"]
 
 
-def _paused_a_week(scheduler: Any) -> tuple[Attempt, dict[str, Any], datetime]:
-    a, data = review_requested(scheduler, "retry", review_timeout=WEEK)
+def _paused_a_week(scheduler: Any, *, timer_per_round: bool = True) -> tuple[Attempt, dict[str, Any], datetime]:
+    a, data = review_requested(scheduler, "retry", review_timeout=WEEK, timer_per_round=timer_per_round)
     paused_at = a.h.now
     result = a.run(scheduler)
     assert _new_timers(result) == [ev.timestamp_text(paused_at + INTERVAL)]
@@ -101,3 +102,53 @@ def test_an_answer_to_another_review_keeps_the_same_deadline(scheduler):
     assert (rest["type"], rest["fireAt"], rest["isCanceled"]) == ("CreateTimer", week, True)
     assert closing["functionName"] == names.CLOSE_REVIEW
     assert result.extension.invoked == a.h.scheduled_task_count + 2
+
+
+def _second_review_answered_after_the_first_cancelled_timer_fired(
+    scheduler: Any, *, timer_per_round: bool
+) -> tuple[ReplayResult, datetime]:
+    """Red team (s30): an answered long review cancels its pending 3-day timer, but Azure still delivers
+    that timer's ``TimerFired`` to an instance still running (a second review in the attempt). The SDK's
+    ``LongTimerTask`` read it as its next interval and scheduled a new one, uncancelled, to the first
+    review's deadline; the extension, replaying the actions one by one, waited on it before anything the
+    attempt did after the second review: the hand-over to compensation waited until then (days)."""
+    a, data, paused_at = _paused_a_week(scheduler, timer_per_round=timer_per_round)
+    first = a.h.timer_created_not_fired(paused_at + INTERVAL)
+    answer = {"reviewId": data["reviewId"], "action": "retry", "operator": "ana"}
+    a.h.event_raised(names.REVIEW_DECISION_EVENT, answer, at=paused_at + timedelta(days=1))
+    [(function, _)] = new_inputs(a.run(scheduler))
+    assert function == names.BEGIN_STEP
+    a.charge_fails("payment", f"{ME}:charge-payment:payment:3", "card declined")
+    a.charge_fails("payment-backup", f"{ME}:charge-payment:payment-backup:4", "card declined again")
+    [(function, second)] = new_inputs(a.run(scheduler))
+    assert function == names.AWAIT_REVIEW
+    a.h.activity_completed(names.AWAIT_REVIEW, {"owned": True}, at=a.h.now)
+    a.h.timer_created_not_fired(a.h.now + INTERVAL)
+
+    a.h.fire_timer(first, paused_at + INTERVAL)  # the first review's cancelled timer: Azure still sends it
+    assert a.run(scheduler).new_actions == []
+    answer = {"reviewId": second["reviewId"], "action": "compensate", "operator": "ana"}
+    a.h.event_raised(names.REVIEW_DECISION_EVENT, answer, at=paused_at + timedelta(days=3, hours=12))
+    return a.run(scheduler), paused_at
+
+
+def test_a_cancelled_review_timer_firing_later_does_not_hold_up_the_attempt(scheduler):
+    """The fix: on an instance started with ``timerPerRound``, ``cancel_timer`` takes the cancelled
+    timers out of the SDK's open tasks, as DurableTask.Core does: the late ``TimerFired`` changes
+    nothing, and the hand-over follows the answer."""
+    result, _ = _second_review_answered_after_the_first_cancelled_timer_fired(scheduler, timer_per_round=True)
+    [(function, request)] = new_inputs(result)
+    assert function == names.REQUEST_COMPENSATION
+    assert request["reason"] == "operator review chose compensate"
+
+
+def test_an_instance_started_before_replays_the_late_timer_as_it_was_recorded(scheduler):
+    """Without ``timerPerRound`` (started before), the SDK still takes the late ``TimerFired`` as the
+    long timer's next interval: the timer to the first review's deadline its history may hold."""
+    result, paused_at = _second_review_answered_after_the_first_cancelled_timer_fired(scheduler, timer_per_round=False)
+    [timer] = result.new_actions
+    assert (timer["type"], timer["fireAt"], timer["isCanceled"]) == (
+        "CreateTimer",
+        ev.timestamp_text(paused_at + WEEK),
+        False,
+    )

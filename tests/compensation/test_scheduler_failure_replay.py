@@ -42,14 +42,18 @@ def reply(
 
 class Attempt:
     def __init__(
-        self, total: int = 1000, default_action: str = "compensate", review_timeout: timedelta = REVIEW_TIMEOUT
+        self,
+        total: int = 1000,
+        default_action: str = "compensate",
+        review_timeout: timedelta = REVIEW_TIMEOUT,
+        timer_per_round: bool = True,
     ) -> None:
         review = {
             "amountThresholdCents": 100_000,
             "timeoutSeconds": review_timeout.total_seconds(),
             "defaultAction": default_action,
         }
-        self.h = started_attempt(ME, sample_order(total_cents=total), 1, review=review)
+        self.h = started_attempt(ME, sample_order(total_cents=total), 1, review=review, timer_per_round=timer_per_round)
 
     def reserve(self) -> None:
         self.h.activity_completed(names.BEGIN_STEP, {"owned": True}, at=self.h.now)
@@ -156,9 +160,14 @@ def test_a_failure_of_the_pivot_itself_is_still_before_the_point_of_no_return(sc
 
 
 def review_requested(
-    scheduler: Any, default_action: str = "compensate", review_timeout: timedelta = REVIEW_TIMEOUT
+    scheduler: Any,
+    default_action: str = "compensate",
+    review_timeout: timedelta = REVIEW_TIMEOUT,
+    timer_per_round: bool = True,
 ) -> tuple[Attempt, dict[str, Any]]:
-    a = Attempt(total=250_000, default_action=default_action, review_timeout=review_timeout)
+    a = Attempt(
+        total=250_000, default_action=default_action, review_timeout=review_timeout, timer_per_round=timer_per_round
+    )
     a.both_providers_fail()
     result = a.run(scheduler)
     [(function, data)] = new_inputs(result)
