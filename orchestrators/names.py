@@ -1,12 +1,13 @@
 """Names of the orchestrator and activity functions. The orchestrator's name carries a version:
 changing its code under in-flight instances breaks replay, so a change to the code an orchestrator
 replays (``tests/orchestrators/test_orchestrator_rules.py`` lists those modules) that changes what
-it schedules gets the next version. The scheduler is at ``_v4`` (a review deadline closes the review
-with a fenced write, ``close_review``, before the attempt acts); ``_v3`` (its plan in its input, no
-``load_order``) is the same code without that write and stays registered, running, so its instances
-in flight at the upgrade finish as they began; ``_v2`` (fewer activities per order than ``_v1``,
-issue 15) and ``_v1`` stay registered as retired names (``orchestrators/retired.py``, docs/design.md
-"Versions")."""
+it schedules gets the next version (one exception, carried by the input instead: ``timerPerRound``,
+``orchestrators/timers.py``; docs/design.md "Versions"). The scheduler is at ``_v4`` (a review
+deadline closes the review with a fenced write, ``close_review``, before the attempt acts); ``_v3``
+(its plan in its input, no ``load_order``) is the same code without that write and stays registered,
+running, so its instances in flight at the upgrade finish as they began; ``_v2`` (fewer activities
+per order than ``_v1``, issue 15) and ``_v1`` stay registered as retired names
+(``orchestrators/retired.py``, docs/design.md "Versions")."""
 
 SCHEDULER = "process_order_v4"
 # The version before: its instances in flight at an upgrade run to their end under it (same code, no
