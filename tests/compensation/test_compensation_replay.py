@@ -62,8 +62,10 @@ def reply(entry: dict[str, Any], *, try_number: int = 1, outcome: str = "succeed
 class Round:
     """The history of one compensation round, built in the order the orchestration yields."""
 
-    def __init__(self, entries: list[dict[str, Any]], tries: int = 3) -> None:
-        started = {"orderId": "o1", "round": 3, "timerPerRound": True}
+    def __init__(self, entries: list[dict[str, Any]], tries: int = 3, *, timer_per_round: bool = True) -> None:
+        started: dict[str, Any] = {"orderId": "o1", "round": 3}
+        if timer_per_round:  # a round started since rounds carry the flag
+            started["timerPerRound"] = True
         self.h = History(ME, started, start=T0, name=names.COMPENSATION)
         plan = {
             "owned": True,
