@@ -329,6 +329,8 @@ class DurableEngine:
         output: Any,
         now: datetime,
     ) -> None:
+        if status is OrchestrationRuntimeStatus.Failed:  # as the host logs it: which instance, and why
+            log.warning("orchestration %s (%s) failed: %s", instance.instance_id, instance.name, str(output)[:2000])
         closing = [ev.orchestrator_completed(now)]
         closing.append(
             ev.HistoryEvent(

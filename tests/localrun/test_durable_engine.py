@@ -296,10 +296,16 @@ def test_a_caught_activity_failure_reaches_the_orchestrator_with_the_activity_na
     assert status.output["second"] == "flaky:2"
 
 
-def test_an_unhandled_activity_failure_fails_the_orchestration(h):
+def test_an_unhandled_activity_failure_fails_the_orchestration(h, caplog):
     h.activities.failures["flaky"] = 2
     instance_id = h.start("failing_activity_orchestrator", "flaky:1", None)
-    h.engine.run_until_idle()
+    with caplog.at_level("WARNING", logger="localrun.durable.engine"):
+        h.engine.run_until_idle()
+    assert any(
+        "orchestration flaky:1 (failing_activity_orchestrator) failed" in r.getMessage()
+        and "flaky boom" in r.getMessage()
+        for r in caplog.records
+    )  # logged with its reason, as the host logs a failed orchestration
 
     status = h.status(instance_id)
     assert status.runtime_status is OrchestrationRuntimeStatus.Failed
