@@ -84,6 +84,13 @@ def has_expired(message: Any, now: datetime) -> bool:
     return expires is not None and expires <= now
 
 
+def peek_at(receiver: DeferredReceiver, seq: int) -> Any | None:
+    """Message ``seq`` as a peek shows it (no lock, no delivery counted), or None when it is not on the queue
+    (a peek from ``seq`` returns the next message on, which is not it)."""
+    peeked = next(iter(receiver.peek(1, seq)), None)
+    return peeked if peeked is not None and int(peeked.sequence_number) == seq else None
+
+
 def process_deferred(
     ctx: AppContext, receiver: DeferredReceiver, seq: int, *, round_number: int, order_id: str | None = None
 ) -> Processed | None:
@@ -98,8 +105,8 @@ def process_deferred(
     document tracks it, if the caller knows (to resolve its entry if its body no longer parses). A store
     or send failure propagates, the message untouched. None: the message is not on the queue deferred
     (gone, expired, or not deferred yet): the caller accounts for it (``account_for_absent``)."""
-    peeked = next(iter(receiver.peek(1, seq)), None)
-    if peeked is None or int(peeked.sequence_number) != seq or not is_deferred(peeked):
+    peeked = peek_at(receiver, seq)
+    if peeked is None or not is_deferred(peeked):
         return None
     if has_expired(peeked, ctx.clock.now() + EXPIRY_MARGIN):
         fetched = receiver.receive_deferred([seq])  # an expired message moves to the dead-letter queue
@@ -326,8 +333,8 @@ def finish_as_recorded(ctx: AppContext, receiver: DeferredReceiver, order_id: st
     if entry.status not in (EntryStatus.APPLIED, EntryStatus.DEAD_LETTERED):
         return False
     seq = entry.sequence_number
-    peeked = next(iter(receiver.peek(1, seq)), None)
-    if peeked is None or int(peeked.sequence_number) != seq or not is_deferred(peeked):
+    peeked = peek_at(receiver, seq)
+    if peeked is None or not is_deferred(peeked):
         return False
     code, _, why = entry.detail.partition(": ")
     rejected = entry.status is EntryStatus.DEAD_LETTERED
@@ -366,11 +373,10 @@ def account_for_absent(
     ``young``: its entry changed less than ``PEEK_SWEEP_AGE_MINUTES`` ago. A delivery of it may then have met a
     store failure after recording it and handed it over as a store-retry copy (a new sequence number, this
     one completed), due within a minute, whose outcome settles this entry: gone, it is ``"young"``, left
-    waiting (the copy decides it, or the peek sweep accounts for it once it is old), not reported expired
-    and then corrected (a false ``DeferredMessageExpired`` alert; the RetryDeferred and ``make_room`` paths
-    wait as long)."""
-    peeked = receiver.peek(1, seq)
-    if peeked and peeked[0].sequence_number == seq:
+    waiting (the copy decides it, or the caller's ``RetryDeferred`` accounts for it once it is old: the peek
+    sweep walks the queue's messages and never finds it), not reported expired and then corrected (a false
+    ``DeferredMessageExpired`` alert; the RetryDeferred and ``make_room`` paths wait as long)."""
+    if peek_at(receiver, seq) is not None:
         return "present"
     record = ctx.states.get(order_id)
     if record is not None and record.payment is not None and _applied_as(ctx, order_id, seq, record.payment):

@@ -29,7 +29,7 @@ from adapters.servicebus.sender import SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import RetryDeferred
 from contracts.names import ORDERS_QUEUE
-from deferral.apply import account_for_absent, finish_as_recorded, is_deferred, process_deferred
+from deferral.apply import account_for_absent, finish_as_recorded, is_deferred, peek_at, process_deferred
 from dependencies import AppContext
 from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, retry_not_for_now
 from observability.events import app_event
@@ -134,8 +134,8 @@ WAITS_FOR_ITS_ORDER = "its order does not exist yet (its submission or the peek 
 
 def _held(receiver: DeferredReceiver, seq: int) -> bool:
     """Whether message ``seq`` is on the queue and not deferred: a delivery of it holds it (or is about to)."""
-    peeked = next(iter(receiver.peek(1, seq)), None)
-    return peeked is not None and int(peeked.sequence_number) == seq and not is_deferred(peeked)
+    peeked = peek_at(receiver, seq)
+    return peeked is not None and not is_deferred(peeked)
 
 
 def _again_later(ctx: AppContext, message: ReceivedMessage, retry: RetryDeferred) -> IntakeResult:
