@@ -9,9 +9,10 @@ handler writes nothing, or only idempotent writes keyed by the order id, before 
 failed: handling the copy
 later is handling the message again, as a redelivery would.
 
-The copy's MessageId is the original's with its round and the sequence number of the message it was made
-from, so a copy sent twice (the handler ran again for the same message) collapses in duplicate
-detection, and no MessageId a client chose collides with it. Its round travels in an application property
+The copy's MessageId is the original's with its round, the sequence number of the message it was made
+from and a digest of what the copy carries (``copy_id``), so a copy sent twice (the handler ran again for
+the same message) collapses in duplicate detection, no MessageId a client chose collides with it, and no
+sender can take it first without the whole message. Its round travels in an application property
 (``contracts.store_retry``); one a client set is read as a number or ignored (a client can only shorten its
 own message's retries).
 So does the sequence number of the message as its sender sent it (``original_sequence``): an
@@ -23,8 +24,11 @@ abandoned as before: Service Bus redelivers it and, past its maximum delivery co
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
+from collections.abc import Mapping
 from datetime import timedelta
 
 from adapters.servicebus.sender import OutgoingMessage, PropertyValue, SendError
@@ -70,36 +74,75 @@ def original_sequence(message: ReceivedMessage) -> int | None:
     return own
 
 
-# What a copy adds to its original's MessageId: the round and the sequence number of the message it was
-# made from (``copy_id``).
-_SUFFIX = re.compile(r"(?::store-retry:[0-9]+(?::[0-9]+)?)+$")
+# What a copy adds to its original's MessageId: the round, the sequence number of the message it was made
+# from and, since this version, the digest of what the copy carries (``copy_id``). Copies made before the
+# digest (``:store-retry:<round>:<sequence number>``, some perhaps still scheduled on the queue when this
+# version deployed) are read as well: the digest is optional here.
+_DIGEST_CHARS = 16
+
+
+def _suffix(round_pattern: str) -> str:
+    """The pattern of one copy's suffix of round ``round_pattern``: its sequence number, and its digest
+    after that, optional."""
+    return rf":store-retry:{round_pattern}(?::[0-9]+(?::[0-9a-f]{{{_DIGEST_CHARS}}})?)?"
+
+
+_SUFFIX = re.compile(rf"(?:{_suffix('[0-9]+')})+$")
 
 
 def original_id(message_id: str) -> str:
-    """The MessageId a copy was made from: ``message_id`` without its ``:store-retry:...`` suffixes."""
+    """The MessageId a copy was made from: ``message_id`` without its ``:store-retry:...`` suffixes (with
+    or without their digest)."""
     return _SUFFIX.sub("", message_id)
 
 
+def copy_properties(message: ReceivedMessage, round_number: int) -> dict[str, PropertyValue]:
+    """The application properties of the copy of ``message`` for round ``round_number``: the round, and the
+    sequence number of the message as its sender sent it (``original_sequence``)."""
+    properties: dict[str, PropertyValue] = {ROUND_PROPERTY: round_number}
+    original = original_sequence(message)
+    if original is not None:
+        # As text: a sequence number has 64 bits, the SDK sends an integer property as 32 (past 2**31 - 1
+        # messages on the queue, every copy would fail to send: adapters.servicebus.sender).
+        properties[ORIGINAL_PROPERTY] = str(original)
+    return properties
+
+
+def copy_digest(body: bytes, properties: Mapping[str, PropertyValue]) -> str:
+    """The first 16 hex characters of the SHA-256 of what a copy carries that its handler reads: its
+    body and its application properties (``copy_properties``). The same for the same message handled
+    again. 64 bits: a sender who does not know the body must guess it, and one message sent to ``orders``
+    per guess, within the 10 minutes of duplicate detection, reaches some millions of the 2**64; honest
+    copies never need it to differ (the sequence number beside it already does)."""
+    carried = json.dumps(dict(properties), sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return hashlib.sha256(carried + b"\n" + body).hexdigest()[:_DIGEST_CHARS]
+
+
 def copy_id(message: ReceivedMessage, round_number: int) -> str:
-    """``<original MessageId>:store-retry:<round>:<sequence number of this message>`` (bounded to
-    Service Bus's 128 characters). The sequence number is the broker's, the same on every delivery of
-    this message: the same message handled twice sends the same copy, which duplicate detection
-    collapses; no id a client chose collides with it (a client's ``X:store-retry:1`` is never taken for
-    a copy, nor is its copy ever ``X:store-retry:1`` itself). Only this app's own copies, the round
-    property matching the suffix, are traced back to their original."""
+    """``<original MessageId>:store-retry:<round>:<sequence number of this message>:<digest>`` (bounded to
+    Service Bus's 128 characters), the digest ``copy_digest`` of the copy's body and properties. The
+    sequence number is the broker's and the body and properties are the message's, the same on every
+    delivery of this message: the same message handled twice sends the same copy, which duplicate
+    detection collapses; no id a client chose collides with it (a client's ``X:store-retry:1`` is never
+    taken for a copy, nor is its copy ever ``X:store-retry:1`` itself); and a sender who knows the
+    original's MessageId and guesses its sequence number cannot send the copy's id first without the whole
+    body (it would be dropped as a duplicate of that, its original completed: the message lost). Only this
+    app's own copies, the round property matching the suffix, are traced back to their original, with or
+    without a digest (copies made before it), so a copy of a copy keeps the original's MessageId."""
     message_id = message.message_id
     base = _copied_from(message_id, retry_round(message.application_properties)) if message_id else None
     if base is None:
         base = message_id or f"seq-{message.sequence_number}"
     sequence = "" if message.sequence_number is None else f":{message.sequence_number}"
-    return bounded(f"{base}:store-retry:{round_number}{sequence}")
+    digest = copy_digest(body_bytes(message), copy_properties(message, round_number))
+    return bounded(f"{base}:store-retry:{round_number}{sequence}:{digest}")
 
 
 def _copied_from(message_id: str, round_number: int) -> str | None:
     """The original's MessageId if ``message_id`` is that of this app's copy of round ``round_number``."""
     if round_number < 1:
         return None
-    own = re.fullmatch(rf"(.+):store-retry:{round_number}(?::[0-9]+)?", message_id, flags=re.DOTALL)
+    own = re.fullmatch(rf"(.+){_suffix(str(round_number))}", message_id, flags=re.DOTALL)
     return own.group(1) if own else None
 
 
@@ -114,17 +157,11 @@ def retry_later(
         log.warning("%s %s: %s; store retries used up, abandoning", kind, message.message_id, why)
         return IntakeResult(Settlement.abandon(why))
     due = ctx.clock.now() + STORE_RETRY_DELAYS[round_number - 1]
-    properties: dict[str, PropertyValue] = {ROUND_PROPERTY: round_number}
-    original = original_sequence(message)
-    if original is not None:
-        # As text: a sequence number has 64 bits, the SDK sends an integer property as 32 (past 2**31 - 1
-        # messages on the queue, every copy would fail to send: adapters.servicebus.sender).
-        properties[ORIGINAL_PROPERTY] = str(original)
     copy = OutgoingMessage(
         body=body_bytes(message),
         message_id=copy_id(message, round_number),
         subject=kind,
-        application_properties=properties,
+        application_properties=copy_properties(message, round_number),
         scheduled_enqueue_time=due,
     )
     try:

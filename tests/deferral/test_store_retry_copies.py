@@ -3,6 +3,7 @@ the registered trigger and the in-process broker (duplicate detection included).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -13,7 +14,7 @@ from contracts.names import ORDERS_QUEUE
 from domain.deferral import EntryStatus
 from submission.store_outage import STORE_RETRY_DELAYS
 from tests.contexts import while_using
-from tests.deferral.support import deliver, deliver_all, order
+from tests.deferral.support import DurableClientStub, deliver, deliver_all, order, send
 from tests.fakes import StateStoreThatFails
 
 pytestmark = pytest.mark.cosmos
@@ -32,6 +33,63 @@ def test_an_order_whose_client_messageid_looks_like_a_copy_is_still_handled_afte
     deliver_all(functions, broker)
     assert broker.counters(ORDERS_QUEUE).duplicates_dropped == 0
     assert ctx.states.get("p9") is not None
+
+
+def test_a_sender_who_sends_a_copys_messageid_first_without_the_body_does_not_make_the_copy_a_duplicate(
+    functions: Any, ctx: Any, broker: Any, clock: Any
+) -> None:
+    """docs/deferral.md, "What a sender to ``orders`` can still do": a copy was named
+    ``<original MessageId>:store-retry:<round>:<sequence number>``. Another sender, knowing the order's
+    MessageId (its order id) and guessing its sequence number, sent a message under that id first; the
+    original then met a state store failure, its copy was dropped as a duplicate (10 minutes of duplicate
+    detection), the original was completed: the order lost. The copy's id now carries a digest of its body:
+    the forger's ids (with or without a guessed digest) are not its id."""
+    send(broker, order("p9"))
+    [original] = broker.peek(ORDERS_QUEUE, 10)
+    seq = original.sequence_number
+    for forged in (f"p9:store-retry:1:{seq}", f"p9:store-retry:1:{seq}:{'0' * 16}"):
+        broker.send(ORDERS_QUEUE, OutgoingMessage(body=json.dumps(order("x1")), message_id=forged))
+    with while_using(ctx, states=StateStoreThatFails(ctx.states, "get")):
+        assert deliver(functions, broker)  # the original: copied, due in 10 s, and completed
+    clock.advance(STORE_RETRY_DELAYS[0])
+    deliver_all(functions, broker)
+    assert broker.counters(ORDERS_QUEUE).duplicates_dropped == 0
+    assert ctx.states.get("p9") is not None
+
+
+def test_the_same_message_meeting_the_store_failure_twice_sends_one_copy(
+    functions: Any, ctx: Any, broker: Any, clock: Any
+) -> None:
+    """Its settlement lost (the lock lapsed), the original is delivered again and meets the failure again:
+    the second copy has the first's id, digest included, and duplicate detection drops it."""
+    send(broker, order("p9"))
+    first = broker.receive(ORDERS_QUEUE)
+    fn = functions["submit_order"].func.client_function
+    with while_using(ctx, states=StateStoreThatFails(ctx.states, "get")):
+        asyncio.run(fn(message=first, message_actions=SettlementLost(broker.actions), client=DurableClientStub()))
+        clock.advance(broker.policy(ORDERS_QUEUE).lock_duration)
+        again = broker.receive(ORDERS_QUEUE)
+        assert again.sequence_number == first.sequence_number  # a redelivery
+        asyncio.run(fn(message=again, message_actions=broker.actions, client=DurableClientStub()))
+    assert broker.counters(ORDERS_QUEUE).duplicates_dropped == 1
+    [copy] = broker.peek(ORDERS_QUEUE, 10)
+    assert copy.message_id.startswith(f"p9:store-retry:1:{first.sequence_number}:")
+    clock.advance(STORE_RETRY_DELAYS[0])
+    deliver_all(functions, broker)
+    assert ctx.states.get("p9") is not None
+
+
+class SettlementLost:
+    """The broker's message actions; ``complete`` is lost (the lock lapsed first): the message is redelivered."""
+
+    def __init__(self, actions: Any) -> None:
+        self._actions = actions
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._actions, name)
+
+    def complete(self, message: Any) -> None:
+        return None
 
 
 class DeferLost:

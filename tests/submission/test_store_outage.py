@@ -16,7 +16,14 @@ from contracts.names import ORDERS_QUEUE
 from contracts.store_retry import ORIGINAL_PROPERTY, ROUND_PROPERTY, retry_round
 from domain.ids import MAX_MESSAGE_ID_LENGTH
 from localrun.servicebus import InProcessBroker
-from submission.store_outage import STORE_RETRY_DELAYS, copy_id, original_id, original_sequence, retry_later
+from submission.store_outage import (
+    STORE_RETRY_DELAYS,
+    copy_digest,
+    copy_id,
+    original_id,
+    original_sequence,
+    retry_later,
+)
 from tests.fakes import FakeReceivedMessage, RecordingSender
 from tests.submission.corpus import order
 
@@ -41,6 +48,12 @@ def message(round_number: Any = None, message_id: str | None = "ord-1") -> FakeR
     return made
 
 
+def digest_of(copy: OutgoingMessage) -> str:
+    """The digest of what ``copy`` carries, as ``copy_id`` puts it in its MessageId."""
+    body = copy.body if isinstance(copy.body, bytes) else copy.body.encode("utf-8")
+    return copy_digest(body, copy.application_properties)
+
+
 def test_the_first_copy_is_the_same_body_due_after_the_first_delay_and_the_original_is_completed():
     ctx = Ctx(RecordingSender())
     original = message()
@@ -49,17 +62,23 @@ def test_the_first_copy_is_the_same_body_due_after_the_first_delay_and_the_origi
     [(queue, copy)] = ctx.sender.sent
     assert queue == ORDERS_QUEUE
     assert json.loads(copy.body) == order()
-    assert copy.message_id == f"ord-1:store-retry:1:{original.sequence_number}"
     assert copy.application_properties == {ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: str(original.sequence_number)}
+    digest = digest_of(copy)  # of what the copy carries
+    assert copy.message_id == f"ord-1:store-retry:1:{original.sequence_number}:{digest}"
     assert copy.scheduled_enqueue_time == ctx.clock.now() + STORE_RETRY_DELAYS[0]
 
 
-def test_each_round_waits_longer_and_keeps_the_original_id():
+@pytest.mark.parametrize("third_id", ["ord-1:store-retry:3:41:0123456789abcdef", "ord-1:store-retry:3:41"])
+def test_each_round_waits_longer_and_keeps_the_original_id(third_id: str):
+    """A copy of a copy is named after the original, not after the copy: whether the copy has a digest or
+    was made before copies had one (``ord-1:store-retry:3:41``, perhaps still scheduled when the digest
+    was deployed)."""
     ctx = Ctx(RecordingSender())
-    third = message(round_number=3, message_id="ord-1:store-retry:3:41")
+    third = message(round_number=3, message_id=third_id)
     retry_later(ctx, third, "OrderSubmitted", "503")  # type: ignore[arg-type]
     [(_, copy)] = ctx.sender.sent
-    assert copy.message_id == f"ord-1:store-retry:4:{third.sequence_number}"  # not ord-1:store-retry:3:41:store-retry:4
+    digest = digest_of(copy)
+    assert copy.message_id == f"ord-1:store-retry:4:{third.sequence_number}:{digest}"  # not ...:41:store-retry:4
     assert copy.scheduled_enqueue_time == ctx.clock.now() + STORE_RETRY_DELAYS[3]
     assert STORE_RETRY_DELAYS[3] > STORE_RETRY_DELAYS[0]
 
@@ -110,9 +129,15 @@ def test_copy_ids_fit_service_bus_and_map_back_to_the_original():
     made = copy_id(received, 3)
     assert len(made) <= MAX_MESSAGE_ID_LENGTH
     assert copy_id(received, 3) == made  # deterministic: a repeat collapses
+    assert original_id(copy_id(message(message_id="ord-1:cancel"), 1)) == "ord-1:cancel"
+    # copies made before the digest (perhaps still on the queue) and after it, and copies of either
     assert original_id("ord-1:store-retry:1:7:store-retry:2:9") == "ord-1"
     assert original_id("ord-1:cancel:store-retry:4:12") == "ord-1:cancel"
+    assert original_id("ord-1:store-retry:1:7:0123456789abcdef") == "ord-1"
+    assert original_id("ord-1:store-retry:1:7:store-retry:2:9:0123456789abcdef") == "ord-1"
+    assert original_id("ord-1:store-retry:1:7:0123456789abcdef:store-retry:2:9:fedcba9876543210") == "ord-1"
     assert original_id("ord-1:store-retry:x") == "ord-1:store-retry:x"
+    assert original_id("ord-1:store-retry:1:7:xyz") == "ord-1:store-retry:1:7:xyz"  # no digest: an original
     assert copy_id(message(message_id=None), 1).startswith("seq-")
 
 
@@ -126,7 +151,7 @@ def test_a_copy_never_takes_the_messageid_of_the_message_it_is_made_from(round_n
     for client_id in ("batch-7:store-retry:1", "batch-7:store-retry:1:5", "batch-7:store-retry:2"):
         made = message(round_number, message_id=client_id)
         copy = copy_id(made, retry_round(made.application_properties) + 1)
-        assert copy != client_id and copy.endswith(f":{made.sequence_number}"), (client_id, round_number, copy)
+        assert copy != client_id and f":{made.sequence_number}:" in copy, (client_id, round_number, copy)
 
 
 def test_the_same_message_handled_twice_sends_the_same_copy_and_another_message_with_its_id_another():
@@ -134,6 +159,35 @@ def test_the_same_message_handled_twice_sends_the_same_copy_and_another_message_
     again.sequence_number = first.sequence_number  # a redelivery of the same message
     resent = message(message_id="ord-1")  # the client's same MessageId, sent again past the window
     assert copy_id(first, 1) == copy_id(again, 1) != copy_id(resent, 1)
+
+
+def test_a_copys_id_cannot_be_made_without_the_body_it_carries():
+    """docs/deferral.md, "What a sender to ``orders`` can still do": the MessageId and the sequence number
+    of a message are all another sender needs to guess; the copy's id also depends on its body, so two
+    messages alike in both but for the body have copies of different ids, and neither is the id without a
+    digest."""
+    mine, forged = message(message_id="ord-1"), FakeReceivedMessage.of(order(customerId="someone-else"), "ord-1")
+    forged.sequence_number = mine.sequence_number
+    ids = {copy_id(mine, 1), copy_id(forged, 1)}
+    assert len(ids) == 2 and f"ord-1:store-retry:1:{mine.sequence_number}" not in ids
+
+
+@pytest.mark.parametrize(
+    ("properties", "body"),
+    [
+        ({ROUND_PROPERTY: 2, ORIGINAL_PROPERTY: "7"}, b"{}"),  # another round
+        ({ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: "8"}, b"{}"),  # another message as its sender sent it
+        ({ROUND_PROPERTY: 1}, b"{}"),
+        ({ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: "7"}, b"{ }"),  # another body, byte for byte
+    ],
+)
+def test_the_digest_covers_the_body_and_the_properties_the_copy_carries(properties: Any, body: bytes):
+    """What its handler reads of a copy: its body, its round and the sequence number of its original (a
+    refused order is known again by it: submission/intake.py). Two copies with one id are the same copy."""
+    same = copy_digest(b"{}", {ORIGINAL_PROPERTY: "7", ROUND_PROPERTY: 1})  # the order of the keys is not read
+    assert copy_digest(b"{}", {ROUND_PROPERTY: 1, ORIGINAL_PROPERTY: "7"}) == same
+    assert copy_digest(body, properties) != same
+    assert len(same) == 16 and int(same, 16) >= 0
 
 
 def cancellation(round_number: int | None) -> FakeReceivedMessage:
@@ -159,7 +213,8 @@ def test_a_cancellation_whose_order_is_not_there_looks_again_until_the_orders_ow
         later = handle_orders_message(app_context, received)
         assert later.settlement.kind == "complete"
         [(queue, copy)] = sender.sent
-        assert (queue, copy.message_id) == (ORDERS_QUEUE, f"{expected_id}:{received.sequence_number}")
+        digest = digest_of(copy)
+        assert (queue, copy.message_id) == (ORDERS_QUEUE, f"{expected_id}:{received.sequence_number}:{digest}")
     sender.sent.clear()
     result = handle_orders_message(app_context, cancellation(len(STORE_RETRY_DELAYS)))
     assert (result.settlement.kind, result.settlement.reason) == ("deadletter", "UnknownOrder")
