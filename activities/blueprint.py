@@ -46,6 +46,11 @@ def publish_status(data: Any) -> None:
     steps.publish_status(get_context(), protocol.PublishStatusInput.from_json(data))
 
 
+@bp.activity_trigger(input_name="data", activity=names.SEND_ALERT)
+def send_alert(data: Any) -> None:
+    steps.send_alert(get_context(), protocol.SendAlertInput.from_json(data))
+
+
 @bp.activity_trigger(input_name="data", activity=names.SETTLE_RETIRED_ATTEMPT)
 def settle_retired_attempt(data: Any) -> dict[str, Any]:
     return steps.settle_retired_attempt(get_context(), protocol.SettleRetiredInput.from_json(data)).to_json()

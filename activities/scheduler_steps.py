@@ -28,6 +28,7 @@ from contracts.activities import (
     ReleaseForRetryInput,
     RetiredSettled,
     SendAgentRequestInput,
+    SendAlertInput,
     SettleRetiredInput,
     StepBegun,
     StepResult,
@@ -40,7 +41,7 @@ from domain.compensation import complete_step_logged
 from domain.ids import bounded
 from domain.records import StateRecord
 from domain.states import ProcessState
-from notifications.alerts import raise_alert_after_write
+from notifications.alerts import raise_alert_after_write, send_owed_alert
 from observability.events import app_event
 from supervisor.owed import owe_notifications
 
@@ -245,3 +246,10 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> None:
         reason=data.reason,
         variant=data.variant,
     )
+
+
+def send_alert(ctx: AppContext, data: SendAlertInput) -> None:
+    """The ``send_alert`` activity, the alert courier's (``orchestrators/alert.py``): the operator alert whose
+    send failed where it was raised, sent under its id (``notifications.alerts.send_owed_alert``). A send
+    that fails raises: the courier tries again on its durable timers."""
+    send_owed_alert(ctx.sender, data)

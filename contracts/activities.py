@@ -264,6 +264,15 @@ class PublishStatusInput(Wire):
 
 
 @dataclass(frozen=True)
+class SendAlertInput(Wire):
+    """``send_alert`` (answers nothing), the alert courier's activity: one operator alert whose send failed
+    where it was raised, as it was built there (``OperatorAlert``'s JSON: its ``alertId`` is its MessageId,
+    so a repeat collapses in duplicate detection; ``notifications.alerts.send_owed_alert``)."""
+
+    alert: JsonDict
+
+
+@dataclass(frozen=True)
 class SettleRetiredInput(Wire):
     """``settle_retired_attempt``: what an instance of a retired scheduler version left to settle."""
 

@@ -5,20 +5,33 @@ The alert id is deterministic (kind + order + attempt), so a retried send collap
 Bus duplicate detection instead of paging an operator twice. It is bounded (``domain.ids.bounded``)
 to Service Bus's 128-character MessageId, and every field is cut to the contract's limits before the
 alert is built: what an order id, a queue name or an error text holds can never make the alert
-itself fail (a side channel must not crash the handler that raises it)."""
+itself fail (a side channel must not crash the handler that raises it).
+
+An alert raised by a trigger with a message in hand (the intake) must not be lost when its send fails, nor
+spend the message's deliveries on it: ``raise_alert_or_owe`` returns it as owed (``OwedAlert``), and the
+trigger hands it to the alert courier orchestration (``deliver_alert_v1``, ``hand_alerts_to_courier``)
+before it settles the message; the courier sends it under the same id on durable timers, as the status
+courier does a status (``orchestrators/alert.py``)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from adapters.servicebus.sender import MessageSender, OutgoingMessage
+from adapters.servicebus.sender import MessageSender, OutgoingMessage, SendError
+from contracts.activities import SendAlertInput
 from contracts.messages import OperatorAlert
 from contracts.names import OPERATOR_ALERTS_QUEUE, QUEUE_DUPLICATE_DETECTION_MINUTES
-from domain.ids import bounded
+from domain.ids import bounded, bounded_instance_id, url_instance_id
 from domain.text import carriable
 from observability.events import app_event
+from orchestrators.names import DELIVER_ALERT
 
 Severity = Literal["warning", "error", "critical"]
 
@@ -91,6 +104,21 @@ def raise_alert(
     discriminator: str | int = "",
     details: dict[str, Any] | None = None,
 ) -> OperatorAlert:
+    alert = _built(kind, summary, at, order_id, severity, discriminator, details)
+    send_alert(sender, alert)
+    return alert
+
+
+def _built(
+    kind: str,
+    summary: str,
+    at: datetime,
+    order_id: str | None,
+    severity: Severity,
+    discriminator: str | int,
+    details: dict[str, Any] | None,
+) -> OperatorAlert:
+    """The alert, built, and logged as raised (``OperatorAlert``, ERROR), before anything sends it."""
     alert = build_alert(kind, summary, at, order_id, severity, discriminator, details or {})
     app_event(
         "OperatorAlert",
@@ -100,11 +128,15 @@ def raise_alert(
         orderId=order_id,
         alertKind=kind,
     )
+    return alert
+
+
+def send_alert(sender: MessageSender, alert: OperatorAlert) -> None:
+    """Sends ``alert`` to ``operator-alerts`` under its id (a repeat collapses in duplicate detection)."""
     sender.send(
         OPERATOR_ALERTS_QUEUE,
         OutgoingMessage(body=alert.to_json(), message_id=alert.alert_id, subject="OperatorAlert"),
     )
-    return alert
 
 
 def raise_alert_after_write(sender: MessageSender, **alert: Any) -> bool:
@@ -124,3 +156,124 @@ def raise_alert_after_write(sender: MessageSender, **alert: Any) -> bool:
         )
         return False
     return True
+
+
+# What an orchestration instance id may hold as it is (``domain.ids.url_instance_id`` leaves it unescaped,
+# and the Durable extension refuses none of it).
+_INSTANCE_SAFE = re.compile(r"[A-Za-z0-9_:-]+")
+_INSTANCE_LIMIT = 100
+
+
+def courier_instance_id(alert_id: str) -> str:
+    """The alert courier's instance for the alert ``alert_id``: the id itself (``alert:<kind>:<order>...``),
+    bounded to 100 characters with ``:`` before a digest (``bounded_instance_id``, never ``#``). An id with
+    anything else in it (a ``#`` a bounded alert id holds, or what a discriminator brought) keeps its safe
+    characters and gets the digest of the whole, so two alerts never share a courier."""
+    instance = bounded_instance_id(alert_id, _INSTANCE_LIMIT)
+    if _INSTANCE_SAFE.fullmatch(instance):
+        return instance
+    digest = hashlib.sha256(alert_id.encode("utf-8")).hexdigest()[:32]
+    head = re.sub(r"[^A-Za-z0-9_:-]", "-", alert_id)[: _INSTANCE_LIMIT - len(digest) - 1]
+    return f"{head}:{digest}"
+
+
+@dataclass(frozen=True)
+class OwedAlert:
+    """An alert whose send failed where it was raised, for the alert courier (``deliver_alert_v1``) to send
+    under the same id: one courier per alert (``instance_id``), so repeats of the same alert share it."""
+
+    alert: OperatorAlert
+
+    @property
+    def instance_id(self) -> str:
+        return courier_instance_id(self.alert.alert_id)
+
+    def courier_input(self) -> dict[str, Any]:
+        return SendAlertInput(alert=json.loads(self.alert.to_json())).to_json()
+
+
+def raise_alert_or_owe(
+    sender: MessageSender,
+    *,
+    kind: str,
+    summary: str,
+    at: datetime,
+    order_id: str | None = None,
+    severity: Severity = "error",
+    discriminator: str | int = "",
+    details: dict[str, Any] | None = None,
+) -> OwedAlert | None:
+    """``raise_alert`` for a trigger with a message in hand: a send that fails is returned as owed (hand it to
+    ``hand_alerts_to_courier`` before the message is settled), never raised, so the message is not abandoned
+    and redelivered for its alert."""
+    alert = _built(kind, summary, at, order_id, severity, discriminator, details)
+    try:
+        send_alert(sender, alert)
+    except SendError as exc:
+        app_event(
+            "AlertOwed",
+            f"operator alert {kind} not sent now ({exc}); handed to the alert courier",
+            logging.WARNING,
+            alertId=alert.alert_id,
+            orderId=order_id,
+            alertKind=kind,
+        )
+        return OwedAlert(alert)
+    return None
+
+
+def send_owed_alert(sender: MessageSender, data: SendAlertInput) -> None:
+    """The ``send_alert`` activity (the alert courier's): the owed alert, as built where it was raised, sent
+    under its id. A send that fails raises (the courier tries again on its timers)."""
+    send_alert(sender, OperatorAlert.model_validate(data.alert))
+
+
+class AlertCourierClient(Protocol):
+    """The part of ``DurableOrchestrationClient`` the alert hand-over uses."""
+
+    async def start_new(
+        self, orchestration_function_name: str, instance_id: str | None = None, client_input: Any | None = None
+    ) -> str: ...
+
+    async def get_status(self, instance_id: str) -> Any: ...
+
+
+# Runtime statuses of a courier still delivering (``OrchestrationRuntimeStatus`` names).
+_DELIVERING = frozenset({"Running", "Pending", "Suspended"})
+
+
+class AlertHandOverFailed(Exception):
+    """Durable did not take an owed alert: the trigger fails, and the message is redelivered."""
+
+
+async def hand_alerts_to_courier(client: AlertCourierClient, owed: Sequence[OwedAlert]) -> None:
+    """Starts the alert courier for each owed alert. Unlike a status, an alert is never dropped here: a start
+    that fails raises ``AlertHandOverFailed`` (the trigger fails before it settles the message, which is
+    redelivered and raises the alert again, under the same id), unless the courier of that very alert is still
+    delivering it (a start refused because the instance exists: a redelivery whose first hand-over went
+    through)."""
+    for item in owed:
+        instance = url_instance_id(item.instance_id)
+        try:
+            await client.start_new(DELIVER_ALERT, instance, item.courier_input())
+        except Exception as exc:
+            if not await _delivering(client, instance):
+                raise AlertHandOverFailed(
+                    f"alert {item.alert.alert_id} could not be handed to the courier: {exc}"
+                ) from exc
+        app_event(
+            "AlertHandedOver",
+            f"operator alert {item.alert.kind}: handed to the alert courier {item.instance_id}",
+            alertId=item.alert.alert_id,
+            orderId=item.alert.order_id,
+            instanceId=item.instance_id,
+        )
+
+
+async def _delivering(client: AlertCourierClient, instance: str) -> bool:
+    try:
+        status = await client.get_status(instance)
+    except Exception:
+        return False
+    runtime = getattr(status, "runtime_status", None)
+    return runtime is not None and str(getattr(runtime, "name", runtime)) in _DELIVERING

@@ -9,6 +9,7 @@ import azure.functions as func
 
 from dependencies import get_context
 from orchestrators import names, starter
+from orchestrators.alert import deliver_alert
 from orchestrators.compensation import compensate_order
 from orchestrators.result import OrchestrationResult
 from orchestrators.retired import retire
@@ -46,6 +47,11 @@ def compensate_order_v1(context: df.DurableOrchestrationContext) -> Generator[An
 @bp.orchestration_trigger(context_name="context", orchestration=names.DELIVER_STATUS, input_type=dict)
 def deliver_status_v1(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
     return deliver_status(context)
+
+
+@bp.orchestration_trigger(context_name="context", orchestration=names.DELIVER_ALERT, input_type=dict)
+def deliver_alert_v1(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
+    return deliver_alert(context)
 
 
 @bp.timer_trigger(arg_name="timer", schedule="%STARTER_SCHEDULE%", run_on_startup=False, use_monitor=True)

@@ -29,6 +29,10 @@ PUBLISH_STATUS = "publish_status"
 SETTLE_RETIRED_ATTEMPT = "settle_retired_attempt"
 # The courier: delivers a status whose send failed where no durable timer was at hand (orchestrators/status.py).
 DELIVER_STATUS = "deliver_status_v1"
+# The alert courier: sends an operator alert whose send failed where it was raised by a trigger with a
+# message in hand (orchestrators/alert.py), through its activity.
+DELIVER_ALERT = "deliver_alert_v1"
+SEND_ALERT = "send_alert"
 
 
 def in_process_agent(agent: str) -> str:

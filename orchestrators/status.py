@@ -94,9 +94,17 @@ def deliver_status(context: df.DurableOrchestrationContext) -> Generator[Any, An
 def _send(
     context: df.DurableOrchestrationContext, payload: PublishStatusInput, delays: tuple[timedelta, ...]
 ) -> Generator[Any, Any, bool]:
+    return (yield from call_on_timers(context, names.PUBLISH_STATUS, payload.to_json(), delays))
+
+
+def call_on_timers(
+    context: df.DurableOrchestrationContext, activity: str, data: Any, delays: tuple[timedelta, ...]
+) -> Generator[Any, Any, bool]:
+    """Calls ``activity`` with ``data``, again after each of ``delays`` (a durable timer) while it fails;
+    True once it succeeded, False when the delays are used up."""
     for delay in (*delays, None):
         try:
-            yield context.call_activity(names.PUBLISH_STATUS, payload.to_json())
+            yield context.call_activity(activity, data)
             return True
         except Exception:
             if delay is None:

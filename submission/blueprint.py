@@ -8,6 +8,7 @@ from azurefunctions.extensions.bindings import servicebus
 from adapters.servicebus.settlement import apply_settlement
 from contracts.names import ORDERS_QUEUE, SERVICE_BUS_CONNECTION
 from dependencies import get_context
+from notifications.alerts import hand_alerts_to_courier
 from notifications.status import hand_to_courier
 from orchestrators.raise_events import raise_events
 from orchestrators.starter import start_claimed
@@ -26,11 +27,13 @@ async def submit_order(
     client: df.DurableOrchestrationClient,
 ) -> None:
     result = await asyncio.to_thread(handle_orders_message, get_context(), message)
-    # The claimed attempt and the owed statuses are handed over before the message is settled: a
+    # The claimed attempt and the owed statuses and alerts are handed over before the message is settled: a
     # settlement that fails (the lock was lost) or a host that stops after it would drop them, and the
-    # redelivery finds the record and starts nothing. Both are safe to repeat (deterministic instance ids).
+    # redelivery finds the record and starts nothing. All are safe to repeat (deterministic instance ids).
+    # An owed alert's hand-over that fails raises: the message is redelivered and raises the alert again.
     if result.claim is not None:
         await start_claimed(client, [result.claim])
     await hand_to_courier(client, result.owed)
+    await hand_alerts_to_courier(client, result.alerts)
     apply_settlement(message_actions, message, result.settlement)
     await raise_events(client, result.events)

@@ -47,7 +47,7 @@ from domain.deferral import DeferralDocument
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
-from notifications.alerts import raise_alert
+from notifications.alerts import OwedAlert, raise_alert_or_owe
 from notifications.status import OwedStatus, publish_status_or_owe
 from observability.events import app_event, state_transition
 from orchestrators.attempt_plan import plan_attempt
@@ -130,7 +130,7 @@ def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessag
     outcome = ctx.orders.create_or_verify(order.order_document())
     if outcome is CreateOutcome.CONFLICT:
         description = f"order {order.order_id} exists with different data; the stored order is kept unchanged"
-        raise_alert(
+        conflict = raise_alert_or_owe(  # a failed send goes to the alert courier, not back to Service Bus
             ctx.sender,
             kind="ConflictingOrderData",
             summary=description,
@@ -139,7 +139,7 @@ def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessag
             severity="warning",
             discriminator=order.order_id,
         )
-        return IntakeResult(Settlement.deadletter("ConflictingOrderData", description))
+        return IntakeResult(Settlement.deadletter("ConflictingOrderData", description), alerts=_owed(conflict))
 
     claim: Claim | None = None
     announced: tuple[OwedStatus, ...] = ()  # Received, if its send failed: for the courier
@@ -172,6 +172,10 @@ def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessag
     return IntakeResult(Settlement.complete(), claim, recovered.events, owed=announced)
 
 
+def _owed(alert: OwedAlert | None) -> tuple[OwedAlert, ...]:
+    return (alert,) if alert else ()
+
+
 def _reject(
     ctx: AppContext,
     order: OrderSubmitted,
@@ -192,9 +196,9 @@ def _reject(
        found (another submission of the order accepted while this one was judged), the mark is withdrawn and
        the message completed, telling nobody (the accepted submission speaks for the order);
     2. ``Rejected`` to the submitter (a failed send goes to the courier);
-    3. the ``OrderRejected`` alert, a send that must succeed (a failure hands the message to ``store_outage``:
-       its copy finishes the refusal and tells the submitter again under the same MessageId, with none of
-       the message's deliveries spent; abandoned if the copy cannot be sent), and the message is completed.
+    3. the ``OrderRejected`` alert (a failed send goes to the alert courier, ``deliver_alert_v1``, which the
+       trigger hands it to before it settles the message: a hand-over that fails fails the trigger, and the
+       redelivery finishes the refusal again), and the message is completed.
 
     Once the mark is written, whatever handles the same message again (a redelivery after a failure or a
     lost lock, a store-retry copy) finds it (``submit_order``, ``finishing``) and goes through the same
@@ -231,24 +235,20 @@ def _reject(
         reason=f"too many pending orders (MAX_PENDING={ctx.settings.max_pending}); submit again later",
         variant=refusal_variant(sent_as),
     )
-    try:
-        raise_alert(
-            ctx.sender,
-            kind="OrderRejected",
-            summary=f"order {order.order_id} rejected: {ctx.settings.max_pending} orders pending (MAX_PENDING)",
-            at=now,
-            order_id=order.order_id,
-            severity="warning",
-            discriminator="" if sent_as is None else sent_as,
-            details={} if sent_as is None else {"sequenceNumber": sent_as},
-        )
-    except SendError as exc:
-        # the refusal is written: a copy finishes it as a redelivery would (the same alert id and status
-        # MessageId), and spends none of the message's deliveries (abandoned on each, an alert queue failing
-        # five times dead-lettered it MaxDeliveryCountExceeded, the refusal never alerted)
-        result = retry_later(ctx, message, "OrderSubmitted", f"its OrderRejected alert: {exc}", store_down=False)
-        return replace(result, owed=(owed,) if owed else ())
-    return IntakeResult(Settlement.complete(), owed=(owed,) if owed else ())
+    # A failed send goes to the alert courier, on durable timers, and the message is completed: abandoned (or
+    # copied, whose send failed too) on each failure, Service Bus failing five deliveries in a row dead-lettered
+    # it MaxDeliveryCountExceeded, the refusal written and told but never alerted.
+    alert = raise_alert_or_owe(
+        ctx.sender,
+        kind="OrderRejected",
+        summary=f"order {order.order_id} rejected: {ctx.settings.max_pending} orders pending (MAX_PENDING)",
+        at=now,
+        order_id=order.order_id,
+        severity="warning",
+        discriminator="" if sent_as is None else sent_as,
+        details={} if sent_as is None else {"sequenceNumber": sent_as},
+    )
+    return IntakeResult(Settlement.complete(), owed=(owed,) if owed else (), alerts=_owed(alert))
 
 
 def refusal_variant(sent_as: int | None) -> str | None:

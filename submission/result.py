@@ -1,5 +1,6 @@
-"""What handling one ``orders`` message decides: its settlement, an attempt to start right away,
-and Durable events to raise (applied by the thin trigger, in that order)."""
+"""What handling one ``orders`` message decides: its settlement, an attempt to start right away, statuses
+and alerts for the couriers, and Durable events to raise (applied by the thin trigger: the start and the
+hand-overs, then the settlement, then the events)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from orchestrators.raise_events import RaiseEvent
 
 if TYPE_CHECKING:
     from dependencies import AppContext
+    from notifications.alerts import OwedAlert
     from notifications.status import OwedStatus
     from orchestrators.starter import Claim
 
@@ -22,6 +24,8 @@ class IntakeResult:
     claim: Claim | None = None  # the fast path: start this attempt right away
     events: tuple[RaiseEvent, ...] = ()
     owed: tuple[OwedStatus, ...] = ()  # statuses whose send failed: handed to the courier orchestration
+    # alerts whose send failed: handed to the alert courier, a hand-over that must succeed before settling
+    alerts: tuple[OwedAlert, ...] = ()
 
 
 Handler = Callable[["AppContext", Any, ReceivedMessage], IntakeResult]

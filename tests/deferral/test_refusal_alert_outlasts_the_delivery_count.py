@@ -1,45 +1,166 @@
-"""A refusal by the pending cap tells its submitter ``Rejected`` and then sends the ``OrderRejected`` alert, a
-send that must succeed. A failed send abandoned the message, and every delivery counts: an alert queue
-failing on five deliveries in a row (the harsh refusal profile, 150 orders, seed 8, with a send failure rate
-of 0.2 and lost locks) dead-lettered the ``OrderSubmitted`` ``MaxDeliveryCountExceeded`` with the refusal
-never alerted (``silent_failures``: red team on 1e5441b). The refusal is written before anyone is told, so a
-copy of the message finishes it as a redelivery does: the alert's failed send now hands the message to
-``submission.store_outage`` (10 s, 30 s, then a minute apart, about an hour), abandoned only if the copy cannot
-be sent either. Through the registered trigger, the in-process broker and the Cosmos protocol server."""
+"""A refusal by the pending cap tells its submitter ``Rejected`` and raises the ``OrderRejected`` alert. A
+failed alert send used to abandon the message, then to hand it to a store-retry copy; but the copy is a Service
+Bus send too: on five deliveries in a row whose alert and copy both failed (``harsh-refusals``, 300 orders,
+seed 1, at 20 % send failures) the ``OrderSubmitted`` was dead-lettered ``MaxDeliveryCountExceeded``, its
+refusal written and told but never alerted (``silent_failures`` 1). Now the alert whose send failed is handed
+to the alert courier (``deliver_alert_v1``) before the message is settled, and the message is completed: the
+courier sends it under the same id on durable timers, whatever Service Bus does right now.
+
+Through the registered trigger with the Durable SDK's own client against the local Durable engine, which
+replays the registered courier through the SDK and runs its activity through the Functions runtime; the
+in-process broker and the Cosmos protocol server."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from azure.durable_functions import OrchestrationRuntimeStatus
 
-from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE, QUEUE_MAX_DELIVERY_COUNT
-from submission.store_outage import STORE_RETRY_DELAYS
+from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
+from localrun.durable.engine import DurableEngine
+from orchestrators.names import DELIVER_ALERT
+from orchestrators.status import FINAL_RETRY_DELAYS
 from tests.contexts import context_with
-from tests.deferral.support import alerts, deliver, order, send
+from tests.deferral.support import DurableClientStub, alerts, deliver, order, send
 from tests.deferral.test_refusal_written_first import Cap, SendsFailing, told
+from tests.localrun.real_durable_client import RealDurableClient
+from tests.runtime.test_activity_protocol_runtime import _invoke_activity
 
 pytestmark = pytest.mark.cosmos
 
 
-def test_a_refusal_whose_alert_fails_on_more_deliveries_than_the_queue_allows_is_still_alerted(
+@pytest.fixture
+def courier(functions: Any, clock: Any) -> Iterator[tuple[DurableEngine, RealDurableClient]]:
+    """The local Durable engine with the registered alert courier (its activities run through the runtime)."""
+    engine = DurableEngine({DELIVER_ALERT: functions[DELIVER_ALERT].func}, _invoke_activity, clock)
+    real = RealDurableClient(engine)
+    yield engine, real
+    real.close()
+
+
+def _deliver_with(functions: Any, broker: Any, real: RealDurableClient) -> int:
+    """Delivers the next orders message to the registered trigger with the SDK's client; its sequence number."""
+    message = broker.receive(ORDERS_QUEUE)
+    assert message is not None
+    fn = functions["submit_order"].func.client_function
+    real.run(fn(message=message, message_actions=broker.actions, client=real.client))
+    return int(message.sequence_number)
+
+
+def test_a_refusal_whose_alert_cannot_be_sent_is_completed_and_alerted_by_the_courier(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any, courier: Any
+) -> None:
+    """Input: p1 refused (cap full) while sends to ``operator-alerts`` fail three times in a row (the delivery's
+    own send, then the courier's first two).
+
+    Expected: the one delivery completes the message (no copy, no redelivery: none of its deliveries spent)
+    with the submitter told ``Rejected`` and the alert handed to the courier under
+    ``alert:OrderRejected:p1:<seq>``; the courier, on its durable timers (5 s, 30 s), sends it under the
+    alert's id once the queue takes it, and completes ``Sent``.
+    Before: the message was handed to a store-retry copy (itself a send that can fail, then abandoned), and no
+    courier was started."""
+    engine, real = courier
+    Cap(monkeypatch, full=True)
+    context_with(ctx, sender=SendsFailing(broker, OPERATOR_ALERTS_QUEUE, times=3))
+    send(broker, order())
+
+    seq = _deliver_with(functions, broker, real)
+
+    assert broker.peek(ORDERS_QUEUE, 10) == [] and broker.dead_letters(ORDERS_QUEUE) == []  # completed, no copy
+    assert told(broker) == ["Rejected"] and alerts(broker) == []
+    [instance] = engine.instances()
+    assert (instance.instance_id, instance.name) == (f"alert:OrderRejected:p1:{seq}", DELIVER_ALERT)
+
+    engine.run_until_idle()  # the courier's first send fails: a timer
+    for delay in FINAL_RETRY_DELAYS[:2]:
+        assert alerts(broker) == []
+        clock.advance(delay)
+        engine.run_until_idle()
+
+    [alert] = broker.peek(OPERATOR_ALERTS_QUEUE, 10)
+    assert alert.message_id == f"alert:OrderRejected:p1:{seq}"
+    body = json.loads(alert.body)
+    assert (body["kind"], body["orderId"], body["details"]) == ("OrderRejected", "p1", {"sequenceNumber": seq})
+    assert instance.status is OrchestrationRuntimeStatus.Completed
+    assert instance.output == {"result": "Sent", "alertId": f"alert:OrderRejected:p1:{seq}"}
+    assert ctx.states.get("p1") is None and ctx.deferrals.get("p1").refuses(seq)
+
+
+def test_a_redelivery_whose_alert_fails_again_finds_the_courier_delivering_it(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any, courier: Any
+) -> None:
+    """Input: p1 refused with its alert's send failing; the settlement is lost (the lock expired), so the message
+    is delivered again while the courier still waits on its timer, and the alert's send fails again.
+
+    Expected: the second hand-over finds the same courier (its start refused: the instance exists and runs) and
+    the message is completed all the same; one courier, one alert in the end."""
+    engine, real = courier
+    Cap(monkeypatch, full=True)
+    context_with(ctx, sender=SendsFailing(broker, OPERATOR_ALERTS_QUEUE, times=3))
+    send(broker, order())
+    message = broker.receive(ORDERS_QUEUE)
+    fn = functions["submit_order"].func.client_function
+
+    class LockLost:
+        def complete(self, message: Any) -> None: ...
+
+    real.run(fn(message=message, message_actions=LockLost(), client=real.client))
+    engine.run_until_idle()  # the courier's first send fails (the second failure): waiting on its timer
+    clock.advance(broker.policy(ORDERS_QUEUE).lock_duration + timedelta(seconds=1))
+
+    seq = _deliver_with(functions, broker, real)  # the third failure: the courier is still running
+
+    assert broker.peek(ORDERS_QUEUE, 10) == [] and broker.dead_letters(ORDERS_QUEUE) == []
+    assert [i.instance_id for i in engine.instances()] == [f"alert:OrderRejected:p1:{seq}"]
+    clock.advance(FINAL_RETRY_DELAYS[0])
+    engine.run_until_idle()
+    assert [a["alertId"] for a in alerts(broker)] == [f"alert:OrderRejected:p1:{seq}"]
+
+
+class DurableDown(DurableClientStub):
+    """A durable client whose starts of the alert courier fail (the Durable extension unreachable), and which
+    knows of no instance."""
+
+    async def start_new(
+        self, orchestration_function_name: str, instance_id: str | None = None, client_input: Any | None = None
+    ) -> str:
+        if orchestration_function_name == DELIVER_ALERT:
+            raise Exception("Cannot connect to host localhost:7071")
+        return await super().start_new(orchestration_function_name, instance_id, client_input)
+
+    async def get_status(self, instance_id: str) -> Any:
+        return None
+
+
+def test_an_alert_the_courier_could_not_take_fails_the_trigger_and_its_redelivery_hands_it_over(
     functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
 ) -> None:
-    cap = Cap(monkeypatch, full=True)
-    failing = context_with(ctx, sender=SendsFailing(broker, OPERATOR_ALERTS_QUEUE, times=QUEUE_MAX_DELIVERY_COUNT))
-    send(broker, order())
-    for delay in (None, *STORE_RETRY_DELAYS[: QUEUE_MAX_DELIVERY_COUNT - 1]):
-        if delay is not None:
-            clock.advance(delay)
-        assert deliver(functions, broker)  # the refusal finished again, its alert's send failing
-    assert broker.dead_letters(ORDERS_QUEUE) == []  # not worn out
-    assert alerts(broker) == []
+    """Input: p1 refused, its alert's send failing twice; the first delivery's hand-over to the courier fails too.
 
-    context_with(failing, sender=broker)
-    cap.full = False  # room by now: the refusal stands all the same
-    clock.advance(STORE_RETRY_DELAYS[QUEUE_MAX_DELIVERY_COUNT - 1])
-    assert deliver(functions, broker)
-    assert [a["kind"] for a in alerts(broker)] == ["OrderRejected"]
+    Expected: that delivery fails (the message is not settled, never completed with its alert dropped); its
+    redelivery finds the refusal written, finishes it again and hands the same alert (same id, same courier
+    instance) over."""
+    Cap(monkeypatch, full=True)
+    context_with(ctx, sender=SendsFailing(broker, OPERATOR_ALERTS_QUEUE, times=2))
+    send(broker, order())
+    message = broker.receive(ORDERS_QUEUE)
+    fn = functions["submit_order"].func.client_function
+    with pytest.raises(Exception, match="could not be handed to the courier"):
+        asyncio.run(fn(message=message, message_actions=broker.actions, client=DurableDown()))
+    broker.actions.abandon(message)  # what the host does with a failed invocation's message
+
+    client = DurableClientStub()
+    assert deliver(functions, broker, client)
+    seq = int(message.sequence_number)
+    assert [(name, instance) for name, instance, _ in client.started] == [
+        (DELIVER_ALERT, f"alert:OrderRejected:p1:{seq}")
+    ]
+    [(_, _, handed)] = client.started
+    assert handed["alert"]["alertId"] == f"alert:OrderRejected:p1:{seq}"
+    assert broker.peek(ORDERS_QUEUE, 10) == [] and broker.dead_letters(ORDERS_QUEUE) == []
     assert told(broker) == ["Rejected"]
-    assert ctx.states.get("p1") is None
-    assert broker.dead_letters(ORDERS_QUEUE) == []

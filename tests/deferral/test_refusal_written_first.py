@@ -21,6 +21,7 @@ import pytest
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from localrun.servicebus import InProcessBroker
+from orchestrators.names import DELIVER_ALERT
 from submission.store_outage import STORE_RETRY_DELAYS
 from tests.contexts import context_with
 from tests.deferral.support import DurableClientStub, alerts, deferred_sequence_numbers, deliver, notification, order
@@ -81,7 +82,7 @@ def orders_waiting(broker: InProcessBroker) -> list[str]:
     return [json.loads(m.body)["type"] for m in broker.peek(ORDERS_QUEUE, 100) if m.state.name != "DEFERRED"]
 
 
-def test_a_refusal_whose_alert_cannot_be_sent_is_finished_by_its_copy_and_never_accepted(
+def test_a_refusal_whose_alert_cannot_be_sent_hands_it_to_the_courier_and_is_never_accepted(
     functions, ctx, broker, clock, monkeypatch
 ):
     """Expected: the refused order's operator alert is raised, whatever a send does, and its submitter is
@@ -90,19 +91,26 @@ def test_a_refusal_whose_alert_cannot_be_sent_is_finished_by_its_copy_and_never_
     Before: ``_reject`` sent ``Rejected``, then the alert with ``raise_alert_after_write``, which only logs a
     failed send (``AlertSendFailed``), and completed the message: with no state record, nothing ever sent the
     alert again (the fuzzer's ``silent_failures``: sends failing 30 %, ``max_pending`` 1). Then the failed send
-    abandoned the message, which an alert queue failing on five deliveries wore out (``MaxDeliveryCountExceeded``,
-    never alerted): now a copy finishes it (``test_refusal_alert_outlasts_the_delivery_count``)."""
+    abandoned the message (later: handed it to a store-retry copy), which Service Bus failing on five deliveries
+    wore out (``MaxDeliveryCountExceeded``, never alerted): now the alert goes to the alert courier
+    (``test_refusal_alert_outlasts_the_delivery_count``). A redelivery (the settlement lost), the cap having
+    room by then, finishes the refusal again: never accepted."""
     cap = Cap(monkeypatch, full=True)
     context_with(ctx, sender=SendsFailing(broker, OPERATOR_ALERTS_QUEUE))
     submit(broker, order())
-    assert deliver(functions, broker)
-    # the submitter is told first, then the alert's send fails: handled again later (a copy), the refusal stands
+    message = broker.receive(ORDERS_QUEUE)
+    client = DurableClientStub()
+    fn = functions["submit_order"].func.client_function
+    asyncio.run(fn(message=message, message_actions=SettlementLost(), client=client))
+    # the submitter is told first, then the alert's send fails: the alert goes to the courier, the refusal stands
     assert alert_kinds(broker) == [] and told(broker) == ["Rejected"]
-    [copy] = broker.peek(ORDERS_QUEUE, 10)
-    assert ctx.deferrals.get("p1").refuses(int(copy.application_properties["storeRetryOriginal"]))  # written first
+    assert [(name, instance) for name, instance, _ in client.started] == [
+        (DELIVER_ALERT, f"alert:OrderRejected:p1:{message.sequence_number}")
+    ]
+    assert ctx.deferrals.get("p1").refuses(message.sequence_number)  # written first
 
-    cap.full = False  # the cap has room by the time the copy is due
-    clock.advance(STORE_RETRY_DELAYS[0])
+    cap.full = False  # the cap has room by the time the message comes again
+    clock.advance(broker.policy(ORDERS_QUEUE).lock_duration + timedelta(seconds=1))
     assert deliver(functions, broker)
     assert alert_kinds(broker) == ["OrderRejected"]
     assert told(broker) == ["Rejected"]

@@ -193,6 +193,26 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
         None,
         [],
     ),
+    names.SEND_ALERT: (
+        protocol.SendAlertInput,
+        [
+            {
+                "alert": {
+                    "type": "OperatorAlert",
+                    "schemaVersion": 1,
+                    "alertId": "alert:OrderRejected:p1:42",
+                    "kind": "OrderRejected",
+                    "severity": "warning",
+                    "orderId": "p1",
+                    "summary": "order p1 rejected: 1000 orders pending (MAX_PENDING)",
+                    "details": {"sequenceNumber": 42},
+                    "at": "2026-03-01T08:00:00.000000Z",
+                }
+            }
+        ],
+        None,
+        [],
+    ),
     names.REQUEST_COMPENSATION: (
         protocol.RequestCompensationInput,
         [{**STEP, "error": "card declined", "reason": "operator review chose compensate"}],

@@ -23,6 +23,7 @@ ORCHESTRATOR_CODE = [
     "orchestrators/agent_call.py",
     "orchestrators/payment_wait.py",
     "orchestrators/status.py",
+    "orchestrators/alert.py",
     "orchestrators/result.py",
     "orchestrators/names.py",
     "orchestrators/fenced.py",
@@ -90,6 +91,7 @@ def test_every_registered_orchestration_has_a_versioned_name(functions: dict[str
         names.DRAINING_SCHEDULER,
         names.COMPENSATION,
         names.DELIVER_STATUS,
+        names.DELIVER_ALERT,
         *names.RETIRED_SCHEDULERS,
     }
     assert names.SCHEDULER not in (names.DRAINING_SCHEDULER, *names.RETIRED_SCHEDULERS)

@@ -11,10 +11,16 @@ import pytest
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from contracts.store_retry import ROUND_PROPERTY
 from domain.states import ProcessState
-from orchestrators.names import SCHEDULER
+from orchestrators.names import DELIVER_ALERT, SCHEDULER
 from submission.store_outage import STORE_RETRY_DELAYS
 from tests.contexts import context_with
-from tests.fakes import FakeReceivedMessage, RecordingActions, RecordingClient, StateStoreThatFails
+from tests.fakes import (
+    FakeReceivedMessage,
+    RecordingActions,
+    RecordingClient,
+    RecordingSender,
+    StateStoreThatFails,
+)
 from tests.submission.corpus import MALFORMED, order
 
 pytestmark = pytest.mark.cosmos
@@ -85,6 +91,24 @@ def test_conflicting_duplicate_is_dead_lettered_alerted_and_the_order_kept(funct
     assert app_context.orders.get("ord-1")["shipTo"] == "1 Main St"
     alerts = sender.bodies(OPERATOR_ALERTS_QUEUE)
     assert [a["kind"] for a in alerts] == ["ConflictingOrderData"]
+
+
+def test_a_conflict_whose_alert_cannot_be_sent_is_dead_lettered_and_its_alert_handed_to_the_courier(
+    functions, app_context, sender
+):
+    """Expected: the conflicting duplicate is dead-lettered at once and its ``ConflictingOrderData`` alert, whose
+    send failed, handed to the alert courier (``deliver_alert_v1``) under the alert's id, before the settlement.
+    Before: the failed send abandoned the message (Service Bus redelivers it; five failures in a row wore it out
+    ``MaxDeliveryCountExceeded``, the conflict never alerted)."""
+    submit(functions, order())
+    context_with(app_context, sender=RecordingSender(missing={OPERATOR_ALERTS_QUEUE}))
+    client = RecordingClient()
+    actions = submit(functions, order(shipTo="2 Other St"), client)
+    kind, details = actions.only
+    assert (kind, details["reason"]) == ("deadletter", "ConflictingOrderData")
+    [(name, instance, handed)] = client.started
+    assert (name, instance) == (DELIVER_ALERT, "alert:ConflictingOrderData:ord-1:ord-1")
+    assert (handed["alert"]["alertId"], handed["alert"]["kind"]) == (instance, "ConflictingOrderData")
 
 
 def test_crash_between_the_two_writes_is_repaired_when_the_message_is_handled_again(functions, app_context, sender):

@@ -1,0 +1,142 @@
+"""The alert courier (``deliver_alert_v1``, ``orchestrators/alert.py``): an operator alert whose send failed
+where a trigger with a message in hand raised it (``notifications.alerts.raise_alert_or_owe``) is handed to it
+(``hand_alerts_to_courier``) and sent under its own id on durable timers. The courier is replayed by the Durable
+SDK's own engine over synthetic histories; the hand-over against the SDK's client and the local extension API."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from azure.durable_functions import OrchestrationRuntimeStatus
+
+from adapters.clock import ManualClock
+from adapters.servicebus.sender import SendError
+from contracts.activities import SendAlertInput
+from contracts.names import OPERATOR_ALERTS_QUEUE
+from localrun.durable.engine import DurableEngine, instance_id_refusal
+from notifications.alerts import (
+    AlertHandOverFailed,
+    OwedAlert,
+    build_alert,
+    courier_instance_id,
+    hand_alerts_to_courier,
+    raise_alert_or_owe,
+)
+from orchestrators import names
+from orchestrators.status import FINAL_RETRY_DELAYS
+from tests.durable_history import History
+from tests.fakes import RecordingSender
+from tests.localrun.real_durable_client import RealDurableClient
+
+T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+
+
+def owed(order_id: str = "p1", discriminator: str | int = 42) -> OwedAlert:
+    return OwedAlert(
+        build_alert("OrderRejected", f"order {order_id} rejected", T0, order_id, "warning", discriminator, {})
+    )
+
+
+class FailingSender:
+    def send(self, queue: str, message: Any) -> None:
+        raise SendError(f"send to {queue!r} failed: ServiceCommunicationProblem")
+
+
+def test_an_alert_whose_send_fails_is_owed_with_its_id_and_one_that_goes_out_is_not() -> None:
+    sent = RecordingSender()
+    assert raise_alert_or_owe(sent, kind="OrderRejected", summary="s", at=T0, order_id="p1", discriminator=7) is None
+    assert sent.message_ids(OPERATOR_ALERTS_QUEUE) == ["alert:OrderRejected:p1:7"]
+    item = raise_alert_or_owe(FailingSender(), kind="OrderRejected", summary="s", at=T0, order_id="p1", discriminator=7)
+    assert item is not None and item.alert.alert_id == "alert:OrderRejected:p1:7"
+    assert item.instance_id == "alert:OrderRejected:p1:7"
+    # what the courier hands its activity: the alert as built, through the protocol and back
+    assert SendAlertInput.from_json(json.loads(json.dumps(item.courier_input()))).alert == json.loads(
+        item.alert.to_json()
+    )
+
+
+@pytest.mark.parametrize(
+    "alert_id",
+    [
+        "alert:OrderRejected:p1:42",
+        "alert:" + "K" * 200,  # bounded: its digest after ':'
+        "alert:ReplyQueueUnavailable:-:bad#queue/name?x",  # characters no instance id may hold as they are
+        build_alert("X" * 300, "s", T0, None, "error", "", {}).alert_id,  # a bounded alert id holds a '#'
+    ],
+)
+def test_the_courier_instance_id_is_one_the_extension_takes_as_it_is(alert_id: str) -> None:
+    instance = courier_instance_id(alert_id)
+    assert len(instance) <= 100 and "#" not in instance
+    assert instance_id_refusal(instance) is None
+    assert all(c.isalnum() or c in "_:-" for c in instance)
+    assert courier_instance_id(alert_id + "x") != instance  # two alerts never share a courier
+
+
+def test_the_courier_sends_on_durable_timers_until_the_send_goes_through(functions: dict[str, Any]) -> None:
+    """Replayed by the SDK: the first send fails, a timer of 5 s, the second fails, a timer of 30 s, the third is
+    sent: the courier completes ``Sent``. Each call hands the activity the alert as it was given."""
+    courier = functions[names.DELIVER_ALERT].func
+    given = owed().courier_input()
+    h = History("alert:OrderRejected:p1:42", given, start=T0, name=names.DELIVER_ALERT)
+    first = h.run(courier)
+    assert [(a["functionName"], json.loads(a["input"])) for a in first.new_actions] == [(names.SEND_ALERT, given)]
+    h.activity_failing(names.SEND_ALERT, "send to 'operator-alerts' failed", FINAL_RETRY_DELAYS[:1])
+    waiting = h.run(courier)
+    assert waiting.new_action_types() == ["CreateTimer"] and not waiting.is_done
+    assert waiting.new_actions[0]["fireAt"].startswith((h.now + FINAL_RETRY_DELAYS[1]).strftime("%Y-%m-%dT%H:%M:%S"))
+    h.timer_fired(h.now + FINAL_RETRY_DELAYS[1])
+    h.activity_completed(names.SEND_ALERT, None, input=given, at=h.now)
+    done = h.run(courier)
+    assert done.is_done and done.output == {"result": "Sent", "alertId": "alert:OrderRejected:p1:42"}
+
+
+def test_the_courier_gives_up_when_its_delays_are_used_up(functions: dict[str, Any]) -> None:
+    courier = functions[names.DELIVER_ALERT].func
+    h = History("alert:OrderRejected:p1:42", owed().courier_input(), start=T0, name=names.DELIVER_ALERT)
+    h.activity_failing(names.SEND_ALERT, "send failed", FINAL_RETRY_DELAYS)
+    result = h.run(courier)
+    assert result.is_done and result.output == {"result": "GaveUp", "alertId": "alert:OrderRejected:p1:42"}
+
+
+def _never_runs(context: Any) -> Any:
+    raise AssertionError("the courier is only started here")
+
+
+@pytest.fixture
+def client() -> Iterator[tuple[DurableEngine, RealDurableClient]]:
+    engine = DurableEngine(
+        {names.DELIVER_ALERT: _never_runs}, lambda name, value: None, ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    )
+    real = RealDurableClient(engine)
+    yield engine, real
+    real.close()
+
+
+def test_a_second_hand_over_of_the_same_alert_finds_its_courier_running(client: Any) -> None:
+    """The SDK's ``start_new`` raises for an instance that exists and runs (409): that courier is delivering the
+    alert, so the hand-over is done; a long alert id is started under its bounded instance id."""
+    engine, real = client
+    long = owed("o" * 64, "9" * 60)
+    real.run(hand_alerts_to_courier(real.client, [long]))
+    real.run(hand_alerts_to_courier(real.client, [long]))  # a redelivery's: no error
+    [instance] = engine.instances()
+    assert instance.instance_id == long.instance_id and instance.status is OrchestrationRuntimeStatus.Pending
+
+
+class Unreachable:
+    async def start_new(self, name: str, instance_id: str | None = None, client_input: Any | None = None) -> str:
+        raise Exception("Cannot connect to host localhost:7071")
+
+    async def get_status(self, instance_id: str) -> Any:
+        raise Exception("Cannot connect to host localhost:7071")
+
+
+def test_a_hand_over_durable_does_not_take_raises(client: Any) -> None:
+    import asyncio
+
+    with pytest.raises(AlertHandOverFailed, match="alert:OrderRejected:p1:42"):
+        asyncio.run(hand_alerts_to_courier(Unreachable(), [owed()]))
