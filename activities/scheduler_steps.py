@@ -236,16 +236,30 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> None:
         if record is None:
             return
         reply_to = record.reply_to
-    notifications.status.publish_status(
-        ctx.sender,
-        reply_to=reply_to,
-        order_id=data.order_id,
-        status=data.status,
-        attempt=data.attempt,
-        at=ctx.clock.now(),
-        reason=data.reason,
-        variant=data.variant,
-    )
+    try:
+        notifications.status.publish_status(
+            ctx.sender,
+            reply_to=reply_to,
+            order_id=data.order_id,
+            status=data.status,
+            attempt=data.attempt,
+            at=ctx.clock.now(),
+            reason=data.reason,
+            variant=data.variant,
+        )
+    except SendError as exc:
+        if data.last_try:
+            notifications.status.give_up(
+                ctx.sender,
+                order_id=data.order_id,
+                status=data.status,
+                attempt=data.attempt,
+                variant=data.variant,
+                reply_to=reply_to,
+                at=ctx.clock.now(),
+                error=exc,
+            )
+        raise
 
 
 def send_alert(ctx: AppContext, data: SendAlertInput) -> None:

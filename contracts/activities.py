@@ -261,15 +261,18 @@ class PublishStatusInput(Wire):
     reply_to_known: bool = False
     reason: Annotated[str | None, OMIT_NONE] = None
     variant: Annotated[str | None, OMIT_NONE] = None
+    last_try: Annotated[bool | None, OMIT_NONE] = None  # a final status's last try on its timers
 
 
 @dataclass(frozen=True)
 class SendAlertInput(Wire):
     """``send_alert`` (answers nothing), the alert courier's activity: one operator alert whose send failed
     where it was raised, as it was built there (``OperatorAlert``'s JSON: its ``alertId`` is its MessageId,
-    so a repeat collapses in duplicate detection; ``notifications.alerts.send_owed_alert``)."""
+    so a repeat collapses in duplicate detection; ``notifications.alerts.send_owed_alert``). ``last_try``:
+    the courier's last try (a failure then is logged ``AlertUndelivered``)."""
 
     alert: JsonDict
+    last_try: Annotated[bool | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)

@@ -224,8 +224,24 @@ def raise_alert_or_owe(
 
 def send_owed_alert(sender: MessageSender, data: SendAlertInput) -> None:
     """The ``send_alert`` activity (the alert courier's): the owed alert, as built where it was raised, sent
-    under its id. A send that fails raises (the courier tries again on its timers)."""
-    send_alert(sender, OperatorAlert.model_validate(data.alert))
+    under its id. A send that fails raises (the courier tries again on its timers); on the courier's last
+    try it is also logged ``AlertUndelivered`` (ERROR, for a log-based alert rule: the alert queue itself
+    has refused it for about six hours)."""
+    alert = OperatorAlert.model_validate(data.alert)
+    try:
+        send_alert(sender, alert)
+    except SendError as exc:
+        if data.last_try:
+            app_event(
+                "AlertUndelivered",
+                f"operator alert {alert.kind} given up after the courier's last try: {exc}",
+                logging.ERROR,
+                alertId=alert.alert_id,
+                orderId=alert.order_id,
+                alertKind=alert.kind,
+                summary=alert.summary,
+            )
+        raise
 
 
 class AlertCourierClient(Protocol):

@@ -24,7 +24,7 @@ from contracts.messages import StatusName, StatusUpdate
 from contracts.names import is_app_queue
 from domain.ids import bounded, bounded_instance_id, status_message_id
 from domain.text import carriable
-from notifications.alerts import raise_alert
+from notifications.alerts import raise_alert, raise_alert_after_write
 from observability.events import app_event
 
 log = logging.getLogger("status")
@@ -195,6 +195,42 @@ async def hand_to_courier(client: CourierClient, owed: Sequence[OwedStatus]) -> 
                 orderId=item.order_id,
                 status=item.status,
             )
+
+
+def give_up(
+    sender: MessageSender,
+    *,
+    order_id: str,
+    status: StatusName,
+    attempt: int,
+    variant: str | None,
+    reply_to: str | None,
+    at: datetime,
+    error: Exception,
+) -> None:
+    """A final status whose last try on the courier's (or the scheduler's) durable timers failed, after
+    about six hours: the submitter will not hear it from this app. Logged ``StatusUndelivered`` (ERROR) and
+    alerted ``StatusUndelivered`` (one alert per status update; a failed alert send is only logged: the
+    caller is failing already), so an operator can tell the submitter another way."""
+    app_event(
+        "StatusUndelivered",
+        f"order {order_id}: status {status} (attempt {attempt}) given up after its last try: {error}",
+        logging.ERROR,
+        orderId=order_id,
+        status=status,
+        attempt=attempt,
+        replyTo=reply_to,
+    )
+    raise_alert_after_write(
+        sender,
+        kind="StatusUndelivered",
+        summary=f"order {order_id}: status {status} could not be sent to {reply_to!r} for about six hours",
+        at=at,
+        order_id=order_id,
+        severity="warning",
+        discriminator=f"{status}:{attempt}" + ("" if variant is None else f":{variant}"),
+        details={"status": status, "attempt": attempt, "replyTo": reply_to, "error": str(error)[:500]},
+    )
 
 
 def _alert_reply_queue(sender: MessageSender, reply_to: str, order_id: str, at: datetime, exc: Exception) -> None:

@@ -19,6 +19,7 @@ intake) hands it a status whose send failed, and it delivers it the same way."""
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -94,17 +95,24 @@ def deliver_status(context: df.DurableOrchestrationContext) -> Generator[Any, An
 def _send(
     context: df.DurableOrchestrationContext, payload: PublishStatusInput, delays: tuple[timedelta, ...]
 ) -> Generator[Any, Any, bool]:
-    return (yield from call_on_timers(context, names.PUBLISH_STATUS, payload.to_json(), delays))
+    last = replace(payload, last_try=True).to_json() if delays else None
+    return (yield from call_on_timers(context, names.PUBLISH_STATUS, payload.to_json(), delays, last=last))
 
 
 def call_on_timers(
-    context: df.DurableOrchestrationContext, activity: str, data: Any, delays: tuple[timedelta, ...]
+    context: df.DurableOrchestrationContext,
+    activity: str,
+    data: Any,
+    delays: tuple[timedelta, ...],
+    *,
+    last: Any = None,
 ) -> Generator[Any, Any, bool]:
     """Calls ``activity`` with ``data``, again after each of ``delays`` (a durable timer) while it fails;
-    True once it succeeded, False when the delays are used up."""
+    True once it succeeded, False when the delays are used up. ``last``: the data of the last try instead
+    (it says so, and the activity makes a failure then visible: nothing will try again)."""
     for delay in (*delays, None):
         try:
-            yield context.call_activity(activity, data)
+            yield context.call_activity(activity, data if delay is not None or last is None else last)
             return True
         except Exception:
             if delay is None:

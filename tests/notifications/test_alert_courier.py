@@ -25,6 +25,7 @@ from notifications.alerts import (
     courier_instance_id,
     hand_alerts_to_courier,
     raise_alert_or_owe,
+    send_owed_alert,
 )
 from orchestrators import names
 from orchestrators.status import FINAL_RETRY_DELAYS
@@ -100,6 +101,37 @@ def test_the_courier_gives_up_when_its_delays_are_used_up(functions: dict[str, A
     h.activity_failing(names.SEND_ALERT, "send failed", FINAL_RETRY_DELAYS)
     result = h.run(courier)
     assert result.is_done and result.output == {"result": "GaveUp", "alertId": "alert:OrderRejected:p1:42"}
+
+
+def test_only_the_couriers_last_try_says_it_is_the_last(functions: dict[str, Any]) -> None:
+    """Replayed by the SDK: every try but the last hands the activity the alert as given; the last, after
+    the last delay, says ``lastTry`` (its failure is logged ``AlertUndelivered``: nothing tries again)."""
+    courier = functions[names.DELIVER_ALERT].func
+    given = owed().courier_input()
+    h = History("alert:OrderRejected:p1:42", given, start=T0, name=names.DELIVER_ALERT)
+    assert [json.loads(a["input"]) for a in h.run(courier).new_actions] == [given]
+    h.activity_failing(names.SEND_ALERT, "send failed", FINAL_RETRY_DELAYS[:-1])
+    assert h.run(courier).new_action_types() == ["CreateTimer"]
+    h.timer_fired(h.now + FINAL_RETRY_DELAYS[-1])
+    last = h.run(courier)
+    assert [(a["functionName"], json.loads(a["input"])) for a in last.new_actions] == [
+        (names.SEND_ALERT, {**given, "lastTry": True})
+    ]
+    assert SendAlertInput.from_json(json.loads(last.new_actions[0]["input"])).last_try is True
+
+
+def test_a_failed_last_try_is_logged_alert_undelivered_and_an_earlier_one_is_not(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    alert = owed().courier_input()
+    for extra, expected in (({}, []), ({"lastTry": True}, ["AlertUndelivered"])):
+        caplog.clear()
+        with caplog.at_level("INFO"), pytest.raises(SendError):
+            send_owed_alert(FailingSender(), SendAlertInput.from_json({**alert, **extra}))
+        assert [getattr(r, "event", None) for r in caplog.records if r.levelname == "ERROR"] == expected
+    sent = RecordingSender()
+    send_owed_alert(sent, SendAlertInput.from_json({**alert, "lastTry": True}))  # a last try that goes through
+    assert sent.message_ids(OPERATOR_ALERTS_QUEUE) == ["alert:OrderRejected:p1:42"]
 
 
 def _never_runs(context: Any) -> Any:

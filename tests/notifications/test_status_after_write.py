@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from adapters.clock import ManualClock
+from dependencies import AppContext
 from tests.activity_calls import run
 
 
@@ -35,3 +36,84 @@ def test_the_status_activity_sends_to_the_queue_it_is_given_without_reading_the_
     )
     run(publish_status, ctx, {"orderId": "o1", "status": "Completed", "attempt": 2, "replyTo": "submitter-7"})
     assert sender.message_ids("submitter-7") == ["o1:Completed:2"]
+
+
+def _context(sender: object) -> AppContext:
+    import random
+
+    from settings import Settings
+
+    class NoReads:
+        def __getattr__(self, name: str) -> object:
+            raise AssertionError(f"a store was used: {name}")
+
+    unused = NoReads()
+    return AppContext(
+        Settings.from_env({}),
+        ManualClock(),
+        unused,  # type: ignore[arg-type]
+        unused,  # type: ignore[arg-type]
+        sender,  # type: ignore[arg-type]
+        {},
+        deferred=unused,  # type: ignore[arg-type]
+        deferrals=unused,  # type: ignore[arg-type]
+        ops=unused,  # type: ignore[arg-type]
+        health=unused,  # type: ignore[arg-type]
+        rng=random.Random(1),
+    )
+
+
+def test_a_final_status_whose_last_try_fails_is_alerted_status_undelivered_and_an_earlier_try_is_not():
+    """A final status retried on durable timers for about six hours: only the last try (``lastTry``) makes
+    its failure an operator's business: a ``StatusUndelivered`` alert (the reply queue is what fails, the
+    alert queue works), and the activity still fails, as every try that did not send."""
+    import pytest
+
+    from activities.scheduler_steps import publish_status
+    from adapters.servicebus.sender import SendError
+    from contracts.names import OPERATOR_ALERTS_QUEUE
+    from tests.fakes import RecordingSender
+
+    class ReplyQueueDown(RecordingSender):
+        def send(self, queue: str, message: object) -> None:
+            if queue == "submitter-7":
+                raise SendError("send to 'submitter-7' failed: ServiceCommunicationProblem")
+            super().send(queue, message)  # type: ignore[arg-type]
+
+    given = {"orderId": "o1", "status": "Completed", "attempt": 2, "replyTo": "submitter-7"}
+    earlier = ReplyQueueDown()
+    with pytest.raises(SendError):
+        run(publish_status, _context(earlier), given)
+    assert earlier.sent == []
+    last = ReplyQueueDown()
+    with pytest.raises(SendError):
+        run(publish_status, _context(last), {**given, "lastTry": True})
+    assert last.message_ids(OPERATOR_ALERTS_QUEUE) == ["alert:StatusUndelivered:o1:Completed:2"]
+    alert = last.bodies(OPERATOR_ALERTS_QUEUE)[0]
+    assert alert["details"]["replyTo"] == "submitter-7" and alert["details"]["status"] == "Completed"
+
+
+def test_only_the_status_couriers_last_try_says_it_is_the_last(functions):
+    """Replayed by the SDK: the status courier's tries hand ``publish_status`` the status as given, and the
+    last one, after the last delay, ``lastTry`` too."""
+    import json
+
+    from orchestrators import names
+    from orchestrators.status import FINAL_RETRY_DELAYS
+    from tests.durable_history import History
+
+    courier = functions[names.DELIVER_STATUS].func
+    given = {"orderId": "o1", "status": "Rejected", "attempt": 0, "replyTo": "submitter-7", "variant": "42"}
+    from datetime import UTC, datetime
+
+    h = History("status:o1:Rejected:0:42", given, start=datetime(2026, 3, 1, tzinfo=UTC), name=names.DELIVER_STATUS)
+    assert [json.loads(a["input"]) for a in h.run(courier).new_actions] == [given]
+    h.activity_failing(names.PUBLISH_STATUS, "send failed", FINAL_RETRY_DELAYS[:-1])
+    h.run(courier)
+    h.timer_fired(h.now + FINAL_RETRY_DELAYS[-1])
+    last = h.run(courier)
+    assert [(a["functionName"], json.loads(a["input"])) for a in last.new_actions] == [
+        (names.PUBLISH_STATUS, {**given, "lastTry": True})
+    ]
+    h.activity_failed(names.PUBLISH_STATUS, "send failed", at=h.now)
+    assert h.run(courier).output == {"result": "GaveUp", "status": "Rejected"}
