@@ -19,6 +19,7 @@ from domain.errors import FencingLost, StaleWrite, WriteAlreadyMade
 from domain.records import StateRecord
 from domain.states import ProcessState
 from domain.write_order import in_write_order
+from notifications.received import say_owed_received
 from observability.events import app_event
 
 log = logging.getLogger(__name__)
@@ -55,10 +56,21 @@ def write_fenced(
     older number than the owner's newest is refused (None, ``StaleWriteRefused``); the same number is
     this write made already, answered with the record as it is (nothing written, ``on_written`` not called).
     ``on_written``: called once this very call made the write (not when it finds the write done by an
-    earlier run of the activity): what must happen once per write, such as a cached count."""
+    earlier run of the activity): what must happen once per write, such as a cached count.
+
+    A record that still owes its submitter ``Received`` (``receivedOwed``) has it said before the write,
+    which clears the mark (``notifications.received.say_owed_received``)."""
+
+    def change_and_say(record: StateRecord) -> StateRecord:
+        # a Received the submitter may not have heard is said before this write, which clears its mark
+        return say_owed_received(ctx.sender, change(record), ctx.clock.now())
+
     try:
         written = update_fenced(
-            ctx.states, order_id, instance_id, partial(in_write_order, owner=instance_id, number=number, change=change)
+            ctx.states,
+            order_id,
+            instance_id,
+            partial(in_write_order, owner=instance_id, number=number, change=change_and_say),
         )
     except WriteAlreadyMade as made:  # a retry, or a late run of the newest write: made already
         log.info("order %s: write #%s of %s (%s) is on the record already", order_id, made.number, instance_id, where)

@@ -99,6 +99,9 @@ class StateRecord:
     outage_wait_since: datetime | None = None
     # The owner's newest numbered write: an older one of the same owner is a late duplicate, refused.
     last_write: LastWrite | None = None
+    # Since when the submitter may not have heard ``Received``: set only when submission's send of it
+    # failed (notifications/received.py), cleared by the write of whoever says it next.
+    received_owed: datetime | None = None
     history: list[HistoryEntry] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
     updated_at: datetime

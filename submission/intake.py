@@ -29,8 +29,9 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from adapters.cosmos.errors import AlreadyExists, StoreUnavailable
+from adapters.cosmos.errors import AlreadyExists, EtagMismatch, StoreUnavailable
 from adapters.cosmos.order_store import CreateOutcome
+from adapters.cosmos.state_store import update_once
 from adapters.servicebus.sender import SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
 from contracts.messages import CancelOrder, Contract, OrderSubmitted, PaymentNotification, RetryDeferred
@@ -48,6 +49,7 @@ from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
 from notifications.alerts import OwedAlert, raise_alert_or_owe
+from notifications.received import RECEIVED_OWED, owe_received
 from notifications.status import OwedStatus, publish_status_or_owe
 from observability.events import app_event, state_transition
 from orchestrators.attempt_plan import plan_attempt
@@ -149,6 +151,8 @@ def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessag
         # said at once: a failure below must not leave the record moving on (claimed, started, cancelled)
         # before a redelivery, with the submitter never told it was received
         announced = _announce(ctx, state, now)
+        if announced:  # and owed on the record, for whoever acts next if the hand-over never happens
+            state = _owe_received(ctx, state)
     else:
         log.info("order %s: duplicate submission, nothing written", order.order_id)
     # PaymentNotifications that arrived before this order were deferred: fetch and apply them now. Those
@@ -167,8 +171,10 @@ def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessag
         return IntakeResult(Settlement.abandon(str(exc)), claim, owed=announced)
     if recovered.applied:
         state = ctx.states.get(order.order_id) or state
-    if not created and _not_begun(state):
+    if not created and (_not_begun(state) or state.received_owed is not None):
         announced = _announce(ctx, state, now)
+        if announced:
+            _owe_received(ctx, state)
     return IntakeResult(Settlement.complete(), claim, recovered.events, owed=announced)
 
 
@@ -262,16 +268,43 @@ def refusal_variant(sent_as: int | None) -> str | None:
 def _announce(ctx: AppContext, state: StateRecord, now: datetime) -> tuple[OwedStatus, ...]:
     """The ``Received`` status, sent before the fast path's attempt is started (the trigger starts it
     after the handler returns). A redelivery repeats it; MessageId collapses duplicates. A failed send
-    never abandons the accepted order: the status goes to the courier instead."""
+    never abandons the accepted order: the status goes to the courier instead, and is marked owed on
+    the record (``_owe_received``)."""
     owed = publish_status_or_owe(
         ctx.sender, reply_to=state.reply_to, order_id=state.order_id, status="Received", attempt=0, at=now
     )
     return (owed,) if owed else ()
 
 
+def _owe_received(ctx: AppContext, state: StateRecord) -> StateRecord:
+    """Marks ``Received`` owed on the record (``receivedOwed``) after its send failed: the courier gets it
+    only after the handler returns, and a host that stops before that (or a lost lock, whose redelivery
+    finds the order begun) would leave it unsaid; whoever writes the record next says it
+    (``notifications.received``). One conditional write, on this failure path only; a concurrent writer's
+    412 is read again and retried. If the store fails, the mark is not written (logged): the courier is
+    then all there is, as before."""
+    record = state
+    for _ in range(3):
+        if record.received_owed is not None:
+            return record
+        try:
+            return update_once(ctx.states, record, lambda r: owe_received(r, ctx.clock.now()))
+        except EtagMismatch:
+            fresh = ctx.states.get(record.order_id)
+            if fresh is None:
+                return record
+            record = fresh
+        except StoreUnavailable as exc:
+            log.warning("order %s: Received owed, but the mark could not be written: %s", record.order_id, exc)
+            return record
+    log.warning("order %s: Received owed, but the mark lost three races in a row", record.order_id)
+    return record
+
+
 # History events that tell the submitter nothing: its creation, claims, the supervisor's retry of an
-# attempt (with no step begun: a claim that never started), a payment notification applied.
-_SAID_NOTHING = frozenset({"Received", "Claimed", "RetryScheduled", "PaymentNotified"})
+# attempt (with no step begun: a claim that never started), a payment notification applied, the mark
+# of a Received whose send failed.
+_SAID_NOTHING = frozenset({"Received", "Claimed", "RetryScheduled", "PaymentNotified", RECEIVED_OWED})
 
 
 def _not_begun(state: StateRecord) -> bool:

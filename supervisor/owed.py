@@ -11,8 +11,9 @@ status were never sent. Two rules close that:
 - ``owe_notifications``: a write that moves a record to ``Error`` or ``CompensationFailed`` also
   sets ``completeBy`` to its own time: the operator alert and the submitter's status are owed
   from then on. ``deliver_owed`` sends both (derived from the record, with their deterministic ids,
-  so a repeat collapses in duplicate detection) and acknowledges them with one more conditional
-  write that clears ``completeBy``. Whatever fails in between (a send, the re-read, the
+  so a repeat collapses in duplicate detection), after a ``Received`` the submitter may never have
+  heard (``receivedOwed``: notifications/received.py), and acknowledges them with one more conditional
+  write that clears ``completeBy`` (and ``receivedOwed``). Whatever fails in between (a send, the re-read, the
   acknowledgement), each supervisor run sweeps the failure records still owing (``completeBy``
   past) and delivers again, until acknowledged: in the first duplicate window of each hour since
   ``completeBy`` (``resend_due``), so that notifications sent but never acknowledged (a record that
@@ -101,7 +102,8 @@ def _summary(record: StateRecord, kind: str) -> str:
 
 
 def send_owed(ctx: AppContext, record: StateRecord) -> bool:
-    """Sends the alert and the status ``record`` owes; True when both went out (or the status has
+    """Sends the alert and the status ``record`` owes, after the ``Received`` it may still owe its
+    submitter (``receivedOwed``, cleared by the acknowledgement); True when all went out (or the status has
     nowhere to go: no reply queue, or a queue that refuses it, which ``publish_status``
     logs and alerts on its own). A failed send is logged and left owed."""
     owed = _owed_by(record)
@@ -110,6 +112,10 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
     entry, (kind, severity, status) = owed
     now = ctx.clock.now()
     try:
+        if record.received_owed is not None:  # never heard (notifications.received): said before the failure
+            publish_status(
+                ctx.sender, reply_to=record.reply_to, order_id=record.order_id, status="Received", attempt=0, at=now
+            )
         raise_alert(
             ctx.sender,
             kind=kind,
@@ -184,7 +190,9 @@ def acknowledge(ctx: AppContext, record: StateRecord) -> StateRecord | None:
         return update_once(
             ctx.states,
             record,
-            lambda r: r.with_changes(now, DELIVERED, SUPERVISOR, "operator alert and status sent", complete_by=None),
+            lambda r: r.with_changes(
+                now, DELIVERED, SUPERVISOR, "operator alert and status sent", complete_by=None, received_owed=None
+            ),
         )
     except (EtagMismatch, StoreUnavailable, IllegalTransition) as exc:
         log.info("order %s: owed notifications sent, acknowledgement deferred: %s", record.order_id, exc)

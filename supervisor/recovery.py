@@ -5,7 +5,9 @@ and ``domain.transitions.supervisor_retry`` (through ``domain.compensation.escal
 which hands an order that exhausted its retries before the pivot to compensation instead of Error)
 re-checks that ``lockedBy`` is still the expired instance and ``completeBy`` still past. Whoever
 moved the record in between (the orchestration finishing its step, another supervisor, an
-operator) wins; this supervisor skips the record."""
+operator) wins; this supervisor skips the record. A ``Received`` the record still owes its submitter
+(``receivedOwed``: a claim whose delivery died before handing its failed send over) is said before
+the write, which clears the mark (``notifications.received``)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from domain.records import StateRecord
 from domain.retry import exponential_backoff
 from domain.review import LeftDecision, decision_left
 from domain.states import ProcessState
+from notifications.received import say_owed_received
 from observability.events import app_event
 from supervisor.outage import outage_verdict, tell_waiting
 from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
@@ -77,10 +80,14 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
             r = replace(r, last_error=outage.escalation_reason(now))
         return owe_notifications(escalate_or_compensate(r, expired, now, max_failures, backoff, policy, amount))
 
+    def move_and_say(r: StateRecord) -> StateRecord:
+        # a Received the submitter may not have heard (a claim whose delivery died before handing it over)
+        return say_owed_received(ctx.sender, move(r), now)
+
     try:
         # A lost response is re-read, not counted as a failure: an escalation that committed must
         # still alert (supervisor/owed.py).
-        written = write_or_reread(ctx, record, move)
+        written = write_or_reread(ctx, record, move_and_say)
     except (EtagMismatch, IllegalTransition) as exc:
         return _skipped(record, expired, exc)
     if left is not None and expired is not None:  # retry or alternative: closed, and retried below
@@ -150,8 +157,12 @@ def _act_on_decision(ctx: AppContext, record: StateRecord, left: LeftDecision) -
     the attempt does."""
     now = ctx.clock.now()
     expired = str(record.locked_by)
+
+    def act(r: StateRecord) -> StateRecord:
+        return say_owed_received(ctx.sender, owe_notifications(act_on_left_decision(r, expired, left, now)), now)
+
     try:
-        written = write_or_reread(ctx, record, lambda r: owe_notifications(act_on_left_decision(r, expired, left, now)))
+        written = write_or_reread(ctx, record, act)
     except (EtagMismatch, IllegalTransition) as exc:
         return _skipped(record, expired, exc)
     escalated = written.process_state is ProcessState.ERROR

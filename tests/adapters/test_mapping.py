@@ -2,7 +2,8 @@
 
 The expected documents below were produced by the records' earlier pydantic form
 (``model_dump(mode="json", by_alias=True, exclude={"version"})``) for the same records: what is
-stored in Cosmos did not change when the records became dataclasses."""
+stored in Cosmos did not change when the records became dataclasses. Fields added since are in them
+too (``receivedOwed``: a document written before it reads as not owing ``Received``)."""
 
 from __future__ import annotations
 
@@ -88,6 +89,7 @@ def rich_record() -> StateRecord:
             sequence_number=42,
         ),
         outage_wait_since=T - timedelta(days=1),
+        received_owed=T - timedelta(hours=2),
         last_write=LastWrite(by="o-1:2", number=3),
         history=[
             HistoryEntry(at=T, event="Received", by="submission"),
@@ -233,6 +235,7 @@ STATE_DOCUMENT: dict[str, Any] = {
     },
     "outageWaitSince": "2026-03-03T05:06:07.890123Z",
     "lastWrite": {"by": "o-1:2", "number": 3},
+    "receivedOwed": "2026-03-04T03:06:07.890123Z",
     "history": [
         {"at": "2026-03-04T05:06:07.890123Z", "event": "Received", "by": "submission", "detail": ""},
         {
@@ -332,6 +335,7 @@ FRESH_DOCUMENTS: dict[str, dict[str, Any]] = {
         "payment": None,
         "outageWaitSince": None,
         "lastWrite": None,
+        "receivedOwed": None,
         "history": [],
         "schemaVersion": 1,
         "updatedAt": "2026-03-04T05:06:07.890123Z",

@@ -109,9 +109,14 @@ def test_the_submitter_hears_received_when_the_courier_hand_over_was_lost_and_th
     # ... and the host stops here: neither the claim nor the owed status is handed over
 
     _supervisor_retries_the_claim_that_never_started(ctx)
+    # since Received is marked owed on the record (notifications/received.py), the retry says it first
+    assert isinstance(ctx.sender, RecordingSender)
+    assert [b["status"] for b in ctx.sender.bodies("client-statuses")] == ["Received"]
 
     heard = _redelivered(ctx, body)
-    assert heard == ["Received"], f"the submitter heard {heard}"
+    assert heard == ["Received", "Received"], f"the submitter heard {heard}"
+    # the redelivery's repeat carries the same MessageId: duplicate detection keeps one
+    assert set(ctx.sender.message_ids("client-statuses")) == {"o-rcv:Received:0"}
 
 
 def test_a_redelivery_after_a_step_has_begun_does_not_say_received_again(app_context: AppContext) -> None:

@@ -1,0 +1,235 @@
+"""``Received`` owed by a delivery that died between its failed send and the courier hand-over.
+
+Runner, harsh-refusals.json (20 % Service Bus send failures, 10 % lock expiry, a host restart every
+minute, MAX_PENDING 2), 300 orders, seed 2, ord-00202 (``missing_statuses`` 1): the delivery that created
+the record failed its ``Received`` send, stalled past its lock, and a host restart killed it before the
+trigger handed the owed status to the courier (submission/blueprint.py hands it over after the handler
+returns). The redelivery came after the attempt had begun, so it said nothing (``_not_begun``), and
+nobody ever said ``Received``. Since then the failed send is marked on the record (``receivedOwed``) and
+whoever writes the record next says it first (notifications/received.py). Each test plays the delivery,
+drops what the trigger would have done after the handler (the host stops), then lets the order go on:
+before the mark, the submitter never heard ``Received``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from activities.scheduler_steps import begin_step, mark_processed
+from adapters.clock import ManualClock
+from adapters.servicebus.sender import OutgoingMessage, SendError
+from contracts.activities import BeginStepInput, MarkProcessedInput, Processed, StepBegun, StepResult
+from dependencies import AppContext
+from domain.states import ProcessState
+from orchestrators import starter
+from orchestrators.agent_call import agent_request
+from orchestrators.starter import Claim
+from submission.intake import handle_orders_message
+from supervisor.run import run_supervisor
+from supervisor.scan import ScanState
+from tests.contexts import context_with
+from tests.fakes import FakeReceivedMessage, RecordingSender
+from tests.submission.corpus import order
+
+pytestmark = pytest.mark.cosmos
+
+CLIENT = "client-statuses"
+ORDER = "o-owed"
+
+
+class ReceivedSendsFail(RecordingSender):
+    """The submitter's queue refuses the first ``failures`` sends of ``Received`` (a transient Service Bus
+    error), and every other status while ``down`` holds it."""
+
+    def __init__(self, failures: int = 1, down: frozenset[str] = frozenset()) -> None:
+        super().__init__()
+        self.failures = failures
+        self.down = down
+
+    def send(self, queue: str, message: OutgoingMessage) -> None:
+        if queue == CLIENT:
+            status = json.loads(message.body)["status"]
+            if status == "Received" and self.failures > 0:
+                self.failures -= 1
+                raise SendError(f"send to {queue!r} failed")
+            if status in self.down:
+                raise SendError(f"send to {queue!r} failed")
+        super().send(queue, message)
+
+
+def _heard(ctx: AppContext) -> list[str]:
+    assert isinstance(ctx.sender, RecordingSender)
+    return [b["status"] for b in ctx.sender.bodies(CLIENT) if b["orderId"] == ORDER]
+
+
+def _body() -> bytes:
+    return json.dumps(order(orderId=ORDER)).encode()
+
+
+def _delivered_then_host_stopped(ctx: AppContext) -> Claim | None:
+    """The order's first delivery: its ``Received`` send fails and is owed to the courier; the host stops
+    before the trigger hands anything over (the claim is returned: the caller decides whether it started)."""
+    result = handle_orders_message(ctx, FakeReceivedMessage.of(_body(), message_id=ORDER))
+    assert [owed.status for owed in result.owed] == ["Received"]
+    assert _heard(ctx) == []
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.received_owed is not None  # the mark, one write on this path
+    return result.claim
+
+
+def _later(ctx: AppContext, delta: timedelta) -> None:
+    clock = ctx.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(delta)
+
+
+def _first_step(ctx: AppContext, claim: Claim) -> BeginStepInput:
+    """The attempt's first ``begin_step`` (write 1, ``announce``) as the scheduler schedules it."""
+    request = agent_request(
+        request_id=f"{claim.instance_id}:reserve-inventory:inventory",
+        instance_id=claim.instance_id,
+        order_id=ORDER,
+        step="reserve-inventory",
+        action="reserve",
+        attempt=claim.attempt,
+        deadline=ctx.clock.now() + ctx.settings.step_timeout,
+        idempotency_key=f"{ORDER}:reserve-inventory",
+        payload={"orderId": ORDER},
+    )
+    return BeginStepInput(request=request, agent="inventory", announce=True, write_number=1)
+
+
+def test_the_first_step_of_the_attempt_the_delivery_claimed_says_received_before_processing(
+    app_context: AppContext,
+) -> None:
+    """The host stops after the trigger started the claimed attempt, before it handed ``Received`` over."""
+    ctx = context_with(app_context, sender=ReceivedSendsFail())
+    claim = _delivered_then_host_stopped(ctx)
+    assert claim is not None
+
+    assert isinstance(begin_step(ctx, _first_step(ctx, claim)), StepBegun)
+
+    assert _heard(ctx) == ["Received", "Processing"]
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.received_owed is None  # cleared by the begin_step's own write
+
+
+def test_the_supervisors_retry_of_the_claim_that_never_started_says_received(app_context: AppContext) -> None:
+    """The host stops before it started the claim too: the supervisor retries it once the start grace has
+    passed, and says ``Received`` in that write."""
+    ctx = context_with(app_context, sender=ReceivedSendsFail())
+    assert _delivered_then_host_stopped(ctx) is not None
+
+    _later(ctx, ctx.settings.start_grace + timedelta(seconds=1))
+    run_supervisor(ctx, ScanState())
+
+    assert _heard(ctx) == ["Received"]
+    record = ctx.states.get(ORDER)
+    assert record is not None and (record.process_state, record.failure_count) == (ProcessState.PENDING, 1)
+    assert record.received_owed is None
+
+
+def test_when_the_retry_cannot_say_it_either_the_next_attempt_does_before_processing(app_context: AppContext) -> None:
+    """The supervisor's retry meets a failing queue too: the mark stays; the starter claims attempt 2, whose
+    first step says ``Received``, then ``Processing``. A redelivery after that step finds nothing owed."""
+    ctx = context_with(app_context, sender=ReceivedSendsFail(failures=2))
+    assert _delivered_then_host_stopped(ctx) is not None
+    _later(ctx, ctx.settings.start_grace + timedelta(seconds=1))
+    run_supervisor(ctx, ScanState())
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.process_state is ProcessState.PENDING and record.received_owed is not None
+
+    _later(ctx, ctx.settings.retry_backoff_max + timedelta(seconds=1))
+    claims = starter.sweep(ctx)
+    assert [c.attempt for c in claims] == [2]
+    assert isinstance(begin_step(ctx, _first_step(ctx, claims[0])), StepBegun)
+    assert _heard(ctx) == ["Received", "Processing"]
+
+    again = handle_orders_message(ctx, FakeReceivedMessage.of(_body(), message_id=ORDER))
+    assert again.settlement.kind == "complete" and again.owed == ()
+    assert _heard(ctx) == ["Received", "Processing"]  # begun, nothing owed: the redelivery says nothing
+
+
+def test_a_pending_order_the_starter_claims_says_received_at_its_first_step(app_context: AppContext) -> None:
+    """Over the in-flight cap the record is created ``Pending``: no claim to start, only ``Received`` to hand
+    over, lost with the host. The starter's claim begins the attempt."""
+    sender = ReceivedSendsFail()
+    full = context_with(app_context, sender=sender, settings=replace(app_context.settings, max_in_flight=1))
+    other = handle_orders_message(
+        full, FakeReceivedMessage.of(json.dumps(order(orderId="o-other", replyTo="other-statuses")).encode())
+    )
+    assert other.claim is not None  # the one order in flight
+    assert _delivered_then_host_stopped(full) is None
+
+    ctx = context_with(app_context, sender=sender)  # room again
+    claims = starter.sweep(ctx)
+    assert [c.order_id for c in claims] == [ORDER]
+    assert isinstance(begin_step(ctx, _first_step(ctx, claims[0])), StepBegun)
+
+    assert _heard(ctx) == ["Received", "Processing"]
+
+
+def test_a_redelivery_after_a_step_began_says_received_while_it_is_still_owed(app_context: AppContext) -> None:
+    """The first step's own send of ``Received`` fails as well (``Processing`` goes out): the mark stays, and
+    the order's redelivery, which finds it begun, says ``Received`` because the record still owes it."""
+    ctx = context_with(app_context, sender=ReceivedSendsFail(failures=2))
+    claim = _delivered_then_host_stopped(ctx)
+    assert claim is not None
+    assert isinstance(begin_step(ctx, _first_step(ctx, claim)), StepBegun)
+    assert _heard(ctx) == ["Processing"]
+
+    handle_orders_message(ctx, FakeReceivedMessage.of(_body(), message_id=ORDER))
+
+    assert _heard(ctx) == ["Processing", "Received"]
+
+
+def test_the_order_is_not_marked_processed_while_received_is_owed(app_context: AppContext) -> None:
+    """Nobody writes a ``Processed`` record again: its write waits until ``Received`` is said (the send's
+    failure fails the activity, and the scheduler retries it), so ``Received`` comes before ``Completed``."""
+    sender = ReceivedSendsFail(failures=3)
+    ctx = context_with(app_context, sender=sender)
+    claim = _delivered_then_host_stopped(ctx)
+    assert claim is not None
+    assert isinstance(begin_step(ctx, _first_step(ctx, claim)), StepBegun)  # its Received fails: 2
+    done = MarkProcessedInput(
+        order_id=ORDER,
+        instance_id=claim.instance_id,
+        attempt=claim.attempt,
+        completes=StepResult(step="reserve-inventory", result={"reservationId": "r-1"}),
+        write_number=2,
+    )
+
+    with pytest.raises(SendError):
+        mark_processed(ctx, done)  # its Received fails: 3
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.process_state is ProcessState.PROCESSING
+
+    assert mark_processed(ctx, done) == Processed(status_sent=True)  # the retry
+    assert _heard(ctx) == ["Processing", "Received", "Completed"]
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.process_state is ProcessState.PROCESSED and record.received_owed is None
+
+
+def test_an_order_escalated_before_any_step_hears_received_before_failed(app_context: AppContext) -> None:
+    """Retries used up before any step began (``MAX_FAILURES`` 1 here), with the queue failing through the
+    escalation's own send: the owed sweep says ``Received`` before ``Failed`` and clears both marks."""
+    sender = ReceivedSendsFail(down=frozenset({"Received", "Failed"}))
+    ctx = context_with(app_context, sender=sender, settings=replace(app_context.settings, max_failures=1))
+    assert _delivered_then_host_stopped(ctx) is not None
+    _later(ctx, ctx.settings.start_grace + timedelta(seconds=1))
+    run_supervisor(ctx, ScanState())  # escalates; its say and the owed delivery's both fail
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.process_state is ProcessState.ERROR
+    assert record.received_owed is not None and record.complete_by is not None
+    assert _heard(ctx) == []
+
+    sender.down = frozenset()
+    _later(ctx, timedelta(seconds=30))
+    run_supervisor(ctx, ScanState())  # the owed sweep
+
+    assert _heard(ctx) == ["Received", "Failed"]
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.received_owed is None and record.complete_by is None
