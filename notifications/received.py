@@ -7,14 +7,14 @@ to say it. So a failed send is also marked on the record (``receivedOwed``, one 
 failure path only: ``owe_received``), and whoever next writes the record says it first, clearing the
 mark in that same write when the send went out (``say_owed_received``): the scheduler's and the
 compensation round's fenced writes (``activities.fencing.write_fenced``, so the attempt's first
-``begin_step`` says it before its ``Processing``), the supervisor's recovery of an expired attempt and
-its owed sweep of failure records (``supervisor.owed``), and a redelivery of the order (which says it
-while the mark is there, even after a step has begun). A write that ends an order well (``Processed``,
-``Compensated``) is not made while ``Received`` is still owed: the send's failure fails it, and its
-orchestration tries it again (``HAND_OVER_RETRY_DELAYS``); after it, nobody would look at the record
-again. The MessageId is the status's own (``<orderId>:Received:0``), so a repeat within duplicate
-detection's 10 minutes (the courier delivered it too) collapses; a later one reaches the submitter as
-the same status again (docs/deferral.md, "Status messages")."""
+``begin_step`` says it before its ``Processing``), the supervisor's recovery of an expired attempt,
+its claim of a compensation round and its owed sweep of failure records (``supervisor.owed``), and a
+redelivery of the order (which says it while the mark is there, even after a step has begun). A write
+that ends an order well (``Processed``, ``Compensated``) is not made while ``Received`` is still owed:
+the send's failure fails it, and its orchestration tries it again (``HAND_OVER_RETRY_DELAYS``); after
+it, nobody would look at the record again. The MessageId is the status's own (``<orderId>:Received:0``),
+so a repeat within duplicate detection's 10 minutes (the courier delivered it too) collapses; a later
+one reaches the submitter as the same status again (docs/deferral.md, "Status messages")."""
 
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ from domain.records import StateRecord
 from domain.states import ProcessState
 from domain.text import carriable
 from domain.transitions import SUPERVISOR
+from notifications.received import say_owed_received
 from observability.events import app_event
 from orchestrators.names import COMPENSATION
 from orchestrators.starter import OrchestrationClient, start_orchestrations
@@ -146,7 +147,9 @@ def _claim_or_wait(
         if outage is not None:
             record = replace(record, last_error=outage.escalation_reason(now))
             rounds = record.failure_count + 1
-        return owe_notifications(claim_compensation(record, now, ctx.settings.start_grace, rounds, SUPERVISOR))
+        claimed = owe_notifications(claim_compensation(record, now, ctx.settings.start_grace, rounds, SUPERVISOR))
+        # a Received still owed (notifications/received.py) is said before the round's Compensating
+        return say_owed_received(ctx.sender, claimed, now)
 
     return move
 

@@ -233,3 +233,24 @@ def test_an_order_escalated_before_any_step_hears_received_before_failed(app_con
     assert _heard(ctx) == ["Received", "Failed"]
     record = ctx.states.get(ORDER)
     assert record is not None and record.received_owed is None and record.complete_by is None
+
+
+def test_an_order_cancelled_before_any_step_hears_received_when_its_compensation_round_is_claimed(
+    app_context: AppContext,
+) -> None:
+    """The submitter cancels before the claim ever started: the supervisor's claim of the compensation round
+    says ``Received``, before the round's ``Compensating``."""
+    ctx = context_with(app_context, sender=ReceivedSendsFail())
+    assert _delivered_then_host_stopped(ctx) is not None
+    cancel = {"type": "CancelOrder", "schemaVersion": 1, "orderId": ORDER, "reason": "changed my mind"}
+    handle_orders_message(ctx, FakeReceivedMessage.of(json.dumps(cancel).encode(), message_id="c-owed"))
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.process_state is ProcessState.COMPENSATING
+    assert _heard(ctx) == []
+
+    report = run_supervisor(ctx, ScanState())
+
+    assert [start.order_id for start in report.compensations] == [ORDER]
+    assert _heard(ctx) == ["Received"]
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.received_owed is None
