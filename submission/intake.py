@@ -47,7 +47,7 @@ from domain import transitions
 from domain.deferral import DeferralDocument
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
-from domain.states import ProcessState
+from domain.states import TERMINAL_STATES, ProcessState
 from notifications.alerts import OwedAlert, raise_alert_or_owe
 from notifications.received import RECEIVED_OWED, owe_received
 from notifications.status import OwedStatus, publish_status_or_owe
@@ -281,11 +281,12 @@ def _owe_received(ctx: AppContext, state: StateRecord) -> StateRecord:
     only after the handler returns, and a host that stops before that (or a lost lock, whose redelivery
     finds the order begun) would leave it unsaid; whoever writes the record next says it
     (``notifications.received``). One conditional write, on this failure path only; a concurrent writer's
-    412 is read again and retried. If the store fails, the mark is not written (logged): the courier is
-    then all there is, as before."""
+    412 is read again and retried. A record found ended (``TERMINAL_STATES``: a stale read's redelivery)
+    is not marked: nobody would write it again to say it, and the courier has it. If the store fails,
+    the mark is not written (logged): the courier is then all there is, as before."""
     record = state
     for _ in range(3):
-        if record.received_owed is not None:
+        if record.received_owed is not None or record.process_state in TERMINAL_STATES:
             return record
         try:
             return update_once(ctx.states, record, lambda r: owe_received(r, ctx.clock.now()))

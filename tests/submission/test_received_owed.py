@@ -15,14 +15,17 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from activities.scheduler_steps import begin_step, mark_processed
 from adapters.clock import ManualClock
+from adapters.cosmos.state_store import StateStore
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.activities import BeginStepInput, MarkProcessedInput, Processed, StepBegun, StepResult
 from dependencies import AppContext
+from domain.records import StateRecord
 from domain.states import ProcessState
 from orchestrators import starter
 from orchestrators.agent_call import agent_request
@@ -254,3 +257,46 @@ def test_an_order_cancelled_before_any_step_hears_received_when_its_compensation
     assert _heard(ctx) == ["Received"]
     record = ctx.states.get(ORDER)
     assert record is not None and record.received_owed is None
+
+
+class FirstReadStale:
+    """The next ``get`` of the order answers ``stale`` (a version read before the order moved on)."""
+
+    def __init__(self, store: StateStore, stale: StateRecord) -> None:
+        self._store = store
+        self.stale: StateRecord | None = stale
+
+    def get(self, order_id: str) -> StateRecord | None:
+        if self.stale is not None and order_id == self.stale.order_id:
+            found, self.stale = self.stale, None
+            return found
+        return self._store.get(order_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def test_a_redelivery_that_read_the_record_before_it_ended_does_not_mark_the_ended_record(
+    app_context: AppContext,
+) -> None:
+    """A redelivery read the record not begun, its ``Received`` send fails, and its mark's write finds the
+    order ended (``Processed``) meanwhile: the ended record is not marked (nobody would write it again to
+    say it and clear the mark; the courier has the status)."""
+    sender = ReceivedSendsFail(failures=0)
+    ctx = context_with(app_context, sender=sender)
+    claim = handle_orders_message(ctx, FakeReceivedMessage.of(_body(), message_id=ORDER)).claim
+    assert claim is not None and _heard(ctx) == ["Received"]
+    not_begun = ctx.states.get(ORDER)
+    assert not_begun is not None
+    assert isinstance(begin_step(ctx, _first_step(ctx, claim)), StepBegun)
+    done = MarkProcessedInput(order_id=ORDER, instance_id=claim.instance_id, attempt=claim.attempt, write_number=2)
+    assert isinstance(mark_processed(ctx, done), Processed)
+
+    sender.failures = 1
+    stale = context_with(ctx, states=FirstReadStale(ctx.states, not_begun), sender=sender)
+    again = handle_orders_message(stale, FakeReceivedMessage.of(_body(), message_id=ORDER))
+
+    assert [owed.status for owed in again.owed] == ["Received"]  # to the courier, as before
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.process_state is ProcessState.PROCESSED
+    assert record.received_owed is None and record.history[-1].event == "Processed"
