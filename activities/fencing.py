@@ -16,10 +16,10 @@ from functools import partial
 from adapters.cosmos.state_store import update_fenced
 from dependencies import AppContext
 from domain.errors import FencingLost, StaleWrite, WriteAlreadyMade
-from domain.records import StateRecord
+from domain.records import HistoryEntry, StateRecord
 from domain.states import ProcessState
 from domain.write_order import in_write_order
-from notifications.received import say_owed_received
+from notifications.received import RECEIVED_SAID, say_before_the_last_word, say_owed_received
 from observability.events import app_event
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,27 @@ def write_fenced(
     earlier run of the activity): what must happen once per write, such as a cached count.
 
     A record that still owes its submitter ``Received`` (``receivedOwed``) has it said before the write,
-    which clears the mark (``notifications.received.say_owed_received``)."""
+    which clears the mark (``notifications.received.say_owed_received``). A write that ended the order
+    well (``Processed``, ``Compensated``) while the send failed says it again after it, or raises
+    ``SendError`` (``say_before_the_last_word``): the activity is tried again, and finds its write made."""
+    written = _write_fenced(ctx, order_id, instance_id, change, where, hand_over, number, on_written)
+    if written is None:
+        return None
+    # an order ended well that still owes Received: said now, or the activity fails (and is tried again)
+    return say_before_the_last_word(ctx.states, ctx.sender, written, ctx.clock.now(), instance_id)
+
+
+def _write_fenced(
+    ctx: AppContext,
+    order_id: str,
+    instance_id: str,
+    change: Callable[[StateRecord], StateRecord],
+    where: str,
+    hand_over: str | None,
+    number: int | None,
+    on_written: Callable[[], None] | None,
+) -> StateRecord | None:
+    """The write itself, for ``write_fenced``."""
 
     def change_and_say(record: StateRecord) -> StateRecord:
         # a Received the submitter may not have heard is said before this write, which clears its mark
@@ -94,8 +114,8 @@ def write_fenced(
             hand_over is not None
             and current is not None
             and current.locked_by is None
-            and current.history
-            and (current.history[-1].by, current.history[-1].event) == (instance_id, hand_over)
+            and (last := _last_write_entry(current)) is not None
+            and (last.by, last.event) == (instance_id, hand_over)
         ):
             return current
         app_event(
@@ -109,3 +129,12 @@ def write_fenced(
     if on_written is not None:
         on_written()
     return written
+
+
+def _last_write_entry(record: StateRecord) -> HistoryEntry | None:
+    """The history entry of the record's last write, past the clearing of an owed ``Received`` that may
+    follow a hand-over (``notifications.received.RECEIVED_SAID``): that one is not a move of the record."""
+    for entry in reversed(record.history):
+        if entry.event != RECEIVED_SAID:
+            return entry
+    return None

@@ -189,10 +189,16 @@ def test_a_redelivery_after_a_step_began_says_received_while_it_is_still_owed(ap
     assert _heard(ctx) == ["Processing", "Received"]
 
 
-def test_the_order_is_not_marked_processed_while_received_is_owed(app_context: AppContext) -> None:
-    """Nobody writes a ``Processed`` record again: its write waits until ``Received`` is said (the send's
-    failure fails the activity, and the scheduler retries it), so ``Received`` comes before ``Completed``."""
-    sender = ReceivedSendsFail(failures=3)
+@pytest.mark.parametrize("number", [2, None], ids=["numbered", "unnumbered"])
+def test_the_order_ended_well_says_received_before_completed_when_its_write_is_tried_again(
+    app_context: AppContext, number: int | None
+) -> None:
+    """Nobody writes a ``Processed`` record again: the write is made (a queue refusing for a while must not
+    fail the order), but its activity fails while ``Received`` cannot be sent, before ``Completed``; the
+    scheduler tries it again, which finds the write made, says ``Received``, clears the mark, then says
+    ``Completed``. A write the orchestration did not number (a version from before write numbers) finds
+    its hand-over done the same way, past the mark's clearing."""
+    sender = ReceivedSendsFail(failures=4)
     ctx = context_with(app_context, sender=sender)
     claim = _delivered_then_host_stopped(ctx)
     assert claim is not None
@@ -202,18 +208,22 @@ def test_the_order_is_not_marked_processed_while_received_is_owed(app_context: A
         instance_id=claim.instance_id,
         attempt=claim.attempt,
         completes=StepResult(step="reserve-inventory", result={"reservationId": "r-1"}),
-        write_number=2,
+        write_number=number,
     )
 
     with pytest.raises(SendError):
-        mark_processed(ctx, done)  # its Received fails: 3
+        mark_processed(ctx, done)  # its Received fails before the write (3) and after it (4)
     record = ctx.states.get(ORDER)
-    assert record is not None and record.process_state is ProcessState.PROCESSING
+    assert record is not None and record.process_state is ProcessState.PROCESSED
+    assert record.received_owed is not None
+    assert _heard(ctx) == ["Processing"]  # no Completed before Received
 
-    assert mark_processed(ctx, done) == Processed(status_sent=True)  # the retry
+    assert mark_processed(ctx, done) == Processed(status_sent=True)  # the scheduler's retry
     assert _heard(ctx) == ["Processing", "Received", "Completed"]
     record = ctx.states.get(ORDER)
     assert record is not None and record.process_state is ProcessState.PROCESSED and record.received_owed is None
+    assert [e.event for e in record.history[-2:]] == ["Processed", "ReceivedSaid"]
+    assert mark_processed(ctx, done) == Processed(status_sent=True)  # a later run: its write is made
 
 
 def test_an_order_escalated_before_any_step_hears_received_before_failed(app_context: AppContext) -> None:
