@@ -1,11 +1,14 @@
-// Operator alerting: one action group (email) and four alert rules.
+// Operator alerting: one action group (email) and five alert rules.
 // - an OperatorAlert message arrived on the operator-alerts queue (Service Bus metric);
 // - an order moved to Error or CompensationFailed (log search on the app's StateTransition
 //   events: observability/events.py logs them with customDimensions event/toState);
 // - the supervisor is failing: a phase of a run failed (SupervisorPhaseFailed, supervisor/run.py) or a
 //   state document that does not map was skipped (UnmappedDocument, adapters/cosmos/state_store.py):
 //   both let the run go on, so without this rule they would only be log lines;
-// - any queue dead-lettered a message (Service Bus metric).
+// - any queue dead-lettered a message (Service Bus metric);
+// - an operator alert the alert courier gave up on (AlertUndelivered, notifications/alerts.py), or the
+//   StatusUndelivered alert of a final status given up whose own send failed (AlertSendFailed): neither
+//   reached operator-alerts, so the first rule cannot see them.
 
 @description('Unique suffix for alert names.')
 param namePrefix string
@@ -190,6 +193,45 @@ resource supervisorFailing 'Microsoft.Insights/scheduledQueryRules@2022-06-15' =
       allOf: [
         {
           query: 'AppTraces | where tostring(Properties.event) in ("SupervisorPhaseFailed", "UnmappedDocument")'
+          timeAggregation: 'Count'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+    }
+  }
+}
+
+resource alertsUndelivered 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'sqr-alerts-undelivered-${namePrefix}'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'Operator alert or final status given up'
+    description: 'An operator alert the alert courier gave up on after about six hours of failed sends (AlertUndelivered: it never reached operator-alerts), or a final status given up whose StatusUndelivered alert could not be sent either (AlertSendFailed with alertKind StatusUndelivered). Read the alertKind, orderId and summary fields of the events.'
+    severity: 1
+    enabled: true
+    evaluationFrequency: 'PT15M'
+    windowSize: 'PT15M'
+    // As ordersFailed: AppTraces may not exist yet when this is created.
+    skipQueryValidation: true
+    scopes: [
+      logAnalyticsWorkspaceId
+    ]
+    criteria: {
+      allOf: [
+        {
+          query: 'AppTraces | where tostring(Properties.event) == "AlertUndelivered" or (tostring(Properties.event) == "AlertSendFailed" and tostring(Properties.alertKind) == "StatusUndelivered")'
           timeAggregation: 'Count'
           operator: 'GreaterThan'
           threshold: 0

@@ -31,7 +31,7 @@ AppTraces
 
 var alerts = '''
 AppTraces
-| where tostring(Properties.event) in ("OperatorAlert", "AlertSendFailed")
+| where tostring(Properties.event) in ("OperatorAlert", "AlertSendFailed", "AlertUndelivered")
 | summarize alerts = count() by kind = tostring(Properties.alertKind), event = tostring(Properties.event), bin(TimeGenerated, 1h)
 | render columnchart
 '''

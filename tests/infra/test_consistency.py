@@ -332,7 +332,7 @@ def test_parameters_file_takes_the_azd_environment():
 
 def log_rule(symbol: str) -> Any:
     rules = {r.symbol: r for r in resources(ALERTS, "Microsoft.Insights/scheduledQueryRules")}
-    assert set(rules) == {"ordersFailed", "supervisorFailing"}, sorted(rules)
+    assert set(rules) == {"ordersFailed", "supervisorFailing", "alertsUndelivered"}, sorted(rules)
     return rules[symbol]
 
 
@@ -364,9 +364,26 @@ def test_supervisor_failing_alert_queries_the_events_the_app_logs():
         assert f'"{event}"' in source.read_text(), f"{source} no longer logs {event}: update the alert query"
 
 
+def test_undelivered_alerts_rule_queries_the_events_the_app_logs():
+    """An alert its courier gave up on (``AlertUndelivered``: operator-alerts refused it for about six hours)
+    never reaches the queue the OperatorAlert rule watches, nor does a ``StatusUndelivered`` alert whose own
+    send failed (only logged, ``AlertSendFailed``): this rule is what makes them heard."""
+    query = log_rule("alertsUndelivered").body["properties"]["criteria"]["allOf"][0]["query"]
+    logged = {
+        "AlertUndelivered": ROOT / "notifications" / "alerts.py",
+        "AlertSendFailed": ROOT / "notifications" / "alerts.py",
+        "StatusUndelivered": ROOT / "notifications" / "status.py",
+    }
+    for event, source in logged.items():
+        assert f'"{event}"' in query, f"the alertsUndelivered rule does not query {event}"
+        assert f'"{event}"' in source.read_text(), f"{source} no longer logs {event}: update the alert query"
+    assert "alertKind" in query  # only the failed sends of StatusUndelivered alerts, not every AlertSendFailed
+    assert 'alertKind=alert.get("kind")' in (ROOT / "notifications" / "alerts.py").read_text()
+
+
 def test_failed_orders_alert_survives_a_new_workspace():
     """The log alerts are created before the app ever logs: AppTraces does not exist yet."""
-    for symbol in ("ordersFailed", "supervisorFailing"):
+    for symbol in ("ordersFailed", "supervisorFailing", "alertsUndelivered"):
         assert log_rule(symbol).body["properties"]["skipQueryValidation"] is True
     alerts_module = (INFRA / "main.bicep").read_text().split("module alerts ", 1)[1].split("\n}\n", 1)[0]
     assert re.search(r"dependsOn: \[\s*appInsights\s*\]", alerts_module), "alerts must wait for Application Insights"
