@@ -13,6 +13,7 @@ from datetime import datetime
 
 import notifications.status
 from activities.fencing import write_fenced
+from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.mapping import to_document
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.activities import (
@@ -228,11 +229,17 @@ def _tell_once(ctx: AppContext, reply_to: str | None, order_id: str, status: Sta
 def publish_status(ctx: AppContext, data: PublishStatusInput) -> None:
     """The ``publish_status`` activity: one status update, to the order's own ``replyTo`` queue only.
     The orchestration passes the queue its plan read from the record (the attempt's input, or the
-    compensation round's load activity); without it, the record is read here."""
+    compensation round's load activity); without it, the record is read here. A failure of the last try
+    (``last_try``: a send, or that read) is alerted ``StatusUndelivered``: nothing tries again."""
     if data.reply_to_known:
         reply_to = data.reply_to
     else:
-        record = ctx.states.get(data.order_id)
+        try:
+            record = ctx.states.get(data.order_id)
+        except StoreUnavailable as exc:
+            if data.last_try:
+                _give_up(ctx, data, None, exc)
+            raise
         if record is None:
             return
         reply_to = record.reply_to
@@ -249,17 +256,21 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> None:
         )
     except SendError as exc:
         if data.last_try:
-            notifications.status.give_up(
-                ctx.sender,
-                order_id=data.order_id,
-                status=data.status,
-                attempt=data.attempt,
-                variant=data.variant,
-                reply_to=reply_to,
-                at=ctx.clock.now(),
-                error=exc,
-            )
+            _give_up(ctx, data, reply_to, exc)
         raise
+
+
+def _give_up(ctx: AppContext, data: PublishStatusInput, reply_to: str | None, error: Exception) -> None:
+    notifications.status.give_up(
+        ctx.sender,
+        order_id=data.order_id,
+        status=data.status,
+        attempt=data.attempt,
+        variant=data.variant,
+        reply_to=reply_to,
+        at=ctx.clock.now(),
+        error=error,
+    )
 
 
 def send_alert(ctx: AppContext, data: SendAlertInput) -> None:

@@ -224,7 +224,9 @@ def give_up(
     raise_alert_after_write(
         sender,
         kind="StatusUndelivered",
-        summary=f"order {order_id}: status {status} could not be sent to {reply_to!r} for about six hours",
+        summary=f"order {order_id}: status {status} could not be sent to "
+        + (f"{reply_to!r}" if reply_to else "its replyTo (the record could not be read)")
+        + " for about six hours",
         at=at,
         order_id=order_id,
         severity="warning",

@@ -117,3 +117,34 @@ def test_only_the_status_couriers_last_try_says_it_is_the_last(functions):
     ]
     h.activity_failed(names.PUBLISH_STATUS, "send failed", at=h.now)
     assert h.run(courier).output == {"result": "GaveUp", "status": "Rejected"}
+
+
+def test_a_last_try_that_cannot_read_the_reply_queue_is_alerted_status_undelivered_too():
+    """A final status whose input does not carry ``replyTo`` (a retired version's ``Completed``, a plan recorded
+    without it) reads it from the record on every try. A last try whose read fails (the store throttled or
+    down) ends the status as surely as a failed send: nothing tries again, so it is alerted
+    ``StatusUndelivered`` too; an earlier try's failed read only fails the activity (the timers retry it)."""
+    import dataclasses
+
+    import pytest
+
+    from activities.scheduler_steps import publish_status
+    from adapters.cosmos.errors import StoreUnavailable
+    from contracts.names import OPERATOR_ALERTS_QUEUE
+    from tests.fakes import RecordingSender
+
+    class StoreDown:
+        def get(self, order_id: str) -> None:
+            raise StoreUnavailable("Cosmos DB 503 on read")
+
+    given = {"orderId": "o1", "status": "Completed", "attempt": 2}  # no replyTo: read from the record
+    for extra, alerted in (({}, []), ({"lastTry": True}, ["alert:StatusUndelivered:o1:Completed:2"])):
+        sender = RecordingSender()
+        ctx = dataclasses.replace(_context(sender), states=StoreDown())  # type: ignore[arg-type]
+        with pytest.raises(StoreUnavailable):
+            run(publish_status, ctx, {**given, **extra})
+        assert sender.message_ids(OPERATOR_ALERTS_QUEUE) == alerted
+        if alerted:
+            [alert] = sender.bodies(OPERATOR_ALERTS_QUEUE)
+            assert alert["details"]["replyTo"] is None and "503" in alert["details"]["error"]
+            assert "None" not in alert["summary"]
