@@ -30,6 +30,10 @@ from contracts.messages import StatusName
 from orchestrators import names
 
 PROGRESS_STATUSES = frozenset({"Processing", "Compensating"})
+# The statuses a failure write owes on the record (``supervisor/owed.py``, ``OWED_BY_EVENT``): the supervisor's
+# sweep sends them until acknowledged, with no end (alerting ``NotificationsStuck`` once an hour meanwhile), so
+# the timers running out here is not the app giving up on them: their last try does not say ``lastTry``.
+OWED_BY_THE_RECORD = frozenset({"Failed", "CompensationFailed"})
 FINAL_RETRY_DELAYS = (
     timedelta(seconds=5),
     timedelta(seconds=30),
@@ -95,7 +99,8 @@ def deliver_status(context: df.DurableOrchestrationContext) -> Generator[Any, An
 def _send(
     context: df.DurableOrchestrationContext, payload: PublishStatusInput, delays: tuple[timedelta, ...]
 ) -> Generator[Any, Any, bool]:
-    last = replace(payload, last_try=True).to_json() if delays else None
+    given_up = delays and payload.status not in OWED_BY_THE_RECORD  # nothing tries again after the last
+    last = replace(payload, last_try=True).to_json() if given_up else None
     return (yield from call_on_timers(context, names.PUBLISH_STATUS, payload.to_json(), delays, last=last))
 
 

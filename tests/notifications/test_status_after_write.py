@@ -148,3 +148,44 @@ def test_a_last_try_that_cannot_read_the_reply_queue_is_alerted_status_undeliver
             [alert] = sender.bodies(OPERATOR_ALERTS_QUEUE)
             assert alert["details"]["replyTo"] is None and "503" in alert["details"]["error"]
             assert "None" not in alert["summary"]
+
+
+def test_a_status_the_failure_record_owes_has_no_last_try_and_every_other_final_status_has():
+    """``Failed`` and ``CompensationFailed`` are owed by the write that made them true (``supervisor/owed.py``):
+    the supervisor's sweep sends them until acknowledged, with no end, and alerts ``NotificationsStuck`` once an
+    hour meanwhile. The scheduler's timers running out is not the app giving up on them, so their last try on
+    the timers does not say ``lastTry`` (a ``StatusUndelivered`` alert would tell an operator to tell the
+    submitter another way while the supervisor still delivers it); ``Completed``'s and ``Compensated``'s does.
+    Replayed by the SDK, every try failing."""
+    import json
+    from datetime import UTC, datetime
+    from typing import Any
+
+    from contracts.messages import StatusName
+    from orchestrators import names
+    from orchestrators.status import FINAL_RETRY_DELAYS, OWED_BY_THE_RECORD, call_publish_status
+    from supervisor.owed import OWED_BY_EVENT
+    from tests.durable_history import History
+
+    assert {status for _, _, status in OWED_BY_EVENT.values()} == OWED_BY_THE_RECORD
+
+    class Plan:
+        reply_to = "submitter-7"
+        reply_to_known = True
+
+    def last_input(status: StatusName) -> dict[str, Any]:
+        def orchestrator(context: Any) -> Any:
+            return (yield from call_publish_status(context, "o1", status, 2, plan=Plan()))
+
+        h = History("o1:2", {}, start=datetime(2026, 3, 1, tzinfo=UTC))
+        h.activity_failing(names.PUBLISH_STATUS, "send failed", FINAL_RETRY_DELAYS)
+        result = h.run(orchestrator)
+        assert result.is_done and result.output is False
+        scheduled = [a for a in result.actions if a["type"] == "CallActivity"]
+        assert len(scheduled) == len(FINAL_RETRY_DELAYS) + 1
+        return dict(json.loads(scheduled[-1]["input"]))
+
+    for final in ("Completed", "Compensated"):
+        assert last_input(final).get("lastTry") is True, final
+    for owed in ("Failed", "CompensationFailed"):
+        assert "lastTry" not in last_input(owed), owed
