@@ -60,12 +60,13 @@ def write_fenced(
 
     A record that still owes its submitter ``Received`` (``receivedOwed``) has it said before the write,
     which clears the mark (``notifications.received.say_owed_received``). A write that ended the order
-    well (``Processed``, ``Compensated``) while the send failed says it again after it, or raises
-    ``SendError`` (``say_before_the_last_word``): the activity is tried again, and finds its write made."""
+    well (``Processed``, ``Compensated``) while the send failed says it again after it
+    (``say_before_the_last_word``); the record returned still owes it if that failed too, and the order's
+    final status must then wait for it (``notifications.received.say_before_final_status``)."""
     written = _write_fenced(ctx, order_id, instance_id, change, where, hand_over, number, on_written)
     if written is None:
         return None
-    # an order ended well that still owes Received: said now, or the activity fails (and is tried again)
+    # an order ended well that still owes Received: said now, or its final status waits for it
     return say_before_the_last_word(ctx.states, ctx.sender, written, ctx.clock.now(), instance_id)
 
 

@@ -43,6 +43,7 @@ from domain.ids import bounded
 from domain.records import StateRecord
 from domain.states import ProcessState
 from notifications.alerts import raise_alert_after_write, send_owed_alert
+from notifications.received import say_before_final_status
 from observability.events import app_event
 from supervisor.owed import owe_notifications
 
@@ -174,6 +175,8 @@ def mark_processed(ctx: AppContext, data: MarkProcessedInput) -> MarkProcessedRe
     )
     if written is None:
         return NOT_OWNED
+    if written.received_owed is not None:  # Received not said yet: Completed waits for it, on the scheduler's timers
+        return Processed(status_sent=False)
     return Processed(status_sent=_tell_once(ctx, written.reply_to, data.order_id, "Completed", data.attempt))
 
 
@@ -199,8 +202,10 @@ def settle_retired_attempt(ctx: AppContext, data: SettleRetiredInput) -> Retired
     if record.process_state is ProcessState.PROCESSED and any(
         (entry.by, entry.event) == (data.instance_id, "Processed") for entry in record.history
     ):
-        return RetiredSettled(
-            completed_status=_tell_once(ctx, record.reply_to, data.order_id, "Completed", data.attempt)
+        return RetiredSettled(  # with Received still owed, Completed waits for it on the orchestration's timers
+            completed_status=False
+            if record.received_owed is not None
+            else _tell_once(ctx, record.reply_to, data.order_id, "Completed", data.attempt)
         )
     return RetiredSettled()
 
@@ -229,8 +234,10 @@ def _tell_once(ctx: AppContext, reply_to: str | None, order_id: str, status: Sta
 def publish_status(ctx: AppContext, data: PublishStatusInput) -> None:
     """The ``publish_status`` activity: one status update, to the order's own ``replyTo`` queue only.
     The orchestration passes the queue its plan read from the record (the attempt's input, or the
-    compensation round's load activity); without it, the record is read here. A failure of the last try
-    (``last_try``: a send, or that read) is alerted ``StatusUndelivered``: nothing tries again."""
+    compensation round's load activity); without it, the record is read here. ``Completed`` and
+    ``Compensated`` say a ``Received`` the record still owes first (``say_before_final_status``): while that
+    fails, so does this try. A failure of the last try (``last_try``: a send, or a read) is alerted
+    ``StatusUndelivered``: nothing tries again."""
     if data.reply_to_known:
         reply_to = data.reply_to
     else:
@@ -244,6 +251,8 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> None:
             return
         reply_to = record.reply_to
     try:
+        # an order ended well whose submitter may not have heard Received: that first (or this try fails)
+        say_before_final_status(ctx.states, ctx.sender, data.order_id, data.status, ctx.clock.now())
         notifications.status.publish_status(
             ctx.sender,
             reply_to=reply_to,
@@ -254,7 +263,7 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> None:
             reason=data.reason,
             variant=data.variant,
         )
-    except SendError as exc:
+    except (SendError, StoreUnavailable) as exc:  # the store: read for a Received still owed
         if data.last_try:
             _give_up(ctx, data, reply_to, exc)
         raise

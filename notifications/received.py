@@ -12,12 +12,13 @@ its claim of a compensation round and its owed sweep of failure records (``super
 redelivery of the order (which says it while the mark is there, even after a step has begun). A write
 that ends an order well (``Processed``, ``Compensated``) is made all the same (a submitter's queue that
 refuses for a while must not fail its order), but nobody would write the record again: its activity
-says ``Received`` once more after it and, while that fails, fails (``say_before_the_last_word``), so its
-orchestration tries it again (``HAND_OVER_RETRY_DELAYS``, about six hours), finds the write made, and
-sends the order's final status only once ``Received`` went out. The MessageId is the status's own
-(``<orderId>:Received:0``), so a repeat within duplicate detection's 10 minutes (the courier delivered
-it too) collapses; a later one reaches the submitter as the same status again (docs/deferral.md,
-"Status messages")."""
+says ``Received`` once more after it (``say_before_the_last_word``), and while that fails the order's
+final status is not sent there but on its orchestration's durable timers (``FINAL_RETRY_DELAYS``, about
+six hours), each try saying ``Received`` first and failing while it cannot (``say_before_final_status``);
+the last try gives the final status up and alerts it (``StatusUndelivered``), as for any final status.
+The MessageId is the status's own (``<orderId>:Received:0``), so a repeat within duplicate detection's
+10 minutes (the courier delivered it too) collapses; a later one reaches the submitter as the same status
+again (docs/deferral.md, "Status messages")."""
 
 from __future__ import annotations
 
@@ -38,8 +39,9 @@ from observability.events import app_event
 # order that ended well (``say_before_the_last_word``).
 RECEIVED_OWED = "ReceivedOwed"
 RECEIVED_SAID = "ReceivedSaid"
-# States after which nobody writes the record again.
+# States after which nobody writes the record again, and the final statuses that tell them.
 _LAST_WORD = (ProcessState.PROCESSED, ProcessState.COMPENSATED)
+_ENDED_WELL_STATUSES = ("Completed", "Compensated")
 
 log = logging.getLogger(__name__)
 
@@ -82,20 +84,58 @@ def say_before_the_last_word(
     """After a write that ended the order well (``Processed``, ``Compensated``) and still owes ``Received``
     (its own try, ``say_owed_received``, failed): ``Received`` again, and on success one conditional write
     that clears the mark (``ReceivedSaid``, in submission's name: ``writer`` is in its detail; a write that
-    loses a race or meets a store failure is only logged, the status is out). A send that fails raises
-    ``SendError``: the activity fails and its orchestration tries it again, which finds its write made and
-    comes back here, before the order's final status is sent. Any other record is returned as it is."""
+    loses a race or meets a store failure is only logged, the status is out). A send that fails is logged
+    (``StatusNotSent``) and the record returned still owing it: the order's final status must then wait for
+    it, sent on its orchestration's durable timers (``say_before_final_status``). Any other record is
+    returned as it is. Never raises ``SendError``."""
     if record.received_owed is None or record.process_state not in _LAST_WORD:
         return record
+    try:
+        return _say_and_clear(states, sender, record, at, f"said after {writer}'s {_last_event(record)}")
+    except SendError as exc:
+        app_event(
+            "StatusNotSent",
+            f"order {record.order_id}: status Received, owed since {record.received_owed.isoformat()}, "
+            f"not sent after the order's {record.process_state.value} ({exc}); its final status waits for it",
+            logging.WARNING,
+            orderId=record.order_id,
+            status="Received",
+        )
+        return record
+
+
+def say_before_final_status(
+    states: StateStore, sender: MessageSender, order_id: str, status: str, at: datetime
+) -> None:
+    """Before the final status of an order that ended well (``Completed``, ``Compensated``) is sent on its
+    orchestration's durable timers (the ``publish_status`` activity): ``Received`` if the record still owes
+    it, and its mark cleared (``say_before_the_last_word``'s write). A send that fails raises ``SendError``:
+    that try of the final status fails, and its timers try again (the last try gives the final status up
+    and alerts it, ``notifications.status.give_up``). The record is read unless this process's last version
+    of it ended well without the mark: a mark is never set on an ended record, only cleared."""
+    if status not in _ENDED_WELL_STATUSES:
+        return
+    record = states.recent(order_id)
+    if record is None or record.process_state not in _LAST_WORD or record.received_owed is not None:
+        record = states.get(order_id)
+    if record is None or record.received_owed is None or record.process_state not in _LAST_WORD:
+        return
+    _say_and_clear(states, sender, record, at, f"said before the {status} status, after {_last_event(record)}")
+
+
+def _last_event(record: StateRecord) -> str:
+    return record.history[-1].event if record.history else record.process_state.value
+
+
+def _say_and_clear(
+    states: StateStore, sender: MessageSender, record: StateRecord, at: datetime, detail: str
+) -> StateRecord:
+    """``Received``, then the mark cleared by one conditional write (``ReceivedSaid``, in submission's name;
+    a lost race or a store failure is only logged: the status is out). ``SendError`` propagates."""
     publish_status(sender, reply_to=record.reply_to, order_id=record.order_id, status="Received", attempt=0, at=at)
-    event = record.history[-1].event if record.history else record.process_state.value
     try:
         return update_once(
-            states,
-            record,
-            lambda r: r.with_changes(
-                at, RECEIVED_SAID, SUBMISSION, f"said after {writer}'s {event}", received_owed=None
-            ),
+            states, record, lambda r: r.with_changes(at, RECEIVED_SAID, SUBMISSION, detail, received_owed=None)
         )
     except (EtagMismatch, StoreUnavailable) as exc:
         log.info("order %s: Received said, its mark not cleared: %s", record.order_id, exc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from adapters.clock import ManualClock
 from dependencies import AppContext
 from tests.activity_calls import run
+from tests.contexts import context_with
 
 
 def test_the_status_activity_sends_to_the_queue_it_is_given_without_reading_the_record():
@@ -34,6 +35,38 @@ def test_the_status_activity_sends_to_the_queue_it_is_given_without_reading_the_
         health=unused,  # type: ignore[arg-type]
         rng=random.Random(1),
     )
+    run(publish_status, ctx, {"orderId": "o1", "status": "Failed", "attempt": 2, "replyTo": "submitter-7"})
+    assert sender.message_ids("submitter-7") == ["o1:Failed:2"]
+
+
+def test_completed_is_sent_without_reading_the_record_when_this_process_saw_it_end_owing_nothing():
+    """``Completed`` and ``Compensated`` say a ``Received`` the record still owes first (notifications/received.py):
+    the record is not read when this process's last version of it ended well without the mark (a mark is
+    never set on an ended record), only when that version is missing, not ended or still marked."""
+    from datetime import UTC, datetime
+
+    from activities.scheduler_steps import publish_status
+    from domain.records import StateRecord
+    from domain.states import ProcessState
+    from tests.fakes import RecordingSender
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    ended = StateRecord(
+        id="o1", order_id="o1", process_state=ProcessState.PROCESSED, reply_to="submitter-7", updated_at=at
+    )
+
+    class OnlyRecent:
+        def __init__(self, recent: StateRecord | None) -> None:
+            self._recent = recent
+
+        def recent(self, order_id: str) -> StateRecord | None:
+            return self._recent
+
+        def get(self, order_id: str) -> StateRecord | None:
+            raise AssertionError("the record was read")
+
+    sender = RecordingSender()
+    ctx = context_with(_context(sender), states=OnlyRecent(ended))
     run(publish_status, ctx, {"orderId": "o1", "status": "Completed", "attempt": 2, "replyTo": "submitter-7"})
     assert sender.message_ids("submitter-7") == ["o1:Completed:2"]
 
@@ -80,7 +113,7 @@ def test_a_final_status_whose_last_try_fails_is_alerted_status_undelivered_and_a
                 raise SendError("send to 'submitter-7' failed: ServiceCommunicationProblem")
             super().send(queue, message)  # type: ignore[arg-type]
 
-    given = {"orderId": "o1", "status": "Completed", "attempt": 2, "replyTo": "submitter-7"}
+    given = {"orderId": "o1", "status": "Failed", "attempt": 2, "replyTo": "submitter-7"}
     earlier = ReplyQueueDown()
     with pytest.raises(SendError):
         run(publish_status, _context(earlier), given)
@@ -88,9 +121,9 @@ def test_a_final_status_whose_last_try_fails_is_alerted_status_undelivered_and_a
     last = ReplyQueueDown()
     with pytest.raises(SendError):
         run(publish_status, _context(last), {**given, "lastTry": True})
-    assert last.message_ids(OPERATOR_ALERTS_QUEUE) == ["alert:StatusUndelivered:o1:Completed:2"]
+    assert last.message_ids(OPERATOR_ALERTS_QUEUE) == ["alert:StatusUndelivered:o1:Failed:2"]
     alert = last.bodies(OPERATOR_ALERTS_QUEUE)[0]
-    assert alert["details"]["replyTo"] == "submitter-7" and alert["details"]["status"] == "Completed"
+    assert alert["details"]["replyTo"] == "submitter-7" and alert["details"]["status"] == "Failed"
 
 
 def test_only_the_status_couriers_last_try_says_it_is_the_last(functions):

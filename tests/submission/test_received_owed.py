@@ -19,11 +19,22 @@ from typing import Any
 
 import pytest
 
-from activities.scheduler_steps import begin_step, mark_processed
+from activities.compensation_steps import finish_compensation
+from activities.scheduler_steps import begin_step, mark_processed, publish_status
 from adapters.clock import ManualClock
 from adapters.cosmos.state_store import StateStore
 from adapters.servicebus.sender import OutgoingMessage, SendError
-from contracts.activities import BeginStepInput, MarkProcessedInput, Processed, StepBegun, StepResult
+from contracts.activities import (
+    OWNED,
+    BeginStepInput,
+    FinishCompensationInput,
+    MarkProcessedInput,
+    Processed,
+    PublishStatusInput,
+    StepBegun,
+    StepResult,
+)
+from contracts.names import OPERATOR_ALERTS_QUEUE
 from dependencies import AppContext
 from domain.records import StateRecord
 from domain.states import ProcessState
@@ -189,20 +200,14 @@ def test_a_redelivery_after_a_step_began_says_received_while_it_is_still_owed(ap
     assert _heard(ctx) == ["Processing", "Received"]
 
 
-@pytest.mark.parametrize("number", [2, None], ids=["numbered", "unnumbered"])
-def test_the_order_ended_well_says_received_before_completed_when_its_write_is_tried_again(
-    app_context: AppContext, number: int | None
-) -> None:
-    """Nobody writes a ``Processed`` record again: the write is made (a queue refusing for a while must not
-    fail the order), but its activity fails while ``Received`` cannot be sent, before ``Completed``; the
-    scheduler tries it again, which finds the write made, says ``Received``, clears the mark, then says
-    ``Completed``. A write the orchestration did not number (a version from before write numbers) finds
-    its hand-over done the same way, past the mark's clearing."""
-    sender = ReceivedSendsFail(failures=4)
-    ctx = context_with(app_context, sender=sender)
+def _processed_owing_received(ctx: AppContext, number: int | None) -> tuple[MarkProcessedInput, PublishStatusInput]:
+    """The order's delivery fails its ``Received`` send and the host stops; the attempt's first step and
+    its ``Processed`` write cannot say it either (the submitter's queue refuses ``Received`` throughout):
+    the write is made and the record still owes it. The scheduler's ``mark_processed`` and the ``Completed``
+    it then sends on its durable timers (``publish_status``) are returned."""
     claim = _delivered_then_host_stopped(ctx)
     assert claim is not None
-    assert isinstance(begin_step(ctx, _first_step(ctx, claim)), StepBegun)  # its Received fails: 2
+    assert isinstance(begin_step(ctx, _first_step(ctx, claim)), StepBegun)  # its Received fails
     done = MarkProcessedInput(
         order_id=ORDER,
         instance_id=claim.instance_id,
@@ -210,20 +215,60 @@ def test_the_order_ended_well_says_received_before_completed_when_its_write_is_t
         completes=StepResult(step="reserve-inventory", result={"reservationId": "r-1"}),
         write_number=number,
     )
+    completed = PublishStatusInput(
+        order_id=ORDER, status="Completed", attempt=claim.attempt, reply_to=CLIENT, reply_to_known=True
+    )
+    return done, completed
 
-    with pytest.raises(SendError):
-        mark_processed(ctx, done)  # its Received fails before the write (3) and after it (4)
+
+@pytest.mark.parametrize("number", [2, None], ids=["numbered", "unnumbered"])
+def test_the_order_ended_well_sends_completed_on_the_schedulers_timers_only_after_received(
+    app_context: AppContext, number: int | None
+) -> None:
+    """Nobody writes a ``Processed`` record again: the write is made (a queue refusing for a while must not
+    fail the order), and while ``Received`` cannot be sent its activity answers ``statusSent: false``
+    without sending ``Completed``, which the scheduler then sends on its durable timers: that send says
+    ``Received`` first (failing while it cannot), clears the mark, then says ``Completed``. The activity
+    does not fail: failing, it spent the hand-over's retries (``HAND_OVER_RETRY_DELAYS``), and once a
+    refusing queue had used most of them up the orchestration failed with ``Completed`` never sent nor
+    alerted (fuzz: 25 % send failures, submitter 1's queue full for 25 minutes, 300 orders, seed 1,
+    ``ord-00094``, ``missing_statuses`` 1). A later run of the write (numbered or not, past the mark's
+    clearing) finds it made."""
+    sender = ReceivedSendsFail(failures=5)  # the delivery's, the first step's, the write's two, one more
+    ctx = context_with(app_context, sender=sender)
+    done, completed = _processed_owing_received(ctx, number)
+
+    assert mark_processed(ctx, done) == Processed(status_sent=False)  # its Received fails before and after it
     record = ctx.states.get(ORDER)
     assert record is not None and record.process_state is ProcessState.PROCESSED
     assert record.received_owed is not None
     assert _heard(ctx) == ["Processing"]  # no Completed before Received
 
-    assert mark_processed(ctx, done) == Processed(status_sent=True)  # the scheduler's retry
+    with pytest.raises(SendError):
+        publish_status(ctx, completed)  # the scheduler's first try: Received still fails, so no Completed
+    assert _heard(ctx) == ["Processing"]
+    publish_status(ctx, completed)  # its next try
     assert _heard(ctx) == ["Processing", "Received", "Completed"]
     record = ctx.states.get(ORDER)
     assert record is not None and record.process_state is ProcessState.PROCESSED and record.received_owed is None
     assert [e.event for e in record.history[-2:]] == ["Processed", "ReceivedSaid"]
     assert mark_processed(ctx, done) == Processed(status_sent=True)  # a later run: its write is made
+
+
+def test_completed_still_waiting_for_received_at_its_last_try_is_alerted_undelivered(app_context: AppContext) -> None:
+    """The submitter's queue never takes ``Received``: the last try of the scheduler's ``Completed`` gives it
+    up as any final status's last try does (``StatusUndelivered``, alerted), never sending ``Completed``
+    before ``Received``."""
+    ctx = context_with(app_context, sender=ReceivedSendsFail(failures=1_000))
+    done, completed = _processed_owing_received(ctx, 2)
+    assert mark_processed(ctx, done) == Processed(status_sent=False)
+
+    with pytest.raises(SendError):
+        publish_status(ctx, replace(completed, last_try=True))
+
+    assert _heard(ctx) == ["Processing"]
+    assert isinstance(ctx.sender, RecordingSender)
+    assert ctx.sender.message_ids(OPERATOR_ALERTS_QUEUE) == [f"alert:StatusUndelivered:{ORDER}:Completed:1"]
 
 
 def test_an_order_escalated_before_any_step_hears_received_before_failed(app_context: AppContext) -> None:
@@ -310,3 +355,31 @@ def test_a_redelivery_that_read_the_record_before_it_ended_does_not_mark_the_end
     record = ctx.states.get(ORDER)
     assert record is not None and record.process_state is ProcessState.PROCESSED
     assert record.received_owed is None and record.history[-1].event == "Processed"
+
+
+def test_an_order_compensated_while_received_cannot_be_sent_hears_it_before_compensated(
+    app_context: AppContext,
+) -> None:
+    """Cancelled before its claim started, and ``Received`` still refused through the round's claim and its
+    ``Compensated`` write: the write is made and does not fail its activity; the round's ``Compensated``,
+    sent on its durable timers, says ``Received`` first (failing while it cannot), then ``Compensated``."""
+    sender = ReceivedSendsFail(failures=4)  # the delivery's, the round's claim's, the write's two
+    ctx = context_with(app_context, sender=sender)
+    assert _delivered_then_host_stopped(ctx) is not None
+    cancel = {"type": "CancelOrder", "schemaVersion": 1, "orderId": ORDER, "reason": "changed my mind"}
+    handle_orders_message(ctx, FakeReceivedMessage.of(json.dumps(cancel).encode(), message_id="c-owed"))
+    (round_,) = run_supervisor(ctx, ScanState()).compensations
+    finished = FinishCompensationInput(order_id=ORDER, instance_id=round_.instance_id, write_number=1)
+
+    assert finish_compensation(ctx, finished) == OWNED
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.process_state is ProcessState.COMPENSATED
+    assert record.received_owed is not None and _heard(ctx) == []
+
+    compensated = PublishStatusInput(
+        order_id=ORDER, status="Compensated", attempt=round_.round, reply_to=CLIENT, reply_to_known=True
+    )
+    publish_status(ctx, compensated)
+    assert _heard(ctx) == ["Received", "Compensated"]
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.received_owed is None and record.history[-1].event == "ReceivedSaid"
