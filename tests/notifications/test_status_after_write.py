@@ -222,3 +222,29 @@ def test_a_status_the_failure_record_owes_has_no_last_try_and_every_other_final_
         assert last_input(final).get("lastTry") is True, final
     for owed in ("Failed", "CompensationFailed"):
         assert "lastTry" not in last_input(owed), owed
+
+
+def test_the_last_try_of_completed_whose_record_cannot_be_read_is_alerted_status_undelivered():
+    """The last try of ``Completed`` must read the record (is a ``Received`` still owed first?) and Cosmos DB
+    fails: the status is given up and alerted as when its send fails, not dropped silently."""
+    import pytest
+
+    from activities.scheduler_steps import publish_status
+    from adapters.cosmos.errors import StoreUnavailable
+    from contracts.names import OPERATOR_ALERTS_QUEUE
+    from tests.fakes import RecordingSender
+
+    class StoreDown:
+        def recent(self, order_id: str) -> None:
+            return None
+
+        def get(self, order_id: str) -> None:
+            raise StoreUnavailable("Cosmos DB 503 on read")
+
+    sender = RecordingSender()
+    ctx = context_with(_context(sender), states=StoreDown())
+    given = {"orderId": "o1", "status": "Completed", "attempt": 2, "replyTo": "submitter-7", "lastTry": True}
+    with pytest.raises(StoreUnavailable):
+        run(publish_status, ctx, given)
+    assert sender.message_ids("submitter-7") == []
+    assert sender.message_ids(OPERATOR_ALERTS_QUEUE) == ["alert:StatusUndelivered:o1:Completed:2"]
