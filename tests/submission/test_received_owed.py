@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from activities.compensation_steps import finish_compensation
-from activities.scheduler_steps import begin_step, mark_processed, publish_status
+from activities.scheduler_steps import begin_step, mark_processed, publish_status, settle_retired_attempt
 from adapters.clock import ManualClock
 from adapters.cosmos.state_store import StateStore
 from adapters.servicebus.sender import OutgoingMessage, SendError
@@ -31,6 +31,7 @@ from contracts.activities import (
     MarkProcessedInput,
     Processed,
     PublishStatusInput,
+    SettleRetiredInput,
     StepBegun,
     StepResult,
 )
@@ -383,3 +384,22 @@ def test_an_order_compensated_while_received_cannot_be_sent_hears_it_before_comp
     assert _heard(ctx) == ["Received", "Compensated"]
     record = ctx.states.get(ORDER)
     assert record is not None and record.received_owed is None and record.history[-1].event == "ReceivedSaid"
+
+
+def test_a_retired_attempt_that_wrote_processed_leaves_completed_to_its_timers_while_received_is_owed(
+    app_context: AppContext,
+) -> None:
+    """An instance of a retired scheduler version that had written ``Processed`` settles by sending
+    ``Completed``: with ``Received`` still owed it does not, and answers the status unsent, so the
+    orchestration sends it on its durable timers, ``Received`` first (``publish_status``)."""
+    ctx = context_with(app_context, sender=ReceivedSendsFail(failures=4))
+    done, completed = _processed_owing_received(ctx, 2)
+    assert mark_processed(ctx, done) == Processed(status_sent=False)
+
+    settled = settle_retired_attempt(
+        ctx, SettleRetiredInput(order_id=ORDER, instance_id=done.instance_id, attempt=done.attempt)
+    )
+
+    assert settled.completed_status is False and _heard(ctx) == ["Processing"]
+    publish_status(ctx, completed)
+    assert _heard(ctx) == ["Processing", "Received", "Completed"]
