@@ -111,12 +111,14 @@ def say_before_final_status(
     orchestration's durable timers (the ``publish_status`` activity): ``Received`` if the record still owes
     it, and its mark cleared (``say_before_the_last_word``'s write). A send that fails raises ``SendError``:
     that try of the final status fails, and its timers try again (the last try gives the final status up
-    and alerts it, ``notifications.status.give_up``). The record is read unless this process's last version
-    of it ended well without the mark: a mark is never set on an ended record, only cleared."""
+    and alerts it, ``notifications.status.give_up``). The record is read only when this process has no
+    version of it that ended well: a mark is never set on an ended record, only cleared, so a version
+    without it needs nothing, and one with it is said and cleared by a write conditional on that version (a
+    412 means it was cleared already, and this ``Received`` was a repeat)."""
     if status not in _ENDED_WELL_STATUSES:
         return
     record = states.recent(order_id)
-    if record is None or record.process_state not in _LAST_WORD or record.received_owed is not None:
+    if record is None or record.process_state not in _LAST_WORD:
         record = states.get(order_id)
     if record is None or record.received_owed is None or record.process_state not in _LAST_WORD:
         return
