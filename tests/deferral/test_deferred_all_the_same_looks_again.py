@@ -132,12 +132,15 @@ class SettlementLost:
     def defer(self, message: Any) -> None: ...
 
 
-def test_a_decided_notification_redelivered_into_a_failing_second_look_is_abandoned_and_decided_again(
+def test_a_decided_notification_redelivered_into_a_failing_second_look_is_finished_by_its_look_again(
     functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
 ) -> None:
-    """Its entry is resolved (``DeadLettered``, by the delivery whose settlement was lost): a look again would
-    find nothing to do, so deferred all the same it waited for the peek sweep to settle it as recorded (harsh
-    refusal profile, 80 orders, seed 1: a third delivery, after another lost lock, happened to decide it)."""
+    """Its entry is resolved (``DeadLettered``, by the delivery whose settlement was lost). Deferred all the same
+    before looks again finished a recorded decision, it waited for the peek sweep (harsh refusal profile, 80
+    orders, seed 1); abandoned then, every redelivery into a store failure spent a delivery, until Service Bus
+    dead-lettered it ``MaxDeliveryCountExceeded`` (harsh refusals, 300 orders, seed 3:
+    ``test_refused_notification_decided_through_store_failures``). Now deferred under its number with its look
+    again, which dead-letters it as recorded."""
     refused(functions, ctx, broker, monkeypatch)
     send(broker, notification())
     message = broker.receive(ORDERS_QUEUE)
@@ -151,9 +154,11 @@ def test_a_decided_notification_redelivered_into_a_failing_second_look_is_abando
     blipping = context_with(ctx, states=FailsOnCall(ctx.states, "get", 2))
     assert deliver(functions, broker)  # redelivered: recorded (resolved, unchanged), its second look fails
     context_with(blipping, states=ctx.states)
-    assert deferred_sequence_numbers(broker) == [] and scheduled_retries(broker) == []  # abandoned, not deferred
+    assert deferred_sequence_numbers(broker) == [entry.sequence_number]  # deferred under its tracked number
+    assert [(r["sequenceNumber"], r["round"]) for r in scheduled_retries(broker)] == [(entry.sequence_number, 1)]
 
-    assert deliver(functions, broker)  # decided again at once, as recorded
+    clock.advance(ctx.settings.defer_retry_delay)
+    deliver_all(functions, broker)  # its look again: settled as recorded
     [dead] = broker.dead_letters(ORDERS_QUEUE)
     assert (dead.sequence_number, dead.reason) == (entry.sequence_number, "OrderRejected")
     assert deferred_sequence_numbers(broker) == []

@@ -1,0 +1,150 @@
+"""A payment notification of a refused order whose entry is resolved already (``DeadLettered`` ``OrderRejected``:
+an earlier delivery wrote the refusal's outcome and then failed) and whose redeliveries meet state store failures
+is deferred with its look again, which finishes the decision as recorded (the alert, the dead-lettering, and, for
+a store-retry copy, its originals' entries): before, each such redelivery was abandoned ("decided before"), a
+delivery spent each time, until Service Bus dead-lettered it ``MaxDeliveryCountExceeded`` with no
+``NotificationForRejectedOrder`` alert, and the entries of its originals (the same notification under the numbers
+its earlier copies had) were reported ``DeferredMessageExpired`` for an order that was refused (harsh-refusals
+profile, 300 orders, seed 3: order ord-00241, the copy #1770 of #911 and #1323). Through the registered trigger,
+the in-process broker and the Cosmos protocol server."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from contracts.names import ORDERS_QUEUE, QUEUE_MAX_DELIVERY_COUNT
+from domain.deferral import EntryStatus
+from submission.store_outage import STORE_RETRY_DELAYS
+from tests.contexts import context_with
+from tests.deferral.support import (
+    DurableClientStub,
+    alerts,
+    deferred_sequence_numbers,
+    deliver,
+    deliver_all,
+    notification,
+    send,
+)
+from tests.deferral.test_deferred_all_the_same_looks_again import FailsOnCall, SettlementLost, refused
+from tests.deferral.test_recovery_resends_a_rounds_retry import RetrySendFailsOnce
+
+pytestmark = pytest.mark.cosmos
+
+
+def _finished_as_refused(functions: Any, ctx: Any, broker: Any, clock: Any) -> None:
+    clock.advance(ctx.settings.defer_retry_delay)
+    deliver_all(functions, broker)
+    assert deferred_sequence_numbers(broker) == []
+    [dead] = broker.dead_letters(ORDERS_QUEUE)
+    assert dead.reason == "OrderRejected"
+    assert [a["kind"] for a in alerts(broker)].count("NotificationForRejectedOrder") == 1
+    doc = ctx.deferrals.get("p1")
+    assert [r.sequence_number for r in doc.refused_notifications] == [dead.sequence_number]
+
+
+def test_a_decided_notification_whose_redeliveries_meet_store_failures_is_finished_by_its_look_again(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
+) -> None:
+    refused(functions, ctx, broker, monkeypatch)
+    send(broker, notification())
+    message = broker.receive(ORDERS_QUEUE)
+    fn = functions["submit_order"].func.client_function
+    asyncio.run(fn(message=message, message_actions=SettlementLost(), client=DurableClientStub()))
+    [entry] = ctx.deferrals.get("p1").entries
+    assert entry.status is EntryStatus.DEAD_LETTERED  # decided, then its dead-lettering lost with its lock
+    clock.advance(broker.policy(ORDERS_QUEUE).lock_duration + timedelta(seconds=1))
+    # every redelivery's second look (the state record's read) meets a blip
+    failing = ctx
+    for _ in range(QUEUE_MAX_DELIVERY_COUNT - 1):
+        failing = context_with(failing, states=FailsOnCall(ctx.states, "get", 2))
+        deliver(functions, broker)
+    context_with(failing, states=ctx.states)
+    assert [d.reason for d in broker.dead_letters(ORDERS_QUEUE)] != ["MaxDeliveryCountExceeded"]
+    _finished_as_refused(functions, ctx, broker, clock)
+
+
+def test_a_refused_copy_whose_originals_settling_fails_settles_them_through_its_look_again(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
+) -> None:
+    """The harsh-refusals interleaving: the notification recorded, its look again not sent (abandoned), its
+    redelivery's record met a blip (copied, the original completed); the copy, its order refused, wrote its
+    refusal, then the read that settles its original's entry failed and its look again could not be sent
+    (abandoned); every redelivery of it then met a blip."""
+    refused(functions, ctx, broker, monkeypatch)
+    send(broker, notification())
+    blipping = context_with(ctx, states=FailsOnCall(ctx.states, "get", 2), sender=RetrySendFailsOnce(broker))
+    assert deliver(functions, broker)  # recorded; its second look fails and its look again cannot be sent
+    [original] = ctx.deferrals.get("p1").entries
+    blipping = context_with(blipping, states=FailsOnCall(ctx.states, "get", 1), sender=broker)
+    assert deliver(functions, broker)  # redelivered into a store failure: copied, the original completed
+    blipping = context_with(blipping, states=ctx.states)
+
+    clock.advance(STORE_RETRY_DELAYS[0])
+    # the copy: recorded (1st read of the document), refused (2nd), its original not settled (3rd read fails)
+    blipping = context_with(blipping, deferrals=FailsOnCall(ctx.deferrals, "get", 3), sender=RetrySendFailsOnce(broker))
+    assert deliver(functions, broker)
+    copy = next(e for e in ctx.deferrals.get("p1").entries if e.sequence_number != original.sequence_number)
+    assert ctx.deferrals.get("p1").entry(copy.sequence_number).status is EntryStatus.DEAD_LETTERED
+    for _ in range(QUEUE_MAX_DELIVERY_COUNT - 1):
+        blipping = context_with(blipping, deferrals=ctx.deferrals, sender=broker)
+        blipping = context_with(blipping, states=FailsOnCall(ctx.states, "get", 2))
+        deliver(functions, broker)
+    context_with(blipping, states=ctx.states)
+
+    _finished_as_refused(functions, ctx, broker, clock)
+    settled = ctx.deferrals.get("p1").entry(original.sequence_number)
+    assert (settled.status, settled.detail) == (
+        EntryStatus.DEAD_LETTERED,
+        f"OrderRejected: decided on its copy #{copy.sequence_number}",
+    )
+    clock.advance(ctx.settings.peek_sweep_age * 2)  # any absence check or sweep due
+    deliver_all(functions, broker)
+    assert "DeferredMessageExpired" not in [a["kind"] for a in alerts(broker)]
+
+
+def test_a_look_again_finding_its_resolved_message_held_by_a_delivery_comes_back_for_it(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
+) -> None:
+    """The delivery that deferred it all the same lost its lock before its deferral reached Service Bus: its
+    look again, due before the lock lapsed, finds the entry resolved and the message held (not deferred).
+    Completed then, it left nothing to finish the message: the next delivery, deferring it all the same again,
+    sends the same look again (the same MessageId, within duplicate detection's 10 minutes: dropped), and the
+    message waited for the peek sweep, which settles it without its alert. Handled again later, it finds the
+    message deferred and finishes it as recorded."""
+    assert ctx.settings.defer_retry_delay < broker.policy(ORDERS_QUEUE).lock_duration
+    refused(functions, ctx, broker, monkeypatch)
+    send(broker, notification())
+    fn = functions["submit_order"].func.client_function
+    message = broker.receive(ORDERS_QUEUE)
+    asyncio.run(fn(message=message, message_actions=SettlementLost(), client=DurableClientStub()))
+    [entry] = ctx.deferrals.get("p1").entries
+    assert entry.status is EntryStatus.DEAD_LETTERED  # decided, its dead-lettering lost with its lock
+    clock.advance(broker.policy(ORDERS_QUEUE).lock_duration + timedelta(seconds=1))
+
+    blipping = context_with(ctx, states=FailsOnCall(ctx.states, "get", 2))
+    message = broker.receive(ORDERS_QUEUE)  # redelivered into a store failure: deferred all the same...
+    asyncio.run(fn(message=message, message_actions=SettlementLost(), client=DurableClientStub()))
+    blipping = context_with(blipping, states=ctx.states)
+    assert deferred_sequence_numbers(broker) == []  # ...but its deferral lost with its lock
+
+    clock.advance(ctx.settings.defer_retry_delay)
+    assert deliver(functions, broker)  # its look again, the message still locked
+    clock.advance(broker.policy(ORDERS_QUEUE).lock_duration)
+    blipping = context_with(blipping, states=FailsOnCall(ctx.states, "get", 2))
+    assert deliver(functions, broker)  # redelivered into a store failure again: deferred all the same
+    context_with(blipping, states=ctx.states)
+    assert deferred_sequence_numbers(broker) == [entry.sequence_number]
+
+    clock.advance(ctx.settings.defer_retry_delay)
+    deliver_all(functions, broker)
+    for _ in range(3):  # whatever is handled again later comes within these
+        clock.advance(STORE_RETRY_DELAYS[-1])
+        deliver_all(functions, broker)
+    assert ctx.settings.peek_sweep_age > 3 * STORE_RETRY_DELAYS[-1]  # not the peek sweep's doing
+    assert deferred_sequence_numbers(broker) == []
+    [dead] = broker.dead_letters(ORDERS_QUEUE)
+    assert (dead.sequence_number, dead.reason) == (entry.sequence_number, "OrderRejected")
