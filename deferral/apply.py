@@ -275,21 +275,19 @@ def rejected_order(ctx: AppContext, note: PaymentNotification, seq: int, *, copy
     dead-lettered and listed among the notifications dead-lettered under the refusal (one write,
     ``resolve_refused``: flagged again if a later submission of the order is accepted), with an alert (after
     the write). For a store-retry ``copy``, its original's entry (the same notification under another number,
-    recorded and never deferred) takes that outcome too, as for any decision of a copy (``settle_decided``):
-    left waiting for a message that is gone, it was reported expired once a later submission of the order
-    was accepted. Returns the dead-letter reason and description for the caller to settle the message with,
+    recorded and never deferred) takes that outcome too, as for any decision of a copy (``settle_decided``), in
+    the same write: left waiting for a message that is gone, it was reported expired once a later submission of
+    the order was accepted, or once found gone when a store failure came between the two writes. Returns the
+    dead-letter reason and description for the caller to settle the message with,
     or None if the write found the refusal withdrawn (a submission of the order accepted since the caller
     read it): nothing written, no alert; the caller lets the message wait for its order, with a look again."""
     order_id = note.order_id
     description = f"order {order_id} was rejected by admission control (MAX_PENDING); nothing to apply the payment to"
-    if not resolve_refused(ctx, order_id, seq, f"{ORDER_REJECTED}: {description}"):
+    if not resolve_refused(ctx, order_id, seq, f"{ORDER_REJECTED}: {description}", copy_of=note if copy else None):
         log.info(
             "deferred #%s: order %s's refusal was withdrawn before the write; it waits for the order", seq, order_id
         )
         return None
-    if copy:
-        refused = PaymentOutcome("rejected", reason=ORDER_REJECTED, description=description)
-        settle_decided(ctx, note, seq, refused, copy=True)
     _alert_rejected_order(ctx, order_id, seq)
     app_event(
         "DeadLettered", f"deferred #{seq}: {ORDER_REJECTED}", logging.WARNING, orderId=order_id, sequenceNumber=seq

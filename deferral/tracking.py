@@ -80,17 +80,32 @@ def resolve(
     return entry.status if entry is not None else None
 
 
-def resolve_refused(ctx: AppContext, order_id: str, sequence_number: int, detail: str) -> bool:
+def resolve_refused(
+    ctx: AppContext, order_id: str, sequence_number: int, detail: str, *, copy_of: PaymentNotification | None = None
+) -> bool:
     """``resolve`` as ``DeadLettered`` for a notification whose order a refusal stands for, listing it on the
     document in the same write (``refused_notification``), before it is dead-lettered: if a later submission
     of the order is accepted, the alert that names it is raised from that list (``submission.intake``).
+    ``copy_of``: the notification, when the message is a store-retry copy; then, in that same write, the entries
+    its originals left (the same notification under other numbers, ``settle_decided``) take the refusal too.
+    Written apart (a read and a write after this one), a store failure between the two left the copy resolved
+    and its originals waiting, reported ``DeferredMessageExpired`` for the refused order once found gone (a
+    refusal's release no longer looks at a resolved entry, and the copy's look again may be spent already).
     Returns whether it is to be dead-lettered: False when the write found the refusal withdrawn (a submission
     of the order accepted since the notification was decided) and its entry not dead-lettered already: then
     nothing was written, and the notification is to wait for its order."""
     now = ctx.clock.now()
-    doc = update_deferrals(
-        ctx.deferrals, order_id, lambda d: refused_notification(d, sequence_number, now, detail), now
-    )
+    refused = PaymentOutcome("rejected", reason=detail.partition(": ")[0], description=detail.partition(": ")[2])
+
+    def change(doc: DeferralDocument) -> DeferralDocument:
+        doc = refused_notification(doc, sequence_number, now, detail)
+        if copy_of is None or doc.rejected_at is None:
+            return doc
+        for seq, why in _to_settle(doc, copy_of, sequence_number, refused, copy=True):
+            doc = with_status(doc, seq, EntryStatus.DEAD_LETTERED, now, why)
+        return doc
+
+    doc = update_deferrals(ctx.deferrals, order_id, change, now)
     entry = doc.entry(sequence_number)
     return doc.rejected_at is not None or (entry is not None and entry.status is EntryStatus.DEAD_LETTERED)
 
@@ -130,40 +145,48 @@ def settle_decided(
     ``doc``: the order's document as the caller just read or wrote it (not read again to find out
     whether there is anything to settle)."""
     now = ctx.clock.now()
-    digest = notification_digest(note)
-    rejected = outcome.kind == "rejected"
-    status = EntryStatus.DEAD_LETTERED if rejected else EntryStatus.APPLIED
-
-    def settled(doc: DeferralDocument) -> list[tuple[int, str]]:
-        """The entries to resolve, with the detail each is resolved with."""
-        found: list[tuple[int, str]] = []
-        for entry in doc.entries:
-            if entry.sequence_number == sequence_number:
-                if _open(entry) or (not rejected and entry.status is EntryStatus.DEAD_LETTERED):
-                    detail = f"{outcome.reason}: {outcome.description}" if rejected else outcome.kind
-                    found.append((entry.sequence_number, detail))
-            elif not _open(entry):
-                continue
-            elif copy and entry.carries(note.notification_id, digest) and (entry.notification_digest or not rejected):
-                # an entry recorded before digests (none) is matched by id alone: it takes a copy's
-                # "applied" (the payment is on the record), never a rejection, which may be another
-                # notification's under the same id (a message can claim to be a copy)
-                detail = (
-                    f"{outcome.reason}: decided on its copy #{sequence_number}"
-                    if rejected
-                    else f"applied as #{sequence_number}"
-                )
-                found.append((entry.sequence_number, detail))
-        return found
+    status = EntryStatus.DEAD_LETTERED if outcome.kind == "rejected" else EntryStatus.APPLIED
 
     def change(doc: DeferralDocument) -> DeferralDocument:
-        for seq, detail in settled(doc):
+        for seq, detail in _to_settle(doc, note, sequence_number, outcome, copy=copy):
             doc = with_status(doc, seq, status, now, detail)
         return doc
 
     known = doc if doc is not None else ctx.deferrals.get(note.order_id)
-    if known is not None and settled(known):
+    if known is not None and _to_settle(known, note, sequence_number, outcome, copy=copy):
         update_deferrals(ctx.deferrals, note.order_id, change, now)
+
+
+def _to_settle(
+    doc: DeferralDocument,
+    note: PaymentNotification,
+    sequence_number: int | None,
+    outcome: PaymentOutcome,
+    *,
+    copy: bool,
+) -> list[tuple[int, str]]:
+    """The entries of ``doc`` that ``settle_decided`` resolves, with the detail each is resolved with."""
+    digest = notification_digest(note)
+    rejected = outcome.kind == "rejected"
+    found: list[tuple[int, str]] = []
+    for entry in doc.entries:
+        if entry.sequence_number == sequence_number:
+            if _open(entry) or (not rejected and entry.status is EntryStatus.DEAD_LETTERED):
+                detail = f"{outcome.reason}: {outcome.description}" if rejected else outcome.kind
+                found.append((entry.sequence_number, detail))
+        elif not _open(entry):
+            continue
+        elif copy and entry.carries(note.notification_id, digest) and (entry.notification_digest or not rejected):
+            # an entry recorded before digests (none) is matched by id alone: it takes a copy's
+            # "applied" (the payment is on the record), never a rejection, which may be another
+            # notification's under the same id (a message can claim to be a copy)
+            detail = (
+                f"{outcome.reason}: decided on its copy #{sequence_number}"
+                if rejected
+                else f"applied as #{sequence_number}"
+            )
+            found.append((entry.sequence_number, detail))
+    return found
 
 
 def _open(entry: DeferredEntry) -> bool:

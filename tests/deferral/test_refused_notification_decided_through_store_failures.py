@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from adapters.cosmos.errors import StoreUnavailable
 from contracts.names import ORDERS_QUEUE, QUEUE_MAX_DELIVERY_COUNT
 from domain.deferral import EntryStatus
 from submission.store_outage import STORE_RETRY_DELAYS
@@ -27,6 +28,7 @@ from tests.deferral.support import (
     deliver,
     deliver_all,
     notification,
+    order,
     send,
 )
 from tests.deferral.test_deferred_all_the_same_looks_again import FailsOnCall, SettlementLost, refused
@@ -148,3 +150,73 @@ def test_a_look_again_finding_its_resolved_message_held_by_a_delivery_comes_back
     assert deferred_sequence_numbers(broker) == []
     [dead] = broker.dead_letters(ORDERS_QUEUE)
     assert (dead.sequence_number, dead.reason) == (entry.sequence_number, "OrderRejected")
+
+
+class ReadAfterRefusalFails:
+    """The deferral log, whose first read after the write that lists a notification as dead-lettered under a
+    refusal (``refusedNotifications``) fails (a 503)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner, self.armed, self.fired = inner, False, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def save(self, doc: Any) -> Any:
+        saved = self._inner.save(doc)
+        self.armed = self.armed or bool(doc.refused_notifications)
+        return saved
+
+    def get(self, order_id: str) -> Any:
+        if self.armed and not self.fired:
+            self.fired = True
+            raise StoreUnavailable("Cosmos DB 503 on get")
+        return self._inner.get(order_id)
+
+
+def test_a_copy_released_by_its_orders_refusal_settles_its_original_in_the_same_write(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
+) -> None:
+    """The refusal of the order dead-lettered a waiting store-retry copy of its notification, and the read that
+    was to settle the copy's original's entry (the same notification under the number it had before it was
+    copied) failed: the submission was handled again later, and the copy, resolved and still deferred, was no
+    longer among the notifications waiting (left to the peek sweep), nor its original settled: once old, the
+    original's entry was reported ``DeferredMessageExpired`` for the refused order (harsh-refusals, 300 orders,
+    seed 3, ord-00012). The copy's refusal and its original's now share one write."""
+    send(broker, notification())
+    blipping = context_with(ctx, sender=RetrySendFailsOnce(broker))
+    assert deliver(functions, broker)  # recorded, its look again cannot be sent: abandoned
+    [original] = ctx.deferrals.get("p1").entries
+    blipping = context_with(blipping, states=FailsOnCall(ctx.states, "get", 1), sender=broker)
+    assert deliver(functions, broker)  # redelivered into a store failure: copied, the original completed
+    blipping = context_with(blipping, states=ctx.states)
+    clock.advance(STORE_RETRY_DELAYS[0])
+    assert deliver(functions, broker)  # the copy, waiting for its order: deferred
+    [copy_seq] = deferred_sequence_numbers(broker)
+    clock.advance(ctx.settings.defer_retry_delay)
+    deliver_all(functions, broker)  # its look again: its order does not exist yet, nothing done
+
+    failing = ReadAfterRefusalFails(ctx.deferrals)
+    blipping = context_with(blipping, deferrals=failing)
+    with monkeypatch.context() as patched:
+        patched.setattr("submission.intake._pending_full", lambda ctx: True)
+        send(broker, order())
+        deliver_all(functions, broker)
+        for _ in range(3):  # the submission handled again later, if it was
+            clock.advance(STORE_RETRY_DELAYS[-1])
+            deliver_all(functions, broker)
+    assert failing.armed
+    context_with(blipping, deferrals=ctx.deferrals)
+    assert ctx.states.get("p1") is None
+
+    clock.advance(ctx.settings.peek_sweep_age * 2)  # the original's absence check, if one was sent
+    deliver_all(functions, broker)
+    assert "DeferredMessageExpired" not in [a["kind"] for a in alerts(broker)]
+    settled = ctx.deferrals.get("p1").entry(original.sequence_number)
+    assert (settled.status, settled.detail) == (
+        EntryStatus.DEAD_LETTERED,
+        f"OrderRejected: decided on its copy #{copy_seq}",
+    )
+    assert deferred_sequence_numbers(broker) == []
+    [dead] = broker.dead_letters(ORDERS_QUEUE)
+    assert (dead.sequence_number, dead.reason) == (copy_seq, "OrderRejected")

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from contracts.names import ORDERS_QUEUE
+from deferral.tracking import resolve_refused
 from domain.deferral import EntryStatus
 from submission.store_outage import STORE_RETRY_DELAYS
 from tests.contexts import context_with, while_using
@@ -76,9 +77,11 @@ def test_a_copy_finished_as_recorded_settles_its_originals_entry_too(
     functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
 ) -> None:
     """The copy's decision settles its original's entry (the same notification, recorded under another number
-    and then copied) after its own entry's write; a store failure between the two left the original's entry
-    waiting for a message that is gone, later reported ``DeferredMessageExpired`` (harsh refusal profile, 150
-    orders, seed 6). Finished as recorded, the copy settles it as its decision would have."""
+    and then copied). Before it did so in the write of its own outcome, it did so after it, and a store failure
+    between the two left the original's entry waiting for a message that is gone, later reported
+    ``DeferredMessageExpired`` (harsh refusal profile, 150 orders, seed 6). A document so left (by that version,
+    or by a write whose response was lost) is finished as recorded by the copy's look again, which settles the
+    original's entry as its decision would have."""
     send(broker, notification())
     original = deliver_unsettled(functions, broker)  # recorded, its look again sent, its defer lost with its lock
     refused(functions, ctx, broker, monkeypatch)  # its order refused meanwhile (the message held: left)
@@ -94,19 +97,15 @@ def test_a_copy_finished_as_recorded_settles_its_originals_entry_too(
     copy = int(copied.sequence_number)
     assert deferred_sequence_numbers(broker) == [copy]
 
-    clock.advance(ctx.settings.defer_retry_delay)
-    look_again = next(m for m in iter(lambda: broker.receive(ORDERS_QUEUE), None) if retries(m, copy))
-    # the copy's look again: its refusal written, then the read that would settle its original fails
-    with while_using(ctx, deferrals=FailsOnCall(ctx.deferrals, "get", 4)):
-        deliver_message(functions, broker, look_again)
-    assert ctx.deferrals.get("p1").entry(copy).status is EntryStatus.DEAD_LETTERED
+    # the copy's refusal written alone, as that version's first write was
+    assert resolve_refused(ctx, "p1", copy, "OrderRejected: order p1 was rejected by admission control (MAX_PENDING)")
     assert ctx.deferrals.get("p1").entry(original).status is EntryStatus.DEFERRED
-    assert deferred_sequence_numbers(broker) == [copy]
 
-    clock.advance(STORE_RETRY_DELAYS[0])
-    deliver_all(functions, broker)  # the look again's store-retry copy finishes it
+    clock.advance(ctx.settings.defer_retry_delay)
+    deliver_all(functions, broker)  # the copy's look again finishes it
     assert deferred_sequence_numbers(broker) == []
     assert ctx.deferrals.get("p1").entry(original).status is EntryStatus.DEAD_LETTERED
+    assert [d.reason for d in broker.dead_letters(ORDERS_QUEUE)] == ["OrderRejected"]
 
 
 def deliver_message(functions: Any, broker: Any, message: Any) -> None:
