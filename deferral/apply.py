@@ -30,7 +30,7 @@ from contracts.store_retry import is_copy
 from deferral.errors import DependencyUnavailable
 from deferral.payment import MESSAGE_TYPE, PaymentOutcome, apply_notification
 from deferral.retry import schedule_look_again, schedule_round
-from deferral.tracking import record_deferred, resolve, resolve_refused, settle_decided
+from deferral.tracking import record_deferred, resolve, resolve_gone, resolve_refused, settle_decided
 from dependencies import AppContext
 from domain.deferral import (
     DeferralDocument,
@@ -295,11 +295,21 @@ def rejected_order(ctx: AppContext, note: PaymentNotification, seq: int, *, copy
     return ORDER_REJECTED, description
 
 
-def _alert_rejected_order(ctx: AppContext, order_id: str, seq: int) -> None:
+def _alert_rejected_order(ctx: AppContext, order_id: str, seq: int, *, gone: bool = False) -> None:
+    """``gone``: the message was no longer on the queue when its order's refusal looked for it (``account_for_absent``):
+    in the dead-letter queue already, or a store-retry copy of it to be dead-lettered ``OrderRejected`` (with an alert
+    of its own, under its own number) when it comes."""
+    summary = f"order {order_id}: payment notification #{seq} dead-lettered, its order was rejected"
+    if gone:
+        summary = (
+            f"order {order_id}: payment notification #{seq}, its order rejected, left the queue before it could be "
+            "dead-lettered OrderRejected: see the orders dead-letter queue (expired or MaxDeliveryCountExceeded, "
+            "or a copy of it dead-lettered OrderRejected)"
+        )
     raise_alert_after_write(
         ctx.sender,
         kind="NotificationForRejectedOrder",
-        summary=f"order {order_id}: payment notification #{seq} dead-lettered, its order was rejected",
+        summary=summary,
         at=ctx.clock.now(),
         order_id=order_id,
         discriminator=seq,
@@ -385,11 +395,19 @@ def account_for_absent(
             "deferred #%s of order %s: not on the queue, its entry young: left for its copy or the sweep", seq, order_id
         )
         return "young"
-    now_status = resolve(
-        ctx, order_id, seq, EntryStatus.EXPIRED, "not on the queue when fetched (expired or dead-lettered)"
-    )
+    now_status, refused = resolve_gone(ctx, order_id, seq, "not on the queue when fetched (expired or dead-lettered)")
     if now_status is not EntryStatus.EXPIRED:  # another processor applied or dead-lettered it meanwhile
         return "applied" if now_status is EntryStatus.APPLIED else "resolved"
+    if refused:  # its order refused: nothing to apply it to, as for the notifications dead-lettered under it
+        _alert_rejected_order(ctx, order_id, seq, gone=True)
+        app_event(
+            "DeferredExpired",
+            f"order {order_id}: deferred #{seq} gone, its order refused",
+            orderId=order_id,
+            sequenceNumber=seq,
+            refused=True,
+        )
+        return "expired"
     raise_alert_after_write(
         ctx.sender,
         kind="DeferredMessageExpired",

@@ -12,6 +12,7 @@ from domain.deferral import (
     DeferralReason,
     DeferredEntry,
     EntryStatus,
+    gone,
     refused_notification,
     with_entry,
     with_status,
@@ -78,6 +79,16 @@ def resolve(
     doc = update_deferrals(ctx.deferrals, order_id, lambda d: with_status(d, sequence_number, status, now, detail), now)
     entry = doc.entry(sequence_number)
     return entry.status if entry is not None else None
+
+
+def resolve_gone(ctx: AppContext, order_id: str, sequence_number: int, detail: str) -> tuple[EntryStatus | None, bool]:
+    """``resolve`` as ``Expired`` for a waiting entry whose message is no longer on the queue (``gone``: listed
+    among the notifications dead-lettered under a refusal if one of its order stands). Returns the entry's status
+    now (not ``Expired`` when an earlier outcome stands) and whether the order's refusal stands."""
+    now = ctx.clock.now()
+    doc = update_deferrals(ctx.deferrals, order_id, lambda d: gone(d, sequence_number, now, detail), now)
+    entry = doc.entry(sequence_number)
+    return (entry.status if entry is not None else None), doc.rejected_at is not None
 
 
 def resolve_refused(

@@ -267,14 +267,41 @@ def refused_notification(doc: DeferralDocument, sequence_number: int, now: datet
     )
     if not newly or after is None:
         return changed
-    if any(r.sequence_number == sequence_number for r in changed.refused_notifications):
-        return changed
-    if len(changed.refused_notifications) >= REFUSED_NOTIFICATIONS_KEPT:
-        return replace(changed, refused_notifications_unlisted=changed.refused_notifications_unlisted + 1)
+    return _listed(changed, after, now)
+
+
+def _listed(doc: DeferralDocument, entry: DeferredEntry, now: datetime) -> DeferralDocument:
+    """``entry``'s notification listed among those dead-lettered under a refusal (counted past
+    REFUSED_NOTIFICATIONS_KEPT), unless it is listed already."""
+    if any(r.sequence_number == entry.sequence_number for r in doc.refused_notifications):
+        return doc
+    if len(doc.refused_notifications) >= REFUSED_NOTIFICATIONS_KEPT:
+        return replace(doc, refused_notifications_unlisted=doc.refused_notifications_unlisted + 1)
     listed = RefusedNotification(
-        sequence_number=sequence_number, notification_id=after.notification_id, dead_lettered_at=now
+        sequence_number=entry.sequence_number, notification_id=entry.notification_id, dead_lettered_at=now
     )
-    return replace(changed, refused_notifications=[*changed.refused_notifications, listed])
+    return replace(doc, refused_notifications=[*doc.refused_notifications, listed])
+
+
+def gone(doc: DeferralDocument, sequence_number: int, now: datetime, detail: str) -> DeferralDocument:
+    """``with_status`` ``EXPIRED`` for a waiting entry whose message is no longer on the queue; while a refusal of
+    its order stands, the notification is listed, in the same write, among those dead-lettered under the refusal
+    (``refused_notifications``): its message is in the dead-letter queue (expired, or
+    ``MaxDeliveryCountExceeded``), or on its way there as a store-retry copy, dead-lettered ``OrderRejected`` when
+    it comes. ``Expired`` still, so that copy, decided, settles the entry (``deferral.tracking.settle_decided``):
+    dead-lettered with it, or applied if the order is accepted by then (and taken off the list)."""
+    before = doc.entry(sequence_number)
+    changed = with_status(doc, sequence_number, EntryStatus.EXPIRED, now, detail)
+    after = changed.entry(sequence_number)
+    if (
+        doc.rejected_at is None
+        or before is None
+        or before.status is not EntryStatus.DEFERRED
+        or after is None
+        or after.status is not EntryStatus.EXPIRED
+    ):
+        return changed
+    return _listed(changed, after, now)
 
 
 def notifications_flagged(

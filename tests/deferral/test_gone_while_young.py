@@ -104,11 +104,13 @@ def test_a_message_gone_for_good_while_young_is_reported_expired_once_its_entry_
     assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.EXPIRED
 
 
-def test_a_message_gone_for_good_while_young_is_reported_expired_after_its_order_is_refused(
+def test_a_message_gone_for_good_while_young_is_alerted_as_refused_after_its_order_is_refused(
     functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
 ) -> None:
     """The same when the order is refused by the pending cap: its release of the waiting notifications finds
-    this one gone, its entry young, and leaves it to the retry that accounts for it once it is old."""
+    this one gone, its entry young, and leaves it to the retry that accounts for it once it is old. Its order
+    refused, it is alerted as the notifications dead-lettered under the refusal are (``NotificationForRejectedOrder``,
+    not ``DeferredMessageExpired``) and listed with them."""
     send(broker, notification())
     assert deliver(functions, broker)
     [seq] = deferred_sequence_numbers(broker)
@@ -127,6 +129,8 @@ def test_a_message_gone_for_good_while_young_is_reported_expired_after_its_order
     for _ in range(int(ctx.settings.peek_sweep_age / timedelta(minutes=1)) + 2):
         clock.advance(timedelta(minutes=1))
         deliver_all(functions, broker)
-    [alert] = expiry_alerts(broker)
+    assert expiry_alerts(broker) == []
+    [alert] = [a for a in alerts(broker) if a["kind"] == "NotificationForRejectedOrder"]
     assert alert["details"]["sequenceNumber"] == seq
     assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.EXPIRED
+    assert [r.sequence_number for r in ctx.deferrals.get("p1").refused_notifications] == [seq]
