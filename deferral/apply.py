@@ -236,16 +236,39 @@ def settle_as_recorded(receiver: DeferredReceiver, entry: DeferredEntry) -> bool
     never decided again (a second decision could contradict the outcome operators were told of).
     ``Applied`` completes it, ``DeadLettered`` dead-letters it with the recorded reason. False: it is
     not resolved so (``Deferred``, or ``Expired``, which a message still here contradicts: decide it)."""
-    if entry.status is EntryStatus.APPLIED:
-        settle = Settlement.complete()
-    elif entry.status is EntryStatus.DEAD_LETTERED:
-        code, _, rest = entry.detail.partition(": ")
-        reason = code if re.fullmatch(r"[A-Z][A-Za-z]{2,63}", code) else "DeadLettered"
-        settle = Settlement.deadletter(reason, rest if reason == code else entry.detail)
-    else:
+    settle = recorded_settlement(entry)
+    if settle is None:
         return False
     _settle(receiver, entry.sequence_number, settle)
     return True
+
+
+def recorded_settlement(entry: DeferredEntry) -> Settlement | None:
+    """How a message whose entry is resolved is settled as recorded: ``Applied`` completed, ``DeadLettered``
+    dead-lettered with the recorded reason; None for an entry not resolved so (``Deferred``, ``Expired``)."""
+    if entry.status is EntryStatus.APPLIED:
+        return Settlement.complete()
+    if entry.status is EntryStatus.DEAD_LETTERED:
+        code, _, rest = entry.detail.partition(": ")
+        reason = code if re.fullmatch(r"[A-Z][A-Za-z]{2,63}", code) else "DeadLettered"
+        return Settlement.deadletter(reason, rest if reason == code else entry.detail)
+    return None
+
+
+def finish_in_hand(ctx: AppContext, order_id: str, entry: DeferredEntry) -> Settlement | None:
+    """A delivery of the message of ``entry``, resolved already (an earlier delivery decided it and its settlement
+    was lost), met a store failure before deciding it again: it is settled as recorded where it is, its alert sent
+    again under the same id (collapsed if it went out), needing neither the store nor a send that must succeed. A
+    refused copy's originals took its outcome in its own write (``rejected_order``). None: not resolved so."""
+    settle = recorded_settlement(entry)
+    if settle is None:
+        return None
+    code, _, why = entry.detail.partition(": ")
+    if entry.status is EntryStatus.DEAD_LETTERED and code == ORDER_REJECTED:
+        _alert_rejected_order(ctx, order_id, entry.sequence_number)
+    elif entry.status is EntryStatus.DEAD_LETTERED and code == GAVE_UP:
+        _alert_gave_up(ctx, order_id, entry.sequence_number, entry.rounds, why)
+    return settle
 
 
 def _settle(receiver: DeferredReceiver, seq: int, settle: Settlement) -> None:

@@ -50,16 +50,12 @@ def schedule_round(ctx: AppContext, doc: DeferralDocument, sequence_number: int)
     _send(ctx, doc.order_id, entry, entry.rounds, entry.retry_due(ctx.settings.defer_retry_delay))
 
 
-def schedule_look_again(
-    ctx: AppContext, doc: DeferralDocument, sequence_number: int, *, resolved_too: bool = False
-) -> None:
+def schedule_look_again(ctx: AppContext, doc: DeferralDocument, sequence_number: int) -> None:
     """Sends the one look again (round 1, ``ORDER_LOOK_AGAIN``) of the message ``sequence_number``, deferred
     because its order did not exist, due after ``DEFER_RETRY_DELAY_SECONDS``: it covers an order submitted
-    concurrently, whose submission looked for deferred messages before this one was deferred. Nothing for an
-    entry resolved in ``doc``, unless ``resolved_too``: a message deferred all the same after a store failure,
-    whose entry is or may be resolved, is finished as recorded by its look again (``retry_deferred``)."""
+    concurrently, whose submission looked for deferred messages before this one was deferred."""
     entry = doc.entry(sequence_number)
-    if entry is None or (entry.status is not EntryStatus.DEFERRED and not resolved_too):
+    if entry is None or entry.status is not EntryStatus.DEFERRED:
         return
     _send(ctx, doc.order_id, entry, 1, ctx.clock.now() + ctx.settings.defer_retry_delay, ORDER_LOOK_AGAIN)
 

@@ -15,9 +15,9 @@ If the state store is down before its deferral is recorded, the message is handl
 sequence number its tracking holds (``deferred_all_the_same``): a copy with a new sequence number would
 leave the tracked one pointing at a message that is gone (then reported expired while its copy is
 applied). Its look again is sent with it, so it is decided again soon (its order refused, submitted
-meanwhile, or still to come), not left to the peek sweep, or, one an earlier delivery decided already (its
-settlement lost), finished as recorded; one whose deciding write may have landed unanswered, its entry waiting
-in the document in hand, is abandoned, and decided again on its redelivery. One whose deferral write may have landed
+meanwhile, or still to come), not left to the peek sweep; one an earlier delivery decided already (its
+settlement lost) is settled as recorded where it is (``finish_in_hand``), and one whose deciding write may have
+landed unanswered is abandoned, and decided again on its redelivery. One whose deferral write may have landed
 (``StoreOutcomeUnknown``: its response was lost) reads the document back: landed, it goes on as tracked;
 not landed, it is handled again later like any store failure; the read failing too, it is abandoned and
 its redelivery records it again (docs/deferral.md).
@@ -34,7 +34,7 @@ from adapters.cosmos.errors import StoreOutcomeUnknown, StoreUnavailable
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import PaymentNotification
 from contracts.store_retry import is_copy
-from deferral.apply import not_kept, record_making_room
+from deferral.apply import finish_in_hand, not_kept, record_making_room
 from deferral.errors import DependencyUnavailable
 from deferral.payment import MESSAGE_TYPE, apply_notification
 from deferral.retry import schedule_look_again, schedule_round
@@ -110,22 +110,26 @@ def _defer_until_order(ctx: AppContext, note: PaymentNotification, message: Rece
         return _looked_at_again(ctx, note, message, message.sequence_number, doc)
     except StoreUnavailable as exc:
         entry = doc.entry(message.sequence_number)
-        if entry is None:  # no longer listed: nothing a look again could act on
-            log.warning("%s %s: %s; not listed, abandoned", MESSAGE_TYPE, message.message_id, exc)
+        recorded = finish_in_hand(ctx, note.order_id, entry) if entry is not None else None
+        if recorded is not None:
+            # decided by an earlier delivery, whose settlement was lost: settled as recorded now, needing neither
+            # the store nor a send. Abandoned (as before), each redelivery into a store failure spent a delivery,
+            # until Service Bus dead-lettered it MaxDeliveryCountExceeded, its alert unsent.
+            log.warning("%s %s: %s; decided before, settled as recorded", MESSAGE_TYPE, message.message_id, exc)
+            return IntakeResult(recorded)
+        if entry is None or entry.status is not EntryStatus.DEFERRED:
+            # found gone before (Expired) and delivered after all: decided again on its redelivery
+            log.warning("%s %s: %s; decided before, abandoned", MESSAGE_TYPE, message.message_id, exc)
             return IntakeResult(Settlement.abandon(str(exc)))
-        if entry.status is EntryStatus.DEFERRED and isinstance(exc, StoreOutcomeUnknown):
+        if isinstance(exc, StoreOutcomeUnknown):
             # the write that decided it (its refusal's dead-lettering, its application's resolution) may have
-            # landed: decided again on its redelivery, at once (a write that landed is found, one that did not
-            # is made), rather than by its look again, a retry delay later
+            # landed, resolving its entry: a look again would then find nothing to do and leave it deferred
+            # (until the peek sweep settles it as recorded, ten minutes and more). Decided again on its
+            # redelivery instead: a write that landed is found, one that did not is made.
             log.warning("%s %s: %s; its decision may be written, abandoned", MESSAGE_TYPE, message.message_id, exc)
             return IntakeResult(Settlement.abandon(str(exc)))
-        # Tracked: its look again decides it (its order refused, submitted meanwhile, or still to come) or, its
-        # entry resolved (by an earlier delivery, whose settlement was lost, or by this one before a failed
-        # read: the one that settles a copy's originals), finishes that decision as recorded
-        # (``retry_deferred``: the alert, the settlement, a copy's originals). A resolved one abandoned instead
-        # (as before) spent a delivery on each redelivery into a store failure, until Service Bus dead-lettered
-        # it MaxDeliveryCountExceeded, its alert unsent and its originals' entries reported expired.
-        schedule_look_again(ctx, doc, message.sequence_number, resolved_too=True)
+        # recorded: its look again decides it (its order refused, submitted meanwhile, or still to come)
+        schedule_look_again(ctx, doc, message.sequence_number)
         return deferred_all_the_same(message, exc)
 
 

@@ -17,8 +17,7 @@ waiting for an order that does not exist yet (its submission, or the peek sweep,
 without fetching, and logged (``RetryDeferredIgnored``). One that finds its message on the queue but not
 deferred (a delivery of it holds it) is handled again later (``_again_later``): that delivery, deferring it
 again, sends the same retry, which duplicate detection drops. One that finds its entry resolved settles its
-message as recorded if it is still deferred (``_finish_decided``), and is handled again later if a delivery of
-the message holds it."""
+message as recorded if it is still deferred (``_finish_decided``)."""
 
 from __future__ import annotations
 
@@ -66,8 +65,7 @@ def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessa
         return _ignored(message, retry, "its retryToken is not the one the app gave this message's retries: forged")
     if entry.status is not EntryStatus.DEFERRED:
         log.info("RetryDeferred #%s round %s: already %s", seq, retry.round, entry.status.value)
-        if _finish_decided(ctx, retry.order_id, entry):
-            return _again_later(ctx, message, retry)
+        _finish_decided(ctx, retry.order_id, entry)
         return IntakeResult(Settlement.complete())  # a late or duplicate retry: nothing left to do
     if entry.reason is DeferralReason.DEPENDENCY_UNAVAILABLE:
         not_now = retry_not_for_now(entry, retry.round, ctx.clock.now(), ctx.settings.defer_retry_delay)
@@ -115,27 +113,20 @@ def _ignored(message: ReceivedMessage, retry: RetryDeferred, why: str, level: in
     return IntakeResult(Settlement.complete())
 
 
-def _finish_decided(ctx: AppContext, order_id: str, entry: DeferredEntry) -> bool:
+def _finish_decided(ctx: AppContext, order_id: str, entry: DeferredEntry) -> None:
     """The entry is resolved: this retry is late or a duplicate, or it decided the message itself and then
     met a store failure (the outcome's write landed, its response lost: handled again later, this is its
-    copy), or a delivery of the message met one after the decision and deferred it all the same, with this
-    look again. Then the message is still deferred and its alert perhaps unsent: both are finished as recorded
-    (``finish_as_recorded``), not left to the peek sweep (no alert, ten minutes and more later). Returns True
-    when the message is on the queue and not deferred (a delivery of it holds it, and may defer it all the
-    same, sending this retry again under the same MessageId, which duplicate detection would drop): the caller
-    handles this retry again later (``_again_later``). A receiver failure is logged: the peek sweep settles it
-    as recorded."""
+    copy). Then the message is still deferred and its alert perhaps unsent: both are finished as recorded
+    (``finish_as_recorded``), not left to the peek sweep (no alert, ten minutes and more later). A receiver
+    failure is logged: the peek sweep settles it as recorded."""
     try:
         with ctx.deferred.open(ORDERS_QUEUE) as receiver:
-            if _held(receiver, entry.sequence_number):
-                return True
             if finish_as_recorded(ctx, receiver, order_id, entry):
                 log.info("deferred #%s: settled as recorded (%s)", entry.sequence_number, entry.status.value)
     except (StoreError, SendError):
         raise
     except Exception as exc:
         log.warning("deferred #%s: not settled as recorded (%s); left to the peek sweep", entry.sequence_number, exc)
-    return False
 
 
 WAITS_FOR_ITS_ORDER = "its order does not exist yet (its submission or the peek sweep fetches it)"

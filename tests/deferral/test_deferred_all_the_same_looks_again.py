@@ -132,15 +132,15 @@ class SettlementLost:
     def defer(self, message: Any) -> None: ...
 
 
-def test_a_decided_notification_redelivered_into_a_failing_second_look_is_finished_by_its_look_again(
+def test_a_decided_notification_redelivered_into_a_failing_second_look_is_settled_as_recorded(
     functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
 ) -> None:
     """Its entry is resolved (``DeadLettered``, by the delivery whose settlement was lost). Deferred all the same
-    before looks again finished a recorded decision, it waited for the peek sweep (harsh refusal profile, 80
+    (a look again then did nothing for a resolved entry), it waited for the peek sweep (harsh refusal profile, 80
     orders, seed 1); abandoned then, every redelivery into a store failure spent a delivery, until Service Bus
     dead-lettered it ``MaxDeliveryCountExceeded`` (harsh refusals, 300 orders, seed 3:
-    ``test_refused_notification_decided_through_store_failures``). Now deferred under its number with its look
-    again, which dead-letters it as recorded."""
+    ``test_refused_notification_decided_through_store_failures``). Now settled as recorded where it is, its alert
+    sent again under the same id."""
     refused(functions, ctx, broker, monkeypatch)
     send(broker, notification())
     message = broker.receive(ORDERS_QUEUE)
@@ -154,11 +154,6 @@ def test_a_decided_notification_redelivered_into_a_failing_second_look_is_finish
     blipping = context_with(ctx, states=FailsOnCall(ctx.states, "get", 2))
     assert deliver(functions, broker)  # redelivered: recorded (resolved, unchanged), its second look fails
     context_with(blipping, states=ctx.states)
-    assert deferred_sequence_numbers(broker) == [entry.sequence_number]  # deferred under its tracked number
-    assert [(r["sequenceNumber"], r["round"]) for r in scheduled_retries(broker)] == [(entry.sequence_number, 1)]
-
-    clock.advance(ctx.settings.defer_retry_delay)
-    deliver_all(functions, broker)  # its look again: settled as recorded
     [dead] = broker.dead_letters(ORDERS_QUEUE)
     assert (dead.sequence_number, dead.reason) == (entry.sequence_number, "OrderRejected")
-    assert deferred_sequence_numbers(broker) == []
+    assert deferred_sequence_numbers(broker) == [] and scheduled_retries(broker) == []
