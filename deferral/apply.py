@@ -30,7 +30,14 @@ from contracts.store_retry import is_copy
 from deferral.errors import DependencyUnavailable
 from deferral.payment import MESSAGE_TYPE, PaymentOutcome, apply_notification
 from deferral.retry import schedule_look_again, schedule_round
-from deferral.tracking import record_deferred, resolve, resolve_gone, resolve_refused, settle_decided
+from deferral.tracking import (
+    record_deferred,
+    resolve,
+    resolve_decided,
+    resolve_gone,
+    resolve_refused,
+    settle_decided,
+)
 from dependencies import AppContext
 from domain.deferral import (
     DeferralDocument,
@@ -182,26 +189,16 @@ def _apply(
                 return Processed("dead-lettered", order_id), Settlement.deadletter(*dead)
             schedule_look_again(ctx, doc, seq)  # the refusal withdrawn meanwhile: its order is being accepted
         return Processed("waiting", order_id), None  # stays deferred, waiting for its order
+    # a store-retry copy's originals (the same notification under other numbers) take its outcome in that write
+    now = resolve_decided(ctx, note, seq, outcome, copy=is_copy(message.application_properties))
     if outcome.kind == "rejected":
-        now = resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, f"{outcome.reason}: {outcome.description}")
         if now is EntryStatus.APPLIED:  # another processor applied it first: that outcome stands
             return Processed("applied", order_id), Settlement.complete()
-        _settle_original(ctx, message, note, outcome)
         app_event(
             "DeadLettered", f"deferred #{seq}: {outcome.reason}", logging.WARNING, orderId=order_id, sequenceNumber=seq
         )
         return Processed("dead-lettered", order_id), Settlement.deadletter(outcome.reason, outcome.description)
-    resolve(ctx, order_id, seq, EntryStatus.APPLIED, outcome.kind)
-    _settle_original(ctx, message, note, outcome)
     return Processed("applied", order_id, outcome.events), Settlement.complete()
-
-
-def _settle_original(ctx: AppContext, message: Any, note: PaymentNotification, outcome: PaymentOutcome) -> None:
-    """A store-retry copy deferred and decided here: the entry its original left (the same notification under
-    another number, recorded and never deferred) takes the copy's outcome, as when a copy is decided on
-    delivery (``settle_decided``); nothing else would resolve it once no retry of its own is in flight."""
-    if is_copy(message.application_properties):
-        settle_decided(ctx, note, message.sequence_number, outcome, copy=True)
 
 
 def _still_unavailable(

@@ -81,6 +81,37 @@ def resolve(
     return entry.status if entry is not None else None
 
 
+def resolve_decided(
+    ctx: AppContext, note: PaymentNotification, sequence_number: int, outcome: PaymentOutcome, *, copy: bool
+) -> EntryStatus | None:
+    """``resolve`` of the entry of message ``sequence_number``, carrying ``note``, fetched by its sequence number
+    and decided (``outcome``: applied, a repeat, or rejected): ``Applied``, or ``DeadLettered`` with the reason.
+    For a store-retry ``copy``, in that same write, the entries its originals left (the same notification under
+    other numbers, ``settle_decided``'s matching) take its outcome too, unless an earlier outcome of its own
+    stands (``Applied``, where this one is a rejection). Written apart (a read and a write after this one), a
+    store failure between the two left the copy resolved, no longer among the messages its order's submission
+    recovers, and its originals waiting for a message that was gone, reported ``DeferredMessageExpired`` (a copy
+    rejected, e.g. ``PaymentAmountMismatch``) once found gone. Returns the entry's status now."""
+    now = ctx.clock.now()
+    rejected = outcome.kind == "rejected"
+    status = EntryStatus.DEAD_LETTERED if rejected else EntryStatus.APPLIED
+    detail = f"{outcome.reason}: {outcome.description}" if rejected else outcome.kind
+
+    def change(doc: DeferralDocument) -> DeferralDocument:
+        doc = with_status(doc, sequence_number, status, now, detail)
+        entry = doc.entry(sequence_number)
+        if not copy or entry is None or entry.status is not status:
+            return doc
+        for seq, why in _to_settle(doc, note, sequence_number, outcome, copy=True):
+            if seq != sequence_number:
+                doc = with_status(doc, seq, status, now, why)
+        return doc
+
+    doc = update_deferrals(ctx.deferrals, note.order_id, change, now)
+    entry = doc.entry(sequence_number)
+    return entry.status if entry is not None else None
+
+
 def resolve_gone(ctx: AppContext, order_id: str, sequence_number: int, detail: str) -> tuple[EntryStatus | None, bool]:
     """``resolve`` as ``Expired`` for a waiting entry whose message is no longer on the queue (``gone``: listed
     among the notifications dead-lettered under a refusal if one of its order stands). Returns the entry's status
