@@ -13,6 +13,7 @@ from domain.deferral import (
     DeferredEntry,
     EntryStatus,
     gone,
+    listed_as_copy,
     refused_notification,
     with_entry,
     with_status,
@@ -129,7 +130,8 @@ def resolve_refused(
     document in the same write (``refused_notification``), before it is dead-lettered: if a later submission
     of the order is accepted, the alert that names it is raised from that list (``submission.intake``).
     ``copy_of``: the notification, when the message is a store-retry copy; then, in that same write, the entries
-    its originals left (the same notification under other numbers, ``settle_decided``) take the refusal too.
+    its originals left (the same notification under other numbers, ``settle_decided``) take the refusal too, and
+    one listed already (found gone while the refusal stood) is taken off: the copy, listed, is named in its stead.
     Written apart (a read and a write after this one), a store failure between the two left the copy resolved
     and its originals waiting, reported ``DeferredMessageExpired`` for the refused order once found gone (a
     refusal's release no longer looks at a resolved entry, and the copy's look again may be spent already).
@@ -145,6 +147,7 @@ def resolve_refused(
             return doc
         for seq, why in _to_settle(doc, copy_of, sequence_number, refused, copy=True):
             doc = with_status(doc, seq, EntryStatus.DEAD_LETTERED, now, why)
+            doc = listed_as_copy(doc, seq, sequence_number)  # named once, as the message in the dead-letter queue
         return doc
 
     doc = update_deferrals(ctx.deferrals, order_id, change, now)

@@ -283,6 +283,16 @@ def _listed(doc: DeferralDocument, entry: DeferredEntry, now: datetime) -> Defer
     return replace(doc, refused_notifications=[*doc.refused_notifications, listed])
 
 
+def listed_as_copy(doc: DeferralDocument, original: int, copy: int) -> DeferralDocument:
+    """The notification listed under ``original`` (found gone while a refusal stood: ``gone``) was dead-lettered
+    under a refusal as its store-retry copy ``copy``, listed too: it is named once, as ``copy``, the message in
+    the dead-letter queue (the original was completed when it was copied). Unchanged unless both are listed."""
+    numbers = {r.sequence_number for r in doc.refused_notifications}
+    if original not in numbers or copy not in numbers:
+        return doc
+    return replace(doc, refused_notifications=[r for r in doc.refused_notifications if r.sequence_number != original])
+
+
 def gone(doc: DeferralDocument, sequence_number: int, now: datetime, detail: str) -> DeferralDocument:
     """``with_status`` ``EXPIRED`` for a waiting entry whose message is no longer on the queue; while a refusal of
     its order stands, the notification is listed, in the same write, among those dead-lettered under the refusal

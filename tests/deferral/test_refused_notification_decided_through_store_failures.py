@@ -223,3 +223,41 @@ def test_a_refused_orders_notification_found_gone_while_its_copy_is_still_coming
         f"OrderRejected: decided on its copy #{dead.sequence_number}",
     )
     assert deferred_sequence_numbers(broker) == []
+
+
+def test_a_refused_orders_notification_found_gone_and_then_dead_lettered_as_its_copy_is_named_once(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
+) -> None:
+    """The notification found gone while its order's refusal stood was listed under its original number; its copy,
+    refused when it came, is listed under its own and stands for it (the original's entry takes the copy's
+    refusal): a later accepted submission's ``NotificationsForAcceptedOrder`` alert names the copy, the message in
+    the dead-letter queue, and not the original, which never was there (it was completed when it was copied)."""
+    send(broker, notification())
+    blipping = context_with(ctx, sender=RetrySendFailsOnce(broker))
+    assert deliver(functions, broker)  # recorded, its look again cannot be sent: abandoned
+    [original] = ctx.deferrals.get("p1").entries
+    blipping = context_with(blipping, states=FailsOnCall(ctx.states, "get", 1), sender=broker)
+    assert deliver(functions, broker)  # redelivered into a store failure: copied, the original completed
+    blipping = context_with(blipping, states=ctx.states)
+    refused(functions, ctx, broker, monkeypatch)  # the original young: an absence check scheduled
+
+    fn = functions["submit_order"].func.client_function
+    end = clock.now() + ctx.settings.peek_sweep_age + timedelta(minutes=2)
+    while clock.now() < end:  # every round of the copy meets a store failure
+        clock.advance(timedelta(seconds=10))
+        for message in iter(lambda: broker.receive(ORDERS_QUEUE), None):
+            copy = ":store-retry:" in (message.message_id or "") and "PaymentNotification" in str(message.body)
+            states = FailsOnCall(ctx.states, "get", 1) if copy else ctx.states
+            blipping = context_with(blipping, states=states)
+            asyncio.run(fn(message=message, message_actions=broker.actions, client=DurableClientStub()))
+    blipping = context_with(blipping, states=ctx.states)
+    assert [r.sequence_number for r in ctx.deferrals.get("p1").refused_notifications] == [original.sequence_number]
+    clock.advance(STORE_RETRY_DELAYS[-1])
+    deliver_all(functions, broker)  # the copy, decided at last: dead-lettered OrderRejected
+    [dead] = broker.dead_letters(ORDERS_QUEUE)
+
+    send(broker, order(), message_id="p1-again")  # a later submission, accepted
+    deliver_all(functions, broker)
+    assert ctx.states.get("p1") is not None
+    [flagged] = [a for a in alerts(broker) if a["kind"] == "NotificationsForAcceptedOrder"]
+    assert [n["sequenceNumber"] for n in flagged["details"]["notifications"]] == [dead.sequence_number]
