@@ -89,6 +89,14 @@ def defer_for_retry(ctx: AppContext, note: PaymentNotification, message: Receive
         return _not_kept(ctx, order_id, message, exc)
     if isinstance(recorded, StoreOutcomeUnknown):  # still unknown: no retry can be scheduled for it
         return abandoned_unknown(message, recorded)
+    entry = recorded.entry(message.sequence_number)
+    settled = finish_in_hand(ctx, order_id, entry) if entry is not None else None
+    if settled is not None:
+        # decided by an earlier delivery, whose settlement was lost: no round is scheduled for a resolved entry,
+        # so deferred it waited for the peek sweep (ten minutes and more; out of the dead-letter queue a
+        # NotificationsForAcceptedOrder alert pointed to): settled as recorded now, as after a store failure
+        log.warning("%s %s: %s; decided before, settled as recorded", MESSAGE_TYPE, message.message_id, why)
+        return IntakeResult(settled)
     schedule_round(ctx, recorded, message.sequence_number)
     log.warning("%s %s deferred for a retry: %s", MESSAGE_TYPE, message.message_id, why)
     return IntakeResult(Settlement.defer())

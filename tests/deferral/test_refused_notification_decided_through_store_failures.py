@@ -261,3 +261,37 @@ def test_a_refused_orders_notification_found_gone_and_then_dead_lettered_as_its_
     assert ctx.states.get("p1") is not None
     [flagged] = [a for a in alerts(broker) if a["kind"] == "NotificationsForAcceptedOrder"]
     assert [n["sequenceNumber"] for n in flagged["details"]["notifications"]] == [dead.sequence_number]
+
+
+def test_a_decided_notification_redelivered_while_the_order_database_is_down_is_settled_as_recorded(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
+) -> None:
+    """Its refusal written and its dead-lettering lost with its lock; a later submission of the order accepted
+    (the notification named in ``NotificationsForAcceptedOrder``: resubmit it from the dead-letter queue); its
+    redelivery met the order database down (``DependencyUnavailable``). It was deferred with nothing scheduled
+    (a resolved entry gets no retry round), not in the dead-letter queue the alert points to until the peek sweep
+    settled it as recorded, ten minutes and more later. It is settled as recorded where it is, as for a store
+    failure (``finish_in_hand``): nothing defers a resolved entry's message."""
+    from tests.fakes import OrderStoreThatFailsOnRead
+
+    refused(functions, ctx, broker, monkeypatch)
+    send(broker, notification())
+    message = broker.receive(ORDERS_QUEUE)
+    fn = functions["submit_order"].func.client_function
+    asyncio.run(fn(message=message, message_actions=SettlementLost(), client=DurableClientStub()))
+    [entry] = ctx.deferrals.get("p1").entries
+    assert entry.status is EntryStatus.DEAD_LETTERED
+    send(broker, order(), message_id="p1-again")  # accepted: the notification flagged
+    assert deliver(functions, broker)
+    assert ctx.states.get("p1") is not None
+    assert "NotificationsForAcceptedOrder" in [a["kind"] for a in alerts(broker)]
+
+    orders = OrderStoreThatFailsOnRead(ctx.orders)
+    orders.failing = True
+    failing = context_with(ctx, orders=orders)
+    clock.advance(broker.policy(ORDERS_QUEUE).lock_duration + timedelta(seconds=1))
+    deliver_all(functions, broker)  # the notification redelivered
+    context_with(failing, orders=ctx.orders)
+    assert deferred_sequence_numbers(broker) == []
+    [dead] = broker.dead_letters(ORDERS_QUEUE)
+    assert (dead.sequence_number, dead.reason) == (entry.sequence_number, "OrderRejected")
