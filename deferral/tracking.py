@@ -101,7 +101,7 @@ def resolve_decided(
     def change(doc: DeferralDocument) -> DeferralDocument:
         doc = with_status(doc, sequence_number, status, now, detail)
         entry = doc.entry(sequence_number)
-        if not copy or entry is None or entry.status is not status:
+        if not copy or (entry is not None and entry.status is not status):
             return doc
         for seq, why in _to_settle(doc, note, sequence_number, outcome, copy=True):
             if seq != sequence_number:
