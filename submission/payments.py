@@ -183,6 +183,13 @@ def _looked_at_again(
             if dead is not None:
                 return IntakeResult(Settlement.deadletter(*dead))
             # the refusal was withdrawn before the write: its order is being accepted, wait for it
+        entry = doc.entry(sequence_number)
+        settled = finish_in_hand(ctx, note.order_id, entry) if entry is not None else None
+        if settled is not None:
+            # decided by an earlier delivery (its settlement lost), its order's refusal withdrawn since by a
+            # submission not yet written: no look again is sent for a resolved entry, so deferred it waited for the
+            # peek sweep (ten minutes and more), out of the dead-letter queue the acceptance's alert points to
+            return IntakeResult(settled)
         # One look again shortly: an order submitted concurrently may have looked for deferred
         # messages before this one was deferred (then only the peek sweep, minutes later, would find it).
         schedule_look_again(ctx, doc, sequence_number)

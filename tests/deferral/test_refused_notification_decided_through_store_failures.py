@@ -295,3 +295,55 @@ def test_a_decided_notification_redelivered_while_the_order_database_is_down_is_
     assert deferred_sequence_numbers(broker) == []
     [dead] = broker.dead_letters(ORDERS_QUEUE)
     assert (dead.sequence_number, dead.reason) == (entry.sequence_number, "OrderRejected")
+
+
+class OrderWritesFail:
+    """The order database, whose writes (``create_or_verify``) fail with a 503 while ``failing`` is set."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner, self.failing = inner, True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def create_or_verify(self, order: Any) -> Any:
+        if self.failing:
+            raise StoreUnavailable("orders container: 503 on write")
+        return self._inner.create_or_verify(order)
+
+
+def test_a_decided_notification_redelivered_while_its_orders_refusal_is_being_withdrawn_is_not_left_deferred(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
+) -> None:
+    """Its refusal written and its dead-lettering lost with its lock; a later submission of the order withdrew the
+    refusal and then met a failure before its state record was written (handled again later). The notification's
+    redelivery in between found neither a refusal nor its order: it was deferred, and its look again, for a
+    resolved entry, never sent; the accepted submission's recovery skipped it (resolved) and its
+    ``NotificationsForAcceptedOrder`` alert pointed to the dead-letter queue, where it was not until the peek sweep
+    settled it as recorded, ten minutes and more later. It is settled as recorded where it is."""
+    refused(functions, ctx, broker, monkeypatch)
+    send(broker, notification())
+    message = broker.receive(ORDERS_QUEUE)
+    fn = functions["submit_order"].func.client_function
+    asyncio.run(fn(message=message, message_actions=SettlementLost(), client=DurableClientStub()))
+    [entry] = ctx.deferrals.get("p1").entries
+    assert entry.status is EntryStatus.DEAD_LETTERED
+
+    orders = OrderWritesFail(ctx.orders)
+    failing = context_with(ctx, orders=orders)
+    send(broker, order(), message_id="p1-again")
+    assert deliver(functions, broker)  # the refusal withdrawn, the order not written: handled again later
+    assert ctx.deferrals.get("p1").rejected_at is None and ctx.states.get("p1") is None
+    clock.advance(broker.policy(ORDERS_QUEUE).lock_duration + timedelta(seconds=1))
+    for again in iter(lambda: broker.receive(ORDERS_QUEUE), None):  # the notification redelivered (and the copy)
+        asyncio.run(fn(message=again, message_actions=broker.actions, client=DurableClientStub()))
+    assert deferred_sequence_numbers(broker) == []
+    orders.failing = False
+    context_with(failing, orders=ctx.orders)
+    clock.advance(STORE_RETRY_DELAYS[-1])
+    deliver_all(functions, broker)  # the submission accepted
+    assert ctx.states.get("p1") is not None
+    [dead] = broker.dead_letters(ORDERS_QUEUE)
+    assert (dead.sequence_number, dead.reason) == (entry.sequence_number, "OrderRejected")
+    [flagged] = [a for a in alerts(broker) if a["kind"] == "NotificationsForAcceptedOrder"]
+    assert [n["sequenceNumber"] for n in flagged["details"]["notifications"]] == [entry.sequence_number]
