@@ -209,7 +209,9 @@ def _still_unavailable(
     # a message only peeked spends no delivery by waiting: its delivery count is no reason to give up
     if round_number >= ctx.settings.defer_max_rounds or (fetched and _last_allowed_delivery(message)):
         description = f"a dependency stayed unavailable through {round_number} retry rounds: {why}"
-        now = resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, f"{GAVE_UP}: {description}")
+        gave_up = PaymentOutcome("rejected", reason=GAVE_UP, description=description)
+        # a store-retry copy's originals take its give-up in that write, as any decision of a copy
+        now = resolve_decided(ctx, note, seq, gave_up, copy=is_copy(message.application_properties))
         if now is EntryStatus.APPLIED:  # another processor applied it first: that outcome stands
             return Processed("applied", order_id), Settlement.complete()
         _alert_gave_up(ctx, order_id, seq, round_number, why)

@@ -9,11 +9,13 @@ broker and the Cosmos protocol server."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from adapters.cosmos.errors import StoreUnavailable
+from contracts.names import ORDERS_QUEUE
 from domain.deferral import EntryStatus
 from submission.store_outage import STORE_RETRY_DELAYS
 from tests.contexts import context_with
@@ -92,3 +94,48 @@ def test_a_copy_decided_on_its_orders_submission_settles_its_original_in_the_sam
     assert "DeferredMessageExpired" not in [a["kind"] for a in alerts(broker)]
     settled = ctx.deferrals.get("p1").entry(original.sequence_number)
     assert (settled.status, settled.detail) == (status, detail.format(copy=copy_seq))
+
+
+def test_a_copy_that_gives_up_on_the_order_database_settles_its_original(
+    functions: Any, ctx: Any, broker: Any, clock: Any
+) -> None:
+    """The notification recorded for the order database's retry rounds, its deferral lost with its lock, then
+    redelivered into a state store failure and copied (the original completed); the copy deferred for the order
+    database in turn, which stayed down through its rounds: dead-lettered ``DependencyUnavailable`` with a
+    ``DeferredMessageGaveUp`` alert. Its original's entry, left waiting for a message that was gone, was then
+    reported ``DeferredMessageExpired`` by its own round's retry, a second alert for the one notification
+    dead-lettered under its copy's number. The copy's give-up settles it, as any decision of a copy does."""
+    import asyncio
+
+    from tests.deferral.support import DurableClientStub
+    from tests.deferral.test_deferred_all_the_same_looks_again import SettlementLost
+    from tests.fakes import OrderStoreThatFailsOnRead
+
+    orders = OrderStoreThatFailsOnRead(ctx.orders)
+    blipping = context_with(ctx, orders=orders)
+    send(broker, order())
+    deliver_all(functions, broker)
+    orders.failing = True
+    send(broker, notification())
+    message = broker.receive(ORDERS_QUEUE)
+    fn = functions["submit_order"].func.client_function
+    asyncio.run(fn(message=message, message_actions=SettlementLost(), client=DurableClientStub()))
+    [original] = ctx.deferrals.get("p1").entries  # recorded, its round's retry sent, its deferral lost
+    clock.advance(broker.policy(ORDERS_QUEUE).lock_duration + timedelta(seconds=1))
+    blipping = context_with(blipping, states=FailsOnCall(ctx.states, "get", 1))
+    assert deliver(functions, broker)  # redelivered into a store failure: copied, the original completed
+    blipping = context_with(blipping, states=ctx.states)
+    for _ in range(int((ctx.settings.peek_sweep_age * 2) / timedelta(seconds=10))):
+        clock.advance(timedelta(seconds=10))
+        deliver_all(functions, broker)
+    context_with(blipping, orders=ctx.orders)
+
+    [dead] = broker.dead_letters(ORDERS_QUEUE)
+    assert dead.reason == "DependencyUnavailable" and ":store-retry:" in dead.message_id
+    kinds = [a["kind"] for a in alerts(broker)]
+    assert "DeferredMessageGaveUp" in kinds and "DeferredMessageExpired" not in kinds
+    settled = ctx.deferrals.get("p1").entry(original.sequence_number)
+    assert (settled.status, settled.detail) == (
+        EntryStatus.DEAD_LETTERED,
+        f"DependencyUnavailable: decided on its copy #{dead.sequence_number}",
+    )
