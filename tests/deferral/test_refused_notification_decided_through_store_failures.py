@@ -179,16 +179,13 @@ def test_a_copy_released_by_its_orders_refusal_settles_its_original_in_the_same_
     assert (dead.sequence_number, dead.reason) == (copy_seq, "OrderRejected")
 
 
-def test_a_refused_orders_notification_found_gone_while_its_copy_is_still_coming_is_not_reported_expired(
+def _found_gone_while_its_copy_keeps_failing(
     functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
-) -> None:
-    """The notification was recorded, then copied by a redelivery that met a store failure (the original
-    completed); its order was refused meanwhile, the original's entry young (an absence check scheduled). The
-    copy met a store failure on each of its rounds for longer than ``PEEK_SWEEP_AGE_MINUTES``: the absence
-    check found the original gone and reported it ``DeferredMessageExpired``, for an order that was refused
-    (harsh-refusals, 300 orders, seed 1, ord-00099). While a refusal stands, a notification found gone is in the
-    dead-letter queue or on its way there as a copy: it is alerted and listed as the notifications dead-lettered
-    under the refusal are, and the copy, decided, settles its entry."""
+) -> Any:
+    """A notification recorded, then copied by a redelivery that met a store failure (the original completed);
+    its order refused meanwhile (the original's entry young: an absence check scheduled); the copy meeting a
+    store failure on every round for longer than ``PEEK_SWEEP_AGE_MINUTES``, so the absence check finds the
+    original gone while the refusal stands. Returns the original's entry."""
     send(broker, notification())
     blipping = context_with(ctx, sender=RetrySendFailsOnce(broker))
     assert deliver(functions, broker)  # recorded, its look again cannot be sent: abandoned
@@ -207,7 +204,21 @@ def test_a_refused_orders_notification_found_gone_while_its_copy_is_still_coming
             states = FailsOnCall(ctx.states, "get", 1) if copy else ctx.states
             blipping = context_with(blipping, states=states)
             asyncio.run(fn(message=message, message_actions=broker.actions, client=DurableClientStub()))
-    blipping = context_with(blipping, states=ctx.states)
+    context_with(blipping, states=ctx.states)
+    return original
+
+
+def test_a_refused_orders_notification_found_gone_while_its_copy_is_still_coming_is_not_reported_expired(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
+) -> None:
+    """The notification was recorded, then copied by a redelivery that met a store failure (the original
+    completed); its order was refused meanwhile, the original's entry young (an absence check scheduled). The
+    copy met a store failure on each of its rounds for longer than ``PEEK_SWEEP_AGE_MINUTES``: the absence
+    check found the original gone and reported it ``DeferredMessageExpired``, for an order that was refused
+    (harsh-refusals, 300 orders, seed 1, ord-00099). While a refusal stands, a notification found gone is in the
+    dead-letter queue or on its way there as a copy: it is alerted and listed as the notifications dead-lettered
+    under the refusal are, and the copy, decided, settles its entry."""
+    original = _found_gone_while_its_copy_keeps_failing(functions, ctx, broker, clock, monkeypatch)
     kinds = [a["kind"] for a in alerts(broker)]
     assert "DeferredMessageExpired" not in kinds and "NotificationForRejectedOrder" in kinds
     doc = ctx.deferrals.get("p1")
@@ -232,25 +243,7 @@ def test_a_refused_orders_notification_found_gone_and_then_dead_lettered_as_its_
     refused when it came, is listed under its own and stands for it (the original's entry takes the copy's
     refusal): a later accepted submission's ``NotificationsForAcceptedOrder`` alert names the copy, the message in
     the dead-letter queue, and not the original, which never was there (it was completed when it was copied)."""
-    send(broker, notification())
-    blipping = context_with(ctx, sender=RetrySendFailsOnce(broker))
-    assert deliver(functions, broker)  # recorded, its look again cannot be sent: abandoned
-    [original] = ctx.deferrals.get("p1").entries
-    blipping = context_with(blipping, states=FailsOnCall(ctx.states, "get", 1), sender=broker)
-    assert deliver(functions, broker)  # redelivered into a store failure: copied, the original completed
-    blipping = context_with(blipping, states=ctx.states)
-    refused(functions, ctx, broker, monkeypatch)  # the original young: an absence check scheduled
-
-    fn = functions["submit_order"].func.client_function
-    end = clock.now() + ctx.settings.peek_sweep_age + timedelta(minutes=2)
-    while clock.now() < end:  # every round of the copy meets a store failure
-        clock.advance(timedelta(seconds=10))
-        for message in iter(lambda: broker.receive(ORDERS_QUEUE), None):
-            copy = ":store-retry:" in (message.message_id or "") and "PaymentNotification" in str(message.body)
-            states = FailsOnCall(ctx.states, "get", 1) if copy else ctx.states
-            blipping = context_with(blipping, states=states)
-            asyncio.run(fn(message=message, message_actions=broker.actions, client=DurableClientStub()))
-    blipping = context_with(blipping, states=ctx.states)
+    original = _found_gone_while_its_copy_keeps_failing(functions, ctx, broker, clock, monkeypatch)
     assert [r.sequence_number for r in ctx.deferrals.get("p1").refused_notifications] == [original.sequence_number]
     clock.advance(STORE_RETRY_DELAYS[-1])
     deliver_all(functions, broker)  # the copy, decided at last: dead-lettered OrderRejected
