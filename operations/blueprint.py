@@ -117,8 +117,8 @@ async def ops_order(req: func.HttpRequest, client: df.DurableOrchestrationClient
         return _response(found)
     if found is None:
         return _response(error(404, f"no order {order_id}"))
-    attempts, statuses = await instances.describe(client, [(i["kind"], i["instanceId"]) for i in found["instances"]])
-    return _response(json_reply(200, {**found, "attempts": attempts, "statusesSent": statuses}))
+    durable = await instances.describe_or_why_not(client, [(i["kind"], i["instanceId"]) for i in found["instances"]])
+    return _response(json_reply(200, {**found, **durable}))
 
 
 # --- actions (Orders.Operate) ----------------------------------------------------------------------

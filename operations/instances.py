@@ -7,11 +7,14 @@ answered ``statusSent: true`` for: ``begin_step`` (``Processing``, the attempt's
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from domain.ids import url_instance_id
 from orchestrators.names import BEGIN_STEP, MARK_PROCESSED, PUBLISH_STATUS
+
+log = logging.getLogger(__name__)
 
 # ``process_order_v2``'s first activity, gone with it; its answers are still in that version's histories.
 V2_LOAD_ORDER = "load_order"
@@ -98,6 +101,23 @@ async def describe(client: Any, instances: list[tuple[str, str]]) -> tuple[list[
         statuses.extend(statuses_sent(instance, history))
     statuses.sort(key=lambda s: str(s.get("at") or ""))
     return attempts, statuses
+
+
+async def describe_or_why_not(client: Any, instances: list[tuple[str, str]]) -> dict[str, Any]:
+    """``attempts`` and ``statusesSent`` (``describe``); when the Durable backend cannot be read (the
+    SDK raises a plain Exception for a status it does not expect, aiohttp's errors pass through), both
+    empty and ``attemptsError`` saying why: the rest of the order's page, read from Cosmos DB, is what
+    the operator acts on, and is still worth showing."""
+    try:
+        attempts, statuses = await describe(client, instances)
+    except Exception as exc:  # any failure of the durable client: the page goes on without it
+        log.warning("ops order: the Durable backend not read: %s: %s", type(exc).__name__, exc)
+        return {
+            "attempts": [],
+            "statusesSent": [],
+            "attemptsError": f"the Durable backend could not be read ({type(exc).__name__}: {exc})",
+        }
+    return {"attempts": attempts, "statusesSent": statuses}
 
 
 # A raised event is queued for an instance in these states (a Suspended one gets it when resumed).

@@ -230,7 +230,7 @@ async function showOrder(orderId, quiet) {
     { title: "Instance", value: a => a.instanceId },
     { title: "Runtime status", value: a => a.runtimeStatus || "unknown to Durable" },
     { title: "Last event", value: a => a.lastEvent ? a.lastEvent.type + (a.lastEvent.name ? " " + a.lastEvent.name : "") + " at " + when(a.lastEvent.at) : "" },
-  ], d.attempts || [], "no attempt yet");
+  ], d.attempts || [], d.attemptsError ? "not shown: " + d.attemptsError : "no attempt yet");
   fillTable($("complog"), [
     { title: "#", value: c => c.seq },
     { title: "Step", value: c => c.step },
@@ -243,7 +243,7 @@ async function showOrder(orderId, quiet) {
     { title: "Attempt", value: s => s.attempt },
     { title: "At", value: s => when(s.at) },
     { title: "Reason", value: s => s.reason || "" },
-  ], d.statusesSent || [], "none recorded in the attempts' histories");
+  ], d.statusesSent || [], d.attemptsError ? "not shown: " + d.attemptsError : "none recorded in the attempts' histories");
   fillTable($("deferred"), [
     { title: "Sequence", value: e => e.sequenceNumber },
     { title: "Type", value: e => e.messageType },
