@@ -131,25 +131,37 @@ def compensate_action(ctx: AppContext, order_id: str, operator: str, reason: str
     """Operator action after a review (or a fix): ``Error`` or ``CompensationFailed`` ->
     ``Compensating``, due now; the supervisor's next run starts the compensation round. Read back if its
     response is lost; the same compensate by the same operator as the record's latest entry is
-    ``repeated``. Refused (``IllegalTransition``) past the pivot: nothing may be undone then."""
+    ``repeated``. On a 412 it re-reads once and judges again, as resubmit does (a write that left the
+    record in ``Error``, such as the supervisor acknowledging the alert it owed, does not refuse it).
+    Refused (``IllegalTransition``) past the pivot: nothing may be undone then."""
     if not operator.strip() or not reason.strip():
         raise ValueError("compensating an order needs the operator's name and a reason")
-    record = ctx.states.get(order_id)
-    if record is None:
-        raise RecordNotFound(f"no state record for order {order_id!r}")
-    if record.process_state not in (ProcessState.ERROR, ProcessState.COMPENSATION_FAILED):
-        if repeated_action(record, "compensate", operator, reason):
-            action_repeated(order_id, "compensate", operator)
-            return ActionTaken(record, repeated=True)
-        raise IllegalTransition(f"order {order_id}: an operator compensates only an Error or CompensationFailed order")
-    written = update_once_or_reread(
-        ctx.states, record, lambda r: enter_compensation(r, operator, reason, ctx.clock.now())
-    )
+    try:
+        taken = _compensate_once(ctx, order_id, operator, reason)
+    except EtagMismatch:
+        taken = _compensate_once(ctx, order_id, operator, reason)
+    if taken.repeated:
+        action_repeated(order_id, "compensate", operator)
+        return taken
     app_event(
         "OperatorCompensated",
         f"order {order_id}: compensation requested by {operator}: {reason}",
         orderId=order_id,
         operator=operator,
         reason=reason,
+    )
+    return taken
+
+
+def _compensate_once(ctx: AppContext, order_id: str, operator: str, reason: str) -> ActionTaken:
+    record = ctx.states.get(order_id)
+    if record is None:
+        raise RecordNotFound(f"no state record for order {order_id!r}")
+    if record.process_state not in (ProcessState.ERROR, ProcessState.COMPENSATION_FAILED):
+        if repeated_action(record, "compensate", operator, reason):
+            return ActionTaken(record, repeated=True)
+        raise IllegalTransition(f"order {order_id}: an operator compensates only an Error or CompensationFailed order")
+    written = update_once_or_reread(
+        ctx.states, record, lambda r: enter_compensation(r, operator, reason, ctx.clock.now())
     )
     return ActionTaken(written)

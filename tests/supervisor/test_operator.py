@@ -9,10 +9,11 @@ import pytest
 
 from adapters.cosmos.state_store import CosmosStateStore
 from domain import transitions
+from domain.compensation import enter_compensation
 from domain.errors import IllegalTransition
 from domain.states import ProcessState
 from orchestrators.starter import sweep
-from supervisor.operator import RecordNotFound, resubmit_action, resubmit_order
+from supervisor.operator import RecordNotFound, compensate_action, resubmit_action, resubmit_order
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState
 from tests.orchestrators.support import sample_order
@@ -128,3 +129,54 @@ def test_the_same_resubmit_posted_again_is_repeated_and_another_operators_is_ref
     record = states.get("o1")
     assert record is not None
     assert [h.by for h in record.history if h.event == "Resubmitted"] == ["alice"]
+
+
+def test_a_compensate_losing_a_race_to_a_write_that_leaves_the_record_in_error_is_retried_once(make_ctx, states, clock):
+    """Found by the red team (session 32) on 36c310f: resubmit and cancel judge again on a fresh read
+    when another write came first, compensate did not: a write that leaves the order in Error (the
+    supervisor acknowledging the alert and status it owed, a note) between the operator's read and
+    write made compensate a 409 "changed while you acted", though the order could still be compensated."""
+    ctx = _escalated(make_ctx, states, clock)
+
+    def touch():
+        current = states.get("o1")
+        assert current is not None
+        states.replace(current.with_changes(clock.now(), "Noted", "someone-else"))
+
+    ctx = replace(ctx, states=InterferingStore(states, touch))
+
+    taken = compensate_action(ctx, "o1", "alice", "undo it")
+
+    assert ctx.states.replaces == 2 and not taken.repeated
+    assert taken.record.process_state is ProcessState.COMPENSATING
+    assert [(h.event, h.by) for h in taken.record.history][-2:] == [
+        ("Noted", "someone-else"),
+        ("CompensationRequested", "alice"),
+    ]
+
+
+def _compensated_by(states, clock, operator):
+    def write():
+        current = states.get("o1")
+        assert current is not None
+        states.replace(enter_compensation(current, operator, "undo it", clock.now()))
+
+    return write
+
+
+def test_a_compensate_losing_a_race_to_another_operators_is_refused(make_ctx, states, clock):
+    ctx = _escalated(make_ctx, states, clock)
+    racing = replace(ctx, states=InterferingStore(states, _compensated_by(states, clock, "bob")))
+    with pytest.raises(IllegalTransition, match="only an Error or CompensationFailed"):
+        compensate_action(racing, "o1", "alice", "undo it")
+    record = states.get("o1")
+    assert record is not None
+    assert [h.by for h in record.history if h.event == "CompensationRequested"] == ["bob"]
+
+
+def test_a_compensate_losing_a_race_to_the_same_one_posted_twice_is_repeated(make_ctx, states, clock):
+    ctx = _escalated(make_ctx, states, clock)
+    racing = replace(ctx, states=InterferingStore(states, _compensated_by(states, clock, "alice")))
+    taken = compensate_action(racing, "o1", "alice", "undo it")
+    assert taken.repeated and taken.record.process_state is ProcessState.COMPENSATING
+    assert [h.by for h in taken.record.history if h.event == "CompensationRequested"] == ["alice"]
