@@ -300,7 +300,12 @@ function route() {
   const match = location.hash.match(/^#\/order\/(.+)$/);
   closeConfirm(); // a confirmation is for the order it names: leaving that order's page drops it
   say("");
-  if (match) { showOrder(decodeURIComponent(match[1])); return; }
+  if (match) {
+    let orderId = null;
+    try { orderId = decodeURIComponent(match[1]); } catch (e) { orderId = null; } // escapes that do not decode
+    if (orderId !== null) { showOrder(orderId); return; }
+    say("Not an order link: " + location.hash, true);
+  }
   current = null;
   $("order").hidden = true;
   $("overview").hidden = false;
