@@ -49,10 +49,11 @@ def test_markup_in_errors_reasons_names_and_alerts_is_shown_as_text(cosmos_db: A
         ops.pending("o-inj-cancel")
         status, answer = ops.post("/api/ops/orders/o-inj-cancel/cancel", {"reason": _markup("reason")})
         assert status == 200, answer
+        alert_id = "alert:Injected:o-inj-err"
         alert = {
             "type": "OperatorAlert",
             "schemaVersion": 1,
-            "alertId": "alert:Injected:o-inj-err",
+            "alertId": alert_id,
             "kind": _markup("kind"),
             "severity": "error",
             "orderId": "o-inj-err",
@@ -60,7 +61,7 @@ def test_markup_in_errors_reasons_names_and_alerts_is_shown_as_text(cosmos_db: A
             "details": {},
             "at": "2026-05-01T09:00:00Z",
         }
-        ops.broker.send(OPERATOR_ALERTS_QUEUE, OutgoingMessage(body=json.dumps(alert), message_id=alert["alertId"]))
+        ops.broker.send(OPERATOR_ALERTS_QUEUE, OutgoingMessage(body=json.dumps(alert), message_id=alert_id))
 
         page = _console(ops, browser)
         errors: list[str] = []
