@@ -36,7 +36,9 @@ from operations.web import (
     json_reply,
     page_size,
     parse_action_body,
+    refused,
     same_origin_json,
+    sign_in_redirect,
     store_token,
 )
 
@@ -181,20 +183,24 @@ async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClien
 # --- the console --------------------------------------------------------------------------------
 
 
-def _console_guard(req: func.HttpRequest) -> Reply | None:
-    """The console's files hold no data, but they are not served by an app that cannot
-    authenticate anyone (platform authentication off and no local principal): say so instead."""
+def _console_guard(req: func.HttpRequest, *, page: bool) -> Reply | None:
+    """The console's files hold no data, but they are served to a signed-in caller only (any role: what
+    the page shows needs ``Orders.Read``). Not signed in: the page sends the browser to the platform's
+    sign-in, back to the console afterwards; its script and style are 401. An app that cannot
+    authenticate anyone (platform authentication off and no local principal) says so: 503."""
     found = authenticate(get_context().settings, req.headers)
-    if isinstance(found, Refusal) and found.status == 503:
-        return error(503, found.message)
-    return None
+    if not isinstance(found, Refusal):
+        return None
+    if found.status == 401 and page:
+        return sign_in_redirect(req.url)
+    return refused(found)
 
 
 @bp.route(route="ops/console", methods=["GET"], auth_level=ANONYMOUS)
 def ops_console(req: func.HttpRequest) -> func.HttpResponse:
-    return _response(_console_guard(req) or asset("index.html"))
+    return _response(_console_guard(req, page=True) or asset("index.html"))
 
 
 @bp.route(route="ops/console/{asset}", methods=["GET"], auth_level=ANONYMOUS)
 def ops_console_asset(req: func.HttpRequest) -> func.HttpResponse:
-    return _response(_console_guard(req) or asset(str(req.route_params.get("asset") or "")))
+    return _response(_console_guard(req, page=False) or asset(str(req.route_params.get("asset") or "")))

@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from domain.compensation_policy import REVIEW_CHOICES
 from domain.ids import is_valid_order_id
@@ -48,6 +48,17 @@ def refused(refusal: Refusal) -> Reply:
     return Reply(
         refusal.status, json.dumps({"error": refusal.message, "status": refusal.status}).encode(), headers=headers
     )
+
+
+SIGN_IN_PATH = "/.auth/login/aad"  # App Service authentication's Entra ID sign-in
+
+
+def sign_in_redirect(url: str) -> Reply:
+    """302 to the platform's sign-in, back to ``url``'s path afterwards: one leading slash, so that it
+    stays a path on this app (``//host/...`` would name another host)."""
+    back = quote("/" + urlsplit(url).path.lstrip("/"), safe="/")
+    location = f"{SIGN_IN_PATH}?post_login_redirect_uri={back}"
+    return Reply(302, b"", "text/plain; charset=utf-8", {"Location": location})
 
 
 def _origin(url: str) -> str:

@@ -329,3 +329,20 @@ def test_review_is_409_unless_the_order_waits_for_one(ops):
         {"reviewId": first_review("o-no-review"), "reason": "x", "action": "retry"},
     )
     assert status == 409 and "does not wait for review" in body["error"]
+
+
+def test_the_console_is_for_a_signed_in_caller_and_sends_an_anonymous_browser_to_sign_in(easy_auth):
+    """Found by the red team (session 32) on 36c310f: the README says the console is for a caller
+    "signed in", but the app served it and its script to anyone (only an app that cannot authenticate
+    anyone refused it): the page then told an anonymous visitor to sign in, as text, after its first
+    request failed. Now the page redirects to the platform's sign-in and back; its files are 401."""
+    for path in ("/api/ops/console", "//api/ops/console"):
+        page = easy_auth.request("GET", path)
+        assert page.status == 302, (path, page.status, page.body[:100])
+        assert page.headers["Location"] == "/.auth/login/aad?post_login_redirect_uri=/api/ops/console", page.headers
+    for name in ("console.js", "console.css"):
+        answer = easy_auth.request("GET", f"/api/ops/console/{name}")
+        assert answer.status == 401 and b"sign in" in answer.body, (name, answer.status)
+    signed_in = {"x-ms-client-principal": easy_auth_header("reader@contoso.example", ())}  # no role needed
+    assert easy_auth.request("GET", "/api/ops/console", headers=signed_in).status == 200
+    assert easy_auth.request("GET", "/api/ops/console/console.js", headers=signed_in).status == 200
