@@ -23,7 +23,7 @@ from dependencies import AppContext, get_context
 from domain.states import ProcessState
 from operations import actions, instances, views
 from operations.auth import OPERATE_ROLE, READ_ROLE, Principal, Refusal, authenticate
-from operations.console_assets import asset
+from operations.console_assets import PAGE, console_asset, console_page
 from operations.review_answer import answer_review
 from operations.web import (
     MAX_CONTINUATION_CHARS,
@@ -198,9 +198,10 @@ def _console_guard(req: func.HttpRequest, *, page: bool) -> Reply | None:
 
 @bp.route(route="ops/console", methods=["GET"], auth_level=ANONYMOUS)
 def ops_console(req: func.HttpRequest) -> func.HttpResponse:
-    return _response(_console_guard(req, page=True) or asset("index.html"))
+    return _response(_console_guard(req, page=True) or console_page(req.url))
 
 
 @bp.route(route="ops/console/{asset}", methods=["GET"], auth_level=ANONYMOUS)
 def ops_console_asset(req: func.HttpRequest) -> func.HttpResponse:
-    return _response(_console_guard(req, page=False) or asset(str(req.route_params.get("asset") or "")))
+    name = str(req.route_params.get("asset") or "")
+    return _response(_console_guard(req, page=name == PAGE) or console_asset(req.url, name))

@@ -4,6 +4,7 @@ fetched from elsewhere, so it works offline. Only the files listed here are serv
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote, urlsplit
 
 from operations.web import Reply, error
 
@@ -18,6 +19,32 @@ CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
+
+
+PAGE = "index.html"
+
+
+def console_page(url: str) -> Reply:
+    """The console's page at ``.../console``, where its relative links name its files; requested as
+    ``.../console/`` (a trailing slash), a 302 there: from that address the browser would ask for
+    ``.../console/console/console.js``, which is no file, and show an empty page."""
+    path = urlsplit(url).path
+    if path.endswith("/"):
+        return _moved(path.rstrip("/"))
+    return asset(PAGE)
+
+
+def console_asset(url: str, name: str) -> Reply:
+    """The file ``name``; the page itself (``.../console/index.html``) is a 302 to ``.../console``
+    (``console_page``)."""
+    if name == PAGE:
+        return _moved(urlsplit(url).path.rstrip("/").removesuffix(PAGE).rstrip("/"))
+    return asset(name)
+
+
+def _moved(path: str) -> Reply:
+    location = quote("/" + path.lstrip("/"), safe="/")  # one leading slash: a path on this app, never a host
+    return Reply(302, b"", "text/plain; charset=utf-8", {"Location": location})
 
 
 def asset(name: str) -> Reply:

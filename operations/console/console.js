@@ -2,7 +2,7 @@
 // It reads /api/ops/* (Orders.Read) and posts actions as same-origin JSON (Orders.Operate).
 "use strict";
 
-const API = location.pathname.replace(/\/console\/?.*$/, "");
+const API = location.pathname.replace(/\/console(\/.*)?$/i, ""); // the route matches any case, so does this
 const STATES = ["Pending", "Processing", "Processed", "Error", "Compensating", "Compensated", "CompensationFailed"];
 const REFRESH_MS = 3000;
 let listContinuation = null;

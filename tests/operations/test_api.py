@@ -346,3 +346,13 @@ def test_the_console_is_for_a_signed_in_caller_and_sends_an_anonymous_browser_to
     signed_in = {"x-ms-client-principal": easy_auth_header("reader@contoso.example", ())}  # no role needed
     assert easy_auth.request("GET", "/api/ops/console", headers=signed_in).status == 200
     assert easy_auth.request("GET", "/api/ops/console/console.js", headers=signed_in).status == 200
+
+
+def test_the_console_asked_for_at_another_address_redirects_to_its_own(ops):
+    """Found by the red team (session 32) on 36c310f: ``/api/ops/console/`` and ``/api/ops/console/index.html``
+    served the page, whose relative links then named ``/api/ops/console/console/console.js`` (no such
+    route): an empty page. Now a 302 to ``/api/ops/console``, where they resolve."""
+    for path in ("/api/ops/console/", "/api/ops/console/index.html", "//api/ops/console//"):
+        answer = ops.request("GET", path)
+        assert (answer.status, answer.headers.get("Location")) == (302, "/api/ops/console"), (path, answer.status)
+    assert ops.request("GET", "/api/ops/console").status == 200

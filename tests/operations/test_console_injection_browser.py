@@ -3,8 +3,9 @@ runtime (``OpsHarness``), with markup everywhere text from outside reaches the p
 (``lastError``, from an agent or a client's cancel), an operator's reason and name (the principal's display
 name is the platform's, not checked by it), an alert's kind and summary (``operator-alerts``). The console
 shows each as text: no element of it is created, no handler runs (the page builds its DOM with
-``textContent``; the Content-Security-Policy is a second line, not the one tested here). Chromium: see
-test_console_browser.py."""
+``textContent``; the Content-Security-Policy is a second line, not the one tested here). And links and
+addresses a visitor may bring: an order link that does not decode, the console's address in another case.
+Chromium: see test_console_browser.py."""
 
 from __future__ import annotations
 
@@ -104,3 +105,16 @@ def test_an_order_link_that_does_not_decode_or_is_no_order_id_says_so(
     expect(page.locator("#list")).to_contain_text("o-link")  # the overview still shows
     assert errors == [], errors
     assert page.locator("img").count() == 0
+
+
+def test_the_console_works_at_its_address_in_any_case(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+    """Found by the red team (session 32) on 36c310f: the route matches ``/api/OPS/Console`` (routes are
+    case-insensitive), but the page found the API's address by cutting ``/console`` off its own, case
+    sensitively: it asked for ``/api/OPS/Console/summary`` (no such file: 404) and showed nothing."""
+    from playwright.sync_api import expect
+
+    ops.pending("o-case")
+    page = _console(ops, browser)
+    page.goto(f"{BASE}/api/OPS/Console")
+    expect(page.locator("#tiles li")).to_have_count(7)
+    expect(page.locator("#list")).to_contain_text("o-case")
