@@ -54,13 +54,23 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve()
 
     def _serve(self) -> None:
+        host = str(self.headers.get("Host") or "").strip().lower()
+        if host not in self.server.own_hosts:  # DNS rebinding: a page whose name now resolves here
+            self._write(_text(421, f"this server answers http://{self.server.origin_host} only, not Host {host!r}"))
+            return
         if self.path in ("/", "/index.html"):
             self._write(HttpAnswer(302, {"Location": "/api/ops/console"}, b""))
             return
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_REQUEST_BYTES:
-            self._write(HttpAnswer(413, {}, b""))
+        length_text = str(self.headers.get("Content-Length") or "0").strip()
+        if not (length_text.isascii() and length_text.isdigit()):
+            self._write(_text(400, f"Content-Length {length_text[:40]!r} is not a number"))
+            self.close_connection = True  # the body, if any, cannot be skipped
             return
+        if len(length_text) > len(str(MAX_REQUEST_BYTES)) or int(length_text) > MAX_REQUEST_BYTES:
+            self._write(HttpAnswer(413, {}, b""))
+            self.close_connection = True  # its body is not read
+            return
+        length = int(length_text)
         body = self.rfile.read(length) if length > 0 else b""
         url = f"http://{self.server.origin_host}{self.path}"
         request = HttpRequestData(self.command, url, dict(self.headers.items()), body)
@@ -86,6 +96,10 @@ class _Handler(BaseHTTPRequestHandler):
         """Quiet: the console polls every few seconds."""
 
 
+def _text(status: int, message: str) -> HttpAnswer:
+    return HttpAnswer(status, {"Content-Type": "text/plain; charset=utf-8"}, message.encode())
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -94,6 +108,8 @@ class _Server(ThreadingHTTPServer):
         self.host = host
         self.wake = wake
         self.origin_host = f"127.0.0.1:{self.server_address[1]}"
+        # the names a browser on this machine reaches the server by; any other Host is not addressed to it
+        self.own_hosts = {self.origin_host, f"localhost:{self.server_address[1]}"}
 
 
 def paced_drive(
