@@ -411,8 +411,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "OPS_LOCAL_PRINCIPAL",
         "",
-        "Local development only: the operator the ops API acts as, `name:Orders.Read,Orders.Operate`; empty = "
-        "every request refused. Ignored on App Service and when platform authentication is on.",
+        "Local development only: the operator the ops API acts as, `name:Orders.Read,Orders.Operate`, for "
+        "requests addressed to localhost, 127.0.0.1 or [::1] (`Host`; any other is 403); empty = every request "
+        "refused. Ignored on App Service and when platform authentication is on.",
         where="local",
         kind=TEXT,
     ),

@@ -12,7 +12,10 @@ Without it, every request is refused, whatever headers it carries.
 For local development a principal can be configured explicitly with the local-only setting
 ``OPS_LOCAL_PRINCIPAL`` (``name:Role1,Role2``). It is never used on App Service (``WEBSITE_SITE_NAME``
 set) or when platform authentication is on; and it is empty by default, so nothing is open unless a
-developer says so. Request headers are never read in that mode.
+developer says so. No request header says who acts in that mode; only ``Host`` is read, and a request
+addressed to anything but this machine's loopback names is refused (403): ``func start`` listens on
+every interface, and a web page whose DNS name is rebound to 127.0.0.1 sends its own name (DNS
+rebinding), which a browser cannot forge.
 """
 
 from __future__ import annotations
@@ -144,11 +147,30 @@ def application_name(claims: dict[str, str]) -> str:
     return operator_name(f"app {client_id}") if client_id else ""
 
 
+# The names a request to this machine's loopback interface is addressed to (``Host``, any port).
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
+
+
+def loopback_host(host: str) -> bool:
+    """Whether a ``Host`` header (``name[:port]``, ``[v6]:port``) names this machine's loopback interface."""
+    name = host.strip().lower()
+    name = name[: name.find("]") + 1] if name.startswith("[") else name.partition(":")[0]
+    return name in LOOPBACK_HOSTS
+
+
 def authenticate(settings: Settings, headers: Any) -> Principal | Refusal:
     """The caller, or why not: 503 when the app cannot know (platform authentication is off and no
-    local principal is configured), 401 when there is no principal."""
+    local principal is configured), 401 when there is no principal; 403 for a request to the local
+    principal addressed to another host than this machine's loopback (see the module)."""
     local = local_principal(settings)
     if local is not None:
+        host = str(headers.get("host") or "")
+        if host and not loopback_host(host):
+            return Refusal(
+                403,
+                f"the local operator principal answers requests to localhost, 127.0.0.1 or [::1] only, not "
+                f"Host {host[:100]!r}",
+            )
         return local
     if not platform_auth_enabled(settings):
         return Refusal(

@@ -105,6 +105,25 @@ def test_the_local_principal_is_used_and_request_headers_are_never_trusted_local
         read_only.close()
 
 
+def test_the_local_principal_answers_only_requests_addressed_to_this_machine(ops):
+    """Found by the red team (session 32) on 36c310f: ``func start`` listens on every interface and
+    answers whatever ``Host`` a request names, and the local principal was given to every request. A web
+    page whose DNS name is then rebound to 127.0.0.1 (DNS rebinding) sends its own name as ``Host`` and
+    as ``Origin``: it read the API and passed the same-origin check of an action, run as the developer."""
+    assert ops.ctx is not None
+    before = ops.error("o-rebound")
+    rebound = {"Host": "rebound.example:7071", "Origin": "http://rebound.example:7071"}
+    for path in ("/api/ops/summary", "/api/ops/orders/o-rebound", "/api/ops/console"):
+        status, body = ops.get(path, rebound)
+        assert status == 403 and "rebound.example" in body["error"], (path, status)
+    status, body = ops.post("/api/ops/orders/o-rebound/resubmit", REASON, rebound)
+    assert status == 403 and ops.ctx.states.get("o-rebound") == before, body
+    for host in ("127.0.0.1.rebound.example", "localhost.rebound.example:7071", "[::2]:7071"):
+        assert ops.get("/api/ops/summary", {"Host": host})[0] == 403, host
+    for host in ("127.0.0.1:7071", "localhost:7071", "LOCALHOST", "[::1]:7071"):
+        assert ops.get("/api/ops/summary", {"Host": host})[0] == 200, host
+
+
 def test_the_local_principal_is_ignored_on_app_service(cosmos_db):
     hosted = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR, WEBSITE_SITE_NAME="orders-app")
     try:
