@@ -375,3 +375,18 @@ def test_the_console_asked_for_at_another_address_redirects_to_its_own(ops):
         answer = ops.request("GET", path)
         assert (answer.status, answer.headers.get("Location")) == (302, "/api/ops/console"), (path, answer.status)
     assert ops.request("GET", "/api/ops/console").status == 200
+
+
+@pytest.mark.parametrize("action", ["resubmit", "cancel", "compensate", "review"])
+def test_every_action_route_needs_the_operate_role_before_it_reads_anything(easy_auth, action):
+    """Each POST route, not only resubmit: a reader is 403 and nobody signed in 401, whatever the body
+    (a malformed one too: the role is checked first), and the record is untouched."""
+    assert easy_auth.ctx is not None
+    before = easy_auth.awaiting_review("o-roles")
+    reader = {"X-MS-CLIENT-PRINCIPAL": easy_auth_header("reader@contoso.example", ("Orders.Read",))}
+    good = {"reason": "x"} | ({"action": "fail", "reviewId": first_review("o-roles")} if action == "review" else {})
+    for body in (good, b"not json"):
+        status, answer = easy_auth.post(f"/api/ops/orders/o-roles/{action}", body, reader)
+        assert status == 403 and "Orders.Operate" in answer["error"], (body, status, answer)
+        assert easy_auth.post(f"/api/ops/orders/o-roles/{action}", body)[0] == 401
+    assert easy_auth.ctx.states.get("o-roles") == before
