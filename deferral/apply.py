@@ -49,7 +49,7 @@ from domain.deferral import (
 )
 from domain.payments import notification_digest
 from domain.records import PaymentReceived
-from notifications.alerts import raise_alert_after_write
+from notifications.alerts import OwedAlert, raise_alert_after_write
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
 
@@ -99,7 +99,13 @@ def peek_at(receiver: DeferredReceiver, seq: int) -> Any | None:
 
 
 def process_deferred(
-    ctx: AppContext, receiver: DeferredReceiver, seq: int, *, round_number: int, order_id: str | None = None
+    ctx: AppContext,
+    receiver: DeferredReceiver,
+    seq: int,
+    *,
+    round_number: int,
+    order_id: str | None = None,
+    owed: list[OwedAlert] | None,
 ) -> Processed | None:
     """Processes deferred message ``seq``: read by peeking (no lock, no delivery counted), decided and
     written in Cosmos DB, and only then fetched, to be settled as decided; a message left waiting is not
@@ -111,30 +117,41 @@ def process_deferred(
     ``round_number``: the retry round this is (0: not a RetryDeferred round). ``order_id``: the order whose
     document tracks it, if the caller knows (to resolve its entry if its body no longer parses). A store
     or send failure propagates, the message untouched. None: the message is not on the queue deferred
-    (gone, expired, or not deferred yet): the caller accounts for it (``account_for_absent``)."""
+    (gone, expired, or not deferred yet): the caller accounts for it (``account_for_absent``).
+
+    ``owed``: the list of the alerts owed by the message the caller's trigger has in hand (an ``OrderSubmitted``,
+    a ``RetryDeferred``), handed to the alert courier before that message is settled: a rejected notification's
+    alert whose send fails goes there (``apply_notification``), and this message is settled as decided all the
+    same. None (the peek sweep's timer): that send failure propagates, the message untouched."""
     peeked = peek_at(receiver, seq)
     if peeked is None or not is_deferred(peeked):
         return None
     if has_expired(peeked, ctx.clock.now() + EXPIRY_MARGIN):
         fetched = receiver.receive_deferred([seq])  # an expired message moves to the dead-letter queue
         return (
-            process_fetched(ctx, receiver, fetched[0], round_number=round_number, order_id=order_id)
+            process_fetched(ctx, receiver, fetched[0], round_number=round_number, order_id=order_id, owed=owed)
             if fetched
             else None
         )
-    done, settle = _decide(ctx, peeked, round_number, order_id, fetched=False)
+    done, settle = _decide(ctx, peeked, round_number, order_id, fetched=False, owed=owed)
     if settle is not None:
         _settle(receiver, seq, settle)
     return done
 
 
 def process_fetched(
-    ctx: AppContext, receiver: DeferredReceiver, message: Any, *, round_number: int, order_id: str | None = None
+    ctx: AppContext,
+    receiver: DeferredReceiver,
+    message: Any,
+    *,
+    round_number: int,
+    order_id: str | None = None,
+    owed: list[OwedAlert] | None,
 ) -> Processed:
     """``process_deferred`` for a message already fetched (locked to ``receiver``): settled as decided,
     abandoned if it is to wait (or if a store or send failure propagates)."""
     try:
-        done, settle = _decide(ctx, message, round_number, order_id, fetched=True)
+        done, settle = _decide(ctx, message, round_number, order_id, fetched=True, owed=owed)
     except (StoreError, SendError, DependencyUnavailable):
         _abandon_quietly(receiver, message)
         raise
@@ -146,7 +163,13 @@ def process_fetched(
 
 
 def _decide(
-    ctx: AppContext, message: Any, round_number: int, order_id: str | None, *, fetched: bool
+    ctx: AppContext,
+    message: Any,
+    round_number: int,
+    order_id: str | None,
+    *,
+    fetched: bool,
+    owed: list[OwedAlert] | None,
 ) -> tuple[Processed, Settlement | None]:
     """What becomes of ``message`` (written to Cosmos DB first) and how it is to be settled (None: it
     stays deferred). ``fetched``: it is locked to this processor (a wait then spends a delivery)."""
@@ -159,19 +182,24 @@ def _decide(
         app_event("DeadLettered", f"deferred message #{seq}: {bad}", logging.WARNING, sequenceNumber=seq)
         return Processed("dead-lettered", order_id), Settlement.deadletter(bad.reason, bad.description)
     try:
-        return _apply(ctx, message, note, round_number, fetched)
+        return _apply(ctx, message, note, round_number, fetched, owed)
     except TooManyWaiting as exc:  # untracked, and its order has too many waiting: not kept
         not_kept(ctx, seq, note.order_id, exc)
         return Processed("dead-lettered", note.order_id), Settlement.deadletter(exc.reason, str(exc))
 
 
 def _apply(
-    ctx: AppContext, message: Any, note: PaymentNotification, round_number: int, fetched: bool
+    ctx: AppContext,
+    message: Any,
+    note: PaymentNotification,
+    round_number: int,
+    fetched: bool,
+    owed: list[OwedAlert] | None,
 ) -> tuple[Processed, Settlement | None]:
     seq: int = message.sequence_number
     order_id = note.order_id
     try:
-        outcome = apply_notification(ctx, note, seq)
+        outcome = apply_notification(ctx, note, seq, owed=owed)
     except DependencyUnavailable as exc:
         return _still_unavailable(ctx, message, note, round_number, str(exc), fetched)
     if outcome.kind == "order-missing":

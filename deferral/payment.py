@@ -19,7 +19,7 @@ from deferral.errors import DependencyUnavailable
 from dependencies import AppContext
 from domain.payments import decide_payment, notification_digest, received, waiting_instance, with_payment
 from domain.records import StateRecord
-from notifications.alerts import raise_alert
+from notifications.alerts import OwedAlert, raise_alert_owing
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
 
@@ -53,9 +53,17 @@ def _events(record: StateRecord) -> tuple[RaiseEvent, ...]:
     return (RaiseEvent(instance, PAYMENT_NOTIFIED_EVENT, to_document(record.payment)),)
 
 
-def apply_notification(ctx: AppContext, note: PaymentNotification, sequence_number: int | None) -> PaymentOutcome:
+def apply_notification(
+    ctx: AppContext, note: PaymentNotification, sequence_number: int | None, *, owed: list[OwedAlert] | None
+) -> PaymentOutcome:
     """Applies ``note`` to its order's state record (conditional replace, re-decided on a lost race).
-    Raises ``StoreUnavailable`` (state store down) or ``DependencyUnavailable`` (order database down)."""
+    Raises ``StoreUnavailable`` (state store down) or ``DependencyUnavailable`` (order database down).
+
+    A rejected notification's alert (its ``reason``) whose send fails is added to ``owed``, the list the
+    message's trigger hands to the alert courier before it settles the message (``raise_alert_owing``): raised,
+    it abandoned the message in hand (the notification itself, or the ``OrderSubmitted`` or ``RetryDeferred``
+    that fetched it deferred), and five failed sends in a row dead-lettered it ``MaxDeliveryCountExceeded``, the
+    alert never sent. None (the peek sweep's timer): a failed send raises."""
     now = ctx.clock.now()
     for _ in range(5):
         record = ctx.states.get(note.order_id)
@@ -78,7 +86,8 @@ def apply_notification(ctx: AppContext, note: PaymentNotification, sequence_numb
                 sequenceNumber=sequence_number,
                 reason=decision.reason,
             )
-            raise_alert(
+            raise_alert_owing(
+                owed,
                 ctx.sender,
                 kind=decision.reason,
                 summary=decision.description,

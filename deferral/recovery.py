@@ -24,7 +24,7 @@ from domain.deferral import (
     notifications_flagged,
     rejected,
 )
-from notifications.alerts import raise_alert
+from notifications.alerts import OwedAlert, raise_alert_or_owe
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
 
@@ -42,15 +42,20 @@ class Recovery:
 
 
 def _fetch_and_process(
-    ctx: AppContext, deferred: DeferredMessageStore, order_id: str, waiting: list[DeferredEntry]
+    ctx: AppContext,
+    deferred: DeferredMessageStore,
+    order_id: str,
+    waiting: list[DeferredEntry],
+    owed: list[OwedAlert],
 ) -> Iterator[tuple[DeferredEntry, Processed | str]]:
     """Processes the waiting entries' messages by sequence number on one receiver (``deferral.apply``);
     yields every entry with its outcome, or, for a message not on the queue deferred, with what
-    ``account_for_absent`` made of its entry."""
+    ``account_for_absent`` made of its entry. A rejected notification's alert whose send fails is added to
+    ``owed`` (the submission's, handed to the alert courier before the ``OrderSubmitted`` is settled)."""
     with deferred.open(ORDERS_QUEUE) as receiver:
         absent: list[DeferredEntry] = []
         for entry in waiting:
-            done = process_deferred(ctx, receiver, entry.sequence_number, round_number=0, order_id=order_id)
+            done = process_deferred(ctx, receiver, entry.sequence_number, round_number=0, order_id=order_id, owed=owed)
             if done is None:
                 absent.append(entry)
             else:
@@ -63,7 +68,11 @@ def _fetch_and_process(
 
 
 def release_for_rejected_order(
-    ctx: AppContext, order_id: str, sequence_number: int | None, as_read: DeferralDocument | None
+    ctx: AppContext,
+    order_id: str,
+    sequence_number: int | None,
+    as_read: DeferralDocument | None,
+    owed: list[OwedAlert],
 ) -> Recovery:
     """Admission control rejected ``order_id``, the OrderSubmitted sent as ``sequence_number``: its
     deferral document is marked rejected, naming that message (a notification that arrives later is
@@ -80,18 +89,18 @@ def release_for_rejected_order(
     withdrawn again, the notifications listed as dead-lettered under a refusal are flagged from the document as
     then written (``flag_refused_notifications``), and nothing is released (``Recovery.withdrawn``: the caller
     tells nobody). A record written after that look finds the mark when its submission reads the document again
-    (``settle_refusals``)."""
+    (``settle_refusals``). ``owed``: the submission's list of alerts owed (``recover_for_order``)."""
     now = ctx.clock.now()
     doc = update_deferrals(ctx.deferrals, order_id, lambda d: rejected(d, now, sequence_number), now, as_read=as_read)
     if ctx.states.get(order_id) is not None:
-        flag_refused_notifications(ctx, withdraw_refusal(ctx, doc))
+        flag_refused_notifications(ctx, withdraw_refusal(ctx, doc), owed)
         return Recovery(withdrawn=True)
     waiting = doc.waiting(DeferralReason.ORDER_NOT_SUBMITTED)
     if not waiting:
         return Recovery()
     dead = expired = 0
     try:
-        for entry, done in _fetch_and_process(ctx, ctx.deferred, order_id, waiting):
+        for entry, done in _fetch_and_process(ctx, ctx.deferred, order_id, waiting, owed):
             if isinstance(done, str):
                 expired += done == "expired"
                 if done == "young":  # gone while young: perhaps a copy of it on its way
@@ -117,15 +126,20 @@ def withdraw_refusal(ctx: AppContext, doc: DeferralDocument) -> DeferralDocument
 REFUSED_NOTIFICATIONS_ALERT = "NotificationsForAcceptedOrder"
 
 
-def flag_refused_notifications(ctx: AppContext, doc: DeferralDocument | None) -> None:
+def flag_refused_notifications(ctx: AppContext, doc: DeferralDocument | None, owed: list[OwedAlert]) -> None:
     """The order of ``doc`` (its deferral document as the caller read or wrote it) has its state record: a
     submission of it was accepted. Payment notifications dead-lettered ``OrderRejected`` while an earlier
     refusal stood (``refused_notifications``, listed before they were dead-lettered) are for a live order
     now: an alert names them (sequence numbers and notification ids) for an operator to resubmit from the
-    ``orders`` dead-letter queue, then they are taken off the document. The alert must be sent (a failure
-    propagates, as a store failure does: the message is handled again, its delivery finds them still listed
-    and sends the alert again under the same id, which names the notifications); a crash between the send
-    and the write is the same. Nothing listed (every order that was never refused): nothing done."""
+    ``orders`` dead-letter queue, then they are taken off the document. An alert whose send fails is added to
+    ``owed`` (the submission's, handed to the alert courier before the message is settled, a hand-over that must
+    succeed) and they stay listed: the document is the only other record of them, so they come off it only once
+    this alert went out here (a later submission of the order names them again, under the same id while the
+    list is the same: a repeat, never a loss). Raised, the failed send abandoned the ``OrderSubmitted``, and five
+    in a row dead-lettered it ``MaxDeliveryCountExceeded``, still unsent. A store failure on the write propagates:
+    the message is handled again, finds them still listed and sends the alert again under the same id, which
+    names the notifications; a crash between the send and the write is the same. Nothing listed (every order
+    that was never refused): nothing done."""
     if doc is None or not doc.to_flag():
         return
     listed = list(doc.refused_notifications)
@@ -133,7 +147,7 @@ def flag_refused_notifications(ctx: AppContext, doc: DeferralDocument | None) ->
     numbers = [r.sequence_number for r in listed]
     more = f" and {unlisted} more (not listed)" if unlisted else ""
     now = ctx.clock.now()
-    raise_alert(
+    alert = raise_alert_or_owe(
         ctx.sender,
         kind=REFUSED_NOTIFICATIONS_ALERT,
         summary=(
@@ -151,12 +165,17 @@ def flag_refused_notifications(ctx: AppContext, doc: DeferralDocument | None) ->
             "unlisted": unlisted,
         },
     )
+    if alert is not None:  # not sent: the courier sends it, and they stay listed until an alert naming them went out
+        owed.append(alert)
+        return
     update_deferrals(
         ctx.deferrals, doc.order_id, lambda d: notifications_flagged(d, listed, unlisted, now), now, as_read=doc
     )
 
 
-def settle_refusals(ctx: AppContext, order_id: str, as_read: DeferralDocument | None, *, created: bool) -> None:
+def settle_refusals(
+    ctx: AppContext, order_id: str, as_read: DeferralDocument | None, owed: list[OwedAlert], *, created: bool
+) -> None:
     """The order's state record exists: a submission of it was accepted (``created``: its record written by this
     delivery), or found it. ``as_read``: the order's deferral document as the submission read it. A refusal that
     stands on the document is withdrawn (the record speaks for the order), then the notifications listed as
@@ -168,13 +187,13 @@ def settle_refusals(ctx: AppContext, order_id: str, as_read: DeferralDocument | 
     record reads the document again, if it was ever refused (``as_read`` names a refused message or lists
     notifications: any other order reads nothing more). One that found the record read the document after it
     existed: what it read is what stands. Store and send failures propagate, as ``flag_refused_notifications``'s
-    do."""
+    do (its alert's own failed send is owed, added to ``owed``)."""
     if as_read is None or (as_read.rejected_sequence_number is None and not as_read.to_flag()):
         return
     doc = ctx.deferrals.get(order_id) if created else as_read
     if doc is not None and doc.rejected_at is not None:
         doc = withdraw_refusal(ctx, doc)
-    flag_refused_notifications(ctx, doc)
+    flag_refused_notifications(ctx, doc, owed)
 
 
 def resend_rounds(ctx: AppContext, doc: DeferralDocument) -> None:
@@ -188,7 +207,7 @@ def resend_rounds(ctx: AppContext, doc: DeferralDocument) -> None:
         schedule_round(ctx, doc, entry.sequence_number)
 
 
-def recover_for_order(ctx: AppContext, order_id: str, doc: DeferralDocument | None) -> Recovery:
+def recover_for_order(ctx: AppContext, order_id: str, doc: DeferralDocument | None, owed: list[OwedAlert]) -> Recovery:
     """Applies the messages ``doc`` (the order's deferral document as the caller read it) lists as
     waiting for the order; nothing to do unless it lists some. A message deferred after that read is
     looked at again by its own ``RetryDeferred`` (docs/deferral.md). A receiver failure is logged and left
@@ -198,7 +217,12 @@ def recover_for_order(ctx: AppContext, order_id: str, doc: DeferralDocument | No
 
     A message waiting for a dependency's retry round is not applied here (its ``RetryDeferred`` owns it), but
     its round's retry is sent again (``resend_rounds``): one processed by an earlier delivery of this
-    submission, whose retry could not be sent, would otherwise wait for the peek sweep."""
+    submission, whose retry could not be sent, would otherwise wait for the peek sweep.
+
+    ``owed``: the submission's list of alerts owed, handed to the alert courier before the ``OrderSubmitted`` is
+    settled: a deferred notification rejected here is dead-lettered at once, so its alert whose send failed is
+    added there (filled in as each message is settled: whatever fails after, the caller hands over what is in
+    it), never raised (``apply_notification``)."""
     if doc is not None:
         resend_rounds(ctx, doc)
     waiting = doc.waiting(DeferralReason.ORDER_NOT_SUBMITTED) if doc is not None else []
@@ -207,7 +231,7 @@ def recover_for_order(ctx: AppContext, order_id: str, doc: DeferralDocument | No
     applied = dead = expired = 0
     events: list[RaiseEvent] = []
     try:
-        for entry, done in _fetch_and_process(ctx, ctx.deferred, order_id, waiting):
+        for entry, done in _fetch_and_process(ctx, ctx.deferred, order_id, waiting, owed):
             if isinstance(done, str):
                 expired += done == "expired"
                 if done == "young":  # gone while young: perhaps a copy of it on its way

@@ -188,7 +188,9 @@ def _fetch_and_process(
     report: SweepReport,
     order_id: str | None = None,
 ) -> None:
-    done = process_deferred(ctx, receiver, seq, round_number=rounds, order_id=order_id)
+    # no message in hand (a timer that runs again): a rejected notification's alert whose send fails raises, the
+    # message left deferred undecided (``process_deferred``), and a later run decides it again
+    done = process_deferred(ctx, receiver, seq, round_number=rounds, order_id=order_id, owed=None)
     if done is None:
         tracked = entry is not None and order_id is not None and entry.status is EntryStatus.DEFERRED
         if tracked and order_id is not None and account_for_absent(ctx, receiver, order_id, seq) == "expired":

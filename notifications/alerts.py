@@ -7,11 +7,13 @@ to Service Bus's 128-character MessageId, and every field is cut to the contract
 alert is built: what an order id, a queue name or an error text holds can never make the alert
 itself fail (a side channel must not crash the handler that raises it).
 
-An alert raised by a trigger with a message in hand (the intake) must not be lost when its send fails, nor
-spend the message's deliveries on it: ``raise_alert_or_owe`` returns it as owed (``OwedAlert``), and the
-trigger hands it to the alert courier orchestration (``deliver_alert_v1``, ``hand_alerts_to_courier``)
-before it settles the message; the courier sends it under the same id on durable timers, as the status
-courier does a status (``orchestrators/alert.py``)."""
+An alert raised by a trigger with a message in hand (``submit_order`` on the ``orders`` queue, whatever the
+message: a submission's refusal or conflict, a payment notification's rejection where it is delivered or when it
+is fetched again deferred, the notifications flagged for an accepted order) must not be lost when its send
+fails, nor spend the message's deliveries on it: ``raise_alert_or_owe`` returns it as owed (``OwedAlert``;
+``raise_alert_owing`` adds it to the message's list), and the trigger hands it to the alert courier
+orchestration (``deliver_alert_v1``, ``hand_alerts_to_courier``) before it settles the message; the courier
+sends it under the same id on durable timers, as the status courier does a status (``orchestrators/alert.py``)."""
 
 from __future__ import annotations
 
@@ -220,6 +222,19 @@ def raise_alert_or_owe(
         )
         return OwedAlert(alert)
     return None
+
+
+def raise_alert_owing(owed: list[OwedAlert] | None, sender: MessageSender, **alert: Any) -> None:
+    """``raise_alert`` for code that runs under a trigger with a message in hand and under one without: ``owed``,
+    the list the message's trigger hands to ``hand_alerts_to_courier`` before it settles the message, gets the
+    alert if its send fails (``raise_alert_or_owe``); None (a caller with no message to spend, the peek sweep's
+    timer: it runs again) sends it or raises, as ``raise_alert``. Every caller says which it is."""
+    if owed is None:
+        raise_alert(sender, **alert)
+        return
+    item = raise_alert_or_owe(sender, **alert)
+    if item is not None:
+        owed.append(item)
 
 
 def send_owed_alert(sender: MessageSender, data: SendAlertInput) -> None:

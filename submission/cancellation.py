@@ -28,6 +28,7 @@ from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger,
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
+from notifications.alerts import OwedAlert
 from notifications.status import publish_status_or_owe
 from observability.events import app_event
 from submission.result import IntakeResult
@@ -38,7 +39,8 @@ ALREADY_UNDOING = frozenset({ProcessState.COMPENSATING, ProcessState.COMPENSATED
 RACE_RETRIES = 3
 
 
-def cancel_order(ctx: AppContext, contract: Any, message: ReceivedMessage) -> IntakeResult:
+def cancel_order(ctx: AppContext, contract: Any, message: ReceivedMessage, owed: list[OwedAlert]) -> IntakeResult:
+    """The handler of ``CancelOrder``; it raises no alert (``owed``, the message's alerts owed, stays as it is)."""
     if not isinstance(contract, CancelOrder):
         raise TypeError(f"cancel_order handles CancelOrder, not {type(contract).__name__}")
     for _ in range(RACE_RETRIES):

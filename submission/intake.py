@@ -63,8 +63,8 @@ from submission.store_outage import original_sequence, retry_later
 log = logging.getLogger(__name__)
 
 
-def _order_submitted(ctx: AppContext, contract: Any, message: ReceivedMessage) -> IntakeResult:
-    return submit_order(ctx, contract, message)
+def _order_submitted(ctx: AppContext, contract: Any, message: ReceivedMessage, owed: list[OwedAlert]) -> IntakeResult:
+    return submit_order(ctx, contract, message, owed)
 
 
 # Message type -> (contract, handler). A type not listed here is dead-lettered as UnknownType.
@@ -90,19 +90,28 @@ def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeRe
         )
         return IntakeResult(Settlement.deadletter(bad.reason, bad.description))
     _, handler = HANDLERS[contract.type]  # type: ignore[attr-defined]
+    # Alerts whose send failed while the message was handled (``raise_alert_owing``): handed to the alert courier
+    # by the trigger before it settles the message, whatever the settlement (a failure after one was owed, too:
+    # what was done before it, a deferred notification dead-lettered with its alert owed, is not done again).
+    owed: list[OwedAlert] = []
     try:
-        return handler(ctx, contract, message)
+        result = handler(ctx, contract, message, owed)
     except StoreUnavailable as exc:
         # Nothing is half-done that handling the message again cannot finish: again later, not at once
         # (submission/store_outage.py: an outage would use up the deliveries in seconds).
-        return retry_later(ctx, message, contract.type, str(exc))  # type: ignore[attr-defined]
+        result = retry_later(ctx, message, contract.type, str(exc))  # type: ignore[attr-defined]
     except SendError as exc:
         # Service Bus itself is failing (a copy could not be sent either): abandon, Service Bus retries.
         log.warning("%s %s: %s; abandoning for redelivery", contract.type, message.message_id, exc)  # type: ignore[attr-defined]
-        return IntakeResult(Settlement.abandon(str(exc)))
+        result = IntakeResult(Settlement.abandon(str(exc)))
+    return replace(result, alerts=result.alerts + tuple(owed)) if owed else result
 
 
-def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessage) -> IntakeResult:
+def submit_order(
+    ctx: AppContext, order: OrderSubmitted, message: ReceivedMessage, owed: list[OwedAlert]
+) -> IntakeResult:
+    """``owed``: the message's alerts owed (``handle_orders_message``), for a deferred notification this submission
+    dead-letters and the notifications it flags for the accepted order."""
     now = ctx.clock.now()
     state = ctx.states.get(order.order_id)
     # The order's deferral document, read before deciding (the one read of it a submission makes; it also
@@ -110,13 +119,13 @@ def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessag
     deferrals = ctx.deferrals.get(order.order_id)
     sent_as = original_sequence(message)
     if deferrals is not None and deferrals.refuses(sent_as):
-        return _reject(ctx, order, message, deferrals, now, finishing=True)  # never accepted after its refusal
+        return _reject(ctx, order, message, deferrals, now, owed, finishing=True)  # never accepted after its refusal
     if deferrals is not None and deferrals.was_refused(sent_as):
         # Refused, then another submission of the order was refused or accepted since: never accepted,
         # nothing written. While a refusal stands it is told again (the same ids collapse); once a later
         # submission was accepted, that one speaks for the order (a late Rejected would contradict it).
         if deferrals.rejected_at is not None:
-            return _reject(ctx, order, message, deferrals, now, finishing=True, write=False)
+            return _reject(ctx, order, message, deferrals, now, owed, finishing=True, write=False)
         log.info(
             "order %s: message %s was refused before a later submission was accepted: completed",
             order.order_id,
@@ -125,7 +134,7 @@ def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessag
         return IntakeResult(Settlement.complete())
     if state is None:
         if _pending_full(ctx) and ctx.orders.get(order.order_id) is None:
-            return _reject(ctx, order, message, deferrals, now)
+            return _reject(ctx, order, message, deferrals, now, owed)
         if deferrals is not None and deferrals.rejected_at is not None:  # an earlier submission was refused
             deferrals = withdraw_refusal(ctx, deferrals)
 
@@ -158,8 +167,8 @@ def submit_order(ctx: AppContext, order: OrderSubmitted, message: ReceivedMessag
     # PaymentNotifications that arrived before this order were deferred: fetch and apply them now. Those
     # dead-lettered while an earlier refusal of it stood are named to an operator (the order is live now).
     try:
-        recovered = recover_for_order(ctx, order.order_id, deferrals)
-        settle_refusals(ctx, order.order_id, deferrals, created=created)
+        recovered = recover_for_order(ctx, order.order_id, deferrals, owed)
+        settle_refusals(ctx, order.order_id, deferrals, owed, created=created)
     except (StoreUnavailable, SendError) as exc:
         if not created:
             raise
@@ -188,6 +197,7 @@ def _reject(
     message: ReceivedMessage,
     deferrals: DeferralDocument | None,
     now: datetime,
+    owed: list[OwedAlert],
     *,
     finishing: bool = False,
     write: bool = True,
@@ -216,7 +226,7 @@ def _reject(
     ``write=False``: a refused message handled again after another submission of the order was accepted
     (or refused) since: only told again, nothing written (the refusal it had must not return)."""
     sent_as = original_sequence(message)
-    if write and release_for_rejected_order(ctx, order.order_id, sent_as, deferrals).withdrawn:
+    if write and release_for_rejected_order(ctx, order.order_id, sent_as, deferrals, owed).withdrawn:
         log.info(
             "order %s: message %s refused, but another submission of the order was accepted meanwhile: completed",
             order.order_id,
@@ -231,7 +241,7 @@ def _reject(
         messageId=message.message_id,
         finishing=finishing,
     )
-    owed = publish_status_or_owe(
+    status_owed = publish_status_or_owe(
         ctx.sender,
         reply_to=order.reply_to,
         order_id=order.order_id,
@@ -254,7 +264,7 @@ def _reject(
         discriminator="" if sent_as is None else sent_as,
         details={} if sent_as is None else {"sequenceNumber": sent_as},
     )
-    return IntakeResult(Settlement.complete(), owed=(owed,) if owed else (), alerts=_owed(alert))
+    return IntakeResult(Settlement.complete(), owed=(status_owed,) if status_owed else (), alerts=_owed(alert))
 
 
 def refusal_variant(sent_as: int | None) -> str | None:

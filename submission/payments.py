@@ -41,19 +41,23 @@ from deferral.retry import schedule_look_again, schedule_round
 from deferral.tracking import settle_decided
 from dependencies import AppContext
 from domain.deferral import DeferralDocument, DeferralReason, EntryStatus, TooManyWaiting
+from notifications.alerts import OwedAlert
 from submission.result import IntakeResult
 
 log = logging.getLogger(__name__)
 
 
-def payment_notification(ctx: AppContext, note: PaymentNotification, message: ReceivedMessage) -> IntakeResult:
-    """The handler registered for ``PaymentNotification`` on the ``orders`` queue."""
+def payment_notification(
+    ctx: AppContext, note: PaymentNotification, message: ReceivedMessage, owed: list[OwedAlert]
+) -> IntakeResult:
+    """The handler registered for ``PaymentNotification`` on the ``orders`` queue. A rejected notification's alert
+    whose send fails is added to ``owed``, handed to the alert courier before the message is dead-lettered."""
     try:
-        outcome = apply_notification(ctx, note, message.sequence_number)
+        outcome = apply_notification(ctx, note, message.sequence_number, owed=owed)
     except DependencyUnavailable as exc:
         return defer_for_retry(ctx, note, message, str(exc))
     if outcome.kind == "order-missing":
-        return _defer_until_order(ctx, note, message)
+        return _defer_until_order(ctx, note, message, owed)
     # an entry an earlier delivery of it recorded (or, for a copy, its original's) takes the outcome
     settle_decided(ctx, note, message.sequence_number, outcome, copy=is_copy(message.application_properties))
     return IntakeResult(outcome.settlement(), events=outcome.events)
@@ -102,7 +106,9 @@ def defer_for_retry(ctx: AppContext, note: PaymentNotification, message: Receive
     return IntakeResult(Settlement.defer())
 
 
-def _defer_until_order(ctx: AppContext, note: PaymentNotification, message: ReceivedMessage) -> IntakeResult:
+def _defer_until_order(
+    ctx: AppContext, note: PaymentNotification, message: ReceivedMessage, owed: list[OwedAlert]
+) -> IntakeResult:
     """The order does not exist yet: record the sequence number, then look once more (the order may
     have been submitted meanwhile, and its submission may have looked for deferred messages before
     this one was recorded); still missing -> defer."""
@@ -115,7 +121,7 @@ def _defer_until_order(ctx: AppContext, note: PaymentNotification, message: Rece
     if isinstance(doc, StoreOutcomeUnknown):  # still unknown: no look again can be scheduled for it
         return abandoned_unknown(message, doc)
     try:
-        return _looked_at_again(ctx, note, message, message.sequence_number, doc)
+        return _looked_at_again(ctx, note, message, message.sequence_number, doc, owed)
     except StoreUnavailable as exc:
         entry = doc.entry(message.sequence_number)
         recorded = finish_in_hand(ctx, note.order_id, entry) if entry is not None else None
@@ -168,10 +174,15 @@ def _not_kept(ctx: AppContext, order_id: str, message: ReceivedMessage, exc: Too
 
 
 def _looked_at_again(
-    ctx: AppContext, note: PaymentNotification, message: ReceivedMessage, sequence_number: int, doc: DeferralDocument
+    ctx: AppContext,
+    note: PaymentNotification,
+    message: ReceivedMessage,
+    sequence_number: int,
+    doc: DeferralDocument,
+    owed: list[OwedAlert],
 ) -> IntakeResult:
     try:
-        outcome = apply_notification(ctx, note, sequence_number)
+        outcome = apply_notification(ctx, note, sequence_number, owed=owed)
     except DependencyUnavailable as exc:
         return defer_for_retry(ctx, note, message, str(exc))
     if outcome.kind == "order-missing":

@@ -28,4 +28,5 @@ class IntakeResult:
     alerts: tuple[OwedAlert, ...] = ()
 
 
-Handler = Callable[["AppContext", Any, ReceivedMessage], IntakeResult]
+# (context, contract, message, the message's alerts owed: ``notifications.alerts.raise_alert_owing``)
+Handler = Callable[["AppContext", Any, ReceivedMessage, list["OwedAlert"]], IntakeResult]

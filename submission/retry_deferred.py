@@ -32,6 +32,7 @@ from contracts.names import ORDERS_QUEUE
 from deferral.apply import account_for_absent, finish_as_recorded, is_deferred, peek_at, process_deferred
 from dependencies import AppContext
 from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, retry_not_for_now
+from notifications.alerts import OwedAlert
 from observability.events import app_event
 from submission.result import IntakeResult
 from submission.store_outage import retry_later
@@ -41,7 +42,12 @@ log = logging.getLogger(__name__)
 UNTRACKED_DEFERRAL = "UntrackedDeferral"
 
 
-def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessage) -> IntakeResult:
+def retry_deferred(
+    ctx: AppContext, retry: RetryDeferred, message: ReceivedMessage, owed: list[OwedAlert]
+) -> IntakeResult:
+    """The handler of ``RetryDeferred``. ``owed``: the alert of a notification it rejects, whose send failed (the
+    notification dead-lettered all the same: ``process_deferred``), handed to the alert courier before this
+    message is settled."""
     seq = retry.sequence_number
     doc = ctx.deferrals.get(retry.order_id)
     entry = doc.entry(seq) if doc is not None else None
@@ -78,7 +84,7 @@ def retry_deferred(ctx: AppContext, retry: RetryDeferred, message: ReceivedMessa
             if _held(receiver, seq):
                 return _again_later(ctx, message, retry)
             return _ignored(message, retry, WAITS_FOR_ITS_ORDER, logging.INFO)
-        done = process_deferred(ctx, receiver, seq, round_number=retry.round, order_id=retry.order_id)
+        done = process_deferred(ctx, receiver, seq, round_number=retry.round, order_id=retry.order_id, owed=owed)
         if done is None:
             if _held(receiver, seq) or entry.updated_at > ctx.clock.now() - ctx.settings.peek_sweep_age:
                 return _again_later(ctx, message, retry)

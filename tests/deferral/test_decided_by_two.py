@@ -57,10 +57,10 @@ def test_a_message_near_its_end_is_fetched_before_it_is_decided_so_a_second_proc
     real = deferral.apply.apply_notification  # type: ignore[attr-defined]
     swept: list[Any] = []
 
-    def slow(c: Any, note: Any, s: int) -> Any:  # the sweep runs while the recovery decides
+    def slow(c: Any, note: Any, s: int, *, owed: Any) -> Any:  # the sweep runs while the recovery decides
         clock.advance(timedelta(seconds=2))
         swept.append(peek_sweep(ctx))
-        return real(c, note, s)
+        return real(c, note, s, owed=owed)
 
     monkeypatch.setattr(deferral.apply, "apply_notification", slow)
     send(broker, order())

@@ -17,8 +17,10 @@ import pytest
 
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from domain.deferral import EntryStatus
+from notifications.alerts import AlertHandOverFailed
 from tests.contexts import context_with
 from tests.deferral.support import DurableClientStub, deliver, notification, order
+from tests.deferral.test_refusal_alert_outlasts_the_delivery_count import DurableDown
 from tests.deferral.test_refusal_written_first import Cap, SendsFailing, SettlementLost, alert_kinds, submit, told
 from tests.deferral.test_refused_notifications_flagged import flagged
 
@@ -30,9 +32,9 @@ def test_a_listed_notification_applied_by_its_redelivery_is_not_named_to_an_oper
 ):
     """Input: M1 (prepaid order p1) is refused by the pending cap; notification n-1 is delivered, found for a
     refused order and dead-lettered ``OrderRejected``, but its settlement is lost. The cap has room: M2 (p1 again)
-    is accepted, its state record written, but the ``NotificationsForAcceptedOrder`` alert's send fails (M2
-    abandoned). n-1's lock expires and Service Bus delivers it again before M2: the order exists, the payment is
-    applied. Then M2 again.
+    is accepted, its state record written, but the ``NotificationsForAcceptedOrder`` alert's send fails and the
+    alert courier cannot take it either (Durable unreachable: the trigger fails, M2 is abandoned). n-1's lock
+    expires and Service Bus delivers it again before M2: the order exists, the payment is applied. Then M2 again.
 
     Expected: n-1's entry says ``Applied``, the document lists nothing to flag, and no alert asks for n-1 to be
     resubmitted (it is on the order, not in the dead-letter queue).
@@ -50,7 +52,10 @@ def test_a_listed_notification_applied_by_its_redelivery_is_not_named_to_an_oper
     cap.full = False
     failing = context_with(ctx, sender=SendsFailing(broker, OPERATOR_ALERTS_QUEUE))
     submit(broker, order(), "p1:again")
-    assert deliver(functions, broker)  # M2: accepted, its alert not sent: abandoned
+    m2 = broker.receive(ORDERS_QUEUE)
+    with pytest.raises(AlertHandOverFailed):  # M2: accepted, its alert neither sent nor handed over
+        asyncio.run(fn(message=m2, message_actions=broker.actions, client=DurableDown()))
+    broker.actions.abandon(m2)  # what the host does with a failed invocation's message
     context_with(failing, sender=broker)
     assert ctx.states.get("p1") is not None and flagged(broker) == []
 

@@ -31,8 +31,16 @@ from domain.deferral import (
     with_entry,
     with_status,
 )
+from orchestrators.names import DELIVER_ALERT
 from tests.contexts import context_with
-from tests.deferral.support import alerts, deferred_sequence_numbers, deliver, notification, order
+from tests.deferral.support import (
+    DurableClientStub,
+    alerts,
+    deferred_sequence_numbers,
+    deliver,
+    notification,
+    order,
+)
 from tests.deferral.test_refusal_written_first import Cap, SendsFailing, alert_kinds, submit, told
 
 T = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
@@ -96,23 +104,39 @@ def test_an_accepted_submission_names_the_notifications_dead_lettered_while_its_
 
 
 @pytest.mark.cosmos
-def test_an_alert_that_cannot_be_sent_is_sent_by_the_redelivery(functions, ctx, broker, monkeypatch):
-    """The state record is written, then the alert's send fails: the message is abandoned (the fast path's
-    attempt started all the same) and its redelivery, finding the record, still finds the notifications listed
-    and sends the alert."""
+def test_an_alert_that_cannot_be_sent_is_handed_to_the_courier_and_the_message_completed(
+    functions, ctx, broker, monkeypatch
+):
+    """The state record is written, then the alert's send fails (Service Bus send fault).
+
+    Expected: the alert is handed to the alert courier (``deliver_alert_v1``) under its id, before the message is
+    completed (none of its deliveries spent on the alert); the notifications stay listed (the document is the
+    only other record of them until an alert naming them went out here), so a later submission of the order,
+    Service Bus taking sends again, names them again under the same id.
+    Before: the failed send abandoned the message, and five in a row dead-lettered it
+    ``MaxDeliveryCountExceeded`` (the fast path's attempt started all the same), the alert never sent."""
     cap = Cap(monkeypatch, full=False)
     n1, n2 = refused_with_two_notifications(functions, ctx, broker, cap)
     cap.full = False
     failing = context_with(ctx, sender=SendsFailing(broker, OPERATOR_ALERTS_QUEUE))
     submit(broker, order(), "p1:again")
-    assert deliver(functions, broker)
+    client = DurableClientStub()
+    assert deliver(functions, broker, client)
     assert ctx.states.get("p1") is not None and flagged(broker) == []
+    assert not [m for m in broker.peek(ORDERS_QUEUE, 10) if m.message_id.startswith("p1:again")]  # completed
+    assert [d.reason for d in broker.dead_letters(ORDERS_QUEUE)] == ["OrderRejected", "OrderRejected"]
+    alert_id = f"alert:{FLAG}:p1:{n1}-{n2}"
+    [(_, instance, handed)] = [s for s in client.started if s[0] == DELIVER_ALERT]
+    assert instance == alert_id
+    assert handed["alert"]["alertId"] == alert_id
+    assert [n["sequenceNumber"] for n in handed["alert"]["details"]["notifications"]] == [n1, n2]
     assert ctx.deferrals.get("p1").to_flag()
     context_with(failing, sender=broker)
 
-    assert deliver(functions, broker)  # abandoned: Service Bus redelivers it
+    submit(broker, order(), "p1:duplicate")  # a later submission of the order, sends working again
+    assert deliver(functions, broker)
     [alert] = flagged(broker)
-    assert [n["sequenceNumber"] for n in alert["details"]["notifications"]] == [n1, n2]
+    assert alert["alertId"] == alert_id
     assert not ctx.deferrals.get("p1").to_flag()
 
 
