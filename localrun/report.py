@@ -407,6 +407,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "function_failures": len(result.task_failures),
         "function_failure_examples": [f"{name}: {error}" for name, error in result.task_failures[:5]],
         "status_messages": len(statuses),
+        # Rejected statuses the status courier dropped: a later submission of the order was accepted meanwhile
+        "statuses_superseded": result.events.count("StatusSuperseded"),
         "dead_letters": [
             {"queue": d.queue, "message_id": d.message_id, "reason": d.reason, "description": d.description}
             for d in dead
