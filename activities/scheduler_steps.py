@@ -237,7 +237,14 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> None:
     compensation round's load activity); without it, the record is read here. ``Completed`` and
     ``Compensated`` say a ``Received`` the record still owes first (``say_before_final_status``): while that
     fails, so does this try. A failure of the last try (``last_try``: a send, or a read) is alerted
-    ``StatusUndelivered``: nothing tries again."""
+    ``StatusUndelivered``: nothing tries again.
+
+    ``Rejected`` comes here only from the status courier (``deliver_status_v1``: the intake's own send of it
+    failed; no orchestration sends it). Each of its tries first looks for the order's state record
+    (``refusal_superseded``): one written since means another submission of the order was accepted, which speaks
+    for the order, so the refusal is not told (``StatusSuperseded``) and the courier ends."""
+    if data.status == "Rejected" and refusal_superseded(ctx, data):
+        return
     if data.reply_to_known:
         reply_to = data.reply_to
     else:
@@ -267,6 +274,40 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> None:
         if data.last_try:
             _give_up(ctx, data, reply_to, exc)
         raise
+
+
+def refusal_superseded(ctx: AppContext, data: PublishStatusInput) -> bool:
+    """Whether the pending cap's refusal whose ``Rejected`` the courier holds (``data``) was superseded: the order has
+    a state record now. A refusal is only ever made while the order has none (``submission.intake.submit_order``);
+    only an accepted submission writes one (``_create_state``), and nothing deletes it. So a record found here was
+    written by a submission of the order accepted since (or while) it was refused, which speaks for the order: a
+    ``Rejected`` after its ``Received`` (even after its ``Completed``) would tell the submitter the order was refused
+    when it was accepted. The record, not the deferral document, is what says so: ``withdraw_refusal`` clears
+    ``rejectedAt`` before that record is written (a submission that then fails to write it was never accepted, and
+    may be refused again), and a submission accepted in the same moment as a refusal can leave ``rejectedAt`` set
+    beside its record. None found: the refusal stands, and is told.
+
+    True: logged ``StatusSuperseded``, nothing sent, no ``StatusUndelivered`` on the last try (the activity succeeds,
+    so the courier ends). A read that fails fails the try (the courier's timers try again); on the last try it is
+    alerted ``StatusUndelivered`` like a failed send: nobody can tell then whether the refusal stands."""
+    try:
+        record = ctx.states.get(data.order_id)
+    except StoreUnavailable as exc:
+        if data.last_try:
+            _give_up(ctx, data, data.reply_to, exc)
+        raise
+    if record is None:
+        return False
+    app_event(
+        "StatusSuperseded",
+        f"order {data.order_id}: status {data.status} not sent: another submission of the order was accepted since "
+        f"(its record is {record.process_state.value})",
+        orderId=data.order_id,
+        status=data.status,
+        attempt=data.attempt,
+        variant=data.variant,
+    )
+    return True
 
 
 def _give_up(ctx: AppContext, data: PublishStatusInput, reply_to: str | None, error: Exception) -> None:

@@ -60,6 +60,29 @@ def _status_messages(result: SimulationResult) -> list[dict[str, Any]]:
     return statuses
 
 
+def _rejected_after_accepted(result: SimulationResult) -> list[str]:
+    """Orders with a state record (a submission of theirs accepted) whose submitter's queue took a ``Rejected`` after
+    that record was written: a refusal told once another submission of the order had been accepted, contradicting
+    it (the status courier delivering a stale ``Rejected``: docs/design.md). From the broker's enqueue times and the
+    audited transitions (the record's creation is the order's first), both in true time."""
+    created: dict[str, datetime] = {}
+    for t in result.audit.transitions:
+        if t.order_id not in created or t.at < created[t.order_id]:
+            created[t.order_id] = t.at
+    late: set[str] = set()
+    for queue in result.workload.submitters:
+        for message in result.broker.contents(queue):
+            body = json.loads(str(message))
+            order_id = body.get("orderId")
+            if (
+                body.get("status") == "Rejected"
+                and order_id in created
+                and message.enqueued_time_utc > created[order_id]
+            ):
+                late.add(order_id)
+    return sorted(late)
+
+
 def _kept_after_compensation(result: SimulationResult, ledgers: dict[str, Ledger]) -> list[str]:
     """Forward side effects that became effective after their undo was answered, or after the order
     reached ``Compensated``: from the ledger's timeline, the runner's record of undo answers and the
@@ -299,6 +322,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         and not {"Received", final_status[doc["processState"]]} <= heard.get(o, set())
     ]
     kept = _kept_after_compensation(result, ledgers)
+    contradicted = _rejected_after_accepted(result)
     finals = {o: doc["processState"] for o, doc in by_order.items()} | dict.fromkeys(rejected, "Rejected")
     silent = _silent_failures(result, finals, statuses)
     stranded = _stranded_messages(result, by_order)
@@ -325,6 +349,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "unmatched_notifications": len(unmatched),
         "misrouted_statuses": len(misrouted),
         "missing_statuses": len(missing_status),
+        "rejected_after_accepted": len(contradicted),
         "kept_after_compensation": len(kept),
         "silent_failures": len(silent),
         "stranded_messages": len(stranded),
@@ -344,6 +369,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "unbalanced_compensations": unbalanced[:5],
             "unmatched_notifications": unmatched[:5],
             "missing_statuses": missing_status[:5],
+            "rejected_after_accepted": contradicted[:5],
             "kept_after_compensation": kept[:5],
             "silent_failures": silent[:5],
             "stranded_messages": stranded[:5],
@@ -407,6 +433,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "function_failures": len(result.task_failures),
         "function_failure_examples": [f"{name}: {error}" for name, error in result.task_failures[:5]],
         "status_messages": len(statuses),
+        # Rejected statuses the status courier dropped: a later submission of the order was accepted meanwhile
+        "statuses_superseded": result.events.count("StatusSuperseded"),
         "dead_letters": [
             {"queue": d.queue, "message_id": d.message_id, "reason": d.reason, "description": d.description}
             for d in dead

@@ -9,7 +9,9 @@ A message Service Bus refuses as such (``MessageRejected``) is logged and never 
 
 A status is never worth failing an order for: code that sends one directly (the intake) uses
 ``publish_status_or_owe``, and a status whose send failed is handed to the courier orchestration
-(``deliver_status_v1``, ``hand_to_courier``), which retries it on durable timers until it is sent."""
+(``deliver_status_v1``, ``hand_to_courier``), which retries it on durable timers until it is sent (a
+pending-cap refusal's ``Rejected``: until then, or until a later submission of the order is accepted,
+``activities.scheduler_steps.refusal_superseded``)."""
 
 from __future__ import annotations
 

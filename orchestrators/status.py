@@ -14,7 +14,10 @@ holds a deadline:
   repeat.
 
 ``deliver_status`` is the courier orchestration: code that has no durable timer of its own (the
-intake) hands it a status whose send failed, and it delivers it the same way."""
+intake) hands it a status whose send failed, and it delivers it the same way. A pending-cap refusal's
+``Rejected`` it delivers only while the refusal stands: each try of its activity first looks for the
+order's state record, and one found (a later submission of the order accepted) ends the courier with
+nothing sent (``activities.scheduler_steps.refusal_superseded``)."""
 
 from __future__ import annotations
 
@@ -90,7 +93,9 @@ def call_publish_status(
 
 def deliver_status(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
     """The courier: delivers the status in its input (``orderId``, ``status``, ``attempt``,
-    ``replyTo``, ``reason``, ``variant``) like a final status."""
+    ``replyTo``, ``reason``, ``variant``) like a final status. ``Sent``: its activity succeeded, which
+    includes nothing to send (no reply queue, one that refuses this app, or a ``Rejected`` superseded by a
+    submission of the order accepted since)."""
     payload = PublishStatusInput.from_json(context.get_input())
     sent = yield from _send(context, payload, FINAL_RETRY_DELAYS)
     return {"result": "Sent" if sent else "GaveUp", "status": payload.status}

@@ -211,7 +211,8 @@ def _reject(
        accepted if the cap has room by then. Once the mark is written, the order's state record is looked for:
        found (another submission of the order accepted while this one was judged), the mark is withdrawn and
        the message completed, telling nobody (the accepted submission speaks for the order);
-    2. ``Rejected`` to the submitter (a failed send goes to the courier);
+    2. ``Rejected`` to the submitter (a failed send goes to the courier, which tells it only while the refusal
+       stands: a state record written meanwhile, another submission of the order accepted, ends it untold);
     3. the ``OrderRejected`` alert (a failed send goes to the alert courier, ``deliver_alert_v1``, which the
        trigger hands it to before it settles the message: a hand-over that fails fails the trigger, and the
        redelivery finishes the refusal again), and the message is completed.

@@ -167,6 +167,14 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
         # decided, and settled its entry): none is raised now
         and r["alerts"].get("DeferredMessageExpired", 0) == 0
     ),
+    # a refused order submitted again and accepted while the status courier still holds its Rejected (its
+    # submitter's queue full): the courier drops it (before: told after the accepted submission's Received)
+    "refused-then-accepted": lambda r: (
+        states(r).get("Rejected", 0) > 10
+        and states(r).get("Processed", 0) > 10
+        and r["statuses_superseded"] > 0
+        and r["alerts"].get("StatusUndelivered", 0) == 0
+    ),
     # issue 12: shipping down 30 min, payment 15, inventory 10, a few genuine payment refusals. Before
     # circuits every order needed an operator; now orders wait the outages out (past them: p50) and
     # only the genuine refusals (payment and its backup both refusing: compensated) leave the happy path.

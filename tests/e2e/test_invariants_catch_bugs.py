@@ -91,3 +91,13 @@ def test_without_releasing_a_rejected_orders_notifications_they_are_stranded(mon
     monkeypatch.setattr("submission.intake.release_for_rejected_order", lambda ctx, order_id, *_: None)
     report = run("admission-rejections")
     assert report["invariants"]["stranded_messages"] > 0
+
+
+def test_without_the_couriers_look_for_the_record_a_stale_rejected_follows_the_accepted_submission(monkeypatch):
+    """The status courier tells a refusal's ``Rejected`` whatever happened since (the red team's finding): a refused
+    order submitted again and accepted while its submitter's queue was full hears ``Rejected`` after its record was
+    written; ``rejected_after_accepted`` counts them, and nothing is superseded."""
+    monkeypatch.setattr("activities.scheduler_steps.refusal_superseded", lambda ctx, data: False)
+    report = run("refused-then-accepted")
+    assert report["invariants"]["rejected_after_accepted"] > 0
+    assert report["statuses_superseded"] == 0
