@@ -178,12 +178,17 @@ def submit_order(
         # and raises the alert for those dead-lettered under a refusal if it was not sent.
         log.warning("order %s: %s; abandoning for the deferred notifications", order.order_id, exc)
         return IntakeResult(Settlement.abandon(str(exc)), claim, owed=announced)
-    if recovered.applied:
-        state = ctx.states.get(order.order_id) or state
-    if not created and (_not_begun(state) or state.received_owed is not None):
-        announced = _announce(ctx, state, now)
-        if announced:
-            _owe_received(ctx, state)
+    # A duplicate submission says Received again while the order has not begun (or still owes it). The
+    # record is read again only then: in the delivery that created it, a read failing here would hand the
+    # message to a store-retry copy and drop the Received owed above (its mark's write may have failed
+    # too), and the copy, finding the order begun, would never say it.
+    if not created:
+        if recovered.applied:
+            state = ctx.states.get(order.order_id) or state
+        if _not_begun(state) or state.received_owed is not None:
+            announced = _announce(ctx, state, now)
+            if announced:
+                _owe_received(ctx, state)
     return IntakeResult(Settlement.complete(), claim, recovered.events, owed=announced)
 
 
