@@ -292,6 +292,11 @@ def _announce(ctx: AppContext, state: StateRecord, now: datetime) -> tuple[OwedS
     return (owed,) if owed else ()
 
 
+# A failed write of the ``receivedOwed`` mark is tried again after these (seconds): with the send that failed
+# before it, a third failure (a host stopping before the courier hand-over) would leave Received unsaid.
+MARK_RETRY_DELAYS = (1.0, 3.0)
+
+
 def _owe_received(ctx: AppContext, state: StateRecord) -> StateRecord:
     """Marks ``Received`` owed on the record (``receivedOwed``) after its send failed: the courier gets it
     only after the handler returns, and a host that stops before that (or a lost lock, whose redelivery
@@ -299,21 +304,33 @@ def _owe_received(ctx: AppContext, state: StateRecord) -> StateRecord:
     (``notifications.received``). One conditional write, on this failure path only; a concurrent writer's
     412 is read again and retried. A record found ended (``TERMINAL_STATES``: a stale read's redelivery)
     is not marked: nobody would write it again to say it, and the courier has it. If the store fails,
-    the mark is not written (logged): the courier is then all there is, as before."""
+    the mark is tried again after ``MARK_RETRY_DELAYS`` (seconds, within the message's lock), then given up
+    (logged): the courier is then all there is, and a host that stops before the hand-over leaves
+    ``Received`` unsaid (docs/design.md, the left case)."""
     record = state
-    for _ in range(3):
+    races = 0
+    delays = iter(MARK_RETRY_DELAYS)
+    while races < 3:
         if record.received_owed is not None or record.process_state in TERMINAL_STATES:
             return record
         try:
             return update_once(ctx.states, record, lambda r: owe_received(r, ctx.clock.now()))
         except EtagMismatch:
-            fresh = ctx.states.get(record.order_id)
-            if fresh is None:
-                return record
-            record = fresh
+            races += 1
         except StoreUnavailable as exc:
-            log.warning("order %s: Received owed, but the mark could not be written: %s", record.order_id, exc)
+            delay = next(delays, None)
+            if delay is None:
+                log.warning("order %s: Received owed, but the mark could not be written: %s", record.order_id, exc)
+                return record
+            ctx.clock.sleep(delay)  # a 503 may have written it (a lost response): the read below tells
+        try:
+            fresh = ctx.states.get(record.order_id)
+        except StoreUnavailable as exc:
+            log.warning("order %s: Received owed, but the record could not be read again: %s", record.order_id, exc)
             return record
+        if fresh is None:
+            return record
+        record = fresh
     log.warning("order %s: Received owed, but the mark lost three races in a row", record.order_id)
     return record
 

@@ -22,6 +22,7 @@ import pytest
 from activities.compensation_steps import finish_compensation
 from activities.scheduler_steps import begin_step, mark_processed, publish_status, settle_retired_attempt
 from adapters.clock import ManualClock
+from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.state_store import StateStore
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.activities import (
@@ -421,3 +422,33 @@ def test_a_retired_attempt_that_wrote_processed_leaves_completed_to_its_timers_w
     assert settled.completed_status is False and _heard(ctx) == ["Processing"]
     publish_status(ctx, completed)
     assert _heard(ctx) == ["Processing", "Received", "Completed"]
+
+
+class MarkWriteFailsOnce:
+    """The state store, its first replace failing with a 503 (the ``receivedOwed`` mark's write)."""
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+        self.failed = 0
+
+    def replace(self, record: StateRecord) -> StateRecord:
+        if not self.failed:
+            self.failed += 1
+            raise StoreUnavailable("state store: 503 on replace (injected)")
+        return self._store.replace(record)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def test_a_mark_whose_write_fails_once_is_written_on_its_retry(app_context: AppContext) -> None:
+    """Runner, harsh-refusals.json, 300 orders, seed 1, ord-00248: the send failed, the mark's one write failed
+    (a 503), and a host restart killed the delivery before the courier hand-over: nobody said ``Received``. The
+    mark's write is tried again (``MARK_RETRY_DELAYS``), so the record owes it to its next writer."""
+    store = MarkWriteFailsOnce(app_context.states)
+    ctx = context_with(app_context, sender=ReceivedSendsFail(), states=store)
+    claim = _delivered_then_host_stopped(ctx)
+    assert store.failed == 1 and claim is not None
+
+    assert isinstance(begin_step(ctx, _first_step(ctx, claim)), StepBegun)
+    assert _heard(ctx) == ["Received", "Processing"]
