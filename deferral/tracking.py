@@ -219,7 +219,7 @@ def _to_settle(
             if _open(entry) or (not rejected and entry.status is EntryStatus.DEAD_LETTERED):
                 detail = f"{outcome.reason}: {outcome.description}" if rejected else outcome.kind
                 found.append((entry.sequence_number, detail))
-        elif not _open(entry):
+        elif not _open(entry) or not _before(entry, sequence_number):
             continue
         elif copy and entry.carries(note.notification_id, digest) and (entry.notification_digest or not rejected):
             # an entry recorded before digests (none) is matched by id alone: it takes a copy's
@@ -232,6 +232,16 @@ def _to_settle(
             )
             found.append((entry.sequence_number, detail))
     return found
+
+
+def _before(entry: DeferredEntry, sequence_number: int | None) -> bool:
+    """Whether ``entry`` may be an original of the copy sent as ``sequence_number``: a copy is sent after its
+    original was received, so an original has a lower number (sequence numbers on a queue only grow). An entry
+    with a higher one is a later copy of this message (made by a delivery of it whose completion was lost, so
+    this one came back): still deferred on the queue, it is fetched and decided on its own; settled here, it
+    was no longer waiting, and nothing fetched it again (its order's refusal released only waiting entries: a
+    copy left deferred for good, harsh-refusals 300 orders seed 1)."""
+    return sequence_number is None or entry.sequence_number < sequence_number
 
 
 def _open(entry: DeferredEntry) -> bool:
