@@ -11,6 +11,7 @@ action was taken."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -85,6 +86,17 @@ def resubmit_order(ctx: AppContext, order_id: str, operator: str, reason: str) -
     return resubmit_action(ctx, order_id, operator, reason).record
 
 
+def _judged_again_on_a_race(
+    once: Callable[[AppContext, str, str, str], ActionTaken], ctx: AppContext, order_id: str, operator: str, reason: str
+) -> ActionTaken:
+    """``once`` (read, judge, conditional write); on a 412 (someone else wrote first) once more on a fresh read.
+    A second 412 propagates (``EtagMismatch``: the caller answers 409)."""
+    try:
+        return once(ctx, order_id, operator, reason)
+    except EtagMismatch:
+        return once(ctx, order_id, operator, reason)
+
+
 def resubmit_action(ctx: AppContext, order_id: str, operator: str, reason: str) -> ActionTaken:
     """Error -> Pending by a conditional replace, read back if its response is lost. On a 412 it re-reads
     once and tries again if the record is still Error. The same resubmit by the same operator as the
@@ -94,10 +106,7 @@ def resubmit_action(ctx: AppContext, order_id: str, operator: str, reason: str) 
     the order as attempt + 1."""
     if not operator.strip() or not reason.strip():
         raise ValueError("a resubmit needs the operator's name and a reason")
-    try:
-        taken = _resubmit_once(ctx, order_id, operator, reason)
-    except EtagMismatch:
-        taken = _resubmit_once(ctx, order_id, operator, reason)
+    taken = _judged_again_on_a_race(_resubmit_once, ctx, order_id, operator, reason)
     if taken.repeated:
         action_repeated(order_id, "resubmit", operator)
         return taken
@@ -136,10 +145,7 @@ def compensate_action(ctx: AppContext, order_id: str, operator: str, reason: str
     Refused (``IllegalTransition``) past the pivot: nothing may be undone then."""
     if not operator.strip() or not reason.strip():
         raise ValueError("compensating an order needs the operator's name and a reason")
-    try:
-        taken = _compensate_once(ctx, order_id, operator, reason)
-    except EtagMismatch:
-        taken = _compensate_once(ctx, order_id, operator, reason)
+    taken = _judged_again_on_a_race(_compensate_once, ctx, order_id, operator, reason)
     if taken.repeated:
         action_repeated(order_id, "compensate", operator)
         return taken
