@@ -60,26 +60,45 @@ def undo_request_id(instance: str, step_name: str, agent: str, try_number: int) 
 # --- facts the decision function needs -------------------------------------------------------------
 
 
+def failed_under_review(record: StateRecord) -> str | None:
+    """The step whose failure for good the owning attempt paused on for an operator's review (its
+    ``ReviewRequested`` is the last write, or a decision on it is left: ``review.decision_left``), or
+    None. Its state still says in progress, as a retry or the fallback may run it again, but its
+    outcome is known: its agent refused it, so it did nothing to undo and nothing is in flight."""
+    pending = review.pending_review(record)
+    if pending is not None:
+        return pending.step
+    left = review.decision_left(record)
+    return left.step if left is not None else None
+
+
+def _outcome_unknown(record: StateRecord, name: str, reviewed: str | None) -> bool:
+    state = record.steps.get(name)
+    return state is not None and state.status is StepStatus.IN_PROGRESS and name != reviewed
+
+
 def pivot_passed(record: StateRecord) -> bool:
     """The pivot step succeeded, or was started and its outcome is unknown (assume it happened)."""
+    reviewed = failed_under_review(record)
     for s in WORKFLOW:
         if s.kind is StepKind.PIVOT:
             state = record.steps.get(s.name)
-            if state is not None and state.status in (StepStatus.SUCCEEDED, StepStatus.IN_PROGRESS):
+            if state is not None and state.status is StepStatus.SUCCEEDED:
+                return True
+            if _outcome_unknown(record, s.name, reviewed):
                 return True
     return False
 
 
 def unknown_outcome_steps(record: StateRecord) -> list[str]:
-    """Compensable steps that were started and neither succeeded nor failed (no log entry)."""
+    """Compensable steps that were started and neither succeeded nor failed (no log entry). A step
+    paused for review after its agent refused it (``failed_under_review``) has a known outcome."""
     logged = {e.step for e in record.compensation}
+    reviewed = failed_under_review(record)
     return [
         s.name
         for s in WORKFLOW
-        if s.kind is StepKind.COMPENSABLE
-        and s.name not in logged
-        and (state := record.steps.get(s.name)) is not None
-        and state.status is StepStatus.IN_PROGRESS
+        if s.kind is StepKind.COMPENSABLE and s.name not in logged and _outcome_unknown(record, s.name, reviewed)
     ]
 
 
@@ -168,6 +187,8 @@ def enter_compensation(
     if record.process_state not in ENTERABLE_FROM:
         raise IllegalTransition(f"order {record.order_id}: {record.process_state} cannot start compensation")
     steps = dict(record.steps)
+    if failed_step is None:  # a cancel during a review pause: the reviewed step failed for good too
+        failed_step = failed_under_review(record)
     if failed_step is not None and failed_step in steps:  # failed for good: no side effect to undo
         steps[failed_step] = replace(steps[failed_step], status=StepStatus.FAILED, finished_at=now, error=reason)
     marked = replace(record, steps=steps)
