@@ -288,7 +288,7 @@ async def hand_alerts_to_courier(client: AlertCourierClient, owed: Sequence[Owed
         try:
             await client.start_new(DELIVER_ALERT, instance, item.courier_input())
         except Exception as exc:
-            if not await _delivering(client, instance):
+            if not await courier_delivering(client, instance):
                 raise AlertHandOverFailed(
                     f"alert {item.alert.alert_id} could not be handed to the courier: {exc}"
                 ) from exc
@@ -301,7 +301,9 @@ async def hand_alerts_to_courier(client: AlertCourierClient, owed: Sequence[Owed
         )
 
 
-async def _delivering(client: AlertCourierClient, instance: str) -> bool:
+async def courier_delivering(client: AlertCourierClient, instance: str) -> bool:
+    """Whether the courier orchestration ``instance`` is still delivering (so a start of it was refused
+    because it exists); False when its status cannot be read either."""
     try:
         status = await client.get_status(instance)
     except Exception:

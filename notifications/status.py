@@ -26,7 +26,7 @@ from contracts.messages import StatusName, StatusUpdate
 from contracts.names import is_app_queue
 from domain.ids import bounded, bounded_instance_id, status_message_id
 from domain.text import carriable
-from notifications.alerts import raise_alert, raise_alert_after_write
+from notifications.alerts import courier_delivering, raise_alert, raise_alert_after_write
 from observability.events import app_event
 
 log = logging.getLogger("status")
@@ -179,17 +179,29 @@ class CourierClient(Protocol):
         self, orchestration_function_name: str, instance_id: str | None = None, client_input: Any | None = None
     ) -> str: ...
 
+    async def get_status(self, instance_id: str) -> Any: ...
+
 
 async def hand_to_courier(client: CourierClient, owed: Sequence[OwedStatus]) -> None:
     """Starts the courier for each owed status. A courier already running for the same status is
-    fine (the start fails, that one delivers it). If Durable itself cannot be reached the status is
-    lost: logged as ``StatusSendFailed`` (ERROR), never raised into the trigger."""
+    fine (the start is refused, that one delivers it: ``StatusCourierRunning``). If Durable itself
+    cannot be reached the status is lost: logged as ``StatusSendFailed`` (ERROR), never raised into
+    the trigger."""
     from orchestrators.names import DELIVER_STATUS
 
     for item in owed:
         try:
             await client.start_new(DELIVER_STATUS, item.instance_id, item.courier_input())
         except Exception as exc:
+            if await courier_delivering(client, item.instance_id):
+                app_event(
+                    "StatusCourierRunning",
+                    f"order {item.order_id}: status {item.status} is already being delivered by {item.instance_id}",
+                    orderId=item.order_id,
+                    status=item.status,
+                    instanceId=item.instance_id,
+                )
+                continue
             app_event(
                 "StatusSendFailed",
                 f"order {item.order_id}: status {item.status} could not be handed to the courier: {exc}",
