@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from azure.durable_functions import OrchestrationRuntimeStatus
 
-from adapters.clock import ManualClock
 from adapters.servicebus.sender import SendError
 from contracts.activities import SendAlertInput
 from contracts.names import OPERATOR_ALERTS_QUEUE
@@ -32,6 +31,7 @@ from orchestrators.status import FINAL_RETRY_DELAYS
 from tests.durable_history import History
 from tests.fakes import RecordingSender
 from tests.localrun.real_durable_client import RealDurableClient
+from tests.notifications.courier_clients import Unreachable, courier_client
 
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 
@@ -134,18 +134,10 @@ def test_a_failed_last_try_is_logged_alert_undelivered_and_an_earlier_one_is_not
     assert sent.message_ids(OPERATOR_ALERTS_QUEUE) == ["alert:OrderRejected:p1:42"]
 
 
-def _never_runs(context: Any) -> Any:
-    raise AssertionError("the courier is only started here")
-
-
 @pytest.fixture
 def client() -> Iterator[tuple[DurableEngine, RealDurableClient]]:
-    engine = DurableEngine(
-        {names.DELIVER_ALERT: _never_runs}, lambda name, value: None, ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
-    )
-    real = RealDurableClient(engine)
-    yield engine, real
-    real.close()
+    with courier_client(names.DELIVER_ALERT) as pair:
+        yield pair
 
 
 def test_a_second_hand_over_of_the_same_alert_finds_its_courier_running(client: Any) -> None:
@@ -157,14 +149,6 @@ def test_a_second_hand_over_of_the_same_alert_finds_its_courier_running(client: 
     real.run(hand_alerts_to_courier(real.client, [long]))  # a redelivery's: no error
     [instance] = engine.instances()
     assert instance.instance_id == long.instance_id and instance.status is OrchestrationRuntimeStatus.Pending
-
-
-class Unreachable:
-    async def start_new(self, name: str, instance_id: str | None = None, client_input: Any | None = None) -> str:
-        raise Exception("Cannot connect to host localhost:7071")
-
-    async def get_status(self, instance_id: str) -> Any:
-        raise Exception("Cannot connect to host localhost:7071")
 
 
 def test_a_hand_over_durable_does_not_take_raises(client: Any) -> None:

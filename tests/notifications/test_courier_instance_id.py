@@ -7,35 +7,26 @@ extension would have started the id's head alone, shared by every long id with t
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
-from typing import Any, get_args
+from typing import get_args
 
 import pytest
 
-from adapters.clock import ManualClock
 from contracts.messages import StatusName
 from domain.ids import MAX_ATTEMPT
 from localrun.durable.engine import DurableEngine, instance_id_refusal
 from notifications.status import OwedStatus, hand_to_courier
 from orchestrators.names import DELIVER_STATUS
 from tests.localrun.real_durable_client import RealDurableClient
+from tests.notifications.courier_clients import courier_client
 
 LONGEST_ORDER_ID = "o" * 64  # the longest id the contract accepts
 LONGEST_STATUS = max(get_args(StatusName), key=len)
 
 
-def _never_runs(context: Any) -> Any:
-    raise AssertionError("the courier is only started here")
-
-
 @pytest.fixture
 def client() -> Iterator[tuple[DurableEngine, RealDurableClient]]:
-    engine = DurableEngine(
-        {DELIVER_STATUS: _never_runs}, lambda name, value: None, ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
-    )
-    real = RealDurableClient(engine)
-    yield engine, real
-    real.close()
+    with courier_client(DELIVER_STATUS) as pair:
+        yield pair
 
 
 def test_the_longest_courier_id_is_bounded_and_the_extension_accepts_it() -> None:
