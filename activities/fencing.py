@@ -16,10 +16,10 @@ from functools import partial
 from adapters.cosmos.state_store import update_fenced
 from dependencies import AppContext
 from domain.errors import FencingLost, StaleWrite, WriteAlreadyMade
-from domain.records import HistoryEntry, StateRecord
+from domain.records import SIDE_NOTES, HistoryEntry, StateRecord
 from domain.states import ProcessState
 from domain.write_order import in_write_order
-from notifications.received import RECEIVED_SAID, say_before_the_last_word, say_owed_received
+from notifications.received import say_before_the_last_word, say_owed_received
 from observability.events import app_event
 
 log = logging.getLogger(__name__)
@@ -133,9 +133,10 @@ def _write_fenced(
 
 
 def _last_write_entry(record: StateRecord) -> HistoryEntry | None:
-    """The history entry of the record's last write, past the clearing of an owed ``Received`` that may
-    follow a hand-over (``notifications.received.RECEIVED_SAID``): that one is not a move of the record."""
+    """The history entry of the record's last write, past the side notes that may follow a hand-over
+    (``domain.records.SIDE_NOTES``: an owed ``Received`` said, a payment notification applied to the
+    released record): those are not a move of the record."""
     for entry in reversed(record.history):
-        if entry.event != RECEIVED_SAID:
+        if entry.event not in SIDE_NOTES:
             return entry
     return None

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from domain.records import PaymentReceived, StateRecord
+from domain.records import PAYMENT_NOTIFIED, PaymentReceived, StateRecord
 from domain.states import ProcessState, StepStatus
 from domain.workflow import prepaid_step
 
@@ -164,7 +164,7 @@ def with_payment(record: StateRecord, payment: PaymentReceived, now: datetime) -
     """The record with the payment applied; nothing else changes (``processState`` stays, not fenced)."""
     return record.with_changes(
         now,
-        "PaymentNotified",
+        PAYMENT_NOTIFIED,
         SUBMISSION,
         f"{payment.notification_id} ({payment.amount_cents} {payment.currency})",
         payment=payment,

@@ -18,6 +18,14 @@ from domain.states import ProcessState, StepStatus
 SCHEMA_VERSION = 1
 HISTORY_LIMIT = 50
 
+# History events that note a fact beside the attempt's progress, written by others than the attempt
+# (submission): a payment notification applied, a ``Received`` owed or said. They are not a move of the
+# record: what the attempt last did (a review requested, an answer noted to it) is still its last word.
+PAYMENT_NOTIFIED = "PaymentNotified"
+RECEIVED_OWED = "ReceivedOwed"
+RECEIVED_SAID = "ReceivedSaid"
+SIDE_NOTES = frozenset({PAYMENT_NOTIFIED, RECEIVED_OWED, RECEIVED_SAID})
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepState:

@@ -21,7 +21,7 @@ from datetime import datetime
 
 from domain.compensation_policy import REVIEW_CHOICES
 from domain.errors import IllegalTransition
-from domain.records import StateRecord
+from domain.records import SIDE_NOTES, HistoryEntry, StateRecord
 from domain.states import ProcessState
 from domain.transitions import ensure_owner
 
@@ -39,6 +39,22 @@ class PendingReview:
     decide_by: str  # ISO text, as recorded
 
 
+def _last_word_at(record: StateRecord) -> int | None:
+    """The index in ``history`` of the record's last word: its last entry that is not a side note
+    (``domain.records.SIDE_NOTES``: a payment notification applied, ``Received`` owed or said, written
+    beside the attempt while it waits), or None. A review stays pending, and an answer noted, through
+    them: the ops API can still answer, a cancel is still due at once, the step still failed."""
+    for index in range(len(record.history) - 1, -1, -1):
+        if record.history[index].event not in SIDE_NOTES:
+            return index
+    return None
+
+
+def _last_word(record: StateRecord) -> HistoryEntry | None:
+    index = _last_word_at(record)
+    return None if index is None else record.history[index]
+
+
 def review_detail(step_name: str, review_id: str, until: datetime) -> str:
     return f"{step_name}: {review_id}{_DECIDE_BY}{until.isoformat()}"
 
@@ -54,9 +70,9 @@ def _requested(owner: str, detail: str) -> PendingReview | None:
 def pending_review(record: StateRecord) -> PendingReview | None:
     """The review this record waits for: it is Processing, and the last write was the owning
     attempt's ``ReviewRequested`` (any later write, an answer included, means it waits no more)."""
-    if record.process_state is not ProcessState.PROCESSING or not record.history or record.locked_by is None:
+    last = _last_word(record)
+    if record.process_state is not ProcessState.PROCESSING or last is None or record.locked_by is None:
         return None
-    last = record.history[-1]
     if last.event != REVIEW_REQUESTED or last.by != record.locked_by:
         return None
     return _requested(record.locked_by, last.detail)
@@ -86,10 +102,11 @@ class NotedAnswer:
 def _request_of_last(record: StateRecord) -> PendingReview | None:
     """The review the owning attempt requested last, when the record's last write is about it (its detail
     starts with the review id: an answer to it, its close), else None."""
-    owner, last = record.locked_by, record.history[-1]
-    if owner is None:
+    owner, at = record.locked_by, _last_word_at(record)
+    if owner is None or at is None:
         return None
-    for entry in reversed(record.history[:-1]):
+    last = record.history[at]
+    for entry in reversed(record.history[:at]):
         if entry.event != REVIEW_REQUESTED or entry.by != owner:
             continue
         requested = _requested(owner, entry.detail)
@@ -102,9 +119,9 @@ def _request_of_last(record: StateRecord) -> PendingReview | None:
 def noted_answer(record: StateRecord) -> NotedAnswer | None:
     """The answer noted by the record's last write, to the review its owning attempt requested,
     or None (another write came after the note, the attempt lost the record, or no answer is noted)."""
-    if record.process_state is not ProcessState.PROCESSING or not record.history or record.locked_by is None:
+    last = _last_word(record)
+    if record.process_state is not ProcessState.PROCESSING or last is None or record.locked_by is None:
         return None
-    last = record.history[-1]
     if last.event != REVIEW_ANSWERED:
         return None
     requested = _request_of_last(record)
@@ -131,14 +148,14 @@ class LeftDecision:
 
 def decision_left(record: StateRecord) -> LeftDecision | None:
     """The review decision the record's owning attempt left as its last word (``LeftDecision``), or None."""
-    if record.process_state is not ProcessState.PROCESSING or not record.history or record.locked_by is None:
+    last = _last_word(record)
+    if record.process_state is not ProcessState.PROCESSING or last is None or record.locked_by is None:
         return None
     noted = noted_answer(record)
     if noted is not None:
         if noted.action not in REVIEW_CHOICES:
             return None
         return LeftDecision(noted.review.review_id, noted.review.step, noted.action, noted.operator, closed=False)
-    last = record.history[-1]
     if last.event != REVIEW_CLOSED or last.by != record.locked_by:
         return None
     requested = _request_of_last(record)
@@ -197,8 +214,10 @@ def answer_acted_on(record: StateRecord, review_id: str) -> ActedOnAnswer | None
         ),
         None,
     )
-    after = history[noted_at + 1]
-    if requested_by is None or after.by != requested_by or after.event in (REVIEW_CLOSED, REVIEW_REQUESTED):
+    after = next((e for e in history[noted_at + 1 :] if e.event not in SIDE_NOTES), None)
+    if after is None or requested_by is None:
+        return None
+    if after.by != requested_by or after.event in (REVIEW_CLOSED, REVIEW_REQUESTED):
         return None
     note = history[noted_at]
     return ActedOnAnswer(note.by, note.detail[len(prefix) :].partition(": ")[0], requested_by)
@@ -218,7 +237,7 @@ def reopen_review(record: StateRecord, review_id: str, operator: str, now: datet
     """Takes back ``operator``'s answer to ``review_id`` when it could not be delivered to the paused
     attempt: the record waits for the review again (the request is written again, by the attempt that
     made it), so the operator or another one can answer."""
-    last = record.history[-1] if record.history else None
+    last = _last_word(record)
     if (
         record.process_state is not ProcessState.PROCESSING
         or record.locked_by is None

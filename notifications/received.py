@@ -29,16 +29,14 @@ from datetime import datetime
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from adapters.cosmos.state_store import StateStore, update_once
 from adapters.servicebus.sender import MessageSender, SendError
-from domain.records import StateRecord
+from domain.records import RECEIVED_OWED, RECEIVED_SAID, StateRecord
 from domain.states import ProcessState
 from domain.transitions import SUBMISSION
 from notifications.status import publish_status
 from observability.events import app_event
 
-# The history events of the write that marks ``Received`` owed, and of the one that clears it on an
-# order that ended well (``say_before_the_last_word``).
-RECEIVED_OWED = "ReceivedOwed"
-RECEIVED_SAID = "ReceivedSaid"
+# ``RECEIVED_OWED``, ``RECEIVED_SAID`` (domain.records): the history events of the write that marks
+# ``Received`` owed, and of the one that clears it on an order that ended well (``say_before_the_last_word``).
 # States after which nobody writes the record again, and the final statuses that tell them.
 _LAST_WORD = (ProcessState.PROCESSED, ProcessState.COMPENSATED)
 _ENDED_WELL_STATUSES = ("Completed", "Compensated")

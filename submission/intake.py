@@ -46,10 +46,10 @@ from dependencies import AppContext
 from domain import transitions
 from domain.deferral import DeferralDocument
 from domain.errors import IllegalTransition
-from domain.records import StateRecord
+from domain.records import RECEIVED_OWED, StateRecord
 from domain.states import TERMINAL_STATES, ProcessState
 from notifications.alerts import OwedAlert, raise_alert_or_owe
-from notifications.received import RECEIVED_OWED, owe_received
+from notifications.received import owe_received
 from notifications.status import OwedStatus, publish_status_or_owe
 from observability.events import app_event, state_transition
 from orchestrators.attempt_plan import plan_attempt
