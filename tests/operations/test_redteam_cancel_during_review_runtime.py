@@ -24,6 +24,8 @@ from adapters.remote.simulators.ledger import Ledger, NetEffect
 from contracts.names import ORDERS_QUEUE
 from domain.review import decide_by_time, pending_review
 from domain.states import ProcessState, StepStatus
+from orchestrators import starter
+from orchestrators.names import DRAINING_SCHEDULER, SCHEDULER
 from tests.operations.harness import OPERATOR, OpsHarness
 from tests.submission.corpus import order
 
@@ -32,9 +34,9 @@ pytestmark = pytest.mark.cosmos
 ORDER = "o-rv-cc"
 
 
-def _paused(cosmos_db: Any, refused: tuple[str, ...]) -> tuple[OpsHarness, Ledger]:
+def _paused(cosmos_db: Any, refused: tuple[str, ...], **settings: str) -> tuple[OpsHarness, Ledger]:
     """A high-value order whose ``refused`` providers refuse every call: its attempt pauses for review."""
-    made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR, REVIEW_TIMEOUT_SECONDS="600")
+    made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR, REVIEW_TIMEOUT_SECONDS="600", **settings)
     assert made.ctx is not None
     ledger = Ledger()
     configs = dict.fromkeys(refused, SimulatorConfig(permanent_error_rate=1.0))
@@ -82,19 +84,33 @@ SHIPMENT = (("shipping",), "arrange-shipment", [("reserve-inventory", "inventory
 PAYMENT = (("payment", "payment_backup"), "charge-payment", [("reserve-inventory", "inventory")])
 
 
+@pytest.mark.parametrize("version", [SCHEDULER, DRAINING_SCHEDULER])
 @pytest.mark.parametrize(("refused", "step", "undone"), [SHIPMENT, PAYMENT], ids=["shipment", "payment"])
 def test_a_cancel_during_a_review_undoes_only_the_steps_before_the_refused_one(
-    cosmos_db: Any, caplog: pytest.LogCaptureFixture, refused: tuple[str, ...], step: str, undone: list[tuple[str, str]]
+    cosmos_db: Any,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    version: str,
+    refused: tuple[str, ...],
+    step: str,
+    undone: list[tuple[str, str]],
 ) -> None:
     """A refused shipment under review is not past the pivot: the cancel is taken, nothing is shipped and
-    the payment is refunded; a payment both providers declined is refunded nowhere."""
-    made, ledger = _paused(cosmos_db, refused)
+    the payment is refunded; a payment both providers declined is refunded nowhere. The paused attempt,
+    of either version that takes answers, runs the step again at its deadline (the default ``retry``):
+    fenced out, it ends quietly."""
+    with monkeypatch.context() as started_as:  # the starter starts ``version`` (``_v3``: still draining)
+        started_as.setattr(starter, "SCHEDULER", version)
+        started_as.setitem(starter.START_EVENTS, version, starter.START_EVENTS[SCHEDULER])
+        made, ledger = _paused(cosmos_db, refused, REVIEW_DEFAULT_ACTION="retry")
     try:
         assert made.ctx is not None
         caplog.set_level(logging.INFO)
         paused = made.ctx.states.get(ORDER)
         pending = pending_review(paused) if paused is not None else None
         assert pending is not None and pending.step == step, paused
+        attempt = made.host.engine.instance(pending.instance_id)
+        assert attempt is not None and attempt.name == version
         caplog.clear()  # the refusal and the review alert before the pause are ERRORs on purpose
         _cancel(made)
         made.run_until_idle()
