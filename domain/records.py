@@ -110,6 +110,10 @@ class StateRecord:
     # Since when the submitter may not have heard ``Received``: set only when submission's send of it
     # failed (notifications/received.py), cleared by the write of whoever says it next.
     received_owed: datetime | None = None
+    # The sequence number, as its sender sent it (``submission.store_outage.original_sequence``), of the
+    # ``OrderSubmitted`` whose delivery created the record: that message handled again (a redelivery, a
+    # store-retry copy) cannot know whether its first delivery said ``Received``, so it says it again.
+    submitted_as: int | None = None
     history: list[HistoryEntry] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
     updated_at: datetime

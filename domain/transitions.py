@@ -18,7 +18,8 @@ SUPERVISOR = "supervisor"
 SUBMISSION = "submission"
 
 
-def new_record(order_id: str, reply_to: str | None, now: datetime) -> StateRecord:
+def new_record(order_id: str, reply_to: str | None, now: datetime, *, submitted_as: int | None = None) -> StateRecord:
+    """A new ``Pending`` record; ``submitted_as``: the sequence number of the message that creates it."""
     return StateRecord(
         id=order_id,
         order_id=order_id,
@@ -28,6 +29,7 @@ def new_record(order_id: str, reply_to: str | None, now: datetime) -> StateRecor
         failure_count=0,
         attempt=0,
         reply_to=reply_to,
+        submitted_as=submitted_as,
         updated_at=now,
     ).with_changes(now, "Received", SUBMISSION)
 
@@ -65,13 +67,15 @@ def claim(record: StateRecord, now: datetime, start_grace: timedelta) -> StateRe
     )
 
 
-def new_claimed_record(order_id: str, reply_to: str | None, now: datetime, start_grace: timedelta) -> StateRecord:
+def new_claimed_record(
+    order_id: str, reply_to: str | None, now: datetime, start_grace: timedelta, *, submitted_as: int | None = None
+) -> StateRecord:
     """A new record already claimed for attempt 1: ``claim(new_record(...))``, for ONE create instead of
     a create and a conditional replace. A record that does not exist yet cannot be owned by anyone, and
     a create fails if the record exists (409): the create itself is the conditional write that gives
     attempt 1 exactly one owner. Every field is what the two writes make of it, and the history keeps
     both moves: "Received" by submission, then "Claimed" by the starter, naming the owner."""
-    return claim(new_record(order_id, reply_to, now), now, start_grace)
+    return claim(new_record(order_id, reply_to, now, submitted_as=submitted_as), now, start_grace)
 
 
 def ensure_owner(record: StateRecord, owner: str) -> None:

@@ -156,7 +156,7 @@ def submit_order(
     announced: tuple[OwedStatus, ...] = ()  # Received, if its send failed: for the courier
     created = state is None
     if state is None:
-        state, claim = _create_state(ctx, order)
+        state, claim = _create_state(ctx, order, sent_as)
         # said at once: a failure below must not leave the record moving on (claimed, started, cancelled)
         # before a redelivery, with the submitter never told it was received
         announced = _announce(ctx, state, now)
@@ -178,14 +178,16 @@ def submit_order(
         # and raises the alert for those dead-lettered under a refusal if it was not sent.
         log.warning("order %s: %s; abandoning for the deferred notifications", order.order_id, exc)
         return IntakeResult(Settlement.abandon(str(exc)), claim, owed=announced)
-    # A duplicate submission says Received again while the order has not begun (or still owes it). The
-    # record is read again only then: in the delivery that created it, a read failing here would hand the
-    # message to a store-retry copy and drop the Received owed above (its mark's write may have failed
-    # too), and the copy, finding the order begun, would never say it.
+    # A duplicate submission says Received again while the order has not begun (or still owes it), and so
+    # does the message that created the record, handled again (``submittedAs``): whatever the order did since,
+    # its first delivery may never have said it (its create's response and read-back lost, or its send, the
+    # mark and the courier hand-over lost with the host). The record is read again only then: in the delivery
+    # that created it, a read failing here would hand the message to a store-retry copy and drop the Received
+    # owed above (its mark's write may have failed too).
     if not created:
         if recovered.applied:
             state = ctx.states.get(order.order_id) or state
-        if _not_begun(state) or state.received_owed is not None:
+        if _not_begun(state) or state.received_owed is not None or _created_by(state, sent_as):
             announced = _announce(ctx, state, now)
             if announced:
                 _owe_received(ctx, state)
@@ -354,6 +356,13 @@ def _not_begun(state: StateRecord) -> bool:
     return all(entry.event in _SAID_NOTHING for entry in state.history)
 
 
+def _created_by(state: StateRecord, sent_as: int | None) -> bool:
+    """``state`` was created by the message sent as ``sent_as`` (``original_sequence``: a redelivery or a
+    store-retry copy of it): a record written before ``submittedAs`` was, or by a message without a
+    sequence number, says no."""
+    return sent_as is not None and state.submitted_as == sent_as
+
+
 def _pending_full(ctx: AppContext) -> bool:
     return ctx.counts.get(ProcessState.PENDING) >= ctx.settings.max_pending
 
@@ -380,16 +389,19 @@ def _created_after_all(ctx: AppContext, record: StateRecord, lost: StoreUnavaila
     return current
 
 
-def _create_state(ctx: AppContext, order: OrderSubmitted) -> tuple[StateRecord, Claim | None]:
+def _create_state(ctx: AppContext, order: OrderSubmitted, sent_as: int | None) -> tuple[StateRecord, Claim | None]:
     """Creates the state record: claimed for attempt 1 while the in-flight cap allows (the returned
-    ``Claim`` is to be started), else ``Pending`` for the starter's sweep. A create that finds the record
+    ``Claim`` is to be started), else ``Pending`` for the starter's sweep; it names the message that
+    created it (``submittedAs``: ``sent_as``). A create that finds the record
     (409) returns it with no claim: whoever created it owns it (a concurrent delivery, or this very
     create whose response was lost and retried)."""
     now = ctx.clock.now()
-    received = transitions.new_record(order.order_id, order.reply_to, now)
+    received = transitions.new_record(order.order_id, order.reply_to, now, submitted_as=sent_as)
     claimed = has_capacity(ctx)
     record = (
-        transitions.new_claimed_record(order.order_id, order.reply_to, now, ctx.settings.start_grace)
+        transitions.new_claimed_record(
+            order.order_id, order.reply_to, now, ctx.settings.start_grace, submitted_as=sent_as
+        )
         if claimed
         else received
     )

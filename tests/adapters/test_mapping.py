@@ -3,7 +3,8 @@
 The expected documents below were produced by the records' earlier pydantic form
 (``model_dump(mode="json", by_alias=True, exclude={"version"})``) for the same records: what is
 stored in Cosmos did not change when the records became dataclasses. Fields added since are in them
-too (``receivedOwed``: a document written before it reads as not owing ``Received``)."""
+too (``receivedOwed``: a document written before it reads as not owing ``Received``; ``submittedAs``: one
+written before it names no creating message)."""
 
 from __future__ import annotations
 
@@ -90,6 +91,7 @@ def rich_record() -> StateRecord:
         ),
         outage_wait_since=T - timedelta(days=1),
         received_owed=T - timedelta(hours=2),
+        submitted_as=4711,
         last_write=LastWrite(by="o-1:2", number=3),
         history=[
             HistoryEntry(at=T, event="Received", by="submission"),
@@ -236,6 +238,7 @@ STATE_DOCUMENT: dict[str, Any] = {
     "outageWaitSince": "2026-03-03T05:06:07.890123Z",
     "lastWrite": {"by": "o-1:2", "number": 3},
     "receivedOwed": "2026-03-04T03:06:07.890123Z",
+    "submittedAs": 4711,
     "history": [
         {"at": "2026-03-04T05:06:07.890123Z", "event": "Received", "by": "submission", "detail": ""},
         {
@@ -336,6 +339,7 @@ FRESH_DOCUMENTS: dict[str, dict[str, Any]] = {
         "outageWaitSince": None,
         "lastWrite": None,
         "receivedOwed": None,
+        "submittedAs": None,
         "history": [],
         "schemaVersion": 1,
         "updatedAt": "2026-03-04T05:06:07.890123Z",

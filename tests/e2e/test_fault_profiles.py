@@ -175,6 +175,15 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
         and r["statuses_superseded"] > 0
         and r["alerts"].get("StatusUndelivered", 0) == 0
     ),
+    # lost Cosmos DB responses under host restarts and lost locks, with a backlogged orders queue: a create
+    # whose response and read-back were lost is handled again by its copy after the order moved on, and
+    # still says Received (submittedAs; before: missing_statuses, seeds 2 and 3 at 300 orders)
+    "lost-restarts-locks": lambda r: (
+        r["injected_faults"].get("cosmos_responses_lost", 0) > 10
+        and r["injected_faults"].get("handlers_past_lock", 0) > 10
+        and r["recoveries"]["host_restarts"] >= 3
+        and states(r).get("Compensated", 0) > 0
+    ),
     # issue 12: shipping down 30 min, payment 15, inventory 10, a few genuine payment refusals. Before
     # circuits every order needed an operator; now orders wait the outages out (past them: p50) and
     # only the genuine refusals (payment and its backup both refusing: compensated) leave the happy path.

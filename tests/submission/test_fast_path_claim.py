@@ -148,7 +148,10 @@ def test_a_new_order_is_one_state_write_the_create_already_claimed(functions, ap
     assert submit(functions, order(), client).only[0] == "complete"
     assert states.writes == ["create"]  # no claim replace after it
     record = stored(ctx, "ord-1")
-    created = transitions.new_claimed_record("ord-1", "client-statuses", clock.now(), ctx.settings.start_grace)
+    assert isinstance(record.submitted_as, int)  # the sequence number of the message that created it
+    created = transitions.new_claimed_record(
+        "ord-1", "client-statuses", clock.now(), ctx.settings.start_grace, submitted_as=record.submitted_as
+    )
     assert replace(record, version=None) == created
     assert client.attempts == [(SCHEDULER, "ord-1:1", "ord-1", 1)]
     assert client.statuses_at_start == [["Received"]]  # told before the attempt was started

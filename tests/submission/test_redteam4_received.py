@@ -121,7 +121,9 @@ def test_the_submitter_hears_received_when_the_courier_hand_over_was_lost_and_th
 
 def test_a_redelivery_after_a_step_has_begun_does_not_say_received_again(app_context: AppContext) -> None:
     """The other side of it: once a step has begun the submitter has heard ``Processing``; a late
-    redelivery of the order says nothing (``Received`` after ``Processing`` would move its status back)."""
+    submission of the order in another message (``_redelivered`` hands the body over with a sequence number
+    of its own) says nothing. The message that created the record, handled again, does say it
+    (tests/submission/test_received_by_the_creating_message.py): its first delivery may not have."""
     ctx = context_with(app_context, sender=RecordingSender())
     body = json.dumps(order(orderId="o-rcv")).encode()
     claim = handle_orders_message(ctx, FakeReceivedMessage.of(body, message_id="o-rcv")).claim
