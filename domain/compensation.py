@@ -187,10 +187,12 @@ def enter_compensation(
     if record.process_state not in ENTERABLE_FROM:
         raise IllegalTransition(f"order {record.order_id}: {record.process_state} cannot start compensation")
     steps = dict(record.steps)
+    error = reason
     if failed_step is None:  # a cancel during a review pause: the reviewed step failed for good too
         failed_step = failed_under_review(record)
+        error = f"refused by its agent, paused for review; then {reason}"
     if failed_step is not None and failed_step in steps:  # failed for good: no side effect to undo
-        steps[failed_step] = replace(steps[failed_step], status=StepStatus.FAILED, finished_at=now, error=reason)
+        steps[failed_step] = replace(steps[failed_step], status=StepStatus.FAILED, finished_at=now, error=error)
     marked = replace(record, steps=steps)
     if pivot_passed(marked):
         raise IllegalTransition(f"order {record.order_id}: past the pivot, nothing may be undone")

@@ -80,6 +80,7 @@ def test_a_cancel_during_a_payment_review_refunds_nothing(answered: str | None):
     assert entered.process_state is ProcessState.COMPENSATING
     assert _undone_steps(entered) == [("reserve-inventory", "inventory")]
     assert entered.steps["charge-payment"].status is StepStatus.FAILED
+    assert entered.steps["charge-payment"].error == "refused by its agent, paused for review; then cancel"
 
 
 def test_a_cancel_during_a_shipment_review_is_not_past_the_pivot():
