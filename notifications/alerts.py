@@ -259,8 +259,9 @@ def send_owed_alert(sender: MessageSender, data: SendAlertInput) -> None:
         raise
 
 
-class AlertCourierClient(Protocol):
-    """The part of ``DurableOrchestrationClient`` the alert hand-over uses."""
+class CourierClient(Protocol):
+    """The part of ``DurableOrchestrationClient`` the couriers' hand-overs use (alerts here, statuses in
+    ``notifications.status``)."""
 
     async def start_new(
         self, orchestration_function_name: str, instance_id: str | None = None, client_input: Any | None = None
@@ -277,7 +278,7 @@ class AlertHandOverFailed(Exception):
     """Durable did not take an owed alert: the trigger fails, and the message is redelivered."""
 
 
-async def hand_alerts_to_courier(client: AlertCourierClient, owed: Sequence[OwedAlert]) -> None:
+async def hand_alerts_to_courier(client: CourierClient, owed: Sequence[OwedAlert]) -> None:
     """Starts the alert courier for each owed alert. Unlike a status, an alert is never dropped here: a start
     that fails raises ``AlertHandOverFailed`` (the trigger fails before it settles the message, which is
     redelivered and raises the alert again, under the same id), unless the courier of that very alert is still
@@ -301,7 +302,7 @@ async def hand_alerts_to_courier(client: AlertCourierClient, owed: Sequence[Owed
         )
 
 
-async def courier_delivering(client: AlertCourierClient, instance: str) -> bool:
+async def courier_delivering(client: CourierClient, instance: str) -> bool:
     """Whether the courier orchestration ``instance`` is still delivering (so a start of it was refused
     because it exists); False when its status cannot be read either."""
     try:

@@ -19,14 +19,14 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from adapters.servicebus.sender import MessageRejected, MessageSender, OutgoingMessage, QueueNotFound, SendError
 from contracts.messages import StatusName, StatusUpdate
 from contracts.names import is_app_queue
 from domain.ids import bounded, bounded_instance_id, status_message_id
 from domain.text import carriable
-from notifications.alerts import courier_delivering, raise_alert, raise_alert_after_write
+from notifications.alerts import CourierClient, courier_delivering, raise_alert, raise_alert_after_write
 from observability.events import app_event
 
 log = logging.getLogger("status")
@@ -170,16 +170,6 @@ def publish_status_or_owe(
         )
         return OwedStatus(order_id, status, attempt, reply_to, reason, variant)
     return None
-
-
-class CourierClient(Protocol):
-    """The part of ``DurableOrchestrationClient`` the courier hand-over uses."""
-
-    async def start_new(
-        self, orchestration_function_name: str, instance_id: str | None = None, client_input: Any | None = None
-    ) -> str: ...
-
-    async def get_status(self, instance_id: str) -> Any: ...
 
 
 async def hand_to_courier(client: CourierClient, owed: Sequence[OwedStatus]) -> None:
