@@ -332,21 +332,25 @@ def taken_at_close(order_id: str, record: StateRecord, closed: ClosedReview) -> 
 
 def _answered_elsewhere(order_id: str, record: StateRecord, review_id: str) -> Reply:
     """409 for an answer that came too late: the review was closed at its deadline, or who answered
-    first and with what, when the record says."""
+    first and with what, when the record says, and the order's state now."""
     closed = review_closed(record, review_id)
     if closed is not None:
         return _closed(order_id, closed)
     first = review_answer(record, review_id)
     if first is None:
         return error(409, f"order {order_id} is {record.process_state} and does not wait for review {review_id}")
+    # the state too: an answer noted, then overtaken (a cancel compensated the order before the paused
+    # attempt acted on it) is "already answered" by the very operator posting it again
     return json_reply(
         409,
         {
-            "error": f"review {review_id} of order {order_id} was already answered: {first.action} by {first.operator}",
+            "error": f"review {review_id} of order {order_id} was already answered: {first.action} by "
+            f"{first.operator}; the order is {record.process_state} now",
             "status": 409,
             "reviewId": review_id,
             "decision": first.action,
             "by": first.operator,
+            "processState": str(record.process_state),
         },
     )
 
