@@ -11,6 +11,9 @@ library.
 The contract a real provider must honour (docs/compensation.md, "What a remote service must offer"):
 
 - ``Idempotency-Key``: the same key and action give the same result and no second side effect;
+- a second call with a key whose first call is still running waits for it or answers 429/503, never
+  409 (any other 4xx is read as a refusal, and a refusal while the first call may still charge sends
+  the step to the fallback provider or to compensation);
 - ``X-Fencing-Token``: a token lower than the highest seen for the key is refused (4xx);
 - ``X-Fences-Idempotency-Key`` (undo calls only): the forward key this undo cancels. Taking the undo
   fences that key, atomically with the undo: the undo reverses whatever the key did before it, and
