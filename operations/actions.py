@@ -350,7 +350,7 @@ def _answered_elsewhere(order_id: str, record: StateRecord, review_id: str) -> R
             "reviewId": review_id,
             "decision": first.action,
             "by": first.operator,
-            "processState": str(record.process_state),
+            "processState": record.process_state.value,
         },
     )
 
