@@ -7,7 +7,7 @@
 Each creates ``.venv`` with Python 3.13 (the version the app runs on in Azure, with the pinned
 ``azure-functions-runtime``) and installs the pip and npm packages it needs first (skipped when up to
 date). ``dev.py`` itself runs on any Python 3.9+; it finds a Python 3.13 to build ``.venv`` with.
-``python3 dev.py bench [ORDERS] [--compare REF] [--repeat N]`` times the 1,000-order all-faults
+``python3 dev.py bench [ORDERS] [--sdk-speed-ups] [--compare REF] [--repeat N]`` times the 1,000-order all-faults
 simulation, and with ``--compare`` the same for git ref REF and the ratio (docs/benchmark.md).
 """
 

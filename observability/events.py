@@ -47,6 +47,7 @@ def state_transition(before: StateRecord | None, after: StateRecord) -> None:
 
 
 def app_event(name: str, message: str, level: int = logging.INFO, **fields: Any) -> None:
-    """A named event (``Recovery``, ``Escalation``, ``DeadLettered``, ``LateReply``...)."""
+    """A named event (``SupervisorRecovered``, ``DeadLettered``, ``DependencyOutage``...; every name is listed in
+    docs/observability.md)."""
     _events.add(1, {"event": name})
     log.log(level, message, extra={"event": name, **fields})

@@ -176,7 +176,7 @@ def authenticate(settings: Settings, headers: Any) -> Principal | Refusal:
         return Refusal(
             503,
             "App Service authentication is not enabled on this app: every operator request is refused "
-            "(see docs/deploy.md, Operate it)",
+            '(see docs/deploy.md, "Operators: sign-in, app roles, the console and the workbook")',
         )
     principal = decode_principal(str(headers.get(PRINCIPAL_HEADER) or ""))
     if principal is None:

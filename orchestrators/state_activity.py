@@ -1,4 +1,4 @@
-"""Calling a state activity (a fenced write, the order lookup, sending an agent request) with a
+"""Calling a state activity (a fenced write, which may also send an agent request or a status) with a
 short retry on durable timers.
 
 These activities fail only when Cosmos DB or Service Bus is unavailable beyond the SDKs' own
