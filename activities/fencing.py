@@ -16,7 +16,7 @@ from functools import partial
 from adapters.cosmos.state_store import update_fenced
 from dependencies import AppContext
 from domain.errors import FencingLost, StaleWrite, WriteAlreadyMade
-from domain.records import SIDE_NOTES, HistoryEntry, StateRecord
+from domain.records import StateRecord, last_move
 from domain.states import ProcessState
 from domain.write_order import in_write_order
 from notifications.received import say_before_the_last_word, say_owed_received
@@ -111,11 +111,13 @@ def _write_fenced(
         return None
     except FencingLost as exc:
         current = ctx.states.get(order_id)
+        # this very hand-over, run again: its write is the released record's last move, past the side notes
+        # written on it since (an owed Received said, a payment notification applied)
         if (
             hand_over is not None
             and current is not None
             and current.locked_by is None
-            and (last := _last_write_entry(current)) is not None
+            and (last := last_move(current)) is not None
             and (last.by, last.event) == (instance_id, hand_over)
         ):
             return current
@@ -130,13 +132,3 @@ def _write_fenced(
     if on_written is not None:
         on_written()
     return written
-
-
-def _last_write_entry(record: StateRecord) -> HistoryEntry | None:
-    """The history entry of the record's last write, past the side notes that may follow a hand-over
-    (``domain.records.SIDE_NOTES``: an owed ``Received`` said, a payment notification applied to the
-    released record): those are not a move of the record."""
-    for entry in reversed(record.history):
-        if entry.event not in SIDE_NOTES:
-            return entry
-    return None

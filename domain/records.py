@@ -126,3 +126,18 @@ class StateRecord:
         entry = HistoryEntry(at=now, event=event, by=by, detail=detail)
         history = [*self.history, entry][-HISTORY_LIMIT:]
         return replace(self, **{**changes, "updated_at": now, "history": history})
+
+
+def last_move_at(record: StateRecord) -> int | None:
+    """The index in ``history`` of the record's last move: its last entry that is not a side note
+    (``SIDE_NOTES``: written beside whoever moved it last), or None."""
+    for index in range(len(record.history) - 1, -1, -1):
+        if record.history[index].event not in SIDE_NOTES:
+            return index
+    return None
+
+
+def last_move(record: StateRecord) -> HistoryEntry | None:
+    """The history entry of the record's last move (``last_move_at``), or None."""
+    index = last_move_at(record)
+    return None if index is None else record.history[index]

@@ -21,7 +21,7 @@ from datetime import datetime
 
 from domain.compensation_policy import REVIEW_CHOICES
 from domain.errors import IllegalTransition
-from domain.records import SIDE_NOTES, HistoryEntry, StateRecord
+from domain.records import SIDE_NOTES, StateRecord, last_move, last_move_at
 from domain.states import ProcessState
 from domain.transitions import ensure_owner
 
@@ -39,22 +39,6 @@ class PendingReview:
     decide_by: str  # ISO text, as recorded
 
 
-def _last_word_at(record: StateRecord) -> int | None:
-    """The index in ``history`` of the record's last word: its last entry that is not a side note
-    (``domain.records.SIDE_NOTES``: a payment notification applied, ``Received`` owed or said, written
-    beside the attempt while it waits), or None. A review stays pending, and an answer noted, through
-    them: the ops API can still answer, a cancel is still due at once, the step still failed."""
-    for index in range(len(record.history) - 1, -1, -1):
-        if record.history[index].event not in SIDE_NOTES:
-            return index
-    return None
-
-
-def _last_word(record: StateRecord) -> HistoryEntry | None:
-    index = _last_word_at(record)
-    return None if index is None else record.history[index]
-
-
 def review_detail(step_name: str, review_id: str, until: datetime) -> str:
     return f"{step_name}: {review_id}{_DECIDE_BY}{until.isoformat()}"
 
@@ -70,7 +54,7 @@ def _requested(owner: str, detail: str) -> PendingReview | None:
 def pending_review(record: StateRecord) -> PendingReview | None:
     """The review this record waits for: it is Processing, and the last write was the owning
     attempt's ``ReviewRequested`` (any later write, an answer included, means it waits no more)."""
-    last = _last_word(record)
+    last = last_move(record)
     if record.process_state is not ProcessState.PROCESSING or last is None or record.locked_by is None:
         return None
     if last.event != REVIEW_REQUESTED or last.by != record.locked_by:
@@ -102,7 +86,7 @@ class NotedAnswer:
 def _request_of_last(record: StateRecord) -> PendingReview | None:
     """The review the owning attempt requested last, when the record's last write is about it (its detail
     starts with the review id: an answer to it, its close), else None."""
-    owner, at = record.locked_by, _last_word_at(record)
+    owner, at = record.locked_by, last_move_at(record)
     if owner is None or at is None:
         return None
     last = record.history[at]
@@ -119,7 +103,7 @@ def _request_of_last(record: StateRecord) -> PendingReview | None:
 def noted_answer(record: StateRecord) -> NotedAnswer | None:
     """The answer noted by the record's last write, to the review its owning attempt requested,
     or None (another write came after the note, the attempt lost the record, or no answer is noted)."""
-    last = _last_word(record)
+    last = last_move(record)
     if record.process_state is not ProcessState.PROCESSING or last is None or record.locked_by is None:
         return None
     if last.event != REVIEW_ANSWERED:
@@ -148,7 +132,7 @@ class LeftDecision:
 
 def decision_left(record: StateRecord) -> LeftDecision | None:
     """The review decision the record's owning attempt left as its last word (``LeftDecision``), or None."""
-    last = _last_word(record)
+    last = last_move(record)
     if record.process_state is not ProcessState.PROCESSING or last is None or record.locked_by is None:
         return None
     noted = noted_answer(record)
@@ -237,7 +221,7 @@ def reopen_review(record: StateRecord, review_id: str, operator: str, now: datet
     """Takes back ``operator``'s answer to ``review_id`` when it could not be delivered to the paused
     attempt: the record waits for the review again (the request is written again, by the attempt that
     made it), so the operator or another one can answer."""
-    last = _last_word(record)
+    last = last_move(record)
     if (
         record.process_state is not ProcessState.PROCESSING
         or record.locked_by is None

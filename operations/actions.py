@@ -7,8 +7,8 @@ why (the reason), and answers the new state, or why the move is not legal now.
 - compensate: ``Error | CompensationFailed -> Compensating`` (``supervisor.operator.compensate_order``);
 - resubmit, cancel and compensate read their write back when its response is lost
   (``update_once_or_reread``): a write that landed answers 200 and logs its event once; the same
-  action posted again by the same operator, found as the record's latest history entry, answers 200
-  with the record and ``repeated: true`` (nothing written), not 409;
+  action posted again by the same operator, found as the record's latest move (``domain.records.last_move``),
+  answers 200 with the record and ``repeated: true`` (nothing written), not 409;
 - review: an answer names its review (``reviewId``); refused 409 once the review deadline passed with
   nothing noted (the attempt takes its default); at the deadline ``process_order_v4`` closes the review
   (``domain.review.close_review``) and takes an answer noted before that; the record notes who

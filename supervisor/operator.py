@@ -20,7 +20,7 @@ from adapters.cosmos.state_store import update_once_or_reread
 from dependencies import AppContext
 from domain.compensation import enter_compensation
 from domain.errors import IllegalTransition
-from domain.records import StateRecord
+from domain.records import StateRecord, last_move
 from domain.states import ProcessState
 from domain.transitions import resubmit
 from observability.events import app_event
@@ -57,11 +57,11 @@ def repeated_action(record: StateRecord, action: OperatorAction, operator: str, 
     """Whether ``operator``'s ``action`` with ``reason`` is the record's latest history entry: the same
     action posted again (its first answer lost, or posted twice). Another reason is another action (its
     reason would be recorded nowhere), refused like any action the record no longer allows. A cancel and
-    a compensate leave the same event; a cancel's detail says it was one (``operator_cancelled``)."""
-    if not record.history:
-        return False
-    last = record.history[-1]
-    if last.event != ACTION_EVENTS[action] or last.by != operator:
+    a compensate leave the same event; a cancel's detail says it was one (``operator_cancelled``). "Latest"
+    is the record's last move (``domain.records.last_move``): the side notes submission may write beside it
+    since (a payment notification applied, ``Received`` owed) do not make the action another's."""
+    last = last_move(record)
+    if last is None or last.event != ACTION_EVENTS[action] or last.by != operator:
         return False
     if action == "resubmit":  # the transition may add which steps got a fresh idempotency key
         return last.detail == reason or last.detail.startswith(f"{reason}; a fresh idempotency key for ")
