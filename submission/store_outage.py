@@ -60,7 +60,7 @@ def original_sequence(message: ReceivedMessage) -> int | None:
     within the 2**53 a Cosmos DB document keeps exactly: the refusal written under it is found again). A
     client may set both properties on its own message: then it names an earlier message's number, which
     only matters to an order that refused that very message (``submission.intake``: the refusal is
-    finished again)."""
+    finished again) or that message created (``submittedAs``: its submitter hears ``Received`` again)."""
     own = message.sequence_number
     if own is not None and is_copy(message.application_properties):
         value = property_value(message.application_properties, ORIGINAL_PROPERTY)
