@@ -288,7 +288,9 @@ async function act() {
     body: JSON.stringify(body),
   });
   if (answer.status === 200) {
-    say("Done: " + action + " of " + orderId + " recorded; the order is now " + answer.body.order.processState + ".", false);
+    // the state the answer carries is the one the action left; the page below reloads the order as it is now
+    say("Done: " + action + " of " + orderId + " recorded while the order was " + answer.body.order.processState +
+      "; below, the order as it is now.", false);
     $("reason").value = "";
   } else {
     say((answer.body && answer.body.error) || action + ": HTTP " + answer.status, true);

@@ -53,6 +53,8 @@ def test_a_confirmation_left_open_never_acts_on_the_next_order_shown(ops: OpsHar
     page.locator("#btn-cancel").click()
     page.locator("#confirm-yes").click()
     expect(page.get_by_role("status")).to_contain_text("Done: cancel of o-first")
+    # the state the action left, said as then (the page below shows the order as it is now)
+    expect(page.get_by_role("status")).to_contain_text("recorded while the order was Compensating")
     assert (_state(ops, "o-first"), _state(ops, "o-second")) == (ProcessState.COMPENSATING, ProcessState.ERROR)
 
 
