@@ -221,6 +221,7 @@ def order_detail(ctx: AppContext, order_id: str) -> dict[str, Any] | None:
     noted = noted_answer(record) if record is not None and review is None else None
     return {
         "orderId": order_id,
+        "now": to_text(ctx.clock.now()),  # the app's clock: the page's deadlines are read against it
         "order": order,
         "state": None if record is None else {**to_document(record), "waitingForReview": review is not None},
         "stateError": state_error,

@@ -92,7 +92,7 @@ const UNREADABLE_COLUMNS = [
 const REVIEW_COLUMNS = [
   { title: "Order", value: o => orderLink(o.orderId) },
   { title: "Decide by", value: o => when(o.decideBy) },
-  { title: "Last error", value: o => o.lastError || "" },
+  { title: "Step", value: o => o.currentStep || "" }, // the step paused; lastError is empty while it waits
 ];
 
 async function refreshOverview() {
@@ -133,7 +133,9 @@ async function refreshOverview() {
   const none = s.recentAlertsError ? "alerts not shown: " + s.recentAlertsError : "no alert";
   (s.recentAlerts.length ? s.recentAlerts : [{ summary: none }]).forEach(a => {
     const li = document.createElement("li");
-    li.textContent = [when(a.at), a.severity, a.kind, a.orderId, a.summary].filter(Boolean).join(" · ");
+    li.textContent = [when(a.at), a.severity, a.kind].filter(Boolean).join(" · ");
+    if (a.orderId) li.append(li.textContent ? " · " : "", orderLink(a.orderId)); // the page to act on
+    if (a.summary) li.append(li.textContent ? " · " : "", a.summary);
     alerts.appendChild(li);
   });
 }
@@ -182,6 +184,33 @@ function refusalText(r) {
   return when_ + (count ? "; " + count + " payment notification(s) dead-lettered OrderRejected" + (dead.length ? " (sequence numbers " + dead.join(", ") + ")" : "") : "");
 }
 
+// What the operator can do with the order in this state, and what happens without them.
+function actHint(state, d, passed) {
+  if (d.review) {
+    return d.review.noted ? "The answer is noted: if its delivery failed, answer the same again."
+      : "The attempt is paused at " + d.review.step + " and waits for your decision until " + when(d.review.decideBy) +
+        "; without one it takes its default. Answer the review, or cancel the order.";
+  }
+  switch (state) {
+    case "Error": return "The order failed. Resubmit runs it again (Error → Pending); Compensate undoes its completed steps; Cancel order undoes them as a cancellation (not past the pivot).";
+    case "CompensationFailed": return "An undo failed. Compensate starts a new compensation round for the entries not undone.";
+    case "Pending":
+    case "Processing":
+      return (passed ? "Its completeBy has passed: the supervisor recovers an expired attempt on its own. " : "In progress: nothing to do. ") +
+        "Cancel order stops it and undoes its completed steps (not past the pivot).";
+    case "Compensating": return "Its compensation round is under way: no action applies; it ends Compensated or CompensationFailed.";
+    case "Processed":
+    case "Compensated": return "Settled: no action applies.";
+    default: return "No action applies: the order has no readable state record.";
+  }
+}
+
+// "2026-01-01 08:03:00 UTC", and "(passed)" when the app's clock is past it
+function deadline(t, now) {
+  if (!t) return null;
+  return when(t) + (now && Date.parse(t) <= Date.parse(now) ? " (passed)" : "");
+}
+
 async function showOrder(orderId, quiet) {
   const found = await api("/orders/" + encodeURIComponent(orderId));
   if (found.status !== 200) {
@@ -190,6 +219,7 @@ async function showOrder(orderId, quiet) {
   }
   const d = found.body;
   current = d;
+  if (d.now) $("now").textContent = when(d.now);
   $("overview").hidden = true;
   $("order").hidden = false;
   $("order-title").textContent = "Order " + d.orderId;
@@ -202,11 +232,11 @@ async function showOrder(orderId, quiet) {
   fact(facts, "Attempt", st.attempt);
   fact(facts, "Failures", st.failureCount);
   fact(facts, "Current step", st.currentStep);
-  fact(facts, "completeBy", st.completeBy);
+  fact(facts, "completeBy", deadline(st.completeBy, d.now));
   fact(facts, "Locked by", st.lockedBy);
   fact(facts, "Last error", st.lastError);
   if (d.order) fact(facts, "Total", (d.order.totalCents / 100).toFixed(2) + " " + d.order.currency);
-  if (d.review) fact(facts, "Review", d.review.reviewId + " at " + d.review.step + ", decide by " + d.review.decideBy);
+  if (d.review) fact(facts, "Review", d.review.reviewId + " at " + d.review.step + ", decide by " + deadline(d.review.decideBy, d.now));
   if (noted) fact(facts, "Answer noted", noted.action + " by " + noted.operator + ": if its delivery failed, answer the same again to deliver it");
   if (d.deferralError) fact(facts, "Deferred notifications", "their document does not map: " + d.deferralError);
   if (d.refusal) fact(facts, "Refused", refusalText(d.refusal));
@@ -216,6 +246,10 @@ async function showOrder(orderId, quiet) {
   $("btn-resubmit").hidden = state !== "Error";
   $("btn-compensate").hidden = !(state === "Error" || state === "CompensationFailed");
   $("btn-cancel").hidden = !(state === "Pending" || state === "Processing" || state === "Error");
+  const anyAction = [...document.querySelectorAll("#action-form [data-action]")].some(b => !b.hidden);
+  $("action-form").hidden = !anyAction; // no reason box where no action applies
+  const passed = st.completeBy && d.now && Date.parse(st.completeBy) <= Date.parse(d.now);
+  $("act-hint").textContent = actHint(state, d, passed);
   const timeline = $("timeline");
   timeline.replaceChildren();
   timelineItems(d).forEach(item => {
@@ -293,9 +327,14 @@ async function act() {
       "; below, the order as it is now.", false);
     $("reason").value = "";
   } else {
-    say((answer.body && answer.body.error) || action + ": HTTP " + answer.status, true);
+    const why = (answer.body && answer.body.error) || "HTTP " + answer.status;
+    // 503: the action may or may not be taken; the same one posted again is safe (the reason is kept for it)
+    say(answer.status === 503
+      ? "Not known whether " + action + " of " + orderId + " was taken: " + why + ". Confirm the same action again (the reason is kept)."
+      : "Not done: " + action + " of " + orderId + " was refused: " + why + ". Below, the order as it is now.", true);
   }
   if (current && current.orderId === orderId) await showOrder(orderId, true);
+  $("status").focus(); // the confirmation that had focus is gone: the answer takes it, and is scrolled to
 }
 
 function route() {
