@@ -432,10 +432,13 @@ def await_review(
     now: datetime,
     *,
     keep_until: datetime | None = None,
+    error: str | None = None,
 ) -> StateRecord:
     """The forward attempt pauses for an operator until ``until``, the review deadline it decides at
     (the detail's "decide by", which the ops API shows and checks answers against); ``completeBy``
-    moves to ``keep_until`` (past that deadline) so the supervisor leaves the paused attempt alone."""
+    moves to ``keep_until`` (past that deadline) so the supervisor leaves the paused attempt alone.
+    ``error``: why the step failed (its agents refused it), kept as ``lastError`` as a failure is, so
+    the operator deciding sees it on the order, not only in the ``ReviewRequired`` alert."""
     transitions.ensure_owner(record, owner)
     return record.with_changes(
         now,
@@ -443,6 +446,7 @@ def await_review(
         owner,
         review.review_detail(step_name, review_id, until),
         complete_by=keep_until if keep_until is not None else until,
+        last_error=f"{step_name}: {error}" if error else record.last_error,
     )
 
 
