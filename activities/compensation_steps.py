@@ -31,6 +31,7 @@ from contracts.activities import (
 from dependencies import AppContext
 from domain import compensation, review
 from domain.compensation_policy import REVIEW_CHOICES
+from domain.payments import money
 from domain.states import ProcessState
 from notifications.alerts import raise_alert, raise_alert_after_write
 from observability.events import app_event
@@ -218,8 +219,8 @@ def finish_compensation(ctx: AppContext, data: FinishCompensationInput) -> Write
             kind="PrepaymentToRelease",
             summary=(
                 f"order {record.order_id} was compensated and no undo refunded its prepayment "
-                f"{payment.provider_reference} ({payment.amount_cents} {payment.currency}): it was never captured; "
-                "release or refund it at the provider"
+                f"{payment.provider_reference} ({money(payment.amount_cents, payment.currency)}): it was never "
+                "captured; release or refund it at the provider"
             ),
             at=now,
             order_id=record.order_id,

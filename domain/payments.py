@@ -19,6 +19,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, Literal, Protocol
 
 from domain.records import PAYMENT_NOTIFIED, PaymentReceived, StateRecord
@@ -28,6 +29,19 @@ from domain.workflow import prepaid_step
 SUBMISSION = "submission"
 # States in which a payment can still be used: the order has not finished and was not undone.
 _PAYABLE = frozenset({ProcessState.PENDING, ProcessState.PROCESSING, ProcessState.ERROR})
+
+
+def money(amount_cents: int, currency: str) -> str:
+    """An amount in minor units as an operator reads it: ``158208, "EUR"`` -> ``1582.08 EUR`` (the app's
+    amounts are hundredths of the currency, as the console shows ``totalCents``)."""
+    return f"{Decimal(amount_cents).scaleb(-2):.2f} {currency}"
+
+
+def _total_text(total: Any, currency: Any) -> str:
+    """The order's total as ``money`` shows it (as stored, should the order say something else)."""
+    if isinstance(total, int) and not isinstance(total, bool) and isinstance(currency, str):
+        return money(total, currency)
+    return f"{total} {currency}"
 
 
 # The dead-letter reason (and alert kind) of a notification under the id of one already applied, or already
@@ -106,7 +120,7 @@ def decide_payment(record: StateRecord, order: dict[str, Any], note: PaymentFact
             "reject",
             "PaymentAlreadyReceived",
             f"order {note.order_id} already has payment notification {record.payment.notification_id}; "
-            f"{note.notification_id} ({note.amount_cents} {note.currency}) is a second payment to refund",
+            f"{note.notification_id} ({money(note.amount_cents, note.currency)}) is a second payment to refund",
         )
     if not order.get("prepaid", False):
         return PaymentDecision(
@@ -120,8 +134,8 @@ def decide_payment(record: StateRecord, order: dict[str, Any], note: PaymentFact
         return PaymentDecision(
             "reject",
             "PaymentAmountMismatch",
-            f"notification {note.notification_id} says {note.amount_cents} {note.currency}; "
-            f"order {note.order_id} totals {total} {currency}",
+            f"notification {note.notification_id} says {money(note.amount_cents, note.currency)}; "
+            f"order {note.order_id} totals {_total_text(total, currency)}",
         )
     if record.process_state not in _PAYABLE:
         return PaymentDecision(
@@ -166,7 +180,7 @@ def with_payment(record: StateRecord, payment: PaymentReceived, now: datetime) -
         now,
         PAYMENT_NOTIFIED,
         SUBMISSION,
-        f"{payment.notification_id} ({payment.amount_cents} {payment.currency})",
+        f"{payment.notification_id} ({money(payment.amount_cents, payment.currency)})",
         payment=payment,
     )
 
