@@ -140,6 +140,24 @@ def _unreachable_submitters(result: SimulationResult) -> set[str]:
     return {q for q in result.workload.submitters if q in alerted and result.broker.refusing(q, now) is not None}
 
 
+def _rejected_orders(
+    statuses: list[dict[str, Any]],
+    alerts: list[dict[str, Any]],
+    valid: dict[str, dict[str, Any]],
+    unreachable: set[str],
+) -> set[str]:
+    """Orders told ``Rejected`` on a submitter's queue, and orders refused (an ``OrderRejected`` alert
+    naming them) whose submitter's queue is unreachable (``_unreachable_submitters``): that status
+    cannot arrive, and the queue's alert stands in for it, as for ``missing_statuses``."""
+    told = {s["orderId"] for s in statuses if s["status"] == "Rejected"}
+    refused = {
+        a["orderId"]
+        for a in alerts
+        if a.get("type") == "OperatorAlert" and a.get("kind") == "OrderRejected" and isinstance(a.get("orderId"), str)
+    }
+    return told | {o for o in refused if valid.get(o, {}).get("replyTo") in unreachable}
+
+
 def _stranded_messages(result: SimulationResult, by_order: dict[str, Any]) -> list[str]:
     """Deferred messages left on ``orders`` at the end that nothing scheduled will apply or dead-letter:
     their order has no state record (no submission will fetch them; the peek sweep, the safety net, only
@@ -241,7 +259,9 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
 
     final: Counter[str] = Counter(doc["processState"] for doc in by_order.values())
     statuses = _status_messages(result)
-    rejected = {s["orderId"] for s in statuses if s["status"] == "Rejected"} - set(by_order)
+    unreachable = _unreachable_submitters(result)
+    alert_bodies = _alert_bodies(result)
+    rejected = _rejected_orders(statuses, alert_bodies, valid, unreachable) - set(by_order)
     final["Rejected"] = len(rejected)
     dead = result.broker.dead_letters()
     final["DeadLettered"] = sum(1 for d in dead if d.queue == "orders")
@@ -312,7 +332,6 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "Compensated": "Compensated",
         "CompensationFailed": "CompensationFailed",
     }
-    unreachable = _unreachable_submitters(result)
     missing_status = [
         o
         for o, doc in by_order.items()
@@ -326,7 +345,6 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     finals = {o: doc["processState"] for o, doc in by_order.items()} | dict.fromkeys(rejected, "Rejected")
     silent = _silent_failures(result, finals, statuses)
     stranded = _stranded_messages(result, by_order)
-    alert_bodies = _alert_bodies(result)
     unreleased = _unreleased_prepayments(by_order, ledgers, alert_bodies)
     windows = _outage_windows(result)
     # orders needing an operator because of an outage alone (localrun/outages.py), from the runner's evidence

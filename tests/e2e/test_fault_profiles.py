@@ -149,6 +149,13 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
         and r["deferred"]["recovered_by_retry"] > 0
         and states(r).get("Processed") == 100
     ),
+    # admission caps while two submitters' status queues refuse the app for good (deleted, role removed) and
+    # one is full: the refused orders of the unreachable ones are rejected by their OrderRejected alert, not lost
+    "rejections-to-gone-queues": lambda r: (
+        states(r).get("Rejected", 0) > 10
+        and r["alerts"].get("ReplyQueueUnavailable", 0) >= 2
+        and r["injected_faults"].get("status_sends_refused", 0) > 10
+    ),
     "admission-rejections": lambda r: (
         r["injected_faults"].get("orders_over_admission_cap", 0) == states(r).get("Rejected", 0) > 10
         and r["alerts"].get("NotificationForRejectedOrder", 0) == states(r)["Rejected"]
