@@ -144,13 +144,17 @@ def _unknown_outcome_entries(record: StateRecord, now: datetime) -> list[Compens
     """Entries for each compensable step whose outcome is unknown: its undo names the forward
     idempotency key, and the service undoes whatever that key did (nothing, if it did nothing).
     The step may have been done by its fallback agent in an earlier attempt whose reply never
-    came back, so the undo goes to every agent the step can use, the one last seen first."""
+    came back, so the undo goes to every agent the step was started with (``StepState.agents``; in a record
+    from before that was kept: every agent the step can use), the one last seen first. An agent the step
+    never went to is not asked: it took nothing, and its outage must not fail the compensation."""
     entries = list(record.compensation)
     for name in unknown_outcome_steps(record):
         the_step = step(name)
         undo_action = _undo_action(the_step)
-        last = record.steps[name].agent
-        candidates = [last, *(a for a in (the_step.agent, the_step.fallback_agent) if a and a != last)]
+        state = record.steps[name]
+        last = state.agent
+        usable = [last, *(a for a in (the_step.agent, the_step.fallback_agent) if a and a != last)]
+        candidates = usable if state.agents is None else [a for a in usable if a in state.agents] or usable
         for agent_name in candidates:
             entries.append(
                 CompensationEntry(

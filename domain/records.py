@@ -37,6 +37,10 @@ class StepState:
     finished_at: datetime | None = None
     result: dict[str, Any] | None = None
     error: str | None = None
+    # Every agent the step was started with, across attempts, in order (``transitions.begin_step`` adds
+    # each): a request can only have gone to one of them. None in a record written before the field: not
+    # known, so an undo of unknown outcome goes to every agent the step can use.
+    agents: list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

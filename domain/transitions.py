@@ -92,7 +92,12 @@ def begin_step(
 ) -> StateRecord:
     ensure_owner(record, owner)
     state = StepState(
-        status=StepStatus.IN_PROGRESS, agent=agent, request_id=request, attempt=record.attempt, started_at=now
+        status=StepStatus.IN_PROGRESS,
+        agent=agent,
+        request_id=request,
+        attempt=record.attempt,
+        started_at=now,
+        agents=_started_with(record.steps.get(step), agent),
     )
     return record.with_changes(
         now,
@@ -103,6 +108,16 @@ def begin_step(
         complete_by=deadline,
         steps={**record.steps, step: state},
     )
+
+
+def _started_with(earlier: StepState | None, agent: str) -> list[str] | None:
+    """The step's agents once it is started with ``agent``: None stays None (a record from before the field
+    may have sent the step anywhere)."""
+    if earlier is None:
+        return [agent]
+    if earlier.agents is None:
+        return None
+    return earlier.agents if agent in earlier.agents else [*earlier.agents, agent]
 
 
 def complete_step(

@@ -54,6 +54,7 @@ def rich_record() -> StateRecord:
                 started_at=T + timedelta(seconds=2),
                 finished_at=None,
                 error="declined",
+                agents=["payment-backup", "payment"],
             ),
         },
         compensation=[
@@ -186,6 +187,7 @@ STATE_DOCUMENT: dict[str, Any] = {
             "finishedAt": "2026-03-04T05:06:08.890123Z",
             "result": {"reservationId": "r-9", "lines": [1, 2], "nested": {"ok": True, "none": None, "f": 1.5}},
             "error": None,
+            "agents": None,  # a step recorded before the field: read back as None (not known)
         },
         "charge-payment": {
             "status": "Failed",
@@ -196,6 +198,7 @@ STATE_DOCUMENT: dict[str, Any] = {
             "finishedAt": None,
             "result": None,
             "error": "declined",
+            "agents": ["payment-backup", "payment"],
         },
     },
     "compensation": [

@@ -58,9 +58,11 @@ def _undone_steps(record: StateRecord) -> list[tuple[str, str]]:
 
 
 def test_a_step_in_flight_is_still_undone_as_outcome_unknown():
-    """The control: without a review, a started step may have happened, and both payment agents undo it."""
+    """The control: without a review, a started step may have happened, and both payment agents it went to
+    (its own, which refused it, then the fallback) undo it."""
     record, owner = _reserved()
-    begun = t.begin_step(record, owner, "charge-payment", "payment-backup", "req-2", NOW + timedelta(minutes=2), NOW)
+    tried = t.begin_step(record, owner, "charge-payment", "payment", "req-2", NOW + timedelta(minutes=2), NOW)
+    begun = t.begin_step(tried, owner, "charge-payment", "payment-backup", "req-2:2", NOW + timedelta(minutes=2), NOW)
     entered = compensation.enter_compensation(begun, "ops-a", "cancel", LATER)
     assert _undone_steps(entered) == [
         ("reserve-inventory", "inventory"),
