@@ -164,7 +164,7 @@ function fact(dl, term, value) {
 
 function timelineItems(d) {
   const items = [];
-  (d.transitions || []).forEach(t => items.push({ at: t.at, kind: "transition", text: t.event + " by " + t.by + (t.detail ? ": " + t.detail : "") }));
+  (d.transitions || []).forEach(t => items.push({ at: t.at, kind: "transition", text: t.event + " by " + instanceLabel(t.by, d.orderId) + (t.detail ? ": " + t.detail : "") }));
   Object.entries(d.steps || {}).forEach(([name, s]) => {
     items.push({ at: s.startedAt, kind: "step", text: "step " + name + " started via " + s.agent + " (attempt " + s.attempt + ")" });
     if (s.finishedAt) items.push({ at: s.finishedAt, kind: "step", text: "step " + name + " " + s.status + (s.error ? ": " + s.error : "") });
@@ -211,6 +211,16 @@ function deadline(t, now) {
   return when(t) + (now && Date.parse(t) <= Date.parse(now) ? " (passed)" : "");
 }
 
+// An orchestration instance of the order, as an operator reads it: "attempt 3 (o-1:3)", "compensation
+// round 4 (o-1:compensate:4)" (domain/ids.py builds both); any other id as it is.
+function instanceLabel(id, orderId) {
+  if (!id || !id.startsWith(orderId + ":")) return id;
+  const rest = id.slice(orderId.length + 1);
+  if (/^[1-9][0-9]*$/.test(rest)) return "attempt " + rest + " (" + id + ")";
+  const round = /^compensate:([1-9][0-9]*)$/.exec(rest);
+  return round ? "compensation round " + round[1] + " (" + id + ")" : id;
+}
+
 async function showOrder(orderId, quiet) {
   const found = await api("/orders/" + encodeURIComponent(orderId));
   if (found.status !== 200) {
@@ -233,7 +243,7 @@ async function showOrder(orderId, quiet) {
   fact(facts, "Failures", st.failureCount);
   fact(facts, "Current step", st.currentStep);
   fact(facts, "completeBy", deadline(st.completeBy, d.now));
-  fact(facts, "Locked by", st.lockedBy);
+  fact(facts, "Locked by", instanceLabel(st.lockedBy, d.orderId));
   fact(facts, "Last error", st.lastError);
   if (d.order) fact(facts, "Total", (d.order.totalCents / 100).toFixed(2) + " " + d.order.currency);
   if (d.review) fact(facts, "Review", d.review.reviewId + " at " + d.review.step + ", decide by " + deadline(d.review.decideBy, d.now));
@@ -261,7 +271,7 @@ async function showOrder(orderId, quiet) {
   });
   fillTable($("attempts"), [
     { title: "Kind", value: a => a.kind },
-    { title: "Instance", value: a => a.instanceId },
+    { title: "Instance", value: a => instanceLabel(a.instanceId, d.orderId) },
     { title: "Runtime status", value: a => a.runtimeStatus || "unknown to Durable" },
     { title: "Last event", value: a => a.lastEvent ? a.lastEvent.type + (a.lastEvent.name ? " " + a.lastEvent.name : "") + " at " + when(a.lastEvent.at) : "" },
   ], d.attempts || [], d.attemptsError ? "not shown: " + d.attemptsError : "no attempt yet");

@@ -74,7 +74,9 @@ def test_an_order_page_says_what_to_do_and_reads_deadlines_on_the_apps_clock(ops
     ops.error("o-err")
     late = ops.processing("o-late")
     assert ops.ctx is not None  # its completeBy passed (the supervisor has not recovered it yet)
-    ops.ctx.states.replace(replace(late, complete_by=ops.clock.now() - timedelta(minutes=1)))
+    now, owner = ops.clock.now(), "o-late:1"
+    begun = transitions.begin_step(late, owner, "reserve-inventory", "inventory", "r-1", now, now)
+    ops.ctx.states.replace(replace(begun, complete_by=now - timedelta(minutes=1)))
     page = _laptop(ops, browser)
     page.goto(f"{BASE}/api/ops/console#/order/o-err")
     expect(page.locator("#act-hint")).to_contain_text("Resubmit runs it again")
@@ -83,6 +85,9 @@ def test_an_order_page_says_what_to_do_and_reads_deadlines_on_the_apps_clock(ops
     expect(facts).to_contain_text(" UTC (passed)")  # before: raw ISO text, nothing said about it passing
     expect(page.locator("#act-hint")).to_contain_text("completeBy has passed")
     expect(page.locator("#now")).to_contain_text(" UTC")  # before: "As of …" on an order opened by its link
+    # who holds it, as an operator reads it (before: the raw instance id only)
+    expect(page.locator("#order-facts dt:text-is('Locked by') + dd")).to_have_text("attempt 1 (o-late:1)")
+    expect(page.locator("#timeline")).to_contain_text("by attempt 1 (o-late:1)")
     status, body = ops.get("/api/ops/orders/o-late")
     assert status == 200 and body["now"].startswith(ops.clock.now().isoformat()[:16])
 
