@@ -42,8 +42,9 @@ def mark_processed(data: Any) -> dict[str, Any]:
 
 
 @bp.activity_trigger(input_name="data", activity=names.PUBLISH_STATUS)
-def publish_status(data: Any) -> None:
-    steps.publish_status(get_context(), protocol.PublishStatusInput.from_json(data))
+def publish_status(data: Any) -> dict[str, Any] | None:
+    refused = steps.publish_status(get_context(), protocol.PublishStatusInput.from_json(data))
+    return None if refused is None else refused.to_json()
 
 
 @bp.activity_trigger(input_name="data", activity=names.SEND_ALERT)

@@ -31,6 +31,7 @@ from contracts.activities import (
     SendAgentRequestInput,
     SendAlertInput,
     SettleRetiredInput,
+    StatusRefused,
     StepBegun,
     StepResult,
     WriteResult,
@@ -44,7 +45,9 @@ from domain.records import StateRecord
 from domain.states import ProcessState
 from notifications.alerts import raise_alert_after_write, send_owed_alert
 from notifications.received import say_before_final_status
+from notifications.status import Delivery
 from observability.events import app_event
+from orchestrators.status import PROGRESS_STATUSES
 from supervisor.owed import owe_notifications
 
 
@@ -212,11 +215,12 @@ def settle_retired_attempt(ctx: AppContext, data: SettleRetiredInput) -> Retired
 
 def _tell_once(ctx: AppContext, reply_to: str | None, order_id: str, status: StatusName, attempt: int) -> bool | None:
     """One try at a status update, after the write that made it true: True sent, False its send
-    failed (worth a retry), None nothing sent and nothing to retry (no ``replyTo``, or a reply queue
-    that does not exist or refuses this app: ``publish_status`` alerts once). Never raises: a status
-    never fails the write before it."""
+    failed, or its reply queue refused this app and it is not a progress status (worth a retry: the
+    orchestration's timers, ``orchestrators.status``), None nothing sent and nothing to retry (no
+    ``replyTo``, or a progress status refused: ``publish_status`` alerts once per queue). Never raises: a
+    status never fails the write before it."""
     try:
-        sent = notifications.status.publish_status(
+        delivery = notifications.status.publish_status(
             ctx.sender, reply_to=reply_to, order_id=order_id, status=status, attempt=attempt, at=ctx.clock.now()
         )
     except SendError as exc:
@@ -228,23 +232,28 @@ def _tell_once(ctx: AppContext, reply_to: str | None, order_id: str, status: Sta
             status=status,
         )
         return False
-    return True if sent else None
+    if delivery is Delivery.REFUSED and status not in PROGRESS_STATUSES:
+        return False
+    return True if delivery is Delivery.SENT else None
 
 
-def publish_status(ctx: AppContext, data: PublishStatusInput) -> None:
+def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused | None:
     """The ``publish_status`` activity: one status update, to the order's own ``replyTo`` queue only.
     The orchestration passes the queue its plan read from the record (the attempt's input, or the
     compensation round's load activity); without it, the record is read here. ``Completed`` and
     ``Compensated`` say a ``Received`` the record still owes first (``say_before_final_status``): while that
     fails, so does this try. A failure of the last try (``last_try``: a send, or a read) is alerted
-    ``StatusUndelivered``: nothing tries again.
+    ``StatusUndelivered``: nothing tries again. A reply queue that refuses this app (the status, or the
+    ``Received`` still owed before it, ``notifications.received``) is answered ``StatusRefused``, never a
+    failure: the orchestration tries again for ``REFUSED_RETRY_WINDOW``, and never alerts the status
+    undelivered (``publish_status`` alerted the queue).
 
     ``Rejected`` comes here only from the status courier (``deliver_status_v1``: the intake's own send of it
     failed; no orchestration sends it). Each of its tries first looks for the order's state record
     (``refusal_superseded``): one written since means another submission of the order was accepted, which speaks
     for the order, so the refusal is not told (``StatusSuperseded``) and the courier ends."""
     if data.status == "Rejected" and refusal_superseded(ctx, data):
-        return
+        return None
     if data.reply_to_known:
         reply_to = data.reply_to
     else:
@@ -255,12 +264,13 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> None:
                 _give_up(ctx, data, None, exc)
             raise
         if record is None:
-            return
+            return None
         reply_to = record.reply_to
     try:
         # an order ended well whose submitter may not have heard Received: that first (or this try fails)
-        say_before_final_status(ctx.states, ctx.sender, data.order_id, data.status, ctx.clock.now())
-        notifications.status.publish_status(
+        if not say_before_final_status(ctx.states, ctx.sender, data.order_id, data.status, ctx.clock.now()):
+            return StatusRefused(error=f"{reply_to!r} refuses the Received still owed before {data.status}")
+        delivery = notifications.status.publish_status(
             ctx.sender,
             reply_to=reply_to,
             order_id=data.order_id,
@@ -274,6 +284,7 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> None:
         if data.last_try:
             _give_up(ctx, data, reply_to, exc)
         raise
+    return StatusRefused(error=f"{reply_to!r} refuses this app") if delivery is Delivery.REFUSED else None
 
 
 def refusal_superseded(ctx: AppContext, data: PublishStatusInput) -> bool:

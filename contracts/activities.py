@@ -249,7 +249,8 @@ def parse_mark_processed(data: Any) -> MarkProcessedResult:
 
 @dataclass(frozen=True)
 class PublishStatusInput(Wire):
-    """``publish_status`` (answers nothing): one status update to the order's ``replyTo``.
+    """``publish_status``: one status update to the order's ``replyTo``; it answers nothing (None) when the
+    status was sent or has nowhere to go, ``StatusRefused`` when the reply queue refused this app.
     ``reply_to_known`` False: the activity reads ``replyTo`` from the record. ``variant``: a second update
     of the same status and attempt, under a MessageId of its own (``notifications.status.publish_status``;
     the courier's ``Rejected`` of one refused message)."""
@@ -262,6 +263,27 @@ class PublishStatusInput(Wire):
     reason: Annotated[str | None, OMIT_NONE] = None
     variant: Annotated[str | None, OMIT_NONE] = None
     last_try: Annotated[bool | None, OMIT_NONE] = None  # a final status's last try on its timers
+
+
+@dataclass(frozen=True)
+class StatusRefused(Wire):
+    """``publish_status``'s answer when the submitter's reply queue refused this app (``QueueNotFound``: it does
+    not exist, or this app may not send to it yet): not a failure of the activity (an orchestration cannot tell
+    one exception from another), so the orchestration tries a final status again for a bounded time
+    (``orchestrators.status.REFUSED_RETRY_WINDOW``). ``error``: what Service Bus said. A ``publish_status`` answer
+    recorded before this type existed is None, whatever happened (a refusal then was dropped at once)."""
+
+    refused: Literal[True] = field(default=True, init=False)
+    error: str = ""
+
+
+def parse_publish_status(data: Any) -> StatusRefused | None:
+    """None: sent, or nothing to send (and every answer recorded before ``StatusRefused``)."""
+    if data is None:
+        return None
+    if _obj(data, "publish_status result").get("refused") is not True:
+        raise ProtocolError(f"publish_status result: expected null or a refusal, got {data!r}")
+    return StatusRefused.from_json(data)
 
 
 @dataclass(frozen=True)

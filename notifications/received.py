@@ -18,7 +18,13 @@ six hours), each try saying ``Received`` first and failing while it cannot (``sa
 the last try gives the final status up and alerts it (``StatusUndelivered``), as for any final status.
 The MessageId is the status's own (``<orderId>:Received:0``), so a repeat within duplicate detection's
 10 minutes (the courier delivered it too) collapses; a later one reaches the submitter as the same status
-again (docs/deferral.md, "Status messages")."""
+again (docs/deferral.md, "Status messages").
+
+A reply queue that refuses this app (``Delivery.REFUSED``: missing, or the app's role on it still
+propagating) is owed ``Received`` like one that fails (submission marks it and hands it to the courier),
+for ``orchestrators.status.REFUSED_RETRY_WINDOW`` from the mark: a refusal within it leaves the mark (and a
+final status waits for it), one after it drops ``Received`` and clears the mark in the same write (the
+queue's ``ReplyQueueUnavailable`` alert stands for it)."""
 
 from __future__ import annotations
 
@@ -32,8 +38,9 @@ from adapters.servicebus.sender import MessageSender, SendError
 from domain.records import RECEIVED_OWED, RECEIVED_SAID, StateRecord
 from domain.states import ProcessState
 from domain.transitions import SUBMISSION
-from notifications.status import publish_status
+from notifications.status import Delivery, publish_status
 from observability.events import app_event
+from orchestrators.status import refusal_retried
 
 # ``RECEIVED_OWED``, ``RECEIVED_SAID`` (domain.records): the history events of the write that marks
 # ``Received`` owed, and of the one that clears it on an order that ended well (``say_before_the_last_word``).
@@ -56,13 +63,14 @@ def owe_received(record: StateRecord, now: datetime) -> StateRecord:
 def say_owed_received(sender: MessageSender, record: StateRecord, at: datetime) -> StateRecord:
     """``record`` as a write is about to store it: if it owes ``Received``, the status is sent now, before
     the write (and before any status the write makes true), and the write clears the mark. A send that
-    fails leaves the mark for the next writer (logged as ``StatusNotSent``); never raises. A status with
-    nowhere to go (no ``replyTo``, a queue that does not exist or refuses the app: ``publish_status``
-    logs and alerts it) is owed no longer."""
+    fails leaves the mark for the next writer (logged as ``StatusNotSent``), and so does a queue that refuses
+    the app within ``REFUSED_RETRY_WINDOW`` of the mark (``publish_status`` logs and alerts it); never raises.
+    A status with nowhere to go (no ``replyTo``, a queue still refusing past the window) is owed no longer."""
     if record.received_owed is None:
         return record
     try:
-        publish_status(sender, reply_to=record.reply_to, order_id=record.order_id, status="Received", attempt=0, at=at)
+        if _still_owed(record, _say(sender, record, at), at):
+            return record
     except SendError as exc:
         app_event(
             "StatusNotSent",
@@ -83,13 +91,14 @@ def say_before_the_last_word(
     (its own try, ``say_owed_received``, failed): ``Received`` again, and on success one conditional write
     that clears the mark (``ReceivedSaid``, in submission's name: ``writer`` is in its detail; a write that
     loses a race or meets a store failure is only logged, the status is out). A send that fails is logged
-    (``StatusNotSent``) and the record returned still owing it: the order's final status must then wait for
-    it, sent on its orchestration's durable timers (``say_before_final_status``). Any other record is
-    returned as it is. Never raises ``SendError``."""
+    (``StatusNotSent``) and the record returned still owing it, as is one its queue refuses within
+    ``REFUSED_RETRY_WINDOW``: the order's final status must then wait for it, sent on its orchestration's
+    durable timers (``say_before_final_status``). Any other record is returned as it is. Never raises
+    ``SendError``."""
     if record.received_owed is None or record.process_state not in _LAST_WORD:
         return record
     try:
-        return _say_and_clear(states, sender, record, at, f"said after {writer}'s {_last_event(record)}")
+        said = _say_and_clear(states, sender, record, at, f"said after {writer}'s {_last_event(record)}")
     except SendError as exc:
         app_event(
             "StatusNotSent",
@@ -100,27 +109,31 @@ def say_before_the_last_word(
             status="Received",
         )
         return record
+    return record if said is None else said  # None: its queue refused it, still owed
 
 
 def say_before_final_status(
     states: StateStore, sender: MessageSender, order_id: str, status: str, at: datetime
-) -> None:
+) -> bool:
     """Before the final status of an order that ended well (``Completed``, ``Compensated``) is sent on its
     orchestration's durable timers (the ``publish_status`` activity): ``Received`` if the record still owes
     it, and its mark cleared (``say_before_the_last_word``'s write). A send that fails raises ``SendError``:
     that try of the final status fails, and its timers try again (the last try gives the final status up
-    and alerts it, ``notifications.status.give_up``). The record is read only when this process has no
+    and alerts it, ``notifications.status.give_up``). False: the reply queue refused ``Received`` within
+    ``REFUSED_RETRY_WINDOW`` of its mark, still owed: the final status waits (that try answers refused).
+    The record is read only when this process has no
     version of it that ended well: a mark is never set on an ended record, only cleared, so a version
     without it needs nothing, and one with it is said and cleared by a write conditional on that version (a
     412 means it was cleared already, and this ``Received`` was a repeat)."""
     if status not in _ENDED_WELL_STATUSES:
-        return
+        return True
     record = states.recent(order_id)
     if record is None or record.process_state not in _LAST_WORD:
         record = states.get(order_id)
     if record is None or record.received_owed is None or record.process_state not in _LAST_WORD:
-        return
-    _say_and_clear(states, sender, record, at, f"said before the {status} status, after {_last_event(record)}")
+        return True
+    detail = f"said before the {status} status, after {_last_event(record)}"
+    return _say_and_clear(states, sender, record, at, detail) is not None
 
 
 def _last_event(record: StateRecord) -> str:
@@ -129,10 +142,12 @@ def _last_event(record: StateRecord) -> str:
 
 def _say_and_clear(
     states: StateStore, sender: MessageSender, record: StateRecord, at: datetime, detail: str
-) -> StateRecord:
+) -> StateRecord | None:
     """``Received``, then the mark cleared by one conditional write (``ReceivedSaid``, in submission's name;
-    a lost race or a store failure is only logged: the status is out). ``SendError`` propagates."""
-    publish_status(sender, reply_to=record.reply_to, order_id=record.order_id, status="Received", attempt=0, at=at)
+    a lost race or a store failure is only logged: the status is out). ``SendError`` propagates; a refusal
+    within ``REFUSED_RETRY_WINDOW`` of the mark returns None: still owed, nothing written."""
+    if _still_owed(record, _say(sender, record, at), at):
+        return None
     try:
         return update_once(
             states, record, lambda r: r.with_changes(at, RECEIVED_SAID, SUBMISSION, detail, received_owed=None)
@@ -140,3 +155,16 @@ def _say_and_clear(
     except (EtagMismatch, StoreUnavailable) as exc:
         log.info("order %s: Received said, its mark not cleared: %s", record.order_id, exc)
         return record
+
+
+def _say(sender: MessageSender, record: StateRecord, at: datetime) -> Delivery:
+    return publish_status(
+        sender, reply_to=record.reply_to, order_id=record.order_id, status="Received", attempt=0, at=at
+    )
+
+
+def _still_owed(record: StateRecord, delivery: Delivery, at: datetime) -> bool:
+    """Whether ``Received``, just tried, stays owed: its queue refused it within ``REFUSED_RETRY_WINDOW`` of the
+    mark (``receivedOwed``)."""
+    owed_since = record.received_owed
+    return delivery is Delivery.REFUSED and owed_since is not None and refusal_retried(owed_since, at)

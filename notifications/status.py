@@ -4,12 +4,16 @@
 such as the ``Rejected`` of each refused message), so repeats collapse in duplicate detection. A missing
 or unauthorised reply queue never fails or blocks the order: it is logged (every status) and alerted
 once per queue: the alert's id is derived from the queue name alone, so every order and status of
-that submitter collapses into one alert per duplicate-detection window of ``operator-alerts``.
-A message Service Bus refuses as such (``MessageRejected``) is logged and never retried.
+that submitter collapses into one alert per duplicate-detection window of ``operator-alerts``. Such a
+refusal (``Delivery.REFUSED``) may not last (a role assignment still propagating, a queue deleted and
+created again): every status but a progress one is tried again by its caller for
+``orchestrators.status.REFUSED_RETRY_WINDOW``, then dropped (the queue's alert stands for it, never a
+per-order alert). A message Service Bus refuses as such (``MessageRejected``) is logged and never retried.
 
 A status is never worth failing an order for: code that sends one directly (the intake) uses
-``publish_status_or_owe``, and a status whose send failed is handed to the courier orchestration
-(``deliver_status_v1``, ``hand_to_courier``), which retries it on durable timers until it is sent (a
+``publish_status_or_owe``, and a status whose send failed (or that its reply queue refused) is handed to the
+courier orchestration (``deliver_status_v1``, ``hand_to_courier``), which retries it on durable timers until it
+is sent or refused past the window (a
 pending-cap refusal's ``Rejected``: until then, or until a later submission of the order is accepted,
 ``activities.scheduler_steps.refusal_superseded``)."""
 
@@ -19,6 +23,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from adapters.servicebus.sender import MessageRejected, MessageSender, OutgoingMessage, QueueNotFound, SendError
@@ -32,6 +37,16 @@ from observability.events import app_event
 log = logging.getLogger("status")
 
 
+class Delivery(StrEnum):
+    """What became of one status update: ``SENT``; ``REFUSED``, its reply queue refuses this app (missing, or
+    no role on it: maybe only for a while); ``DROPPED``, nowhere to send it (no ``replyTo``, one of the app's own
+    queues) or Service Bus refuses the message as such: trying again would change nothing."""
+
+    SENT = "sent"
+    REFUSED = "refused"
+    DROPPED = "dropped"
+
+
 def publish_status(
     sender: MessageSender,
     *,
@@ -42,11 +57,12 @@ def publish_status(
     at: datetime,
     reason: str | None = None,
     variant: str | None = None,
-) -> bool:
+) -> Delivery:
     """Sends one status update to the submitter's ``reply_to`` queue: the one way the app sends a
     status (an orchestration calls it through the ``publish_status`` activity,
-    ``orchestrators.status.call_publish_status``). Returns False when there is nowhere to send it or
-    the queue refused it. Transient send errors propagate (the caller's retry sends the same
+    ``orchestrators.status.call_publish_status``). Returns what became of it (``Delivery``): a refusal is
+    logged ``ReplyQueueUnavailable`` and alerted once per queue here, and the caller decides whether to try
+    again. Transient send errors propagate (the caller's retry sends the same
     MessageId again; ``publish_status_or_owe`` turns them into an owed status instead). ``variant``:
     a second update of the same status and attempt (the supervisor's "waiting for <dependency>"),
     with a MessageId of its own so duplicate detection does not take it for the first."""
@@ -58,10 +74,10 @@ def publish_status(
         attempt=attempt,
     )
     if not reply_to:
-        return False
+        return Delivery.DROPPED
     if is_app_queue(reply_to):  # a record from before the contract refused such a replyTo: never there
         log.error("order %s: status %s not sent: replyTo %r is one of the app's own queues", order_id, status, reply_to)
-        return False
+        return Delivery.DROPPED
     carried = None if reason is None else carriable(reason)  # a reason from an older record, whatever it holds
     update = StatusUpdate(order_id=order_id, status=status, attempt=attempt, at=at, reason=carried)
     try:
@@ -88,7 +104,7 @@ def publish_status(
             _alert_reply_queue(sender, reply_to, order_id, at, exc)
         except SendError as alert_error:  # the status is a side channel: never fail the order for it
             log.error("reply-queue alert for %r not sent: %s", reply_to, alert_error)
-        return False
+        return Delivery.REFUSED
     except MessageRejected as exc:
         app_event(
             "StatusSendFailed",
@@ -97,8 +113,8 @@ def publish_status(
             orderId=order_id,
             status=status,
         )
-        return False
-    return True
+        return Delivery.DROPPED
+    return Delivery.SENT
 
 
 @dataclass(frozen=True)
@@ -144,10 +160,11 @@ def publish_status_or_owe(
     reason: str | None = None,
     variant: str | None = None,
 ) -> OwedStatus | None:
-    """``publish_status`` for code that must not fail or wait because of a status: a send that fails
-    is returned as owed (hand it to ``hand_to_courier``), never raised."""
+    """``publish_status`` for code that must not fail or wait because of a status: a send that fails, or
+    that the reply queue refuses (a status of the intake is never a progress status: it answers the
+    submitter's message), is returned as owed (hand it to ``hand_to_courier``), never raised."""
     try:
-        publish_status(
+        delivery = publish_status(
             sender,
             reply_to=reply_to,
             order_id=order_id,
@@ -158,18 +175,22 @@ def publish_status_or_owe(
             variant=variant,
         )
     except SendError as exc:
-        if not reply_to:
+        why = str(exc)
+    else:
+        if delivery is not Delivery.REFUSED:
             return None
-        app_event(
-            "StatusOwed",
-            f"order {order_id}: status {status} not sent now ({exc}); handed to the courier",
-            logging.WARNING,
-            orderId=order_id,
-            status=status,
-            replyTo=reply_to,
-        )
-        return OwedStatus(order_id, status, attempt, reply_to, reason, variant)
-    return None
+        why = "its reply queue refuses this app"
+    if not reply_to:
+        return None
+    app_event(
+        "StatusOwed",
+        f"order {order_id}: status {status} not sent now ({why}); handed to the courier",
+        logging.WARNING,
+        orderId=order_id,
+        status=status,
+        replyTo=reply_to,
+    )
+    return OwedStatus(order_id, status, attempt, reply_to, reason, variant)
 
 
 async def hand_to_courier(client: CourierClient, owed: Sequence[OwedStatus]) -> None:

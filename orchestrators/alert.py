@@ -26,5 +26,5 @@ def deliver_alert(context: df.DurableOrchestrationContext) -> Generator[Any, Any
     through ``send_alert``, on durable timers while the send fails."""
     payload = SendAlertInput.from_json(context.get_input())
     last = replace(payload, last_try=True).to_json()
-    sent = yield from call_on_timers(context, names.SEND_ALERT, payload.to_json(), FINAL_RETRY_DELAYS, last=last)
-    return {"result": "Sent" if sent else "GaveUp", "alertId": payload.alert.get("alertId")}
+    tried = yield from call_on_timers(context, names.SEND_ALERT, payload.to_json(), FINAL_RETRY_DELAYS, last=last)
+    return {"result": "Sent" if tried == "done" else "GaveUp", "alertId": payload.alert.get("alertId")}

@@ -9,9 +9,16 @@ holds a deadline:
   handed to the courier) is sent after the write that ended the order, when nothing holds a
   deadline any more, and retried on durable timers until it is sent or ``FINAL_RETRY_DELAYS`` are
   used up (about six hours): the orchestration instance is the outbox, kept by Durable across
-  restarts. A reply queue that does not exist or refuses this app is not retried (the activity
-  answers False and alerts once per queue); the MessageId (order + status + attempt) collapses any
-  repeat.
+  restarts. The MessageId (order + status + attempt) collapses any repeat;
+- a reply queue that does not exist or refuses this app (``QueueNotFound``) is alerted once per queue by
+  the activity, which answers ``StatusRefused`` (not an exception: the orchestration cannot tell one
+  from another). Such a queue may take the status minutes later (a role assignment takes minutes to
+  propagate; a submitter may delete and recreate its queue), so a refused final status is tried again on
+  the same timers while they stay within ``REFUSED_RETRY_WINDOW`` of its first try (the last delay cut
+  to end there), then dropped: no ``StatusUndelivered`` (the queue's ``ReplyQueueUnavailable`` alert is
+  the operator's signal, and a queue gone for good costs a few tries per status, never an alert per
+  order). A progress status is not tried again. An answer recorded before ``StatusRefused`` existed is
+  None (sent, or nothing to send), and replays as it was recorded.
 
 ``deliver_status`` is the courier orchestration: code that has no durable timer of its own (the
 intake) hands it a status whose send failed, and it delivers it the same way. A pending-cap refusal's
@@ -21,14 +28,14 @@ nothing sent (``activities.scheduler_steps.refusal_superseded``)."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import replace
-from datetime import timedelta
-from typing import Any, Protocol
+from datetime import datetime, timedelta
+from typing import Any, Literal, Protocol
 
 import azure.durable_functions as df
 
-from contracts.activities import PublishStatusInput
+from contracts.activities import PublishStatusInput, parse_publish_status
 from contracts.messages import StatusName
 from orchestrators import names
 
@@ -48,6 +55,21 @@ FINAL_RETRY_DELAYS = (
     timedelta(hours=2),
     timedelta(hours=2),
 )
+# How long a status a reply queue refuses (``QueueNotFound``: missing, or this app not allowed to send to it)
+# is tried again, from its first try, before it is dropped: long enough for a role assignment to propagate
+# (minutes in Azure: a submitter that grants this app ``Azure Service Bus Data Sender`` on its queue just before
+# submitting is refused meanwhile) or for a queue deleted and created again. Progress statuses are not retried.
+# The orchestrations' timers (``FINAL_RETRY_DELAYS`` within it), the intake's courier and a ``Received`` owed on
+# the record (``notifications.received``) count it from the first try; the supervisor's owed sweep from the
+# failure write (``supervisor.owed.send_owed``, in its resend windows).
+REFUSED_RETRY_WINDOW = timedelta(minutes=45)
+type Tried = Literal["done", "failed", "refused"]
+
+
+def refusal_retried(since: datetime, now: datetime) -> bool:
+    """Whether a final status (or an owed ``Received``) first tried at ``since`` and refused by its reply queue
+    now is worth another try."""
+    return now - since < REFUSED_RETRY_WINDOW
 
 
 class KnowsReplyTo(Protocol):
@@ -72,7 +94,7 @@ def call_publish_status(
 ) -> Generator[Any, Any, bool]:
     """Calls the ``publish_status`` activity (``notifications.status.publish_status``) for one status
     update, once for a progress status, on durable timers for a final one; True once sent (or there
-    is no reply queue), False if it was not.
+    is no reply queue), False if it was not (failed, or refused past ``REFUSED_RETRY_WINDOW``).
     ``plan`` is the orchestration's plan: its ``replyTo`` (the record's) saves the activity a read,
     and an order submitted without one costs no activity at all."""
     known = plan is not None and plan.reply_to_known
@@ -88,25 +110,36 @@ def call_publish_status(
         reason=None if reason is None else str(reason)[:500],
     )
     delays = () if status in PROGRESS_STATUSES else FINAL_RETRY_DELAYS
-    return (yield from _send(context, payload, delays))
+    return (yield from _send(context, payload, delays)) == "done"
 
 
 def deliver_status(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
     """The courier: delivers the status in its input (``orderId``, ``status``, ``attempt``,
     ``replyTo``, ``reason``, ``variant``) like a final status. ``Sent``: its activity succeeded, which
-    includes nothing to send (no reply queue, one that refuses this app, or a ``Rejected`` superseded by a
-    submission of the order accepted since)."""
+    includes nothing to send (no reply queue, or a ``Rejected`` superseded by a submission of the order
+    accepted since); ``Refused``: its reply queue still refused this app ``REFUSED_RETRY_WINDOW`` after the
+    first try; ``GaveUp``: the tries failed."""
     payload = PublishStatusInput.from_json(context.get_input())
-    sent = yield from _send(context, payload, FINAL_RETRY_DELAYS)
-    return {"result": "Sent" if sent else "GaveUp", "status": payload.status}
+    tried = yield from _send(context, payload, FINAL_RETRY_DELAYS)
+    return {"result": {"done": "Sent", "failed": "GaveUp", "refused": "Refused"}[tried], "status": payload.status}
 
 
 def _send(
     context: df.DurableOrchestrationContext, payload: PublishStatusInput, delays: tuple[timedelta, ...]
-) -> Generator[Any, Any, bool]:
+) -> Generator[Any, Any, Tried]:
     given_up = delays and payload.status not in OWED_BY_THE_RECORD  # nothing tries again after the last
     last = replace(payload, last_try=True).to_json() if given_up else None
-    return (yield from call_on_timers(context, names.PUBLISH_STATUS, payload.to_json(), delays, last=last))
+    return (
+        yield from call_on_timers(
+            context,
+            names.PUBLISH_STATUS,
+            payload.to_json(),
+            delays,
+            last=last,
+            refused=lambda answer: parse_publish_status(answer) is not None,
+            refused_for=REFUSED_RETRY_WINDOW,
+        )
+    )
 
 
 def call_on_timers(
@@ -116,16 +149,29 @@ def call_on_timers(
     delays: tuple[timedelta, ...],
     *,
     last: Any = None,
-) -> Generator[Any, Any, bool]:
+    refused: Callable[[Any], bool] | None = None,
+    refused_for: timedelta = timedelta(0),
+) -> Generator[Any, Any, Tried]:
     """Calls ``activity`` with ``data``, again after each of ``delays`` (a durable timer) while it fails;
-    True once it succeeded, False when the delays are used up. ``last``: the data of the last try instead
-    (it says so, and the activity makes a failure then visible: nothing will try again)."""
+    ``done`` once it succeeded, ``failed`` when the delays are used up. ``last``: the data of the last try
+    instead (it says so, and the activity makes a failure then visible: nothing will try again).
+    ``refused``: tells an answer that did not do the work though the activity succeeded; such a try is
+    tried again like a failed one while the delays waited stay within ``refused_for`` (the delay that
+    would pass it is cut to end there), then the call is ``refused``."""
+    waited = timedelta(0)
     for delay in (*delays, None):
         try:
-            yield context.call_activity(activity, data if delay is not None or last is None else last)
-            return True
+            answer = yield context.call_activity(activity, data if delay is not None or last is None else last)
         except Exception:
             if delay is None:
-                return False
-            yield context.create_timer(context.current_utc_datetime + delay)
-    return False
+                return "failed"
+            wait = delay
+        else:
+            if refused is None or not refused(answer):
+                return "done"
+            if delay is None or waited >= refused_for:
+                return "refused"
+            wait = min(delay, refused_for - waited)
+        yield context.create_timer(context.current_utc_datetime + wait)
+        waited += wait
+    return "failed"

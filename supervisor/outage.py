@@ -46,7 +46,7 @@ from domain.outage import InFlight
 from domain.records import StateRecord
 from domain.workflow import AGENTS
 from notifications.alerts import raise_alert_after_write
-from notifications.status import publish_status
+from notifications.status import Delivery, publish_status
 from observability.events import app_event
 
 
@@ -208,7 +208,7 @@ def tell_waiting(
     if before.outage_wait_since is not None:
         return False
     try:
-        return publish_status(
+        delivery = publish_status(
             ctx.sender,
             reply_to=written.reply_to,
             order_id=written.order_id,
@@ -227,3 +227,4 @@ def tell_waiting(
             status=status,
         )
         return False
+    return delivery is Delivery.SENT

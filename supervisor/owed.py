@@ -18,6 +18,12 @@ status were never sent. Two rules close that:
   past) and delivers again, until acknowledged: in the first duplicate window of each hour since
   ``completeBy`` (``resend_due``), so that notifications sent but never acknowledged (a record that
   cannot be written) are repeated once an hour, not whenever duplicate detection forgets them.
+
+A status the submitter's reply queue refuses (missing, or this app's role on it not there yet:
+``notifications.status.Delivery.REFUSED``, alerted once per queue by ``publish_status``) stays owed while
+``completeBy`` is within ``orchestrators.status.REFUSED_RETRY_WINDOW``: the sweeps of the first window try it
+again, and so does the first sweep of the next hour's, past the window, after which a refusal is acknowledged
+like a sent status (dropped: the queue's alert stands for it, no per-order alert).
 """
 
 from __future__ import annotations
@@ -46,8 +52,9 @@ from notifications.alerts import (
     raise_alert,
     raise_alert_after_write,
 )
-from notifications.status import publish_status
+from notifications.status import Delivery, publish_status
 from observability.events import app_event
+from orchestrators.status import refusal_retried
 from supervisor.scan import ScanCursor
 from supervisor.unmapped import alert_unmapped
 
@@ -104,17 +111,21 @@ def _summary(record: StateRecord, kind: str) -> str:
 def send_owed(ctx: AppContext, record: StateRecord) -> bool:
     """Sends the alert and the status ``record`` owes, after the ``Received`` it may still owe its
     submitter (``receivedOwed``, cleared by the acknowledgement); True when all went out (or the status has
-    nowhere to go: no reply queue, or a queue that refuses it, which ``publish_status``
-    logs and alerts on its own). A failed send is logged and left owed."""
+    nowhere to go: no reply queue, or a queue that still refuses it ``REFUSED_RETRY_WINDOW`` after
+    ``completeBy``; ``publish_status`` logs and alerts a refusal on its own). A failed send is logged and left
+    owed; a refused one within the window is left owed too."""
     owed = _owed_by(record)
     if owed is None:
         return True
     entry, (kind, severity, status) = owed
     now = ctx.clock.now()
+    deliveries: list[Delivery] = []
     try:
         if record.received_owed is not None:  # never heard (notifications.received): said before the failure
-            publish_status(
-                ctx.sender, reply_to=record.reply_to, order_id=record.order_id, status="Received", attempt=0, at=now
+            deliveries.append(
+                publish_status(
+                    ctx.sender, reply_to=record.reply_to, order_id=record.order_id, status="Received", attempt=0, at=now
+                )
             )
         raise_alert(
             ctx.sender,
@@ -126,14 +137,16 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
             discriminator=record.attempt,
             details=_details(record, entry),
         )
-        publish_status(
-            ctx.sender,
-            reply_to=record.reply_to,
-            order_id=record.order_id,
-            status=status,
-            attempt=record.attempt,
-            at=now,
-            reason=record.last_error,
+        deliveries.append(
+            publish_status(
+                ctx.sender,
+                reply_to=record.reply_to,
+                order_id=record.order_id,
+                status=status,
+                attempt=record.attempt,
+                at=now,
+                reason=record.last_error,
+            )
         )
     except SendError as exc:
         app_event(
@@ -143,6 +156,10 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
             orderId=record.order_id,
             alertKind=kind,
         )
+        return False
+    owed_since = record.complete_by
+    if Delivery.REFUSED in deliveries and owed_since is not None and refusal_retried(owed_since, now):
+        log.info("order %s: its reply queue refuses the %s status: still owed", record.order_id, status)
         return False
     return True
 

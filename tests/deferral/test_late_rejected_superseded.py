@@ -124,7 +124,7 @@ def test_a_refusal_that_stands_is_still_told_by_the_courier(
 
 
 def _context(sender: RecordingSender, states: object) -> Any:
-    from tests.notifications.test_status_after_write import _context as bare
+    from tests.notifications.test_status_after_write import storeless_context as bare
 
     return context_with(bare(sender), states=states)
 

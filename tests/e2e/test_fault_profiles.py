@@ -137,6 +137,18 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
     "status-queue-refusing": lambda r: (
         r["injected_faults"].get("status_sends_refused", 0) > 50 and states(r).get("Error", 0) == 0
     ),
+    # two submitters' queues refuse the app for minutes (a role still propagating; a queue deleted and created
+    # again), then take sends: every Received and final status arrives, Rejected too (before: dropped at the
+    # first refusal: missing_statuses, silent_failures, lost), and nothing is alerted per order
+    "status-queues-refusing-for-a-while": lambda r: (
+        r["injected_faults"].get("status_sends_refused", 0) > 50
+        and r["alerts"].get("ReplyQueueUnavailable", 0) >= 2
+        and states(r).get("Rejected", 0) > 0
+        and states(r).get("Error", 0) + states(r).get("CompensationFailed", 0) > 0
+        and states(r).get("Compensated", 0) > 0
+        and r["simulated_s"] > 720  # both queues took sends again before the end: no status is excused
+        and r["alerts"].get("StatusUndelivered", 0) == r["alerts"].get("NotificationsStuck", 0) == 0
+    ),
     "long-ids": lambda r: (
         r["alerts"].get("ReviewRequired", 0) > 0
         and r["alerts"].get("ReplyQueueUnavailable", 0) > 0

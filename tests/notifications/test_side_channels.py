@@ -15,7 +15,7 @@ from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.ids import bounded, instance_id, status_message_id
 from localrun.servicebus import InProcessBroker
 from notifications.alerts import alert_id, raise_alert, raise_alert_after_write
-from notifications.status import publish_status
+from notifications.status import Delivery, publish_status
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 LONGEST_ORDER_ID = "o" * 64  # the longest id the contract accepts
@@ -57,7 +57,7 @@ def test_a_missing_reply_queue_with_a_210_character_name_is_alerted_and_never_ra
     id's 200-character field and crashed the caller (submit_order, a supervisor run)."""
     b = broker()
     queue = "q" * 210  # a valid queue name (up to 260), but no such queue
-    assert publish_status(b, reply_to=queue, order_id="ord-1", status="Received", attempt=0, at=AT) is False
+    assert publish_status(b, reply_to=queue, order_id="ord-1", status="Received", attempt=0, at=AT) is Delivery.REFUSED
     (alert,) = (json.loads(str(m)) for m in b.peek(OPERATOR_ALERTS_QUEUE, 10))
     assert alert["kind"] == "ReplyQueueUnavailable"
     assert alert["details"]["replyTo"] == queue
@@ -90,6 +90,6 @@ def test_a_plain_alert_still_reports_a_failed_send_to_its_caller() -> None:
 def test_a_stored_reply_to_naming_one_of_the_apps_own_queues_gets_no_status(queue: str) -> None:
     """The contract refuses such a ``replyTo``; a record written before it did still sends nothing there."""
     b = broker("orders", "agent-replies", "payment-requests")
-    assert publish_status(b, reply_to=queue, order_id="ord-1", status="Received", attempt=0, at=AT) is False
+    assert publish_status(b, reply_to=queue, order_id="ord-1", status="Received", attempt=0, at=AT) is Delivery.DROPPED
     for q in (OPERATOR_ALERTS_QUEUE, "orders", "agent-replies", "payment-requests"):
         assert b.peek(q, 10) == [], q

@@ -66,12 +66,12 @@ def test_completed_is_sent_without_reading_the_record_when_this_process_saw_it_e
             raise AssertionError("the record was read")
 
     sender = RecordingSender()
-    ctx = context_with(_context(sender), states=OnlyRecent(ended))
+    ctx = context_with(storeless_context(sender), states=OnlyRecent(ended))
     run(publish_status, ctx, {"orderId": "o1", "status": "Completed", "attempt": 2, "replyTo": "submitter-7"})
     assert sender.message_ids("submitter-7") == ["o1:Completed:2"]
 
 
-def _context(sender: object) -> AppContext:
+def storeless_context(sender: object) -> AppContext:
     import random
 
     from settings import Settings
@@ -116,11 +116,11 @@ def test_a_final_status_whose_last_try_fails_is_alerted_status_undelivered_and_a
     given = {"orderId": "o1", "status": "Failed", "attempt": 2, "replyTo": "submitter-7"}
     earlier = ReplyQueueDown()
     with pytest.raises(SendError):
-        run(publish_status, _context(earlier), given)
+        run(publish_status, storeless_context(earlier), given)
     assert earlier.sent == []
     last = ReplyQueueDown()
     with pytest.raises(SendError):
-        run(publish_status, _context(last), {**given, "lastTry": True})
+        run(publish_status, storeless_context(last), {**given, "lastTry": True})
     assert last.message_ids(OPERATOR_ALERTS_QUEUE) == ["alert:StatusUndelivered:o1:Failed:2"]
     alert = last.bodies(OPERATOR_ALERTS_QUEUE)[0]
     assert alert["details"]["replyTo"] == "submitter-7" and alert["details"]["status"] == "Failed"
@@ -173,7 +173,7 @@ def test_a_last_try_that_cannot_read_the_reply_queue_is_alerted_status_undeliver
     given = {"orderId": "o1", "status": "Completed", "attempt": 2}  # no replyTo: read from the record
     for extra, alerted in (({}, []), ({"lastTry": True}, ["alert:StatusUndelivered:o1:Completed:2"])):
         sender = RecordingSender()
-        ctx = dataclasses.replace(_context(sender), states=StoreDown())  # type: ignore[arg-type]
+        ctx = dataclasses.replace(storeless_context(sender), states=StoreDown())  # type: ignore[arg-type]
         with pytest.raises(StoreUnavailable):
             run(publish_status, ctx, {**given, **extra})
         assert sender.message_ids(OPERATOR_ALERTS_QUEUE) == alerted
@@ -242,7 +242,7 @@ def test_the_last_try_of_completed_whose_record_cannot_be_read_is_alerted_status
             raise StoreUnavailable("Cosmos DB 503 on read")
 
     sender = RecordingSender()
-    ctx = context_with(_context(sender), states=StoreDown())
+    ctx = context_with(storeless_context(sender), states=StoreDown())
     given = {"orderId": "o1", "status": "Completed", "attempt": 2, "replyTo": "submitter-7", "lastTry": True}
     with pytest.raises(StoreUnavailable):
         run(publish_status, ctx, given)

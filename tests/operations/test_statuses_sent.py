@@ -67,3 +67,16 @@ def test_a_process_order_v2_history_still_shows_the_processing_its_load_order_se
     fenced = {"orderId": "o1", "instanceId": "o1:2", "attempt": 2}
     history = [completed(V2_LOAD_ORDER, fenced, {"owned": True, "statusSent": True}, "t1")]
     assert [(s["status"], s["attempt"]) for s in statuses_sent("o1:2", history)] == [("Processing", 2)]
+
+
+def test_a_status_whose_reply_queue_refused_the_app_is_not_listed_until_a_try_sent_it() -> None:
+    """``publish_status`` answers ``StatusRefused`` when the submitter's queue refused this app; the orchestration
+    tries again on its timers. Only the try that sent it is a status sent."""
+    given = {"orderId": "o1", "status": "Completed", "attempt": 2, "replyTo": "q"}
+    refused = json.dumps({"refused": True, "error": "'q' refuses this app"})
+    history = [
+        completed(names.PUBLISH_STATUS, given, refused, "t1"),
+        completed(names.PUBLISH_STATUS, given, refused, "t2"),
+        completed(names.PUBLISH_STATUS, given, None, "t3"),
+    ]
+    assert [(s["status"], s["at"]) for s in statuses_sent("o1:2", history)] == [("Completed", "t3")]

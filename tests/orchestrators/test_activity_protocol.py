@@ -190,8 +190,8 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
             {"orderId": "o1", "status": "Completed", "attempt": 1},  # replyTo not known: read from the record
             {"orderId": "o1", "status": "Received", "attempt": 0, "replyTo": None},  # the courier's
         ],
-        None,
-        [],
+        protocol.parse_publish_status,  # None (sent, or nothing to send), or a refusal of the reply queue:
+        [{"refused": True, "error": "'client-statuses' refuses this app"}],
     ),
     names.SEND_ALERT: (
         protocol.SendAlertInput,
@@ -444,3 +444,6 @@ def test_a_result_that_is_not_the_protocol_is_refused() -> None:
         protocol.parse_mark_processed({"owned": "yes"})
     with pytest.raises(protocol.ProtocolError):
         protocol.parse_mark_processed(None)
+    with pytest.raises(protocol.ProtocolError):
+        protocol.parse_publish_status({"refused": False})
+    assert protocol.parse_publish_status(None) is None  # every answer recorded before refusals were answered

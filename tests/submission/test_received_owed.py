@@ -102,18 +102,18 @@ def _later(ctx: AppContext, delta: timedelta) -> None:
     clock.advance(delta)
 
 
-def _first_step(ctx: AppContext, claim: Claim) -> BeginStepInput:
+def first_step(ctx: AppContext, claim: Claim) -> BeginStepInput:
     """The attempt's first ``begin_step`` (write 1, ``announce``) as the scheduler schedules it."""
     request = agent_request(
         request_id=f"{claim.instance_id}:reserve-inventory:inventory",
         instance_id=claim.instance_id,
-        order_id=ORDER,
+        order_id=claim.order_id,
         step="reserve-inventory",
         action="reserve",
         attempt=claim.attempt,
         deadline=ctx.clock.now() + ctx.settings.step_timeout,
-        idempotency_key=f"{ORDER}:reserve-inventory",
-        payload={"orderId": ORDER},
+        idempotency_key=f"{claim.order_id}:reserve-inventory",
+        payload={"orderId": claim.order_id},
     )
     return BeginStepInput(request=request, agent="inventory", announce=True, write_number=1)
 
@@ -126,7 +126,7 @@ def test_the_first_step_of_the_attempt_the_delivery_claimed_says_received_before
     claim = _delivered_then_host_stopped(ctx)
     assert claim is not None
 
-    assert isinstance(begin_step(ctx, _first_step(ctx, claim)), StepBegun)
+    assert isinstance(begin_step(ctx, first_step(ctx, claim)), StepBegun)
 
     assert _heard(ctx) == ["Received", "Processing"]
     record = ctx.states.get(ORDER)
@@ -161,7 +161,7 @@ def test_when_the_retry_cannot_say_it_either_the_next_attempt_does_before_proces
     _later(ctx, ctx.settings.retry_backoff_max + timedelta(seconds=1))
     claims = starter.sweep(ctx)
     assert [c.attempt for c in claims] == [2]
-    assert isinstance(begin_step(ctx, _first_step(ctx, claims[0])), StepBegun)
+    assert isinstance(begin_step(ctx, first_step(ctx, claims[0])), StepBegun)
     assert _heard(ctx) == ["Received", "Processing"]
 
     again = handle_orders_message(ctx, FakeReceivedMessage.of(_body(), message_id=ORDER))
@@ -169,7 +169,7 @@ def test_when_the_retry_cannot_say_it_either_the_next_attempt_does_before_proces
     assert _heard(ctx) == ["Received", "Processing"]  # begun, nothing owed: the redelivery says nothing
 
 
-def test_a_pending_order_the_starter_claims_says_received_at_its_first_step(app_context: AppContext) -> None:
+def test_a_pending_order_the_starter_claims_says_received_at_itsfirst_step(app_context: AppContext) -> None:
     """Over the in-flight cap the record is created ``Pending``: no claim to start, only ``Received`` to hand
     over, lost with the host. The starter's claim begins the attempt."""
     sender = ReceivedSendsFail()
@@ -183,7 +183,7 @@ def test_a_pending_order_the_starter_claims_says_received_at_its_first_step(app_
     ctx = context_with(app_context, sender=sender)  # room again
     claims = starter.sweep(ctx)
     assert [c.order_id for c in claims] == [ORDER]
-    assert isinstance(begin_step(ctx, _first_step(ctx, claims[0])), StepBegun)
+    assert isinstance(begin_step(ctx, first_step(ctx, claims[0])), StepBegun)
 
     assert _heard(ctx) == ["Received", "Processing"]
 
@@ -194,7 +194,7 @@ def test_a_redelivery_after_a_step_began_says_received_while_it_is_still_owed(ap
     ctx = context_with(app_context, sender=ReceivedSendsFail(failures=2))
     claim = _delivered_then_host_stopped(ctx)
     assert claim is not None
-    assert isinstance(begin_step(ctx, _first_step(ctx, claim)), StepBegun)
+    assert isinstance(begin_step(ctx, first_step(ctx, claim)), StepBegun)
     assert _heard(ctx) == ["Processing"]
 
     handle_orders_message(ctx, FakeReceivedMessage.of(_body(), message_id=ORDER))
@@ -209,7 +209,7 @@ def _processed_owing_received(ctx: AppContext, number: int | None) -> tuple[Mark
     it then sends on its durable timers (``publish_status``) are returned."""
     claim = _delivered_then_host_stopped(ctx)
     assert claim is not None
-    assert isinstance(begin_step(ctx, _first_step(ctx, claim)), StepBegun)  # its Received fails
+    assert isinstance(begin_step(ctx, first_step(ctx, claim)), StepBegun)  # its Received fails
     done = MarkProcessedInput(
         order_id=ORDER,
         instance_id=claim.instance_id,
@@ -363,7 +363,7 @@ def test_a_redelivery_that_read_the_record_before_it_ended_does_not_mark_the_end
     assert claim is not None and _heard(ctx) == ["Received"]
     not_begun = ctx.states.get(ORDER)
     assert not_begun is not None
-    assert isinstance(begin_step(ctx, _first_step(ctx, claim)), StepBegun)
+    assert isinstance(begin_step(ctx, first_step(ctx, claim)), StepBegun)
     done = MarkProcessedInput(order_id=ORDER, instance_id=claim.instance_id, attempt=claim.attempt, write_number=2)
     assert isinstance(mark_processed(ctx, done), Processed)
 
@@ -450,5 +450,5 @@ def test_a_mark_whose_write_fails_once_is_written_on_its_retry(app_context: AppC
     claim = _delivered_then_host_stopped(ctx)
     assert store.failed == 1 and claim is not None
 
-    assert isinstance(begin_step(ctx, _first_step(ctx, claim)), StepBegun)
+    assert isinstance(begin_step(ctx, first_step(ctx, claim)), StepBegun)
     assert _heard(ctx) == ["Received", "Processing"]
