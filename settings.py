@@ -365,6 +365,13 @@ SETTINGS: tuple[Setting, ...] = (
         "How long an order waits out an open dependency (its retry budget untouched) before it escalates anyway.",
         kind=minutes(0),
     ),
+    Setting(
+        "PAYMENT_WAIT_MINUTES",
+        "60",
+        "How long a prepaid order waits for its payment notification, across attempts and without spending its "
+        "retry budget, before it is given up; 0 = each payment step deadline missed counts as a failure.",
+        kind=minutes(0),
+    ),
     # Deferral (out-of-order messages on the orders queue)
     Setting(
         "DEFER_RETRY_DELAY_SECONDS",
@@ -506,6 +513,7 @@ class Settings:
     circuit_probes: int = field(metadata=_from("CIRCUIT_PROBES"))
     circuit_health_cache: timedelta = field(metadata=_from("CIRCUIT_HEALTH_CACHE_SECONDS"))
     max_outage_wait: timedelta = field(metadata=_from("MAX_OUTAGE_WAIT_MINUTES"))
+    payment_wait: timedelta = field(metadata=_from("PAYMENT_WAIT_MINUTES"))
     # Deferral
     defer_retry_delay: timedelta = field(metadata=_from("DEFER_RETRY_DELAY_SECONDS"))
     defer_max_rounds: int = field(metadata=_from("DEFER_MAX_ROUNDS"))
@@ -571,6 +579,7 @@ KEY_SETTINGS = (
     "MAX_FAILURES",
     "RETRY_BACKOFF_BASE_SECONDS",
     "MAX_OUTAGE_WAIT_MINUTES",
+    "PAYMENT_WAIT_MINUTES",
     "MAX_IN_FLIGHT",
     "MAX_PENDING",
     "REVIEW_AMOUNT_THRESHOLD_CENTS",

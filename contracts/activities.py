@@ -143,6 +143,9 @@ class OrderPlan(Wire):
     outage_wait: Annotated[bool, NULL_IS_DEFAULT] = False
     step_timeout_seconds: float
     review: Annotated[ReviewSettings, NULL_IS_DEFAULT] = field(default_factory=ReviewSettings)
+    # waiting for the payment notification: told once too (supervisor/payment_wait.py); absent on a plan
+    # read before the wait existed, or of an order not waiting
+    payment_wait: Annotated[bool | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)

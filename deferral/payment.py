@@ -19,6 +19,7 @@ from deferral.errors import DependencyUnavailable
 from dependencies import AppContext
 from domain.payments import decide_payment, notification_digest, received, waiting_instance, with_payment
 from domain.records import StateRecord
+from domain.states import ProcessState
 from notifications.alerts import OwedAlert, raise_alert_owing
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
@@ -112,6 +113,8 @@ def apply_notification(
             notificationId=note.notification_id,
             sequenceNumber=sequence_number,
             waiting=waiting_instance(written) is not None,
+            # an order released to wait for it (domain.payment_wait) is claimable at once
+            releasedFromWait=record.process_state is ProcessState.PENDING and record.payment_wait_since is not None,
         )
         return PaymentOutcome("applied", _events(written))
     raise ConcurrencyExhausted(f"order {note.order_id}: the payment notification kept losing races")

@@ -214,6 +214,7 @@ def enter_compensation(
         last_error=reason,
         compensation=_unknown_outcome_entries(marked, now),
         outage_wait_since=None,  # a forward wait ends here: the rounds' waits have their own bound
+        payment_wait_since=None,
     )
 
 
@@ -513,12 +514,15 @@ def escalate_or_compensate(
     backoff: timedelta,
     policy: ReviewPolicy,
     amount_cents: int,
+    *,
+    gave_up: str | None = None,
 ) -> StateRecord:
     """The supervisor's recovery of an expired attempt: ``transitions.supervisor_retry``, and when
-    that escalates (retries exhausted) the decision function may send the order to compensation
-    instead of Error, in the same write. Review (high impact) and refusal (past the pivot) stay Error
-    and an operator decides (``supervisor.operator.compensate_order`` or resubmit)."""
-    moved = transitions.supervisor_retry(record, expired_owner, now, max_failures, backoff)
+    that escalates (retries exhausted, or ``gave_up``: a wait's bound passed) the decision function may
+    send the order to compensation instead of Error, in the same write. Review (high impact) and refusal
+    (past the pivot) stay Error and an operator decides (``supervisor.operator.compensate_order`` or
+    resubmit)."""
+    moved = transitions.supervisor_retry(record, expired_owner, now, max_failures, backoff, gave_up=gave_up)
     if moved.process_state is not ProcessState.ERROR:
         return moved
     decision = decide_compensation(

@@ -175,13 +175,20 @@ def received(note: PaymentFacts, sequence_number: int | None, now: datetime) -> 
 
 
 def with_payment(record: StateRecord, payment: PaymentReceived, now: datetime) -> StateRecord:
-    """The record with the payment applied; nothing else changes (``processState`` stays, not fenced)."""
+    """The record with the payment applied (``processState`` stays, not fenced). An order the supervisor
+    released to wait for this notification (``Pending``, ``paymentWaitSince``) becomes claimable at once:
+    its not-before time is pulled to now, so it is not left waiting out the rest of its backoff."""
+    waiting = record.process_state is ProcessState.PENDING and record.payment_wait_since is not None
+    due = record.complete_by
+    if waiting and record.locked_by is None and due is not None and due > now:
+        due = now
     return record.with_changes(
         now,
         PAYMENT_NOTIFIED,
         SUBMISSION,
         f"{payment.notification_id} ({money(payment.amount_cents, payment.currency)})",
         payment=payment,
+        complete_by=due,
     )
 
 

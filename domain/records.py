@@ -109,6 +109,10 @@ class StateRecord:
     # Since when the order has been waiting out an open dependency without spending its retry budget
     # (supervisor/outage.py); cleared when a step succeeds.
     outage_wait_since: datetime | None = None
+    # Since when a prepaid order's payment step has been waiting for the payment notification beyond its
+    # deadlines, released by the supervisor without spending its retry budget (domain/payment_wait.py);
+    # cleared when a step succeeds, a failure is counted, compensation begins or an operator resubmits.
+    payment_wait_since: datetime | None = None
     # The owner's newest numbered write: an older one of the same owner is a late duplicate, refused.
     last_write: LastWrite | None = None
     # Since when the submitter may not have heard ``Received``: set only when submission's send of it

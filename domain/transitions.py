@@ -16,6 +16,8 @@ from domain.states import ProcessState, StepStatus
 STARTER = "starter"
 SUPERVISOR = "supervisor"
 SUBMISSION = "submission"
+STEP_STARTED = "StepStarted"
+PAYMENT_WAIT = "PaymentWait"  # history event: the supervisor released an attempt that waited for its payment
 
 
 def new_record(order_id: str, reply_to: str | None, now: datetime, *, submitted_as: int | None = None) -> StateRecord:
@@ -101,7 +103,7 @@ def begin_step(
     )
     return record.with_changes(
         now,
-        "StepStarted",
+        STEP_STARTED,
         owner,
         f"{step} via {agent}, deadline {deadline.isoformat()}",
         current_step=step,
@@ -139,6 +141,7 @@ def complete_step(
         complete_by=next_deadline,
         steps={**record.steps, step: done},
         outage_wait_since=None,
+        payment_wait_since=None,
     )
 
 
@@ -196,26 +199,34 @@ def is_expired(record: StateRecord, now: datetime) -> bool:
 
 
 def supervisor_retry(
-    record: StateRecord, expired_owner: str | None, now: datetime, max_failures: int, backoff: timedelta
+    record: StateRecord,
+    expired_owner: str | None,
+    now: datetime,
+    max_failures: int,
+    backoff: timedelta,
+    *,
+    gave_up: str | None = None,
 ) -> StateRecord:
     """An expired attempt: failureCount + 1, then Pending again (not before ``now + backoff``)
-    or, at the threshold, Error."""
+    or, at the threshold, Error. ``gave_up``: a wait's bound passed (``domain.payment_wait``): Error
+    now, whatever the count, with that as ``lastError``."""
     if not is_expired(record, now) or record.locked_by != expired_owner:
         raise IllegalTransition(f"order {record.order_id}: no longer the expired attempt {expired_owner!r}")
     failures = record.failure_count + 1
     reason = record.last_error or f"step {record.current_step or '(between steps)'} missed its deadline"
-    if failures >= max_failures:
+    if gave_up is not None or failures >= max_failures:
         return record.with_changes(
             now,
             "Escalated",
             SUPERVISOR,
-            f"attempt {record.attempt}: {reason}; {failures} failures",
+            f"attempt {record.attempt}: {gave_up or reason}; {failures} failures",
             process_state=ProcessState.ERROR,
             locked_by=None,
             complete_by=None,
             failure_count=failures,
-            last_error=f"retries exhausted after {failures} failed attempts; last: {reason}",
+            last_error=gave_up or f"retries exhausted after {failures} failed attempts; last: {reason}",
             outage_wait_since=None,  # a counted failure ends any outage wait
+            payment_wait_since=None,
         )
     return record.with_changes(
         now,
@@ -229,6 +240,7 @@ def supervisor_retry(
         current_step=None,
         last_error=reason,
         outage_wait_since=None,  # a counted failure ends the wait: a later outage is a new one
+        payment_wait_since=None,
     )
 
 
@@ -238,12 +250,38 @@ def wait_out_outage(
     """An expired attempt whose step failed on an open dependency: Pending again, not before
     ``until`` (after the circuit's next probe), with ``failureCount`` unchanged: an outage is not the
     order's failure. ``outageWaitSince`` keeps when the wait began (bounded by the caller)."""
+    # the supervisor's outage alert counts waiting orders by its reason
+    return _release_uncounted(
+        record, expired_owner, now, until, "OutageWait", waiting_reason(dependency), outage_wait_since=since
+    )
+
+
+def wait_for_payment(
+    record: StateRecord, expired_owner: str | None, now: datetime, until: datetime, since: datetime, reason: str
+) -> StateRecord:
+    """An expired attempt whose prepaid payment step waited for the payment notification
+    (``domain.payment_wait.awaited_payment``): Pending again, not before ``until``, with ``failureCount``
+    unchanged: the notification's lateness is not the order's failure. ``paymentWaitSince`` keeps when
+    the wait began (bounded by the caller, ``PAYMENT_WAIT_MINUTES``)."""
+    return _release_uncounted(record, expired_owner, now, until, PAYMENT_WAIT, reason, payment_wait_since=since)
+
+
+def _release_uncounted(
+    record: StateRecord,
+    expired_owner: str | None,
+    now: datetime,
+    until: datetime,
+    event: str,
+    reason: str,
+    **wait: datetime,
+) -> StateRecord:
+    """The expired attempt of ``expired_owner`` released without counting it: Pending, not before
+    ``until``, ``reason`` as its ``lastError``, and when its wait began (``wait``)."""
     if not is_expired(record, now) or record.locked_by != expired_owner:
         raise IllegalTransition(f"order {record.order_id}: no longer the expired attempt {expired_owner!r}")
-    reason = waiting_reason(dependency)  # the supervisor's outage alert counts waiting orders by it
     return record.with_changes(
         now,
-        "OutageWait",
+        event,
         SUPERVISOR,
         f"attempt {record.attempt}: {reason}; retry not before {until.isoformat()}",
         process_state=ProcessState.PENDING,
@@ -251,7 +289,7 @@ def wait_out_outage(
         complete_by=until,
         current_step=None,
         last_error=reason,
-        outage_wait_since=since,
+        **wait,
     )
 
 
@@ -270,4 +308,5 @@ def resubmit(record: StateRecord, operator: str, reason: str, now: datetime) -> 
         failure_count=0,
         last_error=None,
         outage_wait_since=None,  # afresh: a later outage is a new wait with its own bound
+        payment_wait_since=None,  # and a payment still missing a new wait with its own
     )

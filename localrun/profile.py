@@ -40,6 +40,8 @@ ORDER_KEYS = {
     "prepaid_rate",
     "long_id_rate",
     "concurrent_notification_rate",
+    "late_notification_rate",
+    "late_notification_s",
 }
 STATUS_QUEUE_KEYS = {"name_length", "refusing"}
 REFUSAL_KEYS = {"submitter", "error", "start_s", "duration_s"}
@@ -97,6 +99,8 @@ class OrderMix:
     prepaid_rate: float = 0.0
     long_id_rate: float = 0.0  # orders whose id is 64 characters, the longest the contract accepts
     concurrent_notification_rate: float = 0.0  # a prepaid order's notification sent at the same instant
+    late_notification_rate: float = 0.0  # a prepaid order's notification sent late_notification_s after it
+    late_notification_s: tuple[float, float] = (300.0, 600.0)
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,7 @@ class Profile:
             clock_skew_s=skew,
             supervisors=count("supervisors", 1),
             starters=count("starters", 1),
-            orders=OrderMix(**{k: _rate(f"orders.{k}", v) for k, v in orders.items()}),
+            orders=_order_mix(orders),
             reply_queues=count("reply_queues", 3),
             lock_expiry_rate=_rate("servicebus.lock_expiry_rate", servicebus.get("lock_expiry_rate", 0)),
             status_queues=_status_queues(data.get("status_queues", {}), count("reply_queues", 3)),
@@ -258,6 +262,20 @@ def _max_pending(data: Any, key: str = "max_pending") -> int | None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
         raise ProfileError(f"admission.{key} must be a positive integer, got {value!r}")
     return value
+
+
+def _order_mix(orders: dict[str, Any]) -> OrderMix:
+    """``orders``: the rates of the workload mix, and ``late_notification_s`` (``[lo, hi]`` seconds)."""
+    fields: dict[str, Any] = {k: _rate(f"orders.{k}", v) for k, v in orders.items() if k != "late_notification_s"}
+    late = orders.get("late_notification_s")
+    if late is not None:
+        ok = isinstance(late, list) and len(late) == 2 and all(isinstance(v, int | float) for v in late)
+        if not ok or not 0 <= late[0] <= late[1] <= 86_400:
+            raise ProfileError(
+                f"orders.late_notification_s must be [lo, hi] seconds, 0 <= lo <= hi <= 86400, got {late!r}"
+            )
+        fields["late_notification_s"] = (float(late[0]), float(late[1]))
+    return OrderMix(**fields)
 
 
 def _latency(value: Any, where: str = "cosmos.latency_ms") -> tuple[float, float] | None:

@@ -410,6 +410,10 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         },
         "recoveries": {
             "supervisor_retries": events["RetryScheduled"],
+            # attempts of prepaid orders released uncounted to wait for their payment notification, and
+            # the orders PAYMENT_WAIT_MINUTES gave up (supervisor/payment_wait.py)
+            "payment_waits": events["PaymentWait"],
+            "payment_waits_given_up": result.events.count("SupervisorPaymentWaitExceeded"),
             "escalations": events["Escalated"],
             "compensations": sum(
                 1

@@ -121,6 +121,8 @@ def make_workload(
             if mix.concurrent_notification_rate and rng.random() < mix.concurrent_notification_rate:
                 when = at - timedelta(milliseconds=1)  # with its order: both handled at once
                 concurrent += 1
+            if mix.late_notification_rate and rng.random() < mix.late_notification_rate:  # drawn only when asked for
+                when = at + timedelta(seconds=rng.uniform(*mix.late_notification_s))  # held up on its way
             arrivals.append(
                 Arrival(
                     max(start, when),

@@ -42,4 +42,6 @@ def plan_attempt(settings: Settings, record: StateRecord, order: dict[str, Any])
         outage_wait=record.outage_wait_since is not None,
         step_timeout_seconds=settings.step_timeout.total_seconds(),
         review=review_policy(settings),
+        # waiting for the payment notification: told once as well (supervisor/payment_wait.py)
+        payment_wait=True if record.payment_wait_since is not None else None,
     )

@@ -155,7 +155,7 @@ def _run_attempt(
         number,
         plan,
         dict(plan.completed),
-        announce=not plan.outage_wait,
+        announce=not (plan.outage_wait or plan.payment_wait),
         closes_reviews=closes_reviews,
         timer_per_round=bool(started.timer_per_round),
     )

@@ -122,6 +122,7 @@ $Defaults = [ordered]@{
     'CIRCUIT_PROBES' = '1'
     'CIRCUIT_HEALTH_CACHE_SECONDS' = '5'
     'MAX_OUTAGE_WAIT_MINUTES' = '60'
+    'PAYMENT_WAIT_MINUTES' = '60'
     'DEFER_RETRY_DELAY_SECONDS' = '30'
     'DEFER_MAX_ROUNDS' = '3'
     'PEEK_SWEEP_SCHEDULE' = '0 */5 * * * *'

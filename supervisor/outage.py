@@ -207,6 +207,12 @@ def tell_waiting(
     attempt's first status is not mistaken for it. Tried once, like any progress status."""
     if before.outage_wait_since is not None:
         return False
+    return say_waiting(ctx, written, status, waiting_reason(dependency))
+
+
+def say_waiting(ctx: AppContext, written: StateRecord, status: StatusName, reason: str) -> bool:
+    """Tells the submitter of ``written`` what its order waits for (``reason``), under the waiting
+    MessageId of its attempt; tried once."""
     try:
         delivery = publish_status(
             ctx.sender,
@@ -215,7 +221,7 @@ def tell_waiting(
             status=status,
             attempt=written.attempt,
             at=ctx.clock.now(),
-            reason=waiting_reason(dependency),
+            reason=reason,
             variant=WAITING_VARIANT,
         )
     except SendError as exc:

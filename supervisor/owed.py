@@ -40,6 +40,7 @@ from adapters.servicebus.sender import SendError
 from contracts.messages import StatusName, StatusUpdate
 from dependencies import AppContext
 from domain.errors import IllegalTransition
+from domain.payment_wait import PAYMENT_NOT_RECEIVED
 from domain.records import HistoryEntry, StateRecord
 from domain.states import ProcessState
 from domain.text import carriable
@@ -101,6 +102,12 @@ def _summary(record: StateRecord, kind: str) -> str:
     if kind == "RetriesExhausted" and OUTAGE_WAIT_EXCEEDED in (record.last_error or ""):
         # per order on purpose: this order waited out an outage longer than the bound allows
         return f"order {record.order_id} waited for a dependency beyond MAX_OUTAGE_WAIT_MINUTES and needs an operator"
+    if kind == "RetriesExhausted" and (record.last_error or "").startswith(PAYMENT_NOT_RECEIVED):
+        # the wait for a prepaid order's payment notification is over: what the operator checks, and does
+        return (
+            f"order {record.order_id}: {record.last_error}; if so, resubmit the order once its notification "
+            "is applied, else compensate it"
+        )
     if kind == "RetriesExhausted":
         return f"order {record.order_id} failed {record.failure_count} attempts and needs an operator"
     if kind == "CompensationFailed":

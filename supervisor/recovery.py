@@ -30,6 +30,9 @@ from notifications.received import say_owed_received
 from observability.events import app_event
 from supervisor.outage import outage_verdict, tell_waiting
 from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
+from supervisor.payment_wait import gave_up as payment_gave_up
+from supervisor.payment_wait import payment_verdict
+from supervisor.payment_wait import released as payment_released
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ class RecoveryAction(StrEnum):
     RECOVERED = "recovered"  # back to Pending, retried after a backoff
     ESCALATED = "escalated"  # Error, an operator was alerted
     SKIPPED = "skipped"  # someone else moved the record first
-    WAITING = "waiting"  # failed on an open dependency: Pending after its next probe, not counted
+    WAITING = "waiting"  # failed on an open dependency, or waited for a payment notification: Pending, not counted
     COMPENSATING = "compensating"  # retries exhausted before the pivot: handed to compensation
 
 
@@ -64,21 +67,28 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
     left = decision_left(record) if expired is not None else None
     if left is not None and settled_by_decision(left):
         return _act_on_decision(ctx, record, left)
+    # A payment notification held up is not the order's failure either: wait for it (supervisor/payment_wait.py),
+    # up to a bound. The attempt made no call then: it is not read as an outage's.
+    payment = payment_verdict(ctx, record, now) if left is None else None
     # An outage is not the order's failure: wait it out (supervisor/outage.py), up to a bound.
-    outage = outage_verdict(ctx, record, forward_in_flight(record), now)
+    outage = outage_verdict(ctx, record, forward_in_flight(record), now) if payment is None else None
     max_failures = ctx.settings.max_failures
     if outage is not None and outage.exceeded:
         max_failures = failures  # the wait is over: escalate now, saying why
-    amount = _order_total(ctx, record.order_id) if failures >= max_failures else 0
+    given_up = payment.gave_up(now) if payment is not None and payment.exceeded else None
+    amount = _order_total(ctx, record.order_id) if failures >= max_failures or given_up else 0
 
     def move(r: StateRecord) -> StateRecord:
         if left is not None and expired is not None:  # retry or alternative: closed, then retried as usual
             r = act_on_left_decision(r, expired, left, now)
+        if payment is not None and not payment.exceeded:
+            return transitions.wait_for_payment(r, expired, now, payment.until, payment.since, payment.reason)
         if outage is not None and not outage.exceeded:
             return transitions.wait_out_outage(r, expired, now, outage.until, outage.dependency, outage.since)
         if outage is not None:
             r = replace(r, last_error=outage.escalation_reason(now))
-        return owe_notifications(escalate_or_compensate(r, expired, now, max_failures, backoff, policy, amount))
+        escalated = escalate_or_compensate(r, expired, now, max_failures, backoff, policy, amount, gave_up=given_up)
+        return owe_notifications(escalated)
 
     def move_and_say(r: StateRecord) -> StateRecord:
         # a Received the submitter may not have heard (a claim whose delivery died before handing it over)
@@ -92,6 +102,13 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
         return _skipped(record, expired, exc)
     if left is not None and expired is not None:  # retry or alternative: closed, and retried below
         _acted_on_review(written, expired, left)
+    if payment is not None and not payment.exceeded:
+        payment_released(ctx, record, written, expired, payment)
+        ctx.counts.bump(ProcessState.PROCESSING, -1)
+        ctx.counts.bump(ProcessState.PENDING, +1)
+        return RecoveryResult(written.order_id, RecoveryAction.WAITING, expired, written)
+    if payment is not None:
+        payment_gave_up(written, expired, payment)
     if outage is not None and not outage.exceeded:
         app_event(
             "SupervisorOutageWait",

@@ -208,6 +208,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     CIRCUIT_PROBES: '1'
     CIRCUIT_HEALTH_CACHE_SECONDS: '5'
     MAX_OUTAGE_WAIT_MINUTES: '60'
+    PAYMENT_WAIT_MINUTES: '60'
     // Deferral
     DEFER_RETRY_DELAY_SECONDS: '30'
     DEFER_MAX_ROUNDS: '3'

@@ -4,7 +4,8 @@ The expected documents below were produced by the records' earlier pydantic form
 (``model_dump(mode="json", by_alias=True, exclude={"version"})``) for the same records: what is
 stored in Cosmos did not change when the records became dataclasses. Fields added since are in them
 too (``receivedOwed``: a document written before it reads as not owing ``Received``; ``submittedAs``: one
-written before it names no creating message)."""
+written before it names no creating message; ``paymentWaitSince``: one written before it waits for no
+payment)."""
 
 from __future__ import annotations
 
@@ -91,6 +92,7 @@ def rich_record() -> StateRecord:
             sequence_number=42,
         ),
         outage_wait_since=T - timedelta(days=1),
+        payment_wait_since=T - timedelta(hours=1),
         received_owed=T - timedelta(hours=2),
         submitted_as=4711,
         last_write=LastWrite(by="o-1:2", number=3),
@@ -239,6 +241,7 @@ STATE_DOCUMENT: dict[str, Any] = {
         "sequenceNumber": 42,
     },
     "outageWaitSince": "2026-03-03T05:06:07.890123Z",
+    "paymentWaitSince": "2026-03-04T04:06:07.890123Z",
     "lastWrite": {"by": "o-1:2", "number": 3},
     "receivedOwed": "2026-03-04T03:06:07.890123Z",
     "submittedAs": 4711,
@@ -340,6 +343,7 @@ FRESH_DOCUMENTS: dict[str, dict[str, Any]] = {
         "lastError": None,
         "payment": None,
         "outageWaitSince": None,
+        "paymentWaitSince": None,
         "lastWrite": None,
         "receivedOwed": None,
         "submittedAs": None,
@@ -433,6 +437,11 @@ def test_a_compensation_entry_stored_before_it_kept_its_undo_answer_reads_with_n
         "compensation": [{k: v for k, v in e.items() if k != "undoResult"} for e in STATE_DOCUMENT["compensation"]],
     }
     assert [e.undo_result for e in from_document(StateRecord, stored_before).compensation] == [None, None]
+
+
+def test_a_state_document_stored_before_payment_waits_reads_as_not_waiting() -> None:
+    stored_before = {k: v for k, v in STATE_DOCUMENT.items() if k != "paymentWaitSince"}
+    assert from_document(StateRecord, stored_before).payment_wait_since is None
 
 
 def test_fresh_records_with_their_defaults_have_exactly_the_documents_stored_before() -> None:
