@@ -273,7 +273,9 @@ def run_whole_suite() -> int:
     rest, e2e = suite_parts()
     E2E_LOG.parent.mkdir(exist_ok=True)
     log_name = os.path.relpath(E2E_LOG, ROOT)
-    previous = signal.signal(signal.SIGTERM, _interrupted)
+    # SIGTERM (a CI job cancelled, ``timeout``) and SIGHUP (the terminal closed) stop the runs as Ctrl-C does
+    stops = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
+    previous = {number: signal.signal(number, _interrupted) for number in stops}
     processes: list[subprocess.Popen[bytes]] = []
     try:
         with open(E2E_LOG, "wb") as log:
@@ -285,12 +287,13 @@ def run_whole_suite() -> int:
         processes.append(start(PYTHON, "-m", "pytest", *rest))
         codes = [process.wait() for process in processes]
     except KeyboardInterrupt:
-        print("\ninterrupted: stopping the test runs", file=sys.stderr, flush=True)
+        print(f"\ninterrupted: stopping the test runs ({E2E}'s output: {log_name})", file=sys.stderr, flush=True)
         stop(processes)
         return 130
     finally:
         stop(processes)  # a lint failure: the e2e run is stopped (nothing to do when both are done)
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     e2e_code, rest_code = codes
     print(f"\n==== pytest {E2E} (ran beside the rest; {log_name}) ====", flush=True)
     sys.stdout.buffer.write(E2E_LOG.read_bytes())

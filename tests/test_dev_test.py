@@ -1,12 +1,13 @@
 """``python3 dev.py test``: with no arguments it runs ``tests/e2e`` in a second pytest beside the rest
 of the suite. The two runs together collect every test once; either failing (or collecting nothing)
-fails the command while the other still finishes; Ctrl-C, SIGTERM or a lint failure stops both the
+fails the command while the other still finishes; Ctrl-C, SIGTERM, SIGHUP or a lint failure stops both the
 way pytest stops cleanly (fixtures torn down), with no process left behind.
 
 The runner is driven here with small synthetic suites in place of the two halves and no lint."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -149,11 +150,12 @@ def test_a_run_that_collects_no_tests_fails_the_command(tmp_path, empty):
     assert "collected no tests: that is a failure" in output
 
 
-@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "lint-fails"])
-def test_ctrl_c_sigterm_or_a_lint_failure_stops_both_runs_with_nothing_left_running(tmp_path, how):
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGHUP", "lint-fails"])
+def test_ctrl_c_sigterm_sighup_or_a_lint_failure_stops_both_runs_with_nothing_left_running(tmp_path, how):
     rest = suite(tmp_path, "rest", WAITS)
     e2e = suite(tmp_path, "e2e", WAITS)
     runner = drive(tmp_path, rest, e2e, lint="lint-fails" if how == "lint-fails" else "lint-passes")
+    started: list[int] = []
     try:
         if how != "lint-fails":
             deadline = time.monotonic() + 60
@@ -161,15 +163,18 @@ def test_ctrl_c_sigterm_or_a_lint_failure_stops_both_runs_with_nothing_left_runn
                 assert time.monotonic() < deadline and runner.poll() is None, "the two runs did not start"
                 time.sleep(0.1)
             time.sleep(0.5)  # into the test
-            runner.send_signal(getattr(signal, how))  # as Ctrl-C does, or CI cancelling the job
-        output, _ = runner.communicate(timeout=60)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-    assert runner.returncode == (1 if how == "lint-fails" else 130), output
-    assert (tmp_path / "e2e" / "torn-down").exists(), output  # pytest stopped cleanly: its fixture's teardown ran
-    started = pids(tmp_path / "e2e")
-    if how != "lint-fails":  # a lint failure comes before the rest of the suite starts
-        assert (tmp_path / "rest" / "torn-down").exists(), output
-        started += pids(tmp_path / "rest")
-    assert not [pid for pid in started if alive(pid)], output
+            runner.send_signal(getattr(signal, how))  # Ctrl-C, CI cancelling the job, the terminal closed
+        output = ""
+        with contextlib.suppress(subprocess.TimeoutExpired):  # it hangs when a run it started holds its stdout
+            output, _ = runner.communicate(timeout=60)
+        started = [*pids(tmp_path / "e2e"), *(pids(tmp_path / "rest") if how != "lint-fails" else [])]
+        assert runner.returncode == (1 if how == "lint-fails" else 130), output
+        assert (tmp_path / "e2e" / "torn-down").exists(), output  # stopped cleanly: its fixture's teardown ran
+        if how != "lint-fails":  # a lint failure comes before the rest of the suite starts
+            assert (tmp_path / "rest" / "torn-down").exists(), output
+        assert not [pid for pid in started if alive(pid)], output
+    finally:  # nothing of this test outlives it, whatever failed
+        runner.kill()
+        for pid in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
