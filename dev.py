@@ -273,8 +273,10 @@ def run_whole_suite() -> int:
     rest, e2e = suite_parts()
     E2E_LOG.parent.mkdir(exist_ok=True)
     log_name = os.path.relpath(E2E_LOG, ROOT)
-    # SIGTERM (a CI job cancelled, ``timeout``) and SIGHUP (the terminal closed) stop the runs as Ctrl-C does
-    stops = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
+    # Ctrl-C, SIGTERM (a CI job cancelled, ``timeout``) and SIGHUP (the terminal closed) stop the runs.
+    # SIGINT too when this process inherited it ignored (a shell's ``cmd &``): the pytest runs inherit an
+    # ignored SIGINT, not a handler, and would not stop on the one ``stop`` sends them.
+    stops = [signal.SIGINT, signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
     previous = {number: signal.signal(number, _interrupted) for number in stops}
     processes: list[subprocess.Popen[bytes]] = []
     try:

@@ -42,6 +42,9 @@ def lint():
 
 dev.lint = lint
 dev.suite_parts = lambda: json.loads(sys.argv[3])
+if sys.argv[6] == "sigint-ignored":  # started as a shell's ``cmd &``: SIGINT ignored, and inherited so
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 try:
     sys.exit(dev.run_whole_suite())
 except subprocess.CalledProcessError as exc:
@@ -82,11 +85,14 @@ FAILS = "def test_broken():\n    assert 1 == 2\n"
 WAITS = "import time\ndef test_long():\n    time.sleep(600)\n"
 
 
-def drive(tmp_path: Path, rest: list[str], e2e: list[str], lint: str = "lint-passes") -> subprocess.Popen[str]:
+def drive(
+    tmp_path: Path, rest: list[str], e2e: list[str], lint: str = "lint-passes", sigint: str = "sigint-default"
+) -> subprocess.Popen[str]:
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     parts = json.dumps([rest, e2e])
     started = str(tmp_path / "e2e" / "pids")
     command = [sys.executable, "-c", DRIVER, str(ROOT / "dev.py"), str(tmp_path / "e2e.log"), parts, lint, started]
+    command.append(sigint)
     return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -150,11 +156,14 @@ def test_a_run_that_collects_no_tests_fails_the_command(tmp_path, empty):
     assert "collected no tests: that is a failure" in output
 
 
+@pytest.mark.parametrize("sigint", ["sigint-default", "sigint-ignored"])
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGHUP", "lint-fails"])
-def test_ctrl_c_sigterm_sighup_or_a_lint_failure_stops_both_runs_with_nothing_left_running(tmp_path, how):
+def test_ctrl_c_sigterm_sighup_or_a_lint_failure_stops_both_runs_with_nothing_left_running(tmp_path, how, sigint):
+    """Also when ``dev.py`` was started with SIGINT ignored (by a shell's ``cmd &``), which its pytest runs
+    would inherit."""
     rest = suite(tmp_path, "rest", WAITS)
     e2e = suite(tmp_path, "e2e", WAITS)
-    runner = drive(tmp_path, rest, e2e, lint="lint-fails" if how == "lint-fails" else "lint-passes")
+    runner = drive(tmp_path, rest, e2e, "lint-fails" if how == "lint-fails" else "lint-passes", sigint)
     started: list[int] = []
     try:
         if how != "lint-fails":
