@@ -7,6 +7,8 @@
 Each creates ``.venv`` with Python 3.13 (the version the app runs on in Azure, with the pinned
 ``azure-functions-runtime``) and installs the pip and npm packages it needs first (skipped when up to
 date). ``dev.py`` itself runs on any Python 3.9+; it finds a Python 3.13 to build ``.venv`` with.
+``test`` runs ``tests/e2e`` in a second pytest beside the rest of the suite (``run_whole_suite``);
+``python3 dev.py test ARGS`` runs ruff, mypy and then pytest with exactly ARGS, in one process.
 ``python3 dev.py bench [ORDERS] [--sdk-speed-ups] [--compare REF] [--repeat N]`` times the 1,000-order all-faults
 simulation, and with ``--compare`` the same for git ref REF and the ratio (docs/benchmark.md).
 """
@@ -19,13 +21,14 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 import venv
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
@@ -201,16 +204,115 @@ def setup() -> None:
     ensure_chromium()
 
 
-def test(args: list[str]) -> int:
-    setup()
+# ``dev.py test`` with no arguments runs the end-to-end simulations (the slowest folder, about half the
+# suite's time) in a second pytest beside the rest, on a second core. The two runs share nothing: each
+# starts its own servers on ports the system picks, in its own temporary folders; the e2e run keeps out
+# of pytest's cache (``.pytest_cache``), which the other run writes.
+E2E = "tests/e2e"
+E2E_LOG = ROOT / "out" / "pytest-e2e.log"
+STOP_GRACE_S = 60.0  # after Ctrl-C: how long a pytest has to stop its servers before it is killed
+
+
+def suite_parts() -> list[list[str]]:
+    """The pytest arguments of the two runs that together are the whole suite: everything but
+    ``tests/e2e``, and ``tests/e2e`` (the test of ``dev.py`` checks they collect every test once)."""
+    return [[f"--ignore={E2E}"], [E2E, "-p", "no:cacheprovider"]]
+
+
+def lint() -> None:
     run(PYTHON, "-m", "ruff", "check", ".")
     run(PYTHON, "-m", "ruff", "format", "--check", ".")
     run(PYTHON, "-m", "mypy", ".")
-    code = run(PYTHON, "-m", "pytest", *args, check=False)
+
+
+def pytest_verdict(code: int, what: str) -> int:
     if code == 5:
-        print("pytest collected no tests: that is a failure", file=sys.stderr)
+        print(f"{what} collected no tests: that is a failure", file=sys.stderr)
         return 1
     return code
+
+
+def start(*cmd: str | Path, note: str = "", **options: Any) -> subprocess.Popen[bytes]:
+    """``cmd`` started in a process group of its own: Ctrl-C reaches this process only, which then
+    stops each run once, the way pytest stops cleanly (``stop``)."""
+    print("+", " ".join(str(c) for c in cmd) + note, flush=True)
+    return subprocess.Popen([str(c) for c in cmd], cwd=ROOT, start_new_session=os.name != "nt", **options)
+
+
+def stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    """Interrupts every process still running as Ctrl-C would (pytest then tears its fixtures down:
+    its servers stop), waits ``STOP_GRACE_S`` for them, then kills each one's process group."""
+    running = [p for p in processes if p.poll() is None]
+    for process in running:
+        command = " ".join(cast("list[str]", process.args))  # start() passes a list of str
+        print(f"stopping: {command}", file=sys.stderr, flush=True)
+        if os.name == "nt":
+            process.terminate()
+        else:
+            process.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for process in running:
+        try:
+            process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            if os.name == "nt":
+                process.kill()
+            else:
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def run_whole_suite() -> int:
+    """ruff, mypy and the rest of the suite in this terminal while ``tests/e2e`` runs beside them,
+    its output in ``out/pytest-e2e.log`` (printed when both are done). A lint failure stops the e2e
+    run; a failing pytest lets the other finish. Either failing, or collecting nothing, fails."""
+    rest, e2e = suite_parts()
+    E2E_LOG.parent.mkdir(exist_ok=True)
+    log_name = os.path.relpath(E2E_LOG, ROOT)
+    # Ctrl-C, SIGTERM (a CI job cancelled, ``timeout``) and SIGHUP (the terminal closed) stop the runs.
+    # SIGINT too when this process inherited it ignored (a shell's ``cmd &``): the pytest runs inherit an
+    # ignored SIGINT, not a handler, and would not stop on the one ``stop`` sends them.
+    stops = [signal.SIGINT, signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
+    previous = {number: signal.signal(number, _interrupted) for number in stops}
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        with open(E2E_LOG, "wb") as log:
+            note = f" > {log_name} 2>&1 &   (beside the rest; printed when both are done)"
+            processes.append(
+                start(PYTHON, "-m", "pytest", *e2e, note=note, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            )
+        lint()
+        processes.append(start(PYTHON, "-m", "pytest", *rest))
+        codes = [process.wait() for process in processes]
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: stopping the test runs ({E2E}'s output: {log_name})", file=sys.stderr, flush=True)
+        stop(processes)
+        return 130
+    finally:
+        stop(processes)  # a lint failure: the e2e run is stopped (nothing to do when both are done)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    e2e_code, rest_code = codes
+    print(f"\n==== pytest {E2E} (ran beside the rest; {log_name}) ====", flush=True)
+    sys.stdout.buffer.write(E2E_LOG.read_bytes())
+    sys.stdout.flush()
+    verdicts = [pytest_verdict(rest_code, f"pytest --ignore={E2E}"), pytest_verdict(e2e_code, f"pytest {E2E}")]
+    print(f"\npytest: the rest exited {rest_code}, {E2E} exited {e2e_code}", flush=True)
+    return next((code for code in verdicts if code), 0)
+
+
+def test(args: list[str]) -> int:
+    """``test``: lint and the whole suite (``run_whole_suite``); ``test ARGS``: lint, then pytest with
+    exactly those arguments in one process."""
+    setup()
+    if not args:
+        return run_whole_suite()
+    lint()
+    return pytest_verdict(run(PYTHON, "-m", "pytest", *args, check=False), "pytest")
 
 
 def demo(args: list[str]) -> int:

@@ -4,14 +4,15 @@ project's ``node_modules``. Used by the tests and by the local runner."""
 from __future__ import annotations
 
 import os
+import queue
 import shutil
-import socket
 import subprocess
+import threading
 import time
 import warnings
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from azure.cosmos import CosmosClient
@@ -21,18 +22,26 @@ ROOT = Path(__file__).resolve().parent.parent
 EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _read_lines(stream: IO[bytes], lines: queue.Queue[str | None]) -> None:
+    """Every line of ``stream`` onto ``lines`` until it ends, then ``None``: the server's announcement
+    first, and whatever it writes after is drained so it never blocks on a full pipe."""
+    with stream:
+        for line in stream:
+            lines.put(line.decode(errors="replace").strip())
+    lines.put(None)
 
 
 class CosmosServer:
-    """``with CosmosServer() as server: server.endpoint`` — an empty account on a free port."""
+    """``with CosmosServer() as server: server.endpoint`` — an empty account on a free port.
 
-    def __init__(self, port: int | None = None) -> None:
-        self.port = port or _free_port()
-        self.endpoint = f"https://127.0.0.1:{self.port}"
+    The port is the one the server itself bound (port 0: the system picks it at listen time), never
+    one picked beforehand: between picking a port and listening on it another process (a second test
+    session running at the same time) could take it, and a readiness probe would then connect to that
+    process's listener and take it for this server."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.port = port
+        self.endpoint = f"https://127.0.0.1:{port}"
         self.key = EMULATOR_KEY
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -43,32 +52,50 @@ class CosmosServer:
         node = shutil.which("node")
         if node is None:
             raise RuntimeError("Node.js 20+ is required for the Cosmos DB protocol server")
+        # stdin stays open here: the server exits when it ends, so it stops with this process however that ends.
         self._proc = subprocess.Popen(
             [node, str(Path(__file__).with_name("cosmos_server.cjs")), str(modules), str(self.port)],
-            stdout=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env={**os.environ, "NODE_NO_WARNINGS": "1"},
         )
+        stdout = self._proc.stdout
+        if stdout is None:  # for the type checker: stdout=PIPE gives one
+            raise RuntimeError("cosmosdb-server was started without a stdout pipe")
+        lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=_read_lines, args=(stdout, lines), daemon=True).start()
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                err = self._proc.stderr.read().decode() if self._proc.stderr else ""
-                raise RuntimeError(f"cosmosdb-server exited with {self._proc.returncode}: {err}")
+        announced = None
+        while announced is None:
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"cosmosdb-server did not listen on port {self.port} within {timeout}s")
+                line = lines.get(timeout=max(deadline - time.monotonic(), 0.0))
+            except queue.Empty:
+                self.stop()
+                raise RuntimeError(f"cosmosdb-server did not listen within {timeout}s") from None
+            if line is None:
+                code = self._proc.wait(timeout=10)
+                err = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
+                self.stop()
+                raise RuntimeError(f"cosmosdb-server exited with {code} before it listened: {err}")
+            if line.startswith("listening "):
+                announced = line
+        self.port = int(announced.split()[1])
+        self.endpoint = f"https://127.0.0.1:{self.port}"
+        return self
 
     def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.terminate()
+                try:
+                    self._proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait()
+            for stream in (self._proc.stdin, self._proc.stderr):
+                if stream is not None:
+                    stream.close()
         self._proc = None
 
     def client(self) -> CosmosClient:

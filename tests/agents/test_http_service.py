@@ -117,11 +117,11 @@ def test_a_timeout_is_transient(endpoint):
 
 
 def test_an_unreachable_endpoint_is_transient():
-    with socket.socket() as probe:
+    with socket.socket() as probe:  # bound, not listening: refused, and no other process can listen there meanwhile
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with pytest.raises(RemoteError) as failed:
-        HttpRemoteService(f"http://127.0.0.1:{port}", timeout_seconds=1).call(CALL)
+        with pytest.raises(RemoteError) as failed:
+            HttpRemoteService(f"http://127.0.0.1:{port}", timeout_seconds=1).call(CALL)
     assert failed.value.transient is True
 
 

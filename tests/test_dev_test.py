@@ -1,0 +1,189 @@
+"""``python3 dev.py test``: with no arguments it runs ``tests/e2e`` in a second pytest beside the rest
+of the suite. The two runs together collect every test once; either failing (or collecting nothing)
+fails the command while the other still finishes; Ctrl-C, SIGTERM, SIGHUP or a lint failure stops both the
+way pytest stops cleanly (fixtures torn down), with no process left behind.
+
+The runner is driven here with small synthetic suites in place of the two halves and no lint."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+DRIVER = """
+import importlib.util, json, subprocess, sys
+from pathlib import Path
+
+spec = importlib.util.spec_from_file_location("dev_under_test", sys.argv[1])
+dev = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(dev)
+dev.E2E_LOG = Path(sys.argv[2])
+dev.STOP_GRACE_S = 20.0
+lint_fails = sys.argv[4] == "lint-fails"
+
+def lint():
+    if lint_fails:
+        import time
+        while not Path(sys.argv[5]).exists():  # the e2e run is under way, in its test
+            time.sleep(0.1)
+        time.sleep(0.5)
+        raise subprocess.CalledProcessError(1, "ruff")
+
+dev.lint = lint
+dev.suite_parts = lambda: json.loads(sys.argv[3])
+if sys.argv[6] == "sigint-ignored":  # started as a shell's ``cmd &``: SIGINT ignored, and inherited so
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+try:
+    sys.exit(dev.run_whole_suite())
+except subprocess.CalledProcessError as exc:
+    sys.exit(exc.returncode)
+"""
+
+# A session fixture that starts a server-like child process and stops it at teardown, as the Cosmos
+# fixture does; both pids and the teardown are written down for the test to check.
+CONFTEST = """
+import os, subprocess, sys
+from pathlib import Path
+import pytest
+
+@pytest.fixture(scope="session", autouse=True)
+def server():
+    here = Path(__file__).parent
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    (here / "pids").write_text(f"{os.getpid()} {child.pid}")
+    yield
+    child.terminate()
+    child.wait()
+    (here / "torn-down").write_text("yes")
+"""
+
+
+def suite(root: Path, name: str, body: str) -> list[str]:
+    """A folder with one test file (``body``) and the fixture above; its pytest arguments."""
+    folder = root / name
+    folder.mkdir()
+    (folder / "conftest.py").write_text(CONFTEST)
+    if body:
+        (folder / f"test_{name}.py").write_text(body)
+    return [str(folder), "-c", str(root / "pytest.ini"), "--rootdir", str(root), "-p", "no:cacheprovider"]
+
+
+PASSES = "import time\ndef test_ok():\n    time.sleep(1)\n"
+FAILS = "def test_broken():\n    assert 1 == 2\n"
+WAITS = "import time\ndef test_long():\n    time.sleep(600)\n"
+
+
+def drive(
+    tmp_path: Path, rest: list[str], e2e: list[str], lint: str = "lint-passes", sigint: str = "sigint-default"
+) -> subprocess.Popen[str]:
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    parts = json.dumps([rest, e2e])
+    started = str(tmp_path / "e2e" / "pids")
+    command = [sys.executable, "-c", DRIVER, str(ROOT / "dev.py"), str(tmp_path / "e2e.log"), parts, lint, started]
+    command.append(sigint)
+    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (exited, its parent gone before reaping it) has ended too
+    stat = Path(f"/proc/{pid}/stat")
+    return not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def pids(folder: Path) -> list[int]:
+    return [int(p) for p in (folder / "pids").read_text().split()]
+
+
+def collected(*args: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def test_the_two_runs_collect_every_test_of_the_suite_once():
+    spec = importlib.util.spec_from_file_location("dev_parts", ROOT / "dev.py")
+    assert spec is not None and spec.loader is not None
+    dev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dev)
+    rest, e2e = (collected(*part) for part in dev.suite_parts())
+    whole = collected()
+    assert rest and e2e
+    assert not set(rest) & set(e2e)
+    assert sorted(rest + e2e) == sorted(whole)
+
+
+@pytest.mark.parametrize("failing", ["rest", "e2e"])
+def test_either_run_failing_fails_the_command_and_the_other_still_finishes(tmp_path, failing):
+    rest = suite(tmp_path, "rest", FAILS if failing == "rest" else PASSES)
+    e2e = suite(tmp_path, "e2e", FAILS if failing == "e2e" else PASSES)
+    runner = drive(tmp_path, rest, e2e)
+    output, _ = runner.communicate(timeout=120)
+    assert runner.returncode == 1, output
+    assert (tmp_path / "rest" / "torn-down").exists() and (tmp_path / "e2e" / "torn-down").exists()
+    assert output.count("1 passed") == 1 and output.count("1 failed") == 1, output  # the e2e log is printed too
+    assert "exited 1" in output and "exited 0" in output
+
+
+@pytest.mark.parametrize("empty", ["rest", "e2e"])
+def test_a_run_that_collects_no_tests_fails_the_command(tmp_path, empty):
+    rest = suite(tmp_path, "rest", "" if empty == "rest" else PASSES)
+    e2e = suite(tmp_path, "e2e", "" if empty == "e2e" else PASSES)
+    runner = drive(tmp_path, rest, e2e)
+    output, _ = runner.communicate(timeout=120)
+    assert runner.returncode == 1, output
+    assert "collected no tests: that is a failure" in output
+
+
+@pytest.mark.parametrize("sigint", ["sigint-default", "sigint-ignored"])
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGHUP", "lint-fails"])
+def test_ctrl_c_sigterm_sighup_or_a_lint_failure_stops_both_runs_with_nothing_left_running(tmp_path, how, sigint):
+    """Also when ``dev.py`` was started with SIGINT ignored (by a shell's ``cmd &``), which its pytest runs
+    would inherit."""
+    rest = suite(tmp_path, "rest", WAITS)
+    e2e = suite(tmp_path, "e2e", WAITS)
+    runner = drive(tmp_path, rest, e2e, "lint-fails" if how == "lint-fails" else "lint-passes", sigint)
+    started: list[int] = []
+    try:
+        if how != "lint-fails":
+            deadline = time.monotonic() + 60
+            while not ((tmp_path / "rest" / "pids").exists() and (tmp_path / "e2e" / "pids").exists()):
+                assert time.monotonic() < deadline and runner.poll() is None, "the two runs did not start"
+                time.sleep(0.1)
+            time.sleep(0.5)  # into the test
+            runner.send_signal(getattr(signal, how))  # Ctrl-C, CI cancelling the job, the terminal closed
+        output = ""
+        with contextlib.suppress(subprocess.TimeoutExpired):  # it hangs when a run it started holds its stdout
+            output, _ = runner.communicate(timeout=60)
+        started = [*pids(tmp_path / "e2e"), *(pids(tmp_path / "rest") if how != "lint-fails" else [])]
+        assert runner.returncode == (1 if how == "lint-fails" else 130), output
+        assert (tmp_path / "e2e" / "torn-down").exists(), output  # stopped cleanly: its fixture's teardown ran
+        if how != "lint-fails":  # a lint failure comes before the rest of the suite starts
+            assert (tmp_path / "rest" / "torn-down").exists(), output
+        assert not [pid for pid in started if alive(pid)], output
+    finally:  # nothing of this test outlives it, whatever failed
+        runner.kill()
+        for pid in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
