@@ -10,13 +10,20 @@ the queue refused, was sent on the first try after the queue took sends again:
 - after an operator acted on the order meanwhile (a resubmit, alerted at once), which the owed sweep never does
   (docs/supervisor.md: a ``Failed`` then contradicts the order's new outcome).
 
-Now those two are tried once on the timers and tried again by the owed sweep only."""
+Now those two are tried once on the timers and tried again by the owed sweep only.
+
+And the owed sweep, keeping a refused ``Failed`` owed within the window, kept its whole delivery owed, the operator
+alert with it: the first sweep of the next hour sent the alert again, more than duplicate detection's 10 minutes
+after the first, so Service Bus delivered it twice. Fuzz: /tmp/rt-refq/gone.json (submitter 2's queue gone for
+good, permanent payment errors), 300 orders, seed 1: 4 failed orders alerted twice (none on main); late20.json,
+seed 1: 21 (3 on main, a queue full). Now the sweep notes the alert sent (``OwedAlertSent``)."""
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,6 +33,7 @@ from activities.scheduler_steps import begin_step, fail_order, publish_status
 from adapters.clock import Clock, ManualClock
 from adapters.servicebus.sender import OutgoingMessage
 from contracts.activities import FailOrderInput, PublishStatusInput, StepBegun
+from contracts.names import OPERATOR_ALERTS_QUEUE
 from dependencies import AppContext
 from domain.states import ProcessState
 from localrun.durable.history import parse_timestamp
@@ -40,7 +48,7 @@ from tests.contexts import context_with
 from tests.durable_history import History
 from tests.fakes import RecordingSender
 from tests.submission.test_received_owed import first_step
-from tests.submission.test_refused_reply_queue_owed import CLIENT, ORDER, _heard, _submitted
+from tests.submission.test_refused_reply_queue_owed import CLIENT, ORDER, _heard, _later, _submitted
 
 pytestmark = pytest.mark.cosmos
 
@@ -100,6 +108,32 @@ def _failed_while_refused(ctx: AppContext) -> PublishStatusInput:
         reason="reserve-inventory: out of stock",
     )
     return failed
+
+
+@pytest.mark.parametrize("back_after", [None, timedelta(minutes=20)], ids=["gone-for-good", "back-after-20-min"])
+def test_a_failed_order_whose_queue_refuses_is_alerted_once(
+    app_context: AppContext, back_after: timedelta | None
+) -> None:
+    """Escalated while its queue refuses: the sweeps of the first window send the alert (their repeats collapse)
+    and leave the refused ``Failed`` owed; the first sweep of the next hour (the last try) must not deliver the
+    operator the same alert a second time. A queue back meanwhile hears ``Received`` and ``Failed`` then."""
+    ctx, sender = _refusing(app_context, settings=replace(app_context.settings, max_failures=1))
+    assert _submitted(ctx) is not None
+    _later(ctx, ctx.settings.start_grace + timedelta(seconds=1))
+    run_supervisor(ctx, ScanState())
+    for _ in range(3):
+        _later(ctx, timedelta(minutes=2))
+        run_supervisor(ctx, ScanState())
+    if back_after is not None:
+        sender.missing = set()
+    _later(ctx, timedelta(hours=1) - timedelta(minutes=6))
+    run_supervisor(ctx, ScanState())
+
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.process_state is ProcessState.ERROR and record.complete_by is None
+    alerts = {i: n for i, n in sender.delivered(OPERATOR_ALERTS_QUEUE).items() if "RetriesExhausted" in i}
+    assert list(alerts.values()) == [1], alerts
+    assert _heard(sender) == ([] if back_after is None else ["Received", "Failed"])
 
 
 class _Plan:
