@@ -17,8 +17,12 @@ holds a deadline:
   the same timers while they stay within ``REFUSED_RETRY_WINDOW`` of its first try (the last delay cut
   to end there), then dropped: no ``StatusUndelivered`` (the queue's ``ReplyQueueUnavailable`` alert is
   the operator's signal, and a queue gone for good costs a few tries per status, never an alert per
-  order). A progress status is not tried again. An answer recorded before ``StatusRefused`` existed is
-  None (sent, or nothing to send), and replays as it was recorded.
+  order). A progress status is not tried again, nor is a refused ``Failed`` or ``CompensationFailed``
+  (``OWED_BY_THE_RECORD``): the supervisor's owed sweep tries it again (``supervisor.owed``), saying first
+  the ``Received`` the record may still owe, and sending nothing once an operator acted on the order; tried
+  here, the queue taking sends again let it reach the submitter before ``Received`` (only the owed sweep
+  and the courier say that one, neither before it) or after the order was resubmitted. An answer recorded
+  before ``StatusRefused`` existed is None (sent, or nothing to send), and replays as it was recorded.
 
 ``deliver_status`` is the courier orchestration: code that has no durable timer of its own (the
 intake) hands it a status whose send failed, and it delivers it the same way. A pending-cap refusal's
@@ -129,6 +133,8 @@ def _send(
 ) -> Generator[Any, Any, Tried]:
     given_up = delays and payload.status not in OWED_BY_THE_RECORD  # nothing tries again after the last
     last = replace(payload, last_try=True).to_json() if given_up else None
+    # a refused Failed or CompensationFailed: tried again by the owed sweep only (the module's docstring)
+    refused_for = timedelta(0) if payload.status in OWED_BY_THE_RECORD else REFUSED_RETRY_WINDOW
     return (
         yield from call_on_timers(
             context,
@@ -137,7 +143,7 @@ def _send(
             delays,
             last=last,
             refused=lambda answer: parse_publish_status(answer) is not None,
-            refused_for=REFUSED_RETRY_WINDOW,
+            refused_for=refused_for,
         )
     )
 

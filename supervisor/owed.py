@@ -23,7 +23,10 @@ A status the submitter's reply queue refuses (missing, or this app's role on it 
 ``notifications.status.Delivery.REFUSED``, alerted once per queue by ``publish_status``) stays owed while
 ``completeBy`` is within ``orchestrators.status.REFUSED_RETRY_WINDOW``: the sweeps of the first window try it
 again, and so does the first sweep of the next hour's, past the window, after which a refusal is acknowledged
-like a sent status (dropped: the queue's alert stands for it, no per-order alert).
+like a sent status (dropped: the queue's alert stands for it, no per-order alert). The operator alert, sent with
+it, is noted on the record then (``OwedAlertSent``, a side note): the sweeps after it send the status alone, where
+the next hour's sent the alert again, past duplicate detection (every failed order of a queue gone for good
+alerted twice).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from contracts.messages import StatusName, StatusUpdate
 from dependencies import AppContext
 from domain.errors import IllegalTransition
 from domain.payment_wait import PAYMENT_NOT_RECEIVED
-from domain.records import HistoryEntry, StateRecord
+from domain.records import OWED_ALERT_SENT, HistoryEntry, StateRecord
 from domain.states import ProcessState
 from domain.text import carriable
 from domain.transitions import SUPERVISOR
@@ -127,6 +130,7 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
     entry, (kind, severity, status) = owed
     now = ctx.clock.now()
     deliveries: list[Delivery] = []
+    alerted = _alert_noted(record, entry)
     try:
         if record.received_owed is not None:  # never heard (notifications.received): said before the failure
             deliveries.append(
@@ -134,16 +138,17 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
                     ctx.sender, reply_to=record.reply_to, order_id=record.order_id, status="Received", attempt=0, at=now
                 )
             )
-        raise_alert(
-            ctx.sender,
-            kind=kind,
-            summary=_summary(record, kind),
-            at=now,
-            order_id=record.order_id,
-            severity=severity,
-            discriminator=record.attempt,
-            details=_details(record, entry),
-        )
+        if not alerted:
+            raise_alert(
+                ctx.sender,
+                kind=kind,
+                summary=_summary(record, kind),
+                at=now,
+                order_id=record.order_id,
+                severity=severity,
+                discriminator=record.attempt,
+                details=_details(record, entry),
+            )
         deliveries.append(
             publish_status(
                 ctx.sender,
@@ -167,8 +172,32 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
     owed_since = record.complete_by
     if Delivery.REFUSED in deliveries and owed_since is not None and refusal_retried(owed_since, now):
         log.info("order %s: its reply queue refuses the %s status: still owed", record.order_id, status)
+        if not alerted:
+            _note_alert_sent(ctx, record, kind)
         return False
     return True
+
+
+def _alert_noted(record: StateRecord, entry: HistoryEntry) -> bool:
+    """Whether the record notes the owed alert sent since the failure ``entry`` (``OwedAlertSent``)."""
+    since = len(record.history) - record.history[::-1].index(entry)
+    return any(later.event == OWED_ALERT_SENT for later in record.history[since:])
+
+
+def _note_alert_sent(ctx: AppContext, record: StateRecord, kind: str) -> None:
+    """Notes on the record that its owed alert went out while the status its reply queue refuses stays owed, so
+    the next hour's sweep does not send the alert again. A write that fails is only logged: that sweep then
+    sends it again, as for a delivery it could not acknowledge."""
+    try:
+        update_once(
+            ctx.states,
+            record,
+            lambda r: r.with_changes(
+                ctx.clock.now(), OWED_ALERT_SENT, SUPERVISOR, f"{kind} alert sent; the status still owed (refused)"
+            ),
+        )
+    except (EtagMismatch, StoreUnavailable) as exc:
+        log.info("order %s: owed alert sent, not noted: %s", record.order_id, exc)
 
 
 def build_owed(ctx: AppContext, record: StateRecord) -> None:
