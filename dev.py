@@ -25,8 +25,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import venv
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -172,27 +174,15 @@ def ensure_chromium() -> None:
     print(CHROMIUM_HINT, file=sys.stderr)
 
 
-def setup() -> None:
-    if _venv_version(PYTHON) != APP_PYTHON:
-        interpreter = find_app_python()
-        if VENV.exists():
-            print(f"{VENV} is not Python 3.13: recreating it")
-            shutil.rmtree(VENV)
-        print(f"creating {VENV} with {interpreter}")
-        subprocess.run([interpreter, "-m", "venv", str(VENV)], check=True)
-    stamp, digest = _stamp("pip", "requirements.txt", "requirements-dev.txt")
-    if not stamp.exists() or stamp.read_text() != digest:
-        run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", "requirements-dev.txt")
-        stamp.write_text(digest)
-    protos_stamp = VENV / ".host-protos-installed"
-    if not protos_stamp.exists() or protos_stamp.read_text() != HOST_PROTOS_WHEEL:
-        install_host_protos()
-        protos_stamp.write_text(HOST_PROTOS_WHEEL)
+def _setup_npm() -> None:
     stamp, digest = _stamp("npm", "package.json", "package-lock.json")
     if not (ROOT / "node_modules").exists() or not stamp.exists() or stamp.read_text() != digest:
         npm = "npm.cmd" if os.name == "nt" else "npm"
         run(npm, "ci" if (ROOT / "package-lock.json").exists() else "install", "--no-audit", "--no-fund", "--silent")
         stamp.write_text(digest)
+
+
+def _setup_checkov() -> None:
     if not CHECKOV_PYTHON.exists():
         venv.EnvBuilder(with_pip=True).create(CHECKOV_VENV)
     _, digest = _stamp("checkov", "tests/infra/requirements-checkov.txt")
@@ -201,6 +191,59 @@ def setup() -> None:
         requirements = "tests/infra/requirements-checkov.txt"
         run(CHECKOV_PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", requirements)
         stamp.write_text(digest)
+
+
+def _setup_app_packages() -> None:
+    stamp, digest = _stamp("pip", "requirements.txt", "requirements-dev.txt")
+    if not stamp.exists() or stamp.read_text() != digest:
+        run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", "requirements-dev.txt")
+        stamp.write_text(digest)
+    protos_stamp = VENV / ".host-protos-installed"
+    if not protos_stamp.exists() or protos_stamp.read_text() != HOST_PROTOS_WHEEL:
+        install_host_protos()
+        protos_stamp.write_text(HOST_PROTOS_WHEEL)
+
+
+class _Job(threading.Thread):
+    """``work`` on a thread of its own; ``result`` re-raises here what it raised."""
+
+    def __init__(self, work: Callable[[], None]) -> None:
+        super().__init__(daemon=True)  # Ctrl-C here ends dev.py; the installs it ran were interrupted too
+        self.work = work
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.work()
+        except BaseException as exc:  # handed to the main thread by result()
+            self.error = exc
+
+    def result(self) -> None:
+        self.join()
+        if self.error is not None:
+            raise self.error
+
+
+def setup() -> None:
+    """``.venv`` (Python 3.13), then its pip packages here while npm's packages and ``.venv-checkov``
+    install beside them (the three are independent; on a fresh clone they are most of this time)."""
+    if _venv_version(PYTHON) != APP_PYTHON:
+        interpreter = find_app_python()
+        if VENV.exists():
+            print(f"{VENV} is not Python 3.13: recreating it")
+            shutil.rmtree(VENV)
+        print(f"creating {VENV} with {interpreter}")
+        subprocess.run([interpreter, "-m", "venv", str(VENV)], check=True)
+    jobs = [_Job(_setup_npm), _Job(_setup_checkov)]  # npm's stamp is in .venv: started once it exists
+    for job in jobs:
+        job.start()
+    try:
+        _setup_app_packages()
+    finally:
+        for job in jobs:
+            job.join()
+    for job in jobs:
+        job.result()
     ensure_chromium()
 
 

@@ -1,7 +1,8 @@
-"""``python3 dev.py test``: with no arguments it runs ``tests/e2e`` in a second pytest beside the rest
-of the suite. The two runs together collect every test once; either failing (or collecting nothing)
-fails the command while the other still finishes; Ctrl-C, SIGTERM, SIGHUP or a lint failure stops both the
-way pytest stops cleanly (fixtures torn down), with no process left behind.
+"""``python3 dev.py test``: its setup installs the npm and checkov packages beside the app's; with no
+arguments it runs ``tests/e2e`` in a second pytest beside the rest of the suite. The two runs
+together collect every test once; either failing (or collecting nothing) fails the command while the
+other still finishes; Ctrl-C, SIGTERM, SIGHUP or a lint failure stops both the way pytest stops
+cleanly (fixtures torn down), with no process left behind.
 
 The runner is driven here with small synthetic suites in place of the two halves and no lint."""
 
@@ -14,8 +15,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -122,11 +125,45 @@ def collected(*args: str) -> list[str]:
     return [line for line in done.stdout.splitlines() if "::" in line]
 
 
-def test_the_two_runs_collect_every_test_of_the_suite_once():
-    spec = importlib.util.spec_from_file_location("dev_parts", ROOT / "dev.py")
+@pytest.fixture
+def dev() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("dev_under_test", ROOT / "dev.py")
     assert spec is not None and spec.loader is not None
-    dev = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(dev)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_setup_installs_npm_and_checkov_packages_beside_the_app_packages(dev, monkeypatch):
+    together = threading.Barrier(3, timeout=10)  # broken (an error) unless the three run at once
+    for install in ("_setup_app_packages", "_setup_npm", "_setup_checkov"):
+        monkeypatch.setattr(dev, install, together.wait)
+    monkeypatch.setattr(dev, "_venv_version", lambda python: dev.APP_PYTHON)
+    monkeypatch.setattr(dev, "ensure_chromium", lambda: None)
+    dev.setup()
+
+
+def test_an_install_failing_beside_the_others_fails_setup_once_they_are_done(dev, monkeypatch):
+    finished: list[str] = []
+
+    def npm() -> None:
+        raise subprocess.CalledProcessError(1, "npm ci")
+
+    def slow(name: str) -> None:
+        time.sleep(0.3)
+        finished.append(name)
+
+    monkeypatch.setattr(dev, "_setup_npm", npm)
+    monkeypatch.setattr(dev, "_setup_app_packages", lambda: slow("app"))
+    monkeypatch.setattr(dev, "_setup_checkov", lambda: slow("checkov"))
+    monkeypatch.setattr(dev, "_venv_version", lambda python: dev.APP_PYTHON)
+    monkeypatch.setattr(dev, "ensure_chromium", lambda: None)
+    with pytest.raises(subprocess.CalledProcessError, match="npm ci"):
+        dev.setup()
+    assert sorted(finished) == ["app", "checkov"]
+
+
+def test_the_two_runs_collect_every_test_of_the_suite_once(dev):
     rest, e2e = (collected(*part) for part in dev.suite_parts())
     whole = collected()
     assert rest and e2e
