@@ -42,6 +42,9 @@ ENTERABLE_FROM = frozenset(
 # --- identifiers ----------------------------------------------------------------------------------
 
 
+COMPENSATION_REQUESTED = "CompensationRequested"  # the history event of ``enter_compensation``
+
+
 def compensation_instance_id(order_id: str, round_number: int) -> str:
     """One compensation orchestration per order and round (a round is the record's ``attempt``).
     ``domain.ids.instance_order_id`` recognises it (keep the two in step)."""
@@ -203,7 +206,7 @@ def enter_compensation(
     due = max(now, not_before) if not_before is not None else now
     return marked.with_changes(
         now,
-        "CompensationRequested",
+        COMPENSATION_REQUESTED,
         by,
         reason,
         process_state=ProcessState.COMPENSATING,
@@ -357,7 +360,18 @@ def record_undo(
     )
 
 
+def compensation_cause(record: StateRecord) -> str | None:
+    """Why the order is being compensated: the reason its newest ``CompensationRequested`` entry gave
+    (``enter_compensation``), or None once the record's bounded history no longer holds it."""
+    for entry in reversed(record.history):
+        if entry.event == COMPENSATION_REQUESTED:
+            return entry.detail
+    return None
+
+
 def finish_compensation(record: StateRecord, owner: str, now: datetime) -> StateRecord:
+    """Every entry undone: Compensated. ``lastError`` goes back to why the order was compensated, so a
+    settled order does not show what a round met on the way (a wait for an open circuit, say)."""
     ensure_compensation_owner(record, owner)
     left = [e.seq for e in record.compensation if e.outcome != UNDONE]
     if left:
@@ -371,6 +385,8 @@ def finish_compensation(record: StateRecord, owner: str, now: datetime) -> State
         locked_by=None,
         complete_by=None,
         current_step=None,
+        last_error=compensation_cause(record),
+        outage_wait_since=None,
     )
 
 

@@ -18,7 +18,7 @@ from typing import Literal
 from adapters.cosmos.errors import EtagMismatch
 from adapters.cosmos.state_store import update_once_or_reread
 from dependencies import AppContext
-from domain.compensation import enter_compensation
+from domain.compensation import COMPENSATION_REQUESTED, enter_compensation
 from domain.errors import IllegalTransition
 from domain.records import StateRecord, last_move
 from domain.states import ProcessState
@@ -29,8 +29,8 @@ OperatorAction = Literal["resubmit", "cancel", "compensate"]
 # The history event each action's write leaves (``transitions.resubmit``, ``enter_compensation``).
 ACTION_EVENTS: dict[OperatorAction, str] = {
     "resubmit": "Resubmitted",
-    "cancel": "CompensationRequested",
-    "compensate": "CompensationRequested",
+    "cancel": COMPENSATION_REQUESTED,
+    "compensate": COMPENSATION_REQUESTED,
 }
 _CANCELLED_BY = "cancelled by operator "
 
