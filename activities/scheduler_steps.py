@@ -44,7 +44,7 @@ from domain.ids import bounded
 from domain.records import StateRecord
 from domain.states import ProcessState
 from notifications.alerts import raise_alert_after_write, send_owed_alert
-from notifications.received import say_before_status
+from notifications.received import owe_if_unheard, say_before_status
 from notifications.status import Delivery
 from observability.events import app_event
 from orchestrators.status import PROGRESS_STATUSES
@@ -65,7 +65,7 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
         request.order_id,
         request.instance_id,
         lambda r: transitions.begin_step(
-            _record_result(r, request.instance_id, completes, now),
+            _record_result(owe_if_unheard(r, now), request.instance_id, completes, now),
             request.instance_id,
             request.step,
             data.agent,

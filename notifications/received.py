@@ -42,7 +42,7 @@ from adapters.cosmos.state_store import StateStore, update_once
 from adapters.servicebus.sender import MessageSender, SendError
 from domain.records import RECEIVED_OWED, RECEIVED_SAID, StateRecord
 from domain.states import TERMINAL_STATES, ProcessState
-from domain.transitions import SUBMISSION
+from domain.transitions import STEP_STARTED, SUBMISSION
 from notifications.status import Delivery, publish_status
 from observability.events import app_event
 from orchestrators.status import refusal_retried
@@ -64,6 +64,22 @@ def owe_received(record: StateRecord, now: datetime) -> StateRecord:
     return record.with_changes(
         now, RECEIVED_OWED, SUBMISSION, "the Received status could not be sent", received_owed=now
     )
+
+
+def owe_if_unheard(record: StateRecord, now: datetime) -> StateRecord:
+    """``record`` as the first step of a retried attempt is about to write it: owing ``Received`` (``receivedOwed``,
+    no history entry: the same write says it and clears the mark, ``say_owed_received``) when no attempt of the
+    order began a step and this is not its first, so its first claim never started. That is the path of a creating
+    delivery that lost its create's response (or died) before it said ``Received`` or could mark it owed: nothing
+    on the record says it is unsaid, and the store-retry copy that would say it can come minutes later, after this
+    step's ``Processing`` (lost-restarts-locks, 100 orders, seed 11: ``ord-00004``, the runner's
+    ``statuses_before_received``). A submitter that heard it already may hear it again (collapsed within duplicate
+    detection's 10 minutes); the happy path (attempt 1) sends nothing more."""
+    if record.received_owed is not None or record.attempt <= 1:
+        return record
+    if any(entry.event == STEP_STARTED for entry in record.history):
+        return record
+    return replace(record, received_owed=now)
 
 
 def say_owed_received(sender: MessageSender, record: StateRecord, at: datetime) -> StateRecord:

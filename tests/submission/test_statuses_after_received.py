@@ -20,17 +20,23 @@ left it owed, and ``CancellationRejected`` says it first or goes to the courier,
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 
-from activities.scheduler_steps import mark_processed, publish_status
+from activities.scheduler_steps import begin_step, mark_processed, publish_status
+from adapters.cosmos.state_store import update_once
 from adapters.servicebus.sender import OutgoingMessage, SendError
-from contracts.activities import Processed, PublishStatusInput
+from contracts.activities import Processed, PublishStatusInput, StepBegun
 from contracts.messages import StatusName
 from dependencies import AppContext
 from notifications.status import OwedStatus
+from orchestrators import starter
 from submission.intake import handle_orders_message
 from supervisor.outage import say_waiting
+from supervisor.run import run_supervisor
+from supervisor.scan import ScanState
 from tests.contexts import context_with
 from tests.fakes import FakeReceivedMessage, RecordingSender
 from tests.submission.test_received_owed import (
@@ -39,7 +45,9 @@ from tests.submission.test_received_owed import (
     ReceivedSendsFail,
     _delivered_then_host_stopped,
     _heard,
+    _later,
     _processed_owing_received,
+    first_step,
 )
 from tests.submission.test_redteam_refused_queue import _failed_while_refused
 from tests.submission.test_refused_reply_queue_owed import _heard as heard
@@ -158,3 +166,27 @@ def test_the_supervisors_waiting_status_is_not_sent_while_received_is_owed(app_c
     assert say_waiting(ctx, written, "Processing", "waiting for shipping (circuit open)") is False
 
     assert _heard(ctx) == []
+
+
+def test_the_first_step_of_a_retried_claim_that_never_started_says_received_first(app_context: AppContext) -> None:
+    """The creating delivery's create lost its response: nothing said ``Received`` and nothing marked it owed (here:
+    the mark cleared by hand), and the store-retry copy that says it comes minutes later. The claim never started;
+    the supervisor retries it and the starter's attempt 2 begins its first step: ``Received``, then ``Processing``
+    (lost-restarts-locks, 100 orders, seed 11, ``ord-00004`` heard ``Processing`` first)."""
+    sender = ReceivedSendsFail(failures=1)
+    ctx = context_with(app_context, sender=sender, settings=replace(app_context.settings, max_in_flight=100))
+    assert _delivered_then_host_stopped(ctx) is not None
+    record = ctx.states.get(ORDER)
+    assert record is not None
+    update_once(ctx.states, record, lambda r: replace(r, received_owed=None))
+    _later(ctx, ctx.settings.start_grace + timedelta(seconds=1))
+    run_supervisor(ctx, ScanState())
+    _later(ctx, ctx.settings.retry_backoff_max + timedelta(seconds=1))
+    claims = starter.sweep(ctx)
+    assert [c.attempt for c in claims] == [2] and _heard(ctx) == []
+
+    assert begin_step(ctx, first_step(ctx, claims[0])) == StepBegun(status_sent=True)
+
+    assert _heard(ctx) == ["Received", "Processing"]
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.received_owed is None
