@@ -44,7 +44,7 @@ from domain.ids import bounded
 from domain.records import StateRecord
 from domain.states import ProcessState
 from notifications.alerts import raise_alert_after_write, send_owed_alert
-from notifications.received import say_before_final_status
+from notifications.received import owe_if_unheard, say_before_status
 from notifications.status import Delivery
 from observability.events import app_event
 from orchestrators.status import PROGRESS_STATUSES
@@ -53,7 +53,8 @@ from supervisor.owed import owe_notifications
 
 def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
     """One fenced write: the previous step's result (``completes``) and this step's start and
-    deadline; then, with ``announce``, the ``Processing`` status (tried once); then the request, onto
+    deadline; then, with ``announce``, the ``Processing`` status (tried once; not while the record still owes
+    ``Received``, which the write tried first: never before it); then the request, onto
     the agent's queue when ``queue`` is given. A failed request send fails the activity; its retry
     writes the same start again and re-sends the same MessageIds."""
     request = data.request
@@ -64,7 +65,7 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
         request.order_id,
         request.instance_id,
         lambda r: transitions.begin_step(
-            _record_result(r, request.instance_id, completes, now),
+            _record_result(owe_if_unheard(r, now), request.instance_id, completes, now),
             request.instance_id,
             request.step,
             data.agent,
@@ -77,9 +78,12 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
     )
     if written is None:
         return NOT_OWNED
-    # the attempt's first write: the submitter hears "Processing" (a re-run says it again under the same MessageId)
+    # the attempt's first write: the submitter hears "Processing" (a re-run says it again under the same MessageId),
+    # unless the Received this write tried first is still owed: never before it (tried once, the next status says it)
     announced = (
-        _tell_once(ctx, written.reply_to, request.order_id, "Processing", request.attempt) if data.announce else None
+        _tell_once(ctx, written.reply_to, request.order_id, "Processing", request.attempt)
+        if data.announce and written.received_owed is None
+        else None
     )
     if data.queue is not None:
         _send_request(ctx, data.queue, request)
@@ -240,13 +244,13 @@ def _tell_once(ctx: AppContext, reply_to: str | None, order_id: str, status: Sta
 def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused | None:
     """The ``publish_status`` activity: one status update, to the order's own ``replyTo`` queue only.
     The orchestration passes the queue its plan read from the record (the attempt's input, or the
-    compensation round's load activity); without it, the record is read here. ``Completed`` and
-    ``Compensated`` say a ``Received`` the record still owes first (``say_before_final_status``): while that
-    fails, so does this try. A failure of the last try (``last_try``: a send, or a read) is alerted
-    ``StatusUndelivered``: nothing tries again. A reply queue that refuses this app (the status, or the
-    ``Received`` still owed before it, ``notifications.received``) is answered ``StatusRefused``, never a
-    failure: the orchestration tries again for ``REFUSED_RETRY_WINDOW``, and never alerts the status
-    undelivered (``publish_status`` alerted the queue).
+    compensation round's load activity); without it, the record is read here. Every status but ``Received``
+    and ``Rejected`` says a ``Received`` the record still owes first (``say_before_status``, reading the record
+    unless this process has an ended version of it): while that fails, so does this try. A failure of the last
+    try (``last_try``: a send, or a read) is alerted ``StatusUndelivered``: nothing tries again. A reply queue
+    that refuses this app (the status, or the ``Received`` still owed before it, ``notifications.received``) is
+    answered ``StatusRefused``, never a failure: the orchestration tries again for ``REFUSED_RETRY_WINDOW``, and
+    never alerts the status undelivered (``publish_status`` alerted the queue).
 
     ``Rejected`` comes here only from the status courier (``deliver_status_v1``: the intake's own send of it
     failed; no orchestration sends it). Each of its tries first looks for the order's state record
@@ -267,8 +271,8 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused |
             return None
         reply_to = record.reply_to
     try:
-        # an order ended well whose submitter may not have heard Received: that first (or this try fails)
-        if not say_before_final_status(ctx.states, ctx.sender, data.order_id, data.status, ctx.clock.now()):
+        # a submitter that may not have heard Received: that first (or this try fails)
+        if not say_before_status(ctx.states, ctx.sender, data.order_id, data.status, ctx.clock.now()):
             return StatusRefused(error=f"{reply_to!r} refuses the Received still owed before {data.status}")
         delivery = notifications.status.publish_status(
             ctx.sender,

@@ -56,6 +56,7 @@ def _status_messages(result: SimulationResult) -> list[dict[str, Any]]:
         for message in result.broker.contents(queue):
             body = json.loads(str(message))
             body["_queue"] = queue
+            body["_enqueued"] = (message.enqueued_time_utc, int(message.sequence_number))
             statuses.append(body)
     return statuses
 
@@ -81,6 +82,32 @@ def _rejected_after_accepted(result: SimulationResult) -> list[str]:
             ):
                 late.add(order_id)
     return sorted(late)
+
+
+def _statuses_before_received(
+    statuses: list[dict[str, Any]], by_order: dict[str, Any], valid: dict[str, dict[str, Any]], missing: set[str]
+) -> list[str]:
+    """Orders with a state record whose own submitter's queue took a status of the order other than ``Rejected``
+    before the order's first ``Received`` (broker enqueue time, true time, then sequence number), or took one and no
+    ``Received`` at all: the submitter heard of an order it was never told was received (docs/deferral.md, status
+    messages). An order with no ``Received`` that ``missing_statuses`` counts already (finished, its queue reachable)
+    is not counted again here; one whose queue is unreachable at the end is, as a status did reach it."""
+    heard: dict[str, list[tuple[datetime, int, str]]] = {}
+    for s in statuses:
+        order_id = s["orderId"]
+        if order_id in by_order and valid.get(order_id, {}).get("replyTo") == s["_queue"]:
+            heard.setdefault(order_id, []).append((*s["_enqueued"], str(s["status"])))
+    early: list[str] = []
+    for order_id, told in sorted(heard.items()):
+        told.sort()
+        received = next((t for t in told if t[2] == "Received"), None)
+        if received is None and order_id in missing:
+            continue
+        before = [t for t in told if t[2] not in ("Received", "Rejected") and (received is None or t < received)]
+        if before:
+            when = "with no Received" if received is None else f"before Received at {received[0]}"
+            early.append(f"{order_id}: {', '.join(t[2] for t in before)} {when}")
+    return early
 
 
 def _kept_after_compensation(result: SimulationResult, ledgers: dict[str, Ledger]) -> list[str]:
@@ -342,6 +369,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     ]
     kept = _kept_after_compensation(result, ledgers)
     contradicted = _rejected_after_accepted(result)
+    early = _statuses_before_received(statuses, by_order, valid, set(missing_status))
     finals = {o: doc["processState"] for o, doc in by_order.items()} | dict.fromkeys(rejected, "Rejected")
     silent = _silent_failures(result, finals, statuses)
     stranded = _stranded_messages(result, by_order)
@@ -368,6 +396,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "misrouted_statuses": len(misrouted),
         "missing_statuses": len(missing_status),
         "rejected_after_accepted": len(contradicted),
+        "statuses_before_received": len(early),
         "kept_after_compensation": len(kept),
         "silent_failures": len(silent),
         "stranded_messages": len(stranded),
@@ -388,6 +417,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "unmatched_notifications": unmatched[:5],
             "missing_statuses": missing_status[:5],
             "rejected_after_accepted": contradicted[:5],
+            "statuses_before_received": early[:5],
             "kept_after_compensation": kept[:5],
             "silent_failures": silent[:5],
             "stranded_messages": stranded[:5],

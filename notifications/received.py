@@ -14,8 +14,13 @@ that ends an order well (``Processed``, ``Compensated``) is made all the same (a
 refuses for a while must not fail its order), but nobody would write the record again: its activity
 says ``Received`` once more after it (``say_before_the_last_word``), and while that fails the order's
 final status is not sent there but on its orchestration's durable timers (``FINAL_RETRY_DELAYS``, about
-six hours), each try saying ``Received`` first and failing while it cannot (``say_before_final_status``);
-the last try gives the final status up and alerts it (``StatusUndelivered``), as for any final status.
+six hours), each try saying ``Received`` first and failing while it cannot (``say_before_status``);
+the last try gives the final status up and alerts it (``StatusUndelivered``), as for any final status. No other
+status but ``Rejected`` goes out before it either: the ``publish_status`` activity says it before any status it
+sends (``say_before_status``), the attempt's ``Processing`` and the supervisor's "waiting for" statuses are not sent
+while the write before them left it owed, and the ``CancelOrder`` handler says it before ``CancellationRejected``
+(``say_received_first``) or hands that status to the courier (a queue full for a while failed every try of
+``Received``, and the first status tried once it drained reached the submitter first).
 The MessageId is the status's own (``<orderId>:Received:0``), so a repeat within duplicate detection's
 10 minutes (the courier delivered it too) collapses; a later one reaches the submitter as the same status
 again (docs/deferral.md, "Status messages").
@@ -36,8 +41,8 @@ from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from adapters.cosmos.state_store import StateStore, update_once
 from adapters.servicebus.sender import MessageSender, SendError
 from domain.records import RECEIVED_OWED, RECEIVED_SAID, StateRecord
-from domain.states import ProcessState
-from domain.transitions import SUBMISSION
+from domain.states import TERMINAL_STATES, ProcessState
+from domain.transitions import STEP_STARTED, SUBMISSION
 from notifications.status import Delivery, publish_status
 from observability.events import app_event
 from orchestrators.status import refusal_retried
@@ -46,7 +51,8 @@ from orchestrators.status import refusal_retried
 # ``Received`` owed, and of the one that clears it on an order that ended well (``say_before_the_last_word``).
 # States after which nobody writes the record again, and the final statuses that tell them.
 _LAST_WORD = (ProcessState.PROCESSED, ProcessState.COMPENSATED)
-_ENDED_WELL_STATUSES = ("Completed", "Compensated")
+# The statuses that never wait for an owed ``Received``: itself, and a refusal (told for a submission never accepted).
+NOT_AFTER_RECEIVED = frozenset({"Received", "Rejected"})
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +64,22 @@ def owe_received(record: StateRecord, now: datetime) -> StateRecord:
     return record.with_changes(
         now, RECEIVED_OWED, SUBMISSION, "the Received status could not be sent", received_owed=now
     )
+
+
+def owe_if_unheard(record: StateRecord, now: datetime) -> StateRecord:
+    """``record`` as the first step of a retried attempt is about to write it: owing ``Received`` (``receivedOwed``,
+    no history entry: the same write says it and clears the mark, ``say_owed_received``) when no attempt of the
+    order began a step and this is not its first, so its first claim never started. That is the path of a creating
+    delivery that lost its create's response (or died) before it said ``Received`` or could mark it owed: nothing
+    on the record says it is unsaid, and the store-retry copy that would say it can come minutes later, after this
+    step's ``Processing`` (lost-restarts-locks, 100 orders, seed 11: ``ord-00004``, the runner's
+    ``statuses_before_received``). A submitter that heard it already may hear it again (collapsed within duplicate
+    detection's 10 minutes); the happy path (attempt 1) sends nothing more."""
+    if record.received_owed is not None or record.attempt <= 1:
+        return record
+    if any(entry.event == STEP_STARTED for entry in record.history):
+        return record
+    return replace(record, received_owed=now)
 
 
 def say_owed_received(sender: MessageSender, record: StateRecord, at: datetime) -> StateRecord:
@@ -93,7 +115,7 @@ def say_before_the_last_word(
     loses a race or meets a store failure is only logged, the status is out). A send that fails is logged
     (``StatusNotSent``) and the record returned still owing it, as is one its queue refuses within
     ``REFUSED_RETRY_WINDOW``: the order's final status must then wait for it, sent on its orchestration's
-    durable timers (``say_before_final_status``). Any other record is returned as it is. Never raises
+    durable timers (``say_before_status``). Any other record is returned as it is. Never raises
     ``SendError``."""
     if record.received_owed is None or record.process_state not in _LAST_WORD:
         return record
@@ -112,25 +134,35 @@ def say_before_the_last_word(
     return record if said is None else said  # None: its queue refused it, still owed
 
 
-def say_before_final_status(
-    states: StateStore, sender: MessageSender, order_id: str, status: str, at: datetime
-) -> bool:
-    """Before the final status of an order that ended well (``Completed``, ``Compensated``) is sent on its
-    orchestration's durable timers (the ``publish_status`` activity): ``Received`` if the record still owes
-    it, and its mark cleared (``say_before_the_last_word``'s write). A send that fails raises ``SendError``:
-    that try of the final status fails, and its timers try again (the last try gives the final status up
-    and alerts it, ``notifications.status.give_up``). False: the reply queue refused ``Received`` within
-    ``REFUSED_RETRY_WINDOW`` of its mark, still owed: the final status waits (that try answers refused).
-    The record is read only when this process has no
-    version of it that ended well: a mark is never set on an ended record, only cleared, so a version
-    without it needs nothing, and one with it is said and cleared by a write conditional on that version (a
-    412 means it was cleared already, and this ``Received`` was a repeat)."""
-    if status not in _ENDED_WELL_STATUSES:
+def say_before_status(states: StateStore, sender: MessageSender, order_id: str, status: str, at: datetime) -> bool:
+    """Before any status but ``Received`` and ``Rejected`` is sent on an orchestration's timers or by the courier
+    (the ``publish_status`` activity: ``Completed`` and ``Compensated``, ``Failed`` and ``CompensationFailed``,
+    ``Compensating``, ``CancellationRejected``): ``Received`` if the record still owes it, and its mark cleared
+    (``say_received_first``). A send that fails raises ``SendError``: that try of the status fails, and its timers
+    try again (the last try gives it up and alerts it, ``notifications.status.give_up``; a progress status is tried
+    once). False: the reply queue refused ``Received`` within ``REFUSED_RETRY_WINDOW`` of its mark, still owed: the
+    status waits (that try answers refused). An ended record (``TERMINAL_STATES``) this process has a version of
+    is not read again: a mark is never set on an ended record, only cleared, so a version without it needs nothing,
+    and one with it is said and cleared by a write conditional on that version (a 412 means it was cleared already,
+    and this ``Received`` was a repeat). Any other is read: submission may have marked it since."""
+    if status in NOT_AFTER_RECEIVED:
         return True
     record = states.recent(order_id)
-    if record is None or record.process_state not in _LAST_WORD:
+    if record is None or record.process_state not in TERMINAL_STATES:
         record = states.get(order_id)
-    if record is None or record.received_owed is None or record.process_state not in _LAST_WORD:
+    return record is None or say_received_first(states, sender, record, at, status)
+
+
+def say_received_first(
+    states: StateStore, sender: MessageSender, record: StateRecord, at: datetime, status: str
+) -> bool:
+    """Before ``status`` of ``record``'s order is sent by code holding ``record`` (a version it read or wrote):
+    ``Received`` if that version still owes it, then the mark cleared by one conditional write (``ReceivedSaid``, in
+    submission's name; a lost race or a store failure is only logged: the status is out). True: nothing owed, or
+    said now; False: its queue refused it within ``REFUSED_RETRY_WINDOW`` of the mark (still owed, nothing written).
+    ``SendError`` propagates. A status sent while ``Received`` is owed and unsaid would reach the submitter first
+    once its queue takes sends again (a full queue draining: the runner's ``statuses_before_received``)."""
+    if record.received_owed is None:
         return True
     detail = f"said before the {status} status, after {_last_event(record)}"
     return _say_and_clear(states, sender, record, at, detail) is not None

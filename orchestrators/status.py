@@ -20,9 +20,10 @@ holds a deadline:
   order). A progress status is not tried again, nor is a refused ``Failed`` or ``CompensationFailed``
   (``OWED_BY_THE_RECORD``): the supervisor's owed sweep tries it again (``supervisor.owed``), saying first
   the ``Received`` the record may still owe, and sending nothing once an operator acted on the order; tried
-  here, the queue taking sends again let it reach the submitter before ``Received`` (only the owed sweep
-  and the courier say that one, neither before it) or after the order was resubmitted. An answer recorded
-  before ``StatusRefused`` existed is None (sent, or nothing to send), and replays as it was recorded.
+  here, the queue taking sends again let it reach the submitter after the order was resubmitted (and before
+  ``Received``, until the activity said an owed ``Received`` first: ``notifications.received.say_before_status``).
+  An answer recorded before ``StatusRefused`` existed is None (sent, or nothing to send), and replays as it was
+  recorded.
 
 ``deliver_status`` is the courier orchestration: code that has no durable timer of its own (the
 intake) hands it a status whose send failed, and it delivers it the same way. A pending-cap refusal's

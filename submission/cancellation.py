@@ -15,10 +15,12 @@ dead-lettered (``UnknownOrder``) after its last round."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch
 from adapters.cosmos.state_store import update_once
+from adapters.servicebus.sender import SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import CancelOrder
 from contracts.store_retry import retry_round
@@ -29,7 +31,8 @@ from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
 from notifications.alerts import OwedAlert
-from notifications.status import publish_status_or_owe
+from notifications.received import say_received_first
+from notifications.status import OwedStatus, publish_status_or_owe
 from observability.events import app_event
 from submission.result import IntakeResult
 from submission.store_outage import STORE_RETRY_DELAYS, retry_later
@@ -74,17 +77,8 @@ def _cancel_once(ctx: AppContext, record: StateRecord, cancel: CancelOrder) -> I
         ReviewPolicy(ctx.settings.review_amount_threshold_cents),
     )
     if decision.action is not Action.COMPENSATE:
-        owed = publish_status_or_owe(
-            ctx.sender,
-            reply_to=record.reply_to,
-            order_id=record.order_id,
-            status="CancellationRejected",
-            attempt=record.attempt,
-            at=now,
-            reason=decision.reason,
-        )
         app_event("CancellationRejected", f"order {record.order_id}: {decision.reason}", orderId=record.order_id)
-        return IntakeResult(Settlement.complete(), owed=(owed,) if owed else ())
+        return IntakeResult(Settlement.complete(), owed=_tell_rejected(ctx, record, decision.reason, now))
     # while a step is in flight, at its deadline; during a review pause, now (the operator's cancel asks the same)
     not_before = cancellation_not_before(record)
     reason = f"cancelled by the client: {cancel.reason}"
@@ -100,3 +94,26 @@ def _cancel_once(ctx: AppContext, record: StateRecord, cancel: CancelOrder) -> I
         ctx.counts.bump(record.process_state, -1)
     app_event("CancellationAccepted", f"order {record.order_id}: {reason}; compensating", orderId=record.order_id)
     return IntakeResult(Settlement.complete())
+
+
+def _tell_rejected(ctx: AppContext, record: StateRecord, reason: str, now: datetime) -> tuple[OwedStatus, ...]:
+    """``CancellationRejected`` to the submitter, after the ``Received`` the record may still owe
+    (``notifications.received.say_received_first``). While that one cannot be said (its send failed, its queue
+    refuses it), the status is not tried here: it goes to the courier, whose every try says ``Received`` first."""
+    owed = OwedStatus(record.order_id, "CancellationRejected", record.attempt, record.reply_to or "", reason)
+    try:
+        said = say_received_first(ctx.states, ctx.sender, record, now, owed.status)
+    except SendError:
+        said = False
+    if not said and record.reply_to:
+        return (owed,)
+    sent = publish_status_or_owe(
+        ctx.sender,
+        reply_to=record.reply_to,
+        order_id=record.order_id,
+        status=owed.status,
+        attempt=owed.attempt,
+        at=now,
+        reason=reason,
+    )
+    return (sent,) if sent else ()

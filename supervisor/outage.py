@@ -212,7 +212,10 @@ def tell_waiting(
 
 def say_waiting(ctx: AppContext, written: StateRecord, status: StatusName, reason: str) -> bool:
     """Tells the submitter of ``written`` what its order waits for (``reason``), under the waiting
-    MessageId of its attempt; tried once."""
+    MessageId of its attempt; tried once. Not while ``written`` still owes ``Received`` (the write tried it
+    first, ``notifications.received.say_owed_received``, and its send failed): never before it."""
+    if written.received_owed is not None:
+        return False
     try:
         delivery = publish_status(
             ctx.sender,

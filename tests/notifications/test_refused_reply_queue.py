@@ -20,6 +20,7 @@ import pytest
 from activities.scheduler_steps import publish_status
 from contracts.messages import StatusName
 from contracts.names import OPERATOR_ALERTS_QUEUE
+from domain.states import ProcessState
 from localrun.durable.history import parse_timestamp
 from orchestrators import names
 from orchestrators.status import FINAL_RETRY_DELAYS, REFUSED_RETRY_WINDOW, call_publish_status
@@ -164,8 +165,9 @@ def test_the_activity_answers_a_refusal_and_alerts_the_queue_not_the_status():
     given = {"orderId": "o1", "status": "Failed", "attempt": 2, "replyTo": "submitter-7"}
     for extra in ({}, {"lastTry": True}):
         sender = RecordingSender(missing={"submitter-7"})
-        answer = run(publish_status, storeless_context(sender), {**given, **extra})
+        answer = run(publish_status, storeless_context(sender, ended=ProcessState.ERROR), {**given, **extra})
         assert answer == {"refused": True, "error": "'submitter-7' refuses this app"}
         assert sender.message_ids(OPERATOR_ALERTS_QUEUE) == ["alert:ReplyQueueUnavailable:-:submitter-7"]
 
-    assert run(publish_status, storeless_context(RecordingSender()), given) is None  # sent: nothing to say
+    sent = storeless_context(RecordingSender(), ended=ProcessState.ERROR)
+    assert run(publish_status, sent, given) is None  # sent: nothing to say

@@ -4,76 +4,58 @@ from __future__ import annotations
 
 from adapters.clock import ManualClock
 from dependencies import AppContext
+from domain.states import ProcessState
 from tests.activity_calls import run
 from tests.contexts import context_with
 
 
 def test_the_status_activity_sends_to_the_queue_it_is_given_without_reading_the_record():
-    import random
-
+    """The queue comes with the status (the orchestration's plan read it): the record is not read, this process
+    having seen it end without owing ``Received`` (a failure's ``Failed`` after the ``fail_order`` write)."""
     from activities.scheduler_steps import publish_status
-    from dependencies import AppContext
-    from settings import Settings
+    from domain.states import ProcessState
     from tests.fakes import RecordingSender
 
-    class NoReads:
-        def __getattr__(self, name: str) -> object:
-            raise AssertionError(f"a store was used: {name}")
-
     sender = RecordingSender()
-    unused = NoReads()
-    ctx = AppContext(
-        Settings.from_env({}),
-        ManualClock(),
-        unused,  # type: ignore[arg-type]
-        unused,  # type: ignore[arg-type]
-        sender,
-        {},
-        deferred=unused,  # type: ignore[arg-type]
-        deferrals=unused,  # type: ignore[arg-type]
-        ops=unused,  # type: ignore[arg-type]
-        health=unused,  # type: ignore[arg-type]
-        rng=random.Random(1),
-    )
+    ctx = storeless_context(sender, ended=ProcessState.ERROR)
     run(publish_status, ctx, {"orderId": "o1", "status": "Failed", "attempt": 2, "replyTo": "submitter-7"})
     assert sender.message_ids("submitter-7") == ["o1:Failed:2"]
 
 
 def test_completed_is_sent_without_reading_the_record_when_this_process_saw_it_end_owing_nothing():
-    """``Completed`` and ``Compensated`` say a ``Received`` the record still owes first (notifications/received.py):
-    the record is not read when this process's last version of it ended well without the mark (a mark is
-    never set on an ended record), only when that version is missing, not ended or still marked."""
-    from datetime import UTC, datetime
-
+    """Every status but ``Received`` and ``Rejected`` says a ``Received`` the record still owes first
+    (notifications/received.py): the record is not read when this process's last version of it ended without the
+    mark (a mark is never set on an ended record), only when that version is missing, not ended or still marked."""
     from activities.scheduler_steps import publish_status
-    from domain.records import StateRecord
     from domain.states import ProcessState
     from tests.fakes import RecordingSender
 
-    at = datetime(2026, 1, 1, tzinfo=UTC)
-    ended = StateRecord(
-        id="o1", order_id="o1", process_state=ProcessState.PROCESSED, reply_to="submitter-7", updated_at=at
-    )
-
-    class OnlyRecent:
-        def __init__(self, recent: StateRecord | None) -> None:
-            self._recent = recent
-
-        def recent(self, order_id: str) -> StateRecord | None:
-            return self._recent
-
-        def get(self, order_id: str) -> StateRecord | None:
-            raise AssertionError("the record was read")
-
     sender = RecordingSender()
-    ctx = context_with(storeless_context(sender), states=OnlyRecent(ended))
+    ctx = storeless_context(sender, ended=ProcessState.PROCESSED)
     run(publish_status, ctx, {"orderId": "o1", "status": "Completed", "attempt": 2, "replyTo": "submitter-7"})
     assert sender.message_ids("submitter-7") == ["o1:Completed:2"]
 
 
-def storeless_context(sender: object) -> AppContext:
-    import random
+class OnlyRecent:
+    """A state store that only has this process's last version of the record: reading it fails the test."""
 
+    def __init__(self, recent: object) -> None:
+        self._recent = recent
+
+    def recent(self, order_id: str) -> object:
+        return self._recent
+
+    def get(self, order_id: str) -> None:
+        raise AssertionError("the record was read")
+
+
+def storeless_context(sender: object, ended: ProcessState | None = None) -> AppContext:
+    """A context whose stores fail the test when used; ``ended``: but for this process's last version of the
+    order's record (``recent``), ended in that state without owing ``Received``."""
+    import random
+    from datetime import UTC, datetime
+
+    from domain.records import StateRecord
     from settings import Settings
 
     class NoReads:
@@ -81,7 +63,7 @@ def storeless_context(sender: object) -> AppContext:
             raise AssertionError(f"a store was used: {name}")
 
     unused = NoReads()
-    return AppContext(
+    ctx = AppContext(
         Settings.from_env({}),
         ManualClock(),
         unused,  # type: ignore[arg-type]
@@ -94,6 +76,11 @@ def storeless_context(sender: object) -> AppContext:
         health=unused,  # type: ignore[arg-type]
         rng=random.Random(1),
     )
+    if ended is None:
+        return ctx
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    record = StateRecord(id="o1", order_id="o1", process_state=ended, reply_to="submitter-7", updated_at=at)
+    return context_with(ctx, states=OnlyRecent(record))
 
 
 def test_a_final_status_whose_last_try_fails_is_alerted_status_undelivered_and_an_earlier_try_is_not():
@@ -116,11 +103,11 @@ def test_a_final_status_whose_last_try_fails_is_alerted_status_undelivered_and_a
     given = {"orderId": "o1", "status": "Failed", "attempt": 2, "replyTo": "submitter-7"}
     earlier = ReplyQueueDown()
     with pytest.raises(SendError):
-        run(publish_status, storeless_context(earlier), given)
+        run(publish_status, storeless_context(earlier, ended=ProcessState.ERROR), given)
     assert earlier.sent == []
     last = ReplyQueueDown()
     with pytest.raises(SendError):
-        run(publish_status, storeless_context(last), {**given, "lastTry": True})
+        run(publish_status, storeless_context(last, ended=ProcessState.ERROR), {**given, "lastTry": True})
     assert last.message_ids(OPERATOR_ALERTS_QUEUE) == ["alert:StatusUndelivered:o1:Failed:2"]
     alert = last.bodies(OPERATOR_ALERTS_QUEUE)[0]
     assert alert["details"]["replyTo"] == "submitter-7" and alert["details"]["status"] == "Failed"

@@ -189,17 +189,18 @@ def test_a_pending_order_the_starter_claims_says_received_at_itsfirst_step(app_c
 
 
 def test_a_redelivery_after_a_step_began_says_received_while_it_is_still_owed(app_context: AppContext) -> None:
-    """The first step's own send of ``Received`` fails as well (``Processing`` goes out): the mark stays, and
-    the order's redelivery, which finds it begun, says ``Received`` because the record still owes it."""
+    """The first step's own send of ``Received`` fails as well: the mark stays, so its ``Processing`` is not
+    sent (it went out, before ``Received``: the runner's ``statuses_before_received``), and the order's
+    redelivery, which finds it begun, says ``Received`` because the record still owes it."""
     ctx = context_with(app_context, sender=ReceivedSendsFail(failures=2))
     claim = _delivered_then_host_stopped(ctx)
     assert claim is not None
-    assert isinstance(begin_step(ctx, first_step(ctx, claim)), StepBegun)
-    assert _heard(ctx) == ["Processing"]
+    assert begin_step(ctx, first_step(ctx, claim)) == StepBegun()  # Processing withheld, not to retry
+    assert _heard(ctx) == []
 
     handle_orders_message(ctx, FakeReceivedMessage.of(_body(), message_id=ORDER))
 
-    assert _heard(ctx) == ["Processing", "Received"]
+    assert _heard(ctx) == ["Received"]
 
 
 def _processed_owing_received(ctx: AppContext, number: int | None) -> tuple[MarkProcessedInput, PublishStatusInput]:
@@ -244,15 +245,15 @@ def test_the_order_ended_well_sends_completed_on_the_schedulers_timers_only_afte
     record = ctx.states.get(ORDER)
     assert record is not None and record.process_state is ProcessState.PROCESSED
     assert record.received_owed is not None
-    assert _heard(ctx) == ["Processing"]  # no Completed before Received
+    assert _heard(ctx) == []  # no Processing (its step's Received failed), no Completed before Received
 
     counted = CountingReads(ctx.states)
     timers = context_with(ctx, states=counted)
     with pytest.raises(SendError):
         publish_status(timers, completed)  # the scheduler's first try: Received still fails, so no Completed
-    assert _heard(ctx) == ["Processing"]
+    assert _heard(ctx) == []
     publish_status(timers, completed)  # its next try
-    assert _heard(ctx) == ["Processing", "Received", "Completed"]
+    assert _heard(ctx) == ["Received", "Completed"]
     assert counted.reads == 0  # this process's version of the ended record was enough
     record = ctx.states.get(ORDER)
     assert record is not None and record.process_state is ProcessState.PROCESSED and record.received_owed is None
@@ -271,7 +272,7 @@ def test_completed_still_waiting_for_received_at_its_last_try_is_alerted_undeliv
     with pytest.raises(SendError):
         publish_status(ctx, replace(completed, last_try=True))
 
-    assert _heard(ctx) == ["Processing"]
+    assert _heard(ctx) == []
     assert isinstance(ctx.sender, RecordingSender)
     assert ctx.sender.message_ids(OPERATOR_ALERTS_QUEUE) == [f"alert:StatusUndelivered:{ORDER}:Completed:1"]
 
@@ -419,9 +420,9 @@ def test_a_retired_attempt_that_wrote_processed_leaves_completed_to_its_timers_w
         ctx, SettleRetiredInput(order_id=ORDER, instance_id=done.instance_id, attempt=done.attempt)
     )
 
-    assert settled.completed_status is False and _heard(ctx) == ["Processing"]
+    assert settled.completed_status is False and _heard(ctx) == []
     publish_status(ctx, completed)
-    assert _heard(ctx) == ["Processing", "Received", "Completed"]
+    assert _heard(ctx) == ["Received", "Completed"]
 
 
 class MarkWriteFailsOnce:
