@@ -7,6 +7,7 @@ silently switch a fault off."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,7 +163,7 @@ class Profile:
         services = {a.service for a in AGENTS.values()}
         remote: dict[str, dict[str, Any]] = {}
         for name, entry in _check_keys("remote", data.get("remote", {}), services).items():
-            remote[name] = dict(_check_keys(f"remote.{name}", entry, REMOTE_KEYS))
+            remote[name] = _remote(name, entry)
         cosmos = _check_keys("cosmos", data.get("cosmos", {}), COSMOS_KEYS)
         servicebus = _check_keys("servicebus", data.get("servicebus", {}), SERVICEBUS_KEYS)
         host = _check_keys("host", data.get("host", {}), HOST_KEYS)
@@ -255,6 +256,29 @@ def _outages(where: str, data: Any) -> tuple[tuple[float, float], ...]:
             raise ProfileError(f"{where}[{n}].duration_s must be a positive number of seconds, got {duration!r}")
         windows.append((float(start), float(duration)))
     return tuple(windows)
+
+
+def _remote(service: str, data: Any) -> dict[str, Any]:
+    """``remote.<service>``, checked here as every other section is (the simulator reads it only once the run
+    has started, where a bad value would end it with a traceback instead of exit code 2)."""
+    where = f"remote.{service}"
+    entry = dict(_check_keys(where, data, REMOTE_KEYS))
+    for key in ("transient_error_rate", "permanent_error_rate", "response_loss_rate", "slow_call_rate"):
+        if key in entry:
+            _rate(f"{where}.{key}", entry[key])
+    for key in ("latency_ms", "slow_latency_ms"):
+        value = entry.get(key)
+        ok = isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value)
+        if value is not None and (not ok or not 0 <= value[0] <= value[1]):
+            raise ProfileError(f"{where}.{key} must be [lo, hi] milliseconds, 0 <= lo <= hi, got {value!r}")
+    _outages(f"{where}.outages", entry.get("outages", []))
+    if entry.get("transient_error_rate", 0) + entry.get("permanent_error_rate", 0) > 1:
+        raise ProfileError(f"{where}: transient_error_rate + permanent_error_rate must not exceed 1")
+    return entry
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _max_pending(data: Any, key: str = "max_pending") -> int | None:
