@@ -319,6 +319,11 @@ def _app_settings(data: Any) -> dict[str, str]:
     for name, value in entries.items():
         if not isinstance(value, str):
             raise ProfileError(f"settings.{name} must be a string (as in local.settings.json), got {value!r}")
+    for name, value in entries.items():
+        if name.endswith("_SERVICE_URL") and value.strip():
+            # the simulation's remote services are the built-in simulators (remote.<service> shapes them): a real
+            # service would be called from simulated time, and its calls would bypass the runner's evidence
+            raise ProfileError(f"settings.{name}: the local runner simulates every remote service; leave it empty")
     try:
         Settings.from_env({}, **entries)
     except SettingsError as error:

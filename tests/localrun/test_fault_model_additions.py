@@ -171,3 +171,10 @@ def test_a_bad_remote_entry_exits_2_naming_it(tmp_path: Path) -> None:
     argv = ["simulate", "--orders", "1", "--seed", "1", "--faults", str(faults), "--report", str(tmp_path / "r.json")]
     assert main(argv) == 2
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_profile_cannot_point_the_run_at_a_real_remote_service() -> None:
+    # before: accepted, and the run's payment agent called that URL over HTTP from simulated time
+    with pytest.raises(ProfileError, match=r"settings\.PAYMENT_SERVICE_URL"):
+        Profile.parse({"settings": {"PAYMENT_SERVICE_URL": "http://127.0.0.1:9/pay"}})
+    assert Profile.parse({"settings": {"PAYMENT_SERVICE_URL": ""}}).settings == {"PAYMENT_SERVICE_URL": ""}
