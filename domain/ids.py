@@ -72,6 +72,12 @@ def bounded(message_id: str, limit: int = MAX_MESSAGE_ID_LENGTH, *, separator: s
     return f"{message_id[: limit - _DIGEST_CHARS - len(separator)]}{separator}{digest}"
 
 
+def alert_id(kind: str, order_id: str | None, discriminator: str | int = "") -> str:
+    """An operator alert's id (its MessageId on ``operator-alerts``): the same alert raised again collapses in
+    duplicate detection."""
+    return bounded(":".join(str(p) for p in ("alert", kind, order_id or "-", discriminator) if p != ""))
+
+
 # An orchestration instance id must not contain ``#`` (the Durable extension refuses ``/``, ``\``,
 # ``#``, ``?`` and control characters: ``DurableClient.StartNewAsync``), and the Durable client puts the
 # id in the start URL as it is, where a ``#`` would end the path: the extension would start the head

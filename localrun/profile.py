@@ -7,6 +7,7 @@ silently switch a fault off."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,7 +163,7 @@ class Profile:
         services = {a.service for a in AGENTS.values()}
         remote: dict[str, dict[str, Any]] = {}
         for name, entry in _check_keys("remote", data.get("remote", {}), services).items():
-            remote[name] = dict(_check_keys(f"remote.{name}", entry, REMOTE_KEYS))
+            remote[name] = _remote(name, entry)
         cosmos = _check_keys("cosmos", data.get("cosmos", {}), COSMOS_KEYS)
         servicebus = _check_keys("servicebus", data.get("servicebus", {}), SERVICEBUS_KEYS)
         host = _check_keys("host", data.get("host", {}), HOST_KEYS)
@@ -257,6 +258,29 @@ def _outages(where: str, data: Any) -> tuple[tuple[float, float], ...]:
     return tuple(windows)
 
 
+def _remote(service: str, data: Any) -> dict[str, Any]:
+    """``remote.<service>``, checked here as every other section is (the simulator reads it only once the run
+    has started, where a bad value would end it with a traceback instead of exit code 2)."""
+    where = f"remote.{service}"
+    entry = dict(_check_keys(where, data, REMOTE_KEYS))
+    for key in ("transient_error_rate", "permanent_error_rate", "response_loss_rate", "slow_call_rate"):
+        if key in entry:
+            _rate(f"{where}.{key}", entry[key])
+    for key in ("latency_ms", "slow_latency_ms"):
+        value = entry.get(key)
+        ok = isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value)
+        if value is not None and (not ok or not 0 <= value[0] <= value[1]):
+            raise ProfileError(f"{where}.{key} must be [lo, hi] milliseconds, 0 <= lo <= hi, got {value!r}")
+    _outages(f"{where}.outages", entry.get("outages", []))
+    if entry.get("transient_error_rate", 0) + entry.get("permanent_error_rate", 0) > 1:
+        raise ProfileError(f"{where}: transient_error_rate + permanent_error_rate must not exceed 1")
+    return entry
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _max_pending(data: Any, key: str = "max_pending") -> int | None:
     value = _check_keys("admission", data, ADMISSION_KEYS).get(key)
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
@@ -295,6 +319,11 @@ def _app_settings(data: Any) -> dict[str, str]:
     for name, value in entries.items():
         if not isinstance(value, str):
             raise ProfileError(f"settings.{name} must be a string (as in local.settings.json), got {value!r}")
+    for name, value in entries.items():
+        if name.endswith("_SERVICE_URL") and value.strip():
+            # the simulation's remote services are the built-in simulators (remote.<service> shapes them): a real
+            # service would be called from simulated time, and its calls would bypass the runner's evidence
+            raise ProfileError(f"settings.{name}: the local runner simulates every remote service; leave it empty")
     try:
         Settings.from_env({}, **entries)
     except SettingsError as error:

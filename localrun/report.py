@@ -14,12 +14,11 @@ from adapters.remote.simulators.config import SimulatorConfig
 from adapters.remote.simulators.ledger import Ledger
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from domain.states import TERMINAL_STATES, ProcessState
-from localrun import hostile
 from localrun.durable.instance import Instance
-from localrun.host import LocalHost, local_settings_example
+from localrun.host import LocalHost
 from localrun.outages import Window, operator_actions, outage_summary
 from localrun.prices import Usage, cost_per_1m_orders, instance_memory_mb
-from localrun.simulation import NON_TERMINAL, START, SimulationResult
+from localrun.simulation import NON_TERMINAL, START, SimulationResult, base_settings
 from localrun.worker.process import LOOP_THREAD
 from settings import Settings
 from submission.store_outage import original_id
@@ -273,8 +272,7 @@ def _outage_windows(result: SimulationResult) -> dict[str, list[Window]]:
 
 def _outage_wait_bound(result: SimulationResult) -> timedelta:
     """MAX_OUTAGE_WAIT_MINUTES of the run (0: orders never wait an outage out, by configuration)."""
-    profile = result.config.profile
-    merged = {**local_settings_example(), **hostile.app_settings(profile), **result.config.settings}
+    merged = {**base_settings(result.config.profile), **result.config.settings}
     return Settings.from_env(merged).max_outage_wait
 
 

@@ -62,6 +62,17 @@ Drive = Callable[[LocalHost, datetime, Callable[[], bool], Callable[[], datetime
 NON_TERMINAL = (ProcessState.PENDING, ProcessState.PROCESSING, ProcessState.COMPENSATING)
 
 
+# No operator watches a simulation: a human-review pause times out after 10 simulated minutes and takes
+# its configured default action, unless the profile's settings say otherwise.
+RUNNER_SETTINGS = {"REVIEW_TIMEOUT_SECONDS": "600"}
+
+
+def base_settings(profile: Profile) -> dict[str, str]:
+    """A run's app settings before its ``SimulationConfig.settings``: local.settings.json.example's values,
+    the runner's own, then the profile's."""
+    return {**local_settings_example(), **RUNNER_SETTINGS, **hostile.app_settings(profile)}
+
+
 @dataclass
 class SimulationConfig:
     orders: int
@@ -70,9 +81,8 @@ class SimulationConfig:
     raw_lines: list[dict[str, Any]] = field(default_factory=list)
     horizon: timedelta = timedelta(hours=8)
     progress: bool = False
-    # No operator watches a simulation: a human-review pause times out after 10 simulated minutes
-    # and takes its configured default action.
-    settings: dict[str, str] = field(default_factory=lambda: {"REVIEW_TIMEOUT_SECONDS": "600"})
+    # app settings on top of the profile's (and of RUNNER_SETTINGS)
+    settings: dict[str, str] = field(default_factory=dict)
     # Patch two hot spots of the Durable SDK's replay for speed (localrun.durable.sdk_speedups,
     # fast_timestamps): off unless asked for, so a run exercises the SDK exactly as shipped.
     sdk_speed_ups: bool = False
@@ -185,7 +195,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
     # The app settings of the run: local.settings.json.example's values (what `func start` would read
     # from a developer's local.settings.json), with the simulation's overrides. The host resolves
     # %NAME% binding expressions from these only; the app's context reads the same values.
-    base = {**local_settings_example(), **hostile.app_settings(profile)}
+    base = base_settings(profile)
     # the overrides checked on top of the rest (a name the app does not know is refused)
     settings = Settings.from_env(base, **config.settings)
     app_settings = {**base, **config.settings}

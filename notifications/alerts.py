@@ -30,7 +30,7 @@ from adapters.servicebus.sender import MessageSender, OutgoingMessage, SendError
 from contracts.activities import SendAlertInput
 from contracts.messages import OperatorAlert
 from contracts.names import OPERATOR_ALERTS_QUEUE, QUEUE_DUPLICATE_DETECTION_MINUTES
-from domain.ids import bounded, bounded_instance_id, url_instance_id
+from domain.ids import alert_id, bounded_instance_id, url_instance_id
 from domain.text import carriable
 from observability.events import app_event
 from orchestrators.names import DELIVER_ALERT
@@ -60,10 +60,6 @@ def hourly_slice(since: datetime, now: datetime) -> int | None:
     elapsed = now - since
     hour = elapsed // HOURLY
     return hour if elapsed - hour * HOURLY < DUPLICATE_WINDOW else None
-
-
-def alert_id(kind: str, order_id: str | None, discriminator: str | int = "") -> str:
-    return bounded(":".join(str(p) for p in ("alert", kind, order_id or "-", discriminator) if p != ""))
 
 
 def _short(text: str) -> str:

@@ -17,8 +17,13 @@ from typing import Any
 import azure.durable_functions as df
 
 from contracts.activities import SendAlertInput
+from contracts.messages import OperatorAlert
+from domain.ids import alert_id
 from orchestrators import names
+from orchestrators.state_activity import RETRY_DELAYS
 from orchestrators.status import FINAL_RETRY_DELAYS, call_on_timers
+
+HAND_OVER_UNCONFIRMED = "HandOverUnconfirmed"
 
 
 def deliver_alert(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
@@ -28,3 +33,25 @@ def deliver_alert(context: df.DurableOrchestrationContext) -> Generator[Any, Any
     last = replace(payload, last_try=True).to_json()
     tried = yield from call_on_timers(context, names.SEND_ALERT, payload.to_json(), FINAL_RETRY_DELAYS, last=last)
     return {"result": "Sent" if tried == "done" else "GaveUp", "alertId": payload.alert.get("alertId")}
+
+
+def alert_unconfirmed_hand_over(
+    context: df.DurableOrchestrationContext, *, order_id: str, state: str, attempt: int, error: Exception
+) -> Generator[Any, Any]:
+    """The write that ends an order (``state``: ``Processed``, ``Compensated``) failed on every try, about six
+    hours of them (``orchestrators.fenced.hand_over``). One of them may have committed unanswered: the record
+    is then terminal, no supervisor looks at it again and the submitter was never told. Alerted
+    ``HandOverUnconfirmed`` (through ``send_alert``: Service Bus, not the store that failed; a few tries on
+    durable timers, the last one logged ``AlertUndelivered`` if it fails too)."""
+    alert = OperatorAlert(
+        alert_id=alert_id(HAND_OVER_UNCONFIRMED, order_id, f"{state}:{attempt}"),
+        kind=HAND_OVER_UNCONFIRMED,
+        severity="error",
+        order_id=order_id,
+        summary=f"order {order_id}: its {state} write failed on every try for about six hours",
+        details={"state": state, "attempt": attempt, "instanceId": context.instance_id, "error": str(error)[:500]},
+        at=context.current_utc_datetime,
+    )
+    payload = SendAlertInput(alert=alert.model_dump(mode="json", by_alias=True))
+    last = replace(payload, last_try=True).to_json()
+    yield from call_on_timers(context, names.SEND_ALERT, payload.to_json(), RETRY_DELAYS, last=last)

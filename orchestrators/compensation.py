@@ -46,9 +46,8 @@ from domain.compensation import UNDONE, undo_idempotency_key, undo_request_id, u
 from orchestrators import names
 from orchestrators.agent_call import agent_request, invoke_agent
 from orchestrators.external_events import keep_early_events
-from orchestrators.fenced import FencedWrites, call_fenced, ends_quietly_when_fenced_out
+from orchestrators.fenced import FencedWrites, call_fenced, ends_quietly_when_fenced_out, hand_over
 from orchestrators.result import OrchestrationResult, orchestration_result
-from orchestrators.state_activity import HAND_OVER_RETRY_DELAYS
 from orchestrators.status import call_publish_status
 from orchestrators.timers import TIMER_PER_ROUND_INPUT
 
@@ -83,8 +82,15 @@ def _run_round(context: df.DurableOrchestrationContext) -> Generator[Any, Any, O
         undone.append(entry.seq)
 
     finished = FinishCompensationInput(order_id=order_id, instance_id=me)
-    yield from call_fenced(
-        writes, names.FINISH_COMPENSATION, finished, parse_write_result, at="finish", delays=HAND_OVER_RETRY_DELAYS
+    yield from hand_over(
+        writes,
+        names.FINISH_COMPENSATION,
+        finished,
+        parse_write_result,
+        at="finish",
+        order_id=order_id,
+        state="Compensated",
+        attempt=round_number,
     )
     yield from call_publish_status(context, order_id, "Compensated", round_number, plan=plan)
     return orchestration_result("Compensated", undone=undone)

@@ -21,8 +21,9 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import azure.durable_functions as df
 
 from contracts.activities import NotOwned
+from orchestrators.alert import alert_unconfirmed_hand_over
 from orchestrators.result import OrchestrationResult, orchestration_result
-from orchestrators.state_activity import RETRY_DELAYS, call_state_activity
+from orchestrators.state_activity import HAND_OVER_RETRY_DELAYS, RETRY_DELAYS, call_state_activity
 
 T = TypeVar("T")
 
@@ -76,6 +77,30 @@ def call_fenced[T](
     if isinstance(result, NotOwned):
         raise OwnershipLost(at)
     return result
+
+
+def hand_over[T](
+    writes: FencedWrites,
+    name: str,
+    data: FencedInput,
+    parse: Callable[[Any], T | NotOwned],
+    *,
+    at: str,
+    order_id: str,
+    state: str,
+    attempt: int,
+) -> Generator[Any, Any, T]:
+    """``call_fenced`` of the write that ends an order well (``state``), retried as long as a final status
+    (``HAND_OVER_RETRY_DELAYS``). When every try failed, the order may be terminal with nobody to tell its
+    submitter: ``alert_unconfirmed_hand_over``, then the error fails the orchestration as before."""
+    try:
+        return (yield from call_fenced(writes, name, data, parse, at=at, delays=HAND_OVER_RETRY_DELAYS))
+    except OwnershipLost:
+        raise
+    except Exception as error:
+        context = writes.context
+        yield from alert_unconfirmed_hand_over(context, order_id=order_id, state=state, attempt=attempt, error=error)
+        raise
 
 
 def ends_quietly_when_fenced_out(

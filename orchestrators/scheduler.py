@@ -73,10 +73,10 @@ from domain.workflow import STEPS, WORKFLOW, Step, StepKind, agent
 from orchestrators import names
 from orchestrators.agent_call import agent_request, invoke_agent
 from orchestrators.external_events import abandon_wait, forget_delivered, keep_early_events
-from orchestrators.fenced import FencedWrites, call_fenced, ends_quietly_when_fenced_out
+from orchestrators.fenced import FencedWrites, call_fenced, ends_quietly_when_fenced_out, hand_over
 from orchestrators.payment_wait import await_payment, capture_request
 from orchestrators.result import OrchestrationResult, orchestration_result
-from orchestrators.state_activity import HAND_OVER_RETRY_DELAYS, call_state_activity
+from orchestrators.state_activity import call_state_activity
 from orchestrators.status import call_publish_status
 from orchestrators.timers import cancel_open_timers, next_round_timer
 
@@ -168,8 +168,15 @@ def _run_attempt(
             return ended.result
 
     processed = MarkProcessedInput(order_id=order_id, instance_id=me, attempt=number, completes=run.take_unrecorded())
-    done = yield from call_fenced(
-        run.writes, names.MARK_PROCESSED, processed, parse_mark_processed, at="processed", delays=HAND_OVER_RETRY_DELAYS
+    done = yield from hand_over(
+        run.writes,
+        names.MARK_PROCESSED,
+        processed,
+        parse_mark_processed,
+        at="processed",
+        order_id=order_id,
+        state="Processed",
+        attempt=number,
     )
     if done.status_sent is False:  # its one try failed: a final status is retried on durable timers
         yield from call_publish_status(context, order_id, "Completed", number, plan=plan)

@@ -22,7 +22,8 @@ RETRY_DELAYS = (timedelta(seconds=2), timedelta(seconds=10))
 # The write that ends an order well (``Processed``, ``Compensated``) is retried as long as a final status
 # (about six hours): once it lands the record is terminal, so no supervisor will ever look at it again,
 # and if its first try landed unanswered only a later try's answer (the hand-over, found done) leads to
-# the submitter's final status. Retrying is safe: it is fenced and idempotent.
+# the submitter's final status. Retrying is safe: it is fenced and idempotent. When every try failed, the
+# orchestration alerts ``HandOverUnconfirmed`` before it fails (``orchestrators.fenced.hand_over``).
 HAND_OVER_RETRY_DELAYS = FINAL_RETRY_DELAYS
 
 

@@ -7,7 +7,8 @@ probe, plus a jitter of up to one cool-down so a closing circuit does not releas
 order at once (the starter's admission caps still apply on top). After ``MAX_OUTAGE_WAIT_MINUTES``
 of waiting (``outageWaitSince``) the order escalates anyway, with a reason that says so.
 
-When the health store cannot be read the attempt counts as it did before circuits existed.
+When the health store is unavailable the record is left expired for the next run (``StoreUnavailable``, as
+for its write); any other failure to read it counts the attempt as it did before circuits existed.
 
 One operator alert per outage, not per order (``alert_outages``, once per supervisor run): a
 ``DependencyOutage`` when a circuit opened (with the orders waiting on it) and a
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 
-from adapters.cosmos.errors import StoreError
+from adapters.cosmos.errors import StoreError, StoreUnavailable
 from adapters.cosmos.health_store import update_health
 from adapters.servicebus.sender import SendError
 from contracts.messages import StatusName
@@ -76,6 +77,16 @@ def outage_verdict(
         return None  # MAX_OUTAGE_WAIT_MINUTES=0: never wait, every failure counts
     try:
         health = ctx.health.get(in_flight.dependency)
+    except StoreUnavailable as exc:
+        # Not known yet whether the outage failed it: left expired for the next run to read again, never
+        # counted for a blip of the store (counted, a few 503s during an outage spent the whole retry budget)
+        app_event(
+            "DependencyHealthUnavailable",
+            f"order {record.order_id}: health of {in_flight.dependency} unknown ({exc}); left for the next run",
+            logging.WARNING,
+            orderId=record.order_id,
+        )
+        raise
     except StoreError as exc:
         app_event(
             "DependencyHealthUnavailable",

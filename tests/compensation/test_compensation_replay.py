@@ -303,3 +303,21 @@ def test_the_compensated_hand_over_is_retried_as_long_as_a_final_status(compensa
     r.h.activity_completed(names.FINISH_COMPENSATION, {"owned": True}, at=r.h.now)  # found done
     r.status_sent("Compensated", compensate)
     assert r.run(compensate).output == {"result": "Compensated", "undone": [1]}
+
+
+def test_a_compensated_hand_over_that_fails_on_every_try_is_alerted_before_the_round_fails(compensate):
+    """As ``mark_processed``'s (tests/orchestrators/test_scheduler_replay.py): a ``finish_compensation`` that
+    may have committed unanswered, then failed for six hours, leaves a terminal record nobody was told of."""
+    r = Round([RESERVE])
+    r.in_process(reply(RESERVE, result={"releaseId": "rel-1"}))
+    r.recorded()
+    r.h.activity_failing(names.FINISH_COMPENSATION, "Cosmos DB 503", HAND_OVER_RETRY_DELAYS)
+    result = r.run(compensate)
+    assert result.error is None
+    assert [a["functionName"] for a in result.new_actions] == [names.SEND_ALERT]
+    alert = json.loads(result.new_actions[0]["input"])["alert"]
+    assert (alert["kind"], alert["details"]["state"]) == ("HandOverUnconfirmed", "Compensated")
+
+    r.h.activity_failed(names.SEND_ALERT, "Service Bus down", at=r.h.now)  # the alert's send is retried too
+    r.h.timer_fired(r.h.now + timedelta(seconds=2))
+    assert [a["functionName"] for a in r.run(compensate).new_actions] == [names.SEND_ALERT]

@@ -22,8 +22,8 @@ import pytest
 from contracts.messages import PaymentNotification
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from domain.deferral import EntryStatus
+from domain.ids import alert_id
 from domain.payments import notification_digest
-from notifications.alerts import alert_id
 from orchestrators.names import DELIVER_ALERT
 from orchestrators.status import FINAL_RETRY_DELAYS
 from tests.contexts import context_with

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import random
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +142,39 @@ def test_a_cosmos_outage_fails_every_request_inside_its_window_and_none_outside(
     for bad in refused:
         with pytest.raises(ProfileError, match=r"cosmos\.outages"):
             Profile.parse({"cosmos": {"outages": bad}})
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"transient_error_rate": 0.7, "permanent_error_rate": 0.5}, r"remote\.payment: .*must not exceed 1"),
+        ({"response_loss_rate": 1.5}, r"remote\.payment\.response_loss_rate"),
+        ({"slow_call_rate": "often"}, r"remote\.payment\.slow_call_rate"),
+        ({"latency_ms": [50, 10]}, r"remote\.payment\.latency_ms"),
+        ({"slow_latency_ms": [1000]}, r"remote\.payment\.slow_latency_ms"),
+        ({"latency_ms": [10, "x"]}, r"remote\.payment\.latency_ms"),
+        ({"outages": [{"start_s": 10}]}, r"remote\.payment\.outages\[0\]\.duration_s"),
+        ({"outages": {"start_s": 10, "duration_s": 5}}, r"remote\.payment\.outages must be a list"),
+    ],
+)
+def test_a_bad_remote_entry_is_a_profile_error_before_the_run(entry: dict[str, object], message: str) -> None:
+    # Checked only by the simulator once the run had started, these ended `simulate` with a traceback.
+    with pytest.raises(ProfileError, match=message):
+        Profile.parse({"remote": {"payment": entry}})
+
+
+def test_a_bad_remote_entry_exits_2_naming_it(tmp_path: Path) -> None:
+    from localrun.__main__ import main
+
+    faults = tmp_path / "bad.json"
+    faults.write_text('{"remote": {"payment": {"transient_error_rate": 0.7, "permanent_error_rate": 0.5}}}')
+    argv = ["simulate", "--orders", "1", "--seed", "1", "--faults", str(faults), "--report", str(tmp_path / "r.json")]
+    assert main(argv) == 2
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_profile_cannot_point_the_run_at_a_real_remote_service() -> None:
+    # before: accepted, and the run's payment agent called that URL over HTTP from simulated time
+    with pytest.raises(ProfileError, match=r"settings\.PAYMENT_SERVICE_URL"):
+        Profile.parse({"settings": {"PAYMENT_SERVICE_URL": "http://127.0.0.1:9/pay"}})
+    assert Profile.parse({"settings": {"PAYMENT_SERVICE_URL": ""}}).settings == {"PAYMENT_SERVICE_URL": ""}

@@ -12,9 +12,9 @@ import pytest
 from adapters.clock import ManualClock
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.names import OPERATOR_ALERTS_QUEUE
-from domain.ids import bounded, instance_id, status_message_id
+from domain.ids import alert_id, bounded, instance_id, status_message_id
 from localrun.servicebus import InProcessBroker
-from notifications.alerts import alert_id, raise_alert, raise_alert_after_write
+from notifications.alerts import raise_alert, raise_alert_after_write
 from notifications.status import Delivery, publish_status
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)

@@ -602,3 +602,27 @@ def test_an_in_process_agent_that_dropped_the_request_leaves_the_deadline_to_its
     result = f.run(scheduler)
     assert result.output == {"result": "DeadlineExpired", "step": "reserve-inventory"}
     assert result.extension.reached_end and not result.extension.open_tasks
+
+
+def test_a_processed_hand_over_that_fails_on_every_try_is_alerted_before_the_attempt_fails(scheduler):
+    """Found by fuzzing (Cosmos 36 % unavailable and 8 % of writes losing their answer, seed 3755, ord-00079): a
+    ``mark_processed`` try committed unanswered and every later try met a 503 for the six hours of
+    ``HAND_OVER_RETRY_DELAYS``. The attempt failed silently: the record said ``Processed`` (terminal, no
+    supervisor looks at it again) and nobody, submitter or operator, heard of the order again."""
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
+    f.remote_reply(reply("charge-payment", result=CHARGED))
+    f.remote_reply(reply("arrange-shipment", result=SHIPPED))
+    f.h.activity_failing(names.MARK_PROCESSED, "Cosmos DB 503 on read", HAND_OVER_RETRY_DELAYS)
+    result = f.run(scheduler)
+    assert result.error is None  # not failed yet: first the alert
+    assert [a["functionName"] for a in result.new_actions] == [names.SEND_ALERT]
+    alert = called(result, names.SEND_ALERT)[0]["alert"]
+    assert (alert["kind"], alert["orderId"], alert["severity"]) == ("HandOverUnconfirmed", "o1", "error")
+    assert alert["details"]["state"] == "Processed" and "Cosmos DB 503 on read" in alert["details"]["error"]
+    assert alert["alertId"] == "alert:HandOverUnconfirmed:o1:Processed:2"
+
+    f.h.activity_completed(names.SEND_ALERT, None, at=f.h.now)
+    failed = f.run(scheduler)
+    assert failed.error is not None and "Cosmos DB 503 on read" in failed.error  # the instance Failed, as before
+    assert failed.new_actions == []

@@ -10,11 +10,12 @@ from datetime import timedelta
 
 import pytest
 
+from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.health_store import CosmosHealthStore, update_health
 from adapters.cosmos.state_store import update_once
 from contracts.names import OPERATOR_ALERTS_QUEUE, STATE_CONTAINER
 from domain import transitions
-from domain.circuit import record_failure, record_success
+from domain.circuit import DependencyHealth, record_failure, record_success
 from domain.compensation import claim_compensation, complete_step_logged, enter_compensation
 from domain.states import ProcessState
 from settings import Settings
@@ -208,3 +209,43 @@ def test_a_compensation_round_stuck_on_an_open_dependency_waits_and_is_not_count
         claims = claim_due_compensations(ctx)  # the next round, claimed without a failure counted
         [_start] = claims.starts
         assert states.get("o1").failure_count == 0
+
+
+class HealthUnavailableFor(CosmosHealthStore):
+    """The health store over the shared one, its first ``reads`` reads failing as a Cosmos 503 does."""
+
+    def __init__(self, inner: CosmosHealthStore, reads: int) -> None:
+        self._inner, self.reads = inner, reads
+
+    def get(self, dependency: str) -> DependencyHealth | None:
+        if self.reads > 0:
+            self.reads -= 1
+            raise StoreUnavailable("Cosmos DB 503 on get")
+        return self._inner.get(dependency)
+
+    def save(self, doc: DependencyHealth) -> DependencyHealth:
+        return self._inner.save(doc)
+
+    def count_waiting(self, reason: str) -> int:
+        return self._inner.count_waiting(reason)
+
+
+def test_an_unreadable_health_document_leaves_the_attempt_for_the_next_run_never_counted(
+    make_ctx, health, states, clock
+):
+    """Found by fuzzing (a shipping outage with 13 % of Cosmos requests failing 503, seed 3766): each
+    expired attempt whose health read met a 503 was counted, and three of them during one outage sent
+    orders to Error for the outage alone (``outage_only_failures``)."""
+    flaky = HealthUnavailableFor(health, reads=1)
+    ctx = make_ctx(health=flaky, **OUTAGE_SETTINGS)
+    open_circuit(with_health(make_ctx, health))
+    shipping_in_flight(states, clock)
+    clock.advance(just_past(STEP_TIMEOUT))
+    report = run_supervisor(ctx, ScanState())
+    record = states.get("o1")
+    assert (report.failed, record.process_state, record.failure_count) == (1, ProcessState.PROCESSING, 0)
+
+    clock.advance(timedelta(seconds=30))  # the next run reads the health: the outage's, not counted
+    run_supervisor(ctx, ScanState())
+    record = states.get("o1")
+    assert (record.history[-1].event, record.failure_count) == ("OutageWait", 0)
