@@ -10,6 +10,10 @@ Service Bus handlers that outlive their message lock, and the app setting admiss
   first one is still running; the first then settles a lock it no longer holds.
 - ``admission.max_pending``, ``admission.max_in_flight``: the ``MAX_PENDING`` and ``MAX_IN_FLIGHT``
   app settings of the run (a small in-flight cap keeps orders Pending, so admission control rejects).
+- ``host.restart_every_s``: host restarts a mean of that many seconds apart, each gap drawn from
+  half to one and a half times it (``RestartGaps``). Exactly periodic restarts with a period that
+  divides the 60 s lock would meet a redelivered message at the same phase on each of its five
+  deliveries; a real host's restarts (scale-in, deployments, platform upgrades) are irregular.
 - ``cosmos.latency_ms``: every Cosmos DB operation of the app takes a uniform time in that range, so
   handlers running at once interleave between their Cosmos calls (without it a handler runs from
   its first to its last Cosmos call without yielding, and no race between two handlers can show)."""
@@ -102,3 +106,17 @@ class CosmosLatency:
 
     def __call__(self) -> None:
         self._sleep(self._rng.uniform(self._lo, self._hi) / 1000)
+
+
+class RestartGaps:
+    """When the next host restart comes: a mean of ``every_s`` apart, each gap uniform in
+    [0.5, 1.5] x ``every_s`` from its own seeded generator (other fault streams are unchanged)."""
+
+    def __init__(self, every_s: float | None, rng: random.Random) -> None:
+        self._every_s = every_s
+        self._rng = rng
+
+    def next_after(self, now: datetime) -> datetime | None:
+        if not self._every_s:
+            return None
+        return now + timedelta(seconds=self._every_s * self._rng.uniform(0.5, 1.5))

@@ -294,7 +294,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         latest: dict[str, ProcessState] = {}
         seen = 0
         restarts = 0
-        next_restart = START + timedelta(seconds=profile.restart_every_s) if profile.restart_every_s else None
+        restart_gaps = hostile.RestartGaps(profile.restart_every_s, random.Random(f"{config.seed}:restarts"))
+        next_restart = restart_gaps.next_after(START)
         last_progress = [0.0]
 
         def before_pump() -> None:
@@ -313,7 +314,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 ctx.forget_process_memory()
                 raw_states.forget_recent()
                 restarts += 1
-                next_restart = now + timedelta(seconds=profile.restart_every_s or 0)
+                next_restart = restart_gaps.next_after(now)
             if config.progress and time.monotonic() - last_progress[0] > 0.2:
                 last_progress[0] = time.monotonic()
                 settled = sum(1 for s in latest.values() if s in TERMINAL_STATES)
