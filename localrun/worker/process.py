@@ -84,6 +84,20 @@ class IndexedFunction:
         return next((b for b in self.bindings if b["type"] == binding_type), None)
 
 
+def _quiet_about_dropped_invocations(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """A host restart drops its in-flight invocations as a killed process would: their coroutines
+    never resume (``executor``), so asyncio reports each one "destroyed but pending" when the
+    process ends. That is the simulated kill, not an error; every other report goes to asyncio's
+    default handler. (An invocation that was not dropped is always awaited to its response.)"""
+    task = context.get("task")
+    coroutine = task.get_coro() if isinstance(task, asyncio.Task) else None
+    if context.get("message") == "Task was destroyed but it is pending!" and (
+        getattr(coroutine, "__name__", None) == "invocation_request"
+    ):
+        return
+    loop.default_exception_handler(context)
+
+
 class FunctionsWorker:
     _instance: FunctionsWorker | None = None
     _creation = threading.Lock()
@@ -115,6 +129,7 @@ class FunctionsWorker:
         self.app_dir = app_dir
         self.loop = asyncio.new_event_loop()
         self.loop.set_default_executor(TaskExecutor())
+        self.loop.set_exception_handler(_quiet_about_dropped_invocations)
         self._thread = threading.Thread(target=self.loop.run_forever, name=LOOP_THREAD, daemon=True)
         self._thread.start()
         atexit.register(self._close_sessions)
