@@ -12,6 +12,7 @@ compensation again after a fix)::
 
     Pending | Processing | Error | CompensationFailed --enter_compensation--> Compensating (unowned, due)
     Compensating (due) --claim_compensation--> Compensating, lockedBy = "<order>:compensate:<round>"
+    Compensating (stuck round, due) --back_off_stuck_round--> Compensating (unowned, due after a backoff)
     Compensating --finish_compensation--> Compensated
     Compensating --fail_compensation / rounds exhausted--> CompensationFailed
 """
@@ -278,6 +279,32 @@ def claim_compensation(
         failure_count=failures,
         # a stuck round counted as a failure ends the wait (a released, waiting one keeps it)
         outage_wait_since=None if record.locked_by is not None else record.outage_wait_since,
+    )
+
+
+def back_off_stuck_round(
+    record: StateRecord, now: datetime, backoff: timedelta, max_rounds: int, by: str
+) -> StateRecord:
+    """A round that got stuck (its orchestration died or missed an undo deadline) counts as a
+    failure and is released (``lockedBy`` null) until ``now + backoff``, so the next round waits as
+    a forward retry does instead of calling the failing service again at once; the claim after it
+    does not count the round again. At ``max_rounds`` failures the record is CompensationFailed."""
+    if not is_compensation_due(record, now) or record.locked_by is None:
+        raise IllegalTransition(f"order {record.order_id}: no stuck compensation round to back off")
+    failures = record.failure_count + 1
+    if failures >= max_rounds:
+        return claim_compensation(record, now, timedelta(0), max_rounds, by)  # CompensationFailed
+    until = now + backoff
+    return record.with_changes(
+        now,
+        "CompensationRetryScheduled",
+        by,
+        f"round {record.attempt} did not finish (failure {failures} of {max_rounds}); "
+        f"next round not before {until.isoformat()}",
+        locked_by=None,
+        complete_by=until,
+        failure_count=failures,
+        outage_wait_since=None,
     )
 
 

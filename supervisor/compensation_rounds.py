@@ -1,10 +1,13 @@
 """The supervisor starts compensation rounds: a ``Compensating`` record whose ``completeBy`` has
 passed is either newly handed over (unowned: by the scheduler, a cancellation, an escalation or an
-operator) or a round that got stuck (its orchestration died or missed an undo deadline). Either way
-one conditional update claims the next round (``lockedBy`` = ``<order>:compensate:<round>``), and
-the timer trigger starts that orchestration with its durable client. A stuck round counts as a
-failure; after ``MAX_FAILURES`` of them the record is ``CompensationFailed`` and an operator is
-alerted. A forward attempt is never started from here."""
+operator) or a round that got stuck (its orchestration died or missed an undo deadline). A new one
+is claimed for its next round by one conditional update (``lockedBy`` =
+``<order>:compensate:<round>``), and the timer trigger starts that orchestration with its durable
+client. A stuck round counts as a failure and is released until a backoff has passed
+(``RETRY_BACKOFF_*``, as a forward retry waits), so the failing service is not called again at once;
+the run after that claims the next round. After ``MAX_FAILURES`` failed rounds the record is
+``CompensationFailed`` and an operator is alerted. A stuck round waiting on an open dependency is
+released without counting (``supervisor/outage.py``). A forward attempt is never started from here."""
 
 from __future__ import annotations
 
@@ -16,10 +19,11 @@ from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from dependencies import AppContext
-from domain.compensation import claim_compensation
+from domain.compensation import back_off_stuck_round, claim_compensation
 from domain.errors import IllegalTransition
 from domain.outage import undo_in_flight, wait_compensation_out
 from domain.records import StateRecord
+from domain.retry import exponential_backoff
 from domain.states import ProcessState
 from domain.text import carriable
 from domain.transitions import SUPERVISOR
@@ -124,6 +128,18 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
                     orderId=record.order_id,
                 )
             continue
+        if written.locked_by is None and written.history and written.history[-1].event == "CompensationRetryScheduled":
+            app_event(
+                "SupervisorCompensationBackoff",
+                f"order {written.order_id}: compensation round {record.attempt} did not finish "
+                f"(failure {written.failure_count}); next round not before {written.complete_by}",
+                logging.WARNING,
+                orderId=written.order_id,
+                round=record.attempt,
+                failureCount=written.failure_count,
+                notBefore=written.complete_by.isoformat() if written.complete_by else None,
+            )
+            continue
         if written.process_state is ProcessState.COMPENSATION_FAILED:
             failed += 1
             deliver_owed(ctx, written)  # never raises: sent, or left owed for the next sweep
@@ -147,6 +163,12 @@ def _claim_or_wait(
         if outage is not None:
             record = replace(record, last_error=outage.escalation_reason(now))
             rounds = record.failure_count + 1
+        elif record.locked_by is not None:  # a stuck round: counted, and the next one backs off
+            failures = record.failure_count + 1
+            backoff = exponential_backoff(
+                failures, ctx.settings.retry_backoff_base, ctx.settings.retry_backoff_max, ctx.rng
+            )
+            return owe_notifications(back_off_stuck_round(record, now, backoff, rounds, SUPERVISOR))
         claimed = owe_notifications(claim_compensation(record, now, ctx.settings.start_grace, rounds, SUPERVISOR))
         # a Received still owed (notifications/received.py) is said before the round's Compensating
         return say_owed_received(ctx.sender, claimed, now)

@@ -230,7 +230,7 @@ def test_the_supervisor_claims_a_round_and_a_stuck_round_gets_the_next_one(ctx, 
     assert claim_due_compensations(ctx).starts == []  # not due again until its deadline
     clock.advance(just_past(ctx.settings.start_grace))  # round 2 never started (or died)
     claims = claim_due_compensations(ctx)
-    assert [s.instance_id for s in claims.starts] == [compensation_instance_id("o1", 3)]
+    assert claims.starts == []  # round 2 is counted and released; round 3 waits out a backoff
     assert claims.stale_instances == [compensation_instance_id("o1", 2)]
     # The stale round is fenced out of every compensation write.
     stale = {"orderId": "o1", "instanceId": compensation_instance_id("o1", 2)}
@@ -238,6 +238,11 @@ def test_the_supervisor_claims_a_round_and_a_stuck_round_gets_the_next_one(ctx, 
     assert run(compensation_steps.record_undo, ctx, {**stale, "seq": 1}) == {"owned": False}
     assert run(compensation_steps.finish_compensation, ctx, stale) == {"owned": False}
     assert stored_record(ctx).failure_count == 1
+    clock.advance(just_past(ctx.settings.retry_backoff_base))
+    claims = claim_due_compensations(ctx)
+    assert [s.instance_id for s in claims.starts] == [compensation_instance_id("o1", 3)]
+    assert claims.stale_instances == []  # the released round was terminated already
+    assert stored_record(ctx).failure_count == 1  # and is not counted again
 
 
 def compensation_stuck_for_max_rounds(ctx: AppContext, clock: Any) -> None:
@@ -249,9 +254,13 @@ def compensation_stuck_for_max_rounds(ctx: AppContext, clock: Any) -> None:
     begin_charge(ctx, FORWARD, results=results)  # the charge began (recording the reservation), then was declined
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "charge-payment", "attempt": 1}
     run(compensation_steps.request_compensation, ctx, {**fenced, "error": "declined"})
-    for _ in range(3):
-        claim_due_compensations(ctx)
+    claim_due_compensations(ctx)  # round 2
+    for _ in range(2):
         clock.advance(just_past(ctx.settings.start_grace))  # the round never starts
+        claim_due_compensations(ctx)  # counted; the next round backs off
+        clock.advance(just_past(ctx.settings.retry_backoff_max))
+        claim_due_compensations(ctx)  # rounds 3, 4
+    clock.advance(just_past(ctx.settings.start_grace))  # round 4 never starts either
 
 
 def test_a_compensation_stuck_for_max_failures_rounds_is_compensation_failed_with_an_alert(ctx, clock, sender):

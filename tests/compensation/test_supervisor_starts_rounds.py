@@ -48,5 +48,21 @@ def test_a_failed_start_leaves_the_round_to_a_later_run(app_context, clock):
     assert asyncio.run(start_compensations(RecordingClient(fail_start=True), report.compensations)) == []
     ctx = context_with(ctx, settings=ctx.settings.from_env({}, MAX_FAILURES="3"))
     clock.advance(just_past(ctx.settings.start_grace))  # round 2 was never started
+    stuck = run_supervisor(ctx, ScanState())
+    assert stuck.compensations == []  # round 2 counted as a failure; round 3 waits out a backoff
+    record = ctx.states.get("o1")
+    assert record is not None
+    assert (record.locked_by, record.failure_count, record.history[-1].event) == (
+        None,
+        1,
+        "CompensationRetryScheduled",
+    )
+    assert record.complete_by is not None
+    backoff = record.complete_by - clock.now()
+    assert ctx.settings.retry_backoff_base / 2 <= backoff <= ctx.settings.retry_backoff_base
+    assert run_supervisor(ctx, ScanState()).compensations == []  # not before the backoff has passed
+    clock.advance(just_past(backoff))
     later = run_supervisor(ctx, ScanState())
     assert [s.instance_id for s in later.compensations] == ["o1:compensate:3"]
+    claimed = ctx.states.get("o1")
+    assert claimed is not None and claimed.failure_count == 1  # the released round is not counted twice

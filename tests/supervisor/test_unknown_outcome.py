@@ -46,6 +46,14 @@ def stuck_compensation(states: CosmosStateStore, clock, order_id: str, failures:
     return record
 
 
+def handed_to_compensation(states: CosmosStateStore, clock, order_id: str) -> StateRecord:
+    """A Compensating record handed over (unowned, due): the next supervisor run claims its round."""
+    record = states.create(transitions.new_record(order_id, "submitter-q", clock.now()))
+    record = states.replace(compensation.enter_compensation(record, "cancellation", "cancelled", clock.now()))
+    clock.advance(timedelta(seconds=1))
+    return record
+
+
 def losing(make_ctx, states: CosmosStateStore, order_id: str, fail_reads: int = 0) -> AppContext:
     """A context whose next write of ``order_id`` commits and loses its response."""
     flaky = FlakyStates(states)
@@ -126,7 +134,7 @@ def test_a_compensation_failure_whose_response_was_lost_still_alerts(make_ctx, s
 
 def test_a_store_failure_mid_batch_keeps_the_compensation_claims_already_made(make_ctx, states, clock):
     for order_id in ("c1", "c2", "c3"):
-        stuck_compensation(states, clock, order_id, failures=0)
+        handed_to_compensation(states, clock, order_id)
     flaky = FlakyStates(states)
     flaky.refuse["c2"] = 1
     ctx = make_ctx(states=flaky, MAX_FAILURES="3")
@@ -140,7 +148,7 @@ def test_a_store_failure_mid_batch_keeps_the_compensation_claims_already_made(ma
 
 
 def test_a_claim_whose_response_was_lost_is_started(make_ctx, states, clock):
-    stuck_compensation(states, clock, "c1", failures=0)
+    handed_to_compensation(states, clock, "c1")
     ctx = losing(make_ctx, states, "c1")
 
     report = run_supervisor(ctx, ScanState())
@@ -148,3 +156,19 @@ def test_a_claim_whose_response_was_lost_is_started(make_ctx, states, clock):
     [start] = report.compensations
     stored = states.get("c1")
     assert stored is not None and start.instance_id == stored.locked_by
+
+
+def test_a_stuck_round_s_backoff_whose_response_was_lost_starts_nothing_and_counts_once(make_ctx, states, clock):
+    stuck_compensation(states, clock, "c1", failures=0)
+    ctx = losing(make_ctx, states, "c1")
+
+    report = run_supervisor(ctx, ScanState())
+
+    assert report.compensations == []  # released to wait out the backoff (read back after the lost answer)
+    stored = states.get("c1")
+    assert stored is not None and (stored.locked_by, stored.failure_count) == (None, 1)
+    assert stored.complete_by is not None and stored.complete_by > clock.now()
+    clock.advance(stored.complete_by - clock.now() + timedelta(seconds=1))
+    [start] = run_supervisor(ctx, ScanState()).compensations
+    claimed = states.get("c1")
+    assert claimed is not None and (start.instance_id, claimed.failure_count) == (claimed.locked_by, 1)
