@@ -123,7 +123,8 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
     submitter (``receivedOwed``, cleared by the acknowledgement); True when all went out (or the status has
     nowhere to go: no reply queue, or a queue that still refuses it ``REFUSED_RETRY_WINDOW`` after
     ``completeBy``; ``publish_status`` logs and alerts a refusal on its own). A failed send is logged and left
-    owed; a refused one within the window is left owed too."""
+    owed; a refused one within the window is left owed too. A refused ``Received`` holds the failure status
+    back (not sent in that sweep), so the submitter never hears the failure before ``Received``."""
     owed = _owed_by(record)
     if owed is None:
         return True
@@ -138,6 +139,9 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
                     ctx.sender, reply_to=record.reply_to, order_id=record.order_id, status="Received", attempt=0, at=now
                 )
             )
+        # a refused Received holds the failure status back with it (owed, or dropped with it past the
+        # window): a queue taking sends again a moment later must not hear the failure first
+        say_status = Delivery.REFUSED not in deliveries
         if not alerted:
             raise_alert(
                 ctx.sender,
@@ -149,17 +153,18 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
                 discriminator=record.attempt,
                 details=_details(record, entry),
             )
-        deliveries.append(
-            publish_status(
-                ctx.sender,
-                reply_to=record.reply_to,
-                order_id=record.order_id,
-                status=status,
-                attempt=record.attempt,
-                at=now,
-                reason=record.last_error,
+        if say_status:
+            deliveries.append(
+                publish_status(
+                    ctx.sender,
+                    reply_to=record.reply_to,
+                    order_id=record.order_id,
+                    status=status,
+                    attempt=record.attempt,
+                    at=now,
+                    reason=record.last_error,
+                )
             )
-        )
     except SendError as exc:
         app_event(
             "AlertSendFailed",

@@ -21,6 +21,7 @@ import pytest
 
 from activities.scheduler_steps import begin_step, mark_processed, publish_status
 from adapters.clock import ManualClock
+from adapters.servicebus.sender import OutgoingMessage
 from contracts.activities import (
     MarkProcessedInput,
     Processed,
@@ -197,3 +198,30 @@ def test_the_owed_sweep_drops_a_status_still_refused_past_the_window_without_ale
     assert record is not None and record.process_state is ProcessState.ERROR and record.complete_by is None
     assert _heard(sender) == []
     assert set(_alerts(sender)) == {"RetriesExhausted", "ReplyQueueUnavailable"}
+
+
+class RefusingUntilAlerted(RecordingSender):
+    """The submitter's queue refuses this app until an operator alert goes out, then takes sends (its role
+    assignment propagated between the sweep's ``Received`` and its final status)."""
+
+    def send(self, queue: str, message: OutgoingMessage) -> None:
+        super().send(queue, message)
+        if queue == OPERATOR_ALERTS_QUEUE and json.loads(message.body)["kind"] == "RetriesExhausted":
+            self.missing = set()
+
+
+def test_the_owed_sweep_never_says_the_failure_after_a_refused_received(app_context: AppContext) -> None:
+    """The sweep's ``Received`` is refused and its queue takes sends again before the failure status: the
+    failure waits with ``Received`` (here for the run's owed sweep), so the submitter never hears ``Failed``
+    first (it heard ``Failed``, ``Received``, ``Failed``)."""
+    ctx, _ = _refusing(app_context, settings=replace(app_context.settings, max_failures=1))
+    assert _submitted(ctx) is not None
+    sender = RefusingUntilAlerted(missing={CLIENT})
+    ctx = context_with(ctx, sender=sender)
+    _later(ctx, ctx.settings.start_grace + timedelta(seconds=1))
+    run_supervisor(ctx, ScanState())  # escalates: Received refused, the alert sent, the queue back; the sweep
+
+    assert "RetriesExhausted" in _alerts(sender)
+    assert _heard(sender) == ["Received", "Failed"]
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.complete_by is None and record.received_owed is None
