@@ -14,6 +14,7 @@ import json
 import logging
 import sys
 import warnings
+from datetime import timedelta
 from pathlib import Path
 
 from localrun.profile import Profile, ProfileError
@@ -29,6 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     sim.add_argument("--report", type=Path, required=True)
     sim.add_argument("--chart", type=Path)
     sim.add_argument("--no-progress", action="store_true")
+    sim.add_argument(
+        "--horizon-hours",
+        type=float,
+        default=8.0,
+        help="stop after this much simulated time even if orders are unsettled (default 8)",
+    )
     sim.add_argument("--inject-raw", type=Path, help='JSON lines {"body": "...", "message_id": "..."}')
     sim.add_argument(
         "--sdk-speed-ups",
@@ -66,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--speed must be > 0, --review-timeout >= 1 and --port 0-65535")
     if args.orders < 0:
         parser.error("--orders must be >= 0")
+    if args.command == "simulate" and not 0 < args.horizon_hours <= 24 * 365:
+        parser.error("--horizon-hours must be > 0 and at most a year")
 
     # Our own stderr handler, removed afterwards: nothing else's logging is changed.
     handler = logging.StreamHandler(sys.stderr)
@@ -107,6 +116,7 @@ def _simulate(args: argparse.Namespace) -> int:
         raw_lines=raw,
         progress=not args.no_progress,
         sdk_speed_ups=args.sdk_speed_ups,
+        horizon=timedelta(hours=args.horizon_hours),
     )
     result = run_simulation(config)
     report = build_report(result)
@@ -127,7 +137,6 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     import threading
-    from datetime import timedelta
 
     from localrun.report import build_report, summary
     from localrun.serve import LOCAL_OPERATOR, announce, install_stop_signals, paced_drive

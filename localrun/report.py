@@ -292,8 +292,10 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     final["DeadLettered"] = sum(1 for d in dead if d.queue == "orders")
 
     dead_order_ids = {original_id(d.message_id) for d in dead if d.queue == "orders"}
-    lost = [o for o in valid if o not in by_order and o not in rejected and o not in dead_order_ids]
-    non_terminal = [o for o, doc in by_order.items() if ProcessState(doc["processState"]) in NON_TERMINAL]
+    # an order the horizon stopped before it was even sent is unsettled, not lost
+    unsent = [o for o in valid if o not in result.sent_at and o not in by_order]
+    lost = [o for o in valid if o not in by_order and o not in rejected and o not in dead_order_ids and o not in unsent]
+    non_terminal = [o for o, doc in by_order.items() if ProcessState(doc["processState"]) in NON_TERMINAL] + unsent
     duplicates = 0
     for ledger in ledgers.values():
         for action in (*FORWARD_ACTIONS, *UNDO_ACTIONS):
@@ -491,6 +493,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         ],
         "wall_s": round(result.wall_s, 2),
         "simulated_s": round(result.simulated_s, 1),
+        "horizon_s": result.config.horizon.total_seconds(),
+        "horizon_reached": result.horizon_reached,
     }
 
 
@@ -551,6 +555,11 @@ def summary(report: dict[str, Any]) -> str:
         lines.append(f"\noperator actions needed because of an outage alone: {report['operator_actions_needed']}")
     bad = {k: ("OK" if v == 0 else f"{v}  <-- VIOLATED") for k, v in report["invariants"].items()}
     table("invariants (0 = holds)", bad)
+    if report.get("horizon_reached"):
+        lines.append(
+            f"  (the run stopped at its horizon, {report['horizon_s'] / 3600:g} simulated hours, with work still due:"
+            " raise --horizon-hours; MAX_IN_FLIGHT and STARTER_SCHEDULE bound how fast Pending orders are started)"
+        )
     if report.get("owed_at_end"):
         owed = ", ".join(report["owed_at_end"][:5])
         lines.append(f"  (alert and status still owed at the end, due from the supervisor's owed sweep: {owed})")

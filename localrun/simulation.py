@@ -114,6 +114,8 @@ class SimulationResult:
     # evidence for ``kept_after_compensation``, from the runner's side of the remote calls
     undone_at: dict[tuple[str, str, str], datetime] = field(default_factory=dict)
     fenced_forward_calls: int = 0  # forward calls the services refused because an undo had fenced their key
+    # the run stopped at ``config.horizon`` with work still due (orders unsettled, a timer, a message)
+    horizon_reached: bool = False
     # the size of each document of ``states`` as stored (KB of its JSON), for the cost model
     state_sizes_kb: list[float] = field(default_factory=list)
 
@@ -341,6 +343,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 config.drive(host, START + config.horizon, quiet, external, before_pump)
             else:
                 host.run_until(START + config.horizon, stop=quiet, external_due=external, before_pump=before_pump)
+            horizon_reached = not quiet()
         finally:
             host.close()
             use_context(None)
@@ -386,6 +389,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         events=recorder,
         undone_at=undone_at,
         fenced_forward_calls=sum(int(getattr(s, "fenced_refusals", 0)) for s in services.values()),
+        horizon_reached=horizon_reached,
         state_sizes_kb=state_sizes_kb,
     )
 

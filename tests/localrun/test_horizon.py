@@ -1,0 +1,40 @@
+"""A run that stops at its horizon with orders unsettled says so, and how to go on: a profile whose
+settings bound throughput (a starter every 15 minutes with ``MAX_IN_FLIGHT`` 1, found by the fuzzer)
+left 75 orders ``Pending`` after 8 simulated hours with only ``non_terminal 75`` to explain it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from localrun.__main__ import main
+from localrun.profile import Profile
+from localrun.report import build_report, summary
+from localrun.simulation import SimulationConfig, run_simulation
+
+SLOW_STARTS = {"settings": {"MAX_IN_FLIGHT": "1", "STARTER_SCHEDULE": "0 */15 * * * *"}}
+
+
+def test_a_run_cut_by_its_horizon_says_so() -> None:
+    config = SimulationConfig(orders=10, seed=1, profile=Profile.parse(SLOW_STARTS), horizon=timedelta(seconds=5))
+    report = build_report(run_simulation(config))
+    assert report["horizon_reached"] is True and report["horizon_s"] == 5
+    # unsettled, and the orders it stopped before they were sent are not lost
+    assert report["invariants"]["non_terminal"] > 0 and report["invariants"]["lost"] == 0
+    assert report["simulated_s"] <= 5 + 1
+    assert "stopped at its horizon" in summary(report) and "--horizon-hours" in summary(report)
+
+
+def test_a_run_that_settles_everything_does_not() -> None:
+    report = build_report(run_simulation(SimulationConfig(orders=3, seed=1)))
+    assert report["horizon_reached"] is False and report["invariants"]["non_terminal"] == 0
+    assert "stopped at its horizon" not in summary(report)
+
+
+@pytest.mark.parametrize("hours", ["0", "-1", "9000"])
+def test_a_horizon_out_of_range_is_refused(hours: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["simulate", "--orders", "1", "--seed", "1", "--report", "out/x.json", "--horizon-hours", hours])
+    assert exit_.value.code == 2
+    assert "--horizon-hours" in capsys.readouterr().err
