@@ -207,6 +207,11 @@ def waiting_reason(dependency: str) -> str:
     return f"waiting for {dependency} (circuit open)"
 
 
+def is_waiting_reason(text: str | None) -> bool:
+    """Whether ``text`` is a ``waiting_reason``: true only while the wait lasts."""
+    return text is not None and text.startswith("waiting for ") and text.endswith(" (circuit open)")
+
+
 OUTAGE_ALERT = "DependencyOutage"
 RECOVERY_ALERT = "DependencyRecovered"
 

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from domain import review, transitions
+from domain.circuit import is_waiting_reason
 from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation, review_outcome
 from domain.errors import FencingLost, IllegalTransition
 from domain.ids import COMPENSATION_MARKER, idempotency_key
@@ -279,6 +280,8 @@ def claim_compensation(
         failure_count=failures,
         # a stuck round counted as a failure ends the wait (a released, waiting one keeps it)
         outage_wait_since=None if record.locked_by is not None else record.outage_wait_since,
+        # the wait is over once a round runs: a round that then gets stuck is not failed "waiting for ..."
+        last_error=None if is_waiting_reason(record.last_error) else record.last_error,
     )
 
 

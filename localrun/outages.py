@@ -192,8 +192,12 @@ def operator_actions(
     return OperatorActions(failed, outage_only, by_bound)
 
 
-# The supervisor's writes that spend one of an order's MAX_FAILURES on an expired forward attempt
-COUNTED = ("RetryScheduled", "Escalated")
+# The supervisor's writes that spend one of an order's MAX_FAILURES on an expired forward attempt, or on a
+# compensation round that got stuck (released for a backoff, or failing the compensation when the rounds
+# are used up; an undo failing for good writes CompensationFailed too)
+COUNTED = ("RetryScheduled", "Escalated", "CompensationRetryScheduled", "CompensationFailed")
+STARTS = ("Claimed", "CompensationClaimed")  # an attempt or a compensation round begins
+CALLS = ("StepStarted", "UndoStarted")  # a forward step or an undo is sent to its agent
 _VIA = re.compile(r" via ([\w-]+)")
 
 
@@ -207,7 +211,7 @@ def _counted_outside_outages(transitions: Iterable[Transition], windows: Mapping
     running: dict[str, tuple[datetime, str]] = {}  # order -> (its step's start, the service)
     refused: set[str] = set()  # orders whose current attempt an agent refused on an open circuit
     for t in transitions:
-        if t.event == "StepStarted":
+        if t.event in CALLS:
             via = _VIA.search(t.detail)
             if via is not None and via.group(1) in AGENTS:
                 running[t.order_id] = (t.at, AGENTS[via.group(1)].service)
@@ -218,7 +222,7 @@ def _counted_outside_outages(transitions: Iterable[Transition], windows: Mapping
             began, service = running[t.order_id]
             if not any(start < t.at and end > began for start, end in windows.get(service, ())):
                 own.add(t.order_id)
-        if t.event in COUNTED or t.event == "Claimed":  # that attempt is over, or a new one begins
+        if t.event in COUNTED or t.event in STARTS:  # that attempt (round) is over, or a new one begins
             running.pop(t.order_id, None)
             refused.discard(t.order_id)
     return own
@@ -235,7 +239,7 @@ def _counted_after_own_fault(transitions: Iterable[Transition], own_faults: Iter
     own: set[str] = set()
     claimed: dict[str, datetime] = {}
     for t in transitions:
-        if t.event == "Claimed":
+        if t.event in STARTS:
             claimed[t.order_id] = t.at
         elif t.event in COUNTED and t.order_id in claimed:
             began = claimed.pop(t.order_id)

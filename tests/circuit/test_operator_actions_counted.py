@@ -109,3 +109,46 @@ def test_a_fault_in_an_earlier_attempt_that_was_not_counted_does_not_excuse_the_
     crash = [("o", T0 + timedelta(seconds=5))]
     actions = operator_actions({"o": ESCALATED}, transitions, [], WINDOWS, waiting_enabled=True, own_faults=crash)
     assert actions.unexpected == ["o"]
+
+
+COMPENSATION_FAILED = {
+    "processState": "CompensationFailed",
+    "lastError": "compensation did not finish in 3 rounds; last: deadline missed",
+}
+
+
+def round_of(start: float, counted_at: float, event: str = "CompensationRetryScheduled") -> list[Transition]:
+    return [
+        at(start, "CompensationClaimed"),
+        at(start, "UndoStarted", "o:compensate:n", "entry 1: refund charge-payment via payment (k), deadline later"),
+        at(counted_at, event),
+    ]
+
+
+def test_compensation_rounds_counted_after_the_outage_are_the_orders_own_failures() -> None:
+    """Fuzz seed 4023: a cancelled order's refund rounds got stuck on lost replies, one round waited out the
+    payment outage, and the last round (on a closed circuit) got stuck too: ``CompensationFailed``, counted as
+    failed by the outage alone because the classifier knew forward attempts only."""
+    transitions = [
+        *round_of(10, 40),
+        at(60, "CompensationClaimed"),
+        at(61, "UndoStarted", "o:compensate:n", "entry 1: refund charge-payment via payment (k), deadline later"),
+        at(90, "OutageWait"),
+        *round_of(240, 300, "CompensationFailed"),
+    ]
+    actions = operator_actions({"o": COMPENSATION_FAILED}, transitions, [], WINDOWS, waiting_enabled=True)
+    assert actions.outage_only == [] and actions.unexpected == []
+    # the control: the same rounds, all inside the payment outage, are the outage's
+    inside = [*round_of(61, 80), at(90, "OutageWait"), *round_of(100, 140, "CompensationFailed")]
+    actions = operator_actions({"o": COMPENSATION_FAILED}, inside, [], WINDOWS, waiting_enabled=True)
+    assert actions.unexpected == ["o"]
+
+
+def test_a_lost_reply_in_a_compensation_round_is_the_orders_own() -> None:
+    """A round whose reply the runner lost during the outage still failed of its own accord."""
+    inside = [*round_of(61, 80), at(90, "OutageWait"), *round_of(100, 140, "CompensationFailed")]
+    lost_reply = [("o", T0 + timedelta(seconds=120))]
+    actions = operator_actions(
+        {"o": COMPENSATION_FAILED}, inside, [], WINDOWS, waiting_enabled=True, own_faults=lost_reply
+    )
+    assert actions.outage_only == []

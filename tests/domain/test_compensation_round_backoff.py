@@ -9,7 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from domain import compensation as c
+from domain import outage
 from domain import transitions as t
+from domain.circuit import waiting_reason
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
@@ -53,3 +55,30 @@ def test_only_a_due_owned_round_backs_off() -> None:
     released = c.back_off_stuck_round(stuck, NOW + GRACE * 2, BACKOFF, max_rounds=3, by="supervisor")
     with pytest.raises(IllegalTransition):
         c.back_off_stuck_round(released, NOW + GRACE * 3, BACKOFF, max_rounds=3, by="supervisor")  # not owned
+
+
+def test_a_round_claimed_after_an_outage_wait_is_not_failed_as_still_waiting() -> None:
+    """A round released to wait out an open circuit says "waiting for payment (circuit open)" while it waits;
+    the round claimed after the wait runs on a closed circuit, so if it gets stuck (a lost reply) the order's
+    ``CompensationFailed`` reason is its missed deadline, not the wait that was over (fuzz seed 4023)."""
+    stuck = _stuck_round(failures=2)
+    at = NOW + GRACE * 2
+    waiting = outage.wait_compensation_out(stuck, at, at + BACKOFF, "payment", at)
+    assert waiting.last_error == waiting_reason("payment")
+    claimed = c.claim_compensation(waiting, at + BACKOFF, GRACE, max_rounds=3, by="supervisor")
+    assert claimed.last_error is None and claimed.failure_count == 2
+    failed = c.back_off_stuck_round(claimed, at + BACKOFF + GRACE * 2, BACKOFF, max_rounds=3, by="supervisor")
+    assert failed.process_state is ProcessState.COMPENSATION_FAILED
+    assert failed.last_error == "compensation did not finish in 3 rounds; last: deadline missed"
+
+
+def test_a_round_s_own_error_is_kept_through_the_next_claim() -> None:
+    stuck = _stuck_round().with_changes(NOW, "test", "test", "", last_error="entry 1: refund timed out")
+    claimed = c.claim_compensation(
+        c.back_off_stuck_round(stuck, NOW + GRACE * 2, BACKOFF, 3, "supervisor"),
+        NOW + GRACE * 3,
+        GRACE,
+        3,
+        "supervisor",
+    )
+    assert claimed.last_error == "entry 1: refund timed out"
