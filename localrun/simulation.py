@@ -343,7 +343,9 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 config.drive(host, START + config.horizon, quiet, external, before_pump)
             else:
                 host.run_until(START + config.horizon, stop=quiet, external_due=external, before_pump=before_pump)
-            horizon_reached = not quiet()
+            # cut by the horizon: work left, and nothing due before it (a serve stopped by its developer is not)
+            due = [d for d in (host.next_due(), external()) if d is not None]
+            horizon_reached = not quiet() and bool(due) and min(due) > START + config.horizon
         finally:
             host.close()
             use_context(None)

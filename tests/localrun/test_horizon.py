@@ -4,11 +4,13 @@ left 75 orders ``Pending`` after 8 simulated hours with only ``non_terminal 75``
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 import pytest
 
 from localrun.__main__ import main
+from localrun.host import LocalHost
 from localrun.profile import Profile
 from localrun.report import build_report, summary
 from localrun.simulation import SimulationConfig, run_simulation
@@ -38,3 +40,27 @@ def test_a_horizon_out_of_range_is_refused(hours: str, capsys: pytest.CaptureFix
         main(["simulate", "--orders", "1", "--seed", "1", "--report", "out/x.json", "--horizon-hours", hours])
     assert exit_.value.code == 2
     assert "--horizon-hours" in capsys.readouterr().err
+
+
+def test_a_run_stopped_before_its_horizon_does_not_say_it_reached_it() -> None:
+    """``localrun serve`` stops when its developer says so (Ctrl-C), long before its 7-day horizon: orders
+    still in flight then are not a horizon reached, and "raise --horizon-hours" (an option serve does not
+    have) is no advice for it."""
+    stopped: list[datetime] = []
+
+    def stopped_at_once(
+        host: LocalHost,
+        horizon: datetime,
+        _quiet: Callable[[], bool],
+        _external: Callable[[], datetime | None],
+        before_pump: Callable[[], None],
+    ) -> None:
+        before_pump()
+        host.pump()
+        stopped.append(horizon)
+
+    config = SimulationConfig(orders=5, seed=1, horizon=timedelta(days=7), drive=stopped_at_once)
+    report = build_report(run_simulation(config))
+    assert stopped and report["invariants"]["non_terminal"] > 0  # stopped with work left
+    assert report["horizon_reached"] is False
+    assert "stopped at its horizon" not in summary(report)
