@@ -296,6 +296,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     unsent = [o for o in valid if o not in result.sent_at and o not in by_order]
     lost = [o for o in valid if o not in by_order and o not in rejected and o not in dead_order_ids and o not in unsent]
     non_terminal = [o for o, doc in by_order.items() if ProcessState(doc["processState"]) in NON_TERMINAL] + unsent
+    unsent_orders = set(unsent)
     duplicates = 0
     for ledger in ledgers.values():
         for action in (*FORWARD_ACTIONS, *UNDO_ACTIONS):
@@ -345,7 +346,15 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     # dead-lettered with a reason; read from Cosmos and the broker, not from the app's logs.
     applied = {doc["payment"]["notificationId"] for doc in by_order.values() if doc.get("payment")}
     dead_ids = {original_id(d.message_id) for d in dead if d.reason}  # a copy (store_outage) is its original
-    notifications = [a.message.message_id for a in result.workload.arrivals if a.kind == "notification"]
+    # one the horizon stopped before it was sent, or sent ahead of an order it stopped (``unsent``), is
+    # unsettled with its order (non_terminal), not unmatched
+    notifications = [
+        a.message.message_id
+        for a in result.workload.arrivals
+        if a.kind == "notification"
+        and a.message.message_id not in result.unsent_messages
+        and a.order_id not in unsent_orders
+    ]
     unmatched = [m for m in notifications if m not in applied and m not in dead_ids]
     # Status routing: every status on a submitter's queue is about that submitter's own order, and
     # each settled order's submitter heard that it was received and how it ended.

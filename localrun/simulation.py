@@ -116,6 +116,8 @@ class SimulationResult:
     fenced_forward_calls: int = 0  # forward calls the services refused because an undo had fenced their key
     # the run stopped at ``config.horizon`` with work still due (orders unsettled, a timer, a message)
     horizon_reached: bool = False
+    # the MessageIds of the workload's messages the run ended before sending (their time lay past its end)
+    unsent_messages: frozenset[str] = frozenset()
     # the size of each document of ``states`` as stored (KB of its JSON), for the cost model
     state_sizes_kb: list[float] = field(default_factory=list)
 
@@ -392,6 +394,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         undone_at=undone_at,
         fenced_forward_calls=sum(int(getattr(s, "fenced_refusals", 0)) for s in services.values()),
         horizon_reached=horizon_reached,
+        unsent_messages=frozenset(a.message.message_id for a in pending),
         state_sizes_kb=state_sizes_kb,
     )
 

@@ -64,3 +64,13 @@ def test_a_run_stopped_before_its_horizon_does_not_say_it_reached_it() -> None:
     assert stopped and report["invariants"]["non_terminal"] > 0  # stopped with work left
     assert report["horizon_reached"] is False
     assert "stopped at its horizon" not in summary(report)
+
+
+def test_payment_notifications_the_horizon_stopped_are_not_unmatched() -> None:
+    """Prepaid orders: a notification not sent yet when the horizon cut the run (or sent ahead of an order
+    that was not) is unsettled with its order, not a notification the app lost."""
+    prepaid = {**SLOW_STARTS, "orders": {"prepaid_rate": 1.0, "payment_notification_first_rate": 0.5}}
+    config = SimulationConfig(orders=10, seed=1, profile=Profile.parse(prepaid), horizon=timedelta(seconds=5))
+    report = build_report(run_simulation(config))
+    assert report["horizon_reached"] is True and report["invariants"]["non_terminal"] > 0
+    assert report["invariants"]["unmatched_notifications"] == 0
