@@ -292,10 +292,16 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     final["DeadLettered"] = sum(1 for d in dead if d.queue == "orders")
 
     dead_order_ids = {original_id(d.message_id) for d in dead if d.queue == "orders"}
-    # an order the horizon stopped before it was even sent is unsettled, not lost
-    unsent = [o for o in valid if o not in result.sent_at and o not in by_order]
+    # A run cut by its horizon left work in flight: a message it stopped before it was sent, or left on the
+    # orders queue (a store retry scheduled, not received yet), is unsettled with its order (non_terminal),
+    # not lost or unmatched. A run that ended quiet leaves nothing of the kind: those are the app's.
+    in_flight = set(result.unsent_messages)
+    if result.horizon_reached:
+        in_flight |= {original_id(m.message_id) for m in result.broker.contents(ORDERS_QUEUE)}
+    unsent = [o for o in valid if o not in by_order and o in in_flight]
     lost = [o for o in valid if o not in by_order and o not in rejected and o not in dead_order_ids and o not in unsent]
     non_terminal = [o for o, doc in by_order.items() if ProcessState(doc["processState"]) in NON_TERMINAL] + unsent
+    unsent_orders = set(unsent)
     duplicates = 0
     for ledger in ledgers.values():
         for action in (*FORWARD_ACTIONS, *UNDO_ACTIONS):
@@ -345,7 +351,13 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     # dead-lettered with a reason; read from Cosmos and the broker, not from the app's logs.
     applied = {doc["payment"]["notificationId"] for doc in by_order.values() if doc.get("payment")}
     dead_ids = {original_id(d.message_id) for d in dead if d.reason}  # a copy (store_outage) is its original
-    notifications = [a.message.message_id for a in result.workload.arrivals if a.kind == "notification"]
+    # one in flight when the horizon cut the run, or sent ahead of an order that was (``unsent``), is unsettled
+    # with its order, not unmatched
+    notifications = [
+        a.message.message_id
+        for a in result.workload.arrivals
+        if a.kind == "notification" and a.message.message_id not in in_flight and a.order_id not in unsent_orders
+    ]
     unmatched = [m for m in notifications if m not in applied and m not in dead_ids]
     # Status routing: every status on a submitter's queue is about that submitter's own order, and
     # each settled order's submitter heard that it was received and how it ended.

@@ -116,6 +116,8 @@ class SimulationResult:
     fenced_forward_calls: int = 0  # forward calls the services refused because an undo had fenced their key
     # the run stopped at ``config.horizon`` with work still due (orders unsettled, a timer, a message)
     horizon_reached: bool = False
+    # the MessageIds of the workload's messages the run ended before sending (their time lay past its end)
+    unsent_messages: frozenset[str] = frozenset()
     # the size of each document of ``states`` as stored (KB of its JSON), for the cost model
     state_sizes_kb: list[float] = field(default_factory=list)
 
@@ -343,7 +345,9 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 config.drive(host, START + config.horizon, quiet, external, before_pump)
             else:
                 host.run_until(START + config.horizon, stop=quiet, external_due=external, before_pump=before_pump)
-            horizon_reached = not quiet()
+            # cut by the horizon: work left, and nothing due before it (a serve stopped by its developer is not)
+            due = [d for d in (host.next_due(), external()) if d is not None]
+            horizon_reached = not quiet() and bool(due) and min(due) > START + config.horizon
         finally:
             host.close()
             use_context(None)
@@ -390,6 +394,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         undone_at=undone_at,
         fenced_forward_calls=sum(int(getattr(s, "fenced_refusals", 0)) for s in services.values()),
         horizon_reached=horizon_reached,
+        unsent_messages=frozenset(a.message.message_id for a in pending),
         state_sizes_kb=state_sizes_kb,
     )
 
