@@ -8,6 +8,8 @@ operator alerts are sent from here, never from orchestrator code."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from activities.fencing import owned_record, write_fenced
 from adapters.cosmos.mapping import to_document
 from contracts.activities import (
@@ -31,11 +33,14 @@ from contracts.activities import (
 from dependencies import AppContext
 from domain import compensation, review
 from domain.compensation_policy import REVIEW_CHOICES
+from domain.outage import release_round_to_wait, undo_in_flight
 from domain.payments import money
+from domain.records import last_move
 from domain.states import ProcessState
 from notifications.alerts import raise_alert, raise_alert_after_write
 from observability.events import app_event
 from orchestrators import names
+from supervisor.outage import outage_verdict
 from supervisor.owed import owe_notifications
 
 # --- asked by the scheduler --------------------------------------------------------------------------
@@ -233,6 +238,8 @@ def finish_compensation(ctx: AppContext, data: FinishCompensationInput) -> Write
 def fail_compensation(ctx: AppContext, data: FailCompensationInput) -> WriteResult:
     now = ctx.clock.now()
     error = str(data.error or "undo failed")
+    if data.transient and _waits_the_outage_out(ctx, data, now):
+        return NOT_OWNED  # released: the round ends; the supervisor claims the next one after the outage
     record = write_fenced(
         ctx,
         data.order_id,
@@ -247,6 +254,51 @@ def fail_compensation(ctx: AppContext, data: FailCompensationInput) -> WriteResu
         return NOT_OWNED
     alert_compensation_failed(ctx, record.order_id, record.attempt, record.last_error or error, data.seq)
     return OWNED
+
+
+WAITED = "OutageWait"  # the event of domain.outage.release_round_to_wait
+
+
+def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: datetime) -> bool:
+    """An undo that used up its tries on transient failures while its service had an outage (its circuit
+    open at some moment since the round began): the round releases the record to wait the outage out
+    instead of failing the compensation, as the supervisor does for a stuck round (supervisor/outage.py).
+    With few tries (``MAX_FAILURES`` 1) the failed calls that opened the circuit used them all up, and an
+    outage alone left a ``CompensationFailed`` order for an operator. Past ``MAX_OUTAGE_WAIT_MINUTES`` of
+    waiting, or with no outage, the compensation fails as before. A health store that cannot be read fails
+    the activity (retried), never the compensation."""
+    record = ctx.states.get(data.order_id)
+    if record is None:
+        return False
+    last = last_move(record)
+    if record.locked_by is None and last is not None and (last.by, last.event) == (data.instance_id, WAITED):
+        return True  # this very release, run again (its first run answered nothing): done, never failed over
+    if record.locked_by != data.instance_id:
+        return False  # the fenced write below says "not owned" (or "done", on a retry)
+    verdict = outage_verdict(ctx, record, undo_in_flight(record), now)
+    if verdict is None or verdict.exceeded:
+        return False
+    released = write_fenced(
+        ctx,
+        data.order_id,
+        data.instance_id,
+        lambda r: release_round_to_wait(r, data.instance_id, now, verdict.until, verdict.dependency, verdict.since),
+        "wait the outage out",
+        hand_over=WAITED,
+        number=data.write_number,
+    )
+    if released is None:
+        return False
+    app_event(
+        "CompensationOutageWait",
+        f"order {data.order_id}: undo {data.seq} used up its tries while {verdict.dependency} had an outage; "
+        f"the round waits it out, next round not before {verdict.until.isoformat()}, not counted as a failure",
+        orderId=data.order_id,
+        dependency=verdict.dependency,
+        notBefore=verdict.until.isoformat(),
+        waitingSince=verdict.since.isoformat(),
+    )
+    return True
 
 
 def alert_compensation_failed(ctx: AppContext, order_id: str, round_number: int, reason: str, seq: int | None) -> None:

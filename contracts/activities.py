@@ -21,6 +21,7 @@ record; every fenced result type is ``<what it found> | NotOwned``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -475,13 +476,28 @@ class FinishCompensationInput(OrderInstance):
 
 @dataclass(frozen=True)
 class FailCompensationInput(Wire):
-    """``fail_compensation``: the undo of entry ``seq`` failed for good."""
+    """``fail_compensation``: the undo of entry ``seq`` failed for good, or used up its tries on transient
+    failures (``error`` then ends as ``tries_used_up`` words it)."""
 
     order_id: str
     instance_id: str
     seq: int
     error: str | None
     write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
+
+    @property
+    def transient(self) -> bool:
+        """The undo's service kept failing transiently: ``fail_compensation`` asks if an outage did it."""
+        return self.error is not None and _TRIES_USED_UP.search(self.error) is not None
+
+
+# The compensation orchestration says an undo's tries were used up on transient failures in the error it
+# hands ``fail_compensation`` (in the activity's input since its first version: no new field, no new version).
+_TRIES_USED_UP = re.compile(r" \(transient; \d+ tries used up\)$")
+
+
+def tries_used_up(error: object, tries: int) -> str:
+    return f"{error} (transient; {tries} tries used up)"
 
 
 # --- an agent's reply, as the orchestrations read it --------------------------------------------------------

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from domain.circuit import waiting_reason
-from domain.compensation import UNDONE, is_compensation_due
+from domain.compensation import UNDONE, ensure_compensation_owner, is_compensation_due
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.transitions import SUPERVISOR
@@ -54,6 +54,26 @@ def wait_compensation_out(
         now,
         "OutageWait",
         SUPERVISOR,
+        f"round {record.attempt}: {reason}; next round not before {until.isoformat()}",
+        locked_by=None,
+        complete_by=until,
+        last_error=reason,
+        outage_wait_since=since,
+    )
+
+
+def release_round_to_wait(
+    record: StateRecord, owner: str, now: datetime, until: datetime, dependency: str, since: datetime
+) -> StateRecord:
+    """A round whose undo used up its tries on transient failures while the undo's service had an outage:
+    the round itself (``owner``) releases the record to wait it out, as the supervisor releases a stuck one
+    (``wait_compensation_out``): ``lockedBy`` null, not counted as a failed round, no round before ``until``."""
+    ensure_compensation_owner(record, owner)
+    reason = waiting_reason(dependency)
+    return record.with_changes(
+        now,
+        "OutageWait",
+        owner,
         f"round {record.attempt}: {reason}; next round not before {until.isoformat()}",
         locked_by=None,
         complete_by=until,

@@ -41,6 +41,7 @@ from contracts.activities import (
     UndoEntry,
     parse_load_compensation,
     parse_write_result,
+    tries_used_up,
 )
 from domain.compensation import UNDONE, undo_idempotency_key, undo_request_id, undo_result
 from orchestrators import names
@@ -147,7 +148,7 @@ def _undo_entry(
             delay = min(plan.retry_base_seconds * 2 ** (number - 1), plan.retry_max_seconds)
             yield context.create_timer(context.current_utc_datetime + timedelta(seconds=delay))
         else:
-            error = f"{error} (transient; {tries} tries used up)"
+            error = tries_used_up(error, tries)
     failed = FailCompensationInput(order_id=order_id, instance_id=me, seq=seq, error=error)
     yield from call_fenced(writes, names.FAIL_COMPENSATION, failed, parse_write_result, at=at)
     yield from call_publish_status(

@@ -1,0 +1,113 @@
+"""An undo that used up its tries on transient failures while its service had an outage waits the outage out
+instead of failing the compensation (``activities.compensation_steps.fail_compensation``). Red team: all-faults
+with an inventory outage and ``MAX_FAILURES`` 1 ended orders ``CompensationFailed`` because of the outage
+alone (``outage_only_failures`` 1 at seeds 1 and 2): the one try was the failed call that opened the
+circuit, and the round failed the compensation without asking about the outage, where the forward path and
+a stuck round both wait."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from activities.compensation_steps import fail_compensation
+from adapters.cosmos.state_store import update_once
+from contracts.activities import NOT_OWNED, OWNED, FailCompensationInput, tries_used_up
+from contracts.names import OPERATOR_ALERTS_QUEUE
+from domain import transitions
+from domain.compensation import begin_undo, claim_compensation, complete_step_logged, enter_compensation
+from domain.records import StateRecord
+from domain.states import ProcessState
+from tests.supervisor.conftest import claimed
+from tests.supervisor.test_outage_wait import STEP_TIMEOUT, health, open_circuit, with_health
+
+pytestmark = pytest.mark.cosmos
+__all__ = ["health"]  # the fixture, used by the tests below
+
+
+def _undoing_the_charge(ctx: Any, states: Any, clock: Any) -> StateRecord:
+    """o1 charged, then cancelled: compensation round 2 owns the record and its refund is in flight."""
+    record = claimed(states, "o1", clock.now(), clock.now() + STEP_TIMEOUT)
+    owner = record.locked_by
+    assert owner is not None
+    record = update_once(
+        states,
+        record,
+        lambda r: transitions.begin_step(r, owner, "charge-payment", "payment", "req", clock.now(), clock.now()),
+    )
+    record = update_once(
+        states,
+        record,
+        lambda r: complete_step_logged(r, owner, "charge-payment", {"chargeId": "c1"}, clock.now(), clock.now()),
+    )
+    record = update_once(states, record, lambda r: enter_compensation(r, owner, "cancelled", clock.now(), owner=owner))
+    record = update_once(
+        states, record, lambda r: claim_compensation(r, clock.now(), STEP_TIMEOUT, ctx.settings.max_failures, "test")
+    )
+    round_owner = record.locked_by
+    assert round_owner is not None
+    return update_once(
+        states,
+        record,
+        lambda r: begin_undo(r, round_owner, 1, "o1:charge-payment:undo", clock.now() + STEP_TIMEOUT, clock.now()),
+    )
+
+
+def _fail(ctx: Any, record: StateRecord, error: str) -> Any:
+    assert record.locked_by is not None
+    return fail_compensation(ctx, FailCompensationInput("o1", record.locked_by, 1, error, write_number=3))
+
+
+def _alerts(sender: Any) -> list[str]:
+    return [a["kind"] for a in sender.bodies(OPERATOR_ALERTS_QUEUE)]
+
+
+def test_tries_used_up_during_an_outage_wait_it_out(make_ctx, health, states, clock, sender) -> None:
+    ctx = with_health(make_ctx, health, MAX_FAILURES="1")
+    record = _undoing_the_charge(ctx, states, clock)
+    open_circuit(ctx, "payment")
+
+    assert _fail(ctx, record, tries_used_up("payment unavailable (503)", 1)) == NOT_OWNED
+
+    waiting = states.get("o1")
+    assert waiting.process_state is ProcessState.COMPENSATING
+    assert (waiting.locked_by, waiting.failure_count) == (None, 0)
+    assert waiting.history[-1].event == "OutageWait" and waiting.last_error == "waiting for payment (circuit open)"
+    assert waiting.complete_by is not None and waiting.complete_by > clock.now()
+    assert "CompensationFailed" not in _alerts(sender)
+    # a retry of the activity (its first run answered nothing) finds the round released: still not owned
+    assert _fail(ctx, record, tries_used_up("payment unavailable (503)", 1)) == NOT_OWNED
+    assert states.get("o1").process_state is ProcessState.COMPENSATING
+
+
+def test_a_refusal_for_good_during_an_outage_still_fails(make_ctx, health, states, clock, sender) -> None:
+    ctx = with_health(make_ctx, health, MAX_FAILURES="1")
+    record = _undoing_the_charge(ctx, states, clock)
+    open_circuit(ctx, "payment")
+    assert _fail(ctx, record, "refund refused: charge disputed") == OWNED
+    assert states.get("o1").process_state is ProcessState.COMPENSATION_FAILED
+    assert "CompensationFailed" in _alerts(sender)
+
+
+def test_tries_used_up_on_a_healthy_service_fail_as_before(make_ctx, health, states, clock, sender) -> None:
+    ctx = with_health(make_ctx, health, MAX_FAILURES="1")
+    record = _undoing_the_charge(ctx, states, clock)
+    assert _fail(ctx, record, tries_used_up("503", 1)) == OWNED
+    failed = states.get("o1")
+    assert failed.process_state is ProcessState.COMPENSATION_FAILED
+    assert failed.last_error is not None and "tries used up" in failed.last_error
+
+
+def test_waiting_off_fails_as_before(make_ctx, health, states, clock, sender) -> None:
+    ctx = with_health(make_ctx, health, MAX_FAILURES="1", MAX_OUTAGE_WAIT_MINUTES="0")
+    record = _undoing_the_charge(ctx, states, clock)
+    open_circuit(ctx, "payment")
+    assert _fail(ctx, record, tries_used_up("503", 1)) == OWNED
+    assert states.get("o1").process_state is ProcessState.COMPENSATION_FAILED
+
+
+def test_the_orchestration_s_words_are_read_as_transient() -> None:
+    assert FailCompensationInput("o", "i", 1, tries_used_up("503", 3)).transient
+    assert not FailCompensationInput("o", "i", 1, "503").transient
+    assert not FailCompensationInput("o", "i", 1, None).transient
