@@ -175,12 +175,12 @@ def test_zero_max_outage_wait_turns_waiting_off(make_ctx, health, states, clock)
     assert states.get("o1").failure_count == 1
 
 
-def test_a_compensation_round_stuck_on_an_open_dependency_waits_and_is_not_counted(make_ctx, health, states, clock):
-    ctx = with_health(make_ctx, health)
+def compensation_round_after_a_charge(ctx, states, clock):
+    """o1: charge-payment succeeded (a compensable step: its undo is a refund), then the order is
+    compensated and the supervisor claimed its first round."""
     record = claimed(states, "o1", clock.now(), clock.now() + STEP_TIMEOUT)
     owner = record.locked_by
     assert owner is not None
-    # charge-payment succeeded (a compensable step: its undo is a refund), then the order is compensated
     record = update_once(
         states,
         record,
@@ -192,9 +192,14 @@ def test_a_compensation_round_stuck_on_an_open_dependency_waits_and_is_not_count
         lambda r: complete_step_logged(r, owner, "charge-payment", {"chargeId": "c1"}, clock.now(), clock.now()),
     )
     record = update_once(states, record, lambda r: enter_compensation(r, owner, "cancelled", clock.now(), owner=owner))
-    record = update_once(
+    return update_once(
         states, record, lambda r: claim_compensation(r, clock.now(), STEP_TIMEOUT, ctx.settings.max_failures, "test")
     )
+
+
+def test_a_compensation_round_stuck_on_an_open_dependency_waits_and_is_not_counted(make_ctx, health, states, clock):
+    ctx = with_health(make_ctx, health)
+    record = compensation_round_after_a_charge(ctx, states, clock)
     assert record.locked_by is not None and record.failure_count == 0
     open_circuit(ctx, "payment")
     for _ in range(5):  # more rounds than MAX_FAILURES

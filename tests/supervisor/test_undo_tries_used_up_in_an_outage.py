@@ -15,12 +15,16 @@ from activities.compensation_steps import fail_compensation
 from adapters.cosmos.state_store import update_once
 from contracts.activities import NOT_OWNED, OWNED, FailCompensationInput, tries_used_up
 from contracts.names import OPERATOR_ALERTS_QUEUE
-from domain import transitions
-from domain.compensation import begin_undo, claim_compensation, complete_step_logged, enter_compensation
+from domain.compensation import begin_undo
 from domain.records import StateRecord
 from domain.states import ProcessState
-from tests.supervisor.conftest import claimed
-from tests.supervisor.test_outage_wait import STEP_TIMEOUT, health, open_circuit, with_health
+from tests.supervisor.test_outage_wait import (
+    STEP_TIMEOUT,
+    compensation_round_after_a_charge,
+    health,
+    open_circuit,
+    with_health,
+)
 
 pytestmark = pytest.mark.cosmos
 __all__ = ["health"]  # the fixture, used by the tests below
@@ -28,23 +32,7 @@ __all__ = ["health"]  # the fixture, used by the tests below
 
 def _undoing_the_charge(ctx: Any, states: Any, clock: Any) -> StateRecord:
     """o1 charged, then cancelled: compensation round 2 owns the record and its refund is in flight."""
-    record = claimed(states, "o1", clock.now(), clock.now() + STEP_TIMEOUT)
-    owner = record.locked_by
-    assert owner is not None
-    record = update_once(
-        states,
-        record,
-        lambda r: transitions.begin_step(r, owner, "charge-payment", "payment", "req", clock.now(), clock.now()),
-    )
-    record = update_once(
-        states,
-        record,
-        lambda r: complete_step_logged(r, owner, "charge-payment", {"chargeId": "c1"}, clock.now(), clock.now()),
-    )
-    record = update_once(states, record, lambda r: enter_compensation(r, owner, "cancelled", clock.now(), owner=owner))
-    record = update_once(
-        states, record, lambda r: claim_compensation(r, clock.now(), STEP_TIMEOUT, ctx.settings.max_failures, "test")
-    )
+    record = compensation_round_after_a_charge(ctx, states, clock)
     round_owner = record.locked_by
     assert round_owner is not None
     return update_once(
