@@ -56,6 +56,7 @@ from notifications.alerts import (
     raise_alert,
     raise_alert_after_write,
 )
+from notifications.received import owe_before_failure
 from notifications.status import Delivery, publish_status
 from observability.events import app_event
 from orchestrators.status import refusal_retried
@@ -86,7 +87,8 @@ def owe_notifications(record: StateRecord) -> StateRecord:
     """``record`` as a write is about to store it; if it is a failure, its notifications are owed
     from the write's own time (``completeBy``)."""
     if record.process_state in FAILURE_STATES:
-        return replace(record, complete_by=record.updated_at)
+        # an order never begun may never have heard Received: said first (notifications.received)
+        return owe_before_failure(replace(record, complete_by=record.updated_at), record.updated_at)
     return record
 
 

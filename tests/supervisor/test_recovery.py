@@ -174,5 +174,9 @@ def test_escalation_tells_the_submitter_failed_on_its_own_queue(make_ctx, states
     run_supervisor(ctx, ScanState())
 
     statuses = [(q, json.loads(m.body)) for q, m in sender.sent if q != OPERATOR_ALERTS_QUEUE]
-    assert [(q, b["status"], b["orderId"], b["attempt"]) for q, b in statuses] == [("submitter-q", "Failed", "o9", 1)]
-    assert statuses[0][1]["reason"].startswith("retries exhausted")
+    # no step ever began: nothing on the record says Received was heard, so it is said first (owe_before_failure)
+    assert [(q, b["status"], b["orderId"], b["attempt"]) for q, b in statuses] == [
+        ("submitter-q", "Received", "o9", 0),
+        ("submitter-q", "Failed", "o9", 1),
+    ]
+    assert statuses[1][1]["reason"].startswith("retries exhausted")

@@ -64,6 +64,8 @@ def losing(make_ctx, states: CosmosStateStore, order_id: str, fail_reads: int = 
 
 
 def owed_messages(sender: RecordingSender, order_id: str) -> list[tuple[str, str]]:
+    """The alerts, then the statuses, sent about ``order_id``. These orders never began a step, so their
+    failure status comes after a ``Received`` (``notifications.received.owe_before_failure``)."""
     kinds = [("alert", b["kind"]) for b in sender.bodies(OPERATOR_ALERTS_QUEUE) if b["orderId"] == order_id]
     return kinds + [("status", b["status"]) for b in sender.bodies("submitter-q") if b["orderId"] == order_id]
 
@@ -75,7 +77,7 @@ def test_an_escalation_whose_response_was_lost_still_alerts_and_tells_the_submit
     report = run_supervisor(ctx, ScanState())
 
     assert (report.escalated, report.failed) == (1, 0)
-    assert owed_messages(sender, "o1") == [("alert", "RetriesExhausted"), ("status", "Failed")]
+    assert owed_messages(sender, "o1") == [("alert", "RetriesExhausted"), ("status", "Received"), ("status", "Failed")]
     stored = states.get("o1")
     assert stored is not None and stored.process_state is ProcessState.ERROR
     assert stored.complete_by is None  # acknowledged: nothing owed any more
@@ -90,14 +92,14 @@ def test_when_even_the_re_read_fails_the_sweep_delivers_what_the_write_owes(make
     # the recovery itself could not tell whether its write landed; the owed-notification sweep of
     # the same run finds the Error record owing its alert and status, delivers and acknowledges them
     assert (report.failed, report.notified) == (1, 1)
-    assert owed_messages(sender, "o1") == [("alert", "RetriesExhausted"), ("status", "Failed")]
+    assert owed_messages(sender, "o1") == [("alert", "RetriesExhausted"), ("status", "Received"), ("status", "Failed")]
     acknowledged = states.get("o1")
     assert acknowledged is not None and acknowledged.process_state is ProcessState.ERROR
     assert acknowledged.complete_by is None
     assert acknowledged.history[-1].event == "NotificationsDelivered"
     clock.advance(timedelta(minutes=5))
     run_supervisor(ctx, ScanState())
-    assert len(sender.sent) == 2  # delivered once acknowledged: never again
+    assert len(sender.sent) == 3  # Received, the alert, Failed: delivered once acknowledged, never again
 
 
 def test_failed_sends_stay_owed_until_a_run_delivers_them(make_ctx, states, clock, sender):
@@ -115,7 +117,7 @@ def test_failed_sends_stay_owed_until_a_run_delivers_them(make_ctx, states, cloc
     clock.advance(timedelta(seconds=30))
     run_supervisor(ctx, ScanState())
 
-    assert owed_messages(sender, "o1") == [("alert", "RetriesExhausted"), ("status", "Failed")]
+    assert owed_messages(sender, "o1") == [("alert", "RetriesExhausted"), ("status", "Received"), ("status", "Failed")]
     assert sender.message_ids(OPERATOR_ALERTS_QUEUE) == ["alert:RetriesExhausted:o1:1"]  # the original alert id
 
 
@@ -126,7 +128,11 @@ def test_a_compensation_failure_whose_response_was_lost_still_alerts(make_ctx, s
     report = run_supervisor(ctx, ScanState())
 
     assert report.compensation_failed == 1
-    assert owed_messages(sender, "c1") == [("alert", "CompensationFailed"), ("status", "CompensationFailed")]
+    assert owed_messages(sender, "c1") == [
+        ("alert", "CompensationFailed"),
+        ("status", "Received"),
+        ("status", "CompensationFailed"),
+    ]
     stored = states.get("c1")
     assert stored is not None and stored.process_state is ProcessState.COMPENSATION_FAILED
     assert stored.complete_by is None
