@@ -33,6 +33,8 @@ from domain.states import ProcessState, StepStatus
 from domain.workflow import STEPS, WORKFLOW, Step, StepKind, step
 
 UNDONE = "Undone"
+# The history event of a stuck round released to wait out its backoff (``back_off_stuck_round``).
+ROUND_BACKED_OFF = "CompensationRetryScheduled"
 FAILED = "Failed"
 
 # CompensationFailed is re-entered only by an operator, after fixing what made the undo fail.
@@ -300,7 +302,7 @@ def back_off_stuck_round(
     until = now + backoff
     return record.with_changes(
         now,
-        "CompensationRetryScheduled",
+        ROUND_BACKED_OFF,
         by,
         f"round {record.attempt} did not finish (failure {failures} of {max_rounds}); "
         f"next round not before {until.isoformat()}",

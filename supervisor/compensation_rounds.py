@@ -19,7 +19,7 @@ from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from dependencies import AppContext
-from domain.compensation import back_off_stuck_round, claim_compensation
+from domain.compensation import ROUND_BACKED_OFF, back_off_stuck_round, claim_compensation
 from domain.errors import IllegalTransition
 from domain.outage import undo_in_flight, wait_compensation_out
 from domain.records import StateRecord
@@ -128,7 +128,7 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
                     orderId=record.order_id,
                 )
             continue
-        if written.locked_by is None and written.history and written.history[-1].event == "CompensationRetryScheduled":
+        if written.locked_by is None and written.history and written.history[-1].event == ROUND_BACKED_OFF:
             app_event(
                 "SupervisorCompensationBackoff",
                 f"order {written.order_id}: compensation round {record.attempt} did not finish "
