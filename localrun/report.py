@@ -166,6 +166,41 @@ def _unreachable_submitters(result: SimulationResult) -> set[str]:
     return {q for q in result.workload.submitters if q in alerted and result.broker.refusing(q, now) is not None}
 
 
+# What a NotificationsStuck alert says cannot reach the submitter yet: the failure status its record owes
+# (supervisor/owed.py) and the Received it may owe before it
+STUCK_STATUSES = ("Received", "Failed", "CompensationFailed")
+
+
+def _undelivered_statuses(result: SimulationResult) -> set[tuple[str, str]]:
+    """(order, status) pairs the app could not deliver and told an operator so, with an alert raised while
+    the order's own submitter's queue refused sends (full, deleted or the app's role removed:
+    ``status_queues.refusing``): a ``StatusUndelivered`` naming the status (given up after about six hours of
+    tries: notifications/status.py, ``give_up``), or a ``NotificationsStuck`` naming the order (a failure
+    record's status, which the supervisor keeps owing, once an hour: supervisor/owed.py; a queue full for good
+    leaves the run to its horizon). The alert is what the app owes instead; one raised while the queue took
+    sends is not an excuse."""
+    valid = result.workload.orders
+    given_up: set[tuple[str, str]] = set()
+    for message in result.broker.contents(OPERATOR_ALERTS_QUEUE):
+        try:
+            body = json.loads(str(message))
+        except ValueError:
+            continue
+        kind = _alert_kind(body) if isinstance(body, dict) else NOT_AN_ALERT
+        if kind not in ("StatusUndelivered", "NotificationsStuck"):
+            continue
+        order_id, details = body.get("orderId"), body.get("details")
+        queue = valid.get(order_id, {}).get("replyTo") if isinstance(order_id, str) else None
+        if not isinstance(queue, str) or result.broker.refusing(queue, message.enqueued_time_utc) is None:
+            continue
+        status = details.get("status") if isinstance(details, dict) else None
+        if kind == "NotificationsStuck":
+            given_up.update((str(order_id), s) for s in STUCK_STATUSES)
+        elif isinstance(status, str):
+            given_up.add((str(order_id), status))
+    return given_up
+
+
 def _rejected_orders(
     statuses: list[dict[str, Any]],
     alerts: list[dict[str, Any]],
@@ -207,10 +242,12 @@ def _stranded_messages(result: SimulationResult, by_order: dict[str, Any]) -> li
 
 def _silent_failures(result: SimulationResult, finals: dict[str, str], statuses: list[dict[str, Any]]) -> list[str]:
     """Orders that ended ``Error``, ``CompensationFailed`` or ``Rejected`` without an operator alert
-    naming them (on the alert queue) and the failure status on their own submitter's queue."""
+    naming them (on the alert queue) and the failure status on their own submitter's queue (or, that
+    queue refusing, a ``StatusUndelivered`` alert for it: ``_undelivered_statuses``)."""
     alerted = {json.loads(str(m)).get("orderId") for m in result.broker.contents(OPERATOR_ALERTS_QUEUE)}
     valid = result.workload.orders
     unreachable = _unreachable_submitters(result)
+    given_up = _undelivered_statuses(result)
     heard_own: dict[str, set[str]] = {}
     for status in statuses:
         if valid.get(status["orderId"], {}).get("replyTo") == status["_queue"]:
@@ -220,7 +257,7 @@ def _silent_failures(result: SimulationResult, finals: dict[str, str], statuses:
         wanted = FAILURE_STATUS.get(final)
         if wanted is None or order_id not in valid:
             continue
-        if valid[order_id].get("replyTo") in unreachable:
+        if valid[order_id].get("replyTo") in unreachable or (order_id, wanted) in given_up:
             heard_own.setdefault(order_id, set()).add(wanted)  # nowhere to send it: the queue's alert stands in
         missing = [
             what
@@ -371,13 +408,17 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "Compensated": "Compensated",
         "CompensationFailed": "CompensationFailed",
     }
+    given_up = _undelivered_statuses(result)
     missing_status = [
         o
         for o, doc in by_order.items()
         if o in valid
         and valid[o].get("replyTo") not in unreachable
         and doc["processState"] in final_status
-        and not {"Received", final_status[doc["processState"]]} <= heard.get(o, set())
+        and any(
+            s not in heard.get(o, set()) and (o, s) not in given_up
+            for s in ("Received", final_status[doc["processState"]])
+        )
     ]
     kept = _kept_after_compensation(result, ledgers)
     contradicted = _rejected_after_accepted(result)

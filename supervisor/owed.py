@@ -121,12 +121,14 @@ def _summary(record: StateRecord, kind: str) -> str:
 
 
 def send_owed(ctx: AppContext, record: StateRecord) -> bool:
-    """Sends the alert and the status ``record`` owes, after the ``Received`` it may still owe its
-    submitter (``receivedOwed``, cleared by the acknowledgement); True when all went out (or the status has
-    nowhere to go: no reply queue, or a queue that still refuses it ``REFUSED_RETRY_WINDOW`` after
-    ``completeBy``; ``publish_status`` logs and alerts a refusal on its own). A failed send is logged and left
-    owed; a refused one within the window is left owed too. A refused ``Received`` holds the failure status
-    back (not sent in that sweep), so the submitter never hears the failure before ``Received``."""
+    """Sends the alert and the status ``record`` owes: the alert first (a submitter's queue that refuses or
+    cannot take sends never holds the operator's alert back), then the ``Received`` the record may still owe
+    its submitter (``receivedOwed``, cleared by the acknowledgement), then the status; True when all went out
+    (or the status has nowhere to go: no reply queue, or a queue that still refuses it
+    ``REFUSED_RETRY_WINDOW`` after ``completeBy``; ``publish_status`` logs and alerts a refusal on its own). A
+    failed send raises its ``SendError`` (the alert noted sent if it went out); a refused one within the
+    window is left owed. A refused ``Received`` holds the failure status back (not sent in that sweep), so
+    the submitter never hears the failure before ``Received``."""
     owed = _owed_by(record)
     if owed is None:
         return True
@@ -134,16 +136,8 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
     now = ctx.clock.now()
     deliveries: list[Delivery] = []
     alerted = _alert_noted(record, entry)
+    alert_went_out = False
     try:
-        if record.received_owed is not None:  # never heard (notifications.received): said before the failure
-            deliveries.append(
-                publish_status(
-                    ctx.sender, reply_to=record.reply_to, order_id=record.order_id, status="Received", attempt=0, at=now
-                )
-            )
-        # a refused Received holds the failure status back with it (owed, or dropped with it past the
-        # window): a queue taking sends again a moment later must not hear the failure first
-        say_status = Delivery.REFUSED not in deliveries
         if not alerted:
             raise_alert(
                 ctx.sender,
@@ -155,6 +149,16 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
                 discriminator=record.attempt,
                 details=_details(record, entry),
             )
+            alert_went_out = True
+        if record.received_owed is not None:  # never heard (notifications.received): said before the failure
+            deliveries.append(
+                publish_status(
+                    ctx.sender, reply_to=record.reply_to, order_id=record.order_id, status="Received", attempt=0, at=now
+                )
+            )
+        # a refused Received holds the failure status back with it (owed, or dropped with it past the
+        # window): a queue taking sends again a moment later must not hear the failure first
+        say_status = Delivery.REFUSED not in deliveries
         if say_status:
             deliveries.append(
                 publish_status(
@@ -167,15 +171,12 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
                     reason=record.last_error,
                 )
             )
-    except SendError as exc:
-        app_event(
-            "AlertSendFailed",
-            f"order {record.order_id}: {kind} alert / {status} status not sent yet ({exc}); still owed",
-            logging.ERROR,
-            orderId=record.order_id,
-            alertKind=kind,
-        )
-        return False
+    except SendError:
+        # still owed; the caller logs it and, owed long enough, alerts it (``deliver_owed``). An alert that went
+        # out before a status send failed (the submitter's queue full) is noted, or every hour sends it again
+        if alert_went_out:
+            _note_alert_sent(ctx, record, kind)
+        raise
     owed_since = record.complete_by
     if Delivery.REFUSED in deliveries and owed_since is not None and refusal_retried(owed_since, now):
         log.info("order %s: its reply queue refuses the %s status: still owed", record.order_id, status)
@@ -192,7 +193,8 @@ def _alert_noted(record: StateRecord, entry: HistoryEntry) -> bool:
 
 
 def _note_alert_sent(ctx: AppContext, record: StateRecord, kind: str) -> None:
-    """Notes on the record that its owed alert went out while the status its reply queue refuses stays owed, so
+    """Notes on the record that its owed alert went out while the status stays owed (its reply queue refuses it,
+    or a send of it or of ``Received`` failed: the queue full), so
     the next hour's sweep does not send the alert again. A write that fails is only logged: that sweep then
     sends it again, as for a delivery it could not acknowledge."""
     try:
@@ -200,7 +202,7 @@ def _note_alert_sent(ctx: AppContext, record: StateRecord, kind: str) -> None:
             ctx.states,
             record,
             lambda r: r.with_changes(
-                ctx.clock.now(), OWED_ALERT_SENT, SUPERVISOR, f"{kind} alert sent; the status still owed (refused)"
+                ctx.clock.now(), OWED_ALERT_SENT, SUPERVISOR, f"{kind} alert sent; the status still owed"
             ),
         )
     except (EtagMismatch, StoreUnavailable) as exc:
@@ -278,6 +280,9 @@ def deliver_owed(ctx: AppContext, record: StateRecord) -> bool:
         return False
     try:
         sent = send_owed(ctx, record)
+    except SendError as exc:  # a queue full or Service Bus down: alerted as stuck in a later resend window
+        _not_delivered(ctx, record, exc, failed_send=True)
+        return False
     except Exception as exc:  # isolation: one record's notifications never stop the caller's run
         _not_delivered(ctx, record, exc)
         return False
@@ -302,11 +307,17 @@ def _not_acknowledged(record: StateRecord, exc: Exception) -> None:
     )
 
 
-def _not_delivered(ctx: AppContext, record: StateRecord, exc: Exception) -> None:
+def _not_delivered(ctx: AppContext, record: StateRecord, exc: Exception, *, failed_send: bool = False) -> None:
     """Logs (``OwedNotificationsFailed``, ERROR); once they have been owed ``STUCK_ALERT_AFTER``, an
     alert that says so without what the record holds, at most once an hour per order: sent only in
     the first duplicate window of each hour since (``notifications.alerts.hourly_slice``), under that
-    hour's id, so the sends of the slice collapse into one and the rest of the hour sends none."""
+    hour's id, so the sends of the slice collapse into one and the rest of the hour sends none.
+
+    What cannot be built fails every sweep, so its hours count from ``STUCK_ALERT_AFTER`` after
+    ``completeBy``. A send is tried only in the resend windows (``resend_due``: the first duplicate window
+    of each hour since ``completeBy``), so a send that keeps failing is alerted in those windows once owed
+    ``STUCK_ALERT_AFTER``: from the second hour's (counted from ``STUCK_ALERT_AFTER`` too, it would never
+    meet a send; a submitter's queue full for good was never alerted but by the log)."""
     error = carriable(f"{type(exc).__name__}: {exc}")[:500]
     app_event(
         "OwedNotificationsFailed",
@@ -318,7 +329,11 @@ def _not_delivered(ctx: AppContext, record: StateRecord, exc: Exception) -> None
     owed_since = record.complete_by
     if owed_since is None:
         return
-    hour = hourly_slice(owed_since + STUCK_ALERT_AFTER, ctx.clock.now())
+    now = ctx.clock.now()
+    if failed_send:
+        hour = hourly_slice(owed_since, now) if now - owed_since >= STUCK_ALERT_AFTER else None
+    else:
+        hour = hourly_slice(owed_since + STUCK_ALERT_AFTER, now)
     if hour is None:  # not owed long enough yet, or past this hour's slice: already alerted this hour
         return
     raise_alert_after_write(

@@ -200,14 +200,15 @@ def test_the_owed_sweep_drops_a_status_still_refused_past_the_window_without_ale
     assert set(_alerts(sender)) == {"RetriesExhausted", "ReplyQueueUnavailable"}
 
 
-class RefusingUntilAlerted(RecordingSender):
-    """The submitter's queue refuses this app until an operator alert goes out, then takes sends (its role
-    assignment propagated between the sweep's ``Received`` and its final status)."""
+class RefusingOnce(RecordingSender):
+    """The submitter's queue refuses this app's first send, then takes sends (its role assignment propagated
+    between the sweep's ``Received`` and its final status)."""
 
     def send(self, queue: str, message: OutgoingMessage) -> None:
-        super().send(queue, message)
-        if queue == OPERATOR_ALERTS_QUEUE and json.loads(message.body)["kind"] == "RetriesExhausted":
-            self.missing = set()
+        try:
+            super().send(queue, message)
+        finally:
+            self.missing.discard(queue)
 
 
 def test_the_owed_sweep_never_says_the_failure_after_a_refused_received(app_context: AppContext) -> None:
@@ -216,10 +217,10 @@ def test_the_owed_sweep_never_says_the_failure_after_a_refused_received(app_cont
     first (it heard ``Failed``, ``Received``, ``Failed``)."""
     ctx, _ = _refusing(app_context, settings=replace(app_context.settings, max_failures=1))
     assert _submitted(ctx) is not None
-    sender = RefusingUntilAlerted(missing={CLIENT})
+    sender = RefusingOnce(missing={CLIENT})
     ctx = context_with(ctx, sender=sender)
     _later(ctx, ctx.settings.start_grace + timedelta(seconds=1))
-    run_supervisor(ctx, ScanState())  # escalates: Received refused, the alert sent, the queue back; the sweep
+    run_supervisor(ctx, ScanState())  # escalates: the alert sent, Received refused, the queue back; the sweep
 
     assert "RetriesExhausted" in _alerts(sender)
     assert _heard(sender) == ["Received", "Failed"]
