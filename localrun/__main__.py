@@ -5,7 +5,10 @@ Runs the whole app with no Azure: prints a summary, writes the JSON report (and 
 exits 1 if any invariant is violated.
 
 ``python -m localrun serve --orders N --seed S [--faults PROFILE.json] [--speed X] [--port P]``: the
-live demo, with the ops API and console on http://127.0.0.1:P (localrun/serve.py)."""
+live demo, with the ops API and console on http://127.0.0.1:P (localrun/serve.py).
+
+``python -m localrun fuzz --first S --count N [--orders O] [--out DIR]``: a random fault profile per seed,
+each run as ``simulate`` runs it; the failing ones kept in DIR (localrun/fuzz.py)."""
 
 from __future__ import annotations
 
@@ -68,7 +71,19 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument(
         "--log-level", default="CRITICAL", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
     )
+    fuzz = sub.add_parser("fuzz", help="random fault profiles, one per seed, each run as simulate runs it")
+    fuzz.add_argument("--first", type=int, default=1, help="the first seed (default 1)")
+    fuzz.add_argument("--count", type=int, default=10, help="how many seeds (default 10)")
+    fuzz.add_argument("--orders", type=int, default=150, help="orders per run (default 150)")
+    fuzz.add_argument("--out", type=Path, default=Path("fuzz-runs"), help="where failing seeds are kept")
+    fuzz.add_argument("--timeout", type=float, default=1800, help="seconds a run may take (default 1800)")
     args = parser.parse_args(argv)
+    if args.command == "fuzz":
+        if args.count < 1 or args.orders < 1 or args.timeout <= 0:
+            parser.error("--count and --orders must be >= 1 and --timeout > 0")
+        from localrun.fuzz import fuzz as run_fuzz
+
+        return run_fuzz(args.first, args.count, args.orders, args.out, args.timeout)
     if args.command == "serve" and (args.speed <= 0 or args.review_timeout < 1 or not 0 <= args.port < 65536):
         parser.error("--speed must be > 0, --review-timeout >= 1 and --port 0-65535")
     if args.orders < 0:

@@ -1,0 +1,206 @@
+"""``python -m localrun fuzz --first S --count N [--orders O] [--out DIR]``: random fault profiles, one per
+seed, each run through the whole app as ``simulate`` runs it (a process of its own, so one run's crash or
+memory never touches the next), one line per seed; the profile and report of every seed that violated an
+invariant are kept in DIR to run again (``simulate --faults DIR/profile-S.json --seed S``). Exit code 1 if
+any seed violated one.
+
+The example profiles test each fault on its own; this mixes them at random rates, which is how most of the
+failures in docs/benchmark.md's findings were met first. A profile is built from the seed alone
+(``random_profile``), every key of it one ``localrun/profile.py`` documents, so a seed names a profile for
+good (as long as this file's draws stay as they are)."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from domain.workflow import AGENTS
+from localrun.profile import CLOCK_HOSTS, REFUSAL_ERRORS
+
+# What a line reports beyond the invariants: orders an operator must act on for an outage alone, and the
+# dead-letter reasons that mean something was delivered too often or to nobody (each is worth a look).
+WATCHED_DEAD_LETTERS = ("MaxDeliveryCountExceeded", "UnknownOrder")
+
+
+def _window(rng: random.Random, start: tuple[float, float], duration: tuple[float, float]) -> dict[str, float]:
+    return {"start_s": round(rng.uniform(*start), 1), "duration_s": round(rng.uniform(*duration), 1)}
+
+
+def _span(rng: random.Random, low: float, high: float) -> list[float]:
+    a, b = sorted((round(rng.uniform(low, high)), round(rng.uniform(low, high))))
+    return [a, b]
+
+
+def random_profile(seed: int) -> dict[str, Any]:
+    """A fault profile drawn from ``seed``: each section present or not, at rates from none to harsh."""
+    rng = random.Random(seed)
+    profile: dict[str, Any] = {}
+    agents = {
+        name: {
+            key: round(rng.uniform(0, 0.1), 3)
+            for key in ("crash_rate", "late_reply_rate", "duplicate_reply_rate", "lost_reply_rate")
+            if rng.random() < 0.5
+        }
+        for name in AGENTS
+        if rng.random() < 0.5
+    }
+    if agents:
+        profile["agents"] = agents
+    remote: dict[str, Any] = {}
+    for service in sorted({a.service for a in AGENTS.values()}):
+        if rng.random() < 0.4:
+            continue
+        transient = round(rng.uniform(0, 0.4), 3) if rng.random() < 0.6 else 0.0
+        entry: dict[str, Any] = {"latency_ms": _span(rng, 10, 3000)}
+        if transient:
+            entry["transient_error_rate"] = transient
+        if rng.random() < 0.4:
+            entry["permanent_error_rate"] = round(rng.uniform(0, min(0.2, 1 - transient)), 3)
+        if rng.random() < 0.3:
+            entry["response_loss_rate"] = round(rng.uniform(0, 0.05), 3)
+        if rng.random() < 0.3:
+            entry["slow_call_rate"] = round(rng.uniform(0, 0.1), 3)
+            entry["slow_latency_ms"] = _span(rng, 5_000, 60_000)
+        if rng.random() < 0.35:
+            entry["outages"] = [_window(rng, (0, 600), (30, 1800)) for _ in range(rng.randint(1, 2))]
+        remote[service] = entry
+    if remote:
+        profile["remote"] = remote
+    cosmos: dict[str, Any] = {}
+    for key, high in (("throttle_rate", 0.3), ("unavailable_rate", 0.05), ("lost_response_rate", 0.05)):
+        if rng.random() < 0.35:
+            cosmos[key] = round(rng.uniform(0, high), 3)
+    if rng.random() < 0.2:
+        cosmos["latency_ms"] = _span(rng, 0, 500)
+    if rng.random() < 0.15:
+        cosmos["outages"] = [_window(rng, (0, 400), (5, 180))]
+    if cosmos:
+        profile["cosmos"] = cosmos
+    servicebus: dict[str, Any] = {}
+    for key, high in (("send_failure_rate", 0.15), ("lock_expiry_rate", 0.25)):
+        if rng.random() < 0.35:
+            servicebus[key] = round(rng.uniform(0, high), 3)
+    if rng.random() < 0.2:
+        servicebus["settle_latency_ms"] = _span(rng, 0, 2000)
+    if servicebus:
+        profile["servicebus"] = servicebus
+    host: dict[str, Any] = {}
+    if rng.random() < 0.35:
+        host["restart_every_s"] = round(rng.uniform(20, 300))
+    skew = {h: round(rng.uniform(-120, 120), 1) for h in CLOCK_HOSTS if rng.random() < 0.2}
+    if skew:
+        host["clock_skew_s"] = skew
+    if host:
+        profile["host"] = host
+    for key in ("supervisors", "starters"):
+        if rng.random() < 0.4:
+            profile[key] = rng.randint(1, 3)
+    orders = {
+        key: round(rng.uniform(0, high), 3)
+        for key, high in (
+            ("cancel_rate", 0.2),
+            ("malformed_rate", 0.1),
+            ("duplicate_submit_rate", 0.2),
+            ("payment_notification_first_rate", 1.0),
+            ("prepaid_rate", 0.4),
+            ("long_id_rate", 0.2),
+            ("concurrent_notification_rate", 0.3),
+            ("late_notification_rate", 0.2),
+        )
+        if rng.random() < 0.4
+    }
+    if orders:
+        profile["orders"] = orders
+    submitters = rng.randint(1, 4)
+    profile["reply_queues"] = submitters
+    status_queues: dict[str, Any] = {}
+    if rng.random() < 0.15:
+        status_queues["name_length"] = rng.randint(20, 260)
+    refusing = []
+    for _ in range(rng.randint(0, 2) if rng.random() < 0.3 else 0):
+        refusal: dict[str, Any] = {
+            "submitter": rng.randint(1, submitters),
+            "error": rng.choice(REFUSAL_ERRORS),
+            "start_s": round(rng.uniform(0, 300), 1),
+        }
+        if rng.random() < 0.6:
+            refusal["duration_s"] = round(rng.uniform(30, 1800), 1)
+        refusing.append(refusal)
+    if refusing:
+        status_queues["refusing"] = refusing
+    if status_queues:
+        profile["status_queues"] = status_queues
+    admission = {key: rng.randint(2, 20) for key in ("max_pending", "max_in_flight") if rng.random() < 0.15}
+    if admission:
+        profile["admission"] = admission
+    if rng.random() < 0.25:
+        profile["settings"] = {"MAX_OUTAGE_WAIT_MINUTES": rng.choice(["0", "5", "30", "120"])}
+    return profile
+
+
+@dataclass(frozen=True)
+class Outcome:
+    seed: int
+    violated: dict[str, int]
+    watched: dict[str, int]
+    operator_actions_needed: int
+    horizon_reached: bool
+    wall_s: float
+    error: str | None = None
+
+    def line(self) -> str:
+        if self.error:
+            return f"seed {self.seed}: RUN FAILED ({self.error})"
+        verdict = "VIOLATED " + json.dumps(self.violated) if self.violated else "ok"
+        extras = [f"{k} {v}" for k, v in self.watched.items() if v]
+        if self.operator_actions_needed:
+            extras.append(f"operator_actions_needed {self.operator_actions_needed}")
+        if self.horizon_reached:
+            extras.append("horizon reached")
+        return f"seed {self.seed}: {verdict}" + (f" ({', '.join(extras)})" if extras else "") + f" {self.wall_s:.0f} s"
+
+
+def run_seed(seed: int, orders: int, out: Path, timeout_s: float) -> Outcome:
+    """Runs ``random_profile(seed)`` for ``orders`` orders in a ``simulate`` process of its own; keeps the
+    profile and report in ``out`` when an invariant is violated or the run fails."""
+    out.mkdir(parents=True, exist_ok=True)
+    profile_path, report_path = out / f"profile-{seed}.json", out / f"report-{seed}.json"
+    profile_path.write_text(json.dumps(random_profile(seed), indent=2) + "\n")
+    command = [sys.executable, "-m", "localrun", "simulate", "--orders", str(orders), "--seed", str(seed)]
+    command += ["--faults", str(profile_path), "--report", str(report_path), "--no-progress"]
+    began = time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return Outcome(seed, {}, {}, 0, False, time.monotonic() - began, f"no result in {timeout_s:.0f} s")
+    wall = time.monotonic() - began
+    if done.returncode not in (0, 1) or not report_path.exists():
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return Outcome(seed, {}, {}, 0, False, wall, f"exit {done.returncode}: {tail[:300]}")
+    report = json.loads(report_path.read_text())
+    violated = {k: v for k, v in report["invariants"].items() if v}
+    reasons = [d.get("reason") for d in report.get("dead_letters", [])]
+    watched = {reason: reasons.count(reason) for reason in WATCHED_DEAD_LETTERS}
+    if not violated:
+        profile_path.unlink()
+        report_path.unlink()
+    return Outcome(
+        seed, violated, watched, int(report["operator_actions_needed"]), bool(report["horizon_reached"]), wall
+    )
+
+
+def fuzz(first: int, count: int, orders: int, out: Path, timeout_s: float) -> int:
+    """Runs seeds ``first`` .. ``first + count - 1``, printing a line each; 1 if any violated or failed."""
+    bad = 0
+    for seed in range(first, first + count):
+        outcome = run_seed(seed, orders, out, timeout_s)
+        print(outcome.line(), flush=True)
+        bad += bool(outcome.violated or outcome.error)
+    print(f"{count} seeds, {bad} with a violated invariant or a failed run" + (f": see {out}" if bad else ""))
+    return 1 if bad else 0

@@ -1,0 +1,61 @@
+"""``python -m localrun fuzz``: a seed names one random fault profile that the runner accepts, the profiles
+cover every section a profile has, and a run keeps the files of a seed only when it needs a look."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from localrun.__main__ import main
+from localrun.fuzz import Outcome, random_profile, run_seed
+from localrun.profile import TOP_KEYS, Profile
+
+SEEDS = range(1, 401)
+
+
+def test_a_seed_names_one_profile_and_every_profile_parses() -> None:
+    for seed in SEEDS:
+        profile = random_profile(seed)
+        assert random_profile(seed) == profile
+        Profile.parse(json.loads(json.dumps(profile)))  # raises ProfileError on anything the runner refuses
+    assert len({json.dumps(random_profile(seed), sort_keys=True) for seed in SEEDS}) == len(SEEDS)
+
+
+def test_the_profiles_reach_every_section_and_the_harsh_corners() -> None:
+    profiles = [random_profile(seed) for seed in SEEDS]
+    assert set().union(*profiles) == TOP_KEYS
+    refusals = [r for p in profiles for r in p.get("status_queues", {}).get("refusing", [])]
+    assert {r["error"] for r in refusals} == {"quota_exceeded", "not_found", "unauthorized"}
+    assert any("duration_s" not in r for r in refusals)  # refusing to the end of the run
+    assert any(p.get("cosmos", {}).get("outages") for p in profiles)
+    assert any(len(e.get("outages", [])) == 2 for p in profiles for e in p.get("remote", {}).values())
+
+
+def test_a_seed_that_holds_every_invariant_leaves_nothing_behind(tmp_path: Path) -> None:
+    outcome = run_seed(3, orders=4, out=tmp_path, timeout_s=600)
+    assert outcome.error is None and outcome.violated == {}, outcome
+    assert list(tmp_path.iterdir()) == []
+    assert outcome.line().startswith("seed 3: ok")
+
+
+def test_a_run_that_does_not_finish_is_a_failure_with_its_profile_kept(tmp_path: Path) -> None:
+    outcome = run_seed(3, orders=4, out=tmp_path, timeout_s=0.01)
+    assert outcome.error is not None and "no result" in outcome.error
+    assert (tmp_path / "profile-3.json").exists()
+    assert "RUN FAILED" in outcome.line()
+
+
+def test_a_violation_is_named_on_its_line() -> None:
+    line = Outcome(7, {"lost": 2}, {"MaxDeliveryCountExceeded": 1, "UnknownOrder": 0}, 3, True, 12.3).line()
+    assert line == (
+        'seed 7: VIOLATED {"lost": 2} (MaxDeliveryCountExceeded 1, operator_actions_needed 3, horizon reached) 12 s'
+    )
+
+
+@pytest.mark.parametrize("flags", [["--count", "0"], ["--orders", "0"], ["--timeout", "0"]])
+def test_nonsense_arguments_are_refused(flags: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["fuzz", *flags])
+    assert exit_.value.code == 2
