@@ -305,8 +305,9 @@ def _owe_received(ctx: AppContext, state: StateRecord) -> StateRecord:
     finds the order begun) would leave it unsaid; whoever writes the record next says it
     (``notifications.received``). One conditional write, on this failure path only; a concurrent writer's
     412 is read again and retried. A record found ended (``TERMINAL_STATES``: a stale read's redelivery)
-    is not marked: nobody would write it again to say it, and the courier has it. If the store fails,
-    the mark is tried again after ``MARK_RETRY_DELAYS`` (seconds, within the message's lock), then given up
+    is not marked: nobody would write it again to say it, and the courier has it. If the store fails (the
+    mark's write, or the read again after a failed write or a race), the mark is tried again after
+    ``MARK_RETRY_DELAYS`` (seconds, within the message's lock, shared by the writes and reads), then given up
     (logged): the courier is then all there is, and a host that stops before the hand-over leaves
     ``Received`` unsaid (docs/design.md, the left case)."""
     record = state
@@ -325,11 +326,18 @@ def _owe_received(ctx: AppContext, state: StateRecord) -> StateRecord:
                 log.warning("order %s: Received owed, but the mark could not be written: %s", record.order_id, exc)
                 return record
             ctx.clock.sleep(delay)  # a 503 may have written it (a lost response): the read below tells
-        try:
-            fresh = ctx.states.get(record.order_id)
-        except StoreUnavailable as exc:
-            log.warning("order %s: Received owed, but the record could not be read again: %s", record.order_id, exc)
-            return record
+        while True:  # the read again takes the retries left too: one 429 on it gave the mark up
+            try:
+                fresh = ctx.states.get(record.order_id)
+                break
+            except StoreUnavailable as exc:
+                delay = next(delays, None)
+                if delay is None:
+                    log.warning(
+                        "order %s: Received owed, but the record could not be read again: %s", record.order_id, exc
+                    )
+                    return record
+                ctx.clock.sleep(delay)
         if fresh is None:
             return record
         record = fresh

@@ -453,3 +453,32 @@ def test_a_mark_whose_write_fails_once_is_written_on_its_retry(app_context: AppC
 
     assert isinstance(begin_step(ctx, first_step(ctx, claim)), StepBegun)
     assert _heard(ctx) == ["Received", "Processing"]
+
+
+class MarkWriteAndReadFailOnce(MarkWriteFailsOnce):
+    """The state store, its first replace (the mark's write) and the read after it failing (a 429 past the SDK's
+    retries each)."""
+
+    def __init__(self, store: StateStore) -> None:
+        super().__init__(store)
+        self.failed_reads = 0
+
+    def get(self, order_id: str) -> StateRecord | None:
+        if self.failed == 1 and not self.failed_reads:
+            self.failed_reads += 1
+            raise StoreUnavailable("state store: 429 on read (injected)")
+        return self._store.get(order_id)
+
+
+def test_a_mark_whose_write_and_read_again_fail_once_is_written_on_its_retry(app_context: AppContext) -> None:
+    """Fuzzed runner profile (seed 19: 16 % Cosmos throttling, 11 % failed sends; ``ord-00078``): the send failed,
+    the mark's write was throttled, and so was the read after it, which gave the mark up at once; the attempt's
+    first step found nothing owed and the submitter heard ``Processing`` before the courier's ``Received``
+    (``statuses_before_received``). The read takes the retries left too."""
+    store = MarkWriteAndReadFailOnce(app_context.states)
+    ctx = context_with(app_context, sender=ReceivedSendsFail(), states=store)
+    claim = _delivered_then_host_stopped(ctx)
+    assert store.failed == store.failed_reads == 1 and claim is not None
+
+    assert isinstance(begin_step(ctx, first_step(ctx, claim)), StepBegun)
+    assert _heard(ctx) == ["Received", "Processing"]
