@@ -26,6 +26,7 @@ from localrun.profile import CLOCK_HOSTS, REFUSAL_ERRORS
 # What a line reports beyond the invariants: orders an operator must act on for an outage alone, and the
 # dead-letter reasons that mean something was delivered too often or to nobody (each is worth a look).
 WATCHED_DEAD_LETTERS = ("MaxDeliveryCountExceeded", "UnknownOrder")
+SKEW_S = 20.0  # each host's clock within this of the true time
 
 
 def _window(rng: random.Random, start: tuple[float, float], duration: tuple[float, float]) -> dict[str, float]:
@@ -93,7 +94,9 @@ def random_profile(seed: int) -> dict[str, Any]:
     host: dict[str, Any] = {}
     if rng.random() < 0.35:
         host["restart_every_s"] = round(rng.uniform(20, 300))
-    skew = {h: round(rng.uniform(-120, 120), 1) for h in CLOCK_HOSTS if rng.random() < 0.2}
+    # hosts are assumed to agree within seconds (docs/supervisor.md, dependency outages: a supervisor ahead of
+    # the claimer by about START_GRACE_SECONDS counts fresh claims expired); 40 s apart at most here
+    skew = {h: round(rng.uniform(-SKEW_S, SKEW_S), 1) for h in CLOCK_HOSTS if rng.random() < 0.2}
     if skew:
         host["clock_skew_s"] = skew
     if host:

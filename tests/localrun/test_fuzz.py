@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from localrun.__main__ import main
-from localrun.fuzz import Outcome, random_profile, run_seed
+from localrun.fuzz import SKEW_S, Outcome, random_profile, run_seed
 from localrun.profile import TOP_KEYS, Profile
 
 SEEDS = range(1, 401)
@@ -31,6 +31,9 @@ def test_the_profiles_reach_every_section_and_the_harsh_corners() -> None:
     assert any("duration_s" not in r for r in refusals)  # refusing to the end of the run
     assert any(p.get("cosmos", {}).get("outages") for p in profiles)
     assert any(len(e.get("outages", [])) == 2 for p in profiles for e in p.get("remote", {}).values())
+    # clocks skewed, never beyond what the app assumes of its hosts (a seed of 113 s failed orders by design)
+    skews = [abs(v) for p in profiles for v in p.get("host", {}).get("clock_skew_s", {}).values()]
+    assert skews and max(skews) <= SKEW_S
 
 
 def test_a_seed_that_holds_every_invariant_leaves_nothing_behind(tmp_path: Path) -> None:
