@@ -4,8 +4,8 @@ Per dependency: ``opened`` (``DependencyOutage`` events: a closed circuit opened
 (``DependencyRecovered``), ``longest_outage_s`` (the longest open-to-closed span the app measured),
 ``orders_waited`` (orders the supervisor rescheduled at least once to wait for it:
 ``SupervisorOutageWait``) and ``max_wait_s``: the longest an order waited, from its first
-``OutageWait`` to the next write that was neither a wait nor a new attempt or round starting (a step
-result, an undo, a terminal state), in true simulated time from the audited transitions.
+``OutageWait`` to the next write that was neither a wait, nor a new attempt or round starting, nor a side
+note (a step result, an undo, a terminal state), in true simulated time from the audited transitions.
 ``alerts_opened`` / ``alerts_closed``: the ``DependencyOutage`` / ``DependencyRecovered`` operator
 alerts about it on the alert queue (one per opening and one per closing when the app alerts once per
 outage), and ``terminal_after_end_p99_s``: the p99, over the orders that waited for it, of how long
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from domain.records import SIDE_NOTES
 from domain.workflow import AGENTS
 from localrun.audit import RemoteFailure, Transition
 
@@ -45,8 +46,18 @@ WAIT = "OutageWait"
 # An attempt an agent refused because the circuit was open (order_agents/runtime.py): no remote call,
 # so the probe never sees it; the forward path records it as a transient step failure saying so.
 FAILED_FAST = ("StepTransientFailure", "(circuit open)")
-# Writes that happen while an order is still waiting (a new attempt or round reaching the open circuit)
-STILL_WAITING = {WAIT, "Claimed", "StepStarted", "StepTransientFailure", "CompensationClaimed", "UndoStarted"}
+# Writes that happen while an order is still waiting (a new attempt or round reaching the open circuit), and the
+# side notes written beside whoever moved the record (a payment notification applied, a Received owed or said, an
+# owed alert noted: domain.records.SIDE_NOTES), which do not end the app's wait either (its outageWaitSince)
+STILL_WAITING = {
+    WAIT,
+    "Claimed",
+    "StepStarted",
+    "StepTransientFailure",
+    "CompensationClaimed",
+    "UndoStarted",
+    *SIDE_NOTES,
+}
 
 
 def _wait_periods(transitions: Iterable[Transition]) -> dict[str, list[float]]:

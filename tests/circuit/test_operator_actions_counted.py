@@ -152,3 +152,27 @@ def test_a_lost_reply_in_a_compensation_round_is_the_orders_own() -> None:
         {"o": COMPENSATION_FAILED}, inside, [], WINDOWS, waiting_enabled=True, own_faults=lost_reply
     )
     assert actions.outage_only == []
+
+
+def test_a_payment_notification_applied_while_waiting_does_not_end_the_wait() -> None:
+    """Fuzzed profile (seed 50, ``MAX_OUTAGE_WAIT_MINUTES`` 5): ord-00113 waited out an inventory outage, its
+    payment notification was applied meanwhile (``PaymentNotified``, a side note), and the supervisor escalated
+    it by the bound 6 minutes into the wait. The runner ended the wait at the side note (about a minute) and
+    counted the escalation as not the bound's: ``outage_only_failures`` 1."""
+    bound_reason = {"processState": "Error", "lastError": "... beyond MAX_OUTAGE_WAIT_MINUTES=5: escalated ..."}
+    outage = {"inventory": [(T0, T0 + timedelta(minutes=20))]}
+    transitions = [
+        at(0, "Claimed", "starter"),
+        at(1, "StepStarted", "o:1", "reserve-inventory via inventory"),
+        at(30, "OutageWait"),
+        at(90, "PaymentNotified", "submission"),
+        at(200, "Claimed", "starter"),
+        at(201, "StepStarted", "o:2", "reserve-inventory via inventory"),
+        at(202, "StepTransientFailure", "o:2", "reserve-inventory: inventory unavailable (circuit open): not called"),
+        at(390, "Escalated"),
+    ]
+    actions = operator_actions(
+        {"o": bound_reason}, transitions, [], outage, waiting_enabled=True, bound=timedelta(minutes=5)
+    )
+    assert actions.outage_only == ["o"]
+    assert actions.unexpected == []
