@@ -169,6 +169,10 @@ def _unreachable_submitters(result: SimulationResult) -> set[str]:
 # What a NotificationsStuck alert says cannot reach the submitter yet: the failure status its record owes
 # (supervisor/owed.py) and the Received it may owe before it
 STUCK_STATUSES = ("Received", "Failed", "CompensationFailed")
+# A record alerted stuck stays owed: the supervisor sends its statuses in the first resend window (the first
+# 10 minutes of each hour since completeBy) after its queue takes sends again. A queue that took sends this long
+# before the end has met one, so its stuck alert stands for nothing
+STUCK_RESENT_WITHIN = timedelta(hours=1, minutes=10)
 
 
 def _undelivered_statuses(result: SimulationResult) -> set[tuple[str, str]]:
@@ -178,8 +182,10 @@ def _undelivered_statuses(result: SimulationResult) -> set[tuple[str, str]]:
     tries: notifications/status.py, ``give_up``), or a ``NotificationsStuck`` naming the order (a failure
     record's status, which the supervisor keeps owing, once an hour: supervisor/owed.py; a queue full for good
     leaves the run to its horizon). The alert is what the app owes instead; one raised while the queue took
-    sends is not an excuse."""
+    sends is not an excuse. Nor is a ``NotificationsStuck`` whose refusal ended ``STUCK_RESENT_WITHIN`` before
+    the end of the run: the record stayed owed, and a resend window since would have delivered it."""
     valid = result.workload.orders
+    end = START + timedelta(seconds=result.simulated_s)
     given_up: set[tuple[str, str]] = set()
     for message in result.broker.contents(OPERATOR_ALERTS_QUEUE):
         try:
@@ -191,10 +197,13 @@ def _undelivered_statuses(result: SimulationResult) -> set[tuple[str, str]]:
             continue
         order_id, details = body.get("orderId"), body.get("details")
         queue = valid.get(order_id, {}).get("replyTo") if isinstance(order_id, str) else None
-        if not isinstance(queue, str) or result.broker.refusing(queue, message.enqueued_time_utc) is None:
+        refusal = result.broker.refusing(queue, message.enqueued_time_utc) if isinstance(queue, str) else None
+        if refusal is None:
             continue
         status = details.get("status") if isinstance(details, dict) else None
         if kind == "NotificationsStuck":
+            if refusal.end is not None and refusal.end <= end - STUCK_RESENT_WITHIN:
+                continue  # the queue took sends long enough before the end: owed, so resent since
             given_up.update((str(order_id), s) for s in STUCK_STATUSES)
         elif isinstance(status, str):
             given_up.add((str(order_id), status))

@@ -8,7 +8,7 @@ full from 5 s to the end of the run counted every order of that submitter in ``m
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,8 +18,9 @@ from contracts.names import OPERATOR_ALERTS_QUEUE
 from localrun.report import _undelivered_statuses
 from localrun.servicebus import InProcessBroker
 from localrun.servicebus.faults import SendRefusal
+from localrun.simulation import START as SIMULATION_START
 
-START = datetime(2026, 1, 1, tzinfo=UTC)
+START = SIMULATION_START  # the runner's clock starts there: the report reads the end of the run from it
 
 
 def _alert(
@@ -30,15 +31,25 @@ def _alert(
     clock.advance(timedelta(minutes=1))
 
 
-def _run() -> tuple[ManualClock, InProcessBroker, Any]:
+class _Result(SimpleNamespace):
+    """The run so far: it ends at the clock's now (``simulated_s``)."""
+
+    clock: ManualClock
+
+    @property
+    def simulated_s(self) -> float:
+        return (self.clock.now() - START).total_seconds()
+
+
+def _run(until: datetime | None = None) -> tuple[ManualClock, InProcessBroker, Any]:
     clock = ManualClock(START)
     broker = InProcessBroker(clock)
     for queue in (OPERATOR_ALERTS_QUEUE, "full", "fine"):
         broker.declare_queue(queue)
-    # "full" refuses from 10 minutes on, for good
-    broker.refuse_sends("full", SendRefusal("quota_exceeded", START + timedelta(minutes=10)))
+    # "full" refuses from 10 minutes on, for good (or ``until``)
+    broker.refuse_sends("full", SendRefusal("quota_exceeded", START + timedelta(minutes=10), until))
     orders = {"a": {"replyTo": "full"}, "b": {"replyTo": "full"}, "c": {"replyTo": "fine"}}
-    return clock, broker, SimpleNamespace(broker=broker, workload=SimpleNamespace(orders=orders))
+    return clock, broker, _Result(broker=broker, workload=SimpleNamespace(orders=orders), clock=clock)
 
 
 def test_a_status_given_up_while_its_queue_refused_is_excused() -> None:
@@ -68,4 +79,27 @@ def test_notifications_stuck_while_the_queue_refused_excuses_what_the_failure_re
     assert _undelivered_statuses(result) == set()
     clock.advance(timedelta(minutes=20))
     _alert(clock, broker, "a", "", kind="NotificationsStuck")
+    assert _undelivered_statuses(result) == {("a", "Received"), ("a", "Failed"), ("a", "CompensationFailed")}
+
+
+def test_notifications_stuck_excuses_nothing_once_the_queue_takes_sends_again_long_before_the_end() -> None:
+    """RED TEAM (redteam38). ``NotificationsStuck`` is not a give-up: the record stays owed and the supervisor
+    sends its statuses in the first resend window after the queue takes sends again (supervisor/owed.py). A queue
+    full from 10 minutes to 2 hours, alerted stuck at 1 h, that then takes sends for the six hours left: a status
+    still unheard at the end is one the app dropped (an app that stopped resending after the alert), and the
+    report must count it, not excuse it for an alert of a refusal long over."""
+    clock, broker, result = _run(until=START + timedelta(hours=2))
+    clock.advance(timedelta(hours=1, minutes=2))
+    _alert(clock, broker, "a", "", kind="NotificationsStuck")  # the queue refused then
+    clock.advance(timedelta(hours=6))  # the queue has taken sends since 2 h
+    assert _undelivered_statuses(result) == set()
+
+
+def test_notifications_stuck_still_excuses_a_queue_that_took_sends_only_near_the_end() -> None:
+    """The counterpart: a queue that takes sends again less than a resend window's hour before the end may not
+    have met the supervisor's next window yet; its stuck alert still stands for the statuses."""
+    clock, broker, result = _run(until=START + timedelta(hours=7, minutes=30))
+    clock.advance(timedelta(hours=7, minutes=2))
+    _alert(clock, broker, "a", "", kind="NotificationsStuck")
+    clock.advance(timedelta(hours=1))  # ends at 8 h 3 min: 33 minutes after the queue took sends again
     assert _undelivered_statuses(result) == {("a", "Received"), ("a", "Failed"), ("a", "CompensationFailed")}
