@@ -196,7 +196,12 @@ def _note_alert_sent(ctx: AppContext, record: StateRecord, kind: str) -> None:
     """Notes on the record that its owed alert went out while the status stays owed (its reply queue refuses it,
     or a send of it or of ``Received`` failed: the queue full), so
     the next hour's sweep does not send the alert again. A write that fails is only logged: that sweep then
-    sends it again, as for a delivery it could not acknowledge."""
+    sends it again, as for a delivery it could not acknowledge. A record read back without its etag (a write whose
+    response was lost, moved on since by another writer: ``update_once_or_reread``) is not noted either: a
+    conditional replace needs one, and the ``SendError`` being handled must reach ``deliver_owed`` as it is."""
+    if record.version is None:
+        log.info("order %s: owed alert sent, not noted: the record was read back without its etag", record.order_id)
+        return
     try:
         update_once(
             ctx.states,
