@@ -265,7 +265,7 @@ class EventRecorder(logging.Handler):
         )
 
 
-_EVENT_FIELDS = {"orderId", "via", "reason", "instanceId", "dependency", "outageSeconds"}
+_EVENT_FIELDS = {"orderId", "via", "reason", "instanceId", "dependency", "outageSeconds", "status", "alertKind"}
 
 
 class CosmosFaults:

@@ -207,7 +207,33 @@ def _undelivered_statuses(result: SimulationResult) -> set[tuple[str, str]]:
             given_up.update((str(order_id), s) for s in STUCK_STATUSES)
         elif isinstance(status, str):
             given_up.add((str(order_id), status))
-    return given_up
+    return given_up | _given_up_alert_lost(result)
+
+
+def _given_up_alert_lost(result: SimulationResult) -> set[tuple[str, str]]:
+    """(order, status) pairs given up (the app's ``StatusUndelivered`` event) whose ``StatusUndelivered`` alert could
+    not be sent either (``AlertSendFailed`` with ``alertKind`` ``StatusUndelivered``, right after it: the give-up
+    sends its alert once, notifications/status.py ``give_up``), for an order whose queue refused sends in the run.
+    Nothing reaches ``operator-alerts`` then; the ``alertsUndelivered`` log alert rule (infra/modules/alerts.bicep)
+    pages on that event instead, as designed (docs/design.md), so it stands for the status as the alert would."""
+    valid = result.workload.orders
+    last_given_up: dict[str, str] = {}
+    lost: set[tuple[str, str]] = set()
+    for event in result.events.events:
+        order_id = event.get("orderId")
+        if not isinstance(order_id, str):
+            continue
+        if event["event"] == "StatusUndelivered" and isinstance(event.get("status"), str):
+            last_given_up[order_id] = event["status"]
+        elif (
+            event["event"] == "AlertSendFailed"
+            and event.get("alertKind") == "StatusUndelivered"
+            and order_id in last_given_up
+        ):
+            queue = valid.get(order_id, {}).get("replyTo")
+            if isinstance(queue, str) and result.broker.refusals(queue):
+                lost.add((order_id, last_given_up[order_id]))
+    return lost
 
 
 def _rejected_orders(

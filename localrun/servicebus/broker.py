@@ -151,6 +151,11 @@ class InProcessBroker:
         with self._mutex:
             return next((r for r in self._queue(queue).refusals if r.active(at)), None)
 
+    def refusals(self, queue: str) -> tuple[SendRefusal, ...]:
+        """Every refusal ``queue`` had or has, active or not."""
+        with self._mutex:
+            return tuple(self._queue(queue).refusals)
+
     def refuse_sends(self, queue: str, refusal: SendRefusal) -> None:
         """``queue`` refuses every send while ``refusal`` is active (see ``SendRefusal``)."""
         with self._mutex:

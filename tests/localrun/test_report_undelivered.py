@@ -8,17 +8,20 @@ full from 5 s to the end of the run counted every order of that submitter in ``m
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
 from adapters.clock import ManualClock
-from adapters.servicebus.sender import OutgoingMessage
+from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.names import OPERATOR_ALERTS_QUEUE
+from localrun.audit import EventRecorder
 from localrun.report import _undelivered_statuses
 from localrun.servicebus import InProcessBroker
 from localrun.servicebus.faults import SendRefusal
 from localrun.simulation import START as SIMULATION_START
+from notifications.status import give_up
 
 START = SIMULATION_START  # the runner's clock starts there: the report reads the end of the run from it
 
@@ -49,7 +52,8 @@ def _run(until: datetime | None = None) -> tuple[ManualClock, InProcessBroker, A
     # "full" refuses from 10 minutes on, for good (or ``until``)
     broker.refuse_sends("full", SendRefusal("quota_exceeded", START + timedelta(minutes=10), until))
     orders = {"a": {"replyTo": "full"}, "b": {"replyTo": "full"}, "c": {"replyTo": "fine"}}
-    return clock, broker, _Result(broker=broker, workload=SimpleNamespace(orders=orders), clock=clock)
+    result = _Result(broker=broker, workload=SimpleNamespace(orders=orders), clock=clock, events=EventRecorder())
+    return clock, broker, result
 
 
 def test_a_status_given_up_while_its_queue_refused_is_excused() -> None:
@@ -103,3 +107,48 @@ def test_notifications_stuck_still_excuses_a_queue_that_took_sends_only_near_the
     _alert(clock, broker, "a", "", kind="NotificationsStuck")
     clock.advance(timedelta(hours=1))  # ends at 8 h 3 min: 33 minutes after the queue took sends again
     assert _undelivered_statuses(result) == {("a", "Received"), ("a", "Failed"), ("a", "CompensationFailed")}
+
+
+class AlertsDown:
+    """The broker, ``operator-alerts`` failing every send (a transient Service Bus error)."""
+
+    def __init__(self, broker: InProcessBroker) -> None:
+        self._broker = broker
+
+    def send(self, queue: str, message: OutgoingMessage) -> None:
+        if queue == OPERATOR_ALERTS_QUEUE:
+            raise SendError(f"send to {queue!r} failed (injected)")
+        self._broker.send(queue, message)
+
+
+def _given_up(result: Any, sender: Any, order_id: str, status: str) -> None:
+    """The app's give-up of ``status`` (``notifications.status.give_up``), its events recorded as the runner does."""
+    root = logging.getLogger()
+    root.addHandler(result.events)
+    try:
+        give_up(
+            sender,
+            order_id=order_id,
+            status=status,  # type: ignore[arg-type]
+            attempt=1,
+            variant=None,
+            reply_to=result.workload.orders[order_id]["replyTo"],
+            at=result.clock.now(),
+            error=SendError("QuotaExceeded"),
+        )
+    finally:
+        root.removeHandler(result.events)
+
+
+def test_a_give_up_whose_alert_send_failed_is_excused_by_the_logged_event_the_log_rule_pages_on() -> None:
+    """Red team: a queue full for good with Service Bus send failures, two faults the fuzz draws together: about
+    one give-up alert in ten failed its one send, and the order counted in ``missing_statuses`` though the app did
+    what its design says (``AlertSendFailed`` of a ``StatusUndelivered``, which the ``alertsUndelivered`` log
+    alert rule pages on). Only for a queue that refused sends in the run, and only the status given up."""
+    clock, broker, result = _run()
+    clock.advance(timedelta(hours=6))
+    _given_up(result, AlertsDown(broker), "a", "Completed")
+    _given_up(result, AlertsDown(broker), "c", "Completed")  # its queue never refused: no excuse
+    _given_up(result, broker, "b", "Completed")  # its alert went out: the alert path
+    assert broker.peek(OPERATOR_ALERTS_QUEUE, 10)[0].message_id.startswith("alert:StatusUndelivered:b")
+    assert _undelivered_statuses(result) == {("a", "Completed"), ("b", "Completed")}
