@@ -273,23 +273,22 @@ def deliver_owed(ctx: AppContext, record: StateRecord) -> bool:
     (a send, an alert or a status that cannot be built from what the record holds) is
     ``OwedNotificationsFailed`` (and ``NotificationsStuck`` after ``STUCK_ALERT_AFTER``); an
     acknowledgement that fails after the send is ``OwedNotificationsUnacknowledged``: delivered, not
-    reported as undelivered. Sends happen only while ``resend_due``; between its windows the record's
-    notifications are built, not sent, so one that cannot be built is still found and alerted."""
+    reported as undelivered. Sends happen only while ``resend_due``; every sweep builds the record's
+    notifications first, so one that cannot be built is found and alerted between the windows too, on its
+    own hours, and whatever fails only in sending is alerted on the windows' (``_not_delivered``)."""
     if not owes_notifications(record):
         return False
+    try:
+        build_owed(ctx, record)  # what cannot be built is alerted on the hours of every sweep's build
+    except Exception as exc:  # isolation: one record's notifications never stop the caller's run
+        _not_delivered(ctx, record, exc)
+        return False
     if not resend_due(record, ctx.clock.now()):
-        try:
-            build_owed(ctx, record)
-        except Exception as exc:  # isolation, as below
-            _not_delivered(ctx, record, exc)
         return False
     try:
         sent = send_owed(ctx, record)
-    except SendError as exc:  # a queue full or Service Bus down: alerted as stuck in a later resend window
+    except Exception as exc:  # a queue full, Service Bus down, or anything else only sending meets
         _not_delivered(ctx, record, exc, failed_send=True)
-        return False
-    except Exception as exc:  # isolation: one record's notifications never stop the caller's run
-        _not_delivered(ctx, record, exc)
         return False
     if sent:
         try:
@@ -344,7 +343,7 @@ def _not_delivered(ctx: AppContext, record: StateRecord, exc: Exception, *, fail
     raise_alert_after_write(
         ctx.sender,
         kind="NotificationsStuck",
-        summary=f"order {record.order_id}: its {record.process_state.value} alert and status could not be "
+        summary=f"order {record.order_id}: its {record.process_state.value} alert and statuses could not all be "
         f"delivered since {owed_since.isoformat()} ({type(exc).__name__}); see OwedNotificationsFailed",
         at=ctx.clock.now(),
         order_id=record.order_id,

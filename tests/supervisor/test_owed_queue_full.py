@@ -103,3 +103,32 @@ def test_the_failure_alert_goes_out_once_while_the_status_stays_owed(app_context
     assert len(_alert_ids(sender, "RetriesExhausted")) == 1
     record = ctx.states.get(ORDER)
     assert record is not None and [e.event for e in record.history].count(OWED_ALERT_SENT) == 1
+
+
+class BrokenSender(FullQueue):
+    """``CLIENT`` fails every send with an error the app does not map (not a ``SendError``), once ``broken`` is set."""
+
+    broken = False
+
+    def send(self, queue: str, message: OutgoingMessage) -> None:
+        if self.broken and queue == CLIENT:
+            raise RuntimeError("the SDK failed in a way nobody mapped")
+        super().send(queue, message)
+
+
+def test_a_send_that_keeps_failing_with_any_error_is_alerted_stuck(app_context: AppContext) -> None:
+    """Red team: anything other than a ``SendError`` raised only while sending was alerted on the hours of a
+    build failure (from ``STUCK_ALERT_AFTER``), which never meet a resend window: never ``NotificationsStuck``.
+    Escalated while the queue is full (the status owed), then every send of it fails another way."""
+    sender = BrokenSender()
+    ctx = context_with(app_context, sender=sender, settings=replace(app_context.settings, max_failures=1))
+    handle_orders_message(ctx, FakeReceivedMessage.of(json.dumps(order(orderId=ORDER)).encode(), message_id=ORDER))
+    sender.full = True
+    assert isinstance(ctx.clock, ManualClock)
+    ctx.clock.advance(ctx.settings.start_grace + timedelta(seconds=1))
+    run_supervisor(ctx, ScanState())
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.process_state is ProcessState.ERROR and record.complete_by is not None
+    sender.broken = True
+    _sweep_every_two_minutes(ctx, timedelta(hours=2))
+    assert len(set(_alert_ids(sender, "NotificationsStuck"))) == 2  # hours 1 and 2
