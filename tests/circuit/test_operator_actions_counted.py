@@ -176,3 +176,30 @@ def test_a_payment_notification_applied_while_waiting_does_not_end_the_wait() ->
     )
     assert actions.outage_only == ["o"]
     assert actions.unexpected == []
+
+
+def test_a_counted_claim_that_never_reached_an_agent_is_the_orders_own_failure() -> None:
+    """Fuzzed profile (seed 126: an inventory outage of half an hour, host restarts every 39 s): ord-00134 waited
+    the outage out over nine claims, three of which the host's restarts orphaned between the claim and the
+    start; the supervisor counted those three (nothing was in flight: no outage to wait for) and escalated. The
+    runner took the order for one failed by the outage alone (``outage_only_failures`` 1): a counted attempt
+    with no step begun was neither the outage's nor seen as the order's own."""
+    outage = {"inventory": [(T0, T0 + timedelta(minutes=30))]}
+    waited = [
+        at(0, "Claimed", "starter"),
+        at(1, "StepStarted", "o:1", "reserve-inventory via inventory"),
+        at(30, "OutageWait"),
+    ]
+    orphaned = [at(100, "Claimed", "starter"), at(165, "RetryScheduled")]
+    refused = [
+        at(200, "Claimed", "starter"),
+        at(201, "StepTransientFailure", "o:3", "reserve-inventory: inventory unavailable (circuit open): not called"),
+        at(260, "RetryScheduled"),
+    ]
+    escalated = {"processState": "Error", "lastError": "retries exhausted after 3 failed attempts"}
+
+    actions = operator_actions({"o": escalated}, [*waited, *orphaned], [], outage, waiting_enabled=True)
+    assert actions.outage_only == []
+    # the control: the same count of an attempt the open circuit refused is the outage's
+    actions = operator_actions({"o": escalated}, [*waited, *refused], [], outage, waiting_enabled=True)
+    assert actions.outage_only == ["o"] and actions.unexpected == ["o"]
