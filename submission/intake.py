@@ -323,7 +323,7 @@ def _owe_received(ctx: AppContext, state: StateRecord) -> StateRecord:
         except StoreUnavailable as exc:
             delay = next(delays, None)
             if delay is None:
-                log.warning("order %s: Received owed, but the mark could not be written: %s", record.order_id, exc)
+                _mark_given_up(record, f"the mark could not be written: {exc}")
                 return record
             ctx.clock.sleep(delay)  # a 503 may have written it (a lost response): the read below tells
         while True:  # the read again takes the retries left too: one 429 on it gave the mark up
@@ -333,16 +333,25 @@ def _owe_received(ctx: AppContext, state: StateRecord) -> StateRecord:
             except StoreUnavailable as exc:
                 delay = next(delays, None)
                 if delay is None:
-                    log.warning(
-                        "order %s: Received owed, but the record could not be read again: %s", record.order_id, exc
-                    )
+                    _mark_given_up(record, f"the record could not be read again: {exc}")
                     return record
                 ctx.clock.sleep(delay)
         if fresh is None:
             return record
         record = fresh
-    log.warning("order %s: Received owed, but the mark lost three races in a row", record.order_id)
+    _mark_given_up(record, "the mark lost three races in a row")
     return record
+
+
+def _mark_given_up(record: StateRecord, why: str) -> None:
+    """The left case of ``_owe_received`` (docs/design.md): ``Received`` is with the courier only, and nothing on
+    the record holds the order's next statuses for it, so ``Processing`` may reach the submitter first."""
+    app_event(
+        "ReceivedMarkGivenUp",
+        f"order {record.order_id}: Received owed, but {why}; the courier alone says it, maybe after Processing",
+        logging.WARNING,
+        orderId=record.order_id,
+    )
 
 
 # History events that tell the submitter nothing: its creation, claims, the supervisor's retry of an

@@ -13,6 +13,7 @@ before the mark, the submitter never heard ``Received``."""
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -482,3 +483,29 @@ def test_a_mark_whose_write_and_read_again_fail_once_is_written_on_its_retry(app
 
     assert isinstance(begin_step(ctx, first_step(ctx, claim)), StepBegun)
     assert _heard(ctx) == ["Received", "Processing"]
+
+
+class MarkStoreDown(MarkWriteFailsOnce):
+    """The state store, every replace and every read after the create failing (429s past the SDK's retries)."""
+
+    def replace(self, record: StateRecord) -> StateRecord:
+        self.failed += 1
+        raise StoreUnavailable("state store: 429 on replace (injected)")
+
+    def get(self, order_id: str) -> StateRecord | None:
+        if self.failed:
+            raise StoreUnavailable("state store: 429 on read (injected)")
+        return self._store.get(order_id)
+
+
+def test_a_mark_given_up_after_three_store_failures_says_so_as_an_event(
+    app_context: AppContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The left case (docs/design.md): the write and both reads again failed, the courier alone has ``Received``.
+    It is an app event an operator can query (``ReceivedMarkGivenUp``), not a plain log line."""
+    ctx = context_with(app_context, sender=ReceivedSendsFail(), states=MarkStoreDown(app_context.states))
+    with caplog.at_level(logging.WARNING):
+        result = handle_orders_message(ctx, FakeReceivedMessage.of(_body(), message_id=ORDER))
+    assert [owed.status for owed in result.owed] == ["Received"]  # the courier has it
+    given_up = [r for r in caplog.records if getattr(r, "event", None) == "ReceivedMarkGivenUp"]
+    assert [getattr(r, "orderId", None) for r in given_up] == [ORDER]
