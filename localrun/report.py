@@ -241,17 +241,20 @@ def _rejected_orders(
     alerts: list[dict[str, Any]],
     valid: dict[str, dict[str, Any]],
     unreachable: set[str],
+    given_up: set[tuple[str, str]] | None = None,
 ) -> set[str]:
     """Orders told ``Rejected`` on a submitter's queue, and orders refused (an ``OrderRejected`` alert
-    naming them) whose submitter's queue is unreachable (``_unreachable_submitters``): that status
-    cannot arrive, and the queue's alert stands in for it, as for ``missing_statuses``."""
+    naming them) whose submitter's queue is unreachable (``_unreachable_submitters``) or whose ``Rejected``
+    the app gave up on while that queue refused (``_undelivered_statuses``: a queue full for good): that
+    status cannot arrive, and the alert stands in for it, as for ``missing_statuses``."""
     told = {s["orderId"] for s in statuses if s["status"] == "Rejected"}
+    undeliverable = {o for o, status in given_up or () if status == "Rejected"}
     refused = {
         a["orderId"]
         for a in alerts
         if a.get("type") == "OperatorAlert" and a.get("kind") == "OrderRejected" and isinstance(a.get("orderId"), str)
     }
-    return told | {o for o in refused if valid.get(o, {}).get("replyTo") in unreachable}
+    return told | {o for o in refused if valid.get(o, {}).get("replyTo") in unreachable or o in undeliverable}
 
 
 def _stranded_messages(result: SimulationResult, by_order: dict[str, Any]) -> list[str]:
@@ -358,7 +361,9 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     statuses = _status_messages(result)
     unreachable = _unreachable_submitters(result)
     alert_bodies = _alert_bodies(result)
-    rejected = _rejected_orders(statuses, alert_bodies, valid, unreachable) - set(by_order)
+    rejected = _rejected_orders(statuses, alert_bodies, valid, unreachable, _undelivered_statuses(result)) - set(
+        by_order
+    )
     final["Rejected"] = len(rejected)
     dead = result.broker.dead_letters()
     final["DeadLettered"] = sum(1 for d in dead if d.queue == "orders")

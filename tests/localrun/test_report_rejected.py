@@ -32,3 +32,13 @@ def test_an_alert_alone_does_not_stand_in_for_a_status_its_submitter_could_get()
     alerts = [_alert("gone"), _alert("reachable"), _alert("gone", "RetriesExhausted"), {"kind": "OrderRejected"}]
     assert _rejected_orders([], alerts, VALID, set()) == set()
     assert _rejected_orders([], [_alert("gone", "RetriesExhausted")], VALID, {"q2"}) == set()
+
+
+def test_a_refused_order_whose_rejected_was_given_up_on_a_full_queue_is_rejected() -> None:
+    """Fuzzed profile (seed 1065: a pending cap, submitter 1's queue full for good): a refused order's ``Rejected``
+    was given up after its six hours (``StatusUndelivered`` while the queue refused) and the order counted as lost
+    (15 of 300). The give-up stands in for the status, with the ``OrderRejected`` alert; either alone does not."""
+    given_up = {("gone", "Rejected"), ("reachable", "Completed")}
+    alerts = [_alert("gone"), _alert("reachable")]
+    assert _rejected_orders([], alerts, VALID, set(), given_up) == {"gone"}
+    assert _rejected_orders([], [], VALID, set(), given_up) == set()
