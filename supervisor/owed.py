@@ -39,7 +39,6 @@ from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from adapters.cosmos.state_store import update_once, update_once_or_reread
-from adapters.servicebus.sender import SendError
 from contracts.messages import StatusName, StatusUpdate
 from dependencies import AppContext
 from domain.errors import IllegalTransition
@@ -126,7 +125,7 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
     its submitter (``receivedOwed``, cleared by the acknowledgement), then the status; True when all went out
     (or the status has nowhere to go: no reply queue, or a queue that still refuses it
     ``REFUSED_RETRY_WINDOW`` after ``completeBy``; ``publish_status`` logs and alerts a refusal on its own). A
-    failed send raises its ``SendError`` (the alert noted sent if it went out); a refused one within the
+    failed send raises what it raised (the alert noted sent if it went out); a refused one within the
     window is left owed. A refused ``Received`` holds the failure status back (not sent in that sweep), so
     the submitter never hears the failure before ``Received``."""
     owed = _owed_by(record)
@@ -171,7 +170,7 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
                     reason=record.last_error,
                 )
             )
-    except SendError:
+    except Exception:
         # still owed; the caller logs it and, owed long enough, alerts it (``deliver_owed``). An alert that went
         # out before a status send failed (the submitter's queue full) is noted, or every hour sends it again
         if alert_went_out:
@@ -198,7 +197,7 @@ def _note_alert_sent(ctx: AppContext, record: StateRecord, kind: str) -> None:
     the next hour's sweep does not send the alert again. A write that fails is only logged: that sweep then
     sends it again, as for a delivery it could not acknowledge. A record read back without its etag (a write whose
     response was lost, moved on since by another writer: ``update_once_or_reread``) is not noted either: a
-    conditional replace needs one, and the ``SendError`` being handled must reach ``deliver_owed`` as it is."""
+    conditional replace needs one, and the error being handled must reach ``deliver_owed`` as it is."""
     if record.version is None:
         log.info("order %s: owed alert sent, not noted: the record was read back without its etag", record.order_id)
         return
