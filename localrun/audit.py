@@ -255,6 +255,13 @@ class EventRecorder(logging.Handler):
         """Every event recorded, in order, as ``{"event": name, **its fields}``."""
         return [{"event": name, **dict(zip(shape, values, strict=True))} for name, shape, values in self._rows()]
 
+    def named(self, *names: str) -> Iterator[dict[str, Any]]:
+        """The events of these names, in order, as ``events`` gives them (only those are built)."""
+        wanted = set(names)
+        for name, shape, values in self._rows():
+            if name in wanted:
+                yield {"event": name, **dict(zip(shape, values, strict=True))}
+
     def count(self, name: str, **match: Any) -> int:
         if name not in self._name_codes:
             return 0

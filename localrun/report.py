@@ -219,7 +219,7 @@ def _given_up_alert_lost(result: SimulationResult) -> set[tuple[str, str]]:
     valid = result.workload.orders
     last_given_up: dict[str, str] = {}
     lost: set[tuple[str, str]] = set()
-    for event in result.events.events:
+    for event in result.events.named("StatusUndelivered", "AlertSendFailed"):
         order_id = event.get("orderId")
         if not isinstance(order_id, str):
             continue
@@ -278,14 +278,18 @@ def _stranded_messages(result: SimulationResult, by_order: dict[str, Any]) -> li
     return [f"#{seq} for {order}" for seq, order in waiting if order not in by_order and seq not in retried]
 
 
-def _silent_failures(result: SimulationResult, finals: dict[str, str], statuses: list[dict[str, Any]]) -> list[str]:
+def _silent_failures(
+    result: SimulationResult,
+    finals: dict[str, str],
+    statuses: list[dict[str, Any]],
+    given_up: set[tuple[str, str]],
+) -> list[str]:
     """Orders that ended ``Error``, ``CompensationFailed`` or ``Rejected`` without an operator alert
     naming them (on the alert queue) and the failure status on their own submitter's queue (or, that
     queue refusing, a ``StatusUndelivered`` alert for it: ``_undelivered_statuses``)."""
     alerted = {json.loads(str(m)).get("orderId") for m in result.broker.contents(OPERATOR_ALERTS_QUEUE)}
     valid = result.workload.orders
     unreachable = _unreachable_submitters(result)
-    given_up = _undelivered_statuses(result)
     heard_own: dict[str, set[str]] = {}
     for status in statuses:
         if valid.get(status["orderId"], {}).get("replyTo") == status["_queue"]:
@@ -361,9 +365,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     statuses = _status_messages(result)
     unreachable = _unreachable_submitters(result)
     alert_bodies = _alert_bodies(result)
-    rejected = _rejected_orders(statuses, alert_bodies, valid, unreachable, _undelivered_statuses(result)) - set(
-        by_order
-    )
+    given_up = _undelivered_statuses(result)
+    rejected = _rejected_orders(statuses, alert_bodies, valid, unreachable, given_up) - set(by_order)
     final["Rejected"] = len(rejected)
     dead = result.broker.dead_letters()
     final["DeadLettered"] = sum(1 for d in dead if d.queue == "orders")
@@ -448,7 +451,6 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "Compensated": "Compensated",
         "CompensationFailed": "CompensationFailed",
     }
-    given_up = _undelivered_statuses(result)
     missing_status = [
         o
         for o, doc in by_order.items()
@@ -464,7 +466,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     contradicted = _rejected_after_accepted(result)
     early = _statuses_before_received(statuses, by_order, valid, set(missing_status))
     finals = {o: doc["processState"] for o, doc in by_order.items()} | dict.fromkeys(rejected, "Rejected")
-    silent = _silent_failures(result, finals, statuses)
+    silent = _silent_failures(result, finals, statuses, given_up)
     stranded = _stranded_messages(result, by_order)
     unreleased = _unreleased_prepayments(by_order, ledgers, alert_bodies)
     windows = _outage_windows(result)
