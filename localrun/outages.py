@@ -4,8 +4,8 @@ Per dependency: ``opened`` (``DependencyOutage`` events: a closed circuit opened
 (``DependencyRecovered``), ``longest_outage_s`` (the longest open-to-closed span the app measured),
 ``orders_waited`` (orders the supervisor rescheduled at least once to wait for it:
 ``SupervisorOutageWait``) and ``max_wait_s``: the longest an order waited, from its first
-``OutageWait`` to the next write that was neither a wait, nor a new attempt or round starting, nor a side
-note (a step result, an undo, a terminal state), in true simulated time from the audited transitions.
+``OutageWait`` to the next write that ended it (a step result, an undo, a terminal state; not a wait, a new
+attempt or round starting, or a side note), in true simulated time from the audited transitions.
 ``alerts_opened`` / ``alerts_closed``: the ``DependencyOutage`` / ``DependencyRecovered`` operator
 alerts about it on the alert queue (one per opening and one per closing when the app alerts once per
 outage), and ``terminal_after_end_p99_s``: the p99, over the orders that waited for it, of how long
