@@ -65,7 +65,7 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
         request.order_id,
         request.instance_id,
         lambda r: transitions.begin_step(
-            _record_result(owe_if_unheard(r, now), request.instance_id, completes, now),
+            _record_result(owe_if_unheard(r, now, unsure=bool(data.say_received)), request.instance_id, completes, now),
             request.instance_id,
             request.step,
             data.agent,

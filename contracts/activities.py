@@ -161,6 +161,11 @@ class AttemptInput(Wire):
     # set on every attempt started since a wait loop's round after a skipped event races a timer of its
     # own (``orchestrators.timers.next_round_timer``); absent on an instance started before
     timer_per_round: Annotated[bool | None, OMIT_NONE] = None
+    # the submitter may not have heard ``Received`` and nothing on the record says so: the attempt's first
+    # ``begin_step`` says it before its write (``notifications.received.owe_if_unheard``). Set on an attempt 1
+    # the starter claimed (its record was created ``Pending``) and on submission's fast-path claim when the
+    # ``receivedOwed`` mark after a failed send could not be written; absent otherwise and on older instances
+    say_received: Annotated[bool | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +190,8 @@ class BeginStepInput(Wire):
     queue: Annotated[str | None, OMIT_NONE] = None
     announce: Annotated[bool | None, OMIT_NONE] = None
     write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
+    # the attempt's first write, of an attempt whose input says ``sayReceived``: ``Received`` said before it
+    say_received: Annotated[bool | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)

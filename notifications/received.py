@@ -66,16 +66,26 @@ def owe_received(record: StateRecord, now: datetime) -> StateRecord:
     )
 
 
-def owe_if_unheard(record: StateRecord, now: datetime) -> StateRecord:
-    """``record`` as the first step of a retried attempt is about to write it: owing ``Received`` (``receivedOwed``,
+def owe_if_unheard(record: StateRecord, now: datetime, *, unsure: bool = False) -> StateRecord:
+    """``record`` as the first step of an attempt is about to write it: owing ``Received`` (``receivedOwed``,
     no history entry: the same write says it and clears the mark, ``say_owed_received``) when no attempt of the
-    order began a step and this is not its first, so its first claim never started. That is the path of a creating
-    delivery that lost its create's response (or died) before it said ``Received`` or could mark it owed: nothing
-    on the record says it is unsaid, and the store-retry copy that would say it can come minutes later, after this
-    step's ``Processing`` (lost-restarts-locks, 100 orders, seed 11: ``ord-00004``, the runner's
-    ``statuses_before_received``). A submitter that heard it already may hear it again (collapsed within duplicate
-    detection's 10 minutes); the happy path (attempt 1) sends nothing more."""
-    if record.received_owed is not None or record.attempt <= 1:
+    order began a step and either
+
+    - this is not its first attempt, so its first claim never started. That is the path of a creating delivery
+      that lost its create's response (or died) before it said ``Received`` or could mark it owed: nothing on
+      the record says it is unsaid, and the store-retry copy that would say it can come minutes later, after
+      this step's ``Processing`` (lost-restarts-locks, 100 orders, seed 11: ``ord-00004``, the runner's
+      ``statuses_before_received``); or
+    - the attempt's input says its submitter may not have heard it (``unsure``, ``AttemptInput.say_received``):
+      an attempt 1 the starter claimed (the record was created ``Pending``, and the same paths leave it unsaid
+      with nothing on it), or submission's fast-path claim whose ``receivedOwed`` mark could not be written
+      after the send failed (``ReceivedMarkGivenUp``). Before, the courier alone said it, after this step's
+      ``Processing`` when the submitter's queue failed its first tries (``localrun fuzz`` seeds 147, 152, 212,
+      289, 1018 and 1071, 8-29 % of Cosmos DB requests throttled).
+
+    A submitter that heard it already hears it again (collapsed within duplicate detection's 10 minutes); the
+    happy path (submission's own claim, its ``Received`` sent) sends nothing more."""
+    if record.received_owed is not None or (record.attempt <= 1 and not unsure):
         return record
     if any(entry.event == STEP_STARTED for entry in record.history):
         return record

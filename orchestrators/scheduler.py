@@ -98,6 +98,8 @@ class Attempt:
     unrecorded: StepResult | None = None
     # "Processing" not yet said: the next begin_step says it after its write
     announce: bool = False
+    # "Received" perhaps never heard (the input's ``sayReceived``): the next begin_step says it before its write
+    say_received: bool = False
     # at a review deadline, close the review with a fenced write before acting (process_order_v4);
     # process_order_v3, kept for its instances in flight, takes the default at once
     closes_reviews: bool = True
@@ -118,6 +120,10 @@ class Attempt:
     def take_announce(self) -> bool | None:
         announce, self.announce = self.announce, False
         return announce or None
+
+    def take_say_received(self) -> bool | None:
+        say, self.say_received = self.say_received, False
+        return say or None
 
     @property
     def order(self) -> dict[str, Any]:
@@ -156,6 +162,7 @@ def _run_attempt(
         plan,
         dict(plan.completed),
         announce=not (plan.outage_wait or plan.payment_wait),
+        say_received=bool(started.say_received),
         closes_reviews=closes_reviews,
         timer_per_round=bool(started.timer_per_round),
     )
@@ -226,7 +233,12 @@ def _ask_agent(run: Attempt, step: Step, agent_name: str, tries: int) -> Generat
     # the request goes out with the start, unless it waits for the payment (prepaid) or runs in-process
     queue = None if prepaid else agent(agent_name).request_queue
     begin = BeginStepInput(
-        request=request, agent=agent_name, completes=run.take_unrecorded(), queue=queue, announce=run.take_announce()
+        request=request,
+        agent=agent_name,
+        completes=run.take_unrecorded(),
+        queue=queue,
+        announce=run.take_announce(),
+        say_received=run.take_say_received(),
     )
     began = yield from call_fenced(run.writes, names.BEGIN_STEP, begin, parse_begin_step, at=step.name)
     if prepaid and step.prepaid_action is not None:

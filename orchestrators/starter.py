@@ -26,15 +26,23 @@ from orchestrators.names import COMPENSATION, SCHEDULER
 
 @dataclass(frozen=True)
 class Claim:
-    """An attempt claimed and ready to start, with the plan its orchestration gets as input."""
+    """An attempt claimed and ready to start, with the plan its orchestration gets as input.
+    ``say_received``: its first ``begin_step`` says ``Received`` before its write (``AttemptInput``)."""
 
     order_id: str
     instance_id: str
     attempt: int
     plan: OrderPlan
+    say_received: bool = False
 
     def orchestration_input(self) -> dict[str, Any]:
-        started = AttemptInput(order_id=self.order_id, attempt=self.attempt, plan=self.plan, timer_per_round=True)
+        started = AttemptInput(
+            order_id=self.order_id,
+            attempt=self.attempt,
+            plan=self.plan,
+            timer_per_round=True,
+            say_received=True if self.say_received else None,
+        )
         return started.to_json()
 
 
@@ -100,7 +108,11 @@ def try_claim(ctx: AppContext, record: StateRecord) -> Claim | None:
         )
         return None
     plan = plan_attempt(ctx.settings, claimed, read.order)
-    return Claim(claimed.order_id, claimed.locked_by, claimed.attempt, plan)
+    # An attempt 1 claimed here: its record was created Pending (over MAX_IN_FLIGHT), and nothing on it tells
+    # whether its submitter heard Received (a send that failed and a mark that could not be written, or a creating
+    # delivery that died first): its first begin_step says it again before its Processing (collapsed by duplicate
+    # detection within 10 minutes). Later attempts: ``owe_if_unheard`` decides from the record.
+    return Claim(claimed.order_id, claimed.locked_by, claimed.attempt, plan, say_received=claimed.attempt == 1)
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,8 @@ def submit_order(
         announced = _announce(ctx, state, now)
         if announced:  # and owed on the record, for whoever acts next if the hand-over never happens
             state = _owe_received(ctx, state)
+            if claim is not None and state.received_owed is None:  # the mark given up: the attempt says it first
+                claim = replace(claim, say_received=True)
     else:
         log.info("order %s: duplicate submission, nothing written", order.order_id)
     # PaymentNotifications that arrived before this order were deferred: fetch and apply them now. Those
@@ -344,11 +346,14 @@ def _owe_received(ctx: AppContext, state: StateRecord) -> StateRecord:
 
 
 def _mark_given_up(record: StateRecord, why: str) -> None:
-    """The left case of ``_owe_received`` (docs/design.md): ``Received`` is with the courier only, and nothing on
-    the record holds the order's next statuses for it, so ``Processing`` may reach the submitter first."""
+    """``_owe_received`` gave the mark up (docs/design.md): ``Received`` is with the courier, and the order's first
+    attempt says it again before its first step's ``Processing`` (its claim's ``say_received``: submission's own,
+    set by ``submit_order``, or the starter's, which sets it on every attempt 1). Left: an order cancelled before
+    any step began, whose statuses nothing holds for it."""
     app_event(
         "ReceivedMarkGivenUp",
-        f"order {record.order_id}: Received owed, but {why}; the courier alone says it, maybe after Processing",
+        f"order {record.order_id}: Received owed, but {why}; the courier says it, and the first attempt's "
+        "first step says it again before Processing",
         logging.WARNING,
         orderId=record.order_id,
     )

@@ -95,6 +95,8 @@ ATTEMPT_INPUTS: list[dict[str, Any]] = [
         },
     },
     {"orderId": "o1", "attempt": 3, "plan": {**PLAN, "replyTo": None, "outageWait": True}},
+    # the starter's attempt 1 (or a fast-path claim whose Received mark was given up): Received said first
+    {"orderId": "o1", "attempt": 1, "plan": PLAN, "timerPerRound": True, "sayReceived": True},
 ]
 
 # name: (input type, inputs as recorded, result parser or None, results as recorded)
@@ -115,6 +117,14 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
                 "queue": "shipping-requests",
             },
             {"request": REQUEST, "agent": "payment", "queue": "payment-requests", "writeNumber": 2},  # numbered
+            {  # the first write of an attempt unsure its submitter heard Received
+                "request": REQUEST,
+                "agent": "payment",
+                "queue": "payment-requests",
+                "announce": True,
+                "writeNumber": 1,
+                "sayReceived": True,
+            },
         ],
         protocol.parse_begin_step,
         [

@@ -116,6 +116,19 @@ def test_only_the_attempts_first_write_announces_it(scheduler):
     assert first["announce"] is True and "announce" not in second
 
 
+@pytest.mark.parametrize("say_received", [True, False])
+def test_only_the_first_write_of_an_attempt_started_unsure_of_received_says_it(scheduler, say_received):
+    """``sayReceived`` in the attempt's input (the starter's attempt 1, or a fast-path claim whose ``receivedOwed``
+    mark could not be written) goes to its first ``begin_step`` only; an input without it (every instance started
+    before it, and the happy path) asks no write for it."""
+    f = Flow(loaded=started_attempt(ME, ORDER, 1, say_received=say_received))
+    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
+    result = f.run(scheduler)
+    [first, second] = called(result, names.BEGIN_STEP)
+    assert first.get("sayReceived") is (True if say_received else None)
+    assert "sayReceived" not in second
+
+
 def test_an_input_without_a_plan_fails_the_attempt_by_name(scheduler):
     """A ``_v2``-shaped input (no plan) reaching ``_v3`` is a bug, not a replay: it fails loudly,
     and the supervisor recovers the record after the start grace."""

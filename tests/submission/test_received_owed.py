@@ -28,6 +28,7 @@ from adapters.cosmos.state_store import StateStore
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.activities import (
     OWNED,
+    AttemptInput,
     BeginStepInput,
     FinishCompensationInput,
     MarkProcessedInput,
@@ -104,7 +105,8 @@ def _later(ctx: AppContext, delta: timedelta) -> None:
 
 
 def first_step(ctx: AppContext, claim: Claim) -> BeginStepInput:
-    """The attempt's first ``begin_step`` (write 1, ``announce``) as the scheduler schedules it."""
+    """The attempt's first ``begin_step`` (write 1, ``announce``, and ``sayReceived`` when the claim's input says
+    it: tests/orchestrators/test_scheduler_replay.py) as the scheduler schedules it."""
     request = agent_request(
         request_id=f"{claim.instance_id}:reserve-inventory:inventory",
         instance_id=claim.instance_id,
@@ -116,7 +118,8 @@ def first_step(ctx: AppContext, claim: Claim) -> BeginStepInput:
         idempotency_key=f"{claim.order_id}:reserve-inventory",
         payload={"orderId": claim.order_id},
     )
-    return BeginStepInput(request=request, agent="inventory", announce=True, write_number=1)
+    say_received = AttemptInput.from_json(claim.orchestration_input()).say_received
+    return BeginStepInput(request=request, agent="inventory", announce=True, write_number=1, say_received=say_received)
 
 
 def test_the_first_step_of_the_attempt_the_delivery_claimed_says_received_before_processing(
@@ -509,3 +512,86 @@ def test_a_mark_given_up_after_three_store_failures_says_so_as_an_event(
     assert [owed.status for owed in result.owed] == ["Received"]  # the courier has it
     given_up = [r for r in caplog.records if getattr(r, "event", None) == "ReceivedMarkGivenUp"]
     assert [getattr(r, "orderId", None) for r in given_up] == [ORDER]
+
+
+def _given_up_then_store_back(app_context: AppContext, sender: RecordingSender, *, pending: bool = False) -> Claim:
+    """The order's first delivery: its ``Received`` send fails and its mark is given up (the store failing every
+    write and read after the create); the store is back for what follows. ``pending``: created over the in-flight
+    cap, then claimed by the starter; else submission's own claim. Returns the attempt's claim."""
+    settings = replace(app_context.settings, max_in_flight=0) if pending else app_context.settings
+    down = context_with(app_context, sender=sender, settings=settings, states=MarkStoreDown(app_context.states))
+    result = handle_orders_message(down, FakeReceivedMessage.of(_body(), message_id=ORDER))
+    assert [owed.status for owed in result.owed] == ["Received"]  # the courier has it, and nothing else does
+    record = app_context.states.get(ORDER)
+    assert record is not None and record.received_owed is None
+    if not pending:
+        assert result.claim is not None
+        return result.claim
+    assert result.claim is None
+    [claim] = starter.sweep(context_with(app_context, sender=sender))
+    return claim
+
+
+@pytest.mark.parametrize("pending", [False, True], ids=["submissions-claim", "starters-claim"])
+def test_a_mark_given_up_leaves_received_to_the_attempts_first_step_before_processing(
+    app_context: AppContext, pending: bool
+) -> None:
+    """Fuzz seeds 147, 152, 212, 289, 1018, 1071 (8-29 % of Cosmos DB requests throttled): the send failed, the mark
+    was given up, and the courier, its first tries failing on the same queue, said ``Received`` after the first
+    step's ``Processing``. The claim now says the submitter may not have heard it (``sayReceived``), and the
+    attempt's first write says it first."""
+    sender = ReceivedSendsFail()
+    claim = _given_up_then_store_back(app_context, sender, pending=pending)
+    assert claim.say_received and claim.orchestration_input()["sayReceived"] is True
+    ctx = context_with(app_context, sender=sender)
+
+    assert isinstance(begin_step(ctx, first_step(ctx, claim)), StepBegun)
+
+    assert _heard(ctx) == ["Received", "Processing"]
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.received_owed is None  # said and cleared by the same write
+
+
+def test_when_the_first_step_cannot_say_it_either_its_processing_waits_for_it(app_context: AppContext) -> None:
+    """The first step's own send of ``Received`` fails too: its write leaves the order owing it (``receivedOwed``),
+    so ``Processing`` is not sent, and the next writer says ``Received`` first."""
+    sender = ReceivedSendsFail(failures=2)
+    claim = _given_up_then_store_back(app_context, sender)
+    ctx = context_with(app_context, sender=sender)
+
+    assert begin_step(ctx, first_step(ctx, claim)) == StepBegun()
+
+    assert _heard(ctx) == []
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.received_owed is not None
+
+
+def test_an_attempt_1_the_starter_claims_says_received_again_before_processing(app_context: AppContext) -> None:
+    """A record created ``Pending`` tells nobody whether its ``Received`` went out (a send that failed with a mark
+    given up, or a creating delivery that died first, leave it the same as one heard): the starter's attempt 1 says
+    it again (the same MessageId, collapsed by duplicate detection within 10 minutes)."""
+    sender = RecordingSender()
+    full = context_with(app_context, sender=sender, settings=replace(app_context.settings, max_in_flight=0))
+    assert handle_orders_message(full, FakeReceivedMessage.of(_body(), message_id=ORDER)).claim is None
+    ctx = context_with(app_context, sender=sender)
+    [claim] = starter.sweep(ctx)
+    assert (claim.attempt, claim.say_received) == (1, True)
+
+    assert isinstance(begin_step(ctx, first_step(ctx, claim)), StepBegun)
+
+    assert _heard(ctx) == ["Received", "Received", "Processing"]
+    ids = [m.message_id for q, m in sender.sent if q == CLIENT and json.loads(m.body)["status"] == "Received"]
+    assert len(set(ids)) == 1  # one MessageId: a repeat within 10 minutes collapses
+
+
+def test_submissions_own_claim_with_received_sent_says_nothing_more(app_context: AppContext) -> None:
+    """The happy path: submission said ``Received`` and claimed the order; the attempt's input does not ask for it
+    again, and its first write sends ``Processing`` only (no extra send per order)."""
+    ctx = context_with(app_context, sender=RecordingSender())
+    claim = handle_orders_message(ctx, FakeReceivedMessage.of(_body(), message_id=ORDER)).claim
+    assert claim is not None and not claim.say_received
+    assert "sayReceived" not in claim.orchestration_input()
+
+    assert isinstance(begin_step(ctx, first_step(ctx, claim)), StepBegun)
+
+    assert _heard(ctx) == ["Received", "Processing"]
