@@ -93,13 +93,21 @@ def owe_if_unheard(record: StateRecord, now: datetime, *, unsure: bool = False) 
 
 
 def owe_before_failure(record: StateRecord, now: datetime) -> StateRecord:
-    """``record`` as a failure write (``Error``, ``CompensationFailed``) is about to store it: owing ``Received``
-    (no history entry) when no attempt of the order ever began a step, so nothing on the record says it was
-    heard. A creating delivery that lost its create's response and could not read it back leaves such a record,
-    and the supervisor can escalate its never-started claim before the store-retry copy says ``Received``
-    (fuzz seed 4421, ``MAX_FAILURES`` 1 and 37 % lost Cosmos DB responses: ``Failed`` before ``Received``). The
-    owed sweep then says ``Received`` before the failure; a submitter that heard it already hears it again
-    (collapsed within duplicate detection's 10 minutes). Failure paths only: the happy path sends nothing more."""
+    """``record`` as a failure write (``Error``, ``CompensationFailed``) or a cancellation (``Compensating``) is about
+    to store it: owing ``Received`` (no history entry) when no attempt of the order ever began a step, so nothing
+    on the record says it was heard.
+
+    - A creating delivery that lost its create's response and could not read it back leaves such a record, and
+      the supervisor can escalate its never-started claim before the store-retry copy says ``Received`` (fuzz
+      seed 4421, ``MAX_FAILURES`` 1 and 37 % lost Cosmos DB responses: ``Failed`` before ``Received``). The owed
+      sweep then says ``Received`` before the failure.
+    - A delivery whose send failed and whose ``receivedOwed`` mark was given up (``ReceivedMarkGivenUp``) leaves
+      one too, and a cancellation before the first step began would have the compensation round say
+      ``Compensating`` and ``Compensated`` while only the courier had ``Received``; the round's claim says it
+      first instead.
+
+    A submitter that heard it already hears it again (collapsed within duplicate detection's 10 minutes). Failure
+    and cancellation paths only: the happy path sends nothing more."""
     if record.received_owed is not None or any(entry.event == STEP_STARTED for entry in record.history):
         return record
     return replace(record, received_owed=now)

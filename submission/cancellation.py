@@ -31,7 +31,7 @@ from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
 from notifications.alerts import OwedAlert
-from notifications.received import say_received_first
+from notifications.received import owe_before_failure, say_received_first
 from notifications.status import OwedStatus, publish_status_or_owe
 from observability.events import app_event
 from submission.result import IntakeResult
@@ -86,7 +86,9 @@ def _cancel_once(ctx: AppContext, record: StateRecord, cancel: CancelOrder) -> I
         update_once(
             ctx.states,
             record,
-            lambda r: enter_compensation(r, CANCELLATION, reason, now, not_before=not_before),
+            # an order no attempt began a step of owes Received (its mark may have been given up): the
+            # compensation round's claim says it before the round's Compensating
+            lambda r: owe_before_failure(enter_compensation(r, CANCELLATION, reason, now, not_before=not_before), now),
         )
     except (EtagMismatch, IllegalTransition):
         return None

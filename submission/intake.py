@@ -348,8 +348,8 @@ def _owe_received(ctx: AppContext, state: StateRecord) -> StateRecord:
 def _mark_given_up(record: StateRecord, why: str) -> None:
     """``_owe_received`` gave the mark up (docs/design.md): ``Received`` is with the courier, and the order's first
     attempt says it again before its first step's ``Processing`` (its claim's ``say_received``: submission's own,
-    set by ``submit_order``, or the starter's, which sets it on every attempt 1). Left: an order cancelled before
-    any step began, whose statuses nothing holds for it."""
+    set by ``submit_order``, or the starter's, which sets it on every attempt 1); a cancellation before any step
+    began marks it owed in its own write, for the compensation round's claim to say first."""
     app_event(
         "ReceivedMarkGivenUp",
         f"order {record.order_id}: Received owed, but {why}; the courier says it, and the first attempt's "

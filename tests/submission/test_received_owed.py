@@ -595,3 +595,39 @@ def test_submissions_own_claim_with_received_sent_says_nothing_more(app_context:
     assert isinstance(begin_step(ctx, first_step(ctx, claim)), StepBegun)
 
     assert _heard(ctx) == ["Received", "Processing"]
+
+
+def test_an_order_cancelled_before_its_first_step_after_the_mark_was_given_up_hears_received_first(
+    app_context: AppContext,
+) -> None:
+    """The mark given up, then the submitter cancels before the attempt's first step: the cancellation's write
+    marks ``Received`` owed (no step ever began), so the compensation round's claim says it before the round's
+    ``Compensating``. Before, only the courier had it, and the round's statuses could reach the submitter first."""
+    sender = ReceivedSendsFail(failures=1)
+    assert _given_up_then_store_back(app_context, sender) is not None
+    ctx = context_with(app_context, sender=sender)
+    cancel = {"type": "CancelOrder", "schemaVersion": 1, "orderId": ORDER, "reason": "changed my mind"}
+    handle_orders_message(ctx, FakeReceivedMessage.of(json.dumps(cancel).encode(), message_id="c-given-up"))
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.process_state is ProcessState.COMPENSATING
+    assert record.received_owed is not None
+
+    report = run_supervisor(ctx, ScanState())
+
+    assert [start.order_id for start in report.compensations] == [ORDER]
+    assert _heard(ctx) == ["Received"]
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.received_owed is None
+
+
+def test_a_cancellation_after_a_step_began_marks_nothing(app_context: AppContext) -> None:
+    """A step began: the record tells its ``Received`` was said (its first write said it, or its mark holds), so a
+    cancellation writes no mark and nobody repeats it."""
+    ctx = context_with(app_context, sender=RecordingSender())
+    claim = handle_orders_message(ctx, FakeReceivedMessage.of(_body(), message_id=ORDER)).claim
+    assert claim is not None
+    assert isinstance(begin_step(ctx, first_step(ctx, claim)), StepBegun)
+    cancel = {"type": "CancelOrder", "schemaVersion": 1, "orderId": ORDER, "reason": "changed my mind"}
+    handle_orders_message(ctx, FakeReceivedMessage.of(json.dumps(cancel).encode(), message_id="c-begun"))
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.process_state is ProcessState.COMPENSATING and record.received_owed is None
