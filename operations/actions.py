@@ -50,6 +50,7 @@ from domain.review import (
 )
 from domain.states import ProcessState
 from notifications.alerts import raise_alert_after_write
+from notifications.received import owe_before_failure
 from observability.events import app_event
 from operations.views import order_row
 from operations.web import Reply, error, json_reply
@@ -140,8 +141,12 @@ def _cancel_once(ctx: AppContext, order_id: str, operator: str, reason: str) -> 
     why = operator_cancelled(operator, reason)
     now = ctx.clock.now()
     # a write whose response is lost is read back: if it landed, the cancel was taken (200, logged once)
+    # an order no attempt began a step of owes Received (its mark may have been given up), as a client's
+    # CancelOrder marks it (submission.cancellation): the compensation round's claim says it before Compensating
     written = update_once_or_reread(
-        ctx.states, record, lambda r: enter_compensation(r, operator, why, now, not_before=not_before)
+        ctx.states,
+        record,
+        lambda r: owe_before_failure(enter_compensation(r, operator, why, now, not_before=not_before), now),
     )
     if record.process_state in (ProcessState.PENDING, ProcessState.PROCESSING):
         ctx.counts.bump(record.process_state, -1)

@@ -631,3 +631,36 @@ def test_a_cancellation_after_a_step_began_marks_nothing(app_context: AppContext
     handle_orders_message(ctx, FakeReceivedMessage.of(json.dumps(cancel).encode(), message_id="c-begun"))
     record = ctx.states.get(ORDER)
     assert record is not None and record.process_state is ProcessState.COMPENSATING and record.received_owed is None
+
+
+@pytest.mark.parametrize("pending", [False, True], ids=["claimed", "pending"])
+def test_an_order_an_operator_cancels_before_its_first_step_after_the_mark_was_given_up_hears_received_first(
+    app_context: AppContext, pending: bool
+) -> None:
+    """The mark given up, then an operator cancels the order (``operations.actions.cancel``) before any step
+    began (its claim unstarted, or still ``Pending`` over the in-flight cap): as with the submitter's
+    ``CancelOrder``, the compensation round's ``Compensating`` must not reach the submitter before ``Received``,
+    which only the courier had (its first tries failing on the same queue). Before, the operator's cancel wrote
+    no mark, and ``Compensating`` went out first."""
+    from operations import actions
+
+    sender = ReceivedSendsFail(failures=1)
+    settings = replace(app_context.settings, max_in_flight=0) if pending else app_context.settings
+    down = context_with(app_context, sender=sender, settings=settings, states=MarkStoreDown(app_context.states))
+    result = handle_orders_message(down, FakeReceivedMessage.of(_body(), message_id=ORDER))
+    assert [owed.status for owed in result.owed] == ["Received"]  # the courier has it, and nothing else does
+    assert (result.claim is None) is pending
+    ctx = context_with(app_context, sender=sender)
+    assert actions.cancel(ctx, ORDER, "ops", "customer phoned").status == 200
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.process_state is ProcessState.COMPENSATING
+
+    (round_,) = run_supervisor(ctx, ScanState()).compensations
+    compensating = PublishStatusInput(
+        order_id=ORDER, status="Compensating", attempt=round_.round, reply_to=CLIENT, reply_to_known=True
+    )
+    publish_status(ctx, compensating)
+
+    assert _heard(ctx) == ["Received", "Compensating"]
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.received_owed is None
