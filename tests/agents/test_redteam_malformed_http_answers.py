@@ -27,6 +27,7 @@ ANSWERS = {
     "a header line over 64 KiB": b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n{}",
     "101 headers": b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-H%d: 1\r\n" % n for n in range(101)) + b"\r\n{}",
     "a body shorter than its Content-Length": b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{}",
+    "an error status whose body is cut short": b"HTTP/1.1 503 Busy\r\nContent-Length: 100\r\n\r\n{}",
     "a chunk size that is not hex": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
 }
 
@@ -129,3 +130,16 @@ def test_an_agent_request_whose_service_answers_garbage_gets_a_reply_not_max_del
         assert harness.broker.counters(AGENT_REPLIES_QUEUE).sent == 1  # the transient failure's reply
     finally:
         harness.close()
+
+
+@pytest.mark.parametrize("key", ["k\r\nX-Fencing-Token: 999", "k\n", "k\U0001f600", "k\x00"])
+def test_a_header_no_request_can_carry_is_a_refusal_before_anything_is_sent(raw_server, key):
+    """``http.client`` raised ``ValueError``/``UnicodeEncodeError`` for these while building the request (a NUL it
+    sent as it is). The contract keeps such keys out of requests from the queue (``AgentRequest``); a caller that
+    builds a ``RemoteCall`` itself gets a refusal: nothing was sent."""
+    from dataclasses import replace
+
+    _, url = raw_server
+    with pytest.raises(RemoteError) as failed:
+        HttpRemoteService(url, timeout_seconds=2).call(replace(CALL, idempotency_key=key))
+    assert failed.value.transient is False
