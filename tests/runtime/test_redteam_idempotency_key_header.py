@@ -76,3 +76,30 @@ def test_an_idempotency_key_that_cannot_be_a_header_is_dead_lettered_with_a_reas
         letter.description,
     )
     assert "idempotencyKey" in (letter.description or "")
+
+
+def _with(**fields: object) -> bytes:
+    body = json.loads(_request("ord-k1:charge-payment"))
+    body.update(fields)
+    return json.dumps(body).encode()
+
+
+TEXT_CASES = {
+    "requestId holding a lone surrogate": _with(requestId="ord-k1:1:charge-payment:payment\udc80"),
+    "action holding a lone surrogate": _with(action="\udc80"),
+    "requestId holding a control character": _with(requestId="ord-k1:1:charge-payment:payment\x1b[2J"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TEXT_CASES))
+def test_a_request_whose_text_no_reply_can_carry_is_settled_on_its_first_delivery(harness, case):
+    queue = request_queues()["payment"]
+    harness.send(queue, TEXT_CASES[case], "odd-text")
+
+    def gone() -> bool:
+        dead = any(d.message_id == "odd-text" for d in harness.broker.dead_letters(queue))
+        return dead or harness.broker.counters(queue).completed > 0
+
+    harness.host.run_until(harness.clock.now() + timedelta(minutes=15), stop=gone)
+    dead = [d for d in harness.broker.dead_letters(queue) if d.message_id == "odd-text"]
+    assert [(d.reason, d.delivery_count) for d in dead if d.reason == "MaxDeliveryCountExceeded"] == [], dead
