@@ -1,0 +1,44 @@
+"""Red team: an ``AgentReply`` external event whose data is not a reply (raised to the instance from outside the
+relay: the Durable HTTP API's ``raiseEvent`` takes any JSON). The relay raises only replies the contract read
+(``order_agents/reply_relay.py``). FINDING: data that is not an object (a string, null, a list), or this
+request's id without an ``outcome``, raised ``ProtocolError`` in ``invoke_agent`` (``reply_request_id`` /
+``parse_agent_answer``): the orchestration failed and the supervisor retried the order, an attempt lost to a
+forged event. The review wait skips a malformed answer and waits on (``orchestrators/scheduler.py``); the reply
+wait now does the same, as it skips a reply to another request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contracts.names import AGENT_REPLY_EVENT
+from orchestrators import names
+from tests.orchestrators.test_scheduler_replay import CHARGED, RESERVED, Flow, reply
+
+
+@pytest.fixture(scope="module")
+def scheduler(functions: dict[str, Any]) -> Any:
+    return functions[names.SCHEDULER].func
+
+
+EVENTS: dict[str, Any] = {
+    "a string": "garbage",
+    "null": None,
+    "a list": [reply("charge-payment", result=CHARGED)],
+    "an object without requestId": {"outcome": "succeeded"},
+    "requestId a list": {"requestId": ["x"], "outcome": "succeeded"},
+    "this request's id without an outcome": {"requestId": reply("charge-payment")["requestId"]},
+}
+
+
+@pytest.mark.parametrize("case", sorted(EVENTS))
+def test_a_malformed_reply_event_before_the_real_reply_does_not_end_the_attempt(scheduler: Any, case: str) -> None:
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", result=RESERVED))
+    f.remote_reply(EVENTS[case])  # the charge's wait gets the malformed event first
+    f.h.event_raised(AGENT_REPLY_EVENT, reply("charge-payment", result=CHARGED))
+
+    result = f.run(scheduler)
+
+    assert result.error is None, result.error
