@@ -10,7 +10,13 @@ from typing import Any
 import azure.durable_functions as df
 from azure.durable_functions.models.Task import TaskState
 
-from contracts.activities import AgentAnswer, SendAgentRequestInput, parse_agent_answer, reply_request_id
+from contracts.activities import (
+    AgentAnswer,
+    ProtocolError,
+    SendAgentRequestInput,
+    parse_agent_answer,
+    reply_request_id,
+)
 from contracts.messages import AgentRequest
 from contracts.names import AGENT_REPLY_EVENT
 from domain.workflow import Transport, agent
@@ -44,6 +50,19 @@ def agent_request(
         idempotency_key=idempotency_key,
         payload=payload,
     )
+
+
+def _answer_to(data: Any, request_id: str) -> AgentAnswer | None:
+    """The answer ``data`` gives to ``request_id``, or None: a reply to another request, or event data that is no
+    reply this wait can read (not an object, no ``outcome``). The relay raises only replies the contract read, but
+    the event can be raised from outside it (the Durable HTTP API's ``raiseEvent`` takes any JSON): such data is
+    skipped, as the review wait skips a malformed answer, never a ``ProtocolError`` that fails the attempt."""
+    try:
+        if reply_request_id(data) != request_id:
+            return None
+        return parse_agent_answer(data)
+    except ProtocolError:
+        return None
 
 
 def invoke_agent(
@@ -94,9 +113,10 @@ def invoke_agent(
             abandon_wait(context, AGENT_REPLY_EVENT, event)
             cancel_open_timers(timers, context=detach)  # an earlier round's, due now too
             return None
-        if reply_request_id(event.result) == request.request_id:
+        answer = _answer_to(event.result, request.request_id)
+        if answer is not None:
             cancel_open_timers(timers, context=detach)
-            return parse_agent_answer(event.result)
-        # A reply to some other request (an earlier attempt's, a duplicate): ignore it and keep
-        # waiting until the same deadline.
+            return answer
+        # A reply to some other request (an earlier attempt's, a duplicate), or no reply at all: ignore it
+        # and keep waiting until the same deadline.
         timer = next_round_timer(context, timers, deadline, timer_per_round=timer_per_round)
