@@ -8,6 +8,7 @@ wait now does the same, as it skips a reply to another request."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -42,3 +43,36 @@ def test_a_malformed_reply_event_before_the_real_reply_does_not_end_the_attempt(
     result = f.run(scheduler)
 
     assert result.error is None, result.error
+
+
+PAYMENT_EVENTS: dict[str, Any] = {
+    "a string": "garbage",
+    "null": None,  # taken as the deadline: the attempt ended at once, DeadlineExpired
+    "an object without notificationId": {"providerReference": "psp-1"},
+}
+
+
+@pytest.mark.parametrize("case", sorted(PAYMENT_EVENTS))
+def test_a_malformed_payment_notified_event_before_the_real_one_does_not_end_the_attempt(
+    scheduler: Any, case: str
+) -> None:
+    """The same for a prepaid order's ``PaymentNotified`` wait (``orchestrators/payment_wait.py``): it took the
+    first event whatever it held: ``capture_request`` failed on it (TypeError, KeyError), the attempt failed, and
+    null was read as the deadline come (``DeadlineExpired``).
+    Intake raises only notifications the contract read and the record took (``submission/payments.py``)."""
+    from contracts.names import PAYMENT_NOTIFIED_EVENT
+    from tests.orchestrators.early_histories import LATER, PAYMENT
+    from tests.orchestrators.support import sample_order, started_attempt
+
+    completed = {"reserve-inventory": {"reservationId": "R-1"}}
+    h = started_attempt("p1:1", sample_order("p1", prepaid=True), 1, completed=completed, timer_per_round=False)
+    begin = h.activity_scheduled(names.BEGIN_STEP)
+    h.event_raised(PAYMENT_NOTIFIED_EVENT, PAYMENT_EVENTS[case], at=h.now + LATER)
+    h.event_raised(PAYMENT_NOTIFIED_EVENT, PAYMENT, at=h.now + LATER)
+    h.complete_activity(begin, {"owned": True}, at=h.now + LATER)
+
+    result = h.run(scheduler)
+
+    assert result.error is None, result.error
+    sent = [json.loads(a["input"]) for a in result.new_actions if a.get("functionName") == names.SEND_AGENT_REQUEST]
+    assert [(s["request"]["action"], s["request"]["payload"]["notificationId"]) for s in sent] == [("capture", "n-1")]
