@@ -1,7 +1,8 @@
 """Red team: an ``AgentReply`` external event whose data is not a reply (raised to the instance from outside the
 relay: the Durable HTTP API's ``raiseEvent`` takes any JSON). The relay raises only replies the contract read
 (``order_agents/reply_relay.py``). FINDING: data that is not an object (a string, null, a list), or this
-request's id without an ``outcome``, raised ``ProtocolError`` in ``invoke_agent`` (``reply_request_id`` /
+request's id without an ``outcome`` (or with a ``result`` that is not an object: AttributeError at the step's
+write), raised ``ProtocolError`` in ``invoke_agent`` (``reply_request_id`` /
 ``parse_agent_answer``): the orchestration failed and the supervisor retried the order, an attempt lost to a
 forged event. The review wait skips a malformed answer and waits on (``orchestrators/scheduler.py``); the reply
 wait now does the same, as it skips a reply to another request."""
@@ -30,6 +31,10 @@ EVENTS: dict[str, Any] = {
     "an object without requestId": {"outcome": "succeeded"},
     "requestId a list": {"requestId": ["x"], "outcome": "succeeded"},
     "this request's id without an outcome": {"requestId": reply("charge-payment")["requestId"]},
+    "this request's id, result a string": {**reply("charge-payment"), "result": "garbage"},
+    "this request's id, result a list": {**reply("charge-payment"), "result": [1]},
+    "this request's id, outcome neither": {**reply("charge-payment", result=CHARGED), "outcome": "maybe"},
+    "this request's id, error an object": {**reply("charge-payment", outcome="failed"), "error": {"a": 1}},
 }
 
 
@@ -43,6 +48,9 @@ def test_a_malformed_reply_event_before_the_real_reply_does_not_end_the_attempt(
     result = f.run(scheduler)
 
     assert result.error is None, result.error
+    begun = [json.loads(a["input"]) for a in result.new_actions if a.get("functionName") == names.BEGIN_STEP]
+    # the real reply taken: the shipment begins, with the charge's result
+    assert [(b["request"]["step"], b["completes"]["result"]) for b in begun] == [("arrange-shipment", CHARGED)]
 
 
 PAYMENT_EVENTS: dict[str, Any] = {
