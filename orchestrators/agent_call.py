@@ -3,7 +3,7 @@ by the scheduler (forward steps) and the compensation orchestration (undo steps)
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -54,15 +54,22 @@ def agent_request(
 
 def _answer_to(data: Any, request_id: str) -> AgentAnswer | None:
     """The answer ``data`` gives to ``request_id``, or None: a reply to another request, or event data that is no
-    reply this wait can read (not an object, no ``outcome``). The relay raises only replies the contract read, but
-    the event can be raised from outside it (the Durable HTTP API's ``raiseEvent`` takes any JSON): such data is
-    skipped, as the review wait skips a malformed answer, never a ``ProtocolError`` that fails the attempt."""
+    reply as ``AgentReply`` dumps it (not an object; no ``outcome``, or one neither ``succeeded`` nor ``failed``; a
+    ``result`` that is not an object; an ``error`` that is not text). The relay raises only replies the contract
+    read, but the event can be raised from outside it (the Durable HTTP API's ``raiseEvent`` takes any JSON): such
+    data is skipped, as the review wait skips a malformed answer, never taken as the answer, nor a
+    ``ProtocolError`` (or a step write that cannot take the result) that fails the attempt."""
     try:
         if reply_request_id(data) != request_id:
             return None
-        return parse_agent_answer(data)
+        answer = parse_agent_answer(data)
     except ProtocolError:
         return None
+    if data["outcome"] not in ("succeeded", "failed"):
+        return None
+    if not isinstance(answer.result, Mapping | None) or not isinstance(answer.error, str | None):
+        return None
+    return answer
 
 
 def invoke_agent(
