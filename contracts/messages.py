@@ -40,6 +40,12 @@ QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-
 Sku = Annotated[str, StringConstraints(pattern=r"^[A-Z0-9][A-Z0-9-]{0,31}$")]
 Currency = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
 ShortText = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+# An agent's call carries its request's idempotency key as the ``Idempotency-Key`` HTTP header
+# (adapters/remote/http_service.py): visible ASCII only. ``http.client`` refuses a line break (ValueError)
+# or a character outside Latin-1 (UnicodeEncodeError) while it builds the request, and neither is a
+# RemoteError: a request holding one failed its trigger on every delivery, until MaxDeliveryCountExceeded.
+# The app's own keys (``<orderId>:<step>``, ``...:undo``) are always so.
+HeaderText = Annotated[str, StringConstraints(pattern=r"^[\x21-\x7e]{1,200}$")]
 
 
 def _client_text(value: str) -> str:
@@ -182,7 +188,7 @@ class AgentRequest(Contract):
     action: ShortText = "do"
     attempt: int = Field(ge=1, le=MAX_ATTEMPT)
     deadline: UtcDateTime
-    idempotency_key: ShortText
+    idempotency_key: HeaderText
     payload: dict[str, Any]
 
     @model_validator(mode="after")

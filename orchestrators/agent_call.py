@@ -3,14 +3,20 @@ by the scheduler (forward steps) and the compensation orchestration (undo steps)
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from datetime import datetime
 from typing import Any
 
 import azure.durable_functions as df
 from azure.durable_functions.models.Task import TaskState
 
-from contracts.activities import AgentAnswer, SendAgentRequestInput, parse_agent_answer, reply_request_id
+from contracts.activities import (
+    AgentAnswer,
+    ProtocolError,
+    SendAgentRequestInput,
+    parse_agent_answer,
+    reply_request_id,
+)
 from contracts.messages import AgentRequest
 from contracts.names import AGENT_REPLY_EVENT
 from domain.workflow import Transport, agent
@@ -44,6 +50,26 @@ def agent_request(
         idempotency_key=idempotency_key,
         payload=payload,
     )
+
+
+def _answer_to(data: Any, request_id: str) -> AgentAnswer | None:
+    """The answer ``data`` gives to ``request_id``, or None: a reply to another request, or event data that is no
+    reply as ``AgentReply`` dumps it (not an object; no ``outcome``, or one neither ``succeeded`` nor ``failed``; a
+    ``result`` that is not an object; an ``error`` that is not text). The relay raises only replies the contract
+    read, but the event can be raised from outside it (the Durable HTTP API's ``raiseEvent`` takes any JSON): such
+    data is skipped, as the review wait skips a malformed answer, never taken as the answer, nor a
+    ``ProtocolError`` (or a step write that cannot take the result) that fails the attempt."""
+    try:
+        if reply_request_id(data) != request_id:
+            return None
+        answer = parse_agent_answer(data)
+    except ProtocolError:
+        return None
+    if data["outcome"] not in ("succeeded", "failed"):
+        return None
+    if not isinstance(answer.result, Mapping | None) or not isinstance(answer.error, str | None):
+        return None
+    return answer
 
 
 def invoke_agent(
@@ -94,9 +120,10 @@ def invoke_agent(
             abandon_wait(context, AGENT_REPLY_EVENT, event)
             cancel_open_timers(timers, context=detach)  # an earlier round's, due now too
             return None
-        if reply_request_id(event.result) == request.request_id:
+        answer = _answer_to(event.result, request.request_id)
+        if answer is not None:
             cancel_open_timers(timers, context=detach)
-            return parse_agent_answer(event.result)
-        # A reply to some other request (an earlier attempt's, a duplicate): ignore it and keep
-        # waiting until the same deadline.
+            return answer
+        # A reply to some other request (an earlier attempt's, a duplicate), or no reply at all: ignore it
+        # and keep waiting until the same deadline.
         timer = next_round_timer(context, timers, deadline, timer_per_round=timer_per_round)

@@ -16,7 +16,7 @@ from contracts.activities import StepBegun
 from contracts.messages import AgentRequest
 from contracts.names import PAYMENT_NOTIFIED_EVENT
 from orchestrators.external_events import abandon_wait, forget_delivered
-from orchestrators.timers import cancel_timer
+from orchestrators.timers import cancel_open_timers, next_round_timer
 
 
 def await_payment(
@@ -29,15 +29,26 @@ def await_payment(
     if known is not None:
         return known
     timer = context.create_timer(deadline)
-    event = context.wait_for_external_event(PAYMENT_NOTIFIED_EVENT)
-    winner = yield context.task_any([event, timer])
-    forget_delivered(context, PAYMENT_NOTIFIED_EVENT)  # taken: a later wait of the name gets the next one
-    if winner == timer:
-        abandon_wait(context, PAYMENT_NOTIFIED_EVENT, event)
-        return None
-    cancel_timer(timer, context=detach)
-    payment: dict[str, Any] = event.result
-    return payment
+    timers = [timer]
+    while True:
+        event = context.wait_for_external_event(PAYMENT_NOTIFIED_EVENT)
+        winner = yield context.task_any([event, timer])
+        forget_delivered(context, PAYMENT_NOTIFIED_EVENT)  # taken: a later wait of the name gets the next one
+        if winner == timer:
+            abandon_wait(context, PAYMENT_NOTIFIED_EVENT, event)
+            return None
+        if is_notification(event.result):
+            cancel_open_timers(timers, context=detach)
+            payment: dict[str, Any] = event.result
+            return payment
+        # No notification (raised from outside intake: the Durable HTTP API's raiseEvent takes any JSON):
+        # skipped, as the reply and review waits skip what they cannot read; the wait goes on to the same deadline.
+        timer = next_round_timer(context, timers, deadline, timer_per_round=detach is not None)
+
+
+def is_notification(data: Any) -> bool:
+    """Whether ``data`` is a payment as intake raises it (``domain.payments``): what ``capture_request`` reads."""
+    return isinstance(data, dict) and all(isinstance(data.get(k), str) for k in ("notificationId", "providerReference"))
 
 
 def capture_request(request: AgentRequest, action: str, payment: dict[str, Any]) -> AgentRequest:

@@ -5,8 +5,9 @@ and the idempotency key and fencing token as headers.
 any other 4xx is permanent. A 2xx whose body the app cannot read (not UTF-8, not JSON, not an object,
 a number or a nesting it cannot carry) is transient too: the provider acted, and the app does not know
 what it did, so it is an unknown outcome, as a timeout is, never a refusal (a refusal sends the step
-to the fallback provider under the same key, which charged a second time). Uses only the standard
-library.
+to the fallback provider under the same key, which charged a second time). So is an answer
+``http.client`` cannot read at all (a status line, headers or body it refuses: ``HTTPException``, or the
+``ValueError`` of a chunk size that is not hex): the call was sent. Uses only the standard library.
 
 The contract a real provider must honour (docs/compensation.md, "What a remote service must offer"):
 
@@ -26,6 +27,7 @@ The contract a real provider must honour (docs/compensation.md, "What a remote s
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -59,14 +61,20 @@ class HttpRemoteService:
         }
         if call.fences_key is not None:
             headers[FENCES_HEADER] = call.fences_key
+        for name, value in headers.items():
+            # what ``http.client`` would refuse while sending, refused here, before anything is sent: a
+            # refusal (nothing was done), not the unknown outcome of an answer it cannot read
+            if not (value.isascii() and value.isprintable()):
+                raise RemoteError(f"header {name} {value[:40]!r} cannot be sent (visible ASCII only)", transient=False)
         return urllib.request.Request(
             f"{self.base_url}/{call.action}", data=json.dumps(body).encode("utf-8"), method="POST", headers=headers
         )
 
     def call(self, request: RemoteCall) -> dict[str, Any]:
         where = f"{request.service}.{request.action} at {self.base_url}"
+        built = self.build_request(request)
         try:
-            with urllib.request.urlopen(self.build_request(request), timeout=self.timeout_seconds) as response:
+            with urllib.request.urlopen(built, timeout=self.timeout_seconds) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             detail = _error_detail(exc)
@@ -77,6 +85,9 @@ class HttpRemoteService:
             raise RemoteError(f"{where} timed out after {self.timeout_seconds}s", transient=True) from exc
         except (urllib.error.URLError, ConnectionError) as exc:
             raise RemoteError(f"{where} unreachable: {exc}", transient=True) from exc
+        except (http.client.HTTPException, ValueError) as exc:
+            # After ``build_request``, whose headers are checked: the call was sent, its answer is unreadable.
+            raise RemoteError(f"{where} answered malformed HTTP: {type(exc).__name__}: {exc}", transient=True) from exc
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -98,6 +109,6 @@ class HttpRemoteService:
 def _error_detail(exc: urllib.error.HTTPError) -> str:
     try:
         text = exc.read().decode("utf-8", errors="replace").strip()
-    except OSError:
+    except (OSError, http.client.HTTPException, ValueError):  # an error body cut short or malformed
         text = ""
     return text[:300] or str(exc.reason)
