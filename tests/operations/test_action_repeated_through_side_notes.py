@@ -11,12 +11,14 @@ been taken."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
 from adapters.cosmos.state_store import update_once
 from contracts.messages import PaymentNotification
 from deferral.payment import apply_notification
+from domain import transitions
 from domain.records import PAYMENT_NOTIFIED, RECEIVED_OWED, StateRecord
 from notifications.received import owe_received
 from tests.operations.harness import OpsHarness
@@ -60,12 +62,31 @@ CASES = [
 ]
 
 
+def _step_begun(ops: OpsHarness, order_id: str) -> StateRecord:
+    """A ``Processing`` record whose attempt began its first step: a cancellation of it marks nothing (an order no
+    attempt began a step of owes ``Received`` from its cancellation on, ``owe_before_failure``, so a redelivery's
+    mark would write no side note after it)."""
+    assert ops.ctx is not None
+    record = ops.processing(order_id)
+    owner = str(record.locked_by)
+    now = ops.clock.now()
+    begun = transitions.begin_step(
+        record, owner, "reserve-inventory", "inventory", f"{owner}:reserve-inventory:inventory", now, now
+    )
+    return ops.ctx.states.replace(replace(begun, version=record.version))
+
+
+# The record each action acts on here: as in test_action_lost_response, but a cancel's has a step begun.
+MAKE: dict[str, Callable[[OpsHarness, str], StateRecord]] = {"cancel": _step_begun}
+
+
 @pytest.mark.parametrize(("action", "note"), CASES)
 def test_an_action_posted_again_past_a_side_note_is_answered_taken(
     ops: OpsHarness, monkeypatch: pytest.MonkeyPatch, action: str, note: str
 ) -> None:
     assert ops.ctx is not None
     make, expected, _event, _counted = ACTIONS[action]
+    make = MAKE.get(action, make)
     write_note, note_event = SIDE_NOTES[note]
     order_id = f"o-note-{action}-{note}"
     make(ops, order_id)
