@@ -7,7 +7,8 @@ a number or a nesting it cannot carry) is transient too: the provider acted, and
 what it did, so it is an unknown outcome, as a timeout is, never a refusal (a refusal sends the step
 to the fallback provider under the same key, which charged a second time). So is an answer
 ``http.client`` cannot read at all (a status line, headers or body it refuses: ``HTTPException``, or the
-``ValueError`` of a chunk size that is not hex): the call was sent. Uses only the standard library.
+``ValueError`` of a chunk size that is not hex): the call was sent. So is an answer over ``MAX_ANSWER_BYTES``
+(the reply that carries it could not), read no further. Uses only the standard library.
 
 The contract a real provider must honour (docs/compensation.md, "What a remote service must offer"):
 
@@ -34,7 +35,7 @@ import urllib.request
 from typing import Any
 
 from adapters.remote.interface import RemoteCall, RemoteError
-from contracts.parsing import read_outside_json
+from contracts.parsing import MAX_BODY_BYTES, read_outside_json
 
 TRANSIENT_STATUSES = frozenset({408, 429})
 FENCES_HEADER = "X-Fences-Idempotency-Key"
@@ -42,6 +43,13 @@ FENCES_HEADER = "X-Fences-Idempotency-Key"
 
 def is_transient_status(status: int) -> bool:
     return status in TRANSIENT_STATUSES or status >= 500
+
+
+# The largest answer read: the agent's reply carries it to the orchestration, and a reply body over
+# ``MAX_BODY_BYTES`` is refused (a larger answer could never be carried; reading it all only cost memory).
+MAX_ANSWER_BYTES = MAX_BODY_BYTES
+# How much of an error answer's body is read for the failure's detail (300 characters of it are kept).
+ERROR_DETAIL_BYTES = 4096
 
 
 class HttpRemoteService:
@@ -75,7 +83,9 @@ class HttpRemoteService:
         built = self.build_request(request)
         try:
             with urllib.request.urlopen(built, timeout=self.timeout_seconds) as response:
-                raw = response.read()
+                raw = response.read(MAX_ANSWER_BYTES + 1)  # never more than the app could carry, whatever is sent
+                if len(raw) <= MAX_ANSWER_BYTES and response.length:  # a read with a limit returns a body cut
+                    raise http.client.IncompleteRead(raw, response.length)  # short as it came: it is malformed
         except urllib.error.HTTPError as exc:
             detail = _error_detail(exc)
             raise RemoteError(
@@ -88,6 +98,10 @@ class HttpRemoteService:
         except (http.client.HTTPException, ValueError) as exc:
             # After ``build_request``, whose headers are checked: the call was sent, its answer is unreadable.
             raise RemoteError(f"{where} answered malformed HTTP: {type(exc).__name__}: {exc}", transient=True) from exc
+        if len(raw) > MAX_ANSWER_BYTES:
+            raise RemoteError(
+                f"{where} answered more than {MAX_ANSWER_BYTES} bytes, more than its reply can carry", transient=True
+            )
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -108,7 +122,7 @@ class HttpRemoteService:
 
 def _error_detail(exc: urllib.error.HTTPError) -> str:
     try:
-        text = exc.read().decode("utf-8", errors="replace").strip()
+        text = exc.read(ERROR_DETAIL_BYTES).decode("utf-8", errors="replace").strip()
     except (OSError, http.client.HTTPException, ValueError):  # an error body cut short or malformed
         text = ""
     return text[:300] or str(exc.reason)

@@ -143,3 +143,29 @@ def test_a_header_no_request_can_carry_is_a_refusal_before_anything_is_sent(raw_
     with pytest.raises(RemoteError) as failed:
         HttpRemoteService(url, timeout_seconds=2).call(replace(CALL, idempotency_key=key))
     assert failed.value.transient is False
+
+
+def test_an_answer_larger_than_a_reply_can_carry_is_a_transient_remote_error_read_no_further(raw_server):
+    """An answer over ``MAX_BODY_BYTES`` could never reach the orchestration (the reply that carries it is refused
+    at that size), and the whole body was read into memory whatever its size. It is refused where it enters, as an
+    answer the app cannot carry (transient: the call acted), and reading stops past the limit."""
+    from contracts.parsing import MAX_BODY_BYTES
+
+    answer, url = raw_server
+    body = b'{"receipt": "' + b"x" * (MAX_BODY_BYTES + 10) + b'"}'
+    answer["raw"] = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    with pytest.raises(RemoteError) as failed:
+        HttpRemoteService(url, timeout_seconds=2).call(CALL)
+    assert failed.value.transient is True
+    assert str(MAX_BODY_BYTES) in str(failed.value)
+
+
+def test_an_answer_just_within_the_limit_is_read(raw_server):
+    from contracts.parsing import MAX_BODY_BYTES
+
+    answer, url = raw_server
+    filler = MAX_BODY_BYTES - len(b'{"receipt": ""}')
+    body = b'{"receipt": "' + b"x" * filler + b'"}'
+    assert len(body) == MAX_BODY_BYTES
+    answer["raw"] = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    assert HttpRemoteService(url, timeout_seconds=2).call(CALL) == {"receipt": "x" * filler}
