@@ -196,10 +196,8 @@ def test_every_mutated_agent_request_is_settled_and_its_reply_is_readable(app_co
         except Exception as exc:
             problems.append(f"{name}: raised {type(exc).__name__}: {exc}"[:300])
             continue
-        if settled.kind == "abandon":
-            problems.append(f"{name}: abandoned ({settled})"[:300])
-        elif settled.kind == "deadletter" and not (_carriable(settled.reason) and _carriable(settled.description)):
-            problems.append(f"{name}: dead-letter text not carriable: {settled}"[:300])
+        if (problem := _settlement_problem(name, settled)) is not None:
+            problems.append(problem)
         for queue, sent in sender.sent[before:]:
             assert queue == AGENT_REPLIES_QUEUE
             try:
@@ -227,6 +225,16 @@ class _Client:
         return None
 
 
+def _settlement_problem(name: str, settled: Any) -> str | None:
+    """What is wrong with how a mutated message was settled: abandoned (a redelivery loop), or dead-lettered with a
+    reason or description the dead-letter queue cannot carry; None when it was settled as it should be."""
+    if settled.kind == "abandon":
+        return f"{name}: abandoned ({settled})"[:300]
+    if settled.kind == "deadletter" and not (_carriable(settled.reason) and _carriable(settled.description)):
+        return f"{name}: dead-letter text not carriable: {settled}"[:300]
+    return None
+
+
 def test_every_mutated_agent_reply_is_settled_by_the_relay():
     problems = []
     for name, body in REPLY_CASES:
@@ -236,8 +244,6 @@ def test_every_mutated_agent_reply_is_settled_by_the_relay():
         except Exception as exc:
             problems.append(f"{name}: raised {type(exc).__name__}: {exc}"[:300])
             continue
-        if settled.kind == "abandon":
-            problems.append(f"{name}: abandoned ({settled})"[:300])
-        elif settled.kind == "deadletter" and not (_carriable(settled.reason) and _carriable(settled.description)):
-            problems.append(f"{name}: dead-letter text not carriable: {settled}"[:300])
+        if (problem := _settlement_problem(name, settled)) is not None:
+            problems.append(problem)
     assert not problems, f"{len(problems)} of {len(REPLY_CASES)}:\n" + "\n".join(problems)
