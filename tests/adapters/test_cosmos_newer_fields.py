@@ -59,7 +59,9 @@ def test_a_fenced_update_keeps_the_keys_it_does_not_know(app_context, clock):
     )
     assert _raw(app_context, "o1", "o1") == {**to_document(written), **NEWER}
     # the next write starts from this process's own last version (no read): still kept
-    again = update_fenced(states, "o1", "o1:1", lambda r: transitions.release_for_retry(r, "o1:1", "reserve-inventory", "x", clock.now()))
+    again = update_fenced(
+        states, "o1", "o1:1", lambda r: transitions.release_for_retry(r, "o1:1", "reserve-inventory", "x", clock.now())
+    )
     assert _raw(app_context, "o1", "o1") == {**to_document(again), **NEWER}
 
 
@@ -96,7 +98,9 @@ def test_an_entry_s_unknown_keys_are_not_kept(app_context, clock):
     item["steps"]["reserve-inventory"]["futureAgents"] = ["inventory"]
     container.replace_item("o1", item)
     states.forget_recent()
-    update_fenced(states, "o1", "o1:1", lambda r: transitions.release_for_retry(r, "o1:1", "reserve-inventory", "x", clock.now()))
+    update_fenced(
+        states, "o1", "o1:1", lambda r: transitions.release_for_retry(r, "o1:1", "reserve-inventory", "x", clock.now())
+    )
     assert "futureAgents" not in _raw(app_context, "o1", "o1")["steps"]["reserve-inventory"]
 
 
