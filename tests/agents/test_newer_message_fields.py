@@ -1,23 +1,25 @@
 """The app's own messages to itself (``AgentRequest`` on a request queue and as an activity input, ``AgentReply``
-on ``agent-replies``) as a newer version writes them, read by this one after a rollback: a field this version
-does not know is ignored, not a dead-letter (``InvalidFields``) that costs the order a step deadline and a
-counted retry. A field an older reader must not ignore comes with a new ``schemaVersion``, which it refuses.
-The ``orders`` queue, whose senders are outside the app, still refuses an unknown field
-(``tests/submission/corpus.py``)."""
+on ``agent-replies``, an ``OperatorAlert`` handed to the alert courier) as a newer version writes them, read by
+this one after a rollback: a field this version does not know is ignored, not a dead-letter (``InvalidFields``)
+or a failed activity that costs the order a step deadline and a counted retry. A field an older reader must not
+ignore comes with a new ``schemaVersion``, which it refuses. The ``orders`` queue, whose senders are outside the
+app, still refuses an unknown field (``tests/submission/corpus.py``)."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from adapters.clock import ManualClock
-from contracts.activities import SendAgentRequestInput
+from contracts.activities import SendAgentRequestInput, SendAlertInput
 from contracts.messages import AgentRequest, OrderSubmitted
-from contracts.names import AGENT_REPLIES_QUEUE, AGENT_REPLY_EVENT
+from contracts.names import AGENT_REPLIES_QUEUE, AGENT_REPLY_EVENT, OPERATOR_ALERTS_QUEUE
 from contracts.parsing import InvalidMessage, parse
 from dependencies import use_context
+from notifications.alerts import OwedAlert, build_alert, send_owed_alert
 from tests.agents.support import START, make_context, make_request
 from tests.agents.test_reply_relay import REPLY, FakeDurableClient, relay
 from tests.fakes import FakeReceivedMessage, RecordingActions, RecordingSender
@@ -92,3 +94,13 @@ def test_an_order_with_an_unknown_field_is_still_refused():
     with pytest.raises(InvalidMessage) as refused:
         parse(json.dumps({**order, **NEWER}), {"OrderSubmitted": OrderSubmitted})
     assert refused.value.reason == "InvalidFields"
+
+
+def test_an_owed_alert_with_a_newer_field_is_sent_by_the_courier():
+    """The alert courier's activity input holds the alert as a newer version built it: sent, not failed on every
+    try for about six hours and given up ``AlertUndelivered``."""
+    at = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+    given = OwedAlert(build_alert("OrderRejected", "order p1 rejected", at, "p1", "warning", 42, {})).courier_input()
+    sender = RecordingSender()
+    send_owed_alert(sender, SendAlertInput.from_json({**given, "alert": {**given["alert"], **NEWER}}))
+    assert sender.message_ids(OPERATOR_ALERTS_QUEUE) == ["alert:OrderRejected:p1:42"]
