@@ -213,6 +213,13 @@ class DurableEngine:
                 return steps
         raise RuntimeError(f"durable engine still busy after {max_steps} steps")
 
+    def deploy(self, orchestrators: Mapping[str, OrchestratorCallable]) -> int:
+        """A deployment (``azd deploy``: Flex Consumption replaces the code and restarts the host): a host
+        restart (``restart_host``) with ``orchestrators`` registered instead. Instances keep their histories,
+        inboxes and timers, and replay under the deployed code at their next episode."""
+        self._orchestrators = dict(orchestrators)
+        return self.restart_host()
+
     def restart_host(self) -> int:
         """A host restart: in-flight activity executions are lost (their results, if they come, are
         dropped) and their work items run again. Histories, inboxes, timers and queued work stay, as
