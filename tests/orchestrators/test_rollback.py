@@ -39,7 +39,7 @@ def test_an_instance_of_a_name_the_deployed_code_lacks_fails_at_its_next_episode
     assert instance is not None and instance.status is OrchestrationRuntimeStatus.Running
 
     engine.deploy({OLDER: orchestrator})  # the rollback: the older code has no _v4
-    assert engine.instance("o1:1").status is OrchestrationRuntimeStatus.Running  # nothing happens until an event
+    assert instance.status is OrchestrationRuntimeStatus.Running  # nothing happens until its next event
     engine.raise_event("o1:1", "AgentReply", json.dumps({"outcome": "succeeded"}))
     engine.run_until_idle()
     failed = engine.instance("o1:1")
