@@ -1,7 +1,15 @@
 """Message contracts. Every body is a JSON object with ``type`` and ``schemaVersion``.
 
-Models forbid unknown fields: a typo in a field name is an error the sender hears about (through
-the dead-letter queue), not a value silently ignored. A new field means a new ``schemaVersion``.
+Models forbid unknown fields (every message from outside the app, on the ``orders`` queue): a typo in a
+field name is an error the sender hears about (through the dead-letter queue), not a value silently
+ignored. A new field means a new ``schemaVersion``.
+
+The app's own messages to itself (``OwnMessage``: an agent's request and its reply, an operator alert the
+alert courier sends as it was built) ignore a field they do not know instead: their writer may be a newer
+version of the app than their reader (a rollback while they wait on their queue or in an orchestration's
+history), and a new field the reader can ignore is added to the same ``schemaVersion``.
+One the reader must not ignore comes with a new ``schemaVersion``, which an older reader refuses
+(``UnsupportedSchemaVersion``).
 """
 
 from __future__ import annotations
@@ -178,7 +186,13 @@ class CancelOrder(Contract):
     reason: ClientReason
 
 
-class AgentRequest(Contract):
+class OwnMessage(Contract):
+    """A message the app builds and reads back itself: a field it does not know (a newer version's) is ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class AgentRequest(OwnMessage):
     type: Literal["AgentRequest"] = "AgentRequest"
     schema_version: Literal[1] = 1
     request_id: ShortText
@@ -203,7 +217,7 @@ class AgentRequest(Contract):
         return self.model_dump(mode="json", by_alias=True, exclude={"type", "schema_version"})
 
 
-class AgentReply(Contract):
+class AgentReply(OwnMessage):
     type: Literal["AgentReply"] = "AgentReply"
     schema_version: Literal[1] = 1
     request_id: ShortText
@@ -246,7 +260,7 @@ class StatusUpdate(Contract):
     reason: str | None = None
 
 
-class OperatorAlert(Contract):
+class OperatorAlert(OwnMessage):
     type: Literal["OperatorAlert"] = "OperatorAlert"
     schema_version: Literal[1] = 1
     alert_id: ShortText

@@ -15,7 +15,8 @@ A permanent error is an answer from a working service: it counts as a success he
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -77,6 +78,9 @@ class DependencyHealth:
     # The stored version this was read at, opaque (None: never stored); the store writes only over
     # that version (adapters/cosmos: the item's ``_etag``). Never part of the document.
     version: str | None = None
+    # The stored document's keys this code does not know (a newer version's fields, read after a rollback):
+    # the store writes them back unchanged over the version read. Never compared, never mapped.
+    unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def fresh(cls, dependency: str, now: datetime) -> DependencyHealth:

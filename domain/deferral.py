@@ -8,9 +8,11 @@ and the counts' queries (all ``WHERE c.processState = ...``) never select it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 DOCUMENT_KIND = "DeferredMessages"
 SCHEMA_VERSION = 1
@@ -148,6 +150,9 @@ class DeferralDocument:
     # The stored version this was read at, opaque (None: never stored); the store writes only over
     # that version (adapters/cosmos: the item's ``_etag``). Never part of the document.
     version: str | None = None
+    # The stored document's keys this code does not know (a newer version's fields, read after a rollback):
+    # the store writes them back unchanged over the version read. Never compared, never mapped.
+    unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def empty(cls, order_id: str, now: datetime) -> DeferralDocument:

@@ -9,6 +9,7 @@ the stored document and the operator API's view) is mapped in ``adapters/cosmos/
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -131,6 +132,9 @@ class StateRecord:
     # The stored version this was read at, opaque (None: never stored); the store writes only over
     # that version (adapters/cosmos: the item's ``_etag``). Never part of the document.
     version: str | None = None
+    # The stored document's keys this code does not know (a newer version's fields, read after a rollback):
+    # the store writes them back unchanged over the version read. Never compared, never mapped.
+    unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def with_changes(self, now: datetime, event: str, by: str, detail: str = "", **changes: Any) -> StateRecord:
         """A copy with ``changes`` applied, ``updatedAt`` set and the change noted in ``history``."""

@@ -2,7 +2,11 @@
 
 A record read from Cosmos carries the item's ``_etag`` as its opaque ``version`` (``stored``); every
 write of a record that was read is conditional on that version, so a concurrent change is never
-overwritten.
+overwritten. It also carries the item's top-level keys this code does not know (``unknown_keys``: a
+newer version's fields, read after a rollback), and every write puts them back unchanged
+(``document_of``), so the older code keeps what the newer one wrote beside the fields it knows. A key
+inside an entry (a step, a compensation entry, a deferred message) is not kept: the code that rewrites
+an entry rebuilds it whole, and a newer field of the entry before would be wrong about the new one.
 
 The small documents beside the state records in the ``state`` container (deferral documents,
 dependency health) are written only that way: a create that fails if the document appeared meanwhile,
@@ -12,12 +16,12 @@ changes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from adapters.cosmos.errors import AlreadyExists, ConcurrencyExhausted, EtagMismatch, mapped_errors
-from adapters.cosmos.mapping import Record, from_document, to_document
+from adapters.cosmos.mapping import Record, from_document, to_document, unknown_keys_of
 
 if TYPE_CHECKING:
     from azure.cosmos import ContainerProxy
@@ -33,10 +37,25 @@ class Document(Record, Protocol):
     @property
     def version(self) -> str | None: ...
 
+    @property
+    def unknown_keys(self) -> Mapping[str, Any] | None: ...
+
 
 def stored[D: Document](kind: type[D], item: dict[str, Any]) -> D:
-    """The record of a Cosmos item, its ``version`` the item's ``_etag``."""
-    return replace(from_document(kind, item), version=item.get("_etag"))
+    """The record of a Cosmos item, its ``version`` the item's ``_etag``, its ``unknown_keys`` the item's
+    keys ``kind`` does not have (None: none)."""
+    return replace(
+        from_document(kind, item), version=item.get("_etag"), unknown_keys=unknown_keys_of(kind, item) or None
+    )
+
+
+def document_of(record: Document) -> dict[str, Any]:
+    """The document to write for ``record``: its own fields, and the keys of the document it was read from
+    that this code does not know, unchanged."""
+    doc = to_document(record)
+    for key, value in (record.unknown_keys or {}).items():
+        doc.setdefault(key, value)
+    return doc
 
 
 class ConditionalDocuments[D: Document]:
@@ -63,10 +82,10 @@ class ConditionalDocuments[D: Document]:
 
         with mapped_errors():
             if doc.version is None:
-                written = self._c.create_item(to_document(doc))
+                written = self._c.create_item(document_of(doc))
             else:
                 written = self._c.replace_item(
-                    doc.id, to_document(doc), etag=doc.version, match_condition=MatchConditions.IfNotModified
+                    doc.id, document_of(doc), etag=doc.version, match_condition=MatchConditions.IfNotModified
                 )
         return stored(self._kind, written)
 

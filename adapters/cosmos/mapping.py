@@ -9,8 +9,9 @@ hints:
   and are read back as UTC ``datetime`` (any ISO 8601 text with an offset or ``Z``);
 - enums by value; nested records, lists and dicts recursively; ``dict[str, Any]`` values (agent
   results, undo data) are JSON already and are copied as they are;
-- ``version`` is never part of a document: the store fills it from the item's ``_etag``
-  (``documents.stored``);
+- ``version`` and ``unknown_keys`` are never part of a document: the store fills them from the item
+  (its ``_etag``; its top-level keys this code does not know, ``unknown_keys_of``) and writes the
+  unknown keys back unchanged (``documents.document_of``);
 - reading ignores unknown keys (``_etag``, ``_ts``, a newer writer's field) and gives a missing key
   its field's default; a document that does not fit raises ``DocumentError`` naming the field.
 
@@ -42,10 +43,10 @@ from domain.jsonvalues import (
 )
 from domain.timefmt import to_text
 
-__all__ = ["NOT_STORED", "DocumentError", "Record", "camel", "from_document", "to_document"]
+__all__ = ["NOT_STORED", "DocumentError", "Record", "camel", "from_document", "to_document", "unknown_keys_of"]
 
 # Fields of a record that are never written to nor read from its document.
-NOT_STORED = frozenset({"version"})
+NOT_STORED = frozenset({"version", "unknown_keys"})
 
 
 class Record(Protocol):
@@ -170,6 +171,13 @@ def _read_record(kind: type[Any], doc: Any) -> Any:
 
 
 _ABSENT: Any = object()
+
+
+def unknown_keys_of(kind: type[Record], doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The top-level keys of ``doc`` that are no field of ``kind`` (a newer version's fields), with their
+    values; not Cosmos DB's system properties (``_etag``, ``_ts``...: every key that starts with ``_``)."""
+    known = {key for _, key, _, _, _ in _plan(kind)}
+    return {key: value for key, value in doc.items() if key not in known and not key.startswith("_")}
 
 
 type _Plan = tuple[tuple[str, str, Read, _Write, bool], ...]

@@ -29,6 +29,13 @@ def strip_system_fields(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k not in _SYSTEM_FIELDS}
 
 
+def _given(doc: dict[str, Any]) -> dict[str, Any]:
+    """What an order document says: an optional field left null is no field. A newer version's document
+    has its new optional fields, null when the submitter left them out; the version before (after a
+    rollback), or after (an upgrade), handling the same message again writes none of them."""
+    return {k: v for k, v in strip_system_fields(doc).items() if v is not None}
+
+
 class CosmosOrderStore:
     def __init__(self, container: ContainerProxy) -> None:
         self._c = container
@@ -49,6 +56,6 @@ class CosmosOrderStore:
             return CreateOutcome.CREATED
         except AlreadyExists:
             existing = self.get(order["id"])
-            if existing is not None and existing == strip_system_fields(order):
+            if existing is not None and _given(existing) == _given(order):
                 return CreateOutcome.IDENTICAL
             return CreateOutcome.CONFLICT

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from adapters.cosmos.documents import stored
+from adapters.cosmos.documents import document_of, stored
 from adapters.cosmos.errors import (
     ConcurrencyExhausted,
     EtagMismatch,
@@ -19,7 +19,6 @@ from adapters.cosmos.errors import (
     StoreUnavailable,
     mapped_errors,
 )
-from adapters.cosmos.mapping import to_document
 from domain.errors import FencingLost, IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
@@ -152,7 +151,7 @@ class CosmosStateStore:
 
     def create(self, record: StateRecord) -> StateRecord:
         with mapped_errors():
-            doc = self._c.create_item(to_document(record))
+            doc = self._c.create_item(document_of(record))
         return self._remember(stored(StateRecord, doc))
 
     def replace(self, record: StateRecord) -> StateRecord:
@@ -162,7 +161,7 @@ class CosmosStateStore:
             raise ValueError("a conditional replace needs the version of the record it was derived from")
         with mapped_errors():
             doc = self._c.replace_item(
-                record.id, to_document(record), etag=record.version, match_condition=MatchConditions.IfNotModified
+                record.id, document_of(record), etag=record.version, match_condition=MatchConditions.IfNotModified
             )
         return self._remember(stored(StateRecord, doc))
 

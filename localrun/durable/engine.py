@@ -4,7 +4,8 @@ It keeps each instance's history and status, runs orchestrators the way the Func
 registered orchestrator function gets the context JSON and returns the state JSON, through the SDK's
 own replay), and carries out the actions the orchestrator returns: activities, timers (on the injected
 clock), waits for external events, when-any/when-all, cancelled timers. Activities are at-least-once:
-``restart_host`` drops in-flight activity executions and they run again.
+``restart_host`` drops in-flight activity executions and they run again. ``deploy`` replaces the code
+(an upgrade or a rollback): an instance whose name it lacks fails at its next episode, as in Azure.
 
 Deterministic: one FIFO of work items, timers fire in (fire time, instance, task id) order, instance
 ids come from a counter. The client-facing operations return ``HostResponse`` (the status code and
@@ -38,6 +39,12 @@ log = logging.getLogger(__name__)
 RunActivity = Callable[[str, Any], Any]
 
 SUPPORTED = frozenset({"CallActivity", "CreateTimer", "WaitForExternalEvent", "WhenAny", "WhenAll", "ContinueAsNew"})
+
+
+def not_an_orchestrator(name: str) -> str:
+    """What the extension says of an orchestrator name no function of the deployed code has: it refuses a
+    start under it, and fails an instance of it at its next episode (a rollback to code without it)."""
+    return f"The function '{name}' doesn't exist, is disabled, or is not an orchestrator function."
 
 
 class HostResponse(NamedTuple):
@@ -90,8 +97,7 @@ class DurableEngine:
     def start(self, name: str, instance_id: str | None = None, input_json: str | None = None) -> HostResponse:
         """POST orchestrators/{name}[/{instance_id}] with the input already JSON-encoded."""
         if name not in self._orchestrators:
-            message = f"The function '{name}' doesn't exist, is disabled, or is not an orchestrator function."
-            return HostResponse(400, {"ExceptionMessage": message})
+            return HostResponse(400, {"ExceptionMessage": not_an_orchestrator(name)})
         if instance_id is None:
             self._generated_ids += 1
             instance_id = uuid.uuid5(uuid.NAMESPACE_URL, f"{self._id_namespace}/{self._generated_ids}").hex
@@ -213,6 +219,13 @@ class DurableEngine:
                 return steps
         raise RuntimeError(f"durable engine still busy after {max_steps} steps")
 
+    def deploy(self, orchestrators: Mapping[str, OrchestratorCallable]) -> int:
+        """A deployment (``azd deploy``: Flex Consumption replaces the code and restarts the host): a host
+        restart (``restart_host``) with ``orchestrators`` registered instead. Instances keep their histories,
+        inboxes and timers, and replay under the deployed code at their next episode."""
+        self._orchestrators = dict(orchestrators)
+        return self.restart_host()
+
     def restart_host(self) -> int:
         """A host restart: in-flight activity executions are lost (their results, if they come, are
         dropped) and their work items run again. Histories, inboxes, timers and queued work stay, as
@@ -255,8 +268,12 @@ class DurableEngine:
         context = ev.context_json(
             instance.instance_id, instance.input_json, instance.history, fields=self._context_fields
         )
+        orchestrator = self._orchestrators.get(instance.name)
+        if orchestrator is None:  # deployed code without its name (a rollback): the extension fails it so
+            self._finish(instance, OrchestrationRuntimeStatus.Failed, not_an_orchestrator(instance.name), now)
+            return StepReport("episode", instance_id, instance.name, instance.status.value)
         try:
-            state = replay(self._orchestrators[instance.name], context)
+            state = replay(orchestrator, context)
         except Exception as error:  # the worker itself failed, not the orchestrator code
             log.exception("orchestrator %s failed outside the SDK's replay", instance.name)
             self._finish(instance, OrchestrationRuntimeStatus.Failed, str(error), now)
