@@ -10,7 +10,7 @@ transitions table, to the fences (a fenced writer writes only over a version its
 aside), and to every history entry of the version it replaced (so no side note submission wrote is lost).
 
 Generative and seeded: ``TWO_WRITERS_SEED`` (default 1) shuffles the pairs, ``TWO_WRITERS_PAIRS`` bounds how many
-run (default 150, about 20 s; ``all``: every pair, about 1,000 and 3 minutes), and each pair runs at each of A's
+run (default 150, about 20 s; ``all``: every pair, 1,171 and about 2 minutes), and each pair runs at each of A's
 reads and writes up to ``TWO_WRITERS_READS`` (default 3). ``TWO_WRITERS_SCENES`` (names, comma-separated) keeps
 those record states only; ``TWO_WRITERS_TRACE`` prints every case's answers."""
 
