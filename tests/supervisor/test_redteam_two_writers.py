@@ -7,7 +7,8 @@ must read again and decide again, or give up cleanly. A fenced writer starts fro
 write (B ran in the same process). The final record must be one a serial order could make (B then A;
 or B alone, when A gave up without writing; or A then B), and every write of the run must keep to the design's
 transitions table, to the fences (a fenced writer writes only over a version its instance holds, a side note
-aside), and to every history entry of the version it replaced (so no side note submission wrote is lost).
+aside), and to every history entry of the version it replaced (so no side note submission wrote is lost); what A
+sent (statuses, alerts, agent requests) must be what it sends in a serial order.
 
 Generative and seeded: ``TWO_WRITERS_SEED`` (default 1) shuffles the pairs, ``TWO_WRITERS_PAIRS`` bounds how many
 run (default 150, about 20 s; ``all``: every pair, 1,171 and about 2 minutes), and each pair runs at each of A's
@@ -106,6 +107,9 @@ def judge(case: Case, inter: Outcome, ab: Outcome, ba: Outcome, b_alone: Outcome
         mine, theirs = (str(o.a).replace(o.order_id, "ORDER") for o in (inter, ba))
         if mine != theirs:
             found.append(f"{case.name}: A answered {mine!r}, after B alone it answers {theirs!r}")
+    told = inter.a_sent - ab.a_sent - ba.a_sent
+    if told:
+        found.append(f"{case.name}: A sent {sorted(told)}, which it sends in no serial order")
     if not serialisable:
         found.append(
             f"{case.name}: A {inter.a!r} B {inter.b!r} (serially B then A: A {ba.a!r}, wrote {ba.a_wrote}); "

@@ -33,6 +33,7 @@ from adapters.cosmos.mapping import to_document
 from adapters.cosmos.ops_queries import CosmosOpsQueries
 from adapters.cosmos.order_store import CosmosOrderStore
 from adapters.cosmos.state_store import CosmosStateStore, Page, update_once
+from adapters.servicebus.sender import OutgoingMessage, QueueNotFound
 from contracts.activities import (
     AwaitReviewInput,
     BeginStepInput,
@@ -164,6 +165,24 @@ class AuditedStore:
         self._inner.forget_recent()
 
 
+class WritersSender:
+    """The run's sender, noting which writer sent what; ``refused`` queues refuse the app (``QueueNotFound``)."""
+
+    def __init__(self, run: Run, writer: str, refused: frozenset[str] = frozenset()) -> None:
+        self._run = run
+        self._writer = writer
+        self._refused = refused
+
+    def send(self, queue: str, message: OutgoingMessage) -> None:
+        if queue in self._refused:
+            raise QueueNotFound(f"queue {queue!r} not found")
+        self._run.sender.send(queue, message)
+        self._run.sent.append((self._writer, queue, message.message_id.replace(self._run.order_id, "ORDER")))
+
+    def refusing(self, queue: str) -> WritersSender:
+        return WritersSender(self._run, self._writer, self._refused | {queue})
+
+
 # --- contexts -------------------------------------------------------------------------------------------------
 
 
@@ -176,6 +195,7 @@ class Run:
     order_id: str
     audit: Audit = field(default_factory=Audit)
     sender: RecordingSender = field(default_factory=RecordingSender)
+    sent: list[tuple[str, str, str]] = field(default_factory=list)  # (writer, queue, MessageId), in order
 
     def ctx(
         self, writer: str, seed: int = 7, process: CosmosStateStore | None = None
@@ -187,7 +207,7 @@ class Run:
             clock=self.clock,
             states=store,
             orders=CosmosOrderStore(self.cosmos_db.get_container_client(ORDERS_CONTAINER)),
-            sender=self.sender,
+            sender=WritersSender(self, writer),
             remote={},
             deferred=QueuesWithNothingDeferred(),
             deferrals=CosmosDeferralLog(state),
@@ -592,8 +612,9 @@ def review_answer(ctx: AppContext, order_id: str, scene: Scene) -> str:
 def owed_sweep_refused(ctx: AppContext, order_id: str, scene: Scene) -> str:
     """The owed sweep while the submitter's queue refuses the app: the alert goes out and is noted on the record
     (``OwedAlertSent``), the status stays owed."""
-    refusing = replace(ctx, sender=RecordingSender(missing={CLIENT}))
-    return owed_sweep(refusing, order_id, scene)
+    sender = ctx.sender
+    assert isinstance(sender, WritersSender)
+    return owed_sweep(replace(ctx, sender=sender.refusing(CLIENT)), order_id, scene)
 
 
 def review_taken_back(ctx: AppContext, order_id: str, scene: Scene) -> str:
@@ -896,6 +917,7 @@ class Outcome:
     sender: RecordingSender
     order_id: str
     owner: str | None  # the instance holding the record the run's scene built
+    a_sent: frozenset[str] = frozenset()  # what A sent: "queue MessageId", its order id taken out
 
 
 def normalised(record: StateRecord | None, order_id: str) -> str:
@@ -941,6 +963,7 @@ def _outcome_of(run: Run, scene: Scene, a: str | None, b: str | None, a_store: A
         run.sender,
         run.order_id,
         scene.owner,
+        frozenset(f"{queue} {message_id}" for writer, queue, message_id in run.sent if writer == "A"),
     )
 
 
