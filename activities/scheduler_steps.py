@@ -191,18 +191,22 @@ def settle_retired_attempt(ctx: AppContext, data: SettleRetiredInput) -> Retired
     """An instance of a retired scheduler version, replaying after an upgrade, settles what it left:
     a record it still holds is released to the supervisor at once (``completeBy`` = now: a retry
     within a supervisor run, not after the step's or a review's deadline); an order it had already
-    written ``Processed`` gets its ``Completed`` status (the old version sent it after that write)."""
+    written ``Processed`` gets its ``Completed`` status (the old version sent it after that write). The
+    release names the step the record it replaces has in flight, judged in the fenced change: a write that
+    lands between this read and the release (a late run of the instance's own ``begin_step``) is read again
+    on the 412, and its step is the one released."""
     record = ctx.states.get(data.order_id)
     if record is None:
         return RetiredSettled()
     if record.locked_by == data.instance_id and record.process_state is ProcessState.PROCESSING:
         now = ctx.clock.now()
-        step = record.current_step or "(between steps)"
         written = write_fenced(
             ctx,
             data.order_id,
             data.instance_id,
-            lambda r: transitions.release_for_retry(r, data.instance_id, step, "superseded by an upgrade", now),
+            lambda r: transitions.release_for_retry(
+                r, data.instance_id, r.current_step or "(between steps)", "superseded by an upgrade", now
+            ),
             "release a retired attempt",
         )
         return RetiredSettled(released=written is not None)
