@@ -399,6 +399,13 @@ SETTINGS: tuple[Setting, ...] = (
         kind=minutes(0),
     ),
     Setting("PEEK_SWEEP_MAX_MESSAGES", "500", "Messages one peek sweep run peeks at most.", kind=count(1)),
+    Setting(
+        "ORDERLESS_PAYMENT_ALERT_MINUTES",
+        "120",
+        "A payment notification deferred this long for an order that has not come is alerted to an operator "
+        "once (PaymentWithoutOrder) by the peek sweep; it stays deferred and is applied if the order comes.",
+        kind=minutes(1),
+    ),
     # Operator API and console (operations/)
     Setting(
         "WEBSITE_AUTH_ENABLED",
@@ -520,6 +527,7 @@ class Settings:
     peek_sweep_schedule: str = field(metadata=_from("PEEK_SWEEP_SCHEDULE"))
     peek_sweep_age: timedelta = field(metadata=_from("PEEK_SWEEP_AGE_MINUTES"))
     peek_sweep_max_messages: int = field(metadata=_from("PEEK_SWEEP_MAX_MESSAGES"))
+    orderless_payment_alert: timedelta = field(metadata=_from("ORDERLESS_PAYMENT_ALERT_MINUTES"))
     # Operator API and console
     website_auth_enabled: bool = field(metadata=_from("WEBSITE_AUTH_ENABLED"))
     website_site_name: str = field(metadata=_from("WEBSITE_SITE_NAME"))

@@ -8,7 +8,9 @@ peeks the ``orders`` queue (no locks taken) for deferred messages enqueued at le
   recording, a lost document): it is recorded, then handled like a tracked one;
 * its order exists now (its submission missed it, e.g. the notification was deferred just after the
   submission looked): it is fetched by sequence number and applied;
-* its order does not exist yet: left waiting (it is not fetched: every fetch counts as a delivery);
+* its order does not exist yet: left waiting (it is not fetched: every fetch counts as a delivery); once
+  it has waited ``ORDERLESS_PAYMENT_ALERT_MINUTES`` an operator is told, once (``PaymentWithoutOrder``: a
+  payment for an order that never came, or whose submission is in the dead-letter queue), and it waits on;
 * it waits for a ``RetryDeferred``: left to it, unless its last round is long overdue (the retry was
   lost), then it is tried as the next round;
 * already resolved but still deferred (its settlement was lost): fetched and settled as recorded
@@ -34,9 +36,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from adapters.cosmos.deferral_store import update_deferrals
 from adapters.cosmos.errors import StoreUnavailable
 from adapters.servicebus.deferred import DeferredReceiver
 from adapters.servicebus.settlement import body_bytes
+from contracts.messages import PaymentNotification
 from contracts.names import ORDERS_QUEUE
 from contracts.parsing import InvalidMessage, named_order_id, parse
 from deferral.apply import (
@@ -50,13 +54,17 @@ from deferral.apply import (
     settle_as_recorded,
 )
 from dependencies import AppContext
-from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, TooManyWaiting
+from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, TooManyWaiting, orderless_alerted
+from domain.payments import fields_of, money
+from notifications.alerts import raise_alert
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
 
 log = logging.getLogger(__name__)
 
 PEEK_PAGE = 100
+# The alert of a payment notification that has waited ORDERLESS_PAYMENT_ALERT_MINUTES for its order.
+ORDERLESS_ALERT = "PaymentWithoutOrder"
 # A store failure on one message (a throttled request) skips it; this many in a row is an outage: the run
 # stops, and the next one goes on after them (starting from them, one order's hot partition failing
 # them every time would stop every run there).
@@ -72,6 +80,7 @@ class SweepReport:
     waiting: int = 0  # order still missing, or a RetryDeferred owns it
     dead_lettered: int = 0
     expired: int = 0
+    alerted: int = 0  # waiting for an order that has not come: an operator told (PaymentWithoutOrder)
     failed: int = 0
     events: list[RaiseEvent] = field(default_factory=list)
 
@@ -165,12 +174,37 @@ def _examine(ctx: AppContext, receiver: DeferredReceiver, peeked: Any, now: date
         rejected = doc is not None and doc.rejected_at is not None
         if entry.reason is DeferralReason.ORDER_NOT_SUBMITTED and not rejected and ctx.states.get(order_id) is None:
             report.waiting += 1
+            since = peeked.enqueued_time_utc
+            if entry.orderless_alerted_at is None and since <= now - ctx.settings.orderless_payment_alert:
+                _alert_orderless(ctx, note, seq, since, now)
+                report.alerted += 1
             return
     if settle_as_recorded(receiver, entry):  # resolved, its settlement lost: settled as recorded
         report.dead_lettered += entry.status is EntryStatus.DEAD_LETTERED
         return
     rounds = entry.rounds if entry.reason is DeferralReason.DEPENDENCY_UNAVAILABLE else 0
     _fetch_and_process(ctx, receiver, seq, entry, rounds, report, order_id)
+
+
+def _alert_orderless(ctx: AppContext, note: PaymentNotification, seq: int, since: datetime, now: datetime) -> None:
+    """Tells an operator that the notification deferred as ``seq`` has waited since ``since`` for an order that
+    has not come, then notes it on its entry (told once). A failed send raises: nothing is noted, and the next
+    run tells again. A note that fails after the send: the next run sends it again under the same id, which
+    duplicate detection collapses within its 10 minutes."""
+    order_id = note.order_id
+    raise_alert(
+        ctx.sender,
+        kind=ORDERLESS_ALERT,
+        summary=(
+            f"order {order_id}: a payment of {money(note.amount_cents, note.currency)} waits for an order never "
+            "submitted: find the order (dead-lettered?) or refund"
+        ),
+        at=now,
+        order_id=order_id,
+        discriminator=seq,
+        details={"sequenceNumber": seq, "waitingSince": since.isoformat(), **fields_of(note)},
+    )
+    update_deferrals(ctx.deferrals, order_id, lambda d: orderless_alerted(d, seq, now), now)
 
 
 def _retry_overdue(ctx: AppContext, entry: DeferredEntry, now: datetime) -> bool:
@@ -216,7 +250,7 @@ def _logged(report: SweepReport) -> SweepReport:
     app_event(
         "PeekSweep",
         f"peek sweep: {report.peeked} peeked, {report.deferred_seen} deferred, {report.recorded} recorded, "
-        f"{report.recovered} recovered, {report.expired} expired",
+        f"{report.recovered} recovered, {report.expired} expired, {report.alerted} told as waiting without their order",
         peeked=report.peeked,
         deferredSeen=report.deferred_seen,
         recorded=report.recorded,
@@ -224,6 +258,7 @@ def _logged(report: SweepReport) -> SweepReport:
         waiting=report.waiting,
         deadLettered=report.dead_lettered,
         expired=report.expired,
+        alerted=report.alerted,
         failed=report.failed,
     )
     return report

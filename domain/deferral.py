@@ -88,6 +88,9 @@ class DeferredEntry:
     # may send to ``orders`` but not read it, can neither forge one nor take its MessageId first. Empty:
     # recorded before tokens were kept (any retry is taken for the app's, as then).
     retry_token: str = ""
+    # When an operator was told that this message has waited ``ORDERLESS_PAYMENT_ALERT_MINUTES`` for an order
+    # that has not come (the peek sweep's ``PaymentWithoutOrder`` alert; None: not told). Told once.
+    orderless_alerted_at: datetime | None = None
 
     def issued(self, token: str | None) -> bool:
         """Whether a ``RetryDeferred`` carrying ``token`` is one this app sent for this entry's message."""
@@ -363,6 +366,18 @@ def rejected(doc: DeferralDocument, now: datetime, sequence_number: int | None) 
     return replace(
         doc, rejected_at=now, rejected_sequence_number=sequence_number, refused_before=before, updated_at=now
     )
+
+
+def orderless_alerted(doc: DeferralDocument, sequence_number: int, now: datetime) -> DeferralDocument:
+    """Notes on the entry of ``sequence_number``, still waiting for its order, that an operator was told of it
+    (``PaymentWithoutOrder``); a resolved or unknown entry, or one told already: unchanged. The entry's own
+    ``updated_at`` stays: it dates the entry's last decision (``young``, a legacy round's due time)."""
+    existing = doc.entry(sequence_number)
+    if existing is None or existing.status is not EntryStatus.DEFERRED or existing.orderless_alerted_at is not None:
+        return doc
+    changed = replace(existing, orderless_alerted_at=now)
+    entries = [changed if e.sequence_number == sequence_number else e for e in doc.entries]
+    return replace(doc, entries=entries, updated_at=now)
 
 
 def absent_checked(doc: DeferralDocument, now: datetime) -> DeferralDocument:

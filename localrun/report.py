@@ -14,6 +14,7 @@ from adapters.remote.simulators.config import SimulatorConfig
 from adapters.remote.simulators.ledger import Ledger
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from domain.states import TERMINAL_STATES, ProcessState
+from localrun import orderless
 from localrun.durable.instance import Instance
 from localrun.host import LocalHost
 from localrun.outages import Window, operator_actions, outage_summary
@@ -258,24 +259,23 @@ def _rejected_orders(
 
 
 def _stranded_messages(result: SimulationResult, by_order: dict[str, Any]) -> list[str]:
-    """Deferred messages left on ``orders`` at the end that nothing scheduled will apply or dead-letter:
-    their order has no state record (no submission will fetch them; the peek sweep, the safety net, only
-    once they are ``PEEK_SWEEP_AGE_MINUTES`` old and only if their order was refused) and no
-    ``RetryDeferred`` for their sequence number is still on the queue. From the broker and Cosmos."""
-    waiting: list[tuple[int, str]] = []
+    """Deferred messages left on ``orders`` at the end that nothing scheduled will apply or dead-letter, and no
+    operator was told of: their order has no state record (no submission will fetch them; the peek sweep, the
+    safety net, only once they are ``PEEK_SWEEP_AGE_MINUTES`` old and only if their order was refused), no
+    ``RetryDeferred`` for their sequence number is still on the queue, and no ``PaymentWithoutOrder`` alert
+    names them (the peek sweep's, once one has waited ``ORDERLESS_PAYMENT_ALERT_MINUTES``: it waits on for its
+    order, an operator told). From the broker and Cosmos."""
     retried: set[int] = set()
     for message in result.broker.contents(ORDERS_QUEUE):
         try:
             body = json.loads(str(message))
         except ValueError:
             continue
-        if not isinstance(body, dict):
-            continue
-        if int(message.state) == 1:  # deferred
-            waiting.append((int(message.sequence_number), str(body.get("orderId"))))
-        elif body.get("type") == "RetryDeferred":
+        if isinstance(body, dict) and body.get("type") == "RetryDeferred" and int(message.state) != 1:
             retried.add(int(body.get("sequenceNumber", -1)))
-    return [f"#{seq} for {order}" for seq, order in waiting if order not in by_order and seq not in retried]
+    alerted = orderless.told(result.broker)
+    waiting = orderless.waiting_without_order(result.broker, by_order)
+    return [f"#{seq} for {order}" for seq, order in waiting.items() if seq not in retried and seq not in alerted]
 
 
 def _silent_failures(
@@ -438,7 +438,9 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         for a in result.workload.arrivals
         if a.kind == "notification" and a.message.message_id not in in_flight and a.order_id not in unsent_orders
     ]
-    unmatched = [m for m in notifications if m not in applied and m not in dead_ids]
+    # one still deferred for an order never submitted, an operator told (PaymentWithoutOrder), waits for that order
+    waiting_told = orderless.told_message_ids(result.broker, by_order)
+    unmatched = [m for m in notifications if m not in applied and m not in dead_ids and m not in waiting_told]
     # Status routing: every status on a submitter's queue is about that submitter's own order, and
     # each settled order's submitter heard that it was received and how it ended.
     misrouted = [s for s in statuses if valid.get(s["orderId"], {}).get("replyTo") != s["_queue"]]

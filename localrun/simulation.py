@@ -35,7 +35,7 @@ from contracts.store_retry import ROUND_PROPERTY as STORE_RETRY_ROUND
 from dependencies import AppContext, use_context
 from domain.states import TERMINAL_STATES, ProcessState
 from domain.workflow import AGENTS
-from localrun import hostile
+from localrun import hostile, orderless
 from localrun.audit import (
     Audit,
     AuditedOrderStore,
@@ -337,6 +337,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 return False  # deferred, and its order exists: its submission missed it, the peek sweep owes it
             if audit.owing:
                 return False  # a failure record still owes its alert and status: the supervisor's owed sweep sends them
+            if set(orderless.waiting_without_order(broker, latest)) - orderless.told(broker):
+                return False  # a payment waits for an order never submitted: the peek sweep owes its alert
             return not any(state in NON_TERMINAL for state in latest.values())
 
         external: Callable[[], datetime | None] = lambda: pending[0].at if pending else None  # noqa: E731

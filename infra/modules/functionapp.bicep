@@ -215,6 +215,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     PEEK_SWEEP_SCHEDULE: '0 */5 * * * *'
     PEEK_SWEEP_AGE_MINUTES: '10'
     PEEK_SWEEP_MAX_MESSAGES: '500'
+    ORDERLESS_PAYMENT_ALERT_MINUTES: '120'
   }, durableBackend == 'dts' ? durableTaskSchedulerSettings : {})
 }
 

@@ -134,6 +134,7 @@ def rich_deferral() -> DeferralDocument:
                 notification_digest="d-8",
                 retry_due_at=T + timedelta(seconds=31),
                 retry_token="t-8",
+                orderless_alerted_at=T + timedelta(minutes=1),
             ),
         ],
         updated_at=T + timedelta(seconds=1),
@@ -278,6 +279,7 @@ DEFERRAL_DOCUMENT: dict[str, Any] = {
             "notificationDigest": "",
             "retryDueAt": None,
             "retryToken": "",
+            "orderlessAlertedAt": None,
         },
         {
             "sequenceNumber": 8,
@@ -294,6 +296,7 @@ DEFERRAL_DOCUMENT: dict[str, Any] = {
             "notificationDigest": "d-8",
             "retryDueAt": "2026-03-04T05:06:38.890123Z",
             "retryToken": "t-8",
+            "orderlessAlertedAt": "2026-03-04T05:07:07.890123Z",
         },
     ],
     "schemaVersion": 1,
@@ -403,7 +406,7 @@ def test_a_deferral_document_and_a_dependency_health_have_exactly_the_documents_
 
 
 def test_a_deferral_entry_stored_before_its_newer_fields_reads_with_their_defaults() -> None:
-    old = ("notificationId", "notificationDigest", "retryDueAt", "retryToken")
+    old = ("notificationId", "notificationDigest", "retryDueAt", "retryToken", "orderlessAlertedAt")
     stored_before = {
         **DEFERRAL_DOCUMENT,
         "entries": [{k: v for k, v in e.items() if k not in old} for e in DEFERRAL_DOCUMENT["entries"]],
@@ -411,6 +414,7 @@ def test_a_deferral_entry_stored_before_its_newer_fields_reads_with_their_defaul
     entries = from_document(DeferralDocument, stored_before).entries
     assert [(e.notification_id, e.notification_digest) for e in entries] == [("", ""), ("", "")]
     assert [(e.retry_due_at, e.retry_token) for e in entries] == [(None, ""), (None, "")]
+    assert [e.orderless_alerted_at for e in entries] == [None, None]
 
 
 def test_a_deferral_document_stored_before_its_waiting_messages_were_looked_for_reads_with_none() -> None:
