@@ -128,6 +128,7 @@ $Defaults = [ordered]@{
     'PEEK_SWEEP_SCHEDULE' = '0 */5 * * * *'
     'PEEK_SWEEP_AGE_MINUTES' = '10'
     'PEEK_SWEEP_MAX_MESSAGES' = '500'
+    'ORDERLESS_PAYMENT_ALERT_MINUTES' = '120'
 }
 
 function Fail([string]$reason) {

@@ -67,8 +67,7 @@ def test_the_payment_of_an_order_dead_lettered_at_submission_waits_told_and_is_n
     """The workload's own notification, for an order whose submission was dead-lettered (here: a field it
     breaks; under 45 % throttling: an hour of store failures): deferred, an operator told, not unmatched."""
     import localrun.simulation as simulation
-
-    drawn = simulation.make_workload
+    from localrun.workload import make_workload as drawn
 
     def broken_first_order(*args: Any, **kwargs: Any) -> Any:
         workload = drawn(*args, **kwargs)
