@@ -212,6 +212,28 @@ def test_a_lines_dead_letter_under_a_copy_like_message_id_does_not_stand_for_a_l
     assert report["invariants"]["lost"] == 1
 
 
+# -- conflicting submissions of one order, each alerted -------------------------------------------------------------
+
+
+def test_each_conflicting_submission_of_an_order_is_alerted_even_within_duplicate_detections_window():
+    """Two submissions of ``ord-00001`` with other data (another address, then another status queue), a minute
+    apart: both dead-lettered ``ConflictingOrderData``. Before, both alerts had the id
+    ``alert:ConflictingOrderData:ord-00001:ord-00001``, so duplicate detection kept the first and the second
+    conflict (a status queue nobody was told of) reached no operator. Each is alerted under the refused message's
+    sequence number as sent, as ``OrderRejected`` is (a redelivery or copy of one message still collapses)."""
+    body = submitted(workload_of(3, 1, profile("happy-path")))["ord-00001"]
+    other_queue = {**body, "replyTo": "submitter-3-statuses" if body["replyTo"] != "submitter-3-statuses" else "x"}
+    lines = [
+        {"body": json.dumps({**body, "shipTo": "1 Hostile Road"}), "message_id": "conflict-1", "at_s": 120},
+        {"body": json.dumps(other_queue), "message_id": "conflict-2", "at_s": 180},
+    ]
+    result = run(lines, orders=3)
+    report = build_report(result)
+    assert check(result, lines) == []
+    assert [d["reason"] for d in report["dead_letters"]] == ["ConflictingOrderData"] * 2
+    assert report["alerts"].get("ConflictingOrderData") == 2
+
+
 # -- left: an order alone in an outage -----------------------------------------------------------------------------
 
 
