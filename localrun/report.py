@@ -78,6 +78,19 @@ def misrouted_statuses(
     ]
 
 
+def _displaced_orders(result: SimulationResult) -> set[str]:
+    """Workload orders whose own submission was dead-lettered ``ConflictingOrderData`` while an injected line
+    submitted the same order id: the line's submission came first and is the order the app ran. Without such a
+    line nobody else could have created the order, so the dead letter alone excuses nothing."""
+    injected = result.workload.injected_reply_to
+    conflicting = {
+        sent_as(d.message_id, d.application_properties)
+        for d in result.broker.dead_letters(ORDERS_QUEUE)
+        if d.reason == "ConflictingOrderData"
+    }
+    return {o for o in conflicting if o in result.workload.orders and o in injected}
+
+
 def _rejected_after_accepted(result: SimulationResult) -> list[str]:
     """Orders with a state record (a submission of theirs accepted) whose submitter's queue took a ``Rejected`` after
     that record was written: a refusal told once another submission of the order had been accepted, contradicting
@@ -300,12 +313,13 @@ def _silent_failures(
     finals: dict[str, str],
     statuses: list[dict[str, Any]],
     given_up: set[tuple[str, str]],
+    valid: dict[str, dict[str, Any]],
 ) -> list[str]:
     """Orders that ended ``Error``, ``CompensationFailed`` or ``Rejected`` without an operator alert
     naming them (on the alert queue) and the failure status on their own submitter's queue (or, that
-    queue refusing, a ``StatusUndelivered`` alert for it: ``_undelivered_statuses``)."""
+    queue refusing, a ``StatusUndelivered`` alert for it: ``_undelivered_statuses``). ``valid``: the
+    orders the runner's submitters own (``_displaced_orders`` left out)."""
     alerted = {json.loads(str(m)).get("orderId") for m in result.broker.contents(OPERATOR_ALERTS_QUEUE)}
-    valid = result.workload.orders
     unreachable = _unreachable_submitters(result)
     heard_own: dict[str, set[str]] = {}
     for status in statuses:
@@ -379,6 +393,11 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     valid = result.workload.orders
 
     final: Counter[str] = Counter(doc["processState"] for doc in by_order.values())
+    # The orders the runner's submitters own: the workload's, less any whose id an injected line submitted first
+    # (the app ran the line's order, told on the line's queue, and dead-lettered the workload's submission
+    # ConflictingOrderData): those are judged as the line's (``misrouted_statuses``), not owed to the workload
+    displaced = _displaced_orders(result)
+    told_as = {o: v for o, v in valid.items() if o not in displaced}
     statuses = _status_messages(result)
     unreachable = _unreachable_submitters(result)
     alert_bodies = _alert_bodies(result)
@@ -475,7 +494,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     unmatched = [m for m in notifications if m not in applied and m not in dead_ids and m not in waiting_told]
     # Status routing: every status on a submitter's queue is about that submitter's own order, and
     # each settled order's submitter heard that it was received and how it ended.
-    misrouted = misrouted_statuses(statuses, valid, result.workload.injected_reply_to)
+    misrouted = misrouted_statuses(statuses, told_as, result.workload.injected_reply_to)
     heard: dict[str, set[str]] = {}
     for s_ in statuses:
         heard.setdefault(s_["orderId"], set()).add(s_["status"])
@@ -488,8 +507,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     missing_status = [
         o
         for o, doc in by_order.items()
-        if o in valid
-        and valid[o].get("replyTo") not in unreachable
+        if o in told_as
+        and told_as[o].get("replyTo") not in unreachable
         and doc["processState"] in final_status
         and any(
             s not in heard.get(o, set()) and (o, s) not in given_up
@@ -498,9 +517,9 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     ]
     kept = _kept_after_compensation(result, ledgers)
     contradicted = _rejected_after_accepted(result)
-    early = _statuses_before_received(statuses, by_order, valid, set(missing_status))
+    early = _statuses_before_received(statuses, by_order, told_as, set(missing_status))
     finals = {o: doc["processState"] for o, doc in by_order.items()} | dict.fromkeys(rejected, "Rejected")
-    silent = _silent_failures(result, finals, statuses, given_up)
+    silent = _silent_failures(result, finals, statuses, given_up, told_as)
     stranded = _stranded_messages(result, by_order)
     unreleased = _unreleased_prepayments(by_order, ledgers, alert_bodies)
     windows = _outage_windows(result)

@@ -43,8 +43,8 @@ class Workload:
     orders: dict[str, dict[str, Any]]
     submitters: list[str]  # status queue of each simulated submitter
     concurrent_notifications: int = 0  # notifications sent together with their order (profile fault)
-    # the status queues that --inject-raw submissions name for orders the workload does not have (by order id):
-    # the app tells those queues of them, as asked (the report's ``misrouted_statuses``)
+    # the status queues that --inject-raw submissions name, by order id: the app tells those queues of an order the
+    # workload does not have, or of one whose id a line submitted first (the report's ``misrouted_statuses``)
     injected_reply_to: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
@@ -144,13 +144,12 @@ def make_workload(
         message = raw_message(line, n)
         arrivals.append(Arrival(start + timedelta(seconds=float(line.get("at_s", 0))), message, "raw"))
     arrivals.sort(key=lambda a: (a.at, a.message.message_id))
-    injected = _injected_reply_to(raw_lines or [], orders)
+    injected = _injected_reply_to(raw_lines or [])
     return Workload(arrivals, orders, submitters, concurrent, injected)
 
 
-def _injected_reply_to(raw_lines: list[dict[str, Any]], orders: dict[str, Any]) -> dict[str, frozenset[str]]:
-    """The ``replyTo`` queues that injected ``OrderSubmitted`` bodies name, by order id, for orders the workload
-    does not have (a workload order is told on its own submitter's queue only, whatever a line names)."""
+def _injected_reply_to(raw_lines: list[dict[str, Any]]) -> dict[str, frozenset[str]]:
+    """The ``replyTo`` queues that injected ``OrderSubmitted`` bodies name, by order id."""
     named: dict[str, set[str]] = {}
     for line in raw_lines:
         try:
@@ -159,7 +158,7 @@ def _injected_reply_to(raw_lines: list[dict[str, Any]], orders: dict[str, Any]) 
             continue
         if isinstance(body, dict) and body.get("type") == "OrderSubmitted":
             order_id, reply_to = body.get("orderId"), body.get("replyTo")
-            if isinstance(order_id, str) and isinstance(reply_to, str) and order_id not in orders:
+            if isinstance(order_id, str) and isinstance(reply_to, str):
                 named.setdefault(order_id, set()).add(reply_to)
     return {order_id: frozenset(queues) for order_id, queues in named.items()}
 

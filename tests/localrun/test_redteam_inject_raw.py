@@ -190,6 +190,28 @@ def test_the_families_are_broad():
     assert sum(len(lines) for lines in drawn.values()) > 50
 
 
+# -- a workload order's id taken first by a line with another status queue ---------------------------------------
+
+
+@pytest.mark.parametrize("reply_to", ["another submitter's", "no-such-queue"])
+def test_a_workload_order_whose_id_a_line_submitted_first_is_judged_as_the_lines(reply_to):
+    """A line submits ``ord-00001`` first, with the workload's data but another status queue: the app accepts it
+    (first come), and dead-letters the workload's own submission ``ConflictingOrderData`` with an alert, as
+    designed. The order the app ran is the line's, told on the line's queue. Before, the report judged it as the
+    workload's: ``misrouted_statuses`` 3 (its statuses on the other submitter's queue) or ``missing_statuses``
+    1 (a queue that does not exist, alerted ``ReplyQueueUnavailable``, its own submitter told nothing)."""
+    workload = workload_of(3, 1, profile("happy-path"))
+    body = submitted(workload)["ord-00001"]
+    others = [q for q in workload.submitters if q != body["replyTo"]]
+    queue = others[0] if reply_to != "no-such-queue" else reply_to
+    lines = [{"body": json.dumps({**body, "replyTo": queue}), "message_id": "squat"}]
+    result = run(lines, orders=3)
+    report = build_report(result)
+    assert check(result, lines) == []
+    assert [(d["message_id"], d["reason"]) for d in report["dead_letters"]] == [("ord-00001", "ConflictingOrderData")]
+    assert report["alerts"]["ConflictingOrderData"] == 1
+
+
 # -- a line under a MessageId that looks like a copy of a workload message's ----------------------------------------
 
 
