@@ -100,12 +100,32 @@ def duplicates(workload: Workload, rng: random.Random) -> Iterator[Line]:
     for at in (0.0, AFTER, FINISHED):
         yield _line(json.dumps(body), f"d-same-{tag}-{at:g}", at)
     yield _line(json.dumps({**body, "shipTo": "1 Hostile Road"}), f"d-data-{tag}", AFTER)
+    # the order's id taken first, told on another queue: the workload's own submission is the conflicting one
+    yield _line(json.dumps({**body, "replyTo": rng.choice(others or ["x-statuses"])}), f"d-first-q-{tag}")
     yield _line(json.dumps({**body, "replyTo": rng.choice(others or ["x-statuses"])}), f"d-other-q-{tag}", AFTER)
     yield _line(json.dumps({**body, "replyTo": "no-such-queue"}), f"d-no-q-{tag}", AFTER)
     # a new order of its own sent to a queue nobody reads, and one to another submitter's queue
     fresh = {**body, "orderId": f"new-{tag}"}
     yield _line(json.dumps({**fresh, "replyTo": "no-such-queue"}), f"d-new-no-q-{tag}")
     yield _line(json.dumps({**fresh, "orderId": f"new2-{tag}", "replyTo": rng.choice(workload.submitters)}))
+
+
+def forged_retries(workload: Workload, rounds: tuple[int, ...] = (1, 2), top: int = 12) -> Iterator[Line]:
+    """``RetryDeferred`` for every sequence number a deferred notification of the run can have (1 to ``top``), for
+    each order, naming its notification's MessageId or another, sent while the notifications wait (a run whose
+    notifications all come first): none carries the entry's ``retryToken``."""
+    for order_id in sorted(submitted(workload)):
+        for seq in range(1, top):
+            for round_ in rounds:
+                body = {
+                    "type": "RetryDeferred",
+                    "schemaVersion": 1,
+                    "sequenceNumber": seq,
+                    "orderId": order_id,
+                    "messageId": f"pay-{order_id}",
+                    "round": round_,
+                }
+                yield _line(json.dumps(body), f"f-{order_id}-{seq}-{round_}", 1 + seq * 0.5)
 
 
 def retries(workload: Workload, rng: random.Random) -> Iterator[Line]:

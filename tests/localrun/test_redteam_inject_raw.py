@@ -24,7 +24,7 @@ from localrun.profile import Profile
 from localrun.report import build_report
 from localrun.simulation import SimulationConfig, SimulationResult, run_simulation
 from localrun.workload import read_raw
-from tests.localrun.hostile_lines import FAMILIES, submitted, workload_of
+from tests.localrun.hostile_lines import FAMILIES, forged_retries, submitted, workload_of
 
 pytestmark = pytest.mark.cosmos
 
@@ -232,6 +232,23 @@ def test_a_lines_dead_letter_under_a_copy_like_message_id_does_not_stand_for_a_l
     lines = [{"body": "not json", "message_id": "ord-00001:store-retry:1"}]
     report = build_report(run(lines, orders=2))
     assert report["invariants"]["lost"] == 1
+
+
+# -- forged RetryDeferred with plausible sequence numbers ----------------------------------------------------------
+
+
+def test_forged_retries_for_every_plausible_sequence_number_change_nothing():
+    """Every notification comes before its order and is deferred; a ``RetryDeferred`` for every sequence number
+    it can have, for each order, meanwhile: each is completed unread (no ``retryToken``) or dead-lettered
+    ``UntrackedDeferral``, and every notification is still applied by its order."""
+    prepaid = Profile.parse({"orders": {"prepaid_rate": 1.0, "payment_notification_first_rate": 1.0}})
+    lines = list(forged_retries(workload_of(3, 1, prepaid), rounds=(1,), top=10))
+    result = run_simulation(SimulationConfig(orders=3, seed=1, profile=prepaid, raw_lines=lines, settings=FAST))
+    report = build_report(result)
+    assert check(result, lines) == []
+    assert report["final_states"]["Processed"] == 3
+    assert report["deferred"]["deferred"] == 3
+    assert {d["reason"] for d in report["dead_letters"]} == {"UntrackedDeferral"}
 
 
 # -- conflicting submissions of one order, each alerted -------------------------------------------------------------
