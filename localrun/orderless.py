@@ -5,14 +5,23 @@ the report counts one left untold as stranded (``report``). Read from the broker
 from __future__ import annotations
 
 import json
-from collections.abc import Container
+from collections.abc import Container, Mapping
+from typing import Any
 
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from contracts.parsing import named_order_id
+from contracts.store_retry import is_copy
 from deferral.sweep import ORDERLESS_ALERT
 from localrun.servicebus import InProcessBroker
 from localrun.servicebus.messages import MessageState
 from submission.store_outage import original_id
+
+
+def sent_as(message_id: str, properties: Mapping[Any, Any] | None) -> str:
+    """The MessageId a message on ``orders`` was first sent under: an app's store-retry copy (its round property
+    set, ``contracts.store_retry``) stands for its original; any other message only for itself, whatever its
+    MessageId looks like (an injected line's ``ord-00001:store-retry:1`` is not a copy of ``ord-00001``)."""
+    return original_id(message_id) if is_copy(properties) else message_id
 
 
 def waiting_without_order(broker: InProcessBroker, known: Container[str]) -> dict[int, str]:
@@ -44,7 +53,7 @@ def told_message_ids(broker: InProcessBroker, known: Container[str]) -> set[str]
     alerted = told(broker)
     waiting = waiting_without_order(broker, known)
     return {
-        original_id(m.message_id)
+        sent_as(m.message_id, m.application_properties)
         for m in broker.contents(ORDERS_QUEUE)
         if int(m.sequence_number) in waiting and int(m.sequence_number) in alerted
     }

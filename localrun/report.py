@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Container, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,12 +17,12 @@ from domain.states import TERMINAL_STATES, ProcessState
 from localrun import orderless
 from localrun.durable.instance import Instance
 from localrun.host import LocalHost
+from localrun.orderless import sent_as
 from localrun.outages import Window, operator_actions, outage_summary
 from localrun.prices import Usage, cost_per_1m_orders, instance_memory_mb
 from localrun.simulation import NON_TERMINAL, START, SimulationResult, base_settings
 from localrun.worker.process import LOOP_THREAD
 from settings import Settings
-from submission.store_outage import original_id
 
 FORWARD_ACTIONS = ("reserve", "charge", "ship", "capture")
 UNDO_ACTIONS = ("release", "refund")
@@ -59,6 +59,36 @@ def _status_messages(result: SimulationResult) -> list[dict[str, Any]]:
             body["_enqueued"] = (message.enqueued_time_utc, int(message.sequence_number))
             statuses.append(body)
     return statuses
+
+
+def misrouted_statuses(
+    statuses: list[dict[str, Any]], valid: dict[str, dict[str, Any]], injected: Mapping[str, Container[str]]
+) -> list[dict[str, Any]]:
+    """Statuses on a submitter's queue about an order that queue did not submit: a workload order's on any queue
+    but its submitter's, and any other order's on a queue no injected submission of it named (``--inject-raw``
+    submits orders of its own to the queues it chooses, the run's submitters' among them)."""
+    return [
+        s
+        for s in statuses
+        if (
+            valid[s["orderId"]].get("replyTo") != s["_queue"]
+            if s["orderId"] in valid
+            else s["_queue"] not in injected.get(s["orderId"], ())
+        )
+    ]
+
+
+def _displaced_orders(result: SimulationResult) -> set[str]:
+    """Workload orders whose own submission was dead-lettered ``ConflictingOrderData`` while an injected line
+    submitted the same order id: the line's submission came first and is the order the app ran. Without such a
+    line nobody else could have created the order, so the dead letter alone excuses nothing."""
+    injected = result.workload.injected_reply_to
+    conflicting = {
+        sent_as(d.message_id, d.application_properties)
+        for d in result.broker.dead_letters(ORDERS_QUEUE)
+        if d.reason == "ConflictingOrderData"
+    }
+    return {o for o in conflicting if o in result.workload.orders and o in injected}
 
 
 def _rejected_after_accepted(result: SimulationResult) -> list[str]:
@@ -283,12 +313,13 @@ def _silent_failures(
     finals: dict[str, str],
     statuses: list[dict[str, Any]],
     given_up: set[tuple[str, str]],
+    valid: dict[str, dict[str, Any]],
 ) -> list[str]:
     """Orders that ended ``Error``, ``CompensationFailed`` or ``Rejected`` without an operator alert
     naming them (on the alert queue) and the failure status on their own submitter's queue (or, that
-    queue refusing, a ``StatusUndelivered`` alert for it: ``_undelivered_statuses``)."""
+    queue refusing, a ``StatusUndelivered`` alert for it: ``_undelivered_statuses``). ``valid``: the
+    orders the runner's submitters own (``_displaced_orders`` left out)."""
     alerted = {json.loads(str(m)).get("orderId") for m in result.broker.contents(OPERATOR_ALERTS_QUEUE)}
-    valid = result.workload.orders
     unreachable = _unreachable_submitters(result)
     heard_own: dict[str, set[str]] = {}
     for status in statuses:
@@ -362,6 +393,11 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     valid = result.workload.orders
 
     final: Counter[str] = Counter(doc["processState"] for doc in by_order.values())
+    # The orders the runner's submitters own: the workload's, less any whose id an injected line submitted first
+    # (the app ran the line's order, told on the line's queue, and dead-lettered the workload's submission
+    # ConflictingOrderData): those are judged as the line's (``misrouted_statuses``), not owed to the workload
+    displaced = _displaced_orders(result)
+    told_as = {o: v for o, v in valid.items() if o not in displaced}
     statuses = _status_messages(result)
     unreachable = _unreachable_submitters(result)
     alert_bodies = _alert_bodies(result)
@@ -371,15 +407,27 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     dead = result.broker.dead_letters()
     final["DeadLettered"] = sum(1 for d in dead if d.queue == "orders")
 
-    dead_order_ids = {original_id(d.message_id) for d in dead if d.queue == "orders"}
+    # a dead letter stands for the workload message it was sent as (an app's store-retry copy for its original)
+    dead_order_ids = {sent_as(d.message_id, d.application_properties) for d in dead if d.queue == "orders"}
     # A run cut by its horizon left work in flight: a message it stopped before it was sent, or left on the
     # orders queue (a store retry scheduled, not received yet), is unsettled with its order (non_terminal),
     # not lost or unmatched. A run that ended quiet leaves nothing of the kind: those are the app's.
     in_flight = set(result.unsent_messages)
+    # a workload message whose MessageId an injected line took first was dropped by duplicate detection before the
+    # app could see it: not the app's to settle (``preempted_messages``)
+    preempted = set(result.preempted_messages)
     if result.horizon_reached:
-        in_flight |= {original_id(m.message_id) for m in result.broker.contents(ORDERS_QUEUE)}
+        in_flight |= {sent_as(m.message_id, m.application_properties) for m in result.broker.contents(ORDERS_QUEUE)}
     unsent = [o for o in valid if o not in by_order and o in in_flight]
-    lost = [o for o in valid if o not in by_order and o not in rejected and o not in dead_order_ids and o not in unsent]
+    lost = [
+        o
+        for o in valid
+        if o not in by_order
+        and o not in rejected
+        and o not in dead_order_ids
+        and o not in unsent
+        and o not in preempted
+    ]
     non_terminal = [o for o, doc in by_order.items() if ProcessState(doc["processState"]) in NON_TERMINAL] + unsent
     unsent_orders = set(unsent)
     duplicates = 0
@@ -430,20 +478,23 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     # Notifications: each one the workload sent is either applied (on its order's state record) or
     # dead-lettered with a reason; read from Cosmos and the broker, not from the app's logs.
     applied = {doc["payment"]["notificationId"] for doc in by_order.values() if doc.get("payment")}
-    dead_ids = {original_id(d.message_id) for d in dead if d.reason}  # a copy (store_outage) is its original
+    dead_ids = {sent_as(d.message_id, d.application_properties) for d in dead if d.reason}
     # one in flight when the horizon cut the run, or sent ahead of an order that was (``unsent``), is unsettled
     # with its order, not unmatched
     notifications = [
         a.message.message_id
         for a in result.workload.arrivals
-        if a.kind == "notification" and a.message.message_id not in in_flight and a.order_id not in unsent_orders
+        if a.kind == "notification"
+        and a.message.message_id not in in_flight
+        and a.message.message_id not in preempted
+        and a.order_id not in unsent_orders
     ]
     # one still deferred for an order never submitted, an operator told (PaymentWithoutOrder), waits for that order
     waiting_told = orderless.told_message_ids(result.broker, by_order)
     unmatched = [m for m in notifications if m not in applied and m not in dead_ids and m not in waiting_told]
     # Status routing: every status on a submitter's queue is about that submitter's own order, and
     # each settled order's submitter heard that it was received and how it ended.
-    misrouted = [s for s in statuses if valid.get(s["orderId"], {}).get("replyTo") != s["_queue"]]
+    misrouted = misrouted_statuses(statuses, told_as, result.workload.injected_reply_to)
     heard: dict[str, set[str]] = {}
     for s_ in statuses:
         heard.setdefault(s_["orderId"], set()).add(s_["status"])
@@ -456,8 +507,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     missing_status = [
         o
         for o, doc in by_order.items()
-        if o in valid
-        and valid[o].get("replyTo") not in unreachable
+        if o in told_as
+        and told_as[o].get("replyTo") not in unreachable
         and doc["processState"] in final_status
         and any(
             s not in heard.get(o, set()) and (o, s) not in given_up
@@ -466,9 +517,9 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     ]
     kept = _kept_after_compensation(result, ledgers)
     contradicted = _rejected_after_accepted(result)
-    early = _statuses_before_received(statuses, by_order, valid, set(missing_status))
+    early = _statuses_before_received(statuses, by_order, told_as, set(missing_status))
     finals = {o: doc["processState"] for o, doc in by_order.items()} | dict.fromkeys(rejected, "Rejected")
-    silent = _silent_failures(result, finals, statuses, given_up)
+    silent = _silent_failures(result, finals, statuses, given_up, told_as)
     stranded = _stranded_messages(result, by_order)
     unreleased = _unreleased_prepayments(by_order, ledgers, alert_bodies)
     windows = _outage_windows(result)
@@ -527,6 +578,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         # supervisor's owed sweep to send them, so only the horizon leaves one): counted in missing_statuses
         # and silent_failures too, and named here, told apart from a status nothing would send
         "owed_at_end": sorted(audit.owing),
+        "preempted_messages": sorted(preempted),
         "deferred": {
             "deferred": result.events.count("MessageDeferred"),
             "recovered_by_sequence": result.events.count("DeferredRecovered", via="sequence")

@@ -118,6 +118,9 @@ class SimulationResult:
     horizon_reached: bool = False
     # the MessageIds of the workload's messages the run ended before sending (their time lay past its end)
     unsent_messages: frozenset[str] = frozenset()
+    # the MessageIds of the workload's messages that duplicate detection dropped: an --inject-raw line took the
+    # MessageId first, so they never reached the app (neither ``lost`` nor unmatched: the report's ``preempted``)
+    preempted_messages: frozenset[str] = frozenset()
     # the size of each document of ``states`` as stored (KB of its JSON), for the cost model
     state_sizes_kb: list[float] = field(default_factory=list)
 
@@ -172,13 +175,15 @@ class _RemoteProbe:
             self._audit.remote_failures.append(RemoteFailure(started, request.order_id, self._service, transient))
 
 
-def _submit(broker: InProcessBroker, message: OutgoingMessage) -> None:
+def _submit(broker: InProcessBroker, message: OutgoingMessage) -> bool:
     """A submitter's send: like any Service Bus client it retries a failed send (the same
-    MessageId, so a send that was stored anyway collapses in duplicate detection)."""
-    for _ in range(50):
+    MessageId, so a send that was stored anyway collapses in duplicate detection). False when its first
+    try was dropped by duplicate detection: another message took its MessageId first."""
+    for attempt in range(50):
+        dropped = broker.counters(ORDERS_QUEUE).duplicates_dropped
         try:
             broker.send(ORDERS_QUEUE, message)
-            return
+            return attempt > 0 or broker.counters(ORDERS_QUEUE).duplicates_dropped == dropped
         except SendError:
             continue
     raise RuntimeError(f"could not submit {message.message_id} after 50 tries")
@@ -294,6 +299,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         if skewed is not None:
             host.on_invoke = skewed.on_invoke
         pending = list(workload.arrivals)
+        preempted: list[str] = []
         sent_at: dict[str, datetime] = {}
         latest: dict[str, ProcessState] = {}
         seen = 0
@@ -307,7 +313,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             now = clock.now()
             while pending and pending[0].at <= now:
                 arrival = pending.pop(0)
-                _submit(broker, arrival.message)
+                if not _submit(broker, arrival.message) and arrival.kind != "raw":
+                    preempted.append(arrival.message.message_id)
                 if arrival.kind == "order" and arrival.order_id is not None:
                     sent_at[arrival.order_id] = now
             for transition in audit.transitions[seen:]:
@@ -397,6 +404,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         fenced_forward_calls=sum(int(getattr(s, "fenced_refusals", 0)) for s in services.values()),
         horizon_reached=horizon_reached,
         unsent_messages=frozenset(a.message.message_id for a in pending),
+        preempted_messages=frozenset(preempted),
         state_sizes_kb=state_sizes_kb,
     )
 

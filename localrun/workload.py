@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from adapters.servicebus.sender import OutgoingMessage
+from adapters.servicebus.sender import MessageRejected, OutgoingMessage
+from contracts.names import ORDERS_QUEUE
 from localrun.profile import Profile
+from localrun.servicebus import limits
 
+MAX_AT_S = 30 * 24 * 3600  # an --inject-raw line's latest send time (seconds from the start)
 SKUS = ("WIDGET-1", "WIDGET-2", "GADGET-7", "BOLT-M8", "NUT-M8", "CABLE-2M")
 MALFORMED_BODIES = (
     b"this is not json",
@@ -40,6 +43,9 @@ class Workload:
     orders: dict[str, dict[str, Any]]
     submitters: list[str]  # status queue of each simulated submitter
     concurrent_notifications: int = 0  # notifications sent together with their order (profile fault)
+    # the status queues that --inject-raw submissions name, by order id: the app tells those queues of an order the
+    # workload does not have, or of one whose id a line submitted first (the report's ``misrouted_statuses``)
+    injected_reply_to: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 def submitter_queue(index: int, length: int | None = None) -> str:
@@ -135,14 +141,31 @@ def make_workload(
             body_bytes = rng.choice(MALFORMED_BODIES)
             arrivals.append(Arrival(at, OutgoingMessage(body_bytes.decode(), f"{order_id}:malformed"), "malformed"))
     for n, line in enumerate(raw_lines or []):
-        message_id = line.get("message_id") or f"raw-{n + 1}"
-        arrivals.append(Arrival(start, OutgoingMessage(str(line["body"]), str(message_id)), "raw"))
+        message = raw_message(line, n)
+        arrivals.append(Arrival(start + timedelta(seconds=float(line.get("at_s", 0))), message, "raw"))
     arrivals.sort(key=lambda a: (a.at, a.message.message_id))
-    return Workload(arrivals, orders, submitters, concurrent)
+    injected = _injected_reply_to(raw_lines or [])
+    return Workload(arrivals, orders, submitters, concurrent, injected)
+
+
+def _injected_reply_to(raw_lines: list[dict[str, Any]]) -> dict[str, frozenset[str]]:
+    """The ``replyTo`` queues that injected ``OrderSubmitted`` bodies name, by order id."""
+    named: dict[str, set[str]] = {}
+    for line in raw_lines:
+        try:
+            body = json.loads(str(line["body"]))
+        except ValueError:
+            continue
+        if isinstance(body, dict) and body.get("type") == "OrderSubmitted":
+            order_id, reply_to = body.get("orderId"), body.get("replyTo")
+            if isinstance(order_id, str) and isinstance(reply_to, str):
+                named.setdefault(order_id, set()).add(reply_to)
+    return {order_id: frozenset(queues) for order_id, queues in named.items()}
 
 
 def read_raw(path: str | Path) -> list[dict[str, Any]]:
-    """``--inject-raw``: one JSON object per line, ``{"body": "<text>", "message_id": "<optional>"}``."""
+    """``--inject-raw``: one JSON object per line, ``{"body": "<text>", "message_id": "<optional>", "at_s": <n>}``
+    (``at_s``, optional: when it is sent, in simulated seconds from the start, default 0)."""
     lines: list[dict[str, Any]] = []
     for number, text in enumerate(Path(path).read_text().splitlines(), start=1):
         if not text.strip():
@@ -153,8 +176,33 @@ def read_raw(path: str | Path) -> list[dict[str, Any]]:
             raise ValueError(f"{path}:{number}: not JSON: {exc}") from None
         if not isinstance(item, dict) or not isinstance(item.get("body"), str):
             raise ValueError(f'{path}:{number}: expected {{"body": "<text>", "message_id": "<optional>"}}')
-        unknown = set(item) - {"body", "message_id"}
+        unknown = set(item) - {"body", "message_id", "at_s"}
         if unknown:
             raise ValueError(f"{path}:{number}: unknown key {sorted(unknown)[0]!r}")
+        try:
+            raw_message(item, len(lines))
+        except ValueError as exc:
+            raise ValueError(f"{path}:{number}: {exc}") from None
         lines.append(item)
     return lines
+
+
+def raw_message(line: dict[str, Any], n: int) -> OutgoingMessage:
+    """The message an ``--inject-raw`` line (the ``n``-th, from 0) sends, or ``ValueError`` for one no Service Bus
+    client could send (checked before the run: a run does not fail on it half-way): a body that is not UTF-8 text (a
+    lone surrogate), a MessageId over 128 characters or a message over 256 KB (``localrun/servicebus/limits.py``),
+    an ``at_s`` that is not a number of seconds from 0 to 30 days."""
+    at_s = line.get("at_s", 0)
+    if isinstance(at_s, bool) or not isinstance(at_s, int | float) or not 0 <= at_s <= MAX_AT_S:
+        raise ValueError(f"at_s must be a number of seconds from 0 to {MAX_AT_S}, not {at_s!r}")
+    body = str(line["body"])
+    try:
+        body.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"the body is not UTF-8 text (a lone surrogate at {exc.start})") from None
+    message = OutgoingMessage(body, str(line.get("message_id") or f"raw-{n + 1}"))
+    try:
+        limits.check(ORDERS_QUEUE, message, python_sdk=False)
+    except MessageRejected as exc:
+        raise ValueError(str(exc)) from None
+    return message

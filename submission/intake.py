@@ -148,7 +148,10 @@ def submit_order(
             at=now,
             order_id=order.order_id,
             severity="warning",
-            discriminator=order.order_id,
+            # one alert per conflicting message (its sequence number as sent: the same on its redelivery and
+            # copies), as OrderRejected's: by the order id alone, a second conflict within duplicate detection's
+            # 10 minutes was collapsed into the first's alert and told no one
+            discriminator=refusal_variant(sent_as) or order.order_id,
         )
         return IntakeResult(Settlement.deadletter("ConflictingOrderData", description), alerts=_owed(conflict))
 

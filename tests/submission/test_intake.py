@@ -93,6 +93,24 @@ def test_conflicting_duplicate_is_dead_lettered_alerted_and_the_order_kept(funct
     assert [a["kind"] for a in alerts] == ["ConflictingOrderData"]
 
 
+def test_each_conflicting_message_has_its_own_alert_id_and_its_redelivery_the_same(functions, app_context, sender):
+    """The ``ConflictingOrderData`` alert is discriminated by the conflicting message's sequence number as sent:
+    two conflicting submissions are two alerts (before, one id for the order: duplicate detection kept the
+    first), the same message delivered again the same alert."""
+    submit(functions, order())
+    fn = functions["submit_order"].func.client_function
+    first = FakeReceivedMessage.of(order(shipTo="2 Other St"))
+    for message in (first, first, FakeReceivedMessage.of(order(replyTo="other-statuses"))):
+        asyncio.run(fn(message=message, message_actions=RecordingActions(), client=RecordingClient()))
+    ids = [a["alertId"] for a in sender.bodies(OPERATOR_ALERTS_QUEUE)]
+    assert ids == [
+        f"alert:ConflictingOrderData:ord-1:{first.sequence_number}",
+        f"alert:ConflictingOrderData:ord-1:{first.sequence_number}",
+        ids[2],
+    ]
+    assert ids[2] != ids[0]
+
+
 def test_a_conflict_whose_alert_cannot_be_sent_is_dead_lettered_and_its_alert_handed_to_the_courier(
     functions, app_context, sender
 ):
@@ -107,7 +125,8 @@ def test_a_conflict_whose_alert_cannot_be_sent_is_dead_lettered_and_its_alert_ha
     kind, details = actions.only
     assert (kind, details["reason"]) == ("deadletter", "ConflictingOrderData")
     [(name, instance, handed)] = client.started
-    assert (name, instance) == (DELIVER_ALERT, "alert:ConflictingOrderData:ord-1:ord-1")
+    assert name == DELIVER_ALERT
+    assert str(instance).startswith("alert:ConflictingOrderData:ord-1:") and str(instance).rsplit(":", 1)[1].isdigit()
     assert (handed["alert"]["alertId"], handed["alert"]["kind"]) == (instance, "ConflictingOrderData")
 
 
