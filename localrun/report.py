@@ -288,13 +288,14 @@ def _rejected_orders(
     return told | {o for o in refused if valid.get(o, {}).get("replyTo") in unreachable or o in undeliverable}
 
 
-def _stranded_messages(result: SimulationResult, by_order: dict[str, Any]) -> list[str]:
+def _stranded_messages(result: SimulationResult, by_order: dict[str, Any], refused: set[str]) -> list[str]:
     """Deferred messages left on ``orders`` at the end that nothing scheduled will apply or dead-letter, and no
     operator was told of: their order has no state record (no submission will fetch them; the peek sweep, the
     safety net, only once they are ``PEEK_SWEEP_AGE_MINUTES`` old and only if their order was refused), no
     ``RetryDeferred`` for their sequence number is still on the queue, and no ``PaymentWithoutOrder`` alert
     names them (the peek sweep's, once one has waited ``ORDERLESS_PAYMENT_ALERT_MINUTES``: it waits on for its
-    order, an operator told). From the broker and Cosmos."""
+    order, an operator told) unless their order was ``refused`` (admission control: dead-lettered
+    ``OrderRejected`` is what the design does with them, not a wait). From the broker and Cosmos."""
     retried: set[int] = set()
     for message in result.broker.contents(ORDERS_QUEUE):
         try:
@@ -305,7 +306,11 @@ def _stranded_messages(result: SimulationResult, by_order: dict[str, Any]) -> li
             retried.add(int(body.get("sequenceNumber", -1)))
     alerted = orderless.told(result.broker)
     waiting = orderless.waiting_without_order(result.broker, by_order)
-    return [f"#{seq} for {order}" for seq, order in waiting.items() if seq not in retried and seq not in alerted]
+    return [
+        f"#{seq} for {order}"
+        for seq, order in waiting.items()
+        if seq not in retried and (seq not in alerted or order in refused)
+    ]
 
 
 def _silent_failures(
@@ -490,7 +495,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         and a.order_id not in unsent_orders
     ]
     # one still deferred for an order never submitted, an operator told (PaymentWithoutOrder), waits for that order
-    waiting_told = orderless.told_message_ids(result.broker, by_order)
+    waiting_told = orderless.told_message_ids(result.broker, set(by_order) | rejected)
     unmatched = [m for m in notifications if m not in applied and m not in dead_ids and m not in waiting_told]
     # Status routing: every status on a submitter's queue is about that submitter's own order, and
     # each settled order's submitter heard that it was received and how it ended.
@@ -520,7 +525,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     early = _statuses_before_received(statuses, by_order, told_as, set(missing_status))
     finals = {o: doc["processState"] for o, doc in by_order.items()} | dict.fromkeys(rejected, "Rejected")
     silent = _silent_failures(result, finals, statuses, given_up, told_as)
-    stranded = _stranded_messages(result, by_order)
+    stranded = _stranded_messages(result, by_order, rejected)
     unreleased = _unreleased_prepayments(by_order, ledgers, alert_bodies)
     windows = _outage_windows(result)
     # orders needing an operator because of an outage alone (localrun/outages.py), from the runner's evidence

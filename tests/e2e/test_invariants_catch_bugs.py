@@ -87,9 +87,14 @@ def test_with_re_read_and_owed_notifications_no_escalation_is_silent_at_that_los
 
 def test_without_releasing_a_rejected_orders_notifications_they_are_stranded(monkeypatch):
     """Issue 11 finding 6: before the fix an order rejected by admission control left its deferred
-    PaymentNotification waiting for an order that was never coming; stranded_messages counts them."""
-    monkeypatch.setattr("submission.intake.release_for_rejected_order", lambda ctx, order_id, *_: None)
+    PaymentNotification waiting for an order that was never coming; stranded_messages counts them. Here the
+    refusal is told (`Rejected`, `OrderRejected`) but never written on the order's deferral document, so neither
+    the refusal, nor the notifications' looks again, nor the peek sweep dead-letters them: they wait, and after
+    two hours the peek sweep alerts them as payments for orders never submitted (`PaymentWithoutOrder`), which
+    is no excuse for the notifications of an order the app refused."""
+    monkeypatch.setattr("deferral.recovery.rejected", lambda doc, now, sequence_number: doc)
     report = run("admission-rejections")
+    assert report["final_states"]["Rejected"] > 0 and report["alerts"].get("PaymentWithoutOrder", 0) > 0
     assert report["invariants"]["stranded_messages"] > 0
 
 
