@@ -271,23 +271,3 @@ def test_each_conflicting_submission_of_an_order_is_alerted_even_within_duplicat
     assert check(result, lines) == []
     assert [d["reason"] for d in report["dead_letters"]] == ["ConflictingOrderData"] * 2
     assert report["alerts"].get("ConflictingOrderData") == 2
-
-
-# -- left: an order alone in an outage -----------------------------------------------------------------------------
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="an order that meets an outage alone (no other traffic) makes fewer than CIRCUIT_FAILURE_THRESHOLD (8) "
-    "failures in a row, so the circuit never opens and the supervisor counts each expired attempt: Error after "
-    "MAX_FAILURES (3) in 90 s, outage_only_failures 1. Not fixed here: docs/supervisor.md, Dependency outages",
-)
-def test_a_valid_order_sent_alone_into_an_outage_waits_it_out():
-    """Met by the ``ids`` family on all-faults, seed 3 (``REDTEAM_INJECT_RAW_RUNS=3``): any valid order will do.
-    The workload's 6 orders are sent in the first 30 s and done before payment's outage (60 to 150 s); this one
-    comes at 120 s, its three attempts fail transiently inside the outage, and it ends ``Error``. At 100 s it
-    passes (its first attempt's failures and backoff straddle the outage's end)."""
-    workload = workload_of(6, 3, profile("all-faults"))
-    body = {**submitted(workload)["ord-00001"], "orderId": "late-1"}
-    lines = [{"body": json.dumps(body), "message_id": "late-1", "at_s": 120}]
-    assert check(run(lines, orders=6, seed=3, name="all-faults"), lines) == []
