@@ -10,7 +10,7 @@ from datetime import datetime
 from domain.circuit import waiting_reason
 from domain.compensation import UNDONE, ensure_compensation_owner, is_compensation_due
 from domain.errors import IllegalTransition
-from domain.records import StateRecord
+from domain.records import StateRecord, last_move
 from domain.transitions import SUPERVISOR
 from domain.workflow import agent
 
@@ -29,6 +29,13 @@ def forward_in_flight(record: StateRecord) -> InFlight | None:
         return None
     state = record.steps[record.current_step]
     return InFlight(agent(state.agent).service, state.started_at)
+
+
+def failed_transiently(record: StateRecord) -> bool:
+    """Whether the expired attempt ended on a transient failure of its step: its agent's calls failed until its
+    tries ran out (``StepTransientFailure``, the attempt's own last move), not a deadline or a lost reply."""
+    move = last_move(record)
+    return move is not None and move.event == "StepTransientFailure" and move.by == record.locked_by
 
 
 def undo_in_flight(record: StateRecord) -> InFlight | None:

@@ -62,17 +62,24 @@ class OutageVerdict:
     def escalation_reason(self, now: datetime) -> str:
         minutes = (now - self.since).total_seconds() / 60
         return (
-            f"{self.dependency} unavailable (circuit open) and the order waited {minutes:.0f} min, "
+            f"{self.dependency} unavailable (circuit open, or failing with no success since) and the order waited "
+            f"{minutes:.0f} min, "
             f"beyond MAX_OUTAGE_WAIT_MINUTES={self.bound.total_seconds() / 60:.0f}: escalated although only the "
             "outage failed it"
         )
 
 
 def outage_verdict(
-    ctx: AppContext, record: StateRecord, in_flight: InFlight | None, now: datetime
+    ctx: AppContext, record: StateRecord, in_flight: InFlight | None, now: datetime, *, failed_transiently: bool = False
 ) -> OutageVerdict | None:
     """None when the failure was the order's own (no dependency in flight, or its circuit stayed
-    closed since the step began); else when to come back, or that the wait is over."""
+    closed since the step began); else when to come back, or that the wait is over.
+
+    ``failed_transiently``: the attempt ended on its agent's transient failures (``domain.outage.failed_transiently``).
+    Such a failure is taken for an outage's too while the service has had no success since (its failures in a row
+    not reset), even with the circuit closed: an order alone in an outage makes fewer than
+    ``CIRCUIT_FAILURE_THRESHOLD`` failures in a row and would spend its retries on it. With other traffic to the
+    service, a success of another order resets the count and the failure counts as before."""
     if in_flight is None or not ctx.settings.max_outage_wait:
         return None  # MAX_OUTAGE_WAIT_MINUTES=0: never wait, every failure counts
     try:
@@ -95,7 +102,10 @@ def outage_verdict(
             orderId=record.order_id,
         )
         return None
-    if health is None or not health.outage_overlaps(in_flight.since):
+    if health is None:
+        return None
+    failing = failed_transiently and health.consecutive_failures > 0
+    if not (health.outage_overlaps(in_flight.since) or failing):
         return None
     policy = ctx.settings.circuit_policy
     spread = policy.cooldown_after(health.reopens)

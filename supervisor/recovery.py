@@ -21,7 +21,7 @@ from domain import transitions
 from domain.compensation import act_on_left_decision, escalate_or_compensate, settled_by_decision
 from domain.compensation_policy import ReviewPolicy
 from domain.errors import IllegalTransition
-from domain.outage import forward_in_flight
+from domain.outage import failed_transiently, forward_in_flight
 from domain.records import StateRecord
 from domain.retry import exponential_backoff
 from domain.review import LeftDecision, decision_left
@@ -71,7 +71,12 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
     # up to a bound. The attempt made no call then: it is not read as an outage's.
     payment = payment_verdict(ctx, record, now) if left is None else None
     # An outage is not the order's failure: wait it out (supervisor/outage.py), up to a bound.
-    outage = outage_verdict(ctx, record, forward_in_flight(record), now) if payment is None else None
+    in_flight = forward_in_flight(record)
+    outage = (
+        outage_verdict(ctx, record, in_flight, now, failed_transiently=failed_transiently(record))
+        if payment is None
+        else None
+    )
     max_failures = ctx.settings.max_failures
     if outage is not None and outage.exceeded:
         max_failures = failures  # the wait is over: escalate now, saying why

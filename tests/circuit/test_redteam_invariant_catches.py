@@ -34,7 +34,7 @@ def test_without_waiting_outages_out_the_outage_only_failures_are_reported(monke
     """The supervisor counts every attempt that failed on an open dependency (as before circuits):
     orders burn their retries in the outage. Most of them never made a remote call (the agents fail
     fast), so only the runner's view of those refusals makes them visible."""
-    patch_verdict(monkeypatch, lambda *args: None)
+    patch_verdict(monkeypatch, lambda *args, **kwargs: None)
     report = run()
     assert report["invariants"]["outage_only_failures"] > ORDERS // 3, report["operator_actions_needed"]
 
@@ -44,8 +44,8 @@ def test_a_bound_that_escalates_early_is_not_excused_by_its_reason(monkeypatch):
     stale outageWaitSince made it do): the reason alone must not make it "by design"."""
     from supervisor.outage import outage_verdict
 
-    def early(*args: Any) -> Any:
-        verdict = outage_verdict(*args)
+    def early(*args: Any, **kwargs: Any) -> Any:
+        verdict = outage_verdict(*args, **kwargs)
         return None if verdict is None else dataclasses.replace(verdict, exceeded=True)
 
     patch_verdict(monkeypatch, early)

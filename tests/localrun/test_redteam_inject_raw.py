@@ -271,3 +271,19 @@ def test_each_conflicting_submission_of_an_order_is_alerted_even_within_duplicat
     assert check(result, lines) == []
     assert [d["reason"] for d in report["dead_letters"]] == ["ConflictingOrderData"] * 2
     assert report["alerts"].get("ConflictingOrderData") == 2
+
+
+# -- an order alone in an outage --------------------------------------------------------------------------------------
+
+
+def test_a_valid_order_sent_alone_into_an_outage_waits_it_out():
+    """Met by the ``ids`` family on all-faults, seed 3 (``REDTEAM_INJECT_RAW_RUNS=3``): any valid order will do.
+    The workload's 6 orders are sent in the first 30 s and done before payment's outage (60 to 150 s); this one
+    comes at 120 s, its three attempts fail transiently inside the outage, and it ends ``Error``. At 100 s it
+    passes (its first attempt's failures and backoff straddle the outage's end). Its failures never opened the
+    circuit (one count throttled away: 7 in a row); it now waits while the service has had no success since
+    (docs/supervisor.md, Dependency outages)."""
+    workload = workload_of(6, 3, profile("all-faults"))
+    body = {**submitted(workload)["ord-00001"], "orderId": "late-1"}
+    lines = [{"body": json.dumps(body), "message_id": "late-1", "at_s": 120}]
+    assert check(run(lines, orders=6, seed=3, name="all-faults"), lines) == []

@@ -15,7 +15,7 @@ from adapters.cosmos.health_store import CosmosHealthStore, update_health
 from adapters.cosmos.state_store import update_once
 from contracts.names import OPERATOR_ALERTS_QUEUE, STATE_CONTAINER
 from domain import transitions
-from domain.circuit import DependencyHealth, record_failure, record_success
+from domain.circuit import CircuitState, DependencyHealth, record_failure, record_success
 from domain.compensation import claim_compensation, complete_step_logged, enter_compensation
 from domain.states import ProcessState
 from settings import Settings
@@ -254,3 +254,63 @@ def test_an_unreadable_health_document_leaves_the_attempt_for_the_next_run_never
     run_supervisor(ctx, ScanState())
     record = states.get("o1")
     assert (record.history[-1].event, record.failure_count) == ("OutageWait", 0)
+
+
+def failed_on_its_own(ctx, states, clock, calls):
+    """The attempt in flight on shipping ended on its agent's transient failures: ``calls`` failed calls counted on
+    the health document (fewer than the threshold: the circuit stays closed), then its release for retry."""
+    now = clock.now()
+    policy = ctx.settings.circuit_policy
+    for _ in range(calls):
+        update_health(ctx.health, "shipping", lambda h: (record_failure(h, now, policy)[0], None), now)
+    record = states.get("o1")
+    owner = record.locked_by
+    update_once(
+        states, record, lambda r: transitions.release_for_retry(r, owner, "arrange-shipment", "shipping down", now)
+    )
+
+
+def test_an_order_alone_failing_transiently_on_a_closed_circuit_waits_uncounted(make_ctx, health, states, clock):
+    """An order alone in an outage: its agent's four calls are fewer than CIRCUIT_FAILURE_THRESHOLD, so the circuit
+    never opens; counted, its attempts ended it Error with only the outage to blame (a red team's lone order,
+    ``outage-under-cosmos-errors`` with one order). No success since its failures: it waits, uncounted."""
+    ctx = with_health(make_ctx, health, CIRCUIT_FAILURE_THRESHOLD="8")
+    shipping_in_flight(states, clock)
+    scan = ScanState()
+    for attempt in range(1, 5):  # more attempts than MAX_FAILURES; 7 failed calls in all, under the threshold
+        failed_on_its_own(ctx, states, clock, 4 if attempt == 1 else 1)
+        run_supervisor(ctx, scan)
+        record = states.get("o1")
+        assert (record.process_state, record.failure_count) == (ProcessState.PENDING, 0), record.last_error
+        assert record.history[-1].event == "OutageWait"
+        assert health.get("shipping").state is CircuitState.CLOSED
+        clock.set(record.complete_by)
+        next_attempt_in_flight(states, clock)
+
+
+def test_a_transient_failure_after_which_the_service_answered_another_order_still_counts(
+    make_ctx, health, states, clock
+):
+    ctx = with_health(make_ctx, health, CIRCUIT_FAILURE_THRESHOLD="8")
+    shipping_in_flight(states, clock)
+    failed_on_its_own(ctx, states, clock, 4)
+    now = clock.now()
+    update_health(ctx.health, "shipping", lambda h: (record_success(h, now)[0], None), now)  # another order's call
+    run_supervisor(ctx, ScanState())
+    record = states.get("o1")
+    assert (record.process_state, record.failure_count) == (ProcessState.PENDING, 1)
+    assert record.history[-1].event == "RetryScheduled"
+
+
+def test_a_deadline_passed_with_failures_in_a_row_still_counts(make_ctx, health, states, clock):
+    """Only an attempt that ended on its agent's transient failures is taken for an outage's on a closed circuit:
+    one whose deadline passed (a lost reply, a crashed agent) counts, whatever the failures in a row."""
+    ctx = with_health(make_ctx, health, CIRCUIT_FAILURE_THRESHOLD="8")
+    shipping_in_flight(states, clock)
+    now = clock.now()
+    policy = ctx.settings.circuit_policy
+    update_health(ctx.health, "shipping", lambda h: (record_failure(h, now, policy)[0], None), now)
+    clock.advance(just_past(STEP_TIMEOUT))
+    run_supervisor(ctx, ScanState())
+    record = states.get("o1")
+    assert (record.process_state, record.failure_count) == (ProcessState.PENDING, 1)
