@@ -41,7 +41,7 @@ from dependencies import AppContext
 from domain import transitions
 from domain.compensation import complete_step_logged
 from domain.ids import bounded
-from domain.records import StateRecord
+from domain.records import StateRecord, last_move
 from domain.states import ProcessState
 from notifications.alerts import raise_alert_after_write, send_owed_alert
 from notifications.received import owe_if_unheard, say_before_status
@@ -199,13 +199,15 @@ def settle_retired_attempt(ctx: AppContext, data: SettleRetiredInput) -> Retired
     if record is None:
         return RetiredSettled()
     if record.locked_by == data.instance_id and record.process_state is ProcessState.PROCESSING:
+        if _released_already(record, data.instance_id):
+            return RetiredSettled(released=True)  # this release, run again (its first run's answer was lost): done
         now = ctx.clock.now()
         written = write_fenced(
             ctx,
             data.order_id,
             data.instance_id,
             lambda r: transitions.release_for_retry(
-                r, data.instance_id, r.current_step or "(between steps)", "superseded by an upgrade", now
+                r, data.instance_id, r.current_step or "(between steps)", SUPERSEDED, now
             ),
             "release a retired attempt",
         )
@@ -219,6 +221,21 @@ def settle_retired_attempt(ctx: AppContext, data: SettleRetiredInput) -> Retired
             else _tell_once(ctx, record.reply_to, data.order_id, "Completed", data.attempt)
         )
     return RetiredSettled()
+
+
+SUPERSEDED = "superseded by an upgrade"  # the reason of a retired attempt's release
+
+
+def _released_already(record: StateRecord, instance_id: str) -> bool:
+    """Whether the record's last move is ``instance_id``'s release as a retired attempt: its input has no write
+    number, so a run of it again (Durable's retry after a lost response) is told by the record; released twice, the
+    record had a second ``StepTransientFailure``."""
+    last = last_move(record)
+    return (
+        last is not None
+        and (last.by, last.event) == (instance_id, "StepTransientFailure")
+        and last.detail.endswith(f": {SUPERSEDED}")
+    )
 
 
 def _tell_once(ctx: AppContext, reply_to: str | None, order_id: str, status: StatusName, attempt: int) -> bool | None:
