@@ -276,3 +276,26 @@ def test_a_retired_attempts_release_whose_response_was_lost_is_not_made_again(co
     assert [e.event for e in lost.outcome.record.history].count("StepTransientFailure") == 1
     assert lost.answers["A"] == plain.answers["A"] == 'RetiredSettled {"completedStatus": null, "released": true}'
     assert lost.document == plain.document
+
+
+def test_a_retired_attempt_releases_once_and_says_completed_after_its_own_processed(cosmos_db: Any, clock: Any) -> None:
+    """Found by the generative test (``LOST_RACES_PAIRS=all``): (1) a retired attempt's release that lost its
+    response, then a late run of the instance's own ``await_review`` landing, then the release's retry: released
+    again, over the review (no serial order's record); (2) the same with a second run of the settlement itself, read
+    before the first one's release; (3) a late run of the instance's own ``mark_processed`` landing between the
+    settlement's read and its release: the release found the record not held and answered nothing, where after
+    ``Processed`` it says ``Completed`` (the retired version sent it after that write, and no orchestration of it
+    retries it any more)."""
+    for n, case in enumerate(
+        (
+            LostCase("running", "retired_settle", "pause_for_review", "A", 1, 3),
+            LostCase("running", "retired_settle", "retired_settle", "A", 1, 1),
+        )
+    ):
+        inter = interleaved(Run(cosmos_db, clock, f"retired-{n}"), case)
+        assert inter.outcome.record is not None
+        assert [e.event for e in inter.outcome.record.history].count("StepTransientFailure") == 1, case.name
+
+    case = LostCase("running", "retired_settle", "processed", "B", 1, 1)
+    inter = interleaved(Run(cosmos_db, clock, "retired-processed"), case)
+    assert inter.answers["A"] == 'RetiredSettled {"completedStatus": true, "released": false}'
