@@ -41,7 +41,7 @@ from dependencies import AppContext
 from domain import transitions
 from domain.compensation import complete_step_logged
 from domain.ids import bounded
-from domain.records import StateRecord, last_move
+from domain.records import StateRecord
 from domain.states import ProcessState
 from notifications.alerts import raise_alert_after_write, send_owed_alert
 from notifications.received import owe_if_unheard, say_before_status
@@ -194,24 +194,31 @@ def settle_retired_attempt(ctx: AppContext, data: SettleRetiredInput) -> Retired
     written ``Processed`` gets its ``Completed`` status (the old version sent it after that write). The
     release names the step the record it replaces has in flight, judged in the fenced change: a write that
     lands between this read and the release (a late run of the instance's own ``begin_step``) is read again
-    on the 412, and its step is the one released."""
+    on the 412, and its step is the one released. It releases once (``_released_already``), and a record its own
+    late ``Processed`` took between the read and the release gets the ``Completed`` status too."""
     record = ctx.states.get(data.order_id)
     if record is None:
         return RetiredSettled()
     if record.locked_by == data.instance_id and record.process_state is ProcessState.PROCESSING:
-        if _released_already(record, data.instance_id):
-            return RetiredSettled(released=True)  # this release, run again (its first run's answer was lost): done
         now = ctx.clock.now()
-        written = write_fenced(
-            ctx,
-            data.order_id,
-            data.instance_id,
-            lambda r: transitions.release_for_retry(
+
+        def release(r: StateRecord) -> StateRecord:
+            if _released_already(r, data.instance_id):
+                raise _ReleasedAlready
+            return transitions.release_for_retry(
                 r, data.instance_id, r.current_step or "(between steps)", SUPERSEDED, now
-            ),
-            "release a retired attempt",
-        )
-        return RetiredSettled(released=written is not None)
+            )
+
+        try:
+            written = write_fenced(ctx, data.order_id, data.instance_id, release, "release a retired attempt")
+        except _ReleasedAlready:  # this release, run again (its first run's answer was lost, or a second run)
+            return RetiredSettled(released=True)
+        if written is not None:
+            return RetiredSettled(released=True)
+        # not held any more: perhaps by the instance's own Processed (a late run of its mark_processed)
+        record = ctx.states.get(data.order_id)
+        if record is None:
+            return RetiredSettled()
     if record.process_state is ProcessState.PROCESSED and any(
         (entry.by, entry.event) == (data.instance_id, "Processed") for entry in record.history
     ):
@@ -226,15 +233,18 @@ def settle_retired_attempt(ctx: AppContext, data: SettleRetiredInput) -> Retired
 SUPERSEDED = "superseded by an upgrade"  # the reason of a retired attempt's release
 
 
+class _ReleasedAlready(Exception):
+    """The record holds the retired attempt's release already (``_released_already``): nothing to write."""
+
+
 def _released_already(record: StateRecord, instance_id: str) -> bool:
-    """Whether the record's last move is ``instance_id``'s release as a retired attempt: its input has no write
-    number, so a run of it again (Durable's retry after a lost response) is told by the record; released twice, the
-    record had a second ``StepTransientFailure``."""
-    last = last_move(record)
-    return (
-        last is not None
-        and (last.by, last.event) == (instance_id, "StepTransientFailure")
-        and last.detail.endswith(f": {SUPERSEDED}")
+    """Whether ``instance_id`` released the record as a retired attempt already: it does so once in its life, and its
+    input has no write number, so a run of it again (Durable's retry after a lost response, a second run) is told by
+    the history. Released again, the record had a second ``StepTransientFailure``, over a late write of the
+    instance's own (a review requested) that landed in between."""
+    return any(
+        (entry.by, entry.event) == (instance_id, "StepTransientFailure") and entry.detail.endswith(f": {SUPERSEDED}")
+        for entry in record.history
     )
 
 
