@@ -12,7 +12,7 @@ the transitions table, the fences and every history entry of the version it repl
 (``test_redteam_two_writers.write_problems``). A writer alone whose response is lost ends where it ends when
 nothing is lost (never applied twice: ``failureCount``, history, sends).
 
-Seeded: ``LOST_RACES_SEED`` (default 1) shuffles the pairs, ``LOST_RACES_PAIRS`` bounds how many run (default 40;
+Seeded: ``LOST_RACES_SEED`` (default 1) shuffles the pairs, ``LOST_RACES_PAIRS`` bounds how many run (default 32;
 ``all``), ``LOST_RACES_READS`` (default 3) bounds the interleaving points; ``LOST_RACES_TRIPLES`` (default 12;
 ``LOST_RACES_TRIPLES_ALL``: more) the three-writer sample. ``LOST_RACES_SCENES`` keeps those record states only,
 ``LOST_RACES_TRACE`` prints every case's answers."""
@@ -45,7 +45,7 @@ from tests.supervisor.two_writers import Run
 pytestmark = pytest.mark.cosmos
 
 SEED = int(os.environ.get("LOST_RACES_SEED", "1"))
-PAIRS = os.environ.get("LOST_RACES_PAIRS", "40")
+PAIRS = os.environ.get("LOST_RACES_PAIRS", "32")
 READS = int(os.environ.get("LOST_RACES_READS", "3"))
 TRIPLES = int(os.environ.get("LOST_RACES_TRIPLES", "12"))
 TRACE = bool(os.environ.get("LOST_RACES_TRACE"))
