@@ -194,22 +194,31 @@ def settle_retired_attempt(ctx: AppContext, data: SettleRetiredInput) -> Retired
     written ``Processed`` gets its ``Completed`` status (the old version sent it after that write). The
     release names the step the record it replaces has in flight, judged in the fenced change: a write that
     lands between this read and the release (a late run of the instance's own ``begin_step``) is read again
-    on the 412, and its step is the one released."""
+    on the 412, and its step is the one released. It releases once (``_released_already``), and a record its own
+    late ``Processed`` took between the read and the release gets the ``Completed`` status too."""
     record = ctx.states.get(data.order_id)
     if record is None:
         return RetiredSettled()
     if record.locked_by == data.instance_id and record.process_state is ProcessState.PROCESSING:
         now = ctx.clock.now()
-        written = write_fenced(
-            ctx,
-            data.order_id,
-            data.instance_id,
-            lambda r: transitions.release_for_retry(
-                r, data.instance_id, r.current_step or "(between steps)", "superseded by an upgrade", now
-            ),
-            "release a retired attempt",
-        )
-        return RetiredSettled(released=written is not None)
+
+        def release(r: StateRecord) -> StateRecord:
+            if _released_already(r, data.instance_id):
+                raise _ReleasedAlready
+            return transitions.release_for_retry(
+                r, data.instance_id, r.current_step or "(between steps)", SUPERSEDED, now
+            )
+
+        try:
+            written = write_fenced(ctx, data.order_id, data.instance_id, release, "release a retired attempt")
+        except _ReleasedAlready:  # this release, run again (its first run's answer was lost, or a second run)
+            return RetiredSettled(released=True)
+        if written is not None:
+            return RetiredSettled(released=True)
+        # not held any more: perhaps by the instance's own Processed (a late run of its mark_processed)
+        record = ctx.states.get(data.order_id)
+        if record is None:
+            return RetiredSettled()
     if record.process_state is ProcessState.PROCESSED and any(
         (entry.by, entry.event) == (data.instance_id, "Processed") for entry in record.history
     ):
@@ -219,6 +228,24 @@ def settle_retired_attempt(ctx: AppContext, data: SettleRetiredInput) -> Retired
             else _tell_once(ctx, record.reply_to, data.order_id, "Completed", data.attempt)
         )
     return RetiredSettled()
+
+
+SUPERSEDED = "superseded by an upgrade"  # the reason of a retired attempt's release
+
+
+class _ReleasedAlready(Exception):
+    """The record holds the retired attempt's release already (``_released_already``): nothing to write."""
+
+
+def _released_already(record: StateRecord, instance_id: str) -> bool:
+    """Whether ``instance_id`` released the record as a retired attempt already: it does so once in its life, and its
+    input has no write number, so a run of it again (Durable's retry after a lost response, a second run) is told by
+    the history. Released again, the record had a second ``StepTransientFailure``, over a late write of the
+    instance's own (a review requested) that landed in between."""
+    return any(
+        (entry.by, entry.event) == (instance_id, "StepTransientFailure") and entry.detail.endswith(f": {SUPERSEDED}")
+        for entry in record.history
+    )
 
 
 def _tell_once(ctx: AppContext, reply_to: str | None, order_id: str, status: StatusName, attempt: int) -> bool | None:

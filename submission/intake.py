@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from adapters.cosmos.errors import AlreadyExists, EtagMismatch, StoreUnavailable
@@ -46,7 +47,7 @@ from dependencies import AppContext
 from domain import transitions
 from domain.deferral import DeferralDocument
 from domain.errors import IllegalTransition
-from domain.records import RECEIVED_OWED, StateRecord
+from domain.records import RECEIVED_OWED, HistoryEntry, StateRecord
 from domain.states import TERMINAL_STATES, ProcessState
 from notifications.alerts import OwedAlert, raise_alert_or_owe
 from notifications.received import owe_received
@@ -314,18 +315,25 @@ def _owe_received(ctx: AppContext, state: StateRecord) -> StateRecord:
     mark's write, or the read again after a failed write or a race), the mark is tried again after
     ``MARK_RETRY_DELAYS`` (seconds, within the message's lock, shared by the writes and reads), then given up
     (logged): the courier is then all there is, and a host that stops before the hand-over leaves
-    ``Received`` unsaid (docs/design.md, the left case)."""
+    ``Received`` unsaid (docs/design.md, the left case). A mark whose response was lost may have landed: read
+    again with its history entry in it, it is done, even with the mark cleared since (whoever wrote next said
+    ``Received``); marked again, the submitter heard ``Received`` once more from the writer after that."""
     record = state
     races = 0
     delays = iter(MARK_RETRY_DELAYS)
+    maybe_landed: list[HistoryEntry] = []  # the entries of marks whose response was lost
     while races < 3:
         if record.received_owed is not None or record.process_state in TERMINAL_STATES:
             return record
+        if any(entry in record.history for entry in maybe_landed):
+            return record  # a mark whose response was lost landed, and Received was said since: not marked again
+        marked = owe_received(record, ctx.clock.now())
         try:
-            return update_once(ctx.states, record, lambda r: owe_received(r, ctx.clock.now()))
+            return update_once(ctx.states, record, partial(_as_marked, marked))
         except EtagMismatch:
             races += 1
         except StoreUnavailable as exc:
+            maybe_landed.append(marked.history[-1])
             delay = next(delays, None)
             if delay is None:
                 _mark_given_up(record, f"the mark could not be written: {exc}")
@@ -346,6 +354,10 @@ def _owe_received(ctx: AppContext, state: StateRecord) -> StateRecord:
         record = fresh
     _mark_given_up(record, "the mark lost three races in a row")
     return record
+
+
+def _as_marked(marked: StateRecord, _read: StateRecord) -> StateRecord:
+    return marked
 
 
 def _mark_given_up(record: StateRecord, why: str) -> None:

@@ -55,7 +55,7 @@ from deferral.payment import apply_notification
 from dependencies import AppContext
 from domain import review, transitions
 from domain.compensation import claim_compensation, compensation_instance_id, undo_request_id
-from domain.records import StateRecord
+from domain.records import RECEIVED_OWED, StateRecord
 from domain.states import ProcessState
 from notifications.received import owe_received, say_before_status
 from operations import actions
@@ -656,7 +656,11 @@ def received_mark(ctx: AppContext, order_id: str, scene: Scene) -> str:
     record = ctx.states.get(order_id)
     assert record is not None
     marked = _owe_received(ctx, record)
-    return "marked" if marked.received_owed is not None else "not marked"
+    # marked, or its mark landed (a lost response) and whoever wrote next said Received and cleared it since
+    landed = [e.event for e in marked.history].count(RECEIVED_OWED) > [e.event for e in record.history].count(
+        RECEIVED_OWED
+    )
+    return "marked" if marked.received_owed is not None or landed else "not marked"
 
 
 def received_said(ctx: AppContext, order_id: str, scene: Scene) -> str:
