@@ -344,7 +344,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 return False  # deferred, and its order exists: its submission missed it, the peek sweep owes it
             if audit.owing:
                 return False  # a failure record still owes its alert and status: the supervisor's owed sweep sends them
-            if set(orderless.waiting_without_order(broker, latest)) - orderless.told(broker):
+            waiting = orderless.waiting_without_order(broker, latest)
+            if waiting and set(waiting) - orderless.told(broker):  # the alert queue read only when one waits
                 return False  # a payment waits for an order never submitted: the peek sweep owes its alert
             return not any(state in NON_TERMINAL for state in latest.values())
 
