@@ -634,7 +634,7 @@ def retired_settle(ctx: AppContext, order_id: str, scene: Scene) -> str:
 
 def client_cancel(ctx: AppContext, order_id: str, scene: Scene) -> str:
     cancel = CancelOrder(type="CancelOrder", schema_version=1, order_id=order_id, reason="changed my mind")
-    message = FakeReceivedMessage.of(cancel.to_json() if hasattr(cancel, "to_json") else {}, message_id="cancel-1")
+    message = FakeReceivedMessage.of(cancel.to_json(), message_id="cancel-1")
     return str(cancel_order(ctx, cancel, message, []).settlement.kind)
 
 
