@@ -261,7 +261,8 @@ WAITED = "OutageWait"  # the event of domain.outage.release_round_to_wait
 
 def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: datetime) -> bool:
     """An undo that used up its tries on transient failures while its service had an outage (its circuit
-    open at some moment since the round began): the round releases the record to wait the outage out
+    open at some moment since the round began, or failing with no success since: an undo alone in an outage
+    makes fewer failed calls than open the circuit): the round releases the record to wait the outage out
     instead of failing the compensation, as the supervisor does for a stuck round (supervisor/outage.py).
     With few tries (``MAX_FAILURES`` 1) the failed calls that opened the circuit used them all up, and an
     outage alone left a ``CompensationFailed`` order for an operator. Past ``MAX_OUTAGE_WAIT_MINUTES`` of
@@ -275,7 +276,8 @@ def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: dat
         return True  # this very release, run again (its first run answered nothing): done, never failed over
     if record.locked_by != data.instance_id:
         return False  # the fenced write below says "not owned" (or "done", on a retry)
-    verdict = outage_verdict(ctx, record, undo_in_flight(record), now)
+    # its tries used up on transient failures: an outage's too while the service has had no success since
+    verdict = outage_verdict(ctx, record, undo_in_flight(record), now, failed_transiently=True)
     if verdict is None or verdict.exceeded:
         return False
     released = write_fenced(

@@ -54,7 +54,9 @@ def write_fenced(
 
     ``number``: the write's number in its orchestration (``domain.write_order``; None: not judged). An
     older number than the owner's newest is refused (None, ``StaleWriteRefused``); the same number is
-    this write made already, answered with the record as it is (nothing written, ``on_written`` not called).
+    this write made already, answered with the record as it is (nothing written, ``on_written`` not called) while
+    the instance still holds it; a record taken since is lost (None, ``FencingLost``), except after a hand-over,
+    which is done whoever holds the record now.
     ``on_written``: called once this very call made the write (not when it finds the write done by an
     earlier run of the activity): what must happen once per write, such as a cached count.
 
@@ -94,8 +96,13 @@ def _write_fenced(
             partial(in_write_order, owner=instance_id, number=number, change=change_and_say),
         )
     except WriteAlreadyMade as made:  # a retry, or a late run of the newest write: made already
-        log.info("order %s: write #%s of %s (%s) is on the record already", order_id, made.number, instance_id, where)
         found: StateRecord = made.record
+        if hand_over is None and found.locked_by != instance_id:
+            # made while the instance held the record, taken since (the supervisor retried it, another attempt
+            # claimed it): not the instance's any more, whatever its own write did (a hand-over is done either way)
+            _fencing_lost(order_id, instance_id, found.locked_by, where)
+            return None
+        log.info("order %s: write #%s of %s (%s) is on the record already", order_id, made.number, instance_id, where)
         return found
     except StaleWrite as exc:
         app_event(
@@ -121,14 +128,18 @@ def _write_fenced(
             and (last.by, last.event) == (instance_id, hand_over)
         ):
             return current
-        app_event(
-            "FencingLost",
-            f"{exc.expected} no longer owns order {exc.order_id} ({where}); stopping",
-            orderId=exc.order_id,
-            instanceId=exc.expected,
-            lockedBy=exc.actual,
-        )
+        _fencing_lost(order_id, instance_id, exc.actual, where)
         return None
     if on_written is not None:
         on_written()
     return written
+
+
+def _fencing_lost(order_id: str, instance_id: str, locked_by: str | None, where: str) -> None:
+    app_event(
+        "FencingLost",
+        f"{instance_id} no longer owns order {order_id} ({where}); stopping",
+        orderId=order_id,
+        instanceId=instance_id,
+        lockedBy=locked_by,
+    )

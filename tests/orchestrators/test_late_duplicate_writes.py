@@ -309,6 +309,20 @@ def test_the_same_write_again_is_applied_and_an_unnumbered_one_is_not_judged(app
     )
 
 
+def _shipping_then_processed(ctx: AppContext, order_id: str) -> MarkProcessedInput:
+    """The order claimed and its last step begun (write 1); ``mark_processed``'s input as write 2."""
+    owner = _claimed(ctx, order_id)
+    begin_step(ctx, _begin(order_id, owner, "arrange-shipment", "shipping", ctx.clock.now() + STEP_TIMEOUT, 1))
+    done = MarkProcessedInput(
+        order_id=order_id,
+        instance_id=owner,
+        attempt=1,
+        completes=StepResult(step="arrange-shipment", result={"shipmentId": "shp-1"}),
+        write_number=2,
+    )
+    return done
+
+
 def test_a_hand_over_found_done_by_an_earlier_run_counts_the_order_out_of_processing_once(
     app_context: AppContext,
 ) -> None:
@@ -316,15 +330,7 @@ def test_a_hand_over_found_done_by_an_earlier_run_counts_the_order_out_of_proces
     finds its own ``Processed`` and answers done; the cached in-flight count moves once."""
     ctx = app_context
     _claimed(ctx, "o-late8-other")
-    owner = _claimed(ctx, "o-late8")
-    begin_step(ctx, _begin("o-late8", owner, "arrange-shipment", "shipping", ctx.clock.now() + STEP_TIMEOUT, 1))
-    done = MarkProcessedInput(
-        order_id="o-late8",
-        instance_id=owner,
-        attempt=1,
-        completes=StepResult(step="arrange-shipment", result={"shipmentId": "shp-1"}),
-        write_number=2,
-    )
+    done = _shipping_then_processed(ctx, "o-late8")
     before = ctx.counts.get(ProcessState.PROCESSING)
     assert isinstance(mark_processed(ctx, done), Processed)
     _later(ctx, timedelta(seconds=1))
@@ -367,3 +373,39 @@ def test_a_late_run_of_the_newest_write_does_not_take_back_an_answer_noted_after
     closed = close_review(ctx, closing)
     assert isinstance(closed, ReviewClosed)
     assert (closed.action, closed.operator) == ("retry", "ana")
+
+
+def test_the_newest_write_run_again_after_the_supervisor_took_the_record_is_not_answered_as_owned(
+    app_context: AppContext, sender: Any
+) -> None:
+    """``begin_step`` (write 2) runs again after its deadline passed and the supervisor retried the order: the
+    write is on the record, but the record is no longer the attempt's. Answered "owned", the retired attempt
+    sent its agent the step's request once more (after duplicate detection's window, a second call to the
+    service) and went on as if it held the order. It is answered ``NotOwned`` and sends nothing; a hand-over
+    found done (``mark_processed``) is still answered done whoever holds the record since."""
+    ctx = app_context
+    owner, _, charge = _two_steps_in(ctx, "o-late10")
+    _later(ctx, STEP_TIMEOUT + timedelta(seconds=1))
+    assert run_supervisor(ctx, ScanState()).recovered == 1
+    taken = ctx.states.get("o-late10")
+    assert taken is not None and taken.locked_by != owner
+    sent_before = len(sender.sent)
+
+    assert begin_step(ctx, charge) == NOT_OWNED  # write 2 again: made, but the record is not the attempt's now
+
+    after = ctx.states.get("o-late10")
+    assert after is not None and after.version == taken.version  # nothing written
+    assert len(sender.sent) == sent_before  # no request to the agent for a retired attempt
+
+
+def test_a_hand_over_run_again_after_the_next_attempt_claimed_the_record_is_answered_done(
+    app_context: AppContext,
+) -> None:
+    ctx = app_context
+    done = _shipping_then_processed(ctx, "o-late11")
+    assert isinstance(mark_processed(ctx, done), Processed)
+    record = ctx.states.get("o-late11")
+    assert record is not None
+    ctx.states.replace(record.with_changes(ctx.clock.now(), "Noted", "someone-else", "a later writer", locked_by="x"))
+    _later(ctx, timedelta(seconds=1))
+    assert isinstance(mark_processed(ctx, done), Processed)  # the hand-over is done: answered so

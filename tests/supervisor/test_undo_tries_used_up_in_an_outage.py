@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from activities.compensation_steps import fail_compensation
+from adapters.cosmos.health_store import update_health
 from adapters.cosmos.state_store import update_once
 from contracts.activities import NOT_OWNED, OWNED, FailCompensationInput, tries_used_up
 from contracts.names import OPERATOR_ALERTS_QUEUE
+from domain.circuit import CircuitState, record_failure, record_success
 from domain.compensation import begin_undo
 from domain.records import StateRecord
 from domain.states import ProcessState
@@ -99,3 +101,44 @@ def test_the_orchestration_s_words_are_read_as_transient() -> None:
     assert FailCompensationInput("o", "i", 1, tries_used_up("503", 3)).transient
     assert not FailCompensationInput("o", "i", 1, "503").transient
     assert not FailCompensationInput("o", "i", 1, None).transient
+
+
+def _failed_calls(ctx: Any, dependency: str, calls: int) -> None:
+    """``calls`` failed calls to ``dependency`` counted on its health document (under the threshold: closed)."""
+    now = ctx.clock.now()
+    policy = ctx.settings.circuit_policy
+    for _ in range(calls):
+        update_health(ctx.health, dependency, lambda h: (record_failure(h, now, policy)[0], None), now)
+
+
+def test_an_undo_alone_failing_transiently_on_a_closed_circuit_waits_uncounted(
+    make_ctx, health, states, clock, sender
+) -> None:
+    """An undo alone in an outage: its own failed calls are fewer than CIRCUIT_FAILURE_THRESHOLD, so the circuit never
+    opens; the round failed the compensation (``CompensationFailed`` and an operator's page) with only the outage
+    to blame. As on the forward path (``supervisor.outage.outage_verdict``), tries used up with no success of the
+    service since wait it out, uncounted."""
+    ctx = with_health(make_ctx, health, MAX_FAILURES="1", CIRCUIT_FAILURE_THRESHOLD="8")
+    record = _undoing_the_charge(ctx, states, clock)
+    _failed_calls(ctx, "payment", 3)
+    assert health.get("payment").state is CircuitState.CLOSED
+
+    assert _fail(ctx, record, tries_used_up("payment unavailable (503)", 3)) == NOT_OWNED
+
+    waiting = states.get("o1")
+    assert waiting.process_state is ProcessState.COMPENSATING
+    assert (waiting.locked_by, waiting.history[-1].event) == (None, "OutageWait")
+    assert "CompensationFailed" not in _alerts(sender)
+
+
+def test_an_undo_failing_transiently_after_the_service_answered_another_order_still_fails(
+    make_ctx, health, states, clock, sender
+) -> None:
+    ctx = with_health(make_ctx, health, MAX_FAILURES="1", CIRCUIT_FAILURE_THRESHOLD="8")
+    record = _undoing_the_charge(ctx, states, clock)
+    _failed_calls(ctx, "payment", 3)
+    now = clock.now()
+    update_health(ctx.health, "payment", lambda h: (record_success(h, now)[0], None), now)  # another order's call
+
+    assert _fail(ctx, record, tries_used_up("payment unavailable (503)", 3)) == OWNED
+    assert states.get("o1").process_state is ProcessState.COMPENSATION_FAILED
