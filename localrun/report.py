@@ -78,6 +78,24 @@ def misrouted_statuses(
     ]
 
 
+def _judged_orders(
+    result: SimulationResult, by_order: dict[str, Any], told_as: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """The orders whose statuses the report judges, with the queue they are owed on: the workload's (``told_as``),
+    and each order an injected line submitted (one the workload does not have, or a workload id the line took
+    first: ``_displaced_orders``) whose state record names one of the run's status queues, the queue the app
+    was asked to tell. Before, an order submitted only by a line had no missing-status, silent-failure or
+    early-status check. A line's order told on a queue the run does not read is judged by its alerts alone."""
+    injected = result.workload.injected_reply_to
+    queues = set(result.workload.submitters)
+    lines_orders = {
+        order_id: {"replyTo": doc.get("replyTo")}
+        for order_id, doc in by_order.items()
+        if order_id in injected and order_id not in told_as and doc.get("replyTo") in queues
+    }
+    return told_as | lines_orders
+
+
 def _displaced_orders(result: SimulationResult) -> set[str]:
     """Workload orders whose own submission was dead-lettered ``ConflictingOrderData`` while an injected line
     submitted the same order id: the line's submission came first and is the order the app ran. Without such a
@@ -206,7 +224,9 @@ STUCK_STATUSES = ("Received", "Failed", "CompensationFailed")
 STUCK_RESENT_WITHIN = timedelta(hours=1, minutes=10)
 
 
-def _undelivered_statuses(result: SimulationResult) -> set[tuple[str, str]]:
+def _undelivered_statuses(
+    result: SimulationResult, owners: dict[str, dict[str, Any]] | None = None
+) -> set[tuple[str, str]]:
     """(order, status) pairs the app could not deliver and told an operator so, with an alert raised while
     the order's own submitter's queue refused sends (full, deleted or the app's role removed:
     ``status_queues.refusing``): a ``StatusUndelivered`` naming the status (given up after about six hours of
@@ -214,8 +234,9 @@ def _undelivered_statuses(result: SimulationResult) -> set[tuple[str, str]]:
     record's status, which the supervisor keeps owing, once an hour: supervisor/owed.py; a queue full for good
     leaves the run to its horizon). The alert is what the app owes instead; one raised while the queue took
     sends is not an excuse. Nor is a ``NotificationsStuck`` whose refusal ended ``STUCK_RESENT_WITHIN`` before
-    the end of the run: the record stayed owed, and a resend window since would have delivered it."""
-    valid = result.workload.orders
+    the end of the run: the record stayed owed, and a resend window since would have delivered it. ``owners``: the
+    orders judged, with their status queue (``_judged_orders``; default: the workload's)."""
+    owners = result.workload.orders if owners is None else owners
     end = START + timedelta(seconds=result.simulated_s)
     given_up: set[tuple[str, str]] = set()
     for message in result.broker.contents(OPERATOR_ALERTS_QUEUE):
@@ -227,7 +248,7 @@ def _undelivered_statuses(result: SimulationResult) -> set[tuple[str, str]]:
         if kind not in ("StatusUndelivered", "NotificationsStuck"):
             continue
         order_id, details = body.get("orderId"), body.get("details")
-        queue = valid.get(order_id, {}).get("replyTo") if isinstance(order_id, str) else None
+        queue = owners.get(order_id, {}).get("replyTo") if isinstance(order_id, str) else None
         refusal = result.broker.refusing(queue, message.enqueued_time_utc) if isinstance(queue, str) else None
         if refusal is None:
             continue
@@ -238,16 +259,15 @@ def _undelivered_statuses(result: SimulationResult) -> set[tuple[str, str]]:
             given_up.update((str(order_id), s) for s in STUCK_STATUSES)
         elif isinstance(status, str):
             given_up.add((str(order_id), status))
-    return given_up | _given_up_alert_lost(result)
+    return given_up | _given_up_alert_lost(result, owners)
 
 
-def _given_up_alert_lost(result: SimulationResult) -> set[tuple[str, str]]:
+def _given_up_alert_lost(result: SimulationResult, owners: dict[str, dict[str, Any]]) -> set[tuple[str, str]]:
     """(order, status) pairs given up (the app's ``StatusUndelivered`` event) whose ``StatusUndelivered`` alert could
     not be sent either (``AlertSendFailed`` with ``alertKind`` ``StatusUndelivered``, right after it: the give-up
     sends its alert once, notifications/status.py ``give_up``), for an order whose queue refused sends in the run.
     Nothing reaches ``operator-alerts`` then; the ``alertsUndelivered`` log alert rule (infra/modules/alerts.bicep)
     pages on that event instead, as designed (docs/design.md), so it stands for the status as the alert would."""
-    valid = result.workload.orders
     last_given_up: dict[str, str] = {}
     lost: set[tuple[str, str]] = set()
     for event in result.events.named("StatusUndelivered", "AlertSendFailed"):
@@ -261,7 +281,7 @@ def _given_up_alert_lost(result: SimulationResult) -> set[tuple[str, str]]:
             and event.get("alertKind") == "StatusUndelivered"
             and order_id in last_given_up
         ):
-            queue = valid.get(order_id, {}).get("replyTo")
+            queue = owners.get(order_id, {}).get("replyTo")
             if isinstance(queue, str) and result.broker.refusals(queue):
                 lost.add((order_id, last_given_up[order_id]))
     return lost
@@ -323,7 +343,7 @@ def _silent_failures(
     """Orders that ended ``Error``, ``CompensationFailed`` or ``Rejected`` without an operator alert
     naming them (on the alert queue) and the failure status on their own submitter's queue (or, that
     queue refusing, a ``StatusUndelivered`` alert for it: ``_undelivered_statuses``). ``valid``: the
-    orders the runner's submitters own (``_displaced_orders`` left out)."""
+    orders judged, with the queue each is owed on (``_judged_orders``)."""
     alerted = {json.loads(str(m)).get("orderId") for m in result.broker.contents(OPERATOR_ALERTS_QUEUE)}
     unreachable = _unreachable_submitters(result)
     heard_own: dict[str, set[str]] = {}
@@ -403,10 +423,11 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     # ConflictingOrderData): those are judged as the line's (``misrouted_statuses``), not owed to the workload
     displaced = _displaced_orders(result)
     told_as = {o: v for o, v in valid.items() if o not in displaced}
+    owners = _judged_orders(result, by_order, told_as)
     statuses = _status_messages(result)
     unreachable = _unreachable_submitters(result)
     alert_bodies = _alert_bodies(result)
-    given_up = _undelivered_statuses(result)
+    given_up = _undelivered_statuses(result, owners)
     rejected = _rejected_orders(statuses, alert_bodies, valid, unreachable, given_up) - set(by_order)
     final["Rejected"] = len(rejected)
     dead = result.broker.dead_letters()
@@ -512,8 +533,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     missing_status = [
         o
         for o, doc in by_order.items()
-        if o in told_as
-        and told_as[o].get("replyTo") not in unreachable
+        if o in owners
+        and owners[o].get("replyTo") not in unreachable
         and doc["processState"] in final_status
         and any(
             s not in heard.get(o, set()) and (o, s) not in given_up
@@ -522,9 +543,9 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     ]
     kept = _kept_after_compensation(result, ledgers)
     contradicted = _rejected_after_accepted(result)
-    early = _statuses_before_received(statuses, by_order, told_as, set(missing_status))
+    early = _statuses_before_received(statuses, by_order, owners, set(missing_status))
     finals = {o: doc["processState"] for o, doc in by_order.items()} | dict.fromkeys(rejected, "Rejected")
-    silent = _silent_failures(result, finals, statuses, given_up, told_as)
+    silent = _silent_failures(result, finals, statuses, given_up, owners)
     stranded = _stranded_messages(result, by_order, rejected)
     unreleased = _unreleased_prepayments(by_order, ledgers, alert_bodies)
     windows = _outage_windows(result)

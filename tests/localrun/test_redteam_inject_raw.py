@@ -287,3 +287,26 @@ def test_a_valid_order_sent_alone_into_an_outage_waits_it_out():
     body = {**submitted(workload)["ord-00001"], "orderId": "late-1"}
     lines = [{"body": json.dumps(body), "message_id": "late-1", "at_s": 120}]
     assert check(run(lines, orders=6, seed=3, name="all-faults"), lines) == []
+
+
+# -- an injected order's own statuses are judged ------------------------------------------------------------------
+
+
+def test_an_injected_order_that_never_hears_how_it_ended_is_counted(monkeypatch):
+    """An order submitted only by a line, naming one of the run's status queues, is owed its statuses there as a
+    workload order is. Its ``Completed`` swallowed here (the send answered sent, nothing on the queue): before, the
+    report judged statuses of the workload's orders only and counted nothing."""
+    import notifications.status as status
+
+    real = status.publish_status
+
+    def swallow_injected_completed(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("order_id") == "injected-1" and kwargs.get("status") == "Completed":
+            return status.Delivery.SENT
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(status, "publish_status", swallow_injected_completed)
+    report, _ = new_order("injected-1", "injected-1")
+    assert report["final_states"]["Processed"] == 4
+    assert report["invariants"]["missing_statuses"] == 1
+    assert report["invariant_examples"]["missing_statuses"] == ["injected-1"]
