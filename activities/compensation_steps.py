@@ -238,8 +238,12 @@ def finish_compensation(ctx: AppContext, data: FinishCompensationInput) -> Write
 def fail_compensation(ctx: AppContext, data: FailCompensationInput) -> WriteResult:
     now = ctx.clock.now()
     error = str(data.error or "undo failed")
-    if data.transient and _waits_the_outage_out(ctx, data, now):
-        return NOT_OWNED  # released: the round ends; the supervisor claims the next one after the outage
+    if data.transient:
+        waited = _waits_the_outage_out(ctx, data, now)
+        if waited is True:
+            return NOT_OWNED  # released: the round ends; the supervisor claims the next one after the outage
+        if waited:  # waited MAX_OUTAGE_WAIT_MINUTES: failed, saying so (an operator is needed, the outage alone)
+            error = f"{error}; {waited}"
     record = write_fenced(
         ctx,
         data.order_id,
@@ -259,15 +263,17 @@ def fail_compensation(ctx: AppContext, data: FailCompensationInput) -> WriteResu
 WAITED = "OutageWait"  # the event of domain.outage.release_round_to_wait
 
 
-def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: datetime) -> bool:
+def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: datetime) -> bool | str:
     """An undo that used up its tries on transient failures while its service had an outage (its circuit
     open at some moment since the round began, or failing with no success since: an undo alone in an outage
     makes fewer failed calls than open the circuit): the round releases the record to wait the outage out
     instead of failing the compensation, as the supervisor does for a stuck round (supervisor/outage.py).
     With few tries (``MAX_FAILURES`` 1) the failed calls that opened the circuit used them all up, and an
-    outage alone left a ``CompensationFailed`` order for an operator. Past ``MAX_OUTAGE_WAIT_MINUTES`` of
-    waiting, or with no outage, the compensation fails as before. A health store that cannot be read fails
-    the activity (retried), never the compensation."""
+    outage alone left a ``CompensationFailed`` order for an operator. With no outage the compensation fails as
+    before (False); past ``MAX_OUTAGE_WAIT_MINUTES`` of waiting it fails too, and the answer is the reason to say
+    so (``OutageVerdict.escalation_reason``, as the supervisor's escalations say it: without it, an order failed
+    by the bound read as failed by its undo). A health store that cannot be read fails the activity (retried),
+    never the compensation."""
     record = ctx.states.get(data.order_id)
     if record is None:
         return False
@@ -278,8 +284,10 @@ def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: dat
         return False  # the fenced write below says "not owned" (or "done", on a retry)
     # its tries used up on transient failures: an outage's too while the service has had no success since
     verdict = outage_verdict(ctx, record, undo_in_flight(record), now, failed_transiently=True)
-    if verdict is None or verdict.exceeded:
+    if verdict is None:
         return False
+    if verdict.exceeded:
+        return verdict.escalation_reason(now)
     released = write_fenced(
         ctx,
         data.order_id,

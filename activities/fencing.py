@@ -16,7 +16,7 @@ from functools import partial
 from adapters.cosmos.state_store import update_fenced
 from dependencies import AppContext
 from domain.errors import FencingLost, StaleWrite, WriteAlreadyMade
-from domain.records import StateRecord, last_move
+from domain.records import SIDE_NOTES, StateRecord, last_move
 from domain.states import ProcessState
 from domain.write_order import in_write_order
 from notifications.received import say_before_the_last_word, say_owed_received
@@ -56,7 +56,8 @@ def write_fenced(
     older number than the owner's newest is refused (None, ``StaleWriteRefused``); the same number is
     this write made already, answered with the record as it is (nothing written, ``on_written`` not called) while
     the instance still holds it; a record taken since is lost (None, ``FencingLost``), except after a hand-over,
-    which is done whoever holds the record now.
+    which is done whoever holds the record now (when the instance's newest move is that hand-over: the same
+    number may have made another write of the activity's, ``fail_compensation``'s release to wait an outage out).
     ``on_written``: called once this very call made the write (not when it finds the write done by an
     earlier run of the activity): what must happen once per write, such as a cached count.
 
@@ -97,9 +98,10 @@ def _write_fenced(
         )
     except WriteAlreadyMade as made:  # a retry, or a late run of the newest write: made already
         found: StateRecord = made.record
-        if hand_over is None and found.locked_by != instance_id:
+        if found.locked_by != instance_id and (hand_over is None or not _handed_over(found, instance_id, hand_over)):
             # made while the instance held the record, taken since (the supervisor retried it, another attempt
-            # claimed it): not the instance's any more, whatever its own write did (a hand-over is done either way)
+            # claimed it): not the instance's any more, whatever its own write did (a hand-over is done either way,
+            # if it is what the number made: fail_compensation's may be its round's release to wait an outage out)
             _fencing_lost(order_id, instance_id, found.locked_by, where)
             return None
         log.info("order %s: write #%s of %s (%s) is on the record already", order_id, made.number, instance_id, where)
@@ -133,6 +135,17 @@ def _write_fenced(
     if on_written is not None:
         on_written()
     return written
+
+
+def _handed_over(record: StateRecord, instance_id: str, hand_over: str) -> bool:
+    """Whether the instance's newest move on the record is ``hand_over``: its write found made is this hand-over, not
+    another write of the same number (``fail_compensation`` numbers its release to wait an outage out and its
+    ``CompensationFailed`` the same). A history that no longer holds a move of the instance's says nothing
+    against it."""
+    for entry in reversed(record.history):
+        if entry.by == instance_id and entry.event not in SIDE_NOTES:
+            return entry.event == hand_over
+    return True
 
 
 def _fencing_lost(order_id: str, instance_id: str, locked_by: str | None, where: str) -> None:

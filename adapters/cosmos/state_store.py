@@ -19,7 +19,7 @@ from adapters.cosmos.errors import (
     StoreUnavailable,
     mapped_errors,
 )
-from domain.errors import FencingLost, IllegalTransition
+from domain.errors import FencingLost, IllegalTransition, WriteAlreadyMade
 from domain.records import StateRecord
 from domain.states import ProcessState
 from domain.text import carriable
@@ -244,7 +244,9 @@ def update_fenced(
     its previous write returned, and skips the read: the replace is conditional on that version's
     ``_etag``, so a stale version costs one 412 and a re-read, never a lost update. A verdict is
     only ever reached on a fresh read: a cached version that looks lost or not yet claimed is read
-    again before ``FencingLost`` is raised. On 412 it re-reads and tries again, which is safe only
+    again before ``FencingLost`` is raised, and so is one that holds this very write already
+    (``WriteAlreadyMade``: the process's own earlier run wrote it; another instance may have taken the
+    record since, which only a fresh read shows). On 412 it re-reads and tries again, which is safe only
     because the re-read re-checks ownership: the moment another writer takes the record, this
     attempt stops."""
     record = store.recent(order_id)
@@ -257,7 +259,7 @@ def update_fenced(
                 raise FencingLost(order_id, owner, None)
         try:
             updated = change(record)
-        except (FencingLost, IllegalTransition):
+        except (FencingLost, IllegalTransition, WriteAlreadyMade):
             if cached:
                 record = None  # judge on a fresh read, not on what this process last saw
                 continue

@@ -7,6 +7,7 @@ then runs an earlier one again; every one of them failed before the numbering (a
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from activities.compensation_steps import await_review, begin_undo, close_review, record_undo
 from activities.scheduler_steps import begin_step, mark_processed
 from adapters.clock import ManualClock
+from adapters.cosmos.state_store import CosmosStateStore
 from contracts.activities import (
     NOT_OWNED,
     OWNED,
@@ -29,6 +31,7 @@ from contracts.activities import (
     StepBegun,
     StepResult,
 )
+from contracts.names import STATE_CONTAINER
 from dependencies import AppContext
 from domain import compensation, transitions
 from domain.records import LastWrite
@@ -309,6 +312,11 @@ def test_the_same_write_again_is_applied_and_an_unnumbered_one_is_not_judged(app
     )
 
 
+def _another_store(cosmos_db: Any) -> CosmosStateStore:
+    """The state store of another host of the app: the same container, a cache of its own."""
+    return CosmosStateStore(cosmos_db.get_container_client(STATE_CONTAINER))
+
+
 def _shipping_then_processed(ctx: AppContext, order_id: str) -> MarkProcessedInput:
     """The order claimed and its last step begun (write 1); ``mark_processed``'s input as write 2."""
     owner = _claimed(ctx, order_id)
@@ -375,19 +383,26 @@ def test_a_late_run_of_the_newest_write_does_not_take_back_an_answer_noted_after
     assert (closed.action, closed.operator) == ("retry", "ana")
 
 
+@pytest.mark.parametrize("supervisor_host", ["this", "another"])
 def test_the_newest_write_run_again_after_the_supervisor_took_the_record_is_not_answered_as_owned(
-    app_context: AppContext, sender: Any
+    app_context: AppContext, sender: Any, cosmos_db: Any, supervisor_host: str
 ) -> None:
     """``begin_step`` (write 2) runs again after its deadline passed and the supervisor retried the order: the
     write is on the record, but the record is no longer the attempt's. Answered "owned", the retired attempt
     sent its agent the step's request once more (after duplicate detection's window, a second call to the
     service) and went on as if it held the order. It is answered ``NotOwned`` and sends nothing; a hand-over
-    found done (``mark_processed``) is still answered done whoever holds the record since."""
+    found done (``mark_processed``) is still answered done whoever holds the record since.
+
+    A supervisor on ``another`` host (a store of its own; red team fence41): the attempt's process judged "made
+    already" on the version its own first run wrote (cached, ``lockedBy`` its own) and answered owned."""
     ctx = app_context
     owner, _, charge = _two_steps_in(ctx, "o-late10")
     _later(ctx, STEP_TIMEOUT + timedelta(seconds=1))
-    assert run_supervisor(ctx, ScanState()).recovered == 1
-    taken = ctx.states.get("o-late10")
+    if supervisor_host == "another":
+        assert ctx.states.recent("o-late10") is not None  # the attempt's process has its write 2 cached
+    supervisor = ctx if supervisor_host == "this" else dataclasses.replace(ctx, states=_another_store(cosmos_db))
+    assert run_supervisor(supervisor, ScanState()).recovered == 1
+    taken = supervisor.states.get("o-late10")
     assert taken is not None and taken.locked_by != owner
     sent_before = len(sender.sent)
 
