@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from activities.fencing import owned_record, write_fenced
+from activities.fencing import moved_on, owned_record, write_fenced
 from adapters.cosmos.mapping import to_document
 from contracts.activities import (
+    MOVED_ON,
     NOT_OWNED,
     OWNED,
     AwaitReviewInput,
@@ -48,7 +49,8 @@ from supervisor.owed import owe_notifications
 
 def request_compensation(ctx: AppContext, data: RequestCompensationInput) -> WriteResult:
     """The forward attempt hands the order over to compensation (Processing -> Compensating, unowned,
-    due now). The supervisor's next run claims it and starts the compensation orchestration."""
+    due now). The supervisor's next run claims it and starts the compensation orchestration. Run again after the
+    round claimed it (``activities.fencing.moved_on``): ``MOVED_ON``, not logged a second time."""
     now = ctx.clock.now()
     reason = f"{data.step}: {data.error or 'non-transient failure'}; {data.reason or 'compensating'}"
     written = write_fenced(
@@ -66,6 +68,8 @@ def request_compensation(ctx: AppContext, data: RequestCompensationInput) -> Wri
     )
     if written is None:
         return NOT_OWNED
+    if moved_on(written, data.instance_id):
+        return MOVED_ON
     app_event("CompensationRequested", f"order {data.order_id}: {reason}", orderId=data.order_id)
     return OWNED
 
@@ -236,6 +240,11 @@ def finish_compensation(ctx: AppContext, data: FinishCompensationInput) -> Write
 
 
 def fail_compensation(ctx: AppContext, data: FailCompensationInput) -> WriteResult:
+    """One fenced write, ``CompensationFailed`` (or the round's release to wait an outage out), then the
+    ``CompensationFailed`` alert; the round tells the submitter. Run again after its write was made and the record
+    moved on (an operator compensated again, the next round claimed it: ``activities.fencing.moved_on``), it is
+    answered ``MOVED_ON``: done, no alert (paged again, it went out under the next round's number with that round's
+    reason, past duplicate detection) and no status for an order being compensated again."""
     now = ctx.clock.now()
     error = str(data.error or "undo failed")
     if data.transient:
@@ -256,6 +265,8 @@ def fail_compensation(ctx: AppContext, data: FailCompensationInput) -> WriteResu
     )
     if record is None:
         return NOT_OWNED
+    if moved_on(record, data.instance_id):
+        return MOVED_ON
     alert_compensation_failed(ctx, record.order_id, record.attempt, record.last_error or error, data.seq)
     return OWNED
 

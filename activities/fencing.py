@@ -58,6 +58,10 @@ def write_fenced(
     the instance still holds it; a record taken since is lost (None, ``FencingLost``), except after a hand-over,
     which is done whoever holds the record now (when the instance's newest move is that hand-over: the same
     number may have made another write of the activity's, ``fail_compensation``'s release to wait an outage out).
+    Such a hand-over, found made with the record moved on since (``moved_on``: an operator resubmitted or compensated
+    the order again, the next attempt or round claimed it), is answered with the record as it is now: its activity
+    must not act on it as its own (``fail_order`` and ``fail_compensation`` page nobody and answer ``MOVED_ON``, so
+    their orchestration tells the submitter nothing). ``Processed`` and ``Compensated`` cannot be moved on from.
     ``on_written``: called once this very call made the write (not when it finds the write done by an
     earlier run of the activity): what must happen once per write, such as a cached count.
 
@@ -135,6 +139,18 @@ def _write_fenced(
     if on_written is not None:
         on_written()
     return written
+
+
+def moved_on(record: StateRecord, instance_id: str) -> bool:
+    """Whether someone else moved the record since the instance's last write (``write_fenced``'s answer to a
+    hand-over): its last move, past the side notes, is not the instance's. Only a hand-over found made by an
+    earlier run of its activity can be answered so: an operator resubmitted the failed order or compensated it
+    again, the next attempt or round claimed it, or the supervisor delivered and acknowledged what a failure
+    write owed (``supervisor.owed``). What the hand-over's activity does after the write on the record's word
+    (an operator alert under ``record.attempt``, the submitter's final status) is then no longer its to do: the
+    record speaks for a later attempt, or for an operator's action, or was told already."""
+    last = last_move(record)
+    return last is not None and last.by != instance_id
 
 
 def _handed_over(record: StateRecord, instance_id: str, hand_over: str) -> bool:

@@ -12,11 +12,12 @@ import logging
 from datetime import datetime
 
 import notifications.status
-from activities.fencing import write_fenced
+from activities.fencing import moved_on, write_fenced
 from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.mapping import to_document
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.activities import (
+    MOVED_ON,
     NOT_OWNED,
     OWNED,
     BeginStepInput,
@@ -134,6 +135,12 @@ def release_for_retry(ctx: AppContext, data: ReleaseForRetryInput) -> WriteResul
 
 
 def fail_order(ctx: AppContext, data: FailOrderInput) -> WriteResult:
+    """One fenced write, ``Failed`` (the hand-over to an operator), then the ``OrderFailed`` alert; the orchestration
+    tells the submitter ``Failed``. Run again after its write was made and the record moved on (an operator
+    resubmitted the order, perhaps claimed by the next attempt since: ``activities.fencing.moved_on``), it is
+    answered ``MOVED_ON``: done, no alert (its first run sent it, or the record owed it until the operator acted;
+    paged again, it went out under the next attempt's number, past duplicate detection) and no ``Failed`` status
+    for a submitter whose order is being processed again."""
     now = ctx.clock.now()
     reason = f"{data.step}: {data.error or 'non-transient failure'}"
     record = write_fenced(
@@ -149,6 +156,8 @@ def fail_order(ctx: AppContext, data: FailOrderInput) -> WriteResult:
     )
     if record is None:
         return NOT_OWNED
+    if moved_on(record, data.instance_id):
+        return MOVED_ON
     raise_alert_after_write(
         ctx.sender,
         kind="OrderFailed",

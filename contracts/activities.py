@@ -69,13 +69,19 @@ class NotOwned(Wire):
 
 @dataclass(frozen=True)
 class Owned(Wire):
-    """The fenced write was made (or found already made by this instance)."""
+    """The fenced write was made (or found already made by this instance). ``moved_on`` (a hand-over's answer
+    only): found made by an earlier run of the activity, and the record moved on since (an operator resubmitted
+    or compensated the order again, the next attempt or round claimed it: ``activities.fencing.moved_on``).
+    The orchestration ends with its outcome as it would, but tells the submitter nothing: the order is no longer
+    its to speak for."""
 
     owned: Literal[True] = field(default=True, init=False)
+    moved_on: Annotated[bool | None, OMIT_NONE] = None  # None, not False: the answer as it was before the key
 
 
 NOT_OWNED = NotOwned()
 OWNED = Owned()
+MOVED_ON = Owned(moved_on=True)
 
 # The result of a fenced write that answers nothing more than whether it was made.
 WriteResult = Owned | NotOwned
@@ -87,7 +93,7 @@ def _fenced[T: Wire](kind: type[T], data: Any, what: str) -> T | NotOwned:
 
 
 def parse_write_result(data: Any) -> WriteResult:
-    return OWNED if _owned(data, "result") else NOT_OWNED
+    return from_json(Owned, data) if _owned(data, "result") else NOT_OWNED
 
 
 # --- inputs shared in shape -------------------------------------------------------------------------------

@@ -150,8 +150,9 @@ def _undo_entry(
         else:
             error = tries_used_up(error, tries)
     failed = FailCompensationInput(order_id=order_id, instance_id=me, seq=seq, error=error)
-    yield from call_fenced(writes, names.FAIL_COMPENSATION, failed, parse_write_result, at=at)
-    yield from call_publish_status(
-        context, order_id, "CompensationFailed", round_number, f"{step_name}: {error}", plan=plan
-    )
+    written = yield from call_fenced(writes, names.FAIL_COMPENSATION, failed, parse_write_result, at=at)
+    if not written.moved_on:  # moved on: an operator compensated again since, the next round speaks
+        yield from call_publish_status(
+            context, order_id, "CompensationFailed", round_number, f"{step_name}: {error}", plan=plan
+        )
     return orchestration_result("CompensationFailed", seq=seq, step=step_name, error=error)

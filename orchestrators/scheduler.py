@@ -302,10 +302,11 @@ def _handle_permanent_failure(
         yield from call_fenced(run.writes, names.REQUEST_COMPENSATION, handed, parse_write_result, at="compensate")
         return Ended(orchestration_result("CompensationRequested", step=step.name, error=error))
     failed = FailOrderInput(order_id=run.order_id, instance_id=run.me, step=step.name, attempt=run.number, error=error)
-    yield from call_fenced(run.writes, names.FAIL_ORDER, failed, parse_write_result, at="fail")
-    yield from call_publish_status(
-        run.context, run.order_id, "Failed", run.number, f"{step.name}: {error}", plan=run.plan
-    )
+    written = yield from call_fenced(run.writes, names.FAIL_ORDER, failed, parse_write_result, at="fail")
+    if not written.moved_on:  # moved on: an operator resubmitted the order since, the submitter hears its next word
+        yield from call_publish_status(
+            run.context, run.order_id, "Failed", run.number, f"{step.name}: {error}", plan=run.plan
+        )
     return Ended(orchestration_result("Failed", step=step.name, error=error))
 
 

@@ -196,6 +196,18 @@ def test_an_undo_that_fails_for_good_ends_compensation_failed_naming_the_entry(c
     assert inputs(result, names.BEGIN_UNDO)[-1]["seq"] == 2  # the older entry was never attempted
 
 
+def test_a_compensation_found_failed_and_moved_on_since_tells_the_submitter_nothing(compensate):
+    """``fail_compensation`` run again found its write made and the record moved on (an operator compensated again;
+    ``activities.fencing.moved_on``): the round still ends ``CompensationFailed``, with no status for it."""
+    r = Round([RESERVE, CHARGE])
+    r.remote(reply(CHARGE, outcome="failed", error="charge C-1 is disputed"))
+    r.h.activity_completed(names.FAIL_COMPENSATION, {"owned": True, "movedOn": True}, at=r.h.now)
+    result = r.run(compensate)
+    assert result.is_done
+    assert result.new_actions == []
+    assert result.output["result"] == "CompensationFailed"
+
+
 def test_transient_failures_that_use_up_the_tries_end_compensation_failed(compensate):
     r = Round([CHARGE], tries=2)
     r.remote(reply(CHARGE, outcome="failed", transient=True, error="503"))

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from activities.compensation_steps import await_review, begin_undo, close_review, record_undo
-from activities.scheduler_steps import begin_step, mark_processed
+from activities.compensation_steps import await_review, begin_undo, close_review, record_undo, request_compensation
+from activities.scheduler_steps import begin_step, fail_order, mark_processed
 from adapters.clock import ManualClock
 from adapters.cosmos.state_store import CosmosStateStore
 from contracts.activities import (
@@ -24,20 +24,23 @@ from contracts.activities import (
     BeginStepInput,
     BeginUndoInput,
     CloseReviewInput,
+    FailOrderInput,
     MarkProcessedInput,
+    Owned,
     Processed,
     RecordUndoInput,
+    RequestCompensationInput,
     ReviewClosed,
     StepBegun,
     StepResult,
 )
-from contracts.names import STATE_CONTAINER
+from contracts.names import OPERATOR_ALERTS_QUEUE, STATE_CONTAINER
 from dependencies import AppContext
 from domain import compensation, transitions
 from domain.records import LastWrite
 from domain.review import pending_review
 from domain.states import ProcessState, StepStatus
-from operations.actions import claim_answer
+from operations.actions import claim_answer, resubmit
 from orchestrators.agent_call import agent_request
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState
@@ -424,3 +427,71 @@ def test_a_hand_over_run_again_after_the_next_attempt_claimed_the_record_is_answ
     ctx.states.replace(record.with_changes(ctx.clock.now(), "Noted", "someone-else", "a later writer", locked_by="x"))
     _later(ctx, timedelta(seconds=1))
     assert isinstance(mark_processed(ctx, done), Processed)  # the hand-over is done: answered so
+
+
+def _failed_then_resubmitted(ctx: AppContext, order_id: str, claimed: bool) -> FailOrderInput:
+    """The order failed for good at its charge (``fail_order``, write 2); an operator resubmitted it and, with
+    ``claimed``, the next attempt claimed it (its first numbered write not made yet). ``fail_order``'s input."""
+    owner = _claimed(ctx, order_id)
+    begin_step(ctx, _begin(order_id, owner, "charge-payment", "payment", ctx.clock.now() + STEP_TIMEOUT, 1))
+    failed = FailOrderInput(
+        order_id=order_id, instance_id=owner, step="charge-payment", attempt=1, error="declined", write_number=2
+    )
+    assert fail_order(ctx, failed) == OWNED  # the write made, its answer lost: Durable runs the activity again
+    _later(ctx, timedelta(minutes=2))
+    assert resubmit(ctx, order_id, "ana", "card replaced").status == 200
+    if claimed:
+        record = ctx.states.get(order_id)
+        assert record is not None
+        ctx.states.replace(transitions.claim(record, ctx.clock.now(), ctx.settings.start_grace))
+    return failed
+
+
+@pytest.mark.parametrize("claimed", [False, True], ids=["resubmitted", "claimed"])
+def test_a_fail_order_run_again_after_a_resubmit_pages_nobody_and_tells_the_submitter_nothing(
+    app_context: AppContext, sender: Any, claimed: bool
+) -> None:
+    """``fail_order`` run again after an operator resubmitted the order (and the next attempt claimed it): its
+    write is made (answered done), but the order is no longer its to speak for. It paged ``OrderFailed`` a second
+    time, under the next attempt's number (``record.attempt``, a new MessageId), and answered plain "owned", so the
+    orchestration told the submitter ``Failed`` while the resubmitted order was being processed again."""
+    ctx = app_context
+    failed = _failed_then_resubmitted(ctx, f"o-late12-{claimed}", claimed)
+    before = ctx.states.get(failed.order_id)
+    paged = len(sender.bodies(OPERATOR_ALERTS_QUEUE))
+
+    answer = fail_order(ctx, failed)
+
+    assert sender.bodies(OPERATOR_ALERTS_QUEUE)[paged:] == []  # no second OrderFailed
+    assert answer == Owned(moved_on=True)  # done, and the orchestration says nothing to the submitter
+    after = ctx.states.get(failed.order_id)
+    assert after is not None and before is not None and after.version == before.version  # nothing written
+
+
+def test_a_compensation_request_run_again_after_the_round_claimed_it_is_done_and_logged_once(
+    app_context: AppContext, caplog: Any
+) -> None:
+    """``request_compensation`` (the ``CompensationRequested`` hand-over) run again after the supervisor's round
+    claimed the record: done (``MOVED_ON``), its ``CompensationRequested`` event not logged a second time."""
+    ctx = app_context
+    owner, _, _ = _two_steps_in(ctx, "o-late13")
+    handed = RequestCompensationInput(
+        order_id="o-late13",
+        instance_id=owner,
+        step="charge-payment",
+        attempt=1,
+        error="declined",
+        reason="compensating",
+        write_number=3,
+    )
+    assert request_compensation(ctx, handed) == OWNED  # its answer lost: Durable runs it again
+    record = ctx.states.get("o-late13")
+    assert record is not None
+    now = ctx.clock.now()
+    ctx.states.replace(
+        compensation.claim_compensation(record, now, ctx.settings.start_grace, ctx.settings.max_failures, "supervisor")
+    )
+
+    assert request_compensation(ctx, handed) == Owned(moved_on=True)
+
+    assert [r for r in caplog.records if getattr(r, "event", None) == "CompensationRequested"][1:] == []

@@ -232,6 +232,19 @@ def test_non_transient_error_reply_fails_the_order(scheduler):
     assert result.output == {"result": "Failed", "step": "reserve-inventory", "error": "SKU A discontinued"}
 
 
+def test_a_failed_order_found_failed_and_moved_on_since_tells_the_submitter_nothing(scheduler):
+    """``fail_order`` run again found its write made and the record moved on (an operator resubmitted the order;
+    ``activities.fencing.moved_on``): the attempt still ends ``Failed``, with no ``Failed`` status for a submitter
+    whose order is being processed again."""
+    f = Flow()
+    f.in_process_reply(reply("reserve-inventory", outcome="failed", error="SKU A discontinued"))
+    f.h.activity_completed(names.FAIL_ORDER, {"owned": True, "movedOn": True}, at=f.h.now)
+    result = f.run(scheduler)
+    assert result.is_done
+    assert result.new_actions == []
+    assert result.output == {"result": "Failed", "step": "reserve-inventory", "error": "SKU A discontinued"}
+
+
 def test_transient_error_reply_releases_the_record_to_the_supervisor(scheduler):
     f = Flow()
     f.in_process_reply(reply("reserve-inventory", outcome="failed", transient=True, error="503 x4"))

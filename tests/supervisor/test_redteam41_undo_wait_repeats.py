@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from adapters.cosmos.state_store import update_once
-from contracts.activities import NOT_OWNED, OWNED, tries_used_up
+from contracts.activities import NOT_OWNED, OWNED, Owned, tries_used_up
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.states import ProcessState
 from supervisor.compensation_rounds import claim_due_compensations
+from supervisor.operator import compensate_action
 from tests.supervisor.test_outage_wait import health, with_health
 from tests.supervisor.test_undo_tries_used_up_in_an_outage import _alerts, _fail, _failed_calls, _undoing_the_charge
 
@@ -67,3 +68,28 @@ def test_an_undo_failing_past_max_outage_wait_says_the_bound_failed_it(
     assert "MAX_OUTAGE_WAIT_MINUTES=10" in (failed.last_error or ""), failed.last_error
     [alert] = [a for a in sender.bodies(OPERATOR_ALERTS_QUEUE) if a["kind"] == "CompensationFailed"]
     assert "MAX_OUTAGE_WAIT_MINUTES=10" in alert["details"]["reason"]
+
+
+def test_fail_compensation_run_again_after_an_operator_compensated_again_pages_nobody(
+    make_ctx: Any, health: Any, states: Any, clock: Any, sender: Any
+) -> None:
+    """``fail_compensation`` (the ``CompensationFailed`` hand-over) run again after an operator ran compensate again
+    and the next round claimed the record: its write is made (answered done), but it paged ``CompensationFailed`` a
+    second time under the next round's number (``record.attempt``, a new MessageId) with that round's reason, and
+    answered plain "owned": the round told the submitter ``CompensationFailed`` for an order being compensated."""
+    ctx = with_health(make_ctx, health)
+    record = _undoing_the_charge(ctx, states, clock)
+    assert _fail(ctx, record, "refund refused: charge disputed") == OWNED  # its answer lost: run again
+    clock.advance(timedelta(minutes=5))
+    compensate_action(ctx, "o1", "ana", "dispute settled")
+    [_next] = claim_due_compensations(ctx).starts
+    taken = states.get("o1")
+    assert taken.locked_by not in (None, record.locked_by)
+    paged = len(sender.bodies(OPERATOR_ALERTS_QUEUE))
+
+    answer = _fail(ctx, record, "refund refused: charge disputed")
+
+    assert sender.bodies(OPERATOR_ALERTS_QUEUE)[paged:] == []  # no second CompensationFailed
+    assert answer == Owned(moved_on=True)  # done; the round tells the submitter nothing
+    after = states.get("o1")
+    assert (after.version, after.locked_by) == (taken.version, taken.locked_by)
