@@ -162,12 +162,12 @@ def test_the_activity_answers_a_refusal_and_alerts_the_queue_not_the_status():
     """The activity: a queue that refuses this app answers ``StatusRefused`` (it does not fail: the orchestration
     cannot tell one exception from another), alerted ``ReplyQueueUnavailable`` (once per queue), and never
     ``StatusUndelivered``, not even on the last try of the timers."""
-    given = {"orderId": "o1", "status": "Failed", "attempt": 2, "replyTo": "submitter-7"}
+    given = {"orderId": "o1", "status": "Completed", "attempt": 2, "replyTo": "submitter-7"}
     for extra in ({}, {"lastTry": True}):
         sender = RecordingSender(missing={"submitter-7"})
-        answer = run(publish_status, storeless_context(sender, ended=ProcessState.ERROR), {**given, **extra})
+        answer = run(publish_status, storeless_context(sender, ended=ProcessState.PROCESSED), {**given, **extra})
         assert answer == {"refused": True, "error": "'submitter-7' refuses this app"}
         assert sender.message_ids(OPERATOR_ALERTS_QUEUE) == ["alert:ReplyQueueUnavailable:-:submitter-7"]
 
-    sent = storeless_context(RecordingSender(), ended=ProcessState.ERROR)
+    sent = storeless_context(RecordingSender(), ended=ProcessState.PROCESSED)
     assert run(publish_status, sent, given) is None  # sent: nothing to say

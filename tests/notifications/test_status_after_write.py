@@ -11,15 +11,54 @@ from tests.contexts import context_with
 
 def test_the_status_activity_sends_to_the_queue_it_is_given_without_reading_the_record():
     """The queue comes with the status (the orchestration's plan read it): the record is not read, this process
-    having seen it end without owing ``Received`` (a failure's ``Failed`` after the ``fail_order`` write)."""
+    having seen it end without owing ``Received`` (a round's ``Compensated`` after the ``finish_compensation``
+    write). A failure status (``Failed``, ``CompensationFailed``) is the exception: it reads the record, fresh,
+    for an order an operator may have moved on since (test_failure_status_after_operator_acted.py)."""
     from activities.scheduler_steps import publish_status
     from domain.states import ProcessState
     from tests.fakes import RecordingSender
 
     sender = RecordingSender()
-    ctx = storeless_context(sender, ended=ProcessState.ERROR)
-    run(publish_status, ctx, {"orderId": "o1", "status": "Failed", "attempt": 2, "replyTo": "submitter-7"})
-    assert sender.message_ids("submitter-7") == ["o1:Failed:2"]
+    ctx = storeless_context(sender, ended=ProcessState.COMPENSATED)
+    run(publish_status, ctx, {"orderId": "o1", "status": "Compensated", "attempt": 2, "replyTo": "submitter-7"})
+    assert sender.message_ids("submitter-7") == ["o1:Compensated:2"]
+
+
+def test_a_failure_status_reads_the_record_once_and_never_decides_on_a_cached_version():
+    """``Failed`` reads the record fresh (this process's cached version may predate an operator's resubmit, written
+    by the ops API's process): one read, whose ended version the ``Received`` check then uses; a record moved on
+    since (``Pending`` again, the cached version still ``Error``) gets nothing sent."""
+    import dataclasses
+    from datetime import UTC, datetime
+
+    from activities.scheduler_steps import publish_status
+    from domain.records import StateRecord
+    from tests.fakes import RecordingSender
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    failed = StateRecord(id="o1", order_id="o1", process_state=ProcessState.ERROR, attempt=2, updated_at=at)
+
+    class CountedReads:
+        def __init__(self, stored: StateRecord) -> None:
+            self.cached, self.stored, self.reads = failed, stored, 0
+
+        def recent(self, order_id: str) -> StateRecord:
+            return self.cached
+
+        def get(self, order_id: str) -> StateRecord:
+            self.reads += 1
+            self.cached = self.stored
+            return self.stored
+
+    given = {"orderId": "o1", "status": "Failed", "attempt": 2, "replyTo": "submitter-7"}
+    for stored, sent in (
+        (failed, ["o1:Failed:2"]),
+        (dataclasses.replace(failed, process_state=ProcessState.PENDING), []),
+    ):
+        sender, store = RecordingSender(), CountedReads(stored)
+        ctx = dataclasses.replace(storeless_context(sender), states=store)  # type: ignore[arg-type]
+        assert run(publish_status, ctx, given) is None
+        assert (sender.message_ids("submitter-7"), store.reads) == (sent, 1)
 
 
 def test_completed_is_sent_without_reading_the_record_when_this_process_saw_it_end_owing_nothing():
@@ -100,17 +139,17 @@ def test_a_final_status_whose_last_try_fails_is_alerted_status_undelivered_and_a
                 raise SendError("send to 'submitter-7' failed: ServiceCommunicationProblem")
             super().send(queue, message)  # type: ignore[arg-type]
 
-    given = {"orderId": "o1", "status": "Failed", "attempt": 2, "replyTo": "submitter-7"}
+    given = {"orderId": "o1", "status": "Completed", "attempt": 2, "replyTo": "submitter-7"}
     earlier = ReplyQueueDown()
     with pytest.raises(SendError):
-        run(publish_status, storeless_context(earlier, ended=ProcessState.ERROR), given)
+        run(publish_status, storeless_context(earlier, ended=ProcessState.PROCESSED), given)
     assert earlier.sent == []
     last = ReplyQueueDown()
     with pytest.raises(SendError):
-        run(publish_status, storeless_context(last, ended=ProcessState.ERROR), {**given, "lastTry": True})
-    assert last.message_ids(OPERATOR_ALERTS_QUEUE) == ["alert:StatusUndelivered:o1:Failed:2"]
+        run(publish_status, storeless_context(last, ended=ProcessState.PROCESSED), {**given, "lastTry": True})
+    assert last.message_ids(OPERATOR_ALERTS_QUEUE) == ["alert:StatusUndelivered:o1:Completed:2"]
     alert = last.bodies(OPERATOR_ALERTS_QUEUE)[0]
-    assert alert["details"]["replyTo"] == "submitter-7" and alert["details"]["status"] == "Failed"
+    assert alert["details"]["replyTo"] == "submitter-7" and alert["details"]["status"] == "Completed"
 
 
 def test_only_the_status_couriers_last_try_says_it_is_the_last(functions):
