@@ -148,7 +148,9 @@ def moved_on(record: StateRecord, instance_id: str) -> bool:
     again, the next attempt or round claimed it, or the supervisor delivered and acknowledged what a failure
     write owed (``supervisor.owed``). What the hand-over's activity does after the write on the record's word
     (an operator alert under ``record.attempt``, the submitter's final status) is then no longer its to do: the
-    record speaks for a later attempt, or for an operator's action, or was told already."""
+    record speaks for a later attempt, or for an operator's action, or was told already. The failure status its
+    orchestration is still retrying after a first run that answered is stopped the same way, by the status activity
+    (``activities.scheduler_steps.failure_moved_on``)."""
     last = last_move(record)
     return last is not None and last.by != instance_id
 

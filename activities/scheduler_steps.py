@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Any
 
 import notifications.status
 from activities.fencing import moved_on, write_fenced
@@ -50,6 +51,14 @@ from notifications.status import Delivery
 from observability.events import app_event
 from orchestrators.status import PROGRESS_STATUSES
 from supervisor.owed import owe_notifications
+
+# The failure statuses and the state their failure write leaves the record in: the only final statuses an operator
+# can move an order on from (resubmit: ``Error -> Pending``; compensate: ``Error | CompensationFailed ->
+# Compensating``), so the only ones ``publish_status`` checks the record for (``failure_moved_on``).
+FAILED_IN: dict[str, ProcessState] = {
+    "Failed": ProcessState.ERROR,
+    "CompensationFailed": ProcessState.COMPENSATION_FAILED,
+}
 
 
 def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
@@ -295,18 +304,21 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused |
     ``Rejected`` comes here only from the status courier (``deliver_status_v1``: the intake's own send of it
     failed; no orchestration sends it). Each of its tries first looks for the order's state record
     (``refusal_superseded``): one written since means another submission of the order was accepted, which speaks
-    for the order, so the refusal is not told (``StatusSuperseded``) and the courier ends."""
+    for the order, so the refusal is not told (``StatusSuperseded``) and the courier ends.
+
+    ``Failed`` and ``CompensationFailed`` (``FAILED_IN``), tried again on the timers for hours while their send
+    fails, are sent only while the record stands where the failure left it (``failure_moved_on``): an operator may
+    have resubmitted or compensated the order since, and the submitter hears the next attempt or round. The read is
+    theirs alone (the ``Received`` check after it finds the ended version it cached): ``Completed`` (sent by
+    ``mark_processed`` itself, then here only when that send failed) and the progress statuses read nothing more."""
     if data.status == "Rejected" and refusal_superseded(ctx, data):
+        return None
+    if data.status in FAILED_IN and failure_moved_on(ctx, data):
         return None
     if data.reply_to_known:
         reply_to = data.reply_to
     else:
-        try:
-            record = ctx.states.get(data.order_id)
-        except StoreUnavailable as exc:
-            if data.last_try:
-                _give_up(ctx, data, None, exc)
-            raise
+        record = _read(ctx, data)
         if record is None:
             return None
         reply_to = record.reply_to
@@ -345,24 +357,53 @@ def refusal_superseded(ctx: AppContext, data: PublishStatusInput) -> bool:
     True: logged ``StatusSuperseded``, nothing sent, no ``StatusUndelivered`` on the last try (the activity succeeds,
     so the courier ends). A read that fails fails the try (the courier's timers try again); on the last try it is
     alerted ``StatusUndelivered`` like a failed send: nobody can tell then whether the refusal stands."""
+    record = _read(ctx, data)
+    if record is None:
+        return False
+    why = f"another submission of the order was accepted since (its record is {record.process_state.value})"
+    _not_sent("StatusSuperseded", data, why, variant=data.variant)
+    return True
+
+
+def failure_moved_on(ctx: AppContext, data: PublishStatusInput) -> bool:
+    """Whether the order whose failure status ``data`` holds (``Failed``, ``CompensationFailed``) moved on past the
+    attempt or round that failed, read fresh (never the version this process cached: an operator's action is
+    written by another process): the record is no longer in the failure's state (``FAILED_IN``: an operator
+    resubmitted it, ``Error -> Pending``, or compensated it, ``-> Compensating``), or is under a later attempt or
+    round (``attempt``: the next one claimed it and failed too; its own failure status is its to send). Its
+    orchestration retries the status on durable timers for about six hours while the send fails (Service Bus down,
+    the submitter's queue full): a later try sent it after the next attempt's ``Processing``, even after its
+    ``Completed``, and the submitter heard the order failed last. As the owed sweep drops what the record owed once
+    an operator acted (``supervisor.owed``: the resubmit or compensate clears it).
+
+    True: logged ``StatusMovedOn``, nothing sent; the activity answers None (as sent), so the timers stop, and
+    nothing is alerted (a failure status never says ``lastTry``). A read that fails fails the try (the timers try
+    again). Left: a try that read the record just before the operator's action sends it just after, as the owed
+    sweep does (docs/supervisor.md); the read costs a failure status one point read, no other status."""
+    record = _read(ctx, data)
+    if record is None or (record.process_state is FAILED_IN[data.status] and record.attempt == data.attempt):
+        return False
+    state = record.process_state.value
+    why = f"attempt {data.attempt} failed; the order moved on since (its record is {state}, attempt {record.attempt})"
+    _not_sent("StatusMovedOn", data, why, recordAttempt=record.attempt, state=state)
+    return True
+
+
+def _not_sent(event: str, data: PublishStatusInput, why: str, **fields: Any) -> None:
+    """Logs ``event``: the status in ``data`` is not sent, and ``why``."""
+    message = f"order {data.order_id}: status {data.status} not sent: {why}"
+    app_event(event, message, orderId=data.order_id, status=data.status, attempt=data.attempt, **fields)
+
+
+def _read(ctx: AppContext, data: PublishStatusInput) -> StateRecord | None:
+    """The order's record, read fresh for ``publish_status``; a read that fails fails the try (alerted
+    ``StatusUndelivered`` on the last: nothing tries again)."""
     try:
-        record = ctx.states.get(data.order_id)
+        return ctx.states.get(data.order_id)
     except StoreUnavailable as exc:
         if data.last_try:
             _give_up(ctx, data, data.reply_to, exc)
         raise
-    if record is None:
-        return False
-    app_event(
-        "StatusSuperseded",
-        f"order {data.order_id}: status {data.status} not sent: another submission of the order was accepted since "
-        f"(its record is {record.process_state.value})",
-        orderId=data.order_id,
-        status=data.status,
-        attempt=data.attempt,
-        variant=data.variant,
-    )
-    return True
 
 
 def _give_up(ctx: AppContext, data: PublishStatusInput, reply_to: str | None, error: Exception) -> None:

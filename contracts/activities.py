@@ -267,7 +267,9 @@ def parse_mark_processed(data: Any) -> MarkProcessedResult:
 @dataclass(frozen=True)
 class PublishStatusInput(Wire):
     """``publish_status``: one status update to the order's ``replyTo``; it answers nothing (None) when the
-    status was sent or has nowhere to go, ``StatusRefused`` when the reply queue refused this app.
+    status was sent or is not to be sent (nowhere to go; a ``Rejected`` superseded or a ``Failed`` or
+    ``CompensationFailed`` whose order moved on since: its orchestration must stop trying), ``StatusRefused`` when
+    the reply queue refused this app.
     ``reply_to_known`` False: the activity reads ``replyTo`` from the record. ``variant``: a second update
     of the same status and attempt, under a MessageId of its own (``notifications.status.publish_status``;
     the courier's ``Rejected`` of one refused message)."""
@@ -295,7 +297,8 @@ class StatusRefused(Wire):
 
 
 def parse_publish_status(data: Any) -> StatusRefused | None:
-    """None: sent, or nothing to send (and every answer recorded before ``StatusRefused``)."""
+    """None: sent, or nothing to send (and every answer recorded before ``StatusRefused``); either way the
+    orchestration stops trying."""
     if data is None:
         return None
     if _obj(data, "publish_status result").get("refused") is not True:

@@ -23,7 +23,11 @@ holds a deadline:
   here, the queue taking sends again let it reach the submitter after the order was resubmitted (and before
   ``Received``, until the activity said an owed ``Received`` first: ``notifications.received.say_before_status``).
   An answer recorded before ``StatusRefused`` existed is None (sent, or nothing to send), and replays as it was
-  recorded.
+  recorded;
+- a ``Failed`` or ``CompensationFailed`` is sent only while its order stands where the failure left it: each try
+  reads the record, and one an operator moved on since (resubmitted, compensated again: the next attempt or round
+  speaks) is answered None with nothing sent (``activities.scheduler_steps.failure_moved_on``, ``StatusMovedOn``),
+  so the timers stop; a later try delivered the old failure after the resubmitted order's ``Processing``.
 
 ``deliver_status`` is the courier orchestration: code that has no durable timer of its own (the
 intake) hands it a status whose send failed, and it delivers it the same way. A pending-cap refusal's
