@@ -495,3 +495,38 @@ def test_a_compensation_request_run_again_after_the_round_claimed_it_is_done_and
     assert request_compensation(ctx, handed) == Owned(moved_on=True)
 
     assert [r for r in caplog.records if getattr(r, "event", None) == "CompensationRequested"][1:] == []
+
+
+def test_a_fail_order_run_again_after_the_supervisor_delivered_what_it_owed_loses_nothing(
+    app_context: AppContext, sender: Any
+) -> None:
+    """Red team: ``moved_on`` is true for a record whose last move is the supervisor's acknowledgement
+    (``NotificationsDelivered``), not an operator's action: ``fail_order`` run again after the owed sweep delivered
+    and acknowledged what its write owed answers ``MOVED_ON`` (no page, no ``Failed`` from its orchestration). That
+    loses nothing: the sweep sent the ``OrderFailed`` alert and the ``Failed`` status before it acknowledged them,
+    so the submitter heard how the order ended, once."""
+    from supervisor.owed import DELIVERED, deliver_owed
+
+    ctx = app_context
+    order_id = "o-late14"
+    owner = _claimed(ctx, order_id)
+    begin_step(ctx, _begin(order_id, owner, "charge-payment", "payment", ctx.clock.now() + STEP_TIMEOUT, 1))
+    failed = FailOrderInput(
+        order_id=order_id, instance_id=owner, step="charge-payment", attempt=1, error="declined", write_number=2
+    )
+    assert fail_order(ctx, failed) == OWNED  # the write made, its answer lost: Durable runs the activity again
+    owed = ctx.states.get(order_id)
+    assert owed is not None
+    assert deliver_owed(ctx, owed)  # the supervisor's sweep, before the activity runs again
+    acknowledged = ctx.states.get(order_id)
+    assert acknowledged is not None and acknowledged.history[-1].event == DELIVERED
+    paged = len(sender.bodies(OPERATOR_ALERTS_QUEUE))
+
+    assert fail_order(ctx, failed) == Owned(moved_on=True)
+
+    assert sender.bodies(OPERATOR_ALERTS_QUEUE)[paged:] == []
+    kinds = [a["kind"] for a in sender.bodies(OPERATOR_ALERTS_QUEUE) if a.get("orderId") == order_id]
+    assert "OrderFailed" in kinds
+    heard = [(s["status"], s["attempt"]) for s in sender.bodies(CLIENT) if s["orderId"] == order_id]
+    assert heard.count(("Failed", 1)) >= 1
+    assert heard[-1] == ("Failed", 1)
