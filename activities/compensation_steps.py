@@ -41,7 +41,7 @@ from domain.states import ProcessState
 from notifications.alerts import raise_alert, raise_alert_after_write
 from observability.events import app_event
 from orchestrators import names
-from supervisor.outage import outage_verdict
+from supervisor.outage import outage_verdict, tell_waiting
 from supervisor.owed import owe_notifications
 
 # --- asked by the scheduler --------------------------------------------------------------------------
@@ -319,6 +319,8 @@ def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: dat
         notBefore=verdict.until.isoformat(),
         waitingSince=verdict.since.isoformat(),
     )
+    # the submitter hears what the order waits for, once per wait, as from the supervisor's release of a stuck round
+    tell_waiting(ctx, record, released, verdict.dependency, "Compensating")
     return True
 
 

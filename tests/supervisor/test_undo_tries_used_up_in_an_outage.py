@@ -7,6 +7,8 @@ a stuck round both wait."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -142,3 +144,22 @@ def test_an_undo_failing_transiently_after_the_service_answered_another_order_st
 
     assert _fail(ctx, record, tries_used_up("payment unavailable (503)", 3)) == OWNED
     assert states.get("o1").process_state is ProcessState.COMPENSATION_FAILED
+
+
+def test_the_submitter_hears_the_round_waiting_once_per_wait(make_ctx, health, states, clock, sender) -> None:
+    """The round's own release tells the submitter what the order waits for, as the supervisor's release of a stuck
+    round does (``supervisor.outage.tell_waiting``): once, when the wait begins. Before, a round that released itself
+    said nothing, and the submitter's last word stayed ``Compensating`` for the whole outage."""
+    ctx = with_health(make_ctx, health, MAX_FAILURES="1")
+    record = _undoing_the_charge(ctx, states, clock)
+    record = update_once(states, record, lambda r: dataclasses.replace(r, reply_to="replies-1"))
+    open_circuit(ctx, "payment")
+
+    assert _fail(ctx, record, tries_used_up("payment unavailable (503)", 1)) == NOT_OWNED
+    assert _fail(ctx, record, tries_used_up("payment unavailable (503)", 1)) == NOT_OWNED  # its retry: said once
+
+    told = [(m.message_id, json.loads(m.body)) for q, m in sender.sent if q == "replies-1"]
+    assert [(s["status"], s["attempt"], s.get("reason")) for _id, s in told] == [
+        ("Compensating", record.attempt, "waiting for payment (circuit open)")
+    ]
+    assert told[0][0] == f"o1:Compensating:{record.attempt}:waiting"
