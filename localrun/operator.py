@@ -8,8 +8,9 @@ is invoked through the Functions runtime on the real worker, signed in as ``OPER
 with no operator draws nothing more, and is the same run as before.
 
 It judges nothing: an action the app refuses (409: the order moved on, the review closed) is counted as
-refused; one that met an unavailable store (503) or a host restart is tried again a minute or two later, at
-most ``RETRIES`` times. What it did goes in the report's ``operator_actions`` (action -> outcome -> count)."""
+refused (a compensate of an ``Error`` order refused, past its pivot, is followed by a resubmit); one that met
+an unavailable store (503) or a host restart is tried again a minute or two later, at most ``RETRIES`` times.
+What it did goes in the report's ``operator_actions`` (action -> outcome -> count)."""
 
 from __future__ import annotations
 
@@ -161,6 +162,16 @@ class Operator:
         self._count(stage, result)
         if result == "done":
             self.moves.append(OperatorMove(now, planned.order_id, stage))
+        elif (
+            result == "refused"
+            and stage == "compensate"
+            and planned.why == ProcessState.ERROR.value
+            and self._acts[planned.order_id] < self.plan.max_actions_per_order
+        ):
+            # past the pivot nothing may be undone: the operator resubmits the order instead
+            self._acts[planned.order_id] += 1
+            delay = timedelta(seconds=self._rng.uniform(*RETRY_AFTER_S))
+            heapq.heappush(self._planned, _Planned(now + delay, planned.order_id, "resubmit", why=planned.why))
 
     def _again(self, planned: _Planned, now: datetime, action: str, answer: HttpAnswer) -> None:
         self._count(action, outcome(answer))
