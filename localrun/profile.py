@@ -328,7 +328,7 @@ def _operator(data: Any) -> OperatorPlan:
     section = _check_keys("operator", data, OPERATOR_KEYS)
     resubmit = _rate("operator.resubmit_rate", section.get("resubmit_rate", 0))
     compensate = _rate("operator.compensate_rate", section.get("compensate_rate", 0))
-    if resubmit + compensate > 1:
+    if resubmit + compensate > 1 + 1e-9:  # (rates written with two decimals may add up to 1.0000000000000002)
         raise ProfileError("operator: resubmit_rate + compensate_rate must not exceed 1 (one action per Error)")
     answer = section.get("answer_reviews")
     if answer is not None and answer not in OPERATOR_REVIEW_ANSWERS:
