@@ -113,6 +113,11 @@ def test_only_the_orders_own_queue_and_a_final_status_heard_count() -> None:
 # --- a simulation with an operator ----------------------------------------------------------------
 
 
+def test_a_run_without_an_operator_reports_none() -> None:
+    report = build_report(run_simulation(SimulationConfig(orders=3, seed=1)))
+    assert "operator_actions" not in report and report["invariants"]["stale_final_statuses"] == 0
+
+
 def test_the_operator_acts_through_the_ops_api_and_every_invariant_holds() -> None:
     profile = Profile.load(PROFILE)
     result = run_simulation(SimulationConfig(orders=20, seed=1, profile=profile))
