@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.workflow import AGENTS
-from localrun.profile import CLOCK_HOSTS, REFUSAL_ERRORS
+from localrun.profile import CLOCK_HOSTS, OPERATOR_REVIEW_ANSWERS, REFUSAL_ERRORS
 
 # What a line reports beyond the invariants: orders an operator must act on for an outage alone, and the
 # dead-letter reasons that mean something was delivered too often or to nobody (each is worth a look).
@@ -144,6 +144,16 @@ def random_profile(seed: int) -> dict[str, Any]:
         profile["admission"] = admission
     if rng.random() < 0.25:
         profile["settings"] = {"MAX_OUTAGE_WAIT_MINUTES": rng.choice(["0", "5", "30", "120"])}
+    # drawn last: the sections above are each seed's as before the operator existed
+    if rng.random() < 0.3:
+        resubmit = round(rng.uniform(0, 1), 2)
+        profile["operator"] = {
+            "resubmit_rate": resubmit,
+            "compensate_rate": round(rng.uniform(0, 1 - resubmit), 2),
+            "answer_reviews": rng.choice([None, *OPERATOR_REVIEW_ANSWERS]),
+            "after_s": _span(rng, 0, 900),
+            "max_actions_per_order": rng.randint(1, 4),
+        }
     return profile
 
 

@@ -61,7 +61,11 @@ TOP_KEYS = {
     "status_queues",
     "admission",
     "settings",
+    "operator",
 }
+OPERATOR_KEYS = {"resubmit_rate", "compensate_rate", "answer_reviews", "after_s", "max_actions_per_order"}
+# what the runner's operator answers a review with (``operator.answer_reviews``; null: reviews time out)
+OPERATOR_REVIEW_ANSWERS = ("compensate", "retry", "alternative", "fail")
 
 
 class ProfileError(ValueError):
@@ -122,6 +126,21 @@ class StatusQueues:
 
 
 @dataclass(frozen=True)
+class OperatorPlan:
+    """``operator``: the runner's operator (localrun/operator.py). At a random delay of ``after_s`` simulated
+    seconds after an order reaches ``Error``, it resubmits it (``resubmit_rate``) or compensates it
+    (``compensate_rate``, drawn after the resubmit); after ``CompensationFailed``, it compensates it again
+    (``compensate_rate``); after a review is requested, it answers ``answer_reviews`` (None: it lets the review
+    time out). At most ``max_actions_per_order`` actions an order."""
+
+    resubmit_rate: float = 0.0
+    compensate_rate: float = 0.0
+    answer_reviews: str | None = None
+    after_s: tuple[float, float] = (60.0, 600.0)
+    max_actions_per_order: int = 3
+
+
+@dataclass(frozen=True)
 class Profile:
     agents: dict[str, AgentFaults] = field(default_factory=dict)
     remote: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -144,6 +163,7 @@ class Profile:
     cosmos_outages: tuple[tuple[float, float], ...] = ()
     settle_latency_ms: tuple[float, float] | None = None
     settings: dict[str, str] = field(default_factory=dict)  # app settings this profile overrides
+    operator: OperatorPlan | None = None  # None: no operator acts (a review pause times out)
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
@@ -204,6 +224,7 @@ class Profile:
             cosmos_outages=_outages("cosmos.outages", cosmos.get("outages", [])),
             settle_latency_ms=_latency(servicebus.get("settle_latency_ms"), "servicebus.settle_latency_ms"),
             settings=_app_settings(data.get("settings", {})),
+            operator=_operator(data["operator"]) if "operator" in data else None,
         )
 
     def agent(self, name: str) -> AgentFaults:
@@ -300,6 +321,28 @@ def _order_mix(orders: dict[str, Any]) -> OrderMix:
             )
         fields["late_notification_s"] = (float(late[0]), float(late[1]))
     return OrderMix(**fields)
+
+
+def _operator(data: Any) -> OperatorPlan:
+    """``operator``: who acts, how often and how soon (``OperatorPlan``)."""
+    section = _check_keys("operator", data, OPERATOR_KEYS)
+    resubmit = _rate("operator.resubmit_rate", section.get("resubmit_rate", 0))
+    compensate = _rate("operator.compensate_rate", section.get("compensate_rate", 0))
+    if resubmit + compensate > 1 + 1e-9:  # (rates written with two decimals may add up to 1.0000000000000002)
+        raise ProfileError("operator: resubmit_rate + compensate_rate must not exceed 1 (one action per Error)")
+    answer = section.get("answer_reviews")
+    if answer is not None and answer not in OPERATOR_REVIEW_ANSWERS:
+        raise ProfileError(
+            f"operator.answer_reviews must be one of {', '.join(OPERATOR_REVIEW_ANSWERS)} or null, got {answer!r}"
+        )
+    after = section.get("after_s", [60, 600])
+    ok = isinstance(after, list) and len(after) == 2 and all(_number(v) for v in after)
+    if not ok or not 0 <= after[0] <= after[1] <= 86_400:
+        raise ProfileError(f"operator.after_s must be [lo, hi] seconds, 0 <= lo <= hi <= 86400, got {after!r}")
+    most = section.get("max_actions_per_order", 3)
+    if not isinstance(most, int) or isinstance(most, bool) or not 1 <= most <= 10:
+        raise ProfileError(f"operator.max_actions_per_order must be an integer from 1 to 10, got {most!r}")
+    return OperatorPlan(resubmit, compensate, answer, (float(after[0]), float(after[1])), most)
 
 
 def _latency(value: Any, where: str = "cosmos.latency_ms") -> tuple[float, float] | None:

@@ -132,6 +132,20 @@ def _rejected_after_accepted(result: SimulationResult) -> list[str]:
     return sorted(late)
 
 
+def _heard_in_order(
+    statuses: list[dict[str, Any]], by_order: dict[str, Any], valid: dict[str, dict[str, Any]]
+) -> dict[str, list[tuple[datetime, int, str]]]:
+    """What each order with a state record told its own submitter: (enqueued, sequence number, status), sorted."""
+    heard: dict[str, list[tuple[datetime, int, str]]] = {}
+    for s in statuses:
+        order_id = s["orderId"]
+        if order_id in by_order and valid.get(order_id, {}).get("replyTo") == s["_queue"]:
+            heard.setdefault(order_id, []).append((*s["_enqueued"], str(s["status"])))
+    for told in heard.values():
+        told.sort()
+    return heard
+
+
 def _statuses_before_received(
     statuses: list[dict[str, Any]], by_order: dict[str, Any], valid: dict[str, dict[str, Any]], missing: set[str]
 ) -> list[str]:
@@ -140,11 +154,7 @@ def _statuses_before_received(
     ``Received`` at all: the submitter heard of an order it was never told was received (docs/deferral.md, status
     messages). An order with no ``Received`` that ``missing_statuses`` counts already (finished, its queue reachable)
     is not counted again here; one whose queue is unreachable at the end is, as a status did reach it."""
-    heard: dict[str, list[tuple[datetime, int, str]]] = {}
-    for s in statuses:
-        order_id = s["orderId"]
-        if order_id in by_order and valid.get(order_id, {}).get("replyTo") == s["_queue"]:
-            heard.setdefault(order_id, []).append((*s["_enqueued"], str(s["status"])))
+    heard = _heard_in_order(statuses, by_order, valid)
     early: list[str] = []
     for order_id, told in sorted(heard.items()):
         told.sort()
@@ -156,6 +166,54 @@ def _statuses_before_received(
             when = "with no Received" if received is None else f"before Received at {received[0]}"
             early.append(f"{order_id}: {', '.join(t[2] for t in before)} {when}")
     return early
+
+
+# The statuses that say how an order ended, by final state (``missing_statuses``, ``stale_final_statuses``).
+FINAL_STATUS = {
+    "Processed": "Completed",
+    "Error": "Failed",
+    "Compensated": "Compensated",
+    "CompensationFailed": "CompensationFailed",
+}
+
+
+def _stale_final_statuses(
+    statuses: list[dict[str, Any]], by_order: dict[str, Any], valid: dict[str, dict[str, Any]]
+) -> list[str]:
+    """Orders whose own submitter's queue took another ending status (``Completed``, ``Failed``,
+    ``Compensated``, ``CompensationFailed``) after the last status that says how the order did end: the
+    submitter's last word about its order is one the order moved past (a ``Failed`` of an attempt an operator
+    resubmitted, heard after the next attempt's ``Completed``). Broker enqueue order (true time, then sequence
+    number); an order whose final status never came is ``missing_statuses``' to count, not this."""
+    heard = _heard_in_order(statuses, by_order, valid)
+    stale: list[str] = []
+    for order_id, told in sorted(heard.items()):
+        wanted = FINAL_STATUS.get(by_order[order_id].get("processState"))
+        told.sort()
+        last = max((n for n, t in enumerate(told) if t[2] == wanted), default=None)
+        if wanted is None or last is None:
+            continue
+        after = [t[2] for t in told[last + 1 :] if t[2] in FINAL_STATUS.values() and t[2] != wanted]
+        if after:
+            stale.append(
+                f"{order_id}: ended {by_order[order_id]['processState']}, heard {', '.join(after)} after {wanted}"
+            )
+    return stale
+
+
+FAILURE_STATES = (ProcessState.ERROR, ProcessState.COMPENSATION_FAILED)
+
+
+def restarted_at(transitions: Iterable[Any]) -> dict[str, datetime]:
+    """When each order last left ``Error`` or ``CompensationFailed`` for a state that is not a failure: an operator
+    resubmitted, compensated (again) or cancelled it (the runner's ``operator``, a developer at ``localrun serve``'s
+    console). How it ended is judged from then on (``_silent_failures``, ``outage_only_failures``): an alert and a
+    status of the failure it left behind say nothing of the one it ended with. From the audited writes."""
+    left: dict[str, datetime] = {}
+    for t in transitions:
+        if t.before in FAILURE_STATES and t.after not in FAILURE_STATES:
+            left[t.order_id] = max(t.at, left.get(t.order_id, t.at))
+    return left
 
 
 def _kept_after_compensation(result: SimulationResult, ledgers: dict[str, Ledger]) -> list[str]:
@@ -339,17 +397,27 @@ def _silent_failures(
     statuses: list[dict[str, Any]],
     given_up: set[tuple[str, str]],
     valid: dict[str, dict[str, Any]],
+    restarted: Mapping[str, datetime] | None = None,
 ) -> list[str]:
     """Orders that ended ``Error``, ``CompensationFailed`` or ``Rejected`` without an operator alert
     naming them (on the alert queue) and the failure status on their own submitter's queue (or, that
     queue refusing, a ``StatusUndelivered`` alert for it: ``_undelivered_statuses``). ``valid``: the
-    orders judged, with the queue each is owed on (``_judged_orders``)."""
-    alerted = {json.loads(str(m)).get("orderId") for m in result.broker.contents(OPERATOR_ALERTS_QUEUE)}
+    orders judged, with the queue each is owed on (``_judged_orders``). ``restarted``: when an order last left a
+    failure state (``restarted_at``): only an alert and a status enqueued since count for it."""
+    restarted = restarted or {}
+    alerted: set[Any] = set()
+    for m in result.broker.contents(OPERATOR_ALERTS_QUEUE):
+        order_id = json.loads(str(m)).get("orderId")
+        if not isinstance(order_id, str) or order_id not in restarted or m.enqueued_time_utc >= restarted[order_id]:
+            alerted.add(order_id)
     unreachable = _unreachable_submitters(result)
     heard_own: dict[str, set[str]] = {}
     for status in statuses:
-        if valid.get(status["orderId"], {}).get("replyTo") == status["_queue"]:
-            heard_own.setdefault(status["orderId"], set()).add(status["status"])
+        order_id = status["orderId"]
+        if order_id in restarted and status["_enqueued"][0] < restarted[order_id]:
+            continue  # told before an operator moved the order on
+        if valid.get(order_id, {}).get("replyTo") == status["_queue"]:
+            heard_own.setdefault(order_id, set()).add(status["status"])
     silent: list[str] = []
     for order_id, final in sorted(finals.items()):
         wanted = FAILURE_STATUS.get(final)
@@ -524,12 +592,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     heard: dict[str, set[str]] = {}
     for s_ in statuses:
         heard.setdefault(s_["orderId"], set()).add(s_["status"])
-    final_status = {
-        "Processed": "Completed",
-        "Error": "Failed",
-        "Compensated": "Compensated",
-        "CompensationFailed": "CompensationFailed",
-    }
+    final_status = FINAL_STATUS
     missing_status = [
         o
         for o, doc in by_order.items()
@@ -544,21 +607,24 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     kept = _kept_after_compensation(result, ledgers)
     contradicted = _rejected_after_accepted(result)
     early = _statuses_before_received(statuses, by_order, owners, set(missing_status))
+    stale_final = _stale_final_statuses(statuses, by_order, owners)
     finals = {o: doc["processState"] for o, doc in by_order.items()} | dict.fromkeys(rejected, "Rejected")
-    silent = _silent_failures(result, finals, statuses, given_up, owners)
+    restarted = restarted_at(audit.transitions)
+    silent = _silent_failures(result, finals, statuses, given_up, owners, restarted)
     stranded = _stranded_messages(result, by_order, rejected)
     unreleased = _unreleased_prepayments(by_order, ledgers, alert_bodies)
     windows = _outage_windows(result)
     # orders needing an operator because of an outage alone (localrun/outages.py), from the runner's evidence
     bound = _outage_wait_bound(result)
+    # an order an operator moved on from a failure is judged by what happened to it since (``restarted_at``)
     actions = operator_actions(
         by_order,
-        audit.transitions,
-        audit.remote_failures,
+        [t for t in audit.transitions if t.at >= restarted.get(t.order_id, START)] if restarted else audit.transitions,
+        [f for f in audit.remote_failures if f.at >= restarted.get(f.order_id, START)],
         windows,
         bound > timedelta(0),
         bound=bound,
-        own_faults=audit.own_faults,
+        own_faults=[(o, at) for o, at in audit.own_faults if at >= restarted.get(o, START)],
     )
     invariants = {
         "lost": len(lost),
@@ -571,6 +637,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "missing_statuses": len(missing_status),
         "rejected_after_accepted": len(contradicted),
         "statuses_before_received": len(early),
+        "stale_final_statuses": len(stale_final),
         "kept_after_compensation": len(kept),
         "silent_failures": len(silent),
         "stranded_messages": len(stranded),
@@ -578,7 +645,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         # orders an outage alone failed, not escalated by MAX_OUTAGE_WAIT_MINUTES by design (localrun/outages.py)
         "outage_only_failures": len(actions.unexpected),
     }
-    return {
+    report: dict[str, Any] = {
         "orders": len(valid),
         "seed": result.config.seed,
         "final_states": dict(sorted(final.items())),
@@ -592,6 +659,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "missing_statuses": missing_status[:5],
             "rejected_after_accepted": contradicted[:5],
             "statuses_before_received": early[:5],
+            "stale_final_statuses": stale_final[:5],
             "kept_after_compensation": kept[:5],
             "silent_failures": silent[:5],
             "stranded_messages": stranded[:5],
@@ -671,6 +739,9 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "horizon_s": result.config.horizon.total_seconds(),
         "horizon_reached": result.horizon_reached,
     }
+    if result.operator_actions is not None:  # the profile's operator: what it asked and what the app answered
+        report["operator_actions"] = result.operator_actions
+    return report
 
 
 def _usage(result: SimulationResult) -> Usage:
@@ -728,6 +799,11 @@ def summary(report: dict[str, Any]) -> str:
         table(f"outages of {dependency}", row)
     if "operator_actions_needed" in report:
         lines.append(f"\noperator actions needed because of an outage alone: {report['operator_actions_needed']}")
+    if "operator_actions" in report:
+        acted = {
+            a: ", ".join(f"{o} {n}" for o, n in outcomes.items()) for a, outcomes in report["operator_actions"].items()
+        }
+        table("operator actions (profile operator)", acted or {"none": ""})
     bad = {k: ("OK" if v == 0 else f"{v}  <-- VIOLATED") for k, v in report["invariants"].items()}
     table("invariants (0 = holds)", bad)
     if report.get("horizon_reached"):

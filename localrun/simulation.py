@@ -50,6 +50,8 @@ from localrun.audit import (
 from localrun.clocks import SkewedClocks
 from localrun.cosmos_server import CosmosServer
 from localrun.host import LocalHost, local_settings_example
+from localrun.operator import Operator, OperatorMove
+from localrun.operator import app_settings as operator_settings
 from localrun.profile import Profile
 from localrun.servicebus import InProcessBroker, QueuePolicy, SendFaults
 from localrun.servicebus.messages import MessageState
@@ -62,15 +64,21 @@ Drive = Callable[[LocalHost, datetime, Callable[[], bool], Callable[[], datetime
 NON_TERMINAL = (ProcessState.PENDING, ProcessState.PROCESSING, ProcessState.COMPENSATING)
 
 
-# No operator watches a simulation: a human-review pause times out after 10 simulated minutes and takes
-# its configured default action, unless the profile's settings say otherwise.
+# No operator watches a simulation unless its profile has an ``operator`` (localrun/operator.py): a human-review
+# pause times out after 10 simulated minutes and takes its configured default action, unless the profile's
+# settings say otherwise.
 RUNNER_SETTINGS = {"REVIEW_TIMEOUT_SECONDS": "600"}
 
 
 def base_settings(profile: Profile) -> dict[str, str]:
     """A run's app settings before its ``SimulationConfig.settings``: local.settings.json.example's values,
     the runner's own, then the profile's."""
-    return {**local_settings_example(), **RUNNER_SETTINGS, **hostile.app_settings(profile)}
+    return {
+        **local_settings_example(),
+        **RUNNER_SETTINGS,
+        **operator_settings(profile.operator),
+        **hostile.app_settings(profile),
+    }
 
 
 @dataclass
@@ -123,6 +131,9 @@ class SimulationResult:
     preempted_messages: frozenset[str] = frozenset()
     # the size of each document of ``states`` as stored (KB of its JSON), for the cost model
     state_sizes_kb: list[float] = field(default_factory=list)
+    # the runner's operator (profile ``operator``): its requests by action and outcome, and the moves the app took
+    operator_actions: dict[str, dict[str, int]] | None = None
+    operator_moves: list[OperatorMove] = field(default_factory=list)
 
 
 class _RemoteProbe:
@@ -307,6 +318,10 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         restart_gaps = hostile.RestartGaps(profile.restart_every_s, random.Random(f"{config.seed}:restarts"))
         next_restart = restart_gaps.next_after(START)
         last_progress = [0.0]
+        # its own generator: a run without an operator draws nothing more
+        operator = (
+            Operator(profile.operator, random.Random(f"{config.seed}:operator"), host) if profile.operator else None
+        )
 
         def before_pump() -> None:
             nonlocal seen, restarts, next_restart
@@ -319,6 +334,9 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                     sent_at[arrival.order_id] = now
             for transition in audit.transitions[seen:]:
                 latest[transition.order_id] = transition.after
+            if operator is not None:
+                operator.observe(audit.transitions[seen:])
+                operator.act(now)
             seen = len(audit.transitions)
             if next_restart is not None and now >= next_restart:
                 host.restart()
@@ -334,6 +352,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         def quiet() -> bool:
             if pending or scheduler.busy() or host.engine.has_work() or host.engine.next_due_time() is not None:
                 return False  # an orchestration still waits on a durable timer: something is still due
+            if operator is not None and operator.busy():
+                return False  # the operator still means to act, or waits for an answer
             if any(q in host.queues for q in broker.ready_queues()):
                 return False
             if broker.has_scheduled(ORDERS_QUEUE, STORE_RETRY_ROUND):
@@ -349,7 +369,11 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 return False  # a payment waits for an order never submitted: the peek sweep owes its alert
             return not any(state in NON_TERMINAL for state in latest.values())
 
-        external: Callable[[], datetime | None] = lambda: pending[0].at if pending else None  # noqa: E731
+        def external() -> datetime | None:
+            due = [pending[0].at] if pending else []
+            planned = operator.next_due() if operator is not None else None
+            return min([*due, planned] if planned is not None else due, default=None)
+
         try:
             if config.drive is not None:
                 config.drive(host, START + config.horizon, quiet, external, before_pump)
@@ -407,6 +431,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         unsent_messages=frozenset(a.message.message_id for a in pending),
         preempted_messages=frozenset(preempted),
         state_sizes_kb=state_sizes_kb,
+        operator_actions=operator.report() if operator is not None else None,
+        operator_moves=operator.moves if operator is not None else [],
     )
 
 

@@ -1,0 +1,201 @@
+"""The runner's operator (profile ``operator``, ``localrun.profile.OperatorPlan``): a person at the ops API who,
+at a random simulated delay after an order reaches ``Error`` or ``CompensationFailed`` or asks for a review,
+resubmits it, compensates it (again) or answers the review. It acts through the app's own HTTP functions,
+as ``localrun serve``'s console does: each request goes to the runner's host (``LocalHost.submit_http``) and
+is invoked through the Functions runtime on the real worker, signed in as ``OPERATOR`` (the app's
+``OPS_LOCAL_PRINCIPAL``, set for a run with an operator only). A review answer reads the order first
+(``GET ops/orders/{id}``) for the id of the review it answers. Its own generator (``seed:operator``): a run
+with no operator draws nothing more, and is the same run as before.
+
+It judges nothing: an action the app refuses (409: the order moved on, the review closed) is counted as
+refused (a compensate of an ``Error`` order refused, past its pivot, is followed by a resubmit); one that met
+an unavailable store (503) or a host restart is tried again a minute or two later, at most ``RETRIES`` times.
+What it did goes in the report's ``operator_actions`` (action -> outcome -> count)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import heapq
+import json
+import random
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from domain.review import REVIEW_REQUESTED
+from domain.states import ProcessState
+from localrun.audit import Transition
+from localrun.host import LocalHost
+from localrun.profile import OperatorPlan
+from localrun.worker.http import HttpAnswer, HttpRequestData
+
+OPERATOR_NAME = "operator@localrun"
+OPERATOR = f"{OPERATOR_NAME}:Orders.Read,Orders.Operate"
+ORIGIN = "http://127.0.0.1"
+RETRIES = 3  # tries again after a 5xx (the store unavailable, a host restart dropped the request)
+RETRY_AFTER_S = (60.0, 180.0)
+
+
+def app_settings(plan: OperatorPlan | None) -> dict[str, str]:
+    """The app settings a run with an operator adds: the principal its requests are answered for."""
+    return {"OPS_LOCAL_PRINCIPAL": OPERATOR} if plan is not None else {}
+
+
+@dataclass(order=True)
+class _Planned:
+    at: datetime
+    order_id: str
+    action: str  # resubmit | compensate | review
+    tries: int = field(default=0, compare=False)
+    why: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class OperatorMove:
+    """An action the app took (200, not a repeat): when it answered, which order, which action."""
+
+    at: datetime
+    order_id: str
+    action: str
+
+
+def outcome(answer: HttpAnswer) -> str:
+    if answer.status == 200:
+        try:
+            repeated = bool(json.loads(answer.body or b"{}").get("repeated"))
+        except ValueError:
+            repeated = False
+        return "repeated" if repeated else "done"
+    return {409: "refused", 404: "not_found", 503: "unavailable"}.get(answer.status, f"http_{answer.status}")
+
+
+class Operator:
+    def __init__(self, plan: OperatorPlan, rng: random.Random, host: LocalHost) -> None:
+        self.plan = plan
+        self._rng = rng
+        self._host = host
+        self._planned: list[_Planned] = []
+        self._in_flight: list[tuple[_Planned, str, concurrent.futures.Future[HttpAnswer]]] = []
+        self._acts: Counter[str] = Counter()  # actions planned per order
+        self.counts: dict[str, Counter[str]] = {}
+        self.moves: list[OperatorMove] = []
+
+    # --- what it sees ---------------------------------------------------------------------------------
+
+    def observe(self, transitions: Iterable[Transition]) -> None:
+        """Plans an action for each order that just reached ``Error`` or ``CompensationFailed``, or asked
+        for a review (the audited writes, in order)."""
+        plan = self.plan
+        for t in transitions:
+            action: str | None = None
+            if t.after is ProcessState.ERROR and t.before is not ProcessState.ERROR:
+                draw = self._rng.random()
+                if draw < plan.resubmit_rate:
+                    action = "resubmit"
+                elif draw < plan.resubmit_rate + plan.compensate_rate:
+                    action = "compensate"
+            elif t.after is ProcessState.COMPENSATION_FAILED and t.before is not ProcessState.COMPENSATION_FAILED:
+                if self._rng.random() < plan.compensate_rate:
+                    action = "compensate"
+            elif t.event == REVIEW_REQUESTED and plan.answer_reviews is not None:
+                action = "review"
+            if action is None or self._acts[t.order_id] >= plan.max_actions_per_order:
+                continue
+            self._acts[t.order_id] += 1
+            delay = timedelta(seconds=self._rng.uniform(*plan.after_s))
+            heapq.heappush(self._planned, _Planned(t.at + delay, t.order_id, action, why=t.after.value))
+
+    # --- what it does ---------------------------------------------------------------------------------
+
+    def next_due(self) -> datetime | None:
+        return self._planned[0].at if self._planned else None
+
+    def busy(self) -> bool:
+        return bool(self._planned or self._in_flight)
+
+    def act(self, now: datetime) -> None:
+        """Takes the answers that came, then sends what is due (called before each pump)."""
+        waiting, self._in_flight = self._in_flight, []
+        for planned, stage, future in waiting:
+            if future.done():
+                self._answered(planned, stage, future.result(), now)  # a review's read sends its answer
+            else:
+                self._in_flight.append((planned, stage, future))
+        while self._planned and self._planned[0].at <= now:
+            planned = heapq.heappop(self._planned)
+            if planned.action == "review":
+                self._send(planned, "read", "GET", f"/api/ops/orders/{planned.order_id}", None)
+            else:
+                reason = f"localrun operator: {planned.action} after {planned.why}"
+                self._send(planned, planned.action, "POST", self._path(planned), {"reason": reason})
+
+    def _path(self, planned: _Planned) -> str:
+        return f"/api/ops/orders/{planned.order_id}/{planned.action}"
+
+    def _send(self, planned: _Planned, stage: str, method: str, path: str, body: dict[str, Any] | None) -> None:
+        headers = {"Host": "127.0.0.1"}
+        data = b""
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+            data = json.dumps(body).encode()
+        request = HttpRequestData(method, ORIGIN + path, headers, data)
+        self._in_flight.append((planned, stage, self._host.submit_http(request)))
+
+    def _answered(self, planned: _Planned, stage: str, answer: HttpAnswer, now: datetime) -> None:
+        if stage == "read":
+            if answer.status >= 500:
+                self._again(planned, now, "review", answer)
+                return
+            review = _waiting_review(answer)
+            if review is None:  # closed, timed out or answered already: nothing to answer
+                self._count("review", "nothing_to_answer")
+                return
+            body = {"reason": "localrun operator: review answered", "action": self.plan.answer_reviews}
+            self._send(planned, "review", "POST", self._path(planned), {**body, "reviewId": review})
+            return
+        result = outcome(answer)
+        if answer.status >= 500:
+            self._again(planned, now, stage, answer)
+            return
+        self._count(stage, result)
+        if result == "done":
+            self.moves.append(OperatorMove(now, planned.order_id, stage))
+        elif (
+            result == "refused"
+            and stage == "compensate"
+            and planned.why == ProcessState.ERROR.value
+            and self._acts[planned.order_id] < self.plan.max_actions_per_order
+        ):
+            # past the pivot nothing may be undone: the operator resubmits the order instead
+            self._acts[planned.order_id] += 1
+            delay = timedelta(seconds=self._rng.uniform(*RETRY_AFTER_S))
+            heapq.heappush(self._planned, _Planned(now + delay, planned.order_id, "resubmit", why=planned.why))
+
+    def _again(self, planned: _Planned, now: datetime, action: str, answer: HttpAnswer) -> None:
+        self._count(action, outcome(answer))
+        if planned.tries < RETRIES:
+            delay = timedelta(seconds=self._rng.uniform(*RETRY_AFTER_S))
+            again = _Planned(now + delay, planned.order_id, planned.action, planned.tries + 1, planned.why)
+            heapq.heappush(self._planned, again)
+
+    def _count(self, action: str, result: str) -> None:
+        self.counts.setdefault(action, Counter())[result] += 1
+
+    def report(self) -> dict[str, dict[str, int]]:
+        return {action: dict(sorted(c.items())) for action, c in sorted(self.counts.items())}
+
+
+def _waiting_review(answer: HttpAnswer) -> str | None:
+    """The id of the review the order waits for (not yet answered), from ``GET ops/orders/{id}``."""
+    if answer.status != 200:
+        return None
+    try:
+        review = json.loads(answer.body).get("review")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(review, dict) or review.get("noted") is not None:
+        return None
+    review_id = review.get("reviewId")
+    return review_id if isinstance(review_id, str) else None
