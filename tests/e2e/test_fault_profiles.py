@@ -98,6 +98,12 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
         <= {"NotJson", "NotAnObject", "UnknownType", "InvalidFields", "UnsupportedSchemaVersion", "MissingType"}
     ),
     "cancellations": lambda r: states(r).get("Compensated", 0) > 0,
+    # the runner's operator acted through the ops API and the app took its actions (localrun/operator.py)
+    "operator-actions": lambda r: (
+        r["operator_actions"].get("resubmit", {}).get("done", 0) > 0
+        and r["operator_actions"].get("review", {}).get("done", 0) > 0
+        and states(r).get("Processed", 0) > 0
+    ),
     "prepaid-notifications": lambda r: (
         r["deferred"]["deferred"] > 5 and r["deferred"]["recovered_by_sequence"] == r["deferred"]["deferred"]
     ),
