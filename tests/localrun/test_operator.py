@@ -15,9 +15,11 @@ from unittest import mock
 import pytest
 
 import activities.scheduler_steps as steps
+from domain.states import ProcessState
+from localrun.audit import Transition
 from localrun.operator import OPERATOR
 from localrun.profile import OperatorPlan, Profile, ProfileError
-from localrun.report import _stale_final_statuses, _status_messages, build_report
+from localrun.report import _stale_final_statuses, _status_messages, build_report, restarted_at
 from localrun.simulation import SimulationConfig, base_settings, run_simulation
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,6 +110,29 @@ def test_only_the_orders_own_queue_and_a_final_status_heard_count() -> None:
     # never heard Completed: missing_statuses' to count; a status on another queue is misrouted_statuses'
     statuses = [*_told("d", "Received", "Failed"), *_told("a", "Completed"), *_told("a", "Failed", queue="q2")]
     assert _stale_final_statuses(statuses, ended, OWNERS) == []
+
+
+def test_an_order_is_judged_from_when_it_last_left_a_failure_state() -> None:
+    """``restarted_at``: when an operator's move took each order out of ``Error`` or ``CompensationFailed`` last
+    (``silent_failures`` and ``outage_only_failures`` judge it from then on); a move between two failure states, or
+    none out of one, does not restart it."""
+    s = ProcessState
+    moves = [
+        ("a", s.PROCESSING, s.ERROR, 1),
+        ("a", s.ERROR, s.PENDING, 2),  # resubmitted
+        ("a", s.PENDING, s.PROCESSING, 3),
+        ("a", s.PROCESSING, s.ERROR, 4),  # failed again: still judged from its resubmit
+        ("b", s.ERROR, s.COMPENSATING, 5),
+        ("b", s.COMPENSATING, s.COMPENSATION_FAILED, 6),
+        ("b", s.COMPENSATION_FAILED, s.COMPENSATING, 7),  # compensated again
+        ("c", s.PROCESSING, s.PROCESSED, 8),
+        ("d", s.ERROR, s.COMPENSATION_FAILED, 9),  # from one failure state to the other
+    ]
+    transitions = [
+        Transition(T0 + timedelta(seconds=at), order, before, after, "x", "y", None)
+        for order, before, after, at in moves
+    ]
+    assert restarted_at(transitions) == {"a": T0 + timedelta(seconds=2), "b": T0 + timedelta(seconds=7)}
 
 
 # --- a simulation with an operator ----------------------------------------------------------------
