@@ -8,6 +8,7 @@ operator alerts are sent from here, never from orchestrator code."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from activities.fencing import moved_on, owned_record, write_fenced
@@ -248,11 +249,12 @@ def fail_compensation(ctx: AppContext, data: FailCompensationInput) -> WriteResu
     now = ctx.clock.now()
     error = str(data.error or "undo failed")
     if data.transient:
-        waited = _waits_the_outage_out(ctx, data, now)
-        if waited is True:
+        wait = _waits_the_outage_out(ctx, data, now)
+        if wait.released:
             return NOT_OWNED  # released: the round ends; the supervisor claims the next one after the outage
-        if waited:  # waited MAX_OUTAGE_WAIT_MINUTES: failed, saying so (an operator is needed, the outage alone)
-            error = f"{error}; {waited}"
+        if wait.past_bound:
+            # waited MAX_OUTAGE_WAIT_MINUTES: failed, saying so (an operator is needed, the outage alone)
+            error = f"{error}; {wait.past_bound}"
     record = write_fenced(
         ctx,
         data.order_id,
@@ -274,31 +276,44 @@ def fail_compensation(ctx: AppContext, data: FailCompensationInput) -> WriteResu
 WAITED = "OutageWait"  # the event of domain.outage.release_round_to_wait
 
 
-def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: datetime) -> bool | str:
+@dataclass(frozen=True)
+class _OutageWait:
+    """``_waits_the_outage_out``'s answer: the round released the record to wait (``released``), or it fails the
+    compensation, after waiting ``MAX_OUTAGE_WAIT_MINUTES`` (``past_bound``: the reason to add) or not."""
+
+    released: bool = False
+    past_bound: str | None = None
+
+
+NO_WAIT = _OutageWait()
+
+
+def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: datetime) -> _OutageWait:
     """An undo that used up its tries on transient failures while its service had an outage (its circuit
     open at some moment since the round began, or failing with no success since: an undo alone in an outage
     makes fewer failed calls than open the circuit): the round releases the record to wait the outage out
     instead of failing the compensation, as the supervisor does for a stuck round (supervisor/outage.py).
     With few tries (``MAX_FAILURES`` 1) the failed calls that opened the circuit used them all up, and an
     outage alone left a ``CompensationFailed`` order for an operator. With no outage the compensation fails as
-    before (False); past ``MAX_OUTAGE_WAIT_MINUTES`` of waiting it fails too, and the answer is the reason to say
-    so (``OutageVerdict.escalation_reason``, as the supervisor's escalations say it: without it, an order failed
+    before (``NO_WAIT``); past ``MAX_OUTAGE_WAIT_MINUTES`` of waiting it fails too, and ``past_bound`` is the reason
+    to say so (``OutageVerdict.escalation_reason``, as the supervisor's escalations say it: without it, an order failed
     by the bound read as failed by its undo). A health store that cannot be read fails the activity (retried),
     never the compensation."""
     record = ctx.states.get(data.order_id)
     if record is None:
-        return False
+        return NO_WAIT
     last = last_move(record)
     if record.locked_by is None and last is not None and (last.by, last.event) == (data.instance_id, WAITED):
-        return True  # this very release, run again (its first run answered nothing): done, never failed over
+        # this very release, run again (its first run answered nothing): done, never failed over
+        return _OutageWait(released=True)
     if record.locked_by != data.instance_id:
-        return False  # the fenced write below says "not owned" (or "done", on a retry)
+        return NO_WAIT  # the fenced write below says "not owned" (or "done", on a retry)
     # its tries used up on transient failures: an outage's too while the service has had no success since
     verdict = outage_verdict(ctx, record, undo_in_flight(record), now, failed_transiently=True)
     if verdict is None:
-        return False
+        return NO_WAIT
     if verdict.exceeded:
-        return verdict.escalation_reason(now)
+        return _OutageWait(past_bound=verdict.escalation_reason(now))
     released = write_fenced(
         ctx,
         data.order_id,
@@ -309,7 +324,7 @@ def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: dat
         number=data.write_number,
     )
     if released is None:
-        return False
+        return NO_WAIT
     app_event(
         "CompensationOutageWait",
         f"order {data.order_id}: undo {data.seq} used up its tries while {verdict.dependency} had an outage; "
@@ -321,7 +336,7 @@ def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: dat
     )
     # the submitter hears what the order waits for, once per wait, as from the supervisor's release of a stuck round
     tell_waiting(ctx, record, released, verdict.dependency, "Compensating")
-    return True
+    return _OutageWait(released=True)
 
 
 def alert_compensation_failed(ctx: AppContext, order_id: str, round_number: int, reason: str, seq: int | None) -> None:
