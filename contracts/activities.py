@@ -493,22 +493,27 @@ class FinishCompensationInput(OrderInstance):
 @dataclass(frozen=True)
 class FailCompensationInput(Wire):
     """``fail_compensation``: the undo of entry ``seq`` failed for good, or used up its tries on transient
-    failures (``error`` then ends as ``tries_used_up`` words it)."""
+    failures (``used_up_tries``; ``error`` then ends as ``tries_used_up`` words it)."""
 
     order_id: str
     instance_id: str
     seq: int
     error: str | None
     write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
+    # True: the tries were used up on transient failures; False: the undo failed for good. None: sent by an
+    # orchestration recorded before the field (its activity may run after an upgrade): the wording says it
+    used_up_tries: Annotated[bool | None, OMIT_NONE] = None
 
     @property
     def transient(self) -> bool:
         """The undo's service kept failing transiently: ``fail_compensation`` asks if an outage did it."""
+        if self.used_up_tries is not None:
+            return self.used_up_tries
         return self.error is not None and _TRIES_USED_UP.search(self.error) is not None
 
 
-# The compensation orchestration says an undo's tries were used up on transient failures in the error it
-# hands ``fail_compensation`` (in the activity's input since its first version: no new field, no new version).
+# Before ``used_up_tries`` the compensation orchestration said an undo's tries were used up on transient
+# failures only in the error it handed ``fail_compensation``; an input without the field is read that way.
 _TRIES_USED_UP = re.compile(r" \(transient; \d+ tries used up\)$")
 
 

@@ -112,6 +112,7 @@ def _undo_entry(
     tries = max(1, int(plan.undo_tries))
     step_timeout = timedelta(seconds=plan.step_timeout_seconds)
     error: Any = None
+    used_up = False  # the tries used up on transient failures (fail_compensation asks if an outage did it)
     for number in range(1, tries + 1):
         deadline = context.current_utc_datetime + step_timeout
         request = agent_request(
@@ -148,8 +149,8 @@ def _undo_entry(
             delay = min(plan.retry_base_seconds * 2 ** (number - 1), plan.retry_max_seconds)
             yield context.create_timer(context.current_utc_datetime + timedelta(seconds=delay))
         else:
-            error = tries_used_up(error, tries)
-    failed = FailCompensationInput(order_id=order_id, instance_id=me, seq=seq, error=error)
+            error, used_up = tries_used_up(error, tries), True
+    failed = FailCompensationInput(order_id=order_id, instance_id=me, seq=seq, error=error, used_up_tries=used_up)
     written = yield from call_fenced(writes, names.FAIL_COMPENSATION, failed, parse_write_result, at=at)
     if not written.moved_on:  # moved on: an operator compensated again since, the next round speaks
         yield from call_publish_status(

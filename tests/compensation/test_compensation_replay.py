@@ -182,6 +182,7 @@ def test_an_undo_that_fails_for_good_ends_compensation_failed_naming_the_entry(c
         "seq": 2,
         "error": "charge C-1 is disputed",
         "writeNumber": 3,  # after load_compensation and begin_undo
+        "usedUpTries": False,  # failed for good: no outage to wait out, whatever the error's wording
     }
     r.h.activity_completed(names.FAIL_COMPENSATION, {"owned": True}, at=r.h.now)
     r.status_sent("CompensationFailed", compensate)
@@ -215,7 +216,8 @@ def test_transient_failures_that_use_up_the_tries_end_compensation_failed(compen
     r.remote(reply(CHARGE, try_number=2, outcome="failed", transient=True, error="503"))
     result = r.run(compensate)
     assert [a["functionName"] for a in result.new_actions] == [names.FAIL_COMPENSATION]
-    assert json.loads(result.new_actions[0]["input"])["error"] == "503 (transient; 2 tries used up)"
+    sent = json.loads(result.new_actions[0]["input"])
+    assert (sent["error"], sent["usedUpTries"]) == ("503 (transient; 2 tries used up)", True)
 
 
 def test_a_round_resuming_after_a_crash_undoes_only_the_entries_not_yet_undone(compensate):

@@ -46,9 +46,10 @@ def _undoing_the_charge(ctx: Any, states: Any, clock: Any) -> StateRecord:
     )
 
 
-def _fail(ctx: Any, record: StateRecord, error: str) -> Any:
+def _fail(ctx: Any, record: StateRecord, error: str, used_up_tries: bool | None = True) -> Any:
     assert record.locked_by is not None
-    return fail_compensation(ctx, FailCompensationInput("o1", record.locked_by, 1, error, write_number=3))
+    failed = FailCompensationInput("o1", record.locked_by, 1, error, write_number=3, used_up_tries=used_up_tries)
+    return fail_compensation(ctx, failed)
 
 
 def _alerts(sender: Any) -> list[str]:
@@ -77,9 +78,28 @@ def test_a_refusal_for_good_during_an_outage_still_fails(make_ctx, health, state
     ctx = with_health(make_ctx, health, MAX_FAILURES="1")
     record = _undoing_the_charge(ctx, states, clock)
     open_circuit(ctx, "payment")
-    assert _fail(ctx, record, "refund refused: charge disputed") == OWNED
+    assert _fail(ctx, record, "refund refused: charge disputed", used_up_tries=False) == OWNED
     assert states.get("o1").process_state is ProcessState.COMPENSATION_FAILED
     assert "CompensationFailed" in _alerts(sender)
+
+
+def test_a_failure_for_good_worded_as_used_up_tries_fails_in_an_outage(make_ctx, health, states, clock, sender) -> None:
+    """The agent's own error text does not decide: an undo refused for good during the service's outage fails the
+    compensation at once (before ``usedUpTries``, its wording alone made the round wait the outage out)."""
+    ctx = with_health(make_ctx, health, MAX_FAILURES="1")
+    record = _undoing_the_charge(ctx, states, clock)
+    open_circuit(ctx, "payment")
+    assert _fail(ctx, record, tries_used_up("refund refused", 1), used_up_tries=False) == OWNED
+    assert states.get("o1").process_state is ProcessState.COMPENSATION_FAILED
+    assert "CompensationFailed" in _alerts(sender)
+
+
+def test_an_input_from_before_the_field_still_waits_the_outage_out(make_ctx, health, states, clock, sender) -> None:
+    ctx = with_health(make_ctx, health, MAX_FAILURES="1")
+    record = _undoing_the_charge(ctx, states, clock)
+    open_circuit(ctx, "payment")
+    assert _fail(ctx, record, tries_used_up("payment unavailable (503)", 1), used_up_tries=None) == NOT_OWNED
+    assert states.get("o1").process_state is ProcessState.COMPENSATING
 
 
 def test_tries_used_up_on_a_healthy_service_fail_as_before(make_ctx, health, states, clock, sender) -> None:
@@ -99,7 +119,16 @@ def test_waiting_off_fails_as_before(make_ctx, health, states, clock, sender) ->
     assert states.get("o1").process_state is ProcessState.COMPENSATION_FAILED
 
 
-def test_the_orchestration_s_words_are_read_as_transient() -> None:
+def test_the_orchestration_says_whether_the_tries_were_used_up() -> None:
+    """Said in a field of its own: an agent's permanent error that happens to be worded as the orchestration words
+    used-up tries is not mistaken for one (it would have waited an outage out)."""
+    assert FailCompensationInput("o", "i", 1, tries_used_up("503", 3), used_up_tries=True).transient
+    assert not FailCompensationInput("o", "i", 1, tries_used_up("503", 3), used_up_tries=False).transient
+    assert not FailCompensationInput("o", "i", 1, None, used_up_tries=False).transient
+
+
+def test_an_input_recorded_before_the_field_is_read_by_its_words() -> None:
+    """An orchestration recorded before ``usedUpTries`` (its activity run after an upgrade) said it in the error."""
     assert FailCompensationInput("o", "i", 1, tries_used_up("503", 3)).transient
     assert not FailCompensationInput("o", "i", 1, "503").transient
     assert not FailCompensationInput("o", "i", 1, None).transient
