@@ -4,7 +4,8 @@
   with the azd sequence, the demo command ``dev.py`` runs.
 - docs/settings.md: the settings table is exactly the one ``settings.py`` generates.
 - docs/local-runner.md: the example profiles it names exist (and it names them all), the command
-  line and the fault-profile keys are the ones the runner accepts.
+  line and the fault-profile keys are the ones the runner accepts; every runner command README.md
+  and docs/ show (but docs/benchmark.md's log) is one the runner accepts.
 - docs/design.md: the invariants are the ones the report counts, the messages the ones in
   ``contracts/messages.py``.
 - docs/observability.md: the event names listed are the ones the app emits.
@@ -188,6 +189,45 @@ def test_the_documented_command_line_is_the_one_the_runner_accepts():
     accepted = set(re.findall(r"--[a-z][a-z-]*", help_text)) - {"--help"}
     assert set(re.findall(r"--[a-z][a-z-]*", synopsis)) <= accepted
     assert accepted <= set(re.findall(r"--[a-z][a-z-]*", runner)), "an option docs/local-runner.md does not document"
+
+
+# A runner command the docs show: `python -m localrun <sub> ...` or `dev.py demo <sub> ...` (whose arguments
+# replace demo's), in a code span (which may wrap) or on a line of a code block (up to a `#` comment).
+RUNNER_COMMAND = re.compile(r"(?:-m localrun|dev\.py demo) ((?:simulate|serve|fuzz)\b[^`#\n]*(?:\n[^`#\n]+)*)")
+# docs/benchmark.md is a log of the runs as they were made, not instructions
+COMMAND_PAGES = [ROOT / "README.md", *sorted(p for p in DOCS.glob("*.md") if p.name != "benchmark.md")]
+
+
+def runner_commands(text: str) -> list[str]:
+    spans = re.findall(r"`([^`]+)`", FENCE.sub("", text))
+    lines = [line.split("#", 1)[0] for block in code_blocks(text) for line in block.splitlines()]
+    return [" ".join(m.split()) for piece in spans + lines for m in RUNNER_COMMAND.findall(piece)]
+
+
+def test_every_runner_command_the_docs_show_is_one_the_runner_accepts():
+    from localrun.__main__ import command_line
+
+    refused = []
+    checked = 0
+    for page in COMMAND_PAGES:
+        for command in runner_commands(page.read_text(encoding="utf-8")):
+            if "[" in command:  # a synopsis (`[--chart CHART.png]`): the command line section checks those
+                continue
+            # a placeholder in capitals (`--seed S`, `--orders N`) stands for a number
+            args = [re.sub(r"^[A-Z]+$", "1", arg) for arg in command.split()]
+            try:
+                command_line().parse_args(args)
+            except SystemExit:
+                refused.append(f"{page.relative_to(ROOT)}: {command}")
+            checked += 1
+    assert checked, "found no runner command in the docs"
+    assert refused == []
+
+
+def test_runner_commands_are_found_in_spans_that_wrap_and_in_code_blocks():
+    text = "so did `python -m localrun simulate --orders 1\n--seed 1` and\n"
+    text += "```bash\npython3 dev.py demo serve --port 0  # x\n```\n"
+    assert runner_commands(text) == ["simulate --orders 1 --seed 1", "serve --port 0"]
 
 
 def test_every_fault_profile_key_is_documented():
