@@ -5,7 +5,8 @@
 - docs/settings.md: the settings table is exactly the one ``settings.py`` generates.
 - docs/local-runner.md: the example profiles it names exist (and it names them all), the command
   line and the fault-profile keys are the ones the runner accepts; every runner command README.md
-  and docs/ show (but docs/benchmark.md's log) is one the runner accepts.
+  and docs/ show (but docs/benchmark.md's log) is one the runner accepts; its Report section names every
+  field the report has.
 - docs/design.md: the invariants are the ones the report counts, the messages the ones in
   ``contracts/messages.py``.
 - docs/observability.md: the event names listed are the ones the app emits.
@@ -246,6 +247,46 @@ def test_every_fault_profile_key_is_documented():
         | ADMISSION_KEYS
     )
     assert keys - components == set(), "fault profile keys docs/local-runner.md does not document"
+
+
+def report_keys() -> dict[str, set[str]]:
+    """The keys of the dict ``build_report`` returns (``localrun/report.py``), under "", and the keys of each
+    section that is a dict literal there, under the section's key; ``operator_actions`` is added after."""
+    tree = ast.parse(read("localrun/report.py"))
+    build = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "build_report")
+    literal = next(
+        n.value
+        for n in ast.walk(build)
+        if isinstance(n, ast.AnnAssign)
+        and isinstance(n.target, ast.Name)
+        and n.target.id == "report"
+        and isinstance(n.value, ast.Dict)
+    )
+    keys: dict[str, set[str]] = {"": {"operator_actions"}}
+    for key, value in zip(literal.keys, literal.values, strict=True):
+        if isinstance(key, ast.Constant):
+            keys[""].add(str(key.value))
+            if isinstance(value, ast.Dict):
+                keys[str(key.value)] = {str(k.value) for k in value.keys if isinstance(k, ast.Constant)}
+    return keys
+
+
+def test_every_report_field_is_documented():
+    """The Report section names every field of the report, and every field of the sections it lists in
+    braces (`recoveries` {...}); `x_p99` is written `x_p50`/`_p99`. The `runtime` section has its own
+    paragraph above."""
+    report = section(RUNNER, "Report (`localrun/report.py`)")
+    named = set(re.findall(r"`(\w+)`", report))
+    keys = report_keys()
+    assert len(keys[""]) > 20, "found too few report keys"
+    missing = sorted(k for k in keys[""] if k not in named and k != "runtime")
+    assert "`runtime`" in RUNNER
+    for part in ("recoveries", "deferred", "latency_s"):
+        documented = re.search(rf"`{part}` \{{(.*?)\}}", report, flags=re.DOTALL)
+        assert documented, f"the Report section does not list {part}'s fields in braces"
+        listed = set(re.findall(r"`(\w+)`", documented.group(1)))
+        missing += [f"{part}.{k}" for k in sorted(keys[part]) if re.sub(r"_p99$", "_p50", k) not in listed]
+    assert missing == []
 
 
 # docs/design.md
