@@ -21,7 +21,6 @@ import glob
 import hashlib
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -33,6 +32,12 @@ import venv
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
+
+if sys.version_info < (3, 9):
+    sys.exit(
+        f"dev.py needs Python 3.9 or newer to start (this is {sys.version.split()[0]}); it builds .venv with "
+        "Python 3.13, so run it with that one if you have it: python3.13 dev.py ..."
+    )
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
@@ -429,6 +434,8 @@ def demo(args: list[str]) -> int:
 
 
 def _children_cpu() -> float:
+    import resource  # Unix only (Windows has none): imported by the one command that measures CPU
+
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
 

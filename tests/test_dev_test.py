@@ -126,13 +126,17 @@ def collected(*args: str) -> list[str]:
     return [line for line in done.stdout.splitlines() if "::" in line]
 
 
-@pytest.fixture
-def dev() -> ModuleType:
+def load_dev() -> ModuleType:
     spec = importlib.util.spec_from_file_location("dev_under_test", ROOT / "dev.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture
+def dev() -> ModuleType:
+    return load_dev()
 
 
 def test_setup_installs_npm_and_checkov_packages_beside_the_app_packages(dev, monkeypatch):
@@ -281,3 +285,17 @@ def test_help_shows_every_command_and_succeeds_and_an_unknown_command_is_named()
     )
     assert unknown.returncode == 2
     assert "unknown command 'deploy'" in unknown.stderr
+
+
+def test_dev_py_loads_without_the_unix_only_resource_module(monkeypatch):
+    """Windows has no ``resource`` module; dev.py has Windows paths (``Scripts``, ``npm.cmd``, ``py -3.13``)."""
+    monkeypatch.setitem(sys.modules, "resource", None)  # import resource: ImportError, as on Windows
+    assert load_dev().APP_PYTHON == (3, 13)
+
+
+def test_a_python_older_than_3_9_is_told_what_dev_py_needs(monkeypatch):
+    monkeypatch.setattr(sys, "version_info", (3, 8, 18, "final", 0))
+    with pytest.raises(SystemExit) as stopped:
+        load_dev()
+    assert "dev.py needs Python 3.9 or newer" in str(stopped.value.code)
+    assert "python3.13 dev.py" in str(stopped.value.code)
