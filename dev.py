@@ -9,6 +9,8 @@ Each creates ``.venv`` with Python 3.13 (the version the app runs on in Azure, w
 date). ``dev.py`` itself runs on any Python 3.9+; it finds a Python 3.13 to build ``.venv`` with.
 ``test`` runs ``tests/e2e`` in a second pytest beside the rest of the suite (``run_whole_suite``);
 ``python3 dev.py test ARGS`` runs ruff, mypy and then pytest with exactly ARGS, in one process.
+``python3 dev.py setup`` only sets up ``.venv``, ``node_modules`` and ``.venv-checkov`` (the two commands' first
+step).
 ``python3 dev.py bench [ORDERS] [--sdk-speed-ups] [--compare REF] [--repeat N]`` times the 1,000-order all-faults
 simulation, and with ``--compare`` the same for git ref REF and the ratio (docs/benchmark.md).
 """
@@ -19,7 +21,6 @@ import glob
 import hashlib
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -31,6 +32,12 @@ import venv
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
+
+if sys.version_info < (3, 9):
+    sys.exit(
+        f"dev.py needs Python 3.9 or newer to start (this is {sys.version.split()[0]}); it builds .venv with "
+        "Python 3.13, so run it with that one if you have it: python3.13 dev.py ..."
+    )
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
@@ -91,6 +98,48 @@ def find_app_python() -> str:
         if launcher.returncode == 0:
             return launcher.stdout.strip()
     sys.exit(INSTALL_HINT)
+
+
+# package.json's "engines": the Cosmos DB protocol server the demo and the tests run on, Azurite and the
+# Bicep type data are npm packages; node runs the first two, npm installs them.
+NODE_HINT = """{problem}: Node.js {major} or newer, with npm, is required (package.json "engines": the Cosmos DB
+protocol server the demo and the tests run on, Azurite, the Bicep type data).
+Install it, then run this command again, e.g.:
+  Linux:   your distribution's nodejs and npm if they are {major} or newer, else https://nodejs.org/en/download
+  macOS:   brew install node
+  Windows: winget install OpenJS.NodeJS.LTS"""
+
+
+def node_major_required() -> int:
+    """The major version package.json's ``engines.node`` (``>=N``) asks for."""
+    engines = json.loads((ROOT / "package.json").read_text())["engines"]["node"]
+    return int(engines.strip().removeprefix(">=").split(".")[0])
+
+
+def node_problem() -> str | None:
+    """Why Node.js cannot serve the project (node or npm not on PATH, node older than package.json's
+    ``engines``), or None."""
+    node = shutil.which("node")
+    if node is None:
+        return "node was not found on PATH"
+    if shutil.which("npm") is None:
+        return "npm was not found on PATH (it comes with Node.js)"
+    try:
+        text = subprocess.run(
+            [node, "--version"], capture_output=True, text=True, check=True, timeout=30
+        ).stdout.strip()
+        major = int(text.lstrip("v").split(".")[0])
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return f"{node} --version did not say its version"
+    if major < node_major_required():
+        return f"{node} is Node.js {text}"
+    return None
+
+
+def check_node() -> None:
+    problem = node_problem()
+    if problem is not None:
+        sys.exit(NODE_HINT.format(problem=problem, major=node_major_required()))
 
 
 def _venv_version(python: Path) -> tuple[int, int] | None:
@@ -226,7 +275,9 @@ class _Job(threading.Thread):
 
 def setup() -> None:
     """``.venv`` (Python 3.13), then its pip packages here while npm's packages and ``.venv-checkov``
-    install beside them (the three are independent; on a fresh clone they are most of this time)."""
+    install beside them (the three are independent; on a fresh clone they are most of this time). Node.js
+    is checked first: without it the npm install would fail only after the pip one."""
+    check_node()
     if _venv_version(PYTHON) != APP_PYTHON:
         interpreter = find_app_python()
         if VENV.exists():
@@ -383,6 +434,8 @@ def demo(args: list[str]) -> int:
 
 
 def _children_cpu() -> float:
+    import resource  # Unix only (Windows has none): imported by the one command that measures CPU
+
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
 
@@ -557,7 +610,12 @@ def bench(args: list[str]) -> int:
 
 def main() -> int:
     commands = {"demo": demo, "test": test, "bench": bench}
+    if len(sys.argv) >= 2 and sys.argv[1] in ("-h", "--help", "help"):
+        print(__doc__)
+        return 0
     if len(sys.argv) < 2 or sys.argv[1] not in (*commands, "setup"):
+        if len(sys.argv) >= 2:
+            print(f"unknown command {sys.argv[1]!r}", file=sys.stderr)
         print(__doc__)
         return 2
     command, rest = sys.argv[1], sys.argv[2:]

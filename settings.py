@@ -148,6 +148,14 @@ class Setting:
     # sets it itself (never in the Bicep or local.settings.json)
     where: Where = "both"
     kind: Kind[Any] = TEXT
+    # The value the Bicep, the azd hooks and local.settings.json.example write when it is not ``default``: a
+    # setting the Functions worker reads itself, whose own default (``default``) is not what the app needs.
+    deployed: str | None = None
+
+    @property
+    def written(self) -> str:
+        """The value the Bicep, the azd hooks and local.settings.json.example write."""
+        return self.default if self.deployed is None else self.deployed
 
     def parse(self, text: str) -> Any:
         """The typed value of ``text``, or SettingsError naming this setting and what it expects."""
@@ -234,10 +242,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "PYTHON_ENABLE_OPENTELEMETRY",
-        "true",
-        "`true`: the worker tells the host that telemetry leaves from the worker, so the host (host.json "
-        "`telemetryMode: OpenTelemetry`) does not export forwarded logs a second time.",
+        "false",
+        "The Bicep, the azd hooks and local.settings.json.example set `true`: the worker tells the host that "
+        "telemetry leaves from the worker, so the host (host.json `telemetryMode: OpenTelemetry`) does not export "
+        "forwarded logs a second time. Unset (the worker's own default) or `false`: the host exports them, without "
+        "custom dimensions, and the app exports traces and metrics only (docs/observability.md).",
         kind=BOOL,
+        deployed="true",
     ),
     # Intake and starter
     Setting("MAX_PENDING", "1000", "Submission rejects new orders while this many are Pending.", kind=count(1)),

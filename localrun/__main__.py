@@ -23,7 +23,8 @@ from pathlib import Path
 from localrun.profile import Profile, ProfileError
 
 
-def main(argv: list[str] | None = None) -> int:
+def command_line() -> argparse.ArgumentParser:
+    """The runner's command line (``tests/test_docs.py`` parses every command the docs show with it)."""
     parser = argparse.ArgumentParser(prog="python -m localrun", description=__doc__.split("\n\n")[1])
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser("simulate", help="run N orders through the app under a fault profile")
@@ -77,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     fuzz.add_argument("--orders", type=int, default=150, help="orders per run (default 150)")
     fuzz.add_argument("--out", type=Path, default=Path("fuzz-runs"), help="where failing seeds are kept")
     fuzz.add_argument("--timeout", type=float, default=1800, help="seconds a run may take (default 1800)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = command_line()
     args = parser.parse_args(argv)
     if args.command == "fuzz":
         if args.count < 1 or args.orders < 1 or args.timeout <= 0:

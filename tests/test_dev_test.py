@@ -2,7 +2,8 @@
 arguments it runs ``tests/e2e`` in a second pytest beside the rest of the suite. The two runs
 together collect every test once; either failing (or collecting nothing) fails the command while the
 other still finishes; Ctrl-C, SIGTERM, SIGHUP or a lint failure stops both the way pytest stops
-cleanly (fixtures torn down), with no process left behind.
+cleanly (fixtures torn down), with no process left behind. Before installing anything, setup says what
+to install when Node.js is missing or older than package.json asks; ``--help`` lists every command.
 
 The runner is driven here with small synthetic suites in place of the two halves and no lint."""
 
@@ -125,13 +126,17 @@ def collected(*args: str) -> list[str]:
     return [line for line in done.stdout.splitlines() if "::" in line]
 
 
-@pytest.fixture
-def dev() -> ModuleType:
+def load_dev() -> ModuleType:
     spec = importlib.util.spec_from_file_location("dev_under_test", ROOT / "dev.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture
+def dev() -> ModuleType:
+    return load_dev()
 
 
 def test_setup_installs_npm_and_checkov_packages_beside_the_app_packages(dev, monkeypatch):
@@ -140,6 +145,7 @@ def test_setup_installs_npm_and_checkov_packages_beside_the_app_packages(dev, mo
         monkeypatch.setattr(dev, install, together.wait)
     monkeypatch.setattr(dev, "_venv_version", lambda python: dev.APP_PYTHON)
     monkeypatch.setattr(dev, "ensure_chromium", lambda: None)
+    monkeypatch.setattr(dev, "check_node", lambda: None)
     dev.setup()
 
 
@@ -158,6 +164,7 @@ def test_an_install_failing_beside_the_others_fails_setup_once_they_are_done(dev
     monkeypatch.setattr(dev, "_setup_checkov", lambda: slow("checkov"))
     monkeypatch.setattr(dev, "_venv_version", lambda python: dev.APP_PYTHON)
     monkeypatch.setattr(dev, "ensure_chromium", lambda: None)
+    monkeypatch.setattr(dev, "check_node", lambda: None)
     with pytest.raises(subprocess.CalledProcessError, match="npm ci"):
         dev.setup()
     assert sorted(finished) == ["app", "checkov"]
@@ -224,3 +231,71 @@ def test_ctrl_c_sigterm_sighup_or_a_lint_failure_stops_both_runs_with_nothing_le
         for pid in started:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+# The first run: a missing prerequisite is said before anything is installed, and the usage.
+
+
+def fake_node(folder: Path, version: str) -> str:
+    node = folder / "node"
+    node.write_text(f"#!/bin/sh\necho {version}\n")
+    node.chmod(0o755)
+    return str(node)
+
+
+@pytest.mark.parametrize(
+    ("found", "says"),
+    [
+        ({"npm": "/usr/bin/npm"}, "node was not found on PATH"),
+        ({"node": "v22.1.0"}, "npm was not found on PATH"),
+        ({"node": "v18.19.0", "npm": "/usr/bin/npm"}, "is Node.js v18.19.0"),
+    ],
+)
+def test_setup_says_what_to_install_before_installing_anything_when_node_is_missing_or_too_old(
+    dev, monkeypatch, tmp_path, found, says
+):
+    paths = {name: fake_node(tmp_path, value) if name == "node" else value for name, value in found.items()}
+    monkeypatch.setattr(dev.shutil, "which", paths.get)
+    started: list[str] = []
+    for step in ("find_app_python", "_setup_app_packages", "_setup_npm", "_setup_checkov", "ensure_chromium"):
+        monkeypatch.setattr(dev, step, lambda step=step: started.append(step))
+    monkeypatch.setattr(dev, "_venv_version", lambda python: None)
+    with pytest.raises(SystemExit) as stopped:
+        dev.setup()
+    message = str(stopped.value.code)
+    assert says in message
+    assert "Node.js 20 or newer, with npm, is required" in message
+    assert started == []
+
+
+def test_setup_goes_on_with_a_node_as_new_as_package_json_asks(dev, monkeypatch, tmp_path):
+    node = fake_node(tmp_path, "v20.0.0")
+    monkeypatch.setattr(dev.shutil, "which", {"node": node, "npm": "/usr/bin/npm"}.get)
+    assert dev.node_problem() is None
+    assert dev.node_major_required() == 20
+
+
+def test_help_shows_every_command_and_succeeds_and_an_unknown_command_is_named():
+    shown = subprocess.run([sys.executable, "dev.py", "--help"], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert shown.returncode == 0
+    for command in ("dev.py demo", "dev.py test", "dev.py setup", "dev.py bench"):
+        assert command in shown.stdout
+    unknown = subprocess.run(
+        [sys.executable, "dev.py", "deploy"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert unknown.returncode == 2
+    assert "unknown command 'deploy'" in unknown.stderr
+
+
+def test_dev_py_loads_without_the_unix_only_resource_module(monkeypatch):
+    """Windows has no ``resource`` module; dev.py has Windows paths (``Scripts``, ``npm.cmd``, ``py -3.13``)."""
+    monkeypatch.setitem(sys.modules, "resource", None)  # import resource: ImportError, as on Windows
+    assert load_dev().APP_PYTHON == (3, 13)
+
+
+def test_a_python_older_than_3_9_is_told_what_dev_py_needs(monkeypatch):
+    monkeypatch.setattr(sys, "version_info", (3, 8, 18, "final", 0))
+    with pytest.raises(SystemExit) as stopped:
+        load_dev()
+    assert "dev.py needs Python 3.9 or newer" in str(stopped.value.code)
+    assert "python3.13 dev.py" in str(stopped.value.code)

@@ -4,7 +4,9 @@
   with the azd sequence, the demo command ``dev.py`` runs.
 - docs/settings.md: the settings table is exactly the one ``settings.py`` generates.
 - docs/local-runner.md: the example profiles it names exist (and it names them all), the command
-  line and the fault-profile keys are the ones the runner accepts.
+  line and the fault-profile keys are the ones the runner accepts; every runner command README.md
+  and docs/ show (but docs/benchmark.md's log) is one the runner accepts; its Report section names every
+  field the report has.
 - docs/design.md: the invariants are the ones the report counts, the messages the ones in
   ``contracts/messages.py``.
 - docs/observability.md: the event names listed are the ones the app emits.
@@ -190,6 +192,45 @@ def test_the_documented_command_line_is_the_one_the_runner_accepts():
     assert accepted <= set(re.findall(r"--[a-z][a-z-]*", runner)), "an option docs/local-runner.md does not document"
 
 
+# A runner command the docs show: `python -m localrun <sub> ...` or `dev.py demo <sub> ...` (whose arguments
+# replace demo's), in a code span (which may wrap) or on a line of a code block (up to a `#` comment).
+RUNNER_COMMAND = re.compile(r"(?:-m localrun|dev\.py demo) ((?:simulate|serve|fuzz)\b[^`#\n]*(?:\n[^`#\n]+)*)")
+# docs/benchmark.md is a log of the runs as they were made, not instructions
+COMMAND_PAGES = [ROOT / "README.md", *sorted(p for p in DOCS.glob("*.md") if p.name != "benchmark.md")]
+
+
+def runner_commands(text: str) -> list[str]:
+    spans = re.findall(r"`([^`]+)`", FENCE.sub("", text))
+    lines = [line.split("#", 1)[0] for block in code_blocks(text) for line in block.splitlines()]
+    return [" ".join(m.split()) for piece in spans + lines for m in RUNNER_COMMAND.findall(piece)]
+
+
+def test_every_runner_command_the_docs_show_is_one_the_runner_accepts():
+    from localrun.__main__ import command_line
+
+    refused = []
+    checked = 0
+    for page in COMMAND_PAGES:
+        for command in runner_commands(page.read_text(encoding="utf-8")):
+            if "[" in command:  # a synopsis (`[--chart CHART.png]`): the command line section checks those
+                continue
+            # a placeholder in capitals (`--seed S`, `--orders N`) stands for a number
+            args = [re.sub(r"^[A-Z]+$", "1", arg) for arg in command.split()]
+            try:
+                command_line().parse_args(args)
+            except SystemExit:
+                refused.append(f"{page.relative_to(ROOT)}: {command}")
+            checked += 1
+    assert checked, "found no runner command in the docs"
+    assert refused == []
+
+
+def test_runner_commands_are_found_in_spans_that_wrap_and_in_code_blocks():
+    text = "so did `python -m localrun simulate --orders 1\n--seed 1` and\n"
+    text += "```bash\npython3 dev.py demo serve --port 0  # x\n```\n"
+    assert runner_commands(text) == ["simulate --orders 1 --seed 1", "serve --port 0"]
+
+
 def test_every_fault_profile_key_is_documented():
     documented = section(RUNNER, "Fault profile (`localrun/profile.py`)")
     # every component of every dotted name in backticks: `remote.<service>.outages` -> remote, outages
@@ -206,6 +247,46 @@ def test_every_fault_profile_key_is_documented():
         | ADMISSION_KEYS
     )
     assert keys - components == set(), "fault profile keys docs/local-runner.md does not document"
+
+
+def report_keys() -> dict[str, set[str]]:
+    """The keys of the dict ``build_report`` returns (``localrun/report.py``), under "", and the keys of each
+    section that is a dict literal there, under the section's key; ``operator_actions`` is added after."""
+    tree = ast.parse(read("localrun/report.py"))
+    build = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "build_report")
+    literal = next(
+        n.value
+        for n in ast.walk(build)
+        if isinstance(n, ast.AnnAssign)
+        and isinstance(n.target, ast.Name)
+        and n.target.id == "report"
+        and isinstance(n.value, ast.Dict)
+    )
+    keys: dict[str, set[str]] = {"": {"operator_actions"}}
+    for key, value in zip(literal.keys, literal.values, strict=True):
+        if isinstance(key, ast.Constant):
+            keys[""].add(str(key.value))
+            if isinstance(value, ast.Dict):
+                keys[str(key.value)] = {str(k.value) for k in value.keys if isinstance(k, ast.Constant)}
+    return keys
+
+
+def test_every_report_field_is_documented():
+    """The Report section names every field of the report, and every field of the sections it lists in
+    braces (`recoveries` {...}); `x_p99` is written `x_p50`/`_p99`. The `runtime` section has its own
+    paragraph above."""
+    report = section(RUNNER, "Report (`localrun/report.py`)")
+    named = set(re.findall(r"`(\w+)`", report))
+    keys = report_keys()
+    assert len(keys[""]) > 20, "found too few report keys"
+    missing = sorted(k for k in keys[""] if k not in named and k != "runtime")
+    assert "`runtime`" in RUNNER
+    for part in ("recoveries", "deferred", "latency_s"):
+        documented = re.search(rf"`{part}` \{{(.*?)\}}", report, flags=re.DOTALL)
+        assert documented, f"the Report section does not list {part}'s fields in braces"
+        listed = set(re.findall(r"`(\w+)`", documented.group(1)))
+        missing += [f"{part}.{k}" for k in sorted(keys[part]) if re.sub(r"_p99$", "_p50", k) not in listed]
+    assert missing == []
 
 
 # docs/design.md

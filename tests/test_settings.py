@@ -156,3 +156,18 @@ def test_a_health_window_over_half_the_cool_down_is_refused(cache: str, cooldown
 def test_a_health_window_of_at_most_half_the_cool_down_is_accepted(cache: str, cooldown: str) -> None:
     settings = Settings.from_env({}, CIRCUIT_HEALTH_CACHE_SECONDS=cache, CIRCUIT_COOLDOWN_SECONDS=cooldown)
     assert settings.circuit_health_cache * 2 <= settings.circuit_policy.cooldown
+
+
+def test_the_telemetry_switches_default_to_what_happens_when_they_are_unset() -> None:
+    """The Functions worker reads the two switches itself, and takes an unset one as false; the table's
+    default is what a deployment without the setting gets (docs/observability.md: who exports)."""
+    from observability.setup import CONNECTION_STRING, WORKER_OPENTELEMETRY, WORKER_TELEMETRY, telemetry_plan
+
+    defaults = {s.name: s.default for s in SETTINGS}
+    connected = {CONNECTION_STRING: "InstrumentationKey=00000000-0000-0000-0000-000000000000"}
+    for switch in (WORKER_TELEMETRY, WORKER_OPENTELEMETRY):
+        others = {name: "true" for name in (WORKER_TELEMETRY, WORKER_OPENTELEMETRY) if name != switch}
+        for other in ({}, others):
+            assert telemetry_plan({**connected, **other}) == telemetry_plan(
+                {**connected, **other, switch: defaults[switch]}
+            ), switch

@@ -229,9 +229,9 @@ def test_bicep_sets_every_azure_setting_and_nothing_else():
 def test_bicep_tuning_values_are_the_settings_defaults():
     declared = bicep_app_settings()
     drift = {
-        s.name: (declared[s.name], s.default)
+        s.name: (declared[s.name], s.written)
         for s in SETTINGS
-        if s.where == "both" and isinstance(declared.get(s.name), str) and declared[s.name] != s.default
+        if s.where == "both" and isinstance(declared.get(s.name), str) and declared[s.name] != s.written
     }
     assert drift == {}
 
@@ -263,7 +263,7 @@ def test_local_example_points_at_the_emulators():
     assert LOCAL["COSMOS_ENDPOINT"] == "https://localhost:8081"
     assert LOCAL["COSMOS_KEY"] == EMULATOR_COSMOS_KEY
     assert LOCAL["COSMOS_VERIFY_TLS"] == "false"
-    both = {s.name: s.default for s in SETTINGS if s.where == "both"}
+    both = {s.name: s.written for s in SETTINGS if s.where == "both"}
     assert {name: LOCAL[name] for name in both} == both
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 
 from contracts.messages import OrderSubmitted
 from contracts.names import EXAMPLE_STATUS_QUEUE, ORDERS_QUEUE
@@ -43,3 +45,43 @@ def test_options_and_first_deploy_pitfalls_are_documented():
     ):
         assert needed in DOC, needed
     assert "Python 3.11" not in DOC
+
+
+def test_the_first_order_script_sees_the_azd_values_it_reads(tmp_path):
+    """The "Send a first order" block, run by bash with an `azd` that prints what `azd env get-values`
+    prints (KEY="value" lines, no `export`): its Python script reads the namespace from its environment,
+    so the block must export the values, not only set shell variables."""
+    section = DOC[DOC.index("### Send a first order") : DOC.index("### Watch it")]
+    block = re.search(r"```bash\n(.*?)```", section, flags=re.DOTALL)
+    assert block, "no bash block under Send a first order"
+    script = re.sub(
+        r"<<'PY'\n.*?\nPY\n",
+        "<<'PY'\nimport os\nprint(os.environ['SERVICEBUS_FULLY_QUALIFIED_NAMESPACE'])\nPY\n",
+        block.group(1),
+        flags=re.DOTALL,
+    )
+    assert script != block.group(1), "no Python heredoc in the block"
+    script = script.replace(".venv/bin/python", sys.executable)
+    azd = tmp_path / "azd"
+    azd.write_text(
+        '#!/bin/sh\n[ "$1 $2" = "env get-values" ] || exit 9\n'
+        "printf '%s\\n' 'AZURE_ENV_NAME=\"dev\"'"
+        " 'SERVICEBUS_FULLY_QUALIFIED_NAMESPACE=\"sb-x.servicebus.windows.net\"'\n"
+    )
+    azd.chmod(0o755)
+    done = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "sb-x.servicebus.windows.net"
+
+
+def test_the_readme_loads_the_azd_values_the_way_the_deploy_doc_does():
+    readme = (ROOT / "README.md").read_text()
+    assert 'set -a; eval "$(azd env get-values)"; set +a' in readme
+    assert 'set -a; eval "$(azd env get-values)"; set +a' in DOC

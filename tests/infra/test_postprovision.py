@@ -107,10 +107,11 @@ def test_writes_settings_for_the_provisioned_resources(tmp_path: Path) -> None:
 
 def test_writes_every_setting_the_app_needs_locally_at_its_default(tmp_path: Path) -> None:
     """Every setting both places read (the timer schedules included: the host refuses a timer whose
-    %NAME% does not resolve from app settings) is written, at the settings.py default."""
+    %NAME% does not resolve from app settings) is written, at the settings.py default (or the value it
+    declares deployments write, ``Setting.deployed``)."""
     assert run_hook(tmp_path).returncode == 0
     values = written(tmp_path)["Values"]
-    both = {s.name: s.default for s in SETTINGS if s.where == "both"}
+    both = {s.name: s.written for s in SETTINGS if s.where == "both"}
     assert set(both) >= SCHEDULES
     assert {name: values.get(name) for name in both if name not in OWNED} == {
         name: default for name, default in both.items() if name not in OWNED
