@@ -77,6 +77,18 @@ def _bool(text: str) -> bool | None:
     return {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(text.strip().lower())
 
 
+# How the Functions worker reads a boolean setting it reads itself (azure_functions_runtime's
+# ``is_true_like``): these are true and any other text is false. The app takes the same true values and
+# refuses a text that is neither these nor a plain false, which the worker would quietly read as false.
+WORKER_TRUE = frozenset({"1", "true", "t", "yes", "y"})
+WORKER_FALSE = frozenset({"0", "false", "f", "no", "n"})
+
+
+def _worker_bool(text: str) -> bool | None:
+    value = text.strip().lower()
+    return True if value in WORKER_TRUE else False if value in WORKER_FALSE else None
+
+
 def _url(text: str) -> str | None:
     value = text.strip()
     scheme, sep, rest = value.partition("://")
@@ -127,6 +139,10 @@ def _name(text: str) -> str | None:
 TEXT: Kind[str] = Kind("any text", lambda text: text)
 NAME: Kind[str] = Kind("a non-empty name without surrounding spaces", _name, ("", " scheduler"))
 BOOL: Kind[bool] = Kind("true or false", _bool, ("", "maybe"))
+# a setting the Functions worker reads itself: its true values ("on" would be false to the worker: refused)
+WORKER_BOOL: Kind[bool] = Kind(
+    "true or false (read as the Functions worker reads it: also 1, t, y, yes; 0, f, n, no)", _worker_bool, ("", "on")
+)
 URL: Kind[str] = Kind("an http:// or https:// URL", _url, ("", "localhost:8081", "ftp://host"))
 OPTIONAL_URL: Kind[str] = Kind("empty or an http:// or https:// URL", _optional_url, ("localhost:8081", "ftp://host"))
 NCRONTAB: Kind[str] = Kind(
@@ -238,7 +254,7 @@ SETTINGS: tuple[Setting, ...] = (
         "false",
         "`false`: the Python worker does not set up its own Azure Monitor export; the app does "
         "(observability/setup.py, docs/observability.md).",
-        kind=BOOL,
+        kind=WORKER_BOOL,
     ),
     Setting(
         "PYTHON_ENABLE_OPENTELEMETRY",
@@ -247,7 +263,7 @@ SETTINGS: tuple[Setting, ...] = (
         "telemetry leaves from the worker, so the host (host.json `telemetryMode: OpenTelemetry`) does not export "
         "forwarded logs a second time. Unset (the worker's own default) or `false`: the host exports them, without "
         "custom dimensions, and the app exports traces and metrics only (docs/observability.md).",
-        kind=BOOL,
+        kind=WORKER_BOOL,
         deployed="true",
     ),
     # Intake and starter

@@ -171,3 +171,22 @@ def test_the_telemetry_switches_default_to_what_happens_when_they_are_unset() ->
             assert telemetry_plan({**connected, **other}) == telemetry_plan(
                 {**connected, **other, switch: defaults[switch]}
             ), switch
+
+
+@pytest.mark.parametrize("name", ["PYTHON_ENABLE_OPENTELEMETRY", "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY"])
+@pytest.mark.parametrize(
+    "value", ["1", "true", "True", " t", "Y", "yes", "0", "false", "F", "n", "NO", "on", "off", ""]
+)
+def test_a_switch_the_worker_reads_itself_is_read_as_the_worker_reads_it(name: str, value: str) -> None:
+    """The worker (azure_functions_runtime's ``is_true_like``, pinned) takes ``t`` and ``y`` as true and any other
+    text as false: the app agrees on every value it accepts, and refuses a value the worker would read as false
+    though it may be meant as true (``on``), instead of letting the worker turn the switch off quietly."""
+    from azure_functions_runtime.utils.app_setting_manager import is_true_like  # type: ignore[import-untyped]
+
+    setting = next(s for s in SETTINGS if s.name == name)
+    try:
+        parsed = setting.parse(value)
+    except SettingsError:
+        assert not is_true_like(value) and value.strip().lower() not in ("0", "false", "f", "no", "n")
+        return
+    assert parsed is is_true_like(value)
