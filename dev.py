@@ -51,7 +51,9 @@ CHECKOV_PYTHON = CHECKOV_VENV / ("Scripts/python.exe" if os.name == "nt" else "b
 APP_PYTHON = (3, 13)  # the Functions runtime version the app is built for (Flex Consumption, infra/)
 INSTALL_HINT = """Python 3.13 is required to build the app's .venv (the app runs on Python 3.13 in Azure Functions).
 Install it, then run this command again, e.g.:
-  Debian/Ubuntu: sudo apt-get install python3.13 python3.13-venv   (or: pyenv install 3.13)
+  Any system:    uv python install 3.13   (uv: https://docs.astral.sh/uv/; or: pyenv install 3.13)
+  Debian 13:     sudo apt-get install python3.13 python3.13-venv
+  Ubuntu:        sudo add-apt-repository ppa:deadsnakes/ppa, then sudo apt-get install python3.13 python3.13-venv
   macOS:         brew install python@3.13
   Windows:       winget install Python.Python.3.13
 Or point SAS_PYTHON at a Python 3.13 executable."""
