@@ -275,10 +275,12 @@ class _Job(threading.Thread):
             raise self.error
 
 
-def setup() -> None:
+def setup(*, for_tests: bool = True) -> None:
     """``.venv`` (Python 3.13), then its pip packages here while npm's packages and ``.venv-checkov``
     install beside them (the three are independent; on a fresh clone they are most of this time). Node.js
-    is checked first: without it the npm install would fail only after the pip one."""
+    is checked first: without it the npm install would fail only after the pip one. ``for_tests=False``
+    (``demo``): not what only the tests use, ``.venv-checkov`` (the Bicep scan) and Chromium (the console's
+    browser test)."""
     check_node()
     if _venv_version(PYTHON) != APP_PYTHON:
         interpreter = find_app_python()
@@ -287,7 +289,8 @@ def setup() -> None:
             shutil.rmtree(VENV)
         print(f"creating {VENV} with {interpreter}")
         subprocess.run([interpreter, "-m", "venv", str(VENV)], check=True)
-    jobs = [_Job(_setup_npm), _Job(_setup_checkov)]  # npm's stamp is in .venv: started once it exists
+    # npm's stamp is in .venv: started once it exists
+    jobs = [_Job(_setup_npm), _Job(_setup_checkov)] if for_tests else [_Job(_setup_npm)]
     for job in jobs:
         job.start()
     try:
@@ -297,7 +300,8 @@ def setup() -> None:
             job.join()
     for job in jobs:
         job.result()
-    ensure_chromium()
+    if for_tests:
+        ensure_chromium()
 
 
 # ``dev.py test`` with no arguments runs the end-to-end simulations (the slowest folder, about half the
@@ -412,7 +416,7 @@ def test(args: list[str]) -> int:
 
 
 def demo(args: list[str]) -> int:
-    setup()
+    setup(for_tests=False)
     default = [
         "simulate",
         "--orders",

@@ -299,3 +299,24 @@ def test_a_python_older_than_3_9_is_told_what_dev_py_needs(monkeypatch):
         load_dev()
     assert "dev.py needs Python 3.9 or newer" in str(stopped.value.code)
     assert "python3.13 dev.py" in str(stopped.value.code)
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (["demo"], ["_setup_app_packages", "_setup_npm"]),
+        (["setup"], ["_setup_app_packages", "_setup_checkov", "_setup_npm", "ensure_chromium"]),
+    ],
+)
+def test_demo_sets_up_only_what_it_runs(dev, monkeypatch, command, expected):
+    """``demo`` needs the app's packages and the Cosmos DB protocol server (npm), not the Bicep scanner's
+    ``.venv-checkov`` nor Chromium, which only the tests use: a first run does not wait for them."""
+    done: list[str] = []
+    for step in ("_setup_app_packages", "_setup_npm", "_setup_checkov", "ensure_chromium"):
+        monkeypatch.setattr(dev, step, lambda step=step: done.append(step))
+    monkeypatch.setattr(dev, "_venv_version", lambda python: dev.APP_PYTHON)
+    monkeypatch.setattr(dev, "check_node", lambda: None)
+    monkeypatch.setattr(dev, "run", lambda *args, **kwargs: 0)
+    monkeypatch.setattr(dev.sys, "argv", ["dev.py", *command])
+    dev.main()
+    assert sorted(done) == expected
