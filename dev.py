@@ -279,7 +279,7 @@ def setup(*, for_tests: bool = True) -> None:
     """``.venv`` (Python 3.13), then its pip packages here while npm's packages and ``.venv-checkov``
     install beside them (the three are independent; on a fresh clone they are most of this time). Node.js
     is checked first: without it the npm install would fail only after the pip one. ``for_tests=False``
-    (``demo``): not what only the tests use, ``.venv-checkov`` (the Bicep scan) and Chromium (the console's
+    (``demo``, ``bench``): not what only the tests use, ``.venv-checkov`` (the Bicep scan) and Chromium (the console's
     browser test)."""
     check_node()
     if _venv_version(PYTHON) != APP_PYTHON:
@@ -580,7 +580,7 @@ def bench(args: list[str]) -> int:
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
-    setup()
+    setup(for_tests=False)
     before: list[Run] = []
     after: list[Run] = []
     tree = _bench_tree(ref) if ref is not None else None

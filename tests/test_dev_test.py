@@ -305,18 +305,28 @@ def test_a_python_older_than_3_9_is_told_what_dev_py_needs(monkeypatch):
     ("command", "expected"),
     [
         (["demo"], ["_setup_app_packages", "_setup_npm"]),
+        (["bench", "10"], ["_setup_app_packages", "_setup_npm"]),
         (["setup"], ["_setup_app_packages", "_setup_checkov", "_setup_npm", "ensure_chromium"]),
     ],
 )
-def test_demo_sets_up_only_what_it_runs(dev, monkeypatch, command, expected):
-    """``demo`` needs the app's packages and the Cosmos DB protocol server (npm), not the Bicep scanner's
-    ``.venv-checkov`` nor Chromium, which only the tests use: a first run does not wait for them."""
+def test_demo_and_bench_set_up_only_what_they_run(dev, monkeypatch, command, expected):
+    """``demo`` and ``bench`` need the app's packages and the Cosmos DB protocol server (npm), not the Bicep
+    scanner's ``.venv-checkov`` nor Chromium, which only the tests use: a first run does not wait for them."""
     done: list[str] = []
     for step in ("_setup_app_packages", "_setup_npm", "_setup_checkov", "ensure_chromium"):
         monkeypatch.setattr(dev, step, lambda step=step: done.append(step))
     monkeypatch.setattr(dev, "_venv_version", lambda python: dev.APP_PYTHON)
     monkeypatch.setattr(dev, "check_node", lambda: None)
-    monkeypatch.setattr(dev, "run", lambda *args, **kwargs: 0)
+
+    class SetUp(Exception):
+        """What the command does after its setup: not run here."""
+
+    def after_setup(*args: object, **kwargs: object) -> None:
+        raise SetUp
+
+    monkeypatch.setattr(dev, "run", after_setup)
+    monkeypatch.setattr(dev, "_bench_run", after_setup)
     monkeypatch.setattr(dev.sys, "argv", ["dev.py", *command])
-    dev.main()
+    with contextlib.suppress(SetUp):
+        dev.main()
     assert sorted(done) == expected
