@@ -9,8 +9,8 @@ Each creates ``.venv`` with Python 3.13 (the version the app runs on in Azure, w
 date). ``dev.py`` itself runs on any Python 3.9+; it finds a Python 3.13 to build ``.venv`` with.
 ``test`` runs ``tests/e2e`` in a second pytest beside the rest of the suite (``run_whole_suite``);
 ``python3 dev.py test ARGS`` runs ruff, mypy and then pytest with exactly ARGS, in one process.
-``python3 dev.py setup`` only sets up ``.venv``, ``node_modules`` and ``.venv-checkov`` (the two commands' first
-step).
+``python3 dev.py setup`` only sets up ``.venv``, ``node_modules`` and ``.venv-checkov`` (and Chromium when it can):
+what ``test`` does first; ``demo`` and ``bench`` set up only the first two.
 ``python3 dev.py bench [ORDERS] [--sdk-speed-ups] [--compare REF] [--repeat N]`` times the 1,000-order all-faults
 simulation, and with ``--compare`` the same for git ref REF and the ratio (docs/benchmark.md).
 """
