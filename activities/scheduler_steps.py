@@ -295,7 +295,7 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused |
     The orchestration passes the queue its plan read from the record (the attempt's input, or the
     compensation round's load activity); without it, the record is read here. Every status but ``Received``
     and ``Rejected`` says a ``Received`` the record still owes first (``say_before_status``, reading the record
-    unless this process has an ended version of it): while that fails, so does this try. A failure of the last
+    unless this process has a version of it that ended well): while that fails, so does this try. A failure of the last
     try (``last_try``: a send, or a read) is alerted ``StatusUndelivered``: nothing tries again. A reply queue
     that refuses this app (the status, or the ``Received`` still owed before it, ``notifications.received``) is
     answered ``StatusRefused``, never a failure: the orchestration tries again for ``REFUSED_RETRY_WINDOW``, and
@@ -308,13 +308,17 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused |
 
     ``Failed`` and ``CompensationFailed`` (``FAILED_IN``), tried again on the timers for hours while their send
     fails, are sent only while the record stands where the failure left it (``failure_moved_on``): an operator may
-    have resubmitted or compensated the order since, and the submitter hears the next attempt or round. The read is
-    theirs alone (the ``Received`` check after it finds the ended version it cached): ``Completed`` (sent by
+    have resubmitted or compensated the order since, and the submitter hears the next attempt or round. That read is
+    theirs alone, and the ``Received`` check after it uses it (a version this process kept that ended badly is never
+    trusted: another instance may have moved the order on since, ``say_before_status``): ``Completed`` (sent by
     ``mark_processed`` itself, then here only when that send failed) and the progress statuses read nothing more."""
     if data.status == "Rejected" and refusal_superseded(ctx, data):
         return None
-    if data.status in FAILED_IN and failure_moved_on(ctx, data):
-        return None
+    read: StateRecord | None = None  # the record as this try read it (a failure status's: below)
+    if data.status in FAILED_IN:
+        read = _read(ctx, data)
+        if failure_moved_on(data, read):
+            return None
     if data.reply_to_known:
         reply_to = data.reply_to
     else:
@@ -324,7 +328,7 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused |
         reply_to = record.reply_to
     try:
         # a submitter that may not have heard Received: that first (or this try fails)
-        if not say_before_status(ctx.states, ctx.sender, data.order_id, data.status, ctx.clock.now()):
+        if not say_before_status(ctx.states, ctx.sender, data.order_id, data.status, ctx.clock.now(), read):
             return StatusRefused(error=f"{reply_to!r} refuses the Received still owed before {data.status}")
         delivery = notifications.status.publish_status(
             ctx.sender,
@@ -365,12 +369,13 @@ def refusal_superseded(ctx: AppContext, data: PublishStatusInput) -> bool:
     return True
 
 
-def failure_moved_on(ctx: AppContext, data: PublishStatusInput) -> bool:
+def failure_moved_on(data: PublishStatusInput, record: StateRecord | None) -> bool:
     """Whether the order whose failure status ``data`` holds (``Failed``, ``CompensationFailed``) moved on past the
-    attempt or round that failed, read fresh (never the version this process cached: an operator's action is
-    written by another process): the record is no longer in the failure's state (``FAILED_IN``: an operator
-    resubmitted it, ``Error -> Pending``, or compensated it, ``-> Compensating``), or is under a later attempt or
-    round (``attempt``: the next one claimed it and failed too; its own failure status is its to send). Its
+    attempt or round that failed, as ``record`` shows it (read fresh by ``publish_status``, never the version this
+    process cached: an operator's action is written by another process): the record is no longer in the failure's
+    state (``FAILED_IN``: an operator resubmitted it, ``Error -> Pending``, or compensated it, ``-> Compensating``),
+    or is under a later attempt or round (``attempt``: the next one claimed it and failed too; its own failure status
+    is its to send). Its
     orchestration retries the status on durable timers for about six hours while the send fails (Service Bus down,
     the submitter's queue full): a later try sent it after the next attempt's ``Processing``, even after its
     ``Completed``, and the submitter heard the order failed last. As the owed sweep drops what the record owed once
@@ -380,7 +385,6 @@ def failure_moved_on(ctx: AppContext, data: PublishStatusInput) -> bool:
     nothing is alerted (a failure status never says ``lastTry``). A read that fails fails the try (the timers try
     again). Left: a try that read the record just before the operator's action sends it just after, as the owed
     sweep does (docs/supervisor.md); the read costs a failure status one point read, no other status."""
-    record = _read(ctx, data)
     if record is None or (record.process_state is FAILED_IN[data.status] and record.attempt == data.attempt):
         return False
     state = record.process_state.value

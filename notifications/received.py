@@ -41,7 +41,7 @@ from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from adapters.cosmos.state_store import StateStore, update_once
 from adapters.servicebus.sender import MessageSender, SendError
 from domain.records import RECEIVED_OWED, RECEIVED_SAID, StateRecord
-from domain.states import TERMINAL_STATES, ProcessState
+from domain.states import ProcessState
 from domain.transitions import STEP_STARTED, SUBMISSION
 from notifications.status import Delivery, publish_status
 from observability.events import app_event
@@ -49,7 +49,9 @@ from orchestrators.status import refusal_retried
 
 # ``RECEIVED_OWED``, ``RECEIVED_SAID`` (domain.records): the history events of the write that marks
 # ``Received`` owed, and of the one that clears it on an order that ended well (``say_before_the_last_word``).
-# States after which nobody writes the record again, and the final statuses that tell them.
+# States after which nobody writes the record again, and the final statuses that tell them. The only ended states a
+# version cached by this process may be trusted in: ``Error`` and ``CompensationFailed`` end an order only until an
+# operator resubmits or compensates it (another instance, whose next attempt or round may mark ``Received`` owed).
 _LAST_WORD = (ProcessState.PROCESSED, ProcessState.COMPENSATED)
 # The statuses that never wait for an owed ``Received``: itself, and a refusal (told for a submission never accepted).
 NOT_AFTER_RECEIVED = frozenset({"Received", "Rejected"})
@@ -165,21 +167,28 @@ def say_before_the_last_word(
     return record if said is None else said  # None: its queue refused it, still owed
 
 
-def say_before_status(states: StateStore, sender: MessageSender, order_id: str, status: str, at: datetime) -> bool:
+def say_before_status(
+    states: StateStore, sender: MessageSender, order_id: str, status: str, at: datetime, read: StateRecord | None = None
+) -> bool:
     """Before any status but ``Received`` and ``Rejected`` is sent on an orchestration's timers or by the courier
     (the ``publish_status`` activity: ``Completed`` and ``Compensated``, ``Failed`` and ``CompensationFailed``,
     ``Compensating``, ``CancellationRejected``): ``Received`` if the record still owes it, and its mark cleared
     (``say_received_first``). A send that fails raises ``SendError``: that try of the status fails, and its timers
     try again (the last try gives it up and alerts it, ``notifications.status.give_up``; a progress status is tried
     once). False: the reply queue refused ``Received`` within ``REFUSED_RETRY_WINDOW`` of its mark, still owed: the
-    status waits (that try answers refused). An ended record (``TERMINAL_STATES``) this process has a version of
-    is not read again: a mark is never set on an ended record, only cleared, so a version without it needs nothing,
-    and one with it is said and cleared by a write conditional on that version (a 412 means it was cleared already,
-    and this ``Received`` was a repeat). Any other is read: submission may have marked it since."""
+    status waits (that try answers refused). A record this process has a version of that ended well (``Processed``,
+    ``Compensated``: nobody moves it on) is not read again: a mark is never set on it, only cleared, so a version
+    without it needs nothing, and one with it is said and cleared by a write conditional on that version (a 412 means
+    it was cleared already, and this ``Received`` was a repeat). Any other is read: submission may have marked it
+    since, and so may an attempt or round after an operator moved an ``Error`` or ``CompensationFailed`` on, on
+    another instance while this one kept the failure (Flex Consumption runs several: the Error version trusted, a
+    ``Completed`` went out with the ``Received`` the record owed unsaid,
+    tests/supervisor/test_redteam_scaleout.py). ``read``: the record as the caller read it for this status just now,
+    used as it is (no second read)."""
     if status in NOT_AFTER_RECEIVED:
         return True
-    record = states.recent(order_id)
-    if record is None or record.process_state not in TERMINAL_STATES:
+    record = read if read is not None else states.recent(order_id)
+    if record is None or (read is None and record.process_state not in _LAST_WORD):
         record = states.get(order_id)
     return record is None or say_received_first(states, sender, record, at, status)
 

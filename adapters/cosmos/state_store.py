@@ -106,7 +106,9 @@ class StateStore(Protocol):
     def count(self, state: ProcessState) -> int: ...
 
     def recent(self, order_id: str) -> StateRecord | None:
-        """The last version of the record this process read or wrote (no I/O; it may be stale)."""
+        """The last version of the record this process read or wrote (no I/O; it may be stale: other instances
+        write the record too). A conditional write may start from it; a verdict acted on without a condition may
+        not (docs/design.md, "Every state write is an activity")."""
         ...
 
 

@@ -174,7 +174,7 @@ def test_the_report_catches_a_failure_status_sent_after_the_operator_moved_the_o
     seed 2 of operator-actions.json: ord-00016 hears it after its ``Compensated``); the fixed app, the same run,
     is checked by the runs in docs/local-runner.md and the test above."""
     profile = Profile.load(PROFILE)
-    with mock.patch.object(steps, "failure_moved_on", lambda ctx, data: False):
+    with mock.patch.object(steps, "failure_moved_on", lambda data, record: False):
         report = build_report(run_simulation(SimulationConfig(orders=60, seed=2, profile=profile)))
     assert report["invariants"]["stale_final_statuses"] >= 1, report["invariant_examples"]
     assert any("heard Failed after" in s for s in report["invariant_examples"]["stale_final_statuses"])
