@@ -154,6 +154,10 @@ def random_profile(seed: int) -> dict[str, Any]:
             "after_s": _span(rng, 0, 900),
             "max_actions_per_order": rng.randint(1, 4),
         }
+        # drawn after the rest of the operator: each seed's profile is as before but for its cancels
+        if rng.random() < 0.5:
+            profile["operator"]["cancel_rate"] = round(rng.uniform(0, 0.5), 2)
+            profile["operator"]["cancel_after_s"] = _span(rng, 0, 300)
     return profile
 
 

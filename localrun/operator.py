@@ -7,6 +7,14 @@ is invoked through the Functions runtime on the real worker, signed in as ``OPER
 (``GET ops/orders/{id}``) for the id of the review it answers. Its own generator (``seed:operator``): a run
 with no operator draws nothing more, and is the same run as before.
 
+With ``cancel_rate``, it also cancels orders (``POST ops/orders/{id}/cancel``) at a random delay of
+``cancel_after_s`` after each is first written, whatever it is doing then (waiting to be claimed, in a step,
+its agent's call in flight, between the supervisor's retries, waiting an outage out, in ``Error``), as a
+client's ``CancelOrder`` would at other moments: the app takes it before the pivot and refuses it (409)
+after. Those draws, and a cancel's retry delays, come from a generator of their own
+(``seed:operator-cancel``), made only when ``cancel_rate`` > 0: with none, every other draw is as before. A
+cancel is planned at most once an order and is not counted in ``max_actions_per_order``.
+
 It judges nothing: an action the app refuses (409: the order moved on, the review closed) is counted as
 refused (a compensate of an ``Error`` order refused, past its pivot, is followed by a resubmit); one that met
 an unavailable store (503) or a host restart is tried again a minute or two later, at most ``RETRIES`` times.
@@ -47,7 +55,7 @@ def app_settings(plan: OperatorPlan | None) -> dict[str, str]:
 class _Planned:
     at: datetime
     order_id: str
-    action: str  # resubmit | compensate | review
+    action: str  # resubmit | compensate | review | cancel
     tries: int = field(default=0, compare=False)
     why: str = field(default="", compare=False)
 
@@ -72,10 +80,18 @@ def outcome(answer: HttpAnswer) -> str:
 
 
 class Operator:
-    def __init__(self, plan: OperatorPlan, rng: random.Random, host: LocalHost) -> None:
+    def __init__(
+        self, plan: OperatorPlan, rng: random.Random, host: LocalHost, cancels: random.Random | None = None
+    ) -> None:
+        """``rng``: the generator of its reactions to failures and reviews; ``cancels``: that of its cancels
+        (needed when ``plan.cancel_rate`` > 0, drawn from only then)."""
+        if plan.cancel_rate > 0 and cancels is None:
+            raise ValueError("an operator that cancels needs a generator for its cancels")
         self.plan = plan
         self._rng = rng
+        self._cancels = cancels
         self._host = host
+        self._cancel_drawn: set[str] = set()  # orders whose cancel was drawn (at their first write)
         self._planned: list[_Planned] = []
         self._in_flight: list[tuple[_Planned, str, concurrent.futures.Future[HttpAnswer]]] = []
         self._acts: Counter[str] = Counter()  # actions planned per order
@@ -89,6 +105,8 @@ class Operator:
         for a review (the audited writes, in order)."""
         plan = self.plan
         for t in transitions:
+            if t.before is None and plan.cancel_rate > 0:
+                self._maybe_cancel(t)
             action: str | None = None
             if t.after is ProcessState.ERROR and t.before is not ProcessState.ERROR:
                 draw = self._rng.random()
@@ -106,6 +124,18 @@ class Operator:
             self._acts[t.order_id] += 1
             delay = timedelta(seconds=self._rng.uniform(*plan.after_s))
             heapq.heappush(self._planned, _Planned(t.at + delay, t.order_id, action, why=t.after.value))
+
+    def _maybe_cancel(self, created: Transition) -> None:
+        """At an order's first audited write (its record created): a cancel, with ``cancel_rate``, due
+        ``cancel_after_s`` later (once an order: a record created again is not a new order)."""
+        assert self._cancels is not None
+        if created.order_id in self._cancel_drawn:
+            return
+        self._cancel_drawn.add(created.order_id)
+        if self._cancels.random() < self.plan.cancel_rate:
+            delay = timedelta(seconds=self._cancels.uniform(*self.plan.cancel_after_s))
+            planned = _Planned(created.at + delay, created.order_id, "cancel", why="its first write")
+            heapq.heappush(self._planned, planned)
 
     # --- what it does ---------------------------------------------------------------------------------
 
@@ -176,7 +206,8 @@ class Operator:
     def _again(self, planned: _Planned, now: datetime, action: str, answer: HttpAnswer) -> None:
         self._count(action, outcome(answer))
         if planned.tries < RETRIES:
-            delay = timedelta(seconds=self._rng.uniform(*RETRY_AFTER_S))
+            rng = self._cancels if planned.action == "cancel" and self._cancels is not None else self._rng
+            delay = timedelta(seconds=rng.uniform(*RETRY_AFTER_S))
             again = _Planned(now + delay, planned.order_id, planned.action, planned.tries + 1, planned.why)
             heapq.heappush(self._planned, again)
 

@@ -63,7 +63,15 @@ TOP_KEYS = {
     "settings",
     "operator",
 }
-OPERATOR_KEYS = {"resubmit_rate", "compensate_rate", "answer_reviews", "after_s", "max_actions_per_order"}
+OPERATOR_KEYS = {
+    "resubmit_rate",
+    "compensate_rate",
+    "answer_reviews",
+    "after_s",
+    "max_actions_per_order",
+    "cancel_rate",
+    "cancel_after_s",
+}
 # what the runner's operator answers a review with (``operator.answer_reviews``; null: reviews time out)
 OPERATOR_REVIEW_ANSWERS = ("compensate", "retry", "alternative", "fail")
 
@@ -131,13 +139,16 @@ class OperatorPlan:
     seconds after an order reaches ``Error``, it resubmits it (``resubmit_rate``) or compensates it
     (``compensate_rate``, drawn after the resubmit); after ``CompensationFailed``, it compensates it again
     (``compensate_rate``); after a review is requested, it answers ``answer_reviews`` (None: it lets the review
-    time out). At most ``max_actions_per_order`` actions an order."""
+    time out). At most ``max_actions_per_order`` actions an order. Apart from those: at a random delay of
+    ``cancel_after_s`` after an order is first written, it cancels it (``cancel_rate``; at most once an order)."""
 
     resubmit_rate: float = 0.0
     compensate_rate: float = 0.0
     answer_reviews: str | None = None
     after_s: tuple[float, float] = (60.0, 600.0)
     max_actions_per_order: int = 3
+    cancel_rate: float = 0.0
+    cancel_after_s: tuple[float, float] = (0.0, 300.0)
 
 
 @dataclass(frozen=True)
@@ -335,14 +346,21 @@ def _operator(data: Any) -> OperatorPlan:
         raise ProfileError(
             f"operator.answer_reviews must be one of {', '.join(OPERATOR_REVIEW_ANSWERS)} or null, got {answer!r}"
         )
-    after = section.get("after_s", [60, 600])
-    ok = isinstance(after, list) and len(after) == 2 and all(_number(v) for v in after)
-    if not ok or not 0 <= after[0] <= after[1] <= 86_400:
-        raise ProfileError(f"operator.after_s must be [lo, hi] seconds, 0 <= lo <= hi <= 86400, got {after!r}")
+    after = _seconds_span("operator.after_s", section.get("after_s", [60, 600]))
     most = section.get("max_actions_per_order", 3)
     if not isinstance(most, int) or isinstance(most, bool) or not 1 <= most <= 10:
         raise ProfileError(f"operator.max_actions_per_order must be an integer from 1 to 10, got {most!r}")
-    return OperatorPlan(resubmit, compensate, answer, (float(after[0]), float(after[1])), most)
+    cancel = _rate("operator.cancel_rate", section.get("cancel_rate", 0))
+    cancel_after = _seconds_span("operator.cancel_after_s", section.get("cancel_after_s", [0, 300]))
+    return OperatorPlan(resubmit, compensate, answer, after, most, cancel, cancel_after)
+
+
+def _seconds_span(where: str, value: Any) -> tuple[float, float]:
+    """``[lo, hi]`` simulated seconds, 0 <= lo <= hi <= a day."""
+    ok = isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value)
+    if not ok or not 0 <= value[0] <= value[1] <= 86_400:
+        raise ProfileError(f"{where} must be [lo, hi] seconds, 0 <= lo <= hi <= 86400, got {value!r}")
+    return (float(value[0]), float(value[1]))
 
 
 def _latency(value: Any, where: str = "cosmos.latency_ms") -> tuple[float, float] | None:

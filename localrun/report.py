@@ -216,6 +216,34 @@ def restarted_at(transitions: Iterable[Any]) -> dict[str, datetime]:
     return left
 
 
+UNDOING_STATES = (ProcessState.COMPENSATING, ProcessState.COMPENSATED, ProcessState.COMPENSATION_FAILED)
+
+
+def left_compensation(
+    transitions: Iterable[Any], finals: Mapping[str, str], cancelled: Iterable[tuple[str, datetime]] = ()
+) -> list[str]:
+    """Orders that went on after their undoing began: an audited write took the order to a state other than
+    ``Compensating``, ``Compensated`` or ``CompensationFailed`` after one took it to ``Compensating`` (a
+    cancellation taken, a client's or an operator's, an escalation, an operator's compensate: nothing moves an
+    order forward again, and only an operator's compensate moves it on from ``CompensationFailed``, to
+    ``Compensating``); and orders whose cancel the app answered taken (``cancelled``: the runner's operator's,
+    order and when the answer came) that ended in none of those three states (a cancel answered 200 whose
+    write did not land, or was undone). From the audited writes, the runner's record of the answers, Cosmos."""
+    entered: dict[str, datetime] = {}
+    left: dict[str, str] = {}
+    for t in transitions:
+        if t.order_id in entered and t.after not in UNDOING_STATES and t.order_id not in left:
+            left[t.order_id] = f"{t.order_id}: {t.before} -> {t.after} ({t.event} by {t.by}) at {t.at}, after "
+            left[t.order_id] += f"Compensating at {entered[t.order_id]}"
+        if t.after is ProcessState.COMPENSATING:
+            entered.setdefault(t.order_id, t.at)
+    for order_id, at in cancelled:
+        final = finals.get(order_id)
+        if order_id not in left and final not in UNDOING_STATES:
+            left[order_id] = f"{order_id}: cancel taken at {at}, ended {final}"
+    return [left[o] for o in sorted(left)]
+
+
 def _kept_after_compensation(result: SimulationResult, ledgers: dict[str, Ledger]) -> list[str]:
     """Forward side effects that became effective after their undo was answered, or after the order
     reached ``Compensated``: from the ledger's timeline, the runner's record of undo answers and the
@@ -611,6 +639,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     finals = {o: doc["processState"] for o, doc in by_order.items()} | dict.fromkeys(rejected, "Rejected")
     restarted = restarted_at(audit.transitions)
     silent = _silent_failures(result, finals, statuses, given_up, owners, restarted)
+    cancels = [(m.order_id, m.at) for m in result.operator_moves if m.action == "cancel"]
+    went_on = left_compensation(audit.transitions, finals, cancels)
     stranded = _stranded_messages(result, by_order, rejected)
     unreleased = _unreleased_prepayments(by_order, ledgers, alert_bodies)
     windows = _outage_windows(result)
@@ -639,6 +669,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "statuses_before_received": len(early),
         "stale_final_statuses": len(stale_final),
         "kept_after_compensation": len(kept),
+        "left_compensation": len(went_on),
         "silent_failures": len(silent),
         "stranded_messages": len(stranded),
         "unreleased_prepayments": len(unreleased),
@@ -661,6 +692,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "statuses_before_received": early[:5],
             "stale_final_statuses": stale_final[:5],
             "kept_after_compensation": kept[:5],
+            "left_compensation": went_on[:5],
             "silent_failures": silent[:5],
             "stranded_messages": stranded[:5],
             "unreleased_prepayments": unreleased[:5],

@@ -318,10 +318,12 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         restart_gaps = hostile.RestartGaps(profile.restart_every_s, random.Random(f"{config.seed}:restarts"))
         next_restart = restart_gaps.next_after(START)
         last_progress = [0.0]
-        # its own generator: a run without an operator draws nothing more
-        operator = (
-            Operator(profile.operator, random.Random(f"{config.seed}:operator"), host) if profile.operator else None
-        )
+        # its own generator: a run without an operator draws nothing more; its cancels have another, made only
+        # when it cancels, so an operator that does not draws as before
+        operator = None
+        if profile.operator is not None:
+            cancels = random.Random(f"{config.seed}:operator-cancel") if profile.operator.cancel_rate > 0 else None
+            operator = Operator(profile.operator, random.Random(f"{config.seed}:operator"), host, cancels)
 
         def before_pump() -> None:
             nonlocal seen, restarts, next_restart

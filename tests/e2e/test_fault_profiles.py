@@ -104,6 +104,14 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
         and r["operator_actions"].get("review", {}).get("done", 0) > 0
         and states(r).get("Processed", 0) > 0
     ),
+    # the operator cancels orders mid-step, mid-call, between retries and in an outage wait: taken before the
+    # pivot (compensated), refused after it
+    "operator-cancels": lambda r: (
+        r["operator_actions"].get("cancel", {}).get("done", 0) > 0
+        and r["operator_actions"].get("cancel", {}).get("refused", 0) > 0
+        and states(r).get("Compensated", 0) > 0
+        and states(r).get("Processed", 0) > 0
+    ),
     "prepaid-notifications": lambda r: (
         r["deferred"]["deferred"] > 5 and r["deferred"]["recovered_by_sequence"] == r["deferred"]["deferred"]
     ),

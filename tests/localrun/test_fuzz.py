@@ -3,6 +3,7 @@ cover every section a profile has, and a run keeps the files of a seed only when
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -21,6 +22,21 @@ def test_a_seed_names_one_profile_and_every_profile_parses() -> None:
         assert random_profile(seed) == profile
         Profile.parse(json.loads(json.dumps(profile)))  # raises ProfileError on anything the runner refuses
     assert len({json.dumps(random_profile(seed), sort_keys=True) for seed in SEEDS}) == len(SEEDS)
+
+
+# sha256 of seeds 1-200's profiles as drawn before the operator could cancel (commit 2437cd5)
+DRAWN_BEFORE_CANCELS = "d6885335fa5a26458511f4ad34cbffcbb724b1a1d839346373e76507bbd9a3db"
+
+
+def test_the_operators_cancels_are_drawn_last_and_leave_every_other_draw_as_it_was() -> None:
+    """A seed fuzzed before the operator could cancel names the same profile but for its cancels."""
+    profiles = [random_profile(seed) for seed in range(1, 201)]
+    cancelling = [p["operator"] for p in profiles if "cancel_rate" in p.get("operator", {})]
+    assert cancelling and all(0 <= o["cancel_rate"] <= 0.5 for o in cancelling)
+    for profile in profiles:
+        if "operator" in profile:
+            profile["operator"] = {k: v for k, v in profile["operator"].items() if not k.startswith("cancel")}
+    assert hashlib.sha256(json.dumps(profiles, sort_keys=True).encode()).hexdigest() == DRAWN_BEFORE_CANCELS
 
 
 def test_the_profiles_reach_every_section_and_the_harsh_corners() -> None:

@@ -2,11 +2,15 @@
 and answers reviews through the app's own ops API during a simulation, the report counts what it did
 (``operator_actions``), and the invariants still judge each order by how it ended: a resubmitted order that ends
 ``Processed`` heard ``Failed`` and then ``Completed``, and a stale ending status heard after the final one is
-caught (``stale_final_statuses``)."""
+caught (``stale_final_statuses``). With ``cancel_rate`` it cancels orders too, from a generator of their own, and
+an order whose cancel was taken never goes on (``left_compensation``)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
+import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,12 +19,14 @@ from unittest import mock
 import pytest
 
 import activities.scheduler_steps as steps
+import operations.actions as actions
 from domain.states import ProcessState
 from localrun.audit import Transition
-from localrun.operator import OPERATOR
+from localrun.operator import OPERATOR, ORIGIN, Operator, OperatorMove
 from localrun.profile import OperatorPlan, Profile, ProfileError
-from localrun.report import _stale_final_statuses, _status_messages, build_report, restarted_at
+from localrun.report import _stale_final_statuses, _status_messages, build_report, left_compensation, restarted_at
 from localrun.simulation import SimulationConfig, base_settings, run_simulation
+from localrun.worker.http import HttpAnswer, HttpRequestData
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "examples" / "profiles" / "operator-actions.json"
@@ -50,6 +56,9 @@ def test_an_operator_section_is_parsed_with_its_defaults() -> None:
         }
     ).operator
     assert full == OperatorPlan(0.25, 0.75, None, (0.0, 30.0), 1)
+    assert full.cancel_rate == 0 and full.cancel_after_s == (0.0, 300.0)  # it cancels nothing unless asked
+    cancels = Profile.parse({"operator": {"cancel_rate": 0.4, "cancel_after_s": [5, 90]}}).operator
+    assert cancels == OperatorPlan(cancel_rate=0.4, cancel_after_s=(5.0, 90.0))
     # the run's operator is signed in as the local principal, for this run only
     assert base_settings(Profile.parse({"operator": {}}))["OPS_LOCAL_PRINCIPAL"] == OPERATOR
     assert Profile.load(PROFILE).operator is not None
@@ -59,7 +68,10 @@ def test_an_operator_section_is_parsed_with_its_defaults() -> None:
     ("section", "message"),
     [
         ([], "operator must be an object"),
-        ({"cancel_rate": 0.1}, "unknown key operator.cancel_rate"),
+        ({"cancel": 0.1}, "unknown key operator.cancel"),
+        ({"cancel_rate": 1.5}, "operator.cancel_rate must be a probability"),
+        ({"cancel_after_s": [60, 0]}, "operator.cancel_after_s must be [lo, hi] seconds"),
+        ({"cancel_after_s": [0, 90_000]}, "operator.cancel_after_s must be [lo, hi] seconds"),
         ({"resubmit_rate": 1.5}, "operator.resubmit_rate must be a probability"),
         ({"resubmit_rate": 0.6, "compensate_rate": 0.6}, "resubmit_rate + compensate_rate must not exceed 1"),
         ({"answer_reviews": "approve"}, "operator.answer_reviews must be one of"),
@@ -178,3 +190,153 @@ def test_the_report_catches_a_failure_status_sent_after_the_operator_moved_the_o
         report = build_report(run_simulation(SimulationConfig(orders=60, seed=2, profile=profile)))
     assert report["invariants"]["stale_final_statuses"] >= 1, report["invariant_examples"]
     assert any("heard Failed after" in s for s in report["invariant_examples"]["stale_final_statuses"])
+
+
+# --- its cancels ----------------------------------------------------------------------------------------
+
+
+class _Host:
+    """Answers the operator's requests with the answers given, in turn (the app's ops API stands behind it in a
+    simulation); keeps what was asked."""
+
+    def __init__(self, *answers: HttpAnswer) -> None:
+        self.answers = list(answers)
+        self.asked: list[HttpRequestData] = []
+
+    def submit_http(self, request: HttpRequestData) -> concurrent.futures.Future[HttpAnswer]:
+        self.asked.append(request)
+        future: concurrent.futures.Future[HttpAnswer] = concurrent.futures.Future()
+        future.set_result(self.answers.pop(0))
+        return future
+
+
+def _answer(status: int, **body: Any) -> HttpAnswer:
+    return HttpAnswer(status, {}, json.dumps(body).encode())
+
+
+def _written(order: str, at: int, *then: tuple[ProcessState, ProcessState, int]) -> list[Transition]:
+    """An order's first writes (created Pending, claimed), and ``then`` (before, after, seconds)."""
+    s = ProcessState
+    moves = [(None, s.PENDING, at), (s.PENDING, s.PROCESSING, at), *then]
+    return [Transition(T0 + timedelta(seconds=t), order, b, a, "x", "y", None) for b, a, t in moves]
+
+
+def _operator(plan: OperatorPlan, host: Any, seed: int = 1) -> Operator:
+    cancels = random.Random(f"{seed}:operator-cancel") if plan.cancel_rate > 0 else None
+    return Operator(plan, random.Random(f"{seed}:operator"), host, cancels)
+
+
+WRITES = [
+    *_written("a", 0, (ProcessState.PROCESSING, ProcessState.ERROR, 30)),
+    *_written("b", 2, (ProcessState.PROCESSING, ProcessState.PROCESSED, 9)),
+    *_written("c", 3, (ProcessState.PROCESSING, ProcessState.ERROR, 50)),
+    *_written("d", 4),
+]
+
+
+def test_its_cancels_draw_from_their_own_generator_and_leave_every_other_draw_as_it_was() -> None:
+    """A seed reproduces the runs made before the operator could cancel: with ``cancel_rate`` 0 it draws nothing
+    more, and with one its cancels come from ``seed:operator-cancel``, so its reactions to failures are what they
+    were (same draws from ``seed:operator``, same actions planned)."""
+    before = OperatorPlan(resubmit_rate=0.5, compensate_rate=0.4)
+    quiet, cancelling = _operator(before, _Host()), _operator(replace(before, cancel_rate=1.0), _Host())
+    quiet.observe(WRITES)
+    cancelling.observe(WRITES)
+    assert quiet._rng.getstate() == cancelling._rng.getstate() == _drawn_as_before(before)
+    assert sorted(p for p in cancelling._planned if p.action != "cancel") == sorted(quiet._planned)
+    planned = sorted((p.order_id, p.at) for p in cancelling._planned if p.action == "cancel")
+    assert [o for o, _ in planned] == ["a", "b", "c", "d"]  # once an order, at its first write (not its claim)
+    assert all(T0 <= at <= T0 + timedelta(seconds=304) for _, at in planned)  # within cancel_after_s' 300 s
+    with pytest.raises(ValueError, match="needs a generator"):
+        Operator(replace(before, cancel_rate=0.1), random.Random(1), mock.Mock())
+
+
+def _drawn_as_before(plan: OperatorPlan) -> object:
+    """The ``seed:operator`` generator's state after the draws the operator made before it could cancel: one for
+    each order reaching ``Error`` and one for each delay of an action it planned."""
+    rng = random.Random("1:operator")
+    for _ in ("a", "c"):
+        if rng.random() < plan.resubmit_rate + plan.compensate_rate:
+            rng.uniform(*plan.after_s)
+    return rng.getstate()
+
+
+def test_a_cancel_is_posted_when_due_and_each_answer_counted() -> None:
+    plan = OperatorPlan(cancel_rate=1.0, cancel_after_s=(10.0, 10.0))
+    host = _Host(
+        _answer(200, action="cancel"),  # a: taken
+        _answer(409, error="order b is Processed: nothing to cancel"),  # b: refused
+        _answer(503, error="the state store is unavailable"),  # c: tried again later
+        _answer(200, action="cancel", repeated=True),  # c: its first write had landed
+    )
+    operator = _operator(plan, host)
+    operator.observe(_written("a", 0) + _written("b", 1) + _written("c", 2))
+    assert operator.next_due() == T0 + timedelta(seconds=10)
+    operator.act(T0 + timedelta(seconds=9))
+    assert host.asked == []  # not yet due
+    operator.act(T0 + timedelta(seconds=12))
+    operator.act(T0 + timedelta(seconds=12))  # takes the answers
+    assert [(r.method, r.url) for r in host.asked] == [
+        ("POST", f"{ORIGIN}/api/ops/orders/{order}/cancel") for order in "abc"
+    ]
+    assert json.loads(host.asked[0].body) == {"reason": "localrun operator: cancel after its first write"}
+    assert operator.busy() and operator.next_due() is not None  # c's cancel, 1-3 minutes later
+    retry_at = operator.next_due()
+    assert retry_at is not None and timedelta(seconds=72) <= retry_at - T0 <= timedelta(seconds=192)
+    operator.act(retry_at)
+    operator.act(retry_at)
+    assert host.asked[-1].body == host.asked[2].body  # the same request again: the app sees it repeated
+    assert not operator.busy()
+    assert operator.report() == {"cancel": {"done": 1, "refused": 1, "repeated": 1, "unavailable": 1}}
+    assert operator.moves == [OperatorMove(T0 + timedelta(seconds=12), "a", "cancel")]
+
+
+def test_an_order_that_went_on_after_its_undoing_began_is_caught() -> None:
+    """``left_compensation``: once an order is ``Compensating`` (a cancel taken), no write takes it anywhere but
+    ``Compensated`` or ``CompensationFailed`` (and back to ``Compensating``: an operator's compensate); a cancel
+    the app answered taken must end the order in one of those three."""
+    s = ProcessState
+    fine = [
+        *_written("a", 0, (s.PROCESSING, s.COMPENSATING, 5), (s.COMPENSATING, s.COMPENSATED, 9)),
+        *_written(
+            "b", 0, (s.PROCESSING, s.ERROR, 5), (s.ERROR, s.COMPENSATING, 7), (s.COMPENSATING, s.COMPENSATION_FAILED, 8)
+        ),
+        *_written("b2", 0, (s.PROCESSING, s.PROCESSED, 5)),
+        Transition(T0 + timedelta(seconds=9), "b", s.COMPENSATION_FAILED, s.COMPENSATING, "x", "op", None),
+    ]
+    finals = {"a": "Compensated", "b": "Compensating", "b2": "Processed"}
+    assert left_compensation(fine, finals, [("a", T0), ("b", T0)]) == []
+    went_on = [*_written("c", 0, (s.PROCESSING, s.COMPENSATING, 5), (s.COMPENSATING, s.PROCESSED, 6))]
+    assert left_compensation(went_on, {"c": "Processed"}) == [
+        f"c: Compensating -> Processed (x by y) at {T0 + timedelta(seconds=6)}, after Compensating at "
+        f"{T0 + timedelta(seconds=5)}"
+    ]
+    # answered taken, and no write of it: the order ended Processed all the same
+    assert left_compensation(fine, finals | {"b2": "Processed"}, [("b2", T0)]) == [
+        f"b2: cancel taken at {T0}, ended Processed"
+    ]
+
+
+CANCELS = ROOT / "examples" / "profiles" / "operator-cancels.json"
+
+
+def test_the_operators_cancels_are_taken_before_the_pivot_and_every_invariant_holds() -> None:
+    result = run_simulation(SimulationConfig(orders=30, seed=1, profile=Profile.load(CANCELS)))
+    report = build_report(result)
+    assert report["invariants"] == dict.fromkeys(report["invariants"], 0), report["invariant_examples"]
+    cancels = report["operator_actions"]["cancel"]
+    assert cancels["done"] > 0 and cancels["refused"] > 0, cancels  # taken before the pivot, refused after
+    assert result.events.count("OperatorCancelled") == cancels["done"] + cancels.get("repeated", 0)
+    finals = {d["orderId"]: d["processState"] for d in result.states if "processState" in d}
+    cancelled = {m.order_id for m in result.operator_moves if m.action == "cancel"}
+    assert {finals[o] for o in cancelled} <= {"Compensated", "CompensationFailed"}, finals
+
+
+def test_the_report_catches_a_cancel_answered_taken_that_did_not_stop_the_order() -> None:
+    """Mutation: the ops API answers a cancel 200 without writing it (``update_once_or_reread`` handing back the
+    record as it was): the order goes on to ``Processed``, and ``left_compensation`` names it."""
+    with mock.patch.object(actions, "update_once_or_reread", lambda store, record, change: record):
+        result = run_simulation(SimulationConfig(orders=30, seed=1, profile=Profile.load(CANCELS)))
+    report = build_report(result)
+    assert report["invariants"]["left_compensation"] >= 1, report["invariant_examples"]
+    assert any("ended Processed" in s for s in report["invariant_examples"]["left_compensation"])
