@@ -58,9 +58,9 @@ from supervisor.operator import (
     ActionTaken,
     RecordNotFound,
     action_repeated,
+    cancel_taken,
     compensate_action,
     operator_cancelled,
-    repeated_action,
     resubmit_action,
 )
 
@@ -121,7 +121,7 @@ def _cancel_once(ctx: AppContext, order_id: str, operator: str, reason: str) -> 
     if record is None:
         raise RecordNotFound(order_id)
     if record.process_state in NOT_CANCELLABLE:
-        if repeated_action(record, "cancel", operator, reason):  # posted again: its first answer was lost
+        if cancel_taken(record, operator, reason):  # posted again: its first answer was lost
             action_repeated(order_id, "cancel", operator)
             return _done(record, "cancel", operator, repeated=True)
         raise IllegalTransition(f"order {order_id} is {record.process_state}: nothing to cancel")

@@ -1,7 +1,7 @@
 """Operator actions on a state record: resubmit (``Error`` -> ``Pending``, its failure count reset) and
 compensate (``Error`` | ``CompensationFailed`` -> ``Compensating``), who and why recorded in the
 record's history. The operator CLI / HTTP endpoint calls these (``operations.actions``; its cancel uses
-``operator_cancelled`` and ``repeated_action`` from here too).
+``operator_cancelled`` and ``cancel_taken`` from here too).
 
 Each write is read back when its response is lost (``update_once_or_reread``): a write that landed is
 the action taken (its event logged once, the counts bumped), never a 503. The same action posted again
@@ -53,21 +53,30 @@ def operator_cancelled(operator: str, reason: str) -> str:
     return f"{_CANCELLED_BY}{operator}: {reason}"
 
 
-def repeated_action(record: StateRecord, action: OperatorAction, operator: str, reason: str) -> bool:
+def repeated_action(record: StateRecord, action: Literal["resubmit", "compensate"], operator: str, reason: str) -> bool:
     """Whether ``operator``'s ``action`` with ``reason`` is the record's latest history entry: the same
     action posted again (its first answer lost, or posted twice). Another reason is another action (its
     reason would be recorded nowhere), refused like any action the record no longer allows. A cancel and
-    a compensate leave the same event; a cancel's detail says it was one (``operator_cancelled``). "Latest"
-    is the record's last move (``domain.records.last_move``): the side notes submission may write beside it
-    since (a payment notification applied, ``Received`` owed) do not make the action another's."""
+    a compensate leave the same event; a cancel's detail says it was one (``operator_cancelled``), so it is
+    never taken for a compensate (a cancel posted again: ``cancel_taken``). "Latest" is the record's last move
+    (``domain.records.last_move``): the side notes submission may write beside it since (a payment notification
+    applied, ``Received`` owed) do not make the action another's. Only the latest: an order may come back to
+    where the same action is allowed again (compensated again after its compensation failed again)."""
     last = last_move(record)
     if last is None or last.event != ACTION_EVENTS[action] or last.by != operator:
         return False
     if action == "resubmit":  # the transition may add which steps got a fresh idempotency key
         return last.detail == reason or last.detail.startswith(f"{reason}; a fresh idempotency key for ")
-    if action == "cancel":
-        return last.detail == operator_cancelled(operator, reason)
     return last.detail == reason
+
+
+def cancel_taken(record: StateRecord, operator: str, reason: str) -> bool:
+    """Whether ``operator``'s cancel with ``reason`` is anywhere in the record's history, not only its latest move:
+    an order never leaves compensation once it entered it, so the cancel found there is this one posted again (its
+    first answer lost) however far its compensation went since. One older than the history keeps
+    (``HISTORY_LIMIT`` entries) is refused, as any cancel of an order in compensation."""
+    detail = operator_cancelled(operator, reason)
+    return any(h.event == COMPENSATION_REQUESTED and h.by == operator and h.detail == detail for h in record.history)
 
 
 def action_repeated(order_id: str, action: OperatorAction, operator: str) -> None:

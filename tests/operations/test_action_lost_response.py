@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 
 from adapters.cosmos.errors import StoreUnavailable
+from domain.compensation import claim_compensation, finish_compensation
 from domain.records import StateRecord
 from domain.states import ProcessState
 from tests.operations.harness import OpsHarness
@@ -118,15 +120,37 @@ def test_an_action_whose_read_back_fails_too_is_503_then_200_when_posted_again(
     assert again["order"]["processState"] == expected.value
 
 
-def test_another_action_or_a_record_moved_on_since_is_still_refused(ops: OpsHarness) -> None:
+def test_another_action_or_another_cancel_is_still_refused(ops: OpsHarness) -> None:
     assert ops.ctx is not None
     ops.processing("o-twice")
     assert ops.post("/api/ops/orders/o-twice/cancel", REASON)[0] == 200
     status, body = ops.post("/api/ops/orders/o-twice/compensate", REASON)  # a cancel is not a compensate
     assert status == 409, body
-    # another writer moved the record on: the cancel is no longer its latest entry
-    record = ops.ctx.states.get("o-twice")
-    assert record is not None
-    ops.ctx.states.replace(record.with_changes(ops.clock.now(), "CompensationClaimed", "supervisor"))
-    status, body = ops.post("/api/ops/orders/o-twice/cancel", REASON)
+    status, body = ops.post("/api/ops/orders/o-twice/cancel", {"reason": "another reason"})
     assert status == 409 and "nothing to cancel" in body["error"], body
+
+
+def test_a_cancel_posted_again_after_its_compensation_moved_on_is_answered_taken(
+    ops: OpsHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancel's answer lost (503), its compensation round claimed and finished before the operator posts it again:
+    the cancel is no longer the record's latest move, but an order never leaves compensation once it entered it, so
+    the cancel in its history is this one: 200 ``repeated``, nothing written. Before, the repeat was refused (409
+    "nothing to cancel") and the operator could not tell whether the cancel had been taken."""
+    assert ops.ctx is not None
+    ops.processing("o-moved")
+    lost = _lose_next_response(ops, monkeypatch, reads_fail=True)
+    assert ops.post("/api/ops/orders/o-moved/cancel", REASON)[0] == 503 and lost[0] == "CompensationRequested"
+    record = ops.ctx.states.get("o-moved")
+    assert record is not None and record.process_state is ProcessState.COMPENSATING
+    now = ops.clock.now()
+    claimed = ops.ctx.states.replace(claim_compensation(record, now, timedelta(minutes=5), 3, "supervisor"))
+    finished = ops.ctx.states.replace(finish_compensation(claimed, str(claimed.locked_by), now))
+    assert finished.process_state is ProcessState.COMPENSATED
+
+    status, body = ops.post("/api/ops/orders/o-moved/cancel", REASON)
+
+    assert (status, body.get("repeated")) == (200, True), body
+    assert body["order"]["processState"] == "Compensated"
+    after = ops.ctx.states.get("o-moved")
+    assert after is not None and after.history == finished.history
