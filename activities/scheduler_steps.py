@@ -50,7 +50,7 @@ from notifications.received import owe_if_unheard, say_before_status
 from notifications.status import Delivery
 from observability.events import app_event
 from orchestrators.status import PROGRESS_STATUSES
-from supervisor.owed import owe_notifications
+from supervisor.owed import note_status_sent, owe_notifications
 
 # The failure statuses and the state their failure write leaves the record in: the only final statuses an operator
 # can move an order on from (resubmit: ``Error -> Pending``; compensate: ``Error | CompensationFailed ->
@@ -344,6 +344,8 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused |
         if data.last_try:
             _give_up(ctx, data, reply_to, exc)
         raise
+    if delivery is Delivery.SENT and read is not None:  # a failure status the record may still owe: noted sent
+        note_status_sent(ctx, read, data.status, data.attempt)
     return StatusRefused(error=f"{reply_to!r} refuses this app") if delivery is Delivery.REFUSED else None
 
 

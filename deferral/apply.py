@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -198,10 +198,16 @@ def _apply(
 ) -> tuple[Processed, Settlement | None]:
     seq: int = message.sequence_number
     order_id = note.order_id
+    # its alert, if owed, is this message's, settled here, not the one the trigger has in hand: no redelivery of
+    # that one raises it again (notifications.alerts.hand_alerts_to_courier)
+    mine: list[OwedAlert] | None = None if owed is None else []
     try:
-        outcome = apply_notification(ctx, note, seq, owed=owed)
+        outcome = apply_notification(ctx, note, seq, owed=mine)
     except DependencyUnavailable as exc:
         return _still_unavailable(ctx, message, note, round_number, str(exc), fetched)
+    finally:
+        if owed is not None and mine:
+            owed.extend(replace(item, raised_again=False) for item in mine)
     if outcome.kind == "order-missing":
         doc = record_deferred(
             ctx,

@@ -20,15 +20,17 @@ SCHEMA_VERSION = 1
 HISTORY_LIMIT = 50
 
 # History events that note a fact beside the attempt's progress, written by others than the attempt
-# (submission): a payment notification applied, a ``Received`` owed or said; and the supervisor's owed sweep
-# noting a failure's operator alert sent while the status its reply queue refuses stays owed
-# (``supervisor.owed``). They are not a move of the record: what the attempt last did (a review requested, an
-# answer noted to it) is still its last word.
+# (submission): a payment notification applied, a ``Received`` owed or said; the supervisor's owed sweep
+# noting a failure's operator alert sent while the status its reply queue refuses stays owed, and the
+# ``publish_status`` activity noting that status sent on the orchestration's timers (``supervisor.owed``).
+# They are not a move of the record: what the attempt last did (a review requested, an answer noted to it) is
+# still its last word.
 PAYMENT_NOTIFIED = "PaymentNotified"
 RECEIVED_OWED = "ReceivedOwed"
 RECEIVED_SAID = "ReceivedSaid"
 OWED_ALERT_SENT = "OwedAlertSent"
-SIDE_NOTES = frozenset({PAYMENT_NOTIFIED, RECEIVED_OWED, RECEIVED_SAID, OWED_ALERT_SENT})
+OWED_STATUS_SENT = "OwedStatusSent"
+SIDE_NOTES = frozenset({PAYMENT_NOTIFIED, RECEIVED_OWED, RECEIVED_SAID, OWED_ALERT_SENT, OWED_STATUS_SENT})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

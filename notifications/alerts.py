@@ -17,6 +17,7 @@ sends it under the same id on durable timers, as the status courier does a statu
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -178,9 +179,13 @@ def courier_instance_id(alert_id: str) -> str:
 @dataclass(frozen=True)
 class OwedAlert:
     """An alert whose send failed where it was raised, for the alert courier (``deliver_alert_v1``) to send
-    under the same id: one courier per alert (``instance_id``), so repeats of the same alert share it."""
+    under the same id: one courier per alert (``instance_id``), so repeats of the same alert share it.
+    ``raised_again``: whether a redelivery of the message in hand raises it again (False: the alert of another
+    message, settled while this one was handled, such as a deferred notification it fetched and dead-lettered;
+    ``hand_alerts_to_courier`` cannot leave it to a redelivery)."""
 
     alert: OperatorAlert
+    raised_again: bool = True
 
     @property
     def instance_id(self) -> str:
@@ -243,16 +248,22 @@ def send_owed_alert(sender: MessageSender, data: SendAlertInput) -> None:
         send_alert(sender, alert)
     except SendError as exc:
         if data.last_try:
-            app_event(
-                "AlertUndelivered",
-                f"operator alert {alert.kind} given up after the courier's last try: {exc}",
-                logging.ERROR,
-                alertId=alert.alert_id,
-                orderId=alert.order_id,
-                alertKind=alert.kind,
-                summary=alert.summary,
-            )
+            alert_undelivered(alert, f"given up after the courier's last try: {exc}")
         raise
+
+
+def alert_undelivered(alert: OperatorAlert, why: str) -> None:
+    """Logs ``AlertUndelivered`` (ERROR, the event the alertsUndelivered log rule pages on): nothing will send
+    ``alert`` any more."""
+    app_event(
+        "AlertUndelivered",
+        f"operator alert {alert.kind} {why}",
+        logging.ERROR,
+        alertId=alert.alert_id,
+        orderId=alert.order_id,
+        alertKind=alert.kind,
+        summary=alert.summary,
+    )
 
 
 class CourierClient(Protocol):
@@ -274,21 +285,31 @@ class AlertHandOverFailed(Exception):
     """Durable did not take an owed alert: the trigger fails, and the message is redelivered."""
 
 
-async def hand_alerts_to_courier(client: CourierClient, owed: Sequence[OwedAlert]) -> None:
+async def hand_alerts_to_courier(
+    client: CourierClient, owed: Sequence[OwedAlert], sender: MessageSender | None = None
+) -> None:
     """Starts the alert courier for each owed alert. Unlike a status, an alert is never dropped here: a start
-    that fails raises ``AlertHandOverFailed`` (the trigger fails before it settles the message, which is
-    redelivered and raises the alert again, under the same id), unless the courier of that very alert is still
-    delivering it (a start refused because the instance exists: a redelivery whose first hand-over went
-    through)."""
+    that fails raises ``AlertHandOverFailed`` once every alert was tried (the trigger fails before it settles
+    the message, which is redelivered and raises the alert again, under the same id), unless the courier of that
+    very alert is still delivering it (a start refused because the instance exists: a redelivery whose first
+    hand-over went through). An alert no redelivery raises again (``raised_again`` False: a deferred notification
+    the message fetched and dead-lettered is gone) is sent once more through ``sender`` instead, and when that
+    fails too logged ``AlertUndelivered`` (ERROR: the alertsUndelivered log rule pages on it): left to the
+    redelivery, it was lost."""
+    failed: list[str] = []
     for item in owed:
         instance = url_instance_id(item.instance_id)
         try:
             await client.start_new(DELIVER_ALERT, instance, item.courier_input())
         except Exception as exc:
-            if not await courier_delivering(client, instance):
-                raise AlertHandOverFailed(
-                    f"alert {item.alert.alert_id} could not be handed to the courier: {exc}"
-                ) from exc
+            if await courier_delivering(client, instance):
+                pass
+            elif item.raised_again:
+                failed.append(f"alert {item.alert.alert_id} could not be handed to the courier: {exc}")
+                continue
+            else:
+                await asyncio.to_thread(_send_or_page, sender, item, exc)
+                continue
         app_event(
             "AlertHandedOver",
             f"operator alert {item.alert.kind}: handed to the alert courier {item.instance_id}",
@@ -296,6 +317,21 @@ async def hand_alerts_to_courier(client: CourierClient, owed: Sequence[OwedAlert
             orderId=item.alert.order_id,
             instanceId=item.instance_id,
         )
+    if failed:
+        raise AlertHandOverFailed("; ".join(failed))
+
+
+def _send_or_page(sender: MessageSender | None, item: OwedAlert, hand_over: Exception) -> None:
+    """The last chance of an owed alert that Durable did not take and no redelivery raises again: sent now, or
+    logged ``AlertUndelivered`` (ERROR), the event a log alert rule pages on."""
+    if sender is not None:
+        try:
+            send_alert(sender, item.alert)
+        except SendError as exc:
+            hand_over = exc
+        else:
+            return
+    alert_undelivered(item.alert, f"neither sent nor handed to the courier, and no redelivery raises it: {hand_over}")
 
 
 async def courier_delivering(client: CourierClient, instance: str) -> bool:

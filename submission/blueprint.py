@@ -26,14 +26,16 @@ async def submit_order(
     message_actions: servicebus.ServiceBusMessageActions,
     client: df.DurableOrchestrationClient,
 ) -> None:
-    result = await asyncio.to_thread(handle_orders_message, get_context(), message)
+    ctx = get_context()
+    result = await asyncio.to_thread(handle_orders_message, ctx, message)
     # The claimed attempt and the owed statuses and alerts are handed over before the message is settled: a
     # settlement that fails (the lock was lost) or a host that stops after it would drop them, and the
     # redelivery finds the record and starts nothing. All are safe to repeat (deterministic instance ids).
-    # An owed alert's hand-over that fails raises: the message is redelivered and raises the alert again.
+    # An owed alert's hand-over that fails raises: the message is redelivered and raises the alert again (one no
+    # redelivery raises, a deferred notification's this message dead-lettered, is sent again here, or paged).
     if result.claim is not None:
         await start_claimed(client, [result.claim])
     await hand_to_courier(client, result.owed)
-    await hand_alerts_to_courier(client, result.alerts)
+    await hand_alerts_to_courier(client, result.alerts, ctx.sender)
     apply_settlement(message_actions, message, result.settlement)
     await raise_events(client, result.events)

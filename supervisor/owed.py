@@ -27,6 +27,12 @@ like a sent status (dropped: the queue's alert stands for it, no per-order alert
 it, is noted on the record then (``OwedAlertSent``, a side note): the sweeps after it send the status alone, where
 the next hour's sent the alert again, past duplicate detection (every failed order of a queue gone for good
 alerted twice).
+
+The orchestration sends the same status on its durable timers while its send fails (``orchestrators.status``); a
+try of it that goes out while the record still owes it notes so (``OwedStatusSent``, ``note_status_sent``), and the
+sweeps after it send the alert alone, if still owed, and acknowledge: a queue full for the sweep's whole first
+window that drained before the timers' try at 17 minutes heard the status from that try, and again from the next
+hour's sweep, past duplicate detection (tests/notifications/test_redteam42_failed_heard_twice.py).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from contracts.messages import StatusName, StatusUpdate
 from dependencies import AppContext
 from domain.errors import IllegalTransition
 from domain.payment_wait import PAYMENT_NOT_RECEIVED
-from domain.records import OWED_ALERT_SENT, HistoryEntry, StateRecord
+from domain.records import OWED_ALERT_SENT, OWED_STATUS_SENT, HistoryEntry, StateRecord
 from domain.states import ProcessState
 from domain.text import carriable
 from domain.transitions import SUPERVISOR
@@ -134,7 +140,10 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
     entry, (kind, severity, status) = owed
     now = ctx.clock.now()
     deliveries: list[Delivery] = []
-    alerted = _alert_noted(record, entry)
+    alerted = _noted(record, entry, OWED_ALERT_SENT)
+    # sent by the orchestration's timers since (after the Received it owed): sent again here, past duplicate
+    # detection, the submitter heard it twice
+    told = _noted(record, entry, OWED_STATUS_SENT)
     alert_went_out = False
     try:
         if not alerted:
@@ -149,7 +158,7 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
                 details=_details(record, entry),
             )
             alert_went_out = True
-        if record.received_owed is not None:  # never heard (notifications.received): said before the failure
+        if record.received_owed is not None and not told:  # never heard (notifications.received): said first
             deliveries.append(
                 publish_status(
                     ctx.sender, reply_to=record.reply_to, order_id=record.order_id, status="Received", attempt=0, at=now
@@ -157,7 +166,7 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
             )
         # a refused Received holds the failure status back with it (owed, or dropped with it past the
         # window): a queue taking sends again a moment later must not hear the failure first
-        say_status = Delivery.REFUSED not in deliveries
+        say_status = Delivery.REFUSED not in deliveries and not told
         if say_status:
             deliveries.append(
                 publish_status(
@@ -185,10 +194,46 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
     return True
 
 
-def _alert_noted(record: StateRecord, entry: HistoryEntry) -> bool:
-    """Whether the record notes the owed alert sent since the failure ``entry`` (``OwedAlertSent``)."""
+def _noted(record: StateRecord, entry: HistoryEntry, note: str) -> bool:
+    """Whether the record notes (``note``: ``OwedAlertSent``, ``OwedStatusSent``) the owed alert or status sent
+    since the failure ``entry``."""
     since = len(record.history) - record.history[::-1].index(entry)
-    return any(later.event == OWED_ALERT_SENT for later in record.history[since:])
+    return any(later.event == note for later in record.history[since:])
+
+
+NOTE_RACE_RETRIES = 3
+
+
+def note_status_sent(ctx: AppContext, record: StateRecord, status: StatusName, attempt: int) -> None:
+    """The ``publish_status`` activity sent ``status`` of ``attempt`` (``Failed``, ``CompensationFailed``: the
+    orchestration's try, on its timers) while ``record``, read fresh for it, still owes that status: noted on the
+    record (``OwedStatusSent``, a side note), so the sweep sends it no more (``send_owed``: the alert alone, if
+    still owed, then the acknowledgement). Nothing is written when the record owes nothing (acknowledged), another
+    status, or has moved on. A write that fails is only logged (the status is out): the sweep then sends it again,
+    as before, collapsed only within duplicate detection's 10 minutes; a write another writer beat is read again
+    and retried (``say_before_status`` itself may have cleared the ``Received`` mark since the read)."""
+    current: StateRecord | None = record
+    for _ in range(NOTE_RACE_RETRIES):
+        if current is None or current.version is None or not _owes_status(current, status, attempt):
+            return
+        try:
+            _write_note(ctx, current, OWED_STATUS_SENT, f"{status} sent on the orchestration's timers")
+            return
+        except EtagMismatch:
+            try:
+                current = ctx.states.get(record.order_id)
+            except StoreUnavailable as exc:
+                log.info("order %s: %s sent, not noted: %s", record.order_id, status, exc)
+                return
+        except (StoreUnavailable, IllegalTransition) as exc:
+            log.info("order %s: %s sent, not noted: %s", record.order_id, status, exc)
+            return
+
+
+def _owes_status(record: StateRecord, status: StatusName, attempt: int) -> bool:
+    """Whether ``record`` still owes ``status`` of ``attempt``, not yet noted sent."""
+    owed = _owed_by(record) if owes_notifications(record) and record.attempt == attempt else None
+    return owed is not None and owed[1][2] == status and not _noted(record, owed[0], OWED_STATUS_SENT)
 
 
 def _note_alert_sent(ctx: AppContext, record: StateRecord, kind: str) -> None:
@@ -202,15 +247,15 @@ def _note_alert_sent(ctx: AppContext, record: StateRecord, kind: str) -> None:
         log.info("order %s: owed alert sent, not noted: the record was read back without its etag", record.order_id)
         return
     try:
-        update_once(
-            ctx.states,
-            record,
-            lambda r: r.with_changes(
-                ctx.clock.now(), OWED_ALERT_SENT, SUPERVISOR, f"{kind} alert sent; the status still owed"
-            ),
-        )
+        _write_note(ctx, record, OWED_ALERT_SENT, f"{kind} alert sent; the status still owed")
     except (EtagMismatch, StoreUnavailable) as exc:
         log.info("order %s: owed alert sent, not noted: %s", record.order_id, exc)
+
+
+def _write_note(ctx: AppContext, record: StateRecord, note: str, detail: str) -> None:
+    """One side note (``note``: ``OwedAlertSent``, ``OwedStatusSent``) written on ``record`` by a conditional
+    replace; what the write raises propagates."""
+    update_once(ctx.states, record, lambda r: r.with_changes(ctx.clock.now(), note, SUPERVISOR, detail))
 
 
 def build_owed(ctx: AppContext, record: StateRecord) -> None:

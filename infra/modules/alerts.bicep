@@ -6,7 +6,8 @@
 //   state document that does not map was skipped (UnmappedDocument, adapters/cosmos/state_store.py):
 //   both let the run go on, so without this rule they would only be log lines;
 // - any queue dead-lettered a message (Service Bus metric);
-// - an operator alert the alert courier gave up on (AlertUndelivered, notifications/alerts.py), or the
+// - an operator alert the alert courier gave up on, or one neither sent nor handed to it that no redelivery
+//   raises again (AlertUndelivered, notifications/alerts.py), or the
 //   StatusUndelivered alert of a final status given up whose own send failed (AlertSendFailed): neither
 //   reached operator-alerts, so the first rule cannot see them.
 
@@ -218,7 +219,7 @@ resource alertsUndelivered 'Microsoft.Insights/scheduledQueryRules@2022-06-15' =
   kind: 'LogAlert'
   properties: {
     displayName: 'Operator alert or final status given up'
-    description: 'An operator alert the alert courier gave up on after about six hours of failed sends (AlertUndelivered: it never reached operator-alerts), or a final status given up whose StatusUndelivered alert could not be sent either (AlertSendFailed with alertKind StatusUndelivered). Read the alertKind, orderId and summary fields of the events.'
+    description: 'An operator alert the alert courier gave up on after about six hours of failed sends, or one the orders trigger could neither send nor hand to the courier (AlertUndelivered: it never reached operator-alerts), or a final status given up whose StatusUndelivered alert could not be sent either (AlertSendFailed with alertKind StatusUndelivered). Read the alertKind, orderId and summary fields of the events.'
     severity: 1
     enabled: true
     evaluationFrequency: 'PT15M'
