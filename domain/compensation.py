@@ -330,18 +330,26 @@ def _with_entry(record: StateRecord, entry: CompensationEntry) -> list[Compensat
 
 
 def begin_undo(
-    record: StateRecord, owner: str, seq: int, request: str, deadline: datetime, now: datetime
+    record: StateRecord,
+    owner: str,
+    seq: int,
+    request: str,
+    deadline: datetime,
+    now: datetime,
+    *,
+    held_until: datetime | None = None,
 ) -> StateRecord:
-    """Records the undo in flight and its deadline (the supervisor restarts a round that misses it)."""
+    """Records the undo in flight and its deadline (the supervisor restarts a round that misses it).
+    ``held_until``: ``completeBy`` instead, past the deadline by the backoff the round waits after a
+    transient failure of this try (and a start grace): a round waiting it out is alive, not stuck."""
     ensure_compensation_owner(record, owner)
     entry = _entry(record, seq)
-    return record.with_changes(
-        now,
-        "UndoStarted",
-        owner,
-        f"entry {seq}: {entry.undo_action} {entry.step} via {entry.agent} ({request}), deadline {deadline.isoformat()}",
-        complete_by=deadline,
-    )
+    held = held_until if held_until is not None and held_until > deadline else None
+    detail = f"entry {seq}: {entry.undo_action} {entry.step} via {entry.agent} ({request})"
+    detail = f"{detail}, deadline {deadline.isoformat()}"
+    if held is not None:
+        detail = f"{detail}; round held until {held.isoformat()} (its backoff before a next try)"
+    return record.with_changes(now, "UndoStarted", owner, detail, complete_by=held or deadline)
 
 
 # The longest reference an undo's answer may leave on the record (a provider's refund or release id).

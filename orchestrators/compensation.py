@@ -115,6 +115,8 @@ def _undo_entry(
     used_up = False  # the tries used up on transient failures (fail_compensation asks if an outage did it)
     for number in range(1, tries + 1):
         deadline = context.current_utc_datetime + step_timeout
+        # the wait after a transient failure of this try (none after the last): the begin holds the record past it
+        backoff = min(plan.retry_base_seconds * 2 ** (number - 1), plan.retry_max_seconds) if number < tries else None
         request = agent_request(
             request_id=undo_request_id(me, step_name, agent_name, number),
             instance_id=me,
@@ -126,7 +128,7 @@ def _undo_entry(
             idempotency_key=undo_idempotency_key(order_id, step_name),
             payload={**entry.data, "seq": seq},
         )
-        began = BeginUndoInput(request=request, agent=agent_name, seq=seq)
+        began = BeginUndoInput(request=request, agent=agent_name, seq=seq, backoff_seconds=backoff)
         yield from call_fenced(writes, names.BEGIN_UNDO, began, parse_write_result, at=at)
         reply = yield from invoke_agent(context, agent_name, request, deadline, timer_per_round=timer_per_round)
         if reply is None:
@@ -145,9 +147,8 @@ def _undo_entry(
         error = reply.error
         if not reply.transient:
             break
-        if number < tries:
-            delay = min(plan.retry_base_seconds * 2 ** (number - 1), plan.retry_max_seconds)
-            yield context.create_timer(context.current_utc_datetime + timedelta(seconds=delay))
+        if backoff is not None:
+            yield context.create_timer(context.current_utc_datetime + timedelta(seconds=backoff))
         else:
             error, used_up = tries_used_up(error, tries), True
     failed = FailCompensationInput(order_id=order_id, instance_id=me, seq=seq, error=error, used_up_tries=used_up)
