@@ -9,7 +9,7 @@ operator alerts are sent from here, never from orchestrator code."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from activities.fencing import moved_on, owned_record, write_fenced
 from adapters.cosmos.mapping import to_document
@@ -24,6 +24,7 @@ from contracts.activities import (
     CompensationPlan,
     FailCompensationInput,
     FinishCompensationInput,
+    HoldUndoInput,
     LoadCompensationInput,
     LoadCompensationResult,
     RecordUndoInput,
@@ -179,23 +180,30 @@ def load_compensation(ctx: AppContext, data: LoadCompensationInput) -> LoadCompe
 
 
 def begin_undo(ctx: AppContext, data: BeginUndoInput) -> WriteResult:
-    """The undo in flight and its deadline; ``completeBy`` past it by the backoff the round waits after a
-    transient failure of this try, and a start grace (``backoff_seconds``): the round waiting it out is alive."""
     request = data.request
     now = ctx.clock.now()
-    held = (
-        request.deadline + timedelta(seconds=data.backoff_seconds) + ctx.settings.start_grace
-        if data.backoff_seconds is not None
-        else None
-    )
     written = write_fenced(
         ctx,
         request.order_id,
         request.instance_id,
-        lambda r: compensation.begin_undo(
-            r, request.instance_id, data.seq, request.request_id, request.deadline, now, held_until=held
-        ),
+        lambda r: compensation.begin_undo(r, request.instance_id, data.seq, request.request_id, request.deadline, now),
         f"begin undo {data.seq}",
+        number=data.write_number,
+    )
+    return NOT_OWNED if written is None else OWNED
+
+
+def hold_undo(ctx: AppContext, data: HoldUndoInput) -> WriteResult:
+    """The round holds its record through the backoff before an undo's next try: ``completeBy`` = that try's
+    time + start grace (as after ``record_undo``: the round's next write must land by then)."""
+    now = ctx.clock.now()
+    complete_by = data.until + ctx.settings.start_grace
+    written = write_fenced(
+        ctx,
+        data.order_id,
+        data.instance_id,
+        lambda r: compensation.hold_undo(r, data.instance_id, data.seq, data.until, complete_by, now),
+        f"hold undo {data.seq}",
         number=data.write_number,
     )
     return NOT_OWNED if written is None else OWNED

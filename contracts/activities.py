@@ -472,10 +472,18 @@ class BeginUndoInput(Wire):
     agent: str
     seq: int
     write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
-    # the backoff the round waits after a transient failure of this try, before its next (None: its last try,
-    # or a round recorded before it was sent): ``completeBy`` holds the record past the deadline by it and a
-    # start grace, so the supervisor never takes the round waiting it out for a stuck one
-    backoff_seconds: Annotated[float | None, OMIT_NONE] = None
+
+
+@dataclass(frozen=True)
+class HoldUndoInput(Wire):
+    """``hold_undo``: the round waits a backoff after a transient failure of entry ``seq``'s undo and tries it
+    again not before ``until``: ``completeBy`` moves past it, so the round waiting is not taken for stuck."""
+
+    order_id: str
+    instance_id: str
+    seq: int
+    until: datetime
+    write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
 
 
 @dataclass(frozen=True)

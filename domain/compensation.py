@@ -330,26 +330,40 @@ def _with_entry(record: StateRecord, entry: CompensationEntry) -> list[Compensat
 
 
 def begin_undo(
-    record: StateRecord,
-    owner: str,
-    seq: int,
-    request: str,
-    deadline: datetime,
-    now: datetime,
-    *,
-    held_until: datetime | None = None,
+    record: StateRecord, owner: str, seq: int, request: str, deadline: datetime, now: datetime
 ) -> StateRecord:
-    """Records the undo in flight and its deadline (the supervisor restarts a round that misses it).
-    ``held_until``: ``completeBy`` instead, past the deadline by the backoff the round waits after a
-    transient failure of this try (and a start grace): a round waiting it out is alive, not stuck."""
+    """Records the undo in flight and its deadline (the supervisor restarts a round that misses it)."""
     ensure_compensation_owner(record, owner)
     entry = _entry(record, seq)
-    held = held_until if held_until is not None and held_until > deadline else None
-    detail = f"entry {seq}: {entry.undo_action} {entry.step} via {entry.agent} ({request})"
-    detail = f"{detail}, deadline {deadline.isoformat()}"
-    if held is not None:
-        detail = f"{detail}; round held until {held.isoformat()} (its backoff before a next try)"
-    return record.with_changes(now, "UndoStarted", owner, detail, complete_by=held or deadline)
+    return record.with_changes(
+        now,
+        "UndoStarted",
+        owner,
+        f"entry {seq}: {entry.undo_action} {entry.step} via {entry.agent} ({request}), deadline {deadline.isoformat()}",
+        complete_by=deadline,
+    )
+
+
+# The history event of a round holding its record through the backoff after an undo's transient failure
+UNDO_RETRY_SCHEDULED = "UndoRetryScheduled"
+
+
+def hold_undo(
+    record: StateRecord, owner: str, seq: int, next_try: datetime, complete_by: datetime, now: datetime
+) -> StateRecord:
+    """The round waits a backoff after a transient failure of entry ``seq``'s undo, its next try not before
+    ``next_try``: ``completeBy`` moves to ``complete_by`` (past it), so the supervisor does not take the round
+    waiting for a stuck one. A round that dies in the wait is still found once ``completeBy`` passes."""
+    ensure_compensation_owner(record, owner)
+    entry = _entry(record, seq)
+    return record.with_changes(
+        now,
+        UNDO_RETRY_SCHEDULED,
+        owner,
+        f"entry {seq}: {entry.undo_action} {entry.step} via {entry.agent} failed transiently; "
+        f"next try not before {next_try.isoformat()}",
+        complete_by=complete_by,
+    )
 
 
 # The longest reference an undo's answer may leave on the record (a provider's refund or release id).

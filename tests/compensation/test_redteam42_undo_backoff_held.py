@@ -12,6 +12,7 @@ record gone. So a round's tries ("a transient error reply is tried again after a
 ``MAX_FAILURES`` of them the order was ``CompensationFailed`` "did not finish in N rounds; last: deadline missed"
 with an undo that had only failed transiently a few times.
 
+Now the round holds its record before the wait (``hold_undo``: ``completeBy`` = the next try + start grace).
 The real orchestration (replayed by the Durable SDK) drives the real activities and the real supervisor over
 the Cosmos protocol server."""
 
@@ -66,8 +67,7 @@ def test_a_round_waiting_out_its_backoff_is_not_taken_for_stuck(app_context, ctx
     agent_call, deadline_timer = waiting.new_actions
     assert agent_call["functionName"] == names.in_process_agent("inventory")
     deadline = parse_time(deadline_timer["fireAt"])
-    holding = stored_record(ctx).complete_by
-    assert holding is not None and holding > deadline  # held through the backoff a transient failure would cost
+    assert stored_record(ctx).complete_by == deadline  # the try's deadline: a lost reply is found by it
     call = h.activity_scheduled(agent_call["functionName"], None)
     h.timer_created_not_fired(deadline)
 
@@ -83,7 +83,7 @@ def test_a_round_waiting_out_its_backoff_is_not_taken_for_stuck(app_context, ctx
         "error": "inventory 503 (4 calls)",
     }
     h.complete_activity(call, failed, at=clock.now())
-    backing_off = h.run(compensate)
+    backing_off = _run_activities(h, compensate, functions, clock)  # hold_undo: the record held through the wait
     assert backing_off.new_action_types() == ["CreateTimer"]
     fire_at = parse_time(backing_off.new_actions[0]["fireAt"])
     assert fire_at > deadline  # the round's own wait ends after the try's deadline

@@ -215,8 +215,7 @@ def recorded() -> dict[str, dict[str, Any]]:
 def unnumbered(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The actions with each activity input's ``writeNumber`` left out: the histories were recorded
     before fenced writes were numbered (``orchestrators.fenced.FencedWrites``), and replay matches a
-    task by its name and order, never by its input. So is ``begin_undo``'s ``backoffSeconds`` (the wait
-    its record is held through: tests/compensation/test_redteam42_undo_backoff_held.py), sent since."""
+    task by its name and order, never by its input."""
     out: list[dict[str, Any]] = []
     for action in actions:
         copy = dict(action)
@@ -224,7 +223,6 @@ def unnumbered(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
             data = json.loads(copy["input"])
             if isinstance(data, dict):
                 data.pop("writeNumber", None)
-                data.pop("backoffSeconds", None)
             copy["input"] = data
         if "compoundActions" in copy:
             copy["compoundActions"] = unnumbered(copy["compoundActions"])
