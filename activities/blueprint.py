@@ -87,6 +87,11 @@ def begin_undo(data: Any) -> dict[str, Any]:
     return compensation_steps.begin_undo(get_context(), protocol.BeginUndoInput.from_json(data)).to_json()
 
 
+@bp.activity_trigger(input_name="data", activity=names.HOLD_UNDO)
+def hold_undo(data: Any) -> dict[str, Any]:
+    return compensation_steps.hold_undo(get_context(), protocol.HoldUndoInput.from_json(data)).to_json()
+
+
 @bp.activity_trigger(input_name="data", activity=names.RECORD_UNDO)
 def record_undo(data: Any) -> dict[str, Any]:
     return compensation_steps.record_undo(get_context(), protocol.RecordUndoInput.from_json(data)).to_json()

@@ -24,6 +24,7 @@ from contracts.activities import (
     CompensationPlan,
     FailCompensationInput,
     FinishCompensationInput,
+    HoldUndoInput,
     LoadCompensationInput,
     LoadCompensationResult,
     RecordUndoInput,
@@ -187,6 +188,22 @@ def begin_undo(ctx: AppContext, data: BeginUndoInput) -> WriteResult:
         request.instance_id,
         lambda r: compensation.begin_undo(r, request.instance_id, data.seq, request.request_id, request.deadline, now),
         f"begin undo {data.seq}",
+        number=data.write_number,
+    )
+    return NOT_OWNED if written is None else OWNED
+
+
+def hold_undo(ctx: AppContext, data: HoldUndoInput) -> WriteResult:
+    """The round holds its record through the backoff before an undo's next try: ``completeBy`` = that try's
+    time + start grace (as after ``record_undo``: the round's next write must land by then)."""
+    now = ctx.clock.now()
+    complete_by = data.until + ctx.settings.start_grace
+    written = write_fenced(
+        ctx,
+        data.order_id,
+        data.instance_id,
+        lambda r: compensation.hold_undo(r, data.instance_id, data.seq, data.until, complete_by, now),
+        f"hold undo {data.seq}",
         number=data.write_number,
     )
     return NOT_OWNED if written is None else OWNED

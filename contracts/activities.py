@@ -475,6 +475,18 @@ class BeginUndoInput(Wire):
 
 
 @dataclass(frozen=True)
+class HoldUndoInput(Wire):
+    """``hold_undo``: the round waits a backoff after a transient failure of entry ``seq``'s undo and tries it
+    again not before ``until``: ``completeBy`` moves past it, so the round waiting is not taken for stuck."""
+
+    order_id: str
+    instance_id: str
+    seq: int
+    until: datetime
+    write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
+
+
+@dataclass(frozen=True)
 class RecordUndoInput(Wire):
     """``record_undo``: log entry ``seq`` undone; ``result``: the undo's answer (what it did, e.g. a
     refund of nothing), kept on the entry. Left out by orchestrations recorded before it was sent."""

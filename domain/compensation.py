@@ -344,6 +344,28 @@ def begin_undo(
     )
 
 
+# The history event of a round holding its record through the backoff after an undo's transient failure
+UNDO_RETRY_SCHEDULED = "UndoRetryScheduled"
+
+
+def hold_undo(
+    record: StateRecord, owner: str, seq: int, next_try: datetime, complete_by: datetime, now: datetime
+) -> StateRecord:
+    """The round waits a backoff after a transient failure of entry ``seq``'s undo, its next try not before
+    ``next_try``: ``completeBy`` moves to ``complete_by`` (past it), so the supervisor does not take the round
+    waiting for a stuck one. A round that dies in the wait is still found once ``completeBy`` passes."""
+    ensure_compensation_owner(record, owner)
+    entry = _entry(record, seq)
+    return record.with_changes(
+        now,
+        UNDO_RETRY_SCHEDULED,
+        owner,
+        f"entry {seq}: {entry.undo_action} {entry.step} via {entry.agent} failed transiently; "
+        f"next try not before {next_try.isoformat()}",
+        complete_by=complete_by,
+    )
+
+
 # The longest reference an undo's answer may leave on the record (a provider's refund or release id).
 UNDO_REFERENCE_MAX = 128
 

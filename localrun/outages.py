@@ -56,6 +56,7 @@ STILL_WAITING = {
     "StepTransientFailure",
     "CompensationClaimed",
     "UndoStarted",
+    "UndoRetryScheduled",  # a round holding its record through an undo's backoff (domain.compensation.hold_undo)
     *SIDE_NOTES,
 }
 

@@ -10,7 +10,9 @@ crashes resumes (next round) from the first entry not yet undone and never undoe
 - reply ``succeeded``: the entry is marked Undone, keeping what the undo answered (``refundId``,
   ``amountCents``...: a refund of nothing succeeds too); next entry;
 - reply ``failed`` and transient: tried again after a durable backoff timer, up to ``MAX_FAILURES``
-  tries in all (each with the agent's own retries inside its deadline);
+  tries in all (each with the agent's own retries inside its deadline); rounds started with
+  ``holdsBackoff`` first hold the record through the wait (``hold_undo``: ``completeBy`` past the next try),
+  which may end after the try's deadline, so the supervisor does not take the round waiting for a stuck one;
 - reply ``failed`` non-transient, or the tries used up: ``CompensationFailed`` naming the entry and
   why, and an ``OperatorAlert``;
 - the deadline passes first: the round ends without touching the record; the supervisor sees the
@@ -36,6 +38,7 @@ from contracts.activities import (
     CompensationPlan,
     FailCompensationInput,
     FinishCompensationInput,
+    HoldUndoInput,
     LoadCompensationInput,
     RecordUndoInput,
     UndoEntry,
@@ -50,7 +53,7 @@ from orchestrators.external_events import keep_early_events
 from orchestrators.fenced import FencedWrites, call_fenced, ends_quietly_when_fenced_out, hand_over
 from orchestrators.result import OrchestrationResult, orchestration_result
 from orchestrators.status import call_publish_status
-from orchestrators.timers import TIMER_PER_ROUND_INPUT
+from orchestrators.timers import HOLDS_BACKOFF_INPUT, TIMER_PER_ROUND_INPUT
 
 
 def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
@@ -65,6 +68,8 @@ def _run_round(context: df.DurableOrchestrationContext) -> Generator[Any, Any, O
     # a reply to another request leaves the undo's wait racing a timer of its own (rounds started since
     # that change say so: orchestrators.timers.next_round_timer)
     timer_per_round = bool(started.get(TIMER_PER_ROUND_INPUT))
+    # the record held through an undo's backoff (rounds started since that change say so)
+    holds_backoff = bool(started.get(HOLDS_BACKOFF_INPUT))
     me: str = context.instance_id
     writes = FencedWrites(context)  # numbers the round's fenced writes (a late duplicate of one is refused)
 
@@ -77,7 +82,7 @@ def _run_round(context: df.DurableOrchestrationContext) -> Generator[Any, Any, O
     for entry in sorted(plan.entries, key=lambda e: e.seq, reverse=True):
         if entry.outcome == UNDONE:  # done by an earlier round: never undo twice
             continue
-        result = yield from _undo_entry(writes, plan, entry, order_id, round_number, timer_per_round)
+        result = yield from _undo_entry(writes, plan, entry, order_id, round_number, timer_per_round, holds_backoff)
         if result["result"] != "Undone":
             return result
         undone.append(entry.seq)
@@ -104,6 +109,7 @@ def _undo_entry(
     order_id: str,
     round_number: int,
     timer_per_round: bool,
+    holds_backoff: bool = False,
 ) -> Generator[Any, Any, OrchestrationResult]:
     context = writes.context
     me: str = context.instance_id
@@ -147,7 +153,13 @@ def _undo_entry(
             break
         if number < tries:
             delay = min(plan.retry_base_seconds * 2 ** (number - 1), plan.retry_max_seconds)
-            yield context.create_timer(context.current_utc_datetime + timedelta(seconds=delay))
+            next_try = context.current_utc_datetime + timedelta(seconds=delay)
+            if holds_backoff:
+                # The wait may outlast this try's deadline (completeBy): hold the record past it, or the
+                # supervisor takes the live round for a stuck one (counted, released, terminated)
+                held = HoldUndoInput(order_id=order_id, instance_id=me, seq=seq, until=next_try)
+                yield from call_fenced(writes, names.HOLD_UNDO, held, parse_write_result, at=at)
+            yield context.create_timer(next_try)
         else:
             error, used_up = tries_used_up(error, tries), True
     failed = FailCompensationInput(order_id=order_id, instance_id=me, seq=seq, error=error, used_up_tries=used_up)

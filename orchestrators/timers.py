@@ -20,6 +20,10 @@ from azure.durable_functions.models.Task import TimerTask
 # a timer of its own (``next_round_timer``; the scheduler's is ``AttemptInput.timer_per_round``); an
 # instance whose input lacks it replays with the one timer its history holds.
 TIMER_PER_ROUND_INPUT = "timerPerRound"
+# The input key of the compensation rounds started since a round holds its record through the backoff after an
+# undo's transient failure (``hold_undo``, a fenced write before the timer); an instance whose input lacks it
+# replays with the timer alone, as its history holds.
+HOLDS_BACKOFF_INPUT = "holdsBackoff"
 
 
 def cancel_timer(timer: Any, *, context: Any = None) -> None:

@@ -22,6 +22,7 @@ INPUTS: dict[str, Any] = {
     "close_review": protocol.CloseReviewInput,
     "load_compensation": protocol.LoadCompensationInput,
     "begin_undo": protocol.BeginUndoInput,
+    "hold_undo": protocol.HoldUndoInput,
     "record_undo": protocol.RecordUndoInput,
     "finish_compensation": protocol.FinishCompensationInput,
     "fail_compensation": protocol.FailCompensationInput,

@@ -62,10 +62,19 @@ def reply(entry: dict[str, Any], *, try_number: int = 1, outcome: str = "succeed
 class Round:
     """The history of one compensation round, built in the order the orchestration yields."""
 
-    def __init__(self, entries: list[dict[str, Any]], tries: int = 3, *, timer_per_round: bool = True) -> None:
+    def __init__(
+        self,
+        entries: list[dict[str, Any]],
+        tries: int = 3,
+        *,
+        timer_per_round: bool = True,
+        holds_backoff: bool = False,
+    ) -> None:
         started: dict[str, Any] = {"orderId": "o1", "round": 3}
         if timer_per_round:  # a round started since rounds carry the flag
             started["timerPerRound"] = True
+        if holds_backoff:  # a round started since it holds its record through an undo's backoff
+            started["holdsBackoff"] = True
         self.h = History(ME, started, start=T0, name=names.COMPENSATION)
         plan = {
             "owned": True,
@@ -169,6 +178,28 @@ def test_an_undo_that_fails_transiently_is_tried_again_after_a_backoff_then_succ
     result = r.run(compensate)
     assert result.output == {"result": "Compensated", "undone": [2, 1]}
     assert inputs(result, names.FAIL_COMPENSATION) == []
+
+
+def test_a_round_started_with_holds_backoff_holds_its_record_through_the_backoff(compensate):
+    """Before the backoff timer, ``hold_undo`` moves ``completeBy`` past the next try (its wait may end after the
+    try's deadline: tests/compensation/test_redteam42_undo_backoff_held.py); a round started before the flag
+    schedules the timer alone (above), as its history holds."""
+    r = Round([RESERVE, CHARGE], holds_backoff=True)
+    r.remote(reply(CHARGE, outcome="failed", transient=True, error="503 x4"))
+    result = r.run(compensate)
+    assert [a["functionName"] for a in result.new_actions] == [names.HOLD_UNDO]
+    held = json.loads(result.new_actions[0]["input"])
+    assert (held["seq"], held["until"]) == (2, "2026-03-01T09:00:12.000000Z")  # the timer's time
+    r.h.activity_completed(names.HOLD_UNDO, {"owned": True}, at=r.h.now)
+    result = r.run(compensate)
+    assert result.new_action_types() == ["CreateTimer"]
+    assert result.new_actions[0]["fireAt"] == "2026-03-01T09:00:12.000000Z"
+    r.h.timer_created_not_fired(datetime(2026, 3, 1, 9, 0, 12, tzinfo=UTC))
+    lost = Round([RESERVE, CHARGE], holds_backoff=True)  # the hold found the record taken: the round ends quietly
+    lost.remote(reply(CHARGE, outcome="failed", transient=True, error="503 x4"))
+    lost.h.activity_completed(names.HOLD_UNDO, {"owned": False}, at=lost.h.now)
+    ended = lost.run(compensate)
+    assert ended.is_done and ended.new_action_types() == []
 
 
 def test_an_undo_that_fails_for_good_ends_compensation_failed_naming_the_entry(compensate):

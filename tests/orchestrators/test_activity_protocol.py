@@ -282,6 +282,21 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
         protocol.parse_write_result,
         [OWNED, NOT_OWNED],
     ),
+    names.HOLD_UNDO: (
+        protocol.HoldUndoInput,
+        [
+            {"orderId": "o1", "instanceId": "o1:compensate:3", "seq": 2, "until": "2026-03-01T09:00:12.000000Z"},
+            {
+                "orderId": "o1",
+                "instanceId": "o1:compensate:3",
+                "seq": 2,
+                "until": "2026-03-01T09:00:12.000000Z",
+                "writeNumber": 3,
+            },
+        ],
+        protocol.parse_write_result,
+        [OWNED, NOT_OWNED],
+    ),
     names.RECORD_UNDO: (
         protocol.RecordUndoInput,
         [
