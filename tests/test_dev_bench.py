@@ -80,7 +80,7 @@ def test_rounds_alternate_the_trees_and_the_worktree_is_removed(
         used = next(cpu)
         return used + 1, used, report(used), 0
 
-    monkeypatch.setattr(dev, "setup", lambda: None)
+    monkeypatch.setattr(dev, "setup", lambda **_: None)
     monkeypatch.setattr(dev, "_bench_tree", lambda ref: tmp_path / ref)
     monkeypatch.setattr(dev, "_drop_tree", dropped.append)
     monkeypatch.setattr(dev, "_bench_run", bench_run)
@@ -114,7 +114,7 @@ def test_repeated_runs_of_the_work_tree_alone_show_the_fastest_and_every_run(
     def no_tree(ref: str) -> Path:
         raise AssertionError("no worktree without --compare")
 
-    monkeypatch.setattr(dev, "setup", lambda: None)
+    monkeypatch.setattr(dev, "setup", lambda **_: None)
     monkeypatch.setattr(dev, "_bench_tree", no_tree)
     monkeypatch.setattr(dev, "_bench_run", bench_run)
     assert dev.bench(["10", "--repeat", "3"]) == 0
