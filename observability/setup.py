@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from settings import WORKER_TRUE
+
 CONNECTION_STRING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
 AUTHENTICATION_STRING = "APPLICATIONINSIGHTS_AUTHENTICATION_STRING"
 WORKER_TELEMETRY = "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY"
@@ -32,7 +34,7 @@ _configured = False
 
 def _true(value: str | None) -> bool:
     """The Functions runtime's reading of a boolean app setting (utils/app_setting_manager.is_true_like)."""
-    return value is not None and value.strip().lower() in {"1", "true", "t", "yes", "y"}
+    return value is not None and value.strip().lower() in WORKER_TRUE
 
 
 @dataclass(frozen=True)
