@@ -17,7 +17,7 @@ from orchestrators import names
 from tests.compensation.test_scheduler_failure_replay import ME, new_inputs, reply
 from tests.durable_history import History, ReplayResult
 from tests.orchestrators.early_histories import PAYMENT
-from tests.orchestrators.support import STEP, T0, sample_order
+from tests.orchestrators.support import STEP, sample_order, started_attempt
 
 REVIEW_FOR = timedelta(hours=1)
 CAPTURE = f"{ME}:charge-payment:payment"
@@ -31,20 +31,15 @@ def scheduler(functions: dict[str, Any]) -> Any:
 def _capture_refused(scheduler: Any, fits: bool, default_action: str = "compensate") -> tuple[History, dict[str, Any]]:
     """A high-value prepaid order: reserved, its payment on the record, the capture refused for good:
     the attempt pauses for review (the backup provider is not tried: a prepaid order never falls back)."""
-    plan = {
-        "order": sample_order(total_cents=250_000, prepaid=True),
-        "completed": {},
-        "stepTimeoutSeconds": STEP.total_seconds(),
-        "review": {
-            "amountThresholdCents": 100_000,
-            "timeoutSeconds": REVIEW_FOR.total_seconds(),
-            "defaultAction": default_action,
-        },
+    review = {
+        "amountThresholdCents": 100_000,
+        "timeoutSeconds": REVIEW_FOR.total_seconds(),
+        "defaultAction": default_action,
     }
-    started: dict[str, Any] = {"orderId": "o1", "attempt": 1, "plan": plan, "timerPerRound": True}
-    if fits:  # what the starter starts since the change
-        started["reviewsFitFallback"] = True
-    h = History(ME, started, start=T0, name=names.SCHEDULER)
+    # ``fits``: what the starter starts since the change; without it, an instance started before
+    h = started_attempt(
+        ME, sample_order(total_cents=250_000, prepaid=True), 1, review=review, reviews_fit_fallback=fits
+    )
     h.activity_completed(names.BEGIN_STEP, {"owned": True}, at=h.now)
     call = h.activity_scheduled(names.in_process_agent("inventory"))
     h.timer_created_not_fired(h.now + STEP)
