@@ -327,7 +327,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "REVIEW_DEFAULT_ACTION",
         "compensate",
-        "What a review that times out does: `compensate`, `retry` (the step again) or `alternative` (its fallback).",
+        "What a review that times out does: `compensate`, `retry` (the step again) or `alternative` (its "
+        "fallback; `fail` where none can take over: a step without one, a prepaid order's payment).",
         kind=choice("compensate", "retry", "alternative"),
     ),
     # Supervisor

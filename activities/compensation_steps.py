@@ -94,12 +94,15 @@ def await_review(ctx: AppContext, data: AwaitReviewInput) -> WriteResult:
     )
     if record is None:
         return NOT_OWNED
+    # what the attempt takes here (``compensation_policy.review_choices``: no ``alternative`` where no
+    # fallback can take over); every choice for an attempt started before it said
+    choices = tuple(data.choices) if data.choices else REVIEW_CHOICES
     raise_alert(
         ctx.sender,
         kind="ReviewRequired",
         summary=(
-            f"order {record.order_id} failed at {data.step} ({data.error}); decide {', '.join(REVIEW_CHOICES[:-1])} "
-            f"or {REVIEW_CHOICES[-1]} by {until.isoformat()}, else {data.default_action}"
+            f"order {record.order_id} failed at {data.step} ({data.error}); decide {', '.join(choices[:-1])} "
+            f"or {choices[-1]} by {until.isoformat()}, else {data.default_action}"
         ),
         at=now,
         order_id=record.order_id,
@@ -112,12 +115,12 @@ def await_review(ctx: AppContext, data: AwaitReviewInput) -> WriteResult:
             "error": data.error,
             "reason": data.reason,
             "amountCents": data.amount_cents,
-            "options": list(REVIEW_CHOICES),
+            "options": list(choices),
             "decideBy": until.isoformat(),
             "defaultAction": data.default_action,
             "how": (
                 f"raise the Durable event {names.REVIEW_DECISION_EVENT!r} on instance {data.instance_id} with "
-                f'{{"reviewId": "{data.review_id}", "action": "{"|".join(REVIEW_CHOICES)}", "operator": "..."}}'
+                f'{{"reviewId": "{data.review_id}", "action": "{"|".join(choices)}", "operator": "..."}}'
             ),
         },
     )

@@ -172,6 +172,11 @@ class AttemptInput(Wire):
     # the starter claimed (its record was created ``Pending``) and on submission's fast-path claim when the
     # ``receivedOwed`` mark after a failed send could not be written; absent otherwise and on older instances
     say_received: Annotated[bool | None, OMIT_NONE] = None
+    # set on every attempt started since a review reads its choices against the fallback that can take the
+    # step over for the order (``Step.fallback_for``: none for a prepaid order): ``alternative`` is then not
+    # offered there and, still answered or the default, read as with no fallback (``fail``). Absent on an
+    # instance started before, which replays as recorded (its ``alternative`` runs the step's fallback)
+    reviews_fit_fallback: Annotated[bool | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
@@ -375,6 +380,9 @@ class AwaitReviewInput(Wire):
     default_action: str
     amount_cents: int | None
     write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
+    # the answers the alert offers (``compensation_policy.review_choices``); absent from an attempt started
+    # before ``reviewsFitFallback``: every choice
+    choices: Annotated[list[str] | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)

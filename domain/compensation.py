@@ -525,29 +525,31 @@ def await_review(
     )
 
 
-def _left_outcome(left: review.LeftDecision) -> str:
+def _left_outcome(left: review.LeftDecision, prepaid: bool) -> str:
     the_step = STEPS.get(left.step)
-    return review_outcome(left.action, the_step.fallback_agent if the_step is not None else None)
+    return review_outcome(left.action, the_step.fallback_for(prepaid) if the_step is not None else None)
 
 
-def settled_by_decision(left: review.LeftDecision) -> bool:
+def settled_by_decision(left: review.LeftDecision, *, prepaid: bool) -> bool:
     """Whether carrying out ``left`` ends the attempt's forward path (compensate, or fail: Error), rather
-    than retrying the order as the supervisor's usual recovery does."""
-    return _left_outcome(left) in ("compensate", "fail")
+    than retrying the order as the supervisor's usual recovery does. ``prepaid``: the order is (its
+    payment step has no fallback: ``Step.fallback_for``)."""
+    return _left_outcome(left, prepaid) in ("compensate", "fail")
 
 
 def act_on_left_decision(
-    record: StateRecord, expired_owner: str, left: review.LeftDecision, now: datetime
+    record: StateRecord, expired_owner: str, left: review.LeftDecision, now: datetime, *, prepaid: bool
 ) -> StateRecord:
     """The supervisor recovers an expired attempt whose last word is a review decision it never acted
     on (``review.decision_left``): the decision, as the attempt would have carried it out
     (``compensation_policy.review_outcome``), not a blind retry. In one write the review is closed with
     it (unless the attempt closed it), then ``compensate`` hands the order to compensation (Error when
-    it can no longer be compensated) and ``fail`` (or ``alternative`` on a step without a fallback)
-    moves it to Error. For ``retry`` and ``alternative`` the record comes back Processing, the review
-    closed and the step's agent in flight set to the one the decision names (its own agent, or its
-    fallback): the caller retries it as any expired attempt, and the next attempt resumes the step
-    with that agent (``orchestrators.attempt_plan``)."""
+    it can no longer be compensated) and ``fail`` (or ``alternative`` where no fallback can take over: a
+    step without one, the payment step of a ``prepaid`` order, ``Step.fallback_for``) moves it to Error.
+    For ``retry`` and ``alternative`` the record comes back Processing, the review closed and the step's
+    agent in flight set to the one the decision names (its own agent, or its fallback): the caller
+    retries it as any expired attempt, and the next attempt resumes the step with that agent
+    (``orchestrators.attempt_plan``)."""
     if not transitions.is_expired(record, now) or record.locked_by != expired_owner:
         raise IllegalTransition(f"order {record.order_id}: no longer the expired attempt {expired_owner!r}")
     closed = record
@@ -561,7 +563,7 @@ def act_on_left_decision(
     )
     reason = f"{left.step}: {chosen}; attempt {expired_owner} ended before acting on it"
     the_step = STEPS.get(left.step)
-    outcome = _left_outcome(left)
+    outcome = _left_outcome(left, prepaid)
     if outcome == "compensate":
         try:
             return enter_compensation(closed, transitions.SUPERVISOR, reason, now, failed_step=left.step)
@@ -571,7 +573,7 @@ def act_on_left_decision(
         state = closed.steps.get(left.step)
         if the_step is None or state is None or state.status is not StepStatus.IN_PROGRESS:
             return closed
-        agent = the_step.agent if outcome == "retry" else the_step.fallback_agent or the_step.agent
+        agent = the_step.agent if outcome == "retry" else the_step.fallback_for(prepaid) or the_step.agent
         return replace(closed, steps={**closed.steps, left.step: replace(state, agent=agent)})
     return transitions.fail(closed, expired_owner, left.step, reason, now, by=transitions.SUPERVISOR)
 

@@ -28,11 +28,20 @@ REVIEW_CHOICES: tuple[str, ...] = ("compensate", "retry", "alternative", "fail")
 
 
 def review_outcome(choice: str, fallback_agent: str | None) -> str:
-    """What a review's ``choice`` does to a step whose fallback agent is ``fallback_agent``: the choice
-    itself, except ``alternative`` on a step without a fallback, which fails the order (nothing else can
-    run the step). The attempt acting on its review and the supervisor acting on a review the attempt
-    left (``domain.compensation.act_on_left_decision``) both read a choice through this."""
+    """What a review's ``choice`` does to a step whose fallback agent is ``fallback_agent`` (the one that
+    can take the step over for the order: ``Step.fallback_for``): the choice itself, except
+    ``alternative`` with no fallback, which fails the order (nothing else can run the step: a step
+    without a fallback, a prepaid order's payment). The attempt acting on its review and the supervisor
+    acting on a review the attempt left (``domain.compensation.act_on_left_decision``) both read a choice
+    through this."""
     return "fail" if choice == "alternative" and fallback_agent is None else choice
+
+
+def review_choices(fallback_agent: str | None) -> tuple[str, ...]:
+    """The answers offered for a review of a step whose fallback agent is ``fallback_agent`` (as in
+    ``review_outcome``): every choice, but ``alternative`` only where a fallback can take over (else it
+    would only mean ``fail``). The review alert, the ops API and the console offer these."""
+    return REVIEW_CHOICES if fallback_agent is not None else tuple(c for c in REVIEW_CHOICES if c != "alternative")
 
 
 class Trigger(StrEnum):

@@ -19,11 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from domain.compensation_policy import REVIEW_CHOICES
+from domain.compensation_policy import REVIEW_CHOICES, review_choices
 from domain.errors import IllegalTransition
 from domain.records import SIDE_NOTES, StateRecord, last_move, last_move_at
 from domain.states import ProcessState
 from domain.transitions import ensure_owner
+from domain.workflow import STEPS
 
 REVIEW_REQUESTED = "ReviewRequested"
 REVIEW_ANSWERED = "ReviewAnswered"
@@ -70,6 +71,24 @@ def decide_by_time(pending: PendingReview) -> datetime | None:
     except ValueError:
         return None
     return when if when.tzinfo is not None else None
+
+
+def choices_for(step_name: str, prepaid: bool) -> tuple[str, ...]:
+    """The answers a review of ``step_name`` offers for an order (``prepaid`` or not): ``alternative``
+    only where the step's fallback can take it over (``Step.fallback_for``: not a prepaid order's)."""
+    the_step = STEPS.get(step_name)
+    return review_choices(the_step.fallback_for(prepaid) if the_step is not None else None)
+
+
+def why_no_alternative(step_name: str, prepaid: bool) -> str:
+    """Why a review of ``step_name`` does not offer ``alternative`` (``choices_for`` leaves it out)."""
+    the_step = STEPS.get(step_name)
+    if the_step is not None and the_step.fallback_agent is not None and prepaid:
+        return (
+            f"the order is prepaid: the customer paid at the payment provider of {step_name}, and its fallback "
+            f"{the_step.fallback_agent} never received that payment"
+        )
+    return f"{step_name} has no fallback agent"
 
 
 @dataclass(frozen=True)

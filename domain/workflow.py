@@ -38,6 +38,12 @@ class Step:
     # the undo's answer kept on its log entry (references and amounts): what the undo actually did
     undo_result_data: tuple[str, ...] = ()
 
+    def fallback_for(self, prepaid: bool) -> str | None:
+        """The fallback agent that can take the step over for an order: none for a prepaid order (the
+        customer paid at the first provider: the backup never received that payment, so a prepaid order
+        never falls back, neither by the decision function nor by an operator's review)."""
+        return None if prepaid else self.fallback_agent
+
     def serves(self, agent_name: str) -> bool:
         """The step's own agent, or its fallback."""
         return agent_name in (self.agent, self.fallback_agent)

@@ -40,6 +40,7 @@ from domain.review import (
     NotedAnswer,
     PendingReview,
     answer_acted_on,
+    choices_for,
     decide_by_time,
     note_review_answer,
     noted_answer,
@@ -47,6 +48,7 @@ from domain.review import (
     reopen_review,
     review_answer,
     review_closed,
+    why_no_alternative,
 )
 from domain.states import ProcessState
 from notifications.alerts import raise_alert_after_write
@@ -189,6 +191,31 @@ class AnswerActedOn:
 
 
 def review_to_answer(
+    ctx: AppContext, order_id: str, review_id: str, action: str, operator: str
+) -> ReviewTarget | AnswerActedOn | Reply:
+    """The review ``review_id`` as ``operator``'s answer ``action`` finds it (``_review_to_answer``), or 409
+    when the review does not offer that answer: ``alternative`` where no fallback can take the step over
+    (``domain.review.choices_for``: a step without one, a prepaid order's payment). Nothing is noted."""
+    target = _review_to_answer(ctx, order_id, review_id, action, operator)
+    if not isinstance(target, ReviewTarget) or action != "alternative":
+        return target
+    try:
+        order = ctx.orders.get(order_id)
+    except StoreUnavailable as exc:
+        return error(503, f"the order store is unavailable: {exc}")
+    prepaid = bool(order and order.get("prepaid"))
+    step = target.pending.step
+    offered = choices_for(step, prepaid)
+    if action in offered:
+        return target
+    return error(
+        409,
+        f"review {review_id} of order {order_id} does not take 'alternative': {why_no_alternative(step, prepaid)}; "
+        f"answer {', '.join(offered[:-1])} or {offered[-1]}",
+    )
+
+
+def _review_to_answer(
     ctx: AppContext, order_id: str, review_id: str, action: str, operator: str
 ) -> ReviewTarget | AnswerActedOn | Reply:
     """The review ``review_id`` as ``operator``'s answer ``action`` finds it: waiting (to note the answer),

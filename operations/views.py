@@ -18,7 +18,7 @@ from domain.compensation import compensation_instance_id
 from domain.deferral import DeferralDocument
 from domain.ids import instance_id
 from domain.records import StateRecord
-from domain.review import NotedAnswer, PendingReview, noted_answer, pending_review
+from domain.review import NotedAnswer, PendingReview, choices_for, noted_answer, pending_review
 from domain.states import ProcessState
 from domain.timefmt import to_text
 from operations.web import list_token
@@ -161,17 +161,26 @@ def instance_ids(record: StateRecord) -> list[tuple[str, str]]:
     return found
 
 
-def _review_view(review: PendingReview | None, noted: NotedAnswer | None) -> dict[str, Any] | None:
+def _review_view(review: PendingReview | None, noted: NotedAnswer | None, prepaid: bool) -> dict[str, Any] | None:
     """The review an operator can answer: the one the order waits for, or the one whose answer is noted
-    as the record's last word (``noted``: who answered what; the same answer can be posted again)."""
+    as the record's last word (``noted``: who answered what; the same answer can be posted again).
+    ``choices``: the answers it takes (``domain.review.choices_for``: no ``alternative`` where no fallback
+    can take the step over, e.g. a ``prepaid`` order's payment)."""
     if review is not None:
-        return {"reviewId": review.review_id, "step": review.step, "decideBy": review.decide_by, "noted": None}
+        return {
+            "reviewId": review.review_id,
+            "step": review.step,
+            "decideBy": review.decide_by,
+            "choices": list(choices_for(review.step, prepaid)),
+            "noted": None,
+        }
     if noted is not None:
         asked = noted.review
         return {
             "reviewId": asked.review_id,
             "step": asked.step,
             "decideBy": asked.decide_by,
+            "choices": list(choices_for(asked.step, prepaid)),
             "noted": {"operator": noted.operator, "action": noted.action},
         }
     return None
@@ -225,7 +234,7 @@ def order_detail(ctx: AppContext, order_id: str) -> dict[str, Any] | None:
         "order": order,
         "state": None if record is None else {**to_document(record), "waitingForReview": review is not None},
         "stateError": state_error,
-        "review": _review_view(review, noted),
+        "review": _review_view(review, noted, bool(order and order.get("prepaid"))),
         "transitions": [] if record is None else [to_document(h) for h in record.history],
         "steps": {} if record is None else {k: to_document(v) for k, v in record.steps.items()},
         "compensation": [] if record is None else [to_document(e) for e in record.compensation],

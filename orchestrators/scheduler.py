@@ -65,6 +65,7 @@ from domain.compensation_policy import (
     Situation,
     Trigger,
     decide_compensation,
+    review_choices,
     review_outcome,
 )
 from domain.ids import idempotency_key, request_id
@@ -106,6 +107,9 @@ class Attempt:
     # a wait loop's round after a skipped event races a timer of its own (the attempt's input says so
     # since that change; an instance started before replays with the one timer it recorded)
     timer_per_round: bool = False
+    # a review reads its choices against the fallback that can take the step over for this order (the
+    # input's ``reviewsFitFallback``; an instance started before reads them against the step's fallback)
+    reviews_fit_fallback: bool = False
 
     @property
     def detach_cancelled(self) -> Any:
@@ -165,6 +169,7 @@ def _run_attempt(
         say_received=bool(started.say_received),
         closes_reviews=closes_reviews,
         timer_per_round=bool(started.timer_per_round),
+        reviews_fit_fallback=bool(started.reviews_fit_fallback),
     )
 
     for step in WORKFLOW:
@@ -273,27 +278,29 @@ def _handle_permanent_failure(
 ) -> Generator[Any, Any, str | Ended]:
     """A non-transient failure of ``agent_name``: the agent to try the step with next (fallback,
     operator's retry or alternative), or the end of the attempt (compensation requested, Failed)."""
+    # a prepaid order was paid at its provider: no other provider can take over (``Step.fallback_for``)
+    fallback = step.fallback_for(bool(run.order.get("prepaid")))
     decision = decide_compensation(
         Situation(
             trigger=Trigger.NON_TRANSIENT_FAILURE,
             passed_pivot=step.kind is StepKind.RETRIABLE,
             undo_pending=any(STEPS[name].kind is StepKind.COMPENSABLE for name in run.results),
             amount_cents=int(run.order.get("totalCents", 0)),
-            # a prepaid order's payment was captured at its provider: no other provider can take over
-            fallback_left=step.fallback_agent is not None
-            and agent_name != step.fallback_agent
-            and not run.order.get("prepaid"),
+            fallback_left=fallback is not None and agent_name != fallback,
         ),
         ReviewPolicy(run.plan.review.amount_threshold_cents),
     )
     action, reason = decision.action, decision.reason
-    if action is Action.USE_FALLBACK and step.fallback_agent is not None:
-        return step.fallback_agent
+    if action is Action.USE_FALLBACK and fallback is not None:
+        return fallback
     if action is Action.REVIEW:
-        choice, reason = yield from _review(run, step, error, reason)
-        outcome = review_outcome(choice, step.fallback_agent)
+        # an attempt started before ``reviewsFitFallback`` reads its review against the step's fallback, as recorded
+        if not run.reviews_fit_fallback:
+            fallback = step.fallback_agent
+        choice, reason = yield from _review(run, step, error, reason, fallback)
+        outcome = review_outcome(choice, fallback)
         if outcome in ("retry", "alternative"):
-            return step.agent if outcome == "retry" else step.fallback_agent or step.agent
+            return step.agent if outcome == "retry" else fallback or step.agent
         action = Action.COMPENSATE if outcome == "compensate" else Action.FAIL
     if action is Action.COMPENSATE:
         handed = RequestCompensationInput(
@@ -310,11 +317,14 @@ def _handle_permanent_failure(
     return Ended(orchestration_result("Failed", step=step.name, error=error))
 
 
-def _review(run: Attempt, step: Step, error: Any, reason: str) -> Generator[Any, Any, tuple[str, str]]:
+def _review(
+    run: Attempt, step: Step, error: Any, reason: str, fallback: str | None
+) -> Generator[Any, Any, tuple[str, str]]:
     """Awaits an operator's review of the failure: the choice, and the reason it is recorded with.
-    An unanswered review takes the configured default; a second one in the attempt compensates."""
+    An unanswered review takes the configured default; a second one in the attempt compensates.
+    ``fallback``: the agent that can take the step over (``review_outcome``)."""
     run.reviews += 1
-    choice, answered = yield from _await_review(run, step, error, reason)
+    choice, answered = yield from _await_review(run, step, error, reason, fallback)
     if answered:
         return choice, f"operator review chose {choice}"
     run.unanswered += 1
@@ -330,17 +340,24 @@ def _step_request_id(instance: str, step_name: str, agent_name: str, tries: int)
     return plain if tries == 1 else f"{plain}:{tries}"
 
 
-def _await_review(run: Attempt, step: Step, error: Any, reason: str) -> Generator[Any, Any, tuple[str, bool]]:
+def _await_review(
+    run: Attempt, step: Step, error: Any, reason: str, fallback: str | None
+) -> Generator[Any, Any, tuple[str, bool]]:
     """Pauses for an operator's ``ReviewDecision`` (an alert says what to decide) until the review
     deadline; then closes the review (``_close_review``): an answer noted in time, else the configured
     default. Returns the choice and whether an operator made it (``OwnershipLost`` when fencing was
-    lost)."""
+    lost). With ``reviewsFitFallback`` the alert offers ``review_choices(fallback)`` and the default is
+    what it does there (``alternative`` with no fallback: ``fail``); an attempt started before offers
+    every choice and keeps the configured default's name."""
     context = run.context
     review = run.plan.review
     review_id = f"{run.me}:{step.name}:review:{run.reviews}"
     until = context.current_utc_datetime + timedelta(seconds=float(review.timeout_seconds))
     # a second review left unanswered compensates (``_review``): its alert and its close say so
     default = review.default_action if run.unanswered == 0 else "compensate"
+    choices = None
+    if run.reviews_fit_fallback:
+        default, choices = review_outcome(default, fallback), list(review_choices(fallback))
     paused = AwaitReviewInput(
         order_id=run.order_id,
         instance_id=run.me,
@@ -352,6 +369,7 @@ def _await_review(run: Attempt, step: Step, error: Any, reason: str) -> Generato
         reason=reason,
         default_action=default,
         amount_cents=run.order.get("totalCents"),
+        choices=choices,
     )
     yield from call_fenced(run.writes, names.AWAIT_REVIEW, paused, parse_write_result, at="review")
     timer = context.create_timer(until)

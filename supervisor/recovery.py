@@ -65,8 +65,9 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
     policy = ReviewPolicy(ctx.settings.review_amount_threshold_cents)
     # A review decision the attempt never acted on is carried out, not retried over (docs/supervisor.md).
     left = decision_left(record) if expired is not None else None
-    if left is not None and settled_by_decision(left):
-        return _act_on_decision(ctx, record, left)
+    prepaid = _prepaid(ctx, record.order_id, left)
+    if left is not None and settled_by_decision(left, prepaid=prepaid):
+        return _act_on_decision(ctx, record, left, prepaid)
     # A payment notification held up is not the order's failure either: wait for it (supervisor/payment_wait.py),
     # up to a bound. The attempt made no call then: it is not read as an outage's.
     payment = payment_verdict(ctx, record, now) if left is None else None
@@ -85,7 +86,7 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
 
     def move(r: StateRecord) -> StateRecord:
         if left is not None and expired is not None:  # retry or alternative: closed, then retried as usual
-            r = act_on_left_decision(r, expired, left, now)
+            r = act_on_left_decision(r, expired, left, now, prepaid=prepaid)
         if payment is not None and not payment.exceeded:
             return transitions.wait_for_payment(r, expired, now, payment.until, payment.since, payment.reason)
         if outage is not None and not outage.exceeded:
@@ -173,7 +174,7 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
     return RecoveryResult(written.order_id, RecoveryAction.RECOVERED, expired, written)
 
 
-def _act_on_decision(ctx: AppContext, record: StateRecord, left: LeftDecision) -> RecoveryResult:
+def _act_on_decision(ctx: AppContext, record: StateRecord, left: LeftDecision, prepaid: bool) -> RecoveryResult:
     """``compensate`` or ``fail``, decided at the attempt's review, carried out in one conditional write
     (``domain.compensation.act_on_left_decision``); Error owes its alert and status, as a failure by
     the attempt does."""
@@ -181,7 +182,9 @@ def _act_on_decision(ctx: AppContext, record: StateRecord, left: LeftDecision) -
     expired = str(record.locked_by)
 
     def act(r: StateRecord) -> StateRecord:
-        return say_owed_received(ctx.sender, owe_notifications(act_on_left_decision(r, expired, left, now)), now)
+        return say_owed_received(
+            ctx.sender, owe_notifications(act_on_left_decision(r, expired, left, now, prepaid=prepaid)), now
+        )
 
     try:
         written = write_or_reread(ctx, record, act)
@@ -220,6 +223,16 @@ def _acted_on_review(written: StateRecord, expired: str, left: LeftDecision) -> 
         operator=left.operator,
         state=str(written.process_state),
     )
+
+
+def _prepaid(ctx: AppContext, order_id: str, left: LeftDecision | None) -> bool:
+    """Whether the order is prepaid, which only an ``alternative`` left to the supervisor asks (a prepaid
+    order's payment step has no fallback: ``Step.fallback_for``): one point read then, none otherwise. A
+    read that fails raises: the record is left to the next run, uncounted."""
+    if left is None or left.action != "alternative":
+        return False
+    order = ctx.orders.get(order_id)
+    return bool(order and order.get("prepaid"))
 
 
 def _order_total(ctx: AppContext, order_id: str) -> int:

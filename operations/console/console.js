@@ -253,6 +253,7 @@ async function showOrder(orderId, quiet) {
   const state = st.processState;
   $("btn-review").hidden = !d.review;
   $("review-choice").hidden = !d.review;
+  if (d.review) offerChoices(d.review.choices);
   $("btn-resubmit").hidden = state !== "Error";
   $("btn-compensate").hidden = !(state === "Error" || state === "CompensationFailed");
   $("btn-cancel").hidden = !(state === "Pending" || state === "Processing" || state === "Error");
@@ -296,6 +297,22 @@ async function showOrder(orderId, quiet) {
   ], d.deferredNotifications || [], "none");
   $("raw").textContent = JSON.stringify({ order: d.order, state: d.state }, null, 2);
   if (!quiet) { $("order-title").tabIndex = -1; $("order-title").focus(); }
+}
+
+// Only the answers the review takes (its "choices": no "alternative" where no fallback can take the step
+// over, e.g. a prepaid order's payment); without the list (an older API), every answer.
+function offerChoices(choices) {
+  const radios = [...document.querySelectorAll("input[name=decision]")];
+  for (const radio of radios) {
+    const offered = !choices || choices.includes(radio.value);
+    radio.closest("label").hidden = !offered;
+    radio.disabled = !offered;
+    if (!offered) radio.checked = false;
+  }
+  if (!radios.some(r => r.checked)) {
+    const first = radios.find(r => !r.disabled);
+    if (first) first.checked = true;
+  }
 }
 
 function askConfirm(action) {

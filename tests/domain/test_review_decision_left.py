@@ -79,7 +79,7 @@ def test_compensate_left_hands_the_order_to_compensation_with_the_review_closed(
     record = answered("compensate")
     left = review.decision_left(record)
     assert left is not None
-    moved = compensation.act_on_left_decision(record, str(record.locked_by), left, LATER)
+    moved = compensation.act_on_left_decision(record, str(record.locked_by), left, LATER, prepaid=False)
     assert moved.process_state is ProcessState.COMPENSATING and moved.locked_by is None
     assert review.review_closed(moved, left.review_id) == review.ClosedReview(left.review_id, "compensate", "ops-a")
     assert [(e.event, e.by) for e in moved.history[-2:]] == [
@@ -94,7 +94,7 @@ def test_fail_left_ends_in_error_written_by_the_supervisor():
     record = closed_by_attempt(None, default="fail")
     left = review.decision_left(record)
     assert left is not None
-    moved = compensation.act_on_left_decision(record, str(record.locked_by), left, LATER)
+    moved = compensation.act_on_left_decision(record, str(record.locked_by), left, LATER, prepaid=False)
     assert moved.process_state is ProcessState.ERROR and moved.locked_by is None
     assert [(e.event, e.by) for e in moved.history[-2:]] == [
         (review.REVIEW_CLOSED, str(record.locked_by)),  # the attempt's own close, not written twice
@@ -108,7 +108,7 @@ def test_retry_left_only_closes_the_review_for_the_usual_retry(action: str):
     record = answered(action)
     left = review.decision_left(record)
     assert left is not None
-    moved = compensation.act_on_left_decision(record, str(record.locked_by), left, LATER)
+    moved = compensation.act_on_left_decision(record, str(record.locked_by), left, LATER, prepaid=False)
     assert moved.process_state is ProcessState.PROCESSING and moved.locked_by == record.locked_by
     assert review.review_closed(moved, left.review_id) == review.ClosedReview(left.review_id, action, "ops-a")
     retried = t.supervisor_retry(moved, record.locked_by, LATER, max_failures=5, backoff=timedelta(seconds=10))
@@ -120,9 +120,9 @@ def test_a_decision_is_not_acted_on_before_the_attempt_expired_or_by_another_own
     left = review.decision_left(record)
     assert left is not None
     with pytest.raises(IllegalTransition):  # the review deadline has not passed: the attempt may still act
-        compensation.act_on_left_decision(record, str(record.locked_by), left, NOW)
+        compensation.act_on_left_decision(record, str(record.locked_by), left, NOW, prepaid=False)
     with pytest.raises(IllegalTransition):
-        compensation.act_on_left_decision(record, "o-1:9", left, LATER)
+        compensation.act_on_left_decision(record, "o-1:9", left, LATER, prepaid=False)
 
 
 def test_compensate_past_the_pivot_ends_in_error_saying_why():
@@ -133,6 +133,6 @@ def test_compensate_past_the_pivot_ends_in_error_saying_why():
     past_pivot = replace(record, steps=steps)
     left = review.decision_left(past_pivot)
     assert left is not None
-    moved = compensation.act_on_left_decision(past_pivot, owner, left, LATER)
+    moved = compensation.act_on_left_decision(past_pivot, owner, left, LATER, prepaid=False)
     assert moved.process_state is ProcessState.ERROR
     assert "cannot be compensated" in (moved.last_error or "")

@@ -26,8 +26,8 @@ LATER = timedelta(seconds=1)
 
 def recorded_attempt() -> History:
     """The start of the attempt ``Flow`` builds, with the input of the recorded histories: from before
-    a wait loop's round raced a timer of its own (no ``timerPerRound``)."""
-    return started_attempt(ME, ORDER, 2, timer_per_round=False)
+    a wait loop's round raced a timer of its own (no ``timerPerRound``, no ``reviewsFitFallback``)."""
+    return started_attempt(ME, ORDER, 2, timer_per_round=False, reviews_fit_fallback=False)
 
 
 PAYMENT = {
@@ -137,7 +137,9 @@ def review_with_early(*decisions: dict[str, Any]) -> History:
     """A high-impact order whose charge failed with both providers pauses for review: ``decisions`` are
     raised as ``ReviewDecision`` before the completion of ``await_review``."""
     me = "o1:1"
-    h = started_attempt(me, sample_order(total_cents=250_000), 1, review=REVIEW, timer_per_round=False)
+    h = started_attempt(
+        me, sample_order(total_cents=250_000), 1, review=REVIEW, timer_per_round=False, reviews_fit_fallback=False
+    )
 
     def answer(step: str, request_id: str, ok: bool, **more: Any) -> dict[str, Any]:
         return {
@@ -174,7 +176,9 @@ def review_with_early(*decisions: dict[str, Any]) -> History:
 def payment_notified_before_the_payment_step_begins(times: int = 1) -> History:
     me = "p1:1"
     completed = {"reserve-inventory": {"reservationId": "R-1"}}
-    h = started_attempt(me, sample_order("p1", prepaid=True), 1, completed=completed, timer_per_round=False)
+    h = started_attempt(
+        me, sample_order("p1", prepaid=True), 1, completed=completed, timer_per_round=False, reviews_fit_fallback=False
+    )
     begin = h.activity_scheduled(names.BEGIN_STEP)
     for _ in range(times):
         h.event_raised(PAYMENT_NOTIFIED_EVENT, PAYMENT, at=h.now + LATER)

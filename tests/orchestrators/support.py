@@ -39,6 +39,7 @@ def started_attempt(
     review: dict[str, Any] | None = None,
     timer_per_round: bool = True,
     say_received: bool = False,
+    reviews_fit_fallback: bool = True,
 ) -> History:
     """The history of one scheduler attempt as it starts: its input holds the plan the claim read (the
     results of steps ``completed`` by earlier attempts), so the first thing the scheduler schedules is
@@ -53,6 +54,8 @@ def started_attempt(
     started: dict[str, Any] = {"orderId": order["orderId"], "attempt": attempt, "plan": plan}
     if timer_per_round:  # what the starter starts since that change; without it, an instance from before
         started["timerPerRound"] = True
+    if reviews_fit_fallback:  # the same (``AttemptInput.reviews_fit_fallback``)
+        started["reviewsFitFallback"] = True
     if say_received:  # a claim that cannot tell whether the submitter heard Received (the starter's attempt 1)
         started["sayReceived"] = True
     return History(instance, started, start=T0, name=names.SCHEDULER)

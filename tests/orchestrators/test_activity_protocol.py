@@ -97,6 +97,8 @@ ATTEMPT_INPUTS: list[dict[str, Any]] = [
     {"orderId": "o1", "attempt": 3, "plan": {**PLAN, "replyTo": None, "outageWait": True}},
     # the starter's attempt 1 (or a fast-path claim whose Received mark was given up): Received said first
     {"orderId": "o1", "attempt": 1, "plan": PLAN, "timerPerRound": True, "sayReceived": True},
+    # since a review's choices fit the fallback that can take the step over (a prepaid order's payment: none)
+    {"orderId": "o1", "attempt": 1, "plan": PLAN, "timerPerRound": True, "reviewsFitFallback": True},
 ]
 
 # name: (input type, inputs as recorded, result parser or None, results as recorded)
@@ -240,7 +242,18 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
                 "reason": "high-impact order: review",
                 "defaultAction": "compensate",
                 "amountCents": 250000,
-            }
+            },
+            {  # an attempt started with reviewsFitFallback: the answers the alert offers (a prepaid payment's)
+                **STEP,
+                "reviewId": "o1:1:charge-payment:review:1",
+                "until": "2026-03-02T08:01:00.000000Z",
+                "error": "capture refused",
+                "reason": "high-impact order: review",
+                "defaultAction": "fail",
+                "amountCents": 250000,
+                "writeNumber": 3,
+                "choices": ["compensate", "retry", "fail"],
+            },
         ],
         protocol.parse_write_result,
         [OWNED, NOT_OWNED],

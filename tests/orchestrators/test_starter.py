@@ -96,13 +96,17 @@ def test_a_reset_record_is_reclaimed_only_after_its_not_before_time_with_the_nex
     assert (second.attempt, second.instance_id) == (2, "o0:2")
 
 
+# what every attempt started now says in its input (an instance started before replays without it)
+NEW_INPUT = {"timerPerRound": True, "reviewsFitFallback": True}
+
+
 def test_start_claimed_starts_one_versioned_orchestration_per_claim():
     client = RecordingClient()
     claims = [starter.Claim("o1", "o1:1", 1, plan("o1")), starter.Claim("o2", "o2:3", 3, plan("o2"))]
     assert asyncio.run(starter.start_claimed(client, claims)) == ["o1:1", "o2:3"]
     assert client.started == [
-        (SCHEDULER, "o1:1", {"orderId": "o1", "attempt": 1, "plan": plan("o1").to_json(), "timerPerRound": True}),
-        (SCHEDULER, "o2:3", {"orderId": "o2", "attempt": 3, "plan": plan("o2").to_json(), "timerPerRound": True}),
+        (SCHEDULER, "o1:1", {"orderId": "o1", "attempt": 1, "plan": plan("o1").to_json(), **NEW_INPUT}),
+        (SCHEDULER, "o2:3", {"orderId": "o2", "attempt": 3, "plan": plan("o2").to_json(), **NEW_INPUT}),
     ]
 
 
