@@ -45,12 +45,25 @@ def count(minimum: int) -> Kind[int]:
     return Kind(f"an integer >= {minimum}", lambda text: _integer(text, minimum), ("x", "1.5", str(minimum - 1)))
 
 
+# The longest duration a setting may hold: the app adds one to the current moment (a step's deadline, a start's
+# grace, a backoff), and the sum must be a moment it can write (``domain.timefmt``: the years 1000 to 9998). Past
+# ``timedelta``'s range a value raised OverflowError at start-up instead of a SettingsError naming it; within it,
+# 31,700 years of ``STEP_TIMEOUT_SECONDS`` failed every attempt ("date value out of range").
+MAX_DURATION = timedelta(days=36_500)
+
+
 def _duration(unit: str, minimum: int) -> Kind[timedelta]:
+    most = MAX_DURATION // timedelta(**{unit: 1})
+
     def read(text: str) -> timedelta | None:
         value = _integer(text, minimum)
-        return None if value is None else timedelta(**{unit: value})
+        return None if value is None or value > most else timedelta(**{unit: value})
 
-    return Kind(f"a whole number of {unit} >= {minimum}", read, ("x", "1.5", str(minimum - 1)))
+    return Kind(
+        f"a whole number of {unit} from {minimum} to {most} (100 years)",
+        read,
+        ("x", "1.5", str(minimum - 1), str(most + 1), str(10**20)),
+    )
 
 
 def seconds(minimum: int) -> Kind[timedelta]:
