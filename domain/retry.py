@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
-
 # 2**64 seconds is past any cap a duration setting can hold (``settings.MAX_DURATION``, 100 years: about 2**32 s).
 _MAX_DOUBLINGS = 64
 
