@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 from contracts.names import QUEUE_DUPLICATE_DETECTION_MINUTES
 from domain.ncrontab import NcrontabExpression
@@ -103,9 +104,27 @@ def _worker_bool(text: str) -> bool | None:
 
 
 def _url(text: str) -> str | None:
+    """An http(s) URL the app can call: checked here as ``urllib`` and the SDKs read it when they call (a port out
+    of range or not a number, no host, an unclosed ``[``, an empty label raised then, on every call: the
+    ``ValueError`` of ``http://[::1`` escaped the agent's trigger until ``MaxDeliveryCountExceeded``). Visible
+    ASCII only (a host in another script is written in punycode, ``xn--``), and no query or fragment: the app
+    appends ``/<action>`` to it."""
     value = text.strip()
-    scheme, sep, rest = value.partition("://")
-    return value if sep and scheme in ("http", "https") and rest and not any(c.isspace() for c in rest) else None
+    if not value or not all("!" <= c <= "~" for c in value):
+        return None
+    try:
+        parts = urlsplit(value)
+        host, port = parts.hostname, parts.port  # ``port`` raises ValueError for one out of range or not a number
+        if not host:
+            return None
+        shown = f"[{host}]" if ":" in host else host
+        if parts.netloc.rpartition("@")[2].lower() not in (shown, f"{shown}:{port}"):
+            return None  # anything else beside the host (``[::1]x``), which ``urlsplit`` passes over
+        if ":" not in host:
+            host.encode("idna")  # an empty or over-long label: UnicodeError (a ValueError)
+    except ValueError:
+        return None
+    return value if parts.scheme in ("http", "https") and not parts.query and not parts.fragment else None
 
 
 def _optional_url(text: str) -> str | None:
@@ -156,8 +175,9 @@ BOOL: Kind[bool] = Kind("true or false", _bool, ("", "maybe"))
 WORKER_BOOL: Kind[bool] = Kind(
     "true or false (read as the Functions worker reads it: also 1, t, y, yes; 0, f, n, no)", _worker_bool, ("", "on")
 )
-URL: Kind[str] = Kind("an http:// or https:// URL", _url, ("", "localhost:8081", "ftp://host"))
-OPTIONAL_URL: Kind[str] = Kind("empty or an http:// or https:// URL", _optional_url, ("localhost:8081", "ftp://host"))
+_BAD_URLS = ("localhost:8081", "ftp://host", "http://[::1", "http://127.0.0.1:99999", "http://a..b", "http://h/?x=1")
+URL: Kind[str] = Kind("an http:// or https:// URL", _url, ("", *_BAD_URLS))
+OPTIONAL_URL: Kind[str] = Kind("empty or an http:// or https:// URL", _optional_url, _BAD_URLS)
 NCRONTAB: Kind[str] = Kind(
     "a six-field NCRONTAB expression ({second} {minute} {hour} {day} {month} {day-of-week})",
     _ncrontab,
