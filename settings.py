@@ -131,13 +131,23 @@ def _optional_url(text: str) -> str | None:
     return "" if not text.strip() else _url(text)
 
 
+# The most days each month has (February's 29th comes in leap years).
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
 def _ncrontab(text: str) -> str | None:
     # The Functions host's six-field NCRONTAB ({second} {minute} {hour} {day} {month} {day-of-week}). The host
-    # reads the schedules itself (%NAME% in the timer bindings); checking their shape here makes a bad one fail
-    # when the app starts, as every other setting does, instead of only disabling that timer.
-    fields = text.split()
-    allowed = set("0123456789*/,-") | set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-    return text if len(fields) == 6 and all(set(f) <= allowed for f in fields) else None
+    # reads the schedules itself (%NAME% in the timer bindings); reading them here (``domain.ncrontab``, as
+    # SUPERVISOR_SCHEDULE is) makes a bad one fail when the app starts, as every other setting does, instead of
+    # only putting that timer in error: its shape alone let ``99 * * * * *`` through, and with the starter's
+    # timer in error the orders over MAX_IN_FLIGHT stayed Pending for good. One that never fires (31 February)
+    # is refused too.
+    try:
+        expression = NcrontabExpression.parse(text)
+    except ValueError:
+        return None
+    fires = any(day <= _MONTH_DAYS[month - 1] for month in expression.months for day in expression.days)
+    return text if fires else None
 
 
 def frequent_ncrontab(max_gap_minutes: int) -> Kind[str]:
@@ -179,9 +189,10 @@ _BAD_URLS = ("localhost:8081", "ftp://host", "http://[::1", "http://127.0.0.1:99
 URL: Kind[str] = Kind("an http:// or https:// URL", _url, ("", *_BAD_URLS))
 OPTIONAL_URL: Kind[str] = Kind("empty or an http:// or https:// URL", _optional_url, _BAD_URLS)
 NCRONTAB: Kind[str] = Kind(
-    "a six-field NCRONTAB expression ({second} {minute} {hour} {day} {month} {day-of-week})",
+    "a six-field NCRONTAB expression ({second} {minute} {hour} {day} {month} {day-of-week}) of numbers, `*`, "
+    "ranges, lists and steps (no names: 1-5, not MON-FRI) that fires on some day of the year",
     _ncrontab,
-    ("", "*/5 * * * *", "every minute"),
+    ("", "*/5 * * * *", "every minute", "99 * * * * *", "0 0 0 31 2 *"),
 )
 # Set by App Service, not by us: "True" when Easy Auth is on; any other text means off (never refused, so a
 # platform value we do not know cannot stop the app).
