@@ -174,12 +174,29 @@ def frequent_ncrontab(max_gap_minutes: int) -> Kind[str]:
     )
 
 
+# What Cosmos DB refuses in a resource id (and the SDK puts the name in the request's path as it is: ``/``
+# adds a segment, ``?`` and ``#`` cut the path short).
+_NOT_IN_NAMES = frozenset("/\\?#")
+MAX_NAME_CHARS = 255
+
+
 def _name(text: str) -> str | None:
-    return text if text.strip() and text == text.strip() else None
+    """A Cosmos DB resource name: 1 to 255 characters, no surrounding spaces, none of ``/ \\ ? #`` and no control
+    character or line break."""
+    if not text.strip() or text != text.strip() or len(text) > MAX_NAME_CHARS:
+        return None
+    if any(c in _NOT_IN_NAMES or not c.isprintable() for c in text):
+        return None
+    return text
 
 
 TEXT: Kind[str] = Kind("any text", lambda text: text)
-NAME: Kind[str] = Kind("a non-empty name without surrounding spaces", _name, ("", " scheduler"))
+NAME: Kind[str] = Kind(
+    "a Cosmos DB resource name: 1 to 255 characters without surrounding spaces, none of / \\ ? # "
+    "or a control character",
+    _name,
+    ("", " scheduler", "sched/uler", "sched#uler", "x" * 256),
+)
 BOOL: Kind[bool] = Kind("true or false", _bool, ("", "maybe"))
 # a setting the Functions worker reads itself: its true values ("on" would be false to the worker: refused)
 WORKER_BOOL: Kind[bool] = Kind(
