@@ -9,6 +9,7 @@ Connection settings follow the Functions identity-based convention (``<Conn>__fu
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
@@ -190,7 +191,39 @@ def _name(text: str) -> str | None:
     return text
 
 
+_LOWER_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _connection_string(text: str) -> str | None:
+    """Empty (nothing exported), or an Application Insights connection string read as the Azure Monitor exporter
+    reads it (``azure.monitor.opentelemetry.exporter._connection_string_parser``): ``key=value`` pairs split by
+    ``;`` (one ``=`` each), a lowercase UUID ``InstrumentationKey``, no ``Authorization`` but ``ikey``, and its
+    endpoints URLs. The exporter refused the others with a ValueError naming no setting, or (a bad endpoint)
+    started and failed every export."""
+    if text == "":
+        return text
+    pairs: dict[str, str] = {}
+    for pair in text.split(";"):
+        name, sep, value = pair.partition("=")
+        if not sep or "=" in value:
+            return None
+        pairs[name.lower()] = value
+    key = pairs.get("instrumentationkey")
+    if key is None or not _LOWER_UUID.fullmatch(key):
+        return None
+    if pairs.get("authorization", "ikey").lower() != "ikey":
+        return None
+    endpoints = [value for name, value in pairs.items() if name in ("ingestionendpoint", "liveendpoint")]
+    return text if all(_url(endpoint) for endpoint in endpoints) else None
+
+
 TEXT: Kind[str] = Kind("any text", lambda text: text)
+CONNECTION_STRING: Kind[str] = Kind(
+    "empty, or an Application Insights connection string (`InstrumentationKey=<lowercase uuid>;...`, "
+    "`key=value` pairs split by `;`, its endpoints http(s) URLs)",
+    _connection_string,
+    (" ", "garbage", "InstrumentationKey=not-a-guid", f"InstrumentationKey={'0' * 8}-{'0' * 4}-{'0' * 4}-{'0' * 4}-x"),
+)
 NAME: Kind[str] = Kind(
     "a Cosmos DB resource name: 1 to 255 characters without surrounding spaces, none of / \\ ? # "
     "or a control character",
@@ -301,7 +334,7 @@ SETTINGS: tuple[Setting, ...] = (
         "APPLICATIONINSIGHTS_CONNECTION_STRING",
         "",
         "Application Insights connection string; telemetry export is off when empty.",
-        kind=TEXT,
+        kind=CONNECTION_STRING,
     ),
     Setting(
         "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
