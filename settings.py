@@ -8,6 +8,7 @@ Connection settings follow the Functions identity-based convention (``<Conn>__fu
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -217,7 +218,20 @@ def _connection_string(text: str) -> str | None:
     return text if all(_url(endpoint) for endpoint in endpoints) else None
 
 
+def _base64_key(text: str) -> str | None:
+    """Empty, or a key the Cosmos DB SDK can sign with (base64: its client's constructor decodes it, and the
+    client is built on the first invocation, where a key that is not raised ``binascii.Error`` in every one)."""
+    if text == "":
+        return text
+    try:
+        base64.b64decode(text, validate=True)
+    except ValueError:  # binascii.Error
+        return None
+    return text
+
+
 TEXT: Kind[str] = Kind("any text", lambda text: text)
+BASE64_KEY: Kind[str] = Kind("empty, or a base64 key (as the Cosmos DB emulator's)", _base64_key, (" ", "abc", "a b="))
 CONNECTION_STRING: Kind[str] = Kind(
     "empty, or an Application Insights connection string (`InstrumentationKey=<lowercase uuid>;...`, "
     "`key=value` pairs split by `;`, its endpoints http(s) URLs)",
@@ -311,7 +325,7 @@ SETTINGS: tuple[Setting, ...] = (
         "",
         "Cosmos DB key: local emulator only. Empty in Azure, where the managed identity is used.",
         where="local",
-        kind=TEXT,
+        kind=BASE64_KEY,
     ),
     Setting(
         "COSMOS_DATABASE", "scheduler", "Cosmos DB database holding the `orders` and `state` containers.", kind=NAME
