@@ -112,8 +112,8 @@ def _url(text: str) -> str | None:
     ASCII only (a host in another script is written in punycode, ``xn--``), and no query or fragment: the app
     appends ``/<action>`` to it."""
     value = text.strip()
-    if not value or not all("!" <= c <= "~" for c in value):
-        return None
+    if not value.startswith(("http://", "https://")) or not all("!" <= c <= "~" for c in value):
+        return None  # the scheme as the remote adapter checks it (``HTTPS://`` is refused there)
     try:
         parts = urlsplit(value)
         host, port = parts.hostname, parts.port  # ``port`` raises ValueError for one out of range or not a number
@@ -126,7 +126,7 @@ def _url(text: str) -> str | None:
             host.encode("idna")  # an empty or over-long label: UnicodeError (a ValueError)
     except ValueError:
         return None
-    return value if parts.scheme in ("http", "https") and not parts.query and not parts.fragment else None
+    return value if not parts.query and not parts.fragment else None
 
 
 def _optional_url(text: str) -> str | None:

@@ -31,6 +31,7 @@ UNUSABLE = [
     "http://host/path#top",
     "https://h\u00e9te.example",
     "http://host\x7f",
+    "HTTPS://host",
 ]
 CALL = RemoteCall("payment", "charge", "order-7", "order-7:charge-payment", 3, {"amountCents": 700})
 
