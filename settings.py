@@ -8,11 +8,14 @@ Connection settings follow the Functions identity-based convention (``<Conn>__fu
 
 from __future__ import annotations
 
+import base64
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 from contracts.names import QUEUE_DUPLICATE_DETECTION_MINUTES
 from domain.ncrontab import NcrontabExpression
@@ -45,12 +48,25 @@ def count(minimum: int) -> Kind[int]:
     return Kind(f"an integer >= {minimum}", lambda text: _integer(text, minimum), ("x", "1.5", str(minimum - 1)))
 
 
+# The longest duration a setting may hold: the app adds one to the current moment (a step's deadline, a start's
+# grace, a backoff), and the sum must be a moment it can write (``domain.timefmt``: the years 1000 to 9998). Past
+# ``timedelta``'s range a value raised OverflowError at start-up instead of a SettingsError naming it; within it,
+# 31,700 years of ``STEP_TIMEOUT_SECONDS`` failed every attempt ("date value out of range").
+MAX_DURATION = timedelta(days=36_500)
+
+
 def _duration(unit: str, minimum: int) -> Kind[timedelta]:
+    most = MAX_DURATION // timedelta(**{unit: 1})
+
     def read(text: str) -> timedelta | None:
         value = _integer(text, minimum)
-        return None if value is None else timedelta(**{unit: value})
+        return None if value is None or value > most else timedelta(**{unit: value})
 
-    return Kind(f"a whole number of {unit} >= {minimum}", read, ("x", "1.5", str(minimum - 1)))
+    return Kind(
+        f"a whole number of {unit} from {minimum} to {most} (100 years)",
+        read,
+        ("x", "1.5", str(minimum - 1), str(most + 1), str(10**20)),
+    )
 
 
 def seconds(minimum: int) -> Kind[timedelta]:
@@ -90,22 +106,50 @@ def _worker_bool(text: str) -> bool | None:
 
 
 def _url(text: str) -> str | None:
+    """An http(s) URL the app can call: checked here as ``urllib`` and the SDKs read it when they call (a port out
+    of range or not a number, no host, an unclosed ``[``, an empty label raised then, on every call: the
+    ``ValueError`` of ``http://[::1`` escaped the agent's trigger until ``MaxDeliveryCountExceeded``). Visible
+    ASCII only (a host in another script is written in punycode, ``xn--``), and no query or fragment: the app
+    appends ``/<action>`` to it."""
     value = text.strip()
-    scheme, sep, rest = value.partition("://")
-    return value if sep and scheme in ("http", "https") and rest and not any(c.isspace() for c in rest) else None
+    if not value.startswith(("http://", "https://")) or not all("!" <= c <= "~" for c in value):
+        return None  # the scheme as the remote adapter checks it (``HTTPS://`` is refused there)
+    try:
+        parts = urlsplit(value)
+        host, port = parts.hostname, parts.port  # ``port`` raises ValueError for one out of range or not a number
+        if not host:
+            return None
+        shown = f"[{host}]" if ":" in host else host
+        if parts.netloc.rpartition("@")[2].lower() not in (shown, f"{shown}:{port}"):
+            return None  # anything else beside the host (``[::1]x``), which ``urlsplit`` passes over
+        if ":" not in host:
+            host.encode("idna")  # an empty or over-long label: UnicodeError (a ValueError)
+    except ValueError:
+        return None
+    return value if not parts.query and not parts.fragment else None
 
 
 def _optional_url(text: str) -> str | None:
     return "" if not text.strip() else _url(text)
 
 
+# The most days each month has (February's 29th comes in leap years).
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
 def _ncrontab(text: str) -> str | None:
     # The Functions host's six-field NCRONTAB ({second} {minute} {hour} {day} {month} {day-of-week}). The host
-    # reads the schedules itself (%NAME% in the timer bindings); checking their shape here makes a bad one fail
-    # when the app starts, as every other setting does, instead of only disabling that timer.
-    fields = text.split()
-    allowed = set("0123456789*/,-") | set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-    return text if len(fields) == 6 and all(set(f) <= allowed for f in fields) else None
+    # reads the schedules itself (%NAME% in the timer bindings); reading them here (``domain.ncrontab``, as
+    # SUPERVISOR_SCHEDULE is) makes a bad one fail when the app starts, as every other setting does, instead of
+    # only putting that timer in error: its shape alone let ``99 * * * * *`` through, and with the starter's
+    # timer in error the orders over MAX_IN_FLIGHT stayed Pending for good. One that never fires (31 February)
+    # is refused too.
+    try:
+        expression = NcrontabExpression.parse(text)
+    except ValueError:
+        return None
+    fires = any(day <= _MONTH_DAYS[month - 1] for month in expression.months for day in expression.days)
+    return text if fires else None
 
 
 def frequent_ncrontab(max_gap_minutes: int) -> Kind[str]:
@@ -132,23 +176,87 @@ def frequent_ncrontab(max_gap_minutes: int) -> Kind[str]:
     )
 
 
+# What Cosmos DB refuses in a resource id (and the SDK puts the name in the request's path as it is: ``/``
+# adds a segment, ``?`` and ``#`` cut the path short).
+_NOT_IN_NAMES = frozenset("/\\?#")
+MAX_NAME_CHARS = 255
+
+
 def _name(text: str) -> str | None:
-    return text if text.strip() and text == text.strip() else None
+    """A Cosmos DB resource name: 1 to 255 characters, no surrounding spaces, none of ``/ \\ ? #`` and no control
+    character or line break."""
+    if not text.strip() or text != text.strip() or len(text) > MAX_NAME_CHARS:
+        return None
+    if any(c in _NOT_IN_NAMES or not c.isprintable() for c in text):
+        return None
+    return text
+
+
+_LOWER_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _connection_string(text: str) -> str | None:
+    """Empty (nothing exported), or an Application Insights connection string read as the Azure Monitor exporter
+    reads it (``azure.monitor.opentelemetry.exporter._connection_string_parser``): ``key=value`` pairs split by
+    ``;`` (one ``=`` each), a lowercase UUID ``InstrumentationKey``, no ``Authorization`` but ``ikey``, and its
+    endpoints URLs. The exporter refused the others with a ValueError naming no setting, or (a bad endpoint)
+    started and failed every export."""
+    if text == "":
+        return text
+    pairs: dict[str, str] = {}
+    for pair in text.split(";"):
+        name, sep, value = pair.partition("=")
+        if not sep or "=" in value:
+            return None
+        pairs[name.lower()] = value
+    key = pairs.get("instrumentationkey")
+    if key is None or not _LOWER_UUID.fullmatch(key):
+        return None
+    if pairs.get("authorization", "ikey").lower() != "ikey":
+        return None
+    endpoints = [value for name, value in pairs.items() if name in ("ingestionendpoint", "liveendpoint")]
+    return text if all(_url(endpoint) for endpoint in endpoints) else None
+
+
+def _base64_key(text: str) -> str | None:
+    """Empty, or a key the Cosmos DB SDK can sign with (base64: its client's constructor decodes it, and the
+    client is built on the first invocation, where a key that is not raised ``binascii.Error`` in every one)."""
+    if text == "":
+        return text
+    try:
+        base64.b64decode(text, validate=True)
+    except ValueError:  # binascii.Error
+        return None
+    return text
 
 
 TEXT: Kind[str] = Kind("any text", lambda text: text)
-NAME: Kind[str] = Kind("a non-empty name without surrounding spaces", _name, ("", " scheduler"))
+BASE64_KEY: Kind[str] = Kind("empty, or a base64 key (as the Cosmos DB emulator's)", _base64_key, (" ", "abc", "a b="))
+CONNECTION_STRING: Kind[str] = Kind(
+    "empty, or an Application Insights connection string (`InstrumentationKey=<lowercase uuid>;...`, "
+    "`key=value` pairs split by `;`, its endpoints http(s) URLs)",
+    _connection_string,
+    (" ", "garbage", "InstrumentationKey=not-a-guid", f"InstrumentationKey={'0' * 8}-{'0' * 4}-{'0' * 4}-{'0' * 4}-x"),
+)
+NAME: Kind[str] = Kind(
+    "a Cosmos DB resource name: 1 to 255 characters without surrounding spaces, none of / \\ ? # "
+    "or a control character",
+    _name,
+    ("", " scheduler", "sched/uler", "sched#uler", "x" * 256),
+)
 BOOL: Kind[bool] = Kind("true or false", _bool, ("", "maybe"))
 # a setting the Functions worker reads itself: its true values ("on" would be false to the worker: refused)
 WORKER_BOOL: Kind[bool] = Kind(
     "true or false (read as the Functions worker reads it: also 1, t, y, yes; 0, f, n, no)", _worker_bool, ("", "on")
 )
-URL: Kind[str] = Kind("an http:// or https:// URL", _url, ("", "localhost:8081", "ftp://host"))
-OPTIONAL_URL: Kind[str] = Kind("empty or an http:// or https:// URL", _optional_url, ("localhost:8081", "ftp://host"))
+_BAD_URLS = ("localhost:8081", "ftp://host", "http://[::1", "http://127.0.0.1:99999", "http://a..b", "http://h/?x=1")
+URL: Kind[str] = Kind("an http:// or https:// URL", _url, ("", *_BAD_URLS))
+OPTIONAL_URL: Kind[str] = Kind("empty or an http:// or https:// URL", _optional_url, _BAD_URLS)
 NCRONTAB: Kind[str] = Kind(
-    "a six-field NCRONTAB expression ({second} {minute} {hour} {day} {month} {day-of-week})",
+    "a six-field NCRONTAB expression ({second} {minute} {hour} {day} {month} {day-of-week}) of numbers, `*`, "
+    "ranges, lists and steps (no names: 1-5, not MON-FRI) that fires on some day of the year",
     _ncrontab,
-    ("", "*/5 * * * *", "every minute"),
+    ("", "*/5 * * * *", "every minute", "99 * * * * *", "0 0 0 31 2 *"),
 )
 # Set by App Service, not by us: "True" when Easy Auth is on; any other text means off (never refused, so a
 # platform value we do not know cannot stop the app).
@@ -217,7 +325,7 @@ SETTINGS: tuple[Setting, ...] = (
         "",
         "Cosmos DB key: local emulator only. Empty in Azure, where the managed identity is used.",
         where="local",
-        kind=TEXT,
+        kind=BASE64_KEY,
     ),
     Setting(
         "COSMOS_DATABASE", "scheduler", "Cosmos DB database holding the `orders` and `state` containers.", kind=NAME
@@ -240,7 +348,7 @@ SETTINGS: tuple[Setting, ...] = (
         "APPLICATIONINSIGHTS_CONNECTION_STRING",
         "",
         "Application Insights connection string; telemetry export is off when empty.",
-        kind=TEXT,
+        kind=CONNECTION_STRING,
     ),
     Setting(
         "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",

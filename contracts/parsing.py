@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from contracts.messages import Contract
 from domain.ids import is_valid_order_id
-from domain.text import carriable
+from domain.text import carriable, has_lone_surrogate
 
 MAX_BODY_BYTES = 64 * 1024
 # No contract nests deeper than a few levels; the json module recurses per level, so a hostile body
@@ -95,6 +95,9 @@ def parse[ContractT: Contract](body: bytes | str, accepted: Mapping[str, type[Co
             f"field '{'.'.join(path)}': the number {_shown(number.literal)} is out of range "
             f"(an integer has at most {MAX_INT_DIGITS:,} digits, any other number must be a finite 64-bit float)",
         )
+    odd = _lone_surrogate(data)
+    if odd is not None:
+        raise InvalidMessage("InvalidFields", f"{_where(odd)}: {LONE_SURROGATE}")
     try:
         return model.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as exc:
@@ -135,6 +138,9 @@ def read_outside_json(text: str) -> Any:
         data: Any = json.loads(text, parse_int=_read_stored_int, parse_float=_read_float, parse_constant=_no_constant)
     except InvalidMessage as exc:
         raise ValueError(exc.description) from None
+    odd = _lone_surrogate(data)
+    if odd is not None:
+        raise ValueError(f"{_where(odd)}: {LONE_SURROGATE}")
     huge = _out_of_range(data)
     if huge is not None:
         path, number = huge
@@ -185,6 +191,36 @@ def _out_of_range(value: Any, path: tuple[str, ...] = ()) -> tuple[tuple[str, ..
         if found is not None:
             return found
     return None
+
+
+# A JSON string may escape a lone surrogate (``"\\udc80"``) and ``json.loads`` returns it in a ``str``, which
+# no UTF-8 encoder takes: not a Service Bus body, a pydantic ``model_dump_json``, an exporter's log line. The
+# contracts' typed text refuses it, but a free-form value (``result``, ``payload``, ``details``) or a plain
+# ``str`` field (``error``) carried it on, to fail later, past where it came in: an undo request built from a
+# step's result that cannot be sent (every compensation round's orchestration failed), an agent's reply that
+# cannot be (its request failed until ``MaxDeliveryCountExceeded``). Refused where it enters, anywhere in it.
+LONE_SURROGATE = "it is not Unicode text (a lone surrogate, which no UTF-8 encoder takes)"
+
+
+def _lone_surrogate(value: Any, path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
+    """Where the first string (a value or a key) holding a lone surrogate is in ``value``, or None (the
+    nesting is bounded as ``_out_of_range``'s is). A key holding one is named by its own path."""
+    if isinstance(value, str):
+        return path if has_lone_surrogate(value) else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        here = (*path, str(key))
+        if isinstance(key, str) and has_lone_surrogate(key):
+            return here
+        found = _lone_surrogate(item, here)
+        if found is not None:
+            return found
+    return None
+
+
+def _where(path: tuple[str, ...]) -> str:
+    """Where ``_lone_surrogate`` found one, as text that can be carried (the path may hold it, in a key)."""
+    return carriable(f"field '{'.'.join(path)}'") if path else "the body"
 
 
 def _no_constant(name: str) -> Any:

@@ -32,10 +32,15 @@ _INVISIBLE = re.compile(
 )
 
 
+def has_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (no UTF-8 encoder takes it)."""
+    return _SURROGATE.search(text) is not None
+
+
 def uncarriable(text: str) -> str | None:
     """Why ``text`` cannot be carried as it is (tabs and line breaks aside: ``one_line`` folds them),
     or None."""
-    if _SURROGATE.search(text):
+    if has_lone_surrogate(text):
         return "it is not Unicode text (a lone surrogate)"
     if _CONTROL.search(_LINE_BREAKS.sub(" ", text)):
         return "it holds control characters"

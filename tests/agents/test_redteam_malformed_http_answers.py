@@ -88,8 +88,22 @@ def test_a_malformed_http_answer_is_a_transient_remote_error(raw_server, case):
     assert failed.value.transient is True
 
 
+# JSON the app cannot carry (``contracts.parsing.read_outside_json``): a lone surrogate made the agent's reply
+# unsendable (``PydanticSerializationError``), so the request failed its trigger on every delivery, the service
+# called again each time (tests/runtime/test_redteam_lone_surrogate_values.py).
+LONE_SURROGATE_BODY = b'{"chargeId": "ch-\\udc80"}'
+RUNTIME_ANSWERS = {
+    "a status line that is not HTTP": ANSWERS["a status line that is not HTTP"],
+    "JSON holding a lone surrogate": b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s"
+    % (len(LONE_SURROGATE_BODY), LONE_SURROGATE_BODY),
+}
+
+
 @pytest.mark.cosmos
-def test_an_agent_request_whose_service_answers_garbage_gets_a_reply_not_max_delivery_count(raw_server, cosmos_db):
+@pytest.mark.parametrize("case", sorted(RUNTIME_ANSWERS))
+def test_an_agent_request_whose_service_answers_garbage_gets_a_reply_not_max_delivery_count(
+    raw_server, cosmos_db, case
+):
     """The same through the real runtime: the request is settled on its first delivery, with a transient failure
     reply to its orchestration, not abandoned on every delivery until ``MaxDeliveryCountExceeded``."""
     import json
@@ -100,7 +114,7 @@ def test_an_agent_request_whose_service_answers_garbage_gets_a_reply_not_max_del
     from tests.runtime.harness import RuntimeHarness
 
     answer, url = raw_server
-    answer["raw"] = ANSWERS["a status line that is not HTTP"]
+    answer["raw"] = RUNTIME_ANSWERS[case]
     harness = RuntimeHarness(cosmos_db=cosmos_db)
     try:
         harness.change_context(remote={agent("payment").service: HttpRemoteService(url, timeout_seconds=2)})
@@ -128,6 +142,7 @@ def test_an_agent_request_whose_service_answers_garbage_gets_a_reply_not_max_del
         dead = [(d.reason, d.delivery_count) for d in harness.broker.dead_letters(queue)]
         assert dead == [] and harness.broker.counters(queue).completed == 1, dead
         assert harness.broker.counters(AGENT_REPLIES_QUEUE).sent == 1  # the transient failure's reply
+        assert harness.broker.dead_letters(AGENT_REPLIES_QUEUE) == []  # which the relay reads
     finally:
         harness.close()
 

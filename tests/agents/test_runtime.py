@@ -204,3 +204,16 @@ def test_a_succeeded_answer_no_reply_can_carry_is_an_unknown_outcome_that_says_w
     assert reply is not None and (reply.outcome, reply.transient) == ("failed", True), reply
     assert reply.error is not None and reason in reply.error and "cannot be carried" in reply.error
     assert len(reply.to_json()) < 2000
+
+
+def test_a_retry_budget_past_a_thousand_calls_ends_in_a_reply_not_an_overflow(clock):
+    """Found by the red team on ed08fef: ``AGENT_MAX_ATTEMPTS`` takes any count and ``AGENT_RETRY_BASE_MS`` 0 or
+    more, and the backoff (``domain.retry.exponential_backoff``) computed ``base * 2**(failures - 1)`` as a float:
+    the 1,026th transient failure raised ``OverflowError`` (int too large to convert to float), which escaped the
+    agent's trigger on every delivery until ``MaxDeliveryCountExceeded``, no reply sent. The supervisor's backoff
+    (``MAX_FAILURES``, a count too) is the same arithmetic. Past the cap, every backoff is the cap."""
+    service = ScriptedService(clock, [transient()])
+    request = make_request(deadline=START + timedelta(hours=1))
+    reply = run(request, service, clock, AGENT_MAX_ATTEMPTS="1100", AGENT_RETRY_BASE_MS="1", AGENT_RETRY_MAX_MS="1")
+    assert reply is not None and reply.outcome == "failed" and reply.transient
+    assert len(service.calls) == 1100
