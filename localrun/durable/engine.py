@@ -378,7 +378,11 @@ class DurableEngine:
         instance.scheduled = []
         instance.pending_timers.clear()
         instance.inbox.clear()
-        instance.status = OrchestrationRuntimeStatus.Running
+        # Until the new execution's first episode takes its ExecutionStarted, the backend reports the
+        # instance ContinuedAsNew ("a transient state", durable-functions-instance-management; Azure Storage:
+        # AzureTableTrackingStore.UpdateStateAsync writes it for the ContinueAsNew event). It takes events
+        # and terminations meanwhile: it is not finished.
+        instance.status = OrchestrationRuntimeStatus.ContinuedAsNew
         instance.last_updated = now
         self._queue_episode(instance)
 
