@@ -158,6 +158,9 @@ def random_profile(seed: int) -> dict[str, Any]:
         if rng.random() < 0.5:
             profile["operator"]["cancel_rate"] = round(rng.uniform(0, 0.5), 2)
             profile["operator"]["cancel_after_s"] = _span(rng, 0, 300)
+    # drawn after everything else, operator included: each seed's profile is as before but for late activity runs
+    if rng.random() < 0.25:
+        profile.setdefault("host", {})["activity_rerun_rate"] = round(rng.uniform(0, 0.3), 3)
     return profile
 
 

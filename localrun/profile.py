@@ -27,7 +27,7 @@ REMOTE_KEYS = {
 COSMOS_KEYS = {"throttle_rate", "unavailable_rate", "lost_response_rate", "latency_ms", "outages"}
 OUTAGE_KEYS = {"start_s", "duration_s"}
 SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate", "settle_latency_ms"}
-HOST_KEYS = {"restart_every_s", "clock_skew_s"}
+HOST_KEYS = {"restart_every_s", "clock_skew_s", "activity_rerun_rate"}
 # The simulated hosts whose clocks may be skewed (host.clock_skew_s): the supervisor's timer, the
 # agents (the functions that call remote services) and every other function of the app.
 # Orchestrations read time from the Durable extension's history, and Cosmos DB, Service Bus and
@@ -175,6 +175,9 @@ class Profile:
     settle_latency_ms: tuple[float, float] | None = None
     settings: dict[str, str] = field(default_factory=dict)  # app settings this profile overrides
     operator: OperatorPlan | None = None  # None: no operator acts (a review pause times out)
+    # the share of activities run again 5 minutes after their result reached the orchestration (a worker
+    # that died before it deleted the work item: ``DurableEngine.rerun_after_completion``)
+    activity_rerun_rate: float = 0.0
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
@@ -236,6 +239,7 @@ class Profile:
             settle_latency_ms=_latency(servicebus.get("settle_latency_ms"), "servicebus.settle_latency_ms"),
             settings=_app_settings(data.get("settings", {})),
             operator=_operator(data["operator"]) if "operator" in data else None,
+            activity_rerun_rate=_rate("host.activity_rerun_rate", host.get("activity_rerun_rate", 0)),
         )
 
     def agent(self, name: str) -> AgentFaults:

@@ -812,6 +812,8 @@ def _injected(result: SimulationResult, final: dict[str, int]) -> dict[str, int]
         injected["concurrent_notifications"] = result.workload.concurrent_notifications
     if result.config.profile.max_pending is not None and final.get("Rejected"):
         injected["orders_over_admission_cap"] = final["Rejected"]
+    if result.host.engine.counters.activities_rerun_late:  # host.activity_rerun_rate
+        injected["activities_rerun_late"] = result.host.engine.counters.activities_rerun_late
     return injected
 
 

@@ -309,6 +309,9 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             )
         if skewed is not None:
             host.on_invoke = skewed.on_invoke
+        if profile.activity_rerun_rate:  # own generator: other streams unchanged
+            reruns, rate = random.Random(f"{config.seed}:activity-reruns"), profile.activity_rerun_rate
+            host.engine.rerun_after_completion = lambda: reruns.random() < rate
         pending = list(workload.arrivals)
         preempted: list[str] = []
         sent_at: dict[str, datetime] = {}

@@ -278,7 +278,7 @@ class CourierClient(Protocol):
 
 
 # Runtime statuses of a courier still delivering (``OrchestrationRuntimeStatus`` names).
-_DELIVERING = frozenset({"Running", "Pending", "Suspended"})
+_DELIVERING = frozenset({"Running", "Pending", "Suspended", "ContinuedAsNew"})
 
 
 class AlertHandOverFailed(Exception):

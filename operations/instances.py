@@ -124,8 +124,10 @@ async def describe_or_why_not(client: Any, instances: list[tuple[str, str]]) -> 
     return {"attempts": attempts, "statusesSent": statuses}
 
 
-# A raised event is queued for an instance in these states (a Suspended one gets it when resumed).
-_TAKES_EVENTS = frozenset({"Running", "Pending", "Suspended"})
+# A raised event is queued for an instance in these states (a Suspended one gets it when resumed; a
+# ContinuedAsNew one, between an execution's ``continue_as_new`` and the next one's start, for its new
+# execution: the extension answers 410 only for Completed, Failed, Terminated and Canceled).
+_TAKES_EVENTS = frozenset({"Running", "Pending", "Suspended", "ContinuedAsNew"})
 
 
 @dataclass(frozen=True)

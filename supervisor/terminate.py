@@ -12,8 +12,10 @@ from typing import Any, Protocol
 from domain.ids import url_instance_id
 from observability.events import app_event
 
-# Runtime statuses (``OrchestrationRuntimeStatus`` names) of an instance that may still act.
-STILL_ACTIVE = frozenset({"Running", "Pending", "Suspended"})
+# Runtime statuses (``OrchestrationRuntimeStatus`` names) of an instance that may still act. ContinuedAsNew
+# is the transient status between an execution's ``continue_as_new`` and the new execution's first episode
+# (Azure Storage reports it; durable-functions-instance-management): its new execution still runs.
+STILL_ACTIVE = frozenset({"Running", "Pending", "Suspended", "ContinuedAsNew"})
 TERMINATE_REASON = "deadline missed; the supervisor recovered the order"
 
 

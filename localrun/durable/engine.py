@@ -20,8 +20,8 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from azure.durable_functions import OrchestrationRuntimeStatus
@@ -40,6 +40,11 @@ RunActivity = Callable[[str, Any], Any]
 
 SUPPORTED = frozenset({"CallActivity", "CreateTimer", "WaitForExternalEvent", "WhenAny", "WhenAll", "ContinueAsNew"})
 
+# How long an activity's work-item message stays invisible once a worker took it (DurableTask.AzureStorage
+# ``AzureStorageOrchestrationServiceSettings.WorkItemQueueVisibilityTimeout``, 5 minutes): a worker that dies
+# after it sent the activity's result and before it deleted the message leaves the item to run again then.
+WORK_ITEM_VISIBILITY_TIMEOUT = timedelta(minutes=5)
+
 
 def not_an_orchestrator(name: str) -> str:
     """What the extension says of an orchestrator name no function of the deployed code has: it refuses a
@@ -57,6 +62,7 @@ class EngineCounters:
     episodes: int = 0
     activity_executions: int = 0
     activities_redelivered: int = 0  # in-flight executions dropped by a host restart and queued again
+    activities_rerun_late: int = 0  # work items run again after their result reached the orchestration
     timers_fired: int = 0
     history_events: int = 0  # every event appended to any history, overwritten instances included
 
@@ -90,6 +96,14 @@ class DurableEngine:
         # timer has since fired or been cancelled, or whose instance was overwritten, is dropped when
         # it reaches the top.
         self._timers: list[tuple[datetime, int, int, str]] = []
+        # Activity work items to run again late, as (due, order queued, work): see ``rerun_after_completion``.
+        self._late: list[tuple[datetime, int, ActivityWork]] = []
+        self._late_queued = 0
+        # Asked once for each activity whose result reached its orchestration: True when the worker "dies"
+        # after sending that result and before deleting the work item, which then runs again
+        # WORK_ITEM_VISIBILITY_TIMEOUT later ("Durable Functions ensures that each activity runs at least
+        # once", durable-functions-code-constraints; design.md, numbered writes). None: never.
+        self.rerun_after_completion: Callable[[], bool] | None = None
         self.counters = EngineCounters()
 
     # --- the HTTP API the durable client talks to ---------------------------------------------------
@@ -175,15 +189,19 @@ class DurableEngine:
         return self._execute_activity(item)
 
     def next_due_time(self) -> datetime | None:
-        """The earliest fire time of a pending timer, or None."""
+        """The earliest fire time of a pending timer or a late activity run, or None."""
         self._drop_dead_timers()
-        return self._timers[0][0] if self._timers else None
+        due = [heap[0][0] for heap in (self._timers, self._late) if heap]
+        return min(due) if due else None
 
     def fire_due_timers(self) -> int:
         """Deliver TimerFired for every timer due at the clock's time, in (fire time, instance
-        creation order, task id) order. Returns how many fired."""
+        creation order, task id) order, and queue the late activity runs now due. Returns how many."""
         now = self._now()
         fired = 0
+        while self._late and self._late[0][0] <= now:
+            self._queue.append(heapq.heappop(self._late)[2])
+            fired += 1
         while True:
             self._drop_dead_timers()
             if not self._timers or self._timers[0][0] > now:
@@ -378,7 +396,11 @@ class DurableEngine:
         instance.scheduled = []
         instance.pending_timers.clear()
         instance.inbox.clear()
-        instance.status = OrchestrationRuntimeStatus.Running
+        # Until the new execution's first episode takes its ExecutionStarted, the backend reports the
+        # instance ContinuedAsNew ("a transient state", durable-functions-instance-management; Azure Storage:
+        # AzureTableTrackingStore.UpdateStateAsync writes it for the ContinueAsNew event). It takes events
+        # and terminations meanwhile: it is not finished.
+        instance.status = OrchestrationRuntimeStatus.ContinuedAsNew
         instance.last_updated = now
         self._queue_episode(instance)
 
@@ -404,10 +426,18 @@ class DurableEngine:
             return StepReport("activity", work.instance_id, work.name, "dropped")
         self._in_flight.remove(work)
         instance = self._instances.get(work.instance_id)
+        if work.late:
+            self.counters.activities_rerun_late += 1
         if instance is None or instance.execution != work.execution or instance.is_finished:
             return StepReport("activity", work.instance_id, work.name, "dropped")
+        # A late run's completion reaches a running execution as a duplicate: DurableTask.Core appends it and
+        # ignores it ("Duplicate TaskCompleted Event", TaskOrchestrationContext), the SDK warns and sets it aside.
         instance.inbox.append(completion)
         self._queue_episode(instance)
+        if not work.late and self.rerun_after_completion is not None and self.rerun_after_completion():
+            self._late_queued += 1
+            due = self._now() + WORK_ITEM_VISIBILITY_TIMEOUT
+            heapq.heappush(self._late, (due, self._late_queued, replace(work, late=True)))
         return StepReport("activity", work.instance_id, work.name, outcome)
 
     # --- helpers ----------------------------------------------------------------------------------

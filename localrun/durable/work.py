@@ -19,6 +19,9 @@ class ActivityWork:
     task_id: int
     name: str
     input_json: str | None
+    # a late run: the work item of an activity whose result already reached the orchestration, run again
+    # (``DurableEngine.rerun_after_completion``); its completion is a duplicate the orchestration ignores
+    late: bool = False
 
 
 WorkItem = EpisodeWork | ActivityWork

@@ -99,6 +99,13 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
     ),
     "cancellations": lambda r: states(r).get("Compensated", 0) > 0,
     # the runner's operator acted through the ops API and the app took its actions (localrun/operator.py)
+    # an activity run again 5 minutes after its result reached the orchestration (a worker that died before
+    # deleting its work item): the late runs' writes are refused by number (StaleWriteRefused), not applied
+    "late-activity-runs": lambda r: (
+        r["injected_faults"].get("activities_rerun_late", 0) > 50
+        and states(r).get("Processed", 0) > 80
+        and states(r).get("Compensated", 0) > 0
+    ),
     "operator-actions": lambda r: (
         r["operator_actions"].get("resubmit", {}).get("done", 0) > 0
         and r["operator_actions"].get("review", {}).get("done", 0) > 0
