@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from domain import timefmt
 from domain.ids import url_instance_id
 from orchestrators.names import BEGIN_STEP, MARK_PROCESSED, PUBLISH_STATUS
 
@@ -103,8 +105,23 @@ async def describe(client: Any, instances: list[tuple[str, str]]) -> tuple[list[
             }
         )
         statuses.extend(statuses_sent(instance, history))
-    statuses.sort(key=lambda s: str(s.get("at") or ""))
-    return attempts, statuses
+    return attempts, in_time_order(statuses)
+
+
+def in_time_order(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The statuses sent, oldest first, by the moment their ``at`` names, not by its text: the Durable
+    extension writes history timestamps with up to seven fractional digits and drops trailing zeros
+    (``...:05Z``, ``...:05.5Z``), so the text sorts ``:05.5Z`` before ``:05Z``. A missing or unreadable
+    ``at`` sorts last, in its text's order."""
+
+    def moment(status: dict[str, Any]) -> tuple[int, datetime, str]:
+        text = str(status.get("at") or "")
+        try:
+            return (0, timefmt.parse(text), text)
+        except ValueError:
+            return (1, timefmt.EARLIEST, text)
+
+    return sorted(statuses, key=moment)
 
 
 async def describe_or_why_not(client: Any, instances: list[tuple[str, str]]) -> dict[str, Any]:

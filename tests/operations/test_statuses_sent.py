@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from operations.instances import V2_LOAD_ORDER, statuses_sent
+from operations.instances import V2_LOAD_ORDER, in_time_order, statuses_sent
 from orchestrators import names
 
 
@@ -80,3 +80,16 @@ def test_a_status_whose_reply_queue_refused_the_app_is_not_listed_until_a_try_se
         completed(names.PUBLISH_STATUS, given, None, "t3"),
     ]
     assert [(s["status"], s["at"]) for s in statuses_sent("o1:2", history)] == [("Completed", "t3")]
+
+
+def test_statuses_are_listed_in_time_order_whatever_the_timestamps_fraction() -> None:
+    """The extension drops a timestamp's trailing zeros (seven digits at most): ``:05Z`` is before
+    ``:05.5Z`` and ``:05.12Z`` before ``:05.1234567Z``, which their texts sort the other way round."""
+    sent: list[dict[str, Any]] = [
+        {"status": "Completed", "at": "2026-12-05T05:00:05.5Z"},
+        {"status": "Processing", "at": "2026-12-05T05:00:05Z"},
+        {"status": "Failed", "at": "2026-12-05T05:00:06.1234567Z"},
+        {"status": "Received", "at": "2026-12-05T05:00:06.12Z"},
+        {"status": "Unknown", "at": None},
+    ]
+    assert [s["status"] for s in in_time_order(sent)] == ["Processing", "Completed", "Received", "Failed", "Unknown"]
