@@ -1,9 +1,11 @@
 """A speed-up for long simulations, not a change of behaviour.
 
 The Durable SDK parses every history event's timestamp with ``dateutil``'s general-purpose parser,
-on every replay of every episode: in a 1,000-order run that is most of the CPU time. The host (and
-this runner) always writes the one ISO 8601 form ``YYYY-MM-DDTHH:MM:SS.ffffffZ``, which
-``datetime.fromisoformat`` reads to the same instant; anything else still goes to ``dateutil``.
+on every replay of every episode: in a 1,000-order run that is most of the CPU time. The Durable
+extension writes UTC with ``Z`` and up to seven fractional digits, trailing zeros dropped
+(``...:05Z``, ``...:05.1234567Z``); this runner writes ``YYYY-MM-DDTHH:MM:SS.ffffffZ``.
+``datetime.fromisoformat`` reads every one of them to the instant ``dateutil`` reads (both keep six
+digits); anything else still goes to ``dateutil``.
 The replay tests do not use this: they exercise the SDK exactly as shipped."""
 
 from __future__ import annotations
