@@ -202,9 +202,8 @@ class CosmosStateStore:
     ) -> Page:
         # ``transitions.past_due``: a record someone holds is due ``grace`` after its completeBy, one nobody
         # holds at it; both bounds are ``timefmt`` text, as every stored completeBy (string order is time order).
-        where = (
-            "c.processState = @state AND (c.completeBy <= @overdue OR (IS_NULL(c.lockedBy) AND c.completeBy <= @now))"
-        )
+        # (the range on completeBy stays the composite index's seek; the grace only filters within it)
+        where = "c.processState = @state AND c.completeBy <= @now AND (IS_NULL(c.lockedBy) OR c.completeBy <= @overdue)"
         params: list[dict[str, Any]] = [
             {"name": "@state", "value": state.value},
             {"name": "@now", "value": to_text(now)},
