@@ -9,7 +9,7 @@ Store or send failures raise: the activity fails, the orchestration fails with i
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import notifications.status
@@ -67,8 +67,8 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
     ``Received``, which the write tried first: never before it); then the request, onto
     the agent's queue when ``queue`` is given. A failed request send fails the activity; its retry
     writes the same start again and re-sends the same MessageIds."""
-    request = data.request
     now = ctx.clock.now()
+    request = _deadline_from_now(data, now)
     completes = data.completes
     written = write_fenced(
         ctx,
@@ -88,6 +88,9 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
     )
     if written is None:
         return NOT_OWNED
+    if data.timeout_seconds is not None and written.complete_by is not None:
+        # the deadline as written: an earlier run of this activity may have made the write (then found made)
+        request = request.model_copy(update={"deadline": written.complete_by})
     # the attempt's first write: the submitter hears "Processing" (a re-run says it again under the same MessageId),
     # unless the Received this write tried first is still owed: never before it (tried once, the next status says it)
     announced = (
@@ -100,7 +103,20 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
     # A prepaid order's PaymentNotification applied before this step began (in the same document, so a
     # notification written after this write sees the step in flight and is raised as an event).
     payment = to_document(written.payment) if written.payment is not None else None
-    return StepBegun(payment=payment, status_sent=announced)
+    deadline = request.deadline if data.timeout_seconds is not None else None
+    return StepBegun(payment=payment, status_sent=announced, deadline=deadline)
+
+
+def _deadline_from_now(data: BeginStepInput, now: datetime) -> AgentRequest:
+    """The request with its step's deadline: with ``timeout_seconds``, this write's time plus it (the request's
+    own, computed at the orchestration's replay time, if later): an activity queued behind a backlog for as long
+    as the timeout wrote a deadline already past, and its agent dropped the request unread. Without, the request's
+    (an instance started before, whose timers race that one)."""
+    request = data.request
+    if data.timeout_seconds is None:
+        return request
+    deadline = max(request.deadline, now + timedelta(seconds=data.timeout_seconds))
+    return request.model_copy(update={"deadline": deadline})
 
 
 def send_agent_request(ctx: AppContext, data: SendAgentRequestInput) -> None:

@@ -172,6 +172,10 @@ class AttemptInput(Wire):
     # the starter claimed (its record was created ``Pending``) and on submission's fast-path claim when the
     # ``receivedOwed`` mark after a failed send could not be written; absent otherwise and on older instances
     say_received: Annotated[bool | None, OMIT_NONE] = None
+    # set on every attempt started since a step's deadline is its ``begin_step``'s time plus the timeout (the
+    # activity answers it, ``BeginStepInput.timeout_seconds``); absent on an instance started before, which
+    # keeps its replay time plus the timeout (the deadline its timers were created with)
+    deadline_at_begin: Annotated[bool | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
@@ -198,6 +202,9 @@ class BeginStepInput(Wire):
     write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
     # the attempt's first write, of an attempt whose input says ``sayReceived``: ``Received`` said before it
     say_received: Annotated[bool | None, OMIT_NONE] = None
+    # an attempt started with ``deadlineAtBegin``: the step's deadline is this write's time plus this (or the
+    # request's, if later), sent with the request and answered (``StepBegun.deadline``); absent, the request's
+    timeout_seconds: Annotated[float | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
@@ -209,6 +216,8 @@ class StepBegun(Wire):
     payment: Annotated[JsonDict | None, OMIT_NONE] = None
     # asked to announce the attempt: whether ``Processing`` went out (None: not asked, or nowhere to send it)
     status_sent: Annotated[bool | None, OMIT_NONE] = None
+    # asked with ``timeoutSeconds``: the step's deadline as written (the attempt's timer races it); None: not asked
+    deadline: Annotated[datetime | None, OMIT_NONE] = None
 
 
 BeginStepResult = StepBegun | NotOwned

@@ -106,6 +106,9 @@ class Attempt:
     # a wait loop's round after a skipped event races a timer of its own (the attempt's input says so
     # since that change; an instance started before replays with the one timer it recorded)
     timer_per_round: bool = False
+    # a step's deadline is its begin_step's time plus the timeout, answered by the activity (the attempt's input
+    # says so since that change; an instance started before keeps its replay time plus the timeout)
+    deadline_at_begin: bool = False
 
     @property
     def detach_cancelled(self) -> Any:
@@ -165,6 +168,7 @@ def _run_attempt(
         say_received=bool(started.say_received),
         closes_reviews=closes_reviews,
         timer_per_round=bool(started.timer_per_round),
+        deadline_at_begin=bool(started.deadline_at_begin),
     )
 
     for step in WORKFLOW:
@@ -239,8 +243,13 @@ def _ask_agent(run: Attempt, step: Step, agent_name: str, tries: int) -> Generat
         queue=queue,
         announce=run.take_announce(),
         say_received=run.take_say_received(),
+        timeout_seconds=run.plan.step_timeout_seconds if run.deadline_at_begin else None,
     )
     began = yield from call_fenced(run.writes, names.BEGIN_STEP, begin, parse_begin_step, at=step.name)
+    if run.deadline_at_begin and began.deadline is not None:
+        # the deadline begin_step wrote and sent: its time plus the timeout, however long it waited for a worker
+        deadline = began.deadline
+        request = request.model_copy(update={"deadline": deadline})
     if prepaid and step.prepaid_action is not None:
         # A prepaid order: no charge; capture against the provider's notification.
         payment = yield from await_payment(context, began, deadline, detach=run.detach_cancelled)

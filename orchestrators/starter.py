@@ -42,6 +42,7 @@ class Claim:
             plan=self.plan,
             timer_per_round=True,
             say_received=True if self.say_received else None,
+            deadline_at_begin=True,
         )
         return started.to_json()
 

@@ -39,6 +39,7 @@ def started_attempt(
     review: dict[str, Any] | None = None,
     timer_per_round: bool = True,
     say_received: bool = False,
+    deadline_at_begin: bool = False,
 ) -> History:
     """The history of one scheduler attempt as it starts: its input holds the plan the claim read (the
     results of steps ``completed`` by earlier attempts), so the first thing the scheduler schedules is
@@ -55,4 +56,6 @@ def started_attempt(
         started["timerPerRound"] = True
     if say_received:  # a claim that cannot tell whether the submitter heard Received (the starter's attempt 1)
         started["sayReceived"] = True
+    if deadline_at_begin:  # what the starter starts since a step's deadline is its begin_step's time plus the timeout
+        started["deadlineAtBegin"] = True
     return History(instance, started, start=T0, name=names.SCHEDULER)

@@ -97,6 +97,7 @@ ATTEMPT_INPUTS: list[dict[str, Any]] = [
     {"orderId": "o1", "attempt": 3, "plan": {**PLAN, "replyTo": None, "outageWait": True}},
     # the starter's attempt 1 (or a fast-path claim whose Received mark was given up): Received said first
     {"orderId": "o1", "attempt": 1, "plan": PLAN, "timerPerRound": True, "sayReceived": True},
+    {"orderId": "o1", "attempt": 1, "plan": PLAN, "timerPerRound": True, "deadlineAtBegin": True},
 ]
 
 # name: (input type, inputs as recorded, result parser or None, results as recorded)
@@ -125,6 +126,14 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
                 "writeNumber": 1,
                 "sayReceived": True,
             },
+            # an attempt started with deadlineAtBegin: the deadline is the write's time plus the timeout
+            {
+                "request": REQUEST,
+                "agent": "payment",
+                "queue": "payment-requests",
+                "writeNumber": 2,
+                "timeoutSeconds": 60.0,
+            },
         ],
         protocol.parse_begin_step,
         [
@@ -132,6 +141,7 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
             NOT_OWNED,
             {"owned": True, "statusSent": True},  # asked to announce the attempt: Processing went out
             {"owned": True, "statusSent": False},  # asked, and the send failed
+            {"owned": True, "deadline": "2026-03-01T08:01:30.000000Z"},  # asked with timeoutSeconds: as written
             {
                 "owned": True,
                 "payment": {

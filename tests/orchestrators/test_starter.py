@@ -101,8 +101,28 @@ def test_start_claimed_starts_one_versioned_orchestration_per_claim():
     claims = [starter.Claim("o1", "o1:1", 1, plan("o1")), starter.Claim("o2", "o2:3", 3, plan("o2"))]
     assert asyncio.run(starter.start_claimed(client, claims)) == ["o1:1", "o2:3"]
     assert client.started == [
-        (SCHEDULER, "o1:1", {"orderId": "o1", "attempt": 1, "plan": plan("o1").to_json(), "timerPerRound": True}),
-        (SCHEDULER, "o2:3", {"orderId": "o2", "attempt": 3, "plan": plan("o2").to_json(), "timerPerRound": True}),
+        (
+            SCHEDULER,
+            "o1:1",
+            {
+                "orderId": "o1",
+                "attempt": 1,
+                "plan": plan("o1").to_json(),
+                "timerPerRound": True,
+                "deadlineAtBegin": True,
+            },
+        ),
+        (
+            SCHEDULER,
+            "o2:3",
+            {
+                "orderId": "o2",
+                "attempt": 3,
+                "plan": plan("o2").to_json(),
+                "timerPerRound": True,
+                "deadlineAtBegin": True,
+            },
+        ),
     ]
 
 
