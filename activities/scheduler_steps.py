@@ -9,11 +9,11 @@ Store or send failures raise: the activity fails, the orchestration fails with i
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import notifications.status
-from activities.fencing import moved_on, write_fenced
+from activities.fencing import deadline_from_now, moved_on, write_fenced
 from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.mapping import to_document
 from adapters.servicebus.sender import OutgoingMessage, SendError
@@ -68,7 +68,7 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
     the agent's queue when ``queue`` is given. A failed request send fails the activity; its retry
     writes the same start again and re-sends the same MessageIds."""
     now = ctx.clock.now()
-    request = _deadline_from_now(data, now)
+    request = deadline_from_now(data.request, data.timeout_seconds, now)
     completes = data.completes
     written = write_fenced(
         ctx,
@@ -105,18 +105,6 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
     payment = to_document(written.payment) if written.payment is not None else None
     deadline = request.deadline if data.timeout_seconds is not None else None
     return StepBegun(payment=payment, status_sent=announced, deadline=deadline)
-
-
-def _deadline_from_now(data: BeginStepInput, now: datetime) -> AgentRequest:
-    """The request with its step's deadline: with ``timeout_seconds``, this write's time plus it (the request's
-    own, computed at the orchestration's replay time, if later): an activity queued behind a backlog for as long
-    as the timeout wrote a deadline already past, and its agent dropped the request unread. Without, the request's
-    (an instance started before, whose timers race that one)."""
-    request = data.request
-    if data.timeout_seconds is None:
-        return request
-    deadline = max(request.deadline, now + timedelta(seconds=data.timeout_seconds))
-    return request.model_copy(update={"deadline": deadline})
 
 
 def send_agent_request(ctx: AppContext, data: SendAgentRequestInput) -> None:

@@ -481,6 +481,22 @@ class BeginUndoInput(Wire):
     agent: str
     seq: int
     write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
+    # a round started with ``deadlineAtBegin``: the undo's deadline is this write's time plus this (or the request's,
+    # if later), answered (``UndoBegun.deadline``); absent, the request's (``BeginStepInput.timeout_seconds``)
+    timeout_seconds: Annotated[float | None, OMIT_NONE] = None
+
+
+@dataclass(frozen=True)
+class UndoBegun(Wire):
+    """``begin_undo`` wrote the undo in flight. ``deadline``: asked with ``timeoutSeconds``, its deadline as written
+    (the round's timer and request take it); None: not asked (an answer as ``Owned``'s)."""
+
+    owned: Literal[True] = field(default=True, init=False)
+    deadline: Annotated[datetime | None, OMIT_NONE] = None
+
+
+def parse_begin_undo(data: Any) -> UndoBegun | NotOwned:
+    return _fenced(UndoBegun, data, "begin_undo result")
 
 
 @dataclass(frozen=True)

@@ -288,9 +288,11 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
         [
             {"request": UNDO_REQUEST, "agent": "payment", "seq": 2},
             {"request": UNDO_REQUEST, "agent": "payment", "seq": 2, "writeNumber": 2},
+            {"request": UNDO_REQUEST, "agent": "payment", "seq": 2, "writeNumber": 2, "timeoutSeconds": 60.0},
         ],
-        protocol.parse_write_result,
-        [OWNED, NOT_OWNED],
+        protocol.parse_begin_undo,
+        # a round started with deadlineAtBegin is answered its deadline as written
+        [OWNED, NOT_OWNED, {"owned": True, "deadline": "2026-03-01T08:01:30.000000Z"}],
     ),
     names.HOLD_UNDO: (
         protocol.HoldUndoInput,
