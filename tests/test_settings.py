@@ -7,7 +7,7 @@ import dataclasses
 import json
 import typing
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -191,35 +191,3 @@ def test_a_switch_the_worker_reads_itself_is_read_as_the_worker_reads_it(name: s
         assert not is_true_like(value) and value.strip().lower() not in ("0", "false", "f", "no", "n")
         return
     assert parsed is is_true_like(value)
-
-
-DURATIONS = [s for s in SETTINGS if s.kind.expected.startswith("a whole number of")]
-
-
-@pytest.mark.parametrize("setting", DURATIONS, ids=[s.name for s in DURATIONS])
-def test_a_duration_no_deadline_can_be_made_of_is_refused_at_start(setting: Setting) -> None:
-    """Red team (clocks): a duration is added to a moment (a claim's ``completeBy``, a step's deadline, a backoff, a
-    review's timer). Before, any whole number was taken: ``START_GRACE_SECONDS=999999999999`` (31,700 years) started
-    the app, and every claim then raised ``OverflowError`` adding it to now (each submission's create with it: its
-    messages dead-lettered after 5 deliveries); a few thousand years made a ``completeBy`` the store cannot read back
-    (``timefmt``'s years end at 9998). Now a duration is at most ``settings.MAX_DURATION`` (10 years)."""
-    from settings import MAX_DURATION
-
-    unit = MAX_DURATION / setting.parse("1")
-    with pytest.raises(SettingsError, match=setting.name):
-        Settings.from_env({}, **{setting.name: "999999999999"})
-    with pytest.raises(SettingsError, match=setting.name):
-        Settings.from_env({}, **{setting.name: str(int(unit) + 1)})
-    longest = setting.parse(str(int(unit)))
-    assert longest == MAX_DURATION
-
-
-def test_the_longest_durations_make_deadlines_the_store_reads_back() -> None:
-    from domain import transitions
-    from domain.timefmt import LATEST, parse, to_text
-    from settings import MAX_DURATION
-
-    now = datetime(2026, 12, 5, tzinfo=UTC)
-    claimed = transitions.claim(transitions.new_record("o-1", None, now), now, MAX_DURATION)
-    assert claimed.complete_by is not None and parse(to_text(claimed.complete_by)) == claimed.complete_by
-    assert now + MAX_DURATION * 2 < LATEST  # a deadline plus a backoff after it, both at most that long
