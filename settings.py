@@ -273,7 +273,8 @@ class Setting:
     where: Where = "both"
     kind: Kind[Any] = TEXT
     # The value the Bicep, the azd hooks and local.settings.json.example write when it is not ``default``: a
-    # setting the Functions worker reads itself, whose own default (``default``) is not what the app needs.
+    # setting the Functions worker reads itself, whose own default (``default``) is not what the app needs, or one
+    # a deployment needs and a local run does not (``SUPERVISOR_GRACE_SECONDS``: many hosts' clocks in Azure).
     deployed: str | None = None
 
     @property
@@ -462,6 +463,16 @@ SETTINGS: tuple[Setting, ...] = (
         kind=seconds(0),
     ),
     Setting("RETRY_BACKOFF_MAX_SECONDS", "300", "Cap of the supervisor's retry backoff.", kind=seconds(0)),
+    Setting(
+        "SUPERVISOR_GRACE_SECONDS",
+        "0",
+        "How long after its completeBy the supervisor leaves a record its attempt or compensation round still holds: "
+        "the margin for hosts' clocks that disagree and for a reply that came just before the deadline, still being "
+        'written (docs/supervisor.md, "Clocks"). The Bicep sets `15` (many instances); local runs, one host, `0`.',
+        where="azure",
+        kind=seconds(0),
+        deployed="15",
+    ),
     Setting("SUPERVISOR_MAX_RECORDS", "100", "Expired records one supervisor run recovers at most.", kind=count(1)),
     Setting("SUPERVISOR_PAGE_SIZE", "25", "Page size of the supervisor's scan.", kind=count(1)),
     Setting(
@@ -645,6 +656,7 @@ class Settings:
     max_failures: int = field(metadata=_from("MAX_FAILURES"))
     retry_backoff_base: timedelta = field(metadata=_from("RETRY_BACKOFF_BASE_SECONDS"))
     retry_backoff_max: timedelta = field(metadata=_from("RETRY_BACKOFF_MAX_SECONDS"))
+    supervisor_grace: timedelta = field(metadata=_from("SUPERVISOR_GRACE_SECONDS"))
     supervisor_max_records: int = field(metadata=_from("SUPERVISOR_MAX_RECORDS"))
     supervisor_page_size: int = field(metadata=_from("SUPERVISOR_PAGE_SIZE"))
     supervisor_window: timedelta = field(metadata=_from("SUPERVISOR_WINDOW_MINUTES"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from activities.fencing import moved_on, owned_record, write_fenced
+from activities.fencing import deadline_from_now, moved_on, owned_record, write_fenced
 from adapters.cosmos.mapping import to_document
 from contracts.activities import (
     MOVED_ON,
@@ -27,9 +27,11 @@ from contracts.activities import (
     HoldUndoInput,
     LoadCompensationInput,
     LoadCompensationResult,
+    NotOwned,
     RecordUndoInput,
     RequestCompensationInput,
     ReviewClosed,
+    UndoBegun,
     UndoEntry,
     WriteResult,
 )
@@ -182,9 +184,11 @@ def load_compensation(ctx: AppContext, data: LoadCompensationInput) -> LoadCompe
     )
 
 
-def begin_undo(ctx: AppContext, data: BeginUndoInput) -> WriteResult:
-    request = data.request
+def begin_undo(ctx: AppContext, data: BeginUndoInput) -> UndoBegun | NotOwned:
+    """One fenced write: the undo of entry ``seq`` in flight and its deadline (``activities.fencing.deadline_from_now``:
+    with ``timeout_seconds``, this write's time plus it, answered as ``deadline``)."""
     now = ctx.clock.now()
+    request = deadline_from_now(data.request, data.timeout_seconds, now)
     written = write_fenced(
         ctx,
         request.order_id,
@@ -193,7 +197,10 @@ def begin_undo(ctx: AppContext, data: BeginUndoInput) -> WriteResult:
         f"begin undo {data.seq}",
         number=data.write_number,
     )
-    return NOT_OWNED if written is None else OWNED
+    if written is None:
+        return NOT_OWNED
+    # the deadline as written: an earlier run of this activity may have made the write (then found made)
+    return UndoBegun(deadline=written.complete_by if data.timeout_seconds is not None else None)
 
 
 def hold_undo(ctx: AppContext, data: HoldUndoInput) -> WriteResult:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from functools import partial
 
 from adapters.cosmos.state_store import update_fenced
+from contracts.messages import AgentRequest
 from dependencies import AppContext
 from domain.errors import FencingLost, StaleWrite, WriteAlreadyMade
 from domain.records import SIDE_NOTES, StateRecord, last_move
@@ -23,6 +25,18 @@ from notifications.received import say_before_the_last_word, say_owed_received
 from observability.events import app_event
 
 log = logging.getLogger(__name__)
+
+
+def deadline_from_now(request: AgentRequest, timeout_seconds: float | None, now: datetime) -> AgentRequest:
+    """The request with its step's (or undo's) deadline: with ``timeout_seconds`` (an instance started with
+    ``deadlineAtBegin``), the writing activity's time plus it, or the request's own if later (computed at the
+    orchestration's replay time, when its episode began): an activity queued behind a backlog for as long as the
+    timeout wrote a deadline already past, and its agent dropped the request unread. Without, the request's (an
+    instance started before, whose timers race that one)."""
+    if timeout_seconds is None:
+        return request
+    deadline = max(request.deadline, now + timedelta(seconds=timeout_seconds))
+    return request.model_copy(update={"deadline": deadline})
 
 
 def owned_record(ctx: AppContext, order_id: str, instance_id: str, state: ProcessState) -> StateRecord | None:

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 import notifications.status
-from activities.fencing import moved_on, write_fenced
+from activities.fencing import deadline_from_now, moved_on, write_fenced
 from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.mapping import to_document
 from adapters.servicebus.sender import OutgoingMessage, SendError
@@ -67,8 +67,8 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
     ``Received``, which the write tried first: never before it); then the request, onto
     the agent's queue when ``queue`` is given. A failed request send fails the activity; its retry
     writes the same start again and re-sends the same MessageIds."""
-    request = data.request
     now = ctx.clock.now()
+    request = deadline_from_now(data.request, data.timeout_seconds, now)
     completes = data.completes
     written = write_fenced(
         ctx,
@@ -88,6 +88,9 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
     )
     if written is None:
         return NOT_OWNED
+    if data.timeout_seconds is not None and written.complete_by is not None:
+        # the deadline as written: an earlier run of this activity may have made the write (then found made)
+        request = request.model_copy(update={"deadline": written.complete_by})
     # the attempt's first write: the submitter hears "Processing" (a re-run says it again under the same MessageId),
     # unless the Received this write tried first is still owed: never before it (tried once, the next status says it)
     announced = (
@@ -100,7 +103,8 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
     # A prepaid order's PaymentNotification applied before this step began (in the same document, so a
     # notification written after this write sees the step in flight and is raised as an event).
     payment = to_document(written.payment) if written.payment is not None else None
-    return StepBegun(payment=payment, status_sent=announced)
+    deadline = request.deadline if data.timeout_seconds is not None else None
+    return StepBegun(payment=payment, status_sent=announced, deadline=deadline)
 
 
 def send_agent_request(ctx: AppContext, data: SendAgentRequestInput) -> None:

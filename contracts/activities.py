@@ -177,6 +177,10 @@ class AttemptInput(Wire):
     # offered there and, still answered or the default, read as with no fallback (``fail``). Absent on an
     # instance started before, which replays as recorded (its ``alternative`` runs the step's fallback)
     reviews_fit_fallback: Annotated[bool | None, OMIT_NONE] = None
+    # set on every attempt started since a step's deadline is its ``begin_step``'s time plus the timeout (the
+    # activity answers it, ``BeginStepInput.timeout_seconds``); absent on an instance started before, which
+    # keeps its replay time plus the timeout (the deadline its timers were created with)
+    deadline_at_begin: Annotated[bool | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
@@ -203,6 +207,9 @@ class BeginStepInput(Wire):
     write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
     # the attempt's first write, of an attempt whose input says ``sayReceived``: ``Received`` said before it
     say_received: Annotated[bool | None, OMIT_NONE] = None
+    # an attempt started with ``deadlineAtBegin``: the step's deadline is this write's time plus this (or the
+    # request's, if later), sent with the request and answered (``StepBegun.deadline``); absent, the request's
+    timeout_seconds: Annotated[float | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
@@ -214,6 +221,8 @@ class StepBegun(Wire):
     payment: Annotated[JsonDict | None, OMIT_NONE] = None
     # asked to announce the attempt: whether ``Processing`` went out (None: not asked, or nowhere to send it)
     status_sent: Annotated[bool | None, OMIT_NONE] = None
+    # asked with ``timeoutSeconds``: the step's deadline as written (the attempt's timer races it); None: not asked
+    deadline: Annotated[datetime | None, OMIT_NONE] = None
 
 
 BeginStepResult = StepBegun | NotOwned
@@ -480,6 +489,22 @@ class BeginUndoInput(Wire):
     agent: str
     seq: int
     write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
+    # a round started with ``deadlineAtBegin``: the undo's deadline is this write's time plus this (or the request's,
+    # if later), answered (``UndoBegun.deadline``); absent, the request's (``BeginStepInput.timeout_seconds``)
+    timeout_seconds: Annotated[float | None, OMIT_NONE] = None
+
+
+@dataclass(frozen=True)
+class UndoBegun(Wire):
+    """``begin_undo`` wrote the undo in flight. ``deadline``: asked with ``timeoutSeconds``, its deadline as written
+    (the round's timer and request take it); None: not asked (an answer as ``Owned``'s)."""
+
+    owned: Literal[True] = field(default=True, init=False)
+    deadline: Annotated[datetime | None, OMIT_NONE] = None
+
+
+def parse_begin_undo(data: Any) -> UndoBegun | NotOwned:
+    return _fenced(UndoBegun, data, "begin_undo result")
 
 
 @dataclass(frozen=True)

@@ -241,19 +241,26 @@ def cancellation_not_before(record: StateRecord) -> datetime | None:
     return record.complete_by if in_flight else None
 
 
-def is_compensation_due(record: StateRecord, now: datetime) -> bool:
+def is_compensation_due(record: StateRecord, now: datetime, grace: timedelta = transitions.NO_GRACE) -> bool:
+    """A Compensating record's next round is due: handed over (nobody holds it) at its ``completeBy``, a round
+    that holds it once that passed ``grace`` ago (the supervisor's, ``transitions.past_due``)."""
     return record.process_state is ProcessState.COMPENSATING and (
-        record.complete_by is None or record.complete_by <= now
+        record.complete_by is None or transitions.past_due(record, now, grace)
     )
 
 
 def claim_compensation(
-    record: StateRecord, now: datetime, start_grace: timedelta, max_rounds: int, by: str
+    record: StateRecord,
+    now: datetime,
+    start_grace: timedelta,
+    max_rounds: int,
+    by: str,
+    grace: timedelta = transitions.NO_GRACE,
 ) -> StateRecord:
     """A due Compensating record gets the next round: ``lockedBy`` = that round's instance id,
     ``completeBy`` = now + start grace. A round that was owned and missed its deadline counts as a
     failure; at ``max_rounds`` failures the record is CompensationFailed (an operator must act)."""
-    if not is_compensation_due(record, now):
+    if not is_compensation_due(record, now, grace):
         raise IllegalTransition(f"order {record.order_id}: no compensation due (lockedBy={record.locked_by!r})")
     failures = record.failure_count + (1 if record.locked_by is not None else 0)
     if failures >= max_rounds:
@@ -288,17 +295,22 @@ def claim_compensation(
 
 
 def back_off_stuck_round(
-    record: StateRecord, now: datetime, backoff: timedelta, max_rounds: int, by: str
+    record: StateRecord,
+    now: datetime,
+    backoff: timedelta,
+    max_rounds: int,
+    by: str,
+    grace: timedelta = transitions.NO_GRACE,
 ) -> StateRecord:
     """A round that got stuck (its orchestration died or missed an undo deadline) counts as a
     failure and is released (``lockedBy`` null) until ``now + backoff``, so the next round waits as
     a forward retry does instead of calling the failing service again at once; the claim after it
     does not count the round again. At ``max_rounds`` failures the record is CompensationFailed."""
-    if not is_compensation_due(record, now) or record.locked_by is None:
+    if not is_compensation_due(record, now, grace) or record.locked_by is None:
         raise IllegalTransition(f"order {record.order_id}: no stuck compensation round to back off")
     failures = record.failure_count + 1
     if failures >= max_rounds:
-        return claim_compensation(record, now, timedelta(0), max_rounds, by)  # CompensationFailed
+        return claim_compensation(record, now, timedelta(0), max_rounds, by, grace)  # CompensationFailed
     until = now + backoff
     return record.with_changes(
         now,
@@ -538,7 +550,13 @@ def settled_by_decision(left: review.LeftDecision, *, prepaid: bool) -> bool:
 
 
 def act_on_left_decision(
-    record: StateRecord, expired_owner: str, left: review.LeftDecision, now: datetime, *, prepaid: bool
+    record: StateRecord,
+    expired_owner: str,
+    left: review.LeftDecision,
+    now: datetime,
+    grace: timedelta = transitions.NO_GRACE,
+    *,
+    prepaid: bool,
 ) -> StateRecord:
     """The supervisor recovers an expired attempt whose last word is a review decision it never acted
     on (``review.decision_left``): the decision, as the attempt would have carried it out
@@ -549,8 +567,8 @@ def act_on_left_decision(
     For ``retry`` and ``alternative`` the record comes back Processing, the review closed and the step's
     agent in flight set to the one the decision names (its own agent, or its fallback): the caller
     retries it as any expired attempt, and the next attempt resumes the step with that agent
-    (``orchestrators.attempt_plan``)."""
-    if not transitions.is_expired(record, now) or record.locked_by != expired_owner:
+    (``orchestrators.attempt_plan``). ``grace``: the supervisor's (``transitions.past_due``)."""
+    if not transitions.is_expired(record, now, grace) or record.locked_by != expired_owner:
         raise IllegalTransition(f"order {record.order_id}: no longer the expired attempt {expired_owner!r}")
     closed = record
     if not left.closed:
@@ -588,13 +606,16 @@ def escalate_or_compensate(
     amount_cents: int,
     *,
     gave_up: str | None = None,
+    grace: timedelta = transitions.NO_GRACE,
 ) -> StateRecord:
     """The supervisor's recovery of an expired attempt: ``transitions.supervisor_retry``, and when
     that escalates (retries exhausted, or ``gave_up``: a wait's bound passed) the decision function may
     send the order to compensation instead of Error, in the same write. Review (high impact) and refusal
     (past the pivot) stay Error and an operator decides (``supervisor.operator.compensate_order`` or
     resubmit)."""
-    moved = transitions.supervisor_retry(record, expired_owner, now, max_failures, backoff, gave_up=gave_up)
+    moved = transitions.supervisor_retry(
+        record, expired_owner, now, max_failures, backoff, gave_up=gave_up, grace=grace
+    )
     if moved.process_state is not ProcessState.ERROR:
         return moved
     decision = decide_compensation(

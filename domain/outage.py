@@ -5,13 +5,13 @@ health documents and decides)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from domain.circuit import waiting_reason
 from domain.compensation import UNDONE, ensure_compensation_owner, is_compensation_due
 from domain.errors import IllegalTransition
 from domain.records import StateRecord, last_move
-from domain.transitions import SUPERVISOR
+from domain.transitions import NO_GRACE, SUPERVISOR
 from domain.workflow import agent
 
 
@@ -50,11 +50,17 @@ def undo_in_flight(record: StateRecord) -> InFlight | None:
 
 
 def wait_compensation_out(
-    record: StateRecord, now: datetime, until: datetime, dependency: str, since: datetime
+    record: StateRecord,
+    now: datetime,
+    until: datetime,
+    dependency: str,
+    since: datetime,
+    grace: timedelta = NO_GRACE,
 ) -> StateRecord:
     """A round stuck on an open dependency: released (``lockedBy`` null, so the next claim does not
-    count it as a failed round), not claimed again before ``until``."""
-    if not is_compensation_due(record, now) or record.locked_by is None:
+    count it as a failed round), not claimed again before ``until``. ``grace``: the supervisor's
+    (``transitions.past_due``)."""
+    if not is_compensation_due(record, now, grace) or record.locked_by is None:
         raise IllegalTransition(f"order {record.order_id}: no stuck compensation round to release")
     reason = waiting_reason(dependency)
     return record.with_changes(

@@ -19,6 +19,23 @@ SUBMISSION = "submission"
 STEP_STARTED = "StepStarted"
 PAYMENT_WAIT = "PaymentWait"  # history event: the supervisor released an attempt that waited for its payment
 
+# No grace: a deadline is due at its time. The supervisor passes ``SUPERVISOR_GRACE_SECONDS`` (``past_due``).
+NO_GRACE = timedelta(0)
+
+
+def past_due(record: StateRecord, now: datetime, grace: timedelta = NO_GRACE) -> bool:
+    """``record``'s ``completeBy`` has passed at ``now`` for the supervisor: ``grace`` ago when someone holds the
+    record (``lockedBy``: an attempt's or a round's deadline), at it when nobody does (a not-before time: a
+    backoff, a compensation handed over, an owed failure; there is no owner to protect). A deadline is written by
+    one host's clock and judged by another's, and an owner whose agent replied just before it writes after it:
+    ``grace`` is the supervisor's margin for both (``SUPERVISOR_GRACE_SECONDS``, docs/supervisor.md, "Clocks").
+    The supervisor's queries select the same (``adapters.cosmos.state_store.CosmosStateStore.expired_page``)."""
+    if record.complete_by is None:
+        return False
+    if record.locked_by is None:
+        return record.complete_by <= now
+    return record.complete_by + grace <= now
+
 
 def new_record(order_id: str, reply_to: str | None, now: datetime, *, submitted_as: int | None = None) -> StateRecord:
     """A new ``Pending`` record; ``submitted_as``: the sequence number of the message that creates it."""
@@ -192,10 +209,9 @@ def release_for_retry(record: StateRecord, owner: str, step: str, reason: str, n
     )
 
 
-def is_expired(record: StateRecord, now: datetime) -> bool:
-    return (
-        record.process_state is ProcessState.PROCESSING and record.complete_by is not None and record.complete_by <= now
-    )
+def is_expired(record: StateRecord, now: datetime, grace: timedelta = NO_GRACE) -> bool:
+    """A Processing attempt the supervisor takes: its deadline passed ``grace`` ago (``past_due``)."""
+    return record.process_state is ProcessState.PROCESSING and past_due(record, now, grace)
 
 
 def supervisor_retry(
@@ -206,11 +222,12 @@ def supervisor_retry(
     backoff: timedelta,
     *,
     gave_up: str | None = None,
+    grace: timedelta = NO_GRACE,
 ) -> StateRecord:
     """An expired attempt: failureCount + 1, then Pending again (not before ``now + backoff``)
     or, at the threshold, Error. ``gave_up``: a wait's bound passed (``domain.payment_wait``): Error
-    now, whatever the count, with that as ``lastError``."""
-    if not is_expired(record, now) or record.locked_by != expired_owner:
+    now, whatever the count, with that as ``lastError``. ``grace``: the supervisor's (``past_due``)."""
+    if not is_expired(record, now, grace) or record.locked_by != expired_owner:
         raise IllegalTransition(f"order {record.order_id}: no longer the expired attempt {expired_owner!r}")
     failures = record.failure_count + 1
     reason = record.last_error or f"step {record.current_step or '(between steps)'} missed its deadline"
@@ -245,25 +262,37 @@ def supervisor_retry(
 
 
 def wait_out_outage(
-    record: StateRecord, expired_owner: str | None, now: datetime, until: datetime, dependency: str, since: datetime
+    record: StateRecord,
+    expired_owner: str | None,
+    now: datetime,
+    until: datetime,
+    dependency: str,
+    since: datetime,
+    grace: timedelta = NO_GRACE,
 ) -> StateRecord:
     """An expired attempt whose step failed on an open dependency: Pending again, not before
     ``until`` (after the circuit's next probe), with ``failureCount`` unchanged: an outage is not the
     order's failure. ``outageWaitSince`` keeps when the wait began (bounded by the caller)."""
     # the supervisor's outage alert counts waiting orders by its reason
     return _release_uncounted(
-        record, expired_owner, now, until, "OutageWait", waiting_reason(dependency), outage_wait_since=since
+        record, expired_owner, now, until, "OutageWait", waiting_reason(dependency), grace, outage_wait_since=since
     )
 
 
 def wait_for_payment(
-    record: StateRecord, expired_owner: str | None, now: datetime, until: datetime, since: datetime, reason: str
+    record: StateRecord,
+    expired_owner: str | None,
+    now: datetime,
+    until: datetime,
+    since: datetime,
+    reason: str,
+    grace: timedelta = NO_GRACE,
 ) -> StateRecord:
     """An expired attempt whose prepaid payment step waited for the payment notification
     (``domain.payment_wait.awaited_payment``): Pending again, not before ``until``, with ``failureCount``
     unchanged: the notification's lateness is not the order's failure. ``paymentWaitSince`` keeps when
     the wait began (bounded by the caller, ``PAYMENT_WAIT_MINUTES``)."""
-    return _release_uncounted(record, expired_owner, now, until, PAYMENT_WAIT, reason, payment_wait_since=since)
+    return _release_uncounted(record, expired_owner, now, until, PAYMENT_WAIT, reason, grace, payment_wait_since=since)
 
 
 def _release_uncounted(
@@ -273,11 +302,12 @@ def _release_uncounted(
     until: datetime,
     event: str,
     reason: str,
+    grace: timedelta,
     **wait: datetime,
 ) -> StateRecord:
     """The expired attempt of ``expired_owner`` released without counting it: Pending, not before
     ``until``, ``reason`` as its ``lastError``, and when its wait began (``wait``)."""
-    if not is_expired(record, now) or record.locked_by != expired_owner:
+    if not is_expired(record, now, grace) or record.locked_by != expired_owner:
         raise IllegalTransition(f"order {record.order_id}: no longer the expired attempt {expired_owner!r}")
     return record.with_changes(
         now,

@@ -31,6 +31,7 @@ from adapters.servicebus.sender import MessageSender, OutgoingMessage, SendError
 from contracts.names import AGENT_REPLIES_QUEUE
 from domain.records import HistoryEntry, StateRecord
 from domain.states import ProcessState
+from domain.transitions import NO_GRACE
 from domain.workflow import step as workflow_step
 from localrun.profile import Profile
 from supervisor.owed import owes_notifications
@@ -416,11 +417,17 @@ class AuditedStateStore:
         return [r for r in self._inner.claimable(now, limit) if self._seen(r)]
 
     def expired_page(
-        self, state: ProcessState, now: datetime, not_before: datetime | None, page_size: int, continuation: str | None
+        self,
+        state: ProcessState,
+        now: datetime,
+        not_before: datetime | None,
+        page_size: int,
+        continuation: str | None,
+        grace: timedelta = NO_GRACE,
     ) -> Page:
         self._audit.ops["cosmos_queries"] += 1
         self._faults.maybe_fail("query")
-        page = self._inner.expired_page(state, now, not_before, page_size, continuation)
+        page = self._inner.expired_page(state, now, not_before, page_size, continuation, grace)
         for record in page.records:
             self._seen(record)
         return page

@@ -42,6 +42,7 @@ from contracts.activities import (
     LoadCompensationInput,
     RecordUndoInput,
     UndoEntry,
+    parse_begin_undo,
     parse_load_compensation,
     parse_write_result,
     tries_used_up,
@@ -53,7 +54,7 @@ from orchestrators.external_events import keep_early_events
 from orchestrators.fenced import FencedWrites, call_fenced, ends_quietly_when_fenced_out, hand_over
 from orchestrators.result import OrchestrationResult, orchestration_result
 from orchestrators.status import call_publish_status
-from orchestrators.timers import HOLDS_BACKOFF_INPUT, TIMER_PER_ROUND_INPUT
+from orchestrators.timers import DEADLINE_AT_BEGIN_INPUT, HOLDS_BACKOFF_INPUT, TIMER_PER_ROUND_INPUT
 
 
 def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
@@ -70,6 +71,8 @@ def _run_round(context: df.DurableOrchestrationContext) -> Generator[Any, Any, O
     timer_per_round = bool(started.get(TIMER_PER_ROUND_INPUT))
     # the record held through an undo's backoff (rounds started since that change say so)
     holds_backoff = bool(started.get(HOLDS_BACKOFF_INPUT))
+    # an undo's deadline is its begin_undo's time plus the timeout (rounds started since that change say so)
+    deadline_at_begin = bool(started.get(DEADLINE_AT_BEGIN_INPUT))
     me: str = context.instance_id
     writes = FencedWrites(context)  # numbers the round's fenced writes (a late duplicate of one is refused)
 
@@ -82,7 +85,9 @@ def _run_round(context: df.DurableOrchestrationContext) -> Generator[Any, Any, O
     for entry in sorted(plan.entries, key=lambda e: e.seq, reverse=True):
         if entry.outcome == UNDONE:  # done by an earlier round: never undo twice
             continue
-        result = yield from _undo_entry(writes, plan, entry, order_id, round_number, timer_per_round, holds_backoff)
+        result = yield from _undo_entry(
+            writes, plan, entry, order_id, round_number, timer_per_round, holds_backoff, deadline_at_begin
+        )
         if result["result"] != "Undone":
             return result
         undone.append(entry.seq)
@@ -110,6 +115,7 @@ def _undo_entry(
     round_number: int,
     timer_per_round: bool,
     holds_backoff: bool = False,
+    deadline_at_begin: bool = False,
 ) -> Generator[Any, Any, OrchestrationResult]:
     context = writes.context
     me: str = context.instance_id
@@ -132,8 +138,13 @@ def _undo_entry(
             idempotency_key=undo_idempotency_key(order_id, step_name),
             payload={**entry.data, "seq": seq},
         )
-        began = BeginUndoInput(request=request, agent=agent_name, seq=seq)
-        yield from call_fenced(writes, names.BEGIN_UNDO, began, parse_write_result, at=at)
+        timeout = plan.step_timeout_seconds if deadline_at_begin else None
+        began = BeginUndoInput(request=request, agent=agent_name, seq=seq, timeout_seconds=timeout)
+        begun = yield from call_fenced(writes, names.BEGIN_UNDO, began, parse_begin_undo, at=at)
+        if deadline_at_begin and begun.deadline is not None:
+            # the deadline begin_undo wrote: its time plus the timeout, however long it waited for a worker
+            deadline = begun.deadline
+            request = request.model_copy(update={"deadline": deadline})
         reply = yield from invoke_agent(context, agent_name, request, deadline, timer_per_round=timer_per_round)
         if reply is None:
             # Leave the record alone: the supervisor starts the next round after completeBy.

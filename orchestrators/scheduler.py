@@ -110,6 +110,9 @@ class Attempt:
     # a review reads its choices against the fallback that can take the step over for this order (the
     # input's ``reviewsFitFallback``; an instance started before reads them against the step's fallback)
     reviews_fit_fallback: bool = False
+    # a step's deadline is its begin_step's time plus the timeout, answered by the activity (the attempt's input
+    # says so since that change; an instance started before keeps its replay time plus the timeout)
+    deadline_at_begin: bool = False
 
     @property
     def detach_cancelled(self) -> Any:
@@ -170,6 +173,7 @@ def _run_attempt(
         closes_reviews=closes_reviews,
         timer_per_round=bool(started.timer_per_round),
         reviews_fit_fallback=bool(started.reviews_fit_fallback),
+        deadline_at_begin=bool(started.deadline_at_begin),
     )
 
     for step in WORKFLOW:
@@ -244,8 +248,13 @@ def _ask_agent(run: Attempt, step: Step, agent_name: str, tries: int) -> Generat
         queue=queue,
         announce=run.take_announce(),
         say_received=run.take_say_received(),
+        timeout_seconds=run.plan.step_timeout_seconds if run.deadline_at_begin else None,
     )
     began = yield from call_fenced(run.writes, names.BEGIN_STEP, begin, parse_begin_step, at=step.name)
+    if run.deadline_at_begin and began.deadline is not None:
+        # the deadline begin_step wrote and sent: its time plus the timeout, however long it waited for a worker
+        deadline = began.deadline
+        request = request.model_copy(update={"deadline": deadline})
     if prepaid and step.prepaid_action is not None:
         # A prepaid order: no charge; capture against the provider's notification.
         payment = yield from await_payment(context, began, deadline, detach=run.detach_cancelled)

@@ -43,6 +43,7 @@ class Claim:
             timer_per_round=True,
             say_received=True if self.say_received else None,
             reviews_fit_fallback=True,
+            deadline_at_begin=True,
         )
         return started.to_json()
 

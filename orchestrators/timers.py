@@ -24,6 +24,11 @@ TIMER_PER_ROUND_INPUT = "timerPerRound"
 # undo's transient failure (``hold_undo``, a fenced write before the timer); an instance whose input lacks it
 # replays with the timer alone, as its history holds.
 HOLDS_BACKOFF_INPUT = "holdsBackoff"
+# The input key of the attempts and compensation rounds started since a step's (an undo's) deadline is its
+# ``begin_step``'s (``begin_undo``'s) time plus the timeout, answered by the activity; an instance whose input lacks
+# it keeps its replay time plus the timeout, the deadline its timers were created with (``AttemptInput`` reads it
+# for the scheduler).
+DEADLINE_AT_BEGIN_INPUT = "deadlineAtBegin"
 
 
 def cancel_timer(timer: Any, *, context: Any = None) -> None:

@@ -31,7 +31,7 @@ from notifications.received import say_owed_received
 from observability.events import app_event
 from orchestrators.names import COMPENSATION
 from orchestrators.starter import OrchestrationClient, start_orchestrations
-from orchestrators.timers import HOLDS_BACKOFF_INPUT, TIMER_PER_ROUND_INPUT
+from orchestrators.timers import DEADLINE_AT_BEGIN_INPUT, HOLDS_BACKOFF_INPUT, TIMER_PER_ROUND_INPUT
 from supervisor.outage import OutageVerdict, outage_verdict, tell_waiting
 from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
 from supervisor.unmapped import alert_unmapped
@@ -44,7 +44,13 @@ class CompensationStart:
     round: int
 
     def orchestration_input(self) -> dict[str, Any]:
-        return {"orderId": self.order_id, "round": self.round, TIMER_PER_ROUND_INPUT: True, HOLDS_BACKOFF_INPUT: True}
+        return {
+            "orderId": self.order_id,
+            "round": self.round,
+            TIMER_PER_ROUND_INPUT: True,
+            HOLDS_BACKOFF_INPUT: True,
+            DEADLINE_AT_BEGIN_INPUT: True,
+        }
 
 
 @dataclass(frozen=True)
@@ -60,7 +66,10 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
     """One bounded page of due Compensating records (oldest deadline first), each claimed for its
     next round by a conditional update; a record another writer moved first is skipped."""
     now = ctx.clock.now()
-    page = ctx.states.expired_page(ProcessState.COMPENSATING, now, None, ctx.settings.supervisor_max_records, None)
+    grace = ctx.settings.supervisor_grace  # a round that holds its record is taken only this long past its deadline
+    page = ctx.states.expired_page(
+        ProcessState.COMPENSATING, now, None, ctx.settings.supervisor_max_records, None, grace
+    )
     alert_unmapped(ctx, page.unmapped, "due compensations")  # skipped, not silent; never raises
     app_event(
         "SupervisorScanPage",
@@ -156,9 +165,11 @@ def _claim_or_wait(
     """The claim of the next round, or (stuck on an open dependency) the release to wait it out; past
     MAX_OUTAGE_WAIT_MINUTES the claim fails the compensation now, saying why."""
 
+    grace = ctx.settings.supervisor_grace
+
     def move(record: StateRecord) -> StateRecord:
         if outage is not None and not outage.exceeded:
-            return wait_compensation_out(record, now, outage.until, outage.dependency, outage.since)
+            return wait_compensation_out(record, now, outage.until, outage.dependency, outage.since, grace)
         rounds = ctx.settings.max_failures
         if outage is not None:
             record = replace(record, last_error=outage.escalation_reason(now))
@@ -168,8 +179,10 @@ def _claim_or_wait(
             backoff = exponential_backoff(
                 failures, ctx.settings.retry_backoff_base, ctx.settings.retry_backoff_max, ctx.rng
             )
-            return owe_notifications(back_off_stuck_round(record, now, backoff, rounds, SUPERVISOR))
-        claimed = owe_notifications(claim_compensation(record, now, ctx.settings.start_grace, rounds, SUPERVISOR))
+            return owe_notifications(back_off_stuck_round(record, now, backoff, rounds, SUPERVISOR, grace))
+        claimed = owe_notifications(
+            claim_compensation(record, now, ctx.settings.start_grace, rounds, SUPERVISOR, grace)
+        )
         # a Received still owed (notifications/received.py) is said before the round's Compensating
         return say_owed_received(ctx.sender, claimed, now)
 

@@ -59,6 +59,7 @@ class RecoveryResult:
 def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
     """Recovers ``record`` (as the scan read it) if it is still the same expired attempt."""
     now = ctx.clock.now()
+    grace = ctx.settings.supervisor_grace  # the scan found it this long past its deadline; re-checked in the write
     expired = record.locked_by
     failures = record.failure_count + 1
     backoff = exponential_backoff(failures, ctx.settings.retry_backoff_base, ctx.settings.retry_backoff_max, ctx.rng)
@@ -86,14 +87,16 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
 
     def move(r: StateRecord) -> StateRecord:
         if left is not None and expired is not None:  # retry or alternative: closed, then retried as usual
-            r = act_on_left_decision(r, expired, left, now, prepaid=prepaid)
+            r = act_on_left_decision(r, expired, left, now, grace, prepaid=prepaid)
         if payment is not None and not payment.exceeded:
-            return transitions.wait_for_payment(r, expired, now, payment.until, payment.since, payment.reason)
+            return transitions.wait_for_payment(r, expired, now, payment.until, payment.since, payment.reason, grace)
         if outage is not None and not outage.exceeded:
-            return transitions.wait_out_outage(r, expired, now, outage.until, outage.dependency, outage.since)
+            return transitions.wait_out_outage(r, expired, now, outage.until, outage.dependency, outage.since, grace)
         if outage is not None:
             r = replace(r, last_error=outage.escalation_reason(now))
-        escalated = escalate_or_compensate(r, expired, now, max_failures, backoff, policy, amount, gave_up=given_up)
+        escalated = escalate_or_compensate(
+            r, expired, now, max_failures, backoff, policy, amount, gave_up=given_up, grace=grace
+        )
         return owe_notifications(escalated)
 
     def move_and_say(r: StateRecord) -> StateRecord:
@@ -181,10 +184,11 @@ def _act_on_decision(ctx: AppContext, record: StateRecord, left: LeftDecision, p
     now = ctx.clock.now()
     expired = str(record.locked_by)
 
+    grace = ctx.settings.supervisor_grace
+
     def act(r: StateRecord) -> StateRecord:
-        return say_owed_received(
-            ctx.sender, owe_notifications(act_on_left_decision(r, expired, left, now, prepaid=prepaid)), now
-        )
+        decided = act_on_left_decision(r, expired, left, now, grace, prepaid=prepaid)
+        return say_owed_received(ctx.sender, owe_notifications(decided), now)
 
     try:
         written = write_or_reread(ctx, record, act)

@@ -1,6 +1,7 @@
 """The supervisor's bounded scan for expired attempts.
 
-``Processing`` records whose ``completeBy`` has passed, oldest deadline first, bounded three ways:
+``Processing`` records whose ``completeBy`` has passed ``SUPERVISOR_GRACE_SECONDS`` ago (their attempt holds
+them: ``domain.transitions.past_due``), oldest deadline first, bounded three ways:
 
 * a window: ``completeBy >= now - SUPERVISOR_WINDOW_MINUTES`` on regular runs, so a run reads a
   slice of the index instead of the whole history; a **catch-up** scan (the first run of a process
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from adapters.cosmos.errors import StoreUnavailable
@@ -35,7 +36,13 @@ class ExpiredPages(Protocol):
     """The one query of ``StateStore`` the scan needs."""
 
     def expired_page(
-        self, state: ProcessState, now: datetime, not_before: datetime | None, page_size: int, continuation: str | None
+        self,
+        state: ProcessState,
+        now: datetime,
+        not_before: datetime | None,
+        page_size: int,
+        continuation: str | None,
+        grace: timedelta = ...,
     ) -> Page: ...
 
 
@@ -102,7 +109,9 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
     while len(records) + len(unmapped) < budget:
         size = min(settings.supervisor_page_size, budget - len(records) - len(unmapped))
         try:
-            page = store.expired_page(ProcessState.PROCESSING, upper, lower, size, continuation)
+            page = store.expired_page(
+                ProcessState.PROCESSING, upper, lower, size, continuation, settings.supervisor_grace
+            )
         except StoreUnavailable as exc:
             app_event(
                 "SupervisorScanInterrupted", f"supervisor scan interrupted: {exc}", logging.WARNING, catchUp=catch_up

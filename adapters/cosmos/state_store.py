@@ -8,7 +8,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from adapters.cosmos.documents import document_of, stored
@@ -25,6 +25,7 @@ from domain.states import ProcessState
 from domain.text import carriable
 from domain.timefmt import parse as parse_time
 from domain.timefmt import to_text
+from domain.transitions import NO_GRACE
 from observability.events import app_event, state_transition
 
 if TYPE_CHECKING:
@@ -100,8 +101,17 @@ class StateStore(Protocol):
     def claimable(self, now: datetime, limit: int) -> list[StateRecord]: ...
 
     def expired_page(
-        self, state: ProcessState, now: datetime, not_before: datetime | None, page_size: int, continuation: str | None
-    ) -> Page: ...
+        self,
+        state: ProcessState,
+        now: datetime,
+        not_before: datetime | None,
+        page_size: int,
+        continuation: str | None,
+        grace: timedelta = NO_GRACE,
+    ) -> Page:
+        """Records of ``state`` whose ``completeBy`` has passed at ``now`` (``transitions.past_due``: ``grace``
+        ago for a record someone holds), oldest first, none before ``not_before``."""
+        ...
 
     def count(self, state: ProcessState) -> int: ...
 
@@ -182,12 +192,22 @@ class CosmosStateStore:
         return map_each(docs, ProcessState.PENDING.value)[0]
 
     def expired_page(
-        self, state: ProcessState, now: datetime, not_before: datetime | None, page_size: int, continuation: str | None
+        self,
+        state: ProcessState,
+        now: datetime,
+        not_before: datetime | None,
+        page_size: int,
+        continuation: str | None,
+        grace: timedelta = NO_GRACE,
     ) -> Page:
-        where = "c.processState = @state AND c.completeBy <= @now"
+        # ``transitions.past_due``: a record someone holds is due ``grace`` after its completeBy, one nobody
+        # holds at it; both bounds are ``timefmt`` text, as every stored completeBy (string order is time order).
+        # (the range on completeBy stays the composite index's seek; the grace only filters within it)
+        where = "c.processState = @state AND c.completeBy <= @now AND (IS_NULL(c.lockedBy) OR c.completeBy <= @overdue)"
         params: list[dict[str, Any]] = [
             {"name": "@state", "value": state.value},
             {"name": "@now", "value": to_text(now)},
+            {"name": "@overdue", "value": to_text(now - grace)},
         ]
         if not_before is not None:
             where += " AND c.completeBy >= @since"

@@ -69,12 +69,15 @@ class Round:
         *,
         timer_per_round: bool = True,
         holds_backoff: bool = False,
+        deadline_at_begin: bool = False,
     ) -> None:
         started: dict[str, Any] = {"orderId": "o1", "round": 3}
         if timer_per_round:  # a round started since rounds carry the flag
             started["timerPerRound"] = True
         if holds_backoff:  # a round started since it holds its record through an undo's backoff
             started["holdsBackoff"] = True
+        if deadline_at_begin:  # a round started since an undo's deadline is its begin_undo's time plus the timeout
+            started["deadlineAtBegin"] = True
         self.h = History(ME, started, start=T0, name=names.COMPENSATION)
         plan = {
             "owned": True,
@@ -366,3 +369,31 @@ def test_a_compensated_hand_over_that_fails_on_every_try_is_alerted_before_the_r
     r.h.activity_failed(names.SEND_ALERT, "Service Bus down", at=r.h.now)  # the alert's send is retried too
     r.h.timer_fired(r.h.now + timedelta(seconds=2))
     assert [a["functionName"] for a in r.run(compensate).new_actions] == [names.SEND_ALERT]
+
+
+def test_a_round_started_with_deadline_at_begin_races_the_deadline_its_begin_undo_wrote(compensate):
+    """Red team (clocks, ``tests/orchestrators/test_redteam_clocks_begin.py``): ``begin_undo`` ran 90 s after the
+    episode that scheduled it; the undo's request and timer take the deadline the activity answered, and the round
+    replays to its end on that history."""
+    r = Round([RESERVE, CHARGE], deadline_at_begin=True)
+    written = T0 + timedelta(seconds=90) + STEP
+    r.h.activity_completed(names.BEGIN_UNDO, {"owned": True, "deadline": "2026-03-01T09:02:30.000000Z"}, at=r.h.now)
+    result = r.run(compensate)
+    [begin] = inputs(result, names.BEGIN_UNDO)
+    assert begin["timeoutSeconds"] == STEP.total_seconds()
+    [sent] = inputs(result, names.SEND_AGENT_REQUEST)
+    assert sent["request"]["deadline"] == "2026-03-01T09:02:30.000000Z"
+    r.h.activity_completed(names.SEND_AGENT_REQUEST, None, at=r.h.now)
+    result = r.run(compensate)
+    assert [(a["type"], a.get("fireAt")) for a in result.new_actions][-1] == (
+        "CreateTimer",
+        "2026-03-01T09:02:30.000000Z",
+    )
+    r.h.timer_created_not_fired(written)
+    r.h.event_raised(AGENT_REPLY_EVENT, reply(CHARGE, result={"refundId": "rf-1"}), at=r.h.now + timedelta(seconds=80))
+    r.recorded()
+    result = r.run(compensate)
+    assert result.error is None
+    assert [i["seq"] for i in inputs(result, names.RECORD_UNDO)] == [2]
+    assert inputs(result, names.BEGIN_UNDO)[-1]["seq"] == 1  # the next entry, on the same flag
+    assert inputs(result, names.BEGIN_UNDO)[-1]["timeoutSeconds"] == STEP.total_seconds()

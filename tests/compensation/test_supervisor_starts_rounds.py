@@ -39,7 +39,7 @@ def test_a_supervisor_run_escalates_to_compensation_and_starts_the_round(app_con
     client = RecordingClient()
     started: list[Any] = asyncio.run(start_compensations(client, report.compensations))
     assert started == ["o1:compensate:2"]
-    started_round = {"orderId": "o1", "round": 2, "timerPerRound": True, "holdsBackoff": True}
+    started_round = {"orderId": "o1", "round": 2, "timerPerRound": True, "holdsBackoff": True, "deadlineAtBegin": True}
     assert client.started == [(names.COMPENSATION, "o1:compensate:2", started_round)]
 
 

@@ -40,6 +40,7 @@ def started_attempt(
     timer_per_round: bool = True,
     say_received: bool = False,
     reviews_fit_fallback: bool = True,
+    deadline_at_begin: bool = False,
 ) -> History:
     """The history of one scheduler attempt as it starts: its input holds the plan the claim read (the
     results of steps ``completed`` by earlier attempts), so the first thing the scheduler schedules is
@@ -58,4 +59,6 @@ def started_attempt(
         started["reviewsFitFallback"] = True
     if say_received:  # a claim that cannot tell whether the submitter heard Received (the starter's attempt 1)
         started["sayReceived"] = True
+    if deadline_at_begin:  # what the starter starts since a step's deadline is its begin_step's time plus the timeout
+        started["deadlineAtBegin"] = True
     return History(instance, started, start=T0, name=names.SCHEDULER)

@@ -99,6 +99,7 @@ ATTEMPT_INPUTS: list[dict[str, Any]] = [
     {"orderId": "o1", "attempt": 1, "plan": PLAN, "timerPerRound": True, "sayReceived": True},
     # since a review's choices fit the fallback that can take the step over (a prepaid order's payment: none)
     {"orderId": "o1", "attempt": 1, "plan": PLAN, "timerPerRound": True, "reviewsFitFallback": True},
+    {"orderId": "o1", "attempt": 1, "plan": PLAN, "timerPerRound": True, "deadlineAtBegin": True},
 ]
 
 # name: (input type, inputs as recorded, result parser or None, results as recorded)
@@ -127,6 +128,14 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
                 "writeNumber": 1,
                 "sayReceived": True,
             },
+            # an attempt started with deadlineAtBegin: the deadline is the write's time plus the timeout
+            {
+                "request": REQUEST,
+                "agent": "payment",
+                "queue": "payment-requests",
+                "writeNumber": 2,
+                "timeoutSeconds": 60.0,
+            },
         ],
         protocol.parse_begin_step,
         [
@@ -134,6 +143,7 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
             NOT_OWNED,
             {"owned": True, "statusSent": True},  # asked to announce the attempt: Processing went out
             {"owned": True, "statusSent": False},  # asked, and the send failed
+            {"owned": True, "deadline": "2026-03-01T08:01:30.000000Z"},  # asked with timeoutSeconds: as written
             {
                 "owned": True,
                 "payment": {
@@ -291,9 +301,11 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
         [
             {"request": UNDO_REQUEST, "agent": "payment", "seq": 2},
             {"request": UNDO_REQUEST, "agent": "payment", "seq": 2, "writeNumber": 2},
+            {"request": UNDO_REQUEST, "agent": "payment", "seq": 2, "writeNumber": 2, "timeoutSeconds": 60.0},
         ],
-        protocol.parse_write_result,
-        [OWNED, NOT_OWNED],
+        protocol.parse_begin_undo,
+        # a round started with deadlineAtBegin is answered its deadline as written
+        [OWNED, NOT_OWNED, {"owned": True, "deadline": "2026-03-01T08:01:30.000000Z"}],
     ),
     names.HOLD_UNDO: (
         protocol.HoldUndoInput,

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from contracts.names import AGENT_REPLY_EVENT
+from domain.timefmt import to_text
 from localrun.durable.history import parse_timestamp
 from orchestrators import names
 from orchestrators.state_activity import HAND_OVER_RETRY_DELAYS
@@ -652,3 +653,35 @@ def test_a_processed_hand_over_that_fails_on_every_try_is_alerted_before_the_att
     failed = f.run(scheduler)
     assert failed.error is not None and "Cosmos DB 503 on read" in failed.error  # the instance Failed, as before
     assert failed.new_actions == []
+
+
+def test_an_attempt_started_with_deadline_at_begin_races_the_deadline_its_begin_step_wrote(scheduler):
+    """Red team (clocks, ``tests/orchestrators/test_redteam_clocks_begin.py``): ``begin_step`` ran 90 s after the
+    episode that scheduled it (a backlog); the step still gets its whole timeout from its write. The timer and the
+    in-process agent's request use the deadline the activity answered, not the replay time plus the timeout."""
+    f = Flow(loaded=started_attempt(ME, ORDER, 2, deadline_at_begin=True))
+    written = T0 + timedelta(seconds=90) + STEP
+    f.h.activity_completed(names.BEGIN_STEP, {"owned": True, "deadline": to_text(written)}, at=T0)
+    result = f.run(scheduler)
+    [begin] = called(result, names.BEGIN_STEP)
+    assert begin["timeoutSeconds"] == STEP.total_seconds()
+    assert begin["request"]["deadline"] == "2026-03-01T08:01:00.000000Z"  # the replay time's: the activity's floor
+    [agent_call] = called(result, names.in_process_agent("inventory"))
+    assert agent_call["deadline"] == "2026-03-01T08:02:30.000000Z"
+    assert result.new_actions[1]["fireAt"] == "2026-03-01T08:02:30.000000Z"
+
+
+def test_a_remote_step_of_a_deadline_at_begin_attempt_replays_with_the_written_deadline(scheduler):
+    """The history such an attempt records (the timer at the deadline begin_step answered, the reply before it)
+    replays to the next step's start, the result carried by it."""
+    f = Flow(loaded=started_attempt(ME, ORDER, 2, completed={"reserve-inventory": RESERVED}, deadline_at_begin=True))
+    written = T0 + timedelta(seconds=30) + STEP
+    f.h.activity_completed(names.BEGIN_STEP, {"owned": True, "deadline": to_text(written)}, at=f.h.now)
+    f.timer = f.h.timer_created_not_fired(written)
+    f.h.event_raised(AGENT_REPLY_EVENT, reply("charge-payment", result=CHARGED), at=f.h.now + timedelta(seconds=50))
+    result = f.run(scheduler)
+    assert result.error is None
+    first, second = called(result, names.BEGIN_STEP)
+    assert first["queue"] == "payment-requests" and first["timeoutSeconds"] == STEP.total_seconds()
+    assert second["completes"] == {"step": "charge-payment", "result": CHARGED}
+    assert second["request"]["step"] == "arrange-shipment"

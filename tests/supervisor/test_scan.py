@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from domain.states import ProcessState
+from domain.transitions import NO_GRACE
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState, scan_expired
 from tests.supervisor.conftest import expired
@@ -100,10 +101,10 @@ class RejectingContinuations:
     def __init__(self, store):
         self._store = store
 
-    def expired_page(self, state, now, not_before, page_size, continuation):
+    def expired_page(self, state, now, not_before, page_size, continuation, grace=NO_GRACE):
         if continuation is not None:
             raise RuntimeError("Cosmos DB 400: invalid continuation token")
-        return self._store.expired_page(state, now, not_before, page_size, continuation)
+        return self._store.expired_page(state, now, not_before, page_size, continuation, grace)
 
 
 def test_a_rejected_continuation_does_not_wedge_later_runs(make_ctx, states, clock):

@@ -146,16 +146,17 @@ class AuditedStore:
         return [record] if record is not None and transitions.is_claimable(record, now) else []
 
     def expired_page(
-        self, state: ProcessState, now: datetime, not_before: datetime | None, page_size: int, continuation: str | None
+        self,
+        state: ProcessState,
+        now: datetime,
+        not_before: datetime | None,
+        page_size: int,
+        continuation: str | None,
+        grace: timedelta = transitions.NO_GRACE,
     ) -> Page:
         """The query's page, of this case's order only (the database holds every case's records)."""
         record = self.get(self._order_id)
-        due = (
-            record is not None
-            and record.process_state is state
-            and record.complete_by is not None
-            and record.complete_by <= now
-        )
+        due = record is not None and record.process_state is state and transitions.past_due(record, now, grace)
         return Page([record] if due and record is not None else [], None, 0.0)
 
     def count(self, state: ProcessState) -> int:
