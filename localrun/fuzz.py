@@ -161,6 +161,11 @@ def random_profile(seed: int) -> dict[str, Any]:
     # drawn after everything else, operator included: each seed's profile is as before but for late activity runs
     if rng.random() < 0.25:
         profile.setdefault("host", {})["activity_rerun_rate"] = round(rng.uniform(0, 0.3), 3)
+    # drawn after late activity runs: the supervisor's grace past a held record's completeBy, as the Bicep sets it
+    # (15) or around it, so that the recoveries run with a grace too (local runs default to 0); each seed's
+    # profile is as before but for this setting
+    if rng.random() < 0.3:
+        profile.setdefault("settings", {})["SUPERVISOR_GRACE_SECONDS"] = rng.choice(["5", "15", "60"])
     return profile
 
 

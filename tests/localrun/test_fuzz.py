@@ -30,12 +30,18 @@ DRAWN_BEFORE_CANCELS = "d6885335fa5a26458511f4ad34cbffcbb724b1a1d839346373e76507
 
 def test_the_operators_cancels_are_drawn_last_and_leave_every_other_draw_as_it_was() -> None:
     """A seed fuzzed before the operator could cancel (and before late activity runs) names the same profile but
-    for its cancels and its ``host.activity_rerun_rate``."""
+    for its cancels, its ``host.activity_rerun_rate`` and its ``SUPERVISOR_GRACE_SECONDS``."""
     profiles = [random_profile(seed) for seed in range(1, 201)]
     cancelling = [p["operator"] for p in profiles if "cancel_rate" in p.get("operator", {})]
     assert cancelling and all(0 <= o["cancel_rate"] <= 0.5 for o in cancelling)
     reruns = [p["host"]["activity_rerun_rate"] for p in profiles if "activity_rerun_rate" in p.get("host", {})]
     assert reruns and all(0 <= rate <= 0.3 for rate in reruns)
+    graces = {
+        p["settings"]["SUPERVISOR_GRACE_SECONDS"]
+        for p in profiles
+        if "SUPERVISOR_GRACE_SECONDS" in p.get("settings", {})
+    }
+    assert graces == {"5", "15", "60"}
     for profile in profiles:
         if "operator" in profile:
             profile["operator"] = {k: v for k, v in profile["operator"].items() if not k.startswith("cancel")}
@@ -44,6 +50,11 @@ def test_the_operators_cancels_are_drawn_last_and_leave_every_other_draw_as_it_w
         host.pop("activity_rerun_rate", None)
         if "host" in profile and not host:
             del profile["host"]
+        # and the supervisor's grace after them
+        settings = profile.get("settings", {})
+        settings.pop("SUPERVISOR_GRACE_SECONDS", None)
+        if "settings" in profile and not settings:
+            del profile["settings"]
     assert hashlib.sha256(json.dumps(profiles, sort_keys=True).encode()).hexdigest() == DRAWN_BEFORE_CANCELS
 
 
