@@ -199,13 +199,16 @@ def fail(
     )
 
 
-def release_for_retry(record: StateRecord, owner: str, step: str, reason: str, now: datetime) -> StateRecord:
+def release_for_retry(
+    record: StateRecord, owner: str, step: str, reason: str, now: datetime, grace: timedelta = NO_GRACE
+) -> StateRecord:
     """A transient failure the agent could not overcome in time: pull ``completeBy`` to now so the
     supervisor retries the order on its next run. The attempt keeps ``lockedBy``; recovery is the
-    supervisor's job, with its own conditional update."""
+    supervisor's job, with its own conditional update. The attempt ends here, so there is no owner left for the
+    supervisor's ``grace`` to protect (``past_due`` reads a held record): ``completeBy`` is now less it, due at once."""
     ensure_owner(record, owner)
     return record.with_changes(
-        now, "StepTransientFailure", owner, f"{step}: {reason}", complete_by=now, last_error=reason
+        now, "StepTransientFailure", owner, f"{step}: {reason}", complete_by=now - grace, last_error=reason
     )
 
 
