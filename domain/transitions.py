@@ -30,11 +30,16 @@ def past_due(record: StateRecord, now: datetime, grace: timedelta = NO_GRACE) ->
     one host's clock and judged by another's, and an owner whose agent replied just before it writes after it:
     ``grace`` is the supervisor's margin for both (``SUPERVISOR_GRACE_SECONDS``, docs/supervisor.md, "Clocks").
     The supervisor's queries select the same (``adapters.cosmos.state_store.CosmosStateStore.expired_page``)."""
-    if record.complete_by is None:
-        return False
-    if record.locked_by is None:
-        return record.complete_by <= now
-    return record.complete_by + grace <= now
+    due = due_at(record, grace)
+    return due is not None and due <= now
+
+
+def due_at(record: StateRecord, grace: timedelta = NO_GRACE) -> datetime | None:
+    """When ``record`` becomes ``past_due`` for the supervisor (None: never, no ``completeBy``): what a reply
+    telling when the supervisor acts on it says."""
+    if record.complete_by is None or record.locked_by is None:
+        return record.complete_by
+    return record.complete_by + grace
 
 
 def new_record(order_id: str, reply_to: str | None, now: datetime, *, submitted_as: int | None = None) -> StateRecord:
