@@ -214,7 +214,7 @@ def mark_processed(ctx: AppContext, data: MarkProcessedInput) -> MarkProcessedRe
 
 def settle_retired_attempt(ctx: AppContext, data: SettleRetiredInput) -> RetiredSettled:
     """An instance of a retired scheduler version, replaying after an upgrade, settles what it left:
-    a record it still holds is released to the supervisor at once (``completeBy`` = now: a retry
+    a record it still holds is released to the supervisor at once (``completeBy`` = now less its grace: a retry
     within a supervisor run, not after the step's or a review's deadline); an order it had already
     written ``Processed`` gets its ``Completed`` status (the old version sent it after that write). The
     release names the step the record it replaces has in flight, judged in the fenced change: a write that
