@@ -478,7 +478,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "SUPERVISOR_WINDOW_MINUTES",
         "60",
-        "The regular scan looks at completeBy no older than this; a catch-up pass takes the rest.",
+        "The regular scan looks at completeBy no older than this (and SUPERVISOR_GRACE_SECONDS: a held record is "
+        "due only that long after it); a catch-up pass takes the rest.",
         kind=minutes(1),
     ),
     Setting("SUPERVISOR_CATCHUP_EVERY", "10", "Every Nth supervisor run also scans beyond the window.", kind=count(1)),

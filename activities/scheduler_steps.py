@@ -140,7 +140,10 @@ def release_for_retry(ctx: AppContext, data: ReleaseForRetryInput) -> WriteResul
         ctx,
         data.order_id,
         data.instance_id,
-        lambda r: transitions.release_for_retry(r, data.instance_id, data.step, reason, now),
+        # the attempt ends: due to the supervisor at once, past its grace (``transitions.release_for_retry``)
+        lambda r: transitions.release_for_retry(
+            r, data.instance_id, data.step, reason, now, ctx.settings.supervisor_grace
+        ),
         "release for retry",
         number=data.write_number,
     )
@@ -211,7 +214,7 @@ def mark_processed(ctx: AppContext, data: MarkProcessedInput) -> MarkProcessedRe
 
 def settle_retired_attempt(ctx: AppContext, data: SettleRetiredInput) -> RetiredSettled:
     """An instance of a retired scheduler version, replaying after an upgrade, settles what it left:
-    a record it still holds is released to the supervisor at once (``completeBy`` = now: a retry
+    a record it still holds is released to the supervisor at once (``completeBy`` = now less its grace: a retry
     within a supervisor run, not after the step's or a review's deadline); an order it had already
     written ``Processed`` gets its ``Completed`` status (the old version sent it after that write). The
     release names the step the record it replaces has in flight, judged in the fenced change: a write that
@@ -228,7 +231,7 @@ def settle_retired_attempt(ctx: AppContext, data: SettleRetiredInput) -> Retired
             if _released_already(r, data.instance_id):
                 raise _ReleasedAlready
             return transitions.release_for_retry(
-                r, data.instance_id, r.current_step or "(between steps)", SUPERSEDED, now
+                r, data.instance_id, r.current_step or "(between steps)", SUPERSEDED, now, ctx.settings.supervisor_grace
             )
 
         try:

@@ -241,7 +241,7 @@ class SendAgentRequestInput(Wire):
 
 
 class ReleaseForRetryInput(StepFailure):
-    """``release_for_retry``: a transient failure; ``completeBy`` pulled to now."""
+    """``release_for_retry``: a transient failure; ``completeBy`` pulled to now (less the supervisor's grace)."""
 
 
 class FailOrderInput(StepFailure):
@@ -343,7 +343,7 @@ class SettleRetiredInput(Wire):
 @dataclass(frozen=True)
 class RetiredSettled(Wire):
     """``settle_retired_attempt``'s answer (not fenced: it reads first): ``released``, the record it
-    still held is handed to the supervisor now (``completeBy`` = now); ``completed_status``: it had
+    still held is handed to the supervisor now (``completeBy`` = now less its grace); ``completed_status``: it had
     written ``Processed``, and the ``Completed`` status was sent (True), failed (False: retry it) or
     had nowhere to go (None)."""
 

@@ -30,11 +30,16 @@ def past_due(record: StateRecord, now: datetime, grace: timedelta = NO_GRACE) ->
     one host's clock and judged by another's, and an owner whose agent replied just before it writes after it:
     ``grace`` is the supervisor's margin for both (``SUPERVISOR_GRACE_SECONDS``, docs/supervisor.md, "Clocks").
     The supervisor's queries select the same (``adapters.cosmos.state_store.CosmosStateStore.expired_page``)."""
-    if record.complete_by is None:
-        return False
-    if record.locked_by is None:
-        return record.complete_by <= now
-    return record.complete_by + grace <= now
+    due = due_at(record, grace)
+    return due is not None and due <= now
+
+
+def due_at(record: StateRecord, grace: timedelta = NO_GRACE) -> datetime | None:
+    """When ``record`` becomes ``past_due`` for the supervisor (None: never, no ``completeBy``): what a reply
+    telling when the supervisor acts on it says."""
+    if record.complete_by is None or record.locked_by is None:
+        return record.complete_by
+    return record.complete_by + grace
 
 
 def new_record(order_id: str, reply_to: str | None, now: datetime, *, submitted_as: int | None = None) -> StateRecord:
@@ -199,13 +204,16 @@ def fail(
     )
 
 
-def release_for_retry(record: StateRecord, owner: str, step: str, reason: str, now: datetime) -> StateRecord:
+def release_for_retry(
+    record: StateRecord, owner: str, step: str, reason: str, now: datetime, grace: timedelta = NO_GRACE
+) -> StateRecord:
     """A transient failure the agent could not overcome in time: pull ``completeBy`` to now so the
     supervisor retries the order on its next run. The attempt keeps ``lockedBy``; recovery is the
-    supervisor's job, with its own conditional update."""
+    supervisor's job, with its own conditional update. The attempt ends here, so there is no owner left for the
+    supervisor's ``grace`` to protect (``past_due`` reads a held record): ``completeBy`` is now less it, due at once."""
     ensure_owner(record, owner)
     return record.with_changes(
-        now, "StepTransientFailure", owner, f"{step}: {reason}", complete_by=now, last_error=reason
+        now, "StepTransientFailure", owner, f"{step}: {reason}", complete_by=now - grace, last_error=reason
     )
 
 

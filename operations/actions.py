@@ -30,6 +30,7 @@ from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from adapters.cosmos.mapping import DocumentError
 from adapters.cosmos.state_store import update_once_or_reread
 from dependencies import AppContext
+from domain import transitions
 from domain.compensation import cancellation_not_before, enter_compensation, pivot_passed, undo_pending
 from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation
 from domain.errors import IllegalTransition
@@ -517,11 +518,13 @@ def delivery_uncertain(order_id: str, pending: PendingReview, operator: str, act
     )
 
 
-def left_to_supervisor(order_id: str, record: StateRecord, noted: NotedAnswer) -> Reply:
+def left_to_supervisor(order_id: str, record: StateRecord, noted: NotedAnswer, grace: timedelta) -> Reply:
     """200 for an answer posted again once its attempt is gone: the record notes it as its last word, so
     it stands, and the supervisor carries it out when it recovers the expired attempt (at ``notBefore``,
-    the record's ``completeBy``: ``domain.compensation.act_on_left_decision``). It is never taken back:
+    the record's ``completeBy`` and, while the gone attempt still holds it, the supervisor's ``grace``:
+    ``transitions.due_at``; ``domain.compensation.act_on_left_decision``). It is never taken back:
     its operator may have been told 200 already."""
+    not_before = transitions.due_at(record, grace)
     return json_reply(
         200,
         {
@@ -531,7 +534,7 @@ def left_to_supervisor(order_id: str, record: StateRecord, noted: NotedAnswer) -
             "by": noted.operator,
             "order": order_row(record),
             "carriedOutBy": "supervisor",
-            "notBefore": record.complete_by.isoformat() if record.complete_by is not None else None,
+            "notBefore": not_before.isoformat() if not_before is not None else None,
         },
     )
 

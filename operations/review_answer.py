@@ -62,7 +62,7 @@ async def answer_review(ctx: AppContext, client: Any, operator_name: str, order_
     # supervisor carries it out when it recovers the attempt.
     if not attempt.takes_events:
         if noted is not None:
-            return actions.left_to_supervisor(order_id, target.record, noted)
+            return actions.left_to_supervisor(order_id, target.record, noted, ctx.settings.supervisor_grace)
         return error(409, f"the paused attempt {pending.instance_id} is not running: it cannot take the answer")
     if noted is None:
         claimed = await asyncio.to_thread(
@@ -83,7 +83,7 @@ async def answer_review(ctx: AppContext, client: Any, operator_name: str, order_
     except Exception as exc:  # the SDK raises plain Exceptions: 404/410 and a lost response alike
         if await instances.gone_after_failed_raise(client, pending.instance_id, exc):
             if noted is not None:  # noted by an earlier request: it stands (see above)
-                return actions.left_to_supervisor(order_id, claimed, noted)
+                return actions.left_to_supervisor(order_id, claimed, noted, ctx.settings.supervisor_grace)
             return await asyncio.to_thread(actions.take_back_answer, ctx, order_id, pending, operator, action, str(exc))
         return actions.delivery_uncertain(order_id, pending, operator, action, exc)
     return actions.answered(order_id, claimed, pending, operator, action, reason)

@@ -21,6 +21,7 @@ from domain.records import StateRecord
 from domain.review import NotedAnswer, PendingReview, choices_for, noted_answer, pending_review
 from domain.states import ProcessState
 from domain.timefmt import to_text
+from domain.transitions import is_expired
 from operations.web import list_token
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,8 @@ def summary(ctx: AppContext, alert_tail: TailHint | None = None) -> dict[str, An
     processing = scanned.records
     now = ctx.clock.now()
     reviews = [order_row(r) for r in processing if pending_review(r) is not None]
-    expired = [order_row(r) for r in processing if r.complete_by is not None and r.complete_by <= now]
+    # what the supervisor would recover now: a held attempt only its grace past its completeBy (``is_expired``)
+    expired = [order_row(r) for r in processing if is_expired(r, now, ctx.settings.supervisor_grace)]
     oldest = processing[0] if processing else None
     # the newest orders an operator must act on, and every document read here that does not map
     needing = {state: ctx.ops.page(state, SUMMARY_NEEDING_LIMIT, None) for state in NEEDS_AN_OPERATOR}

@@ -99,7 +99,10 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
     if cursor is not None:
         upper, lower, continuation = cursor.now, cursor.not_before, cursor.continuation
     else:
-        upper, lower, continuation = now, (None if catch_up else now - settings.supervisor_window), None
+        # the window counts from when a record became due: one its attempt holds is due only the grace after its
+        # completeBy (``transitions.past_due``), so a grace as long as the window left every such record out of it
+        window = settings.supervisor_window + settings.supervisor_grace
+        upper, lower, continuation = now, (None if catch_up else now - window), None
     budget = settings.supervisor_max_records
     records: list[StateRecord] = []
     unmapped: list[Unmapped] = []

@@ -92,10 +92,14 @@ class OpsHarness(RuntimeHarness):
         return self.ctx.states.replace(replace(paused, version=record.version))
 
 
-def paused_for_review(cosmos_db: Any, order_id: str = "o-big", review_timeout_seconds: str = "600") -> OpsHarness:
+def paused_for_review(
+    cosmos_db: Any, order_id: str = "o-big", review_timeout_seconds: str = "600", **settings: str
+) -> OpsHarness:
     """A harness where a high-value order's payment is declined by both providers, so its attempt has
-    paused for an operator's review (``REVIEW_TIMEOUT_SECONDS``). The caller closes it."""
-    made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR, REVIEW_TIMEOUT_SECONDS=review_timeout_seconds)
+    paused for an operator's review (``REVIEW_TIMEOUT_SECONDS``). The caller closes it. ``settings``: more."""
+    made = OpsHarness(
+        cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR, REVIEW_TIMEOUT_SECONDS=review_timeout_seconds, **settings
+    )
     assert made.ctx is not None
     declined = SimulatorConfig(permanent_error_rate=1.0)
     made.change_context(
