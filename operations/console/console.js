@@ -187,12 +187,18 @@ function refusalText(r) {
 // What the operator can do with the order in this state, and what happens without them.
 function actHint(state, d, passed) {
   if (d.review) {
-    return d.review.noted ? "The answer is noted: if its delivery failed, answer the same again."
+    if (d.review.noted) return "The answer is noted: if its delivery failed, answer the same again (only that answer is taken).";
+    return reviewClosed(d)
+      ? "The review's deadline (" + when(d.review.decideBy) + ") has passed: the attempt takes its default and an answer is refused now." + (d.pastPivot ? "" : " You can still cancel the order.")
       : "The attempt is paused at " + d.review.step + " and waits for your decision until " + when(d.review.decideBy) +
-        "; without one it takes its default. Answer the review, or cancel the order.";
+        "; without one it takes its default. Answer the review" + (d.pastPivot ? "." : ", or cancel the order.");
+  }
+  if (d.pastPivot && ["Error", "Pending", "Processing"].includes(state)) {
+    return "The shipment is under way or done (past the pivot): nothing can be undone, so cancel and compensate are refused. " +
+      (state === "Error" ? "Resubmit runs it again (Error → Pending)." : "It runs on to the end.");
   }
   switch (state) {
-    case "Error": return "The order failed. Resubmit runs it again (Error → Pending); Compensate undoes its completed steps; Cancel order undoes them as a cancellation (not past the pivot).";
+    case "Error": return "The order failed. Resubmit runs it again (Error → Pending); Compensate undoes its completed steps; Cancel order undoes them as a cancellation.";
     case "CompensationFailed": return "An undo failed. Compensate starts a new compensation round for the entries not undone.";
     case "Pending":
     case "Processing":
@@ -203,6 +209,11 @@ function actHint(state, d, passed) {
     case "Compensated": return "Settled: no action applies.";
     default: return "No action applies: the order has no readable state record.";
   }
+}
+
+// A review nobody answered whose deadline the app's clock has reached: the API refuses any answer (409)
+function reviewClosed(d) {
+  return !d.review.noted && Boolean(d.now) && Date.parse(d.review.decideBy) <= Date.parse(d.now);
 }
 
 // "2026-01-01 08:03:00 UTC", and "(passed)" when the app's clock is past it
@@ -251,12 +262,15 @@ async function showOrder(orderId, quiet) {
   if (d.deferralError) fact(facts, "Deferred notifications", "their document does not map: " + d.deferralError);
   if (d.refusal) fact(facts, "Refused", refusalText(d.refusal));
   const state = st.processState;
-  $("btn-review").hidden = !d.review;
-  $("review-choice").hidden = !d.review;
-  if (d.review) offerChoices(d.review.choices);
+  const answerable = Boolean(d.review) && !reviewClosed(d);
+  $("btn-review").hidden = !answerable;
+  $("review-choice").hidden = !answerable;
+  // a noted answer can only be posted again as it is: another one is 409
+  if (answerable) offerChoices(noted ? [noted.action] : d.review.choices);
   $("btn-resubmit").hidden = state !== "Error";
-  $("btn-compensate").hidden = !(state === "Error" || state === "CompensationFailed");
-  $("btn-cancel").hidden = !(state === "Pending" || state === "Processing" || state === "Error");
+  // past the pivot nothing may be undone: the API refuses both (409)
+  $("btn-compensate").hidden = !(state === "CompensationFailed" || (state === "Error" && !d.pastPivot));
+  $("btn-cancel").hidden = d.pastPivot || !(state === "Pending" || state === "Processing" || state === "Error");
   const anyAction = [...document.querySelectorAll("#action-form [data-action]")].some(b => !b.hidden);
   $("action-form").hidden = !anyAction; // no reason box where no action applies
   const passed = st.completeBy && d.now && Date.parse(st.completeBy) <= Date.parse(d.now);
