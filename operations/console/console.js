@@ -162,9 +162,18 @@ function fact(dl, term, value) {
   dl.append(dt, dd);
 }
 
+// A history entry's detail as the rest of the page reads: its times as when() writes them, an instance
+// id alone (a claim's) as instanceLabel() names it.
+function detailText(detail, orderId) {
+  if (!detail) return "";
+  const named = instanceLabel(detail, orderId);
+  if (named !== detail) return named;
+  return detail.replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)/g, when);
+}
+
 function timelineItems(d) {
   const items = [];
-  (d.transitions || []).forEach(t => items.push({ at: t.at, kind: "transition", text: t.event + " by " + instanceLabel(t.by, d.orderId) + (t.detail ? ": " + t.detail : "") }));
+  (d.transitions || []).forEach(t => items.push({ at: t.at, kind: "transition", text: t.event + " by " + instanceLabel(t.by, d.orderId) + (t.detail ? ": " + detailText(t.detail, d.orderId) : "") }));
   Object.entries(d.steps || {}).forEach(([name, s]) => {
     items.push({ at: s.startedAt, kind: "step", text: "step " + name + " started via " + s.agent + " (attempt " + s.attempt + ")" });
     if (s.finishedAt) items.push({ at: s.finishedAt, kind: "step", text: "step " + name + " " + s.status + (s.error ? ": " + s.error : "") });
