@@ -8,6 +8,7 @@ const REFRESH_MS = 3000;
 let listContinuation = null;
 let listState = ""; // the state of the list shown: its continuation resumes that list only
 let listRequest = 0; // the newest list request: an answer to an older one is dropped
+let listPage = 0; // the page of the list shown: the first one is refreshed with the overview, a later one is kept
 let current = null; // the order shown, with its detail
 // The action on screen for confirmation, as confirmed: { action, orderId, reason, decision, reviewId }.
 // What is posted is this, never the page as it is when Confirm is clicked.
@@ -140,11 +141,15 @@ async function refreshOverview() {
   });
 }
 
-async function loadList(fresh) {
+// fresh: the first page of the state selected; again: the first page of the list shown, read anew (its
+// "Next page" keeps working meanwhile); neither: the list's next page.
+async function loadList(fresh, again) {
   if (fresh) { listContinuation = null; listState = $("list-state").value; }
+  listPage = fresh || again ? 1 : listPage + 1;
   const state = listState;
+  const from = again ? null : listContinuation;
   let path = "/orders?pageSize=25" + (state ? "&state=" + encodeURIComponent(state) : "");
-  if (listContinuation) path += "&continuation=" + encodeURIComponent(listContinuation);
+  if (from) path += "&continuation=" + encodeURIComponent(from);
   const mine = ++listRequest;
   const page = await api(path);
   if (mine !== listRequest) return; // another list was asked for since
@@ -418,6 +423,8 @@ document.addEventListener("DOMContentLoaded", () => {
   route();
   setInterval(() => {
     if (pendingAction) return;
-    if (current) showOrder(current.orderId, true); else refreshOverview();
+    if (current) { showOrder(current.orderId, true); return; }
+    refreshOverview();
+    if (listPage === 1) loadList(false, true); // the list beside the counts stays as current as they are
   }, REFRESH_MS);
 });
