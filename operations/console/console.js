@@ -360,6 +360,16 @@ function closeConfirm() {
   pendingAction = null;
 }
 
+// What a 200 says beyond "taken": who carries a review answer out, or that it was taken already.
+function doneHow(b) {
+  if (b.carriedOutBy === "supervisor") {
+    return " Its attempt is gone: the supervisor carries the answer out when it recovers the order" +
+      (b.notBefore ? " (not before " + when(b.notBefore) + ")" : "") + "; there is nothing more to post.";
+  }
+  if (b.takenAtDeadline) return " The attempt took this answer when it closed the review at its deadline.";
+  return b.repeated ? " It had been taken already: nothing new was written." : "";
+}
+
 async function act() {
   const confirmed = pendingAction;
   closeConfirm();
@@ -379,7 +389,7 @@ async function act() {
   if (answer.status === 200) {
     // the state the answer carries is the one the action left; the page below reloads the order as it is now
     say("Done: " + action + " of " + orderId + " recorded while the order was " + answer.body.order.processState +
-      "; below, the order as it is now.", false);
+      "; below, the order as it is now." + doneHow(answer.body), false);
     $("reason").value = "";
   } else {
     const why = (answer.body && answer.body.error) || "HTTP " + answer.status;

@@ -110,3 +110,21 @@ def test_a_noted_answer_is_the_only_one_offered_again(ops: OpsHarness, browser: 
     expect(page.get_by_label("Compensate (undo completed steps)")).to_be_checked()
     for refused in ("Retry the step", "Fail the order"):  # before: offered, "Retry" checked: 409
         expect(page.get_by_label(refused)).to_be_hidden()
+
+
+def test_an_answer_left_to_the_supervisor_says_so(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+    """The noted answer posted again once its attempt is gone is 200 ``carriedOutBy: "supervisor"``: the
+    console said only "Done", above a page still inviting the operator to answer the same again."""
+    from playwright.sync_api import expect
+
+    assert ops.ctx is not None
+    record = ops.awaiting_review("o-left")  # no orchestration runs it here: the attempt is gone
+    pending, _ = ops.waiting_review("o-left")
+    noted = review.note_review_answer(record, pending.review_id, "ops@contoso.example", "fail", "stop", ops.clock.now())
+    ops.ctx.states.replace(replace(noted, version=record.version))
+    page = _console(ops, browser)
+    page.goto(f"{BASE}/api/ops/console#/order/o-left")
+    page.locator("#reason").fill("stop")
+    page.locator("#btn-review").click()
+    page.locator("#confirm-yes").click()
+    expect(page.locator("#status")).to_contain_text("the supervisor carries the answer out")
