@@ -102,9 +102,10 @@ def await_review(ctx: AppContext, data: AwaitReviewInput) -> WriteResult:
     raise_alert(
         ctx.sender,
         kind="ReviewRequired",
+        # what to decide, by when, and the default before the error: the summary is cut at 200 characters
         summary=(
-            f"order {record.order_id} failed at {data.step} ({data.error}); decide {', '.join(choices[:-1])} "
-            f"or {choices[-1]} by {until.isoformat()}, else {data.default_action}"
+            f"order {record.order_id} failed at {data.step}: decide {', '.join(choices[:-1])} "
+            f"or {choices[-1]} by {until.isoformat()}, else {data.default_action} ({data.error})"
         ),
         at=now,
         order_id=record.order_id,

@@ -14,7 +14,7 @@ from adapters.servicebus.browse import TailHint, peek_newest
 from adapters.servicebus.settlement import body_bytes
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from dependencies import AppContext
-from domain.compensation import compensation_instance_id
+from domain.compensation import compensation_instance_id, pivot_passed
 from domain.deferral import DeferralDocument
 from domain.ids import instance_id
 from domain.records import StateRecord
@@ -237,6 +237,8 @@ def order_detail(ctx: AppContext, order_id: str) -> dict[str, Any] | None:
         "state": None if record is None else {**to_document(record), "waitingForReview": review is not None},
         "stateError": state_error,
         "review": _review_view(review, noted, bool(order and order.get("prepaid"))),
+        # the shipment is under way or done: cancel and compensate are refused (nothing may be undone)
+        "pastPivot": None if record is None else pivot_passed(record),
         "transitions": [] if record is None else [to_document(h) for h in record.history],
         "steps": {} if record is None else {k: to_document(v) for k, v in record.steps.items()},
         "compensation": [] if record is None else [to_document(e) for e in record.compensation],

@@ -8,6 +8,7 @@ const REFRESH_MS = 3000;
 let listContinuation = null;
 let listState = ""; // the state of the list shown: its continuation resumes that list only
 let listRequest = 0; // the newest list request: an answer to an older one is dropped
+let listPage = 0; // the page of the list shown: the first one is refreshed with the overview, a later one is kept
 let current = null; // the order shown, with its detail
 // The action on screen for confirmation, as confirmed: { action, orderId, reason, decision, reviewId }.
 // What is posted is this, never the page as it is when Confirm is clicked.
@@ -140,11 +141,15 @@ async function refreshOverview() {
   });
 }
 
-async function loadList(fresh) {
+// fresh: the first page of the state selected; again: the first page of the list shown, read anew (its
+// "Next page" keeps working meanwhile); neither: the list's next page.
+async function loadList(fresh, again) {
   if (fresh) { listContinuation = null; listState = $("list-state").value; }
+  listPage = fresh || again ? 1 : listPage + 1;
   const state = listState;
+  const from = again ? null : listContinuation;
   let path = "/orders?pageSize=25" + (state ? "&state=" + encodeURIComponent(state) : "");
-  if (listContinuation) path += "&continuation=" + encodeURIComponent(listContinuation);
+  if (from) path += "&continuation=" + encodeURIComponent(from);
   const mine = ++listRequest;
   const page = await api(path);
   if (mine !== listRequest) return; // another list was asked for since
@@ -162,9 +167,18 @@ function fact(dl, term, value) {
   dl.append(dt, dd);
 }
 
+// A history entry's detail as the rest of the page reads: its times as when() writes them, an instance
+// id alone (a claim's) as instanceLabel() names it.
+function detailText(detail, orderId) {
+  if (!detail) return "";
+  const named = instanceLabel(detail, orderId);
+  if (named !== detail) return named;
+  return detail.replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)/g, when);
+}
+
 function timelineItems(d) {
   const items = [];
-  (d.transitions || []).forEach(t => items.push({ at: t.at, kind: "transition", text: t.event + " by " + instanceLabel(t.by, d.orderId) + (t.detail ? ": " + t.detail : "") }));
+  (d.transitions || []).forEach(t => items.push({ at: t.at, kind: "transition", text: t.event + " by " + instanceLabel(t.by, d.orderId) + (t.detail ? ": " + detailText(t.detail, d.orderId) : "") }));
   Object.entries(d.steps || {}).forEach(([name, s]) => {
     items.push({ at: s.startedAt, kind: "step", text: "step " + name + " started via " + s.agent + " (attempt " + s.attempt + ")" });
     if (s.finishedAt) items.push({ at: s.finishedAt, kind: "step", text: "step " + name + " " + s.status + (s.error ? ": " + s.error : "") });
@@ -187,12 +201,18 @@ function refusalText(r) {
 // What the operator can do with the order in this state, and what happens without them.
 function actHint(state, d, passed) {
   if (d.review) {
-    return d.review.noted ? "The answer is noted: if its delivery failed, answer the same again."
+    if (d.review.noted) return "The answer is noted: if its delivery failed, answer the same again (only that answer is taken).";
+    return reviewClosed(d)
+      ? "The review's deadline (" + when(d.review.decideBy) + ") has passed: the attempt takes its default and an answer is refused now." + (d.pastPivot ? "" : " You can still cancel the order.")
       : "The attempt is paused at " + d.review.step + " and waits for your decision until " + when(d.review.decideBy) +
-        "; without one it takes its default. Answer the review, or cancel the order.";
+        "; without one it takes its default. Answer the review" + (d.pastPivot ? "." : ", or cancel the order.");
+  }
+  if (d.pastPivot && ["Error", "Pending", "Processing"].includes(state)) {
+    return "The shipment is under way or done (past the pivot): nothing can be undone, so cancel and compensate are refused. " +
+      (state === "Error" ? "Resubmit runs it again (Error → Pending)." : "It runs on to the end.");
   }
   switch (state) {
-    case "Error": return "The order failed. Resubmit runs it again (Error → Pending); Compensate undoes its completed steps; Cancel order undoes them as a cancellation (not past the pivot).";
+    case "Error": return "The order failed. Resubmit runs it again (Error → Pending); Compensate undoes its completed steps; Cancel order undoes them as a cancellation.";
     case "CompensationFailed": return "An undo failed. Compensate starts a new compensation round for the entries not undone.";
     case "Pending":
     case "Processing":
@@ -203,6 +223,11 @@ function actHint(state, d, passed) {
     case "Compensated": return "Settled: no action applies.";
     default: return "No action applies: the order has no readable state record.";
   }
+}
+
+// A review nobody answered whose deadline the app's clock has reached: the API refuses any answer (409)
+function reviewClosed(d) {
+  return !d.review.noted && Boolean(d.now) && Date.parse(d.review.decideBy) <= Date.parse(d.now);
 }
 
 // "2026-01-01 08:03:00 UTC", and "(passed)" when the app's clock is past it
@@ -251,12 +276,15 @@ async function showOrder(orderId, quiet) {
   if (d.deferralError) fact(facts, "Deferred notifications", "their document does not map: " + d.deferralError);
   if (d.refusal) fact(facts, "Refused", refusalText(d.refusal));
   const state = st.processState;
-  $("btn-review").hidden = !d.review;
-  $("review-choice").hidden = !d.review;
-  if (d.review) offerChoices(d.review.choices);
+  const answerable = Boolean(d.review) && !reviewClosed(d);
+  $("btn-review").hidden = !answerable;
+  $("review-choice").hidden = !answerable;
+  // a noted answer can only be posted again as it is: another one is 409
+  if (answerable) offerChoices(noted ? [noted.action] : d.review.choices);
   $("btn-resubmit").hidden = state !== "Error";
-  $("btn-compensate").hidden = !(state === "Error" || state === "CompensationFailed");
-  $("btn-cancel").hidden = !(state === "Pending" || state === "Processing" || state === "Error");
+  // past the pivot nothing may be undone: the API refuses both (409)
+  $("btn-compensate").hidden = !(state === "CompensationFailed" || (state === "Error" && !d.pastPivot));
+  $("btn-cancel").hidden = d.pastPivot || !(state === "Pending" || state === "Processing" || state === "Error");
   const anyAction = [...document.querySelectorAll("#action-form [data-action]")].some(b => !b.hidden);
   $("action-form").hidden = !anyAction; // no reason box where no action applies
   const passed = st.completeBy && d.now && Date.parse(st.completeBy) <= Date.parse(d.now);
@@ -332,6 +360,16 @@ function closeConfirm() {
   pendingAction = null;
 }
 
+// What a 200 says beyond "taken": who carries a review answer out, or that it was taken already.
+function doneHow(b) {
+  if (b.carriedOutBy === "supervisor") {
+    return " Its attempt is gone: the supervisor carries the answer out when it recovers the order" +
+      (b.notBefore ? " (not before " + when(b.notBefore) + ")" : "") + "; there is nothing more to post.";
+  }
+  if (b.takenAtDeadline) return " The attempt took this answer when it closed the review at its deadline.";
+  return b.repeated ? " It had been taken already: nothing new was written." : "";
+}
+
 async function act() {
   const confirmed = pendingAction;
   closeConfirm();
@@ -351,7 +389,7 @@ async function act() {
   if (answer.status === 200) {
     // the state the answer carries is the one the action left; the page below reloads the order as it is now
     say("Done: " + action + " of " + orderId + " recorded while the order was " + answer.body.order.processState +
-      "; below, the order as it is now.", false);
+      "; below, the order as it is now." + doneHow(answer.body), false);
     $("reason").value = "";
   } else {
     const why = (answer.body && answer.body.error) || "HTTP " + answer.status;
@@ -395,6 +433,8 @@ document.addEventListener("DOMContentLoaded", () => {
   route();
   setInterval(() => {
     if (pendingAction) return;
-    if (current) showOrder(current.orderId, true); else refreshOverview();
+    if (current) { showOrder(current.orderId, true); return; }
+    refreshOverview();
+    if (listPage === 1) loadList(false, true); // the list beside the counts stays as current as they are
   }, REFRESH_MS);
 });
