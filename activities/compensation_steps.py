@@ -89,7 +89,15 @@ def await_review(ctx: AppContext, data: AwaitReviewInput) -> WriteResult:
         data.order_id,
         data.instance_id,
         lambda r: compensation.await_review(
-            r, data.instance_id, data.step, data.review_id, until, now, keep_until=keep_until, error=data.error
+            r,
+            data.instance_id,
+            data.step,
+            data.review_id,
+            until,
+            now,
+            keep_until=keep_until,
+            error=data.error,
+            default_action=data.default_action,
         ),
         "await review",
         number=data.write_number,

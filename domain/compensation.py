@@ -520,12 +520,15 @@ def await_review(
     *,
     keep_until: datetime | None = None,
     error: str | None = None,
+    default_action: str | None = None,
 ) -> StateRecord:
     """The forward attempt pauses for an operator until ``until``, the review deadline it decides at
     (the detail's "decide by", which the ops API shows and checks answers against); ``completeBy``
     moves to ``keep_until`` (past that deadline) so the supervisor leaves the paused attempt alone.
     ``error``: why the step failed (its agents refused it), kept as ``lastError`` as a failure is, so
-    the operator deciding sees it on the order, not only in the ``ReviewRequired`` alert."""
+    the operator deciding sees it on the order, not only in the ``ReviewRequired`` alert.
+    ``default_action``: what the attempt takes at the deadline without an answer, kept as the record's
+    ``reviewDefault`` for this review (the ops API shows it); None keeps none (the default not known)."""
     transitions.ensure_owner(record, owner)
     return record.with_changes(
         now,
@@ -534,6 +537,9 @@ def await_review(
         review.review_detail(step_name, review_id, until),
         complete_by=keep_until if keep_until is not None else until,
         last_error=f"{step_name}: {error}" if error else record.last_error,
+        review_default=(
+            review.review_default(review_id, default_action) if default_action is not None else record.review_default
+        ),
     )
 
 

@@ -98,6 +98,16 @@ class LastWrite:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewDefault:
+    """What the attempt paused for review ``review_id`` takes when nobody answers by its deadline (the
+    ``default_action`` it passed to ``await_review``: the configured default, ``compensate`` for a second
+    review left unanswered, as ``review_outcome`` reads it where no fallback can take over)."""
+
+    review_id: str
+    action: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StateRecord:
     id: str
     order_id: str
@@ -128,6 +138,10 @@ class StateRecord:
     # ``OrderSubmitted`` whose delivery created the record: that message handled again (a redelivery, a
     # store-retry copy) cannot know whether its first delivery said ``Received``, so it says it again.
     submitted_as: int | None = None
+    # The default of the review the attempt last paused for (``domain.review``), kept until its next review
+    # replaces it: it names its review, so one written by an older version's pause is never read as this
+    # one's. None in a record written before the field: the default is not known.
+    review_default: ReviewDefault | None = None
     history: list[HistoryEntry] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
     updated_at: datetime

@@ -21,7 +21,7 @@ from datetime import datetime
 
 from domain.compensation_policy import REVIEW_CHOICES, review_choices
 from domain.errors import IllegalTransition
-from domain.records import SIDE_NOTES, StateRecord, last_move, last_move_at
+from domain.records import SIDE_NOTES, ReviewDefault, StateRecord, last_move, last_move_at
 from domain.states import ProcessState
 from domain.transitions import ensure_owner
 from domain.workflow import STEPS
@@ -38,18 +38,28 @@ class PendingReview:
     review_id: str
     step: str
     decide_by: str  # ISO text, as recorded
+    # What the attempt takes when nobody answers by ``decide_by`` (the record's ``reviewDefault`` for this
+    # review); None: not known (a record written before it was kept, or by a version that keeps none).
+    default_action: str | None = None
+
+
+def review_default(review_id: str, default_action: str) -> ReviewDefault:
+    """The record's note of what the attempt paused for ``review_id`` takes without an answer."""
+    return ReviewDefault(review_id=review_id, action=default_action)
 
 
 def review_detail(step_name: str, review_id: str, until: datetime) -> str:
     return f"{step_name}: {review_id}{_DECIDE_BY}{until.isoformat()}"
 
 
-def _requested(owner: str, detail: str) -> PendingReview | None:
+def _requested(record: StateRecord, owner: str, detail: str) -> PendingReview | None:
     step, sep, rest = detail.partition(": ")
     review_id, sep2, decide_by = rest.partition(_DECIDE_BY)
     if not (sep and sep2 and review_id):
         return None
-    return PendingReview(owner, review_id, step, decide_by)
+    noted_default = record.review_default
+    default = noted_default.action if noted_default is not None and noted_default.review_id == review_id else None
+    return PendingReview(owner, review_id, step, decide_by, default)
 
 
 def pending_review(record: StateRecord) -> PendingReview | None:
@@ -60,7 +70,7 @@ def pending_review(record: StateRecord) -> PendingReview | None:
         return None
     if last.event != REVIEW_REQUESTED or last.by != record.locked_by:
         return None
-    return _requested(record.locked_by, last.detail)
+    return _requested(record, record.locked_by, last.detail)
 
 
 def decide_by_time(pending: PendingReview) -> datetime | None:
@@ -112,7 +122,7 @@ def _request_of_last(record: StateRecord) -> PendingReview | None:
     for entry in reversed(record.history[:at]):
         if entry.event != REVIEW_REQUESTED or entry.by != owner:
             continue
-        requested = _requested(owner, entry.detail)
+        requested = _requested(record, owner, entry.detail)
         if requested is None or not last.detail.startswith(f"{requested.review_id}: "):
             return None
         return requested

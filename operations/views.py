@@ -167,25 +167,19 @@ def _review_view(review: PendingReview | None, noted: NotedAnswer | None, prepai
     """The review an operator can answer: the one the order waits for, or the one whose answer is noted
     as the record's last word (``noted``: who answered what; the same answer can be posted again).
     ``choices``: the answers it takes (``domain.review.choices_for``: no ``alternative`` where no fallback
-    can take the step over, e.g. a ``prepaid`` order's payment)."""
-    if review is not None:
-        return {
-            "reviewId": review.review_id,
-            "step": review.step,
-            "decideBy": review.decide_by,
-            "choices": list(choices_for(review.step, prepaid)),
-            "noted": None,
-        }
-    if noted is not None:
-        asked = noted.review
-        return {
-            "reviewId": asked.review_id,
-            "step": asked.step,
-            "decideBy": asked.decide_by,
-            "choices": list(choices_for(asked.step, prepaid)),
-            "noted": {"operator": noted.operator, "action": noted.action},
-        }
-    return None
+    can take the step over, e.g. a ``prepaid`` order's payment). ``defaultAction``: what the attempt takes
+    if no answer is noted by ``decideBy`` (null: not known, a record written before it was kept)."""
+    asked = review if review is not None else noted.review if noted is not None else None
+    if asked is None:
+        return None
+    return {
+        "reviewId": asked.review_id,
+        "step": asked.step,
+        "decideBy": asked.decide_by,
+        "defaultAction": asked.default_action,
+        "choices": list(choices_for(asked.step, prepaid)),
+        "noted": None if noted is None else {"operator": noted.operator, "action": noted.action},
+    }
 
 
 def _refusal_view(deferral: DeferralDocument) -> dict[str, Any] | None:

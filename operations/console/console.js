@@ -90,11 +90,14 @@ const UNREADABLE_COLUMNS = [
   { title: "Order", value: u => orderLink(u.orderId) },
   { title: "What is wrong", value: u => u.error },
 ];
-const REVIEW_COLUMNS = [
-  { title: "Order", value: o => orderLink(o.orderId) },
-  { title: "Decide by", value: o => when(o.decideBy) },
-  { title: "Step", value: o => o.currentStep || "" }, // the step paused; lastError is empty while it waits
-];
+// The reviews waiting, their deadlines read against the app's clock (``now``): "(passed)" once it reached them.
+function reviewColumns(now) {
+  return [
+    { title: "Order", value: o => orderLink(o.orderId) },
+    { title: "Decide by", value: o => deadline(o.decideBy, now) },
+    { title: "Step", value: o => o.currentStep || "" }, // the step paused; lastError is empty while it waits
+  ];
+}
 
 async function refreshOverview() {
   const summary = await api("/summary");
@@ -122,7 +125,7 @@ async function refreshOverview() {
   const more = s.processingCapped ? "+" : "";  // the summary read only the oldest Processing records
   $("reviews-count").textContent = "(" + s.waitingForReviewCount + more + ")";
   $("expired-count").textContent = "(" + s.expiredCount + more + ")";
-  fillTable($("reviews"), REVIEW_COLUMNS, s.waitingForReview, "no order waits for review");
+  fillTable($("reviews"), reviewColumns(s.now), s.waitingForReview, "no order waits for review");
   fillTable($("expired"), ORDER_COLUMNS, s.expired, "no expired order");
   fillTable($("errors"), ORDER_COLUMNS, s.needOperator.Error, "none");
   fillTable($("compfailed"), ORDER_COLUMNS, s.needOperator.CompensationFailed, "none");
@@ -201,11 +204,12 @@ function refusalText(r) {
 // What the operator can do with the order in this state, and what happens without them.
 function actHint(state, d, passed) {
   if (d.review) {
+    const itsDefault = "its default" + (d.review.defaultAction ? " (" + d.review.defaultAction + ")" : "");
     if (d.review.noted) return "The answer is noted: if its delivery failed, answer the same again (only that answer is taken).";
     return reviewClosed(d)
-      ? "The review's deadline (" + when(d.review.decideBy) + ") has passed: the attempt takes its default and an answer is refused now." + (d.pastPivot ? "" : " You can still cancel the order.")
+      ? "The review's deadline (" + when(d.review.decideBy) + ") has passed: the attempt takes " + itsDefault + " and an answer is refused now." + (d.pastPivot ? "" : " You can still cancel the order.")
       : "The attempt is paused at " + d.review.step + " and waits for your decision until " + when(d.review.decideBy) +
-        "; without one it takes its default. Answer the review" + (d.pastPivot ? "." : ", or cancel the order.");
+        "; without one it takes " + itsDefault + ". Answer the review" + (d.pastPivot ? "." : ", or cancel the order.");
   }
   if (d.pastPivot && ["Error", "Pending", "Processing"].includes(state)) {
     return "The shipment is under way or done (past the pivot): nothing can be undone, so cancel and compensate are refused. " +
@@ -228,6 +232,16 @@ function actHint(state, d, passed) {
 // A review nobody answered whose deadline the app's clock has reached: the API refuses any answer (409)
 function reviewClosed(d) {
   return !d.review.noted && Boolean(d.now) && Date.parse(d.review.decideBy) <= Date.parse(d.now);
+}
+
+// What the paused attempt does if nobody answers its review in time (review.defaultAction: absent from a
+// record written before it was kept, then nothing is said). A default that runs the step again (retry,
+// alternative) may come back to a second review: left unanswered too, that one compensates.
+function unansweredText(review) {
+  const action = review.defaultAction;
+  const again = action === "retry" || action === "alternative"
+    ? " (if the step fails again, a second review left unanswered compensates)" : "";
+  return "if nobody answers by " + when(review.decideBy) + ": " + action + again;
 }
 
 // "2026-01-01 08:03:00 UTC", and "(passed)" when the app's clock is past it
@@ -272,6 +286,7 @@ async function showOrder(orderId, quiet) {
   fact(facts, "Last error", st.lastError);
   if (d.order) fact(facts, "Total", (d.order.totalCents / 100).toFixed(2) + " " + d.order.currency);
   if (d.review) fact(facts, "Review", d.review.reviewId + " at " + d.review.step + ", decide by " + deadline(d.review.decideBy, d.now));
+  if (d.review && !noted && d.review.defaultAction) fact(facts, "Without an answer", unansweredText(d.review));
   if (noted) fact(facts, "Answer noted", noted.action + " by " + noted.operator + ": if its delivery failed, answer the same again to deliver it");
   if (d.deferralError) fact(facts, "Deferred notifications", "their document does not map: " + d.deferralError);
   if (d.refusal) fact(facts, "Refused", refusalText(d.refusal));

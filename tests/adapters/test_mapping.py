@@ -5,7 +5,7 @@ The expected documents below were produced by the records' earlier pydantic form
 stored in Cosmos did not change when the records became dataclasses. Fields added since are in them
 too (``receivedOwed``: a document written before it reads as not owing ``Received``; ``submittedAs``: one
 written before it names no creating message; ``paymentWaitSince``: one written before it waits for no
-payment)."""
+payment; ``reviewDefault``: one written before it does not know its review's default)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,15 @@ from adapters.cosmos.documents import stored
 from adapters.cosmos.mapping import DocumentError, camel, from_document, to_document
 from domain.circuit import CircuitState, DependencyHealth
 from domain.deferral import DeferralDocument, DeferralReason, DeferredEntry, EntryStatus, RefusedNotification
-from domain.records import CompensationEntry, HistoryEntry, LastWrite, PaymentReceived, StateRecord, StepState
+from domain.records import (
+    CompensationEntry,
+    HistoryEntry,
+    LastWrite,
+    PaymentReceived,
+    ReviewDefault,
+    StateRecord,
+    StepState,
+)
 from domain.states import ProcessState, StepStatus
 
 T = datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
@@ -95,6 +103,7 @@ def rich_record() -> StateRecord:
         payment_wait_since=T - timedelta(hours=1),
         received_owed=T - timedelta(hours=2),
         submitted_as=4711,
+        review_default=ReviewDefault(review_id="o-1:2:charge-payment:review:1", action="retry"),
         last_write=LastWrite(by="o-1:2", number=3),
         history=[
             HistoryEntry(at=T, event="Received", by="submission"),
@@ -246,6 +255,7 @@ STATE_DOCUMENT: dict[str, Any] = {
     "lastWrite": {"by": "o-1:2", "number": 3},
     "receivedOwed": "2026-03-04T03:06:07.890123Z",
     "submittedAs": 4711,
+    "reviewDefault": {"reviewId": "o-1:2:charge-payment:review:1", "action": "retry"},
     "history": [
         {"at": "2026-03-04T05:06:07.890123Z", "event": "Received", "by": "submission", "detail": ""},
         {
@@ -350,6 +360,7 @@ FRESH_DOCUMENTS: dict[str, dict[str, Any]] = {
         "lastWrite": None,
         "receivedOwed": None,
         "submittedAs": None,
+        "reviewDefault": None,
         "history": [],
         "schemaVersion": 1,
         "updatedAt": "2026-03-04T05:06:07.890123Z",

@@ -81,13 +81,25 @@ class OpsHarness(RuntimeHarness):
         failed = transitions.fail(record, str(record.locked_by), None, "payment declined", self.clock.now())
         return self.ctx.states.replace(replace(failed, version=record.version))
 
-    def awaiting_review(self, order_id: str) -> StateRecord:
+    def awaiting_review(
+        self, order_id: str, default_action: str | None = None, keep_for: timedelta | None = None
+    ) -> StateRecord:
+        """Paused at charge-payment for 10 minutes; ``default_action``: kept on the record as the attempt's
+        ``await_review`` keeps it (None: as a record written before it was kept); ``keep_for``: ``completeBy``
+        that long past the deadline (the attempt's ``START_GRACE_SECONDS``; None: at it)."""
         assert self.ctx is not None
         record = self.processing(order_id)
         owner = str(record.locked_by)
         until = self.clock.now() + timedelta(minutes=10)
         paused = compensation.await_review(
-            record, owner, "charge-payment", f"{owner}:charge-payment:review:1", until, self.clock.now()
+            record,
+            owner,
+            "charge-payment",
+            f"{owner}:charge-payment:review:1",
+            until,
+            self.clock.now(),
+            keep_until=until + keep_for if keep_for is not None else None,
+            default_action=default_action,
         )
         return self.ctx.states.replace(replace(paused, version=record.version))
 
