@@ -1,13 +1,13 @@
-"""The supervisor starts compensation rounds: a ``Compensating`` record whose ``completeBy`` has
-passed is either newly handed over (unowned: by the scheduler, a cancellation, an escalation or an
-operator) or a round that got stuck (its orchestration died or missed an undo deadline). A new one
-is claimed for its next round by one conditional update (``lockedBy`` =
-``<order>:compensate:<round>``), and the timer trigger starts that orchestration with its durable
-client. A stuck round counts as a failure and is released until a backoff has passed
-(``RETRY_BACKOFF_*``, as a forward retry waits), so the failing service is not called again at once;
-the run after that claims the next round. After ``MAX_FAILURES`` failed rounds the record is
-``CompensationFailed`` and an operator is alerted. A stuck round waiting on an open dependency is
-released without counting (``supervisor/outage.py``). A forward attempt is never started from here."""
+"""The supervisor starts compensation rounds: a ``Compensating`` record whose ``completeBy`` has passed
+(``SUPERVISOR_GRACE_SECONDS`` ago when a round holds it: ``transitions.past_due``) is either newly handed over
+(unowned: by the scheduler, a cancellation, an escalation or an operator) or a round that got stuck (its
+orchestration died or missed an undo deadline). A new one is claimed for its next round by one conditional
+update (``lockedBy`` = ``<order>:compensate:<round>``), and the timer trigger starts that orchestration with its
+durable client. A stuck round counts as a failure and is released until a backoff has passed
+(``RETRY_BACKOFF_*``, as a forward retry waits), so the failing service is not called again at once; the run
+after that claims the next round. After ``MAX_FAILURES`` failed rounds the record is ``CompensationFailed`` and
+an operator is alerted. A stuck round waiting on an open dependency is released without counting
+(``supervisor/outage.py``). A forward attempt is never started from here."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 The update re-reads nothing: it replaces the record the scan returned, on that record's ``_etag``,
 and ``domain.transitions.supervisor_retry`` (through ``domain.compensation.escalate_or_compensate``,
 which hands an order that exhausted its retries before the pivot to compensation instead of Error)
-re-checks that ``lockedBy`` is still the expired instance and ``completeBy`` still past. Whoever
+re-checks that ``lockedBy`` is still the expired instance and ``completeBy`` still past by the supervisor's grace
+(``SUPERVISOR_GRACE_SECONDS``, ``transitions.past_due``). Whoever
 moved the record in between (the orchestration finishing its step, another supervisor, an
 operator) wins; this supervisor skips the record. A ``Received`` the record still owes its submitter
 (``receivedOwed``: a claim whose delivery died before handing its failed send over) is said before

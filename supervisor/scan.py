@@ -3,8 +3,8 @@
 ``Processing`` records whose ``completeBy`` has passed ``SUPERVISOR_GRACE_SECONDS`` ago (their attempt holds
 them: ``domain.transitions.past_due``), oldest deadline first, bounded three ways:
 
-* a window: ``completeBy >= now - SUPERVISOR_WINDOW_MINUTES`` on regular runs, so a run reads a
-  slice of the index instead of the whole history; a **catch-up** scan (the first run of a process
+* a window: ``completeBy >= now - SUPERVISOR_WINDOW_MINUTES - SUPERVISOR_GRACE_SECONDS`` on regular runs, so a
+  run reads a slice of the index instead of the whole history; a **catch-up** scan (the first run of a process
   and then every ``SUPERVISOR_CATCHUP_EVERY``-th run) has no lower bound, so nothing older than
   the window is ever stranded;
 * at most ``SUPERVISOR_MAX_RECORDS`` records per run;
