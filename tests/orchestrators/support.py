@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from domain import compensation, transitions
+from domain.timefmt import to_text
 from orchestrators import names
 from tests.durable_history import History
 
@@ -62,3 +64,18 @@ def started_attempt(
     if deadline_at_begin:  # what the starter starts since a step's deadline is its begin_step's time plus the timeout
         started["deadlineAtBegin"] = True
     return History(instance, started, start=T0, name=names.SCHEDULER)
+
+
+def claimed_round(ctx: Any, start: datetime, timeout: timedelta, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """A state record in ``ctx.states``: the payment charged (``C-1``), then a compensation round claimed at
+    ``start``; the undo entry's ``seq`` and its undo request (``request`` as the round's, deadline ``start +
+    timeout``), as a round's ``begin_undo`` takes them."""
+    record = transitions.new_claimed_record("o1", None, start, ctx.settings.start_grace)
+    record = transitions.begin_step(record, "o1:1", "charge-payment", "payment", "r", start + timeout, start)
+    record = compensation.complete_step_logged(record, "o1:1", "charge-payment", {"chargeId": "C-1"}, start, start)
+    record = compensation.enter_compensation(record, "op", "undo it", start)
+    record = compensation.claim_compensation(record, start, ctx.settings.start_grace, 3, "supervisor")
+    ctx.states.create(record)
+    [entry] = record.compensation
+    undo = {**request, "instanceId": str(record.locked_by), "action": "undo", "deadline": to_text(start + timeout)}
+    return entry.seq, undo

@@ -16,9 +16,10 @@ import pytest
 
 from activities import compensation_steps, scheduler_steps
 from contracts.messages import AgentRequest
-from domain import compensation, transitions
+from domain import transitions
 from domain.timefmt import parse, to_text
 from tests.activity_calls import run
+from tests.orchestrators.support import claimed_round
 from tests.orchestrators.test_activity_protocol import REQUEST
 
 pytestmark = pytest.mark.cosmos
@@ -62,18 +63,10 @@ def test_an_instance_started_before_keeps_the_deadline_it_computed(app_context, 
 def test_a_begin_undo_run_late_gives_the_undo_its_whole_timeout_from_its_write(app_context, clock) -> None:
     """The same for a compensation round's undo (a round started with ``deadlineAtBegin``); without it, as before."""
     start = clock.now()
-    record = transitions.new_claimed_record("o1", None, start, app_context.settings.start_grace)
-    record = transitions.begin_step(record, "o1:1", "charge-payment", "payment", "r", start + TIMEOUT, start)
-    record = compensation.complete_step_logged(record, "o1:1", "charge-payment", {"chargeId": "C-1"}, start, start)
-    record = compensation.enter_compensation(record, "op", "undo it", start)
-    record = compensation.claim_compensation(record, start, app_context.settings.start_grace, 3, "supervisor")
-    app_context.states.create(record)
-    owner = str(record.locked_by)
-    [entry] = record.compensation
-    undo = {**REQUEST, "instanceId": owner, "action": "undo", "deadline": to_text(start + TIMEOUT)}
+    seq, undo = claimed_round(app_context, start, TIMEOUT, REQUEST)
     clock.advance(QUEUED)
 
-    late = {"request": undo, "agent": "payment", "seq": entry.seq}
+    late = {"request": undo, "agent": "payment", "seq": seq}
     assert run(compensation_steps.begin_undo, app_context, late) == {"owned": True}  # a round started before
     stored = app_context.states.get("o1")
     assert stored is not None and stored.complete_by == start + TIMEOUT

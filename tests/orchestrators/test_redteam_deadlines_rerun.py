@@ -12,9 +12,10 @@ import pytest
 
 from activities import compensation_steps, scheduler_steps
 from contracts.messages import AgentRequest
-from domain import compensation, transitions
+from domain import transitions
 from domain.timefmt import parse, to_text
 from tests.activity_calls import run
+from tests.orchestrators.support import claimed_round
 from tests.orchestrators.test_activity_protocol import REQUEST
 
 pytestmark = pytest.mark.cosmos
@@ -62,15 +63,8 @@ def test_a_begin_step_run_again_later_keeps_the_deadline_and_resends_it(app_cont
 
 def test_a_begin_undo_run_again_later_keeps_the_deadline(app_context, clock) -> None:
     start = clock.now()
-    record = transitions.new_claimed_record("o1", None, start, app_context.settings.start_grace)
-    record = transitions.begin_step(record, "o1:1", "charge-payment", "payment", "r", start + TIMEOUT, start)
-    record = compensation.complete_step_logged(record, "o1:1", "charge-payment", {"chargeId": "C-1"}, start, start)
-    record = compensation.enter_compensation(record, "op", "undo it", start)
-    record = compensation.claim_compensation(record, start, app_context.settings.start_grace, 3, "supervisor")
-    app_context.states.create(record)
-    [entry] = record.compensation
-    undo = {**REQUEST, "instanceId": str(record.locked_by), "action": "undo", "deadline": to_text(start + TIMEOUT)}
-    began = {"request": undo, "agent": "payment", "seq": entry.seq, "writeNumber": 1, "timeoutSeconds": 60.0}
+    seq, undo = claimed_round(app_context, start, TIMEOUT, REQUEST)
+    began = {"request": undo, "agent": "payment", "seq": seq, "writeNumber": 1, "timeoutSeconds": 60.0}
 
     first = run(compensation_steps.begin_undo, app_context, began)
     clock.advance(LATER)
