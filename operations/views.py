@@ -55,6 +55,8 @@ def order_row(record: StateRecord) -> dict[str, Any]:
         "lastError": record.last_error,
         "waitingForReview": review is not None,
         "decideBy": review.decide_by if review else None,
+        # what the paused attempt takes if nobody answers by decideBy (null: not known, or no review)
+        "defaultAction": review.default_action if review else None,
     }
 
 

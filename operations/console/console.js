@@ -95,6 +95,7 @@ function reviewColumns(now) {
   return [
     { title: "Order", value: o => orderLink(o.orderId) },
     { title: "Decide by", value: o => deadline(o.decideBy, now) },
+    { title: "Without an answer", value: o => o.defaultAction || "" }, // empty: a record that did not keep it
     { title: "Step", value: o => o.currentStep || "" }, // the step paused; lastError is empty while it waits
   ];
 }

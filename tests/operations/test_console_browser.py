@@ -76,6 +76,10 @@ def test_an_operator_answers_a_review_in_the_console_and_the_order_moves_on(serv
 
             review_link = page.locator("#reviews a").first
             expect(review_link).to_be_visible(timeout=90_000)
+            # the overview says what each waiting order takes if nobody answers (the summary's defaultAction)
+            expect(page.locator("#reviews")).to_contain_text("Without an answer")
+            default_cell = page.locator("#reviews tbody tr").first.locator("td").nth(2)  # after Order, Decide by
+            expect(default_cell).to_have_text(re.compile(r"^(retry|alternative|compensate|fail)$"))
             page.screenshot(path=str(OUT / "console.png"), full_page=False)
             order_id = review_link.inner_text()
             review_link.focus()

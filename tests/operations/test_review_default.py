@@ -43,3 +43,25 @@ def test_a_record_without_the_default_says_none(ops: OpsHarness) -> None:
 
     assert status == 200, body
     assert body["review"] is not None and body["review"]["defaultAction"] is None, body["review"]
+
+
+def test_the_summary_row_of_a_waiting_order_says_its_default(paused: OpsHarness) -> None:
+    """The overview's "Waiting for review" list carries the default too (it showed only the deadline, so
+    an operator scanning it could not tell which reviews fail the order if left alone)."""
+    status, body = paused.get("/api/ops/summary")
+
+    assert status == 200, body
+    rows = [row for row in body["waitingForReview"] if row["orderId"] == "o-dflt"]
+    assert len(rows) == 1, body["waitingForReview"]
+    assert rows[0]["defaultAction"] == "retry", rows[0]
+    assert rows[0]["decideBy"] is not None, rows[0]
+
+
+def test_a_summary_row_without_a_kept_default_says_none(ops: OpsHarness) -> None:
+    ops.awaiting_review("o-old")  # as written before the default was kept
+
+    status, body = ops.get("/api/ops/summary")
+
+    assert status == 200, body
+    rows = [row for row in body["waitingForReview"] if row["orderId"] == "o-old"]
+    assert len(rows) == 1 and rows[0]["defaultAction"] is None, body["waitingForReview"]
