@@ -39,7 +39,9 @@ pytestmark = pytest.mark.cosmos
 GRACE = Settings.from_env({"SUPERVISOR_GRACE_SECONDS": "15"}).supervisor_grace  # as the Bicep deploys it
 
 
-def _round_meeting_an_open_circuit(app_context: Any, ctx: Any, clock: Any, functions: Any, **started: Any) -> Any:
+def _round_meeting_an_open_circuit(
+    ctx: Any, clock: Any, functions: Any, *, settings: dict[str, Any] | None = None, **started: Any
+) -> Any:
     """o1 reserved (its undo: a release via the in-process inventory agent), then cancelled; the supervisor claims
     round 1; the inventory circuit opens; the round's undo is refused by the agent's gate. Returns the context the
     registered functions use, the round's history and the round's last replay."""
@@ -51,8 +53,8 @@ def _round_meeting_an_open_circuit(app_context: Any, ctx: Any, clock: Any, funct
         stored_record(ctx),
         lambda r: enter_compensation(r, "client", "cancelled by the customer", clock.now()),
     )
-    settings = replace(app_context.settings, supervisor_grace=GRACE)
-    ctx = context_with(app_context, settings=settings)  # the registered activities' context, with the grace
+    # the context the registered functions use (the simulators' agents), with the supervisor's grace as deployed
+    ctx = context_with(ctx, settings=replace(ctx.settings, supervisor_grace=GRACE, **(settings or {})))
     [start] = run_supervisor(ctx, ScanState()).compensations
     h = History(
         start.instance_id, {**start.orchestration_input(), **started}, start=clock.now(), name=names.COMPENSATION
@@ -72,10 +74,8 @@ def _round_meeting_an_open_circuit(app_context: Any, ctx: Any, clock: Any, funct
     return ctx, h, _run_activities(h, compensate, functions, clock)
 
 
-def test_a_round_meeting_an_open_circuit_is_released_to_wait_the_outage_out_at_once(
-    app_context, ctx, clock, functions
-) -> None:
-    ctx, h, ended = _round_meeting_an_open_circuit(app_context, ctx, clock, functions)
+def test_a_round_meeting_an_open_circuit_is_released_to_wait_the_outage_out_at_once(ctx, clock, functions) -> None:
+    ctx, h, ended = _round_meeting_an_open_circuit(ctx, clock, functions)
     assert ended.is_done and ended.output["result"] == "DependencyOpen"
     released = stored_record(ctx)
     me = h.instance_id
@@ -92,12 +92,10 @@ def test_a_round_meeting_an_open_circuit_is_released_to_wait_the_outage_out_at_o
     assert me in report.to_terminate
 
 
-def test_a_round_started_before_the_flag_ends_without_a_write_as_its_history_holds(
-    app_context, ctx, clock, functions
-) -> None:
+def test_a_round_started_before_the_flag_ends_without_a_write_as_its_history_holds(ctx, clock, functions) -> None:
     """An instance started before ``releasesOpenCircuit`` replays as recorded: no write; the supervisor takes the
     round only once its undo's deadline passed ``SUPERVISOR_GRACE_SECONDS`` ago, then releases it uncounted."""
-    ctx, h, ended = _round_meeting_an_open_circuit(app_context, ctx, clock, functions, releasesOpenCircuit=False)
+    ctx, h, ended = _round_meeting_an_open_circuit(ctx, clock, functions, releasesOpenCircuit=False)
     assert ended.is_done and ended.output["result"] == "DependencyOpen"
     assert ended.new_actions == []
     held = stored_record(ctx)
@@ -110,3 +108,32 @@ def test_a_round_started_before_the_flag_ends_without_a_write_as_its_history_hol
     run_supervisor(ctx, ScanState())
     waiting = stored_record(ctx)
     assert (waiting.locked_by, waiting.failure_count, waiting.history[-1].event) == (None, 0, "OutageWait")
+
+
+def test_with_waiting_off_the_released_round_is_counted_at_once_saying_why(ctx, clock, functions) -> None:
+    """``MAX_OUTAGE_WAIT_MINUTES`` 0: no outage is waited out, and the released round counts as a stuck one does
+    (``CompensationRetryScheduled``), now rather than after the undo's deadline; the open circuit is its reason."""
+    ctx, _h, ended = _round_meeting_an_open_circuit(ctx, clock, functions, settings={"max_outage_wait": timedelta(0)})
+    assert ended.output["result"] == "DependencyOpen"
+    run_supervisor(ctx, ScanState())
+    counted = stored_record(ctx)
+    assert (counted.locked_by, counted.failure_count) == (None, 1)
+    assert counted.history[-1].event == "CompensationRetryScheduled"
+    assert counted.last_error == "inventory unavailable (circuit open): not called"
+
+
+def test_a_release_that_finds_the_round_taken_writes_nothing(ctx, clock, functions) -> None:
+    """The supervisor took the round first (its deadline passed): ``release_undo`` answers not owned, the round ends
+    ``FencingLost``, the supervisor's release stands."""
+    ctx, h, _ = _round_meeting_an_open_circuit(ctx, clock, functions, releasesOpenCircuit=False)
+    deadline = stored_record(ctx).complete_by
+    assert deadline is not None
+    clock.set(deadline + GRACE)
+    run_supervisor(ctx, ScanState())
+    taken = stored_record(ctx)
+    assert taken.history[-1].event == "OutageWait"
+    answer = functions[names.RELEASE_UNDO].func(
+        {"orderId": "o1", "instanceId": h.instance_id, "seq": 1, "error": "circuit open", "writeNumber": 3}
+    )
+    assert answer == {"owned": False}
+    assert stored_record(ctx) == taken
