@@ -92,6 +92,11 @@ def hold_undo(data: Any) -> dict[str, Any]:
     return compensation_steps.hold_undo(get_context(), protocol.HoldUndoInput.from_json(data)).to_json()
 
 
+@bp.activity_trigger(input_name="data", activity=names.RELEASE_UNDO)
+def release_undo(data: Any) -> dict[str, Any]:
+    return compensation_steps.release_undo(get_context(), protocol.ReleaseUndoInput.from_json(data)).to_json()
+
+
 @bp.activity_trigger(input_name="data", activity=names.RECORD_UNDO)
 def record_undo(data: Any) -> dict[str, Any]:
     return compensation_steps.record_undo(get_context(), protocol.RecordUndoInput.from_json(data)).to_json()

@@ -29,6 +29,7 @@ from contracts.activities import (
     LoadCompensationResult,
     NotOwned,
     RecordUndoInput,
+    ReleaseUndoInput,
     RequestCompensationInput,
     ReviewClosed,
     UndoBegun,
@@ -223,6 +224,24 @@ def hold_undo(ctx: AppContext, data: HoldUndoInput) -> WriteResult:
         data.instance_id,
         lambda r: compensation.hold_undo(r, data.instance_id, data.seq, data.until, complete_by, now),
         f"hold undo {data.seq}",
+        number=data.write_number,
+    )
+    return NOT_OWNED if written is None else OWNED
+
+
+def release_undo(ctx: AppContext, data: ReleaseUndoInput) -> WriteResult:
+    """The round's undo met an open circuit (no call made) and the round ends: one fenced write hands the record to
+    the supervisor at once, due now less its grace (``domain.compensation.release_undo``), as ``release_for_retry``
+    does for an attempt. The supervisor's next run releases the round to wait the outage out, uncounted
+    (``supervisor.compensation_rounds``); without it the record stayed held until the undo's deadline."""
+    now = ctx.clock.now()
+    reason = str(data.error or "circuit open: not called")
+    written = write_fenced(
+        ctx,
+        data.order_id,
+        data.instance_id,
+        lambda r: compensation.release_undo(r, data.instance_id, data.seq, reason, now, ctx.settings.supervisor_grace),
+        f"release undo {data.seq}",
         number=data.write_number,
     )
     return NOT_OWNED if written is None else OWNED

@@ -520,6 +520,19 @@ class HoldUndoInput(Wire):
 
 
 @dataclass(frozen=True)
+class ReleaseUndoInput(Wire):
+    """``release_undo``: the undo of entry ``seq`` met its service's open circuit (``error``, the agent's: no call was
+    made) and the round ends: ``completeBy`` pulled to now (less the supervisor's grace), ``lockedBy`` kept, so the
+    supervisor releases the round to wait the outage out at once (``domain.compensation.release_undo``)."""
+
+    order_id: str
+    instance_id: str
+    seq: int
+    error: str | None
+    write_number: Annotated[int | None, OMIT_NONE] = None  # its place among the instance's fenced writes
+
+
+@dataclass(frozen=True)
 class RecordUndoInput(Wire):
     """``record_undo``: log entry ``seq`` undone; ``result``: the undo's answer (what it did, e.g. a
     refund of nothing), kept on the entry. Left out by orchestrations recorded before it was sent."""

@@ -13,6 +13,7 @@ compensation again after a fix)::
     Pending | Processing | Error | CompensationFailed --enter_compensation--> Compensating (unowned, due)
     Compensating (due) --claim_compensation--> Compensating, lockedBy = "<order>:compensate:<round>"
     Compensating (stuck round, due) --back_off_stuck_round--> Compensating (unowned, due after a backoff)
+    Compensating (an undo met an open circuit) --release_undo--> Compensating, due to the supervisor now
     Compensating --finish_compensation--> Compensated
     Compensating --fail_compensation / rounds exhausted--> CompensationFailed
 """
@@ -375,6 +376,30 @@ def hold_undo(
         f"entry {seq}: {entry.undo_action} {entry.step} via {entry.agent} failed transiently; "
         f"next try not before {next_try.isoformat()}",
         complete_by=complete_by,
+    )
+
+
+# The history event of a round whose undo met an open circuit (no call made), releasing its record to the supervisor
+UNDO_DEPENDENCY_OPEN = "UndoDependencyOpen"
+
+
+def release_undo(
+    record: StateRecord, owner: str, seq: int, reason: str, now: datetime, grace: timedelta = transitions.NO_GRACE
+) -> StateRecord:
+    """The undo of entry ``seq`` met its service's open circuit (no call was made) and the round ends: ``completeBy``
+    is now less the supervisor's ``grace``, due to it at once (as ``transitions.release_for_retry`` for an attempt).
+    ``lockedBy`` stays the round's, so the supervisor reads it as a round stuck on that entry's dependency
+    (``domain.outage.undo_in_flight``) and releases it to wait the outage out, uncounted (``wait_compensation_out``);
+    ``lastError`` says why, should it be counted after all."""
+    ensure_compensation_owner(record, owner)
+    entry = _entry(record, seq)
+    return record.with_changes(
+        now,
+        UNDO_DEPENDENCY_OPEN,
+        owner,
+        f"entry {seq}: {entry.undo_action} {entry.step} via {entry.agent}: {reason}",
+        complete_by=now - grace,
+        last_error=reason,
     )
 
 

@@ -46,6 +46,16 @@ WAIT = "OutageWait"
 # An attempt an agent refused because the circuit was open (order_agents/runtime.py): no remote call,
 # so the probe never sees it; the forward path records it as a transient step failure saying so.
 FAILED_FAST = ("StepTransientFailure", "(circuit open)")
+# The same for an undo: a round whose agent refused it on an open circuit releases its record saying so
+# (domain.compensation.release_undo)
+UNDO_FAILED_FAST = "UndoDependencyOpen"
+
+
+def _failed_fast(t: Transition) -> bool:
+    """``t`` says an agent refused the order's step or undo because its circuit was open (no call made)."""
+    return t.event == UNDO_FAILED_FAST or (t.event == FAILED_FAST[0] and FAILED_FAST[1] in t.detail)
+
+
 # Writes that happen while an order is still waiting (a new attempt or round reaching the open circuit), and the
 # side notes written beside whoever moved the record (a payment notification applied, a Received owed or said, an
 # owed alert noted: domain.records.SIDE_NOTES), which do not end the app's wait either (its outageWaitSince)
@@ -57,6 +67,7 @@ STILL_WAITING = {
     "CompensationClaimed",
     "UndoStarted",
     "UndoRetryScheduled",  # a round holding its record through an undo's backoff (domain.compensation.hold_undo)
+    UNDO_FAILED_FAST,  # a round reaching the open circuit again, releasing its record to the supervisor
     *SIDE_NOTES,
 }
 
@@ -181,7 +192,7 @@ def operator_actions(
     failed = sorted(o for o, doc in finals.items() if doc.get("processState") in FAILED_STATES)
     caught: set[str] = set()
     for t in transitions:
-        if t.event == WAIT or (t.event == FAILED_FAST[0] and FAILED_FAST[1] in t.detail):
+        if t.event == WAIT or _failed_fast(t):
             caught.add(t.order_id)
     own_failure: set[str] = set()
     for f in failures:
@@ -234,7 +245,7 @@ def _counted_outside_outages(transitions: Iterable[Transition], windows: Mapping
                 running[t.order_id] = (t.at, AGENTS[via.group(1)].service)
             refused.discard(t.order_id)
             unbegun.discard(t.order_id)
-        elif t.event == FAILED_FAST[0] and FAILED_FAST[1] in t.detail:
+        elif _failed_fast(t):
             refused.add(t.order_id)
             unbegun.discard(t.order_id)
         elif t.event in FORWARD_COUNTED and t.order_id in unbegun:

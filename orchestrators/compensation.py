@@ -15,6 +15,10 @@ crashes resumes (next round) from the first entry not yet undone and never undoe
   which may end after the try's deadline, so the supervisor does not take the round waiting for a stuck one;
 - reply ``failed`` non-transient, or the tries used up: ``CompensationFailed`` naming the entry and
   why, and an ``OperatorAlert``;
+- reply ``dependencyOpen`` (the service's circuit is open: no call was made): the round ends; rounds started with
+  ``releasesOpenCircuit`` first release the record to the supervisor (``release_undo``: ``completeBy`` now less its
+  grace, ``lockedBy`` kept), whose next run releases the round to wait the outage out, uncounted; a round started
+  before leaves the record alone, taken only once the undo's deadline passed;
 - the deadline passes first: the round ends without touching the record; the supervisor sees the
   expired ``completeBy`` and starts the next round (bounded by ``MAX_FAILURES`` rounds).
 
@@ -41,6 +45,7 @@ from contracts.activities import (
     HoldUndoInput,
     LoadCompensationInput,
     RecordUndoInput,
+    ReleaseUndoInput,
     UndoEntry,
     parse_begin_undo,
     parse_load_compensation,
@@ -54,7 +59,12 @@ from orchestrators.external_events import keep_early_events
 from orchestrators.fenced import FencedWrites, call_fenced, ends_quietly_when_fenced_out, hand_over
 from orchestrators.result import OrchestrationResult, orchestration_result
 from orchestrators.status import call_publish_status
-from orchestrators.timers import DEADLINE_AT_BEGIN_INPUT, HOLDS_BACKOFF_INPUT, TIMER_PER_ROUND_INPUT
+from orchestrators.timers import (
+    DEADLINE_AT_BEGIN_INPUT,
+    HOLDS_BACKOFF_INPUT,
+    RELEASES_OPEN_CIRCUIT_INPUT,
+    TIMER_PER_ROUND_INPUT,
+)
 
 
 def compensate_order(context: df.DurableOrchestrationContext) -> Generator[Any, Any, OrchestrationResult]:
@@ -73,6 +83,8 @@ def _run_round(context: df.DurableOrchestrationContext) -> Generator[Any, Any, O
     holds_backoff = bool(started.get(HOLDS_BACKOFF_INPUT))
     # an undo's deadline is its begin_undo's time plus the timeout (rounds started since that change say so)
     deadline_at_begin = bool(started.get(DEADLINE_AT_BEGIN_INPUT))
+    # an undo meeting an open circuit releases the record to the supervisor (rounds started since that change say so)
+    releases_open_circuit = bool(started.get(RELEASES_OPEN_CIRCUIT_INPUT))
     me: str = context.instance_id
     writes = FencedWrites(context)  # numbers the round's fenced writes (a late duplicate of one is refused)
 
@@ -86,7 +98,15 @@ def _run_round(context: df.DurableOrchestrationContext) -> Generator[Any, Any, O
         if entry.outcome == UNDONE:  # done by an earlier round: never undo twice
             continue
         result = yield from _undo_entry(
-            writes, plan, entry, order_id, round_number, timer_per_round, holds_backoff, deadline_at_begin
+            writes,
+            plan,
+            entry,
+            order_id,
+            round_number,
+            timer_per_round,
+            holds_backoff,
+            deadline_at_begin,
+            releases_open_circuit,
         )
         if result["result"] != "Undone":
             return result
@@ -116,6 +136,7 @@ def _undo_entry(
     timer_per_round: bool,
     holds_backoff: bool = False,
     deadline_at_begin: bool = False,
+    releases_open_circuit: bool = False,
 ) -> Generator[Any, Any, OrchestrationResult]:
     context = writes.context
     me: str = context.instance_id
@@ -156,8 +177,12 @@ def _undo_entry(
             yield from call_fenced(writes, names.RECORD_UNDO, recorded, parse_write_result, at=at)
             return orchestration_result("Undone", seq=seq)
         if reply.dependency_open:
-            # The service's circuit is open: no call was made. Leave the record alone; the supervisor
-            # releases the round to wait the outage out (not counted as a failed round).
+            # The service's circuit is open: no call was made. The supervisor releases the round to wait the
+            # outage out (not counted as a failed round): handed the record now, not after the undo's deadline
+            if releases_open_circuit:
+                said = None if reply.error is None else str(reply.error)
+                released = ReleaseUndoInput(order_id=order_id, instance_id=me, seq=seq, error=said)
+                yield from call_fenced(writes, names.RELEASE_UNDO, released, parse_write_result, at=at)
             return orchestration_result("DependencyOpen", seq=seq, step=step_name, error=reply.error)
         error = reply.error
         if not reply.transient:

@@ -24,6 +24,10 @@ TIMER_PER_ROUND_INPUT = "timerPerRound"
 # undo's transient failure (``hold_undo``, a fenced write before the timer); an instance whose input lacks it
 # replays with the timer alone, as its history holds.
 HOLDS_BACKOFF_INPUT = "holdsBackoff"
+# The input key of the compensation rounds started since a round whose undo meets an open circuit releases its record
+# to the supervisor at once (``release_undo``, a fenced write before it ends); an instance whose input lacks it ends
+# without a write, as its history holds, and the supervisor takes it once the undo's deadline passed.
+RELEASES_OPEN_CIRCUIT_INPUT = "releasesOpenCircuit"
 # The input key of the attempts and compensation rounds started since a step's (an undo's) deadline is its
 # ``begin_step``'s (``begin_undo``'s) time plus the timeout, answered by the activity; an instance whose input lacks
 # it keeps its replay time plus the timeout, the deadline its timers were created with (``AttemptInput`` reads it

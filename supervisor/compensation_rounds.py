@@ -31,7 +31,12 @@ from notifications.received import say_owed_received
 from observability.events import app_event
 from orchestrators.names import COMPENSATION
 from orchestrators.starter import OrchestrationClient, start_orchestrations
-from orchestrators.timers import DEADLINE_AT_BEGIN_INPUT, HOLDS_BACKOFF_INPUT, TIMER_PER_ROUND_INPUT
+from orchestrators.timers import (
+    DEADLINE_AT_BEGIN_INPUT,
+    HOLDS_BACKOFF_INPUT,
+    RELEASES_OPEN_CIRCUIT_INPUT,
+    TIMER_PER_ROUND_INPUT,
+)
 from supervisor.outage import OutageVerdict, outage_verdict, tell_waiting
 from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
 from supervisor.unmapped import alert_unmapped
@@ -50,6 +55,7 @@ class CompensationStart:
             TIMER_PER_ROUND_INPUT: True,
             HOLDS_BACKOFF_INPUT: True,
             DEADLINE_AT_BEGIN_INPUT: True,
+            RELEASES_OPEN_CIRCUIT_INPUT: True,
         }
 
 

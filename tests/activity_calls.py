@@ -23,6 +23,7 @@ INPUTS: dict[str, Any] = {
     "load_compensation": protocol.LoadCompensationInput,
     "begin_undo": protocol.BeginUndoInput,
     "hold_undo": protocol.HoldUndoInput,
+    "release_undo": protocol.ReleaseUndoInput,
     "record_undo": protocol.RecordUndoInput,
     "finish_compensation": protocol.FinishCompensationInput,
     "fail_compensation": protocol.FailCompensationInput,

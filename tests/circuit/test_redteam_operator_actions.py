@@ -78,3 +78,31 @@ def test_an_order_escalated_by_the_bound_before_it_waited_that_long_is_not_by_de
     assert actions.outage_only == ["due", "early"]
     assert actions.by_the_bound == ["due"]
     assert actions.unexpected == ["early"]
+
+
+def test_a_compensation_whose_undos_were_refused_on_an_open_circuit_failed_on_the_outage_alone() -> None:
+    """The same for an undo: a round whose agent refused it on the open circuit writes ``UndoDependencyOpen``
+    (domain.compensation.release_undo). Here the outage's injected window had ended, the circuit not yet closed
+    (its cool-down), and the supervisor counted the round (waiting off): no failed call, no wait, yet the outage
+    alone failed the compensation."""
+    at = T0 + timedelta(minutes=16)
+    compensating = ProcessState.COMPENSATING
+    rows = (
+        (0, compensating, "CompensationClaimed", "supervisor", "undo:compensate:2"),
+        (1, compensating, "UndoStarted", "undo:compensate:2", "entry 1: refund charge-payment via payment (r)"),
+        (
+            2,
+            compensating,
+            "UndoDependencyOpen",
+            "undo:compensate:2",
+            f"entry 1: refund charge-payment via payment: {FAILED_FAST}",
+        ),
+        (30, ProcessState.COMPENSATION_FAILED, "CompensationFailed", "supervisor", "did not finish in 1 rounds"),
+    )
+    transitions = [
+        Transition(at + timedelta(seconds=s), "undo", compensating, after, event, by, None, detail)
+        for s, after, event, by, detail in rows
+    ]
+    finals = {"undo": {"processState": "CompensationFailed", "lastError": f"did not finish; last: {FAILED_FAST}"}}
+    actions = operator_actions(finals, transitions, [], WINDOWS, waiting_enabled=False)
+    assert actions.outage_only == ["undo"]

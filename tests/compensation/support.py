@@ -26,6 +26,14 @@ from tests.fakes import FakeReceivedMessage, RecordingSender
 from tests.orchestrators.support import sample_order
 
 ORDER: dict[str, Any] = sample_order()
+# What the supervisor starts a compensation round with, beside its order and round: the flags of the changes a
+# round started before them replays without (orchestrators/timers.py)
+NEW_ROUND_INPUT: dict[str, Any] = {
+    "timerPerRound": True,
+    "holdsBackoff": True,
+    "deadlineAtBegin": True,
+    "releasesOpenCircuit": True,
+}
 
 
 def stored_record(ctx: AppContext, order_id: str = "o1") -> StateRecord:

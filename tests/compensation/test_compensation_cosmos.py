@@ -22,6 +22,7 @@ from supervisor.operator import compensate_order
 from supervisor.recovery import RecoveryAction, recover
 from tests.activity_calls import run
 from tests.compensation.support import (
+    NEW_ROUND_INPUT,
     begin_charge,
     carried,
     finish_forward,
@@ -225,13 +226,7 @@ def test_the_supervisor_claims_a_round_and_a_stuck_round_gets_the_next_one(ctx, 
     claims = claim_due_compensations(ctx)
     [start] = claims.starts
     assert (start.instance_id, start.round) == (compensation_instance_id("o1", 2), 2)
-    assert start.orchestration_input() == {
-        "orderId": "o1",
-        "round": 2,
-        "timerPerRound": True,
-        "holdsBackoff": True,
-        "deadlineAtBegin": True,
-    }
+    assert start.orchestration_input() == {"orderId": "o1", "round": 2, **NEW_ROUND_INPUT}
     assert claims.stale_instances == []
     assert claim_due_compensations(ctx).starts == []  # not due again until its deadline
     clock.advance(just_past(ctx.settings.start_grace))  # round 2 never started (or died)

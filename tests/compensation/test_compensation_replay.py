@@ -56,6 +56,7 @@ def reply(entry: dict[str, Any], *, try_number: int = 1, outcome: str = "succeed
         "transient": more.get("transient", False),
         "result": more.get("result"),
         "error": more.get("error"),
+        **({"dependencyOpen": True} if more.get("dependencyOpen") else {}),
     }
 
 
@@ -70,6 +71,7 @@ class Round:
         timer_per_round: bool = True,
         holds_backoff: bool = False,
         deadline_at_begin: bool = False,
+        releases_open_circuit: bool = False,
     ) -> None:
         started: dict[str, Any] = {"orderId": "o1", "round": 3}
         if timer_per_round:  # a round started since rounds carry the flag
@@ -78,6 +80,8 @@ class Round:
             started["holdsBackoff"] = True
         if deadline_at_begin:  # a round started since an undo's deadline is its begin_undo's time plus the timeout
             started["deadlineAtBegin"] = True
+        if releases_open_circuit:  # a round started since an undo meeting an open circuit releases its record
+            started["releasesOpenCircuit"] = True
         self.h = History(ME, started, start=T0, name=names.COMPENSATION)
         plan = {
             "owned": True,
@@ -203,6 +207,47 @@ def test_a_round_started_with_holds_backoff_holds_its_record_through_the_backoff
     lost.h.activity_completed(names.HOLD_UNDO, {"owned": False}, at=lost.h.now)
     ended = lost.run(compensate)
     assert ended.is_done and ended.new_action_types() == []
+
+
+OPEN_CIRCUIT = "payment unavailable (circuit open): not called"
+
+
+def test_a_round_started_before_releases_open_circuit_ends_on_an_open_circuit_without_a_write(compensate):
+    """The agent's gate refused the undo (``dependencyOpen``: no call made). A round started before
+    ``releasesOpenCircuit`` ends as its history holds, the record left to the undo's deadline."""
+    r = Round([RESERVE, CHARGE])
+    r.remote(reply(CHARGE, outcome="failed", transient=True, error=OPEN_CIRCUIT, dependencyOpen=True))
+    result = r.run(compensate)
+    assert result.is_done and result.new_actions == []
+    assert result.output == {"result": "DependencyOpen", "seq": 2, "step": "charge-payment", "error": OPEN_CIRCUIT}
+
+
+def test_a_round_started_with_releases_open_circuit_hands_its_record_to_the_supervisor_first(compensate):
+    """Since the flag, ``release_undo`` (a fenced write: ``completeBy`` now, ``lockedBy`` kept) before the round ends,
+    so the supervisor releases it to wait the outage out at once (tests/compensation/test_round_meets_open_circuit.py).
+    A release that found the record taken ends the round quietly."""
+    r = Round([RESERVE, CHARGE], releases_open_circuit=True)
+    r.remote(reply(CHARGE, outcome="failed", transient=True, error=OPEN_CIRCUIT, dependencyOpen=True))
+    result = r.run(compensate)
+    assert [a["functionName"] for a in result.new_actions] == [names.RELEASE_UNDO]
+    assert json.loads(result.new_actions[0]["input"]) == {
+        "orderId": "o1",
+        "instanceId": ME,
+        "seq": 2,
+        "error": OPEN_CIRCUIT,
+        "writeNumber": 3,  # after load_compensation and begin_undo
+    }
+    r.h.activity_completed(names.RELEASE_UNDO, {"owned": True}, at=r.h.now)
+    result = r.run(compensate)
+    assert result.is_done and result.new_actions == []
+    assert result.output == {"result": "DependencyOpen", "seq": 2, "step": "charge-payment", "error": OPEN_CIRCUIT}
+    assert inputs(result, names.BEGIN_UNDO)[-1]["seq"] == 2  # the older entry is left to the next round
+
+    lost = Round([RESERVE, CHARGE], releases_open_circuit=True)
+    lost.remote(reply(CHARGE, outcome="failed", transient=True, error=OPEN_CIRCUIT, dependencyOpen=True))
+    lost.h.activity_completed(names.RELEASE_UNDO, {"owned": False}, at=lost.h.now)
+    ended = lost.run(compensate)
+    assert ended.is_done and ended.output == {"result": "FencingLost", "at": "undo 2"}
 
 
 def test_an_undo_that_fails_for_good_ends_compensation_failed_naming_the_entry(compensate):

@@ -11,7 +11,7 @@ from orchestrators import names
 from supervisor.compensation_rounds import start_compensations
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState
-from tests.compensation.support import forward_step, submitted_and_claimed
+from tests.compensation.support import NEW_ROUND_INPUT, forward_step, submitted_and_claimed
 from tests.contexts import context_with
 from tests.deadlines import just_past
 from tests.fakes import RecordingClient
@@ -39,7 +39,7 @@ def test_a_supervisor_run_escalates_to_compensation_and_starts_the_round(app_con
     client = RecordingClient()
     started: list[Any] = asyncio.run(start_compensations(client, report.compensations))
     assert started == ["o1:compensate:2"]
-    started_round = {"orderId": "o1", "round": 2, "timerPerRound": True, "holdsBackoff": True, "deadlineAtBegin": True}
+    started_round = {"orderId": "o1", "round": 2, **NEW_ROUND_INPUT}
     assert client.started == [(names.COMPENSATION, "o1:compensate:2", started_round)]
 
 

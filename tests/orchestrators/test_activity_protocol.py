@@ -322,6 +322,21 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
         protocol.parse_write_result,
         [OWNED, NOT_OWNED],
     ),
+    names.RELEASE_UNDO: (
+        protocol.ReleaseUndoInput,
+        [
+            {
+                "orderId": "o1",
+                "instanceId": "o1:compensate:3",
+                "seq": 2,
+                "error": "payment unavailable (circuit open): not called",
+                "writeNumber": 3,
+            },
+            {"orderId": "o1", "instanceId": "o1:compensate:3", "seq": 2, "error": None, "writeNumber": 3},
+        ],
+        protocol.parse_write_result,
+        [OWNED, NOT_OWNED],
+    ),
     names.RECORD_UNDO: (
         protocol.RecordUndoInput,
         [
