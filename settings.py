@@ -102,6 +102,25 @@ def minutes_under_message_ttl(minimum: int) -> Kind[timedelta]:
     return _duration("minutes", minimum, most, f"under the queues' message time to live, {QUEUE_MESSAGE_TTL_DAYS} days")
 
 
+# How long the Functions host renews a Service Bus message's lock while its invocation runs (host.json
+# ``maxAutoLockRenewalDuration``; tests/infra checks they agree). An invocation still running after it loses
+# the lock (QUEUE_LOCK_DURATION_SECONDS later at most), and Service Bus delivers the message to another one.
+LOCK_RENEWAL = timedelta(minutes=5)
+# The longest one call to a remote service takes before it is given up (``adapters.remote.http_service``).
+REMOTE_CALL_TIMEOUT = timedelta(seconds=10)
+
+
+def agent_request_longest(step_timeout: timedelta, max_calls: int, retry_max: timedelta) -> timedelta:
+    """The longest an agent spends on one request (``order_agents.runtime.run_agent_request``): its calls and
+    backoffs stop at the request's deadline, at most ``step_timeout`` away, but a call begun before it may run
+    its timeout past it; and there are at most ``max_calls`` calls with a backoff of at most ``retry_max``
+    between two. Counted in whole microseconds: a count setting may be larger than a ``timedelta`` holds."""
+    micro = timedelta(microseconds=1)
+    by_deadline = (step_timeout + REMOTE_CALL_TIMEOUT) // micro
+    by_calls = max_calls * (REMOTE_CALL_TIMEOUT // micro) + (max_calls - 1) * (retry_max // micro)
+    return timedelta(microseconds=min(by_deadline, by_calls))
+
+
 def milliseconds(minimum: int) -> Kind[timedelta]:
     return _duration("milliseconds", minimum)
 
@@ -638,6 +657,21 @@ def _inconsistent(parsed: Mapping[str, Any], texts: Mapping[str, str]) -> list[s
             f"CIRCUIT_HEALTH_CACHE_SECONDS={texts['CIRCUIT_HEALTH_CACHE_SECONDS']!r} is not valid: expected at most "
             f"half of CIRCUIT_COOLDOWN_SECONDS ({texts['CIRCUIT_COOLDOWN_SECONDS']!r}), the other half being the "
             "margin for clock skew between agent instances"
+        )
+    longest = agent_request_longest(
+        parsed["STEP_TIMEOUT_SECONDS"], parsed["AGENT_MAX_ATTEMPTS"], parsed["AGENT_RETRY_MAX_MS"]
+    )
+    if longest > LOCK_RENEWAL:
+        # The queues' lock and its renewal are sized for one delivery handled well inside them
+        # (infra/modules/servicebus.bicep): past the renewal a second handler gets the request while the first
+        # still calls the service, and each such delivery counts towards QUEUE_MAX_DELIVERY_COUNT.
+        problems.append(
+            f"STEP_TIMEOUT_SECONDS={texts['STEP_TIMEOUT_SECONDS']!r}, AGENT_MAX_ATTEMPTS="
+            f"{texts['AGENT_MAX_ATTEMPTS']!r} and AGENT_RETRY_MAX_MS={texts['AGENT_RETRY_MAX_MS']!r} are not valid "
+            f"together: an agent could spend {longest.total_seconds():.0f} s on one request (until its deadline and "
+            f"a last call, or every call of {REMOTE_CALL_TIMEOUT.total_seconds():.0f} s and every backoff), expected "
+            f"at most the {LOCK_RENEWAL.total_seconds() / 60:.0f} minutes the Functions host renews its message's "
+            "lock (host.json maxAutoLockRenewalDuration): lower one of them"
         )
     rounds, delay = parsed["DEFER_MAX_ROUNDS"], parsed["DEFER_RETRY_DELAY_SECONDS"]
     if rounds * delay >= MESSAGE_TTL:

@@ -58,3 +58,18 @@ def test_deferral_rounds_that_outlast_the_message_they_retry_are_refused() -> No
     with pytest.raises(SettingsError) as raised:
         Settings.from_env({"DEFER_MAX_ROUNDS": "4", "DEFER_RETRY_DELAY_SECONDS": str(ttl_seconds // 4)})
     assert "DEFER_MAX_ROUNDS" in str(raised.value) and "DEFER_RETRY_DELAY_SECONDS" in str(raised.value)
+
+
+def test_agent_settings_that_let_one_request_outlast_its_message_lock_are_refused() -> None:
+    """An agent handles one request in one invocation: calls (each up to the remote call timeout, 10 s) and
+    backoffs until the request's deadline (STEP_TIMEOUT_SECONDS after the step began) or AGENT_MAX_ATTEMPTS. The
+    Functions host renews the request message's lock for 5 minutes (host.json ``maxAutoLockRenewalDuration``);
+    an invocation still running after that loses it, and Service Bus hands the request to a second handler
+    while the first still calls the service, until the max delivery count dead-letters it. The Bicep's queue
+    policy assumes one delivery is handled well inside the lock; these settings are refused at start."""
+    Settings.from_env({"STEP_TIMEOUT_SECONDS": "3600"})  # 4 calls and 3 backoffs at most: 64 s
+    Settings.from_env({"AGENT_MAX_ATTEMPTS": "1100"})  # within the 60 s deadline: 70 s at most
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({"STEP_TIMEOUT_SECONDS": "3600", "AGENT_MAX_ATTEMPTS": "400"})
+    message = str(raised.value)
+    assert all(name in message for name in ("STEP_TIMEOUT_SECONDS", "AGENT_MAX_ATTEMPTS", "AGENT_RETRY_MAX_MS"))
