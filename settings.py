@@ -55,10 +55,11 @@ def count(minimum: int, maximum: int | None = None) -> Kind[int]:
     return Kind(f"an integer from {minimum} to {maximum}", read, ("x", "1.5", str(minimum - 1), str(maximum + 1)))
 
 
-# The largest page size (``x-ms-max-item-count``) and ``TOP`` count of a Cosmos DB query: a 32-bit integer, as
-# the service's SDKs type it (``MaxItemCount`` is an ``int?``,
-# https://learn.microsoft.com/dotnet/api/microsoft.azure.cosmos.queryrequestoptions.maxitemcount). The Python
-# SDK sends any number it is given, and the local protocol server takes it: a larger one failed no test.
+# The largest page size (``x-ms-max-item-count``) and ``TOP`` count of a Cosmos DB query: the page size is a 32-bit
+# integer as the service's SDKs type it (``MaxItemCount`` is an ``int?``,
+# https://learn.microsoft.com/dotnet/api/microsoft.azure.cosmos.queryrequestoptions.maxitemcount), and the
+# service's query plan holds TOP as an unsigned 32-bit number (Azure/azure-cosmos-dotnet-v3#4939). The Python SDK
+# sends any number it is given, and the local protocol server takes it: a larger one failed no test.
 MAX_PAGE_SIZE = 2**31 - 1
 
 

@@ -13,7 +13,8 @@ from settings import Settings, SettingsError
 # Cosmos DB reads a query's page size and its TOP count as 32-bit integers: the SDKs' ``MaxItemCount`` is an
 # ``int?`` (https://learn.microsoft.com/dotnet/api/microsoft.azure.cosmos.queryrequestoptions.maxitemcount),
 # sent as the ``x-ms-max-item-count`` header, "an integer"
-# (https://learn.microsoft.com/rest/api/cosmos-db/common-cosmosdb-rest-request-headers). The Python SDK sends
+# (https://learn.microsoft.com/rest/api/cosmos-db/common-cosmosdb-rest-request-headers); the service's query plan
+# holds a TOP count as an unsigned 32-bit number (Azure/azure-cosmos-dotnet-v3#4939). The Python SDK sends
 # whatever it is given.
 INT32_MAX = 2**31 - 1
 
