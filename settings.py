@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from contracts.names import QUEUE_DUPLICATE_DETECTION_MINUTES
+from contracts.names import QUEUE_DUPLICATE_DETECTION_MINUTES, QUEUE_MESSAGE_TTL_DAYS
 from domain.ncrontab import NcrontabExpression
 
 if TYPE_CHECKING:
@@ -44,8 +44,23 @@ def _integer(text: str, minimum: int) -> int | None:
     return value if value >= minimum else None
 
 
-def count(minimum: int) -> Kind[int]:
-    return Kind(f"an integer >= {minimum}", lambda text: _integer(text, minimum), ("x", "1.5", str(minimum - 1)))
+def count(minimum: int, maximum: int | None = None) -> Kind[int]:
+    if maximum is None:
+        return Kind(f"an integer >= {minimum}", lambda text: _integer(text, minimum), ("x", "1.5", str(minimum - 1)))
+
+    def read(text: str) -> int | None:
+        value = _integer(text, minimum)
+        return None if value is None or value > maximum else value
+
+    return Kind(f"an integer from {minimum} to {maximum}", read, ("x", "1.5", str(minimum - 1), str(maximum + 1)))
+
+
+# The largest page size (``x-ms-max-item-count``) and ``TOP`` count of a Cosmos DB query: the page size is a 32-bit
+# integer as the service's SDKs type it (``MaxItemCount`` is an ``int?``,
+# https://learn.microsoft.com/dotnet/api/microsoft.azure.cosmos.queryrequestoptions.maxitemcount), and the
+# service's query plan holds TOP as an unsigned 32-bit number (Azure/azure-cosmos-dotnet-v3#4939). The Python SDK
+# sends any number it is given, and the local protocol server takes it: a larger one failed no test.
+MAX_PAGE_SIZE = 2**31 - 1
 
 
 # The longest duration a setting may hold: the app adds one to the current moment (a step's deadline, a start's
@@ -55,15 +70,16 @@ def count(minimum: int) -> Kind[int]:
 MAX_DURATION = timedelta(days=36_500)
 
 
-def _duration(unit: str, minimum: int) -> Kind[timedelta]:
-    most = MAX_DURATION // timedelta(**{unit: 1})
+def _duration(unit: str, minimum: int, most: int | None = None, what: str = "100 years") -> Kind[timedelta]:
+    """``most``: the largest number of units taken (default: ``MAX_DURATION``); ``what`` says why."""
+    most = MAX_DURATION // timedelta(**{unit: 1}) if most is None else most
 
     def read(text: str) -> timedelta | None:
         value = _integer(text, minimum)
         return None if value is None or value > most else timedelta(**{unit: value})
 
     return Kind(
-        f"a whole number of {unit} from {minimum} to {most} (100 years)",
+        f"a whole number of {unit} from {minimum} to {most} ({what})",
         read,
         ("x", "1.5", str(minimum - 1), str(most + 1), str(10**20)),
     )
@@ -75,6 +91,35 @@ def seconds(minimum: int) -> Kind[timedelta]:
 
 def minutes(minimum: int) -> Kind[timedelta]:
     return _duration("minutes", minimum)
+
+
+# How long the queues keep a message, deferred or not, before dead-lettering it (``TTLExpiredException``):
+# a deferred message is never there to look at, or fetch, any later (infra/modules/servicebus.bicep).
+MESSAGE_TTL = timedelta(days=QUEUE_MESSAGE_TTL_DAYS)
+
+
+def minutes_under_message_ttl(minimum: int) -> Kind[timedelta]:
+    most = MESSAGE_TTL // timedelta(minutes=1) - 1
+    return _duration("minutes", minimum, most, f"under the queues' message time to live, {QUEUE_MESSAGE_TTL_DAYS} days")
+
+
+# How long the Functions host renews a Service Bus message's lock while its invocation runs (host.json
+# ``maxAutoLockRenewalDuration``; tests/infra checks they agree). An invocation still running after it loses
+# the lock (QUEUE_LOCK_DURATION_SECONDS later at most), and Service Bus delivers the message to another one.
+LOCK_RENEWAL = timedelta(minutes=5)
+# The longest one call to a remote service takes before it is given up (``adapters.remote.http_service``).
+REMOTE_CALL_TIMEOUT = timedelta(seconds=10)
+
+
+def agent_request_longest(step_timeout: timedelta, max_calls: int, retry_max: timedelta) -> timedelta:
+    """The longest an agent spends on one request (``order_agents.runtime.run_agent_request``): its calls and
+    backoffs stop at the request's deadline, at most ``step_timeout`` away, but a call begun before it may run
+    its timeout past it; and there are at most ``max_calls`` calls with a backoff of at most ``retry_max``
+    between two. Counted in whole microseconds: a count setting may be larger than a ``timedelta`` holds."""
+    micro = timedelta(microseconds=1)
+    by_deadline = (step_timeout + REMOTE_CALL_TIMEOUT) // micro
+    by_calls = max_calls * (REMOTE_CALL_TIMEOUT // micro) + (max_calls - 1) * (retry_max // micro)
+    return timedelta(microseconds=min(by_deadline, by_calls))
 
 
 def milliseconds(minimum: int) -> Kind[timedelta]:
@@ -390,7 +435,12 @@ SETTINGS: tuple[Setting, ...] = (
         "completeBy of a fresh claim: the orchestration must start its first step within this.",
         kind=seconds(1),
     ),
-    Setting("STARTER_BATCH_SIZE", "50", "Pending records the starter sweep claims per run at most.", kind=count(1)),
+    Setting(
+        "STARTER_BATCH_SIZE",
+        "50",
+        "Pending records the starter sweep claims per run at most.",
+        kind=count(1, MAX_PAGE_SIZE),  # its query's TOP
+    ),
     Setting(
         "STARTER_SCHEDULE", "*/20 * * * * *", "NCRONTAB schedule of the starter sweep (safety net).", kind=NCRONTAB
     ),
@@ -473,8 +523,13 @@ SETTINGS: tuple[Setting, ...] = (
         kind=seconds(0),
         deployed="15",
     ),
-    Setting("SUPERVISOR_MAX_RECORDS", "100", "Expired records one supervisor run recovers at most.", kind=count(1)),
-    Setting("SUPERVISOR_PAGE_SIZE", "25", "Page size of the supervisor's scan.", kind=count(1)),
+    Setting(
+        "SUPERVISOR_MAX_RECORDS",
+        "100",
+        "Expired records one supervisor run recovers at most.",
+        kind=count(1, MAX_PAGE_SIZE),  # the page size of its owed and compensation queries
+    ),
+    Setting("SUPERVISOR_PAGE_SIZE", "25", "Page size of the supervisor's scan.", kind=count(1, MAX_PAGE_SIZE)),
     Setting(
         "SUPERVISOR_WINDOW_MINUTES",
         "60",
@@ -544,7 +599,7 @@ SETTINGS: tuple[Setting, ...] = (
         "PEEK_SWEEP_AGE_MINUTES",
         "10",
         "The peek sweep looks only at deferred messages enqueued at least this long ago.",
-        kind=minutes(0),
+        kind=minutes_under_message_ttl(0),
     ),
     Setting("PEEK_SWEEP_MAX_MESSAGES", "500", "Messages one peek sweep run peeks at most.", kind=count(1)),
     Setting(
@@ -552,7 +607,7 @@ SETTINGS: tuple[Setting, ...] = (
         "120",
         "A payment notification deferred this long for an order that has not come is alerted to an operator "
         "once (PaymentWithoutOrder) by the peek sweep; it stays deferred and is applied if the order comes.",
-        kind=minutes(1),
+        kind=minutes_under_message_ttl(1),
     ),
     # Operator API and console (operations/)
     Setting(
@@ -603,6 +658,31 @@ def _inconsistent(parsed: Mapping[str, Any], texts: Mapping[str, str]) -> list[s
             f"CIRCUIT_HEALTH_CACHE_SECONDS={texts['CIRCUIT_HEALTH_CACHE_SECONDS']!r} is not valid: expected at most "
             f"half of CIRCUIT_COOLDOWN_SECONDS ({texts['CIRCUIT_COOLDOWN_SECONDS']!r}), the other half being the "
             "margin for clock skew between agent instances"
+        )
+    longest = agent_request_longest(
+        parsed["STEP_TIMEOUT_SECONDS"], parsed["AGENT_MAX_ATTEMPTS"], parsed["AGENT_RETRY_MAX_MS"]
+    )
+    if longest > LOCK_RENEWAL:
+        # The queues' lock and its renewal are sized for one delivery handled well inside them
+        # (infra/modules/servicebus.bicep): past the renewal a second handler gets the request while the first
+        # still calls the service, and each such delivery counts towards QUEUE_MAX_DELIVERY_COUNT.
+        problems.append(
+            f"STEP_TIMEOUT_SECONDS={texts['STEP_TIMEOUT_SECONDS']!r}, AGENT_MAX_ATTEMPTS="
+            f"{texts['AGENT_MAX_ATTEMPTS']!r} and AGENT_RETRY_MAX_MS={texts['AGENT_RETRY_MAX_MS']!r} are not valid "
+            f"together: an agent could spend {longest.total_seconds():.0f} s on one request (until its deadline and "
+            f"a last call, or every call of {REMOTE_CALL_TIMEOUT.total_seconds():.0f} s and every backoff), expected "
+            f"at most the {LOCK_RENEWAL.total_seconds() / 60:.0f} minutes the Functions host renews its message's "
+            "lock (host.json maxAutoLockRenewalDuration): lower one of them"
+        )
+    rounds, delay = parsed["DEFER_MAX_ROUNDS"], parsed["DEFER_RETRY_DELAY_SECONDS"]
+    if rounds * delay >= MESSAGE_TTL:
+        # Each RetryDeferred round is due DEFER_RETRY_DELAY_SECONDS after the last; the deferred message keeps
+        # the time to live it was sent with, so a round due past it finds the message dead-lettered.
+        problems.append(
+            f"DEFER_MAX_ROUNDS={texts['DEFER_MAX_ROUNDS']!r} and DEFER_RETRY_DELAY_SECONDS="
+            f"{texts['DEFER_RETRY_DELAY_SECONDS']!r} are not valid together: expected their product (the last "
+            f"round's wait) under the queues' message time to live, {QUEUE_MESSAGE_TTL_DAYS} days, after which "
+            "the deferred message is dead-lettered"
         )
     return problems
 

@@ -47,3 +47,6 @@ PAYMENT_NOTIFIED_EVENT = "PaymentNotified"
 QUEUE_LOCK_DURATION_SECONDS = 60
 QUEUE_MAX_DELIVERY_COUNT = 5
 QUEUE_DUPLICATE_DETECTION_MINUTES = 10
+# How long a queue keeps a message, deferred or not, before it dead-letters it (TTLExpiredException): the
+# Bicep's defaultMessageTimeToLive. Settings that wait on a deferred message stay under it (settings.py).
+QUEUE_MESSAGE_TTL_DAYS = 14

@@ -53,6 +53,7 @@ from contracts.activities import (
     tries_used_up,
 )
 from domain.compensation import UNDONE, undo_idempotency_key, undo_request_id, undo_result
+from domain.retry import doubled_seconds
 from orchestrators import names
 from orchestrators.agent_call import agent_request, invoke_agent
 from orchestrators.external_events import keep_early_events
@@ -188,7 +189,7 @@ def _undo_entry(
         if not reply.transient:
             break
         if number < tries:
-            delay = min(plan.retry_base_seconds * 2 ** (number - 1), plan.retry_max_seconds)
+            delay = doubled_seconds(number, plan.retry_base_seconds, plan.retry_max_seconds)
             next_try = context.current_utc_datetime + timedelta(seconds=delay)
             if holds_backoff:
                 # The wait may outlast this try's deadline (completeBy): hold the record past it, or the

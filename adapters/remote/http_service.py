@@ -36,6 +36,7 @@ from typing import Any
 
 from adapters.remote.interface import RemoteCall, RemoteError
 from contracts.parsing import MAX_BODY_BYTES, read_outside_json
+from settings import REMOTE_CALL_TIMEOUT
 
 TRANSIENT_STATUSES = frozenset({408, 429})
 FENCES_HEADER = "X-Fences-Idempotency-Key"
@@ -53,7 +54,7 @@ ERROR_DETAIL_BYTES = 4096
 
 
 class HttpRemoteService:
-    def __init__(self, base_url: str, timeout_seconds: float = 10.0) -> None:
+    def __init__(self, base_url: str, timeout_seconds: float = REMOTE_CALL_TIMEOUT.total_seconds()) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"service URL must be http(s), got {base_url!r}")
         self.base_url = base_url.rstrip("/")

@@ -26,13 +26,16 @@ var operatorAlertsQueueName = 'operator-alerts'
 // Queue policy, the same for every queue (contracts/names.py QUEUE_* constants; a test checks it).
 // - lockDuration 1 minute: one delivery is handled well inside it (an agent request makes at most
 //   AGENT_MAX_ATTEMPTS = 4 calls with 0.5 s, 1 s, 2 s backoff inside STEP_TIMEOUT_SECONDS = 60),
-//   and the host renews the lock up to host.json maxAutoLockRenewalDuration (5 minutes).
+//   and the host renews the lock up to host.json maxAutoLockRenewalDuration (5 minutes); settings.py
+//   refuses agent settings that would let one request take longer (agent_request_longest).
 // - maxDeliveryCount 5: a handler that keeps failing is a poison message; after 5 deliveries it is
 //   dead-lettered (and alerted on) instead of looping. The order itself is not lost: the
 //   supervisor recovers it through its state record, MAX_FAILURES = 3 times with backoff.
 // - duplicate detection 10 minutes: longer than every sender's retry window (the SDK retries a
 //   send for seconds, an activity retry resends within the step deadline of 60 s), so a resent
 //   message with the same MessageId is dropped by the broker.
+// - defaultMessageTimeToLive 14 days (QUEUE_MESSAGE_TTL_DAYS): a message deferred that long is dead-lettered;
+//   the settings that wait on a deferred message stay under it (settings.py MESSAGE_TTL).
 var standardSku = {
   name: 'Standard'
   tier: 'Standard'

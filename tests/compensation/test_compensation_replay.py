@@ -12,6 +12,7 @@ import pytest
 
 from contracts.names import AGENT_REPLY_EVENT
 from domain.compensation import compensation_instance_id, undo_request_id
+from domain.timefmt import to_text
 from orchestrators import names
 from orchestrators.state_activity import HAND_OVER_RETRY_DELAYS
 from tests.durable_history import History, ReplayResult
@@ -442,3 +443,21 @@ def test_a_round_started_with_deadline_at_begin_races_the_deadline_its_begin_und
     assert [i["seq"] for i in inputs(result, names.RECORD_UNDO)] == [2]
     assert inputs(result, names.BEGIN_UNDO)[-1]["seq"] == 1  # the next entry, on the same flag
     assert inputs(result, names.BEGIN_UNDO)[-1]["timeoutSeconds"] == STEP.total_seconds()
+
+
+def test_the_1025th_transient_undo_failure_waits_the_capped_backoff(compensate):
+    """Red team (limits): a round tries an undo up to ``undoTries`` (``MAX_FAILURES``, any count) times, the
+    backoff between two tries doubling up to ``retryMaxSeconds``. It was computed as ``retryBaseSeconds * 2 **
+    (try - 1)``: ``2 ** 1024`` is no float, so the 1,025th transient failure raised ``OverflowError`` ("int too
+    large to convert to float") and failed the round instead of waiting the cap. The agents' and the
+    supervisor's backoff had been fixed for the same arithmetic (``domain.retry``); the round now shares it."""
+    cap = timedelta(seconds=300)
+    r = Round([CHARGE], tries=1100)
+    for number in range(1, 1025):
+        r.remote(reply(CHARGE, try_number=number, outcome="failed", transient=True, error="503"))
+        r.h.timer_fired(r.h.now + min(timedelta(seconds=10) * 2 ** min(number - 1, 10), cap))
+    r.remote(reply(CHARGE, try_number=1025, outcome="failed", transient=True, error="503"))
+    result = r.run(compensate)
+    assert result.error is None
+    assert result.new_action_types() == ["CreateTimer"]
+    assert result.new_actions[0]["fireAt"] == to_text(r.h.now + cap)

@@ -19,6 +19,7 @@ from contracts.names import (
     QUEUE_DUPLICATE_DETECTION_MINUTES,
     QUEUE_LOCK_DURATION_SECONDS,
     QUEUE_MAX_DELIVERY_COUNT,
+    QUEUE_MESSAGE_TTL_DAYS,
     SERVICE_BUS_CONNECTION,
     STATE_CONTAINER,
 )
@@ -125,6 +126,8 @@ def test_bicep_queue_policy_matches_the_code():
     assert properties["requiresDuplicateDetection"] is True
     assert iso_minutes(properties["duplicateDetectionHistoryTimeWindow"]) == QUEUE_DUPLICATE_DETECTION_MINUTES
     assert properties["deadLetteringOnMessageExpiration"] is True
+    # the settings that wait on a deferred message stay under it (settings.MESSAGE_TTL)
+    assert properties["defaultMessageTimeToLive"] == f"P{QUEUE_MESSAGE_TTL_DAYS}D"
     # one sequence of numbers in enqueue order: the console's search for the newest alert relies on it
     # (adapters/servicebus/browse.py)
     assert properties["enablePartitioning"] is False

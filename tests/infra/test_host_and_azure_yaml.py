@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
+from settings import LOCK_RENEWAL
 from tests.infra.paths import ROOT, schema
 
 HOST = json.loads((ROOT / "host.json").read_text())
@@ -57,6 +59,8 @@ def test_service_bus_settles_manually_without_prefetch():
     assert service_bus["prefetchCount"] == 0
     assert 1 <= service_bus["maxConcurrentCalls"] <= 32
     assert service_bus["maxAutoLockRenewalDuration"] == "00:05:00"
+    # the agent settings are checked against it at start (settings.agent_request_longest)
+    assert timedelta(minutes=5) == LOCK_RENEWAL
 
 
 def test_log_levels():
