@@ -184,13 +184,18 @@ def settle_refusals(
     Another submission of the order, refused while this one was accepted, may have marked the document after this
     one read it, before the record was written (``release_for_rejected_order`` looks for the record only after its
     mark), and notifications may have been dead-lettered and listed under that mark. So a submission that wrote the
-    record reads the document again, if it was ever refused (``as_read`` names a refused message or lists
-    notifications: any other order reads nothing more). One that found the record read the document after it
-    existed: what it read is what stands. Store and send failures propagate, as ``flag_refused_notifications``'s
-    do (its alert's own failed send is owed, added to ``owed``)."""
-    if as_read is None or (as_read.rejected_sequence_number is None and not as_read.to_flag()):
+    record reads the document again, whatever it read before: an order never refused (``as_read`` None or naming
+    no refusal) may have been refused for the first time after that read (one point read per new order; before,
+    only an order refused before was read again, and a first refusal marked meanwhile stood on the live order, its
+    notifications named by no alert). One that found the record read the document after it existed: what it read
+    is what stands. Store and send failures propagate, as ``flag_refused_notifications``'s do (its alert's own
+    failed send is owed, added to ``owed``)."""
+    if created:
+        doc = ctx.deferrals.get(order_id)
+    elif as_read is None or (as_read.rejected_sequence_number is None and not as_read.to_flag()):
         return
-    doc = ctx.deferrals.get(order_id) if created else as_read
+    else:
+        doc = as_read
     if doc is not None and doc.rejected_at is not None:
         doc = withdraw_refusal(ctx, doc)
     flag_refused_notifications(ctx, doc, owed)
