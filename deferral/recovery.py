@@ -88,12 +88,12 @@ def release_for_rejected_order(
     while this one was judged (its record written since the caller read none) speaks for the order. The mark is
     withdrawn again, the notifications listed as dead-lettered under a refusal are flagged from the document as
     then written (``flag_refused_notifications``), and nothing is released (``Recovery.withdrawn``: the caller
-    tells nobody). A record written after that look finds the mark when its submission reads the document again
-    (``settle_refusals``). ``owed``: the submission's list of alerts owed (``recover_for_order``)."""
+    tells nobody). It is looked for again once waiting notifications were released (that takes a while), with
+    the same outcome if found. A record written after the last look finds the mark when its submission reads the
+    document again (``settle_refusals``). ``owed``: the submission's list of alerts owed (``recover_for_order``)."""
     now = ctx.clock.now()
     doc = update_deferrals(ctx.deferrals, order_id, lambda d: rejected(d, now, sequence_number), now, as_read=as_read)
-    if ctx.states.get(order_id) is not None:
-        flag_refused_notifications(ctx, withdraw_refusal(ctx, doc), owed)
+    if _accepted_meanwhile(ctx, order_id, doc, owed):
         return Recovery(withdrawn=True)
     waiting = doc.waiting(DeferralReason.ORDER_NOT_SUBMITTED)
     if not waiting:
@@ -111,7 +111,21 @@ def release_for_rejected_order(
         raise
     except Exception as exc:
         log.warning("order %s: waiting notifications not released now (%s); the peek sweep will", order_id, exc)
+    # Releasing them took a receiver and a read and a write per notification: another submission of the order may
+    # have been accepted meanwhile and told its submitter Received (red team: a Rejected told after it).
+    if _accepted_meanwhile(ctx, order_id, doc, owed):
+        return Recovery(withdrawn=True)
     return Recovery(dead_lettered=dead, expired=expired)
+
+
+def _accepted_meanwhile(ctx: AppContext, order_id: str, doc: DeferralDocument, owed: list[OwedAlert]) -> bool:
+    """Whether the order has its state record: another submission of it was accepted while this one was refused
+    (``doc``: the deferral document as the refusal wrote it). Then the refusal is withdrawn and the notifications
+    listed as dead-lettered under it are flagged (``flag_refused_notifications``)."""
+    if ctx.states.get(order_id) is None:
+        return False
+    flag_refused_notifications(ctx, withdraw_refusal(ctx, doc), owed)
+    return True
 
 
 def withdraw_refusal(ctx: AppContext, doc: DeferralDocument) -> DeferralDocument:

@@ -222,9 +222,10 @@ def _reject(
        (``original_sequence``), and the notifications waiting for the order are dead-lettered
        (``release_for_rejected_order``). A store failure (``StoreUnavailable``) before the mark is written
        has promised nothing: the message is handled again later (``store_outage``) and decided afresh,
-       accepted if the cap has room by then. Once the mark is written, the order's state record is looked for:
-       found (another submission of the order accepted while this one was judged), the mark is withdrawn and
-       the message completed, telling nobody (the accepted submission speaks for the order);
+       accepted if the cap has room by then. Once the mark is written, the order's state record is looked for
+       (and again once the waiting notifications are released): found (another submission of the order accepted
+       while this one was judged), the mark is withdrawn and the message completed, telling nobody (the accepted
+       submission speaks for the order);
     2. ``Rejected`` to the submitter (a failed send goes to the courier, which tells it only while the refusal
        stands: a state record written meanwhile, another submission of the order accepted, ends it untold);
     3. the ``OrderRejected`` alert (a failed send goes to the alert courier, ``deliver_alert_v1``, which the
