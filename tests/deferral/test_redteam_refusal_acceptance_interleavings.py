@@ -31,7 +31,7 @@ import pytest
 from contracts.names import ORDERS_QUEUE
 from dependencies import installed_context
 from tests.contexts import context_with
-from tests.deferral.support import alerts, deliver, notification, order
+from tests.deferral.support import DurableClientStub, alerts, deliver, notification, order
 from tests.deferral.test_refusal_written_first import Cap, submit, told
 from tests.deferral.test_refused_notifications_flagged import flagged
 
@@ -113,24 +113,42 @@ def _run(
     if not waiting:
         submit(broker, notification(oid), f"{oid}:n-1")
 
+    return interleave(functions, broker, clock, cap, at, a_full=not a_accepted, b_full=a_accepted)
+
+
+def interleave(
+    functions: Any,
+    broker: Any,
+    clock: Any,
+    cap: Cap,
+    at: int,
+    *,
+    a_full: bool,
+    b_full: bool,
+    client: DurableClientStub | None = None,
+) -> int:
+    """The next ``orders`` message (A, the pending cap ``a_full`` for it) delivered with the rest of the queue (B,
+    ``b_full``) delivered before A's ``at``-th store call (after A if it makes fewer), then all that comes due;
+    A's store calls. ``client``: the durable client of every delivery."""
+
     def b() -> None:
-        cap.full = a_accepted  # B is the other one
-        while deliver(functions, broker):
+        cap.full = b_full
+        while deliver(functions, broker, client):
             pass
-        cap.full = not a_accepted
+        cap.full = a_full
 
     interleaving = Interleaving(at, b)
     ctx = installed_context()
     stores = {name: getattr(ctx, name) for name in ("states", "deferrals", "orders")}
     racing = context_with(ctx, **{name: Counted(store, interleaving) for name, store in stores.items()})
-    cap.full = not a_accepted
-    assert deliver(functions, broker)  # A, with B somewhere in it
+    cap.full = a_full
+    assert deliver(functions, broker, client)  # A, with B somewhere in it
     context_with(racing, **stores)
     if not interleaving.fired:
         b()  # B after A
     for _ in range(4):  # looks again, retries: all that comes due
         clock.advance(timedelta(minutes=2))
-        while deliver(functions, broker):
+        while deliver(functions, broker, client):
             pass
     return interleaving.calls
 
@@ -179,3 +197,83 @@ def test_a_refusal_and_an_acceptance_of_one_order_at_every_interleaving(
 
 def _for(message: Any, oid: str) -> bool:
     return bool(json.loads(message.body).get("orderId") == oid)
+
+
+def _every_interleaving(run: Callable[[int, str], int], check: Callable[[str], list[str]]) -> list[str]:
+    """``run(at, order id)`` for every ``at`` up to A's calls and one more (B after A); ``check``'s findings."""
+    calls: int | None = None
+    found: list[str] = []
+    at = 1
+    while calls is None or at <= calls + 1:
+        oid = f"q{at}-{id(run) % 10000}"
+        made = run(at, oid)
+        calls = made if calls is None else max(calls, made)
+        found += [f"B before A's call {at}: {p}" for p in check(oid)]
+        at += 1
+    assert calls > 3
+    return found
+
+
+@pytest.mark.parametrize("waiting", [True, False], ids=["notification-waiting", "notification-with-B"])
+def test_two_accepted_submissions_of_one_order_at_every_interleaving(
+    functions, ctx, broker, clock, monkeypatch, waiting
+):
+    """Two deliveries of one order's submission (a redelivery, or the client sending it twice), both with room
+    under the cap, and its payment notification: one state record, one attempt started, the payment applied, the
+    submitter told ``Received``."""
+    cap = Cap(monkeypatch, full=False)
+    client = DurableClientStub()
+
+    def run(at: int, oid: str) -> int:
+        if waiting:
+            submit(broker, notification(oid), f"{oid}:n-1")
+            assert deliver(functions, broker, client)
+        submit(broker, order(oid), f"{oid}:a")
+        submit(broker, order(oid), f"{oid}:b")
+        if not waiting:
+            submit(broker, notification(oid), f"{oid}:n-1")
+        return interleave(functions, broker, clock, cap, at, a_full=False, b_full=False, client=client)
+
+    def check(oid: str) -> list[str]:
+        found: list[str] = []
+        record = ctx.states.get(oid)
+        started = [i for _, i, _ in client.started if i is not None and i.startswith(f"{oid}:")]
+        if record is None or record.payment is None:
+            found.append(f"the record {record and record.process_state} has no payment")
+        if len(started) != 1:
+            found.append(f"attempts started: {started}")
+        if told(broker, oid)[-1:] != ["Received"]:
+            found.append(f"told {told(broker, oid)}")
+        if any(_for(d, oid) for d in broker.dead_letters(ORDERS_QUEUE)):
+            found.append("dead letters")
+        return found
+
+    found = _every_interleaving(run, check)
+    assert not found, "\n".join(found)
+
+
+def test_a_cancellation_while_its_order_is_accepted_at_every_interleaving(functions, ctx, broker, clock, monkeypatch):
+    """The client's ``CancelOrder`` handled while its order's submission is: the order ends compensating (a
+    cancellation that finds no record yet looks again later), the submitter told ``Received``."""
+    cap = Cap(monkeypatch, full=False)
+    client = DurableClientStub()
+
+    def run(at: int, oid: str) -> int:
+        submit(broker, order(oid), f"{oid}:a")
+        cancel = {"type": "CancelOrder", "schemaVersion": 1, "orderId": oid, "reason": "changed my mind"}
+        submit(broker, cancel, f"{oid}:cancel")
+        return interleave(functions, broker, clock, cap, at, a_full=False, b_full=False, client=client)
+
+    def check(oid: str) -> list[str]:
+        record = ctx.states.get(oid)
+        found: list[str] = []
+        if record is None or record.process_state.value != "Compensating":
+            found.append(f"the record is {record and record.process_state}")
+        if told(broker, oid) != ["Received"]:
+            found.append(f"told {told(broker, oid)}")
+        if any(_for(d, oid) for d in broker.dead_letters(ORDERS_QUEUE)):
+            found.append("dead letters")
+        return found
+
+    found = _every_interleaving(run, check)
+    assert not found, "\n".join(found)
