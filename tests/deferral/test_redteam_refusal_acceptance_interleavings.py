@@ -275,3 +275,40 @@ def _received_alone(broker: Any, oid: str) -> list[str]:
     """What is wrong with what ``oid``'s submitter heard (``Received`` alone) and its dead letters (none)."""
     found = [] if told(broker, oid) == ["Received"] else [f"told {told(broker, oid)}"]
     return found + (["dead letters"] if any(_for(d, oid) for d in broker.dead_letters(ORDERS_QUEUE)) else [])
+
+
+@pytest.mark.parametrize("refusal_first", [True, False], ids=["A-refused", "A-notification"])
+def test_a_refusal_and_a_notification_for_its_order_at_every_interleaving(
+    functions, ctx, broker, clock, monkeypatch, refusal_first
+):
+    """An order refused by the pending cap while its payment notification arrives, with no other submission: the
+    refusal stands, the submitter told ``Rejected`` alone, and the notification dead-lettered ``OrderRejected``
+    with its alert (``NotificationForRejectedOrder``), never left waiting for an order that is not coming."""
+    cap = Cap(monkeypatch, full=True)
+
+    def run(at: int, oid: str) -> int:
+        first, then = (order(oid), notification(oid)) if refusal_first else (notification(oid), order(oid))
+        submit(broker, first, f"{oid}:a")
+        submit(broker, then, f"{oid}:b")
+        return interleave(functions, broker, clock, cap, at, a_full=True, b_full=True)
+
+    def check(oid: str) -> list[str]:
+        found: list[str] = []
+        doc = ctx.deferrals.get(oid)
+        if ctx.states.get(oid) is not None or doc is None or doc.rejected_at is None:
+            found.append("the refusal does not stand")
+        if told(broker, oid) != ["Rejected"]:
+            found.append(f"told {told(broker, oid)}")
+        dead = [d.reason for d in broker.dead_letters(ORDERS_QUEUE) if _for(d, oid)]
+        if dead != ["OrderRejected"]:
+            found.append(f"dead letters {dead}")
+        kinds = sorted(a["kind"] for a in alerts(broker) if a.get("orderId") == oid)
+        if kinds != ["NotificationForRejectedOrder", "OrderRejected"]:
+            found.append(f"alerts {kinds}")
+        waiting = [m.sequence_number for m in broker.peek(ORDERS_QUEUE, 100) if _for(m, oid)]
+        if waiting:
+            found.append(f"messages left on the queue: {waiting}")
+        return found
+
+    found = _every_interleaving(run, check)
+    assert not found, "\n".join(found)
