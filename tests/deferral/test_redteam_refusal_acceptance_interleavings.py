@@ -139,6 +139,7 @@ def interleave(
 
     interleaving = Interleaving(at, b)
     ctx = installed_context()
+    assert ctx is not None
     stores = {name: getattr(ctx, name) for name in ("states", "deferrals", "orders")}
     racing = context_with(ctx, **{name: Counted(store, interleaving) for name, store in stores.items()})
     cap.full = a_full
