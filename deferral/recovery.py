@@ -88,12 +88,12 @@ def release_for_rejected_order(
     while this one was judged (its record written since the caller read none) speaks for the order. The mark is
     withdrawn again, the notifications listed as dead-lettered under a refusal are flagged from the document as
     then written (``flag_refused_notifications``), and nothing is released (``Recovery.withdrawn``: the caller
-    tells nobody). A record written after that look finds the mark when its submission reads the document again
-    (``settle_refusals``). ``owed``: the submission's list of alerts owed (``recover_for_order``)."""
+    tells nobody). It is looked for again once waiting notifications were released (that takes a while), with
+    the same outcome if found. A record written after the last look finds the mark when its submission reads the
+    document again (``settle_refusals``). ``owed``: the submission's list of alerts owed (``recover_for_order``)."""
     now = ctx.clock.now()
     doc = update_deferrals(ctx.deferrals, order_id, lambda d: rejected(d, now, sequence_number), now, as_read=as_read)
-    if ctx.states.get(order_id) is not None:
-        flag_refused_notifications(ctx, withdraw_refusal(ctx, doc), owed)
+    if _accepted_meanwhile(ctx, order_id, doc, owed):
         return Recovery(withdrawn=True)
     waiting = doc.waiting(DeferralReason.ORDER_NOT_SUBMITTED)
     if not waiting:
@@ -111,7 +111,21 @@ def release_for_rejected_order(
         raise
     except Exception as exc:
         log.warning("order %s: waiting notifications not released now (%s); the peek sweep will", order_id, exc)
+    # Releasing them took a receiver and a read and a write per notification: another submission of the order may
+    # have been accepted meanwhile and told its submitter Received (red team: a Rejected told after it).
+    if _accepted_meanwhile(ctx, order_id, doc, owed):
+        return Recovery(withdrawn=True)
     return Recovery(dead_lettered=dead, expired=expired)
+
+
+def _accepted_meanwhile(ctx: AppContext, order_id: str, doc: DeferralDocument, owed: list[OwedAlert]) -> bool:
+    """Whether the order has its state record: another submission of it was accepted while this one was refused
+    (``doc``: the deferral document as the refusal wrote it). Then the refusal is withdrawn and the notifications
+    listed as dead-lettered under it are flagged (``flag_refused_notifications``)."""
+    if ctx.states.get(order_id) is None:
+        return False
+    flag_refused_notifications(ctx, withdraw_refusal(ctx, doc), owed)
+    return True
 
 
 def withdraw_refusal(ctx: AppContext, doc: DeferralDocument) -> DeferralDocument:
@@ -184,13 +198,18 @@ def settle_refusals(
     Another submission of the order, refused while this one was accepted, may have marked the document after this
     one read it, before the record was written (``release_for_rejected_order`` looks for the record only after its
     mark), and notifications may have been dead-lettered and listed under that mark. So a submission that wrote the
-    record reads the document again, if it was ever refused (``as_read`` names a refused message or lists
-    notifications: any other order reads nothing more). One that found the record read the document after it
-    existed: what it read is what stands. Store and send failures propagate, as ``flag_refused_notifications``'s
-    do (its alert's own failed send is owed, added to ``owed``)."""
-    if as_read is None or (as_read.rejected_sequence_number is None and not as_read.to_flag()):
+    record reads the document again, whatever it read before: an order never refused (``as_read`` None or naming
+    no refusal) may have been refused for the first time after that read (one point read per new order; before,
+    only an order refused before was read again, and a first refusal marked meanwhile stood on the live order, its
+    notifications named by no alert). One that found the record read the document after it existed: what it read
+    is what stands. Store and send failures propagate, as ``flag_refused_notifications``'s do (its alert's own
+    failed send is owed, added to ``owed``)."""
+    if created:
+        doc = ctx.deferrals.get(order_id)
+    elif as_read is None or (as_read.rejected_sequence_number is None and not as_read.to_flag()):
         return
-    doc = ctx.deferrals.get(order_id) if created else as_read
+    else:
+        doc = as_read
     if doc is not None and doc.rejected_at is not None:
         doc = withdraw_refusal(ctx, doc)
     flag_refused_notifications(ctx, doc, owed)

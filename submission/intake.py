@@ -16,11 +16,12 @@ was lost: its redelivery (or the SDK's retry, answered 409) finds a record it ca
 concurrent delivery's claim, so the claim is left unstarted and the supervisor retries the order once
 ``START_GRACE_SECONDS`` have passed, as after any failed start.
 
-Before either write, a new order's deferral document is read (the one read of it a submission makes: it
-also lists the payment notifications waiting for the order). At the pending cap (``MAX_PENDING``) the
-order is refused (``_reject``): the refusal is written there, naming the message, before anyone is told,
-and whatever handles the same message again (a redelivery, a store-retry copy) finds it and finishes the
-refusal instead of judging the message afresh."""
+Before either write, a new order's deferral document is read (it also lists the payment notifications waiting
+for the order; the delivery that writes the state record reads it once more after, for a refusal of another
+submission of the order marked meanwhile: ``deferral.recovery.settle_refusals``). At the pending cap
+(``MAX_PENDING``) the order is refused (``_reject``): the refusal is written there, naming the message,
+before anyone is told, and whatever handles the same message again (a redelivery, a store-retry copy) finds
+it and finishes the refusal instead of judging the message afresh."""
 
 from __future__ import annotations
 
@@ -115,8 +116,8 @@ def submit_order(
     dead-letters and the notifications it flags for the accepted order."""
     now = ctx.clock.now()
     state = ctx.states.get(order.order_id)
-    # The order's deferral document, read before deciding (the one read of it a submission makes; it also
-    # lists the notifications waiting for the order): it says whether this very message was refused.
+    # The order's deferral document, read before deciding (it also lists the notifications waiting for the
+    # order): it says whether this very message was refused.
     deferrals = ctx.deferrals.get(order.order_id)
     sent_as = original_sequence(message)
     if deferrals is not None and deferrals.refuses(sent_as):
@@ -221,9 +222,10 @@ def _reject(
        (``original_sequence``), and the notifications waiting for the order are dead-lettered
        (``release_for_rejected_order``). A store failure (``StoreUnavailable``) before the mark is written
        has promised nothing: the message is handled again later (``store_outage``) and decided afresh,
-       accepted if the cap has room by then. Once the mark is written, the order's state record is looked for:
-       found (another submission of the order accepted while this one was judged), the mark is withdrawn and
-       the message completed, telling nobody (the accepted submission speaks for the order);
+       accepted if the cap has room by then. Once the mark is written, the order's state record is looked for
+       (and again once the waiting notifications are released): found (another submission of the order accepted
+       while this one was judged), the mark is withdrawn and the message completed, telling nobody (the accepted
+       submission speaks for the order);
     2. ``Rejected`` to the submitter (a failed send goes to the courier, which tells it only while the refusal
        stands: a state record written meanwhile, another submission of the order accepted, ends it untold);
     3. the ``OrderRejected`` alert (a failed send goes to the alert courier, ``deliver_alert_v1``, which the

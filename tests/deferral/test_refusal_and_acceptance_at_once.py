@@ -125,12 +125,21 @@ def test_a_notification_dead_lettered_under_a_refusal_marked_during_an_acceptanc
     submit(broker, order())
     assert deliver(functions, broker)  # M1 refused
     cap.full = False
-    submit(broker, order(), "p1:m2")
-    submit(broker, order(), "p1:m3")
+    accepted_with_a_refusal_and_a_notification_in_the_middle(functions, ctx, broker, cap)
+    doc = ctx.deferrals.get("p1")
+    assert not doc.to_flag() and doc.rejected_at is None
+
+
+def accepted_with_a_refusal_and_a_notification_in_the_middle(functions: Any, ctx: Any, broker: Any, cap: Cap) -> None:
+    """A submission of p1 accepted (``cap`` has room), with another submission of p1 refused (the cap full) and
+    notification n-1 handled between its read of the deferral document and its order's write; then the state
+    record exists, n-1 is in the dead-letter queue and one ``NotificationsForAcceptedOrder`` alert names it."""
+    submit(broker, order(), "p1:accepted")
+    submit(broker, order(), "p1:refused")
     submit(broker, notification(), "n-1")
     racing = RefusedBeforeTheOrder(ctx.orders, functions, broker, cap)
     with_race = context_with(ctx, orders=racing)
-    assert deliver(functions, broker)  # M2, with M3 and n-1 in the middle
+    assert deliver(functions, broker)  # the accepted one, with the refused one and n-1 in the middle
     assert racing.interleaved
     context_with(with_race, orders=ctx.orders)
 
@@ -138,5 +147,24 @@ def test_a_notification_dead_lettered_under_a_refusal_marked_during_an_acceptanc
     assert [d.message_id for d in broker.dead_letters(ORDERS_QUEUE)] == ["n-1"]
     [alert] = flagged(broker)
     assert [n["notificationId"] for n in alert["details"]["notifications"]] == ["n-1"]
+
+
+def test_a_first_refusal_marked_while_another_submission_is_accepted_is_withdrawn_and_its_notifications_flagged(
+    functions, ctx, broker, monkeypatch
+):
+    """Red team (races). Input: M2 (prepaid order p1, never refused: "p1:accepted") is accepted with room under
+    the cap; after it read the order's deferral document (none), before its order and state record are written, M1
+    (p1 again: "p1:refused") is refused (the cap full: its mark written, no record found yet, ``Rejected`` told)
+    and notification n-1 arrives, finds the refusal and is dead-lettered ``OrderRejected``.
+
+    Expected: once M2's record exists no refusal stands on the order's document, an operator is told that n-1 (in
+    the dead-letter queue) is for an accepted order (``NotificationsForAcceptedOrder``), and the submitter's last
+    word is ``Received``.
+    Before: only the acceptance of an order refused before read the document again; M2 had read none, so
+    ``rejectedAt`` stayed on the live order and no alert named n-1 (its payment lay in the dead-letter queue while
+    the prepaid order waited for it)."""
+    cap = Cap(monkeypatch, full=False)
+    accepted_with_a_refusal_and_a_notification_in_the_middle(functions, ctx, broker, cap)
+    assert told(broker) == ["Rejected", "Received"]
     doc = ctx.deferrals.get("p1")
-    assert not doc.to_flag() and doc.rejected_at is None
+    assert doc.rejected_at is None and not doc.to_flag()

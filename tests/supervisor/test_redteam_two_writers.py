@@ -11,7 +11,7 @@ aside), and to every history entry of the version it replaced (so no side note s
 sent (statuses, alerts, agent requests) must be what it sends in a serial order.
 
 Generative and seeded: ``TWO_WRITERS_SEED`` (default 1) shuffles the pairs, ``TWO_WRITERS_PAIRS`` bounds how many
-run (default 150, about 20 s; ``all``: every pair, 1,171 and about 2 minutes), and each pair runs at each of A's
+run (default 150, about 20 s; ``all``: every pair, 1,186 and about 2 minutes), and each pair runs at each of A's
 reads and writes up to ``TWO_WRITERS_READS`` (default 3). ``TWO_WRITERS_SCENES`` (names, comma-separated) keeps
 those record states only; ``TWO_WRITERS_TRACE`` prints every case's answers."""
 

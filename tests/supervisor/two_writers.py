@@ -860,7 +860,10 @@ SCENES: dict[str, tuple[Callable[[AppContext, str], Scene], tuple[str, ...]]] = 
     "processed_owed": (build_processed_owed, ("received_said", *SUBMISSION_SIDE)),
     "review": (build_review, ("review_answer", "close", "ask_compensation", "fail", *SUBMISSION_SIDE)),
     "review_due": (build_review_due, ("supervisor", "review_answer", "close", "ask_compensation", *SUBMISSION_SIDE)),
-    "review_noted_due": (build_review_noted_due, ("supervisor", "review_answer", "close", *SUBMISSION_SIDE)),
+    "review_noted_due": (
+        build_review_noted_due,
+        ("supervisor", "review_answer", "close", "review_taken_back", *SUBMISSION_SIDE),
+    ),
     "review_noted": (
         build_review_noted,
         ("review_taken_back", "review_answer", "close", "fail", *SUBMISSION_SIDE),
