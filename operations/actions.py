@@ -388,16 +388,25 @@ def _answered_elsewhere(order_id: str, record: StateRecord, review_id: str) -> R
     )
 
 
+@dataclass(frozen=True)
+class NotedMeanwhile:
+    """``claim_answer`` found this same answer noted by another request since the review was read (a
+    double click, two tabs): the caller answers as for that answer posted again (its event raised again)."""
+
+    record: StateRecord
+
+
 def claim_answer(
     ctx: AppContext, order_id: str, pending: PendingReview, operator: str, action: str, reason: str
-) -> StateRecord | Reply:
+) -> StateRecord | NotedMeanwhile | Reply:
     """Before the event is raised: the record notes who answers, with what and why, by one conditional
     write. Of two operators answering at once, only the one whose note is written raises the event; the
-    other is answered 409 with the first answer. (The attempt takes the first ``ReviewDecision`` it gets,
-    so raising first and noting after could tell the second operator their decision was taken.)"""
+    other is answered 409 with the first answer if it differs (the same answer: ``NotedMeanwhile``, as if
+    posted again). (The attempt takes the first ``ReviewDecision`` it gets, so raising first and noting
+    after could tell the second operator their decision was taken.)"""
     now = ctx.clock.now()
 
-    def move() -> StateRecord | Reply:
+    def move() -> StateRecord | NotedMeanwhile | Reply:
         for _ in range(3):
             record = ctx.states.get(order_id)
             if record is None:
@@ -409,6 +418,9 @@ def claim_answer(
                     lambda r: note_review_answer(r, pending.review_id, operator, action, reason, now),
                 )
             except IllegalTransition:
+                noted = noted_answer(record)
+                if noted is not None and noted.review.review_id == pending.review_id and noted.action == action:
+                    return NotedMeanwhile(record)
                 return _answered_elsewhere(order_id, record, pending.review_id)
             except EtagMismatch:
                 continue

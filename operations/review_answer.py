@@ -41,7 +41,10 @@ def refused_by_version(
     return actions.too_close_to_deadline(ctx, order_id, target.pending) if target.noted is None else None
 
 
-async def answer_review(ctx: AppContext, client: Any, operator_name: str, order_id: str, body: ActionBody) -> Reply:
+async def answer_review(
+    ctx: AppContext, client: Any, operator_name: str, order_id: str, body: ActionBody, *, again: bool = False
+) -> Reply:
+    """``again``: this is the second pass of a request whose note found the same answer noted meanwhile."""
     action, review_id = str(body.action), str(body.review_id)
     target = await asyncio.to_thread(actions.review_to_answer, ctx, order_id, review_id, action, operator_name)
     if isinstance(target, Reply):
@@ -68,6 +71,12 @@ async def answer_review(ctx: AppContext, client: Any, operator_name: str, order_
         claimed = await asyncio.to_thread(
             actions.claim_answer, ctx, order_id, pending, operator_name, action, body.reason
         )
+        if isinstance(claimed, actions.NotedMeanwhile):
+            if again:  # noted meanwhile twice over (it cannot be: a note is never noted again); say so
+                return error(409, f"order {order_id} changed while you acted: reload it and try again")
+            # the same answer noted by another request since this one read the review (a double click): answer
+            # as for that answer posted again (its event raised again: the attempt takes the first it gets)
+            return await answer_review(ctx, client, operator_name, order_id, body, again=True)
         if isinstance(claimed, Reply):
             return claimed
         operator, reason = operator_name, body.reason
