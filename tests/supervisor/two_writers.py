@@ -607,6 +607,8 @@ def review_answer(ctx: AppContext, order_id: str, scene: Scene) -> str:
     if target.noted is not None:
         return "noted already"
     claimed = actions.claim_answer(ctx, order_id, target.pending, "op-r", "retry", "try again")
+    if isinstance(claimed, actions.NotedMeanwhile):  # the same answer noted since it was read: "noted already"
+        return "noted already"
     return "noted" if isinstance(claimed, StateRecord) else f"http {claimed.status}"
 
 
