@@ -18,6 +18,11 @@ from domain.states import ProcessState, StepStatus
 
 SCHEMA_VERSION = 1
 HISTORY_LIMIT = 50
+# A history entry's ``detail`` is cut to this many characters: it may quote an error an agent sent (up to a
+# reply's 64 KB), and 50 such copies would not fit the record's one Cosmos DB item (2 MB, measured on the JSON
+# the service receives, where the SDK escapes every character past ASCII: up to 12 bytes for one). Cut, 50
+# entries take 600 KB at most. What the app parses in a detail (a review's id, action and deadline) comes first.
+DETAIL_LIMIT = 1000
 
 # History events that note a fact beside the attempt's progress, written by others than the attempt
 # (submission): a payment notification applied, a ``Received`` owed or said; the supervisor's owed sweep
@@ -153,8 +158,9 @@ class StateRecord:
     unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def with_changes(self, now: datetime, event: str, by: str, detail: str = "", **changes: Any) -> StateRecord:
-        """A copy with ``changes`` applied, ``updatedAt`` set and the change noted in ``history``."""
-        entry = HistoryEntry(at=now, event=event, by=by, detail=detail)
+        """A copy with ``changes`` applied, ``updatedAt`` set and the change noted in ``history`` (``detail`` cut
+        to ``DETAIL_LIMIT``)."""
+        entry = HistoryEntry(at=now, event=event, by=by, detail=detail[:DETAIL_LIMIT])
         history = [*self.history, entry][-HISTORY_LIMIT:]
         return replace(self, **{**changes, "updated_at": now, "history": history})
 

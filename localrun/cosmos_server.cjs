@@ -7,6 +7,8 @@ const path = require("path");
 const { createHttpsServer } = require(path.join(process.argv[2], "@vercel", "cosmosdb-server"));
 const port = parseInt(process.argv[3], 10);
 const server = createHttpsServer({ keepAlive: true });
+// Azure Cosmos DB's rules the protocol server does not hold requests to (cosmos_guards.cjs).
+require("./cosmos_guards.cjs").install(server, path.join(process.argv[2], "@vercel", "cosmosdb-server", "lib"));
 server.listen(port, "127.0.0.1", () => process.stdout.write(`listening ${server.address().port}\n`));
 process.stdin.on("end", () => process.exit(0));
 process.stdin.resume();

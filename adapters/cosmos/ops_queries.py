@@ -48,10 +48,10 @@ class CosmosOpsQueries:
         self._c = container
 
     def page(self, state: ProcessState | None, page_size: int, continuation: str | None) -> RecordPage:
-        where = "IS_DEFINED(c.processState)"
+        where = "IS_DEFINED(c.processState) AND IS_STRING(c.updatedAt)"  # sort keys are text only (``state_store``)
         params: list[dict[str, Any]] = []
         if state is not None:
-            where = "c.processState = @state"
+            where = "c.processState = @state AND IS_STRING(c.updatedAt)"
             params.append({"name": "@state", "value": state.value})
         query = f"SELECT * FROM c WHERE {where} ORDER BY c.updatedAt DESC"
         size = max(1, min(page_size, MAX_PAGE_SIZE))
@@ -61,7 +61,9 @@ class CosmosOpsQueries:
         return RecordPage(records, token, unmapped)
 
     def processing(self, limit: int) -> RecordPage:
-        query = "SELECT TOP @limit * FROM c WHERE c.processState = @state ORDER BY c.completeBy"
+        query = (  # sort keys are text only (``state_store``)
+            "SELECT TOP @limit * FROM c WHERE c.processState = @state AND IS_STRING(c.completeBy) ORDER BY c.completeBy"
+        )
         params: list[dict[str, Any]] = [
             {"name": "@limit", "value": limit},
             {"name": "@state", "value": ProcessState.PROCESSING.value},

@@ -1,5 +1,13 @@
 """The state store: state records in the ``state`` container, conditional replaces on the version
-read (the item's ``_etag``)."""
+read (the item's ``_etag``).
+
+Sort keys are text only: every cross-partition ORDER BY (here and in ``ops_queries``) keeps to documents
+whose sort key is a string (``IS_STRING``, or a range on text such as ``c.completeBy <= @now``). The
+azure-cosmos SDK merges the partitions' sorted results itself and raises on values of mixed types, a missing
+property counting as one (README, "Limitations": "Cross-partition ORDER BY for mixed types";
+Azure/azure-sdk-for-python#43965): one hand-edited document would fail the query for every other. A document
+left out this way would not map anyway (a record's ``updatedAt``, a Processing one's ``completeBy``, are
+timestamps)."""
 
 from __future__ import annotations
 
@@ -178,9 +186,10 @@ class CosmosStateStore:
         return self._remember(stored(StateRecord, doc))
 
     def claimable(self, now: datetime, limit: int) -> list[StateRecord]:
+        # sort keys are text only (module docstring): one document whose updatedAt is not would stop every claim
         query = (
             "SELECT TOP @limit * FROM c WHERE c.processState = @pending AND IS_NULL(c.lockedBy) "
-            "AND (IS_NULL(c.completeBy) OR c.completeBy <= @now) ORDER BY c.updatedAt"
+            "AND (IS_NULL(c.completeBy) OR c.completeBy <= @now) AND IS_STRING(c.updatedAt) ORDER BY c.updatedAt"
         )
         params: list[dict[str, Any]] = [
             {"name": "@limit", "value": limit},
