@@ -279,7 +279,12 @@ def seek_page(
 ) -> tuple[list[dict[str, Any]], SeekKey | None]:
     """One keyset page of a cross-partition query: ``SELECT TOP`` the page (and one more, to know whether
     more follow) ``WHERE <where>`` and after ``after`` in ``order``, read as one list; no continuation token
-    goes to Cosmos DB. Returns the page's documents and where it ended (None: nothing follows it)."""
+    goes to Cosmos DB. Returns the page's documents and where it ended (None: nothing follows it).
+
+    A page whose last document's key is not text (a hand edit: a record always has timestamps there) ends
+    the paging: text sorts after every other type, so in a descending order nothing but such documents
+    follows it, and the scans' filters (``completeBy <= @now``) only select text. A cursor built from it
+    would compare as text and start the list over, for ever."""
     seek = seek_order(order)
     clauses = [where]
     values = list(params)
@@ -293,8 +298,10 @@ def seek_page(
     if len(docs) <= page_size:
         return docs, None
     docs = docs[:page_size]
-    last = docs[-1]
-    return docs, SeekKey(str(last.get(seek.key)), str(last.get("id")))
+    key, last_id = docs[-1].get(seek.key), docs[-1].get("id")
+    if not isinstance(key, str) or not isinstance(last_id, str):
+        return docs, None
+    return docs, SeekKey(key, last_id)
 
 
 def update_fenced(

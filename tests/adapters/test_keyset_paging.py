@@ -172,3 +172,26 @@ def test_the_ops_list_with_records_written_between_pages(container, clock):
 
     seen = [i for p in _list_ids(ops, ProcessState.ERROR, 3, touch) for i in p]
     assert seen == ["o02", "o01", "o00", "o05", "o04", "o03", "o08", "o06"]  # o07 moved in front of the cursor
+
+
+def test_a_document_whose_sort_key_is_not_text_ends_the_list_instead_of_starting_it_over(container, clock):
+    """A hand-edited document without ``updatedAt`` sorts after every record in the newest-first list; a page
+    that ends on it ends the list (a cursor made of it would compare as text and start the list over for
+    ever). It is named on its page as unreadable."""
+    now = clock.now()
+    for n in range(3):
+        _put(container, _record(f"o{n}", ProcessState.ERROR, None, now - timedelta(seconds=n)))
+    for n in range(2):
+        doc = to_document(_record(f"x{n}", ProcessState.ERROR, None, now))
+        del doc["updatedAt"]
+        container.upsert_item(doc)
+    ops = CosmosOpsQueries(container)
+    listed: list[str] = []
+    after: SeekKey | None = None
+    for _ in range(10):
+        page = ops.page(ProcessState.ERROR, 2, after)
+        listed += [r.order_id for r in page.records] + [u.doc_id for u in page.unmapped]
+        if page.after is None:
+            break
+        after = page.after
+    assert listed[:3] == ["o0", "o1", "o2"] and set(listed[3:]) <= {"x0", "x1"} and page.after is None
