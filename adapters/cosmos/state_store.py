@@ -284,7 +284,7 @@ def seek_page(
     A page whose last document's key is not text (a hand edit: a record always has timestamps there) ends
     the paging: text sorts after every other type, so in a descending order nothing but such documents
     follows it, and the scans' filters (``completeBy <= @now``) only select text. A cursor built from it
-    would compare as text and start the list over, for ever."""
+    would compare as text and start the list over (the records listed twice)."""
     seek = seek_order(order)
     clauses = [where]
     values = list(params)
