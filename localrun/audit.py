@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, overload
 from adapters.clock import Clock
 from adapters.cosmos.errors import StoreOutcomeUnknown, StoreUnavailable
 from adapters.cosmos.order_store import CreateOutcome, OrderStore
-from adapters.cosmos.state_store import Page, StateStore
+from adapters.cosmos.state_store import Page, SeekKey, StateStore
 from adapters.servicebus.sender import MessageSender, OutgoingMessage, SendError
 from contracts.names import AGENT_REPLIES_QUEUE
 from domain.records import HistoryEntry, StateRecord
@@ -422,12 +422,12 @@ class AuditedStateStore:
         now: datetime,
         not_before: datetime | None,
         page_size: int,
-        continuation: str | None,
+        after: SeekKey | None,
         grace: timedelta = NO_GRACE,
     ) -> Page:
         self._audit.ops["cosmos_queries"] += 1
         self._faults.maybe_fail("query")
-        page = self._inner.expired_page(state, now, not_before, page_size, continuation, grace)
+        page = self._inner.expired_page(state, now, not_before, page_size, after, grace)
         for record in page.records:
             self._seen(record)
         return page

@@ -3,10 +3,77 @@
 // Usage: node cosmos_server.cjs <node_modules dir> <port>; port 0: a free port the system picks at
 // listen time. Prints "listening <port>" once it listens. Exits when its stdin ends: the process that
 // started it holds the other end, so the server never outlives it, even when that process is killed.
+//
+// It refuses what Azure refuses and the protocol server would take: a cross-partition query (the
+// enablecrosspartition header, no partition key or key range) with ORDER BY, DISTINCT, GROUP BY or an
+// aggregate, resumed with a continuation token, is answered 400. The azure-cosmos SDK does not support it
+// (its README, "Limitations": "Continuation token support for aggregate cross-partition queries like
+// sorting, counting, and distinct"; only streamable queries, SELECT * FROM c WHERE ..., take one): on
+// Azure the gateway asks for a query plan and the SDK's aggregator cannot resume from a token
+// (Azure/azure-sdk-for-python#41434, #37230). The server here has one partition and never asks.
 const path = require("path");
-const { createHttpsServer } = require(path.join(process.argv[2], "@vercel", "cosmosdb-server"));
+const lib = path.join(process.argv[2], "@vercel", "cosmosdb-server", "lib");
+const { createHttpsServer } = require(lib);
+const json = require(path.join(lib, "json"));
 const port = parseInt(process.argv[3], 10);
 const server = createHttpsServer({ keepAlive: true });
+
+const NOT_STREAMABLE = /\bORDER\s+BY\b|\bDISTINCT\b|\bGROUP\s+BY\b|\b(COUNT|SUM|MIN|MAX|AVG)\s*\(/i;
+const REFUSAL =
+  "Cross-partition query with ORDER BY, DISTINCT, GROUP BY or an aggregate resumed from a continuation " +
+  "token: not supported by Azure Cosmos DB through the azure-cosmos SDK (README, Limitations: " +
+  "'Continuation token support for aggregate cross-partition queries like sorting, counting, and " +
+  "distinct'); page by keyset instead (docs/testing.md)";
+
+const isTrue = (value) => String(value || "").toLowerCase() === "true";
+
+// Only a cross-partition query carrying a continuation can be refused: only its body is read here.
+const resumedCrossPartitionQuery = (req) => {
+  const h = req.headers;
+  return (
+    req.method === "POST" &&
+    (isTrue(h["x-ms-documentdb-isquery"]) || String(h["content-type"] || "").startsWith("application/query+json")) &&
+    isTrue(h["x-ms-documentdb-query-enablecrosspartition"]) &&
+    Boolean(h["x-ms-continuation"]) &&
+    !h["x-ms-documentdb-partitionkey"] &&
+    !h["x-ms-documentdb-partitionkeyrangeid"]
+  );
+};
+
+// The server's handlers read a body through lib/json's default export: a body read here is handed to them.
+const readJson = json.default;
+json.default = async (req) => (req.guardBody !== undefined ? JSON.parse(req.guardBody) : readJson(req));
+
+const [handle] = server.listeners("request");
+server.removeAllListeners("request");
+server.on("request", (req, res) => {
+  if (!resumedCrossPartitionQuery(req)) {
+    handle(req, res);
+    return;
+  }
+  const chunks = [];
+  req.on("data", (chunk) => chunks.push(chunk));
+  req.on("end", () => {
+    req.guardBody = Buffer.concat(chunks).toString("utf8");
+    let query = "";
+    try {
+      query = String(JSON.parse(req.guardBody).query || "");
+    } catch (err) {
+      query = "";
+    }
+    if (!NOT_STREAMABLE.test(query)) {
+      handle(req, res);
+      return;
+    }
+    res.statusCode = 400;
+    res.setHeader("content-type", "application/json");
+    res.setHeader("connection", "keep-alive");
+    res.setHeader("x-ms-activity-id", require("crypto").randomUUID());
+    res.setHeader("x-ms-request-charge", "1");
+    res.end(JSON.stringify({ code: "BadRequest", message: REFUSAL }));
+  });
+});
+
 // Azure Cosmos DB's rules the protocol server does not hold requests to (cosmos_guards.cjs).
 require("./cosmos_guards.cjs").install(server, path.join(process.argv[2], "@vercel", "cosmosdb-server", "lib"));
 server.listen(port, "127.0.0.1", () => process.stdout.write(`listening ${server.address().port}\n`));

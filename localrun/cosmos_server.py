@@ -1,5 +1,8 @@
 """Starts and stops ``@vercel/cosmosdb-server`` (the Cosmos DB protocol, in memory) from the
-project's ``node_modules``. Used by the tests and by the local runner."""
+project's ``node_modules``. Used by the tests and by the local runner. Through ``cosmos_server.cjs``,
+which refuses what Azure refuses and the server would take: a cross-partition ORDER BY (or DISTINCT,
+GROUP BY, aggregate) query resumed from a continuation token is a 400, as the azure-cosmos SDK cannot
+resume one on Azure (docs/testing.md)."""
 
 from __future__ import annotations
 

@@ -16,8 +16,9 @@ from typing import Any
 import azure.durable_functions as df
 import azure.functions as func
 
-from adapters.cosmos.errors import InvalidContinuation, StoreUnavailable
+from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.ops_queries import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from adapters.cosmos.state_store import SeekKey
 from adapters.servicebus.browse import TailHint
 from dependencies import AppContext, get_context
 from domain.states import ProcessState
@@ -90,17 +91,16 @@ def ops_orders(req: func.HttpRequest) -> func.HttpResponse:
     continuation = req.params.get("continuation") or None
     if continuation is not None and len(continuation) > MAX_CONTINUATION_CHARS:
         return _response(error(400, "continuation token too long"))
+    after: SeekKey | None = None
     if continuation is not None:  # the token resumes the list it came from, never another
-        continuation = store_token(state, continuation)
-        if isinstance(continuation, Reply):
-            return _response(continuation)
+        resumed = store_token(state, continuation)
+        if isinstance(resumed, Reply):
+            return _response(resumed)
+        after = resumed
     size = page_size(req.params.get("pageSize"), DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
     if size is None:
         return _response(error(400, f"pageSize must be a whole number from 1 to {MAX_PAGE_SIZE}"))
-    try:
-        found = _load(lambda: views.order_page(ctx, state, size, continuation))
-    except (InvalidContinuation, ValueError) as exc:  # a token that cannot be sent or that Cosmos DB refuses
-        return _response(error(400, f"invalid continuation token: {exc}"))
+    found = _load(lambda: views.order_page(ctx, state, size, after))
     return _response(found if isinstance(found, Reply) else json_reply(200, found))
 
 

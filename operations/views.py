@@ -9,7 +9,7 @@ import logging
 from typing import Any
 
 from adapters.cosmos.mapping import DocumentError, to_document
-from adapters.cosmos.state_store import Unmapped
+from adapters.cosmos.state_store import SeekKey, Unmapped
 from adapters.servicebus.browse import TailHint, peek_newest
 from adapters.servicebus.settlement import body_bytes
 from contracts.names import OPERATOR_ALERTS_QUEUE
@@ -135,13 +135,13 @@ def recent_alerts(ctx: AppContext, limit: int, tail: TailHint | None = None) -> 
     return alerts
 
 
-def order_page(ctx: AppContext, state: ProcessState | None, page_size: int, continuation: str | None) -> dict[str, Any]:
-    """A page of the list of ``state`` (None: every order), newest first; ``continuation``: Cosmos DB's
-    token (``operations.web.store_token``); the next page's is handed out naming its list (``list_token``)."""
-    page = ctx.ops.page(state, page_size, continuation)
+def order_page(ctx: AppContext, state: ProcessState | None, page_size: int, after: SeekKey | None) -> dict[str, Any]:
+    """A page of the list of ``state`` (None: every order), newest first; ``after``: where the page before
+    ended (``operations.web.store_token``); the next page's is handed out naming its list (``list_token``)."""
+    page = ctx.ops.page(state, page_size, after)
     return {
         "orders": [order_row(r) for r in page.records],
-        "continuation": list_token(state, page.continuation),
+        "continuation": list_token(state, page.after),
         "unreadable": unreadable_rows(page.unmapped),
     }
 

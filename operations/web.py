@@ -4,12 +4,15 @@ blueprint turns a ``Reply`` into an ``azure.functions.HttpResponse``."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from adapters.cosmos.state_store import SeekKey
 from domain.compensation_policy import REVIEW_CHOICES
 from domain.ids import is_valid_order_id
 from domain.text import blank, one_line, uncarriable
@@ -109,17 +112,28 @@ def page_size(text: str | None, default: int, maximum: int) -> int | None:
     return size if 1 <= size <= maximum else None
 
 
-def list_token(state: str | None, token: str | None) -> str | None:
-    """The continuation the API hands out for a page of the list of ``state`` (None: every order):
-    Cosmos DB's token, which says where the page stopped but not which filter it was for, after the
-    list's name (``Error:...``, ``any:...``), so that it resumes that list only (``store_token``)."""
-    return None if token is None else f"{state or 'any'}:{token}"
+# The version of the list's token: ``<list>:k1.<base64url of the JSON [updatedAt, id] of the page's last row>``.
+# Before it the API handed out Cosmos DB's continuation token after the list's name, which the SDK cannot
+# resume a cross-partition ORDER BY from on Azure (docs/design.md, "Queries and indexes"): such a token is
+# refused, the client starts from the first page.
+LIST_TOKEN_VERSION = "k1."
+MAX_KEY_CHARS = 255  # a Cosmos DB id is at most 255 characters; an updatedAt is a timefmt timestamp
 
 
-def store_token(state: str | None, text: str) -> str | Reply:
-    """Cosmos DB's token in a continuation ``list_token`` made for the list of ``state``, or the 400
-    for one made for another list (a page of it would silently leave out that list's newer orders) or
-    not made by it."""
+def list_token(state: str | None, after: SeekKey | None) -> str | None:
+    """The continuation the API hands out for a page of the list of ``state`` (None: every order): where
+    the page ended (``after``: its last row's updatedAt and id), opaque to the client, after the list's
+    name (``Error:...``, ``any:...``), so that it resumes that list only (``store_token``)."""
+    if after is None:
+        return None
+    packed = json.dumps([after.key, after.id], separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    return f"{state or 'any'}:{LIST_TOKEN_VERSION}{base64.urlsafe_b64encode(packed).decode('ascii')}"
+
+
+def store_token(state: str | None, text: str) -> SeekKey | Reply:
+    """Where a continuation ``list_token`` made for the list of ``state`` resumes, or the 400 for one made
+    for another list (a page of it would silently leave out that list's newer orders), one not made by
+    this API, or one an earlier version made (a Cosmos DB token)."""
     scope, sep, token = text.partition(":")
     expected = state or "any"
     if not sep or not token:
@@ -130,7 +144,29 @@ def store_token(state: str | None, text: str) -> str | Reply:
             f"invalid continuation token: it resumes the list of {scope[:40]!r} orders, not of {expected!r}; "
             "start from the first page",
         )
-    return token
+    after = _seek_key(token)
+    if after is None:
+        return error(
+            400,
+            "invalid continuation token: not one this version of the API hands out (an earlier version's, or "
+            "altered); start from the first page",
+        )
+    return after
+
+
+def _seek_key(token: str) -> SeekKey | None:
+    if not token.startswith(LIST_TOKEN_VERSION) or not token.isascii():
+        return None
+    try:
+        packed = base64.b64decode(token.removeprefix(LIST_TOKEN_VERSION), altchars=b"-_", validate=True)
+        key = json.loads(packed)
+    except (binascii.Error, ValueError):
+        return None
+    if not (isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) for k in key)):
+        return None
+    if any(len(k) > MAX_KEY_CHARS or uncarriable(k) is not None for k in key):
+        return None
+    return SeekKey(key[0], key[1])
 
 
 @dataclass(frozen=True)

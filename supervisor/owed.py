@@ -411,21 +411,21 @@ def deliver_due(ctx: AppContext, cursors: dict[ProcessState, ScanCursor] | None 
     delivered = 0
     for state in FAILURE_STATES:
         cursor = cursors.get(state) if cursors is not None else None
-        upper, continuation = (cursor.now, cursor.continuation) if cursor is not None else (now, None)
+        upper, after = (cursor.now, cursor.after) if cursor is not None else (now, None)
         try:
-            page = ctx.states.expired_page(state, upper, None, ctx.settings.supervisor_max_records, continuation)
+            page = ctx.states.expired_page(state, upper, None, ctx.settings.supervisor_max_records, after)
         except StoreUnavailable as exc:
             log.warning("owed notifications of %s records not swept: %s", state.value, exc)
             continue
-        except Exception:  # a continuation the store no longer takes must not wedge every later run
+        except Exception:  # a cursor whose query fails must not wedge every later run
             if cursors is not None:
                 cursors.pop(state, None)
             raise
         if cursors is not None:
-            if page.continuation is None:
+            if page.after is None:
                 cursors.pop(state, None)
             else:
-                cursors[state] = ScanCursor(upper, None, page.continuation, catch_up=False)
+                cursors[state] = ScanCursor(upper, None, page.after, catch_up=False)
         alert_unmapped(ctx, page.unmapped, f"owed notifications of {state.value}")  # never raises
         for record in page.records:  # deliver_owed isolates each record: it never raises
             delivered += deliver_owed(ctx, record)

@@ -8,13 +8,21 @@ them: ``domain.transitions.past_due``), oldest deadline first, bounded three way
   and then every ``SUPERVISOR_CATCHUP_EVERY``-th run) has no lower bound, so nothing older than
   the window is ever stranded;
 * at most ``SUPERVISOR_MAX_RECORDS`` records per run;
-* pages of ``SUPERVISOR_PAGE_SIZE`` with continuation tokens.
+* pages of ``SUPERVISOR_PAGE_SIZE``, by keyset: each page is a fresh query for the records after the
+  last (``completeBy``, id) of the page before (``state_store.seek_page``), never a Cosmos DB continuation
+  token, which the SDK cannot resume a cross-partition ORDER BY from.
 
-A run that hits its maximum leaves a cursor (the continuation token and the query bounds it
+A run that hits its maximum leaves a cursor (that last (``completeBy``, id) and the query bounds it
 belongs to) in ``ScanState``; the next run continues that same query from where it stopped. The
 cursor lives in process memory only: after a restart the scan simply starts again from the oldest
 expired record. That is safe because recovery is a conditional update that re-checks the record,
 so a record seen twice is recovered at most once.
+
+Records change while a scan runs (recoveries, the attempts themselves). Each page reads the records as
+they are then: one whose ``completeBy`` moved past the cursor's and is still due at the scan's ``now``
+is met again further on (a conditional write on a fresh version: harmless), one that moved behind the
+cursor, or past ``now``, is left to the next scan, which starts from the window's start (or, for one
+moved before the window, the next catch-up); one that did not move is met exactly once.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from adapters.cosmos.errors import StoreUnavailable
-from adapters.cosmos.state_store import Page, Unmapped
+from adapters.cosmos.state_store import Page, SeekKey, Unmapped
 from domain.records import StateRecord
 from domain.states import ProcessState
 from observability.events import app_event
@@ -41,19 +49,19 @@ class ExpiredPages(Protocol):
         now: datetime,
         not_before: datetime | None,
         page_size: int,
-        continuation: str | None,
+        after: SeekKey | None,
         grace: timedelta = ...,
     ) -> Page: ...
 
 
 @dataclass(frozen=True)
 class ScanCursor:
-    """Where an unfinished scan stopped. A continuation token is only valid for the query that
-    produced it, so the cursor keeps that query's bounds too."""
+    """Where an unfinished scan stopped: the last (``completeBy``, id) it read, and the bounds of its query,
+    so that the next run continues that same query (the same fixed ``now``) after it."""
 
     now: datetime
     not_before: datetime | None
-    continuation: str
+    after: SeekKey
     catch_up: bool
 
 
@@ -97,12 +105,12 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
     """Reads the next bounded batch of expired ``Processing`` records and advances ``state``."""
     cursor, catch_up = _start_or_resume(state, settings, now)
     if cursor is not None:
-        upper, lower, continuation = cursor.now, cursor.not_before, cursor.continuation
+        upper, lower, after = cursor.now, cursor.not_before, cursor.after
     else:
         # the window counts from when a record became due: one its attempt holds is due only the grace after its
         # completeBy (``transitions.past_due``), so a grace as long as the window left every such record out of it
         window = settings.supervisor_window + settings.supervisor_grace
-        upper, lower, continuation = now, (None if catch_up else now - window), None
+        upper, lower, after = now, (None if catch_up else now - window), None
     budget = settings.supervisor_max_records
     records: list[StateRecord] = []
     unmapped: list[Unmapped] = []
@@ -112,9 +120,7 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
     while len(records) + len(unmapped) < budget:
         size = min(settings.supervisor_page_size, budget - len(records) - len(unmapped))
         try:
-            page = store.expired_page(
-                ProcessState.PROCESSING, upper, lower, size, continuation, settings.supervisor_grace
-            )
+            page = store.expired_page(ProcessState.PROCESSING, upper, lower, size, after, settings.supervisor_grace)
         except StoreUnavailable as exc:
             app_event(
                 "SupervisorScanInterrupted", f"supervisor scan interrupted: {exc}", logging.WARNING, catchUp=catch_up
@@ -122,8 +128,8 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
             interrupted = True
             break
         except Exception:
-            # Anything else (e.g. a continuation token the service no longer accepts) must not
-            # wedge every later run on the same cursor: drop it, the next run starts over.
+            # Anything else (e.g. a query the service refuses) must not wedge every later run on the
+            # same cursor: drop it, the next run starts over.
             state.cursor = None
             raise
         charges.append(page.request_charge)
@@ -138,14 +144,14 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
             requestCharge=page.request_charge,
             catchUp=catch_up,
         )
-        continuation = page.continuation
-        if continuation is None:
+        if page.after is None:
             finished = True
             break
+        after = page.after
     if finished:
         state.cursor = None
-    elif continuation is not None:
-        state.cursor = ScanCursor(upper, lower, continuation, catch_up)
+    elif after is not None:
+        state.cursor = ScanCursor(upper, lower, after, catch_up)
     total = sum(charges)
     app_event(
         "SupervisorScan",

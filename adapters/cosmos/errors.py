@@ -33,11 +33,6 @@ class AlreadyExists(StoreError):
     """Create of a document whose id exists (HTTP 409)."""
 
 
-class InvalidContinuation(StoreError):
-    """A continuation token the query cannot resume from: not printable ASCII (it would not fit in
-    the request header), or refused by the service (HTTP 400). The caller's fault, not the store's."""
-
-
 class ConcurrencyExhausted(StoreError):
     """A fenced update kept losing etag races while still owning the record."""
 

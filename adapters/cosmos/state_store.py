@@ -23,7 +23,6 @@ from adapters.cosmos.documents import document_of, stored
 from adapters.cosmos.errors import (
     ConcurrencyExhausted,
     EtagMismatch,
-    InvalidContinuation,
     StoreUnavailable,
     mapped_errors,
 )
@@ -53,9 +52,21 @@ class Unmapped:
 
 
 @dataclass(frozen=True)
+class SeekKey:
+    """Where a keyset ("seek") page ended: the sort key and the id of its last document. The next page
+    is a fresh query for what comes after it in ``ORDER BY <key>, c.id`` order (``seek_page``): the app's
+    own cursor, never a Cosmos DB continuation token, which the SDK cannot resume a cross-partition
+    ORDER BY from (azure-cosmos README, "Limitations": "Continuation token support for aggregate
+    cross-partition queries like sorting, counting, and distinct" is not supported)."""
+
+    key: str
+    id: str
+
+
+@dataclass(frozen=True)
 class Page:
     records: list[StateRecord]
-    continuation: str | None
+    after: SeekKey | None  # where the page ended when more may follow; None: the query's end
     request_charge: float
     unmapped: list[Unmapped] = field(default_factory=list)  # documents of the page that did not map
 
@@ -114,11 +125,12 @@ class StateStore(Protocol):
         now: datetime,
         not_before: datetime | None,
         page_size: int,
-        continuation: str | None,
+        after: SeekKey | None,
         grace: timedelta = NO_GRACE,
     ) -> Page:
         """Records of ``state`` whose ``completeBy`` has passed at ``now`` (``transitions.past_due``: ``grace``
-        ago for a record someone holds), oldest first, none before ``not_before``."""
+        ago for a record someone holds), oldest first (``completeBy``, then id), none before ``not_before``,
+        only those after ``after`` (the ``Page.after`` of the page before)."""
         ...
 
     def count(self, state: ProcessState) -> int: ...
@@ -206,7 +218,7 @@ class CosmosStateStore:
         now: datetime,
         not_before: datetime | None,
         page_size: int,
-        continuation: str | None,
+        after: SeekKey | None,
         grace: timedelta = NO_GRACE,
     ) -> Page:
         # ``transitions.past_due``: a record someone holds is due ``grace`` after its completeBy, one nobody
@@ -221,12 +233,11 @@ class CosmosStateStore:
         if not_before is not None:
             where += " AND c.completeBy >= @since"
             params.append({"name": "@since", "value": to_text(not_before)})
-        query = f"SELECT * FROM c WHERE {where} ORDER BY c.completeBy"
         with mapped_errors():
-            docs, token = query_page(self._c, query, params, page_size, continuation)
+            docs, last = seek_page(self._c, where, params, EXPIRED_ORDER, page_size, after)
             charge = self._charge()
         records, unmapped = map_each(docs, state.value)
-        return Page(records, token, charge, unmapped)
+        return Page(records, last, charge, unmapped)
 
     def count(self, state: ProcessState) -> int:
         query = "SELECT VALUE COUNT(1) FROM c WHERE c.processState = @state"
@@ -240,29 +251,66 @@ class CosmosStateStore:
         return sum(int(v) for v in values)
 
 
-def query_page(
-    container: ContainerProxy, query: str, params: list[dict[str, Any]], page_size: int, continuation: str | None
-) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of a cross-partition query and the token of the next (None: no more).
-    ``InvalidContinuation`` for a token that cannot be sent or that the service refuses (400)."""
-    from azure.cosmos.exceptions import CosmosHttpResponseError
+# The ORDER BY of every query that is paged (``seek_page``), each ending in the unique ``c.id``: a page
+# resumes after the last (key, id) it returned, so ties on the key are neither repeated nor skipped.
+# A query filtered on one ``processState`` sorts on it first (equal on every row, so the order is the
+# key's), which lets it use the composite index (processState, key, id) (docs/design.md, "Queries and
+# indexes"). Every multi-property ORDER BY needs its composite index on Azure (a 400 without it):
+# tests/infra/test_consistency.py checks infra/modules/cosmos.bicep declares one for each.
+EXPIRED_ORDER = "ORDER BY c.processState, c.completeBy, c.id"
 
-    if continuation is not None and not all(" " <= ch <= "~" for ch in continuation):
-        raise InvalidContinuation("the continuation token holds characters that are not printable ASCII")
-    pages = container.query_items(
-        query, parameters=params, enable_cross_partition_query=True, max_item_count=page_size
-    ).by_page(continuation)
-    try:
-        docs = list(next(pages))
-    except StopIteration:
-        docs = []
-    except CosmosHttpResponseError as exc:
-        # The query is the app's own: with a token, a 400 is the token's.
-        if continuation is not None and exc.status_code == 400:
-            raise InvalidContinuation(f"Cosmos DB refused the continuation token: {exc.message}") from exc
-        raise
-    token: str | None = getattr(pages, "continuation_token", None)
-    return docs, token or None
+
+@dataclass(frozen=True)
+class SeekOrder:
+    """An ORDER BY clause ``seek_page`` pages by: its text, the sort key's field, the direction."""
+
+    clause: str
+    key: str  # the document field of the sort key (the one before ``c.id``)
+    descending: bool = False
+
+
+def seek_order(clause: str) -> SeekOrder:
+    """The ``SeekOrder`` of an ``ORDER BY ..., c.<key> [DESC], c.id [DESC]`` clause."""
+    terms = [t.split() for t in clause.removeprefix("ORDER BY ").split(",")]
+    directions = {t[-1] == "DESC" for t in terms}
+    if len(terms) < 2 or terms[-1][0] != "c.id" or len(directions) != 1:
+        raise ValueError(f"not a keyset order (..., <key>, c.id, one direction): {clause!r}")
+    return SeekOrder(clause, terms[-2][0].removeprefix("c."), directions.pop())
+
+
+def seek_page(
+    container: ContainerProxy,
+    where: str,
+    params: list[dict[str, Any]],
+    order: str,
+    page_size: int,
+    after: SeekKey | None,
+) -> tuple[list[dict[str, Any]], SeekKey | None]:
+    """One keyset page of a cross-partition query: ``SELECT TOP`` the page (and one more, to know whether
+    more follow) ``WHERE <where>`` and after ``after`` in ``order``, read as one list; no continuation token
+    goes to Cosmos DB. Returns the page's documents and where it ended (None: nothing follows it).
+
+    A page whose last document's key is not text (a hand edit: a record always has timestamps there) ends
+    the paging: text sorts after every other type, so in a descending order nothing but such documents
+    follows it, and the scans' filters (``completeBy <= @now``) only select text. A cursor built from it
+    would compare as text and start the list over (the records listed twice)."""
+    seek = seek_order(order)
+    clauses = [where]
+    values = list(params)
+    if after is not None:
+        beyond = "<" if seek.descending else ">"
+        clauses.append(f"(c.{seek.key} {beyond} @afterKey OR (c.{seek.key} = @afterKey AND c.id {beyond} @afterId))")
+        values += [{"name": "@afterKey", "value": after.key}, {"name": "@afterId", "value": after.id}]
+    values.append({"name": "@seekTop", "value": page_size + 1})
+    query = f"SELECT TOP @seekTop * FROM c WHERE {' AND '.join(clauses)} {order}"
+    docs = list(container.query_items(query, parameters=values, enable_cross_partition_query=True))
+    if len(docs) <= page_size:
+        return docs, None
+    docs = docs[:page_size]
+    key, last_id = docs[-1].get(seek.key), docs[-1].get("id")
+    if not isinstance(key, str) or not isinstance(last_id, str):
+        return docs, None
+    return docs, SeekKey(key, last_id)
 
 
 def update_fenced(

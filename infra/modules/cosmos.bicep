@@ -103,10 +103,18 @@ resource ordersContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/con
   }
 }
 
-// One state record per order. The supervisor's scan is
-//   WHERE c.processState = 'Processing' AND c.completeBy < @now ORDER BY c.completeBy
-// which needs the composite index (processState ASC, completeBy ASC); the starter's
-// Pending scan uses the same index. Bulky per-step detail is never filtered on: not indexed.
+// One state record per order. The queries that are paged go by keyset (each page a fresh
+// SELECT TOP ... after the last row, ORDER BY <key>, c.id: no continuation token, which the SDK
+// cannot resume a cross-partition ORDER BY from), and every ORDER BY on more than one property
+// needs its composite index (a 400 without it), the equality-filtered processState first
+// (https://learn.microsoft.com/azure/cosmos-db/index-policy#composite-indexes):
+//   supervisor scans  WHERE c.processState = @state AND c.completeBy <= @now ...
+//                     ORDER BY c.processState, c.completeBy, c.id
+//   ops list, a state WHERE c.processState = @state ORDER BY c.processState DESC, c.updatedAt DESC, c.id DESC
+//   ops list, all     WHERE IS_DEFINED(c.processState) ORDER BY c.updatedAt DESC, c.id DESC
+// (processState ASC, completeBy ASC) serves the scans' and the starter's filters. The same list is
+// adapters/cosmos/client.py STATE_COMPOSITE_INDEXES (the local server's); tests/infra checks both.
+// Bulky per-step detail is never filtered on: not indexed.
 resource stateContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-05-15' = {
   parent: database
   name: 'state'
@@ -151,6 +159,44 @@ resource stateContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/cont
             {
               path: '/completeBy'
               order: 'ascending'
+            }
+          ]
+          [
+            {
+              path: '/processState'
+              order: 'ascending'
+            }
+            {
+              path: '/completeBy'
+              order: 'ascending'
+            }
+            {
+              path: '/id'
+              order: 'ascending'
+            }
+          ]
+          [
+            {
+              path: '/processState'
+              order: 'descending'
+            }
+            {
+              path: '/updatedAt'
+              order: 'descending'
+            }
+            {
+              path: '/id'
+              order: 'descending'
+            }
+          ]
+          [
+            {
+              path: '/updatedAt'
+              order: 'descending'
+            }
+            {
+              path: '/id'
+              order: 'descending'
             }
           ]
         ]

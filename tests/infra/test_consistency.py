@@ -4,12 +4,17 @@ policies (queue settings, indexing, identity-only access) are the ones the code 
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from adapters.cosmos.client import STATE_COMPOSITE_INDEXES
+from adapters.cosmos.ops_queries import LIST_ORDER_ANY, LIST_ORDER_OF_STATE
+from adapters.cosmos.state_store import EXPIRED_ORDER
 from contracts.names import (
     ALL_QUEUES,
     EXAMPLE_STATUS_QUEUE,
@@ -189,13 +194,81 @@ def test_bicep_declares_exactly_the_containers_of_the_code_partitioned_by_order_
 
 def test_state_container_indexes_the_supervisor_scan_and_skips_bulky_fields():
     policy = containers()[STATE_CONTAINER]["indexingPolicy"]
-    assert [[(p["path"], p["order"]) for p in composite] for composite in policy["compositeIndexes"]] == [
-        [("/processState", "ascending"), ("/completeBy", "ascending")]
-    ]
+    assert [("/processState", "ascending"), ("/completeBy", "ascending")] in _composites(policy)
     excluded = {p["path"] for p in policy["excludedPaths"]}
     assert {"/history/*", "/steps/*", "/compensation/*"} <= excluded
     included = {p["path"] for p in policy["includedPaths"]}
     assert "/*" in included  # processState and completeBy stay indexed
+
+
+# The code that queries Cosmos DB: every ORDER BY it writes as a string literal (docstrings left out).
+QUERY_CODE = ("adapters", "supervisor", "operations", "deferral", "notifications", "submission", "activities")
+_TERM = r"c\.\w+(?: (?:ASC|DESC))?"
+_ORDER_BY = re.compile(rf"ORDER BY ({_TERM}(?:, {_TERM})*)")
+
+
+def _composites(policy: dict[str, Any]) -> list[list[tuple[str, str]]]:
+    return [[(p["path"], p.get("order", "ascending")) for p in composite] for composite in policy["compositeIndexes"]]
+
+
+def order_by_clauses(roots: list[Path]) -> list[tuple[str, str]]:
+    """(file, clause) of every ``ORDER BY c.a [DESC], ...`` in a string literal under ``roots``."""
+    found = []
+    for root in roots:
+        for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                    found += [(path.name, m.group(0)) for m in _ORDER_BY.finditer(node.value)]
+    return found
+
+
+def _index_terms(clause: str) -> list[tuple[str, str]]:
+    terms = [t.split() for t in clause.removeprefix("ORDER BY ").split(", ")]
+    return [("/" + t[0].removeprefix("c."), "descending" if t[-1] == "DESC" else "ascending") for t in terms]
+
+
+def uncovered(clauses: list[tuple[str, str]], composites: list[list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    """The multi-property ORDER BYs no composite index serves: Cosmos DB needs one with the same paths in
+    the same sequence, each with the clause's order, or each with the inverse order (learn.microsoft.com,
+    azure/cosmos-db/index-policy, "Composite indexes": ORDER BY queries on multiple properties)."""
+    flip = {"ascending": "descending", "descending": "ascending"}
+    missing = []
+    for where, clause in clauses:
+        terms = _index_terms(clause)
+        inverse = [(path, flip[order]) for path, order in terms]
+        if len(terms) > 1 and terms not in composites and inverse not in composites:
+            missing.append((where, clause))
+    return missing
+
+
+def test_every_multi_property_order_by_of_the_code_has_its_composite_index():
+    clauses = order_by_clauses([ROOT / d for d in QUERY_CODE])
+    assert {EXPIRED_ORDER, LIST_ORDER_OF_STATE, LIST_ORDER_ANY} <= {c for _, c in clauses}  # the search finds them
+    # every query of the code runs on the state container (the orders container is only read by id)
+    assert uncovered(clauses, _composites(containers()[STATE_CONTAINER]["indexingPolicy"])) == []
+    excluded = {p["path"] for p in containers()[STATE_CONTAINER]["indexingPolicy"]["excludedPaths"]}
+    for _, clause in clauses:  # a single-property sort needs its range index: never an excluded path
+        assert not any(f"{path}/?" in excluded or f"{path}/*" in excluded for path, _ in _index_terms(clause))
+
+
+def test_a_multi_property_order_by_without_its_index_is_reported(tmp_path):
+    code = tmp_path / "new_query.py"
+    code.write_text(
+        'Q = "SELECT * FROM c WHERE c.processState = @s ORDER BY c.completeBy, c.id"\n'
+        'R = "SELECT * FROM c ORDER BY c.updatedAt DESC, c.id DESC"\n'
+        'def f():\n    """ORDER BY c.nothing, c.id (a docstring, not a query)"""\n',
+        encoding="utf-8",
+    )
+    composites = _composites(containers()[STATE_CONTAINER]["indexingPolicy"])
+    assert uncovered(order_by_clauses([code]), composites) == [("new_query.py", "ORDER BY c.completeBy, c.id")]
+
+
+def test_the_local_containers_declare_the_composite_indexes_of_the_bicep():
+    """``ensure_database`` gives the local server the same composite indexes (it refuses a sort without one)."""
+    declared = _composites(containers()[STATE_CONTAINER]["indexingPolicy"])
+    assert [[(p["path"], p["order"]) for p in composite] for composite in STATE_COMPOSITE_INDEXES] == declared
 
 
 def test_orders_container_skips_order_lines():

@@ -82,3 +82,28 @@ def test_the_console_never_pages_one_list_with_another_lists_token(ops: OpsHarne
     page.locator("#list-more").evaluate("button => button.click()")  # at once, as a quick operator does
     expect(page.locator("#list")).not_to_contain_text("o-q")  # the first page is gone
     expect(page.locator("#list tbody tr")).to_have_text([re.compile(f"^o-e{i}") for i in (2, 1, 0)])
+
+
+def test_the_token_is_the_apis_own_and_a_token_of_an_earlier_version_is_400(ops: OpsHarness) -> None:
+    """The list's token is the API's own keyset cursor (``k1.``: where the page ended), never Cosmos DB's
+    continuation token, which the SDK cannot resume a cross-partition ORDER BY from on Azure. A token the
+    earlier version handed out (Cosmos DB's after the list's name) and one altered are 400: start over."""
+    _orders(ops, processed_after=0)
+    status, first = ops.get("/api/ops/orders?pageSize=2")
+    assert status == 200 and _ids(first) == ["o-e2", "o-e1"], first
+    token = first["continuation"]
+    assert re.fullmatch(r"any:k1\.[A-Za-z0-9_=-]+", token), token
+    status, rest = ops.get(f"/api/ops/orders?pageSize=10&continuation={quote(token)}")
+    assert status == 200 and _ids(rest) == ["o-e0", "o-p2", "o-p1", "o-p0"] and rest["continuation"] is None
+
+    earlier = [
+        'any:{"token":"-RID:~x#RT:1#TRC:2#ISV:2#IEO:65567#QCF:8","range":{"min":"","max":"FF"}}',  # Azure's
+        'any:{"RID":"x","RT":1,"SRC":0,"TRC":2}',  # the local server's
+        "any:k1.!!!",  # not base64
+        "any:k1.eyJhIjoxfQ==",  # base64 of {"a":1}: not [updatedAt, id]
+        "any:k1.WzEsMl0=",  # [1,2]: not text
+        "any:k0.WyJhIiwiYiJd",  # another version
+    ]
+    for sent in earlier:
+        status, body = ops.get(f"/api/ops/orders?pageSize=2&continuation={quote(sent, safe='')}")
+        assert status == 400 and "start from the first page" in body["error"], (sent, body)

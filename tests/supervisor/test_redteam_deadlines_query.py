@@ -56,13 +56,13 @@ def _records(rng: random.Random, now: Any, grace: timedelta, count: int) -> list
 
 def _selected(store: CosmosStateStore, state: ProcessState, now: Any, not_before: Any, grace: timedelta) -> list[str]:
     ids: list[str] = []
-    continuation = None
+    after = None
     while True:
-        page = store.expired_page(state, now, not_before, 7, continuation, grace)
+        page = store.expired_page(state, now, not_before, 7, after, grace)
         assert not page.unmapped
         ids.extend(r.order_id for r in page.records)
-        continuation = page.continuation
-        if continuation is None:
+        after = page.after
+        if after is None:
             return ids
 
 

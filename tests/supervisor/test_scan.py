@@ -1,4 +1,4 @@
-"""The scan's bounds: per-run maximum, paging with a continuation carried across runs, the window
+"""The scan's bounds: per-run maximum, keyset paging with a cursor carried across runs, the window
 and the catch-up pass, and the request charge logged per page and per run."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from domain.states import ProcessState
 from domain.transitions import NO_GRACE
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState, scan_expired
-from tests.supervisor.conftest import expired
+from tests.supervisor.conftest import expired, reclaim
 
 pytestmark = pytest.mark.cosmos
 
@@ -55,7 +55,7 @@ def test_two_runs_recover_more_records_than_one_run_may_each_exactly_once(make_c
     assert queried == ["Processing"] * 3 + ["Compensating"]  # every page of the run, compensations too
 
 
-def test_an_unfinished_scan_resumes_from_its_continuation_then_starts_over(make_ctx, states, clock):
+def test_an_unfinished_scan_resumes_from_its_cursor_then_starts_over(make_ctx, states, clock):
     settings = make_ctx(SUPERVISOR_MAX_RECORDS="5", SUPERVISOR_PAGE_SIZE="2").settings
     orders = _expired_orders(states, clock, 8)
     scan = ScanState()
@@ -94,20 +94,20 @@ def test_a_record_older_than_the_window_waits_for_the_catch_up_run(make_ctx, sta
     assert stranded is not None and stranded.process_state is ProcessState.PENDING
 
 
-class RejectingContinuations:
-    """The real store, except that the service rejects every continuation token (as Cosmos DB
-    answers a token it cannot use with a 400)."""
+class RejectingResumes:
+    """The real store, except that every page after the first fails (as Cosmos DB
+    answers a query it refuses with a 400)."""
 
     def __init__(self, store):
         self._store = store
 
-    def expired_page(self, state, now, not_before, page_size, continuation, grace=NO_GRACE):
-        if continuation is not None:
+    def expired_page(self, state, now, not_before, page_size, after, grace=NO_GRACE):
+        if after is not None:
             raise RuntimeError("Cosmos DB 400: invalid continuation token")
-        return self._store.expired_page(state, now, not_before, page_size, continuation, grace)
+        return self._store.expired_page(state, now, not_before, page_size, after, grace)
 
 
-def test_a_rejected_continuation_does_not_wedge_later_runs(make_ctx, states, clock):
+def test_a_refused_resume_does_not_wedge_later_runs(make_ctx, states, clock):
     settings = make_ctx(SUPERVISOR_MAX_RECORDS="2", SUPERVISOR_PAGE_SIZE="2").settings
     orders = _expired_orders(states, clock, 3)
     scan = ScanState()
@@ -115,8 +115,52 @@ def test_a_rejected_continuation_does_not_wedge_later_runs(make_ctx, states, clo
     assert scan.cursor is not None
 
     with pytest.raises(RuntimeError):
-        scan_expired(RejectingContinuations(states), scan, settings, clock.now())
+        scan_expired(RejectingResumes(states), scan, settings, clock.now())
 
     assert scan.cursor is None
     again = scan_expired(states, scan, settings, clock.now())
     assert [r.order_id for r in first.records] == [r.order_id for r in again.records] == orders[:2]
+
+
+def test_runs_page_through_equal_deadlines_by_id_each_record_once(make_ctx, states, clock):
+    """Equal deadlines (a burst of orders claimed in the same instant): the cursor keeps the last (completeBy,
+    id), so the next run goes on after that id, not after the deadline (which would skip the rest of the tie)
+    nor from it (which would read the tie again)."""
+    ctx = make_ctx(SUPERVISOR_MAX_RECORDS="5", SUPERVISOR_PAGE_SIZE="2", MAX_FAILURES="3")
+    orders = [f"t{i}" for i in (3, 0, 7, 5, 1, 6, 2, 4)]  # written out of id order
+    for order_id in orders:
+        expired(states, order_id, clock, timedelta(seconds=30))
+    scan = ScanState()
+
+    first = run_supervisor(ctx, scan)
+    assert scan.cursor is not None and scan.cursor.after.id == "t4"
+    second = run_supervisor(ctx, scan)
+
+    assert [i.split(":")[0] for i in first.to_terminate] == ["t0", "t1", "t2", "t3", "t4"]
+    assert [i.split(":")[0] for i in second.to_terminate] == ["t5", "t6", "t7"]
+    assert second.finished and scan.cursor is None
+
+
+def test_a_record_recovered_and_due_again_while_the_scan_is_unfinished_waits_for_the_next_scan(make_ctx, states, clock):
+    """Run 1 recovers o00-o04 and leaves a cursor. Before run 2, o01 is claimed again by the starter and its
+    new attempt's deadline passes too: run 2 goes on with run 1's query (its ``now``), which the new deadline is
+    after, so run 2 does not see it; run 3, a fresh scan, recovers attempt 2. Each attempt is recovered once."""
+    ctx = make_ctx(SUPERVISOR_MAX_RECORDS="5", SUPERVISOR_PAGE_SIZE="2", MAX_FAILURES="3")
+    orders = _expired_orders(states, clock, 8)
+    scan = ScanState()
+    first = run_supervisor(ctx, scan)
+    assert [i.split(":")[0] for i in first.to_terminate] == orders[:5]
+
+    backoff = states.get("o01")
+    assert backoff is not None and backoff.complete_by is not None
+    clock.advance(max(backoff.complete_by - clock.now(), timedelta(0)) + timedelta(seconds=1))
+    reclaim(states, "o01", clock.now(), timedelta(seconds=1))  # attempt 2, due in 1 s
+    clock.advance(ctx.settings.supervisor_grace + timedelta(seconds=5))
+
+    second = run_supervisor(ctx, scan)
+    third = run_supervisor(ctx, scan)
+
+    assert second.to_terminate == [f"{o}:1" for o in orders[5:]] and second.finished
+    assert third.to_terminate == ["o01:2"]
+    record = states.get("o01")
+    assert record is not None and (record.process_state, record.failure_count) == (ProcessState.PENDING, 2)

@@ -32,7 +32,7 @@ from adapters.cosmos.health_store import CosmosHealthStore
 from adapters.cosmos.mapping import to_document
 from adapters.cosmos.ops_queries import CosmosOpsQueries
 from adapters.cosmos.order_store import CosmosOrderStore
-from adapters.cosmos.state_store import CosmosStateStore, Page, update_once
+from adapters.cosmos.state_store import CosmosStateStore, Page, SeekKey, update_once
 from adapters.servicebus.sender import OutgoingMessage, QueueNotFound
 from contracts.activities import (
     AwaitReviewInput,
@@ -151,7 +151,7 @@ class AuditedStore:
         now: datetime,
         not_before: datetime | None,
         page_size: int,
-        continuation: str | None,
+        after: SeekKey | None,
         grace: timedelta = transitions.NO_GRACE,
     ) -> Page:
         """The query's page, of this case's order only (the database holds every case's records)."""
