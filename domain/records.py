@@ -9,6 +9,7 @@ the stored document and the operator API's view) is mapped in ``adapters/cosmos/
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -23,6 +24,31 @@ HISTORY_LIMIT = 50
 # the service receives, where the SDK escapes every character past ASCII: up to 12 bytes for one). Cut, 50
 # entries take 600 KB at most. What the app parses in a detail (a review's id, action and deadline) comes first.
 DETAIL_LIMIT = 1000
+# An error the record keeps (``lastError``, a step's ``error``, a compensation entry's ``error``) is cut to this
+# many characters when the record is built (every writer's record is): it may quote an agent's error of up to a
+# reply's 64 KB, 390 KB as sent (DEL, 1 byte of UTF-8, is 6 escaped). What the app reads in one (a waiting
+# reason, a payment wait given up, MAX_OUTAGE_WAIT_MINUTES) comes first.
+ERROR_LIMIT = DETAIL_LIMIT
+# A step's result the record keeps takes at most this many bytes as the store sends it (``stored_size``), as
+# many as a reply's whole body: the app's agent refuses a bigger answer of a forward step as it refuses one no
+# reply can carry (``order_agents.runtime``: a transient failure, the outcome unknown). A compensation entry's
+# ``data`` is part of its step's result. With the cuts above, the largest record the app makes is about 1 MB
+# as sent, of an item's 2 MB (tests/adapters/test_record_fits_an_item.py).
+RESULT_LIMIT = 64 * 1024
+
+
+def stored_size(value: Any) -> int:
+    """The bytes ``value`` takes as the store sends it: JSON, every character past ASCII escaped (the
+    azure-cosmos SDK's ``json.dumps``; an emoji is 12 bytes, DEL 6)."""
+    return len(json.dumps(value, separators=(",", ":")))
+
+
+def _cut_error(kept: Any, name: str) -> None:
+    """Cuts the error text ``kept.<name>`` to ``ERROR_LIMIT`` characters (a frozen dataclass, being built)."""
+    text = getattr(kept, name)
+    if text is not None and len(text) > ERROR_LIMIT:
+        object.__setattr__(kept, name, text[:ERROR_LIMIT])
+
 
 # History events that note a fact beside the attempt's progress, written by others than the attempt
 # (submission): a payment notification applied, a ``Received`` owed or said; the supervisor's owed sweep
@@ -53,6 +79,9 @@ class StepState:
     # known, so an undo of unknown outcome goes to every agent the step can use.
     agents: list[str] | None = None
 
+    def __post_init__(self) -> None:
+        _cut_error(self, "error")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompensationEntry:
@@ -71,6 +100,9 @@ class CompensationEntry:
     # What the undo answered (the step's ``undo_result_data``: e.g. ``refundId``, null when it found
     # nothing to refund, and ``amountCents``); None: not undone yet, or undone before it was kept.
     undo_result: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        _cut_error(self, "error")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -156,6 +188,9 @@ class StateRecord:
     # The stored document's keys this code does not know (a newer version's fields, read after a rollback):
     # the store writes them back unchanged over the version read. Never compared, never mapped.
     unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _cut_error(self, "last_error")
 
     def with_changes(self, now: datetime, event: str, by: str, detail: str = "", **changes: Any) -> StateRecord:
         """A copy with ``changes`` applied, ``updatedAt`` set and the change noted in ``history`` (``detail`` cut

@@ -21,6 +21,7 @@ from adapters.remote.interface import RemoteCall, RemoteError, RemoteService
 from contracts.messages import AgentReply, AgentRequest
 from contracts.parsing import InvalidMessage, parse
 from domain.ids import idempotency_key
+from domain.records import RESULT_LIMIT, stored_size
 from domain.retry import exponential_backoff
 from domain.workflow import Step, agent, step
 from settings import Settings
@@ -81,6 +82,21 @@ def _not_carriable(reply: AgentReply) -> str | None:
     except InvalidMessage as exc:
         return str(exc)
     return None
+
+
+def _not_kept(request: AgentRequest, result: Any) -> str | None:
+    """Why the state record could not keep a forward step's ``result`` (more than ``RESULT_LIMIT`` bytes as the
+    store sends it: one Cosmos DB item holds the record), or None. An undo's answer is kept only in part, bounded
+    (``domain.compensation.undo_result``)."""
+    if request.action == "undo":
+        return None
+    size = stored_size(result)
+    if size <= RESULT_LIMIT:
+        return None
+    return (
+        f"ResultTooLarge: the result takes {size:,} bytes as the state record stores it (JSON, characters past "
+        f"ASCII escaped); the limit is {RESULT_LIMIT:,}"
+    )
 
 
 def run_agent_request(
@@ -161,9 +177,9 @@ def run_agent_request(
             log.warning("call succeeded after the deadline: no reply", extra=fields)
             return None
         reply = _reply(request, outcome="succeeded", result=result)
-        refused = _not_carriable(reply)
-        if refused is not None:  # the relay would dead-letter it: say why instead, in a reply it takes
-            log.error("succeeded, but the answer cannot be carried in a reply: %s", refused, extra=fields)
+        refused = _not_carriable(reply) or _not_kept(request, result)
+        if refused is not None:  # the relay would dead-letter it, or the record not keep it: say why instead
+            log.error("succeeded, but the answer cannot be carried: %s", refused, extra=fields)
             # The call acted: an unknown outcome to the attempt (as a timeout), never a refusal. A refusal
             # sends the step to the fallback provider under the same key, which charged a second time;
             # this way the supervisor retries (the same key: the provider answers what it did) and, out

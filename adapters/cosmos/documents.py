@@ -80,7 +80,7 @@ class ConditionalDocuments[D: Document]:
         (``EtagMismatch`` if it changed)."""
         from azure.core import MatchConditions
 
-        with mapped_errors():
+        with mapped_errors(doc.id):
             if doc.version is None:
                 written = self._c.create_item(document_of(doc))
             else:

@@ -3,8 +3,11 @@ the one place the SDK's errors become them."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from observability.events import app_event
 
 
 class StoreError(Exception):
@@ -33,15 +36,22 @@ class AlreadyExists(StoreError):
     """Create of a document whose id exists (HTTP 409)."""
 
 
+class ItemTooLarge(StoreError):
+    """A write Cosmos DB refused as too large (HTTP 413 ``RequestEntityTooLarge``: an item is at most 2 MB, measured
+    on the JSON it receives; learn.microsoft.com/azure/cosmos-db/concepts-limits, "Per-item limits"). Not transient:
+    the same write is refused again. What a state record keeps is bounded to fit (``domain/records.py``;
+    docs/design.md, "Contracts"), so one is a bug: logged ``ItemTooLarge`` where it is mapped."""
+
+
 class ConcurrencyExhausted(StoreError):
     """A fenced update kept losing etag races while still owning the record."""
 
 
 @contextmanager
-def mapped_errors() -> Iterator[None]:
+def mapped_errors(item: str | None = None) -> Iterator[None]:
     """Cosmos SDK errors as store errors: 412 ``EtagMismatch``, 409 ``AlreadyExists``; throttling and
-    unavailability ``StoreUnavailable``; timeouts, 500 and lost responses ``StoreOutcomeUnknown``;
-    anything else unchanged."""
+    unavailability ``StoreUnavailable``; timeouts, 500 and lost responses ``StoreOutcomeUnknown``; 413
+    ``ItemTooLarge`` (logged, naming ``item``: the id of the document written); anything else unchanged."""
     from azure.core.exceptions import ServiceRequestError, ServiceResponseError
     from azure.cosmos import exceptions as cx
 
@@ -56,6 +66,15 @@ def mapped_errors() -> Iterator[None]:
             raise StoreOutcomeUnknown(f"Cosmos DB {exc.status_code}: {exc.message}") from exc
         if exc.status_code in (429, 449, 503):
             raise StoreUnavailable(f"Cosmos DB {exc.status_code}: {exc.message}") from exc
+        if exc.status_code == 413:
+            what = f"document {item}" if item is not None else "a document"
+            app_event(
+                "ItemTooLarge",
+                f"Cosmos DB refused to write {what}: larger than one item (413): {exc.message}",
+                logging.ERROR,
+                item=item,
+            )
+            raise ItemTooLarge(f"Cosmos DB 413: {what} is larger than one item can be: {exc.message}") from exc
         raise
     except ServiceResponseError as exc:  # sent, no answer: it may have been carried out
         raise StoreOutcomeUnknown(f"Cosmos DB did not answer: {exc}") from exc

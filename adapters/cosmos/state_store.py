@@ -182,7 +182,7 @@ class CosmosStateStore:
         return self._remember(stored(StateRecord, doc))
 
     def create(self, record: StateRecord) -> StateRecord:
-        with mapped_errors():
+        with mapped_errors(record.id):
             doc = self._c.create_item(document_of(record))
         return self._remember(stored(StateRecord, doc))
 
@@ -191,7 +191,7 @@ class CosmosStateStore:
 
         if record.version is None:
             raise ValueError("a conditional replace needs the version of the record it was derived from")
-        with mapped_errors():
+        with mapped_errors(record.id):
             doc = self._c.replace_item(
                 record.id, document_of(record), etag=record.version, match_condition=MatchConditions.IfNotModified
             )

@@ -43,3 +43,10 @@ def test_conflicts_and_other_errors_keep_their_meaning() -> None:
     assert isinstance(mapped(cx.CosmosResourceExistsError(status_code=409, message="x")), AlreadyExists)
     bad_request = cx.CosmosHttpResponseError(status_code=400, message="x")
     assert mapped(bad_request) is bad_request
+
+
+def test_an_item_too_large_is_its_own_store_error_not_a_transient_one() -> None:
+    from adapters.cosmos.errors import ItemTooLarge
+
+    error = mapped(cx.CosmosHttpResponseError(status_code=413, message="Request size is too large"))
+    assert isinstance(error, ItemTooLarge) and not isinstance(error, StoreUnavailable)
