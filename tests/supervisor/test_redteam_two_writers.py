@@ -26,13 +26,15 @@ import difflib
 import itertools
 import os
 import random
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from domain import transitions
 from domain.records import SIDE_NOTES
 from domain.states import ProcessState
-from tests.supervisor.two_writers import CACHED, CACHES, FENCED, Case, Outcome, Run, all_pairs, interleaved, serial
+from tests.supervisor.two_writers import CACHED, CACHES, FENCED, T0, Case, Outcome, Run, all_pairs, interleaved, serial
 
 pytestmark = pytest.mark.cosmos
 
@@ -210,3 +212,13 @@ def test_a_retired_attempt_releases_the_step_the_record_has_in_flight(cosmos_db:
     released = inter.record.history[-1]
     assert (released.event, released.detail) == ("StepTransientFailure", "charge-payment: superseded by an upgrade")
     assert inter.document == ba.document
+
+
+def test_a_record_nobody_can_move_on_is_told() -> None:
+    """The harness itself: ``_stranded`` names a Pending record locked and an owned state with no deadline."""
+    record = transitions.new_record("o-1", "client-statuses", T0)
+    assert _stranded(record) is None
+    assert "Pending yet locked" in str(_stranded(replace(record, locked_by="o-1:1")))
+    held = replace(record, process_state=PR, locked_by="o-1:1", complete_by=None)
+    assert "no completeBy" in str(_stranded(held))
+    assert _stranded(replace(held, complete_by=T0)) is None
