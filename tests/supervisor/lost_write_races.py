@@ -170,6 +170,7 @@ def undo_tries_used_up(ctx: AppContext, order_id: str, scene: Scene) -> str:
 
 
 WRITERS["undo_tries_used_up"] = tw._guard(undo_tries_used_up)
+tw.COVERS["undo_tries_used_up"] = frozenset({"activities.compensation_steps._waits_the_outage_out"})
 FENCED_HERE = FENCED | {"undo_tries_used_up"}
 
 # record state -> (how it is built, the writers that may act on it); the circuits open from before it began
@@ -178,12 +179,15 @@ OUTAGE_SCENES: dict[str, tuple[Callable[[AppContext, str], Scene], tuple[str, ..
     "expired_last_outage": (tw.build_expired_last, ("supervisor", "begin_next", "release", *SUBMISSION_SIDE)),
     "round_outage": (
         tw.build_round,
-        ("undo_tries_used_up", "undo_recorded", "undo_failed", "rounds", *SUBMISSION_SIDE),
+        ("undo_tries_used_up", "undo_recorded", "undo_failed", "undo_released", "rounds", *SUBMISSION_SIDE),
     ),
     "round_stuck_outage": (
         tw.build_round_stuck,
-        ("rounds", "undo_tries_used_up", "undo_recorded", *SUBMISSION_SIDE),
+        ("rounds", "undo_tries_used_up", "undo_recorded", "undo_released", *SUBMISSION_SIDE),
     ),
+    # the round's undo met the open circuit and handed the record over (release_undo): the supervisor's next
+    # run releases it to wait the outage out, uncounted
+    "round_released_outage": (tw.build_round_released, ("rounds", "undo_released", *SUBMISSION_SIDE)),
 }
 ALL_SCENES = {**SCENES, **OUTAGE_SCENES}
 
@@ -254,14 +258,15 @@ def result(run: Run, scene: Scene, answers: dict[str, str | None], a_store: Loss
 
 def serial_run(run: Run, scene_name: str, order: tuple[tuple[str, str], ...], lose: str = "", nth: int = 1) -> Result:
     """The writers of ``order`` ((label, writer) pairs) one after another, each a process of its own; ``lose``:
-    the label whose ``nth`` replace loses its response (it goes on, retried in the same process)."""
+    the label whose ``nth`` replace loses its response (it goes on, retried in the same process). A label in
+    ``order`` twice (a timer's writer again on its next tick) answers with its first run's answer, as ``goes_on``."""
     scene = setup(run, scene_name)
     answers: dict[str, str | None] = {}
     stores: dict[str, LossyStore] = {}
     for label, name in order:
         ctx, store = writer(run, label, name, SEEDS[label], nth if label == lose else None)
         stores[label] = store
-        answers[label] = goes_on(name, ctx, store, run.order_id, scene, "same")
+        answers.setdefault(label, goes_on(name, ctx, store, run.order_id, scene, "same"))
     return result(run, scene, answers, stores.get("A"))
 
 

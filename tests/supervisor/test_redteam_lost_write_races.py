@@ -31,6 +31,7 @@ from tests.supervisor.lost_write_races import (
     ALL_SCENES,
     FENCED_HERE,
     OUTAGE_SCENES,
+    TICKS,
     LostCase,
     Result,
     ThreeCase,
@@ -64,6 +65,9 @@ def _fenced(*names: str) -> dict[str, bool]:
 GAVE_UP = frozenset(
     {"not claimed", "NotOwned", "skipped", 'RetiredSettled {"completedStatus": null, "released": false}'}
 )
+# A hand-over run again after its write landed and the other writer moved the record on (a cancel compensating the
+# failed order): done, speaking for nobody (``activities.fencing.moved_on``: no page, no status)
+MOVED_ON = frozenset({'Owned {"movedOn": true, "owned": true}'})
 
 
 def judge_pair(
@@ -84,10 +88,12 @@ def judge_pair(
         if label == lost and inter.wrote[label]:
             # its answer is made after the other's write: a repeat is answered with the record as it is (a side note
             # written since in it: begin_step's payment), and a write taken over since is not its own any more
-            said |= {ab.answers[label], ba.answers[label], *GAVE_UP}
+            said |= {ab.answers[label], ba.answers[label], *GAVE_UP, *MOVED_ON}
         if gave_up and label == "A":
-            # A gave up (a stale read, a lost race): a fenced writer answers as it does after B (never "owned")
-            said = {"NotOwned", ba.answers["A"]} if fenced["A"] else {inter.answers["A"]}
+            # A gave up (a stale read, a lost race): a fenced writer answers as it does after B (never "owned"), or as
+            # it does before B when it writes nothing there either (a late run of a write made already: answered on
+            # its read, the instance holding the record then)
+            said = said | {"NotOwned", ba.answers["A"]} if fenced["A"] else {inter.answers["A"]}
         elif gave_up:
             said |= {b_alone.answers["B"]}
         if inter.answers[label] not in said:
@@ -153,7 +159,15 @@ def test_a_lost_response_at_every_interleaving_of_two_writers(cosmos_db: Any, cl
                 for after, retry in itertools.product(range(1, min(reads, READS) + 1), retries):
                     case = LostCase(scene, a, b, label, nth, after, retry)
                     inter = interleaved(run("i"), case)
-                    found += judge_pair(case.name, inter, ab, ba, b_alone, fenced, label)
+                    problems = judge_pair(case.name, inter, ab, ba, b_alone, fenced, label)
+                    if problems and name in TICKS:
+                        # a timer's writer whose write lost its response runs again on its next tick: the record
+                        # may be a serial order's with that run after both (the other's write gave it work)
+                        ab_again = serial_run(run("t"), scene, (("A", a), ("B", b), (label, name)))
+                        ba_again = serial_run(run("t"), scene, (("B", b), ("A", a), (label, name)))
+                        if not judge_pair(case.name, inter, ab_again, ba_again, b_alone, fenced, label):
+                            problems = []
+                    found += problems
                     stats["cases"] += 1
                     stats["b_between"] += inter.answers.get("B") is not None
                     stats["lost_and_retried"] += (
