@@ -182,15 +182,19 @@ def test_the_operator_acts_through_the_ops_api_and_every_invariant_holds() -> No
 
 def test_the_report_catches_a_failure_status_sent_after_the_operator_moved_the_order_on() -> None:
     """Mutation: ``publish_status`` without its ``failure_moved_on`` check (the app before commit 70dd5e0) sends a
-    ``Failed`` retried on durable timers after the operator resubmitted and then compensated the order (60 orders,
-    seed 5 of operator-actions.json: ord-00022 hears it after its ``Compensated``; seeds 4 and 6 catch one too, not
-    1 to 3, whose runs have no such timing); the fixed app, the same run, is checked by the runs in
-    docs/local-runner.md and the test above."""
+    ``Failed`` retried on durable timers after the operator resubmitted and then compensated the order. Only some
+    runs have that timing (60 orders of operator-actions.json: seeds 7 and 9 as of 2026-12-05; seeds 4 to 6 did
+    before that day's changes moved the timings), so the seeds are tried in turn until one shows it; the fixed app,
+    the same runs, is checked by the runs in docs/local-runner.md and the test above."""
     profile = Profile.load(PROFILE)
-    with mock.patch.object(steps, "failure_moved_on", lambda data, record: False):
-        report = build_report(run_simulation(SimulationConfig(orders=60, seed=5, profile=profile)))
-    assert report["invariants"]["stale_final_statuses"] >= 1, report["invariant_examples"]
-    assert any("heard Failed after" in s for s in report["invariant_examples"]["stale_final_statuses"])
+    examples: list[str] = []
+    for seed in (7, 9, 5):
+        with mock.patch.object(steps, "failure_moved_on", lambda data, record: False):
+            report = build_report(run_simulation(SimulationConfig(orders=60, seed=seed, profile=profile)))
+        examples = report["invariant_examples"]["stale_final_statuses"]
+        if report["invariants"]["stale_final_statuses"]:
+            break
+    assert any("heard Failed after" in s for s in examples), examples
 
 
 # --- its cancels ----------------------------------------------------------------------------------------
