@@ -23,10 +23,12 @@ from adapters.cosmos.documents import document_of, stored
 from adapters.cosmos.errors import (
     ConcurrencyExhausted,
     EtagMismatch,
+    StaleRead,
     StoreUnavailable,
     mapped_errors,
 )
 from domain.errors import FencingLost, IllegalTransition, WriteAlreadyMade
+from domain.ids import instance_number
 from domain.records import StateRecord
 from domain.states import ProcessState
 from domain.text import carriable
@@ -313,6 +315,21 @@ def seek_page(
     return docs, SeekKey(key, last_id)
 
 
+def read_as_owner(store: StateStore, order_id: str, owner: str) -> StateRecord | None:
+    """The record as ``owner``, an orchestration instance, reads it to judge whether it still holds it. The
+    instance exists because the claim that numbered it (``attempt`` n) was written, and a record's ``attempt``
+    only grows: a 404, or a version of an earlier attempt, is a replica that has not caught up with that claim
+    (Session consistency: the claim was another instance's write, the starter's or the supervisor's), not a
+    verdict. ``StaleRead`` then (transient: the activity fails, its orchestration tries it again on a durable
+    timer). None (an id that is not an instance's): the record as read."""
+    record = store.get(order_id)
+    number = instance_number(owner)
+    if number is not None and (record is None or record.attempt < number):
+        found = "no record" if record is None else f"attempt {record.attempt}'s record"
+        raise StaleRead(f"order {order_id}: {owner} read {found}, from before its own claim")
+    return record
+
+
 def update_fenced(
     store: StateStore, order_id: str, owner: str, change: Callable[[StateRecord], StateRecord], attempts: int = 5
 ) -> StateRecord:
@@ -322,7 +339,8 @@ def update_fenced(
     It starts from the last version this process saw (``store.recent``), which is usually the one
     its previous write returned, and skips the read: the replace is conditional on that version's
     ``_etag``, so a stale version costs one 412 and a re-read, never a lost update. A verdict is
-    only ever reached on a fresh read: a cached version that looks lost or not yet claimed is read
+    only ever reached on a fresh read, and never on one from before the instance's own claim (``read_as_owner``:
+    another instance's replica may lag behind that write): a cached version that looks lost or not yet claimed is read
     again before ``FencingLost`` is raised, and so is one that holds this very write already
     (``WriteAlreadyMade``: the process's own earlier run wrote it; another instance may have taken the
     record since, which only a fresh read shows). On 412 it re-reads and tries again, which is safe only
@@ -332,7 +350,7 @@ def update_fenced(
     cached = record is not None
     for _ in range(attempts):
         if record is None:
-            record = store.get(order_id)
+            record = read_as_owner(store, order_id, owner)
             cached = False
             if record is None:
                 raise FencingLost(order_id, owner, None)
