@@ -272,3 +272,21 @@ class StateStoreReadFromALaggingReplica:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
+
+
+class OrderStoreReadFromALaggingReplica:
+    """The order database as another instance reads it: its next ``reads`` reads of an order just created elsewhere
+    answer 404 (a replica without the create: Session consistency holds read-your-writes within one client only)."""
+
+    def __init__(self, store: OrderStore, reads: int = 1) -> None:
+        self._store = store
+        self._reads = reads
+
+    def get(self, order_id: str) -> dict[str, Any] | None:
+        if self._reads > 0:
+            self._reads -= 1
+            return None
+        return self._store.get(order_id)
+
+    def create_or_verify(self, order: dict[str, Any]) -> CreateOutcome:
+        return self._store.create_or_verify(order)

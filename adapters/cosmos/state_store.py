@@ -24,6 +24,7 @@ from adapters.cosmos.errors import (
     ConcurrencyExhausted,
     EtagMismatch,
     StaleRead,
+    StoreOutcomeUnknown,
     StoreUnavailable,
     mapped_errors,
 )
@@ -389,12 +390,23 @@ def update_once_or_reread(
     Cosmos DB committed it): on ``StoreUnavailable`` the record is read again and, if this write's
     history entry is in it, the write happened and is returned as written (with the ``_etag`` of the
     version read, or none when another writer has moved the record on since). Otherwise the
-    original error propagates: nothing was written, a later run tries again."""
+    original error propagates: nothing was written, a later run tries again. A lost answer
+    (``StoreOutcomeUnknown``) whose read-back is the very version it replaced is ambiguous (not landed, or
+    a replica without it): the write is made once more on that version, which settles it."""
     updated = change(record)
     try:
         return update_once(store, record, lambda _r: updated)
     except StoreUnavailable as exc:
         current = store.get(record.order_id)
+        if isinstance(exc, StoreOutcomeUnknown) and current is not None and current.version == record.version:
+            # The version this write replaced, read back: it did not land, or this read is another replica's that
+            # has not got it (the lost answer also lost this client's session token for it: Session consistency).
+            # The same write again, on the same version, tells which: it lands now, or 412 (it had landed, or
+            # someone wrote since) and the record is read once more.
+            try:
+                return update_once(store, record, lambda _r: updated)
+            except EtagMismatch:
+                current = store.get(record.order_id)
         mine = updated.history[-1] if updated.history else None
         if current is None or mine is None or mine not in current.history:
             raise

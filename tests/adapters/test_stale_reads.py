@@ -12,16 +12,21 @@ from datetime import timedelta
 
 import pytest
 
+from activities import scheduler_steps
 from activities.compensation_steps import load_compensation
 from activities.fencing import owned_record
-from adapters.cosmos.errors import StaleRead
-from adapters.cosmos.state_store import update_fenced, update_once
+from adapters.cosmos.errors import StaleRead, StoreOutcomeUnknown
+from adapters.cosmos.state_store import update_fenced, update_once, update_once_or_reread
 from contracts.activities import CompensationPlan, LoadCompensationInput
 from domain import compensation, transitions
 from domain.errors import FencingLost
 from domain.states import ProcessState
+from orchestrators import starter
+from tests.activity_calls import run
+from tests.compensation.support import stored_record, submitted_and_claimed
 from tests.contexts import context_with
-from tests.fakes import StateStoreReadFromALaggingReplica
+from tests.fakes import OrderStoreReadFromALaggingReplica, StateStoreReadFromALaggingReplica
+from tests.orchestrators.support import sample_order
 
 pytestmark = pytest.mark.cosmos
 GRACE = timedelta(seconds=60)
@@ -84,3 +89,91 @@ def test_a_record_taken_by_a_later_attempt_is_still_lost(app_context, clock):
         lagging = StateStoreReadFromALaggingReplica(states, record)
         with pytest.raises(FencingLost):
             _begin_step(lagging, clock)
+
+
+def test_a_failed_status_whose_read_is_from_before_the_failure_is_tried_again_not_dropped_as_moved_on(
+    app_context, caplog
+):
+    """The orchestration sends ``Failed`` right after ``fail_order`` wrote it; the status activity, on another
+    instance, read the record still ``Processing`` under the attempt that failed. ``failure_moved_on`` took that as
+    "an operator moved the order on": nothing sent, the timers stopped (``StatusMovedOn``), and the submitter heard
+    ``Failed`` only when the supervisor's owed sweep delivered it, minutes later. A version of the failed attempt
+    still held is from before the failure (the failure write releases it; only a claim, with the next attempt's
+    number, holds it again): a stale read, tried again."""
+    states = app_context.states
+    submitted_and_claimed(app_context)
+    before = stored_record(app_context)
+    failed = {"orderId": "o1", "instanceId": "o1:1", "step": "reserve-inventory", "attempt": 1, "error": "gone"}
+    assert run(scheduler_steps.fail_order, app_context, failed) == {"owned": True}
+    status = {"orderId": "o1", "status": "Failed", "attempt": 1, "replyTo": "client-statuses", "replyToKnown": True}
+    lagging = context_with(app_context, states=StateStoreReadFromALaggingReplica(states, before))
+    with pytest.raises(StaleRead):  # was None, StatusMovedOn: nothing sent, nothing tried again
+        run(scheduler_steps.publish_status, lagging, status)
+    assert "StatusMovedOn" not in caplog.text
+    assert run(scheduler_steps.publish_status, lagging, status) is None  # the next try: sent
+    assert [s["status"] for s in app_context.sender.bodies("client-statuses")][-1] == "Failed"
+
+
+def test_a_new_records_order_read_as_404_by_the_starter_postpones_the_claim(app_context, clock, caplog):
+    """Submission writes the order, then its record ``Pending`` (over ``MAX_IN_FLIGHT``); the starter's sweep, on
+    another instance, found the record and read the order from a replica without it: "the state record has no order
+    document", claimed and not started, so the supervisor counted a failed attempt after the start grace. The order is
+    written before its record: a 404 for the order of a record never claimed, written moments ago, is a stale read;
+    the claim waits for the next sweep, as for an order store unavailable for now."""
+    app_context.orders.create_or_verify(sample_order("o1"))
+    app_context.states.create(transitions.new_record("o1", None, clock.now()))
+    lagging = context_with(app_context, orders=OrderStoreReadFromALaggingReplica(app_context.orders))
+    [record] = lagging.states.claimable(clock.now(), 10)
+    assert starter.try_claim(lagging, record) is None
+    assert "supervisor will retry" not in caplog.text  # was: claimed for o1:1 and not started
+    pending = stored_record(app_context)
+    assert (pending.process_state, pending.locked_by, pending.attempt) == (ProcessState.PENDING, None, 0)
+    [claim] = starter.sweep(lagging)  # the next sweep: the replica caught up
+    assert (claim.order_id, claim.attempt) == ("o1", 1)
+
+
+class _LosesTheAnswerOnce:
+    """The state store whose next replace commits and loses its answer (``StoreOutcomeUnknown``, as a timeout)."""
+
+    def __init__(self, store):
+        self._store = store
+        self.lost = False
+
+    def replace(self, record):
+        written = self._store.replace(record)
+        if not self.lost:
+            self.lost = True
+            raise StoreOutcomeUnknown(f"no response to the replace of {record.order_id} (it committed)")
+        return written
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+def test_a_claim_whose_answer_was_lost_and_whose_read_back_is_from_before_it_is_settled_not_dropped(app_context, clock):
+    """The starter's claim committed and its answer was lost, so its client never got the session token of that
+    write; its read-back came from a replica without it, showing the version the claim replaced. It was taken as "not
+    written": the starter started nothing, the record stayed claimed for ``o1:1``, and the supervisor counted a failed
+    attempt after the start grace (stale-reads on operator-actions, 200 orders, seed 1: 4 ``StartFailed``). The same
+    conditional write once more settles it: 412, the claim is there."""
+    states = app_context.states
+    record = states.create(transitions.new_record("o1", None, clock.now()))
+    lagging = StateStoreReadFromALaggingReplica(_LosesTheAnswerOnce(states), record)
+    claimed = update_once_or_reread(lagging, record, lambda r: transitions.claim(r, clock.now(), GRACE))
+    assert (claimed.locked_by, claimed.attempt) == ("o1:1", 1)  # was StoreOutcomeUnknown
+    assert [h.event for h in stored_record(app_context).history] == ["Received", "Claimed"]  # claimed once
+
+
+def test_a_write_whose_answer_was_lost_and_that_did_not_land_is_made_by_the_second_try(app_context, clock):
+    states = app_context.states
+    record = states.create(transitions.new_record("o1", None, clock.now()))
+
+    class NotLanded(_LosesTheAnswerOnce):
+        def replace(self, record):
+            if not self.lost:
+                self.lost = True
+                raise StoreOutcomeUnknown("timed out before it reached the primary")
+            return self._store.replace(record)
+
+    claimed = update_once_or_reread(NotLanded(states), record, lambda r: transitions.claim(r, clock.now(), GRACE))
+    assert claimed.locked_by == "o1:1" and stored_record(app_context).locked_by == "o1:1"
