@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
 
-from adapters.cosmos.state_store import update_fenced
+from adapters.cosmos.state_store import read_as_owner, update_fenced
 from contracts.messages import AgentRequest
 from dependencies import AppContext
 from domain.errors import FencingLost, StaleWrite, WriteAlreadyMade
@@ -40,8 +40,9 @@ def deadline_from_now(request: AgentRequest, timeout_seconds: float | None, now:
 
 
 def owned_record(ctx: AppContext, order_id: str, instance_id: str, state: ProcessState) -> StateRecord | None:
-    """The record, if ``instance_id`` holds it in ``state``; None otherwise (a read, no write)."""
-    record = ctx.states.get(order_id)
+    """The record, if ``instance_id`` holds it in ``state``; None otherwise (a read, no write; ``StaleRead`` for a
+    read from before the instance's own claim: ``read_as_owner``)."""
+    record = read_as_owner(ctx.states, order_id, instance_id, ctx.clock.sleep)
     if record is None or record.locked_by != instance_id or record.process_state is not state:
         return None
     return record
@@ -113,6 +114,7 @@ def _write_fenced(
             order_id,
             instance_id,
             partial(in_write_order, owner=instance_id, number=number, change=change_and_say),
+            pause=ctx.clock.sleep,
         )
     except WriteAlreadyMade as made:  # a retry, or a late run of the newest write: made already
         found: StateRecord = made.record

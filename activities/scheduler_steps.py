@@ -14,7 +14,7 @@ from typing import Any
 
 import notifications.status
 from activities.fencing import deadline_from_now, moved_on, write_fenced
-from adapters.cosmos.errors import StoreUnavailable
+from adapters.cosmos.errors import StaleRead, StoreUnavailable
 from adapters.cosmos.mapping import to_document
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.activities import (
@@ -393,9 +393,15 @@ def failure_moved_on(data: PublishStatusInput, record: StateRecord | None) -> bo
     True: logged ``StatusMovedOn``, nothing sent; the activity answers None (as sent), so the timers stop, and
     nothing is alerted (a failure status never says ``lastTry``). A read that fails fails the try (the timers try
     again). Left: a try that read the record just before the operator's action sends it just after, as the owed
-    sweep does (docs/supervisor.md); the read costs a failure status one point read, no other status."""
+    sweep does (docs/supervisor.md); the read costs a failure status one point read, no other status. A version from
+    before the failure (an earlier attempt's, or the failed one's still held) is no verdict: ``StaleRead``, the try
+    fails and the timers try again (it was taken as moved on, and the status waited for the owed sweep)."""
     if record is None or (record.process_state is FAILED_IN[data.status] and record.attempt == data.attempt):
         return False
+    if record.attempt < data.attempt or (record.attempt == data.attempt and record.locked_by is not None):
+        # from before the failure: its write released the record, and only a claim (numbering the next attempt or
+        # round) holds it again. Another instance's replica without that write (Session consistency): read again.
+        raise StaleRead(f"order {data.order_id}: the record read is from before attempt {data.attempt}'s failure")
     state = record.process_state.value
     why = f"attempt {data.attempt} failed; the order moved on since (its record is {state}, attempt {record.attempt})"
     _not_sent("StatusMovedOn", data, why, recordAttempt=record.attempt, state=state)

@@ -43,6 +43,13 @@ def instance_order_id(instance: str) -> str | None:
     return match.group("order") if match else None
 
 
+def instance_number(instance: str) -> int | None:
+    """The attempt (or compensation round) ``instance`` was started for, when ``instance_id`` or
+    ``compensation_instance_id`` built it; None for any other id."""
+    match = _ORCHESTRATION_INSTANCE.fullmatch(instance)
+    return int(match.group("number")) if match else None
+
+
 def url_instance_id(instance: str) -> str:
     """``instance`` as the Durable client may paste it into a URL path (the SDK escapes nothing): the
     same text for every id this app builds (letters, digits, ``_``, ``-``, ``:``), anything else

@@ -34,6 +34,7 @@ from domain.states import ProcessState
 from domain.transitions import NO_GRACE
 from domain.workflow import step as workflow_step
 from localrun.profile import Profile
+from localrun.stale_reads import LEFT_OUT, Key, Partition, StaleReads
 from supervisor.owed import owes_notifications
 
 
@@ -177,11 +178,20 @@ class CountedStore:
         reads: frozenset[str] = frozenset(),
         writes: frozenset[str] = frozenset(),
         queries: frozenset[str] = frozenset(),
+        stale: StaleReads | None = None,
+        document: Callable[[str], tuple[Key, Partition]] | None = None,
+        subject: Callable[[Any], str] | None = None,
     ) -> None:
         self._inner = inner
         self._faults = faults
         self._audit = audit
         self._writes = writes
+        self._reads = reads
+        # profile cosmos.stale_read_rate: ``document`` names the document a read's argument (or a saved
+        # document's ``subject``) is, for the stale-read model (localrun/stale_reads.py)
+        self._stale = stale if document is not None and subject is not None else None
+        self._document = document
+        self._subject = subject
         self._counters = (
             dict.fromkeys(reads, "cosmos_reads")
             | dict.fromkeys(writes, "cosmos_writes")
@@ -197,11 +207,28 @@ class CountedStore:
             self._audit.ops[self._counters.get(name, "cosmos_other")] += 1
             self._faults.maybe_fail(name)
             result = attribute(*args, **kwargs)
+            if self._stale is not None:
+                return self._served(name, args, result)
             if name in self._writes:
                 self._faults.maybe_lose_response(name)
             return result
 
         return counted
+
+    def _served(self, name: str, args: tuple[Any, ...], result: Any) -> Any:
+        """A read as the stale-read model serves it to the calling invocation; a write noted as written (and heard,
+        unless its response is lost)."""
+        assert self._stale is not None and self._document is not None and self._subject is not None
+        if name in self._writes:
+            key, partition = self._document(self._subject(result))
+            self._stale.wrote(key, partition, str(getattr(result, "version", "") or ""), result)
+            self._faults.maybe_lose_response(name)
+            self._stale.heard(key, partition, result)
+        elif name in self._reads and len(args) == 1 and isinstance(args[0], str):
+            key, partition = self._document(args[0])
+            tag = None if result is None else str(getattr(result, "version", "") or "")
+            return self._stale.read(key, partition, tag, result)
+        return result
 
 
 class EventRecorder(logging.Handler):
@@ -340,9 +367,25 @@ def _is_instance(writer: str) -> bool:
     return ":" in writer  # orchestration instance ids are "<orderId>:<n>"
 
 
+def _state_document(order_id: str) -> tuple[Key, Partition]:
+    return ("state", order_id), ("state", order_id)
+
+
+def _same_match(previous: StateRecord, current: StateRecord) -> bool:
+    """The version before matches every state query the latest matched (they filter on these)."""
+    return (previous.process_state, previous.locked_by, previous.complete_by) == (
+        current.process_state,
+        current.locked_by,
+        current.complete_by,
+    )
+
+
 class AuditedStateStore:
-    def __init__(self, inner: StateStore, clock: Clock, faults: CosmosFaults, audit: Audit) -> None:
+    def __init__(
+        self, inner: StateStore, clock: Clock, faults: CosmosFaults, audit: Audit, stale: StaleReads | None = None
+    ) -> None:
         self._inner = inner
+        self._stale = stale  # profile cosmos.stale_read_rate (localrun/stale_reads.py)
         self._clock = clock
         self._faults = faults
         self._audit = audit
@@ -364,9 +407,39 @@ class AuditedStateStore:
         self._faults.maybe_fail("read")
         found = self._seen(self._inner.get(order_id))
         self._unheard.pop(order_id, None)
+        if self._stale is not None:
+            key, partition = _state_document(order_id)
+            shown: StateRecord | None = self._stale.read(key, partition, found.version if found else None, found)
+            if shown is not found:
+                self._unheard[order_id] = shown  # what this process now knows of the record
+            return shown
         return found
 
+    def _wrote(self, written: StateRecord) -> None:
+        if self._stale is not None:
+            key, partition = _state_document(written.order_id)
+            self._stale.wrote(key, partition, written.version or "", written)
+
+    def _heard(self, written: StateRecord) -> None:
+        if self._stale is not None:
+            self._stale.heard(*_state_document(written.order_id), written)
+
+    def _served(self, records: list[StateRecord]) -> list[StateRecord]:
+        """A query's records as the stale-read model serves them (some left out, some a version older)."""
+        if self._stale is None:
+            return records
+        served = []
+        for record in records:
+            key, partition = _state_document(record.order_id)
+            shown = self._stale.queried(key, partition, record.version, record, _same_match)
+            if shown is not LEFT_OUT:
+                served.append(shown)
+        return served
+
     def recent(self, order_id: str) -> StateRecord | None:
+        if self._stale is not None:  # each invocation its own process (localrun/stale_reads.py)
+            known: StateRecord | None = self._stale.known(_state_document(order_id)[0])
+            return known
         if order_id in self._unheard:
             return self._unheard[order_id]
         return self._inner.recent(order_id)  # the app's own memory: no Cosmos operation
@@ -383,9 +456,11 @@ class AuditedStateStore:
         known = self.recent(record.order_id)
         written = self._inner.create(record)
         self._seen(written)
+        self._wrote(written)
         self._record_created(written)
         self._note_owed(written)
         self._maybe_lose_response(record.order_id, known, "create")
+        self._heard(written)
         return written
 
     def replace(self, record: StateRecord) -> StateRecord:
@@ -395,6 +470,7 @@ class AuditedStateStore:
         written = self._inner.replace(record)  # succeeded: the stored version was record.version's
         before = self._versions.pop(record.version or "", None)
         self._seen(written)
+        self._wrote(written)
         writer = written.history[-1].by if written.history else ""
         if before is None:
             self._audit.stale_writes.append(f"{written.order_id}: write over a version Cosmos never returned")
@@ -403,6 +479,7 @@ class AuditedStateStore:
         self._record(before, written)
         self._note_owed(written)
         self._maybe_lose_response(record.order_id, known, "replace")
+        self._heard(written)
         return written
 
     def _note_owed(self, written: StateRecord) -> None:
@@ -414,7 +491,7 @@ class AuditedStateStore:
     def claimable(self, now: datetime, limit: int) -> list[StateRecord]:
         self._audit.ops["cosmos_queries"] += 1
         self._faults.maybe_fail("query")
-        return [r for r in self._inner.claimable(now, limit) if self._seen(r)]
+        return self._served([r for r in self._inner.claimable(now, limit) if self._seen(r)])
 
     def expired_page(
         self,
@@ -430,6 +507,8 @@ class AuditedStateStore:
         page = self._inner.expired_page(state, now, not_before, page_size, after, grace)
         for record in page.records:
             self._seen(record)
+        if self._stale is not None:
+            return Page(self._served(page.records), page.after, page.request_charge, page.unmapped)
         return page
 
     def count(self, state: ProcessState) -> int:
@@ -503,21 +582,30 @@ class AuditedStateStore:
 
 
 class AuditedOrderStore:
-    def __init__(self, inner: OrderStore, faults: CosmosFaults, audit: Audit) -> None:
+    def __init__(self, inner: OrderStore, faults: CosmosFaults, audit: Audit, stale: StaleReads | None = None) -> None:
         self._inner = inner
         self._faults = faults
         self._audit = audit
+        self._stale = stale  # profile cosmos.stale_read_rate (localrun/stale_reads.py); orders are never replaced
 
     def get(self, order_id: str) -> dict[str, Any] | None:
         self._audit.ops["cosmos_reads"] += 1
         self._faults.maybe_fail("read order")
-        return self._inner.get(order_id)
+        found = self._inner.get(order_id)
+        if self._stale is not None:
+            found = self._stale.read(("order", order_id), ("orders", order_id), None if found is None else "", found)
+        return found
 
     def create_or_verify(self, order: dict[str, Any]) -> CreateOutcome:
         self._audit.ops["cosmos_writes"] += 1
         self._faults.maybe_fail("create order")
         outcome = self._inner.create_or_verify(order)
+        key, partition = ("order", str(order["id"])), ("orders", str(order["id"]))
+        if self._stale is not None and outcome is CreateOutcome.CREATED:
+            self._stale.wrote(key, partition, "", dict(order))
         self._faults.maybe_lose_response("create order")
+        if self._stale is not None and outcome is CreateOutcome.CREATED:
+            self._stale.heard(key, partition, dict(order))
         return outcome
 
 

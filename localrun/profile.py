@@ -24,7 +24,15 @@ REMOTE_KEYS = {
     "slow_call_rate",
     "slow_latency_ms",
 }
-COSMOS_KEYS = {"throttle_rate", "unavailable_rate", "lost_response_rate", "latency_ms", "outages"}
+COSMOS_KEYS = {
+    "throttle_rate",
+    "unavailable_rate",
+    "lost_response_rate",
+    "latency_ms",
+    "outages",
+    "stale_read_rate",
+    "stale_read_lag_ms",
+}
 OUTAGE_KEYS = {"start_s", "duration_s"}
 SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate", "settle_latency_ms"}
 HOST_KEYS = {"restart_every_s", "clock_skew_s", "activity_rerun_rate"}
@@ -178,6 +186,11 @@ class Profile:
     # the share of activities run again 5 minutes after their result reached the orchestration (a worker
     # that died before it deleted the work item: ``DurableEngine.rerun_after_completion``)
     activity_rerun_rate: float = 0.0
+    # Session consistency seen from another instance (localrun/stale_reads.py): a read by an invocation that
+    # has not seen a document's latest write, made within the lag of it, returns the version before it (or 404
+    # for a create) at this rate
+    cosmos_stale_read_rate: float = 0.0
+    cosmos_stale_read_lag_ms: float = 1000.0
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
@@ -240,6 +253,8 @@ class Profile:
             settings=_app_settings(data.get("settings", {})),
             operator=_operator(data["operator"]) if "operator" in data else None,
             activity_rerun_rate=_rate("host.activity_rerun_rate", host.get("activity_rerun_rate", 0)),
+            cosmos_stale_read_rate=_rate("cosmos.stale_read_rate", cosmos.get("stale_read_rate", 0)),
+            cosmos_stale_read_lag_ms=_lag(cosmos.get("stale_read_lag_ms", 1000)),
         )
 
     def agent(self, name: str) -> AgentFaults:
@@ -374,6 +389,13 @@ def _latency(value: Any, where: str = "cosmos.latency_ms") -> tuple[float, float
     if not ok or not 0 <= value[0] <= value[1] <= 10_000:
         raise ProfileError(f"{where} must be [lo, hi] milliseconds, 0 <= lo <= hi <= 10000, got {value!r}")
     return float(value[0]), float(value[1])
+
+
+def _lag(value: Any) -> float:
+    """``cosmos.stale_read_lag_ms``: how long after a write another instance may still read the version before."""
+    if not _number(value) or not 0 < value <= 60_000:
+        raise ProfileError(f"cosmos.stale_read_lag_ms must be milliseconds, 0 < lag <= 60000, got {value!r}")
+    return float(value)
 
 
 def _app_settings(data: Any) -> dict[str, str]:

@@ -33,6 +33,7 @@ from contracts.names import ALL_QUEUES, ORDERS_CONTAINER, ORDERS_QUEUE, STATE_CO
 from contracts.parsing import named_order_id
 from contracts.store_retry import ROUND_PROPERTY as STORE_RETRY_ROUND
 from dependencies import AppContext, use_context
+from domain.circuit import partition_key as health_partition
 from domain.states import TERMINAL_STATES, ProcessState
 from domain.workflow import AGENTS
 from localrun import hostile, orderless
@@ -55,6 +56,7 @@ from localrun.operator import app_settings as operator_settings
 from localrun.profile import Profile
 from localrun.servicebus import InProcessBroker, QueuePolicy, SendFaults
 from localrun.servicebus.messages import MessageState
+from localrun.stale_reads import StaleReads
 from localrun.virtual_time import TaskScheduler
 from localrun.workload import Workload, make_workload
 from settings import Settings
@@ -250,6 +252,16 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         database = ensure_database(server.fast_client(), "localrun")
         raw_states = CosmosStateStore(database.get_container_client(STATE_CONTAINER))
         faults = CosmosFaults(profile, random.Random(seeds.getrandbits(64)), audit, clock)
+        stale = None
+        if profile.cosmos_stale_read_rate:  # its own generator: the other faults keep their streams
+            stale = StaleReads(
+                profile.cosmos_stale_read_rate,
+                timedelta(milliseconds=profile.cosmos_stale_read_lag_ms),
+                random.Random(f"{config.seed}:stale-reads"),
+                clock.now,
+                scheduler.current,
+                audit.injected,
+            )
         if profile.cosmos_latency_ms is not None:  # its own generator: the other faults keep their streams
             rng = random.Random(f"{config.seed}:cosmos-latency")
             faults.latency = hostile.CosmosLatency(profile.cosmos_latency_ms, rng, clock.sleep)
@@ -261,8 +273,10 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         ctx = AppContext(
             settings=settings,
             clock=skewed if skewed is not None else clock,
-            states=AuditedStateStore(raw_states, clock, faults, audit),
-            orders=AuditedOrderStore(CosmosOrderStore(database.get_container_client(ORDERS_CONTAINER)), faults, audit),
+            states=AuditedStateStore(raw_states, clock, faults, audit, stale),
+            orders=AuditedOrderStore(
+                CosmosOrderStore(database.get_container_client(ORDERS_CONTAINER)), faults, audit, stale
+            ),
             sender=sender,
             remote=remote,
             deferred=broker.deferred_store,
@@ -272,6 +286,9 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 audit,
                 reads=frozenset({"get"}),
                 writes=frozenset({"save"}),
+                stale=stale,
+                document=lambda order_id: (("deferral", order_id), ("state", order_id)),
+                subject=lambda doc: str(doc.order_id),
             ),
             ops=CosmosOpsQueries(database.get_container_client(STATE_CONTAINER)),
             # Dependency health (circuits shared across orders), with the same Cosmos faults as the rest.
@@ -282,6 +299,9 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 reads=frozenset({"get"}),
                 writes=frozenset({"save"}),
                 queries=frozenset({"count_waiting"}),
+                stale=stale,
+                document=lambda dependency: (("health", dependency), ("state", health_partition(dependency))),
+                subject=lambda doc: str(doc.dependency),
             ),
             rng=random.Random(seeds.getrandbits(64)),
             # its own generator, from the seed alone: the other streams are drawn as before

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Protocol
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
@@ -74,7 +75,7 @@ def try_claim(ctx: AppContext, record: StateRecord) -> Claim | None:
     escalates with an alert instead of leaving the order Pending in silence."""
     if not has_capacity(ctx):
         return None
-    read = _read_order(ctx, record.order_id)
+    read = _read_order(ctx, record.order_id, record)
     if read.transient:
         app_event(
             "ClaimPostponed",
@@ -124,13 +125,22 @@ class _OrderRead:
     transient: bool = False  # the store is unavailable for now: a later read may succeed
 
 
-def _read_order(ctx: AppContext, order_id: str) -> _OrderRead:
+# How long after a new record's write a 404 for its order is taken as a replica that has not caught up
+# (``_read_order``), not as a missing order.
+ORDER_VISIBLE_WITHIN = timedelta(minutes=1)
+
+
+def _read_order(ctx: AppContext, order_id: str, record: StateRecord) -> _OrderRead:
     try:
         order = ctx.orders.get(order_id)
     except StoreUnavailable as exc:
         return _OrderRead(problem=f"the order could not be read: {exc}", transient=True)
     except Exception as exc:  # an answer retrying will not change (403, 400, a document that does not decode)
         return _OrderRead(problem=f"the order cannot be read: {type(exc).__name__}: {exc}")
+    if order is None and record.attempt == 0 and ctx.clock.now() - record.updated_at < ORDER_VISIBLE_WITHIN:
+        # Submission writes the order before its record: for a record never claimed, written moments ago, a 404 is
+        # another instance's write this replica has not got yet (Session consistency), not an order that is missing.
+        return _OrderRead(problem="its order is not readable yet (the record is new)", transient=True)
     if order is None:
         return _OrderRead(problem="the state record has no order document")
     return _OrderRead(order=order)

@@ -249,3 +249,44 @@ class StateStoreWithAConcurrentWriter:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
+
+
+class StateStoreReadFromALaggingReplica:
+    """The state store as another instance reads it (Session consistency: another client's session): its
+    next ``reads`` point reads are served by a replica that has not caught up, answering ``older`` (None: a
+    404); it remembers nothing of the record (``recent`` None: another process)."""
+
+    def __init__(self, store: StateStore, older: StateRecord | None, reads: int = 1) -> None:
+        self._store = store
+        self._older = older
+        self._reads = reads
+
+    def get(self, order_id: str) -> StateRecord | None:
+        if self._reads > 0:
+            self._reads -= 1
+            return self._older
+        return self._store.get(order_id)
+
+    def recent(self, order_id: str) -> StateRecord | None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+class OrderStoreReadFromALaggingReplica:
+    """The order database as another instance reads it: its next ``reads`` reads of an order just created elsewhere
+    answer 404 (a replica without the create: Session consistency holds read-your-writes within one client only)."""
+
+    def __init__(self, store: OrderStore, reads: int = 1) -> None:
+        self._store = store
+        self._reads = reads
+
+    def get(self, order_id: str) -> dict[str, Any] | None:
+        if self._reads > 0:
+            self._reads -= 1
+            return None
+        return self._store.get(order_id)
+
+    def create_or_verify(self, order: dict[str, Any]) -> CreateOutcome:
+        return self._store.create_or_verify(order)

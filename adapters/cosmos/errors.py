@@ -28,6 +28,12 @@ class StoreOutcomeUnknown(StoreUnavailable):
     step depends on whether the write landed needs the difference (``submission/payments.py``)."""
 
 
+class StaleRead(StoreUnavailable):
+    """A read older than its reader knows the document to be: another instance's write it has not caught up
+    with (the account's Session consistency holds read-your-writes within one client only; another client is
+    read from whichever replica answers). Transient: the replica catches up, the next try reads the write."""
+
+
 class EtagMismatch(StoreError):
     """Conditional replace lost: someone changed the document since it was read (HTTP 412)."""
 

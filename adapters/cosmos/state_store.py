@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
@@ -23,10 +23,13 @@ from adapters.cosmos.documents import document_of, stored
 from adapters.cosmos.errors import (
     ConcurrencyExhausted,
     EtagMismatch,
+    StaleRead,
+    StoreOutcomeUnknown,
     StoreUnavailable,
     mapped_errors,
 )
 from domain.errors import FencingLost, IllegalTransition, WriteAlreadyMade
+from domain.ids import instance_number
 from domain.records import StateRecord
 from domain.states import ProcessState
 from domain.text import carriable
@@ -313,8 +316,50 @@ def seek_page(
     return docs, SeekKey(key, last_id)
 
 
+# The pauses before each read again of a record that looks older than its reader's own claim (``read_as_owner``):
+# a replica catches up within milliseconds as a rule; these outlast a slow one before the activity gives up its try.
+STALE_READ_PAUSES_S = (0.1, 0.25, 0.5, 1.0, 2.0)
+
+
+def read_as_owner(
+    store: StateStore, order_id: str, owner: str, pause: Callable[[float], None] | None = None
+) -> StateRecord | None:
+    """The record as ``owner``, an orchestration instance, reads it to judge whether it still holds it. The
+    instance exists because the claim that numbered it (``attempt`` n) was written, and a record's ``attempt``
+    only grows: a 404, or a version of an earlier attempt, is a replica that has not caught up with that claim
+    (Session consistency: the claim was another instance's write, the starter's or the supervisor's), not a
+    verdict. It is read again after each of ``STALE_READ_PAUSES_S`` (``pause``: the clock's sleep; None: not
+    again), then ``StaleRead`` (transient: the activity fails, its orchestration tries it again on a durable
+    timer). None (an id that is not an instance's): the record as read."""
+    number = instance_number(owner)
+    pauses = iter(STALE_READ_PAUSES_S if pause is not None else ())
+    while True:
+        record = store.get(order_id)
+        if number is None or (record is not None and record.attempt >= number):
+            return record
+        wait = next(pauses, None)
+        if wait is None or pause is None:
+            found = "no record" if record is None else f"attempt {record.attempt}'s record"
+            raise StaleRead(f"order {order_id}: {owner} read {found}, from before its own claim")
+        pause(wait)
+
+
+def _paused(pause: Callable[[float], None] | None, pauses: Iterator[float]) -> bool:
+    """Waits the next of ``pauses`` (True), or there is none left, or nothing to wait with (False)."""
+    wait = next(pauses, None)
+    if pause is None or wait is None:
+        return False
+    pause(wait)
+    return True
+
+
 def update_fenced(
-    store: StateStore, order_id: str, owner: str, change: Callable[[StateRecord], StateRecord], attempts: int = 5
+    store: StateStore,
+    order_id: str,
+    owner: str,
+    change: Callable[[StateRecord], StateRecord],
+    attempts: int = 5,
+    pause: Callable[[float], None] | None = None,
 ) -> StateRecord:
     """The fenced write every orchestration attempt makes: check that ``lockedBy`` is still
     ``owner`` (``change`` raises ``FencingLost`` otherwise), then a conditional replace on ``_etag``.
@@ -322,25 +367,45 @@ def update_fenced(
     It starts from the last version this process saw (``store.recent``), which is usually the one
     its previous write returned, and skips the read: the replace is conditional on that version's
     ``_etag``, so a stale version costs one 412 and a re-read, never a lost update. A verdict is
-    only ever reached on a fresh read: a cached version that looks lost or not yet claimed is read
+    only ever reached on a fresh read, and never on one from before the instance's own claim
+    (``read_as_owner``, read again after each ``pause``: another instance's replica may lag behind that
+    write): a cached version that looks lost or not yet claimed is read
     again before ``FencingLost`` is raised, and so is one that holds this very write already
     (``WriteAlreadyMade``: the process's own earlier run wrote it; another instance may have taken the
     record since, which only a fresh read shows). On 412 it re-reads and tries again, which is safe only
     because the re-read re-checks ownership: the moment another writer takes the record, this
-    attempt stops."""
+    attempt stops. A fresh read that looks older than the instance's own writes is read again after a
+    ``pause`` (``STALE_READ_PAUSES_S``), not counted as a try: one the change cannot apply to
+    (``IllegalTransition``: the step it completes not yet begun, this instance's previous write made from
+    another invocation, whose replica the read did not reach), or the very version a 412 just refused.
+    ``attempts``: the etag races (``ConcurrencyExhausted`` after them)."""
     record = store.recent(order_id)
     cached = record is not None
-    for _ in range(attempts):
+    # Pauses for a fresh read that looks older than the instance's own writes: one this record cannot take the
+    # change from (``IllegalTransition``: its previous step not yet begun), or the very version a 412 just refused.
+    pauses = iter(STALE_READ_PAUSES_S if pause is not None else ())
+    refused: str | None = None  # the version the last 412 refused
+    tries = 0
+    while tries < attempts:
+        tries += 1
         if record is None:
-            record = store.get(order_id)
+            record = read_as_owner(store, order_id, owner, pause)
             cached = False
             if record is None:
                 raise FencingLost(order_id, owner, None)
+            if record.version is not None and record.version == refused and _paused(pause, pauses):
+                tries -= 1  # a replica without the write that won the race: not a race
+                record = None
+                continue
         try:
             updated = change(record)
-        except (FencingLost, IllegalTransition, WriteAlreadyMade):
+        except (FencingLost, IllegalTransition, WriteAlreadyMade) as exc:
             if cached:
                 record = None  # judge on a fresh read, not on what this process last saw
+                continue
+            if isinstance(exc, IllegalTransition) and _paused(pause, pauses):
+                tries -= 1  # perhaps a replica without this instance's own last write: read again
+                record = None
                 continue
             raise
         try:
@@ -348,6 +413,7 @@ def update_fenced(
         except EtagMismatch:
             if not cached:
                 log.info("etag race on %s for %s; re-reading", order_id, owner)
+            refused = record.version
             record = None
             continue
         state_transition(record, written)
@@ -371,12 +437,23 @@ def update_once_or_reread(
     Cosmos DB committed it): on ``StoreUnavailable`` the record is read again and, if this write's
     history entry is in it, the write happened and is returned as written (with the ``_etag`` of the
     version read, or none when another writer has moved the record on since). Otherwise the
-    original error propagates: nothing was written, a later run tries again."""
+    original error propagates: nothing was written, a later run tries again. A lost answer
+    (``StoreOutcomeUnknown``) whose read-back is the very version it replaced is ambiguous (not landed, or
+    a replica without it): the write is made once more on that version, which settles it."""
     updated = change(record)
     try:
         return update_once(store, record, lambda _r: updated)
     except StoreUnavailable as exc:
         current = store.get(record.order_id)
+        if isinstance(exc, StoreOutcomeUnknown) and current is not None and current.version == record.version:
+            # The version this write replaced, read back: it did not land, or this read is another replica's that
+            # has not got it (the lost answer also lost this client's session token for it: Session consistency).
+            # The same write again, on the same version, tells which: it lands now, or 412 (it had landed, or
+            # someone wrote since) and the record is read once more.
+            try:
+                return update_once(store, record, lambda _r: updated)
+            except EtagMismatch:
+                current = store.get(record.order_id)
         mine = updated.history[-1] if updated.history else None
         if current is None or mine is None or mine not in current.history:
             raise

@@ -91,6 +91,16 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
     ),
     "servicebus-send-failures": lambda r: states(r).get("Processed") == 100,
     "competing-supervisors-and-starters": lambda r: r["recoveries"]["supervisor_retries"] > 0,
+    # Session consistency across instances (localrun/stale_reads.py): reads from before an attempt's or a round's own
+    # claim are tried again, never taken as "not owned" (before: rounds ended quietly, three in a row made the order
+    # CompensationFailed with a critical alert; attempts went back to the supervisor as failed)
+    "stale-reads": lambda r: (
+        r["injected_faults"].get("cosmos_stale_reads", 0) > 100
+        and r["recoveries"]["supervisor_retries"] == 0
+        and r["recoveries"]["escalations"] == 0
+        and states(r).get("Error", 0) + states(r).get("CompensationFailed", 0) == 0
+        and "CompensationFailed" not in r["alerts"]
+    ),
     "host-restarts": lambda r: r["recoveries"]["host_restarts"] >= 3 and states(r).get("Processed") == 100,
     "malformed-and-duplicate-submissions": lambda r: (
         states(r).get("DeadLettered", 0) > 5
