@@ -166,6 +166,12 @@ def random_profile(seed: int) -> dict[str, Any]:
     # profile is as before but for this setting
     if rng.random() < 0.3:
         profile.setdefault("settings", {})["SUPERVISOR_GRACE_SECONDS"] = rng.choice(["5", "15", "60"])
+    # drawn after the grace: stale reads under Session consistency (localrun/stale_reads.py); each seed's profile
+    # is as before but for them
+    if rng.random() < 0.3:
+        stale = profile.setdefault("cosmos", {})
+        stale["stale_read_rate"] = round(rng.uniform(0, 0.5), 3)
+        stale["stale_read_lag_ms"] = rng.choice([200, 1000, 2000, 5000])
     return profile
 
 

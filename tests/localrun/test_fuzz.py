@@ -30,7 +30,7 @@ DRAWN_BEFORE_CANCELS = "d6885335fa5a26458511f4ad34cbffcbb724b1a1d839346373e76507
 
 def test_the_operators_cancels_are_drawn_last_and_leave_every_other_draw_as_it_was() -> None:
     """A seed fuzzed before the operator could cancel (and before late activity runs) names the same profile but
-    for its cancels, its ``host.activity_rerun_rate`` and its ``SUPERVISOR_GRACE_SECONDS``."""
+    for its cancels, its ``host.activity_rerun_rate``, its ``SUPERVISOR_GRACE_SECONDS`` and its stale reads."""
     profiles = [random_profile(seed) for seed in range(1, 201)]
     cancelling = [p["operator"] for p in profiles if "cancel_rate" in p.get("operator", {})]
     assert cancelling and all(0 <= o["cancel_rate"] <= 0.5 for o in cancelling)
@@ -42,6 +42,8 @@ def test_the_operators_cancels_are_drawn_last_and_leave_every_other_draw_as_it_w
         if "SUPERVISOR_GRACE_SECONDS" in p.get("settings", {})
     }
     assert graces == {"5", "15", "60"}
+    stale = [p["cosmos"]["stale_read_rate"] for p in profiles if "stale_read_rate" in p.get("cosmos", {})]
+    assert stale and all(0 <= rate <= 0.5 for rate in stale)
     for profile in profiles:
         if "operator" in profile:
             profile["operator"] = {k: v for k, v in profile["operator"].items() if not k.startswith("cancel")}
@@ -55,6 +57,12 @@ def test_the_operators_cancels_are_drawn_last_and_leave_every_other_draw_as_it_w
         settings.pop("SUPERVISOR_GRACE_SECONDS", None)
         if "settings" in profile and not settings:
             del profile["settings"]
+        # and stale reads after it
+        cosmos = profile.get("cosmos", {})
+        cosmos.pop("stale_read_rate", None)
+        cosmos.pop("stale_read_lag_ms", None)
+        if "cosmos" in profile and not cosmos:
+            del profile["cosmos"]
     assert hashlib.sha256(json.dumps(profiles, sort_keys=True).encode()).hexdigest() == DRAWN_BEFORE_CANCELS
 
 
