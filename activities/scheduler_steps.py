@@ -318,13 +318,19 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused |
     have resubmitted or compensated the order since, and the submitter hears the next attempt or round. That read is
     theirs alone, and the ``Received`` check after it uses it (a version this process kept that ended badly is never
     trusted: another instance may have moved the order on since, ``say_before_status``): ``Completed`` (sent by
-    ``mark_processed`` itself, then here only when that send failed) and the progress statuses read nothing more."""
+    ``mark_processed`` itself, then here only when that send failed) reads nothing more, nor does ``Processing``.
+    A round's ``Compensating`` reads the record too (``round_moved_on``): a late run of this activity must not say it
+    after the order moved past the round."""
     if data.status == "Rejected" and refusal_superseded(ctx, data):
         return None
-    read: StateRecord | None = None  # the record as this try read it (a failure status's: below)
+    read: StateRecord | None = None  # the record as this try read it (a failure status's, a round's: below)
     if data.status in FAILED_IN:
         read = _read(ctx, data)
         if failure_moved_on(data, read):
+            return None
+    elif data.status == ProcessState.COMPENSATING.value:
+        read = _read(ctx, data)
+        if round_moved_on(data, read):
             return None
     if data.reply_to_known:
         reply_to = data.reply_to
@@ -351,7 +357,7 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused |
         if data.last_try:
             _give_up(ctx, data, reply_to, exc)
         raise
-    if delivery is Delivery.SENT and read is not None:  # a failure status the record may still owe: noted sent
+    if delivery is Delivery.SENT and read is not None and data.status in FAILED_IN:  # the record may owe it: noted sent
         note_status_sent(ctx, read, data.status, data.attempt)
     return StatusRefused(error=f"{reply_to!r} refuses this app") if delivery is Delivery.REFUSED else None
 
@@ -404,6 +410,28 @@ def failure_moved_on(data: PublishStatusInput, record: StateRecord | None) -> bo
         raise StaleRead(f"order {data.order_id}: the record read is from before attempt {data.attempt}'s failure")
     state = record.process_state.value
     why = f"attempt {data.attempt} failed; the order moved on since (its record is {state}, attempt {record.attempt})"
+    _not_sent("StatusMovedOn", data, why, recordAttempt=record.attempt, state=state)
+    return True
+
+
+def round_moved_on(data: PublishStatusInput, record: StateRecord | None) -> bool:
+    """Whether the order whose round's ``Compensating`` ``data`` holds moved past that round, as ``record`` (read fresh
+    by ``publish_status``) shows it: it ended (``Compensated``, ``CompensationFailed``) or a later round (or an
+    operator's resubmit) numbers it (``attempt``). The status is a progress status, tried once, but the activity may
+    run again: "each activity runs at least once" (durable-functions-code-constraints), and on Azure Storage a work
+    item whose worker died before deleting it comes back after 5 minutes, again and again. A run 10 minutes or more
+    after the first send (past duplicate detection) told the submitter ``Compensating`` after ``Compensated``
+    (tests/notifications/test_redteam45_compensating_run_late.py). The read is no extra cost: ``say_before_status``
+    read the record for a ``Compensating`` anyway (its order has not ended), and now takes this one.
+
+    True: logged ``StatusMovedOn``, nothing sent, answered as sent. A version from before the round's claim (an
+    earlier ``attempt``: another instance's replica without the claim) is no verdict: the status is sent, as before."""
+    if record is None or record.attempt < data.attempt:
+        return False
+    if record.attempt == data.attempt and record.process_state is ProcessState.COMPENSATING:
+        return False
+    state = record.process_state.value
+    why = f"round {data.attempt} is over; the order moved on since (its record is {state}, attempt {record.attempt})"
     _not_sent("StatusMovedOn", data, why, recordAttempt=record.attempt, state=state)
     return True
 

@@ -177,6 +177,12 @@ FINAL_STATUS = {
 }
 
 
+# What no status may follow the order's own ending with: another ending, or a progress status (``Processing``,
+# ``Compensating``: an attempt or a round the order moved past). ``Received`` (a message of the order handled
+# again), ``CancellationRejected`` (answers a cancellation) and ``Rejected`` (a refused resubmission) may.
+STALE_AFTER_FINAL = frozenset(FINAL_STATUS.values()) | {"Processing", "Compensating"}
+
+
 def _stale_final_statuses(
     statuses: list[dict[str, Any]], by_order: dict[str, Any], valid: dict[str, dict[str, Any]]
 ) -> list[str]:
@@ -193,7 +199,7 @@ def _stale_final_statuses(
         last = max((n for n, t in enumerate(told) if t[2] == wanted), default=None)
         if wanted is None or last is None:
             continue
-        after = [t[2] for t in told[last + 1 :] if t[2] in FINAL_STATUS.values() and t[2] != wanted]
+        after = [t[2] for t in told[last + 1 :] if t[2] in STALE_AFTER_FINAL and t[2] != wanted]
         if after:
             stale.append(
                 f"{order_id}: ended {by_order[order_id]['processState']}, heard {', '.join(after)} after {wanted}"

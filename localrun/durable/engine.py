@@ -99,10 +99,11 @@ class DurableEngine:
         # Activity work items to run again late, as (due, order queued, work): see ``rerun_after_completion``.
         self._late: list[tuple[datetime, int, ActivityWork]] = []
         self._late_queued = 0
-        # Asked once for each activity whose result reached its orchestration: True when the worker "dies"
-        # after sending that result and before deleting the work item, which then runs again
-        # WORK_ITEM_VISIBILITY_TIMEOUT later ("Durable Functions ensures that each activity runs at least
-        # once", durable-functions-code-constraints; design.md, numbered writes). None: never.
+        # Asked once for each activity execution that sent its result (a late run too, and one whose orchestration
+        # ended meanwhile: the work item does not know): True when the worker "dies" after sending that result and
+        # before deleting the work item, which then runs again WORK_ITEM_VISIBILITY_TIMEOUT later, and may come back
+        # again after that run ("Durable Functions ensures that each activity runs at least once",
+        # durable-functions-code-constraints; design.md, numbered writes). None: never.
         self.rerun_after_completion: Callable[[], bool] | None = None
         self.counters = EngineCounters()
 
@@ -428,16 +429,16 @@ class DurableEngine:
         instance = self._instances.get(work.instance_id)
         if work.late:
             self.counters.activities_rerun_late += 1
+        if self.rerun_after_completion is not None and self.rerun_after_completion():
+            self._late_queued += 1
+            due = self._now() + WORK_ITEM_VISIBILITY_TIMEOUT
+            heapq.heappush(self._late, (due, self._late_queued, replace(work, late=True)))
         if instance is None or instance.execution != work.execution or instance.is_finished:
             return StepReport("activity", work.instance_id, work.name, "dropped")
         # A late run's completion reaches a running execution as a duplicate: DurableTask.Core appends it and
         # ignores it ("Duplicate TaskCompleted Event", TaskOrchestrationContext), the SDK warns and sets it aside.
         instance.inbox.append(completion)
         self._queue_episode(instance)
-        if not work.late and self.rerun_after_completion is not None and self.rerun_after_completion():
-            self._late_queued += 1
-            due = self._now() + WORK_ITEM_VISIBILITY_TIMEOUT
-            heapq.heappush(self._late, (due, self._late_queued, replace(work, late=True)))
         return StepReport("activity", work.instance_id, work.name, outcome)
 
     # --- helpers ----------------------------------------------------------------------------------

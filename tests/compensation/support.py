@@ -12,7 +12,7 @@ from contracts.messages import AgentRequest
 from contracts.names import AGENT_REPLIES_QUEUE
 from dependencies import AppContext
 from domain import transitions
-from domain.compensation import undo_idempotency_key, undo_request_id
+from domain.compensation import claim_compensation, undo_idempotency_key, undo_request_id
 from domain.ids import idempotency_key, request_id
 from domain.payloads import step_payload
 from domain.records import StateRecord
@@ -200,3 +200,22 @@ def compensation_round(ctx: AppContext, owner: str, round_number: int) -> list[d
     # then, as the orchestration does after the fenced write, tell the submitter
     run(scheduler_steps.publish_status, ctx, {"orderId": "o1", "status": "Compensated", "attempt": round_number})
     return replies
+
+
+def charge_declined(ctx: AppContext) -> None:
+    """The reservation made, the charge declined: the order handed to compensation (``request_compensation``)."""
+    submitted_and_claimed(ctx)
+    results: dict[str, Any] = {}
+    forward_step(ctx, "o1:1", 1, "reserve-inventory", "inventory", results)
+    begin_charge(ctx, "o1:1", results=results)
+    fenced = {"orderId": "o1", "instanceId": "o1:1", "step": "charge-payment", "attempt": 1}
+    run(compensation_steps.request_compensation, ctx, {**fenced, "error": "declined"})
+
+
+def claim_round(ctx: AppContext) -> StateRecord:
+    """The supervisor's claim of the order's next compensation round (a due ``Compensating`` record), written."""
+    settings = ctx.settings
+    claimed = claim_compensation(
+        stored_record(ctx), ctx.clock.now(), settings.start_grace, settings.max_failures, "supervisor"
+    )
+    return ctx.states.replace(claimed)

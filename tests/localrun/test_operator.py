@@ -117,6 +117,17 @@ def test_an_ending_status_heard_after_the_final_one_is_stale() -> None:
     ]
 
 
+def test_a_progress_status_heard_after_the_final_one_is_stale_but_not_a_repeated_received() -> None:
+    """Red team (s45): a round's ``Compensating`` sent again by a late run of its activity, past duplicate detection,
+    after ``Compensated`` (tests/notifications/test_redteam45_compensating_run_late.py). ``Received`` (a message of
+    the order handled again) and ``CancellationRejected`` (a cancellation answered) may come after the ending."""
+    ended = {"a": {"processState": "Processed"}, "c": {"processState": "Compensated"}}
+    late = _told("c", "Received", "Compensating", "Compensated", "Compensating")
+    assert _stale_final_statuses(late, ended, OWNERS) == ["c: ended Compensated, heard Compensating after Compensated"]
+    fine = _told("a", "Received", "Processing", "Completed", "Received", "CancellationRejected")
+    assert _stale_final_statuses(fine, ended, OWNERS) == []
+
+
 def test_only_the_orders_own_queue_and_a_final_status_heard_count() -> None:
     ended = {"a": {"processState": "Processed"}, "d": {"processState": "Processed"}}
     # never heard Completed: missing_statuses' to count; a status on another queue is misrouted_statuses'

@@ -44,7 +44,8 @@ app.orchestration_trigger(context_name="context")(act_then_wait)
 FUNCTIONS = app.get_functions()
 
 
-def _run(go_after: timedelta) -> tuple[list[tuple[str, datetime]], Any, DurableEngine]:
+def _run(go_after: timedelta, reruns: list[bool]) -> tuple[list[tuple[str, datetime]], Any, DurableEngine]:
+    """``reruns``: the answers of ``rerun_after_completion``, one per execution in the order they end (then no)."""
     clock = ManualClock(T0)
     runs: list[tuple[str, datetime]] = []
 
@@ -53,7 +54,8 @@ def _run(go_after: timedelta) -> tuple[list[tuple[str, datetime]], Any, DurableE
         return f"{value}#{len(runs)}"
 
     engine = DurableEngine(registered_orchestrators(FUNCTIONS), act, clock, context_fields=ev.AZURE_STORAGE_CONTEXT)
-    engine.rerun_after_completion = lambda: True
+    answers = iter(reruns)
+    engine.rerun_after_completion = lambda: next(answers, False)
     real = RealDurableClient(engine)
     try:
         instance_id = str(real.run(real.client.start_new(NAME, "late-1", None)))
@@ -76,7 +78,7 @@ def _run(go_after: timedelta) -> tuple[list[tuple[str, datetime]], Any, DurableE
 
 def test_a_completed_activity_runs_again_after_the_work_item_visibility_timeout_and_its_duplicate_is_ignored():
     go = timedelta(minutes=10)
-    runs, status, engine = _run(go_after=go)
+    runs, status, engine = _run(go_after=go, reruns=[True, False, True, False])
 
     # "a" ran, its result went on; 5 minutes later it ran again, while the instance waited for Go; "b" too,
     # after the instance completed
@@ -90,10 +92,37 @@ def test_a_completed_activity_runs_again_after_the_work_item_visibility_timeout_
 
 
 def test_a_late_run_after_the_instance_completed_still_runs_but_reaches_nothing():
-    runs, status, _ = _run(go_after=timedelta(seconds=0))
+    runs, status, _ = _run(go_after=timedelta(seconds=0), reruns=[True, True])
 
     assert sorted(value for value, _ in runs) == ["a", "a", "b", "b"]
     assert (status.runtime_status, status.output) == (OrchestrationRuntimeStatus.Completed, ["a#1", "b#2"])
+
+
+def test_a_late_run_comes_back_again_when_its_own_worker_dies_before_deleting_the_work_item():
+    """Red team (s45): the late run's worker may die after sending its result and before deleting the work item
+    too, and so may the next one's: the item comes back after each visibility timeout, at 10, 15 minutes..., past
+    Service Bus's 10-minute duplicate detection of what the activity sends. The runner ran a late run once and never
+    again (found: a round's ``Compensating`` told after ``Compensated``,
+    tests/notifications/test_redteam45_compensating_run_late.py)."""
+    late = WORK_ITEM_VISIBILITY_TIMEOUT
+    runs, status, engine = _run(go_after=timedelta(minutes=30), reruns=[True, True, True])
+
+    assert [run for run in runs if run[0] == "a"] == [
+        ("a", T0),
+        ("a", T0 + late),
+        ("a", T0 + 2 * late),
+        ("a", T0 + 3 * late),
+    ]
+    assert engine.counters.activities_rerun_late == 3
+    assert (status.runtime_status, status.output) == (OrchestrationRuntimeStatus.Completed, ["a#1", "b#5"])
+
+
+def test_an_activity_whose_orchestration_ended_meanwhile_may_run_again_too():
+    """The work item comes back whatever its orchestration did since: a first run whose result reached an instance
+    already completed (here the late run of ``b``, after the instance completed with the first) is run again."""
+    runs, _, _ = _run(go_after=timedelta(seconds=0), reruns=[False, True, True])
+
+    assert [value for value, _ in runs] == ["a", "b", "b", "b"]
 
 
 def test_the_profile_takes_a_rerun_rate_as_a_probability():

@@ -26,11 +26,10 @@ from adapters.servicebus.sender import SendError
 from contracts.names import STATE_CONTAINER
 from dependencies import AppContext
 from domain import transitions
-from domain.compensation import claim_compensation
 from domain.states import ProcessState
 from operations.actions import compensate, resubmit
 from tests.activity_calls import run
-from tests.compensation.support import begin_charge, forward_step, stored_record, submitted_and_claimed
+from tests.compensation.support import charge_declined, claim_round, stored_record, submitted_and_claimed
 from tests.contexts import context_with
 from tests.fakes import RecordingSender
 from tests.submission.test_statuses_after_received import FullQueue
@@ -127,17 +126,8 @@ def test_a_failed_retried_while_the_order_still_failed_is_sent(app_context: AppC
 def _compensation_failed_while_the_queue_is_full(ctx: AppContext) -> tuple[str, dict[str, Any]]:
     """The charge declined, the order handed to compensation; round 2's undo of the reservation failed for good
     (``fail_compensation``); its ``CompensationFailed`` fails on the first try."""
-    submitted_and_claimed(ctx)
-    results: dict[str, Any] = {}
-    forward_step(ctx, FIRST, 1, "reserve-inventory", "inventory", results)
-    begin_charge(ctx, FIRST, results=results)
-    fenced = {"orderId": "o1", "instanceId": FIRST, "step": "charge-payment", "attempt": 1}
-    run(compensation_steps.request_compensation, ctx, {**fenced, "error": "declined"})
-    record = stored_record(ctx)
-    now = ctx.clock.now()
-    claimed = ctx.states.replace(
-        claim_compensation(record, now, ctx.settings.start_grace, ctx.settings.max_failures, "supervisor")
-    )
+    charge_declined(ctx)
+    claimed = claim_round(ctx)
     owner, round_number = claimed.locked_by, claimed.attempt
     assert owner is not None
     failed = {"orderId": "o1", "instanceId": owner, "seq": 1, "error": "reservation R-1 expired"}
@@ -158,10 +148,7 @@ def test_a_compensation_failed_retried_after_the_operator_compensated_again_is_n
     _later(ctx, 2)
     assert compensate(_elsewhere(ctx, cosmos_db), "o1", "ana", "reservation released by hand").status == 200
     sender.full = False
-    record = stored_record(ctx)
-    claimed = ctx.states.replace(
-        claim_compensation(record, ctx.clock.now(), ctx.settings.start_grace, ctx.settings.max_failures, "supervisor")
-    )
+    claimed = claim_round(ctx)
     run(scheduler_steps.publish_status, ctx, _status("Compensating", claimed.attempt))
     heard = _heard(sender)
     _later(ctx, 5)

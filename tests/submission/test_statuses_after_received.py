@@ -102,10 +102,12 @@ def test_the_publish_status_activity_says_the_owed_received_before_any_status(
     ctx = context_with(app_context, sender=sender)
     failed = _failed_while_refused(ctx)
     assert heard(sender) == []
-    if status == "CompensationFailed":  # sent only while the record is that round's CompensationFailed
+    # sent only while the record is that round's CompensationFailed, or that round's Compensating
+    held = {"CompensationFailed": ProcessState.COMPENSATION_FAILED, "Compensating": ProcessState.COMPENSATING}
+    if status in held:
         record = ctx.states.get(failed.order_id)
         assert record is not None
-        update_once(ctx.states, record, lambda r: replace(r, process_state=ProcessState.COMPENSATION_FAILED))
+        update_once(ctx.states, record, lambda r: replace(r, process_state=held[status]))
 
     given = PublishStatusInput(order_id=failed.order_id, status=status, attempt=failed.attempt, reply_to=CLIENT)
     publish_status(ctx, given)
