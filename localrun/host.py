@@ -41,7 +41,12 @@ from localrun.durable.engine import DurableEngine
 from localrun.durable.http_api import DurableExtensionApi
 from localrun.ncrontab import Schedule
 from localrun.servicebus import InProcessBroker, MessageLockLost
-from localrun.servicebus.settlement_server import SettlementServer, install_message_actions, uninstall_message_actions
+from localrun.servicebus.settlement_server import (
+    SettlementServer,
+    install_message_actions,
+    settle_round_trip,
+    uninstall_message_actions,
+)
 from localrun.servicebus.wire import to_typed_data, trigger_metadata_typed
 from localrun.virtual_time import TaskScheduler
 from localrun.worker import wire
@@ -255,8 +260,10 @@ class LocalHost:
             # abandons its message, unless it was settled or its lock lost (_abandon_after_failure).
             try:
                 inputs = {function.trigger["name"]: to_typed_data(message, self.protos)}
-                if self.lock_stalls is not None:  # profile servicebus.lock_expiry_rate (localrun.hostile)
-                    hostile.stall_after_work.set(self.lock_stalls.plan())
+                if self.lock_stalls is not None:  # profile servicebus.lock_expiry_rate, settle_latency_ms
+                    stall, round_trip = self.lock_stalls.plan()
+                    hostile.stall_after_work.set(stall)
+                    settle_round_trip.set(round_trip)
                 with self.settlement.invocation(message.lock_token):
                     self._invoke(function, inputs, trigger_metadata_typed(message, self.protos))
             except InvocationFailed:

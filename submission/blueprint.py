@@ -37,5 +37,7 @@ async def submit_order(
         await start_claimed(client, [result.claim])
     await hand_to_courier(client, result.owed)
     await hand_alerts_to_courier(client, result.alerts, ctx.sender)
-    apply_settlement(message_actions, message, result.settlement)
+    # ServiceBusMessageActions' methods are blocking gRPC calls to the host, which answers once Service Bus has
+    # (seconds when it retries): on the worker's event loop they would stall every invocation of the worker.
+    await asyncio.to_thread(apply_settlement, message_actions, message, result.settlement)
     await raise_events(client, result.events)
