@@ -372,12 +372,12 @@ class LocalHost:
             self._start_http(request, future)
         now = self.clock.now()
         for timer in self.timers:
-            if timer.next_fire <= now:
-                # "If a function execution takes longer than the timer interval, another execution
-                # won't be triggered until after the current invocation completes" (timer trigger docs).
-                if not timer.running:
-                    self._fire_timer(timer)
-                    timer.last_fire = now
+            # No overlap: a run that outlasts the period holds the timer, and when it ends the host computes
+            # the next occurrence from the run's own time, which has passed, so it fires at once: one
+            # catch-up for every occurrence missed (TimerListener.InvokeJobFunction, GetNextTimerInterval).
+            if timer.next_fire <= now and not timer.running:
+                self._fire_timer(timer)
+                timer.last_fire = now
                 timer.next_fire = timer.schedule.next_after(now)
         self.engine.fire_due_timers()
         while self._engine_waiting < self.engine.queued_work():
@@ -396,7 +396,7 @@ class LocalHost:
             self.scheduler.next_wake(),
             self.broker.next_due_time(),
             self.engine.next_due_time(),
-            *(t.next_fire for t in self.timers),
+            *(t.next_fire for t in self.timers if not t.running),  # a running one's: when its run ends
         ]
         return min((c for c in candidates if c is not None), default=None)
 
