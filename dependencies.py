@@ -1,6 +1,6 @@
 """The composition of adapters every trigger uses, built once per worker process from app settings.
 
-Triggers call ``get_context()``; tests and the local runner install their own with
+Triggers call ``get_context()`` (async ones ``get_context_async()``); tests and the local runner install their own with
 ``use_context()`` (a simulated clock, an in-process broker, fault-injecting stores) and the
 production code runs unchanged on top."""
 
