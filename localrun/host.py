@@ -91,6 +91,7 @@ class TimerSpec:
     last_fire: datetime | None = None
     copy: int = 0
     running: bool = False  # the host starts no new run of a timer while its previous run is going
+    past_due: bool = False  # its next run is one a restart killed (the schedule monitor's IsPastDue)
 
 
 def host_json() -> dict[str, Any]:
@@ -376,8 +377,8 @@ class LocalHost:
             # the next occurrence from the run's own time, which has passed, so it fires at once: one
             # catch-up for every occurrence missed (TimerListener.InvokeJobFunction, GetNextTimerInterval).
             if timer.next_fire <= now and not timer.running:
-                self._fire_timer(timer)
-                timer.last_fire = now
+                self._fire_timer(timer, past_due=timer.past_due)
+                timer.last_fire, timer.past_due = now, False
                 timer.next_fire = timer.schedule.next_after(now)
         self.engine.fire_due_timers()
         while self._engine_waiting < self.engine.queued_work():
@@ -430,6 +431,8 @@ class LocalHost:
         databases are kept. (The worker process is kept too: see docs/local-runner.md, what the runner does
         not model.)"""
         self._incarnation += 1
+        # (with useMonitor, which every timer of the app sets: the runner does not work out the host's default)
+        killed = [timer for timer in self.timers if timer.running and timer.function.trigger.get("useMonitor")]
         dropped = self.scheduler.cancel_all()
         activities = self.engine.restart_host()
         self.broker.restart_host()
@@ -437,4 +440,8 @@ class LocalHost:
         self._engine_waiting = 0
         for timer in self.timers:
             timer.running = False
+        for timer in killed:
+            # The schedule monitor records a run's status when the run returns: this one left Next at its own
+            # occurrence, which the next host start finds past and runs at once (CheckPastDueAsync, IsPastDue).
+            timer.next_fire, timer.past_due = self.clock.now(), True
         return {"invocations": dropped, "activities": activities}

@@ -11,6 +11,7 @@ of a 30 s schedule was followed by the next 15 s later here, at once in Azure.""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -58,3 +59,31 @@ def test_runs_never_overlap_and_one_catch_up_stands_for_every_occurrence_missed(
     offset = (first - T0).total_seconds()
     starts = starts_of(harness, "supervisor", 100, first + timedelta(seconds=160))
     assert [s - offset for s in starts] == [0, 100, 120, 150]  # :30, :60 and :90 fell in the run: one catch-up
+
+
+@pytest.mark.cosmos
+def test_a_run_a_restart_killed_is_run_again_at_once_past_due(
+    harness: RuntimeHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The schedule monitor (``useMonitor``, on for every timer of the app) records a run's status once the run
+    returns (``ScheduleMonitor.UpdateStatusAsync`` after ``TryExecuteAsync``): a run killed by a restart leaves
+    ``Next`` at its own occurrence, so the host that starts next finds it past (``CheckPastDueAsync``) and runs
+    it at once with ``IsPastDue`` (``TimerListener.StartAsync``). The runner waited for the next occurrence."""
+    first = next(t.next_fire for t in harness.host.timers if t.function.name == "supervisor")
+    offset = (first - T0).total_seconds()
+    starts: list[float] = []
+
+    def on_invoke(function: HostedFunction) -> None:
+        if function.name == "supervisor":
+            starts.append((harness.clock.now() - T0).total_seconds() - offset)
+            harness.clock.sleep(45 if len(starts) == 1 else 0)
+
+    harness.host.on_invoke = on_invoke
+    harness.host.run_until(first + timedelta(seconds=10))
+    harness.host.restart()
+    with caplog.at_level(logging.INFO, logger="orders"):
+        harness.host.run_until(first + timedelta(seconds=35))
+    assert starts == [0, 10, 30]  # killed at :10, run again at once, then the schedule
+    assert [r.getMessage() for r in caplog.records if getattr(r, "event", None) == "SupervisorPastDue"] == [
+        "supervisor timer is past due"
+    ]
