@@ -1,11 +1,12 @@
 """The composition of adapters every trigger uses, built once per worker process from app settings.
 
-Triggers call ``get_context()``; tests and the local runner install their own with
+Triggers call ``get_context()`` (async ones ``get_context_async()``); tests and the local runner install their own with
 ``use_context()`` (a simulated clock, an in-process broker, fault-injecting stores) and the
 production code runs unchanged on top."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 from dataclasses import dataclass, field
@@ -126,6 +127,15 @@ def get_context() -> AppContext:
         if _context is None:
             _context = build_from_settings(Settings.from_env())
         return _context
+
+
+async def get_context_async() -> AppContext:
+    """``get_context`` for an async function. The first call of a worker process builds the SDK clients, and the
+    Cosmos client reads the database account over the network while it is made (with a managed identity token
+    first): on the worker's event loop that would hold every invocation of the worker meanwhile, and again at
+    each invocation while the build keeps failing. Built once, it returns at once."""
+    built = _context
+    return built if built is not None else await asyncio.to_thread(get_context)
 
 
 def build_from_settings(settings: Settings) -> AppContext:

@@ -6,7 +6,7 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from deferral.sweep import SweepCursor, peek_sweep
-from dependencies import get_context
+from dependencies import get_context_async
 from orchestrators.raise_events import raise_events
 
 bp = df.Blueprint()
@@ -17,5 +17,5 @@ CURSOR = SweepCursor()
 @bp.timer_trigger(arg_name="timer", schedule="%PEEK_SWEEP_SCHEDULE%", run_on_startup=False, use_monitor=True)
 @bp.durable_client_input(client_name="client")
 async def deferred_peek_sweep(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
-    report = await asyncio.to_thread(peek_sweep, get_context(), CURSOR)
+    report = await asyncio.to_thread(peek_sweep, await get_context_async(), CURSOR)
     await raise_events(client, report.events)

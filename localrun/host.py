@@ -41,7 +41,12 @@ from localrun.durable.engine import DurableEngine
 from localrun.durable.http_api import DurableExtensionApi
 from localrun.ncrontab import Schedule
 from localrun.servicebus import InProcessBroker, MessageLockLost
-from localrun.servicebus.settlement_server import SettlementServer, install_message_actions, uninstall_message_actions
+from localrun.servicebus.settlement_server import (
+    SettlementServer,
+    install_message_actions,
+    settle_round_trip,
+    uninstall_message_actions,
+)
 from localrun.servicebus.wire import to_typed_data, trigger_metadata_typed
 from localrun.virtual_time import TaskScheduler
 from localrun.worker import wire
@@ -86,6 +91,7 @@ class TimerSpec:
     last_fire: datetime | None = None
     copy: int = 0
     running: bool = False  # the host starts no new run of a timer while its previous run is going
+    past_due: bool = False  # its next run is one a restart killed (the schedule monitor's IsPastDue)
 
 
 def host_json() -> dict[str, Any]:
@@ -255,8 +261,10 @@ class LocalHost:
             # abandons its message, unless it was settled or its lock lost (_abandon_after_failure).
             try:
                 inputs = {function.trigger["name"]: to_typed_data(message, self.protos)}
-                if self.lock_stalls is not None:  # profile servicebus.lock_expiry_rate (localrun.hostile)
-                    hostile.stall_after_work.set(self.lock_stalls.plan())
+                if self.lock_stalls is not None:  # profile servicebus.lock_expiry_rate, settle_latency_ms
+                    stall, round_trip = self.lock_stalls.plan()
+                    hostile.stall_after_work.set(stall)
+                    settle_round_trip.set(round_trip)
                 with self.settlement.invocation(message.lock_token):
                     self._invoke(function, inputs, trigger_metadata_typed(message, self.protos))
             except InvocationFailed:
@@ -365,12 +373,12 @@ class LocalHost:
             self._start_http(request, future)
         now = self.clock.now()
         for timer in self.timers:
-            if timer.next_fire <= now:
-                # "If a function execution takes longer than the timer interval, another execution
-                # won't be triggered until after the current invocation completes" (timer trigger docs).
-                if not timer.running:
-                    self._fire_timer(timer)
-                    timer.last_fire = now
+            # No overlap: a run that outlasts the period holds the timer, and when it ends the host computes
+            # the next occurrence from the run's own time, which has passed, so it fires at once: one
+            # catch-up for every occurrence missed (TimerListener.InvokeJobFunction, GetNextTimerInterval).
+            if timer.next_fire <= now and not timer.running:
+                self._fire_timer(timer, past_due=timer.past_due)
+                timer.last_fire, timer.past_due = now, False
                 timer.next_fire = timer.schedule.next_after(now)
         self.engine.fire_due_timers()
         while self._engine_waiting < self.engine.queued_work():
@@ -389,7 +397,7 @@ class LocalHost:
             self.scheduler.next_wake(),
             self.broker.next_due_time(),
             self.engine.next_due_time(),
-            *(t.next_fire for t in self.timers),
+            *(t.next_fire for t in self.timers if not t.running),  # a running one's: when its run ends
         ]
         return min((c for c in candidates if c is not None), default=None)
 
@@ -423,6 +431,8 @@ class LocalHost:
         databases are kept. (The worker process is kept too: see docs/local-runner.md, what the runner does
         not model.)"""
         self._incarnation += 1
+        # (with useMonitor, which every timer of the app sets: the runner does not work out the host's default)
+        killed = [timer for timer in self.timers if timer.running and timer.function.trigger.get("useMonitor")]
         dropped = self.scheduler.cancel_all()
         activities = self.engine.restart_host()
         self.broker.restart_host()
@@ -430,4 +440,8 @@ class LocalHost:
         self._engine_waiting = 0
         for timer in self.timers:
             timer.running = False
+        for timer in killed:
+            # The schedule monitor records a run's status when the run returns: this one left Next at its own
+            # occurrence, which the next host start finds past and runs at once (CheckPastDueAsync, IsPastDue).
+            timer.next_fire, timer.past_due = self.clock.now(), True
         return {"invocations": dropped, "activities": activities}

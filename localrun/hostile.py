@@ -67,14 +67,16 @@ class LockStalls:
         self._latency = settle_latency_ms
         self.injected = 0
 
-    def plan(self) -> Callable[[], None] | None:
+    def plan(self) -> tuple[Callable[[], None] | None, Callable[[], None] | None]:
+        """What this invocation meets: a stall after its first piece of blocking work (past its lock), or a
+        settlement that takes a round trip (``settlement_server.settle_round_trip``: in the thread that settles)."""
         if self._rate <= 0 or self._rng.random() >= self._rate:
             if self._latency is None:
-                return None
-            # profile servicebus.settle_latency_ms: reaching the settlement takes a round trip, during
-            # which other handlers run (the message is still locked, not yet settled)
+                return None, None
+            # profile servicebus.settle_latency_ms: the settlement call waits for Service Bus's answer
+            # (the message is still locked, not yet settled)
             latency = self._rng.uniform(*self._latency) / 1000
-            return _once(lambda: self._sleep(latency))
+            return None, _once(lambda: self._sleep(latency))
         seconds = QUEUE_LOCK_DURATION_SECONDS + self._rng.uniform(5, 30)
         used = [False]
 
@@ -84,7 +86,7 @@ class LockStalls:
                 self.injected += 1
                 self._sleep(seconds)
 
-        return stall
+        return stall, None
 
 
 def _once(action: Callable[[], None]) -> Callable[[], None]:

@@ -20,7 +20,7 @@ from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.ops_queries import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from adapters.cosmos.state_store import SeekKey
 from adapters.servicebus.browse import TailHint
-from dependencies import AppContext, get_context
+from dependencies import AppContext, get_context, get_context_async
 from domain.states import ProcessState
 from operations import actions, instances, views
 from operations.auth import OPERATE_ROLE, READ_ROLE, Principal, Refusal, authenticate
@@ -107,7 +107,7 @@ def ops_orders(req: func.HttpRequest) -> func.HttpResponse:
 @bp.route(route="ops/orders/{orderId}", methods=["GET"], auth_level=ANONYMOUS)
 @bp.durable_client_input(client_name="client")
 async def ops_order(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
-    ctx = get_context()
+    ctx = await get_context_async()
     who = check_access(ctx.settings, req.headers, READ_ROLE)
     if isinstance(who, Reply):
         return _response(who)
@@ -172,7 +172,7 @@ def ops_compensate(req: func.HttpRequest) -> func.HttpResponse:
 @bp.route(route="ops/orders/{orderId}/review", methods=["POST"], auth_level=ANONYMOUS)
 @bp.durable_client_input(client_name="client")
 async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
-    ctx = get_context()
+    ctx = await get_context_async()
     checked = _action_request(ctx, req, review=True)
     if isinstance(checked, Reply):
         return _response(checked)

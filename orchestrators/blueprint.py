@@ -7,7 +7,7 @@ from typing import Any
 import azure.durable_functions as df
 import azure.functions as func
 
-from dependencies import get_context
+from dependencies import get_context_async
 from orchestrators import names, starter
 from orchestrators.alert import deliver_alert
 from orchestrators.compensation import compensate_order
@@ -57,5 +57,5 @@ def deliver_alert_v1(context: df.DurableOrchestrationContext) -> Generator[Any, 
 @bp.timer_trigger(arg_name="timer", schedule="%STARTER_SCHEDULE%", run_on_startup=False, use_monitor=True)
 @bp.durable_client_input(client_name="client")
 async def starter_sweep(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
-    claims = await asyncio.to_thread(starter.sweep, get_context())
+    claims = await asyncio.to_thread(starter.sweep, await get_context_async())
     await starter.start_claimed(client, claims)

@@ -7,6 +7,7 @@
 No ``from __future__ import annotations`` here: the worker reads the parameter annotations to bind
 the SDK types (``ServiceBusReceivedMessage``, ``ServiceBusMessageActions``)."""
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -72,4 +73,6 @@ async def agent_reply_relay(
     message_actions: servicebus.ServiceBusMessageActions,
     client: df.DurableOrchestrationClient,
 ) -> None:
-    apply_settlement(message_actions, message, await relay_reply(client, message))
+    settlement = await relay_reply(client, message)
+    # A blocking gRPC call to the host, which answers once Service Bus has: off the worker's event loop.
+    await asyncio.to_thread(apply_settlement, message_actions, message, settlement)

@@ -7,7 +7,7 @@ from azurefunctions.extensions.bindings import servicebus
 
 from adapters.servicebus.settlement import apply_settlement
 from contracts.names import ORDERS_QUEUE, SERVICE_BUS_CONNECTION
-from dependencies import get_context
+from dependencies import get_context_async
 from notifications.alerts import hand_alerts_to_courier
 from notifications.status import hand_to_courier
 from orchestrators.raise_events import raise_events
@@ -26,7 +26,7 @@ async def submit_order(
     message_actions: servicebus.ServiceBusMessageActions,
     client: df.DurableOrchestrationClient,
 ) -> None:
-    ctx = get_context()
+    ctx = await get_context_async()  # the worker's first call builds the SDK clients: off the event loop
     result = await asyncio.to_thread(handle_orders_message, ctx, message)
     # The claimed attempt and the owed statuses and alerts are handed over before the message is settled: a
     # settlement that fails (the lock was lost) or a host that stops after it would drop them, and the
@@ -37,5 +37,7 @@ async def submit_order(
         await start_claimed(client, [result.claim])
     await hand_to_courier(client, result.owed)
     await hand_alerts_to_courier(client, result.alerts, ctx.sender)
-    apply_settlement(message_actions, message, result.settlement)
+    # ServiceBusMessageActions' methods are blocking gRPC calls to the host, which answers once Service Bus has
+    # (seconds when it retries): on the worker's event loop they would stall every invocation of the worker.
+    await asyncio.to_thread(apply_settlement, message_actions, message, result.settlement)
     await raise_events(client, result.events)

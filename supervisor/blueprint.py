@@ -7,7 +7,7 @@ import asyncio
 import azure.durable_functions as df
 import azure.functions as func
 
-from dependencies import get_context
+from dependencies import get_context_async
 from observability.events import app_event
 from supervisor.compensation_rounds import start_compensations
 from supervisor.run import run_supervisor
@@ -26,6 +26,6 @@ SCAN_STATE = ScanState()
 async def supervisor(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
     if timer.past_due:
         app_event("SupervisorPastDue", "supervisor timer is past due")
-    report = await asyncio.to_thread(run_supervisor, get_context(), SCAN_STATE)
+    report = await asyncio.to_thread(run_supervisor, await get_context_async(), SCAN_STATE)
     await terminate_expired(client, report.to_terminate)
     await start_compensations(client, report.compensations)

@@ -38,10 +38,11 @@ stays deterministic.
 
 from __future__ import annotations
 
+import contextvars
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -322,6 +323,33 @@ class SettlementServer:
 
 # ----- the extension's singleton ----------------------------------------------------------------
 
+# Set by the host for an invocation whose settlement takes a round trip (profile servicebus.settle_latency_ms).
+settle_round_trip: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "localrun_settle_round_trip", default=None
+)
+
+
+class _RoundTripStub:
+    """The extension's ``SettlementStub`` whose calls first wait out ``settle_round_trip``, in the thread that
+    makes them. In Azure the host's ``SettlementService`` answers once the SDK's ``CompleteMessageAsync`` (or
+    abandon, dead-letter, defer) has had Service Bus's answer, and ``ServiceBusMessageActions`` waits for it
+    with a blocking gRPC call (its methods are not coroutines): from an async function the worker's event loop
+    waits, every other invocation with it (the runner counts such a wait, ``blocking_sleeps_on_worker_loop``)."""
+
+    def __init__(self, stub: Any) -> None:
+        self._stub = stub
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        call = getattr(self._stub, name)
+
+        def after_round_trip(*args: Any, **kwargs: Any) -> Any:
+            wait = settle_round_trip.get()
+            if wait is not None:
+                wait()
+            return call(*args, **kwargs)
+
+        return after_round_trip
+
 
 def install_message_actions(
     address: str, max_message_length: int = HOST_MAX_MESSAGE_LENGTH
@@ -345,6 +373,7 @@ def install_message_actions(
             instance = ServiceBusMessageActions()
         finally:
             sys.argv = saved
+        instance._client = _RoundTripStub(instance._client)
         ServiceBusMessageActions._instance = instance
     return instance
 
