@@ -76,6 +76,9 @@ server.on("request", (req, res) => {
 
 // Azure Cosmos DB's rules the protocol server does not hold requests to (cosmos_guards.cjs).
 require("./cosmos_guards.cjs").install(server, path.join(process.argv[2], "@vercel", "cosmosdb-server", "lib"));
+// Service answers the SDK's retry policies act on (429, 449, 503, 410, timeouts), given on a test's request
+// before any other handler sees the request (cosmos_faults.cjs; no rules: every request passes).
+require("./cosmos_faults.cjs").install(server);
 server.listen(port, "127.0.0.1", () => process.stdout.write(`listening ${server.address().port}\n`));
 process.stdin.on("end", () => process.exit(0));
 process.stdin.resume();

@@ -6,8 +6,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from observability.events import app_event
+
+if TYPE_CHECKING:
+    from azure.cosmos import ContainerProxy
+
+# The substatus of Cosmos DB's 404 ReadSessionNotAvailable: the replica that answered has not caught up with the
+# client's session token, so a document that exists is answered 404. The SDK retries it once and then raises it
+# (azure-cosmos docs/ErrorCodesAndRetries.md, "404/1002";
+# learn.microsoft.com/azure/cosmos-db/nosql/troubleshoot-not-found).
+READ_SESSION_NOT_AVAILABLE = 1002
 
 
 class StoreError(Exception):
@@ -56,8 +66,9 @@ class ConcurrencyExhausted(StoreError):
 @contextmanager
 def mapped_errors(item: str | None = None) -> Iterator[None]:
     """Cosmos SDK errors as store errors: 412 ``EtagMismatch``, 409 ``AlreadyExists``; throttling and
-    unavailability ``StoreUnavailable``; timeouts, 500 and lost responses ``StoreOutcomeUnknown``; 413
-    ``ItemTooLarge`` (logged, naming ``item``: the id of the document written); anything else unchanged."""
+    unavailability ``StoreUnavailable``; a 404/1002 (a replica behind the session's writes) ``StaleRead``;
+    timeouts, 500 and lost responses ``StoreOutcomeUnknown``; 413 ``ItemTooLarge`` (logged, naming ``item``: the
+    id of the document written); anything else unchanged."""
     from azure.core.exceptions import ServiceRequestError, ServiceResponseError
     from azure.cosmos import exceptions as cx
 
@@ -68,6 +79,8 @@ def mapped_errors(item: str | None = None) -> Iterator[None]:
     except cx.CosmosResourceExistsError as exc:
         raise AlreadyExists(str(exc.message)) from exc
     except cx.CosmosHttpResponseError as exc:
+        if exc.status_code == 404 and exc.sub_status == READ_SESSION_NOT_AVAILABLE:
+            raise StaleRead(f"Cosmos DB 404/1002, read session not available: {exc.message}") from exc
         if exc.status_code in (408, 500):
             raise StoreOutcomeUnknown(f"Cosmos DB {exc.status_code}: {exc.message}") from exc
         if exc.status_code in (429, 449, 503):
@@ -88,3 +101,18 @@ def mapped_errors(item: str | None = None) -> Iterator[None]:
         raise StoreOutcomeUnknown(f"Cosmos DB: {exc}") from exc
     except ServiceRequestError as exc:  # never sent
         raise StoreUnavailable(f"Cosmos DB unreachable: {exc}") from exc
+
+
+def read_or_none(container: ContainerProxy, item_id: str, partition_key: str) -> dict[str, Any] | None:
+    """The document, or None when Cosmos DB answers that it does not exist: a 404 without a substatus. Any other 404
+    is not that answer (``mapped_errors``: a 404/1002 is a ``StaleRead``, the document may well exist)."""
+    from azure.cosmos.exceptions import CosmosResourceNotFoundError
+
+    with mapped_errors():
+        try:
+            doc: dict[str, Any] = container.read_item(item_id, partition_key=partition_key)
+        except CosmosResourceNotFoundError as exc:
+            if exc.sub_status:
+                raise
+            return None
+    return doc

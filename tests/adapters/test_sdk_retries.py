@@ -1,0 +1,81 @@
+"""What the azure-cosmos SDK's own retry policies give the app, with the protocol server answering the statuses
+Azure answers (``localrun/cosmos_faults.cjs``, the ``cosmos_faults`` fixture): the real SDK client the tests use
+(the stock ``requests`` pipeline, as in production) retries or gives up between the app and the fault, and the
+app must read what escapes as Azure means it (the SDK's behaviour: azure-cosmos 4.17.1's ``_retry_utility``, and
+its docs/ErrorCodesAndRetries.md; docs/testing.md, "The SDK's own retries")."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from adapters.cosmos.errors import StoreUnavailable
+from adapters.cosmos.order_store import CosmosOrderStore, CreateOutcome
+from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_CONTAINER, ORDERS_QUEUE, STATE_CONTAINER
+from dependencies import AppContext
+from localrun.cosmos_server import CosmosServer
+from submission.intake import handle_orders_message
+from tests.fakes import FakeReceivedMessage, RecordingSender
+from tests.submission.corpus import order
+
+pytestmark = pytest.mark.cosmos
+
+ORDER = "ord-sdk-1"
+
+# Cosmos DB's 404 with substatus 1002, ReadSessionNotAvailable: the replica that answered has not caught up with the
+# session token the client sent, so a document that exists (this client wrote or saw it) is answered 404. The SDK
+# retries it once in the primary region and then raises it as ``CosmosResourceNotFoundError`` with that substatus
+# (ErrorCodesAndRetries.md, "404/1002"; learn.microsoft.com/azure/cosmos-db/nosql/troubleshoot-not-found: "Read
+# session not available for the input session token", for an item that should or does exist).
+READ_SESSION_NOT_AVAILABLE: dict[str, Any] = {"op": "read", "status": 404, "substatus": 1002, "times": 2}
+
+
+def test_a_read_session_not_available_past_the_sdks_retry_is_no_answer_that_the_order_is_missing(
+    cosmos_faults: CosmosServer, cosmos_db: Any
+) -> None:
+    """The same order created again (a redelivery, a duplicate submission) is a 409, and the stored order is read
+    to compare. A read the replica could not serve is not "no order": taken as one, the identical order was a
+    ``CONFLICT`` and its message dead-lettered ``ConflictingOrderData``."""
+    orders = CosmosOrderStore(cosmos_db.get_container_client(ORDERS_CONTAINER))
+    document = {**order(orderId=ORDER), "id": ORDER}
+    assert orders.create_or_verify(document) is CreateOutcome.CREATED
+    cosmos_faults.set_faults([{**READ_SESSION_NOT_AVAILABLE, "container": ORDERS_CONTAINER, "partitionKey": ORDER}])
+    with pytest.raises(StoreUnavailable):
+        orders.create_or_verify(document)
+    assert [f["status"] for f in cosmos_faults.faults_answered()] == [404, 404]  # the SDK's one retry ran
+    assert orders.create_or_verify(document) is CreateOutcome.IDENTICAL  # the replica caught up: the same order
+
+
+def test_a_duplicate_submission_meeting_read_session_not_available_is_handled_again_not_dead_lettered(
+    cosmos_faults: CosmosServer, app_context: AppContext
+) -> None:
+    body = json.dumps(order(orderId=ORDER)).encode()
+    first = handle_orders_message(app_context, FakeReceivedMessage.of(body, message_id=ORDER))
+    assert first.settlement.kind == "complete"
+    cosmos_faults.set_faults([{**READ_SESSION_NOT_AVAILABLE, "container": ORDERS_CONTAINER, "partitionKey": ORDER}])
+    again = handle_orders_message(app_context, FakeReceivedMessage.of(body, message_id=ORDER))
+    assert cosmos_faults.faults_answered(), "the fault was not met"
+    # a store failure: the message is sent again for later (submission/store_outage.py), nobody is alerted
+    assert again.settlement.kind == "complete", again.settlement
+    assert [json.loads(m.body)["orderId"] for m in sent_to(app_context, ORDERS_QUEUE)] == [ORDER]
+    assert sent_to(app_context, OPERATOR_ALERTS_QUEUE) == []
+
+
+def sent_to(ctx: AppContext, queue: str) -> list[Any]:
+    assert isinstance(ctx.sender, RecordingSender)
+    return [message for name, message in ctx.sender.sent if name == queue]
+
+
+def test_a_state_record_read_the_replica_could_not_serve_is_no_missing_record(
+    cosmos_faults: CosmosServer, app_context: AppContext
+) -> None:
+    """``StateStore.get`` None means no record: the submission creates one, the ops API answers 404, an owner's
+    read raises ``FencingLost``. A 404/1002 is a read to make again."""
+    body = json.dumps(order(orderId=ORDER)).encode()
+    handle_orders_message(app_context, FakeReceivedMessage.of(body, message_id=ORDER))
+    assert app_context.states.get(ORDER) is not None
+    cosmos_faults.set_faults([{**READ_SESSION_NOT_AVAILABLE, "container": STATE_CONTAINER, "partitionKey": ORDER}])
+    with pytest.raises(StoreUnavailable):
+        app_context.states.get(ORDER)
