@@ -25,7 +25,7 @@ class StoreError(Exception):
 
 
 class StoreUnavailable(StoreError):
-    """Transient: throttled past the SDK's retries, timed out, or the service is unavailable.
+    """Transient: throttled past the SDK's retries, timed out, the service unavailable or the partition moved.
     An ``orders`` message handler sends the message again for later (``submission.store_outage``); an
     activity fails (Durable retries or supervisor)."""
 
@@ -33,9 +33,10 @@ class StoreUnavailable(StoreError):
 class StoreOutcomeUnknown(StoreUnavailable):
     """A ``StoreUnavailable`` after which a write may have committed: its response was lost (the
     connection dropped after the request was sent), or the service answered 408 or 500. The other
-    transient failures, 429, 449 and 503 and a request that could not be sent, say the write was not
-    carried out (Cosmos DB returns 503 only for a request it did not process). Only a caller whose next
-    step depends on whether the write landed needs the difference (``submission/payments.py``)."""
+    transient failures, 410, 429, 449 and 503 and a request that could not be sent, say the write was not
+    carried out (Cosmos DB returns 503 only for a request it did not process, 410 for one whose partition moved).
+    Only a caller whose next step depends on whether the write landed needs the difference
+    (``submission/payments.py``)."""
 
 
 class StaleRead(StoreUnavailable):
@@ -83,7 +84,7 @@ def mapped_errors(item: str | None = None) -> Iterator[None]:
             raise StaleRead(f"Cosmos DB 404/1002, read session not available: {exc.message}") from exc
         if exc.status_code in (408, 500):
             raise StoreOutcomeUnknown(f"Cosmos DB {exc.status_code}: {exc.message}") from exc
-        if exc.status_code in (429, 449, 503):
+        if exc.status_code in (410, 429, 449, 503):  # 410: the partition moved (the SDK retries only a query's)
             raise StoreUnavailable(f"Cosmos DB {exc.status_code}: {exc.message}") from exc
         if exc.status_code == 413:
             what = f"document {item}" if item is not None else "a document"

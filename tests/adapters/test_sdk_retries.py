@@ -79,3 +79,33 @@ def test_a_state_record_read_the_replica_could_not_serve_is_no_missing_record(
     cosmos_faults.set_faults([{**READ_SESSION_NOT_AVAILABLE, "container": STATE_CONTAINER, "partitionKey": ORDER}])
     with pytest.raises(StoreUnavailable):
         app_context.states.get(ORDER)
+
+
+# Cosmos DB's 410 Gone: the partition that held the key moved (a split or a merge: substatus 1002, 1007, 1008) or
+# the replica went away; the request was not carried out (ErrorCodesAndRetries.md, "410/1002": "can occur
+# regardless of the Consistency level"). The SDK refreshes its routing map and retries a query's page; a point
+# operation it raises at once (``_retry_utility.Execute``: ``PartitionKeyRangeGoneRetryPolicy.ShouldRetry`` is False).
+@pytest.mark.parametrize("substatus", [1002, 1007, None])
+def test_a_partition_gone_on_a_point_operation_is_a_store_failure_to_try_again(
+    cosmos_faults: CosmosServer, app_context: AppContext, substatus: int | None
+) -> None:
+    gone: dict[str, Any] = {"op": "read", "status": 410, "partitionKey": ORDER}
+    if substatus is not None:
+        gone["substatus"] = substatus
+    cosmos_faults.set_faults([gone])
+    with pytest.raises(StoreUnavailable):
+        app_context.states.get(ORDER)
+    assert [f["status"] for f in cosmos_faults.faults_answered()] == [410]  # raised, not retried, by the SDK
+
+
+def test_an_order_meeting_a_partition_gone_is_sent_again_for_later_not_failed_until_dead_lettered(
+    cosmos_faults: CosmosServer, app_context: AppContext
+) -> None:
+    """A handler that raises is abandoned and redelivered at once, five times in seconds, then dead-lettered
+    ``MaxDeliveryCountExceeded``; a store failure is sent again for later (``submission/store_outage.py``)."""
+    cosmos_faults.set_faults([{"op": "read", "status": 410, "substatus": 1002, "partitionKey": ORDER}])
+    body = json.dumps(order(orderId=ORDER)).encode()
+    result = handle_orders_message(app_context, FakeReceivedMessage.of(body, message_id=ORDER))
+    assert cosmos_faults.faults_answered(), "the fault was not met"
+    assert result.settlement.kind == "complete", result.settlement
+    assert [json.loads(m.body)["orderId"] for m in sent_to(app_context, ORDERS_QUEUE)] == [ORDER]
