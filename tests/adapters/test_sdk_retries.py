@@ -7,6 +7,7 @@ its docs/ErrorCodesAndRetries.md; docs/testing.md, "The SDK's own retries")."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,8 +16,11 @@ from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.order_store import CosmosOrderStore, CreateOutcome
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_CONTAINER, ORDERS_QUEUE, STATE_CONTAINER
 from dependencies import AppContext
+from domain.states import ProcessState
 from localrun.cosmos_server import CosmosServer
+from orchestrators import starter
 from submission.intake import handle_orders_message
+from tests.contexts import context_with
 from tests.fakes import FakeReceivedMessage, RecordingSender
 from tests.submission.corpus import order
 
@@ -109,3 +113,30 @@ def test_an_order_meeting_a_partition_gone_is_sent_again_for_later_not_failed_un
     assert cosmos_faults.faults_answered(), "the fault was not met"
     assert result.settlement.kind == "complete", result.settlement
     assert [json.loads(m.body)["orderId"] for m in sent_to(app_context, ORDERS_QUEUE)] == [ORDER]
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        pytest.param({"status": 410, "substatus": 1002}, id="partition-gone"),
+        pytest.param({"status": 404, "substatus": 1002, "times": 2}, id="read-session-not-available"),
+    ],
+)
+def test_the_starter_postpones_a_claim_whose_order_read_met_a_transient_answer(
+    cosmos_faults: CosmosServer, app_context: AppContext, fault: dict[str, Any]
+) -> None:
+    """The starter reads the order before claiming: a store failure postpones the claim to the next sweep; an
+    answer retrying cannot change (no order, an error it does not know) claims the record and starts nothing, so
+    the attempt fails and counts toward ``MAX_FAILURES``. Neither fault above is such an answer."""
+    full = context_with(app_context, settings=replace(app_context.settings, max_in_flight=0))
+    handle_orders_message(full, FakeReceivedMessage.of(json.dumps(order(orderId=ORDER)).encode(), message_id=ORDER))
+    pending = app_context.states.get(ORDER)
+    assert pending is not None and pending.process_state is ProcessState.PENDING
+    app_context.clock.advance(starter.ORDER_VISIBLE_WITHIN * 2)  # type: ignore[attr-defined]  # not a new record
+    cosmos_faults.set_faults([{"op": "read", "container": ORDERS_CONTAINER, "partitionKey": ORDER, **fault}])
+    assert starter.try_claim(app_context, pending) is None
+    assert cosmos_faults.faults_answered(), "the fault was not met"
+    after = app_context.states.get(ORDER)
+    assert after is not None and after.process_state is ProcessState.PENDING and after.attempt == pending.attempt
+    [claim] = starter.sweep(app_context)  # the next sweep: the order reads, the attempt starts
+    assert claim.order_id == ORDER and claim.plan
