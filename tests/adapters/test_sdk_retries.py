@@ -140,3 +140,82 @@ def test_the_starter_postpones_a_claim_whose_order_read_met_a_transient_answer(
     assert after is not None and after.process_state is ProcessState.PENDING and after.attempt == pending.attempt
     [claim] = starter.sweep(app_context)  # the next sweep: the order reads, the attempt starts
     assert claim.order_id == ORDER and claim.plan
+
+
+def _pending(app_context: AppContext) -> AppContext:
+    """An order accepted ``Pending`` (no room in flight), then room again."""
+    full = context_with(app_context, settings=replace(app_context.settings, max_in_flight=0))
+    handle_orders_message(full, FakeReceivedMessage.of(json.dumps(order(orderId=ORDER)).encode(), message_id=ORDER))
+    return context_with(full, settings=app_context.settings)
+
+
+# The operator's cancel: one conditional replace of the state record, read back when its answer is lost
+# (``update_once_or_reread``), through the SDK as each fault leaves it: (fault, the first answer's status).
+CANCEL_CASES = [
+    pytest.param({"status": 429, "retryAfterMs": 5, "times": 3}, 200, id="429-retried-by-the-sdk"),
+    pytest.param({"status": 503, "times": 1}, 200, id="503-retried-by-the-sdk"),
+    pytest.param({"status": 429, "retryAfterMs": 5, "times": 10}, 503, id="429-past-the-sdks-9-retries"),
+    pytest.param({"status": 449, "times": 1}, 503, id="449-never-retried-by-the-sdk"),
+    pytest.param({"status": 503, "times": 2}, 503, id="503-past-the-sdks-retry"),
+    pytest.param({"status": 408, "commit": True}, 200, id="408-after-it-landed"),
+    pytest.param({"status": 500, "commit": True}, 200, id="500-after-it-landed"),
+    pytest.param({"status": "drop", "commit": True}, 200, id="answer-lost-after-it-landed"),
+    # not landed, and the read-back shows the version it replaced: made once more on it (it lands, or 412)
+    pytest.param({"status": "drop"}, 200, id="answer-lost-before-it-landed"),
+]
+
+
+@pytest.mark.parametrize(("fault", "first"), CANCEL_CASES)
+def test_an_operators_cancel_is_taken_once_whatever_the_sdk_gives_up_on(
+    cosmos_faults: CosmosServer, app_context: AppContext, fault: dict[str, Any], first: int
+) -> None:
+    """A write the SDK gave up on is a 503, nothing taken, and posting again takes it; one that landed is a 200
+    however its answer was lost; either way the record holds the cancel once."""
+    from operations import actions
+
+    ctx = _pending(app_context)
+    cosmos_faults.set_faults([{"op": "replace", "container": STATE_CONTAINER, "partitionKey": ORDER, **fault}])
+    reply = actions.cancel(ctx, ORDER, "op@example.com", "customer called")
+    assert cosmos_faults.faults_answered(), "the fault was not met"
+    assert reply.status == first, reply.body
+    if first == 503:
+        unchanged = ctx.states.get(ORDER)
+        assert unchanged is not None and unchanged.process_state is ProcessState.PENDING
+        reply = actions.cancel(ctx, ORDER, "op@example.com", "customer called")
+        assert reply.status == 200, reply.body
+    record = ctx.states.get(ORDER)
+    assert record is not None and record.process_state is ProcessState.COMPENSATING
+    assert [h.event for h in record.history].count(record.history[-1].event) == 1
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        pytest.param({"status": 449}, id="449"),
+        pytest.param({"status": 429, "retryAfterMs": 5, "times": 10}, id="429-past-the-sdks-retries"),
+        pytest.param({"status": 408, "commit": True}, id="408-after-it-landed"),
+        pytest.param({"status": "drop", "commit": True}, id="answer-lost-after-it-landed"),
+    ],
+)
+def test_a_fenced_step_write_the_sdk_gave_up_on_is_made_once_when_durable_runs_the_activity_again(
+    cosmos_faults: CosmosServer, app_context: AppContext, fault: dict[str, Any]
+) -> None:
+    """``begin_step``'s one fenced write meets the fault: the activity fails (Durable runs it again, with the same
+    input) and the record ends with the step begun once, its request sent at least once (the agents are
+    idempotent by its key)."""
+    from activities.scheduler_steps import begin_step
+    from contracts.activities import StepBegun
+    from tests.submission.test_received_owed import first_step
+
+    submitted = handle_orders_message(app_context, FakeReceivedMessage.of(json.dumps(order(orderId=ORDER)).encode()))
+    assert submitted.claim is not None  # claimed at once: room in flight
+    step = first_step(app_context, submitted.claim)
+    cosmos_faults.set_faults([{"op": "replace", "container": STATE_CONTAINER, "partitionKey": ORDER, **fault}])
+    with pytest.raises(StoreUnavailable):
+        begin_step(app_context, step)
+    assert isinstance(begin_step(app_context, step), StepBegun)  # Durable's next try of the activity
+    record = app_context.states.get(ORDER)
+    assert record is not None
+    assert list(record.steps) == ["reserve-inventory"]
+    events = [h.event for h in record.history]
+    assert len(events) == len(set(events)), events  # each entry once: the write made once
