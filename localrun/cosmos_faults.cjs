@@ -11,7 +11,8 @@
 //   partitionKey  optional: only requests for this partition key value (the header the SDK sends with each)
 //   status        the status answered (429, 449, 408, 410, 500, 503, ...), or "drop": the connection is closed with
 //                 no answer (the client sees its response lost), or "hang": no answer at all (the client's read
-//                 timeout ends it); substatus: its x-ms-substatus
+//                 timeout ends it), or "truncate": the request carried out and its own answer cut in the middle
+//                 of its body, the connection closed; substatus: its x-ms-substatus
 //   retryAfterMs  optional: x-ms-retry-after-ms, as the service sends with a 429
 //   times         how many matching requests it answers (default 1), skip: how many it lets through first
 //   commit        false (default): the request is refused, nothing stored, as Azure does for 429, 449, 503 and
@@ -79,6 +80,16 @@ const answer = (res, rule, op) => {
   res.end(JSON.stringify({ code: NAMES[rule.status] || String(rule.status), message }));
 };
 
+// The handler's own answer, cut in the middle of its body (content-length says the whole), then the connection closed.
+const cutShort = (res) => {
+  res.end = (body) => {
+    const bytes = Buffer.from(body || "");
+    res.setHeader("content-length", String(bytes.length));
+    res.write(bytes.subarray(0, Math.floor(bytes.length / 2)), () => res.socket.destroy());
+    return res;
+  };
+};
+
 // Lets the handler carry the request out with everything it writes to ``res`` held back, then ``then()``.
 const holdBack = (res, then) => {
   const own = { setHeader: res.setHeader, writeHead: res.writeHead, write: res.write, end: res.end };
@@ -139,6 +150,11 @@ exports.install = (server) => {
     }
     rule.times -= 1;
     answered.push({ op, container: containerOf(req), partitionKey: pk === undefined ? null : pk, status: rule.status, commit: rule.commit });
+    if (rule.status === "truncate") {
+      cutShort(res);
+      handlers.forEach((handle) => handle(req, res));
+      return;
+    }
     if (!rule.commit) {
       req.resume(); // not read: drained, so the connection serves the next request
       req.on("end", () => answer(res, rule, op));

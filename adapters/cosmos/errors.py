@@ -68,9 +68,9 @@ class ConcurrencyExhausted(StoreError):
 def mapped_errors(item: str | None = None) -> Iterator[None]:
     """Cosmos SDK errors as store errors: 412 ``EtagMismatch``, 409 ``AlreadyExists``; throttling and
     unavailability ``StoreUnavailable``; a 404/1002 (a replica behind the session's writes) ``StaleRead``;
-    timeouts, 500 and lost responses ``StoreOutcomeUnknown``; 413 ``ItemTooLarge`` (logged, naming ``item``: the
+    timeouts, 500 and lost or cut answers ``StoreOutcomeUnknown``; 413 ``ItemTooLarge`` (logged, naming ``item``: the
     id of the document written); anything else unchanged."""
-    from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+    from azure.core.exceptions import IncompleteReadError, ServiceRequestError, ServiceResponseError
     from azure.cosmos import exceptions as cx
 
     try:
@@ -96,6 +96,8 @@ def mapped_errors(item: str | None = None) -> Iterator[None]:
             )
             raise ItemTooLarge(f"Cosmos DB 413: {what} is larger than one item can be: {exc.message}") from exc
         raise
+    except IncompleteReadError as exc:  # answered, the answer cut short (not a ServiceResponseError): likewise
+        raise StoreOutcomeUnknown(f"Cosmos DB's answer was cut short: {exc}") from exc
     except ServiceResponseError as exc:  # sent, no answer: it may have been carried out
         raise StoreOutcomeUnknown(f"Cosmos DB did not answer: {exc}") from exc
     except cx.CosmosClientTimeoutError as exc:  # the client's own timeout, checked after requests too

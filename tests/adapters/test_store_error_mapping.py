@@ -5,7 +5,7 @@ process; 429 and 449 refuse it, 410 says its partition moved; a request that was
 from __future__ import annotations
 
 import pytest
-from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+from azure.core.exceptions import IncompleteReadError, ServiceRequestError, ServiceResponseError
 from azure.cosmos import exceptions as cx
 
 from adapters.cosmos.errors import AlreadyExists, EtagMismatch, StoreOutcomeUnknown, StoreUnavailable, mapped_errors
@@ -31,6 +31,7 @@ def test_throttling_and_unavailability_say_nothing_was_written(status: int) -> N
 def test_a_request_sent_without_an_answer_or_past_the_client_timeout_leaves_the_outcome_unknown() -> None:
     assert isinstance(mapped(ServiceResponseError("connection reset")), StoreOutcomeUnknown)
     assert isinstance(mapped(cx.CosmosClientTimeoutError()), StoreOutcomeUnknown)
+    assert isinstance(mapped(IncompleteReadError("Connection broken: IncompleteRead")), StoreOutcomeUnknown)
 
 
 def test_a_request_never_sent_wrote_nothing() -> None:
