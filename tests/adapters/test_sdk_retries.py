@@ -7,12 +7,13 @@ its docs/ErrorCodesAndRetries.md; docs/testing.md, "The SDK's own retries")."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from adapters.cosmos.errors import StoreUnavailable
+from adapters.cosmos.errors import StoreUnavailable, mapped_errors
 from adapters.cosmos.order_store import CosmosOrderStore, CreateOutcome
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_CONTAINER, ORDERS_QUEUE, STATE_CONTAINER
 from dependencies import AppContext
@@ -223,3 +224,50 @@ def test_a_fenced_step_write_the_sdk_gave_up_on_is_made_once_when_durable_runs_t
     assert list(record.steps) == ["reserve-inventory"]
     events = [h.event for h in record.history]
     assert len(events) == len(set(events)), events  # each entry once: the write made once
+
+
+# An HTTP-triggered function answers within 230 s whatever functionTimeout says (Azure Load Balancer's idle timeout:
+# learn.microsoft.com/azure/azure-functions/functions-scale, "Function app timeout duration"); past it the caller
+# gets the platform's error, not the operator API's 503 "post it again".
+HTTP_ANSWER_WITHIN_S = 230
+
+
+def test_a_store_call_that_gets_no_answer_gives_up_in_time_for_the_operator_api_to_answer(
+    cosmos_faults: CosmosServer,
+) -> None:
+    """The production client (``create_client``) against a Cosmos DB that takes the request and never answers (a
+    black-holed connection, a stuck gateway): the SDK waits its read timeout, sends a read again three times and
+    a write never, then raises. An operator's action makes a write and reads it back when its answer is lost, so
+    both must give up well within the 230 s. Measured through the real SDK with the client's read timeout scaled
+    down, then scaled back to the production client's own."""
+    from adapters.cosmos.client import container, create_client, ensure_database
+    from settings import Settings
+
+    settings = Settings.from_env(
+        {"COSMOS_ENDPOINT": cosmos_faults.endpoint, "COSMOS_KEY": cosmos_faults.key, "COSMOS_VERIFY_TLS": "false"}
+    )
+    client = create_client(settings)
+    policy = client.client_connection.connection_policy
+    production, scaled = float(policy.ReadTimeout), 0.25
+    policy.ReadTimeout = scaled  # what the SDK reads for each request
+    name = "no-answer"
+    ensure_database(client, name)
+    try:
+        states = container(client, name, STATE_CONTAINER)
+        states.create_item({"id": ORDER, "orderId": ORDER})
+        worst: dict[str, float] = {}
+        for op, call in (
+            ("read", lambda: states.read_item(ORDER, partition_key=ORDER)),
+            ("replace", lambda: states.replace_item(ORDER, {"id": ORDER, "orderId": ORDER})),
+        ):
+            cosmos_faults.set_faults([{"op": op, "status": "hang", "times": 20}])
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable), mapped_errors():
+                call()
+            took = time.monotonic() - started
+            tries = len(cosmos_faults.faults_answered())
+            worst[op] = tries * production + max(took - tries * scaled, 0.0)  # its waits, and the SDK's backoffs
+        assert worst["replace"] + worst["read"] < HTTP_ANSWER_WITHIN_S / 2, worst  # half: the action's other calls
+    finally:
+        cosmos_faults.set_faults([])
+        client.delete_database(name)
