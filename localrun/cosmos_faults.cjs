@@ -18,7 +18,9 @@
 //   commit        false (default): the request is refused, nothing stored, as Azure does for 429, 449, 503 and
 //                 410; true: the request is carried out first, then the fault is its answer (a 408 or 500, a
 //                 dropped connection, after the write landed)
-// The first rule that matches a request and has times left answers it.
+// The first rule that matches a request and has times left answers it. Before the rules, a document request
+// carrying the header x-localrun-fault ({"status", "substatus", "retryAfterMs"}: the runner's profile key
+// cosmos.service_fault_rate, localrun/service_faults.py, decides which) is answered so, not carried out, not logged.
 const crypto = require("crypto");
 
 const ROUTE = "/_localrun/faults";
@@ -134,6 +136,13 @@ exports.install = (server) => {
   server.on("request", (req, res) => {
     if (req.url.split("?")[0] === ROUTE) {
       control(req, res);
+      return;
+    }
+    const told = req.headers["x-localrun-fault"];
+    if (told !== undefined && operationOf(req) !== null) {
+      const rule = JSON.parse(told);
+      req.resume();
+      req.on("end", () => answer(res, rule, operationOf(req)));
       return;
     }
     const op = rules.length ? operationOf(req) : null;

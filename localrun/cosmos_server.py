@@ -14,6 +14,7 @@ import subprocess
 import threading
 import time
 import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
@@ -146,14 +147,15 @@ class CosmosServer:
         transport = RequestsTransport(session=session, session_owner=False)
         return CosmosClient(self.endpoint, credential=self.key, connection_verify=False, transport=transport)
 
-    def fast_client(self) -> CosmosClient:
+    def fast_client(self, faults: Callable[[str, str, Mapping[str, str]], str | None] | None = None) -> CosmosClient:
         """The same SDK client with a lighter HTTP path under it (``localrun.cosmos_transport``):
-        what the simulation uses, where Cosmos requests are most of the time."""
+        what the simulation uses, where Cosmos requests are most of the time. ``faults``: what the server
+        answers a request instead, by its method, path and headers (``localrun/service_faults.py``)."""
         from azure.cosmos import CosmosClient
 
         from localrun.cosmos_transport import LoopbackTransport, use_lean_pipeline
 
-        transport = LoopbackTransport("127.0.0.1", self.port)
+        transport = LoopbackTransport("127.0.0.1", self.port, faults=faults)
         client = CosmosClient(self.endpoint, credential=self.key, connection_verify=False, transport=transport)
         use_lean_pipeline(client, transport)
         return client

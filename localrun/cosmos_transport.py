@@ -6,8 +6,9 @@ still go over HTTPS with keep-alive to the Cosmos DB protocol server. What chang
 
 - the transport is ``http.client`` on a few persistent TLS connections instead of ``requests`` +
   ``urllib3`` (about half of the SDK's per-request CPU time went there);
-- the pipeline keeps only the SDK's own connection retry policy, dropping the policies that only
-  log, trace, set headers nobody reads or decode a body the SDK decodes again itself.
+- the pipeline keeps only the SDK's own connection retry policy and the headers policy (headers the SDK hands to
+  the pipeline), dropping the policies that only log, trace, set headers nobody reads or decode a body the SDK
+  decodes again itself.
 
 As urllib3 under the stock pipeline, it never sends a request twice: an idle connection the server closed is
 replaced before a request goes out on it, and a request whose answer is lost fails with ``ServiceResponseError``
@@ -23,6 +24,7 @@ import http.client
 import select
 import ssl
 import threading
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -67,8 +69,18 @@ class LoopbackTransport(HttpTransport[HttpRequest, HttpResponse]):
     """HTTPS with keep-alive to one host and port, certificate not verified (a local server's
     self-signed certificate). Thread-safe: each request takes an idle connection or opens one."""
 
-    def __init__(self, host: str, port: int, *, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout: float = 60.0,
+        faults: Callable[[str, str, Mapping[str, str]], str | None] | None = None,
+    ) -> None:
         self._host = host
+        # Given a request's method, path and headers, the fault the server is to answer instead (its
+        # ``x-localrun-fault`` header, ``localrun/cosmos_faults.cjs``), or None (``localrun/service_faults.py``)
+        self._faults = faults
         self._port = port
         self._timeout = timeout
         self._tls = ssl._create_unverified_context()
@@ -109,7 +121,11 @@ class LoopbackTransport(HttpTransport[HttpRequest, HttpResponse]):
             connection.close()
             raise ServiceRequestError(f"cannot connect to the Cosmos DB server: {exc}", error=exc) from exc
         try:  # sent, or partly: urllib3's ProtocolError, what azure-core makes a ServiceResponseError
-            connection.request(request.method, target, body=body, headers=request.headers)
+            headers = request.headers
+            fault = self._faults(request.method, parts.path, request.headers) if self._faults is not None else None
+            if fault is not None:  # on this try only: the SDK sends the same request object again
+                headers = {**headers, "x-localrun-fault": fault}
+            connection.request(request.method, target, body=body, headers=headers)
             response = LoopbackResponse(request, connection.getresponse())
         except (OSError, http.client.HTTPException) as exc:
             connection.close()
@@ -135,11 +151,19 @@ class LoopbackTransport(HttpTransport[HttpRequest, HttpResponse]):
 
 
 def use_lean_pipeline(client: CosmosClient, transport: LoopbackTransport) -> None:
-    """Rebuilds ``client``'s request pipeline as [the SDK's connection retry policy, ``transport``]."""
+    """Rebuilds ``client``'s request pipeline as [its ``HeadersPolicy``, the SDK's connection retry policy,
+    ``transport``]. The headers policy stays: the SDK hands some requests' headers to the pipeline rather than to the
+    request (its routing map's incremental read: ``A-IM``, ``If-None-Match``); without them the SDK read its
+    partition key ranges again and again once a 410 made it refresh them."""
+    from azure.core.pipeline.policies import HeadersPolicy
     from azure.cosmos._retry_utility import ConnectionRetryPolicy
 
     pipeline_client = client.client_connection.pipeline_client
-    policies = [p for p in pipeline_client._pipeline._impl_policies if isinstance(p, ConnectionRetryPolicy)]
-    if len(policies) != 1:
-        raise RuntimeError("the azure-cosmos pipeline no longer has exactly one ConnectionRetryPolicy")
-    pipeline_client._pipeline = Pipeline(transport, policies=policies)
+    kept: list[Any] = []
+    for runner in pipeline_client._pipeline._impl_policies:
+        policy = getattr(runner, "_policy", runner)  # a SansIO policy runs inside a runner
+        if isinstance(policy, HeadersPolicy | ConnectionRetryPolicy):
+            kept.append(policy)
+    if [type(p) for p in kept] != [HeadersPolicy, ConnectionRetryPolicy]:
+        raise RuntimeError("the azure-cosmos pipeline no longer has one HeadersPolicy, then one ConnectionRetryPolicy")
+    pipeline_client._pipeline = Pipeline(transport, policies=kept)
