@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -226,6 +227,27 @@ def test_a_fenced_step_write_the_sdk_gave_up_on_is_made_once_when_durable_runs_t
     assert len(events) == len(set(events)), events  # each entry once: the write made once
 
 
+PRODUCTION_DATABASE = "production-client"
+
+
+@pytest.fixture
+def production_client(cosmos_faults: CosmosServer) -> Iterator[Any]:
+    """The app's own client (``create_client``, as ``dependencies.build_from_settings`` makes it) for the protocol
+    server, with a database of its own holding the containers, dropped afterwards."""
+    from adapters.cosmos.client import create_client, ensure_database
+    from settings import Settings
+
+    client = create_client(
+        Settings.from_env(
+            {"COSMOS_ENDPOINT": cosmos_faults.endpoint, "COSMOS_KEY": cosmos_faults.key, "COSMOS_VERIFY_TLS": "false"}
+        )
+    )
+    ensure_database(client, PRODUCTION_DATABASE)
+    yield client
+    cosmos_faults.set_faults([])
+    client.delete_database(PRODUCTION_DATABASE)
+
+
 # An HTTP-triggered function answers within 230 s whatever functionTimeout says (Azure Load Balancer's idle timeout:
 # learn.microsoft.com/azure/azure-functions/functions-scale, "Function app timeout duration"); past it the caller
 # gets the platform's error, not the operator API's 503 "post it again".
@@ -233,41 +255,48 @@ HTTP_ANSWER_WITHIN_S = 230
 
 
 def test_a_store_call_that_gets_no_answer_gives_up_in_time_for_the_operator_api_to_answer(
-    cosmos_faults: CosmosServer,
+    cosmos_faults: CosmosServer, production_client: Any
 ) -> None:
     """The production client (``create_client``) against a Cosmos DB that takes the request and never answers (a
     black-holed connection, a stuck gateway): the SDK waits its read timeout, sends a read again three times and
     a write never, then raises. An operator's action makes a write and reads it back when its answer is lost, so
     both must give up well within the 230 s. Measured through the real SDK with the client's read timeout scaled
     down, then scaled back to the production client's own."""
-    from adapters.cosmos.client import container, create_client, ensure_database
-    from settings import Settings
+    from adapters.cosmos.client import container
 
-    settings = Settings.from_env(
-        {"COSMOS_ENDPOINT": cosmos_faults.endpoint, "COSMOS_KEY": cosmos_faults.key, "COSMOS_VERIFY_TLS": "false"}
-    )
-    client = create_client(settings)
-    policy = client.client_connection.connection_policy
+    policy = production_client.client_connection.connection_policy
     production, scaled = float(policy.ReadTimeout), 0.25
     policy.ReadTimeout = scaled  # what the SDK reads for each request
-    name = "no-answer"
-    ensure_database(client, name)
-    try:
-        states = container(client, name, STATE_CONTAINER)
+    states = container(production_client, PRODUCTION_DATABASE, STATE_CONTAINER)
+    states.create_item({"id": ORDER, "orderId": ORDER})
+    worst: dict[str, float] = {}
+    for op, call in (
+        ("read", lambda: states.read_item(ORDER, partition_key=ORDER)),
+        ("replace", lambda: states.replace_item(ORDER, {"id": ORDER, "orderId": ORDER})),
+    ):
+        cosmos_faults.set_faults([{"op": op, "status": "hang", "times": 20}])
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable), mapped_errors():
+            call()
+        took = time.monotonic() - started
+        tries = len(cosmos_faults.faults_answered())
+        worst[op] = tries * production + max(took - tries * scaled, 0.0)  # its waits, and the SDK's backoffs
+    assert worst["replace"] + worst["read"] < HTTP_ANSWER_WITHIN_S / 2, worst  # half: the action's other calls
+
+
+@pytest.mark.parametrize("answer", [408, 500, "drop", "truncate"])
+def test_the_production_client_never_sends_a_write_again_whose_answer_was_lost(
+    cosmos_faults: CosmosServer, production_client: Any, answer: int | str
+) -> None:
+    """After a write that may have landed, the app reads back (``update_once_or_reread``, ``create_or_verify``). A
+    client that sent it again itself (the SDK's ``retry_write``, off by default) would turn a landed create into a
+    409 and a landed conditional replace into a 412, which the app takes for another writer's."""
+    from adapters.cosmos.client import container
+    from adapters.cosmos.errors import StoreOutcomeUnknown
+
+    states = container(production_client, PRODUCTION_DATABASE, STATE_CONTAINER)
+    cosmos_faults.set_faults([{"op": "create", "status": answer, "commit": True, "times": 5}])
+    with pytest.raises(StoreOutcomeUnknown), mapped_errors():
         states.create_item({"id": ORDER, "orderId": ORDER})
-        worst: dict[str, float] = {}
-        for op, call in (
-            ("read", lambda: states.read_item(ORDER, partition_key=ORDER)),
-            ("replace", lambda: states.replace_item(ORDER, {"id": ORDER, "orderId": ORDER})),
-        ):
-            cosmos_faults.set_faults([{"op": op, "status": "hang", "times": 20}])
-            started = time.monotonic()
-            with pytest.raises(StoreUnavailable), mapped_errors():
-                call()
-            took = time.monotonic() - started
-            tries = len(cosmos_faults.faults_answered())
-            worst[op] = tries * production + max(took - tries * scaled, 0.0)  # its waits, and the SDK's backoffs
-        assert worst["replace"] + worst["read"] < HTTP_ANSWER_WITHIN_S / 2, worst  # half: the action's other calls
-    finally:
-        cosmos_faults.set_faults([])
-        client.delete_database(name)
+    assert len(cosmos_faults.faults_answered()) == 1
+    assert states.read_item(ORDER, partition_key=ORDER)["id"] == ORDER  # it landed, once
