@@ -17,6 +17,10 @@ const { createHttpsServer } = require(lib);
 const json = require(path.join(lib, "json"));
 const port = parseInt(process.argv[3], 10);
 const server = createHttpsServer({ keepAlive: true });
+// An idle keep-alive connection stays open until its client closes it: one the server closed on a timer (5 s by
+// default) could meet a request already on its way, which no client may send again (it might have been carried
+// out). The clients' connections are dropped only by a fault (cosmos_faults.cjs).
+server.keepAliveTimeout = 0;
 
 const NOT_STREAMABLE = /\bORDER\s+BY\b|\bDISTINCT\b|\bGROUP\s+BY\b|\b(COUNT|SUM|MIN|MAX|AVG)\s*\(/i;
 const REFUSAL =
@@ -76,6 +80,9 @@ server.on("request", (req, res) => {
 
 // Azure Cosmos DB's rules the protocol server does not hold requests to (cosmos_guards.cjs).
 require("./cosmos_guards.cjs").install(server, path.join(process.argv[2], "@vercel", "cosmosdb-server", "lib"));
+// Service answers the SDK's retry policies act on (429, 449, 503, 410, timeouts), given on a test's request
+// before any other handler sees the request (cosmos_faults.cjs; no rules: every request passes).
+require("./cosmos_faults.cjs").install(server);
 server.listen(port, "127.0.0.1", () => process.stdout.write(`listening ${server.address().port}\n`));
 process.stdin.on("end", () => process.exit(0));
 process.stdin.resume();

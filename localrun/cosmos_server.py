@@ -6,6 +6,7 @@ resume one on Azure (docs/testing.md)."""
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import shutil
@@ -13,9 +14,10 @@ import subprocess
 import threading
 import time
 import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from azure.cosmos import CosmosClient
@@ -101,6 +103,35 @@ class CosmosServer:
                     stream.close()
         self._proc = None
 
+    def set_faults(self, rules: list[dict[str, Any]]) -> None:
+        """Replaces the server's fault rules (``localrun/cosmos_faults.cjs``: the statuses the SDK's own retry
+        policies act on, answered by the server) and empties its log of faults answered; ``[]``: none."""
+        self._faults("POST", json.dumps({"rules": rules}))
+
+    def faults_answered(self) -> list[dict[str, Any]]:
+        """Every fault the server answered since the rules were set, in order: ``op``, ``partitionKey``,
+        ``status``, ``commit``."""
+        answered: list[dict[str, Any]] = self._faults("GET", None)["answered"]
+        return answered
+
+    def _faults(self, method: str, body: str | None) -> dict[str, Any]:
+        import http.client
+        import ssl
+
+        connection = http.client.HTTPSConnection(
+            "127.0.0.1", self.port, timeout=10, context=ssl._create_unverified_context()
+        )
+        try:
+            connection.request(method, "/_localrun/faults", body=body, headers={"content-type": "application/json"})
+            response = connection.getresponse()
+            text = response.read().decode()
+        finally:
+            connection.close()
+        if response.status != 200:
+            raise ValueError(f"the Cosmos DB server refused the fault rules: {text}")
+        result: dict[str, Any] = json.loads(text)
+        return result
+
     def client(self) -> CosmosClient:
         """A Cosmos SDK client for this server (self-signed TLS, hence no verification)."""
         import urllib3
@@ -116,14 +147,15 @@ class CosmosServer:
         transport = RequestsTransport(session=session, session_owner=False)
         return CosmosClient(self.endpoint, credential=self.key, connection_verify=False, transport=transport)
 
-    def fast_client(self) -> CosmosClient:
+    def fast_client(self, faults: Callable[[str, str, Mapping[str, str]], str | None] | None = None) -> CosmosClient:
         """The same SDK client with a lighter HTTP path under it (``localrun.cosmos_transport``):
-        what the simulation uses, where Cosmos requests are most of the time."""
+        what the simulation uses, where Cosmos requests are most of the time. ``faults``: what the server
+        answers a request instead, by its method, path and headers (``localrun/service_faults.py``)."""
         from azure.cosmos import CosmosClient
 
         from localrun.cosmos_transport import LoopbackTransport, use_lean_pipeline
 
-        transport = LoopbackTransport("127.0.0.1", self.port)
+        transport = LoopbackTransport("127.0.0.1", self.port, faults=faults)
         client = CosmosClient(self.endpoint, credential=self.key, connection_verify=False, transport=transport)
         use_lean_pipeline(client, transport)
         return client

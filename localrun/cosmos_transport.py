@@ -6,8 +6,13 @@ still go over HTTPS with keep-alive to the Cosmos DB protocol server. What chang
 
 - the transport is ``http.client`` on a few persistent TLS connections instead of ``requests`` +
   ``urllib3`` (about half of the SDK's per-request CPU time went there);
-- the pipeline keeps only the SDK's own connection retry policy, dropping the policies that only
-  log, trace, set headers nobody reads or decode a body the SDK decodes again itself.
+- the pipeline keeps only the SDK's own connection retry policy and the headers policy (headers the SDK hands to
+  the pipeline), dropping the policies that only log, trace, set headers nobody reads or decode a body the SDK
+  decodes again itself.
+
+As urllib3 under the stock pipeline, it never sends a request twice: an idle connection the server closed is
+replaced before a request goes out on it, and a request whose answer is lost fails with ``ServiceResponseError``
+(it may have been carried out; the SDK retries a read, never a write).
 
 Measured per point read against ``@vercel/cosmosdb-server``: about 1.1 ms with the stock client,
 about 0.55 ms with this one.
@@ -16,8 +21,10 @@ about 0.55 ms with this one.
 from __future__ import annotations
 
 import http.client
+import select
 import ssl
 import threading
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -29,9 +36,17 @@ from azure.core.utils import case_insensitive_dict
 if TYPE_CHECKING:
     from azure.cosmos import CosmosClient
 
-# A reused keep-alive connection the server has closed in the meantime fails this way before any
-# of the request reached it: the request is sent again on a new connection.
-_STALE_CONNECTION = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError)
+
+def _dropped(connection: http.client.HTTPSConnection) -> bool:
+    """Whether an idle keep-alive connection was closed by the server: it has something to read (the end of the
+    stream) where it should have nothing, as urllib3 checks before reusing one (``is_connection_dropped``)."""
+    sock = connection.sock
+    if sock is None:
+        return True
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
 
 
 class LoopbackResponse(HttpResponse):
@@ -54,8 +69,18 @@ class LoopbackTransport(HttpTransport[HttpRequest, HttpResponse]):
     """HTTPS with keep-alive to one host and port, certificate not verified (a local server's
     self-signed certificate). Thread-safe: each request takes an idle connection or opens one."""
 
-    def __init__(self, host: str, port: int, *, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout: float = 60.0,
+        faults: Callable[[str, str, Mapping[str, str]], str | None] | None = None,
+    ) -> None:
         self._host = host
+        # Given a request's method, path and headers, the fault the server is to answer instead (its
+        # ``x-localrun-fault`` header, ``localrun/cosmos_faults.cjs``), or None (``localrun/service_faults.py``)
+        self._faults = faults
         self._port = port
         self._timeout = timeout
         self._tls = ssl._create_unverified_context()
@@ -63,12 +88,16 @@ class LoopbackTransport(HttpTransport[HttpRequest, HttpResponse]):
         self._lock = threading.Lock()
         self.connections_opened = 0
 
-    def _take(self) -> tuple[http.client.HTTPSConnection, bool]:
-        """An idle connection (True: reused) or a new one (False)."""
-        with self._lock:
-            if self._idle:
-                return self._idle.pop(), True
-        return self._open(), False
+    def _take(self) -> http.client.HTTPSConnection:
+        """An idle connection the server has not closed, or a new one."""
+        while True:
+            with self._lock:
+                connection = self._idle.pop() if self._idle else None
+            if connection is None:
+                return self._open()
+            if not _dropped(connection):
+                return connection
+            connection.close()
 
     def _open(self) -> http.client.HTTPSConnection:
         with self._lock:
@@ -76,42 +105,34 @@ class LoopbackTransport(HttpTransport[HttpRequest, HttpResponse]):
         return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._tls)
 
     def send(self, request: HttpRequest, **kwargs: Any) -> HttpResponse:
+        """Sends ``request`` once: a request whose answer is lost is never sent again here (it may have been carried
+        out), as with the production pipeline's ``requests``/urllib3, which does not retry one either; the SDK's
+        policies decide (a read again, a write not: the app gets ``ServiceResponseError``)."""
         parts = urlsplit(request.url)
         target = parts.path + (f"?{parts.query}" if parts.query else "")
-        body = request.data
+        body: Any = request.data
         if isinstance(body, str):
             body = body.encode("utf-8")
-        connection, reused = self._take()
-        while True:
-            try:
-                response = self._exchange(connection, request, target, body)
-            except _STALE_CONNECTION as exc:
-                connection.close()
-                if not reused:
-                    raise ServiceResponseError(f"the Cosmos DB server closed the connection: {exc}", error=exc) from exc
-                connection, reused = self._open(), False
-                continue
-            with self._lock:
-                self._idle.append(connection)
-            return response
-
-    def _exchange(
-        self, connection: http.client.HTTPSConnection, request: HttpRequest, target: str, body: Any
-    ) -> HttpResponse:
+        connection = self._take()
         try:
-            connection.request(request.method, target, body=body, headers=request.headers)
-        except _STALE_CONNECTION:
-            raise
-        except (OSError, http.client.HTTPException) as exc:
+            if connection.sock is None:
+                connection.connect()
+        except OSError as exc:  # nothing sent (urllib3's NewConnectionError)
             connection.close()
-            raise ServiceRequestError(f"cannot send to the Cosmos DB server: {exc}", error=exc) from exc
-        try:
-            return LoopbackResponse(request, connection.getresponse())
-        except _STALE_CONNECTION:
-            raise
+            raise ServiceRequestError(f"cannot connect to the Cosmos DB server: {exc}", error=exc) from exc
+        try:  # sent, or partly: urllib3's ProtocolError, what azure-core makes a ServiceResponseError
+            headers = request.headers
+            fault = self._faults(request.method, parts.path, request.headers) if self._faults is not None else None
+            if fault is not None:  # on this try only: the SDK sends the same request object again
+                headers = {**headers, "x-localrun-fault": fault}
+            connection.request(request.method, target, body=body, headers=headers)
+            response = LoopbackResponse(request, connection.getresponse())
         except (OSError, http.client.HTTPException) as exc:
             connection.close()
             raise ServiceResponseError(f"no answer from the Cosmos DB server: {exc}", error=exc) from exc
+        with self._lock:
+            self._idle.append(connection)
+        return response
 
     def open(self) -> None:
         pass
@@ -130,11 +151,19 @@ class LoopbackTransport(HttpTransport[HttpRequest, HttpResponse]):
 
 
 def use_lean_pipeline(client: CosmosClient, transport: LoopbackTransport) -> None:
-    """Rebuilds ``client``'s request pipeline as [the SDK's connection retry policy, ``transport``]."""
+    """Rebuilds ``client``'s request pipeline as [its ``HeadersPolicy``, the SDK's connection retry policy,
+    ``transport``]. The headers policy stays: the SDK hands some requests' headers to the pipeline rather than to the
+    request (its routing map's incremental read: ``A-IM``, ``If-None-Match``); without them the SDK read its
+    partition key ranges again and again once a 410 made it refresh them."""
+    from azure.core.pipeline.policies import HeadersPolicy
     from azure.cosmos._retry_utility import ConnectionRetryPolicy
 
     pipeline_client = client.client_connection.pipeline_client
-    policies = [p for p in pipeline_client._pipeline._impl_policies if isinstance(p, ConnectionRetryPolicy)]
-    if len(policies) != 1:
-        raise RuntimeError("the azure-cosmos pipeline no longer has exactly one ConnectionRetryPolicy")
-    pipeline_client._pipeline = Pipeline(transport, policies=policies)
+    kept: list[Any] = []
+    for runner in pipeline_client._pipeline._impl_policies:
+        policy = getattr(runner, "_policy", runner)  # a SansIO policy runs inside a runner
+        if isinstance(policy, HeadersPolicy | ConnectionRetryPolicy):
+            kept.append(policy)
+    if [type(p) for p in kept] != [HeadersPolicy, ConnectionRetryPolicy]:
+        raise RuntimeError("the azure-cosmos pipeline no longer has one HeadersPolicy, then one ConnectionRetryPolicy")
+    pipeline_client._pipeline = Pipeline(transport, policies=kept)

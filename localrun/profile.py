@@ -32,6 +32,7 @@ COSMOS_KEYS = {
     "outages",
     "stale_read_rate",
     "stale_read_lag_ms",
+    "service_fault_rate",
 }
 OUTAGE_KEYS = {"start_s", "duration_s"}
 SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate", "settle_latency_ms"}
@@ -191,6 +192,9 @@ class Profile:
     # for a create) at this rate
     cosmos_stale_read_rate: float = 0.0
     cosmos_stale_read_lag_ms: float = 1000.0
+    # the share of the Cosmos client's document requests the protocol server refuses as Azure does (429, 503, 410,
+    # 449, 404/1002: localrun/service_faults.py), below the SDK, whose own retry policies answer them
+    cosmos_service_fault_rate: float = 0.0
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
@@ -255,6 +259,7 @@ class Profile:
             activity_rerun_rate=_rate("host.activity_rerun_rate", host.get("activity_rerun_rate", 0)),
             cosmos_stale_read_rate=_rate("cosmos.stale_read_rate", cosmos.get("stale_read_rate", 0)),
             cosmos_stale_read_lag_ms=_lag(cosmos.get("stale_read_lag_ms", 1000)),
+            cosmos_service_fault_rate=_rate("cosmos.service_fault_rate", cosmos.get("service_fault_rate", 0)),
         )
 
     def agent(self, name: str) -> AgentFaults:

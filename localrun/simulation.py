@@ -54,6 +54,7 @@ from localrun.host import LocalHost, local_settings_example
 from localrun.operator import Operator, OperatorMove
 from localrun.operator import app_settings as operator_settings
 from localrun.profile import Profile
+from localrun.service_faults import ServiceFaults
 from localrun.servicebus import InProcessBroker, QueuePolicy, SendFaults
 from localrun.servicebus.messages import MessageState
 from localrun.stale_reads import StaleReads
@@ -249,7 +250,13 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         remote[service] = CrashingService(probed, rate, crash_rng, audit, clock) if rate else probed
 
     with CosmosServer() as server:
-        database = ensure_database(server.fast_client(), "localrun")
+        service_faults = None
+        if profile.cosmos_service_fault_rate:  # its own generator: the other faults keep their streams
+            rng = random.Random(f"{config.seed}:cosmos-service-faults")
+            service_faults = ServiceFaults(profile.cosmos_service_fault_rate, rng, audit.injected)
+        database = ensure_database(
+            server.fast_client(service_faults.decide if service_faults is not None else None), "localrun"
+        )
         raw_states = CosmosStateStore(database.get_container_client(STATE_CONTAINER))
         faults = CosmosFaults(profile, random.Random(seeds.getrandbits(64)), audit, clock)
         stale = None
@@ -423,6 +430,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         # order's final record, and the report reads four fields of it (and its size).
         states: list[dict[str, Any]] = []
         state_sizes_kb: list[float] = []
+        if service_faults is not None:
+            service_faults.stop()  # the runner's own reading of the evidence is no request of the app
         for document in database.get_container_client(STATE_CONTAINER).read_all_items():
             state_sizes_kb.append(len(json.dumps(document)) / 1024)
             states.append(report_fields(document))

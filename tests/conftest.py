@@ -105,3 +105,12 @@ def functions() -> dict[str, Any]:
     from localrun.functions import by_name
 
     return by_name()
+
+
+@pytest.fixture
+def cosmos_faults(cosmos_server: CosmosServer) -> Iterator[CosmosServer]:
+    """The session's protocol server, to set fault rules on (``set_faults``: statuses the server answers, which
+    the real SDK's retry policies act on; ``localrun/cosmos_faults.cjs``); they are cleared after the test."""
+    cosmos_server.set_faults([])
+    yield cosmos_server
+    cosmos_server.set_faults([])

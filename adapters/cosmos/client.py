@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from settings import Settings
 
@@ -10,18 +10,30 @@ if TYPE_CHECKING:
     from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy
 
 
+# How long the client waits for Cosmos DB's answer to one request (the SDK's ``read_timeout``). The SDK's default,
+# 65 s, is cut neither by the client's nor by a call's ``timeout`` (a call's is only checked once the wait is over),
+# and the SDK sends a read that got no answer again three times (azure-core's ``retry_read``): one point read against
+# a connection nothing answers on took 262 s, a write 65 s, past the 230 s in which an HTTP-triggered function must
+# answer (learn.microsoft.com/azure/azure-functions/functions-scale, "Function app timeout duration"), so the
+# operator API's 503 never came (tests/adapters/test_sdk_retries.py). Cosmos DB answers in milliseconds as a rule,
+# a slow request with its own 408; with 20 s a read gives up after about 82 s and a write after 20 s.
+READ_TIMEOUT_SECONDS = 20
+
+
 def create_client(settings: Settings) -> CosmosClient:
     from azure.cosmos import CosmosClient
 
-    if settings.cosmos_key:
-        return CosmosClient(
-            settings.cosmos_endpoint, credential=settings.cosmos_key, connection_verify=settings.cosmos_verify_tls
-        )
-    from azure.identity import DefaultAzureCredential
+    credential: Any = settings.cosmos_key
+    if not credential:
+        from azure.identity import DefaultAzureCredential
 
-    client_id = settings.azure_client_id or None
-    credential = DefaultAzureCredential(managed_identity_client_id=client_id)
-    return CosmosClient(settings.cosmos_endpoint, credential=credential, connection_verify=settings.cosmos_verify_tls)
+        credential = DefaultAzureCredential(managed_identity_client_id=settings.azure_client_id or None)
+    return CosmosClient(
+        settings.cosmos_endpoint,
+        credential=credential,
+        connection_verify=settings.cosmos_verify_tls,
+        read_timeout=READ_TIMEOUT_SECONDS,
+    )
 
 
 def _composite(*paths: str) -> list[dict[str, str]]:

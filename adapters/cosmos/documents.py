@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from adapters.cosmos.errors import AlreadyExists, ConcurrencyExhausted, EtagMismatch, mapped_errors
+from adapters.cosmos.errors import AlreadyExists, ConcurrencyExhausted, EtagMismatch, mapped_errors, read_or_none
 from adapters.cosmos.mapping import Record, from_document, to_document, unknown_keys_of
 
 if TYPE_CHECKING:
@@ -66,14 +66,8 @@ class ConditionalDocuments[D: Document]:
         self._kind = kind
 
     def get(self, doc_id: str, partition_key: str) -> D | None:
-        from azure.cosmos.exceptions import CosmosResourceNotFoundError
-
-        with mapped_errors():
-            try:
-                doc = self._c.read_item(doc_id, partition_key=partition_key)
-            except CosmosResourceNotFoundError:
-                return None
-        return stored(self._kind, doc)
+        doc = read_or_none(self._c, doc_id, partition_key)
+        return None if doc is None else stored(self._kind, doc)
 
     def save(self, doc: D) -> D:
         """Create (``doc.version`` None; ``AlreadyExists`` if it exists) or replace on ``doc.version``

@@ -6,8 +6,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from observability.events import app_event
+
+if TYPE_CHECKING:
+    from azure.cosmos import ContainerProxy
+
+# The substatus of Cosmos DB's 404 ReadSessionNotAvailable: the replica that answered has not caught up with the
+# client's session token, so a document that exists is answered 404. The SDK retries it once and then raises it
+# (azure-cosmos docs/ErrorCodesAndRetries.md, "404/1002";
+# learn.microsoft.com/azure/cosmos-db/nosql/troubleshoot-not-found).
+READ_SESSION_NOT_AVAILABLE = 1002
 
 
 class StoreError(Exception):
@@ -15,7 +25,7 @@ class StoreError(Exception):
 
 
 class StoreUnavailable(StoreError):
-    """Transient: throttled past the SDK's retries, timed out, or the service is unavailable.
+    """Transient: throttled past the SDK's retries, timed out, the service unavailable or the partition moved.
     An ``orders`` message handler sends the message again for later (``submission.store_outage``); an
     activity fails (Durable retries or supervisor)."""
 
@@ -23,9 +33,10 @@ class StoreUnavailable(StoreError):
 class StoreOutcomeUnknown(StoreUnavailable):
     """A ``StoreUnavailable`` after which a write may have committed: its response was lost (the
     connection dropped after the request was sent), or the service answered 408 or 500. The other
-    transient failures, 429, 449 and 503 and a request that could not be sent, say the write was not
-    carried out (Cosmos DB returns 503 only for a request it did not process). Only a caller whose next
-    step depends on whether the write landed needs the difference (``submission/payments.py``)."""
+    transient failures, 410, 429, 449 and 503 and a request that could not be sent, say the write was not
+    carried out (Cosmos DB returns 503 only for a request it did not process, 410 for one whose partition moved).
+    Only a caller whose next step depends on whether the write landed needs the difference
+    (``submission/payments.py``)."""
 
 
 class StaleRead(StoreUnavailable):
@@ -56,9 +67,10 @@ class ConcurrencyExhausted(StoreError):
 @contextmanager
 def mapped_errors(item: str | None = None) -> Iterator[None]:
     """Cosmos SDK errors as store errors: 412 ``EtagMismatch``, 409 ``AlreadyExists``; throttling and
-    unavailability ``StoreUnavailable``; timeouts, 500 and lost responses ``StoreOutcomeUnknown``; 413
-    ``ItemTooLarge`` (logged, naming ``item``: the id of the document written); anything else unchanged."""
-    from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+    unavailability ``StoreUnavailable``; a 404/1002 (a replica behind the session's writes) ``StaleRead``;
+    timeouts, 500 and lost or cut answers ``StoreOutcomeUnknown``; 413 ``ItemTooLarge`` (logged, naming ``item``: the
+    id of the document written); anything else unchanged."""
+    from azure.core.exceptions import IncompleteReadError, ServiceRequestError, ServiceResponseError
     from azure.cosmos import exceptions as cx
 
     try:
@@ -68,9 +80,11 @@ def mapped_errors(item: str | None = None) -> Iterator[None]:
     except cx.CosmosResourceExistsError as exc:
         raise AlreadyExists(str(exc.message)) from exc
     except cx.CosmosHttpResponseError as exc:
+        if exc.status_code == 404 and exc.sub_status == READ_SESSION_NOT_AVAILABLE:
+            raise StaleRead(f"Cosmos DB 404/1002, read session not available: {exc.message}") from exc
         if exc.status_code in (408, 500):
             raise StoreOutcomeUnknown(f"Cosmos DB {exc.status_code}: {exc.message}") from exc
-        if exc.status_code in (429, 449, 503):
+        if exc.status_code in (410, 429, 449, 503):  # 410: the partition moved (the SDK retries only a query's)
             raise StoreUnavailable(f"Cosmos DB {exc.status_code}: {exc.message}") from exc
         if exc.status_code == 413:
             what = f"document {item}" if item is not None else "a document"
@@ -82,9 +96,26 @@ def mapped_errors(item: str | None = None) -> Iterator[None]:
             )
             raise ItemTooLarge(f"Cosmos DB 413: {what} is larger than one item can be: {exc.message}") from exc
         raise
+    except IncompleteReadError as exc:  # answered, the answer cut short (not a ServiceResponseError): likewise
+        raise StoreOutcomeUnknown(f"Cosmos DB's answer was cut short: {exc}") from exc
     except ServiceResponseError as exc:  # sent, no answer: it may have been carried out
         raise StoreOutcomeUnknown(f"Cosmos DB did not answer: {exc}") from exc
     except cx.CosmosClientTimeoutError as exc:  # the client's own timeout, checked after requests too
         raise StoreOutcomeUnknown(f"Cosmos DB: {exc}") from exc
     except ServiceRequestError as exc:  # never sent
         raise StoreUnavailable(f"Cosmos DB unreachable: {exc}") from exc
+
+
+def read_or_none(container: ContainerProxy, item_id: str, partition_key: str) -> dict[str, Any] | None:
+    """The document, or None when Cosmos DB answers that it does not exist: a 404 without a substatus. Any other 404
+    is not that answer (``mapped_errors``: a 404/1002 is a ``StaleRead``, the document may well exist)."""
+    from azure.cosmos.exceptions import CosmosResourceNotFoundError
+
+    with mapped_errors():
+        try:
+            doc: dict[str, Any] = container.read_item(item_id, partition_key=partition_key)
+        except CosmosResourceNotFoundError as exc:
+            if exc.sub_status:
+                raise
+            return None
+    return doc

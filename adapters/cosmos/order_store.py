@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from adapters.cosmos.errors import AlreadyExists, mapped_errors
+from adapters.cosmos.errors import AlreadyExists, mapped_errors, read_or_none
 
 if TYPE_CHECKING:
     from azure.cosmos import ContainerProxy
@@ -41,13 +41,8 @@ class CosmosOrderStore:
         self._c = container
 
     def get(self, order_id: str) -> dict[str, Any] | None:
-        from azure.cosmos.exceptions import CosmosResourceNotFoundError
-
-        with mapped_errors():
-            try:
-                return strip_system_fields(self._c.read_item(order_id, partition_key=order_id))
-            except CosmosResourceNotFoundError:
-                return None
+        doc = read_or_none(self._c, order_id, order_id)
+        return None if doc is None else strip_system_fields(doc)
 
     def create_or_verify(self, order: dict[str, Any]) -> CreateOutcome:
         try:

@@ -27,6 +27,7 @@ from adapters.cosmos.errors import (
     StoreOutcomeUnknown,
     StoreUnavailable,
     mapped_errors,
+    read_or_none,
 )
 from domain.errors import FencingLost, IllegalTransition, WriteAlreadyMade
 from domain.ids import instance_number
@@ -175,14 +176,8 @@ class CosmosStateStore:
         return float(headers.get("x-ms-request-charge", 0) or 0)
 
     def get(self, order_id: str) -> StateRecord | None:
-        from azure.cosmos.exceptions import CosmosResourceNotFoundError
-
-        with mapped_errors():
-            try:
-                doc = self._c.read_item(order_id, partition_key=order_id)
-            except CosmosResourceNotFoundError:
-                return None
-        return self._remember(stored(StateRecord, doc))
+        doc = read_or_none(self._c, order_id, order_id)
+        return None if doc is None else self._remember(stored(StateRecord, doc))
 
     def create(self, record: StateRecord) -> StateRecord:
         with mapped_errors(record.id):

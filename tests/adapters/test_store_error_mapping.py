@@ -1,11 +1,11 @@
 """``mapped_errors``: which Cosmos SDK failures may have carried a write out (``StoreOutcomeUnknown``) and
 which say it was not (plain ``StoreUnavailable``). Cosmos DB answers 503 only for a request it did not
-process; 429 and 449 refuse it; a request that was never sent did nothing."""
+process; 429 and 449 refuse it, 410 says its partition moved; a request that was never sent did nothing."""
 
 from __future__ import annotations
 
 import pytest
-from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+from azure.core.exceptions import IncompleteReadError, ServiceRequestError, ServiceResponseError
 from azure.cosmos import exceptions as cx
 
 from adapters.cosmos.errors import AlreadyExists, EtagMismatch, StoreOutcomeUnknown, StoreUnavailable, mapped_errors
@@ -22,7 +22,7 @@ def test_a_timeout_or_server_error_leaves_the_outcome_unknown(status: int) -> No
     assert isinstance(mapped(cx.CosmosHttpResponseError(status_code=status, message="x")), StoreOutcomeUnknown)
 
 
-@pytest.mark.parametrize("status", [429, 449, 503])
+@pytest.mark.parametrize("status", [410, 429, 449, 503])
 def test_throttling_and_unavailability_say_nothing_was_written(status: int) -> None:
     error = mapped(cx.CosmosHttpResponseError(status_code=status, message="x"))
     assert isinstance(error, StoreUnavailable) and not isinstance(error, StoreOutcomeUnknown)
@@ -31,6 +31,7 @@ def test_throttling_and_unavailability_say_nothing_was_written(status: int) -> N
 def test_a_request_sent_without_an_answer_or_past_the_client_timeout_leaves_the_outcome_unknown() -> None:
     assert isinstance(mapped(ServiceResponseError("connection reset")), StoreOutcomeUnknown)
     assert isinstance(mapped(cx.CosmosClientTimeoutError()), StoreOutcomeUnknown)
+    assert isinstance(mapped(IncompleteReadError("Connection broken: IncompleteRead")), StoreOutcomeUnknown)
 
 
 def test_a_request_never_sent_wrote_nothing() -> None:

@@ -5,12 +5,14 @@ and a keep-alive connection the server dropped is replaced without failing the r
 from __future__ import annotations
 
 import socket
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from azure.core import MatchConditions
+from azure.core.exceptions import ServiceResponseError
 from azure.cosmos import exceptions as cx
 
 from adapters.cosmos.client import ensure_database
@@ -84,3 +86,44 @@ def test_a_connection_the_server_dropped_is_replaced_and_the_request_still_answe
 
     assert state.read_item("o-3", partition_key="o-3")["id"] == "o-3"
     assert transport.connections_opened == opened + 1
+
+
+def test_a_write_whose_answer_is_lost_fails_as_through_the_stock_pipeline_and_is_not_sent_again(
+    fast_client: Any, database: Any, cosmos_faults: CosmosServer
+) -> None:
+    """The create lands and the server drops the connection before answering (``cosmos_faults.cjs``). The stock
+    pipeline raises ``ServiceResponseError`` (the app's ``StoreOutcomeUnknown``: read it back); this transport sent
+    it again on a new connection, and the app got a 409 for its own create."""
+    state = database.get_container_client(STATE_CONTAINER)
+    state.create_item({"id": "o-4", "orderId": "o-4"})  # a keep-alive connection to reuse
+    cosmos_faults.set_faults([{"op": "create", "status": "drop", "commit": True}])
+    with pytest.raises(ServiceResponseError):
+        state.create_item({"id": "o-5", "orderId": "o-5"})
+    assert state.read_item("o-5", partition_key="o-5")["id"] == "o-5"  # it landed, once
+    assert [f["op"] for f in cosmos_faults.faults_answered()] == ["create"]
+
+
+def test_a_410_that_makes_the_sdk_refresh_its_routing_map_is_answered_as_through_the_stock_pipeline(
+    fast_client: Any, database: Any, cosmos_faults: CosmosServer
+) -> None:
+    """The SDK refreshes its partition key ranges after a 410/1002 with an incremental read whose headers it hands
+    to the pipeline (``A-IM``, ``If-None-Match``). Without the pipeline's headers policy the server answered every
+    read with the whole list and the SDK read it again and again, never returning."""
+    state = database.get_container_client(STATE_CONTAINER)
+    state.create_item({"id": "o-6", "orderId": "o-6"})
+    cosmos_faults.set_faults([{"op": "read", "status": 410, "substatus": 1002}])
+    outcome: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            state.read_item("o-6", partition_key="o-6")
+            outcome.append(None)
+        except BaseException as exc:  # the thread's answer, whatever it is
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=20)
+    assert outcome, "the read did not come back"
+    assert isinstance(outcome[0], cx.CosmosHttpResponseError) and outcome[0].status_code == 410
+    assert state.read_item("o-6", partition_key="o-6")["id"] == "o-6"
