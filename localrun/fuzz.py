@@ -172,6 +172,11 @@ def random_profile(seed: int) -> dict[str, Any]:
         stale = profile.setdefault("cosmos", {})
         stale["stale_read_rate"] = round(rng.uniform(0, 0.5), 3)
         stale["stale_read_lag_ms"] = rng.choice([200, 1000, 2000, 5000])
+    # drawn after stale reads: Cosmos DB refusing the SDK's tries itself (localrun/service_faults.py), so the SDK's
+    # own retry policies run; in fewer seeds and at lower rates than the others, since the SDK's waits are real
+    # time; each seed's profile is as before but for them
+    if rng.random() < 0.15:
+        profile.setdefault("cosmos", {})["service_fault_rate"] = round(rng.uniform(0, 0.08), 3)
     return profile
 
 
