@@ -1,6 +1,6 @@
 """The simulators honour the client's timeout as HTTP does: the agents' HTTP client
-(``adapters.remote.http_service``: ``urllib`` with ``REMOTE_CALL_TIMEOUT`` as the socket timeout) gives up
-after 10 s without an answer and the call fails transiently, while the provider goes on with it and commits
+(``adapters.remote.http_service``: ``urllib``, the answer read within ``REMOTE_CALL_TIMEOUT``) gives up after
+10 s without an answer and the call fails transiently, while the provider goes on with it and commits
 (or refuses) it when its work is done. Before, a simulated call held its agent for its whole latency (up to
 240 s in ``slow-remote-calls``) and answered it: no retry, redelivery or undo ever met a call still running at
 the service, the overlap a real provider sees."""

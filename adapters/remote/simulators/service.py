@@ -49,8 +49,8 @@ class SimulatedService:
       HTTP contract's 429/503 "in progress"), never a result of its own;
     - during an outage every call fails transiently.
 
-    As over HTTP (``adapters.remote.http_service``: ``urllib`` with ``REMOTE_CALL_TIMEOUT``, a socket
-    timeout, so the wait for the answer's first byte), the caller waits at most ``client_timeout``
+    As over HTTP (``adapters.remote.http_service`` reads the answer within ``REMOTE_CALL_TIMEOUT`` of the
+    call's start; the service has it once the request is sent), the caller waits at most ``client_timeout``
     seconds (None: as long as the call takes) and then gets a transient timeout, while the service goes
     on with the call and commits it (or refuses it) when its latency is over: a retry, a redelivery or
     an undo may reach the service while it still works on the first call, or after it committed. So
