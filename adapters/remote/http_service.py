@@ -10,6 +10,11 @@ to the fallback provider under the same key, which charged a second time). So is
 ``ValueError`` of a chunk size that is not hex): the call was sent. So is an answer over ``MAX_ANSWER_BYTES``
 (the reply that carries it could not), read no further. Uses only the standard library.
 
+``timeout_seconds`` bounds the call, not each wait: ``urllib``'s ``timeout`` is a socket timeout (the connection
+to each address, each send, each receive), so an answer trickling in a byte at a time would hold the agent for
+as long as it kept coming. Each receive waits only what is left of the call's time, counted from its start
+(``_Deadline``); connecting and sending keep the socket timeout.
+
 The contract a real provider must honour (docs/compensation.md, "What a remote service must offer"):
 
 - ``Idempotency-Key``: the same key and action give the same result and no second side effect;
@@ -28,8 +33,12 @@ The contract a real provider must honour (docs/compensation.md, "What a remote s
 
 from __future__ import annotations
 
+import functools
 import http.client
+import io
 import json
+import socket
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -82,8 +91,9 @@ class HttpRemoteService:
     def call(self, request: RemoteCall) -> dict[str, Any]:
         where = f"{request.service}.{request.action} at {self.base_url}"
         built = self.build_request(request)
+        opener = _opener(time.monotonic() + self.timeout_seconds)
         try:
-            with urllib.request.urlopen(built, timeout=self.timeout_seconds) as response:
+            with opener.open(built, timeout=self.timeout_seconds) as response:
                 raw = response.read(MAX_ANSWER_BYTES + 1)  # never more than the app could carry, whatever is sent
                 if len(raw) <= MAX_ANSWER_BYTES and response.length:  # a read with a limit returns a body cut
                     raise http.client.IncompleteRead(raw, response.length)  # short as it came: it is malformed
@@ -119,6 +129,72 @@ class HttpRemoteService:
         if not isinstance(result, dict):
             raise RemoteError(f"{where} answered JSON {type(result).__name__}, not an object", transient=True)
         return result
+
+
+class _Deadline(io.RawIOBase):
+    """A response's socket, read so that each receive waits at most until ``deadline`` (``time.monotonic``)."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        super().__init__()
+        self._sock = sock
+        self._raw = sock.makefile("rb", buffering=0)  # holds the socket open once the connection lets it go
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        self._sock.settimeout(left)
+        return self._raw.readinto(buffer)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _Answer(http.client.HTTPResponse):
+    def __init__(self, sock: socket.socket, *args: Any, deadline: float, **kwargs: Any) -> None:
+        super().__init__(sock, *args, **kwargs)
+        bounded = io.BufferedReader(_Deadline(sock, deadline))
+        self.fp.close()
+        self.fp = bounded  # type: ignore[assignment]  # a raw stream of the same socket, as ``makefile`` gives
+
+
+class _HTTP(http.client.HTTPConnection):
+    def __init__(self, *args: Any, deadline: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.response_class = functools.partial(_Answer, deadline=deadline)  # type: ignore[assignment]
+
+
+class _HTTPS(_HTTP, http.client.HTTPSConnection):
+    pass
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: float) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_HTTP, deadline=self.deadline), req)  # type: ignore[arg-type]
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: float) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        connection = functools.partial(_HTTPS, deadline=self.deadline)
+        return self.do_open(connection, req, context=self._context)  # type: ignore[arg-type,attr-defined]
+
+
+def _opener(deadline: float) -> urllib.request.OpenerDirector:
+    """``urlopen``'s opener, its connections' answers read by ``deadline``."""
+    return urllib.request.build_opener(_HTTPHandler(deadline), _HTTPSHandler(deadline))
 
 
 def _error_detail(exc: urllib.error.HTTPError) -> str:

@@ -255,36 +255,22 @@ def test_a_fleet_shares_one_ledger_and_gives_each_service_its_own_config(clock):
         simulated_services(clock, {"billing": SimulatorConfig()})
 
 
-class _UndoWhileInFlight(ManualClock):
-    """A clock whose first sleep (the forward call's latency) lets an undo reach the service: the
-    forward call is still in flight when its undo is taken."""
-
-    def __init__(self, undo: Any) -> None:
-        super().__init__(START)
-        self._undo = undo
-        self.undo_result: dict[str, Any] | None = None
-
-    def sleep(self, seconds: float) -> None:
-        super().sleep(seconds)
-        if self._undo is not None:
-            undo, self._undo = self._undo, None
-            self.undo_result = undo()
-
-
-def test_an_undo_fences_the_forward_key_so_a_call_still_in_flight_never_takes_effect():
-    """The slow forward call lands after its undo: the service refuses it instead of charging an
-    order whose undo already found nothing to refund."""
-    holder: dict[str, SimulatedService] = {}
-    refund = RemoteCall("payment", "refund", "o1", "o1:charge-payment:undo", 1, {}, fences_key="o1:charge-payment")
-    clock = _UndoWhileInFlight(lambda: holder["payment"].call(refund))
+def test_an_undo_fences_the_forward_key_so_a_call_still_in_flight_never_takes_effect(clock):
+    """The slow forward call's client gave up; its undo reaches the service while the service still works on
+    it: the forward call, landing after its undo, is refused instead of charging an order whose undo already
+    found nothing to refund."""
     payment = SimulatedService("payment", clock, SimulatorConfig(latency_ms=(90_000, 90_000)))
-    holder["payment"] = payment
-    with pytest.raises(RemoteError, match="fenced") as refused:
+    with pytest.raises(RemoteError, match="timed out"):
         payment.call(charge())
-    assert refused.value.transient is False
-    assert clock.undo_result == {"refundId": None, "amountCents": 0}
+    payment.config = SimulatorConfig(latency_ms=(1_000, 1_000))
+    refund = RemoteCall("payment", "refund", "o1", "o1:charge-payment:undo", 1, {}, fences_key="o1:charge-payment")
+    assert payment.call(refund) == {"refundId": None, "amountCents": 0}
+    payment.finish()
     assert payment.ledger.effects("o1", "charge") == []
     assert payment.fenced_refusals == 1
+    with pytest.raises(RemoteError, match="fenced") as refused:
+        payment.call(charge())  # the agent's retry, or a redelivery: refused for good
+    assert refused.value.transient is False
 
 
 def test_a_forward_call_done_before_its_undo_is_refunded_and_never_repeated(clock):
@@ -308,9 +294,12 @@ def test_the_fence_is_per_key_and_per_service(clock):
 def test_the_slow_tail_takes_its_own_latency_range(clock):
     config = SimulatorConfig(latency_ms=(10, 10), slow_call_rate=1.0, slow_latency_ms=(120_000, 120_000))
     payment = SimulatedService("payment", clock, config)
-    payment.call(charge())
-    assert clock.now() - START == timedelta(seconds=120)
+    with pytest.raises(RemoteError, match="timed out"):
+        payment.call(charge())
+    payment.finish()
+    assert [e.at - START for e in payment.ledger.effects("o1")] == [timedelta(seconds=120)]
     assert payment.slow_calls == 1
+    assert payment.abandoned == [120.0]
     with pytest.raises(ValueError, match="slow_latency_ms"):
         SimulatorConfig(slow_latency_ms=(5, 1))
     parsed = SimulatorConfig.from_profile({"slow_call_rate": 0.2, "slow_latency_ms": [60_000, 240_000]})

@@ -1,5 +1,6 @@
 """Red team (clocks), in the runner: the supervisor's host clock 8 s ahead of the orchestrations' (profile
-``host.clock_skew_s``), and inventory answering 54-59.5 s into its 60 s step, every reply in time. Without a
+``host.clock_skew_s``), and inventory answering 54-59.5 s into its 60 s step, every reply in time (now 6-9.9 s
+into a 12 s step: a call is given up after the client's 10 s, ``settings.REMOTE_CALL_TIMEOUT``). Without a
 grace (``SUPERVISOR_GRACE_SECONDS`` 0, the local default) the supervisor took live attempts at their deadlines
 by its own clock and counted them failed: retries of orders none of whose steps failed (seed 1: 6 in 40 orders;
 25 in 100). With the grace the Bicep deploys (15 s), none (docs/supervisor.md, "Clocks")."""
@@ -15,14 +16,17 @@ from settings import SETTINGS
 
 SKEWED = {
     "host": {"clock_skew_s": {"supervisor": 8}},
-    "remote": {"inventory": {"latency_ms": [54000, 59500]}},
+    "remote": {"inventory": {"latency_ms": [6000, 9900]}},
 }
 DEPLOYED = next(s.written for s in SETTINGS if s.name == "SUPERVISOR_GRACE_SECONDS")
 
 
 def _report(grace: str) -> dict[str, Any]:
     config = SimulationConfig(
-        orders=40, seed=1, profile=Profile.parse(SKEWED), settings={"SUPERVISOR_GRACE_SECONDS": grace}
+        orders=40,
+        seed=1,
+        profile=Profile.parse(SKEWED),
+        settings={"SUPERVISOR_GRACE_SECONDS": grace, "STEP_TIMEOUT_SECONDS": "12"},
     )
     return build_report(run_simulation(config))
 

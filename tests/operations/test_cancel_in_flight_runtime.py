@@ -1,5 +1,6 @@
 """An operator cancels an order while its attempt runs, through the real Functions runtime: every call to
-a provider takes 20 simulated seconds, so the order is caught with a step in flight. Before the pivot the
+a provider takes 8 simulated seconds (answered: within the client's 10 s timeout), so the order is caught with a
+step in flight. Before the pivot the
 cancel is taken, the running attempt loses the record (its next fenced write is refused), the supervisor
 compensates at the step's deadline and every side effect is undone, the late answer included; with the
 shipment in flight it is 409 and the order completes untouched. No ERROR is logged on the way."""
@@ -31,14 +32,14 @@ def slow(cosmos_db: object) -> Iterator[tuple[OpsHarness, Ledger]]:
     made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR)
     assert made.ctx is not None
     ledger = Ledger()
-    configs = {name: SimulatorConfig(latency_ms=(20_000.0, 20_000.0)) for name in SERVICES}
+    configs = {name: SimulatorConfig(latency_ms=(8_000.0, 8_000.0)) for name in SERVICES}
     made.change_context(remote=remote_services(made.ctx.settings, made.clock, configs, ledger=ledger, seed=3))
     yield made, ledger
     made.close()
 
 
 def _in_flight(ops: OpsHarness, order_id: str, step: str) -> None:
-    """Runs until ``order_id``'s attempt has begun ``step`` (its call takes 20 s)."""
+    """Runs until ``order_id``'s attempt has begun ``step`` (its call takes 8 s)."""
     assert ops.ctx is not None
     ops.send(ORDERS_QUEUE, json.dumps(order(orderId=order_id)), order_id)
 

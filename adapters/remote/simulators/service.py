@@ -4,10 +4,13 @@ fencing tokens and a ledger of side effects."""
 from __future__ import annotations
 
 import copy
+import heapq
+import itertools
 import logging
 import random
 import threading
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from adapters.clock import Clock
@@ -15,8 +18,20 @@ from adapters.remote.interface import RemoteCall, RemoteError
 from adapters.remote.simulators.catalog import CATALOG, ActionSpec
 from adapters.remote.simulators.config import SimulatorConfig
 from adapters.remote.simulators.ledger import Effect, Ledger
+from settings import REMOTE_CALL_TIMEOUT
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(order=True)
+class _Work:
+    """A call the service received and works on until ``due``, whether or not its client still waits."""
+
+    due: datetime
+    seq: int
+    request: RemoteCall = field(compare=False)
+    started: datetime = field(compare=False)
+    outcome: dict[str, Any] | RemoteError | None = field(default=None, compare=False)
 
 
 class SimulatedService:
@@ -30,7 +45,17 @@ class SimulatedService:
       the same lock as every side effect: a forward call with a fenced key that arrives later (one
       that was still in flight when the undo came, or a redelivery) is refused (non-transient) and
       does nothing. A forward call that took effect first is undone by the undo;
+    - a call with a key whose earlier call is still being worked on answers a transient error (the
+      HTTP contract's 429/503 "in progress"), never a result of its own;
     - during an outage every call fails transiently.
+
+    As over HTTP (``adapters.remote.http_service`` reads the answer within ``REMOTE_CALL_TIMEOUT`` of the
+    call's start; the service has it once the request is sent), the caller waits at most ``client_timeout``
+    seconds (None: as long as the call takes) and then gets a transient timeout, while the service goes
+    on with the call and commits it (or refuses it) when its latency is over: a retry, a redelivery or
+    an undo may reach the service while it still works on the first call, or after it committed. So
+    does a call whose caller died waiting (a host restart): the service never knows. Work is applied in
+    the order it is due, whenever a later call (or ``finish``) looks at the service.
 
     Random faults come from a seeded ``random.Random``, so a run is reproducible. Thread-safe."""
 
@@ -41,6 +66,7 @@ class SimulatedService:
         config: SimulatorConfig | None = None,
         ledger: Ledger | None = None,
         seed: int | None = 0,
+        client_timeout: float | None = REMOTE_CALL_TIMEOUT.total_seconds(),
     ) -> None:
         if service not in CATALOG:
             raise ValueError(f"no simulator for service {service!r}; known: {sorted(CATALOG)}")
@@ -59,6 +85,10 @@ class SimulatedService:
         self._outcomes: dict[tuple[str, str], dict[str, Any] | RemoteError] = {}
         self._sequence = 0
         self.calls = 0  # every call received, failed or not
+        self.client_timeout = client_timeout
+        self._working: list[_Work] = []  # calls received and not yet committed, soonest due first
+        self._work_seq = itertools.count()
+        self.abandoned: list[float] = []  # the service time of each call its caller gave up on (timed out)
 
     def call(self, request: RemoteCall) -> dict[str, Any]:
         started = self._clock.now()
@@ -71,15 +101,41 @@ class SimulatedService:
             if self.config.slow_call_rate and self._rng.random() < self.config.slow_call_rate:
                 self.slow_calls += 1
                 latency_s = self._rng.uniform(*self.config.slow_latency_ms) / 1000.0
-        self._clock.sleep(latency_s)
+            work = _Work(started + timedelta(seconds=latency_s), next(self._work_seq), request, started)
+            heapq.heappush(self._working, work)
+        timeout = self.client_timeout
+        self._clock.sleep(latency_s if timeout is None else min(latency_s, timeout))
         with self._lock:
-            return self._answer(request, started)
+            self._apply_due(self._clock.now())
+            outcome = work.outcome
+            if outcome is None:
+                self.abandoned.append(latency_s)
+        if outcome is None:
+            where = f"{self.service}.{request.action} order {request.order_id} key {request.idempotency_key}"
+            raise RemoteError(f"{where} timed out after {timeout}s (the service goes on with it)", transient=True)
+        if isinstance(outcome, RemoteError):
+            raise outcome
+        return copy.deepcopy(outcome)
+
+    def finish(self) -> None:
+        """Lets the service finish every call it is still working on (a run ended; the caller gave up
+        on them long ago, the service did not)."""
+        with self._lock:
+            self._apply_due(None)
+
+    def _apply_due(self, until: datetime | None) -> None:
+        while self._working and (until is None or self._working[0].due <= until):
+            work = heapq.heappop(self._working)
+            try:
+                work.outcome = self._answer(work.request, work.started, work.due)
+            except RemoteError as exc:
+                work.outcome = exc
 
     def in_outage(self, moment: datetime) -> bool:
         origin = self._origin
         return origin is not None and any(o.covers(origin, moment) for o in self.config.outages)
 
-    def _answer(self, request: RemoteCall, started: datetime) -> dict[str, Any]:
+    def _answer(self, request: RemoteCall, started: datetime, at: datetime) -> dict[str, Any]:
         where = f"{self.service}.{request.action} order {request.order_id} key {request.idempotency_key}"
         if self.in_outage(started):
             raise RemoteError(f"{self.service} is unavailable (outage): {where}", transient=True)
@@ -108,6 +164,12 @@ class SimulatedService:
         if recorded is not None:
             log.info("idempotent replay of %s", where)
             return copy.deepcopy(recorded)
+        if any(
+            w.request.idempotency_key == request.idempotency_key and w.request.action == request.action
+            for w in self._working
+            if w.started < started
+        ):
+            raise RemoteError(f"{self.service} is still working on an earlier call: {where}", transient=True)
 
         draw = self._rng.random()
         if draw < self.config.permanent_error_rate:
@@ -117,13 +179,13 @@ class SimulatedService:
         if draw < self.config.permanent_error_rate + self.config.transient_error_rate:
             raise RemoteError(f"{self.service} failed {where} (simulated transient failure)", transient=True)
 
-        result = self._perform(spec, request)
+        result = self._perform(spec, request, at)
         self._outcomes[outcome_key] = result
         if self._rng.random() < self.config.response_loss_rate:
             raise RemoteError(f"{self.service} timed out on {where} (simulated lost response)", transient=True)
         return copy.deepcopy(result)
 
-    def _perform(self, spec: ActionSpec, request: RemoteCall) -> dict[str, Any]:
+    def _perform(self, spec: ActionSpec, request: RemoteCall, at: datetime) -> dict[str, Any]:
         if spec.amount is not None:
             amount = spec.amount(request.payload)
         elif spec.undoes is not None:
@@ -143,7 +205,7 @@ class SimulatedService:
                     idempotency_key=request.idempotency_key,
                     amount=amount,
                     reference=reference,
-                    at=self._clock.now(),
+                    at=at,
                 )
             )
             result[spec.reference_field] = reference
