@@ -28,7 +28,7 @@ from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from adapters.cosmos.mapping import DocumentError
-from adapters.cosmos.state_store import update_once_or_reread
+from adapters.cosmos.state_store import update_once, update_once_or_reread
 from dependencies import AppContext
 from domain import transitions
 from domain.compensation import cancellation_not_before, enter_compensation, pivot_passed, undo_pending
@@ -528,6 +528,19 @@ def delivery_uncertain(order_id: str, pending: PendingReview, operator: str, act
             "noted": True,
         },
     )
+
+
+def read_is_latest(ctx: AppContext, record: StateRecord) -> bool:
+    """Whether ``record``, as this request read it, is the latest version: a conditional write of it unchanged
+    (``If-Match`` its ``_etag``) lands only then; False on a 412 (it changed since). The request's Cosmos client has
+    no session token for what other instances wrote (Session consistency): its read may come from a replica a write
+    behind, without a note or its take-back. An answer given on the record alone, nothing written (the note stands,
+    or none does), waits for this. ``StoreUnavailable`` propagates."""
+    try:
+        update_once(ctx.states, record, lambda r: r)
+    except EtagMismatch:
+        return False
+    return True
 
 
 def left_to_supervisor(order_id: str, record: StateRecord, noted: NotedAnswer, grace: timedelta) -> Reply:
