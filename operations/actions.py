@@ -204,7 +204,13 @@ def review_to_answer(
         order = ctx.orders.get(order_id)
     except StoreUnavailable as exc:
         return error(503, f"the order store is unavailable: {exc}")
-    prepaid = bool(order and order.get("prepaid"))
+    if order is None:  # written before its record, which is there: a replica without the order's create yet
+        return error(
+            503,
+            f"order {order_id} could not be read yet (a replica behind its create) to tell whether it takes "
+            "'alternative': post the same answer again",
+        )
+    prepaid = bool(order.get("prepaid"))
     step = target.pending.step
     offered = choices_for(step, prepaid)
     if action in offered:

@@ -14,15 +14,18 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from adapters.cosmos.order_store import CosmosOrderStore
 from adapters.cosmos.state_store import CosmosStateStore
-from contracts.names import STATE_CONTAINER
+from adapters.remote.simulators.ledger import Ledger
+from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
 from domain.review import REVIEW_ANSWERED, noted_answer, pending_review
-from localrun.audit import Audit, AuditedStateStore, CosmosFaults
+from localrun.audit import Audit, AuditedOrderStore, AuditedStateStore, CosmosFaults
 from localrun.profile import Profile
 from localrun.stale_reads import StaleReads
 from operations import instances
 from orchestrators.names import SCHEDULER
 from tests.operations.harness import OPERATOR, OpsHarness, first_review
+from tests.operations.test_prepaid_review_alternative import submit_paid_and_refused
 
 pytestmark = pytest.mark.cosmos
 
@@ -139,3 +142,61 @@ def test_an_answer_that_stands_posted_again_on_a_replica_without_its_note_is_not
     serving.serving = "instance-c"
     status, body = ops.post("/api/ops/orders/o-gone/review", ANSWER)
     assert status == 200 and body["carriedOutBy"] == "supervisor", body
+
+
+PREPAID = "o-prepaid-rv"
+ORDER_LAG = timedelta(seconds=60)  # the profile's longest (cosmos.stale_read_lag_ms)
+
+
+def test_a_prepaid_orders_review_read_without_its_order_is_not_offered_nor_answered_the_alternative(
+    cosmos_db: Any,
+) -> None:
+    """FINDING. A prepaid order's payment review takes no ``alternative`` (no other provider holds the customer's
+    payment; the attempt reads it as ``fail``). The ops API tells by the order document's ``prepaid``, read from the
+    orders container, whose replica another instance reads may not have the create yet (the record, in the state
+    container, it has): a 404 read as "not prepaid", so the page offered ``alternative`` and the answer was 200
+    ``alternative``, which the attempt carried out as ``fail`` (Error). The order is written before its record, so a
+    404 for the order of a record is a read behind: the page offers what every order takes, the answer is 503."""
+    ops, ledger = _paused_with_orders_behind(cosmos_db)
+    serving, injected = ops.serving, ops.injected
+    try:
+        assert ops.ctx is not None
+        serving.serving = "instance-b"  # another instance: its replica of the order has not got the create
+        status, detail = ops.get(f"/api/ops/orders/{PREPAID}")
+        assert status == 200 and injected["cosmos_stale_reads"] >= 1, detail
+        assert detail["review"]["choices"] == ["compensate", "retry", "fail"], detail["review"]  # was with alternative
+
+        review_id = detail["review"]["reviewId"]
+        answer = {"reviewId": review_id, "action": "alternative", "reason": "use the backup"}
+        status, body = ops.post(f"/api/ops/orders/{PREPAID}/review", answer)
+        assert status == 503 and "post" in body["error"], body  # was 200 alternative, carried out as fail
+        record = ops.ctx.states.get(PREPAID)
+        assert record is not None and pending_review(record) is not None  # nothing noted: it still waits
+
+        ops.clock.advance_to(ops.clock.now() + ORDER_LAG)  # the replicas caught up: refused, saying why
+        serving.serving = "instance-c"
+        status, body = ops.post(f"/api/ops/orders/{PREPAID}/review", answer)
+        assert status == 409 and "prepaid" in body["error"], body
+        assert ledger.effects(PREPAID, service="payment_backup") == []
+    finally:
+        ops.close()
+
+
+class _OrdersBehind(OpsHarness):
+    serving: Instances
+    injected: Counter[str]
+
+
+def _paused_with_orders_behind(cosmos_db: Any) -> tuple[_OrdersBehind, Ledger]:
+    """``test_prepaid_review_alternative``'s paused prepaid order (``submit_paid_and_refused``), its orders read
+    through the stale-read model (``ORDER_LAG``); its state records read as they are (another partition, a replica
+    caught up)."""
+    ops = _OrdersBehind(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR, REVIEW_TIMEOUT_SECONDS="600")
+    assert ops.ctx is not None
+    ops.serving, ops.injected = Instances(), Counter()
+    audit = Audit()
+    reads = StaleReads(1.0, ORDER_LAG, random.Random(1), ops.clock.now, ops.serving, ops.injected)
+    orders = CosmosOrderStore(cosmos_db.get_container_client(ORDERS_CONTAINER))
+    ops.change_context(orders=AuditedOrderStore(orders, CosmosFaults(Profile(), random.Random(1), audit), audit, reads))
+    ledger = submit_paid_and_refused(ops, PREPAID)
+    return ops, ledger
