@@ -94,6 +94,19 @@ def unreadable(order_id: str, exc: DocumentError) -> Reply:
     )
 
 
+def read_behind(order_id: str, what: str) -> Reply:
+    """503 for a request whose conditional write met a 412 on every version it read: the order changed while it
+    acted, or its instance reads it from a replica without the latest write (Session consistency: its client has no
+    session token for what other instances wrote, such as this very ``what`` posted before). Nothing was written
+    now, and whether the order is already where it would take it is not known here: posted again, it is judged on a
+    new read (taken already: 200, ``repeated``), never refused for this."""
+    return error(
+        503,
+        f"order {order_id} changed while you acted, or this instance read it from a replica without its latest write: "
+        f"nothing was written now; post the same {what} again",
+    )
+
+
 def _guarded(order_id: str, move: Callable[[], Reply]) -> Reply:
     try:
         return move()
@@ -104,7 +117,7 @@ def _guarded(order_id: str, move: Callable[[], Reply]) -> Reply:
     except IllegalTransition as exc:
         return error(409, str(exc))
     except EtagMismatch:
-        return error(409, f"order {order_id} changed while you acted: reload it and try again")
+        return read_behind(order_id, "action")
     except StoreUnavailable as exc:
         return error(503, f"the state store is unavailable: {exc}")
 
@@ -430,7 +443,7 @@ def claim_answer(
                 return _answered_elsewhere(order_id, record, pending.review_id)
             except EtagMismatch:
                 continue
-        return error(409, f"order {order_id} changed while you acted: reload it and try again")
+        return read_behind(order_id, "answer")
 
     try:
         return move()

@@ -43,15 +43,13 @@ def refused_by_version(
     return actions.too_close_to_deadline(ctx, order_id, target.pending) if target.noted is None else None
 
 
-async def unless_latest(ctx: AppContext, order_id: str, record: StateRecord) -> Reply | None:
-    """None when ``record`` is the latest version (``actions.read_is_latest``), else the reply: 409 (it changed
-    since it was read: read it again) or 503."""
+async def read_latest(ctx: AppContext, record: StateRecord) -> bool | Reply:
+    """Whether ``record`` is the latest version (``actions.read_is_latest``), or a 503 when the store is
+    unavailable."""
     try:
-        if await asyncio.to_thread(actions.read_is_latest, ctx, record):
-            return None
+        return await asyncio.to_thread(actions.read_is_latest, ctx, record)
     except StoreUnavailable as exc:
         return error(503, f"the state store is unavailable: {exc}; post the same answer again")
-    return error(409, f"order {order_id} changed while you acted: reload it and try again")
 
 
 async def answer_review(
@@ -79,11 +77,11 @@ async def answer_review(
     # supervisor carries it out when it recovers the attempt. Either is said on the record alone, so only once the
     # version read is known the latest: another instance's replica may not have the note, or its take-back, yet.
     if not attempt.takes_events:
-        behind = await unless_latest(ctx, order_id, target.record)
-        if behind is not None:
-            if behind.status == 409 and not again:  # judged again on a read of its own
-                return await answer_review(ctx, client, operator_name, order_id, body, again=True)
-            return behind
+        latest = await read_latest(ctx, target.record)
+        if latest is False and not again:  # judged again on a read of its own
+            return await answer_review(ctx, client, operator_name, order_id, body, again=True)
+        if latest is not True:
+            return latest if isinstance(latest, Reply) else actions.read_behind(order_id, "answer")
         if noted is not None:
             return actions.left_to_supervisor(order_id, target.record, noted, ctx.settings.supervisor_grace)
         return error(409, f"the paused attempt {pending.instance_id} is not running: it cannot take the answer")
@@ -93,7 +91,7 @@ async def answer_review(
         )
         if isinstance(claimed, actions.NotedMeanwhile):
             if again:  # noted meanwhile twice over (it cannot be: a note is never noted again); say so
-                return error(409, f"order {order_id} changed while you acted: reload it and try again")
+                return actions.read_behind(order_id, "answer")
             # the same answer noted by another request since this one read the review (a double click): answer
             # as for that answer posted again (its event raised again: the attempt takes the first it gets)
             return await answer_review(ctx, client, operator_name, order_id, body, again=True)
@@ -112,9 +110,9 @@ async def answer_review(
     except Exception as exc:  # the SDK raises plain Exceptions: 404/410 and a lost response alike
         if await instances.gone_after_failed_raise(client, pending.instance_id, exc):
             if noted is not None:  # noted by an earlier request: it stands (see above), if read from the latest
-                behind = await unless_latest(ctx, order_id, target.record)
-                if behind is not None:
-                    return behind
+                latest = await read_latest(ctx, target.record)
+                if latest is not True:
+                    return latest if isinstance(latest, Reply) else actions.read_behind(order_id, "answer")
                 return actions.left_to_supervisor(order_id, claimed, noted, ctx.settings.supervisor_grace)
             return await asyncio.to_thread(actions.take_back_answer, ctx, order_id, pending, operator, action, str(exc))
         return actions.delivery_uncertain(order_id, pending, operator, action, exc)

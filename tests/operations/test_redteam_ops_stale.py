@@ -83,7 +83,8 @@ def test_an_answer_taken_back_and_posted_again_on_a_replica_behind_the_take_back
     record from a replica without the take-back: the note looks like it stands, the attempt is gone, so
     ``left_to_supervisor`` answered 200 ``carriedOutBy: supervisor``, on that read alone. Nothing stands: the
     supervisor retries the order as a plain expired attempt, the operator's ``fail`` is never carried out. Now
-    that 200 is given only once a conditional write of the version read lands (it is the latest)."""
+    that 200 is given only once a conditional write of the version read lands (it is the latest); a 412 on every
+    read is a 503 (post it again), and once the replicas caught up the answer is the 409 a gone attempt gets."""
     ops, serving, injected, latest = stale
     assert ops.ctx is not None
     ops.awaiting_review("o-gone")  # written only: the attempt does not exist, raise_event answers 404
@@ -97,7 +98,7 @@ def test_an_answer_taken_back_and_posted_again_on_a_replica_behind_the_take_back
     serving.serving = "instance-b"  # posted again at once, served by another instance
     status, body = ops.post("/api/ops/orders/o-gone/review", ANSWER)
     assert injected["cosmos_stale_reads"] >= 1
-    assert status == 409 and "carriedOutBy" not in body, body  # was 200, carriedOutBy: supervisor
+    assert status == 503 and "post the same answer again" in body["error"], body  # was 200, carriedOutBy: supervisor
     record = latest.get("o-gone")
     assert record is not None and pending_review(record) is not None  # the note was taken back: nothing stands
     assert noted_answer(record) is None
@@ -115,7 +116,7 @@ def test_an_answer_that_stands_posted_again_on_a_replica_without_its_note_is_not
     again"); the attempt is gone by the time it is posted again, on another instance, whose replica has not got
     the note: the review looks unanswered and the attempt gone, so it answered 409 "it cannot take the answer",
     though the note stands and the supervisor carries it out. Now the refusal, too, waits for a conditional write
-    of the version read: the operator hears "changed while you acted", and once the replicas caught up, 200."""
+    of the version read: the operator hears 503 "post the same answer again", and once the replicas caught up, 200."""
     ops, serving, _injected, latest = stale
     assert ops.ctx is not None
     ops.awaiting_review("o-gone")
@@ -133,8 +134,7 @@ def test_an_answer_that_stands_posted_again_on_a_replica_without_its_note_is_not
     monkeypatch.setattr(instances, "attempt_state", _attempt(False))
     serving.serving = "instance-b"
     status, body = ops.post("/api/ops/orders/o-gone/review", ANSWER)
-    assert status == 409 and "cannot take the answer" not in body["error"], body  # it can: the note stands
-    assert "reload" in body["error"], body
+    assert status == 503 and "post the same answer again" in body["error"], body  # was 409 "cannot take the answer"
     record = latest.get("o-gone")
     assert record is not None and record.history[-1].event == REVIEW_ANSWERED  # the note still stands
 
@@ -200,3 +200,35 @@ def _paused_with_orders_behind(cosmos_db: Any) -> tuple[_OrdersBehind, Ledger]:
     ops.change_context(orders=AuditedOrderStore(orders, CosmosFaults(Profile(), random.Random(1), audit), audit, reads))
     ledger = submit_paid_and_refused(ops, PREPAID)
     return ops, ledger
+
+
+@pytest.mark.parametrize(
+    ("action", "make"),
+    [("resubmit", OpsHarness.error), ("compensate", OpsHarness.error), ("cancel", OpsHarness.processing)],
+)
+def test_an_action_posted_again_on_an_instance_whose_replica_is_behind_it_is_not_refused(
+    stale: Stale, action: str, make: Any
+) -> None:
+    """FINDING. The same action by the same operator posted twice (a double click, a second tab, a 503 before) is
+    answered 200 ``repeated`` (README). Served by another instance whose replica has not got the first post's write,
+    the second read the order from before it: its write was a 412, so was the one on its read again, and it answered
+    409 "changed while you acted", which the console shows as "refused", though the action was taken. A 412 on
+    every read says only that this request could not read the latest: 503, post it again (nothing written now)."""
+    ops, serving, injected, latest = stale
+    make(ops, "o-twice")
+    ops.clock.advance_to(ops.clock.now() + LAG * 2)
+    serving.serving = "instance-a"
+    status, body = ops.post(f"/api/ops/orders/o-twice/{action}", {"reason": "customer called"})
+    assert status == 200 and "repeated" not in body, body
+    taken = latest.get("o-twice")
+
+    serving.serving = "instance-b"  # posted again at once, served by another instance
+    status, body = ops.post(f"/api/ops/orders/o-twice/{action}", {"reason": "customer called"})
+    assert injected["cosmos_stale_reads"] >= 2
+    assert status == 503 and "post" in body["error"], body  # was 409 "changed while you acted"
+    assert latest.get("o-twice") == taken  # nothing written
+
+    ops.clock.advance_to(ops.clock.now() + LAG * 2)  # the replicas caught up
+    serving.serving = "instance-c"
+    status, body = ops.post(f"/api/ops/orders/o-twice/{action}", {"reason": "customer called"})
+    assert status == 200 and body.get("repeated") is True, body
