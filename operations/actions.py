@@ -277,7 +277,22 @@ def _review_to_answer(
                 "reviewId": waiting.review_id,
             },
         )
+    if review_answer(record, review_id) is None and review_id.startswith(f"{record.locked_by}:"):
+        # a pause of the attempt that holds the record, which the record knows nothing of: maybe not on this replica
+        return _unless_behind(ctx, record, _answered_elsewhere(order_id, record, review_id))
     return _answered_elsewhere(order_id, record, review_id)
+
+
+def _unless_behind(ctx: AppContext, record: StateRecord, refusal: Reply) -> Reply:
+    """``refusal`` of an answer to a review of the attempt holding ``record`` that ``record`` does not know, once
+    ``record`` is proved the latest version (``read_is_latest``): read from a replica without the pause's write, it
+    would refuse the answer to a review that waits. Else 503 (``read_behind``, or the store unavailable): post it
+    again."""
+    try:
+        latest = read_is_latest(ctx, record)
+    except StoreUnavailable as exc:
+        return error(503, f"the state store is unavailable: {exc}; post the same answer again")
+    return refusal if latest else read_behind(record.order_id, "answer")
 
 
 def acted_on(order_id: str, taken: AnswerActedOn, version_closes_reviews: bool) -> Reply:

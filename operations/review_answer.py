@@ -74,17 +74,17 @@ async def answer_review(
     pending, noted = target.pending, target.noted
     # An attempt that is gone cannot take an answer: refuse one before the record notes anything. A note
     # of the same answer left by an earlier try stands (its operator may have been told 200): the
-    # supervisor carries it out when it recovers the attempt. Either is said on the record alone, so only once the
-    # version read is known the latest: another instance's replica may not have the note, or its take-back, yet.
+    # supervisor carries it out when it recovers the attempt. That 200 is said on the record alone, so only once the
+    # version read is known the latest: another instance's replica may not have the note's take-back yet.
     if not attempt.takes_events:
+        if noted is None:
+            return error(409, f"the paused attempt {pending.instance_id} is not running: it cannot take the answer")
         latest = await read_latest(ctx, target.record)
         if latest is False and not again:  # judged again on a read of its own
             return await answer_review(ctx, client, operator_name, order_id, body, again=True)
         if latest is not True:
             return latest if isinstance(latest, Reply) else actions.read_behind(order_id, "answer")
-        if noted is not None:
-            return actions.left_to_supervisor(order_id, target.record, noted, ctx.settings.supervisor_grace)
-        return error(409, f"the paused attempt {pending.instance_id} is not running: it cannot take the answer")
+        return actions.left_to_supervisor(order_id, target.record, noted, ctx.settings.supervisor_grace)
     if noted is None:
         claimed = await asyncio.to_thread(
             actions.claim_answer, ctx, order_id, pending, operator_name, action, body.reason
