@@ -277,7 +277,8 @@ def _review_to_answer(
                 "reviewId": waiting.review_id,
             },
         )
-    if review_answer(record, review_id) is None and review_id.startswith(f"{record.locked_by}:"):
+    holder = record.locked_by
+    if holder is not None and review_answer(record, review_id) is None and review_id.startswith(f"{holder}:"):
         # a pause of the attempt that holds the record, which the record knows nothing of: maybe not on this replica
         return _unless_behind(ctx, record, _answered_elsewhere(order_id, record, review_id))
     return _answered_elsewhere(order_id, record, review_id)
