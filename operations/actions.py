@@ -28,7 +28,7 @@ from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from adapters.cosmos.mapping import DocumentError
-from adapters.cosmos.state_store import update_once_or_reread
+from adapters.cosmos.state_store import update_once, update_once_or_reread
 from dependencies import AppContext
 from domain import transitions
 from domain.compensation import cancellation_not_before, enter_compensation, pivot_passed, undo_pending
@@ -94,6 +94,19 @@ def unreadable(order_id: str, exc: DocumentError) -> Reply:
     )
 
 
+def read_behind(order_id: str, what: str) -> Reply:
+    """503 for a request whose conditional write met a 412 on every version it read: the order changed while it
+    acted, or its instance reads it from a replica without the latest write (Session consistency: its client has no
+    session token for what other instances wrote, such as this very ``what`` posted before). Nothing was written
+    now, and whether the order is already where it would take it is not known here: posted again, it is judged on a
+    new read (taken already: 200, ``repeated``), never refused for this."""
+    return error(
+        503,
+        f"order {order_id} changed while you acted, or this instance read it from a replica without its latest write: "
+        f"nothing was written now; post the same {what} again",
+    )
+
+
 def _guarded(order_id: str, move: Callable[[], Reply]) -> Reply:
     try:
         return move()
@@ -104,7 +117,7 @@ def _guarded(order_id: str, move: Callable[[], Reply]) -> Reply:
     except IllegalTransition as exc:
         return error(409, str(exc))
     except EtagMismatch:
-        return error(409, f"order {order_id} changed while you acted: reload it and try again")
+        return read_behind(order_id, "action")
     except StoreUnavailable as exc:
         return error(503, f"the state store is unavailable: {exc}")
 
@@ -204,7 +217,13 @@ def review_to_answer(
         order = ctx.orders.get(order_id)
     except StoreUnavailable as exc:
         return error(503, f"the order store is unavailable: {exc}")
-    prepaid = bool(order and order.get("prepaid"))
+    if order is None:  # written before its record, which is there: a replica without the order's create yet
+        return error(
+            503,
+            f"order {order_id} could not be read yet (a replica behind its create) to tell whether it takes "
+            "'alternative': post the same answer again",
+        )
+    prepaid = bool(order.get("prepaid"))
     step = target.pending.step
     offered = choices_for(step, prepaid)
     if action in offered:
@@ -258,7 +277,23 @@ def _review_to_answer(
                 "reviewId": waiting.review_id,
             },
         )
+    holder = record.locked_by
+    if holder is not None and review_answer(record, review_id) is None and review_id.startswith(f"{holder}:"):
+        # a pause of the attempt that holds the record, which the record knows nothing of: maybe not on this replica
+        return _unless_behind(ctx, record, _answered_elsewhere(order_id, record, review_id))
     return _answered_elsewhere(order_id, record, review_id)
+
+
+def _unless_behind(ctx: AppContext, record: StateRecord, refusal: Reply) -> Reply:
+    """``refusal`` of an answer to a review of the attempt holding ``record`` that ``record`` does not know, once
+    ``record`` is proved the latest version (``read_is_latest``): read from a replica without the pause's write, it
+    would refuse the answer to a review that waits. Else 503 (``read_behind``, or the store unavailable): post it
+    again."""
+    try:
+        latest = read_is_latest(ctx, record)
+    except StoreUnavailable as exc:
+        return error(503, f"the state store is unavailable: {exc}; post the same answer again")
+    return refusal if latest else read_behind(record.order_id, "answer")
 
 
 def acted_on(order_id: str, taken: AnswerActedOn, version_closes_reviews: bool) -> Reply:
@@ -424,7 +459,7 @@ def claim_answer(
                 return _answered_elsewhere(order_id, record, pending.review_id)
             except EtagMismatch:
                 continue
-        return error(409, f"order {order_id} changed while you acted: reload it and try again")
+        return read_behind(order_id, "answer")
 
     try:
         return move()
@@ -528,6 +563,19 @@ def delivery_uncertain(order_id: str, pending: PendingReview, operator: str, act
             "noted": True,
         },
     )
+
+
+def read_is_latest(ctx: AppContext, record: StateRecord) -> bool:
+    """Whether ``record``, as this request read it, is the latest version: a conditional write of it unchanged
+    (``If-Match`` its ``_etag``) lands only then; False on a 412 (it changed since). The request's Cosmos client has
+    no session token for what other instances wrote (Session consistency): its read may come from a replica a write
+    behind, without a note or its take-back. An answer given on the record alone, nothing written (the note stands,
+    or none does), waits for this. ``StoreUnavailable`` propagates."""
+    try:
+        update_once(ctx.states, record, lambda r: r)
+    except EtagMismatch:
+        return False
+    return True
 
 
 def left_to_supervisor(order_id: str, record: StateRecord, noted: NotedAnswer, grace: timedelta) -> Reply:

@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from adapters.cosmos.errors import StoreUnavailable
 from dependencies import AppContext
 from domain.ids import url_instance_id
+from domain.records import StateRecord
 from operations import actions, instances
 from operations.web import ActionBody, Reply, error
 from orchestrators.names import REVIEW_CLOSING_SCHEDULERS, REVIEW_DECISION_EVENT, REVIEW_TAKING_SCHEDULERS
@@ -41,10 +43,20 @@ def refused_by_version(
     return actions.too_close_to_deadline(ctx, order_id, target.pending) if target.noted is None else None
 
 
+async def read_latest(ctx: AppContext, record: StateRecord) -> bool | Reply:
+    """Whether ``record`` is the latest version (``actions.read_is_latest``), or a 503 when the store is
+    unavailable."""
+    try:
+        return await asyncio.to_thread(actions.read_is_latest, ctx, record)
+    except StoreUnavailable as exc:
+        return error(503, f"the state store is unavailable: {exc}; post the same answer again")
+
+
 async def answer_review(
     ctx: AppContext, client: Any, operator_name: str, order_id: str, body: ActionBody, *, again: bool = False
 ) -> Reply:
-    """``again``: this is the second pass of a request whose note found the same answer noted meanwhile."""
+    """``again``: this is the second pass of a request whose record changed under it (its note found the same
+    answer noted meanwhile, or the version it read was not the latest)."""
     action, review_id = str(body.action), str(body.review_id)
     target = await asyncio.to_thread(actions.review_to_answer, ctx, order_id, review_id, action, operator_name)
     if isinstance(target, Reply):
@@ -62,18 +74,24 @@ async def answer_review(
     pending, noted = target.pending, target.noted
     # An attempt that is gone cannot take an answer: refuse one before the record notes anything. A note
     # of the same answer left by an earlier try stands (its operator may have been told 200): the
-    # supervisor carries it out when it recovers the attempt.
+    # supervisor carries it out when it recovers the attempt. That 200 is said on the record alone, so only once the
+    # version read is known the latest: another instance's replica may not have the note's take-back yet.
     if not attempt.takes_events:
-        if noted is not None:
-            return actions.left_to_supervisor(order_id, target.record, noted, ctx.settings.supervisor_grace)
-        return error(409, f"the paused attempt {pending.instance_id} is not running: it cannot take the answer")
+        if noted is None:
+            return error(409, f"the paused attempt {pending.instance_id} is not running: it cannot take the answer")
+        latest = await read_latest(ctx, target.record)
+        if latest is False and not again:  # judged again on a read of its own
+            return await answer_review(ctx, client, operator_name, order_id, body, again=True)
+        if latest is not True:
+            return latest if isinstance(latest, Reply) else actions.read_behind(order_id, "answer")
+        return actions.left_to_supervisor(order_id, target.record, noted, ctx.settings.supervisor_grace)
     if noted is None:
         claimed = await asyncio.to_thread(
             actions.claim_answer, ctx, order_id, pending, operator_name, action, body.reason
         )
         if isinstance(claimed, actions.NotedMeanwhile):
             if again:  # noted meanwhile twice over (it cannot be: a note is never noted again); say so
-                return error(409, f"order {order_id} changed while you acted: reload it and try again")
+                return actions.read_behind(order_id, "answer")
             # the same answer noted by another request since this one read the review (a double click): answer
             # as for that answer posted again (its event raised again: the attempt takes the first it gets)
             return await answer_review(ctx, client, operator_name, order_id, body, again=True)
@@ -91,7 +109,10 @@ async def answer_review(
         )
     except Exception as exc:  # the SDK raises plain Exceptions: 404/410 and a lost response alike
         if await instances.gone_after_failed_raise(client, pending.instance_id, exc):
-            if noted is not None:  # noted by an earlier request: it stands (see above)
+            if noted is not None:  # noted by an earlier request: it stands (see above), if read from the latest
+                latest = await read_latest(ctx, target.record)
+                if latest is not True:
+                    return latest if isinstance(latest, Reply) else actions.read_behind(order_id, "answer")
                 return actions.left_to_supervisor(order_id, claimed, noted, ctx.settings.supervisor_grace)
             return await asyncio.to_thread(actions.take_back_answer, ctx, order_id, pending, operator, action, str(exc))
         return actions.delivery_uncertain(order_id, pending, operator, action, exc)

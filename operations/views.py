@@ -184,6 +184,14 @@ def _review_view(review: PendingReview | None, noted: NotedAnswer | None, prepai
     }
 
 
+def _prepaid_or_unknown(order: dict[str, Any] | None) -> bool:
+    """Whether the review of the order's record offers what a prepaid order's does (no ``alternative``): its
+    ``prepaid``, or, with no order read beside the record, yes. The order is written before its record, so that
+    is a replica without the order's create yet (Session consistency, another instance's write): the answers
+    every order takes, not one the order may not."""
+    return bool(order.get("prepaid")) if order is not None else True
+
+
 def _refusal_view(deferral: DeferralDocument) -> dict[str, Any] | None:
     """What admission control refused of the order (its deferral document): ``rejectedAt`` while the last
     refusal stands (cleared when a submission is accepted), which ``OrderSubmitted`` messages were
@@ -232,7 +240,7 @@ def order_detail(ctx: AppContext, order_id: str) -> dict[str, Any] | None:
         "order": order,
         "state": None if record is None else {**to_document(record), "waitingForReview": review is not None},
         "stateError": state_error,
-        "review": _review_view(review, noted, bool(order and order.get("prepaid"))),
+        "review": _review_view(review, noted, _prepaid_or_unknown(order)),
         # the shipment is under way or done: cancel and compensate are refused (nothing may be undone)
         "pastPivot": None if record is None else pivot_passed(record),
         "transitions": [] if record is None else [to_document(h) for h in record.history],

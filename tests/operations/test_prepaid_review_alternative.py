@@ -38,28 +38,36 @@ def _paused(cosmos_db: Any, **settings: str) -> tuple[OpsHarness, Ledger]:
     """A high-value prepaid order, paid at the first provider, whose capture there is refused for good:
     its attempt pauses for review (the backup provider answers, if anyone asks it)."""
     made = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR, REVIEW_TIMEOUT_SECONDS="600", **settings)
+    ledger = submit_paid_and_refused(made, ORDER)
     assert made.ctx is not None
-    ledger = Ledger()
-    refused = {"payment": SimulatorConfig(permanent_error_rate=1.0)}
-    made.change_context(remote=remote_services(made.ctx.settings, made.clock, refused, ledger=ledger, seed=3))
-    body = order(orderId=ORDER, lines=[{"sku": "SKU-9", "quantity": 1, "unitPriceCents": TOTAL}], prepaid=True)
-    made.send(ORDERS_QUEUE, json.dumps(body), ORDER)
-    paid = {
-        "type": "PaymentNotification",
-        "schemaVersion": 1,
-        "notificationId": "n-1",
-        "orderId": ORDER,
-        "amountCents": TOTAL,
-        "currency": "EUR",
-        "providerReference": "psp-1",
-    }
-    made.send(ORDERS_QUEUE, json.dumps(paid), f"{ORDER}:paid")
-    made.run_until_idle()
     record = made.ctx.states.get(ORDER)
     assert record is not None
     pending = pending_review(record)
     assert pending is not None and pending.step == "charge-payment", [(h.event, h.detail) for h in record.history]
     return made, ledger
+
+
+def submit_paid_and_refused(made: OpsHarness, order_id: str) -> Ledger:
+    """Submits a high-value prepaid order and its payment notification to ``made``, whose first provider refuses its
+    capture for good (the ledger of what the providers did), and runs until idle: its attempt pauses for review."""
+    assert made.ctx is not None
+    ledger = Ledger()
+    refused = {"payment": SimulatorConfig(permanent_error_rate=1.0)}
+    made.change_context(remote=remote_services(made.ctx.settings, made.clock, refused, ledger=ledger, seed=3))
+    body = order(orderId=order_id, lines=[{"sku": "SKU-9", "quantity": 1, "unitPriceCents": TOTAL}], prepaid=True)
+    made.send(ORDERS_QUEUE, json.dumps(body), order_id)
+    paid = {
+        "type": "PaymentNotification",
+        "schemaVersion": 1,
+        "notificationId": "n-1",
+        "orderId": order_id,
+        "amountCents": TOTAL,
+        "currency": "EUR",
+        "providerReference": "psp-1",
+    }
+    made.send(ORDERS_QUEUE, json.dumps(paid), f"{order_id}:paid")
+    made.run_until_idle()
+    return ledger
 
 
 @pytest.fixture

@@ -94,7 +94,9 @@ def test_an_action_in_any_state_is_applied_whole_or_refused_with_a_4xx(ops, stat
     expected = ALLOWED.get((state, action))
     if expected is None:
         assert status == 409 and isinstance(answer, dict) and answer.get("error"), (status, answer)
-        assert after == before, "a refused action changed the record"
+        # a refused answer to a review of the attempt holding the record that the record does not know proves the
+        # version it read the latest by writing it back unchanged (operations.actions.read_is_latest): its _etag only
+        assert replace(after, version=None) == replace(before, version=None), "a refused action changed the record"
     else:
         assert status == 200, (status, answer)
         assert after.process_state.value == expected, after.process_state

@@ -87,6 +87,8 @@ def write_problems(outcome: Outcome, run: str, fenced: dict[str, bool]) -> list[
             continue
         before, after = w.base.process_state, w.new.process_state
         added = _added(w.base.history, w.new.history)
+        if replace(w.new, version=None) == replace(w.base, version=None):
+            continue  # the version read written unchanged (``read_is_latest``): it moves nothing and loses nothing
         if not added:
             found.append(f"{run}: {w.writer} replaced a version without a history entry of its own")
         moves = [e.event for e in added if e.event not in NOT_A_MOVE]
