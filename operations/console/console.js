@@ -261,8 +261,30 @@ function instanceLabel(id, orderId) {
   return round ? "compensation round " + round[1] + " (" + id + ")" : id;
 }
 
-async function showOrder(orderId, quiet) {
-  const found = await api("/orders/" + encodeURIComponent(orderId));
+// How often, and how long apart, the page reads an order again after an action whose write it does not show yet.
+const BEHIND_TRIES = 4;
+const BEHIND_WAIT_MS = 1000;
+
+// Whether the order page's state record is older than the version an action's 200 answered with (``updatedAt``).
+// The GET may be served by another instance, whose Cosmos DB client has no session token for the action's write:
+// its replica may be a write behind (Session consistency) for a moment.
+function behind(found, updatedAt) {
+  const st = found.status === 200 && found.body.state;
+  return Boolean(updatedAt && st && st.updatedAt && Date.parse(st.updatedAt) < Date.parse(updatedAt));
+}
+
+// The order as it is now; after an action (``updatedAt``: the version its 200 answered with) read again, a second
+// apart, while the read is older than that version, and said so if it stays older.
+async function showOrder(orderId, quiet, updatedAt) {
+  let found = await api("/orders/" + encodeURIComponent(orderId));
+  for (let tries = 1; tries < BEHIND_TRIES && behind(found, updatedAt); tries++) {
+    await new Promise(resolve => setTimeout(resolve, BEHIND_WAIT_MS));
+    found = await api("/orders/" + encodeURIComponent(orderId));
+  }
+  if (behind(found, updatedAt)) {
+    const box = $("status");
+    say(box.textContent + " The page below was read from a copy of the store that does not have that yet: it shows the order as it was before; reload it in a few seconds.", box.classList.contains("error"));
+  }
   if (found.status !== 200) {
     say((found.body && found.body.error) || "order " + orderId + ": HTTP " + found.status, true);
     return;
@@ -414,7 +436,8 @@ async function act() {
       ? "Not known whether " + action + " of " + orderId + " was taken: " + why + ". Confirm the same action again (the reason is kept)."
       : "Not done: " + action + " of " + orderId + " was refused: " + why + ". Below, the order as it is now.", true);
   }
-  if (current && current.orderId === orderId) await showOrder(orderId, true);
+  const taken = answer.status === 200 && answer.body && answer.body.order ? answer.body.order.updatedAt : null;
+  if (current && current.orderId === orderId) await showOrder(orderId, true, taken);
   $("status").focus(); // the confirmation that had focus is gone: the answer takes it, and is scrolled to
 }
 
