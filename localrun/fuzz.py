@@ -172,6 +172,13 @@ def random_profile(seed: int) -> dict[str, Any]:
         stale = profile.setdefault("cosmos", {})
         stale["stale_read_rate"] = round(rng.uniform(0, 0.5), 3)
         stale["stale_read_lag_ms"] = rng.choice([200, 1000, 2000, 5000])
+    # drawn after stale reads: the Durable backend late (``DurableEngine.delivery_delay``), from Azure Storage's
+    # polling (10 s) to a partition lease moving (a minute); each seed's profile is as before but for it
+    if rng.random() < 0.3:
+        profile["durable"] = {
+            "delivery_delay_rate": round(rng.uniform(0, 0.3), 3),
+            "delivery_delay_ms": rng.choice([[0, 10_000], [1_000, 30_000], [5_000, 60_000]]),
+        }
     return profile
 
 
