@@ -236,7 +236,10 @@ class DurableEngine:
             fire_at, _, task_id, instance_id = heapq.heappop(self._timers)
             instance = self._instances[instance_id]
             del instance.pending_timers[task_id]
-            self._send(instance, ev.timer_fired(now, task_id, fire_at), instance.execution)
+            # the timer's message was put on the control queue when the timer was created, visible from its fire
+            # time: it does not wait behind a message sent to the instance since (an agent's reply just before
+            # the deadline may reach the instance after it)
+            self._send(instance, ev.timer_fired(now, task_id, fire_at), instance.execution, queued_before=True)
             self.counters.timers_fired += 1
             fired += 1
 
@@ -473,19 +476,29 @@ class DurableEngine:
 
     # --- control-queue messages -------------------------------------------------------------------
 
-    def _send(self, instance: Instance, event: ev.HistoryEvent | None, execution: int | None = None) -> None:
+    def _send(
+        self,
+        instance: Instance,
+        event: ev.HistoryEvent | None,
+        execution: int | None = None,
+        *,
+        queued_before: bool = False,
+    ) -> None:
         """A control-queue message to ``instance`` (``event``; None: its start), bound to ``execution`` (a
         timer's, an activity's result, the start) or to whichever execution runs when it arrives (a raised
         event, a termination). At once unless ``delivery_delay`` holds it back or an earlier message to the
-        instance is still on its way (messages to one instance arrive in the order sent)."""
+        instance is still on its way (messages to one instance arrive in the order sent). ``queued_before``: a
+        timer's, on the queue since the timer was created, waits behind none of the messages on their way (it
+        was there first), and holds back those sent after it."""
         instance_id = instance.instance_id
         delay = self._draw_delay()
-        if not delay and instance_id not in self._in_transit:
+        if not delay and (queued_before or instance_id not in self._in_transit):
             self._arrive(instance_id, execution, event)
             return
         due = self._now() + delay
-        due = max(due, self._last_due.get(instance_id, due))
-        self._last_due[instance_id] = due
+        if not queued_before:
+            due = max(due, self._last_due.get(instance_id, due))
+        self._last_due[instance_id] = max(due, self._last_due.get(instance_id, due))
         self._in_transit[instance_id] = self._in_transit.get(instance_id, 0) + 1
         self._sent += 1
         heapq.heappush(self._arrivals, (due, self._sent, instance_id, execution, event))

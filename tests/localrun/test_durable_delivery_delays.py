@@ -39,7 +39,18 @@ def two_events(context: df.DurableOrchestrationContext) -> Generator[Any, Any, A
     return [first, second]
 
 
+def reply_or_deadline(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
+    timer = context.create_timer(context.current_utc_datetime + 60 * S)
+    reply = context.wait_for_external_event("Reply")
+    winner = yield context.task_any([reply, timer])
+    if winner == reply:
+        timer.cancel()
+        return reply.result
+    return "deadline"
+
+
 app.orchestration_trigger(context_name="context")(timer_then_act)
+app.orchestration_trigger(context_name="context")(reply_or_deadline)
 app.orchestration_trigger(context_name="context")(two_events)
 FUNCTIONS = app.get_functions()
 
@@ -112,6 +123,30 @@ def test_one_instance_takes_its_messages_in_the_order_they_were_sent():
     assert instance.output == ["first", "second"]
     raised = [e for e in backend.history("order-1") if e.type is ev.EventType.EVENT_RAISED]
     assert [json.loads(e.fields["Input"]) for e in raised] == ["first", "second"]
+
+
+def test_a_reply_sent_before_the_deadline_may_reach_the_instance_after_its_timer():
+    """The timer's message has been on the queue since the timer was created, visible from its fire time: it does
+    not wait behind a reply sent just before the deadline and held back (Azure Storage's polling, a lease moving)."""
+    backend = Backend([timedelta(0), 20 * S])  # the start at once, the reply 20 s late, the TimerFired at once
+    backend.engine.start("reply_or_deadline", "order-1:1", None)
+    backend.settle(T0 + 59 * S)
+    backend.engine.raise_event("order-1:1", "Reply", json.dumps("charged"))
+    backend.settle()
+
+    instance = backend.engine.instance("order-1:1")
+    assert instance is not None and instance.output == "deadline"
+
+
+def test_a_late_timer_still_comes_after_a_reply_sent_before_its_fire_time():
+    backend = Backend([timedelta(0), timedelta(0), 30 * S])  # the reply at once, the TimerFired 30 s late
+    backend.engine.start("reply_or_deadline", "order-1:1", None)
+    backend.settle(T0 + 59 * S)
+    backend.engine.raise_event("order-1:1", "Reply", json.dumps("charged"))
+    backend.settle()
+
+    instance = backend.engine.instance("order-1:1")
+    assert instance is not None and instance.output == "charged"
 
 
 def test_an_event_raised_to_a_start_still_on_its_way_comes_after_it():
