@@ -177,6 +177,13 @@ def random_profile(seed: int) -> dict[str, Any]:
     # time; each seed's profile is as before but for them
     if rng.random() < 0.15:
         profile.setdefault("cosmos", {})["service_fault_rate"] = round(rng.uniform(0, 0.08), 3)
+    # drawn after the service faults: the Durable backend late (``DurableEngine.delivery_delay``), from Azure Storage's
+    # polling (10 s) to a partition lease moving (a minute); each seed's profile is as before but for it
+    if rng.random() < 0.3:
+        profile["durable"] = {
+            "delivery_delay_rate": round(rng.uniform(0, 0.3), 3),
+            "delivery_delay_ms": rng.choice([[0, 10_000], [1_000, 30_000], [5_000, 60_000]]),
+        }
     return profile
 
 

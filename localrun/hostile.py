@@ -16,7 +16,9 @@ Service Bus handlers that outlive their message lock, and the app setting admiss
   deliveries; a real host's restarts (scale-in, deployments, platform upgrades) are irregular.
 - ``cosmos.latency_ms``: every Cosmos DB operation of the app takes a uniform time in that range, so
   handlers running at once interleave between their Cosmos calls (without it a handler runs from
-  its first to its last Cosmos call without yielding, and no race between two handlers can show)."""
+  its first to its last Cosmos call without yielding, and no race between two handlers can show).
+- ``durable.delivery_delay_rate``, ``delivery_delay_ms``: the Durable backend's messages and activity work
+  items reach their worker late (``delivery_delays``, ``DurableEngine.delivery_delay``)."""
 
 from __future__ import annotations
 
@@ -122,3 +124,15 @@ class RestartGaps:
         if not self._every_s:
             return None
         return now + timedelta(seconds=self._every_s * self._rng.uniform(0.5, 1.5))
+
+
+def delivery_delays(rate: float, bounds_ms: tuple[float, float], rng: random.Random) -> Callable[[], timedelta]:
+    """``DurableEngine.delivery_delay``: at ``rate``, a uniform delay in ``bounds_ms``; else none."""
+    lo, hi = bounds_ms
+
+    def draw() -> timedelta:
+        if rng.random() >= rate:
+            return timedelta(0)
+        return timedelta(milliseconds=rng.uniform(lo, hi))
+
+    return draw

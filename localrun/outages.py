@@ -220,8 +220,6 @@ def operator_actions(
 # are used up; an undo failing for good writes CompensationFailed too)
 COUNTED = ("RetryScheduled", "Escalated", "CompensationRetryScheduled", "CompensationFailed")
 STARTS = ("Claimed", "CompensationClaimed")  # an attempt or a compensation round begins
-FORWARD_START = "Claimed"
-FORWARD_COUNTED = ("RetryScheduled", "Escalated")  # the supervisor's count of an expired forward attempt
 CALLS = ("StepStarted", "UndoStarted")  # a forward step or an undo is sent to its agent
 _VIA = re.compile(r" via ([\w-]+)")
 
@@ -231,13 +229,15 @@ def _counted_outside_outages(transitions: Iterable[Transition], windows: Mapping
     had no injected outage while the attempt ran (from its ``StepStarted`` to the count) and no agent
     refused it on an open circuit. Such a failure (a crash, a lost or late reply, a store error) is the
     order's own; an order escalated with one is not failed by an outage alone, whatever it waited
-    before. So is a counted forward attempt that never reached an agent (no step begun and no refusal on an
-    open circuit since its claim: its orchestration never started), which the app counts whatever the
-    circuits say (``supervisor.outage``: nothing was in flight)."""
+    before. So is a counted forward attempt or compensation round that never reached an agent (no step or undo
+    begun and no refusal on an open circuit since its claim: its orchestration never started, or started after
+    its start grace): nothing was in flight for an outage to fail (``supervisor.outage``: the app counts such an
+    attempt whatever the circuits say, and such a round unless its next undo's dependency was down since its
+    claim)."""
     own: set[str] = set()
     running: dict[str, tuple[datetime, str]] = {}  # order -> (its step's start, the service)
     refused: set[str] = set()  # orders whose current attempt an agent refused on an open circuit
-    unbegun: set[str] = set()  # orders whose current forward attempt was claimed and reached no agent yet
+    unbegun: set[str] = set()  # orders whose current attempt or round was claimed and reached no agent yet
     for t in transitions:
         if t.event in CALLS:
             via = _VIA.search(t.detail)
@@ -248,9 +248,10 @@ def _counted_outside_outages(transitions: Iterable[Transition], windows: Mapping
         elif _failed_fast(t):
             refused.add(t.order_id)
             unbegun.discard(t.order_id)
-        elif t.event in FORWARD_COUNTED and t.order_id in unbegun:
-            # an attempt that never reached an agent (its orchestration never started: the host stopped between
-            # the claim and the start) had nothing in flight an outage could fail; the app counts it so
+        elif t.event in COUNTED and t.order_id in unbegun:
+            # an attempt or a round that never reached an agent (its orchestration never started: the host stopped
+            # between the claim and the start, or the start reached the backend's worker late) had nothing in flight
+            # an outage could fail; the app counts it so
             own.add(t.order_id)
         elif t.event in COUNTED and t.order_id in running and t.order_id not in refused:
             began, service = running[t.order_id]
@@ -260,7 +261,7 @@ def _counted_outside_outages(transitions: Iterable[Transition], windows: Mapping
             running.pop(t.order_id, None)
             refused.discard(t.order_id)
             unbegun.discard(t.order_id)
-        if t.event == FORWARD_START:
+        if t.event in STARTS:
             unbegun.add(t.order_id)
     return own
 

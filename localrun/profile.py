@@ -37,6 +37,9 @@ COSMOS_KEYS = {
 OUTAGE_KEYS = {"start_s", "duration_s"}
 SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate", "settle_latency_ms"}
 HOST_KEYS = {"restart_every_s", "clock_skew_s", "activity_rerun_rate"}
+DURABLE_KEYS = {"delivery_delay_rate", "delivery_delay_ms"}
+# the Durable backend's lateness: up to 10 minutes (a partition whose lease moves, a worker restarting)
+DELIVERY_DELAY_MAX_MS = 600_000
 # The simulated hosts whose clocks may be skewed (host.clock_skew_s): the supervisor's timer, the
 # agents (the functions that call remote services) and every other function of the app.
 # Orchestrations read time from the Durable extension's history, and Cosmos DB, Service Bus and
@@ -63,6 +66,7 @@ TOP_KEYS = {
     "cosmos",
     "servicebus",
     "host",
+    "durable",
     "supervisors",
     "starters",
     "orders",
@@ -195,6 +199,11 @@ class Profile:
     # the share of the Cosmos client's document requests the protocol server refuses as Azure does (429, 503, 410,
     # 449, 404/1002: localrun/service_faults.py), below the SDK, whose own retry policies answer them
     cosmos_service_fault_rate: float = 0.0
+    # the Durable backend's latency (``DurableEngine.delivery_delay``): the share of its control-queue messages
+    # (starts, raised events, timers firing, activity results) and activity work items that reach their worker
+    # late, by a uniform ``durable_delivery_delay_ms`` (one instance's messages still in the order sent)
+    durable_delivery_delay_rate: float = 0.0
+    durable_delivery_delay_ms: tuple[float, float] = (0.0, 10_000.0)
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
@@ -218,6 +227,7 @@ class Profile:
         cosmos = _check_keys("cosmos", data.get("cosmos", {}), COSMOS_KEYS)
         servicebus = _check_keys("servicebus", data.get("servicebus", {}), SERVICEBUS_KEYS)
         host = _check_keys("host", data.get("host", {}), HOST_KEYS)
+        durable = _check_keys("durable", data.get("durable", {}), DURABLE_KEYS)
         orders = _check_keys("orders", data.get("orders", {}), ORDER_KEYS)
         restart = host.get("restart_every_s")
         if restart is not None and (not isinstance(restart, int | float) or restart <= 0):
@@ -260,6 +270,8 @@ class Profile:
             cosmos_stale_read_rate=_rate("cosmos.stale_read_rate", cosmos.get("stale_read_rate", 0)),
             cosmos_stale_read_lag_ms=_lag(cosmos.get("stale_read_lag_ms", 1000)),
             cosmos_service_fault_rate=_rate("cosmos.service_fault_rate", cosmos.get("service_fault_rate", 0)),
+            durable_delivery_delay_rate=_rate("durable.delivery_delay_rate", durable.get("delivery_delay_rate", 0)),
+            durable_delivery_delay_ms=_delivery_delay(durable.get("delivery_delay_ms", [0, 10_000])),
         )
 
     def agent(self, name: str) -> AgentFaults:
@@ -401,6 +413,17 @@ def _lag(value: Any) -> float:
     if not _number(value) or not 0 < value <= 60_000:
         raise ProfileError(f"cosmos.stale_read_lag_ms must be milliseconds, 0 < lag <= 60000, got {value!r}")
     return float(value)
+
+
+def _delivery_delay(value: Any) -> tuple[float, float]:
+    """``durable.delivery_delay_ms``: ``[lo, hi]`` milliseconds, 0 <= lo <= hi <= ``DELIVERY_DELAY_MAX_MS``."""
+    ok = isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value)
+    if not ok or not 0 <= value[0] <= value[1] <= DELIVERY_DELAY_MAX_MS:
+        raise ProfileError(
+            f"durable.delivery_delay_ms must be [lo, hi] milliseconds, 0 <= lo <= hi <= {DELIVERY_DELAY_MAX_MS}, "
+            f"got {value!r}"
+        )
+    return (float(value[0]), float(value[1]))
 
 
 def _app_settings(data: Any) -> dict[str, str]:

@@ -820,6 +820,8 @@ def _injected(result: SimulationResult, final: dict[str, int]) -> dict[str, int]
         injected["orders_over_admission_cap"] = final["Rejected"]
     if result.host.engine.counters.activities_rerun_late:  # host.activity_rerun_rate
         injected["activities_rerun_late"] = result.host.engine.counters.activities_rerun_late
+    if result.host.engine.counters.deliveries_delayed:  # durable.delivery_delay_rate
+        injected["durable_deliveries_delayed"] = result.host.engine.counters.deliveries_delayed
     return injected
 
 

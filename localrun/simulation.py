@@ -329,6 +329,12 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         if profile.activity_rerun_rate:  # own generator: other streams unchanged
             reruns, rate = random.Random(f"{config.seed}:activity-reruns"), profile.activity_rerun_rate
             host.engine.rerun_after_completion = lambda: reruns.random() < rate
+        if profile.durable_delivery_delay_rate:  # own generator: other streams unchanged
+            host.engine.delivery_delay = hostile.delivery_delays(
+                profile.durable_delivery_delay_rate,
+                profile.durable_delivery_delay_ms,
+                random.Random(f"{config.seed}:durable-delays"),
+            )
         pending = list(workload.arrivals)
         preempted: list[str] = []
         sent_at: dict[str, datetime] = {}

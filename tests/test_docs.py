@@ -27,6 +27,7 @@ from localrun.profile import (
     ADMISSION_KEYS,
     AGENT_KEYS,
     COSMOS_KEYS,
+    DURABLE_KEYS,
     HOST_KEYS,
     ORDER_KEYS,
     REMOTE_KEYS,
@@ -242,6 +243,7 @@ def test_every_fault_profile_key_is_documented():
         | COSMOS_KEYS
         | SERVICEBUS_KEYS
         | HOST_KEYS
+        | DURABLE_KEYS
         | ORDER_KEYS
         | STATUS_QUEUE_KEYS
         | ADMISSION_KEYS

@@ -8,8 +8,12 @@ clock), waits for external events, when-any/when-all, cancelled timers. Activiti
 (an upgrade or a rollback): an instance whose name it lacks fails at its next episode, as in Azure.
 
 Deterministic: one FIFO of work items, timers fire in (fire time, instance, task id) order, instance
-ids come from a counter. The client-facing operations return ``HostResponse`` (the status code and
-body of the extension's HTTP API); ``localrun.durable.http_api`` serves them to the SDK's own client.
+ids come from a counter. ``delivery_delay`` (None: everything at once) makes the backend late, as Azure
+Storage's queues can be: each control-queue message (a start, a raised event, a termination, a timer's
+``TimerFired``, an activity's result) and each activity work item reaches its worker that much later, the
+messages of one instance in the order they were sent. The client-facing operations return ``HostResponse``
+(the status code and body of the extension's HTTP API); ``localrun.durable.http_api`` serves them to the SDK's
+own client.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ class EngineCounters:
     activities_redelivered: int = 0  # in-flight executions dropped by a host restart and queued again
     activities_rerun_late: int = 0  # work items run again after their result reached the orchestration
     timers_fired: int = 0
+    deliveries_delayed: int = 0  # control-queue messages and activity work items ``delivery_delay`` held back
     history_events: int = 0  # every event appended to any history, overwritten instances included
 
 
@@ -96,9 +101,24 @@ class DurableEngine:
         # timer has since fired or been cancelled, or whose instance was overwritten, is dropped when
         # it reaches the top.
         self._timers: list[tuple[datetime, int, int, str]] = []
-        # Activity work items to run again late, as (due, order queued, work): see ``rerun_after_completion``.
+        # Activity work items not visible yet, as (due, order queued, work): a late run (``rerun_after_completion``)
+        # or a work item ``delivery_delay`` holds back.
         self._late: list[tuple[datetime, int, ActivityWork]] = []
         self._late_queued = 0
+        # Control-queue messages on their way, as (due, order sent, instance id, execution or None, event; None:
+        # the start, ExecutionStarted): see ``delivery_delay``. Per instance, each is due no earlier than the one
+        # sent before it (``_last_due``, ``_in_transit``): one instance's messages arrive in the order sent.
+        self._arrivals: list[tuple[datetime, int, str, int | None, ev.HistoryEvent | None]] = []
+        self._sent = 0
+        self._last_due: dict[str, datetime] = {}
+        self._in_transit: dict[str, int] = {}
+        # The backend's latency (profile ``durable.delivery_delay_rate``, ``delivery_delay_ms``): asked once per
+        # control-queue message and per activity work item, how late it reaches its worker. On Azure Storage a
+        # worker polls its control queues and the work-item queue, backing off to ``maxQueuePollingInterval``
+        # (10 s, host.json) when idle; a busy or restarting worker, or a partition's lease moving to another
+        # instance, holds a queue's messages longer. So a timer fires at or after its time, an activity starts
+        # late, and an event or an activity's result reaches its orchestration late. None: at once.
+        self.delivery_delay: Callable[[], timedelta] | None = None
         # Asked once for each activity execution that sent its result (a late run too, and one whose orchestration
         # ended meanwhile: the work item does not know): True when the worker "dies" after sending that result and
         # before deleting the work item, which then runs again WORK_ITEM_VISIBILITY_TIMEOUT later, and may come back
@@ -136,7 +156,7 @@ class DurableEngine:
             last_updated=now,
         )
         self._instances[instance_id] = instance
-        self._queue_episode(instance)
+        self._send(instance, None, instance.execution)
         return HostResponse(202, {"id": instance_id})
 
     def raise_event(self, instance_id: str, event_name: str, event_json: str) -> HostResponse:
@@ -146,8 +166,7 @@ class DurableEngine:
             return HostResponse(404)
         if instance.is_finished:
             return HostResponse(410)
-        instance.inbox.append(ev.event_raised(self._now(), event_name, event_json))
-        self._queue_episode(instance)
+        self._send(instance, ev.event_raised(self._now(), event_name, event_json))
         return HostResponse(202)
 
     def terminate(self, instance_id: str, reason: str) -> HostResponse:
@@ -160,8 +179,7 @@ class DurableEngine:
             return HostResponse(404)
         if instance.is_finished:
             return HostResponse(410)
-        instance.inbox.append(ev.execution_terminated(self._now(), reason))
-        self._queue_episode(instance)
+        self._send(instance, ev.execution_terminated(self._now(), reason))
         return HostResponse(202)
 
     def instance(self, instance_id: str) -> Instance | None:
@@ -190,18 +208,26 @@ class DurableEngine:
         return self._execute_activity(item)
 
     def next_due_time(self) -> datetime | None:
-        """The earliest fire time of a pending timer or a late activity run, or None."""
+        """The earliest fire time of a pending timer, a late activity run or a message on its way, or None."""
         self._drop_dead_timers()
-        due = [heap[0][0] for heap in (self._timers, self._late) if heap]
+        due = [heap[0][0] for heap in (self._timers, self._late, self._arrivals) if heap]
         return min(due) if due else None
 
     def fire_due_timers(self) -> int:
         """Deliver TimerFired for every timer due at the clock's time, in (fire time, instance
-        creation order, task id) order, and queue the late activity runs now due. Returns how many."""
+        creation order, task id) order, and queue the late activity runs and deliver the messages now due.
+        Returns how many."""
         now = self._now()
         fired = 0
         while self._late and self._late[0][0] <= now:
             self._queue.append(heapq.heappop(self._late)[2])
+            fired += 1
+        while self._arrivals and self._arrivals[0][0] <= now:
+            _, _, instance_id, execution, event = heapq.heappop(self._arrivals)
+            self._in_transit[instance_id] -= 1
+            if not self._in_transit[instance_id]:
+                del self._in_transit[instance_id], self._last_due[instance_id]
+            self._arrive(instance_id, execution, event)
             fired += 1
         while True:
             self._drop_dead_timers()
@@ -210,8 +236,10 @@ class DurableEngine:
             fire_at, _, task_id, instance_id = heapq.heappop(self._timers)
             instance = self._instances[instance_id]
             del instance.pending_timers[task_id]
-            instance.inbox.append(ev.timer_fired(now, task_id, fire_at))
-            self._queue_episode(instance)
+            # the timer's message was put on the control queue when the timer was created, visible from its fire
+            # time: it does not wait behind a message sent to the instance since (an agent's reply just before
+            # the deadline may reach the instance after it)
+            self._send(instance, ev.timer_fired(now, task_id, fire_at), instance.execution, queued_before=True)
             self.counters.timers_fired += 1
             fired += 1
 
@@ -350,7 +378,13 @@ class DurableEngine:
             if action["type"] == "CallActivity":
                 name, input_json = action["functionName"], action.get("input")
                 new_events.append(ev.task_scheduled(now, task_id, name, input_json))
-                self._queue.append(ActivityWork(instance.instance_id, instance.execution, task_id, name, input_json))
+                work = ActivityWork(instance.instance_id, instance.execution, task_id, name, input_json)
+                delay = self._draw_delay()
+                if delay:  # the work-item queue is not ordered: each item on its own
+                    self._late_queued += 1
+                    heapq.heappush(self._late, (now + delay, self._late_queued, work))
+                else:
+                    self._queue.append(work)
             else:
                 fire_at = ev.parse_timestamp(action["fireAt"])
                 new_events.append(ev.timer_created(now, task_id, fire_at))
@@ -437,9 +471,55 @@ class DurableEngine:
             return StepReport("activity", work.instance_id, work.name, "dropped")
         # A late run's completion reaches a running execution as a duplicate: DurableTask.Core appends it and
         # ignores it ("Duplicate TaskCompleted Event", TaskOrchestrationContext), the SDK warns and sets it aside.
-        instance.inbox.append(completion)
-        self._queue_episode(instance)
+        self._send(instance, completion, work.execution)
         return StepReport("activity", work.instance_id, work.name, outcome)
+
+    # --- control-queue messages -------------------------------------------------------------------
+
+    def _send(
+        self,
+        instance: Instance,
+        event: ev.HistoryEvent | None,
+        execution: int | None = None,
+        *,
+        queued_before: bool = False,
+    ) -> None:
+        """A control-queue message to ``instance`` (``event``; None: its start), bound to ``execution`` (a
+        timer's, an activity's result, the start) or to whichever execution runs when it arrives (a raised
+        event, a termination). At once unless ``delivery_delay`` holds it back or an earlier message to the
+        instance is still on its way (messages to one instance arrive in the order sent). ``queued_before``: a
+        timer's, on the queue since the timer was created, waits behind none of the messages on their way (it
+        was there first), and holds back those sent after it."""
+        instance_id = instance.instance_id
+        delay = self._draw_delay()
+        if not delay and (queued_before or instance_id not in self._in_transit):
+            self._arrive(instance_id, execution, event)
+            return
+        due = self._now() + delay
+        if not queued_before:
+            due = max(due, self._last_due.get(instance_id, due))
+        self._last_due[instance_id] = max(due, self._last_due.get(instance_id, due))
+        self._in_transit[instance_id] = self._in_transit.get(instance_id, 0) + 1
+        self._sent += 1
+        heapq.heappush(self._arrivals, (due, self._sent, instance_id, execution, event))
+
+    def _arrive(self, instance_id: str, execution: int | None, event: ev.HistoryEvent | None) -> None:
+        """A message reaches its instance: into the inbox, an episode queued. One for an instance that ended
+        since, or for an execution it no longer runs, is dropped (DurableTask.Core discards it)."""
+        instance = self._instances.get(instance_id)
+        if instance is None or instance.is_finished or (execution is not None and instance.execution != execution):
+            return
+        if event is not None:
+            instance.inbox.append(event)
+        self._queue_episode(instance)
+
+    def _draw_delay(self) -> timedelta:
+        if self.delivery_delay is None:
+            return timedelta(0)
+        delay = self.delivery_delay()
+        if delay:
+            self.counters.deliveries_delayed += 1
+        return delay
 
     # --- helpers ----------------------------------------------------------------------------------
 

@@ -203,3 +203,39 @@ def test_a_counted_claim_that_never_reached_an_agent_is_the_orders_own_failure()
     # the control: the same count of an attempt the open circuit refused is the outage's
     actions = operator_actions({"o": escalated}, [*waited, *refused], [], outage, waiting_enabled=True)
     assert actions.outage_only == ["o"] and actions.unexpected == ["o"]
+
+
+def test_a_counted_compensation_round_that_never_began_an_undo_is_the_orders_own_failure() -> None:
+    """Red team (s45, the Durable backend late: ``durable.delivery_delay_rate``): operator-cancels with 20 % of the
+    backend's messages 30 s to 10 minutes late, 150 orders, seed 6: ord-00051 waited out a payment outage over three
+    rounds, then three rounds in a row were claimed and counted without their orchestration beginning an undo (each
+    start reached the task hub's worker after the round's start grace), and the order ended ``CompensationFailed``.
+    The supervisor counts such a round whatever the circuits say (nothing was in flight), as it counts a forward
+    attempt that never reached an agent; the runner knew the forward case only and took the order for one failed
+    by the outage alone (``outage_only_failures`` 2, with ord-00045). A host stopping between a round's claim and
+    its start leaves the same."""
+    outage = {"payment": [(T0, T0 + timedelta(minutes=30))]}
+    waited = [
+        at(0, "CompensationClaimed"),
+        at(1, "UndoStarted", "o:compensate:1", "entry 1: refund charge-payment via payment (k), deadline later"),
+        at(30, "OutageWait"),
+    ]
+    unstarted = [
+        at(100, "CompensationClaimed"),
+        at(165, "CompensationRetryScheduled"),
+        at(200, "CompensationClaimed"),
+        at(265, "CompensationRetryScheduled"),
+        at(300, "CompensationClaimed"),
+        at(365, "CompensationFailed"),
+    ]
+    refused = [
+        at(100, "CompensationClaimed"),
+        at(101, "UndoDependencyOpen", "o:compensate:2", "refund charge-payment: payment unavailable (circuit open)"),
+        at(165, "CompensationFailed"),
+    ]
+
+    actions = operator_actions({"o": COMPENSATION_FAILED}, [*waited, *unstarted], [], outage, waiting_enabled=True)
+    assert actions.outage_only == []
+    # the control: the same count of a round the open circuit refused is the outage's
+    actions = operator_actions({"o": COMPENSATION_FAILED}, [*waited, *refused], [], outage, waiting_enabled=True)
+    assert actions.outage_only == ["o"] and actions.unexpected == ["o"]

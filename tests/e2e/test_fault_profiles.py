@@ -123,6 +123,13 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
         and states(r).get("Processed", 0) > 80
         and states(r).get("Compensated", 0) > 0
     ),
+    # the Durable backend late (starts, replies, review answers, timers, activity results and work items): the
+    # fencing keeps a late attempt from acting; orders still complete, reviews are still answered
+    "durable-latency": lambda r: (
+        r["injected_faults"].get("durable_deliveries_delayed", 0) > 200
+        and states(r).get("Processed", 0) > 60
+        and r["operator_actions"].get("review", {}).get("done", 0) > 0
+    ),
     "operator-actions": lambda r: (
         r["operator_actions"].get("resubmit", {}).get("done", 0) > 0
         and r["operator_actions"].get("review", {}).get("done", 0) > 0
