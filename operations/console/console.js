@@ -273,15 +273,25 @@ function behind(found, updatedAt) {
   return Boolean(updatedAt && st && st.updatedAt && Date.parse(st.updatedAt) < Date.parse(updatedAt));
 }
 
-// The order as it is now; after an action (``updatedAt``: the version its 200 answered with) read again, a second
-// apart, while the read is older than that version, and said so if it stays older.
+// The newest version of the order the page knows: the one it shows, or ``updatedAt`` (an action's 200) if newer.
+function newest(orderId, updatedAt) {
+  const shown = current && current.orderId === orderId && current.state ? current.state.updatedAt : null;
+  if (!shown || !updatedAt) return shown || updatedAt || null;
+  return Date.parse(updatedAt) > Date.parse(shown) ? updatedAt : shown;
+}
+
+// The order as it is now, never older than what the page knows of it. After an action (``updatedAt``: the version
+// its 200 answered with) it is read again, a second apart, while the read is older than that version, and said so
+// if it stays older; a refresh that reads a version older than the one shown leaves the page as it is.
 async function showOrder(orderId, quiet, updatedAt) {
+  const floor = newest(orderId, updatedAt);
   let found = await api("/orders/" + encodeURIComponent(orderId));
-  for (let tries = 1; tries < BEHIND_TRIES && behind(found, updatedAt); tries++) {
+  for (let tries = 1; updatedAt && tries < BEHIND_TRIES && behind(found, floor); tries++) {
     await new Promise(resolve => setTimeout(resolve, BEHIND_WAIT_MS));
     found = await api("/orders/" + encodeURIComponent(orderId));
   }
-  if (behind(found, updatedAt)) {
+  if (behind(found, floor)) {
+    if (!updatedAt) return; // a refresh read from a replica behind the page: what the page shows is newer
     const box = $("status");
     say(box.textContent + " The page below was read from a copy of the store that does not have that yet: it shows the order as it was before; reload it in a few seconds.", box.classList.contains("error"));
   }

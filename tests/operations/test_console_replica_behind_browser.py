@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,17 +22,19 @@ from tests.operations.test_console_unreadable_browser import browser  # noqa: F4
 pytestmark = pytest.mark.cosmos
 
 ORDER = "o-behind"
+CONSOLE_JS = Path(__file__).resolve().parents[2] / "operations" / "console" / "console.js"
+REFRESH_MS = int(re.search(r"const REFRESH_MS = (\d+);", CONSOLE_JS.read_text()).group(1))  # type: ignore[union-attr]
 PAGE = f"/api/ops/orders/{ORDER}"
 
 
-def _console_behind(ops: OpsHarness, browser: Any, stale_gets: int) -> Any:  # noqa: F811
-    """The console on ``ORDER``'s page; after the first action POST, its next ``stale_gets`` GETs of the order
-    page are answered with the page as the first GET found it (a replica without the action's write)."""
+def _console_behind(ops: OpsHarness, browser: Any, left: list[int], refresh: bool = False) -> Any:  # noqa: F811
+    """The console on ``ORDER``'s page; after the first action POST, its next ``left[0]`` GETs of the order page
+    (``left`` may be raised meanwhile) are answered with the page as the first GET found it (a replica without
+    the action's write). ``refresh``: the page's periodic refresh (every REFRESH_MS) stays on."""
     from playwright.sync_api import Route
 
     first: list[Any] = []
     posted: list[bool] = []
-    left = [stale_gets]
 
     def through_the_runtime(route: Route) -> None:
         request = route.request
@@ -49,9 +52,8 @@ def _console_behind(ops: OpsHarness, browser: Any, stale_gets: int) -> Any:  # n
         route.fulfill(status=answer.status, headers=answer.headers, body=answer.body)
 
     page = browser.new_page()
-    # the page's periodic refresh (every REFRESH_MS) would read the order anew too: off, so that what is seen is
-    # the reload after the action
-    page.add_init_script("window.setInterval = () => 0;")
+    if not refresh:  # the periodic refresh would read the order anew too: off, to see the reload after the action
+        page.add_init_script("window.setInterval = () => 0;")
     page.route(re.compile(re.escape(BASE) + "/.*"), through_the_runtime)
     page.goto(f"{BASE}/api/ops/console#/order/{ORDER}")
     return page
@@ -71,7 +73,7 @@ def test_a_page_read_a_write_behind_after_an_action_is_read_again(ops: OpsHarnes
     from playwright.sync_api import expect
 
     ops.error(ORDER)
-    page = _console_behind(ops, browser, stale_gets=1)
+    page = _console_behind(ops, browser, [1])
     _resubmit(ops, page)
     expect(page.get_by_role("status")).to_contain_text("Done: resubmit")
     expect(page.locator("#order-facts")).to_contain_text("Pending")  # before: Error, and Resubmit offered again
@@ -83,9 +85,25 @@ def test_a_page_that_stays_a_write_behind_says_so(ops: OpsHarness, browser: Any)
     from playwright.sync_api import expect
 
     ops.error(ORDER)
-    page = _console_behind(ops, browser, stale_gets=10)
+    page = _console_behind(ops, browser, [10])
     _resubmit(ops, page)
     status = page.get_by_role("status")
     expect(status).to_contain_text("Done: resubmit")
     expect(status).to_contain_text("does not have that yet", timeout=10_000)  # before: "the order as it is now"
     expect(page.locator("#order-facts")).to_contain_text("Error")
+
+
+def test_a_refresh_read_a_write_behind_leaves_the_newer_page_as_it_is(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+    """Once the page shows the resubmit, a refresh served by a replica without it does not put it back to Error."""
+    from playwright.sync_api import expect
+
+    ops.error(ORDER)
+    left = [0]
+    page = _console_behind(ops, browser, left, refresh=True)
+    _resubmit(ops, page)
+    expect(page.locator("#order-facts")).to_contain_text("Pending")
+    left[0] = 100  # from now on every GET of the page is a write behind
+    page.wait_for_timeout(REFRESH_MS * 2 + 500)  # two refreshes at least
+    assert left[0] < 100  # they read the page
+    expect(page.locator("#order-facts")).to_contain_text("Pending")  # before: Error again, Resubmit offered
+    expect(page.locator("#btn-resubmit")).to_be_hidden()
