@@ -156,7 +156,7 @@ def process_fetched(
         _abandon_quietly(receiver, message)
         raise
     if settle is None:
-        receiver.abandon(message)  # stays deferred
+        receiver.abandon(message)  # stays deferred (dead-lettered if its time to live passed under the lock)
     else:
         _settled(receiver, message, settle)
     return done

@@ -24,7 +24,8 @@ Modeled (each backed by a contract test in ``tests/localrun/test_broker_*.py``):
   fetched by sequence number on a receiver from ``deferred_store.open(queue)`` and settled there.
 - Time to live: an available message past its expiry is never delivered; it is dead-lettered with
   ``TTLExpiredException`` (or dropped if the queue does not dead-letter on expiration). A locked message
-  is not affected until its lock ends. A deferred message expires lazily, when it is fetched.
+  is not affected until its lock ends, then expires at once (a deferred message fetched before its
+  expiry too). A deferred message expires lazily, when it is fetched or such a lock ends.
 - Inspection: ``dead_letters()``, ``peek()`` (at most 250 messages a call, as the service answers),
   ``counters()``; time skipping: ``next_due_time()``.
 - Host restart (``restart_host``): the host's receivers and settlement handles are gone; the service

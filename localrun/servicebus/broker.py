@@ -570,9 +570,11 @@ class InProcessBroker:
             rec.lock = None
 
     def _release(self, q: _Queue, rec: _Stored, at: datetime) -> None:
-        """The lock ended without settlement (abandon, or expiry at ``at``)."""
+        """The lock ended without settlement (abandon, or expiry at ``at``). A message whose TTL passed
+        under the lock expires now, a deferred one fetched by sequence number too: "the message is moved
+        to the dead-letter queue as the lock is abandoned or expires" (message-expiration)."""
         self._drop_lock(rec)
-        if rec.state == MessageState.ACTIVE and rec.expires_at is not None and rec.expires_at <= at:
+        if rec.expires_at is not None and rec.expires_at <= at:
             self._expire(q, rec, at)
         elif rec.deliveries >= q.policy.max_delivery_count:
             self._dead_letter(

@@ -160,6 +160,30 @@ def test_expired_deferred_message_is_dead_lettered_when_fetched() -> None:
     assert broker.peek("orders", 10) == []
 
 
+def test_expiry_takes_effect_when_the_lock_of_a_fetched_deferred_message_ends() -> None:
+    """Message expiration (Time to Live): a message under lock is protected from expiry, and "if the flag
+    is set on the entity, the message is moved to the dead-letter queue as the lock is abandoned or
+    expires" (https://learn.microsoft.com/azure/service-bus-messaging/message-expiration). A deferred
+    message fetched by sequence number before its TTL and released after it is no exception: it is
+    dead-lettered then, not left deferred for a peek to show until someone fetches it again."""
+    ttl = timedelta(hours=1)
+    broker, clock = make_broker(QueuePolicy(lock_duration=LOCK, default_ttl=ttl))
+    abandoned = defer_one(broker, "abandoned")
+    lock_expired = defer_one(broker, "lock-expired")
+    clock.advance(ttl - timedelta(seconds=10))
+    with broker.deferred_store.open("orders") as receiver:
+        first, second = receiver.receive_deferred([abandoned, lock_expired])
+        clock.advance(timedelta(seconds=20))  # past ExpiresAtUtc, within the lock
+        receiver.abandon(first)
+    clock.advance(LOCK)
+    assert broker.peek("orders", 10) == []
+    assert [(d.sequence_number, d.reason) for d in broker.dead_letters("orders")] == [
+        (abandoned, TTL_EXPIRED),
+        (lock_expired, TTL_EXPIRED),
+    ]
+    assert second.sequence_number == lock_expired
+
+
 def test_peek_from_a_sequence_number_and_up_to_a_count() -> None:
     """Message browsing: peek enumerates from the lowest available sequence number, or from a given
     one, returning at most the requested count; locked, deferred and scheduled messages included."""
