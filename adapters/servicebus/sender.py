@@ -33,7 +33,8 @@ class SendError(Exception):
 
 
 class QueueNotFound(SendError):
-    """The destination queue does not exist or this app may not send to it."""
+    """The destination queue does not exist, is disabled (or send-disabled) by its owner, or this app may not
+    send to it: it refuses this app until someone acts on it, whatever the SDK's retries do."""
 
 
 class MessageRejected(SendError):
@@ -85,6 +86,7 @@ class SdkMessageSender:
         from azure.servicebus import ServiceBusMessage
         from azure.servicebus.exceptions import (
             MessageSizeExceededError,
+            MessagingEntityDisabledError,
             MessagingEntityNotFoundError,
             ServiceBusAuthorizationError,
             ServiceBusError,
@@ -112,8 +114,14 @@ class SdkMessageSender:
             self._sender(queue).send_messages(sb_message)
         except MessageSizeExceededError as exc:
             raise MessageRejected(f"message {message.message_id!r} for {queue!r} refused: {exc}") from exc
-        except (MessagingEntityNotFoundError, ServiceBusAuthorizationError, ClientAuthenticationError) as exc:
-            # Missing, or this app may not send to it (no Data Sender role on that queue).
+        except (
+            MessagingEntityNotFoundError,
+            MessagingEntityDisabledError,
+            ServiceBusAuthorizationError,
+            ClientAuthenticationError,
+        ) as exc:
+            # Missing, disabled by its owner (the SDK counts that retryable: its retries are spent by now), or
+            # this app may not send to it (no Data Sender role on that queue).
             raise QueueNotFound(f"cannot send to queue {queue!r}: {exc}") from exc
         except ServiceBusError as exc:
             raise SendError(f"send to {queue!r} failed: {exc}") from exc

@@ -86,7 +86,7 @@ class Namespace:
                     sender._running = True
 
             sender._handler = None
-            sender._open = attach
+            sender._open = attach  # type: ignore[method-assign]
             return sender
 
         client.get_queue_sender = sender_for  # type: ignore[method-assign]
