@@ -15,6 +15,8 @@ window)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -35,6 +37,7 @@ ENTITY_DISABLED = b"com.microsoft:entity-disabled"
 SERVER_BUSY = b"com.microsoft:server-busy"
 QUOTA_EXCEEDED = b"amqp:resource-limit-exceeded"
 LANDED_THEN_TIMED_OUT = "landed, answer lost"
+NO_OUTCOME = "no outcome"  # the service never settles the transfer (a stuck gateway)
 
 
 @dataclass
@@ -45,6 +48,7 @@ class Namespace:
     answers: dict[str, list[bytes | str]] = field(default_factory=dict)
     stored: dict[str, list[str]] = field(default_factory=dict)
     attempts: dict[str, int] = field(default_factory=dict)
+    release: threading.Event = field(default_factory=threading.Event)
 
     def link(self, queue: str) -> Any:
         from azure.servicebus._pyamqp.error import MessageSendFailed
@@ -56,6 +60,12 @@ class Namespace:
                 namespace.attempts[queue] = namespace.attempts.get(queue, 0) + 1
                 pending = namespace.answers.get(queue, [])
                 answer = pending.pop(0) if pending else None
+                if answer == NO_OUTCOME:
+                    # pyamqp's ``SendClient.send_message``: a timeout of 0 or None waits "until the message is
+                    # sent or error happens"; a timeout raises ``TimeoutError`` once it passes.
+                    if not namespace.release.wait(timeout or None):
+                        raise TimeoutError("send timed out")
+                    return
                 if answer is None or answer == LANDED_THEN_TIMED_OUT:
                     namespace.stored.setdefault(queue, []).append(message.properties.message_id)
                 if answer == LANDED_THEN_TIMED_OUT:
@@ -95,7 +105,9 @@ class Namespace:
 
 @pytest.fixture
 def namespace() -> Iterator[Namespace]:
-    yield Namespace()
+    namespace = Namespace()
+    yield namespace
+    namespace.release.set()  # let a send still waiting end
 
 
 def test_the_sdk_under_test_retries_and_raises_its_own_exception_types(namespace: Namespace) -> None:
@@ -155,3 +167,31 @@ def test_a_send_that_landed_but_timed_out_is_sent_again_under_the_same_message_i
         publish_status(sender, reply_to="submitter-7", order_id="o2", status="Completed", attempt=1, at=T0)
     publish_status(sender, reply_to="submitter-7", order_id="o2", status="Completed", attempt=1, at=T0)
     assert set(namespace.stored["submitter-7"][2:]) == {"o2:Completed:1"}
+
+
+def test_a_send_the_service_never_settles_fails_within_the_send_timeout(
+    namespace: Namespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a ``timeout`` ``send_messages`` gives pyamqp none, and pyamqp then waits for the outcome as long as
+    the connection lives: an activity or a trigger sending a status held until ``functionTimeout``, an operator's
+    cancel past the HTTP front end's 230 s. Now the whole send, the SDK's retries included, is bounded."""
+    monkeypatch.setattr("adapters.servicebus.sender.SEND_TIMEOUT_SECONDS", 0.5)
+    namespace.answers["submitter-7"] = [NO_OUTCOME] * 10
+    sender = SdkMessageSender(namespace.client())
+    outcome: list[BaseException | None] = []
+
+    def send() -> None:
+        try:
+            sender.send("submitter-7", OutgoingMessage(body="{}", message_id="o1:Completed:1"))
+        except BaseException as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    started = time.monotonic()
+    worker = threading.Thread(target=send, daemon=True)
+    worker.start()
+    worker.join(5)
+    assert not worker.is_alive(), "the send was still waiting for the service's outcome after 5 s"
+    assert time.monotonic() - started < 3
+    assert len(outcome) == 1 and isinstance(outcome[0], SendError)
