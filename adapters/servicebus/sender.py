@@ -61,6 +61,14 @@ def unsendable_property(properties: Mapping[str, PropertyValue]) -> str | None:
     return None
 
 
+# The whole of one send, the SDK's retries included (``send_messages(timeout=...)``). Without it the SDK gives its
+# AMQP client no timeout, and pyamqp's ``SendClient.send_message`` then waits for the service's outcome "until the
+# message is sent or error happens": as long as the connection lives, an activity or trigger held until
+# ``functionTimeout`` and an operator's request past the HTTP front end's 230 s. A send cut short may still land:
+# the caller's retry sends the same MessageId, which duplicate detection collapses.
+SEND_TIMEOUT_SECONDS = 30.0
+
+
 class MessageSender(Protocol):
     def send(self, queue: str, message: OutgoingMessage) -> None: ...
 
@@ -111,7 +119,7 @@ class SdkMessageSender:
         except ValueError as exc:  # e.g. "message_id cannot be longer than 128 characters."
             raise MessageRejected(f"message {message.message_id[:40]!r}... for {queue!r} refused: {exc}") from exc
         try:
-            self._sender(queue).send_messages(sb_message)
+            self._sender(queue).send_messages(sb_message, timeout=SEND_TIMEOUT_SECONDS)
         except MessageSizeExceededError as exc:
             raise MessageRejected(f"message {message.message_id!r} for {queue!r} refused: {exc}") from exc
         except (
