@@ -1,8 +1,8 @@
 """Status updates to a submitter's own ``replyTo`` queue.
 
 ``MessageId`` = order id + status + attempt (+ a variant: a second update of the same status and attempt,
-such as the ``Rejected`` of each refused message), so repeats collapse in duplicate detection. A missing
-or unauthorised reply queue never fails or blocks the order: it is logged (every status) and alerted
+such as the ``Rejected`` of each refused message), so repeats collapse in duplicate detection. A missing,
+disabled or unauthorised reply queue never fails or blocks the order: it is logged (every status) and alerted
 once per queue: the alert's id is derived from the queue name alone, so every order and status of
 that submitter collapses into one alert per duplicate-detection window of ``operator-alerts``. Such a
 refusal (``Delivery.REFUSED``) may not last (a role assignment still propagating, a queue deleted and
@@ -38,8 +38,8 @@ log = logging.getLogger("status")
 
 
 class Delivery(StrEnum):
-    """What became of one status update: ``SENT``; ``REFUSED``, its reply queue refuses this app (missing, or
-    no role on it: maybe only for a while); ``DROPPED``, nowhere to send it (no ``replyTo``, one of the app's own
+    """What became of one status update: ``SENT``; ``REFUSED``, its reply queue refuses this app (missing, disabled,
+    or no role on it: maybe only for a while); ``DROPPED``, nowhere to send it (no ``replyTo``, one of the app's own
     queues) or Service Bus refuses the message as such: trying again would change nothing."""
 
     SENT = "sent"

@@ -33,7 +33,8 @@ class SendError(Exception):
 
 
 class QueueNotFound(SendError):
-    """The destination queue does not exist or this app may not send to it."""
+    """The destination queue does not exist, is disabled (or send-disabled) by its owner, or this app may not
+    send to it: it refuses this app until someone acts on it, whatever the SDK's retries do."""
 
 
 class MessageRejected(SendError):
@@ -58,6 +59,14 @@ def unsendable_property(properties: Mapping[str, PropertyValue]) -> str | None:
         if isinstance(value, int) and not isinstance(value, bool) and not INT_PROPERTY_MIN <= value <= INT_PROPERTY_MAX:
             return name
     return None
+
+
+# The whole of one send, the SDK's retries included (``send_messages(timeout=...)``). Without it the SDK gives its
+# AMQP client no timeout, and pyamqp's ``SendClient.send_message`` then waits for the service's outcome "until the
+# message is sent or error happens": as long as the connection lives, an activity or trigger held until
+# ``functionTimeout`` and an operator's request past the HTTP front end's 230 s. A send cut short may still land:
+# the caller's retry sends the same MessageId, which duplicate detection collapses.
+SEND_TIMEOUT_SECONDS = 30.0
 
 
 class MessageSender(Protocol):
@@ -85,6 +94,7 @@ class SdkMessageSender:
         from azure.servicebus import ServiceBusMessage
         from azure.servicebus.exceptions import (
             MessageSizeExceededError,
+            MessagingEntityDisabledError,
             MessagingEntityNotFoundError,
             ServiceBusAuthorizationError,
             ServiceBusError,
@@ -109,11 +119,17 @@ class SdkMessageSender:
         except ValueError as exc:  # e.g. "message_id cannot be longer than 128 characters."
             raise MessageRejected(f"message {message.message_id[:40]!r}... for {queue!r} refused: {exc}") from exc
         try:
-            self._sender(queue).send_messages(sb_message)
+            self._sender(queue).send_messages(sb_message, timeout=SEND_TIMEOUT_SECONDS)
         except MessageSizeExceededError as exc:
             raise MessageRejected(f"message {message.message_id!r} for {queue!r} refused: {exc}") from exc
-        except (MessagingEntityNotFoundError, ServiceBusAuthorizationError, ClientAuthenticationError) as exc:
-            # Missing, or this app may not send to it (no Data Sender role on that queue).
+        except (
+            MessagingEntityNotFoundError,
+            MessagingEntityDisabledError,
+            ServiceBusAuthorizationError,
+            ClientAuthenticationError,
+        ) as exc:
+            # Missing, disabled by its owner (the SDK counts that retryable: its retries are spent by now), or
+            # this app may not send to it (no Data Sender role on that queue).
             raise QueueNotFound(f"cannot send to queue {queue!r}: {exc}") from exc
         except ServiceBusError as exc:
             raise SendError(f"send to {queue!r} failed: {exc}") from exc

@@ -72,7 +72,7 @@ def test_a_peek_from_zero_starts_at_the_oldest_message_even_after_earlier_peeks(
 
 
 class RefusingSender:
-    def send_messages(self, message: Any) -> None:
+    def send_messages(self, message: Any, timeout: float | None = None) -> None:
         raise ServiceBusAuthorizationError(message="Unauthorized access. 'Send' claim(s) are required")
 
 
@@ -95,7 +95,7 @@ class EncodingSender:
     def __init__(self) -> None:
         self.sent = 0
 
-    def send_messages(self, message: Any) -> None:
+    def send_messages(self, message: Any, timeout: float | None = None) -> None:
         from azure.servicebus._pyamqp._encode import encode_payload
         from azure.servicebus._transport._pyamqp_transport import PyamqpTransport
         from azure.servicebus.exceptions import ServiceBusError
