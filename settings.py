@@ -109,17 +109,21 @@ def minutes_under_message_ttl(minimum: int) -> Kind[timedelta]:
 LOCK_RENEWAL = timedelta(minutes=5)
 # The longest one call to a remote service takes before it is given up (``adapters.remote.http_service``).
 REMOTE_CALL_TIMEOUT = timedelta(seconds=10)
+# The whole of one Service Bus send, the SDK's retries included (``adapters.servicebus.sender``): an agent's reply
+# is sent in the invocation that made its calls, within the same lock.
+SEND_TIMEOUT = timedelta(seconds=30)
 
 
 def agent_request_longest(step_timeout: timedelta, max_calls: int, retry_max: timedelta) -> timedelta:
     """The longest an agent spends on one request (``order_agents.runtime.run_agent_request``): its calls and
     backoffs stop at the request's deadline, at most ``step_timeout`` away, but a call begun before it may run
     its timeout past it; and there are at most ``max_calls`` calls with a backoff of at most ``retry_max``
-    between two. Counted in whole microseconds: a count setting may be larger than a ``timedelta`` holds."""
+    between two; then the reply's send, up to ``SEND_TIMEOUT``. Counted in whole microseconds: a count setting
+    may be larger than a ``timedelta`` holds."""
     micro = timedelta(microseconds=1)
     by_deadline = (step_timeout + REMOTE_CALL_TIMEOUT) // micro
     by_calls = max_calls * (REMOTE_CALL_TIMEOUT // micro) + (max_calls - 1) * (retry_max // micro)
-    return timedelta(microseconds=min(by_deadline, by_calls))
+    return timedelta(microseconds=min(by_deadline, by_calls)) + SEND_TIMEOUT
 
 
 def milliseconds(minimum: int) -> Kind[timedelta]:
@@ -670,7 +674,8 @@ def _inconsistent(parsed: Mapping[str, Any], texts: Mapping[str, str]) -> list[s
             f"STEP_TIMEOUT_SECONDS={texts['STEP_TIMEOUT_SECONDS']!r}, AGENT_MAX_ATTEMPTS="
             f"{texts['AGENT_MAX_ATTEMPTS']!r} and AGENT_RETRY_MAX_MS={texts['AGENT_RETRY_MAX_MS']!r} are not valid "
             f"together: an agent could spend {longest.total_seconds():.0f} s on one request (until its deadline and "
-            f"a last call, or every call of {REMOTE_CALL_TIMEOUT.total_seconds():.0f} s and every backoff), expected "
+            f"a last call, or every call of {REMOTE_CALL_TIMEOUT.total_seconds():.0f} s and every backoff, then its "
+            f"reply's send of up to {SEND_TIMEOUT.total_seconds():.0f} s), expected "
             f"at most the {LOCK_RENEWAL.total_seconds() / 60:.0f} minutes the Functions host renews its message's "
             "lock (host.json maxAutoLockRenewalDuration): lower one of them"
         )

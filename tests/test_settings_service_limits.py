@@ -74,3 +74,13 @@ def test_agent_settings_that_let_one_request_outlast_its_message_lock_are_refuse
         Settings.from_env({"STEP_TIMEOUT_SECONDS": "3600", "AGENT_MAX_ATTEMPTS": "400"})
     message = str(raised.value)
     assert all(name in message for name in ("STEP_TIMEOUT_SECONDS", "AGENT_MAX_ATTEMPTS", "AGENT_RETRY_MAX_MS"))
+
+
+def test_the_agents_reply_send_counts_toward_its_message_lock() -> None:
+    """The agent sends its reply in the invocation that made its calls, a send bounded at 30 s, the SDK's retries
+    included (``settings.SEND_TIMEOUT``, ``adapters.servicebus.sender``): a deadline of 290 s and a last 10 s call
+    left it no room in the 5-minute lock renewal. Accepted before the send was counted."""
+    Settings.from_env({"STEP_TIMEOUT_SECONDS": "260", "AGENT_MAX_ATTEMPTS": "1000"})  # 270 s of calls, 30 s send
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({"STEP_TIMEOUT_SECONDS": "290", "AGENT_MAX_ATTEMPTS": "1000"})
+    assert "reply's send" in str(raised.value)

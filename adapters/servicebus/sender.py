@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
+from settings import SEND_TIMEOUT
+
 if TYPE_CHECKING:
     from azure.servicebus import ServiceBusClient, ServiceBusSender
 
@@ -66,7 +68,7 @@ def unsendable_property(properties: Mapping[str, PropertyValue]) -> str | None:
 # message is sent or error happens": as long as the connection lives, an activity or trigger held until
 # ``functionTimeout`` and an operator's request past the HTTP front end's 230 s. A send cut short may still land:
 # the caller's retry sends the same MessageId, which duplicate detection collapses.
-SEND_TIMEOUT_SECONDS = 30.0
+SEND_TIMEOUT_SECONDS = SEND_TIMEOUT.total_seconds()
 
 
 class MessageSender(Protocol):
