@@ -16,10 +16,19 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from settings import SEND_TIMEOUT
+
 if TYPE_CHECKING:
     from azure.servicebus import ServiceBusClient, ServiceBusReceiver
 
 log = logging.getLogger(__name__)
+
+# The whole of one fetch by sequence number or peek, the SDK's retries included: both are management requests,
+# and without a ``timeout`` (and the client's ``try_timeout`` unset, its default) the SDK gives pyamqp's management
+# operation none, which then waits for the service's response as long as the connection lives. The same bound as
+# a send (``settings.SEND_TIMEOUT``). Settling a message fetched by sequence number (over the management link)
+# is bounded by the SDK itself (60 s a try).
+REQUEST_TIMEOUT_SECONDS = SEND_TIMEOUT.total_seconds()
 
 # The SDK's own start when a receiver has peeked nothing yet (``ServiceBusReceiver.peek_messages``).
 FIRST_SEQUENCE_NUMBER = 1
@@ -36,14 +45,14 @@ class SdkDeferredReceiver:
         if not numbers:
             return []
         try:
-            return list(self._r.receive_deferred_messages(numbers))
+            return list(self._r.receive_deferred_messages(numbers, timeout=REQUEST_TIMEOUT_SECONDS))
         except MessageNotFoundError:
             if len(numbers) == 1:
                 return []
         found: list[Any] = []
         for number in numbers:
             try:
-                found.extend(self._r.receive_deferred_messages([number]))
+                found.extend(self._r.receive_deferred_messages([number], timeout=REQUEST_TIMEOUT_SECONDS))
             except MessageNotFoundError:
                 log.info("deferred message %s is not on the queue", number)
         return found
@@ -52,7 +61,9 @@ class SdkDeferredReceiver:
         # Always a sequence number: without one (or with 0) the SDK goes on after the last message this
         # receiver peeked, not from the beginning.
         start = max(from_sequence_number, FIRST_SEQUENCE_NUMBER)
-        return list(self._r.peek_messages(max_message_count=max_count, sequence_number=start))
+        return list(
+            self._r.peek_messages(max_message_count=max_count, sequence_number=start, timeout=REQUEST_TIMEOUT_SECONDS)
+        )
 
     def complete(self, message: Any) -> None:
         self._r.complete_message(message)

@@ -24,7 +24,7 @@ class SdkReceiverDouble:
         self.deferred = deferred
         self.calls: list[list[int]] = []
 
-    def receive_deferred_messages(self, sequence_numbers: list[int]) -> list[int]:
+    def receive_deferred_messages(self, sequence_numbers: list[int], *, timeout: float | None = None) -> list[int]:
         self.calls.append(list(sequence_numbers))
         if any(n not in self.deferred for n in sequence_numbers):
             raise MessageNotFoundError(message="com.microsoft:message-not-found")
@@ -49,7 +49,9 @@ class SdkPeekDouble:
         self.sequence_numbers = sequence_numbers
         self.last_peeked: int | None = None
 
-    def peek_messages(self, max_message_count: int = 1, *, sequence_number: int = 0) -> list[int]:
+    def peek_messages(
+        self, max_message_count: int = 1, *, sequence_number: int = 0, timeout: float | None = None
+    ) -> list[int]:
         if not sequence_number:
             sequence_number = self.last_peeked + 1 if self.last_peeked else 1
         found = [n for n in self.sequence_numbers if n >= sequence_number][:max_message_count]
