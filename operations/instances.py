@@ -18,6 +18,7 @@ from typing import Any
 from domain import timefmt
 from domain.ids import url_instance_id
 from orchestrators.names import BEGIN_STEP, MARK_PROCESSED, PUBLISH_STATUS
+from orchestrators.raise_events import said_gone
 from settings import DURABLE_CALL_TIMEOUT
 
 log = logging.getLogger(__name__)
@@ -177,9 +178,6 @@ async def attempt_state(client: Any, instance: str) -> AttemptState:
     return AttemptState(getattr(runtime, "value", runtime) in _TAKES_EVENTS, str(name) if name else None)
 
 
-# ``DurableOrchestrationClient.raise_event`` raises a plain Exception for every status but 202; these
-# are its texts for the two that say the event was NOT queued: 404 (no such instance) and 410 (gone).
-_GONE_TEXTS = (("No instance with ID ", " found."), ("Instance with ID ", " is gone: either completed or failed"))
 _FINISHED = frozenset({"Completed", "Failed", "Terminated", "Canceled"})
 
 
@@ -189,8 +187,7 @@ async def gone_after_failed_raise(client: Any, instance: str, failure: Exception
     Anything else (a timeout, a 5xx, a reset connection, a status that cannot be read, or an empty one:
     ``get_status`` answers the same for a 404 and a 500) is ambiguous: the extension may have queued the
     event, and the attempt may act on it."""
-    text = str(failure)
-    if any(text.startswith(head) and text.endswith(tail) for head, tail in _GONE_TEXTS):
+    if said_gone(failure):
         return True
     try:
         status = await bounded(client.get_status(url_instance_id(instance)))
