@@ -7,8 +7,10 @@ answered ``statusSent: true`` for: ``begin_step`` (``Processing``, the attempt's
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,6 +18,8 @@ from typing import Any
 from domain import timefmt
 from domain.ids import url_instance_id
 from orchestrators.names import BEGIN_STEP, MARK_PROCESSED, PUBLISH_STATUS
+from orchestrators.raise_events import said_gone
+from settings import DURABLE_CALL_TIMEOUT
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +27,18 @@ log = logging.getLogger(__name__)
 V2_LOAD_ORDER = "load_order"
 # Activities that send a status themselves after their read or write, and which status.
 SENT_BY_THE_ACTIVITY = {BEGIN_STEP: "Processing", V2_LOAD_ORDER: "Processing", MARK_PROCESSED: "Completed"}
+
+
+async def bounded[T](call: Awaitable[T]) -> T:
+    """One Durable client call made while an operator's HTTP request waits, given up after
+    ``DURABLE_CALL_TIMEOUT``: the SDK's client waits for the extension up to 240 s (its aiohttp session's
+    total timeout), past the 230 s the front end gives the request. Raises ``TimeoutError`` saying so; the
+    call's outcome is then unknown (a raise may still be queued)."""
+    limit = DURABLE_CALL_TIMEOUT.total_seconds()
+    try:
+        return await asyncio.wait_for(call, limit)
+    except TimeoutError:
+        raise TimeoutError(f"the Durable extension did not answer within {limit:g} s") from None
 
 
 def _last_event(history: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -130,7 +146,7 @@ async def describe_or_why_not(client: Any, instances: list[tuple[str, str]]) -> 
     empty and ``attemptsError`` saying why: the rest of the order's page, read from Cosmos DB, is what
     the operator acts on, and is still worth showing."""
     try:
-        attempts, statuses = await describe(client, instances)
+        attempts, statuses = await bounded(describe(client, instances))  # all its reads: one bound
     except Exception as exc:  # any failure of the durable client: the page goes on without it
         log.warning("ops order: the Durable backend not read: %s: %s", type(exc).__name__, exc)
         return {
@@ -156,15 +172,12 @@ class AttemptState:
 async def attempt_state(client: Any, instance: str) -> AttemptState:
     """What the Durable backend says of ``instance``: whether an event raised on it is queued for it (a
     paused attempt waiting for one is Running), and which scheduler version runs it."""
-    status = await client.get_status(url_instance_id(instance))
+    status = await bounded(client.get_status(url_instance_id(instance)))
     runtime = getattr(status, "runtime_status", None) if status else None
     name = getattr(status, "name", None) if status else None
     return AttemptState(getattr(runtime, "value", runtime) in _TAKES_EVENTS, str(name) if name else None)
 
 
-# ``DurableOrchestrationClient.raise_event`` raises a plain Exception for every status but 202; these
-# are its texts for the two that say the event was NOT queued: 404 (no such instance) and 410 (gone).
-_GONE_TEXTS = (("No instance with ID ", " found."), ("Instance with ID ", " is gone: either completed or failed"))
 _FINISHED = frozenset({"Completed", "Failed", "Terminated", "Canceled"})
 
 
@@ -174,11 +187,10 @@ async def gone_after_failed_raise(client: Any, instance: str, failure: Exception
     Anything else (a timeout, a 5xx, a reset connection, a status that cannot be read, or an empty one:
     ``get_status`` answers the same for a 404 and a 500) is ambiguous: the extension may have queued the
     event, and the attempt may act on it."""
-    text = str(failure)
-    if any(text.startswith(head) and text.endswith(tail) for head, tail in _GONE_TEXTS):
+    if said_gone(failure):
         return True
     try:
-        status = await client.get_status(url_instance_id(instance))
+        status = await bounded(client.get_status(url_instance_id(instance)))
     except Exception:  # the SDK raises plain Exceptions: the answer stays ambiguous
         return False
     runtime = getattr(status, "runtime_status", None) if status else None

@@ -102,10 +102,12 @@ async def answer_review(
         claimed, operator, reason = target.record, noted.operator, noted.reason
     # A late note's event comes after the timer and is ignored: the attempt's close takes the note itself.
     try:
-        await client.raise_event(
-            url_instance_id(pending.instance_id),  # built by the app; escaped all the same (domain.ids)
-            REVIEW_DECISION_EVENT,
-            actions.decision_event(pending, action, operator, reason),
+        await instances.bounded(
+            client.raise_event(
+                url_instance_id(pending.instance_id),  # built by the app; escaped all the same (domain.ids)
+                REVIEW_DECISION_EVENT,
+                actions.decision_event(pending, action, operator, reason),
+            )
         )
     except Exception as exc:  # the SDK raises plain Exceptions: 404/410 and a lost response alike
         if await instances.gone_after_failed_raise(client, pending.instance_id, exc):

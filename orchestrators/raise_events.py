@@ -32,6 +32,19 @@ class EventClient(Protocol):
     async def raise_event(self, instance_id: str, event_name: str, event_data: Any = None) -> None: ...
 
 
+# ``DurableOrchestrationClient.raise_event`` raises a plain Exception for every status but 202; these are its texts
+# for the two that say the event was NOT queued: 404 (no such instance) and 410 (gone).
+_GONE_TEXTS = (("No instance with ID ", " found."), ("Instance with ID ", " is gone: either completed or failed"))
+
+
+def said_gone(failure: Exception) -> bool:
+    """Whether a failed ``raise_event`` was the extension's 404 or 410: the event was not queued. Anything else (a
+    timeout, a 5xx, a reset connection) is ambiguous; and ``get_status`` cannot settle it alone, as the SDK answers
+    the same empty status for a 404 and a 500."""
+    text = str(failure)
+    return any(text.startswith(head) and text.endswith(tail) for head, tail in _GONE_TEXTS)
+
+
 async def raise_events(client: EventClient, events: Iterable[RaiseEvent]) -> int:
     """Raises each event; returns how many were accepted."""
     raised = 0

@@ -2,7 +2,9 @@
 orchestration waits for.
 
 A reply for an instance that is unknown or already finished is a late reply (the attempt timed out
-and the supervisor took over): it is completed and logged, never retried forever. A reply whose
+and the supervisor took over): it is completed and logged, never retried forever. Only the raise's own
+404/410 or a finished status says so: a failed raise followed by an empty status (the SDK's answer to a
+500 too) is abandoned and redelivered. A reply whose
 ``instanceId`` is not an instance id this app builds for its ``orderId`` (``<orderId>:<attempt>`` or
 ``<orderId>:compensate:<round>``) never reaches the Durable client: the contract refuses it, and it is
 dead-lettered ``InvalidFields``."""
@@ -17,6 +19,7 @@ from contracts.messages import AgentReply
 from contracts.names import AGENT_REPLY_EVENT
 from contracts.parsing import InvalidMessage, parse
 from domain.ids import url_instance_id
+from orchestrators.raise_events import said_gone
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +65,7 @@ async def relay_reply(client: DurableClient, message: ReceivedMessage) -> Settle
         except Exception as status_exc:
             log.warning("raise_event failed (%s) and so did get_status (%s): abandoning", exc, status_exc, extra=fields)
             return Settlement.abandon(f"raise_event failed: {exc}")
-        if status is None or status in FINISHED_STATUSES:
+        if said_gone(exc) or status in FINISHED_STATUSES:  # not an empty status alone: a 500 reads as one
             log.info(
                 "late reply for instance %s (%s): completed without an event",
                 reply.instance_id,

@@ -39,6 +39,11 @@ class DurableExtensionApi:
         self._task_hub = task_hub
         self.lock = threading.Lock()  # held around every engine call a request makes
         self.requests = 0  # HTTP requests served (counted before they are answered)
+        # A fault hook at the HTTP edge, below the SDK's client: called with (method, path) before a request
+        # is answered; a test blocks in it to stand for an extension that answers late (a stalled storage
+        # backend: the SDK's client waits up to 240 s, its aiohttp session's total timeout), or returns the
+        # Answer to send instead of carrying the request out (a 500 the extension answers when its storage fails).
+        self.before_answer: Callable[[str, str], Answer | None] = lambda method, path: None
         self._count_lock = threading.Lock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -52,6 +57,7 @@ class DurableExtensionApi:
         self._urls = ExtensionUrls(origin=f"http://{host!s}:{port}", task_hub=self._task_hub)
         server.api = ExtensionApi(self._engine, self._urls, self.lock)
         server.on_request = self._count
+        server.before_answer = self._before_answer  # the hook as set when a request comes
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="durable-extension-api", daemon=True
@@ -87,6 +93,9 @@ class DurableExtensionApi:
             raise RuntimeError("start() the Durable extension API first")
         return self._urls
 
+    def _before_answer(self, method: str, path: str) -> Answer | None:
+        return self.before_answer(method, path)
+
     def _count(self) -> None:
         with self._count_lock:
             self.requests += 1
@@ -99,6 +108,7 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         super().__init__(address, handler)
         self.on_request: Callable[[], None] = lambda: None
+        self.before_answer: Callable[[str, str], Answer | None] = lambda method, path: None
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
 
@@ -146,8 +156,11 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length > 0 else b""
         self.server.on_request()
-        answer = self.server.api.handle(self.command, self.path, self.headers.get("Content-Type"), body)
-        self._write(answer)
+        answer = self.server.before_answer(self.command, self.path) or self.server.api.handle(
+            self.command, self.path, self.headers.get("Content-Type"), body
+        )
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up waiting (its timeout)
+            self._write(answer)
 
     def _write(self, answer: Answer) -> None:
         self.send_response(answer.status)
