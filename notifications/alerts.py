@@ -341,5 +341,20 @@ async def courier_delivering(client: CourierClient, instance: str) -> bool:
         status = await client.get_status(instance)
     except Exception:
         return False
+    return _runtime_name(status) in _DELIVERING
+
+
+async def courier_done(client: CourierClient, instance: str) -> bool:
+    """Whether the courier orchestration ``instance`` completed: it delivered what it carries under its id, or
+    gave that up and said so itself (``StatusUndelivered``, ``AlertUndelivered``); False when its status cannot
+    be read."""
+    try:
+        status = await client.get_status(instance)
+    except Exception:
+        return False
+    return _runtime_name(status) == "Completed"
+
+
+def _runtime_name(status: Any) -> str | None:
     runtime = getattr(status, "runtime_status", None)
-    return runtime is not None and str(getattr(runtime, "name", runtime)) in _DELIVERING
+    return None if runtime is None else str(getattr(runtime, "name", runtime))

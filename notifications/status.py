@@ -31,7 +31,13 @@ from contracts.messages import StatusName, StatusUpdate
 from contracts.names import is_app_queue
 from domain.ids import bounded, bounded_instance_id, status_message_id
 from domain.text import carriable
-from notifications.alerts import CourierClient, courier_delivering, raise_alert, raise_alert_after_write
+from notifications.alerts import (
+    CourierClient,
+    courier_delivering,
+    courier_done,
+    raise_alert,
+    raise_alert_after_write,
+)
 from observability.events import app_event
 
 log = logging.getLogger("status")
@@ -195,19 +201,22 @@ def publish_status_or_owe(
 
 async def hand_to_courier(client: CourierClient, owed: Sequence[OwedStatus]) -> None:
     """Starts the courier for each owed status. A courier already running for the same status is
-    fine (the start is refused, that one delivers it: ``StatusCourierRunning``). If Durable itself
-    cannot be reached the status is lost: logged as ``StatusSendFailed`` (ERROR), never raised into
-    the trigger."""
+    fine (the start is refused, that one delivers it: ``StatusCourierRunning``), and so is one that
+    completed (a start whose answer was lost after it landed, or an earlier hand-over of the same status,
+    whose courier sent it or said it could not: ``StatusCourierDone``). If Durable itself cannot be reached
+    the status is lost: logged as ``StatusSendFailed`` (ERROR), never raised into the trigger."""
     from orchestrators.names import DELIVER_STATUS
 
     for item in owed:
         try:
             await client.start_new(DELIVER_STATUS, item.instance_id, item.courier_input())
         except Exception as exc:
-            if await courier_delivering(client, item.instance_id):
+            taken = await _courier_has_it(client, item.instance_id)
+            if taken is not None:
+                event, how = taken
                 app_event(
-                    "StatusCourierRunning",
-                    f"order {item.order_id}: status {item.status} is already being delivered by {item.instance_id}",
+                    event,
+                    f"order {item.order_id}: status {item.status} {how} {item.instance_id}",
                     orderId=item.order_id,
                     status=item.status,
                     instanceId=item.instance_id,
@@ -220,6 +229,16 @@ async def hand_to_courier(client: CourierClient, owed: Sequence[OwedStatus]) -> 
                 orderId=item.order_id,
                 status=item.status,
             )
+
+
+async def _courier_has_it(client: CourierClient, instance: str) -> tuple[str, str] | None:
+    """The event and words for a status whose start failed but whose courier has it: still delivering it, or
+    completed (it sent the status, or gave up and said so); None when neither can be told."""
+    if await courier_delivering(client, instance):
+        return "StatusCourierRunning", "is already being delivered by"
+    if await courier_done(client, instance):
+        return "StatusCourierDone", "was handled by its courier"
+    return None
 
 
 def give_up(

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from azure.durable_functions.models.OrchestrationRuntimeStatus import OrchestrationRuntimeStatus
 
+from adapters.clock import ManualClock
 from localrun.durable.engine import DurableEngine
+from localrun.durable.extension_api.handlers import json_answer
 from notifications.status import OwedStatus, hand_to_courier
 from orchestrators.names import DELIVER_STATUS
 from tests.localrun.real_durable_client import RealDurableClient
@@ -46,3 +50,29 @@ def test_a_status_durable_does_not_take_is_logged_lost(caplog) -> None:
     caplog.set_level(logging.INFO)
     asyncio.run(hand_to_courier(Unreachable(), [OWED]))  # never raised into the trigger
     assert _events(caplog) == [("ERROR", "StatusSendFailed")]
+
+
+def _sent(context: Any) -> Generator[Any, Any, str]:
+    """A courier that delivered its status and completed."""
+    return "sent"
+    yield  # a generator: an orchestrator function
+
+
+def test_a_hand_over_whose_start_fails_after_the_courier_completed_is_no_lost_status(caplog) -> None:
+    """Found by the red team on the Durable client (session 45): a start that fails (its answer lost after it
+    landed, or the extension answering 500) beside a courier of the same status that has completed was logged
+    ``StatusSendFailed`` at ERROR, "status lost", though the courier had sent it (a false alarm)."""
+    engine = DurableEngine(
+        {DELIVER_STATUS: _sent}, lambda name, value: None, ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    )
+    with RealDurableClient(engine) as real:
+        real.run(hand_to_courier(real.client, [OWED]))
+        engine.run_until_idle()
+        [instance] = engine.instances()
+        assert instance.status is OrchestrationRuntimeStatus.Completed
+        caplog.set_level(logging.INFO)
+        real.api.before_answer = lambda method, path: (
+            json_answer(500, {"Message": "storage timeout"}) if method == "POST" else None
+        )
+        real.run(hand_to_courier(real.client, [OWED]))  # a redelivery owing the same status again
+    assert _events(caplog) == [("INFO", "StatusCourierDone")]  # before: ("ERROR", "StatusSendFailed")
