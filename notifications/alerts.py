@@ -334,27 +334,22 @@ def _send_or_page(sender: MessageSender | None, item: OwedAlert, hand_over: Exce
     alert_undelivered(item.alert, f"neither sent nor handed to the courier, and no redelivery raises it: {hand_over}")
 
 
-async def courier_delivering(client: CourierClient, instance: str) -> bool:
-    """Whether the courier orchestration ``instance`` is still delivering (so a start of it was refused
-    because it exists); False when its status cannot be read either."""
+async def courier_runtime(client: CourierClient, instance: str) -> str | None:
+    """The runtime status of the courier orchestration ``instance`` (an ``OrchestrationRuntimeStatus`` name),
+    or None when it cannot be read or the instance is unknown."""
     try:
         status = await client.get_status(instance)
     except Exception:
-        return False
-    return _runtime_name(status) in _DELIVERING
-
-
-async def courier_done(client: CourierClient, instance: str) -> bool:
-    """Whether the courier orchestration ``instance`` completed: it delivered what it carries under its id, or
-    gave that up and said so itself (``StatusUndelivered``, ``AlertUndelivered``); False when its status cannot
-    be read."""
-    try:
-        status = await client.get_status(instance)
-    except Exception:
-        return False
-    return _runtime_name(status) == "Completed"
-
-
-def _runtime_name(status: Any) -> str | None:
+        return None
     runtime = getattr(status, "runtime_status", None)
     return None if runtime is None else str(getattr(runtime, "name", runtime))
+
+
+def delivering(runtime: str | None) -> bool:
+    """Whether a courier in ``runtime`` is still delivering (so a start of it was refused because it exists)."""
+    return runtime in _DELIVERING
+
+
+async def courier_delivering(client: CourierClient, instance: str) -> bool:
+    """Whether the courier orchestration ``instance`` is still delivering; False when its status cannot be read."""
+    return delivering(await courier_runtime(client, instance))

@@ -33,8 +33,8 @@ from domain.ids import bounded, bounded_instance_id, status_message_id
 from domain.text import carriable
 from notifications.alerts import (
     CourierClient,
-    courier_delivering,
-    courier_done,
+    courier_runtime,
+    delivering,
     raise_alert,
     raise_alert_after_write,
 )
@@ -233,10 +233,11 @@ async def hand_to_courier(client: CourierClient, owed: Sequence[OwedStatus]) -> 
 
 async def _courier_has_it(client: CourierClient, instance: str) -> tuple[str, str] | None:
     """The event and words for a status whose start failed but whose courier has it: still delivering it, or
-    completed (it sent the status, or gave up and said so); None when neither can be told."""
-    if await courier_delivering(client, instance):
+    completed (it sent the status, or gave up and said so); None when neither can be told. One status read."""
+    runtime = await courier_runtime(client, instance)
+    if delivering(runtime):
         return "StatusCourierRunning", "is already being delivered by"
-    if await courier_done(client, instance):
+    if runtime == "Completed":
         return "StatusCourierDone", "was handled by its courier"
     return None
 
