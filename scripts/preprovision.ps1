@@ -4,6 +4,8 @@
 # api://<appId>, its service principal, then `azd env set OPS_AUTH_CLIENT_ID <appId>`; no secret).
 # Without az, signed out, or without the right to register applications it warns and goes on: the ops
 # API then refuses every request. scripts/postprovision.ps1 adds the redirect URI.
+# VNET_ENABLED=true: registers the Microsoft.App resource provider when the subscription lacks it (the
+# app's VNet integration needs it; see preprovision.sh).
 $ErrorActionPreference = 'Stop'
 $RolesFile = Join-Path (Join-Path (Join-Path $PSScriptRoot '..') 'infra') 'ops-app-roles.json'
 $PythonVersion = '3.13'   # infra/modules/functionapp.bicep functionAppConfig.runtime.version
@@ -50,6 +52,35 @@ function Test-Region {
   }
   [Console]::Error.WriteLine("preprovision: $location does not offer Flex Consumption with Python $PythonVersion. Regions that do:`n  " + ($regions -join "`n  ") + "`nChoose one: azd env set AZURE_LOCATION <region>")
   return $false
+}
+
+# $true: not needed, registered, or could not be asked (warned); $false: the registration was refused.
+function Register-AppProvider {
+  if ($vnet -ne 'true') { return $true }
+  if (-not (Get-Command az -ErrorAction SilentlyContinue)) {
+    Write-Warning "preprovision: az (Azure CLI) not found: cannot check that the subscription has the Microsoft.App resource provider registered (VNET_ENABLED=true needs it: az provider register --namespace Microsoft.App)."
+    return $true
+  }
+  # az on the azd environment's subscription when azd names one.
+  $subscription = @()
+  if ($env:AZURE_SUBSCRIPTION_ID) { $subscription = @('--subscription', $env:AZURE_SUBSCRIPTION_ID) }
+  $state = az provider show --namespace Microsoft.App --query registrationState -o tsv @subscription 2>$null
+  if ($LASTEXITCODE -ne 0) {
+    Write-Warning "preprovision: 'az provider show --namespace Microsoft.App' failed (run 'az login'): not checked that Microsoft.App is registered (VNET_ENABLED=true needs it)."
+    return $true
+  }
+  if ($state -eq 'Registered') {
+    Write-Host "preprovision: the Microsoft.App resource provider is registered (VNet integration)."
+    return $true
+  }
+  Write-Host "preprovision: registering the Microsoft.App resource provider (state: $state); VNET_ENABLED=true needs it for the app's VNet integration. This can take a few minutes."
+  az provider register --namespace Microsoft.App --wait @subscription | Out-Host
+  if ($LASTEXITCODE -ne 0) {
+    [Console]::Error.WriteLine("preprovision: could not register the Microsoft.App resource provider, which the app's VNet integration needs. Ask someone who may register providers on the subscription (e.g. Contributor) to run: az provider register --namespace Microsoft.App")
+    return $false
+  }
+  Write-Host "preprovision: Microsoft.App registered."
+  return $true
 }
 
 function Write-OpsAppWarning([string]$reason) {
@@ -125,5 +156,6 @@ function Set-OpsApp {
 }
 
 if (-not (Test-Region)) { exit 1 }
+if (-not (Register-AppProvider)) { exit 1 }
 if (-not (Set-OpsApp)) { exit 1 }
 exit 0

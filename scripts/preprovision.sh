@@ -5,6 +5,12 @@
 # - the region offers Flex Consumption with the app's Python version (asked from Azure with
 #   `az functionapp list-flexconsumption-locations`; skipped with a warning when az is missing or
 #   not signed in, the Bicep @allowed list of regions still applies);
+# - VNET_ENABLED=true: the Microsoft.App resource provider is registered on the subscription (the
+#   app's subnet is delegated to Microsoft.App/environments, and Flex Consumption's VNet integration
+#   needs the provider; a deployment registers only the providers of the template's own resource
+#   types, so on a subscription that never used Container Apps nothing registers it). Registered
+#   here (`az provider register --wait`) when it is not; a refusal stops the provision with the command
+#   to ask for; without az or signed out, a warning;
 # - opt-in (OPS_AUTH_CREATE_APP=true, OPS_AUTH_CLIENT_ID empty): the Entra ID app registration operators
 #   sign in to (docs/deploy.md, "Operators"). Finds the registration named orders-ops-<AZURE_ENV_NAME>
 #   or creates it (single tenant, ID-token sign-in, the app roles of infra/ops-app-roles.json,
@@ -62,6 +68,40 @@ check_region() {
   printf '%s\n' "$regions" | sed 's/^/  /' >&2
   echo "Choose one: azd env set AZURE_LOCATION <region>" >&2
   return 1
+}
+
+# az on the azd environment's subscription when azd names one (it does once a subscription is chosen).
+az_sub() {
+  if [ -n "${AZURE_SUBSCRIPTION_ID:-}" ]; then
+    az "$@" --subscription "$AZURE_SUBSCRIPTION_ID"
+  else
+    az "$@"
+  fi
+}
+
+# 0: not needed, registered, or could not be asked (warned); 1: the registration was refused.
+ensure_app_provider() {
+  if [ "$vnet" != "true" ]; then
+    return 0
+  fi
+  if ! command -v az >/dev/null 2>&1; then
+    echo "preprovision: warning: az (Azure CLI) not found: cannot check that the subscription has the Microsoft.App resource provider registered (VNET_ENABLED=true needs it: az provider register --namespace Microsoft.App)." >&2
+    return 0
+  fi
+  if ! state=$(az_sub provider show --namespace Microsoft.App --query registrationState -o tsv 2>/dev/null); then
+    echo "preprovision: warning: 'az provider show --namespace Microsoft.App' failed (run 'az login'): not checked that Microsoft.App is registered (VNET_ENABLED=true needs it)." >&2
+    return 0
+  fi
+  if [ "$state" = "Registered" ]; then
+    echo "preprovision: the Microsoft.App resource provider is registered (VNet integration)."
+    return 0
+  fi
+  echo "preprovision: registering the Microsoft.App resource provider (state: ${state:-unknown}); VNET_ENABLED=true needs it for the app's VNet integration. This can take a few minutes."
+  if ! az_sub provider register --namespace Microsoft.App --wait; then
+    echo "preprovision: could not register the Microsoft.App resource provider, which the app's VNet integration needs. Ask someone who may register providers on the subscription (e.g. Contributor) to run: az provider register --namespace Microsoft.App" >&2
+    return 1
+  fi
+  echo "preprovision: Microsoft.App registered."
 }
 
 ops_app_warning() {
@@ -132,5 +172,6 @@ ensure_ops_app() {
 }
 
 check_region || exit 1
+ensure_app_provider || exit 1
 ensure_ops_app || exit 1
 exit 0

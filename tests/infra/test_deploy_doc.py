@@ -42,6 +42,7 @@ def test_options_and_first_deploy_pitfalls_are_documented():
         "supported-languages",
         "durable-task-scheduler-dedicated-sku",
         "Local development with the option on",
+        "az provider register --namespace Microsoft.App",  # VNet integration on a fresh subscription
     ):
         assert needed in DOC, needed
     assert "Python 3.11" not in DOC
