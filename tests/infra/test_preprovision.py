@@ -154,3 +154,47 @@ def test_the_powershell_twin_registers_the_same_provider_in_the_same_place():
     assert "$env:AZURE_SUBSCRIPTION_ID" in ps1
     order = [ps1.index(step) for step in ("(Test-Region)", "(Register-AppProvider)", "(Set-OpsApp)")]
     assert order == sorted(order)
+
+
+# DURABLE_BACKEND=dts: the scheduler's region
+
+
+def test_dts_in_a_region_without_the_scheduler_stops_listing_the_regions_that_have_it(tmp_path):
+    """The scheduler is offered in most regions, not all; Microsoft's page gives this query for the
+    list (learn.microsoft.com/azure/durable-task/scheduler/durable-task-scheduler, "Supported regions").
+    Its names are display names ("Sweden Central"), AZURE_LOCATION's are not ("swedencentral")."""
+    state = {"regions": "westcentralus\nswedencentral", "dts_regions": ["Sweden Central", "East US"]}
+    hook = preprovision(tmp_path, {"DURABLE_BACKEND": "dts", "AZURE_LOCATION": "westcentralus"}, state)
+    assert hook.returncode == 1
+    assert "westcentralus does not offer the Durable Task Scheduler" in hook.stderr
+    assert "Sweden Central" in hook.stderr and "DURABLE_BACKEND storage" in hook.stderr
+    (shown,) = hook.az("provider", "show")
+    assert option(shown["argv"], "--namespace") == "Microsoft.DurableTask"
+    assert "schedulers" in option(shown["argv"], "--query")
+
+
+def test_dts_in_a_region_with_the_scheduler_passes(tmp_path):
+    hook = preprovision(tmp_path, {"DURABLE_BACKEND": "dts", "AZURE_LOCATION": "swedencentral"})
+    assert hook.returncode == 0, hook.stderr
+    assert len(hook.az("provider", "show")) == 1
+
+
+def test_the_storage_backend_does_not_ask_for_scheduler_regions(tmp_path):
+    hook = preprovision(tmp_path, {})
+    assert hook.returncode == 0, hook.stderr
+    assert hook.az("provider") == []
+
+
+def test_scheduler_regions_not_readable_warn_and_let_azure_decide(tmp_path):
+    hook = preprovision(tmp_path, {"DURABLE_BACKEND": "dts"}, {"provider_show_fails": True})
+    assert hook.returncode == 0, hook.stderr
+    assert "Durable Task Scheduler" in hook.stderr
+
+
+def test_the_powershell_twin_checks_the_scheduler_region_the_same_way():
+    ps1 = (ROOT / "scripts" / "preprovision.ps1").read_text()
+    query = "resourceTypes[?resourceType=='schedulers'].locations[]"
+    assert f'provider show --namespace Microsoft.DurableTask --query "{query}" -o tsv' in SCRIPT.read_text()
+    assert f"'provider', 'show', '--namespace', 'Microsoft.DurableTask', '--query', \"{query}\", '-o', 'tsv'" in ps1
+    order = [ps1.index(step) for step in ("(Test-Region)", "(Test-SchedulerRegion)", "(Set-OpsApp)")]
+    assert order == sorted(order)
