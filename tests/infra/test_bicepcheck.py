@@ -255,6 +255,28 @@ def test_rule_catches(tmp_path, file, old, new, rule):
 
 
 @pytest.mark.parametrize(
+    "setting",
+    [
+        # the Oryx build switches a Python app on other plans sets; Flex builds with azd's remote build
+        "SCM_DO_BUILD_DURING_DEPLOYMENT",
+        "ENABLE_ORYX_BUILD",
+        "FUNCTIONS_WORKER_RUNTIME_VERSION",
+        "FUNCTIONS_WORKER_PROCESS_COUNT",
+        "WEBSITE_MAX_DYNAMIC_APPLICATION_SCALE_OUT",
+        "WEBSITE_VNET_ROUTE_ALL",
+        "WEBSITE_SKIP_CONTENTSHARE_VALIDATION",
+        "scm_do_build_during_deployment",  # app setting names are case-insensitive
+    ],
+)
+def test_every_flex_deprecated_setting_is_caught(tmp_path, setting):
+    """The deprecations table of the app settings reference (FLEX_DEPRECATIONS), not only the runtime and
+    content-share settings."""
+    mutated = mutated_infra(tmp_path, "modules/functionapp.bicep", "    MAX_PENDING: '1000'\n",
+                            f"    MAX_PENDING: '1000'\n    {setting}: 'true'\n")  # fmt: skip
+    assert "flex-no-deprecated-settings" in rule_ids(mutated)
+
+
+@pytest.mark.parametrize(
     ("old", "new"),
     [
         ("category: 'OperationalLogs'", "category: 'OperationLogs'"),

@@ -44,6 +44,7 @@ from tools.bicepcheck.query import (
     resources,
     variable,
 )
+from tools.bicepcheck.rules import FLEX_FORBIDDEN_SETTINGS
 
 SERVICE_BUS = load(MODULES / "servicebus.bicep")
 COSMOS = load(MODULES / "cosmos.bicep")
@@ -63,8 +64,6 @@ HOST_SETTINGS_AZURE = {
     "AzureWebJobsStorage__tableServiceUri",
 }
 HOST_SETTINGS_LOCAL = {"FUNCTIONS_WORKER_RUNTIME", "AzureWebJobsStorage"}
-# Flex Consumption rejects these: the runtime is configured in functionAppConfig.
-FORBIDDEN_ON_FLEX = {"FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_EXTENSION_VERSION", "WEBSITE_RUN_FROM_PACKAGE"}
 
 EMULATOR_SERVICE_BUS = (
     "Endpoint=sb://localhost;SharedAccessKeyName=RootManageSharedAccessKey;"
@@ -299,7 +298,7 @@ def test_bicep_sets_every_azure_setting_and_nothing_else():
     declared = set(bicep_app_settings())
     assert sorted(needed - declared) == [], "settings the app reads that the Bicep does not set"
     assert sorted(declared - needed - HOST_SETTINGS_AZURE) == [], "Bicep settings nobody reads"
-    assert declared.isdisjoint(FORBIDDEN_ON_FLEX)
+    assert {name.upper() for name in declared}.isdisjoint(FLEX_FORBIDDEN_SETTINGS)
 
 
 def test_bicep_tuning_values_are_the_settings_defaults():

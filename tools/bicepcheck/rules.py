@@ -34,15 +34,25 @@ FLEX_HOWTO = "https://learn.microsoft.com/azure/azure-functions/flex-consumption
 LOG_ALERTS = "https://learn.microsoft.com/azure/azure-monitor/alerts/alerts-create-log-alert-rule"
 PYTHON_VERSIONS = "https://learn.microsoft.com/azure/azure-functions/supported-languages"
 
-# App settings a Flex Consumption app rejects or ignores: the runtime and the package location are
-# configured in functionAppConfig, and there is no Azure Files content share.
+# App settings a Flex Consumption app rejects or ignores (the deprecations table of FLEX_DEPRECATIONS): the
+# runtime and the package location are configured in functionAppConfig, the build is the deployment's
+# remote build (not Oryx on the SCM site), scale-out is functionAppConfig.scaleAndConcurrency, there is no
+# Azure Files content share, and networking is the site's VNet integration. Upper case: app setting names
+# are case-insensitive.
 FLEX_FORBIDDEN_SETTINGS = frozenset(
     {
         "FUNCTIONS_WORKER_RUNTIME",
+        "FUNCTIONS_WORKER_RUNTIME_VERSION",
         "FUNCTIONS_EXTENSION_VERSION",
+        "FUNCTIONS_WORKER_PROCESS_COUNT",
+        "SCM_DO_BUILD_DURING_DEPLOYMENT",
+        "ENABLE_ORYX_BUILD",
         "WEBSITE_RUN_FROM_PACKAGE",
         "WEBSITE_CONTENTSHARE",
         "WEBSITE_CONTENTAZUREFILECONNECTIONSTRING",
+        "WEBSITE_SKIP_CONTENTSHARE_VALIDATION",
+        "WEBSITE_MAX_DYNAMIC_APPLICATION_SCALE_OUT",
+        "WEBSITE_VNET_ROUTE_ALL",
     }
 )
 FLEX_INSTANCE_MEMORY_MB = frozenset({2048, 4096})
@@ -172,7 +182,11 @@ def _no_deprecated_settings(tree: Tree, resource: Resource) -> list[str]:
         return []
     if not any(_is_flex_site(site) for site in resources(tree, "Microsoft.Web/sites")):
         return []
-    names = sorted(FLEX_FORBIDDEN_SETTINGS & _setting_names(tree, resource.body.get("properties", {})))
+    names = sorted(
+        name
+        for name in _setting_names(tree, resource.body.get("properties", {}))
+        if name.upper() in FLEX_FORBIDDEN_SETTINGS
+    )
     return [f"app setting {name} is not supported on Flex Consumption" for name in names]
 
 
@@ -267,8 +281,8 @@ RULES: tuple[Rule, ...] = (
     Rule("flex-no-ftps", "Flex Consumption apps have no FTP(S): do not set siteConfig.ftpsState", FLEX_PLAN, _no_ftps),
     Rule(
         "flex-no-deprecated-settings",
-        "Flex Consumption: no FUNCTIONS_WORKER_RUNTIME, FUNCTIONS_EXTENSION_VERSION, WEBSITE_RUN_FROM_PACKAGE, "
-        "WEBSITE_CONTENTSHARE, WEBSITE_CONTENTAZUREFILECONNECTIONSTRING app settings",
+        "Flex Consumption: none of the deprecated app settings (runtime, Oryx build, run-from-package, content "
+        "share, scale-out, VNet route-all: FLEX_FORBIDDEN_SETTINGS)",
         FLEX_DEPRECATIONS,
         _no_deprecated_settings,
     ),
