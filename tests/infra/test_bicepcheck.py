@@ -266,6 +266,8 @@ def test_rule_catches(tmp_path, file, old, new, rule):
         "WEBSITE_VNET_ROUTE_ALL",
         "WEBSITE_SKIP_CONTENTSHARE_VALIDATION",
         "scm_do_build_during_deployment",  # app setting names are case-insensitive
+        "WEBSITE_TIME_ZONE",  # flex-consumption-plan, "Considerations": not supported (schedules stay UTC)
+        "TZ",
     ],
 )
 def test_every_flex_deprecated_setting_is_caught(tmp_path, setting):

@@ -37,8 +37,8 @@ PYTHON_VERSIONS = "https://learn.microsoft.com/azure/azure-functions/supported-l
 # App settings a Flex Consumption app rejects or ignores (the deprecations table of FLEX_DEPRECATIONS): the
 # runtime and the package location are configured in functionAppConfig, the build is the deployment's
 # remote build (not Oryx on the SCM site), scale-out is functionAppConfig.scaleAndConcurrency, there is no
-# Azure Files content share, and networking is the site's VNet integration. Upper case: app setting names
-# are case-insensitive.
+# Azure Files content share, networking is the site's VNet integration, and timers run in UTC. Upper
+# case: app setting names are case-insensitive.
 FLEX_FORBIDDEN_SETTINGS = frozenset(
     {
         "FUNCTIONS_WORKER_RUNTIME",
@@ -53,6 +53,9 @@ FLEX_FORBIDDEN_SETTINGS = frozenset(
         "WEBSITE_SKIP_CONTENTSHARE_VALIDATION",
         "WEBSITE_MAX_DYNAMIC_APPLICATION_SCALE_OUT",
         "WEBSITE_VNET_ROUTE_ALL",
+        # not in the table but in the plan's "Considerations" (FLEX_PLAN): time zones are not supported
+        "WEBSITE_TIME_ZONE",
+        "TZ",
     }
 )
 FLEX_INSTANCE_MEMORY_MB = frozenset({2048, 4096})
