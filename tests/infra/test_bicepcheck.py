@@ -239,7 +239,7 @@ def test_project_bicep_follows_every_rule():
             "    MAX_PENDING: '1000'\n    FUNCTIONS_WORKER_RUNTIME: 'python'\n",
             "flex-no-deprecated-settings",
         ),
-        ("modules/functionapp.bicep", "@allowed([\n  2048\n", "@allowed([\n  512\n  2048\n", "flex-memory"),
+        ("modules/functionapp.bicep", "@allowed([\n  512\n", "@allowed([\n  1024\n", "flex-memory"),
         (
             "modules/functionapp.bicep",
             "@maxValue(1000)\nparam maximumInstanceCount",

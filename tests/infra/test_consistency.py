@@ -375,6 +375,20 @@ def test_function_app_is_python_313_on_flex_consumption():
     assert site.body["properties"]["httpsOnly"] is True
 
 
+def test_every_instance_size_the_docs_offer_is_one_the_bicep_takes():
+    """docs/cost.md suggests lowering instanceMemoryMB to 512 (Flex Consumption's sizes are 512, 2,048 and
+    4,096 MB: flex-consumption-plan, "Instance memory" and the quota table): the parameter must accept it,
+    in main.bicep and in the module it passes it to, and default to Microsoft's default, 2,048."""
+    offered = {
+        int(size)
+        for size in re.findall(r"Flex offers (\d+), (\d+) and (\d+) MB", (ROOT / "docs" / "cost.md").read_text())[0]
+    }
+    assert offered == {512, 2048, 4096}
+    for tree in (MAIN, FUNCTION_APP):
+        assert set(param_decorators(tree, "instanceMemoryMB")["allowed"][0]) == offered
+    assert param_default(MAIN, "instanceMemoryMB") == 2048
+
+
 def test_function_app_carries_the_azd_service_tag():
     site = one(FUNCTION_APP, "Microsoft.Web/sites")
     assert "'azd-service-name': 'api'" in site.body["tags"].source

@@ -58,7 +58,7 @@ FLEX_FORBIDDEN_SETTINGS = frozenset(
         "TZ",
     }
 )
-FLEX_INSTANCE_MEMORY_MB = frozenset({2048, 4096})
+FLEX_INSTANCE_MEMORY_MB = frozenset({512, 2048, 4096})
 FLEX_MAX_INSTANCES = (40, 1000)
 FLEX_PYTHON_VERSIONS = frozenset({"3.10", "3.11", "3.12", "3.13"})
 
@@ -222,7 +222,7 @@ def _memory(tree: Tree, resource: Resource) -> list[str]:
         return []
     allowed = _allowed_values(tree, value)
     if allowed is None:
-        return ["instanceMemoryMB is not a literal or a param with @allowed: cannot prove it is 2048 or 4096"]
+        return ["instanceMemoryMB is not a literal or a param with @allowed: cannot prove it is a Flex size"]
     bad = [v for v in allowed if v not in FLEX_INSTANCE_MEMORY_MB]
     return [f"instanceMemoryMB may be {bad}; Flex Consumption accepts {sorted(FLEX_INSTANCE_MEMORY_MB)}"] if bad else []
 
@@ -289,7 +289,7 @@ RULES: tuple[Rule, ...] = (
         FLEX_DEPRECATIONS,
         _no_deprecated_settings,
     ),
-    Rule("flex-memory", "Flex Consumption: instanceMemoryMB is 2048 or 4096", FLEX_HOWTO, _memory),
+    Rule("flex-memory", "Flex Consumption: instanceMemoryMB is 512, 2048 or 4096", FLEX_PLAN, _memory),
     Rule("flex-max-instances", "Flex Consumption: maximumInstanceCount is 40..1000", FLEX_HOWTO, _max_instances),
     Rule("flex-python", "Flex Consumption runs Python 3.10 to 3.13", PYTHON_VERSIONS, _python_version),
     Rule(
