@@ -95,8 +95,9 @@ param cosmosDatabaseName string = 'scheduler'
 @maxValue(1000)
 param maximumInstanceCount int = 40
 
-@description('Flex Consumption: memory of each instance in MB (2048 or 4096; 512 is rejected by current API versions).')
+@description('Flex Consumption: memory of each instance in MB (512, 2048 or 4096; 2048 is the platform default; 512 costs a quarter per second if the app fits in it).')
 @allowed([
+  512
   2048
   4096
 ])

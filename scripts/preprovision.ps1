@@ -4,6 +4,9 @@
 # api://<appId>, its service principal, then `azd env set OPS_AUTH_CLIENT_ID <appId>`; no secret).
 # Without az, signed out, or without the right to register applications it warns and goes on: the ops
 # API then refuses every request. scripts/postprovision.ps1 adds the redirect URI.
+# DURABLE_BACKEND=dts: checks that the region offers the Durable Task Scheduler (see preprovision.sh).
+# VNET_ENABLED=true: registers the Microsoft.App resource provider when the subscription lacks it (the
+# app's VNet integration needs it; see preprovision.sh).
 $ErrorActionPreference = 'Stop'
 $RolesFile = Join-Path (Join-Path (Join-Path $PSScriptRoot '..') 'infra') 'ops-app-roles.json'
 $PythonVersion = '3.13'   # infra/modules/functionapp.bicep functionAppConfig.runtime.version
@@ -32,24 +35,74 @@ if (-not $location) {
 if ($vnet -eq 'true') {
   Write-Host "preprovision: VNET_ENABLED=true: Service Bus becomes Premium (1 messaging unit, billed per hour whether used or not; see docs/deploy.md)."
 }
-# $true: the region offers Flex Consumption with Python, or it could not be asked (warned); $false: it does not.
-function Test-Region {
-  if (-not (Get-Command az -ErrorAction SilentlyContinue)) {
-    Write-Warning "preprovision: az (Azure CLI) not found: cannot check that $location offers Flex Consumption with Python $PythonVersion."
-    return $true
-  }
-  $regions = az functionapp list-flexconsumption-locations --runtime python --runtime-version $PythonVersion --query "[].name" -o tsv 2>$null
-  if ($LASTEXITCODE -ne 0) {
-    Write-Warning "preprovision: 'az functionapp list-flexconsumption-locations' failed (run 'az login'): region $location not checked."
-    return $true
-  }
+# az on the azd environment's subscription when azd names one (it does once a subscription is chosen).
+$Subscription = @()
+if ($env:AZURE_SUBSCRIPTION_ID) { $Subscription = @('--subscription', $env:AZURE_SUBSCRIPTION_ID) }
+
+# $true when the region names ("swedencentral" or "Sweden Central") include AZURE_LOCATION.
+function Test-ListsLocation($regions) {
   $wanted = $location.ToLower().Replace(' ', '')
-  if ($regions | Where-Object { $_.ToLower().Replace(' ', '') -eq $wanted }) {
-    Write-Host "preprovision: $location offers Flex Consumption with Python $PythonVersion."
+  return [bool]($regions | Where-Object { $_.ToLower().Replace(' ', '') -eq $wanted })
+}
+
+# $true when the regions `az $azArgs` prints include AZURE_LOCATION, or az could not be asked (warned; Bicep
+# and ARM still decide); $false when they do not (listed, with $advice).
+function Test-Offered([string]$what, [string]$advice, [string[]]$azArgs) {
+  if (-not (Get-Command az -ErrorAction SilentlyContinue)) {
+    Write-Warning "preprovision: az (Azure CLI) not found: cannot check that $location offers $what."
     return $true
   }
-  [Console]::Error.WriteLine("preprovision: $location does not offer Flex Consumption with Python $PythonVersion. Regions that do:`n  " + ($regions -join "`n  ") + "`nChoose one: azd env set AZURE_LOCATION <region>")
+  $offered = @(az @azArgs @Subscription 2>$null)
+  if ($LASTEXITCODE -ne 0) {
+    Write-Warning "preprovision: 'az $($azArgs[0]) $($azArgs[1])' failed (run 'az login'): not checked that $location offers $what."
+    return $true
+  }
+  if (Test-ListsLocation $offered) {
+    Write-Host "preprovision: $location offers $what."
+    return $true
+  }
+  [Console]::Error.WriteLine("preprovision: $location does not offer $what. Regions that do:`n  " + ($offered -join "`n  ") + "`n$advice")
   return $false
+}
+
+function Test-Region {
+  return Test-Offered "Flex Consumption with Python $PythonVersion" 'Choose one: azd env set AZURE_LOCATION <region>' `
+    @('functionapp', 'list-flexconsumption-locations', '--runtime', 'python', '--runtime-version', $PythonVersion, '--query', '[].name', '-o', 'tsv')
+}
+
+# DURABLE_BACKEND=dts: the region offers the scheduler (the query of Microsoft's "Supported regions",
+# its list flattened with [] instead of "| [0]").
+function Test-SchedulerRegion {
+  if ($backend -ne 'dts') { return $true }
+  return Test-Offered 'the Durable Task Scheduler (DURABLE_BACKEND=dts)' `
+    'Choose one of them that also offers Flex Consumption (azd env set AZURE_LOCATION <region>), or keep the Azure Storage backend: azd env set DURABLE_BACKEND storage' `
+    @('provider', 'show', '--namespace', 'Microsoft.DurableTask', '--query', "resourceTypes[?resourceType=='schedulers'].locations[]", '-o', 'tsv')
+}
+
+# $true: not needed, registered, or could not be asked (warned); $false: the registration was refused.
+function Register-AppProvider {
+  if ($vnet -ne 'true') { return $true }
+  if (-not (Get-Command az -ErrorAction SilentlyContinue)) {
+    Write-Warning "preprovision: az (Azure CLI) not found: cannot check that the subscription has the Microsoft.App resource provider registered (VNET_ENABLED=true needs it: az provider register --namespace Microsoft.App)."
+    return $true
+  }
+  $state = az provider show --namespace Microsoft.App --query registrationState -o tsv @Subscription 2>$null
+  if ($LASTEXITCODE -ne 0) {
+    Write-Warning "preprovision: 'az provider show --namespace Microsoft.App' failed (run 'az login'): not checked that Microsoft.App is registered (VNET_ENABLED=true needs it)."
+    return $true
+  }
+  if ($state -eq 'Registered') {
+    Write-Host "preprovision: the Microsoft.App resource provider is registered (VNet integration)."
+    return $true
+  }
+  Write-Host "preprovision: registering the Microsoft.App resource provider (state: $state); VNET_ENABLED=true needs it for the app's VNet integration. This can take a few minutes."
+  az provider register --namespace Microsoft.App --wait @Subscription | Out-Host
+  if ($LASTEXITCODE -ne 0) {
+    [Console]::Error.WriteLine("preprovision: could not register the Microsoft.App resource provider, which the app's VNet integration needs. Ask someone who may register providers on the subscription (e.g. Contributor) to run: az provider register --namespace Microsoft.App")
+    return $false
+  }
+  Write-Host "preprovision: Microsoft.App registered."
+  return $true
 }
 
 function Write-OpsAppWarning([string]$reason) {
@@ -125,5 +178,7 @@ function Set-OpsApp {
 }
 
 if (-not (Test-Region)) { exit 1 }
+if (-not (Test-SchedulerRegion)) { exit 1 }
+if (-not (Register-AppProvider)) { exit 1 }
 if (-not (Set-OpsApp)) { exit 1 }
 exit 0

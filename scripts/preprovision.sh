@@ -5,6 +5,15 @@
 # - the region offers Flex Consumption with the app's Python version (asked from Azure with
 #   `az functionapp list-flexconsumption-locations`; skipped with a warning when az is missing or
 #   not signed in, the Bicep @allowed list of regions still applies);
+# - DURABLE_BACKEND=dts: the region offers the Durable Task Scheduler (asked from Azure: the
+#   Microsoft.DurableTask provider's locations for schedulers, the query of Microsoft's page, which
+#   says "most Azure regions"); skipped with a warning when az cannot be asked;
+# - VNET_ENABLED=true: the Microsoft.App resource provider is registered on the subscription (the
+#   app's subnet is delegated to Microsoft.App/environments, and Flex Consumption's VNet integration
+#   needs the provider; a deployment registers only the providers of the template's own resource
+#   types, so on a subscription that never used Container Apps nothing registers it). Registered
+#   here (`az provider register --wait`) when it is not; a refusal stops the provision with the command
+#   to ask for; without az or signed out, a warning;
 # - opt-in (OPS_AUTH_CREATE_APP=true, OPS_AUTH_CLIENT_ID empty): the Entra ID app registration operators
 #   sign in to (docs/deploy.md, "Operators"). Finds the registration named orders-ops-<AZURE_ENV_NAME>
 #   or creates it (single tenant, ID-token sign-in, the app roles of infra/ops-app-roles.json,
@@ -43,25 +52,84 @@ if [ "$vnet" = "true" ]; then
   echo "preprovision: VNET_ENABLED=true: Service Bus becomes Premium (1 messaging unit, billed per hour whether used or not; see docs/deploy.md)."
 fi
 
-# 0: the region offers Flex Consumption with Python, or it could not be asked (warned); 1: it does not.
-check_region() {
-  if ! command -v az >/dev/null 2>&1; then
-    echo "preprovision: warning: az (Azure CLI) not found: cannot check that $location offers Flex Consumption with Python $PYTHON_VERSION." >&2
-    return 0
+# az on the azd environment's subscription when azd names one (it does once a subscription is chosen).
+az_sub() {
+  if [ -n "${AZURE_SUBSCRIPTION_ID:-}" ]; then
+    az "$@" --subscription "$AZURE_SUBSCRIPTION_ID"
+  else
+    az "$@"
   fi
-  if ! regions=$(az functionapp list-flexconsumption-locations --runtime python --runtime-version "$PYTHON_VERSION" --query "[].name" -o tsv 2>/dev/null); then
-    echo "preprovision: warning: 'az functionapp list-flexconsumption-locations' failed (run 'az login'): region $location not checked." >&2
-    return 0
-  fi
+}
+
+# 0 when the region names in $1 (one a line, "swedencentral" or "Sweden Central") include AZURE_LOCATION.
+lists_location() {
   wanted=$(printf '%s' "$location" | tr 'A-Z' 'a-z' | tr -d ' ')
-  if printf '%s\n' "$regions" | tr 'A-Z' 'a-z' | tr -d ' ' | grep -qx "$wanted"; then
-    echo "preprovision: $location offers Flex Consumption with Python $PYTHON_VERSION."
+  printf '%s\n' "$1" | tr 'A-Z' 'a-z' | tr -d ' ' | grep -qx "$wanted"
+}
+
+# check_offered WHAT ADVICE AZ-ARGS...: 0 when the regions `az AZ-ARGS` prints include AZURE_LOCATION, or
+# az could not be asked (warned; Bicep and ARM still decide); 1 when they do not (listed, with ADVICE).
+check_offered() {
+  what=$1
+  advice=$2
+  shift 2
+  if ! command -v az >/dev/null 2>&1; then
+    echo "preprovision: warning: az (Azure CLI) not found: cannot check that $location offers $what." >&2
     return 0
   fi
-  echo "preprovision: $location does not offer Flex Consumption with Python $PYTHON_VERSION. Regions that do:" >&2
-  printf '%s\n' "$regions" | sed 's/^/  /' >&2
-  echo "Choose one: azd env set AZURE_LOCATION <region>" >&2
+  if ! offered=$(az_sub "$@" 2>/dev/null); then
+    echo "preprovision: warning: 'az $1 $2' failed (run 'az login'): not checked that $location offers $what." >&2
+    return 0
+  fi
+  if lists_location "$offered"; then
+    echo "preprovision: $location offers $what."
+    return 0
+  fi
+  echo "preprovision: $location does not offer $what. Regions that do:" >&2
+  printf '%s\n' "$offered" | sed 's/^/  /' >&2
+  echo "$advice" >&2
   return 1
+}
+
+check_region() {
+  check_offered "Flex Consumption with Python $PYTHON_VERSION" "Choose one: azd env set AZURE_LOCATION <region>" \
+    functionapp list-flexconsumption-locations --runtime python --runtime-version "$PYTHON_VERSION" --query "[].name" -o tsv
+}
+
+# DURABLE_BACKEND=dts: the region offers the scheduler (the query of Microsoft's "Supported regions",
+# its list flattened with [] instead of "| [0]").
+check_scheduler_region() {
+  if [ "$backend" != "dts" ]; then
+    return 0
+  fi
+  check_offered "the Durable Task Scheduler (DURABLE_BACKEND=dts)" \
+    "Choose one of them that also offers Flex Consumption (azd env set AZURE_LOCATION <region>), or keep the Azure Storage backend: azd env set DURABLE_BACKEND storage" \
+    provider show --namespace Microsoft.DurableTask --query "resourceTypes[?resourceType=='schedulers'].locations[]" -o tsv
+}
+
+# 0: not needed, registered, or could not be asked (warned); 1: the registration was refused.
+ensure_app_provider() {
+  if [ "$vnet" != "true" ]; then
+    return 0
+  fi
+  if ! command -v az >/dev/null 2>&1; then
+    echo "preprovision: warning: az (Azure CLI) not found: cannot check that the subscription has the Microsoft.App resource provider registered (VNET_ENABLED=true needs it: az provider register --namespace Microsoft.App)." >&2
+    return 0
+  fi
+  if ! state=$(az_sub provider show --namespace Microsoft.App --query registrationState -o tsv 2>/dev/null); then
+    echo "preprovision: warning: 'az provider show --namespace Microsoft.App' failed (run 'az login'): not checked that Microsoft.App is registered (VNET_ENABLED=true needs it)." >&2
+    return 0
+  fi
+  if [ "$state" = "Registered" ]; then
+    echo "preprovision: the Microsoft.App resource provider is registered (VNet integration)."
+    return 0
+  fi
+  echo "preprovision: registering the Microsoft.App resource provider (state: ${state:-unknown}); VNET_ENABLED=true needs it for the app's VNet integration. This can take a few minutes."
+  if ! az_sub provider register --namespace Microsoft.App --wait; then
+    echo "preprovision: could not register the Microsoft.App resource provider, which the app's VNet integration needs. Ask someone who may register providers on the subscription (e.g. Contributor) to run: az provider register --namespace Microsoft.App" >&2
+    return 1
+  fi
+  echo "preprovision: Microsoft.App registered."
 }
 
 ops_app_warning() {
@@ -132,5 +200,7 @@ ensure_ops_app() {
 }
 
 check_region || exit 1
+check_scheduler_region || exit 1
+ensure_app_provider || exit 1
 ensure_ops_app || exit 1
 exit 0

@@ -26,8 +26,9 @@ param cosmosDatabaseName string
 @maxValue(1000)
 param maximumInstanceCount int
 
-// Flex Consumption instance sizes on current API versions (512 MB is rejected).
+// Flex Consumption instance sizes (flex-consumption-plan, "Instance memory").
 @allowed([
+  512
   2048
   4096
 ])

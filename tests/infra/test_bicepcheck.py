@@ -239,7 +239,7 @@ def test_project_bicep_follows_every_rule():
             "    MAX_PENDING: '1000'\n    FUNCTIONS_WORKER_RUNTIME: 'python'\n",
             "flex-no-deprecated-settings",
         ),
-        ("modules/functionapp.bicep", "@allowed([\n  2048\n", "@allowed([\n  512\n  2048\n", "flex-memory"),
+        ("modules/functionapp.bicep", "@allowed([\n  512\n", "@allowed([\n  1024\n", "flex-memory"),
         (
             "modules/functionapp.bicep",
             "@maxValue(1000)\nparam maximumInstanceCount",
@@ -252,6 +252,30 @@ def test_project_bicep_follows_every_rule():
 )
 def test_rule_catches(tmp_path, file, old, new, rule):
     assert rule in rule_ids(mutated_infra(tmp_path, file, old, new))
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        # the Oryx build switches a Python app on other plans sets; Flex builds with azd's remote build
+        "SCM_DO_BUILD_DURING_DEPLOYMENT",
+        "ENABLE_ORYX_BUILD",
+        "FUNCTIONS_WORKER_RUNTIME_VERSION",
+        "FUNCTIONS_WORKER_PROCESS_COUNT",
+        "WEBSITE_MAX_DYNAMIC_APPLICATION_SCALE_OUT",
+        "WEBSITE_VNET_ROUTE_ALL",
+        "WEBSITE_SKIP_CONTENTSHARE_VALIDATION",
+        "scm_do_build_during_deployment",  # app setting names are case-insensitive
+        "WEBSITE_TIME_ZONE",  # flex-consumption-plan, "Considerations": not supported (schedules stay UTC)
+        "TZ",
+    ],
+)
+def test_every_flex_deprecated_setting_is_caught(tmp_path, setting):
+    """The deprecations table of the app settings reference (FLEX_DEPRECATIONS), not only the runtime and
+    content-share settings."""
+    mutated = mutated_infra(tmp_path, "modules/functionapp.bicep", "    MAX_PENDING: '1000'\n",
+                            f"    MAX_PENDING: '1000'\n    {setting}: 'true'\n")  # fmt: skip
+    assert "flex-no-deprecated-settings" in rule_ids(mutated)
 
 
 @pytest.mark.parametrize(

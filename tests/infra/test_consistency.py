@@ -44,6 +44,7 @@ from tools.bicepcheck.query import (
     resources,
     variable,
 )
+from tools.bicepcheck.rules import FLEX_FORBIDDEN_SETTINGS
 
 SERVICE_BUS = load(MODULES / "servicebus.bicep")
 COSMOS = load(MODULES / "cosmos.bicep")
@@ -63,8 +64,6 @@ HOST_SETTINGS_AZURE = {
     "AzureWebJobsStorage__tableServiceUri",
 }
 HOST_SETTINGS_LOCAL = {"FUNCTIONS_WORKER_RUNTIME", "AzureWebJobsStorage"}
-# Flex Consumption rejects these: the runtime is configured in functionAppConfig.
-FORBIDDEN_ON_FLEX = {"FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_EXTENSION_VERSION", "WEBSITE_RUN_FROM_PACKAGE"}
 
 EMULATOR_SERVICE_BUS = (
     "Endpoint=sb://localhost;SharedAccessKeyName=RootManageSharedAccessKey;"
@@ -299,7 +298,7 @@ def test_bicep_sets_every_azure_setting_and_nothing_else():
     declared = set(bicep_app_settings())
     assert sorted(needed - declared) == [], "settings the app reads that the Bicep does not set"
     assert sorted(declared - needed - HOST_SETTINGS_AZURE) == [], "Bicep settings nobody reads"
-    assert declared.isdisjoint(FORBIDDEN_ON_FLEX)
+    assert {name.upper() for name in declared}.isdisjoint(FLEX_FORBIDDEN_SETTINGS)
 
 
 def test_bicep_tuning_values_are_the_settings_defaults():
@@ -374,6 +373,20 @@ def test_function_app_is_python_313_on_flex_consumption():
     assert config["deployment"]["storage"]["authentication"]["type"] == "UserAssignedIdentity"
     assert site.body["identity"]["type"] == "UserAssigned"
     assert site.body["properties"]["httpsOnly"] is True
+
+
+def test_every_instance_size_the_docs_offer_is_one_the_bicep_takes():
+    """docs/cost.md suggests lowering instanceMemoryMB to 512 (Flex Consumption's sizes are 512, 2,048 and
+    4,096 MB: flex-consumption-plan, "Instance memory" and the quota table): the parameter must accept it,
+    in main.bicep and in the module it passes it to, and default to Microsoft's default, 2,048."""
+    offered = {
+        int(size)
+        for size in re.findall(r"Flex offers (\d+), (\d+) and (\d+) MB", (ROOT / "docs" / "cost.md").read_text())[0]
+    }
+    assert offered == {512, 2048, 4096}
+    for tree in (MAIN, FUNCTION_APP):
+        assert set(param_decorators(tree, "instanceMemoryMB")["allowed"][0]) == offered
+    assert param_default(MAIN, "instanceMemoryMB") == 2048
 
 
 def test_function_app_carries_the_azd_service_tag():

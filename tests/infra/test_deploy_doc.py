@@ -42,6 +42,8 @@ def test_options_and_first_deploy_pitfalls_are_documented():
         "supported-languages",
         "durable-task-scheduler-dedicated-sku",
         "Local development with the option on",
+        "az provider register --namespace Microsoft.App",  # VNet integration on a fresh subscription
+        "PowerShell 7",  # azure.yaml's Windows hooks run under pwsh, which Windows does not ship
     ):
         assert needed in DOC, needed
     assert "Python 3.11" not in DOC

@@ -27,7 +27,8 @@ CALLBACK = f"https://{HOST}/.auth/login/aad/callback"
 SYSTEM_PATH = "/usr/bin:/bin"
 
 # A fake `az`: appends {"argv": [...], "file": <content of an @file argument>} to az-calls.jsonl and
-# answers from state.json (regions, sign-in, existing registrations, their roles and redirect URIs).
+# answers from state.json (regions, sign-in, existing registrations, their roles and redirect URIs, the
+# Microsoft.App resource provider's registration state, the Durable Task Scheduler's regions).
 FAKE_AZ = """#!/usr/bin/python3
 import json, sys
 args = sys.argv[1:]
@@ -60,6 +61,19 @@ elif head in (["ad", "app", "update"], ["ad", "sp", "create"]):
     pass
 elif head == ["ad", "sp", "show"]:
     sys.exit(0 if state.get("sp_exists") else 1)
+elif args[:2] == ["provider", "show"]:
+    if state.get("provider_show_fails"):
+        print("ERROR: Please run 'az login' to setup account.", file=sys.stderr)
+        sys.exit(1)
+    if args[args.index("--namespace") + 1] == "Microsoft.DurableTask":
+        print("\\n".join(state.get("dts_regions", ["Sweden Central", "East US"])))
+    else:
+        print(state.get("app_provider", "Registered"))
+elif args[:2] == ["provider", "register"]:
+    if state.get("register_fails"):
+        print("ERROR: (AuthorizationFailed) ... does not have authorization to perform action "
+              "'Microsoft.App/register/action'", file=sys.stderr)
+        sys.exit(1)
 else:
     print("fake az: unexpected call " + " ".join(args), file=sys.stderr)
     sys.exit(3)

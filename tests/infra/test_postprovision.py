@@ -273,3 +273,35 @@ def test_powershell_twin_keeps_the_same_safety_rules() -> None:
         assert needle in text, needle
     # Fail exits before anything is written: every Fail call comes before the first write.
     assert text.rindex("Fail '") < text.index("Copy-Item") < text.index("WriteAllText")
+
+
+def test_the_backups_stay_out_of_git_and_out_of_the_package(tmp_path: Path) -> None:
+    """The backups hold the developer's previous local.settings.json, secrets included (a storage
+    connection string, a key): neither `git add -A` nor `azd deploy` (the package is the project folder
+    less .funcignore) may take them, whatever run of the hook made them."""
+    from tests.infra.deployment import funcignore_patterns, ignored
+
+    existing(tmp_path, developer_file())
+    assert run_hook(tmp_path).returncode == 0
+    existing(tmp_path, {"IsEncrypted": False, "Values": {"MY_OWN_FLAG": "second"}})
+    assert run_hook(tmp_path).returncode == 0
+    names = sorted(path.name for path in backups(tmp_path))
+    assert len(names) == 2  # one of them the "-1" name of a second run in the same second, or a later one
+    names += ["local.settings.json.20261205T124700Z-1.bak", "local.settings.json.tmp", ".local.settings.x1y2.json"]
+    patterns = funcignore_patterns()
+    assert [name for name in names if not ignored(Path(name), patterns)] == [], "deployed by azd"
+    checked = subprocess.run(
+        ["git", "-C", str(ROOT), "check-ignore", "--no-index", *names],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert sorted(checked.stdout.split()) == sorted(names), "not ignored by git"
+    example = subprocess.run(
+        ["git", "-C", str(ROOT), "check-ignore", "--no-index", "local.settings.json.example"],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert example.returncode == 1, "the example must stay tracked"

@@ -34,18 +34,31 @@ FLEX_HOWTO = "https://learn.microsoft.com/azure/azure-functions/flex-consumption
 LOG_ALERTS = "https://learn.microsoft.com/azure/azure-monitor/alerts/alerts-create-log-alert-rule"
 PYTHON_VERSIONS = "https://learn.microsoft.com/azure/azure-functions/supported-languages"
 
-# App settings a Flex Consumption app rejects or ignores: the runtime and the package location are
-# configured in functionAppConfig, and there is no Azure Files content share.
+# App settings a Flex Consumption app rejects or ignores (the deprecations table of FLEX_DEPRECATIONS): the
+# runtime and the package location are configured in functionAppConfig, the build is the deployment's
+# remote build (not Oryx on the SCM site), scale-out is functionAppConfig.scaleAndConcurrency, there is no
+# Azure Files content share, networking is the site's VNet integration, and timers run in UTC. Upper
+# case: app setting names are case-insensitive.
 FLEX_FORBIDDEN_SETTINGS = frozenset(
     {
         "FUNCTIONS_WORKER_RUNTIME",
+        "FUNCTIONS_WORKER_RUNTIME_VERSION",
         "FUNCTIONS_EXTENSION_VERSION",
+        "FUNCTIONS_WORKER_PROCESS_COUNT",
+        "SCM_DO_BUILD_DURING_DEPLOYMENT",
+        "ENABLE_ORYX_BUILD",
         "WEBSITE_RUN_FROM_PACKAGE",
         "WEBSITE_CONTENTSHARE",
         "WEBSITE_CONTENTAZUREFILECONNECTIONSTRING",
+        "WEBSITE_SKIP_CONTENTSHARE_VALIDATION",
+        "WEBSITE_MAX_DYNAMIC_APPLICATION_SCALE_OUT",
+        "WEBSITE_VNET_ROUTE_ALL",
+        # not in the table but in the plan's "Considerations" (FLEX_PLAN): time zones are not supported
+        "WEBSITE_TIME_ZONE",
+        "TZ",
     }
 )
-FLEX_INSTANCE_MEMORY_MB = frozenset({2048, 4096})
+FLEX_INSTANCE_MEMORY_MB = frozenset({512, 2048, 4096})
 FLEX_MAX_INSTANCES = (40, 1000)
 FLEX_PYTHON_VERSIONS = frozenset({"3.10", "3.11", "3.12", "3.13"})
 
@@ -172,7 +185,11 @@ def _no_deprecated_settings(tree: Tree, resource: Resource) -> list[str]:
         return []
     if not any(_is_flex_site(site) for site in resources(tree, "Microsoft.Web/sites")):
         return []
-    names = sorted(FLEX_FORBIDDEN_SETTINGS & _setting_names(tree, resource.body.get("properties", {})))
+    names = sorted(
+        name
+        for name in _setting_names(tree, resource.body.get("properties", {}))
+        if name.upper() in FLEX_FORBIDDEN_SETTINGS
+    )
     return [f"app setting {name} is not supported on Flex Consumption" for name in names]
 
 
@@ -205,7 +222,7 @@ def _memory(tree: Tree, resource: Resource) -> list[str]:
         return []
     allowed = _allowed_values(tree, value)
     if allowed is None:
-        return ["instanceMemoryMB is not a literal or a param with @allowed: cannot prove it is 2048 or 4096"]
+        return ["instanceMemoryMB is not a literal or a param with @allowed: cannot prove it is a Flex size"]
     bad = [v for v in allowed if v not in FLEX_INSTANCE_MEMORY_MB]
     return [f"instanceMemoryMB may be {bad}; Flex Consumption accepts {sorted(FLEX_INSTANCE_MEMORY_MB)}"] if bad else []
 
@@ -267,12 +284,12 @@ RULES: tuple[Rule, ...] = (
     Rule("flex-no-ftps", "Flex Consumption apps have no FTP(S): do not set siteConfig.ftpsState", FLEX_PLAN, _no_ftps),
     Rule(
         "flex-no-deprecated-settings",
-        "Flex Consumption: no FUNCTIONS_WORKER_RUNTIME, FUNCTIONS_EXTENSION_VERSION, WEBSITE_RUN_FROM_PACKAGE, "
-        "WEBSITE_CONTENTSHARE, WEBSITE_CONTENTAZUREFILECONNECTIONSTRING app settings",
+        "Flex Consumption: none of the deprecated app settings (runtime, Oryx build, run-from-package, content "
+        "share, scale-out, VNet route-all: FLEX_FORBIDDEN_SETTINGS)",
         FLEX_DEPRECATIONS,
         _no_deprecated_settings,
     ),
-    Rule("flex-memory", "Flex Consumption: instanceMemoryMB is 2048 or 4096", FLEX_HOWTO, _memory),
+    Rule("flex-memory", "Flex Consumption: instanceMemoryMB is 512, 2048 or 4096", FLEX_PLAN, _memory),
     Rule("flex-max-instances", "Flex Consumption: maximumInstanceCount is 40..1000", FLEX_HOWTO, _max_instances),
     Rule("flex-python", "Flex Consumption runs Python 3.10 to 3.13", PYTHON_VERSIONS, _python_version),
     Rule(
