@@ -198,3 +198,12 @@ def test_the_powershell_twin_checks_the_scheduler_region_the_same_way():
     assert f"'provider', 'show', '--namespace', 'Microsoft.DurableTask', '--query', \"{query}\", '-o', 'tsv'" in ps1
     order = [ps1.index(step) for step in ("(Test-Region)", "(Test-SchedulerRegion)", "(Set-OpsApp)")]
     assert order == sorted(order)
+
+
+def test_the_shell_hooks_keep_lf_line_endings_in_a_windows_clone():
+    """A clone with core.autocrlf=true would give the hooks CRLF, and sh stops at `set -eu\r`."""
+    scripts = ["scripts/preprovision.sh", "scripts/postprovision.sh", ".ci/run"]
+    out = subprocess.run(
+        ["git", "check-attr", "eol", "--", *scripts], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.splitlines() == [f"{path}: eol: lf" for path in scripts]
