@@ -16,9 +16,8 @@ from datetime import datetime
 from typing import Any
 
 from domain import timefmt
-from domain.ids import url_instance_id
 from orchestrators.names import BEGIN_STEP, MARK_PROCESSED, PUBLISH_STATUS
-from orchestrators.raise_events import said_gone
+from orchestrators.raise_events import read_status, said_gone
 from settings import DURABLE_CALL_TIMEOUT
 
 log = logging.getLogger(__name__)
@@ -97,13 +96,12 @@ def statuses_sent(instance: str, history: list[dict[str, Any]]) -> list[dict[str
 
 async def describe(client: Any, instances: list[tuple[str, str]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(attempts, statuses sent) for these (kind, instance id) pairs. An instance the Durable
-    backend does not know (never started, or purged) is listed with ``runtimeStatus`` None."""
+    backend does not know (never started, or purged) is listed with ``runtimeStatus`` None; a status the
+    extension answered with an error raises (``StatusUnreadable``)."""
     attempts: list[dict[str, Any]] = []
     statuses: list[dict[str, Any]] = []
     for kind, instance in instances:
-        status = await client.get_status(
-            url_instance_id(instance), show_history=True, show_history_output=True, show_input=True
-        )
+        status = await read_status(client, instance, show_history=True, show_history_output=True, show_input=True)
         if not status:
             attempts.append({"kind": kind, "instanceId": instance, "runtimeStatus": None, "lastEvent": None})
             continue
@@ -171,8 +169,9 @@ class AttemptState:
 
 async def attempt_state(client: Any, instance: str) -> AttemptState:
     """What the Durable backend says of ``instance``: whether an event raised on it is queued for it (a
-    paused attempt waiting for one is Running), and which scheduler version runs it."""
-    status = await bounded(client.get_status(url_instance_id(instance)))
+    paused attempt waiting for one is Running), and which scheduler version runs it. An instance it does not
+    know takes none; a status it answered with an error raises ``StatusUnreadable``: the caller cannot tell."""
+    status = await bounded(read_status(client, instance))
     runtime = getattr(status, "runtime_status", None) if status else None
     name = getattr(status, "name", None) if status else None
     return AttemptState(getattr(runtime, "value", runtime) in _TAKES_EVENTS, str(name) if name else None)
@@ -190,7 +189,7 @@ async def gone_after_failed_raise(client: Any, instance: str, failure: Exception
     if said_gone(failure):
         return True
     try:
-        status = await bounded(client.get_status(url_instance_id(instance)))
+        status = await bounded(read_status(client, instance))
     except Exception:  # the SDK raises plain Exceptions: the answer stays ambiguous
         return False
     runtime = getattr(status, "runtime_status", None) if status else None
