@@ -7,18 +7,16 @@ answered ``statusSent: true`` for: ``begin_step`` (``Processing``, the attempt's
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from adapters.durable_client import bounded
 from domain import timefmt
 from orchestrators.names import BEGIN_STEP, MARK_PROCESSED, PUBLISH_STATUS
 from orchestrators.raise_events import read_status, said_gone
-from settings import DURABLE_CALL_TIMEOUT
 
 log = logging.getLogger(__name__)
 
@@ -26,18 +24,6 @@ log = logging.getLogger(__name__)
 V2_LOAD_ORDER = "load_order"
 # Activities that send a status themselves after their read or write, and which status.
 SENT_BY_THE_ACTIVITY = {BEGIN_STEP: "Processing", V2_LOAD_ORDER: "Processing", MARK_PROCESSED: "Completed"}
-
-
-async def bounded[T](call: Awaitable[T]) -> T:
-    """One Durable client call made while an operator's HTTP request waits, given up after
-    ``DURABLE_CALL_TIMEOUT``: the SDK's client waits for the extension up to 240 s (its aiohttp session's
-    total timeout), past the 230 s the front end gives the request. Raises ``TimeoutError`` saying so; the
-    call's outcome is then unknown (a raise may still be queued)."""
-    limit = DURABLE_CALL_TIMEOUT.total_seconds()
-    try:
-        return await asyncio.wait_for(call, limit)
-    except TimeoutError:
-        raise TimeoutError(f"the Durable extension did not answer within {limit:g} s") from None
 
 
 def _last_event(history: list[dict[str, Any]]) -> dict[str, Any] | None:
