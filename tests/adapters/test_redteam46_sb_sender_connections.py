@@ -29,6 +29,7 @@ from tests.adapters.test_sb_sdk_send_errors import Namespace
 
 QUEUE = "submitter-7"
 CONNECTION_FORCED = b"amqp:connection:forced"
+LINK_DETACHED = b"amqp:link:detach-forced"
 
 
 class Connections(Namespace):
@@ -38,8 +39,11 @@ class Connections(Namespace):
     connection. A link opened after one was closed waits for ``hold_new_links`` (2 s at most) first: the thread
     that opens it was scheduled out."""
 
-    def __init__(self, half_open: int = 0, dropped_for: str | None = None, token_failures: int = 0) -> None:
+    def __init__(
+        self, half_open: int = 0, dropped_for: str | None = None, token_failures: int = 0, detached: int = 0
+    ) -> None:
         super().__init__()
+        self.detached = detached  # how many of the first links the service detached (idle for 10 minutes)
         self.token_failures = token_failures  # how many of the first links fail to open: no token for them
         self.half_open = half_open
         self.dropped_for = dropped_for
@@ -50,7 +54,7 @@ class Connections(Namespace):
 
     def link(self, queue: str) -> Any:
         from azure.core.exceptions import ClientAuthenticationError
-        from azure.servicebus._pyamqp.error import AMQPConnectionError
+        from azure.servicebus._pyamqp.error import AMQPConnectionError, AMQPLinkError
 
         namespace = self
         if self.token_failures:  # the SDK opens a link after its CBS token: the credential's get_token raised
@@ -60,6 +64,7 @@ class Connections(Namespace):
             self.hold_new_links.wait(2)
         self.opened += 1
         half_open = self.opened <= self.half_open
+        detached = self.opened <= self.detached
 
         class Link:
             def send_message(self, message: Any, timeout: float | None = None) -> None:
@@ -67,6 +72,8 @@ class Connections(Namespace):
                 if self in namespace.closed or threading.current_thread().name == namespace.dropped_for:
                     namespace.dropped_for = None
                     raise AMQPConnectionError(CONNECTION_FORCED, description="The connection was closed (test).")
+                if detached:
+                    raise AMQPLinkError(LINK_DETACHED, description="Idle timeout: 00:10:00. (test)")
                 if half_open:
                     time.sleep(timeout or 0)
                     raise TimeoutError("send timed out")
@@ -108,6 +115,18 @@ def test_a_token_the_credential_cannot_fetch_is_a_transient_send_error_and_the_n
     sender.send(QUEUE, _message("o1:Completed:1"))
 
     assert namespace.stored[QUEUE] == ["o1:Completed:1"]
+
+
+def test_a_link_the_service_detached_while_idle_is_opened_again_by_the_sdks_own_retry() -> None:
+    """Held: Service Bus detaches a sender's link idle for 10 minutes (``amqp:link:detach-forced``); the SDK maps it
+    to ``ServiceBusConnectionError``, closes the handler and retries the send on a new link, within the send."""
+    namespace = Connections(detached=1)
+    sender = SdkMessageSender(namespace.client())
+
+    sender.send(QUEUE, _message("o1:Completed:1"))
+
+    assert namespace.stored[QUEUE] == ["o1:Completed:1"]
+    assert namespace.opened == 2
 
 
 @pytest.fixture
