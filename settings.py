@@ -112,8 +112,9 @@ REMOTE_CALL_TIMEOUT = timedelta(seconds=10)
 # The whole of one Service Bus send, the SDK's retries included (``adapters.servicebus.sender``): an agent's reply
 # is sent in the invocation that made its calls, within the same lock.
 SEND_TIMEOUT = timedelta(seconds=30)
-# The longest one Durable client call takes while an operator's HTTP request waits (``operations.instances``): the
-# SDK's own bound is 240 s, past the 230 s the front end gives an HTTP-triggered function to answer.
+# The longest one Durable client call of the app takes (``adapters.durable_client``): the SDK's own bound is 240 s,
+# past the 230 s the front end gives an HTTP-triggered function to answer, and a call that reaches it closes the
+# SDK's one session, failing the worker's other calls in flight; one the app gives up is cancelled instead.
 DURABLE_CALL_TIMEOUT = timedelta(seconds=20)
 
 

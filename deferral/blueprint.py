@@ -5,6 +5,7 @@ import asyncio
 import azure.durable_functions as df
 import azure.functions as func
 
+from adapters.durable_client import bounded_client
 from deferral.sweep import SweepCursor, peek_sweep
 from dependencies import get_context_async
 from orchestrators.raise_events import raise_events
@@ -18,4 +19,4 @@ CURSOR = SweepCursor()
 @bp.durable_client_input(client_name="client")
 async def deferred_peek_sweep(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
     report = await asyncio.to_thread(peek_sweep, await get_context_async(), CURSOR)
-    await raise_events(client, report.events)
+    await raise_events(bounded_client(client), report.events)

@@ -7,19 +7,16 @@ answered ``statusSent: true`` for: ``begin_step`` (``Processing``, the attempt's
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from adapters.durable_client import bounded
 from domain import timefmt
-from domain.ids import url_instance_id
 from orchestrators.names import BEGIN_STEP, MARK_PROCESSED, PUBLISH_STATUS
-from orchestrators.raise_events import said_gone
-from settings import DURABLE_CALL_TIMEOUT
+from orchestrators.raise_events import read_status, said_gone
 
 log = logging.getLogger(__name__)
 
@@ -27,18 +24,6 @@ log = logging.getLogger(__name__)
 V2_LOAD_ORDER = "load_order"
 # Activities that send a status themselves after their read or write, and which status.
 SENT_BY_THE_ACTIVITY = {BEGIN_STEP: "Processing", V2_LOAD_ORDER: "Processing", MARK_PROCESSED: "Completed"}
-
-
-async def bounded[T](call: Awaitable[T]) -> T:
-    """One Durable client call made while an operator's HTTP request waits, given up after
-    ``DURABLE_CALL_TIMEOUT``: the SDK's client waits for the extension up to 240 s (its aiohttp session's
-    total timeout), past the 230 s the front end gives the request. Raises ``TimeoutError`` saying so; the
-    call's outcome is then unknown (a raise may still be queued)."""
-    limit = DURABLE_CALL_TIMEOUT.total_seconds()
-    try:
-        return await asyncio.wait_for(call, limit)
-    except TimeoutError:
-        raise TimeoutError(f"the Durable extension did not answer within {limit:g} s") from None
 
 
 def _last_event(history: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -97,13 +82,12 @@ def statuses_sent(instance: str, history: list[dict[str, Any]]) -> list[dict[str
 
 async def describe(client: Any, instances: list[tuple[str, str]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(attempts, statuses sent) for these (kind, instance id) pairs. An instance the Durable
-    backend does not know (never started, or purged) is listed with ``runtimeStatus`` None."""
+    backend does not know (never started, or purged) is listed with ``runtimeStatus`` None; a status the
+    extension answered with an error raises (``StatusUnreadable``)."""
     attempts: list[dict[str, Any]] = []
     statuses: list[dict[str, Any]] = []
     for kind, instance in instances:
-        status = await client.get_status(
-            url_instance_id(instance), show_history=True, show_history_output=True, show_input=True
-        )
+        status = await read_status(client, instance, show_history=True, show_history_output=True, show_input=True)
         if not status:
             attempts.append({"kind": kind, "instanceId": instance, "runtimeStatus": None, "lastEvent": None})
             continue
@@ -171,8 +155,9 @@ class AttemptState:
 
 async def attempt_state(client: Any, instance: str) -> AttemptState:
     """What the Durable backend says of ``instance``: whether an event raised on it is queued for it (a
-    paused attempt waiting for one is Running), and which scheduler version runs it."""
-    status = await bounded(client.get_status(url_instance_id(instance)))
+    paused attempt waiting for one is Running), and which scheduler version runs it. An instance it does not
+    know takes none; a status it answered with an error raises ``StatusUnreadable``: the caller cannot tell."""
+    status = await bounded(read_status(client, instance))
     runtime = getattr(status, "runtime_status", None) if status else None
     name = getattr(status, "name", None) if status else None
     return AttemptState(getattr(runtime, "value", runtime) in _TAKES_EVENTS, str(name) if name else None)
@@ -190,7 +175,7 @@ async def gone_after_failed_raise(client: Any, instance: str, failure: Exception
     if said_gone(failure):
         return True
     try:
-        status = await bounded(client.get_status(url_instance_id(instance)))
+        status = await bounded(read_status(client, instance))
     except Exception:  # the SDK raises plain Exceptions: the answer stays ambiguous
         return False
     runtime = getattr(status, "runtime_status", None) if status else None

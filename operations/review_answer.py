@@ -16,6 +16,7 @@ import asyncio
 from typing import Any
 
 from adapters.cosmos.errors import StoreUnavailable
+from adapters.durable_client import bounded
 from dependencies import AppContext
 from domain.ids import url_instance_id
 from domain.records import StateRecord
@@ -102,7 +103,7 @@ async def answer_review(
         claimed, operator, reason = target.record, noted.operator, noted.reason
     # A late note's event comes after the timer and is ignored: the attempt's close takes the note itself.
     try:
-        await instances.bounded(
+        await bounded(
             client.raise_event(
                 url_instance_id(pending.instance_id),  # built by the app; escaped all the same (domain.ids)
                 REVIEW_DECISION_EVENT,

@@ -7,6 +7,7 @@ from typing import Any
 import azure.durable_functions as df
 import azure.functions as func
 
+from adapters.durable_client import bounded_client
 from dependencies import get_context_async
 from orchestrators import names, starter
 from orchestrators.alert import deliver_alert
@@ -58,4 +59,4 @@ def deliver_alert_v1(context: df.DurableOrchestrationContext) -> Generator[Any, 
 @bp.durable_client_input(client_name="client")
 async def starter_sweep(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
     claims = await asyncio.to_thread(starter.sweep, await get_context_async())
-    await starter.start_claimed(client, claims)
+    await starter.start_claimed(bounded_client(client), claims)

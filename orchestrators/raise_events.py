@@ -3,7 +3,8 @@
 The event's content is already on the state record when it is raised, so a lost event delays, never
 loses, the order: an instance that is gone (404/410: the durable client raises a plain ``Exception``)
 or never hears it reaches its step deadline, and the supervisor's retry finds the payment on the
-record. Nothing is retried here."""
+record. Nothing is retried here. Also what the SDK's client answers says of an instance: ``said_gone`` (a
+failed raise) and ``read_status`` (a status read)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,32 @@ def said_gone(failure: Exception) -> bool:
     the same empty status for a 404 and a 500."""
     text = str(failure)
     return any(text.startswith(head) and text.endswith(tail) for head, tail in _GONE_TEXTS)
+
+
+class StatusUnreadable(Exception):
+    """The extension answered a status read with an error, not a status (nor a 404)."""
+
+
+class StatusClient(Protocol):
+    """The part of ``DurableOrchestrationClient`` ``read_status`` uses."""
+
+    async def get_status(
+        self, instance_id: str, show_history: bool = False, show_history_output: bool = False, show_input: bool = False
+    ) -> Any: ...
+
+
+async def read_status(client: StatusClient, instance_id: str, **options: bool) -> Any:
+    """``client.get_status`` of ``instance_id`` (escaped here), raising ``StatusUnreadable`` when the extension
+    answered with an error. The SDK accepts a 500 and reads the extension's error object (``Message``,
+    ``ExceptionMessage``: its storage failing) as a status, empty and falsy, as the empty body of a 404 (no such
+    instance, or purged) is read: only the error object's fields, which the SDK keeps as attributes, tell them
+    apart. A falsy status returned is an instance the backend does not know."""
+    status = await client.get_status(url_instance_id(instance_id), **options)
+    if not status:
+        said = getattr(status, "ExceptionMessage", None) or getattr(status, "Message", None)
+        if said is not None:
+            raise StatusUnreadable(f"the Durable extension answered the status of {instance_id} with an error: {said}")
+    return status
 
 
 async def raise_events(client: EventClient, events: Iterable[RaiseEvent]) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 import azure.durable_functions as df
 from azurefunctions.extensions.bindings import servicebus
 
+from adapters.durable_client import bounded_client
 from adapters.servicebus.settlement import apply_settlement
 from contracts.names import AGENT_REPLIES_QUEUE, SERVICE_BUS_CONNECTION
 from dependencies import get_context
@@ -73,6 +74,6 @@ async def agent_reply_relay(
     message_actions: servicebus.ServiceBusMessageActions,
     client: df.DurableOrchestrationClient,
 ) -> None:
-    settlement = await relay_reply(client, message)
+    settlement = await relay_reply(bounded_client(client), message)
     # A blocking gRPC call to the host, which answers once Service Bus has: off the worker's event loop.
     await asyncio.to_thread(apply_settlement, message_actions, message, settlement)

@@ -5,6 +5,7 @@ import asyncio
 import azure.durable_functions as df
 from azurefunctions.extensions.bindings import servicebus
 
+from adapters.durable_client import bounded_client
 from adapters.servicebus.settlement import apply_settlement
 from contracts.names import ORDERS_QUEUE, SERVICE_BUS_CONNECTION
 from dependencies import get_context_async
@@ -27,6 +28,7 @@ async def submit_order(
     client: df.DurableOrchestrationClient,
 ) -> None:
     ctx = await get_context_async()  # the worker's first call builds the SDK clients: off the event loop
+    durable = bounded_client(client)
     result = await asyncio.to_thread(handle_orders_message, ctx, message)
     # The claimed attempt and the owed statuses and alerts are handed over before the message is settled: a
     # settlement that fails (the lock was lost) or a host that stops after it would drop them, and the
@@ -34,10 +36,10 @@ async def submit_order(
     # An owed alert's hand-over that fails raises: the message is redelivered and raises the alert again (one no
     # redelivery raises, a deferred notification's this message dead-lettered, is sent again here, or paged).
     if result.claim is not None:
-        await start_claimed(client, [result.claim])
-    await hand_to_courier(client, result.owed)
-    await hand_alerts_to_courier(client, result.alerts, ctx.sender)
+        await start_claimed(durable, [result.claim])
+    await hand_to_courier(durable, result.owed)
+    await hand_alerts_to_courier(durable, result.alerts, ctx.sender)
     # ServiceBusMessageActions' methods are blocking gRPC calls to the host, which answers once Service Bus has
     # (seconds when it retries): on the worker's event loop they would stall every invocation of the worker.
     await asyncio.to_thread(apply_settlement, message_actions, message, result.settlement)
-    await raise_events(client, result.events)
+    await raise_events(durable, result.events)

@@ -7,6 +7,7 @@ import asyncio
 import azure.durable_functions as df
 import azure.functions as func
 
+from adapters.durable_client import bounded_client
 from dependencies import get_context_async
 from observability.events import app_event
 from supervisor.compensation_rounds import start_compensations
@@ -27,5 +28,6 @@ async def supervisor(timer: func.TimerRequest, client: df.DurableOrchestrationCl
     if timer.past_due:
         app_event("SupervisorPastDue", "supervisor timer is past due")
     report = await asyncio.to_thread(run_supervisor, await get_context_async(), SCAN_STATE)
-    await terminate_expired(client, report.to_terminate)
-    await start_compensations(client, report.compensations)
+    durable = bounded_client(client)
+    await terminate_expired(durable, report.to_terminate)
+    await start_compensations(durable, report.compensations)

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from domain.ids import url_instance_id
 from observability.events import app_event
+from orchestrators.raise_events import read_status
 
 # Runtime statuses (``OrchestrationRuntimeStatus`` names) of an instance that may still act. ContinuedAsNew
 # is the transient status between an execution's ``continue_as_new`` and the new execution's first episode
@@ -22,7 +23,9 @@ TERMINATE_REASON = "deadline missed; the supervisor recovered the order"
 class InstanceClient(Protocol):
     """The part of ``DurableOrchestrationClient`` the supervisor uses."""
 
-    async def get_status(self, instance_id: str) -> Any: ...
+    async def get_status(
+        self, instance_id: str, show_history: bool = False, show_history_output: bool = False, show_input: bool = False
+    ) -> Any: ...
 
     async def terminate(self, instance_id: str, reason: str) -> None: ...
 
@@ -39,7 +42,7 @@ async def terminate_expired(client: InstanceClient, instance_ids: list[str]) -> 
     terminated: list[str] = []
     for instance in instance_ids:
         try:
-            status = _status_name(await client.get_status(url_instance_id(instance)))
+            status = _status_name(await read_status(client, instance))
             if status not in STILL_ACTIVE:
                 app_event(
                     "SupervisorTerminateSkipped",

@@ -1,6 +1,6 @@
 """``DeferredMessageStore`` over the ``azure-servicebus`` SDK (production).
 
-``open(queue)`` is a ``ServiceBusClient.get_queue_receiver`` (peek-lock) used as a context manager;
+``open(queue)`` is a ``ServiceBusClient.get_queue_receiver`` (peek-lock), closed at the block's end;
 messages fetched on it are settled on it. The SDK's behaviour is translated to the protocol:
 ``receive_deferred_messages`` fails the whole call with ``MessageNotFoundError`` when any one
 sequence number is not a deferred message of the queue (settled, expired, never deferred); the
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from settings import SEND_TIMEOUT
@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
 # The whole of one fetch by sequence number or peek, the SDK's retries included: both are management requests,
 # and without a ``timeout`` (and the client's ``try_timeout`` unset, its default) the SDK gives pyamqp's management
 # operation none, which then waits for the service's response as long as the connection lives. The same bound as
-# a send (``settings.SEND_TIMEOUT``). Settling a message fetched by sequence number (over the management link)
-# is bounded by the SDK itself (60 s a try).
+# a send (``settings.SEND_TIMEOUT``); a receiver's link is opened by its first request, within it. Settling a
+# message fetched by sequence number (over the management link) is bounded by the SDK itself (60 s a try).
 REQUEST_TIMEOUT_SECONDS = SEND_TIMEOUT.total_seconds()
 
 # The SDK's own start when a receiver has peeked nothing yet (``ServiceBusReceiver.peek_messages``).
@@ -84,5 +84,8 @@ class SdkDeferredStore:
 
     @contextmanager
     def open(self, queue: str) -> Iterator[SdkDeferredReceiver]:
-        with self._client.get_queue_receiver(queue_name=queue) as receiver:
+        # Not the receiver's own context manager: its ``__enter__`` opens the link with no timeout (the SDK's
+        # ``_open_with_retry``, the client's ``try_timeout`` unset), and its wait for the link to be ready has no
+        # end on a connection the service accepts and never answers. The first request opens it, within its bound.
+        with closing(self._client.get_queue_receiver(queue_name=queue)) as receiver:
             yield SdkDeferredReceiver(receiver)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,8 +14,10 @@ from typing import TYPE_CHECKING, Protocol
 from settings import SEND_TIMEOUT
 
 if TYPE_CHECKING:
-    from azure.servicebus import ServiceBusClient, ServiceBusSender
+    from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSender
 
+
+log = logging.getLogger(__name__)
 
 PropertyValue = str | int | float | bool
 
@@ -75,21 +78,59 @@ class MessageSender(Protocol):
     def send(self, queue: str, message: OutgoingMessage) -> None: ...
 
 
+# Senders kept idle per queue for later sends (each holds an AMQP connection and the SDK's keep-alive thread); more
+# are opened while more sends to the queue run at once, and closed when they are done.
+IDLE_SENDERS_PER_QUEUE = 4
+
+
 class SdkMessageSender:
-    """``MessageSender`` over ``azure.servicebus.ServiceBusClient``; one cached sender per queue."""
+    """``MessageSender`` over ``azure.servicebus.ServiceBusClient``.
+
+    The SDK's ``ServiceBusSender`` is not thread-safe (its README: one per thread, or a lock around it), and the
+    Functions worker runs the app's sync functions on a pool of threads that share this object: a send that found
+    its connection closed by the service closed the handler under another thread's send, which then failed at once
+    ("Handler failed: 'NoneType' object has no attribute 'send_message'", not retried). So each send has a sender of
+    its own while it runs: an idle one of its queue, or a new one, given back when the send succeeded. One whose
+    send failed is closed instead: the SDK keeps a handler after a timeout and retries on it, and a connection that
+    went dead without a word (no reset) times out every send on it until TCP gives up, about 15 minutes; the next
+    send opens a new one."""
 
     def __init__(self, client: ServiceBusClient) -> None:
         self._client = client
-        self._senders: dict[str, ServiceBusSender] = {}
+        self._idle: dict[str, list[ServiceBusSender]] = {}
         self._lock = threading.Lock()
+        self._closed = False
 
-    def _sender(self, queue: str) -> ServiceBusSender:
+    def _take(self, queue: str) -> ServiceBusSender:
         with self._lock:
-            sender = self._senders.get(queue)
-            if sender is None:
-                sender = self._client.get_queue_sender(queue_name=queue)
-                self._senders[queue] = sender
-            return sender
+            idle = self._idle.get(queue)
+            if idle:
+                return idle.pop()
+        return self._client.get_queue_sender(queue_name=queue)
+
+    def _give_back(self, queue: str, sender: ServiceBusSender) -> None:
+        with self._lock:
+            idle = self._idle.setdefault(queue, [])
+            if not self._closed and len(idle) < IDLE_SENDERS_PER_QUEUE:
+                idle.append(sender)
+                return
+        self._drop(sender)
+
+    @staticmethod
+    def _drop(sender: ServiceBusSender) -> None:
+        try:
+            sender.close()
+        except Exception:  # a handler already broken: it is let go all the same
+            log.info("closing a Service Bus sender failed", exc_info=True)
+
+    def _send_alone(self, queue: str, message: ServiceBusMessage) -> None:
+        sender = self._take(queue)
+        try:
+            sender.send_messages(message, timeout=SEND_TIMEOUT_SECONDS)
+        except BaseException:
+            self._drop(sender)
+            raise
+        self._give_back(queue, sender)
 
     def send(self, queue: str, message: OutgoingMessage) -> None:
         from azure.core.exceptions import ClientAuthenticationError
@@ -121,7 +162,7 @@ class SdkMessageSender:
         except ValueError as exc:  # e.g. "message_id cannot be longer than 128 characters."
             raise MessageRejected(f"message {message.message_id[:40]!r}... for {queue!r} refused: {exc}") from exc
         try:
-            self._sender(queue).send_messages(sb_message, timeout=SEND_TIMEOUT_SECONDS)
+            self._send_alone(queue, sb_message)
         except MessageSizeExceededError as exc:
             raise MessageRejected(f"message {message.message_id!r} for {queue!r} refused: {exc}") from exc
         except (
@@ -138,6 +179,8 @@ class SdkMessageSender:
 
     def close(self) -> None:
         with self._lock:
-            for sender in self._senders.values():
-                sender.close()
-            self._senders.clear()
+            self._closed = True
+            idle = [sender for senders in self._idle.values() for sender in senders]
+            self._idle.clear()
+        for sender in idle:
+            self._drop(sender)

@@ -36,21 +36,11 @@ class SilentManagementLink:
         pass
 
 
-@pytest.mark.parametrize("call", ["fetch by sequence number", "peek"])
-def test_a_management_request_the_service_never_answers_fails_within_the_bound(
-    call: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from azure.servicebus import ServiceBusClient, ServiceBusReceiver
+def _fails_within_the_bound(call: str, release: threading.Event, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``call`` on a receiver of ``orders`` (bound: 0.5 s) raised the SDK's error within 10 s; then ``release``."""
+    from azure.servicebus import ServiceBusClient
     from azure.servicebus.exceptions import ServiceBusError
 
-    release = threading.Event()
-    link = SilentManagementLink(release)
-
-    def attach(receiver: Any, *_args: Any, **_kwargs: Any) -> None:  # the link the SDK would open
-        receiver._handler = link
-        receiver._running = True
-
-    monkeypatch.setattr(ServiceBusReceiver, "_open", attach)
     monkeypatch.setattr("adapters.servicebus.deferred_sdk.REQUEST_TIMEOUT_SECONDS", 0.5)
     client = ServiceBusClient.from_connection_string(
         CONNECTION, retry_total=1, retry_backoff_factor=0.001, retry_backoff_max=1
@@ -75,3 +65,59 @@ def test_a_management_request_the_service_never_answers_fails_within_the_bound(
     worker.join(5)
     assert not still_waiting
     assert raised and isinstance(raised[0], ServiceBusError), raised
+
+
+@pytest.mark.parametrize("call", ["fetch by sequence number", "peek"])
+def test_a_management_request_the_service_never_answers_fails_within_the_bound(
+    call: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from azure.servicebus import ServiceBusReceiver
+
+    release = threading.Event()
+    link = SilentManagementLink(release)
+
+    def attach(receiver: Any, *_args: Any, **_kwargs: Any) -> None:  # the link the SDK would open
+        receiver._handler = link
+        receiver._running = True
+
+    monkeypatch.setattr(ServiceBusReceiver, "_open", attach)
+    _fails_within_the_bound(call, release, monkeypatch)
+
+
+class SilentService:
+    """pyamqp's ``AMQPClient`` on a connection the service never answers past TCP: ``open`` sends the AMQP
+    header and frames, and ``client_ready`` stays False (no open, begin or attach comes back)."""
+
+    _shutdown = False
+    _link = None
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+
+    def open(self, connection: Any = None) -> None:
+        pass
+
+    def client_ready(self) -> bool:
+        if self.release.is_set():
+            raise ConnectionError("the connection closed")
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("call", ["fetch by sequence number", "peek"])
+def test_a_receiver_whose_link_never_opens_fails_within_the_bound(call: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Red team: the receiver was opened by its context manager (``__enter__``: the SDK's ``_open_with_retry``, with
+    no timeout and the client's ``try_timeout`` unset), whose wait for the link to be ready has no end: a
+    connection the service accepts and never answers held the trigger (or the operator's request) until
+    ``functionTimeout``. The receiver is now opened by its first request, within that request's bound."""
+    from azure.servicebus import ServiceBusReceiver
+
+    release = threading.Event()
+
+    def create_handler(receiver: Any, auth: Any) -> None:  # the SDK's own _open runs above it
+        receiver._handler = SilentService(release)
+
+    monkeypatch.setattr(ServiceBusReceiver, "_create_handler", create_handler)
+    _fails_within_the_bound(call, release, monkeypatch)

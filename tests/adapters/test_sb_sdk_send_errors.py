@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -49,6 +49,8 @@ class Namespace:
     stored: dict[str, list[str]] = field(default_factory=dict)
     attempts: dict[str, int] = field(default_factory=dict)
     release: threading.Event = field(default_factory=threading.Event)
+    # Called by the stand-in for the sender's ``_open`` once it returned (a thread may be scheduled out there).
+    after_attach: Callable[[str, Any], None] = lambda queue, sender: None
 
     def link(self, queue: str) -> Any:
         from azure.servicebus._pyamqp.error import MessageSendFailed
@@ -94,6 +96,7 @@ class Namespace:
                 if sender._handler is None or not sender._running:
                     sender._handler = self.link(queue_name)
                     sender._running = True
+                self.after_attach(queue_name, sender)
 
             sender._handler = None
             sender._open = attach  # type: ignore[method-assign]

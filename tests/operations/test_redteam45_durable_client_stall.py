@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from operations import instances
+from adapters import durable_client
 from tests.operations.harness import OpsHarness, first_review, paused_for_review
 
 pytestmark = pytest.mark.cosmos
@@ -36,7 +36,7 @@ def paused(cosmos_db: Any) -> Iterator[OpsHarness]:
 @contextmanager
 def _stalled(harness: OpsHarness, route: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The extension holds every request whose path holds ``route`` (up to ``STALL``) while the block runs."""
-    monkeypatch.setattr(instances, "DURABLE_CALL_TIMEOUT", timedelta(seconds=BOUND), raising=False)
+    monkeypatch.setattr(durable_client, "DURABLE_CALL_TIMEOUT", timedelta(seconds=BOUND))
     released = threading.Event()
 
     def hold(method: str, path: str) -> None:

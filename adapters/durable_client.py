@@ -1,0 +1,62 @@
+"""The app's calls to the Durable Functions client, each bounded.
+
+The SDK's ``DurableOrchestrationClient`` sends every call over one ``aiohttp.ClientSession`` per worker process
+(``azure.durable_functions.models.utils.http_utils``) with a 240 s total timeout, and closes that session as soon
+as one request raises aiohttp's ``ClientError`` or times out (``_handle_request_error``): every other call in flight
+on it fails then (``ServerDisconnectedError``, ``ClientConnectionError: Connector is closed.``), whatever the
+extension does with it, and the next call opens a new session. It does not catch a cancellation. So a call the app
+gives up first (``bounded``: ``asyncio.wait_for``, ``DURABLE_CALL_TIMEOUT``, well inside the 240 s) is cancelled,
+its connection dropped, and the session and the worker's other calls live on: a stall of the extension (its
+storage slow) fails the call it holds, not the starts, raises and reads of other orders made meanwhile. A connection
+the host resets or refuses still closes the session (the host is going away: the other calls fail with it).
+
+A call given up raises ``TimeoutError``; like any failed call, its outcome is unknown (a start or a raise may still
+be carried out), and each caller handles it as it handles the SDK's other failures."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any
+
+from settings import DURABLE_CALL_TIMEOUT
+
+
+async def bounded[T](call: Awaitable[T]) -> T:
+    """``call`` given up after ``DURABLE_CALL_TIMEOUT``, raising ``TimeoutError`` saying so; its outcome is then
+    unknown."""
+    limit = DURABLE_CALL_TIMEOUT.total_seconds()
+    try:
+        return await asyncio.wait_for(call, limit)
+    except TimeoutError:
+        raise TimeoutError(f"the Durable extension did not answer within {limit:g} s") from None
+
+
+class BoundedClient:
+    """The calls of ``azure.durable_functions.DurableOrchestrationClient`` the app's triggers make, each ``bounded``."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    async def start_new(
+        self, orchestration_function_name: str, instance_id: str | None = None, client_input: Any | None = None
+    ) -> str:
+        started: str = await bounded(self._client.start_new(orchestration_function_name, instance_id, client_input))
+        return started
+
+    async def raise_event(self, instance_id: str, event_name: str, event_data: Any = None) -> None:
+        await bounded(self._client.raise_event(instance_id, event_name, event_data))
+
+    async def get_status(
+        self, instance_id: str, show_history: bool = False, show_history_output: bool = False, show_input: bool = False
+    ) -> Any:
+        shown = {"show_history": show_history, "show_history_output": show_history_output, "show_input": show_input}
+        return await bounded(self._client.get_status(instance_id, **{name: True for name, on in shown.items() if on}))
+
+    async def terminate(self, instance_id: str, reason: str) -> None:
+        await bounded(self._client.terminate(instance_id, reason))
+
+
+def bounded_client(client: Any) -> BoundedClient:
+    """The trigger's ``durableClient`` binding, each call bounded (see the module)."""
+    return BoundedClient(client)
