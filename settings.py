@@ -550,7 +550,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "CIRCUIT_FAILURE_THRESHOLD",
         "8",
-        "Consecutive transient failures of one remote service (any orders) that open its circuit.",
+        "Consecutive transient failures of one remote service (any orders) that open its circuit; a timeout weighs "
+        "half a failure, and an answer 'still working' on the same key clears the weight (docs/supervisor.md).",
         kind=count(1),
     ),
     Setting(

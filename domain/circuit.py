@@ -4,14 +4,23 @@ Pure state machine, no I/O and no clock (``adapters/cosmos/health_store.py`` sto
 document per dependency in the ``state`` container, replaced on ``_etag``):
 
 - **closed**: calls go through; consecutive transient failures (from any order, any agent instance)
-  are counted, and a success resets the count. At ``threshold`` the circuit opens.
+  are counted, and a success resets the count. The circuit opens when the failures since the service
+  last answered anything weigh ``threshold``: a failure it answered (or a connection it refused) one,
+  a timeout half (``TIMEOUTS_PER_FAILURE``: slow is not down, but a hung service times out too); an
+  answer that it is still working on an earlier call with the same key proves it up and clears that
+  weight, though it is no result (``consecutive_failures`` goes on: the supervisor lets the order wait).
 - **open**: no call is made (agents fail fast with a transient "dependency open" outcome) until
   ``probe_after`` = opened + cool-down. The cool-down doubles each time a probe fails, up to its cap.
 - **half-open**: after the cool-down, up to ``probes`` calls are let through (each grant is written
   before the call). A probe that succeeds closes the circuit; one that fails opens it again. A grant
   whose probe never reported (its agent died) lapses after one cool-down, so the circuit cannot wedge.
 
-A permanent error is an answer from a working service: it counts as a success here."""
+A permanent error is an answer from a working service: it counts as a success here.
+
+The weights follow Azure's circuit breaker guidance (a breaker may need more time-outs than failures
+of an unavailable service to trip): before them, ``slow-remote-calls`` (no outage; a quarter of the
+calls outlive ``REMOTE_CALL_TIMEOUT``, retries answered "still working") opened circuits and paged the
+operator ten times per 100 orders (docs/supervisor.md, "What counts toward a circuit")."""
 
 from __future__ import annotations
 
@@ -23,6 +32,8 @@ from typing import Any
 
 DOCUMENT_KIND = "DependencyHealth"
 SCHEMA_VERSION = 1
+# Timeouts that weigh as much as one failure the service answered (or a connection it refused)
+TIMEOUTS_PER_FAILURE = 2
 
 
 class CircuitState(StrEnum):
@@ -62,7 +73,10 @@ class DependencyHealth:
     kind: str = DOCUMENT_KIND
     dependency: str
     state: CircuitState = CircuitState.CLOSED
-    consecutive_failures: int = 0
+    consecutive_failures: int = 0  # calls without a result in a row, of any kind: a result resets it
+    # Those failures since the service last answered anything (a result, a refusal, "still working"), in
+    # timeouts: TIMEOUTS_PER_FAILURE per failure it answered, one per timeout. The circuit opens at the threshold's.
+    failure_weight: int = 0
     opened_at: datetime | None = None  # when the current outage began (first opening)
     probe_after: datetime | None = None  # open: no call before this
     reopens: int = 0  # failed probes in the current outage
@@ -151,14 +165,15 @@ def record_success(health: DependencyHealth, now: datetime) -> tuple[DependencyH
     """The service answered (a result or a permanent error). Returns the health to write (the same
     object when nothing changes: a healthy dependency costs no write) and the transition, if any."""
     if health.state is CircuitState.CLOSED:
-        if health.consecutive_failures == 0:
+        if health.consecutive_failures == 0 and health.failure_weight == 0:
             return health, None
-        return replace(health, consecutive_failures=0, updated_at=now), None
+        return replace(health, consecutive_failures=0, failure_weight=0, updated_at=now), None
     started = health.opened_at or now
     closed = replace(
         health,
         state=CircuitState.CLOSED,
         consecutive_failures=0,
+        failure_weight=0,
         probes_granted=0,
         reopens=0,
         probe_after=None,
@@ -172,19 +187,37 @@ def record_success(health: DependencyHealth, now: datetime) -> tuple[DependencyH
     )
 
 
+def record_in_progress(health: DependencyHealth, now: datetime) -> tuple[DependencyHealth, Transition | None]:
+    """The service answered that it is still working on an earlier call with the same idempotency key: it
+    is up, so the failures' weight toward opening is cleared, but the call has no result (the order's step
+    failed transiently, and the supervisor reads ``consecutive_failures``). Half-open: a probe the service
+    answered, as a success. Open: nothing new (a call from before the opening)."""
+    if health.state is CircuitState.HALF_OPEN:
+        return record_success(health, now)
+    if health.state is CircuitState.OPEN:
+        return health, None
+    return replace(health, consecutive_failures=health.consecutive_failures + 1, failure_weight=0, updated_at=now), None
+
+
 def record_failure(
-    health: DependencyHealth, now: datetime, policy: CircuitPolicy
+    health: DependencyHealth, now: datetime, policy: CircuitPolicy, *, timed_out: bool = False
 ) -> tuple[DependencyHealth, Transition | None]:
-    """A transient failure (error, timeout). Closed: counted, and at the threshold the circuit
-    opens. Half-open: the probe failed, open again with a doubled cool-down. Open: nothing new."""
+    """A transient failure: an error the service answered, or it could not be reached, or (``timed_out``) no
+    answer came in time. Closed: counted, weighed (a timeout ``1 / TIMEOUTS_PER_FAILURE`` of a failure), and
+    at the threshold's weight the circuit opens. Half-open: the probe failed, open again with a doubled
+    cool-down. Open: nothing new."""
     if health.state is CircuitState.CLOSED:
         failures = health.consecutive_failures + 1
-        if failures < policy.threshold:
-            return replace(health, consecutive_failures=failures, updated_at=now), None
+        # never more than the failures': code older than the field (a rollback) resets only the failures
+        weight = min(health.failure_weight, TIMEOUTS_PER_FAILURE * health.consecutive_failures)
+        weight += 1 if timed_out else TIMEOUTS_PER_FAILURE
+        if weight < TIMEOUTS_PER_FAILURE * policy.threshold:
+            return replace(health, consecutive_failures=failures, failure_weight=weight, updated_at=now), None
         opened = replace(
             health,
             state=CircuitState.OPEN,
             consecutive_failures=failures,
+            failure_weight=weight,
             opened_at=now,
             probe_after=now + policy.cooldown_after(0),
             reopens=0,

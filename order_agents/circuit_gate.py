@@ -2,8 +2,10 @@
 
 - ``admit``: closed, call; open, fail fast (no call); half-open, a probe grant is written before the
   call, so only ``CIRCUIT_PROBES`` agents probe at once.
-- ``succeeded`` / ``failed``: a transient failure is counted (and may open the circuit), a success
-  on a closed circuit with nothing counted costs no write.
+- ``succeeded`` / ``in_progress`` / ``failed``: a transient failure is counted (and may open the
+  circuit; a timeout weighs half a failure), "still working on the same key" proves the service up (the
+  weight cleared, the failures in a row not), a success on a closed circuit with nothing counted costs no
+  write. Which is which: ``order_agents.runtime.report_outcome``.
 - What the gate last read or wrote is trusted for ``CIRCUIT_HEALTH_CACHE_SECONDS`` (``RecentHealth``),
   to admit only, and for closed circuits only: a closed circuit admits without a read. A healthy
   dependency then costs one point read per call (the success's) instead of two. What that window may
@@ -37,6 +39,7 @@ from domain.circuit import (
     Transition,
     admit,
     record_failure,
+    record_in_progress,
     record_success,
 )
 from observability.events import app_event
@@ -65,6 +68,7 @@ def report_transition(transition: Transition, health: DependencyHealth) -> None:
         fromState=str(transition.before),
         toState=str(transition.after),
         consecutiveFailures=health.consecutive_failures,
+        failureWeight=health.failure_weight,
         probeAfter=health.probe_after.isoformat() if health.probe_after else None,
         outageSeconds=transition.outage_seconds,
     )
@@ -95,8 +99,13 @@ class DependencyGate:
         # one's view must be reset, or the circuit opens on failures that were not in a row.
         self._update(dependency, lambda h: record_success(h, self._clock.now()))
 
-    def failed(self, dependency: str) -> None:
-        self._update(dependency, lambda h: record_failure(h, self._clock.now(), self._policy))
+    def in_progress(self, dependency: str) -> None:
+        """The service answered that it is still working on an earlier call with the same key: it is up."""
+        self._update(dependency, lambda h: record_in_progress(h, self._clock.now()))
+
+    def failed(self, dependency: str, *, timed_out: bool = False) -> None:
+        """A transient failure; ``timed_out``: no answer came in time (half a failure)."""
+        self._update(dependency, lambda h: record_failure(h, self._clock.now(), self._policy, timed_out=timed_out))
 
     def _update[T](self, dependency: str, change: Callable[[DependencyHealth], tuple[DependencyHealth, T]]) -> T | None:
         timed = _TimedReads(self._store, self._clock, self._recent)

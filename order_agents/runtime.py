@@ -99,6 +99,19 @@ def _not_kept(request: AgentRequest, result: Any) -> str | None:
     )
 
 
+def report_outcome(gate: DependencyGate, dependency: str, exc: RemoteError) -> None:
+    """What a failed call tells the dependency's circuit (docs/supervisor.md, "What counts toward a circuit"):
+    a permanent error is an answer (a success); "still working on an earlier call with this key" proves the
+    service up, with no result; a timeout is half a failure (slow or hung, not known); any other transient
+    failure (an error it answered, a connection refused) a failure."""
+    if not exc.transient:
+        gate.succeeded(dependency)
+    elif exc.in_progress:
+        gate.in_progress(dependency)
+    else:
+        gate.failed(dependency, timed_out=exc.timed_out)
+
+
 def run_agent_request(
     request: AgentRequest,
     service: RemoteService,
@@ -154,7 +167,7 @@ def run_agent_request(
         try:
             result = service.call(call)
         except RemoteError as exc:
-            (gate.failed if exc.transient else gate.succeeded)(call.service)
+            report_outcome(gate, call.service, exc)
             if clock.now() >= deadline:
                 log.warning("call failed after the deadline: no reply (%s)", exc, extra=fields)
                 return None

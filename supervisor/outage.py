@@ -3,9 +3,11 @@
 An expired attempt (or a stuck compensation round) whose dependency's circuit is open, or was open at
 some moment since the step (round) began, failed because of the outage, not because of the order:
 it is not counted against ``MAX_FAILURES``. The order is rescheduled for after the circuit's next
-probe, plus a jitter of up to one cool-down so a closing circuit does not release every waiting
-order at once (the starter's admission caps still apply on top). After ``MAX_OUTAGE_WAIT_MINUTES``
-of waiting (``outageWaitSince``) the order escalates anyway, with a reason that says so.
+probe (on a closed circuit whose service has had no success since: after as long as the order has
+waited, from one cool-down to its cap), plus a jitter of up to one cool-down so a closing circuit does
+not release every waiting order at once (the starter's admission caps still apply on top). After
+``MAX_OUTAGE_WAIT_MINUTES`` of waiting (``outageWaitSince``) the order escalates anyway, with a reason that
+says so.
 
 When the health store is unavailable the record is left expired for the next run (``StoreUnavailable``, as
 for its write); any other failure to read it counts the attempt as it did before circuits existed.
@@ -109,9 +111,17 @@ def outage_verdict(
         return None
     policy = ctx.settings.circuit_policy
     spread = policy.cooldown_after(health.reopens)
-    base = now if health.state is CircuitState.CLOSED else health.next_probe(now, policy)
-    until = base + timedelta(seconds=ctx.rng.uniform(0, spread.total_seconds()))
     since = record.outage_wait_since or now
+    if health.state is not CircuitState.CLOSED:
+        base = health.next_probe(now, policy)
+    elif failing:
+        # No success since, on a closed circuit (slow, or down and not known yet): back off as long as the order
+        # has waited, within the circuit's cool-downs, so that a slow service's call still running for it can
+        # commit before the next attempt fences it (back within one cool-down, slow orders took up to an hour)
+        base = now + min(max(now - since, policy.cooldown), policy.cooldown_max)
+    else:
+        base = now  # the outage has closed: back soon
+    until = base + timedelta(seconds=ctx.rng.uniform(0, spread.total_seconds()))
     bound = ctx.settings.max_outage_wait
     return OutageVerdict(in_flight.dependency, until, since, now - since >= bound, bound)
 

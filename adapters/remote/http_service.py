@@ -103,7 +103,9 @@ class HttpRemoteService:
                 f"{where} answered HTTP {exc.code}: {detail}", transient=is_transient_status(exc.code)
             ) from exc
         except TimeoutError as exc:
-            raise RemoteError(f"{where} timed out after {self.timeout_seconds}s", transient=True) from exc
+            raise RemoteError(
+                f"{where} timed out after {self.timeout_seconds}s", transient=True, timed_out=True
+            ) from exc
         except (urllib.error.URLError, ConnectionError) as exc:
             raise RemoteError(f"{where} unreachable: {exc}", transient=True) from exc
         except (http.client.HTTPException, ValueError) as exc:

@@ -166,6 +166,7 @@ def rich_health() -> DependencyHealth:
         dependency="payment",
         state=CircuitState.HALF_OPEN,
         consecutive_failures=5,
+        failure_weight=7,
         opened_at=T,
         probe_after=T + timedelta(seconds=30),
         reopens=1,
@@ -328,6 +329,7 @@ HEALTH_DOCUMENT: dict[str, Any] = {
     "dependency": "payment",
     "state": "half-open",
     "consecutiveFailures": 5,
+    "failureWeight": 7,
     "openedAt": "2026-03-04T05:06:07.890123Z",
     "probeAfter": "2026-03-04T05:06:37.890123Z",
     "reopens": 1,
@@ -386,6 +388,7 @@ FRESH_DOCUMENTS: dict[str, dict[str, Any]] = {
         "dependency": "x",
         "state": "closed",
         "consecutiveFailures": 0,
+        "failureWeight": 0,
         "openedAt": None,
         "probeAfter": None,
         "reopens": 0,
@@ -457,6 +460,12 @@ def test_a_compensation_entry_stored_before_it_kept_its_undo_answer_reads_with_n
 def test_a_state_document_stored_before_payment_waits_reads_as_not_waiting() -> None:
     stored_before = {k: v for k, v in STATE_DOCUMENT.items() if k != "paymentWaitSince"}
     assert from_document(StateRecord, stored_before).payment_wait_since is None
+
+
+def test_a_health_document_stored_before_the_failure_weight_reads_with_none_counted() -> None:
+    older = {k: v for k, v in HEALTH_DOCUMENT.items() if k != "failureWeight"}
+    health = from_document(DependencyHealth, older)
+    assert (health.consecutive_failures, health.failure_weight) == (5, 0)
 
 
 def test_fresh_records_with_their_defaults_have_exactly_the_documents_stored_before() -> None:

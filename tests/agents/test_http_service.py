@@ -95,6 +95,7 @@ def test_throttling_server_errors_and_request_timeouts_are_transient(endpoint, s
     with pytest.raises(RemoteError) as failed:
         HttpRemoteService(url).call(CALL)
     assert failed.value.transient is is_transient
+    assert (failed.value.timed_out, failed.value.in_progress) == (False, False)  # an answer: a full failure
     assert f"HTTP {status}" in str(failed.value)
     assert "try later" in str(failed.value)
 
@@ -114,6 +115,7 @@ def test_a_timeout_is_transient(endpoint):
     with pytest.raises(RemoteError) as failed:
         HttpRemoteService(url, timeout_seconds=0.1).call(CALL)
     assert failed.value.transient is True
+    assert failed.value.timed_out is True  # no answer: half a failure to the circuit (docs/supervisor.md)
 
 
 def test_an_unreachable_endpoint_is_transient():
@@ -123,6 +125,7 @@ def test_an_unreachable_endpoint_is_transient():
         with pytest.raises(RemoteError) as failed:
             HttpRemoteService(f"http://127.0.0.1:{port}", timeout_seconds=1).call(CALL)
     assert failed.value.transient is True
+    assert failed.value.timed_out is False  # refused: a full failure
 
 
 @pytest.mark.parametrize("body", [b"<html>ok</html>", b"[1, 2]"])

@@ -32,7 +32,7 @@ def test_a_call_slower_than_the_client_timeout_times_out_and_the_service_commits
     payment = SimulatedService("payment", clock, SLOW)
     with pytest.raises(RemoteError, match="timed out") as timed_out:
         payment.call(charge())
-    assert timed_out.value.transient is True
+    assert (timed_out.value.transient, timed_out.value.timed_out, timed_out.value.in_progress) == (True, True, False)
     assert clock.now() - START == REMOTE_CALL_TIMEOUT
     assert payment.ledger.effects("o1") == []  # still working on it
 
@@ -53,7 +53,7 @@ def test_a_retry_while_the_first_call_still_runs_is_transient_never_a_second_cha
     payment.config = FAST
     with pytest.raises(RemoteError, match="still working") as busy:
         payment.call(charge())
-    assert busy.value.transient is True
+    assert (busy.value.transient, busy.value.timed_out, busy.value.in_progress) == (True, False, True)
     clock.set(START + timedelta(seconds=90))
     assert payment.call(charge())["amountCents"] == 500
     assert payment.ledger.net("o1") == NetEffect(charged_cents=500)

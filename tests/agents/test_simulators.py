@@ -82,6 +82,7 @@ def test_a_lost_response_is_retried_without_a_second_charge(clock):
     with pytest.raises(RemoteError) as lost:
         payment.call(charge())
     assert lost.value.transient is True
+    assert lost.value.timed_out is True  # to the caller, a lost answer is a timeout
     assert len(payment.ledger.effects("o1", "charge")) == 1  # it did take effect
     retried = payment.call(charge())
     assert retried["chargeId"] == payment.ledger.effects("o1")[0].reference

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from adapters.cosmos.mapping import from_document, to_document
@@ -11,6 +12,7 @@ from domain.circuit import (
     DependencyHealth,
     admit,
     record_failure,
+    record_in_progress,
     record_success,
 )
 
@@ -114,3 +116,54 @@ def test_documents_round_trip_and_live_outside_any_order_partition():
     assert doc["orderId"] == "dependency:shipping" and doc["kind"] == "DependencyHealth"
     assert "processState" not in doc
     assert from_document(DependencyHealth, doc) == health
+
+
+def time_out(health: DependencyHealth, times: int, at: datetime = T0) -> DependencyHealth:
+    for _ in range(times):
+        health, _ = record_failure(health, at, POLICY, timed_out=True)
+    return health
+
+
+def test_a_timeout_weighs_half_a_failure_so_twice_as_many_open_it():
+    # Azure's circuit breaker guidance: more time-outs than failures of an unavailable service before it trips
+    health = time_out(DependencyHealth.fresh("shipping", T0), 2 * POLICY.threshold - 1)
+    assert health.state is CircuitState.CLOSED
+    assert (health.consecutive_failures, health.failure_weight) == (5, 5)
+    health, transition = record_failure(health, T0, POLICY, timed_out=True)
+    assert health.state is CircuitState.OPEN and transition is not None
+
+
+def test_timeouts_and_answered_failures_add_up_by_their_weight():
+    health = fail(time_out(DependencyHealth.fresh("shipping", T0), 2), 1)  # 1/2 + 1/2 + 1
+    assert health.state is CircuitState.CLOSED
+    health = time_out(health, 1)  # 2.5
+    assert health.state is CircuitState.CLOSED
+    health = time_out(health, 1)  # 3: the threshold
+    assert health.state is CircuitState.OPEN
+
+
+def test_still_working_clears_the_weight_but_is_no_result_and_a_success_resets_all():
+    health = fail(DependencyHealth.fresh("shipping", T0), POLICY.threshold - 1)
+    alive, transition = record_in_progress(health, T0)
+    assert transition is None and alive.state is CircuitState.CLOSED
+    assert (alive.consecutive_failures, alive.failure_weight) == (POLICY.threshold, 0)  # the supervisor still sees it
+    assert fail(alive, POLICY.threshold - 1).state is CircuitState.CLOSED  # counted afresh
+    reset, _ = record_success(fail(alive, 1), T0)
+    assert (reset.consecutive_failures, reset.failure_weight) == (0, 0)
+    same, _ = record_success(reset, T0 + timedelta(seconds=1))
+    assert same is reset  # nothing counted: nothing written
+
+
+def test_a_probe_answered_still_working_closes_the_circuit_and_an_open_one_ignores_it():
+    health = opened()
+    assert record_in_progress(health, T0) == (health, None)  # a call from before the opening
+    probing = admit(health, T0 + POLICY.cooldown, POLICY).health
+    closed, transition = record_in_progress(probing, T0 + POLICY.cooldown)
+    assert closed.state is CircuitState.CLOSED and transition is not None
+
+
+def test_a_weight_a_rolled_back_version_left_behind_never_outweighs_the_failures_counted():
+    # code older than the field resets the failures and writes the weight back unchanged (an unknown key)
+    health = replace(DependencyHealth.fresh("shipping", T0), consecutive_failures=0, failure_weight=5)
+    assert fail(health, POLICY.threshold - 1).state is CircuitState.CLOSED
+    assert from_document(DependencyHealth, to_document(health)) == health

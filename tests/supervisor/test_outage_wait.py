@@ -288,6 +288,32 @@ def test_an_order_alone_failing_transiently_on_a_closed_circuit_waits_uncounted(
         next_attempt_in_flight(states, clock)
 
 
+def test_an_order_failing_on_a_closed_circuit_backs_off_as_long_as_it_has_waited(make_ctx, health, states, clock):
+    """A slow service (calls outliving REMOTE_CALL_TIMEOUT, committed later, retries answered "still working") opens
+    no circuit any more (docs/supervisor.md, "What counts toward a circuit"); its orders wait, uncounted, while it
+    has had no success. They came back within one cool-down: a new attempt every half minute fenced the call still
+    running at the service for the one before, and again (``slow-remote-calls``: the slowest orders took 45 to 60
+    minutes, one ended CompensationFailed). Each wait is now at least as long as the order has waited, from the
+    cool-down to its cap (plus up to one cool-down of jitter)."""
+    ctx = with_health(make_ctx, health, CIRCUIT_FAILURE_THRESHOLD="8")
+    policy = ctx.settings.circuit_policy
+    shipping_in_flight(states, clock)
+    waits = []
+    for _ in range(5):
+        failed_on_its_own(ctx, states, clock, 1)
+        run_supervisor(ctx, ScanState())
+        record = states.get("o1")
+        assert (record.history[-1].event, record.failure_count) == ("OutageWait", 0)
+        assert record.outage_wait_since is not None
+        waits.append((record.complete_by - clock.now(), clock.now() - record.outage_wait_since))
+        clock.set(record.complete_by)
+        next_attempt_in_flight(states, clock)
+    for wait, waited in waits:
+        least = min(max(waited, policy.cooldown), policy.cooldown_max)
+        assert least <= wait <= least + policy.cooldown, (wait, waited)
+    assert waits[-1][0] >= policy.cooldown_max
+
+
 def test_a_transient_failure_after_which_the_service_answered_another_order_still_counts(
     make_ctx, health, states, clock
 ):

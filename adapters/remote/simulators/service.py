@@ -112,7 +112,9 @@ class SimulatedService:
                 self.abandoned.append(latency_s)
         if outcome is None:
             where = f"{self.service}.{request.action} order {request.order_id} key {request.idempotency_key}"
-            raise RemoteError(f"{where} timed out after {timeout}s (the service goes on with it)", transient=True)
+            raise RemoteError(
+                f"{where} timed out after {timeout}s (the service goes on with it)", transient=True, timed_out=True
+            )
         if isinstance(outcome, RemoteError):
             raise outcome
         return copy.deepcopy(outcome)
@@ -169,7 +171,9 @@ class SimulatedService:
             for w in self._working
             if w.started < started
         ):
-            raise RemoteError(f"{self.service} is still working on an earlier call: {where}", transient=True)
+            raise RemoteError(
+                f"{self.service} is still working on an earlier call: {where}", transient=True, in_progress=True
+            )
 
         draw = self._rng.random()
         if draw < self.config.permanent_error_rate:
@@ -182,7 +186,9 @@ class SimulatedService:
         result = self._perform(spec, request, at)
         self._outcomes[outcome_key] = result
         if self._rng.random() < self.config.response_loss_rate:
-            raise RemoteError(f"{self.service} timed out on {where} (simulated lost response)", transient=True)
+            raise RemoteError(
+                f"{self.service} timed out on {where} (simulated lost response)", transient=True, timed_out=True
+            )
         return copy.deepcopy(result)
 
     def _perform(self, spec: ActionSpec, request: RemoteCall, at: datetime) -> dict[str, Any]:
