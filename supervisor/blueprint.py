@@ -9,8 +9,9 @@ import azure.functions as func
 
 from dependencies import get_context_async
 from observability.events import app_event
+from supervisor.backend_wait import read_statuses
 from supervisor.compensation_rounds import start_compensations
-from supervisor.run import run_supervisor
+from supervisor.run import find_due, held_instances, run_supervisor
 from supervisor.scan import ScanState
 from supervisor.terminate import terminate_expired
 
@@ -26,6 +27,10 @@ SCAN_STATE = ScanState()
 async def supervisor(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
     if timer.past_due:
         app_event("SupervisorPastDue", "supervisor timer is past due")
-    report = await asyncio.to_thread(run_supervisor, await get_context_async(), SCAN_STATE)
+    ctx = await get_context_async()
+    due = await asyncio.to_thread(find_due, ctx, SCAN_STATE)
+    # the instances of the expired attempts and rounds: one the Durable backend has still to run is left to it
+    statuses = await read_statuses(client, held_instances(ctx, due))
+    report = await asyncio.to_thread(run_supervisor, ctx, SCAN_STATE, due, statuses)
     await terminate_expired(client, report.to_terminate)
     await start_compensations(client, report.compensations)
