@@ -11,7 +11,6 @@ from typing import Any, Protocol
 
 from domain.ids import url_instance_id
 from observability.events import app_event
-from supervisor.backend_wait import status_name
 
 # Runtime statuses (``OrchestrationRuntimeStatus`` names) of an instance that may still act. ContinuedAsNew
 # is the transient status between an execution's ``continue_as_new`` and the new execution's first episode
@@ -28,12 +27,19 @@ class InstanceClient(Protocol):
     async def terminate(self, instance_id: str, reason: str) -> None: ...
 
 
+def _status_name(status: Any) -> str | None:
+    runtime = getattr(status, "runtime_status", None)
+    if runtime is None:
+        return None
+    return str(getattr(runtime, "name", runtime))
+
+
 async def terminate_expired(client: InstanceClient, instance_ids: list[str]) -> list[str]:
     """Terminates each instance that is still active; returns the ids it terminated."""
     terminated: list[str] = []
     for instance in instance_ids:
         try:
-            status = status_name(await client.get_status(url_instance_id(instance)))
+            status = _status_name(await client.get_status(url_instance_id(instance)))
             if status not in STILL_ACTIVE:
                 app_event(
                     "SupervisorTerminateSkipped",
