@@ -532,6 +532,14 @@ SETTINGS: tuple[Setting, ...] = (
         deployed="15",
     ),
     Setting(
+        "SUPERVISOR_BACKEND_WAIT_SECONDS",
+        "600",
+        "How long past its completeBy (and SUPERVISOR_GRACE_SECONDS) the supervisor leaves an attempt whose Durable "
+        "instance is still Pending or Running: the backend has not delivered its start, its timer or its step yet, "
+        'which is not the order\'s failure (docs/supervisor.md, "A late Durable backend"). `0`: taken at the deadline.',
+        kind=seconds(0),
+    ),
+    Setting(
         "SUPERVISOR_MAX_RECORDS",
         "100",
         "Expired records one supervisor run recovers at most.",
@@ -748,6 +756,7 @@ class Settings:
     retry_backoff_base: timedelta = field(metadata=_from("RETRY_BACKOFF_BASE_SECONDS"))
     retry_backoff_max: timedelta = field(metadata=_from("RETRY_BACKOFF_MAX_SECONDS"))
     supervisor_grace: timedelta = field(metadata=_from("SUPERVISOR_GRACE_SECONDS"))
+    supervisor_backend_wait: timedelta = field(metadata=_from("SUPERVISOR_BACKEND_WAIT_SECONDS"))
     supervisor_max_records: int = field(metadata=_from("SUPERVISOR_MAX_RECORDS"))
     supervisor_page_size: int = field(metadata=_from("SUPERVISOR_PAGE_SIZE"))
     supervisor_window: timedelta = field(metadata=_from("SUPERVISOR_WINDOW_MINUTES"))

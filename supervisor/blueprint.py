@@ -10,8 +10,9 @@ import azure.functions as func
 from adapters.durable_client import bounded_client
 from dependencies import get_context_async
 from observability.events import app_event
+from supervisor.backend_wait import read_statuses
 from supervisor.compensation_rounds import start_compensations
-from supervisor.run import run_supervisor
+from supervisor.run import find_due, held_instances, run_supervisor
 from supervisor.scan import ScanState
 from supervisor.terminate import terminate_expired
 
@@ -27,7 +28,11 @@ SCAN_STATE = ScanState()
 async def supervisor(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
     if timer.past_due:
         app_event("SupervisorPastDue", "supervisor timer is past due")
-    report = await asyncio.to_thread(run_supervisor, await get_context_async(), SCAN_STATE)
+    ctx = await get_context_async()
     durable = bounded_client(client)
+    due = await asyncio.to_thread(find_due, ctx, SCAN_STATE)
+    # the instances of the expired attempts and rounds: one the Durable backend has still to run is left to it
+    statuses = await read_statuses(durable, held_instances(ctx, due))
+    report = await asyncio.to_thread(run_supervisor, ctx, SCAN_STATE, due, statuses)
     await terminate_expired(durable, report.to_terminate)
     await start_compensations(durable, report.compensations)

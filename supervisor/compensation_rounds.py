@@ -14,10 +14,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
+from adapters.cosmos.state_store import Page
 from dependencies import AppContext
 from domain.compensation import ROUND_BACKED_OFF, back_off_stuck_round, claim_compensation
 from domain.errors import IllegalTransition
@@ -36,6 +37,13 @@ from orchestrators.timers import (
     HOLDS_BACKOFF_INPUT,
     RELEASES_OPEN_CIRCUIT_INPUT,
     TIMER_PER_ROUND_INPUT,
+)
+from supervisor.backend_wait import (
+    InstanceStatuses,
+    backend_wait_reason,
+    in_backends_hands,
+    left_to_backend,
+    note_left,
 )
 from supervisor.outage import OutageVerdict, outage_verdict, tell_waiting
 from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
@@ -66,15 +74,14 @@ class CompensationClaims:
     failed: int  # records that went to CompensationFailed
     request_charge: float = 0.0  # RU of the query page
     pages: int = 0
+    left: int = 0  # stuck rounds whose instance the Durable backend has still to run: left to it
 
 
-def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
-    """One bounded page of due Compensating records (oldest deadline first), each claimed for its
-    next round by a conditional update; a record another writer moved first is skipped."""
-    now = ctx.clock.now()
+def due_compensations(ctx: AppContext) -> Page:
+    """One bounded page of due Compensating records, oldest deadline first."""
     grace = ctx.settings.supervisor_grace  # a round that holds its record is taken only this long past its deadline
     page = ctx.states.expired_page(
-        ProcessState.COMPENSATING, now, None, ctx.settings.supervisor_max_records, None, grace
+        ProcessState.COMPENSATING, ctx.clock.now(), None, ctx.settings.supervisor_max_records, None, grace
     )
     alert_unmapped(ctx, page.unmapped, "due compensations")  # skipped, not silent; never raises
     app_event(
@@ -85,16 +92,44 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
         items=len(page.records),
         requestCharge=page.request_charge,
     )
+    return page
+
+
+def claim_due_compensations(
+    ctx: AppContext, page: Page | None = None, statuses: InstanceStatuses | None = None
+) -> CompensationClaims:
+    """One bounded page of due Compensating records (``page``, read by ``due_compensations`` if not given), each
+    claimed for its next round by a conditional update; a record another writer moved first is skipped. A stuck
+    round whose instance the Durable backend has still to run (``statuses``: ``supervisor/backend_wait.py``) is
+    left to it, up to ``SUPERVISOR_BACKEND_WAIT_SECONDS``."""
+    if page is None:
+        page = due_compensations(ctx)
+    now = ctx.clock.now()
+    grace = ctx.settings.supervisor_grace
+    wait = ctx.settings.supervisor_backend_wait
+    known = statuses or {}
     starts: list[CompensationStart] = []
     stale: list[str] = []
     failed = 0
+    left = 0
     for record in page.records:
+        status = known.get(record.locked_by) if record.locked_by is not None else None
+        if left_to_backend(record, status, now, grace, wait):
+            note_left(record, status, now, grace, wait)
+            left += 1
+            continue
+        # still in the backend's hands past the wait: counted as before, saying so
+        kept = wait > timedelta(0) and in_backends_hands(record, status)
         try:
             # A round stuck on an open dependency is released to wait the outage out (not counted).
             outage = outage_verdict(ctx, record, undo_in_flight(record), now)
             # A lost response is re-read; a failure on one record never drops the claims already
             # made in this batch (they are returned and started).
-            written = write_or_reread(ctx, record, _claim_or_wait(ctx, now, outage))
+            written = write_or_reread(
+                ctx,
+                record,
+                _claim_or_wait(ctx, now, outage, backend_wait_reason(record, status, now) if kept else None),
+            )
         except (EtagMismatch, IllegalTransition) as exc:
             app_event(
                 "CompensationClaimSkipped",
@@ -162,14 +197,15 @@ def claim_due_compensations(ctx: AppContext) -> CompensationClaims:
         if written.locked_by is None or written.process_state is not ProcessState.COMPENSATING:
             continue  # landed, then another writer moved it on: nothing of this round to start
         starts.append(CompensationStart(written.order_id, written.locked_by, written.attempt))
-    return CompensationClaims(starts, stale, failed, page.request_charge, 1)
+    return CompensationClaims(starts, stale, failed, page.request_charge, 1, left)
 
 
 def _claim_or_wait(
-    ctx: AppContext, now: datetime, outage: OutageVerdict | None
+    ctx: AppContext, now: datetime, outage: OutageVerdict | None, backend_kept: str | None = None
 ) -> Callable[[StateRecord], StateRecord]:
     """The claim of the next round, or (stuck on an open dependency) the release to wait it out; past
-    MAX_OUTAGE_WAIT_MINUTES the claim fails the compensation now, saying why."""
+    MAX_OUTAGE_WAIT_MINUTES the claim fails the compensation now, saying why. ``backend_kept``: why a stuck round
+    is counted although its instance is still Pending or Running (``backend_wait_reason``)."""
 
     grace = ctx.settings.supervisor_grace
 
@@ -181,6 +217,8 @@ def _claim_or_wait(
             record = replace(record, last_error=outage.escalation_reason(now))
             rounds = record.failure_count + 1
         elif record.locked_by is not None:  # a stuck round: counted, and the next one backs off
+            if backend_kept is not None:
+                record = replace(record, last_error=backend_kept)
             failures = record.failure_count + 1
             backoff = exponential_backoff(
                 failures, ctx.settings.retry_backoff_base, ctx.settings.retry_backoff_max, ctx.rng

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from adapters.cosmos.errors import EtagMismatch
@@ -29,6 +30,7 @@ from domain.review import LeftDecision, decision_left
 from domain.states import ProcessState
 from notifications.received import say_owed_received
 from observability.events import app_event
+from supervisor.backend_wait import backend_wait_reason, in_backends_hands, left_to_backend, note_left
 from supervisor.outage import outage_verdict, tell_waiting
 from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
 from supervisor.payment_wait import gave_up as payment_gave_up
@@ -46,6 +48,7 @@ class RecoveryAction(StrEnum):
     SKIPPED = "skipped"  # someone else moved the record first
     WAITING = "waiting"  # failed on an open dependency, or waited for a payment notification: Pending, not counted
     COMPENSATING = "compensating"  # retries exhausted before the pivot: handed to compensation
+    LEFT = "left"  # its Durable instance has not run it yet (supervisor/backend_wait.py): not written, looked at again
 
 
 @dataclass(frozen=True)
@@ -57,10 +60,17 @@ class RecoveryResult:
     alert_sent: bool = False
 
 
-def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
-    """Recovers ``record`` (as the scan read it) if it is still the same expired attempt."""
+def recover(ctx: AppContext, record: StateRecord, status: str | None = None) -> RecoveryResult:
+    """Recovers ``record`` (as the scan read it) if it is still the same expired attempt. ``status``: the runtime
+    status of its instance, read before the run's recoveries (None: not read, or unknown): one the Durable backend
+    has still to run is left to it for ``SUPERVISOR_BACKEND_WAIT_SECONDS`` (``supervisor/backend_wait.py``)."""
     now = ctx.clock.now()
     grace = ctx.settings.supervisor_grace  # the scan found it this long past its deadline; re-checked in the write
+    wait = ctx.settings.supervisor_backend_wait
+    if left_to_backend(record, status, now, grace, wait):
+        return _left(record, status, now, grace, wait)
+    # still in the backend's hands past the wait: counted as before, saying so
+    kept = wait > timedelta(0) and in_backends_hands(record, status)
     expired = record.locked_by
     failures = record.failure_count + 1
     backoff = exponential_backoff(failures, ctx.settings.retry_backoff_base, ctx.settings.retry_backoff_max, ctx.rng)
@@ -95,6 +105,8 @@ def recover(ctx: AppContext, record: StateRecord) -> RecoveryResult:
             return transitions.wait_out_outage(r, expired, now, outage.until, outage.dependency, outage.since, grace)
         if outage is not None:
             r = replace(r, last_error=outage.escalation_reason(now))
+        elif kept:
+            r = replace(r, last_error=backend_wait_reason(r, status, now))
         escalated = escalate_or_compensate(
             r, expired, now, max_failures, backoff, policy, amount, gave_up=given_up, grace=grace
         )
@@ -202,6 +214,11 @@ def _act_on_decision(ctx: AppContext, record: StateRecord, left: LeftDecision, p
     if escalated:
         return RecoveryResult(written.order_id, RecoveryAction.ESCALATED, expired, written, alert_sent=sent)
     return RecoveryResult(written.order_id, RecoveryAction.COMPENSATING, expired, written)
+
+
+def _left(record: StateRecord, status: str | None, now: datetime, grace: timedelta, wait: timedelta) -> RecoveryResult:
+    note_left(record, status, now, grace, wait)
+    return RecoveryResult(record.order_id, RecoveryAction.LEFT, None, record)
 
 
 def _skipped(record: StateRecord, expired: str | None, exc: Exception) -> RecoveryResult:

@@ -8,10 +8,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.cosmos.errors import StoreUnavailable
+from adapters.cosmos.state_store import Page
 from dependencies import AppContext
 from domain.text import carriable
 from observability.events import app_event
-from supervisor.compensation_rounds import CompensationClaims, CompensationStart, claim_due_compensations
+from supervisor.backend_wait import InstanceStatuses
+from supervisor.compensation_rounds import (
+    CompensationClaims,
+    CompensationStart,
+    claim_due_compensations,
+    due_compensations,
+)
 from supervisor.outage import alert_outages
 from supervisor.owed import deliver_due
 from supervisor.recovery import RecoveryAction, recover
@@ -36,6 +43,8 @@ class SupervisorReport:
     compensation_failed: int = 0  # stuck compensations that used up their rounds
     notified: int = 0  # failure records whose owed alert and status this run delivered
     outage_alerts: int = 0  # DependencyOutage / DependencyRecovered alerts this run sent (one per outage each)
+    # expired attempts and stuck rounds whose instance the Durable backend has still to run: left alone
+    left_to_backend: int = 0
 
 
 def _phase_failed(what: str, exc: Exception, **fields: Any) -> None:
@@ -58,20 +67,56 @@ def _isolated(what: str, phase: Callable[[], int]) -> int:
         return 0
 
 
-def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
-    """Synchronous (Cosmos SDK calls); the timer trigger runs it in a worker thread."""
+@dataclass(frozen=True)
+class Due:
+    """What a run found due before it acts: the expired attempts, and the page of due compensation rounds (None:
+    its query failed; the claims query again, after the recoveries, and take a failure as they always have)."""
+
+    scan: ScanResult
+    rounds: Page | None = None
+
+
+def find_due(ctx: AppContext, state: ScanState) -> Due:
+    """The run's scan of expired attempts (``supervisor/scan.py``) and its page of due compensation rounds. A scan
+    that fails is an empty, interrupted scan (logged): the rest of the run goes on."""
     try:
         scan = scan_expired(ctx.states, state, ctx.settings, ctx.clock.now())
     except Exception as exc:  # the scan drops its cursor; the compensation claims still run
         _phase_failed("scan of expired attempts", exc)
         scan = ScanResult([], 0.0, 0, False, False, False, interrupted=True)
+    try:
+        rounds: Page | None = due_compensations(ctx)
+    except Exception:  # the claims query again, and take its failure as they always have
+        rounds = None
+    return Due(scan, rounds)
+
+
+def held_instances(ctx: AppContext, due: Due) -> list[str]:
+    """The instances whose runtime status the run reads before it acts (``supervisor/backend_wait.py``): those
+    holding the expired attempts and due rounds, none when ``SUPERVISOR_BACKEND_WAIT_SECONDS`` is 0."""
+    if not ctx.settings.supervisor_backend_wait:
+        return []
+    records = [*due.scan.records, *(due.rounds.records if due.rounds is not None else [])]
+    return [record.locked_by for record in records if record.locked_by is not None]
+
+
+def run_supervisor(
+    ctx: AppContext, state: ScanState, due: Due | None = None, statuses: InstanceStatuses | None = None
+) -> SupervisorReport:
+    """Synchronous (Cosmos SDK calls); the timer trigger runs it in a worker thread. ``due``: what the run found
+    due, when the trigger looked first (``find_due``) to read ``statuses``, the runtime statuses of the instances
+    holding it (``held_instances``); without them every expired attempt and round is taken at its deadline."""
+    if due is None:
+        due = find_due(ctx, state)
+    scan = due.scan
+    known = statuses or {}
     alert_unmapped(ctx, scan.unmapped, "expired attempts")  # skipped, not silent; never raises
     counts = dict.fromkeys(RecoveryAction, 0)
     failed = 0
     to_terminate: list[str] = []
     for record in scan.records:
         try:
-            result = recover(ctx, record)
+            result = recover(ctx, record, known.get(record.locked_by) if record.locked_by is not None else None)
         except StoreUnavailable as exc:
             failed += 1
             app_event(
@@ -89,7 +134,9 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
         if result.expired_instance is not None:
             to_terminate.append(result.expired_instance)
     try:
-        claims = claim_due_compensations(ctx)
+        # read again when this run's recoveries handed orders to compensation: their first rounds start now
+        rounds = None if counts[RecoveryAction.COMPENSATING] else due.rounds
+        claims = claim_due_compensations(ctx, rounds, statuses)
     except StoreUnavailable as exc:
         app_event("SupervisorRecoveryFailed", f"compensation claims skipped, store unavailable: {exc}", logging.WARNING)
         claims = CompensationClaims([], [], 0)
@@ -119,6 +166,7 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
         compensation_failed=claims.failed,
         notified=notified,
         outage_alerts=outage_alerts,
+        left_to_backend=counts[RecoveryAction.LEFT] + claims.left,
     )
     app_event(
         "SupervisorRun",
@@ -138,5 +186,6 @@ def run_supervisor(ctx: AppContext, state: ScanState) -> SupervisorReport:
         compensationFailed=report.compensation_failed,
         notified=report.notified,
         outageAlerts=report.outage_alerts,
+        leftToBackend=report.left_to_backend,
     )
     return report

@@ -57,9 +57,10 @@ def installed(make_ctx, monkeypatch):
 
 
 def test_the_timer_recovers_then_terminates_only_active_instances(installed, functions, states, clock):
-    # oldest deadline first, the scan's order (equal deadlines would go by id)
+    # oldest deadline first, the scan's order (equal deadlines would go by id); each past
+    # SUPERVISOR_BACKEND_WAIT_SECONDS, so the instances still Running or Pending are taken too (test_backend_wait.py)
     for n, order_id in enumerate(("running", "completed", "broken", "after-broken")):
-        expired(states, order_id, clock, timedelta(seconds=9 - n))
+        expired(states, order_id, clock, timedelta(seconds=600 + 9 - n))
     client = FakeDurableClient(
         {"running:1": "Running", "completed:1": "Completed", "broken:1": "Running", "after-broken:1": "Pending"},
         broken={"broken:1"},

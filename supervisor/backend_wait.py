@@ -1,0 +1,139 @@
+"""An attempt the Durable backend still has in hand is not the order's failure: the supervisor leaves it.
+
+The scheduler races every step's agent against a durable timer at the step's deadline (the record's
+``completeBy``), and ends the attempt itself when the timer wins. So an attempt whose deadline passed while its
+instance is still ``Pending`` (its start not delivered) or ``Running`` (its timer, its ``begin_step``, its
+agent's reply not delivered yet) is one the backend is late with, not one the remote service failed: Azure
+Storage's workers poll their queues with a back-off, a partition's lease moves when the app scales, the Durable
+Task Scheduler throttles. Taking it then counted a failure towards ``MAX_FAILURES`` for the backend's delay (a
+tenth of the messages 10-300 s late: 18 of 150 orders ``Error`` or compensated, seed 18).
+
+The supervisor reads the instance's runtime status first (``read_statuses``, one bounded read per expired record,
+all at once) and leaves such a record alone, unwritten, up to ``SUPERVISOR_BACKEND_WAIT_SECONDS`` past its
+deadline and grace (``left_to_backend``): the instance then ends the step itself (the reply came: it goes on, its
+writes fenced by ``lockedBy`` as ever; or its timer won: ``Completed``, and the next run counts it as before).
+Nothing is ever not counted that would have been: a leave only defers the supervisor's decision to when the
+backend has caught up. Past the bound the record is recovered and counted as before, saying that the backend kept
+it (``backend_wait_reason``): a backend that never delivers still escalates, ``MAX_FAILURES`` bounds later. A
+status that cannot be read decides nothing either: the record is recovered as before."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from domain.compensation import UNDO_DEPENDENCY_OPEN
+from domain.ids import url_instance_id
+from domain.records import StateRecord, last_move
+from domain.transitions import due_at
+from observability.events import app_event
+from settings import DURABLE_CALL_TIMEOUT
+
+# Runtime statuses of an instance the backend still has to run: not started yet, or not ended.
+IN_HAND = frozenset({"Pending", "Running"})
+# The attempt's or round's own last move handed the record to the supervisor (``release_for_retry``,
+# ``release_undo``): it ends there whatever its instance's status says, so there is nothing to wait for.
+HANDED_OVER = frozenset({"StepTransientFailure", UNDO_DEPENDENCY_OPEN})
+# How many status reads are in flight at once.
+PARALLEL_READS = 8
+
+# instance id -> its runtime status name, or None when it could not be read (or the instance does not exist)
+InstanceStatuses = Mapping[str, str | None]
+
+
+def status_name(status: Any) -> str | None:
+    """The runtime status name of a ``DurableOrchestrationStatus`` (None: no instance)."""
+    runtime = getattr(status, "runtime_status", None)
+    if runtime is None:
+        return None
+    return str(getattr(runtime, "name", runtime))
+
+
+def wait_ends(record: StateRecord, grace: timedelta, wait: timedelta) -> datetime | None:
+    """When the supervisor stops waiting for ``record``'s attempt (None: it has no deadline)."""
+    due = due_at(record, grace)
+    return None if due is None else due + wait
+
+
+def in_backends_hands(record: StateRecord, status: str | None) -> bool:
+    """``record``'s attempt is one its Durable instance has still to run: ``Pending`` or ``Running``, and its
+    last move not a release by the attempt itself."""
+    if status not in IN_HAND or record.locked_by is None:
+        return False
+    move = last_move(record)
+    return move is None or move.event not in HANDED_OVER
+
+
+def left_to_backend(record: StateRecord, status: str | None, now: datetime, grace: timedelta, wait: timedelta) -> bool:
+    """Whether the supervisor leaves ``record`` (past due) alone this run: its instance still in the backend's
+    hands (``in_backends_hands``) and ``SUPERVISOR_BACKEND_WAIT_SECONDS`` not over."""
+    if wait <= timedelta(0) or not in_backends_hands(record, status):
+        return False
+    ends = wait_ends(record, grace, wait)
+    return ends is not None and now < ends
+
+
+def note_left(record: StateRecord, status: str | None, now: datetime, grace: timedelta, wait: timedelta) -> None:
+    """Logs that the supervisor left ``record``'s attempt or round to its instance this run."""
+    ends = wait_ends(record, grace, wait)
+    app_event(
+        "SupervisorLeftToBackend",
+        f"order {record.order_id}: {record.locked_by} is past its deadline and its instance is still {status}: "
+        f"left to it, not counted (until {ends.isoformat() if ends else '?'})",
+        orderId=record.order_id,
+        instanceId=record.locked_by,
+        attempt=record.attempt,
+        runtimeStatus=status,
+        overdueSeconds=(now - record.complete_by).total_seconds() if record.complete_by else None,
+        waitEnds=ends.isoformat() if ends else None,
+    )
+
+
+def backend_wait_reason(record: StateRecord, status: str | None, now: datetime) -> str:
+    """``lastError`` of an attempt or round taken past the wait: the backend kept it, not a remote service."""
+    late = (now - record.complete_by).total_seconds() if record.complete_by is not None else 0.0
+    where = record.current_step or "its start"
+    return (
+        f"the Durable backend had not run {record.locked_by} ({where}) {late:.0f} s past its deadline "
+        f"(instance {status}): taken after SUPERVISOR_BACKEND_WAIT_SECONDS"
+    )
+
+
+async def read_statuses(client: Any, instance_ids: Iterable[str]) -> dict[str, str | None]:
+    """The runtime status of each instance, read all at once (``PARALLEL_READS`` in flight), within
+    ``DURABLE_CALL_TIMEOUT`` in all: an instance whose read failed or did not answer in time is None (unknown)."""
+    wanted = list(dict.fromkeys(instance_ids))
+    if not wanted:
+        return {}
+    gate = asyncio.Semaphore(PARALLEL_READS)
+
+    async def read(instance: str) -> str | None:
+        async with gate:
+            return status_name(await client.get_status(url_instance_id(instance)))
+
+    tasks = {instance: asyncio.ensure_future(read(instance)) for instance in wanted}
+    done, pending = await asyncio.wait(tasks.values(), timeout=DURABLE_CALL_TIMEOUT.total_seconds())
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending)  # cancelled: nothing left running after the run
+    statuses: dict[str, str | None] = {}
+    unread = 0
+    for instance, task in tasks.items():
+        if task in done and task.exception() is None:
+            statuses[instance] = task.result()
+        else:
+            statuses[instance] = None
+            unread += 1
+    if unread:
+        app_event(
+            "SupervisorStatusUnread",
+            f"{unread} of {len(wanted)} instance statuses not read: their records are recovered as at their deadline",
+            logging.WARNING,
+            unread=unread,
+            read=len(wanted) - unread,
+        )
+    return statuses
