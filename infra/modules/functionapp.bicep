@@ -201,6 +201,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     RETRY_BACKOFF_MAX_SECONDS: '300'
     // many instances, their clocks within seconds: docs/supervisor.md, "Clocks" (local runs: 0)
     SUPERVISOR_GRACE_SECONDS: '15'
+    SUPERVISOR_BACKEND_WAIT_SECONDS: '600'
     SUPERVISOR_MAX_RECORDS: '100'
     SUPERVISOR_PAGE_SIZE: '25'
     SUPERVISOR_WINDOW_MINUTES: '60'
