@@ -96,23 +96,26 @@ def observed(profile: str) -> Observed:
 
 def _written(o: Observed) -> Counter[tuple[str, str, str, str]]:
     return Counter(
-        (t.order_id, t.before.value if t.before else "(new)", t.after.value, t.event) for t in o.result.audit.transitions
+        (t.order_id, t.before.value if t.before else "(new)", t.after.value, t.event)
+        for t in o.result.audit.transitions
     )
 
 
-def _logged(o: Observed) -> Counter[tuple[str, str, str, str]]:
+def _logged(o: Observed, name: str = "StateTransition") -> Counter[tuple[str, str, str, str]]:
     return Counter(
         (r.orderId, r.fromState, r.toState, r.transition)  # type: ignore[attr-defined]
-        for r in o.events("StateTransition")
+        for r in o.events(name)
     )
 
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_state_write_is_one_transition_event(profile: str) -> None:
+    """A write whose answer was lost and that nothing read back since is seen as ``StateWriteUnconfirmed``,
+    with the move it would make (it may not have landed); every other is its ``StateTransition``."""
     o = observed(profile)
     written, logged = _written(o), _logged(o)
     assert written, "the run wrote nothing"
-    unlogged = sorted((written - logged).elements())
+    unlogged = sorted((written - logged - _logged(o, "StateWriteUnconfirmed")).elements())
     claimed = sorted((logged - written).elements())
     assert not unlogged, f"{len(unlogged)} writes Cosmos DB accepted with no StateTransition event: {unlogged[:10]}"
     assert not claimed, f"{len(claimed)} StateTransition events of writes Cosmos DB never accepted: {claimed[:10]}"
@@ -120,11 +123,11 @@ def test_every_state_write_is_one_transition_event(profile: str) -> None:
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_each_transition_event_names_the_order_attempt_and_states(profile: str) -> None:
-    for r in observed(profile).events("StateTransition"):
+    for r in observed(profile).events("StateTransition", "StateWriteUnconfirmed"):
         fields = {k: getattr(r, k, None) for k in ("orderId", "attempt", "fromState", "toState", "transition")}
         assert all(v is not None for v in fields.values()), fields
         assert isinstance(fields["attempt"], int), fields
-        assert r.levelno == logging.INFO, fields
+        assert r.levelno == (logging.INFO if r.event == "StateTransition" else logging.WARNING), fields  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("profile", PROFILES)
