@@ -503,20 +503,22 @@ def _read_back(
     answered with the version read if it is still the last move, else as written without a version (another
     writer moved the record on since). Not in it: None, ``StateWriteUnconfirmed`` logged for a lost answer.
     A lost answer whose read-back is the very version it replaced is ambiguous (not landed, or a replica without
-    it): the write is made once more on that version, which settles it. A read that fails propagates."""
-    current = store.get(record.order_id)
-    if isinstance(exc, StoreOutcomeUnknown) and current is not None and current.version == record.version:
-        # The version this write replaced, read back: it did not land, or this read is another replica's that
-        # has not got it (the lost answer also lost this client's session token for it: Session consistency).
-        # The same write again, on the same version, tells which: it lands now, or 412 (it had landed, or
-        # someone wrote since) and the record is read once more.
-        try:
-            return _replace_once(store, record, updated)
-        except EtagMismatch:
-            current = store.get(record.order_id)
-        except StoreOutcomeUnknown as again:
-            _unconfirmed(record, updated, again)
-            raise
+    it): the write is made once more on that version, which settles it. A read that fails propagates (a lost answer
+    still unconfirmed then)."""
+    try:
+        current = store.get(record.order_id)
+        if isinstance(exc, StoreOutcomeUnknown) and current is not None and current.version == record.version:
+            # The version this write replaced, read back: it did not land, or this read is another replica's that
+            # has not got it (the lost answer also lost this client's session token for it: Session consistency).
+            # The same write again, on the same version, tells which: it lands now, or 412 (it had landed, or
+            # someone wrote since) and the record is read once more.
+            try:
+                return _replace_once(store, record, updated)
+            except EtagMismatch:
+                current = store.get(record.order_id)
+    except StoreUnavailable as again:
+        _unconfirmed(record, updated, again if isinstance(again, StoreOutcomeUnknown) else exc)
+        raise
     mine = updated.history[-1] if updated.history else None
     if current is None or mine is None or mine not in current.history:
         _unconfirmed(record, updated, exc)

@@ -8,6 +8,7 @@ the answers of the audited store, a claimed create counted as its two moves) and
 
 - every write of a state record is one ``StateTransition`` event with its order, attempt and from/to states,
   and no event claims a write that was not made (a write whose answer was lost, found landed later, included);
+- every retry, escalation or wait the supervisor wrote is its event (``SupervisorRecovered``...);
 - every alert that reached ``operator-alerts`` was logged (``OperatorAlert``, at ERROR);
 - every event about an orchestration instance names its order (``orderId``, what the dashboards query by);
 - orchestrator code logs nothing (the replay engine runs it again on every episode: each line would repeat);
@@ -40,6 +41,13 @@ PROFILES = {
     "cosmos-lost-responses": (40, 11),
     "durable-latency": (40, 11),
     "stale-reads": (40, 11),
+    "lost-restarts-locks": (40, 11),
+    "operator-cancels": (40, 11),
+    "late-activity-runs": (40, 11),
+    "host-restarts": (40, 11),
+    "cosmos-outage": (40, 11),
+    "prepaid-notifications": (40, 11),
+    "concurrent-notifications": (40, 11),
 }
 # The Durable SDK's code that runs an orchestrator function (each episode replays it from the start).
 ORCHESTRATOR_FRAMES = ("durable_functions/models/TaskOrchestrationExecutor.py",)
@@ -128,6 +136,28 @@ def test_each_transition_event_names_the_order_attempt_and_states(profile: str) 
         assert all(v is not None for v in fields.values()), fields
         assert isinstance(fields["attempt"], int), fields
         assert r.levelno == (logging.INFO if r.event == "StateTransition" else logging.WARNING), fields  # type: ignore[attr-defined]
+
+
+# The supervisor's moves of an expired attempt (history event of its write) and the event each is logged as.
+SUPERVISOR_MOVES = {
+    "RetryScheduled": "SupervisorRecovered",
+    "Escalated": "SupervisorEscalated",
+    "OutageWait": "SupervisorOutageWait",
+    "PaymentWait": "SupervisorPaymentWait",
+}
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_supervisor_retry_and_escalation_is_its_event(profile: str) -> None:
+    o = observed(profile)
+    moved = Counter(
+        (t.order_id, SUPERVISOR_MOVES[t.event])
+        for t in o.result.audit.transitions
+        if t.by == "supervisor" and t.event in SUPERVISOR_MOVES
+    )
+    logged = Counter((r.orderId, r.event) for r in o.events(*SUPERVISOR_MOVES.values()))  # type: ignore[attr-defined]
+    assert moved == logged, f"written, not logged: {moved - logged}; logged, not written: {logged - moved}"
+    assert all(r.levelno >= logging.WARNING for r in o.events("SupervisorEscalated"))
 
 
 @pytest.mark.parametrize("profile", PROFILES)
