@@ -289,6 +289,7 @@ def _tell_once(ctx: AppContext, reply_to: str | None, order_id: str, status: Sta
             f"order {order_id}: status {status} not sent ({exc})",
             logging.WARNING,
             orderId=order_id,
+            attempt=attempt,
             status=status,
         )
         return False

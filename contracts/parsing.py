@@ -255,10 +255,15 @@ def describe(exc: ValidationError) -> str:
 
 def named_order_id(body: bytes) -> str | None:
     """The ``orderId`` a body names, if it is a valid order id, whether or not the body parses as a
-    contract (a message deferred before a rule it now breaks still belongs to its order)."""
+    contract (a message deferred before a rule it now breaks still belongs to its order; one dead-lettered as
+    invalid is logged under it). Any body: one that is not UTF-8 JSON, or nests deeper than ``parse`` reads,
+    names none."""
     try:
-        data = json.loads(body)
-    except ValueError:
+        text = body.decode("utf-8")
+        if nesting_depth(text) > MAX_NESTING_DEPTH:
+            return None
+        data = json.loads(text)
+    except (ValueError, RecursionError):
         return None
     order_id = data.get("orderId") if isinstance(data, dict) else None
     return order_id if isinstance(order_id, str) and is_valid_order_id(order_id) else None

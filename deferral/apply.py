@@ -179,7 +179,9 @@ def _decide(
     except InvalidMessage as bad:  # e.g. deferred before a contract rule it now breaks
         if order_id is not None:  # its entry is resolved, not left waiting (an expiry alert, the limit)
             resolve(ctx, order_id, seq, EntryStatus.DEAD_LETTERED, str(bad))
-        app_event("DeadLettered", f"deferred message #{seq}: {bad}", logging.WARNING, sequenceNumber=seq)
+        app_event(
+            "DeadLettered", f"deferred message #{seq}: {bad}", logging.WARNING, orderId=order_id, sequenceNumber=seq
+        )
         return Processed("dead-lettered", order_id), Settlement.deadletter(bad.reason, bad.description)
     try:
         return _apply(ctx, message, note, round_number, fetched, owed)

@@ -11,6 +11,7 @@ from typing import Any
 
 from opentelemetry import metrics
 
+from domain.ids import instance_order_id
 from domain.records import StateRecord
 
 log = logging.getLogger("orders")
@@ -48,6 +49,10 @@ def state_transition(before: StateRecord | None, after: StateRecord) -> None:
 
 def app_event(name: str, message: str, level: int = logging.INFO, **fields: Any) -> None:
     """A named event (``SupervisorRecovered``, ``DeadLettered``, ``DependencyOutage``...; every name is listed in
-    docs/observability.md)."""
+    docs/observability.md). One about an orchestration instance of an order (``instanceId``) names the order too
+    (``orderId``): the dimension an operator, the dashboards and the alert rules find an order's events by."""
     _events.add(1, {"event": name})
+    instance = fields.get("instanceId")
+    if fields.get("orderId") is None and isinstance(instance, str) and (order := instance_order_id(instance)):
+        fields["orderId"] = order
     log.log(level, message, extra={"event": name, **fields})

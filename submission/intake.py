@@ -37,7 +37,7 @@ from adapters.cosmos.state_store import update_once
 from adapters.servicebus.sender import SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
 from contracts.messages import CancelOrder, Contract, OrderSubmitted, PaymentNotification, RetryDeferred
-from contracts.parsing import InvalidMessage, parse
+from contracts.parsing import InvalidMessage, named_order_id, parse
 from deferral.recovery import (
     recover_for_order,
     release_for_rejected_order,
@@ -88,6 +88,8 @@ def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeRe
             f"orders message {message.message_id}: {bad}",
             logging.WARNING,
             messageId=message.message_id,
+            # the order a message that does not parse names (an order, its payment, its cancellation): found by it
+            orderId=named_order_id(body_bytes(message)),
             reason=bad.reason,
         )
         return IntakeResult(Settlement.deadletter(bad.reason, bad.description))

@@ -34,6 +34,7 @@ from datetime import timedelta
 from adapters.servicebus.sender import OutgoingMessage, PropertyValue, SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
 from contracts.names import ORDERS_QUEUE
+from contracts.parsing import named_order_id
 from contracts.store_retry import ORIGINAL_PROPERTY, ROUND_PROPERTY, is_copy, property_value, retry_round
 from dependencies import AppContext
 from domain.ids import bounded
@@ -176,6 +177,7 @@ def retry_later(
         f"(round {round_number} of {len(STORE_RETRY_DELAYS)})",
         logging.WARNING,
         messageId=message.message_id,
+        orderId=named_order_id(body_bytes(message)),
         retryMessageId=copy.message_id,
         round=round_number,
         due=due.isoformat(),

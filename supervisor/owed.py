@@ -293,13 +293,14 @@ def _details(record: StateRecord, entry: HistoryEntry) -> dict[str, Any]:
 
 def acknowledge(ctx: AppContext, record: StateRecord) -> StateRecord | None:
     """Clears ``completeBy`` once the notifications are out; None when it could not (another writer
-    moved the record, or the store is down: a later sweep delivers again, harmlessly)."""
+    moved the record, or the store is down: a later sweep delivers again, harmlessly). A write whose answer
+    was lost is read back (``write_or_reread``): found landed, it is logged as the transition it made."""
     if record.version is None or not owes_notifications(record):
         return None
     now = ctx.clock.now()
     try:
-        return update_once(
-            ctx.states,
+        return write_or_reread(
+            ctx,
             record,
             lambda r: r.with_changes(
                 now, DELIVERED, SUPERVISOR, "operator alert and status sent", complete_by=None, received_owed=None

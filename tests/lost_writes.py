@@ -14,6 +14,9 @@ class FlakyStates:
     raise ``StoreUnavailable`` (response lost). ``refuse[order]``: the next N replaces raise before
     committing. ``fail_reads``: the next N reads raise."""
 
+    # what a lost response raises (``StoreOutcomeUnknown``: as ``adapters.cosmos.errors.mapped_errors`` maps a timeout)
+    lost_error: type[StoreUnavailable] = StoreUnavailable
+
     def __init__(self, inner: Any) -> None:
         self._inner = inner
         self.lose: dict[str, int] = {}
@@ -31,7 +34,7 @@ class FlakyStates:
             raise StoreUnavailable(f"503 on replace of {record.order_id}")
         written: StateRecord = self._inner.replace(record)
         if self._take(self.lose, record.order_id):
-            raise StoreUnavailable(f"no response to the replace of {record.order_id} (it committed)")
+            raise self.lost_error(f"no response to the replace of {record.order_id} (it committed)")
         return written
 
     def get(self, order_id: str) -> StateRecord | None:

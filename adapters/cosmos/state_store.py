@@ -411,15 +411,65 @@ def update_fenced(
             refused = record.version
             record = None
             continue
+        except StoreOutcomeUnknown as lost:
+            return _lost_fenced_answer(store, record, updated, lost)
         state_transition(record, written)
         return written
     raise ConcurrencyExhausted(f"order {order_id}: {attempts} etag races in a row for {owner}")
 
 
+def _lost_fenced_answer(
+    store: StateStore, record: StateRecord, updated: StateRecord, lost: StoreOutcomeUnknown
+) -> StateRecord:
+    """``update_fenced``'s write of ``updated`` over ``record`` whose answer was lost: read back (``_read_back``),
+    the write found landed is logged as the transition it made and returned when it is still the record's last
+    move. Otherwise ``lost`` propagates as before: the activity fails and its retry judges the record as it is
+    then (``WriteAlreadyMade``, ``FencingLost``), the transition logged already if the read showed it."""
+    try:
+        landed = _read_back(store, record, updated, lost)
+    except StoreUnavailable:
+        landed = None
+    if landed is None or landed.version is None:
+        raise lost
+    return landed
+
+
+def _unconfirmed(record: StateRecord, updated: StateRecord, lost: StoreUnavailable) -> None:
+    """A write whose answer was lost (``StoreOutcomeUnknown``) and that nobody has read back yet: it may have
+    landed. Logged with the move it would make (``StateWriteUnconfirmed``), so that a write the app never hears of
+    again (an acknowledgement, a side note) is still seen; one found landed later is logged then as its
+    ``StateTransition``."""
+    if not isinstance(lost, StoreOutcomeUnknown):
+        return
+    entry = updated.history[-1].event if updated.history else "Written"
+    app_event(
+        "StateWriteUnconfirmed",
+        f"order {record.order_id}: the answer to {entry} ({record.process_state.value} -> "
+        f"{updated.process_state.value}) was lost ({lost}); it may have landed",
+        logging.WARNING,
+        orderId=record.order_id,
+        fromState=record.process_state.value,
+        toState=updated.process_state.value,
+        transition=entry,
+        attempt=updated.attempt,
+        lockedBy=updated.locked_by,
+    )
+
+
 def update_once(store: StateStore, record: StateRecord, change: Callable[[StateRecord], StateRecord]) -> StateRecord:
     """A conditional update that is NOT retried: a 412 means someone else moved the record
-    (``EtagMismatch`` propagates; starter and supervisor skip the record)."""
+    (``EtagMismatch`` propagates; starter and supervisor skip the record). A lost answer (``StoreOutcomeUnknown``)
+    propagates too, logged ``StateWriteUnconfirmed`` (``update_once_or_reread`` reads it back instead)."""
     updated = change(record)
+    try:
+        return _replace_once(store, record, updated)
+    except StoreOutcomeUnknown as lost:
+        _unconfirmed(record, updated, lost)
+        raise
+
+
+def _replace_once(store: StateStore, record: StateRecord, updated: StateRecord) -> StateRecord:
+    """``update_once`` of ``updated`` as it is, its lost answer left to the caller to read back."""
     written = store.replace(replace(updated, version=record.version))
     state_transition(record, written)
     return written
@@ -437,8 +487,25 @@ def update_once_or_reread(
     a replica without it): the write is made once more on that version, which settles it."""
     updated = change(record)
     try:
-        return update_once(store, record, lambda _r: updated)
+        return _replace_once(store, record, updated)
     except StoreUnavailable as exc:
+        landed = _read_back(store, record, updated, exc)
+        if landed is None:
+            raise
+        return landed
+
+
+def _read_back(
+    store: StateStore, record: StateRecord, updated: StateRecord, exc: StoreUnavailable
+) -> StateRecord | None:
+    """After the write of ``updated`` over ``record`` failed with ``exc``: the record read again. This write's
+    history entry in it: the write landed, logged (``WriteConfirmed`` and the ``StateTransition`` it made) and
+    answered with the version read if it is still the last move, else as written without a version (another
+    writer moved the record on since). Not in it: None, ``StateWriteUnconfirmed`` logged for a lost answer.
+    A lost answer whose read-back is the very version it replaced is ambiguous (not landed, or a replica without
+    it): the write is made once more on that version, which settles it. A read that fails propagates (a lost answer
+    still unconfirmed then)."""
+    try:
         current = store.get(record.order_id)
         if isinstance(exc, StoreOutcomeUnknown) and current is not None and current.version == record.version:
             # The version this write replaced, read back: it did not land, or this read is another replica's that
@@ -446,19 +513,24 @@ def update_once_or_reread(
             # The same write again, on the same version, tells which: it lands now, or 412 (it had landed, or
             # someone wrote since) and the record is read once more.
             try:
-                return update_once(store, record, lambda _r: updated)
+                return _replace_once(store, record, updated)
             except EtagMismatch:
                 current = store.get(record.order_id)
-        mine = updated.history[-1] if updated.history else None
-        if current is None or mine is None or mine not in current.history:
-            raise
-        app_event(
-            "WriteConfirmed",
-            f"order {record.order_id}: the response to {mine.event} was lost ({exc}); a re-read shows it landed",
-            logging.WARNING,
-            orderId=record.order_id,
-            writeEvent=mine.event,
-        )
-        if current.history[-1] == mine:
-            return current
-        return replace(updated, version=None)
+    except StoreUnavailable as again:
+        _unconfirmed(record, updated, again if isinstance(again, StoreOutcomeUnknown) else exc)
+        raise
+    mine = updated.history[-1] if updated.history else None
+    if current is None or mine is None or mine not in current.history:
+        _unconfirmed(record, updated, exc)
+        return None
+    app_event(
+        "WriteConfirmed",
+        f"order {record.order_id}: the response to {mine.event} was lost ({exc}); a re-read shows it landed",
+        logging.WARNING,
+        orderId=record.order_id,
+        writeEvent=mine.event,
+    )
+    state_transition(record, updated)
+    if current.history[-1] == mine:
+        return current
+    return replace(updated, version=None)

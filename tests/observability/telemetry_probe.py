@@ -56,6 +56,44 @@ def host_exports(telemetry_mode: str, capabilities: dict[str, str], has_connecti
     return capabilities.get("WorkerApplicationInsightsLoggingEnabled") != "true"
 
 
+# The trace context the host gives an invocation (InvocationRequest.trace_context), as the runtime attaches it
+# (``azure_functions_runtime.otel.configure_opentelemetry``) before the function runs.
+INVOCATION_TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def send_in_an_invocation() -> dict[str, str]:
+    """The application properties of one message the app's sender sends (an agent request) while an invocation's
+    trace context is attached: the real ``azure-servicebus`` sender, only its AMQP link replaced
+    (tests/adapters/test_sb_sdk_send_errors.py)."""
+    from opentelemetry import context
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    from adapters.servicebus.sender import OutgoingMessage, SdkMessageSender
+    from contracts.names import AGENT_REPLIES_QUEUE
+    from tests.adapters.test_sb_sdk_send_errors import Namespace
+
+    sent: list[dict[Any, Any]] = []
+
+    class Recording(Namespace):
+        def link(self, queue: str) -> Any:
+            class Link:
+                def send_message(self, message: Any, timeout: float | None = None) -> None:
+                    sent.append(dict(message.application_properties or {}))
+
+                def close(self) -> None:
+                    pass
+
+            return Link()
+
+    token = context.attach(TraceContextTextMapPropagator().extract({"traceparent": INVOCATION_TRACEPARENT}))
+    try:
+        SdkMessageSender(Recording().client()).send(AGENT_REPLIES_QUEUE, OutgoingMessage(body="{}", message_id="probe"))
+    finally:
+        context.detach(token)
+    [properties] = sent
+    return {(k.decode() if isinstance(k, bytes) else str(k)): str(v) for k, v in properties.items()}
+
+
 def probe(settings: dict[str, str], telemetry_mode: str) -> dict[str, Any]:
     from azure.monitor.opentelemetry.exporter import (
         AzureMonitorLogExporter,
@@ -141,6 +179,7 @@ def probe(settings: dict[str, str], telemetry_mode: str) -> dict[str, Any]:
         "forwarded_to_host": len(forwarded),
         "exported_by_host": by_host,
         "paths_to_application_insights": len(exports) + by_host,
+        "sent_properties": send_in_an_invocation(),
         "otel_handlers_on_root": sorted(
             type(h).__name__ for h in root.handlers if type(h).__module__.startswith("opentelemetry")
         ),

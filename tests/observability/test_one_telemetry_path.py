@@ -83,12 +83,25 @@ def test_the_deployed_app_exports_each_record_once_with_its_dimensions_and_ident
     assert report["otel_handlers_on_root"] == ["LoggingHandler"]
 
 
+def test_the_deployed_apps_sends_carry_the_invocations_trace_context() -> None:
+    """One order's telemetry joins across Service Bus: a message the app sends while an invocation runs (an agent
+    request, a reply) carries that invocation's trace (W3C ``traceparent`` and ``Diagnostic-Id``, as the
+    Service Bus SDKs read them), because the app's ``configure_azure_monitor`` keeps the Azure SDK tracing on."""
+    from tests.observability.telemetry_probe import INVOCATION_TRACEPARENT
+
+    sent = probe(deployed_settings())["sent_properties"]
+    trace_id = INVOCATION_TRACEPARENT.split("-")[1]
+    assert sent["traceparent"].split("-")[1] == trace_id
+    assert sent["Diagnostic-Id"].split("-")[1] == trace_id
+
+
 def test_a_local_run_exports_nothing() -> None:
     report = probe(local_settings())
     assert report["plan"] == "none"
     assert report["paths_to_application_insights"] == 0
     assert report["forwarded_to_host"] == 1  # still on the `func start` console
     assert report["otel_handlers_on_root"] == []
+    assert "traceparent" not in report["sent_properties"]
 
 
 @pytest.mark.parametrize(
