@@ -81,6 +81,11 @@ class MessageSender(Protocol):
 # Senders kept idle per queue for later sends (each holds an AMQP connection and the SDK's keep-alive thread); more
 # are opened while more sends to the queue run at once, and closed when they are done.
 IDLE_SENDERS_PER_QUEUE = 4
+# Idle senders kept in all, whatever the queues: a submitter's ``replyTo`` is any queue of the namespace, and every
+# instance of a scale-out keeps its own; past this the one idle the longest is closed. A Standard namespace takes
+# 5,000 AMQP connections in all (learn.microsoft.com/azure/service-bus-messaging/service-bus-quotas), the host's
+# triggers' among them: 4 per queue to 40 reply queues on 40 instances would be 6,400.
+IDLE_SENDERS = 16
 
 
 class SdkMessageSender:
@@ -97,24 +102,26 @@ class SdkMessageSender:
 
     def __init__(self, client: ServiceBusClient) -> None:
         self._client = client
-        self._idle: dict[str, list[ServiceBusSender]] = {}
+        self._idle: list[tuple[str, ServiceBusSender]] = []  # (queue, sender), the one idle the longest first
         self._lock = threading.Lock()
         self._closed = False
 
     def _take(self, queue: str) -> ServiceBusSender:
         with self._lock:
-            idle = self._idle.get(queue)
-            if idle:
-                return idle.pop()
+            for index in range(len(self._idle) - 1, -1, -1):  # its queue's sender idle the shortest
+                if self._idle[index][0] == queue:
+                    return self._idle.pop(index)[1]
         return self._client.get_queue_sender(queue_name=queue)
 
     def _give_back(self, queue: str, sender: ServiceBusSender) -> None:
+        dropped = [sender]
         with self._lock:
-            idle = self._idle.setdefault(queue, [])
-            if not self._closed and len(idle) < IDLE_SENDERS_PER_QUEUE:
-                idle.append(sender)
-                return
-        self._drop(sender)
+            if not self._closed and sum(kept == queue for kept, _ in self._idle) < IDLE_SENDERS_PER_QUEUE:
+                self._idle.append((queue, sender))
+                dropped = [idle for _, idle in self._idle[:-IDLE_SENDERS]]
+                del self._idle[:-IDLE_SENDERS]
+        for idle in dropped:
+            self._drop(idle)
 
     @staticmethod
     def _drop(sender: ServiceBusSender) -> None:
@@ -180,7 +187,7 @@ class SdkMessageSender:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            idle = [sender for senders in self._idle.values() for sender in senders]
+            idle = [sender for _, sender in self._idle]
             self._idle.clear()
         for sender in idle:
             self._drop(sender)
