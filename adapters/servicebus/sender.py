@@ -106,12 +106,13 @@ class SdkMessageSender:
         self._lock = threading.Lock()
         self._closed = False
 
-    def _take(self, queue: str) -> ServiceBusSender:
+    def _take(self, queue: str) -> tuple[ServiceBusSender, bool]:
+        """A sender of ``queue`` and whether it was kept idle (False: new)."""
         with self._lock:
             for index in range(len(self._idle) - 1, -1, -1):  # its queue's sender idle the shortest
                 if self._idle[index][0] == queue:
-                    return self._idle.pop(index)[1]
-        return self._client.get_queue_sender(queue_name=queue)
+                    return self._idle.pop(index)[1], True
+        return self._client.get_queue_sender(queue_name=queue), False
 
     def _give_back(self, queue: str, sender: ServiceBusSender) -> None:
         dropped = [sender]
@@ -130,10 +131,21 @@ class SdkMessageSender:
         except Exception:  # a handler already broken: it is let go all the same
             log.info("closing a Service Bus sender failed", exc_info=True)
 
-    def _send_alone(self, queue: str, message: ServiceBusMessage) -> None:
-        sender = self._take(queue)
+    def _send_alone(self, queue: str, message: ServiceBusMessage, *, new: bool = False) -> None:
+        """``message`` sent on a sender of its own (a new one with ``new``). A kept sender the queue refuses as not
+        found is closed and the send tried once on a new one: its link may be one the service detached when the
+        queue was deleted, and the queue created again since (the SDK raises that detach's ``amqp:not-found``)."""
+        from azure.servicebus.exceptions import MessagingEntityNotFoundError
+
+        sender, kept = (self._client.get_queue_sender(queue_name=queue), False) if new else self._take(queue)
         try:
             sender.send_messages(message, timeout=SEND_TIMEOUT_SECONDS)
+        except MessagingEntityNotFoundError:
+            self._drop(sender)
+            if not kept:
+                raise
+            self._send_alone(queue, message, new=True)
+            return
         except BaseException:
             self._drop(sender)
             raise

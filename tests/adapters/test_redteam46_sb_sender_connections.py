@@ -225,3 +225,60 @@ def test_idle_senders_are_bounded_across_the_queues_the_app_sends_to() -> None:
     assert namespace.opened - len(namespace.closed) <= IDLE_SENDERS
     sender.close()
     assert len(namespace.closed) == namespace.opened
+
+
+class Recreated(Connections):
+    """A queue deleted and created again: the service detached the links attached to it then with ``amqp:not-found``
+    (a send on one raises it, as pyamqp raises a link's detach error), and a link opened since sends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.generation = 0  # how many times the queue was deleted and created again
+        self.gone = False  # deleted, not created again: no link attaches
+
+    def link(self, queue: str) -> Any:
+        from azure.servicebus._pyamqp.error import AMQPLinkError
+
+        inner = super().link(queue)
+        namespace, born = self, self.generation
+
+        class Link:
+            def send_message(self, message: Any, timeout: float | None = None) -> None:
+                if born < namespace.generation or namespace.gone:
+                    raise AMQPLinkError(b"amqp:not-found", description="The messaging entity could not be found (test)")
+                inner.send_message(message, timeout)
+
+            def close(self) -> None:
+                inner.close()
+
+        return Link()
+
+
+def test_a_kept_sender_of_a_queue_deleted_and_created_again_does_not_refuse_the_next_send() -> None:
+    """Red team (rt-adapters-new): a submitter recreates its reply queue (its own deployment run again). The sender
+    kept idle since still has the link the service detached when the queue was deleted, and the SDK raises its
+    ``amqp:not-found`` (``MessagingEntityNotFoundError``, not retried): the status was refused (``QueueNotFound``: a
+    ReplyQueueUnavailable alert, the status left to the refusal window) for a queue that exists, once per sender
+    kept. A kept sender's refusal is tried once more on a new one."""
+    namespace = Recreated()
+    sender = SdkMessageSender(namespace.client())
+    sender.send(QUEUE, _message("o1:Received:0"))
+
+    namespace.generation += 1
+    sender.send(QUEUE, _message("o1:Processing:1"))
+
+    assert namespace.stored[QUEUE] == ["o1:Received:0", "o1:Processing:1"]
+
+
+def test_a_queue_that_is_gone_is_refused_on_a_new_sender_too() -> None:
+    namespace = Recreated()
+    sender = SdkMessageSender(namespace.client())
+    sender.send(QUEUE, _message("o1:Received:0"))
+
+    namespace.generation += 1
+    namespace.gone = True
+
+    with pytest.raises(QueueNotFound):
+        sender.send(QUEUE, _message("o1:Processing:1"))
+    assert namespace.stored[QUEUE] == ["o1:Received:0"]
+    assert namespace.opened == 2  # the kept sender, then one new one: not tried again
