@@ -517,7 +517,8 @@ def _read_back(
             except EtagMismatch:
                 current = store.get(record.order_id)
     except StoreUnavailable as again:
-        _unconfirmed(record, updated, again if isinstance(again, StoreOutcomeUnknown) else exc)
+        if isinstance(exc, StoreOutcomeUnknown):  # else refused (a 429, a 503): nothing was made that may have landed
+            _unconfirmed(record, updated, again if isinstance(again, StoreOutcomeUnknown) else exc)
         raise
     mine = updated.history[-1] if updated.history else None
     if current is None or mine is None or mine not in current.history:

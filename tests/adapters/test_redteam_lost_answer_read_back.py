@@ -37,9 +37,10 @@ WRITE_FAULTS = [
 ]
 
 
-def _faults(write: dict[str, Any], read: dict[str, Any]) -> list[dict[str, Any]]:
+def _faults(write: dict[str, Any], read: dict[str, Any], reads_before: int = 0) -> list[dict[str, Any]]:
+    """``write`` answering the replace, ``read`` its read-back (after ``reads_before`` reads let through)."""
     where = {"container": STATE_CONTAINER, "partitionKey": ORDER}
-    return [{"op": "replace", **where, **write}, {"op": "read", **where, **read}]
+    return [{"op": "replace", **where, **write}, {"op": "read", **where, "skip": reads_before, **read}]
 
 
 @pytest.mark.parametrize("read", READ_BACK_FAULTS)
@@ -82,9 +83,10 @@ def test_an_operators_cancel_whose_read_back_fails_is_a_503_and_taken_once_when_
     from operations import actions
 
     ctx = _pending(app_context)
-    cosmos_faults.set_faults(_faults(write, read))
+    cosmos_faults.set_faults(_faults(write, read, reads_before=1))  # the action reads the record first
     reply = actions.cancel(ctx, ORDER, "op@example.com", "customer called")
     assert reply.status == 503, reply.body
+    assert [f["op"] for f in cosmos_faults.faults_answered()][:2] == ["replace", "read"]
     cosmos_faults.set_faults([])
     reply = actions.cancel(ctx, ORDER, "op@example.com", "customer called")
     assert reply.status in (200, 409), reply.body
@@ -124,3 +126,21 @@ def test_a_lost_fenced_write_made_once_more_on_the_version_read_back_is_never_ma
     assert record is not None
     events = [h.event for h in record.history]
     assert events.count("StepStarted") == 1, events
+
+
+def test_a_write_refused_whose_read_back_gets_no_answer_is_not_logged_as_one_that_may_have_landed(
+    cosmos_faults: CosmosServer, app_context: AppContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Red team (rt-adapters-new): a 503 says the write was not carried out (``StoreUnavailable``, not
+    ``StoreOutcomeUnknown``), so nothing is made again on the version read back. Its read-back losing its own answer
+    logged ``StateWriteUnconfirmed`` ("it may have landed") for the cancel all the same: a move that never happened,
+    shown as one that perhaps did."""
+    from operations import actions
+
+    ctx = _pending(app_context)
+    cosmos_faults.set_faults(_faults({"status": 503, "times": 2}, {"status": "drop", "times": 4}, reads_before=1))
+    with caplog.at_level(logging.INFO):
+        reply = actions.cancel(ctx, ORDER, "op@example.com", "customer called")
+    assert reply.status == 503, reply.body
+    assert [f["op"] for f in cosmos_faults.faults_answered()] == ["replace"] * 2 + ["read"] * 4
+    assert not [r for r in caplog.records if getattr(r, "event", None) == "StateWriteUnconfirmed"]
