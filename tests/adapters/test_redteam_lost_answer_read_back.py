@@ -144,3 +144,53 @@ def test_a_write_refused_whose_read_back_gets_no_answer_is_not_logged_as_one_tha
     assert reply.status == 503, reply.body
     assert [f["op"] for f in cosmos_faults.faults_answered()] == ["replace"] * 2 + ["read"] * 4
     assert not [r for r in caplog.records if getattr(r, "event", None) == "StateWriteUnconfirmed"]
+
+
+def _rule_matches(record: logging.LogRecord) -> bool:
+    """Whether the ordersFailed rule (``infra/modules/alerts.bicep``) counts ``record``: an event its query names,
+    moving to a state it names."""
+    import re
+    from pathlib import Path
+
+    bicep = (Path(__file__).resolve().parents[2] / "infra" / "modules" / "alerts.bicep").read_text(encoding="utf-8")
+    rule = bicep[bicep.index("resource ordersFailed") :]
+    query = re.search(r"query: '([^']*)'", rule)
+    assert query is not None
+    states = {ProcessState.ERROR.value, ProcessState.COMPENSATION_FAILED.value}
+    names = set(re.findall(r'"(\w+)"', query.group(1))) - states
+    return getattr(record, "event", None) in names and getattr(record, "toState", None) in states
+
+
+def test_an_order_failed_whose_answer_and_read_back_were_lost_reaches_the_failed_orders_alert(
+    cosmos_faults: CosmosServer, app_context: AppContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Red team (rt-adapters-new): ``fail_order``'s write (``Processing -> Error``) lands, its answer is lost and its
+    read-back throttled past the SDK's retries: ``StateWriteUnconfirmed``, the activity fails. Durable's next run
+    finds the write made (``WriteAlreadyMade``: nothing written, nothing logged), so no event the ordersFailed rule
+    counts was ever logged for an order in Error: the case the read-back at once was made for, when the read-back
+    fails (the failed-orders alert stayed silent; only the OrderFailed message paged)."""
+    from activities.scheduler_steps import begin_step, fail_order
+    from contracts.activities import OWNED, FailOrderInput
+    from tests.submission.test_received_owed import first_step
+
+    submitted = handle_orders_message(app_context, FakeReceivedMessage.of(json.dumps(order(orderId=ORDER)).encode()))
+    assert submitted.claim is not None
+    begin_step(app_context, first_step(app_context, submitted.claim))
+    failed = FailOrderInput(
+        order_id=ORDER,
+        instance_id=submitted.claim.instance_id,
+        step="reserve-inventory",
+        attempt=submitted.claim.attempt,
+        error="out of stock",
+        write_number=2,
+    )
+    throttled = {"status": 429, "retryAfterMs": 5, "times": 10}
+    cosmos_faults.set_faults(_faults({"status": "drop", "commit": True}, throttled))
+    with caplog.at_level(logging.INFO):
+        with pytest.raises(StoreUnavailable):
+            fail_order(app_context, failed)
+        cosmos_faults.set_faults([])
+        assert fail_order(app_context, failed) == OWNED  # Durable's next run: found made
+    record = app_context.states.get(ORDER)
+    assert record is not None and record.process_state is ProcessState.ERROR
+    assert [r for r in caplog.records if _rule_matches(r)], "no event the failed-orders alert counts"
