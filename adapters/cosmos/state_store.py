@@ -437,8 +437,9 @@ def _lost_fenced_answer(
 def _unconfirmed(record: StateRecord, updated: StateRecord, lost: StoreUnavailable) -> None:
     """A write whose answer was lost (``StoreOutcomeUnknown``) and that nobody has read back yet: it may have
     landed. Logged with the move it would make (``StateWriteUnconfirmed``), so that a write the app never hears of
-    again (an acknowledgement, a side note) is still seen; one found landed later is logged then as its
-    ``StateTransition``."""
+    again (an acknowledgement, a side note) is still seen; one a later read-back finds landed is logged then as its
+    ``StateTransition``, one an activity's next run finds made (``WriteAlreadyMade``) is not logged again (the
+    failed-orders alert counts this event too)."""
     if not isinstance(lost, StoreOutcomeUnknown):
         return
     entry = updated.history[-1].event if updated.history else "Written"
