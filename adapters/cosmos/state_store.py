@@ -437,8 +437,9 @@ def _lost_fenced_answer(
 def _unconfirmed(record: StateRecord, updated: StateRecord, lost: StoreUnavailable) -> None:
     """A write whose answer was lost (``StoreOutcomeUnknown``) and that nobody has read back yet: it may have
     landed. Logged with the move it would make (``StateWriteUnconfirmed``), so that a write the app never hears of
-    again (an acknowledgement, a side note) is still seen; one found landed later is logged then as its
-    ``StateTransition``."""
+    again (an acknowledgement, a side note) is still seen; one a later read-back finds landed is logged then as its
+    ``StateTransition``, one an activity's next run finds made (``WriteAlreadyMade``) is not logged again (the
+    failed-orders alert counts this event too)."""
     if not isinstance(lost, StoreOutcomeUnknown):
         return
     entry = updated.history[-1].event if updated.history else "Written"
@@ -517,7 +518,8 @@ def _read_back(
             except EtagMismatch:
                 current = store.get(record.order_id)
     except StoreUnavailable as again:
-        _unconfirmed(record, updated, again if isinstance(again, StoreOutcomeUnknown) else exc)
+        if isinstance(exc, StoreOutcomeUnknown):  # else refused (a 429, a 503): nothing was made that may have landed
+            _unconfirmed(record, updated, again if isinstance(again, StoreOutcomeUnknown) else exc)
         raise
     mine = updated.history[-1] if updated.history else None
     if current is None or mine is None or mine not in current.history:

@@ -81,6 +81,11 @@ class MessageSender(Protocol):
 # Senders kept idle per queue for later sends (each holds an AMQP connection and the SDK's keep-alive thread); more
 # are opened while more sends to the queue run at once, and closed when they are done.
 IDLE_SENDERS_PER_QUEUE = 4
+# Idle senders kept in all, whatever the queues: a submitter's ``replyTo`` is any queue of the namespace, and every
+# instance of a scale-out keeps its own; past this the one idle the longest is closed. A Standard namespace takes
+# 5,000 AMQP connections in all (learn.microsoft.com/azure/service-bus-messaging/service-bus-quotas), the host's
+# triggers' among them: 4 per queue to 40 reply queues on 40 instances would be 6,400.
+IDLE_SENDERS = 16
 
 
 class SdkMessageSender:
@@ -97,24 +102,27 @@ class SdkMessageSender:
 
     def __init__(self, client: ServiceBusClient) -> None:
         self._client = client
-        self._idle: dict[str, list[ServiceBusSender]] = {}
+        self._idle: list[tuple[str, ServiceBusSender]] = []  # (queue, sender), the one idle the longest first
         self._lock = threading.Lock()
         self._closed = False
 
-    def _take(self, queue: str) -> ServiceBusSender:
+    def _take(self, queue: str) -> tuple[ServiceBusSender, bool]:
+        """A sender of ``queue`` and whether it was kept idle (False: new)."""
         with self._lock:
-            idle = self._idle.get(queue)
-            if idle:
-                return idle.pop()
-        return self._client.get_queue_sender(queue_name=queue)
+            for index in range(len(self._idle) - 1, -1, -1):  # its queue's sender idle the shortest
+                if self._idle[index][0] == queue:
+                    return self._idle.pop(index)[1], True
+        return self._client.get_queue_sender(queue_name=queue), False
 
     def _give_back(self, queue: str, sender: ServiceBusSender) -> None:
+        dropped = [sender]
         with self._lock:
-            idle = self._idle.setdefault(queue, [])
-            if not self._closed and len(idle) < IDLE_SENDERS_PER_QUEUE:
-                idle.append(sender)
-                return
-        self._drop(sender)
+            if not self._closed and sum(kept == queue for kept, _ in self._idle) < IDLE_SENDERS_PER_QUEUE:
+                self._idle.append((queue, sender))
+                dropped = [idle for _, idle in self._idle[:-IDLE_SENDERS]]
+                del self._idle[:-IDLE_SENDERS]
+        for idle in dropped:
+            self._drop(idle)
 
     @staticmethod
     def _drop(sender: ServiceBusSender) -> None:
@@ -123,10 +131,21 @@ class SdkMessageSender:
         except Exception:  # a handler already broken: it is let go all the same
             log.info("closing a Service Bus sender failed", exc_info=True)
 
-    def _send_alone(self, queue: str, message: ServiceBusMessage) -> None:
-        sender = self._take(queue)
+    def _send_alone(self, queue: str, message: ServiceBusMessage, *, new: bool = False) -> None:
+        """``message`` sent on a sender of its own (a new one with ``new``). A kept sender the queue refuses as not
+        found is closed and the send tried once on a new one: its link may be one the service detached when the
+        queue was deleted, and the queue created again since (the SDK raises that detach's ``amqp:not-found``)."""
+        from azure.servicebus.exceptions import MessagingEntityNotFoundError
+
+        sender, kept = (self._client.get_queue_sender(queue_name=queue), False) if new else self._take(queue)
         try:
             sender.send_messages(message, timeout=SEND_TIMEOUT_SECONDS)
+        except MessagingEntityNotFoundError:
+            self._drop(sender)
+            if not kept:
+                raise
+            self._send_alone(queue, message, new=True)
+            return
         except BaseException:
             self._drop(sender)
             raise
@@ -180,7 +199,7 @@ class SdkMessageSender:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            idle = [sender for senders in self._idle.values() for sender in senders]
+            idle = [sender for _, sender in self._idle]
             self._idle.clear()
         for sender in idle:
             self._drop(sender)

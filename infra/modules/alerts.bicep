@@ -154,7 +154,9 @@ resource ordersFailed 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
     criteria: {
       allOf: [
         {
-          query: 'AppTraces | where tostring(Properties.event) == "StateTransition" and tostring(Properties.toState) in ("Error", "CompensationFailed")'
+          // StateWriteUnconfirmed too: a move whose answer was lost and whose read-back failed; Durable's next run of
+          // its activity finds it made and logs nothing more (docs/observability.md)
+          query: 'AppTraces | where tostring(Properties.event) in ("StateTransition", "StateWriteUnconfirmed") and tostring(Properties.toState) in ("Error", "CompensationFailed")'
           timeAggregation: 'Count'
           operator: 'GreaterThan'
           threshold: 0

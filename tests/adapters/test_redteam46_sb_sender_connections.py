@@ -182,3 +182,103 @@ def test_a_connection_the_service_closes_does_not_fail_another_threads_send(thre
 
     assert outcome == {"A": None, "B": None}, outcome
     assert sorted(namespace.stored[QUEUE]) == ["o-A:Completed:1", "o-B:Completed:1"]
+
+
+def test_idle_senders_are_bounded_across_the_queues_the_app_sends_to() -> None:
+    """Red team (rt-adapters-new): each idle sender holds an AMQP connection and a keep-alive thread, and a
+    submitter's ``replyTo`` is any queue of the namespace. The idle ones were kept per queue for the life of the
+    worker (up to 4 each, never closed): a worker that sent statuses to 40 reply queues, a few at a time, kept 160
+    connections open, and so did every instance of a scale-out (40 instances: 6,400, past the 5,000 AMQP
+    connections a Standard namespace takes, when the host's own triggers need theirs). Those idle the longest are
+    closed once more than ``IDLE_SENDERS`` are kept in all; the queues sent to most stay warm."""
+    from adapters.servicebus.sender import IDLE_SENDERS
+
+    namespace = Connections()
+    sender = SdkMessageSender(namespace.client())
+    together = threading.Barrier(4)  # the four sends of a burst hold their senders at once
+    attached: set[str] = set()
+
+    def after_attach(queue: str, sb_sender: Any) -> None:
+        name = threading.current_thread().name
+        if name.startswith("burst") and name not in attached:
+            attached.add(name)
+            together.wait(2)
+
+    namespace.after_attach = after_attach
+
+    def burst(queue: str, n: int) -> None:
+        sender.send(queue, _message(f"{queue}:{n}"))
+
+    for q in range(40):
+        queue = f"submitter-{q}"
+        senders = [
+            threading.Thread(target=burst, args=(queue, n), name=f"burst-{q}-{n}", daemon=True) for n in range(4)
+        ]
+        for thread in senders:
+            thread.start()
+        for thread in senders:
+            thread.join(5)
+        assert len(namespace.stored[queue]) == 4
+    sender.send("submitter-39", _message("again"))  # the latest queue's sender is still kept: no new link
+
+    assert namespace.opened == 4 * 40
+    assert namespace.opened - len(namespace.closed) <= IDLE_SENDERS
+    sender.close()
+    assert len(namespace.closed) == namespace.opened
+
+
+class Recreated(Connections):
+    """A queue deleted and created again: the service detached the links attached to it then with ``amqp:not-found``
+    (a send on one raises it, as pyamqp raises a link's detach error), and a link opened since sends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.generation = 0  # how many times the queue was deleted and created again
+        self.gone = False  # deleted, not created again: no link attaches
+
+    def link(self, queue: str) -> Any:
+        from azure.servicebus._pyamqp.error import AMQPLinkError
+
+        inner = super().link(queue)
+        namespace, born = self, self.generation
+
+        class Link:
+            def send_message(self, message: Any, timeout: float | None = None) -> None:
+                if born < namespace.generation or namespace.gone:
+                    raise AMQPLinkError(b"amqp:not-found", description="The messaging entity could not be found (test)")
+                inner.send_message(message, timeout)
+
+            def close(self) -> None:
+                inner.close()
+
+        return Link()
+
+
+def test_a_kept_sender_of_a_queue_deleted_and_created_again_does_not_refuse_the_next_send() -> None:
+    """Red team (rt-adapters-new): a submitter recreates its reply queue (its own deployment run again). The sender
+    kept idle since still has the link the service detached when the queue was deleted, and the SDK raises its
+    ``amqp:not-found`` (``MessagingEntityNotFoundError``, not retried): the status was refused (``QueueNotFound``: a
+    ReplyQueueUnavailable alert, the status left to the refusal window) for a queue that exists, once per sender
+    kept. A kept sender's refusal is tried once more on a new one."""
+    namespace = Recreated()
+    sender = SdkMessageSender(namespace.client())
+    sender.send(QUEUE, _message("o1:Received:0"))
+
+    namespace.generation += 1
+    sender.send(QUEUE, _message("o1:Processing:1"))
+
+    assert namespace.stored[QUEUE] == ["o1:Received:0", "o1:Processing:1"]
+
+
+def test_a_queue_that_is_gone_is_refused_on_a_new_sender_too() -> None:
+    namespace = Recreated()
+    sender = SdkMessageSender(namespace.client())
+    sender.send(QUEUE, _message("o1:Received:0"))
+
+    namespace.generation += 1
+    namespace.gone = True
+
+    with pytest.raises(QueueNotFound):
+        sender.send(QUEUE, _message("o1:Processing:1"))
+    assert namespace.stored[QUEUE] == ["o1:Received:0"]
+    assert namespace.opened == 2  # the kept sender, then one new one: not tried again
