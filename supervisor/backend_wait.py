@@ -25,15 +25,18 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from domain.compensation import UNDO_DEPENDENCY_OPEN
+from domain.compensation import UNDO_DEPENDENCY_OPEN, UNDONE
 from domain.ids import url_instance_id
 from domain.records import StateRecord, last_move
+from domain.states import ProcessState
 from domain.transitions import due_at
 from observability.events import app_event
 from settings import DURABLE_CALL_TIMEOUT
 
 # Runtime statuses of an instance the backend still has to run: not started yet, or not ended.
 IN_HAND = frozenset({"Pending", "Running"})
+# The move that gives a round its record: the round has done nothing yet
+ROUND_CLAIMED = "CompensationClaimed"
 # The attempt's or round's own last move handed the record to the supervisor (``release_for_retry``,
 # ``release_undo``): it ends there whatever its instance's status says, so there is nothing to wait for.
 HANDED_OVER = frozenset({"StepTransientFailure", UNDO_DEPENDENCY_OPEN})
@@ -92,10 +95,23 @@ def note_left(record: StateRecord, status: str | None, now: datetime, grace: tim
     )
 
 
+def _at(record: StateRecord) -> str:
+    """Where the attempt or round was when the backend kept it: its step; for a round past its claim (a round's
+    record has no current step), the undo it was at (its newest entry not undone: rounds walk the log newest
+    first), or its end when every entry is undone; else its start."""
+    if record.current_step:
+        return record.current_step
+    move = last_move(record)
+    if record.process_state is ProcessState.COMPENSATING and move is not None and move.event != ROUND_CLAIMED:
+        pending = [e for e in record.compensation if e.outcome != UNDONE]
+        return f"the undo of {max(pending, key=lambda e: e.seq).step}" if pending else "its end"
+    return "its start"
+
+
 def backend_wait_reason(record: StateRecord, status: str | None, now: datetime) -> str:
     """``lastError`` of an attempt or round taken past the wait: the backend kept it, not a remote service."""
     late = (now - record.complete_by).total_seconds() if record.complete_by is not None else 0.0
-    where = record.current_step or "its start"
+    where = _at(record)
     return (
         f"the Durable backend had not run {record.locked_by} ({where}) {late:.0f} s past its deadline "
         f"(instance {status}): taken after SUPERVISOR_BACKEND_WAIT_SECONDS"

@@ -5,9 +5,9 @@ some moment since the step (round) began, failed because of the outage, not beca
 it is not counted against ``MAX_FAILURES``. The order is rescheduled for after the circuit's next
 probe (on a closed circuit whose service has had no success since: after as long as the order has
 waited, from one cool-down to its cap), plus a jitter of up to one cool-down so a closing circuit does
-not release every waiting order at once (the starter's admission caps still apply on top). After
-``MAX_OUTAGE_WAIT_MINUTES`` of waiting (``outageWaitSince``) the order escalates anyway, with a reason that
-says so.
+not release every waiting order at once (the starter's admission caps still apply on top), and never
+after ``outageWaitSince`` plus ``MAX_OUTAGE_WAIT_MINUTES``: the attempt then finds the wait over and the
+order escalates anyway, with a reason that says so.
 
 When the health store is unavailable the record is left expired for the next run (``StoreUnavailable``, as
 for its write); any other failure to read it counts the attempt as it did before circuits existed.
@@ -121,8 +121,9 @@ def outage_verdict(
         base = now + min(max(now - since, policy.cooldown), policy.cooldown_max)
     else:
         base = now  # the outage has closed: back soon
-    until = base + timedelta(seconds=ctx.rng.uniform(0, spread.total_seconds()))
     bound = ctx.settings.max_outage_wait
+    # never past the bound: the attempt that finds the wait over runs at it (and escalates), not a probe later
+    until = min(base + timedelta(seconds=ctx.rng.uniform(0, spread.total_seconds())), since + bound)
     return OutageVerdict(in_flight.dependency, until, since, now - since >= bound, bound)
 
 

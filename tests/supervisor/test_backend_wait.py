@@ -19,12 +19,13 @@ import supervisor.backend_wait
 import supervisor.blueprint
 from adapters.cosmos.state_store import update_once
 from domain import transitions
-from domain.compensation import claim_compensation, enter_compensation
+from domain.compensation import begin_undo, claim_compensation, enter_compensation
 from domain.states import ProcessState
 from supervisor.backend_wait import read_statuses
 from supervisor.run import run_supervisor
 from supervisor.scan import ScanState
 from tests.supervisor.conftest import claimed, expired
+from tests.supervisor.test_outage_wait import compensation_round_after_a_charge
 
 pytestmark = pytest.mark.cosmos
 
@@ -243,3 +244,24 @@ def test_a_status_read_that_does_not_answer_is_unknown_within_the_bound(monkeypa
     statuses = asyncio.run(read_statuses(client, ["a:1", "b:1", "a:1"]))
 
     assert statuses == {"a:1": "Running", "b:1": None}
+
+
+def test_a_round_taken_past_the_wait_names_the_undo_it_was_at(make_ctx, states, clock):
+    """The reason a stuck round is counted ends in the ``CompensationFailed`` alert at the last round: it said the
+    backend had not run the round's instance "(its start)" whatever the round had done, a round's record having no
+    current step, so an operator read that the round never ran when its undo had begun and then waited on the backend
+    (seen in a runner run with a fifth of the Durable messages 1-10 minutes late)."""
+    ctx = make_ctx()
+    record = compensation_round_after_a_charge(ctx, states, clock)
+    round_id = record.locked_by
+    assert round_id is not None
+    deadline = clock.now() + timedelta(seconds=60)
+    update_once(states, record, lambda r: begin_undo(r, round_id, 1, "undo-req", deadline, clock.now()))
+    clock.set(deadline + WAIT)  # the undo's deadline and the wait passed, the instance still Running
+
+    run_supervisor(ctx, ScanState(), statuses={round_id: "Running"})
+
+    after = states.get("o1")
+    assert after is not None and after.locked_by is None and after.failure_count == 1
+    assert after.last_error is not None and f"Durable backend had not run {round_id}" in after.last_error
+    assert "its start" not in after.last_error and "charge-payment" in after.last_error, after.last_error

@@ -340,3 +340,28 @@ def test_a_deadline_passed_with_failures_in_a_row_still_counts(make_ctx, health,
     run_supervisor(ctx, ScanState())
     record = states.get("o1")
     assert (record.process_state, record.failure_count) == (ProcessState.PENDING, 1)
+
+
+@pytest.mark.parametrize("circuit", ["closed, failing", "open"])
+def test_no_wait_is_scheduled_past_max_outage_wait(make_ctx, health, states, clock, circuit):
+    """MAX_OUTAGE_WAIT_MINUTES bounds the wait: an order is never put back past ``outageWaitSince`` plus the bound,
+    so the attempt that finds the bound over runs at it, not later. Each wait's end was the next probe (or, on a
+    closed circuit with no success since, as long as the order had waited, up to CIRCUIT_COOLDOWN_MAX_SECONDS) plus up
+    to a cool-down of jitter, whatever was left of the bound: with the defaults (60 s and 240 s, jitter up to 240 s
+    after failed probes) the order's last try came up to eight minutes past it, and its escalation with it."""
+    ctx = with_health(make_ctx, health, CIRCUIT_FAILURE_THRESHOLD="8", MAX_OUTAGE_WAIT_MINUTES="5")
+    if circuit == "open":
+        open_circuit(ctx)
+    bound = ctx.settings.max_outage_wait
+    shipping_in_flight(states, clock)
+    for _ in range(20):
+        failed_on_its_own(ctx, states, clock, 0 if circuit == "open" else 1)
+        run_supervisor(ctx, ScanState())
+        record = states.get("o1")
+        if record.process_state is not ProcessState.PENDING:
+            break
+        assert record.history[-1].event == "OutageWait" and record.outage_wait_since is not None
+        assert record.complete_by <= record.outage_wait_since + bound, (record.complete_by, record.outage_wait_since)
+        clock.set(record.complete_by)
+        next_attempt_in_flight(states, clock)
+    assert record.process_state is ProcessState.ERROR and "MAX_OUTAGE_WAIT_MINUTES=5" in record.last_error
