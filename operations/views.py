@@ -73,7 +73,8 @@ def summary(ctx: AppContext, alert_tail: TailHint | None = None) -> dict[str, An
     processing = scanned.records
     now = ctx.clock.now()
     reviews = [order_row(r) for r in processing if pending_review(r) is not None]
-    # what the supervisor would recover now: a held attempt only its grace past its completeBy (``is_expired``)
+    # past due as the supervisor's scan finds them (a held attempt only its grace past its completeBy, ``is_expired``);
+    # it may still leave some of them to an instance the Durable backend has not run yet (supervisor/backend_wait.py)
     expired = [order_row(r) for r in processing if is_expired(r, now, ctx.settings.supervisor_grace)]
     oldest = processing[0] if processing else None
     # the newest orders an operator must act on, and every document read here that does not map
