@@ -1,0 +1,180 @@
+"""Do the log search alert rules (infra/modules/alerts.bicep) page an operator exactly when they must? Each rule is
+run as Azure Monitor runs it (``tests/infra/log_alerts.py``: its own query, frequency, window, dimensions and
+statefulness) on the rows Application Insights stores for the app's own records (``tests/observability/exported.py``:
+the real OpenTelemetry handler and the real exporter's conversion).
+
+Red team (rt-alert-rules): a log search rule is stateful unless ``autoMitigate`` is false, and one without
+dimensions is one alert: once it fired, nothing it sees pages again until it has been quiet for three evaluations
+(two for 15 minutes). A second order failing five minutes after the first (ordersFailed), a second operator alert
+given up (alertsUndelivered) or a second state document that does not map (supervisorFailing) while the first was
+still fired paged nobody. And ordersFailed counted every ``StateTransition`` into ``Error`` or
+``CompensationFailed``, the side notes of a failed order too (``NotificationsDelivered``, ``OwedAlertSent``,
+``OwedStatusSent``: ``Error -> Error``): an order whose notifications went out at the next hour's window paged
+again an hour after its failure."""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from adapters.cosmos.state_store import map_each
+from adapters.servicebus.sender import OutgoingMessage, SendError
+from domain import transitions
+from notifications.alerts import alert_undelivered, build_alert
+from observability.events import state_transition
+from tests.infra.log_alerts import LogRule
+from tests.observability.exported import Row, exported
+
+Event = tuple[float, str, dict[str, str]]  # minute logged, table, Properties
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _failed(order_id: str) -> list[Row]:
+    """The rows of an order's attempt failing (``fail_order``'s write: ``Processing -> Error``)."""
+    claimed = transitions.claim(transitions.new_record(order_id, None, T0), T0, timedelta(0))
+    assert claimed.locked_by is not None
+    with exported() as rows:
+        state_transition(claimed, transitions.fail(claimed, claimed.locked_by, "pay", "card refused", T0))
+    return rows
+
+
+def _undelivered(order_id: str | None, kind: str = "OrderFailed") -> list[Row]:
+    alert = build_alert(kind, f"order {order_id} failed", T0, order_id, "error", 1, {})
+    with exported() as rows:
+        alert_undelivered(alert, "given up after the courier's last try")
+    return rows
+
+
+def _unmapped(order_id: str) -> list[Row]:
+    with exported() as rows:
+        map_each([{"id": order_id, "orderId": order_id, "processState": "Nonsense"}], "expired")
+    return rows
+
+
+def _at(minute: float, rows: list[Row]) -> list[Event]:
+    return [(minute, row.table, row.properties) for row in rows]
+
+
+def test_the_rows_the_rules_count_are_app_traces_with_string_properties() -> None:
+    """What the rules read is what the exporter writes: the table, the field names, string values, and the
+    SeverityLevel of the levels the app logs them at (ERROR 3, WARNING 2)."""
+    [failed] = [r for r in _failed("ord-a") if r.properties.get("event") == "StateTransition"]
+    assert failed.table == "AppTraces" and failed.severity_level == 1
+    assert {k: failed.properties[k] for k in ("orderId", "fromState", "toState", "attempt")} == {
+        "orderId": "ord-a",
+        "fromState": "Processing",
+        "toState": "Error",
+        "attempt": "1",
+    }
+    [undelivered] = [r for r in _undelivered("ord-a") if r.properties.get("event") == "AlertUndelivered"]
+    assert (undelivered.table, undelivered.severity_level, undelivered.properties["alertKind"]) == (
+        "AppTraces",
+        3,
+        "OrderFailed",
+    )
+    [no_order] = [r for r in _undelivered(None, "DependencyOutage") if r.properties.get("event") == "AlertUndelivered"]
+    assert "orderId" not in no_order.properties  # a None is left out: Properties.orderId is empty
+    [unmapped] = [r for r in _unmapped("ord-a") if r.properties.get("event") == "UnmappedDocument"]
+    assert (unmapped.table, unmapped.severity_level, unmapped.properties["orderId"]) == ("AppTraces", 3, "ord-a")
+
+
+def test_two_orders_failing_five_minutes_apart_page_twice() -> None:
+    rule = LogRule.of("ordersFailed")
+    pages = rule.pages(_at(1, _failed("ord-a")) + _at(6, _failed("ord-b")), until=60)
+    assert len(pages) == 2, pages
+
+
+def test_two_alerts_given_up_fifteen_minutes_apart_page_twice() -> None:
+    rule = LogRule.of("alertsUndelivered")
+    events = _at(1, _undelivered("ord-a")) + _at(16, _undelivered("ord-b"))
+    assert len(rule.pages(events, until=120)) == 2
+    outages = _at(1, _undelivered(None, "DependencyOutage")) + _at(16, _undelivered(None, "DependencyRecovered"))
+    assert len(rule.pages(outages, until=120)) == 2  # two alerts of no order, two kinds
+
+
+def test_a_second_document_that_does_not_map_pages_and_a_phase_failing_every_run_pages_once() -> None:
+    rule = LogRule.of("supervisorFailing")
+    # each supervisor run (every 30 s) logs the document again while it does not map
+    a, b = _unmapped("ord-a"), _unmapped("ord-b")
+    first = [e for i in range(120) for e in _at(1 + i / 2, a)]
+    second = [e for i in range(60) for e in _at(16 + i / 2, b)]
+    assert len(rule.pages(first + second, until=180)) == 2
+    with exported() as rows:
+        from supervisor.run import _isolated
+
+        def scan() -> int:
+            raise RuntimeError("the scan failed")
+
+        _isolated("scan", scan)
+    every_run = [e for i in range(120) for e in _at(1 + i / 2, rows)]
+    assert len(rule.pages(every_run, until=180)) == 1
+
+
+class _ServiceBus:
+    """A sender whose every send fails while ``down`` (Service Bus unavailable), else records it."""
+
+    def __init__(self) -> None:
+        self.down = True
+        self.sent: list[tuple[str, OutgoingMessage]] = []
+
+    def send(self, queue: str, message: OutgoingMessage) -> None:
+        if self.down:
+            raise SendError("Service Bus unavailable")
+        self.sent.append((queue, message))
+
+
+@pytest.fixture
+def sender() -> _ServiceBus:
+    """The app context's sender (``tests/conftest.py``: ``app_context`` takes it)."""
+    return _ServiceBus()
+
+
+@pytest.mark.cosmos
+def test_an_order_whose_notifications_go_out_an_hour_later_pages_once(
+    app_context: Any, clock: Any, sender: _ServiceBus
+) -> None:
+    """The supervisor escalates an order while Service Bus is down: its alert and status are owed and go out in
+    the next hour's window, acknowledged by an ``Error -> Error`` write (``NotificationsDelivered``). One failure,
+    one page."""
+    from dataclasses import replace
+
+    from supervisor.run import run_supervisor
+    from supervisor.scan import ScanState
+
+    bus = sender
+    record = transitions.claim(transitions.new_record("ord-a", None, clock.now()), clock.now(), timedelta(0))
+    app_context.states.create(replace(record, failure_count=2))
+    clock.advance(timedelta(seconds=1))
+    with exported() as escalated:
+        run_supervisor(app_context, ScanState())
+    assert app_context.states.get("ord-a").process_state.value == "Error"
+    clock.advance(timedelta(minutes=61))
+    bus.down = False
+    with exported() as delivered:
+        run_supervisor(app_context, ScanState())
+    assert bus.sent, "the owed notifications went out in the next hour's window"
+    acknowledged = [r for r in delivered if r.properties.get("transition") == "NotificationsDelivered"]
+    assert acknowledged and acknowledged[0].properties["toState"] == "Error"
+    logging.getLogger(__name__).info("escalated %s rows, delivered %s rows", len(escalated), len(delivered))
+    rule = LogRule.of("ordersFailed")
+    assert len(rule.pages(_at(1, escalated) + _at(62, delivered), until=180)) == 1
+
+
+def test_every_event_and_field_a_rule_reads_is_one_the_app_logs() -> None:
+    """No rule waits for an event no code logs any more, or reads a field none logs."""
+    from tests.infra.test_operations_infra import emitted_fields
+    from tests.test_docs import app_trees, emitted_event_names
+
+    events, fields = emitted_event_names(app_trees()), emitted_fields()
+    for symbol in ("ordersFailed", "supervisorFailing", "alertsUndelivered"):
+        [criterion] = LogRule.criteria(symbol)
+        query = str(criterion["query"])
+        named = set(re.findall(r'Properties\.event\)\s*(?:==|in)\s*\(?((?:\s*"\w+",?)+)', query))
+        assert named, symbol
+        assert {n for clause in named for n in re.findall(r'"(\w+)"', clause)} <= events, symbol
+        assert set(re.findall(r"Properties\.(\w+)", query)) <= fields, symbol
