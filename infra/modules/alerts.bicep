@@ -164,11 +164,27 @@ resource ordersFailed 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
           // StateWriteUnconfirmed too: a move whose answer was lost and whose read-back failed; Durable's next run of
           // its activity finds it made and logs nothing more (docs/observability.md). A move INTO the state only: a
           // failed order's side notes (Error -> Error: NotificationsDelivered, OwedAlertSent, OwedStatusSent), up to
-          // hours later, are not a new failure. One alert per order (the orderId dimension), see the header.
-          query: 'AppTraces | where tostring(Properties.event) in ("StateTransition", "StateWriteUnconfirmed") and tostring(Properties.toState) in ("Error", "CompensationFailed") and tostring(Properties.fromState) != tostring(Properties.toState) | extend orderId = coalesce(tostring(Properties.orderId), "-")'
+          // hours later, are not a new failure. One alert per order, state and attempt (dimensions, see the header): a
+          // lost answer's StateWriteUnconfirmed and its StateTransition page once; the order failing again after an
+          // operator resubmitted it (the next attempt) or its compensation failing pages again.
+          query: 'AppTraces | where tostring(Properties.event) in ("StateTransition", "StateWriteUnconfirmed") and tostring(Properties.toState) in ("Error", "CompensationFailed") and tostring(Properties.fromState) != tostring(Properties.toState) | extend orderId = coalesce(tostring(Properties.orderId), "-"), toState = tostring(Properties.toState), attempt = coalesce(tostring(Properties.attempt), "-")'
           dimensions: [
             {
               name: 'orderId'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+            {
+              name: 'toState'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+            {
+              name: 'attempt'
               operator: 'Include'
               values: [
                 '*'

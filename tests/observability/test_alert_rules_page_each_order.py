@@ -83,10 +83,77 @@ def test_the_rows_the_rules_count_are_app_traces_with_string_properties() -> Non
     assert (unmapped.table, unmapped.severity_level, unmapped.properties["orderId"]) == ("AppTraces", 3, "ord-a")
 
 
+def test_a_status_given_up_whose_alert_could_not_be_sent_says_what_the_alert_said() -> None:
+    """The alertsUndelivered rule's description sends the operator to the events' alertKind, orderId and summary:
+    the ``AlertSendFailed`` of a ``StatusUndelivered`` alert carries them too (before, no summary: the alert's text
+    was nowhere)."""
+    from notifications.status import give_up
+
+    bus = _ServiceBus()
+    with exported() as rows:
+        give_up(
+            bus,
+            order_id="ord-a",
+            status="Failed",
+            attempt=2,
+            variant=None,
+            reply_to="replies",
+            at=T0,
+            error=SendError("the reply queue is full"),
+        )
+    [failed] = [r.properties for r in rows if r.properties.get("event") == "AlertSendFailed"]
+    assert (failed["alertKind"], failed["orderId"]) == ("StatusUndelivered", "ord-a")
+    assert "could not be sent to 'replies'" in failed.get("summary", "")
+    assert LogRule.of("alertsUndelivered").pages(_at(1, rows), until=30) == [(15, ("StatusUndelivered", "ord-a"))]
+
+
 def test_two_orders_failing_five_minutes_apart_page_twice() -> None:
     rule = LogRule.of("ordersFailed")
     pages = rule.pages(_at(1, _failed("ord-a")) + _at(6, _failed("ord-b")), until=60)
     assert len(pages) == 2, pages
+
+
+def test_a_failure_whose_answer_was_lost_and_later_read_back_pages_once() -> None:
+    """``StateWriteUnconfirmed`` (the answer lost), then the same move's ``StateTransition`` when a later read-back
+    finds it landed, six minutes on: one failure, one page."""
+    from adapters.cosmos.errors import StoreOutcomeUnknown
+    from adapters.cosmos.state_store import _unconfirmed
+
+    claimed = transitions.claim(transitions.new_record("ord-a", None, T0), T0, timedelta(0))
+    assert claimed.locked_by is not None
+    failed = transitions.fail(claimed, claimed.locked_by, "pay", "card refused", T0)
+    with exported() as lost:
+        _unconfirmed(claimed, failed, StoreOutcomeUnknown("the connection was reset"))
+    with exported() as found:
+        state_transition(claimed, failed)
+    assert [r.properties["event"] for r in lost] == ["StateWriteUnconfirmed"]
+    assert len(LogRule.of("ordersFailed").pages(_at(1, lost) + _at(7, found), until=60)) == 1
+
+
+def test_an_order_failing_again_minutes_after_an_operator_acted_pages_again() -> None:
+    """Resubmitted, its next attempt fails seven minutes later; or compensated, its compensation fails: each is a
+    new failure the operator must hear of, while the first's alert is still fired."""
+    from domain.states import ProcessState
+
+    claimed = transitions.claim(transitions.new_record("ord-a", None, T0), T0, timedelta(0))
+    assert claimed.locked_by is not None
+    failed = transitions.fail(claimed, claimed.locked_by, "pay", "card refused", T0)
+    again = transitions.claim(transitions.resubmit(failed, "op", "card updated", T0), T0, timedelta(0))
+    assert again.locked_by is not None
+    compensating = failed.with_changes(T0, "CompensationRequested", "op", process_state=ProcessState.COMPENSATING)
+    with exported() as first:
+        state_transition(claimed, failed)
+    with exported() as second_attempt:
+        state_transition(again, transitions.fail(again, again.locked_by, "pay", "card refused again", T0))
+    with exported() as compensation:
+        state_transition(failed, compensating)
+        state_transition(
+            compensating,
+            compensating.with_changes(T0, "CompensationFailed", "x", process_state=ProcessState.COMPENSATION_FAILED),
+        )
+    rule = LogRule.of("ordersFailed")
+    assert len(rule.pages(_at(1, first) + _at(8, second_attempt), until=60)) == 2
+    assert len(rule.pages(_at(1, first) + _at(8, compensation), until=60)) == 2
 
 
 def test_two_alerts_given_up_fifteen_minutes_apart_page_twice() -> None:
