@@ -99,11 +99,15 @@ class Query:
     steps: tuple[tuple[str, Any], ...]
 
     @classmethod
-    def parse(cls, kql: str) -> Query:
+    def parse(cls, kql: str, *, rows_only: bool = False) -> Query:
+        """``rows_only``: the rows the query keeps before it shapes them (a workbook panel's ``summarize``,
+        ``project``...: not read)."""
         table, *rest = _split_pipes(kql)
         steps: list[tuple[str, Any]] = []
         for step in rest:
             verb, _, body = step.partition(" ")
+            if rows_only and verb not in ("where", "extend"):
+                break
             if verb == "where":
                 steps.append(("where", _expression(body)))
             elif verb == "extend":

@@ -245,3 +245,44 @@ def test_every_event_and_field_a_rule_reads_is_one_the_app_logs() -> None:
         assert named, symbol
         assert {n for clause in named for n in re.findall(r'"(\w+)"', clause)} <= events, symbol
         assert set(re.findall(r"Properties\.(\w+)", query)) <= fields, symbol
+
+
+def test_the_workbook_counts_moves_into_a_state_not_every_write() -> None:
+    """The workbook's panels "Orders by state over time (transitions into each state)" and "Compensations and their
+    outcomes" count ``StateTransition`` rows: one order claimed, its step begun (``Processing -> Processing``),
+    failed, its notifications acknowledged (``Error -> Error``) moved into Processing once and into Error once."""
+    from tests.infra.log_alerts import Query
+    from tests.infra.paths import MODULES
+    from tools.bicepcheck.query import load, variable
+
+    claimed = transitions.claim(transitions.new_record("ord-a", None, T0), T0, timedelta(0))
+    assert claimed.locked_by is not None
+    begun = transitions.begin_step(claimed, claimed.locked_by, "pay", "payments", "req-1", T0, T0)
+    failed = transitions.fail(begun, claimed.locked_by, "pay", "card refused", T0)
+    delivered = failed.with_changes(T0, "NotificationsDelivered", "supervisor", complete_by=None)
+    pending = transitions.new_record("ord-a", None, T0)
+    with exported() as rows:
+        for before, after in (
+            (None, pending),
+            (pending, claimed),
+            (claimed, begun),
+            (begun, failed),
+            (failed, delivered),
+        ):
+            state_transition(before, after)
+    workbook = load(MODULES / "workbook.bicep")
+    by_state = Query.parse(str(variable(workbook, "ordersByState")), rows_only=True)
+    into = [row["toState"] for row in by_state.run("AppTraces", [r.properties for r in rows])]
+    assert sorted(into) == ["Error", "Pending", "Processing"]
+    from domain.states import ProcessState
+
+    compensating = failed.with_changes(T0, "CompensationRequested", "op", process_state=ProcessState.COMPENSATING)
+    undone = compensating.with_changes(T0, "UndoStarted", "c")
+    given_up = undone.with_changes(T0, "CompensationFailed", "c", process_state=ProcessState.COMPENSATION_FAILED)
+    noted = given_up.with_changes(T0, "NotificationsDelivered", "supervisor")
+    with exported() as rows:
+        for before, after in ((failed, compensating), (compensating, undone), (undone, given_up), (given_up, noted)):
+            state_transition(before, after)
+    outcomes = Query.parse(str(variable(workbook, "compensations")), rows_only=True)
+    kept = outcomes.run("AppTraces", [r.properties for r in rows])
+    assert sorted(row["transition"] for row in kept) == ["CompensationFailed", "CompensationRequested"]
