@@ -152,6 +152,7 @@ def raise_alert_after_write(sender: MessageSender, **alert: Any) -> bool:
             logging.ERROR,
             orderId=alert.get("order_id"),
             alertKind=alert.get("kind"),
+            summary=alert.get("summary"),  # what the alert said: the alertsUndelivered rule sends operators here
         )
         return False
     return True

@@ -10,6 +10,13 @@
 //   raises again (AlertUndelivered, notifications/alerts.py), or the
 //   StatusUndelivered alert of a final status given up whose own send failed (AlertSendFailed): neither
 //   reached operator-alerts, so the first rule cannot see them.
+// The three log search rules are stateful (autoMitigate unset: true): an alert fires once, then nothing it sees
+// pages again until its condition has been unmet for three evaluations (two at PT15M; Microsoft Learn, Azure Monitor
+// alerts overview, "Alerts and state"). Each is split by dimensions (orderId, and the alert kind or the phase), so
+// each is one alert per order: a second order failing while the first's alert is fired pages too, and one order's
+// repeated events page once (tests/observability/test_alert_rules_page_each_order.py). Stateful log alerts fire at
+// most 300 alerts per evaluation, and an action group sends at most 100 emails an hour to one address: a mass failure
+// shows every order in the portal's alert list, not every one by email.
 
 @description('Unique suffix for alert names.')
 param namePrefix string
@@ -155,8 +162,35 @@ resource ordersFailed 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
       allOf: [
         {
           // StateWriteUnconfirmed too: a move whose answer was lost and whose read-back failed; Durable's next run of
-          // its activity finds it made and logs nothing more (docs/observability.md)
-          query: 'AppTraces | where tostring(Properties.event) in ("StateTransition", "StateWriteUnconfirmed") and tostring(Properties.toState) in ("Error", "CompensationFailed")'
+          // its activity finds it made and logs nothing more (docs/observability.md). A move INTO the state only: a
+          // failed order's side notes (Error -> Error: NotificationsDelivered, OwedAlertSent, OwedStatusSent), up to
+          // hours later, are not a new failure. One alert per order, state and attempt (dimensions, see the header): a
+          // lost answer's StateWriteUnconfirmed and its StateTransition page once; the order failing again after an
+          // operator resubmitted it (the next attempt) or its compensation failing pages again.
+          query: 'AppTraces | where tostring(Properties.event) in ("StateTransition", "StateWriteUnconfirmed") and tostring(Properties.toState) in ("Error", "CompensationFailed") and tostring(Properties.fromState) != tostring(Properties.toState) | extend orderId = coalesce(tostring(Properties.orderId), "-"), toState = tostring(Properties.toState), attempt = coalesce(tostring(Properties.attempt), "-")'
+          dimensions: [
+            {
+              name: 'orderId'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+            {
+              name: 'toState'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+            {
+              name: 'attempt'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
           timeAggregation: 'Count'
           operator: 'GreaterThan'
           threshold: 0
@@ -195,7 +229,31 @@ resource supervisorFailing 'Microsoft.Insights/scheduledQueryRules@2022-06-15' =
     criteria: {
       allOf: [
         {
-          query: 'AppTraces | where tostring(Properties.event) in ("SupervisorPhaseFailed", "UnmappedDocument")'
+          // one alert per event, phase and order: a phase failing every run pages once, a second document pages too
+          query: 'AppTraces | where tostring(Properties.event) in ("SupervisorPhaseFailed", "UnmappedDocument") | extend eventName = tostring(Properties.event), phase = coalesce(tostring(Properties.phase), "-"), orderId = coalesce(tostring(Properties.orderId), "-")'
+          dimensions: [
+            {
+              name: 'eventName'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+            {
+              name: 'phase'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+            {
+              name: 'orderId'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
           timeAggregation: 'Count'
           operator: 'GreaterThan'
           threshold: 0
@@ -234,7 +292,24 @@ resource alertsUndelivered 'Microsoft.Insights/scheduledQueryRules@2022-06-15' =
     criteria: {
       allOf: [
         {
-          query: 'AppTraces | where tostring(Properties.event) == "AlertUndelivered" or (tostring(Properties.event) == "AlertSendFailed" and tostring(Properties.alertKind) == "StatusUndelivered")'
+          // one alert per operator alert given up (its kind and order)
+          query: 'AppTraces | where tostring(Properties.event) == "AlertUndelivered" or (tostring(Properties.event) == "AlertSendFailed" and tostring(Properties.alertKind) == "StatusUndelivered") | extend alertKind = tostring(Properties.alertKind), orderId = coalesce(tostring(Properties.orderId), "-")'
+          dimensions: [
+            {
+              name: 'alertKind'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+            {
+              name: 'orderId'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
           timeAggregation: 'Count'
           operator: 'GreaterThan'
           threshold: 0

@@ -1,15 +1,18 @@
 // The operators' workbook (Azure Monitor): built only on the structured events the app logs
 // (observability/events.py: each a log record whose extra fields become custom dimensions, in the
-// workspace's AppTraces table as Properties). tests/infra/test_workbook.py checks that every
-// Properties field and event name these queries use is one the app emits.
+// workspace's AppTraces table as Properties). tests/infra/test_operations_infra.py checks that every
+// Properties field and event name these queries use is one the app emits;
+// tests/observability/test_alert_rules_page_each_order.py runs the rows the panels count on the app's records.
 
 param location string
 param tags object
 param logAnalyticsWorkspaceId string
 
+// A StateTransition whose fromState is its toState (a step's progress, a side note such as NotificationsDelivered)
+// is a write, not a move into the state: the two panels below count moves only.
 var ordersByState = '''
 AppTraces
-| where tostring(Properties.event) == "StateTransition"
+| where tostring(Properties.event) == "StateTransition" and tostring(Properties.fromState) != tostring(Properties.toState)
 | summarize transitions = count() by toState = tostring(Properties.toState), bin(TimeGenerated, 15m)
 | render timechart
 '''
@@ -23,7 +26,7 @@ AppTraces
 
 var compensations = '''
 AppTraces
-| where tostring(Properties.event) == "StateTransition"
+| where tostring(Properties.event) == "StateTransition" and tostring(Properties.fromState) != tostring(Properties.toState)
 | where tostring(Properties.toState) in ("Compensated", "CompensationFailed") or tostring(Properties.transition) == "CompensationRequested"
 | summarize count() by outcome = iff(tostring(Properties.transition) == "CompensationRequested", "Requested", tostring(Properties.toState)), bin(TimeGenerated, 1h)
 | render columnchart
