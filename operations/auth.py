@@ -42,6 +42,10 @@ NAME_CLAIMS = ("name", "preferred_username", "http://schemas.xmlsoap.org/ws/2005
 # token (``scp``, or its mapped type) ``azp`` is the client the user signed in with, not who acts.
 APP_ID_CLAIMS = ("appid", "azp")
 SCOPE_CLAIMS = ("scp", "http://schemas.microsoft.com/identity/claims/scope")
+# The principal's object id, which Entra ID never reuses, unlike a display name (``oid``, or its mapped type):
+# the logs tell operators apart by it (``OperatorRequest``), two people of one name, or a person whose
+# display name reads ``app <client id>``.
+OBJECT_ID_CLAIMS = ("oid", "http://schemas.microsoft.com/identity/claims/objectidentifier")
 MAX_PRINCIPAL_HEADER = 16 * 1024
 # An operator's name goes on the record (``history[].by``, a cancel's ``lastError``), into alerts and
 # log lines: at most this many characters of it.
@@ -75,6 +79,7 @@ class Principal:
     name: str
     roles: frozenset[str]
     source: str  # "easyauth" or "local"
+    object_id: str = ""  # the oid claim (easyauth); empty when the principal has none, and locally
 
 
 @dataclass(frozen=True)
@@ -135,7 +140,8 @@ def decode_principal(header: str) -> Principal | None:
     name = name or application_name(names)
     if not name:
         return None
-    return Principal(name, frozenset(roles), "easyauth")
+    object_id = next((operator_name(names[t]) for t in OBJECT_ID_CLAIMS if t in names), "")
+    return Principal(name, frozenset(roles), "easyauth", object_id)
 
 
 def application_name(claims: dict[str, str]) -> str:
