@@ -46,7 +46,9 @@ SCOPE_CLAIMS = ("scp", "http://schemas.microsoft.com/identity/claims/scope")
 # the logs tell operators apart by it (``OperatorRequest``), two people of one name, or a person whose
 # display name reads ``app <client id>``.
 OBJECT_ID_CLAIMS = ("oid", "http://schemas.microsoft.com/identity/claims/objectidentifier")
-MAX_PRINCIPAL_HEADER = 16 * 1024
+# A sign-in's claims as the platform passes them: an Entra ID token lists up to 200 groups when the registration
+# emits the groups claim, about 20 KiB of base64 with the rest; the cap only bounds what the app decodes.
+MAX_PRINCIPAL_HEADER = 64 * 1024
 # An operator's name goes on the record (``history[].by``, a cancel's ``lastError``), into alerts and
 # log lines: at most this many characters of it.
 MAX_OPERATOR_NAME = 128
@@ -184,9 +186,16 @@ def authenticate(settings: Settings, headers: Any) -> Principal | Refusal:
             "App Service authentication is not enabled on this app: every operator request is refused "
             '(see docs/deploy.md, "Operators: sign-in, app roles, the console and the workbook")',
         )
-    principal = decode_principal(str(headers.get(PRINCIPAL_HEADER) or ""))
-    if principal is None:
+    header = str(headers.get(PRINCIPAL_HEADER) or "")
+    if not header:
         return Refusal(401, "sign in first: no authenticated principal")
+    principal = decode_principal(header)
+    if principal is None:  # signed in again, the platform would pass the same: say why, never send it to sign in
+        return Refusal(
+            401,
+            "signed in, but the principal App Service passed names nobody the app can record: no name claim (a "
+            f"user's), no client id (an application's own token), or over {MAX_PRINCIPAL_HEADER // 1024} KiB",
+        )
     return principal
 
 

@@ -25,7 +25,7 @@ from dependencies import AppContext, get_context, get_context_async
 from domain.states import ProcessState
 from observability.events import app_event
 from operations import actions, instances, views
-from operations.auth import OPERATE_ROLE, READ_ROLE, Principal, Refusal, authenticate
+from operations.auth import OPERATE_ROLE, PRINCIPAL_HEADER, READ_ROLE, Principal, Refusal, authenticate
 from operations.console_assets import PAGE, console_asset, console_page
 from operations.review_answer import answer_review
 from operations.web import (
@@ -210,12 +210,13 @@ async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClien
 def _console_guard(req: func.HttpRequest, *, page: bool) -> Reply | None:
     """The console's files hold no data, but they are served to a signed-in caller only (any role: what
     the page shows needs ``Orders.Read``). Not signed in: the page sends the browser to the platform's
-    sign-in, back to the console afterwards; its script and style are 401. An app that cannot
-    authenticate anyone (platform authentication off and no local principal) says so: 503."""
+    sign-in, back to the console afterwards; its script and style are 401. Signed in, with a principal the
+    app cannot use: 401 saying why (sent to sign in, the browser would come back with the same, without end).
+    An app that cannot authenticate anyone (platform authentication off and no local principal) says so: 503."""
     found = authenticate(get_context().settings, req.headers)
     if not isinstance(found, Refusal):
         return None
-    if found.status == 401 and page:
+    if found.status == 401 and page and not req.headers.get(PRINCIPAL_HEADER):
         return sign_in_redirect(req.url)
     return refused(found)
 

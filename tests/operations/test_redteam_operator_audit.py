@@ -8,35 +8,25 @@ Entra ID never reuses), the action, the order and the status it was answered wit
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 
 import pytest
 
 from tests.operations.harness import OpsHarness
+from tests.operations.test_app_principal import OBJECT_ID as OID
+from tests.operations.test_app_principal import _header as principal_header
 
 pytestmark = pytest.mark.cosmos
 
-OID = "http://schemas.microsoft.com/identity/claims/objectidentifier"
 PAT_A = "0b7f3c2e-1d4a-4e5b-8c6d-7e8f9a0b1c2d"
 PAT_B = "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9"
 REASON = {"reason": "payment provider fixed"}
 
 
 def _signed_in(name: str, object_id: str, roles: tuple[str, ...]) -> dict[str, str]:
-    claims = [
-        {"typ": "name", "val": name},
-        {"typ": OID, "val": object_id},
-        *({"typ": "roles", "val": r} for r in roles),
-    ]
-    principal = {
-        "auth_typ": "aad",
-        "claims": claims,
-        "name_typ": "name",
-        "role_typ": "http://schemas.microsoft.com/ws/2008/06/identity/claims/role",
-    }
-    return {"X-MS-CLIENT-PRINCIPAL": base64.b64encode(json.dumps(principal).encode()).decode()}
+    roles_claims = ({"typ": "roles", "val": r} for r in roles)
+    claims = [{"typ": "name", "val": name}, {"typ": OID, "val": object_id}, *roles_claims]
+    return {"X-MS-CLIENT-PRINCIPAL": principal_header(claims)}
 
 
 def _requests(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, str, str | None, int]]:
