@@ -33,6 +33,10 @@ READ_ROLE = "Orders.Read"
 OPERATE_ROLE = "Orders.Operate"
 ROLES = (READ_ROLE, OPERATE_ROLE)
 PRINCIPAL_HEADER = "x-ms-client-principal"
+# The provider that defines and assigns the app roles (infra/ops-app-roles.json), as the principal names it
+# (``auth_typ``). App Service may run other providers beside it (Google, GitHub, any OpenID Connect one), whose
+# principals come in the same header: their ``roles`` claims are theirs to shape, and grant nothing here.
+ROLES_PROVIDER = "aad"
 # The claim types Entra ID uses when the principal does not name its own (role_typ, name_typ).
 ROLE_CLAIM = "roles"
 NAME_CLAIMS = ("name", "preferred_username", "http://schemas.xmlsoap.org/ws/2005/05/identity/claims/name")
@@ -113,7 +117,8 @@ def decode_principal(header: str) -> Principal | None:
     ``claims`` a list of objects), and JSON the parser cannot take (nested past the recursion limit,
     integers past the digit limit, not UTF-8) is not one either. The name is the first name claim with
     something visible in it, cleaned (``operator_name``); a principal with none is an application's
-    own (no delegated scope) named ``app <client id>`` (``application_name``), or not one."""
+    own (no delegated scope) named ``app <client id>`` (``application_name``), or not one. Its app roles are
+    its role claims when Entra ID signed it in (``ROLES_PROVIDER``), else none."""
     if not header or len(header) > MAX_PRINCIPAL_HEADER:
         return None
     try:
@@ -126,6 +131,7 @@ def decode_principal(header: str) -> Principal | None:
     name_type = data.get("name_typ")
     if not isinstance(role_type, str) or not isinstance(name_type, str | None):
         return None
+    entra = data.get("auth_typ") == ROLES_PROVIDER
     roles: set[str] = set()
     names: dict[str, str] = {}
     for claim in data["claims"]:
@@ -133,7 +139,8 @@ def decode_principal(header: str) -> Principal | None:
             continue
         kind = claim.get("typ")
         if kind in (role_type, ROLE_CLAIM):
-            roles.add(claim["val"])
+            if entra:
+                roles.add(claim["val"])
         elif isinstance(kind, str):
             names.setdefault(kind, claim["val"])
     name = next(
