@@ -7,8 +7,8 @@ U+2066-U+2069: embeddings, overrides, isolates) make a console or a log viewer s
 order than it is stored ("Trojan Source"). Text from outside (an operator's reason, a client's address)
 is refused when it holds any of them (``uncarriable``), or when nothing visible is left of it
 (``blank``: whitespace, format characters such as U+200B or U+FEFF, Hangul fillers); text on its way
-out (an alert's summary, a status's reason, an operator's name from the platform, a record written
-before that rule) is made carriable (``carriable``)."""
+out (an alert's summary, a status's reason, an operator's name from the platform, a remote service's
+answer quoted in a failure, ``RemoteError``; a record written before that rule) is made carriable (``carriable``)."""
 
 from __future__ import annotations
 

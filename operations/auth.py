@@ -33,6 +33,10 @@ READ_ROLE = "Orders.Read"
 OPERATE_ROLE = "Orders.Operate"
 ROLES = (READ_ROLE, OPERATE_ROLE)
 PRINCIPAL_HEADER = "x-ms-client-principal"
+# The provider that defines and assigns the app roles (infra/ops-app-roles.json), as the principal names it
+# (``auth_typ``). App Service may run other providers beside it (Google, GitHub, any OpenID Connect one), whose
+# principals come in the same header: their ``roles`` claims are theirs to shape, and grant nothing here.
+ROLES_PROVIDER = "aad"
 # The claim types Entra ID uses when the principal does not name its own (role_typ, name_typ).
 ROLE_CLAIM = "roles"
 NAME_CLAIMS = ("name", "preferred_username", "http://schemas.xmlsoap.org/ws/2005/05/identity/claims/name")
@@ -42,7 +46,13 @@ NAME_CLAIMS = ("name", "preferred_username", "http://schemas.xmlsoap.org/ws/2005
 # token (``scp``, or its mapped type) ``azp`` is the client the user signed in with, not who acts.
 APP_ID_CLAIMS = ("appid", "azp")
 SCOPE_CLAIMS = ("scp", "http://schemas.microsoft.com/identity/claims/scope")
-MAX_PRINCIPAL_HEADER = 16 * 1024
+# The principal's object id, which Entra ID never reuses, unlike a display name (``oid``, or its mapped type):
+# the logs tell operators apart by it (``OperatorRequest``), two people of one name, or a person whose
+# display name reads ``app <client id>``.
+OBJECT_ID_CLAIMS = ("oid", "http://schemas.microsoft.com/identity/claims/objectidentifier")
+# A sign-in's claims as the platform passes them: an Entra ID token lists up to 200 groups when the registration
+# emits the groups claim, about 20 KiB of base64 with the rest; the cap only bounds what the app decodes.
+MAX_PRINCIPAL_HEADER = 64 * 1024
 # An operator's name goes on the record (``history[].by``, a cancel's ``lastError``), into alerts and
 # log lines: at most this many characters of it.
 MAX_OPERATOR_NAME = 128
@@ -75,6 +85,7 @@ class Principal:
     name: str
     roles: frozenset[str]
     source: str  # "easyauth" or "local"
+    object_id: str = ""  # the oid claim (easyauth); empty when the principal has none, and locally
 
 
 @dataclass(frozen=True)
@@ -106,7 +117,8 @@ def decode_principal(header: str) -> Principal | None:
     ``claims`` a list of objects), and JSON the parser cannot take (nested past the recursion limit,
     integers past the digit limit, not UTF-8) is not one either. The name is the first name claim with
     something visible in it, cleaned (``operator_name``); a principal with none is an application's
-    own (no delegated scope) named ``app <client id>`` (``application_name``), or not one."""
+    own (no delegated scope) named ``app <client id>`` (``application_name``), or not one. Its app roles are
+    its role claims when Entra ID signed it in (``ROLES_PROVIDER``), else none."""
     if not header or len(header) > MAX_PRINCIPAL_HEADER:
         return None
     try:
@@ -119,6 +131,7 @@ def decode_principal(header: str) -> Principal | None:
     name_type = data.get("name_typ")
     if not isinstance(role_type, str) or not isinstance(name_type, str | None):
         return None
+    entra = data.get("auth_typ") == ROLES_PROVIDER
     roles: set[str] = set()
     names: dict[str, str] = {}
     for claim in data["claims"]:
@@ -126,7 +139,8 @@ def decode_principal(header: str) -> Principal | None:
             continue
         kind = claim.get("typ")
         if kind in (role_type, ROLE_CLAIM):
-            roles.add(claim["val"])
+            if entra:
+                roles.add(claim["val"])
         elif isinstance(kind, str):
             names.setdefault(kind, claim["val"])
     name = next(
@@ -135,7 +149,8 @@ def decode_principal(header: str) -> Principal | None:
     name = name or application_name(names)
     if not name:
         return None
-    return Principal(name, frozenset(roles), "easyauth")
+    object_id = next((operator_name(names[t]) for t in OBJECT_ID_CLAIMS if t in names), "")
+    return Principal(name, frozenset(roles), "easyauth", object_id)
 
 
 def application_name(claims: dict[str, str]) -> str:
@@ -178,9 +193,16 @@ def authenticate(settings: Settings, headers: Any) -> Principal | Refusal:
             "App Service authentication is not enabled on this app: every operator request is refused "
             '(see docs/deploy.md, "Operators: sign-in, app roles, the console and the workbook")',
         )
-    principal = decode_principal(str(headers.get(PRINCIPAL_HEADER) or ""))
-    if principal is None:
+    header = str(headers.get(PRINCIPAL_HEADER) or "")
+    if not header:
         return Refusal(401, "sign in first: no authenticated principal")
+    principal = decode_principal(header)
+    if principal is None:  # signed in again, the platform would pass the same: say why, never send it to sign in
+        return Refusal(
+            401,
+            "signed in, but the principal App Service passed names nobody the app can record: no name claim (a "
+            f"user's), no client id (an application's own token), or over {MAX_PRINCIPAL_HEADER // 1024} KiB",
+        )
     return principal
 
 

@@ -10,6 +10,7 @@ answers 401 without a principal and 403 without the app role (``Orders.Read`` fo
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -22,8 +23,9 @@ from adapters.cosmos.state_store import SeekKey
 from adapters.servicebus.browse import TailHint
 from dependencies import AppContext, get_context, get_context_async
 from domain.states import ProcessState
+from observability.events import app_event
 from operations import actions, instances, views
-from operations.auth import OPERATE_ROLE, READ_ROLE, Principal, Refusal, authenticate
+from operations.auth import OPERATE_ROLE, PRINCIPAL_HEADER, READ_ROLE, Principal, Refusal, authenticate
 from operations.console_assets import PAGE, console_asset, console_page
 from operations.review_answer import answer_review
 from operations.web import (
@@ -145,28 +147,50 @@ def _action_request(
     return who, order_id, body
 
 
-def _act(req: func.HttpRequest, move: Callable[[AppContext, str, str, str], Reply]) -> func.HttpResponse:
+def _audited(ctx: AppContext, req: func.HttpRequest, action: str, reply: Reply) -> func.HttpResponse:
+    """``reply`` to an action request, logged (``OperatorRequest``) when a principal is known, taken or refused:
+    who by name and by object id (a display name is neither unique nor fixed), the action, the order and the
+    status. A request with no principal names nobody (the platform's request log has it)."""
+    who = authenticate(ctx.settings, req.headers)  # a principal refused for want of the role is one too
+    if isinstance(who, Principal):
+        order_id = req.route_params.get("orderId")
+        order = order_id if isinstance(checked_order_id(order_id), str) else None
+        app_event(
+            "OperatorRequest",
+            f"{action} of order {order or '(malformed id)'} by {who.name} ({who.object_id or who.source}): "
+            f"{reply.status}",
+            logging.INFO if reply.status == 200 else logging.WARNING,
+            orderId=order,
+            action=action,
+            operator=who.name,
+            operatorId=who.object_id,
+            status=reply.status,
+        )
+    return _response(reply)
+
+
+def _act(req: func.HttpRequest, action: str, move: Callable[[AppContext, str, str, str], Reply]) -> func.HttpResponse:
     ctx = get_context()
     checked = _action_request(ctx, req)
     if isinstance(checked, Reply):
-        return _response(checked)
+        return _audited(ctx, req, action, checked)
     who, order_id, body = checked
-    return _response(move(ctx, order_id, who.name, body.reason))
+    return _audited(ctx, req, action, move(ctx, order_id, who.name, body.reason))
 
 
 @bp.route(route="ops/orders/{orderId}/resubmit", methods=["POST"], auth_level=ANONYMOUS)
 def ops_resubmit(req: func.HttpRequest) -> func.HttpResponse:
-    return _act(req, actions.resubmit)
+    return _act(req, "resubmit", actions.resubmit)
 
 
 @bp.route(route="ops/orders/{orderId}/cancel", methods=["POST"], auth_level=ANONYMOUS)
 def ops_cancel(req: func.HttpRequest) -> func.HttpResponse:
-    return _act(req, actions.cancel)
+    return _act(req, "cancel", actions.cancel)
 
 
 @bp.route(route="ops/orders/{orderId}/compensate", methods=["POST"], auth_level=ANONYMOUS)
 def ops_compensate(req: func.HttpRequest) -> func.HttpResponse:
-    return _act(req, actions.compensate)
+    return _act(req, "compensate", actions.compensate)
 
 
 @bp.route(route="ops/orders/{orderId}/review", methods=["POST"], auth_level=ANONYMOUS)
@@ -175,9 +199,9 @@ async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClien
     ctx = await get_context_async()
     checked = _action_request(ctx, req, review=True)
     if isinstance(checked, Reply):
-        return _response(checked)
+        return _audited(ctx, req, "review", checked)
     who, order_id, body = checked
-    return _response(await answer_review(ctx, client, who.name, order_id, body))
+    return _audited(ctx, req, "review", await answer_review(ctx, client, who.name, order_id, body))
 
 
 # --- the console --------------------------------------------------------------------------------
@@ -186,12 +210,13 @@ async def ops_review(req: func.HttpRequest, client: df.DurableOrchestrationClien
 def _console_guard(req: func.HttpRequest, *, page: bool) -> Reply | None:
     """The console's files hold no data, but they are served to a signed-in caller only (any role: what
     the page shows needs ``Orders.Read``). Not signed in: the page sends the browser to the platform's
-    sign-in, back to the console afterwards; its script and style are 401. An app that cannot
-    authenticate anyone (platform authentication off and no local principal) says so: 503."""
+    sign-in, back to the console afterwards; its script and style are 401. Signed in, with a principal the
+    app cannot use: 401 saying why (sent to sign in, the browser would come back with the same, without end).
+    An app that cannot authenticate anyone (platform authentication off and no local principal) says so: 503."""
     found = authenticate(get_context().settings, req.headers)
     if not isinstance(found, Refusal):
         return None
-    if found.status == 401 and page:
+    if found.status == 401 and page and not req.headers.get(PRINCIPAL_HEADER):
         return sign_in_redirect(req.url)
     return refused(found)
 

@@ -5,16 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from domain.text import carriable
+
 
 class RemoteError(Exception):
     """A remote call failed. ``transient`` says whether the same call may succeed later. What a transient
     failure says of the service's health (its circuit, ``domain/circuit.py``): ``in_progress``, the service
     answered that it is still working on an earlier call with the same key (it is up, with no result);
     ``timed_out``, no answer came in time (it may be slow or hung: half a failure); neither, it answered
-    an error or could not be reached (a failure)."""
+    an error or could not be reached (a failure). Its message quotes what the service answered, and goes into
+    the step's failure, the record's ``lastError``, log lines and the operator console: it is made carriable
+    (``domain.text``: no bidirectional override, control character or line break)."""
 
     def __init__(self, message: str, *, transient: bool, timed_out: bool = False, in_progress: bool = False) -> None:
-        super().__init__(message)
+        super().__init__(carriable(message))
         self.transient = transient
         self.timed_out = timed_out
         self.in_progress = in_progress

@@ -25,7 +25,7 @@ NAMES = {
 
 
 def _header(name: str) -> str:
-    data = {"claims": [{"typ": "name", "val": name}, {"typ": "roles", "val": "Orders.Operate"}]}
+    data = {"auth_typ": "aad", "claims": [{"typ": "name", "val": name}, {"typ": "roles", "val": "Orders.Operate"}]}
     return base64.b64encode(json.dumps(data).encode()).decode()
 
 

@@ -75,7 +75,7 @@ PRINCIPALS = {
     "name_typ a list": _principal({"claims": [NAME, ROLE], "name_typ": ["name"]}),
     "name_typ an object": _principal({"claims": [NAME, ROLE], "name_typ": {"a": 1}}),
     "claim typ a list": _principal({"claims": [NAME, {"typ": ["roles"], "val": "Orders.Read"}]}),
-    # 12,000 opening brackets: 16,000 base64 characters, under MAX_PRINCIPAL_HEADER (16 KiB)
+    # 12,000 opening brackets: 16,000 base64 characters, under MAX_PRINCIPAL_HEADER (64 KiB)
     "JSON nested 12,000 deep": _principal(b"[" * 12_000),
     "huge integer in JSON": _principal(b'{"claims": [], "n": ' + b"9" * 5000 + b"}"),
     "not UTF-8": _principal(b"\xff\xfe\xfa"),
