@@ -101,6 +101,7 @@ class _Queue:
     ready: list[int] = field(default_factory=list)  # heap of sequence numbers that may be deliverable
     events: list[_Event] = field(default_factory=list)  # heap
     dead_letters: list[DeadLetteredMessage] = field(default_factory=list)
+    next_dead_letter_seq: int = 1  # the dead-letter subqueue's own sequence numbers, in the order messages arrive
     seen_ids: dict[str, datetime] = field(default_factory=dict)  # duplicate-detection history
     seen_order: deque[tuple[datetime, str]] = field(default_factory=deque)
     counters: QueueCounters = field(default_factory=QueueCounters)
@@ -300,6 +301,36 @@ class InProcessBroker:
                     break
                 if seq >= from_sequence_number:
                     found.append(self._snapshot(rec, locked=False))
+            return found
+
+    def peek_dead_letters(self, queue: str, max_count: int, from_sequence_number: int = 0) -> list[BrokerMessage]:
+        """``peek`` on the queue's dead-letter subqueue (``<queue>/$deadletterqueue``), a queue of its own to a
+        receiver: each message numbered in it (``dead_letter_sequence_number``) in the order it arrived there,
+        with the ``DeadLetterReason`` and ``DeadLetterErrorDescription`` its move set. Counted as a peek."""
+        with self._mutex:
+            q = self._queue(queue)
+            self._advance(q, self._now())
+            q.counters.peeked += 1
+            max_count = min(max_count, limits.MAX_PEEK_MESSAGES)
+            found: list[BrokerMessage] = []
+            for dead in q.dead_letters:  # in arrival order: dead-letter sequence order
+                if len(found) >= max_count:
+                    break
+                if dead.dead_letter_sequence_number >= from_sequence_number:
+                    found.append(
+                        BrokerMessage(
+                            body=dead.body,
+                            message_id=dead.message_id,
+                            sequence_number=dead.dead_letter_sequence_number,
+                            enqueued_time_utc=dead.dead_lettered_at,
+                            delivery_count=dead.delivery_count,
+                            state=MessageState.ACTIVE,
+                            subject=dead.subject,
+                            application_properties=dead.application_properties,
+                            dead_letter_reason=dead.reason,
+                            dead_letter_error_description=dead.description,
+                        )
+                    )
             return found
 
     def dead_letters(self, queue: str | None = None) -> list[DeadLetteredMessage]:
@@ -610,8 +641,10 @@ class InProcessBroker:
                 delivery_count=rec.deliveries,
                 subject=rec.subject,
                 application_properties=dict(rec.application_properties),
+                dead_letter_sequence_number=q.next_dead_letter_seq,
             )
         )
+        q.next_dead_letter_seq += 1
 
     def _remove(self, q: _Queue, rec: _Stored) -> None:
         self._drop_lock(rec)

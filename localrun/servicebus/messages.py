@@ -150,7 +150,9 @@ class BrokerMessage:
 @dataclass(frozen=True)
 class DeadLetteredMessage:
     """A message in a queue's dead-letter sub-queue. ``reason`` is the service's code
-    (``MaxDeliveryCountExceeded``, ``TTLExpiredException``) or the app's own; None if the app gave none."""
+    (``MaxDeliveryCountExceeded``, ``TTLExpiredException``) or the app's own; None if the app gave none.
+    ``sequence_number`` is the one it had on the queue; ``dead_letter_sequence_number`` the subqueue's, in the order
+    messages arrived there (what a peek of the subqueue sees)."""
 
     queue: str
     sequence_number: int
@@ -162,6 +164,7 @@ class DeadLetteredMessage:
     delivery_count: int
     subject: str | None = None
     application_properties: Mapping[str, PropertyValue] = field(default_factory=dict)
+    dead_letter_sequence_number: int = 0
 
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
