@@ -6,15 +6,22 @@ Service Bus's ``DeadletteredMessages`` metric counts the messages WAITING in dea
 it is stateful, so while an old dead letter waits (operators often leave them for days) it stays fired and a new one
 pages nobody. Above all one the broker moved (``MaxDeliveryCountExceeded``, ``TTLExpiredException``), which the app
 never logs: it did not dead-letter it. The supervisor's timer runs the watch (``watch_dead_letters``) at most once
-every ``WATCH_INTERVAL`` per process: each queue's subqueue is peeked from one past the newest sequence number logged
-before (``domain/dead_letters.py``: a document per queue, written conditionally, so it survives restarts and two
-runs on two instances never move it back), up to ``MAX_PER_QUEUE`` messages; each is logged, then the cursor moved
-past them. A run that dies between the two, or two runs at once, log a dead letter twice: the rule's dimensions
-make that one alert (a page missed is worse than a line logged twice). Nothing of a body is logged but the order it
-names; the message id, reason and description (anyone with Listen on the queue may set them) are made carriable.
+every ``WATCH_INTERVAL`` per process: each queue's subqueue is peeked from its first message, ``PEEK_BATCH`` at a
+time, up to ``MAX_SCAN`` messages; those not seen waiting at the last read (``domain/dead_letters.py``: a document
+per queue, written conditionally, so it survives restarts) are logged, then what waits now is kept as seen.
 
-A queue deleted and created again numbers its dead letters from 1 again: the cursor, beyond them, logs none until
-it is deleted (docs/deploy.md)."""
+Not a cursor past the newest number logged: a dead-lettered message keeps the sequence number it had on its queue,
+so the broker's dead-lettering of a message after its last delivery, or of a deferred message that expired, numbers
+it below messages dead-lettered before it, and a cursor would never log it. A run that dies between logging and
+writing, or two runs at once (the later write keeps its own view), log a dead letter twice: the rule's dimensions
+make that one alert (a page missed is worse than a line logged twice). A subqueue holding more than ``MAX_SCAN``
+messages is watched over its lowest ``MAX_SCAN`` numbers (docs/observability.md). Nothing of a body is logged but
+the order it names; the message id, reason and description (anyone with Listen on the queue may set them) are made
+carriable.
+
+A queue deleted and created again numbers its messages from 1 again: a number seen on the old queue and not waiting
+any more is forgotten at the first read, so only numbers still recorded as waiting when it was deleted are missed
+(docs/deploy.md)."""
 
 from __future__ import annotations
 
@@ -33,11 +40,13 @@ from supervisor.run import phase_failed
 
 if TYPE_CHECKING:
     from adapters.cosmos.dead_letter_store import DeadLetterCursors
+    from adapters.servicebus.browse import Peeker
     from adapters.servicebus.dead_letters import DeadLetterBrowser
     from dependencies import AppContext
 
 WATCH_INTERVAL = timedelta(minutes=2)  # the rule evaluates every 5 minutes
-MAX_PER_QUEUE = 100  # dead letters logged per queue and run (one peek); the rest at the next run
+PEEK_BATCH = 100  # messages per peek
+MAX_SCAN = 1000  # messages read per queue and run (ten peeks at most)
 
 
 @dataclass
@@ -83,25 +92,39 @@ def _found(queue: str, message: Any) -> None:
     )
 
 
+def _waiting(receiver: Peeker) -> tuple[list[Any], int | None]:
+    """The subqueue's messages from its first, up to ``MAX_SCAN``, and the sequence number read up to when it holds
+    more (None: all of it was read)."""
+    messages: list[Any] = []
+    start = 1
+    while len(messages) < MAX_SCAN:
+        page = receiver.peek(min(PEEK_BATCH, MAX_SCAN - len(messages)), start)
+        messages.extend(page)
+        if not page:
+            return messages, None
+        start = max(int(m.sequence_number) for m in page) + 1
+    return messages, start - 1
+
+
 def watch_queue(ports: DeadLetterWatchPorts, queue: str, now: datetime) -> int:
-    """Logs the dead letters of ``queue`` not logged before (up to ``MAX_PER_QUEUE``), then moves its cursor past
-    them. Raises what a read, peek or write raised (the cursor not moved: the next run logs them again)."""
-    cursor = ports.cursors.get(queue) or DeadLetterCursor.fresh(queue, now)
+    """Logs the dead letters of ``queue`` not logged before (``MAX_SCAN`` read at most), then keeps what waits as
+    seen. Raises what a read, peek or write raised (nothing kept: the next run logs them again)."""
+    seen = ports.cursors.get(queue) or DeadLetterCursor.fresh(queue, now)
     with ports.browser.open_dead_letters(queue) as receiver:
-        messages = receiver.peek(MAX_PER_QUEUE, cursor.last_sequence_number + 1)
-    new = [m for m in messages if int(m.sequence_number) > cursor.last_sequence_number]
-    for message in new:
-        _found(queue, message)
-    if new:
-        newest = max(int(m.sequence_number) for m in new)
-        update_conditionally(
-            read=lambda: ports.cursors.get(queue),
-            fresh=lambda: DeadLetterCursor.fresh(queue, now),
-            change=lambda base: (base.advanced(newest, now), None),
-            unchanged=lambda _current, base, updated: updated is base,
-            save=ports.cursors.save,
-            what=f"dead-letter cursor of {queue}",
-        )
+        messages, read_up_to = _waiting(receiver)
+    numbers = [int(m.sequence_number) for m in messages]
+    new = set(seen.new_of(numbers))
+    for message in messages:
+        if int(message.sequence_number) in new:
+            _found(queue, message)
+    update_conditionally(
+        read=lambda: ports.cursors.get(queue),
+        fresh=lambda: DeadLetterCursor.fresh(queue, now),
+        change=lambda base: (base.seeing(numbers, read_up_to, now), None),
+        unchanged=lambda _current, base, updated: updated is base,
+        save=ports.cursors.save,
+        what=f"dead letters seen in {queue}",
+    )
     return len(new)
 
 

@@ -1,9 +1,10 @@
 """Peeking a queue's dead-letter subqueue (``<queue>/$deadletterqueue``).
 
 The subqueue is a queue of its own to a receiver ("from an API and protocol perspective, the DLQ is mostly similar
-to any other queue": Microsoft Learn, *Service Bus dead-letter queues*): a message moved there is stored there, and
-takes a sequence number of the subqueue's, in the order messages arrive in it, whoever moved it (the app's
-dead-letter call, or the broker: ``MaxDeliveryCountExceeded``, ``TTLExpiredException``...). Its
+to any other queue": Microsoft Learn, *Service Bus dead-letter queues*): a message moved there, whoever moved it
+(the app's dead-letter call, or the broker: ``MaxDeliveryCountExceeded``, ``TTLExpiredException``...), keeps the
+sequence number it had on its queue (a number changes only when a scheduled message becomes active:
+MicrosoftDocs/azure-docs#97032), so a peek in number order may find one dead-lettered late before earlier ones. Its
 ``dead_letter_reason`` and ``dead_letter_error_description`` are the ``DeadLetterReason`` and
 ``DeadLetterErrorDescription`` properties the move set. A peek is the receiver's (``DeferredReceiver.peek``: from a
 sequence number on, without locking); the app's identity, Azure Service Bus Data Owner on the namespace, may

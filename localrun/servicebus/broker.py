@@ -101,7 +101,6 @@ class _Queue:
     ready: list[int] = field(default_factory=list)  # heap of sequence numbers that may be deliverable
     events: list[_Event] = field(default_factory=list)  # heap
     dead_letters: list[DeadLetteredMessage] = field(default_factory=list)
-    next_dead_letter_seq: int = 1  # the dead-letter subqueue's own sequence numbers, in the order messages arrive
     seen_ids: dict[str, datetime] = field(default_factory=dict)  # duplicate-detection history
     seen_order: deque[tuple[datetime, str]] = field(default_factory=deque)
     counters: QueueCounters = field(default_factory=QueueCounters)
@@ -305,7 +304,9 @@ class InProcessBroker:
 
     def peek_dead_letters(self, queue: str, max_count: int, from_sequence_number: int = 0) -> list[BrokerMessage]:
         """``peek`` on the queue's dead-letter subqueue (``<queue>/$deadletterqueue``), a queue of its own to a
-        receiver: each message numbered in it (``dead_letter_sequence_number``) in the order it arrived there,
+        receiver, in sequence-number order from ``from_sequence_number``: each message keeps the sequence number it
+        had on the queue (Service Bus changes a message's number only when a scheduled message becomes active:
+        MicrosoftDocs/azure-docs#97032), so one dead-lettered late may be numbered before those that came earlier;
         with the ``DeadLetterReason`` and ``DeadLetterErrorDescription`` its move set. Counted as a peek."""
         with self._mutex:
             q = self._queue(queue)
@@ -313,15 +314,15 @@ class InProcessBroker:
             q.counters.peeked += 1
             max_count = min(max_count, limits.MAX_PEEK_MESSAGES)
             found: list[BrokerMessage] = []
-            for dead in q.dead_letters:  # in arrival order: dead-letter sequence order
+            for dead in sorted(q.dead_letters, key=lambda d: d.sequence_number):
                 if len(found) >= max_count:
                     break
-                if dead.dead_letter_sequence_number >= from_sequence_number:
+                if dead.sequence_number >= from_sequence_number:
                     found.append(
                         BrokerMessage(
                             body=dead.body,
                             message_id=dead.message_id,
-                            sequence_number=dead.dead_letter_sequence_number,
+                            sequence_number=dead.sequence_number,
                             enqueued_time_utc=dead.dead_lettered_at,
                             delivery_count=dead.delivery_count,
                             state=MessageState.ACTIVE,
@@ -343,6 +344,16 @@ class InProcessBroker:
                 self._advance(q, now)
                 found.extend(q.dead_letters)
             return found
+
+    def take_dead_letter(self, queue: str, sequence_number: int) -> DeadLetteredMessage | None:
+        """An operator receives the dead letter numbered ``sequence_number`` from the subqueue and completes it
+        (to resubmit or discard it): it leaves the subqueue. None if it is not there."""
+        with self._mutex:
+            q = self._queue(queue)
+            for i, dead in enumerate(q.dead_letters):
+                if dead.sequence_number == sequence_number:
+                    return q.dead_letters.pop(i)
+            return None
 
     def counters(self, queue: str | None = None) -> QueueCounters:
         """A copy of one queue's counters, or their sum over all queues."""
@@ -641,10 +652,8 @@ class InProcessBroker:
                 delivery_count=rec.deliveries,
                 subject=rec.subject,
                 application_properties=dict(rec.application_properties),
-                dead_letter_sequence_number=q.next_dead_letter_seq,
             )
         )
-        q.next_dead_letter_seq += 1
 
     def _remove(self, q: _Queue, rec: _Stored) -> None:
         self._drop_lock(rec)

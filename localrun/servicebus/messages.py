@@ -151,8 +151,7 @@ class BrokerMessage:
 class DeadLetteredMessage:
     """A message in a queue's dead-letter sub-queue. ``reason`` is the service's code
     (``MaxDeliveryCountExceeded``, ``TTLExpiredException``) or the app's own; None if the app gave none.
-    ``sequence_number`` is the one it had on the queue; ``dead_letter_sequence_number`` the subqueue's, in the order
-    messages arrived there (what a peek of the subqueue sees)."""
+    ``sequence_number`` is the one it had on the queue, which it keeps in the subqueue."""
 
     queue: str
     sequence_number: int
@@ -164,7 +163,6 @@ class DeadLetteredMessage:
     delivery_count: int
     subject: str | None = None
     application_properties: Mapping[str, PropertyValue] = field(default_factory=dict)
-    dead_letter_sequence_number: int = 0
 
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")

@@ -1,5 +1,6 @@
 """The broker's dead-letter subqueue as a receiver peeks it (``<queue>/$deadletterqueue``): a queue of its own, its
-messages numbered in the order they arrived in it, whoever moved them (the app, or the broker itself:
+each message keeping the sequence number it had on the queue (peeked in that order, so one dead-lettered late may
+come first), whoever moved them (the app, or the broker itself:
 ``MaxDeliveryCountExceeded``, ``TTLExpiredException``), each with the ``DeadLetterReason`` and
 ``DeadLetterErrorDescription`` its move set (Microsoft Learn, *Service Bus dead-letter queues*). The dead-letter watch
 (``supervisor/dead_letters.py``) reads it so."""
@@ -21,13 +22,13 @@ def _broker(**policy: object) -> tuple[InProcessBroker, ManualClock]:
     return broker, clock
 
 
-def test_the_subqueue_numbers_its_messages_in_the_order_they_arrive_with_their_reason() -> None:
+def test_the_subqueue_keeps_each_message_s_number_and_peeks_in_that_order_with_their_reason() -> None:
     broker, clock = _broker(max_delivery_count=1, default_ttl=timedelta(minutes=5))
     for i in (1, 2, 3):
         broker.send("q", OutgoingMessage(body=f'{{"orderId": "o-{i}"}}', message_id=f"m-{i}"))
     first = broker.receive("q")
     assert first is not None and first.message_id == "m-1"
-    broker.actions.defer(first)  # waits on the queue: dead-lettered last, though numbered first there
+    broker.actions.defer(first)  # waits on the queue: dead-lettered last, numbered first
     second = broker.receive("q")
     assert second is not None and second.message_id == "m-2"
     broker.actions.deadletter(second, deadletter_reason="InvalidFields", deadletter_error_description="no amount")
@@ -39,16 +40,19 @@ def test_the_subqueue_numbers_its_messages_in_the_order_they_arrive_with_their_r
         assert main.receive_deferred([first.sequence_number]) == []
     with broker.deferred_store.open_dead_letters("q") as dead:
         peeked = dead.peek(10, 1)
-        assert [(m.message_id, m.sequence_number) for m in peeked] == [("m-2", 1), ("m-3", 2), ("m-1", 3)]
+        assert [(m.message_id, m.sequence_number) for m in peeked] == [("m-1", 1), ("m-2", 2), ("m-3", 3)]
         assert [m.dead_letter_reason for m in peeked] == [
+            "TTLExpiredException",
             "InvalidFields",
             "MaxDeliveryCountExceeded",
-            "TTLExpiredException",
         ]
-        assert peeked[0].dead_letter_error_description == "no amount"
-        assert [m.message_id for m in dead.peek(10, 3)] == ["m-1"]
+        assert peeked[1].dead_letter_error_description == "no amount"
+        assert [m.message_id for m in dead.peek(10, 3)] == ["m-3"]
         assert dead.peek(10, 4) == []
         assert last_sequence_number(dead) == 3
+    assert broker.take_dead_letter("q", 2) is not None
+    with broker.deferred_store.open_dead_letters("q") as dead:
+        assert [m.message_id for m in dead.peek(10, 1)] == ["m-1", "m-3"]
     with broker.deferred_store.open("q") as main:
         assert main.peek(10) == []  # not on the queue itself
 

@@ -1,6 +1,7 @@
 """The dead-letter watch (supervisor/dead_letters.py) logs each message that arrives in an app queue's dead-letter
-subqueue once (``DeadLetterFound``), the broker's own dead-letterings too, whatever waits there already; its cursor,
-a Cosmos document per queue written conditionally, survives a restart and never moves back under two runs at once.
+subqueue once (``DeadLetterFound``), the broker's own dead-letterings too, whatever waits there already, also one
+numbered below those logged before it (a dead-lettered message keeps its queue's number); what it has seen, a Cosmos
+document per queue written conditionally, survives a restart and a lost race.
 
 Red team (dlq-alerts): the dead-letter alert was a metric alert on ``DeadletteredMessages``, the messages WAITING in
 dead-letter queues: stateful, it stayed fired while an old dead letter waited and a new one (above all one the
@@ -119,11 +120,11 @@ def test_the_watch_runs_at_most_once_an_interval_per_process(
 
 
 class _RacedCursors:
-    """Cosmos cursors whose first write of a queue's cursor meets another instance's run, which read further
-    (to ``further``) and wrote first."""
+    """Cosmos documents whose first write of a queue's meets another instance's run, which saw ``other_saw``
+    waiting and wrote first."""
 
-    def __init__(self, inner: CosmosDeadLetterCursors, clock: ManualClock, further: int) -> None:
-        self._inner, self._clock, self._further, self.raced = inner, clock, further, False
+    def __init__(self, inner: CosmosDeadLetterCursors, clock: ManualClock, other_saw: list[int]) -> None:
+        self._inner, self._clock, self._other_saw, self.raced = inner, clock, other_saw, False
 
     def get(self, queue: str) -> DeadLetterCursor | None:
         return self._inner.get(queue)
@@ -133,31 +134,76 @@ class _RacedCursors:
             self.raced = True
             current = self._inner.get(doc.queue)
             other = current or DeadLetterCursor.fresh(doc.queue, self._clock.now())
-            self._inner.save(other.advanced(self._further, self._clock.now()))
+            self._inner.save(other.seeing(self._other_saw, None, self._clock.now()))
         return self._inner.save(doc)
 
 
-def test_two_runs_at_once_never_move_the_cursor_back(
+def test_a_run_that_lost_a_race_writes_what_it_saw_and_nothing_is_logged_again(
     make_ctx: MakeContext, cosmos_db: Any, broker: InProcessBroker, clock: ManualClock, caplog: Any
 ) -> None:
     caplog.set_level(logging.INFO)
     cursors = CosmosDeadLetterCursors(cosmos_db.get_container_client(STATE_CONTAINER))
+    for i in range(4):
+        _app_dead_letters(broker, ORDERS_QUEUE, f"m-{i}")
+    raced = _RacedCursors(cursors, clock, other_saw=[1, 2, 3])
+    ctx = _with_ports(make_ctx, DeadLetterWatchPorts(broker.deferred_store, raced))
+    assert watch_dead_letters(ctx, (ORDERS_QUEUE,)) == 4
+    seen = cursors.get(ORDERS_QUEUE)
+    assert raced.raced and seen is not None and seen.new_of([1, 2, 3, 4]) == []  # its own view, read again
+    _found(caplog)
+    _app_dead_letters(broker, ORDERS_QUEUE, "m-4")
+    clock.advance(WATCH_INTERVAL)
+    assert watch_dead_letters(ctx, (ORDERS_QUEUE,)) == 1
+    assert [f["messageId"] for f in _found(caplog)] == ["m-4"]
+
+
+def test_a_message_dead_lettered_after_others_with_a_lower_number_is_logged(
+    make_ctx: MakeContext, cosmos_db: Any, broker: InProcessBroker, clock: ManualClock, caplog: Any
+) -> None:
+    """A cursor past the newest number logged missed it: the broker dead-letters a message after its last
+    delivery, and it keeps the number it had on the queue, below the app's dead letters made meanwhile."""
+    caplog.set_level(logging.INFO)
+    ctx = _with_ports(make_ctx, _ports(broker, cosmos_db))
+    broker.send(ORDERS_QUEUE, OutgoingMessage(body='{"orderId": "ord-1"}', message_id="slow-1"))
+    first = broker.receive(ORDERS_QUEUE)
+    assert first is not None and first.message_id == "slow-1"
+    broker.actions.abandon(first)  # its first delivery failed
+    last = broker.receive(ORDERS_QUEUE)  # its last delivery, locked while another message comes and goes
+    assert last is not None and last.message_id == "slow-1"
+    _app_dead_letters(broker, ORDERS_QUEUE, "bad-2")
+    assert watch_dead_letters(ctx) == 1
+    assert [(f["messageId"], f["sequenceNumber"]) for f in _found(caplog)] == [("bad-2", 2)]
+    broker.actions.abandon(last)  # the broker dead-letters it, numbered 1
+    clock.advance(WATCH_INTERVAL)
+    assert watch_dead_letters(ctx) == 1
+    [late] = _found(caplog)
+    assert (late["messageId"], late["sequenceNumber"], late["reason"]) == ("slow-1", 1, "MaxDeliveryCountExceeded")
+
+
+def test_a_subqueue_over_the_scan_is_watched_over_its_lowest_numbers_and_nothing_beyond_is_logged_twice(
+    make_ctx: MakeContext, cosmos_db: Any, broker: InProcessBroker, clock: ManualClock, caplog: Any, monkeypatch: Any
+) -> None:
+    import supervisor.dead_letters as watch
+
+    monkeypatch.setattr(watch, "MAX_SCAN", 5)
+    monkeypatch.setattr(watch, "PEEK_BATCH", 2)
+    caplog.set_level(logging.INFO)
+    cursors = CosmosDeadLetterCursors(cosmos_db.get_container_client(STATE_CONTAINER))
+    ctx = _with_ports(make_ctx, DeadLetterWatchPorts(broker.deferred_store, cursors))
     for i in range(3):
         _app_dead_letters(broker, ORDERS_QUEUE, f"m-{i}")
-    raced = _RacedCursors(cursors, clock, further=3)
-    ctx = _with_ports(make_ctx, DeadLetterWatchPorts(broker.deferred_store, raced))
-    _app_dead_letters(broker, ORDERS_QUEUE, "m-3")
-    assert watch_dead_letters(ctx, (ORDERS_QUEUE,)) == 4
-    cursor = cursors.get(ORDERS_QUEUE)
-    assert raced.raced and cursor is not None and cursor.last_sequence_number == 4
-    # the other run wrote 3 first; this one read to 4 and, having lost the race, wrote 4 over it: never 3 again
-    raced2 = _RacedCursors(cursors, clock, further=9)
-    _app_dead_letters(broker, ORDERS_QUEUE, "m-4")
-    ctx = _with_ports(make_ctx, DeadLetterWatchPorts(broker.deferred_store, raced2))
+    assert watch_dead_letters(ctx, (ORDERS_QUEUE,)) == 3
+    for i in range(3, 8):
+        _app_dead_letters(broker, ORDERS_QUEUE, f"m-{i}")
+    clock.advance(WATCH_INTERVAL)
+    assert watch_dead_letters(ctx, (ORDERS_QUEUE,)) == 2  # 4 and 5: the scan ends at 5
+    # an operator takes the oldest three away: 6 to 8 come into the scan and are logged, 4 and 5 not again
+    for dead in broker.dead_letters(ORDERS_QUEUE)[:3]:
+        assert broker.take_dead_letter(ORDERS_QUEUE, dead.sequence_number) is not None
     _found(caplog)
-    assert watch_dead_letters(ctx, (ORDERS_QUEUE,)) == 1
-    cursor = cursors.get(ORDERS_QUEUE)
-    assert cursor is not None and cursor.last_sequence_number == 9  # the other run read further: kept
+    clock.advance(WATCH_INTERVAL)
+    assert watch_dead_letters(ctx, (ORDERS_QUEUE,)) == 3
+    assert [f["sequenceNumber"] for f in _found(caplog)] == [6, 7, 8]
 
 
 def test_outside_text_is_cleaned_and_a_body_gives_only_its_order(
