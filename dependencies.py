@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from adapters.cosmos.health_store import HealthStore
     from adapters.cosmos.ops_queries import OpsQueries
     from adapters.servicebus.deferred import DeferredMessageStore
+    from supervisor.dead_letters import DeadLetterWatchPorts
 
 
 class CachedCounts:
@@ -87,6 +88,8 @@ class AppContext:
     # domain.deferral.DeferredEntry.retry_token): the operating system's randomness. The local runner
     # gives a seeded generator instead, for a run its seed reproduces.
     unguessable: random.Random = field(default_factory=random.SystemRandom)
+    # The app queues' dead-letter subqueues and the watch's cursors (supervisor/dead_letters.py); None: not watched.
+    dead_letters: DeadLetterWatchPorts | None = None
     counts: CachedCounts = field(init=False)
     # What this process last saw of each dependency's health (the agents' gate reads it first).
     recent_health: RecentHealth = field(init=False)
@@ -98,10 +101,12 @@ class AppContext:
 
     def forget_process_memory(self) -> None:
         """Empties what this process keeps between invocations (the cached counts, the dependency
-        health it last saw): what a new process starts with. The local runner's host restart keeps the
-        Python objects, so it calls this."""
+        health it last saw, when it last watched the dead letters): what a new process starts with. The local
+        runner's host restart keeps the Python objects, so it calls this."""
         self.counts.clear()
         self.recent_health.forget_all()
+        if self.dead_letters is not None:
+            self.dead_letters.state.last_run = None
 
 
 _context: AppContext | None = None
@@ -142,6 +147,7 @@ def build_from_settings(settings: Settings) -> AppContext:
     """Production wiring: Cosmos DB and Service Bus with the managed identity (or the emulators'
     local credentials when the settings carry them)."""
     from adapters.cosmos.client import container, create_client
+    from adapters.cosmos.dead_letter_store import CosmosDeadLetterCursors
     from adapters.cosmos.deferral_store import CosmosDeferralLog
     from adapters.cosmos.health_store import CosmosHealthStore
     from adapters.cosmos.ops_queries import CosmosOpsQueries
@@ -149,9 +155,11 @@ def build_from_settings(settings: Settings) -> AppContext:
     from adapters.cosmos.state_store import CosmosStateStore
     from adapters.remote.services import remote_services
     from adapters.servicebus.client import create_sdk_client
+    from adapters.servicebus.dead_letters import SdkDeadLetterBrowser
     from adapters.servicebus.deferred_sdk import SdkDeferredStore
     from adapters.servicebus.sender import SdkMessageSender
     from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
+    from supervisor.dead_letters import DeadLetterWatchPorts
 
     clock = SystemClock()
     cosmos = create_client(settings)
@@ -167,4 +175,8 @@ def build_from_settings(settings: Settings) -> AppContext:
         deferrals=CosmosDeferralLog(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
         ops=CosmosOpsQueries(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
         health=CosmosHealthStore(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
+        dead_letters=DeadLetterWatchPorts(
+            SdkDeadLetterBrowser(service_bus),
+            CosmosDeadLetterCursors(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
+        ),
     )

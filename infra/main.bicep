@@ -301,8 +301,6 @@ module alerts './modules/alerts.bicep' = {
     location: location
     tags: tags
     alertEmail: alertEmail
-    serviceBusNamespaceId: serviceBus.outputs.id
-    operatorAlertsQueueName: serviceBus.outputs.operatorAlertsQueueName
     logAnalyticsWorkspaceId: logAnalytics.outputs.resourceId
   }
 }

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from adapters.cosmos.client import ensure_database
+from adapters.cosmos.dead_letter_store import CosmosDeadLetterCursors
 from adapters.cosmos.deferral_store import CosmosDeferralLog
 from adapters.cosmos.health_store import CosmosHealthStore
 from adapters.cosmos.ops_queries import CosmosOpsQueries
@@ -35,6 +36,7 @@ from contracts.parsing import named_order_id
 from contracts.store_retry import ROUND_PROPERTY as STORE_RETRY_ROUND
 from dependencies import AppContext, use_context
 from domain.circuit import partition_key as health_partition
+from domain.dead_letters import partition_key as dead_letter_partition
 from domain.states import TERMINAL_STATES, ProcessState
 from domain.workflow import AGENTS
 from localrun import hostile, orderless
@@ -62,6 +64,7 @@ from localrun.stale_reads import StaleReads
 from localrun.virtual_time import TaskScheduler
 from localrun.workload import Workload, make_workload
 from settings import Settings
+from supervisor.dead_letters import DeadLetterWatchPorts
 
 START = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
 Drive = Callable[[LocalHost, datetime, Callable[[], bool], Callable[[], datetime | None], Callable[[], None]], None]
@@ -299,6 +302,20 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 stale=stale,
                 document=lambda dependency: (("health", dependency), ("state", health_partition(dependency))),
                 subject=lambda doc: str(doc.dependency),
+            ),
+            # The queues' dead-letter subqueues (the broker's) and the watch's cursors, with the same Cosmos faults.
+            dead_letters=DeadLetterWatchPorts(
+                broker.deferred_store,
+                CountedStore(
+                    CosmosDeadLetterCursors(database.get_container_client(STATE_CONTAINER)),
+                    faults,
+                    audit,
+                    reads=frozenset({"get"}),
+                    writes=frozenset({"save"}),
+                    stale=stale,
+                    document=lambda queue: (("deadletters", queue), ("state", dead_letter_partition(queue))),
+                    subject=lambda doc: str(doc.queue),
+                ),
             ),
             rng=random.Random(seeds.getrandbits(64)),
             # its own generator, from the seed alone: the other streams are drawn as before

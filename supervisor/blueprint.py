@@ -12,6 +12,7 @@ from dependencies import get_context_async
 from observability.events import app_event
 from supervisor.backend_wait import read_statuses
 from supervisor.compensation_rounds import start_compensations
+from supervisor.dead_letters import watch_dead_letters
 from supervisor.run import find_due, held_instances, run_supervisor
 from supervisor.scan import ScanState
 from supervisor.terminate import terminate_expired
@@ -36,3 +37,5 @@ async def supervisor(timer: func.TimerRequest, client: df.DurableOrchestrationCl
     report = await asyncio.to_thread(run_supervisor, ctx, SCAN_STATE, due, statuses)
     await terminate_expired(durable, report.to_terminate)
     await start_compensations(durable, report.compensations)
+    # last: the rounds are started whatever the watch meets (it never raises; a queue it cannot read is logged)
+    await asyncio.to_thread(watch_dead_letters, ctx)

@@ -47,7 +47,7 @@ class SupervisorReport:
     left_to_backend: int = 0
 
 
-def _phase_failed(what: str, exc: Exception, **fields: Any) -> None:
+def phase_failed(what: str, exc: Exception, **fields: Any) -> None:
     app_event(
         "SupervisorPhaseFailed",
         f"{what} failed, left for the next run: {carriable(f'{type(exc).__name__}: {exc}')[:500]}",
@@ -63,7 +63,7 @@ def _isolated(what: str, phase: Callable[[], int]) -> int:
     try:
         return phase()
     except Exception as exc:
-        _phase_failed(what, exc)
+        phase_failed(what, exc)
         return 0
 
 
@@ -82,7 +82,7 @@ def find_due(ctx: AppContext, state: ScanState) -> Due:
     try:
         scan = scan_expired(ctx.states, state, ctx.settings, ctx.clock.now())
     except Exception as exc:  # the scan drops its cursor; the compensation claims still run
-        _phase_failed("scan of expired attempts", exc)
+        phase_failed("scan of expired attempts", exc)
         scan = ScanResult([], 0.0, 0, False, False, False, interrupted=True)
     try:
         rounds: Page | None = due_compensations(ctx)
@@ -128,7 +128,7 @@ def run_supervisor(
             continue
         except Exception as exc:  # isolation: one record never stops the run for the others
             failed += 1
-            _phase_failed(f"order {record.order_id}: recovery", exc, orderId=record.order_id)
+            phase_failed(f"order {record.order_id}: recovery", exc, orderId=record.order_id)
             continue
         counts[result.action] += 1
         if result.expired_instance is not None:
@@ -141,7 +141,7 @@ def run_supervisor(
         app_event("SupervisorRecoveryFailed", f"compensation claims skipped, store unavailable: {exc}", logging.WARNING)
         claims = CompensationClaims([], [], 0)
     except Exception as exc:
-        _phase_failed("compensation claims", exc)
+        phase_failed("compensation claims", exc)
         claims = CompensationClaims([], [], 0)
     to_terminate.extend(claims.stale_instances)
     # The rounds claimed above are started by the trigger once this returns: nothing after this

@@ -1,20 +1,26 @@
-// Operator alerting: one action group (email) and five alert rules.
-// - an OperatorAlert message arrived on the operator-alerts queue (Service Bus metric);
+// Operator alerting: one action group (email) and five log search alert rules.
+// - the app raised an OperatorAlert (log search on its OperatorAlert events, notifications/alerts.py: one per alert).
+//   Not the operator-alerts queue's IncomingMessages metric: one time series, so a steady stream of alerts kept its
+//   stateful alert fired and the operator had one email for all of them;
 // - an order moved to Error or CompensationFailed (log search on the app's StateTransition
 //   events: observability/events.py logs them with customDimensions event/toState);
 // - the supervisor is failing: a phase of a run failed (SupervisorPhaseFailed, supervisor/run.py) or a
 //   state document that does not map was skipped (UnmappedDocument, adapters/cosmos/state_store.py):
 //   both let the run go on, so without this rule they would only be log lines;
-// - any queue dead-lettered a message (Service Bus metric);
+// - a message arrived in an app queue's dead-letter subqueue (log search on the supervisor's DeadLetterFound events,
+//   supervisor/dead_letters.py: one per dead letter, the broker's too). Not the DeadletteredMessages metric: it counts
+//   the messages WAITING there, so its stateful alert stayed fired while an old dead letter waited and a new one paged
+//   nobody;
 // - an operator alert the alert courier gave up on, or one neither sent nor handed to it that no redelivery
 //   raises again (AlertUndelivered, notifications/alerts.py), or the
 //   StatusUndelivered alert of a final status given up whose own send failed (AlertSendFailed): neither
-//   reached operator-alerts, so the first rule cannot see them.
-// The three log search rules are stateful (autoMitigate unset: true): an alert fires once, then nothing it sees
+//   reached operator-alerts.
+// The log search rules are stateful (autoMitigate unset: true): an alert fires once, then nothing it sees
 // pages again until its condition has been unmet for three evaluations (two at PT15M; Microsoft Learn, Azure Monitor
-// alerts overview, "Alerts and state"). Each is split by dimensions (orderId, and the alert kind or the phase), so
-// each is one alert per order: a second order failing while the first's alert is fired pages too, and one order's
-// repeated events page once (tests/observability/test_alert_rules_page_each_order.py). Stateful log alerts fire at
+// alerts overview, "Alerts and state"). Each is split by dimensions (orderId, and the alert kind or the phase; an
+// operator alert's id; a dead letter's queue and sequence number), so each is one alert per order (per operator alert,
+// per dead letter): a second order failing while
+// the first's alert is fired pages too, and one order's repeated events page once (tests/observability/test_alert_rules_page_each_order.py). Stateful log alerts fire at
 // most 300 alerts per evaluation, and an action group sends at most 100 emails an hour to one address: a mass failure
 // shows every order in the portal's alert list, not every one by email.
 
@@ -27,8 +33,6 @@ param tags object
 @description('Receiver of the alerts; empty: the action group has no receivers.')
 param alertEmail string
 
-param serviceBusNamespaceId string
-param operatorAlertsQueueName string
 param logAnalyticsWorkspaceId string
 
 var operatorEmail = [
@@ -51,91 +55,124 @@ resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = {
   }
 }
 
-resource operatorAlertQueued 'Microsoft.Insights/metricAlerts@2018-03-01' = {
-  name: 'ma-operator-alert-${namePrefix}'
-  location: 'global'
+resource operatorAlertRaised 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'sqr-operator-alert-${namePrefix}'
+  location: location
   tags: tags
+  kind: 'LogAlert'
   properties: {
-    description: 'An OperatorAlert was sent to the operator-alerts queue: an order needs a person.'
+    displayName: 'Operator alert raised'
+    description: 'The app raised an OperatorAlert (sent to the operator-alerts queue, or handed to the alert courier when the send failed): an order, or a dependency, needs a person. Read the alertKind, orderId and alertId fields of the event and the message on operator-alerts.'
     severity: 1
     enabled: true
-    scopes: [
-      serviceBusNamespaceId
-    ]
-    evaluationFrequency: 'PT1M'
+    evaluationFrequency: 'PT5M'
     windowSize: 'PT5M'
+    // As ordersFailed: AppTraces may not exist yet when this is created.
+    skipQueryValidation: true
+    scopes: [
+      logAnalyticsWorkspaceId
+    ]
     criteria: {
-      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
       allOf: [
         {
-          criterionType: 'StaticThresholdCriterion'
-          name: 'OperatorAlertsIncoming'
-          metricNamespace: 'Microsoft.ServiceBus/namespaces'
-          metricName: 'IncomingMessages'
+          // one alert per operator alert (its id: its kind, order and discriminator), not one for the queue: a steady
+          // stream of alerts pages each; the same alert raised again (a redelivery) pages once
+          query: 'AppTraces | where tostring(Properties.event) == "OperatorAlert" | extend alertKind = tostring(Properties.alertKind), orderId = coalesce(tostring(Properties.orderId), "-"), alertId = tostring(Properties.alertId)'
           dimensions: [
             {
-              name: 'EntityName'
+              name: 'alertKind'
               operator: 'Include'
               values: [
-                operatorAlertsQueueName
+                '*'
               ]
             }
-          ]
-          operator: 'GreaterThan'
-          threshold: 0
-          timeAggregation: 'Total'
-        }
-      ]
-    }
-    actions: [
-      {
-        actionGroupId: actionGroup.id
-      }
-    ]
-  }
-}
-
-resource deadLettered 'Microsoft.Insights/metricAlerts@2018-03-01' = {
-  name: 'ma-dead-lettered-${namePrefix}'
-  location: 'global'
-  tags: tags
-  properties: {
-    description: 'A queue holds dead-lettered messages: read the DeadLetterReason of each and resubmit or discard.'
-    severity: 2
-    enabled: true
-    scopes: [
-      serviceBusNamespaceId
-    ]
-    evaluationFrequency: 'PT5M'
-    windowSize: 'PT15M'
-    criteria: {
-      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
-      allOf: [
-        {
-          criterionType: 'StaticThresholdCriterion'
-          name: 'DeadletteredMessages'
-          metricNamespace: 'Microsoft.ServiceBus/namespaces'
-          metricName: 'DeadletteredMessages'
-          dimensions: [
             {
-              name: 'EntityName'
+              name: 'orderId'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+            {
+              name: 'alertId'
               operator: 'Include'
               values: [
                 '*'
               ]
             }
           ]
+          timeAggregation: 'Count'
           operator: 'GreaterThan'
           threshold: 0
-          timeAggregation: 'Maximum'
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
         }
       ]
     }
-    actions: [
-      {
-        actionGroupId: actionGroup.id
-      }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+    }
+  }
+}
+
+resource deadLettersFound 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'sqr-dead-letters-found-${namePrefix}'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'New dead letter on an app queue'
+    description: 'A message arrived in an app queue\'s dead-letter subqueue (DeadLetterFound, supervisor/dead_letters.py: the app\'s own dead-lettering or the broker\'s, MaxDeliveryCountExceeded or TTLExpiredException). Read the queue, sequenceNumber, reason, description and orderId fields of the event, then the message in <queue>/$deadletterqueue: resubmit or discard it.'
+    severity: 2
+    enabled: true
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT5M'
+    // As ordersFailed: AppTraces may not exist yet when this is created.
+    skipQueryValidation: true
+    scopes: [
+      logAnalyticsWorkspaceId
     ]
+    criteria: {
+      allOf: [
+        {
+          // one alert per dead letter (its queue and its sequence number in the subqueue), whatever waits there
+          // already: a watch that logs one twice (a run that died before it moved its cursor) pages once
+          query: 'AppTraces | where tostring(Properties.event) == "DeadLetterFound" | extend queue = tostring(Properties.queue), sequenceNumber = tostring(Properties.sequenceNumber)'
+          dimensions: [
+            {
+              name: 'queue'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+            {
+              name: 'sequenceNumber'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          timeAggregation: 'Count'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+    }
   }
 }
 

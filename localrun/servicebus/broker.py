@@ -302,6 +302,38 @@ class InProcessBroker:
                     found.append(self._snapshot(rec, locked=False))
             return found
 
+    def peek_dead_letters(self, queue: str, max_count: int, from_sequence_number: int = 0) -> list[BrokerMessage]:
+        """``peek`` on the queue's dead-letter subqueue (``<queue>/$deadletterqueue``), a queue of its own to a
+        receiver, in sequence-number order from ``from_sequence_number``: each message keeps the sequence number it
+        had on the queue (Service Bus changes a message's number only when a scheduled message becomes active:
+        MicrosoftDocs/azure-docs#97032), so one dead-lettered late may be numbered before those that came earlier;
+        with the ``DeadLetterReason`` and ``DeadLetterErrorDescription`` its move set. Counted as a peek."""
+        with self._mutex:
+            q = self._queue(queue)
+            self._advance(q, self._now())
+            q.counters.peeked += 1
+            max_count = min(max_count, limits.MAX_PEEK_MESSAGES)
+            found: list[BrokerMessage] = []
+            for dead in sorted(q.dead_letters, key=lambda d: d.sequence_number):
+                if len(found) >= max_count:
+                    break
+                if dead.sequence_number >= from_sequence_number:
+                    found.append(
+                        BrokerMessage(
+                            body=dead.body,
+                            message_id=dead.message_id,
+                            sequence_number=dead.sequence_number,
+                            enqueued_time_utc=dead.dead_lettered_at,
+                            delivery_count=dead.delivery_count,
+                            state=MessageState.ACTIVE,
+                            subject=dead.subject,
+                            application_properties=dead.application_properties,
+                            dead_letter_reason=dead.reason,
+                            dead_letter_error_description=dead.description,
+                        )
+                    )
+            return found
+
     def dead_letters(self, queue: str | None = None) -> list[DeadLetteredMessage]:
         """The dead-letter queue of one queue, or of all queues (in declaration order)."""
         with self._mutex:
@@ -312,6 +344,16 @@ class InProcessBroker:
                 self._advance(q, now)
                 found.extend(q.dead_letters)
             return found
+
+    def take_dead_letter(self, queue: str, sequence_number: int) -> DeadLetteredMessage | None:
+        """An operator receives the dead letter numbered ``sequence_number`` from the subqueue and completes it
+        (to resubmit or discard it): it leaves the subqueue. None if it is not there."""
+        with self._mutex:
+            q = self._queue(queue)
+            for i, dead in enumerate(q.dead_letters):
+                if dead.sequence_number == sequence_number:
+                    return q.dead_letters.pop(i)
+            return None
 
     def counters(self, queue: str | None = None) -> QueueCounters:
         """A copy of one queue's counters, or their sum over all queues."""

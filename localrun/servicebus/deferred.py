@@ -75,6 +75,24 @@ class BrokerDeferredReceiver:
             raise ReceiverClosed(f"the receiver on {self._queue!r} died with the host")
 
 
+class BrokerDeadLetterPeeker:
+    """A receiver on a queue's dead-letter subqueue, for peeks only (``adapters.servicebus.dead_letters``)."""
+
+    def __init__(self, broker: InProcessBroker, queue: str, generation: int) -> None:
+        self._broker = broker
+        self._queue = queue
+        self._generation = generation
+        self._closed = False
+
+    def peek(self, max_count: int, from_sequence_number: int = 0) -> list[BrokerMessage]:
+        if self._closed or not self._broker._is_current(self._generation):
+            raise ReceiverClosed(f"the dead-letter receiver on {self._queue!r} is closed")
+        return self._broker.peek_dead_letters(self._queue, max_count, from_sequence_number)
+
+    def close(self) -> None:
+        self._closed = True
+
+
 class BrokerDeferredStore:
     def __init__(self, broker: InProcessBroker) -> None:
         self._broker = broker
@@ -88,3 +106,13 @@ class BrokerDeferredStore:
             yield receiver
         finally:
             receiver.close()
+
+    @contextmanager
+    def open_dead_letters(self, queue: str) -> Iterator[BrokerDeadLetterPeeker]:
+        """A receiver on ``queue``'s dead-letter subqueue (``QueueNotFound`` if the queue is not declared)."""
+        _, generation = self._broker._open_receiver(queue)
+        peeker = BrokerDeadLetterPeeker(self._broker, queue, generation)
+        try:
+            yield peeker
+        finally:
+            peeker.close()

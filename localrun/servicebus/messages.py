@@ -150,7 +150,8 @@ class BrokerMessage:
 @dataclass(frozen=True)
 class DeadLetteredMessage:
     """A message in a queue's dead-letter sub-queue. ``reason`` is the service's code
-    (``MaxDeliveryCountExceeded``, ``TTLExpiredException``) or the app's own; None if the app gave none."""
+    (``MaxDeliveryCountExceeded``, ``TTLExpiredException``) or the app's own; None if the app gave none.
+    ``sequence_number`` is the one it had on the queue, which it keeps in the subqueue."""
 
     queue: str
     sequence_number: int

@@ -30,7 +30,8 @@ COSMOS_DATA_CONTRIBUTOR = "00000000-0000-0000-0000-000000000002"
 # Insights, and on Service Bus send + receive (a local `func start`), or, for the app identity,
 # Data Owner: the Service Bus trigger's scale decisions read queue runtime properties, which
 # Microsoft's identity-connection guidance for the trigger grants with Data Owner (it includes
-# send and receive).
+# send and receive). Receive (Listen) on the namespace covers every entity's subqueues too: the dead-letter watch's
+# peeks of each app queue's $DeadLetterQueue (supervisor/dead_letters.py) need no other role.
 STORAGE_AND_TELEMETRY = {
     ("storageAccount", "storageBlobDataOwner"),
     ("storageAccount", "storageQueueDataContributor"),

@@ -1,0 +1,146 @@
+"""The dead-letter watch: one ``DeadLetterFound`` event per message that arrives in an app queue's dead-letter
+subqueue, whoever moved it there, for the ``deadLettersFound`` log alert rule (infra/modules/alerts.bicep), which
+pages once per dead letter (its dimensions: queue and sequence number).
+
+Service Bus's ``DeadletteredMessages`` metric counts the messages WAITING in dead-letter queues: a metric alert on
+it is stateful, so while an old dead letter waits (operators often leave them for days) it stays fired and a new one
+pages nobody. Above all one the broker moved (``MaxDeliveryCountExceeded``, ``TTLExpiredException``), which the app
+never logs: it did not dead-letter it. The supervisor's timer runs the watch (``watch_dead_letters``) at most once
+every ``WATCH_INTERVAL`` per process: each queue's subqueue is peeked from its first message, ``PEEK_BATCH`` at a
+time, up to ``MAX_SCAN`` messages; those not seen waiting at the last read (``domain/dead_letters.py``: a document
+per queue, written conditionally, so it survives restarts) are logged, then what waits now is kept as seen.
+
+Not a cursor past the newest number logged: a dead-lettered message keeps the sequence number it had on its queue,
+so the broker's dead-lettering of a message after its last delivery, or of a deferred message that expired, numbers
+it below messages dead-lettered before it, and a cursor would never log it. A run that dies between logging and
+writing, or two runs at once (the later write keeps its own view), log a dead letter twice: the rule's dimensions
+make that one alert (a page missed is worse than a line logged twice). A subqueue holding more than ``MAX_SCAN``
+messages is watched over its lowest ``MAX_SCAN`` numbers (docs/observability.md). Nothing of a body is logged but
+the order it names; the message id, reason and description (anyone with Listen on the queue may set them) are made
+carriable.
+
+A queue deleted and created again numbers its messages from 1 again: a number seen on the old queue and not waiting
+any more is forgotten at the first read, so only numbers still recorded as waiting when it was deleted are missed
+(docs/deploy.md)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from adapters.cosmos.documents import update_conditionally
+from contracts.names import APP_QUEUES
+from contracts.parsing import named_order_id
+from domain.dead_letters import DeadLetterCursor
+from domain.text import carriable, one_line
+from observability.events import app_event
+from supervisor.run import phase_failed
+
+if TYPE_CHECKING:
+    from adapters.cosmos.dead_letter_store import DeadLetterCursors
+    from adapters.servicebus.browse import Peeker
+    from adapters.servicebus.dead_letters import DeadLetterBrowser
+    from dependencies import AppContext
+
+WATCH_INTERVAL = timedelta(minutes=2)  # the rule evaluates every 5 minutes
+PEEK_BATCH = 100  # messages per peek
+MAX_SCAN = 1000  # messages read per queue and run (ten peeks at most)
+
+
+@dataclass
+class WatchState:
+    """Per process: when the watch last ran (lost on restart: the next run watches at once)."""
+
+    last_run: datetime | None = None
+
+    def due(self, now: datetime) -> bool:
+        """Whether ``WATCH_INTERVAL`` has passed since the last run (a clock set back: at once)."""
+        return self.last_run is None or not timedelta(0) <= now - self.last_run < WATCH_INTERVAL
+
+
+@dataclass(frozen=True)
+class DeadLetterWatchPorts:
+    """What the watch reads: the queues' dead-letter subqueues and its cursors; and when this process last watched
+    (``AppContext.forget_process_memory`` forgets it)."""
+
+    browser: DeadLetterBrowser
+    cursors: DeadLetterCursors
+    state: WatchState = field(default_factory=WatchState)
+
+
+def _text(value: Any, limit: int) -> str | None:
+    return None if value is None else one_line(carriable(str(value)))[:limit]
+
+
+def _found(queue: str, message: Any) -> None:
+    reason = _text(message.dead_letter_reason, 128)
+    description = _text(message.dead_letter_error_description, 300)
+    seq = int(message.sequence_number)
+    app_event(
+        "DeadLetterFound",
+        f"{queue}: dead letter #{seq} ({reason or 'no reason'}): {description or ''}",
+        logging.WARNING,
+        queue=queue,
+        sequenceNumber=seq,
+        messageId=_text(message.message_id, 128),
+        reason=reason,
+        description=description,
+        orderId=named_order_id(bytes(message.body)),
+        deliveryCount=int(message.delivery_count),
+    )
+
+
+def _waiting(receiver: Peeker) -> tuple[list[Any], int | None]:
+    """The subqueue's messages from its first, up to ``MAX_SCAN``, and the sequence number read up to when it holds
+    more (None: all of it was read)."""
+    messages: list[Any] = []
+    start = 1
+    while len(messages) < MAX_SCAN:
+        page = receiver.peek(min(PEEK_BATCH, MAX_SCAN - len(messages)), start)
+        messages.extend(page)
+        if not page:
+            return messages, None
+        start = max(int(m.sequence_number) for m in page) + 1
+    return messages, start - 1
+
+
+def watch_queue(ports: DeadLetterWatchPorts, queue: str, now: datetime) -> int:
+    """Logs the dead letters of ``queue`` not logged before (``MAX_SCAN`` read at most), then keeps what waits as
+    seen. Raises what a read, peek or write raised (nothing kept: the next run logs them again)."""
+    seen = ports.cursors.get(queue) or DeadLetterCursor.fresh(queue, now)
+    with ports.browser.open_dead_letters(queue) as receiver:
+        messages, read_up_to = _waiting(receiver)
+    numbers = [int(m.sequence_number) for m in messages]
+    new = set(seen.new_of(numbers))
+    for message in messages:
+        if int(message.sequence_number) in new:
+            _found(queue, message)
+    update_conditionally(
+        read=lambda: ports.cursors.get(queue),
+        fresh=lambda: DeadLetterCursor.fresh(queue, now),
+        change=lambda base: (base.seeing(numbers, read_up_to, now), None),
+        unchanged=lambda _current, base, updated: updated is base,
+        save=ports.cursors.save,
+        what=f"dead letters seen in {queue}",
+    )
+    return len(new)
+
+
+def watch_dead_letters(ctx: AppContext, queues: tuple[str, ...] = APP_QUEUES) -> int:
+    """The dead letters logged, every app queue watched (``watch_queue``), if ``WATCH_INTERVAL`` has passed since
+    this process last watched. Never raises: a queue that fails is a ``SupervisorPhaseFailed`` (the supervisorFailing
+    rule pages it), the others are watched."""
+    ports = ctx.dead_letters
+    now = ctx.clock.now()
+    if ports is None or not ports.state.due(now):
+        return 0
+    ports.state.last_run = now
+    found = 0
+    for queue in queues:
+        try:
+            found += watch_queue(ports, queue, now)
+        except Exception as exc:
+            phase_failed(f"dead-letter watch of {queue}", exc)
+    return found

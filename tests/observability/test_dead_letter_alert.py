@@ -1,0 +1,136 @@
+"""Does a new dead letter page an operator while older ones wait? The ``deadLettersFound`` log alert rule
+(infra/modules/alerts.bicep) run as Azure Monitor runs it (tests/infra/log_alerts.py) on the rows Application
+Insights stores for the dead-letter watch's ``DeadLetterFound`` events (supervisor/dead_letters.py, through the real
+exporter: tests/observability/exported.py).
+
+Red team (dlq-alerts): the rule was a metric alert on Service Bus's ``DeadletteredMessages``, the count of messages
+WAITING in the dead-letter queues (maximum over the window, greater than 0). A metric alert is stateful: it fired at
+the first dead letter and stayed fired while any waited, so a dead letter made days later, while the first still
+waited (operators leave them), paged nobody, above all one the broker made (``MaxDeliveryCountExceeded``,
+``TTLExpiredException``), which no app event names."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from adapters.clock import ManualClock
+from adapters.servicebus.sender import OutgoingMessage
+from contracts.names import AGENT_REPLIES_QUEUE, APP_QUEUES, ORDERS_QUEUE
+from domain.dead_letters import DeadLetterCursor
+from localrun.servicebus import InProcessBroker, QueuePolicy
+from supervisor.dead_letters import WATCH_INTERVAL, DeadLetterWatchPorts, watch_dead_letters
+from tests.infra.log_alerts import LogRule
+from tests.infra.paths import MODULES
+from tests.observability.exported import exported
+from tools.bicepcheck.query import load, resources
+
+
+class _Cursors:
+    """The watch's cursors in memory (the Cosmos store's conditional writes are tests/supervisor's)."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, DeadLetterCursor] = {}
+        self.writes = 0
+
+    def get(self, queue: str) -> DeadLetterCursor | None:
+        return self.docs.get(queue)
+
+    def save(self, doc: DeadLetterCursor) -> DeadLetterCursor:
+        self.writes += 1
+        saved = replace(doc, version=str(self.writes))
+        self.docs[doc.queue] = saved
+        return saved
+
+
+class _World:
+    def __init__(self) -> None:
+        self.clock = ManualClock()
+        self.broker = InProcessBroker(self.clock)
+        for queue in APP_QUEUES:
+            self.broker.declare_queue(queue, QueuePolicy(max_delivery_count=2))
+        self.cursors = _Cursors()
+        self.ports = DeadLetterWatchPorts(self.broker.deferred_store, self.cursors)  # one process's
+        self.start = self.clock.now()
+
+    def watch(self) -> list[tuple[float, str, dict[str, str]]]:
+        """One watch run now (the supervisor's), its rows at the minute it ran."""
+        ctx: Any = _Ctx(self.clock, self.ports)
+        with exported() as rows:
+            watch_dead_letters(ctx)
+        minute = (self.clock.now() - self.start).total_seconds() / 60
+        return [(minute, r.table, r.properties) for r in rows]
+
+    def app_dead_letters(self, queue: str, message_id: str) -> None:
+        self.broker.send(queue, OutgoingMessage(body="{}", message_id=message_id))
+        message = self.broker.receive(queue)
+        assert message is not None
+        self.broker.actions.deadletter(message, deadletter_reason="InvalidFields", deadletter_error_description="x")
+
+    def broker_dead_letters(self, queue: str, message_id: str, order_id: str) -> None:
+        self.broker.send(queue, OutgoingMessage(body=f'{{"orderId": "{order_id}"}}', message_id=message_id))
+        for _ in range(2):
+            message = self.broker.receive(queue)
+            assert message is not None
+            self.broker.actions.abandon(message)
+
+    def at(self, minute: float) -> None:
+        self.clock.set(self.start + timedelta(minutes=minute))
+
+
+class _Ctx:
+    """What the watch reads of the app's context: its clock and its ports."""
+
+    def __init__(self, clock: ManualClock, ports: DeadLetterWatchPorts) -> None:
+        self.clock = clock
+        self.dead_letters = ports
+
+
+def test_the_rule_counts_dead_letters_found_not_the_messages_waiting() -> None:
+    alerts = load(MODULES / "alerts.bicep")
+    metrics = [
+        r.body["properties"]["criteria"]["allOf"][0]["metricName"]
+        for r in resources(alerts, "Microsoft.Insights/metricAlerts")
+    ]
+    assert "DeadletteredMessages" not in metrics
+    assert LogRule.of("deadLettersFound").dimensions == ("queue", "sequenceNumber")
+
+
+def test_a_new_dead_letter_pages_while_an_old_one_waits_for_days() -> None:
+    world = _World()
+    rule = LogRule.of("deadLettersFound")
+    events = []
+    world.at(1)
+    world.app_dead_letters(ORDERS_QUEUE, "old")
+    events += world.watch()
+    for minute in range(3, 3 * 24 * 60, 2):  # three days of supervisor runs: "old" is never logged again
+        world.at(minute)
+        events += world.watch()
+        if minute == 2 * 24 * 60 + 1:  # two days on, "old" still waiting, the broker dead-letters a reply
+            world.broker_dead_letters(AGENT_REPLIES_QUEUE, "reply-1", "ord-1")
+        if minute == 2 * 24 * 60 + 9:  # and then an order message, eight minutes later
+            world.app_dead_letters(ORDERS_QUEUE, "new")
+    assert len(world.broker.dead_letters()) == 3  # all of them wait
+    found = [(row["queue"], row["messageId"], row.get("reason")) for _, _, row in events]
+    assert found == [
+        (ORDERS_QUEUE, "old", "InvalidFields"),
+        (AGENT_REPLIES_QUEUE, "reply-1", "MaxDeliveryCountExceeded"),
+        (ORDERS_QUEUE, "new", "InvalidFields"),
+    ]
+    pages = rule.pages(events, until=3 * 24 * 60)
+    assert [key for _, key in pages] == [(ORDERS_QUEUE, "1"), (AGENT_REPLIES_QUEUE, "1"), (ORDERS_QUEUE, "2")]
+
+
+def test_a_dead_letter_logged_twice_pages_once() -> None:
+    """A run that died after it logged and before it moved its cursor (or two runs at once): the next logs the same
+    dead letter again; it is one alert."""
+    world = _World()
+    world.at(1)
+    world.broker_dead_letters(ORDERS_QUEUE, "m-1", "ord-1")
+    first = world.watch()
+    world.cursors.docs.clear()  # as if its cursor write never landed
+    world.at(1 + WATCH_INTERVAL.total_seconds() / 60)
+    again = world.watch()
+    assert len(first) == len(again) == 1
+    assert len(LogRule.of("deadLettersFound").pages(first + again, until=60)) == 1

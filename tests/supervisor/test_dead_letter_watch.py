@@ -1,0 +1,255 @@
+"""The dead-letter watch (supervisor/dead_letters.py) logs each message that arrives in an app queue's dead-letter
+subqueue once (``DeadLetterFound``), the broker's own dead-letterings too, whatever waits there already, also one
+numbered below those logged before it (a dead-lettered message keeps its queue's number); what it has seen, a Cosmos
+document per queue written conditionally, survives a restart and a lost race.
+
+Red team (dlq-alerts): the dead-letter alert was a metric alert on ``DeadletteredMessages``, the messages WAITING in
+dead-letter queues: stateful, it stayed fired while an old dead letter waited and a new one (above all one the
+broker made, ``MaxDeliveryCountExceeded`` or ``TTLExpiredException``, which the app never logs) paged nobody
+(tests/observability/test_dead_letter_alert.py runs the rule that replaces it)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from adapters.clock import ManualClock
+from adapters.cosmos.dead_letter_store import CosmosDeadLetterCursors
+from adapters.servicebus.sender import OutgoingMessage
+from contracts.names import AGENT_REPLIES_QUEUE, APP_QUEUES, ORDERS_QUEUE, STATE_CONTAINER
+from domain.dead_letters import DeadLetterCursor
+from localrun.servicebus import InProcessBroker, QueuePolicy
+from supervisor.dead_letters import WATCH_INTERVAL, DeadLetterWatchPorts, watch_dead_letters
+from tests.supervisor.conftest import MakeContext
+
+pytestmark = pytest.mark.cosmos
+
+
+@pytest.fixture
+def broker(clock: ManualClock) -> InProcessBroker:
+    broker = InProcessBroker(clock)
+    for queue in APP_QUEUES:
+        broker.declare_queue(queue, QueuePolicy(max_delivery_count=2, default_ttl=timedelta(days=1)))
+    return broker
+
+
+def _ports(broker: InProcessBroker, cosmos_db: Any) -> DeadLetterWatchPorts:
+    return DeadLetterWatchPorts(
+        broker.deferred_store, CosmosDeadLetterCursors(cosmos_db.get_container_client(STATE_CONTAINER))
+    )
+
+
+def _found(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    keys = ("queue", "sequenceNumber", "messageId", "reason", "description", "orderId", "deliveryCount")
+    found = [r for r in caplog.records if getattr(r, "event", None) == "DeadLetterFound"]
+    caplog.clear()
+    return [{k: getattr(r, k) for k in keys} for r in found]
+
+
+def _app_dead_letters(broker: InProcessBroker, queue: str, message_id: str, body: str = "{}") -> None:
+    broker.send(queue, OutgoingMessage(body=body, message_id=message_id))
+    message = broker.receive(queue)
+    assert message is not None and message.message_id == message_id
+    broker.actions.deadletter(message, deadletter_reason="InvalidFields", deadletter_error_description="no amount")
+
+
+def _broker_dead_letters(broker: InProcessBroker, queue: str, message_id: str, body: str) -> None:
+    """Two deliveries abandoned (lock lost, the worker died...): the broker moves it, MaxDeliveryCountExceeded."""
+    broker.send(queue, OutgoingMessage(body=body, message_id=message_id))
+    for _ in range(2):
+        message = broker.receive(queue)
+        assert message is not None
+        broker.actions.abandon(message)
+
+
+def _with_ports(make_ctx: MakeContext, ports: DeadLetterWatchPorts) -> Any:
+    return replace(make_ctx(), dead_letters=ports)
+
+
+def test_each_new_dead_letter_is_logged_once_while_old_ones_wait(
+    make_ctx: MakeContext, cosmos_db: Any, broker: InProcessBroker, clock: ManualClock, caplog: Any
+) -> None:
+    caplog.set_level(logging.INFO)
+    ctx = _with_ports(make_ctx, _ports(broker, cosmos_db))
+    _app_dead_letters(broker, ORDERS_QUEUE, "old-1")
+    assert watch_dead_letters(ctx) == 1
+    [old] = _found(caplog)
+    assert old == {
+        "queue": ORDERS_QUEUE,
+        "sequenceNumber": 1,
+        "messageId": "old-1",
+        "reason": "InvalidFields",
+        "description": "no amount",
+        "orderId": None,
+        "deliveryCount": 1,
+    }
+    clock.advance(WATCH_INTERVAL)
+    assert watch_dead_letters(ctx) == 0  # it still waits: not logged again
+    assert _found(caplog) == []
+    # the broker dead-letters a reply the app never settled: the app logs nothing of it, the watch does
+    _broker_dead_letters(broker, AGENT_REPLIES_QUEUE, "reply-7", '{"orderId": "ord-7", "step": "pay"}')
+    _app_dead_letters(broker, ORDERS_QUEUE, "new-2", '{"orderId": "ord-2"}')
+    clock.advance(WATCH_INTERVAL)
+    assert watch_dead_letters(ctx) == 2
+    found = {(f["queue"], f["messageId"]): f for f in _found(caplog)}
+    assert set(found) == {(ORDERS_QUEUE, "new-2"), (AGENT_REPLIES_QUEUE, "reply-7")}
+    reply = found[(AGENT_REPLIES_QUEUE, "reply-7")]
+    assert (reply["reason"], reply["orderId"], reply["sequenceNumber"]) == ("MaxDeliveryCountExceeded", "ord-7", 1)
+    assert found[(ORDERS_QUEUE, "new-2")]["sequenceNumber"] == 2
+    # a new process (restart): its cursors are in Cosmos, nothing is logged again
+    ctx.forget_process_memory()
+    assert watch_dead_letters(ctx) == 0
+    assert _found(caplog) == []
+
+
+def test_the_watch_runs_at_most_once_an_interval_per_process(
+    make_ctx: MakeContext, cosmos_db: Any, broker: InProcessBroker, clock: ManualClock, caplog: Any
+) -> None:
+    caplog.set_level(logging.INFO)
+    ctx = _with_ports(make_ctx, _ports(broker, cosmos_db))
+    assert watch_dead_letters(ctx) == 0
+    _app_dead_letters(broker, ORDERS_QUEUE, "m-1")
+    clock.advance(WATCH_INTERVAL - timedelta(seconds=1))
+    assert watch_dead_letters(ctx) == 0  # too soon: the next run logs it
+    clock.advance(timedelta(seconds=1))
+    assert watch_dead_letters(ctx) == 1
+
+
+class _RacedCursors:
+    """Cosmos documents whose first write of a queue's meets another instance's run, which saw ``other_saw``
+    waiting and wrote first."""
+
+    def __init__(self, inner: CosmosDeadLetterCursors, clock: ManualClock, other_saw: list[int]) -> None:
+        self._inner, self._clock, self._other_saw, self.raced = inner, clock, other_saw, False
+
+    def get(self, queue: str) -> DeadLetterCursor | None:
+        return self._inner.get(queue)
+
+    def save(self, doc: DeadLetterCursor) -> DeadLetterCursor:
+        if not self.raced:
+            self.raced = True
+            current = self._inner.get(doc.queue)
+            other = current or DeadLetterCursor.fresh(doc.queue, self._clock.now())
+            self._inner.save(other.seeing(self._other_saw, None, self._clock.now()))
+        return self._inner.save(doc)
+
+
+def test_a_run_that_lost_a_race_writes_what_it_saw_and_nothing_is_logged_again(
+    make_ctx: MakeContext, cosmos_db: Any, broker: InProcessBroker, clock: ManualClock, caplog: Any
+) -> None:
+    caplog.set_level(logging.INFO)
+    cursors = CosmosDeadLetterCursors(cosmos_db.get_container_client(STATE_CONTAINER))
+    for i in range(4):
+        _app_dead_letters(broker, ORDERS_QUEUE, f"m-{i}")
+    raced = _RacedCursors(cursors, clock, other_saw=[1, 2, 3])
+    ctx = _with_ports(make_ctx, DeadLetterWatchPorts(broker.deferred_store, raced))
+    assert watch_dead_letters(ctx, (ORDERS_QUEUE,)) == 4
+    seen = cursors.get(ORDERS_QUEUE)
+    assert raced.raced and seen is not None and seen.new_of([1, 2, 3, 4]) == []  # its own view, read again
+    _found(caplog)
+    _app_dead_letters(broker, ORDERS_QUEUE, "m-4")
+    clock.advance(WATCH_INTERVAL)
+    assert watch_dead_letters(ctx, (ORDERS_QUEUE,)) == 1
+    assert [f["messageId"] for f in _found(caplog)] == ["m-4"]
+
+
+def test_a_message_dead_lettered_after_others_with_a_lower_number_is_logged(
+    make_ctx: MakeContext, cosmos_db: Any, broker: InProcessBroker, clock: ManualClock, caplog: Any
+) -> None:
+    """A cursor past the newest number logged missed it: the broker dead-letters a message after its last
+    delivery, and it keeps the number it had on the queue, below the app's dead letters made meanwhile."""
+    caplog.set_level(logging.INFO)
+    ctx = _with_ports(make_ctx, _ports(broker, cosmos_db))
+    broker.send(ORDERS_QUEUE, OutgoingMessage(body='{"orderId": "ord-1"}', message_id="slow-1"))
+    first = broker.receive(ORDERS_QUEUE)
+    assert first is not None and first.message_id == "slow-1"
+    broker.actions.abandon(first)  # its first delivery failed
+    last = broker.receive(ORDERS_QUEUE)  # its last delivery, locked while another message comes and goes
+    assert last is not None and last.message_id == "slow-1"
+    _app_dead_letters(broker, ORDERS_QUEUE, "bad-2")
+    assert watch_dead_letters(ctx) == 1
+    assert [(f["messageId"], f["sequenceNumber"]) for f in _found(caplog)] == [("bad-2", 2)]
+    broker.actions.abandon(last)  # the broker dead-letters it, numbered 1
+    clock.advance(WATCH_INTERVAL)
+    assert watch_dead_letters(ctx) == 1
+    [late] = _found(caplog)
+    assert (late["messageId"], late["sequenceNumber"], late["reason"]) == ("slow-1", 1, "MaxDeliveryCountExceeded")
+
+
+def test_a_subqueue_over_the_scan_is_watched_over_its_lowest_numbers_and_nothing_beyond_is_logged_twice(
+    make_ctx: MakeContext, cosmos_db: Any, broker: InProcessBroker, clock: ManualClock, caplog: Any, monkeypatch: Any
+) -> None:
+    import supervisor.dead_letters as watch
+
+    monkeypatch.setattr(watch, "MAX_SCAN", 5)
+    monkeypatch.setattr(watch, "PEEK_BATCH", 2)
+    caplog.set_level(logging.INFO)
+    cursors = CosmosDeadLetterCursors(cosmos_db.get_container_client(STATE_CONTAINER))
+    ctx = _with_ports(make_ctx, DeadLetterWatchPorts(broker.deferred_store, cursors))
+    for i in range(3):
+        _app_dead_letters(broker, ORDERS_QUEUE, f"m-{i}")
+    assert watch_dead_letters(ctx, (ORDERS_QUEUE,)) == 3
+    for i in range(3, 8):
+        _app_dead_letters(broker, ORDERS_QUEUE, f"m-{i}")
+    clock.advance(WATCH_INTERVAL)
+    assert watch_dead_letters(ctx, (ORDERS_QUEUE,)) == 2  # 4 and 5: the scan ends at 5
+    # an operator takes the oldest three away: 6 to 8 come into the scan and are logged, 4 and 5 not again
+    for dead in broker.dead_letters(ORDERS_QUEUE)[:3]:
+        assert broker.take_dead_letter(ORDERS_QUEUE, dead.sequence_number) is not None
+    _found(caplog)
+    clock.advance(WATCH_INTERVAL)
+    assert watch_dead_letters(ctx, (ORDERS_QUEUE,)) == 3
+    assert [f["sequenceNumber"] for f in _found(caplog)] == [6, 7, 8]
+
+
+def test_outside_text_is_cleaned_and_a_body_gives_only_its_order(
+    make_ctx: MakeContext, cosmos_db: Any, broker: InProcessBroker, caplog: Any
+) -> None:
+    caplog.set_level(logging.INFO)
+    ctx = _with_ports(make_ctx, _ports(broker, cosmos_db))
+    broker.send_from_client(
+        ORDERS_QUEUE, OutgoingMessage(body='{"orderId": "ord-9", "card": "4111111111111111"}', message_id="m\u202e-9\n")
+    )
+    message = broker.receive(ORDERS_QUEUE)
+    assert message is not None
+    broker.actions.deadletter(
+        message, deadletter_reason="Bad\u2066Reason", deadletter_error_description="line one\nFORGED line two"
+    )
+    assert watch_dead_letters(ctx) == 1
+    [found] = _found(caplog)
+    assert (found["messageId"], found["reason"], found["description"], found["orderId"]) == (
+        "m-9",
+        "BadReason",
+        "line one FORGED line two",
+        "ord-9",
+    )
+    logged = [r for r in caplog.records]
+    assert not any("4111" in r.getMessage() for r in logged)
+
+
+class _BrokenBrowser:
+    """Every queue's subqueue peeks, but ``broken``'s fails."""
+
+    def __init__(self, inner: Any, broken: str) -> None:
+        self._inner, self._broken = inner, broken
+
+    def open_dead_letters(self, queue: str) -> Any:
+        if queue == self._broken:
+            raise RuntimeError("MessagingEntityNotFound")
+        return self._inner.open_dead_letters(queue)
+
+
+def test_a_queue_that_cannot_be_read_is_a_failed_phase_and_the_others_are_watched(
+    make_ctx: MakeContext, cosmos_db: Any, broker: InProcessBroker, caplog: Any
+) -> None:
+    caplog.set_level(logging.INFO)
+    cursors = CosmosDeadLetterCursors(cosmos_db.get_container_client(STATE_CONTAINER))
+    ctx = _with_ports(make_ctx, DeadLetterWatchPorts(_BrokenBrowser(broker.deferred_store, ORDERS_QUEUE), cursors))
+    _app_dead_letters(broker, AGENT_REPLIES_QUEUE, "r-1")
+    assert watch_dead_letters(ctx) == 1
+    failed = [r for r in caplog.records if getattr(r, "event", None) == "SupervisorPhaseFailed"]
+    assert [r.phase for r in failed] == [f"dead-letter watch of {ORDERS_QUEUE}"]
