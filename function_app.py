@@ -9,6 +9,7 @@ from observability.setup import configure_telemetry
 from operations.blueprint import bp as operations
 from orchestrators.blueprint import bp as orchestrators
 from order_agents.blueprint import bp as agents
+from retention.blueprint import bp as retention
 from settings import Settings
 from submission.blueprint import bp as submission
 from supervisor.blueprint import bp as supervisor
@@ -19,5 +20,5 @@ Settings.from_env()
 configure_telemetry()
 
 app = df.DFApp()
-for blueprint in (submission, orchestrators, activities, agents, supervisor, deferral, operations):
+for blueprint in (submission, orchestrators, activities, agents, supervisor, deferral, operations, retention):
     app.register_functions(blueprint)

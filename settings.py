@@ -130,6 +130,10 @@ def agent_request_longest(step_timeout: timedelta, max_calls: int, retry_max: ti
     return timedelta(microseconds=min(by_deadline, by_calls)) + SEND_TIMEOUT
 
 
+def days(minimum: int) -> Kind[timedelta]:
+    return _duration("days", minimum)
+
+
 def milliseconds(minimum: int) -> Kind[timedelta]:
     return _duration("milliseconds", minimum)
 
@@ -626,6 +630,15 @@ SETTINGS: tuple[Setting, ...] = (
         "once (PaymentWithoutOrder) by the peek sweep; it stays deferred and is applied if the order comes.",
         kind=minutes_under_message_ttl(1),
     ),
+    # Durable history (retention/)
+    Setting(
+        "DURABLE_HISTORY_RETENTION_DAYS",
+        "30",
+        "Days the Durable backend keeps the history of a finished (Completed, Failed, Terminated) orchestration "
+        'instance, counted from its creation: an hourly timer purges older ones (docs/design.md, "Durable '
+        "history retention\"); the order's page says so of a purged attempt. 0 = never purged.",
+        kind=days(0),
+    ),
     # Operator API and console (operations/)
     Setting(
         "WEBSITE_AUTH_ENABLED",
@@ -776,6 +789,8 @@ class Settings:
     peek_sweep_age: timedelta = field(metadata=_from("PEEK_SWEEP_AGE_MINUTES"))
     peek_sweep_max_messages: int = field(metadata=_from("PEEK_SWEEP_MAX_MESSAGES"))
     orderless_payment_alert: timedelta = field(metadata=_from("ORDERLESS_PAYMENT_ALERT_MINUTES"))
+    # Durable history
+    durable_history_retention: timedelta = field(metadata=_from("DURABLE_HISTORY_RETENTION_DAYS"))
     # Operator API and console
     website_auth_enabled: bool = field(metadata=_from("WEBSITE_AUTH_ENABLED"))
     website_site_name: str = field(metadata=_from("WEBSITE_SITE_NAME"))

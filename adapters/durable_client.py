@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
+from datetime import datetime
 from typing import Any
 
 from settings import DURABLE_CALL_TIMEOUT
@@ -55,6 +56,12 @@ class BoundedClient:
 
     async def terminate(self, instance_id: str, reason: str) -> None:
         await bounded(self._client.terminate(instance_id, reason))
+
+    async def purge_instance_history_by(
+        self, created_time_from: datetime, created_time_to: datetime, runtime_status: list[Any]
+    ) -> Any:
+        """The SDK writes the times with ``strftime`` and a ``Z``, whatever their zone: give them in UTC."""
+        return await bounded(self._client.purge_instance_history_by(created_time_from, created_time_to, runtime_status))
 
 
 def bounded_client(client: Any) -> BoundedClient:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import azure.durable_functions as df
@@ -121,7 +122,11 @@ async def ops_order(req: func.HttpRequest, client: df.DurableOrchestrationClient
         return _response(found)
     if found is None:
         return _response(error(404, f"no order {order_id}"))
-    durable = await instances.describe_or_why_not(client, [(i["kind"], i["instanceId"]) for i in found["instances"]])
+    retention = ctx.settings.durable_history_retention
+    cutoff = ctx.clock.now() - retention if retention > timedelta(0) else None
+    purged = instances.purgeable(found["instances"], cutoff)
+    pairs = [(i["kind"], i["instanceId"]) for i in found["instances"]]
+    durable = await instances.describe_or_why_not(client, pairs, purged)
     return _response(json_reply(200, {**found, **durable}))
 
 

@@ -80,16 +80,42 @@ def statuses_sent(instance: str, history: list[dict[str, Any]]) -> list[dict[str
     return sent
 
 
-async def describe(client: Any, instances: list[tuple[str, str]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def purgeable(instances: list[dict[str, Any]], cutoff: datetime | None) -> frozenset[str]:
+    """The instances (``views.order_detail``'s ``instances``) whose history the retention timer may have purged:
+    claimed before ``cutoff`` (now - ``DURABLE_HISTORY_RETENTION_DAYS``; None: never purged). Their instance is
+    created at the claim, and the timer purges finished instances created before the cutoff
+    (``retention.purge``)."""
+    if cutoff is None:
+        return frozenset()
+    found: set[str] = set()
+    for entry in instances:
+        claimed = entry.get("claimedBy")
+        if isinstance(claimed, str) and timefmt.parse(claimed) < cutoff:
+            found.add(str(entry["instanceId"]))
+    return frozenset(found)
+
+
+async def describe(
+    client: Any, instances: list[tuple[str, str]], purged: frozenset[str] = frozenset()
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(attempts, statuses sent) for these (kind, instance id) pairs. An instance the Durable
-    backend does not know (never started, or purged) is listed with ``runtimeStatus`` None; a status the
-    extension answered with an error raises (``StatusUnreadable``)."""
+    backend does not know is listed with ``runtimeStatus`` None: ``historyPurged`` when it is one of ``purged``
+    (claimed before the retention's cutoff: finished and purged, ``retention.purge``), else never started (or
+    gone another way); a status the extension answered with an error raises (``StatusUnreadable``)."""
     attempts: list[dict[str, Any]] = []
     statuses: list[dict[str, Any]] = []
     for kind, instance in instances:
         status = await read_status(client, instance, show_history=True, show_history_output=True, show_input=True)
         if not status:
-            attempts.append({"kind": kind, "instanceId": instance, "runtimeStatus": None, "lastEvent": None})
+            attempts.append(
+                {
+                    "kind": kind,
+                    "instanceId": instance,
+                    "runtimeStatus": None,
+                    "lastEvent": None,
+                    "historyPurged": instance in purged,
+                }
+            )
             continue
         history = list(getattr(status, "historyEvents", None) or [])
         runtime = status.runtime_status
@@ -124,13 +150,15 @@ def in_time_order(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(statuses, key=moment)
 
 
-async def describe_or_why_not(client: Any, instances: list[tuple[str, str]]) -> dict[str, Any]:
+async def describe_or_why_not(
+    client: Any, instances: list[tuple[str, str]], purged: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """``attempts`` and ``statusesSent`` (``describe``); when the Durable backend cannot be read (the
     SDK raises a plain Exception for a status it does not expect, aiohttp's errors pass through), both
     empty and ``attemptsError`` saying why: the rest of the order's page, read from Cosmos DB, is what
     the operator acts on, and is still worth showing."""
     try:
-        attempts, statuses = await bounded(describe(client, instances))  # all its reads: one bound
+        attempts, statuses = await bounded(describe(client, instances, purged))  # all its reads: one bound
     except Exception as exc:  # any failure of the durable client: the page goes on without it
         log.warning("ops order: the Durable backend not read: %s: %s", type(exc).__name__, exc)
         return {
@@ -138,7 +166,12 @@ async def describe_or_why_not(client: Any, instances: list[tuple[str, str]]) -> 
             "statusesSent": [],
             "attemptsError": f"the Durable backend could not be read ({type(exc).__name__}: {exc})",
         }
-    return {"attempts": attempts, "statusesSent": statuses}
+    return {
+        "attempts": attempts,
+        "statusesSent": statuses,
+        # attempts whose history the retention timer purged: the statuses they sent are not known any more
+        "historiesPurged": sum(1 for attempt in attempts if attempt.get("historyPurged")),
+    }
 
 
 # A raised event is queued for an instance in these states (a Suspended one gets it when resumed; a

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime
 from typing import Any
 
 from adapters.cosmos.mapping import DocumentError, to_document
@@ -166,6 +167,24 @@ def instance_ids(record: StateRecord) -> list[tuple[str, str]]:
     return found
 
 
+# The moves that claim an attempt or a compensation round for an instance, naming it.
+CLAIMS = frozenset({"Claimed", "CompensationClaimed"})
+
+
+def claimed_by(record: StateRecord, instance: str) -> datetime | None:
+    """When ``instance`` was claimed on ``record`` (its instance is created then), or at the latest: the oldest move
+    the record still keeps, when its claim was trimmed from the history; None for a record with no history."""
+    claims = [entry.at for entry in record.history if entry.event in CLAIMS and entry.detail == instance]
+    if claims:
+        return claims[-1]
+    return record.history[0].at if record.history else None
+
+
+def _instance_view(record: StateRecord, kind: str, instance: str) -> dict[str, Any]:
+    claimed = claimed_by(record, instance)
+    return {"kind": kind, "instanceId": instance, "claimedBy": None if claimed is None else to_text(claimed)}
+
+
 def _review_view(review: PendingReview | None, noted: NotedAnswer | None, prepaid: bool) -> dict[str, Any] | None:
     """The review an operator can answer: the one the order waits for, or the one whose answer is noted
     as the record's last word (``noted``: who answered what; the same answer can be posted again).
@@ -251,5 +270,5 @@ def order_detail(ctx: AppContext, order_id: str) -> dict[str, Any] | None:
         "deferredNotifications": [] if deferral is None else [to_document(e) for e in deferral.entries],
         "refusal": None if deferral is None else _refusal_view(deferral),
         "deferralError": deferral_error,
-        "instances": [] if record is None else [{"kind": k, "instanceId": i} for k, i in instance_ids(record)],
+        "instances": [] if record is None else [_instance_view(record, k, i) for k, i in instance_ids(record)],
     }

@@ -130,6 +130,7 @@ $Defaults = [ordered]@{
     'PEEK_SWEEP_AGE_MINUTES' = '10'
     'PEEK_SWEEP_MAX_MESSAGES' = '500'
     'ORDERLESS_PAYMENT_ALERT_MINUTES' = '120'
+    'DURABLE_HISTORY_RETENTION_DAYS' = '30'
 }
 
 function Fail([string]$reason) {

@@ -89,6 +89,7 @@ LAYERS: dict[str, int] = {
     "supervisor": 5,
     "notifications": 5,
     "operations": 5,
+    "retention": 5,
     "function_app": 6,
 }
 # Not production code: above every layer, imported by none of it.

@@ -18,7 +18,12 @@ from domain.timefmt import to_text
 from settings import MAX_DURATION, SETTINGS, Setting, Settings, SettingsError
 
 DURATIONS = [s for s in SETTINGS if s.kind.expected.startswith("a whole number of ")]
-UNITS = {"seconds": timedelta(seconds=1), "minutes": timedelta(minutes=1), "milliseconds": timedelta(milliseconds=1)}
+UNITS = {
+    "seconds": timedelta(seconds=1),
+    "minutes": timedelta(minutes=1),
+    "milliseconds": timedelta(milliseconds=1),
+    "days": timedelta(days=1),
+}
 
 
 def _unit(setting: Setting) -> timedelta:

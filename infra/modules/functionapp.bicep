@@ -220,6 +220,8 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     PEEK_SWEEP_AGE_MINUTES: '10'
     PEEK_SWEEP_MAX_MESSAGES: '500'
     ORDERLESS_PAYMENT_ALERT_MINUTES: '120'
+    // Durable history: finished instances purged after this many days (retention/; 0 = never)
+    DURABLE_HISTORY_RETENTION_DAYS: '30'
   }, durableBackend == 'dts' ? durableTaskSchedulerSettings : {})
 }
 

@@ -182,6 +182,40 @@ class DurableEngine:
         self._send(instance, ev.execution_terminated(self._now(), reason))
         return HostResponse(202)
 
+    def purge(self, instance_id: str) -> HostResponse:
+        """DELETE instances/{id} (``HandleDeleteHistoryByIdRequestAsync``): 404 for an unknown instance, 412 for
+        one not finished (its status named), else its history and instance row deleted: 200, one deleted."""
+        instance = self._instances.get(instance_id)
+        if instance is None:
+            return HostResponse(404)
+        if not instance.is_finished:
+            message = (
+                "Only orchestrations in a terminal state can be purged, but the orchestration with instance ID "
+                f"{instance_id} has status {instance.status.value}"
+            )
+            return HostResponse(412, message)
+        del self._instances[instance_id]
+        return HostResponse(200, {"instancesDeleted": 1})
+
+    def purge_by(
+        self, created_from: datetime, created_to: datetime | None, statuses: frozenset[OrchestrationRuntimeStatus]
+    ) -> int:
+        """DELETE instances?createdTimeFrom=..&createdTimeTo=..&runtimeStatus=.. (the Azure Storage provider's
+        ``PurgeInstanceHistoryAsync``, its query ``OrchestrationInstanceStatusQueryCondition``: ``CreatedTime ge``,
+        ``CreatedTime le``, the statuses or'ed): every instance created from ``created_from`` to ``created_to`` (both
+        included; None: now, as the extension takes it) whose status is one of ``statuses`` (none given: any
+        status, a running one too, as the provider does); returns how many it deleted."""
+        if created_to is None:
+            created_to = self._now()
+        doomed = [
+            instance_id
+            for instance_id, instance in self._instances.items()
+            if created_from <= instance.created <= created_to and (not statuses or instance.status in statuses)
+        ]
+        for instance_id in doomed:
+            del self._instances[instance_id]
+        return len(doomed)
+
     def instance(self, instance_id: str) -> Instance | None:
         """The stored instance (read it, do not change it)."""
         return self._instances.get(instance_id)
@@ -291,7 +325,9 @@ class DurableEngine:
     # --- episodes ---------------------------------------------------------------------------------
 
     def _run_episode(self, instance_id: str) -> StepReport:
-        instance = self._instances[instance_id]
+        instance = self._instances.get(instance_id)
+        if instance is None:  # purged while the episode was queued (a purge by filter takes any status)
+            return StepReport("episode", instance_id, "", "purged")
         instance.episode_queued = False
         if instance.is_finished:  # terminated while the episode was queued
             instance.inbox.clear()

@@ -349,7 +349,7 @@ async function showOrder(orderId, quiet, updatedAt) {
   fillTable($("attempts"), [
     { title: "Kind", value: a => a.kind },
     { title: "Instance", value: a => instanceLabel(a.instanceId, d.orderId) },
-    { title: "Runtime status", value: a => a.runtimeStatus || "unknown to Durable" },
+    { title: "Runtime status", value: a => a.runtimeStatus || (a.historyPurged ? "finished, history purged (DURABLE_HISTORY_RETENTION_DAYS)" : "unknown to Durable") },
     { title: "Last event", value: a => a.lastEvent ? a.lastEvent.type + (a.lastEvent.name ? " " + a.lastEvent.name : "") + " at " + when(a.lastEvent.at) : "" },
   ], d.attempts || [], d.attemptsError ? "not shown: " + d.attemptsError : "no attempt yet");
   fillTable($("complog"), [
@@ -364,7 +364,9 @@ async function showOrder(orderId, quiet, updatedAt) {
     { title: "Attempt", value: s => s.attempt },
     { title: "At", value: s => when(s.at) },
     { title: "Reason", value: s => s.reason || "" },
-  ], d.statusesSent || [], d.attemptsError ? "not shown: " + d.attemptsError : "none recorded in the attempts' histories");
+  ], d.statusesSent || [], d.attemptsError ? "not shown: " + d.attemptsError
+    : d.historiesPurged ? "none in the histories kept: " + d.historiesPurged + " purged (DURABLE_HISTORY_RETENTION_DAYS)"
+    : "none recorded in the attempts' histories");
   fillTable($("deferred"), [
     { title: "Sequence", value: e => e.sequenceNumber },
     { title: "Type", value: e => e.messageType },

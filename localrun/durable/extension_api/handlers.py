@@ -3,9 +3,10 @@
 ``Answer`` (status, headers, body), as ``HttpApiHandler.HandleRequestAsync`` does.
 
 Served: start (``POST orchestrators/{name}[/{id}]``), raise event
-(``POST instances/{id}/raiseEvent/{name}``), status (``GET instances/{id}``) and terminate
-(``POST instances/{id}/terminate``). The extension's other operations (list, purge, rewind,
-restart, suspend, resume, entities) answer 501: the runner does not emulate them.
+(``POST instances/{id}/raiseEvent/{name}``), status (``GET instances/{id}``), terminate
+(``POST instances/{id}/terminate``) and purge (``DELETE instances/{id}``,
+``DELETE instances?createdTimeFrom=..&createdTimeTo=..&runtimeStatus=..``). The extension's other
+operations (list, rewind, restart, suspend, resume, entities) answer 501: the runner does not emulate them.
 
 Every engine call happens under the lock given, so handler threads never interleave inside the
 engine. Nothing here sleeps or reads a clock: the engine stamps times from its injected clock.
@@ -17,6 +18,7 @@ import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
@@ -110,11 +112,13 @@ class ExtensionApi:
         instance_id = rest[0] if rest and rest[0] else None
         operation = rest[1].lower() if len(rest) == 2 and rest[1] else None
         if instance_id is None:  # list instances / purge by filter
-            return _not_emulated("instance queries and purges") if method in ("GET", "DELETE") else empty(404)
+            if method == "DELETE":
+                return self._purge_by(query)
+            return _not_emulated("instance queries") if method == "GET" else empty(404)
         if operation is None:
             if method == "GET":
                 return self._status(instance_id, query, target)
-            return _not_emulated("purge") if method == "DELETE" else empty(404)
+            return self._purge(instance_id) if method == "DELETE" else empty(404)
         if method != "POST":
             return empty(404)
         if operation == "terminate":
@@ -184,10 +188,55 @@ class ExtensionApi:
             return json_answer(500, payload)
         return json_answer(200, payload)
 
+    def _purge(self, instance_id: str) -> Answer:
+        """``HandleDeleteHistoryByIdRequestAsync``: 404 unknown, 412 not finished (a JSON string saying so),
+        200 with ``PurgeHistoryResult``."""
+        with self._lock:
+            response = self._engine.purge(instance_id)
+        if response.status == 404:
+            return empty(404)
+        return json_answer(response.status, response.body)
+
+    def _purge_by(self, query: Query) -> Answer:
+        """``HandleDeleteHistoryWithFiltersRequestAsync``: ``createdTimeFrom`` required (400, a JSON string, when
+        missing or unreadable), ``createdTimeTo`` now when absent or unreadable, ``runtimeStatus`` a comma-separated
+        list of ``OrchestrationStatus`` names (unknown ones skipped; none: any status). Nothing deleted is 404 with
+        no content; else 200 with ``PurgeHistoryResult``."""
+        created_from = _query_time(query.get("createdTimeFrom"))
+        if created_from is None:
+            return json_answer(400, "Please provide value for 'createdTimeFrom' parameter.")
+        statuses = frozenset(
+            OrchestrationRuntimeStatus(name)
+            for name in (query.get("runtimeStatus") or "").split(",")
+            if name in _STATUS_NAMES
+        )
+        created_to = _query_time(query.get("createdTimeTo"))
+        with self._lock:
+            deleted = self._engine.purge_by(created_from, created_to, statuses)
+        if deleted == 0:
+            return empty(404)
+        return json_answer(200, {"instancesDeleted": deleted})
+
     def _terminate(self, instance_id: str, query: Query) -> Answer:
         with self._lock:
             response = self._engine.terminate(instance_id, query.get("reason") or "")
         return empty(response.status)
+
+
+# ``Enum.TryParse<OrchestrationStatus>``: the names as they are spelled (case counts).
+_STATUS_NAMES = frozenset(status.value for status in OrchestrationRuntimeStatus)
+
+
+def _query_time(text: str | None) -> datetime | None:
+    """``TryGetDateTimeQueryParameterValue`` for what the SDK sends (``%Y-%m-%dT%H:%M:%S.%fZ``) and other ISO 8601
+    times; a time without an offset is UTC (the extension's host runs in UTC). None: absent or unreadable."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _strip_base(path: str) -> str | None:
