@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from adapters.cosmos.deferral_store import DeferralLog
     from adapters.cosmos.health_store import HealthStore
     from adapters.cosmos.ops_queries import OpsQueries
+    from adapters.dead_letter_ports import DeadLetterWatchPorts
     from adapters.servicebus.deferred import DeferredMessageStore
-    from supervisor.dead_letters import DeadLetterWatchPorts
 
 
 class CachedCounts:
@@ -153,13 +153,13 @@ def build_from_settings(settings: Settings) -> AppContext:
     from adapters.cosmos.ops_queries import CosmosOpsQueries
     from adapters.cosmos.order_store import CosmosOrderStore
     from adapters.cosmos.state_store import CosmosStateStore
+    from adapters.dead_letter_ports import DeadLetterWatchPorts
     from adapters.remote.services import remote_services
     from adapters.servicebus.client import create_sdk_client
     from adapters.servicebus.dead_letters import SdkDeadLetterBrowser
     from adapters.servicebus.deferred_sdk import SdkDeferredStore
     from adapters.servicebus.sender import SdkMessageSender
     from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
-    from supervisor.dead_letters import DeadLetterWatchPorts
 
     clock = SystemClock()
     cosmos = create_client(settings)

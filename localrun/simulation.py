@@ -25,6 +25,7 @@ from adapters.cosmos.health_store import CosmosHealthStore
 from adapters.cosmos.ops_queries import CosmosOpsQueries
 from adapters.cosmos.order_store import CosmosOrderStore
 from adapters.cosmos.state_store import CosmosStateStore
+from adapters.dead_letter_ports import DeadLetterWatchPorts
 from adapters.remote.interface import RemoteError, RemoteService
 from adapters.remote.services import remote_services
 from adapters.remote.simulators.config import SimulatorConfig
@@ -64,7 +65,6 @@ from localrun.stale_reads import StaleReads
 from localrun.virtual_time import TaskScheduler
 from localrun.workload import Workload, make_workload
 from settings import Settings
-from supervisor.dead_letters import DeadLetterWatchPorts
 
 START = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
 Drive = Callable[[LocalHost, datetime, Callable[[], bool], Callable[[], datetime | None], Callable[[], None]], None]

@@ -26,11 +26,11 @@ any more is forgotten at the first read, so only numbers still recorded as waiti
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from adapters.cosmos.documents import update_conditionally
+from adapters.dead_letter_ports import DeadLetterWatchPorts
 from contracts.names import APP_QUEUES
 from contracts.parsing import named_order_id
 from domain.dead_letters import DeadLetterCursor
@@ -39,35 +39,12 @@ from observability.events import app_event
 from supervisor.run import phase_failed
 
 if TYPE_CHECKING:
-    from adapters.cosmos.dead_letter_store import DeadLetterCursors
     from adapters.servicebus.browse import Peeker
-    from adapters.servicebus.dead_letters import DeadLetterBrowser
     from dependencies import AppContext
 
 WATCH_INTERVAL = timedelta(minutes=2)  # the rule evaluates every 5 minutes
 PEEK_BATCH = 100  # messages per peek
 MAX_SCAN = 1000  # messages read per queue and run (ten peeks at most)
-
-
-@dataclass
-class WatchState:
-    """Per process: when the watch last ran (lost on restart: the next run watches at once)."""
-
-    last_run: datetime | None = None
-
-    def due(self, now: datetime) -> bool:
-        """Whether ``WATCH_INTERVAL`` has passed since the last run (a clock set back: at once)."""
-        return self.last_run is None or not timedelta(0) <= now - self.last_run < WATCH_INTERVAL
-
-
-@dataclass(frozen=True)
-class DeadLetterWatchPorts:
-    """What the watch reads: the queues' dead-letter subqueues and its cursors; and when this process last watched
-    (``AppContext.forget_process_memory`` forgets it)."""
-
-    browser: DeadLetterBrowser
-    cursors: DeadLetterCursors
-    state: WatchState = field(default_factory=WatchState)
 
 
 def _text(value: Any, limit: int) -> str | None:
@@ -134,7 +111,7 @@ def watch_dead_letters(ctx: AppContext, queues: tuple[str, ...] = APP_QUEUES) ->
     rule pages it), the others are watched."""
     ports = ctx.dead_letters
     now = ctx.clock.now()
-    if ports is None or not ports.state.due(now):
+    if ports is None or not ports.state.due(now, WATCH_INTERVAL):
         return 0
     ports.state.last_run = now
     found = 0

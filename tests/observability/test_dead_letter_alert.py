@@ -16,11 +16,12 @@ from datetime import timedelta
 from typing import Any
 
 from adapters.clock import ManualClock
+from adapters.dead_letter_ports import DeadLetterWatchPorts
 from adapters.servicebus.sender import OutgoingMessage
 from contracts.names import AGENT_REPLIES_QUEUE, APP_QUEUES, ORDERS_QUEUE
 from domain.dead_letters import DeadLetterCursor
 from localrun.servicebus import InProcessBroker, QueuePolicy
-from supervisor.dead_letters import WATCH_INTERVAL, DeadLetterWatchPorts, watch_dead_letters
+from supervisor.dead_letters import WATCH_INTERVAL, watch_dead_letters
 from tests.infra.log_alerts import LogRule
 from tests.infra.paths import MODULES
 from tests.observability.exported import exported

@@ -19,11 +19,12 @@ import pytest
 
 from adapters.clock import ManualClock
 from adapters.cosmos.dead_letter_store import CosmosDeadLetterCursors
+from adapters.dead_letter_ports import DeadLetterWatchPorts
 from adapters.servicebus.sender import OutgoingMessage
 from contracts.names import AGENT_REPLIES_QUEUE, APP_QUEUES, ORDERS_QUEUE, STATE_CONTAINER
 from domain.dead_letters import DeadLetterCursor
 from localrun.servicebus import InProcessBroker, QueuePolicy
-from supervisor.dead_letters import WATCH_INTERVAL, DeadLetterWatchPorts, watch_dead_letters
+from supervisor.dead_letters import WATCH_INTERVAL, watch_dead_letters
 from tests.supervisor.conftest import MakeContext
 
 pytestmark = pytest.mark.cosmos

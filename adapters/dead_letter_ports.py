@@ -1,0 +1,33 @@
+"""What the dead-letter watch (``supervisor/dead_letters.py``) reads through: the queues' dead-letter subqueues, the
+documents of what it has seen in them, and when this process last watched. Wired by ``dependencies``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from adapters.cosmos.dead_letter_store import DeadLetterCursors
+    from adapters.servicebus.dead_letters import DeadLetterBrowser
+
+
+@dataclass
+class WatchState:
+    """Per process: when the watch last ran (lost on restart: the next run watches at once)."""
+
+    last_run: datetime | None = None
+
+    def due(self, now: datetime, interval: timedelta) -> bool:
+        """Whether ``interval`` has passed since the last run (a clock set back: at once)."""
+        return self.last_run is None or not timedelta(0) <= now - self.last_run < interval
+
+
+@dataclass(frozen=True)
+class DeadLetterWatchPorts:
+    """The queues' dead-letter subqueues and what the watch has seen in them; and when this process last watched
+    (``AppContext.forget_process_memory`` forgets it)."""
+
+    browser: DeadLetterBrowser
+    cursors: DeadLetterCursors
+    state: WatchState = field(default_factory=WatchState)
