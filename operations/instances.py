@@ -84,13 +84,14 @@ def purgeable(instances: list[dict[str, Any]], cutoff: datetime | None) -> froze
     """The instances (``views.order_detail``'s ``instances``) whose history the retention timer may have purged:
     claimed before ``cutoff`` (now - ``DURABLE_HISTORY_RETENTION_DAYS``; None: never purged). Their instance is
     created at the claim, and the timer purges finished instances created before the cutoff
-    (``retention.purge``)."""
+    (``retention.purge``). One the record shows never ran (``neverRan``: its start failed) was never the backend's
+    to purge: it stays unknown to it."""
     if cutoff is None:
         return frozenset()
     found: set[str] = set()
     for entry in instances:
         claimed = entry.get("claimedBy")
-        if isinstance(claimed, str) and timefmt.parse(claimed) < cutoff:
+        if isinstance(claimed, str) and not entry.get("neverRan") and timefmt.parse(claimed) < cutoff:
             found.add(str(entry["instanceId"]))
     return frozenset(found)
 

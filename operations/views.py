@@ -180,9 +180,23 @@ def claimed_by(record: StateRecord, instance: str) -> datetime | None:
     return record.history[0].at if record.history else None
 
 
+def never_ran(record: StateRecord, instance: str) -> bool:
+    """Whether ``record`` shows that ``instance`` never ran: its last claim is kept and no move of the instance's own
+    follows it (its start failed, or its order could not be read: claimed and not started, ``orchestrators.starter``).
+    Every attempt and round writes its record as it goes (``begin_step``, ``begin_undo``, a release, its end), under
+    its own name; a claim trimmed from the history tells nothing."""
+    claims = [i for i, entry in enumerate(record.history) if entry.event in CLAIMS and entry.detail == instance]
+    return bool(claims) and all(entry.by != instance for entry in record.history[claims[-1] + 1 :])
+
+
 def _instance_view(record: StateRecord, kind: str, instance: str) -> dict[str, Any]:
     claimed = claimed_by(record, instance)
-    return {"kind": kind, "instanceId": instance, "claimedBy": None if claimed is None else to_text(claimed)}
+    return {
+        "kind": kind,
+        "instanceId": instance,
+        "claimedBy": None if claimed is None else to_text(claimed),
+        "neverRan": never_ran(record, instance),
+    }
 
 
 def _review_view(review: PendingReview | None, noted: NotedAnswer | None, prepaid: bool) -> dict[str, Any] | None:

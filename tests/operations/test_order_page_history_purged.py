@@ -51,6 +51,22 @@ def test_a_two_month_old_order_whose_history_is_purged_has_a_clear_page(ops: Ops
     assert status == 200 and [a["historyPurged"] for a in recent["attempts"]] == [False], recent
 
 
+def test_an_attempt_that_never_started_is_not_said_purged(ops: OpsHarness) -> None:
+    """An attempt claimed and never started (its ``start_new`` failed, or its order could not be read: claimed and
+    not started, ``orchestrators.starter``) was never in the backend, before the cutoff or after it: no history of
+    it was purged, and the page must not say it ran and finished. Its record says so: the claim is kept, and no
+    move of the instance follows it."""
+    ops.processing("o-stuck")  # claimed; its instance never started
+    ops.clock.advance_to(ops.clock.now() + timedelta(days=60))
+    ops.run_until_idle(limit=timedelta(minutes=1))
+
+    status, page = ops.get("/api/ops/orders/o-stuck")
+    assert status == 200 and "attemptsError" not in page, page
+    stuck = next(a for a in page["attempts"] if a["instanceId"] == "o-stuck:1")
+    assert stuck["runtimeStatus"] is None and stuck["historyPurged"] is False, page["attempts"]
+    assert page["historiesPurged"] == 0, page
+
+
 def test_with_retention_off_nothing_is_purged_nor_said_purged(cosmos_db) -> None:
     harness = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=OPERATOR, DURABLE_HISTORY_RETENTION_DAYS="0")
     try:
