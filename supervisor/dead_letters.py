@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.cosmos.documents import update_conditionally
 from adapters.dead_letter_ports import DeadLetterWatchPorts
+from adapters.servicebus.settlement import named_order
 from contracts.names import APP_QUEUES
-from contracts.parsing import named_order_id
 from domain.dead_letters import DeadLetterCursor
 from domain.text import carriable, one_line
 from observability.events import app_event
@@ -64,7 +64,7 @@ def _found(queue: str, message: Any) -> None:
         messageId=_text(message.message_id, 128),
         reason=reason,
         description=description,
-        orderId=named_order_id(bytes(message.body)),
+        orderId=named_order(message),
         deliveryCount=int(message.delivery_count),
     )
 
