@@ -7,6 +7,7 @@ it read up to when more wait (None: all were read)."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from datetime import UTC, datetime
 
@@ -24,7 +25,7 @@ def test_ranges_of_is_the_set_as_the_fewest_ranges(seed: int) -> None:
     ranges = ranges_of(rng.sample(sorted(numbers), len(numbers)) * 2)  # any order, repeats
     assert {n for r in ranges for n in range(r.first, r.last + 1)} == numbers
     assert all(r.first <= r.last for r in ranges)
-    assert all(a.last + 1 < b.first for a, b in zip(ranges, ranges[1:], strict=False))  # ordered, apart
+    assert all(a.last + 1 < b.first for a, b in itertools.pairwise(ranges))  # ordered, apart
 
 
 def _read(waiting: set[int], scan: int) -> tuple[list[int], int | None]:
