@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from adapters.cosmos.documents import update_conditionally
+from adapters.cosmos.errors import StoreUnavailable
 from adapters.dead_letter_ports import DeadLetterWatchPorts
 from adapters.servicebus.settlement import named_order
 from contracts.names import APP_QUEUES
@@ -108,7 +109,9 @@ def watch_queue(ports: DeadLetterWatchPorts, queue: str, now: datetime) -> int:
 def watch_dead_letters(ctx: AppContext, queues: tuple[str, ...] = APP_QUEUES) -> int:
     """The dead letters logged, every app queue watched (``watch_queue``), if ``WATCH_INTERVAL`` has passed since
     this process last watched. Never raises: a queue that fails is a ``SupervisorPhaseFailed`` (the supervisorFailing
-    rule pages it), the others are watched."""
+    rule pages it), the others are watched; one whose document the store could not read or write now
+    (``StoreUnavailable``: throttled past the SDK's retries, 503) a ``SupervisorRecoveryFailed`` warning, as the rest
+    of the run logs one: what it logged is logged again by the next run, one alert each."""
     ports = ctx.dead_letters
     now = ctx.clock.now()
     if ports is None or not ports.state.due(now, WATCH_INTERVAL):
@@ -118,6 +121,13 @@ def watch_dead_letters(ctx: AppContext, queues: tuple[str, ...] = APP_QUEUES) ->
     for queue in queues:
         try:
             found += watch_queue(ports, queue, now)
+        except StoreUnavailable as exc:  # a blip, as elsewhere in the supervisor: the next run watches it again
+            app_event(
+                "SupervisorRecoveryFailed",
+                f"dead-letter watch of {queue} skipped, store unavailable: {exc}",
+                logging.WARNING,
+                phase=f"dead-letter watch of {queue}",
+            )
         except Exception as exc:
             phase_failed(f"dead-letter watch of {queue}", exc)
     return found

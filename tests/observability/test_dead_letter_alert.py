@@ -135,3 +135,33 @@ def test_a_dead_letter_logged_twice_pages_once() -> None:
     again = world.watch()
     assert len(first) == len(again) == 1
     assert len(LogRule.of("deadLettersFound").pages(first + again, until=60)) == 1
+
+
+def test_a_store_blip_in_the_watch_pages_nobody_and_its_dead_letter_pages_once() -> None:
+    """Red team (rt-dlwatch): the watch's write of what it saw throttled past the SDK's retries (a 429, a 503: the
+    store's ``StoreUnavailable``) was a ``SupervisorPhaseFailed``, which the supervisorFailing rule pages: an
+    operator woken for a blip that costs nothing (the next run, two minutes on, logs the same dead letters again,
+    one alert each, and writes). The rest of the supervisor logs a store that is unavailable as a warning; so does the
+    watch now (``SupervisorRecoveryFailed``), and a queue it cannot read still pages."""
+    from adapters.cosmos.errors import StoreUnavailable
+
+    world = _World()
+    saves = world.cursors.save
+    failures = [StoreUnavailable("429 Too Many Requests: retries exhausted")]
+
+    def throttled(doc: DeadLetterCursor) -> DeadLetterCursor:
+        if failures:
+            raise failures.pop()
+        return saves(doc)
+
+    world.cursors.save = throttled  # type: ignore[method-assign]
+    world.at(1)
+    world.broker_dead_letters(ORDERS_QUEUE, "m-1", "ord-1")
+    events = world.watch()
+    world.at(1 + WATCH_INTERVAL.total_seconds() / 60)
+    events += world.watch()
+    world.at(1 + 2 * WATCH_INTERVAL.total_seconds() / 60)
+    events += world.watch()  # written by the run before: nothing more
+    assert [row["event"] for _, _, row in events].count("DeadLetterFound") == 2
+    assert LogRule.of("supervisorFailing").pages(events, until=60) == []
+    assert len(LogRule.of("deadLettersFound").pages(events, until=60)) == 1
