@@ -8,7 +8,10 @@ pages nobody. Above all one the broker moved (``MaxDeliveryCountExceeded``, ``TT
 never logs: it did not dead-letter it. The supervisor's timer runs the watch (``watch_dead_letters``) at most once
 every ``WATCH_INTERVAL`` per process: each queue's subqueue is peeked from its first message, ``PEEK_BATCH`` at a
 time, up to ``MAX_SCAN`` messages; those not seen waiting at the last read (``domain/dead_letters.py``: a document
-per queue, written conditionally, so it survives restarts) are logged, then what waits now is kept as seen.
+per queue, written conditionally, so it survives restarts) are logged, then what waits now is kept as seen. The run
+starts no peek that could end past ``WATCH_BUDGET``: it holds the supervisor's timer, whose next run waits for it (a
+throttled namespace answering each bounded peek in 20 s held it twenty minutes); a read cut short is a partial read
+(what lies beyond stays as it was), and the next run starts at the queue this one did not reach.
 
 Not a cursor past the newest number logged: a dead-lettered message keeps the sequence number it had on its queue,
 so the broker's dead-lettering of a message after its last delivery, or of a deferred message that expired, numbers
@@ -26,6 +29,7 @@ any more is forgotten at the first read, so only numbers still recorded as waiti
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +41,7 @@ from contracts.names import APP_QUEUES
 from domain.dead_letters import DeadLetterCursor
 from domain.text import carriable, one_line
 from observability.events import app_event
+from settings import SEND_TIMEOUT
 from supervisor.run import phase_failed
 
 if TYPE_CHECKING:
@@ -46,6 +51,9 @@ if TYPE_CHECKING:
 WATCH_INTERVAL = timedelta(minutes=2)  # the rule evaluates every 5 minutes
 PEEK_BATCH = 100  # messages per peek
 MAX_SCAN = 1000  # messages read per queue and run (ten peeks at most)
+# Peeks a run may start: none that could end past this (each is bounded by SEND_TIMEOUT). The watch runs inside the
+# supervisor's timer, whose next run (every 30 s) waits for it; a run stopped short leaves the rest to the next.
+WATCH_BUDGET = timedelta(seconds=60)
 
 
 def _text(value: Any, limit: int) -> str | None:
@@ -70,12 +78,12 @@ def _found(queue: str, message: Any) -> None:
     )
 
 
-def _waiting(receiver: Peeker) -> tuple[list[Any], int | None]:
-    """The subqueue's messages from its first, up to ``MAX_SCAN``, and the sequence number read up to when it holds
-    more (None: all of it was read)."""
+def _waiting(receiver: Peeker, may_peek: Callable[[], bool]) -> tuple[list[Any], int | None]:
+    """The subqueue's messages from its first, up to ``MAX_SCAN`` (no peek after the first unless ``may_peek()``),
+    and the sequence number read up to when it holds more or the read stopped short (None: all of it was read)."""
     messages: list[Any] = []
     start = 1
-    while len(messages) < MAX_SCAN:
+    while len(messages) < MAX_SCAN and (start == 1 or may_peek()):
         page = receiver.peek(min(PEEK_BATCH, MAX_SCAN - len(messages)), start)
         messages.extend(page)
         if not page:
@@ -84,12 +92,15 @@ def _waiting(receiver: Peeker) -> tuple[list[Any], int | None]:
     return messages, start - 1
 
 
-def watch_queue(ports: DeadLetterWatchPorts, queue: str, now: datetime) -> int:
-    """Logs the dead letters of ``queue`` not logged before (``MAX_SCAN`` read at most), then keeps what waits as
-    seen. Raises what a read, peek or write raised (nothing kept: the next run logs them again)."""
+def watch_queue(
+    ports: DeadLetterWatchPorts, queue: str, now: datetime, may_peek: Callable[[], bool] = lambda: True
+) -> int:
+    """Logs the dead letters of ``queue`` not logged before (``MAX_SCAN`` read at most; a peek after the first only
+    if ``may_peek()``), then keeps what waits as seen. Raises what a read, peek or write raised (nothing kept: the
+    next run logs them again)."""
     seen = ports.cursors.get(queue) or DeadLetterCursor.fresh(queue, now)
     with ports.browser.open_dead_letters(queue) as receiver:
-        messages, read_up_to = _waiting(receiver)
+        messages, read_up_to = _waiting(receiver, may_peek)
     numbers = [int(m.sequence_number) for m in messages]
     new = set(seen.new_of(numbers))
     for message in messages:
@@ -116,11 +127,21 @@ def watch_dead_letters(ctx: AppContext, queues: tuple[str, ...] = APP_QUEUES) ->
     now = ctx.clock.now()
     if ports is None or not ports.state.due(now, WATCH_INTERVAL):
         return 0
-    ports.state.last_run = now
+    state = ports.state
+    state.last_run = now
+    started = state.monotonic()
+
+    def may_peek() -> bool:  # a peek started now ends within the run's budget
+        return state.monotonic() - started + SEND_TIMEOUT.total_seconds() <= WATCH_BUDGET.total_seconds()
+
     found = 0
-    for queue in queues:
+    first = state.next_queue % len(queues) if queues else 0
+    for i, queue in enumerate(queues[first:] + queues[:first]):
+        if not may_peek():  # the budget is spent: the next run starts here
+            state.next_queue = (first + i) % len(queues)
+            break
         try:
-            found += watch_queue(ports, queue, now)
+            found += watch_queue(ports, queue, now, may_peek)
         except StoreUnavailable as exc:  # a blip, as elsewhere in the supervisor: the next run watches it again
             app_event(
                 "SupervisorRecoveryFailed",

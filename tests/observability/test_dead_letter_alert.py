@@ -11,16 +11,19 @@ waited (operators leave them), paged nobody, above all one the broker made (``Ma
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from adapters.clock import ManualClock
-from adapters.dead_letter_ports import DeadLetterWatchPorts
+from adapters.dead_letter_ports import DeadLetterWatchPorts, WatchState
 from adapters.servicebus.sender import OutgoingMessage
 from contracts.names import AGENT_REPLIES_QUEUE, APP_QUEUES, ORDERS_QUEUE
 from domain.dead_letters import DeadLetterCursor
 from localrun.servicebus import InProcessBroker, QueuePolicy
+from settings import SEND_TIMEOUT
 from supervisor.dead_letters import WATCH_INTERVAL, watch_dead_letters
 from tests.infra.log_alerts import LogRule
 from tests.infra.paths import MODULES
@@ -165,3 +168,60 @@ def test_a_store_blip_in_the_watch_pages_nobody_and_its_dead_letter_pages_once()
     assert [row["event"] for _, _, row in events].count("DeadLetterFound") == 2
     assert LogRule.of("supervisorFailing").pages(events, until=60) == []
     assert len(LogRule.of("deadLettersFound").pages(events, until=60)) == 1
+
+
+class _SlowPeeks:
+    """Each peek of every subqueue takes ``seconds`` (a throttled namespace: the SDK waits out ServerBusy inside its
+    bounded request) on the watch's monotonic clock."""
+
+    def __init__(self, inner: Any, seconds: float) -> None:
+        self._inner, self.seconds, self.now, self.peeks = inner, seconds, 0.0, 0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    @contextmanager
+    def open_dead_letters(self, queue: str) -> Iterator[Any]:
+        with self._inner.open_dead_letters(queue) as receiver:
+            outer = self
+
+            class _Peeker:
+                def peek(self, max_count: int, from_sequence_number: int = 0) -> list[Any]:
+                    outer.now += outer.seconds
+                    outer.peeks += 1
+                    return list(receiver.peek(max_count, from_sequence_number))
+
+            yield _Peeker()
+
+
+def test_a_throttled_namespace_holds_the_supervisor_run_a_bounded_time_and_every_dead_letter_is_logged_once(
+    monkeypatch: Any,
+) -> None:
+    """Red team (rt-dlwatch): the watch runs at the end of the supervisor's run, inside its timer: until it returns,
+    no next run recovers an expired attempt (the schedule is 30 s). It read every queue to the end of its scan (ten
+    peeks of 100 a queue, six queues), each peek bounded by 30 s: peeks a throttled namespace answers in 20 s held
+    the run twenty minutes, near the host's functionTimeout. The watch now starts no peek past ``WATCH_BUDGET`` (a
+    read cut short is a partial read: what lies beyond stays as it was), and the next run starts at the queue it
+    did not reach."""
+    import supervisor.dead_letters as watch
+
+    monkeypatch.setattr(watch, "MAX_SCAN", 50)
+    monkeypatch.setattr(watch, "PEEK_BATCH", 5)
+    world = _World()
+    slow = _SlowPeeks(world.broker.deferred_store, seconds=20)
+    ports = DeadLetterWatchPorts(slow, world.cursors, WatchState(monotonic=slow.monotonic))  # type: ignore[arg-type]
+    world.ports = ports
+    for queue in APP_QUEUES:
+        for i in range(12):
+            world.app_dead_letters(queue, f"{queue}-{i}")
+    logged: list[tuple[str, str]] = []
+    for run in range(24):
+        if run == 20:
+            slow.seconds = 0.0  # the namespace answers at once again
+        world.at(1 + run * WATCH_INTERVAL.total_seconds() / 60)
+        started = slow.now
+        logged += [(row["queue"], row["sequenceNumber"]) for _, _, row in world.watch()]
+        assert slow.now - started <= (watch.WATCH_BUDGET + SEND_TIMEOUT).total_seconds()
+        if run == 19:  # throttled: every queue was reached, each over its lowest numbers
+            assert {q for q, _ in logged} == set(APP_QUEUES)
+    assert sorted(logged) == sorted({(q, str(n)) for q in APP_QUEUES for n in range(1, 13)})  # each once
