@@ -1,6 +1,8 @@
 """The dead-letter watch: one ``DeadLetterFound`` event per message that arrives in an app queue's dead-letter
 subqueue, whoever moved it there, for the ``deadLettersFound`` log alert rule (infra/modules/alerts.bicep), which
-pages once per dead letter (its dimensions: queue and sequence number).
+pages once per queue and run that found new ones (its dimensions: queue and ``firstNew``, the lowest number new in
+that run, on each of them): a burst is one page, not one per message (the action group's 100 emails an hour to its
+one address were every rule's, and a rule fires at most 300 alerts an evaluation).
 
 Service Bus's ``DeadletteredMessages`` metric counts the messages WAITING in dead-letter queues: a metric alert on
 it is stateful, so while an old dead letter waits (operators often leave them for days) it stays fired and a new one
@@ -17,10 +19,10 @@ Not a cursor past the newest number logged: a dead-lettered message keeps the se
 so the broker's dead-lettering of a message after its last delivery, or of a deferred message that expired, numbers
 it below messages dead-lettered before it, and a cursor would never log it. A run that dies between logging and
 writing, or two runs at once (the later write keeps its own view), log a dead letter twice: the rule's dimensions
-make that one alert (a page missed is worse than a line logged twice). A subqueue holding more than ``MAX_SCAN``
-messages is watched over its lowest ``MAX_SCAN`` numbers (docs/observability.md). Nothing of a body is logged but
-the order it names; the message id, reason and description (anyone with Listen on the queue may set them) are made
-carriable.
+make that one alert, the same lowest new number (a page missed is worse than a line logged twice). A subqueue
+holding more than ``MAX_SCAN`` messages is watched over its lowest ``MAX_SCAN`` numbers (docs/observability.md).
+Nothing of a body is logged but the order it names; the message id, reason and description (anyone with Listen on
+the queue may set them) are made carriable.
 
 A queue deleted and created again numbers its messages from 1 again: a number seen on the old queue and not waiting
 any more is forgotten at the first read, so only numbers still recorded as waiting when it was deleted are missed
@@ -60,7 +62,7 @@ def _text(value: Any, limit: int) -> str | None:
     return None if value is None else one_line(carriable(str(value)))[:limit]
 
 
-def _found(queue: str, message: Any) -> None:
+def _found(queue: str, message: Any, first_new: int) -> None:
     reason = _text(message.dead_letter_reason, 128)
     description = _text(message.dead_letter_error_description, 300)
     seq = int(message.sequence_number)
@@ -70,6 +72,7 @@ def _found(queue: str, message: Any) -> None:
         logging.WARNING,
         queue=queue,
         sequenceNumber=seq,
+        firstNew=first_new,  # the lowest number new in this run: the rule's alert, one for all a run found
         messageId=_text(message.message_id, 128),
         reason=reason,
         description=description,
@@ -105,7 +108,7 @@ def watch_queue(
     new = set(seen.new_of(numbers))
     for message in messages:
         if int(message.sequence_number) in new:
-            _found(queue, message)
+            _found(queue, message, min(new))
     update_conditionally(
         read=lambda: ports.cursors.get(queue),
         fresh=lambda: DeadLetterCursor.fresh(queue, now),

@@ -98,7 +98,7 @@ def test_the_rule_counts_dead_letters_found_not_the_messages_waiting() -> None:
         for r in resources(alerts, "Microsoft.Insights/metricAlerts")
     ]
     assert "DeadletteredMessages" not in metrics
-    assert LogRule.of("deadLettersFound").dimensions == ("queue", "sequenceNumber")
+    assert LogRule.of("deadLettersFound").dimensions == ("queue", "firstNew")
 
 
 def test_a_new_dead_letter_pages_while_an_old_one_waits_for_days() -> None:
@@ -225,3 +225,26 @@ def test_a_throttled_namespace_holds_the_supervisor_run_a_bounded_time_and_every
         if run == 19:  # throttled: every queue was reached, each over its lowest numbers
             assert {q for q, _ in logged} == set(APP_QUEUES)
     assert sorted(logged) == sorted({(q, str(n)) for q in APP_QUEUES for n in range(1, 13)})  # each once
+
+
+def test_a_burst_of_dead_letters_found_by_one_run_pages_once() -> None:
+    """Red team (rt-dlwatch): each dead letter was its own alert (dimensions queue and sequence number), so a burst
+    paged once per message: 150 malformed orders (anyone with Send on ``orders`` can send them; the intake
+    dead-letters each) were 150 pages in one evaluation. The action group sends at most 100 emails an hour to its
+    one address, and a stateful rule fires at most 300 alerts an evaluation (docs/observability.md): a burst spent
+    the hour's emails of every rule (an order failing after it was emailed to nobody), and one over 300 left the
+    rest out of the portal's alert list too. One alert per queue and watch run that found new dead letters now
+    (dimension ``firstNew``, the lowest number new in that run, on each of its ``DeadLetterFound``): a burst pages
+    once, a dead letter logged again by a run that died before its write pages once, a later one pages again."""
+    world = _World()
+    rule = LogRule.of("deadLettersFound")
+    world.at(1)
+    for i in range(150):
+        world.app_dead_letters(ORDERS_QUEUE, f"junk-{i}")
+    events = world.watch()
+    assert len(events) == 150  # every one logged
+    world.at(7)
+    world.app_dead_letters(ORDERS_QUEUE, "later")
+    events += world.watch()
+    pages = rule.pages(events, until=60)
+    assert [key for _, key in pages] == [(ORDERS_QUEUE, "1"), (ORDERS_QUEUE, "151")]
