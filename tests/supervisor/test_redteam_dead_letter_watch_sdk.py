@@ -95,3 +95,35 @@ def test_dead_letters_the_sdk_peeks_are_logged_with_their_order(caplog: Any) -> 
         (50, None, "NotJson"),  # not data: it names no order
         (51, None, "NotJson"),
     ]
+
+
+class _ShortPages:
+    """The service returns fewer messages than asked though more wait ("no guarantee of a minimum batch size":
+    Microsoft Learn, Message browsing): one a peek here."""
+
+    def __init__(self, broker: InProcessBroker) -> None:
+        self._broker = broker
+
+    @contextmanager
+    def open_dead_letters(self, queue: str) -> Iterator[Any]:
+        with self._broker.deferred_store.open_dead_letters(queue) as inner:
+
+            class _One:
+                def peek(self, max_count: int, from_sequence_number: int = 0) -> list[Any]:
+                    return list(inner.peek(max_count, from_sequence_number))[:1]
+
+            yield _One()
+
+
+def test_a_short_answer_is_not_the_end_of_the_subqueue(caplog: Any) -> None:
+    caplog.set_level(logging.INFO)
+    clock = ManualClock()
+    broker = InProcessBroker(clock)
+    broker.declare_queue(ORDERS_QUEUE, QueuePolicy(max_delivery_count=2, default_ttl=timedelta(days=1)))
+    for i in range(5):
+        broker.send(ORDERS_QUEUE, OutgoingMessage(body="{}", message_id=f"m-{i}"))
+        message = broker.receive(ORDERS_QUEUE)
+        assert message is not None
+        broker.actions.deadletter(message, deadletter_reason="InvalidFields", deadletter_error_description="x")
+    ctx: Any = _Ctx(clock, DeadLetterWatchPorts(_ShortPages(broker), _Cursors()))  # type: ignore[arg-type]
+    assert watch_dead_letters(ctx, (ORDERS_QUEUE,)) == 5
