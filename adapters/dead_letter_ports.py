@@ -3,6 +3,8 @@ documents of what it has seen in them, and when this process last watched. Wired
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -14,9 +16,12 @@ if TYPE_CHECKING:
 
 @dataclass
 class WatchState:
-    """Per process: when the watch last ran (lost on restart: the next run watches at once)."""
+    """Per process: when the watch last ran (lost on restart: the next run watches at once), and the queue a run
+    stopped before, its budget spent (the next run starts there)."""
 
     last_run: datetime | None = None
+    next_queue: int = 0
+    monotonic: Callable[[], float] = time.monotonic  # what the run's budget is measured on
 
     def due(self, now: datetime, interval: timedelta) -> bool:
         """Whether ``interval`` has passed since the last run (a clock set back: at once)."""

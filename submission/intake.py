@@ -35,9 +35,9 @@ from adapters.cosmos.errors import AlreadyExists, EtagMismatch, StoreUnavailable
 from adapters.cosmos.order_store import CreateOutcome
 from adapters.cosmos.state_store import update_once
 from adapters.servicebus.sender import SendError
-from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
+from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes, named_order
 from contracts.messages import CancelOrder, Contract, OrderSubmitted, PaymentNotification, RetryDeferred
-from contracts.parsing import InvalidMessage, named_order_id, parse
+from contracts.parsing import InvalidMessage, parse
 from deferral.recovery import (
     recover_for_order,
     release_for_rejected_order,
@@ -89,7 +89,7 @@ def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeRe
             logging.WARNING,
             messageId=message.message_id,
             # the order a message that does not parse names (an order, its payment, its cancellation): found by it
-            orderId=named_order_id(body_bytes(message)),
+            orderId=named_order(message),
             reason=bad.reason,
         )
         return IntakeResult(Settlement.deadletter(bad.reason, bad.description))

@@ -1,6 +1,8 @@
 """The dead-letter watch: one ``DeadLetterFound`` event per message that arrives in an app queue's dead-letter
 subqueue, whoever moved it there, for the ``deadLettersFound`` log alert rule (infra/modules/alerts.bicep), which
-pages once per dead letter (its dimensions: queue and sequence number).
+pages once per queue and run that found new ones (its dimensions: queue and ``firstNew``, the lowest number new in
+that run, on each of them): a burst is one page, not one per message (the action group's 100 emails an hour to its
+one address were every rule's, and a rule fires at most 300 alerts an evaluation).
 
 Service Bus's ``DeadletteredMessages`` metric counts the messages WAITING in dead-letter queues: a metric alert on
 it is stateful, so while an old dead letter waits (operators often leave them for days) it stays fired and a new one
@@ -8,16 +10,19 @@ pages nobody. Above all one the broker moved (``MaxDeliveryCountExceeded``, ``TT
 never logs: it did not dead-letter it. The supervisor's timer runs the watch (``watch_dead_letters``) at most once
 every ``WATCH_INTERVAL`` per process: each queue's subqueue is peeked from its first message, ``PEEK_BATCH`` at a
 time, up to ``MAX_SCAN`` messages; those not seen waiting at the last read (``domain/dead_letters.py``: a document
-per queue, written conditionally, so it survives restarts) are logged, then what waits now is kept as seen.
+per queue, written conditionally, so it survives restarts) are logged, then what waits now is kept as seen. The run
+starts no peek that could end past ``WATCH_BUDGET``: it holds the supervisor's timer, whose next run waits for it (a
+throttled namespace answering each bounded peek in 20 s held it twenty minutes); a read cut short is a partial read
+(what lies beyond stays as it was), and the next run starts at the queue this one did not reach.
 
 Not a cursor past the newest number logged: a dead-lettered message keeps the sequence number it had on its queue,
 so the broker's dead-lettering of a message after its last delivery, or of a deferred message that expired, numbers
 it below messages dead-lettered before it, and a cursor would never log it. A run that dies between logging and
 writing, or two runs at once (the later write keeps its own view), log a dead letter twice: the rule's dimensions
-make that one alert (a page missed is worse than a line logged twice). A subqueue holding more than ``MAX_SCAN``
-messages is watched over its lowest ``MAX_SCAN`` numbers (docs/observability.md). Nothing of a body is logged but
-the order it names; the message id, reason and description (anyone with Listen on the queue may set them) are made
-carriable.
+make that one alert, the same lowest new number (a page missed is worse than a line logged twice). A subqueue
+holding more than ``MAX_SCAN`` messages is watched over its lowest ``MAX_SCAN`` numbers (docs/observability.md).
+Nothing of a body is logged but the order it names; the message id, reason and description (anyone with Listen on
+the queue may set them) are made carriable.
 
 A queue deleted and created again numbers its messages from 1 again: a number seen on the old queue and not waiting
 any more is forgotten at the first read, so only numbers still recorded as waiting when it was deleted are missed
@@ -26,16 +31,19 @@ any more is forgotten at the first read, so only numbers still recorded as waiti
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from adapters.cosmos.documents import update_conditionally
+from adapters.cosmos.errors import StoreUnavailable
 from adapters.dead_letter_ports import DeadLetterWatchPorts
+from adapters.servicebus.settlement import named_order
 from contracts.names import APP_QUEUES
-from contracts.parsing import named_order_id
 from domain.dead_letters import DeadLetterCursor
 from domain.text import carriable, one_line
 from observability.events import app_event
+from settings import SEND_TIMEOUT
 from supervisor.run import phase_failed
 
 if TYPE_CHECKING:
@@ -45,13 +53,16 @@ if TYPE_CHECKING:
 WATCH_INTERVAL = timedelta(minutes=2)  # the rule evaluates every 5 minutes
 PEEK_BATCH = 100  # messages per peek
 MAX_SCAN = 1000  # messages read per queue and run (ten peeks at most)
+# Peeks a run may start: none that could end past this (each is bounded by SEND_TIMEOUT). The watch runs inside the
+# supervisor's timer, whose next run (every 30 s) waits for it; a run stopped short leaves the rest to the next.
+WATCH_BUDGET = timedelta(seconds=60)
 
 
 def _text(value: Any, limit: int) -> str | None:
     return None if value is None else one_line(carriable(str(value)))[:limit]
 
 
-def _found(queue: str, message: Any) -> None:
+def _found(queue: str, message: Any, first_new: int) -> None:
     reason = _text(message.dead_letter_reason, 128)
     description = _text(message.dead_letter_error_description, 300)
     seq = int(message.sequence_number)
@@ -61,20 +72,21 @@ def _found(queue: str, message: Any) -> None:
         logging.WARNING,
         queue=queue,
         sequenceNumber=seq,
+        firstNew=first_new,  # the lowest number new in this run: the rule's alert, one for all a run found
         messageId=_text(message.message_id, 128),
         reason=reason,
         description=description,
-        orderId=named_order_id(bytes(message.body)),
+        orderId=named_order(message),
         deliveryCount=int(message.delivery_count),
     )
 
 
-def _waiting(receiver: Peeker) -> tuple[list[Any], int | None]:
-    """The subqueue's messages from its first, up to ``MAX_SCAN``, and the sequence number read up to when it holds
-    more (None: all of it was read)."""
+def _waiting(receiver: Peeker, may_peek: Callable[[], bool]) -> tuple[list[Any], int | None]:
+    """The subqueue's messages from its first, up to ``MAX_SCAN`` (no peek after the first unless ``may_peek()``),
+    and the sequence number read up to when it holds more or the read stopped short (None: all of it was read)."""
     messages: list[Any] = []
     start = 1
-    while len(messages) < MAX_SCAN:
+    while len(messages) < MAX_SCAN and (start == 1 or may_peek()):
         page = receiver.peek(min(PEEK_BATCH, MAX_SCAN - len(messages)), start)
         messages.extend(page)
         if not page:
@@ -83,17 +95,20 @@ def _waiting(receiver: Peeker) -> tuple[list[Any], int | None]:
     return messages, start - 1
 
 
-def watch_queue(ports: DeadLetterWatchPorts, queue: str, now: datetime) -> int:
-    """Logs the dead letters of ``queue`` not logged before (``MAX_SCAN`` read at most), then keeps what waits as
-    seen. Raises what a read, peek or write raised (nothing kept: the next run logs them again)."""
+def watch_queue(
+    ports: DeadLetterWatchPorts, queue: str, now: datetime, may_peek: Callable[[], bool] = lambda: True
+) -> int:
+    """Logs the dead letters of ``queue`` not logged before (``MAX_SCAN`` read at most; a peek after the first only
+    if ``may_peek()``), then keeps what waits as seen. Raises what a read, peek or write raised (nothing kept: the
+    next run logs them again)."""
     seen = ports.cursors.get(queue) or DeadLetterCursor.fresh(queue, now)
     with ports.browser.open_dead_letters(queue) as receiver:
-        messages, read_up_to = _waiting(receiver)
+        messages, read_up_to = _waiting(receiver, may_peek)
     numbers = [int(m.sequence_number) for m in messages]
     new = set(seen.new_of(numbers))
     for message in messages:
         if int(message.sequence_number) in new:
-            _found(queue, message)
+            _found(queue, message, min(new))
     update_conditionally(
         read=lambda: ports.cursors.get(queue),
         fresh=lambda: DeadLetterCursor.fresh(queue, now),
@@ -108,16 +123,35 @@ def watch_queue(ports: DeadLetterWatchPorts, queue: str, now: datetime) -> int:
 def watch_dead_letters(ctx: AppContext, queues: tuple[str, ...] = APP_QUEUES) -> int:
     """The dead letters logged, every app queue watched (``watch_queue``), if ``WATCH_INTERVAL`` has passed since
     this process last watched. Never raises: a queue that fails is a ``SupervisorPhaseFailed`` (the supervisorFailing
-    rule pages it), the others are watched."""
+    rule pages it), the others are watched; one whose document the store could not read or write now
+    (``StoreUnavailable``: throttled past the SDK's retries, 503) a ``SupervisorRecoveryFailed`` warning, as the rest
+    of the run logs one: what it logged is logged again by the next run, one alert each."""
     ports = ctx.dead_letters
     now = ctx.clock.now()
     if ports is None or not ports.state.due(now, WATCH_INTERVAL):
         return 0
-    ports.state.last_run = now
+    state = ports.state
+    state.last_run = now
+    started = state.monotonic()
+
+    def may_peek() -> bool:  # a peek started now ends within the run's budget
+        return state.monotonic() - started + SEND_TIMEOUT.total_seconds() <= WATCH_BUDGET.total_seconds()
+
     found = 0
-    for queue in queues:
+    first = state.next_queue % len(queues) if queues else 0
+    for i, queue in enumerate(queues[first:] + queues[:first]):
+        if not may_peek():  # the budget is spent: the next run starts here
+            state.next_queue = (first + i) % len(queues)
+            break
         try:
-            found += watch_queue(ports, queue, now)
+            found += watch_queue(ports, queue, now, may_peek)
+        except StoreUnavailable as exc:  # a blip, as elsewhere in the supervisor: the next run watches it again
+            app_event(
+                "SupervisorRecoveryFailed",
+                f"dead-letter watch of {queue} skipped, store unavailable: {exc}",
+                logging.WARNING,
+                phase=f"dead-letter watch of {queue}",
+            )
         except Exception as exc:
             phase_failed(f"dead-letter watch of {queue}", exc)
     return found

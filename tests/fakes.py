@@ -290,3 +290,20 @@ class OrderStoreReadFromALaggingReplica:
 
     def create_or_verify(self, order: dict[str, Any]) -> CreateOutcome:
         return self._store.create_or_verify(order)
+
+
+def sdk_value_body_message(sequence_number: int, value: Any, reason: str | None = None) -> Any:
+    """An ``azure.servicebus.ServiceBusReceivedMessage`` whose body is an AMQP value section, not data (another AMQP
+    client can send one), decoded by the SDK from its AMQP bytes; ``reason``: its ``DeadLetterReason``."""
+    from azure.servicebus import ServiceBusReceivedMessage
+    from azure.servicebus._pyamqp._encode import encode_payload
+    from azure.servicebus._pyamqp.message import Header, Message
+    from azure.servicebus._pyamqp.utils import amqp_long_value
+
+    message = Message(
+        value=value,
+        header=Header(delivery_count=1),
+        message_annotations={b"x-opt-sequence-number": amqp_long_value(sequence_number)},
+        application_properties={b"DeadLetterReason": reason.encode()} if reason is not None else None,
+    )
+    return ServiceBusReceivedMessage.from_bytes(bytes(encode_payload(bytearray(), message)))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from contracts.parsing import InvalidMessage
+from contracts.parsing import InvalidMessage, named_order_id
 from domain.text import carriable
 
 
@@ -73,6 +73,15 @@ def body_bytes(message: ReceivedMessage) -> bytes:
             raise InvalidMessage("NotJson", f"body section is a {type(part).__name__}, not bytes")
         chunks.append(bytes(part))
     return b"".join(chunks)
+
+
+def named_order(message: ReceivedMessage) -> str | None:
+    """The order ``message``'s body names (``named_order_id``); None for a body that is not AMQP data (a value or
+    sequence section: ``body_bytes`` refuses it), as for one that does not parse."""
+    try:
+        return named_order_id(body_bytes(message))
+    except InvalidMessage:
+        return None
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,19 @@ waited (operators leave them), paged nobody, above all one the broker made (``Ma
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from adapters.clock import ManualClock
-from adapters.dead_letter_ports import DeadLetterWatchPorts
+from adapters.dead_letter_ports import DeadLetterWatchPorts, WatchState
 from adapters.servicebus.sender import OutgoingMessage
 from contracts.names import AGENT_REPLIES_QUEUE, APP_QUEUES, ORDERS_QUEUE
 from domain.dead_letters import DeadLetterCursor
 from localrun.servicebus import InProcessBroker, QueuePolicy
+from settings import SEND_TIMEOUT
 from supervisor.dead_letters import WATCH_INTERVAL, watch_dead_letters
 from tests.infra.log_alerts import LogRule
 from tests.infra.paths import MODULES
@@ -95,7 +98,7 @@ def test_the_rule_counts_dead_letters_found_not_the_messages_waiting() -> None:
         for r in resources(alerts, "Microsoft.Insights/metricAlerts")
     ]
     assert "DeadletteredMessages" not in metrics
-    assert LogRule.of("deadLettersFound").dimensions == ("queue", "sequenceNumber")
+    assert LogRule.of("deadLettersFound").dimensions == ("queue", "firstNew")
 
 
 def test_a_new_dead_letter_pages_while_an_old_one_waits_for_days() -> None:
@@ -135,3 +138,113 @@ def test_a_dead_letter_logged_twice_pages_once() -> None:
     again = world.watch()
     assert len(first) == len(again) == 1
     assert len(LogRule.of("deadLettersFound").pages(first + again, until=60)) == 1
+
+
+def test_a_store_blip_in_the_watch_pages_nobody_and_its_dead_letter_pages_once() -> None:
+    """Red team (rt-dlwatch): the watch's write of what it saw throttled past the SDK's retries (a 429, a 503: the
+    store's ``StoreUnavailable``) was a ``SupervisorPhaseFailed``, which the supervisorFailing rule pages: an
+    operator woken for a blip that costs nothing (the next run, two minutes on, logs the same dead letters again,
+    one alert each, and writes). The rest of the supervisor logs a store that is unavailable as a warning; so does the
+    watch now (``SupervisorRecoveryFailed``), and a queue it cannot read still pages."""
+    from adapters.cosmos.errors import StoreUnavailable
+
+    world = _World()
+    saves = world.cursors.save
+    failures = [StoreUnavailable("429 Too Many Requests: retries exhausted")]
+
+    def throttled(doc: DeadLetterCursor) -> DeadLetterCursor:
+        if failures:
+            raise failures.pop()
+        return saves(doc)
+
+    world.cursors.save = throttled  # type: ignore[method-assign]
+    world.at(1)
+    world.broker_dead_letters(ORDERS_QUEUE, "m-1", "ord-1")
+    events = world.watch()
+    world.at(1 + WATCH_INTERVAL.total_seconds() / 60)
+    events += world.watch()
+    world.at(1 + 2 * WATCH_INTERVAL.total_seconds() / 60)
+    events += world.watch()  # written by the run before: nothing more
+    assert [row["event"] for _, _, row in events].count("DeadLetterFound") == 2
+    assert LogRule.of("supervisorFailing").pages(events, until=60) == []
+    assert len(LogRule.of("deadLettersFound").pages(events, until=60)) == 1
+
+
+class _SlowPeeks:
+    """Each peek of every subqueue takes ``seconds`` (a throttled namespace: the SDK waits out ServerBusy inside its
+    bounded request) on the watch's monotonic clock."""
+
+    def __init__(self, inner: Any, seconds: float) -> None:
+        self._inner, self.seconds, self.now, self.peeks = inner, seconds, 0.0, 0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    @contextmanager
+    def open_dead_letters(self, queue: str) -> Iterator[Any]:
+        with self._inner.open_dead_letters(queue) as receiver:
+            outer = self
+
+            class _Peeker:
+                def peek(self, max_count: int, from_sequence_number: int = 0) -> list[Any]:
+                    outer.now += outer.seconds
+                    outer.peeks += 1
+                    return list(receiver.peek(max_count, from_sequence_number))
+
+            yield _Peeker()
+
+
+def test_a_throttled_namespace_holds_the_supervisor_run_a_bounded_time_and_every_dead_letter_is_logged_once(
+    monkeypatch: Any,
+) -> None:
+    """Red team (rt-dlwatch): the watch runs at the end of the supervisor's run, inside its timer: until it returns,
+    no next run recovers an expired attempt (the schedule is 30 s). It read every queue to the end of its scan (ten
+    peeks of 100 a queue, six queues), each peek bounded by 30 s: peeks a throttled namespace answers in 20 s held
+    the run twenty minutes, near the host's functionTimeout. The watch now starts no peek past ``WATCH_BUDGET`` (a
+    read cut short is a partial read: what lies beyond stays as it was), and the next run starts at the queue it
+    did not reach."""
+    import supervisor.dead_letters as watch
+
+    monkeypatch.setattr(watch, "MAX_SCAN", 50)
+    monkeypatch.setattr(watch, "PEEK_BATCH", 5)
+    world = _World()
+    slow = _SlowPeeks(world.broker.deferred_store, seconds=20)
+    ports = DeadLetterWatchPorts(slow, world.cursors, WatchState(monotonic=slow.monotonic))  # type: ignore[arg-type]
+    world.ports = ports
+    for queue in APP_QUEUES:
+        for i in range(12):
+            world.app_dead_letters(queue, f"{queue}-{i}")
+    logged: list[tuple[str, str]] = []
+    for run in range(24):
+        if run == 20:
+            slow.seconds = 0.0  # the namespace answers at once again
+        world.at(1 + run * WATCH_INTERVAL.total_seconds() / 60)
+        started = slow.now
+        logged += [(row["queue"], row["sequenceNumber"]) for _, _, row in world.watch()]
+        assert slow.now - started <= (watch.WATCH_BUDGET + SEND_TIMEOUT).total_seconds()
+        if run == 19:  # throttled: every queue was reached, each over its lowest numbers
+            assert {q for q, _ in logged} == set(APP_QUEUES)
+    assert sorted(logged) == sorted({(q, str(n)) for q in APP_QUEUES for n in range(1, 13)})  # each once
+
+
+def test_a_burst_of_dead_letters_found_by_one_run_pages_once() -> None:
+    """Red team (rt-dlwatch): each dead letter was its own alert (dimensions queue and sequence number), so a burst
+    paged once per message: 150 malformed orders (anyone with Send on ``orders`` can send them; the intake
+    dead-letters each) were 150 pages in one evaluation. The action group sends at most 100 emails an hour to its
+    one address, and a stateful rule fires at most 300 alerts an evaluation (docs/observability.md): a burst spent
+    the hour's emails of every rule (an order failing after it was emailed to nobody), and one over 300 left the
+    rest out of the portal's alert list too. One alert per queue and watch run that found new dead letters now
+    (dimension ``firstNew``, the lowest number new in that run, on each of its ``DeadLetterFound``): a burst pages
+    once, a dead letter logged again by a run that died before its write pages once, a later one pages again."""
+    world = _World()
+    rule = LogRule.of("deadLettersFound")
+    world.at(1)
+    for i in range(150):
+        world.app_dead_letters(ORDERS_QUEUE, f"junk-{i}")
+    events = world.watch()
+    assert len(events) == 150  # every one logged
+    world.at(7)
+    world.app_dead_letters(ORDERS_QUEUE, "later")
+    events += world.watch()
+    pages = rule.pages(events, until=60)
+    assert [key for _, key in pages] == [(ORDERS_QUEUE, "1"), (ORDERS_QUEUE, "151")]
