@@ -81,18 +81,25 @@ def _found(queue: str, message: Any, first_new: int) -> None:
     )
 
 
-def _waiting(receiver: Peeker, may_peek: Callable[[], bool]) -> tuple[list[Any], int | None]:
-    """The subqueue's messages from its first, up to ``MAX_SCAN`` (no peek after the first unless ``may_peek()``),
-    and the sequence number read up to when it holds more or the read stopped short (None: all of it was read)."""
-    messages: list[Any] = []
+def _waiting(
+    receiver: Peeker, seen: DeadLetterCursor, may_peek: Callable[[], bool]
+) -> tuple[list[int], list[Any], int | None]:
+    """The numbers of the subqueue's messages from its first, up to ``MAX_SCAN`` (no peek after the first unless
+    ``may_peek()``); those of them ``seen`` has not seen (only these are kept: a page of bodies up to 256 KB each is
+    let go before the next is read); and the sequence number read up to when it holds more or the read stopped short
+    (None: all of it was read)."""
+    numbers: list[int] = []
+    unseen: list[Any] = []
     start = 1
-    while len(messages) < MAX_SCAN and (start == 1 or may_peek()):
-        page = receiver.peek(min(PEEK_BATCH, MAX_SCAN - len(messages)), start)
-        messages.extend(page)
+    while len(numbers) < MAX_SCAN and (start == 1 or may_peek()):
+        page = receiver.peek(min(PEEK_BATCH, MAX_SCAN - len(numbers)), start)
         if not page:
-            return messages, None
-        start = max(int(m.sequence_number) for m in page) + 1
-    return messages, start - 1
+            return numbers, unseen, None
+        page_numbers = [int(m.sequence_number) for m in page]
+        numbers.extend(page_numbers)
+        unseen.extend(m for m, n in zip(page, page_numbers, strict=True) if not seen.has_seen(n))
+        start = max(page_numbers) + 1
+    return numbers, unseen, start - 1
 
 
 def watch_queue(
@@ -103,12 +110,11 @@ def watch_queue(
     next run logs them again)."""
     seen = ports.cursors.get(queue) or DeadLetterCursor.fresh(queue, now)
     with ports.browser.open_dead_letters(queue) as receiver:
-        messages, read_up_to = _waiting(receiver, may_peek)
-    numbers = [int(m.sequence_number) for m in messages]
-    new = set(seen.new_of(numbers))
-    for message in messages:
-        if int(message.sequence_number) in new:
-            _found(queue, message, min(new))
+        numbers, unseen, read_up_to = _waiting(receiver, seen, may_peek)
+    if unseen:
+        first_new = min(int(m.sequence_number) for m in unseen)
+        for message in sorted(unseen, key=lambda m: int(m.sequence_number)):
+            _found(queue, message, first_new)
     update_conditionally(
         read=lambda: ports.cursors.get(queue),
         fresh=lambda: DeadLetterCursor.fresh(queue, now),
@@ -117,7 +123,7 @@ def watch_queue(
         save=ports.cursors.save,
         what=f"dead letters seen in {queue}",
     )
-    return len(new)
+    return len(unseen)
 
 
 def watch_dead_letters(ctx: AppContext, queues: tuple[str, ...] = APP_QUEUES) -> int:

@@ -10,7 +10,9 @@ broker made, ``MaxDeliveryCountExceeded`` or ``TTLExpiredException``, which the 
 
 from __future__ import annotations
 
+import gc
 import logging
+import weakref
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -254,3 +256,37 @@ def test_a_queue_that_cannot_be_read_is_a_failed_phase_and_the_others_are_watche
     assert watch_dead_letters(ctx) == 1
     failed = [r for r in caplog.records if getattr(r, "event", None) == "SupervisorPhaseFailed"]
     assert [r.phase for r in failed] == [f"dead-letter watch of {ORDERS_QUEUE}"]
+
+
+class _Letter:
+    def __init__(self, number: int) -> None:
+        self.sequence_number = number
+
+
+class _Pages:
+    """A subqueue of numbers 1..n peeked ``batch`` at a time, each peek new message objects."""
+
+    def __init__(self, n: int) -> None:
+        self._n = n
+        self.handed: list[weakref.ref[_Letter]] = []
+
+    def peek(self, max_count: int, from_sequence_number: int = 0) -> list[Any]:
+        page = [_Letter(k) for k in range(from_sequence_number, min(self._n, from_sequence_number + max_count - 1) + 1)]
+        self.handed += [weakref.ref(m) for m in page]
+        return page
+
+
+def test_a_read_keeps_only_the_messages_it_has_not_seen() -> None:
+    """Up to 1,000 bodies of up to 256 KB each: the ones seen before are let go page by page, not held to the end."""
+    from supervisor.dead_letters import PEEK_BATCH, _waiting
+
+    pages = _Pages(3 * PEEK_BATCH)
+    seen = DeadLetterCursor.fresh(ORDERS_QUEUE, ManualClock().now()).seeing(
+        range(1, 2 * PEEK_BATCH + 1), None, ManualClock().now()
+    )
+    numbers, unseen, read_up_to = _waiting(pages, seen, lambda: True)
+    gc.collect()
+    assert numbers == list(range(1, 3 * PEEK_BATCH + 1)) and read_up_to is None
+    assert [m.sequence_number for m in unseen] == list(range(2 * PEEK_BATCH + 1, 3 * PEEK_BATCH + 1))
+    alive = [m for m in (ref() for ref in pages.handed) if m is not None]
+    assert {m.sequence_number for m in alive} == {m.sequence_number for m in unseen}
