@@ -107,6 +107,7 @@ class AppContext:
         self.recent_health.forget_all()
         if self.dead_letters is not None:
             self.dead_letters.state.last_run = None
+            self.dead_letters.state.failed_in_a_row.clear()
 
 
 _context: AppContext | None = None

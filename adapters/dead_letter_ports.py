@@ -16,11 +16,12 @@ if TYPE_CHECKING:
 
 @dataclass
 class WatchState:
-    """Per process: when the watch last ran (lost on restart: the next run watches at once), and the queue a run
-    stopped before, its budget spent (the next run starts there)."""
+    """Per process: when the watch last ran (lost on restart: the next run watches at once), the queue a run
+    stopped before, its budget spent (the next run starts there), and how many watches in a row failed per queue."""
 
     last_run: datetime | None = None
     next_queue: int = 0
+    failed_in_a_row: dict[str, int] = field(default_factory=dict)
     monotonic: Callable[[], float] = time.monotonic  # what the run's budget is measured on
 
     def due(self, now: datetime, interval: timedelta) -> bool:

@@ -50,6 +50,9 @@ if TYPE_CHECKING:
     from adapters.servicebus.browse import Peeker
     from dependencies import AppContext
 
+# A queue the watch cannot read pages (SupervisorPhaseFailed) at its third failed watch in a row, about six minutes:
+# a busy namespace or a dropped connection passes before that, a missing role or queue does not.
+FAILURES_BEFORE_PAGE = 3
 WATCH_INTERVAL = timedelta(minutes=2)  # the rule evaluates every 5 minutes
 PEEK_BATCH = 100  # messages per peek
 MAX_SCAN = 1000  # messages read per queue and run (ten peeks at most)
@@ -128,8 +131,9 @@ def watch_queue(
 
 def watch_dead_letters(ctx: AppContext, queues: tuple[str, ...] = APP_QUEUES) -> int:
     """The dead letters logged, every app queue watched (``watch_queue``), if ``WATCH_INTERVAL`` has passed since
-    this process last watched. Never raises: a queue that fails is a ``SupervisorPhaseFailed`` (the supervisorFailing
-    rule pages it), the others are watched; one whose document the store could not read or write now
+    this process last watched. Never raises: a queue that fails ``FAILURES_BEFORE_PAGE`` watches in a row is a
+    ``SupervisorPhaseFailed`` (the supervisorFailing rule pages it; before that a ``SupervisorRecoveryFailed``
+    warning), the others are watched; one whose document the store could not read or write now
     (``StoreUnavailable``: throttled past the SDK's retries, 503) a ``SupervisorRecoveryFailed`` warning, as the rest
     of the run logs one: what it logged is logged again by the next run, one alert each."""
     ports = ctx.dead_letters
@@ -151,6 +155,7 @@ def watch_dead_letters(ctx: AppContext, queues: tuple[str, ...] = APP_QUEUES) ->
             break
         try:
             found += watch_queue(ports, queue, now, may_peek)
+            state.failed_in_a_row.pop(queue, None)
         except StoreUnavailable as exc:  # a blip, as elsewhere in the supervisor: the next run watches it again
             app_event(
                 "SupervisorRecoveryFailed",
@@ -159,5 +164,14 @@ def watch_dead_letters(ctx: AppContext, queues: tuple[str, ...] = APP_QUEUES) ->
                 phase=f"dead-letter watch of {queue}",
             )
         except Exception as exc:
-            phase_failed(f"dead-letter watch of {queue}", exc)
+            failed = state.failed_in_a_row[queue] = state.failed_in_a_row.get(queue, 0) + 1
+            if failed >= FAILURES_BEFORE_PAGE:
+                phase_failed(f"dead-letter watch of {queue}", exc)
+            else:  # the namespace busy, a connection lost: the next watch, two minutes on, reads it again
+                app_event(
+                    "SupervisorRecoveryFailed",
+                    f"dead-letter watch of {queue} failed ({failed} in a row; paged at {FAILURES_BEFORE_PAGE}): {exc}",
+                    logging.WARNING,
+                    phase=f"dead-letter watch of {queue}",
+                )
     return found

@@ -26,7 +26,7 @@ from adapters.servicebus.sender import OutgoingMessage
 from contracts.names import AGENT_REPLIES_QUEUE, APP_QUEUES, ORDERS_QUEUE, STATE_CONTAINER
 from domain.dead_letters import DeadLetterCursor
 from localrun.servicebus import InProcessBroker, QueuePolicy
-from supervisor.dead_letters import WATCH_INTERVAL, watch_dead_letters
+from supervisor.dead_letters import FAILURES_BEFORE_PAGE, WATCH_INTERVAL, watch_dead_letters
 from tests.supervisor.conftest import MakeContext
 
 pytestmark = pytest.mark.cosmos
@@ -237,25 +237,46 @@ def test_outside_text_is_cleaned_and_a_body_gives_only_its_order(
 class _BrokenBrowser:
     """Every queue's subqueue peeks, but ``broken``'s fails."""
 
-    def __init__(self, inner: Any, broken: str) -> None:
-        self._inner, self._broken = inner, broken
+    def __init__(self, inner: Any, broken: str | None) -> None:
+        self._inner, self.broken = inner, broken
 
     def open_dead_letters(self, queue: str) -> Any:
-        if queue == self._broken:
+        if queue == self.broken:
             raise RuntimeError("MessagingEntityNotFound")
         return self._inner.open_dead_letters(queue)
 
 
-def test_a_queue_that_cannot_be_read_is_a_failed_phase_and_the_others_are_watched(
-    make_ctx: MakeContext, cosmos_db: Any, broker: InProcessBroker, caplog: Any
+def test_a_queue_that_cannot_be_read_pages_at_its_third_failed_watch_in_a_row_and_the_others_are_watched(
+    make_ctx: MakeContext, cosmos_db: Any, broker: InProcessBroker, clock: ManualClock, caplog: Any
 ) -> None:
+    """A busy namespace or a dropped connection fails one watch and passes: a page for it is noise. A queue the
+    watch cannot read for six minutes (a role missing, the queue gone) pages."""
     caplog.set_level(logging.INFO)
     cursors = CosmosDeadLetterCursors(cosmos_db.get_container_client(STATE_CONTAINER))
-    ctx = _with_ports(make_ctx, DeadLetterWatchPorts(_BrokenBrowser(broker.deferred_store, ORDERS_QUEUE), cursors))
+    browser = _BrokenBrowser(broker.deferred_store, ORDERS_QUEUE)
+    ctx = _with_ports(make_ctx, DeadLetterWatchPorts(browser, cursors))
     _app_dead_letters(broker, AGENT_REPLIES_QUEUE, "r-1")
-    assert watch_dead_letters(ctx) == 1
-    failed = [r for r in caplog.records if getattr(r, "event", None) == "SupervisorPhaseFailed"]
-    assert [r.phase for r in failed] == [f"dead-letter watch of {ORDERS_QUEUE}"]
+
+    def events(name: str) -> list[str]:
+        return [r.phase for r in caplog.records if getattr(r, "event", None) == name]
+
+    for run in range(1, FAILURES_BEFORE_PAGE):
+        assert watch_dead_letters(ctx) == (1 if run == 1 else 0)  # the other queues are watched
+        assert events("SupervisorPhaseFailed") == []
+        assert events("SupervisorRecoveryFailed") == [f"dead-letter watch of {ORDERS_QUEUE}"] * run
+        clock.advance(WATCH_INTERVAL)
+    caplog.clear()
+    assert watch_dead_letters(ctx) == 0
+    assert events("SupervisorPhaseFailed") == [f"dead-letter watch of {ORDERS_QUEUE}"]
+    # read once again, the count starts over: a later failure is a warning again
+    browser.broken = None
+    clock.advance(WATCH_INTERVAL)
+    watch_dead_letters(ctx)
+    browser.broken = ORDERS_QUEUE
+    caplog.clear()
+    clock.advance(WATCH_INTERVAL)
+    watch_dead_letters(ctx)
+    assert (events("SupervisorPhaseFailed"), len(events("SupervisorRecoveryFailed"))) == ([], 1)
 
 
 class _Letter:
