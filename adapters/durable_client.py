@@ -11,16 +11,28 @@ storage slow) fails the call it holds, not the starts, raises and reads of other
 the host resets or refuses still closes the session (the host is going away: the other calls fail with it).
 
 A call given up raises ``TimeoutError``; like any failed call, its outcome is unknown (a start or a raise may still
-be carried out), and each caller handles it as it handles the SDK's other failures."""
+be carried out), and each caller handles it as it handles the SDK's other failures.
+
+A timer phase that makes a call per record (the starter's starts, the supervisor's compensation starts and
+terminations) runs them ``PARALLEL_CALLS`` at a time within a budget (``each_within``): no call starts that could
+end past it, so a stalled extension holds the run about the budget, not records x bound (50 starts x 20 s; the
+timers are singletons: every later run waited). What is left is logged (``DurablePhaseStopped``); each caller says
+why leaving it is safe."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from datetime import datetime
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
+from observability.events import app_event
 from settings import DURABLE_CALL_TIMEOUT
+
+# A phase's calls in flight at once (as ``supervisor.backend_wait`` reads statuses).
+PARALLEL_CALLS = 8
 
 
 async def bounded[T](call: Awaitable[T]) -> T:
@@ -67,3 +79,50 @@ class BoundedClient:
 def bounded_client(client: Any) -> BoundedClient:
     """The trigger's ``durableClient`` binding, each call bounded (see the module)."""
     return BoundedClient(client)
+
+
+def left_of(length: timedelta, began: float) -> timedelta:
+    """What is left of ``length`` counted from ``began`` (``time.monotonic``): a start grace from before the claims."""
+    return length - timedelta(seconds=time.monotonic() - began)
+
+
+class CallBudget:
+    """The time a phase has for its calls: ``fits`` says whether one more bounded call can end within it. The
+    first wave always fits (a budget shorter than ``DURABLE_CALL_TIMEOUT`` is taken as that)."""
+
+    def __init__(self, length: timedelta, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.length = max(length, DURABLE_CALL_TIMEOUT)
+        self._monotonic = monotonic
+        self._ends = monotonic() + self.length.total_seconds()
+
+    def fits(self) -> bool:
+        return self._monotonic() + DURABLE_CALL_TIMEOUT.total_seconds() <= self._ends
+
+
+async def each_within[T](
+    phase: str, items: Sequence[T], call: Callable[[T], Awaitable[bool]], budget: CallBudget
+) -> list[bool]:
+    """``call(item)`` for each item, ``PARALLEL_CALLS`` at a time, in their order, each only while ``budget`` fits
+    one more call; ``call`` handles its own failures and returns False if it stopped for the budget itself (a
+    second call that no longer fits). Returns, per item, whether its calls were made; logs ``DurablePhaseStopped``
+    when some were not."""
+    gate = asyncio.Semaphore(PARALLEL_CALLS)
+
+    async def one(item: T) -> bool:
+        async with gate:
+            return budget.fits() and await call(item)
+
+    made = list(await asyncio.gather(*(one(item) for item in items)))
+    if not all(made):
+        skipped = made.count(False)
+        app_event(
+            "DurablePhaseStopped",
+            f"{phase}: {skipped} of {len(items)} left, the run's {budget.length.total_seconds():g} s for them spent "
+            "(the Durable extension is slow or stalled)",
+            logging.WARNING,
+            phase=phase,
+            skipped=skipped,
+            made=len(items) - skipped,
+            budgetSeconds=budget.length.total_seconds(),
+        )
+    return made

@@ -1,13 +1,14 @@
 """The scheduler orchestration and the starter's timer sweep."""
 
 import asyncio
+import time
 from collections.abc import Generator
 from typing import Any
 
 import azure.durable_functions as df
 import azure.functions as func
 
-from adapters.durable_client import bounded_client
+from adapters.durable_client import bounded_client, left_of
 from dependencies import get_context_async
 from orchestrators import names, starter
 from orchestrators.alert import deliver_alert
@@ -58,5 +59,7 @@ def deliver_alert_v1(context: df.DurableOrchestrationContext) -> Generator[Any, 
 @bp.timer_trigger(arg_name="timer", schedule="%STARTER_SCHEDULE%", run_on_startup=False, use_monitor=True)
 @bp.durable_client_input(client_name="client")
 async def starter_sweep(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
-    claims = await asyncio.to_thread(starter.sweep, await get_context_async())
-    await starter.start_claimed(bounded_client(client), claims)
+    ctx = await get_context_async()
+    began = time.monotonic()  # the claims' start grace runs from here on
+    claims = await asyncio.to_thread(starter.sweep, ctx)
+    await starter.start_claimed(bounded_client(client), claims, left_of(ctx.settings.start_grace, began))

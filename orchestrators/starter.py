@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from adapters.cosmos.state_store import update_once_or_reread
+from adapters.durable_client import CallBudget, each_within
 from contracts.activities import AttemptInput, OrderPlan
 from dependencies import AppContext
 from domain import transitions
@@ -192,7 +193,7 @@ START_EVENTS: dict[str, tuple[str, str]] = {
 
 
 async def start_orchestrations(
-    client: OrchestrationClient, orchestrator: str, claims: Sequence[Startable]
+    client: OrchestrationClient, orchestrator: str, claims: Sequence[Startable], start_grace: timedelta
 ) -> list[str]:
     """Starts one ``orchestrator`` instance per claim; returns the instance ids started.
 
@@ -200,10 +201,15 @@ async def start_orchestrations(
     instance that never ran, with ``completeBy`` = claim time + start grace. The supervisor finds it
     when that passes and handles it like any instance that missed a deadline (a forward attempt is
     retried, a compensation round is claimed again). Retrying here could start an instance the
-    failed call had in fact created."""
+    failed call had in fact created.
+
+    The starts run ``PARALLEL_CALLS`` at a time, and none is begun that could end past ``start_grace`` (what is
+    left of the claims' start grace; ``adapters.durable_client.each_within``): a start made later is one the
+    supervisor may already have taken over (the instance it makes is fenced), and a stalled extension would hold
+    the run claims x 20 s. A claim not started is left as after a failed start."""
     started_event, failed_event = START_EVENTS[orchestrator]
-    started: list[str] = []
-    for claim in claims:
+
+    async def start(claim: Startable) -> bool:
         try:
             await client.start_new(orchestrator, url_instance_id(claim.instance_id), claim.orchestration_input())
         except Exception as exc:
@@ -214,12 +220,28 @@ async def start_orchestrations(
                 orderId=claim.order_id,
                 instanceId=claim.instance_id,
             )
-            continue
+            return True
         started.append(claim.instance_id)
         app_event(started_event, f"started {claim.instance_id}", orderId=claim.order_id, instanceId=claim.instance_id)
-    return started
+        return True
+
+    started: list[str] = []
+    phase = "compensationStarts" if orchestrator == COMPENSATION else "starts"  # DurablePhaseStopped's phase
+    made = await each_within(phase, claims, start, CallBudget(start_grace))
+    for claim, tried in zip(claims, made, strict=True):
+        if not tried:
+            app_event(
+                failed_event,
+                f"did not start {claim.instance_id}: the run's time for starts is spent; the supervisor will retry "
+                "it after the start grace",
+                logging.WARNING,
+                orderId=claim.order_id,
+                instanceId=claim.instance_id,
+            )
+    order = {claim.instance_id: i for i, claim in enumerate(claims)}
+    return sorted(started, key=order.__getitem__)
 
 
-async def start_claimed(client: OrchestrationClient, claims: Sequence[Claim]) -> list[str]:
+async def start_claimed(client: OrchestrationClient, claims: Sequence[Claim], start_grace: timedelta) -> list[str]:
     """Starts the scheduler for each claimed attempt (see ``start_orchestrations``)."""
-    return await start_orchestrations(client, SCHEDULER, claims)
+    return await start_orchestrations(client, SCHEDULER, claims, start_grace)

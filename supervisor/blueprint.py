@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import azure.durable_functions as df
 import azure.functions as func
 
-from adapters.durable_client import bounded_client
+from adapters.durable_client import bounded_client, left_of
 from dependencies import get_context_async
 from observability.events import app_event
 from supervisor.backend_wait import read_statuses
@@ -34,8 +35,10 @@ async def supervisor(timer: func.TimerRequest, client: df.DurableOrchestrationCl
     due = await asyncio.to_thread(find_due, ctx, SCAN_STATE)
     # the instances of the expired attempts and rounds: one the Durable backend has still to run is left to it
     statuses = await read_statuses(durable, held_instances(ctx, due))
+    began = time.monotonic()  # the rounds' start grace runs from their claims on
     report = await asyncio.to_thread(run_supervisor, ctx, SCAN_STATE, due, statuses)
+    # starts first: a round not started waits for a later run; a termination left is harmless (fenced)
+    await start_compensations(durable, report.compensations, left_of(ctx.settings.start_grace, began))
     await terminate_expired(durable, report.to_terminate)
-    await start_compensations(durable, report.compensations)
     # last: the rounds are started whatever the watch meets (it never raises; a queue it cannot read is logged)
     await asyncio.to_thread(watch_dead_letters, ctx)

@@ -233,7 +233,10 @@ def _claim_or_wait(
     return move
 
 
-async def start_compensations(client: OrchestrationClient, starts: list[CompensationStart]) -> list[str]:
-    """Starts one compensation orchestration per claimed round. A start that fails leaves the round
-    claimed with ``completeBy`` = claim + start grace: a later run claims the next round."""
-    return await start_orchestrations(client, COMPENSATION, starts)
+async def start_compensations(
+    client: OrchestrationClient, starts: list[CompensationStart], start_grace: timedelta
+) -> list[str]:
+    """Starts one compensation orchestration per claimed round, within ``start_grace`` (``start_orchestrations``).
+    A start that fails or is not made leaves the round claimed with ``completeBy`` = claim + start grace: a later
+    run claims the next round."""
+    return await start_orchestrations(client, COMPENSATION, starts, start_grace)

@@ -2,13 +2,17 @@
 
 Fencing already makes a stale attempt harmless (every write it makes checks ``lockedBy``); this
 only keeps the task hub clean and stops a stale attempt from sending further agent requests.
-Every error is logged and swallowed: a failed terminate changes nothing about the order."""
+Every error is logged and swallowed: a failed terminate changes nothing about the order. The run's terminations
+come after its starts and run ``PARALLEL_CALLS`` at a time within ``TERMINATE_BUDGET`` (``adapters.durable_client
+.each_within``): one left is harmless, as a failed one."""
 
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Any, Protocol
 
+from adapters.durable_client import CallBudget, each_within
 from domain.ids import url_instance_id
 from observability.events import app_event
 from orchestrators.raise_events import read_status
@@ -18,6 +22,8 @@ from orchestrators.raise_events import read_status
 # (Azure Storage reports it; durable-functions-instance-management): its new execution still runs.
 STILL_ACTIVE = frozenset({"Running", "Pending", "Suspended", "ContinuedAsNew"})
 TERMINATE_REASON = "deadline missed; the supervisor recovered the order"
+# The time a run gives its terminations (a status read and a terminate each): the supervisor's default cadence.
+TERMINATE_BUDGET = timedelta(seconds=30)
 
 
 class InstanceClient(Protocol):
@@ -38,9 +44,11 @@ def _status_name(status: Any) -> str | None:
 
 
 async def terminate_expired(client: InstanceClient, instance_ids: list[str]) -> list[str]:
-    """Terminates each instance that is still active; returns the ids it terminated."""
+    """Terminates each instance that is still active, within ``TERMINATE_BUDGET``; returns the ids it terminated."""
     terminated: list[str] = []
-    for instance in instance_ids:
+    budget = CallBudget(TERMINATE_BUDGET)
+
+    async def terminate(instance: str) -> bool:
         try:
             status = _status_name(await read_status(client, instance))
             if status not in STILL_ACTIVE:
@@ -50,7 +58,9 @@ async def terminate_expired(client: InstanceClient, instance_ids: list[str]) -> 
                     instanceId=instance,
                     runtimeStatus=status,
                 )
-                continue
+                return True
+            if not budget.fits():
+                return False
             await client.terminate(url_instance_id(instance), TERMINATE_REASON)
         except Exception as exc:
             app_event(
@@ -59,7 +69,10 @@ async def terminate_expired(client: InstanceClient, instance_ids: list[str]) -> 
                 logging.WARNING,
                 instanceId=instance,
             )
-            continue
+            return True
         terminated.append(instance)
         app_event("SupervisorTerminated", f"terminated expired instance {instance}", instanceId=instance)
+        return True
+
+    await each_within("terminations", instance_ids, terminate, budget)
     return terminated

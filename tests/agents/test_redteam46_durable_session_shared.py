@@ -97,7 +97,7 @@ def test_a_raise_held_past_the_sdks_timeout_does_not_fail_another_orders_start(d
     async def both() -> tuple[Any, list[str]]:
         relayed = asyncio.ensure_future(relay_reply(client, FakeReceivedMessage.of(json.dumps(REPLY))))
         await asyncio.sleep(BOUND / 2)  # the start goes out while the raise is held
-        started = await start_orchestrations(client, SCHEDULER, [_Claim("o-start", "o-start:1")])
+        started = await start_orchestrations(client, SCHEDULER, [_Claim("o-start", "o-start:1")], timedelta(seconds=60))
         return await relayed, started
 
     try:
@@ -138,3 +138,37 @@ def test_every_trigger_with_a_durable_client_bounds_its_calls() -> None:
             if not uses or any(id(n) not in wrapped for n in uses):
                 unbounded.append(f"{path.parent.name}.{node.name}")
     assert unbounded == []
+
+
+def test_a_stalled_extension_holds_a_run_of_starts_about_its_budget_not_claims_x_bound(durable) -> None:
+    """Measured at the runner's HTTP edge: the starter's starts, one after the other, took 12 x the bound with every
+    start held (12 s here; 50 x 20 s = 1,000 s for a full batch on Azure). Now they run ``PARALLEL_CALLS`` at a time
+    and none begins that could end past the start grace: one wave here; the others are left for the supervisor, as a
+    failed start is, and the SDK's session lives on (a start after the stall is carried out)."""
+    engine, real = durable
+    let_go = threading.Event()
+
+    def extension(method: str, path: str) -> Answer | None:
+        if "/orchestrators/" in path:
+            let_go.wait(STALL * 3)
+        return None
+
+    real.api.before_answer = extension
+    client = bounded_client(real.client)
+    claims = [_Claim(f"o{i}", f"o{i}:1") for i in range(12)]
+
+    async def timed() -> tuple[list[str], float]:
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        started = await start_orchestrations(client, SCHEDULER, claims, timedelta(seconds=BOUND))
+        return started, loop.time() - began
+
+    try:
+        started, took = real.run(timed())
+    finally:
+        let_go.set()
+    real.api.before_answer = lambda method, path: None
+
+    assert started == [] and took < 2 * BOUND, took  # one wave of bounded starts, given up: 12 x BOUND before
+    after = real.run(start_orchestrations(client, SCHEDULER, [_Claim("o-after", "o-after:1")], timedelta(seconds=60)))
+    assert after == ["o-after:1"] and engine.instance("o-after:1") is not None

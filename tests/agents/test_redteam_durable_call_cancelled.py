@@ -55,7 +55,7 @@ class HeldExtension:
 
 
 TRIGGER_CALLS: dict[str, Callable[[Any], Awaitable[Any]]] = {
-    "starter": lambda client: start_orchestrations(client, SCHEDULER, [_Claim("o-c", "o-c:1")]),
+    "starter": lambda client: start_orchestrations(client, SCHEDULER, [_Claim("o-c", "o-c:1")], timedelta(seconds=60)),
     "reply relay": lambda client: relay_reply(client, FakeReceivedMessage.of(json.dumps(REPLY))),
     "events": lambda client: raise_events(client, [RaiseEvent("o-c:1", "PaymentReceived", {})]),
     "supervisor terminate": lambda client: terminate_expired(client, ["o-c:1"]),

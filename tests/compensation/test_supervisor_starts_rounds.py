@@ -33,11 +33,11 @@ def supervisor_run_after_a_death_between_steps(app_context: Any, clock: Any) -> 
 
 
 def test_a_supervisor_run_escalates_to_compensation_and_starts_the_round(app_context, clock):
-    _ctx, report = supervisor_run_after_a_death_between_steps(app_context, clock)
+    ctx, report = supervisor_run_after_a_death_between_steps(app_context, clock)
     assert (report.found, report.compensating, report.escalated) == (1, 1, 0)
     assert report.to_terminate == ["o1:1"]
     client = RecordingClient()
-    started: list[Any] = asyncio.run(start_compensations(client, report.compensations))
+    started: list[Any] = asyncio.run(start_compensations(client, report.compensations, ctx.settings.start_grace))
     assert started == ["o1:compensate:2"]
     started_round = {"orderId": "o1", "round": 2, **NEW_ROUND_INPUT}
     assert client.started == [(names.COMPENSATION, "o1:compensate:2", started_round)]
@@ -45,7 +45,12 @@ def test_a_supervisor_run_escalates_to_compensation_and_starts_the_round(app_con
 
 def test_a_failed_start_leaves_the_round_to_a_later_run(app_context, clock):
     ctx, report = supervisor_run_after_a_death_between_steps(app_context, clock)
-    assert asyncio.run(start_compensations(RecordingClient(fail_start=True), report.compensations)) == []
+    assert (
+        asyncio.run(
+            start_compensations(RecordingClient(fail_start=True), report.compensations, ctx.settings.start_grace)
+        )
+        == []
+    )
     ctx = context_with(ctx, settings=ctx.settings.from_env({}, MAX_FAILURES="3"))
     clock.advance(just_past(ctx.settings.start_grace))  # round 2 was never started
     stuck = run_supervisor(ctx, ScanState())

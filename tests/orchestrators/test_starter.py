@@ -20,6 +20,8 @@ from tests.orchestrators.support import sample_order
 
 pytestmark = pytest.mark.cosmos
 
+GRACE = timedelta(seconds=60)  # START_GRACE_SECONDS' default
+
 
 def seed(ctx, clock, n: int) -> None:
     for i in range(n):
@@ -103,7 +105,7 @@ NEW_INPUT = {"timerPerRound": True, "reviewsFitFallback": True, "deadlineAtBegin
 def test_start_claimed_starts_one_versioned_orchestration_per_claim():
     client = RecordingClient()
     claims = [starter.Claim("o1", "o1:1", 1, plan("o1")), starter.Claim("o2", "o2:3", 3, plan("o2"))]
-    assert asyncio.run(starter.start_claimed(client, claims)) == ["o1:1", "o2:3"]
+    assert asyncio.run(starter.start_claimed(client, claims, GRACE)) == ["o1:1", "o2:3"]
     assert client.started == [
         (SCHEDULER, "o1:1", {"orderId": "o1", "attempt": 1, "plan": plan("o1").to_json(), **NEW_INPUT}),
         (SCHEDULER, "o2:3", {"orderId": "o2", "attempt": 3, "plan": plan("o2").to_json(), **NEW_INPUT}),
@@ -170,7 +172,7 @@ class UnavailableOrders:
 def test_start_failure_is_logged_and_left_for_the_supervisor(app_context, clock, caplog):
     seed(app_context, clock, 1)
     claims = starter.sweep(app_context)
-    assert asyncio.run(starter.start_claimed(RecordingClient(fail_start=True), claims)) == []
+    assert asyncio.run(starter.start_claimed(RecordingClient(fail_start=True), claims, GRACE)) == []
     assert "supervisor will retry" in caplog.text
     record = app_context.states.get("o0")
     assert record.process_state is ProcessState.PROCESSING
