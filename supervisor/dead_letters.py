@@ -118,6 +118,8 @@ def watch_queue(
         first_new = min(int(m.sequence_number) for m in unseen)
         for message in sorted(unseen, key=lambda m: int(m.sequence_number)):
             _found(queue, message, first_new)
+    if seen.seeing(numbers, read_up_to, now) is seen:
+        return len(unseen)  # what was read is what waits: nothing to write (and no read again to find it out)
     update_conditionally(
         read=lambda: ports.cursors.get(queue),
         fresh=lambda: DeadLetterCursor.fresh(queue, now),

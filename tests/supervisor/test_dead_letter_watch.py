@@ -311,3 +311,30 @@ def test_a_read_keeps_only_the_messages_it_has_not_seen() -> None:
     assert [m.sequence_number for m in unseen] == list(range(2 * PEEK_BATCH + 1, 3 * PEEK_BATCH + 1))
     alive = [m for m in (ref() for ref in pages.handed) if m is not None]
     assert {m.sequence_number for m in alive} == {m.sequence_number for m in unseen}
+
+
+class _CountedCursors:
+    def __init__(self, inner: CosmosDeadLetterCursors) -> None:
+        self._inner, self.reads, self.writes = inner, 0, 0
+
+    def get(self, queue: str) -> DeadLetterCursor | None:
+        self.reads += 1
+        return self._inner.get(queue)
+
+    def save(self, doc: DeadLetterCursor) -> DeadLetterCursor:
+        self.writes += 1
+        return self._inner.save(doc)
+
+
+def test_a_watch_that_finds_nothing_changed_reads_each_queue_s_document_once_and_writes_nothing(
+    make_ctx: MakeContext, cosmos_db: Any, broker: InProcessBroker, clock: ManualClock
+) -> None:
+    counted = _CountedCursors(CosmosDeadLetterCursors(cosmos_db.get_container_client(STATE_CONTAINER)))
+    ctx = _with_ports(make_ctx, DeadLetterWatchPorts(broker.deferred_store, counted))
+    _app_dead_letters(broker, ORDERS_QUEUE, "m-1")
+    assert watch_dead_letters(ctx) == 1
+    assert counted.writes == 1  # the one queue whose subqueue changed
+    counted.reads = counted.writes = 0
+    clock.advance(WATCH_INTERVAL)
+    assert watch_dead_letters(ctx) == 0
+    assert (counted.reads, counted.writes) == (len(APP_QUEUES), 0)
