@@ -8,7 +8,8 @@
   and docs/ show (but docs/benchmark.md's log) is one the runner accepts; its Report section names every
   field the report has.
 - docs/design.md: the invariants are the ones the report counts, the messages the ones in
-  ``contracts/messages.py``.
+  ``contracts/messages.py``, the Roles table's functions the ones ``function_app`` registers, and the
+  project layout names every top-level entry of the repository.
 - docs/observability.md: the event names listed are the ones the app emits.
 - Every relative link in README.md and docs/*.md resolves, and no tracked text file refers to a path
   outside the repository.
@@ -332,6 +333,41 @@ def test_the_messages_in_the_design_are_the_contracts():
     }
     assert messages, "found no message models"
     assert listed == messages
+
+
+def test_the_roles_table_names_every_registered_function_and_no_other():
+    """design.md's Roles table is where a reader looks up what a function name in a log or the portal is."""
+    rows = table_rows(section(DESIGN, "Roles"))
+    listed = {name for row in rows for name in re.findall(r"`([\w-]+)`", row[2])}
+    listed_by = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import function_app; print(*(f.get_function_name() for f in function_app.app.get_functions()))",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    registered = set(listed_by.split())
+    assert len(registered) > 30, "found too few registered functions"
+    assert registered - listed == set(), "registered but not in docs/design.md's Roles table"
+    assert listed - registered == set(), "in docs/design.md's Roles table but not registered"
+
+
+# top-level entries a reader of a clone need not be told about: git's own files
+UNLISTED_TOP_LEVEL = {".gitignore", ".gitattributes", "README.md"}
+
+
+def test_the_project_layout_names_every_top_level_entry():
+    """A new user's first `ls` shows `dev.py`, the command the README starts with: the layout table
+    in docs/design.md, the map of the repository, left it out (and `pyproject.toml`, `.funcignore`)."""
+    rows = table_rows(section(DESIGN, "Project layout"))
+    named = {token.split("/")[0] for row in rows for token in re.findall(r"`([^`]+)`", row[0])}
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    top = {name.split("/")[0] for name in listed.decode("utf-8").split("\0") if name}
+    assert top - named - UNLISTED_TOP_LEVEL == set(), "tracked at the top level but not in docs/design.md's layout"
 
 
 def test_the_design_has_every_state_in_its_state_machine():
