@@ -1,7 +1,7 @@
 """The README and ``docs/`` stay true of the code and of each other.
 
 - README.md: at most 200 lines, the two commands first, "Deploy to Azure" within its first 100 lines
-  with the azd sequence, the demo command ``dev.py`` runs.
+  with the azd sequence, the demo command ``dev.py`` runs, the ops API's routes the app serves.
 - docs/settings.md: the settings table is exactly the one ``settings.py`` generates.
 - docs/local-runner.md: the example profiles it names exist (and it names them all), the command
   line and the fault-profile keys are the ones the runner accepts; every runner command README.md
@@ -114,6 +114,21 @@ def test_the_demo_command_runs_the_profile_the_readme_names():
 def test_the_readme_keeps_the_message_flow_picture():
     picture = section(README, "What it is")
     assert any("submit_order" in block and "supervisor" in block for block in code_blocks(picture))
+
+
+def test_the_ops_routes_in_the_readme_are_the_ones_the_app_serves():
+    """The README's Operate it table is the ops API's only reference: each row's method and path is a route
+    of ``operations/blueprint.py`` and each route is a row (but the console's own script and style)."""
+    rows = table_rows(section(README, "Operate it"))
+    documented = {re.sub(r"\?.*", "", row[0].strip("`")) for row in rows if re.match(r"`(GET|POST) /api/", row[0])}
+    blueprint = read("operations/blueprint.py")
+    served = {
+        f"{method} /api/{route}"
+        for route, methods in re.findall(r'@bp\.route\(route="([^"]+)", methods=\[([^\]]+)\]', blueprint)
+        for method in re.findall(r'"(\w+)"', methods)
+    }
+    assert len(served) >= 8, "found too few routes in operations/blueprint.py"
+    assert documented == served - {"GET /api/ops/console/{asset}"}
 
 
 def test_npm_test_runs_the_readme_test_command() -> None:
