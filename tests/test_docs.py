@@ -209,6 +209,27 @@ def test_the_documented_command_line_is_the_one_the_runner_accepts():
     assert accepted <= set(re.findall(r"--[a-z][a-z-]*", runner)), "an option docs/local-runner.md does not document"
 
 
+def test_every_runner_command_has_its_synopsis_with_every_option():
+    """``serve`` (the README's console) and ``fuzz`` each have a synopsis in docs/local-runner.md naming
+    every option they take; ``serve`` had none, and its ``--exit-when-done`` was documented nowhere."""
+    for command in ("simulate", "serve", "fuzz"):
+        synopsis = next(
+            (
+                line
+                for block in code_blocks(section(RUNNER, "Command line"))
+                for line in block.splitlines()
+                if line.startswith(f"python -m localrun {command} ")
+            ),
+            None,
+        )
+        assert synopsis, f"docs/local-runner.md shows no synopsis of `python -m localrun {command}`"
+        help_text = subprocess.run(
+            [sys.executable, "-m", "localrun", command, "--help"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+        accepted = set(re.findall(r"--[a-z][a-z-]*", help_text)) - {"--help"}
+        assert set(re.findall(r"--[a-z][a-z-]*", synopsis)) == accepted, command
+
+
 # A runner command the docs show: `python -m localrun <sub> ...` or `dev.py demo <sub> ...` (whose arguments
 # replace demo's), in a code span (which may wrap) or on a line of a code block (up to a `#` comment).
 RUNNER_COMMAND = re.compile(r"(?:-m localrun|dev\.py demo) ((?:simulate|serve|fuzz)\b[^`#\n]*(?:\n[^`#\n]+)*)")
