@@ -1,7 +1,8 @@
 """The README and ``docs/`` stay true of the code and of each other.
 
 - README.md: at most 200 lines, the two commands first, "Deploy to Azure" within its first 100 lines
-  with the azd sequence, the demo command ``dev.py`` runs, the ops API's routes the app serves.
+  with the azd sequence, the demo command ``dev.py`` runs, the ops API's routes the app serves and the
+  summary's fields.
 - docs/settings.md: the settings table is exactly the one ``settings.py`` generates.
 - docs/local-runner.md: the example profiles it names exist (and it names them all), the command
   line and the fault-profile keys are the ones the runner accepts; every runner command README.md
@@ -129,6 +130,25 @@ def test_the_ops_routes_in_the_readme_are_the_ones_the_app_serves():
     }
     assert len(served) >= 8, "found too few routes in operations/blueprint.py"
     assert documented == served - {"GET /api/ops/console/{asset}"}
+
+
+def test_every_field_of_the_ops_summary_is_named_in_the_readme():
+    """The README's summary row named few of the fields the summary returns (``oldestProcessing``, the lists'
+    totals ``waitingForReviewCount``...): a client had to find them in ``operations/views.py``."""
+    tree = ast.parse(read("operations/views.py"))
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    keys = {
+        str(key.value)
+        for name in ("summary", "_recent_alerts_or_why_not")
+        for node in ast.walk(functions[name])
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Dict)
+        for key in node.value.keys
+        if isinstance(key, ast.Constant)
+    }
+    assert {"counts", "recentAlerts", "recentAlertsError"} <= keys, "found too few summary fields"
+    row = next(row for row in table_rows(section(README, "Operate it")) if row[0] == "`GET /api/ops/summary`")
+    named = set(re.findall(r"`(\w+)`", row[2]))
+    assert keys - named == set(), "summary fields the README does not name"
 
 
 def test_npm_test_runs_the_readme_test_command() -> None:
