@@ -2,7 +2,7 @@
 
 - README.md: at most 200 lines, the two commands first, "Deploy to Azure" within its first 100 lines
   with the azd sequence, the demo command ``dev.py`` runs, the ops API's routes the app serves and the
-  summary's fields.
+  fields of its summary and order page.
 - docs/settings.md: the settings table is exactly the one ``settings.py`` generates.
 - docs/local-runner.md: the example profiles it names exist (and it names them all), the command
   line and the fault-profile keys are the ones the runner accepts; every runner command README.md
@@ -132,23 +132,34 @@ def test_the_ops_routes_in_the_readme_are_the_ones_the_app_serves():
     assert documented == served - {"GET /api/ops/console/{asset}"}
 
 
-def test_every_field_of_the_ops_summary_is_named_in_the_readme():
-    """The README's summary row named few of the fields the summary returns (``oldestProcessing``, the lists'
-    totals ``waitingForReviewCount``...): a client had to find them in ``operations/views.py``."""
-    tree = ast.parse(read("operations/views.py"))
-    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    keys = {
+def returned_keys(module: str, *functions: str) -> set[str]:
+    """The keys of the dict literals ``functions`` of ``module`` return."""
+    tree = ast.parse(read(module))
+    found = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return {
         str(key.value)
-        for name in ("summary", "_recent_alerts_or_why_not")
-        for node in ast.walk(functions[name])
+        for name in functions
+        for node in ast.walk(found[name])
         if isinstance(node, ast.Return) and isinstance(node.value, ast.Dict)
         for key in node.value.keys
         if isinstance(key, ast.Constant)
     }
-    assert {"counts", "recentAlerts", "recentAlertsError"} <= keys, "found too few summary fields"
-    row = next(row for row in table_rows(section(README, "Operate it")) if row[0] == "`GET /api/ops/summary`")
-    named = set(re.findall(r"`(\w+)`", row[2]))
-    assert keys - named == set(), "summary fields the README does not name"
+
+
+def test_every_field_of_the_ops_summary_and_order_page_is_named_in_the_readme():
+    """The README's rows named few of the fields the summary and the order's page return (``oldestProcessing``,
+    the lists' totals ``waitingForReviewCount``..., ``statusesSent``, ``instances``): a client had to find
+    them in ``operations/``."""
+    rows = {row[0]: row[2] for row in table_rows(section(README, "Operate it"))}
+    shapes = {
+        "`GET /api/ops/summary`": returned_keys("operations/views.py", "summary", "_recent_alerts_or_why_not"),
+        "`GET /api/ops/orders/{orderId}`": returned_keys("operations/views.py", "order_detail")
+        | returned_keys("operations/instances.py", "describe_or_why_not"),
+    }
+    for route, keys in shapes.items():
+        assert len(keys) > 10, f"found too few fields of {route}"
+        missing = keys - set(re.findall(r"`(\w+)`", rows[route]))
+        assert missing == set(), f"{route}: fields the README does not name"
 
 
 def test_npm_test_runs_the_readme_test_command() -> None:
