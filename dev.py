@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """The project's two commands, on a fresh machine with Python 3.13 and Node 20+:
 
-    python3 dev.py demo    # the whole app locally: ~200 orders through chaos, summary, report, chart
-    python3 dev.py test    # ruff, mypy and every test (starts and stops the servers the tests use)
+    python3 dev.py demo    # the whole app locally: 200 orders through chaos, summary, report, chart
+    python3 dev.py test    # ruff check, ruff format --check, mypy and every test (starting the servers they use)
 
 Each creates ``.venv`` with Python 3.13 (the version the app runs on in Azure, with the pinned
 ``azure-functions-runtime``) and installs the pip and npm packages it needs first (skipped when up to
 date). ``dev.py`` itself runs on any Python 3.9+; it finds a Python 3.13 to build ``.venv`` with.
 ``test`` runs ``tests/e2e`` in a second pytest beside the rest of the suite (``run_whole_suite``);
-``python3 dev.py test ARGS`` runs ruff, mypy and then pytest with exactly ARGS, in one process.
+``python3 dev.py test ARGS`` runs the linters and mypy, then pytest with exactly ARGS, in one process;
+``python3 dev.py demo ARGS`` runs ``python -m localrun ARGS`` instead of the demo's own arguments
+(``demo serve --orders 200 --seed 7``: the live console, README "Operate it"; docs/local-runner.md).
 ``python3 dev.py setup`` only sets up ``.venv``, ``node_modules`` and ``.venv-checkov`` (and Chromium when it can):
 what ``test`` does first; ``demo`` and ``bench`` set up only the first two.
 ``python3 dev.py bench [ORDERS] [--sdk-speed-ups] [--compare REF] [--repeat N]`` times the 1,000-order all-faults

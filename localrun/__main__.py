@@ -160,7 +160,7 @@ def _serve(args: argparse.Namespace) -> int:
     import threading
 
     from localrun.report import build_report, summary
-    from localrun.serve import LOCAL_OPERATOR, announce, install_stop_signals, paced_drive
+    from localrun.serve import LOCAL_OPERATOR, PortUnavailable, announce, install_stop_signals, paced_drive
     from localrun.simulation import SimulationConfig, run_simulation
 
     try:
@@ -180,7 +180,11 @@ def _serve(args: argparse.Namespace) -> int:
         settings={"REVIEW_TIMEOUT_SECONDS": str(args.review_timeout), "OPS_LOCAL_PRINCIPAL": LOCAL_OPERATOR},
         drive=paced_drive(args.speed, args.port, stop, announce, exit_when_done=args.exit_when_done),
     )
-    result = run_simulation(config)
+    try:
+        result = run_simulation(config)
+    except PortUnavailable as exc:
+        print(f"serve: {exc}", file=sys.stderr)
+        return 2
     print(summary(build_report(result)))
     return 0
 

@@ -878,7 +878,35 @@ def summary(report: dict[str, Any]) -> str:
     reasons = Counter(d["reason"] for d in report["dead_letters"])
     if reasons:
         table("dead letters by reason", dict(reasons))
+    lines.append("\n" + verdict(report))
     return "\n".join(lines)
+
+
+def verdict(report: dict[str, Any]) -> str:
+    """The summary's last line: whether the run kept every invariant, and how the orders ended, so that a
+    reader of a chaos run's ``Error`` or ``DeadLettered`` counts need not scroll back to judge them."""
+    invariants = report["invariants"]
+    violated = {name: count for name, count in invariants.items() if count}
+    if violated:
+        named = ", ".join(f"{name} {count}" for name, count in violated.items())
+        return (
+            f"verdict: {len(violated)} of {len(invariants)} invariants VIOLATED ({named}): the report's "
+            "invariant_examples name orders (docs/design.md#invariants)"
+        )
+    final = report["final_states"]
+    # DeadLettered counts messages on `orders` (malformed or unusable submissions), not orders of the run
+    others = [
+        f"{state} {count}" for state, count in final.items() if count and state not in ("Processed", "DeadLettered")
+    ]
+    ended = f"{final.get('Processed', 0)} of {report['orders']} orders Processed"
+    if others:
+        ended += f", {', '.join(others)}: how the app ended them under the injected faults, not losses"
+    if final.get("DeadLettered"):
+        ended += f"; {final['DeadLettered']} messages on orders dead-lettered (reasons above)"
+    return (
+        f"verdict: all {len(invariants)} invariants hold (docs/design.md#invariants): no order lost, stuck "
+        f"or charged twice; {ended}"
+    )
 
 
 def _orchestrator_episodes(host: LocalHost) -> int:

@@ -100,6 +100,10 @@ def _text(status: int, message: str) -> HttpAnswer:
     return HttpAnswer(status, {"Content-Type": "text/plain; charset=utf-8"}, message.encode())
 
 
+class PortUnavailable(Exception):
+    """The console's port cannot be listened on (another ``serve`` or ``func start`` holds it)."""
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -131,7 +135,13 @@ def paced_drive(
         before_pump: Callable[[], None],
     ) -> None:
         wake = threading.Event()
-        server = _Server(port, host, wake)
+        try:
+            server = _Server(port, host, wake)
+        except OSError as exc:
+            raise PortUnavailable(
+                f"cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}): another `serve` or `func start` may "
+                "hold it; pass --port N, or --port 0 for any free port"
+            ) from exc
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
         thread.start()
         pacer = Pacer(speed, host.clock.now(), time.monotonic())

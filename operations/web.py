@@ -135,7 +135,7 @@ def store_token(state: str | None, text: str) -> SeekKey | Reply:
     for another list (a page of it would silently leave out that list's newer orders), one not made by
     this API, or one an earlier version made (a Cosmos DB token)."""
     scope, sep, token = text.partition(":")
-    expected = state or "any"
+    expected = str(state or "any")  # a ProcessState's repr would name the enum, not the list
     if not sep or not token:
         return error(400, "invalid continuation token: not one this API handed out; start from the first page")
     if scope != expected:

@@ -1,14 +1,16 @@
 """The README and ``docs/`` stay true of the code and of each other.
 
 - README.md: at most 200 lines, the two commands first, "Deploy to Azure" within its first 100 lines
-  with the azd sequence, the demo command ``dev.py`` runs.
+  with the azd sequence, the demo command ``dev.py`` runs, the ops API's routes the app serves and the
+  fields of its summary and order page.
 - docs/settings.md: the settings table is exactly the one ``settings.py`` generates.
 - docs/local-runner.md: the example profiles it names exist (and it names them all), the command
   line and the fault-profile keys are the ones the runner accepts; every runner command README.md
   and docs/ show (but docs/benchmark.md's log) is one the runner accepts; its Report section names every
   field the report has.
 - docs/design.md: the invariants are the ones the report counts, the messages the ones in
-  ``contracts/messages.py``.
+  ``contracts/messages.py``, the Roles table's functions the ones ``function_app`` registers, and the
+  project layout names every top-level entry of the repository.
 - docs/observability.md: the event names listed are the ones the app emits.
 - Every relative link in README.md and docs/*.md resolves, and no tracked text file refers to a path
   outside the repository.
@@ -115,6 +117,51 @@ def test_the_readme_keeps_the_message_flow_picture():
     assert any("submit_order" in block and "supervisor" in block for block in code_blocks(picture))
 
 
+def test_the_ops_routes_in_the_readme_are_the_ones_the_app_serves():
+    """The README's Operate it table is the ops API's only reference: each row's method and path is a route
+    of ``operations/blueprint.py`` and each route is a row (but the console's own script and style)."""
+    rows = table_rows(section(README, "Operate it"))
+    documented = {re.sub(r"\?.*", "", row[0].strip("`")) for row in rows if re.match(r"`(GET|POST) /api/", row[0])}
+    blueprint = read("operations/blueprint.py")
+    served = {
+        f"{method} /api/{route}"
+        for route, methods in re.findall(r'@bp\.route\(route="([^"]+)", methods=\[([^\]]+)\]', blueprint)
+        for method in re.findall(r'"(\w+)"', methods)
+    }
+    assert len(served) >= 8, "found too few routes in operations/blueprint.py"
+    assert documented == served - {"GET /api/ops/console/{asset}"}
+
+
+def returned_keys(module: str, *functions: str) -> set[str]:
+    """The keys of the dict literals ``functions`` of ``module`` return."""
+    tree = ast.parse(read(module))
+    found = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return {
+        str(key.value)
+        for name in functions
+        for node in ast.walk(found[name])
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Dict)
+        for key in node.value.keys
+        if isinstance(key, ast.Constant)
+    }
+
+
+def test_every_field_of_the_ops_summary_and_order_page_is_named_in_the_readme():
+    """The README's rows named few of the fields the summary and the order's page return (``oldestProcessing``,
+    the lists' totals ``waitingForReviewCount``..., ``statusesSent``, ``instances``): a client had to find
+    them in ``operations/``."""
+    rows = {row[0]: row[2] for row in table_rows(section(README, "Operate it"))}
+    shapes = {
+        "`GET /api/ops/summary`": returned_keys("operations/views.py", "summary", "_recent_alerts_or_why_not"),
+        "`GET /api/ops/orders/{orderId}`": returned_keys("operations/views.py", "order_detail")
+        | returned_keys("operations/instances.py", "describe_or_why_not"),
+    }
+    for route, keys in shapes.items():
+        assert len(keys) > 10, f"found too few fields of {route}"
+        missing = keys - set(re.findall(r"`(\w+)`", rows[route]))
+        assert missing == set(), f"{route}: fields the README does not name"
+
+
 def test_npm_test_runs_the_readme_test_command() -> None:
     scripts = json.loads(read("package.json"))["scripts"]
     assert scripts["test"] == "python3 dev.py test"
@@ -191,6 +238,27 @@ def test_the_documented_command_line_is_the_one_the_runner_accepts():
     accepted = set(re.findall(r"--[a-z][a-z-]*", help_text)) - {"--help"}
     assert set(re.findall(r"--[a-z][a-z-]*", synopsis)) <= accepted
     assert accepted <= set(re.findall(r"--[a-z][a-z-]*", runner)), "an option docs/local-runner.md does not document"
+
+
+def test_every_runner_command_has_its_synopsis_with_every_option():
+    """``serve`` (the README's console) and ``fuzz`` each have a synopsis in docs/local-runner.md naming
+    every option they take; ``serve`` had none, and its ``--exit-when-done`` was documented nowhere."""
+    for command in ("simulate", "serve", "fuzz"):
+        synopsis = next(
+            (
+                line
+                for block in code_blocks(section(RUNNER, "Command line"))
+                for line in block.splitlines()
+                if line.startswith(f"python -m localrun {command} ")
+            ),
+            None,
+        )
+        assert synopsis, f"docs/local-runner.md shows no synopsis of `python -m localrun {command}`"
+        help_text = subprocess.run(
+            [sys.executable, "-m", "localrun", command, "--help"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+        accepted = set(re.findall(r"--[a-z][a-z-]*", help_text)) - {"--help"}
+        assert set(re.findall(r"--[a-z][a-z-]*", synopsis)) == accepted, command
 
 
 # A runner command the docs show: `python -m localrun <sub> ...` or `dev.py demo <sub> ...` (whose arguments
@@ -332,6 +400,41 @@ def test_the_messages_in_the_design_are_the_contracts():
     }
     assert messages, "found no message models"
     assert listed == messages
+
+
+def test_the_roles_table_names_every_registered_function_and_no_other():
+    """design.md's Roles table is where a reader looks up what a function name in a log or the portal is."""
+    rows = table_rows(section(DESIGN, "Roles"))
+    listed = {name for row in rows for name in re.findall(r"`([\w-]+)`", row[2])}
+    listed_by = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import function_app; print(*(f.get_function_name() for f in function_app.app.get_functions()))",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    registered = set(listed_by.split())
+    assert len(registered) > 30, "found too few registered functions"
+    assert registered - listed == set(), "registered but not in docs/design.md's Roles table"
+    assert listed - registered == set(), "in docs/design.md's Roles table but not registered"
+
+
+# top-level entries a reader of a clone need not be told about: git's own files
+UNLISTED_TOP_LEVEL = {".gitignore", ".gitattributes", "README.md"}
+
+
+def test_the_project_layout_names_every_top_level_entry():
+    """A new user's first `ls` shows `dev.py`, the command the README starts with: the layout table
+    in docs/design.md, the map of the repository, left it out (and `pyproject.toml`, `.funcignore`)."""
+    rows = table_rows(section(DESIGN, "Project layout"))
+    named = {token.split("/")[0] for row in rows for token in re.findall(r"`([^`]+)`", row[0])}
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    top = {name.split("/")[0] for name in listed.decode("utf-8").split("\0") if name}
+    assert top - named - UNLISTED_TOP_LEVEL == set(), "tracked at the top level but not in docs/design.md's layout"
 
 
 def test_the_design_has_every_state_in_its_state_machine():

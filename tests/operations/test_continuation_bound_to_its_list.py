@@ -107,3 +107,15 @@ def test_the_token_is_the_apis_own_and_a_token_of_an_earlier_version_is_400(ops:
     for sent in earlier:
         status, body = ops.get(f"/api/ops/orders?pageSize=2&continuation={quote(sent, safe='')}")
         assert status == 400 and "start from the first page" in body["error"], (sent, body)
+
+
+def test_the_400_for_another_lists_token_names_both_lists_as_the_client_writes_them(ops: OpsHarness) -> None:
+    """The message named the list asked for as the Python enum (``<ProcessState.ERROR: 'Error'>``), not
+    as the ``state`` the client sent (found following the README's ops API by hand)."""
+    _orders(ops, processed_after=0)
+    status, first = ops.get("/api/ops/orders?pageSize=1")
+    assert status == 200 and first["continuation"], first
+    status, body = ops.get(f"/api/ops/orders?state=Error&pageSize=1&continuation={quote(first['continuation'])}")
+    assert status == 400, body
+    assert "the list of 'any' orders, not of 'Error'" in body["error"], body
+    assert "ProcessState" not in body["error"], body
