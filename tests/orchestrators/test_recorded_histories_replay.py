@@ -2,7 +2,9 @@
 
 ``recorded_histories.json.gz`` holds orchestration histories recorded by the code of earlier commits
 (``recordedBy``), each run under fault profiles in the local runner and cut at its horizon
-(``tools/record_histories.py``): attempts (``process_order_v4``), compensation rounds and status couriers,
+(``tools/record_histories.py``): attempts (``process_order_v4``, and ``process_order_v3``, which a release keeps
+running for its instances in flight, recorded by 70b9094 when it was the current one), compensation rounds and
+status couriers,
 their activity inputs and results as those commits' activities answered them, their timers and raised events.
 The other replay tests build their histories by hand, with what the author of the change knew the older code
 did; these are what it did.
@@ -79,12 +81,17 @@ def episodes(events: list[HistoryEvent]) -> Iterator[Episode]:
 
 def test_the_recorded_histories_span_the_releases_and_the_orchestrators() -> None:
     histories = recorded()
-    assert {h["recordedBy"] for h in histories} >= {"36c310f", "a1dfc93", "6155b2d"}
-    assert {h["name"] for h in histories} >= {"process_order_v4", "compensate_order_v1", "deliver_status_v1"}
+    assert {h["recordedBy"] for h in histories} >= {"70b9094", "36c310f", "a1dfc93", "6155b2d"}
+    assert {h["name"] for h in histories} >= {
+        "process_order_v3",
+        "process_order_v4",
+        "compensate_order_v1",
+        "deliver_status_v1",
+    }
     assert any(h["history"][-1]["EventType"] != EventType.EXECUTION_COMPLETED for h in histories)  # some in flight
 
 
-@pytest.mark.parametrize("recorded_by", ["36c310f", "a1dfc93", "6155b2d"])
+@pytest.mark.parametrize("recorded_by", ["70b9094", "36c310f", "a1dfc93", "6155b2d"])
 def test_every_episode_of_a_history_an_older_release_recorded_replays_to_what_it_did(
     functions: dict[str, Any], recorded_by: str
 ) -> None:
