@@ -4,7 +4,7 @@
 (``recordedBy``), each run under fault profiles in the local runner and cut at its horizon
 (``tools/record_histories.py``): attempts (``process_order_v4``, and ``process_order_v3``, which a release keeps
 running for its instances in flight, recorded by 70b9094 when it was the current one), compensation rounds and
-status couriers,
+status and alert couriers,
 their activity inputs and results as those commits' activities answered them, their timers and raised events.
 The other replay tests build their histories by hand, with what the author of the change knew the older code
 did; these are what it did.
