@@ -43,7 +43,7 @@ from supervisor.scan import ScanState
 from tests.fakes import QueuesWithNothingDeferred, RecordingSender
 
 RECORDED = Path(__file__).with_name("recorded_documents.json.gz")
-KINDS: dict[str, type[Any]] = {"DependencyHealth": DependencyHealth, "DeferredMessages": DeferralDocument}
+KINDS: dict[str | None, type[Any]] = {"DependencyHealth": DependencyHealth, "DeferredMessages": DeferralDocument}
 RELEASES = ("bf16471", "70b9094", "36c310f", "a1dfc93", "6155b2d", "f3c38df")
 
 
