@@ -32,22 +32,31 @@ if TYPE_CHECKING:
 
 class CachedCounts:
     """Counts of records per state, cached for a few seconds: the in-flight and pending caps are
-    checked on every message without a cross-partition scan per message."""
+    checked on every message without a cross-partition scan per message. A lapsed count is refreshed by
+    one query at a time: the invocations that ask meanwhile get the count it replaces (before, each of an
+    instance's concurrent handlers sent its own query, up to ``maxConcurrentCalls`` at once). With no count
+    yet, each asks: none waits on another's query."""
 
     def __init__(self, store: StateStore, clock: Clock, ttl: timedelta) -> None:
         self._store = store
         self._clock = clock
         self._ttl = ttl
         self._cache: dict[ProcessState, tuple[datetime, int]] = {}
+        self._refreshing: set[ProcessState] = set()
         self._lock = threading.Lock()
 
     def get(self, state: ProcessState) -> int:
         now = self._clock.now()
         with self._lock:
             hit = self._cache.get(state)
-            if hit is not None and now - hit[0] < self._ttl:
+            if hit is not None and (now - hit[0] < self._ttl or state in self._refreshing):
                 return hit[1]
-        value = self._store.count(state)
+            self._refreshing.add(state)
+        try:
+            value = self._store.count(state)
+        finally:
+            with self._lock:
+                self._refreshing.discard(state)
         with self._lock:
             self._cache[state] = (now, value)
         return value

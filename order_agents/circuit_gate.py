@@ -24,13 +24,14 @@ call through (fail open) and logs ``DependencyHealthUnavailable``."""
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from adapters.clock import Clock
 from adapters.cosmos.errors import StoreError
-from adapters.cosmos.health_store import HealthStore, Read, RecentHealth, update_health
+from adapters.cosmos.health_store import HealthStore, RacePause, Read, RecentHealth, update_health
 from domain.circuit import (
     Admission,
     CircuitPolicy,
@@ -76,12 +77,18 @@ def report_transition(transition: Transition, health: DependencyHealth) -> None:
 
 class DependencyGate:
     def __init__(
-        self, store: HealthStore, clock: Clock, policy: CircuitPolicy, recent: RecentHealth | None = None
+        self,
+        store: HealthStore,
+        clock: Clock,
+        policy: CircuitPolicy,
+        recent: RecentHealth | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
         self._policy = policy
         self._recent = recent if recent is not None else RecentHealth(timedelta(0))
+        self._pause = RacePause(clock.sleep, rng if rng is not None else random.Random())
 
     def admit(self, dependency: str) -> bool:
         """May this agent call ``dependency`` now? False: fail fast, the circuit is open."""
@@ -110,7 +117,7 @@ class DependencyGate:
     def _update[T](self, dependency: str, change: Callable[[DependencyHealth], tuple[DependencyHealth, T]]) -> T | None:
         timed = _TimedReads(self._store, self._clock, self._recent)
         try:
-            written, result = update_health(timed, dependency, change, self._clock.now())
+            written, result = update_health(timed, dependency, change, self._clock.now(), pause=self._pause)
         except StoreError as exc:
             self._recent.forget(dependency, self._clock.now())
             app_event(
@@ -162,4 +169,4 @@ def _admission(health: DependencyHealth, clock: Clock, policy: CircuitPolicy) ->
 
 def gate_of(ctx: AppContext) -> DependencyGate:
     """The gate over the context's dependency health."""
-    return DependencyGate(ctx.health, ctx.clock, ctx.settings.circuit_policy, ctx.recent_health)
+    return DependencyGate(ctx.health, ctx.clock, ctx.settings.circuit_policy, ctx.recent_health, ctx.rng)

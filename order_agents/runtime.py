@@ -163,6 +163,11 @@ def run_agent_request(
                 dependency_open=True,
                 error=f"{call.service} unavailable (circuit open): not called",
             )
+        if clock.now() >= deadline:
+            # the health request took that long (throttled on the hot document, or pausing between lost races):
+            # no new side effect after the deadline (a probe granted and not made lapses after a cool-down)
+            log.warning("admitted after the deadline: no call, no reply", extra=fields)
+            return None
         log.info("calling %s.%s (call %d of at most %d)", call.service, action, number, max_calls, extra=fields)
         try:
             result = service.call(call)

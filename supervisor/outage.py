@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from adapters.cosmos.errors import StoreError, StoreUnavailable
-from adapters.cosmos.health_store import update_health
+from adapters.cosmos.health_store import RacePause, update_health
 from adapters.servicebus.sender import SendError
 from contracts.messages import StatusName
 from dependencies import AppContext
@@ -167,7 +167,9 @@ def _alert_dependency(ctx: AppContext, dependency: str) -> int:
     for alert in outage_alerts_due(health, closed_before=ctx.clock.now() - OUTAGE_ALERT_MAX_AGE):
         if not _send(ctx, alert):
             break  # not marked: the next run sends it (and what follows it) again
-        update_health(ctx.health, dependency, partial(mark_alerted, alert=alert), ctx.clock.now())
+        # agents write the same document meanwhile (an opening is when most of them fail at once)
+        pause = RacePause(ctx.clock.sleep, ctx.rng)
+        update_health(ctx.health, dependency, partial(mark_alerted, alert=alert), ctx.clock.now(), pause=pause)
         sent += 1
     return sent
 

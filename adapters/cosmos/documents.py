@@ -16,6 +16,7 @@ changes."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -84,6 +85,27 @@ class ConditionalDocuments[D: Document]:
         return stored(self._kind, written)
 
 
+# Pauses between a lost race and the next read (``RacePause``): "full jitter", a random pause up to a
+# ceiling that doubles with each race lost, from 10 ms to at most 320 ms.
+RACE_PAUSE_FIRST_S = 0.01
+RACE_PAUSE_MAX_S = 0.32
+
+
+class RacePause:
+    """What a writer of a document many others write at once (a dependency's health, written by every
+    agent instance) does after a lost race: waits a random time up to ``RACE_PAUSE_FIRST_S`` doubled for
+    each race lost so far (at most ``RACE_PAUSE_MAX_S``), so the losers spread out instead of reading and
+    writing again together, when all but one lose again. ``sleep``: the clock's."""
+
+    def __init__(self, sleep: Callable[[float], None], rng: random.Random) -> None:
+        self._sleep = sleep
+        self._rng = rng
+
+    def __call__(self, lost: int) -> None:
+        ceiling = min(RACE_PAUSE_MAX_S, RACE_PAUSE_FIRST_S * 2 ** min(lost - 1, 30))
+        self._sleep(self._rng.uniform(0.0, ceiling))
+
+
 def update_conditionally[D: Document, R](
     read: Callable[[], D | None],
     fresh: Callable[[], D],
@@ -92,12 +114,15 @@ def update_conditionally[D: Document, R](
     save: Callable[[D], D],
     what: str,
     attempts: int = 5,
+    pause: Callable[[int], None] | None = None,
 ) -> tuple[D, R]:
     """Read (``current``; None: start from ``base = fresh()``), apply ``change`` to the base (the new
     document and a result for the caller), and unless ``unchanged(current, base, updated)`` write it on
-    the version read; on a lost race, read and apply again. ``ConcurrencyExhausted`` (naming ``what``)
-    after ``attempts`` lost races."""
-    for _ in range(attempts):
+    the version read; on a lost race, read and apply again (after ``pause(races lost so far)``, if given).
+    ``ConcurrencyExhausted`` (naming ``what``) after ``attempts`` lost races."""
+    for attempt in range(attempts):
+        if attempt and pause is not None:
+            pause(attempt)
         current = read()
         base = current if current is not None else fresh()
         updated, result = change(base)

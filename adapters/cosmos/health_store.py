@@ -4,8 +4,9 @@ order query ever returns them).
 
 Every write is conditional (``adapters/cosmos/documents.py``: a create that fails if the document
 appeared, or a replace on ``_etag``); ``update_health`` re-reads and re-applies its change when it
-loses a race, so concurrent agents never lose each other's counts. A healthy dependency is never
-written (a success on a closed circuit with no failures counted changes nothing)."""
+loses a race (after a ``RacePause``: every agent instance writes the same document, and losers that all
+came back at once would lose again together), so concurrent agents never lose each other's counts. A
+healthy dependency is never written (a success on a closed circuit with no failures counted changes nothing)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from adapters.cosmos.documents import ConditionalDocuments, update_conditionally
+from adapters.cosmos.documents import ConditionalDocuments, RacePause, update_conditionally
 from adapters.cosmos.errors import mapped_errors
 from domain.circuit import DependencyHealth, document_id, partition_key
 
 if TYPE_CHECKING:
     from azure.cosmos import ContainerProxy
+
+__all__ = ["RacePause"]  # the pause every writer of a health document takes after a lost race (update_health)
 
 
 class HealthStore(Protocol):
@@ -149,15 +152,21 @@ def read_health(store: HealthStore, dependency: str, now: datetime) -> Dependenc
     return store.get(dependency) or DependencyHealth.fresh(dependency, now)
 
 
+# Lost races a health write survives (with ``RacePause`` between them: at most 1.6 s of pauses in all)
+HEALTH_RACE_ATTEMPTS = 10
+
+
 def update_health[T](
     store: HealthStore,
     dependency: str,
     change: Callable[[DependencyHealth], tuple[DependencyHealth, T]],
     now: datetime,
-    attempts: int = 5,
+    attempts: int = HEALTH_RACE_ATTEMPTS,
+    pause: Callable[[int], None] | None = None,
 ) -> tuple[DependencyHealth, T]:
     """Read (or start fresh), apply ``change`` (new health and a result for the caller), write
-    conditionally when it changed anything; on a lost race, read and apply again."""
+    conditionally when it changed anything; on a lost race, read and apply again, after ``pause`` (races
+    lost so far) if given (``documents.RacePause``: every agent instance writes this one document)."""
     return update_conditionally(
         read=lambda: store.get(dependency),
         fresh=lambda: DependencyHealth.fresh(dependency, now),
@@ -166,4 +175,5 @@ def update_health[T](
         save=store.save,
         what=f"health of dependency {dependency}",
         attempts=attempts,
+        pause=pause,
     )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
-from adapters.cosmos.documents import stored, update_conditionally
+from adapters.cosmos.documents import RACE_PAUSE_MAX_S, RacePause, stored, update_conditionally
 from adapters.cosmos.errors import AlreadyExists, ConcurrencyExhausted, EtagMismatch
 from adapters.cosmos.mapping import to_document
 from domain.deferral import DeferralDocument
@@ -39,7 +41,7 @@ class RacingLog:
         return self.doc
 
 
-def update(log: RacingLog, attempts: int = 5) -> tuple[DeferralDocument, str]:
+def update(log: RacingLog, attempts: int = 5, pause: Any = None) -> tuple[DeferralDocument, str]:
     return update_conditionally(
         read=lambda: log.doc,
         fresh=lambda: DeferralDocument.empty("o-1", NOW),
@@ -48,6 +50,7 @@ def update(log: RacingLog, attempts: int = 5) -> tuple[DeferralDocument, str]:
         save=log.save,
         what="deferral document of o-1",
         attempts=attempts,
+        pause=pause,
     )
 
 
@@ -63,3 +66,23 @@ def test_a_lost_race_is_read_and_applied_again_on_the_version_read():
 def test_it_gives_up_after_the_attempts_naming_what_it_wrote():
     with pytest.raises(ConcurrencyExhausted, match="deferral document of o-1: 3 races in a row"):
         update(RacingLog(losses=3), attempts=3)
+
+
+class Ceiling(random.Random):
+    """Draws the top of every range: the pause ``RacePause`` takes at most."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
+def test_after_each_lost_race_a_random_pause_whose_ceiling_doubles_up_to_its_cap_and_none_before_the_first_try():
+    slept: list[float] = []
+    log = RacingLog(losses=8)
+    update(log, attempts=9, pause=RacePause(slept.append, Ceiling()))
+    assert slept == [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.32, 0.32]  # never before the first read
+    assert max(slept) == RACE_PAUSE_MAX_S
+    spread: list[float] = []
+    pause = RacePause(spread.append, random.Random(7))
+    for _ in range(200):
+        pause(3)
+    assert 0 <= min(spread) < 0.005 and 0.035 < max(spread) <= 0.04  # anywhere below the ceiling (full jitter)
