@@ -86,6 +86,23 @@ def test_notifications_stuck_while_the_queue_refused_excuses_what_the_failure_re
     assert _undelivered_statuses(result) == {("a", "Received"), ("a", "Failed"), ("a", "CompensationFailed")}
 
 
+def test_notifications_stuck_of_a_queue_excuses_every_failed_order_of_that_queue_alone() -> None:
+    """rt-alert-noise: the supervisor alerts ``NotificationsStuck`` once for a reply queue that keeps failing the
+    statuses (no order, ``details.replyTo``), not per order: it stands for every order of that queue that ended in
+    a failure state, and for no other."""
+    clock, broker, result = _run()
+    result.states = [
+        {"orderId": "a", "processState": "Error"},
+        {"orderId": "b", "processState": "Processed"},  # not owed by the failure record: not excused
+        {"orderId": "c", "processState": "Error"},  # another queue's
+    ]
+    clock.advance(timedelta(minutes=20))
+    body = {"type": "OperatorAlert", "kind": "NotificationsStuck", "orderId": None, "details": {"replyTo": "full"}}
+    broker.send(OPERATOR_ALERTS_QUEUE, OutgoingMessage(body=json.dumps(body), message_id="stuck:full"))
+    clock.advance(timedelta(minutes=1))
+    assert _undelivered_statuses(result) == {("a", "Received"), ("a", "Failed"), ("a", "CompensationFailed")}
+
+
 def test_notifications_stuck_excuses_nothing_once_the_queue_takes_sends_again_long_before_the_end() -> None:
     """RED TEAM (redteam38). ``NotificationsStuck`` is not a give-up: the record stays owed and the supervisor
     sends its statuses in the first resend window after the queue takes sends again (supervisor/owed.py). A queue
