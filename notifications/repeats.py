@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Any
 
 from adapters.cosmos.alert_mark_store import AlertMarks
 from adapters.cosmos.errors import StoreError
+from adapters.servicebus.sender import MessageSender
 from domain.alert_marks import AlertMark
+from domain.ids import alert_id
+from notifications.alerts import raise_alert_after_write
 from observability.events import app_event
 
 log = logging.getLogger("notifications")
@@ -65,3 +69,17 @@ def note_paged(marks: AlertMarks | None, key: str, alert_id: str, now: datetime)
         marks.save(AlertMark.paged(key, alert_id, now, before))
     except StoreError as exc:
         log.info("alert %s: its problem's mark not written: %s", alert_id, exc)
+
+
+def raise_alert_once(marks: AlertMarks | None, sender: MessageSender, **alert: Any) -> bool:
+    """``raise_alert_after_write`` for an alert whose id is its problem (the same alert raised again for the same
+    thing: two copies of one message, a redelivery long after the first): held while the problem lasts
+    (``already_paged`` on the alert's id), marked once sent. True when it went out or was held."""
+    at: datetime = alert["at"]
+    key = alert_id(alert["kind"], alert.get("order_id"), alert.get("discriminator", ""))
+    if already_paged(marks, key, at, kind=alert["kind"], order_id=alert.get("order_id")):
+        return True
+    if not raise_alert_after_write(sender, **alert):
+        return False
+    note_paged(marks, key, key, at)
+    return True
