@@ -332,6 +332,7 @@ def _undelivered_statuses(
     owners = result.workload.orders if owners is None else owners
     end = START + timedelta(seconds=result.simulated_s)
     given_up: set[tuple[str, str]] = set()
+    queues_alerted: set[str] = set()  # StatusUndelivered alerted for the queue while it refused
     for message in result.broker.contents(OPERATOR_ALERTS_QUEUE):
         try:
             body = json.loads(str(message))
@@ -355,7 +356,21 @@ def _undelivered_statuses(
             given_up.update((o, s) for o in stuck for s in STUCK_STATUSES)
         elif isinstance(status, str):
             given_up.add((str(order_id), status))
-    return given_up | _given_up_alert_lost(result, owners)
+            queues_alerted.add(str(queue))
+    return given_up | _given_up_held(result, owners, queues_alerted) | _given_up_alert_lost(result, owners)
+
+
+def _given_up_held(
+    result: SimulationResult, owners: dict[str, dict[str, Any]], queues: set[str]
+) -> set[tuple[str, str]]:
+    """(order, status) pairs given up (the app's ``StatusUndelivered`` event) for an order of a queue whose
+    ``StatusUndelivered`` alert was raised while it refused: one alert per queue and error while it lasts
+    (notifications/status.py ``give_up``), the later give-ups logged, not alerted again."""
+    return {
+        (str(event["orderId"]), event["status"])
+        for event in result.events.named("StatusUndelivered")
+        if isinstance(event.get("status"), str) and owners.get(str(event.get("orderId")), {}).get("replyTo") in queues
+    }
 
 
 def _failed_of(result: SimulationResult, owners: dict[str, dict[str, Any]], queue: object) -> list[str]:

@@ -169,3 +169,45 @@ def test_a_give_up_whose_alert_send_failed_is_excused_by_the_logged_event_the_lo
     _given_up(result, broker, "b", "Completed")  # its alert went out: the alert path
     assert broker.peek(OPERATOR_ALERTS_QUEUE, 10)[0].message_id.startswith("alert:StatusUndelivered:b")
     assert _undelivered_statuses(result) == {("a", "Completed"), ("b", "Completed")}
+
+
+def test_give_ups_held_behind_their_queues_alert_are_excused_with_it() -> None:
+    """rt-alert-noise: the app alerts ``StatusUndelivered`` once per reply queue and error while it lasts
+    (notifications/status.py ``give_up``, an alert mark), and logs each give-up: one alert raised while the queue
+    refused stands for every status given up to that queue, not for another queue's."""
+    from adapters.cosmos.alert_mark_store import AlertMarks
+
+    class Marks(AlertMarks):  # in memory: the Cosmos store's conditional writes are tests/notifications'
+        def __init__(self) -> None:
+            self.docs: dict[str, Any] = {}
+
+        def get(self, key: str) -> Any:
+            return self.docs.get(key)
+
+        def save(self, doc: Any) -> Any:
+            self.docs[doc.key] = doc
+            return doc
+
+    clock, broker, result = _run()
+    clock.advance(timedelta(hours=6))
+    marks = Marks()
+    root = logging.getLogger()
+    root.addHandler(result.events)
+    try:
+        for order_id in ("a", "b", "c"):
+            give_up(
+                broker,
+                order_id=order_id,
+                status="Completed",
+                attempt=1,
+                variant=None,
+                reply_to=result.workload.orders[order_id]["replyTo"],
+                at=clock.now(),
+                error=SendError("QuotaExceeded"),
+                marks=marks,
+            )
+    finally:
+        root.removeHandler(result.events)
+    kinds = [json.loads(m.body)["orderId"] for m in broker.peek(OPERATOR_ALERTS_QUEUE, 10)]
+    assert kinds == ["a", "c"]  # b's held behind a's: the same queue
+    assert _undelivered_statuses(result) == {("a", "Completed"), ("b", "Completed")}  # c's queue never refused
