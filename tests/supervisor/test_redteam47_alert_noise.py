@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -153,3 +154,34 @@ def test_an_owed_alert_whose_record_cannot_be_marked_delivered_pages_once(
     assert statuses.count("Failed") >= 4
     held = [e[2] for e in log if e[2].get("event") == "AlertRepeatHeld"]
     assert held and all(p["alertKind"] == "OrderFailed" for p in held)
+
+
+def test_a_document_that_stays_unreadable_pages_once_not_every_hour(
+    make_ctx: MakeContext, states: CosmosStateStore, clock: ManualClock, cosmos_db: Any
+) -> None:
+    """``UnreadableRecord`` was raised in the first window of every hour for as long as the document did not map: a
+    new alert id each hour, one page each (24 a day for one bad document). One per document while it lasts now; a
+    second bad document is its own."""
+    from contracts.names import STATE_CONTAINER
+    from supervisor.run import run_supervisor
+    from supervisor.scan import ScanState
+
+    ctx = make_ctx()
+    container = cosmos_db.get_container_client(STATE_CONTAINER)
+
+    def corrupt(order_id: str) -> None:
+        _failed(states, clock, order_id, "client-a")
+        doc = container.read_item(order_id, partition_key=order_id)
+        container.replace_item(order_id, {**doc, "failureCount": "x"})
+
+    sender = ctx.sender
+    assert isinstance(sender, RecordingSender)
+    corrupt("o-bad-1")
+    for minute in range(0, 4 * 60, 2):
+        if minute == 150:
+            corrupt("o-bad-2")
+        clock.advance(timedelta(minutes=2))
+        run_supervisor(ctx, ScanState())
+    unreadable = _alerts(sender, "UnreadableRecord")
+    # before: one an hour per document, 4 + 2
+    assert [a["orderId"] for a in unreadable] == ["o-bad-1", "o-bad-2"], [(a["orderId"], a["at"]) for a in unreadable]
