@@ -23,6 +23,7 @@ from domain.states import ProcessState
 from settings import Settings
 
 if TYPE_CHECKING:
+    from adapters.cosmos.alert_mark_store import AlertMarks
     from adapters.cosmos.deferral_store import DeferralLog
     from adapters.cosmos.health_store import HealthStore
     from adapters.cosmos.ops_queries import OpsQueries
@@ -99,6 +100,8 @@ class AppContext:
     unguessable: random.Random = field(default_factory=random.SystemRandom)
     # The app queues' dead-letter subqueues and the watch's cursors (supervisor/dead_letters.py); None: not watched.
     dead_letters: DeadLetterWatchPorts | None = None
+    # The operator-alert problems that paged (notifications/repeats.py); None: every occurrence pages.
+    alert_marks: AlertMarks | None = None
     counts: CachedCounts = field(init=False)
     # What this process last saw of each dependency's health (the agents' gate reads it first).
     recent_health: RecentHealth = field(init=False)
@@ -156,6 +159,7 @@ async def get_context_async() -> AppContext:
 def build_from_settings(settings: Settings) -> AppContext:
     """Production wiring: Cosmos DB and Service Bus with the managed identity (or the emulators'
     local credentials when the settings carry them)."""
+    from adapters.cosmos.alert_mark_store import CosmosAlertMarks
     from adapters.cosmos.client import container, create_client
     from adapters.cosmos.dead_letter_store import CosmosDeadLetterCursors
     from adapters.cosmos.deferral_store import CosmosDeferralLog
@@ -189,4 +193,5 @@ def build_from_settings(settings: Settings) -> AppContext:
             SdkDeadLetterBrowser(service_bus),
             CosmosDeadLetterCursors(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
         ),
+        alert_marks=CosmosAlertMarks(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
     )

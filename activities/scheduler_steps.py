@@ -464,6 +464,7 @@ def _give_up(ctx: AppContext, data: PublishStatusInput, reply_to: str | None, er
         reply_to=reply_to,
         at=ctx.clock.now(),
         error=error,
+        marks=ctx.alert_marks,
     )
 
 

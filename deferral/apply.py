@@ -50,6 +50,7 @@ from domain.deferral import (
 from domain.payments import notification_digest
 from domain.records import PaymentReceived
 from notifications.alerts import OwedAlert, raise_alert_after_write
+from notifications.repeats import raise_alert_once
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
 
@@ -300,7 +301,7 @@ def finish_in_hand(ctx: AppContext, order_id: str, entry: DeferredEntry) -> Sett
         return None
     code, _, why = entry.detail.partition(": ")
     if entry.status is EntryStatus.DEAD_LETTERED and code == ORDER_REJECTED:
-        _alert_rejected_order(ctx, order_id, entry.sequence_number)
+        _alert_rejected_order(ctx, order_id, entry.sequence_number, entry.notification_digest)
     elif entry.status is EntryStatus.DEAD_LETTERED and code == GAVE_UP:
         _alert_gave_up(ctx, order_id, entry.sequence_number, entry.rounds, why)
     return settle
@@ -346,17 +347,22 @@ def rejected_order(ctx: AppContext, note: PaymentNotification, seq: int, *, copy
             "deferred #%s: order %s's refusal was withdrawn before the write; it waits for the order", seq, order_id
         )
         return None
-    _alert_rejected_order(ctx, order_id, seq)
+    _alert_rejected_order(ctx, order_id, seq, notification_digest(note))
     app_event(
         "DeadLettered", f"deferred #{seq}: {ORDER_REJECTED}", logging.WARNING, orderId=order_id, sequenceNumber=seq
     )
     return ORDER_REJECTED, description
 
 
-def _alert_rejected_order(ctx: AppContext, order_id: str, seq: int, *, gone: bool = False) -> None:
+def _alert_rejected_order(ctx: AppContext, order_id: str, seq: int, digest: str = "", *, gone: bool = False) -> None:
     """``gone``: the message was no longer on the queue when its order's refusal looked for it (``account_for_absent``):
     in the dead-letter queue already, or a store-retry copy of it to be dead-lettered ``OrderRejected`` (with an alert
-    of its own, under its own number) when it comes."""
+    of its own, under its own number) when it comes.
+
+    One alert per notification, not per message: under the notification's digest (``digest``, what it says, its id
+    included) when known, so two copies of it (the provider's resend past duplicate detection, a store-retry copy)
+    are one alert, and an alert mark holds the later one (``notifications/repeats.py``: two deferred copies paged
+    twice). Without a digest (an entry recorded before digests were kept, a message found gone), its number."""
     summary = f"order {order_id}: payment notification #{seq} dead-lettered, its order was rejected"
     if gone:
         summary = (
@@ -364,13 +370,14 @@ def _alert_rejected_order(ctx: AppContext, order_id: str, seq: int, *, gone: boo
             "dead-lettered OrderRejected: see the orders dead-letter queue (expired or MaxDeliveryCountExceeded, "
             "or a copy of it dead-lettered OrderRejected)"
         )
-    raise_alert_after_write(
+    raise_alert_once(
+        ctx.alert_marks,
         ctx.sender,
         kind="NotificationForRejectedOrder",
         summary=summary,
         at=ctx.clock.now(),
         order_id=order_id,
-        discriminator=seq,
+        discriminator=f"n:{digest}" if digest else seq,
         details={"sequenceNumber": seq},
     )
 
@@ -415,7 +422,7 @@ def finish_as_recorded(ctx: AppContext, receiver: DeferredReceiver, order_id: st
             )
             settle_decided(ctx, note, seq, outcome, copy=True)
     if rejected and code == ORDER_REJECTED:
-        _alert_rejected_order(ctx, order_id, seq)
+        _alert_rejected_order(ctx, order_id, seq, entry.notification_digest)
     elif rejected and code == GAVE_UP:
         _alert_gave_up(ctx, order_id, seq, entry.rounds, why)
     return settle_as_recorded(receiver, entry)

@@ -323,14 +323,16 @@ def _undelivered_statuses(
     the order's own submitter's queue refused sends (full, deleted or the app's role removed:
     ``status_queues.refusing``): a ``StatusUndelivered`` naming the status (given up after about six hours of
     tries: notifications/status.py, ``give_up``), or a ``NotificationsStuck`` naming the order (a failure
-    record's status, which the supervisor keeps owing, once an hour: supervisor/owed.py; a queue full for good
-    leaves the run to its horizon). The alert is what the app owes instead; one raised while the queue took
+    record's status, which the supervisor keeps owing: supervisor/owed.py; a queue full for good leaves the run to
+    its horizon; one with no order but the queue, ``details.replyTo``, names every order of that queue that
+    failed). The alert is what the app owes instead; one raised while the queue took
     sends is not an excuse. Nor is a ``NotificationsStuck`` whose refusal ended ``STUCK_RESENT_WITHIN`` before
     the end of the run: the record stayed owed, and a resend window since would have delivered it. ``owners``: the
     orders judged, with their status queue (``_judged_orders``; default: the workload's)."""
     owners = result.workload.orders if owners is None else owners
     end = START + timedelta(seconds=result.simulated_s)
     given_up: set[tuple[str, str]] = set()
+    queues_alerted: set[str] = set()  # StatusUndelivered alerted for the queue while it refused
     for message in result.broker.contents(OPERATOR_ALERTS_QUEUE):
         try:
             body = json.loads(str(message))
@@ -341,6 +343,8 @@ def _undelivered_statuses(
             continue
         order_id, details = body.get("orderId"), body.get("details")
         queue = owners.get(order_id, {}).get("replyTo") if isinstance(order_id, str) else None
+        if kind == "NotificationsStuck" and order_id is None and isinstance(details, dict):
+            queue = details.get("replyTo")  # one alert for the queue: every failed order of it (supervisor/owed.py)
         refusal = result.broker.refusing(queue, message.enqueued_time_utc) if isinstance(queue, str) else None
         if refusal is None:
             continue
@@ -348,10 +352,36 @@ def _undelivered_statuses(
         if kind == "NotificationsStuck":
             if refusal.end is not None and refusal.end <= end - STUCK_RESENT_WITHIN:
                 continue  # the queue took sends long enough before the end: owed, so resent since
-            given_up.update((str(order_id), s) for s in STUCK_STATUSES)
+            stuck = [str(order_id)] if order_id is not None else _failed_of(result, owners, queue)
+            given_up.update((o, s) for o in stuck for s in STUCK_STATUSES)
         elif isinstance(status, str):
             given_up.add((str(order_id), status))
-    return given_up | _given_up_alert_lost(result, owners)
+            queues_alerted.add(str(queue))
+    return given_up | _given_up_held(result, owners, queues_alerted) | _given_up_alert_lost(result, owners)
+
+
+def _given_up_held(
+    result: SimulationResult, owners: dict[str, dict[str, Any]], queues: set[str]
+) -> set[tuple[str, str]]:
+    """(order, status) pairs given up (the app's ``StatusUndelivered`` event) for an order of a queue whose
+    ``StatusUndelivered`` alert was raised while it refused: one alert per queue and error while it lasts
+    (notifications/status.py ``give_up``), the later give-ups logged, not alerted again."""
+    return {
+        (str(event["orderId"]), event["status"])
+        for event in result.events.named("StatusUndelivered")
+        if isinstance(event.get("status"), str) and owners.get(str(event.get("orderId")), {}).get("replyTo") in queues
+    }
+
+
+def _failed_of(result: SimulationResult, owners: dict[str, dict[str, Any]], queue: object) -> list[str]:
+    """The orders of ``owners`` whose status queue is ``queue`` that ended ``Error`` or ``CompensationFailed``: those
+    a ``NotificationsStuck`` alert for the queue stands for (supervisor/owed.py)."""
+    return [
+        str(doc["orderId"])
+        for doc in result.states
+        if doc.get("processState") in ("Error", "CompensationFailed")
+        and owners.get(str(doc.get("orderId")), {}).get("replyTo") == queue
+    ]
 
 
 def _given_up_alert_lost(result: SimulationResult, owners: dict[str, dict[str, Any]]) -> set[tuple[str, str]]:

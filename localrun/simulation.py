@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from adapters.cosmos.alert_mark_store import CosmosAlertMarks
 from adapters.cosmos.client import ensure_database
 from adapters.cosmos.dead_letter_store import CosmosDeadLetterCursors
 from adapters.cosmos.deferral_store import CosmosDeferralLog
@@ -36,6 +37,7 @@ from contracts.names import ALL_QUEUES, ORDERS_CONTAINER, ORDERS_QUEUE, STATE_CO
 from contracts.parsing import named_order_id
 from contracts.store_retry import ROUND_PROPERTY as STORE_RETRY_ROUND
 from dependencies import AppContext, use_context
+from domain.alert_marks import document_id as alert_mark_id
 from domain.circuit import partition_key as health_partition
 from domain.dead_letters import partition_key as dead_letter_partition
 from domain.states import TERMINAL_STATES, ProcessState
@@ -316,6 +318,17 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                     document=lambda queue: (("deadletters", queue), ("state", dead_letter_partition(queue))),
                     subject=lambda doc: str(doc.queue),
                 ),
+            ),
+            # The operator-alert problems that paged (notifications/repeats.py), with the same Cosmos faults.
+            alert_marks=CountedStore(
+                CosmosAlertMarks(database.get_container_client(STATE_CONTAINER)),
+                faults,
+                audit,
+                reads=frozenset({"get"}),
+                writes=frozenset({"save"}),
+                stale=stale,
+                document=lambda key: (("alertmark", alert_mark_id(key)), ("state", alert_mark_id(key))),
+                subject=lambda doc: str(doc.key),
             ),
             rng=random.Random(seeds.getrandbits(64)),
             # its own generator, from the seed alone: the other streams are drawn as before

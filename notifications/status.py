@@ -26,10 +26,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from adapters.cosmos.alert_mark_store import AlertMarks
 from adapters.servicebus.sender import MessageRejected, MessageSender, OutgoingMessage, QueueNotFound, SendError
 from contracts.messages import StatusName, StatusUpdate
 from contracts.names import is_app_queue
-from domain.ids import bounded, bounded_instance_id, status_message_id
+from domain.ids import alert_id, bounded, bounded_instance_id, status_message_id
 from domain.text import carriable
 from notifications.alerts import (
     CourierClient,
@@ -38,6 +39,7 @@ from notifications.alerts import (
     raise_alert,
     raise_alert_after_write,
 )
+from notifications.repeats import already_paged, note_paged
 from observability.events import app_event
 
 log = logging.getLogger("status")
@@ -252,11 +254,18 @@ def give_up(
     reply_to: str | None,
     at: datetime,
     error: Exception,
+    marks: AlertMarks | None = None,
 ) -> None:
     """A final status whose last try on the courier's (or the scheduler's) durable timers failed, after
     about six hours: the submitter will not hear it from this app. Logged ``StatusUndelivered`` (ERROR) and
-    alerted ``StatusUndelivered`` (one alert per status update; a failed alert send is only logged: the
-    caller is failing already), so an operator can tell the submitter another way."""
+    alerted ``StatusUndelivered`` (a failed alert send is only logged: the caller is failing already), so an
+    operator can tell the submitter another way.
+
+    One alert per reply queue and send error while that lasts, not one per status (``marks``, an alert mark:
+    ``notifications/repeats.py``): a submitter's queue full for good gave up every status of its orders, one alert
+    and one page each (50 for 100 orders of ``status-queue-full-for-good``); the first names its order and the
+    queue, the rest are logged ``StatusUndelivered`` (each order and status) and ``AlertRepeatHeld``. A give-up for
+    any other reason (the record could not be read) is alerted on its own."""
     app_event(
         "StatusUndelivered",
         f"order {order_id}: status {status} (attempt {attempt}) given up after its last try: {error}",
@@ -266,18 +275,27 @@ def give_up(
         attempt=attempt,
         replyTo=reply_to,
     )
-    raise_alert_after_write(
+    problem = (
+        f"StatusUndelivered:{reply_to}:{type(error).__name__}" if reply_to and isinstance(error, SendError) else ""
+    )
+    if problem and already_paged(marks, problem, at, kind="StatusUndelivered", order_id=order_id):
+        return
+    discriminator = f"{status}:{attempt}" + ("" if variant is None else f":{variant}")
+    sent = raise_alert_after_write(
         sender,
         kind="StatusUndelivered",
         summary=f"order {order_id}: status {status} could not be sent to "
         + (f"{reply_to!r}" if reply_to else "its replyTo (the record could not be read)")
-        + " for about six hours",
+        + " for about six hours"
+        + ("; the statuses given up for that queue while it stays so are logged StatusUndelivered" if problem else ""),
         at=at,
         order_id=order_id,
         severity="warning",
-        discriminator=f"{status}:{attempt}" + ("" if variant is None else f":{variant}"),
+        discriminator=discriminator,
         details={"status": status, "attempt": attempt, "replyTo": reply_to, "error": str(error)[:500]},
     )
+    if sent and problem:
+        note_paged(marks, problem, alert_id("StatusUndelivered", order_id, discriminator), at)
 
 
 def _alert_reply_queue(sender: MessageSender, reply_to: str, order_id: str, at: datetime, exc: Exception) -> None:

@@ -25,6 +25,8 @@ it and finishes the refusal instead of judging the message afresh."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from dataclasses import replace
 from datetime import datetime
@@ -48,10 +50,12 @@ from dependencies import AppContext
 from domain import transitions
 from domain.deferral import DeferralDocument
 from domain.errors import IllegalTransition
+from domain.ids import alert_id
 from domain.records import RECEIVED_OWED, HistoryEntry, StateRecord
 from domain.states import TERMINAL_STATES, ProcessState
 from notifications.alerts import OwedAlert, raise_alert_or_owe
 from notifications.received import owe_received
+from notifications.repeats import already_paged, note_paged
 from notifications.status import OwedStatus, publish_status_or_owe
 from observability.events import app_event, state_transition
 from orchestrators.attempt_plan import plan_attempt
@@ -144,20 +148,7 @@ def submit_order(
 
     outcome = ctx.orders.create_or_verify(order.order_document())
     if outcome is CreateOutcome.CONFLICT:
-        description = f"order {order.order_id} exists with different data; the stored order is kept unchanged"
-        conflict = raise_alert_or_owe(  # a failed send goes to the alert courier, not back to Service Bus
-            ctx.sender,
-            kind="ConflictingOrderData",
-            summary=description,
-            at=now,
-            order_id=order.order_id,
-            severity="warning",
-            # one alert per conflicting message (its sequence number as sent: the same on its redelivery and
-            # copies), as OrderRejected's: by the order id alone, a second conflict within duplicate detection's
-            # 10 minutes was collapsed into the first's alert and told no one
-            discriminator=refusal_variant(sent_as) or order.order_id,
-        )
-        return IntakeResult(Settlement.deadletter("ConflictingOrderData", description), alerts=_owed(conflict))
+        return _conflicting(ctx, order, now)
 
     claim: Claim | None = None
     announced: tuple[OwedStatus, ...] = ()  # Received, if its send failed: for the courier
@@ -201,6 +192,34 @@ def submit_order(
             if announced:
                 _owe_received(ctx, state)
     return IntakeResult(Settlement.complete(), claim, recovered.events, owed=announced)
+
+
+def _conflicting(ctx: AppContext, order: OrderSubmitted, now: datetime) -> IntakeResult:
+    """A submission of an existing order with other data: dead-lettered ``ConflictingOrderData``, with an alert
+    per conflicting content (a digest of the order as it would be stored), not per message: a producer resending
+    the same conflicting order a thousand times paged a thousand times (each message its own alert id). Another
+    content of the order is another alert at once: by the order id alone, a second conflict within duplicate
+    detection's 10 minutes was collapsed into the first's alert and told no one. Repeats of one content are held
+    while they keep coming (an alert mark, ``notifications/repeats.py``), past duplicate detection's 10 minutes
+    too; the dead-letter watch still logs every message. The mark is written only for an alert sent here: one owed
+    to the courier is raised again by the redelivery if its hand-over fails."""
+    description = f"order {order.order_id} exists with different data; the stored order is kept unchanged"
+    digest = hashlib.sha256(json.dumps(order.order_document(), sort_keys=True).encode("utf-8")).hexdigest()[:32]
+    problem = f"ConflictingOrderData:{order.order_id}:{digest}"
+    if already_paged(ctx.alert_marks, problem, now, kind="ConflictingOrderData", order_id=order.order_id):
+        return IntakeResult(Settlement.deadletter("ConflictingOrderData", description))
+    conflict = raise_alert_or_owe(  # a failed send goes to the alert courier, not back to Service Bus
+        ctx.sender,
+        kind="ConflictingOrderData",
+        summary=description,
+        at=now,
+        order_id=order.order_id,
+        severity="warning",
+        discriminator=digest,
+    )
+    if conflict is None:
+        note_paged(ctx.alert_marks, problem, alert_id("ConflictingOrderData", order.order_id, digest), now)
+    return IntakeResult(Settlement.deadletter("ConflictingOrderData", description), alerts=_owed(conflict))
 
 
 def _owed(alert: OwedAlert | None) -> tuple[OwedAlert, ...]:

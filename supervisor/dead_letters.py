@@ -1,8 +1,9 @@
 """The dead-letter watch: one ``DeadLetterFound`` event per message that arrives in an app queue's dead-letter
 subqueue, whoever moved it there, for the ``deadLettersFound`` log alert rule (infra/modules/alerts.bicep), which
-pages once per queue and run that found new ones (its dimensions: queue and ``firstNew``, the lowest number new in
-that run, on each of them): a burst is one page, not one per message (the action group's 100 emails an hour to its
-one address were every rule's, and a rule fires at most 300 alerts an evaluation).
+pages once per queue and reason while new ones keep coming (its dimensions: queue and ``reason``): a burst is one
+page, not one per message (the action group's 100 emails an hour to its one address were every rule's, and a rule
+fires at most 300 alerts an evaluation), and so is a trickle (one page per watch run, the ``firstNew`` dimension
+before, paged every run of it).
 
 Service Bus's ``DeadletteredMessages`` metric counts the messages WAITING in dead-letter queues: a metric alert on
 it is stateful, so while an old dead letter waits (operators often leave them for days) it stays fired and a new one
@@ -19,7 +20,7 @@ Not a cursor past the newest number logged: a dead-lettered message keeps the se
 so the broker's dead-lettering of a message after its last delivery, or of a deferred message that expired, numbers
 it below messages dead-lettered before it, and a cursor would never log it. A run that dies between logging and
 writing, or two runs at once (the later write keeps its own view), log a dead letter twice: the rule's dimensions
-make that one alert, the same lowest new number (a page missed is worse than a line logged twice). A subqueue
+make that one alert, the same queue and reason (a page missed is worse than a line logged twice). A subqueue
 holding more than ``MAX_SCAN`` messages is watched over its lowest ``MAX_SCAN`` numbers (docs/observability.md).
 Nothing of a body is logged but the order it names; the message id, reason and description (anyone with Listen on
 the queue may set them) are made carriable.
@@ -75,7 +76,7 @@ def _found(queue: str, message: Any, first_new: int) -> None:
         logging.WARNING,
         queue=queue,
         sequenceNumber=seq,
-        firstNew=first_new,  # the lowest number new in this run: the rule's alert, one for all a run found
+        firstNew=first_new,  # the lowest number new in this run (what a run found together)
         messageId=_text(message.message_id, 128),
         reason=reason,
         description=description,

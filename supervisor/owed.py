@@ -48,6 +48,7 @@ from adapters.cosmos.state_store import update_once, update_once_or_reread
 from contracts.messages import StatusName, StatusUpdate
 from dependencies import AppContext
 from domain.errors import IllegalTransition
+from domain.ids import alert_id
 from domain.payment_wait import PAYMENT_NOT_RECEIVED
 from domain.records import OWED_ALERT_SENT, OWED_STATUS_SENT, HistoryEntry, StateRecord
 from domain.states import ProcessState
@@ -62,6 +63,7 @@ from notifications.alerts import (
     raise_alert_after_write,
 )
 from notifications.received import owe_before_failure
+from notifications.repeats import already_paged, note_paged
 from notifications.status import Delivery, publish_status
 from observability.events import app_event
 from orchestrators.status import refusal_retried
@@ -125,7 +127,7 @@ def _summary(record: StateRecord, kind: str) -> str:
     return f"order {record.order_id} failed: {record.last_error or 'non-transient failure'}"
 
 
-def send_owed(ctx: AppContext, record: StateRecord) -> bool:
+def send_owed(ctx: AppContext, record: StateRecord, done: set[str] | None = None) -> bool:
     """Sends the alert and the status ``record`` owes: the alert first (a submitter's queue that refuses or
     cannot take sends never holds the operator's alert back), then the ``Received`` the record may still owe
     its submitter (``receivedOwed``, cleared by the acknowledgement), then the status; True when all went out
@@ -133,7 +135,13 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
     ``REFUSED_RETRY_WINDOW`` after ``completeBy``; ``publish_status`` logs and alerts a refusal on its own). A
     failed send raises what it raised (the alert noted sent if it went out); a refused one within the
     window is left owed. A refused ``Received`` holds the failure status back (not sent in that sweep), so
-    the submitter never hears the failure before ``Received``."""
+    the submitter never hears the failure before ``Received``. ``done`` gets ``"alert"`` once the alert is out
+    (or was before): what fails after it is the submitter's queue.
+
+    An alert that went out but whose record could not be marked delivered (``deliver_owed``) is marked paged
+    (``notifications/repeats.py``, key ``_sent_key``): the next hours' resends send the status alone, not the
+    alert again (each hour's copy paged the operator again: past duplicate detection, and past the
+    ``operatorAlertRaised`` rule's resolution)."""
     owed = _owed_by(record)
     if owed is None:
         return True
@@ -145,6 +153,10 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
     # detection, the submitter heard it twice
     told = _noted(record, entry, OWED_STATUS_SENT)
     alert_went_out = False
+    # a later hour's resend: the alert may have gone out in an earlier hour whose acknowledgement failed (marked)
+    resend = record.complete_by is not None and bool(hourly_slice(record.complete_by, now))
+    if resend and not alerted:
+        alerted = already_paged(ctx.alert_marks, _sent_key(record, kind), now, kind=kind, order_id=record.order_id)
     try:
         if not alerted:
             raise_alert(
@@ -158,6 +170,8 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
                 details=_details(record, entry),
             )
             alert_went_out = True
+        if done is not None:
+            done.add("alert")
         if record.received_owed is not None and not told:  # never heard (notifications.received): said first
             deliveries.append(
                 publish_status(
@@ -192,6 +206,21 @@ def send_owed(ctx: AppContext, record: StateRecord) -> bool:
             _note_alert_sent(ctx, record, kind)
         return False
     return True
+
+
+def _sent_key(record: StateRecord, kind: str) -> str:
+    """The problem key (``notifications/repeats.py``) of ``record``'s owed alert having gone out."""
+    return f"owed-alert-sent:{alert_id(kind, record.order_id, record.attempt)}"
+
+
+def _mark_alert_sent(ctx: AppContext, record: StateRecord) -> None:
+    """Marks ``record``'s owed alert sent beside the record (which could not be written), so the next hour's resend
+    does not page again (``send_owed``)."""
+    owed = _owed_by(record)
+    if owed is not None:
+        kind = owed[1][0]
+        sent = alert_id(kind, record.order_id, record.attempt)
+        note_paged(ctx.alert_marks, _sent_key(record, kind), sent, ctx.clock.now())
 
 
 def _noted(record: StateRecord, entry: HistoryEntry, note: str) -> bool:
@@ -250,6 +279,7 @@ def _note_alert_sent(ctx: AppContext, record: StateRecord, kind: str) -> None:
         _write_note(ctx, record, OWED_ALERT_SENT, f"{kind} alert sent; the status still owed")
     except (EtagMismatch, StoreUnavailable) as exc:
         log.info("order %s: owed alert sent, not noted: %s", record.order_id, exc)
+        _mark_alert_sent(ctx, record)
 
 
 def _write_note(ctx: AppContext, record: StateRecord, note: str, detail: str) -> None:
@@ -330,16 +360,21 @@ def deliver_owed(ctx: AppContext, record: StateRecord) -> bool:
         return False
     if not resend_due(record, ctx.clock.now()):
         return False
+    done: set[str] = set()
     try:
-        sent = send_owed(ctx, record)
+        sent = send_owed(ctx, record, done)
     except Exception as exc:  # a queue full, Service Bus down, or anything else only sending meets
-        _not_delivered(ctx, record, exc, failed_send=True)
+        # after the alert: the submitter's queue failed (one stuck alert per queue, not per order)
+        _not_delivered(ctx, record, exc, failed_send=True, status_queue="alert" in done)
         return False
     if sent:
         try:
-            acknowledge(ctx, record)
+            acknowledged = acknowledge(ctx, record)
         except Exception as exc:  # sent: only the record still says owed
             _not_acknowledged(record, exc)
+            acknowledged = None
+        if acknowledged is None and owes_notifications(record):  # resent next hour: the alert not again
+            _mark_alert_sent(ctx, record)
     return sent
 
 
@@ -356,7 +391,9 @@ def _not_acknowledged(record: StateRecord, exc: Exception) -> None:
     )
 
 
-def _not_delivered(ctx: AppContext, record: StateRecord, exc: Exception, *, failed_send: bool = False) -> None:
+def _not_delivered(
+    ctx: AppContext, record: StateRecord, exc: Exception, *, failed_send: bool = False, status_queue: bool = False
+) -> None:
     """Logs (``OwedNotificationsFailed``, ERROR); once they have been owed ``STUCK_ALERT_AFTER``, an
     alert that says so without what the record holds, at most once an hour per order: sent only in
     the first duplicate window of each hour since (``notifications.alerts.hourly_slice``), under that
@@ -366,7 +403,11 @@ def _not_delivered(ctx: AppContext, record: StateRecord, exc: Exception, *, fail
     ``completeBy``. A send is tried only in the resend windows (``resend_due``: the first duplicate window
     of each hour since ``completeBy``), so a send that keeps failing is alerted in those windows once owed
     ``STUCK_ALERT_AFTER``: from the second hour's (counted from ``STUCK_ALERT_AFTER`` too, it would never
-    meet a send; a submitter's queue full for good was never alerted but by the log)."""
+    meet a send; a submitter's queue full for good was never alerted but by the log).
+
+    A send that failed after the alert went out (``status_queue``: the submitter's queue full, missing, refusing)
+    is one problem for every order of that queue: one ``NotificationsStuck`` per reply queue and error, not per
+    order and hour (``_alert_stuck_queue``: a queue full for good paged for each of its failed orders every hour)."""
     error = carriable(f"{type(exc).__name__}: {exc}")[:500]
     app_event(
         "OwedNotificationsFailed",
@@ -374,6 +415,7 @@ def _not_delivered(ctx: AppContext, record: StateRecord, exc: Exception, *, fail
         logging.ERROR,
         orderId=record.order_id,
         error=type(exc).__name__,
+        replyTo=record.reply_to,
     )
     owed_since = record.complete_by
     if owed_since is None:
@@ -384,6 +426,9 @@ def _not_delivered(ctx: AppContext, record: StateRecord, exc: Exception, *, fail
     else:
         hour = hourly_slice(owed_since + STUCK_ALERT_AFTER, now)
     if hour is None:  # not owed long enough yet, or past this hour's slice: already alerted this hour
+        return
+    if status_queue and record.reply_to:
+        _alert_stuck_queue(ctx, record, record.reply_to, exc, owed_since)
         return
     raise_alert_after_write(
         ctx.sender,
@@ -396,6 +441,32 @@ def _not_delivered(ctx: AppContext, record: StateRecord, exc: Exception, *, fail
         discriminator=f"{owed_since.isoformat()}:{hour}",
         details={"error": type(exc).__name__, "owedSince": owed_since.isoformat()},
     )
+
+
+def _alert_stuck_queue(ctx: AppContext, record: StateRecord, queue: str, exc: Exception, owed_since: datetime) -> None:
+    """``NotificationsStuck`` for the reply queue ``queue``, once per problem (``notifications/repeats.py``: the
+    queue and the error; again when it was over, not seen for two hours, or once a day while it lasts), not per
+    order: every failed order of the queue owes its statuses, each logged ``OwedNotificationsFailed`` (its
+    ``replyTo``). Under the hour's id: two instances that both find no mark raise one alert."""
+    now = ctx.clock.now()
+    error = type(exc).__name__
+    key = f"NotificationsStuck:{queue}:{error}"
+    if already_paged(ctx.alert_marks, key, now, kind="NotificationsStuck", order_id=record.order_id):
+        return
+    discriminator = f"{queue}:{error}:{now:%Y-%m-%dT%H}"
+    sent = raise_alert_after_write(
+        ctx.sender,
+        kind="NotificationsStuck",
+        summary=f"status updates to {queue!r} cannot be delivered ({error}): failed orders of that queue owe "
+        f"their statuses, the first seen {record.order_id}, owed since {owed_since.isoformat()}; see "
+        "OwedNotificationsFailed (orderId, replyTo)",
+        at=now,
+        severity="critical",
+        discriminator=discriminator,
+        details={"error": error, "replyTo": queue, "firstOrderId": record.order_id},
+    )
+    if sent:
+        note_paged(ctx.alert_marks, key, alert_id("NotificationsStuck", None, discriminator), now)
 
 
 def deliver_due(ctx: AppContext, cursors: dict[ProcessState, ScanCursor] | None = None) -> int:

@@ -4,9 +4,11 @@ The stores map a page document by document (``adapters.cosmos.state_store.map_ea
 that does not map (schema drift, a hand edit, a timestamp outside ``timefmt``'s years) is skipped and
 logged (``UnmappedDocument``) instead of failing its page, which, oldest first, would fail every run the
 same way and stop the recovery of every other record. Skipped is not silent: the supervisor raises an
-``UnreadableRecord`` operator alert per document, at most once an hour (in the first duplicate window of
-each hour since the document's ``completeBy``, or of each clock hour when it has none that reads, under
-that hour's id: ``notifications.alerts.hourly_slice``), until someone repairs or removes it. Its
+``UnreadableRecord`` operator alert per document, looked at in the first duplicate window of each hour since the
+document's ``completeBy`` (or of each clock hour when it has none that reads, under that hour's id:
+``notifications.alerts.hourly_slice``), and raised once per document while it stays unreadable (an alert mark,
+``notifications/repeats.py``: again once a day, or once it was readable for two hours and broke again); it was
+raised, and paged, every hour until someone repaired or removed it. Its
 ``UnmappedDocument`` events are also what the ``SupervisorPhaseFailed`` log alert rule watches
 (infra/modules/alerts.bicep)."""
 
@@ -16,8 +18,10 @@ from datetime import UTC, datetime
 
 from adapters.cosmos.state_store import Unmapped
 from dependencies import AppContext
+from domain.ids import alert_id
 from domain.timefmt import to_text
 from notifications.alerts import hourly_slice, raise_alert_after_write
+from notifications.repeats import already_paged, note_paged
 
 # The hours of a document without a ``completeBy`` that reads are counted from here (clock hours).
 _NO_DUE_TIME = datetime(2000, 1, 1, tzinfo=UTC)
@@ -33,7 +37,13 @@ def alert_unmapped(ctx: AppContext, unmapped: list[Unmapped], where: str) -> int
         hour = hourly_slice(since, now)
         if hour is None:
             continue
-        sent += raise_alert_after_write(
+        # one problem per document: paged once, held while it stays unreadable (again once a day, or when it was
+        # repaired for two hours and broke again): it paged every hour, for ever
+        problem = f"UnreadableRecord:{doc.doc_id}"
+        if already_paged(ctx.alert_marks, problem, now, kind="UnreadableRecord", order_id=doc.doc_id):
+            continue
+        discriminator = f"{to_text(since)}:{hour}"
+        went_out = raise_alert_after_write(
             ctx.sender,
             kind="UnreadableRecord",
             summary=f"order {doc.doc_id}: its state document does not map to a record; the supervisor's "
@@ -41,11 +51,14 @@ def alert_unmapped(ctx: AppContext, unmapped: list[Unmapped], where: str) -> int
             at=now,
             order_id=doc.doc_id,
             severity="error",
-            discriminator=f"{to_text(since)}:{hour}",
+            discriminator=discriminator,
             details={
                 "query": where,
                 "error": doc.error,
                 "completeBy": None if doc.due_at is None else to_text(since),
             },
         )
+        if went_out:
+            note_paged(ctx.alert_marks, problem, alert_id("UnreadableRecord", doc.doc_id, discriminator), now)
+        sent += went_out
     return sent

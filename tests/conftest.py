@@ -70,6 +70,7 @@ def app_context(cosmos_db: Any, clock: Any, sender: Any) -> Iterator[Any]:
     and removed after."""
     import random
 
+    from adapters.cosmos.alert_mark_store import CosmosAlertMarks
     from adapters.cosmos.deferral_store import CosmosDeferralLog
     from adapters.cosmos.health_store import CosmosHealthStore
     from adapters.cosmos.ops_queries import CosmosOpsQueries
@@ -93,6 +94,7 @@ def app_context(cosmos_db: Any, clock: Any, sender: Any) -> Iterator[Any]:
         ops=CosmosOpsQueries(state),
         health=CosmosHealthStore(state),
         rng=random.Random(1),
+        alert_marks=CosmosAlertMarks(state),
     )
     use_context(ctx)
     yield ctx

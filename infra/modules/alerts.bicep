@@ -8,7 +8,7 @@
 //   state document that does not map was skipped (UnmappedDocument, adapters/cosmos/state_store.py):
 //   both let the run go on, so without this rule they would only be log lines;
 // - a message arrived in an app queue's dead-letter subqueue (log search on the supervisor's DeadLetterFound events,
-//   supervisor/dead_letters.py: one per dead letter, the broker's too; one alert per queue and watch run). Not the DeadletteredMessages metric: it counts
+//   supervisor/dead_letters.py: one per dead letter, the broker's too; one alert per queue and reason). Not the DeadletteredMessages metric: it counts
 //   the messages WAITING there, so its stateful alert stayed fired while an old dead letter waited and a new one paged
 //   nobody;
 // - an operator alert the alert courier gave up on, or one neither sent nor handed to it that no redelivery
@@ -18,8 +18,8 @@
 // The log search rules are stateful (autoMitigate unset: true): an alert fires once, then nothing it sees
 // pages again until its condition has been unmet for three evaluations (two at PT15M; Microsoft Learn, Azure Monitor
 // alerts overview, "Alerts and state"). Each is split by dimensions (orderId, and the alert kind or the phase; an
-// operator alert's id; a dead letter's queue and the lowest number new in its watch run), so each is one alert per
-// order (per operator alert, per queue and watch run that found dead letters): a second order failing while
+// operator alert's id; a dead letter's queue and reason), so each is one alert per
+// order (per operator alert, per queue and reason of the dead letters arriving): a second order failing while
 // the first's alert is fired pages too, and one order's repeated events page once (tests/observability/test_alert_rules_page_each_order.py). Stateful log alerts fire at
 // most 300 alerts per evaluation, and an action group sends at most 100 emails an hour to one address: a mass failure
 // shows every order in the portal's alert list, not every one by email.
@@ -126,7 +126,7 @@ resource deadLettersFound 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = 
   kind: 'LogAlert'
   properties: {
     displayName: 'New dead letter on an app queue'
-    description: 'A message arrived in an app queue\'s dead-letter subqueue (DeadLetterFound, supervisor/dead_letters.py: the app\'s own dead-lettering or the broker\'s, MaxDeliveryCountExceeded or TTLExpiredException). One alert for all one run of the watch found in a queue: read the queue, sequenceNumber, reason, description and orderId fields of its events (firstNew names the alert), then the message in <queue>/$deadletterqueue: resubmit or discard it.'
+    description: 'A message arrived in an app queue\'s dead-letter subqueue (DeadLetterFound, supervisor/dead_letters.py: the app\'s own dead-lettering or the broker\'s, MaxDeliveryCountExceeded or TTLExpiredException). One alert per queue and reason while new ones keep coming (a burst or a trickle is one page): read the queue, sequenceNumber, reason, description and orderId fields of its events since the alert fired, then the message in <queue>/$deadletterqueue: resubmit or discard it.'
     severity: 2
     enabled: true
     evaluationFrequency: 'PT5M'
@@ -139,11 +139,14 @@ resource deadLettersFound 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = 
     criteria: {
       allOf: [
         {
-          // one alert per queue and watch run that found new dead letters (firstNew: the lowest number new in that run,
-          // on each of them), whatever waits there already: a burst is one page, not one per message (the action
-          // group's 100 emails an hour were every rule's; 300 alerts an evaluation at most); a watch that logs one
+          // one alert per queue and dead-letter reason while new ones keep coming (stateful: resolved after three
+          // evaluations without a new one), whatever waits there already: a burst is one page, not one per message
+          // (the action group's 100 emails an hour were every rule's; 300 alerts an evaluation at most), and so is
+          // a trickle (one per watch run, the firstNew dimension, paged every run: 100 pages for one dead letter a
+          // minute for 200 minutes); another reason (the broker's MaxDeliveryCountExceeded beside the app's
+          // InvalidFields), another queue, or the same after 15 quiet minutes pages again; a watch that logs one
           // twice (a run that died before its write) pages once
-          query: 'AppTraces | where tostring(Properties.event) == "DeadLetterFound" | extend queue = tostring(Properties.queue), firstNew = tostring(Properties.firstNew)'
+          query: 'AppTraces | where tostring(Properties.event) == "DeadLetterFound" | extend queue = tostring(Properties.queue), reason = coalesce(tostring(Properties.reason), "-")'
           dimensions: [
             {
               name: 'queue'
@@ -153,7 +156,7 @@ resource deadLettersFound 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = 
               ]
             }
             {
-              name: 'firstNew'
+              name: 'reason'
               operator: 'Include'
               values: [
                 '*'

@@ -86,6 +86,23 @@ def test_notifications_stuck_while_the_queue_refused_excuses_what_the_failure_re
     assert _undelivered_statuses(result) == {("a", "Received"), ("a", "Failed"), ("a", "CompensationFailed")}
 
 
+def test_notifications_stuck_of_a_queue_excuses_every_failed_order_of_that_queue_alone() -> None:
+    """rt-alert-noise: the supervisor alerts ``NotificationsStuck`` once for a reply queue that keeps failing the
+    statuses (no order, ``details.replyTo``), not per order: it stands for every order of that queue that ended in
+    a failure state, and for no other."""
+    clock, broker, result = _run()
+    result.states = [
+        {"orderId": "a", "processState": "Error"},
+        {"orderId": "b", "processState": "Processed"},  # not owed by the failure record: not excused
+        {"orderId": "c", "processState": "Error"},  # another queue's
+    ]
+    clock.advance(timedelta(minutes=20))
+    body = {"type": "OperatorAlert", "kind": "NotificationsStuck", "orderId": None, "details": {"replyTo": "full"}}
+    broker.send(OPERATOR_ALERTS_QUEUE, OutgoingMessage(body=json.dumps(body), message_id="stuck:full"))
+    clock.advance(timedelta(minutes=1))
+    assert _undelivered_statuses(result) == {("a", "Received"), ("a", "Failed"), ("a", "CompensationFailed")}
+
+
 def test_notifications_stuck_excuses_nothing_once_the_queue_takes_sends_again_long_before_the_end() -> None:
     """RED TEAM (redteam38). ``NotificationsStuck`` is not a give-up: the record stays owed and the supervisor
     sends its statuses in the first resend window after the queue takes sends again (supervisor/owed.py). A queue
@@ -152,3 +169,45 @@ def test_a_give_up_whose_alert_send_failed_is_excused_by_the_logged_event_the_lo
     _given_up(result, broker, "b", "Completed")  # its alert went out: the alert path
     assert broker.peek(OPERATOR_ALERTS_QUEUE, 10)[0].message_id.startswith("alert:StatusUndelivered:b")
     assert _undelivered_statuses(result) == {("a", "Completed"), ("b", "Completed")}
+
+
+def test_give_ups_held_behind_their_queues_alert_are_excused_with_it() -> None:
+    """rt-alert-noise: the app alerts ``StatusUndelivered`` once per reply queue and error while it lasts
+    (notifications/status.py ``give_up``, an alert mark), and logs each give-up: one alert raised while the queue
+    refused stands for every status given up to that queue, not for another queue's."""
+    from adapters.cosmos.alert_mark_store import AlertMarks
+
+    class Marks(AlertMarks):  # in memory: the Cosmos store's conditional writes are tests/notifications'
+        def __init__(self) -> None:
+            self.docs: dict[str, Any] = {}
+
+        def get(self, key: str) -> Any:
+            return self.docs.get(key)
+
+        def save(self, doc: Any) -> Any:
+            self.docs[doc.key] = doc
+            return doc
+
+    clock, broker, result = _run()
+    clock.advance(timedelta(hours=6))
+    marks = Marks()
+    root = logging.getLogger()
+    root.addHandler(result.events)
+    try:
+        for order_id in ("a", "b", "c"):
+            give_up(
+                broker,
+                order_id=order_id,
+                status="Completed",
+                attempt=1,
+                variant=None,
+                reply_to=result.workload.orders[order_id]["replyTo"],
+                at=clock.now(),
+                error=SendError("QuotaExceeded"),
+                marks=marks,
+            )
+    finally:
+        root.removeHandler(result.events)
+    kinds = [json.loads(m.body)["orderId"] for m in broker.peek(OPERATOR_ALERTS_QUEUE, 10)]
+    assert kinds == ["a", "c"]  # b's held behind a's: the same queue
+    assert _undelivered_statuses(result) == {("a", "Completed"), ("b", "Completed")}  # c's queue never refused

@@ -98,7 +98,7 @@ def test_the_rule_counts_dead_letters_found_not_the_messages_waiting() -> None:
         for r in resources(alerts, "Microsoft.Insights/metricAlerts")
     ]
     assert "DeadletteredMessages" not in metrics
-    assert LogRule.of("deadLettersFound").dimensions == ("queue", "firstNew")
+    assert LogRule.of("deadLettersFound").dimensions == ("queue", "reason")
 
 
 def test_a_new_dead_letter_pages_while_an_old_one_waits_for_days() -> None:
@@ -123,7 +123,11 @@ def test_a_new_dead_letter_pages_while_an_old_one_waits_for_days() -> None:
         (ORDERS_QUEUE, "new", "InvalidFields"),
     ]
     pages = rule.pages(events, until=3 * 24 * 60)
-    assert [key for _, key in pages] == [(ORDERS_QUEUE, "1"), (AGENT_REPLIES_QUEUE, "1"), (ORDERS_QUEUE, "2")]
+    assert [key for _, key in pages] == [
+        (ORDERS_QUEUE, "InvalidFields"),
+        (AGENT_REPLIES_QUEUE, "MaxDeliveryCountExceeded"),
+        (ORDERS_QUEUE, "InvalidFields"),
+    ]
 
 
 def test_a_dead_letter_logged_twice_pages_once() -> None:
@@ -234,8 +238,10 @@ def test_a_burst_of_dead_letters_found_by_one_run_pages_once() -> None:
     one address, and a stateful rule fires at most 300 alerts an evaluation (docs/observability.md): a burst spent
     the hour's emails of every rule (an order failing after it was emailed to nobody), and one over 300 left the
     rest out of the portal's alert list too. One alert per queue and watch run that found new dead letters now
-    (dimension ``firstNew``, the lowest number new in that run, on each of its ``DeadLetterFound``): a burst pages
-    once, a dead letter logged again by a run that died before its write pages once, a later one pages again."""
+    (dimension ``firstNew``, the lowest number new in that run, on each of its ``DeadLetterFound``), then one per
+    queue and reason while new ones keep coming (rt-alert-noise: ``firstNew`` paged every run of a trickle, below): a
+    burst pages once, a dead letter logged again by a run that died before its write pages once, a later one of the
+    same reason while the alert is fired is part of it, another reason pages, the same after quiet pages again."""
     world = _World()
     rule = LogRule.of("deadLettersFound")
     world.at(1)
@@ -246,5 +252,31 @@ def test_a_burst_of_dead_letters_found_by_one_run_pages_once() -> None:
     world.at(7)
     world.app_dead_letters(ORDERS_QUEUE, "later")
     events += world.watch()
-    pages = rule.pages(events, until=60)
-    assert [key for _, key in pages] == [(ORDERS_QUEUE, "1"), (ORDERS_QUEUE, "151")]
+    world.at(9)
+    world.broker_dead_letters(ORDERS_QUEUE, "worn-out", "ord-1")  # another reason: another problem
+    events += world.watch()
+    world.at(60)
+    world.app_dead_letters(ORDERS_QUEUE, "after-quiet")
+    events += world.watch()
+    pages = rule.pages(events, until=90)
+    assert pages == [
+        (5, (ORDERS_QUEUE, "InvalidFields")),
+        (10, (ORDERS_QUEUE, "MaxDeliveryCountExceeded")),
+        (60, (ORDERS_QUEUE, "InvalidFields")),
+    ]
+
+
+def test_a_trickle_of_dead_letters_pages_once_while_it_lasts() -> None:
+    """Red team (rt-alert-noise): one alert per watch run that found new dead letters (``firstNew``) paged every run
+    of a trickle: a producer bug sending one bad message a minute for 200 minutes, dead-lettered one by one, was 100
+    pages (30 an hour, of the action group's 100 emails an hour for every rule). One problem: one page while it
+    lasts, per queue and reason; it pages again once it stopped for three evaluations, or with another reason."""
+    world = _World()
+    events = []
+    for minute in range(1, 200):
+        world.at(minute)
+        world.app_dead_letters(ORDERS_QUEUE, f"bug-{minute}")
+        if minute % 2 == 1:  # the watch runs at most every two minutes
+            events += world.watch()
+    assert len(events) == 199  # every one logged
+    assert len(LogRule.of("deadLettersFound").pages(events, until=260)) == 1

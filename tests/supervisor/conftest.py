@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from adapters.clock import ManualClock
+from adapters.cosmos.alert_mark_store import CosmosAlertMarks
 from adapters.cosmos.deferral_store import CosmosDeferralLog
 from adapters.cosmos.health_store import CosmosHealthStore, HealthStore
 from adapters.cosmos.ops_queries import CosmosOpsQueries
@@ -58,6 +59,7 @@ def make_ctx(cosmos_db: Any, states: CosmosStateStore, clock: ManualClock, sende
             ops=CosmosOpsQueries(cosmos_db.get_container_client(STATE_CONTAINER)),
             health=health or CosmosHealthStore(cosmos_db.get_container_client(STATE_CONTAINER)),
             rng=random.Random(seed),
+            alert_marks=CosmosAlertMarks(cosmos_db.get_container_client(STATE_CONTAINER)),
         )
 
     return build

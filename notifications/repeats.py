@@ -1,0 +1,85 @@
+"""One page per problem, not per occurrence: the operator alerts whose repeats would page for the same problem
+(``NotificationsStuck`` of a reply queue that stays broken, an owed alert sent again because its record cannot be
+marked delivered, the same conflicting order data sent again and again) are held back while their problem lasts.
+
+The raiser names the problem (a key) and asks ``already_paged`` before it raises the alert: False (raise it) when
+the problem has no mark, when it was over (not seen for ``domain.alert_marks.ENDED_AFTER``), when its daily
+reminder is due, when the context keeps no marks, and when the mark cannot be read (a store failure never holds a
+first occurrence back); True (raise nothing: ``AlertRepeatHeld``) otherwise. After the alert went out (or was owed
+to the alert courier, which sends it), ``note_paged`` writes the mark; a send that failed writes none, so the next
+occurrence raises it again. Marks are documents in the ``state`` container written on their etag
+(``adapters/cosmos/alert_mark_store.py``): they survive restarts and are shared by every instance; two instances
+that both find no mark both raise, under the same alert id (duplicate detection and the log alert rule's alertId
+dimension make that one page)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from adapters.cosmos.alert_mark_store import AlertMarks
+from adapters.cosmos.errors import StoreError
+from adapters.servicebus.sender import MessageSender
+from domain.alert_marks import AlertMark
+from domain.ids import alert_id
+from notifications.alerts import raise_alert_after_write
+from observability.events import app_event
+
+log = logging.getLogger("notifications")
+
+
+def already_paged(marks: AlertMarks | None, key: str, now: datetime, *, kind: str, order_id: str | None) -> bool:
+    """Whether the problem ``key`` has paged and still lasts (its occurrence at ``now`` raises nothing: logged
+    ``AlertRepeatHeld``, the mark noted seen, at most every ``SEEN_REFRESH``)."""
+    if marks is None:
+        return False
+    try:
+        mark = marks.get(key)
+    except StoreError as exc:
+        log.info("alert %s: its problem's mark could not be read (%s): raised", kind, exc)
+        return False
+    if mark is None or mark.pages(now):
+        return False
+    app_event(
+        "AlertRepeatHeld",
+        f"operator alert {kind}: the same problem paged at {mark.alerted_at.isoformat()} ({mark.alert_id}) and "
+        "still lasts: not raised again",
+        alertKind=kind,
+        orderId=order_id,
+        alertId=mark.alert_id,
+        pagedAt=mark.alerted_at.isoformat(),
+    )
+    seen = mark.seen(now)
+    if seen is not mark:
+        try:
+            marks.save(seen)
+        except StoreError as exc:  # another sweep noted it, or the store is down: the mark ages by one refresh
+            log.info("alert %s: its problem's mark not noted seen: %s", kind, exc)
+    return True
+
+
+def note_paged(marks: AlertMarks | None, key: str, alert_id: str, now: datetime) -> None:
+    """Marks the problem ``key`` paged by ``alert_id`` at ``now``. Best effort: a write that fails (the store down,
+    another instance's mark written meanwhile) leaves the next occurrence to page, never one held back wrongly."""
+    if marks is None:
+        return
+    try:
+        before = marks.get(key)
+        marks.save(AlertMark.paged(key, alert_id, now, before))
+    except StoreError as exc:
+        log.info("alert %s: its problem's mark not written: %s", alert_id, exc)
+
+
+def raise_alert_once(marks: AlertMarks | None, sender: MessageSender, **alert: Any) -> bool:
+    """``raise_alert_after_write`` for an alert whose id is its problem (the same alert raised again for the same
+    thing: two copies of one message, a redelivery long after the first): held while the problem lasts
+    (``already_paged`` on the alert's id), marked once sent. True when it went out or was held."""
+    at: datetime = alert["at"]
+    key = alert_id(alert["kind"], alert.get("order_id"), alert.get("discriminator", ""))
+    if already_paged(marks, key, at, kind=alert["kind"], order_id=alert.get("order_id")):
+        return True
+    if not raise_alert_after_write(sender, **alert):
+        return False
+    note_paged(marks, key, key, at)
+    return True
