@@ -25,9 +25,9 @@ def create_client(settings: Settings) -> CosmosClient:
 
     credential: Any = settings.cosmos_key
     if not credential:
-        from azure.identity import DefaultAzureCredential
+        from adapters.identity import managed_identity
 
-        credential = DefaultAzureCredential(managed_identity_client_id=settings.azure_client_id or None)
+        credential = managed_identity(settings.azure_client_id)
     return CosmosClient(
         settings.cosmos_endpoint,
         credential=credential,

@@ -179,3 +179,57 @@ def test_the_service_bus_client_fetches_its_token_with_the_identity(
 
     requests = identity.for_resource(SERVICE_BUS_AUDIENCE)
     assert [r.client_id for r in requests] == [APP_IDENTITY]  # one token for both links
+
+
+def _within(seconds: float, call: Any) -> float:
+    """How long ``call()`` took; fails if it has not returned within ``seconds`` (it is left to finish alone)."""
+    import threading
+
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as error:
+            outcome.append(error)
+
+    began = time.monotonic()
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert outcome, f"still waiting after {seconds} s"
+    if outcome[0] is not None:
+        raise outcome[0]
+    return time.monotonic() - began
+
+
+def test_a_token_request_the_identity_endpoint_never_answers_is_given_up_and_tried_again(
+    production_wiring: Any, identity: IdentityEndpoint, entra_cosmos: CosmosServer
+) -> None:
+    """Red team: the credentials asked the endpoint with azure-core's default transport, 300 s to read an answer,
+    and azure-identity tries a token request 4 times: a request the endpoint took and never answered held the
+    caller 300 s, and one that never answers about 20 minutes. The first such request is the Cosmos DB client's,
+    made while the first invocation of a worker builds the wiring, holding the lock every other invocation of the
+    worker waits on (``dependencies.get_context``); later, a token's renewal is made inside a Cosmos DB call or a
+    Service Bus send, past the 230 s an HTTP-triggered function has and the 30 s of a send (``SEND_TIMEOUT``).
+    Each try now gives up after ``IDENTITY_READ_TIMEOUT`` and the next one is made."""
+    from azure.servicebus._common.utils import create_authentication
+
+    from settings import IDENTITY_READ_TIMEOUT
+
+    bound = IDENTITY_READ_TIMEOUT.total_seconds() + 10  # one try given up, the next answered
+    entra_cosmos.set_auth([APP_IDENTITY], [COSMOS_AUDIENCE])
+    try:
+        identity.stall_next = 1
+        built: list[Any] = []
+        _within(bound, lambda: built.append(production_wiring(azure_settings(entra_cosmos))))
+        use_the_stores(built[0], orders=1)
+        assert entra_cosmos.auth_log()["refused"] == []
+    finally:
+        entra_cosmos.set_auth(None)
+
+    identity.stall_next = 1
+    sender = built[0].sender._client.get_queue_sender("orders")
+    _within(bound, lambda: create_authentication(sender).get_token())
+    assert len(identity.for_resource(COSMOS_AUDIENCE)) == len(identity.for_resource(SERVICE_BUS_AUDIENCE)) == 2
