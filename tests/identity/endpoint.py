@@ -8,8 +8,8 @@ This one answers on loopback for the identities it is given (user-assigned: a re
 ``client_id``; with no ``client_id`` only a system-assigned identity would answer, and a Bicep app has none, so it
 is a 400 as there). Its tokens are unsigned JWTs whose payload the local Cosmos DB server reads
 (``localrun/cosmos_auth.cjs``): ``aud`` the resource asked for, ``appid`` the client id, ``exp`` ``lifetime`` from
-now. ``stall_next``: how many of the next requests are taken and never answered (an endpoint that hangs). Every
-request is recorded."""
+now. ``failing``: a status it answers every request with. ``stall_next``: how many of the next requests are taken
+and never answered (an endpoint that hangs). Every request is recorded."""
 
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ class IdentityEndpoint:
         self.client_ids = client_ids
         self.lifetime = lifetime
         self.stall_next = 0  # the next requests taken and never answered
+        self.failing: int | None = None  # a status every request is answered with (the endpoint failing)
         self.released = threading.Event()  # set on stop: a stalled request ends
         self.requests: list[TokenRequest] = []
         self.lock = threading.Lock()
@@ -83,6 +84,8 @@ class IdentityEndpoint:
         self.url = f"http://127.0.0.1:{self._server.server_port}/msi/token"
 
     def answer(self, request: TokenRequest) -> tuple[int, dict[str, object]]:
+        if self.failing is not None:
+            return self.failing, {"statusCode": self.failing, "message": "The managed identity endpoint failed (test)."}
         if request.header != HEADER_VALUE:
             return 401, {"error": "unauthorized", "error_description": "X-IDENTITY-HEADER missing or wrong"}
         if request.api_version != "2019-08-01" or not request.resource:

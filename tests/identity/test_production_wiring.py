@@ -233,3 +233,39 @@ def test_a_token_request_the_identity_endpoint_never_answers_is_given_up_and_tri
     sender = built[0].sender._client.get_queue_sender("orders")
     _within(bound, lambda: create_authentication(sender).get_token())
     assert len(identity.for_resource(COSMOS_AUDIENCE)) == len(identity.for_resource(SERVICE_BUS_AUDIENCE)) == 2
+
+
+def test_a_token_the_identity_cannot_renew_is_a_store_outage(
+    production_wiring: Any, monkeypatch: pytest.MonkeyPatch, entra_cosmos: CosmosServer
+) -> None:
+    """Red team: when the client's token expired and the managed identity endpoint failed (a 503 on every try),
+    the store calls raised azure-identity's ``CredentialUnavailableError`` (a ``ClientAuthenticationError``), which
+    ``mapped_errors`` did not map: not a ``StoreUnavailable``, so the ``orders`` handler's outage path
+    (``submission.store_outage``: the message sent again for later) was skipped, the invocation failed, and Service
+    Bus redelivered the order at once until its 5 deliveries were spent and it was dead-lettered. Nothing was sent:
+    a ``StoreUnavailable`` (a write not carried out) now, handled as every Cosmos DB outage is."""
+    import json
+
+    from adapters.cosmos.errors import StoreOutcomeUnknown, StoreUnavailable
+    from submission.intake import handle_orders_message
+    from tests.contexts import context_with
+    from tests.fakes import FakeReceivedMessage, RecordingSender
+    from tests.submission.corpus import order
+
+    with IdentityEndpoint([APP_IDENTITY], lifetime=2.0) as endpoint:
+        endpoint.install(monkeypatch)
+        entra_cosmos.set_auth([APP_IDENTITY], [COSMOS_AUDIENCE])
+        try:
+            ctx = context_with(production_wiring(azure_settings(entra_cosmos)), sender=RecordingSender())
+            use_the_stores(ctx, orders=1)
+            time.sleep(2.5)  # the token has expired: the next call asks for another
+            endpoint.failing = 503
+            with pytest.raises(StoreUnavailable) as raised:
+                ctx.states.get("o-1")
+            assert not isinstance(raised.value, StoreOutcomeUnknown)  # no request was sent
+            result = handle_orders_message(ctx, FakeReceivedMessage.of(json.dumps(order(orderId="o-2")), "o-2"))
+        finally:
+            entra_cosmos.set_auth(None)
+
+    assert result.settlement.kind == "complete"
+    assert ctx.sender.message_ids("orders") != []  # its copy, due later (submission/store_outage.py)
