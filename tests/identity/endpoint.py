@@ -115,9 +115,9 @@ class IdentityEndpoint:
         variables, a proxy the token requests to loopback would go through)."""
         monkeypatch.setenv("IDENTITY_ENDPOINT", self.url)
         monkeypatch.setenv("IDENTITY_HEADER", HEADER_VALUE)
-        other = ("MSI_ENDPOINT", "MSI_SECRET", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET", "AZURE_FEDERATED_TOKEN_FILE")
-        other += ("AZURE_TOKEN_CREDENTIALS", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
-        for name in other:
+        credentials = ("MSI_ENDPOINT", "MSI_SECRET", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET")
+        proxies = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+        for name in (*credentials, "AZURE_FEDERATED_TOKEN_FILE", "AZURE_TOKEN_CREDENTIALS", *proxies):
             monkeypatch.delenv(name, raising=False)
         return self
 

@@ -256,7 +256,8 @@ def test_a_token_the_identity_cannot_renew_is_a_store_outage(
         endpoint.install(monkeypatch)
         entra_cosmos.set_auth([APP_IDENTITY], [COSMOS_AUDIENCE])
         try:
-            ctx = context_with(production_wiring(azure_settings(entra_cosmos)), sender=RecordingSender())
+            sender = RecordingSender()
+            ctx = context_with(production_wiring(azure_settings(entra_cosmos)), sender=sender)
             use_the_stores(ctx, orders=1)
             time.sleep(2.5)  # the token has expired: the next call asks for another
             endpoint.failing = 503
@@ -268,4 +269,4 @@ def test_a_token_the_identity_cannot_renew_is_a_store_outage(
             entra_cosmos.set_auth(None)
 
     assert result.settlement.kind == "complete"
-    assert ctx.sender.message_ids("orders") != []  # its copy, due later (submission/store_outage.py)
+    assert sender.message_ids("orders") != []  # its copy, due later (submission/store_outage.py)
