@@ -270,3 +270,37 @@ def test_a_token_the_identity_cannot_renew_is_a_store_outage(
 
     assert result.settlement.kind == "complete"
     assert sender.message_ids("orders") != []  # its copy, due later (submission/store_outage.py)
+
+
+def test_a_new_worker_that_cannot_reach_cosmos_db_yet_handles_an_order_as_a_store_outage(
+    production_wiring: Any, identity: IdentityEndpoint, entra_cosmos: CosmosServer
+) -> None:
+    """Red team: the wiring made the Cosmos DB client when it was built, and its constructor reads the database
+    account (after a token): with the identity endpoint failing (or Cosmos DB unreachable, or answering 503) when a
+    new worker took its first message, ``build_from_settings`` raised, so every invocation of that worker failed
+    before the app's own handling, and an ``orders`` message was redelivered at once until dead-lettered (Flex
+    Consumption adds workers under load, an outage included). The client is now made at the first request: the
+    failure is that request's ``StoreUnavailable``, the order is sent again for later, and once the endpoint answers
+    the next request makes the client."""
+    import json
+
+    from submission.intake import handle_orders_message
+    from tests.contexts import context_with
+    from tests.fakes import FakeReceivedMessage, RecordingSender
+    from tests.submission.corpus import order
+
+    entra_cosmos.set_auth([APP_IDENTITY], [COSMOS_AUDIENCE])
+    try:
+        identity.failing = 503
+        sender = RecordingSender()
+        ctx = context_with(production_wiring(azure_settings(entra_cosmos)), sender=sender)
+        result = handle_orders_message(ctx, FakeReceivedMessage.of(json.dumps(order(orderId="o-1")), "o-1"))
+        assert result.settlement.kind == "complete" and sender.message_ids("orders") != []  # its copy, for later
+        identity.failing = None
+        time.sleep(5.2)  # MSAL answers a request like one that got a 5xx with that answer for 5 s (its throttle)
+        use_the_stores(ctx, orders=1)
+        log = entra_cosmos.auth_log()
+    finally:
+        entra_cosmos.set_auth(None)
+
+    assert log["refused"] == [] and log["aad"] > 0
