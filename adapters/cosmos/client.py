@@ -10,6 +10,8 @@ from settings import Settings
 if TYPE_CHECKING:
     from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy
 
+    from adapters.cosmos.errors import StoreUnavailable
+
 
 # How long the client waits for Cosmos DB's answer to one request (the SDK's ``read_timeout``). The SDK's default,
 # 65 s, is cut neither by the client's nor by a call's ``timeout`` (a call's is only checked once the wait is over),
@@ -53,17 +55,31 @@ class LazyClient:
         self._identity: Any = None
         self._client: CosmosClient | None = None
         self._lock = threading.Lock()
+        self._failures = 0  # the tries that failed
+        self._failure: StoreUnavailable | None = None  # the last one's
 
     def get(self) -> CosmosClient:
-        from adapters.cosmos.errors import mapped_errors
+        """The client, made by the first request that needs it. A request that waited for the lock while another's
+        try failed fails with that failure instead of a try of its own after it: with the identity endpoint
+        taking token requests and answering none, a try takes about 25 s, and the n-th of n concurrent requests
+        of a new worker waited n tries (tests/identity)."""
+        from adapters.cosmos.errors import StoreUnavailable, mapped_errors
         from adapters.identity import managed_identity
 
+        failures = self._failures  # read before the wait: a try that fails meanwhile is this request's answer
         with self._lock:
             if self._client is None:
+                if self._failures != failures and self._failure is not None:
+                    raise StoreUnavailable(f"{self._failure} (a request just before this one)") from self._failure
                 if self._identity is None and not self._settings.cosmos_key:
                     self._identity = managed_identity(self._settings.azure_client_id)
-                with mapped_errors():
-                    self._client = create_client(self._settings, self._identity)
+                try:
+                    with mapped_errors():
+                        self._client = create_client(self._settings, self._identity)
+                except StoreUnavailable as failed:
+                    self._failure = failed
+                    self._failures += 1
+                    raise
             return self._client
 
 

@@ -304,3 +304,40 @@ def test_a_new_worker_that_cannot_reach_cosmos_db_yet_handles_an_order_as_a_stor
         entra_cosmos.set_auth(None)
 
     assert log["refused"] == [] and log["aad"] > 0
+
+
+def test_requests_that_waited_while_the_client_failed_to_be_made_fail_with_it(
+    production_wiring: Any, identity: IdentityEndpoint, entra_cosmos: CosmosServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team: requests of a new worker wait for the one making the client (its lock); when that failed, each
+    made a try of its own in turn, so with the identity endpoint taking requests and answering none (each try
+    about 25 s: 4 token requests of IDENTITY_READ_TIMEOUT) the n-th of n concurrent invocations (the orders
+    trigger takes 16 at once) waited n tries. A request that waited while another's try failed now fails with it:
+    all of them after one try."""
+    import threading
+    from datetime import timedelta
+
+    from adapters.cosmos.errors import StoreUnavailable
+
+    monkeypatch.setattr("settings.IDENTITY_READ_TIMEOUT", timedelta(seconds=0.5))  # a try in seconds, not 25
+    identity.stall_next = 1000
+    ctx = production_wiring(azure_settings(entra_cosmos))
+    began = time.monotonic()
+    ended: list[tuple[float, BaseException | None]] = []
+
+    def request() -> None:
+        try:
+            ctx.states.get("o-1")
+            ended.append((time.monotonic() - began, None))
+        except BaseException as error:
+            ended.append((time.monotonic() - began, error))
+
+    requests = [threading.Thread(target=request) for _ in range(3)]
+    for thread in requests:
+        thread.start()
+    for thread in requests:
+        thread.join(300)
+
+    assert len(ended) == 3 and all(isinstance(error, StoreUnavailable) for _, error in ended)
+    first, last = min(t for t, _ in ended), max(t for t, _ in ended)
+    assert last < first * 1.5, ended  # one try for the three, not three in turn
