@@ -148,19 +148,23 @@ def get_context() -> AppContext:
 
 
 async def get_context_async() -> AppContext:
-    """``get_context`` for an async function. The first call of a worker process builds the SDK clients, and the
-    Cosmos client reads the database account over the network while it is made (with a managed identity token
-    first): on the worker's event loop that would hold every invocation of the worker meanwhile, and again at
-    each invocation while the build keeps failing. Built once, it returns at once."""
+    """``get_context`` for an async function. The first call of a worker process builds the wiring, off the event
+    loop: on the worker's loop a slow build would hold every invocation of the worker meanwhile. (The Cosmos DB
+    client, whose constructor reads the database account over the network after a managed identity token, is made
+    at the first store request, on the thread that makes it: ``adapters.cosmos.client.LazyClient``.) Built once,
+    it returns at once."""
     built = _context
     return built if built is not None else await asyncio.to_thread(get_context)
 
 
 def build_from_settings(settings: Settings) -> AppContext:
     """Production wiring: Cosmos DB and Service Bus with the managed identity (or the emulators'
-    local credentials when the settings carry them)."""
+    local credentials when the settings carry them). No network request: the Service Bus client connects at its
+    first send or receive, the Cosmos DB client is made at the first store request (``LazyClient``), so a Cosmos DB
+    or identity endpoint failing when a new worker starts is that request's ``StoreUnavailable``, not a build that
+    fails every invocation (tests/identity)."""
     from adapters.cosmos.alert_mark_store import CosmosAlertMarks
-    from adapters.cosmos.client import container, create_client
+    from adapters.cosmos.client import LazyClient, lazy_container
     from adapters.cosmos.dead_letter_store import CosmosDeadLetterCursors
     from adapters.cosmos.deferral_store import CosmosDeferralLog
     from adapters.cosmos.health_store import CosmosHealthStore
@@ -176,22 +180,22 @@ def build_from_settings(settings: Settings) -> AppContext:
     from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
 
     clock = SystemClock()
-    cosmos = create_client(settings)
+    cosmos = LazyClient(settings)  # made at the first request: a failure is that request's StoreUnavailable
     service_bus = create_sdk_client(settings)
     return AppContext(
         settings=settings,
         clock=clock,
-        states=CosmosStateStore(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
-        orders=CosmosOrderStore(container(cosmos, settings.cosmos_database, ORDERS_CONTAINER)),
+        states=CosmosStateStore(lazy_container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
+        orders=CosmosOrderStore(lazy_container(cosmos, settings.cosmos_database, ORDERS_CONTAINER)),
         sender=SdkMessageSender(service_bus),
         remote=remote_services(settings, clock),
         deferred=SdkDeferredStore(service_bus),
-        deferrals=CosmosDeferralLog(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
-        ops=CosmosOpsQueries(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
-        health=CosmosHealthStore(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
+        deferrals=CosmosDeferralLog(lazy_container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
+        ops=CosmosOpsQueries(lazy_container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
+        health=CosmosHealthStore(lazy_container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
         dead_letters=DeadLetterWatchPorts(
             SdkDeadLetterBrowser(service_bus),
-            CosmosDeadLetterCursors(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
+            CosmosDeadLetterCursors(lazy_container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
         ),
-        alert_marks=CosmosAlertMarks(container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
+        alert_marks=CosmosAlertMarks(lazy_container(cosmos, settings.cosmos_database, STATE_CONTAINER)),
     )

@@ -116,6 +116,23 @@ SEND_TIMEOUT = timedelta(seconds=30)
 # past the 230 s the front end gives an HTTP-triggered function to answer, and a call that reaches it closes the
 # SDK's one session, failing the worker's other calls in flight; one the app gives up is cancelled instead.
 DURABLE_CALL_TIMEOUT = timedelta(seconds=20)
+# One token request to the managed identity endpoint (``IDENTITY_ENDPOINT``, which App Service and Flex Consumption
+# give the app): the connection within the first, the answer within the second, and azure-identity tries a request 4
+# times (about 25 s at most). Its own bound was azure-core's transport default, 300 s to read: a request the endpoint
+# took and never answered held its caller 5 minutes a try, about 20 minutes in all, while the first invocation built
+# the clients (every other one of the worker waiting) or inside a Cosmos DB call or a Service Bus send renewing a
+# token (tests/identity). The endpoint answers in milliseconds, or a second when it asks Entra ID itself.
+IDENTITY_CONNECT_TIMEOUT = timedelta(seconds=2)
+IDENTITY_READ_TIMEOUT = timedelta(seconds=5)
+
+
+def identity_transport() -> dict[str, Any]:
+    """The keyword arguments that bound a credential's token requests (``IDENTITY_CONNECT_TIMEOUT``,
+    ``IDENTITY_READ_TIMEOUT``): ``azure.identity``'s credentials hand them to their transport."""
+    return {
+        "connection_timeout": IDENTITY_CONNECT_TIMEOUT.total_seconds(),
+        "read_timeout": IDENTITY_READ_TIMEOUT.total_seconds(),
+    }
 
 
 def agent_request_longest(step_timeout: timedelta, max_calls: int, retry_max: timedelta) -> timedelta:

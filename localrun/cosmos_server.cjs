@@ -83,6 +83,9 @@ require("./cosmos_guards.cjs").install(server, path.join(process.argv[2], "@verc
 // Service answers the SDK's retry policies act on (429, 449, 503, 410, timeouts), given on a test's request
 // before any other handler sees the request (cosmos_faults.cjs; no rules: every request passes).
 require("./cosmos_faults.cjs").install(server);
+// Microsoft Entra ID only, as a deployed account (cosmos_auth.cjs; off unless a test sets it): checked first, as Azure
+// authorizes a request before anything else.
+require("./cosmos_auth.cjs").install(server);
 server.listen(port, "127.0.0.1", () => process.stdout.write(`listening ${server.address().port}\n`));
 process.stdin.on("end", () => process.exit(0));
 process.stdin.resume();

@@ -114,7 +114,23 @@ class CosmosServer:
         answered: list[dict[str, Any]] = self._faults("GET", None)["answered"]
         return answered
 
+    def set_auth(self, principals: list[str] | None, audiences: list[str] | None = None) -> None:
+        """Microsoft Entra ID only, as a deployed account (``localrun/cosmos_auth.cjs``): every request needs a
+        token, unexpired, for one of ``audiences``, of one of ``principals`` (client ids: the data role's holders),
+        and no database or container is created, replaced or deleted; None: off (any request, as before). Empties
+        the log ``auth_log`` reads."""
+        body = {} if principals is None else {"principals": principals, "audiences": audiences or []}
+        self._control("/_localrun/auth", "POST", json.dumps(body))
+
+    def auth_log(self) -> dict[str, Any]:
+        """Since ``set_auth``: ``key`` (key-signed requests), ``aad`` (token requests), ``tokens`` (distinct tokens)
+        and ``refused`` (each refusal's ``status``, ``substatus``, ``reason``, ``method``, ``path``)."""
+        return self._control("/_localrun/auth", "GET", None)
+
     def _faults(self, method: str, body: str | None) -> dict[str, Any]:
+        return self._control("/_localrun/faults", method, body)
+
+    def _control(self, route: str, method: str, body: str | None) -> dict[str, Any]:
         import http.client
         import ssl
 
@@ -122,13 +138,13 @@ class CosmosServer:
             "127.0.0.1", self.port, timeout=10, context=ssl._create_unverified_context()
         )
         try:
-            connection.request(method, "/_localrun/faults", body=body, headers={"content-type": "application/json"})
+            connection.request(method, route, body=body, headers={"content-type": "application/json"})
             response = connection.getresponse()
             text = response.read().decode()
         finally:
             connection.close()
         if response.status != 200:
-            raise ValueError(f"the Cosmos DB server refused the fault rules: {text}")
+            raise ValueError(f"the Cosmos DB server refused {method} {route}: {text}")
         result: dict[str, Any] = json.loads(text)
         return result
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from settings import WORKER_TRUE
+from settings import WORKER_TRUE, identity_transport
 
 CONNECTION_STRING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
 AUTHENTICATION_STRING = "APPLICATIONINSIGHTS_AUTHENTICATION_STRING"
@@ -80,8 +80,8 @@ def _credential(env: Mapping[str, str]) -> dict[str, Any]:
         return {}
     from azure.identity import ManagedIdentityCredential
 
-    client_id = env.get("AZURE_CLIENT_ID")
-    return {"credential": ManagedIdentityCredential(client_id=client_id) if client_id else ManagedIdentityCredential()}
+    client_id = env.get("AZURE_CLIENT_ID") or None
+    return {"credential": ManagedIdentityCredential(client_id=client_id, **identity_transport())}
 
 
 def _configure_azure_monitor(env: Mapping[str, str], export_logs: bool) -> None:

@@ -22,9 +22,20 @@ def no_production_wiring() -> Iterator[None]:
         raise RuntimeError("a test invoked app code with no context installed (use_context): no production wiring")
 
     original = dependencies.build_from_settings
+    _production[:] = [original]
     dependencies.build_from_settings = refuse  # type: ignore[assignment]
     yield
     dependencies.build_from_settings = original  # type: ignore[assignment]
+
+
+_production: list[Any] = []  # the real ``dependencies.build_from_settings``, kept by ``no_production_wiring``
+
+
+@pytest.fixture
+def production_wiring() -> Any:
+    """The real ``dependencies.build_from_settings``, for the tests that run it on purpose against local stand-ins
+    of the managed identity endpoint and of Cosmos DB (tests/identity): never from an app function."""
+    return _production[0]
 
 
 @pytest.fixture(scope="session")

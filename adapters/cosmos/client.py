@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import threading
+from typing import TYPE_CHECKING, Any, cast
 
 from settings import Settings
 
 if TYPE_CHECKING:
     from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy
+
+    from adapters.cosmos.errors import StoreUnavailable
 
 
 # How long the client waits for Cosmos DB's answer to one request (the SDK's ``read_timeout``). The SDK's default,
@@ -20,20 +23,84 @@ if TYPE_CHECKING:
 READ_TIMEOUT_SECONDS = 20
 
 
-def create_client(settings: Settings) -> CosmosClient:
+def create_client(settings: Settings, identity: Any = None) -> CosmosClient:
+    """The client (its constructor reads the database account, with a token first): with the key when the settings
+    carry one, else with ``identity`` (default: a new ``adapters.identity.managed_identity`` credential)."""
     from azure.cosmos import CosmosClient
 
     credential: Any = settings.cosmos_key
     if not credential:
-        from azure.identity import DefaultAzureCredential
+        from adapters.identity import managed_identity
 
-        credential = DefaultAzureCredential(managed_identity_client_id=settings.azure_client_id or None)
+        credential = identity if identity is not None else managed_identity(settings.azure_client_id)
     return CosmosClient(
         settings.cosmos_endpoint,
         credential=credential,
         connection_verify=settings.cosmos_verify_tls,
         read_timeout=READ_TIMEOUT_SECONDS,
     )
+
+
+class LazyClient:
+    """The production wiring's ``CosmosClient``, made at the first request that needs it rather than when the wiring
+    is built. Its constructor reads the database account, after a token from the managed identity: made in
+    ``dependencies.build_from_settings``, a failure there (Cosmos DB unreachable or answering 503, the identity
+    endpoint failing) failed the build, so every invocation of a new worker raised before the app's own handling: an
+    ``orders`` message was redelivered at once until dead-lettered instead of being sent again for later
+    (``submission.store_outage``). Made here, the failure is the request's ``StoreUnavailable`` (``mapped_errors``)
+    and the next request tries again, with the same credential (its cached token, no new token request per try)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._identity: Any = None
+        self._client: CosmosClient | None = None
+        self._lock = threading.Lock()
+        self._failures = 0  # the tries that failed
+        self._failure: StoreUnavailable | None = None  # the last one's
+
+    def get(self) -> CosmosClient:
+        """The client, made by the first request that needs it. A request that waited for the lock while another's
+        try failed fails with that failure instead of a try of its own after it: with the identity endpoint
+        taking token requests and answering none, a try takes about 25 s, and the n-th of n concurrent requests
+        of a new worker waited n tries (tests/identity)."""
+        from adapters.cosmos.errors import StoreUnavailable, mapped_errors
+        from adapters.identity import managed_identity
+
+        failures = self._failures  # read before the wait: a try that fails meanwhile is this request's answer
+        with self._lock:
+            if self._client is None:
+                if self._failures != failures and self._failure is not None:
+                    raise StoreUnavailable(f"{self._failure} (a request just before this one)") from self._failure
+                if self._identity is None and not self._settings.cosmos_key:
+                    self._identity = managed_identity(self._settings.azure_client_id)
+                try:
+                    with mapped_errors():
+                        self._client = create_client(self._settings, self._identity)
+                except StoreUnavailable as failed:
+                    self._failure = failed
+                    self._failures += 1
+                    raise
+            return self._client
+
+
+class LazyContainer:
+    """A container of a ``LazyClient``: every attribute is the container's, the client made first if need be."""
+
+    def __init__(self, client: LazyClient, database: str, name: str) -> None:
+        self._client = client
+        self._database = database
+        self._name = name
+        self._proxy: ContainerProxy | None = None
+
+    def __getattr__(self, attribute: str) -> Any:
+        if self._proxy is None:
+            self._proxy = container(self._client.get(), self._database, self._name)
+        return getattr(self._proxy, attribute)
+
+
+def lazy_container(client: LazyClient, database: str, name: str) -> ContainerProxy:
+    """``container`` of a client made at its first request (``LazyClient``)."""
+    return cast("ContainerProxy", LazyContainer(client, database, name))
 
 
 def _composite(*paths: str) -> list[dict[str, str]]:

@@ -68,9 +68,15 @@ class ConcurrencyExhausted(StoreError):
 def mapped_errors(item: str | None = None) -> Iterator[None]:
     """Cosmos SDK errors as store errors: 412 ``EtagMismatch``, 409 ``AlreadyExists``; throttling and
     unavailability ``StoreUnavailable``; a 404/1002 (a replica behind the session's writes) ``StaleRead``;
-    timeouts, 500 and lost or cut answers ``StoreOutcomeUnknown``; 413 ``ItemTooLarge`` (logged, naming ``item``: the
+    timeouts, 500 and lost or cut answers ``StoreOutcomeUnknown``; no token from the credential (the managed
+    identity) ``StoreUnavailable``; 413 ``ItemTooLarge`` (logged, naming ``item``: the
     id of the document written); anything else unchanged."""
-    from azure.core.exceptions import IncompleteReadError, ServiceRequestError, ServiceResponseError
+    from azure.core.exceptions import (
+        ClientAuthenticationError,
+        IncompleteReadError,
+        ServiceRequestError,
+        ServiceResponseError,
+    )
     from azure.cosmos import exceptions as cx
 
     try:
@@ -104,6 +110,11 @@ def mapped_errors(item: str | None = None) -> Iterator[None]:
         raise StoreOutcomeUnknown(f"Cosmos DB: {exc}") from exc
     except ServiceRequestError as exc:  # never sent
         raise StoreUnavailable(f"Cosmos DB unreachable: {exc}") from exc
+    except ClientAuthenticationError as exc:
+        # The credential gave no token for the request (the managed identity endpoint failing, or not answering
+        # within settings.IDENTITY_READ_TIMEOUT): raised before it was sent. The Cosmos SDK answers a refusal of its
+        # own (401, 403) as a CosmosHttpResponseError, never this.
+        raise StoreUnavailable(f"Cosmos DB: no token from the credential: {' '.join(str(exc).split())}") from exc
 
 
 def read_or_none(container: ContainerProxy, item_id: str, partition_key: str) -> dict[str, Any] | None:

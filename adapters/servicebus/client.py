@@ -17,10 +17,9 @@ def create_sdk_client(settings: Settings) -> ServiceBusClient:
 
     namespace = settings.service_bus_namespace
     if namespace:
-        from azure.identity import DefaultAzureCredential
+        from adapters.identity import managed_identity
 
-        client_id = settings.service_bus_client_id or None
-        return ServiceBusClient(namespace, DefaultAzureCredential(managed_identity_client_id=client_id))
+        return ServiceBusClient(namespace, managed_identity(settings.service_bus_client_id))
     connection_string = settings.service_bus_connection_string
     if not connection_string:
         raise RuntimeError(

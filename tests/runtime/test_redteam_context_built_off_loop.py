@@ -9,7 +9,9 @@ called it on the event loop, so a cold worker held every invocation until the cl
 the account could not be read (the database unreachable) each of them tried again there, on the loop. The
 local runner installs its context before the first invocation, so no run ever built one: here a stand-in
 build takes 2 simulated seconds, the time the network takes, and a wait on the loop is counted
-(``clock.untracked_sleeps``, the report's ``blocking_sleeps_on_worker_loop``)."""
+(``clock.untracked_sleeps``, the report's ``blocking_sleeps_on_worker_loop``). (The Cosmos client is now made at
+the first store request instead, ``adapters.cosmos.client.LazyClient``, which the triggers make off the loop; a
+build stays off the loop all the same.)"""
 
 from __future__ import annotations
 
