@@ -1,8 +1,9 @@
 // Starts @vercel/cosmosdb-server through its API with HTTP keep-alive on (its CLI answers every
 // request with "Connection: close", so each call would pay a new TLS handshake), on loopback only.
-// Usage: node cosmos_server.cjs <node_modules dir> <port>; port 0: a free port the system picks at
+// Usage: node cosmos_server.cjs <node_modules dir> <port> [ranges]; port 0: a free port the system picks at
 // listen time. Prints "listening <port>" once it listens. Exits when its stdin ends: the process that
 // started it holds the other end, so the server never outlives it, even when that process is killed.
+// ranges (default 1): the physical partition key ranges every container is split into (cosmos_ranges.cjs).
 //
 // It refuses what Azure refuses and the protocol server would take: a cross-partition query (the
 // enablecrosspartition header, no partition key or key range) with ORDER BY, DISTINCT, GROUP BY or an
@@ -10,7 +11,8 @@
 // (its README, "Limitations": "Continuation token support for aggregate cross-partition queries like
 // sorting, counting, and distinct"; only streamable queries, SELECT * FROM c WHERE ..., take one): on
 // Azure the gateway asks for a query plan and the SDK's aggregator cannot resume from a token
-// (Azure/azure-sdk-for-python#41434, #37230). The server here has one partition and never asks.
+// (Azure/azure-sdk-for-python#41434, #37230). With one range (the default) the server never asks; with more
+// (cosmos_ranges.cjs) the gateway's 400/1004 comes first and the SDK plans the query as on Azure.
 const path = require("path");
 const lib = path.join(process.argv[2], "@vercel", "cosmosdb-server", "lib");
 const { createHttpsServer } = require(lib);
@@ -56,9 +58,10 @@ server.on("request", (req, res) => {
     return;
   }
   const chunks = [];
+  const read = (fn) => (req.guardBody !== undefined ? fn() : req.on("end", fn)); // read already by cosmos_ranges.cjs
   req.on("data", (chunk) => chunks.push(chunk));
-  req.on("end", () => {
-    req.guardBody = Buffer.concat(chunks).toString("utf8");
+  read(() => {
+    if (req.guardBody === undefined) req.guardBody = Buffer.concat(chunks).toString("utf8");
     let query = "";
     try {
       query = String(JSON.parse(req.guardBody).query || "");
@@ -79,7 +82,10 @@ server.on("request", (req, res) => {
 });
 
 // Azure Cosmos DB's rules the protocol server does not hold requests to (cosmos_guards.cjs).
-require("./cosmos_guards.cjs").install(server, path.join(process.argv[2], "@vercel", "cosmosdb-server", "lib"));
+require("./cosmos_guards.cjs").install(server, lib);
+// More than one partition key range, as the gateway shows a partitioned container (cosmos_ranges.cjs; one by default).
+const ranges = parseInt(process.argv[4] || "1", 10);
+if (ranges > 1) require("./cosmos_ranges.cjs").install(server, lib, ranges);
 // Service answers the SDK's retry policies act on (429, 449, 503, 410, timeouts), given on a test's request
 // before any other handler sees the request (cosmos_faults.cjs; no rules: every request passes).
 require("./cosmos_faults.cjs").install(server);

@@ -2,7 +2,8 @@
 project's ``node_modules``. Used by the tests and by the local runner. Through ``cosmos_server.cjs``,
 which refuses what Azure refuses and the server would take: a cross-partition ORDER BY (or DISTINCT,
 GROUP BY, aggregate) query resumed from a continuation token is a 400, as the azure-cosmos SDK cannot
-resume one on Azure (docs/testing.md)."""
+resume one on Azure (docs/testing.md). ``ranges``: containers split into partition key ranges, served as the
+gateway serves a partitioned container (``cosmos_ranges.cjs``)."""
 
 from __future__ import annotations
 
@@ -44,8 +45,14 @@ class CosmosServer:
     session running at the same time) could take it, and a readiness probe would then connect to that
     process's listener and take it for this server."""
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, ranges: int = 1) -> None:
+        """``ranges``: the physical partition key ranges every container is split into (``cosmos_ranges.cjs``:
+        the gateway's query plan and one query per range, merged by the SDK, as on Azure for a partitioned
+        container); 1, the default: one, every cross-partition query answered whole by the server."""
+        if ranges < 1:
+            raise ValueError(f"a container has at least one partition key range, not {ranges}")
         self.port = port
+        self.ranges = ranges
         self.endpoint = f"https://127.0.0.1:{port}"
         self.key = EMULATOR_KEY
         self._proc: subprocess.Popen[bytes] | None = None
@@ -59,7 +66,7 @@ class CosmosServer:
             raise RuntimeError("Node.js 20+ is required for the Cosmos DB protocol server")
         # stdin stays open here: the server exits when it ends, so it stops with this process however that ends.
         self._proc = subprocess.Popen(
-            [node, str(Path(__file__).with_name("cosmos_server.cjs")), str(modules), str(self.port)],
+            [node, str(Path(__file__).with_name("cosmos_server.cjs")), str(modules), str(self.port), str(self.ranges)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -126,6 +133,12 @@ class CosmosServer:
         """Since ``set_auth``: ``key`` (key-signed requests), ``aad`` (token requests), ``tokens`` (distinct tokens)
         and ``refused`` (each refusal's ``status``, ``substatus``, ``reason``, ``method``, ``path``)."""
         return self._control("/_localrun/auth", "GET", None)
+
+    def range_counts(self) -> dict[str, int]:
+        """What a server of more than one range served (``localrun/cosmos_ranges.cjs``): ``pkranges`` reads,
+        ``notServable`` (the gateway's 400/1004 to a query it cannot serve across ranges), query ``plans`` and
+        ``rangeQueries`` (queries of one partition key range), since it started; ``ranges``: how many."""
+        return self._control("/_localrun/ranges", "GET", None)
 
     def _faults(self, method: str, body: str | None) -> dict[str, Any]:
         return self._control("/_localrun/faults", method, body)

@@ -184,6 +184,10 @@ def random_profile(seed: int) -> dict[str, Any]:
             "delivery_delay_rate": round(rng.uniform(0, 0.3), 3),
             "delivery_delay_ms": rng.choice([[0, 10_000], [1_000, 30_000], [5_000, 60_000]]),
         }
+    # drawn after the Durable delays: containers split into partition key ranges (localrun/cosmos_ranges.cjs), the
+    # SDK planning and merging the cross-partition queries as on Azure; each seed's profile is as before but for it
+    if rng.random() < 0.25:
+        profile.setdefault("cosmos", {})["partition_ranges"] = rng.choice([2, 3, 4])
     return profile
 
 

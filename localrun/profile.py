@@ -33,6 +33,7 @@ COSMOS_KEYS = {
     "stale_read_rate",
     "stale_read_lag_ms",
     "service_fault_rate",
+    "partition_ranges",
 }
 OUTAGE_KEYS = {"start_s", "duration_s"}
 SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate", "settle_latency_ms"}
@@ -199,6 +200,9 @@ class Profile:
     # the share of the Cosmos client's document requests the protocol server refuses as Azure does (429, 503, 410,
     # 449, 404/1002: localrun/service_faults.py), below the SDK, whose own retry policies answer them
     cosmos_service_fault_rate: float = 0.0
+    # the physical partition key ranges every container is split into (localrun/cosmos_ranges.cjs): the SDK fetches
+    # a query plan and merges its cross-partition queries' per-range results itself, as on Azure past one partition
+    cosmos_partition_ranges: int = 1
     # the Durable backend's latency (``DurableEngine.delivery_delay``): the share of its control-queue messages
     # (starts, raised events, timers firing, activity results) and activity work items that reach their worker
     # late, by a uniform ``durable_delivery_delay_ms`` (one instance's messages still in the order sent)
@@ -270,6 +274,7 @@ class Profile:
             cosmos_stale_read_rate=_rate("cosmos.stale_read_rate", cosmos.get("stale_read_rate", 0)),
             cosmos_stale_read_lag_ms=_lag(cosmos.get("stale_read_lag_ms", 1000)),
             cosmos_service_fault_rate=_rate("cosmos.service_fault_rate", cosmos.get("service_fault_rate", 0)),
+            cosmos_partition_ranges=_ranges(cosmos.get("partition_ranges", 1)),
             durable_delivery_delay_rate=_rate("durable.delivery_delay_rate", durable.get("delivery_delay_rate", 0)),
             durable_delivery_delay_ms=_delivery_delay(durable.get("delivery_delay_ms", [0, 10_000])),
         )
@@ -413,6 +418,13 @@ def _lag(value: Any) -> float:
     if not _number(value) or not 0 < value <= 60_000:
         raise ProfileError(f"cosmos.stale_read_lag_ms must be milliseconds, 0 < lag <= 60000, got {value!r}")
     return float(value)
+
+
+def _ranges(value: Any) -> int:
+    """``cosmos.partition_ranges``: how many physical partition key ranges a container is split into, 1 to 8."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 8:
+        raise ProfileError(f"cosmos.partition_ranges must be an integer from 1 to 8, got {value!r}")
+    return value
 
 
 def _delivery_delay(value: Any) -> tuple[float, float]:

@@ -244,7 +244,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         probed = _RemoteProbe(inner, first_call, clock, undone_at, audit, service)
         remote[service] = CrashingService(probed, rate, crash_rng, audit, clock) if rate else probed
 
-    with CosmosServer() as server:
+    with CosmosServer(ranges=profile.cosmos_partition_ranges) as server:
         service_faults = None
         if profile.cosmos_service_fault_rate:  # its own generator: the other faults keep their streams
             rng = random.Random(f"{config.seed}:cosmos-service-faults")
@@ -461,6 +461,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         for document in database.get_container_client(STATE_CONTAINER).read_all_items():
             state_sizes_kb.append(len(json.dumps(document)) / 1024)
             states.append(report_fields(document))
+        if profile.cosmos_partition_ranges > 1:  # the SDK's per-range queries the app's cross-partition ones took
+            audit.injected["cosmos_range_queries"] += server.range_counts()["rangeQueries"]
 
     slow = sum(int(getattr(s, "slow_calls", 0)) for s in services.values())
     if slow:

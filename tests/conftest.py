@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -40,7 +41,9 @@ def production_wiring() -> Any:
 
 @pytest.fixture(scope="session")
 def cosmos_server() -> Iterator[CosmosServer]:
-    with CosmosServer() as server:
+    """One partition key range per container, unless ``SAS_COSMOS_RANGES`` says more: the whole suite can be run
+    against containers split into ranges (``localrun/cosmos_ranges.cjs``) to look for what differs."""
+    with CosmosServer(ranges=int(os.environ.get("SAS_COSMOS_RANGES") or 1)) as server:
         yield server
 
 
@@ -58,6 +61,35 @@ def cosmos_db(cosmos_client: Any) -> Iterator[Any]:
     db = ensure_database(cosmos_client, name)
     yield db
     cosmos_client.delete_database(name)
+
+
+RANGES = 3  # the partition key ranges of ``cosmos_db_ranges``' containers
+
+
+@pytest.fixture(scope="session")
+def cosmos_ranges_server() -> Iterator[CosmosServer]:
+    """A second server whose containers are split into ``RANGES`` partition key ranges (``localrun/cosmos_ranges.cjs``):
+    the SDK's query plan, per-range queries and client-side merge run as on Azure for a partitioned container."""
+    with CosmosServer(ranges=RANGES) as server:
+        yield server
+
+
+@pytest.fixture
+def cosmos_db_ranges(cosmos_ranges_server: CosmosServer) -> Iterator[Any]:
+    """``cosmos_db`` on ``cosmos_ranges_server``: the ``orders`` and ``state`` containers split into ranges."""
+    from adapters.cosmos.client import ensure_database
+
+    client = cosmos_ranges_server.client()
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    db = ensure_database(client, name)
+    yield db
+    client.delete_database(name)
+
+
+@pytest.fixture(params=["one range", "ranges"])
+def cosmos_db_either(request: pytest.FixtureRequest) -> Any:
+    """``cosmos_db`` and ``cosmos_db_ranges`` in turn: a test of a cross-partition query run against both."""
+    return request.getfixturevalue("cosmos_db" if request.param == "one range" else "cosmos_db_ranges")
 
 
 @pytest.fixture

@@ -62,7 +62,7 @@ class CosmosHealthStore:
                     query, parameters=[{"name": "@reason", "value": reason}], enable_cross_partition_query=True
                 )
             )
-        return sum(int(v) for v in counts)  # one partial count per partition range
+        return sum(int(v) for v in counts)  # one value: the SDK sums the partition key ranges' own counts
 
 
 class Read(NamedTuple):

@@ -171,10 +171,6 @@ class CosmosStateStore:
         with self._recent_lock:
             self._recent.clear()
 
-    def _charge(self) -> float:
-        headers: dict[str, Any] = dict(self._c.client_connection.last_response_headers or {})
-        return float(headers.get("x-ms-request-charge", 0) or 0)
-
     def get(self, order_id: str) -> StateRecord | None:
         doc = read_or_none(self._c, order_id, order_id)
         return None if doc is None else self._remember(stored(StateRecord, doc))
@@ -231,11 +227,11 @@ class CosmosStateStore:
         if not_before is not None:
             where += " AND c.completeBy >= @since"
             params.append({"name": "@since", "value": to_text(not_before)})
+        charge = RequestCharge()
         with mapped_errors():
-            docs, last = seek_page(self._c, where, params, EXPIRED_ORDER, page_size, after)
-            charge = self._charge()
+            docs, last = seek_page(self._c, where, params, EXPIRED_ORDER, page_size, after, charge)
         records, unmapped = map_each(docs, state.value)
-        return Page(records, last, charge, unmapped)
+        return Page(records, last, charge.total, unmapped)
 
     def count(self, state: ProcessState) -> int:
         query = "SELECT VALUE COUNT(1) FROM c WHERE c.processState = @state"
@@ -276,6 +272,19 @@ def seek_order(clause: str) -> SeekOrder:
     return SeekOrder(clause, terms[-2][0].removeprefix("c."), directions.pop())
 
 
+class RequestCharge:
+    """The RU of one query, every response it took summed: the SDK calls it (``response_hook``) with the headers of
+    each page it reads. On a container of more than one physical partition the SDK queries each partition key range
+    and merges their results, and the client's ``last_response_headers`` is one range's page (and, the client being
+    shared, perhaps another thread's request): it counted one range of N (docs/testing.md, "Partition key ranges")."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+
+    def __call__(self, headers: Any, _result: Any) -> None:
+        self.total += float(headers.get("x-ms-request-charge", 0) or 0)
+
+
 def seek_page(
     container: ContainerProxy,
     where: str,
@@ -283,10 +292,12 @@ def seek_page(
     order: str,
     page_size: int,
     after: SeekKey | None,
+    charge: RequestCharge | None = None,
 ) -> tuple[list[dict[str, Any]], SeekKey | None]:
     """One keyset page of a cross-partition query: ``SELECT TOP`` the page (and one more, to know whether
     more follow) ``WHERE <where>`` and after ``after`` in ``order``, read as one list; no continuation token
-    goes to Cosmos DB. Returns the page's documents and where it ended (None: nothing follows it).
+    goes to Cosmos DB. Returns the page's documents and where it ended (None: nothing follows it); ``charge``
+    sums the RU of every response the query took (each partition key range's).
 
     A page whose last document's key is not text (a hand edit: a record always has timestamps there) ends
     the paging: text sorts after every other type, so in a descending order nothing but such documents
@@ -301,7 +312,8 @@ def seek_page(
         values += [{"name": "@afterKey", "value": after.key}, {"name": "@afterId", "value": after.id}]
     values.append({"name": "@seekTop", "value": page_size + 1})
     query = f"SELECT TOP @seekTop * FROM c WHERE {' AND '.join(clauses)} {order}"
-    docs = list(container.query_items(query, parameters=values, enable_cross_partition_query=True))
+    hook = RequestCharge() if charge is None else charge
+    docs = list(container.query_items(query, parameters=values, enable_cross_partition_query=True, response_hook=hook))
     if len(docs) <= page_size:
         return docs, None
     docs = docs[:page_size]

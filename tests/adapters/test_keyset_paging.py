@@ -4,7 +4,8 @@
 one before (``state_store.seek_page``), never a Cosmos DB continuation token, which the SDK cannot resume a
 cross-partition ORDER BY from on Azure (and which the local server now refuses, as Azure does:
 tests/localrun/test_cosmos_server_refuses_resumed_sorts.py). Through more records than a page, with ties on
-the key, and with records changing between pages, every record comes once, in order."""
+the key, and with records changing between pages, every record comes once, in order: on one partition key
+range and on a container split into several (``cosmos_db_either``)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,10 @@ pytestmark = pytest.mark.cosmos
 
 
 @pytest.fixture
-def container(cosmos_db: Any) -> Any:
-    return cosmos_db.get_container_client(STATE_CONTAINER)
+def container(cosmos_db_either: Any) -> Any:
+    """The ``state`` container with one partition key range, then split into ranges: there the SDK fetches a query
+    plan, sends each range the page's ``TOP n+1 ... ORDER BY <key>, c.id`` and merges their results itself."""
+    return cosmos_db_either.get_container_client(STATE_CONTAINER)
 
 
 def _put(container: Any, record: StateRecord) -> None:

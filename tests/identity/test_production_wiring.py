@@ -11,6 +11,7 @@ credential code of ``adapters/cosmos/client.py`` and ``adapters/servicebus/clien
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -41,6 +42,10 @@ def entra_cosmos() -> Iterator[CosmosServer]:
     with CosmosServer() as server:
         with server.client() as client:  # closed: its background requests, signed with the key, stop
             ensure_database(client, "scheduler")
+        # ... once the endpoint refresh it may have started ends: closing the client does not wait for that thread
+        for thread in threading.enumerate():
+            if thread.name == "cosmos-endpoint-refresh":
+                thread.join(timeout=30)
         yield server
 
 

@@ -31,7 +31,7 @@ DRAWN_BEFORE_CANCELS = "d6885335fa5a26458511f4ad34cbffcbb724b1a1d839346373e76507
 def test_the_operators_cancels_are_drawn_last_and_leave_every_other_draw_as_it_was() -> None:
     """A seed fuzzed before the operator could cancel (and before late activity runs) names the same profile but
     for its cancels, its ``host.activity_rerun_rate``, its ``SUPERVISOR_GRACE_SECONDS``, its stale reads, its
-    ``cosmos.service_fault_rate`` and the Durable backend's delays."""
+    ``cosmos.service_fault_rate``, the Durable backend's delays and its ``cosmos.partition_ranges``."""
     profiles = [random_profile(seed) for seed in range(1, 201)]
     cancelling = [p["operator"] for p in profiles if "cancel_rate" in p.get("operator", {})]
     assert cancelling and all(0 <= o["cancel_rate"] <= 0.5 for o in cancelling)
@@ -47,6 +47,8 @@ def test_the_operators_cancels_are_drawn_last_and_leave_every_other_draw_as_it_w
     assert stale and all(0 <= rate <= 0.5 for rate in stale)
     refused = [p["cosmos"]["service_fault_rate"] for p in profiles if "service_fault_rate" in p.get("cosmos", {})]
     assert refused and all(0 <= rate <= 0.08 for rate in refused)
+    split = [p["cosmos"]["partition_ranges"] for p in profiles if "partition_ranges" in p.get("cosmos", {})]
+    assert set(split) == {2, 3, 4}
     delays = [p["durable"] for p in profiles if "durable" in p]
     assert delays and all(0 <= d["delivery_delay_rate"] <= 0.3 and d["delivery_delay_ms"][1] <= 60_000 for d in delays)
     for profile in profiles:
@@ -68,6 +70,8 @@ def test_the_operators_cancels_are_drawn_last_and_leave_every_other_draw_as_it_w
         cosmos.pop("stale_read_lag_ms", None)
         # and the service's own refusals after them
         cosmos.pop("service_fault_rate", None)
+        # and the partition key ranges after everything else
+        cosmos.pop("partition_ranges", None)
         if "cosmos" in profile and not cosmos:
             del profile["cosmos"]
         # and the Durable backend's delays after them
