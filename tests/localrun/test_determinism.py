@@ -4,6 +4,8 @@ transport, the SDK speed-ups — must not change any outcome)."""
 
 from __future__ import annotations
 
+import itertools
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,8 @@ import pytest
 
 from adapters.clock import ManualClock
 from localrun.durable.engine import DurableEngine
+from localrun.durable.extension_api.handlers import Answer
+from localrun.durable.http_api import DurableExtensionApi
 from localrun.durable.registry import registered_orchestrators
 from localrun.profile import Profile
 from localrun.report import build_report
@@ -23,10 +27,18 @@ SAMPLE = "reply_or_deadline_orchestrator"  # its first action: an activity given
 ALL_FAULTS = Path(__file__).resolve().parents[2] / "examples" / "profiles" / "all-faults.json"
 
 
-def _report(seed: int) -> dict[str, Any]:
-    config = SimulationConfig(orders=30, seed=seed, profile=Profile.load(ALL_FAULTS))
-    report = build_report(run_simulation(config))
+def _report(seed: int, orders: int = 30, profile: Profile | None = None) -> dict[str, Any]:
+    """The run's report without its wall time, and how its Durable backend ended: each instance's execution number
+    (its creation order), status and history length, which give away a run that took another path to the same
+    outcomes."""
+    profile = profile if profile is not None else Profile.load(ALL_FAULTS)
+    result = run_simulation(SimulationConfig(orders=orders, seed=seed, profile=profile))
+    report = build_report(result)
     assert isinstance(report.pop("wall_s"), float)
+    report["backend"] = [
+        (instance.instance_id, instance.execution, instance.status.value, len(instance.history))
+        for instance in result.host.engine.instances()
+    ]
     return report
 
 
@@ -86,3 +98,32 @@ def test_the_order_concurrent_requests_reach_the_backend_in_decides_nothing() ->
     assert _backend_order(list(reversed(ids))) == one_way
     assert _backend_order(sorted(ids)) == one_way
     assert one_way == (sorted(ids), {instance_id: n for n, instance_id in enumerate(sorted(ids), 1)})
+
+
+# Orders held Pending by a small in-flight cap: the starter's sweeps then start several at once, and the Durable
+# backend's delays are drawn in the order the starts settle.
+STARTS_AT_ONCE = {
+    "admission": {"max_pending": 40, "max_in_flight": 3},
+    "durable": {"delivery_delay_rate": 0.3, "delivery_delay_ms": [1000, 30000]},
+}
+
+
+def test_a_run_is_the_same_whatever_order_its_concurrent_durable_requests_arrive_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same run twice, the second with every other POST to the Durable HTTP API held 10 ms on its thread
+    before it is handled (as a busy machine can hold it): the starts one sweep makes at once reach the backend in
+    another order. Before, that alone made both the backend's history and the report differ."""
+    first = _report(seed=2, orders=20, profile=Profile.parse(STARTS_AT_ONCE))
+    posts = itertools.count(1)
+    answer = DurableExtensionApi._before_answer
+
+    def held_every_other_post(api: DurableExtensionApi, method: str, path: str) -> Answer | None:
+        if method == "POST" and next(posts) % 2:
+            time.sleep(0.01)
+        return answer(api, method, path)
+
+    monkeypatch.setattr(DurableExtensionApi, "_before_answer", held_every_other_post)
+    assert _report(seed=2, orders=20, profile=Profile.parse(STARTS_AT_ONCE)) == first
+    assert next(posts) > 20  # the POSTs went through the hook
+    assert first["final_states"]["Processed"] == 20
