@@ -8,10 +8,17 @@ clock), waits for external events, when-any/when-all, cancelled timers. Activiti
 (an upgrade or a rollback): an instance whose name it lacks fails at its next episode, as in Azure.
 
 Deterministic: one FIFO of work items, timers fire in (fire time, instance, task id) order, instance
-ids come from a counter. ``delivery_delay`` (None: everything at once) makes the backend late, as Azure
-Storage's queues can be: each control-queue message (a start, a raised event, a termination, a timer's
-``TimerFired``, an activity's result) and each activity work item reaches its worker that much later, the
-messages of one instance in the order they were sent. The client-facing operations return ``HostResponse``
+ids come from a counter. The client's requests (a start, a raised event, a termination) are answered at
+once, but reach the backend's queues only when the runner next drives the engine (``settle_requests``), in
+instance id order: the requests one invocation makes at once (the starter's and the supervisor's phases,
+``PARALLEL_CALLS`` in flight) reach the HTTP API on threads of their own, in whatever order the operating
+system runs them, and that order must not decide which instance runs first, its execution number, or which
+draws of ``delivery_delay`` it gets (it did: a run of 300 orders could end otherwise from one run to the next).
+
+``delivery_delay`` (None: everything at once) makes the backend late, as Azure Storage's queues can be: each
+control-queue message (a start, a raised event, a termination, a timer's ``TimerFired``, an activity's result)
+and each activity work item reaches its worker that much later, the messages of one instance in the order
+they were sent. The client-facing operations return ``HostResponse``
 (the status code and body of the extension's HTTP API); ``localrun.durable.http_api`` serves them to the SDK's
 own client.
 """
@@ -21,6 +28,7 @@ from __future__ import annotations
 import heapq
 import json
 import logging
+import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -126,8 +134,28 @@ class DurableEngine:
         # durable-functions-code-constraints; design.md, numbered writes). None: never.
         self.rerun_after_completion: Callable[[], bool] | None = None
         self.counters = EngineCounters()
+        # The requests answered and not yet settled, as (instance id, order answered, settle): see the module.
+        self._requested: list[tuple[str, int, Callable[[], None]]] = []
+        self._answered = 0
+        self._requested_lock = threading.Lock()
 
     # --- the HTTP API the durable client talks to ---------------------------------------------------
+
+    def _request(self, instance_id: str, settle: Callable[[], None]) -> None:
+        """A request's effect on the queues, carried out by ``settle_requests``."""
+        with self._requested_lock:
+            self._answered += 1
+            self._requested.append((instance_id, self._answered, settle))
+
+    def settle_requests(self) -> int:
+        """Carries out the requests answered since the last call, in instance id order (one instance's in the
+        order they came: those an invocation made one after another), whatever order their threads ran in.
+        Every method the runner drives the engine with calls it first; returns how many."""
+        with self._requested_lock:
+            requested, self._requested = self._requested, []
+        for _, _, settle in sorted(requested, key=lambda request: (request[0], request[1])):
+            settle()
+        return len(requested)
 
     def start(self, name: str, instance_id: str | None = None, input_json: str | None = None) -> HostResponse:
         """POST orchestrators/{name}[/{instance_id}] with the input already JSON-encoded."""
@@ -146,18 +174,22 @@ class DurableEngine:
         if existing is not None:  # a finished instance is overwritten: a new execution, a new history
             del self._instances[instance_id]
         now = self._now()
-        self._executions += 1
+        # numbered (creation order: the timers' order) when the start settles
         instance = Instance(
-            instance_id=instance_id,
-            name=name,
-            execution=self._executions,
-            input_json=input_json,
-            created=now,
-            last_updated=now,
+            instance_id=instance_id, name=name, execution=0, input_json=input_json, created=now, last_updated=now
         )
         self._instances[instance_id] = instance
-        self._send(instance, None, instance.execution)
+        self._request(instance_id, lambda: self._settle_start(instance))
         return HostResponse(202, {"id": instance_id})
+
+    def _settle_start(self, instance: Instance) -> None:
+        instance_id = instance.instance_id
+        if self._instances.get(instance_id) is not instance:  # purged by a filter before it settled
+            return
+        self._executions += 1
+        instance.execution = self._executions
+        self._instances[instance_id] = self._instances.pop(instance_id)  # the instances in creation order
+        self._send(instance, None, instance.execution)
 
     def raise_event(self, instance_id: str, event_name: str, event_json: str) -> HostResponse:
         """POST instances/{id}/raiseEvent/{name} with the JSON-encoded event data."""
@@ -166,7 +198,8 @@ class DurableEngine:
             return HostResponse(404)
         if instance.is_finished:
             return HostResponse(410)
-        self._send(instance, ev.event_raised(self._now(), event_name, event_json))
+        event = ev.event_raised(self._now(), event_name, event_json)
+        self._request(instance_id, lambda: self._send(instance, event))
         return HostResponse(202)
 
     def terminate(self, instance_id: str, reason: str) -> HostResponse:
@@ -179,7 +212,8 @@ class DurableEngine:
             return HostResponse(404)
         if instance.is_finished:
             return HostResponse(410)
-        self._send(instance, ev.execution_terminated(self._now(), reason))
+        event = ev.execution_terminated(self._now(), reason)
+        self._request(instance_id, lambda: self._send(instance, event))
         return HostResponse(202)
 
     def purge(self, instance_id: str) -> HostResponse:
@@ -221,19 +255,23 @@ class DurableEngine:
         return self._instances.get(instance_id)
 
     def instances(self) -> list[Instance]:
+        self.settle_requests()
         return list(self._instances.values())
 
     # --- the work loop the runner drives --------------------------------------------------------
 
     def has_work(self) -> bool:
+        self.settle_requests()
         return bool(self._queue)
 
     def queued_work(self) -> int:
         """How many work items wait (each ``run_next`` takes one)."""
+        self.settle_requests()
         return len(self._queue)
 
     def run_next(self) -> StepReport | None:
         """Run one work item: one orchestrator episode or one activity execution."""
+        self.settle_requests()
         if not self._queue:
             return None
         item = self._queue.popleft()
@@ -243,6 +281,7 @@ class DurableEngine:
 
     def next_due_time(self) -> datetime | None:
         """The earliest fire time of a pending timer, a late activity run or a message on its way, or None."""
+        self.settle_requests()
         self._drop_dead_timers()
         due = [heap[0][0] for heap in (self._timers, self._late, self._arrivals) if heap]
         return min(due) if due else None
@@ -251,6 +290,7 @@ class DurableEngine:
         """Deliver TimerFired for every timer due at the clock's time, in (fire time, instance
         creation order, task id) order, and queue the late activity runs and deliver the messages now due.
         Returns how many."""
+        self.settle_requests()
         now = self._now()
         fired = 0
         while self._late and self._late[0][0] <= now:
@@ -311,6 +351,7 @@ class DurableEngine:
         """A host restart: in-flight activity executions are lost (their results, if they come, are
         dropped) and their work items run again. Histories, inboxes, timers and queued work stay, as
         they do in the task hub's storage. Returns how many activity executions were dropped."""
+        self.settle_requests()
         self._host_generation += 1
         dropped = self._in_flight
         self._in_flight = []
@@ -319,6 +360,7 @@ class DurableEngine:
         return len(dropped)
 
     def history_events(self, instance_id: str) -> int:
+        self.settle_requests()
         instance = self._instances.get(instance_id)
         return len(instance.history) if instance else 0
 
