@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 DOCUMENT_KIND = "AlertMark"
@@ -57,6 +57,22 @@ class AlertMark:
             id=doc, order_id=doc, key=key[:1000], alert_id=alert_id, first_at=first, alerted_at=now, seen_at=now
         )
         return fresh if before is None else replace(fresh, version=before.version, unknown_keys=before.unknown_keys)
+
+    @classmethod
+    def unreadable(cls, key: str, version: str | None) -> AlertMark:
+        """A stored mark of ``key`` that does not map, at ``version``: read as long over (its problem's next
+        occurrence pages, and the mark written then replaces it on ``version``)."""
+        doc, never = document_id(key), datetime(1970, 1, 1, tzinfo=UTC)
+        return cls(
+            id=doc,
+            order_id=doc,
+            key=key[:1000],
+            alert_id="",
+            first_at=never,
+            alerted_at=never,
+            seen_at=never,
+            version=version,
+        )
 
     def ended(self, now: datetime) -> bool:
         return now - self.seen_at >= ENDED_AFTER
