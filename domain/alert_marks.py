@@ -81,6 +81,10 @@ class AlertMark:
         """Whether an occurrence at ``now`` pages: the problem was over, or its daily reminder is due."""
         return self.ended(now) or now - self.alerted_at >= REPEAT_AFTER or now < self.alerted_at - SEEN_REFRESH
 
+    def over(self, now: datetime) -> AlertMark:
+        """The problem over at ``now`` (what failed worked again): its next occurrence pages."""
+        return replace(self, seen_at=min(self.seen_at, now - ENDED_AFTER))
+
     def seen(self, now: datetime) -> AlertMark:
         """Seen again at ``now`` without paging: ``self`` unchanged when seen within ``SEEN_REFRESH``."""
         return self if now - self.seen_at < SEEN_REFRESH else replace(self, seen_at=now)
