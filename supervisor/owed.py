@@ -137,7 +137,8 @@ def send_owed(ctx: AppContext, record: StateRecord, done: set[str] | None = None
     failed send raises what it raised (the alert noted sent if it went out); a refused one within the
     window is left owed. A refused ``Received`` holds the failure status back (not sent in that sweep), so
     the submitter never hears the failure before ``Received``. ``done`` gets ``"alert"`` once the alert is out
-    (or was before): what fails after it is the submitter's queue; and ``"status"`` once a status reached that queue.
+    (or was before; ``"alert sent"`` when this call sent it): what fails after it is the submitter's queue; and
+    ``"status"`` once a status reached that queue.
 
     An alert that went out but whose record could not be marked delivered (``deliver_owed``) is marked paged
     (``notifications/repeats.py``, key ``_sent_key``): the next hours' resends send the status alone, not the
@@ -171,6 +172,8 @@ def send_owed(ctx: AppContext, record: StateRecord, done: set[str] | None = None
                 details=_details(record, entry),
             )
             alert_went_out = True
+            if done is not None:
+                done.add("alert sent")
         if done is not None:
             done.add("alert")
         if record.received_owed is not None and not told:  # never heard (notifications.received): said first
@@ -379,7 +382,9 @@ def deliver_owed(ctx: AppContext, record: StateRecord) -> bool:
         except Exception as exc:  # sent: only the record still says owed
             _not_acknowledged(record, exc)
             acknowledged = None
-        if acknowledged is None and owes_notifications(record):  # resent next hour: the alert not again
+        # resent next hour: the alert not again. Only an alert sent now marks it paged: a resend held behind the
+        # mark (``already_paged``) leaves the time it paged as it was, or its daily reminder never came
+        if acknowledged is None and owes_notifications(record) and "alert sent" in done:
             _mark_alert_sent(ctx, record)
     return sent
 

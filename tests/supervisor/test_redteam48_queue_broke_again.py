@@ -1,4 +1,5 @@
-"""Red team (rt-marks): a reply queue that took sends again and broke again within two hours was not paged.
+"""Red team (rt-marks): a reply queue that took sends again and broke again within two hours was not paged; an
+owed alert held in the hourly resends of an unwritable record was never reminded.
 
 ``NotificationsStuck`` for a reply queue is one alert per queue and error while the problem lasts, and the problem
 is over when not seen for ``ENDED_AFTER`` (two hours). Seen is measured on the stuck sends the owed sweep meets, so
@@ -17,6 +18,7 @@ import pytest
 
 from adapters.clock import ManualClock
 from adapters.cosmos.state_store import CosmosStateStore
+from tests.fakes import RecordingSender, StateStoreThatFails
 from tests.supervisor.conftest import MakeContext
 from tests.supervisor.test_redteam47_alert_noise import FULL, FullQueues, _alerts, _failed, _sweep
 
@@ -60,3 +62,21 @@ def test_a_queue_that_stays_full_still_pages_once(
     _failed(states, clock, "o-2", FULL[0])
     _sweep(ctx, clock, timedelta(hours=3))
     assert len({a["alertId"] for a in _alerts(sender, "NotificationsStuck")}) == 1
+
+
+def test_an_owed_alert_whose_record_stays_unwritable_is_reminded_once_a_day(
+    make_ctx: MakeContext, states: CosmosStateStore, clock: ManualClock, sender: RecordingSender
+) -> None:
+    """Red team (rt-marks): the owed alert that went out but whose record cannot be marked delivered is held in the
+    next hours' resends, and each resend whose acknowledgement failed again wrote its mark as paged anew (alerted
+    now): the daily reminder (``REPEAT_AFTER``) never came, and a record that stays unwritable was paged once, ever.
+    Only a send that went out marks it paged; the held resends leave the time it paged as it was."""
+    _failed(states, clock, "o-unwritable", "client-a")
+    ctx = make_ctx(states=StateStoreThatFails(states, "replace"))
+    for _ in range(26):  # the sweep in each hour's resend window (every two minutes in it), 26 hours long
+        _sweep(ctx, clock, timedelta(minutes=10))
+        clock.advance(timedelta(minutes=50))
+    # the hours it was raised in (the sweeps of one window: one alert id, duplicate detection's 10 minutes)
+    hours = sorted({str(a["at"])[:13] for a in _alerts(sender, "OrderFailed")})
+    # before: the first hour's only (each hour's held resend wrote the mark as paged that hour)
+    assert hours == ["2026-01-01T00", "2026-01-02T00"], hours  # and a day after it paged, once
