@@ -456,7 +456,9 @@ def _not_delivered(
 
 # The errors a status send to a reply queue fails with (``publish_status`` raises a full queue's, a transient
 # failure's ``SendError``): each a problem of the queue's own (``_stuck_key``), all over once the queue takes a status.
-_STUCK_QUEUE_ERRORS = tuple(sorted({e.__name__ for e in (SendError, *SendError.__subclasses__())}))
+_STUCK_QUEUE_ERRORS: tuple[str, ...] = tuple(
+    sorted({SendError.__name__, *(e.__name__ for e in SendError.__subclasses__())})
+)
 
 
 def _stuck_key(queue: str, error: str) -> str:
