@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 DOCUMENT_KIND = "AlertMark"
@@ -58,12 +58,32 @@ class AlertMark:
         )
         return fresh if before is None else replace(fresh, version=before.version, unknown_keys=before.unknown_keys)
 
+    @classmethod
+    def unreadable(cls, key: str, version: str | None) -> AlertMark:
+        """A stored mark of ``key`` that does not map, at ``version``: read as long over (its problem's next
+        occurrence pages, and the mark written then replaces it on ``version``)."""
+        doc, never = document_id(key), datetime(1970, 1, 1, tzinfo=UTC)
+        return cls(
+            id=doc,
+            order_id=doc,
+            key=key[:1000],
+            alert_id="",
+            first_at=never,
+            alerted_at=never,
+            seen_at=never,
+            version=version,
+        )
+
     def ended(self, now: datetime) -> bool:
         return now - self.seen_at >= ENDED_AFTER
 
     def pages(self, now: datetime) -> bool:
         """Whether an occurrence at ``now`` pages: the problem was over, or its daily reminder is due."""
         return self.ended(now) or now - self.alerted_at >= REPEAT_AFTER or now < self.alerted_at - SEEN_REFRESH
+
+    def over(self, now: datetime) -> AlertMark:
+        """The problem over at ``now`` (what failed worked again): its next occurrence pages."""
+        return replace(self, seen_at=min(self.seen_at, now - ENDED_AFTER))
 
     def seen(self, now: datetime) -> AlertMark:
         """Seen again at ``now`` without paging: ``self`` unchanged when seen within ``SEEN_REFRESH``."""

@@ -14,6 +14,7 @@ from adapters.remote.simulators.config import SimulatorConfig
 from adapters.remote.simulators.ledger import Ledger
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from domain.states import TERMINAL_STATES, ProcessState
+from domain.timefmt import parse
 from localrun import orderless
 from localrun.durable.instance import Instance
 from localrun.host import LocalHost
@@ -352,7 +353,7 @@ def _undelivered_statuses(
         if kind == "NotificationsStuck":
             if refusal.end is not None and refusal.end <= end - STUCK_RESENT_WITHIN:
                 continue  # the queue took sends long enough before the end: owed, so resent since
-            stuck = [str(order_id)] if order_id is not None else _failed_of(result, owners, queue)
+            stuck = [str(order_id)] if order_id is not None else _failed_of(result, owners, queue, refusal.end)
             given_up.update((o, s) for o in stuck for s in STUCK_STATUSES)
         elif isinstance(status, str):
             given_up.add((str(order_id), status))
@@ -373,15 +374,29 @@ def _given_up_held(
     }
 
 
-def _failed_of(result: SimulationResult, owners: dict[str, dict[str, Any]], queue: object) -> list[str]:
-    """The orders of ``owners`` whose status queue is ``queue`` that ended ``Error`` or ``CompensationFailed``: those
-    a ``NotificationsStuck`` alert for the queue stands for (supervisor/owed.py)."""
+def _failed_of(
+    result: SimulationResult, owners: dict[str, dict[str, Any]], queue: object, until: datetime | None
+) -> list[str]:
+    """The orders of ``owners`` whose status queue is ``queue`` that ended ``Error`` or ``CompensationFailed`` and
+    began owing their statuses (the failure record's ``completeBy``) before the refusal ended (``until``; None: it
+    did not): those a ``NotificationsStuck`` alert for the queue raised in that refusal stands for
+    (supervisor/owed.py). Not one that failed after the queue took sends again: its statuses went to a queue that
+    took them, and one never heard is the app's to count."""
     return [
         str(doc["orderId"])
         for doc in result.states
         if doc.get("processState") in ("Error", "CompensationFailed")
         and owners.get(str(doc.get("orderId")), {}).get("replyTo") == queue
+        and (until is None or _before(doc.get("completeBy"), until))
     ]
+
+
+def _before(text: object, until: datetime) -> bool:
+    """Whether the timestamp ``text`` is before ``until`` (one that does not read: taken as before)."""
+    try:
+        return not isinstance(text, str) or parse(text) < until
+    except ValueError:
+        return True
 
 
 def _given_up_alert_lost(result: SimulationResult, owners: dict[str, dict[str, Any]]) -> set[tuple[str, str]]:

@@ -71,6 +71,20 @@ def note_paged(marks: AlertMarks | None, key: str, alert_id: str, now: datetime)
         log.info("alert %s: its problem's mark not written: %s", alert_id, exc)
 
 
+def note_over(marks: AlertMarks | None, key: str, now: datetime) -> None:
+    """Marks the problem ``key`` over at ``now`` (the thing that failed worked again): its next occurrence pages at
+    once, not only after ``ENDED_AFTER`` without one. Best effort: a mark not written leaves its problem to end by
+    the clock, as before."""
+    if marks is None:
+        return
+    try:
+        mark = marks.get(key)
+        if mark is not None and not mark.ended(now):
+            marks.save(mark.over(now))
+    except StoreError as exc:
+        log.info("alert mark %s not marked over: %s", key, exc)
+
+
 def raise_alert_once(marks: AlertMarks | None, sender: MessageSender, **alert: Any) -> bool:
     """``raise_alert_after_write`` for an alert whose id is its problem (the same alert raised again for the same
     thing: two copies of one message, a redelivery long after the first): held while the problem lasts

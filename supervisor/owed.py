@@ -45,6 +45,7 @@ from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from adapters.cosmos.state_store import update_once, update_once_or_reread
+from adapters.servicebus.sender import SendError
 from contracts.messages import StatusName, StatusUpdate
 from dependencies import AppContext
 from domain.errors import IllegalTransition
@@ -63,7 +64,7 @@ from notifications.alerts import (
     raise_alert_after_write,
 )
 from notifications.received import owe_before_failure
-from notifications.repeats import already_paged, note_paged
+from notifications.repeats import already_paged, note_over, note_paged
 from notifications.status import Delivery, publish_status
 from observability.events import app_event
 from orchestrators.status import refusal_retried
@@ -136,7 +137,8 @@ def send_owed(ctx: AppContext, record: StateRecord, done: set[str] | None = None
     failed send raises what it raised (the alert noted sent if it went out); a refused one within the
     window is left owed. A refused ``Received`` holds the failure status back (not sent in that sweep), so
     the submitter never hears the failure before ``Received``. ``done`` gets ``"alert"`` once the alert is out
-    (or was before): what fails after it is the submitter's queue.
+    (or was before; ``"alert sent"`` when this call sent it): what fails after it is the submitter's queue; and
+    ``"status"`` once a status reached that queue.
 
     An alert that went out but whose record could not be marked delivered (``deliver_owed``) is marked paged
     (``notifications/repeats.py``, key ``_sent_key``): the next hours' resends send the status alone, not the
@@ -170,6 +172,8 @@ def send_owed(ctx: AppContext, record: StateRecord, done: set[str] | None = None
                 details=_details(record, entry),
             )
             alert_went_out = True
+            if done is not None:
+                done.add("alert sent")
         if done is not None:
             done.add("alert")
         if record.received_owed is not None and not told:  # never heard (notifications.received): said first
@@ -199,6 +203,8 @@ def send_owed(ctx: AppContext, record: StateRecord, done: set[str] | None = None
         if alert_went_out:
             _note_alert_sent(ctx, record, kind)
         raise
+    if done is not None and Delivery.SENT in deliveries:
+        done.add("status")
     owed_since = record.complete_by
     if Delivery.REFUSED in deliveries and owed_since is not None and refusal_retried(owed_since, now):
         log.info("order %s: its reply queue refuses the %s status: still owed", record.order_id, status)
@@ -367,13 +373,18 @@ def deliver_owed(ctx: AppContext, record: StateRecord) -> bool:
         # after the alert: the submitter's queue failed (one stuck alert per queue, not per order)
         _not_delivered(ctx, record, exc, failed_send=True, status_queue="alert" in done)
         return False
+    if "status" in done and record.reply_to:  # the queue took a status: its stuck problem is over
+        for error in _STUCK_QUEUE_ERRORS:
+            note_over(ctx.alert_marks, _stuck_key(record.reply_to, error), ctx.clock.now())
     if sent:
         try:
             acknowledged = acknowledge(ctx, record)
         except Exception as exc:  # sent: only the record still says owed
             _not_acknowledged(record, exc)
             acknowledged = None
-        if acknowledged is None and owes_notifications(record):  # resent next hour: the alert not again
+        # resent next hour: the alert not again. Only an alert sent now marks it paged: a resend held behind the
+        # mark (``already_paged``) leaves the time it paged as it was, or its daily reminder never came
+        if acknowledged is None and owes_notifications(record) and "alert sent" in done:
             _mark_alert_sent(ctx, record)
     return sent
 
@@ -443,6 +454,18 @@ def _not_delivered(
     )
 
 
+# The errors a status send to a reply queue fails with (``publish_status`` raises a full queue's, a transient
+# failure's ``SendError``): each a problem of the queue's own (``_stuck_key``), all over once the queue takes a status.
+_STUCK_QUEUE_ERRORS: tuple[str, ...] = tuple(
+    sorted({SendError.__name__, *(e.__name__ for e in SendError.__subclasses__())})
+)
+
+
+def _stuck_key(queue: str, error: str) -> str:
+    """The problem key (``notifications/repeats.py``) of ``queue``'s statuses failing with ``error``."""
+    return f"NotificationsStuck:{queue}:{error}"
+
+
 def _alert_stuck_queue(ctx: AppContext, record: StateRecord, queue: str, exc: Exception, owed_since: datetime) -> None:
     """``NotificationsStuck`` for the reply queue ``queue``, once per problem (``notifications/repeats.py``: the
     queue and the error; again when it was over, not seen for two hours, or once a day while it lasts), not per
@@ -450,7 +473,7 @@ def _alert_stuck_queue(ctx: AppContext, record: StateRecord, queue: str, exc: Ex
     ``replyTo``). Under the hour's id: two instances that both find no mark raise one alert."""
     now = ctx.clock.now()
     error = type(exc).__name__
-    key = f"NotificationsStuck:{queue}:{error}"
+    key = _stuck_key(queue, error)
     if already_paged(ctx.alert_marks, key, now, kind="NotificationsStuck", order_id=record.order_id):
         return
     discriminator = f"{queue}:{error}:{now:%Y-%m-%dT%H}"

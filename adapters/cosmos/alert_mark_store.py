@@ -1,15 +1,26 @@
 """The operator-alert problems that paged (``domain/alert_marks.py``): one document per problem in the ``state``
-container, read and written conditionally (``adapters/cosmos/documents.py``)."""
+container, read and written conditionally (``adapters/cosmos/documents.py``).
+
+A mark that does not map (a hand edit, a later release's shape read after a rollback) is read as a mark long over
+(``AlertMark.unreadable``) with its stored version: its problem's next occurrence pages, as when a mark cannot be
+read at all, and the mark written after that send replaces it on its etag. A ``DocumentError`` out of ``get``
+failed the raiser instead (a conflicting submission abandoned, never alerted; a supervisor phase failing each
+run), for as long as the mark stayed, and no ops view lists marks."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Protocol
 
-from adapters.cosmos.documents import ConditionalDocuments
+from adapters.cosmos.documents import ConditionalDocuments, stored
+from adapters.cosmos.errors import read_or_none
+from adapters.cosmos.mapping import DocumentError
 from domain.alert_marks import AlertMark, document_id
 
 if TYPE_CHECKING:
     from azure.cosmos import ContainerProxy
+
+log = logging.getLogger(__name__)
 
 
 class AlertMarks(Protocol):
@@ -23,11 +34,19 @@ class AlertMarks(Protocol):
 
 class CosmosAlertMarks:
     def __init__(self, container: ContainerProxy) -> None:
+        self._c = container
         self._docs = ConditionalDocuments(container, AlertMark)
 
     def get(self, key: str) -> AlertMark | None:
         doc = document_id(key)
-        return self._docs.get(doc, doc)
+        item = read_or_none(self._c, doc, doc)
+        if item is None:
+            return None
+        try:
+            return stored(AlertMark, item)
+        except DocumentError as exc:
+            log.warning("alert mark %s does not map (%s): read as over, its problem pages", doc, exc)
+            return AlertMark.unreadable(key, item.get("_etag"))
 
     def save(self, doc: AlertMark) -> AlertMark:
         return self._docs.save(doc)

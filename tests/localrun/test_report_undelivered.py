@@ -211,3 +211,23 @@ def test_give_ups_held_behind_their_queues_alert_are_excused_with_it() -> None:
     kinds = [json.loads(m.body)["orderId"] for m in broker.peek(OPERATOR_ALERTS_QUEUE, 10)]
     assert kinds == ["a", "c"]  # b's held behind a's: the same queue
     assert _undelivered_statuses(result) == {("a", "Completed"), ("b", "Completed")}  # c's queue never refused
+
+
+def test_a_queue_level_stuck_alert_excuses_no_order_that_failed_after_its_refusal_ended() -> None:
+    """RED TEAM (rt-marks). The queue-level ``NotificationsStuck`` stood for every failed order of its queue, ever:
+    an order of that queue that failed after the queue took sends again (its statuses then owed to a queue that
+    took them) and was never heard was excused by an alert of a refusal already over, so ``missing_statuses`` could
+    no longer count a status the app dropped on a queue that had once been alerted. It stands for the orders whose
+    statuses were owed while that refusal lasted: failed (``completeBy``, when the failure record began owing)
+    before it ended."""
+    clock, broker, result = _run(until=START + timedelta(hours=2))
+    result.states = [
+        {"orderId": "a", "processState": "Error", "completeBy": (START + timedelta(minutes=30)).isoformat()},
+        # failed at 2 h 5 min: the queue took sends from 2 h
+        {"orderId": "b", "processState": "Error", "completeBy": (START + timedelta(hours=2, minutes=5)).isoformat()},
+    ]
+    clock.advance(timedelta(hours=1, minutes=2))
+    body = {"type": "OperatorAlert", "kind": "NotificationsStuck", "orderId": None, "details": {"replyTo": "full"}}
+    broker.send(OPERATOR_ALERTS_QUEUE, OutgoingMessage(body=json.dumps(body), message_id="stuck:full"))
+    clock.advance(timedelta(hours=1, minutes=8))  # ends at 2 h 10 min: the alert still stands for its refusal
+    assert _undelivered_statuses(result) == {("a", "Received"), ("a", "Failed"), ("a", "CompensationFailed")}
