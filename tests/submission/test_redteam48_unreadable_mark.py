@@ -12,7 +12,6 @@ Driven through the registered ``submit_order`` trigger, over the real Cosmos SDK
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -20,17 +19,11 @@ import pytest
 
 from adapters.clock import ManualClock
 from contracts.names import OPERATOR_ALERTS_QUEUE, STATE_CONTAINER
-from tests.fakes import FakeReceivedMessage, RecordingActions, RecordingClient, RecordingSender
+from tests.fakes import RecordingSender
 from tests.submission.corpus import order
+from tests.submission.test_redteam47_conflict_storm import _submit
 
 pytestmark = pytest.mark.cosmos
-
-
-def _submit(functions: dict[str, Any], body: Any) -> RecordingActions:
-    actions = RecordingActions()
-    fn = functions["submit_order"].func.client_function
-    asyncio.run(fn(message=FakeReceivedMessage.of(body), message_actions=actions, client=RecordingClient()))
-    return actions
 
 
 def _marks(cosmos_db: Any) -> list[dict[str, Any]]:
