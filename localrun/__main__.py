@@ -160,7 +160,14 @@ def _serve(args: argparse.Namespace) -> int:
     import threading
 
     from localrun.report import build_report, summary
-    from localrun.serve import LOCAL_OPERATOR, PortUnavailable, announce, install_stop_signals, paced_drive
+    from localrun.serve import (
+        LOCAL_OPERATOR,
+        PortUnavailable,
+        announce,
+        announce_settled,
+        install_stop_signals,
+        paced_drive,
+    )
     from localrun.simulation import SimulationConfig, run_simulation
 
     try:
@@ -178,7 +185,9 @@ def _serve(args: argparse.Namespace) -> int:
         horizon=timedelta(days=7),
         # This run's operator is the developer at the console (local-only setting, this run only).
         settings={"REVIEW_TIMEOUT_SECONDS": str(args.review_timeout), "OPS_LOCAL_PRINCIPAL": LOCAL_OPERATOR},
-        drive=paced_drive(args.speed, args.port, stop, announce, exit_when_done=args.exit_when_done),
+        drive=paced_drive(
+            args.speed, args.port, stop, announce, exit_when_done=args.exit_when_done, on_settled=announce_settled
+        ),
     )
     try:
         result = run_simulation(config)

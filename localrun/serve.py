@@ -29,6 +29,7 @@ LOCAL_OPERATOR = "developer@localhost:Orders.Read,Orders.Operate"
 ANSWER_TIMEOUT_S = 30.0
 MAX_REQUEST_BYTES = 64 * 1024
 IDLE_WAIT_S = 0.1
+SETTLED_LOOK_S = 1.0  # at most once a wall second: the look reads the broker's queues and every record
 
 
 @dataclass
@@ -122,10 +123,12 @@ def paced_drive(
     stop_event: threading.Event,
     on_ready: Callable[[str], None],
     exit_when_done: bool = False,
+    on_settled: Callable[[], None] | None = None,
 ) -> Callable[[LocalHost, datetime, Callable[[], bool], Callable[[], datetime | None], Callable[[], None]], None]:
     """A ``SimulationConfig.drive``: serves HTTP on 127.0.0.1:``port`` and runs the simulation with the
     simulated clock following the wall clock × ``speed``, until ``stop_event`` is set (or, with
-    ``exit_when_done``, the run is quiet)."""
+    ``exit_when_done``, the run is quiet). ``on_settled`` is called each time the run becomes quiet (every order
+    settled, nothing due): the developer knows the figures are final, until they act in the console again."""
 
     def drive(
         host: LocalHost,
@@ -145,6 +148,8 @@ def paced_drive(
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
         thread.start()
         pacer = Pacer(speed, host.clock.now(), time.monotonic())
+        settled = False
+        next_look = 0.0  # when, on the wall clock, whether the run is quiet is next looked at
         try:
             on_ready(f"http://{server.origin_host}/api/ops/console")
             while not stop_event.is_set():
@@ -152,8 +157,14 @@ def paced_drive(
                 host.pump()
                 if host.scheduler.run_one():
                     continue
-                if exit_when_done and stop():
-                    return
+                if exit_when_done or time.monotonic() >= next_look:
+                    next_look = time.monotonic() + SETTLED_LOOK_S
+                    quiet = stop()
+                    if quiet and exit_when_done:
+                        return
+                    if quiet and not settled and on_settled is not None:
+                        on_settled()
+                    settled = quiet
                 target = min(pacer.target(), horizon)
                 due = [d for d in (host.next_due(), external_due()) if d is not None]
                 upcoming = min(due) if due else None
@@ -182,4 +193,12 @@ def install_stop_signals(stop_event: threading.Event) -> None:
 
 def announce(url: str) -> None:
     print(f"console: {url}   (Ctrl-C stops)", flush=True)
+
+
+def announce_settled() -> None:
+    print(
+        "\nevery order has settled and nothing is due: the figures are final unless you act in the console "
+        "(Ctrl-C stops and prints the summary)",
+        flush=True,
+    )
     sys.stderr.flush()

@@ -60,6 +60,7 @@ from localrun.host import LocalHost, local_settings_example
 from localrun.operator import Operator, OperatorMove
 from localrun.operator import app_settings as operator_settings
 from localrun.profile import Profile
+from localrun.progress import ProgressLine
 from localrun.service_faults import ServiceFaults
 from localrun.servicebus import InProcessBroker, QueuePolicy, SendFaults
 from localrun.servicebus.messages import MessageState
@@ -196,14 +197,6 @@ def _submit(broker: InProcessBroker, message: OutgoingMessage) -> bool:
         except SendError:
             continue
     raise RuntimeError(f"could not submit {message.message_id} after 50 tries")
-
-
-def _progress(done: int, total: int, simulated: timedelta) -> None:
-    width = 30
-    filled = int(width * done / max(total, 1))
-    bar = "#" * filled + "-" * (width - filled)
-    sys.stderr.write(f"\r[{bar}] {done}/{total} orders settled, {simulated.total_seconds():7.0f}s simulated")
-    sys.stderr.flush()
 
 
 def run_simulation(config: SimulationConfig) -> SimulationResult:
@@ -374,6 +367,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         restart_gaps = hostile.RestartGaps(profile.restart_every_s, random.Random(f"{config.seed}:restarts"))
         next_restart = restart_gaps.next_after(START)
         last_progress = [0.0]
+        progress = ProgressLine(sys.stderr, len(workload.orders)) if config.progress else None
         # its own generator: a run without an operator draws nothing more; its cancels have another, made only
         # when it cancels, so an operator that does not draws as before
         operator = None
@@ -402,10 +396,9 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 raw_states.forget_recent()
                 restarts += 1
                 next_restart = restart_gaps.next_after(now)
-            if config.progress and time.monotonic() - last_progress[0] > 0.2:
+            if progress is not None and time.monotonic() - last_progress[0] > 0.2:
                 last_progress[0] = time.monotonic()
-                settled = sum(1 for s in latest.values() if s in TERMINAL_STATES)
-                _progress(settled, len(workload.orders), now - START)
+                progress.show(sum(1 for s in latest.values() if s in TERMINAL_STATES), now - START)
 
         def quiet() -> bool:
             if pending or scheduler.busy() or host.engine.has_work() or host.engine.next_due_time() is not None:
@@ -446,12 +439,9 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             app_log.removeHandler(recorder)
             app_log.setLevel(previous_level)
             scheduler.stop_idle_threads()
-        if config.progress:
+        if progress is not None:
             before_pump()
-            _progress(
-                sum(1 for s in latest.values() if s in TERMINAL_STATES), len(workload.orders), clock.now() - START
-            )
-            sys.stderr.write("\n")
+            progress.end(sum(1 for s in latest.values() if s in TERMINAL_STATES), clock.now() - START)
         # One page at a time, each document reduced as it is read: the end of a long run holds every
         # order's final record, and the report reads four fields of it (and its size).
         states: list[dict[str, Any]] = []
