@@ -7,6 +7,7 @@ own, so the session's server keeps the machine's time."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -52,12 +53,11 @@ def _seen(container: Any) -> dict[str, set[str]]:
     ids = ["plain", "never", "short", "long"]
     read = set()
     for doc_id in ids:
-        try:
+        with contextlib.suppress(CosmosResourceNotFoundError):
             read.add(container.read_item(doc_id, partition_key=doc_id)["id"])
-        except CosmosResourceNotFoundError:
-            pass
-    query = {d["id"] for d in container.query_items("SELECT * FROM c", enable_cross_partition_query=True)}
-    ordered = {d["id"] for d in container.query_items("SELECT * FROM c ORDER BY c.id", enable_cross_partition_query=True)}
+    every = "SELECT * FROM c"
+    query = {d["id"] for d in container.query_items(every, enable_cross_partition_query=True)}
+    ordered = {d["id"] for d in container.query_items(every + " ORDER BY c.id", enable_cross_partition_query=True)}
     feed = {d["id"] for d in container.read_all_items()}
     return {"read": read, "query": query, "ordered": ordered, "feed": feed}
 
