@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -20,7 +19,6 @@ import pytest
 
 from adapters.clock import ManualClock
 from adapters.cosmos.alert_mark_store import CosmosAlertMarks
-from adapters.cosmos.client import ensure_database
 from adapters.cosmos.errors import EtagMismatch
 from adapters.cosmos.mapping import NOT_STORED, camel
 from adapters.cosmos.state_store import CosmosStateStore
@@ -34,6 +32,7 @@ from domain.deferral import DeferralDocument
 from domain.records import StateRecord
 from localrun.cosmos_server import CosmosServer
 from notifications.status import give_up
+from tests.conftest import fresh_database
 from tests.fakes import RecordingSender
 
 pytestmark = pytest.mark.cosmos
@@ -49,13 +48,10 @@ def server() -> Iterator[CosmosServer]:
 
 @pytest.fixture
 def database(server: CosmosServer) -> Iterator[Any]:
-    client = server.client()
-    name = f"marks-{uuid.uuid4().hex[:8]}"
-    db = ensure_database(client, name)
     server.set_clock_offset(0)
-    yield db
+    with fresh_database(server.client()) as db:
+        yield db
     server.set_clock_offset(0)
-    client.delete_database(name)
 
 
 def test_the_local_state_container_expires_what_has_a_ttl_and_orders_nothing(database: Any) -> None:
