@@ -32,6 +32,10 @@ def is_app_queue(name: str) -> bool:
 ORDERS_CONTAINER = "orders"
 STATE_CONTAINER = "state"
 PARTITION_KEY_PATH = "/orderId"
+# The ``state`` container's time to live (Cosmos DB's ``defaultTtl``, infra/modules/cosmos.bicep): -1 turns it on
+# with no default, so only a document with a ``ttl`` of its own expires (the alert marks: domain/alert_marks.py);
+# without it an item's ``ttl`` is ignored. The ``orders`` container has none.
+STATE_DEFAULT_TTL = -1
 
 # Connection setting prefix shared by the Service Bus triggers and the SDK clients.
 SERVICE_BUS_CONNECTION = "ServiceBusConnection"

@@ -47,10 +47,11 @@ from domain.deferral import (
     TooManyWaiting,
     absent_checked,
 )
+from domain.ids import alert_id
 from domain.payments import notification_digest
 from domain.records import PaymentReceived
 from notifications.alerts import OwedAlert, raise_alert_after_write
-from notifications.repeats import raise_alert_once
+from notifications.repeats import raise_once_per_problem
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
 
@@ -370,14 +371,16 @@ def _alert_rejected_order(ctx: AppContext, order_id: str, seq: int, digest: str 
             "dead-lettered OrderRejected: see the orders dead-letter queue (expired or MaxDeliveryCountExceeded, "
             "or a copy of it dead-lettered OrderRejected)"
         )
-    raise_alert_once(
+    discriminator = f"n:{digest}" if digest else seq
+    raise_once_per_problem(  # the alert's own id is its problem: two copies of one notification
         ctx.alert_marks,
         ctx.sender,
+        alert_id("NotificationForRejectedOrder", order_id, discriminator),
         kind="NotificationForRejectedOrder",
         summary=summary,
         at=ctx.clock.now(),
         order_id=order_id,
-        discriminator=f"n:{digest}" if digest else seq,
+        discriminator=discriminator,
         details={"sequenceNumber": seq},
     )
 

@@ -9,7 +9,9 @@ lasts (an owed record's resend window, a queue's stuck orders), so two hours of 
 One small document per problem in the ``state`` container under its own partition (``orderId`` =
 ``alertmark:<digest of the key>``, no ``processState``: no order query ever returns it), written only
 conditionally (a create that fails if it appeared, a replace on ``_etag``), so it survives restarts and is shared by
-every instance; a writer that loses a race has been beaten by one that paged or saw the same problem."""
+every instance; a writer that loses a race has been beaten by one that paged or saw the same problem. The store
+deletes it ``EXPIRE_AFTER`` after its last write (its ``ttl``): every problem that ever paged left its mark for
+ever (one per content of a producer's conflicting orders)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,12 @@ SCHEMA_VERSION = 1
 REPEAT_AFTER = timedelta(hours=24)  # a problem that lasts pages again once a day
 ENDED_AFTER = timedelta(hours=2)  # not seen this long: over, its next occurrence pages
 SEEN_REFRESH = timedelta(minutes=10)  # ``seen_at`` is written at most this often (sightings come every sweep)
+# How long the store keeps a mark after its last write (the document's ``ttl``, Cosmos DB's time to live; the
+# ``state`` container's ``defaultTtl`` is -1, so no other document expires): a mark not written for a day and two
+# hours holds nothing back any more: its problem ended ``ENDED_AFTER`` after its last sighting (each written, at
+# most ``SEEN_REFRESH`` apart), and its reminder was due ``REPEAT_AFTER`` after it paged. Its next occurrence finds
+# no mark and pages, as it would have found it over.
+EXPIRE_AFTER = REPEAT_AFTER + ENDED_AFTER
 
 
 def document_id(key: str) -> str:
@@ -44,6 +52,7 @@ class AlertMark:
     alerted_at: datetime
     seen_at: datetime
     schema_version: int = SCHEMA_VERSION
+    ttl: int = int(EXPIRE_AFTER.total_seconds())  # seconds the store keeps it after its last write
     # As DependencyHealth: the stored version (``_etag``) and the keys this code does not know. Never mapped.
     version: str | None = None
     unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)

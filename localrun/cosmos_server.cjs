@@ -86,6 +86,9 @@ require("./cosmos_guards.cjs").install(server, lib);
 // More than one partition key range, as the gateway shows a partitioned container (cosmos_ranges.cjs; one by default).
 const ranges = parseInt(process.argv[4] || "1", 10);
 if (ranges > 1) require("./cosmos_ranges.cjs").install(server, lib, ranges);
+// Time to live: items past their container's or their own ttl are gone (cosmos_ttl.cjs). Installed after the ranges,
+// so the expired items are deleted before a query of one range sees its share of them.
+require("./cosmos_ttl.cjs").install(server, lib);
 // Service answers the SDK's retry policies act on (429, 449, 503, 410, timeouts), given on a test's request
 // before any other handler sees the request (cosmos_faults.cjs; no rules: every request passes).
 require("./cosmos_faults.cjs").install(server);

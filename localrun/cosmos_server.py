@@ -3,7 +3,8 @@ project's ``node_modules``. Used by the tests and by the local runner. Through `
 which refuses what Azure refuses and the server would take: a cross-partition ORDER BY (or DISTINCT,
 GROUP BY, aggregate) query resumed from a continuation token is a 400, as the azure-cosmos SDK cannot
 resume one on Azure (docs/testing.md). ``ranges``: containers split into partition key ranges, served as the
-gateway serves a partitioned container (``cosmos_ranges.cjs``)."""
+gateway serves a partitioned container (``cosmos_ranges.cjs``). Items expire as time to live says
+(``cosmos_ttl.cjs``)."""
 
 from __future__ import annotations
 
@@ -139,6 +140,11 @@ class CosmosServer:
         ``notServable`` (the gateway's 400/1004 to a query it cannot serve across ranges), query ``plans`` and
         ``rangeQueries`` (queries of one partition key range), since it started; ``ranges``: how many."""
         return self._control("/_localrun/ranges", "GET", None)
+
+    def set_clock_offset(self, seconds: float) -> None:
+        """Moves the server's clock ``seconds`` ahead of this machine's (``localrun/cosmos_ttl.cjs``): the ``_ts`` of
+        every later write and the time items expire by (time to live); 0: the machine's clock again."""
+        self._control("/_localrun/clock", "POST", json.dumps({"offsetSeconds": seconds}))
 
     def _faults(self, method: str, body: str | None) -> dict[str, Any]:
         return self._control("/_localrun/faults", method, body)

@@ -7,7 +7,9 @@ the problem has no mark, when it was over (not seen for ``domain.alert_marks.END
 reminder is due, when the context keeps no marks, and when the mark cannot be read (a store failure never holds a
 first occurrence back); True (raise nothing: ``AlertRepeatHeld``) otherwise. After the alert went out (or was owed
 to the alert courier, which sends it), ``note_paged`` writes the mark; a send that failed writes none, so the next
-occurrence raises it again. Marks are documents in the ``state`` container written on their etag
+occurrence raises it again. ``raise_once_per_problem`` is that sequence, for every raiser whose alert is the
+problem's page (the owed-alert resend of ``supervisor/owed.py`` asks and marks apart: its alert must raise, and
+is marked only when its record cannot be). Marks are documents in the ``state`` container written on their etag
 (``adapters/cosmos/alert_mark_store.py``): they survive restarts and are shared by every instance; two instances
 that both find no mark both raise, under the same alert id (duplicate detection and the log alert rule's alertId
 dimension make that one page)."""
@@ -16,14 +18,14 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from adapters.cosmos.alert_mark_store import AlertMarks
 from adapters.cosmos.errors import StoreError
 from adapters.servicebus.sender import MessageSender
 from domain.alert_marks import AlertMark
 from domain.ids import alert_id
-from notifications.alerts import raise_alert_after_write
+from notifications.alerts import OwedAlert, raise_alert_after_write, raise_alert_or_owe
 from observability.events import app_event
 
 log = logging.getLogger("notifications")
@@ -85,15 +87,39 @@ def note_over(marks: AlertMarks | None, key: str, now: datetime) -> None:
         log.info("alert mark %s not marked over: %s", key, exc)
 
 
-def raise_alert_once(marks: AlertMarks | None, sender: MessageSender, **alert: Any) -> bool:
-    """``raise_alert_after_write`` for an alert whose id is its problem (the same alert raised again for the same
-    thing: two copies of one message, a redelivery long after the first): held while the problem lasts
-    (``already_paged`` on the alert's id), marked once sent. True when it went out or was held."""
+Raised = Literal["sent", "held", "unsent"]
+
+
+def raise_once_per_problem(
+    marks: AlertMarks | None,
+    sender: MessageSender,
+    problem: str,
+    *,
+    owed: list[OwedAlert] | None = None,
+    held_order_id: str | None = None,
+    **alert: Any,
+) -> Raised:
+    """The alert ``alert`` (``raise_alert_after_write``'s keywords), once per ``problem`` while it lasts: held
+    (``already_paged``: "held"), or raised and, once it went out, the problem marked paged under the alert's id
+    (``note_paged``: "sent"); a send that failed marks nothing ("unsent": the next occurrence raises it again).
+    ``marks`` None keeps no mark: raised every time. ``owed``: a trigger with a message in hand, whose failed send
+    is owed to the alert courier (``raise_alert_or_owe``, appended to ``owed``) and marks nothing either: its
+    hand-over may fail and leave it to the redelivery. ``held_order_id``: the order the occurrence was met on, for
+    ``AlertRepeatHeld``, when the alert itself names none."""
     at: datetime = alert["at"]
-    key = alert_id(alert["kind"], alert.get("order_id"), alert.get("discriminator", ""))
-    if already_paged(marks, key, at, kind=alert["kind"], order_id=alert.get("order_id")):
-        return True
-    if not raise_alert_after_write(sender, **alert):
-        return False
-    note_paged(marks, key, key, at)
-    return True
+    kind: str = alert["kind"]
+    order_id: str | None = alert.get("order_id")
+    seen_on = order_id if held_order_id is None else held_order_id
+    if already_paged(marks, problem, at, kind=kind, order_id=seen_on):
+        return "held"
+    if owed is None:
+        went_out = raise_alert_after_write(sender, **alert)
+    else:
+        unsent = raise_alert_or_owe(sender, **alert)
+        if unsent is not None:
+            owed.append(unsent)
+        went_out = unsent is None
+    if not went_out:
+        return "unsent"
+    note_paged(marks, problem, alert_id(kind, order_id, alert.get("discriminator", "")), at)
+    return "sent"

@@ -30,16 +30,15 @@ from adapters.cosmos.alert_mark_store import AlertMarks
 from adapters.servicebus.sender import MessageRejected, MessageSender, OutgoingMessage, QueueNotFound, SendError
 from contracts.messages import StatusName, StatusUpdate
 from contracts.names import is_app_queue
-from domain.ids import alert_id, bounded, bounded_instance_id, status_message_id
+from domain.ids import bounded, bounded_instance_id, status_message_id
 from domain.text import carriable
 from notifications.alerts import (
     CourierClient,
     courier_runtime,
     delivering,
     raise_alert,
-    raise_alert_after_write,
 )
-from notifications.repeats import already_paged, note_paged
+from notifications.repeats import raise_once_per_problem
 from observability.events import app_event
 
 log = logging.getLogger("status")
@@ -278,11 +277,10 @@ def give_up(
     problem = (
         f"StatusUndelivered:{reply_to}:{type(error).__name__}" if reply_to and isinstance(error, SendError) else ""
     )
-    if problem and already_paged(marks, problem, at, kind="StatusUndelivered", order_id=order_id):
-        return
-    discriminator = f"{status}:{attempt}" + ("" if variant is None else f":{variant}")
-    sent = raise_alert_after_write(
+    raise_once_per_problem(
+        marks if problem else None,  # a give-up that is no queue's problem: alerted on its own
         sender,
+        problem,
         kind="StatusUndelivered",
         summary=f"order {order_id}: status {status} could not be sent to "
         + (f"{reply_to!r}" if reply_to else "its replyTo (the record could not be read)")
@@ -291,11 +289,9 @@ def give_up(
         at=at,
         order_id=order_id,
         severity="warning",
-        discriminator=discriminator,
+        discriminator=f"{status}:{attempt}" + ("" if variant is None else f":{variant}"),
         details={"status": status, "attempt": attempt, "replyTo": reply_to, "error": str(error)[:500]},
     )
-    if sent and problem:
-        note_paged(marks, problem, alert_id("StatusUndelivered", order_id, discriminator), at)
 
 
 def _alert_reply_queue(sender: MessageSender, reply_to: str, order_id: str, at: datetime, exc: Exception) -> None:

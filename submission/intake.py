@@ -50,12 +50,11 @@ from dependencies import AppContext
 from domain import transitions
 from domain.deferral import DeferralDocument
 from domain.errors import IllegalTransition
-from domain.ids import alert_id
 from domain.records import RECEIVED_OWED, HistoryEntry, StateRecord
 from domain.states import TERMINAL_STATES, ProcessState
 from notifications.alerts import OwedAlert, raise_alert_or_owe
 from notifications.received import owe_received
-from notifications.repeats import already_paged, note_paged
+from notifications.repeats import raise_once_per_problem
 from notifications.status import OwedStatus, publish_status_or_owe
 from observability.events import app_event, state_transition
 from orchestrators.attempt_plan import plan_attempt
@@ -205,11 +204,12 @@ def _conflicting(ctx: AppContext, order: OrderSubmitted, now: datetime) -> Intak
     to the courier is raised again by the redelivery if its hand-over fails."""
     description = f"order {order.order_id} exists with different data; the stored order is kept unchanged"
     digest = hashlib.sha256(json.dumps(order.order_document(), sort_keys=True).encode("utf-8")).hexdigest()[:32]
-    problem = f"ConflictingOrderData:{order.order_id}:{digest}"
-    if already_paged(ctx.alert_marks, problem, now, kind="ConflictingOrderData", order_id=order.order_id):
-        return IntakeResult(Settlement.deadletter("ConflictingOrderData", description))
-    conflict = raise_alert_or_owe(  # a failed send goes to the alert courier, not back to Service Bus
+    owed: list[OwedAlert] = []  # a failed send goes to the alert courier, not back to Service Bus
+    raise_once_per_problem(
+        ctx.alert_marks,
         ctx.sender,
+        f"ConflictingOrderData:{order.order_id}:{digest}",
+        owed=owed,
         kind="ConflictingOrderData",
         summary=description,
         at=now,
@@ -217,9 +217,7 @@ def _conflicting(ctx: AppContext, order: OrderSubmitted, now: datetime) -> Intak
         severity="warning",
         discriminator=digest,
     )
-    if conflict is None:
-        note_paged(ctx.alert_marks, problem, alert_id("ConflictingOrderData", order.order_id, digest), now)
-    return IntakeResult(Settlement.deadletter("ConflictingOrderData", description), alerts=_owed(conflict))
+    return IntakeResult(Settlement.deadletter("ConflictingOrderData", description), alerts=tuple(owed))
 
 
 def _owed(alert: OwedAlert | None) -> tuple[OwedAlert, ...]:

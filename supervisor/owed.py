@@ -64,7 +64,7 @@ from notifications.alerts import (
     raise_alert_after_write,
 )
 from notifications.received import owe_before_failure
-from notifications.repeats import already_paged, note_over, note_paged
+from notifications.repeats import already_paged, note_over, note_paged, raise_once_per_problem
 from notifications.status import Delivery, publish_status
 from observability.events import app_event
 from orchestrators.status import refusal_retried
@@ -157,6 +157,8 @@ def send_owed(ctx: AppContext, record: StateRecord, done: set[str] | None = None
     alert_went_out = False
     # a later hour's resend: the alert may have gone out in an earlier hour whose acknowledgement failed (marked)
     resend = record.complete_by is not None and bool(hourly_slice(record.complete_by, now))
+    # not raise_once_per_problem: this alert must raise (the status stays owed), and its mark is written only when
+    # its record cannot be marked delivered (``_mark_alert_sent``), not when it goes out
     if resend and not alerted:
         alerted = already_paged(ctx.alert_marks, _sent_key(record, kind), now, kind=kind, order_id=record.order_id)
     try:
@@ -473,23 +475,20 @@ def _alert_stuck_queue(ctx: AppContext, record: StateRecord, queue: str, exc: Ex
     ``replyTo``). Under the hour's id: two instances that both find no mark raise one alert."""
     now = ctx.clock.now()
     error = type(exc).__name__
-    key = _stuck_key(queue, error)
-    if already_paged(ctx.alert_marks, key, now, kind="NotificationsStuck", order_id=record.order_id):
-        return
-    discriminator = f"{queue}:{error}:{now:%Y-%m-%dT%H}"
-    sent = raise_alert_after_write(
+    raise_once_per_problem(
+        ctx.alert_marks,
         ctx.sender,
+        _stuck_key(queue, error),
+        held_order_id=record.order_id,
         kind="NotificationsStuck",
         summary=f"status updates to {queue!r} cannot be delivered ({error}): failed orders of that queue owe "
         f"their statuses, the first seen {record.order_id}, owed since {owed_since.isoformat()}; see "
         "OwedNotificationsFailed (orderId, replyTo)",
         at=now,
         severity="critical",
-        discriminator=discriminator,
+        discriminator=f"{queue}:{error}:{now:%Y-%m-%dT%H}",
         details={"error": error, "replyTo": queue, "firstOrderId": record.order_id},
     )
-    if sent:
-        note_paged(ctx.alert_marks, key, alert_id("NotificationsStuck", None, discriminator), now)
 
 
 def deliver_due(ctx: AppContext, cursors: dict[ProcessState, ScanCursor] | None = None) -> int:

@@ -18,10 +18,9 @@ from datetime import UTC, datetime
 
 from adapters.cosmos.state_store import Unmapped
 from dependencies import AppContext
-from domain.ids import alert_id
 from domain.timefmt import to_text
-from notifications.alerts import hourly_slice, raise_alert_after_write
-from notifications.repeats import already_paged, note_paged
+from notifications.alerts import hourly_slice
+from notifications.repeats import raise_once_per_problem
 
 # The hours of a document without a ``completeBy`` that reads are counted from here (clock hours).
 _NO_DUE_TIME = datetime(2000, 1, 1, tzinfo=UTC)
@@ -39,26 +38,22 @@ def alert_unmapped(ctx: AppContext, unmapped: list[Unmapped], where: str) -> int
             continue
         # one problem per document: paged once, held while it stays unreadable (again once a day, or when it was
         # repaired for two hours and broke again): it paged every hour, for ever
-        problem = f"UnreadableRecord:{doc.doc_id}"
-        if already_paged(ctx.alert_marks, problem, now, kind="UnreadableRecord", order_id=doc.doc_id):
-            continue
-        discriminator = f"{to_text(since)}:{hour}"
-        went_out = raise_alert_after_write(
+        raised = raise_once_per_problem(
+            ctx.alert_marks,
             ctx.sender,
+            f"UnreadableRecord:{doc.doc_id}",
             kind="UnreadableRecord",
             summary=f"order {doc.doc_id}: its state document does not map to a record; the supervisor's "
             f"{where} query skips it until it is repaired or removed (see UnmappedDocument)",
             at=now,
             order_id=doc.doc_id,
             severity="error",
-            discriminator=discriminator,
+            discriminator=f"{to_text(since)}:{hour}",
             details={
                 "query": where,
                 "error": doc.error,
                 "completeBy": None if doc.due_at is None else to_text(since),
             },
         )
-        if went_out:
-            note_paged(ctx.alert_marks, problem, alert_id("UnreadableRecord", doc.doc_id, discriminator), now)
-        sent += went_out
+        sent += raised == "sent"
     return sent

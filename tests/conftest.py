@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -52,15 +53,22 @@ def cosmos_client(cosmos_server: CosmosServer) -> Any:
     return cosmos_server.client()
 
 
-@pytest.fixture
-def cosmos_db(cosmos_client: Any) -> Iterator[Any]:
-    """A fresh database with the ``orders`` and ``state`` containers, dropped afterwards."""
+@contextmanager
+def fresh_database(client: Any) -> Iterator[Any]:
+    """A new database of ``client`` with the ``orders`` and ``state`` containers as the runner makes them
+    (``ensure_database``), dropped afterwards."""
     from adapters.cosmos.client import ensure_database
 
     name = f"test-{uuid.uuid4().hex[:8]}"
-    db = ensure_database(cosmos_client, name)
-    yield db
-    cosmos_client.delete_database(name)
+    yield ensure_database(client, name)
+    client.delete_database(name)
+
+
+@pytest.fixture
+def cosmos_db(cosmos_client: Any) -> Iterator[Any]:
+    """A fresh database with the ``orders`` and ``state`` containers, dropped afterwards."""
+    with fresh_database(cosmos_client) as db:
+        yield db
 
 
 RANGES = 3  # the partition key ranges of ``cosmos_db_ranges``' containers
@@ -77,13 +85,8 @@ def cosmos_ranges_server() -> Iterator[CosmosServer]:
 @pytest.fixture
 def cosmos_db_ranges(cosmos_ranges_server: CosmosServer) -> Iterator[Any]:
     """``cosmos_db`` on ``cosmos_ranges_server``: the ``orders`` and ``state`` containers split into ranges."""
-    from adapters.cosmos.client import ensure_database
-
-    client = cosmos_ranges_server.client()
-    name = f"test-{uuid.uuid4().hex[:8]}"
-    db = ensure_database(client, name)
-    yield db
-    client.delete_database(name)
+    with fresh_database(cosmos_ranges_server.client()) as db:
+        yield db
 
 
 @pytest.fixture(params=["one range", "ranges"])

@@ -5,7 +5,12 @@ A mark that does not map (a hand edit, a later release's shape read after a roll
 (``AlertMark.unreadable``) with its stored version: its problem's next occurrence pages, as when a mark cannot be
 read at all, and the mark written after that send replaces it on its etag. A ``DocumentError`` out of ``get``
 failed the raiser instead (a conflicting submission abandoned, never alerted; a supervisor phase failing each
-run), for as long as the mark stayed, and no ops view lists marks."""
+run), for as long as the mark stayed, and no ops view lists marks.
+
+A mark expires (its ``ttl``, ``domain.alert_marks.EXPIRE_AFTER`` after its last write): one gone between its read
+and the replace written on it (expired that moment, or deleted by hand) is an ``EtagMismatch``, a race lost as to
+any other writer. Its 404 left the SDK's error out of the raiser, which catches store errors only: the alert sent,
+the supervisor phase or the intake failed after it."""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import logging
 from typing import TYPE_CHECKING, Protocol
 
 from adapters.cosmos.documents import ConditionalDocuments, stored
-from adapters.cosmos.errors import read_or_none
+from adapters.cosmos.errors import EtagMismatch, read_or_none
 from adapters.cosmos.mapping import DocumentError
 from domain.alert_marks import AlertMark, document_id
 
@@ -49,4 +54,9 @@ class CosmosAlertMarks:
             return AlertMark.unreadable(key, item.get("_etag"))
 
     def save(self, doc: AlertMark) -> AlertMark:
-        return self._docs.save(doc)
+        from azure.cosmos.exceptions import CosmosResourceNotFoundError
+
+        try:
+            return self._docs.save(doc)
+        except CosmosResourceNotFoundError as exc:  # a plain 404 (mapped_errors leaves it): gone since it was read
+            raise EtagMismatch(f"alert mark {doc.id} is gone since it was read (expired): {exc.message}") from exc

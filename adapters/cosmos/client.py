@@ -123,10 +123,11 @@ STATE_COMPOSITE_INDEXES = [
 
 def ensure_database(client: CosmosClient, database: str) -> DatabaseProxy:
     """Local only: create the database and containers the Bicep creates in Azure (with the ``state``
-    container's composite indexes, so that a sort without its index fails here as there)."""
+    container's composite indexes, so that a sort without its index fails here as there, and its time to live,
+    so that the alert marks expire here as there)."""
     from azure.cosmos import PartitionKey
 
-    from contracts.names import ORDERS_CONTAINER, PARTITION_KEY_PATH, STATE_CONTAINER
+    from contracts.names import ORDERS_CONTAINER, PARTITION_KEY_PATH, STATE_CONTAINER, STATE_DEFAULT_TTL
 
     db = client.create_database_if_not_exists(database)
     db.create_container_if_not_exists(ORDERS_CONTAINER, partition_key=PartitionKey(PARTITION_KEY_PATH))
@@ -134,6 +135,7 @@ def ensure_database(client: CosmosClient, database: str) -> DatabaseProxy:
         STATE_CONTAINER,
         partition_key=PartitionKey(PARTITION_KEY_PATH),
         indexing_policy={"compositeIndexes": STATE_COMPOSITE_INDEXES},
+        default_ttl=STATE_DEFAULT_TTL,
     )
     return db
 

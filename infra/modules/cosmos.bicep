@@ -115,12 +115,18 @@ resource ordersContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/con
 // (processState ASC, completeBy ASC) serves the scans' and the starter's filters. The same list is
 // adapters/cosmos/client.py STATE_COMPOSITE_INDEXES (the local server's); tests/infra checks both.
 // Bulky per-step detail is never filtered on: not indexed.
+// Time to live on, with no default (defaultTtl -1, contracts/names.py STATE_DEFAULT_TTL): only a document with a
+// ttl of its own expires, the alert marks (domain/alert_marks.py, a day and two hours after their last write);
+// state records, deferral documents, dependency health and cursors carry none and stay. Without defaultTtl an item's
+// ttl is ignored (https://learn.microsoft.com/azure/cosmos-db/time-to-live). Setting it on the existing container is
+// an in-place update of its properties (as the portal's Time to Live setting): no item is rewritten or lost.
 resource stateContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-05-15' = {
   parent: database
   name: 'state'
   properties: {
     resource: {
       id: 'state'
+      defaultTtl: -1
       partitionKey: {
         paths: [
           partitionKeyPath

@@ -27,6 +27,7 @@ from contracts.names import (
     QUEUE_MESSAGE_TTL_DAYS,
     SERVICE_BUS_CONNECTION,
     STATE_CONTAINER,
+    STATE_DEFAULT_TTL,
 )
 from domain.states import ProcessState
 from settings import SETTINGS
@@ -268,6 +269,14 @@ def test_the_local_containers_declare_the_composite_indexes_of_the_bicep():
     """``ensure_database`` gives the local server the same composite indexes (it refuses a sort without one)."""
     declared = _composites(containers()[STATE_CONTAINER]["indexingPolicy"])
     assert [[(p["path"], p["order"]) for p in composite] for composite in STATE_COMPOSITE_INDEXES] == declared
+
+
+def test_state_container_has_time_to_live_on_with_no_default_and_orders_none():
+    """The alert marks' ``ttl`` (domain/alert_marks.py) is ignored unless the container has a ``defaultTtl``; -1 expires
+    nothing else. ``ensure_database`` gives the local ones the same (tests/notifications/test_alert_marks_expire.py)."""
+    declared = containers()
+    assert declared[STATE_CONTAINER].get("defaultTtl") == STATE_DEFAULT_TTL == -1
+    assert "defaultTtl" not in declared[ORDERS_CONTAINER]
 
 
 def test_orders_container_skips_order_lines():
