@@ -9,13 +9,20 @@
 //   the container ("A valid value must be either a nonzero positive integer, '-1' or null":
 //   ContainerProperties.DefaultTimeToLive).
 // - An item's ttl (seconds) overrides the container's, only while the container has one: n > 0 expires the item
-//   n seconds after its last modification (its _ts), -1 never. A ttl of another kind (null, 0, text) is not an
-//   override here ("Setting TTL to null on an item isn't supported"); it is not refused either (where Azure
-//   refuses it is not documented).
+//   n seconds after its last modification (its _ts), -1 never. Any other ttl (null, 0, below -1, past
+//   2,147,483,647, a fraction, text) is refused 400 on a create, replace, upsert or patch (alone or in a batch), as
+//   Azure refuses it ("Setting TTL to null on an item isn't supported. The item TTL value must be a nonzero positive
+//   integer less than or equal to 2147483647, or -1"; the service's answer: "The input ttl '0' is invalid. Ensure to
+//   provide a nonzero positive integer less than or equal to '2147483647', or '-1' which means never expire.",
+//   MicrosoftDocs/azure-docs#107151, Azure/azure-cosmos-dotnet-v3#620). The server stored it and kept the item for
+//   ever. Refused in every container, TTL on or off: Azure's reports are of containers with TTL on, and no report
+//   says a container without it takes one; refusing both is the stricter reading (no document of the app but the
+//   alert marks has a ttl: tests/notifications/test_alert_marks_expire.py).
 // - An item expires once its _ts + ttl is reached. Azure deletes it in the background, and "the item will no
 //   longer appear in query responses immediately after the TTL expires, even if it isn't yet permanently deleted":
 //   here it is deleted before any request to its container is carried out (a point read, a query, a read feed, a
-//   create, replace, upsert, patch, delete or batch), so no answer holds it and its id is free again.
+//   create, replace, upsert, patch, delete or batch), so no answer holds it and its id is free again. Not modelled:
+//   on Azure one not yet deleted shows again if the container's TTL is turned off (MicrosoftDocs/azure-docs#24025).
 // - A container's defaultTtl may be set on an existing container (the portal's "Time to Live" setting; a Bicep
 //   deployment of the same container): a replace of the container here keeps its items, as Azure does. The
 //   protocol server's own replace dropped every item of the container.
@@ -29,6 +36,12 @@ const ROUTE = "/_localrun/clock";
 const MAX_TTL = 2147483647;
 
 const isTtl = (value) => Number.isInteger(value) && (value === -1 || (value > 0 && value <= MAX_TTL));
+// The answer to a document whose own ttl is none (Azure's words), or null: none, or a valid one.
+const ttlRefusal = (doc) => {
+  if (doc === null || typeof doc !== "object" || !Object.prototype.hasOwnProperty.call(doc, "ttl") || isTtl(doc.ttl)) return null;
+  const shown = typeof doc.ttl === "string" ? doc.ttl : JSON.stringify(doc.ttl);
+  return `The input ttl '${shown}' is invalid. Ensure to provide a nonzero positive integer less than or equal to '${MAX_TTL}', or '-1' which means never expire.`;
+};
 const ttlOn = (collection) => collection !== undefined && collection !== null && isTtl(collection.defaultTtl);
 
 // When ``doc`` expires in a container whose TTL is on (``defaultTtl``), in seconds since the epoch; Infinity: never.
@@ -67,6 +80,23 @@ exports.install = (server, lib) => {
     if (isTtl(written.ttl) && written.ttl !== -1) tracked(this).add(written._rid);
     else tracked(this).delete(written._rid);
     return written;
+  };
+
+  // An item written with a ttl that is none: 400. A create, replace or upsert (alone or in a batch) is answered before
+  // it is carried out; a patch's result is refused by the replace it is written with (its 400 answer).
+  const operations = require(path.join(lib, "handler", "_document-operations"));
+  for (const name of ["createOperation", "replaceOperation", "upsertOperation"]) {
+    const operation = operations[name];
+    operations[name] = (collection, input) => {
+      const refused = ttlRefusal(input && input.resourceBody);
+      return refused === null ? operation(collection, input) : { statusCode: 400, body: { code: "BadRequest", message: refused } };
+    };
+  }
+  const replaceItem = Documents.prototype.replace;
+  Documents.prototype.replace = function replaceChecked(data, original) {
+    const refused = ttlRefusal(data);
+    if (refused !== null) throw Object.assign(new Error(refused), { badRequest: true });
+    return replaceItem.call(this, data, original);
   };
 
   // Deletes the expired items of ``docs`` (their rids and unique keys out of the indexes, as Items.delete does).

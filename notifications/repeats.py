@@ -11,8 +11,9 @@ occurrence raises it again. ``raise_once_per_problem`` is that sequence, for eve
 problem's page (the owed-alert resend of ``supervisor/owed.py`` asks and marks apart: its alert must raise, and
 is marked only when its record cannot be). Marks are documents in the ``state`` container written on their etag
 (``adapters/cosmos/alert_mark_store.py``): they survive restarts and are shared by every instance; two instances
-that both find no mark both raise, under the same alert id (duplicate detection and the log alert rule's alertId
-dimension make that one page)."""
+that both find no mark (none yet, or expired) both raise: under the same alert id where the id is the problem's
+(duplicate detection and the log alert rule's alertId dimension make that one page), but ``StatusUndelivered``'s
+id is its order's status: two orders of one queue given up on at once page once each."""
 
 from __future__ import annotations
 

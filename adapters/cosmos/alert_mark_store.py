@@ -9,8 +9,9 @@ run), for as long as the mark stayed, and no ops view lists marks.
 
 A mark expires (its ``ttl``, ``domain.alert_marks.EXPIRE_AFTER`` after its last write): one gone between its read
 and the replace written on it (expired that moment, or deleted by hand) is an ``EtagMismatch``, a race lost as to
-any other writer. Its 404 left the SDK's error out of the raiser, which catches store errors only: the alert sent,
-the supervisor phase or the intake failed after it."""
+any other writer: a 404 without a substatus, as ``get`` reads one (a 404/1003, no such container, stays the
+SDK's). Its 404 left the SDK's error out of the raiser, which catches store errors only: the alert sent, the
+supervisor phase or the intake failed after it."""
 
 from __future__ import annotations
 
@@ -59,4 +60,6 @@ class CosmosAlertMarks:
         try:
             return self._docs.save(doc)
         except CosmosResourceNotFoundError as exc:  # a plain 404 (mapped_errors leaves it): gone since it was read
+            if exc.sub_status:  # not that answer (as read_or_none): 1003, its container or database does not exist
+                raise
             raise EtagMismatch(f"alert mark {doc.id} is gone since it was read (expired): {exc.message}") from exc

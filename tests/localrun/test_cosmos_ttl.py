@@ -146,3 +146,34 @@ def test_turning_ttl_on_for_an_existing_container_keeps_its_items_and_expires_th
     assert _seen(container) == _everywhere({"plain", "never", "short", "long"})  # in place: nothing lost
     server.set_clock_offset(60)
     assert _seen(container) == _everywhere({"plain", "never", "long"})
+
+
+@pytest.mark.parametrize("ttl_on", [-1, None], ids=["ttl on", "ttl off"])
+def test_an_item_ttl_other_than_minus_one_or_a_positive_integer_is_refused_on_every_write(
+    database: Any, ttl_on: int | None
+) -> None:
+    """Azure answers 400 "The input ttl '0' is invalid. Ensure to provide a nonzero positive integer less than or
+    equal to '2147483647', or '-1' which means never expire." (MicrosoftDocs/azure-docs#107151 for null,
+    Azure/azure-cosmos-dotnet-v3#620 for 0). Before, the server stored each of them (and kept the item for ever)."""
+    from azure.cosmos.exceptions import CosmosHttpResponseError
+
+    container = _container(database, ttl_on)
+    _put(container, "kept", ttl=100)
+    for wrong in (0, None, -2, "100", 1.5, 2147483648):
+        writes = {
+            "create": lambda w=wrong: _put(container, "new", ttl=w),
+            "replace": lambda w=wrong: container.replace_item("kept", {"id": "kept", "pk": "kept", "ttl": w}),
+            "upsert": lambda w=wrong: container.upsert_item({"id": "kept", "pk": "kept", "ttl": w}),
+            "patch": lambda w=wrong: container.patch_item(
+                "kept", partition_key="kept", patch_operations=[{"op": "set", "path": "/ttl", "value": w}]
+            ),
+        }
+        for name, write in writes.items():
+            with pytest.raises(CosmosHttpResponseError) as refused:
+                write()
+            assert refused.value.status_code == 400, (name, wrong)
+            assert "The input ttl" in str(refused.value.message), (name, wrong)
+    assert container.read_item("kept", partition_key="kept")["ttl"] == 100  # nothing written
+    assert {d["id"] for d in container.read_all_items()} == {"kept"}
+    for right in (-1, 1, 2147483647):
+        container.upsert_item({"id": "kept", "pk": "kept", "ttl": right})

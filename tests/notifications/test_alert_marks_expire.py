@@ -111,6 +111,25 @@ def test_a_mark_gone_between_its_read_and_its_replace_is_a_race_lost_not_an_sdk_
         marks.save(read.seen(clock.now() + timedelta(hours=1)))
 
 
+def test_a_404_with_a_substatus_on_the_replace_is_not_a_mark_gone(database: Any, server: CosmosServer) -> None:
+    """Only a plain 404 says the document does not exist (``errors.read_or_none``'s rule, which ``get`` keeps): a 404
+    with a substatus (1003: the container or database does not exist) is not "expired since it was read". Before,
+    ``save`` made every 404 a lost race, which the raisers log at info and go on: the failure hidden as a race."""
+    from azure.cosmos.exceptions import CosmosResourceNotFoundError
+
+    marks, clock = CosmosAlertMarks(database.get_container_client(STATE_CONTAINER)), ManualClock()
+    marks.save(AlertMark.paged("a problem", "alert:x", clock.now()))
+    read = marks.get("a problem")
+    assert read is not None
+    server.set_faults([{"op": "replace", "container": STATE_CONTAINER, "status": 404, "substatus": 1003}])
+    try:
+        with pytest.raises(CosmosResourceNotFoundError) as failed:
+            marks.save(read.seen(clock.now() + timedelta(hours=1)))
+    finally:
+        server.set_faults([])
+    assert failed.value.sub_status == 1003
+
+
 @pytest.mark.parametrize("kind", [StateRecord, DeferralDocument, DependencyHealth, DeadLetterCursor, AlertMark])
 def test_only_the_marks_carry_a_ttl_of_the_documents_of_the_state_container(kind: type) -> None:
     """Every kind of document the app writes to the ``state`` container (``dependencies.build_from_settings``): a
