@@ -88,6 +88,17 @@ IDLE_SENDERS_PER_QUEUE = 4
 IDLE_SENDERS = 16
 
 
+def _refusal(exc: Exception) -> str:
+    """What the namespace answered the CBS put-token with: pyamqp's ``TokenAuthFailure`` (its status and reason)
+    inside the SDK's error, else the error's own text."""
+    failure = getattr(exc, "inner_exception", None)
+    status, reason = getattr(failure, "status_code", None), getattr(failure, "status_description", None)
+    if status is None:
+        return str(exc)
+    text = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+    return f"put-token answered {status}: {text}"
+
+
 class SdkMessageSender:
     """``MessageSender`` over ``azure.servicebus.ServiceBusClient``.
 
@@ -158,6 +169,7 @@ class SdkMessageSender:
             MessageSizeExceededError,
             MessagingEntityDisabledError,
             MessagingEntityNotFoundError,
+            ServiceBusAuthenticationError,
             ServiceBusAuthorizationError,
             ServiceBusError,
         )
@@ -184,17 +196,25 @@ class SdkMessageSender:
             self._send_alone(queue, sb_message)
         except MessageSizeExceededError as exc:
             raise MessageRejected(f"message {message.message_id!r} for {queue!r} refused: {exc}") from exc
-        except (
-            MessagingEntityNotFoundError,
-            MessagingEntityDisabledError,
-            ServiceBusAuthorizationError,
-            ClientAuthenticationError,
-        ) as exc:
+        except (MessagingEntityNotFoundError, MessagingEntityDisabledError, ServiceBusAuthorizationError) as exc:
             # Missing, disabled by its owner (the SDK counts that retryable: its retries are spent by now), or
-            # this app may not send to it (no Data Sender role on that queue).
+            # this app may not send to it (no Data Sender role on that queue: amqp:unauthorized-access at the attach).
             raise QueueNotFound(f"cannot send to queue {queue!r}: {exc}") from exc
+        except ServiceBusAuthenticationError as exc:
+            # The namespace did not take the identity's token (the CBS put-token answered 401: another audience or
+            # tenant, expired): every queue alike, and a renewed token may be taken. Transient, and said.
+            raise SendError(
+                f"send to {queue!r} failed: Service Bus did not take the app's token ({_refusal(exc)})"
+            ) from exc
         except ServiceBusError as exc:
+            if isinstance(exc.inner_exception, ClientAuthenticationError):  # the SDK's "Handler failed" around it
+                raise SendError(
+                    f"send to {queue!r} failed: no token from the app's credential (the managed identity endpoint): "
+                    f"{' '.join(str(exc.inner_exception).split())[:300]}"
+                ) from exc
             raise SendError(f"send to {queue!r} failed: {exc}") from exc
+        except ClientAuthenticationError as exc:  # the same, should an SDK version let it through unwrapped
+            raise SendError(f"send to {queue!r} failed: no token from the app's credential: {exc}") from exc
 
     def close(self) -> None:
         with self._lock:
