@@ -88,6 +88,23 @@ IDLE_SENDERS_PER_QUEUE = 4
 IDLE_SENDERS = 16
 
 
+def identity_failure(exc: Exception) -> str | None:
+    """What an error of the SDK says of the app's identity, or None when it is about something else: no token from
+    the credential (the SDK's "Handler failed" around azure-core's ``ClientAuthenticationError``), or a token the
+    namespace did not take (``ServiceBusAuthenticationError``: its put-token answer)."""
+    from azure.core.exceptions import ClientAuthenticationError
+    from azure.servicebus.exceptions import ServiceBusAuthenticationError
+
+    if isinstance(exc, ServiceBusAuthenticationError):
+        return f"Service Bus did not take the app's token ({_refusal(exc)})"
+    inner = exc if isinstance(exc, ClientAuthenticationError) else getattr(exc, "inner_exception", None)
+    if isinstance(inner, ClientAuthenticationError):
+        return (
+            f"no token from the app's credential (the managed identity endpoint): {' '.join(str(inner).split())[:300]}"
+        )
+    return None
+
+
 def _refusal(exc: Exception) -> str:
     """What the namespace answered the CBS put-token with: pyamqp's ``TokenAuthFailure`` (its status and reason)
     inside the SDK's error, else the error's own text."""
@@ -169,7 +186,6 @@ class SdkMessageSender:
             MessageSizeExceededError,
             MessagingEntityDisabledError,
             MessagingEntityNotFoundError,
-            ServiceBusAuthenticationError,
             ServiceBusAuthorizationError,
             ServiceBusError,
         )
@@ -200,21 +216,11 @@ class SdkMessageSender:
             # Missing, disabled by its owner (the SDK counts that retryable: its retries are spent by now), or
             # this app may not send to it (no Data Sender role on that queue: amqp:unauthorized-access at the attach).
             raise QueueNotFound(f"cannot send to queue {queue!r}: {exc}") from exc
-        except ServiceBusAuthenticationError as exc:
-            # The namespace did not take the identity's token (the CBS put-token answered 401: another audience or
-            # tenant, expired): every queue alike, and a renewed token may be taken. Transient, and said.
-            raise SendError(
-                f"send to {queue!r} failed: Service Bus did not take the app's token ({_refusal(exc)})"
-            ) from exc
-        except ServiceBusError as exc:
-            if isinstance(exc.inner_exception, ClientAuthenticationError):  # the SDK's "Handler failed" around it
-                raise SendError(
-                    f"send to {queue!r} failed: no token from the app's credential (the managed identity endpoint): "
-                    f"{' '.join(str(exc.inner_exception).split())[:300]}"
-                ) from exc
-            raise SendError(f"send to {queue!r} failed: {exc}") from exc
-        except ClientAuthenticationError as exc:  # the same, should an SDK version let it through unwrapped
-            raise SendError(f"send to {queue!r} failed: no token from the app's credential: {exc}") from exc
+        except (ServiceBusError, ClientAuthenticationError) as exc:
+            # The namespace not taking the identity's token (the CBS put-token answered 401: another audience or
+            # tenant, expired) or no token from the credential: every queue alike, and a token renewed may be taken.
+            # Transient, and said (the SDK's own text was "amqp:client-error", or "Handler failed").
+            raise SendError(f"send to {queue!r} failed: {identity_failure(exc) or exc}") from exc
 
     def close(self) -> None:
         with self._lock:

@@ -24,6 +24,7 @@ import pytest
 
 AUDIENCE = "https://servicebus.azure.net/"
 UNAUTHORIZED_SEND = "Unauthorized access. 'Send' claim(s) are required to perform this operation."
+UNAUTHORIZED_LISTEN = "Unauthorized access. 'Listen' claim(s) are required to perform this operation."
 
 
 def _claims(token: str) -> dict[str, Any] | None:
@@ -124,6 +125,14 @@ class _Session:
             id(self._connection), queue
         ):  # the service detaches the attach, with its error
             raise AMQPLinkError(condition=ErrorCondition.UnauthorizedAccess, description=UNAUTHORIZED_SEND)
+        return _Link(self._namespace, id(self._connection))
+
+    def create_receiver_link(self, source_address: Any = None, **_kwargs: Any) -> _Link:
+        from azure.servicebus._pyamqp.error import AMQPLinkError, ErrorCondition
+
+        queue = str(getattr(source_address, "address", source_address)).split("/")[3]
+        if not self._namespace.authorized(id(self._connection), queue):
+            raise AMQPLinkError(condition=ErrorCondition.UnauthorizedAccess, description=UNAUTHORIZED_LISTEN)
         return _Link(self._namespace, id(self._connection))
 
     def end(self) -> None:

@@ -107,3 +107,67 @@ def test_the_app_without_its_own_role_is_not_a_reply_queue_refusing_it(
         )
     assert delivery is Delivery.REFUSED
     assert namespace.sent == {OPERATOR_ALERTS_QUEUE: ["alert:ReplyQueueUnavailable:-:client-statuses"]}
+
+
+def test_a_retry_whose_deferred_message_cannot_be_fetched_for_want_of_a_token_is_handled_again_later(
+    production_wiring: Any, identity: IdentityEndpoint, entra_cosmos: CosmosServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team, the receiving side: a ``RetryDeferred`` fetches its deferred message by sequence number on a receiver
+    of its own, whose link needs a token of its own (a sender kept open still has one). With the identity endpoint
+    failing, the SDK's "Handler failed" escaped ``handle_orders_message`` (neither a store nor a send error): the
+    invocation failed, Service Bus redelivered the retry at once and, its 5 deliveries spent in seconds,
+    dead-lettered it ``MaxDeliveryCountExceeded`` (a page with no reason; the notification left to the peek sweep).
+    The receiver's failures are a ``ReceiveError`` now, saying why, and the retry is handled again later."""
+    import json
+
+    from adapters.clock import ManualClock
+    from contracts.messages import PaymentNotification
+    from contracts.names import ORDERS_QUEUE
+    from deferral.tracking import record_deferred
+    from domain.deferral import DeferralReason
+    from submission.intake import handle_orders_message
+    from tests.contexts import context_with
+    from tests.fakes import FakeReceivedMessage, RecordingSender
+
+    entra_cosmos.set_auth([APP_IDENTITY], ["https://127.0.0.1"])
+    try:
+        with namespace_below_the_sdk(monkeypatch, Namespace([APP_IDENTITY])):
+            sender = RecordingSender()  # the sends are not under test here: a kept sender's link has its token
+            ctx = context_with(production_wiring(azure_settings(entra_cosmos)), sender=sender, clock=ManualClock(T0))
+            body = {
+                "type": "PaymentNotification",
+                "schemaVersion": 1,
+                "notificationId": "pay-9",
+                "orderId": "o-9",
+                "amountCents": 2500,
+                "currency": "EUR",
+                "providerReference": "ref-9",
+            }
+            deferred = FakeReceivedMessage.of(json.dumps(body), "pay-9")
+            doc = record_deferred(
+                ctx,
+                "o-9",
+                deferred,
+                "PaymentNotification",
+                DeferralReason.ORDER_NOT_SUBMITTED,
+                note=PaymentNotification.model_validate(body),
+            )
+            entry = doc.entry(deferred.sequence_number)
+            assert entry is not None
+            retry = {
+                "type": "RetryDeferred",
+                "schemaVersion": 1,
+                "sequenceNumber": deferred.sequence_number,
+                "orderId": "o-9",
+                "messageId": "pay-9",
+                "round": 1,
+                "retryToken": entry.retry_token,
+            }
+            identity.failing = 503  # the Cosmos DB token is cached; the receiver's link asks for one of its own
+            result = handle_orders_message(ctx, FakeReceivedMessage.of(json.dumps(retry), "retry-deferred:x"))
+    finally:
+        entra_cosmos.set_auth(None)
+
+    assert result.settlement.kind == "complete"  # not failed: redelivered at once, then dead-lettered
+    [copy] = [m for q, m in sender.sent if q == ORDERS_QUEUE]
+    assert copy.subject == "RetryDeferred" and copy.scheduled_enqueue_time is not None
