@@ -24,7 +24,7 @@ from sys import intern
 from typing import Any, NamedTuple, overload
 
 from adapters.clock import Clock
-from adapters.cosmos.errors import StoreOutcomeUnknown, StoreUnavailable
+from adapters.cosmos.errors import StoreOutcomeUnknown, StoreRefused, StoreUnavailable
 from adapters.cosmos.order_store import CreateOutcome, OrderStore
 from adapters.cosmos.state_store import Page, SeekKey, StateStore
 from adapters.servicebus.sender import MessageSender, OutgoingMessage, SendError
@@ -303,6 +303,13 @@ class EventRecorder(logging.Handler):
 _EVENT_FIELDS = {"orderId", "via", "reason", "instanceId", "dependency", "outageSeconds", "status", "alertKind"}
 
 
+def _windows(origin: datetime | None, spans: tuple[tuple[float, float], ...]) -> list[tuple[datetime, datetime]]:
+    """The profile's windows (seconds from the run's start) as times of the run's clock."""
+    if origin is None:
+        return []
+    return [(origin + timedelta(seconds=s), origin + timedelta(seconds=s + d)) for s, d in spans]
+
+
 class CosmosFaults:
     def __init__(self, profile: Profile, rng: random.Random, audit: Audit, clock: Clock | None = None) -> None:
         self._throttle = profile.cosmos_throttle_rate
@@ -313,11 +320,8 @@ class CosmosFaults:
         # profile cosmos.outages: every request inside a window fails (seconds from the run's start)
         self._clock = clock
         origin = clock.now() if clock is not None else None
-        self._outages = (
-            [(origin + timedelta(seconds=s), origin + timedelta(seconds=s + d)) for s, d in profile.cosmos_outages]
-            if origin is not None
-            else []
-        )
+        self._outages = _windows(origin, profile.cosmos_outages)
+        self._refusals = _windows(origin, profile.cosmos_refusals)  # the app's identity refused (403/5301)
 
     # Set by the simulation for profile cosmos.latency_ms (localrun.hostile.CosmosLatency): every
     # operation takes that long, so concurrent handlers interleave between their Cosmos calls.
@@ -327,11 +331,14 @@ class CosmosFaults:
         if self.latency is not None:
             self.latency()
         roll = self._rng.random()
-        if self._outages and self._clock is not None:
+        if (self._outages or self._refusals) and self._clock is not None:
             now = self._clock.now()
             if any(start <= now < end for start, end in self._outages):
                 self._audit.injected["cosmos_outage"] += 1
                 raise StoreUnavailable(f"Cosmos DB 503 on {operation} (outage)")
+            if any(start <= now < end for start, end in self._refusals):  # as mapped_errors raises Azure's 403/5301
+                self._audit.injected["cosmos_refused"] += 1
+                raise StoreRefused(f"Cosmos DB 403/5301, the app's identity refused on {operation} (no data role)")
         if roll < self._throttle:
             self._audit.injected["cosmos_throttled"] += 1
             raise StoreUnavailable(f"Cosmos DB 429 on {operation} (throttled past the SDK's retries)")

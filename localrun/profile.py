@@ -36,6 +36,7 @@ COSMOS_KEYS = {
     "partition_ranges",
 }
 OUTAGE_KEYS = {"start_s", "duration_s"}
+COSMOS_OUTAGE_KEYS = OUTAGE_KEYS | {"refused"}
 SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate", "settle_latency_ms"}
 HOST_KEYS = {"restart_every_s", "clock_skew_s", "activity_rerun_rate"}
 DURABLE_KEYS = {"delivery_delay_rate", "delivery_delay_ms"}
@@ -186,6 +187,8 @@ class Profile:
     cosmos_latency_ms: tuple[float, float] | None = None
     # windows (start, duration; seconds from the run's start) in which every Cosmos DB request fails
     cosmos_outages: tuple[tuple[float, float], ...] = ()
+    # windows in which Cosmos DB refuses the app's identity (403/5301: its role propagating, or removed)
+    cosmos_refusals: tuple[tuple[float, float], ...] = ()
     settle_latency_ms: tuple[float, float] | None = None
     settings: dict[str, str] = field(default_factory=dict)  # app settings this profile overrides
     operator: OperatorPlan | None = None  # None: no operator acts (a review pause times out)
@@ -266,7 +269,8 @@ class Profile:
             max_pending=_max_pending(data.get("admission", {})),
             max_in_flight=_max_pending(data.get("admission", {}), "max_in_flight"),
             cosmos_latency_ms=_latency(cosmos.get("latency_ms")),
-            cosmos_outages=_outages("cosmos.outages", cosmos.get("outages", [])),
+            cosmos_outages=_outages("cosmos.outages", cosmos.get("outages", []), refused=False),
+            cosmos_refusals=_outages("cosmos.outages", cosmos.get("outages", []), refused=True),
             settle_latency_ms=_latency(servicebus.get("settle_latency_ms"), "servicebus.settle_latency_ms"),
             settings=_app_settings(data.get("settings", {})),
             operator=_operator(data["operator"]) if "operator" in data else None,
@@ -315,19 +319,23 @@ def _status_queues(data: Any, submitters: int) -> StatusQueues:
     return StatusQueues(length, tuple(refusing))
 
 
-def _outages(where: str, data: Any) -> tuple[tuple[float, float], ...]:
-    """``[{"start_s": s, "duration_s": d}, ...]``: windows in seconds from the run's start."""
+def _outages(where: str, data: Any, refused: bool | None = None) -> tuple[tuple[float, float], ...]:
+    """``[{"start_s": s, "duration_s": d}, ...]``: windows in seconds from the run's start. ``refused`` (Cosmos DB's
+    only): the windows whose ``refused`` is that (a refusal of the app's identity, not a 503), None: no such key."""
     if not isinstance(data, list):
         raise ProfileError(f"{where} must be a list")
     windows: list[tuple[float, float]] = []
     for n, item in enumerate(data):
-        entry = _check_keys(f"{where}[{n}]", item, OUTAGE_KEYS)
+        entry = _check_keys(f"{where}[{n}]", item, OUTAGE_KEYS if refused is None else COSMOS_OUTAGE_KEYS)
         start, duration = entry.get("start_s"), entry.get("duration_s")
         if not isinstance(start, int | float) or isinstance(start, bool) or start < 0:
             raise ProfileError(f"{where}[{n}].start_s must be a number of seconds >= 0, got {start!r}")
         if not isinstance(duration, int | float) or isinstance(duration, bool) or duration <= 0:
             raise ProfileError(f"{where}[{n}].duration_s must be a positive number of seconds, got {duration!r}")
-        windows.append((float(start), float(duration)))
+        if not isinstance(entry.get("refused", False), bool):
+            raise ProfileError(f"{where}[{n}].refused must be true or false, got {entry.get('refused')!r}")
+        if refused is None or entry.get("refused", False) is refused:
+            windows.append((float(start), float(duration)))
     return tuple(windows)
 
 

@@ -8,7 +8,10 @@ that submitter collapses into one alert per duplicate-detection window of ``oper
 refusal (``Delivery.REFUSED``) may not last (a role assignment still propagating, a queue deleted and
 created again): every status but a progress one is tried again by its caller for
 ``orchestrators.status.REFUSED_RETRY_WINDOW``, then dropped (the queue's alert stands for it, never a
-per-order alert). A message Service Bus refuses as such (``MessageRejected``) is logged and never retried.
+per-order alert). A refusal the app's own ``operator-alerts`` shares (the queue's alert refused too) is the app's
+identity refused by the namespace (its role propagating, or removed), not the submitter's queue: a ``SendError``,
+tried again as any failed send, never dropped past that window. A message Service Bus refuses as such
+(``MessageRejected``) is logged and never retried.
 
 A status is never worth failing an order for: code that sends one directly (the intake) uses
 ``publish_status_or_owe``, and a status whose send failed (or that its reply queue refused) is handed to the
@@ -29,7 +32,7 @@ from typing import Any
 from adapters.cosmos.alert_mark_store import AlertMarks
 from adapters.servicebus.sender import MessageRejected, MessageSender, OutgoingMessage, QueueNotFound, SendError
 from contracts.messages import StatusName, StatusUpdate
-from contracts.names import is_app_queue
+from contracts.names import OPERATOR_ALERTS_QUEUE, is_app_queue
 from domain.ids import bounded, bounded_instance_id, status_message_id
 from domain.text import carriable
 from notifications.alerts import (
@@ -100,6 +103,18 @@ def publish_status(
             ),
         )
     except QueueNotFound as exc:
+        try:
+            _alert_reply_queue(sender, reply_to, order_id, at, exc)
+        except QueueNotFound as alert_error:
+            # The app's own queue refuses the app too: its identity has no role on the namespace (still propagating
+            # after a deployment, or removed), not the submitter's queue. A failure for a while, tried again as any
+            # failed send is (owed, the courier's timers), never dropped past the refusal window as a queue's is.
+            raise SendError(
+                f"status {status} for {reply_to!r} not sent: the app's own {OPERATOR_ALERTS_QUEUE!r} refuses it too, "
+                f"its identity refused by the namespace: {alert_error}"
+            ) from exc
+        except SendError as alert_error:  # the status is a side channel: never fail the order for it
+            log.error("reply-queue alert for %r not sent: %s", reply_to, alert_error)
         app_event(
             "ReplyQueueUnavailable",
             f"order {order_id}: status {status} not sent, reply queue {reply_to!r} unavailable: {exc}",
@@ -107,10 +122,6 @@ def publish_status(
             orderId=order_id,
             replyTo=reply_to,
         )
-        try:
-            _alert_reply_queue(sender, reply_to, order_id, at, exc)
-        except SendError as alert_error:  # the status is a side channel: never fail the order for it
-            log.error("reply-queue alert for %r not sent: %s", reply_to, alert_error)
         return Delivery.REFUSED
     except MessageRejected as exc:
         app_event(

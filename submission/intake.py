@@ -36,6 +36,7 @@ from typing import Any
 from adapters.cosmos.errors import AlreadyExists, EtagMismatch, StoreUnavailable
 from adapters.cosmos.order_store import CreateOutcome
 from adapters.cosmos.state_store import update_once
+from adapters.servicebus.deferred import ReceiveError
 from adapters.servicebus.sender import SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes, named_order
 from contracts.messages import CancelOrder, Contract, OrderSubmitted, PaymentNotification, RetryDeferred
@@ -107,6 +108,11 @@ def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeRe
         # Nothing is half-done that handling the message again cannot finish: again later, not at once
         # (submission/store_outage.py: an outage would use up the deliveries in seconds).
         result = retry_later(ctx, message, contract.type, str(exc))  # type: ignore[attr-defined]
+    except ReceiveError as exc:
+        # A deferred message it fetches could not be fetched (the app's identity refused for a while: a token the
+        # credential could not get, a role propagating; a lost connection): nothing fetched or settled by it, so
+        # again later, as a store failure, not redelivered at once until dead-lettered in seconds.
+        result = retry_later(ctx, message, contract.type, str(exc), store_down=False)  # type: ignore[attr-defined]
     except SendError as exc:
         # Service Bus itself is failing (a copy could not be sent either): abandon, Service Bus retries.
         log.warning("%s %s: %s; abandoning for redelivery", contract.type, message.message_id, exc)  # type: ignore[attr-defined]

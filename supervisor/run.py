@@ -22,6 +22,7 @@ from supervisor.compensation_rounds import (
 from supervisor.outage import alert_outages
 from supervisor.owed import deliver_due
 from supervisor.recovery import RecoveryAction, recover
+from supervisor.refused import watch_refusal
 from supervisor.scan import ScanResult, ScanState, scan_expired
 from supervisor.unmapped import alert_unmapped
 
@@ -111,6 +112,8 @@ def run_supervisor(
     scan = due.scan
     known = statuses or {}
     alert_unmapped(ctx, scan.unmapped, "expired attempts")  # skipped, not silent; never raises
+    # the store refusing the app's identity for good pages, though each run takes it for a blip; never raises
+    watch_refusal(ctx, state.refusal, scan.refused, answered=scan.pages > 0 or not scan.interrupted)
     counts = dict.fromkeys(RecoveryAction, 0)
     failed = 0
     to_terminate: list[str] = []

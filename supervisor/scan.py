@@ -32,12 +32,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from adapters.cosmos.errors import StoreUnavailable
+from adapters.cosmos.errors import StoreRefused, StoreUnavailable
 from adapters.cosmos.state_store import Page, SeekKey, Unmapped
 from domain.records import StateRecord
 from domain.states import ProcessState
 from observability.events import app_event
 from settings import Settings
+from supervisor.refused import Refusal
 
 
 class ExpiredPages(Protocol):
@@ -74,6 +75,7 @@ class ScanState:
     catch_up_due: bool = True  # the first scan of a process is a catch-up
     # where the sweep of owed notifications goes on, per failure state (``supervisor.owed.deliver_due``)
     owed: dict[ProcessState, ScanCursor] = field(default_factory=dict)
+    refusal: Refusal = field(default_factory=Refusal)  # since when the store refuses the app (``supervisor.refused``)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class ScanResult:
     interrupted: bool = False  # the store failed mid-scan; the cursor is kept for the next run
     charges: list[float] = field(default_factory=list)
     unmapped: list[Unmapped] = field(default_factory=list)  # documents skipped: they do not map to a record
+    refused: str | None = None  # interrupted by Cosmos DB refusing the app's identity (``StoreRefused``): why
 
 
 def _start_or_resume(state: ScanState, settings: Settings, now: datetime) -> tuple[ScanCursor | None, bool]:
@@ -117,6 +120,7 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
     charges: list[float] = []
     finished = False
     interrupted = False
+    refused: str | None = None
     while len(records) + len(unmapped) < budget:
         size = min(settings.supervisor_page_size, budget - len(records) - len(unmapped))
         try:
@@ -126,6 +130,7 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
                 "SupervisorScanInterrupted", f"supervisor scan interrupted: {exc}", logging.WARNING, catchUp=catch_up
             )
             interrupted = True
+            refused = str(exc) if isinstance(exc, StoreRefused) else None
             break
         except Exception:
             # Anything else (e.g. a query the service refuses) must not wedge every later run on the
@@ -173,5 +178,6 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
         finished=finished,
         interrupted=interrupted,
         charges=charges,
+        refused=refused,
         unmapped=unmapped,
     )

@@ -19,6 +19,14 @@ if TYPE_CHECKING:
 # learn.microsoft.com/azure/cosmos-db/nosql/troubleshoot-not-found).
 READ_SESSION_NOT_AVAILABLE = 1002
 
+# The 403 substatus of a principal without a data role on the account (Azure's "Request blocked by Auth: principal
+# [...] does not have required RBAC permissions"): the app's role assignment still propagating after a deployment
+# (Azure RBAC documents up to about 10 minutes), or removed. Without a substatus, a 403 is the account's firewall
+# (its network rules take up to 15 minutes to apply: learn.microsoft.com/azure/cosmos-db/troubleshoot-forbidden).
+# Other 403s are not access refused: 1014 a partition key full, 5300 a metadata write (the Bicep's); 3 and 1008
+# (a write region moved, the account's endpoint) the SDK handles itself.
+PRINCIPAL_NOT_AUTHORIZED = 5301
+
 
 class StoreError(Exception):
     """Base of the state store's errors."""
@@ -37,6 +45,14 @@ class StoreOutcomeUnknown(StoreUnavailable):
     carried out (Cosmos DB returns 503 only for a request it did not process, 410 for one whose partition moved).
     Only a caller whose next step depends on whether the write landed needs the difference
     (``submission/payments.py``)."""
+
+
+class StoreRefused(StoreUnavailable):
+    """Cosmos DB refused the app's identity: a 401 (a token it does not take: expired, another audience or tenant) or
+    a 403 of access (``PRINCIPAL_NOT_AUTHORIZED``, or the firewall's). Nothing was carried out. Handled as the store
+    unavailable for a bounded time, because a role assignment propagating is exactly that (an ``orders`` message is
+    sent again for later, an activity fails and is retried); the supervisor alerts ``StoreAccessRefused`` once its
+    own scans have been refused for ``supervisor.refused.REFUSED_ALERT_AFTER`` (docs/deploy.md)."""
 
 
 class StaleRead(StoreUnavailable):
@@ -69,8 +85,8 @@ def mapped_errors(item: str | None = None) -> Iterator[None]:
     """Cosmos SDK errors as store errors: 412 ``EtagMismatch``, 409 ``AlreadyExists``; throttling and
     unavailability ``StoreUnavailable``; a 404/1002 (a replica behind the session's writes) ``StaleRead``;
     timeouts, 500 and lost or cut answers ``StoreOutcomeUnknown``; no token from the credential (the managed
-    identity) ``StoreUnavailable``; 413 ``ItemTooLarge`` (logged, naming ``item``: the
-    id of the document written); anything else unchanged."""
+    identity) ``StoreUnavailable``; the identity refused (401, 403 of access) ``StoreRefused``; 413 ``ItemTooLarge``
+    (logged, naming ``item``: the id of the document written); anything else unchanged."""
     from azure.core.exceptions import (
         ClientAuthenticationError,
         IncompleteReadError,
@@ -90,6 +106,11 @@ def mapped_errors(item: str | None = None) -> Iterator[None]:
             raise StaleRead(f"Cosmos DB 404/1002, read session not available: {exc.message}") from exc
         if exc.status_code in (408, 500):
             raise StoreOutcomeUnknown(f"Cosmos DB {exc.status_code}: {exc.message}") from exc
+        if exc.status_code == 401 or (exc.status_code == 403 and exc.sub_status in (None, 0, PRINCIPAL_NOT_AUTHORIZED)):
+            raise StoreRefused(
+                f"Cosmos DB {exc.status_code}/{exc.sub_status or 0}, the app's identity refused: "
+                f"{' '.join(str(exc.message).split())[:300]}"
+            ) from exc
         if exc.status_code in (410, 429, 449, 503):  # 410: the partition moved (the SDK retries only a query's)
             raise StoreUnavailable(f"Cosmos DB {exc.status_code}: {exc.message}") from exc
         if exc.status_code == 413:

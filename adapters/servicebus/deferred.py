@@ -12,6 +12,15 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 
+class ReceiveError(Exception):
+    """A fetch by sequence number or a peek that Service Bus did not answer (after the SDK's retries): the app's
+    identity refused (no token from the credential, a token the namespace does not take, no role on the queue), the
+    connection lost, a timeout. Nothing was fetched or settled by it. Not a ``SendError``: the callers that look
+    for deferred messages on the side log it and leave them to the peek sweep, as before; the ``orders`` handler
+    that fetches one for its own work (``RetryDeferred``) handles its message again later
+    (``submission.store_outage``)."""
+
+
 class DeferredReceiver(Protocol):
     def receive_deferred(self, sequence_numbers: Sequence[int]) -> list[Any]:
         """The deferred messages with these sequence numbers, locked to this receiver. A number that

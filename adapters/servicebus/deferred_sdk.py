@@ -16,6 +16,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from typing import TYPE_CHECKING, Any
 
+from adapters.servicebus.deferred import ReceiveError
+from adapters.servicebus.sender import identity_failure
 from settings import SEND_TIMEOUT
 
 if TYPE_CHECKING:
@@ -34,6 +36,21 @@ REQUEST_TIMEOUT_SECONDS = SEND_TIMEOUT.total_seconds()
 FIRST_SEQUENCE_NUMBER = 1
 
 
+@contextmanager
+def _received(what: str) -> Iterator[None]:
+    """The SDK's errors of a fetch or a peek (after its retries) as ``ReceiveError``, saying what they say of the
+    app's identity (no token, a token not taken) when they do. ``MessageNotFoundError`` is the caller's."""
+    from azure.core.exceptions import ClientAuthenticationError
+    from azure.servicebus.exceptions import MessageNotFoundError, ServiceBusError
+
+    try:
+        yield
+    except MessageNotFoundError:
+        raise
+    except (ServiceBusError, ClientAuthenticationError) as exc:
+        raise ReceiveError(f"{what} failed: {identity_failure(exc) or exc}") from exc
+
+
 class SdkDeferredReceiver:
     def __init__(self, receiver: ServiceBusReceiver) -> None:
         self._r = receiver
@@ -44,26 +61,30 @@ class SdkDeferredReceiver:
         numbers = list(dict.fromkeys(sequence_numbers))
         if not numbers:
             return []
-        try:
-            return list(self._r.receive_deferred_messages(numbers, timeout=REQUEST_TIMEOUT_SECONDS))
-        except MessageNotFoundError:
-            if len(numbers) == 1:
-                return []
-        found: list[Any] = []
-        for number in numbers:
+        with _received(f"fetching deferred messages {numbers[:5]} of {getattr(self._r, 'entity_path', None)!r}"):
             try:
-                found.extend(self._r.receive_deferred_messages([number], timeout=REQUEST_TIMEOUT_SECONDS))
+                return list(self._r.receive_deferred_messages(numbers, timeout=REQUEST_TIMEOUT_SECONDS))
             except MessageNotFoundError:
-                log.info("deferred message %s is not on the queue", number)
-        return found
+                if len(numbers) == 1:
+                    return []
+            found: list[Any] = []
+            for number in numbers:
+                try:
+                    found.extend(self._r.receive_deferred_messages([number], timeout=REQUEST_TIMEOUT_SECONDS))
+                except MessageNotFoundError:
+                    log.info("deferred message %s is not on the queue", number)
+            return found
 
     def peek(self, max_count: int, from_sequence_number: int = 0) -> list[Any]:
         # Always a sequence number: without one (or with 0) the SDK goes on after the last message this
         # receiver peeked, not from the beginning.
         start = max(from_sequence_number, FIRST_SEQUENCE_NUMBER)
-        return list(
-            self._r.peek_messages(max_message_count=max_count, sequence_number=start, timeout=REQUEST_TIMEOUT_SECONDS)
-        )
+        with _received(f"peeking {getattr(self._r, 'entity_path', None)!r} from #{start}"):
+            return list(
+                self._r.peek_messages(
+                    max_message_count=max_count, sequence_number=start, timeout=REQUEST_TIMEOUT_SECONDS
+                )
+            )
 
     def complete(self, message: Any) -> None:
         self._r.complete_message(message)

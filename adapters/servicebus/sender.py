@@ -88,6 +88,34 @@ IDLE_SENDERS_PER_QUEUE = 4
 IDLE_SENDERS = 16
 
 
+def identity_failure(exc: Exception) -> str | None:
+    """What an error of the SDK says of the app's identity, or None when it is about something else: no token from
+    the credential (the SDK's "Handler failed" around azure-core's ``ClientAuthenticationError``), or a token the
+    namespace did not take (``ServiceBusAuthenticationError``: its put-token answer)."""
+    from azure.core.exceptions import ClientAuthenticationError
+    from azure.servicebus.exceptions import ServiceBusAuthenticationError
+
+    if isinstance(exc, ServiceBusAuthenticationError):
+        return f"Service Bus did not take the app's token ({_refusal(exc)})"
+    inner = exc if isinstance(exc, ClientAuthenticationError) else getattr(exc, "inner_exception", None)
+    if isinstance(inner, ClientAuthenticationError):
+        return (
+            f"no token from the app's credential (the managed identity endpoint): {' '.join(str(inner).split())[:300]}"
+        )
+    return None
+
+
+def _refusal(exc: Exception) -> str:
+    """What the namespace answered the CBS put-token with: pyamqp's ``TokenAuthFailure`` (its status and reason)
+    inside the SDK's error, else the error's own text."""
+    failure = getattr(exc, "inner_exception", None)
+    status, reason = getattr(failure, "status_code", None), getattr(failure, "status_description", None)
+    if status is None:
+        return str(exc)
+    text = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+    return f"put-token answered {status}: {text}"
+
+
 class SdkMessageSender:
     """``MessageSender`` over ``azure.servicebus.ServiceBusClient``.
 
@@ -184,17 +212,15 @@ class SdkMessageSender:
             self._send_alone(queue, sb_message)
         except MessageSizeExceededError as exc:
             raise MessageRejected(f"message {message.message_id!r} for {queue!r} refused: {exc}") from exc
-        except (
-            MessagingEntityNotFoundError,
-            MessagingEntityDisabledError,
-            ServiceBusAuthorizationError,
-            ClientAuthenticationError,
-        ) as exc:
+        except (MessagingEntityNotFoundError, MessagingEntityDisabledError, ServiceBusAuthorizationError) as exc:
             # Missing, disabled by its owner (the SDK counts that retryable: its retries are spent by now), or
-            # this app may not send to it (no Data Sender role on that queue).
+            # this app may not send to it (no Data Sender role on that queue: amqp:unauthorized-access at the attach).
             raise QueueNotFound(f"cannot send to queue {queue!r}: {exc}") from exc
-        except ServiceBusError as exc:
-            raise SendError(f"send to {queue!r} failed: {exc}") from exc
+        except (ServiceBusError, ClientAuthenticationError) as exc:
+            # The namespace not taking the identity's token (the CBS put-token answered 401: another audience or
+            # tenant, expired) or no token from the credential: every queue alike, and a token renewed may be taken.
+            # Transient, and said (the SDK's own text was "amqp:client-error", or "Handler failed").
+            raise SendError(f"send to {queue!r} failed: {identity_failure(exc) or exc}") from exc
 
     def close(self) -> None:
         with self._lock:

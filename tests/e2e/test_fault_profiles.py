@@ -182,6 +182,17 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
         and "MaxDeliveryCountExceeded" not in reasons(r)
         and "UnknownOrder" not in reasons(r)
     ),
+    # Cosmos DB refusing the app's identity (403/5301) for 25 minutes from the start: a role assignment slower than
+    # RBAC documents, or removed and given back. Every order waits it out (its messages handled again later, as in an
+    # outage), none dead-lettered for it, none escalated, and the refusal pages once (StoreAccessRefused, past 20
+    # minutes), not once per run or per order
+    "cosmos-role-propagating": lambda r: (
+        r["injected_faults"].get("cosmos_refused", 0) > 50
+        and states(r).get("Processed", 0) + states(r).get("Compensated", 0) == 100
+        and r["recoveries"]["escalations"] == 0
+        and r["alerts"].get("StoreAccessRefused") == 1
+        and "MaxDeliveryCountExceeded" not in reasons(r)
+    ),
     # issue 11, part B
     "status-queue-refusing": lambda r: (
         r["injected_faults"].get("status_sends_refused", 0) > 50 and states(r).get("Error", 0) == 0

@@ -11,10 +11,8 @@ credential code of ``adapters/cosmos/client.py`` and ``adapters/servicebus/clien
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,37 +20,15 @@ import pytest
 from domain import transitions
 from localrun.cosmos_server import CosmosServer
 from settings import Settings
+from tests.identity.conftest import APP_IDENTITY
 from tests.identity.endpoint import IdentityEndpoint
 
 pytestmark = pytest.mark.cosmos
 
-APP_IDENTITY = "3f2504e0-4f89-11d3-9a0c-0305e82c3301"  # the user-assigned identity's client id (not a secret)
 OTHER_IDENTITY = "9b2e0a4c-1111-4e5f-8a9b-0c1d2e3f4a5b"
 COSMOS_AUDIENCE = "https://127.0.0.1"  # the account's own scope, as the SDK asks for it (https://<host>/.default)
 # The SDK asks for https://servicebus.azure.net//.default (its JWT_TOKEN_SCOPE), a resource with its trailing slash.
 SERVICE_BUS_AUDIENCE = "https://servicebus.azure.net/"
-
-
-@pytest.fixture(scope="module")
-def entra_cosmos() -> Iterator[CosmosServer]:
-    """A Cosmos DB server of its own (the session's takes keys): the database and containers created first with
-    the key, as the Bicep creates them through Azure Resource Manager; then Entra ID only."""
-    from adapters.cosmos.client import ensure_database
-
-    with CosmosServer() as server:
-        with server.client() as client:  # closed: its background requests, signed with the key, stop
-            ensure_database(client, "scheduler")
-        # ... once the endpoint refresh it may have started ends: closing the client does not wait for that thread
-        for thread in threading.enumerate():
-            if thread.name == "cosmos-endpoint-refresh":
-                thread.join(timeout=30)
-        yield server
-
-
-@pytest.fixture
-def identity(monkeypatch: pytest.MonkeyPatch) -> Iterator[IdentityEndpoint]:
-    with IdentityEndpoint([APP_IDENTITY]) as endpoint:
-        yield endpoint.install(monkeypatch)
 
 
 def azure_settings(server: CosmosServer, **changed: str) -> Settings:
@@ -150,22 +126,26 @@ def test_an_identity_without_the_data_role_is_refused_as_azure_refuses_it(
     production_wiring: Any, monkeypatch: pytest.MonkeyPatch, entra_cosmos: CosmosServer
 ) -> None:
     """The server's check is not a formality: a token of another identity (one the role was not given to) is a
-    403, and a key a 401."""
+    403, and a key a 401; the stores raise both as ``StoreRefused`` (tests/identity/test_redteam_refused.py)."""
     from azure.cosmos.exceptions import CosmosHttpResponseError
+
+    from adapters.cosmos.errors import StoreRefused
 
     with IdentityEndpoint([APP_IDENTITY, OTHER_IDENTITY]) as endpoint:
         endpoint.install(monkeypatch)
         entra_cosmos.set_auth([APP_IDENTITY], [COSMOS_AUDIENCE])
         try:
-            with pytest.raises(CosmosHttpResponseError) as by_other:
+            with pytest.raises(StoreRefused) as by_other:
                 ctx = production_wiring(azure_settings(entra_cosmos, AZURE_CLIENT_ID=OTHER_IDENTITY))
                 use_the_stores(ctx, orders=1)
-            with pytest.raises(CosmosHttpResponseError) as by_key:
+            with pytest.raises(StoreRefused) as by_key:
                 use_the_stores(production_wiring(azure_settings(entra_cosmos, COSMOS_KEY=entra_cosmos.key)), 1)
         finally:
             entra_cosmos.set_auth(None)
 
-    assert by_other.value.status_code == 403 and by_key.value.status_code == 401
+    causes = [by_other.value.__cause__, by_key.value.__cause__]
+    assert all(isinstance(cause, CosmosHttpResponseError) for cause in causes)
+    assert [cause.status_code for cause in causes] == [403, 401]  # type: ignore[union-attr]
 
 
 def test_the_service_bus_client_fetches_its_token_with_the_identity(

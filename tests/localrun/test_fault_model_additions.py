@@ -178,3 +178,27 @@ def test_a_profile_cannot_point_the_run_at_a_real_remote_service() -> None:
     with pytest.raises(ProfileError, match=r"settings\.PAYMENT_SERVICE_URL"):
         Profile.parse({"settings": {"PAYMENT_SERVICE_URL": "http://127.0.0.1:9/pay"}})
     assert Profile.parse({"settings": {"PAYMENT_SERVICE_URL": ""}}).settings == {"PAYMENT_SERVICE_URL": ""}
+
+
+def test_a_cosmos_refusal_window_refuses_the_identity_and_is_a_store_refusal():
+    """``"refused": true``: the window refuses as ``mapped_errors`` raises Azure's 403/5301 (``StoreRefused``, a
+    ``StoreUnavailable``); a remote service's outage takes no such key."""
+    from adapters.clock import ManualClock
+    from adapters.cosmos.errors import StoreRefused
+
+    profile = Profile.parse(
+        {"cosmos": {"outages": [{"start_s": 10, "duration_s": 20, "refused": True}, {"start_s": 50, "duration_s": 5}]}}
+    )
+    assert profile.cosmos_refusals == ((10.0, 20.0),) and profile.cosmos_outages == ((50.0, 5.0),)
+    clock = ManualClock()
+    origin = clock.now()
+    audit = Audit()
+    faults = CosmosFaults(profile, random.Random(1), audit, clock)
+    clock.set(origin + timedelta(seconds=15))
+    with pytest.raises(StoreRefused, match="403/5301"):
+        faults.maybe_fail("read")
+    assert audit.injected["cosmos_refused"] == 1 and audit.injected["cosmos_outage"] == 0
+    with pytest.raises(ProfileError, match="refused"):
+        Profile.parse({"cosmos": {"outages": [{"start_s": 1, "duration_s": 5, "refused": "yes"}]}})
+    with pytest.raises(ProfileError, match=r"remote\.payment\.outages"):
+        Profile.parse({"remote": {"payment": {"outages": [{"start_s": 1, "duration_s": 5, "refused": True}]}}})
