@@ -1,6 +1,7 @@
 """One page per problem, not per occurrence: the operator alerts whose repeats would page for the same problem
 (``NotificationsStuck`` of a reply queue that stays broken, an owed alert sent again because its record cannot be
-marked delivered, the same conflicting order data sent again and again) are held back while their problem lasts.
+marked delivered, the same conflicting order data sent again and again, state documents broken the
+same way) are held back while their problem lasts.
 
 The raiser names the problem (a key) and asks ``already_paged`` before it raises the alert: False (raise it) when
 the problem has no mark, when it was over (not seen for ``domain.alert_marks.ENDED_AFTER``), when its daily
