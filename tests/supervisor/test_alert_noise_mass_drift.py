@@ -121,3 +121,25 @@ def test_a_mass_schema_drift_pages_once_and_a_different_break_pages_at_once(
     assert len(pages) == 2, pages
     bodies = [json.loads(m.body) for q, m in sender.sent if q == OPERATOR_ALERTS_QUEUE]
     assert not [b for b in bodies if b["kind"] == "UnreadableRecord" and b.get("orderId")]  # the problem's, not one's
+
+
+def test_a_problem_first_met_outside_its_hours_first_window_pages_in_that_run(
+    make_ctx: MakeContext, states: CosmosStateStore, clock: ManualClock, cosmos_db: Any
+) -> None:
+    """A problem is looked at in the first 10 minutes of each hour since its documents' earliest ``completeBy``; a
+    document of a large owed backlog is met a page a run, rarely then. One that never paged pages in the run that
+    meets it (its mark read finds none); before, it waited for a run that met it in such a window (with 5,000 owed
+    documents, none in three hours)."""
+    from domain.timefmt import to_text
+
+    ctx = make_ctx()
+    sender = ctx.sender
+    assert isinstance(sender, RecordingSender)
+    _failed(states, clock, "o-late", "client-a")
+    _broken(cosmos_db, "o-late", failureCount="x", completeBy=to_text(clock.now() - timedelta(minutes=30)))
+    run_supervisor(ctx, ScanState())
+    assert [a["details"]["documents"] for a in _alerts(sender, "UnreadableRecord")] == [["o-late"]]
+    for _ in range(30):  # and once only, in its windows too
+        clock.advance(timedelta(minutes=2))
+        run_supervisor(ctx, ScanState())
+    assert len(_alerts(sender, "UnreadableRecord")) == 1
