@@ -138,7 +138,7 @@ def test_a_problem_first_met_outside_its_hours_first_window_pages_in_that_run(
     _failed(states, clock, "o-late", "client-a")
     _broken(cosmos_db, "o-late", failureCount="x", completeBy=to_text(clock.now() - timedelta(minutes=30)))
     run_supervisor(ctx, ScanState())
-    assert [a["details"]["documents"] for a in _alerts(sender, "UnreadableRecord")] == [["o-late"]]
+    assert [a["details"]["documents"] for a in _alerts(sender, "UnreadableRecord")] == [["o-late"]]  # type: ignore[index]
     for _ in range(30):  # and once only, in its windows too
         clock.advance(timedelta(minutes=2))
         run_supervisor(ctx, ScanState())
