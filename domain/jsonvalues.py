@@ -5,6 +5,7 @@ the containers' readers add the key or index to the path of a bad value inside t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, get_args
@@ -15,15 +16,25 @@ type Read = Callable[[Any], Any]
 
 
 class Invalid(Exception):
-    """A bad value, with the path to it built while it propagates out of the nested readers."""
+    """A bad value, with the path to it built while it propagates out of the nested readers. ``shape``: the same
+    path with a list's index and a map's key as ``*`` (``history.*.at``, not ``history.17.at``): where in the
+    schema the value is bad, the same for every document broken the same way."""
 
-    def __init__(self, problem: str, path: tuple[str, ...] = ()) -> None:
+    def __init__(self, problem: str, path: tuple[str, ...] = (), shape: tuple[str, ...] | None = None) -> None:
         super().__init__(problem)
         self.problem = problem
         self.path = path
+        self.shape = path if shape is None else shape
 
-    def under(self, part: str) -> Invalid:
-        return Invalid(self.problem, (part, *self.path))
+    def under(self, part: str, *, entry: bool = False) -> Invalid:
+        """The same problem one level up, under the key (or, ``entry``, the list index or map key) ``part``."""
+        return Invalid(self.problem, (part, *self.path), ("*" if entry else part, *self.shape))
+
+
+def problem_kind(problem: str) -> str:
+    """What an ``Invalid`` problem says without the value it met (``expected an integer``, ``missing``, ``not a
+    timestamp``): every problem here names the value after ``, got `` or in a parenthesis or after a colon."""
+    return re.split(r", got |\s\(|: ", problem, maxsplit=1)[0]
 
 
 def camel(name: str) -> str:
@@ -54,7 +65,7 @@ def list_of(read: Read) -> Read:
             try:
                 items.append(read(item))
             except Invalid as exc:
-                raise exc.under(str(index)) from None
+                raise exc.under(str(index), entry=True) from None
         return items
 
     return read_list
@@ -71,7 +82,7 @@ def dict_of(read: Read) -> Read:
             try:
                 entries[key] = read(item)
             except Invalid as exc:
-                raise exc.under(key) from None
+                raise exc.under(key, entry=True) from None
         return entries
 
     return read_dict

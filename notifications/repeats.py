@@ -1,6 +1,7 @@
 """One page per problem, not per occurrence: the operator alerts whose repeats would page for the same problem
 (``NotificationsStuck`` of a reply queue that stays broken, an owed alert sent again because its record cannot be
-marked delivered, the same conflicting order data sent again and again) are held back while their problem lasts.
+marked delivered, the same conflicting order data or the same refused order sent again and again, state documents
+broken the same way) are held back while their problem lasts.
 
 The raiser names the problem (a key) and asks ``already_paged`` before it raises the alert: False (raise it) when
 the problem has no mark, when it was over (not seen for ``domain.alert_marks.ENDED_AFTER``), when its daily
@@ -13,7 +14,8 @@ is marked only when its record cannot be). Marks are documents in the ``state`` 
 (``adapters/cosmos/alert_mark_store.py``): they survive restarts and are shared by every instance; two instances
 that both find no mark (none yet, or expired) both raise: under the same alert id where the id is the problem's
 (duplicate detection and the log alert rule's alertId dimension make that one page), but ``StatusUndelivered``'s
-id is its order's status: two orders of one queue given up on at once page once each."""
+id is its order's status: two orders of one queue given up on at once page once each; and ``OrderRejected``'s names
+the refused message: two messages of one refused content handled at once page once each."""
 
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ from domain.deferral import DeferralDocument
 from domain.errors import IllegalTransition
 from domain.records import RECEIVED_OWED, HistoryEntry, StateRecord
 from domain.states import TERMINAL_STATES, ProcessState
-from notifications.alerts import OwedAlert, raise_alert_or_owe
+from notifications.alerts import OwedAlert
 from notifications.received import owe_received
 from notifications.repeats import raise_once_per_problem
 from notifications.status import OwedStatus, publish_status_or_owe
@@ -209,7 +209,7 @@ def _conflicting(ctx: AppContext, order: OrderSubmitted, now: datetime) -> Intak
     too; the dead-letter watch still logs every message. The mark is written only for an alert sent here: one owed
     to the courier is raised again by the redelivery if its hand-over fails."""
     description = f"order {order.order_id} exists with different data; the stored order is kept unchanged"
-    digest = hashlib.sha256(json.dumps(order.order_document(), sort_keys=True).encode("utf-8")).hexdigest()[:32]
+    digest = _content_digest(order)
     owed: list[OwedAlert] = []  # a failed send goes to the alert courier, not back to Service Bus
     raise_once_per_problem(
         ctx.alert_marks,
@@ -226,8 +226,11 @@ def _conflicting(ctx: AppContext, order: OrderSubmitted, now: datetime) -> Intak
     return IntakeResult(Settlement.deadletter("ConflictingOrderData", description), alerts=tuple(owed))
 
 
-def _owed(alert: OwedAlert | None) -> tuple[OwedAlert, ...]:
-    return (alert,) if alert else ()
+def _content_digest(order: OrderSubmitted, *also: str) -> str:
+    """A digest of the order as it would be stored (and of ``also``): the same for every message carrying the same
+    content, whatever its MessageId and sequence number."""
+    text = json.dumps([order.order_document(), *also], sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 def _reject(
@@ -253,17 +256,19 @@ def _reject(
        submission speaks for the order);
     2. ``Rejected`` to the submitter (a failed send goes to the courier, which tells it only while the refusal
        stands: a state record written meanwhile, another submission of the order accepted, ends it untold);
-    3. the ``OrderRejected`` alert (a failed send goes to the alert courier, ``deliver_alert_v1``, which the
-       trigger hands it to before it settles the message: a hand-over that fails fails the trigger, and the
+    3. the ``OrderRejected`` alert, once per order and refused content while the refusals go on (an alert mark:
+       repeats are held, ``AlertRepeatHeld``; a failed send goes to the alert courier, ``deliver_alert_v1``, which
+       the trigger hands it to before it settles the message: a hand-over that fails fails the trigger, and the
        redelivery finishes the refusal again), and the message is completed.
 
     Once the mark is written, whatever handles the same message again (a redelivery after a failure or a
     lost lock, a store-retry copy) finds it (``submit_order``, ``finishing``) and goes through the same
     steps instead of being judged afresh: the same writes, the same alert id and status MessageId (Service
     Bus's duplicate detection collapses the repeats). Another submission of the order is judged afresh,
-    and a refusal of it is told under ids of its own: both ids name the refused message by its sequence
-    number as sent (``refusal_variant``), so a second refusal within the 10 minutes of duplicate detection is
-    not taken for the first.
+    and its ``Rejected`` is told under an id of its own: it names the refused message by its sequence number
+    as sent (``refusal_variant``), so a second refusal within the 10 minutes of duplicate detection is not
+    taken for the first. Its alert is named the same way, but raised only for a problem not paged yet: the same
+    content refused again while the refusals go on is held (``AlertRepeatHeld``), another content is alerted.
     ``write=False``: a refused message handled again after another submission of the order was accepted
     (or refused) since: only told again, nothing written (the refusal it had must not return)."""
     sent_as = original_sequence(message)
@@ -294,9 +299,19 @@ def _reject(
     )
     # A failed send goes to the alert courier, on durable timers, and the message is completed: abandoned (or
     # copied, whose send failed too) on each failure, Service Bus failing five deliveries in a row dead-lettered
-    # it MaxDeliveryCountExceeded, the refusal written and told but never alerted.
-    alert = raise_alert_or_owe(
+    # it MaxDeliveryCountExceeded, the refusal written and told but never alerted. One alert per order and refused
+    # content (and reason), not per message: a producer re-sending the same refused order every minute paged every
+    # minute (each message's sequence number was the alert's id: 182 pages in three hours); its repeats are held
+    # (an alert mark, ``notifications/repeats.py``), the submitter still told each time above. Marked only when the
+    # alert was sent here, as ``_conflicting``'s: one owed to the courier is raised again by the redelivery.
+    reason = f"MAX_PENDING={ctx.settings.max_pending}"
+    digest = _content_digest(order, reason)
+    alerts: list[OwedAlert] = []
+    raise_once_per_problem(
+        ctx.alert_marks,
         ctx.sender,
+        f"OrderRejected:{order.order_id}:{digest}",
+        owed=alerts,
         kind="OrderRejected",
         summary=f"order {order.order_id} rejected: {ctx.settings.max_pending} orders pending (MAX_PENDING)",
         at=now,
@@ -305,14 +320,15 @@ def _reject(
         discriminator="" if sent_as is None else sent_as,
         details={} if sent_as is None else {"sequenceNumber": sent_as},
     )
-    return IntakeResult(Settlement.complete(), owed=(status_owed,) if status_owed else (), alerts=_owed(alert))
+    return IntakeResult(Settlement.complete(), owed=(status_owed,) if status_owed else (), alerts=tuple(alerts))
 
 
 def refusal_variant(sent_as: int | None) -> str | None:
     """What tells one refusal's ``Rejected`` from another's (``publish_status``'s ``variant``): the refused
     message's sequence number as its sender sent it (``original_sequence``: the same on its redelivery and
     on every copy of it, another on any other message). The ``OrderRejected`` alert's discriminator is the
-    same number. None (a message without a sequence number: never from Service Bus): the order's one id."""
+    same number (the alert is raised once per refused content, its repeats held). None (a message without a
+    sequence number: never from Service Bus): the order's one id."""
     return None if sent_as is None else str(sent_as)
 
 

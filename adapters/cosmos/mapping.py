@@ -37,6 +37,7 @@ from domain.jsonvalues import (
     list_of,
     optional,
     optional_of,
+    problem_kind,
     shown,
     text,
     timestamp,
@@ -57,14 +58,23 @@ class Record(Protocol):
 
 class DocumentError(ValueError):
     """A document that is not a valid record of its kind. ``field`` is the path of the first bad value
-    in document keys (``steps.charge-payment.startedAt``; empty: the document itself)."""
+    in document keys (``steps.charge-payment.startedAt``; empty: the document itself); ``shape`` the same path
+    with list indices and map keys as ``*`` (``steps.*.startedAt``: ``Invalid.shape``)."""
 
-    def __init__(self, kind: str, field: str, problem: str) -> None:
+    def __init__(self, kind: str, field: str, problem: str, shape: str | None = None) -> None:
         self.kind = kind
         self.field = field
         self.problem = problem
+        self.shape = field if shape is None else shape
         where = f"field {field}" if field else "the document"
         super().__init__(f"invalid {kind} document: {where}: {problem}")
+
+    @property
+    def signature(self) -> str:
+        """How the document is broken, the same for every document broken the same way: its kind, where in the
+        schema and what was expected (``StateRecord:failureCount:expected an integer``), never the value met,
+        the document's id, a list index or a map key (``problem_kind``, ``shape``)."""
+        return f"{self.kind}:{self.shape or '-'}:{problem_kind(self.problem)}"
 
 
 type _Write = Callable[[Any], Any] | None
@@ -150,7 +160,7 @@ def from_document[R: Record](kind: type[R], doc: Mapping[str, Any]) -> R:
     try:
         return _read_record(kind, doc)  # type: ignore[no-any-return]
     except Invalid as exc:
-        raise DocumentError(kind.__name__, ".".join(exc.path), exc.problem) from None
+        raise DocumentError(kind.__name__, ".".join(exc.path), exc.problem, ".".join(exc.shape)) from None
 
 
 def _read_record(kind: type[Any], doc: Any) -> Any:

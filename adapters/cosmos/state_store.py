@@ -29,6 +29,7 @@ from adapters.cosmos.errors import (
     mapped_errors,
     read_or_none,
 )
+from adapters.cosmos.mapping import DocumentError
 from domain.errors import FencingLost, IllegalTransition, WriteAlreadyMade
 from domain.ids import instance_number
 from domain.records import StateRecord
@@ -53,6 +54,15 @@ class Unmapped:
     doc_id: str
     error: str  # the mapping error (``DocumentError``: the field and the problem), cut to 500 characters
     due_at: datetime | None  # its ``completeBy`` (what the query selected it by), if that reads as a timestamp
+    # how it is broken, the same for every document broken the same way (``unmapped_signature``)
+    signature: str = ""
+
+
+def unmapped_signature(exc: Exception) -> str:
+    """The signature of a mapping error: ``DocumentError.signature`` (the record kind, the field's place in the
+    schema, what was expected), else the error's type alone (its text may hold the document's values)."""
+    signature = exc.signature if isinstance(exc, DocumentError) else type(exc).__name__
+    return carriable(signature)[:200]
 
 
 @dataclass(frozen=True)
@@ -98,7 +108,8 @@ def map_each(
         except Exception as exc:  # isolation: whatever a document holds, the page goes on
             doc_id = carriable(str(doc.get("id") if isinstance(doc, dict) else doc))[:200]
             error = carriable(f"{type(exc).__name__}: {exc}")[:500]
-            unmapped.append(Unmapped(doc_id, error, _due_at(doc)))
+            signature = unmapped_signature(exc)
+            unmapped.append(Unmapped(doc_id, error, _due_at(doc), signature))
             if not log_skipped:
                 continue
             app_event(
@@ -108,6 +119,7 @@ def map_each(
                 orderId=doc_id,
                 query=query,
                 error=type(exc).__name__,
+                signature=signature,
             )
     return records, unmapped
 

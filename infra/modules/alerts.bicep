@@ -258,7 +258,7 @@ resource supervisorFailing 'Microsoft.Insights/scheduledQueryRules@2022-06-15' =
   kind: 'LogAlert'
   properties: {
     displayName: 'Supervisor phase failed or state document skipped'
-    description: 'A supervisor run failed a phase (SupervisorPhaseFailed) or skipped a state document that does not map (UnmappedDocument): expired attempts, compensations or owed notifications may not be handled. Read the phase, orderId and error fields of the events.'
+    description: 'A supervisor run failed a phase (SupervisorPhaseFailed) or skipped state documents that do not map (UnmappedDocument, one alert per query and signature: the documents broken the same way): expired attempts, compensations or owed notifications may not be handled. Read the phase, query, signature, orderId and error fields of the events.'
     severity: 2
     enabled: true
     evaluationFrequency: 'PT15M'
@@ -271,8 +271,11 @@ resource supervisorFailing 'Microsoft.Insights/scheduledQueryRules@2022-06-15' =
     criteria: {
       allOf: [
         {
-          // one alert per event, phase and order: a phase failing every run pages once, a second document pages too
-          query: 'AppTraces | where tostring(Properties.event) in ("SupervisorPhaseFailed", "UnmappedDocument") | extend eventName = tostring(Properties.event), phase = coalesce(tostring(Properties.phase), "-"), orderId = coalesce(tostring(Properties.orderId), "-")'
+          // one alert per event, phase and subject: a phase failing every run pages once; a skipped document's phase
+          // is its query and its subject how it is broken (signature, adapters/cosmos/state_store.py), not its id: a
+          // second document broken another way pages too, a mass schema drift (5,000 documents broken the same way)
+          // pages once, not once per document (each is still logged, with its orderId)
+          query: 'AppTraces | where tostring(Properties.event) in ("SupervisorPhaseFailed", "UnmappedDocument") | extend eventName = tostring(Properties.event), phase = coalesce(tostring(Properties.phase), tostring(Properties.query), "-"), subject = coalesce(tostring(Properties.signature), tostring(Properties.orderId), "-")'
           dimensions: [
             {
               name: 'eventName'
@@ -289,7 +292,7 @@ resource supervisorFailing 'Microsoft.Insights/scheduledQueryRules@2022-06-15' =
               ]
             }
             {
-              name: 'orderId'
+              name: 'subject'
               operator: 'Include'
               values: [
                 '*'

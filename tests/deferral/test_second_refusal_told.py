@@ -1,10 +1,12 @@
 """A second refusal of an order by the pending cap (another ``OrderSubmitted``, refused again while the cap is
-still full) is told to its submitter and alerted like the first, even within Service Bus's 10 minutes of
-duplicate detection: the ``Rejected`` status's MessageId and the ``OrderRejected`` alert's id name the refused
-message (its sequence number as sent: submission/intake.py ``refusal_variant``), where both were the order's
-alone (``<orderId>:Rejected:0``, ``alert:OrderRejected:<orderId>``), so the broker dropped the second refusal's
-as duplicates of the first's. The same message handled again (its redelivery, a copy) still tells under its
-own ids, which collapse; so does the courier, which delivers a status whose send failed.
+still full) is told to its submitter like the first, even within Service Bus's 10 minutes of duplicate
+detection: the ``Rejected`` status's MessageId and the ``OrderRejected`` alert's id name the refused message (its
+sequence number as sent: submission/intake.py ``refusal_variant``), where both were the order's alone
+(``<orderId>:Rejected:0``, ``alert:OrderRejected:<orderId>``), so the broker dropped the second refusal's as
+duplicates of the first's. The alert of a second refusal of the same content is held (one page per refused
+content while the refusals go on: tests/submission/test_rejection_storm.py); another content's is raised. The same
+message handled again (its redelivery, a copy) still tells under its own ids, which collapse; so does the courier,
+which delivers a status whose send failed.
 
 Through the registered trigger, the in-process broker (whose duplicate detection compares MessageIds as they
 are, within a window that starts at the first send) and Cosmos, as tests/deferral/test_refusal_written_first.py."""
@@ -48,7 +50,14 @@ def status_ids(broker: InProcessBroker) -> list[str]:
 
 def refuse(functions: Any, broker: InProcessBroker, message_id: str, client: DurableClientStub | None = None) -> int:
     """Submits order p1 under ``message_id`` and delivers it (the cap full: refused); its sequence number."""
-    submit(broker, order(), message_id)
+    return refuse_content(functions, broker, message_id, client)
+
+
+def refuse_content(
+    functions: Any, broker: InProcessBroker, message_id: str, client: DurableClientStub | None = None, **content: Any
+) -> int:
+    """``refuse`` of order p1 with ``content`` changed."""
+    submit(broker, order(**content), message_id)
     [message] = [m for m in broker.peek(ORDERS_QUEUE, 100) if m.message_id == message_id]
     assert deliver(functions, broker, client)
     return int(message.sequence_number)
@@ -60,19 +69,22 @@ def test_a_second_refusal_within_the_duplicate_window_is_told_and_alerted_again(
     """Input: M1 (order p1) refused by the pending cap; two minutes later the submitter submits again (M2,
     MessageId p1:again), and the cap is still full.
 
-    Expected (docs/design.md, Submission: each refusal tells its submitter ``Rejected`` and raises an
-    ``OrderRejected`` alert): two ``Rejected`` statuses and two alerts, each naming its message.
+    Expected (docs/design.md, Submission: each refusal tells its submitter ``Rejected``; an ``OrderRejected``
+    alert per refused content): two ``Rejected`` statuses, each naming its message; one alert for the same content
+    (M2's held), another for M3, the order with another content.
     Before: M2's status and alert had M1's ids (``p1:Rejected:0``, ``alert:OrderRejected:p1``), so Service Bus
-    dropped both as duplicates: M2's submitter heard nothing and no alert said the order was refused again."""
+    dropped both as duplicates: M2's submitter heard nothing."""
     Cap(monkeypatch, full=True)
     m1 = refuse(functions, broker, "p1")
     clock.advance(timedelta(minutes=2))
     m2 = refuse(functions, broker, "p1:again")
 
     assert told(broker) == ["Rejected", "Rejected"], status_ids(broker)
-    assert alert_kinds(broker) == ["OrderRejected", "OrderRejected"]
+    assert alert_kinds(broker) == ["OrderRejected"]
     assert status_ids(broker) == [f"p1:Rejected:0:{m1}", f"p1:Rejected:0:{m2}"]
-    assert [a["details"]["sequenceNumber"] for a in alerts(broker)] == [m1, m2]
+    m3 = refuse_content(functions, broker, "p1:other", shipTo="2 Other St")
+    assert told(broker) == ["Rejected"] * 3
+    assert [a["details"]["sequenceNumber"] for a in alerts(broker)] == [m1, m3]
 
 
 def test_the_same_refused_message_handled_again_still_tells_under_its_own_ids(
@@ -94,7 +106,7 @@ def test_the_same_refused_message_handled_again_still_tells_under_its_own_ids(
     clock.advance(broker.policy(ORDERS_QUEUE).lock_duration + timedelta(seconds=1))
     assert deliver(functions, broker)  # M1 again
     assert status_ids(broker) == [f"p1:Rejected:0:{message.sequence_number}", f"p1:Rejected:0:{m2}"]
-    assert alert_kinds(broker) == ["OrderRejected", "OrderRejected"]
+    assert alert_kinds(broker) == ["OrderRejected"]  # M1's; M2, the same content, held, and so is M1 again
     assert ctx.states.get("p1") is None
 
 

@@ -50,9 +50,11 @@ def _undelivered(order_id: str | None, kind: str = "OrderFailed") -> list[Row]:
     return rows
 
 
-def _unmapped(order_id: str) -> list[Row]:
+def _unmapped(order_id: str, broken: str = "processState") -> list[Row]:
+    """The rows of a document whose ``broken`` field holds a value the mapper refuses (its id's own)."""
+    doc = {"id": order_id, "orderId": order_id, "processState": "Processing", broken: f"nonsense-{order_id}"}
     with exported() as rows:
-        map_each([{"id": order_id, "orderId": order_id, "processState": "Nonsense"}], "expired")
+        map_each([doc], "expired")
     return rows
 
 
@@ -165,12 +167,19 @@ def test_two_alerts_given_up_fifteen_minutes_apart_page_twice() -> None:
 
 
 def test_a_second_document_that_does_not_map_pages_and_a_phase_failing_every_run_pages_once() -> None:
+    """A second document broken another way pages while the first's alert is fired; documents broken the same way
+    (a mass schema drift: 200 here, each its own id and value) are one alert, not one per document (each was its
+    own orderId dimension: 200 alerts), and every one of them is still logged with its id."""
     rule = LogRule.of("supervisorFailing")
     # each supervisor run (every 30 s) logs the document again while it does not map
-    a, b = _unmapped("ord-a"), _unmapped("ord-b")
+    a, b = _unmapped("ord-a"), _unmapped("ord-b", "attempt")
     first = [e for i in range(120) for e in _at(1 + i / 2, a)]
     second = [e for i in range(60) for e in _at(16 + i / 2, b)]
     assert len(rule.pages(first + second, until=180)) == 2
+    drift = [_unmapped(f"ord-{n}") for n in range(200)]
+    every_run = [e for i in range(60) for rows in drift for e in _at(1 + i / 2, rows)]
+    assert len(rule.pages(every_run, until=120)) == 1
+    assert {e[2]["orderId"] for e in every_run} == {f"ord-{n}" for n in range(200)}
     with exported() as rows:
         from supervisor.run import _isolated
 
