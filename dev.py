@@ -7,7 +7,7 @@
 Each creates ``.venv`` with Python 3.13 (the version the app runs on in Azure, with the pinned
 ``azure-functions-runtime``) and installs the pip and npm packages it needs first (skipped when up to
 date). ``dev.py`` itself runs on any Python 3.9+; it finds a Python 3.13 to build ``.venv`` with.
-``test`` runs ``tests/e2e`` in a second pytest beside the rest of the suite (``run_whole_suite``);
+``test`` runs the suite as three pytest processes at once (``tests/e2e``, a few folders, the rest: ``run_whole_suite``);
 ``python3 dev.py test ARGS`` runs the linters and mypy, then pytest with exactly ARGS, in one process;
 ``python3 dev.py demo ARGS`` runs ``python -m localrun ARGS`` instead of the demo's own arguments
 (``demo serve --orders 200 --seed 7``: the live console, README "Operate it"; docs/local-runner.md).
@@ -306,19 +306,40 @@ def setup(*, for_tests: bool = True) -> None:
         ensure_chromium()
 
 
-# ``dev.py test`` with no arguments runs the end-to-end simulations (the slowest folder, about half the
-# suite's time) in a second pytest beside the rest, on a second core. The two runs share nothing: each
-# starts its own servers on ports the system picks, in its own temporary folders; the e2e run keeps out
-# of pytest's cache (``.pytest_cache``), which the other run writes.
+# ``dev.py test`` with no arguments runs the suite as three pytest processes at once, on two cores: the
+# end-to-end simulations (``tests/e2e``, the slowest folder), the folders of ``BESIDE`` and everything
+# else. The rest of the suite waits on servers, subprocesses and sleeps part of the time; three runs keep
+# both cores busy through those waits (docs/testing.md, where the figures are). ``tests/e2e`` is the long
+# pole (about as much CPU as the other two together, nearly all of it computing): the other two run at a
+# lower priority (``BESIDE_NICENESS``), so that it keeps a core of its own while they share the other
+# and the gaps it leaves, instead of three equal shares of two cores stretching it. The runs share nothing:
+# each starts its own servers on ports the system picks, in its own temporary folders; only the run in
+# the terminal writes pytest's cache (``.pytest_cache``), and the screenshots under ``out/`` come from
+# one folder (``tests/operations``), in one run.
 E2E = "tests/e2e"
-E2E_LOG = ROOT / "out" / "pytest-e2e.log"
+# The second run beside the terminal's, chosen by measured time so that it and the terminal's run take
+# about as long (docs/testing.md): whole folders, so a new test file lands in the run of its folder.
+BESIDE = ("tests/localrun", "tests/operations", "tests/runtime")
+LOG_DIR = ROOT / "out"  # each run beside the terminal's writes out/pytest-NAME.log, printed at the end
+LONG_POLE = "e2e"  # the run that keeps its priority; the others are started ``BESIDE_NICENESS`` lower (Unix)
+BESIDE_NICENESS = 5  # weight 335 against 1024: the long pole's share of two cores is a whole one
 STOP_GRACE_S = 60.0  # after Ctrl-C: how long a pytest has to stop its servers before it is killed
 
 
-def suite_parts() -> list[list[str]]:
-    """The pytest arguments of the two runs that together are the whole suite: everything but
-    ``tests/e2e``, and ``tests/e2e`` (the test of ``dev.py`` checks they collect every test once)."""
-    return [[f"--ignore={E2E}"], [E2E, "-p", "no:cacheprovider"]]
+def suite_parts() -> list[tuple[str, list[str]]]:
+    """The runs that together are the whole suite, each a name and its pytest arguments: the first runs
+    in the terminal, the others beside it (the test of ``dev.py`` checks they collect every test once)."""
+    beside = [f"--ignore={folder}" for folder in BESIDE]
+    return [
+        ("rest", [f"--ignore={E2E}", *beside]),
+        ("beside", [*BESIDE, "-p", "no:cacheprovider"]),
+        ("e2e", [E2E, "-p", "no:cacheprovider"]),
+    ]
+
+
+def log_of(name: str) -> Path:
+    """Where the run ``name`` beside the terminal's writes its output."""
+    return LOG_DIR / f"pytest-{name}.log"
 
 
 def lint() -> None:
@@ -334,10 +355,14 @@ def pytest_verdict(code: int, what: str) -> int:
     return code
 
 
-def start(*cmd: str | Path, note: str = "", **options: Any) -> subprocess.Popen[bytes]:
+def start(*cmd: str | Path, note: str = "", niceness: int = 0, **options: Any) -> subprocess.Popen[bytes]:
     """``cmd`` started in a process group of its own: Ctrl-C reaches this process only, which then
-    stops each run once, the way pytest stops cleanly (``stop``)."""
-    print("+", " ".join(str(c) for c in cmd) + note, flush=True)
+    stops each run once, the way pytest stops cleanly (``stop``). ``niceness``: that much lower a
+    priority (``os.nice``; where there is none, Windows, the same one)."""
+    lower = niceness if hasattr(os, "nice") else 0
+    print("+", *(("nice", f"-n{lower}") if lower else ()), " ".join(str(c) for c in cmd) + note, flush=True)
+    if lower:
+        options["preexec_fn"] = lambda: os.nice(lower)  # in the child, before it runs pytest
     return subprocess.Popen([str(c) for c in cmd], cwd=ROOT, start_new_session=os.name != "nt", **options)
 
 
@@ -369,12 +394,12 @@ def _interrupted(signum: int, frame: object) -> None:
 
 
 def run_whole_suite() -> int:
-    """ruff, mypy and the rest of the suite in this terminal while ``tests/e2e`` runs beside them,
-    its output in ``out/pytest-e2e.log`` (printed when both are done). A lint failure stops the e2e
-    run; a failing pytest lets the other finish. Either failing, or collecting nothing, fails."""
-    rest, e2e = suite_parts()
-    E2E_LOG.parent.mkdir(exist_ok=True)
-    log_name = os.path.relpath(E2E_LOG, ROOT)
+    """ruff, mypy and the first of ``suite_parts`` in this terminal while the others run beside them,
+    each into its ``out/pytest-NAME.log`` (printed when all are done). A lint failure stops the runs
+    beside; a failing pytest lets the others finish. Any failing, or collecting nothing, fails."""
+    (first, first_args), *beside = suite_parts()
+    LOG_DIR.mkdir(exist_ok=True)
+    logs = {name: os.path.relpath(log_of(name), ROOT) for name, _ in beside}
     # Ctrl-C, SIGTERM (a CI job cancelled, ``timeout``) and SIGHUP (the terminal closed) stop the runs.
     # SIGINT too when this process inherited it ignored (a shell's ``cmd &``): the pytest runs inherit an
     # ignored SIGINT, not a handler, and would not stop on the one ``stop`` sends them.
@@ -382,28 +407,35 @@ def run_whole_suite() -> int:
     previous = {number: signal.signal(number, _interrupted) for number in stops}
     processes: list[subprocess.Popen[bytes]] = []
     try:
-        with open(E2E_LOG, "wb") as log:
-            note = f" > {log_name} 2>&1 &   (beside the rest; printed when both are done)"
-            processes.append(
-                start(PYTHON, "-m", "pytest", *e2e, note=note, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-            )
+        for name, args in beside:
+            with open(log_of(name), "wb") as log:
+                note = f" > {logs[name]} 2>&1 &   (beside the terminal's run; printed when all are done)"
+                niceness = 0 if name == LONG_POLE else BESIDE_NICENESS
+                pytest: list[str | Path] = [PYTHON, "-m", "pytest", *args]
+                processes.append(
+                    start(*pytest, note=note, niceness=niceness, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+                )
         lint()
-        processes.append(start(PYTHON, "-m", "pytest", *rest))
+        niceness = 0 if first == LONG_POLE else BESIDE_NICENESS
+        processes.append(start(PYTHON, "-m", "pytest", *first_args, niceness=niceness))
         codes = [process.wait() for process in processes]
     except KeyboardInterrupt:
-        print(f"\ninterrupted: stopping the test runs ({E2E}'s output: {log_name})", file=sys.stderr, flush=True)
+        output = ", ".join(logs.values())
+        print(f"\ninterrupted: stopping the test runs (the others' output: {output})", file=sys.stderr, flush=True)
         stop(processes)
         return 130
     finally:
-        stop(processes)  # a lint failure: the e2e run is stopped (nothing to do when both are done)
+        stop(processes)  # a lint failure: the runs beside are stopped (nothing to do when all are done)
         for number, handler in previous.items():
             signal.signal(number, handler)
-    e2e_code, rest_code = codes
-    print(f"\n==== pytest {E2E} (ran beside the rest; {log_name}) ====", flush=True)
-    sys.stdout.buffer.write(E2E_LOG.read_bytes())
-    sys.stdout.flush()
-    verdicts = [pytest_verdict(rest_code, f"pytest --ignore={E2E}"), pytest_verdict(e2e_code, f"pytest {E2E}")]
-    print(f"\npytest: the rest exited {rest_code}, {E2E} exited {e2e_code}", flush=True)
+    for name, args in beside:
+        print(f"\n==== pytest {' '.join(args)} (ran beside the terminal's run; {logs[name]}) ====", flush=True)
+        sys.stdout.buffer.write(log_of(name).read_bytes())
+        sys.stdout.flush()
+    # ``codes`` is in the order of ``processes``: the runs beside, then the terminal's
+    ended = [(name, args, codes[at]) for at, (name, args) in enumerate([*beside, (first, first_args)])]
+    verdicts = [pytest_verdict(code, f"pytest {' '.join(args)}") for _, args, code in ended]
+    print("\npytest: " + ", ".join(f"{name} exited {code}" for name, _, code in ended), flush=True)
     return next((code for code in verdicts if code), 0)
 
 

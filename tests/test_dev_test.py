@@ -1,11 +1,12 @@
 """``python3 dev.py test``: its setup installs the npm and checkov packages beside the app's; with no
-arguments it runs ``tests/e2e`` in a second pytest beside the rest of the suite. The two runs
-together collect every test once; either failing (or collecting nothing) fails the command while the
-other still finishes; Ctrl-C, SIGTERM, SIGHUP or a lint failure stops both the way pytest stops
-cleanly (fixtures torn down), with no process left behind. Before installing anything, setup says what
-to install when Node.js is missing or older than package.json asks; ``--help`` lists every command.
+arguments it runs the suite as three pytest processes at once (``tests/e2e``, the folders of
+``BESIDE``, the rest). The three runs together collect every test once; any failing (or collecting
+nothing) fails the command while the others still finish; Ctrl-C, SIGTERM, SIGHUP or a lint failure
+stops all of them the way pytest stops cleanly (fixtures torn down), with no process left behind.
+Before installing anything, setup says what to install when Node.js is missing or older than
+package.json asks; ``--help`` lists every command.
 
-The runner is driven here with small synthetic suites in place of the two halves and no lint."""
+The runner is driven here with small synthetic suites in place of the three parts and no lint."""
 
 from __future__ import annotations
 
@@ -32,20 +33,20 @@ from pathlib import Path
 spec = importlib.util.spec_from_file_location("dev_under_test", sys.argv[1])
 dev = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(dev)
-dev.E2E_LOG = Path(sys.argv[2])
+dev.LOG_DIR = Path(sys.argv[2])
 dev.STOP_GRACE_S = 20.0
 lint_fails = sys.argv[4] == "lint-fails"
 
 def lint():
     if lint_fails:
         import time
-        while not Path(sys.argv[5]).exists():  # the e2e run is under way, in its test
+        while not all(Path(pids).exists() for pids in json.loads(sys.argv[5])):  # the runs beside are in their test
             time.sleep(0.1)
         time.sleep(0.5)
         raise subprocess.CalledProcessError(1, "ruff")
 
 dev.lint = lint
-dev.suite_parts = lambda: json.loads(sys.argv[3])
+dev.suite_parts = lambda: [tuple(part) for part in json.loads(sys.argv[3])]
 if sys.argv[6] == "sigint-ignored":  # started as a shell's ``cmd &``: SIGINT ignored, and inherited so
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -67,6 +68,7 @@ def server():
     here = Path(__file__).parent
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     (here / "pids").write_text(f"{os.getpid()} {child.pid}")
+    (here / "niceness").write_text(str(os.nice(0)))
     yield
     child.terminate()
     child.wait()
@@ -85,18 +87,19 @@ def suite(root: Path, name: str, body: str) -> list[str]:
 
 
 PASSES = "import time\ndef test_ok():\n    time.sleep(1)\n"
+RUNS = ("rest", "beside", "e2e")  # the first runs in the terminal, the others beside it
 FAILS = "def test_broken():\n    assert 1 == 2\n"
 WAITS = "import time\ndef test_long():\n    time.sleep(600)\n"
 
 
 def drive(
-    tmp_path: Path, rest: list[str], e2e: list[str], lint: str = "lint-passes", sigint: str = "sigint-default"
+    tmp_path: Path, parts: dict[str, list[str]], lint: str = "lint-passes", sigint: str = "sigint-default"
 ) -> subprocess.Popen[str]:
+    """``run_whole_suite`` of ``dev.py`` over ``parts`` (name: pytest arguments, the terminal's first)."""
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    parts = json.dumps([rest, e2e])
-    started = str(tmp_path / "e2e" / "pids")
-    command = [sys.executable, "-c", DRIVER, str(ROOT / "dev.py"), str(tmp_path / "e2e.log"), parts, lint, started]
-    command.append(sigint)
+    beside = json.dumps([str(tmp_path / name / "pids") for name in list(parts)[1:]])
+    command = [sys.executable, "-c", DRIVER, str(ROOT / "dev.py"), str(tmp_path), json.dumps(list(parts.items()))]
+    command += [lint, beside, sigint]
     return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -114,16 +117,35 @@ def pids(folder: Path) -> list[int]:
     return [int(p) for p in (folder / "pids").read_text().split()]
 
 
-def collected(*args: str) -> list[str]:
+# Collects each list of pytest arguments in turn, in one process: the test modules are imported once (the
+# first collection), so checking the parts costs about one collection of the suite instead of two.
+COLLECT = """
+import json, sys
+import pytest
+
+class Items:
+    def pytest_collection_finish(self, session):
+        self.ids = [item.nodeid for item in session.items]
+
+found = []
+for args in json.loads(sys.argv[1]):
+    items = Items()
+    code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *args], plugins=[items])
+    if code != 0:
+        sys.exit(f"pytest --collect-only {' '.join(args)} exited {code}")
+    found.append(items.ids)
+print("COLLECTED " + json.dumps(found))
+"""
+
+
+def collected(*parts: list[str]) -> list[list[str]]:
+    """The test ids pytest collects with each of ``parts`` (lists of arguments)."""
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
+        [sys.executable, "-c", COLLECT, json.dumps(parts)], cwd=ROOT, capture_output=True, text=True, check=False
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return [line for line in done.stdout.splitlines() if "::" in line]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    found: list[list[str]] = json.loads(done.stdout.rsplit("COLLECTED ", 1)[1])
+    return found
 
 
 def load_dev() -> ModuleType:
@@ -170,61 +192,74 @@ def test_an_install_failing_beside_the_others_fails_setup_once_they_are_done(dev
     assert sorted(finished) == ["app", "checkov"]
 
 
-def test_the_two_runs_collect_every_test_of_the_suite_once(dev):
-    rest, e2e = (collected(*part) for part in dev.suite_parts())
-    whole = collected()
-    assert rest and e2e
-    assert not set(rest) & set(e2e)
-    assert sorted(rest + e2e) == sorted(whole)
+def test_the_three_runs_collect_every_test_of_the_suite_once(dev):
+    whole, *parts = collected([], *(args for _, args in dev.suite_parts()))
+    assert len(parts) == 3 and all(parts)
+    assert len(whole) == len(set(whole))
+    assert sorted(test for part in parts for test in part) == sorted(whole)  # each once, in one run only
 
 
-@pytest.mark.parametrize("failing", ["rest", "e2e"])
-def test_either_run_failing_fails_the_command_and_the_other_still_finishes(tmp_path, failing):
-    rest = suite(tmp_path, "rest", FAILS if failing == "rest" else PASSES)
-    e2e = suite(tmp_path, "e2e", FAILS if failing == "e2e" else PASSES)
-    runner = drive(tmp_path, rest, e2e)
+@pytest.mark.parametrize("failing", RUNS)
+def test_any_run_failing_fails_the_command_and_the_others_still_finish(tmp_path, failing):
+    parts = {name: suite(tmp_path, name, FAILS if name == failing else PASSES) for name in RUNS}
+    runner = drive(tmp_path, parts)
     output, _ = runner.communicate(timeout=120)
     assert runner.returncode == 1, output
-    assert (tmp_path / "rest" / "torn-down").exists() and (tmp_path / "e2e" / "torn-down").exists()
-    assert output.count("1 passed") == 1 and output.count("1 failed") == 1, output  # the e2e log is printed too
-    assert "exited 1" in output and "exited 0" in output
+    assert all((tmp_path / name / "torn-down").exists() for name in RUNS), output
+    assert output.count("2 passed") == 0 and output.count("1 passed") == 2, output  # the logs are printed too
+    assert output.count("1 failed") == 1, output
+    assert f"{failing} exited 1" in output and output.count("exited 0") == 2, output
 
 
-@pytest.mark.parametrize("empty", ["rest", "e2e"])
+def test_the_long_pole_keeps_its_priority_and_the_other_runs_are_started_lower(tmp_path, dev):
+    """Three runs on two cores: ``tests/e2e`` (computing nearly all its time) keeps a core of its own while the
+    other two share the other one and the gaps it leaves, instead of three equal shares stretching it."""
+    parts = {name: suite(tmp_path, name, PASSES) for name in RUNS}
+    runner = drive(tmp_path, parts)
+    output, _ = runner.communicate(timeout=120)
+    assert runner.returncode == 0, output
+    niceness = {name: int((tmp_path / name / "niceness").read_text()) for name in RUNS}
+    assert dev.LONG_POLE == "e2e" and dev.BESIDE_NICENESS > 0
+    assert niceness["rest"] == niceness["beside"] == niceness["e2e"] + dev.BESIDE_NICENESS, niceness
+
+
+@pytest.mark.parametrize("empty", RUNS)
 def test_a_run_that_collects_no_tests_fails_the_command(tmp_path, empty):
-    rest = suite(tmp_path, "rest", "" if empty == "rest" else PASSES)
-    e2e = suite(tmp_path, "e2e", "" if empty == "e2e" else PASSES)
-    runner = drive(tmp_path, rest, e2e)
+    parts = {name: suite(tmp_path, name, "" if name == empty else PASSES) for name in RUNS}
+    runner = drive(tmp_path, parts)
     output, _ = runner.communicate(timeout=120)
     assert runner.returncode == 1, output
     assert "collected no tests: that is a failure" in output
+    assert f"{empty} exited 5" in output, output
 
 
 @pytest.mark.parametrize("sigint", ["sigint-default", "sigint-ignored"])
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGHUP", "lint-fails"])
-def test_ctrl_c_sigterm_sighup_or_a_lint_failure_stops_both_runs_with_nothing_left_running(tmp_path, how, sigint):
+def test_ctrl_c_sigterm_sighup_or_a_lint_failure_stops_every_run_with_nothing_left_running(tmp_path, how, sigint):
     """Also when ``dev.py`` was started with SIGINT ignored (by a shell's ``cmd &``), which its pytest runs
     would inherit."""
-    rest = suite(tmp_path, "rest", WAITS)
-    e2e = suite(tmp_path, "e2e", WAITS)
-    runner = drive(tmp_path, rest, e2e, "lint-fails" if how == "lint-fails" else "lint-passes", sigint)
+    parts = {name: suite(tmp_path, name, WAITS) for name in RUNS}
+    runner = drive(tmp_path, parts, "lint-fails" if how == "lint-fails" else "lint-passes", sigint)
+    # a lint failure comes before the terminal's run starts: only the runs beside it were started
+    ran = RUNS[1:] if how == "lint-fails" else RUNS
     started: list[int] = []
     try:
         if how != "lint-fails":
             deadline = time.monotonic() + 60
-            while not ((tmp_path / "rest" / "pids").exists() and (tmp_path / "e2e" / "pids").exists()):
-                assert time.monotonic() < deadline and runner.poll() is None, "the two runs did not start"
+            while not all((tmp_path / name / "pids").exists() for name in ran):
+                assert time.monotonic() < deadline and runner.poll() is None, "the runs did not start"
                 time.sleep(0.1)
             time.sleep(0.5)  # into the test
             runner.send_signal(getattr(signal, how))  # Ctrl-C, CI cancelling the job, the terminal closed
         output = ""
         with contextlib.suppress(subprocess.TimeoutExpired):  # it hangs when a run it started holds its stdout
             output, _ = runner.communicate(timeout=60)
-        started = [*pids(tmp_path / "e2e"), *(pids(tmp_path / "rest") if how != "lint-fails" else [])]
+        started = [pid for name in ran for pid in pids(tmp_path / name)]
         assert runner.returncode == (1 if how == "lint-fails" else 130), output
-        assert (tmp_path / "e2e" / "torn-down").exists(), output  # stopped cleanly: its fixture's teardown ran
-        if how != "lint-fails":  # a lint failure comes before the rest of the suite starts
-            assert (tmp_path / "rest" / "torn-down").exists(), output
+        for name in ran:  # stopped cleanly: each fixture's teardown ran
+            assert (tmp_path / name / "torn-down").exists(), f"{name}: {output}"
+        if how == "lint-fails":
+            assert not (tmp_path / RUNS[0] / "pids").exists(), output
         assert not [pid for pid in started if alive(pid)], output
     finally:  # nothing of this test outlives it, whatever failed
         runner.kill()
