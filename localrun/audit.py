@@ -24,7 +24,7 @@ from sys import intern
 from typing import Any, NamedTuple, overload
 
 from adapters.clock import Clock
-from adapters.cosmos.errors import StoreOutcomeUnknown, StoreRefused, StoreUnavailable
+from adapters.cosmos.errors import StoreOutcomeUnknown, StoreUnavailable, store_refused
 from adapters.cosmos.order_store import CreateOutcome, OrderStore
 from adapters.cosmos.state_store import Page, SeekKey, StateStore
 from adapters.servicebus.sender import MessageSender, OutgoingMessage, SendError
@@ -338,7 +338,7 @@ class CosmosFaults:
                 raise StoreUnavailable(f"Cosmos DB 503 on {operation} (outage)")
             if any(start <= now < end for start, end in self._refusals):  # as mapped_errors raises Azure's 403/5301
                 self._audit.injected["cosmos_refused"] += 1
-                raise StoreRefused(f"Cosmos DB 403/5301, the app's identity refused on {operation} (no data role)")
+                raise store_refused(403, 5301, f"{operation} refused (no data role)")
         if roll < self._throttle:
             self._audit.injected["cosmos_throttled"] += 1
             raise StoreUnavailable(f"Cosmos DB 429 on {operation} (throttled past the SDK's retries)")

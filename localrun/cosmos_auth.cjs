@@ -5,13 +5,16 @@
 // - a key-signed request (type=master): 401, "Local Authorization is disabled" (disableLocalAuth);
 // - type=aad whose token has expired (exp), or is for another audience than the account's (aud): 401;
 // - a token for a principal (appid, or oid) without the role: 403, substatus 5301;
+// - a token for a principal given Cosmos DB Built-in Data Reader instead ("readers"): reads and queries answered, a
+//   document created, replaced, upserted, patched or deleted 403, substatus 5301 (the action it lacks named);
 // - a database or container created, replaced or deleted (the data plane's metadata writes, which the data role
 //   does not grant: they go through Azure Resource Manager, i.e. the Bicep): 403, substatus 5300.
 // The token is read as a JWT (header.payload.signature, base64url): its payload's exp, aud, appid/oid; its signature
 // is not checked (the tests' identity endpoint, tests/identity/endpoint.py, signs nothing).
 //
 // Set by whoever started the server (CosmosServer.set_auth), on a route no Cosmos DB client calls:
-// POST /_localrun/auth {"principals": [...], "audiences": [...]} turns it on (and empties the log); {} turns it off.
+// POST /_localrun/auth {"principals": [...], "audiences": [...], "readers": [...]} turns it on (and empties the log);
+// {} turns it off.
 // GET answers {"principals", "audiences", "key": key-signed requests, "aad": token requests, "tokens": distinct
 // tokens seen, "refused": [{"status", "substatus", "reason", "method", "path"}]}.
 const crypto = require("crypto");
@@ -33,8 +36,14 @@ const metadataWrite = (req) => {
   return req.method !== "GET" && (/^\/dbs(\/[^/]+)?$/.test(path) || /^\/dbs\/[^/]+\/colls(\/[^/]+)?$/.test(path));
 };
 
+// A query (a POST the data reader role allows), not a write.
+const query = (req) =>
+  req.method === "POST" &&
+  (String(req.headers["x-ms-documentdb-isquery"]).toLowerCase() === "true" ||
+    String(req.headers["content-type"] || "").startsWith("application/query+json"));
+
 exports.install = (server) => {
-  let policy = null; // {principals, audiences} when on
+  let policy = null; // {principals, audiences, readers} when on
   let log = { key: 0, aad: 0, tokens: new Set(), refused: [] };
 
   const control = (req, res) => {
@@ -44,7 +53,9 @@ exports.install = (server) => {
       res.setHeader("content-type", "application/json");
       if (req.method === "POST") {
         const given = JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}");
-        policy = given.principals ? { principals: given.principals, audiences: given.audiences || [] } : null;
+        policy = given.principals
+          ? { principals: given.principals, audiences: given.audiences || [], readers: given.readers || [] }
+          : null;
         log = { key: 0, aad: 0, tokens: new Set(), refused: [] };
       }
       res.end(JSON.stringify({ ...(policy || {}), key: log.key, aad: log.aad, tokens: log.tokens.size, refused: log.refused }));
@@ -71,7 +82,16 @@ exports.install = (server) => {
     if (!(Number(claims.exp) > Date.now() / 1000)) return [401, 0, `The token has expired (exp ${claims.exp})`];
     if (!policy.audiences.includes(claims.aud)) return [401, 0, `The token's audience ${claims.aud} is not this account's`];
     const principal = claims.appid || claims.oid;
-    if (!policy.principals.includes(principal)) {
+    if (policy.readers.includes(principal) && req.method !== "GET" && !query(req)) {
+      return [
+        403,
+        5301,
+        `Request blocked by Auth: principal [${principal}] does not have required RBAC permissions to perform action ` +
+          "[Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers/items/write] on resource [" +
+          `${req.url.split("?")[0]}]`
+      ];
+    }
+    if (!policy.principals.includes(principal) && !policy.readers.includes(principal)) {
       return [403, 5301, `Request blocked by Auth: principal [${principal}] does not have required RBAC permissions`];
     }
     if (metadataWrite(req)) {

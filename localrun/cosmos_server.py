@@ -122,12 +122,18 @@ class CosmosServer:
         answered: list[dict[str, Any]] = self._faults("GET", None)["answered"]
         return answered
 
-    def set_auth(self, principals: list[str] | None, audiences: list[str] | None = None) -> None:
+    def set_auth(
+        self, principals: list[str] | None, audiences: list[str] | None = None, readers: list[str] | None = None
+    ) -> None:
         """Microsoft Entra ID only, as a deployed account (``localrun/cosmos_auth.cjs``): every request needs a
-        token, unexpired, for one of ``audiences``, of one of ``principals`` (client ids: the data role's holders),
-        and no database or container is created, replaced or deleted; None: off (any request, as before). Empties
-        the log ``auth_log`` reads."""
-        body = {} if principals is None else {"principals": principals, "audiences": audiences or []}
+        token, unexpired, for one of ``audiences``, of one of ``principals`` (client ids: the data role's holders)
+        or of ``readers`` (the Data Reader role's: reads and queries only), and no database or container is created,
+        replaced or deleted; None: off (any request, as before). Empties the log ``auth_log`` reads."""
+        body = (
+            {}
+            if principals is None
+            else {"principals": principals, "audiences": audiences or [], "readers": readers or []}
+        )
         self._control("/_localrun/auth", "POST", json.dumps(body))
 
     def auth_log(self) -> dict[str, Any]:

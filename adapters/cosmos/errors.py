@@ -51,8 +51,35 @@ class StoreRefused(StoreUnavailable):
     """Cosmos DB refused the app's identity: a 401 (a token it does not take: expired, another audience or tenant) or
     a 403 of access (``PRINCIPAL_NOT_AUTHORIZED``, or the firewall's). Nothing was carried out. Handled as the store
     unavailable for a bounded time, because a role assignment propagating is exactly that (an ``orders`` message is
-    sent again for later, an activity fails and is retried); the supervisor alerts ``StoreAccessRefused`` once its
-    own scans have been refused for ``supervisor.refused.REFUSED_ALERT_AFTER`` (docs/deploy.md)."""
+    sent again for later, an activity fails and is retried); each is logged (``store_refused``), and the
+    ``storeAccessRefused`` log alert rule pages once refusals have gone on for 20 minutes (docs/deploy.md)."""
+
+
+def _identity_refused(exc: Any) -> bool:
+    """A 401 or a 403 of access (``PRINCIPAL_NOT_AUTHORIZED``, or the firewall's, without a substatus) to a request
+    signed with a token (the managed identity's). Not a 401 to a request signed with a key (``type=master``: local
+    development's connection string, the emulator's key): a wrong key, or local authorization disabled on the
+    account, is a setting to fix, never a propagation; it escapes as an unknown error, as it did, where a quiet retry
+    loop would hide it (``tests/identity/test_redteam_refused2.py``)."""
+    from urllib.parse import unquote
+
+    if exc.status_code == 403:
+        return exc.sub_status in (None, 0, PRINCIPAL_NOT_AUTHORIZED)
+    if exc.status_code != 401:
+        return False
+    request = getattr(getattr(exc, "response", None), "request", None)
+    signed = unquote(str(getattr(request, "headers", {}).get("authorization", "")))
+    return not signed.startswith(("type=master", "type=resource"))
+
+
+def store_refused(status: int, substatus: int, message: str) -> StoreRefused:
+    """``StoreRefused``, logged as ``StoreRequestRefused`` (WARNING; status, substatus): one event per refused
+    request, in whatever process and phase met it, so the ``storeAccessRefused`` log alert rule
+    (infra/modules/alerts.bicep) sees a refusal that lasts, whatever restarts the hosts, and whether reads or only
+    writes are refused (a Data Reader role). The local runner's injected refusals are made here too."""
+    text = f"Cosmos DB {status}/{substatus}, the app's identity refused: {' '.join(message.split())[:300]}"
+    app_event("StoreRequestRefused", text, logging.WARNING, status=status, substatus=substatus)
+    return StoreRefused(text)
 
 
 class StaleRead(StoreUnavailable):
@@ -106,11 +133,8 @@ def mapped_errors(item: str | None = None) -> Iterator[None]:
             raise StaleRead(f"Cosmos DB 404/1002, read session not available: {exc.message}") from exc
         if exc.status_code in (408, 500):
             raise StoreOutcomeUnknown(f"Cosmos DB {exc.status_code}: {exc.message}") from exc
-        if exc.status_code == 401 or (exc.status_code == 403 and exc.sub_status in (None, 0, PRINCIPAL_NOT_AUTHORIZED)):
-            raise StoreRefused(
-                f"Cosmos DB {exc.status_code}/{exc.sub_status or 0}, the app's identity refused: "
-                f"{' '.join(str(exc.message).split())[:300]}"
-            ) from exc
+        if _identity_refused(exc):
+            raise store_refused(exc.status_code or 0, exc.sub_status or 0, str(exc.message)) from exc
         if exc.status_code in (410, 429, 449, 503):  # 410: the partition moved (the SDK retries only a query's)
             raise StoreUnavailable(f"Cosmos DB {exc.status_code}: {exc.message}") from exc
         if exc.status_code == 413:

@@ -1,4 +1,4 @@
-// Operator alerting: one action group (email) and five log search alert rules.
+// Operator alerting: one action group (email) and six log search alert rules.
 // - the app raised an OperatorAlert (log search on its OperatorAlert events, notifications/alerts.py: one per alert).
 //   Not the operator-alerts queue's IncomingMessages metric: one time series, so a steady stream of alerts kept its
 //   stateful alert fired and the operator had one email for all of them;
@@ -14,7 +14,11 @@
 // - an operator alert the alert courier gave up on, or one neither sent nor handed to it that no redelivery
 //   raises again (AlertUndelivered, notifications/alerts.py), or the
 //   StatusUndelivered alert of a final status given up whose own send failed (AlertSendFailed): neither
-//   reached operator-alerts.
+//   reached operator-alerts;
+// - Cosmos DB refusing the app's identity in each of five 5-minute periods in a row (log search on the
+//   StoreRequestRefused events every refused request logs, adapters/cosmos/errors.py): a role removed, a Data Reader
+//   role, the firewall; not a role still propagating. Not the supervisor's memory of its refused scans: a host
+//   restart started its 20 minutes again, and writes refused while reads were answered never paged.
 // The log search rules are stateful (autoMitigate unset: true): an alert fires once, then nothing it sees
 // pages again until its condition has been unmet for three evaluations (two at PT15M; Microsoft Learn, Azure Monitor
 // alerts overview, "Alerts and state"). Each is split by dimensions (orderId, and the alert kind or the phase; an
@@ -361,6 +365,50 @@ resource alertsUndelivered 'Microsoft.Insights/scheduledQueryRules@2022-06-15' =
           failingPeriods: {
             numberOfEvaluationPeriods: 1
             minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+    }
+  }
+}
+
+resource storeAccessRefused 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'sqr-store-access-refused-${namePrefix}'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'Cosmos DB refusing the app\'s identity for 20 minutes'
+    description: 'Cosmos DB has refused the app\'s identity (StoreRequestRefused: a 403 with substatus 5301, the principal has no data role; a 403 without one, the account firewall; a 401, a token it does not take) in each of the last five 5-minute periods: past a role assignment\'s propagation (up to about 10 minutes) and the firewall\'s (15). The role was removed, or is Cosmos DB Built-in Data Reader (reads answered, writes refused), or the network rules shut the app out. Orders wait (sent to orders again for later), then are dead-lettered after about an hour. Read the status and substatus fields of the events; give the app\'s identity its role back (infra/modules/rbac.bicep: azd provision). docs/deploy.md, First deploy, 403s.'
+    severity: 1
+    enabled: true
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT5M'
+    // As ordersFailed: AppTraces may not exist yet when this is created.
+    skipQueryValidation: true
+    scopes: [
+      logAnalyticsWorkspaceId
+    ]
+    criteria: {
+      allOf: [
+        {
+          // Every refused request is logged where it is met (adapters/cosmos/errors.py: the supervisor's scans every
+          // 30 seconds, the orders waiting, the activities, the ops API), by whichever process: Application Insights
+          // keeps them across host restarts and counts two supervisors' once. Refused in each of five periods in a row
+          // (20 to 25 minutes): a role still propagating (up to 10) pages nobody. One alert, no dimensions: stateful,
+          // it stays fired while the refusals go on and is resolved 15 minutes after they stop.
+          query: 'AppTraces | where tostring(Properties.event) == "StoreRequestRefused"'
+          timeAggregation: 'Count'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 5
+            minFailingPeriodsToAlert: 5
           }
         }
       ]

@@ -184,13 +184,13 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
     ),
     # Cosmos DB refusing the app's identity (403/5301) for 25 minutes from the start: a role assignment slower than
     # RBAC documents, or removed and given back. Every order waits it out (its messages handled again later, as in an
-    # outage), none dead-lettered for it, none escalated, and the refusal pages once (StoreAccessRefused, past 20
-    # minutes), not once per run or per order
+    # outage), none dead-lettered for it, none escalated, no operator alert sent for it (the page is the
+    # storeAccessRefused log alert rule on the StoreRequestRefused events: tests/identity/test_redteam_refused2.py)
     "cosmos-role-propagating": lambda r: (
         r["injected_faults"].get("cosmos_refused", 0) > 50
         and states(r).get("Processed", 0) + states(r).get("Compensated", 0) == 100
         and r["recoveries"]["escalations"] == 0
-        and r["alerts"].get("StoreAccessRefused") == 1
+        and "StoreAccessRefused" not in r["alerts"]
         and "MaxDeliveryCountExceeded" not in reasons(r)
     ),
     # issue 11, part B

@@ -3,9 +3,13 @@
 
 The query: ``AppTraces``, then ``where`` and ``extend`` steps whose expressions use ``tostring(Properties.x)``,
 ``coalesce``, ``==``, ``!=``, ``in``/``!in``, ``and``, ``or``: translated to Python, anything else refused (the
-model cannot vouch for it). The rule (``Count`` of the rows, ``GreaterThan`` a threshold, one evaluation period):
-every ``evaluationFrequency`` the query runs over the last ``windowSize``; with ``dimensions`` the rows are
-counted per combination of the dimension columns' values, each its own alert. Stateful (``autoMitigate``,
+model cannot vouch for it). The rule (``Count`` of the rows, ``GreaterThan`` a threshold): every
+``evaluationFrequency`` the query runs over the last ``windowSize``; with ``dimensions`` the rows are counted per
+combination of the dimension columns' values, each its own alert. With ``failingPeriods`` (``numberOfEvaluationPeriods``
+N, ``minFailingPeriodsToAlert`` M; "the number of aggregated lookback points. The lookback time window is calculated
+based on the aggregation granularity (windowSize) and the selected number of aggregated points", Azure Monitor's
+``ConditionFailingPeriods``): the last N ``windowSize`` periods before the evaluation, the condition met in at
+least M of them. Stateful (``autoMitigate``,
 true unless set false) as Microsoft Learn, *Azure Monitor alerts overview* (Alerts and state) and *Create or
 edit a log search alert rule* (Automatically resolve alerts) describe it: an alert fires when its condition is
 met and "won't fire again or trigger any more actions until the conditions are resolved"; a log search alert is
@@ -147,6 +151,7 @@ class LogRule:
     dimensions: tuple[str, ...]
     stateful: bool
     mute: int  # minutes
+    periods: tuple[int, int] = (1, 1)  # failingPeriods: (numberOfEvaluationPeriods, minFailingPeriodsToAlert)
 
     @staticmethod
     def properties(symbol: str) -> dict[str, Any]:
@@ -163,8 +168,9 @@ class LogRule:
         props = cls.properties(symbol)
         [criterion] = props["criteria"]["allOf"]
         assert (criterion["timeAggregation"], criterion["operator"]) == ("Count", "GreaterThan"), symbol
-        periods = criterion.get("failingPeriods", {})
-        assert (periods.get("numberOfEvaluationPeriods", 1), periods.get("minFailingPeriodsToAlert", 1)) == (1, 1)
+        failing = criterion.get("failingPeriods", {})
+        periods = (int(failing.get("numberOfEvaluationPeriods", 1)), int(failing.get("minFailingPeriodsToAlert", 1)))
+        assert 1 <= periods[1] <= periods[0], (symbol, periods)
         dimensions = []
         for dimension in criterion.get("dimensions", []):
             assert (dimension["operator"], dimension["values"]) == ("Include", ["*"]), dimension
@@ -178,6 +184,7 @@ class LogRule:
             tuple(dimensions),
             props.get("autoMitigate", True) is not False,
             _minutes(str(props["muteActionsDuration"])) if "muteActionsDuration" in props else 0,
+            periods,
         )
 
     def resolve_after(self) -> int:
@@ -199,13 +206,19 @@ class LogRule:
         pages: list[tuple[int, tuple[str, ...]]] = []
         at = self.frequency
         while at <= until:
-            counts: dict[tuple[str, ...], int] = {}
-            for minute, kept in timed:
-                if at - self.window < minute <= at:
-                    for columns in kept:
-                        key = tuple(columns.get(d, "") for d in self.dimensions)
-                        counts[key] = counts.get(key, 0) + 1
-            met = {key for key, count in counts.items() if count > self.threshold}
+            breaches: dict[tuple[str, ...], int] = {}  # per alert, the periods of the lookback whose condition is met
+            for period in range(self.periods[0]):
+                end = at - period * self.window
+                counts: dict[tuple[str, ...], int] = {}
+                for minute, kept in timed:
+                    if end - self.window < minute <= end:
+                        for columns in kept:
+                            key = tuple(columns.get(d, "") for d in self.dimensions)
+                            counts[key] = counts.get(key, 0) + 1
+                for key, count in counts.items():
+                    if count > self.threshold:
+                        breaches[key] = breaches.get(key, 0) + 1
+            met = {key for key, count in breaches.items() if count >= self.periods[1]}
             if self.stateful:
                 for key in list(fired):
                     fired[key] = 0 if key in met else fired[key] + 1

@@ -430,7 +430,14 @@ def test_parameters_file_takes_the_azd_environment():
 
 def log_rule(symbol: str) -> Any:
     rules = {r.symbol: r for r in resources(ALERTS, "Microsoft.Insights/scheduledQueryRules")}
-    expected = {"operatorAlertRaised", "ordersFailed", "supervisorFailing", "deadLettersFound", "alertsUndelivered"}
+    expected = {
+        "operatorAlertRaised",
+        "ordersFailed",
+        "supervisorFailing",
+        "deadLettersFound",
+        "alertsUndelivered",
+        "storeAccessRefused",
+    }
     assert set(rules) == expected, sorted(rules)
     return rules[symbol]
 
@@ -488,9 +495,21 @@ def test_undelivered_alerts_rule_queries_the_events_the_app_logs():
     assert 'alertKind=alert.get("kind")' in (ROOT / "notifications" / "alerts.py").read_text()
 
 
+def test_store_access_refused_rule_queries_the_event_every_refusal_logs():
+    """Cosmos DB refusing the app's identity for 20 minutes pages through this rule: on the event the one mapping of
+    the SDK's refusals logs (``adapters/cosmos/errors.py``), not on a worker's memory (a restart lost it), refused in
+    each of five 5-minute periods in a row (tests/identity/test_redteam_refused2.py)."""
+    properties = log_rule("storeAccessRefused").body["properties"]
+    [criterion] = properties["criteria"]["allOf"]
+    assert '"StoreRequestRefused"' in criterion["query"]
+    assert '"StoreRequestRefused"' in (ROOT / "adapters" / "cosmos" / "errors.py").read_text()
+    assert criterion["failingPeriods"] == {"numberOfEvaluationPeriods": 5, "minFailingPeriodsToAlert": 5}
+    assert (properties["windowSize"], properties["evaluationFrequency"]) == ("PT5M", "PT5M")
+
+
 def test_failed_orders_alert_survives_a_new_workspace():
     """The log alerts are created before the app ever logs: AppTraces does not exist yet."""
-    for symbol in ("ordersFailed", "supervisorFailing", "alertsUndelivered"):
+    for symbol in ("ordersFailed", "supervisorFailing", "alertsUndelivered", "storeAccessRefused"):
         assert log_rule(symbol).body["properties"]["skipQueryValidation"] is True
     alerts_module = (INFRA / "main.bicep").read_text().split("module alerts ", 1)[1].split("\n}\n", 1)[0]
     assert re.search(r"dependsOn: \[\s*appInsights\s*\]", alerts_module), "alerts must wait for Application Insights"

@@ -247,7 +247,7 @@ def test_every_event_and_field_a_rule_reads_is_one_the_app_logs() -> None:
     from tests.test_docs import app_trees, emitted_event_names
 
     events, fields = emitted_event_names(app_trees()), emitted_fields()
-    for symbol in ("ordersFailed", "supervisorFailing", "alertsUndelivered"):
+    for symbol in ("ordersFailed", "supervisorFailing", "alertsUndelivered", "storeAccessRefused"):
         [criterion] = LogRule.criteria(symbol)
         query = str(criterion["query"])
         named = set(re.findall(r'Properties\.event\)\s*(?:==|in)\s*\(?((?:\s*"\w+",?)+)', query))
