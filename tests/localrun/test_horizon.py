@@ -15,6 +15,7 @@ from localrun.host import LocalHost
 from localrun.profile import Profile
 from localrun.report import build_report, summary
 from localrun.simulation import SimulationConfig, run_simulation
+from tests.localrun.conftest import task_threads
 
 STORE_RETRY = ":store-retry:"  # a copy's MessageId (submission/store_outage.py)
 SLOW_STARTS = {"settings": {"MAX_IN_FLIGHT": "1", "STARTER_SCHEDULE": "0 */15 * * * *"}}
@@ -22,7 +23,9 @@ SLOW_STARTS = {"settings": {"MAX_IN_FLIGHT": "1", "STARTER_SCHEDULE": "0 */15 * 
 
 def test_a_run_cut_by_its_horizon_says_so() -> None:
     config = SimulationConfig(orders=10, seed=1, profile=Profile.parse(SLOW_STARTS), horizon=timedelta(seconds=5))
+    before = task_threads()
     report = build_report(run_simulation(config))
+    assert task_threads() <= before  # the run's task threads, even those of work cut by the horizon, ended with it
     assert report["horizon_reached"] is True and report["horizon_s"] == 5
     # unsettled, and the orders it stopped before they were sent are not lost
     assert report["invariants"]["non_terminal"] > 0 and report["invariants"]["lost"] == 0

@@ -16,8 +16,12 @@ the answers of the audited store, a claimed create counted as its two moves) and
 
 from __future__ import annotations
 
+import copy
+import gc
 import logging
 import sys
+import traceback
+import weakref
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache
@@ -57,7 +61,13 @@ FORBIDDEN = ("Simulation Street", "cust-", "unitPriceCents", "AccountKey=", "Sha
 
 
 class Kept(logging.Handler):
-    """Every record, with whether an orchestrator function was running when it was written."""
+    """Every record, with whether an orchestrator function was running when it was written.
+
+    What is kept is a copy reduced to text: its message formatted, its exception and any exception among
+    its fields written out. ``observed`` caches each profile's records for the whole session, and a
+    record's exception holds its traceback, whose frames hold the invocation's arguments: the decoded
+    ``uamqp`` messages of the Service Bus triggers, still alive at interpreter exit, where their
+    ``__dealloc__`` logs through a module already torn down ("Error in sys.excepthook", docs/testing.md)."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
@@ -65,6 +75,7 @@ class Kept(logging.Handler):
         self.in_orchestrator: list[logging.LogRecord] = []
 
     def emit(self, record: logging.LogRecord) -> None:
+        record = _as_text(record)
         self.records.append(record)
         frame = sys._getframe(1)
         while frame is not None:
@@ -72,6 +83,18 @@ class Kept(logging.Handler):
                 self.in_orchestrator.append(record)
                 break
             frame = frame.f_back  # type: ignore[assignment]
+
+
+def _as_text(record: logging.LogRecord) -> logging.LogRecord:
+    kept = copy.copy(record)  # the other handlers see the record unchanged
+    kept.msg, kept.args = record.getMessage(), None
+    if record.exc_info:
+        kept.exc_text = record.exc_text or "".join(traceback.format_exception(*record.exc_info))
+        kept.exc_info = None
+    for name, value in _fields(record).items():
+        if isinstance(value, BaseException):
+            setattr(kept, name, repr(value))
+    return kept
 
 
 @dataclass
@@ -201,3 +224,34 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
     return {k: v for k, v in vars(record).items() if k not in _STANDARD}
+
+
+def test_a_kept_record_keeps_no_frame_of_its_exception_alive() -> None:
+    """What a cached record holds lives to interpreter exit: it must not be an invocation's arguments."""
+
+    class Message:  # stands for the decoded uamqp message an invocation's frame holds
+        pass
+
+    kept = Kept()
+    logger = logging.getLogger("tests.observability.kept")
+    logger.addHandler(kept)
+    logger.propagate = False  # pytest's own handlers keep the test's records until its report
+
+    def invocation(message: Message) -> None:
+        try:
+            raise RuntimeError("refused")
+        except RuntimeError as exc:
+            logger.error("failed: %s", exc, exc_info=True, extra={"error": exc})
+
+    message = Message()
+    alive = weakref.ref(message)
+    try:
+        invocation(message)
+    finally:
+        logger.removeHandler(kept)
+        logger.propagate = True
+    del message
+    gc.collect()
+    assert alive() is None, "a kept record holds the failed invocation's frame"
+    [record] = kept.records
+    assert record.getMessage() == "failed: refused" and "RuntimeError: refused" in (record.exc_text or "")
