@@ -332,6 +332,35 @@ NCRONTAB: Kind[str] = Kind(
     _ncrontab,
     ("", "*/5 * * * *", "every minute", "99 * * * * *", "0 0 0 31 2 *"),
 )
+# What azure-identity's ``DefaultAzureCredential`` takes in ``AZURE_TOKEN_CREDENTIALS``, read by the SDK itself, any
+# case (``azure.identity._internal.utils.process_credential_exclusions``, 1.27): ``dev``, ``prod`` or one credential's
+# class name. Any other text raises ValueError from the first client the app builds; the app refuses it at start-up.
+TOKEN_CREDENTIALS = frozenset(
+    {
+        "dev",
+        "prod",
+        "environmentcredential",
+        "workloadidentitycredential",
+        "managedidentitycredential",
+        "visualstudiocodecredential",
+        "azureclicredential",
+        "azuredeveloperclicredential",
+        "azurepowershellcredential",
+        "interactivebrowsercredential",
+    }
+)
+
+
+def _token_credentials(text: str) -> str | None:
+    value = text.strip().lower()
+    return value if not value or value in TOKEN_CREDENTIALS else None
+
+
+TOKEN_CREDENTIALS_KIND: Kind[str] = Kind(
+    "empty (every credential in turn), dev, prod or one credential's class name (ManagedIdentityCredential, ...)",
+    _token_credentials,
+    ("sometimes", "ManagedIdentity", "prod,dev"),
+)
 # Set by App Service, not by us: "True" when Easy Auth is on; any other text means off (never refused, so a
 # platform value we do not know cannot stop the app).
 PLATFORM_FLAG: Kind[bool] = Kind("`True` or anything else", lambda text: text.strip().lower() == "true")
@@ -418,6 +447,16 @@ SETTINGS: tuple[Setting, ...] = (
         "Client id of the user-assigned managed identity (Cosmos DB, telemetry).",
         where="azure",
         kind=TEXT,
+    ),
+    Setting(
+        "AZURE_TOKEN_CREDENTIALS",
+        "",
+        "Which credential the app's Cosmos DB and Service Bus clients use (azure-identity reads it): "
+        "`ManagedIdentityCredential` in Azure, so a token comes from the managed identity or the error says why; "
+        "empty locally, where the Azure CLI sign-in answers.",
+        where="azure",
+        kind=TOKEN_CREDENTIALS_KIND,
+        deployed="ManagedIdentityCredential",
     ),
     Setting(
         "APPLICATIONINSIGHTS_CONNECTION_STRING",
@@ -756,6 +795,7 @@ class Settings:
     cosmos_database: str = field(metadata=_from("COSMOS_DATABASE"))
     cosmos_verify_tls: bool = field(metadata=_from("COSMOS_VERIFY_TLS"))
     azure_client_id: str = field(metadata=_from("AZURE_CLIENT_ID"))
+    azure_token_credentials: str = field(metadata=_from("AZURE_TOKEN_CREDENTIALS"))
     applicationinsights_connection_string: str = field(metadata=_from("APPLICATIONINSIGHTS_CONNECTION_STRING"))
     applicationinsights_authentication_string: str = field(metadata=_from("APPLICATIONINSIGHTS_AUTHENTICATION_STRING"))
     worker_telemetry_enabled: bool = field(metadata=_from("PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY"))

@@ -175,6 +175,8 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     COSMOS_ENDPOINT: cosmosEndpoint
     COSMOS_DATABASE: cosmosDatabaseName
     AZURE_CLIENT_ID: identityClientId
+    // azure-identity's DefaultAzureCredential (adapters/identity.py) tries only the managed identity.
+    AZURE_TOKEN_CREDENTIALS: 'ManagedIdentityCredential'
     // Intake and starter
     MAX_PENDING: '1000'
     MAX_IN_FLIGHT: '200'

@@ -24,7 +24,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from settings import SETTINGS
+
 HEADER_VALUE = "local-identity-header"  # what the platform would put in IDENTITY_HEADER (not a secret here)
+AZURE_TOKEN_CREDENTIALS = next(s.written for s in SETTINGS if s.name == "AZURE_TOKEN_CREDENTIALS")
 
 
 def _segment(value: dict[str, object]) -> str:
@@ -117,8 +120,10 @@ class IdentityEndpoint:
         monkeypatch.setenv("IDENTITY_HEADER", HEADER_VALUE)
         credentials = ("MSI_ENDPOINT", "MSI_SECRET", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET")
         proxies = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
-        for name in (*credentials, "AZURE_FEDERATED_TOKEN_FILE", "AZURE_TOKEN_CREDENTIALS", *proxies):
+        for name in (*credentials, "AZURE_FEDERATED_TOKEN_FILE", *proxies):
             monkeypatch.delenv(name, raising=False)
+        # ... and the app setting infra/modules/functionapp.bicep writes, which azure-identity reads itself
+        monkeypatch.setenv("AZURE_TOKEN_CREDENTIALS", AZURE_TOKEN_CREDENTIALS)
         return self
 
     def __enter__(self) -> IdentityEndpoint:

@@ -21,7 +21,7 @@ from domain import transitions
 from localrun.cosmos_server import CosmosServer
 from settings import Settings
 from tests.identity.conftest import APP_IDENTITY
-from tests.identity.endpoint import IdentityEndpoint
+from tests.identity.endpoint import AZURE_TOKEN_CREDENTIALS, IdentityEndpoint
 
 pytestmark = pytest.mark.cosmos
 
@@ -42,6 +42,7 @@ def azure_settings(server: CosmosServer, **changed: str) -> Settings:
         "COSMOS_ENDPOINT": server.endpoint,
         "COSMOS_DATABASE": "scheduler",
         "AZURE_CLIENT_ID": APP_IDENTITY,
+        "AZURE_TOKEN_CREDENTIALS": AZURE_TOKEN_CREDENTIALS,
         "COSMOS_VERIFY_TLS": "false",
     }
     return Settings.from_env(values | changed)

@@ -326,6 +326,8 @@ def test_bicep_connections_are_identity_based():
         assert declared[f"{connection}__credential"] == "managedidentity"
         assert declared[f"{connection}__clientId"] == Expression("identityClientId")
     assert declared["AZURE_CLIENT_ID"] == Expression("identityClientId")
+    # DefaultAzureCredential tries the managed identity alone (tests/identity/test_token_credentials.py)
+    assert declared["AZURE_TOKEN_CREDENTIALS"] == "ManagedIdentityCredential"
     assert declared["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"] == Expression(
         "'Authorization=AAD;ClientId=${identityClientId}'"
     )
