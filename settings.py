@@ -292,6 +292,36 @@ def _connection_string(text: str) -> str | None:
     return text if all(_url(endpoint) for endpoint in endpoints) else None
 
 
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def authentication_pairs(text: str) -> dict[str, str] | None:
+    """The pairs of an ``APPLICATIONINSIGHTS_AUTHENTICATION_STRING`` (keys lower-cased; empty: none), or None for a
+    text the Functions host and the Azure Monitor exporter would not both read alike: ``Authorization=AAD``, and
+    ``ClientId=<uuid>`` for a user-assigned identity (without it, the system-assigned one), split by ``;``. The host
+    (``TokenCredentialOptions.ParseAuthenticationString``) takes keys and ``AAD`` in any case and trims spaces; the
+    exporter (``export._base._get_authentication_credential``) takes ``AAD`` alone, trims nothing and, on an empty
+    pair or a second ``=``, logs an error and exports without a credential (refused by Application Insights with
+    local authentication off)."""
+    if text == "":
+        return {}
+    pairs: dict[str, str] = {}
+    for pair in text.split(";"):
+        name, sep, value = pair.partition("=")
+        key = name.lower()
+        if not sep or "=" in value or key in pairs or key not in ("authorization", "clientid"):
+            return None
+        pairs[key] = value
+    client_id = pairs.get("clientid")
+    if pairs.get("authorization") != "AAD" or (client_id is not None and not _UUID.fullmatch(client_id)):
+        return None
+    return pairs
+
+
+def _authentication_string(text: str) -> str | None:
+    return text if authentication_pairs(text) is not None else None
+
+
 def _base64_key(text: str) -> str | None:
     """Empty, or a key the Cosmos DB SDK can sign with (base64: its client's constructor decodes it, and the
     client is built on the first invocation, where a key that is not raised ``binascii.Error`` in every one)."""
@@ -305,6 +335,19 @@ def _base64_key(text: str) -> str | None:
 
 
 TEXT: Kind[str] = Kind("any text", lambda text: text)
+AUTHENTICATION_STRING: Kind[str] = Kind(
+    "empty, `Authorization=AAD` or `Authorization=AAD;ClientId=<client id, a UUID>`",
+    _authentication_string,
+    (
+        "Authorization=Key",
+        "Authorization=aad",
+        "Authorization=AAD;",
+        " Authorization=AAD",
+        "ClientId=11111111-2222-3333-4444-555555555555",
+        "Authorization=AAD;ClientId=not-a-uuid",
+        "Authorization=AAD;ClientId= 11111111-2222-3333-4444-555555555555",
+    ),
+)
 BASE64_KEY: Kind[str] = Kind("empty, or a base64 key (as the Cosmos DB emulator's)", _base64_key, (" ", "abc", "a b="))
 CONNECTION_STRING: Kind[str] = Kind(
     "empty, or an Application Insights connection string (`InstrumentationKey=<lowercase uuid>;...`, "
@@ -444,7 +487,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "AZURE_CLIENT_ID",
         "",
-        "Client id of the user-assigned managed identity (Cosmos DB, telemetry).",
+        "Client id of the user-assigned managed identity the Cosmos DB client signs in with.",
         where="azure",
         kind=TEXT,
     ),
@@ -467,9 +510,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
         "",
-        "`Authorization=AAD;ClientId=<id>`: telemetry authenticates with the managed identity.",
+        "`Authorization=AAD;ClientId=<id>`: telemetry authenticates with the user-assigned managed identity "
+        "`<id>` (`Authorization=AAD` alone: the system-assigned one), as the host and the worker's exporter read it.",
         where="azure",
-        kind=TEXT,
+        kind=AUTHENTICATION_STRING,
     ),
     Setting(
         "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY",

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from settings import WORKER_TRUE, identity_transport
+from settings import WORKER_TRUE, authentication_pairs, identity_transport
 
 CONNECTION_STRING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
 AUTHENTICATION_STRING = "APPLICATIONINSIGHTS_AUTHENTICATION_STRING"
@@ -74,14 +74,16 @@ def telemetry_plan(env: Mapping[str, str]) -> TelemetryPlan:
 
 
 def _credential(env: Mapping[str, str]) -> dict[str, Any]:
-    """The managed identity when ``APPLICATIONINSIGHTS_AUTHENTICATION_STRING`` asks for Entra ID
-    (Application Insights has local authentication off)."""
-    if "Authorization=AAD" not in env.get(AUTHENTICATION_STRING, ""):
+    """The managed identity ``APPLICATIONINSIGHTS_AUTHENTICATION_STRING`` names (Application Insights has local
+    authentication off): its ``ClientId``, or the system-assigned identity without one, as the host and the
+    worker's exporter take it, so all three sign in as one identity. Empty, or a text the app's settings refuse
+    at start-up: none (the exporter then reads the string itself)."""
+    pairs = authentication_pairs(env.get(AUTHENTICATION_STRING, ""))
+    if not pairs:
         return {}
     from azure.identity import ManagedIdentityCredential
 
-    client_id = env.get("AZURE_CLIENT_ID") or None
-    return {"credential": ManagedIdentityCredential(client_id=client_id, **identity_transport())}
+    return {"credential": ManagedIdentityCredential(client_id=pairs.get("clientid"), **identity_transport())}
 
 
 def _configure_azure_monitor(env: Mapping[str, str], export_logs: bool) -> None:
