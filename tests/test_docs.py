@@ -3,6 +3,7 @@
 - README.md: at most 200 lines, the two commands first, "Deploy to Azure" within its first 100 lines
   with the azd sequence, the demo command ``dev.py`` runs, the ops API's routes the app serves and the
   fields of its summary and order page.
+- docs/deploy.md: the first order it sends is one the app accepts, on the queues the app has.
 - docs/settings.md: the settings table is exactly the one ``settings.py`` generates.
 - docs/local-runner.md: the example profiles it names exist (and it names them all), the command
   line and the fault-profile keys are the ones the runner accepts; every runner command README.md
@@ -170,6 +171,25 @@ def test_npm_test_runs_the_readme_test_command() -> None:
     scripts = json.loads(read("package.json"))["scripts"]
     assert scripts["test"] == "python3 dev.py test"
     assert "`npm test` runs the same" in README
+
+
+def test_the_first_order_deploy_md_sends_is_one_the_app_accepts():
+    """docs/deploy.md's "Send a first order" is the first thing a user runs against a deployment: its order is an
+    ``OrderSubmitted`` the contract takes, sent to the app's ``orders`` queue and asking for its statuses on the
+    example status queue, which "Watch it" reads."""
+    from contracts.messages import OrderSubmitted
+    from contracts.names import EXAMPLE_STATUS_QUEUE, ORDERS_QUEUE
+    from contracts.parsing import parse
+
+    deploy = read("docs/deploy.md")
+    [script] = [block for block in code_blocks(section(deploy, "Send a first order")) if "order = {" in block]
+    literal = re.search(r"^order = (\{.*?^\})", script, flags=re.MULTILINE | re.DOTALL)
+    assert literal, "no `order = {...}` in docs/deploy.md's first order"
+    order = ast.literal_eval(literal.group(1))
+    parsed = parse(json.dumps(order), {"OrderSubmitted": OrderSubmitted})
+    assert parsed.reply_to == EXAMPLE_STATUS_QUEUE
+    assert f'get_queue_sender("{ORDERS_QUEUE}")' in script
+    assert f'get_queue_receiver("{EXAMPLE_STATUS_QUEUE}"' in section(deploy, "Watch it")
 
 
 # docs/settings.md
