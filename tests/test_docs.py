@@ -3,7 +3,8 @@
 - README.md: at most 200 lines, the two commands first, "Deploy to Azure" within its first 100 lines
   with the azd sequence, the demo command ``dev.py`` runs, the ops API's routes the app serves and the
   fields of its summary and order page.
-- docs/deploy.md: the first order it sends is one the app accepts, on the queues the app has.
+- docs/deploy.md: the first order it sends is one the app accepts, on the queues the app has; every message a
+  ```json block of the docs shows parses as its contract.
 - docs/settings.md: the settings table is exactly the one ``settings.py`` generates.
 - docs/local-runner.md: the example profiles it names exist (and it names them all), the command
   line and the fault-profile keys are the ones the runner accepts; every runner command README.md
@@ -29,6 +30,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from localrun.profile import (
     ADMISSION_KEYS,
@@ -173,23 +175,53 @@ def test_npm_test_runs_the_readme_test_command() -> None:
     assert "`npm test` runs the same" in README
 
 
+def refusal(body: str, kind: str, contract: Any) -> list[str]:
+    """Why ``contracts.parsing.parse`` refuses ``body`` as the message ``kind`` (``contract``); empty: it takes it.
+    (Its ``InvalidMessage`` is a frozen dataclass that pytest cannot attach a traceback to: it is reported here.)"""
+    from contracts.parsing import InvalidMessage, parse
+
+    try:
+        parse(body, {kind: contract})
+    except InvalidMessage as exc:
+        return [str(exc)]
+    return []
+
+
 def test_the_first_order_deploy_md_sends_is_one_the_app_accepts():
     """docs/deploy.md's "Send a first order" is the first thing a user runs against a deployment: its order is an
     ``OrderSubmitted`` the contract takes, sent to the app's ``orders`` queue and asking for its statuses on the
     example status queue, which "Watch it" reads."""
     from contracts.messages import OrderSubmitted
     from contracts.names import EXAMPLE_STATUS_QUEUE, ORDERS_QUEUE
-    from contracts.parsing import parse
 
     deploy = read("docs/deploy.md")
     [script] = [block for block in code_blocks(section(deploy, "Send a first order")) if "order = {" in block]
     literal = re.search(r"^order = (\{.*?^\})", script, flags=re.MULTILINE | re.DOTALL)
     assert literal, "no `order = {...}` in docs/deploy.md's first order"
     order = ast.literal_eval(literal.group(1))
-    parsed = parse(json.dumps(order), {"OrderSubmitted": OrderSubmitted})
-    assert parsed.reply_to == EXAMPLE_STATUS_QUEUE
+    assert refusal(json.dumps(order), "OrderSubmitted", OrderSubmitted) == []
+    assert order["replyTo"] == EXAMPLE_STATUS_QUEUE
     assert f'get_queue_sender("{ORDERS_QUEUE}")' in script
     assert f'get_queue_receiver("{EXAMPLE_STATUS_QUEUE}"' in section(deploy, "Watch it")
+
+
+def test_every_message_a_json_block_in_the_docs_shows_is_one_its_contract_takes():
+    """A ```json block showing a message (deferral.md's ``StatusUpdate``) is what a submitter codes against: it
+    is a message of ``contracts/messages.py`` that parses as that contract."""
+    import contracts.messages as messages
+
+    fence = re.compile(r"^```json\n(.*?)^```", flags=re.MULTILINE | re.DOTALL)
+    checked, refused = 0, []
+    for page in markdown_pages():
+        for block in fence.findall(page.read_text(encoding="utf-8")):
+            shown = json.loads(block)
+            if isinstance(shown, dict) and "type" in shown:
+                contract = getattr(messages, shown["type"], None)
+                assert contract is not None, f"{page.relative_to(ROOT)}: no message {shown['type']!r}"
+                refused += [f"{page.relative_to(ROOT)}: {why}" for why in refusal(block, shown["type"], contract)]
+                checked += 1
+    assert checked, "found no message in a json block of the docs"
+    assert refused == []
 
 
 # docs/settings.md
