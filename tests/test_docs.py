@@ -3,6 +3,8 @@
 - README.md: at most 200 lines, the two commands first, "Deploy to Azure" within its first 100 lines
   with the azd sequence, the demo command ``dev.py`` runs, the ops API's routes the app serves and the
   fields of its summary and order page.
+- docs/deploy.md: the first order it sends is one the app accepts, on the queues the app has; every message a
+  ```json block of the docs shows parses as its contract.
 - docs/settings.md: the settings table is exactly the one ``settings.py`` generates.
 - docs/local-runner.md: the example profiles it names exist (and it names them all), the command
   line and the fault-profile keys are the ones the runner accepts; every runner command README.md
@@ -11,7 +13,11 @@
 - docs/design.md: the invariants are the ones the report counts, the messages the ones in
   ``contracts/messages.py``, the Roles table's functions the ones ``function_app`` registers, and the
   project layout names every top-level entry of the repository.
-- docs/observability.md: the event names listed are the ones the app emits.
+- docs/observability.md: the event names listed are the ones the app emits; its alert rules table is the Bicep's
+  log alert rules, each with the events it pages on (and docs/deploy.md counts them); a level a page gives an
+  event is one the app logs it at.
+- Every snake_case or CamelCase name the docs show in code font is a word of the repository (or listed, with
+  why, in ``NAMED_ELSEWHERE``).
 - Every relative link in README.md and docs/*.md resolves, and no tracked text file refers to a path
   outside the repository.
 """
@@ -24,6 +30,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from localrun.profile import (
     ADMISSION_KEYS,
@@ -166,6 +173,55 @@ def test_npm_test_runs_the_readme_test_command() -> None:
     scripts = json.loads(read("package.json"))["scripts"]
     assert scripts["test"] == "python3 dev.py test"
     assert "`npm test` runs the same" in README
+
+
+def refusal(body: str, kind: str, contract: Any) -> list[str]:
+    """Why ``contracts.parsing.parse`` refuses ``body`` as the message ``kind`` (``contract``); empty: it takes it.
+    (Its ``InvalidMessage`` is a frozen dataclass that pytest cannot attach a traceback to: it is reported here.)"""
+    from contracts.parsing import InvalidMessage, parse
+
+    try:
+        parse(body, {kind: contract})
+    except InvalidMessage as exc:
+        return [str(exc)]
+    return []
+
+
+def test_the_first_order_deploy_md_sends_is_one_the_app_accepts():
+    """docs/deploy.md's "Send a first order" is the first thing a user runs against a deployment: its order is an
+    ``OrderSubmitted`` the contract takes, sent to the app's ``orders`` queue and asking for its statuses on the
+    example status queue, which "Watch it" reads."""
+    from contracts.messages import OrderSubmitted
+    from contracts.names import EXAMPLE_STATUS_QUEUE, ORDERS_QUEUE
+
+    deploy = read("docs/deploy.md")
+    [script] = [block for block in code_blocks(section(deploy, "Send a first order")) if "order = {" in block]
+    literal = re.search(r"^order = (\{.*?^\})", script, flags=re.MULTILINE | re.DOTALL)
+    assert literal, "no `order = {...}` in docs/deploy.md's first order"
+    order = ast.literal_eval(literal.group(1))
+    assert refusal(json.dumps(order), "OrderSubmitted", OrderSubmitted) == []
+    assert order["replyTo"] == EXAMPLE_STATUS_QUEUE
+    assert f'get_queue_sender("{ORDERS_QUEUE}")' in script
+    assert f'get_queue_receiver("{EXAMPLE_STATUS_QUEUE}"' in section(deploy, "Watch it")
+
+
+def test_every_message_a_json_block_in_the_docs_shows_is_one_its_contract_takes():
+    """A ```json block showing a message (deferral.md's ``StatusUpdate``) is what a submitter codes against: it
+    is a message of ``contracts/messages.py`` that parses as that contract."""
+    import contracts.messages as messages
+
+    fence = re.compile(r"^```json\n(.*?)^```", flags=re.MULTILINE | re.DOTALL)
+    checked, refused = 0, []
+    for page in markdown_pages():
+        for block in fence.findall(page.read_text(encoding="utf-8")):
+            shown = json.loads(block)
+            if isinstance(shown, dict) and "type" in shown:
+                contract = getattr(messages, shown["type"], None)
+                assert contract is not None, f"{page.relative_to(ROOT)}: no message {shown['type']!r}"
+                refused += [f"{page.relative_to(ROOT)}: {why}" for why in refusal(block, shown["type"], contract)]
+                checked += 1
+    assert checked, "found no message in a json block of the docs"
+    assert refused == []
 
 
 # docs/settings.md
@@ -492,6 +548,94 @@ def test_the_event_names_listed_are_the_ones_the_app_emits():
     assert emitted - listed == set(), "emitted by the app but not listed in docs/observability.md"
 
 
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# `Name` (WARNING..., `Name`, ERROR..., `Name` events (ERROR...: a level the docs give an event
+DOCUMENTED_LEVEL = re.compile(rf"`([A-Z]\w+)`(?:, | \(| events \()({'|'.join(LEVELS)})\b")
+
+
+def logged_levels(trees: list[ast.Module]) -> dict[str, set[str]]:
+    """The levels each event name is logged at where the name is written out: ``app_event("<name>", message,
+    level)`` (INFO unless given; a level chosen at run time counts each level it names) and
+    ``log.<level>(..., extra={"event": "<name>"})``. A level held in a variable is ``"?"``."""
+    found: dict[str, set[str]] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+            if called == "app_event" and node.args and isinstance(node.args[0], ast.Constant):
+                given = [k.value for k in node.keywords if k.arg == "level"] + node.args[2:3]
+                named = set(re.findall(rf"\b({'|'.join(LEVELS)})\b", ast.unparse(given[0]))) if given else {"INFO"}
+                found.setdefault(str(node.args[0].value), set()).update(named or {"?"})
+            elif called in ("debug", "info", "warning", "error", "exception", "critical"):
+                for extra in (k.value for k in node.keywords if k.arg == "extra" and isinstance(k.value, ast.Dict)):
+                    for key, value in zip(extra.keys, extra.values, strict=True):
+                        if isinstance(key, ast.Constant) and key.value == "event" and isinstance(value, ast.Constant):
+                            level = "ERROR" if called == "exception" else called.upper()
+                            found.setdefault(str(value.value), set()).add(level)
+    return found
+
+
+def test_the_level_the_docs_give_an_event_is_one_the_app_logs_it_at():
+    """A page that says an event is a WARNING or an ERROR (``StoreAccessRefused``, WARNING) is where an operator
+    learns what to filter a log query by: the app logs the event at that level."""
+    levels = logged_levels(app_trees())
+    checked, wrong = 0, []
+    for page in markdown_pages():
+        for name, level in DOCUMENTED_LEVEL.findall(page.read_text(encoding="utf-8")):
+            checked += 1
+            logged = levels.get(name, set())
+            if level not in logged and "?" not in logged:
+                wrong.append(f"{page.relative_to(ROOT)}: {name} documented {level}, logged {sorted(logged)}")
+    assert checked > 10, "found too few documented event levels"
+    assert wrong == []
+
+
+def test_the_documented_level_pattern_reads_the_three_forms():
+    text = "(`StoreAccessRefused`, WARNING) `DeadLetterFound` (WARNING: x) the `OperatorAlert` events (ERROR)"
+    assert DOCUMENTED_LEVEL.findall(text) == [
+        ("StoreAccessRefused", "WARNING"),
+        ("DeadLetterFound", "WARNING"),
+        ("OperatorAlert", "ERROR"),
+    ]
+
+
+ALERTS_BICEP = read("infra/modules/alerts.bicep")
+
+
+def log_alert_rules() -> dict[str, set[str]]:
+    """Each ``scheduledQueryRules`` resource of ``infra/modules/alerts.bicep`` by its symbol, with the strings its
+    query compares with (the event names it pages on among them)."""
+    starts = list(re.finditer(r"^resource (\w+) '([^'@]+)@", ALERTS_BICEP, flags=re.MULTILINE))
+    rules = {}
+    for at, start in enumerate(starts):
+        if start.group(2) != "Microsoft.Insights/scheduledQueryRules":
+            continue
+        body = ALERTS_BICEP[start.end() : starts[at + 1].start() if at + 1 < len(starts) else None]
+        rules[start.group(1)] = {
+            s for query in re.findall(r"query: '(.*)'", body) for s in re.findall(r'"(\w+)"', query)
+        }
+    return rules
+
+
+def test_the_alert_rules_table_is_the_rules_the_bicep_declares():
+    """docs/observability.md's alert rules table names every log alert rule and the events each pages on, and
+    docs/deploy.md counts them as the Bicep has them."""
+    rules = log_alert_rules()
+    assert len(rules) >= 5, "found too few log alert rules in infra/modules/alerts.bicep"
+    table = section(read("docs/observability.md"), "Events (`observability/`)").split("| rule | pages on |", 1)[1]
+    rows = {row[0].strip("`"): row[1] for row in table_rows(table.split("\n\n", 1)[0])}
+    assert set(rows) == set(rules), "docs/observability.md's alert rules table and the Bicep's rules differ"
+    events = emitted_event_names(app_trees())
+    for name, compared in rules.items():
+        paged_on = compared & events
+        assert paged_on, f"{name}: its query names no event the app emits"
+        missing = paged_on - set(re.findall(r"`(\w+)`", rows[name]))
+        assert missing == set(), f"{name} pages on events its row does not name"
+    counted = re.search(r"(\d+) log search alert rules", read("docs/deploy.md"))
+    assert counted and int(counted.group(1)) == len(rules), "docs/deploy.md's count of the log alert rules"
+
+
 # Links and references
 
 
@@ -543,6 +687,85 @@ def tracked_text_files() -> list[str]:
     listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
     names = [n for n in listed.decode("utf-8").split("\0") if n]
     return [n for n in names if Path(n).suffix in TEXT_SUFFIXES and not n.startswith("node_modules/")]
+
+
+# A name in code font: snake_case with an underscore (`update_once_or_reread`, `agent_request`) or CamelCase of two
+# words or more (`StateTransition`, `CompensationRetryScheduled`), not part of a path or a dotted name's tail.
+CODE_NAME = re.compile(r"(?<![\w/.-])(?:[a-z_][a-z0-9]*(?:_[a-z0-9]+)+|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)\b")
+# Names the docs show that are no word of the repository, each with why. An entry must still be shown somewhere.
+NAMED_ELSEWHERE = {
+    # the Functions host, the Python worker, the Azure Monitor distro and exporter (docs/observability.md, Sources)
+    **dict.fromkeys(
+        (
+            "AddFilter",
+            "AsyncLoggingHandler",
+            "GrpcWorkerChannel",
+            "LoggingHandler",
+            "OpenTelemetryConfigurationExtensions",
+            "OpenTelemetryLoggerProvider",
+            "RpcLog",
+            "ScriptHost",
+            "WorkerApplicationInsightsLoggingEnabled",
+            "WorkerTraceFilterTelemetryProcessor",
+            "_get_authentication_credential",
+            "_get_configurations",
+            "function_environment_reload_request",
+            "initialize_azure_monitor",
+            "on_logging",
+        ),
+        "the host's, the worker's or the telemetry packages' own names",
+    ),
+    "paths_to_application_insights": "the telemetry probe's output on an earlier main (docs/observability.md)",
+    **dict.fromkeys(
+        ("BackoffRate", "FailureRatio", "SamplingDuration", "MinimumThroughput"), "Polly's options (docs/supervisor.md)"
+    ),
+    "retry_total": "an azure-servicebus client option the app leaves at its default",
+    "RollingUpdate": "a Flex Consumption site update strategy the Bicep does not choose",
+    "AzureWebJobs": "the host's prefix of the `AzureWebJobs.<function>.Disabled` settings",
+    **dict.fromkeys(("agent_payment", "agent_shipping"), "function names order_agents/blueprint.py builds"),
+    **dict.fromkeys(("process_order_v5", "compensate_order_v2"), "the names a new version would have had"),
+    **dict.fromkeys(("NonRunningStates", "ServerBusy"), "the Durable extension's and Service Bus's own names"),
+    **dict.fromkeys(("ru_maxrss", "VmHWM"), "the operating system's memory figures (docs/benchmark.md)"),
+    "pytest_sessionfinish": "pytest's hook",
+}
+
+
+def repository_words(*, with_tests: bool) -> set[str]:
+    """Every word of a tracked file's path, and of the text of every tracked file but Markdown (and the tests')."""
+    words: set[str] = set()
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in (n for n in listed.decode("utf-8").split("\0") if n and not n.startswith("node_modules/")):
+        words.update(re.findall(r"\w+", name))
+        path = ROOT / name
+        if path.suffix != ".md" and (with_tests or not name.startswith("tests/")) and path.is_file():
+            words.update(re.findall(r"\w+", path.read_text(encoding="utf-8", errors="replace")))
+    return words
+
+
+def test_every_name_the_docs_show_in_code_font_is_a_name_in_the_repository():
+    """A function, event, history entry or setting the docs name in code font exists: a rename leaves no page
+    naming the old one. The pages that describe the app are read against the app's files, so a name only a test
+    still mentions does not pass; docs/testing.md and docs/benchmark.md, which name tests and fixtures, against
+    the tests too."""
+    app_words, all_words = repository_words(with_tests=False), repository_words(with_tests=True)
+    unknown, shown = [], set()
+    for page in markdown_pages():
+        words = all_words if page.name in ("testing.md", "benchmark.md") else app_words
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            for span in re.findall(r"`([^`]+)`", line):
+                for name in CODE_NAME.findall(span):
+                    if name in NAMED_ELSEWHERE:
+                        shown.add(name)
+                    elif name not in words:
+                        unknown.append(f"{page.relative_to(ROOT)}:{number}: {name}")
+    assert len(app_words) > 1000, "read too few words of the repository"
+    assert unknown == []
+    assert set(NAMED_ELSEWHERE) <= shown, "a name in NAMED_ELSEWHERE no page shows any more: drop it"
+
+
+def test_the_code_name_pattern_takes_names_and_leaves_paths():
+    span = "update_once_or_reread StateTransition tests/test_docs.py docs.design_notes Error a_b"
+    assert CODE_NAME.findall(span) == ["update_once_or_reread", "StateTransition", "a_b"]
 
 
 def test_no_tracked_file_refers_to_a_path_outside_the_repository():
