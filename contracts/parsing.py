@@ -34,10 +34,12 @@ SUPPORTED_SCHEMA_VERSIONS = {1}
 MAX_INT_DIGITS = 4300
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # hashed and compared by identity, as exceptions are
 class InvalidMessage(Exception):
     """A message that can never be processed. ``reason`` is the dead-letter reason (a stable,
-    short code); ``description`` says what is wrong and names the field."""
+    short code); ``description`` says what is wrong and names the field. Not a frozen dataclass: Python
+    sets attributes on an exception it carries (``contextlib`` sets ``__traceback__`` when one leaves a
+    ``with`` block), which a frozen one turns into ``FrozenInstanceError``, its reason lost."""
 
     reason: str
     description: str
@@ -45,7 +47,7 @@ class InvalidMessage(Exception):
     def __post_init__(self) -> None:
         # The description quotes the body (a field name, a value): made carriable here, once, for the
         # dead-letter description and the log line alike (domain/text.py).
-        object.__setattr__(self, "description", carriable(self.description))
+        self.description = carriable(self.description)
 
     def __str__(self) -> str:
         return f"{self.reason}: {self.description}"
