@@ -324,7 +324,9 @@ def fail_compensation(ctx: AppContext, data: FailCompensationInput) -> WriteResu
         return NOT_OWNED
     if moved_on(record, data.instance_id):
         return MOVED_ON
-    alert_compensation_failed(ctx, record.order_id, record.attempt, record.last_error or error, data.seq)
+    alert_compensation_failed(
+        ctx, record.order_id, record.attempt, record.last_error or error, data.seq, compensation.not_undone(record)
+    )
     return OWNED
 
 
@@ -394,7 +396,11 @@ def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: dat
     return _OutageWait(released=True)
 
 
-def alert_compensation_failed(ctx: AppContext, order_id: str, round_number: int, reason: str, seq: int | None) -> None:
+def alert_compensation_failed(
+    ctx: AppContext, order_id: str, round_number: int, reason: str, seq: int | None, not_undone: list[int]
+) -> None:
+    """The ``CompensationFailed`` alert: the entry that failed (``entry``) and every entry still not undone
+    (``notUndone``: the older ones the round never reached are held too)."""
     raise_alert_after_write(
         ctx.sender,
         kind="CompensationFailed",
@@ -406,7 +412,11 @@ def alert_compensation_failed(ctx: AppContext, order_id: str, round_number: int,
         details={
             "round": round_number,
             "entry": seq,
+            "notUndone": not_undone,
             "reason": reason,
-            "nextStep": "fix the service or undo the named entry by hand, then run the operator's compensate again",
+            "nextStep": (
+                "fix the service and run the operator's compensate again, or undo the named entry by hand and run "
+                "compensate with it in undoneByHand (its provider refuses the same undo key again)"
+            ),
         },
     )

@@ -451,6 +451,49 @@ def record_undo(
     )
 
 
+# The history event of an operator's word that entries whose undo failed were undone by hand (``settle_by_hand``)
+UNDONE_BY_HAND = "UndoneByHand"
+
+
+def settle_by_hand(
+    record: StateRecord, seqs: tuple[int, ...], operator: str, reason: str, now: datetime
+) -> StateRecord:
+    """The operator undid entries ``seqs`` by hand, after their undo failed (outcome Failed): each is marked Undone by
+    them (``undoneBy``), its error kept (why the app's undo could not do it), so the next round skips it and undoes the
+    entries left. Without this, an undo its provider refused for good (the refusal recorded against the undo key, the
+    same in every round) was refused again by every round, and the older entries were never undone. Only an entry
+    whose undo failed: one not tried yet (or in flight) is the next round's to undo, one Undone is done
+    (``IllegalTransition``, nothing written). Applied with the compensate that hands the order back to compensation
+    (``supervisor.operator.compensate_action``), in the same write."""
+    if not seqs:
+        return record
+    entries = {e.seq: e for e in record.compensation}
+    settled: list[CompensationEntry] = []
+    for seq in sorted(set(seqs)):
+        entry = entries.get(seq)
+        if entry is None:
+            raise IllegalTransition(f"order {record.order_id}: no compensation entry {seq}")
+        if entry.outcome != FAILED:
+            state = "already undone" if entry.outcome == UNDONE else "not tried yet: the next round undoes it"
+            raise IllegalTransition(
+                f"order {record.order_id}: entry {seq} ({entry.undo_action} of {entry.step}) has not failed ({state}); "
+                "only an entry whose undo failed can be undone by hand"
+            )
+        settled.append(replace(entry, outcome=UNDONE, outcome_at=now, undone_by=operator))
+    log = record.compensation
+    for entry in settled:
+        log = [entry if e.seq == entry.seq else e for e in log]
+    named = ", ".join(f"{e.seq} ({e.undo_action} of {e.step} via {e.agent})" for e in settled)
+    return record.with_changes(
+        now, UNDONE_BY_HAND, operator, f"entries {named} undone by hand: {reason}", compensation=log
+    )
+
+
+def not_undone(record: StateRecord) -> list[int]:
+    """The entries of the log not undone yet (failed, or not tried), oldest first: what is still held."""
+    return [e.seq for e in record.compensation if e.outcome != UNDONE]
+
+
 def compensation_cause(record: StateRecord) -> str | None:
     """Why the order is being compensated: the reason its newest ``CompensationRequested`` entry gave
     (``enter_compensation``), or None once the record's bounded history no longer holds it."""
@@ -488,6 +531,8 @@ def undo_refunded(entry: CompensationEntry) -> bool:
     when the capture is on the record (its ``chargeId``): an unknown-outcome entry proves nothing."""
     if entry.outcome != UNDONE:
         return False
+    if entry.undone_by is not None:
+        return True  # undone by hand after its undo failed: the operator returned what it took
     answer = entry.undo_result
     if answer is None:
         return bool(entry.data.get("chargeId"))
