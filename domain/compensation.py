@@ -458,35 +458,37 @@ UNDONE_BY_HAND = "UndoneByHand"
 def settle_by_hand(
     record: StateRecord, seqs: tuple[int, ...], operator: str, reason: str, now: datetime
 ) -> StateRecord:
-    """The operator undid entries ``seqs`` by hand, after their undo failed (outcome Failed): each is marked Undone by
-    them (``undoneBy``), its error kept (why the app's undo could not do it), so the next round skips it and undoes the
+    """The operator undid entries ``seqs`` of a ``CompensationFailed`` order by hand: each is marked Undone by them
+    (``undoneBy``), its error kept (why the app's undo could not do it), so the next round skips it and undoes the
     entries left. Without this, an undo its provider refused for good (the refusal recorded against the undo key, the
-    same in every round) was refused again by every round, and the older entries were never undone. Only an entry
-    whose undo failed: one not tried yet (or in flight) is the next round's to undo, one Undone is done
-    (``IllegalTransition``, nothing written). Applied with the compensate that hands the order back to compensation
-    (``supervisor.operator.compensate_action``), in the same write."""
+    same in every round) was refused again by every round, and the older entries were never undone; so was an undo
+    whose rounds kept dying (its agent broken for this order). Only a ``CompensationFailed`` order (no round holds it)
+    and only an entry not undone (``IllegalTransition``, nothing written). Applied with the compensate that hands the
+    order back to compensation (``supervisor.operator.compensate_action``), in the same write."""
     if not seqs:
         return record
+    if record.process_state is not ProcessState.COMPENSATION_FAILED:
+        raise IllegalTransition(
+            f"order {record.order_id} is {record.process_state}: only the entries of a CompensationFailed order can "
+            "be undone by hand"
+        )
     entries = {e.seq: e for e in record.compensation}
     settled: list[CompensationEntry] = []
     for seq in sorted(set(seqs)):
         entry = entries.get(seq)
         if entry is None:
             raise IllegalTransition(f"order {record.order_id}: no compensation entry {seq}")
-        if entry.outcome != FAILED:
-            state = "already undone" if entry.outcome == UNDONE else "not tried yet: the next round undoes it"
+        if entry.outcome == UNDONE:
             raise IllegalTransition(
-                f"order {record.order_id}: entry {seq} ({entry.undo_action} of {entry.step}) has not failed ({state}); "
-                "only an entry whose undo failed can be undone by hand"
+                f"order {record.order_id}: entry {seq} ({entry.undo_action} of {entry.step}) is already undone"
             )
         settled.append(replace(entry, outcome=UNDONE, outcome_at=now, undone_by=operator))
     log = record.compensation
     for entry in settled:
         log = [entry if e.seq == entry.seq else e for e in log]
     named = ", ".join(f"{e.seq} ({e.undo_action} of {e.step} via {e.agent})" for e in settled)
-    return record.with_changes(
-        now, UNDONE_BY_HAND, operator, f"entries {named} undone by hand: {reason}", compensation=log
-    )
+    detail = f"entries {named} undone by hand: {reason}"
+    return record.with_changes(now, UNDONE_BY_HAND, operator, detail, compensation=log)
 
 
 def not_undone(record: StateRecord) -> list[int]:

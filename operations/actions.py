@@ -129,8 +129,8 @@ def resubmit(ctx: AppContext, order_id: str, operator: str, reason: str) -> Repl
 def compensate(
     ctx: AppContext, order_id: str, operator: str, reason: str, undone_by_hand: tuple[int, ...] = ()
 ) -> Reply:
-    """``undone_by_hand``: entries whose undo failed that the operator undid by hand (``settle_by_hand``): 409 for one
-    that did not fail."""
+    """``undone_by_hand``: entries of a ``CompensationFailed`` order the operator undid by hand
+    (``settle_by_hand``): 409 for one already undone, or an order in another state."""
     return _guarded(
         order_id,
         lambda: _taken(

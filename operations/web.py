@@ -177,7 +177,7 @@ class ActionBody:
     reason: str
     action: str | None = None
     review_id: str | None = None  # a review answer names the review it answers
-    # a compensate names the entries whose undo failed that the operator undid by hand (their seq)
+    # a compensate names the entries of a CompensationFailed order the operator undid by hand (their seq)
     undone_by_hand: tuple[int, ...] = ()
 
 
@@ -185,8 +185,8 @@ def parse_action_body(body: bytes, *, review: bool, by_hand: bool = False) -> Ac
     """``{"reason": "..."}`` (and ``"action"`` and ``"reviewId"`` for a review: an answer says which
     pause it answers, so that one posted again after its review closed is never taken as the answer
     to the next one; and, with ``by_hand`` (a compensate), ``"undoneByHand"``: the ``seq`` of each entry
-    whose undo failed that the operator undid by hand, ``domain.compensation.settle_by_hand``). Anything else,
-    including who is
+    of a ``CompensationFailed`` order the operator undid by hand, ``domain.compensation.settle_by_hand``).
+    Anything else, including who is
     acting (that comes from the principal), is refused, and so is a reason no record or message can
     carry (a lone surrogate, control characters: ``domain.text``); its line breaks fold to spaces."""
     if len(body) > MAX_BODY_BYTES:
@@ -219,7 +219,7 @@ def parse_action_body(body: bytes, *, review: bool, by_hand: bool = False) -> Ac
             return error(
                 400,
                 f"'undoneByHand' must be a list of at most {MAX_BY_HAND_ENTRIES} entry numbers (the order's "
-                "compensation[].seq whose undo failed and you undid by hand)",
+                "compensation[].seq you undid by hand)",
             )
         return ActionBody(one_line(reason), undone_by_hand=tuple(sorted(set(by_hand_entries))))
     action = data.get("action")

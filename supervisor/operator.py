@@ -153,8 +153,8 @@ def compensate_action(
 ) -> ActionTaken:
     """Operator action after a review (or a fix): ``Error`` or ``CompensationFailed`` ->
     ``Compensating``, due now; the supervisor's next run starts the compensation round. ``undone_by_hand``: the
-    entries whose undo failed that the operator undid by hand (``domain.compensation.settle_by_hand``, in the same
-    write): the round skips them and undoes the rest (an undo its provider refused for good is refused again under
+    entries of a ``CompensationFailed`` order the operator undid by hand (``domain.compensation.settle_by_hand``, in the
+    same write): the round skips them and undoes the rest (an undo its provider refused for good is refused again under
     its key, so without it the round stopped there again). Read back if its
     response is lost; the same compensate by the same operator as the record's latest entry is
     ``repeated``. On a 412 it re-reads once and judges again, as resubmit does (a write that left the

@@ -9,9 +9,10 @@ simulators'), so that compensate sent the refund again, was refused again, and t
 order never ``Compensated``, and nothing told the operator that the reservation was still held.
 
 Now the operator's compensate names the entries undone by hand (``undoneByHand``, ``supervisor.operator``): each
-must be an entry whose undo failed; it is marked ``Undone`` by that operator (``undoneBy``) in the same write that
-hands the order to compensation, and the next round skips it and undoes the rest. The alert names the entries still
-not undone. Through the real activities, agents and simulators over the Cosmos protocol server."""
+must be an entry not undone of a ``CompensationFailed`` order; it is marked ``Undone`` by that operator
+(``undoneBy``) in the same write that hands the order to compensation, and the next round skips it and undoes the
+rest. The alert names the entries still not undone. Through the real activities, agents and simulators over the
+Cosmos protocol server."""
 
 from __future__ import annotations
 
@@ -132,12 +133,30 @@ def test_an_undo_refused_for_good_is_settled_by_hand_and_the_rest_is_undone(app_
     assert len(ledger.effects("o1", "refund")) == 0  # the app sent no second refund (the operator made it)
 
 
-def test_only_an_entry_whose_undo_failed_can_be_settled_by_hand(app_context):
-    ctx, _ = _refund_refused_for_good(app_context)
-    for seq, why in [(1, "has not failed"), (7, "no compensation entry 7")]:
+def test_only_an_entry_not_undone_of_a_compensation_failed_order_can_be_settled_by_hand(app_context):
+    ctx, ledger = _fleet(app_context)
+    submitted_and_claimed(ctx)
+    results: dict[str, Any] = {}
+    for step_name, agent_name in [
+        ("reserve-inventory", "inventory"),
+        ("charge-payment", "payment"),
+        ("arrange-shipment", "shipping"),
+    ]:
+        forward_step(ctx, FORWARD, 1, step_name, agent_name, results)
+    fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "arrange-shipment", "attempt": 1}
+    run(compensation_steps.request_compensation, ctx, {**fenced, "error": "no carrier"})
+    with pytest.raises(IllegalTransition, match="only an Error or CompensationFailed order"):
+        compensate_action(ctx, "o1", "ana", "by hand", undone_by_hand=(1,))  # Compensating: a round undoes them
+    inventory = ctx.remote["inventory"]
+    assert isinstance(inventory, SimulatedService)
+    inventory.config = SimulatorConfig(permanent_error_rate=1.0)  # the release refused: the refund went through
+    assert _round(ctx) == "CompensationFailed"
+    assert [e.outcome for e in stored_record(ctx).compensation] == ["Failed", "Undone"]
+    for seq, why in [(2, "entry 2 .* is already undone"), (7, "no compensation entry 7")]:
         with pytest.raises(IllegalTransition, match=why):
             compensate_action(ctx, "o1", "ana", "by hand", undone_by_hand=(seq,))
     assert stored_record(ctx).process_state is ProcessState.COMPENSATION_FAILED  # nothing written
+    assert ledger.net("o1") == NetEffect(reserved_units=2)
 
 
 def test_compensate_again_without_it_still_stops_at_the_refused_entry(app_context):

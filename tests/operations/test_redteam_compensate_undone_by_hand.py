@@ -28,8 +28,9 @@ def _write(ops: OpsHarness, before: StateRecord, after: StateRecord) -> StateRec
     return ops.ctx.states.replace(replace(after, version=before.version))
 
 
-def _refund_refused(ops: OpsHarness, order_id: str) -> StateRecord:
-    """Reserved and charged, the shipment refused; the round's refund (entry 2, the newest) refused for good."""
+def _refund_refused(ops: OpsHarness, order_id: str, *, undo_fails: bool = True) -> StateRecord:
+    """Reserved and charged, the shipment refused; the round's refund (entry 2, the newest) refused for good
+    (``undo_fails``; else every round misses its deadline until the rounds run out)."""
     record = ops.processing(order_id)
     owner, now = str(record.locked_by), ops.clock.now()
     later = now + timedelta(minutes=1)
@@ -45,7 +46,10 @@ def _refund_refused(ops: OpsHarness, order_id: str) -> StateRecord:
     moved = compensation.claim_compensation(moved, now, timedelta(seconds=60), 5, "supervisor")
     round_owner = str(moved.locked_by)
     moved = compensation.begin_undo(moved, round_owner, 2, f"{round_owner}:charge-payment:payment:undo:1", later, now)
-    moved = compensation.fail_compensation(moved, round_owner, 2, "payment rejected the refund", now)
+    if undo_fails:
+        moved = compensation.fail_compensation(moved, round_owner, 2, "payment rejected the refund", now)
+    while moved.process_state.value == "Compensating":  # each round missed its deadline
+        moved = compensation.claim_compensation(moved, later + timedelta(minutes=5), timedelta(0), 5, "supervisor")
     return _write(ops, record, moved)
 
 
@@ -67,13 +71,34 @@ def test_compensate_names_an_entry_undone_by_hand(ops):
     assert again[0] == 200 and again[1].get("repeated") is True
 
 
-def test_an_entry_that_did_not_fail_is_409_and_nothing_is_written(ops):
+def test_an_entry_already_undone_or_unknown_is_409_and_nothing_is_written(ops):
     before = _refund_refused(ops, "o-hand-1")
-    status, body = ops.post("/api/ops/orders/o-hand-1/compensate", {"reason": "r", "undoneByHand": [1]})
-    assert status == 409 and "has not failed" in body["error"], body
-    status, body = ops.post("/api/ops/orders/o-hand-1/compensate", {"reason": "r", "undoneByHand": [9]})
-    assert status == 409 and "no compensation entry 9" in body["error"], body
+    for given, why in [([3], "no compensation entry 3"), ([1, 5], "no compensation entry 5")]:
+        status, body = ops.post("/api/ops/orders/o-hand-1/compensate", {"reason": "r", "undoneByHand": given})
+        assert status == 409 and why in body["error"], body
     assert ops.ctx is not None and ops.ctx.states.get("o-hand-1").version == before.version
+    ops.error("o-hand-error")  # not CompensationFailed: compensated as usual, nothing to settle by hand
+    status, body = ops.post("/api/ops/orders/o-hand-error/compensate", {"reason": "r", "undoneByHand": [1]})
+    assert status == 409 and "only the entries of a CompensationFailed order" in body["error"], body
+
+
+def test_rounds_that_kept_dying_are_settled_by_hand_too(ops):
+    """No undo failed: every round missed its deadline (its agent broken for this order) until the rounds ran out.
+    The operator undoes both entries by hand; the next round finds nothing left and ends Compensated."""
+    record = _refund_refused(ops, "o-dying", undo_fails=False)
+    assert record.process_state.value == "CompensationFailed" and [e.outcome for e in record.compensation] == [
+        None,
+        None,
+    ]
+    status, body = ops.post("/api/ops/orders/o-dying/compensate", {"reason": "both by hand", "undoneByHand": [1, 2]})
+    assert status == 200, body
+    assert ops.ctx is not None
+    moved = ops.ctx.states.get("o-dying")
+    assert [(e.outcome, e.undone_by) for e in moved.compensation] == [("Undone", OPERATOR_NAME)] * 2
+    now = ops.clock.now()
+    claimed = compensation.claim_compensation(moved, now, timedelta(seconds=60), 5, "supervisor")
+    done = compensation.finish_compensation(claimed, str(claimed.locked_by), now)
+    assert done.process_state.value == "Compensated"
 
 
 @pytest.mark.parametrize("given", [2, [True], ["2"], [0], [-1], [2.0], list(range(1, 30)), None])
