@@ -85,8 +85,8 @@ def _round(ctx: AppContext) -> str:
     return "Compensated"
 
 
-def _refund_refused_for_good(app_context: AppContext) -> tuple[AppContext, Ledger]:
-    """Reserved, charged, the shipment refused: compensation; the provider refuses the refund for good."""
+def _handed_to_compensation(app_context: AppContext) -> tuple[AppContext, Ledger]:
+    """Reserved, charged, the shipment refused: handed to compensation (``request_compensation``)."""
     ctx, ledger = _fleet(app_context)
     submitted_and_claimed(ctx)
     results: dict[str, Any] = {}
@@ -98,6 +98,12 @@ def _refund_refused_for_good(app_context: AppContext) -> tuple[AppContext, Ledge
         forward_step(ctx, FORWARD, 1, step_name, agent_name, results)
     fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "arrange-shipment", "attempt": 1}
     run(compensation_steps.request_compensation, ctx, {**fenced, "error": "no carrier"})
+    return ctx, ledger
+
+
+def _refund_refused_for_good(app_context: AppContext) -> tuple[AppContext, Ledger]:
+    """Reserved, charged, the shipment refused: compensation; the provider refuses the refund for good."""
+    ctx, ledger = _handed_to_compensation(app_context)
     payment = ctx.remote["payment"]
     assert isinstance(payment, SimulatedService)
     payment.config = SimulatorConfig(permanent_error_rate=1.0)  # the provider refuses the refund
@@ -134,17 +140,7 @@ def test_an_undo_refused_for_good_is_settled_by_hand_and_the_rest_is_undone(app_
 
 
 def test_only_an_entry_not_undone_of_a_compensation_failed_order_can_be_settled_by_hand(app_context):
-    ctx, ledger = _fleet(app_context)
-    submitted_and_claimed(ctx)
-    results: dict[str, Any] = {}
-    for step_name, agent_name in [
-        ("reserve-inventory", "inventory"),
-        ("charge-payment", "payment"),
-        ("arrange-shipment", "shipping"),
-    ]:
-        forward_step(ctx, FORWARD, 1, step_name, agent_name, results)
-    fenced = {"orderId": "o1", "instanceId": FORWARD, "step": "arrange-shipment", "attempt": 1}
-    run(compensation_steps.request_compensation, ctx, {**fenced, "error": "no carrier"})
+    ctx, ledger = _handed_to_compensation(app_context)
     with pytest.raises(IllegalTransition, match="only an Error or CompensationFailed order"):
         compensate_action(ctx, "o1", "ana", "by hand", undone_by_hand=(1,))  # Compensating: a round undoes them
     inventory = ctx.remote["inventory"]
