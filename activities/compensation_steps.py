@@ -366,7 +366,9 @@ def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: dat
     if record.locked_by != data.instance_id:
         return NO_WAIT  # the fenced write below says "not owned" (or "done", on a retry)
     # its tries used up on transient failures: an outage's too while the service has had no success since
-    verdict = outage_verdict(ctx, record, undo_in_flight(record), now, failed_transiently=True)
+    verdict = outage_verdict(
+        ctx, record, undo_in_flight(record), now, failed_transiently=True, still_working=bool(data.still_working)
+    )
     if verdict is None:
         return NO_WAIT
     if verdict.exceeded:
@@ -384,10 +386,12 @@ def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: dat
         return NO_WAIT
     app_event(
         "CompensationOutageWait",
-        f"order {data.order_id}: undo {data.seq} used up its tries while {verdict.dependency} had an outage; "
+        f"order {data.order_id}: undo {data.seq} used up its tries while {verdict.dependency} "
+        f"{'was still working on it' if data.still_working else 'had an outage'}; "
         f"the round waits it out, next round not before {verdict.until.isoformat()}, not counted as a failure",
         orderId=data.order_id,
         dependency=verdict.dependency,
+        stillWorking=bool(data.still_working),
         notBefore=verdict.until.isoformat(),
         waitingSince=verdict.since.isoformat(),
     )
