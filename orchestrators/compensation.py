@@ -32,6 +32,7 @@ recorded result, ids from ``domain.compensation``.
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -200,14 +201,9 @@ def _undo_entry(
             yield context.create_timer(next_try)
         else:
             error, used_up = tries_used_up(error, tries), True
-    failed = FailCompensationInput(
-        order_id=order_id,
-        instance_id=me,
-        seq=seq,
-        error=error,
-        used_up_tries=used_up,
-        still_working=True if used_up and still_working else None,
-    )
+    failed = FailCompensationInput(order_id=order_id, instance_id=me, seq=seq, error=error, used_up_tries=used_up)
+    if used_up and still_working:  # the undo is being done at its service: waited for, not failed
+        failed = replace(failed, still_working=True)
     written = yield from call_fenced(writes, names.FAIL_COMPENSATION, failed, parse_write_result, at=at)
     if not written.moved_on:  # moved on: an operator compensated again since, the next round speaks
         yield from call_publish_status(
