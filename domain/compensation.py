@@ -250,6 +250,16 @@ def is_compensation_due(record: StateRecord, now: datetime, grace: timedelta = t
     )
 
 
+def _round_error(record: StateRecord) -> str | None:
+    """What a round met, as ``lastError`` says it: None when ``lastError`` is only why the order is being
+    compensated (the newest ``CompensationRequested``'s reason, ``compensation_cause``; each keeps it cut to its own
+    limit), which rounds that died without writing an error leave there: it is no round's error."""
+    error, cause = record.last_error, compensation_cause(record)
+    if error is None or (cause is not None and (error.startswith(cause) or cause.startswith(error))):
+        return None
+    return error
+
+
 def claim_compensation(
     record: StateRecord,
     now: datetime,
@@ -265,7 +275,7 @@ def claim_compensation(
         raise IllegalTransition(f"order {record.order_id}: no compensation due (lockedBy={record.locked_by!r})")
     failures = record.failure_count + (1 if record.locked_by is not None else 0)
     if failures >= max_rounds:
-        reason = f"compensation did not finish in {failures} rounds; last: {record.last_error or 'deadline missed'}"
+        reason = f"compensation did not finish in {failures} rounds; last: {_round_error(record) or 'deadline missed'}"
         return record.with_changes(
             now,
             "CompensationFailed",
