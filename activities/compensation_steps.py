@@ -324,7 +324,9 @@ def fail_compensation(ctx: AppContext, data: FailCompensationInput) -> WriteResu
         return NOT_OWNED
     if moved_on(record, data.instance_id):
         return MOVED_ON
-    alert_compensation_failed(ctx, record.order_id, record.attempt, record.last_error or error, data.seq)
+    alert_compensation_failed(
+        ctx, record.order_id, record.attempt, record.last_error or error, data.seq, compensation.not_undone(record)
+    )
     return OWNED
 
 
@@ -364,7 +366,9 @@ def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: dat
     if record.locked_by != data.instance_id:
         return NO_WAIT  # the fenced write below says "not owned" (or "done", on a retry)
     # its tries used up on transient failures: an outage's too while the service has had no success since
-    verdict = outage_verdict(ctx, record, undo_in_flight(record), now, failed_transiently=True)
+    verdict = outage_verdict(
+        ctx, record, undo_in_flight(record), now, failed_transiently=True, still_working=bool(data.still_working)
+    )
     if verdict is None:
         return NO_WAIT
     if verdict.exceeded:
@@ -382,10 +386,12 @@ def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: dat
         return NO_WAIT
     app_event(
         "CompensationOutageWait",
-        f"order {data.order_id}: undo {data.seq} used up its tries while {verdict.dependency} had an outage; "
+        f"order {data.order_id}: undo {data.seq} used up its tries while {verdict.dependency} "
+        f"{'was still working on it' if data.still_working else 'had an outage'}; "
         f"the round waits it out, next round not before {verdict.until.isoformat()}, not counted as a failure",
         orderId=data.order_id,
         dependency=verdict.dependency,
+        stillWorking=bool(data.still_working),
         notBefore=verdict.until.isoformat(),
         waitingSince=verdict.since.isoformat(),
     )
@@ -394,7 +400,11 @@ def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: dat
     return _OutageWait(released=True)
 
 
-def alert_compensation_failed(ctx: AppContext, order_id: str, round_number: int, reason: str, seq: int | None) -> None:
+def alert_compensation_failed(
+    ctx: AppContext, order_id: str, round_number: int, reason: str, seq: int | None, not_undone: list[int]
+) -> None:
+    """The ``CompensationFailed`` alert: the entry that failed (``entry``) and every entry still not undone
+    (``notUndone``: the older ones the round never reached are held too)."""
     raise_alert_after_write(
         ctx.sender,
         kind="CompensationFailed",
@@ -406,7 +416,11 @@ def alert_compensation_failed(ctx: AppContext, order_id: str, round_number: int,
         details={
             "round": round_number,
             "entry": seq,
+            "notUndone": not_undone,
             "reason": reason,
-            "nextStep": "fix the service or undo the named entry by hand, then run the operator's compensate again",
+            "nextStep": (
+                "fix the service and run the operator's compensate again, or undo the named entry by hand and run "
+                "compensate with it in undoneByHand (its provider refuses the same undo key again)"
+            ),
         },
     )

@@ -561,6 +561,10 @@ class FailCompensationInput(Wire):
     # True: the tries were used up on transient failures; False: the undo failed for good. None: sent by an
     # orchestration recorded before the field (its activity may run after an upgrade): the wording says it
     used_up_tries: Annotated[bool | None, OMIT_NONE] = None
+    # the tries used up, the last one answered "still working on an earlier call with this key" by the undo's
+    # service (``AgentReply.in_progress``): the undo is being done, its outcome still to come. None: not so, or an
+    # orchestration recorded before the field
+    still_working: Annotated[bool | None, OMIT_NONE] = None
 
     @property
     def transient(self) -> bool:
@@ -599,6 +603,8 @@ class AgentAnswer:
     dependency_open: bool = False
     result: Any = None  # a JSON value: the step's result (an object) when it succeeded
     error: Any = None  # a JSON value: why it failed (text)
+    # the service answered its last call "still working on an earlier call with this key" (``inProgress``)
+    in_progress: bool = False
 
     @property
     def step_result(self) -> Any:
@@ -621,4 +627,5 @@ def parse_agent_answer(data: Any) -> AgentAnswer:
         dependency_open=bool(d.get("dependencyOpen")),
         result=d.get("result"),
         error=d.get("error"),
+        in_progress=bool(d.get("inProgress")),
     )

@@ -230,6 +230,9 @@ class AgentReply(OwnMessage):
     error: str | None = None
     # A transient failure without a call: the service's circuit was open (dependency health).
     dependency_open: bool = Field(default=False, strict=True)
+    # A transient failure whose last call the service answered "still working on an earlier call with this key"
+    # (``RemoteError.in_progress``): the service is up and doing it; its outcome is still to come.
+    in_progress: bool = Field(default=False, strict=True)
 
     @model_validator(mode="after")
     def _instance_of_its_order(self) -> Self:

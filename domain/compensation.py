@@ -250,6 +250,16 @@ def is_compensation_due(record: StateRecord, now: datetime, grace: timedelta = t
     )
 
 
+def _round_error(record: StateRecord) -> str | None:
+    """What a round met, as ``lastError`` says it: None when ``lastError`` is only why the order is being
+    compensated (the newest ``CompensationRequested``'s reason, ``compensation_cause``; each keeps it cut to its own
+    limit), which rounds that died without writing an error leave there: it is no round's error."""
+    error, cause = record.last_error, compensation_cause(record)
+    if error is None or (cause is not None and (error.startswith(cause) or cause.startswith(error))):
+        return None
+    return error
+
+
 def claim_compensation(
     record: StateRecord,
     now: datetime,
@@ -265,7 +275,7 @@ def claim_compensation(
         raise IllegalTransition(f"order {record.order_id}: no compensation due (lockedBy={record.locked_by!r})")
     failures = record.failure_count + (1 if record.locked_by is not None else 0)
     if failures >= max_rounds:
-        reason = f"compensation did not finish in {failures} rounds; last: {record.last_error or 'deadline missed'}"
+        reason = f"compensation did not finish in {failures} rounds; last: {_round_error(record) or 'deadline missed'}"
         return record.with_changes(
             now,
             "CompensationFailed",
@@ -451,6 +461,51 @@ def record_undo(
     )
 
 
+# The history event of an operator's word that entries whose undo failed were undone by hand (``settle_by_hand``)
+UNDONE_BY_HAND = "UndoneByHand"
+
+
+def settle_by_hand(
+    record: StateRecord, seqs: tuple[int, ...], operator: str, reason: str, now: datetime
+) -> StateRecord:
+    """The operator undid entries ``seqs`` of a ``CompensationFailed`` order by hand: each is marked Undone by them
+    (``undoneBy``), its error kept (why the app's undo could not do it), so the next round skips it and undoes the
+    entries left. Without this, an undo its provider refused for good (the refusal recorded against the undo key, the
+    same in every round) was refused again by every round, and the older entries were never undone; so was an undo
+    whose rounds kept dying (its agent broken for this order). Only a ``CompensationFailed`` order (no round holds it)
+    and only an entry not undone (``IllegalTransition``, nothing written). Applied with the compensate that hands the
+    order back to compensation (``supervisor.operator.compensate_action``), in the same write."""
+    if not seqs:
+        return record
+    if record.process_state is not ProcessState.COMPENSATION_FAILED:
+        raise IllegalTransition(
+            f"order {record.order_id} is {record.process_state}: only the entries of a CompensationFailed order can "
+            "be undone by hand"
+        )
+    entries = {e.seq: e for e in record.compensation}
+    settled: list[CompensationEntry] = []
+    for seq in sorted(set(seqs)):
+        entry = entries.get(seq)
+        if entry is None:
+            raise IllegalTransition(f"order {record.order_id}: no compensation entry {seq}")
+        if entry.outcome == UNDONE:
+            raise IllegalTransition(
+                f"order {record.order_id}: entry {seq} ({entry.undo_action} of {entry.step}) is already undone"
+            )
+        settled.append(replace(entry, outcome=UNDONE, outcome_at=now, undone_by=operator))
+    log = record.compensation
+    for entry in settled:
+        log = [entry if e.seq == entry.seq else e for e in log]
+    named = ", ".join(f"{e.seq} ({e.undo_action} of {e.step} via {e.agent})" for e in settled)
+    detail = f"entries {named} undone by hand: {reason}"
+    return record.with_changes(now, UNDONE_BY_HAND, operator, detail, compensation=log)
+
+
+def not_undone(record: StateRecord) -> list[int]:
+    """The entries of the log not undone yet (failed, or not tried), oldest first: what is still held."""
+    return [e.seq for e in record.compensation if e.outcome != UNDONE]
+
+
 def compensation_cause(record: StateRecord) -> str | None:
     """Why the order is being compensated: the reason its newest ``CompensationRequested`` entry gave
     (``enter_compensation``), or None once the record's bounded history no longer holds it."""
@@ -488,6 +543,8 @@ def undo_refunded(entry: CompensationEntry) -> bool:
     when the capture is on the record (its ``chargeId``): an unknown-outcome entry proves nothing."""
     if entry.outcome != UNDONE:
         return False
+    if entry.undone_by is not None:
+        return True  # undone by hand after its undo failed: the operator returned what it took
     answer = entry.undo_result
     if answer is None:
         return bool(entry.data.get("chargeId"))

@@ -100,6 +100,9 @@ class CompensationEntry:
     # What the undo answered (the step's ``undo_result_data``: e.g. ``refundId``, null when it found
     # nothing to refund, and ``amountCents``); None: not undone yet, or undone before it was kept.
     undo_result: dict[str, Any] | None = None
+    # The operator who undid the entry by hand after its undo failed (``domain.compensation.settle_by_hand``):
+    # ``outcome`` is then Undone by their word, not by an undo the app sent; None otherwise.
+    undone_by: str | None = None
 
     def __post_init__(self) -> None:
         _cut_error(self, "error")

@@ -126,9 +126,16 @@ def resubmit(ctx: AppContext, order_id: str, operator: str, reason: str) -> Repl
     return _guarded(order_id, lambda: _taken(resubmit_action(ctx, order_id, operator, reason), "resubmit", operator))
 
 
-def compensate(ctx: AppContext, order_id: str, operator: str, reason: str) -> Reply:
+def compensate(
+    ctx: AppContext, order_id: str, operator: str, reason: str, undone_by_hand: tuple[int, ...] = ()
+) -> Reply:
+    """``undone_by_hand``: entries of a ``CompensationFailed`` order the operator undid by hand
+    (``settle_by_hand``): 409 for one already undone, or an order in another state."""
     return _guarded(
-        order_id, lambda: _taken(compensate_action(ctx, order_id, operator, reason), "compensate", operator)
+        order_id,
+        lambda: _taken(
+            compensate_action(ctx, order_id, operator, reason, undone_by_hand=undone_by_hand), "compensate", operator
+        ),
     )
 
 

@@ -134,7 +134,7 @@ async def ops_order(req: func.HttpRequest, client: df.DurableOrchestrationClient
 
 
 def _action_request(
-    ctx: AppContext, req: func.HttpRequest, *, review: bool = False
+    ctx: AppContext, req: func.HttpRequest, *, review: bool = False, by_hand: bool = False
 ) -> tuple[Principal, str, ActionBody] | Reply:
     """Who (from the principal), which order and the body, or the reply refusing the request."""
     who = check_access(ctx.settings, req.headers, OPERATE_ROLE)
@@ -146,7 +146,7 @@ def _action_request(
     order_id = checked_order_id(req.route_params.get("orderId"))
     if isinstance(order_id, Reply):
         return order_id
-    body = parse_action_body(req.get_body(), review=review)
+    body = parse_action_body(req.get_body(), review=review, by_hand=by_hand)
     if isinstance(body, Reply):
         return body
     return who, order_id, body
@@ -174,28 +174,39 @@ def _audited(ctx: AppContext, req: func.HttpRequest, action: str, reply: Reply) 
     return _response(reply)
 
 
-def _act(req: func.HttpRequest, action: str, move: Callable[[AppContext, str, str, str], Reply]) -> func.HttpResponse:
+def _act(
+    req: func.HttpRequest,
+    action: str,
+    move: Callable[[AppContext, str, str, ActionBody], Reply],
+    *,
+    by_hand: bool = False,
+) -> func.HttpResponse:
     ctx = get_context()
-    checked = _action_request(ctx, req)
+    checked = _action_request(ctx, req, by_hand=by_hand)
     if isinstance(checked, Reply):
         return _audited(ctx, req, action, checked)
     who, order_id, body = checked
-    return _audited(ctx, req, action, move(ctx, order_id, who.name, body.reason))
+    return _audited(ctx, req, action, move(ctx, order_id, who.name, body))
 
 
 @bp.route(route="ops/orders/{orderId}/resubmit", methods=["POST"], auth_level=ANONYMOUS)
 def ops_resubmit(req: func.HttpRequest) -> func.HttpResponse:
-    return _act(req, "resubmit", actions.resubmit)
+    return _act(req, "resubmit", lambda ctx, order_id, who, body: actions.resubmit(ctx, order_id, who, body.reason))
 
 
 @bp.route(route="ops/orders/{orderId}/cancel", methods=["POST"], auth_level=ANONYMOUS)
 def ops_cancel(req: func.HttpRequest) -> func.HttpResponse:
-    return _act(req, "cancel", actions.cancel)
+    return _act(req, "cancel", lambda ctx, order_id, who, body: actions.cancel(ctx, order_id, who, body.reason))
 
 
 @bp.route(route="ops/orders/{orderId}/compensate", methods=["POST"], auth_level=ANONYMOUS)
 def ops_compensate(req: func.HttpRequest) -> func.HttpResponse:
-    return _act(req, "compensate", actions.compensate)
+    return _act(
+        req,
+        "compensate",
+        lambda ctx, order_id, who, body: actions.compensate(ctx, order_id, who, body.reason, body.undone_by_hand),
+        by_hand=True,
+    )
 
 
 @bp.route(route="ops/orders/{orderId}/review", methods=["POST"], auth_level=ANONYMOUS)

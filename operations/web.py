@@ -23,6 +23,9 @@ MAX_BODY_BYTES = 4096
 MAX_REASON_CHARS = 500
 MAX_CONTINUATION_CHARS = 4096
 MAX_REVIEW_ID_CHARS = 300  # "<orderId>:<attempt>:<step>:review:<n>": an order id is at most 64
+# the entries a compensate may name as undone by hand: the log holds one per compensable step and agent it went to
+MAX_BY_HAND_ENTRIES = 20
+MAX_BY_HAND_SEQ = 1000
 SECURITY_HEADERS = {
     "Cache-Control": "no-store",
     "X-Content-Type-Options": "nosniff",
@@ -174,12 +177,16 @@ class ActionBody:
     reason: str
     action: str | None = None
     review_id: str | None = None  # a review answer names the review it answers
+    # a compensate names the entries of a CompensationFailed order the operator undid by hand (their seq)
+    undone_by_hand: tuple[int, ...] = ()
 
 
-def parse_action_body(body: bytes, *, review: bool) -> ActionBody | Reply:
+def parse_action_body(body: bytes, *, review: bool, by_hand: bool = False) -> ActionBody | Reply:
     """``{"reason": "..."}`` (and ``"action"`` and ``"reviewId"`` for a review: an answer says which
     pause it answers, so that one posted again after its review closed is never taken as the answer
-    to the next one). Anything else, including who is
+    to the next one; and, with ``by_hand`` (a compensate), ``"undoneByHand"``: the ``seq`` of each entry
+    of a ``CompensationFailed`` order the operator undid by hand, ``domain.compensation.settle_by_hand``).
+    Anything else, including who is
     acting (that comes from the principal), is refused, and so is a reason no record or message can
     carry (a lone surrogate, control characters: ``domain.text``); its line breaks fold to spaces."""
     if len(body) > MAX_BODY_BYTES:
@@ -190,7 +197,7 @@ def parse_action_body(body: bytes, *, review: bool) -> ActionBody | Reply:
         return error(400, "the body is not UTF-8 JSON")
     if not isinstance(data, dict):
         return error(400, "the body must be a JSON object")
-    allowed = {"reason", "action", "reviewId"} if review else {"reason"}
+    allowed = {"reason", "action", "reviewId"} if review else {"reason", "undoneByHand"} if by_hand else {"reason"}
     unknown = sorted(set(data) - allowed)
     if unknown:
         return error(400, f"unknown fields: {', '.join(unknown)} (who acts comes from your sign-in)")
@@ -203,7 +210,18 @@ def parse_action_body(body: bytes, *, review: bool) -> ActionBody | Reply:
     if why_not is not None:  # it would go on the record, and from there into alerts and statuses
         return error(400, f"'reason' cannot be recorded: {why_not}")
     if not review:
-        return ActionBody(one_line(reason))
+        by_hand_entries = data.get("undoneByHand", [])
+        if not (
+            isinstance(by_hand_entries, list)
+            and len(by_hand_entries) <= MAX_BY_HAND_ENTRIES
+            and all(type(seq) is int and 0 < seq <= MAX_BY_HAND_SEQ for seq in by_hand_entries)
+        ):
+            return error(
+                400,
+                f"'undoneByHand' must be a list of at most {MAX_BY_HAND_ENTRIES} entry numbers (the order's "
+                "compensation[].seq you undid by hand)",
+            )
+        return ActionBody(one_line(reason), undone_by_hand=tuple(sorted(set(by_hand_entries))))
     action = data.get("action")
     if action not in REVIEW_CHOICES:
         return error(400, f"'action' must be one of {', '.join(REVIEW_CHOICES)}")

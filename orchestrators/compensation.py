@@ -32,6 +32,7 @@ recorded result, ids from ``domain.compensation``.
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -147,6 +148,7 @@ def _undo_entry(
     step_timeout = timedelta(seconds=plan.step_timeout_seconds)
     error: Any = None
     used_up = False  # the tries used up on transient failures (fail_compensation asks if an outage did it)
+    still_working = False  # the last try's service answered it still works on the undo (an earlier call of the key)
     for number in range(1, tries + 1):
         deadline = context.current_utc_datetime + step_timeout
         request = agent_request(
@@ -185,7 +187,7 @@ def _undo_entry(
                 released = ReleaseUndoInput(order_id=order_id, instance_id=me, seq=seq, error=said)
                 yield from call_fenced(writes, names.RELEASE_UNDO, released, parse_write_result, at=at)
             return orchestration_result("DependencyOpen", seq=seq, step=step_name, error=reply.error)
-        error = reply.error
+        error, still_working = reply.error, reply.in_progress
         if not reply.transient:
             break
         if number < tries:
@@ -200,6 +202,8 @@ def _undo_entry(
         else:
             error, used_up = tries_used_up(error, tries), True
     failed = FailCompensationInput(order_id=order_id, instance_id=me, seq=seq, error=error, used_up_tries=used_up)
+    if used_up and still_working:  # the undo is being done at its service: waited for, not failed
+        failed = replace(failed, still_working=True)
     written = yield from call_fenced(writes, names.FAIL_COMPENSATION, failed, parse_write_result, at=at)
     if not written.moved_on:  # moved on: an operator compensated again since, the next round speaks
         yield from call_publish_status(

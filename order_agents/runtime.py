@@ -152,6 +152,7 @@ def run_agent_request(
     )
     max_calls = settings.agent_max_attempts
     last_error = "no call made"
+    still_working = False  # the last call was answered "still working on an earlier call with this key"
     for number in range(1, max_calls + 1):
         fields = log_fields(request, call=number, action=action, service=call.service)
         if not gate.admit(call.service):
@@ -179,7 +180,7 @@ def run_agent_request(
             if not exc.transient:
                 log.error("permanent failure: %s", exc, extra=fields)
                 return _reply(request, outcome="failed", transient=False, error=str(exc))
-            last_error = str(exc)
+            last_error, still_working = str(exc), exc.in_progress
             if number == max_calls:
                 log.warning("transient failure, retry budget used up: %s", exc, extra=fields)
                 break
@@ -207,4 +208,4 @@ def run_agent_request(
             )
         log.info("succeeded", extra=fields)
         return reply
-    return _reply(request, outcome="failed", transient=True, error=last_error)
+    return _reply(request, outcome="failed", transient=True, error=last_error, in_progress=still_working)

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from adapters.cosmos.errors import EtagMismatch
 from adapters.cosmos.state_store import update_once_or_reread
 from dependencies import AppContext
-from domain.compensation import COMPENSATION_REQUESTED, enter_compensation
+from domain.compensation import COMPENSATION_REQUESTED, enter_compensation, settle_by_hand
 from domain.errors import IllegalTransition
 from domain.records import StateRecord, last_move
 from domain.states import ProcessState
@@ -140,35 +141,47 @@ def _resubmit_once(ctx: AppContext, order_id: str, operator: str, reason: str) -
     return ActionTaken(written)
 
 
-def compensate_order(ctx: AppContext, order_id: str, operator: str, reason: str) -> StateRecord:
+def compensate_order(
+    ctx: AppContext, order_id: str, operator: str, reason: str, *, undone_by_hand: tuple[int, ...] = ()
+) -> StateRecord:
     """``compensate_action``'s record."""
-    return compensate_action(ctx, order_id, operator, reason).record
+    return compensate_action(ctx, order_id, operator, reason, undone_by_hand=undone_by_hand).record
 
 
-def compensate_action(ctx: AppContext, order_id: str, operator: str, reason: str) -> ActionTaken:
+def compensate_action(
+    ctx: AppContext, order_id: str, operator: str, reason: str, *, undone_by_hand: tuple[int, ...] = ()
+) -> ActionTaken:
     """Operator action after a review (or a fix): ``Error`` or ``CompensationFailed`` ->
-    ``Compensating``, due now; the supervisor's next run starts the compensation round. Read back if its
+    ``Compensating``, due now; the supervisor's next run starts the compensation round. ``undone_by_hand``: the
+    entries of a ``CompensationFailed`` order the operator undid by hand (``domain.compensation.settle_by_hand``, in the
+    same write): the round skips them and undoes the rest (an undo its provider refused for good is refused again under
+    its key, so without it the round stopped there again). Read back if its
     response is lost; the same compensate by the same operator as the record's latest entry is
     ``repeated``. On a 412 it re-reads once and judges again, as resubmit does (a write that left the
     record in ``Error``, such as the supervisor acknowledging the alert it owed, does not refuse it).
     Refused (``IllegalTransition``) past the pivot: nothing may be undone then."""
     if not operator.strip() or not reason.strip():
         raise ValueError("compensating an order needs the operator's name and a reason")
-    taken = _judged_again_on_a_race(_compensate_once, ctx, order_id, operator, reason)
+    once = partial(_compensate_once, undone_by_hand=undone_by_hand)
+    taken = _judged_again_on_a_race(once, ctx, order_id, operator, reason)
     if taken.repeated:
         action_repeated(order_id, "compensate", operator)
         return taken
+    by_hand = f"; entries {', '.join(map(str, sorted(set(undone_by_hand))))} undone by hand" if undone_by_hand else ""
     app_event(
         "OperatorCompensated",
-        f"order {order_id}: compensation requested by {operator}: {reason}",
+        f"order {order_id}: compensation requested by {operator}: {reason}{by_hand}",
         orderId=order_id,
         operator=operator,
         reason=reason,
+        undoneByHand=sorted(set(undone_by_hand)),
     )
     return taken
 
 
-def _compensate_once(ctx: AppContext, order_id: str, operator: str, reason: str) -> ActionTaken:
+def _compensate_once(
+    ctx: AppContext, order_id: str, operator: str, reason: str, *, undone_by_hand: tuple[int, ...] = ()
+) -> ActionTaken:
     record = ctx.states.get(order_id)
     if record is None:
         raise RecordNotFound(f"no state record for order {order_id!r}")
@@ -176,7 +189,10 @@ def _compensate_once(ctx: AppContext, order_id: str, operator: str, reason: str)
         if repeated_action(record, "compensate", operator, reason):
             return ActionTaken(record, repeated=True)
         raise IllegalTransition(f"order {order_id}: an operator compensates only an Error or CompensationFailed order")
+    now = ctx.clock.now()
     written = update_once_or_reread(
-        ctx.states, record, lambda r: enter_compensation(r, operator, reason, ctx.clock.now())
+        ctx.states,
+        record,
+        lambda r: enter_compensation(settle_by_hand(r, undone_by_hand, operator, reason, now), operator, reason, now),
     )
     return ActionTaken(written)

@@ -64,7 +64,8 @@ class OutageVerdict:
     def escalation_reason(self, now: datetime) -> str:
         minutes = (now - self.since).total_seconds() / 60
         return (
-            f"{self.dependency} unavailable (circuit open, or failing with no success since) and the order waited "
+            f"{self.dependency} unavailable (circuit open, or failing with no success since, or still working on the "
+            f"order's call) and the order waited "
             f"{minutes:.0f} min, "
             f"beyond MAX_OUTAGE_WAIT_MINUTES={self.bound.total_seconds() / 60:.0f}: escalated although only the "
             "outage failed it"
@@ -72,7 +73,13 @@ class OutageVerdict:
 
 
 def outage_verdict(
-    ctx: AppContext, record: StateRecord, in_flight: InFlight | None, now: datetime, *, failed_transiently: bool = False
+    ctx: AppContext,
+    record: StateRecord,
+    in_flight: InFlight | None,
+    now: datetime,
+    *,
+    failed_transiently: bool = False,
+    still_working: bool = False,
 ) -> OutageVerdict | None:
     """None when the failure was the order's own (no dependency in flight, or its circuit stayed
     closed since the step began); else when to come back, or that the wait is over.
@@ -81,7 +88,12 @@ def outage_verdict(
     Such a failure is taken for an outage's too while the service has had no success since (its failures in a row
     not reset), even with the circuit closed: an order alone in an outage makes fewer than
     ``CIRCUIT_FAILURE_THRESHOLD`` failures in a row and would spend its retries on it. With other traffic to the
-    service, a success of another order resets the count and the failure counts as before."""
+    service, a success of another order resets the count and the failure counts as before.
+
+    ``still_working``: those failures ended on the service's answer that it is still working on an earlier call with
+    the order's key (an undo's tries, ``activities.compensation_steps.fail_compensation``): the call is being done, its
+    outcome still to come, whatever other orders' calls did meanwhile; waited for as on a closed circuit with no
+    success since (a slow undo failed the compensation, and the service did it minutes later)."""
     if in_flight is None or not ctx.settings.max_outage_wait:
         return None  # MAX_OUTAGE_WAIT_MINUTES=0: never wait, every failure counts
     try:
@@ -106,7 +118,7 @@ def outage_verdict(
         return None
     if health is None:
         return None
-    failing = failed_transiently and health.consecutive_failures > 0
+    failing = failed_transiently and (health.consecutive_failures > 0 or still_working)
     if not (health.outage_overlaps(in_flight.since) or failing):
         return None
     policy = ctx.settings.circuit_policy

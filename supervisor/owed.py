@@ -48,6 +48,7 @@ from adapters.cosmos.state_store import update_once, update_once_or_reread
 from adapters.servicebus.sender import SendError
 from contracts.messages import StatusName, StatusUpdate
 from dependencies import AppContext
+from domain.compensation import not_undone
 from domain.errors import IllegalTransition
 from domain.ids import alert_id
 from domain.payment_wait import PAYMENT_NOT_RECEIVED
@@ -319,7 +320,7 @@ def resend_due(record: StateRecord, now: datetime) -> bool:
 
 
 def _details(record: StateRecord, entry: HistoryEntry) -> dict[str, Any]:
-    return {
+    details: dict[str, Any] = {
         "attempt": record.attempt,
         "failureCount": record.failure_count,
         "lastError": record.last_error,
@@ -327,6 +328,9 @@ def _details(record: StateRecord, entry: HistoryEntry) -> dict[str, Any]:
         "by": entry.by,
         "at": entry.at.isoformat(),
     }
+    if record.process_state is ProcessState.COMPENSATION_FAILED:
+        details["notUndone"] = not_undone(record)  # every entry still held, not only the one that failed
+    return details
 
 
 def acknowledge(ctx: AppContext, record: StateRecord) -> StateRecord | None:

@@ -356,7 +356,7 @@ async function showOrder(orderId, quiet, updatedAt) {
     { title: "#", value: c => c.seq },
     { title: "Step", value: c => c.step },
     { title: "Undo", value: c => c.undoAction + " via " + c.agent },
-    { title: "Outcome", value: c => c.outcome || "not undone" },
+    { title: "Outcome", value: c => c.outcome ? c.outcome + (c.undoneBy ? " by hand (" + c.undoneBy + ")" : "") : "not undone" },
     { title: "Error", value: c => c.error || "" },
   ], d.compensation || [], "empty");
   fillTable($("statuses"), [

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from contracts.messages import AgentReply, AgentRequest
+from contracts.messages import AgentReply, AgentRequest, OwnMessage
 from contracts.parsing import InvalidMessage, parse
 
 
@@ -42,10 +42,13 @@ def _reply(**overrides: Any) -> dict[str, Any]:
     return body | overrides
 
 
+ACCEPTED: dict[str, type[OwnMessage]] = {"AgentRequest": AgentRequest, "AgentReply": AgentReply}
+
+
 def _refused(body: dict[str, Any] | str) -> InvalidMessage:
     text = body if isinstance(body, str) else json.dumps(body)
     with pytest.raises(InvalidMessage) as caught:
-        parse(text, {"AgentRequest": AgentRequest, "AgentReply": AgentReply})
+        parse(text, ACCEPTED)
     return caught.value
 
 
