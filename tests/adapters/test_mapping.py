@@ -5,7 +5,8 @@ The expected documents below were produced by the records' earlier pydantic form
 stored in Cosmos did not change when the records became dataclasses. Fields added since are in them
 too (``receivedOwed``: a document written before it reads as not owing ``Received``; ``submittedAs``: one
 written before it names no creating message; ``paymentWaitSince``: one written before it waits for no
-payment; ``reviewDefault``: one written before it does not know its review's default)."""
+payment; ``reviewDefault``: one written before it does not know its review's default; a compensation entry's ``undoneBy``:
+one written before it was undone by no operator's hand)."""
 
 from __future__ import annotations
 
@@ -227,6 +228,7 @@ STATE_DOCUMENT: dict[str, Any] = {
             "outcomeAt": "2026-03-04T05:06:11.890123Z",
             "error": None,
             "undoResult": {"releaseId": "rel-1", "units": 2},
+            "undoneBy": None,
         },
         {
             "seq": 2,
@@ -240,6 +242,7 @@ STATE_DOCUMENT: dict[str, Any] = {
             "outcomeAt": None,
             "error": None,
             "undoResult": None,
+            "undoneBy": None,
         },
     ],
     "lastError": "charge-payment: declined",
@@ -455,6 +458,14 @@ def test_a_compensation_entry_stored_before_it_kept_its_undo_answer_reads_with_n
         "compensation": [{k: v for k, v in e.items() if k != "undoResult"} for e in STATE_DOCUMENT["compensation"]],
     }
     assert [e.undo_result for e in from_document(StateRecord, stored_before).compensation] == [None, None]
+
+
+def test_a_compensation_entry_stored_before_undone_by_hand_existed_reads_as_undone_by_the_app() -> None:
+    stored_before = {
+        **STATE_DOCUMENT,
+        "compensation": [{k: v for k, v in e.items() if k != "undoneBy"} for e in STATE_DOCUMENT["compensation"]],
+    }
+    assert [e.undone_by for e in from_document(StateRecord, stored_before).compensation] == [None, None]
 
 
 def test_a_state_document_stored_before_payment_waits_reads_as_not_waiting() -> None:
