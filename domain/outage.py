@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from domain.circuit import waiting_reason
-from domain.compensation import UNDONE, ensure_compensation_owner, is_compensation_due
+from domain.compensation import UNDONE, ensure_compensation_owner, is_stuck_round
 from domain.errors import IllegalTransition
 from domain.records import StateRecord, last_move
 from domain.transitions import NO_GRACE, SUPERVISOR
@@ -60,7 +60,7 @@ def wait_compensation_out(
     """A round stuck on an open dependency: released (``lockedBy`` null, so the next claim does not
     count it as a failed round), not claimed again before ``until``. ``grace``: the supervisor's
     (``transitions.past_due``)."""
-    if not is_compensation_due(record, now, grace) or record.locked_by is None:
+    if not is_stuck_round(record, now, grace):
         raise IllegalTransition(f"order {record.order_id}: no stuck compensation round to release")
     reason = waiting_reason(dependency)
     return record.with_changes(
