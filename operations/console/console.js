@@ -85,6 +85,15 @@ const ORDER_COLUMNS = [
   { title: "completeBy", value: o => when(o.completeBy) },
   { title: "Last error", value: o => o.lastError || "" },
 ];
+// A compensation round stuck past its deadline (the supervisor backs it off, or fails the compensation at maxRounds).
+const STUCK_COLUMNS = [
+  { title: "Order", value: o => orderLink(o.orderId) },
+  { title: "Round", value: o => o.round },
+  { title: "Failed rounds", value: o => o.failureCount + " of " + o.maxRounds },
+  { title: "Undoing", value: o => o.undoService || "" },
+  { title: "completeBy", value: o => when(o.completeBy) },
+  { title: "Last error", value: o => o.lastError || "" },
+];
 // A state document that does not map to a record: the API leaves it out of the lists and names it.
 const UNREADABLE_COLUMNS = [
   { title: "Order", value: u => orderLink(u.orderId) },
@@ -128,6 +137,9 @@ async function refreshOverview() {
   $("expired-count").textContent = "(" + s.expiredCount + more + ")";
   fillTable($("reviews"), reviewColumns(s.now), s.waitingForReview, "no order waits for review");
   fillTable($("expired"), ORDER_COLUMNS, s.expired, "no expired order");
+  // the summary read only the oldest Compensating records
+  $("stuck-count").textContent = "(" + s.stuckCompensationsCount + (s.compensatingCapped ? "+" : "") + ")";
+  fillTable($("stuck"), STUCK_COLUMNS, s.stuckCompensations, "no stuck compensation");
   fillTable($("errors"), ORDER_COLUMNS, s.needOperator.Error, "none");
   fillTable($("compfailed"), ORDER_COLUMNS, s.needOperator.CompensationFailed, "none");
   $("unreadable-section").hidden = !s.unreadableCount;
