@@ -235,7 +235,14 @@ function actHint(state, d, passed) {
     case "Processing":
       return (passed ? "Its completeBy has passed: the supervisor recovers an expired attempt on its own. " : "In progress: nothing to do. ") +
         "Cancel order stops it and undoes its completed steps (not past the pivot).";
-    case "Compensating": return "Its compensation round is under way: no action applies; it ends Compensated or CompensationFailed.";
+    case "Compensating":
+      if (!passed) {
+        return ((d.state || {}).lockedBy ? "Its compensation round is under way" : "Its next compensation round waits (a backoff, or an outage waited out) until completeBy") +
+          ": no action applies; it ends Compensated or CompensationFailed.";
+      }
+      return ((d.state || {}).lockedBy
+        ? "Its compensation round is past its deadline (stuck): the supervisor counts it as a failed round and starts the next one after a backoff (CompensationFailed after MAX_FAILURES); "
+        : "Its next compensation round is due: the supervisor starts it on its next run; ") + "no action applies.";
     case "Processed":
     case "Compensated": return "Settled: no action applies.";
     default: return "No action applies: the order has no readable state record.";

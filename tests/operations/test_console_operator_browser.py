@@ -141,5 +141,6 @@ def test_a_stuck_compensation_is_listed_and_links_to_its_order(cosmos_db: Any, b
         expect(row).to_contain_text("inventory")
         page.locator("#stuck a", has_text="o-undo-stuck").click()
         expect(page.get_by_role("heading", name="Order o-undo-stuck")).to_be_visible()
+        expect(page.locator("#act-hint")).to_contain_text("past its deadline (stuck)")  # before: "under way"
     finally:
         ops.close()
