@@ -11,6 +11,7 @@ from domain.circuit import waiting_reason
 from domain.compensation import UNDONE, ensure_compensation_owner, is_stuck_round
 from domain.errors import IllegalTransition
 from domain.records import StateRecord, last_move
+from domain.states import ProcessState
 from domain.transitions import NO_GRACE, SUPERVISOR
 from domain.workflow import agent
 
@@ -47,6 +48,17 @@ def undo_in_flight(record: StateRecord) -> InFlight | None:
     entry = max(pending, key=lambda e: e.seq)
     claimed = [h.at for h in record.history if h.event == "CompensationClaimed"]
     return InFlight(agent(entry.agent).service, claimed[-1] if claimed else record.updated_at)
+
+
+def is_waiting_out_outage(record: StateRecord) -> bool:
+    """A Compensating record released to wait an outage out (``wait_compensation_out``, ``release_round_to_wait``): no
+    round holds it, and its wait (bounded by ``MAX_OUTAGE_WAIT_MINUTES`` from ``outageWaitSince``) lasts until a
+    round is claimed and moves on or counts a failure. Not a stuck round (``compensation.is_stuck_round``)."""
+    return (
+        record.process_state is ProcessState.COMPENSATING
+        and record.locked_by is None
+        and record.outage_wait_since is not None
+    )
 
 
 def wait_compensation_out(

@@ -18,7 +18,7 @@ from dependencies import AppContext
 from domain.compensation import compensation_instance_id, is_stuck_round, pivot_passed
 from domain.deferral import DeferralDocument
 from domain.ids import instance_id
-from domain.outage import undo_in_flight
+from domain.outage import is_waiting_out_outage, undo_in_flight
 from domain.records import StateRecord
 from domain.review import NotedAnswer, PendingReview, choices_for, noted_answer, pending_review
 from domain.states import ProcessState
@@ -29,7 +29,7 @@ from operations.web import list_token
 log = logging.getLogger(__name__)
 
 SUMMARY_PROCESSING_LIMIT = 500  # Processing is capped by MAX_IN_FLIGHT; this bounds the summary's scan
-SUMMARY_COMPENSATING_LIMIT = 500  # the Compensating records the summary reads for its stuck rounds, oldest first
+SUMMARY_COMPENSATING_LIMIT = 500  # the Compensating records the summary reads (stuck, waiting rounds), oldest first
 SUMMARY_LIST_LIMIT = 20
 SUMMARY_NEEDING_LIMIT = 10  # the newest Error and CompensationFailed orders the overview lists
 NEEDS_AN_OPERATOR = (ProcessState.ERROR, ProcessState.COMPENSATION_FAILED)
@@ -76,6 +76,12 @@ def stuck_round_row(record: StateRecord, max_rounds: int) -> dict[str, Any]:
     }
 
 
+def waiting_round_row(record: StateRecord) -> dict[str, Any]:
+    """A compensation released to wait an outage out: ``order_row`` (``completeBy``: its next round's not-before time,
+    ``lastError``: what it waits for), with the last round and since when it waits."""
+    return {**order_row(record), "round": record.attempt, "waitingSince": _time(record.outage_wait_since)}
+
+
 def unreadable_rows(unmapped: list[Unmapped]) -> list[dict[str, Any]]:
     """State documents a query returned that do not map to a record: which, and what is wrong."""
     return [{"orderId": u.doc_id, "error": u.error} for u in unmapped]
@@ -97,6 +103,8 @@ def summary(ctx: AppContext, alert_tail: TailHint | None = None) -> dict[str, An
     # deadline and the grace); a round released to wait a backoff or an outage out holds nothing and is not listed
     rounds = ctx.ops.oldest_deadlines(ProcessState.COMPENSATING, SUMMARY_COMPENSATING_LIMIT)
     stuck = [stuck_round_row(r, ctx.settings.max_failures) for r in rounds.records if is_stuck_round(r, now, grace)]
+    # released to wait an outage out: no round holds them, the supervisor claims the next at completeBy
+    waiting = [waiting_round_row(r) for r in rounds.records if is_waiting_out_outage(r)]
     oldest = processing[0] if processing else None
     # the newest orders an operator must act on, and every document read here that does not map
     needing = {state: ctx.ops.page(state, SUMMARY_NEEDING_LIMIT, None) for state in NEEDS_AN_OPERATOR}
@@ -118,6 +126,8 @@ def summary(ctx: AppContext, alert_tail: TailHint | None = None) -> dict[str, An
         "stuckCompensations": stuck[:SUMMARY_LIST_LIMIT],
         "stuckCompensationsCount": len(stuck),
         "compensatingCapped": len(rounds.records) + len(rounds.unmapped) >= SUMMARY_COMPENSATING_LIMIT,
+        "compensationsWaitingOutage": waiting[:SUMMARY_LIST_LIMIT],
+        "compensationsWaitingOutageCount": len(waiting),
         "needOperator": {state.value: [order_row(r) for r in page.records] for state, page in needing.items()},
         **_recent_alerts_or_why_not(ctx, alert_tail),
         # documents the summary read (Processing, and the lists above) that do not map: left out of them

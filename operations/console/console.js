@@ -94,6 +94,14 @@ const STUCK_COLUMNS = [
   { title: "completeBy", value: o => when(o.completeBy) },
   { title: "Last error", value: o => o.lastError || "" },
 ];
+// A compensation released to wait its undo's service's outage out: its next round not before completeBy.
+const OUTAGE_WAIT_COLUMNS = [
+  { title: "Order", value: o => orderLink(o.orderId) },
+  { title: "Waiting for", value: o => o.lastError || "" },
+  { title: "Since", value: o => when(o.waitingSince) },
+  { title: "Next round not before", value: o => when(o.completeBy) },
+  { title: "Failed rounds", value: o => o.failureCount },
+];
 // A state document that does not map to a record: the API leaves it out of the lists and names it.
 const UNREADABLE_COLUMNS = [
   { title: "Order", value: u => orderLink(u.orderId) },
@@ -140,6 +148,8 @@ async function refreshOverview() {
   // the summary read only the oldest Compensating records
   $("stuck-count").textContent = "(" + s.stuckCompensationsCount + (s.compensatingCapped ? "+" : "") + ")";
   fillTable($("stuck"), STUCK_COLUMNS, s.stuckCompensations, "no stuck compensation");
+  $("outage-waits-count").textContent = "(" + s.compensationsWaitingOutageCount + (s.compensatingCapped ? "+" : "") + ")";
+  fillTable($("outage-waits"), OUTAGE_WAIT_COLUMNS, s.compensationsWaitingOutage, "none");
   fillTable($("errors"), ORDER_COLUMNS, s.needOperator.Error, "none");
   fillTable($("compfailed"), ORDER_COLUMNS, s.needOperator.CompensationFailed, "none");
   $("unreadable-section").hidden = !s.unreadableCount;

@@ -81,7 +81,7 @@ def round_running(ops: OpsHarness, order_id: str, *, failed_rounds: int = 0) -> 
     return _write(ops, record, began)
 
 
-def _released_to_wait(ops: OpsHarness, order_id: str, until: timedelta) -> StateRecord:
+def released_to_wait(ops: OpsHarness, order_id: str, until: timedelta) -> StateRecord:
     """A round whose undo met the inventory service's open circuit (it ends, due to the supervisor at once), released
     by the supervisor to wait the outage out, no round before ``until`` from now."""
     record = round_running(ops, order_id)
@@ -94,8 +94,8 @@ def _released_to_wait(ops: OpsHarness, order_id: str, until: timedelta) -> State
 
 def test_a_stuck_round_is_listed_a_released_or_running_one_is_not(ops):
     stuck = round_running(ops, "o-stuck", failed_rounds=1)
-    _released_to_wait(ops, "o-waits", until=timedelta(minutes=10))
-    _released_to_wait(ops, "o-wait-over", until=timedelta(seconds=1))  # due again, for its next claim: not stuck
+    released_to_wait(ops, "o-waits", until=timedelta(minutes=10))
+    released_to_wait(ops, "o-wait-over", until=timedelta(seconds=1))  # due again, for its next claim: not stuck
     ops.clock.advance_to(ops.clock.now() + timedelta(seconds=5))
     running = round_running(ops, "o-running")  # its undo's deadline is 5 s later than o-stuck's
     assert stuck.complete_by is not None and running.complete_by is not None
@@ -104,6 +104,11 @@ def test_a_stuck_round_is_listed_a_released_or_running_one_is_not(ops):
     status, body = ops.get("/api/ops/summary")
     assert status == 200 and body["stuckCompensations"] == [] and body["stuckCompensationsCount"] == 0, body
     assert body["counts"]["Compensating"] == 4
+    # released to wait the outage out: listed as waiting, its next round not before completeBy
+    assert [row["orderId"] for row in body["compensationsWaitingOutage"]] == ["o-wait-over", "o-waits"]
+    assert body["compensationsWaitingOutageCount"] == 2
+    waits = body["compensationsWaitingOutage"][1]
+    assert waits["lastError"] == "waiting for inventory (circuit open)" and waits["waitingSince"] is not None
 
     ops.clock.advance_to(stuck.complete_by + just_past(GRACE))  # past it and the grace; o-running's not yet
     assert running.complete_by + GRACE > ops.clock.now()
@@ -117,6 +122,7 @@ def test_a_stuck_round_is_listed_a_released_or_running_one_is_not(ops):
     assert row["processState"] == "Compensating" and row["undoService"] == "inventory"
     assert row["lastError"] == stuck.last_error and row["completeBy"] is not None
     assert body["stuckCompensationsCount"] == 1 and body["compensatingCapped"] is False
+    assert [row["orderId"] for row in body["compensationsWaitingOutage"]] == ["o-wait-over", "o-waits"]
     # the released ones hold nothing: the supervisor claims their next round when due, it backs off no stuck one
     assert ops.ctx is not None
     for order_id in ("o-waits", "o-wait-over"):
@@ -137,6 +143,6 @@ def test_the_stuck_rounds_are_capped_like_the_other_lists(ops, monkeypatch):
     assert body["compensatingCapped"] is False
 
     monkeypatch.setattr("operations.views.SUMMARY_COMPENSATING_LIMIT", 3)  # the summary reads only the oldest three
-    _released_to_wait(ops, "o-cap-waits", until=timedelta(minutes=10))
+    released_to_wait(ops, "o-cap-waits", until=timedelta(minutes=10))
     status, body = ops.get("/api/ops/summary")
     assert status == 200 and body["stuckCompensationsCount"] == 3 and body["compensatingCapped"] is True
