@@ -250,6 +250,14 @@ def is_compensation_due(record: StateRecord, now: datetime, grace: timedelta = t
     )
 
 
+def is_stuck_round(record: StateRecord, now: datetime, grace: timedelta = transitions.NO_GRACE) -> bool:
+    """A Compensating record a round still holds past its deadline (``grace`` after it, ``is_compensation_due``): the
+    round's orchestration died, an undo missed its deadline or its start was never made. The supervisor backs it off
+    (``back_off_stuck_round``) or releases it to wait an outage out; a round released that way (``lockedBy`` null) is
+    due at its not-before time, and is not stuck."""
+    return record.locked_by is not None and is_compensation_due(record, now, grace)
+
+
 def _round_error(record: StateRecord) -> str | None:
     """What a round met, as ``lastError`` says it: None when ``lastError`` is only why the order is being
     compensated (the newest ``CompensationRequested``'s reason, ``compensation_cause``; each keeps it cut to its own
@@ -317,7 +325,7 @@ def back_off_stuck_round(
     failure and is released (``lockedBy`` null) until ``now + backoff``, so the next round waits as
     a forward retry does instead of calling the failing service again at once; the claim after it
     does not count the round again. At ``max_rounds`` failures the record is CompensationFailed."""
-    if not is_compensation_due(record, now, grace) or record.locked_by is None:
+    if not is_stuck_round(record, now, grace):
         raise IllegalTransition(f"order {record.order_id}: no stuck compensation round to back off")
     failures = record.failure_count + 1
     if failures >= max_rounds:

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from domain.circuit import waiting_reason
-from domain.compensation import UNDONE, ensure_compensation_owner, is_compensation_due
+from domain.compensation import UNDONE, ensure_compensation_owner, is_stuck_round
 from domain.errors import IllegalTransition
 from domain.records import StateRecord, last_move
+from domain.states import ProcessState
 from domain.transitions import NO_GRACE, SUPERVISOR
 from domain.workflow import agent
 
@@ -49,6 +50,17 @@ def undo_in_flight(record: StateRecord) -> InFlight | None:
     return InFlight(agent(entry.agent).service, claimed[-1] if claimed else record.updated_at)
 
 
+def is_waiting_out_outage(record: StateRecord) -> bool:
+    """A Compensating record released to wait an outage out (``wait_compensation_out``, ``release_round_to_wait``): no
+    round holds it, and its wait (bounded by ``MAX_OUTAGE_WAIT_MINUTES`` from ``outageWaitSince``) lasts until a
+    round is claimed and moves on or counts a failure. Not a stuck round (``compensation.is_stuck_round``)."""
+    return (
+        record.process_state is ProcessState.COMPENSATING
+        and record.locked_by is None
+        and record.outage_wait_since is not None
+    )
+
+
 def wait_compensation_out(
     record: StateRecord,
     now: datetime,
@@ -60,7 +72,7 @@ def wait_compensation_out(
     """A round stuck on an open dependency: released (``lockedBy`` null, so the next claim does not
     count it as a failed round), not claimed again before ``until``. ``grace``: the supervisor's
     (``transitions.past_due``)."""
-    if not is_compensation_due(record, now, grace) or record.locked_by is None:
+    if not is_stuck_round(record, now, grace):
         raise IllegalTransition(f"order {record.order_id}: no stuck compensation round to release")
     reason = waiting_reason(dependency)
     return record.with_changes(

@@ -15,9 +15,10 @@ from adapters.servicebus.browse import TailHint, peek_newest
 from adapters.servicebus.settlement import body_bytes
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from dependencies import AppContext
-from domain.compensation import compensation_instance_id, pivot_passed
+from domain.compensation import compensation_instance_id, is_stuck_round, pivot_passed
 from domain.deferral import DeferralDocument
 from domain.ids import instance_id
+from domain.outage import is_waiting_out_outage, undo_in_flight
 from domain.records import StateRecord
 from domain.review import NotedAnswer, PendingReview, choices_for, noted_answer, pending_review
 from domain.states import ProcessState
@@ -28,6 +29,7 @@ from operations.web import list_token
 log = logging.getLogger(__name__)
 
 SUMMARY_PROCESSING_LIMIT = 500  # Processing is capped by MAX_IN_FLIGHT; this bounds the summary's scan
+SUMMARY_COMPENSATING_LIMIT = 500  # the Compensating records the summary reads (stuck, waiting rounds), oldest first
 SUMMARY_LIST_LIMIT = 20
 SUMMARY_NEEDING_LIMIT = 10  # the newest Error and CompensationFailed orders the overview lists
 NEEDS_AN_OPERATOR = (ProcessState.ERROR, ProcessState.COMPENSATION_FAILED)
@@ -61,6 +63,25 @@ def order_row(record: StateRecord) -> dict[str, Any]:
     }
 
 
+def stuck_round_row(record: StateRecord, max_rounds: int) -> dict[str, Any]:
+    """A stuck compensation round's line: ``order_row`` (``failureCount``: the rounds failed so far, ``lastError``),
+    with the round (a Compensating record's ``attempt``), the failed rounds that fail the compensation
+    (``MAX_FAILURES``) and the service of the undo the round was on (``domain.outage.undo_in_flight``)."""
+    undo = undo_in_flight(record)
+    return {
+        **order_row(record),
+        "round": record.attempt,
+        "maxRounds": max_rounds,
+        "undoService": undo.dependency if undo else None,
+    }
+
+
+def waiting_round_row(record: StateRecord) -> dict[str, Any]:
+    """A compensation released to wait an outage out: ``order_row`` (``completeBy``: its next round's not-before time,
+    ``lastError``: what it waits for), with the last round and since when it waits."""
+    return {**order_row(record), "round": record.attempt, "waitingSince": _time(record.outage_wait_since)}
+
+
 def unreadable_rows(unmapped: list[Unmapped]) -> list[dict[str, Any]]:
     """State documents a query returned that do not map to a record: which, and what is wrong."""
     return [{"orderId": u.doc_id, "error": u.error} for u in unmapped]
@@ -70,17 +91,24 @@ def summary(ctx: AppContext, alert_tail: TailHint | None = None) -> dict[str, An
     """The overview the console polls. ``alert_tail``: where the newest alert was last found (kept by the
     caller between requests: it saves the search most of its peeks)."""
     counts = {state.value: ctx.states.count(state) for state in ProcessState}
-    scanned = ctx.ops.processing(SUMMARY_PROCESSING_LIMIT)  # oldest completeBy first
+    scanned = ctx.ops.oldest_deadlines(ProcessState.PROCESSING, SUMMARY_PROCESSING_LIMIT)  # oldest completeBy first
     processing = scanned.records
     now = ctx.clock.now()
+    grace = ctx.settings.supervisor_grace
     reviews = [order_row(r) for r in processing if pending_review(r) is not None]
     # past due as the supervisor's scan finds them (a held attempt only its grace past its completeBy, ``is_expired``);
     # it may still leave some of them to an instance the Durable backend has not run yet (supervisor/backend_wait.py)
-    expired = [order_row(r) for r in processing if is_expired(r, now, ctx.settings.supervisor_grace)]
+    expired = [order_row(r) for r in processing if is_expired(r, now, grace)]
+    # compensation rounds stuck as the supervisor's scan finds them (``is_stuck_round``: still held past the round's
+    # deadline and the grace); a round released to wait a backoff or an outage out holds nothing and is not listed
+    rounds = ctx.ops.oldest_deadlines(ProcessState.COMPENSATING, SUMMARY_COMPENSATING_LIMIT)
+    stuck = [stuck_round_row(r, ctx.settings.max_failures) for r in rounds.records if is_stuck_round(r, now, grace)]
+    # released to wait an outage out: no round holds them, the supervisor claims the next at completeBy
+    waiting = [waiting_round_row(r) for r in rounds.records if is_waiting_out_outage(r)]
     oldest = processing[0] if processing else None
     # the newest orders an operator must act on, and every document read here that does not map
     needing = {state: ctx.ops.page(state, SUMMARY_NEEDING_LIMIT, None) for state in NEEDS_AN_OPERATOR}
-    unmapped = [*scanned.unmapped, *(u for page in needing.values() for u in page.unmapped)]
+    unmapped = [*scanned.unmapped, *rounds.unmapped, *(u for page in needing.values() for u in page.unmapped)]
     return {
         "now": to_text(now),
         "counts": counts,
@@ -94,6 +122,12 @@ def summary(ctx: AppContext, alert_tail: TailHint | None = None) -> dict[str, An
         "processingCapped": len(processing) + len(scanned.unmapped) >= SUMMARY_PROCESSING_LIMIT,
         "expired": expired[:SUMMARY_LIST_LIMIT],
         "expiredCount": len(expired),
+        # the oldest stuck rounds first; capped as Processing is (the count then covers the oldest deadlines only)
+        "stuckCompensations": stuck[:SUMMARY_LIST_LIMIT],
+        "stuckCompensationsCount": len(stuck),
+        "compensatingCapped": len(rounds.records) + len(rounds.unmapped) >= SUMMARY_COMPENSATING_LIMIT,
+        "compensationsWaitingOutage": waiting[:SUMMARY_LIST_LIMIT],
+        "compensationsWaitingOutageCount": len(waiting),
         "needOperator": {state.value: [order_row(r) for r in page.records] for state, page in needing.items()},
         **_recent_alerts_or_why_not(ctx, alert_tail),
         # documents the summary read (Processing, and the lists above) that do not map: left out of them

@@ -4,7 +4,7 @@ needs. Counts per state use the state store's own ``count``.
 Queries are cross-partition and bounded: a page is at most ``MAX_PAGE_SIZE`` records, paged by keyset
 (``state_store.seek_page``: the next page is a fresh query after the last (updatedAt, id) of the one
 before, never a Cosmos DB continuation token), and the
-Processing records a summary looks at are capped (Processing is itself capped by ``MAX_IN_FLIGHT``).
+Processing and Compensating records a summary looks at are capped (Processing is itself capped by ``MAX_IN_FLIGHT``).
 Deferral documents (``deferred:<orderId>``) share the container and have no ``processState``: every
 query filters on it. A document that does not map to a record is skipped and named in the page
 (``RecordPage.unmapped``), never the failure of the others."""
@@ -44,8 +44,9 @@ class OpsQueries(Protocol):
         """Records, newest ``updatedAt`` first (then the greatest id), optionally of one state, after ``after``."""
         ...
 
-    def processing(self, limit: int) -> RecordPage:
-        """Processing records, oldest ``completeBy`` first (one page: no continuation)."""
+    def oldest_deadlines(self, state: ProcessState, limit: int) -> RecordPage:
+        """Records of ``state`` with a ``completeBy``, oldest first (one page: no continuation): the Processing
+        attempts and the Compensating rounds a summary looks at."""
         ...
 
 
@@ -66,13 +67,13 @@ class CosmosOpsQueries:
         records, unmapped = map_each(docs, "ops list", log_skipped=False)
         return RecordPage(records, last, unmapped)
 
-    def processing(self, limit: int) -> RecordPage:
+    def oldest_deadlines(self, state: ProcessState, limit: int) -> RecordPage:
         query = (  # sort keys are text only (``state_store``)
             "SELECT TOP @limit * FROM c WHERE c.processState = @state AND IS_STRING(c.completeBy) ORDER BY c.completeBy"
         )
         params: list[dict[str, Any]] = [
             {"name": "@limit", "value": limit},
-            {"name": "@state", "value": ProcessState.PROCESSING.value},
+            {"name": "@state", "value": state.value},
         ]
         with mapped_errors():
             docs = list(self._c.query_items(query, parameters=params, enable_cross_partition_query=True))

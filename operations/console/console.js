@@ -85,6 +85,23 @@ const ORDER_COLUMNS = [
   { title: "completeBy", value: o => when(o.completeBy) },
   { title: "Last error", value: o => o.lastError || "" },
 ];
+// A compensation round stuck past its deadline (the supervisor backs it off, or fails the compensation at maxRounds).
+const STUCK_COLUMNS = [
+  { title: "Order", value: o => orderLink(o.orderId) },
+  { title: "Round", value: o => o.round },
+  { title: "Failed rounds", value: o => o.failureCount + " of " + o.maxRounds },
+  { title: "Undoing", value: o => o.undoService || "" },
+  { title: "completeBy", value: o => when(o.completeBy) },
+  { title: "Last error", value: o => o.lastError || "" },
+];
+// A compensation released to wait its undo's service's outage out: its next round not before completeBy.
+const OUTAGE_WAIT_COLUMNS = [
+  { title: "Order", value: o => orderLink(o.orderId) },
+  { title: "Waiting for", value: o => o.lastError || "" },
+  { title: "Since", value: o => when(o.waitingSince) },
+  { title: "Next round not before", value: o => when(o.completeBy) },
+  { title: "Failed rounds", value: o => o.failureCount },
+];
 // A state document that does not map to a record: the API leaves it out of the lists and names it.
 const UNREADABLE_COLUMNS = [
   { title: "Order", value: u => orderLink(u.orderId) },
@@ -128,6 +145,11 @@ async function refreshOverview() {
   $("expired-count").textContent = "(" + s.expiredCount + more + ")";
   fillTable($("reviews"), reviewColumns(s.now), s.waitingForReview, "no order waits for review");
   fillTable($("expired"), ORDER_COLUMNS, s.expired, "no expired order");
+  // the summary read only the oldest Compensating records
+  $("stuck-count").textContent = "(" + s.stuckCompensationsCount + (s.compensatingCapped ? "+" : "") + ")";
+  fillTable($("stuck"), STUCK_COLUMNS, s.stuckCompensations, "no stuck compensation");
+  $("outage-waits-count").textContent = "(" + s.compensationsWaitingOutageCount + (s.compensatingCapped ? "+" : "") + ")";
+  fillTable($("outage-waits"), OUTAGE_WAIT_COLUMNS, s.compensationsWaitingOutage, "none");
   fillTable($("errors"), ORDER_COLUMNS, s.needOperator.Error, "none");
   fillTable($("compfailed"), ORDER_COLUMNS, s.needOperator.CompensationFailed, "none");
   $("unreadable-section").hidden = !s.unreadableCount;
@@ -223,7 +245,14 @@ function actHint(state, d, passed) {
     case "Processing":
       return (passed ? "Its completeBy has passed: the supervisor recovers an expired attempt on its own. " : "In progress: nothing to do. ") +
         "Cancel order stops it and undoes its completed steps (not past the pivot).";
-    case "Compensating": return "Its compensation round is under way: no action applies; it ends Compensated or CompensationFailed.";
+    case "Compensating":
+      if (!passed) {
+        return ((d.state || {}).lockedBy ? "Its compensation round is under way" : "Its next compensation round waits (a backoff, or an outage waited out) until completeBy") +
+          ": no action applies; it ends Compensated or CompensationFailed.";
+      }
+      return ((d.state || {}).lockedBy
+        ? "Its compensation round is past its deadline (stuck): the supervisor counts it as a failed round and starts the next one after a backoff (CompensationFailed after MAX_FAILURES); "
+        : "Its next compensation round is due: the supervisor starts it on its next run; ") + "no action applies.";
     case "Processed":
     case "Compensated": return "Settled: no action applies.";
     default: return "No action applies: the order has no readable state record.";

@@ -88,6 +88,6 @@ def test_the_ops_summary_lists_the_soonest_deadlines_across_ranges(container, cl
     for i in range(10):
         _put(container, f"s{i}", ProcessState.PROCESSING, now + timedelta(minutes=(i * 7) % 10))
 
-    page = CosmosOpsQueries(container).processing(3)
+    page = CosmosOpsQueries(container).oldest_deadlines(ProcessState.PROCESSING, 3)
 
     assert [r.order_id for r in page.records] == ["s0", "s3", "s6"]  # due in 0, 1 and 2 minutes

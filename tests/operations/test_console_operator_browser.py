@@ -118,3 +118,39 @@ def test_an_alert_links_to_its_order(ops: OpsHarness, browser: Any) -> None:  # 
     page = _laptop(ops, browser)
     page.locator("#alerts a", has_text="o-alerted").click()
     expect(page.get_by_role("heading", name="Order o-alerted")).to_be_visible()
+
+
+def test_a_stuck_compensation_is_listed_and_links_to_its_order(cosmos_db: Any, browser: Any) -> None:  # noqa: F811
+    from playwright.sync_api import expect
+
+    from tests.operations.test_summary_stuck_compensations import (
+        GRACE,
+        released_to_wait,
+        round_running,
+        rounds_harness,
+    )
+
+    ops = rounds_harness(cosmos_db)
+    try:
+        stuck = round_running(ops, "o-undo-stuck", failed_rounds=1)
+        ops.clock.advance_to(ops.clock.now() + timedelta(seconds=5))
+        round_running(ops, "o-undo-running")  # its undo is late 5 s after the other's
+        released_to_wait(ops, "o-undo-waits", until=timedelta(minutes=10))
+        assert stuck.complete_by is not None
+        ops.clock.advance_to(stuck.complete_by + GRACE + timedelta(seconds=1))  # the other is not
+        page = _laptop(ops, browser)
+        expect(page.locator("#stuck-count")).to_have_text("(1)")
+        row = page.locator("#stuck tbody tr")
+        expect(row).to_have_count(1)  # before: no list of stuck rounds, only the Compensating count
+        expect(row).to_contain_text("o-undo-stuck")
+        expect(row).to_contain_text(f"1 of {ops.ctx.settings.max_failures if ops.ctx else '?'}")
+        expect(row).to_contain_text("inventory")
+        # released to wait the inventory outage out: not stuck, listed as waiting
+        expect(page.locator("#outage-waits tbody tr")).to_have_count(1)
+        expect(page.locator("#outage-waits")).to_contain_text("o-undo-waits")
+        expect(page.locator("#outage-waits")).to_contain_text("waiting for inventory")
+        page.locator("#stuck a", has_text="o-undo-stuck").click()
+        expect(page.get_by_role("heading", name="Order o-undo-stuck")).to_be_visible()
+        expect(page.locator("#act-hint")).to_contain_text("past its deadline (stuck)")  # before: "under way"
+    finally:
+        ops.close()
