@@ -5,8 +5,8 @@ The expected documents below were produced by the records' earlier pydantic form
 stored in Cosmos did not change when the records became dataclasses. Fields added since are in them
 too (``receivedOwed``: a document written before it reads as not owing ``Received``; ``submittedAs``: one
 written before it names no creating message; ``paymentWaitSince``: one written before it waits for no
-payment; ``reviewDefault``: one written before it does not know its review's default; a compensation entry's ``undoneBy``:
-one written before it was undone by no operator's hand)."""
+payment; ``reviewDefault``: one written before it does not know its review's default; a compensation entry's
+``undoneBy``: one written before it was undone by no operator's hand)."""
 
 from __future__ import annotations
 
