@@ -13,14 +13,23 @@ each run as ``simulate`` runs it; the failing ones kept in DIR (localrun/fuzz.py
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
+import signal
 import sys
+import threading
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from types import FrameType
+from typing import TextIO
 
 from localrun.profile import Profile, ProfileError
+from localrun.progress import quiet
 
 
 def command_line() -> argparse.ArgumentParser:
@@ -81,9 +90,68 @@ def command_line() -> argparse.ArgumentParser:
     return parser
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a CI job cancelled, ``kill``, the terminal closed), raised where the run is as
+    Ctrl-C's ``KeyboardInterrupt`` is: the same clean-up runs (the Cosmos DB server stopped, ``fuzz``'s run
+    of a seed ended, no partial file left) instead of the process vanishing mid-write."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame: FrameType | None) -> None:
+    raise Stopped(signum)
+
+
+@contextmanager
+def _stops_raise() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise ``Stopped`` while in the block (the main thread only: elsewhere signals
+    cannot be handled); the handlers before it are put back after."""
+    numbers = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.signal(number, _raise_stopped) for number in numbers}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def say(text: str, stream: TextIO | None = None) -> None:
+    """``print`` (to stdout, or ``stream``) that survives its reader gone (``| head``): the run goes on, its
+    report written and its exit code the verdict, without a BrokenPipeError traceback."""
+    stream = stream or sys.stdout
+    try:
+        print(text, file=stream, flush=True)
+    except BrokenPipeError:
+        quiet(stream)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command; an interrupted one (Ctrl-C, SIGTERM, SIGHUP) says so in one line, without a traceback,
+    and exits 128 + the signal's number (130 for Ctrl-C)."""
     parser = command_line()
     args = parser.parse_args(argv)
+    written: list[Path] = []
+    try:
+        with _stops_raise():
+            return _command(parser, args, written)
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
+        kept = f"; written before it: {', '.join(map(str, written))}" if written else ""
+        with contextlib.suppress(OSError):  # stderr gone with the terminal (SIGHUP)
+            print(f"\ninterrupted ({signal.Signals(signum).name}): stopped{kept}", file=sys.stderr, flush=True)
+        return 128 + signum
+    except BrokenPipeError:  # a reader gone while something other than ``say`` printed
+        quiet(sys.stdout)
+        quiet(sys.stderr)
+        return 128 + 13  # as a command killed by SIGPIPE
+
+
+def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, written: list[Path]) -> int:
     if args.command == "fuzz":
         if args.count < 1 or args.orders < 1 or args.timeout <= 0:
             parser.error("--count and --orders must be >= 1 and --timeout > 0")
@@ -96,6 +164,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--orders must be >= 0")
     if args.command == "simulate" and not 0 < args.horizon_hours <= 24 * 365:
         parser.error("--horizon-hours must be > 0 and at most a year")
+    if args.command == "simulate":
+        for option, path in (("--report", args.report), ("--chart", args.chart)):
+            problem = _unwritable(path) if path is not None else None
+            if path is not None and option == "--chart" and problem is None:
+                problem = _chart_format_problem(path)
+            if problem:
+                parser.error(f"{option} {path}: {problem}")  # before the run, not after it
 
     # Our own stderr handler, removed afterwards: nothing else's logging is changed.
     handler = logging.StreamHandler(sys.stderr)
@@ -108,12 +183,49 @@ def main(argv: list[str] | None = None) -> int:
             # The Durable SDK warns when a second event of one name arrives; the duplicate-reply
             # faults do that on purpose and the scheduler ignores the copy.
             warnings.filterwarnings("ignore", message="Potential duplicate Task completion")
-            return _serve(args) if args.command == "serve" else _simulate(args)
+            return _serve(args) if args.command == "serve" else _simulate(args, written)
     finally:
         root.removeHandler(handler)
 
 
-def _simulate(args: argparse.Namespace) -> int:
+def _unwritable(path: Path) -> str | None:
+    """Why the run could not write ``path`` at its end (its folder is created here), or None."""
+    if path.is_dir():
+        return "is a directory"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"its folder cannot be created ({exc.strerror or exc})"
+    if not os.access(path.parent, os.W_OK):
+        return f"its folder {path.parent} is not writable"
+    return None
+
+
+def _chart_format_problem(path: Path) -> str | None:
+    """Why the chart cannot be drawn in the format ``path``'s suffix names (none: PNG), or None."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from localrun.chart import chart_format
+
+    formats = FigureCanvasAgg.get_supported_filetypes()
+    if chart_format(path) not in formats:
+        return f"no chart format {chart_format(path)!r} (one of: {', '.join(sorted(formats))}; no suffix: PNG)"
+    return None
+
+
+def write_whole(path: Path, write: Callable[[Path], object]) -> None:
+    """``write`` to a file beside ``path``, then renamed to it: ``path`` is the whole file or what it was
+    before, never a part (an interrupted run, a full disk); the part is removed."""
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        write(part)
+        os.replace(part, path)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+
+
+def _simulate(args: argparse.Namespace, written: list[Path]) -> int:
     try:
         profile = Profile.load(args.faults) if args.faults else Profile()
     except (ProfileError, OSError) as exc:
@@ -141,17 +253,25 @@ def _simulate(args: argparse.Namespace) -> int:
     )
     result = run_simulation(config)
     report = build_report(result)
-    args.report.parent.mkdir(parents=True, exist_ok=True)
-    args.report.write_text(json.dumps(report, indent=2) + "\n")
+    text = json.dumps(report, indent=2) + "\n"
+    outputs: list[tuple[Path, Callable[[Path], object]]] = [(args.report, lambda part: part.write_text(text))]
     if args.chart:
-        from localrun.chart import write_chart
+        from localrun.chart import chart_format, write_chart
 
-        write_chart(result, args.chart)
-    print(summary(report))
-    print(f"\nreport: {args.report}" + (f"   chart: {args.chart}" if args.chart else ""))
+        outputs.append((args.chart, lambda part: write_chart(result, part, chart_format(args.chart))))
+    for path, write in outputs:
+        try:
+            write_whole(path, write)
+        except OSError as exc:  # a full disk, a folder removed during the run: the summary is still shown
+            say(summary(report))
+            say(f"\ncould not write {path}: {exc.strerror or exc}", sys.stderr)
+            return 2
+        written.append(path)
+    say(summary(report))
+    say(f"\nreport: {args.report}" + (f"   chart: {args.chart}" if args.chart else ""))
     violated = {k: v for k, v in report["invariants"].items() if v}
     if violated:
-        print(f"INVARIANTS VIOLATED: {violated}", file=sys.stderr)
+        say(f"INVARIANTS VIOLATED: {violated}", sys.stderr)
         return 1
     return 0
 
@@ -194,7 +314,7 @@ def _serve(args: argparse.Namespace) -> int:
     except PortUnavailable as exc:
         print(f"serve: {exc}", file=sys.stderr)
         return 2
-    print(summary(build_report(result)))
+    say(summary(build_report(result)))
     return 0
 
 
