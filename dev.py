@@ -19,6 +19,7 @@ simulation, and with ``--compare`` the same for git ref REF and the ratio (docs/
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
@@ -194,9 +195,66 @@ def install_host_protos() -> None:
     print(f"extracted the host's protobuf messages to {target}")
 
 
+# What ``run`` is waiting for, on any thread (setup's installs run beside each other): an interruption ends them all.
+_CHILDREN: list[subprocess.Popen[bytes]] = []
+_CHILDREN_LOCK = threading.Lock()
+CHILD_GRACE_S = 60.0  # after an interruption: how long a child of ``run`` has to stop before it is killed
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (a CI job cancelled, ``kill``), SIGHUP (the terminal closed) or SIGINT, raised where dev.py is as
+    Ctrl-C's ``KeyboardInterrupt`` is, so that what it started is stopped (``end``) rather than left running."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 def run(*cmd: str | Path, check: bool = True) -> int:
+    """``cmd`` in this terminal's process group, waited for; interrupted, it is stopped first (``end``)."""
     print("+", " ".join(str(c) for c in cmd), flush=True)
-    return subprocess.run([str(c) for c in cmd], cwd=ROOT, check=check).returncode
+    process = subprocess.Popen([str(c) for c in cmd], cwd=ROOT)
+    with _CHILDREN_LOCK:
+        _CHILDREN.append(process)
+    try:
+        code = process.wait()
+    except KeyboardInterrupt as exc:
+        end(process, exc)
+        raise
+    finally:
+        with _CHILDREN_LOCK:
+            _CHILDREN.remove(process)
+    if check and code:
+        raise subprocess.CalledProcessError(code, [str(c) for c in cmd])
+    return code
+
+
+def end(process: subprocess.Popen[bytes], why: KeyboardInterrupt) -> None:
+    """Stops a child of ``run`` once dev.py was interrupted. Ctrl-C in a terminal reached the child too (the
+    same process group): it is given ``CHILD_GRACE_S`` to stop the way it stops on Ctrl-C (pytest tears its
+    fixtures down, the local runner stops its servers). SIGTERM or SIGHUP reached dev.py alone: the child is
+    sent SIGINT, as Ctrl-C would. Killed if still running after that, or on a second interruption."""
+    try:
+        if getattr(why, "signum", signal.SIGINT) != signal.SIGINT and process.poll() is None:
+            if os.name == "nt":
+                process.terminate()
+            else:
+                process.send_signal(signal.SIGINT)
+        process.wait(timeout=CHILD_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def end_children(why: KeyboardInterrupt) -> None:
+    """``end`` for every child ``run`` is waiting for, on any thread."""
+    with _CHILDREN_LOCK:
+        children = list(_CHILDREN)
+    for process in children:
+        end(process, why)
 
 
 def _stamp(name: str, *files: str) -> tuple[Path, str]:
@@ -297,6 +355,9 @@ def setup(*, for_tests: bool = True) -> None:
         job.start()
     try:
         _setup_app_packages()
+    except KeyboardInterrupt as exc:  # the installs beside this one stop too, not only this one
+        end_children(exc)
+        raise
     finally:
         for job in jobs:
             job.join()
@@ -390,7 +451,7 @@ def stop(processes: list[subprocess.Popen[bytes]]) -> None:
 
 
 def _interrupted(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    raise Interrupted(signum)
 
 
 def run_whole_suite() -> int:
@@ -666,7 +727,14 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    # SIGTERM and SIGHUP interrupt as Ctrl-C does: what dev.py started is stopped with it, not left running
+    for number in (signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])):
+        signal.signal(number, _interrupted)
     try:
         sys.exit(main())
     except subprocess.CalledProcessError as exc:
         sys.exit(exc.returncode or 1)
+    except KeyboardInterrupt:
+        with contextlib.suppress(OSError):  # stderr gone with the terminal (SIGHUP)
+            print("\ninterrupted: stopped", file=sys.stderr, flush=True)
+        sys.exit(130)

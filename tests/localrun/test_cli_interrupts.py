@@ -50,7 +50,7 @@ def started(*args: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
-def wait_for_node(process: subprocess.Popen[str], timeout: float = 60.0) -> list[int]:
+def wait_for_node(process: subprocess.Popen[str] | subprocess.Popen[bytes], timeout: float = 60.0) -> list[int]:
     """The run's processes once its Cosmos DB server (node) is up: the run is under way."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
