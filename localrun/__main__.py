@@ -28,6 +28,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
+from localrun.cosmos_server import ServerUnavailable
 from localrun.profile import Profile, ProfileError
 from localrun.progress import quiet
 
@@ -63,7 +64,7 @@ def command_line() -> argparse.ArgumentParser:
         help="the app's logs shown on stderr (default CRITICAL: none; INFO shows every state transition)",
     )
     serve = sub.add_parser(
-        "serve", help="the live demo: the simulation at X× real time with the ops API and console on 127.0.0.1"
+        "serve", help="the live demo: the simulation at X times real time with the ops API and console on 127.0.0.1"
     )
     serve.add_argument("--orders", type=int, required=True)
     serve.add_argument("--seed", type=int, required=True)
@@ -251,7 +252,11 @@ def _simulate(args: argparse.Namespace, written: list[Path]) -> int:
         sdk_speed_ups=args.sdk_speed_ups,
         horizon=timedelta(hours=args.horizon_hours),
     )
-    result = run_simulation(config)
+    try:
+        result = run_simulation(config)
+    except ServerUnavailable as exc:
+        print(f"cannot start the Cosmos DB protocol server: {exc}", file=sys.stderr)
+        return 2
     report = build_report(result)
     text = json.dumps(report, indent=2) + "\n"
     outputs: list[tuple[Path, Callable[[Path], object]]] = [(args.report, lambda part: part.write_text(text))]
@@ -313,6 +318,9 @@ def _serve(args: argparse.Namespace) -> int:
         result = run_simulation(config)
     except PortUnavailable as exc:
         print(f"serve: {exc}", file=sys.stderr)
+        return 2
+    except ServerUnavailable as exc:
+        print(f"cannot start the Cosmos DB protocol server: {exc}", file=sys.stderr)
         return 2
     say(summary(build_report(result)))
     return 0
