@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 import venv
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -335,13 +335,57 @@ class _Job(threading.Thread):
             raise self.error
 
 
+SETUP_LOCK = ROOT / ".dev-setup.lock"  # held by the dev.py setting up this checkout (.gitignore)
+
+
+@contextlib.contextmanager
+def _setup_lock() -> Iterator[None]:
+    """One ``setup`` at a time in this checkout: a second dev.py (``demo`` started while ``test`` installs)
+    waits for the first, then finds the stamps up to date, instead of a second ``pip install`` into the same
+    ``.venv`` and a second ``npm ci`` emptying ``node_modules`` under the first. An exclusive ``flock``,
+    released by the system however its holder ends; none on Windows (no ``fcntl``)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    try:
+        lock = open(SETUP_LOCK, "a+")  # noqa: SIM115 (closed below, after the block)
+    except OSError:  # a checkout this user cannot write: nothing can be installed into it either
+        yield
+        return
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another dev.py"
+            print(f"waiting for {holder} to finish setting up this checkout", file=sys.stderr, flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"dev.py (pid {os.getpid()})")
+        lock.flush()
+        try:
+            yield
+        finally:
+            lock.seek(0)
+            lock.truncate()
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def setup(*, for_tests: bool = True) -> None:
     """``.venv`` (Python 3.13), then its pip packages here while npm's packages and ``.venv-checkov``
     install beside them (the three are independent; on a fresh clone they are most of this time). Node.js
     is checked first: without it the npm install would fail only after the pip one. ``for_tests=False``
     (``demo``, ``bench``): not what only the tests use, ``.venv-checkov`` (the Bicep scan) and Chromium (the console's
-    browser test)."""
+    browser test). One dev.py at a time sets up a checkout (``_setup_lock``)."""
     check_node()
+    with _setup_lock():
+        _setup(for_tests)
+
+
+def _setup(for_tests: bool) -> None:
     if _venv_version(PYTHON) != APP_PYTHON:
         interpreter = find_app_python()
         if VENV.exists():
