@@ -44,28 +44,45 @@ class ProgressLine:
             self._gone = True
             quiet(self._stream)
 
+    def _columns(self) -> int:
+        """The terminal's width now (it may be resized during the run); 80 when it cannot say."""
+        try:
+            return os.get_terminal_size(self._stream.fileno()).columns or 80
+        except (OSError, ValueError):
+            return 80
+
+    def _fitted(self, done: int, simulated: timedelta) -> str:
+        """The line to redraw in place, narrower than the terminal: a line that wraps cannot be redrawn with
+        ``\\r`` (it goes back to the start of the last row only), and a narrow terminal would fill with the
+        rest of every line. The bar gives way first, then the end of the text."""
+        room = self._columns() - 1  # the last column: some terminals wrap on writing it
+        text = self._text(done, simulated)
+        if len(text) > room:
+            text = self._text(done, simulated, max(WIDTH - (len(text) - room), 0))
+        return text[:room]
+
     def show(self, done: int, simulated: timedelta) -> None:
         """Shows ``done`` of the run's orders settled; off a terminal only when a new tenth is reached."""
-        text = self._text(done, simulated)
         if self._in_place:
-            self._write(f"\r{text}")
-        else:
-            step = STEPS * done // max(self._total, 1)
-            if step == self._step:
-                return
-            self._step = step
-            self._last = text
-            self._write(f"{text}\n")
+            self._write(f"\r{self._fitted(done, simulated)}")
+            return
+        step = STEPS * done // max(self._total, 1)
+        if step == self._step:
+            return
+        self._step = step
+        self._last = self._text(done, simulated)
+        self._write(f"{self._last}\n")
 
     def end(self, done: int, simulated: timedelta) -> None:
         """The run's last figures (off a terminal, unless the line just written says the same), the line ended."""
-        text = self._text(done, simulated)
         if self._in_place:
-            self._write(f"\r{text}\n")
-        elif text != self._last:  # not the line just written again
+            self._write(f"\r{self._fitted(done, simulated)}\n")
+            return
+        text = self._text(done, simulated)
+        if text != self._last:  # not the line just written again
             self._write(f"{text}\n")
 
-    def _text(self, done: int, simulated: timedelta) -> str:
-        filled = int(WIDTH * done / max(self._total, 1))
-        bar = "#" * filled + "-" * (WIDTH - filled)
-        return f"[{bar}] {done}/{self._total} orders settled, {simulated.total_seconds():7.0f}s simulated"
+    def _text(self, done: int, simulated: timedelta, width: int = WIDTH) -> str:
+        filled = int(width * done / max(self._total, 1))
+        bar = f"[{'#' * filled}{'-' * (width - filled)}] " if width else ""
+        return f"{bar}{done}/{self._total} orders settled, {simulated.total_seconds():7.0f}s simulated"

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -52,3 +54,38 @@ def test_the_help_prints_on_an_ascii_only_output() -> None:
             check=False, env={**os.environ, "PYTHONIOENCODING": "ascii"},
         )  # fmt: skip
         assert run.returncode == 0, run.stderr[-2000:]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
+def test_the_progress_line_fits_a_narrow_terminal(tmp_path: Path) -> None:
+    """On a terminal the bar is redrawn in place with ``\\r``, which goes back to the start of the last row only:
+    a line wider than the terminal wraps, and every redraw leaves rows behind. 20 columns: each redraw fits."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    main, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 20, 0, 0))
+    run = subprocess.Popen(
+        [sys.executable, "-m", "localrun", "simulate", "--orders", "30", "--seed", "1",
+         "--report", str(tmp_path / "report.json")],
+        cwd=ROOT, stdin=terminal, stdout=terminal, stderr=terminal,
+    )  # fmt: skip
+    os.close(terminal)
+    shown = b""
+    while select.select([main], [], [], 120)[0]:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the run ended: the terminal's other end is closed
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(main)
+    assert run.wait(timeout=60) == 0
+    progress = shown.decode().split("\n")[0]  # the redraws, up to the line the run ends it with
+    redraws = [text.strip() for text in progress.split("\r") if text.strip()]
+    assert len(redraws) > 2 and redraws[-1].startswith("30/30 orders")
+    assert max(len(text) for text in redraws) < 20, redraws
