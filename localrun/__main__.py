@@ -156,6 +156,8 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, written:
     if args.command == "fuzz":
         if args.count < 1 or args.orders < 1 or args.timeout <= 0:
             parser.error("--count and --orders must be >= 1 and --timeout > 0")
+        if args.out.exists() and not args.out.is_dir():
+            parser.error(f"--out {args.out}: is not a folder")  # before the first seed, not at it
         from localrun.fuzz import fuzz as run_fuzz
 
         return run_fuzz(args.first, args.count, args.orders, args.out, args.timeout)

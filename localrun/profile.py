@@ -214,10 +214,15 @@ class Profile:
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
+        """The profile in the JSON file ``path``: UTF-8, with or without the byte order mark Windows editors and
+        PowerShell's ``Set-Content -Encoding UTF8`` write, or UTF-16 or UTF-32 with one (PowerShell 5's ``>``);
+        whatever this machine's locale."""
         try:
-            data = json.loads(Path(path).read_text())
+            data = json.loads(Path(path).read_bytes())  # bytes: json detects the encoding, a BOM included
         except json.JSONDecodeError as exc:
             raise ProfileError(f"{path}: not JSON: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ProfileError(f"{path}: not UTF-8 (or UTF-16, UTF-32) text: {exc}") from None
         return cls.parse(data)
 
     @classmethod

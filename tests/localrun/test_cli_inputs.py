@@ -1,0 +1,67 @@
+"""What users hand ``python -m localrun``, as their tools write it: a fault profile saved by a Windows editor or
+PowerShell (a UTF-8 byte order mark, UTF-16), one that is no text at all, an ``--inject-raw`` file with a BOM, a
+``fuzz --out`` that is a file. Each is read, or refused before the run in one line (exit code 2), never a traceback."""
+
+from __future__ import annotations
+
+import codecs
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILE = {"cosmos": {"throttle_rate": 0.05}}
+
+
+def localrun(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "localrun", *args], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    "encoded",
+    [
+        codecs.BOM_UTF8 + json.dumps(PROFILE).encode(),  # Notepad, PowerShell's Set-Content -Encoding UTF8
+        json.dumps(PROFILE).encode("utf-16"),  # PowerShell 5's `>` and Out-File: UTF-16 with its BOM
+    ],
+    ids=["utf-8-bom", "utf-16"],
+)
+def test_a_profile_saved_by_windows_tools_is_read(tmp_path: Path, encoded: bytes) -> None:
+    profile = tmp_path / "profile.json"
+    profile.write_bytes(encoded)
+    report = tmp_path / "report.json"
+    run = localrun("simulate", "--orders", "3", "--seed", "1", "--no-progress", "--faults", str(profile),
+                   "--report", str(report))  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(report.read_text())["orders"] == 3
+
+
+def test_a_profile_that_is_not_text_is_refused_in_one_line(tmp_path: Path) -> None:
+    profile = tmp_path / "profile.json"
+    profile.write_bytes(b'{"cosmos": {"throttle_rate": 0.05, "\xe9": 1}}')  # Latin-1, not UTF-8
+    run = localrun("simulate", "--orders", "3", "--seed", "1", "--faults", str(profile),
+                   "--report", str(tmp_path / "r.json"))  # fmt: skip
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr and "not UTF-8" in run.stderr
+
+
+def test_an_inject_raw_file_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    raw = tmp_path / "raw.jsonl"
+    raw.write_bytes(codecs.BOM_UTF8 + b'{"body": "not an order"}\n')
+    report = tmp_path / "report.json"
+    run = localrun("simulate", "--orders", "2", "--seed", "1", "--no-progress", "--inject-raw", str(raw),
+                   "--report", str(report))  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(report.read_text())["orders"] == 2
+
+
+def test_fuzz_out_that_is_a_file_is_refused_before_the_first_seed(tmp_path: Path) -> None:
+    out = tmp_path / "fuzz-runs"
+    out.write_text("")
+    run = localrun("fuzz", "--count", "1", "--orders", "2", "--out", str(out))
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr and "is not a folder" in run.stderr
