@@ -62,10 +62,11 @@ Install it, then run this command again, e.g.:
 Or point SAS_PYTHON at a Python 3.13 executable."""
 
 
-def _version_of(executable: str) -> tuple[int, int] | None:
+def _version_of(executable: str, *modules: str) -> tuple[int, int] | None:
+    """``executable``'s Python version, or None when it does not run or lacks ``venv`` (or one of ``modules``)."""
     try:
         out = subprocess.run(
-            [executable, "-c", "import sys, venv; print(*sys.version_info[:2])"],
+            [executable, "-c", f"import {', '.join(('sys', 'venv', *modules))}; print(*sys.version_info[:2])"],
             capture_output=True,
             text=True,
             check=True,
@@ -148,7 +149,10 @@ def check_node() -> None:
 
 
 def _venv_version(python: Path) -> tuple[int, int] | None:
-    return _version_of(str(python)) if python.exists() else None
+    """The version of the venv's Python, or None when there is none or it has no pip: ``python -m venv``
+    installs pip last (ensurepip), so a venv whose creation was interrupted (Ctrl-C while dev.py said "creating
+    .venv") has a Python 3.13 and no pip, and every install into it would fail; None has it made again."""
+    return _version_of(str(python), "pip") if python.exists() else None
 
 
 # The Functions host's protobuf messages (``FunctionRpc_pb2``: TypedData, InvocationRequest, ...) are not
@@ -389,7 +393,7 @@ def _setup(for_tests: bool) -> None:
     if _venv_version(PYTHON) != APP_PYTHON:
         interpreter = find_app_python()
         if VENV.exists():
-            print(f"{VENV} is not Python 3.13: recreating it")
+            print(f"{VENV} is not a whole Python 3.13 venv (another version, or no pip): recreating it")
             shutil.rmtree(VENV)
         print(f"creating {VENV} with {interpreter}")
         subprocess.run([interpreter, "-m", "venv", str(VENV)], check=True)
