@@ -298,8 +298,8 @@ def _setup_npm() -> None:
 
 
 def _setup_checkov() -> None:
-    if not CHECKOV_PYTHON.exists():
-        venv.EnvBuilder(with_pip=True).create(CHECKOV_VENV)
+    if _venv_version(CHECKOV_PYTHON) is None:  # none yet, or one whose creation was interrupted (no pip)
+        venv.EnvBuilder(with_pip=True, clear=True).create(CHECKOV_VENV)
     _, digest = _stamp("checkov", "tests/infra/requirements-checkov.txt")
     stamp = CHECKOV_VENV / ".checkov-installed"
     if not stamp.exists() or stamp.read_text() != digest:
