@@ -342,20 +342,24 @@ class _Job(threading.Thread):
 SETUP_LOCK = ROOT / ".dev-setup.lock"  # held by the dev.py setting up this checkout (.gitignore)
 
 
+class Busy(Exception):
+    """The lock is another dev.py's; the message says whose."""
+
+
 @contextlib.contextmanager
-def _setup_lock() -> Iterator[None]:
-    """One ``setup`` at a time in this checkout: a second dev.py (``demo`` started while ``test`` installs)
-    waits for the first, then finds the stamps up to date, instead of a second ``pip install`` into the same
-    ``.venv`` and a second ``npm ci`` emptying ``node_modules`` under the first. An exclusive ``flock``,
-    released by the system however its holder ends; none on Windows (no ``fcntl``)."""
+def _exclusive(path: Path, waiting: str | None) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` while in the block, released by the system however its holder ends;
+    held by another dev.py: ``waiting`` printed after its name and the lock waited for, or with ``waiting`` None,
+    ``Busy``. None on Windows (no ``fcntl``), nor where ``path`` cannot be written (nothing can be installed or
+    logged there either)."""
     try:
         import fcntl
     except ImportError:
         yield
         return
     try:
-        lock = open(SETUP_LOCK, "a+")  # noqa: SIM115 (closed below, after the block)
-    except OSError:  # a checkout this user cannot write: nothing can be installed into it either
+        lock = open(path, "a+")  # noqa: SIM115 (closed below, after the block)
+    except OSError:
         yield
         return
     with lock:
@@ -364,7 +368,9 @@ def _setup_lock() -> Iterator[None]:
         except BlockingIOError:
             lock.seek(0)
             holder = lock.read().strip() or "another dev.py"
-            print(f"waiting for {holder} to finish setting up this checkout", file=sys.stderr, flush=True)
+            if waiting is None:
+                raise Busy(holder) from None
+            print(f"waiting for {holder} {waiting}", file=sys.stderr, flush=True)
             fcntl.flock(lock, fcntl.LOCK_EX)
         lock.seek(0)
         lock.truncate()
@@ -383,9 +389,11 @@ def setup(*, for_tests: bool = True) -> None:
     install beside them (the three are independent; on a fresh clone they are most of this time). Node.js
     is checked first: without it the npm install would fail only after the pip one. ``for_tests=False``
     (``demo``, ``bench``): not what only the tests use, ``.venv-checkov`` (the Bicep scan) and Chromium (the console's
-    browser test). One dev.py at a time sets up a checkout (``_setup_lock``)."""
+    browser test). One dev.py at a time sets up a checkout: a second (``demo`` started while ``test`` installs)
+    waits for the first, then finds the stamps up to date, instead of a second ``pip install`` into the same
+    ``.venv`` and a second ``npm ci`` emptying ``node_modules`` under the first."""
     check_node()
-    with _setup_lock():
+    with _exclusive(SETUP_LOCK, "to finish setting up this checkout"):
         _setup(for_tests)
 
 
@@ -505,9 +513,21 @@ def _interrupted(signum: int, frame: object) -> None:
 def run_whole_suite() -> int:
     """ruff, mypy and the first of ``suite_parts`` in this terminal while the others run beside them,
     each into its ``out/pytest-NAME.log`` (printed when all are done). A lint failure stops the runs
-    beside; a failing pytest lets the others finish. Any failing, or collecting nothing, fails."""
-    (first, first_args), *beside = suite_parts()
+    beside; a failing pytest lets the others finish. Any failing, or collecting nothing, fails. One at a
+    time in a checkout: a second would write the same logs, and each would print the other's as its own."""
     LOG_DIR.mkdir(exist_ok=True)
+    try:
+        with _exclusive(LOG_DIR / ".dev-test.lock", None):
+            return _run_whole_suite()
+    except Busy as exc:
+        logs = os.path.relpath(log_of("*"), ROOT)
+        note = f"{exc} is running the whole suite in this checkout (its logs: {logs}); run it again once it is done"
+        print(note, file=sys.stderr)
+        return 2
+
+
+def _run_whole_suite() -> int:
+    (first, first_args), *beside = suite_parts()
     logs = {name: os.path.relpath(log_of(name), ROOT) for name, _ in beside}
     # Ctrl-C, SIGTERM (a CI job cancelled, ``timeout``) and SIGHUP (the terminal closed) stop the runs.
     # SIGINT too when this process inherited it ignored (a shell's ``cmd &``): the pytest runs inherit an
