@@ -195,6 +195,8 @@ def _unwritable(path: Path) -> str | None:
     """Why the run could not write ``path`` at its end (its folder is created here), or None."""
     if path.is_dir():
         return "is a directory"
+    if path.exists() and not path.is_file():  # /dev/null, /dev/stdout, a named pipe: written as they are
+        return None if os.access(path, os.W_OK) else "is not writable"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -218,7 +220,13 @@ def _chart_format_problem(path: Path) -> str | None:
 
 def write_whole(path: Path, write: Callable[[Path], object]) -> None:
     """``write`` to a file beside ``path``, then renamed to it: ``path`` is the whole file or what it was
-    before, never a part (an interrupted run, a full disk); the part is removed."""
+    before, never a part (an interrupted run, a full disk); the part is removed. A symbolic link's target is
+    written so; what is no file (``/dev/null``, ``/dev/stdout``, a named pipe) is written as it is, never
+    replaced by one."""
+    if path.exists() and not path.is_file():
+        write(path)
+        return
+    path = Path(os.path.realpath(path))  # a link stays a link, to the new file
     part = path.with_name(f".{path.name}.{os.getpid()}.part")
     try:
         write(part)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +66,35 @@ def test_fuzz_out_that_is_a_file_is_refused_before_the_first_seed(tmp_path: Path
     run = localrun("fuzz", "--count", "1", "--orders", "2", "--out", str(out))
     assert run.returncode == 2, run.stderr[-2000:]
     assert "Traceback" not in run.stderr and "is not a folder" in run.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a named pipe")
+def test_a_report_path_that_is_no_file_is_written_as_it_is(tmp_path: Path) -> None:
+    """``--report /dev/stdout`` (piped to ``jq``), ``/dev/null``, a named pipe: written into, never replaced by a
+    file (the whole-file rename would replace /dev/null itself, as root). A named pipe stands in for them here."""
+    import stat
+    import threading
+
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    run = localrun("simulate", "--orders", "2", "--seed", "1", "--no-progress", "--report", str(fifo))
+    if reader.is_alive():  # nothing was written into the pipe: open it so the reader ends
+        with open(fifo, "wb"):
+            pass
+    reader.join(timeout=30)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)  # still the pipe, not a file in its place
+    assert json.loads(received[0])["orders"] == 2
+
+
+def test_a_report_path_that_is_a_symbolic_link_keeps_the_link(tmp_path: Path) -> None:
+    target, link = tmp_path / "runs" / "latest-report.json", tmp_path / "report.json"
+    target.parent.mkdir()
+    target.write_text("{}")
+    link.symlink_to(target)
+    run = localrun("simulate", "--orders", "2", "--seed", "1", "--no-progress", "--report", str(link))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert link.is_symlink() and json.loads(target.read_text())["orders"] == 2
