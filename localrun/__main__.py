@@ -134,6 +134,12 @@ def say(text: str, stream: TextIO | None = None) -> None:
 def main(argv: list[str] | None = None) -> int:
     """The command; an interrupted one (Ctrl-C, SIGTERM, SIGHUP) says so in one line, without a traceback,
     and exits 128 + the signal's number (130 for Ctrl-C)."""
+    # started with stdout or stderr closed (``2>&-``, a daemon's closed descriptors): Python leaves them None,
+    # and the run stopped at its first progress line with no report; what they would show goes nowhere
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the rest of the process)
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (for the rest of the process)
     parser = command_line()
     args = parser.parse_args(argv)
     written: list[Path] = []

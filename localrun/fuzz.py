@@ -219,11 +219,11 @@ def run_seed(seed: int, orders: int, out: Path, timeout_s: float) -> Outcome:
     out.mkdir(parents=True, exist_ok=True)
     profile_path, report_path = out / f"profile-{seed}.json", out / f"report-{seed}.json"
     kept_before = profile_path.exists() or report_path.exists()  # an earlier fuzz's failing seed
-    profile_path.write_text(json.dumps(random_profile(seed), indent=2) + "\n")
     command = [sys.executable, "-m", "localrun", "simulate", "--orders", str(orders), "--seed", str(seed)]
     command += ["--faults", str(profile_path), "--report", str(report_path), "--no-progress"]
     began = time.monotonic()
     try:
+        profile_path.write_text(json.dumps(random_profile(seed), indent=2) + "\n")
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
         return Outcome(seed, {}, {}, 0, False, time.monotonic() - began, f"no result in {timeout_s:.0f} s")

@@ -195,3 +195,17 @@ def test_a_run_whose_reader_went_away_still_writes_its_report(tmp_path: Path, cl
     assert run.returncode == 0, kept.read_text()[-2000:]
     assert "Traceback" not in kept.read_text() and "Exception ignored" not in kept.read_text()
     assert json.loads(report.read_text())["orders"] == 20
+
+
+@pytest.mark.parametrize("closed", [1, 2])
+def test_a_run_started_with_stdout_or_stderr_closed_writes_its_report(tmp_path: Path, closed: int) -> None:
+    """``simulate ... 2>&-`` (or ``>&-``, a daemon's closed descriptors): Python starts with ``sys.stderr`` None,
+    and the run stopped at its first progress line (exit 1, no report, the traceback going nowhere)."""
+    report = tmp_path / "report.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "localrun", "simulate", "--orders", "5", "--seed", "1", "--report", str(report)],
+        cwd=ROOT, timeout=120, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        preexec_fn=lambda: os.close(closed),
+    )  # fmt: skip
+    assert run.returncode == 0
+    assert json.loads(report.read_text())["orders"] == 5
