@@ -24,6 +24,7 @@ import glob
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -594,9 +595,13 @@ def demo(args: list[str]) -> int:
         "out/demo-chart.png",
     ]
     code = run(PYTHON, "-m", "localrun", *(args or default), check=False)
+    if code not in (0, 1) or (args or default)[0] != "simulate":  # it failed (exit 2: bad input), or it was serve
+        return code
+    here = "" if Path.cwd().resolve() == ROOT else f"cd {shlex.quote(str(ROOT))} && "  # the command is the checkout's
+    serve = f"{PYTHON.relative_to(ROOT)} -m localrun serve --orders 200 --seed 7 --faults examples/profiles/demo.json"
     print(
         "\nWatch it live and act as the operator (answer reviews, resubmit, cancel) in the console:\n"
-        f"  {PYTHON.relative_to(ROOT)} -m localrun serve --orders 200 --seed 7 --faults examples/profiles/demo.json\n"
+        f"  {here}{serve}\n"
         "  then open http://127.0.0.1:7071/api/ops/console (README: Operate it)"
     )
     return code

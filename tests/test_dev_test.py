@@ -382,3 +382,16 @@ def test_demo_and_bench_set_up_only_what_they_run(dev, monkeypatch, command, exp
     with contextlib.suppress(SetUp):
         dev.main()
     assert sorted(done) == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "shown"),
+    [([], 0, True), ([], 1, True), (["simulate", "--faults", "absent.json"], 2, False), (["serve"], 0, False)],
+)
+def test_demo_points_at_the_console_only_after_a_simulation_that_ran(dev, monkeypatch, capsys, args, code, shown):
+    """After a demo that ran (its verdict 0 or 1) it shows how to watch one live; not after one that could not start
+    (exit 2: a profile missing), nor after ``demo serve``, which is that already."""
+    monkeypatch.setattr(dev, "setup", lambda for_tests=True: None)
+    monkeypatch.setattr(dev, "run", lambda *cmd, check=True: code)
+    assert dev.demo(args) == code
+    assert ("Watch it live" in capsys.readouterr().out) is shown
