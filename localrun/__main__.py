@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -31,6 +32,9 @@ from typing import TextIO
 from localrun.cosmos_server import ServerUnavailable
 from localrun.profile import Profile, ProfileError
 from localrun.progress import quiet
+
+# serve's fastest pace: its 7-day horizon in about a minute; past this (inf, 1e308) the pacer's clock overflows
+MAX_SPEED = 10_000.0
 
 
 def command_line() -> argparse.ArgumentParser:
@@ -160,15 +164,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, written: list[Path]) -> int:
     if args.command == "fuzz":
-        if args.count < 1 or args.orders < 1 or args.timeout <= 0:
-            parser.error("--count and --orders must be >= 1 and --timeout > 0")
+        if args.count < 1 or args.orders < 1 or not 0 < args.timeout < math.inf:
+            parser.error("--count and --orders must be >= 1 and --timeout a number of seconds > 0")
         if args.out.exists() and not args.out.is_dir():
             parser.error(f"--out {args.out}: is not a folder")  # before the first seed, not at it
         from localrun.fuzz import fuzz as run_fuzz
 
         return run_fuzz(args.first, args.count, args.orders, args.out, args.timeout)
-    if args.command == "serve" and (args.speed <= 0 or args.review_timeout < 1 or not 0 <= args.port < 65536):
-        parser.error("--speed must be > 0, --review-timeout >= 1 and --port 0-65535")
+    if args.command == "serve" and (
+        not 0 < args.speed <= MAX_SPEED or args.review_timeout < 1 or not 0 <= args.port < 65536
+    ):
+        parser.error(f"--speed must be > 0 and at most {MAX_SPEED:g}, --review-timeout >= 1 and --port 0-65535")
     if args.orders < 0:
         parser.error("--orders must be >= 0")
     if args.command == "simulate" and not 0 < args.horizon_hours <= 24 * 365:
@@ -310,6 +316,7 @@ def _serve(args: argparse.Namespace) -> int:
         paced_drive,
     )
     from localrun.simulation import SimulationConfig, run_simulation
+    from settings import SettingsError
 
     try:
         profile = Profile.load(args.faults) if args.faults else Profile()
@@ -333,6 +340,9 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         result = run_simulation(config)
     except PortUnavailable as exc:
+        print(f"serve: {exc}", file=sys.stderr)
+        return 2
+    except SettingsError as exc:  # --review-timeout past what the app accepts
         print(f"serve: {exc}", file=sys.stderr)
         return 2
     except ServerUnavailable as exc:

@@ -98,3 +98,23 @@ def test_a_report_path_that_is_a_symbolic_link_keeps_the_link(tmp_path: Path) ->
     run = localrun("simulate", "--orders", "2", "--seed", "1", "--no-progress", "--report", str(link))
     assert run.returncode == 0, run.stderr[-2000:]
     assert link.is_symlink() and json.loads(target.read_text())["orders"] == 2
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["serve", "--orders", "2", "--seed", "1", "--port", "0", "--speed", "inf"],  # OverflowError in the pacer
+        ["serve", "--orders", "2", "--seed", "1", "--port", "0", "--speed", "nan"],  # ValueError in the pacer
+        ["serve", "--orders", "2", "--seed", "1", "--port", "0", "--speed", "1e308"],
+        ["serve", "--orders", "2", "--seed", "1", "--port", "0", "--review-timeout", "99999999999999"],
+        ["fuzz", "--count", "1", "--orders", "2", "--timeout", "nan"],  # ValueError in subprocess.run
+    ],
+    ids=["speed-inf", "speed-nan", "speed-huge", "review-timeout-huge", "fuzz-timeout-nan"],
+)
+def test_a_number_out_of_range_is_refused_in_one_line(tmp_path: Path, args: list[str]) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "localrun", *args, *(["--out", str(tmp_path)] if args[0] == "fuzz" else [])],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr
