@@ -811,3 +811,7 @@ if __name__ == "__main__":
         with contextlib.suppress(OSError):  # stderr gone with the terminal (SIGHUP)
             print("\ninterrupted: stopped", file=sys.stderr, flush=True)
         sys.exit(130)
+    except BrokenPipeError:  # stdout's reader is gone (``| head``): stop as a command killed by SIGPIPE, quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit then raises nothing either
+        sys.exit(128 + 13)

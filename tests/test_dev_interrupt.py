@@ -57,3 +57,17 @@ def test_an_interrupted_demo_stops_the_run_it_started(tmp_path: Path, how: str) 
     assert "Watch it live" not in out  # the blurb after a finished demo
     assert not report.exists()
     assert descendants(demo.pid) == []
+
+
+def test_dev_py_piped_into_a_reader_that_stops_early_ends_quietly(tmp_path: Path) -> None:
+    """``python3 dev.py --help | head -1``: the reader gone, dev.py stops as a command killed by SIGPIPE (141),
+    without a BrokenPipeError traceback."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as stderr:
+        code = subprocess.run([sys.executable, str(ROOT / "dev.py"), "--help"], stdout=write, stderr=stderr,
+                              timeout=60, check=False).returncode  # fmt: skip
+    os.close(write)
+    assert code == 141, err.read_text()
+    assert err.read_text() == ""
