@@ -118,3 +118,29 @@ def test_a_number_out_of_range_is_refused_in_one_line(tmp_path: Path, args: list
     )  # fmt: skip
     assert run.returncode == 2, run.stderr[-2000:]
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    "profile",
+    [
+        '{"host": {"restart_every_s": NaN}}',  # Python's json reads NaN and Infinity
+        '{"host": {"restart_every_s": Infinity}}',
+        '{"host": {"restart_every_s": true}}',
+        '{"host": {"restart_every_s": 1e300}}',
+        '{"host": {"clock_skew_s": {"supervisor": NaN}}}',
+        '{"cosmos": {"outages": [{"start_s": NaN, "duration_s": 5}]}}',
+        '{"cosmos": {"outages": [{"start_s": 1e300, "duration_s": 5}]}}',
+        '{"remote": {"payment": {"outages": [{"start_s": 1, "duration_s": Infinity}]}}}',
+        '{"reply_queues": 2, "status_queues": {"refusing": [{"submitter": 1, "error": "quota_exceeded", '
+        '"start_s": 1e300}]}}',
+    ],
+)
+def test_a_profile_time_that_is_no_finite_number_of_seconds_is_refused_before_the_run(
+    tmp_path: Path, profile: str
+) -> None:
+    """Each was a ValueError or OverflowError traceback from inside the run (NaN, Infinity, 1e300 seconds)."""
+    path = tmp_path / "profile.json"
+    path.write_text(profile)
+    run = localrun("simulate", "--orders", "2", "--seed", "1", "--faults", str(path), "--report", str(tmp_path / "r"))
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert run.stderr.startswith("fault profile: ") and "Traceback" not in run.stderr
