@@ -19,10 +19,12 @@ simulation, and with ``--compare`` the same for git ref REF and the ratio (docs/
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -31,7 +33,7 @@ import tempfile
 import threading
 import time
 import venv
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -61,10 +63,11 @@ Install it, then run this command again, e.g.:
 Or point SAS_PYTHON at a Python 3.13 executable."""
 
 
-def _version_of(executable: str) -> tuple[int, int] | None:
+def _version_of(executable: str, *modules: str) -> tuple[int, int] | None:
+    """``executable``'s Python version, or None when it does not run or lacks ``venv`` (or one of ``modules``)."""
     try:
         out = subprocess.run(
-            [executable, "-c", "import sys, venv; print(*sys.version_info[:2])"],
+            [executable, "-c", f"import {', '.join(('sys', 'venv', *modules))}; print(*sys.version_info[:2])"],
             capture_output=True,
             text=True,
             check=True,
@@ -147,7 +150,10 @@ def check_node() -> None:
 
 
 def _venv_version(python: Path) -> tuple[int, int] | None:
-    return _version_of(str(python)) if python.exists() else None
+    """The version of the venv's Python, or None when there is none or it has no pip: ``python -m venv``
+    installs pip last (ensurepip), so a venv whose creation was interrupted (Ctrl-C while dev.py said "creating
+    .venv") has a Python 3.13 and no pip, and every install into it would fail; None has it made again."""
+    return _version_of(str(python), "pip") if python.exists() else None
 
 
 # The Functions host's protobuf messages (``FunctionRpc_pb2``: TypedData, InvocationRequest, ...) are not
@@ -194,9 +200,66 @@ def install_host_protos() -> None:
     print(f"extracted the host's protobuf messages to {target}")
 
 
+# What ``run`` is waiting for, on any thread (setup's installs run beside each other): an interruption ends them all.
+_CHILDREN: list[subprocess.Popen[bytes]] = []
+_CHILDREN_LOCK = threading.Lock()
+CHILD_GRACE_S = 60.0  # after an interruption: how long a child of ``run`` has to stop before it is killed
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (a CI job cancelled, ``kill``), SIGHUP (the terminal closed) or SIGINT, raised where dev.py is as
+    Ctrl-C's ``KeyboardInterrupt`` is, so that what it started is stopped (``end``) rather than left running."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 def run(*cmd: str | Path, check: bool = True) -> int:
+    """``cmd`` in this terminal's process group, waited for; interrupted, it is stopped first (``end``)."""
     print("+", " ".join(str(c) for c in cmd), flush=True)
-    return subprocess.run([str(c) for c in cmd], cwd=ROOT, check=check).returncode
+    process = subprocess.Popen([str(c) for c in cmd], cwd=ROOT)
+    with _CHILDREN_LOCK:
+        _CHILDREN.append(process)
+    try:
+        code = process.wait()
+    except KeyboardInterrupt as exc:
+        end(process, exc)
+        raise
+    finally:
+        with _CHILDREN_LOCK:
+            _CHILDREN.remove(process)
+    if check and code:
+        raise subprocess.CalledProcessError(code, [str(c) for c in cmd])
+    return code
+
+
+def end(process: subprocess.Popen[bytes], why: KeyboardInterrupt) -> None:
+    """Stops a child of ``run`` once dev.py was interrupted. Ctrl-C in a terminal reached the child too (the
+    same process group): it is given ``CHILD_GRACE_S`` to stop the way it stops on Ctrl-C (pytest tears its
+    fixtures down, the local runner stops its servers). SIGTERM or SIGHUP reached dev.py alone: the child is
+    sent SIGINT, as Ctrl-C would. Killed if still running after that, or on a second interruption."""
+    try:
+        if getattr(why, "signum", signal.SIGINT) != signal.SIGINT and process.poll() is None:
+            if os.name == "nt":
+                process.terminate()
+            else:
+                process.send_signal(signal.SIGINT)
+        process.wait(timeout=CHILD_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def end_children(why: KeyboardInterrupt) -> None:
+    """``end`` for every child ``run`` is waiting for, on any thread."""
+    with _CHILDREN_LOCK:
+        children = list(_CHILDREN)
+    for process in children:
+        end(process, why)
 
 
 def _stamp(name: str, *files: str) -> tuple[Path, str]:
@@ -236,8 +299,8 @@ def _setup_npm() -> None:
 
 
 def _setup_checkov() -> None:
-    if not CHECKOV_PYTHON.exists():
-        venv.EnvBuilder(with_pip=True).create(CHECKOV_VENV)
+    if _venv_version(CHECKOV_PYTHON) is None:  # none yet, or one whose creation was interrupted (no pip)
+        venv.EnvBuilder(with_pip=True, clear=True).create(CHECKOV_VENV)
     _, digest = _stamp("checkov", "tests/infra/requirements-checkov.txt")
     stamp = CHECKOV_VENV / ".checkov-installed"
     if not stamp.exists() or stamp.read_text() != digest:
@@ -277,17 +340,69 @@ class _Job(threading.Thread):
             raise self.error
 
 
+SETUP_LOCK = ROOT / ".dev-setup.lock"  # held by the dev.py setting up this checkout (.gitignore)
+
+
+class Busy(Exception):
+    """The lock is another dev.py's; the message says whose."""
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path, waiting: str | None) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` while in the block, released by the system however its holder ends;
+    held by another dev.py: ``waiting`` printed after its name and the lock waited for, or with ``waiting`` None,
+    ``Busy``. None on Windows (no ``fcntl``), nor where ``path`` cannot be written (nothing can be installed or
+    logged there either)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    try:
+        lock = open(path, "a+")  # noqa: SIM115 (closed below, after the block)
+    except OSError:
+        yield
+        return
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another dev.py"
+            if waiting is None:
+                raise Busy(holder) from None
+            print(f"waiting for {holder} {waiting}", file=sys.stderr, flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"dev.py (pid {os.getpid()})")
+        lock.flush()
+        try:
+            yield
+        finally:
+            lock.seek(0)
+            lock.truncate()
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def setup(*, for_tests: bool = True) -> None:
     """``.venv`` (Python 3.13), then its pip packages here while npm's packages and ``.venv-checkov``
     install beside them (the three are independent; on a fresh clone they are most of this time). Node.js
     is checked first: without it the npm install would fail only after the pip one. ``for_tests=False``
     (``demo``, ``bench``): not what only the tests use, ``.venv-checkov`` (the Bicep scan) and Chromium (the console's
-    browser test)."""
+    browser test). One dev.py at a time sets up a checkout: a second (``demo`` started while ``test`` installs)
+    waits for the first, then finds the stamps up to date, instead of a second ``pip install`` into the same
+    ``.venv`` and a second ``npm ci`` emptying ``node_modules`` under the first."""
     check_node()
+    with _exclusive(SETUP_LOCK, "to finish setting up this checkout"):
+        _setup(for_tests)
+
+
+def _setup(for_tests: bool) -> None:
     if _venv_version(PYTHON) != APP_PYTHON:
         interpreter = find_app_python()
         if VENV.exists():
-            print(f"{VENV} is not Python 3.13: recreating it")
+            print(f"{VENV} is not a whole Python 3.13 venv (another version, or no pip): recreating it")
             shutil.rmtree(VENV)
         print(f"creating {VENV} with {interpreter}")
         subprocess.run([interpreter, "-m", "venv", str(VENV)], check=True)
@@ -297,6 +412,9 @@ def setup(*, for_tests: bool = True) -> None:
         job.start()
     try:
         _setup_app_packages()
+    except KeyboardInterrupt as exc:  # the installs beside this one stop too, not only this one
+        end_children(exc)
+        raise
     finally:
         for job in jobs:
             job.join()
@@ -390,15 +508,27 @@ def stop(processes: list[subprocess.Popen[bytes]]) -> None:
 
 
 def _interrupted(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    raise Interrupted(signum)
 
 
 def run_whole_suite() -> int:
     """ruff, mypy and the first of ``suite_parts`` in this terminal while the others run beside them,
     each into its ``out/pytest-NAME.log`` (printed when all are done). A lint failure stops the runs
-    beside; a failing pytest lets the others finish. Any failing, or collecting nothing, fails."""
-    (first, first_args), *beside = suite_parts()
+    beside; a failing pytest lets the others finish. Any failing, or collecting nothing, fails. One at a
+    time in a checkout: a second would write the same logs, and each would print the other's as its own."""
     LOG_DIR.mkdir(exist_ok=True)
+    try:
+        with _exclusive(LOG_DIR / ".dev-test.lock", None):
+            return _run_whole_suite()
+    except Busy as exc:
+        logs = os.path.relpath(log_of("*"), ROOT)
+        note = f"{exc} is running the whole suite in this checkout (its logs: {logs}); run it again once it is done"
+        print(note, file=sys.stderr)
+        return 2
+
+
+def _run_whole_suite() -> int:
+    (first, first_args), *beside = suite_parts()
     logs = {name: os.path.relpath(log_of(name), ROOT) for name, _ in beside}
     # Ctrl-C, SIGTERM (a CI job cancelled, ``timeout``) and SIGHUP (the terminal closed) stop the runs.
     # SIGINT too when this process inherited it ignored (a shell's ``cmd &``): the pytest runs inherit an
@@ -465,9 +595,13 @@ def demo(args: list[str]) -> int:
         "out/demo-chart.png",
     ]
     code = run(PYTHON, "-m", "localrun", *(args or default), check=False)
+    if code not in (0, 1) or (args or default)[0] != "simulate":  # it failed (exit 2: bad input), or it was serve
+        return code
+    here = "" if Path.cwd().resolve() == ROOT else f"cd {shlex.quote(str(ROOT))} && "  # the command is the checkout's
+    serve = f"{PYTHON.relative_to(ROOT)} -m localrun serve --orders 200 --seed 7 --faults examples/profiles/demo.json"
     print(
         "\nWatch it live and act as the operator (answer reviews, resubmit, cancel) in the console:\n"
-        f"  {PYTHON.relative_to(ROOT)} -m localrun serve --orders 200 --seed 7 --faults examples/profiles/demo.json\n"
+        f"  {here}{serve}\n"
         "  then open http://127.0.0.1:7071/api/ops/console (README: Operate it)"
     )
     return code
@@ -666,7 +800,18 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    # SIGTERM and SIGHUP interrupt as Ctrl-C does: what dev.py started is stopped with it, not left running
+    for number in (signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])):
+        signal.signal(number, _interrupted)
     try:
         sys.exit(main())
     except subprocess.CalledProcessError as exc:
         sys.exit(exc.returncode or 1)
+    except KeyboardInterrupt:
+        with contextlib.suppress(OSError):  # stderr gone with the terminal (SIGHUP)
+            print("\ninterrupted: stopped", file=sys.stderr, flush=True)
+        sys.exit(130)
+    except BrokenPipeError:  # stdout's reader is gone (``| head``): stop as a command killed by SIGPIPE, quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit then raises nothing either
+        sys.exit(128 + 13)

@@ -20,7 +20,13 @@ COLORS = {
 }
 
 
-def write_chart(result: SimulationResult, path: str | Path) -> None:
+def chart_format(path: str | Path) -> str:
+    """The format a chart at ``path`` is drawn in: the one its suffix names (``.svg``, ``.pdf``), PNG without one."""
+    return Path(path).suffix.lstrip(".").lower() or "png"
+
+
+def write_chart(result: SimulationResult, path: str | Path, file_format: str | None = None) -> None:
+    """The chart at exactly ``path`` (matplotlib adds no suffix), in ``file_format`` (default: ``chart_format``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -74,7 +80,8 @@ def write_chart(result: SimulationResult, path: str | Path) -> None:
     ax.legend(loc="center right", fontsize=8, framealpha=0.9)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    with open(path, "wb") as file:  # a file object: matplotlib adds no suffix of its own
+        fig.savefig(file, format=file_format or chart_format(path))
     plt.close(fig)
 
 

@@ -38,6 +38,18 @@ def _read_lines(stream: IO[bytes], lines: queue.Queue[str | None]) -> None:
     lines.put(None)
 
 
+class ServerUnavailable(RuntimeError):
+    """The server could not be started: Node.js or ``node_modules`` missing, or node exited (or stayed silent)
+    before it listened; the message says which, with node's own error."""
+
+
+def _node_options_note() -> str:
+    """A hint when ``NODE_OPTIONS`` is set: node reads it, so another project's (a ``--require`` of a file
+    not here, an ``--inspect`` port) changes how the server starts."""
+    options = os.environ.get("NODE_OPTIONS", "").strip()
+    return f" (NODE_OPTIONS is set, and node reads it: {options!r}; try again without it)" if options else ""
+
+
 class CosmosServer:
     """``with CosmosServer() as server: server.endpoint`` — an empty account on a free port.
 
@@ -61,10 +73,10 @@ class CosmosServer:
     def start(self, timeout: float = 30.0) -> CosmosServer:
         modules = ROOT / "node_modules"
         if not (modules / "@vercel" / "cosmosdb-server").exists():
-            raise RuntimeError(f"{modules}/@vercel/cosmosdb-server is missing: run `npm ci` (dev.py does)")
+            raise ServerUnavailable(f"{modules}/@vercel/cosmosdb-server is missing: run `npm ci` (dev.py does)")
         node = shutil.which("node")
         if node is None:
-            raise RuntimeError("Node.js 20+ is required for the Cosmos DB protocol server")
+            raise ServerUnavailable("Node.js 20+ is required for the Cosmos DB protocol server: node is not on PATH")
         # stdin stays open here: the server exits when it ends, so it stops with this process however that ends.
         self._proc = subprocess.Popen(
             [node, str(Path(__file__).with_name("cosmos_server.cjs")), str(modules), str(self.port), str(self.ranges)],
@@ -85,12 +97,15 @@ class CosmosServer:
                 line = lines.get(timeout=max(deadline - time.monotonic(), 0.0))
             except queue.Empty:
                 self.stop()
-                raise RuntimeError(f"cosmosdb-server did not listen within {timeout}s") from None
+                note = _node_options_note()
+                raise ServerUnavailable(f"cosmosdb-server did not listen within {timeout}s{note}") from None
             if line is None:
                 code = self._proc.wait(timeout=10)
                 err = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
                 self.stop()
-                raise RuntimeError(f"cosmosdb-server exited with {code} before it listened: {err}")
+                raise ServerUnavailable(
+                    f"cosmosdb-server exited with {code} before it listened{_node_options_note()}: {err.strip()}"
+                )
             if line.startswith("listening "):
                 announced = line
         self.port = int(announced.split()[1])

@@ -218,14 +218,20 @@ def run_seed(seed: int, orders: int, out: Path, timeout_s: float) -> Outcome:
     profile and report in ``out`` when an invariant is violated or the run fails."""
     out.mkdir(parents=True, exist_ok=True)
     profile_path, report_path = out / f"profile-{seed}.json", out / f"report-{seed}.json"
-    profile_path.write_text(json.dumps(random_profile(seed), indent=2) + "\n")
+    kept_before = profile_path.exists() or report_path.exists()  # an earlier fuzz's failing seed
     command = [sys.executable, "-m", "localrun", "simulate", "--orders", str(orders), "--seed", str(seed)]
     command += ["--faults", str(profile_path), "--report", str(report_path), "--no-progress"]
     began = time.monotonic()
     try:
+        profile_path.write_text(json.dumps(random_profile(seed), indent=2) + "\n")
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
         return Outcome(seed, {}, {}, 0, False, time.monotonic() - began, f"no result in {timeout_s:.0f} s")
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the run was ended (subprocess.run kills it); not a failing seed
+        if not kept_before:
+            profile_path.unlink(missing_ok=True)
+            report_path.unlink(missing_ok=True)
+        raise
     wall = time.monotonic() - began
     if done.returncode not in (0, 1) or not report_path.exists():
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -246,7 +252,12 @@ def fuzz(first: int, count: int, orders: int, out: Path, timeout_s: float) -> in
     """Runs seeds ``first`` .. ``first + count - 1``, printing a line each; 1 if any violated or failed."""
     bad = 0
     for seed in range(first, first + count):
-        outcome = run_seed(seed, orders, out, timeout_s)
+        try:
+            outcome = run_seed(seed, orders, out, timeout_s)
+        except KeyboardInterrupt:  # the tally so far, then the interruption goes on up (exit 130)
+            ran = seed - first
+            print(f"interrupted at seed {seed}: {ran} seeds run, {bad} with a violated invariant or a failed run")
+            raise
         print(outcome.line(), flush=True)
         bad += bool(outcome.violated or outcome.error)
     print(f"{count} seeds, {bad} with a violated invariant or a failed run" + (f": see {out}" if bad else ""))

@@ -10,7 +10,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from domain.workflow import AGENTS
 
@@ -36,6 +36,9 @@ COSMOS_KEYS = {
     "partition_ranges",
 }
 OUTAGE_KEYS = {"start_s", "duration_s"}
+# the longest time a profile may name (a start, a duration, a restart interval): ten years, past any run's horizon
+# (simulate's is a year at most) and far from what Python's dates can hold (1e300 s was an OverflowError)
+MAX_SECONDS = 10 * 366 * 24 * 3600
 COSMOS_OUTAGE_KEYS = OUTAGE_KEYS | {"refused"}
 SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate", "settle_latency_ms"}
 HOST_KEYS = {"restart_every_s", "clock_skew_s", "activity_rerun_rate"}
@@ -214,10 +217,15 @@ class Profile:
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
+        """The profile in the JSON file ``path``: UTF-8, with or without the byte order mark Windows editors and
+        PowerShell's ``Set-Content -Encoding UTF8`` write, or UTF-16 or UTF-32 with one (PowerShell 5's ``>``);
+        whatever this machine's locale."""
         try:
-            data = json.loads(Path(path).read_text())
+            data = json.loads(Path(path).read_bytes())  # bytes: json detects the encoding, a BOM included
         except json.JSONDecodeError as exc:
             raise ProfileError(f"{path}: not JSON: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ProfileError(f"{path}: not UTF-8 (or UTF-16, UTF-32) text: {exc}") from None
         return cls.parse(data)
 
     @classmethod
@@ -237,11 +245,13 @@ class Profile:
         durable = _check_keys("durable", data.get("durable", {}), DURABLE_KEYS)
         orders = _check_keys("orders", data.get("orders", {}), ORDER_KEYS)
         restart = host.get("restart_every_s")
-        if restart is not None and (not isinstance(restart, int | float) or restart <= 0):
-            raise ProfileError(f"host.restart_every_s must be a positive number, got {restart!r}")
+        if restart is not None and (not _number(restart) or not 0 < restart <= MAX_SECONDS):
+            raise ProfileError(
+                f"host.restart_every_s must be a positive number of seconds up to {MAX_SECONDS}, got {restart!r}"
+            )
         skew: dict[str, float] = {}
         for name, offset in _check_keys("host.clock_skew_s", host.get("clock_skew_s", {}), set(CLOCK_HOSTS)).items():
-            if not isinstance(offset, int | float) or isinstance(offset, bool) or abs(offset) > 3600:
+            if not _number(offset) or abs(offset) > 3600:
                 raise ProfileError(f"host.clock_skew_s.{name} must be seconds within ±3600, got {offset!r}")
             skew[name] = float(offset)
 
@@ -307,12 +317,12 @@ def _status_queues(data: Any, submitters: int) -> StatusQueues:
             raise ProfileError(f"{where}.error must be one of {', '.join(REFUSAL_ERRORS)}, got {error!r}")
         start = entry.get("start_s", 0)
         duration = entry.get("duration_s")
-        if not isinstance(start, int | float) or isinstance(start, bool) or start < 0:
-            raise ProfileError(f"{where}.start_s must be a number of seconds >= 0, got {start!r}")
-        if duration is not None and (
-            not isinstance(duration, int | float) or isinstance(duration, bool) or duration <= 0
-        ):
-            raise ProfileError(f"{where}.duration_s must be a positive number of seconds, got {duration!r}")
+        if not _number(start) or not 0 <= start <= MAX_SECONDS:
+            raise ProfileError(f"{where}.start_s must be a number of seconds from 0 to {MAX_SECONDS}, got {start!r}")
+        if duration is not None and (not _number(duration) or not 0 < duration <= MAX_SECONDS):
+            raise ProfileError(
+                f"{where}.duration_s must be a positive number of seconds up to {MAX_SECONDS}, got {duration!r}"
+            )
         refusing.append(
             StatusQueueRefusal(submitter, str(error), float(start), float(duration) if duration is not None else None)
         )
@@ -328,10 +338,14 @@ def _outages(where: str, data: Any, refused: bool | None = None) -> tuple[tuple[
     for n, item in enumerate(data):
         entry = _check_keys(f"{where}[{n}]", item, OUTAGE_KEYS if refused is None else COSMOS_OUTAGE_KEYS)
         start, duration = entry.get("start_s"), entry.get("duration_s")
-        if not isinstance(start, int | float) or isinstance(start, bool) or start < 0:
-            raise ProfileError(f"{where}[{n}].start_s must be a number of seconds >= 0, got {start!r}")
-        if not isinstance(duration, int | float) or isinstance(duration, bool) or duration <= 0:
-            raise ProfileError(f"{where}[{n}].duration_s must be a positive number of seconds, got {duration!r}")
+        if not _number(start) or not 0 <= start <= MAX_SECONDS:
+            raise ProfileError(
+                f"{where}[{n}].start_s must be a number of seconds from 0 to {MAX_SECONDS}, got {start!r}"
+            )
+        if not _number(duration) or not 0 < duration <= MAX_SECONDS:
+            raise ProfileError(
+                f"{where}[{n}].duration_s must be a positive number of seconds up to {MAX_SECONDS}, got {duration!r}"
+            )
         if not isinstance(entry.get("refused", False), bool):
             raise ProfileError(f"{where}[{n}].refused must be true or false, got {entry.get('refused')!r}")
         if refused is None or entry.get("refused", False) is refused:
@@ -358,7 +372,7 @@ def _remote(service: str, data: Any) -> dict[str, Any]:
     return entry
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -6,7 +6,7 @@ runtime as a virtual-time task, like every other invocation.
 
 The operator is the developer: ``OPS_LOCAL_PRINCIPAL`` is set for this run only (both app roles), so
 review pauses wait for a person at the console (``--review-timeout`` simulated seconds, then the
-configured default action). It serves until interrupted (Ctrl-C, SIGTERM), then prints the usual
+configured default action). It serves until interrupted (Ctrl-C, SIGTERM, SIGHUP), then prints the usual
 summary.
 """
 
@@ -187,8 +187,8 @@ def install_stop_signals(stop_event: threading.Event) -> None:
     def handler(signum: int, frame: FrameType | None) -> None:
         stop_event.set()
 
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+    for number in (signal.SIGTERM, signal.SIGINT, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])):
+        signal.signal(number, handler)
 
 
 def announce(url: str) -> None:

@@ -167,7 +167,8 @@ def read_raw(path: str | Path) -> list[dict[str, Any]]:
     """``--inject-raw``: one JSON object per line, ``{"body": "<text>", "message_id": "<optional>", "at_s": <n>}``
     (``at_s``, optional: when it is sent, in simulated seconds from the start, default 0)."""
     lines: list[dict[str, Any]] = []
-    for number, text in enumerate(Path(path).read_text().splitlines(), start=1):
+    # UTF-8 whatever the locale, a byte order mark (Windows editors write one) skipped
+    for number, text in enumerate(Path(path).read_text(encoding="utf-8-sig").splitlines(), start=1):
         if not text.strip():
             continue
         try:

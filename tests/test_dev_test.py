@@ -211,6 +211,23 @@ def test_any_run_failing_fails_the_command_and_the_others_still_finish(tmp_path,
     assert f"{failing} exited 1" in output and output.count("exited 0") == 2, output
 
 
+def test_a_second_whole_suite_in_the_same_checkout_is_refused_while_the_first_runs(tmp_path):
+    """Two at once wrote the same ``out/pytest-NAME.log``s: each printed the other's output as its own."""
+    parts = {name: suite(tmp_path, name, "import time\ndef test_ok():\n    time.sleep(3)\n") for name in RUNS}
+    first = drive(tmp_path, parts)
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / name / "pids").exists() for name in RUNS) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the first is running its three pytest runs
+    second = drive(tmp_path, parts)
+    refused, _ = second.communicate(timeout=60)
+    output, _ = first.communicate(timeout=120)
+    assert second.returncode == 2, refused
+    assert f"dev.py (pid {first.pid}) is running the whole suite in this checkout" in refused
+    assert not [line for line in refused.splitlines() if line.startswith("+ ")]  # it started nothing
+    assert first.returncode == 0 and output.count("1 passed") == 3, output
+    assert drive(tmp_path, parts).wait(timeout=120) == 0  # once the first is done
+
+
 def test_the_long_pole_keeps_its_priority_and_the_other_runs_are_started_lower(tmp_path, dev):
     """Three runs on two cores: ``tests/e2e`` (computing nearly all its time) keeps a core of its own while the
     other two share the other one and the gaps it leaves, instead of three equal shares stretching it."""
@@ -365,3 +382,16 @@ def test_demo_and_bench_set_up_only_what_they_run(dev, monkeypatch, command, exp
     with contextlib.suppress(SetUp):
         dev.main()
     assert sorted(done) == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "shown"),
+    [([], 0, True), ([], 1, True), (["simulate", "--faults", "absent.json"], 2, False), (["serve"], 0, False)],
+)
+def test_demo_points_at_the_console_only_after_a_simulation_that_ran(dev, monkeypatch, capsys, args, code, shown):
+    """After a demo that ran (its verdict 0 or 1) it shows how to watch one live; not after one that could not start
+    (exit 2: a profile missing), nor after ``demo serve``, which is that already."""
+    monkeypatch.setattr(dev, "setup", lambda for_tests=True: None)
+    monkeypatch.setattr(dev, "run", lambda *cmd, check=True: code)
+    assert dev.demo(args) == code
+    assert ("Watch it live" in capsys.readouterr().out) is shown
