@@ -29,6 +29,7 @@ def test_a_compensate_posted_again_with_entries_undone_by_hand_is_not_taken_as_r
     status, body = ops.post(URL, {"reason": "refund by hand", "undoneByHand": [2]})
     assert status == 409 and "undoneByHand" in body["error"] and "2" in body["error"], body
     after = ops.ctx.states.get("o-again")
+    assert after is not None and before is not None
     assert after.version == before.version
     assert [e.undone_by for e in after.compensation] == [None, None]
 
