@@ -5,8 +5,8 @@ and every call after it under the step's idempotency key is answered "still work
 the service is up and doing it). The agent's tries run out on that answer, the attempt releases the record for a
 retry (``StepTransientFailure``), and with other orders' reservations succeeding meanwhile (a busy service, no
 outage: its failures in a row reset) the supervisor counted the attempt as a failure. Each retry met the same answer
-while the first call was still running: after ``MAX_FAILURES`` attempts the order escalated (compensation before the
-pivot), cancelling an order whose reservation the service was completing.
+while the first call was still running: after ``MAX_FAILURES`` attempts the order escalated (compensated, or ``Error``
+for an operator, as the decision function says) while the service was completing its reservation.
 
 Now the attempt tells ``release_for_retry`` that its last try was answered so (``stillWorking``), and the supervisor
 waits as for an outage (``OutageWait``, ``SupervisorOutageWait`` with ``stillWorking``, not counted, bounded by
