@@ -308,7 +308,9 @@ def fail_compensation(ctx: AppContext, data: FailCompensationInput) -> WriteResu
         if wait.released:
             return NOT_OWNED  # released: the round ends; the supervisor claims the next one after the outage
         if wait.past_bound:
-            # waited MAX_OUTAGE_WAIT_MINUTES: failed, saying so (an operator is needed, the outage alone)
+            # waited MAX_OUTAGE_WAIT_MINUTES: failed, saying so (an operator is needed, the outage alone); an undo its
+            # service was still working on may still be done: undone by hand too, a refund would be made twice
+            error = f"{error}; {STILL_WORKING_WARNING}" if data.still_working else error
             error = f"{error}; {wait.past_bound}"
     record = write_fenced(
         ctx,
@@ -325,7 +327,13 @@ def fail_compensation(ctx: AppContext, data: FailCompensationInput) -> WriteResu
     if moved_on(record, data.instance_id):
         return MOVED_ON
     alert_compensation_failed(
-        ctx, record.order_id, record.attempt, record.last_error or error, data.seq, compensation.not_undone(record)
+        ctx,
+        record.order_id,
+        record.attempt,
+        record.last_error or error,
+        data.seq,
+        compensation.not_undone(record),
+        still_working=bool(data.still_working),
     )
     return OWNED
 
@@ -400,11 +408,34 @@ def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: dat
     return _OutageWait(released=True)
 
 
+# Said (reason, lastError, the alert's nextStep) of an undo failed past MAX_OUTAGE_WAIT_MINUTES while its service still
+# answered "still working" on it: the service may still do it
+STILL_WORKING_WARNING = (
+    "its service was still working on this undo and may still do it: ask the provider whether it was done before "
+    "undoing it by hand"
+)
+
+
 def alert_compensation_failed(
-    ctx: AppContext, order_id: str, round_number: int, reason: str, seq: int | None, not_undone: list[int]
+    ctx: AppContext,
+    order_id: str,
+    round_number: int,
+    reason: str,
+    seq: int | None,
+    not_undone: list[int],
+    *,
+    still_working: bool = False,
 ) -> None:
     """The ``CompensationFailed`` alert: the entry that failed (``entry``) and every entry still not undone
-    (``notUndone``: the older ones the round never reached are held too)."""
+    (``notUndone``: the older ones the round never reached are held too). ``still_working``: the undo's service was
+    still working on it when the wait's bound ended it (``stillWorking``): the next step warns that it may still be
+    done."""
+    next_step = (
+        "fix the service and run the operator's compensate again, or undo the named entry by hand and run "
+        "compensate with it in undoneByHand (its provider refuses the same undo key again)"
+    )
+    if still_working:
+        next_step = f"{STILL_WORKING_WARNING}; then {next_step}"
     raise_alert_after_write(
         ctx.sender,
         kind="CompensationFailed",
@@ -418,9 +449,7 @@ def alert_compensation_failed(
             "entry": seq,
             "notUndone": not_undone,
             "reason": reason,
-            "nextStep": (
-                "fix the service and run the operator's compensate again, or undo the named entry by hand and run "
-                "compensate with it in undoneByHand (its provider refuses the same undo key again)"
-            ),
+            "stillWorking": still_working,
+            "nextStep": next_step,
         },
     )

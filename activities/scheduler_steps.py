@@ -142,7 +142,13 @@ def release_for_retry(ctx: AppContext, data: ReleaseForRetryInput) -> WriteResul
         data.instance_id,
         # the attempt ends: due to the supervisor at once, past its grace (``transitions.release_for_retry``)
         lambda r: transitions.release_for_retry(
-            r, data.instance_id, data.step, reason, now, ctx.settings.supervisor_grace
+            r,
+            data.instance_id,
+            data.step,
+            reason,
+            now,
+            ctx.settings.supervisor_grace,
+            still_working=bool(data.still_working),
         ),
         "release for retry",
         number=data.write_number,

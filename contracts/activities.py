@@ -240,8 +240,14 @@ class SendAgentRequestInput(Wire):
     request: AgentRequest
 
 
+@dataclass(frozen=True)
 class ReleaseForRetryInput(StepFailure):
     """``release_for_retry``: a transient failure; ``completeBy`` pulled to now (less the supervisor's grace)."""
+
+    # the agent's last try was answered "still working on an earlier call with this key" by the step's service
+    # (``AgentReply.in_progress``): the step is being done, its outcome still to come; the supervisor waits for it as
+    # for an outage (``domain.outage.still_working``). None: not so, or an orchestration recorded before the field
+    still_working: Annotated[bool | None, OMIT_NONE] = None
 
 
 class FailOrderInput(StepFailure):

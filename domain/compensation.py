@@ -261,9 +261,10 @@ def is_stuck_round(record: StateRecord, now: datetime, grace: timedelta = transi
 def _round_error(record: StateRecord) -> str | None:
     """What a round met, as ``lastError`` says it: None when ``lastError`` is only why the order is being
     compensated (the newest ``CompensationRequested``'s reason, ``compensation_cause``; each keeps it cut to its own
-    limit), which rounds that died without writing an error leave there: it is no round's error."""
+    limit, ``ERROR_LIMIT`` = ``DETAIL_LIMIT``), which rounds that died without writing an error leave there: it is no
+    round's error. Equal, not a prefix either way: a round's error beginning with a short cause ("payment") is one."""
     error, cause = record.last_error, compensation_cause(record)
-    if error is None or (cause is not None and (error.startswith(cause) or cause.startswith(error))):
+    if error is None or error == cause:
         return None
     return error
 

@@ -12,7 +12,7 @@ from domain.compensation import UNDONE, ensure_compensation_owner, is_stuck_roun
 from domain.errors import IllegalTransition
 from domain.records import StateRecord, last_move
 from domain.states import ProcessState
-from domain.transitions import NO_GRACE, SUPERVISOR
+from domain.transitions import NO_GRACE, STILL_WORKING, SUPERVISOR
 from domain.workflow import agent
 
 
@@ -37,6 +37,14 @@ def failed_transiently(record: StateRecord) -> bool:
     tries ran out (``StepTransientFailure``, the attempt's own last move), not a deadline or a lost reply."""
     move = last_move(record)
     return move is not None and move.event == "StepTransientFailure" and move.by == record.locked_by
+
+
+def still_working(record: StateRecord) -> bool:
+    """Whether the expired attempt ended so (``failed_transiently``) with its last try answered "still working on an
+    earlier call with this key" by the step's service (``transitions.STILL_WORKING`` in the detail's step part): the
+    step is being done there, whatever other orders' calls did meanwhile."""
+    move = last_move(record)
+    return failed_transiently(record) and move is not None and STILL_WORKING in move.detail.partition(": ")[0]
 
 
 def undo_in_flight(record: StateRecord) -> InFlight | None:

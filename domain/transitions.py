@@ -204,17 +204,30 @@ def fail(
     )
 
 
+# Marks a ``StepTransientFailure`` whose last try the step's service answered "still working on an earlier call with
+# this key": its detail reads ``<step> (still working): <error>`` (``domain.outage.still_working``)
+STILL_WORKING = " (still working)"
+
+
 def release_for_retry(
-    record: StateRecord, owner: str, step: str, reason: str, now: datetime, grace: timedelta = NO_GRACE
+    record: StateRecord,
+    owner: str,
+    step: str,
+    reason: str,
+    now: datetime,
+    grace: timedelta = NO_GRACE,
+    *,
+    still_working: bool = False,
 ) -> StateRecord:
     """A transient failure the agent could not overcome in time: pull ``completeBy`` to now so the
     supervisor retries the order on its next run. The attempt keeps ``lockedBy``; recovery is the
     supervisor's job, with its own conditional update. The attempt ends here, so there is no owner left for the
-    supervisor's ``grace`` to protect (``past_due`` reads a held record): ``completeBy`` is now less it, due at once."""
+    supervisor's ``grace`` to protect (``past_due`` reads a held record): ``completeBy`` is now less it, due at once.
+    ``still_working``: the last try was answered "still working" by the step's service; the detail says so
+    (``STILL_WORKING``), for the supervisor to wait instead of counting (``domain.outage.still_working``)."""
     ensure_owner(record, owner)
-    return record.with_changes(
-        now, "StepTransientFailure", owner, f"{step}: {reason}", complete_by=now - grace, last_error=reason
-    )
+    detail = f"{step}{STILL_WORKING if still_working else ''}: {reason}"
+    return record.with_changes(now, "StepTransientFailure", owner, detail, complete_by=now - grace, last_error=reason)
 
 
 def is_expired(record: StateRecord, now: datetime, grace: timedelta = NO_GRACE) -> bool:

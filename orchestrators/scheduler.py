@@ -215,7 +215,7 @@ def _run_step(run: Attempt, step: Step) -> Generator[Any, Any, Ended | None]:
             run.unrecorded = StepResult(step=step.name, result=result)  # recorded by the next write
             return None
         if reply.transient:
-            return (yield from _release_for_retry(run, step, reply.error))
+            return (yield from _release_for_retry(run, step, reply.error, still_working=reply.in_progress))
         # A non-transient failure: the decision function says what happens next.
         next_agent = yield from _handle_permanent_failure(run, step, agent_name, reply.error)
         if isinstance(next_agent, Ended):
@@ -271,12 +271,20 @@ def _ask_agent(run: Attempt, step: Step, agent_name: str, tries: int) -> Generat
     return reply
 
 
-def _release_for_retry(run: Attempt, step: Step, error: Any) -> Generator[Any, Any, Ended]:
+def _release_for_retry(
+    run: Attempt, step: Step, error: Any, *, still_working: bool = False
+) -> Generator[Any, Any, Ended]:
     """The agent used up its retries before the deadline. Pull completeBy to now so the supervisor's
     next run retries the order (it owns the retry budget). Its answer is not read: the attempt ends
-    here whether or not it still held the record."""
+    here whether or not it still held the record. ``still_working``: the last try's service answered it still
+    works on the step (an earlier call of its key): said to the write, so the supervisor waits instead of counting."""
     release = ReleaseForRetryInput(
-        order_id=run.order_id, instance_id=run.me, step=step.name, attempt=run.number, error=error
+        order_id=run.order_id,
+        instance_id=run.me,
+        step=step.name,
+        attempt=run.number,
+        error=error,
+        still_working=True if still_working else None,  # the input of a reply without it as before
     )
     yield from call_state_activity(run.context, names.RELEASE_FOR_RETRY, run.writes.numbered(release).to_json())
     return Ended(orchestration_result("TransientFailure", step=step.name, error=error))

@@ -187,7 +187,16 @@ def _compensate_once(
         raise RecordNotFound(f"no state record for order {order_id!r}")
     if record.process_state not in (ProcessState.ERROR, ProcessState.COMPENSATION_FAILED):
         if repeated_action(record, "compensate", operator, reason):
-            return ActionTaken(record, repeated=True)
+            # the same post again only if it names no entry this operator's compensate did not undo by hand: one
+            # posted first without them, then with, was answered "repeated" and the entries never marked
+            by_them = {e.seq for e in record.compensation if e.undone_by == operator}
+            left = sorted(set(undone_by_hand) - by_them)
+            if not left:
+                return ActionTaken(record, repeated=True)
+            raise IllegalTransition(
+                f"order {order_id} is {record.process_state} (your compensate without them was taken): undoneByHand "
+                f"{', '.join(map(str, left))} can only be said of a CompensationFailed order"
+            )
         raise IllegalTransition(f"order {order_id}: an operator compensates only an Error or CompensationFailed order")
     now = ctx.clock.now()
     written = update_once_or_reread(

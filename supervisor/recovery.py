@@ -23,7 +23,7 @@ from domain import transitions
 from domain.compensation import act_on_left_decision, escalate_or_compensate, settled_by_decision
 from domain.compensation_policy import ReviewPolicy
 from domain.errors import IllegalTransition
-from domain.outage import failed_transiently, forward_in_flight
+from domain.outage import failed_transiently, forward_in_flight, still_working
 from domain.records import StateRecord
 from domain.retry import exponential_backoff
 from domain.review import LeftDecision, decision_left
@@ -85,8 +85,17 @@ def recover(ctx: AppContext, record: StateRecord, status: str | None = None) -> 
     payment = payment_verdict(ctx, record, now) if left is None else None
     # An outage is not the order's failure: wait it out (supervisor/outage.py), up to a bound.
     in_flight = forward_in_flight(record)
+    # its service answered the attempt's last try "still working on an earlier call with this key": waited for
+    working = still_working(record)
     outage = (
-        outage_verdict(ctx, record, in_flight, now, failed_transiently=failed_transiently(record))
+        outage_verdict(
+            ctx,
+            record,
+            in_flight,
+            now,
+            failed_transiently=failed_transiently(record),
+            still_working=working,
+        )
         if payment is None
         else None
     )
@@ -134,12 +143,14 @@ def recover(ctx: AppContext, record: StateRecord, status: str | None = None) -> 
     if outage is not None and not outage.exceeded:
         app_event(
             "SupervisorOutageWait",
-            f"order {written.order_id}: {outage.dependency} is unavailable; retry not before {written.complete_by}, "
-            f"not counted as a failure",
+            f"order {written.order_id}: {outage.dependency} "
+            f"{'is still working on its step' if working else 'is unavailable'}; retry not before "
+            f"{written.complete_by}, not counted as a failure",
             orderId=written.order_id,
             instanceId=expired,
             attempt=written.attempt,
             dependency=outage.dependency,
+            stillWorking=working,
             failureCount=written.failure_count,
             notBefore=outage.until.isoformat(),
             waitingSince=outage.since.isoformat(),

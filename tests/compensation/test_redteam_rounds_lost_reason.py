@@ -37,3 +37,18 @@ def test_rounds_that_kept_dying_say_so_not_the_cause(ctx, clock, cause):
     assert (
         record.last_error == f"compensation did not finish in {ctx.settings.max_failures} rounds; last: deadline missed"
     )
+
+
+@pytest.mark.parametrize("cause", ["payment", "p"])  # a short operator's reason, the round's error beginning with it
+def test_a_round_error_beginning_with_the_cause_is_still_named(ctx, clock, cause):
+    """Red team 2: a round's error that began with the cause's text (or was the start of it) was taken for the cause
+    and the order failed "last: deadline missed", hiding what the rounds met."""
+    from dataclasses import replace
+
+    from domain.compensation import _round_error
+
+    submitted_and_claimed(ctx)
+    record = enter_compensation(stored_record(ctx), "ops@contoso.example", cause, clock.now())
+    met = "payment is still working on an earlier call: refund ch-1"
+    assert _round_error(replace(record, last_error=met)) == met
+    assert _round_error(record) is None

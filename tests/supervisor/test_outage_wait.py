@@ -6,6 +6,7 @@ the wait, and the escalation says why; a compensation round stuck on an open dep
 from __future__ import annotations
 
 import json
+import logging
 from datetime import timedelta
 
 import pytest
@@ -15,7 +16,7 @@ from adapters.cosmos.health_store import CosmosHealthStore, update_health
 from adapters.cosmos.state_store import update_once
 from contracts.names import OPERATOR_ALERTS_QUEUE, STATE_CONTAINER
 from domain import transitions
-from domain.circuit import CircuitState, DependencyHealth, record_failure, record_success
+from domain.circuit import CircuitState, DependencyHealth, record_failure, record_in_progress, record_success
 from domain.compensation import claim_compensation, complete_step_logged, enter_compensation
 from domain.states import ProcessState
 from settings import Settings
@@ -365,3 +366,49 @@ def test_no_wait_is_scheduled_past_max_outage_wait(make_ctx, health, states, clo
         clock.set(record.complete_by)
         next_attempt_in_flight(states, clock)
     assert record.process_state is ProcessState.ERROR and "MAX_OUTAGE_WAIT_MINUTES=5" in record.last_error
+
+
+def still_working_at_a_busy_service(ctx, states, clock):
+    """The attempt in flight on shipping: its last try answered "still working on an earlier call with this key", and
+    another order's call succeeded since (a busy service: its failures in a row reset), then its release for retry."""
+    now = clock.now()
+    update_health(ctx.health, "shipping", lambda h: (record_in_progress(h, now)[0], None), now)
+    update_health(ctx.health, "shipping", lambda h: (record_success(h, now)[0], None), now)
+    record = states.get("o1")
+    owner = record.locked_by
+    update_once(
+        states,
+        record,
+        lambda r: transitions.release_for_retry(
+            r, owner, "arrange-shipment", "shipping is still working on an earlier call", now, still_working=True
+        ),
+    )
+
+
+def test_a_step_still_working_at_a_busy_service_waits_up_to_max_outage_wait_then_escalates(
+    make_ctx, health, states, clock, sender, caplog
+):
+    """Red team 2: an attempt whose step its service was still working on, at a service other orders' calls
+    succeeded at, was counted (it read as the order's failure): its retries, each answered "still working" while the
+    first call ran, escalated an order the service was completing. It waits, uncounted, and the wait is bounded:
+    past MAX_OUTAGE_WAIT_MINUTES the order escalates, saying why."""
+    caplog.set_level(logging.INFO)
+    ctx = with_health(make_ctx, health, MAX_OUTAGE_WAIT_MINUTES="3")
+    shipping_in_flight(states, clock)
+    scan = ScanState()
+    for _ in range(20):
+        still_working_at_a_busy_service(ctx, states, clock)
+        run_supervisor(ctx, scan)
+        record = states.get("o1")
+        if record.process_state is not ProcessState.PENDING:
+            break
+        assert (record.history[-1].event, record.failure_count) == ("OutageWait", 0), record.last_error
+        clock.set(record.complete_by)
+        next_attempt_in_flight(states, clock)
+    assert record.process_state is ProcessState.ERROR
+    assert "still working on the order's call" in record.last_error and "MAX_OUTAGE_WAIT_MINUTES=3" in record.last_error
+    assert record.failure_count == 1  # only the escalation itself
+    waits = [r for r in caplog.records if getattr(r, "event", None) == "SupervisorOutageWait"]
+    assert waits and all(getattr(r, "stillWorking", None) is True for r in waits), waits
+    alerts = [json.loads(m.body) for q, m in sender.sent if q == OPERATOR_ALERTS_QUEUE]
+    assert [a["kind"] for a in alerts] == ["RetriesExhausted"]

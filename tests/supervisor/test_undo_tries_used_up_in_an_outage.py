@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from adapters.cosmos.health_store import update_health
 from adapters.cosmos.state_store import update_once
 from contracts.activities import NOT_OWNED, OWNED, FailCompensationInput, tries_used_up
 from contracts.names import OPERATOR_ALERTS_QUEUE
-from domain.circuit import CircuitState, record_failure, record_success
+from domain.circuit import CircuitState, record_failure, record_in_progress, record_success
 from domain.compensation import begin_undo
 from domain.records import StateRecord
 from domain.states import ProcessState
@@ -192,3 +193,29 @@ def test_the_submitter_hears_the_round_waiting_once_per_wait(make_ctx, health, s
         ("Compensating", record.attempt, "waiting for payment (circuit open)")
     ]
     assert told[0][0] == f"o1:Compensating:{record.attempt}:waiting"
+
+
+def test_an_undo_still_working_past_the_bound_warns_the_operator_before_undoing_it_by_hand(
+    make_ctx, health, states, clock, sender
+) -> None:
+    """Red team 2: an undo whose service kept answering "still working" waited MAX_OUTAGE_WAIT_MINUTES, then failed the
+    compensation with the alert's usual advice: undo the entry by hand and compensate with it in undoneByHand. The
+    service may still do it (a refund the operator then makes twice); the alert named no such risk. The reason (so
+    ``lastError``, and any resend of the alert the record owes) and the alert's details now say so."""
+    ctx = with_health(make_ctx, health, MAX_FAILURES="1", MAX_OUTAGE_WAIT_MINUTES="5")
+    record = _undoing_the_charge(ctx, states, clock)
+    now = clock.now()
+    update_health(ctx.health, "payment", lambda h: (record_in_progress(h, now)[0], None), now)
+    record = update_once(states, record, lambda r: dataclasses.replace(r, outage_wait_since=now - timedelta(hours=1)))
+    assert record.locked_by is not None
+    error = tries_used_up("payment is still working on an earlier call", 3)
+    failed = FailCompensationInput("o1", record.locked_by, 1, error, write_number=3, used_up_tries=True)
+    assert fail_compensation(ctx, dataclasses.replace(failed, still_working=True)) == OWNED
+
+    ended = states.get("o1")
+    assert ended.process_state is ProcessState.COMPENSATION_FAILED
+    assert "MAX_OUTAGE_WAIT_MINUTES=5" in ended.last_error
+    assert "ask the provider whether it was done before undoing it by hand" in ended.last_error, ended.last_error
+    [alert] = [a for a in sender.bodies(OPERATOR_ALERTS_QUEUE) if a["kind"] == "CompensationFailed"]
+    assert alert["details"]["stillWorking"] is True
+    assert "ask the provider whether it was done" in alert["details"]["nextStep"]
