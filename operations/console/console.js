@@ -10,9 +10,12 @@ let listState = ""; // the state of the list shown: its continuation resumes tha
 let listRequest = 0; // the newest list request: an answer to an older one is dropped
 let listPage = 0; // the page of the list shown: the first one is refreshed with the overview, a later one is kept
 let current = null; // the order shown, with its detail
-// The action on screen for confirmation, as confirmed: { action, orderId, reason, decision, reviewId }.
+// The action on screen for confirmation, as confirmed: { action, orderId, reason, decision, reviewId, undoneByHand }.
 // What is posted is this, never the page as it is when Confirm is clicked.
 let pendingAction = null;
+// The compensation log entries of a CompensationFailed order the operator ticked as undone by hand (their seq),
+// kept across the page's refreshes (which redraw the log) for the order they were ticked on.
+let byHand = { orderId: null, seqs: new Set() };
 
 function $(id) { return document.getElementById(id); }
 
@@ -240,7 +243,8 @@ function actHint(state, d, passed) {
   }
   switch (state) {
     case "Error": return "The order failed. Resubmit runs it again (Error → Pending); Compensate undoes its completed steps; Cancel order undoes them as a cancellation.";
-    case "CompensationFailed": return "An undo failed. Compensate starts a new compensation round for the entries not undone.";
+    case "CompensationFailed": return "An undo failed. Compensate starts a new compensation round for the entries not undone. " +
+      "If you undid an entry yourself (e.g. refunded at the provider), tick it in the compensation log below first: the round then skips it.";
     case "Pending":
     case "Processing":
       return (passed ? "Its completeBy has passed: the supervisor recovers an expired attempt on its own. " : "In progress: nothing to do. ") +
@@ -330,6 +334,12 @@ async function showOrder(orderId, quiet, updatedAt) {
   }
   const d = found.body;
   current = d;
+  if (byHand.orderId !== d.orderId) byHand = { orderId: d.orderId, seqs: new Set() };
+  // a tick stands only for an entry still not undone of an order still CompensationFailed (another operator, or
+  // a round, may have settled it since): the page never posts one the API would refuse
+  const open = (d.state || {}).processState === "CompensationFailed"
+    ? new Set((d.compensation || []).filter(c => c.outcome !== "Undone").map(c => c.seq)) : new Set();
+  [...byHand.seqs].forEach(seq => { if (!open.has(seq)) byHand.seqs.delete(seq); });
   if (d.now) $("now").textContent = when(d.now);
   $("overview").hidden = true;
   $("order").hidden = false;
@@ -387,7 +397,7 @@ async function showOrder(orderId, quiet, updatedAt) {
     { title: "Undo", value: c => c.undoAction + " via " + c.agent },
     { title: "Outcome", value: c => c.outcome ? c.outcome + (c.undoneBy ? " by hand (" + c.undoneBy + ")" : "") : "not undone" },
     { title: "Error", value: c => c.error || "" },
-  ], d.compensation || [], "empty");
+  ].concat(state === "CompensationFailed" ? [{ title: "Undone by hand", value: c => byHandBox(c) }] : []), d.compensation || [], "empty");
   fillTable($("statuses"), [
     { title: "Status", value: s => s.status },
     { title: "Attempt", value: s => s.attempt },
@@ -404,6 +414,24 @@ async function showOrder(orderId, quiet, updatedAt) {
   ], d.deferredNotifications || [], "none");
   $("raw").textContent = JSON.stringify({ order: d.order, state: d.state }, null, 2);
   if (!quiet) { $("order-title").tabIndex = -1; $("order-title").focus(); }
+}
+
+// The "undone by hand" tick of a log entry not undone (a compensate names the ticked ones, "undoneByHand");
+// an entry undone already has none (the API refuses it, 409).
+function byHandBox(entry) {
+  if (entry.outcome === "Undone") return "";
+  const box = document.createElement("input");
+  box.type = "checkbox";
+  box.className = "by-hand";
+  box.value = String(entry.seq);
+  box.checked = byHand.seqs.has(entry.seq);
+  box.setAttribute("aria-label", "Entry " + entry.seq + " (" + entry.undoAction + " of " + entry.step + ") undone by hand");
+  box.addEventListener("change", () => { if (box.checked) byHand.seqs.add(entry.seq); else byHand.seqs.delete(entry.seq); });
+  return box;
+}
+
+function byHandNamed(seqs) {
+  return seqs.length ? ", entr" + (seqs.length > 1 ? "ies " : "y ") + seqs.join(", ") + " undone by hand" : "";
 }
 
 // Only the answers the review takes (its "choices": no "alternative" where no fallback can take the step
@@ -428,8 +456,11 @@ function askConfirm(action) {
   const decision = action === "review" ? document.querySelector("input[name=decision]:checked").value : null;
   // the review the operator saw when they chose their answer
   const reviewId = action === "review" && current.review ? current.review.reviewId : null;
-  pendingAction = { action: action, orderId: current.orderId, reason: reason, decision: decision, reviewId: reviewId };
-  $("confirm-text").textContent = "Confirm: " + (decision ? "answer review " + reviewId + " with “" + decision + "”" : action) + " for order " + current.orderId + "?";
+  // the entries ticked as undone by hand, of the order the operator sees: only a compensate of a CompensationFailed order names them
+  const undoneByHand = action === "compensate" && (current.state || {}).processState === "CompensationFailed" && byHand.orderId === current.orderId
+    ? [...byHand.seqs].sort((a, b) => a - b) : [];
+  pendingAction = { action: action, orderId: current.orderId, reason: reason, decision: decision, reviewId: reviewId, undoneByHand: undoneByHand };
+  $("confirm-text").textContent = "Confirm: " + (decision ? "answer review " + reviewId + " with “" + decision + "”" : action) + " for order " + current.orderId + byHandNamed(undoneByHand) + "?";
   $("confirm").hidden = false;
   $("confirm-yes").focus();
 }
@@ -460,6 +491,7 @@ async function act() {
     body.action = confirmed.decision;
     body.reviewId = confirmed.reviewId; // an answer names its review: never taken as the answer to a later one
   }
+  if (confirmed.undoneByHand.length) body.undoneByHand = confirmed.undoneByHand;
   const answer = await api("/orders/" + encodeURIComponent(orderId) + "/" + action, {
     method: "POST",
     headers: { "Content-Type": "application/json", "Accept": "application/json" },
@@ -470,6 +502,7 @@ async function act() {
     say("Done: " + action + " of " + orderId + " recorded while the order was " + answer.body.order.processState +
       "; below, the order as it is now." + doneHow(answer.body), false);
     $("reason").value = "";
+    if (byHand.orderId === orderId) byHand.seqs.clear();
   } else {
     const why = (answer.body && answer.body.error) || "HTTP " + answer.status;
     // 503: the action may or may not be taken; the same one posted again is safe (the reason is kept for it)
