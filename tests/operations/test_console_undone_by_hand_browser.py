@@ -24,6 +24,17 @@ def _log(ops: OpsHarness, order_id: str) -> list[tuple[int, str | None, str | No
     return [(e["seq"], e["outcome"], e.get("undoneBy")) for e in page["compensation"]]
 
 
+def _compensate(page: Any, order_id: str, reason: str, confirmation: str) -> None:
+    """Compensate with ``reason``: the confirmation reads ``confirmation``, and the answer says it was done."""
+    from playwright.sync_api import expect
+
+    page.locator("#reason").fill(reason)
+    page.locator("#btn-compensate").click()
+    expect(page.locator("#confirm-text")).to_have_text(confirmation)
+    page.locator("#confirm-yes").click()
+    expect(page.get_by_role("status")).to_contain_text(f"Done: compensate of {order_id}")
+
+
 def test_the_entries_ticked_undone_by_hand_are_posted_with_the_compensate(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
     from playwright.sync_api import expect
 
@@ -37,11 +48,9 @@ def test_the_entries_ticked_undone_by_hand_are_posted_with_the_compensate(ops: O
     refund.check()
     page.wait_for_timeout(3500)  # the page refreshes (REFRESH_MS) and redraws the log: the tick stays
     expect(page.get_by_label("Entry 2 (refund of charge-payment) undone by hand")).to_be_checked()
-    page.locator("#reason").fill("refunded at the provider")
-    page.locator("#btn-compensate").click()
-    expect(page.locator("#confirm-text")).to_have_text("Confirm: compensate for order o-hand, entry 2 undone by hand?")
-    page.locator("#confirm-yes").click()
-    expect(page.get_by_role("status")).to_contain_text("Done: compensate of o-hand")
+    _compensate(
+        page, "o-hand", "refunded at the provider", "Confirm: compensate for order o-hand, entry 2 undone by hand?"
+    )
     assert _log(ops, "o-hand") == [(1, None, None), (2, "Undone", OPERATOR_NAME)]
     # the log as it is now: entry 2 undone by the operator, the order Compensating (no ticks offered)
     expect(page.locator("#complog")).to_contain_text(f"Undone by hand ({OPERATOR_NAME})")
@@ -60,10 +69,6 @@ def test_a_tick_is_the_order_s_own_and_a_plain_compensate_names_none(ops: OpsHar
     page.locator("#search-id").press("Enter")
     expect(page.get_by_role("heading", name="Order o-other")).to_be_visible()
     expect(page.get_by_label("Entry 2 (refund of charge-payment) undone by hand")).not_to_be_checked()
-    page.locator("#reason").fill("the provider is back")
-    page.locator("#btn-compensate").click()
-    expect(page.locator("#confirm-text")).to_have_text("Confirm: compensate for order o-other?")
-    page.locator("#confirm-yes").click()
-    expect(page.get_by_role("status")).to_contain_text("Done: compensate of o-other")
+    _compensate(page, "o-other", "the provider is back", "Confirm: compensate for order o-other?")
     assert _log(ops, "o-other") == [(1, None, None), (2, "Failed", None)]  # nothing undone by hand
     assert _log(ops, "o-ticked") == [(1, None, None), (2, "Failed", None)]  # nor on the order ticked
