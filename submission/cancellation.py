@@ -11,7 +11,8 @@ cancellation does.
 
 A cancellation for an order this app does not know looks again later, on the schedule of the orders'
 own retries after a Cosmos DB failure (its order may be on its way: ``submission.store_outage``), and is
-dead-lettered (``UnknownOrder``) after its last round."""
+dead-lettered (``UnknownOrder``) after its last round; one for an order admission control refused (the refusal
+standing) is completed then (``CancelIgnored``): its submitter was told ``Rejected``."""
 
 from __future__ import annotations
 
@@ -54,11 +55,28 @@ def cancel_order(ctx: AppContext, contract: Any, message: ReceivedMessage, owed:
                 # later (submission/store_outage.py), after this cancellation. Look again on the same
                 # schedule, and dead-letter it only once the order's own retries are over.
                 return retry_later(ctx, message, "CancelOrder", f"no order {contract.order_id!r} yet", store_down=False)
-            return IntakeResult(Settlement.deadletter("UnknownOrder", f"no order {contract.order_id!r} to cancel"))
+            return _no_order(ctx, contract)
         result = _cancel_once(ctx, record, contract)
         if result is not None:
             return result
     return IntakeResult(Settlement.abandon(f"order {contract.order_id}: the record kept changing; try again"))
+
+
+def _no_order(ctx: AppContext, cancel: CancelOrder) -> IntakeResult:
+    """The order is still not there after its last round: if admission control refused it (``MAX_PENDING``, the
+    refusal standing: its submitter was told ``Rejected``), there is nothing to cancel and nothing for an operator
+    to do, so the cancellation is completed (``CancelIgnored``); otherwise nobody knows the order (``UnknownOrder``).
+    Before, a cancellation of a refused order was dead-lettered ``UnknownOrder`` and paged an operator for it
+    (found by ``localrun fuzz``, seed 5004: a cancel of one of 124 orders refused at a pending cap of 6)."""
+    deferrals = ctx.deferrals.get(cancel.order_id)
+    if deferrals is not None and deferrals.rejected_at is not None:
+        app_event(
+            "CancelIgnored",
+            f"order {cancel.order_id}: refused at admission ({deferrals.rejected_at.isoformat()}): nothing to cancel",
+            orderId=cancel.order_id,
+        )
+        return IntakeResult(Settlement.complete())
+    return IntakeResult(Settlement.deadletter("UnknownOrder", f"no order {cancel.order_id!r} to cancel"))
 
 
 def _cancel_once(ctx: AppContext, record: StateRecord, cancel: CancelOrder) -> IntakeResult | None:

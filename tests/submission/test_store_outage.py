@@ -221,6 +221,28 @@ def test_a_cancellation_whose_order_is_not_there_looks_again_until_the_orders_ow
     assert sender.sent == []
 
 
+@pytest.mark.cosmos
+def test_a_cancellation_of_an_order_admission_control_refused_is_completed_after_its_last_round(
+    app_context: Any, sender: RecordingSender
+) -> None:
+    """Its order came and was refused (``MAX_PENDING``: the refusal stands in the order's deferral document, its
+    submitter told ``Rejected``): after the same rounds (a resubmission accepted meanwhile would be cancelled),
+    there is nothing to cancel, so it is completed (``CancelIgnored``), not dead-lettered ``UnknownOrder`` for an
+    operator. Found by ``localrun fuzz`` (seed 5004): a cancel of one of 124 orders refused at a cap of 6."""
+    from domain.deferral import DeferralDocument, rejected
+    from submission.intake import handle_orders_message
+
+    now = app_context.clock.now()
+    app_context.deferrals.save(rejected(DeferralDocument.empty("o-late", now), now, 17))
+    early = handle_orders_message(app_context, cancellation(1))
+    assert early.settlement.kind == "complete" and len(sender.sent) == 1  # looked at again later, as any
+    sender.sent.clear()
+    result = handle_orders_message(app_context, cancellation(len(STORE_RETRY_DELAYS)))
+    assert (result.settlement.kind, result.settlement.reason) == ("complete", None)
+    assert sender.sent == []
+    assert app_context.states.get("o-late") is None  # nothing written
+
+
 def test_every_copy_carries_the_sequence_number_of_the_message_as_its_sender_sent_it():
     """An OrderSubmitted the pending cap refused is known again by it (``submission.intake``): on a
     redelivery (the same number), on its copy, and on a copy of that copy (each with a number of its own)."""
