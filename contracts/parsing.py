@@ -67,10 +67,18 @@ def parse[ContractT: Contract](body: bytes | str, accepted: Mapping[str, type[Co
             "NestingTooDeep", f"body nests arrays or objects {depth} levels deep; the limit is {MAX_NESTING_DEPTH}"
         )
     try:
-        data: Any = json.loads(text, parse_int=_read_int, parse_float=_read_float, parse_constant=_no_constant)
+        data: Any = json.loads(
+            text,
+            parse_int=_read_int,
+            parse_float=_read_float,
+            parse_constant=_no_constant,
+            object_pairs_hook=each_name_once,
+        )
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         raise InvalidMessage("NotJson", f"body is not JSON: {exc.msg} at {where}") from None
+    except RepeatedName as exc:
+        raise InvalidMessage("InvalidFields", str(exc)) from None
     except (ValueError, RecursionError) as exc:  # whatever else the reader refuses: still a reason
         raise InvalidMessage("NotJson", f"body is not JSON: {exc}") from None
     if not isinstance(data, dict):
@@ -225,6 +233,30 @@ def _where(path: tuple[str, ...]) -> str:
     return carriable(f"field '{'.'.join(path)}'") if path else "the body"
 
 
+class RepeatedName(ValueError):
+    """A JSON object names a field twice (``each_name_once``); ``name`` is that field."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"field {_shown(name)!r} appears more than once in one object (readers disagree on which counts)"
+        )
+
+
+def each_name_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A ``json.loads`` ``object_pairs_hook`` refusing an object that names a field twice (``RepeatedName``).
+    ``json.loads`` keeps the last value, other readers the first (or refuse the body): ``{"orderId": "a", ...,
+    "orderId": "b"}`` or two ``type``s would be one order to a gateway or audit log reading the body and another to
+    this app. RFC 8259 leaves such an object's meaning to the reader; I-JSON (RFC 7493) forbids it. Every object,
+    at any depth: free-form values too."""
+    data: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in data:
+            raise RepeatedName(name)
+        data[name] = value
+    return data
+
+
 def _no_constant(name: str) -> Any:
     """``json.loads`` takes ``NaN``, ``Infinity`` and ``-Infinity``, which JSON does not have."""
     raise InvalidMessage("NotJson", f"body is not JSON: {name} is not a JSON value")
@@ -259,7 +291,8 @@ def named_order_id(body: bytes) -> str | None:
     """The ``orderId`` a body names, if it is a valid order id, whether or not the body parses as a
     contract (a message deferred before a rule it now breaks still belongs to its order; one dead-lettered as
     invalid is logged under it). Any body: one that is not UTF-8 JSON, or nests deeper than ``parse`` reads,
-    names none."""
+    names none. One naming ``orderId`` twice names the last, as ``parse`` read it before it refused such a body
+    (a message deferred then is tracked under that order)."""
     try:
         text = body.decode("utf-8")
         if nesting_depth(text) > MAX_NESTING_DEPTH:
