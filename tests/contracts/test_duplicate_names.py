@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from contracts.messages import ORDERS_QUEUE_TYPES, AgentReply
+from contracts.messages import ORDERS_QUEUE_TYPES, AgentReply, OrderSubmitted
 from contracts.parsing import InvalidMessage, parse
 
 ORDER = {
@@ -40,7 +40,8 @@ def _refused(body: str) -> InvalidMessage:
 
 
 def test_a_valid_order_still_parses():
-    assert parse(json.dumps(ORDER), ORDERS_QUEUE_TYPES).order_id == "o-1"
+    parsed = parse(json.dumps(ORDER), ORDERS_QUEUE_TYPES)
+    assert isinstance(parsed, OrderSubmitted) and parsed.order_id == "o-1"
 
 
 @pytest.mark.parametrize(
