@@ -139,13 +139,20 @@ def read_outside_json(text: str) -> Any:
     ``ValueError`` naming the place (never later, after the call took effect): an integer outside
     +-``MAX_STORED_INT`` (a Cosmos DB document would round it), a number that is not a finite 64-bit
     float (``1e999``: ``json.loads`` would make it ``inf``, which JSON cannot carry), ``NaN``/``Infinity``
-    (not JSON), and nesting deeper than a message can hold once the value is inside one
+    (not JSON), an object naming a field twice (``{"chargeId": "a", "chargeId": "b"}``: which one the service meant,
+    and a refund would need, is a guess), and nesting deeper than a message can hold once the value is inside one
     (``MAX_NESTING_DEPTH`` less the levels of the reply and request envelopes)."""
     depth = nesting_depth(text)
     if depth > MAX_FREE_FORM_NESTING:
         raise ValueError(f"nests arrays or objects {depth} levels deep; the app carries {MAX_FREE_FORM_NESTING}")
     try:
-        data: Any = json.loads(text, parse_int=_read_stored_int, parse_float=_read_float, parse_constant=_no_constant)
+        data: Any = json.loads(
+            text,
+            parse_int=_read_stored_int,
+            parse_float=_read_float,
+            parse_constant=_no_constant,
+            object_pairs_hook=each_name_once,  # RepeatedName, a ValueError naming the field
+        )
     except InvalidMessage as exc:
         raise ValueError(exc.description) from None
     odd = _lone_surrogate(data)
