@@ -67,10 +67,18 @@ def parse[ContractT: Contract](body: bytes | str, accepted: Mapping[str, type[Co
             "NestingTooDeep", f"body nests arrays or objects {depth} levels deep; the limit is {MAX_NESTING_DEPTH}"
         )
     try:
-        data: Any = json.loads(text, parse_int=_read_int, parse_float=_read_float, parse_constant=_no_constant)
+        data: Any = json.loads(
+            text,
+            parse_int=_read_int,
+            parse_float=_read_float,
+            parse_constant=_no_constant,
+            object_pairs_hook=each_name_once,
+        )
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         raise InvalidMessage("NotJson", f"body is not JSON: {exc.msg} at {where}") from None
+    except RepeatedName as exc:
+        raise InvalidMessage("InvalidFields", str(exc)) from None
     except (ValueError, RecursionError) as exc:  # whatever else the reader refuses: still a reason
         raise InvalidMessage("NotJson", f"body is not JSON: {exc}") from None
     if not isinstance(data, dict):
@@ -131,13 +139,20 @@ def read_outside_json(text: str) -> Any:
     ``ValueError`` naming the place (never later, after the call took effect): an integer outside
     +-``MAX_STORED_INT`` (a Cosmos DB document would round it), a number that is not a finite 64-bit
     float (``1e999``: ``json.loads`` would make it ``inf``, which JSON cannot carry), ``NaN``/``Infinity``
-    (not JSON), and nesting deeper than a message can hold once the value is inside one
+    (not JSON), an object naming a field twice (``{"chargeId": "a", "chargeId": "b"}``: which one the service meant,
+    and a refund would need, is a guess), and nesting deeper than a message can hold once the value is inside one
     (``MAX_NESTING_DEPTH`` less the levels of the reply and request envelopes)."""
     depth = nesting_depth(text)
     if depth > MAX_FREE_FORM_NESTING:
         raise ValueError(f"nests arrays or objects {depth} levels deep; the app carries {MAX_FREE_FORM_NESTING}")
     try:
-        data: Any = json.loads(text, parse_int=_read_stored_int, parse_float=_read_float, parse_constant=_no_constant)
+        data: Any = json.loads(
+            text,
+            parse_int=_read_stored_int,
+            parse_float=_read_float,
+            parse_constant=_no_constant,
+            object_pairs_hook=each_name_once,  # RepeatedName, a ValueError naming the field
+        )
     except InvalidMessage as exc:
         raise ValueError(exc.description) from None
     odd = _lone_surrogate(data)
@@ -225,6 +240,30 @@ def _where(path: tuple[str, ...]) -> str:
     return carriable(f"field '{'.'.join(path)}'") if path else "the body"
 
 
+class RepeatedName(ValueError):
+    """A JSON object names a field twice (``each_name_once``); ``name`` is that field."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"field {_shown(name)!r} appears more than once in one object (readers disagree on which counts)"
+        )
+
+
+def each_name_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A ``json.loads`` ``object_pairs_hook`` refusing an object that names a field twice (``RepeatedName``).
+    ``json.loads`` keeps the last value, other readers the first (or refuse the body): ``{"orderId": "a", ...,
+    "orderId": "b"}`` or two ``type``s would be one order to a gateway or audit log reading the body and another to
+    this app. RFC 8259 leaves such an object's meaning to the reader; I-JSON (RFC 7493) forbids it. Every object,
+    at any depth: free-form values too."""
+    data: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in data:
+            raise RepeatedName(name)
+        data[name] = value
+    return data
+
+
 def _no_constant(name: str) -> Any:
     """``json.loads`` takes ``NaN``, ``Infinity`` and ``-Infinity``, which JSON does not have."""
     raise InvalidMessage("NotJson", f"body is not JSON: {name} is not a JSON value")
@@ -259,7 +298,8 @@ def named_order_id(body: bytes) -> str | None:
     """The ``orderId`` a body names, if it is a valid order id, whether or not the body parses as a
     contract (a message deferred before a rule it now breaks still belongs to its order; one dead-lettered as
     invalid is logged under it). Any body: one that is not UTF-8 JSON, or nests deeper than ``parse`` reads,
-    names none."""
+    names none. One naming ``orderId`` twice names the last, as ``parse`` read it before it refused such a body
+    (a message deferred then is tracked under that order)."""
     try:
         text = body.decode("utf-8")
         if nesting_depth(text) > MAX_NESTING_DEPTH:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from contracts.parsing import RepeatedName, each_name_once
 from domain.workflow import AGENTS
 
 AGENT_KEYS = {"crash_rate", "late_reply_rate", "duplicate_reply_rate", "lost_reply_rate"}
@@ -220,8 +221,10 @@ class Profile:
         """The profile in the JSON file ``path``: UTF-8, with or without the byte order mark Windows editors and
         PowerShell's ``Set-Content -Encoding UTF8`` write, or UTF-16 or UTF-32 with one (PowerShell 5's ``>``);
         whatever this machine's locale."""
-        try:
-            data = json.loads(Path(path).read_bytes())  # bytes: json detects the encoding, a BOM included
+        try:  # bytes: json detects the encoding, a BOM included; a key given twice is refused, not the last one kept
+            data = json.loads(Path(path).read_bytes(), object_pairs_hook=each_name_once)
+        except RepeatedName as exc:
+            raise ProfileError(f"{path}: {exc}: say it once (json would keep the last one silently)") from None
         except json.JSONDecodeError as exc:
             raise ProfileError(f"{path}: not JSON: {exc}") from None
         except UnicodeDecodeError as exc:

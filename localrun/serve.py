@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,6 +42,16 @@ class Pacer:
 
     def target(self) -> datetime:
         return self.sim_start + timedelta(seconds=(time.monotonic() - self.wall_start) * self.speed)
+
+
+def _host_headers(received: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The request's headers as the Functions host hands them to the worker (``RpcHttp.headers``: names in lower
+    case, a header sent several times as its values joined by commas, ASP.NET Core's ``StringValues.ToString``):
+    two ``Content-Type`` or ``Sec-Fetch-Site`` headers reach the app as one value it refuses, not as the last one."""
+    values: dict[str, list[str]] = {}
+    for name, value in received:
+        values.setdefault(name.lower(), []).append(value)
+    return {name: ",".join(v for v in given if v) for name, given in values.items()}  # ToString skips empty ones
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -74,7 +84,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(length_text)
         body = self.rfile.read(length) if length > 0 else b""
         url = f"http://{self.server.origin_host}{self.path}"
-        request = HttpRequestData(self.command, url, dict(self.headers.items()), body)
+        request = HttpRequestData(self.command, url, _host_headers(self.headers.items()), body)
         future = self.server.host.submit_http(request)
         self.server.wake.set()
         try:

@@ -13,6 +13,7 @@ from typing import Any
 
 from adapters.servicebus.sender import MessageRejected, OutgoingMessage
 from contracts.names import ORDERS_QUEUE
+from contracts.parsing import RepeatedName, each_name_once
 from localrun.profile import Profile
 from localrun.servicebus import limits
 
@@ -172,7 +173,9 @@ def read_raw(path: str | Path) -> list[dict[str, Any]]:
         if not text.strip():
             continue
         try:
-            item = json.loads(text)
+            item = json.loads(text, object_pairs_hook=each_name_once)
+        except RepeatedName as exc:  # the line's own keys (its body is text, sent as it is)
+            raise ValueError(f"{path}:{number}: {exc}") from None
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}:{number}: not JSON: {exc}") from None
         if not isinstance(item, dict) or not isinstance(item.get("body"), str):

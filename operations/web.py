@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from adapters.cosmos.state_store import SeekKey
+from contracts.parsing import RepeatedName, each_name_once
 from domain.compensation_policy import REVIEW_CHOICES
 from domain.ids import is_valid_order_id
 from domain.text import blank, one_line, uncarriable
@@ -192,7 +193,9 @@ def parse_action_body(body: bytes, *, review: bool, by_hand: bool = False) -> Ac
     if len(body) > MAX_BODY_BYTES:
         return error(413, f"body over {MAX_BODY_BYTES} bytes")
     try:
-        data = json.loads(body.decode("utf-8"))
+        data = json.loads(body.decode("utf-8"), object_pairs_hook=each_name_once)
+    except RepeatedName as exc:  # which one counts would be the reader's guess: a proxy's log may show the other
+        return error(400, str(exc))
     except (UnicodeDecodeError, ValueError):
         return error(400, "the body is not UTF-8 JSON")
     if not isinstance(data, dict):

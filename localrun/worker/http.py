@@ -90,8 +90,24 @@ def methods_of(trigger: dict[str, Any]) -> set[str]:
     return {str(m).upper() for m in methods}
 
 
+def host_query(url: str) -> dict[str, str]:
+    """The query parameters of ``url`` as the Functions host hands them to the worker (``RpcHttp.query``, built
+    from ASP.NET Core's ``request.Query``: ``http.Query.Add(pair.Key, pair.Value.ToString())``): names compared
+    case-insensitively, the first spelling kept; a name given several times holds its values joined by commas
+    (``StringValues.ToString``, which skips empty ones), so ``?pageSize=5&pageSize=7`` reaches the function as
+    ``"5,7"``, not the last value; a name whose value is empty is left out (the host adds only a non-empty one:
+    this worker does not declare ``UseNullableValueDictionaryForHttp``)."""
+    values: dict[str, list[str]] = {}
+    spelling: dict[str, str] = {}
+    for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+        key = spelling.setdefault(name.lower(), name)
+        values.setdefault(key, []).append(value)
+    joined = {name: ",".join(v for v in given if v) for name, given in values.items()}
+    return {name: value for name, value in joined.items() if value}
+
+
 def request_typed_data(protos: ModuleType, request: HttpRequestData, route_params: dict[str, str]) -> Any:
-    query = dict(parse_qsl(urlsplit(request.url).query, keep_blank_values=True))
+    query = host_query(request.url)
     return protos.TypedData(
         http=protos.RpcHttp(
             method=request.method.upper(),

@@ -29,6 +29,8 @@ ANSWERS = {
     "a body shorter than its Content-Length": b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{}",
     "an error status whose body is cut short": b"HTTP/1.1 503 Busy\r\nContent-Length: 100\r\n\r\n{}",
     "a chunk size that is not hex": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+    # rt-hostile: before, the last chargeId was kept (json.loads), the one a refund would name a guess
+    "JSON naming a field twice": b'HTTP/1.1 200 OK\r\nContent-Length: 36\r\n\r\n{"chargeId": "a", "chargeId": "b"}\r\n',
 }
 
 
@@ -86,6 +88,8 @@ def test_a_malformed_http_answer_is_a_transient_remote_error(raw_server, case):
     with pytest.raises(RemoteError) as failed:
         HttpRemoteService(url, timeout_seconds=2).call(CALL)
     assert failed.value.transient is True
+    if "twice" in case:
+        assert "'chargeId' appears more than once" in str(failed.value)
 
 
 # JSON the app cannot carry (``contracts.parsing.read_outside_json``): a lone surrogate made the agent's reply

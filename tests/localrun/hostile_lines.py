@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -160,6 +161,16 @@ def shapes(workload: Workload, rng: random.Random) -> Iterator[Line]:
     yield _line(json.dumps({**body, "schemaVersion": "1"}), f"s-v-text-{tag}")
     yield _line("null", f"s-null-{tag}")
     yield _line(json.dumps({**body, "prepaid": "true"}), f"s-prepaid-{tag}")
+    text = json.dumps(body)
+    yield _line(f'{text[:-1]}, "orderId": "s-twice-{tag}"}}', f"s-twice-{tag}")  # a name given twice
+    yield _line(f'{{"type": "CancelOrder", {text[1:]}', f"s-two-types-{tag}")
+    yield _line("\ufeff" + text, f"s-bom-{tag}")
+    yield _line(re.sub(r'"quantity": [0-9]+', '"quantity": 1e400', text, count=1), f"s-inf-{tag}")
+    yield _line(json.dumps({**body, "lines": [{**body["lines"][0], "quantity": 2**64}]}), f"s-big-int-{tag}")
+    yield _line(json.dumps({**body, "shipTo": "x"}).replace('"x"', '"\\udc80"'), f"s-surrogate-{tag}")
+    yield _line(json.dumps({**body, "shipTo": "a\u0000b"}), f"s-nul-{tag}")
+    yield _line(json.dumps({**body, "prepaid": float("nan")}), f"s-nan-{tag}")  # NaN: not JSON
+    yield _line('{"a":' * 33 + "1" + "}" * 33, f"s-deep-33-{tag}")
 
 
 def ids(workload: Workload, rng: random.Random) -> Iterator[Line]:

@@ -144,3 +144,25 @@ def test_a_profile_time_that_is_no_finite_number_of_seconds_is_refused_before_th
     run = localrun("simulate", "--orders", "2", "--seed", "1", "--faults", str(path), "--report", str(tmp_path / "r"))
     assert run.returncode == 2, run.stderr[-2000:]
     assert run.stderr.startswith("fault profile: ") and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "name", "text", "said"),
+    [
+        # the payment faults asked for, then a second "remote" json.loads kept instead: a run without them
+        ("--faults", "p.json", '{"remote": {"payment": {"transient_error_rate": 0.5}}, "remote": {}}', "'remote'"),
+        ("--faults", "p.json", '{"cosmos": {"throttle_rate": 0.5, "throttle_rate": 0}}', "'throttle_rate'"),
+        ("--inject-raw", "raw.jsonl", '{"body": "{}"}\n{"body": "a", "at_s": 5, "at_s": 0}\n', ":2: field 'at_s'"),
+    ],
+)
+def test_a_key_given_twice_is_refused_in_one_line(tmp_path: Path, option: str, name: str, text: str, said: str) -> None:
+    """Red team (rt-hostile): before, ``json.loads`` kept the last value of a key given twice, silently: a profile
+    naming ``remote`` twice ran without the faults of the first, and the run's verdict spoke for a profile the user
+    did not ask for."""
+    given = tmp_path / name
+    given.write_text(text, encoding="utf-8")
+    run = localrun("simulate", "--orders", "2", "--seed", "1", "--no-progress", option, str(given),
+                   "--report", str(tmp_path / "r.json"))  # fmt: skip
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr and said in run.stderr and "more than once" in run.stderr, run.stderr
+    assert not (tmp_path / "r.json").exists()

@@ -32,14 +32,17 @@ def served(ops: OpsHarness) -> Iterator[tuple[OpsHarness, int]]:
         thread.join()
 
 
-def _answer(ops: OpsHarness, port: int, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> int:
+Headers = dict[str, str] | list[tuple[str, str]]  # a list: a header may be sent twice
+
+
+def _answer(ops: OpsHarness, port: int, method: str, path: str, headers: Headers, body: bytes = b"") -> int:
     """Sends the request from a thread while this one runs the host, as ``paced_drive`` does."""
     result: dict[str, int] = {}
 
     def send() -> None:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
         connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
-        for name, value in headers.items():
+        for name, value in headers.items() if isinstance(headers, dict) else headers:
             connection.putheader(name, value)
         connection.endheaders(body or None)
         result["status"] = connection.getresponse().status
@@ -94,3 +97,30 @@ def test_a_content_length_that_is_not_a_number_is_400_and_one_too_large_413(
     headers = {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json", "Content-Length": length}
     assert _answer(ops, port, "POST", "/api/ops/orders/o-length/resubmit", headers) == status
     _still_error(ops, "o-length")
+
+
+@pytest.mark.parametrize(
+    "repeated",
+    [
+        [("Content-Type", "text/plain"), ("Content-Type", "application/json")],
+        [("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Site", "same-origin")],
+        [("Origin", "http://evil.example"), ("origin", "http://127.0.0.1:{port}")],
+    ],
+    ids=["content-type", "sec-fetch-site", "origin"],
+)
+def test_a_header_sent_twice_reaches_the_app_as_the_host_joins_it(
+    served: tuple[OpsHarness, int], repeated: list[tuple[str, str]]
+) -> None:
+    """Red team (rt-hostile): the Functions host hands the worker a header sent twice as its values joined by commas
+    (``text/plain,application/json``), which the API refuses. Before, ``serve`` kept the last one
+    (``dict(self.headers.items())``): locally an action whose first ``Content-Type``, ``Sec-Fetch-Site`` or
+    ``Origin`` the app would refuse on Azure was taken."""
+    ops, port = served
+    ops.error("o-twice")
+    body = b'{"reason": "sent twice"}'
+    headers = [("Host", f"127.0.0.1:{port}"), ("Content-Length", str(len(body)))]
+    headers += [(name, value.format(port=port)) for name, value in repeated]
+    if not any(name.lower() == "content-type" for name, _ in repeated):
+        headers.append(("Content-Type", "application/json"))
+    assert _answer(ops, port, "POST", "/api/ops/orders/o-twice/resubmit", headers, body) in (403, 415)
+    _still_error(ops, "o-twice")
