@@ -24,7 +24,10 @@ its redelivery records it again (docs/deferral.md).
 
 A notification decided where it is delivered (applied, a repeat, rejected) resolves the entry an earlier
 delivery of it may have recorded without deferring it (a crash, a failed send of its retry), and, for a
-copy, its original's, before it is settled (``settle_decided``): nothing else would."""
+copy, its original's, before it is settled (``settle_decided``): nothing else would.
+
+A defer on the message's last allowed delivery dead-letters it (a defer counts as a delivery): the trigger looks
+for it after each defer and hands one gone over as a store-retry copy (``copy_if_dead_lettered``)."""
 
 from __future__ import annotations
 
