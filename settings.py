@@ -707,7 +707,7 @@ SETTINGS: tuple[Setting, ...] = (
         "DEFER_MAX_ROUNDS",
         "3",
         "RetryDeferred rounds of a message whose dependency stays unavailable before it is dead-lettered "
-        "(each fetch counts as a delivery: fewer than the queue's max delivery count).",
+        "(a waiting message is peeked, not fetched: its rounds spend none of its deliveries).",
         kind=count(1),
     ),
     Setting(

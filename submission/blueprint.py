@@ -14,6 +14,7 @@ from notifications.status import hand_to_courier
 from orchestrators.raise_events import raise_events
 from orchestrators.starter import start_claimed
 from submission.intake import handle_orders_message
+from submission.payments import copy_if_dead_lettered
 
 bp = df.Blueprint()
 
@@ -42,4 +43,6 @@ async def submit_order(
     # ServiceBusMessageActions' methods are blocking gRPC calls to the host, which answers once Service Bus has
     # (seconds when it retries): on the worker's event loop they would stall every invocation of the worker.
     await asyncio.to_thread(apply_settlement, message_actions, message, result.settlement)
+    if result.settlement.kind == "defer":  # on its last allowed delivery, the defer dead-lettered it
+        await asyncio.to_thread(copy_if_dead_lettered, ctx, message)
     await raise_events(durable, result.events)

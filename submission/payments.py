@@ -24,7 +24,10 @@ its redelivery records it again (docs/deferral.md).
 
 A notification decided where it is delivered (applied, a repeat, rejected) resolves the entry an earlier
 delivery of it may have recorded without deferring it (a crash, a failed send of its retry), and, for a
-copy, its original's, before it is settled (``settle_decided``): nothing else would."""
+copy, its original's, before it is settled (``settle_decided``): nothing else would.
+
+A defer on the message's last allowed delivery dead-letters it (a defer counts as a delivery): the trigger looks
+for it after each defer and hands one gone over as a store-retry copy (``copy_if_dead_lettered``)."""
 
 from __future__ import annotations
 
@@ -33,8 +36,9 @@ import logging
 from adapters.cosmos.errors import StoreOutcomeUnknown, StoreUnavailable
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import PaymentNotification
+from contracts.names import ORDERS_QUEUE
 from contracts.store_retry import is_copy
-from deferral.apply import finish_in_hand, not_kept, record_making_room
+from deferral.apply import finish_in_hand, not_kept, peek_at, record_making_room
 from deferral.errors import DependencyUnavailable
 from deferral.payment import MESSAGE_TYPE, apply_notification
 from deferral.retry import schedule_look_again, schedule_round
@@ -43,6 +47,7 @@ from dependencies import AppContext
 from domain.deferral import DeferralDocument, DeferralReason, EntryStatus, TooManyWaiting
 from notifications.alerts import OwedAlert
 from submission.result import IntakeResult
+from submission.store_outage import retry_later
 
 log = logging.getLogger(__name__)
 
@@ -207,3 +212,28 @@ def _looked_at_again(
         return IntakeResult(Settlement.defer())
     settle_decided(ctx, note, sequence_number, outcome, copy=is_copy(message.application_properties), doc=doc)
     return IntakeResult(outcome.settlement(), events=outcome.events)
+
+
+def copy_if_dead_lettered(ctx: AppContext, message: ReceivedMessage) -> None:
+    """Called once ``message`` (a ``PaymentNotification``) is deferred: a defer counts as a delivery, as an abandon
+    does (the AMQP ``modified`` outcome with ``delivery-failed``), so one on its last allowed delivery (its earlier
+    deliveries abandoned: failed invocations, a lost lock) dead-letters it ``MaxDeliveryCountExceeded`` instead
+    (Azure/azure-service-bus#375). A Python trigger sees no delivery count, so the message is looked for by its
+    sequence number (a peek: no lock, no delivery counted) and, not on the queue, handed over as a store-retry copy
+    (``retry_later``: a new message, deliveries afresh), which is decided as any copy (its original's entry takes
+    its outcome). Before, its entry waited for a message in the dead-letter queue: reported expired
+    (``DeferredMessageExpired``) once ``PEEK_SWEEP_AGE_MINUTES`` old, the payment left for an operator to resubmit
+    while its prepaid order waited for it. Gone because another processor fetched and settled it meanwhile, the
+    copy is a repeat, completed. Nothing here raises: the message is settled already."""
+    seq = message.sequence_number
+    if seq is None:
+        return
+    try:
+        with ctx.deferred.open(ORDERS_QUEUE) as receiver:
+            if peek_at(receiver, seq) is not None:
+                return
+        why = "not on the queue after its defer (dead-lettered MaxDeliveryCountExceeded on its last delivery?)"
+        log.warning("%s %s (#%s): %s; handed over as a copy", MESSAGE_TYPE, message.message_id, seq, why)
+        retry_later(ctx, message, MESSAGE_TYPE, why, store_down=False)
+    except Exception as exc:
+        log.warning("%s %s (#%s): not looked for after its defer: %s", MESSAGE_TYPE, message.message_id, seq, exc)

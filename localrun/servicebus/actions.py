@@ -40,7 +40,8 @@ class HostMessageActions:
 
     def defer(self, message: Any) -> None:
         """The message stays in the queue but is never delivered to a trigger again; fetch it by its
-        sequence number through ``InProcessBroker.deferred_store``."""
+        sequence number through ``InProcessBroker.deferred_store``. Deferred on its last allowed delivery,
+        it is dead-lettered ``MaxDeliveryCountExceeded`` instead (``InProcessBroker._defer``)."""
         self._broker._settle(HOST_OWNER, message, "defer")
 
     def renew_message_lock(self, message: Any) -> None:

@@ -408,9 +408,7 @@ class InProcessBroker:
                 q.counters.abandoned += 1
                 self._release(q, rec, now)
             elif outcome == "defer":
-                q.counters.deferred += 1
-                self._drop_lock(rec)
-                rec.state = MessageState.DEFERRED
+                self._defer(q, rec, now)
             else:
                 self._dead_letter(q, rec, reason, description, now)
 
@@ -619,16 +617,33 @@ class InProcessBroker:
         if rec.expires_at is not None and rec.expires_at <= at:
             self._expire(q, rec, at)
         elif rec.deliveries >= q.policy.max_delivery_count:
-            self._dead_letter(
-                q,
-                rec,
-                MAX_DELIVERY_COUNT_EXCEEDED,
-                f"Message could not be consumed after {q.policy.max_delivery_count} delivery attempts.",
-                at,
-            )
+            self._worn_out(q, rec, at)
         elif rec.state == MessageState.ACTIVE:
             self._make_available(q, rec)
         # a deferred message stays deferred
+
+    def _defer(self, q: _Queue, rec: _Stored, at: datetime) -> None:
+        """Defer ends a delivery as abandon does, counted: the SDKs send it as the AMQP ``modified`` outcome
+        with ``delivery-failed`` (azure-servicebus ``_pyamqp_transport``: ``undeliverable_here`` too), which
+        obliges the service to count the delivery (AMQP 1.0, 3.4.5). Deferred on its last allowed delivery, a
+        message is dead-lettered ``MaxDeliveryCountExceeded`` instead (Azure/azure-service-bus#375: with
+        MaxDeliveryCount 1 every defer dead-letters), whether it came to a trigger or was fetched deferred."""
+        self._drop_lock(rec)
+        if rec.deliveries >= q.policy.max_delivery_count:
+            self._worn_out(q, rec, at)
+            return
+        q.counters.deferred += 1
+        rec.state = MessageState.DEFERRED
+
+    def _worn_out(self, q: _Queue, rec: _Stored, at: datetime) -> None:
+        """Its last allowed delivery ended unsettled (abandoned, its lock lapsed, or deferred)."""
+        self._dead_letter(
+            q,
+            rec,
+            MAX_DELIVERY_COUNT_EXCEEDED,
+            f"Message could not be consumed after {q.policy.max_delivery_count} delivery attempts.",
+            at,
+        )
 
     def _expire(self, q: _Queue, rec: _Stored, at: datetime) -> None:
         q.counters.expired += 1

@@ -53,6 +53,7 @@ class BrokerDeferredReceiver:
         self._broker._settle(self._owner, message, "abandon")
 
     def defer(self, message: Any) -> None:
+        """Deferred again; dead-lettered ``MaxDeliveryCountExceeded`` on its last allowed delivery."""
         self._check_open()
         self._broker._settle(self._owner, message, "defer")
 

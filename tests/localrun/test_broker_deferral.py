@@ -246,3 +246,42 @@ def test_opening_a_receiver_on_an_undeclared_queue_fails() -> None:
     broker, _ = make_broker()
     with pytest.raises(QueueNotFound), broker.deferred_store.open("missing"):
         pass
+
+
+def test_a_defer_on_the_last_allowed_delivery_dead_letters_the_message() -> None:
+    """Defer is the AMQP ``modified`` outcome with ``delivery-failed`` (the Python SDK's ``defer_message``,
+    ``_pyamqp_transport``), which counts the delivery as abandon does: a message deferred on its last
+    allowed delivery is dead-lettered ``MaxDeliveryCountExceeded``, not deferred (Azure/azure-service-bus#375:
+    with MaxDeliveryCount 1, every defer dead-letters). Before, the broker deferred it all the same, and a
+    deferral the service would have dead-lettered was fetched and applied in simulations."""
+    broker, _ = make_broker(QueuePolicy(lock_duration=LOCK, max_delivery_count=3))
+    broker.send("orders", OutgoingMessage(body="{}", message_id="worn"))
+    for _ in range(2):  # deliveries 1 and 2 abandoned
+        got = broker.receive("orders")
+        assert got is not None
+        broker.actions.abandon(got)
+    last = broker.receive("orders")
+    assert last is not None and last.delivery_count == 3
+    broker.actions.defer(last)
+    assert broker.peek("orders", 10) == []
+    [dead] = broker.dead_letters("orders")
+    assert (dead.sequence_number, dead.reason, dead.delivery_count) == (
+        last.sequence_number,
+        MAX_DELIVERY_COUNT_EXCEEDED,
+        3,
+    )
+    with broker.deferred_store.open("orders") as receiver:
+        assert receiver.receive_deferred([last.sequence_number]) == []
+
+    seq = defer_one(broker, "fetched")  # delivery 1, deferred
+    with broker.deferred_store.open("orders") as receiver:
+        [second] = receiver.receive_deferred([seq])
+        receiver.defer(second)  # delivery 2 of 3: deferred again
+        [third] = receiver.receive_deferred([seq])
+        receiver.defer(third)  # delivery 3 of 3: dead-lettered
+        assert receiver.receive_deferred([seq]) == []
+    assert [(d.message_id, d.reason) for d in broker.dead_letters("orders")] == [
+        ("worn", MAX_DELIVERY_COUNT_EXCEEDED),
+        ("fetched", MAX_DELIVERY_COUNT_EXCEEDED),
+    ]
+    assert broker.counters("orders").deferred == 2
