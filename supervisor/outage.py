@@ -34,6 +34,7 @@ from functools import partial
 
 from adapters.cosmos.errors import StoreError, StoreUnavailable
 from adapters.cosmos.health_store import RacePause, update_health
+from adapters.cosmos.mapping import DocumentError
 from adapters.servicebus.sender import SendError
 from contracts.messages import StatusName
 from dependencies import AppContext
@@ -108,7 +109,9 @@ def outage_verdict(
             orderId=record.order_id,
         )
         raise
-    except StoreError as exc:
+    except (StoreError, DocumentError) as exc:
+        # DocumentError: a health document this version cannot read (a newer version's circuit state or field):
+        # counted as if healthy, not left to fail the recovery at every run (the order was never retried)
         app_event(
             "DependencyHealthUnavailable",
             f"order {record.order_id}: health of {in_flight.dependency} unknown ({exc}); counted as a failure",
