@@ -10,6 +10,8 @@ hints:
 - enums by value; nested records, lists and dicts recursively; ``dict[str, Any]`` values (agent
   results, undo data) are JSON already and are copied as they are;
 - ``version`` is never part of a document: the store fills it from the item (its ``_etag``);
+- a document whose ``schemaVersion`` is above its kind's (the field's default) does not fit: the newer version
+  that wrote it changed what an older one must not read past;
 - reading gives a missing key its field's default and keeps the keys a record (or an entry inside it)
   does not know in its ``unknown_keys``, if it has that field (a newer writer's field, read by the older
   code during a rolling upgrade or after a rollback; never a key that starts with ``_``, Cosmos DB's
@@ -192,9 +194,24 @@ def _read_record(kind: type[Any], doc: Any) -> Any:
             values[name] = read(value)
         except Invalid as exc:
             raise exc.under(key) from None
+    _readable_version(kind, values)
     if _KEEPS_UNKNOWN in _field_names(kind):
         values[_KEEPS_UNKNOWN] = unknown_keys_of(kind, doc) or None
     return kind(**values)
+
+
+def _readable_version(kind: type[Any], values: dict[str, Any]) -> None:
+    """A document whose ``schemaVersion`` is above its kind's (``SCHEMA_VERSION``, the field's default) is a newer
+    version's that this one must not read past (a change of meaning its own fields cannot carry): it does not fit,
+    and no reader writes over a document that does not fit."""
+    version = values.get("schema_version")
+    if version is None:
+        return
+    field = kind.__dataclass_fields__["schema_version"]
+    if isinstance(field.default, int) and version > field.default:
+        raise Invalid(
+            f"a newer version's document (schema {field.default} at most here), got {version}", (camel(field.name),)
+        )
 
 
 _ABSENT: Any = object()
