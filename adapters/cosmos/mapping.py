@@ -100,7 +100,7 @@ def to_document(record: Record, *, stored: bool = False) -> dict[str, Any]:
         doc[key] = value if writer is None or value is None else writer(value)
     if stored and _KEEPS_UNKNOWN in _field_names(type(record)):
         for key, value in (getattr(record, _KEEPS_UNKNOWN) or {}).items():
-            doc.setdefault(key, value)
+            doc.setdefault(key, _json(value))
     return doc
 
 
@@ -233,8 +233,13 @@ def unknown_keys_of(kind: type[Record], doc: Mapping[str, Any]) -> dict[str, Any
     """The keys of ``doc`` that are no field of ``kind`` (a newer version's fields), with their values (copied:
     the record never shares a container with the document); not Cosmos DB's system properties (``_etag``,
     ``_ts``...: every key that starts with ``_``)."""
-    known = {key for _, key, _, _, _, _ in _plan(kind)}
+    known = _keys.get(kind)
+    if known is None:
+        known = _keys[kind] = frozenset(key for _, key, _, _, _, _ in _plan(kind))
     return {key: _json(value) for key, value in doc.items() if key not in known and not key.startswith("_")}
+
+
+_keys: dict[type[Any], frozenset[str]] = {}
 
 
 type _Plan = tuple[tuple[str, str, Read, _Write, _Write, bool], ...]
