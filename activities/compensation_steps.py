@@ -385,7 +385,15 @@ def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: dat
         ctx,
         data.order_id,
         data.instance_id,
-        lambda r: release_round_to_wait(r, data.instance_id, now, verdict.until, verdict.dependency, verdict.since),
+        lambda r: release_round_to_wait(
+            r,
+            data.instance_id,
+            now,
+            verdict.until,
+            verdict.dependency,
+            verdict.since,
+            still_working=verdict.still_working,
+        ),
         "wait the outage out",
         hand_over=WAITED,
         number=data.write_number,
@@ -404,7 +412,7 @@ def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: dat
         waitingSince=verdict.since.isoformat(),
     )
     # the submitter hears what the order waits for, once per wait, as from the supervisor's release of a stuck round
-    tell_waiting(ctx, record, released, verdict.dependency, "Compensating")
+    tell_waiting(ctx, record, released, verdict.dependency, "Compensating", still_working=verdict.still_working)
     return _OutageWait(released=True)
 
 

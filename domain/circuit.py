@@ -239,14 +239,26 @@ def record_failure(
     return health, None  # open: a call that was already in flight; the outage is known
 
 
-def waiting_reason(dependency: str) -> str:
-    """``lastError`` of an order waiting for ``dependency`` (the supervisor counts them by it)."""
-    return f"waiting for {dependency} (circuit open)"
+# How a wait's reason ends: the dependency unavailable (its circuit open, or failing with no success since), or
+# still working on the order's own call (``domain.outage.still_working``, the circuit closed). Records keep the
+# reasons written before the second existed, and older versions write only the first: both read as a wait.
+CIRCUIT_OPEN = " (circuit open)"
+STILL_WORKING_ON_IT = " (still working on the order's call)"
+
+
+def waiting_reason(dependency: str, *, still_working: bool = False) -> str:
+    """``lastError`` of an order waiting for ``dependency`` (the supervisor counts those waiting for an outage by
+    it); ``still_working``: the service is still working on the order's call, its circuit closed."""
+    return f"waiting for {dependency}{STILL_WORKING_ON_IT if still_working else CIRCUIT_OPEN}"
 
 
 def is_waiting_reason(text: str | None) -> bool:
     """Whether ``text`` is a ``waiting_reason``: true only while the wait lasts."""
-    return text is not None and text.startswith("waiting for ") and text.endswith(" (circuit open)")
+    return (
+        text is not None
+        and text.startswith("waiting for ")
+        and (text.endswith(CIRCUIT_OPEN) or text.endswith(STILL_WORKING_ON_IT))
+    )
 
 
 OUTAGE_ALERT = "DependencyOutage"

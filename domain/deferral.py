@@ -91,6 +91,9 @@ class DeferredEntry:
     # When an operator was told that this message has waited ``ORDERLESS_PAYMENT_ALERT_MINUTES`` for an order
     # that has not come (the peek sweep's ``PaymentWithoutOrder`` alert; None: not told). Told once.
     orderless_alerted_at: datetime | None = None
+    # The stored entry's keys this code does not know (a newer version's fields): kept while the entry is
+    # changed (``replace``), written back by the store; an entry made anew has none. Never compared.
+    unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def issued(self, token: str | None) -> bool:
         """Whether a ``RetryDeferred`` carrying ``token`` is one this app sent for this entry's message."""
@@ -120,6 +123,9 @@ class RefusedNotification:
     sequence_number: int
     notification_id: str = ""
     dead_lettered_at: datetime
+    # The stored entry's keys this code does not know (a newer version's fields): kept while the entry is
+    # changed (``replace``), written back by the store; an entry made anew has none. Never compared.
+    unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -76,13 +76,15 @@ def wait_compensation_out(
     dependency: str,
     since: datetime,
     grace: timedelta = NO_GRACE,
+    *,
+    still_working: bool = False,
 ) -> StateRecord:
     """A round stuck on an open dependency: released (``lockedBy`` null, so the next claim does not
     count it as a failed round), not claimed again before ``until``. ``grace``: the supervisor's
     (``transitions.past_due``)."""
     if not is_stuck_round(record, now, grace):
         raise IllegalTransition(f"order {record.order_id}: no stuck compensation round to release")
-    reason = waiting_reason(dependency)
+    reason = waiting_reason(dependency, still_working=still_working)
     return record.with_changes(
         now,
         "OutageWait",
@@ -96,13 +98,20 @@ def wait_compensation_out(
 
 
 def release_round_to_wait(
-    record: StateRecord, owner: str, now: datetime, until: datetime, dependency: str, since: datetime
+    record: StateRecord,
+    owner: str,
+    now: datetime,
+    until: datetime,
+    dependency: str,
+    since: datetime,
+    *,
+    still_working: bool = False,
 ) -> StateRecord:
     """A round whose undo used up its tries on transient failures while the undo's service had an outage:
     the round itself (``owner``) releases the record to wait it out, as the supervisor releases a stuck one
     (``wait_compensation_out``): ``lockedBy`` null, not counted as a failed round, no round before ``until``."""
     ensure_compensation_owner(record, owner)
-    reason = waiting_reason(dependency)
+    reason = waiting_reason(dependency, still_working=still_working)
     return record.with_changes(
         now,
         "OutageWait",

@@ -78,6 +78,9 @@ class StepState:
     # each): a request can only have gone to one of them. None in a record written before the field: not
     # known, so an undo of unknown outcome goes to every agent the step can use.
     agents: list[str] | None = None
+    # The stored entry's keys this code does not know (a newer version's fields): kept while the entry is
+    # changed (``replace``), written back by the store; an entry made anew has none. Never compared.
+    unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         _cut_error(self, "error")
@@ -103,6 +106,9 @@ class CompensationEntry:
     # The operator who undid the entry by hand after its undo failed (``domain.compensation.settle_by_hand``):
     # ``outcome`` is then Undone by their word, not by an undo the app sent; None otherwise.
     undone_by: str | None = None
+    # The stored entry's keys this code does not know (a newer version's fields): kept while the entry is
+    # changed (``replace``), written back by the store; an entry made anew has none. Never compared.
+    unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         _cut_error(self, "error")
@@ -114,6 +120,9 @@ class HistoryEntry:
     event: str
     by: str
     detail: str = ""
+    # The stored entry's keys this code does not know (a newer version's fields): kept while the entry is
+    # changed (``replace``), written back by the store; an entry made anew has none. Never compared.
+    unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,6 +135,9 @@ class PaymentReceived:
     provider_reference: str
     received_at: datetime
     sequence_number: int | None = None  # of the orders-queue message that carried it
+    # The stored entry's keys this code does not know (a newer version's fields): kept while the entry is
+    # changed (``replace``), written back by the store; an entry made anew has none. Never compared.
+    unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,6 +147,9 @@ class LastWrite:
 
     by: str
     number: int
+    # The stored entry's keys this code does not know (a newer version's fields): kept while the entry is
+    # changed (``replace``), written back by the store; an entry made anew has none. Never compared.
+    unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,6 +160,9 @@ class ReviewDefault:
 
     review_id: str
     action: str
+    # The stored entry's keys this code does not know (a newer version's fields): kept while the entry is
+    # changed (``replace``), written back by the store; an entry made anew has none. Never compared.
+    unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -290,14 +290,16 @@ def wait_out_outage(
     dependency: str,
     since: datetime,
     grace: timedelta = NO_GRACE,
+    *,
+    still_working: bool = False,
 ) -> StateRecord:
     """An expired attempt whose step failed on an open dependency: Pending again, not before
     ``until`` (after the circuit's next probe), with ``failureCount`` unchanged: an outage is not the
-    order's failure. ``outageWaitSince`` keeps when the wait began (bounded by the caller)."""
+    order's failure. ``outageWaitSince`` keeps when the wait began (bounded by the caller). ``still_working``:
+    the step's service, its circuit closed, is still working on the order's call (the reason says so)."""
     # the supervisor's outage alert counts waiting orders by its reason
-    return _release_uncounted(
-        record, expired_owner, now, until, "OutageWait", waiting_reason(dependency), grace, outage_wait_since=since
-    )
+    reason = waiting_reason(dependency, still_working=still_working)
+    return _release_uncounted(record, expired_owner, now, until, "OutageWait", reason, grace, outage_wait_since=since)
 
 
 def wait_for_payment(

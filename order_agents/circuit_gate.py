@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from adapters.clock import Clock
 from adapters.cosmos.errors import StoreError
 from adapters.cosmos.health_store import HealthStore, RacePause, Read, RecentHealth, update_health
+from adapters.cosmos.mapping import DocumentError
 from domain.circuit import (
     Admission,
     CircuitPolicy,
@@ -118,7 +119,9 @@ class DependencyGate:
         timed = _TimedReads(self._store, self._clock, self._recent)
         try:
             written, result = update_health(timed, dependency, change, self._clock.now(), pause=self._pause)
-        except StoreError as exc:
+        except (StoreError, DocumentError) as exc:
+            # DocumentError: a health document this version cannot read (a newer version's circuit state or field,
+            # during a rolling upgrade or after a rollback): called anyway, and never written over
             self._recent.forget(dependency, self._clock.now())
             app_event(
                 "DependencyHealthUnavailable",

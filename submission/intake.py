@@ -34,6 +34,7 @@ from functools import partial
 from typing import Any
 
 from adapters.cosmos.errors import AlreadyExists, EtagMismatch, StoreUnavailable
+from adapters.cosmos.mapping import DocumentError
 from adapters.cosmos.order_store import CreateOutcome
 from adapters.cosmos.state_store import update_once
 from adapters.servicebus.deferred import ReceiveError
@@ -108,6 +109,12 @@ def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeRe
         # Nothing is half-done that handling the message again cannot finish: again later, not at once
         # (submission/store_outage.py: an outage would use up the deliveries in seconds).
         result = retry_later(ctx, message, contract.type, str(exc))  # type: ignore[attr-defined]
+    except DocumentError as exc:
+        # A document of the order this version cannot read (a newer version's state, field or value, met during a
+        # rolling upgrade or after a rollback): left as it is and the message handled again later, as in a store
+        # outage (by the newer version, or once it is back), not redelivered at once until dead-lettered in seconds
+        why = f"a document of the order is not one this version reads, a newer version's? ({exc})"
+        result = retry_later(ctx, message, contract.type, why, store_down=False)  # type: ignore[attr-defined]
     except ReceiveError as exc:
         # A deferred message it fetches could not be fetched (the app's identity refused for a while: a token the
         # credential could not get, a role propagating; a lost connection): nothing fetched or settled by it, so

@@ -169,7 +169,10 @@ def claim_due_compensations(
                 waitingSince=outage.since.isoformat(),
             )
             try:
-                tell_waiting(ctx, record, written, outage.dependency, "Compensating")  # once per wait
+                # once per wait
+                tell_waiting(
+                    ctx, record, written, outage.dependency, "Compensating", still_working=outage.still_working
+                )
             except Exception as exc:  # a progress status only: the wait is written
                 app_event(
                     "SupervisorRecoveryFailed",
@@ -211,7 +214,15 @@ def _claim_or_wait(
 
     def move(record: StateRecord) -> StateRecord:
         if outage is not None and not outage.exceeded:
-            return wait_compensation_out(record, now, outage.until, outage.dependency, outage.since, grace)
+            return wait_compensation_out(
+                record,
+                now,
+                outage.until,
+                outage.dependency,
+                outage.since,
+                grace,
+                still_working=outage.still_working,
+            )
         rounds = ctx.settings.max_failures
         if outage is not None:
             record = replace(record, last_error=outage.escalation_reason(now))

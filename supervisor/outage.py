@@ -34,6 +34,7 @@ from functools import partial
 
 from adapters.cosmos.errors import StoreError, StoreUnavailable
 from adapters.cosmos.health_store import RacePause, update_health
+from adapters.cosmos.mapping import DocumentError
 from adapters.servicebus.sender import SendError
 from contracts.messages import StatusName
 from dependencies import AppContext
@@ -60,6 +61,9 @@ class OutageVerdict:
     since: datetime  # the order has been waiting since
     exceeded: bool  # waited MAX_OUTAGE_WAIT_MINUTES or longer: escalate anyway
     bound: timedelta
+    # waited for because the service, its circuit closed all along, is still working on the order's call (the wait's
+    # reason says so, not "circuit open")
+    still_working: bool = False
 
     def escalation_reason(self, now: datetime) -> str:
         minutes = (now - self.since).total_seconds() / 60
@@ -108,7 +112,9 @@ def outage_verdict(
             orderId=record.order_id,
         )
         raise
-    except StoreError as exc:
+    except (StoreError, DocumentError) as exc:
+        # DocumentError: a health document this version cannot read (a newer version's circuit state or field):
+        # counted as if healthy, not left to fail the recovery at every run (the order was never retried)
         app_event(
             "DependencyHealthUnavailable",
             f"order {record.order_id}: health of {in_flight.dependency} unknown ({exc}); counted as a failure",
@@ -136,7 +142,8 @@ def outage_verdict(
     bound = ctx.settings.max_outage_wait
     # never past the bound: the attempt that finds the wait over runs at it (and escalates), not a probe later
     until = min(base + timedelta(seconds=ctx.rng.uniform(0, spread.total_seconds())), since + bound)
-    return OutageVerdict(in_flight.dependency, until, since, now - since >= bound, bound)
+    working = still_working and not health.outage_overlaps(in_flight.since)
+    return OutageVerdict(in_flight.dependency, until, since, now - since >= bound, bound, working)
 
 
 DEPENDENCIES = tuple(sorted({a.service for a in AGENTS.values()}))
@@ -245,7 +252,13 @@ WAITING_VARIANT = "waiting"
 
 
 def tell_waiting(
-    ctx: AppContext, before: StateRecord, written: StateRecord, dependency: str, status: StatusName
+    ctx: AppContext,
+    before: StateRecord,
+    written: StateRecord,
+    dependency: str,
+    status: StatusName,
+    *,
+    still_working: bool = False,
 ) -> bool:
     """Tells the submitter the order waits for ``dependency``: only when ``written`` began the wait
     (``before``, the record as read, was not waiting yet); a further retry of the same wait says
@@ -253,7 +266,7 @@ def tell_waiting(
     attempt's first status is not mistaken for it. Tried once, like any progress status."""
     if before.outage_wait_since is not None:
         return False
-    return say_waiting(ctx, written, status, waiting_reason(dependency))
+    return say_waiting(ctx, written, status, waiting_reason(dependency, still_working=still_working))
 
 
 def say_waiting(ctx: AppContext, written: StateRecord, status: StatusName, reason: str) -> bool:

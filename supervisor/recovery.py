@@ -111,7 +111,16 @@ def recover(ctx: AppContext, record: StateRecord, status: str | None = None) -> 
         if payment is not None and not payment.exceeded:
             return transitions.wait_for_payment(r, expired, now, payment.until, payment.since, payment.reason, grace)
         if outage is not None and not outage.exceeded:
-            return transitions.wait_out_outage(r, expired, now, outage.until, outage.dependency, outage.since, grace)
+            return transitions.wait_out_outage(
+                r,
+                expired,
+                now,
+                outage.until,
+                outage.dependency,
+                outage.since,
+                grace,
+                still_working=outage.still_working,
+            )
         if outage is not None:
             r = replace(r, last_error=outage.escalation_reason(now))
         elif kept:
@@ -155,7 +164,8 @@ def recover(ctx: AppContext, record: StateRecord, status: str | None = None) -> 
             notBefore=outage.until.isoformat(),
             waitingSince=outage.since.isoformat(),
         )
-        tell_waiting(ctx, record, written, outage.dependency, "Processing")  # once per wait
+        # once per wait
+        tell_waiting(ctx, record, written, outage.dependency, "Processing", still_working=outage.still_working)
         ctx.counts.bump(ProcessState.PROCESSING, -1)
         ctx.counts.bump(ProcessState.PENDING, +1)
         return RecoveryResult(written.order_id, RecoveryAction.WAITING, expired, written)

@@ -3,10 +3,12 @@
 A record read from Cosmos carries the item's ``_etag`` as its opaque ``version`` (``stored``); every
 write of a record that was read is conditional on that version, so a concurrent change is never
 overwritten. It also carries the item's top-level keys this code does not know (``unknown_keys``: a
-newer version's fields, read after a rollback), and every write puts them back unchanged
-(``document_of``), so the older code keeps what the newer one wrote beside the fields it knows. A key
-inside an entry (a step, a compensation entry, a deferred message) is not kept: the code that rewrites
-an entry rebuilds it whole, and a newer field of the entry before would be wrong about the new one.
+newer version's fields, read during a rolling upgrade or after a rollback), and so does each entry inside
+it (a step, a compensation entry, a history entry, a deferred message...); every write puts them back
+unchanged (``document_of``), so the older code keeps what the newer one wrote beside the fields it knows.
+An entry the code changes keeps its unknown keys (``dataclasses.replace``); one it makes anew (a step started
+again under a new request, the record's ``lastWrite``, a new review's default) has none: a newer field of the
+entry before would be wrong about the new one.
 
 The small documents beside the state records in the ``state`` container (deferral documents,
 dependency health) are written only that way: a create that fails if the document appeared meanwhile,
@@ -22,7 +24,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from adapters.cosmos.errors import AlreadyExists, ConcurrencyExhausted, EtagMismatch, mapped_errors, read_or_none
-from adapters.cosmos.mapping import Record, from_document, to_document, unknown_keys_of
+from adapters.cosmos.mapping import Record, from_document, to_document
 
 if TYPE_CHECKING:
     from azure.cosmos import ContainerProxy
@@ -43,20 +45,15 @@ class Document(Record, Protocol):
 
 
 def stored[D: Document](kind: type[D], item: dict[str, Any]) -> D:
-    """The record of a Cosmos item, its ``version`` the item's ``_etag``, its ``unknown_keys`` the item's
-    keys ``kind`` does not have (None: none)."""
-    return replace(
-        from_document(kind, item), version=item.get("_etag"), unknown_keys=unknown_keys_of(kind, item) or None
-    )
+    """The record of a Cosmos item, its ``version`` the item's ``_etag``, its ``unknown_keys`` (and those of
+    each entry inside it) the keys ``kind`` does not have (None: none)."""
+    return replace(from_document(kind, item), version=item.get("_etag"))
 
 
 def document_of(record: Document) -> dict[str, Any]:
     """The document to write for ``record``: its own fields, and the keys of the document it was read from
-    that this code does not know, unchanged."""
-    doc = to_document(record)
-    for key, value in (record.unknown_keys or {}).items():
-        doc.setdefault(key, value)
-    return doc
+    that this code does not know, unchanged, at the top and in every entry the record kept."""
+    return to_document(record, stored=True)
 
 
 class ConditionalDocuments[D: Document]:

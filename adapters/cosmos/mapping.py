@@ -9,11 +9,18 @@ hints:
   and are read back as UTC ``datetime`` (any ISO 8601 text with an offset or ``Z``);
 - enums by value; nested records, lists and dicts recursively; ``dict[str, Any]`` values (agent
   results, undo data) are JSON already and are copied as they are;
-- ``version`` and ``unknown_keys`` are never part of a document: the store fills them from the item
-  (its ``_etag``; its top-level keys this code does not know, ``unknown_keys_of``) and writes the
-  unknown keys back unchanged (``documents.document_of``);
-- reading ignores unknown keys (``_etag``, ``_ts``, a newer writer's field) and gives a missing key
-  its field's default; a document that does not fit raises ``DocumentError`` naming the field.
+- ``version`` is never part of a document: the store fills it from the item (its ``_etag``);
+- a document whose ``schemaVersion`` is above its kind's (the field's default) does not fit: the newer version
+  that wrote it changed what an older one must not read past;
+- reading gives a missing key its field's default and keeps the keys a record (or an entry inside it)
+  does not know in its ``unknown_keys``, if it has that field (a newer writer's field, read by the older
+  code during a rolling upgrade or after a rollback; never a key that starts with ``_``, Cosmos DB's
+  ``_etag``, ``_ts``...); a record without the field ignores them. A document that does not fit raises
+  ``DocumentError`` naming the field;
+- ``to_document`` writes a record's own fields only (the operator API's views, activity payloads);
+  ``to_document(record, stored=True)``, the store's (``documents.document_of``), writes back beside them
+  the ``unknown_keys`` of the record and of every entry inside it, unchanged (a field of the record or
+  entry wins over an unknown key of the same name).
 
 The same JSON form is the operator API's view of a record and the body of the ``PaymentNotified``
 event."""
@@ -83,25 +90,35 @@ type _Write = Callable[[Any], Any] | None
 # --- record -> document ----------------------------------------------------------------------------
 
 
-def to_document(record: Record) -> dict[str, Any]:
-    """The JSON document of ``record`` (new containers throughout: changing it never changes the record)."""
+def to_document(record: Record, *, stored: bool = False) -> dict[str, Any]:
+    """The JSON document of ``record`` (new containers throughout: changing it never changes the record).
+    ``stored``: with the ``unknown_keys`` of the record and of every entry inside it (what the store writes)."""
     doc: dict[str, Any] = {}
-    for name, key, _, write, _ in _plan(type(record)):
+    for name, key, _, write, write_stored, _ in _plan(type(record)):
         value = getattr(record, name)
-        doc[key] = value if write is None or value is None else write(value)
+        writer = write_stored if stored else write
+        doc[key] = value if writer is None or value is None else writer(value)
+    if stored and _KEEPS_UNKNOWN in _field_names(type(record)):
+        for key, value in (getattr(record, _KEEPS_UNKNOWN) or {}).items():
+            doc.setdefault(key, _json(value))
     return doc
 
 
-def _writer(hint: Any) -> _Write:
-    """How a value of type ``hint`` is written (None: as it is; None values are always written as null)."""
+def _stored_document(record: Record) -> dict[str, Any]:
+    return to_document(record, stored=True)
+
+
+def _writer(hint: Any, stored: bool = False) -> _Write:
+    """How a value of type ``hint`` is written (None: as it is; None values are always written as null);
+    ``stored``: a record inside it with its unknown keys."""
     origin = get_origin(hint)
     if origin is Union or origin is types.UnionType:
-        return _writer(optional_of(hint))
+        return _writer(optional_of(hint), stored)
     if origin is list:
-        item = _writer(get_args(hint)[0])
+        item = _writer(get_args(hint)[0], stored)
         return list if item is None else lambda value: [None if v is None else item(v) for v in value]
     if origin is dict:
-        entry = _writer(get_args(hint)[1])
+        entry = _writer(get_args(hint)[1], stored)
         return dict if entry is None else lambda value: {k: None if v is None else entry(v) for k, v in value.items()}
     if hint is Any:
         return _json
@@ -112,7 +129,7 @@ def _writer(hint: Any) -> _Write:
     if hint in (bool, int, float, str):
         return None
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        return to_document
+        return _stored_document if stored else to_document
     raise TypeError(f"unsupported field type {hint!r}")
 
 
@@ -167,7 +184,7 @@ def _read_record(kind: type[Any], doc: Any) -> Any:
     if type(doc) is not dict and not isinstance(doc, Mapping):
         raise Invalid(f"expected a JSON object, got {shown(doc)}")
     values: dict[str, Any] = {}
-    for name, key, read, _, required in _plan(kind):
+    for name, key, read, _, _, required in _plan(kind):
         value = doc.get(key, _ABSENT)
         if value is _ABSENT:
             if required:
@@ -177,20 +194,55 @@ def _read_record(kind: type[Any], doc: Any) -> Any:
             values[name] = read(value)
         except Invalid as exc:
             raise exc.under(key) from None
+    _readable_version(kind, values)
+    if _KEEPS_UNKNOWN in _field_names(kind):
+        values[_KEEPS_UNKNOWN] = unknown_keys_of(kind, doc) or None
     return kind(**values)
 
 
+def _readable_version(kind: type[Any], values: dict[str, Any]) -> None:
+    """A document whose ``schemaVersion`` is above its kind's (``SCHEMA_VERSION``, the field's default) is a newer
+    version's that this one must not read past (a change of meaning its own fields cannot carry): it does not fit,
+    and no reader writes over a document that does not fit."""
+    version = values.get("schema_version")
+    if version is None:
+        return
+    field = kind.__dataclass_fields__["schema_version"]
+    if isinstance(field.default, int) and version > field.default:
+        raise Invalid(
+            f"a newer version's document (schema {field.default} at most here), got {version}", (camel(field.name),)
+        )
+
+
 _ABSENT: Any = object()
+# The field of a record (or of an entry inside one) that holds its document's keys this code does not know.
+_KEEPS_UNKNOWN = "unknown_keys"
+
+
+def _field_names(kind: type[Any]) -> frozenset[str]:
+    names = _names.get(kind)
+    if names is None:
+        names = _names[kind] = frozenset(f.name for f in dataclasses.fields(kind))
+    return names
+
+
+_names: dict[type[Any], frozenset[str]] = {}
 
 
 def unknown_keys_of(kind: type[Record], doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The top-level keys of ``doc`` that are no field of ``kind`` (a newer version's fields), with their
-    values; not Cosmos DB's system properties (``_etag``, ``_ts``...: every key that starts with ``_``)."""
-    known = {key for _, key, _, _, _ in _plan(kind)}
-    return {key: value for key, value in doc.items() if key not in known and not key.startswith("_")}
+    """The keys of ``doc`` that are no field of ``kind`` (a newer version's fields), with their values (copied:
+    the record never shares a container with the document); not Cosmos DB's system properties (``_etag``,
+    ``_ts``...: every key that starts with ``_``)."""
+    known = _keys.get(kind)
+    if known is None:
+        known = _keys[kind] = frozenset(key for _, key, _, _, _, _ in _plan(kind))
+    return {key: _json(value) for key, value in doc.items() if key not in known and not key.startswith("_")}
 
 
-type _Plan = tuple[tuple[str, str, Read, _Write, bool], ...]
+_keys: dict[type[Any], frozenset[str]] = {}
+
+
+type _Plan = tuple[tuple[str, str, Read, _Write, _Write, bool], ...]
 _plans: dict[type[Any], _Plan] = {}
 
 
@@ -214,6 +266,7 @@ def _make_plan(kind: type[Any]) -> _Plan:
             camel(f.name),
             _reader(hints[f.name]),
             _writer(hints[f.name]),
+            _writer(hints[f.name], stored=True),
             f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
         )
         for f in fields

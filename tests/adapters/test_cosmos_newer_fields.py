@@ -1,8 +1,7 @@
 """A document's keys this code does not know (a newer version's fields, read after a rollback) are written
 back unchanged by every replace of the document, against the Cosmos DB protocol server: a state record's
 fenced update and single updates (read by id or by a query), a deferral document's and a dependency's health's
-conditional updates. Only top-level keys: an entry inside a record (a step, a compensation entry, a deferred
-message) is rebuilt by the code that writes it, and its unknown keys go. The orders container's
+conditional updates (the keys inside a record's entries: test_cosmos_newer_nested_fields.py). The orders container's
 create-or-verify takes a key that is null on one side and absent on the other as the same order."""
 
 from __future__ import annotations
@@ -78,30 +77,6 @@ def test_an_update_of_a_record_a_query_returned_keeps_the_keys_it_does_not_know(
     )
     assert retried.process_state is ProcessState.PENDING
     assert _raw(app_context, "o1", "o1") == {**to_document(retried), **NEWER}
-
-
-def test_an_entry_s_unknown_keys_are_not_kept(app_context, clock):
-    """A step the older code starts again is its own: a newer field of the step before (which agents it went
-    to) would be wrong about it, so the document's entries keep only the fields this code writes."""
-    states = app_context.states
-    states.create(transitions.new_record("o1", None, clock.now()))
-    update_once(states, states.get("o1"), lambda r: transitions.claim(r, clock.now(), GRACE))
-    deadline = clock.now() + GRACE
-    update_fenced(
-        states,
-        "o1",
-        "o1:1",
-        lambda r: transitions.begin_step(r, "o1:1", "reserve-inventory", "inventory", "q", deadline, clock.now()),
-    )
-    container = _container(app_context)
-    item = container.read_item("o1", partition_key="o1")
-    item["steps"]["reserve-inventory"]["futureAgents"] = ["inventory"]
-    container.replace_item("o1", item)
-    states.forget_recent()
-    update_fenced(
-        states, "o1", "o1:1", lambda r: transitions.release_for_retry(r, "o1:1", "reserve-inventory", "x", clock.now())
-    )
-    assert "futureAgents" not in _raw(app_context, "o1", "o1")["steps"]["reserve-inventory"]
 
 
 def test_a_deferral_document_update_keeps_the_keys_it_does_not_know(app_context, clock):
