@@ -15,6 +15,7 @@ import pytest
 
 from contracts.messages import ORDERS_QUEUE_TYPES, AgentReply, OrderSubmitted
 from contracts.parsing import InvalidMessage, parse
+from tests.contracts.test_hostile_fields import _reply
 
 ORDER = {
     "type": "OrderSubmitted",
@@ -62,16 +63,7 @@ def test_a_field_named_twice_is_invalid_fields_naming_it(body, field):
 
 
 def test_a_name_repeated_inside_a_free_form_value_is_refused_too():
-    reply = {
-        "type": "AgentReply",
-        "schemaVersion": 1,
-        "requestId": "o1:1:charge-payment:payment",
-        "instanceId": "o1:1",
-        "orderId": "o1",
-        "step": "charge-payment",
-        "outcome": "succeeded",
-        "result": {"chargeId": "ch-1"},
-    }
+    reply = _reply(result={"chargeId": "ch-1"})
     body = json.dumps(reply).replace('"chargeId": "ch-1"', '"chargeId": "ch-1", "chargeId": "ch-2"')
     with pytest.raises(InvalidMessage) as caught:
         parse(body, {"AgentReply": AgentReply})
