@@ -9,8 +9,10 @@ record the worker forwards to it."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 from functools import cache
 from typing import Any
 
@@ -47,14 +49,18 @@ def local_settings() -> dict[str, str]:
 
 @cache
 def _probe(settings: str, mode: str) -> dict[str, Any]:
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.observability.telemetry_probe", settings, mode],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    # The exporters keep an offline store under the temp directory (Microsoft-AzureMonitor-<hash>); the probe's
+    # goes in one of its own, removed after it, so the suite leaves nothing in the machine's /tmp.
+    with tempfile.TemporaryDirectory(prefix="telemetry-probe-") as temp:
+        result = subprocess.run(
+            [sys.executable, "-m", "tests.observability.telemetry_probe", settings, mode],
+            cwd=ROOT,
+            env={**os.environ, "TMPDIR": temp},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     assert result.returncode == 0, result.stderr[-4000:]
     report: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     return report
