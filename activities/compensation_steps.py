@@ -334,6 +334,7 @@ def fail_compensation(ctx: AppContext, data: FailCompensationInput) -> WriteResu
         data.seq,
         compensation.not_undone(record),
         still_working=bool(data.still_working),
+        outcome_unknown=data.transient,
     )
     return OWNED
 
@@ -433,17 +434,19 @@ def alert_compensation_failed(
     not_undone: list[int],
     *,
     still_working: bool = False,
+    outcome_unknown: bool = False,
 ) -> None:
     """The ``CompensationFailed`` alert: the entry that failed (``entry``) and every entry still not undone
     (``notUndone``: the older ones the round never reached are held too). ``still_working``: the undo's service was
     still working on it when the wait's bound ended it (``stillWorking``): the next step warns that it may still be
-    done."""
-    next_step = (
-        "fix the service and run the operator's compensate again, or undo the named entry by hand and run "
-        "compensate with it in undoneByHand (its provider refuses the same undo key again)"
-    )
+    done. ``outcome_unknown``: its tries were used up on transient failures, none a refusal (``undoOutcomeUnknown``):
+    the next step warns that it may have been done (``compensation.OUTCOME_UNKNOWN_WARNING``); before, it said only
+    to undo it by hand, and a refund whose answer was lost (a timeout, an agent dead after its call) was made twice."""
+    next_step = compensation.FAILED_NEXT_STEP
     if still_working:
         next_step = f"{STILL_WORKING_WARNING}; then {next_step}"
+    elif outcome_unknown:
+        next_step = f"{compensation.OUTCOME_UNKNOWN_WARNING}; else {next_step}"
     raise_alert_after_write(
         ctx.sender,
         kind="CompensationFailed",
@@ -458,6 +461,7 @@ def alert_compensation_failed(
             "notUndone": not_undone,
             "reason": reason,
             "stillWorking": still_working,
+            "undoOutcomeUnknown": still_working or outcome_unknown,
             "nextStep": next_step,
         },
     )

@@ -29,7 +29,7 @@ from domain.circuit import is_waiting_reason
 from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation, review_outcome
 from domain.errors import FencingLost, IllegalTransition
 from domain.ids import COMPENSATION_MARKER, idempotency_key
-from domain.records import CompensationEntry, PaymentReceived, StateRecord
+from domain.records import CompensationEntry, HistoryEntry, PaymentReceived, StateRecord
 from domain.states import ProcessState, StepStatus
 from domain.workflow import STEPS, WORKFLOW, Step, StepKind, step
 
@@ -513,6 +513,34 @@ def settle_by_hand(
 def not_undone(record: StateRecord) -> list[int]:
     """The entries of the log not undone yet (failed, or not tried), oldest first: what is still held."""
     return [e.seq for e in record.compensation if e.outcome != UNDONE]
+
+
+# The CompensationFailed alert's next step (``nextStep``), and the warning before it when the failed undo may have been
+# done all the same (``undoOutcomeUnknown``): no answer said the provider refused it. Its tries failed transiently (a
+# call that timed out while the provider went on with it, an agent that died after its call), or the rounds died
+# waiting (its reply never came: lost, late, or an agent that could not send it). Undone by hand then, a refund is
+# made twice; compensating again asks under the same undo key, and the provider answers what it did.
+FAILED_NEXT_STEP = (
+    "fix the service and run the operator's compensate again, or undo the named entry by hand and run "
+    "compensate with it in undoneByHand (its provider refuses the same undo key again)"
+)
+OUTCOME_UNKNOWN_WARNING = (
+    "no answer said this undo was refused, and it may have been done (a call timed out while the provider went on "
+    "with it, an agent died after its call, a reply never came): ask the provider whether it was done before undoing "
+    "it by hand, or compensate again (the same undo key: the provider answers what it did)"
+)
+# what tries_used_up (contracts.activities) appends to an undo's error: its tries failed transiently
+_TRANSIENT_TRIES = "(transient; "
+
+
+def undo_outcome_unknown(record: StateRecord, failure: HistoryEntry) -> bool:
+    """Whether the CompensationFailed ``failure`` (the history entry that moved ``record`` there) left an undo whose
+    outcome is unknown: the rounds ran out (the supervisor's), or the failed entry's tries were used up on transient
+    failures. Not an undo its provider refused for good: that one was not done."""
+    if failure.by == transitions.SUPERVISOR:
+        return True
+    failed = [e for e in record.compensation if e.outcome == FAILED and e.outcome_at == failure.at]
+    return any(_TRANSIENT_TRIES in (e.error or "") for e in failed)
 
 
 def compensation_cause(record: StateRecord) -> str | None:

@@ -621,12 +621,16 @@ class FaultySender:
     and the agents' reply faults: a reply may be lost, sent late (after its step's deadline) or
     sent twice (the copy under another MessageId, so duplicate detection does not collapse it)."""
 
-    def __init__(self, inner: MessageSender, profile: Profile, rng: random.Random, clock: Clock, audit: Audit) -> None:
+    def __init__(
+        self, inner: MessageSender, profile: Profile, rng: random.Random, clock: Clock, audit: Audit, seed: int = 0
+    ) -> None:
         self._inner = inner
         self._profile = profile
         self._rng = rng
         self._clock = clock
         self._audit = audit
+        self._seed = seed
+        self._refusals: random.Random | None = None  # agents.<agent>.reply_send_failure_rate's own stream
 
     def send(self, queue: str, message: OutgoingMessage) -> None:
         self._audit.ops["servicebus_sends"] += 1
@@ -635,6 +639,13 @@ class FaultySender:
             return
         reply = json.loads(message.body)
         faults = self._profile.agent(workflow_step(reply["step"]).agent)
+        if faults.reply_send_failure_rate:  # its own generator: a profile without it draws as before
+            if self._refusals is None:
+                self._refusals = random.Random(f"{self._seed}:reply-send-failures")
+            if self._refusals.random() < faults.reply_send_failure_rate:
+                self._audit.injected["reply_sends_failed"] += 1
+                self._audit.own_faults.append((reply["orderId"], self._clock.now()))
+                raise SendError(f"send to {queue!r} failed: reply of {reply['requestId']!r} (injected)")
         roll = self._rng.random()
         if roll < faults.lost_reply_rate:
             self._audit.injected["replies_lost"] += 1

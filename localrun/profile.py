@@ -15,7 +15,7 @@ from typing import Any, TypeGuard
 from contracts.parsing import RepeatedName, each_name_once
 from domain.workflow import AGENTS
 
-AGENT_KEYS = {"crash_rate", "late_reply_rate", "duplicate_reply_rate", "lost_reply_rate"}
+AGENT_KEYS = {"crash_rate", "late_reply_rate", "duplicate_reply_rate", "lost_reply_rate", "reply_send_failure_rate"}
 REMOTE_KEYS = {
     "latency_ms",
     "transient_error_rate",
@@ -120,6 +120,8 @@ class AgentFaults:
     late_reply_rate: float = 0.0
     duplicate_reply_rate: float = 0.0
     lost_reply_rate: float = 0.0
+    # the reply's send raises (SendError, after the SDK's own retries): the agent did the work and cannot say so
+    reply_send_failure_rate: float = 0.0
 
 
 @dataclass(frozen=True)

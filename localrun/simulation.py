@@ -264,7 +264,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         skewed = SkewedClocks(clock, scheduler, profile.clock_skew_s, audit) if profile.clock_skew_s else None
         # The generators are drawn in the same order as before the context took every collaborator at once
         # (sender, then rng), so a seed's run is unchanged.
-        sender = FaultySender(broker, profile, random.Random(seeds.getrandbits(64)), clock, audit)
+        sender = FaultySender(broker, profile, random.Random(seeds.getrandbits(64)), clock, audit, config.seed)
         ctx = AppContext(
             settings=settings,
             clock=skewed if skewed is not None else clock,

@@ -1,20 +1,38 @@
 """A Service Bus agent: takes an ``AgentRequest`` from its request queue, runs it, and sends the
-``AgentReply`` to ``agent-replies``. Returns how the request message must be settled."""
+``AgentReply`` to ``agent-replies``. Returns how the request message must be settled.
+
+A reply whose send fails (``SendError``, after the SDK's own retries) is sent again in the same invocation, after
+a backoff (``AGENT_RETRY_BASE_MS`` doubling to ``AGENT_RETRY_MAX_MS``, jittered), while the request's deadline is
+ahead and the send can end within the Functions host's lock renewal (``settings.LOCK_RENEWAL``, from the start of
+the invocation); then the request is completed and ``AgentReplyUndelivered`` logged: the attempt recovers without
+the reply (its timer at the deadline, then the supervisor's retry, which asks again under the same idempotency key
+and gets the service's recorded answer; out of retries, compensation undoes the step as one of unknown outcome, by
+that key). Before, the request was abandoned at once: its redeliveries called the service again (the same key: no
+second effect) and came back within seconds, so a reply queue failing for a minute used the five up, the broker
+dead-lettered the request (``MaxDeliveryCountExceeded``) and the dead-letter watch paged an operator
+(``deadLettersFound``) for a message nobody can use (by the time anyone looks its deadline has passed: a
+redelivery or a resubmit of it is dropped unread) while the order recovered on its own. A reply queue that refuses
+the app (``QueueNotFound``: missing, disabled, the app's role gone) and a reply no send can carry
+(``MessageRejected``) still abandon the request: no retry mends them, and that dead letter is the page they need."""
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
-from adapters.servicebus.sender import OutgoingMessage, SendError
+from adapters.servicebus.sender import MessageRejected, OutgoingMessage, QueueNotFound, SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
-from contracts.messages import AgentRequest
+from contracts.messages import AgentReply, AgentRequest
 from contracts.names import AGENT_REPLIES_QUEUE
 from contracts.parsing import InvalidMessage, parse
 from dependencies import AppContext
 from domain.ids import reply_message_id
+from domain.retry import exponential_backoff
 from domain.workflow import agent, step
+from observability.events import app_event
 from order_agents.circuit_gate import gate_of
 from order_agents.runtime import log_fields, run_agent_request
+from settings import LOCK_RENEWAL, SEND_TIMEOUT
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +53,7 @@ def parse_request(message: ReceivedMessage, agent_name: str) -> AgentRequest:
 
 
 def handle_agent_request(ctx: AppContext, agent_name: str, message: ReceivedMessage) -> Settlement:
+    started = ctx.clock.now()
     try:
         request = parse_request(message, agent_name)
     except InvalidMessage as bad:
@@ -53,18 +72,49 @@ def handle_agent_request(ctx: AppContext, agent_name: str, message: ReceivedMess
     reply = run_agent_request(request, service, ctx.clock, ctx.settings, ctx.rng, gate_of(ctx), dependency=service_name)
     if reply is None:
         return Settlement.complete()
+    return _send_reply(ctx, request, reply, started)
+
+
+def _send_reply(ctx: AppContext, request: AgentRequest, reply: AgentReply, started: datetime) -> Settlement:
+    """Sends the reply, again after a backoff while it fails and there is time (see the module's docstring)."""
     outgoing = OutgoingMessage(
         body=reply.to_json(),
         message_id=reply_message_id(request.request_id),
         subject="AgentReply",
         correlation_id=request.request_id,
     )
-    try:
-        ctx.sender.send(AGENT_REPLIES_QUEUE, outgoing)
-    except SendError as exc:
-        # Redelivery re-runs the request; the same idempotency key makes that safe, and duplicate
-        # detection on agent-replies drops a second copy of a reply that did get through.
-        log.warning("reply could not be sent, abandoning for redelivery: %s", exc, extra=log_fields(request))
-        return Settlement.abandon(f"reply send failed: {exc}")
-    log.info("reply %s sent (%s)", outgoing.message_id, reply.outcome, extra=log_fields(request))
-    return Settlement.complete()
+    failures = 0
+    while True:
+        try:
+            ctx.sender.send(AGENT_REPLIES_QUEUE, outgoing)
+        except (QueueNotFound, MessageRejected) as exc:
+            # Redelivery re-runs the request (the same idempotency key makes that safe) until the broker
+            # dead-letters it: a queue refusing the app, or a reply it cannot take, is for an operator.
+            log.warning("reply could not be sent, abandoning for redelivery: %s", exc, extra=log_fields(request))
+            return Settlement.abandon(f"reply send failed: {exc}")
+        except SendError as exc:
+            failures += 1
+            delay = exponential_backoff(failures, ctx.settings.agent_retry_base, ctx.settings.agent_retry_max, ctx.rng)
+            now = ctx.clock.now()
+            if now + delay < request.deadline and now + delay + SEND_TIMEOUT <= started + LOCK_RENEWAL:
+                log.warning(
+                    "reply could not be sent, sending it again in %.3fs: %s",
+                    delay.total_seconds(),
+                    exc,
+                    extra=log_fields(request, sends=failures),
+                )
+                ctx.clock.sleep(delay.total_seconds())
+                continue
+            app_event(
+                "AgentReplyUndelivered",
+                f"reply {outgoing.message_id} could not be sent ({failures} tries) before the request's deadline: "
+                f"the request is completed, its attempt recovers at the deadline: {exc}",
+                logging.WARNING,
+                **log_fields(request, instanceId=request.instance_id, sends=failures),
+                error=str(exc),
+            )
+            return Settlement.complete()
+        log.info(
+            "reply %s sent (%s)", outgoing.message_id, reply.outcome, extra=log_fields(request, sends=failures + 1)
+        )
+        return Settlement.complete()

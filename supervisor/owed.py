@@ -48,7 +48,7 @@ from adapters.cosmos.state_store import update_once, update_once_or_reread
 from adapters.servicebus.sender import SendError
 from contracts.messages import StatusName, StatusUpdate
 from dependencies import AppContext
-from domain.compensation import not_undone
+from domain.compensation import FAILED_NEXT_STEP, OUTCOME_UNKNOWN_WARNING, not_undone, undo_outcome_unknown
 from domain.errors import IllegalTransition
 from domain.ids import alert_id
 from domain.payment_wait import PAYMENT_NOT_RECEIVED
@@ -330,6 +330,12 @@ def _details(record: StateRecord, entry: HistoryEntry) -> dict[str, Any]:
     }
     if record.process_state is ProcessState.COMPENSATION_FAILED:
         details["notUndone"] = not_undone(record)  # every entry still held, not only the one that failed
+        # The rounds ran out (their undo's reply never came) or its tries failed transiently: the undo may have been
+        # done, and undone by hand a refund is made twice. Before, this alert (the only one when the rounds ran out)
+        # had no next step at all.
+        unknown = undo_outcome_unknown(record, entry)
+        details["undoOutcomeUnknown"] = unknown
+        details["nextStep"] = f"{OUTCOME_UNKNOWN_WARNING}; else {FAILED_NEXT_STEP}" if unknown else FAILED_NEXT_STEP
     return details
 
 
