@@ -17,6 +17,7 @@ from adapters.servicebus.deferred import ReceiveError
 from contracts.names import ORDERS_QUEUE
 from deferral.discard import discard_deferred
 from deferral.sweep import ORDERLESS_ALERT, peek_sweep
+from domain import transitions
 from domain.deferral import DISCARDED, EntryStatus
 from settings import Settings
 from tests.contexts import context_with, while_using
@@ -103,17 +104,32 @@ def test_the_same_discard_posted_again_is_a_repeat_and_another_operators_is_refu
     assert discard_deferred(ctx, "nobody", seq, OPERATOR, REASON).outcome == "unknown"
 
 
-def test_a_payment_whose_order_exists_is_applied_not_discarded(functions, ctx, broker, clock, monkeypatch):
+def test_a_payment_whose_order_exists_is_applied_not_discarded(functions, ctx, broker, clock):
     ctx, seq = orderless(functions, ctx, broker, clock)
-    # the order's state record is written, its submission has not looked for the notification yet
-    monkeypatch.setattr("submission.intake.recover_for_order", lambda *args, **kwargs: None, raising=False)
-    ctx.orders.create_or_verify({"id": "p1", "orderId": "p1", "totalCents": 2500, "currency": "EUR"})
+    # the order's state record is written; its submission has not looked for the notification yet
+    ctx.states.create(transitions.new_record("p1", None, clock.now()))
 
     done = discard_deferred(ctx, "p1", seq, OPERATOR, REASON)
 
     assert done.outcome == "order-exists" and "applied to it" in done.why
     assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.DEFERRED
     assert deferred_sequence_numbers(broker) == [seq]
+
+
+def test_a_payment_whose_submission_was_dead_lettered_after_writing_its_order_document_is_discarded(
+    functions, ctx, broker, clock
+):
+    """The submission wrote the order document, then met an hour of store failures writing the state record and was
+    dead-lettered: the payment is the alert's (``PaymentWithoutOrder``: a submission in the dead-letter queue). The
+    first version took the order document for an order being submitted and refused every such discard (a simulation
+    of 45 % throttling: 9 refused, none done)."""
+    ctx, seq = orderless(functions, ctx, broker, clock)
+    ctx.orders.create_or_verify({"id": "p1", "orderId": "p1", "totalCents": 2500, "currency": "EUR"})
+
+    done = discard_deferred(ctx, "p1", seq, OPERATOR, REASON)
+
+    assert (done.outcome, done.dead_lettered) == ("discarded", True)
+    assert dead_letter_of(broker, seq).reason == DISCARDED
 
 
 class FailingFetch:

@@ -117,7 +117,7 @@ def test_the_same_discard_posted_again_is_repeated_and_the_refusals_say_why(
 def test_a_payment_whose_order_exists_now_is_refused(waiting: tuple[OpsHarness, Ledger, int]) -> None:
     made, _, seq = waiting
     assert made.ctx is not None
-    made.ctx.orders.create_or_verify({"id": GHOST, "orderId": GHOST, "totalCents": TOTAL, "currency": "EUR"})
+    made.pending(GHOST)  # its state record written, its submission not yet looking for the payment
 
     status, body = made.post(discard_path(seq), REASON)
 
