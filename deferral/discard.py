@@ -102,7 +102,8 @@ def discard_deferred(ctx: AppContext, order_id: str, seq: int, operator: str, re
 
 _STANDS = (
     "its message was dead-lettered as discarded meanwhile and the discard stands; if the payment is for that order, "
-    "resubmit the message from the orders dead-letter queue"
+    "look at the order's payment (a submission may have applied it just before) and, if it has none, resubmit the "
+    "message from the orders dead-letter queue"
 )
 
 
