@@ -27,14 +27,16 @@ The order of the moves is the app's rule for every outcome (``deferral.apply``):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from adapters.cosmos.deferral_store import update_deferrals
 from adapters.servicebus.deferred import DeferredReceiver
 from contracts.names import ORDERS_QUEUE
+from contracts.store_retry import is_copy
 from deferral.apply import account_for_absent, has_expired, is_deferred, peek_at, recorded_settlement
 from dependencies import AppContext
 from domain.deferral import (
+    DeferralDocument,
     DeferredEntry,
     EntryStatus,
     discard_taken_back,
@@ -79,11 +81,17 @@ def discard_deferred(ctx: AppContext, order_id: str, seq: int, operator: str, re
         exists = _order_exists(ctx, order_id)
         if exists:
             return Discard("order-exists", exists, entry)
-        absent = _not_here(ctx, receiver, order_id, entry)
+        peeked = peek_at(receiver, seq)
+        absent = _not_here(ctx, receiver, order_id, entry, peeked)
         if absent is not None:
             return Discard("refused", absent, entry)
+        copy = peeked is not None and is_copy(peeked.application_properties)
         now = ctx.clock.now()
-        written = update_deferrals(ctx.deferrals, order_id, lambda d: discarded(d, seq, operator, reason, now), now)
+
+        def change(d: DeferralDocument) -> DeferralDocument:
+            return discarded(d, seq, operator, reason, now, _originals(d, entry) if copy else ())
+
+        written = update_deferrals(ctx.deferrals, order_id, change, now)
         mine = written.entry(seq)
         if mine is None or not discarded_as(mine, operator, reason):  # decided meanwhile by someone else
             return Discard(
@@ -131,12 +139,27 @@ def _order_exists(ctx: AppContext, order_id: str) -> str:
     return ""
 
 
-def _not_here(ctx: AppContext, receiver: DeferredReceiver, order_id: str, entry: DeferredEntry) -> str | None:
-    """Why the message of waiting ``entry`` cannot be discarded now (None: it is on the queue, deferred, alive).
-    Gone, it is accounted for as anywhere else (``account_for_absent``: applied as the state record shows, or
-    ``Expired`` with its alert, or left while its entry is young: a store-retry copy of it may be on the way)."""
+def _originals(doc: DeferralDocument, copy: DeferredEntry) -> list[int]:
+    """The entries still waiting for the notification of the store-retry copy ``copy`` under lower numbers: its
+    originals (``deferral.tracking._before``), which the discard resolves with it. An entry recorded before digests
+    were kept is matched by id alone and is not taken (it may be another notification under the same id)."""
+    return [
+        e.sequence_number
+        for e in doc.waiting()
+        if e.sequence_number < copy.sequence_number
+        and e.notification_digest
+        and e.carries(copy.notification_id, copy.notification_digest)
+    ]
+
+
+def _not_here(
+    ctx: AppContext, receiver: DeferredReceiver, order_id: str, entry: DeferredEntry, peeked: Any
+) -> str | None:
+    """Why the message of waiting ``entry`` (``peeked``: as a peek at its number shows it) cannot be discarded now
+    (None: it is on the queue, deferred, alive). Gone, it is accounted for as anywhere else (``account_for_absent``:
+    applied as the state record shows, or ``Expired`` with its alert, or left while its entry is young: a
+    store-retry copy of it may be on the way)."""
     seq = entry.sequence_number
-    peeked = peek_at(receiver, seq)
     if peeked is None:
         young = entry.updated_at > ctx.clock.now() - ctx.settings.peek_sweep_age
         found = account_for_absent(ctx, receiver, order_id, seq, young=young)

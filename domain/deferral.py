@@ -8,7 +8,7 @@ and the counts' queries (all ``WHERE c.processState = ...``) never select it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -426,41 +426,70 @@ def discarded_as(entry: DeferredEntry, operator: str, reason: str) -> bool:
 
 
 def discarded(
-    doc: DeferralDocument, sequence_number: int, operator: str, reason: str, now: datetime
+    doc: DeferralDocument,
+    sequence_number: int,
+    operator: str,
+    reason: str,
+    now: datetime,
+    originals: Sequence[int] = (),
 ) -> DeferralDocument:
     """An operator discards the waiting payment notification ``sequence_number`` (``why_not_discardable`` None):
     its entry resolved ``DeadLettered`` ``DiscardedByOperator``, who and why kept (``discarded_by``,
     ``discard_reason``). Written before its message is fetched and dead-lettered, as every outcome is: an order
     submitted later no longer finds it waiting, the peek sweep no longer tells or expires it, and a message whose
-    dead-lettering is lost is dead-lettered as recorded by whoever finds it still deferred. An entry that is not
-    discardable now (decided meanwhile, unknown): unchanged."""
+    dead-lettering is lost is dead-lettered as recorded by whoever finds it still deferred. ``originals``: for a
+    store-retry copy, the entries of the same notification under lower numbers still waiting (their messages were
+    completed when copied, or dead-lettered by a defer on their last delivery), resolved in the same write as
+    decided on the copy, as a copy's decision resolves them (``deferral.tracking.settle_decided``): left waiting,
+    they were reported ``DeferredMessageExpired`` once looked for. An entry that is not discardable now (decided
+    meanwhile, unknown): nothing changes."""
     existing = doc.entry(sequence_number)
     if existing is None or why_not_discardable(existing) is not None:
         return doc
-    changed = replace(
-        existing,
-        status=EntryStatus.DEAD_LETTERED,
-        updated_at=now,
-        detail=discard_detail(operator, reason)[:500],
-        discarded_by=operator,
-        discard_reason=reason,
-    )
-    entries = [changed if e.sequence_number == sequence_number else e for e in doc.entries]
+    changes = {sequence_number: discard_detail(operator, reason)}
+    for seq in originals:
+        original = doc.entry(seq)
+        if original is not None and seq < sequence_number and original.status is EntryStatus.DEFERRED:
+            changes[seq] = f"{DISCARDED}: decided on its copy #{sequence_number}, discarded by operator {operator}"
+    entries = [
+        replace(
+            e,
+            status=EntryStatus.DEAD_LETTERED,
+            updated_at=now,
+            detail=changes[e.sequence_number][:500],
+            discarded_by=operator,
+            discard_reason=reason,
+        )
+        if e.sequence_number in changes
+        else e
+        for e in doc.entries
+    ]
     return replace(doc, entries=entries, updated_at=now)
 
 
 def discard_taken_back(doc: DeferralDocument, sequence_number: int, operator: str, now: datetime) -> DeferralDocument:
     """``operator``'s discard of ``sequence_number``, written, is taken back before its message was dead-lettered
     (its order turned out to exist: its submission may have read the entry waiting just before the discard, and
-    applies it): the entry waits again, as before the discard. Anything else (another outcome written since, such
-    as ``Applied`` by that submission; another operator's discard): unchanged."""
+    applies it): the entry waits again, as before the discard, and so do the copy's originals resolved with it.
+    Anything else (another outcome written since, such as ``Applied`` by that submission; another operator's
+    discard): unchanged."""
     existing = doc.entry(sequence_number)
     if existing is None or existing.status is not EntryStatus.DEAD_LETTERED or existing.discarded_by != operator:
         return doc
-    changed = replace(
-        existing, status=EntryStatus.DEFERRED, updated_at=now, detail="", discarded_by="", discard_reason=""
-    )
-    entries = [changed if e.sequence_number == sequence_number else e for e in doc.entries]
+    on_copy = f"{DISCARDED}: decided on its copy #{sequence_number},"
+    back = {
+        e.sequence_number
+        for e in doc.entries
+        if e.status is EntryStatus.DEAD_LETTERED
+        and e.discarded_by == operator
+        and (e.sequence_number == sequence_number or e.detail.startswith(on_copy))
+    }
+    entries = [
+        replace(e, status=EntryStatus.DEFERRED, updated_at=now, detail="", discarded_by="", discard_reason="")
+        if e.sequence_number in back
+        else e
+        for e in doc.entries
+    ]
     return replace(doc, entries=entries, updated_at=now)
 
 

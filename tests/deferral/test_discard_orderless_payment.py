@@ -295,3 +295,38 @@ def test_a_discard_dead_lettered_as_recorded_before_it_could_be_taken_back_stand
     entry = ctx.deferrals.get("p1").entry(seq)
     assert entry.status is EntryStatus.DEAD_LETTERED and entry.discarded_by == OPERATOR
     assert ctx.states.get("p1").payment is None
+
+
+def test_discarding_a_store_retry_copy_resolves_its_original_waiting_for_the_same_notification(
+    functions, ctx, broker, clock
+):
+    """The notification deferred on its last allowed delivery is dead-lettered by that defer and handed over as a
+    store-retry copy (``test_deferred_on_its_last_delivery.py``): two entries wait, the original's (its message in
+    the dead-letter queue) and the copy's, which the alert names. Discarding the copy resolves the original in the
+    same write; before, the original waited on and the order submitted later reported it ``DeferredMessageExpired``
+    to the operator who had just discarded it."""
+    from tests.deferral.test_deferred_on_its_last_delivery import deferred_on_its_last_delivery
+
+    ctx = context_with(ctx, settings=Settings.from_env({}, ORDERLESS_PAYMENT_ALERT_MINUTES="20"))
+    original = deferred_on_its_last_delivery(functions, broker)
+    for _ in range(3):  # the copy (10 s), deferred for the order in its turn; the original's look again
+        clock.advance(ctx.settings.defer_retry_delay)
+        deliver_all(functions, broker)
+    [copy] = deferred_sequence_numbers(broker)
+    assert copy > original
+    assert {e.sequence_number for e in ctx.deferrals.get("p1").waiting()} == {original, copy}
+
+    done = discard_deferred(ctx, "p1", copy, OPERATOR, REASON)
+
+    assert (done.outcome, done.dead_lettered) == ("discarded", True)
+    entries = {e.sequence_number: e for e in ctx.deferrals.get("p1").entries}
+    assert entries[original].status is EntryStatus.DEAD_LETTERED
+    assert entries[original].detail.startswith(f"{DISCARDED}: decided on its copy #{copy}")
+    send(broker, order())
+    deliver_all(functions, broker)
+    clock.advance(ctx.settings.peek_sweep_age + timedelta(minutes=2))
+    deliver_all(functions, broker)
+    peek_sweep(ctx)
+    assert ctx.states.get("p1").payment is None
+    assert [a for a in alerts(broker) if a["kind"] == "DeferredMessageExpired"] == []
+    assert dead_letter_of(broker, copy).reason == DISCARDED

@@ -117,3 +117,15 @@ def test_a_late_record_of_the_same_message_does_not_reopen_a_discard():
     assert with_entry(doc, waiting(), LATER) == doc
     # nor does an expiry found later replace it
     assert with_status(doc, 7, EntryStatus.EXPIRED, LATER, "gone") == doc
+
+
+def test_a_copys_originals_are_resolved_with_it_and_taken_back_with_it():
+    original, other = waiting(3), waiting(4, notification_id="n-2")
+    copy = waiting(9, message_id="n-1:store-retry:1:3:x")
+    doc = discarded(doc_with(original, other, copy), 9, "ops", "refund", LATER, originals=[3, 12])
+    entries = {e.sequence_number: e for e in doc.entries}
+    assert entries[3].status is EntryStatus.DEAD_LETTERED
+    assert entries[3].detail == f"{DISCARDED}: decided on its copy #9, discarded by operator ops"
+    assert entries[4].status is EntryStatus.DEFERRED  # not named: another notification
+    back = discard_taken_back(doc, 9, "ops", LATER)
+    assert {e.sequence_number for e in back.waiting()} == {3, 4, 9}
