@@ -8,7 +8,7 @@ and the counts' queries (all ``WHERE c.processState = ...``) never select it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -91,6 +91,11 @@ class DeferredEntry:
     # When an operator was told that this message has waited ``ORDERLESS_PAYMENT_ALERT_MINUTES`` for an order
     # that has not come (the peek sweep's ``PaymentWithoutOrder`` alert; None: not told). Told once.
     orderless_alerted_at: datetime | None = None
+    # Who discarded this message, waiting for an order that never came, and why (``discarded``: an operator's
+    # ``POST .../deferred/<seq>/discard``, after a refund); empty: not discarded. Its entry is then ``DeadLettered``
+    # ``DiscardedByOperator`` and its message dead-lettered so, never applied to an order submitted later.
+    discarded_by: str = ""
+    discard_reason: str = ""
     # The stored entry's keys this code does not know (a newer version's fields): kept while the entry is
     # changed (``replace``), written back by the store; an entry made anew has none. Never compared.
     unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -383,6 +388,108 @@ def orderless_alerted(doc: DeferralDocument, sequence_number: int, now: datetime
         return doc
     changed = replace(existing, orderless_alerted_at=now)
     entries = [changed if e.sequence_number == sequence_number else e for e in doc.entries]
+    return replace(doc, entries=entries, updated_at=now)
+
+
+# The dead-letter reason (and the entry's ``detail`` code) of a notification an operator discarded.
+DISCARDED = "DiscardedByOperator"
+
+
+def discard_detail(operator: str, reason: str) -> str:
+    """The entry's ``detail`` of a discard, ``<reason code>: <description>`` as every ``DeadLettered`` entry's, so
+    that whoever settles its message as recorded (``deferral.apply.recorded_settlement``: the peek sweep, a
+    ``RetryDeferred``) dead-letters it ``DiscardedByOperator`` with the operator and the reason in the description."""
+    return f"{DISCARDED}: discarded by operator {operator}: {reason}"
+
+
+def why_not_discardable(entry: DeferredEntry) -> str | None:
+    """Why an operator may not discard ``entry``'s message (None: it may). Only a payment notification waiting for
+    an order that has not come (``OrderNotSubmitted``): one waiting for a dependency's retry has its order, and a
+    resolved one was decided already (a discard repeated is ``discarded_as``'s, not this)."""
+    seq = entry.sequence_number
+    if entry.status is not EntryStatus.DEFERRED:
+        how = f" ({entry.detail})" if entry.detail else ""
+        return f"deferred message #{seq} is {entry.status.value} already{how}: nothing to discard"
+    if entry.message_type != "PaymentNotification" or entry.reason is not DeferralReason.ORDER_NOT_SUBMITTED:
+        return (
+            f"deferred message #{seq} is a {entry.message_type} waiting for {entry.reason.value}, not a payment "
+            "notification waiting for its order: it is applied when it is due"
+        )
+    return None
+
+
+def discarded_as(entry: DeferredEntry, operator: str, reason: str) -> bool:
+    """Whether ``entry`` is this very discard, by ``operator`` for ``reason``: posted again (its answer lost)."""
+    return (
+        entry.status is EntryStatus.DEAD_LETTERED and entry.discarded_by == operator and entry.discard_reason == reason
+    )
+
+
+def discarded(
+    doc: DeferralDocument,
+    sequence_number: int,
+    operator: str,
+    reason: str,
+    now: datetime,
+    originals: Sequence[int] = (),
+) -> DeferralDocument:
+    """An operator discards the waiting payment notification ``sequence_number`` (``why_not_discardable`` None):
+    its entry resolved ``DeadLettered`` ``DiscardedByOperator``, who and why kept (``discarded_by``,
+    ``discard_reason``). Written before its message is fetched and dead-lettered, as every outcome is: an order
+    submitted later no longer finds it waiting, the peek sweep no longer tells or expires it, and a message whose
+    dead-lettering is lost is dead-lettered as recorded by whoever finds it still deferred. ``originals``: for a
+    store-retry copy, the entries of the same notification under lower numbers still waiting (their messages were
+    completed when copied, or dead-lettered by a defer on their last delivery), resolved in the same write as
+    decided on the copy, as a copy's decision resolves them (``deferral.tracking.settle_decided``): left waiting,
+    they were reported ``DeferredMessageExpired`` once looked for. An entry that is not discardable now (decided
+    meanwhile, unknown): nothing changes."""
+    existing = doc.entry(sequence_number)
+    if existing is None or why_not_discardable(existing) is not None:
+        return doc
+    changes = {sequence_number: discard_detail(operator, reason)}
+    for seq in originals:
+        original = doc.entry(seq)
+        if original is not None and seq < sequence_number and original.status is EntryStatus.DEFERRED:
+            changes[seq] = f"{DISCARDED}: decided on its copy #{sequence_number}, discarded by operator {operator}"
+    entries = [
+        replace(
+            e,
+            status=EntryStatus.DEAD_LETTERED,
+            updated_at=now,
+            detail=changes[e.sequence_number][:500],
+            discarded_by=operator,
+            discard_reason=reason,
+        )
+        if e.sequence_number in changes
+        else e
+        for e in doc.entries
+    ]
+    return replace(doc, entries=entries, updated_at=now)
+
+
+def discard_taken_back(doc: DeferralDocument, sequence_number: int, operator: str, now: datetime) -> DeferralDocument:
+    """``operator``'s discard of ``sequence_number``, written, is taken back before its message was dead-lettered
+    (its order turned out to exist: its submission may have read the entry waiting just before the discard, and
+    applies it): the entry waits again, as before the discard, and so do the copy's originals resolved with it.
+    Anything else (another outcome written since, such as ``Applied`` by that submission; another operator's
+    discard): unchanged."""
+    existing = doc.entry(sequence_number)
+    if existing is None or existing.status is not EntryStatus.DEAD_LETTERED or existing.discarded_by != operator:
+        return doc
+    on_copy = f"{DISCARDED}: decided on its copy #{sequence_number},"
+    back = {
+        e.sequence_number
+        for e in doc.entries
+        if e.status is EntryStatus.DEAD_LETTERED
+        and e.discarded_by == operator
+        and (e.sequence_number == sequence_number or e.detail.startswith(on_copy))
+    }
+    entries = [
+        replace(e, status=EntryStatus.DEFERRED, updated_at=now, detail="", discarded_by="", discard_reason="")
+        if e.sequence_number in back
+        else e
+        for e in doc.entries
+    ]
     return replace(doc, entries=entries, updated_at=now)
 
 

@@ -18,7 +18,15 @@ cancel is planned at most once an order and is not counted in ``max_actions_per_
 It judges nothing: an action the app refuses (409: the order moved on, the review closed) is counted as
 refused (a compensate of an ``Error`` order refused, past its pivot, is followed by a resubmit); one that met
 an unavailable store (503) or a host restart is tried again a minute or two later, at most ``RETRIES`` times.
-What it did goes in the report's ``operator_actions`` (action -> outcome -> count)."""
+What it did goes in the report's ``operator_actions`` (action -> outcome -> count).
+
+With ``discard_orderless``, it also reads the alert queue (a peek from the last alert it read: nothing is received)
+for ``PaymentWithoutOrder`` alerts, and at a random delay of ``after_s`` after each, having refunded the payment (an
+uncaptured payment: nothing to undo at the simulated provider), discards the notification the alert names
+(``POST ops/orders/{id}/deferred/{seq}/discard``; once an alert, not counted in ``max_actions_per_order``). Its delays
+come from a generator of its own (``seed:operator-discard``), made only then: an operator that does not discard
+draws as before. An order submitted under that id afterwards must not take the payment: the report's
+``discarded_payments_applied``."""
 
 from __future__ import annotations
 
@@ -28,10 +36,12 @@ import json
 import random
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from contracts.names import OPERATOR_ALERTS_QUEUE
+from deferral.sweep import ORDERLESS_ALERT
 from domain.review import REVIEW_REQUESTED
 from domain.states import ProcessState
 from localrun.audit import Transition
@@ -55,9 +65,10 @@ def app_settings(plan: OperatorPlan | None) -> dict[str, str]:
 class _Planned:
     at: datetime
     order_id: str
-    action: str  # resubmit | compensate | review | cancel
+    action: str  # resubmit | compensate | review | cancel | discard
     tries: int = field(default=0, compare=False)
     why: str = field(default="", compare=False)
+    sequence_number: int = field(default=0, compare=False)  # a discard's deferred notification
 
 
 @dataclass(frozen=True)
@@ -81,15 +92,25 @@ def outcome(answer: HttpAnswer) -> str:
 
 class Operator:
     def __init__(
-        self, plan: OperatorPlan, rng: random.Random, host: LocalHost, cancels: random.Random | None = None
+        self,
+        plan: OperatorPlan,
+        rng: random.Random,
+        host: LocalHost,
+        cancels: random.Random | None = None,
+        discards: random.Random | None = None,
     ) -> None:
         """``rng``: the generator of its reactions to failures and reviews; ``cancels``: that of its cancels
-        (needed when ``plan.cancel_rate`` > 0, drawn from only then)."""
+        (needed when ``plan.cancel_rate`` > 0, drawn from only then); ``discards``: that of its discards (needed
+        with ``plan.discard_orderless``)."""
         if plan.cancel_rate > 0 and cancels is None:
             raise ValueError("an operator that cancels needs a generator for its cancels")
+        if plan.discard_orderless and discards is None:
+            raise ValueError("an operator that discards needs a generator for its discards")
         self.plan = plan
         self._rng = rng
         self._cancels = cancels
+        self._discards = discards
+        self._alerts_from = 0  # the alert queue's next sequence number to read (discard_orderless)
         self._host = host
         self._cancel_drawn: set[str] = set()  # orders whose cancel was drawn (at their first write)
         self._planned: list[_Planned] = []
@@ -139,10 +160,40 @@ class Operator:
 
     # --- what it does ---------------------------------------------------------------------------------
 
+    def read_alerts(self, now: datetime) -> None:
+        """With ``discard_orderless``: a discard planned for each ``PaymentWithoutOrder`` alert sent since the last
+        read (peeked from where that read stopped), ``after_s`` from now."""
+        if not self.plan.discard_orderless or self._discards is None:
+            return
+        for alert, seq in self._new_alerts():
+            details = alert.get("details") or {}
+            number, order_id = details.get("sequenceNumber"), alert.get("orderId")
+            if alert.get("kind") == ORDERLESS_ALERT and isinstance(number, int) and isinstance(order_id, str):
+                delay = timedelta(seconds=self._discards.uniform(*self.plan.after_s))
+                why = str(alert.get("alertId", ORDERLESS_ALERT))
+                planned = _Planned(now + delay, order_id, "discard", why=why, sequence_number=number)
+                heapq.heappush(self._planned, planned)
+            self._alerts_from = seq + 1
+
+    def _new_alerts(self) -> list[tuple[dict[str, Any], int]]:
+        found: list[tuple[dict[str, Any], int]] = []
+        # the runner's own reading (``contents``: not counted as the app's peeks), from where the last one stopped
+        for message in self._host.broker.contents(OPERATOR_ALERTS_QUEUE):
+            if int(message.sequence_number) < self._alerts_from:
+                continue
+            try:
+                alert = json.loads(message.body)
+            except ValueError:
+                alert = None
+            found.append((alert if isinstance(alert, dict) else {}, int(message.sequence_number)))
+        return found
+
     def next_due(self) -> datetime | None:
         return self._planned[0].at if self._planned else None
 
     def busy(self) -> bool:
+        if self.plan.discard_orderless and self._new_alerts():
+            return True  # an alert it has not read yet may name a payment to discard
         return bool(self._planned or self._in_flight)
 
     def act(self, now: datetime) -> None:
@@ -158,10 +209,16 @@ class Operator:
             if planned.action == "review":
                 self._send(planned, "read", "GET", f"/api/ops/orders/{planned.order_id}", None)
             else:
-                reason = f"localrun operator: {planned.action} after {planned.why}"
+                reason = (
+                    f"localrun operator: refunded at the provider after {planned.why}"
+                    if planned.action == "discard"
+                    else f"localrun operator: {planned.action} after {planned.why}"
+                )
                 self._send(planned, planned.action, "POST", self._path(planned), {"reason": reason})
 
     def _path(self, planned: _Planned) -> str:
+        if planned.action == "discard":
+            return f"/api/ops/orders/{planned.order_id}/deferred/{planned.sequence_number}/discard"
         return f"/api/ops/orders/{planned.order_id}/{planned.action}"
 
     def _send(self, planned: _Planned, stage: str, method: str, path: str, body: dict[str, Any] | None) -> None:
@@ -207,8 +264,10 @@ class Operator:
         self._count(action, outcome(answer))
         if planned.tries < RETRIES:
             rng = self._cancels if planned.action == "cancel" and self._cancels is not None else self._rng
+            if planned.action == "discard" and self._discards is not None:
+                rng = self._discards
             delay = timedelta(seconds=rng.uniform(*RETRY_AFTER_S))
-            again = _Planned(now + delay, planned.order_id, planned.action, planned.tries + 1, planned.why)
+            again = replace(planned, at=now + delay, tries=planned.tries + 1)
             heapq.heappush(self._planned, again)
 
     def _count(self, action: str, result: str) -> None:

@@ -90,6 +90,7 @@ OPERATOR_KEYS = {
     "max_actions_per_order",
     "cancel_rate",
     "cancel_after_s",
+    "discard_orderless",
 }
 # what the runner's operator answers a review with (``operator.answer_reviews``; null: reviews time out)
 OPERATOR_REVIEW_ANSWERS = ("compensate", "retry", "alternative", "fail")
@@ -161,7 +162,10 @@ class OperatorPlan:
     (``compensate_rate``, drawn after the resubmit); after ``CompensationFailed``, it compensates it again
     (``compensate_rate``); after a review is requested, it answers ``answer_reviews`` (None: it lets the review
     time out). At most ``max_actions_per_order`` actions an order. Apart from those: at a random delay of
-    ``cancel_after_s`` after an order is first written, it cancels it (``cancel_rate``; at most once an order)."""
+    ``cancel_after_s`` after an order is first written, it cancels it (``cancel_rate``; at most once an order);
+    with ``discard_orderless``, at a random delay of ``after_s`` after a ``PaymentWithoutOrder`` alert, it refunds
+    the payment (nothing to undo at the simulated provider: an uncaptured payment) and discards the notification
+    (``POST ops/orders/{id}/deferred/{seq}/discard``; once an alert, not counted in ``max_actions_per_order``)."""
 
     resubmit_rate: float = 0.0
     compensate_rate: float = 0.0
@@ -170,6 +174,7 @@ class OperatorPlan:
     max_actions_per_order: int = 3
     cancel_rate: float = 0.0
     cancel_after_s: tuple[float, float] = (0.0, 300.0)
+    discard_orderless: bool = False
 
 
 @dataclass(frozen=True)
@@ -420,7 +425,10 @@ def _operator(data: Any) -> OperatorPlan:
         raise ProfileError(f"operator.max_actions_per_order must be an integer from 1 to 10, got {most!r}")
     cancel = _rate("operator.cancel_rate", section.get("cancel_rate", 0))
     cancel_after = _seconds_span("operator.cancel_after_s", section.get("cancel_after_s", [0, 300]))
-    return OperatorPlan(resubmit, compensate, answer, after, most, cancel, cancel_after)
+    discard = section.get("discard_orderless", False)
+    if not isinstance(discard, bool):
+        raise ProfileError(f"operator.discard_orderless must be true or false, got {discard!r}")
+    return OperatorPlan(resubmit, compensate, answer, after, most, cancel, cancel_after, discard)
 
 
 def _seconds_span(where: str, value: Any) -> tuple[float, float]:

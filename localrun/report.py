@@ -13,6 +13,7 @@ from typing import Any
 from adapters.remote.simulators.config import SimulatorConfig
 from adapters.remote.simulators.ledger import Ledger
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
+from domain.deferral import DISCARDED
 from domain.states import TERMINAL_STATES, ProcessState
 from domain.timefmt import parse
 from localrun import orderless
@@ -470,6 +471,28 @@ def _stranded_messages(result: SimulationResult, by_order: dict[str, Any], refus
     ]
 
 
+def _discarded_payments_applied(result: SimulationResult, by_order: dict[str, Any]) -> list[str]:
+    """Payment notifications an operator discarded (dead-lettered ``DiscardedByOperator``: refunded, its order never
+    came) that their order took all the same: its state record's payment is that notification (an order submitted
+    under the id afterwards, or one whose submission raced the discard). The payment step captures against the
+    record's payment only, so no capture of a discarded payment can happen without it. From the broker and Cosmos."""
+    taken: list[str] = []
+    for dead in result.broker.dead_letters(ORDERS_QUEUE):
+        if dead.reason != DISCARDED:
+            continue
+        try:
+            body = json.loads(dead.body)
+        except ValueError:
+            continue
+        order_id = body.get("orderId") if isinstance(body, dict) else None
+        if not isinstance(order_id, str):
+            continue
+        payment = (by_order.get(order_id) or {}).get("payment") or {}
+        if payment.get("notificationId") == body.get("notificationId"):
+            taken.append(f"#{dead.sequence_number} for {order_id}")
+    return taken
+
+
 def _silent_failures(
     result: SimulationResult,
     finals: dict[str, str],
@@ -693,6 +716,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     cancels = [(m.order_id, m.at) for m in result.operator_moves if m.action == "cancel"]
     went_on = left_compensation(audit.transitions, finals, cancels)
     stranded = _stranded_messages(result, by_order, rejected)
+    discarded_taken = _discarded_payments_applied(result, by_order)
     unreleased = _unreleased_prepayments(by_order, ledgers, alert_bodies)
     windows = _outage_windows(result)
     # orders needing an operator because of an outage alone (localrun/outages.py), from the runner's evidence
@@ -723,6 +747,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "left_compensation": len(went_on),
         "silent_failures": len(silent),
         "stranded_messages": len(stranded),
+        "discarded_payments_applied": len(discarded_taken),
         "unreleased_prepayments": len(unreleased),
         # orders an outage alone failed, not escalated by MAX_OUTAGE_WAIT_MINUTES by design (localrun/outages.py)
         "outage_only_failures": len(actions.unexpected),
@@ -746,6 +771,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "left_compensation": went_on[:5],
             "silent_failures": silent[:5],
             "stranded_messages": stranded[:5],
+            "discarded_payments_applied": discarded_taken[:5],
             "unreleased_prepayments": unreleased[:5],
             "outage_only_failures": actions.unexpected[:5],
         },

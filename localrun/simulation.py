@@ -373,7 +373,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         operator = None
         if profile.operator is not None:
             cancels = random.Random(f"{config.seed}:operator-cancel") if profile.operator.cancel_rate > 0 else None
-            operator = Operator(profile.operator, random.Random(f"{config.seed}:operator"), host, cancels)
+            discards = random.Random(f"{config.seed}:operator-discard") if profile.operator.discard_orderless else None
+            operator = Operator(profile.operator, random.Random(f"{config.seed}:operator"), host, cancels, discards)
 
         def before_pump() -> None:
             nonlocal seen, restarts, next_restart
@@ -388,6 +389,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 latest[transition.order_id] = transition.after
             if operator is not None:
                 operator.observe(audit.transitions[seen:])
+                operator.read_alerts(now)
                 operator.act(now)
             seen = len(audit.transitions)
             if next_restart is not None and now >= next_restart:

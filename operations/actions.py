@@ -17,7 +17,9 @@ why (the reason), and answers the new state, or why the move is not legal now.
   event from the app's own durable client (``operations.review_answer``). Only an event the extension
   definitely did not queue (the instance is gone) takes the note back; when the raise failed
   ambiguously the note stays (503) and the same answer, posted again, raises the event again (the
-  attempt takes the first answer to its ``reviewId`` and ignores the rest)."""
+  attempt takes the first answer to its ``reviewId`` and ignores the rest);
+- discard: a payment notification deferred for an order that never came, dead-lettered ``DiscardedByOperator``
+  after its entry is resolved so (``deferral.discard``), by the sequence number of its deferral entry."""
 
 from __future__ import annotations
 
@@ -26,9 +28,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
-from adapters.cosmos.mapping import DocumentError
+from adapters.cosmos.errors import EtagMismatch, StoreError, StoreUnavailable
+from adapters.cosmos.mapping import DocumentError, to_document
 from adapters.cosmos.state_store import update_once, update_once_or_reread
+from deferral.discard import discard_deferred as discard
 from dependencies import AppContext
 from domain import transitions
 from domain.compensation import cancellation_not_before, enter_compensation, pivot_passed, undo_pending
@@ -630,3 +633,50 @@ def answered(
             "order": order_row(record),
         },
     )
+
+
+def discard_deferred(ctx: AppContext, order_id: str, seq: int, operator: str, reason: str) -> Reply:
+    """An operator discards the payment notification deferred as ``seq`` for ``order_id``, whose order never came
+    (``deferral.discard``): 200 with the entry as written (``deadLettered``: whether this request dead-lettered the
+    message; false: the peek sweep dead-letters it as recorded), ``repeated`` for the same discard posted again;
+    404 for an entry the order's deferral document does not track; 409 when the order exists (the payment is
+    applied to it), the entry is resolved (or discarded by another operator, or for another reason), is not a
+    payment waiting for its order, or its message is gone, expired or held by a delivery; 503 when the state
+    store or Service Bus fails (post the same discard again: it goes on from what was written)."""
+    try:
+        done = discard(ctx, order_id, seq, operator, reason)
+    except DocumentError as exc:
+        return error(409, f"the deferral document of order {order_id} does not map ({exc}): repair it, then try again")
+    except StoreError as exc:
+        return error(503, f"the state store is unavailable: {exc}; post the same discard again")
+    except Exception as exc:  # the receiver's (ReceiveError), or a settlement's: the entry may be written
+        return error(
+            503,
+            f"Service Bus failed ({type(exc).__name__}: {exc}); if the discard was recorded, the peek sweep "
+            "dead-letters the message as recorded: post the same discard again to finish it now",
+        )
+    if done.outcome == "unknown":
+        return error(404, done.why)
+    if done.outcome in ("refused", "order-exists"):
+        return error(409, done.why)
+    body: dict[str, Any] = {
+        "action": "discard",
+        "by": operator,
+        "orderId": order_id,
+        "sequenceNumber": seq,
+        "entry": None if done.entry is None else to_document(done.entry),
+        "deadLettered": done.dead_lettered,
+    }
+    if done.why:  # the order was submitted meanwhile, and the message dead-lettered as discarded all the same
+        body["note"] = done.why
+    if done.outcome == "repeated":
+        body["repeated"] = True
+        app_event(
+            "OperatorActionRepeated",
+            f"order {order_id}: discard of deferred #{seq} by {operator} posted again; already taken, nothing written",
+            orderId=order_id,
+            operator=operator,
+            action="discard",
+            sequenceNumber=seq,
+        )
+    return json_reply(200, body)

@@ -36,6 +36,7 @@ from operations.web import (
     Reply,
     check_access,
     checked_order_id,
+    checked_sequence_number,
     error,
     json_reply,
     page_size,
@@ -207,6 +208,15 @@ def ops_compensate(req: func.HttpRequest) -> func.HttpResponse:
         lambda ctx, order_id, who, body: actions.compensate(ctx, order_id, who, body.reason, body.undone_by_hand),
         by_hand=True,
     )
+
+
+@bp.route(route="ops/orders/{orderId}/deferred/{sequenceNumber}/discard", methods=["POST"], auth_level=ANONYMOUS)
+def ops_discard_deferred(req: func.HttpRequest) -> func.HttpResponse:
+    def move(ctx: AppContext, order_id: str, who: str, body: ActionBody) -> Reply:
+        seq = checked_sequence_number(req.route_params.get("sequenceNumber"))
+        return seq if isinstance(seq, Reply) else actions.discard_deferred(ctx, order_id, seq, who, body.reason)
+
+    return _act(req, "discard", move)
 
 
 @bp.route(route="ops/orders/{orderId}/review", methods=["POST"], auth_level=ANONYMOUS)

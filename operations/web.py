@@ -105,6 +105,18 @@ def checked_order_id(value: str | None) -> str | Reply:
     return value
 
 
+MAX_SEQUENCE_NUMBER = 2**63 - 1  # a Service Bus sequence number is an int64
+
+
+def checked_sequence_number(value: str | None) -> int | Reply:
+    """A deferred message's sequence number from the route (its deferral entry's ``sequenceNumber``): ASCII digits,
+    1 to 2**63 - 1."""
+    text = value or ""
+    if not (text.isascii() and text.isdigit()) or len(text) > 19 or not 0 < int(text) <= MAX_SEQUENCE_NUMBER:
+        return error(400, "malformed sequence number: the deferred entry's sequenceNumber, 1 to 2**63 - 1")
+    return int(text)
+
+
 def page_size(text: str | None, default: int, maximum: int) -> int | None:
     """The ``pageSize`` query parameter: ASCII digits only (``str.isdigit`` also takes superscripts
     and other digits ``int`` refuses), 1 to ``maximum``; None when it is not one."""

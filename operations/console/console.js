@@ -10,7 +10,8 @@ let listState = ""; // the state of the list shown: its continuation resumes tha
 let listRequest = 0; // the newest list request: an answer to an older one is dropped
 let listPage = 0; // the page of the list shown: the first one is refreshed with the overview, a later one is kept
 let current = null; // the order shown, with its detail
-// The action on screen for confirmation, as confirmed: { action, orderId, reason, decision, reviewId, undoneByHand }.
+// The action on screen for confirmation, as confirmed: { action, orderId, reason, decision, reviewId, undoneByHand,
+// sequenceNumber } (sequenceNumber: the deferred payment notification a discard names).
 // What is posted is this, never the page as it is when Confirm is clicked.
 let pendingAction = null;
 // The compensation log entries of a CompensationFailed order the operator ticked as undone by hand (their seq),
@@ -259,8 +260,33 @@ function actHint(state, d, passed) {
         : "Its next compensation round is due: the supervisor starts it on its next run; ") + "no action applies.";
     case "Processed":
     case "Compensated": return "Settled: no action applies.";
-    default: return "No action applies: the order has no readable state record.";
+    default:
+      return discardable(d).length
+        ? "A payment came for this order and nobody submitted the order. Find the order and resubmit it, or refund the payment; " +
+          "once refunded, give a reason and discard the notification below (Deferred payment notifications): it is dead-lettered " +
+          "DiscardedByOperator, and an order submitted under this id later does not take it."
+        : "No action applies: the order has no readable state record.";
   }
+}
+
+// The deferred payment notifications an operator may discard: waiting for an order that has not come (no order, no
+// state record). Any other entry is decided by the app (the API refuses a discard of it, 409).
+function discardable(d) {
+  if (d.order || d.state || d.stateError) return [];
+  return (d.deferredNotifications || []).filter(e =>
+    e.status === "Deferred" && e.reason === "OrderNotSubmitted" && e.messageType === "PaymentNotification");
+}
+
+// The "Discard" button of a deferred payment notification waiting for an order that never came.
+function discardButton(entry, open) {
+  if (!open.has(entry.sequenceNumber)) return "";
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "discard";
+  button.textContent = "Discard";
+  button.setAttribute("aria-label", "Discard payment notification " + entry.sequenceNumber + " (" + (entry.notificationId || entry.messageId) + ")");
+  button.addEventListener("click", () => askConfirm("discard", entry.sequenceNumber));
+  return button;
 }
 
 // A review nobody answered whose deadline the app's clock has reached: the API refuses any answer (409)
@@ -373,7 +399,8 @@ async function showOrder(orderId, quiet, updatedAt) {
   $("btn-compensate").hidden = !(state === "CompensationFailed" || (state === "Error" && !d.pastPivot));
   $("btn-cancel").hidden = d.pastPivot || !(state === "Pending" || state === "Processing" || state === "Error");
   const anyAction = [...document.querySelectorAll("#action-form [data-action]")].some(b => !b.hidden);
-  $("action-form").hidden = !anyAction; // no reason box where no action applies
+  const discards = new Set(discardable(d).map(e => e.sequenceNumber));
+  $("action-form").hidden = !anyAction && !discards.size; // no reason box where no action applies
   const passed = st.completeBy && d.now && Date.parse(st.completeBy) <= Date.parse(d.now);
   $("act-hint").textContent = actHint(state, d, passed);
   const timeline = $("timeline");
@@ -410,8 +437,9 @@ async function showOrder(orderId, quiet, updatedAt) {
     { title: "Sequence", value: e => e.sequenceNumber },
     { title: "Type", value: e => e.messageType },
     { title: "Status", value: e => e.status },
+    { title: "Reason", value: e => e.reason },
     { title: "Detail", value: e => e.detail || "" },
-  ], d.deferredNotifications || [], "none");
+  ].concat(discards.size ? [{ title: "Action", value: e => discardButton(e, discards) }] : []), d.deferredNotifications || [], "none");
   $("raw").textContent = JSON.stringify({ order: d.order, state: d.state }, null, 2);
   if (!quiet) { $("order-title").tabIndex = -1; $("order-title").focus(); }
 }
@@ -450,7 +478,7 @@ function offerChoices(choices) {
   }
 }
 
-function askConfirm(action) {
+function askConfirm(action, sequenceNumber) {
   const reason = $("reason").value.trim();
   if (!reason) { say("Give a reason first.", true); $("reason").focus(); return; }
   const decision = action === "review" ? document.querySelector("input[name=decision]:checked").value : null;
@@ -459,8 +487,11 @@ function askConfirm(action) {
   // the entries ticked as undone by hand, of the order the operator sees: only a compensate of a CompensationFailed order names them
   const undoneByHand = action === "compensate" && (current.state || {}).processState === "CompensationFailed" && byHand.orderId === current.orderId
     ? [...byHand.seqs].sort((a, b) => a - b) : [];
-  pendingAction = { action: action, orderId: current.orderId, reason: reason, decision: decision, reviewId: reviewId, undoneByHand: undoneByHand };
-  $("confirm-text").textContent = "Confirm: " + (decision ? "answer review " + reviewId + " with “" + decision + "”" : action) + " for order " + current.orderId + byHandNamed(undoneByHand) + "?";
+  const seq = action === "discard" ? sequenceNumber : null;
+  pendingAction = { action: action, orderId: current.orderId, reason: reason, decision: decision, reviewId: reviewId, undoneByHand: undoneByHand, sequenceNumber: seq };
+  const what = decision ? "answer review " + reviewId + " with “" + decision + "”"
+    : seq !== null ? "discard payment notification " + seq + " (dead-lettered, never applied)" : action;
+  $("confirm-text").textContent = "Confirm: " + what + " for order " + current.orderId + byHandNamed(undoneByHand) + "?";
   $("confirm").hidden = false;
   $("confirm-yes").focus();
 }
@@ -492,12 +523,16 @@ async function act() {
     body.reviewId = confirmed.reviewId; // an answer names its review: never taken as the answer to a later one
   }
   if (confirmed.undoneByHand.length) body.undoneByHand = confirmed.undoneByHand;
-  const answer = await api("/orders/" + encodeURIComponent(orderId) + "/" + action, {
+  const target = action === "discard" ? "/deferred/" + encodeURIComponent(confirmed.sequenceNumber) + "/discard" : "/" + action;
+  const answer = await api("/orders/" + encodeURIComponent(orderId) + target, {
     method: "POST",
     headers: { "Content-Type": "application/json", "Accept": "application/json" },
     body: JSON.stringify(body),
   });
-  if (answer.status === 200) {
+  if (answer.status === 200 && action === "discard") {
+    say(discardedText(orderId, confirmed.sequenceNumber, answer.body), false);
+    $("reason").value = "";
+  } else if (answer.status === 200) {
     // the state the answer carries is the one the action left; the page below reloads the order as it is now
     say("Done: " + action + " of " + orderId + " recorded while the order was " + answer.body.order.processState +
       "; below, the order as it is now." + doneHow(answer.body), false);
@@ -513,6 +548,13 @@ async function act() {
   const taken = answer.status === 200 && answer.body && answer.body.order ? answer.body.order.updatedAt : null;
   if (current && current.orderId === orderId) await showOrder(orderId, true, taken);
   $("status").focus(); // the confirmation that had focus is gone: the answer takes it, and is scrolled to
+}
+
+// What a discard's 200 says: dead-lettered now, or left to the peek sweep (written, not fetched here), and why.
+function discardedText(orderId, seq, b) {
+  const how = b.deadLettered ? "dead-lettered DiscardedByOperator now" : "recorded; the peek sweep dead-letters it as recorded";
+  return "Done: discard of payment notification " + seq + " of " + orderId + ": " + how + "." +
+    (b.note ? " " + b.note + "." : "") + (b.repeated ? " It had been taken already: nothing new was written." : "");
 }
 
 function route() {

@@ -145,6 +145,8 @@ def rich_deferral() -> DeferralDocument:
                 retry_due_at=T + timedelta(seconds=31),
                 retry_token="t-8",
                 orderless_alerted_at=T + timedelta(minutes=1),
+                discarded_by="ops@contoso.example",
+                discard_reason="refunded",
             ),
         ],
         updated_at=T + timedelta(seconds=1),
@@ -294,6 +296,8 @@ DEFERRAL_DOCUMENT: dict[str, Any] = {
             "retryDueAt": None,
             "retryToken": "",
             "orderlessAlertedAt": None,
+            "discardedBy": "",
+            "discardReason": "",
         },
         {
             "sequenceNumber": 8,
@@ -311,6 +315,8 @@ DEFERRAL_DOCUMENT: dict[str, Any] = {
             "retryDueAt": "2026-03-04T05:06:38.890123Z",
             "retryToken": "t-8",
             "orderlessAlertedAt": "2026-03-04T05:07:07.890123Z",
+            "discardedBy": "ops@contoso.example",
+            "discardReason": "refunded",
         },
     ],
     "schemaVersion": 1,
@@ -423,7 +429,15 @@ def test_a_deferral_document_and_a_dependency_health_have_exactly_the_documents_
 
 
 def test_a_deferral_entry_stored_before_its_newer_fields_reads_with_their_defaults() -> None:
-    old = ("notificationId", "notificationDigest", "retryDueAt", "retryToken", "orderlessAlertedAt")
+    old = (
+        "notificationId",
+        "notificationDigest",
+        "retryDueAt",
+        "retryToken",
+        "orderlessAlertedAt",
+        "discardedBy",
+        "discardReason",
+    )
     stored_before = {
         **DEFERRAL_DOCUMENT,
         "entries": [{k: v for k, v in e.items() if k not in old} for e in DEFERRAL_DOCUMENT["entries"]],
@@ -432,6 +446,7 @@ def test_a_deferral_entry_stored_before_its_newer_fields_reads_with_their_defaul
     assert [(e.notification_id, e.notification_digest) for e in entries] == [("", ""), ("", "")]
     assert [(e.retry_due_at, e.retry_token) for e in entries] == [(None, ""), (None, "")]
     assert [e.orderless_alerted_at for e in entries] == [None, None]
+    assert [(e.discarded_by, e.discard_reason) for e in entries] == [("", ""), ("", "")]
 
 
 def test_a_deferral_document_stored_before_its_waiting_messages_were_looked_for_reads_with_none() -> None:
