@@ -440,6 +440,9 @@ E2E = "tests/e2e"
 # ``tests/e2e`` (seven simulations of a broken app, about a sixth of that folder's time) that made it the
 # long pole by minutes while this run ended first.
 BESIDE = ("tests/localrun", "tests/operations", "tests/runtime", "tests/e2e/test_invariants_catch_bugs.py")
+# Files of other folders run with ``tests/e2e``: they read its simulations (tests/kept_runs.py: one run of a profile
+# serves its e2e test and the checks of what the app logged in it), which another pytest process would make again.
+WITH_E2E = ("tests/observability/test_events_match_the_record.py",)
 LOG_DIR = ROOT / "out"  # each run beside the terminal's writes out/pytest-NAME.log, printed at the end
 LONG_POLE = "e2e"  # the run that keeps its priority; the others are started ``BESIDE_NICENESS`` lower (Unix)
 BESIDE_NICENESS = 5  # weight 335 against 1024: the long pole's share of two cores is a whole one
@@ -451,10 +454,11 @@ def suite_parts() -> list[tuple[str, list[str]]]:
     in the terminal, the others beside it (the test of ``dev.py`` checks they collect every test once)."""
     beside = [f"--ignore={path}" for path in BESIDE if not path.startswith(f"{E2E}/")]
     e2e_beside = [f"--ignore={path}" for path in BESIDE if path.startswith(f"{E2E}/")]
+    with_e2e = [f"--ignore={path}" for path in WITH_E2E]
     return [
-        ("rest", [f"--ignore={E2E}", *beside]),
+        ("rest", [f"--ignore={E2E}", *beside, *with_e2e]),
         ("beside", [*BESIDE, "-p", "no:cacheprovider"]),
-        ("e2e", [E2E, *e2e_beside, "-p", "no:cacheprovider"]),
+        ("e2e", [E2E, *WITH_E2E, *e2e_beside, "-p", "no:cacheprovider"]),
     ]
 
 

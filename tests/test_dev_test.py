@@ -197,6 +197,11 @@ def test_the_three_runs_collect_every_test_of_the_suite_once(dev):
     assert len(parts) == 3 and all(parts)
     assert len(whole) == len(set(whole))
     assert sorted(test for part in parts for test in part) == sorted(whole)  # each once, in one run only
+    # the tests that read one kept simulation (tests/kept_runs.py) run in one process, which makes it once
+    e2e = parts[[name for name, _ in dev.suite_parts()].index("e2e")]
+    readers = ("tests/e2e/test_fault_profiles.py::", "tests/observability/test_events_match_the_record.py::")
+    assert all(test in e2e for test in whole if test.startswith(readers))
+    assert all(any(test.startswith(r) for test in e2e) for r in readers)
 
 
 @pytest.mark.parametrize("failing", RUNS)

@@ -16,113 +16,26 @@ the answers of the audited store, a claimed create counted as its two moves) and
 
 from __future__ import annotations
 
-import copy
 import gc
 import logging
-import sys
-import traceback
 import weakref
 from collections import Counter
-from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.ids import instance_order_id
-from localrun.profile import Profile
-from localrun.simulation import SimulationConfig, SimulationResult, run_simulation
+from tests.kept_runs import KEPT, Kept, Observed
+from tests.kept_runs import fields as _fields
+from tests.kept_runs import kept_run as observed
 
 pytestmark = pytest.mark.e2e
-PROFILES_DIR = Path(__file__).resolve().parents[2] / "examples" / "profiles"
-# profile -> (orders, seed): small runs, each with the faults it is named for
-PROFILES = {
-    "all-faults": (40, 1),
-    "lock-expiry": (40, 11),
-    "operator-actions": (40, 11),
-    "cosmos-lost-responses": (40, 11),
-    "durable-latency": (40, 11),
-    "stale-reads": (40, 11),
-    "lost-restarts-locks": (40, 11),
-    "operator-cancels": (40, 11),
-    "late-activity-runs": (40, 11),
-    "host-restarts": (40, 11),
-    "cosmos-outage": (40, 11),
-    "prepaid-notifications": (40, 11),
-    "concurrent-notifications": (40, 11),
-}
-# The Durable SDK's code that runs an orchestrator function (each episode replays it from the start).
-ORCHESTRATOR_FRAMES = ("durable_functions/models/TaskOrchestrationExecutor.py",)
+# profile -> (orders, seed): the runs of tests/e2e/test_fault_profiles.py (100 orders each, with the faults it is
+# named for), made once when both files run in one pytest run (dev.py's e2e run; tests/kept_runs.py)
+PROFILES = KEPT
 # What a record must never hold: an order's payload (the runner's orders ship to "<n> Simulation Street" for
 # customers "cust-<n>") or a key (the Cosmos DB emulator's well-known key, a Service Bus or storage key).
 FORBIDDEN = ("Simulation Street", "cust-", "unitPriceCents", "AccountKey=", "SharedAccessKey=", "C2y6yDjf5")
-
-
-class Kept(logging.Handler):
-    """Every record, with whether an orchestrator function was running when it was written.
-
-    What is kept is a copy reduced to text: its message formatted, its exception and any exception among
-    its fields written out. ``observed`` caches each profile's records for the whole session, and a
-    record's exception holds its traceback, whose frames hold the invocation's arguments: the decoded
-    ``uamqp`` messages of the Service Bus triggers, still alive at interpreter exit, where their
-    ``__dealloc__`` logs through a module already torn down ("Error in sys.excepthook", docs/testing.md)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-        self.in_orchestrator: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        record = _as_text(record)
-        self.records.append(record)
-        frame = sys._getframe(1)
-        while frame is not None:
-            if frame.f_code.co_filename.endswith(ORCHESTRATOR_FRAMES):
-                self.in_orchestrator.append(record)
-                break
-            frame = frame.f_back  # type: ignore[assignment]
-
-
-def _as_text(record: logging.LogRecord) -> logging.LogRecord:
-    kept = copy.copy(record)  # the other handlers see the record unchanged
-    kept.msg, kept.args = record.getMessage(), None
-    if record.exc_info:
-        kept.exc_text = record.exc_text or "".join(traceback.format_exception(*record.exc_info))
-        kept.exc_info = None
-    for name, value in _fields(record).items():
-        if isinstance(value, BaseException):
-            setattr(kept, name, repr(value))
-    return kept
-
-
-@dataclass
-class Observed:
-    result: SimulationResult
-    records: list[logging.LogRecord]
-    in_orchestrator: list[logging.LogRecord]
-
-    def events(self, *names: str) -> list[logging.LogRecord]:
-        return [r for r in self.records if getattr(r, "event", None) in names]
-
-
-@cache
-def observed(profile: str) -> Observed:
-    orders, seed = PROFILES[profile]
-    kept = Kept()
-    root = logging.getLogger()
-    level = root.level
-    root.addHandler(kept)
-    root.setLevel(logging.INFO)  # as the Functions worker sets it
-    try:
-        result = run_simulation(
-            SimulationConfig(orders=orders, seed=seed, profile=Profile.load(PROFILES_DIR / f"{profile}.json"))
-        )
-    finally:
-        root.removeHandler(kept)
-        root.setLevel(level)
-    return Observed(result, kept.records, kept.in_orchestrator)
 
 
 def _written(o: Observed) -> Counter[tuple[str, str, str, str]]:
@@ -217,13 +130,6 @@ def test_no_record_carries_an_order_payload_or_a_secret(profile: str) -> None:
         text = f"{r.getMessage()} {_fields(r)}"
         found += [f"{r.name} {getattr(r, 'event', '')}: {word}" for word in FORBIDDEN if word in text]
     assert not found, found[:10]
-
-
-_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
-
-
-def _fields(record: logging.LogRecord) -> dict[str, Any]:
-    return {k: v for k, v in vars(record).items() if k not in _STANDARD}
 
 
 def test_a_kept_record_keeps_no_frame_of_its_exception_alive() -> None:

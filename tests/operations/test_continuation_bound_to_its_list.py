@@ -16,8 +16,8 @@ from urllib.parse import quote
 import pytest
 
 from domain import transitions
+from tests.operations.browser.test_console_unreadable_browser import _console
 from tests.operations.harness import BASE, OpsHarness
-from tests.operations.test_console_unreadable_browser import _console, browser  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cosmos
 
@@ -71,7 +71,7 @@ def test_a_token_of_another_list_is_400_and_each_list_pages_through_itself(ops: 
     assert status == 400, body  # and an Error token for every order's list
 
 
-def test_the_console_never_pages_one_list_with_another_lists_token(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_the_console_never_pages_one_list_with_another_lists_token(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     _orders(ops, processed_after=24)  # every order's first page (25) ends at o-e2; the Error list has one page

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -80,27 +81,18 @@ def test_with_retention_off_nothing_is_purged_nor_said_purged(cosmos_db) -> None
         harness.close()
 
 
-def test_the_console_shows_the_attempt_finished_with_its_history_purged(ops: OpsHarness) -> None:
+def test_the_console_shows_the_attempt_finished_with_its_history_purged(ops: OpsHarness, browser: Any) -> None:
     """The same page in the console, in real headless Chromium (test_console_browser.py)."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    from localrun.browser import LAUNCH_ARGS, MISSING, chromium_path
-    from tests.operations.test_console_unreadable_browser import _console
+    from tests.operations.browser.test_console_unreadable_browser import _console
 
     _completed(ops, "o-old")
     ops.clock.advance_to(ops.clock.now() + timedelta(days=60))
     ops.run_until_idle(limit=timedelta(minutes=1))
-    executable = chromium_path()
-    if executable is None:
-        pytest.fail(MISSING)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=LAUNCH_ARGS, headless=True)
-        try:
-            page = _console(ops, browser)
-            page.evaluate("location.hash = '#/order/o-old'")
-            expect(page.get_by_role("heading", name="Order o-old")).to_be_visible()
-            expect(page.locator("#attempts")).to_contain_text("finished, history purged")
-            expect(page.locator("#attempts")).not_to_contain_text("unknown to Durable")
-            expect(page.locator("#statuses")).to_contain_text("1 purged (DURABLE_HISTORY_RETENTION_DAYS)")
-        finally:
-            browser.close()
+    page = _console(ops, browser)
+    page.evaluate("location.hash = '#/order/o-old'")
+    expect(page.get_by_role("heading", name="Order o-old")).to_be_visible()
+    expect(page.locator("#attempts")).to_contain_text("finished, history purged")
+    expect(page.locator("#attempts")).not_to_contain_text("unknown to Durable")
+    expect(page.locator("#statuses")).to_contain_text("1 purged (DURABLE_HISTORY_RETENTION_DAYS)")

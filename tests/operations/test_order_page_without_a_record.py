@@ -21,8 +21,8 @@ from domain.deferral import (
     document_id,
     rejected,
 )
+from tests.operations.browser.test_console_unreadable_browser import _console
 from tests.operations.harness import BASE, OpsHarness
-from tests.operations.test_console_unreadable_browser import _console, browser  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cosmos
 
@@ -83,7 +83,7 @@ def test_an_id_nothing_knows_is_still_404(ops: OpsHarness) -> None:
     assert ops.get("/api/ops/orders/o-nothing")[0] == 404
 
 
-def test_the_console_shows_the_refusal(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_the_console_shows_the_refusal(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     _refused(ops, "o-refused")

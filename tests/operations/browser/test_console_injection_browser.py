@@ -18,8 +18,8 @@ import pytest
 from adapters.servicebus.sender import OutgoingMessage
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain import transitions
+from tests.operations.browser.test_console_unreadable_browser import _console
 from tests.operations.harness import BASE, OpsHarness
-from tests.operations.test_console_unreadable_browser import _console, browser  # noqa: F401
 
 pytestmark = pytest.mark.cosmos
 
@@ -38,7 +38,7 @@ def _assert_shown_as_text(page: Any, errors: list[str]) -> None:
     assert errors == [], errors
 
 
-def test_markup_in_errors_reasons_names_and_alerts_is_shown_as_text(cosmos_db: Any, browser: Any) -> None:  # noqa: F811
+def test_markup_in_errors_reasons_names_and_alerts_is_shown_as_text(cosmos_db: Any, browser: Any) -> None:
     from playwright.sync_api import expect
 
     ops = OpsHarness(cosmos_db, OPS_LOCAL_PRINCIPAL=f"{NAME}:Orders.Read,Orders.Operate")
@@ -84,7 +84,7 @@ def test_markup_in_errors_reasons_names_and_alerts_is_shown_as_text(cosmos_db: A
 @pytest.mark.parametrize("fragment", ["#/order/%E0%A4%A", "#/order/%", "#/order/%3Cimg%20src%3Dx%3E"])
 def test_an_order_link_that_does_not_decode_or_is_no_order_id_says_so(
     ops: OpsHarness,
-    browser: Any,  # noqa: F811
+    browser: Any,
     fragment: str,
 ) -> None:
     """Found by the red team (session 32) on 36c310f: ``route`` passed the fragment to
@@ -107,7 +107,7 @@ def test_an_order_link_that_does_not_decode_or_is_no_order_id_says_so(
     assert page.locator("img").count() == 0
 
 
-def test_the_console_works_at_its_address_in_any_case(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_the_console_works_at_its_address_in_any_case(ops: OpsHarness, browser: Any) -> None:
     """Found by the red team (session 32) on 36c310f: the route matches ``/api/OPS/Console`` (routes are
     case-insensitive), but the page found the API's address by cutting ``/console`` off its own, case
     sensitively: it asked for ``/api/OPS/Console/summary`` (no such file: 404) and showed nothing."""

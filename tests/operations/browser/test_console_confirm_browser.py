@@ -13,8 +13,8 @@ import pytest
 
 from domain.states import ProcessState
 from orchestrators.names import SCHEDULER
+from tests.operations.browser.test_console_unreadable_browser import _console
 from tests.operations.harness import BASE, OpsHarness, first_review
-from tests.operations.test_console_unreadable_browser import _console, browser  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cosmos
 
@@ -26,7 +26,7 @@ def _state(ops: OpsHarness, order_id: str) -> ProcessState:
     return record.process_state
 
 
-def test_a_confirmation_left_open_never_acts_on_the_next_order_shown(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_a_confirmation_left_open_never_acts_on_the_next_order_shown(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     ops.error("o-first")
@@ -60,7 +60,7 @@ def test_a_confirmation_left_open_never_acts_on_the_next_order_shown(ops: OpsHar
 
 def test_the_review_answer_posted_is_the_one_confirmed(
     ops: OpsHarness,
-    browser: Any,  # noqa: F811
+    browser: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The decision and the reason are taken when the operator asks to confirm: a radio button or the

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
+from tests.operations.browser.test_console_unreadable_browser import _console
 from tests.operations.harness import OpsHarness
-from tests.operations.test_console_unreadable_browser import _console, browser  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cosmos
 
 
-def test_the_overview_list_is_as_current_as_the_counts_beside_it(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_the_overview_list_is_as_current_as_the_counts_beside_it(ops: OpsHarness, browser: Any) -> None:
     """Before: Error 0 above a list still showing the order as Error, until the page was reloaded."""
     from playwright.sync_api import expect
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from tests.operations.browser.test_console_unreadable_browser import _console
 from tests.operations.harness import BASE, OpsHarness
-from tests.operations.test_console_unreadable_browser import _console, browser  # noqa: F401 (a fixture)
 from tests.orchestrators.support import sample_order
 
 pytestmark = pytest.mark.cosmos
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.cosmos
 @pytest.mark.parametrize("prepaid", [True, False])
 def test_the_alternative_is_offered_only_where_a_fallback_can_take_over(
     ops: OpsHarness,
-    browser: Any,  # noqa: F811
+    browser: Any,
     prepaid: bool,
 ) -> None:
     from playwright.sync_api import expect

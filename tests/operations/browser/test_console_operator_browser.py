@@ -16,21 +16,21 @@ import pytest
 from adapters.servicebus.sender import OutgoingMessage
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain import compensation, transitions
+from tests.operations.browser.test_console_unreadable_browser import _console
 from tests.operations.harness import BASE, OpsHarness
-from tests.operations.test_console_unreadable_browser import _console, browser  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cosmos
 
 LONG_ERROR = "reserve-inventory: inventory rejected inventory.reserve order o-wide key o-wide:reserve-inventory-x"
 
 
-def _laptop(ops: OpsHarness, browser: Any) -> Any:  # noqa: F811
+def _laptop(ops: OpsHarness, browser: Any) -> Any:
     page = _console(ops, browser)
     page.set_viewport_size({"width": 1366, "height": 768})
     return page
 
 
-def test_the_overview_tables_stay_in_their_columns_at_1366(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_the_overview_tables_stay_in_their_columns_at_1366(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     assert ops.ctx is not None
@@ -56,7 +56,7 @@ def test_the_overview_tables_stay_in_their_columns_at_1366(ops: OpsHarness, brow
     expect(page.locator("#reviews")).to_contain_text("charge-payment")
 
 
-def test_a_settled_order_says_no_action_applies_and_offers_no_reason_box(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_a_settled_order_says_no_action_applies_and_offers_no_reason_box(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     ops.error("o-done")
@@ -68,7 +68,7 @@ def test_a_settled_order_says_no_action_applies_and_offers_no_reason_box(ops: Op
     expect(page.locator("#reason")).to_be_hidden()  # before: a lone reason box with no button
 
 
-def test_an_order_page_says_what_to_do_and_reads_deadlines_on_the_apps_clock(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_an_order_page_says_what_to_do_and_reads_deadlines_on_the_apps_clock(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     ops.error("o-err")
@@ -92,7 +92,7 @@ def test_an_order_page_says_what_to_do_and_reads_deadlines_on_the_apps_clock(ops
     assert status == 200 and body["now"].startswith(ops.clock.now().isoformat()[:16])
 
 
-def test_after_confirm_the_answer_has_focus_and_is_in_view(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_after_confirm_the_answer_has_focus_and_is_in_view(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     ops.error("o-act")
@@ -108,7 +108,7 @@ def test_after_confirm_the_answer_has_focus_and_is_in_view(ops: OpsHarness, brow
     expect(status).to_be_in_viewport()
 
 
-def test_an_alert_links_to_its_order(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_an_alert_links_to_its_order(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     ops.error("o-alerted")
@@ -120,7 +120,7 @@ def test_an_alert_links_to_its_order(ops: OpsHarness, browser: Any) -> None:  # 
     expect(page.get_by_role("heading", name="Order o-alerted")).to_be_visible()
 
 
-def test_a_stuck_compensation_is_listed_and_links_to_its_order(cosmos_db: Any, browser: Any) -> None:  # noqa: F811
+def test_a_stuck_compensation_is_listed_and_links_to_its_order(cosmos_db: Any, browser: Any) -> None:
     from playwright.sync_api import expect
 
     from tests.operations.test_summary_stuck_compensations import (

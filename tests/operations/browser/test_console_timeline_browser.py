@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from domain import transitions
+from tests.operations.browser.test_console_unreadable_browser import _console
 from tests.operations.harness import BASE, OpsHarness
-from tests.operations.test_console_unreadable_browser import _console, browser  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cosmos
 
 
-def test_the_timeline_reads_its_details_times_and_instances_as_the_page_does(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_the_timeline_reads_its_details_times_and_instances_as_the_page_does(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     assert ops.ctx is not None

@@ -5,13 +5,11 @@ what is wrong, and its order page says so instead of failing. Chromium: see test
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
-from localrun.browser import LAUNCH_ARGS, MISSING, chromium_path
 from orchestrators.names import SCHEDULER
 from tests.operations.harness import BASE, OpsHarness, first_review
 from tests.operations.test_unreadable_documents import poison
@@ -34,21 +32,6 @@ def _console(ops: OpsHarness, browser: Any) -> Any:
     page.route(re.compile(re.escape(BASE) + "/.*"), through_the_runtime)
     page.goto(f"{BASE}/api/ops/console")
     return page
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    executable = chromium_path()
-    if executable is None:
-        pytest.fail(MISSING)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, args=LAUNCH_ARGS, headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 def test_the_console_names_an_unreadable_state_document_and_shows_its_order(

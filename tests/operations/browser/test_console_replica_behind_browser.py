@@ -17,17 +17,16 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.operations.harness import BASE, OpsHarness
-from tests.operations.test_console_unreadable_browser import browser  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cosmos
 
 ORDER = "o-behind"
-CONSOLE_JS = Path(__file__).resolve().parents[2] / "operations" / "console" / "console.js"
+CONSOLE_JS = Path(__file__).resolve().parents[3] / "operations" / "console" / "console.js"
 REFRESH_MS = int(re.search(r"const REFRESH_MS = (\d+);", CONSOLE_JS.read_text()).group(1))  # type: ignore[union-attr]
 PAGE = f"/api/ops/orders/{ORDER}"
 
 
-def _console_behind(ops: OpsHarness, browser: Any, left: list[int], refresh: bool = False) -> Any:  # noqa: F811
+def _console_behind(ops: OpsHarness, browser: Any, left: list[int], refresh: bool = False) -> Any:
     """The console on ``ORDER``'s page; after the first action POST, its next ``left[0]`` GETs of the order page
     (``left`` may be raised meanwhile) are answered with the page as the first GET found it (a replica without
     the action's write). ``refresh``: the page's periodic refresh (every REFRESH_MS) stays on."""
@@ -69,7 +68,7 @@ def _resubmit(ops: OpsHarness, page: Any) -> None:
     page.locator("#confirm-yes").click()
 
 
-def test_a_page_read_a_write_behind_after_an_action_is_read_again(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_a_page_read_a_write_behind_after_an_action_is_read_again(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     ops.error(ORDER)
@@ -81,7 +80,7 @@ def test_a_page_read_a_write_behind_after_an_action_is_read_again(ops: OpsHarnes
     expect(page.get_by_role("status")).not_to_contain_text("does not have that yet")
 
 
-def test_a_page_that_stays_a_write_behind_says_so(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_a_page_that_stays_a_write_behind_says_so(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     ops.error(ORDER)
@@ -93,7 +92,7 @@ def test_a_page_that_stays_a_write_behind_says_so(ops: OpsHarness, browser: Any)
     expect(page.locator("#order-facts")).to_contain_text("Error")
 
 
-def test_a_refresh_read_a_write_behind_leaves_the_newer_page_as_it_is(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_a_refresh_read_a_write_behind_leaves_the_newer_page_as_it_is(ops: OpsHarness, browser: Any) -> None:
     """Once the page shows the resubmit, a refresh served by a replica without it does not put it back to Error."""
     from playwright.sync_api import expect
 

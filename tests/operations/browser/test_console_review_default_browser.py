@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
+from tests.operations.browser.test_console_unreadable_browser import _console
 from tests.operations.harness import BASE, OpsHarness
-from tests.operations.test_console_unreadable_browser import _console, browser  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cosmos
 
 
 def test_the_order_page_says_which_default_is_taken_without_an_answer(
     ops: OpsHarness,
-    browser: Any,  # noqa: F811
+    browser: Any,
 ) -> None:
     from playwright.sync_api import expect
 
@@ -41,7 +41,7 @@ def test_the_order_page_says_which_default_is_taken_without_an_answer(
 
 def test_the_reviews_table_marks_a_passed_deadline(
     ops: OpsHarness,
-    browser: Any,  # noqa: F811
+    browser: Any,
 ) -> None:
     from playwright.sync_api import expect
 

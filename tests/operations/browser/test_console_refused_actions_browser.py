@@ -16,8 +16,8 @@ import pytest
 from domain import compensation, review, transitions
 from domain.compensation import complete_step_logged
 from domain.records import StateRecord
+from tests.operations.browser.test_console_unreadable_browser import _console
 from tests.operations.harness import BASE, OpsHarness
-from tests.operations.test_console_unreadable_browser import _console, browser  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cosmos
 
@@ -38,7 +38,7 @@ def _shipping(ops: OpsHarness, order_id: str) -> StateRecord:
     return ops.ctx.states.replace(replace(shipping, version=record.version))
 
 
-def test_past_the_pivot_the_console_offers_no_cancel_or_compensate(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_past_the_pivot_the_console_offers_no_cancel_or_compensate(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     assert ops.ctx is not None
@@ -66,7 +66,7 @@ def test_past_the_pivot_the_console_offers_no_cancel_or_compensate(ops: OpsHarne
     expect(page.locator("#reason")).to_be_hidden()  # no action applies: no reason box
 
 
-def test_a_review_past_its_deadline_is_not_offered_an_answer(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_a_review_past_its_deadline_is_not_offered_an_answer(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     assert ops.ctx is not None
@@ -91,7 +91,7 @@ def test_a_review_past_its_deadline_is_not_offered_an_answer(ops: OpsHarness, br
     expect(page.locator("#btn-cancel")).to_be_visible()  # a cancel is still taken during the pause
 
 
-def test_a_noted_answer_is_the_only_one_offered_again(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_a_noted_answer_is_the_only_one_offered_again(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     assert ops.ctx is not None
@@ -112,7 +112,7 @@ def test_a_noted_answer_is_the_only_one_offered_again(ops: OpsHarness, browser: 
         expect(page.get_by_label(refused)).to_be_hidden()
 
 
-def test_an_answer_left_to_the_supervisor_says_so(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_an_answer_left_to_the_supervisor_says_so(ops: OpsHarness, browser: Any) -> None:
     """The noted answer posted again once its attempt is gone is 200 ``carriedOutBy: "supervisor"``: the
     console said only "Done", above a page still inviting the operator to answer the same again."""
     from playwright.sync_api import expect

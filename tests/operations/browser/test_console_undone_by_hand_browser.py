@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.operations.browser.test_console_unreadable_browser import _console
 from tests.operations.harness import BASE, OpsHarness
-from tests.operations.test_console_unreadable_browser import _console, browser  # noqa: F401 (a fixture)
 from tests.operations.test_redteam_compensate_undone_by_hand import OPERATOR_NAME, _refund_refused
 
 pytestmark = pytest.mark.cosmos
@@ -35,7 +35,7 @@ def _compensate(page: Any, order_id: str, reason: str, confirmation: str) -> Non
     expect(page.get_by_role("status")).to_contain_text(f"Done: compensate of {order_id}")
 
 
-def test_the_entries_ticked_undone_by_hand_are_posted_with_the_compensate(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_the_entries_ticked_undone_by_hand_are_posted_with_the_compensate(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     _refund_refused(ops, "o-hand")
@@ -57,7 +57,7 @@ def test_the_entries_ticked_undone_by_hand_are_posted_with_the_compensate(ops: O
     expect(page.locator("#complog input.by-hand")).to_have_count(0)
 
 
-def test_a_tick_is_the_order_s_own_and_a_plain_compensate_names_none(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_a_tick_is_the_order_s_own_and_a_plain_compensate_names_none(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     _refund_refused(ops, "o-ticked")
