@@ -1,5 +1,5 @@
 """The console's tests in headless Chromium share one (``chromium``): a launch and its Playwright driver cost about
-1.2 s of CPU, once per test before (33 tests here). Apart from the folder's other tests: while it is open Playwright
+1.2 s of CPU, once per test before (35 tests here). Apart from the folder's other tests: while it is open Playwright
 keeps its event loop running in the thread, where ``asyncio.run`` refuses to start (``launched_chromium``)."""
 
 from __future__ import annotations

@@ -13,14 +13,14 @@ import pytest
 
 from contracts.names import ORDERS_QUEUE
 from domain.deferral import DISCARDED
+from tests.operations.browser.test_console_unreadable_browser import _console
 from tests.operations.harness import BASE, OpsHarness
-from tests.operations.test_console_unreadable_browser import _console, browser  # noqa: F401 (a fixture)
 from tests.operations.test_discard_orderless_payment import GHOST, NOTIFICATION
 
 pytestmark = pytest.mark.cosmos
 
 
-def test_an_orderless_payment_is_discarded_from_its_order_page(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_an_orderless_payment_is_discarded_from_its_order_page(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     ops.send(ORDERS_QUEUE, json.dumps(NOTIFICATION), "n-ghost")
@@ -56,7 +56,7 @@ def test_an_orderless_payment_is_discarded_from_its_order_page(ops: OpsHarness, 
     expect(page.locator("#action-form")).to_be_hidden()
 
 
-def test_an_applied_payment_offers_no_discard(ops: OpsHarness, browser: Any) -> None:  # noqa: F811
+def test_an_applied_payment_offers_no_discard(ops: OpsHarness, browser: Any) -> None:
     from playwright.sync_api import expect
 
     from tests.submission.corpus import order
