@@ -18,7 +18,8 @@ The order of the moves is the app's rule for every outcome (``deferral.apply``):
    written meanwhile stands) and refused: the payment is for a live order, and waits for it (applied by the
    submission, or by the peek sweep if the submission found it discarded and left it). Unless its message left
    the queue in between: a processor that found the entry resolved (the peek sweep) dead-lettered it as recorded,
-   so the discard stands, and the answer says so (resubmit it from the dead-letter queue if it is that order's).
+   so the discard stands, and the answer says so (resubmit it from the dead-letter queue if it is that order's);
+   or the submission applied it and completed its message (``Applied`` over the discard): refused, saying so.
 4. The message is fetched by sequence number and dead-lettered. A crash or a receiver failure here leaves the
    entry resolved and the message deferred: the peek sweep dead-letters it as recorded, or the same discard
    posted again does. Dead-lettering first and recording second would leave, after a crash between them, a
@@ -101,13 +102,19 @@ def discard_deferred(ctx: AppContext, order_id: str, seq: int, operator: str, re
         if exists and peek_at(receiver, seq) is not None:
             back = update_deferrals(ctx.deferrals, order_id, lambda d: discard_taken_back(d, seq, operator, now), now)
             return Discard("order-exists", f"{exists} (submitted while you discarded: taken back)", back.entry(seq))
+        if exists:  # gone from the queue meanwhile: dead-lettered as recorded (the peek sweep), or applied
+            now_doc = ctx.deferrals.get(order_id)
+            settled = now_doc.entry(seq) if now_doc is not None else None
+            if settled is None or not discarded_as(settled, operator, reason):  # its submission applied it
+                return Discard("order-exists", f"{exists} (submitted while you discarded: {_APPLIED})", settled)
+            _logged(order_id, settled)
+            return Discard("recorded", f"{exists}, submitted while you discarded: {_STANDS}", settled)
         _logged(order_id, mine)
-        if exists:  # gone from the queue meanwhile: dead-lettered as recorded (the peek sweep), the discard stands
-            return Discard("recorded", f"{exists}, submitted while you discarded: {_STANDS}", mine)
         dead = _dead_letter(receiver, mine)
         return Discard("discarded" if dead else "recorded", entry=mine, dead_lettered=dead)
 
 
+_APPLIED = "its submission applied the payment and completed its message: nothing was discarded"
 _STANDS = (
     "its message was dead-lettered as discarded meanwhile and the discard stands; if the payment is for that order, "
     "look at the order's payment (a submission may have applied it just before) and, if it has none, resubmit the "

@@ -330,3 +330,41 @@ def test_discarding_a_store_retry_copy_resolves_its_original_waiting_for_the_sam
     assert ctx.states.get("p1").payment is None
     assert [a for a in alerts(broker) if a["kind"] == "DeferredMessageExpired"] == []
     assert dead_letter_of(broker, copy).reason == DISCARDED
+
+
+def test_a_discard_whose_payment_a_submission_applied_meanwhile_says_so_and_does_not_stand(
+    functions, ctx, broker, clock
+):
+    """The order's submission wrote its state record and read the entry waiting just before the discard's write, then
+    applied the payment (``Applied`` replaces the discard, as the truth about a payment) and completed its message,
+    all before the discard's second look. Found the order and the message gone, the discard answered that it stood,
+    its message dead-lettered as discarded (and logged ``DeferredDiscarded``), while the order had taken the payment
+    and its message was completed: the operator was told the opposite of what happened."""
+    import json
+
+    from contracts.messages import OrderSubmitted
+    from contracts.parsing import parse
+    from deferral.recovery import recover_for_order
+
+    ctx, seq = orderless(functions, ctx, broker, clock)
+    SEQ[0] = seq
+    read_before = ctx.deferrals.get("p1")  # what the submission read, the entry waiting
+
+    def submission_applies_what_it_read() -> None:
+        submitted = parse(json.dumps(order()).encode(), {"OrderSubmitted": OrderSubmitted})
+        ctx.orders.create_or_verify(submitted.order_document())
+        ctx.states.create(transitions.new_record("p1", None, clock.now()))
+        recovered = recover_for_order(ctx, "p1", read_before, [])
+        assert recovered.applied == 1
+
+    log = ctx.deferrals
+    racing = context_with(ctx, deferrals=SubmitsAround(log, submission_applies_what_it_read, "after"))
+    done = discard_deferred(racing, "p1", seq, OPERATOR, REASON)
+    ctx = context_with(racing, deferrals=log)
+
+    assert ctx.states.get("p1").payment.sequence_number == seq
+    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.APPLIED
+    assert not [d for d in broker.dead_letters(ORDERS_QUEUE) if d.reason == DISCARDED]
+    assert done.outcome == "order-exists", done
+    assert "applied" in done.why and "stands" not in done.why
+    assert done.entry is not None and done.entry.status is EntryStatus.APPLIED
