@@ -8,7 +8,7 @@ The order of the moves is the app's rule for every outcome (``deferral.apply``):
 1. The entry is read, the order looked for (its state record: the submission writes it before it reads the
    deferral document), and the message peeked at (no lock, no delivery counted): a message
    gone, expired or held by a delivery is not discarded, and nothing is written (a message gone is accounted for
-   as anywhere else, ``account_for_absent``).
+   as anywhere else, ``account_for_absent``, unless its store-retry copy waits: that one is named to discard).
 2. The entry is resolved ``DeadLettered`` ``DiscardedByOperator`` (``domain.deferral.discarded``), a conditional
    write. From then on nothing applies it: a submission of the order applies only waiting entries, the peek
    sweep neither tells (``PaymentWithoutOrder``) nor expires a resolved one, and finds its message, if still
@@ -83,6 +83,9 @@ def discard_deferred(ctx: AppContext, order_id: str, seq: int, operator: str, re
         if exists:
             return Discard("order-exists", exists, entry)
         peeked = peek_at(receiver, seq)
+        copies = _copies(doc, entry) if peeked is None and doc is not None else []
+        if copies:  # the original of a waiting store-retry copy: the copy is the message to discard
+            return Discard("refused", _COPY_WAITS.format(seq=seq, copy=copies[0]), entry)
         absent = _not_here(ctx, receiver, order_id, entry, peeked)
         if absent is not None:
             return Discard("refused", absent, entry)
@@ -156,6 +159,25 @@ def _originals(doc: DeferralDocument, copy: DeferredEntry) -> list[int]:
         if e.sequence_number < copy.sequence_number
         and e.notification_digest
         and e.carries(copy.notification_id, copy.notification_digest)
+    ]
+
+
+_COPY_WAITS = (
+    "deferred message #{seq} is not on the orders queue, and the same notification waits as #{copy} (its store-retry "
+    "copy, which decides it): discard #{copy} instead (a copy's discard resolves its original with it)"
+)
+
+
+def _copies(doc: DeferralDocument, original: DeferredEntry) -> list[int]:
+    """The entries still waiting for the notification of ``original`` under higher numbers: its store-retry copies
+    (``_originals`` the other way round). Its message gone, the original waits for a copy's decision: accounted for
+    as gone instead, it was resolved ``Expired`` and paged ``DeferredMessageExpired`` while its copy still waited."""
+    return [
+        e.sequence_number
+        for e in doc.waiting()
+        if e.sequence_number > original.sequence_number
+        and original.notification_digest
+        and e.carries(original.notification_id, original.notification_digest)
     ]
 
 

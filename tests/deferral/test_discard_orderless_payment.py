@@ -368,3 +368,33 @@ def test_a_discard_whose_payment_a_submission_applied_meanwhile_says_so_and_does
     assert done.outcome == "order-exists", done
     assert "applied" in done.why and "stands" not in done.why
     assert done.entry is not None and done.entry.status is EntryStatus.APPLIED
+
+
+def test_discarding_the_original_of_a_waiting_store_retry_copy_names_the_copy_and_pages_nobody(
+    functions, ctx, broker, clock
+):
+    """Both entries of one notification wait, the original's (its message dead-lettered by the defer on its last
+    delivery) and its store-retry copy's, and the console offers a Discard on each. The original's, discarded first,
+    was accounted for as a message gone: resolved ``Expired`` and a ``DeferredMessageExpired`` alert paged for a
+    payment whose copy still waited (the false alert the discard of a copy resolves its originals to avoid)."""
+    from tests.deferral.test_deferred_on_its_last_delivery import deferred_on_its_last_delivery
+
+    ctx = context_with(ctx, settings=Settings.from_env({}, ORDERLESS_PAYMENT_ALERT_MINUTES="20"))
+    original = deferred_on_its_last_delivery(functions, broker)
+    for _ in range(3):
+        clock.advance(ctx.settings.defer_retry_delay)
+        deliver_all(functions, broker)
+    [copy] = deferred_sequence_numbers(broker)
+    clock.advance(ctx.settings.peek_sweep_age + timedelta(minutes=1))  # both entries old: what the alert came after
+
+    done = discard_deferred(ctx, "p1", original, OPERATOR, REASON)
+
+    assert done.outcome == "refused" and f"#{copy}" in done.why, done
+    assert [a for a in alerts(broker) if a["kind"] == "DeferredMessageExpired"] == []
+    entries = {e.sequence_number: e for e in ctx.deferrals.get("p1").entries}
+    assert entries[original].status is EntryStatus.DEFERRED
+    assert entries[copy].status is EntryStatus.DEFERRED
+    # the copy, discarded as the answer says, takes its original with it
+    assert discard_deferred(ctx, "p1", copy, OPERATOR, REASON).outcome == "discarded"
+    assert ctx.deferrals.get("p1").entry(original).status is EntryStatus.DEAD_LETTERED
+    assert [a for a in alerts(broker) if a["kind"] == "DeferredMessageExpired"] == []
