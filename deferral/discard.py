@@ -19,7 +19,9 @@ The order of the moves is the app's rule for every outcome (``deferral.apply``):
    submission, or by the peek sweep if the submission found it discarded and left it). Unless its message left
    the queue in between: a processor that found the entry resolved (the peek sweep) dead-lettered it as recorded,
    so the discard stands, and the answer says so (resubmit it from the dead-letter queue if it is that order's);
-   or the submission applied it and completed its message (``Applied`` over the discard): refused, saying so.
+   or the submission applied it and completed its message (``Applied`` over the discard): refused, saying so. Taken
+   back, the message is looked for once more: gone (a peek sweep that read the discard dead-lettered it as recorded),
+   the discard is written again and stands, rather than an entry waiting for a message in the dead-letter queue.
 4. The message is fetched by sequence number and dead-lettered. A crash or a receiver failure here leaves the
    entry resolved and the message deferred: the peek sweep dead-letters it as recorded, or the same discard
    posted again does. Dead-lettering first and recording second would leave, after a crash between them, a
@@ -104,7 +106,16 @@ def discard_deferred(ctx: AppContext, order_id: str, seq: int, operator: str, re
         exists = _order_exists(ctx, order_id)
         if exists and peek_at(receiver, seq) is not None:
             back = update_deferrals(ctx.deferrals, order_id, lambda d: discard_taken_back(d, seq, operator, now), now)
-            return Discard("order-exists", f"{exists} (submitted while you discarded: taken back)", back.entry(seq))
+            waits = back.entry(seq)
+            if waits is None or waits.status is not EntryStatus.DEFERRED or peek_at(receiver, seq) is not None:
+                return Discard("order-exists", f"{exists} (submitted while you discarded: taken back)", waits)
+            # gone as it was taken back: a peek sweep that read it discarded dead-lettered it as recorded. Left
+            # waiting, the entry would wait for a message in the dead-letter queue: the discard is written again
+            again = update_deferrals(ctx.deferrals, order_id, change, now).entry(seq)
+            if again is None or not discarded_as(again, operator, reason):
+                return Discard("order-exists", f"{exists} (submitted while you discarded: taken back)", again)
+            _logged(order_id, again)
+            return Discard("recorded", f"{exists}, submitted while you discarded: {_STANDS}", again)
         if exists:  # gone from the queue meanwhile: dead-lettered as recorded (the peek sweep), or applied
             now_doc = ctx.deferrals.get(order_id)
             settled = now_doc.entry(seq) if now_doc is not None else None

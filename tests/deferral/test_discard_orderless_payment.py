@@ -398,3 +398,55 @@ def test_discarding_the_original_of_a_waiting_store_retry_copy_names_the_copy_an
     assert discard_deferred(ctx, "p1", copy, OPERATOR, REASON).outcome == "discarded"
     assert ctx.deferrals.get("p1").entry(original).status is EntryStatus.DEAD_LETTERED
     assert [a for a in alerts(broker) if a["kind"] == "DeferredMessageExpired"] == []
+
+
+class SweepSettlesAtTheTakeBack:
+    """The deferral log where the order's submission is delivered right after the discard's write (it finds the entry
+    discarded and leaves it), and the peek sweep, which read the entry discarded before the discard took itself back,
+    dead-letters its message as recorded right after the take-back's write."""
+
+    def __init__(self, inner: Any, broker: Any, submit: Any) -> None:
+        self.inner, self.broker, self.submit = inner, broker, submit
+        self.discarded: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def save(self, doc: Any) -> Any:
+        from deferral.apply import settle_as_recorded
+
+        entry = doc.entry(SEQ[0])
+        saved = self.inner.save(doc)
+        if entry is not None and entry.discarded_by == OPERATOR and self.discarded is None:
+            self.discarded = entry
+            self.submit()
+        elif entry is not None and entry.status is EntryStatus.DEFERRED and self.discarded is not None:
+            with self.broker.deferred_store.open(ORDERS_QUEUE) as receiver:  # the sweep, as it read the entry
+                assert settle_as_recorded(receiver, self.discarded)
+        return saved
+
+
+def test_a_discard_whose_message_the_sweep_dead_lettered_as_it_was_taken_back_stands_and_says_so(
+    functions, ctx, broker, clock
+):
+    """Taken back (its order found), the discard left the entry waiting while the peek sweep, which had read it
+    discarded, dead-lettered its message ``DiscardedByOperator``: the payment was in the dead-letter queue, its entry
+    waiting for a message that was gone (the order waiting for a payment that never came), and the operator was told
+    409, the payment applied to the order. The discard looks at the queue again after the take-back."""
+    ctx, seq = orderless(functions, ctx, broker, clock)
+    SEQ[0] = seq
+
+    def submit() -> None:
+        send(broker, order())
+        deliver_all(functions, broker)
+
+    log = ctx.deferrals
+    racing = context_with(ctx, deferrals=SweepSettlesAtTheTakeBack(log, broker, submit))
+    done = discard_deferred(racing, "p1", seq, OPERATOR, REASON)
+    ctx = context_with(racing, deferrals=log)
+
+    assert dead_letter_of(broker, seq).reason == DISCARDED
+    entry = ctx.deferrals.get("p1").entry(seq)
+    assert entry.status is EntryStatus.DEAD_LETTERED and entry.discarded_by == OPERATOR, entry
+    assert (done.outcome, done.dead_lettered) == ("recorded", False), done
+    assert "discard stands" in done.why and "resubmit" in done.why
