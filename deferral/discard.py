@@ -8,7 +8,7 @@ The order of the moves is the app's rule for every outcome (``deferral.apply``):
 1. The entry is read, the order looked for (its state record: the submission writes it before it reads the
    deferral document), and the message peeked at (no lock, no delivery counted): a message
    gone, expired or held by a delivery is not discarded, and nothing is written (a message gone is accounted for
-   as anywhere else, ``account_for_absent``).
+   as anywhere else, ``account_for_absent``, unless its store-retry copy waits: that one is named to discard).
 2. The entry is resolved ``DeadLettered`` ``DiscardedByOperator`` (``domain.deferral.discarded``), a conditional
    write. From then on nothing applies it: a submission of the order applies only waiting entries, the peek
    sweep neither tells (``PaymentWithoutOrder``) nor expires a resolved one, and finds its message, if still
@@ -18,7 +18,10 @@ The order of the moves is the app's rule for every outcome (``deferral.apply``):
    written meanwhile stands) and refused: the payment is for a live order, and waits for it (applied by the
    submission, or by the peek sweep if the submission found it discarded and left it). Unless its message left
    the queue in between: a processor that found the entry resolved (the peek sweep) dead-lettered it as recorded,
-   so the discard stands, and the answer says so (resubmit it from the dead-letter queue if it is that order's).
+   so the discard stands, and the answer says so (resubmit it from the dead-letter queue if it is that order's);
+   or the submission applied it and completed its message (``Applied`` over the discard): refused, saying so. Taken
+   back, the message is looked for once more: gone (a peek sweep that read the discard dead-lettered it as recorded),
+   the discard is written again and stands, rather than an entry waiting for a message in the dead-letter queue.
 4. The message is fetched by sequence number and dead-lettered. A crash or a receiver failure here leaves the
    entry resolved and the message deferred: the peek sweep dead-letters it as recorded, or the same discard
    posted again does. Dead-lettering first and recording second would leave, after a crash between them, a
@@ -82,6 +85,9 @@ def discard_deferred(ctx: AppContext, order_id: str, seq: int, operator: str, re
         if exists:
             return Discard("order-exists", exists, entry)
         peeked = peek_at(receiver, seq)
+        copies = _copies(doc, entry) if peeked is None and doc is not None else []
+        if copies:  # the original of a waiting store-retry copy: the copy is the message to discard
+            return Discard("refused", _COPY_WAITS.format(seq=seq, copy=copies[0]), entry)
         absent = _not_here(ctx, receiver, order_id, entry, peeked)
         if absent is not None:
             return Discard("refused", absent, entry)
@@ -100,14 +106,29 @@ def discard_deferred(ctx: AppContext, order_id: str, seq: int, operator: str, re
         exists = _order_exists(ctx, order_id)
         if exists and peek_at(receiver, seq) is not None:
             back = update_deferrals(ctx.deferrals, order_id, lambda d: discard_taken_back(d, seq, operator, now), now)
-            return Discard("order-exists", f"{exists} (submitted while you discarded: taken back)", back.entry(seq))
+            waits = back.entry(seq)
+            if waits is None or waits.status is not EntryStatus.DEFERRED or peek_at(receiver, seq) is not None:
+                return Discard("order-exists", f"{exists} (submitted while you discarded: taken back)", waits)
+            # gone as it was taken back: a peek sweep that read it discarded dead-lettered it as recorded. Left
+            # waiting, the entry would wait for a message in the dead-letter queue: the discard is written again
+            again = update_deferrals(ctx.deferrals, order_id, change, now).entry(seq)
+            if again is None or not discarded_as(again, operator, reason):
+                return Discard("order-exists", f"{exists} (submitted while you discarded: taken back)", again)
+            _logged(order_id, again)
+            return Discard("recorded", f"{exists}, submitted while you discarded: {_STANDS}", again)
+        if exists:  # gone from the queue meanwhile: dead-lettered as recorded (the peek sweep), or applied
+            now_doc = ctx.deferrals.get(order_id)
+            settled = now_doc.entry(seq) if now_doc is not None else None
+            if settled is None or not discarded_as(settled, operator, reason):  # its submission applied it
+                return Discard("order-exists", f"{exists} (submitted while you discarded: {_APPLIED})", settled)
+            _logged(order_id, settled)
+            return Discard("recorded", f"{exists}, submitted while you discarded: {_STANDS}", settled)
         _logged(order_id, mine)
-        if exists:  # gone from the queue meanwhile: dead-lettered as recorded (the peek sweep), the discard stands
-            return Discard("recorded", f"{exists}, submitted while you discarded: {_STANDS}", mine)
         dead = _dead_letter(receiver, mine)
         return Discard("discarded" if dead else "recorded", entry=mine, dead_lettered=dead)
 
 
+_APPLIED = "its submission applied the payment and completed its message: nothing was discarded"
 _STANDS = (
     "its message was dead-lettered as discarded meanwhile and the discard stands; if the payment is for that order, "
     "look at the order's payment (a submission may have applied it just before) and, if it has none, resubmit the "
@@ -149,6 +170,25 @@ def _originals(doc: DeferralDocument, copy: DeferredEntry) -> list[int]:
         if e.sequence_number < copy.sequence_number
         and e.notification_digest
         and e.carries(copy.notification_id, copy.notification_digest)
+    ]
+
+
+_COPY_WAITS = (
+    "deferred message #{seq} is not on the orders queue, and the same notification waits as #{copy} (its store-retry "
+    "copy, which decides it): discard #{copy} instead (a copy's discard resolves its original with it)"
+)
+
+
+def _copies(doc: DeferralDocument, original: DeferredEntry) -> list[int]:
+    """The entries still waiting for the notification of ``original`` under higher numbers: its store-retry copies
+    (``_originals`` the other way round). Its message gone, the original waits for a copy's decision: accounted for
+    as gone instead, it was resolved ``Expired`` and paged ``DeferredMessageExpired`` while its copy still waited."""
+    return [
+        e.sequence_number
+        for e in doc.waiting()
+        if e.sequence_number > original.sequence_number
+        and original.notification_digest
+        and e.carries(original.notification_id, original.notification_digest)
     ]
 
 

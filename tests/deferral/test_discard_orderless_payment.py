@@ -330,3 +330,123 @@ def test_discarding_a_store_retry_copy_resolves_its_original_waiting_for_the_sam
     assert ctx.states.get("p1").payment is None
     assert [a for a in alerts(broker) if a["kind"] == "DeferredMessageExpired"] == []
     assert dead_letter_of(broker, copy).reason == DISCARDED
+
+
+def test_a_discard_whose_payment_a_submission_applied_meanwhile_says_so_and_does_not_stand(
+    functions, ctx, broker, clock
+):
+    """The order's submission wrote its state record and read the entry waiting just before the discard's write, then
+    applied the payment (``Applied`` replaces the discard, as the truth about a payment) and completed its message,
+    all before the discard's second look. Found the order and the message gone, the discard answered that it stood,
+    its message dead-lettered as discarded (and logged ``DeferredDiscarded``), while the order had taken the payment
+    and its message was completed: the operator was told the opposite of what happened."""
+    import json
+
+    from contracts.messages import OrderSubmitted
+    from contracts.parsing import parse
+    from deferral.recovery import recover_for_order
+
+    ctx, seq = orderless(functions, ctx, broker, clock)
+    SEQ[0] = seq
+    read_before = ctx.deferrals.get("p1")  # what the submission read, the entry waiting
+
+    def submission_applies_what_it_read() -> None:
+        submitted = parse(json.dumps(order()).encode(), {"OrderSubmitted": OrderSubmitted})
+        ctx.orders.create_or_verify(submitted.order_document())
+        ctx.states.create(transitions.new_record("p1", None, clock.now()))
+        recovered = recover_for_order(ctx, "p1", read_before, [])
+        assert recovered.applied == 1
+
+    log = ctx.deferrals
+    racing = context_with(ctx, deferrals=SubmitsAround(log, submission_applies_what_it_read, "after"))
+    done = discard_deferred(racing, "p1", seq, OPERATOR, REASON)
+    ctx = context_with(racing, deferrals=log)
+
+    assert ctx.states.get("p1").payment.sequence_number == seq
+    assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.APPLIED
+    assert not [d for d in broker.dead_letters(ORDERS_QUEUE) if d.reason == DISCARDED]
+    assert done.outcome == "order-exists", done
+    assert "applied" in done.why and "stands" not in done.why
+    assert done.entry is not None and done.entry.status is EntryStatus.APPLIED
+
+
+def test_discarding_the_original_of_a_waiting_store_retry_copy_names_the_copy_and_pages_nobody(
+    functions, ctx, broker, clock
+):
+    """Both entries of one notification wait, the original's (its message dead-lettered by the defer on its last
+    delivery) and its store-retry copy's, and the console offers a Discard on each. The original's, discarded first,
+    was accounted for as a message gone: resolved ``Expired`` and a ``DeferredMessageExpired`` alert paged for a
+    payment whose copy still waited (the false alert the discard of a copy resolves its originals to avoid)."""
+    from tests.deferral.test_deferred_on_its_last_delivery import deferred_on_its_last_delivery
+
+    ctx = context_with(ctx, settings=Settings.from_env({}, ORDERLESS_PAYMENT_ALERT_MINUTES="20"))
+    original = deferred_on_its_last_delivery(functions, broker)
+    for _ in range(3):
+        clock.advance(ctx.settings.defer_retry_delay)
+        deliver_all(functions, broker)
+    [copy] = deferred_sequence_numbers(broker)
+    clock.advance(ctx.settings.peek_sweep_age + timedelta(minutes=1))  # both entries old: what the alert came after
+
+    done = discard_deferred(ctx, "p1", original, OPERATOR, REASON)
+
+    assert done.outcome == "refused" and f"#{copy}" in done.why, done
+    assert [a for a in alerts(broker) if a["kind"] == "DeferredMessageExpired"] == []
+    entries = {e.sequence_number: e for e in ctx.deferrals.get("p1").entries}
+    assert entries[original].status is EntryStatus.DEFERRED
+    assert entries[copy].status is EntryStatus.DEFERRED
+    # the copy, discarded as the answer says, takes its original with it
+    assert discard_deferred(ctx, "p1", copy, OPERATOR, REASON).outcome == "discarded"
+    assert ctx.deferrals.get("p1").entry(original).status is EntryStatus.DEAD_LETTERED
+    assert [a for a in alerts(broker) if a["kind"] == "DeferredMessageExpired"] == []
+
+
+class SweepSettlesAtTheTakeBack:
+    """The deferral log where the order's submission is delivered right after the discard's write (it finds the entry
+    discarded and leaves it), and the peek sweep, which read the entry discarded before the discard took itself back,
+    dead-letters its message as recorded right after the take-back's write."""
+
+    def __init__(self, inner: Any, broker: Any, submit: Any) -> None:
+        self.inner, self.broker, self.submit = inner, broker, submit
+        self.discarded: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def save(self, doc: Any) -> Any:
+        from deferral.apply import settle_as_recorded
+
+        entry = doc.entry(SEQ[0])
+        saved = self.inner.save(doc)
+        if entry is not None and entry.discarded_by == OPERATOR and self.discarded is None:
+            self.discarded = entry
+            self.submit()
+        elif entry is not None and entry.status is EntryStatus.DEFERRED and self.discarded is not None:
+            with self.broker.deferred_store.open(ORDERS_QUEUE) as receiver:  # the sweep, as it read the entry
+                assert settle_as_recorded(receiver, self.discarded)
+        return saved
+
+
+def test_a_discard_whose_message_the_sweep_dead_lettered_as_it_was_taken_back_stands_and_says_so(
+    functions, ctx, broker, clock
+):
+    """Taken back (its order found), the discard left the entry waiting while the peek sweep, which had read it
+    discarded, dead-lettered its message ``DiscardedByOperator``: the payment was in the dead-letter queue, its entry
+    waiting for a message that was gone (the order waiting for a payment that never came), and the operator was told
+    409, the payment applied to the order. The discard looks at the queue again after the take-back."""
+    ctx, seq = orderless(functions, ctx, broker, clock)
+    SEQ[0] = seq
+
+    def submit() -> None:
+        send(broker, order())
+        deliver_all(functions, broker)
+
+    log = ctx.deferrals
+    racing = context_with(ctx, deferrals=SweepSettlesAtTheTakeBack(log, broker, submit))
+    done = discard_deferred(racing, "p1", seq, OPERATOR, REASON)
+    ctx = context_with(racing, deferrals=log)
+
+    assert dead_letter_of(broker, seq).reason == DISCARDED
+    entry = ctx.deferrals.get("p1").entry(seq)
+    assert entry.status is EntryStatus.DEAD_LETTERED and entry.discarded_by == OPERATOR, entry
+    assert (done.outcome, done.dead_lettered) == ("recorded", False), done
+    assert "discard stands" in done.why and "resubmit" in done.why
