@@ -3,7 +3,7 @@ interpreter exactly as the Functions Python worker does at start-up (``load_bind
 ``handle_event.index_functions``), and prints one JSON line: the functions it indexed, or the error
 that failed indexing (``FunctionLoadError`` for a signature the worker refuses).
 ``index_with_runtime(app_dir, python)`` runs it and returns that line, decoded; with ``env`` the indexer
-sees only those environment variables, and with ``isolated`` it runs as a file in isolated mode
+sees only those environment variables (and ``TMPDIR``), and with ``isolated`` it runs as a file in isolated mode
 (``python -I``) from the app directory, so nothing but the app directory and the interpreter's own
 packages can be imported (not this repository's local-only code)."""
 
@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,11 @@ def index_with_runtime(
             [python, "-m", "tests.runtime.index_with_runtime", str(app_dir)],
             Path(__file__).resolve().parents[2],
         )
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
+    # With a connection string among the settings the app starts the Azure Monitor exporters, whose offline store goes
+    # under the temp directory (Microsoft-AzureMonitor-<hash>, a new one for every app directory): one of its own here.
+    with tempfile.TemporaryDirectory(prefix="index-with-runtime-") as temp:
+        variables = {**(os.environ if env is None else env), "TMPDIR": temp}
+        done = subprocess.run(command, cwd=cwd, env=variables, capture_output=True, text=True, timeout=300, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     assert lines, f"no result from the indexer:\n{done.stdout}\n{done.stderr}"
     result: dict[str, Any] = json.loads(lines[-1])
