@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from domain.workflow import AGENTS
+from domain.workflow import AGENTS, Transport
 from localrun.profile import CLOCK_HOSTS, OPERATOR_REVIEW_ANSWERS, REFUSAL_ERRORS
 
 # What a line reports beyond the invariants: orders an operator must act on for an outage alone, and the
@@ -188,7 +188,28 @@ def random_profile(seed: int) -> dict[str, Any]:
     # SDK planning and merging the cross-partition queries as on Azure; each seed's profile is as before but for it
     if rng.random() < 0.25:
         profile.setdefault("cosmos", {})["partition_ranges"] = rng.choice([2, 3, 4])
+    _draw_knobs_2(seed, profile)
     return profile
+
+
+def _draw_knobs_2(seed: int, profile: dict[str, Any]) -> None:
+    """The knobs added after the partition ranges, from a generator of their own (``seed:knobs-2``): every key
+    drawn above is each seed's as before. An agent's reply sends failing (Service Bus agents), a late payment
+    notification's delay, a Cosmos DB outage refusing the app's identity, and the operator discarding the payment
+    notifications no order came for (an operator with nothing else to do where the seed had none)."""
+    rng = random.Random(f"{seed}:knobs-2")
+    for name in sorted(n for n, a in AGENTS.items() if a.transport is Transport.SERVICE_BUS):
+        if rng.random() < 0.15:
+            agents = profile.setdefault("agents", {})
+            agents.setdefault(name, {})["reply_send_failure_rate"] = round(rng.uniform(0, 0.1), 3)
+    orders = profile.get("orders", {})
+    if "late_notification_rate" in orders and rng.random() < 0.5:
+        orders["late_notification_s"] = _span(rng, 0, 3600)
+    outages = profile.get("cosmos", {}).get("outages", [])
+    if outages and rng.random() < 0.3:
+        outages[0]["refused"] = True
+    if rng.random() < 0.3:
+        profile.setdefault("operator", {})["discard_orderless"] = True
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from localrun import fuzz
 from localrun.__main__ import main
 from localrun.fuzz import SKEW_S, Outcome, random_profile, run_seed
 from localrun.profile import TOP_KEYS, Profile
@@ -28,10 +30,14 @@ def test_a_seed_names_one_profile_and_every_profile_parses() -> None:
 DRAWN_BEFORE_CANCELS = "d6885335fa5a26458511f4ad34cbffcbb724b1a1d839346373e76507bbd9a3db"
 
 
-def test_the_operators_cancels_are_drawn_last_and_leave_every_other_draw_as_it_was() -> None:
+def test_the_operators_cancels_are_drawn_last_and_leave_every_other_draw_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A seed fuzzed before the operator could cancel (and before late activity runs) names the same profile but
     for its cancels, its ``host.activity_rerun_rate``, its ``SUPERVISOR_GRACE_SECONDS``, its stale reads, its
-    ``cosmos.service_fault_rate``, the Durable backend's delays and its ``cosmos.partition_ranges``."""
+    ``cosmos.service_fault_rate``, the Durable backend's delays and its ``cosmos.partition_ranges`` (and the keys of
+    ``seed:knobs-2``, drawn after them all: the next test)."""
+    monkeypatch.setattr(fuzz, "_draw_knobs_2", lambda seed, profile: None)
     profiles = [random_profile(seed) for seed in range(1, 201)]
     cancelling = [p["operator"] for p in profiles if "cancel_rate" in p.get("operator", {})]
     assert cancelling and all(0 <= o["cancel_rate"] <= 0.5 for o in cancelling)
@@ -77,6 +83,57 @@ def test_the_operators_cancels_are_drawn_last_and_leave_every_other_draw_as_it_w
         # and the Durable backend's delays after them
         profile.pop("durable", None)
     assert hashlib.sha256(json.dumps(profiles, sort_keys=True).encode()).hexdigest() == DRAWN_BEFORE_CANCELS
+
+
+# sha256 of seeds 1-400's profiles as drawn before reply send failures, late notifications' delays, refused Cosmos DB
+# outages and the operator's discards (commit c70235c)
+DRAWN_BEFORE_KNOBS_2 = "ca50372ea2faefd3c28411d2cb38149a0e2db4d7069b577c7cefa8d8fab13c08"
+
+
+KNOBS_2 = {"reply_send_failure_rate", "late_notification_s", "refused", "discard_orderless"}
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> set[tuple[Any, ...]]:
+    """Every object's path and every other value's path with the value (lists by index)."""
+    if isinstance(value, dict):
+        return {(*path, "{}")}.union(*(_paths(v, (*path, k)) for k, v in value.items()))
+    if isinstance(value, list):
+        return {(*path, "[]")}.union(*(_paths(v, (*path, n)) for n, v in enumerate(value)))
+    return {(*path, json.dumps(value))}
+
+
+def test_the_knobs_drawn_from_their_own_generator_leave_every_earlier_draw_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seeds fuzzed before ``seed:knobs-2`` name the same profiles but for those keys, which some seeds now have,
+    each within the range docs/local-runner.md gives it (and the objects holding them)."""
+    profiles = [random_profile(seed) for seed in SEEDS]
+    with monkeypatch.context() as patched:
+        patched.setattr(fuzz, "_draw_knobs_2", lambda seed, profile: None)
+        earlier = [random_profile(seed) for seed in SEEDS]
+    assert hashlib.sha256(json.dumps(earlier, sort_keys=True).encode()).hexdigest() == DRAWN_BEFORE_KNOBS_2
+    for before, now in zip(earlier, profiles, strict=True):
+        old, new = _paths(before), _paths(now)
+        assert old <= new  # nothing drawn before changed or went
+        # what was added: the new keys, and where an agent or the operator was not there, its object
+        assert all(KNOBS_2 & set(path) or path[-1] == "{}" for path in new - old), new - old
+    failing = {
+        (name, faults["reply_send_failure_rate"])
+        for p in profiles
+        for name, faults in p.get("agents", {}).items()
+        if "reply_send_failure_rate" in faults
+    }
+    assert {name for name, _ in failing} == {"payment", "payment-backup", "shipping"}  # the Service Bus agents
+    assert all(0 <= rate <= 0.1 for _, rate in failing)
+    late = [p["orders"] for p in profiles if "late_notification_s" in p.get("orders", {})]
+    assert late and all(0 <= lo <= hi <= 3600 for lo, hi in (o["late_notification_s"] for o in late))
+    assert all("late_notification_rate" in o for o in late)
+    refused = [o for p in profiles for o in p.get("cosmos", {}).get("outages", []) if "refused" in o]
+    assert refused and all(o["refused"] is True for o in refused)
+    discarding = [p["operator"] for p in profiles if "discard_orderless" in p.get("operator", {})]
+    assert discarding and all(o["discard_orderless"] is True for o in discarding)
+    assert any(o == {"discard_orderless": True} for o in discarding)  # an operator that only discards
+    assert any(len(o) > 1 for o in discarding)  # and one that acts on Error orders too
 
 
 def test_the_profiles_reach_every_section_and_the_harsh_corners() -> None:
