@@ -17,7 +17,9 @@ receives every invocation with the host's wire types:
 ``%NAME%`` resolves only from the app settings the host was given; a function whose bindings do not
 resolve is in error and never runs, as in the host (``load_errors``). Every invocation is a task on the
 virtual-time scheduler, so invocations overlap in simulated time (up to ``maxConcurrentCalls`` per
-queue, from host.json).
+queue, from host.json). While a Service Bus-triggered invocation runs, the host renews its message's lock
+as the Service Bus extension's processor does (``LockRenewals``), up to host.json's
+``maxAutoLockRenewalDuration`` from receipt.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import queue as queue_module
 from array import array
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -97,6 +99,94 @@ class TimerSpec:
 def host_json() -> dict[str, Any]:
     path = ROOT / "host.json"
     return dict(json.loads(path.read_text())) if path.exists() else {}
+
+
+def timespan(text: str) -> timedelta:
+    """A host.json TimeSpan (``[d.]hh:mm:ss[.fffffff]``), e.g. ``maxAutoLockRenewalDuration``."""
+    hours, minutes, seconds = text.split(":")
+    days, _, hours = hours.rpartition(".")
+    return timedelta(days=int(days or 0), hours=int(hours), minutes=int(minutes), seconds=float(seconds))
+
+
+# The processor renews a lock this long before it runs out, or half the time left if that is less
+# (Azure.Messaging.ServiceBus ``ReceiverManager.CalculateRenewDelay``, ``Constants.MaximumRenewBufferDuration``).
+RENEW_BUFFER = timedelta(seconds=10)
+
+
+@dataclass
+class _Renewal:
+    """The renewal of one invocation's message lock: until ``until`` (receipt + maxAutoLockRenewalDuration)."""
+
+    function: str
+    sequence_number: int
+    until: datetime
+    next_at: datetime
+    failing: bool = False  # the invocation stalled (``hostile.LockStalls``): the next renewal fails
+
+
+class LockRenewals:
+    """The Service Bus extension's automatic lock renewal: the SDK processor behind the trigger renews
+    the lock of each message whose invocation runs, ``RENEW_BUFFER`` before it runs out, until the
+    invocation ends or ``maxAutoLockRenewalDuration`` from receipt has passed (then the lock runs out
+    and the message is delivered again). A renewal that fails is logged and not tried again: the lock
+    then expires (here only ``servicebus.lock_expiry_rate``'s stall fails one). Driven in virtual time by
+    the host's loop (``due``, ``renew_due``)."""
+
+    def __init__(self, broker: InProcessBroker, window: timedelta) -> None:
+        self._broker = broker
+        self.window = window
+        self._held: dict[str, _Renewal] = {}
+        self.failed = 0
+
+    def start(self, function: str, message: Any, now: datetime) -> None:
+        if self.window <= timedelta(0):
+            return
+        token = str(message.lock_token)
+        self._held[token] = _Renewal(function, message.sequence_number, now + self.window, now)
+        self._held[token].next_at = self._next(message.locked_until_utc, now)
+
+    def stop(self, token: str) -> None:
+        self._held.pop(token, None)
+
+    def stall(self, token: str) -> None:
+        """The invocation's host stalls: its lock is not renewed any more (``servicebus.lock_expiry_rate``)."""
+        if token in self._held:
+            self._held[token].failing = True
+
+    def clear(self) -> None:
+        """A host restart: nothing renews the locks of the invocations that died with it."""
+        self._held.clear()
+
+    def due(self) -> datetime | None:
+        return min((r.next_at for r in self._held.values()), default=None)
+
+    def renew_due(self, now: datetime) -> None:
+        for token, renewal in list(self._held.items()):
+            if renewal.next_at > now:
+                continue
+            if now >= renewal.until:  # maxAutoLockRenewalDuration has passed: no more renewals
+                del self._held[token]
+                continue
+            if renewal.failing:
+                del self._held[token]
+                self.failed += 1
+                log.warning(
+                    "Lock renewal of message %s for '%s' failed: the host stalled past it; the lock will expire",
+                    renewal.sequence_number,
+                    renewal.function,
+                    extra={"event": "LockRenewalFailed", "function": renewal.function},
+                )
+                continue
+            try:
+                locked_until = self._broker.renew_lock(token)
+            except MessageLockLost:  # settled by the invocation, which has not returned yet: nothing to renew
+                del self._held[token]
+                continue
+            renewal.next_at = self._next(locked_until, now)
+
+    @staticmethod
+    def _next(locked_until: datetime, now: datetime) -> datetime:
+        return locked_until - min((locked_until - now) / 2, RENEW_BUFFER)
 
 
 def local_settings_example() -> dict[str, str]:
@@ -167,6 +257,9 @@ class LocalHost:
                 self.timers.append(TimerSpec(f, schedule, schedule.next_after(now), copy=copy))
         service_bus = host_json().get("extensions", {}).get("serviceBus", {})
         self.concurrency = int(service_bus.get("maxConcurrentCalls", 16))
+        self.lock_renewals = LockRenewals(
+            broker, timespan(str(service_bus.get("maxAutoLockRenewalDuration", "00:05:00")))
+        )
         self.in_flight: dict[str, int] = dict.fromkeys(self.queues, 0)
         self._engine_waiting = 0
         self.executions: dict[str, int] = {}
@@ -255,6 +348,8 @@ class LocalHost:
         function = self.queues[queue]
 
         incarnation = self._incarnation
+        token = str(message.lock_token)
+        renewals = self.lock_renewals
 
         def invoke() -> None:
             # A failed invocation (InvocationFailed) is the task's failure, counted in the report; the host
@@ -263,7 +358,7 @@ class LocalHost:
                 inputs = {function.trigger["name"]: to_typed_data(message, self.protos)}
                 if self.lock_stalls is not None:  # profile servicebus.lock_expiry_rate, settle_latency_ms
                     stall, round_trip = self.lock_stalls.plan()
-                    hostile.stall_after_work.set(stall)
+                    hostile.stall_after_work.set(_stalling(stall, lambda: renewals.stall(token)))
                     settle_round_trip.set(round_trip)
                 with self.settlement.invocation(message.lock_token):
                     self._invoke(function, inputs, trigger_metadata_typed(message, self.protos))
@@ -272,9 +367,11 @@ class LocalHost:
                     self._abandon_after_failure(message)
                 raise
             finally:
+                renewals.stop(token)
                 self.in_flight[queue] -= 1
 
         self.in_flight[queue] += 1
+        renewals.start(function.name, message, self.clock.now())
         self.scheduler.spawn(f"{function.name}#{message.sequence_number}", invoke)
 
     def _abandon_after_failure(self, message: Any) -> None:
@@ -381,6 +478,7 @@ class LocalHost:
                 timer.last_fire, timer.past_due = now, False
                 timer.next_fire = timer.schedule.next_after(now)
         self.engine.fire_due_timers()
+        self.lock_renewals.renew_due(now)
         while self._engine_waiting < self.engine.queued_work():
             self._engine_step()
         for queue in self.broker.ready_queues():
@@ -397,6 +495,7 @@ class LocalHost:
             self.scheduler.next_wake(),
             self.broker.next_due_time(),
             self.engine.next_due_time(),
+            self.lock_renewals.due(),
             *(t.next_fire for t in self.timers if not t.running),  # a running one's: when its run ends
         ]
         return min((c for c in candidates if c is not None), default=None)
@@ -436,6 +535,7 @@ class LocalHost:
         dropped = self.scheduler.cancel_all()
         activities = self.engine.restart_host()
         self.broker.restart_host()
+        self.lock_renewals.clear()
         self.in_flight = dict.fromkeys(self.queues, 0)
         self._engine_waiting = 0
         for timer in self.timers:
@@ -445,3 +545,15 @@ class LocalHost:
             # occurrence, which the next host start finds past and runs at once (CheckPastDueAsync, IsPastDue).
             timer.next_fire, timer.past_due = self.clock.now(), True
         return {"invocations": dropped, "activities": activities}
+
+
+def _stalling(stall: Callable[[], None] | None, stop_renewal: Callable[[], None]) -> Callable[[], None] | None:
+    """The invocation's stall (``hostile.LockStalls``), which also stops its lock's renewal first."""
+    if stall is None:
+        return None
+
+    def run() -> None:
+        stop_renewal()
+        stall()
+
+    return run

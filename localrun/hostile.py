@@ -5,9 +5,11 @@ Service Bus handlers that outlive their message lock, and the app setting admiss
   broker's ``SendRefusal``: queue full, deleted, or the app's role removed).
 - ``servicebus.lock_expiry_rate``: a Service Bus-triggered invocation, once its blocking work is
   done and before it settles, stalls past its message's lock (lock duration + 5 to 30 s, as a long
-  GC pause or a starved thread would). Nothing renews the lock (the runner does not apply
-  ``maxAutoLockRenewalDuration``), so the broker delivers the message to a second handler while the
-  first one is still running; the first then settles a lock it no longer holds.
+  GC pause or a starved thread would), and the host's renewal of that lock fails in the stall (the
+  host applies ``maxAutoLockRenewalDuration``, ``localrun.host.LockRenewals``; a stalled host, or a
+  renewal that cannot reach Service Bus, does not renew), so the lock runs out and the broker delivers
+  the message to a second handler while the first one is still running; the first then settles a lock
+  it no longer holds.
 - ``admission.max_pending``, ``admission.max_in_flight``: the ``MAX_PENDING`` and ``MAX_IN_FLIGHT``
   app settings of the run (a small in-flight cap keeps orders Pending, so admission control rejects).
 - ``host.restart_every_s``: host restarts a mean of that many seconds apart, each gap drawn from
@@ -54,7 +56,8 @@ def refuse_status_queues(broker: InProcessBroker, submitters: list[str], profile
 
 
 class LockStalls:
-    """Draws, per Service Bus invocation, whether it stalls past its lock (seeded, deterministic)."""
+    """Draws, per Service Bus invocation, whether it stalls past its lock (seeded, deterministic). The host
+    stops renewing the lock of an invocation that stalls (``localrun.host._stalling``)."""
 
     def __init__(
         self,
