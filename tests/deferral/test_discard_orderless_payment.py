@@ -219,14 +219,14 @@ class SubmitsAround:
     submission read the entry waiting and applies it), or right ``after`` it (its state record written before the
     discard looks for the order again)."""
 
-    def __init__(self, inner: Any, submit: Any, when: str) -> None:
-        self.inner, self.submit, self.when, self.done = inner, submit, when, False
+    def __init__(self, inner: Any, seq: int, submit: Any, when: str) -> None:
+        self.inner, self.seq, self.submit, self.when, self.done = inner, seq, submit, when, False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def save(self, doc: Any) -> Any:
-        entry = doc.entry(SEQ[0])
+        entry = doc.entry(self.seq)
         mine = entry is not None and entry.discarded_by == OPERATOR and not self.done
         if mine and self.when == "before":
             self.done = True
@@ -238,22 +238,22 @@ class SubmitsAround:
         return saved
 
 
-SEQ = [0]
+def discard_racing(ctx: Any, seq: int, log_at_the_race: Any) -> Any:
+    """The discard of ``seq`` run over ``log_at_the_race`` (the deferral log wrapped to race it); ``ctx`` keeps the
+    plain log."""
+    return discard_deferred(context_with(ctx, deferrals=log_at_the_race), "p1", seq, OPERATOR, REASON)
+
+
+def submit_order(functions: Any, broker: Any) -> None:
+    send(broker, order())
+    deliver_all(functions, broker)
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_an_order_submitted_while_the_discard_is_written_takes_its_payment(functions, ctx, broker, clock, when):
     ctx, seq = orderless(functions, ctx, broker, clock)
-    SEQ[0] = seq
 
-    def submit() -> None:
-        send(broker, order())
-        deliver_all(functions, broker)
-
-    log = ctx.deferrals
-    racing = context_with(ctx, deferrals=SubmitsAround(log, submit, when))
-    done = discard_deferred(racing, "p1", seq, OPERATOR, REASON)
-    ctx = context_with(racing, deferrals=log)
+    done = discard_racing(ctx, seq, SubmitsAround(ctx.deferrals, seq, lambda: submit_order(functions, broker), when))
 
     assert done.outcome in ("order-exists", "refused"), done
     assert not [d for d in broker.dead_letters(ORDERS_QUEUE) if d.reason == DISCARDED]
@@ -277,17 +277,12 @@ def test_a_discard_dead_lettered_as_recorded_before_it_could_be_taken_back_stand
     resolved) and the peek sweep, finding the entry resolved and its message deferred, dead-letters it as recorded:
     taking the discard back would leave an entry waiting for a message in the dead-letter queue."""
     ctx, seq = orderless(functions, ctx, broker, clock)
-    SEQ[0] = seq
 
     def submit_and_sweep() -> None:
-        send(broker, order())
-        deliver_all(functions, broker)
+        submit_order(functions, broker)
         peek_sweep(ctx)
 
-    log = ctx.deferrals
-    racing = context_with(ctx, deferrals=SubmitsAround(log, submit_and_sweep, "after"))
-    done = discard_deferred(racing, "p1", seq, OPERATOR, REASON)
-    ctx = context_with(racing, deferrals=log)
+    done = discard_racing(ctx, seq, SubmitsAround(ctx.deferrals, seq, submit_and_sweep, "after"))
 
     assert (done.outcome, done.dead_lettered) == ("recorded", False)
     assert "discard stands" in done.why and "resubmit" in done.why
@@ -347,7 +342,6 @@ def test_a_discard_whose_payment_a_submission_applied_meanwhile_says_so_and_does
     from deferral.recovery import recover_for_order
 
     ctx, seq = orderless(functions, ctx, broker, clock)
-    SEQ[0] = seq
     read_before = ctx.deferrals.get("p1")  # what the submission read, the entry waiting
 
     def submission_applies_what_it_read() -> None:
@@ -357,10 +351,7 @@ def test_a_discard_whose_payment_a_submission_applied_meanwhile_says_so_and_does
         recovered = recover_for_order(ctx, "p1", read_before, [])
         assert recovered.applied == 1
 
-    log = ctx.deferrals
-    racing = context_with(ctx, deferrals=SubmitsAround(log, submission_applies_what_it_read, "after"))
-    done = discard_deferred(racing, "p1", seq, OPERATOR, REASON)
-    ctx = context_with(racing, deferrals=log)
+    done = discard_racing(ctx, seq, SubmitsAround(ctx.deferrals, seq, submission_applies_what_it_read, "after"))
 
     assert ctx.states.get("p1").payment.sequence_number == seq
     assert ctx.deferrals.get("p1").entry(seq).status is EntryStatus.APPLIED
@@ -405,8 +396,8 @@ class SweepSettlesAtTheTakeBack:
     discarded and leaves it), and the peek sweep, which read the entry discarded before the discard took itself back,
     dead-letters its message as recorded right after the take-back's write."""
 
-    def __init__(self, inner: Any, broker: Any, submit: Any) -> None:
-        self.inner, self.broker, self.submit = inner, broker, submit
+    def __init__(self, inner: Any, seq: int, broker: Any, submit: Any) -> None:
+        self.inner, self.seq, self.broker, self.submit = inner, seq, broker, submit
         self.discarded: Any = None
 
     def __getattr__(self, name: str) -> Any:
@@ -415,7 +406,7 @@ class SweepSettlesAtTheTakeBack:
     def save(self, doc: Any) -> Any:
         from deferral.apply import settle_as_recorded
 
-        entry = doc.entry(SEQ[0])
+        entry = doc.entry(self.seq)
         saved = self.inner.save(doc)
         if entry is not None and entry.discarded_by == OPERATOR and self.discarded is None:
             self.discarded = entry
@@ -434,16 +425,10 @@ def test_a_discard_whose_message_the_sweep_dead_lettered_as_it_was_taken_back_st
     waiting for a message that was gone (the order waiting for a payment that never came), and the operator was told
     409, the payment applied to the order. The discard looks at the queue again after the take-back."""
     ctx, seq = orderless(functions, ctx, broker, clock)
-    SEQ[0] = seq
 
-    def submit() -> None:
-        send(broker, order())
-        deliver_all(functions, broker)
-
-    log = ctx.deferrals
-    racing = context_with(ctx, deferrals=SweepSettlesAtTheTakeBack(log, broker, submit))
-    done = discard_deferred(racing, "p1", seq, OPERATOR, REASON)
-    ctx = context_with(racing, deferrals=log)
+    done = discard_racing(
+        ctx, seq, SweepSettlesAtTheTakeBack(ctx.deferrals, seq, broker, lambda: submit_order(functions, broker))
+    )
 
     assert dead_letter_of(broker, seq).reason == DISCARDED
     entry = ctx.deferrals.get("p1").entry(seq)
