@@ -101,17 +101,27 @@ def _not_kept(request: AgentRequest, result: Any) -> str | None:
     (``domain.compensation.undo_result``), and carried nowhere."""
     if request.action == "undo":
         return None
+    too_large = forward_result_too_large(result)
+    return None if too_large is None else f"{RESULT_TOO_LARGE}: {too_large}"
+
+
+RESULT_TOO_LARGE = "ResultTooLarge"
+
+
+def forward_result_too_large(result: Any) -> str | None:
+    """Why a forward step's ``result`` is more than the record keeps or a later request carries (``_not_kept``), or
+    None. The reply relay refuses a reply holding such a result as well (one the app's agent never sends)."""
     size = stored_size(result)
     if size > RESULT_LIMIT:
         return (
-            f"ResultTooLarge: the result takes {size:,} bytes as the state record stores it (JSON, characters past "
-            f"ASCII escaped); the limit is {RESULT_LIMIT:,}"
+            f"the result takes {size:,} bytes as the state record stores it (JSON, characters past ASCII escaped); "
+            f"the limit is {RESULT_LIMIT:,}"
         )
     carried = len(json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
     if carried > CARRIED_LIMIT:
         return (
-            f"ResultTooLarge: the result takes {carried:,} bytes in a message; the requests that carry it on (its "
-            f"undo's, the next step's) leave it {CARRIED_LIMIT:,}"
+            f"the result takes {carried:,} bytes in a message; the requests that carry it on (its undo's, the next "
+            f"step's) leave it {CARRIED_LIMIT:,}"
         )
     return None
 
