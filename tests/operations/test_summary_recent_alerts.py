@@ -118,7 +118,7 @@ def test_a_message_on_the_alert_queue_that_is_no_json_object_hides_no_alert(ops,
     ops.broker.send(OPERATOR_ALERTS_QUEUE, _alert(1, "RetriesExhausted"))
     ops.broker.send(OPERATOR_ALERTS_QUEUE, OutgoingMessage(body=b"[" * 10_000 + b"]" * 10_000, message_id="deep"))
     ops.broker.send(OPERATOR_ALERTS_QUEUE, _alert(2, "CompensationFailed"))
-    real_peek = views.peek_newest
+    from adapters.servicebus.browse import peek_newest as real_peek
 
     def with_a_value_body(*args: object, **kwargs: object) -> list[object]:
         peeked = list(real_peek(*args, **kwargs))  # type: ignore[arg-type]
