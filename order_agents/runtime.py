@@ -22,7 +22,7 @@ from adapters.remote.interface import RemoteCall, RemoteError, RemoteService
 from contracts.messages import AgentReply, AgentRequest
 from contracts.parsing import MAX_BODY_BYTES, InvalidMessage, parse
 from domain.ids import idempotency_key
-from domain.records import RESULT_LIMIT, stored_size
+from domain.records import MAX_EXACT_INT, RESULT_LIMIT, inexact_integer, stored_size
 from domain.retry import exponential_backoff
 from domain.workflow import Step, agent, step
 from settings import Settings
@@ -101,29 +101,41 @@ def _not_kept(request: AgentRequest, result: Any) -> str | None:
     (``domain.compensation.undo_result``), and carried nowhere."""
     if request.action == "undo":
         return None
-    too_large = forward_result_too_large(result)
-    return None if too_large is None else f"{RESULT_TOO_LARGE}: {too_large}"
+    refused = unkept_forward_result(result)
+    return None if refused is None else f"{refused[0]}: {refused[1]}"
 
 
-RESULT_TOO_LARGE = "ResultTooLarge"
-
-
-def forward_result_too_large(result: Any) -> str | None:
-    """Why a forward step's ``result`` is more than the record keeps or a later request carries (``_not_kept``), or
-    None. The reply relay refuses a reply holding such a result as well (one the app's agent never sends)."""
+def unkept_forward_result(result: Any) -> tuple[str, str] | None:
+    """Why a forward step's ``result`` is more than the record keeps or a later request carries
+    (``ResultTooLarge``), or holds an integer the record would not keep exactly (``ResultNotExact``: past
+    +-``MAX_EXACT_INT``, which ``adapters/remote/http_service.py`` refuses where an answer enters, as
+    ``read_outside_json``): (reason, what is wrong), or None. The reply relay refuses a reply holding such a
+    result as well (one the app's agent never sends)."""
     size = stored_size(result)
     if size > RESULT_LIMIT:
-        return (
+        return RESULT_TOO_LARGE, (
             f"the result takes {size:,} bytes as the state record stores it (JSON, characters past ASCII escaped); "
             f"the limit is {RESULT_LIMIT:,}"
         )
     carried = len(json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
     if carried > CARRIED_LIMIT:
-        return (
+        return RESULT_TOO_LARGE, (
             f"the result takes {carried:,} bytes in a message; the requests that carry it on (its undo's, the next "
             f"step's) leave it {CARRIED_LIMIT:,}"
         )
+    inexact = inexact_integer(result)
+    if inexact is not None:
+        path, number = inexact
+        shown = str(number) if len(str(number)) <= 40 else f"of {len(str(abs(number))):,} digits"
+        return RESULT_NOT_EXACT, (
+            f"the integer {shown} at '{'.'.join(path)}' cannot be kept exactly (the state record keeps an integer "
+            f"within +-{MAX_EXACT_INT}; a provider's 64-bit id must come as a string)"
+        )
     return None
+
+
+RESULT_TOO_LARGE = "ResultTooLarge"
+RESULT_NOT_EXACT = "ResultNotExact"
 
 
 def report_outcome(gate: DependencyGate, dependency: str, exc: RemoteError) -> None:

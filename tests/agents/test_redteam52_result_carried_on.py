@@ -164,3 +164,17 @@ def test_no_request_carrying_a_service_answer_is_dead_lettered_too_large(harness
     assert too_large == []
     record = harness.ctx.states.get(ORDER_ID)
     assert record is not None and record.process_state is not ProcessState.COMPENSATION_FAILED, record
+
+
+@pytest.mark.parametrize("number", [2**53, -(2**53), 2**64 - 1, 10**4000])
+def test_a_result_holding_an_integer_the_record_would_round_is_an_unknown_outcome(number: int) -> None:
+    """As ``adapters/remote/http_service.py`` refuses such an answer where it enters (``read_outside_json``), the
+    agent refuses it from any service (the reply relay dead-letters a reply holding one, ``ResultNotExact``): the
+    record would keep another number, or null."""
+    clock = ManualClock(START)
+    values = agent_settings()
+    gate = DependencyGate(HealthStoreWithoutMemory(), clock, values.circuit_policy)
+    answer = {"chargeId": "ch-1", "legs": [{"authorization": number}]}
+    reply = run_agent_request(make_request(), ScriptedService(clock, [answer]), clock, values, random.Random(3), gate)
+    assert reply is not None and (reply.outcome, reply.transient) == ("failed", True)
+    assert reply.error is not None and "ResultNotExact" in reply.error and "'legs.0.authorization'" in reply.error

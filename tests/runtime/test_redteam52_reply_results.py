@@ -7,8 +7,11 @@ another writer of the queue (an agent of another version or another team, a test
 namespace) whose result is 60,000 DEL characters put 360 KB into one step of the record, six times the bound the
 record's size rests on (``tests/adapters/test_record_fits_an_item.py``), and one whose ``chargeId`` is 65,000
 characters made every refund request of the order unreadable to the payment agent (dead-lettered ``BodyTooLarge``).
-Now the relay dead-letters such a reply ``ResultTooLarge`` on its first delivery, with the agent's reason: the
-attempt hears nothing, as from a lost reply, and the supervisor retries it."""
+So did an integer a Cosmos DB document cannot keep exactly (past +-(2**53 - 1): rounded, or as null past a
+double's range), which the app refuses where a remote answer enters (``contracts.parsing.read_outside_json``): a
+uint64 ``chargeId`` was recorded as another number, and the refund named that one. Now the relay dead-letters such a
+reply on its first delivery (``ResultTooLarge``, ``ResultNotExact``), with the reason the agent gives: the attempt
+hears nothing, as from a lost reply, and the supervisor retries it."""
 
 from __future__ import annotations
 
@@ -59,21 +62,35 @@ def _reply(result: dict[str, Any]) -> bytes:
     return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
 
-CASES: dict[str, dict[str, Any]] = {
-    "60,000 DEL characters (360 KB as the record is sent)": {"chargeId": "\x7f" * 60_000, "amountCents": 2500},
-    "a chargeId of 65,000 characters (no refund request could carry it)": {"chargeId": "x" * 65_000},
+CASES: dict[str, tuple[dict[str, Any], str]] = {
+    "60,000 DEL characters (360 KB as the record is sent)": (
+        {"chargeId": "\x7f" * 60_000, "amountCents": 2500},
+        "ResultTooLarge",
+    ),
+    "a chargeId of 65,000 characters (no refund request could carry it)": (
+        {"chargeId": "x" * 65_000},
+        "ResultTooLarge",
+    ),
+    # Cosmos DB documents keep numbers as doubles: the record kept 18446744073709552000, and the refund named it
+    "a uint64 chargeId (the record rounds it)": ({"chargeId": 2**64 - 1}, "ResultNotExact"),
+    # ... and an integer of 4,000 digits (the contract keeps up to 4,300) as null
+    "an integer of 4,000 digits (the record keeps null)": (
+        {"chargeId": "c", "authorization": 10**4000},
+        "ResultNotExact",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_reply_whose_result_the_app_could_not_carry_is_dead_lettered_with_a_reason(waiting, case):
-    body = _reply(CASES[case])
+    result, reason = CASES[case]
+    body = _reply(result)
     assert len(body) <= 64 * 1024  # the contract reads it
     waiting.send(AGENT_REPLIES_QUEUE, body, "foreign-reply")
     waiting.host.run_until(waiting.clock.now() + timedelta(seconds=10))
 
     [letter] = waiting.broker.dead_letters(AGENT_REPLIES_QUEUE)
-    assert (letter.message_id, letter.reason, letter.delivery_count) == ("foreign-reply", "ResultTooLarge", 1)
+    assert (letter.message_id, letter.reason, letter.delivery_count) == ("foreign-reply", reason, 1)
     assert letter.description and "charge-payment" in letter.description
     assert waiting.ctx is not None
     record = waiting.ctx.states.get(ORDER)
@@ -81,3 +98,4 @@ def test_a_reply_whose_result_the_app_could_not_carry_is_dead_lettered_with_a_re
     step = record.steps["charge-payment"]
     assert step.status is not StepStatus.SUCCEEDED
     assert stored_size(step.result) <= RESULT_LIMIT
+    assert step.result in (None, {})
