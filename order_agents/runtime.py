@@ -117,7 +117,7 @@ def unkept_forward_result(result: Any) -> tuple[str, str] | None:
             f"the result takes {size:,} bytes as the state record stores it (JSON, characters past ASCII escaped); "
             f"the limit is {RESULT_LIMIT:,}"
         )
-    carried = len(json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    carried = len(json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
     if carried > CARRIED_LIMIT:
         return RESULT_TOO_LARGE, (
             f"the result takes {carried:,} bytes in a message; the requests that carry it on (its undo's, the next "
