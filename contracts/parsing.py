@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from contracts.messages import Contract
 from domain.ids import is_valid_order_id
+from domain.records import MAX_EXACT_INT
 from domain.text import carriable, has_lone_surrogate
 
 MAX_BODY_BYTES = 64 * 1024
@@ -118,10 +119,10 @@ def parse[ContractT: Contract](body: bytes | str, accepted: Mapping[str, type[Co
 
 # The largest integer a free-form value from outside may hold: what every hop keeps exactly. Messages
 # and orchestration histories are JSON text (any integer), but Cosmos DB documents keep numbers as
-# IEEE 754 doubles (the protocol server of the tests, a JavaScript one, rounds 2**64 - 1 to
-# 18446744073709552000): past 2**53 a step result or an undo's data would be rounded in the state record,
-# silently, after the call took effect (tests/contracts/test_free_form_numbers.py shows both sides).
-MAX_STORED_INT = 2**53 - 1
+# IEEE 754 doubles (``domain.records.MAX_EXACT_INT``): past 2**53 a step result or an undo's data would be rounded
+# in the state record, silently, after the call took effect (tests/contracts/test_free_form_numbers.py shows both
+# sides).
+MAX_STORED_INT = MAX_EXACT_INT
 
 
 def _read_stored_int(literal: str) -> int | _OutOfRange:

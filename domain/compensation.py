@@ -29,7 +29,7 @@ from domain.circuit import is_waiting_reason
 from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation, review_outcome
 from domain.errors import FencingLost, IllegalTransition
 from domain.ids import COMPENSATION_MARKER, idempotency_key
-from domain.records import CompensationEntry, HistoryEntry, PaymentReceived, StateRecord
+from domain.records import CompensationEntry, HistoryEntry, PaymentReceived, StateRecord, inexact_integer
 from domain.states import ProcessState, StepStatus
 from domain.workflow import STEPS, WORKFLOW, Step, StepKind, step
 
@@ -429,8 +429,9 @@ UNDO_REFERENCE_MAX = 128
 def undo_result(step_name: str, result: Any) -> dict[str, Any] | None:
     """What of an undo's answer its log entry keeps: the step's ``undo_result_data`` fields (references
     and amounts, e.g. ``refundId`` and ``amountCents``), each only as a reference (text of at most
-    ``UNDO_REFERENCE_MAX`` characters, or null) or a count (an integer, never a bool); anything else an
-    agent sends is dropped, so an answer cannot grow the record. None when the answer is not an object."""
+    ``UNDO_REFERENCE_MAX`` characters, or null) or a count (an integer the store keeps exactly, never a bool);
+    anything else an agent sends is dropped, so an answer cannot grow the record. None when the answer is not an
+    object."""
     if not isinstance(result, dict):
         return None
     return {k: _kept(result[k]) for k in step(step_name).undo_result_data if k in result}
@@ -439,8 +440,8 @@ def undo_result(step_name: str, result: Any) -> dict[str, Any] | None:
 def _kept(value: Any) -> str | int | None:
     if isinstance(value, str):
         return value[:UNDO_REFERENCE_MAX]
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
+    if isinstance(value, int) and not isinstance(value, bool) and inexact_integer(value) is None:
+        return value  # a count the store keeps exactly (one past 2**53 would be rounded, or kept as null)
     return None
 
 

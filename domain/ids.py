@@ -22,7 +22,7 @@ COMPENSATION_MARKER = "compensate"
 # a URL path segment (no ``/``, ``?``, ``#``, ``%``, ``.``, space or control character).
 _NUMBER = rf"[1-9][0-9]{{0,{len(str(MAX_ATTEMPT)) - 1}}}"
 _ORDER = ORDER_ID_PATTERN.removeprefix("^").removesuffix("$")
-ORCHESTRATION_INSTANCE_PATTERN = rf"^(?P<order>{_ORDER}):(?:{COMPENSATION_MARKER}:)?(?P<number>{_NUMBER})$"
+ORCHESTRATION_INSTANCE_PATTERN = rf"^(?P<order>{_ORDER}):(?P<undo>{COMPENSATION_MARKER}:)?(?P<number>{_NUMBER})$"
 _ORCHESTRATION_INSTANCE = re.compile(ORCHESTRATION_INSTANCE_PATTERN)
 
 
@@ -48,6 +48,13 @@ def instance_number(instance: str) -> int | None:
     ``compensation_instance_id`` built it; None for any other id."""
     match = _ORCHESTRATION_INSTANCE.fullmatch(instance)
     return int(match.group("number")) if match else None
+
+
+def is_compensation_instance(instance: str) -> bool:
+    """Whether ``instance`` is a compensation round's (``<orderId>:compensate:<round>``): its agent requests are
+    undos. False for a forward attempt's and for any id this app does not build."""
+    match = _ORCHESTRATION_INSTANCE.fullmatch(instance)
+    return bool(match and match.group("undo"))
 
 
 def url_instance_id(instance: str) -> str:

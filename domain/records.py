@@ -43,6 +43,25 @@ def stored_size(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":")))
 
 
+# The largest integer the store keeps exactly: Cosmos DB documents keep numbers as IEEE 754 doubles (the protocol
+# server of the tests, a JavaScript one, rounds 2**64 - 1 to 18446744073709552000, and keeps null for one past a
+# double's range). A step result or an undo's answer holding a larger one would change on the record, silently.
+MAX_EXACT_INT = 2**53 - 1
+
+
+def inexact_integer(value: Any, path: tuple[str, ...] = ()) -> tuple[tuple[str, ...], int] | None:
+    """The first integer in ``value`` (a JSON value, at any depth) the store would not keep exactly, and where it is;
+    None when there is none. A bool is no integer here."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (path, value) if abs(value) > MAX_EXACT_INT else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = inexact_integer(item, (*path, str(key)))
+        if found is not None:
+            return found
+    return None
+
+
 def _cut_error(kept: Any, name: str) -> None:
     """Cuts the error text ``kept.<name>`` to ``ERROR_LIMIT`` characters (a frozen dataclass, being built)."""
     text = getattr(kept, name)

@@ -14,6 +14,7 @@ from adapters.cosmos.state_store import SeekKey, Unmapped
 from adapters.servicebus.browse import TailHint, peek_newest
 from adapters.servicebus.settlement import body_bytes
 from contracts.names import OPERATOR_ALERTS_QUEUE
+from contracts.parsing import InvalidMessage
 from dependencies import AppContext
 from domain.compensation import compensation_instance_id, is_stuck_round, pivot_passed
 from domain.deferral import DeferralDocument
@@ -153,14 +154,16 @@ def _recent_alerts_or_why_not(ctx: AppContext, tail: TailHint | None) -> dict[st
 def recent_alerts(ctx: AppContext, limit: int, tail: TailHint | None = None) -> list[dict[str, Any]]:
     """The newest ``limit`` alerts on ``operator-alerts``, newest first, among its newest
     ``ALERT_PEEK_LIMIT`` messages (peeked: a consumer of the queue is not disturbed). Nothing receives
-    from the queue and an alert stays 14 days, so it is read from its newest end, however many it holds."""
+    from the queue and an alert stays 14 days, so it is read from its newest end, however many it holds. A
+    message that is no JSON object (not JSON, nested past the parser's recursion limit, an AMQP value or
+    sequence section) is skipped: it hides no alert."""
     with ctx.deferred.open(OPERATOR_ALERTS_QUEUE) as receiver:
         messages = peek_newest(receiver, ALERT_PEEK_LIMIT, tail)
     alerts: list[dict[str, Any]] = []
     for message in reversed(messages):
         try:
             alert = json.loads(body_bytes(message))
-        except ValueError:
+        except (ValueError, RecursionError, InvalidMessage):  # no JSON text: not one (another AMQP client's, deep)
             continue
         if isinstance(alert, dict):
             alerts.append(

@@ -7,7 +7,10 @@ and the supervisor took over): it is completed and logged, never retried forever
 500 too) is abandoned and redelivered. A reply whose
 ``instanceId`` is not an instance id this app builds for its ``orderId`` (``<orderId>:<attempt>`` or
 ``<orderId>:compensate:<round>``) never reaches the Durable client: the contract refuses it, and it is
-dead-lettered ``InvalidFields``."""
+dead-lettered ``InvalidFields``. A succeeded reply of a forward attempt whose result the app's agent would have
+refused (``ResultTooLarge``: more than the state record keeps, or than the requests carrying it on hold;
+``ResultNotExact``: an integer the record would round; ``order_agents.runtime.unkept_forward_result``) is not from
+that agent: dead-lettered with that reason, the attempt left to hear nothing, as from a lost reply."""
 
 from __future__ import annotations
 
@@ -18,8 +21,9 @@ from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_byt
 from contracts.messages import AgentReply
 from contracts.names import AGENT_REPLY_EVENT
 from contracts.parsing import InvalidMessage, parse
-from domain.ids import url_instance_id
+from domain.ids import is_compensation_instance, url_instance_id
 from orchestrators.raise_events import said_gone
+from order_agents.runtime import unkept_forward_result
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,13 @@ async def relay_reply(client: DurableClient, message: ReceivedMessage) -> Settle
         log.error("reply relay dead-letters message %s: %s", message.message_id, bad)
         return Settlement.deadletter(bad.reason, bad.description)
     fields = {"orderId": reply.order_id, "step": reply.step, "requestId": reply.request_id}
+    refused = None
+    if reply.outcome == "succeeded" and not is_compensation_instance(reply.instance_id):
+        refused = unkept_forward_result(reply.result)
+    if refused is not None:
+        reason, why = refused
+        log.error("reply relay dead-letters message %s: %s: %s", message.message_id, reason, why, extra=fields)
+        return Settlement.deadletter(reason, f"field 'result' of step {reply.step!r}: {why}")
     instance = url_instance_id(reply.instance_id)  # the same text (the contract checked it), escaped all the same
     try:
         await client.raise_event(instance, AGENT_REPLY_EVENT, reply.model_dump(mode="json", by_alias=True))

@@ -12,6 +12,7 @@ Rules (the agent half of the Scheduler Agent Supervisor pattern):
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 from typing import TYPE_CHECKING, Any
@@ -19,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 from adapters.clock import Clock
 from adapters.remote.interface import RemoteCall, RemoteError, RemoteService
 from contracts.messages import AgentReply, AgentRequest
-from contracts.parsing import InvalidMessage, parse
+from contracts.parsing import MAX_BODY_BYTES, InvalidMessage, parse
 from domain.ids import idempotency_key
-from domain.records import RESULT_LIMIT, stored_size
+from domain.records import MAX_EXACT_INT, RESULT_LIMIT, inexact_integer, stored_size
 from domain.retry import exponential_backoff
 from domain.workflow import Step, agent, step
 from settings import Settings
@@ -84,19 +85,57 @@ def _not_carriable(reply: AgentReply) -> str | None:
     return None
 
 
+# A forward step's result is carried on in requests other agents read (with ``parse``: at most ``MAX_BODY_BYTES``):
+# its undo data in the undo's request (``orchestrators/compensation.py``), the reservation in the shipment's
+# (``domain.payloads``). Such a request is the result's fields and the rest: ids holding the order id four times (64
+# characters at most), a round and a seq, a deadline, the longest ``shipTo`` (800 bytes): under 2 KiB; 4 KiB kept.
+REQUEST_ROOM = 4 * 1024
+CARRIED_LIMIT = MAX_BODY_BYTES - REQUEST_ROOM
+
+
 def _not_kept(request: AgentRequest, result: Any) -> str | None:
     """Why the state record could not keep a forward step's ``result`` (more than ``RESULT_LIMIT`` bytes as the
-    store sends it: one Cosmos DB item holds the record), or None. An undo's answer is kept only in part, bounded
-    (``domain.compensation.undo_result``)."""
+    store sends it: one Cosmos DB item holds the record), or a later request could not carry it (more than
+    ``CARRIED_LIMIT`` bytes in a message: its refund or release, or the next step, dead-lettered ``BodyTooLarge`` by
+    the agent that reads it), or None. An undo's answer is kept only in part, bounded
+    (``domain.compensation.undo_result``), and carried nowhere."""
     if request.action == "undo":
         return None
+    refused = unkept_forward_result(result)
+    return None if refused is None else f"{refused[0]}: {refused[1]}"
+
+
+def unkept_forward_result(result: Any) -> tuple[str, str] | None:
+    """Why a forward step's ``result`` is more than the record keeps or a later request carries
+    (``ResultTooLarge``), or holds an integer the record would not keep exactly (``ResultNotExact``: past
+    +-``MAX_EXACT_INT``, which ``adapters/remote/http_service.py`` refuses where an answer enters, as
+    ``read_outside_json``): (reason, what is wrong), or None. The reply relay refuses a reply holding such a
+    result as well (one the app's agent never sends)."""
     size = stored_size(result)
-    if size <= RESULT_LIMIT:
-        return None
-    return (
-        f"ResultTooLarge: the result takes {size:,} bytes as the state record stores it (JSON, characters past "
-        f"ASCII escaped); the limit is {RESULT_LIMIT:,}"
-    )
+    if size > RESULT_LIMIT:
+        return RESULT_TOO_LARGE, (
+            f"the result takes {size:,} bytes as the state record stores it (JSON, characters past ASCII escaped); "
+            f"the limit is {RESULT_LIMIT:,}"
+        )
+    carried = len(json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+    if carried > CARRIED_LIMIT:
+        return RESULT_TOO_LARGE, (
+            f"the result takes {carried:,} bytes in a message; the requests that carry it on (its undo's, the next "
+            f"step's) leave it {CARRIED_LIMIT:,}"
+        )
+    inexact = inexact_integer(result)
+    if inexact is not None:
+        path, number = inexact
+        shown = str(number) if len(str(number)) <= 40 else f"of {len(str(abs(number))):,} digits"
+        return RESULT_NOT_EXACT, (
+            f"the integer {shown} at '{'.'.join(path)}' cannot be kept exactly (the state record keeps an integer "
+            f"within +-{MAX_EXACT_INT}; a provider's 64-bit id must come as a string)"
+        )
+    return None
+
+
+RESULT_TOO_LARGE = "ResultTooLarge"
+RESULT_NOT_EXACT = "ResultNotExact"
 
 
 def report_outcome(gate: DependencyGate, dependency: str, exc: RemoteError) -> None:

@@ -128,3 +128,11 @@ def test_what_an_undo_answer_leaves_on_the_record_is_a_bounded_reference_or_a_co
         "refundId": "rf-1",
         "amountCents": 1000,
     }
+    # a count a Cosmos DB document would round (or keep as null, past a double's range) is no count: dropped
+    for inexact in (2**53, -(2**53), 2**64 - 1, 10**4000):
+        assert c.undo_result("charge-payment", {"refundId": "rf-1", "amountCents": inexact}) == {
+            "refundId": "rf-1",
+            "amountCents": None,
+        }
+    exact = {"refundId": "rf-1", "amountCents": 2**53 - 1}
+    assert c.undo_result("charge-payment", exact) == exact

@@ -104,3 +104,30 @@ def test_the_summary_is_served_without_alerts_when_the_alert_queue_cannot_be_rea
     assert body["recentAlerts"] == []
     assert "operator-alerts" in body["recentAlertsError"] and "ConnectionError" in body["recentAlertsError"]
     assert "counts" in body and "needOperator" in body
+
+
+def test_a_message_on_the_alert_queue_that_is_no_json_object_hides_no_alert(ops, monkeypatch):
+    """Red team (s52): ``recent_alerts`` skipped a body ``json.loads`` refused with a ``ValueError``, not one
+    nested past the recursion limit (``RecursionError``: 10,000 brackets, 20 KB) nor an AMQP value section
+    (``body_bytes``' ``InvalidMessage``: another AMQP client can send one). Either escaped the loop, and the
+    summary showed no alert at all, ``recentAlertsError`` saying ``operator-alerts`` could not be read (it
+    was), for as long as that message stayed among the newest ``ALERT_PEEK_LIMIT``: up to its 14 days.
+    Now such a message is skipped, as a body that is not an object is."""
+    from tests.fakes import sdk_value_body_message
+
+    ops.broker.send(OPERATOR_ALERTS_QUEUE, _alert(1, "RetriesExhausted"))
+    ops.broker.send(OPERATOR_ALERTS_QUEUE, OutgoingMessage(body=b"[" * 10_000 + b"]" * 10_000, message_id="deep"))
+    ops.broker.send(OPERATOR_ALERTS_QUEUE, _alert(2, "CompensationFailed"))
+    from adapters.servicebus.browse import peek_newest as real_peek
+
+    def with_a_value_body(*args: object, **kwargs: object) -> list[object]:
+        peeked = list(real_peek(*args, **kwargs))  # type: ignore[arg-type]
+        return [*peeked, sdk_value_body_message(peeked[-1].sequence_number + 1, {"kind": "x"})]
+
+    monkeypatch.setattr(views, "peek_newest", with_a_value_body)
+    status, body = ops.get("/api/ops/summary")
+    assert status == 200
+    assert "recentAlertsError" not in body, body.get("recentAlertsError")
+    assert [a["alertId"] for a in body["recentAlerts"]] == [
+        _alert(n, k).message_id for n, k in ((2, "CompensationFailed"), (1, "RetriesExhausted"))
+    ]
