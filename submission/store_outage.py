@@ -147,6 +147,12 @@ def _copied_from(message_id: str, round_number: int) -> str | None:
     return own.group(1) if own else None
 
 
+def rounds_used_up(message: ReceivedMessage) -> bool:
+    """Whether ``message`` is the copy of the last round (``STORE_RETRY_DELAYS``): a failure ``retry_later`` would
+    copy now abandons it, and after the queue's max delivery count Service Bus dead-letters it."""
+    return retry_round(message.application_properties) >= len(STORE_RETRY_DELAYS)
+
+
 def retry_later(
     ctx: AppContext, message: ReceivedMessage, kind: str, why: str, *, store_down: bool = True
 ) -> IntakeResult:
