@@ -22,19 +22,29 @@ from typing import Any
 import pytest
 
 from adapters.servicebus.sender import OutgoingMessage
-from contracts.names import ORDERS_QUEUE
+from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from contracts.store_retry import ROUND_PROPERTY
 from deferral.sweep import peek_sweep
 from domain.deferral import EntryStatus
+from orchestrators.names import DELIVER_ALERT
 from submission.store_outage import STORE_RETRY_DELAYS
 from tests.contexts import context_with
-from tests.deferral.support import alerts, deferred_sequence_numbers, deliver, deliver_all, notification, order
-from tests.deferral.test_refusal_written_first import Cap, submit
+from tests.deferral.support import (
+    DurableClientStub,
+    alerts,
+    deferred_sequence_numbers,
+    deliver,
+    deliver_all,
+    notification,
+    order,
+)
+from tests.deferral.test_refusal_written_first import Cap, SendsFailing, submit
 from tests.fakes import StateStoreThatFails
 
 pytestmark = pytest.mark.cosmos
 
 LAST = len(STORE_RETRY_DELAYS)
+FLAG = "NotificationsForAcceptedOrder"
 
 
 def submit_in_round(broker: Any, body: dict[str, Any], round_number: int, message_id: str) -> None:
@@ -89,18 +99,20 @@ def test_a_last_round_submission_whose_record_exists_is_completed_and_its_paymen
     assert dead_letter_reasons(broker) == []
 
 
-def test_the_notifications_dead_lettered_under_a_refusal_are_still_named_when_the_last_round_hands_over(
-    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
-) -> None:
-    """Input: n-0 waits for p1; M1 is refused by the pending cap (n-0 dead-lettered ``OrderRejected``, listed
-    for the operator); M2 is accepted, but its record's create fails in round 60 (the refusal withdrawn
-    already); n-1 then arrives and waits for the order; M2's last copy writes the record, and applying n-1 fails
-    on every delivery.
-
-    Expected: the ``NotificationsForAcceptedOrder`` alert naming n-0 is raised (only a submission that finds the
-    record raises it), M2 is completed (no dead letter but n-0's), and n-1 is applied by the peek sweep.
-    Before: M2 dead-lettered ``MaxDeliveryCountExceeded``, the alert never raised: the last word an operator had
-    was that the order was refused, its payment sitting in the dead-letter queue."""
+def accepted_in_its_last_round(
+    functions: Any,
+    ctx: Any,
+    broker: Any,
+    clock: Any,
+    monkeypatch: Any,
+    client: DurableClientStub | None = None,
+    sender: Any = None,
+) -> tuple[int, int, StateStoreThatFails, Any]:
+    """n-0 waits for p1; M1 is refused by the pending cap (n-0 dead-lettered ``OrderRejected``, listed for the
+    operator); M2 is accepted, but its record's create fails in round 60 (the refusal withdrawn already); n-1 then
+    arrives and waits for the order; M2's last copy writes the record, and applying n-1 fails on every delivery
+    (``client``: the Durable client of those deliveries, ``sender``: their sender, if not the broker). Returns
+    n-0's and n-1's sequence numbers, the failing state store and the context using it."""
     cap = Cap(monkeypatch, full=False)
     submit(broker, notification(notification_id="n-0"), "n-0")
     assert deliver(functions, broker)
@@ -120,13 +132,28 @@ def test_the_notifications_dead_lettered_under_a_refusal_are_still_named_when_th
     n1 = max(deferred_sequence_numbers(broker))
 
     failing.failing = {"replace"}
+    if sender is not None:
+        with_failing = context_with(with_failing, sender=sender)
     clock.advance(STORE_RETRY_DELAYS[-1])
     for _ in range(8):  # the copy's deliveries, and n-1's look again (its order there, its apply failing)
-        if not deliver(functions, broker):
+        if not deliver(functions, broker, client):
             break
     assert with_failing.states.get("p1") is not None
     assert dead_letter_reasons(broker) == ["OrderRejected"]  # n-0 only: the submission was not dead-lettered
-    [named] = [a for a in alerts(broker) if a["kind"] == "NotificationsForAcceptedOrder"]
+    return n0, n1, failing, with_failing
+
+
+def test_the_notifications_dead_lettered_under_a_refusal_are_still_named_when_the_last_round_hands_over(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
+) -> None:
+    """Input: ``accepted_in_its_last_round``.
+
+    Expected: the ``NotificationsForAcceptedOrder`` alert naming n-0 is raised (only a submission that finds the
+    record raises it), M2 is completed (no dead letter but n-0's), and n-1 is applied by the peek sweep.
+    Before: M2 dead-lettered ``MaxDeliveryCountExceeded``, the alert never raised: the last word an operator had
+    was that the order was refused, its payment sitting in the dead-letter queue."""
+    n0, n1, failing, with_failing = accepted_in_its_last_round(functions, ctx, broker, clock, monkeypatch)
+    [named] = [a for a in alerts(broker) if a["kind"] == FLAG]
     assert named["details"]["notifications"] == [{"sequenceNumber": n0, "notificationId": "n-0"}]
     assert ctx.deferrals.get("p1").to_flag()  # still listed: a later submission names them again, never lost
 
@@ -134,3 +161,17 @@ def test_the_notifications_dead_lettered_under_a_refusal_are_still_named_when_th
     deliver_all(functions, broker)
     applied_by_the_sweep(context_with(with_failing, states=ctx.states), broker, clock, n1)
     assert dead_letter_reasons(broker) == ["OrderRejected"]
+
+
+def test_a_hand_over_whose_alert_cannot_be_sent_gives_it_to_the_alert_courier(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
+) -> None:
+    """As above, every send to ``operator-alerts`` failing: the alert is handed to the alert courier under its id
+    before the message is completed (none of its deliveries spent on it), not lost with the message."""
+    client = DurableClientStub()
+    refusing = SendsFailing(broker, OPERATOR_ALERTS_QUEUE, times=100)
+    n0, _, _, _ = accepted_in_its_last_round(functions, ctx, broker, clock, monkeypatch, client, refusing)
+    assert [a for a in alerts(broker) if a["kind"] == FLAG] == []
+    [(_, instance, handed)] = [s for s in client.started if s[0] == DELIVER_ALERT]
+    assert instance == f"alert:{FLAG}:p1:{n0}"
+    assert [n["sequenceNumber"] for n in handed["alert"]["details"]["notifications"]] == [n0]
