@@ -242,7 +242,8 @@ def _hand_over(
     app_event(
         "SubmissionHandedOver",
         f"order {order_id}: submission {message.message_id} in its last store-retry round: its record exists, but "
-        f"its deferred notifications could not be applied ({exc}); completed, the peek sweep applies them"
+        f"its deferred notifications could not be applied or its refusals settled ({exc}); completed, the peek sweep "
+        "applies them"
         + ("; the notifications dead-lettered under a refusal of it named to an operator" if named else ""),
         logging.WARNING,
         orderId=order_id,
