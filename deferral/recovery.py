@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 from adapters.cosmos.deferral_store import update_deferrals
 from adapters.cosmos.errors import StoreError
@@ -158,10 +159,24 @@ def flag_refused_notifications(ctx: AppContext, doc: DeferralDocument | None, ow
         return
     listed = list(doc.refused_notifications)
     unlisted = doc.refused_notifications_unlisted
+    now = ctx.clock.now()
+    alert = _name_refused_notifications(ctx, doc, now)
+    if alert is not None:  # not sent: the courier sends it, and they stay listed until an alert naming them went out
+        owed.append(alert)
+        return
+    update_deferrals(
+        ctx.deferrals, doc.order_id, lambda d: notifications_flagged(d, listed, unlisted, now), now, as_read=doc
+    )
+
+
+def _name_refused_notifications(ctx: AppContext, doc: DeferralDocument, now: datetime) -> OwedAlert | None:
+    """Raises the ``NotificationsForAcceptedOrder`` alert naming the notifications ``doc`` lists as dead-lettered
+    under a refusal; the alert owed (for the courier) if its send failed, else None."""
+    listed = list(doc.refused_notifications)
+    unlisted = doc.refused_notifications_unlisted
     numbers = [r.sequence_number for r in listed]
     more = f" and {unlisted} more (not listed)" if unlisted else ""
-    now = ctx.clock.now()
-    alert = raise_alert_or_owe(
+    return raise_alert_or_owe(
         ctx.sender,
         kind=REFUSED_NOTIFICATIONS_ALERT,
         summary=(
@@ -179,12 +194,24 @@ def flag_refused_notifications(ctx: AppContext, doc: DeferralDocument | None, ow
             "unlisted": unlisted,
         },
     )
-    if alert is not None:  # not sent: the courier sends it, and they stay listed until an alert naming them went out
+
+
+def hand_over_refusals(ctx: AppContext, as_read: DeferralDocument | None, owed: list[OwedAlert]) -> bool:
+    """A submission that found its order's state record could not settle the order's refusals (``settle_refusals``:
+    a store or send failure through its last store-retry round) and is completed all the same
+    (``submission.intake``). The one duty of it nothing else does, naming the notifications dead-lettered under a
+    refusal (``as_read``: the order's deferral document as that submission read it, after the record existed), is
+    done here, without a write: the alert is raised (its failed send added to ``owed``, for the courier) and they
+    stay listed, so a later submission of the order names them again (the same id while the list is the same: a
+    repeat, never a loss). A refusal still standing on the document is left: with the record there, a notification
+    finds the order and is applied to it, and whatever handles the refused message again withdraws it
+    (``release_for_rejected_order``). Returns whether an alert was raised."""
+    if as_read is None or not as_read.to_flag():
+        return False
+    alert = _name_refused_notifications(ctx, as_read, ctx.clock.now())
+    if alert is not None:
         owed.append(alert)
-        return
-    update_deferrals(
-        ctx.deferrals, doc.order_id, lambda d: notifications_flagged(d, listed, unlisted, now), now, as_read=doc
-    )
+    return True
 
 
 def settle_refusals(

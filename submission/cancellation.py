@@ -24,7 +24,6 @@ from adapters.cosmos.state_store import update_once
 from adapters.servicebus.sender import SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from contracts.messages import CancelOrder
-from contracts.store_retry import retry_round
 from dependencies import AppContext
 from domain.compensation import cancellation_not_before, enter_compensation, pivot_passed, undo_pending
 from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation
@@ -36,7 +35,7 @@ from notifications.received import owe_before_failure, say_received_first
 from notifications.status import OwedStatus, publish_status_or_owe
 from observability.events import app_event
 from submission.result import IntakeResult
-from submission.store_outage import STORE_RETRY_DELAYS, retry_later
+from submission.store_outage import retry_later, rounds_used_up
 
 CANCELLATION = "cancellation"
 ALREADY_UNDOING = frozenset({ProcessState.COMPENSATING, ProcessState.COMPENSATED, ProcessState.COMPENSATION_FAILED})
@@ -50,7 +49,7 @@ def cancel_order(ctx: AppContext, contract: Any, message: ReceivedMessage, owed:
     for _ in range(RACE_RETRIES):
         record = ctx.states.get(contract.order_id)
         if record is None:
-            if retry_round(message.application_properties) < len(STORE_RETRY_DELAYS):
+            if not rounds_used_up(message):
                 # Its order may be on its way: one that met a Cosmos DB blip or outage is handled again
                 # later (submission/store_outage.py), after this cancellation. Look again on the same
                 # schedule, and dead-letter it only once the order's own retries are over.

@@ -43,6 +43,8 @@ from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_byt
 from contracts.messages import CancelOrder, Contract, OrderSubmitted, PaymentNotification, RetryDeferred
 from contracts.parsing import InvalidMessage, parse
 from deferral.recovery import (
+    Recovery,
+    hand_over_refusals,
     recover_for_order,
     release_for_rejected_order,
     settle_refusals,
@@ -65,7 +67,7 @@ from submission.cancellation import cancel_order
 from submission.payments import payment_notification
 from submission.result import Handler, IntakeResult
 from submission.retry_deferred import retry_deferred
-from submission.store_outage import original_sequence, retry_later
+from submission.store_outage import original_sequence, retry_later, rounds_used_up
 
 log = logging.getLogger(__name__)
 
@@ -182,14 +184,21 @@ def submit_order(
         recovered = recover_for_order(ctx, order.order_id, deferrals, owed)
         settle_refusals(ctx, order.order_id, deferrals, owed, created=created)
     except (StoreUnavailable, SendError) as exc:
-        if not created:
+        if not created and rounds_used_up(message):
+            # Its last round: abandoned, Service Bus would dead-letter it MaxDeliveryCountExceeded and page an
+            # operator for a submission whose order exists. Completed instead, what is left handed over.
+            _hand_over(ctx, order.order_id, message, deferrals, owed, exc)
+            recovered = Recovery()
+        elif not created:
             raise
-        # The record is written (and claimed, on the fast path: the attempt is started anyway, since left
-        # unstarted it would wait out the start grace for the supervisor). Abandon: the redelivery applies
-        # the deferred notifications to the record, as to any notification that arrives after its order,
-        # and raises the alert for those dead-lettered under a refusal if it was not sent.
-        log.warning("order %s: %s; abandoning for the deferred notifications", order.order_id, exc)
-        return IntakeResult(Settlement.abandon(str(exc)), claim, owed=announced)
+        else:
+            # The record is written (and claimed, on the fast path: the attempt is started anyway, since left
+            # unstarted it would wait out the start grace for the supervisor). Abandon: the redelivery applies
+            # the deferred notifications to the record, as to any notification that arrives after its order,
+            # and raises the alert for those dead-lettered under a refusal if it was not sent (it reads the
+            # document again after the record exists: a refusal marked since this delivery's read is in it).
+            log.warning("order %s: %s; abandoning for the deferred notifications", order.order_id, exc)
+            return IntakeResult(Settlement.abandon(str(exc)), claim, owed=announced)
     # A duplicate submission says Received again while the order has not begun (or still owes it), and so
     # does the message that created the record, handled again (``submittedAs``): whatever the order did since,
     # its first delivery may never have said it (its create's response and read-back lost, or its send, the
@@ -204,6 +213,43 @@ def submit_order(
             if announced:
                 _owe_received(ctx, state)
     return IntakeResult(Settlement.complete(), claim, recovered.events, owed=announced)
+
+
+def _hand_over(
+    ctx: AppContext,
+    order_id: str,
+    message: ReceivedMessage,
+    as_read: DeferralDocument | None,
+    owed: list[OwedAlert],
+    exc: Exception,
+) -> None:
+    """A submission in its last store-retry round found the order's state record (the order and its record stand:
+    written by an earlier delivery, the data verified the same), and the deferred notifications could not be applied
+    or the refusals settled (``recover_for_order``, ``settle_refusals``: a store or send failure). What the message
+    still carried is done by others, so it is completed, not abandoned into a dead letter that pages for nothing:
+
+    * the notifications waiting for the order, and the rounds of those waiting for a dependency: the peek sweep
+      applies a deferred notification whose order exists (and tries an overdue round), ``PEEK_SWEEP_AGE_MINUTES``
+      after it was deferred;
+    * the notifications dead-lettered under an earlier refusal of the order: named to an operator here, from the
+      document as this delivery read it (``hand_over_refusals``; they stay listed, so a later submission names them
+      again): no other path names them.
+
+    Before, it was abandoned after the last round and Service Bus dead-lettered it ``MaxDeliveryCountExceeded``
+    (``localrun fuzz`` seed 6050: an order written in round 57 of 61, its notification throttled to the end; the
+    order ran, the peek sweep applied the payment, and the dead-letter watch paged an operator for nothing)."""
+    named = hand_over_refusals(ctx, as_read, owed)
+    app_event(
+        "SubmissionHandedOver",
+        f"order {order_id}: submission {message.message_id} in its last store-retry round: its record exists, but "
+        f"its deferred notifications could not be applied or its refusals settled ({exc}); completed, the peek sweep "
+        "applies them"
+        + ("; the notifications dead-lettered under a refusal of it named to an operator" if named else ""),
+        logging.WARNING,
+        orderId=order_id,
+        messageId=message.message_id,
+        refusedNamed=named,
+    )
 
 
 def _conflicting(ctx: AppContext, order: OrderSubmitted, now: datetime) -> IntakeResult:

@@ -40,14 +40,15 @@ from contracts.names import ORDERS_QUEUE
 from contracts.store_retry import is_copy
 from deferral.apply import finish_in_hand, not_kept, peek_at, record_making_room
 from deferral.errors import DependencyUnavailable
-from deferral.payment import MESSAGE_TYPE, apply_notification
+from deferral.payment import MESSAGE_TYPE, PaymentOutcome, apply_notification
 from deferral.retry import schedule_look_again, schedule_round
 from deferral.tracking import settle_decided
 from dependencies import AppContext
 from domain.deferral import DeferralDocument, DeferralReason, EntryStatus, TooManyWaiting
 from notifications.alerts import OwedAlert
+from observability.events import app_event
 from submission.result import IntakeResult
-from submission.store_outage import retry_later
+from submission.store_outage import retry_later, rounds_used_up
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,35 @@ def payment_notification(
     if outcome.kind == "order-missing":
         return _defer_until_order(ctx, note, message, owed)
     # an entry an earlier delivery of it recorded (or, for a copy, its original's) takes the outcome
-    settle_decided(ctx, note, message.sequence_number, outcome, copy=is_copy(message.application_properties))
+    try:
+        settle_decided(ctx, note, message.sequence_number, outcome, copy=is_copy(message.application_properties))
+    except StoreUnavailable as exc:
+        if not rounds_used_up(message):
+            raise  # handled again later (a copy): the entries take the outcome then
+        _settled_unrecorded(note, message, outcome, exc)
     return IntakeResult(outcome.settlement(), events=outcome.events)
+
+
+def _settled_unrecorded(
+    note: PaymentNotification, message: ReceivedMessage, outcome: PaymentOutcome, exc: StoreUnavailable
+) -> None:
+    """The notification is decided (applied, or a repeat of the payment on the record; or rejected, its alert
+    raised or owed), and in its last store-retry round the entries that take its outcome could not be written
+    (``settle_decided``). Settled as decided all the same: abandoned, Service Bus dead-lettered it
+    ``MaxDeliveryCountExceeded`` and paged an operator for a payment that is applied (or, rejected, under a reason
+    not its own). An entry left waiting for it is accounted for when its message is looked for and found gone
+    (``account_for_absent``: ``Applied``, the payment being on the record): by a ``RetryDeferred`` in flight for
+    it, or its order's list filling up (``make_room``); until then it holds a place (docs/deferral.md)."""
+    app_event(
+        "NotificationSettledUnrecorded",
+        f"{MESSAGE_TYPE} {message.message_id} of order {note.order_id}: {outcome.kind} in its last store-retry "
+        f"round, its entries not written ({exc}); settled as decided",
+        logging.WARNING,
+        orderId=note.order_id,
+        messageId=message.message_id,
+        sequenceNumber=message.sequence_number,
+        outcome=outcome.kind,
+    )
 
 
 def deferred_all_the_same(message: ReceivedMessage, exc: StoreUnavailable) -> IntakeResult:

@@ -20,7 +20,10 @@ OrderSubmitted the pending cap refused is known again by it, on every copy and r
 is written first and finished by whichever delivery comes next: ``submission.intake``).
 If the copy cannot be sent (Service Bus is failing too) or the rounds are used up, the message is
 abandoned as before: Service Bus redelivers it and, past its maximum delivery count, dead-letters it
-``MaxDeliveryCountExceeded`` (an alert rule watches dead letters)."""
+``MaxDeliveryCountExceeded`` (an alert rule watches dead letters). Not one whose work another path does after its
+last round (``rounds_used_up``): a ``RetryDeferred`` is completed, the peek sweep trying its message
+(``LEFT_TO_THE_SWEEP``); an ``OrderSubmitted`` whose record exists and a ``PaymentNotification`` already decided are
+settled by their handlers (docs/deferral.md, "After the last round")."""
 
 from __future__ import annotations
 
@@ -147,14 +150,43 @@ def _copied_from(message_id: str, round_number: int) -> str | None:
     return own.group(1) if own else None
 
 
+def rounds_used_up(message: ReceivedMessage) -> bool:
+    """Whether ``message`` is the copy of the last round (``STORE_RETRY_DELAYS``): a failure ``retry_later`` would
+    copy now abandons it, and after the queue's max delivery count Service Bus dead-letters it."""
+    return retry_round(message.application_properties) >= len(STORE_RETRY_DELAYS)
+
+
+# What a message of these types still had to do after its last round is done by the peek sweep: a ``RetryDeferred``
+# only points at a deferred message, and the sweep tries every deferred message on the queue whose round is overdue,
+# applies one whose order exists, settles one whose entry is resolved (deferral/sweep.py). One whose message is gone
+# was settled elsewhere (a store-retry copy of it decided, or dead-lettered: its own dead letter pages).
+LEFT_TO_THE_SWEEP = frozenset({"RetryDeferred"})
+
+
+def _left_to_the_sweep(message: ReceivedMessage, kind: str, why: str) -> IntakeResult:
+    """Completes ``message`` of a kind in ``LEFT_TO_THE_SWEEP`` after its last round, instead of abandoning it into
+    a ``MaxDeliveryCountExceeded`` dead letter that pages an operator for a message nobody needs."""
+    app_event(
+        "IntakeLeftToSweep",
+        f"{kind} {message.message_id}: {why}; store retries used up, completed: the peek sweep tries its message",
+        logging.WARNING,
+        messageId=message.message_id,
+        orderId=named_order_id(body_bytes(message)),
+        kind=kind,
+    )
+    return IntakeResult(Settlement.complete())
+
+
 def retry_later(
     ctx: AppContext, message: ReceivedMessage, kind: str, why: str, *, store_down: bool = True
 ) -> IntakeResult:
-    """Sends ``message`` to ``orders`` again, due after its round's delay, and completes it; abandons it
-    when the rounds are used up or the copy cannot be sent. ``store_down=False``: not a store failure (a
-    cancellation whose order is not there yet), for the log."""
+    """Sends ``message`` to ``orders`` again, due after its round's delay, and completes it; abandons it when
+    the rounds are used up (completes it, a kind in ``LEFT_TO_THE_SWEEP``) or the copy cannot be sent.
+    ``store_down=False``: not a store failure (a cancellation whose order is not there yet), for the log."""
     round_number = retry_round(message.application_properties) + 1
     if round_number > len(STORE_RETRY_DELAYS):
+        if kind in LEFT_TO_THE_SWEEP:
+            return _left_to_the_sweep(message, kind, why)
         log.warning("%s %s: %s; store retries used up, abandoning", kind, message.message_id, why)
         return IntakeResult(Settlement.abandon(why))
     due = ctx.clock.now() + STORE_RETRY_DELAYS[round_number - 1]

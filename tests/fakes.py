@@ -176,6 +176,25 @@ class DeferralLogReadTooEarly:
         return self._log.save(doc)
 
 
+class DeferralLogThatFails:
+    """The deferral log (the order's deferral document in the ``state`` container) answering every read and write
+    with a 429 past the SDK's retries while ``failing`` is set; the real log otherwise."""
+
+    def __init__(self, log: DeferralLog) -> None:
+        self._log = log
+        self.failing = True
+
+    def get(self, order_id: str) -> DeferralDocument | None:
+        if self.failing:
+            raise StoreUnavailable(f"deferral log: 429 on read of {order_id}")
+        return self._log.get(order_id)
+
+    def save(self, doc: DeferralDocument) -> DeferralDocument:
+        if self.failing:
+            raise StoreUnavailable(f"deferral log: 429 on save of {doc.order_id}")
+        return self._log.save(doc)
+
+
 class OrderStoreThatFailsOnRead:
     """The order database (a dependency of applying a payment notification, not the state store)
     answering every read with a 503 while ``failing`` is set; writes, and reads while it is not failing,
