@@ -23,9 +23,13 @@ promises is what the ops API's code and docs say (docs/deferral.md, docs/compens
   note (the attempt, the supervisor acting on the decision it left, or a cancel overtaking it); ``compensate`` took
   it to ``Compensating``, ``fail`` to ``Error`` (or a cancel to ``Compensating``).
 
-Not checked: the refusals (409 but the discard's above, 404), whose promise is "nothing was done" and which the other
-invariants cover (a write that landed is audited like any other). A run cut by its horizon leaves an order that had
-not yet done what it was promised excused while the order is still unsettled (``non_terminal`` counts it)."""
+Not checked, the evidence does not say it: that a review's ``retry`` or ``alternative`` re-ran the step through that
+agent (a transition names no agent: any move after the note counts as acting on it), a resubmit's reset failure count
+(a transition carries none: the order leaving ``Pending``, its claim, stands for the new attempt), and the refusals
+(409 but the discard's above, 404), whose promise is "nothing was done" and which the other invariants cover (a write
+that landed is audited like any other). A run cut by its horizon leaves an order that had
+not yet done what it was promised excused while the order is still unsettled (``non_terminal`` counts it), and a
+discarded message still deferred (the peek sweep's to dead-letter as recorded: the run waits for it, unless cut)."""
 
 from __future__ import annotations
 
@@ -35,13 +39,14 @@ from datetime import datetime
 from typing import Any
 
 from domain.compensation import COMPENSATION_REQUESTED
+from domain.deferral import DISCARDED
 from domain.records import PAYMENT_NOTIFIED, SIDE_NOTES
 from domain.review import REVIEW_ANSWERED, REVIEW_CLOSED, REVIEW_REQUESTED
 from domain.states import ProcessState
 from localrun.audit import Transition
+from supervisor.operator import ACTION_EVENTS, operator_cancelled
 
-RESUBMITTED = "Resubmitted"  # the history event of ``domain.transitions.resubmit``
-CANCELLED_BY = "cancelled by operator "  # ``supervisor.operator.operator_cancelled``'s detail
+RESUBMITTED = ACTION_EVENTS["resubmit"]  # the history event of ``domain.transitions.resubmit``
 DECIDE_BY = ", decide by "  # ``domain.review.review_detail``'s, after the review's id
 ROUND_ENDS = (ProcessState.COMPENSATED, ProcessState.COMPENSATION_FAILED)
 UNSETTLED = (ProcessState.PENDING, ProcessState.PROCESSING, ProcessState.COMPENSATING)
@@ -132,10 +137,11 @@ def _broken(answer: OperatorAnswer, writes: list[Transition], evidence: Evidence
         return f"the order never left Pending after the resubmit (ended {final})"
     if answer.action in ("cancel", "compensate"):
         cancel = answer.action == "cancel"
+        cancelled = operator_cancelled(answer.by, "")  # a cancel's detail: "cancelled by operator <who>: <why>"
         mine = _last(
             writes,
             answer,
-            lambda t: t.event == COMPENSATION_REQUESTED and (t.detail.startswith(CANCELLED_BY) or not cancel),
+            lambda t: t.event == COMPENSATION_REQUESTED and (t.detail.startswith(cancelled) or not cancel),
         )
         if mine is None:
             return f"no CompensationRequested write of the operator's {answer.action} landed before it"
@@ -166,7 +172,8 @@ def _discard(answer: OperatorAnswer, evidence: Evidence, applied: Mapping[str, s
     if taker is not None:
         wrong.append(f"the payment {answer.notification_id} was applied to order {taker}")
     reason = evidence.dead_lettered.get(answer.sequence_number)
-    if reason != "DiscardedByOperator":
+    owed = evidence.horizon_reached and answer.sequence_number in evidence.deferred  # the sweep's, cut off
+    if reason != DISCARDED and not owed:
         if reason is not None:
             where = f"dead-lettered {reason}"
         elif answer.sequence_number in evidence.deferred:

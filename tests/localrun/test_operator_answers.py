@@ -9,7 +9,9 @@ payment; a resubmit and a review answer answered 200 whose writes never landed) 
 from __future__ import annotations
 
 import json
+import random
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
@@ -17,16 +19,20 @@ import pytest
 
 import operations.actions as actions
 import supervisor.operator as supervisor_operator
+from adapters.servicebus.sender import OutgoingMessage
+from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from deferral.discard import Discard
 from domain.states import ProcessState
 from localrun.audit import Transition
-from localrun.operator import OPERATOR_NAME
+from localrun.operator import OPERATOR_NAME, Operator
 from localrun.operator_answers import Evidence, OperatorAnswer, broken_answers, checked_counts
-from localrun.profile import Profile, ProfileError
+from localrun.profile import OperatorPlan, Profile, ProfileError
 from localrun.report import _operator_answers_broken, build_report
+from localrun.servicebus import InProcessBroker
 from localrun.simulation import SimulationConfig, run_simulation
 from localrun.workload import make_workload
 from tests.localrun.test_operator import PROFILE as OPERATOR_ACTIONS
+from tests.localrun.test_operator import _answer, _Host
 from tests.localrun.test_operator_discards_orderless import BOUND, GHOST_ORDER
 from tests.localrun.test_orderless_payments import ORPHAN
 
@@ -159,6 +165,7 @@ def test_a_discard_whose_payment_was_applied_or_whose_message_was_not_dead_lette
     assert "was applied to order o-1" in check(said, [], finals=paid, dead={7: "DiscardedByOperator"})[0]
     assert "message #7 is not in the dead-letter queue" in check(said, [])[0]
     assert "message #7 is still deferred" in check(said, [], deferred=frozenset({7}))[0]
+    assert check(said, [], deferred=frozenset({7}), horizon_reached=True) == []  # the sweep's, the run cut first
     assert "dead-lettered MaxDeliveryCountExceeded" in check(said, [], dead={7: "MaxDeliveryCountExceeded"})[0]
 
 
@@ -254,8 +261,6 @@ def test_the_rate_of_orderless_notifications_is_a_probability(rate: Any) -> None
 
 
 def test_orderless_notifications_are_drawn_after_every_order_and_name_no_order_of_the_workload() -> None:
-    import random
-
     plain = make_workload(200, Profile(), random.Random(5), T0)
     profile = Profile.parse({"orders": {"orderless_notification_rate": 0.1}})
     workload = make_workload(200, profile, random.Random(5), T0)
@@ -287,3 +292,34 @@ def test_a_run_with_orderless_notifications_has_their_discards_checked() -> None
     assert report["alerts"]["PaymentWithoutOrder"] == sent
     dead = [d for d in result.broker.dead_letters("orders") if d.reason == "DiscardedByOperator"]
     assert len(dead) == sent
+
+
+def test_the_run_waits_for_a_discarded_message_the_peek_sweep_still_owes_to_dead_letter() -> None:
+    """A discard answered 200 ``deadLettered: false`` leaves its message deferred for the peek sweep to dead-letter as
+    recorded (docs/deferral.md): the operator stays busy, so the run does not end before the promise can be checked;
+    once the message is dead-lettered, it is not."""
+    broker = InProcessBroker(SimpleNamespace(now=lambda: T0))
+    broker.declare_queue(ORDERS_QUEUE)
+    broker.declare_queue(OPERATOR_ALERTS_QUEUE)
+    broker.send(ORDERS_QUEUE, OutgoingMessage(body=json.dumps(ORPHAN), message_id="pay-ghost"))
+    message = broker.receive(ORDERS_QUEUE)
+    assert message is not None
+    broker.actions.defer(message)
+    seq = int(message.sequence_number)
+    alert = {"type": "OperatorAlert", "kind": "PaymentWithoutOrder", "orderId": "ord-ghost"}
+    broker.send(OPERATOR_ALERTS_QUEUE, OutgoingMessage(json.dumps({**alert, "details": {"sequenceNumber": seq}}), "a"))
+    host: Any = _Host(_answer(200, action="discard", entry={"notificationId": "pay-ghost"}, deadLettered=False))
+    host.broker = broker
+
+    plan = OperatorPlan(after_s=(0, 0), discard_orderless=True)
+    operator = Operator(plan, random.Random(1), host, discards=random.Random(2))
+    operator.read_alerts(T0)
+    operator.act(T0)  # sends the discard
+    operator.act(T0)  # takes its answer
+    [kept] = operator.answers
+    assert (kept.action, kept.status, kept.sequence_number, kept.notification_id) == ("discard", 200, seq, "pay-ghost")
+    assert operator.busy()  # its message still deferred: the sweep owes its dead-lettering
+    with broker.deferred_store.open(ORDERS_QUEUE) as receiver:
+        [fetched] = receiver.receive_deferred([seq])
+        receiver.dead_letter(fetched, "DiscardedByOperator", "as recorded")
+    assert not operator.busy()
