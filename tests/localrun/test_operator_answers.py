@@ -323,3 +323,24 @@ def test_the_run_waits_for_a_discarded_message_the_peek_sweep_still_owes_to_dead
         [fetched] = receiver.receive_deferred([seq])
         receiver.dead_letter(fetched, "DiscardedByOperator", "as recorded")
     assert not operator.busy()
+
+
+def test_without_an_operator_the_orderless_payments_wait_told_and_no_invariant_counts_them() -> None:
+    """The payments nobody discards stay deferred, each named by its ``PaymentWithoutOrder`` alert: neither
+    ``unmatched_notifications`` nor ``stranded_messages`` counts them, and no order is lost for them (they name no
+    order of the workload)."""
+    profile = Profile.parse({"orders": {"orderless_notification_rate": 0.3}, "settings": BOUND})
+    result = run_simulation(SimulationConfig(orders=10, seed=2, profile=profile))
+    report = build_report(result)
+    sent = result.workload.orderless_notifications
+    assert sent > 0 and report["alerts"]["PaymentWithoutOrder"] == sent
+    assert {k: v for k, v in report["invariants"].items() if v} == {}, report["invariant_examples"]
+    waiting = [
+        m for m in result.broker.contents(ORDERS_QUEUE) if json.loads(m.body)["orderId"].startswith("orderless-")
+    ]
+    assert len(waiting) == sent and "operator_actions" not in report
+    # a run cut before the alerts: each one waiting untold is stranded, as before the knob
+    cut = build_report(
+        run_simulation(SimulationConfig(orders=10, seed=2, profile=profile, horizon=timedelta(minutes=20)))
+    )
+    assert cut["invariants"]["stranded_messages"] == sent
