@@ -189,6 +189,7 @@ def random_profile(seed: int) -> dict[str, Any]:
     if rng.random() < 0.25:
         profile.setdefault("cosmos", {})["partition_ranges"] = rng.choice([2, 3, 4])
     _draw_knobs_2(seed, profile)
+    _draw_knobs_3(seed, profile)
     return profile
 
 
@@ -210,6 +211,16 @@ def _draw_knobs_2(seed: int, profile: dict[str, Any]) -> None:
         outages[0]["refused"] = True
     if rng.random() < 0.3:
         profile.setdefault("operator", {})["discard_orderless"] = True
+
+
+def _draw_knobs_3(seed: int, profile: dict[str, Any]) -> None:
+    """The knobs added after ``seed:knobs-2``'s, from a generator of their own (``seed:knobs-3``): every key drawn
+    before is each seed's as before. Payment notifications for orders never submitted
+    (``orders.orderless_notification_rate``), so that an operator that discards them has work, and the report
+    checks what it was told (``operator_answers_broken``)."""
+    rng = random.Random(f"{seed}:knobs-3")
+    if rng.random() < 0.25:
+        profile.setdefault("orders", {})["orderless_notification_rate"] = round(rng.uniform(0, 0.05), 3)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,12 @@ uncaptured payment: nothing to undo at the simulated provider), discards the not
 (``POST ops/orders/{id}/deferred/{seq}/discard``; once an alert, not counted in ``max_actions_per_order``). Its delays
 come from a generator of its own (``seed:operator-discard``), made only then: an operator that does not discard
 draws as before. An order submitted under that id afterwards must not take the payment: the report's
-``discarded_payments_applied``."""
+``discarded_payments_applied``.
+
+Every final answer it gets (not a 5xx it tries again) is kept, reduced to what it promised (``OperatorAnswer``: a few
+fields, not the body), for the report to check against what happened (``operator_answers_broken``,
+``localrun/operator_answers.py``); the run does not end while a message a discard was answered 200 for is still
+deferred (the peek sweep dead-letters one answered ``deadLettered: false`` as recorded)."""
 
 from __future__ import annotations
 
@@ -40,13 +45,15 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from contracts.names import OPERATOR_ALERTS_QUEUE
+from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from deferral.sweep import ORDERLESS_ALERT
 from domain.review import REVIEW_REQUESTED
 from domain.states import ProcessState
 from localrun.audit import Transition
 from localrun.host import LocalHost
+from localrun.operator_answers import OperatorAnswer
 from localrun.profile import OperatorPlan
+from localrun.servicebus.messages import MessageState
 from localrun.worker.http import HttpAnswer, HttpRequestData
 
 OPERATOR_NAME = "operator@localrun"
@@ -69,6 +76,7 @@ class _Planned:
     tries: int = field(default=0, compare=False)
     why: str = field(default="", compare=False)
     sequence_number: int = field(default=0, compare=False)  # a discard's deferred notification
+    review_id: str = field(default="", compare=False)  # a review's, once read
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,10 @@ class Operator:
         self._acts: Counter[str] = Counter()  # actions planned per order
         self.counts: dict[str, Counter[str]] = {}
         self.moves: list[OperatorMove] = []
+        # every final answer (not a 5xx tried again), reduced to what it promised: the report checks them
+        # (``operator_answers_broken``)
+        self.answers: list[OperatorAnswer] = []
+        self._discarded: set[int] = set()  # sequence numbers a discard was answered 200 for
 
     # --- what it sees ---------------------------------------------------------------------------------
 
@@ -194,7 +206,7 @@ class Operator:
     def busy(self) -> bool:
         if self.plan.discard_orderless and self._new_alerts():
             return True  # an alert it has not read yet may name a payment to discard
-        return bool(self._planned or self._in_flight)
+        return bool(self._planned or self._in_flight) or self.discards_unsettled()
 
     def act(self, now: datetime) -> None:
         """Takes the answers that came, then sends what is due (called before each pump)."""
@@ -240,6 +252,7 @@ class Operator:
                 self._count("review", "nothing_to_answer")
                 return
             body = {"reason": "localrun operator: review answered", "action": self.plan.answer_reviews}
+            planned = replace(planned, review_id=review)
             self._send(planned, "review", "POST", self._path(planned), {**body, "reviewId": review})
             return
         result = outcome(answer)
@@ -247,6 +260,7 @@ class Operator:
             self._again(planned, now, stage, answer)
             return
         self._count(stage, result)
+        self._keep(planned, stage, answer, result, now)
         if result == "done":
             self.moves.append(OperatorMove(now, planned.order_id, stage))
         elif (
@@ -259,6 +273,49 @@ class Operator:
             self._acts[planned.order_id] += 1
             delay = timedelta(seconds=self._rng.uniform(*RETRY_AFTER_S))
             heapq.heappush(self._planned, _Planned(now + delay, planned.order_id, "resubmit", why=planned.why))
+
+    def _keep(self, planned: _Planned, stage: str, answer: HttpAnswer, result: str, now: datetime) -> None:
+        """The answer, reduced to what it promised (``OperatorAnswer``): a few fields, not its body."""
+        try:
+            body = json.loads(answer.body or b"{}")
+        except ValueError:
+            body = {}
+        body = body if isinstance(body, dict) else {}
+        entry = body.get("entry")
+        entry = entry if isinstance(entry, dict) else {}
+        # deferral.discard's refusals for an order that exists: "order <id> exists now: the payment is applied"
+        exists = stage == "discard" and answer.status == 409
+        exists = exists and f"order {planned.order_id} exists now" in str(body.get("error", ""))
+        kept = OperatorAnswer(
+            at=now,
+            order_id=planned.order_id,
+            action=stage,
+            status=answer.status,
+            by=OPERATOR_NAME,
+            repeated=result == "repeated",
+            sequence_number=planned.sequence_number,
+            notification_id=str(entry.get("notificationId") or "") if answer.status == 200 else "",
+            order_exists=exists,
+            review_id=planned.review_id,
+            decision=(self.plan.answer_reviews or "") if stage == "review" else "",
+        )
+        self.answers.append(kept)
+        if stage == "discard" and answer.status == 200:
+            self._discarded.add(planned.sequence_number)
+
+    def discards_unsettled(self) -> bool:
+        """Whether a message a discard was answered 200 for is still deferred on ``orders`` (answered
+        ``deadLettered: false``: the peek sweep dead-letters it as recorded): the run waits for it, so that the
+        report can check the promise (``operator_answers_broken``)."""
+        if not self._discarded:
+            return False
+        on_queue = {
+            int(m.sequence_number): m.state
+            for m in self._host.broker.contents(ORDERS_QUEUE)
+            if int(m.sequence_number) in self._discarded
+        }
+        self._discarded &= set(on_queue)  # one gone from the queue never comes back to it
+        return MessageState.DEFERRED in on_queue.values()
 
     def _again(self, planned: _Planned, now: datetime, action: str, answer: HttpAnswer) -> None:
         self._count(action, outcome(answer))

@@ -61,6 +61,7 @@ ORDER_KEYS = {
     "concurrent_notification_rate",
     "late_notification_rate",
     "late_notification_s",
+    "orderless_notification_rate",
 }
 STATUS_QUEUE_KEYS = {"name_length", "refusing"}
 REFUSAL_KEYS = {"submitter", "error", "start_s", "duration_s"}
@@ -136,6 +137,9 @@ class OrderMix:
     concurrent_notification_rate: float = 0.0  # a prepaid order's notification sent at the same instant
     late_notification_rate: float = 0.0  # a prepaid order's notification sent late_notification_s after it
     late_notification_s: tuple[float, float] = (300.0, 600.0)
+    # per order of the workload: a payment notification for an order id never submitted (``orderless-<n>``), sent at
+    # a uniform time while the orders arrive, that nothing but an operator's discard settles
+    orderless_notification_rate: float = 0.0
 
 
 @dataclass(frozen=True)

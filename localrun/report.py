@@ -19,9 +19,11 @@ from domain.timefmt import parse
 from localrun import orderless
 from localrun.durable.instance import Instance
 from localrun.host import LocalHost
+from localrun.operator_answers import Evidence, broken_answers, checked_counts
 from localrun.orderless import sent_as
 from localrun.outages import Window, operator_actions, outage_summary
 from localrun.prices import Usage, cost_per_1m_orders, instance_memory_mb
+from localrun.servicebus.messages import MessageState
 from localrun.simulation import NON_TERMINAL, START, SimulationResult, base_settings
 from localrun.worker.process import LOOP_THREAD
 from settings import Settings
@@ -493,6 +495,22 @@ def _discarded_payments_applied(result: SimulationResult, by_order: dict[str, An
     return taken
 
 
+def _operator_answers_broken(result: SimulationResult, by_order: dict[str, Any]) -> list[str]:
+    """The runner's operator's answers whose promise did not come true (``localrun.operator_answers``): from the
+    audited writes, the final state documents and the broker, never the app's word."""
+    if not result.operator_answers:
+        return []
+    queue = result.broker.contents(ORDERS_QUEUE)
+    evidence = Evidence(
+        transitions=result.audit.transitions,
+        finals=by_order,
+        dead_lettered={int(d.sequence_number): str(d.reason) for d in result.broker.dead_letters(ORDERS_QUEUE)},
+        deferred=frozenset(int(m.sequence_number) for m in queue if m.state is MessageState.DEFERRED),
+        horizon_reached=result.horizon_reached,
+    )
+    return broken_answers(result.operator_answers, evidence)
+
+
 def _silent_failures(
     result: SimulationResult,
     finals: dict[str, str],
@@ -717,6 +735,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     went_on = left_compensation(audit.transitions, finals, cancels)
     stranded = _stranded_messages(result, by_order, rejected)
     discarded_taken = _discarded_payments_applied(result, by_order)
+    answers_broken = _operator_answers_broken(result, by_order)
     unreleased = _unreleased_prepayments(by_order, ledgers, alert_bodies)
     windows = _outage_windows(result)
     # orders needing an operator because of an outage alone (localrun/outages.py), from the runner's evidence
@@ -748,6 +767,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "silent_failures": len(silent),
         "stranded_messages": len(stranded),
         "discarded_payments_applied": len(discarded_taken),
+        "operator_answers_broken": len(answers_broken),
         "unreleased_prepayments": len(unreleased),
         # orders an outage alone failed, not escalated by MAX_OUTAGE_WAIT_MINUTES by design (localrun/outages.py)
         "outage_only_failures": len(actions.unexpected),
@@ -772,6 +792,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "silent_failures": silent[:5],
             "stranded_messages": stranded[:5],
             "discarded_payments_applied": discarded_taken[:5],
+            "operator_answers_broken": answers_broken[:5],
             "unreleased_prepayments": unreleased[:5],
             "outage_only_failures": actions.unexpected[:5],
         },
@@ -850,6 +871,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     }
     if result.operator_actions is not None:  # the profile's operator: what it asked and what the app answered
         report["operator_actions"] = result.operator_actions
+        # the answers whose promise ``operator_answers_broken`` checked, by action
+        report["operator_answers_checked"] = checked_counts(result.operator_answers)
     return report
 
 
@@ -881,12 +904,14 @@ def _usage(result: SimulationResult) -> Usage:
 
 
 def _injected(result: SimulationResult, final: dict[str, int]) -> dict[str, int]:
-    """The audit's fault counters, with the two faults that are shapes of the workload rather than
-    draws at run time: notifications sent together with their order, and orders refused because the
-    profile's admission cap was full."""
+    """The audit's fault counters, with the faults that are shapes of the workload rather than draws at run
+    time: notifications sent together with their order, notifications for orders never submitted, and orders
+    refused because the profile's admission cap was full."""
     injected = dict(result.audit.injected)
     if result.workload.concurrent_notifications:
         injected["concurrent_notifications"] = result.workload.concurrent_notifications
+    if result.workload.orderless_notifications:  # orders.orderless_notification_rate
+        injected["orderless_notifications"] = result.workload.orderless_notifications
     if result.config.profile.max_pending is not None and final.get("Rejected"):
         injected["orders_over_admission_cap"] = final["Rejected"]
     if result.host.engine.counters.activities_rerun_late:  # host.activity_rerun_rate

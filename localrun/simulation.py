@@ -59,6 +59,7 @@ from localrun.cosmos_server import CosmosServer
 from localrun.host import LocalHost, local_settings_example
 from localrun.operator import Operator, OperatorMove
 from localrun.operator import app_settings as operator_settings
+from localrun.operator_answers import OperatorAnswer
 from localrun.profile import Profile
 from localrun.progress import ProgressLine
 from localrun.service_faults import ServiceFaults
@@ -144,6 +145,8 @@ class SimulationResult:
     # the runner's operator (profile ``operator``): its requests by action and outcome, and the moves the app took
     operator_actions: dict[str, dict[str, int]] | None = None
     operator_moves: list[OperatorMove] = field(default_factory=list)
+    # its final answers, each reduced to what it promised (the report's ``operator_answers_broken``)
+    operator_answers: list[OperatorAnswer] = field(default_factory=list)
 
 
 class _RemoteProbe:
@@ -497,6 +500,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         state_sizes_kb=state_sizes_kb,
         operator_actions=operator.report() if operator is not None else None,
         operator_moves=operator.moves if operator is not None else [],
+        operator_answers=operator.answers if operator is not None else [],
     )
 
 

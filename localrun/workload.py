@@ -44,6 +44,8 @@ class Workload:
     orders: dict[str, dict[str, Any]]
     submitters: list[str]  # status queue of each simulated submitter
     concurrent_notifications: int = 0  # notifications sent together with their order (profile fault)
+    # notifications sent for an order never submitted (profile ``orders.orderless_notification_rate``)
+    orderless_notifications: int = 0
     # the status queues that --inject-raw submissions name, by order id: the app tells those queues of an order the
     # workload does not have, or of one whose id a line submitted first (the report's ``misrouted_statuses``)
     injected_reply_to: dict[str, frozenset[str]] = field(default_factory=dict)
@@ -141,12 +143,52 @@ def make_workload(
         if rng.random() < mix.malformed_rate:
             body_bytes = rng.choice(MALFORMED_BODIES)
             arrivals.append(Arrival(at, OutgoingMessage(body_bytes.decode(), f"{order_id}:malformed"), "malformed"))
+    # drawn after every order: a workload's orders, duplicates and notifications are as without them
+    orderless = _orderless_notifications(count, mix.orderless_notification_rate, rng, start, window)
+    arrivals.extend(orderless)
     for n, line in enumerate(raw_lines or []):
         message = raw_message(line, n)
         arrivals.append(Arrival(start + timedelta(seconds=float(line.get("at_s", 0))), message, "raw"))
     arrivals.sort(key=lambda a: (a.at, a.message.message_id))
     injected = _injected_reply_to(raw_lines or [])
-    return Workload(arrivals, orders, submitters, concurrent, injected)
+    return Workload(
+        arrivals, orders, submitters, concurrent, injected_reply_to=injected, orderless_notifications=len(orderless)
+    )
+
+
+def orderless_order_id(number: int) -> str:
+    """The order id of the ``number``-th payment notification whose order never comes (profile
+    ``orders.orderless_notification_rate``): never one of the workload's (``ord-...``)."""
+    return f"orderless-{number:05d}"
+
+
+def _orderless_notifications(
+    count: int, rate: float, rng: random.Random, start: datetime, window: float
+) -> list[Arrival]:
+    """For each of ``count`` orders, with probability ``rate`` (nothing drawn at 0): a ``PaymentNotification`` for
+    an order never submitted, sent at a uniform time of the arrival ``window``: the app defers it, the peek sweep
+    tells an operator (``PaymentWithoutOrder``) once it waited ``ORDERLESS_PAYMENT_ALERT_MINUTES``, and only an
+    operator's discard settles it (profile ``operator.discard_orderless``); otherwise it stays deferred, told."""
+    if not rate:
+        return []
+    arrivals: list[Arrival] = []
+    for i in range(count):
+        if rng.random() >= rate:
+            continue
+        order_id = orderless_order_id(i + 1)
+        notification = {
+            "type": "PaymentNotification",
+            "schemaVersion": 1,
+            "notificationId": f"pay-{order_id}",
+            "orderId": order_id,
+            "amountCents": rng.randint(100, 250_000),
+            "currency": "EUR",
+            "providerReference": f"psp-{rng.randint(10_000, 99_999)}",
+        }
+        at = start + timedelta(seconds=rng.uniform(0, window))
+        message = OutgoingMessage(json.dumps(notification), f"pay-{order_id}", "PaymentNotification")
+        arrivals.append(Arrival(at, message, "notification", order_id))
+    return arrivals
 
 
 def _injected_reply_to(raw_lines: list[dict[str, Any]]) -> dict[str, frozenset[str]]:

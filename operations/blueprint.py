@@ -156,14 +156,22 @@ def _action_request(
 def _audited(ctx: AppContext, req: func.HttpRequest, action: str, reply: Reply) -> func.HttpResponse:
     """``reply`` to an action request, logged (``OperatorRequest``) when a principal is known, taken or refused:
     who by name and by object id (a display name is neither unique nor fixed), the action, the order and the
-    status. A request with no principal names nobody (the platform's request log has it)."""
+    status; a discard also the deferred message's sequence number (an order may have several: which one was
+    discarded; None when the route's is malformed). A request with no principal names nobody (the platform's
+    request log has it)."""
     who = authenticate(ctx.settings, req.headers)  # a principal refused for want of the role is one too
     if isinstance(who, Principal):
         order_id = req.route_params.get("orderId")
         order = order_id if isinstance(checked_order_id(order_id), str) else None
+        which: dict[str, Any] = {}
+        of = ""
+        if action == "discard":
+            seq = checked_sequence_number(req.route_params.get("sequenceNumber"))
+            which["sequenceNumber"] = seq if isinstance(seq, int) else None
+            of = f" #{seq}" if isinstance(seq, int) else " (malformed sequence number)"
         app_event(
             "OperatorRequest",
-            f"{action} of order {order or '(malformed id)'} by {who.name} ({who.object_id or who.source}): "
+            f"{action}{of} of order {order or '(malformed id)'} by {who.name} ({who.object_id or who.source}): "
             f"{reply.status}",
             logging.INFO if reply.status == 200 else logging.WARNING,
             orderId=order,
@@ -171,6 +179,7 @@ def _audited(ctx: AppContext, req: func.HttpRequest, action: str, reply: Reply) 
             operator=who.name,
             operatorId=who.object_id,
             status=reply.status,
+            **which,
         )
     return _response(reply)
 

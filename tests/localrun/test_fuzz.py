@@ -38,6 +38,7 @@ def test_the_operators_cancels_are_drawn_last_and_leave_every_other_draw_as_it_w
     ``cosmos.service_fault_rate``, the Durable backend's delays and its ``cosmos.partition_ranges`` (and the keys of
     ``seed:knobs-2``, drawn after them all: the next test)."""
     monkeypatch.setattr(fuzz, "_draw_knobs_2", lambda seed, profile: None)
+    monkeypatch.setattr(fuzz, "_draw_knobs_3", lambda seed, profile: None)
     profiles = [random_profile(seed) for seed in range(1, 201)]
     cancelling = [p["operator"] for p in profiles if "cancel_rate" in p.get("operator", {})]
     assert cancelling and all(0 <= o["cancel_rate"] <= 0.5 for o in cancelling)
@@ -107,6 +108,7 @@ def test_the_knobs_drawn_from_their_own_generator_leave_every_earlier_draw_as_it
 ) -> None:
     """Seeds fuzzed before ``seed:knobs-2`` name the same profiles but for those keys, which some seeds now have,
     each within the range docs/local-runner.md gives it (and the objects holding them)."""
+    monkeypatch.setattr(fuzz, "_draw_knobs_3", lambda seed, profile: None)  # the next test's
     profiles = [random_profile(seed) for seed in SEEDS]
     with monkeypatch.context() as patched:
         patched.setattr(fuzz, "_draw_knobs_2", lambda seed, profile: None)
@@ -134,6 +136,42 @@ def test_the_knobs_drawn_from_their_own_generator_leave_every_earlier_draw_as_it
     assert discarding and all(o["discard_orderless"] is True for o in discarding)
     assert any(o == {"discard_orderless": True} for o in discarding)  # an operator that only discards
     assert any(len(o) > 1 for o in discarding)  # and one that acts on Error orders too
+
+
+# sha256 of seeds 1-400's profiles as drawn before payment notifications for orders never submitted (commit e5640c8)
+DRAWN_BEFORE_KNOBS_3 = "71d9dbf4f2ac8a7ffeebbb24f6664ccb297d756d5fefa377bbc05e9cb23c4150"
+
+
+def test_the_knobs_of_the_third_generator_leave_every_earlier_draw_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seeds fuzzed before ``seed:knobs-3`` name the same profiles but for ``orders.orderless_notification_rate``,
+    which some seeds now have, within the range docs/local-runner.md gives it (and an ``orders`` object where the
+    seed had none)."""
+    profiles = [random_profile(seed) for seed in SEEDS]
+    with monkeypatch.context() as patched:
+        patched.setattr(fuzz, "_draw_knobs_3", lambda seed, profile: None)
+        earlier = [random_profile(seed) for seed in SEEDS]
+    assert hashlib.sha256(json.dumps(earlier, sort_keys=True).encode()).hexdigest() == DRAWN_BEFORE_KNOBS_3
+    for before, now in zip(earlier, profiles, strict=True):
+        old, new = _paths(before), _paths(now)
+        assert old <= new
+        assert all("orderless_notification_rate" in path or path == ("orders", "{}") for path in new - old), new - old
+    rates = [
+        p["orders"]["orderless_notification_rate"]
+        for p in profiles
+        if "orderless_notification_rate" in p.get("orders", {})
+    ]
+    assert rates and all(0 <= rate <= 0.05 for rate in rates)
+    # with an operator that discards them in some seeds, and none in others (they wait, told)
+    assert any(
+        p.get("operator", {}).get("discard_orderless")
+        for p in profiles
+        if "orderless_notification_rate" in p.get("orders", {})
+    )
+    assert any(
+        not p.get("operator", {}).get("discard_orderless")
+        for p in profiles
+        if "orderless_notification_rate" in p.get("orders", {})
+    )
 
 
 def test_the_profiles_reach_every_section_and_the_harsh_corners() -> None:

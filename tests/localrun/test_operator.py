@@ -350,9 +350,13 @@ def test_the_operators_cancels_are_taken_before_the_pivot_and_every_invariant_ho
 
 def test_the_report_catches_a_cancel_answered_taken_that_did_not_stop_the_order() -> None:
     """Mutation: the ops API answers a cancel 200 without writing it (``update_once_or_reread`` handing back the
-    record as it was): the order goes on to ``Processed``, and ``left_compensation`` names it."""
+    record as it was): the order goes on to ``Processed``, and ``left_compensation`` names it, as does
+    ``operator_answers_broken``."""
     with mock.patch.object(actions, "update_once_or_reread", lambda store, record, change: record):
         result = run_simulation(SimulationConfig(orders=30, seed=1, profile=Profile.load(CANCELS)))
     report = build_report(result)
     assert report["invariants"]["left_compensation"] >= 1, report["invariant_examples"]
     assert any("ended Processed" in s for s in report["invariant_examples"]["left_compensation"])
+    # and the answer itself was untrue: no cancel of the operator's was ever written (``operator_answers_broken``)
+    broken = report["invariant_examples"]["operator_answers_broken"]
+    assert broken and all("cancel answered 200" in s and "no CompensationRequested write" in s for s in broken), broken

@@ -69,3 +69,22 @@ def test_a_read_and_an_anonymous_request_are_not_action_requests(
         assert easy_auth.get("/api/ops/summary", _signed_in("Pat Lee", PAT_A, ("Orders.Read",)))[0] == 200
         assert easy_auth.post("/api/ops/orders/o-quiet/resubmit", REASON)[0] == 401
     assert _requests(caplog) == []
+
+
+def test_a_discard_request_names_the_deferred_message_it_was_for(
+    easy_auth: OpsHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An order may have several deferred payment notifications: the line of a discard says which one (its
+    sequence number, None for a malformed one). Before, it named the order alone."""
+    operator = _signed_in("Pat Lee", PAT_A, ("Orders.Read", "Orders.Operate"))
+    with caplog.at_level(logging.INFO, logger="orders"):
+        assert easy_auth.post("/api/ops/orders/o-ghost/deferred/17/discard", REASON, operator)[0] == 404
+        assert easy_auth.post("/api/ops/orders/o-ghost/deferred/x17/discard", REASON, operator)[0] == 400
+        assert easy_auth.post("/api/ops/orders/o-ghost/resubmit", REASON, operator)[0] == 404
+    found = [r.__dict__ for r in caplog.records if getattr(r, "event", None) == "OperatorRequest"]
+    assert [(r["action"], r["status"], r.get("sequenceNumber", "absent")) for r in found] == [
+        ("discard", 404, 17),
+        ("discard", 400, None),
+        ("resubmit", 404, "absent"),
+    ]
+    assert "discard #17 of order o-ghost by Pat Lee" in found[0]["message"]
