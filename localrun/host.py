@@ -19,7 +19,8 @@ resolve is in error and never runs, as in the host (``load_errors``). Every invo
 virtual-time scheduler, so invocations overlap in simulated time (up to ``maxConcurrentCalls`` per
 queue, from host.json). While a Service Bus-triggered invocation runs, the host renews its message's lock
 as the Service Bus extension's processor does (``LockRenewals``), up to host.json's
-``maxAutoLockRenewalDuration`` from receipt.
+``maxAutoLockRenewalDuration`` from receipt. An invocation still running at host.json's ``functionTimeout`` fails,
+and the host restarts the worker process running it, failing every invocation in flight on it (``_time_out``).
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ from urllib.parse import urlsplit
 
 from localrun import hostile
 from localrun.durable import fast_timestamps, sdk_speedups
-from localrun.durable.engine import DurableEngine
+from localrun.durable.engine import RUNNING_ACTIVITY, DurableEngine
 from localrun.durable.http_api import DurableExtensionApi
+from localrun.durable.work import ActivityWork
 from localrun.ncrontab import Schedule
 from localrun.servicebus import InProcessBroker, MessageLockLost
 from localrun.servicebus.settlement_server import (
@@ -50,7 +52,7 @@ from localrun.servicebus.settlement_server import (
     uninstall_message_actions,
 )
 from localrun.servicebus.wire import to_typed_data, trigger_metadata_typed
-from localrun.virtual_time import TaskScheduler
+from localrun.virtual_time import Task, TaskCancelled, TaskScheduler
 from localrun.worker import wire
 from localrun.worker.bindings import BindingError, resolve_binding
 from localrun.worker.http import (
@@ -94,6 +96,19 @@ class TimerSpec:
     copy: int = 0
     running: bool = False  # the host starts no new run of a timer while its previous run is going
     past_due: bool = False  # its next run is one a restart killed (the schedule monitor's IsPastDue)
+
+
+@dataclass(frozen=True)
+class _Running:
+    """An invocation in flight: its function, when it started, and the activity work item it runs, if any."""
+
+    function: str
+    started: datetime
+    activity: ActivityWork | None
+
+
+class FunctionTimeout(Exception):
+    """The host's ``FunctionTimeoutException``: the invocation ran past host.json's ``functionTimeout``."""
 
 
 def host_json() -> dict[str, Any]:
@@ -260,6 +275,13 @@ class LocalHost:
         self.lock_renewals = LockRenewals(
             broker, timespan(str(service_bus.get("maxAutoLockRenewalDuration", "00:05:00")))
         )
+        # Flex Consumption's default when host.json names none (functions-scale, "Function app timeout duration")
+        self.function_timeout = timespan(str(host_json().get("functionTimeout", "00:30:00")))
+        self._running: dict[Task, _Running] = {}
+        self.function_timeouts = 0  # invocations that ran past functionTimeout (each restarted the worker)
+        # called after a worker restart (a function timeout): the process's memory is gone (the runner keeps the
+        # Python objects, as on a host restart, so the simulation empties what the app keeps between invocations)
+        self.on_worker_restart: Callable[[], None] | None = None
         self.in_flight: dict[str, int] = dict.fromkeys(self.queues, 0)
         self._engine_waiting = 0
         self.executions: dict[str, int] = {}
@@ -311,17 +333,24 @@ class LocalHost:
         self, function: HostedFunction, inputs: dict[str, Any], metadata: Mapping[str, Any] | None = None
     ) -> Any:
         self.executions[function.name] = self.executions.get(function.name, 0) + 1
-        if self.on_invoke is not None:
-            self.on_invoke(function)
-        if function.client_arg is not None:
-            inputs[function.client_arg] = self._client_data
-        self.invocation_requests += 1
-        started = self.clock.now()
+        task = self.scheduler.current()
+        if task is not None:  # the host times it out at functionTimeout (``_time_out``)
+            self._running[task] = _Running(function.name, self.clock.now(), RUNNING_ACTIVITY.get())
         try:
-            return self.worker.invoke(function.indexed, inputs, metadata)
+            if self.on_invoke is not None:
+                self.on_invoke(function)
+            if function.client_arg is not None:
+                inputs[function.client_arg] = self._client_data
+            self.invocation_requests += 1
+            started = self.clock.now()
+            try:
+                return self.worker.invoke(function.indexed, inputs, metadata)
+            finally:
+                # simulated seconds the invocation ran (what a Flex instance would bill, localrun/prices.py)
+                self.execution_seconds.append((self.clock.now() - started).total_seconds())
         finally:
-            # simulated seconds the invocation ran (what a Flex instance would bill, localrun/prices.py)
-            self.execution_seconds.append((self.clock.now() - started).total_seconds())
+            if task is not None:
+                self._running.pop(task, None)
 
     def _orchestrator(self, function: HostedFunction) -> Callable[[str], str]:
         def run_episode(context_json: str) -> str:
@@ -362,8 +391,9 @@ class LocalHost:
                     settle_round_trip.set(round_trip)
                 with self.settlement.invocation(message.lock_token):
                     self._invoke(function, inputs, trigger_metadata_typed(message, self.protos))
-            except InvocationFailed:
-                if incarnation == self._incarnation:  # not an invocation a host restart killed
+            except (InvocationFailed, TaskCancelled):
+                # not an invocation a host restart killed: a failure, or a worker restart after a function timeout
+                if incarnation == self._incarnation:
                     self._abandon_after_failure(message)
                 raise
             finally:
@@ -384,6 +414,40 @@ class LocalHost:
         behavior). It is available again at once, delivery count + 1, not after its lock runs out."""
         with contextlib.suppress(MessageLockLost):  # settled by the function, or its lock lost
             self.broker.settle_lock(str(message.lock_token), "abandon")
+
+    def _timeout_due(self) -> datetime | None:
+        """When the oldest invocation in flight reaches ``functionTimeout``."""
+        oldest = min((r.started for r in self._running.values()), default=None)
+        return None if oldest is None else oldest + self.function_timeout
+
+    def _time_out(self, running: _Running) -> None:
+        """An invocation ran past ``functionTimeout``: the host cancels it and restarts the worker process running
+        it (azure-functions-host ``WebScriptHostExceptionHandler.OnTimeoutExceptionAsync``: "A function timeout has
+        occurred. Restarting worker process executing invocationId", ``RestartWorkerWithInvocationIdAsync``), so
+        every invocation in flight on that worker fails with it; the host and its listeners go on. The runner has
+        one worker. What becomes of each: a Service Bus message is abandoned by the SDK's processor unless it was
+        settled or its lock lost (``_abandon_after_failure``), so it is delivered again at once; an activity fails
+        to its orchestration (``DurableEngine.restart_worker``); a timer's run ends failed, and the schedule
+        monitor records it as it records any run that returns (``TimerListener``: ``UpdateStatusAsync`` after
+        ``TryExecuteAsync``), so the next occurrence comes as scheduled, not past due; an HTTP request gets no
+        answer from the function (503 here). The process's memory is lost (``on_worker_restart``)."""
+        self.function_timeouts += 1
+        reason = f"Timeout value of {self.function_timeout} exceeded by function '{running.function}'"
+        log.error(
+            "%s: the host restarts the worker process, failing every invocation in flight on it",
+            reason,
+            extra={"event": "FunctionTimedOut", "function": running.function},
+        )
+        self._running.clear()
+        self.scheduler.failures.append((running.function, FunctionTimeout(reason)))
+        self.scheduler.cancel_all()
+        self.engine.restart_worker(running.activity, reason)
+        self.in_flight = dict.fromkeys(self.queues, 0)
+        self._engine_waiting = 0
+        for timer in self.timers:
+            timer.running = False
+        if self.on_worker_restart is not None:
+            self.on_worker_restart()
 
     def _fire_timer(self, timer: TimerSpec, past_due: bool = False) -> None:
         function = timer.function
@@ -469,6 +533,9 @@ class LocalHost:
                 break
             self._start_http(request, future)
         now = self.clock.now()
+        overdue = [r for r in self._running.values() if r.started + self.function_timeout <= now]
+        if overdue:
+            self._time_out(min(overdue, key=lambda r: r.started))
         for timer in self.timers:
             # No overlap: a run that outlasts the period holds the timer, and when it ends the host computes
             # the next occurrence from the run's own time, which has passed, so it fires at once: one
@@ -496,6 +563,7 @@ class LocalHost:
             self.broker.next_due_time(),
             self.engine.next_due_time(),
             self.lock_renewals.due(),
+            self._timeout_due(),
             *(t.next_fire for t in self.timers if not t.running),  # a running one's: when its run ends
         ]
         return min((c for c in candidates if c is not None), default=None)
@@ -532,6 +600,7 @@ class LocalHost:
         self._incarnation += 1
         # (with useMonitor, which every timer of the app sets: the runner does not work out the host's default)
         killed = [timer for timer in self.timers if timer.running and timer.function.trigger.get("useMonitor")]
+        self._running.clear()
         dropped = self.scheduler.cancel_all()
         activities = self.engine.restart_host()
         self.broker.restart_host()
