@@ -302,6 +302,10 @@ class LocalHost:
             queue_module.SimpleQueue()
         )
         self.http_requests = 0  # HTTP requests answered by an invocation
+        # what a dropped invocation that never began still owes: an HTTP request its answer, a Service Bus
+        # message its abandonment (after a worker restart) and the end of its lock's renewal
+        self._unanswered: set[concurrent.futures.Future[HttpAnswer]] = set()
+        self._undelivered: dict[str, Any] = {}  # lock token -> message, from its delivery until its invocation ends
 
     def _start_function(self, indexed: IndexedFunction) -> None:
         try:
@@ -398,9 +402,11 @@ class LocalHost:
                 raise
             finally:
                 renewals.stop(token)
+                self._undelivered.pop(token, None)
                 self.in_flight[queue] -= 1
 
         self.in_flight[queue] += 1
+        self._undelivered[token] = message
         renewals.start(function.name, message, self.clock.now())
         self.scheduler.spawn(f"{function.name}#{message.sequence_number}", invoke)
 
@@ -441,6 +447,10 @@ class LocalHost:
         self._running.clear()
         self.scheduler.failures.append((running.function, FunctionTimeout(reason)))
         self.scheduler.cancel_all()
+        for token, message in self._undelivered.items():  # sent to the worker, dropped before it began: failed too
+            self.lock_renewals.stop(token)
+            self._abandon_after_failure(message)
+        self._dropped_unstarted()
         self.engine.restart_worker(running.activity, reason)
         self.in_flight = dict.fromkeys(self.queues, 0)
         self._engine_waiting = 0
@@ -448,6 +458,15 @@ class LocalHost:
             timer.running = False
         if self.on_worker_restart is not None:
             self.on_worker_restart()
+
+    def _dropped_unstarted(self) -> None:
+        """After ``cancel_all``: the HTTP requests whose invocation was dropped before it began get the 503 the
+        others got, and no message is left counted as delivered."""
+        for future in self._unanswered:
+            if not future.done():
+                future.set_result(HttpAnswer(503, {}, b""))
+        self._unanswered.clear()
+        self._undelivered.clear()
 
     def _fire_timer(self, timer: TimerSpec, past_due: bool = False) -> None:
         function = timer.function
@@ -510,8 +529,10 @@ class LocalHost:
                 raise
             finally:
                 self.http_requests += 1
+                self._unanswered.discard(future)
                 future.set_result(answer)
 
+        self._unanswered.add(future)
         self.scheduler.spawn(f"{function.name}@{self.clock.now().isoformat()}", invoke)
 
     def _engine_step(self) -> None:
@@ -525,17 +546,17 @@ class LocalHost:
     # --- the loop -----------------------------------------------------------------------------------
 
     def pump(self) -> None:
-        """Starts every invocation that is due now."""
+        """Starts every invocation that is due now (after timing out one past ``functionTimeout``)."""
+        now = self.clock.now()
+        overdue = [r for r in self._running.values() if r.started + self.function_timeout <= now]
+        if overdue:
+            self._time_out(min(overdue, key=lambda r: r.started))
         while True:
             try:
                 request, future = self._http_inbox.get_nowait()
             except queue_module.Empty:
                 break
             self._start_http(request, future)
-        now = self.clock.now()
-        overdue = [r for r in self._running.values() if r.started + self.function_timeout <= now]
-        if overdue:
-            self._time_out(min(overdue, key=lambda r: r.started))
         for timer in self.timers:
             # No overlap: a run that outlasts the period holds the timer, and when it ends the host computes
             # the next occurrence from the run's own time, which has passed, so it fires at once: one
@@ -602,6 +623,7 @@ class LocalHost:
         killed = [timer for timer in self.timers if timer.running and timer.function.trigger.get("useMonitor")]
         self._running.clear()
         dropped = self.scheduler.cancel_all()
+        self._dropped_unstarted()
         activities = self.engine.restart_host()
         self.broker.restart_host()
         self.lock_renewals.clear()

@@ -17,6 +17,7 @@ import pytest
 
 from contracts.names import ORDERS_QUEUE
 from localrun.host import HostedFunction, host_json, local_settings_example, timespan
+from localrun.worker.http import HttpRequestData
 from tests.runtime.harness import RuntimeHarness
 from tests.submission.corpus import order
 
@@ -90,3 +91,44 @@ def test_a_run_within_the_timeout_is_left_alone(harness: RuntimeHarness) -> None
     assert harness.host.function_timeouts == 0
     assert harness.host.executions["submit_order"] == 1
     assert harness.broker.counters(ORDERS_QUEUE).abandoned == 0
+
+
+@pytest.mark.parametrize("drop", ["function timeout", "host restart"])
+def test_a_request_dropped_before_its_invocation_began_is_answered(harness: RuntimeHarness, drop: str) -> None:
+    """An HTTP request whose invocation was dropped before it began (a restart, or a timeout's worker restart, right
+    after the host handed it over) is answered 503, as the ones dropped while they ran. Before, its future was
+    never answered: the runner's operator waited for it to the run's horizon."""
+    url = "http://127.0.0.1:7071/api/ops/summary"
+    if drop == "function timeout":
+        first = next(t.next_fire for t in harness.host.timers if t.function.name == "supervisor")
+        harness.host.on_invoke = lambda f: harness.clock.sleep(3600) if f.name == "supervisor" else None
+        harness.host.run_until(first + TIMEOUT - timedelta(seconds=1))
+    future = harness.host.submit_http(HttpRequestData("GET", url, {"X-Local-Principal": "x"}))
+    harness.host.pump()  # the request's invocation is handed over, not begun
+    if drop == "host restart":
+        harness.host.restart()
+    else:
+        harness.clock.advance_to(first + TIMEOUT)
+        harness.host.pump()  # the supervisor times out: the worker restarts before the request's invocation begins
+        assert harness.host.function_timeouts == 1
+    assert future.done()
+    assert future.result().status == 503
+
+
+def test_a_message_handed_over_before_the_worker_restarted_is_abandoned(harness: RuntimeHarness) -> None:
+    """A message whose invocation the host had handed to the worker, not yet begun, when a timeout restarted it fails
+    as the running ones do: abandoned, and delivered again at once."""
+    first = next(t.next_fire for t in harness.host.timers if t.function.name == "supervisor")
+    harness.host.on_invoke = lambda f: harness.clock.sleep(3600) if f.name == "supervisor" else None
+    harness.host.run_until(first + TIMEOUT - timedelta(seconds=1))
+    harness.send(ORDERS_QUEUE, json.dumps(order(orderId="ord-handed")), "ord-handed")
+    harness.host.pump()  # delivered, its invocation not begun
+    harness.clock.advance_to(first + TIMEOUT)
+    harness.host.pump()
+
+    assert harness.host.function_timeouts == 1
+    assert harness.broker.counters(ORDERS_QUEUE).abandoned == 1
+    assert harness.host.in_flight[ORDERS_QUEUE] == 1  # delivered again at once, in the same pump
+    harness.host.on_invoke = None
+    harness.run_until_idle()
+    assert harness.broker.counters(ORDERS_QUEUE).completed == 1
