@@ -31,6 +31,7 @@ import json
 import logging
 import queue as queue_module
 from array import array
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -282,6 +283,14 @@ class LocalHost:
         # called after a worker restart (a function timeout): the process's memory is gone (the runner keeps the
         # Python objects, as on a host restart, so the simulation empties what the app keeps between invocations)
         self.on_worker_restart: Callable[[], None] | None = None
+        # The worker's threads for sync functions (``PYTHON_THREADPOOL_THREAD_COUNT``; the runtime's default is
+        # ``ThreadPoolExecutor``'s, min(32, cores + 4)): an invocation of a sync function waits for one once the host
+        # handed it over, its lock renewal and its functionTimeout running meanwhile. None: no limit (the default;
+        # profile ``host.worker_threads`` sets one).
+        self.worker_threads: int | None = None
+        self._threads_busy = 0
+        self._thread_waiters: deque[Task] = deque()
+        self.thread_waits = 0  # invocations that waited for a thread
         self.in_flight: dict[str, int] = dict.fromkeys(self.queues, 0)
         self._engine_waiting = 0
         self.executions: dict[str, int] = {}
@@ -340,7 +349,9 @@ class LocalHost:
         task = self.scheduler.current()
         if task is not None:  # the host times it out at functionTimeout (``_time_out``)
             self._running[task] = _Running(function.name, self.clock.now(), RUNNING_ACTIVITY.get())
+        threaded = False
         try:
+            threaded = self._take_thread(function)
             if self.on_invoke is not None:
                 self.on_invoke(function)
             if function.client_arg is not None:
@@ -353,8 +364,22 @@ class LocalHost:
                 # simulated seconds the invocation ran (what a Flex instance would bill, localrun/prices.py)
                 self.execution_seconds.append((self.clock.now() - started).total_seconds())
         finally:
+            if threaded and not self.scheduler.wake_first(self._thread_waiters):  # else handed to the first waiting
+                self._threads_busy -= 1
             if task is not None:
                 self._running.pop(task, None)
+
+    def _take_thread(self, function: HostedFunction) -> bool:
+        """A thread of the worker's pool for an invocation of a sync function (``worker_threads``), waited for in
+        arrival order; True when it took one. Orchestrator episodes take none here (they run in no simulated time)."""
+        if self.worker_threads is None or function.indexed.is_async or function.trigger_type == "orchestrationTrigger":
+            return False
+        if self._threads_busy < self.worker_threads:
+            self._threads_busy += 1
+        else:  # in arrival order: the thread an invocation frees is handed to the first one waiting
+            self.thread_waits += 1
+            self.scheduler.wait_current(self._thread_waiters)
+        return True
 
     def _orchestrator(self, function: HostedFunction) -> Callable[[str], str]:
         def run_episode(context_json: str) -> str:
@@ -461,7 +486,9 @@ class LocalHost:
 
     def _dropped_unstarted(self) -> None:
         """After ``cancel_all``: the HTTP requests whose invocation was dropped before it began get the 503 the
-        others got, and no message is left counted as delivered."""
+        others got, no message is left counted as delivered, and the worker's threads are all free."""
+        self._threads_busy = 0
+        self._thread_waiters.clear()
         for future in self._unanswered:
             if not future.done():
                 future.set_result(HttpAnswer(503, {}, b""))

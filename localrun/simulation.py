@@ -355,6 +355,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             raw_states.forget_recent()
 
         host.on_worker_restart = forget_process
+        host.worker_threads = profile.worker_threads
         if profile.activity_rerun_rate:  # own generator: other streams unchanged
             reruns, rate = random.Random(f"{config.seed}:activity-reruns"), profile.activity_rerun_rate
             host.engine.rerun_after_completion = lambda: reruns.random() < rate
@@ -478,6 +479,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         audit.injected["handlers_past_lock"] += host.lock_stalls.injected
     if host.function_timeouts:  # invocations past host.json's functionTimeout, each restarting the worker
         audit.injected["function_timeouts"] += host.function_timeouts
+    if host.thread_waits:  # profile host.worker_threads: invocations that waited for one of the worker's threads
+        audit.injected["thread_waits"] += host.thread_waits
     if host.engine.counters.activities_failed_by_timeout:
         audit.injected["activities_failed_by_timeout"] += host.engine.counters.activities_failed_by_timeout
     counters = broker.counters()
