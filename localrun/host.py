@@ -19,7 +19,8 @@ resolve is in error and never runs, as in the host (``load_errors``). Every invo
 virtual-time scheduler, so invocations overlap in simulated time (up to ``maxConcurrentCalls`` per
 queue, from host.json). While a Service Bus-triggered invocation runs, the host renews its message's lock
 as the Service Bus extension's processor does (``LockRenewals``), up to host.json's
-``maxAutoLockRenewalDuration`` from receipt.
+``maxAutoLockRenewalDuration`` from receipt. An invocation still running at host.json's ``functionTimeout`` fails,
+and the host restarts the worker process running it, failing every invocation in flight on it (``_time_out``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import json
 import logging
 import queue as queue_module
 from array import array
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -39,8 +41,9 @@ from urllib.parse import urlsplit
 
 from localrun import hostile
 from localrun.durable import fast_timestamps, sdk_speedups
-from localrun.durable.engine import DurableEngine
+from localrun.durable.engine import RUNNING_ACTIVITY, DurableEngine
 from localrun.durable.http_api import DurableExtensionApi
+from localrun.durable.work import ActivityWork
 from localrun.ncrontab import Schedule
 from localrun.servicebus import InProcessBroker, MessageLockLost
 from localrun.servicebus.settlement_server import (
@@ -50,7 +53,7 @@ from localrun.servicebus.settlement_server import (
     uninstall_message_actions,
 )
 from localrun.servicebus.wire import to_typed_data, trigger_metadata_typed
-from localrun.virtual_time import TaskScheduler
+from localrun.virtual_time import Task, TaskCancelled, TaskScheduler
 from localrun.worker import wire
 from localrun.worker.bindings import BindingError, resolve_binding
 from localrun.worker.http import (
@@ -94,6 +97,19 @@ class TimerSpec:
     copy: int = 0
     running: bool = False  # the host starts no new run of a timer while its previous run is going
     past_due: bool = False  # its next run is one a restart killed (the schedule monitor's IsPastDue)
+
+
+@dataclass(frozen=True)
+class _Running:
+    """An invocation in flight: its function, when it started, and the activity work item it runs, if any."""
+
+    function: str
+    started: datetime
+    activity: ActivityWork | None
+
+
+class FunctionTimeout(Exception):
+    """The host's ``FunctionTimeoutException``: the invocation ran past host.json's ``functionTimeout``."""
 
 
 def host_json() -> dict[str, Any]:
@@ -260,6 +276,21 @@ class LocalHost:
         self.lock_renewals = LockRenewals(
             broker, timespan(str(service_bus.get("maxAutoLockRenewalDuration", "00:05:00")))
         )
+        # Flex Consumption's default when host.json names none (functions-scale, "Function app timeout duration")
+        self.function_timeout = timespan(str(host_json().get("functionTimeout", "00:30:00")))
+        self._running: dict[Task, _Running] = {}
+        self.function_timeouts = 0  # invocations that ran past functionTimeout (each restarted the worker)
+        # called after a worker restart (a function timeout): the process's memory is gone (the runner keeps the
+        # Python objects, as on a host restart, so the simulation empties what the app keeps between invocations)
+        self.on_worker_restart: Callable[[], None] | None = None
+        # The worker's threads for sync functions (``PYTHON_THREADPOOL_THREAD_COUNT``; the runtime's default is
+        # ``ThreadPoolExecutor``'s, min(32, cores + 4)): an invocation of a sync function waits for one once the host
+        # handed it over, its lock renewal and its functionTimeout running meanwhile. None: no limit (the default;
+        # profile ``host.worker_threads`` sets one).
+        self.worker_threads: int | None = None
+        self._threads_busy = 0
+        self._thread_waiters: deque[Task] = deque()
+        self.thread_waits = 0  # invocations that waited for a thread
         self.in_flight: dict[str, int] = dict.fromkeys(self.queues, 0)
         self._engine_waiting = 0
         self.executions: dict[str, int] = {}
@@ -280,6 +311,10 @@ class LocalHost:
             queue_module.SimpleQueue()
         )
         self.http_requests = 0  # HTTP requests answered by an invocation
+        # what a dropped invocation that never began still owes: an HTTP request its answer, a Service Bus
+        # message its abandonment (after a worker restart) and the end of its lock's renewal
+        self._unanswered: set[concurrent.futures.Future[HttpAnswer]] = set()
+        self._undelivered: dict[str, Any] = {}  # lock token -> message, from its delivery until its invocation ends
 
     def _start_function(self, indexed: IndexedFunction) -> None:
         try:
@@ -311,17 +346,40 @@ class LocalHost:
         self, function: HostedFunction, inputs: dict[str, Any], metadata: Mapping[str, Any] | None = None
     ) -> Any:
         self.executions[function.name] = self.executions.get(function.name, 0) + 1
-        if self.on_invoke is not None:
-            self.on_invoke(function)
-        if function.client_arg is not None:
-            inputs[function.client_arg] = self._client_data
-        self.invocation_requests += 1
-        started = self.clock.now()
+        task = self.scheduler.current()
+        if task is not None:  # the host times it out at functionTimeout (``_time_out``)
+            self._running[task] = _Running(function.name, self.clock.now(), RUNNING_ACTIVITY.get())
+        threaded = False
         try:
-            return self.worker.invoke(function.indexed, inputs, metadata)
+            threaded = self._take_thread(function)
+            if self.on_invoke is not None:
+                self.on_invoke(function)
+            if function.client_arg is not None:
+                inputs[function.client_arg] = self._client_data
+            self.invocation_requests += 1
+            started = self.clock.now()
+            try:
+                return self.worker.invoke(function.indexed, inputs, metadata)
+            finally:
+                # simulated seconds the invocation ran (what a Flex instance would bill, localrun/prices.py)
+                self.execution_seconds.append((self.clock.now() - started).total_seconds())
         finally:
-            # simulated seconds the invocation ran (what a Flex instance would bill, localrun/prices.py)
-            self.execution_seconds.append((self.clock.now() - started).total_seconds())
+            if threaded and not self.scheduler.wake_first(self._thread_waiters):  # else handed to the first waiting
+                self._threads_busy -= 1
+            if task is not None:
+                self._running.pop(task, None)
+
+    def _take_thread(self, function: HostedFunction) -> bool:
+        """A thread of the worker's pool for an invocation of a sync function (``worker_threads``), waited for in
+        arrival order; True when it took one. Orchestrator episodes take none here (they run in no simulated time)."""
+        if self.worker_threads is None or function.indexed.is_async or function.trigger_type == "orchestrationTrigger":
+            return False
+        if self._threads_busy < self.worker_threads:
+            self._threads_busy += 1
+        else:  # in arrival order: the thread an invocation frees is handed to the first one waiting
+            self.thread_waits += 1
+            self.scheduler.wait_current(self._thread_waiters)
+        return True
 
     def _orchestrator(self, function: HostedFunction) -> Callable[[str], str]:
         def run_episode(context_json: str) -> str:
@@ -362,15 +420,18 @@ class LocalHost:
                     settle_round_trip.set(round_trip)
                 with self.settlement.invocation(message.lock_token):
                     self._invoke(function, inputs, trigger_metadata_typed(message, self.protos))
-            except InvocationFailed:
-                if incarnation == self._incarnation:  # not an invocation a host restart killed
+            except (InvocationFailed, TaskCancelled):
+                # not an invocation a host restart killed: a failure, or a worker restart after a function timeout
+                if incarnation == self._incarnation:
                     self._abandon_after_failure(message)
                 raise
             finally:
                 renewals.stop(token)
+                self._undelivered.pop(token, None)
                 self.in_flight[queue] -= 1
 
         self.in_flight[queue] += 1
+        self._undelivered[token] = message
         renewals.start(function.name, message, self.clock.now())
         self.scheduler.spawn(f"{function.name}#{message.sequence_number}", invoke)
 
@@ -384,6 +445,55 @@ class LocalHost:
         behavior). It is available again at once, delivery count + 1, not after its lock runs out."""
         with contextlib.suppress(MessageLockLost):  # settled by the function, or its lock lost
             self.broker.settle_lock(str(message.lock_token), "abandon")
+
+    def _timeout_due(self) -> datetime | None:
+        """When the oldest invocation in flight reaches ``functionTimeout``."""
+        oldest = min((r.started for r in self._running.values()), default=None)
+        return None if oldest is None else oldest + self.function_timeout
+
+    def _time_out(self, running: _Running) -> None:
+        """An invocation ran past ``functionTimeout``: the host cancels it and restarts the worker process running
+        it (azure-functions-host ``WebScriptHostExceptionHandler.OnTimeoutExceptionAsync``: "A function timeout has
+        occurred. Restarting worker process executing invocationId", ``RestartWorkerWithInvocationIdAsync``), so
+        every invocation in flight on that worker fails with it; the host and its listeners go on. The runner has
+        one worker. What becomes of each: a Service Bus message is abandoned by the SDK's processor unless it was
+        settled or its lock lost (``_abandon_after_failure``), so it is delivered again at once; an activity fails
+        to its orchestration (``DurableEngine.restart_worker``); a timer's run ends failed, and the schedule
+        monitor records it as it records any run that returns (``TimerListener``: ``UpdateStatusAsync`` after
+        ``TryExecuteAsync``), so the next occurrence comes as scheduled, not past due; an HTTP request gets no
+        answer from the function (503 here). The process's memory is lost (``on_worker_restart``)."""
+        self.function_timeouts += 1
+        reason = f"Timeout value of {self.function_timeout} exceeded by function '{running.function}'"
+        log.error(
+            "%s: the host restarts the worker process, failing every invocation in flight on it",
+            reason,
+            extra={"event": "FunctionTimedOut", "function": running.function},
+        )
+        self._running.clear()
+        self.scheduler.failures.append((running.function, FunctionTimeout(reason)))
+        self.scheduler.cancel_all()
+        for token, message in self._undelivered.items():  # sent to the worker, dropped before it began: failed too
+            self.lock_renewals.stop(token)
+            self._abandon_after_failure(message)
+        self._dropped_unstarted()
+        self.engine.restart_worker(running.activity, reason)
+        self.in_flight = dict.fromkeys(self.queues, 0)
+        self._engine_waiting = 0
+        for timer in self.timers:
+            timer.running = False
+        if self.on_worker_restart is not None:
+            self.on_worker_restart()
+
+    def _dropped_unstarted(self) -> None:
+        """After ``cancel_all``: the HTTP requests whose invocation was dropped before it began get the 503 the
+        others got, no message is left counted as delivered, and the worker's threads are all free."""
+        self._threads_busy = 0
+        self._thread_waiters.clear()
+        for future in self._unanswered:
+            if not future.done():
+                future.set_result(HttpAnswer(503, {}, b""))
+        self._unanswered.clear()
+        self._undelivered.clear()
 
     def _fire_timer(self, timer: TimerSpec, past_due: bool = False) -> None:
         function = timer.function
@@ -446,8 +556,10 @@ class LocalHost:
                 raise
             finally:
                 self.http_requests += 1
+                self._unanswered.discard(future)
                 future.set_result(answer)
 
+        self._unanswered.add(future)
         self.scheduler.spawn(f"{function.name}@{self.clock.now().isoformat()}", invoke)
 
     def _engine_step(self) -> None:
@@ -461,14 +573,17 @@ class LocalHost:
     # --- the loop -----------------------------------------------------------------------------------
 
     def pump(self) -> None:
-        """Starts every invocation that is due now."""
+        """Starts every invocation that is due now (after timing out one past ``functionTimeout``)."""
+        now = self.clock.now()
+        overdue = [r for r in self._running.values() if r.started + self.function_timeout <= now]
+        if overdue:
+            self._time_out(min(overdue, key=lambda r: r.started))
         while True:
             try:
                 request, future = self._http_inbox.get_nowait()
             except queue_module.Empty:
                 break
             self._start_http(request, future)
-        now = self.clock.now()
         for timer in self.timers:
             # No overlap: a run that outlasts the period holds the timer, and when it ends the host computes
             # the next occurrence from the run's own time, which has passed, so it fires at once: one
@@ -496,6 +611,7 @@ class LocalHost:
             self.broker.next_due_time(),
             self.engine.next_due_time(),
             self.lock_renewals.due(),
+            self._timeout_due(),
             *(t.next_fire for t in self.timers if not t.running),  # a running one's: when its run ends
         ]
         return min((c for c in candidates if c is not None), default=None)
@@ -532,7 +648,9 @@ class LocalHost:
         self._incarnation += 1
         # (with useMonitor, which every timer of the app sets: the runner does not work out the host's default)
         killed = [timer for timer in self.timers if timer.running and timer.function.trigger.get("useMonitor")]
+        self._running.clear()
         dropped = self.scheduler.cancel_all()
+        self._dropped_unstarted()
         activities = self.engine.restart_host()
         self.broker.restart_host()
         self.lock_renewals.clear()

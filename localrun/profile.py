@@ -42,7 +42,7 @@ OUTAGE_KEYS = {"start_s", "duration_s"}
 MAX_SECONDS = 10 * 366 * 24 * 3600
 COSMOS_OUTAGE_KEYS = OUTAGE_KEYS | {"refused"}
 SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate", "settle_latency_ms"}
-HOST_KEYS = {"restart_every_s", "clock_skew_s", "activity_rerun_rate"}
+HOST_KEYS = {"restart_every_s", "clock_skew_s", "activity_rerun_rate", "worker_threads"}
 DURABLE_KEYS = {"delivery_delay_rate", "delivery_delay_ms"}
 # the Durable backend's lateness: up to 10 minutes (a partition whose lease moves, a worker restarting)
 DELIVERY_DELAY_MAX_MS = 600_000
@@ -226,6 +226,9 @@ class Profile:
     # late, by a uniform ``durable_delivery_delay_ms`` (one instance's messages still in the order sent)
     durable_delivery_delay_rate: float = 0.0
     durable_delivery_delay_ms: tuple[float, float] = (0.0, 10_000.0)
+    # the worker's threads for sync functions (PYTHON_THREADPOOL_THREAD_COUNT; ``LocalHost.worker_threads``): an
+    # invocation of one waits for a thread once handed over. None: no limit
+    worker_threads: int | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
@@ -263,6 +266,11 @@ class Profile:
             raise ProfileError(
                 f"host.restart_every_s must be a positive number of seconds up to {MAX_SECONDS}, got {restart!r}"
             )
+        threads = host.get("worker_threads")
+        if threads is not None and (
+            not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= 256
+        ):
+            raise ProfileError(f"host.worker_threads must be an integer from 1 to 256, got {threads!r}")
         skew: dict[str, float] = {}
         for name, offset in _check_keys("host.clock_skew_s", host.get("clock_skew_s", {}), set(CLOCK_HOSTS)).items():
             if not _number(offset) or abs(offset) > 3600:
@@ -305,6 +313,7 @@ class Profile:
             cosmos_partition_ranges=_ranges(cosmos.get("partition_ranges", 1)),
             durable_delivery_delay_rate=_rate("durable.delivery_delay_rate", durable.get("delivery_delay_rate", 0)),
             durable_delivery_delay_ms=_delivery_delay(durable.get("delivery_delay_ms", [0, 10_000])),
+            worker_threads=threads,
         )
 
     def agent(self, name: str) -> AgentFaults:

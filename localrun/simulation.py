@@ -352,6 +352,13 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             )
         if skewed is not None:
             host.on_invoke = skewed.on_invoke
+
+        def forget_process() -> None:  # a new worker process (a host restart, a function timeout): its memory is gone
+            ctx.forget_process_memory()
+            raw_states.forget_recent()
+
+        host.on_worker_restart = forget_process
+        host.worker_threads = profile.worker_threads
         if profile.activity_rerun_rate:  # own generator: other streams unchanged
             reruns, rate = random.Random(f"{config.seed}:activity-reruns"), profile.activity_rerun_rate
             host.engine.rerun_after_completion = lambda: reruns.random() < rate
@@ -397,8 +404,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             seen = len(audit.transitions)
             if next_restart is not None and now >= next_restart:
                 host.restart()
-                ctx.forget_process_memory()
-                raw_states.forget_recent()
+                forget_process()
                 restarts += 1
                 next_restart = restart_gaps.next_after(now)
             if progress is not None and time.monotonic() - last_progress[0] > 0.2:
@@ -474,6 +480,12 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         audit.injected["remote_calls_past_deadline"] += past
     if host.lock_stalls is not None and host.lock_stalls.injected:
         audit.injected["handlers_past_lock"] += host.lock_stalls.injected
+    if host.function_timeouts:  # invocations past host.json's functionTimeout, each restarting the worker
+        audit.injected["function_timeouts"] += host.function_timeouts
+    if host.thread_waits:  # profile host.worker_threads: invocations that waited for one of the worker's threads
+        audit.injected["thread_waits"] += host.thread_waits
+    if host.engine.counters.activities_failed_by_timeout:
+        audit.injected["activities_failed_by_timeout"] += host.engine.counters.activities_failed_by_timeout
     counters = broker.counters()
     if counters.refused_sends:
         audit.injected["status_sends_refused"] += counters.refused_sends

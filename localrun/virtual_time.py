@@ -118,6 +118,8 @@ class TaskScheduler:
         self.clock = SimClock(self, start or datetime(2026, 1, 1, tzinfo=UTC))
         self._ready: deque[Task] = deque()
         self._parked: list[_Parked] = []
+        # parked until another task wakes them (``wait_current``), not by time; in the order they began to wait
+        self._waiting: dict[Task, None] = {}
         self._seq = itertools.count()
         self._yielded = _held_lock()  # released by a task's thread when it parks or ends
         self._local = threading.local()
@@ -146,6 +148,28 @@ class TaskScheduler:
             raise TaskCancelled(task.name)
         return True
 
+    def wait_current(self, waiters: deque[Task]) -> None:
+        """Parks the calling task in ``waiters`` until ``wake_first(waiters)`` (a pool's free slot, say)."""
+        task = self.current()
+        assert task is not None and task._worker is not None, "wait_current is for tasks"
+        worker = task._worker
+        waiters.append(task)
+        self._waiting[task] = None
+        self._yielded.release()
+        worker.go.acquire()
+        if task.cancelled:
+            raise TaskCancelled(task.name)
+
+    def wake_first(self, waiters: deque[Task]) -> bool:
+        """Makes the first task of ``waiters`` (``wait_current``) ready again; False when none waits."""
+        while waiters:
+            task = waiters.popleft()
+            if task in self._waiting:
+                del self._waiting[task]
+                self._ready.append(task)
+                return True
+        return False
+
     # --- used by the runner ---------------------------------------------------------------------
 
     def spawn(self, name: str, body: Callable[[], None]) -> Task:
@@ -162,7 +186,7 @@ class TaskScheduler:
 
     def busy(self) -> bool:
         """Anything started and not finished (running or parked)."""
-        return bool(self._ready) or bool(self._parked)
+        return bool(self._ready) or bool(self._parked) or bool(self._waiting)
 
     def threads(self) -> int:
         """How many task threads were started (they are reused, so this stays small)."""
@@ -190,6 +214,11 @@ class TaskScheduler:
             dropped += 1
         while self._ready:
             self._cancel(self._ready.popleft())
+            dropped += 1
+        while self._waiting:
+            task = next(iter(self._waiting))
+            del self._waiting[task]
+            self._cancel(task)
             dropped += 1
         return dropped
 

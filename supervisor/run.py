@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from adapters.cosmos.errors import StoreUnavailable
@@ -25,6 +26,14 @@ from supervisor.recovery import RecoveryAction, recover
 from supervisor.refused import watch_refusal
 from supervisor.scan import ScanResult, ScanState, scan_expired
 from supervisor.unmapped import alert_unmapped
+
+# How long one run spends on its recoveries (a few Cosmos DB requests each, up to SUPERVISOR_MAX_RECORDS): the records
+# left are still expired, and a later run finds them again. A Cosmos DB slow to answer (throttled past its retries,
+# 8-10 s a request) held a run's 100 recoveries for an hour, past the host's functionTimeout (host.json: 30 minutes),
+# which kills the run and restarts the worker, failing every invocation on it (the agents' handlers, activities);
+# the rest of the run (claims, owed notifications, outage alerts, its Durable calls, the dead-letter watch) then
+# has the other two thirds. Measured on the run's clock (``AppContext.clock``).
+RECOVERY_BUDGET = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -117,7 +126,19 @@ def run_supervisor(
     counts = dict.fromkeys(RecoveryAction, 0)
     failed = 0
     to_terminate: list[str] = []
-    for record in scan.records:
+    began = ctx.clock.now()
+    for done, record in enumerate(scan.records):
+        if ctx.clock.now() - began >= RECOVERY_BUDGET:
+            left = len(scan.records) - done
+            app_event(
+                "SupervisorRecoveriesStopped",
+                f"supervisor run: {left} expired records left for a later run, the recoveries' budget "
+                f"({RECOVERY_BUDGET.total_seconds():.0f} s) spent",
+                logging.WARNING,
+                left=left,
+                recovered=done,
+            )
+            break
         try:
             result = recover(ctx, record, known.get(record.locked_by) if record.locked_by is not None else None)
         except StoreUnavailable as exc:

@@ -326,3 +326,24 @@ def sdk_value_body_message(sequence_number: int, value: Any, reason: str | None 
         application_properties={b"DeadLetterReason": reason.encode()} if reason is not None else None,
     )
     return ServiceBusReceivedMessage.from_bytes(bytes(encode_payload(bytearray(), message)))
+
+
+class SlowStore:
+    """The real store ``real``, whose calls take ``seconds`` each on ``sleep`` (a Cosmos DB slow to answer): the first
+    ``calls`` of them, or every one (None)."""
+
+    def __init__(self, real: Any, sleep: Callable[[float], None], seconds: float, calls: int | None = None) -> None:
+        self._real, self._sleep, self._seconds, self._calls = real, sleep, seconds, calls
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._real, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self._calls is None or self._calls > 0:
+                self._calls = None if self._calls is None else self._calls - 1
+                self._sleep(self._seconds)
+            return attribute(*args, **kwargs)
+
+        return call

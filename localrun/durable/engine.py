@@ -4,7 +4,8 @@ It keeps each instance's history and status, runs orchestrators the way the Func
 registered orchestrator function gets the context JSON and returns the state JSON, through the SDK's
 own replay), and carries out the actions the orchestrator returns: activities, timers (on the injected
 clock), waits for external events, when-any/when-all, cancelled timers. Activities are at-least-once:
-``restart_host`` drops in-flight activity executions and they run again. ``deploy`` replaces the code
+``restart_host`` drops in-flight activity executions and they run again (after a function timeout,
+``restart_worker``, they fail instead). ``deploy`` replaces the code
 (an upgrade or a rollback): an instance whose name it lacks fails at its next episode, as in Azure.
 
 Deterministic: one FIFO of work items, timers fire in (fire time, instance, task id) order, instance
@@ -25,6 +26,7 @@ own client.
 
 from __future__ import annotations
 
+import contextvars
 import heapq
 import json
 import logging
@@ -57,6 +59,10 @@ SUPPORTED = frozenset({"CallActivity", "CreateTimer", "WaitForExternalEvent", "W
 # after it sent the activity's result and before it deleted the message leaves the item to run again then.
 WORK_ITEM_VISIBILITY_TIMEOUT = timedelta(minutes=5)
 
+# The activity work item whose function the current thread runs (set around ``run_activity``): the host reads it to
+# know which execution a function timeout fails (``DurableEngine.restart_worker``).
+RUNNING_ACTIVITY: contextvars.ContextVar[ActivityWork | None] = contextvars.ContextVar("running_activity", default=None)
+
 
 def not_an_orchestrator(name: str) -> str:
     """What the extension says of an orchestrator name no function of the deployed code has: it refuses a
@@ -75,6 +81,7 @@ class EngineCounters:
     activity_executions: int = 0
     activities_redelivered: int = 0  # in-flight executions dropped by a host restart and queued again
     activities_rerun_late: int = 0  # work items run again after their result reached the orchestration
+    activities_failed_by_timeout: int = 0  # executions failed by a worker restart after a function timeout
     timers_fired: int = 0
     deliveries_delayed: int = 0  # control-queue messages and activity work items ``delivery_delay`` held back
     history_events: int = 0  # every event appended to any history, overwritten instances included
@@ -359,6 +366,29 @@ class DurableEngine:
         self.counters.activities_redelivered += len(dropped)
         return len(dropped)
 
+    def restart_worker(self, timed_out: ActivityWork | None, reason: str) -> int:
+        """The worker process restarted after a function timeout (the host's ``OnTimeoutExceptionAsync`` restarts
+        the worker running the invocation that timed out): every activity execution on it fails, and its
+        orchestration is told as of any failure. The extension's ``FunctionExecutionHelper.ExecuteActivityFunction``
+        reports a ``FunctionTimeoutException`` as ``FunctionTimeoutError`` and any other failed result while the
+        host is not stopping as ``UserCodeError``, and ``TaskActivityShim`` turns both into the activity's
+        ``TaskFailed`` (durable-functions-perf-and-scale, "Function timeouts": "if an activity times out, the
+        function execution is recorded as a failure, and the orchestrator is notified"). Nothing runs again,
+        unlike a host restart (``restart_host``). Returns how many activity executions failed."""
+        self.settle_requests()
+        self._host_generation += 1
+        failed, self._in_flight = self._in_flight, []
+        for work in failed:
+            instance = self._instances.get(work.instance_id)
+            if instance is None or instance.execution != work.execution or instance.is_finished:
+                continue
+            why = reason if work == timed_out else "the worker process running it was restarted: " + reason
+            message = f"Activity function '{work.name}' failed: {why}"
+            kind = "FunctionTimeoutException" if work == timed_out else "WorkerProcessRestarted"
+            self._send(instance, ev.task_failed(self._now(), work.task_id, message, kind), work.execution)
+        self.counters.activities_failed_by_timeout += len(failed)
+        return len(failed)
+
     def history_events(self, instance_id: str) -> int:
         self.settle_requests()
         instance = self._instances.get(instance_id)
@@ -525,6 +555,7 @@ class DurableEngine:
         self.counters.activity_executions += 1
         input_value = json.loads(work.input_json) if work.input_json is not None else None
         completion: ev.HistoryEvent
+        running = RUNNING_ACTIVITY.set(work)
         try:
             result = self._run_activity(work.name, input_value)
         except Exception as error:
@@ -535,6 +566,8 @@ class DurableEngine:
         else:
             outcome = "completed"
             completion = ev.task_completed(self._now(), work.task_id, _dumps_result(result))
+        finally:
+            RUNNING_ACTIVITY.reset(running)
         if generation != self._host_generation:  # the host restarted while this ran: the result is lost
             return StepReport("activity", work.instance_id, work.name, "dropped")
         self._in_flight.remove(work)

@@ -13,7 +13,7 @@ import pytest
 from azure.durable_functions import OrchestrationRuntimeStatus
 
 from adapters.clock import ManualClock
-from localrun.durable.engine import DurableEngine
+from localrun.durable.engine import RUNNING_ACTIVITY, DurableEngine
 from localrun.durable.history import EventType, HistoryEvent, context_json
 from localrun.durable.registry import registered_orchestrators
 from localrun.durable.replay import replay
@@ -332,6 +332,33 @@ def test_a_host_restart_during_an_activity_drops_its_result_and_runs_it_again(h)
     assert instance is not None
     assert [e.type for e in instance.history].count(EventType.TASK_COMPLETED) == 1
     assert h.status(instance_id).runtime_status is OrchestrationRuntimeStatus.Running
+
+
+def test_a_worker_restart_after_a_function_timeout_fails_the_activity_to_its_orchestration(h):
+    """A function timeout restarts the worker process (``LocalHost._time_out``): the activity that timed out is
+    reported failed to its orchestration (the extension's ``TaskActivityShim``: ``FunctionTimeoutError``), not
+    run again as after a host restart; the result it might still return is dropped."""
+    failed: list[int] = []
+
+    def time_out_once(name: str) -> None:
+        if name == "flaky" and not failed:
+            failed.append(h.engine.restart_worker(RUNNING_ACTIVITY.get(), "Timeout value of 00:30:00 exceeded"))
+
+    h.activities.during = time_out_once
+    instance_id = h.start("failing_activity_orchestrator", "flaky:1", None)
+    h.engine.run_until_idle()
+
+    assert failed == [1]
+    # the first call failed (not run again), the sample caught it and made its second call
+    assert h.activities.calls == [("flaky", 1), ("flaky", 2)]
+    assert h.engine.counters.activities_redelivered == 0
+    status = h.status(instance_id)
+    assert status.runtime_status is OrchestrationRuntimeStatus.Completed
+    assert status.output == {
+        "first_error": "Activity function 'flaky' failed: Timeout value of 00:30:00 exceeded"
+        " \n FunctionTimeoutException",
+        "second": "flaky:2",
+    }
 
 
 def test_a_host_restart_keeps_timers_and_queued_work(h):

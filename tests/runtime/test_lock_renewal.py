@@ -10,41 +10,21 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
 from contracts.names import ORDERS_QUEUE, QUEUE_MAX_DELIVERY_COUNT
 from localrun.host import host_json, timespan
 from localrun.hostile import LockStalls
+from tests.fakes import SlowStore
 from tests.runtime.harness import RuntimeHarness
 from tests.submission.corpus import order
 
 pytestmark = pytest.mark.cosmos
 
 WINDOW = timespan(host_json()["extensions"]["serviceBus"]["maxAutoLockRenewalDuration"])
-
-
-class SlowStates:
-    """The real state store, whose first call takes ``seconds`` of virtual time (a slow handler)."""
-
-    def __init__(self, real: Any, sleep: Callable[[float], None], seconds: float) -> None:
-        self._real, self._sleep, self._seconds = real, sleep, seconds
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._real, name)
-        if not callable(attribute):
-            return attribute
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if self._seconds:
-                seconds, self._seconds = self._seconds, 0.0
-                self._sleep(seconds)
-            return attribute(*args, **kwargs)
-
-        return call
 
 
 @pytest.fixture
@@ -58,7 +38,7 @@ def harness(cosmos_db) -> Iterator[RuntimeHarness]:
 
 def _submit_one(harness: RuntimeHarness, handler_seconds: float) -> None:
     assert harness.ctx is not None
-    harness.change_context(states=SlowStates(harness.ctx.states, harness.clock.sleep, handler_seconds))
+    harness.change_context(states=SlowStore(harness.ctx.states, harness.clock.sleep, handler_seconds, calls=1))
     harness.send(ORDERS_QUEUE, json.dumps(order(orderId="ord-slow")), "ord-slow")
     harness.run_until_idle(limit=timedelta(minutes=30))
 

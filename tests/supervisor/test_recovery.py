@@ -16,8 +16,9 @@ from domain import transitions
 from domain.records import StateRecord
 from domain.states import ProcessState
 from supervisor.recovery import RecoveryAction, recover
-from supervisor.run import SupervisorReport, run_supervisor
+from supervisor.run import RECOVERY_BUDGET, SupervisorReport, run_supervisor
 from supervisor.scan import ScanState
+from tests.fakes import SlowStore
 from tests.supervisor.conftest import claimed, expired, reclaim
 
 pytestmark = pytest.mark.cosmos
@@ -180,3 +181,30 @@ def test_escalation_tells_the_submitter_failed_on_its_own_queue(make_ctx, states
         ("submitter-q", "Failed", "o9", 1),
     ]
     assert statuses[1][1]["reason"].startswith("retries exhausted")
+
+
+def test_a_run_stops_recovering_once_its_budget_is_spent_and_a_later_run_finds_the_rest(
+    make_ctx, states, clock, caplog
+):
+    """Under a Cosmos DB answering in 30 s (throttled, the SDK waiting out its retries), 40 recoveries took 20
+    minutes and a run's 100 (``SUPERVISOR_MAX_RECORDS``) nearly an hour, past the host's functionTimeout (30 minutes),
+    which kills the run and restarts the worker with every invocation on it. A run now starts no recovery past
+    ``RECOVERY_BUDGET``; the records left are still expired, and the next run takes them."""
+    for n in range(40):
+        expired(states, f"o{n:02}", clock, timedelta(seconds=5))
+    ctx = make_ctx(states=SlowStore(states, lambda s: clock.advance(timedelta(seconds=s)), 30.0), MAX_FAILURES="3")
+
+    began = clock.now()
+    with caplog.at_level("WARNING"):
+        first = run_supervisor(ctx, ScanState())
+
+    assert first.found == 40
+    assert 0 < first.recovered < 40
+    assert clock.now() - began < RECOVERY_BUDGET + timedelta(minutes=5)  # the rest of the run included
+    stopped = [r for r in caplog.records if getattr(r, "event", "") == "SupervisorRecoveriesStopped"]
+    assert [getattr(r, "left", None) for r in stopped] == [40 - first.recovered]
+
+    second = run_supervisor(ctx, ScanState())
+    assert second.found == 40 - first.recovered  # the ones left, still expired
+    pending = [r for r in (states.get(f"o{n:02}") for n in range(40)) if r is not None]
+    assert sum(r.process_state is ProcessState.PENDING for r in pending) == first.recovered + second.recovered
