@@ -180,6 +180,7 @@ def submit_order(
         log.info("order %s: duplicate submission, nothing written", order.order_id)
     # PaymentNotifications that arrived before this order were deferred: fetch and apply them now. Those
     # dead-lettered while an earlier refusal of it stood are named to an operator (the order is live now).
+    recovered = Recovery()  # what recover_for_order applied, once it returned: on the record whatever fails after
     try:
         recovered = recover_for_order(ctx, order.order_id, deferrals, owed)
         settle_refusals(ctx, order.order_id, deferrals, owed, created=created)
@@ -188,9 +189,10 @@ def submit_order(
             # Its last round: abandoned, Service Bus would dead-letter it MaxDeliveryCountExceeded and page an
             # operator for a submission whose order exists. Completed instead, what is left handed over.
             _hand_over(ctx, order.order_id, message, deferrals, owed, exc)
-            recovered = Recovery()
         elif not created:
-            raise
+            if not recovered.events:
+                raise
+            return _again_with_events(ctx, message, recovered, exc)
         else:
             # The record is written (and claimed, on the fast path: the attempt is started anyway, since left
             # unstarted it would wait out the start grace for the supervisor). Abandon: the redelivery applies
@@ -213,6 +215,20 @@ def submit_order(
             if announced:
                 _owe_received(ctx, state)
     return IntakeResult(Settlement.complete(), claim, recovered.events, owed=announced)
+
+
+def _again_with_events(ctx: AppContext, message: ReceivedMessage, recovered: Recovery, exc: Exception) -> IntakeResult:
+    """A duplicate submission applied the deferred notifications (``recovered``), then settling the order's refusals
+    failed (``settle_refusals``): handled again later (a store failure) or abandoned (a send failure), as
+    ``handle_orders_message`` would, with the applied notifications' ``PaymentNotified`` events raised all the same.
+    They are on the record, their entries resolved: the next handling finds nothing waiting and raises none, so
+    the payment step waiting for one waited out its deadline for a payment on the record (red team)."""
+    if isinstance(exc, StoreUnavailable):
+        again = retry_later(ctx, message, "OrderSubmitted", str(exc))
+    else:
+        log.warning("OrderSubmitted %s: %s; abandoning for redelivery", message.message_id, exc)
+        again = IntakeResult(Settlement.abandon(str(exc)))
+    return replace(again, events=again.events + recovered.events)
 
 
 def _hand_over(

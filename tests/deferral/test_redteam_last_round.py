@@ -1,0 +1,92 @@
+"""Red team of the last store-retry round's hand-over (``submission.intake._hand_over``, merge 426960f): inputs
+and interleavings under which a message completed after its last round, or handed to a later round, could drop
+what it carried. Through the registered trigger, the in-process broker and the Cosmos protocol server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from adapters.cosmos.deferral_store import DeferralLog
+from adapters.cosmos.errors import StoreUnavailable
+from contracts.names import ORDERS_QUEUE, PAYMENT_NOTIFIED_EVENT
+from domain.deferral import DeferralDocument, EntryStatus
+from submission.store_outage import STORE_RETRY_DELAYS
+from tests.contexts import context_with
+from tests.deferral.support import DurableClientStub, alerts, deferred_sequence_numbers, deliver, notification, order
+from tests.deferral.test_payment_paths import begin_payment_step
+from tests.deferral.test_refusal_written_first import Cap, submit
+from tests.deferral.test_submission_handed_over_at_its_last_round import (
+    FLAG,
+    LAST,
+    dead_letter_reasons,
+    submit_in_round,
+)
+from tests.fakes import StateStoreThatFails
+
+pytestmark = pytest.mark.cosmos
+
+
+class FlagWriteFails:
+    """The deferral log, except that the write taking the notifications listed under a refusal off the document
+    (``notifications_flagged``, after their ``NotificationsForAcceptedOrder`` alert went out) is throttled."""
+
+    def __init__(self, log: DeferralLog) -> None:
+        self._log = log
+
+    def get(self, order_id: str) -> DeferralDocument | None:
+        return self._log.get(order_id)
+
+    def save(self, doc: DeferralDocument) -> DeferralDocument:
+        if not doc.to_flag():
+            raise StoreUnavailable(f"deferral log: 429 on save of {doc.order_id}")
+        return self._log.save(doc)
+
+
+@pytest.mark.parametrize("round_number", [LAST, LAST - 1])
+def test_a_payment_a_duplicate_submission_applied_reaches_the_waiting_payment_step_though_a_later_write_failed(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any, round_number: int
+) -> None:
+    """Input: n-0 dead-lettered under a refusal of p1 (listed); M2 accepted, its record created in round
+    ``round_number`` while n-1 waited for the order, applying n-1 failing; the attempt p1:1 begins its prepaid
+    payment step and waits for the notification. M2's redelivery applies n-1, raises the alert naming n-0, and the
+    write taking n-0 off the document is throttled.
+
+    Expected: the ``PaymentNotified`` event of n-1 is raised to p1:1 (completed in the last round, a copy before).
+    Before: dropped with the hand-over's ``Recovery()`` (or the store failure's copy): n-1 was on the record, its
+    entry resolved, so nothing raised it again; the step waited out its deadline for a payment it had."""
+    cap = Cap(monkeypatch, full=False)
+    submit(broker, notification(notification_id="n-0"), "n-0")
+    assert deliver(functions, broker)
+    cap.full = True
+    submit(broker, order(), "p1")
+    assert deliver(functions, broker)
+    assert dead_letter_reasons(broker) == ["OrderRejected"]
+    cap.full = False
+
+    failing = StateStoreThatFails(ctx.states, "create")
+    with_failing = context_with(ctx, states=failing)
+    submit_in_round(broker, order(), round_number - 1, f"p1:again:store-retry:{round_number - 1}")
+    assert deliver(functions, broker)  # the refusal withdrawn, the create failed: a copy of the next round
+    submit(broker, notification(notification_id="n-1"), "n-1")
+    assert deliver(functions, broker)  # waits for the order
+    n1 = max(deferred_sequence_numbers(broker))
+    failing.failing = {"replace"}
+    clock.advance(STORE_RETRY_DELAYS[round_number - 1])
+    while ctx.states.get("p1") is None:  # n-1's look again, then the copy: the record created, n-1 not applied
+        assert deliver(functions, broker)
+    failing.failing = set()
+    assert "payment" not in begin_payment_step(with_failing)  # p1:1 waits for the notification
+
+    context_with(with_failing, deferrals=FlagWriteFails(ctx.deferrals))
+    client = DurableClientStub()
+    assert deliver(functions, broker, client)  # the redelivery of the copy
+    assert ctx.states.get("p1").payment.sequence_number == n1
+    assert ctx.deferrals.get("p1").entry(n1).status is EntryStatus.APPLIED
+    assert [a["kind"] for a in alerts(broker)].count(FLAG) == 1
+    [(instance, event, data)] = client.raised
+    assert (instance, event, data["notificationId"]) == ("p1:1", PAYMENT_NOTIFIED_EVENT, "n-1")
+    assert dead_letter_reasons(broker) == ["OrderRejected"]
+    copies = [m.message_id for m in broker.peek(ORDERS_QUEUE, 100) if m.state.name != "DEFERRED"]
+    assert [c.split(":store-retry:")[-1].split(":")[0] for c in copies] == ([] if round_number == LAST else [f"{LAST}"])
