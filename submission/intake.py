@@ -209,7 +209,15 @@ def submit_order(
     # owed above (its mark's write may have failed too).
     if not created:
         if recovered.applied:
-            state = ctx.states.get(order.order_id) or state
+            try:
+                state = ctx.states.get(order.order_id) or state
+            except StoreUnavailable as exc:
+                # decided on the record as this delivery read it, as when nothing was applied (an applied payment
+                # says nothing to the submitter): raised, the failure handed the message to a store-retry copy (in
+                # its last round, abandoned it) and dropped the applied notifications' events (red team)
+                log.warning(
+                    "order %s: record not read again (%s); Received decided on the first read", order.order_id, exc
+                )
         if _not_begun(state) or state.received_owed is not None or _created_by(state, sent_as):
             announced = _announce(ctx, state, now)
             if announced:

@@ -90,3 +90,50 @@ def test_a_payment_a_duplicate_submission_applied_reaches_the_waiting_payment_st
     assert dead_letter_reasons(broker) == ["OrderRejected"]
     copies = [m.message_id for m in broker.peek(ORDERS_QUEUE, 100) if m.state.name != "DEFERRED"]
     assert [c.split(":store-retry:")[-1].split(":")[0] for c in copies] == ([] if round_number == LAST else [f"{LAST}"])
+
+
+class ReadFailsFrom:
+    """The state store, except that its ``get`` answers a 429 past the SDK's retries from the ``nth`` call on."""
+
+    def __init__(self, store: Any, nth: int) -> None:
+        self._store, self.calls, self.nth = store, 0, nth
+
+    def get(self, order_id: str) -> Any:
+        self.calls += 1
+        if self.calls >= self.nth:
+            raise StoreUnavailable(f"state store: 429 on read of {order_id}")
+        return self._store.get(order_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+@pytest.mark.parametrize("round_number", [0, LAST])
+def test_a_payment_a_duplicate_submission_applied_reaches_the_waiting_step_though_the_record_could_not_be_read_again(
+    functions: Any, ctx: Any, broker: Any, round_number: int
+) -> None:
+    """Input: n-1 waits for p1; p1's submission creates the record, applying n-1 failing (abandoned); the attempt
+    p1:1 begins its payment step and waits. The submission's redelivery (a duplicate now) applies n-1, and the
+    read of the record again after it (for whether ``Received`` is owed) is throttled.
+
+    Expected: the ``PaymentNotified`` event of n-1 reaches p1:1 and the message is completed (the record as read
+    before decides ``Received``, as when nothing was applied). Before: the failed read handed the message to a
+    store-retry copy (in its last round abandoned it: a dead letter after five), the event dropped with it."""
+    submit(broker, notification(), "n-1")
+    assert deliver(functions, broker)
+    [n1] = deferred_sequence_numbers(broker)
+    with_failing = context_with(ctx, states=StateStoreThatFails(ctx.states, "replace"))
+    submit_in_round(broker, order(), round_number, "p1")
+    assert deliver(functions, broker)  # the record created, n-1 not applied: abandoned
+    assert "payment" not in begin_payment_step(ctx)
+
+    context_with(
+        with_failing, states=ReadFailsFrom(ctx.states, 3)
+    )  # the delivery's read, apply's read, then the read again
+    client = DurableClientStub()
+    assert deliver(functions, broker, client)
+    assert ctx.states.get("p1").payment.sequence_number == n1
+    [(instance, event, _)] = client.raised
+    assert (instance, event) == ("p1:1", PAYMENT_NOTIFIED_EVENT)
+    assert [m.subject for m in broker.peek(ORDERS_QUEUE, 100) if m.state.name != "DEFERRED"] == ["RetryDeferred"]
+    assert dead_letter_reasons(broker) == []
