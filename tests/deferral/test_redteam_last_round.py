@@ -4,17 +4,31 @@ what it carried. Through the registered trigger, the in-process broker and the C
 
 from __future__ import annotations
 
+import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from adapters.cosmos.deferral_store import DeferralLog
 from adapters.cosmos.errors import StoreUnavailable
-from contracts.names import ORDERS_QUEUE, PAYMENT_NOTIFIED_EVENT
+from contracts.names import ORDERS_QUEUE, PAYMENT_NOTIFIED_EVENT, STATE_CONTAINER
+from deferral.sweep import peek_sweep
+from domain import deferral
 from domain.deferral import DeferralDocument, EntryStatus
 from submission.store_outage import STORE_RETRY_DELAYS
 from tests.contexts import context_with
-from tests.deferral.support import DurableClientStub, alerts, deferred_sequence_numbers, deliver, notification, order
+from tests.deferral import test_last_round_left_to_others
+from tests.deferral.support import (
+    DurableClientStub,
+    alerts,
+    deferred_for_the_order_database,
+    deferred_sequence_numbers,
+    deliver,
+    deliver_all,
+    notification,
+    order,
+)
 from tests.deferral.test_payment_paths import begin_payment_step
 from tests.deferral.test_refusal_written_first import Cap, submit
 from tests.deferral.test_submission_handed_over_at_its_last_round import (
@@ -26,6 +40,8 @@ from tests.deferral.test_submission_handed_over_at_its_last_round import (
 from tests.fakes import StateStoreThatFails
 
 pytestmark = pytest.mark.cosmos
+
+broker = test_last_round_left_to_others.broker  # orders keeps a message 14 days, as the Bicep's queue does
 
 
 class FlagWriteFails:
@@ -137,3 +153,32 @@ def test_a_payment_a_duplicate_submission_applied_reaches_the_waiting_step_thoug
     assert (instance, event) == ("p1:1", PAYMENT_NOTIFIED_EVENT)
     assert [m.subject for m in broker.peek(ORDERS_QUEUE, 100) if m.state.name != "DEFERRED"] == ["RetryDeferred"]
     assert dead_letter_reasons(broker) == []
+
+
+def test_a_retry_whose_deferral_document_this_version_cannot_read_for_an_hour_is_still_dead_lettered(
+    functions: Any, ctx: Any, broker: Any, clock: Any, cosmos_db: Any
+) -> None:
+    """Input: n-1 deferred while the order database is down (its round 1 retry scheduled); then its order's deferral
+    document holds what this version cannot read (a newer version's entry reason, written before a rollback) for
+    longer than the store-retry rounds.
+
+    Expected: the retry's last copy is abandoned until Service Bus dead-letters it ``MaxDeliveryCountExceeded``, as
+    before the last-round hand-over: the dead-letter watch pages. The peek sweep cannot read that document either
+    (it skips the message, a warning in its log, no alert), so completed (``IntakeLeftToSweep``, a store failure's
+    hand-over) the payment waited deferred with nobody told."""
+    orders, _ = deferred_for_the_order_database(functions, ctx, broker)
+    [seq] = deferred_sequence_numbers(broker)
+    orders.failing = False
+    state = cosmos_db.get_container_client(STATE_CONTAINER)
+    item = state.read_item(deferral.document_id("p1"), partition_key="p1")
+    newer = {k: v for k, v in item.items() if not k.startswith("_")}
+    newer["entries"] = [{**newer["entries"][0], "reason": "AwaitingFraudCheck"}]
+    state.replace_item(newer["id"], newer)
+    for _ in range(len(STORE_RETRY_DELAYS) + 5):
+        clock.advance(timedelta(minutes=1))
+        deliver_all(functions, broker)
+    assert dead_letter_reasons(broker) == ["MaxDeliveryCountExceeded"]
+    [dead] = broker.dead_letters(ORDERS_QUEUE)
+    assert json.loads(dead.body)["type"] == "RetryDeferred"
+    assert deferred_sequence_numbers(broker) == [seq]
+    assert peek_sweep(ctx).failed == 1  # the sweep cannot read the document: nothing it does tells anyone
