@@ -30,11 +30,12 @@ from tests.deferral.support import (
     order,
 )
 from tests.deferral.test_payment_paths import begin_payment_step
-from tests.deferral.test_refusal_written_first import Cap, submit
+from tests.deferral.test_refusal_written_first import submit
 from tests.deferral.test_submission_handed_over_at_its_last_round import (
     FLAG,
     LAST,
     dead_letter_reasons,
+    refused_then_resubmitted,
     submit_in_round,
 )
 from tests.fakes import StateStoreThatFails
@@ -72,22 +73,7 @@ def test_a_payment_a_duplicate_submission_applied_reaches_the_waiting_payment_st
     Expected: the ``PaymentNotified`` event of n-1 is raised to p1:1 (completed in the last round, a copy before).
     Before: dropped with the hand-over's ``Recovery()`` (or the store failure's copy): n-1 was on the record, its
     entry resolved, so nothing raised it again; the step waited out its deadline for a payment it had."""
-    cap = Cap(monkeypatch, full=False)
-    submit(broker, notification(notification_id="n-0"), "n-0")
-    assert deliver(functions, broker)
-    cap.full = True
-    submit(broker, order(), "p1")
-    assert deliver(functions, broker)
-    assert dead_letter_reasons(broker) == ["OrderRejected"]
-    cap.full = False
-
-    failing = StateStoreThatFails(ctx.states, "create")
-    with_failing = context_with(ctx, states=failing)
-    submit_in_round(broker, order(), round_number - 1, f"p1:again:store-retry:{round_number - 1}")
-    assert deliver(functions, broker)  # the refusal withdrawn, the create failed: a copy of the next round
-    submit(broker, notification(notification_id="n-1"), "n-1")
-    assert deliver(functions, broker)  # waits for the order
-    n1 = max(deferred_sequence_numbers(broker))
+    _, n1, failing, with_failing = refused_then_resubmitted(functions, ctx, broker, monkeypatch, round_number)
     failing.failing = {"replace"}
     clock.advance(STORE_RETRY_DELAYS[round_number - 1])
     while ctx.states.get("p1") is None:  # n-1's look again, then the copy: the record created, n-1 not applied
