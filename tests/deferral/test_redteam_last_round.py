@@ -5,6 +5,7 @@ what it carried. Through the registered trigger, the in-process broker and the C
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -45,20 +46,26 @@ pytestmark = pytest.mark.cosmos
 broker = test_last_round_left_to_others.broker  # orders keeps a message 14 days, as the Bicep's queue does
 
 
-class FlagWriteFails:
-    """The deferral log, except that the write taking the notifications listed under a refusal off the document
-    (``notifications_flagged``, after their ``NotificationsForAcceptedOrder`` alert went out) is throttled."""
+class SavesThrottled:
+    """The deferral log, except that a save of a document ``throttled`` says is answered with a 429 past the SDK's
+    retries."""
 
-    def __init__(self, log: DeferralLog) -> None:
-        self._log = log
+    def __init__(self, log: DeferralLog, throttled: Callable[[DeferralDocument], bool]) -> None:
+        self._log, self._throttled = log, throttled
 
     def get(self, order_id: str) -> DeferralDocument | None:
         return self._log.get(order_id)
 
     def save(self, doc: DeferralDocument) -> DeferralDocument:
-        if not doc.to_flag():
+        if self._throttled(doc):
             raise StoreUnavailable(f"deferral log: 429 on save of {doc.order_id}")
         return self._log.save(doc)
+
+
+def flag_write(doc: DeferralDocument) -> bool:
+    """The write taking the notifications listed under a refusal off the document (``notifications_flagged``,
+    after their ``NotificationsForAcceptedOrder`` alert went out)."""
+    return not doc.to_flag()
 
 
 @pytest.mark.parametrize("round_number", [LAST, LAST - 1])
@@ -81,7 +88,7 @@ def test_a_payment_a_duplicate_submission_applied_reaches_the_waiting_payment_st
     failing.failing = set()
     assert "payment" not in begin_payment_step(with_failing)  # p1:1 waits for the notification
 
-    context_with(with_failing, deferrals=FlagWriteFails(ctx.deferrals))
+    context_with(with_failing, deferrals=SavesThrottled(ctx.deferrals, flag_write))
     client = DurableClientStub()
     assert deliver(functions, broker, client)  # the redelivery of the copy
     assert ctx.states.get("p1").payment.sequence_number == n1
@@ -168,3 +175,37 @@ def test_a_retry_whose_deferral_document_this_version_cannot_read_for_an_hour_is
     assert json.loads(dead.body)["type"] == "RetryDeferred"
     assert deferred_sequence_numbers(broker) == [seq]
     assert peek_sweep(ctx).failed == 1  # the sweep cannot read the document: nothing it does tells anyone
+
+
+@pytest.mark.parametrize("round_number", [0, LAST])
+def test_a_payment_applied_before_another_waiting_notification_failed_still_reaches_the_waiting_step(
+    functions: Any, ctx: Any, broker: Any, round_number: int
+) -> None:
+    """Input: n-1 and then n-2 (a second payment) wait for p1; p1's submission creates the record, applying them
+    failing (abandoned); the attempt p1:1 begins its payment step and waits. The redelivery applies n-1, rejects n-2
+    (``PaymentAlreadyReceived``), and the write resolving n-2's entry is throttled.
+
+    Expected: n-1's ``PaymentNotified`` reaches p1:1 (the message handed over in its last round, a copy before); n-2
+    is left deferred, its entry waiting, for whoever decides it next. Before: the event was dropped with the
+    failure (raised out of the recovery before it returned)."""
+    submit(broker, notification(), "n-1")
+    submit(broker, notification(notification_id="n-2"), "n-2")
+    assert deliver(functions, broker) and deliver(functions, broker)
+    n1, n2 = deferred_sequence_numbers(broker)
+    with_failing = context_with(ctx, states=StateStoreThatFails(ctx.states, "replace"))
+    submit_in_round(broker, order(), round_number, "p1")
+    assert deliver(functions, broker)
+    assert "payment" not in begin_payment_step(ctx)
+
+    def resolving_n2(doc: DeferralDocument) -> bool:
+        entry = doc.entry(n2)
+        return entry is not None and entry.status is EntryStatus.DEAD_LETTERED
+
+    context_with(with_failing, states=ctx.states, deferrals=SavesThrottled(ctx.deferrals, resolving_n2))
+    client = DurableClientStub()
+    assert deliver(functions, broker, client)
+    assert ctx.states.get("p1").payment.sequence_number == n1
+    assert [(i, e) for i, e, _ in client.raised] == [("p1:1", PAYMENT_NOTIFIED_EVENT)]
+    assert ctx.deferrals.get("p1").entry(n2).status is EntryStatus.DEFERRED
+    assert deferred_sequence_numbers(broker) == [n2]
+    assert dead_letter_reasons(broker) == []
