@@ -253,7 +253,13 @@ def resend_rounds(ctx: AppContext, doc: DeferralDocument) -> None:
         schedule_round(ctx, doc, entry.sequence_number)
 
 
-def recover_for_order(ctx: AppContext, order_id: str, doc: DeferralDocument | None, owed: list[OwedAlert]) -> Recovery:
+def recover_for_order(
+    ctx: AppContext,
+    order_id: str,
+    doc: DeferralDocument | None,
+    owed: list[OwedAlert],
+    raised: list[RaiseEvent] | None = None,
+) -> Recovery:
     """Applies the messages ``doc`` (the order's deferral document as the caller read it) lists as
     waiting for the order; nothing to do unless it lists some. A message deferred after that read is
     looked at again by its own ``RetryDeferred`` (docs/deferral.md). A receiver failure is logged and left
@@ -268,14 +274,17 @@ def recover_for_order(ctx: AppContext, order_id: str, doc: DeferralDocument | No
     ``owed``: the submission's list of alerts owed, handed to the alert courier before the ``OrderSubmitted`` is
     settled: a deferred notification rejected here is dead-lettered at once, so its alert whose send failed is
     added there (filled in as each message is settled: whatever fails after, the caller hands over what is in
-    it), never raised (``apply_notification``)."""
+    it), never raised (``apply_notification``). ``raised``: filled in the same way with the events of the
+    notifications applied (``Recovery.events`` once it returns): a failure after one was applied, raised out of here,
+    leaves them to the caller to raise (the notification is on the record, its entry resolved: nothing raises
+    them again)."""
     if doc is not None:
         resend_rounds(ctx, doc)
     waiting = doc.waiting(DeferralReason.ORDER_NOT_SUBMITTED) if doc is not None else []
     if not waiting:
         return Recovery()
     applied = dead = expired = 0
-    events: list[RaiseEvent] = []
+    events: list[RaiseEvent] = raised if raised is not None else []
     try:
         for entry, done in _fetch_and_process(ctx, ctx.deferred, order_id, waiting, owed):
             if isinstance(done, str):

@@ -62,6 +62,7 @@ from notifications.repeats import raise_once_per_problem
 from notifications.status import OwedStatus, publish_status_or_owe
 from observability.events import app_event, state_transition
 from orchestrators.attempt_plan import plan_attempt
+from orchestrators.raise_events import RaiseEvent
 from orchestrators.starter import Claim, has_capacity
 from submission.cancellation import cancel_order
 from submission.payments import payment_notification
@@ -180,17 +181,21 @@ def submit_order(
         log.info("order %s: duplicate submission, nothing written", order.order_id)
     # PaymentNotifications that arrived before this order were deferred: fetch and apply them now. Those
     # dead-lettered while an earlier refusal of it stood are named to an operator (the order is live now).
+    recovered = Recovery()  # what recover_for_order applied, once it returned
+    # the events of the notifications applied, as each is: on the record, their entries resolved, whatever fails after
+    raised: list[RaiseEvent] = []
     try:
-        recovered = recover_for_order(ctx, order.order_id, deferrals, owed)
+        recovered = recover_for_order(ctx, order.order_id, deferrals, owed, raised)
         settle_refusals(ctx, order.order_id, deferrals, owed, created=created)
     except (StoreUnavailable, SendError) as exc:
         if not created and rounds_used_up(message):
             # Its last round: abandoned, Service Bus would dead-letter it MaxDeliveryCountExceeded and page an
             # operator for a submission whose order exists. Completed instead, what is left handed over.
             _hand_over(ctx, order.order_id, message, deferrals, owed, exc)
-            recovered = Recovery()
         elif not created:
-            raise
+            if not raised:
+                raise
+            return _again_with_events(ctx, message, tuple(raised), exc)
         else:
             # The record is written (and claimed, on the fast path: the attempt is started anyway, since left
             # unstarted it would wait out the start grace for the supervisor). Abandon: the redelivery applies
@@ -207,12 +212,37 @@ def submit_order(
     # owed above (its mark's write may have failed too).
     if not created:
         if recovered.applied:
-            state = ctx.states.get(order.order_id) or state
+            try:
+                state = ctx.states.get(order.order_id) or state
+            except StoreUnavailable as exc:
+                # decided on the record as this delivery read it, as when nothing was applied (an applied payment
+                # says nothing to the submitter): raised, the failure handed the message to a store-retry copy (in
+                # its last round, abandoned it) and dropped the applied notifications' events (red team)
+                log.warning(
+                    "order %s: record not read again (%s); Received decided on the first read", order.order_id, exc
+                )
         if _not_begun(state) or state.received_owed is not None or _created_by(state, sent_as):
             announced = _announce(ctx, state, now)
             if announced:
                 _owe_received(ctx, state)
-    return IntakeResult(Settlement.complete(), claim, recovered.events, owed=announced)
+    return IntakeResult(Settlement.complete(), claim, tuple(raised), owed=announced)
+
+
+def _again_with_events(
+    ctx: AppContext, message: ReceivedMessage, events: tuple[RaiseEvent, ...], exc: Exception
+) -> IntakeResult:
+    """A duplicate submission applied deferred notifications (``events``: theirs), then a store or send failure met
+    it (applying the next one, or settling the order's refusals): handled again later (a store failure) or abandoned
+    (a send failure), as ``handle_orders_message`` would, with the applied notifications' ``PaymentNotified`` events
+    raised all the same. They are on the record, their entries resolved: the next handling finds them no longer
+    waiting and raises none, so the payment step waiting for one waited out its deadline for a payment on the record
+    (red team)."""
+    if isinstance(exc, StoreUnavailable):
+        again = retry_later(ctx, message, "OrderSubmitted", str(exc))
+    else:
+        log.warning("OrderSubmitted %s: %s; abandoning for redelivery", message.message_id, exc)
+        again = IntakeResult(Settlement.abandon(str(exc)))
+    return replace(again, events=again.events + events)
 
 
 def _hand_over(

@@ -21,9 +21,9 @@ is written first and finished by whichever delivery comes next: ``submission.int
 If the copy cannot be sent (Service Bus is failing too) or the rounds are used up, the message is
 abandoned as before: Service Bus redelivers it and, past its maximum delivery count, dead-letters it
 ``MaxDeliveryCountExceeded`` (an alert rule watches dead letters). Not one whose work another path does after its
-last round (``rounds_used_up``): a ``RetryDeferred`` is completed, the peek sweep trying its message
-(``LEFT_TO_THE_SWEEP``); an ``OrderSubmitted`` whose record exists and a ``PaymentNotification`` already decided are
-settled by their handlers (docs/deferral.md, "After the last round")."""
+last round (``rounds_used_up``): a ``RetryDeferred`` that met a store failure is completed, the peek sweep trying
+its message (``LEFT_TO_THE_SWEEP``); an ``OrderSubmitted`` whose record exists and a ``PaymentNotification`` already
+decided are settled by their handlers (docs/deferral.md, "After the last round")."""
 
 from __future__ import annotations
 
@@ -156,10 +156,11 @@ def rounds_used_up(message: ReceivedMessage) -> bool:
     return retry_round(message.application_properties) >= len(STORE_RETRY_DELAYS)
 
 
-# What a message of these types still had to do after its last round is done by the peek sweep: a ``RetryDeferred``
-# only points at a deferred message, and the sweep tries every deferred message on the queue whose round is overdue,
-# applies one whose order exists, settles one whose entry is resolved (deferral/sweep.py). One whose message is gone
-# was settled elsewhere (a store-retry copy of it decided, or dead-lettered: its own dead letter pages).
+# What a message of these types still had to do after its last round of store failures is done by the peek sweep
+# once the store is back: a ``RetryDeferred`` only points at a deferred message, and the sweep tries every deferred
+# message on the queue whose round is overdue, applies one whose order exists, settles one whose entry is resolved
+# (deferral/sweep.py). One whose message is gone was settled elsewhere (a store-retry copy of it decided, or
+# dead-lettered: its own dead letter pages). Not after other failures (``retry_later``'s ``store_down``).
 LEFT_TO_THE_SWEEP = frozenset({"RetryDeferred"})
 
 
@@ -181,11 +182,15 @@ def retry_later(
     ctx: AppContext, message: ReceivedMessage, kind: str, why: str, *, store_down: bool = True
 ) -> IntakeResult:
     """Sends ``message`` to ``orders`` again, due after its round's delay, and completes it; abandons it when
-    the rounds are used up (completes it, a kind in ``LEFT_TO_THE_SWEEP``) or the copy cannot be sent.
-    ``store_down=False``: not a store failure (a cancellation whose order is not there yet), for the log."""
+    the rounds are used up (completes it, a kind in ``LEFT_TO_THE_SWEEP`` that met a store failure) or the copy
+    cannot be sent. ``store_down=False``: not a store failure (a cancellation whose order is not there yet, a
+    document this version cannot read, a deferred message it could not fetch), for the log, and never left to the
+    sweep: the sweep meets the same unreadable document or refused receiver, skips the message with a warning in
+    its log, and the dead letter is the only page (red team: a ``RetryDeferred`` whose order's deferral document a
+    newer version wrote was completed, its payment left deferred with nobody told)."""
     round_number = retry_round(message.application_properties) + 1
     if round_number > len(STORE_RETRY_DELAYS):
-        if kind in LEFT_TO_THE_SWEEP:
+        if kind in LEFT_TO_THE_SWEEP and store_down:
             return _left_to_the_sweep(message, kind, why)
         log.warning("%s %s: %s; store retries used up, abandoning", kind, message.message_id, why)
         return IntakeResult(Settlement.abandon(why))

@@ -99,20 +99,13 @@ def test_a_last_round_submission_whose_record_exists_is_completed_and_its_paymen
     assert dead_letter_reasons(broker) == []
 
 
-def accepted_in_its_last_round(
-    functions: Any,
-    ctx: Any,
-    broker: Any,
-    clock: Any,
-    monkeypatch: Any,
-    client: DurableClientStub | None = None,
-    sender: Any = None,
+def refused_then_resubmitted(
+    functions: Any, ctx: Any, broker: Any, monkeypatch: Any, round_number: int = LAST
 ) -> tuple[int, int, StateStoreThatFails, Any]:
     """n-0 waits for p1; M1 is refused by the pending cap (n-0 dead-lettered ``OrderRejected``, listed for the
-    operator); M2 is accepted, but its record's create fails in round 60 (the refusal withdrawn already); n-1 then
-    arrives and waits for the order; M2's last copy writes the record, and applying n-1 fails on every delivery
-    (``client``: the Durable client of those deliveries, ``sender``: their sender, if not the broker). Returns
-    n-0's and n-1's sequence numbers, the failing state store and the context using it."""
+    operator); M2 is accepted, but its record's create fails in round ``round_number - 1`` (the refusal withdrawn
+    already: its copy of round ``round_number`` is due a delay later); n-1 then arrives and waits for the order.
+    Returns n-0's and n-1's sequence numbers, the state store failing creates and the context using it."""
     cap = Cap(monkeypatch, full=False)
     submit(broker, notification(notification_id="n-0"), "n-0")
     assert deliver(functions, broker)
@@ -125,12 +118,27 @@ def accepted_in_its_last_round(
 
     failing = StateStoreThatFails(ctx.states, "create")
     with_failing = context_with(ctx, states=failing)
-    submit_in_round(broker, order(), LAST - 1, f"p1:again:store-retry:{LAST - 1}")
-    assert deliver(functions, broker)  # the refusal withdrawn, the create failed: its last copy, a minute later
+    submit_in_round(broker, order(), round_number - 1, f"p1:again:store-retry:{round_number - 1}")
+    assert deliver(functions, broker)  # the refusal withdrawn, the create failed: its next copy, a delay later
     submit(broker, notification(notification_id="n-1"), "n-1")
     assert deliver(functions, broker)  # no order, no refusal: it waits for the order
     n1 = max(deferred_sequence_numbers(broker))
+    return n0, n1, failing, with_failing
 
+
+def accepted_in_its_last_round(
+    functions: Any,
+    ctx: Any,
+    broker: Any,
+    clock: Any,
+    monkeypatch: Any,
+    client: DurableClientStub | None = None,
+    sender: Any = None,
+) -> tuple[int, int, StateStoreThatFails, Any]:
+    """``refused_then_resubmitted``; then M2's last copy writes the record, and applying n-1 fails on every delivery
+    (``client``: the Durable client of those deliveries, ``sender``: their sender, if not the broker). Returns
+    n-0's and n-1's sequence numbers, the failing state store and the context using it."""
+    n0, n1, failing, with_failing = refused_then_resubmitted(functions, ctx, broker, monkeypatch)
     failing.failing = {"replace"}
     if sender is not None:
         with_failing = context_with(with_failing, sender=sender)
