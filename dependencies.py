@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -147,12 +149,36 @@ def get_context() -> AppContext:
         return _context
 
 
+# The event loops whose default executor ``size_blocking_pool`` has seen to (weakly: a closed loop is forgotten).
+_pools_sized: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+
+def size_blocking_pool() -> None:
+    """Gives the running loop's default executor, where every ``asyncio.to_thread`` of the async functions runs (the
+    submission, the reply relay, the supervisor and the starter sweep, the peek sweep, the ops routes, the alerts'
+    sends), as many threads as the worker's pool for sync functions (``PYTHON_THREADPOOL_THREAD_COUNT``), once per
+    loop. The Python worker sets no default executor on its loop, so asyncio makes one of ``ThreadPoolExecutor``'s
+    default size, ``min(32, cores + 4)``: 5 on one core, shared by up to 16 submissions, 16 reply relays and 16 ops
+    requests at once, each waiting for a thread with its message's lock renewal and functionTimeout running. Left
+    alone: an executor the loop already has (the local runner's, ``localrun.worker.executor``, which runs blocking
+    work in its simulated invocation) and an unset count (the worker's default for both pools)."""
+    loop = asyncio.get_running_loop()
+    if loop in _pools_sized:
+        return
+    _pools_sized.add(loop)
+    threads = Settings.worker_threads_from_env()
+    # asyncio keeps the executor it was given, or made, in ``_default_executor`` (CPython's BaseEventLoop)
+    if threads and getattr(loop, "_default_executor", None) is None:
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=threads, thread_name_prefix="app-blocking"))
+
+
 async def get_context_async() -> AppContext:
     """``get_context`` for an async function. The first call of a worker process builds the wiring, off the event
     loop: on the worker's loop a slow build would hold every invocation of the worker meanwhile. (The Cosmos DB
     client, whose constructor reads the database account over the network after a managed identity token, is made
     at the first store request, on the thread that makes it: ``adapters.cosmos.client.LazyClient``.) Built once,
-    it returns at once."""
+    it returns at once. First it sizes the loop's pool for blocking work (``size_blocking_pool``)."""
+    size_blocking_pool()
     built = _context
     return built if built is not None else await asyncio.to_thread(get_context)
 

@@ -107,6 +107,31 @@ def minutes_under_message_ttl(minimum: int) -> Kind[timedelta]:
 # ``maxAutoLockRenewalDuration``; tests/infra checks they agree). An invocation still running after it loses
 # the lock (QUEUE_LOCK_DURATION_SECONDS later at most), and Service Bus delivers the message to another one.
 LOCK_RENEWAL = timedelta(minutes=5)
+# What the host may run at once on one instance that takes a thread of the Python worker's pool for sync functions
+# (``PYTHON_THREADPOOL_THREAD_COUNT``; azure_functions_runtime's ``handle_event`` runs a sync function in
+# ``run_in_executor`` on that pool, and unset the pool is ``ThreadPoolExecutor``'s default, ``min(32, cores + 4)``:
+# 5 on one core). Each sync Service Bus trigger (the agents' request queues) up to host.json's serviceBus
+# ``maxConcurrentCalls``, activities up to durableTask ``maxConcurrentActivityFunctions``, and HTTP requests (the ops
+# routes) up to the Flex instance's ``perInstanceConcurrency`` (infra/modules/functionapp.bicep); tests/infra checks
+# they agree. An invocation the host handed over that waits for a thread has its lock renewal and functionTimeout
+# running meanwhile (docs/settings.md, "The worker's threads").
+SERVICE_BUS_MAX_CONCURRENT_CALLS = 16
+MAX_CONCURRENT_ACTIVITIES = 10
+HTTP_PER_INSTANCE_CONCURRENCY = 16
+
+
+def _request_queue_names() -> list[str]:
+    from domain.workflow import request_queues
+
+    return list(request_queues().values())
+
+
+def sync_concurrency() -> int:
+    """How many sync invocations one instance's host may hand the worker at once."""
+    sync_triggers = len(_request_queue_names()) * SERVICE_BUS_MAX_CONCURRENT_CALLS
+    return sync_triggers + MAX_CONCURRENT_ACTIVITIES + HTTP_PER_INSTANCE_CONCURRENCY
+
+
 # The longest one call to a remote service takes before it is given up (``adapters.remote.http_service``).
 REMOTE_CALL_TIMEOUT = timedelta(seconds=10)
 # The whole of one Service Bus send, the SDK's retries included (``adapters.servicebus.sender``): an agent's reply
@@ -335,6 +360,17 @@ def _base64_key(text: str) -> str | None:
 
 
 TEXT: Kind[str] = Kind("any text", lambda text: text)
+
+
+def _thread_count(text: str) -> int | None:
+    """Empty (0: the worker's default pool), or a thread count as azure_functions_runtime reads it (``int``, at
+    least 1; it logs a warning for any other text and keeps its default)."""
+    return 0 if text == "" else _integer(text, 1)
+
+
+THREAD_COUNT: Kind[int] = Kind(
+    "empty (the worker's default, min(32, cores + 4)) or an integer >= 1", _thread_count, (" ", "x", "1.5", "0")
+)
 AUTHENTICATION_STRING: Kind[str] = Kind(
     "empty, `Authorization=AAD` or `Authorization=AAD;ClientId=<client id, a UUID>`",
     _authentication_string,
@@ -531,6 +567,19 @@ SETTINGS: tuple[Setting, ...] = (
         "custom dimensions, and the app exports traces and metrics only (docs/observability.md).",
         kind=WORKER_BOOL,
         deployed="true",
+    ),
+    Setting(
+        "PYTHON_THREADPOOL_THREAD_COUNT",
+        "",
+        "Threads of the Python worker's pool for sync functions (the agents' triggers, every activity, the sync ops "
+        "routes). The Bicep, the azd hooks and local.settings.json.example set the sync concurrency host.json and the "
+        "Flex HTTP concurrency allow one instance (3 request queues x maxConcurrentCalls 16 + "
+        "maxConcurrentActivityFunctions 10 + perInstanceConcurrency 16 = 74), which a value set here must cover; it "
+        "also sizes the pool of the async functions' blocking work (`dependencies.size_blocking_pool`). Unset (the "
+        "worker's own default): `min(32, cores + 4)`, 5 on one core, and an invocation waits for a thread while its "
+        'lock renewal and functionTimeout run (docs/settings.md, "The worker\'s threads").',
+        kind=THREAD_COUNT,
+        deployed="74",
     ),
     # Intake and starter
     Setting("MAX_PENDING", "1000", "Submission rejects new orders while this many are Pending.", kind=count(1)),
@@ -805,6 +854,18 @@ def _inconsistent(parsed: Mapping[str, Any], texts: Mapping[str, str]) -> list[s
             f"at most the {LOCK_RENEWAL.total_seconds() / 60:.0f} minutes the Functions host renews its message's "
             "lock (host.json maxAutoLockRenewalDuration): lower one of them"
         )
+    threads, sync = parsed["PYTHON_THREADPOOL_THREAD_COUNT"], sync_concurrency()
+    if 0 < threads < sync:
+        # The host hands over up to ``sync`` sync invocations at once; the ones past the pool wait for a thread
+        # with their message's lock renewal and the functionTimeout running (docs/settings.md).
+        problems.append(
+            f"PYTHON_THREADPOOL_THREAD_COUNT={texts['PYTHON_THREADPOOL_THREAD_COUNT']!r} is not valid: expected at "
+            f"least {sync}, the sync invocations one instance may run at once ({len(_request_queue_names())} request "
+            f"queues x host.json maxConcurrentCalls {SERVICE_BUS_MAX_CONCURRENT_CALLS} + "
+            f"maxConcurrentActivityFunctions {MAX_CONCURRENT_ACTIVITIES} + HTTP perInstanceConcurrency "
+            f"{HTTP_PER_INSTANCE_CONCURRENCY}); an invocation past the pool waits for a thread while its message's "
+            "lock renewal and functionTimeout run"
+        )
     rounds, delay = parsed["DEFER_MAX_ROUNDS"], parsed["DEFER_RETRY_DELAY_SECONDS"]
     if rounds * delay >= MESSAGE_TTL:
         # Each RetryDeferred round is due DEFER_RETRY_DELAY_SECONDS after the last; the deferred message keeps
@@ -844,6 +905,7 @@ class Settings:
     applicationinsights_authentication_string: str = field(metadata=_from("APPLICATIONINSIGHTS_AUTHENTICATION_STRING"))
     worker_telemetry_enabled: bool = field(metadata=_from("PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY"))
     worker_opentelemetry_enabled: bool = field(metadata=_from("PYTHON_ENABLE_OPENTELEMETRY"))
+    worker_threads: int = field(metadata=_from("PYTHON_THREADPOOL_THREAD_COUNT"))  # 0: the worker's default
     # Intake and starter
     max_pending: int = field(metadata=_from("MAX_PENDING"))
     max_in_flight: int = field(metadata=_from("MAX_IN_FLIGHT"))
@@ -896,6 +958,13 @@ class Settings:
     website_auth_enabled: bool = field(metadata=_from("WEBSITE_AUTH_ENABLED"))
     website_site_name: str = field(metadata=_from("WEBSITE_SITE_NAME"))
     ops_local_principal: str = field(metadata=_from("OPS_LOCAL_PRINCIPAL"))
+
+    @staticmethod
+    def worker_threads_from_env(env: Mapping[str, str] | None = None) -> int:
+        """``PYTHON_THREADPOOL_THREAD_COUNT`` of ``env`` (default: the process environment) alone; 0 when unset."""
+        setting = _BY_NAME["PYTHON_THREADPOOL_THREAD_COUNT"]
+        value: int = setting.parse((os.environ if env is None else env).get(setting.name, setting.default))
+        return value
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: str) -> Settings:

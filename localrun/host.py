@@ -212,6 +212,16 @@ def local_settings_example() -> dict[str, str]:
     return {str(k): str(v) for k, v in values.items()}
 
 
+def worker_thread_count(app_settings: Mapping[str, str]) -> int | None:
+    """``PYTHON_THREADPOOL_THREAD_COUNT`` as azure_functions_runtime reads it (``utils.threadpool``: ``int()`` of the
+    text, at least 1; any other value, or none, leaves the pool at its default); None when it does not set one."""
+    try:
+        count = int(app_settings.get("PYTHON_THREADPOOL_THREAD_COUNT", ""))
+    except ValueError:
+        return None
+    return count if count >= 1 else None
+
+
 class LocalHost:
     def __init__(
         self,
@@ -285,9 +295,10 @@ class LocalHost:
         self.on_worker_restart: Callable[[], None] | None = None
         # The worker's threads for sync functions (``PYTHON_THREADPOOL_THREAD_COUNT``; the runtime's default is
         # ``ThreadPoolExecutor``'s, min(32, cores + 4)): an invocation of a sync function waits for one once the host
-        # handed it over, its lock renewal and its functionTimeout running meanwhile. None: no limit (the default;
-        # profile ``host.worker_threads`` sets one).
-        self.worker_threads: int | None = None
+        # handed it over, its lock renewal and its functionTimeout running meanwhile. The app settings' value, as the
+        # worker reads it; None (not set, or not a count the worker takes): no limit. Profile ``host.worker_threads``
+        # overrides it.
+        self.worker_threads: int | None = worker_thread_count(self.app_settings)
         self._threads_busy = 0
         self._thread_waiters: deque[Task] = deque()
         self.thread_waits = 0  # invocations that waited for a thread

@@ -358,7 +358,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             raw_states.forget_recent()
 
         host.on_worker_restart = forget_process
-        host.worker_threads = profile.worker_threads
+        if profile.worker_threads is not None:  # else the app settings' PYTHON_THREADPOOL_THREAD_COUNT (LocalHost)
+            host.worker_threads = profile.worker_threads
         if profile.activity_rerun_rate:  # own generator: other streams unchanged
             reruns, rate = random.Random(f"{config.seed}:activity-reruns"), profile.activity_rerun_rate
             host.engine.rerun_after_completion = lambda: reruns.random() < rate

@@ -191,3 +191,32 @@ def test_a_switch_the_worker_reads_itself_is_read_as_the_worker_reads_it(name: s
         assert not is_true_like(value) and value.strip().lower() not in ("0", "false", "f", "no", "n")
         return
     assert parsed is is_true_like(value)
+
+
+@pytest.mark.parametrize("value", ["1", "5", "73"])
+def test_a_worker_pool_smaller_than_the_sync_concurrency_is_refused(value: str) -> None:
+    """One instance's host hands the worker up to ``sync_concurrency()`` sync invocations at once (3 request queues x
+    maxConcurrentCalls 16 + maxConcurrentActivityFunctions 10 + HTTP perInstanceConcurrency 16); the ones past the pool
+    wait for a thread while their lock renewal and functionTimeout run. Before, any count was accepted (and unset, the
+    deployed app ran with the worker's default of 5 threads on one core)."""
+    from settings import sync_concurrency
+
+    assert sync_concurrency() == 74
+    with pytest.raises(SettingsError, match=r"PYTHON_THREADPOOL_THREAD_COUNT='\d+' is not valid: expected at least 74"):
+        Settings.from_env({}, PYTHON_THREADPOOL_THREAD_COUNT=value)
+
+
+@pytest.mark.parametrize(("value", "threads"), [("", 0), ("74", 74), ("200", 200)])
+def test_a_worker_pool_that_covers_the_sync_concurrency_or_none_is_accepted(value: str, threads: int) -> None:
+    assert Settings.from_env({}, PYTHON_THREADPOOL_THREAD_COUNT=value).worker_threads == threads
+
+
+def test_the_worker_pool_is_read_as_the_worker_reads_it() -> None:
+    """azure_functions_runtime takes ``int()`` of the text, at least 1 (``utils.threadpool``); the app refuses what the
+    worker would warn about and ignore."""
+    from azure_functions_runtime.utils.threadpool import _validate_thread_count  # type: ignore[import-untyped]
+
+    setting = next(s for s in SETTINGS if s.name == "PYTHON_THREADPOOL_THREAD_COUNT")
+    for bad in setting.kind.refuses:
+        assert not _validate_thread_count(bad)
+    assert _validate_thread_count(setting.written) and setting.parse(setting.written) == int(setting.written)

@@ -128,6 +128,13 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
       scaleAndConcurrency: {
         maximumInstanceCount: maximumInstanceCount
         instanceMemoryMB: instanceMemoryMB
+        // HTTP requests one instance takes at once (the ops routes), fixed rather than the instance size's
+        // default so that PYTHON_THREADPOOL_THREAD_COUNT covers them (settings.py HTTP_PER_INSTANCE_CONCURRENCY).
+        triggers: {
+          http: {
+            perInstanceConcurrency: 16
+          }
+        }
       }
       runtime: {
         name: 'python'
@@ -167,6 +174,11 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     // host.json) not to export the log records it forwards.
     PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY: 'false'
     PYTHON_ENABLE_OPENTELEMETRY: 'true'
+    // The worker's threads for sync functions: the sync concurrency one instance allows (settings.py
+    // sync_concurrency: 3 request queues x maxConcurrentCalls 16 + maxConcurrentActivityFunctions 10 +
+    // perInstanceConcurrency 16 below). Unset, the pool is min(32, cores + 4), 5 on one core
+    // (docs/settings.md, "The worker's threads").
+    PYTHON_THREADPOOL_THREAD_COUNT: '74'
     // Service Bus triggers and the SDK sender: connection "ServiceBusConnection", identity-based.
     ServiceBusConnection__fullyQualifiedNamespace: serviceBusNamespaceFqdn
     ServiceBusConnection__credential: 'managedidentity'

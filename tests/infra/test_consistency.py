@@ -30,7 +30,7 @@ from contracts.names import (
     STATE_DEFAULT_TTL,
 )
 from domain.states import ProcessState
-from settings import SETTINGS
+from settings import HTTP_PER_INSTANCE_CONCURRENCY, SETTINGS
 from tests.infra.function_index import function_index
 from tests.infra.paths import INFRA, MODULES, ROOT
 from tools.bicepcheck.query import (
@@ -380,6 +380,7 @@ def test_function_app_is_python_313_on_flex_consumption():
     assert config["scaleAndConcurrency"] == {
         "maximumInstanceCount": Expression("maximumInstanceCount"),
         "instanceMemoryMB": Expression("instanceMemoryMB"),
+        "triggers": {"http": {"perInstanceConcurrency": HTTP_PER_INSTANCE_CONCURRENCY}},
     }
     assert config["deployment"]["storage"]["authentication"]["type"] == "UserAssignedIdentity"
     assert site.body["identity"]["type"] == "UserAssigned"

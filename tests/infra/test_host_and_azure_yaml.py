@@ -8,7 +8,13 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from settings import LOCK_RENEWAL
+from settings import (
+    LOCK_RENEWAL,
+    MAX_CONCURRENT_ACTIVITIES,
+    SERVICE_BUS_MAX_CONCURRENT_CALLS,
+    SETTINGS,
+    sync_concurrency,
+)
 from tests.infra.paths import ROOT, schema
 
 HOST = json.loads((ROOT / "host.json").read_text())
@@ -61,6 +67,17 @@ def test_service_bus_settles_manually_without_prefetch():
     assert service_bus["maxAutoLockRenewalDuration"] == "00:05:00"
     # the agent settings are checked against it at start (settings.agent_request_longest)
     assert timedelta(minutes=5) == LOCK_RENEWAL
+
+
+def test_the_worker_pool_covers_the_sync_concurrency_host_json_allows():
+    """PYTHON_THREADPOOL_THREAD_COUNT (what the Bicep, the azd hooks and local.settings.json.example write) covers what
+    host.json lets one instance run at once on the worker's pool for sync functions: every sync request queue's
+    maxConcurrentCalls and the activities' maxConcurrentActivityFunctions (plus the Flex HTTP concurrency,
+    tests/infra/test_consistency.py), as settings.sync_concurrency counts them."""
+    assert HOST["extensions"]["serviceBus"]["maxConcurrentCalls"] == SERVICE_BUS_MAX_CONCURRENT_CALLS
+    assert HOST["extensions"]["durableTask"]["maxConcurrentActivityFunctions"] == MAX_CONCURRENT_ACTIVITIES
+    threads = next(s for s in SETTINGS if s.name == "PYTHON_THREADPOOL_THREAD_COUNT")
+    assert int(threads.written) >= sync_concurrency()
 
 
 def test_log_levels():

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from domain.workflow import request_queues
-from localrun.host import HostedFunction, local_settings_example
+from localrun.host import HostedFunction, local_settings_example, worker_thread_count
 from localrun.profile import Profile, ProfileError
 from tests.runtime.harness import T0, RuntimeHarness
 
@@ -48,8 +48,18 @@ def _agent_starts(harness: RuntimeHarness, messages: int, seconds: float) -> lis
 
 
 def test_without_a_limit_every_invocation_runs_at_once(harness: RuntimeHarness) -> None:
+    harness.host.worker_threads = None
     assert _agent_starts(harness, 3, 100) == [0, 0, 0]
     assert harness.host.thread_waits == 0
+
+
+def test_the_pool_defaults_to_the_app_settings_thread_count(harness: RuntimeHarness) -> None:
+    """The host's pool is the app settings' PYTHON_THREADPOOL_THREAD_COUNT, as the worker reads it, so a run models
+    what the deployed app gets (the Bicep sets the same value as local.settings.json.example); before, a run had no
+    limit unless its profile set ``host.worker_threads``. (The app refuses a count under its sync concurrency, so a
+    smaller pool is the profile's key.)"""
+    assert harness.host.worker_threads == worker_thread_count(local_settings_example()) == 74
+    assert [worker_thread_count({"PYTHON_THREADPOOL_THREAD_COUNT": v}) for v in ("2", "", "0", "x")] == [2] + [None] * 3
 
 
 def test_sync_invocations_wait_for_a_thread_in_arrival_order(harness: RuntimeHarness) -> None:
