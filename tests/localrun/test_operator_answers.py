@@ -33,7 +33,7 @@ from localrun.simulation import SimulationConfig, run_simulation
 from localrun.workload import make_workload
 from tests.localrun.test_operator import PROFILE as OPERATOR_ACTIONS
 from tests.localrun.test_operator import _answer, _Host
-from tests.localrun.test_operator_discards_orderless import BOUND, GHOST_ORDER
+from tests.localrun.test_operator_discards_orderless import BOUND, ghost_run
 from tests.localrun.test_orderless_payments import ORPHAN
 
 T0 = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
@@ -190,23 +190,6 @@ def test_what_is_checked_is_counted_by_action() -> None:
 # --- whole runs: an app that lies is caught -----------------------------------------------------------------------
 
 
-def discard_run(profile: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    """The orphan payment, its alert after 30 minutes, the operator's discard, and an hour in, a prepaid order under
-    its id (as tests/localrun/test_operator_discards_orderless.py)."""
-    config = SimulationConfig(
-        orders=3,
-        seed=1,
-        profile=Profile.parse(profile),
-        raw_lines=[
-            {"body": json.dumps(ORPHAN), "message_id": "pay-ghost"},
-            {"body": json.dumps(GHOST_ORDER), "message_id": "ord-ghost", "at_s": 3600},
-        ],
-        settings=BOUND,
-    )
-    result = run_simulation(config)
-    return build_report(result), result
-
-
 def test_a_discard_answered_200_that_did_nothing_is_caught_when_the_order_takes_the_payment() -> None:
     """Mutation: the ops API answers the discard 200 (``discarded``, dead-lettered) without writing or dead-lettering
     anything. The order submitted an hour later takes the refunded payment; ``discarded_payments_applied`` sees
@@ -218,7 +201,7 @@ def test_a_discard_answered_200_that_did_nothing_is_caught_when_the_order_takes_
         return Discard("discarded", entry=doc.entry(seq) if doc is not None else None, dead_lettered=True)
 
     with mock.patch.object(actions, "discard", lie):
-        report, _ = discard_run(plan)
+        report, _ = ghost_run(plan)
     assert report["operator_actions"] == {"discard": {"done": 1}}
     assert report["invariants"]["discarded_payments_applied"] == 0  # blind to it
     assert report["invariants"]["operator_answers_broken"] == 1
@@ -229,7 +212,7 @@ def test_a_discard_answered_200_that_did_nothing_is_caught_when_the_order_takes_
 
 
 def test_the_real_discard_holds_and_is_checked() -> None:
-    report, _ = discard_run({"operator": {"after_s": [60, 120], "discard_orderless": True}})
+    report, _ = ghost_run({"operator": {"after_s": [60, 120], "discard_orderless": True}})
     assert {k: v for k, v in report["invariants"].items() if v} == {}
     assert report["operator_answers_checked"] == {"discard": 1}
 

@@ -28,12 +28,13 @@ GHOST_ORDER = order(
 )
 
 
-def run(discard: bool) -> tuple[dict[str, Any], Any]:
-    plan = {"after_s": [60, 120], "discard_orderless": True} if discard else {"after_s": [60, 120]}
+def ghost_run(profile: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """The orphan payment, its alert after 30 minutes, and an hour in, a prepaid order under its id, with ``profile``
+    (its operator discarding the payment or not)."""
     config = SimulationConfig(
         orders=3,
         seed=1,
-        profile=Profile.parse({"operator": plan}),
+        profile=Profile.parse(profile),
         raw_lines=[
             {"body": json.dumps(ORPHAN), "message_id": "pay-ghost"},
             {"body": json.dumps(GHOST_ORDER), "message_id": "ord-ghost", "at_s": 3600},
@@ -42,6 +43,11 @@ def run(discard: bool) -> tuple[dict[str, Any], Any]:
     )
     result = run_simulation(config)
     return build_report(result), result
+
+
+def run(discard: bool) -> tuple[dict[str, Any], Any]:
+    plan = {"after_s": [60, 120], "discard_orderless": True} if discard else {"after_s": [60, 120]}
+    return ghost_run({"operator": plan})
 
 
 def ghost_payment(result: Any) -> Any:
