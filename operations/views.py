@@ -266,8 +266,10 @@ def _prepaid_or_unknown(order: dict[str, Any] | None) -> bool:
 def _refusal_view(deferral: DeferralDocument) -> dict[str, Any] | None:
     """What admission control refused of the order (its deferral document): ``rejectedAt`` while the last
     refusal stands (cleared when a submission is accepted), which ``OrderSubmitted`` messages were
-    refused, and the payment notifications dead-lettered ``OrderRejected`` meanwhile and not yet named in
-    a ``NotificationsForAcceptedOrder`` alert; None when the order was never refused."""
+    refused, and the payment notifications dead-lettered ``OrderRejected`` meanwhile that the document still
+    lists: not yet named in a ``NotificationsForAcceptedOrder`` alert, or named by one a submission handed over
+    after its last store-retry round raised without a write (``deferral.recovery.hand_over_refusals``: they stay
+    listed so a later submission names them again). None when the order was never refused."""
     if (
         deferral.rejected_sequence_number is None
         and deferral.rejected_at is None
