@@ -4,7 +4,7 @@ orchestration waits for.
 A reply for an instance that is unknown or already finished is a late reply (the attempt timed out
 and the supervisor took over): it is completed and logged, never retried forever. Only the raise's own
 404/410 or a finished status says so: a failed raise followed by an empty status (the SDK's answer to a
-500 too) is abandoned and redelivered. A reply whose
+500 too) is relayed again later (below). A reply whose
 ``instanceId`` is not an instance id this app builds for its ``orderId`` (``<orderId>:<attempt>`` or
 ``<orderId>:compensate:<round>``) never reaches the Durable client: the contract refuses it, and it is
 dead-lettered ``InvalidFields``. A succeeded reply of a forward attempt whose result the app's agent would have
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 FINISHED_STATUSES = frozenset({"Completed", "Failed", "Terminated", "Canceled"})
 
-FIRST_RETRY = timedelta(seconds=1)  # a blip of the backend is often over in a second
+FIRST_RETRY = timedelta(seconds=1)  # soon: a reply raised late is worth less to an attempt the nearer its deadline
 LONGEST_RETRY = timedelta(seconds=30)
 
 
