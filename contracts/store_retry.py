@@ -1,7 +1,8 @@
 """The application property that marks a store-retry copy of an ``orders`` message (``submission.store_outage``:
 a message that met a state store failure is sent again, scheduled, and its original completed) and the round
 it carries. Read by the handlers that send copies, and by deferral, which recognises a copy of a tracked
-notification (a new sequence number) by it."""
+notification (a new sequence number) by it. The reply relay's copies on ``agent-replies`` (a reply the Durable backend
+could not take, ``order_agents.reply_relay``) carry the same property, sent by the same ``send_copy``."""
 
 from __future__ import annotations
 

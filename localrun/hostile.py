@@ -20,16 +20,21 @@ Service Bus handlers that outlive their message lock, and the app setting admiss
   handlers running at once interleave between their Cosmos calls (without it a handler runs from
   its first to its last Cosmos call without yielding, and no race between two handlers can show).
 - ``durable.delivery_delay_rate``, ``delivery_delay_ms``: the Durable backend's messages and activity work
-  items reach their worker late (``delivery_delays``, ``DurableEngine.delivery_delay``)."""
+  items reach their worker late (``delivery_delays``, ``DurableEngine.delivery_delay``).
+- ``durable.outages``: in each window the Durable extension's HTTP API answers every client call with a 500 and the
+  error object ``HttpApiHandler`` answers when its storage fails (``DurableOutages``, at the runner's HTTP edge below
+  the SDK's client: a raise fails, a status read comes back empty); orchestrations, activities and timers go on."""
 
 from __future__ import annotations
 
 import contextvars
 import random
+from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from contracts.names import QUEUE_LOCK_DURATION_SECONDS
+from localrun.durable.extension_api.handlers import Answer, json_answer
 from localrun.profile import Profile
 from localrun.servicebus import InProcessBroker
 from localrun.servicebus.faults import SendRefusal
@@ -139,3 +144,36 @@ def delivery_delays(rate: float, bounds_ms: tuple[float, float], rng: random.Ran
         return timedelta(milliseconds=rng.uniform(lo, hi))
 
     return draw
+
+
+# What the extension's HttpApiHandler answers an exception from its storage with (a 500 and the error object)
+STORAGE_FAILED = {
+    "Message": "Something went wrong while processing your request",
+    "ExceptionMessage": "The remote server returned an error: (503) Server Unavailable.",
+    "ExceptionType": "Azure.RequestFailedException",
+    "StackTrace": None,
+}
+
+
+class DurableOutages:
+    """``DurableExtensionApi.before_answer`` for ``durable.outages``: a 500 for every client call made inside one of
+    ``windows`` (seconds from ``start``, on ``clock``), the extension's own answer to an exception from its storage;
+    counted in ``counts["durable_calls_failed"]``."""
+
+    def __init__(
+        self,
+        windows: tuple[tuple[float, float], ...],
+        clock: Callable[[], datetime],
+        start: datetime,
+        counts: Counter[str],
+    ) -> None:
+        self._windows = [(start + timedelta(seconds=s), start + timedelta(seconds=s + d)) for s, d in windows]
+        self._clock = clock
+        self._counts = counts
+
+    def __call__(self, method: str, path: str) -> Answer | None:
+        now = self._clock()
+        if not any(begin <= now < end for begin, end in self._windows):
+            return None
+        self._counts["durable_calls_failed"] += 1
+        return json_answer(500, STORAGE_FAILED)

@@ -43,7 +43,7 @@ MAX_SECONDS = 10 * 366 * 24 * 3600
 COSMOS_OUTAGE_KEYS = OUTAGE_KEYS | {"refused"}
 SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate", "settle_latency_ms"}
 HOST_KEYS = {"restart_every_s", "clock_skew_s", "activity_rerun_rate", "worker_threads"}
-DURABLE_KEYS = {"delivery_delay_rate", "delivery_delay_ms"}
+DURABLE_KEYS = {"delivery_delay_rate", "delivery_delay_ms", "outages"}
 # the Durable backend's lateness: up to 10 minutes (a partition whose lease moves, a worker restarting)
 DELIVERY_DELAY_MAX_MS = 600_000
 # The simulated hosts whose clocks may be skewed (host.clock_skew_s): the supervisor's timer, the
@@ -226,6 +226,10 @@ class Profile:
     # late, by a uniform ``durable_delivery_delay_ms`` (one instance's messages still in the order sent)
     durable_delivery_delay_rate: float = 0.0
     durable_delivery_delay_ms: tuple[float, float] = (0.0, 10_000.0)
+    # windows (start, duration; seconds from the run's start) in which the Durable extension's HTTP API answers every
+    # client call (raise_event, get_status, start_new, terminate, purge) with a 500, its storage failing; the backend's
+    # own work (orchestrations, activities, timers) goes on (``hostile.DurableOutages``)
+    durable_outages: tuple[tuple[float, float], ...] = ()
     # the worker's threads for sync functions (PYTHON_THREADPOOL_THREAD_COUNT; ``LocalHost.worker_threads``): an
     # invocation of one waits for a thread once handed over. None: no limit
     worker_threads: int | None = None
@@ -313,6 +317,7 @@ class Profile:
             cosmos_partition_ranges=_ranges(cosmos.get("partition_ranges", 1)),
             durable_delivery_delay_rate=_rate("durable.delivery_delay_rate", durable.get("delivery_delay_rate", 0)),
             durable_delivery_delay_ms=_delivery_delay(durable.get("delivery_delay_ms", [0, 10_000])),
+            durable_outages=_outages("durable.outages", durable.get("outages", [])),
             worker_threads=threads,
         )
 

@@ -369,6 +369,10 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 profile.durable_delivery_delay_ms,
                 random.Random(f"{config.seed}:durable-delays"),
             )
+        if profile.durable_outages:
+            host.durable_api.before_answer = hostile.DurableOutages(
+                profile.durable_outages, clock.now, START, audit.injected
+            )
         pending = list(workload.arrivals)
         preempted: list[str] = []
         sent_at: dict[str, datetime] = {}

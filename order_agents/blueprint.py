@@ -17,7 +17,7 @@ from azurefunctions.extensions.bindings import servicebus
 from adapters.durable_client import bounded_client
 from adapters.servicebus.settlement import apply_settlement
 from contracts.names import AGENT_REPLIES_QUEUE, SERVICE_BUS_CONNECTION
-from dependencies import get_context, size_blocking_pool
+from dependencies import get_context, get_context_async
 from domain.workflow import request_queues
 from order_agents.activity_agent import run_activity_agent
 from order_agents.reply_relay import relay_reply
@@ -74,7 +74,7 @@ async def agent_reply_relay(
     message_actions: servicebus.ServiceBusMessageActions,
     client: df.DurableOrchestrationClient,
 ) -> None:
-    size_blocking_pool()
-    settlement = await relay_reply(bounded_client(client), message)
+    ctx = await get_context_async()  # sizes the loop's blocking pool; the first call builds the wiring off the loop
+    settlement = await relay_reply(bounded_client(client), message, ctx)
     # A blocking gRPC call to the host, which answers once Service Bus has: off the worker's event loop.
     await asyncio.to_thread(apply_settlement, message_actions, message, settlement)

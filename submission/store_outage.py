@@ -31,10 +31,12 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Mapping
-from datetime import timedelta
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from adapters.servicebus.sender import OutgoingMessage, PropertyValue, SendError
+from adapters.clock import Clock
+from adapters.servicebus.sender import MessageSender, OutgoingMessage, PropertyValue, SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
 from contracts.names import ORDERS_QUEUE
 from contracts.parsing import named_order_id
@@ -150,10 +152,42 @@ def _copied_from(message_id: str, round_number: int) -> str | None:
     return own.group(1) if own else None
 
 
-def rounds_used_up(message: ReceivedMessage) -> bool:
-    """Whether ``message`` is the copy of the last round (``STORE_RETRY_DELAYS``): a failure ``retry_later`` would
-    copy now abandons it, and after the queue's max delivery count Service Bus dead-letters it."""
-    return retry_round(message.application_properties) >= len(STORE_RETRY_DELAYS)
+def rounds_used_up(message: ReceivedMessage, delays: Sequence[timedelta] = STORE_RETRY_DELAYS) -> bool:
+    """Whether ``message`` is the copy of the last round of ``delays`` (``STORE_RETRY_DELAYS``: a failure
+    ``retry_later`` would copy now abandons it, and after the queue's max delivery count Service Bus dead-letters it;
+    the reply relay's rounds: ``order_agents.reply_relay``)."""
+    return retry_round(message.application_properties) >= len(delays)
+
+
+@dataclass(frozen=True)
+class ScheduledCopy:
+    """A copy ``send_copy`` sent: its MessageId, its round (of ``rounds``) and when it is due."""
+
+    message_id: str
+    round: int
+    rounds: int
+    due: datetime
+
+
+def send_copy(
+    sender: MessageSender, clock: Clock, queue: str, message: ReceivedMessage, subject: str, delays: Sequence[timedelta]
+) -> ScheduledCopy | None:
+    """Sends ``message`` to ``queue`` again as the copy of its next round, due after that round's delay (``delays``),
+    its round and original in its properties and its MessageId ``copy_id``. None: its rounds are used up, nothing
+    sent. Raises ``SendError`` when the copy could not be sent (the caller abandons the message as before)."""
+    round_number = retry_round(message.application_properties) + 1
+    if round_number > len(delays):
+        return None
+    due = clock.now() + delays[round_number - 1]
+    copy = OutgoingMessage(
+        body=body_bytes(message),
+        message_id=copy_id(message, round_number),
+        subject=subject,
+        application_properties=copy_properties(message, round_number),
+        scheduled_enqueue_time=due,
+    )
+    sender.send(queue, copy)
+    return ScheduledCopy(copy.message_id, round_number, len(delays), due)
 
 
 # What a message of these types still had to do after its last round of store failures is done by the peek sweep
@@ -188,35 +222,26 @@ def retry_later(
     sweep: the sweep meets the same unreadable document or refused receiver, skips the message with a warning in
     its log, and the dead letter is the only page (red team: a ``RetryDeferred`` whose order's deferral document a
     newer version wrote was completed, its payment left deferred with nobody told)."""
-    round_number = retry_round(message.application_properties) + 1
-    if round_number > len(STORE_RETRY_DELAYS):
+    try:
+        copy = send_copy(ctx.sender, ctx.clock, ORDERS_QUEUE, message, kind, STORE_RETRY_DELAYS)
+    except SendError as exc:
+        log.warning("%s %s: %s; its retry could not be sent (%s), abandoning", kind, message.message_id, why, exc)
+        return IntakeResult(Settlement.abandon(why))
+    if copy is None:
         if kind in LEFT_TO_THE_SWEEP and store_down:
             return _left_to_the_sweep(message, kind, why)
         log.warning("%s %s: %s; store retries used up, abandoning", kind, message.message_id, why)
         return IntakeResult(Settlement.abandon(why))
-    due = ctx.clock.now() + STORE_RETRY_DELAYS[round_number - 1]
-    copy = OutgoingMessage(
-        body=body_bytes(message),
-        message_id=copy_id(message, round_number),
-        subject=kind,
-        application_properties=copy_properties(message, round_number),
-        scheduled_enqueue_time=due,
-    )
-    try:
-        ctx.sender.send(ORDERS_QUEUE, copy)
-    except SendError as exc:
-        log.warning("%s %s: %s; its retry could not be sent (%s), abandoning", kind, message.message_id, why, exc)
-        return IntakeResult(Settlement.abandon(why))
     cause = f"the store is unavailable ({why})" if store_down else why
     app_event(
         "IntakeRetryScheduled",
-        f"{kind} {message.message_id}: {cause}; handled again at {due.isoformat()} "
-        f"(round {round_number} of {len(STORE_RETRY_DELAYS)})",
+        f"{kind} {message.message_id}: {cause}; handled again at {copy.due.isoformat()} "
+        f"(round {copy.round} of {copy.rounds})",
         logging.WARNING,
         messageId=message.message_id,
         orderId=named_order_id(body_bytes(message)),
         retryMessageId=copy.message_id,
-        round=round_number,
-        due=due.isoformat(),
+        round=copy.round,
+        due=copy.due.isoformat(),
     )
     return IntakeResult(Settlement.complete())

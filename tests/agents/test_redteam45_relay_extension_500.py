@@ -4,18 +4,24 @@ instance is gone, and its ``get_status`` of the same instance answers 500 too, w
 falsy status (it accepts 500 as "failed with an unhandled exception" and reads the error object as a status), the
 same as for an unknown instance. The relay took that for a late reply to an unknown instance and completed the
 message: the reply was dropped while the attempt still ran and waited for it (until its step deadline, then a whole
-retry). Only the raise's own 404/410, or a finished status, says the instance is gone; anything else is abandoned
-and redelivered. The 500s come from the runner's HTTP edge (``DurableExtensionApi.before_answer``), below the real
-client."""
+retry). Only the raise's own 404/410, or a finished status, says the instance is gone; anything else is relayed
+again: it was abandoned and redelivered at once, five deliveries burnt in a blip and the reply dead-lettered
+``MaxDeliveryCountExceeded`` (a page); now it is sent to ``agent-replies`` again as a copy for a later round and
+completed (``order_agents.reply_relay``). The 500s come from the runner's HTTP edge
+(``DurableExtensionApi.before_answer``), below the real client."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from adapters.clock import ManualClock
+from contracts.names import AGENT_REPLIES_QUEUE
+from contracts.store_retry import ROUND_PROPERTY
 from localrun.durable.extension_api.handlers import Answer, json_answer
 from order_agents.reply_relay import relay_reply
-from tests.fakes import FakeReceivedMessage
+from tests.agents.support import START, make_context
+from tests.fakes import FakeReceivedMessage, RecordingSender
 from tests.notifications.courier_clients import courier_client
 
 ORDER = "o-relay"
@@ -31,7 +37,8 @@ REPLY = {
 ERROR = {"Message": "Something went wrong while processing your request", "ExceptionMessage": "storage timeout"}
 
 
-def _relay_while(answer: Answer, *, raise_too: bool = True) -> Any:
+def _relay_while(answer: Answer, *, raise_too: bool = True, sender: RecordingSender | None = None) -> Any:
+    ctx = make_context(ManualClock(START), sender=sender)
     with courier_client("process_order_v3") as (_engine, real):
         seen: list[str] = []
 
@@ -40,15 +47,19 @@ def _relay_while(answer: Answer, *, raise_too: bool = True) -> Any:
             return answer if raise_too or method == "GET" else None
 
         real.api.before_answer = fail
-        settlement = real.run(relay_reply(real.client, FakeReceivedMessage.of(json.dumps(REPLY))))
+        settlement = real.run(relay_reply(real.client, FakeReceivedMessage.of(json.dumps(REPLY)), ctx))
         return settlement, seen
 
 
-def test_a_reply_is_abandoned_when_the_extension_answers_500_to_the_raise_and_the_status() -> None:
-    settlement, seen = _relay_while(json_answer(500, ERROR))
+def test_a_reply_is_relayed_again_later_when_the_extension_answers_500_to_the_raise_and_the_status() -> None:
+    sender = RecordingSender()
+    settlement, seen = _relay_while(json_answer(500, ERROR), sender=sender)
 
     assert [call.split(" ")[0] for call in seen] == ["POST", "GET"], seen
-    assert settlement.kind == "abandon", settlement
+    assert settlement.kind == "complete", settlement  # not dropped: its copy is due in a second
+    [(queue, copy)] = sender.sent
+    assert (queue, copy.application_properties[ROUND_PROPERTY]) == (AGENT_REPLIES_QUEUE, 1)
+    assert json.loads(copy.body) == REPLY
 
 
 def test_a_reply_to_an_unknown_instance_is_still_completed() -> None:

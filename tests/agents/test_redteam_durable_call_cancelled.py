@@ -16,12 +16,14 @@ from typing import Any
 import pytest
 
 from adapters import durable_client
+from adapters.clock import ManualClock
 from adapters.durable_client import bounded_client
 from orchestrators.names import SCHEDULER
 from orchestrators.raise_events import RaiseEvent, raise_events
 from orchestrators.starter import start_orchestrations
 from order_agents.reply_relay import relay_reply
 from supervisor.terminate import terminate_expired
+from tests.agents.support import START, make_context
 from tests.agents.test_redteam46_durable_session_shared import REPLY, _Claim
 from tests.fakes import FakeReceivedMessage
 
@@ -56,7 +58,9 @@ class HeldExtension:
 
 TRIGGER_CALLS: dict[str, Callable[[Any], Awaitable[Any]]] = {
     "starter": lambda client: start_orchestrations(client, SCHEDULER, [_Claim("o-c", "o-c:1")], timedelta(seconds=60)),
-    "reply relay": lambda client: relay_reply(client, FakeReceivedMessage.of(json.dumps(REPLY))),
+    "reply relay": lambda client: relay_reply(
+        client, FakeReceivedMessage.of(json.dumps(REPLY)), make_context(ManualClock(START))
+    ),
     "events": lambda client: raise_events(client, [RaiseEvent("o-c:1", "PaymentReceived", {})]),
     "supervisor terminate": lambda client: terminate_expired(client, ["o-c:1"]),
 }

@@ -25,6 +25,7 @@ from domain.text import carriable
 from domain.workflow import agent
 from order_agents.reply_relay import relay_reply
 from order_agents.service_bus_agent import handle_agent_request
+from tests.agents.support import make_context
 from tests.contexts import context_with
 from tests.fakes import FakeReceivedMessage
 from tests.submission.test_redteam_generative_intake import TEXTS, WRONG_TYPES
@@ -240,7 +241,7 @@ def test_every_mutated_agent_reply_is_settled_by_the_relay():
     for name, body in REPLY_CASES:
         client = _Client()
         try:
-            settled = asyncio.run(relay_reply(client, FakeReceivedMessage.of(_raw(body))))
+            settled = asyncio.run(relay_reply(client, FakeReceivedMessage.of(_raw(body)), make_context(ManualClock())))
         except Exception as exc:
             problems.append(f"{name}: raised {type(exc).__name__}: {exc}"[:300])
             continue

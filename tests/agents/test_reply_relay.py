@@ -1,18 +1,26 @@
 """The reply relay, called through its registered function ``agent_reply_relay`` (the original
-function under the durable-client wrapper) with a client that fails the way the SDK fails."""
+function under the durable-client wrapper) with a client that fails the way the SDK fails, the app's context
+installed (a manual clock and a recording sender: where a reply the backend could not take is sent again)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from azure.durable_functions.models.DurableOrchestrationStatus import DurableOrchestrationStatus
 
+from adapters.clock import ManualClock
+from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.messages import AgentReply
 from contracts.names import AGENT_REPLIES_QUEUE, AGENT_REPLY_EVENT, SERVICE_BUS_CONNECTION
-from tests.fakes import FakeReceivedMessage, RecordingActions
+from contracts.store_retry import ROUND_PROPERTY
+from dependencies import AppContext, use_context
+from order_agents.reply_relay import relay_retry_delays
+from tests.agents.support import START, make_context
+from tests.fakes import FakeReceivedMessage, RecordingActions, RecordingSender
 
 
 class FakeDurableClient:
@@ -57,11 +65,20 @@ REPLY = AgentReply(
 )
 
 
-def relay(functions, client: FakeDurableClient, body: Any) -> RecordingActions:
+def relay(
+    functions, client: FakeDurableClient, body: Any, *, ctx: AppContext | None = None, message: Any = None
+) -> RecordingActions:
+    """Relays ``body`` (or ``message``, as received) through the registered function, ``ctx`` (or a fresh context
+    over a manual clock and a recording sender) installed."""
     wrapper = functions["agent_reply_relay"].func
     original = getattr(wrapper, "client_function", None) or wrapper.__wrapped__
     actions = RecordingActions()
-    asyncio.run(original(message=FakeReceivedMessage.of(body), message_actions=actions, client=client))
+    use_context(ctx or make_context(ManualClock(START)))
+    try:
+        received = message if message is not None else FakeReceivedMessage.of(body)
+        asyncio.run(original(message=received, message_actions=actions, client=client))
+    finally:
+        use_context(None)
     return actions
 
 
@@ -98,14 +115,106 @@ def test_a_late_reply_to_an_unknown_instance_is_completed_not_retried(functions)
     assert relay(functions, client, REPLY.to_json()).only == ("complete", {})
 
 
-def test_a_failure_to_raise_on_a_live_instance_is_abandoned_for_redelivery(functions):
+class FailingSender(RecordingSender):
+    """Service Bus failing too: every send raises ``SendError`` (after the SDK's retries)."""
+
+    def send(self, queue: str, message: OutgoingMessage) -> None:
+        raise SendError("amqp:connection:forced")
+
+
+def events(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if getattr(r, "event", None) == name]
+
+
+@pytest.mark.parametrize(
+    "client",
+    [
+        FakeDurableClient({"order-1:2": "Running"}, broken=True),  # the raise fails, the instance runs
+        FakeDurableClient({}, status_broken=True),  # the raise fails and so does the status read
+    ],
+    ids=["running", "status unreadable"],
+)
+def test_a_reply_the_backend_cannot_take_is_sent_again_for_later_and_completed(functions, client, caplog):
+    """Before, it was abandoned: redelivered at once, its five deliveries burnt in a blip of the backend, then
+    dead-lettered ``MaxDeliveryCountExceeded``, which pages an operator though the order recovers without it."""
+    sender = RecordingSender()
+    clock = ManualClock(START)
+    with caplog.at_level(logging.INFO):
+        actions = relay(functions, client, REPLY.to_json(), ctx=make_context(clock, sender=sender))
+    assert actions.only == ("complete", {})
+    [(queue, copy)] = sender.sent
+    assert queue == AGENT_REPLIES_QUEUE
+    assert copy.body == REPLY.to_json().encode("utf-8")  # the reply as its agent sent it
+    assert copy.application_properties[ROUND_PROPERTY] == 1
+    assert copy.scheduled_enqueue_time == START + timedelta(seconds=1)
+    [scheduled] = events(caplog, "ReplyRetryScheduled")
+    assert (scheduled.orderId, scheduled.instanceId, scheduled.round) == ("order-1", "order-1:2", 1)  # type: ignore[attr-defined]
+
+
+def test_each_round_sends_the_next_copy_later_and_the_copy_is_raised_once_the_backend_is_back(functions):
     client = FakeDurableClient({"order-1:2": "Running"}, broken=True)
-    assert relay(functions, client, REPLY.to_json()).only[0] == "abandon"
+    sender = RecordingSender()
+    clock = ManualClock(START)
+    ctx = make_context(clock, sender=sender)
+    received = FakeReceivedMessage.of(REPLY.to_json(), message_id="order-1:2:charge-payment:payment:reply")
+    for expected in (1, 2, 4):
+        assert relay(functions, client, None, ctx=ctx, message=received).only == ("complete", {})
+        copy = sender.sent[-1][1]
+        due = copy.scheduled_enqueue_time
+        assert due is not None and due - clock.now() == timedelta(seconds=expected)
+        clock.set(due)
+        received = FakeReceivedMessage.from_sent(copy)
+    assert len({m.message_id for _, m in sender.sent}) == 3
+    client.broken = False
+    assert relay(functions, client, None, ctx=ctx, message=received).only == ("complete", {})
+    assert [(i, e) for i, e, _ in client.raised] == [("order-1:2", AGENT_REPLY_EVENT)]
+    assert len(sender.sent) == 3  # nothing more sent
 
 
-def test_when_the_status_cannot_be_read_either_the_reply_is_abandoned(functions):
-    client = FakeDurableClient({}, status_broken=True)
-    assert relay(functions, client, REPLY.to_json()).only[0] == "abandon"
+def test_a_copy_that_comes_after_its_attempt_ended_is_a_late_reply(functions):
+    sender = RecordingSender()
+    ctx = make_context(ManualClock(START), sender=sender)
+    first = relay(functions, FakeDurableClient({"order-1:2": "Running"}, broken=True), REPLY.to_json(), ctx=ctx)
+    assert first.only == ("complete", {})
+    copy = FakeReceivedMessage.from_sent(sender.sent[0][1])
+    client = FakeDurableClient({"order-1:2": "Completed"})  # its timer won, the attempt ended DeadlineExpired
+    assert relay(functions, client, None, ctx=ctx, message=copy).only == ("complete", {})
+    assert client.raised == []
+    assert len(sender.sent) == 1
+
+
+def test_the_copy_of_the_last_round_is_completed_and_left_to_the_deadline_not_dead_lettered(functions, caplog):
+    rounds = len(relay_retry_delays(timedelta(seconds=60)))
+    sender = RecordingSender()
+    last = FakeReceivedMessage.of(REPLY.to_json(), message_id="m")
+    last.application_properties = {ROUND_PROPERTY: rounds}
+    client = FakeDurableClient({"order-1:2": "Running"}, broken=True)
+    with caplog.at_level(logging.INFO):
+        actions = relay(functions, client, None, ctx=make_context(ManualClock(START), sender=sender), message=last)
+    assert actions.only == ("complete", {})
+    assert sender.sent == []
+    [left] = events(caplog, "ReplyLeftToDeadline")
+    assert (left.orderId, left.instanceId, left.step, left.requestId) == (  # type: ignore[attr-defined]
+        "order-1",
+        "order-1:2",
+        "charge-payment",
+        REPLY.request_id,
+    )
+    assert "deadline" in left.getMessage() and "supervisor" in left.getMessage()
+
+
+def test_a_reply_whose_copy_cannot_be_sent_is_abandoned_as_before(functions):
+    client = FakeDurableClient({"order-1:2": "Running"}, broken=True)
+    ctx = make_context(ManualClock(START), sender=FailingSender())
+    assert relay(functions, client, REPLY.to_json(), ctx=ctx).only[0] == "abandon"
+
+
+def test_the_rounds_span_the_step_timeout_short_first() -> None:
+    seconds = [d.total_seconds() for d in relay_retry_delays(timedelta(seconds=60))]
+    assert seconds == [1, 2, 4, 8, 16, 30]
+    assert sum(d.total_seconds() for d in relay_retry_delays(timedelta(seconds=600))) >= 600
+    assert max(relay_retry_delays(timedelta(seconds=600))) == timedelta(seconds=30)
+    assert relay_retry_delays(timedelta(seconds=1)) == (timedelta(seconds=1),)
 
 
 @pytest.mark.parametrize(

@@ -135,6 +135,13 @@ EXPECTATIONS: dict[str, Callable[[Report], bool]] = {
         and states(r).get("Processed", 0) > 60
         and r["operator_actions"].get("review", {}).get("done", 0) > 0
     ),
+    # the Durable extension's HTTP API failing (every client call a 500) for 3 to 8 s every 40 s: a reply it could
+    # not take is relayed again later, never dead-lettered MaxDeliveryCountExceeded (order_agents/reply_relay.py)
+    "durable-client-outages": lambda r: (
+        r["injected_faults"].get("durable_calls_failed", 0) > 50
+        and states(r).get("Processed", 0) == 100
+        and not [d for d in r["dead_letters"] if d["reason"] == "MaxDeliveryCountExceeded"]
+    ),
     "operator-actions": lambda r: (
         r["operator_actions"].get("resubmit", {}).get("done", 0) > 0
         and r["operator_actions"].get("review", {}).get("done", 0) > 0
