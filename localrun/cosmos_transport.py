@@ -103,6 +103,8 @@ class LoopbackConnection:
             line = reader.readline(65537)
             if not line:
                 raise http.client.RemoteDisconnected("Remote end closed connection without response")
+            if len(line) > 65536:
+                raise http.client.LineTooLong("status line")
             version, _, rest = line.decode("iso-8859-1").rstrip("\r\n").partition(" ")
             code, _, reason = rest.partition(" ")
             if not version.startswith("HTTP/") or len(code) != 3 or not code.isdigit():
@@ -111,8 +113,12 @@ class LoopbackConnection:
             headers: list[tuple[str, str]] = []
             while True:
                 header = reader.readline(65537)
+                if len(header) > 65536:  # http.client's limits on a head
+                    raise http.client.LineTooLong("header line")
                 if header in (b"\r\n", b"\n", b""):
                     break
+                if len(headers) == 100:
+                    raise http.client.HTTPException("got more than 100 headers")
                 name, _, value = header.decode("iso-8859-1").partition(":")
                 headers.append((name, value.strip()))
             if status != 100:  # an interim answer (only to ``Expect: 100-continue``, which the SDK never sends)

@@ -175,6 +175,8 @@ def test_an_answer_is_read_as_http_client_reads_it(raw: bytes, body: bytes, clos
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhe", http.client.IncompleteRead, id="cut-chunk"
         ),
         pytest.param(b"garbage\r\n\r\n", http.client.BadStatusLine, id="not-http"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70000 + b"\r\n\r\n", http.client.LineTooLong, id="long-header"),
+        pytest.param(b"HTTP/1.1 200 OK\r\n" + b"X: 1\r\n" * 101 + b"\r\n", http.client.HTTPException, id="101-headers"),
     ],
 )
 def test_an_answer_cut_short_or_missing_is_an_error_the_transport_reports_as_lost(
