@@ -4,7 +4,10 @@ and a keep-alive connection the server dropped is replaced without failing the r
 
 from __future__ import annotations
 
+import http.client
+import io
 import socket
+import ssl
 import threading
 import uuid
 from collections.abc import Iterator
@@ -19,7 +22,7 @@ from adapters.cosmos.client import ensure_database
 from adapters.cosmos.order_store import CosmosOrderStore
 from contracts.names import ORDERS_CONTAINER, STATE_CONTAINER
 from localrun.cosmos_server import CosmosServer
-from localrun.cosmos_transport import LoopbackTransport
+from localrun.cosmos_transport import LoopbackConnection, LoopbackTransport
 
 
 @pytest.fixture(scope="module")
@@ -88,15 +91,17 @@ def test_a_connection_the_server_dropped_is_replaced_and_the_request_still_answe
     assert transport.connections_opened == opened + 1
 
 
+@pytest.mark.parametrize("lost", ["drop", "truncate"])
 def test_a_write_whose_answer_is_lost_fails_as_through_the_stock_pipeline_and_is_not_sent_again(
-    fast_client: Any, database: Any, cosmos_faults: CosmosServer
+    fast_client: Any, database: Any, cosmos_faults: CosmosServer, lost: str
 ) -> None:
-    """The create lands and the server drops the connection before answering (``cosmos_faults.cjs``). The stock
-    pipeline raises ``ServiceResponseError`` (the app's ``StoreOutcomeUnknown``: read it back); this transport sent
-    it again on a new connection, and the app got a 409 for its own create."""
+    """The create lands and the server drops the connection before answering, or cuts its answer in the middle of the
+    body (``cosmos_faults.cjs``). The stock pipeline raises ``ServiceResponseError`` (the app's
+    ``StoreOutcomeUnknown``: read it back); this transport sent it again on a new connection, and the app got a 409
+    for its own create."""
     state = database.get_container_client(STATE_CONTAINER)
     state.create_item({"id": "o-4", "orderId": "o-4"})  # a keep-alive connection to reuse
-    cosmos_faults.set_faults([{"op": "create", "status": "drop", "commit": True}])
+    cosmos_faults.set_faults([{"op": "create", "status": lost, **({"commit": True} if lost == "drop" else {})}])
     with pytest.raises(ServiceResponseError):
         state.create_item({"id": "o-5", "orderId": "o-5"})
     assert state.read_item("o-5", partition_key="o-5")["id"] == "o-5"  # it landed, once
@@ -127,3 +132,55 @@ def test_a_410_that_makes_the_sdk_refresh_its_routing_map_is_answered_as_through
     assert outcome, "the read did not come back"
     assert isinstance(outcome[0], cx.CosmosHttpResponseError) and outcome[0].status_code == 410
     assert state.read_item("o-6", partition_key="o-6")["id"] == "o-6"
+
+
+def _answering(raw: bytes) -> LoopbackConnection:
+    """A connection whose server's answer is ``raw`` (what the transport reads, without a socket)."""
+    connection = LoopbackConnection("127.0.0.1", 1, 1.0, ssl.create_default_context())
+    connection._reader = io.BufferedReader(io.BytesIO(raw))  # type: ignore[arg-type]
+    return connection
+
+
+@pytest.mark.parametrize(
+    ("raw", "body", "closes"),
+    [
+        pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: 1\r\n\r\nhelloNEXT", b"hello", False, id="length"),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=1\r\nhel\r\n2\r\nlo\r\n0\r\nT: 1\r\n\r\n",
+            b"hello",
+            False,
+            id="chunked",
+        ),
+        pytest.param(b"HTTP/1.1 204 No Content\r\n\r\n", b"", False, id="no-content"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", b"ok", True, id="close"),
+        pytest.param(b"HTTP/1.1 200 OK\r\n\r\nuntil the end", b"until the end", True, id="to-the-end"),
+        pytest.param(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", b"ok", True, id="http-1.0"),
+        pytest.param(
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n", b"", False, id="continue"
+        ),
+    ],
+)
+def test_an_answer_is_read_as_http_client_reads_it(raw: bytes, body: bytes, closes: bool) -> None:
+    answer = _answering(raw)._read_answer("GET")
+    assert (answer.body, answer.will_close) == (body, closes)
+    assert answer.status in (200, 201, 204)
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        pytest.param(b"", http.client.RemoteDisconnected, id="nothing"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf", http.client.IncompleteRead, id="cut"),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhe", http.client.IncompleteRead, id="cut-chunk"
+        ),
+        pytest.param(b"garbage\r\n\r\n", http.client.BadStatusLine, id="not-http"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70000 + b"\r\n\r\n", http.client.LineTooLong, id="long-header"),
+        pytest.param(b"HTTP/1.1 200 OK\r\n" + b"X: 1\r\n" * 101 + b"\r\n", http.client.HTTPException, id="101-headers"),
+    ],
+)
+def test_an_answer_cut_short_or_missing_is_an_error_the_transport_reports_as_lost(
+    raw: bytes, error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        _answering(raw)._read_answer("GET")
