@@ -129,7 +129,7 @@ def test_a_supervisor_run_against_a_stalled_extension_ends_within_its_budgets(
     dependencies.use_context(make_ctx(START_GRACE_SECONDS="1", SUPERVISOR_MAX_RECORDS=str(RECORDS + 2)))
     monkeypatch.setattr(supervisor.blueprint, "SCAN_STATE", ScanState())
     monkeypatch.setattr(supervisor.terminate, "TERMINATE_BUDGET", timedelta(seconds=TERMINATIONS), raising=False)
-    monkeypatch.setattr(supervisor.blueprint, "watch_dead_letters", lambda ctx: None)
+    monkeypatch.setattr(supervisor.blueprint, "watch_dead_letters", lambda *_: None)
     try:
         for i in range(RECORDS):
             expired(states, f"o{i}", clock, timedelta(seconds=30))
@@ -157,7 +157,7 @@ def test_the_supervisor_starts_its_rounds_before_it_terminates(functions, make_c
     """Starts matter more than terminations (best effort): a run whose terminations stall still starts its rounds."""
     dependencies.use_context(make_ctx(SUPERVISOR_MAX_RECORDS="10"))
     monkeypatch.setattr(supervisor.blueprint, "SCAN_STATE", ScanState())
-    monkeypatch.setattr(supervisor.blueprint, "watch_dead_letters", lambda ctx: None)
+    monkeypatch.setattr(supervisor.blueprint, "watch_dead_letters", lambda *_: None)
     order: list[str] = []
 
     class Client(StalledClient):
