@@ -25,10 +25,11 @@ import dependencies
 import supervisor.blueprint
 from adapters.clock import ManualClock
 from adapters.cosmos.state_store import CosmosStateStore, update_once
+from adapters.durable_client import PARALLEL_CALLS
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.states import ProcessState
 from supervisor.budget import RUN_BUDGET, RunBudget
-from supervisor.compensation_rounds import CompensationStart
+from supervisor.compensation_rounds import CompensationStart, start_compensations
 from supervisor.run import RECOVERY_BUDGET, run_supervisor
 from supervisor.scan import ScanState
 from tests.fakes import RecordingSender, SlowStore
@@ -209,3 +210,22 @@ def test_a_trigger_run_past_its_budget_starts_every_round_it_claimed_and_termina
     assert client.terminated == []
     stops = _stops(caplog)
     assert (stops["terminations"].__dict__["done"], stops["terminations"].__dict__["left"]) == (0, 5)
+
+
+@pytest.mark.parametrize("left", [timedelta(seconds=15), timedelta(seconds=-30)])
+def test_the_rounds_a_slow_run_claimed_are_started_a_wave_at_least(left: timedelta, caplog: Any) -> None:
+    """The trigger starts its claimed rounds within what is left of their start grace, counted from before the run
+    (``left_of``), a wave at least (docs/supervisor.md). But the first wave asked the budget too, and a budget of
+    ``DURABLE_CALL_TIMEOUT`` (20 s) or less never fits once any time passed: after a run whose recoveries and claims
+    took 40 s of the 60 s grace, none of its claimed rounds was started, each left to cost a failed round."""
+    starts = [CompensationStart(f"c{n}", f"c{n}:compensate:1", 1) for n in range(PARALLEL_CALLS + 2)]
+    client = Client()
+
+    with caplog.at_level(logging.WARNING):
+        started = asyncio.run(start_compensations(client, starts, left))
+
+    assert started == [s.instance_id for s in starts[:PARALLEL_CALLS]]  # the first wave
+    assert sorted(client.starts) == sorted(started)
+    failed = [r for r in caplog.records if getattr(r, "event", "") == "CompensationStartFailed"]
+    # the rest are left claimed, retried by the supervisor as after a failed start
+    assert [r.__dict__["instanceId"] for r in failed] == [s.instance_id for s in starts[PARALLEL_CALLS:]]
