@@ -87,8 +87,8 @@ def left_of(length: timedelta, began: float) -> timedelta:
 
 
 class CallBudget:
-    """The time a phase has for its calls: ``fits`` says whether one more bounded call can end within it. The
-    first wave always fits (a budget shorter than ``DURABLE_CALL_TIMEOUT`` is taken as that)."""
+    """The time a phase has for its calls: ``fits`` says whether one more bounded call can end within it (a budget
+    shorter than ``DURABLE_CALL_TIMEOUT`` is taken as that). ``each_within`` makes its first wave without asking."""
 
     def __init__(self, length: timedelta, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.length = max(length, DURABLE_CALL_TIMEOUT)
@@ -102,17 +102,21 @@ class CallBudget:
 async def each_within[T](
     phase: str, items: Sequence[T], call: Callable[[T], Awaitable[bool]], budget: CallBudget
 ) -> list[bool]:
-    """``call(item)`` for each item, ``PARALLEL_CALLS`` at a time, in their order, each only while ``budget`` fits
-    one more call; ``call`` handles its own failures and returns False if it stopped for the budget itself (a
-    second call that no longer fits). Returns, per item, whether its calls were made; logs ``DurablePhaseStopped``
-    when some were not."""
+    """``call(item)`` for each item, ``PARALLEL_CALLS`` at a time, in their order: the first wave (the first
+    ``PARALLEL_CALLS`` items) always, each after it only while ``budget`` fits one more call; ``call`` handles its
+    own failures and returns False if it stopped for the budget itself (a second call that no longer fits).
+    Returns, per item, whether its calls were made; logs ``DurablePhaseStopped`` when some were not.
+
+    The first wave was asked ``budget.fits()`` too, which a budget of ``DURABLE_CALL_TIMEOUT`` or less (what is
+    left of a start grace after a slow run: 40 s of recoveries and claims of the 60 s) never does once any time has
+    passed since it was made: no round a supervisor run had claimed was started, each left to cost a failed round."""
     gate = asyncio.Semaphore(PARALLEL_CALLS)
 
-    async def one(item: T) -> bool:
+    async def one(index: int, item: T) -> bool:
         async with gate:
-            return budget.fits() and await call(item)
+            return (index < PARALLEL_CALLS or budget.fits()) and await call(item)
 
-    made = list(await asyncio.gather(*(one(item) for item in items)))
+    made = list(await asyncio.gather(*(one(index, item) for index, item in enumerate(items))))
     if not all(made):
         skipped = made.count(False)
         app_event(

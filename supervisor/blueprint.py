@@ -9,9 +9,11 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from adapters.durable_client import bounded_client, left_of
+from contracts.names import APP_QUEUES
 from dependencies import get_context_async
 from observability.events import app_event
 from supervisor.backend_wait import read_statuses
+from supervisor.budget import RunBudget
 from supervisor.compensation_rounds import start_compensations
 from supervisor.dead_letters import watch_dead_letters
 from supervisor.run import find_due, held_instances, run_supervisor
@@ -31,14 +33,20 @@ async def supervisor(timer: func.TimerRequest, client: df.DurableOrchestrationCl
     if timer.past_due:
         app_event("SupervisorPastDue", "supervisor timer is past due")
     ctx = await get_context_async()
+    # the whole run's: every phase starts no unit of work once it is spent (supervisor/budget.py)
+    budget = RunBudget.start(ctx.clock)
     durable = bounded_client(client)
-    due = await asyncio.to_thread(find_due, ctx, SCAN_STATE)
+    due = await asyncio.to_thread(find_due, ctx, SCAN_STATE, budget)
     # the instances of the expired attempts and rounds: one the Durable backend has still to run is left to it
-    statuses = await read_statuses(durable, held_instances(ctx, due))
+    statuses = await read_statuses(durable, held_instances(ctx, due, budget))
     began = time.monotonic()  # the rounds' start grace runs from their claims on
-    report = await asyncio.to_thread(run_supervisor, ctx, SCAN_STATE, due, statuses)
-    # starts first: a round not started waits for a later run; a termination left is harmless (fenced)
+    report = await asyncio.to_thread(run_supervisor, ctx, SCAN_STATE, due, statuses, budget)
+    # starts first, whatever the budget (each claimed round is started: one wave at least, within its start grace);
+    # a round not started waits for a later run; a termination left is harmless (fenced)
     await start_compensations(durable, report.compensations, left_of(ctx.settings.start_grace, began))
-    await terminate_expired(durable, report.to_terminate)
+    if budget.spent() and report.to_terminate:
+        budget.stopped("terminations", done=0, left=len(report.to_terminate))
+    elif report.to_terminate:
+        await terminate_expired(durable, report.to_terminate, budget.left())
     # last: the rounds are started whatever the watch meets (it never raises; a queue it cannot read is logged)
-    await asyncio.to_thread(watch_dead_letters, ctx)
+    await asyncio.to_thread(watch_dead_letters, ctx, APP_QUEUES, budget)

@@ -45,6 +45,7 @@ from supervisor.backend_wait import (
     left_to_backend,
     note_left,
 )
+from supervisor.budget import RunBudget
 from supervisor.outage import OutageVerdict, outage_verdict, tell_waiting
 from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
 from supervisor.unmapped import alert_unmapped
@@ -96,12 +97,19 @@ def due_compensations(ctx: AppContext) -> Page:
 
 
 def claim_due_compensations(
-    ctx: AppContext, page: Page | None = None, statuses: InstanceStatuses | None = None
+    ctx: AppContext,
+    page: Page | None = None,
+    statuses: InstanceStatuses | None = None,
+    budget: RunBudget | None = None,
 ) -> CompensationClaims:
     """One bounded page of due Compensating records (``page``, read by ``due_compensations`` if not given), each
     claimed for its next round by a conditional update; a record another writer moved first is skipped. A stuck
     round whose instance the Durable backend has still to run (``statuses``: ``supervisor/backend_wait.py``) is
-    left to it, up to ``SUPERVISOR_BACKEND_WAIT_SECONDS``."""
+    left to it, up to ``SUPERVISOR_BACKEND_WAIT_SECONDS``. Once ``budget`` is spent no record is taken further (a
+    claim under way ends, and is returned): those left are still due, the next run's page holds them."""
+    if budget is not None and budget.spent():
+        budget.stopped("compensation claims", claimed=0, unread="due compensations")
+        return CompensationClaims([], [], 0)
     if page is None:
         page = due_compensations(ctx)
     now = ctx.clock.now()
@@ -112,7 +120,10 @@ def claim_due_compensations(
     stale: list[str] = []
     failed = 0
     left = 0
-    for record in page.records:
+    for done, record in enumerate(page.records):
+        if budget is not None and budget.spent():
+            budget.stopped("compensation claims", done=done, claimed=len(starts), left=len(page.records) - done)
+            break
         status = known.get(record.locked_by) if record.locked_by is not None else None
         if left_to_backend(record, status, now, grace, wait):
             note_left(record, status, now, grace, wait)

@@ -45,6 +45,7 @@ from domain.dead_letters import DeadLetterCursor
 from domain.text import carriable, one_line
 from observability.events import app_event
 from settings import SEND_TIMEOUT
+from supervisor.budget import RunBudget
 from supervisor.run import phase_failed
 
 if TYPE_CHECKING:
@@ -132,29 +133,39 @@ def watch_queue(
     return len(unseen)
 
 
-def watch_dead_letters(ctx: AppContext, queues: tuple[str, ...] = APP_QUEUES) -> int:
+def watch_dead_letters(ctx: AppContext, queues: tuple[str, ...] = APP_QUEUES, budget: RunBudget | None = None) -> int:
     """The dead letters logged, every app queue watched (``watch_queue``), if ``WATCH_INTERVAL`` has passed since
     this process last watched. Never raises: a queue that fails ``FAILURES_BEFORE_PAGE`` watches in a row is a
     ``SupervisorPhaseFailed`` (the supervisorFailing rule pages it; before that a ``SupervisorRecoveryFailed``
     warning), the others are watched; one whose document the store could not read or write now
     (``StoreUnavailable``: throttled past the SDK's retries, 503) a ``SupervisorRecoveryFailed`` warning, as the rest
-    of the run logs one: what it logged is logged again by the next run, one alert each."""
+    of the run logs one: what it logged is logged again by the next run, one alert each. Nothing is peeked once the
+    supervisor run's ``budget`` is spent (``supervisor/budget.py``): the next run watches, from the queue not
+    reached."""
     ports = ctx.dead_letters
     now = ctx.clock.now()
     if ports is None or not ports.state.due(now, WATCH_INTERVAL):
+        return 0
+    run_spent = budget.spent if budget is not None else lambda: False
+    if run_spent():  # not a watch: the next run's is due
+        if budget is not None:
+            budget.stopped("dead-letter watch", done=0, left=len(queues))
         return 0
     state = ports.state
     state.last_run = now
     started = state.monotonic()
 
-    def may_peek() -> bool:  # a peek started now ends within the run's budget
-        return state.monotonic() - started + SEND_TIMEOUT.total_seconds() <= WATCH_BUDGET.total_seconds()
+    def may_peek() -> bool:  # a peek started now ends within the watch's budget, the run's not spent
+        fits = state.monotonic() - started + SEND_TIMEOUT.total_seconds() <= WATCH_BUDGET.total_seconds()
+        return fits and not run_spent()
 
     found = 0
     first = state.next_queue % len(queues) if queues else 0
     for i, queue in enumerate(queues[first:] + queues[:first]):
         if not may_peek():  # the budget is spent: the next run starts here
             state.next_queue = (first + i) % len(queues)
+            if budget is not None and run_spent():
+                budget.stopped("dead-letter watch", done=i, left=len(queues) - i)
             break
         try:
             found += watch_queue(ports, queue, now, may_peek)

@@ -52,6 +52,7 @@ from domain.workflow import AGENTS
 from notifications.alerts import raise_alert_after_write
 from notifications.status import Delivery, publish_status
 from observability.events import app_event
+from supervisor.budget import RunBudget
 
 
 @dataclass(frozen=True)
@@ -152,12 +153,16 @@ DEPENDENCIES = tuple(sorted({a.service for a in AGENTS.values()}))
 OUTAGE_ALERT_MAX_AGE = timedelta(hours=1)
 
 
-def alert_outages(ctx: AppContext) -> int:
+def alert_outages(ctx: AppContext, budget: RunBudget | None = None) -> int:
     """Sends the outage alerts due for every dependency (``domain.circuit.outage_alerts_due``);
     returns how many were sent. A dependency whose health cannot be read or marked is retried by the
-    next run (the alert then goes out again with the same MessageId)."""
+    next run (the alert then goes out again with the same MessageId), and so is one not looked at once
+    ``budget`` is spent (what is due is read from its health document)."""
     sent = 0
-    for dependency in DEPENDENCIES:
+    for done, dependency in enumerate(DEPENDENCIES):
+        if budget is not None and budget.spent():
+            budget.stopped("outage alerts", done=done, sent=sent, left=len(DEPENDENCIES) - done)
+            break
         try:
             sent += _alert_dependency(ctx, dependency)
         except StoreError as exc:

@@ -44,7 +44,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
-from adapters.cosmos.state_store import update_once, update_once_or_reread
+from adapters.cosmos.state_store import expired_key, update_once, update_once_or_reread
 from adapters.servicebus.sender import SendError
 from contracts.messages import StatusName, StatusUpdate
 from dependencies import AppContext
@@ -69,6 +69,7 @@ from notifications.repeats import already_paged, note_over, note_paged, raise_on
 from notifications.status import Delivery, publish_status
 from observability.events import app_event
 from orchestrators.status import refusal_retried
+from supervisor.budget import RunBudget
 from supervisor.scan import ScanCursor
 from supervisor.unmapped import alert_unmapped
 
@@ -501,7 +502,9 @@ def _alert_stuck_queue(ctx: AppContext, record: StateRecord, queue: str, exc: Ex
     )
 
 
-def deliver_due(ctx: AppContext, cursors: dict[ProcessState, ScanCursor] | None = None) -> int:
+def deliver_due(
+    ctx: AppContext, cursors: dict[ProcessState, ScanCursor] | None = None, budget: RunBudget | None = None
+) -> int:
     """The sweep of each supervisor run: failure records whose notifications are still owed, one bounded
     page per state, oldest first, each delivered on its own. Returns how many went out.
 
@@ -510,10 +513,17 @@ def deliver_due(ctx: AppContext, cursors: dict[ProcessState, ScanCursor] | None 
     or whose hour is not due: ``resend_due``) would otherwise fill the first page of every run, and the
     owed records after them would never be looked at. So each owed record is looked at about once every
     ``owed / SUPERVISOR_MAX_RECORDS`` runs, which must fit in a resend window (10 minutes: 20 runs at the
-    default 30 s). Without cursors each run reads the first page."""
+    default 30 s). Without cursors each run reads the first page.
+
+    Once ``budget`` is spent the sweep reads no page and delivers no record more: the cursor is left after the last
+    record it delivered (or where it was), so the next run goes on with the rest of the page."""
     now = ctx.clock.now()
     delivered = 0
+    looked = 0
     for state in FAILURE_STATES:
+        if budget is not None and budget.spent():
+            budget.stopped("owed notifications", looked=looked, delivered=delivered, unread=state.value)
+            break
         cursor = cursors.get(state) if cursors is not None else None
         upper, after = (cursor.now, cursor.after) if cursor is not None else (now, None)
         try:
@@ -531,6 +541,29 @@ def deliver_due(ctx: AppContext, cursors: dict[ProcessState, ScanCursor] | None 
             else:
                 cursors[state] = ScanCursor(upper, None, page.after, catch_up=False)
         alert_unmapped(ctx, page.unmapped, f"owed notifications of {state.value}")  # never raises
-        for record in page.records:  # deliver_owed isolates each record: it never raises
-            delivered += deliver_owed(ctx, record)
+        for done, record in enumerate(page.records):
+            if budget is not None and budget.spent():
+                budget.stopped("owed notifications", looked=looked, delivered=delivered, left=len(page.records) - done)
+                if cursors is not None:  # the next run goes on with this record
+                    _go_on_after(cursors, state, page.records[done - 1] if done else None, cursor, upper)
+                return delivered
+            delivered += deliver_owed(ctx, record)  # it isolates each record: it never raises
+            looked += 1
     return delivered
+
+
+def _go_on_after(
+    cursors: dict[ProcessState, ScanCursor],
+    state: ProcessState,
+    last_done: StateRecord | None,
+    cursor: ScanCursor | None,
+    upper: datetime,
+) -> None:
+    """The sweep of ``state`` goes on after ``last_done`` (None: from ``cursor``, where this page began)."""
+    after = expired_key(last_done) if last_done is not None else None
+    if after is not None:
+        cursors[state] = ScanCursor(upper, None, after, catch_up=False)
+    elif cursor is not None:
+        cursors[state] = cursor
+    else:
+        cursors.pop(state, None)

@@ -14,6 +14,7 @@ from dependencies import AppContext
 from domain.text import carriable
 from observability.events import app_event
 from supervisor.backend_wait import InstanceStatuses
+from supervisor.budget import RunBudget
 from supervisor.compensation_rounds import (
     CompensationClaims,
     CompensationStart,
@@ -24,15 +25,16 @@ from supervisor.outage import alert_outages
 from supervisor.owed import deliver_due
 from supervisor.recovery import RecoveryAction, recover
 from supervisor.refused import watch_refusal
-from supervisor.scan import ScanResult, ScanState, scan_expired
+from supervisor.scan import ScanResult, ScanState, leave_rest, scan_expired
 from supervisor.unmapped import alert_unmapped
 
-# How long one run spends on its recoveries (a few Cosmos DB requests each, up to SUPERVISOR_MAX_RECORDS): the records
-# left are still expired, and a later run finds them again. A Cosmos DB slow to answer (throttled past its retries,
-# 8-10 s a request) held a run's 100 recoveries for an hour, past the host's functionTimeout (host.json: 30 minutes),
-# which kills the run and restarts the worker, failing every invocation on it (the agents' handlers, activities);
-# the rest of the run (claims, owed notifications, outage alerts, its Durable calls, the dead-letter watch) then
-# has the other two thirds. Measured on the run's clock (``AppContext.clock``).
+# How long one run spends on its recoveries (a few Cosmos DB requests each, up to SUPERVISOR_MAX_RECORDS), inside
+# the run's own budget (``supervisor.budget.RUN_BUDGET``): the records left are still expired, and the next run goes
+# on with them (``scan.leave_rest``). A Cosmos DB slow to answer (throttled past its retries, 8-10 s a request) held
+# a run's 100 recoveries for an hour, past the host's functionTimeout (host.json: 30 minutes), which kills the run
+# and restarts the worker, failing every invocation on it (the agents' handlers, activities); the rest of the run
+# (claims, owed notifications, outage alerts) keeps the last third of the run's budget. Measured on the run's clock
+# (``AppContext.clock``).
 RECOVERY_BUDGET = timedelta(minutes=10)
 
 
@@ -86,14 +88,17 @@ class Due:
     rounds: Page | None = None
 
 
-def find_due(ctx: AppContext, state: ScanState) -> Due:
-    """The run's scan of expired attempts (``supervisor/scan.py``) and its page of due compensation rounds. A scan
-    that fails is an empty, interrupted scan (logged): the rest of the run goes on."""
+def find_due(ctx: AppContext, state: ScanState, budget: RunBudget | None = None) -> Due:
+    """The run's scan of expired attempts (``supervisor/scan.py``) and its page of due compensation rounds (not
+    read once ``budget`` is spent: the claims would not start). A scan that fails is an empty, interrupted scan
+    (logged): the rest of the run goes on."""
     try:
-        scan = scan_expired(ctx.states, state, ctx.settings, ctx.clock.now())
+        scan = scan_expired(ctx.states, state, ctx.settings, ctx.clock.now(), budget)
     except Exception as exc:  # the scan drops its cursor; the compensation claims still run
         phase_failed("scan of expired attempts", exc)
         scan = ScanResult([], 0.0, 0, False, False, False, interrupted=True)
+    if budget is not None and budget.spent():
+        return Due(scan, None)
     try:
         rounds: Page | None = due_compensations(ctx)
     except Exception:  # the claims query again, and take its failure as they always have
@@ -101,23 +106,32 @@ def find_due(ctx: AppContext, state: ScanState) -> Due:
     return Due(scan, rounds)
 
 
-def held_instances(ctx: AppContext, due: Due) -> list[str]:
+def held_instances(ctx: AppContext, due: Due, budget: RunBudget | None = None) -> list[str]:
     """The instances whose runtime status the run reads before it acts (``supervisor/backend_wait.py``): those
-    holding the expired attempts and due rounds, none when ``SUPERVISOR_BACKEND_WAIT_SECONDS`` is 0."""
-    if not ctx.settings.supervisor_backend_wait:
+    holding the expired attempts and due rounds, none when ``SUPERVISOR_BACKEND_WAIT_SECONDS`` is 0 or ``budget``
+    is spent (the run acts on none of them)."""
+    if not ctx.settings.supervisor_backend_wait or (budget is not None and budget.spent()):
         return []
     records = [*due.scan.records, *(due.rounds.records if due.rounds is not None else [])]
     return [record.locked_by for record in records if record.locked_by is not None]
 
 
 def run_supervisor(
-    ctx: AppContext, state: ScanState, due: Due | None = None, statuses: InstanceStatuses | None = None
+    ctx: AppContext,
+    state: ScanState,
+    due: Due | None = None,
+    statuses: InstanceStatuses | None = None,
+    budget: RunBudget | None = None,
 ) -> SupervisorReport:
     """Synchronous (Cosmos SDK calls); the timer trigger runs it in a worker thread. ``due``: what the run found
     due, when the trigger looked first (``find_due``) to read ``statuses``, the runtime statuses of the instances
-    holding it (``held_instances``); without them every expired attempt and round is taken at its deadline."""
+    holding it (``held_instances``); without them every expired attempt and round is taken at its deadline.
+    ``budget``: the run's, from the trigger's start (default: from now, ``RUN_BUDGET``); each phase starts no unit
+    of work once it is spent (``supervisor/budget.py``)."""
+    if budget is None:
+        budget = RunBudget.start(ctx.clock)
     if due is None:
-        due = find_due(ctx, state)
+        due = find_due(ctx, state, budget)
     scan = due.scan
     known = statuses or {}
     alert_unmapped(ctx, scan.unmapped, "expired attempts")  # skipped, not silent; never raises
@@ -126,18 +140,12 @@ def run_supervisor(
     counts = dict.fromkeys(RecoveryAction, 0)
     failed = 0
     to_terminate: list[str] = []
-    began = ctx.clock.now()
+    recoveries = budget.share(RECOVERY_BUDGET)
     for done, record in enumerate(scan.records):
-        if ctx.clock.now() - began >= RECOVERY_BUDGET:
-            left = len(scan.records) - done
-            app_event(
-                "SupervisorRecoveriesStopped",
-                f"supervisor run: {left} expired records left for a later run, the recoveries' budget "
-                f"({RECOVERY_BUDGET.total_seconds():.0f} s) spent",
-                logging.WARNING,
-                left=left,
-                recovered=done,
-            )
+        if recoveries.spent():
+            recoveries.stopped("recoveries", done=done, left=len(scan.records) - done)
+            # the next run goes on with the records left, not after the scan's last page
+            leave_rest(state, scan, scan.records[done - 1] if done else None)
             break
         try:
             result = recover(ctx, record, known.get(record.locked_by) if record.locked_by is not None else None)
@@ -160,7 +168,7 @@ def run_supervisor(
     try:
         # read again when this run's recoveries handed orders to compensation: their first rounds start now
         rounds = None if counts[RecoveryAction.COMPENSATING] else due.rounds
-        claims = claim_due_compensations(ctx, rounds, statuses)
+        claims = claim_due_compensations(ctx, rounds, statuses, budget)
     except StoreUnavailable as exc:
         app_event("SupervisorRecoveryFailed", f"compensation claims skipped, store unavailable: {exc}", logging.WARNING)
         claims = CompensationClaims([], [], 0)
@@ -171,9 +179,9 @@ def run_supervisor(
     # The rounds claimed above are started by the trigger once this returns: nothing after this
     # point may raise, or they would be left unstarted (and counted as lost rounds at the next run).
     # still owed by earlier failure writes; the sweep goes on from the last run's page (supervisor/owed.py)
-    notified = _isolated("owed notifications", lambda: deliver_due(ctx, state.owed))
+    notified = _isolated("owed notifications", lambda: deliver_due(ctx, state.owed, budget))
     # after the recoveries: the orders this run put waiting are counted in a new outage's alert
-    outage_alerts = _isolated("outage alerts", lambda: alert_outages(ctx))
+    outage_alerts = _isolated("outage alerts", lambda: alert_outages(ctx, budget))
     report = SupervisorReport(
         found=len(scan.records),
         recovered=counts[RecoveryAction.RECOVERED],

@@ -33,11 +33,12 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from adapters.cosmos.errors import StoreRefused, StoreUnavailable
-from adapters.cosmos.state_store import Page, SeekKey, Unmapped
+from adapters.cosmos.state_store import Page, SeekKey, Unmapped, expired_key
 from domain.records import StateRecord
 from domain.states import ProcessState
 from observability.events import app_event
 from settings import Settings
+from supervisor.budget import RunBudget
 from supervisor.refused import Refusal
 
 
@@ -90,6 +91,11 @@ class ScanResult:
     charges: list[float] = field(default_factory=list)
     unmapped: list[Unmapped] = field(default_factory=list)  # documents skipped: they do not map to a record
     refused: str | None = None  # interrupted by Cosmos DB refusing the app's identity (``StoreRefused``): why
+    # the scan's query, to go on after a record the run did not get to (``leave_rest``): its fixed now (None: no
+    # scan), its lower bound, and where it began (None: at the query's start)
+    upper: datetime | None = None
+    lower: datetime | None = None
+    started_after: SeekKey | None = None
 
 
 def _start_or_resume(state: ScanState, settings: Settings, now: datetime) -> tuple[ScanCursor | None, bool]:
@@ -104,8 +110,11 @@ def _start_or_resume(state: ScanState, settings: Settings, now: datetime) -> tup
     return None, catch_up
 
 
-def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now: datetime) -> ScanResult:
-    """Reads the next bounded batch of expired ``Processing`` records and advances ``state``."""
+def scan_expired(
+    store: ExpiredPages, state: ScanState, settings: Settings, now: datetime, budget: RunBudget | None = None
+) -> ScanResult:
+    """Reads the next bounded batch of expired ``Processing`` records and advances ``state``; no page after the
+    first once ``budget`` is spent (the cursor keeps the rest for the next run)."""
     cursor, catch_up = _start_or_resume(state, settings, now)
     if cursor is not None:
         upper, lower, after = cursor.now, cursor.not_before, cursor.after
@@ -114,15 +123,19 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
         # completeBy (``transitions.past_due``), so a grace as long as the window left every such record out of it
         window = settings.supervisor_window + settings.supervisor_grace
         upper, lower, after = now, (None if catch_up else now - window), None
-    budget = settings.supervisor_max_records
+    started_after = after
+    most = settings.supervisor_max_records
     records: list[StateRecord] = []
     unmapped: list[Unmapped] = []
     charges: list[float] = []
     finished = False
     interrupted = False
     refused: str | None = None
-    while len(records) + len(unmapped) < budget:
-        size = min(settings.supervisor_page_size, budget - len(records) - len(unmapped))
+    while len(records) + len(unmapped) < most:
+        if charges and budget is not None and budget.spent():
+            budget.stopped("scan of expired attempts", pages=len(charges), found=len(records))
+            break
+        size = min(settings.supervisor_page_size, most - len(records) - len(unmapped))
         try:
             page = store.expired_page(ProcessState.PROCESSING, upper, lower, size, after, settings.supervisor_grace)
         except StoreUnavailable as exc:
@@ -180,4 +193,21 @@ def scan_expired(store: ExpiredPages, state: ScanState, settings: Settings, now:
         charges=charges,
         refused=refused,
         unmapped=unmapped,
+        upper=upper,
+        lower=lower,
+        started_after=started_after,
     )
+
+
+def leave_rest(state: ScanState, scan: ScanResult, last_done: StateRecord | None) -> None:
+    """The run did not get to the scan's records after ``last_done`` (None: to none of them): the next run goes on
+    with the same query after it (or from where the scan began), not after the scan's last page, which left them
+    to the next fresh scan (a catch-up's older than the window to the next catch-up)."""
+    if scan.upper is None:
+        return
+    after = expired_key(last_done) if last_done is not None else scan.started_after
+    if after is None:  # nothing done of a scan from the query's start: the next one starts over, as this one
+        state.cursor = None
+        state.catch_up_due = state.catch_up_due or scan.catch_up
+        return
+    state.cursor = ScanCursor(scan.upper, scan.lower, after, scan.catch_up)

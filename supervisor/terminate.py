@@ -43,10 +43,13 @@ def _status_name(status: Any) -> str | None:
     return str(getattr(runtime, "name", runtime))
 
 
-async def terminate_expired(client: InstanceClient, instance_ids: list[str]) -> list[str]:
-    """Terminates each instance that is still active, within ``TERMINATE_BUDGET``; returns the ids it terminated."""
+async def terminate_expired(
+    client: InstanceClient, instance_ids: list[str], length: timedelta = TERMINATE_BUDGET
+) -> list[str]:
+    """Terminates each instance that is still active, within ``length`` (``TERMINATE_BUDGET``, or what is left of
+    the run's budget if less; one wave at least); returns the ids it terminated."""
     terminated: list[str] = []
-    budget = CallBudget(TERMINATE_BUDGET)
+    budget = CallBudget(min(length, TERMINATE_BUDGET))
 
     async def terminate(instance: str) -> bool:
         try:

@@ -266,6 +266,12 @@ class CosmosStateStore:
 EXPIRED_ORDER = "ORDER BY c.processState, c.completeBy, c.id"
 
 
+def expired_key(record: StateRecord) -> SeekKey | None:
+    """Where a page of ``expired_page`` that ended at ``record`` ended (its ``Page.after``): a caller that stops
+    within a page goes on after the last record it did (None: the record has no ``completeBy``)."""
+    return None if record.complete_by is None else SeekKey(to_text(record.complete_by), record.order_id)
+
+
 @dataclass(frozen=True)
 class SeekOrder:
     """An ORDER BY clause ``seek_page`` pages by: its text, the sort key's field, the direction."""

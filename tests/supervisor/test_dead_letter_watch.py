@@ -26,6 +26,7 @@ from adapters.servicebus.sender import OutgoingMessage
 from contracts.names import AGENT_REPLIES_QUEUE, APP_QUEUES, ORDERS_QUEUE, STATE_CONTAINER
 from domain.dead_letters import DeadLetterCursor
 from localrun.servicebus import InProcessBroker, QueuePolicy
+from supervisor.budget import RunBudget
 from supervisor.dead_letters import FAILURES_BEFORE_PAGE, WATCH_INTERVAL, watch_dead_letters
 from tests.supervisor.conftest import MakeContext
 
@@ -338,3 +339,19 @@ def test_a_watch_that_finds_nothing_changed_reads_each_queue_s_document_once_and
     clock.advance(WATCH_INTERVAL)
     assert watch_dead_letters(ctx) == 0
     assert (counted.reads, counted.writes) == (len(APP_QUEUES), 0)
+
+
+def test_a_supervisor_run_whose_budget_is_spent_peeks_nothing_and_the_next_run_watches(
+    make_ctx: MakeContext, cosmos_db: Any, broker: InProcessBroker, clock: ManualClock, caplog: Any
+) -> None:
+    """The watch runs last in the supervisor's run (supervisor/budget.py): a run whose budget its phases spent
+    peeks nothing, says so, and is not counted as a watch, so the next run's watches at once."""
+    caplog.set_level(logging.INFO)
+    ctx = _with_ports(make_ctx, _ports(broker, cosmos_db))
+    _app_dead_letters(broker, ORDERS_QUEUE, "m-1")
+
+    assert watch_dead_letters(ctx, APP_QUEUES, RunBudget.start(clock, timedelta(0))) == 0
+    stopped = [r.__dict__ for r in caplog.records if getattr(r, "event", None) == "SupervisorPhaseStopped"]
+    assert [(s["phase"], s["done"], s["left"]) for s in stopped] == [("dead-letter watch", 0, len(APP_QUEUES))]
+    assert _found(caplog) == []
+    assert watch_dead_letters(ctx) == 1  # the next run, at once

@@ -201,8 +201,10 @@ def test_a_run_stops_recovering_once_its_budget_is_spent_and_a_later_run_finds_t
     assert first.found == 40
     assert 0 < first.recovered < 40
     assert clock.now() - began < RECOVERY_BUDGET + timedelta(minutes=5)  # the rest of the run included
-    stopped = [r for r in caplog.records if getattr(r, "event", "") == "SupervisorRecoveriesStopped"]
-    assert [getattr(r, "left", None) for r in stopped] == [40 - first.recovered]
+    stopped = [r for r in caplog.records if getattr(r, "event", "") == "SupervisorPhaseStopped"]
+    assert [(getattr(r, "phase", None), getattr(r, "left", None)) for r in stopped] == [
+        ("recoveries", 40 - first.recovered)
+    ]
 
     second = run_supervisor(ctx, ScanState())
     assert second.found == 40 - first.recovered  # the ones left, still expired

@@ -27,6 +27,7 @@ import pytest
 from azure.functions.timer import TimerRequest
 
 import dependencies
+import orchestrators.starter
 import supervisor.backend_wait
 import supervisor.blueprint
 import supervisor.terminate
@@ -90,6 +91,23 @@ def _stopped(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [r for r in caplog.records if getattr(r, "event", None) == "DurablePhaseStopped"]
 
 
+def timed(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[float]:
+    """The seconds each call of ``module.name`` takes from now on: a run's Cosmos part, which is not what these
+    tests measure (on a loaded machine it alone took more than their slack)."""
+    real = getattr(module, name)
+    took: list[float] = []
+
+    def call(*args: Any) -> Any:
+        began = time.monotonic()
+        try:
+            return real(*args)
+        finally:
+            took.append(time.monotonic() - began)
+
+    monkeypatch.setattr(module, name, call)
+    return took
+
+
 @pytest.fixture
 def bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(durable_client, "DURABLE_CALL_TIMEOUT", timedelta(seconds=BOUND))
@@ -97,7 +115,7 @@ def bound(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_starter_run_against_a_stalled_extension_ends_within_the_start_grace(
-    functions, app_context, clock, bound, caplog
+    functions, app_context, clock, bound, monkeypatch, caplog
 ):
     grace = 1.0  # START_GRACE_SECONDS: a start made after it is one the supervisor has taken over
     settings = Settings.from_env({}, START_GRACE_SECONDS=str(int(grace)), STARTER_BATCH_SIZE=str(RECORDS))
@@ -107,11 +125,14 @@ def test_a_starter_run_against_a_stalled_extension_ends_within_the_start_grace(
         ctx.orders.create_or_verify(sample_order(f"o{i}"))
         ctx.states.create(transitions.new_record(f"o{i}", None, clock.now()))
     client = StalledClient()
+    in_claims = timed(monkeypatch, orchestrators.starter, "sweep")
 
     with caplog.at_level(logging.INFO):
         took = _timed(_trigger(functions, "starter_sweep")(timer=None, client=client))
 
-    assert took < grace + 0.5, f"a starter run took {took:.1f} s"  # sequential: RECORDS x BOUND = 8 s
+    # the claims and the starts within what the claims left of the grace (a wave at least)
+    took -= sum(in_claims)
+    assert took < grace + 0.5, f"a starter run's starts took {took:.1f} s"  # sequential: RECORDS x BOUND = 8 s
     assert 0 < len(client.starts) < RECORDS
     # nothing is lost: every claim, started or not, is left for the supervisor at claim + start grace
     for i in range(RECORDS):
@@ -129,7 +150,8 @@ def test_a_supervisor_run_against_a_stalled_extension_ends_within_its_budgets(
     dependencies.use_context(make_ctx(START_GRACE_SECONDS="1", SUPERVISOR_MAX_RECORDS=str(RECORDS + 2)))
     monkeypatch.setattr(supervisor.blueprint, "SCAN_STATE", ScanState())
     monkeypatch.setattr(supervisor.terminate, "TERMINATE_BUDGET", timedelta(seconds=TERMINATIONS), raising=False)
-    monkeypatch.setattr(supervisor.blueprint, "watch_dead_letters", lambda ctx: None)
+    monkeypatch.setattr(supervisor.blueprint, "watch_dead_letters", lambda *_: None)
+    in_store = timed(monkeypatch, supervisor.blueprint, "run_supervisor")  # 20 recoveries on the protocol server
     try:
         for i in range(RECORDS):
             expired(states, f"o{i}", clock, timedelta(seconds=30))
@@ -143,7 +165,8 @@ def test_a_supervisor_run_against_a_stalled_extension_ends_within_its_budgets(
         dependencies.use_context(None)
 
     # statuses (one bound) + starts (one wave: two rounds) + terminations (their budget); sequential: RECORDS x BOUND
-    assert took < 2 * BOUND + TERMINATIONS + 0.5, f"a supervisor run took {took:.1f} s"
+    took -= sum(in_store)
+    assert took < 2 * BOUND + TERMINATIONS + 0.5, f"a supervisor run's Durable calls took {took:.1f} s"
     started = set(client.starts)  # the rounds handed over were claimed and their starts tried
     assert len(started) == 2 and all(s.startswith(("undo0:compensate:", "undo1:compensate:")) for s in started)
     for i in range(RECORDS):  # every attempt was recovered whatever its termination did
@@ -157,7 +180,7 @@ def test_the_supervisor_starts_its_rounds_before_it_terminates(functions, make_c
     """Starts matter more than terminations (best effort): a run whose terminations stall still starts its rounds."""
     dependencies.use_context(make_ctx(SUPERVISOR_MAX_RECORDS="10"))
     monkeypatch.setattr(supervisor.blueprint, "SCAN_STATE", ScanState())
-    monkeypatch.setattr(supervisor.blueprint, "watch_dead_letters", lambda ctx: None)
+    monkeypatch.setattr(supervisor.blueprint, "watch_dead_letters", lambda *_: None)
     order: list[str] = []
 
     class Client(StalledClient):
