@@ -222,6 +222,19 @@ def worker_thread_count(app_settings: Mapping[str, str]) -> int | None:
     return count if count >= 1 else None
 
 
+# The Durable extension's ``maxConcurrentActivityFunctions`` when host.json names none: 10 on the Consumption plan,
+# else 10 x the processors (azure-functions-durable-extension ``AzureStorageDurabilityProviderFactory``), 10 either
+# way on the one core of a 2,048 MB Flex Consumption instance.
+DEFAULT_MAX_CONCURRENT_ACTIVITIES = 10
+
+
+def max_concurrent_activities(host: Mapping[str, Any]) -> int:
+    """host.json's ``extensions.durableTask.maxConcurrentActivityFunctions`` (``host``: host.json's content), or the
+    extension's default."""
+    value = host.get("extensions", {}).get("durableTask", {}).get("maxConcurrentActivityFunctions")
+    return DEFAULT_MAX_CONCURRENT_ACTIVITIES if value is None else int(value)
+
+
 class LocalHost:
     def __init__(
         self,
@@ -262,6 +275,9 @@ class LocalHost:
             fast_timestamps.install()
             sdk_speedups.install()
         self.engine = DurableEngine(orchestrators, self._run_activity, self.clock)
+        # host.json's maxConcurrentActivityFunctions: the extension dispatches no more activity work items at once
+        # (``DurableEngine.max_activities``). Profile ``durable.max_concurrent_activity_functions`` overrides it.
+        self.engine.max_activities = max_concurrent_activities(host_json())
         self.durable_api = DurableExtensionApi(self.engine, task_hub=self._task_hub())
         self.durable_api.start()
         self._client_data = wire.durable_client(self.protos, self.durable_api.client_binding_json())
@@ -302,6 +318,17 @@ class LocalHost:
         self._threads_busy = 0
         self._thread_waiters: deque[Task] = deque()
         self.thread_waits = 0  # invocations that waited for a thread
+        self.threads_peak = 0  # the most sync invocations on the worker's threads at once
+        # The async functions' pool for blocking work: the event loop's default executor, where ``asyncio.to_thread``
+        # runs, which ``dependencies.size_blocking_pool`` gives the same ``PYTHON_THREADPOOL_THREAD_COUNT`` threads (a
+        # pool of its own). Each call of an async invocation's blocking work waits for one of its threads, in arrival
+        # order, its invocation's lock renewal and functionTimeout running meanwhile. None: no limit. Profile
+        # ``host.blocking_threads`` overrides it (and ``host.worker_threads`` sets both, as the setting does).
+        self.blocking_threads: int | None = self.worker_threads
+        self._blocking_busy = 0
+        self._blocking_waiters: deque[Task] = deque()
+        self.blocking_waits = 0  # blocking calls of async invocations that waited for a thread
+        self.blocking_peak = 0  # the most blocking calls running at once
         self.in_flight: dict[str, int] = dict.fromkeys(self.queues, 0)
         self._engine_waiting = 0
         self.executions: dict[str, int] = {}
@@ -370,7 +397,8 @@ class LocalHost:
             self.invocation_requests += 1
             started = self.clock.now()
             try:
-                return self.worker.invoke(function.indexed, inputs, metadata)
+                run_job = self._run_blocking if function.indexed.is_async else None
+                return self.worker.invoke(function.indexed, inputs, metadata, run_job=run_job)
             finally:
                 # simulated seconds the invocation ran (what a Flex instance would bill, localrun/prices.py)
                 self.execution_seconds.append((self.clock.now() - started).total_seconds())
@@ -383,14 +411,30 @@ class LocalHost:
     def _take_thread(self, function: HostedFunction) -> bool:
         """A thread of the worker's pool for an invocation of a sync function (``worker_threads``), waited for in
         arrival order; True when it took one. Orchestrator episodes take none here (they run in no simulated time)."""
-        if self.worker_threads is None or function.indexed.is_async or function.trigger_type == "orchestrationTrigger":
+        if function.indexed.is_async or function.trigger_type == "orchestrationTrigger":
             return False
-        if self._threads_busy < self.worker_threads:
+        if self.worker_threads is None or self._threads_busy < self.worker_threads:
             self._threads_busy += 1
         else:  # in arrival order: the thread an invocation frees is handed to the first one waiting
             self.thread_waits += 1
             self.scheduler.wait_current(self._thread_waiters)
+        self.threads_peak = max(self.threads_peak, self._threads_busy)
         return True
+
+    def _run_blocking(self, job: Callable[[], None]) -> None:
+        """One call an async invocation handed ``asyncio.to_thread`` (the loop's default executor), on a thread of the
+        blocking pool (``blocking_threads``), waited for in arrival order."""
+        if self.blocking_threads is not None and self._blocking_busy >= self.blocking_threads:
+            self.blocking_waits += 1
+            self.scheduler.wait_current(self._blocking_waiters)  # the thread a call frees is handed to the first
+        else:
+            self._blocking_busy += 1
+        self.blocking_peak = max(self.blocking_peak, self._blocking_busy)
+        try:
+            job()
+        finally:
+            if not self.scheduler.wake_first(self._blocking_waiters):
+                self._blocking_busy -= 1
 
     def _orchestrator(self, function: HostedFunction) -> Callable[[str], str]:
         def run_episode(context_json: str) -> str:
@@ -500,6 +544,8 @@ class LocalHost:
         others got, no message is left counted as delivered, and the worker's threads are all free."""
         self._threads_busy = 0
         self._thread_waiters.clear()
+        self._blocking_busy = 0
+        self._blocking_waiters.clear()
         for future in self._unanswered:
             if not future.done():
                 future.set_result(HttpAnswer(503, {}, b""))

@@ -42,8 +42,11 @@ OUTAGE_KEYS = {"start_s", "duration_s"}
 MAX_SECONDS = 10 * 366 * 24 * 3600
 COSMOS_OUTAGE_KEYS = OUTAGE_KEYS | {"refused"}
 SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate", "settle_latency_ms"}
-HOST_KEYS = {"restart_every_s", "clock_skew_s", "activity_rerun_rate", "worker_threads"}
-DURABLE_KEYS = {"delivery_delay_rate", "delivery_delay_ms", "outages"}
+HOST_KEYS = {"restart_every_s", "clock_skew_s", "activity_rerun_rate", "worker_threads", "blocking_threads"}
+DURABLE_KEYS = {"delivery_delay_rate", "delivery_delay_ms", "outages", "max_concurrent_activity_functions"}
+# the most a profile's pools and concurrency limits may name (a run with more is one without a limit)
+MAX_THREADS = 256
+MAX_CONCURRENT_ACTIVITIES = 1000
 # the Durable backend's lateness: up to 10 minutes (a partition whose lease moves, a worker restarting)
 DELIVERY_DELAY_MAX_MS = 600_000
 # The simulated hosts whose clocks may be skewed (host.clock_skew_s): the supervisor's timer, the
@@ -231,8 +234,13 @@ class Profile:
     # own work (orchestrations, activities, timers) goes on (``hostile.DurableOutages``)
     durable_outages: tuple[tuple[float, float], ...] = ()
     # the worker's threads for sync functions (PYTHON_THREADPOOL_THREAD_COUNT; ``LocalHost.worker_threads``): an
-    # invocation of one waits for a thread once handed over. None: no limit
+    # invocation of one waits for a thread once handed over. None: the run's app settings' count
     worker_threads: int | None = None
+    # the async functions' pool for ``asyncio.to_thread`` (``LocalHost.blocking_threads``; the same setting sizes it,
+    # ``dependencies.size_blocking_pool``). None: ``worker_threads``, or the run's app settings' count
+    blocking_threads: int | None = None
+    # host.json's ``maxConcurrentActivityFunctions`` (``DurableEngine.max_activities``). None: host.json's
+    max_concurrent_activities: int | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
@@ -270,11 +278,6 @@ class Profile:
             raise ProfileError(
                 f"host.restart_every_s must be a positive number of seconds up to {MAX_SECONDS}, got {restart!r}"
             )
-        threads = host.get("worker_threads")
-        if threads is not None and (
-            not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= 256
-        ):
-            raise ProfileError(f"host.worker_threads must be an integer from 1 to 256, got {threads!r}")
         skew: dict[str, float] = {}
         for name, offset in _check_keys("host.clock_skew_s", host.get("clock_skew_s", {}), set(CLOCK_HOSTS)).items():
             if not _number(offset) or abs(offset) > 3600:
@@ -318,11 +321,24 @@ class Profile:
             durable_delivery_delay_rate=_rate("durable.delivery_delay_rate", durable.get("delivery_delay_rate", 0)),
             durable_delivery_delay_ms=_delivery_delay(durable.get("delivery_delay_ms", [0, 10_000])),
             durable_outages=_outages("durable.outages", durable.get("outages", [])),
-            worker_threads=threads,
+            worker_threads=_limit("host.worker_threads", host.get("worker_threads"), MAX_THREADS),
+            blocking_threads=_limit("host.blocking_threads", host.get("blocking_threads"), MAX_THREADS),
+            max_concurrent_activities=_limit(
+                "durable.max_concurrent_activity_functions",
+                durable.get("max_concurrent_activity_functions"),
+                MAX_CONCURRENT_ACTIVITIES,
+            ),
         )
 
     def agent(self, name: str) -> AgentFaults:
         return self.agents.get(name, AgentFaults())
+
+
+def _limit(name: str, value: Any, most: int) -> int | None:
+    """A pool's size or a concurrency limit: an integer from 1 to ``most``, or None when the profile names none."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most):
+        raise ProfileError(f"{name} must be an integer from 1 to {most}, got {value!r}")
+    return value
 
 
 def _status_queues(data: Any, submitters: int) -> StatusQueues:

@@ -848,6 +848,17 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             # clock sleeps on the worker's event loop: blocking calls in async functions (must be 0)
             "blocking_sleeps_on_worker_loop": result.host.clock.untracked_sleeps[LOOP_THREAD],
             "sdk_speed_ups": result.host.sdk_speed_ups,
+            # the host's concurrency limits (None: none) and the most in flight at once under each, and the longest
+            # wait of an activity work item for a slot (simulated seconds)
+            "concurrency": {
+                "worker_threads": result.host.worker_threads,
+                "sync_invocations_peak": result.host.threads_peak,
+                "blocking_threads": result.host.blocking_threads,
+                "blocking_calls_peak": result.host.blocking_peak,
+                "max_concurrent_activities": result.host.engine.max_activities,
+                "activities_peak": result.host.engine.counters.activities_peak,
+                "activity_wait_longest_s": round(result.host.engine.counters.activity_wait_longest_s, 1),
+            },
             # the Durable instances at the end, per orchestrator and runtime status (an attempt's instance
             # left Running after its order ended is one the extension still waits on)
             "durable_instances": durable_instance_counts(result.host.engine.instances()),

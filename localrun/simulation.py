@@ -359,7 +359,11 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
 
         host.on_worker_restart = forget_process
         if profile.worker_threads is not None:  # else the app settings' PYTHON_THREADPOOL_THREAD_COUNT (LocalHost)
-            host.worker_threads = profile.worker_threads
+            host.worker_threads = host.blocking_threads = profile.worker_threads  # the setting sizes both pools
+        if profile.blocking_threads is not None:
+            host.blocking_threads = profile.blocking_threads
+        if profile.max_concurrent_activities is not None:  # else host.json's maxConcurrentActivityFunctions
+            host.engine.max_activities = profile.max_concurrent_activities
         if profile.activity_rerun_rate:  # own generator: other streams unchanged
             reruns, rate = random.Random(f"{config.seed}:activity-reruns"), profile.activity_rerun_rate
             host.engine.rerun_after_completion = lambda: reruns.random() < rate
@@ -489,6 +493,10 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         audit.injected["function_timeouts"] += host.function_timeouts
     if host.thread_waits:  # profile host.worker_threads: invocations that waited for one of the worker's threads
         audit.injected["thread_waits"] += host.thread_waits
+    if host.blocking_waits:  # blocking calls of async invocations that waited for a thread of their pool
+        audit.injected["blocking_waits"] += host.blocking_waits
+    if host.engine.counters.activities_waited:  # activity work items that waited for maxConcurrentActivityFunctions
+        audit.injected["activity_waits"] += host.engine.counters.activities_waited
     if host.engine.counters.activities_failed_by_timeout:
         audit.injected["activities_failed_by_timeout"] += host.engine.counters.activities_failed_by_timeout
     counters = broker.counters()

@@ -8,13 +8,15 @@ clock), waits for external events, when-any/when-all, cancelled timers. Activiti
 ``restart_worker``, they fail instead). ``deploy`` replaces the code
 (an upgrade or a rollback): an instance whose name it lacks fails at its next episode, as in Azure.
 
-Deterministic: one FIFO of work items, timers fire in (fire time, instance, task id) order, instance
-ids come from a counter. The client's requests (a start, a raised event, a termination) are answered at
-once, but reach the backend's queues only when the runner next drives the engine (``settle_requests``), in
-instance id order: the requests one invocation makes at once (the starter's and the supervisor's phases,
-``PARALLEL_CALLS`` in flight) reach the HTTP API on threads of their own, in whatever order the operating
-system runs them, and that order must not decide which instance runs first, its execution number, or which
-draws of ``delivery_delay`` it gets (it did: a run of 300 orders could end otherwise from one run to the next).
+Deterministic: one FIFO of work items (an activity's waits there while ``max_activities``, host.json's
+``maxConcurrentActivityFunctions``, are in flight; episodes behind it go on), timers fire in (fire time,
+instance, task id) order, instance ids come from a counter. The client's requests (a start, a raised event, a
+termination) are answered at once, but reach the backend's queues only when the runner next drives the engine
+(``settle_requests``), in instance id order: the requests one invocation makes at once (the starter's and the
+supervisor's phases, ``PARALLEL_CALLS`` in flight) reach the HTTP API on threads of their own, in whatever
+order the operating system runs them, and that order must not decide which instance runs first, its execution
+number, or which draws of ``delivery_delay`` it gets (it did: a run of 300 orders could end otherwise from one
+run to the next).
 
 ``delivery_delay`` (None: everything at once) makes the backend late, as Azure Storage's queues can be: each
 control-queue message (a start, a raised event, a termination, a timer's ``TimerFired``, an activity's result)
@@ -84,6 +86,9 @@ class EngineCounters:
     activities_failed_by_timeout: int = 0  # executions failed by a worker restart after a function timeout
     timers_fired: int = 0
     deliveries_delayed: int = 0  # control-queue messages and activity work items ``delivery_delay`` held back
+    activities_waited: int = 0  # activity work items that waited simulated time for a slot (``max_activities``)
+    activity_wait_longest_s: float = 0.0  # the longest such wait, in simulated seconds
+    activities_peak: int = 0  # the most activity executions in flight at once
     history_events: int = 0  # every event appended to any history, overwritten instances included
 
 
@@ -140,6 +145,14 @@ class DurableEngine:
         # again after that run ("Durable Functions ensures that each activity runs at least once",
         # durable-functions-code-constraints; design.md, numbered writes). None: never.
         self.rerun_after_completion: Callable[[], bool] | None = None
+        # The Durable extension's ``maxConcurrentActivityFunctions`` (host.json): DurableTask.Core's activity dispatcher
+        # fetches a work item only while fewer than that many activity executions are in flight on this instance
+        # (``WorkItemDispatcher``: it takes a concurrency slot before it fetches), so the others wait on the work-item
+        # queue, their orchestrations' timers and deadlines running meanwhile, while orchestrator episodes go on (the
+        # orchestration dispatcher has its own limit). None: no limit.
+        self.max_activities: int | None = None
+        # when each activity work item found waiting for a slot was first found so (by ``id``: it is on the queue)
+        self._waiting_since: dict[int, datetime] = {}
         self.counters = EngineCounters()
         # The requests answered and not yet settled, as (instance id, order answered, settle): see the module.
         self._requested: list[tuple[str, int, Callable[[], None]]] = []
@@ -272,19 +285,49 @@ class DurableEngine:
         return bool(self._queue)
 
     def queued_work(self) -> int:
-        """How many work items wait (each ``run_next`` takes one)."""
+        """How many work items ``run_next`` can take now (each takes one): every queued one, but for the activities
+        past the free slots of ``max_activities``, which wait."""
         self.settle_requests()
-        return len(self._queue)
+        free = self._free_activity_slots()
+        if free is None or len(self._queue) <= free:
+            return len(self._queue)
+        activities = self._hold_waiting_activities(free)
+        return len(self._queue) - activities + min(activities, free)
 
     def run_next(self) -> StepReport | None:
-        """Run one work item: one orchestrator episode or one activity execution."""
+        """Run one work item: one orchestrator episode or one activity execution, the first on the queue, or the
+        first episode when every activity slot (``max_activities``) is taken."""
         self.settle_requests()
         if not self._queue:
             return None
-        item = self._queue.popleft()
+        free = self._free_activity_slots()
+        if free is None or free > 0 or isinstance(self._queue[0], EpisodeWork):
+            item = self._queue.popleft()
+        else:
+            self._hold_waiting_activities(0)
+            position = next((i for i, queued in enumerate(self._queue) if isinstance(queued, EpisodeWork)), None)
+            if position is None:
+                return None
+            item = self._queue[position]
+            del self._queue[position]
         if isinstance(item, EpisodeWork):
             return self._run_episode(item.instance_id)
         return self._execute_activity(item)
+
+    def _free_activity_slots(self) -> int | None:
+        return None if self.max_activities is None else max(self.max_activities - len(self._in_flight), 0)
+
+    def _hold_waiting_activities(self, free: int) -> int:
+        """Notes when each queued activity work item past the first ``free`` (those take the free slots) was first
+        found waiting for a slot; returns how many activity work items are queued."""
+        now = self._now()
+        activities = 0
+        for item in self._queue:
+            if isinstance(item, ActivityWork):
+                activities += 1
+                if activities > free:
+                    self._waiting_since.setdefault(id(item), now)
+        return activities
 
     def next_due_time(self) -> datetime | None:
         """The earliest fire time of a pending timer, a late activity run or a message on its way, or None."""
@@ -550,7 +593,13 @@ class DurableEngine:
     # --- activities -------------------------------------------------------------------------------
 
     def _execute_activity(self, work: ActivityWork) -> StepReport:
+        waited_since = self._waiting_since.pop(id(work), None)
+        if waited_since is not None and waited_since < self._now():  # not taken at the instant a slot freed
+            self.counters.activities_waited += 1
+            waited = (self._now() - waited_since).total_seconds()
+            self.counters.activity_wait_longest_s = max(self.counters.activity_wait_longest_s, waited)
         self._in_flight.append(work)
+        self.counters.activities_peak = max(self.counters.activities_peak, len(self._in_flight))
         generation = self._host_generation
         self.counters.activity_executions += 1
         input_value = json.loads(work.input_json) if work.input_json is not None else None

@@ -6,7 +6,8 @@ runner each invocation is a task of the virtual-time scheduler (``localrun.virtu
 a task's own thread may park on the simulated clock. So the worker's executor hands each piece of
 blocking work back to the task that is waiting for the invocation: the task runs it in its own
 thread (a ``clock.sleep`` there parks the task, as a sleeping pool thread would wait in Azure) and
-the loop resumes the coroutine with its result. Work submitted outside any invocation runs inline.
+the loop resumes the coroutine with its result. Work submitted outside any invocation runs inline. An async
+invocation's blocking work first waits for a thread of the host's blocking pool (``LocalHost._run_blocking``).
 """
 
 from __future__ import annotations

@@ -200,9 +200,12 @@ class FunctionsWorker:
         function: IndexedFunction,
         inputs: Mapping[str, Any],
         trigger_metadata: Mapping[str, Any] | None = None,
+        *,
+        run_job: Callable[[Job], None] | None = None,
     ) -> Any:
         """Sends one ``InvocationRequest`` (``inputs``: binding name -> ``TypedData``) and waits for the
-        response, running the invocation's blocking work in the calling thread (see ``executor``).
+        response, running the invocation's blocking work in the calling thread (see ``executor``), each piece
+        through ``run_job`` when given (the host's pool of threads for it)
         Returns the response's return value ``TypedData`` (or None); raises ``InvocationFailed``."""
         protos = self.protos
         request = protos.InvocationRequest(
@@ -222,7 +225,10 @@ class FunctionsWorker:
             current_inbox.reset(token)
         future.add_done_callback(lambda _: inbox.put(None))
         while (job := inbox.get()) is not None:
-            job()
+            if run_job is None:
+                job()
+            else:  # the host runs it (on a thread of the pool it models)
+                run_job(job)
         response = future.result()
         if response.result.status != protos.StatusResult.Success:
             exception = response.result.exception
