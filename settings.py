@@ -116,7 +116,7 @@ LOCK_RENEWAL = timedelta(minutes=5)
 # they agree. An invocation the host handed over that waits for a thread has its lock renewal and functionTimeout
 # running meanwhile (docs/settings.md, "The worker's threads").
 SERVICE_BUS_MAX_CONCURRENT_CALLS = 16
-MAX_CONCURRENT_ACTIVITIES = 10
+MAX_CONCURRENT_ACTIVITIES = 40
 HTTP_PER_INSTANCE_CONCURRENCY = 16
 
 
@@ -574,12 +574,12 @@ SETTINGS: tuple[Setting, ...] = (
         "Threads of the Python worker's pool for sync functions (the agents' triggers, every activity, the sync ops "
         "routes). The Bicep, the azd hooks and local.settings.json.example set the sync concurrency host.json and the "
         "Flex HTTP concurrency allow one instance (3 request queues x maxConcurrentCalls 16 + "
-        "maxConcurrentActivityFunctions 10 + perInstanceConcurrency 16 = 74), which a value set here must cover; it "
+        "maxConcurrentActivityFunctions 40 + perInstanceConcurrency 16 = 104), which a value set here must cover; it "
         "also sizes the pool of the async functions' blocking work (`dependencies.size_blocking_pool`). Unset (the "
         "worker's own default): `min(32, cores + 4)`, 5 on one core, and an invocation waits for a thread while its "
         'lock renewal and functionTimeout run (docs/settings.md, "The worker\'s threads").',
         kind=THREAD_COUNT,
-        deployed="74",
+        deployed="104",
     ),
     # Intake and starter
     Setting("MAX_PENDING", "1000", "Submission rejects new orders while this many are Pending.", kind=count(1)),

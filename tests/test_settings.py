@@ -193,20 +193,21 @@ def test_a_switch_the_worker_reads_itself_is_read_as_the_worker_reads_it(name: s
     assert parsed is is_true_like(value)
 
 
-@pytest.mark.parametrize("value", ["1", "5", "73"])
+@pytest.mark.parametrize("value", ["1", "5", "74", "103"])
 def test_a_worker_pool_smaller_than_the_sync_concurrency_is_refused(value: str) -> None:
     """One instance's host hands the worker up to ``sync_concurrency()`` sync invocations at once (3 request queues x
-    maxConcurrentCalls 16 + maxConcurrentActivityFunctions 10 + HTTP perInstanceConcurrency 16); the ones past the pool
+    maxConcurrentCalls 16 + maxConcurrentActivityFunctions 40 + HTTP perInstanceConcurrency 16); the ones past the pool
     wait for a thread while their lock renewal and functionTimeout run. Before, any count was accepted (and unset, the
     deployed app ran with the worker's default of 5 threads on one core)."""
     from settings import sync_concurrency
 
-    assert sync_concurrency() == 74
-    with pytest.raises(SettingsError, match=r"PYTHON_THREADPOOL_THREAD_COUNT='\d+' is not valid: expected at least 74"):
+    assert sync_concurrency() == 104
+    refused = r"PYTHON_THREADPOOL_THREAD_COUNT='\d+' is not valid: expected at least 104"
+    with pytest.raises(SettingsError, match=refused):
         Settings.from_env({}, PYTHON_THREADPOOL_THREAD_COUNT=value)
 
 
-@pytest.mark.parametrize(("value", "threads"), [("", 0), ("74", 74), ("200", 200)])
+@pytest.mark.parametrize(("value", "threads"), [("", 0), ("104", 104), ("200", 200)])
 def test_a_worker_pool_that_covers_the_sync_concurrency_or_none_is_accepted(value: str, threads: int) -> None:
     assert Settings.from_env({}, PYTHON_THREADPOOL_THREAD_COUNT=value).worker_threads == threads
 

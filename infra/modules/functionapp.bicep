@@ -175,10 +175,10 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY: 'false'
     PYTHON_ENABLE_OPENTELEMETRY: 'true'
     // The worker's threads for sync functions: the sync concurrency one instance allows (settings.py
-    // sync_concurrency: 3 request queues x maxConcurrentCalls 16 + maxConcurrentActivityFunctions 10 +
+    // sync_concurrency: 3 request queues x maxConcurrentCalls 16 + maxConcurrentActivityFunctions 40 +
     // perInstanceConcurrency 16 below). Unset, the pool is min(32, cores + 4), 5 on one core
     // (docs/settings.md, "The worker's threads").
-    PYTHON_THREADPOOL_THREAD_COUNT: '74'
+    PYTHON_THREADPOOL_THREAD_COUNT: '104'
     // Service Bus triggers and the SDK sender: connection "ServiceBusConnection", identity-based.
     ServiceBusConnection__fullyQualifiedNamespace: serviceBusNamespaceFqdn
     ServiceBusConnection__credential: 'managedidentity'

@@ -1,13 +1,14 @@
 """The host's two concurrency limits beside the worker's sync pool (``tests/runtime/test_worker_threads.py``):
 
-- host.json's ``maxConcurrentActivityFunctions`` (10): the Durable extension dispatches no more activity work items
+- host.json's ``maxConcurrentActivityFunctions`` (40): the Durable extension dispatches no more activity work items
   at once on an instance (DurableTask.Core's dispatcher takes a concurrency slot before it fetches one), so the rest
   wait on the work-item queue while orchestrator episodes go on and the orchestrations' timers run;
 - the async functions' blocking pool: the event loop's default executor, where ``asyncio.to_thread`` runs, which
   ``dependencies.size_blocking_pool`` gives ``PYTHON_THREADPOOL_THREAD_COUNT`` threads.
 
-Before, the runner ran every activity that was due at once, up to the worker's 74 threads where the extension lets 10
-run (35 at once in ``slow-remote-calls.json``, 150 orders, seed 1), and every ``asyncio.to_thread`` call at once."""
+Before, the runner ran every activity that was due at once, up to the worker's threads where the extension lets
+host.json's limit run (35 at once in ``slow-remote-calls.json``, 150 orders, seed 1), and every
+``asyncio.to_thread`` call at once."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def harness(cosmos_db: Any) -> Iterator[RuntimeHarness]:
 
 def test_the_activity_limit_is_host_jsons_or_the_extensions_default(harness: RuntimeHarness) -> None:
     configured = host_json()["extensions"]["durableTask"]["maxConcurrentActivityFunctions"]
-    assert harness.host.engine.max_activities == configured == 10
+    assert harness.host.engine.max_activities == configured == 40
     assert max_concurrent_activities({}) == 10  # Consumption's default, and 10 x the one core of a Flex instance
     assert max_concurrent_activities({"extensions": {"durableTask": {"maxConcurrentActivityFunctions": 3}}}) == 3
 
@@ -147,7 +148,7 @@ def _handler_starts(harness: RuntimeHarness, monkeypatch: pytest.MonkeyPatch, or
 
 
 def test_the_blocking_pool_defaults_to_the_app_settings_thread_count(harness: RuntimeHarness) -> None:
-    assert harness.host.blocking_threads == harness.host.worker_threads == 74
+    assert harness.host.blocking_threads == harness.host.worker_threads == 104
 
 
 def test_without_a_limit_every_blocking_call_runs_at_once(

@@ -58,7 +58,7 @@ def test_the_pool_defaults_to_the_app_settings_thread_count(harness: RuntimeHarn
     what the deployed app gets (the Bicep sets the same value as local.settings.json.example); before, a run had no
     limit unless its profile set ``host.worker_threads``. (The app refuses a count under its sync concurrency, so a
     smaller pool is the profile's key.)"""
-    assert harness.host.worker_threads == worker_thread_count(local_settings_example()) == 74
+    assert harness.host.worker_threads == worker_thread_count(local_settings_example()) == 104
     assert [worker_thread_count({"PYTHON_THREADPOOL_THREAD_COUNT": v}) for v in ("2", "", "0", "x")] == [2] + [None] * 3
 
 
