@@ -33,7 +33,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from adapters.clock import Clock
 from adapters.servicebus.sender import MessageSender, OutgoingMessage, PropertyValue, SendError
@@ -169,6 +169,23 @@ class ScheduledCopy:
     due: datetime
 
 
+def due_base(clock: Clock, message: ReceivedMessage) -> datetime:
+    """What a copy's delay is added to: the host's clock, or the broker's time ``message`` was enqueued (a copy's: when
+    it came due) if that is later. Service Bus runs a schedule on its own clock, and a host whose clock is behind it
+    by more than a delay scheduled the copy in the past: given back at once, and its next round too, every round spent
+    in milliseconds (red team: the reply relay's six rounds, meant to carry a reply through a backend blip of a few
+    seconds, gone in a blip with the app's clock 45 s behind). The enqueued time is at or before the broker's now, so
+    a round is due at least its delay after the last came due, whatever the host's clock says; a host's clock ahead
+    still stretches each delay by its lead (the broker's now is not known here)."""
+    now = clock.now()
+    enqueued = message.enqueued_time_utc
+    if enqueued is None:
+        return now
+    if enqueued.tzinfo is None:
+        enqueued = enqueued.replace(tzinfo=UTC)
+    return max(now, enqueued)
+
+
 def send_copy(
     sender: MessageSender, clock: Clock, queue: str, message: ReceivedMessage, subject: str, delays: Sequence[timedelta]
 ) -> ScheduledCopy | None:
@@ -178,7 +195,7 @@ def send_copy(
     round_number = retry_round(message.application_properties) + 1
     if round_number > len(delays):
         return None
-    due = clock.now() + delays[round_number - 1]
+    due = due_base(clock, message) + delays[round_number - 1]
     copy = OutgoingMessage(
         body=body_bytes(message),
         message_id=copy_id(message, round_number),

@@ -171,6 +171,29 @@ def test_each_round_sends_the_next_copy_later_and_the_copy_is_raised_once_the_ba
     assert len(sender.sent) == 3  # nothing more sent
 
 
+def test_a_copy_is_due_after_its_delay_on_the_brokers_clock_when_the_hosts_clock_is_behind(functions):
+    """Red team (redteam-relay): the copy was due at the host's clock plus the round's delay. A host whose clock is
+    behind Service Bus's by more than the delay scheduled it in the past: the broker gave it back at once, and every
+    round after it, so the six rounds meant for a backend blip of a few seconds were spent in a few milliseconds and the
+    reply left to its deadline (the runner, app clock 45 s behind, blips of 3 to 8 s: 5 and 3 of 40 orders retried,
+    none without the skew). The broker's own time of the message being handled (its enqueued time, at or before the
+    broker's now) is the earliest base of the next round's due time."""
+    sender = RecordingSender()
+    behind = ManualClock(START - timedelta(seconds=45))
+    client = FakeDurableClient({"order-1:2": "Running"}, broken=True)
+    received = FakeReceivedMessage.of(REPLY.to_json(), message_id="r")
+    received.enqueued_time_utc = START  # the broker's time when the agent's reply was enqueued
+    for expected in (1, 2, 4):
+        assert relay(functions, client, None, ctx=make_context(behind, sender=sender), message=received).only == (
+            "complete",
+            {},
+        )
+        copy = sender.sent[-1][1]
+        assert copy.scheduled_enqueue_time == received.enqueued_time_utc + timedelta(seconds=expected)
+        received = FakeReceivedMessage.from_sent(copy)
+        received.enqueued_time_utc = copy.scheduled_enqueue_time  # a scheduled message is enqueued when it is due
+
+
 def test_a_copy_that_comes_after_its_attempt_ended_is_a_late_reply(functions):
     sender = RecordingSender()
     ctx = make_context(ManualClock(START), sender=sender)

@@ -60,3 +60,19 @@ def test_a_reply_whose_rounds_are_used_up_is_left_to_its_deadline_and_the_order_
         assert len(charges) == 1, charges
         assert result.ledger.net(order_id).shipments == 1
     assert {k: v for k, v in report["invariants"].items() if v} == {}, report["invariant_examples"]
+
+
+def test_the_rounds_carry_a_reply_through_a_blip_when_the_relays_host_clock_is_behind() -> None:
+    """Red team (redteam-relay): a copy was due at the host's clock plus its delay; with the app's clock 45 s behind
+    Service Bus's, every copy was due in the past, the broker gave each back at once, the six rounds went in
+    milliseconds and replies met by blips of 3 to 8 s were left to their deadlines (5 of 40 orders, each a supervisor
+    retry; none without the skew). Now a round is due after its delay on the broker's clock (``send_copy``)."""
+    profile = json.loads(BLIPS.read_text())
+    profile["host"] = {"clock_skew_s": {"app": -45}}
+    result = run_simulation(SimulationConfig(orders=40, seed=1, profile=Profile.parse(profile)))
+    report = build_report(result)
+    assert report["injected_faults"]["clock_skewed_invocations"] > 0
+    assert result.events.count("ReplyRetryScheduled") > 0  # replies did meet the blips
+    assert list(result.events.named("ReplyLeftToDeadline")) == []
+    assert _broker_dead_letters(report) == []
+    assert {k: v for k, v in report["invariants"].items() if v} == {}, report["invariant_examples"]
