@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import TYPE_CHECKING, Any, cast
 
 from settings import Settings
 
 if TYPE_CHECKING:
+    from azure.core.pipeline.transport import RequestsTransport
     from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy
 
     from adapters.cosmos.errors import StoreUnavailable
@@ -23,9 +25,47 @@ if TYPE_CHECKING:
 READ_TIMEOUT_SECONDS = 20
 
 
+def request_threads(settings: Settings) -> int:
+    """How many of the app's threads may send a request through the worker's one client at once: the worker's pool
+    for sync functions and the async functions' blocking pool (``dependencies.size_blocking_pool``), each of
+    ``PYTHON_THREADPOOL_THREAD_COUNT`` threads or, unset, of ``ThreadPoolExecutor``'s default size."""
+    threads = settings.worker_threads or min(32, (os.process_cpu_count() or 1) + 4)
+    return 2 * threads
+
+
+def pool_connections(settings: Settings) -> int:
+    """The connections the client's pool keeps per host: one per thread that may send a request at once
+    (``request_threads``), and the SDK's own requests besides (its endpoint refresh thread, its health checks'
+    ``os.cpu_count()`` threads)."""
+    return request_threads(settings) + (os.cpu_count() or 1) + 1
+
+
+def pooled_transport(connections: int) -> RequestsTransport:
+    """azure-core's own ``requests`` transport, its pool holding ``connections`` connections per host. The stock one
+    keeps ``requests``' default, 10 (``HTTPAdapter``'s ``pool_maxsize``, ``pool_block`` False): with more requests
+    in flight urllib3 opens a connection for each one past it, and when it comes back to the full pool closes it
+    ("Connection pool is full, discarding connection"), so under load most requests paid a new TCP connection and
+    TLS handshake (and a new SNAT port in Azure). The session is the one azure-core makes (``RequestsTransport.open``:
+    ``trust_env``, its adapter with urllib3's retries off, the SDK's policies retry), only its adapter rebuilt with
+    the bigger pool; the transport owns it, so closing the client closes it (Azure/azure-sdk-for-python#17165)."""
+    from azure.core.pipeline.transport import RequestsTransport
+
+    stock = RequestsTransport()
+    stock.open()  # its session, as azure-core configures it
+    session = stock.session
+    rebuilt: dict[int, Any] = {}
+    for prefix, adapter in list(session.adapters.items()):
+        if id(adapter) not in rebuilt:
+            rebuilt[id(adapter)] = type(adapter)(pool_maxsize=connections, max_retries=adapter.max_retries)
+        session.mount(prefix, rebuilt[id(adapter)])
+    return RequestsTransport(session=session, session_owner=True)
+
+
 def create_client(settings: Settings, identity: Any = None) -> CosmosClient:
     """The client (its constructor reads the database account, with a token first): with the key when the settings
-    carry one, else with ``identity`` (default: a new ``adapters.identity.managed_identity`` credential)."""
+    carry one, else with ``identity`` (default: a new ``adapters.identity.managed_identity`` credential). Its
+    transport's pool holds a connection for each thread of the worker that may use it (``pooled_transport``); the
+    ``connection_verify`` and ``read_timeout`` given here reach each request as before (the SDK passes them)."""
     from azure.cosmos import CosmosClient
 
     credential: Any = settings.cosmos_key
@@ -38,6 +78,7 @@ def create_client(settings: Settings, identity: Any = None) -> CosmosClient:
         credential=credential,
         connection_verify=settings.cosmos_verify_tls,
         read_timeout=READ_TIMEOUT_SECONDS,
+        transport=pooled_transport(pool_connections(settings)),
     )
 
 
