@@ -28,7 +28,7 @@ pytestmark = pytest.mark.cosmos
 
 THREADS = 40  # requests in flight at once, four times requests' default pool
 ROUNDS = 5  # each thread's reads, all threads starting each one together
-WORKER_THREADS = "74"  # what the Bicep, the azd hooks and local.settings.json.example set
+WORKER_THREADS = "104"  # what the Bicep, the azd hooks and local.settings.json.example set
 
 
 def settings_of(server: CosmosServer) -> Settings:
