@@ -11,6 +11,7 @@ from typing import Any
 from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.state_store import Page
 from dependencies import AppContext
+from domain import transitions
 from domain.text import carriable
 from observability.events import app_event
 from supervisor.backend_wait import InstanceStatuses
@@ -55,6 +56,8 @@ class SupervisorReport:
     outage_alerts: int = 0  # DependencyOutage / DependencyRecovered alerts this run sent (one per outage each)
     # expired attempts and stuck rounds whose instance the Durable backend has still to run: left alone
     left_to_backend: int = 0
+    # expired attempts the Durable backend never had (their starts failed): Pending again, not counted
+    starts_missed: int = 0
 
 
 def phase_failed(what: str, exc: Exception, **fields: Any) -> None:
@@ -103,11 +106,11 @@ def find_due(ctx: AppContext, state: ScanState) -> Due:
 
 def held_instances(ctx: AppContext, due: Due) -> list[str]:
     """The instances whose runtime status the run reads before it acts (``supervisor/backend_wait.py``): those
-    holding the expired attempts and due rounds, none when ``SUPERVISOR_BACKEND_WAIT_SECONDS`` is 0."""
-    if not ctx.settings.supervisor_backend_wait:
-        return []
-    records = [*due.scan.records, *(due.rounds.records if due.rounds is not None else [])]
-    return [record.locked_by for record in records if record.locked_by is not None]
+    holding the expired attempts and due rounds; when ``SUPERVISOR_BACKEND_WAIT_SECONDS`` is 0, only those of
+    attempts that never began (a start missed is released uncounted: ``supervisor.recovery``)."""
+    wait = ctx.settings.supervisor_backend_wait
+    records = [*due.scan.records, *(due.rounds.records if due.rounds is not None and wait else [])]
+    return [r.locked_by for r in records if r.locked_by is not None and (wait or transitions.never_began(r))]
 
 
 def run_supervisor(
@@ -191,6 +194,7 @@ def run_supervisor(
         notified=notified,
         outage_alerts=outage_alerts,
         left_to_backend=counts[RecoveryAction.LEFT] + claims.left,
+        starts_missed=counts[RecoveryAction.START_MISSED],
     )
     app_event(
         "SupervisorRun",
@@ -211,5 +215,6 @@ def run_supervisor(
         notified=report.notified,
         outageAlerts=report.outage_alerts,
         leftToBackend=report.left_to_backend,
+        startsMissed=report.starts_missed,
     )
     return report

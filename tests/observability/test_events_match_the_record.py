@@ -80,6 +80,7 @@ SUPERVISOR_MOVES = {
     "Escalated": "SupervisorEscalated",
     "OutageWait": "SupervisorOutageWait",
     "PaymentWait": "SupervisorPaymentWait",
+    "StartMissed": "SupervisorStartMissed",
 }
 
 

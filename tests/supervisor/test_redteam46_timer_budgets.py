@@ -38,7 +38,7 @@ from domain.states import ProcessState
 from settings import Settings
 from supervisor.scan import ScanState
 from tests.orchestrators.support import sample_order
-from tests.supervisor.conftest import claimed, expired
+from tests.supervisor.conftest import claimed, expired_in_a_step
 
 pytestmark = pytest.mark.cosmos
 
@@ -132,7 +132,7 @@ def test_a_supervisor_run_against_a_stalled_extension_ends_within_its_budgets(
     monkeypatch.setattr(supervisor.blueprint, "watch_dead_letters", lambda ctx: None)
     try:
         for i in range(RECORDS):
-            expired(states, f"o{i}", clock, timedelta(seconds=30))
+            expired_in_a_step(states, f"o{i}", clock, timedelta(seconds=30))
         for i in range(2):
             handed_over(states, f"undo{i}", clock)
         client = StalledClient()
@@ -170,7 +170,7 @@ def test_the_supervisor_starts_its_rounds_before_it_terminates(functions, make_c
             await asyncio.sleep(3600)
 
     try:
-        expired(states, "o1", clock, timedelta(seconds=30))
+        expired_in_a_step(states, "o1", clock, timedelta(seconds=30))
         handed_over(states, "undo", clock)
         asyncio.run(_trigger(functions, "supervisor")(timer=TimerRequest(past_due=False), client=Client()))
     finally:
