@@ -9,6 +9,7 @@ does not know is released uncounted; one whose status read meets the outage too 
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -32,6 +33,10 @@ def test_starts_failed_by_dense_durable_outages_fail_no_order() -> None:
     assert report["final_states"].get("Error", 0) == 0, report["final_states"]
     assert "RetriesExhausted" not in report["alerts"], report["alerts"]
     assert report["recoveries"]["starts_missed"] > 0  # starts did fail
+    # each release is its write and its event (tests/observability/test_events_match_the_record.py)
+    written = Counter(t.order_id for t in result.audit.transitions if t.event == "StartMissed")
+    logged = Counter(event["orderId"] for event in result.events.named("SupervisorStartMissed"))
+    assert written == logged
     assert report["recoveries"]["supervisor_retries"] == 0
     assert report["final_states"]["Processed"] == 40, report["final_states"]
     assert {k: v for k, v in report["invariants"].items() if v} == {}, report["invariant_examples"]
