@@ -73,7 +73,8 @@ def try_claim(ctx: AppContext, record: StateRecord) -> Claim | None:
     leaves the record Pending, unclaimed and uncounted, for the next sweep. An order that cannot be
     read at all (missing, or an error retrying will not cure) is claimed and not started: the attempt
     fails like any attempt that never ran, so the supervisor counts it and, at ``MAX_FAILURES``,
-    escalates with an alert instead of leaving the order Pending in silence."""
+    escalates with an alert instead of leaving the order Pending in silence (after ``MAX_STARTS_MISSED``
+    uncounted releases: its instance never existed, ``transitions.start_missed``)."""
     if not has_capacity(ctx):
         return None
     read = _read_order(ctx, record.order_id, record)
