@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from domain.compensation import UNDO_DEPENDENCY_OPEN, UNDONE
+from domain.compensation import ROUND_CLAIMED, UNDO_DEPENDENCY_OPEN, UNDONE, round_never_began
 from domain.records import StateRecord, last_move
 from domain.states import ProcessState
 from domain.transitions import due_at, never_began
@@ -38,8 +38,6 @@ from settings import DURABLE_CALL_TIMEOUT
 
 # Runtime statuses of an instance the backend still has to run: not started yet, or not ended.
 IN_HAND = frozenset({"Pending", "Running"})
-# The move that gives a round its record: the round has done nothing yet
-ROUND_CLAIMED = "CompensationClaimed"
 # The attempt's or round's own last move handed the record to the supervisor (``release_for_retry``,
 # ``release_undo``): it ends there whatever its instance's status says, so there is nothing to wait for.
 HANDED_OVER = frozenset({"StepTransientFailure", UNDO_DEPENDENCY_OPEN})
@@ -80,9 +78,9 @@ def in_backends_hands(record: StateRecord, status: str | None) -> bool:
 
 
 def start_unknown(record: StateRecord, status: str | None) -> bool:
-    """``record``'s attempt never began and its instance's status could not be read: whether its start was missed
-    (``ABSENT``) or is still in the backend's hands is not known yet."""
-    return status == UNREAD and never_began(record)
+    """``record``'s attempt or round never began and its instance's status could not be read: whether its start was
+    missed (``ABSENT``) or is still in the backend's hands is not known yet."""
+    return status == UNREAD and (never_began(record) or round_never_began(record))
 
 
 def left_to_backend(record: StateRecord, status: str | None, now: datetime, grace: timedelta, wait: timedelta) -> bool:

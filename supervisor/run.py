@@ -12,6 +12,8 @@ from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.state_store import Page
 from dependencies import AppContext
 from domain import transitions
+from domain.compensation import round_never_began
+from domain.records import StateRecord
 from domain.text import carriable
 from observability.events import app_event
 from supervisor.backend_wait import InstanceStatuses
@@ -107,10 +109,15 @@ def find_due(ctx: AppContext, state: ScanState) -> Due:
 def held_instances(ctx: AppContext, due: Due) -> list[str]:
     """The instances whose runtime status the run reads before it acts (``supervisor/backend_wait.py``): those
     holding the expired attempts and due rounds; when ``SUPERVISOR_BACKEND_WAIT_SECONDS`` is 0, only those of
-    attempts that never began (a start missed is released uncounted: ``supervisor.recovery``)."""
+    attempts and rounds that never began (a start missed is released uncounted: ``supervisor.recovery``,
+    ``supervisor.compensation_rounds``)."""
     wait = ctx.settings.supervisor_backend_wait
-    records = [*due.scan.records, *(due.rounds.records if due.rounds is not None and wait else [])]
-    return [r.locked_by for r in records if r.locked_by is not None and (wait or transitions.never_began(r))]
+    records = [*due.scan.records, *(due.rounds.records if due.rounds is not None else [])]
+    return [r.locked_by for r in records if r.locked_by is not None and (wait or _never_began(r))]
+
+
+def _never_began(record: StateRecord) -> bool:
+    return transitions.never_began(record) or round_never_began(record)
 
 
 def run_supervisor(

@@ -12,6 +12,12 @@ import pytest
 
 from adapters.cosmos.mapping import from_document, to_document
 from domain import transitions as t
+from domain.compensation import (
+    claim_compensation,
+    enter_compensation,
+    release_missed_round,
+    round_never_began,
+)
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
@@ -97,3 +103,18 @@ def test_the_count_is_stored_and_an_older_document_reads_none_missed():
     assert from_document(StateRecord, document) == record
     del document["startsMissed"]  # written before the field
     assert from_document(StateRecord, document).starts_missed == 0
+
+
+def test_a_round_that_never_began_is_released_uncounted_and_one_that_began_is_not():
+    record = claimed()
+    record = enter_compensation(record, "o-1:1", "cancelled", NOW, owner="o-1:1")
+    record = claim_compensation(record, NOW, START_GRACE, 3, "supervisor")
+    assert round_never_began(record) and record.locked_by is not None
+    with pytest.raises(IllegalTransition):
+        release_missed_round(record, NOW, BACKOFF, "supervisor")  # its start grace not over yet
+
+    released = release_missed_round(record, DUE, BACKOFF, "supervisor")
+    assert (released.locked_by, released.failure_count, released.starts_missed) == (None, 0, 1)
+    assert released.complete_by == DUE + BACKOFF
+    again = claim_compensation(released, DUE + BACKOFF, START_GRACE, 3, "supervisor")
+    assert (again.failure_count, again.attempt) == (0, record.attempt + 1)  # the claim after it counts nothing

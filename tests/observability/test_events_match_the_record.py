@@ -81,6 +81,7 @@ SUPERVISOR_MOVES = {
     "OutageWait": "SupervisorOutageWait",
     "PaymentWait": "SupervisorPaymentWait",
     "StartMissed": "SupervisorStartMissed",
+    "CompensationStartMissed": "SupervisorCompensationStartMissed",
 }
 
 

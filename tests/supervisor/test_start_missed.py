@@ -21,6 +21,7 @@ import supervisor.blueprint
 from adapters.cosmos.state_store import update_once
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain import transitions
+from domain.compensation import ROUND_BACKED_OFF, ROUND_START_MISSED, begin_undo
 from domain.states import ProcessState
 from localrun.durable.extension_api.handlers import json_answer
 from supervisor.backend_wait import ABSENT, UNREAD, read_statuses
@@ -28,6 +29,8 @@ from supervisor.run import find_due, held_instances, run_supervisor
 from supervisor.scan import ScanState
 from tests.notifications.courier_clients import courier_client
 from tests.supervisor.conftest import expired, expired_in_a_step
+from tests.supervisor.test_backend_wait import round_claimed
+from tests.supervisor.test_outage_wait import compensation_round_after_a_charge
 
 pytestmark = pytest.mark.cosmos
 
@@ -182,3 +185,68 @@ def test_the_reads_are_bounded_and_concurrent_as_before() -> None:
             raise Exception("Cannot connect to host localhost:7071")
 
     assert asyncio.run(read_statuses(Unreachable(), ["o1:1"])) == {"o1:1": UNREAD}
+
+
+# --- compensation rounds ----------------------------------------------------------------------------------------
+
+
+def test_a_round_the_backend_never_had_is_released_uncounted(make_ctx, states, clock, caplog):
+    """A round whose start failed was a stuck round, counted: ``MAX_FAILURES`` such rounds made the order
+    ``CompensationFailed``, paged, though no undo ever ran."""
+    ctx = make_ctx()
+    round_id = round_claimed(states, "o1", clock, timedelta(seconds=5))
+    before = states.get("o1")
+    assert before is not None
+
+    report = run_supervisor(ctx, ScanState(), statuses={round_id: ABSENT})
+
+    record = states.get("o1")
+    assert record is not None and record.process_state is ProcessState.COMPENSATING
+    assert (record.locked_by, record.failure_count, record.starts_missed) == (None, before.failure_count, 1)
+    assert record.history[-1].event == ROUND_START_MISSED
+    assert report.to_terminate == [round_id] and report.compensations == []
+    [event] = [r for r in caplog.records if getattr(r, "event", None) == "SupervisorCompensationStartMissed"]
+    assert getattr(event, "startsMissed", None) == 1
+
+
+def test_a_round_whose_status_is_unread_is_left_and_one_that_began_is_counted(make_ctx, states, clock):
+    ctx = make_ctx()
+    round_id = round_claimed(states, "o2", clock, timedelta(seconds=5))
+    report = run_supervisor(ctx, ScanState(), statuses={round_id: UNREAD})
+    record = states.get("o2")
+    assert record is not None and record.locked_by == round_id and report.left_to_backend == 1
+
+    claimed_round = compensation_round_after_a_charge(ctx, states, clock)
+    owner = claimed_round.locked_by
+    assert owner is not None
+    deadline = clock.now() + timedelta(seconds=60)
+    began = update_once(states, claimed_round, lambda r: begin_undo(r, owner, 1, "undo-req", deadline, clock.now()))
+    clock.set(deadline + timedelta(seconds=1))
+    run_supervisor(ctx, ScanState(), statuses={owner: ABSENT, round_id: UNREAD})
+    record = states.get(began.order_id)
+    assert record is not None and record.starts_missed == 0 and record.history[-1].event == ROUND_BACKED_OFF
+
+
+def test_a_round_that_can_never_start_still_ends_compensation_failed_and_pages(make_ctx, states, clock, sender):
+    ctx = make_ctx(MAX_FAILURES="3")
+    round_claimed(states, "o1", clock, timedelta(seconds=5))
+    scan = ScanState()
+    runs = 0
+    with courier_client(ORCHESTRATOR) as (_engine, real):
+        while True:
+            due = find_due(ctx, scan)
+            statuses = real.run(read_statuses(real.client, held_instances(ctx, due)))
+            assert set(statuses.values()) <= {ABSENT}
+            run_supervisor(ctx, scan, due, statuses)  # releases, or counts; a later run claims the next round
+            runs += 1
+            record = states.get("o1")
+            assert record is not None
+            if record.process_state is not ProcessState.COMPENSATING:
+                break
+            clock.set(max(clock.now(), record.complete_by or clock.now()) + timedelta(seconds=61))
+            assert runs < 40
+    assert record.process_state is ProcessState.COMPENSATION_FAILED
+    assert record.starts_missed == transitions.MAX_STARTS_MISSED
+    assert "the Durable backend never had" in (record.last_error or "")
+    alerts = [json.loads(m.body) for q, m in sender.sent if q == OPERATOR_ALERTS_QUEUE]
+    assert [a["kind"] for a in alerts] == ["CompensationFailed"]

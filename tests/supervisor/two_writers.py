@@ -572,6 +572,13 @@ def build_round_claimed(ctx: AppContext, order_id: str) -> Scene:
     return _claimed_round(ctx, order_id)
 
 
+def build_round_start_missed(ctx: AppContext, order_id: str) -> Scene:
+    """Round 1 claimed, its start failed: no undo begun, its start grace passed."""
+    scene = _claimed_round(ctx, order_id)
+    _advance(ctx, ctx.settings.start_grace + timedelta(seconds=1))
+    return scene
+
+
 def build_round_held(ctx: AppContext, order_id: str) -> Scene:
     """The undo failed transiently: the round holds its record through the backoff (write 2), its next try due."""
     scene = _round(ctx, order_id)
@@ -691,6 +698,13 @@ def late_start(ctx: AppContext, order_id: str, scene: Scene) -> str:
 @covers("supervisor.compensation_rounds.claim_due_compensations")
 def rounds(ctx: AppContext, order_id: str, scene: Scene) -> str:
     claims = claim_due_compensations(ctx)
+    return f"starts {len(claims.starts)} failed {claims.failed} stale {len(claims.stale_instances)}"
+
+
+@covers("supervisor.compensation_rounds.claim_due_compensations")
+def round_start_missed(ctx: AppContext, order_id: str, scene: Scene) -> str:
+    """The supervisor's rounds, the backend answering 404 for the round's instance (``ABSENT``)."""
+    claims = claim_due_compensations(ctx, statuses={_owner(scene): ABSENT})
     return f"starts {len(claims.starts)} failed {claims.failed} stale {len(claims.stale_instances)}"
 
 
@@ -961,6 +975,7 @@ WRITERS: dict[str, Act] = {
         start_missed,
         late_start,
         rounds,
+        round_start_missed,
         owed_sweep,
         owed_sweep_refused,
         review_taken_back,
@@ -1052,6 +1067,7 @@ SCENES: dict[str, tuple[Callable[[AppContext, str], Scene], tuple[str, ...]]] = 
     ),
     "compensating": (build_compensating, ("rounds", "operator_compensate", *SUBMISSION_SIDE)),
     "round_claimed": (build_round_claimed, ("undo_begun", "rounds", *SUBMISSION_SIDE)),
+    "round_start_missed": (build_round_start_missed, ("round_start_missed", "undo_begun", *SUBMISSION_SIDE)),
     "round": (build_round, ("undo_recorded", "undo_failed", "undo_held", "undo_released", "rounds", *SUBMISSION_SIDE)),
     "round_stuck": (
         build_round_stuck,
