@@ -29,13 +29,16 @@ from domain.circuit import is_waiting_reason
 from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation, review_outcome
 from domain.errors import FencingLost, IllegalTransition
 from domain.ids import COMPENSATION_MARKER, idempotency_key
-from domain.records import CompensationEntry, HistoryEntry, PaymentReceived, StateRecord, inexact_integer
+from domain.records import CompensationEntry, HistoryEntry, PaymentReceived, StateRecord, inexact_integer, last_move
 from domain.states import ProcessState, StepStatus
 from domain.workflow import STEPS, WORKFLOW, Step, StepKind, step
 
 UNDONE = "Undone"
 # The history event of a stuck round released to wait out its backoff (``back_off_stuck_round``).
 ROUND_BACKED_OFF = "CompensationRetryScheduled"
+ROUND_CLAIMED = "CompensationClaimed"
+# history event: the supervisor released a round the Durable backend never had (``release_missed_round``)
+ROUND_START_MISSED = "CompensationStartMissed"
 FAILED = "Failed"
 
 # CompensationFailed is re-entered only by an operator, after fixing what made the undo fail.
@@ -300,7 +303,7 @@ def claim_compensation(
     owner = compensation_instance_id(record.order_id, round_number)
     return record.with_changes(
         now,
-        "CompensationClaimed",
+        ROUND_CLAIMED,
         by,
         owner,
         locked_by=owner,
@@ -345,6 +348,49 @@ def back_off_stuck_round(
     )
 
 
+def round_never_began(record: StateRecord) -> bool:
+    """The round holding ``record`` made no move of its own: its last move (side notes aside) is its claim
+    (``claim_compensation``, whose detail names the round's instance). It began no undo."""
+    move = last_move(record)
+    return (
+        record.process_state is ProcessState.COMPENSATING
+        and record.locked_by is not None
+        and move is not None
+        and move.event == ROUND_CLAIMED
+        and move.detail == record.locked_by
+    )
+
+
+def round_start_missable(record: StateRecord) -> bool:
+    """Whether a round whose instance the Durable backend does not know may be released uncounted
+    (``release_missed_round``): it never began, and fewer than ``MAX_STARTS_MISSED`` starts were missed in a row."""
+    return round_never_began(record) and record.starts_missed < transitions.MAX_STARTS_MISSED
+
+
+def release_missed_round(
+    record: StateRecord, now: datetime, backoff: timedelta, by: str, grace: timedelta = transitions.NO_GRACE
+) -> StateRecord:
+    """A stuck round the Durable backend never had (its start failed: a 404 for its instance) that began no undo:
+    released (``lockedBy`` null) until ``now + backoff`` without counting a round (``failureCount`` unchanged: it
+    did nothing), ``startsMissed`` + 1; the claim after it starts a new round under a new instance id, and the
+    failed start, should it land after all, is fenced. Refused past ``MAX_STARTS_MISSED`` in a row
+    (``back_off_stuck_round`` counts it then), as for a forward attempt (``transitions.start_missed``)."""
+    if not is_stuck_round(record, now, grace) or not round_start_missable(record):
+        raise IllegalTransition(f"order {record.order_id}: no round start missed to release ({record.locked_by!r})")
+    until = now + backoff
+    starts = record.starts_missed + 1
+    return record.with_changes(
+        now,
+        ROUND_START_MISSED,
+        by,
+        f"round {record.attempt}: the Durable backend never had {record.locked_by}: its start failed "
+        f"({starts} in a row); next round not before {until.isoformat()}",
+        locked_by=None,
+        complete_by=until,
+        starts_missed=starts,
+    )
+
+
 def ensure_compensation_owner(record: StateRecord, owner: str) -> None:
     if record.locked_by != owner or record.process_state is not ProcessState.COMPENSATING:
         raise FencingLost(record.order_id, owner, record.locked_by)
@@ -373,6 +419,7 @@ def begin_undo(
         owner,
         f"entry {seq}: {entry.undo_action} {entry.step} via {entry.agent} ({request}), deadline {deadline.isoformat()}",
         complete_by=deadline,
+        starts_missed=0,  # the round began: its start was not missed
     )
 
 

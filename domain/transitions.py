@@ -10,13 +10,19 @@ from typing import Any
 from domain.circuit import waiting_reason
 from domain.errors import FencingLost, IllegalTransition
 from domain.ids import instance_id
-from domain.records import StateRecord, StepState
+from domain.records import StateRecord, StepState, last_move
 from domain.states import ProcessState, StepStatus
 
 STARTER = "starter"
 SUPERVISOR = "supervisor"
 SUBMISSION = "submission"
 STEP_STARTED = "StepStarted"
+CLAIMED = "Claimed"  # history event: the starter (or submission's fast path) claimed the record for an attempt
+START_MISSED = "StartMissed"  # history event: the supervisor released an attempt the Durable backend never had
+# How many attempts in a row the backend may never have had (``start_missed``) before such an attempt counts as a
+# failure like any other: a start that can never succeed (an orchestrator not registered, a task hub gone) still
+# ends in Error after MAX_STARTS_MISSED + MAX_FAILURES claims, and pages.
+MAX_STARTS_MISSED = 5
 PAYMENT_WAIT = "PaymentWait"  # history event: the supervisor released an attempt that waited for its payment
 
 # No grace: a deadline is due at its time. The supervisor passes ``SUPERVISOR_GRACE_SECONDS`` (``past_due``).
@@ -77,7 +83,7 @@ def claim(record: StateRecord, now: datetime, start_grace: timedelta) -> StateRe
     owner = instance_id(record.order_id, attempt)
     return record.with_changes(
         now,
-        "Claimed",
+        CLAIMED,
         STARTER,
         owner,
         process_state=ProcessState.PROCESSING,
@@ -131,6 +137,7 @@ def begin_step(
         current_step=step,
         complete_by=deadline,
         steps={**record.steps, step: state},
+        starts_missed=0,  # the attempt began: its start was not missed
     )
 
 
@@ -282,6 +289,48 @@ def supervisor_retry(
     )
 
 
+def never_began(record: StateRecord) -> bool:
+    """The attempt holding ``record`` made no move of its own: its last move (side notes aside) is its claim
+    (``claim``, whose detail names the owner). Its instance did no work the record shows."""
+    move = last_move(record)
+    return (
+        record.process_state is ProcessState.PROCESSING
+        and record.locked_by is not None
+        and move is not None
+        and move.event == CLAIMED
+        and move.detail == record.locked_by
+    )
+
+
+def start_missable(record: StateRecord) -> bool:
+    """Whether the supervisor may release ``record``'s attempt uncounted as one the Durable backend never had
+    (``start_missed``), given that its instance is unknown to the backend: the attempt never began and fewer than
+    ``MAX_STARTS_MISSED`` in a row were so released."""
+    return never_began(record) and record.starts_missed < MAX_STARTS_MISSED
+
+
+def start_missed_reason(record: StateRecord) -> str:
+    """``lastError`` of an attempt the Durable backend never had: its start failed (the starter logged why)."""
+    return f"the Durable backend never had {record.locked_by}: its start failed ({record.starts_missed + 1} in a row)"
+
+
+def start_missed(
+    record: StateRecord, expired_owner: str | None, now: datetime, until: datetime, grace: timedelta = NO_GRACE
+) -> StateRecord:
+    """An expired attempt whose orchestration instance the Durable backend never had (its start failed: the
+    backend answers a 404 for it) and that never began: Pending again, not before ``until``, ``failureCount``
+    unchanged (it did no work: nothing failed but the start) and ``startsMissed`` + 1. Its next claim is a new
+    attempt under a new instance id; should the failed start have landed after all, that instance is fenced
+    (``ensure_owner``). Refused once ``MAX_STARTS_MISSED`` were: the supervisor counts it then."""
+    if not start_missable(record):
+        raise IllegalTransition(
+            f"order {record.order_id}: {record.locked_by!r} began, or {record.starts_missed} starts missed in a row"
+        )
+    reason = start_missed_reason(record)
+    starts = record.starts_missed + 1
+    return _release_uncounted(record, expired_owner, now, until, START_MISSED, reason, grace, starts_missed=starts)
+
+
 def wait_out_outage(
     record: StateRecord,
     expired_owner: str | None,
@@ -326,7 +375,7 @@ def _release_uncounted(
     event: str,
     reason: str,
     grace: timedelta,
-    **wait: datetime,
+    **wait: datetime | int,
 ) -> StateRecord:
     """The expired attempt of ``expired_owner`` released without counting it: Pending, not before
     ``until``, ``reason`` as its ``lastError``, and when its wait began (``wait``)."""
@@ -362,4 +411,5 @@ def resubmit(record: StateRecord, operator: str, reason: str, now: datetime) -> 
         last_error=None,
         outage_wait_since=None,  # afresh: a later outage is a new wait with its own bound
         payment_wait_since=None,  # and a payment still missing a new wait with its own
+        starts_missed=0,  # and starts that fail again have their own bound
     )

@@ -817,6 +817,9 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             # the orders PAYMENT_WAIT_MINUTES gave up (supervisor/payment_wait.py)
             "payment_waits": events["PaymentWait"],
             "payment_waits_given_up": result.events.count("SupervisorPaymentWaitExceeded"),
+            # attempts and compensation rounds the Durable backend never had (their starts failed), released
+            # uncounted (supervisor/recovery.py, supervisor/compensation_rounds.py)
+            "starts_missed": events["StartMissed"] + events["CompensationStartMissed"],
             "escalations": events["Escalated"],
             "compensations": sum(
                 1

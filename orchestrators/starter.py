@@ -73,7 +73,8 @@ def try_claim(ctx: AppContext, record: StateRecord) -> Claim | None:
     leaves the record Pending, unclaimed and uncounted, for the next sweep. An order that cannot be
     read at all (missing, or an error retrying will not cure) is claimed and not started: the attempt
     fails like any attempt that never ran, so the supervisor counts it and, at ``MAX_FAILURES``,
-    escalates with an alert instead of leaving the order Pending in silence."""
+    escalates with an alert instead of leaving the order Pending in silence (after ``MAX_STARTS_MISSED``
+    uncounted releases: its instance never existed, ``transitions.start_missed``)."""
     if not has_capacity(ctx):
         return None
     read = _read_order(ctx, record.order_id, record)
@@ -199,9 +200,12 @@ async def start_orchestrations(
 
     If ``start_new`` fails after a claim, the record is deliberately left as it is: owned by an
     instance that never ran, with ``completeBy`` = claim time + start grace. The supervisor finds it
-    when that passes and handles it like any instance that missed a deadline (a forward attempt is
-    retried, a compensation round is claimed again). Retrying here could start an instance the
-    failed call had in fact created.
+    when that passes: a forward attempt whose instance the backend does not know (a 404) is released
+    without counting a failure, up to ``MAX_STARTS_MISSED`` in a row (``supervisor.recovery``), any other
+    is handled like an instance that missed a deadline (retried; a compensation round is claimed again).
+    Retrying here could start an instance the failed call had in fact created: the SDK raises the same
+    plain Exception for a 500 that came after the backend took the start, and a second ``start_new``
+    replaces an instance that already ended (``overridableExistingInstanceStates``: NonRunningStates).
 
     The starts run ``PARALLEL_CALLS`` at a time, and none is begun that could end past ``start_grace`` (what is
     left of the claims' start grace; ``adapters.durable_client.each_within``): a start made later is one the

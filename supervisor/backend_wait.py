@@ -15,7 +15,10 @@ writes fenced by ``lockedBy`` as ever; or its timer won: ``Completed``, and the 
 Nothing is ever not counted that would have been: a leave only defers the supervisor's decision to when the
 backend has caught up. Past the bound the record is recovered and counted as before, saying that the backend kept
 it (``backend_wait_reason``): a backend that never delivers still escalates, ``MAX_FAILURES`` bounds later. A
-status that cannot be read decides nothing either: the record is recovered as before."""
+status that cannot be read decides nothing either: the record is recovered as before, but for an attempt that never
+began (``transitions.never_began``: its last move is its claim), left as one in hand up to the same bound, because
+the one read that tells whether its start was missed (``ABSENT``) failed, on the same Durable outage that may have
+failed its start (``supervisor.recovery``: a missed start is released uncounted)."""
 
 from __future__ import annotations
 
@@ -25,25 +28,29 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from domain.compensation import UNDO_DEPENDENCY_OPEN, UNDONE
-from domain.ids import url_instance_id
+from domain.compensation import ROUND_CLAIMED, UNDO_DEPENDENCY_OPEN, UNDONE, round_never_began
 from domain.records import StateRecord, last_move
 from domain.states import ProcessState
-from domain.transitions import due_at
+from domain.transitions import due_at, never_began
 from observability.events import app_event
+from orchestrators.raise_events import read_status
 from settings import DURABLE_CALL_TIMEOUT
 
 # Runtime statuses of an instance the backend still has to run: not started yet, or not ended.
 IN_HAND = frozenset({"Pending", "Running"})
-# The move that gives a round its record: the round has done nothing yet
-ROUND_CLAIMED = "CompensationClaimed"
 # The attempt's or round's own last move handed the record to the supervisor (``release_for_retry``,
 # ``release_undo``): it ends there whatever its instance's status says, so there is nothing to wait for.
 HANDED_OVER = frozenset({"StepTransientFailure", UNDO_DEPENDENCY_OPEN})
 # How many status reads are in flight at once.
 PARALLEL_READS = 8
 
-# instance id -> its runtime status name, or None when it could not be read (or the instance does not exist)
+# What ``read_statuses`` says of an instance besides its runtime status names: the backend answered that it does not
+# know it (a 404: never created, or its start not recorded), or the read failed (an error answered, no answer in
+# time). Neither is a runtime status name (``OrchestrationRuntimeStatus``).
+ABSENT = "Absent"
+UNREAD = "Unread"
+
+# instance id -> its runtime status name, ``ABSENT`` or ``UNREAD``; None: not read
 InstanceStatuses = Mapping[str, str | None]
 
 
@@ -70,10 +77,17 @@ def in_backends_hands(record: StateRecord, status: str | None) -> bool:
     return move is None or move.event not in HANDED_OVER
 
 
+def start_unknown(record: StateRecord, status: str | None) -> bool:
+    """``record``'s attempt or round never began and its instance's status could not be read: whether its start was
+    missed (``ABSENT``) or is still in the backend's hands is not known yet."""
+    return status == UNREAD and (never_began(record) or round_never_began(record))
+
+
 def left_to_backend(record: StateRecord, status: str | None, now: datetime, grace: timedelta, wait: timedelta) -> bool:
     """Whether the supervisor leaves ``record`` (past due) alone this run: its instance still in the backend's
-    hands (``in_backends_hands``) and ``SUPERVISOR_BACKEND_WAIT_SECONDS`` not over."""
-    if wait <= timedelta(0) or not in_backends_hands(record, status):
+    hands (``in_backends_hands``), or an attempt that never began whose status could not be read
+    (``start_unknown``), and ``SUPERVISOR_BACKEND_WAIT_SECONDS`` not over."""
+    if wait <= timedelta(0) or not (in_backends_hands(record, status) or start_unknown(record, status)):
         return False
     ends = wait_ends(record, grace, wait)
     return ends is not None and now < ends
@@ -120,15 +134,17 @@ def backend_wait_reason(record: StateRecord, status: str | None, now: datetime) 
 
 async def read_statuses(client: Any, instance_ids: Iterable[str]) -> dict[str, str | None]:
     """The runtime status of each instance, read all at once (``PARALLEL_READS`` in flight), within
-    ``DURABLE_CALL_TIMEOUT`` in all: an instance whose read failed or did not answer in time is None (unknown)."""
+    ``DURABLE_CALL_TIMEOUT`` in all: ``ABSENT`` for an instance the backend does not know (a 404: the SDK's status
+    without a runtime status, and none of the error object a 500 carries, ``read_status``), ``UNREAD`` for one whose
+    read failed or did not answer in time."""
     wanted = list(dict.fromkeys(instance_ids))
     if not wanted:
         return {}
     gate = asyncio.Semaphore(PARALLEL_READS)
 
-    async def read(instance: str) -> str | None:
+    async def read(instance: str) -> str:
         async with gate:
-            return status_name(await client.get_status(url_instance_id(instance)))
+            return status_name(await read_status(client, instance)) or ABSENT
 
     tasks = {instance: asyncio.ensure_future(read(instance)) for instance in wanted}
     done, pending = await asyncio.wait(tasks.values(), timeout=DURABLE_CALL_TIMEOUT.total_seconds())
@@ -142,12 +158,13 @@ async def read_statuses(client: Any, instance_ids: Iterable[str]) -> dict[str, s
         if task in done and task.exception() is None:
             statuses[instance] = task.result()
         else:
-            statuses[instance] = None
+            statuses[instance] = UNREAD
             unread += 1
     if unread:
         app_event(
             "SupervisorStatusUnread",
-            f"{unread} of {len(wanted)} instance statuses not read: their records are recovered as at their deadline",
+            f"{unread} of {len(wanted)} instance statuses not read: their records are recovered as at their deadline "
+            "(an attempt that never began: left to a later run, up to SUPERVISOR_BACKEND_WAIT_SECONDS)",
             logging.WARNING,
             unread=unread,
             read=len(wanted) - unread,

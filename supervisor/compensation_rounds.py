@@ -20,14 +20,22 @@ from typing import Any
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from adapters.cosmos.state_store import Page
 from dependencies import AppContext
-from domain.compensation import ROUND_BACKED_OFF, back_off_stuck_round, claim_compensation
+from domain.compensation import (
+    ROUND_BACKED_OFF,
+    ROUND_START_MISSED,
+    back_off_stuck_round,
+    claim_compensation,
+    release_missed_round,
+    round_never_began,
+    round_start_missable,
+)
 from domain.errors import IllegalTransition
 from domain.outage import undo_in_flight, wait_compensation_out
 from domain.records import StateRecord
 from domain.retry import exponential_backoff
 from domain.states import ProcessState
 from domain.text import carriable
-from domain.transitions import SUPERVISOR
+from domain.transitions import MAX_STARTS_MISSED, SUPERVISOR
 from notifications.received import say_owed_received
 from observability.events import app_event
 from orchestrators.names import COMPENSATION
@@ -39,6 +47,7 @@ from orchestrators.timers import (
     TIMER_PER_ROUND_INPUT,
 )
 from supervisor.backend_wait import (
+    ABSENT,
     InstanceStatuses,
     backend_wait_reason,
     in_backends_hands,
@@ -131,15 +140,19 @@ def claim_due_compensations(
             continue
         # still in the backend's hands past the wait: counted as before, saying so
         kept = wait > timedelta(0) and in_backends_hands(record, status)
+        # the backend never had the round (its start failed) and it began no undo: released uncounted
+        missed = status == ABSENT and round_never_began(record)
         try:
             # A round stuck on an open dependency is released to wait the outage out (not counted).
-            outage = outage_verdict(ctx, record, undo_in_flight(record), now)
+            outage = None if missed else outage_verdict(ctx, record, undo_in_flight(record), now)
             # A lost response is re-read; a failure on one record never drops the claims already
             # made in this batch (they are returned and started).
             written = write_or_reread(
                 ctx,
                 record,
-                _claim_or_wait(ctx, now, outage, backend_wait_reason(record, status, now) if kept else None),
+                _claim_or_wait(
+                    ctx, now, outage, backend_wait_reason(record, status, now) if kept else None, missed=missed
+                ),
             )
         except (EtagMismatch, IllegalTransition) as exc:
             app_event(
@@ -204,6 +217,21 @@ def claim_due_compensations(
                 notBefore=written.complete_by.isoformat() if written.complete_by else None,
             )
             continue
+        if written.locked_by is None and written.history and written.history[-1].event == ROUND_START_MISSED:
+            app_event(
+                "SupervisorCompensationStartMissed",
+                f"order {written.order_id}: the Durable backend never had compensation round {record.attempt} "
+                f"({record.locked_by}: its start failed); next round not before {written.complete_by}, not counted "
+                f"({written.starts_missed} of {MAX_STARTS_MISSED} in a row)",
+                logging.WARNING,
+                orderId=written.order_id,
+                instanceId=record.locked_by,
+                round=record.attempt,
+                startsMissed=written.starts_missed,
+                failureCount=written.failure_count,
+                notBefore=written.complete_by.isoformat() if written.complete_by else None,
+            )
+            continue
         if written.process_state is ProcessState.COMPENSATION_FAILED:
             failed += 1
             deliver_owed(ctx, written)  # never raises: sent, or left owed for the next sweep
@@ -215,15 +243,30 @@ def claim_due_compensations(
 
 
 def _claim_or_wait(
-    ctx: AppContext, now: datetime, outage: OutageVerdict | None, backend_kept: str | None = None
+    ctx: AppContext,
+    now: datetime,
+    outage: OutageVerdict | None,
+    backend_kept: str | None = None,
+    *,
+    missed: bool = False,
 ) -> Callable[[StateRecord], StateRecord]:
     """The claim of the next round, or (stuck on an open dependency) the release to wait it out; past
     MAX_OUTAGE_WAIT_MINUTES the claim fails the compensation now, saying why. ``backend_kept``: why a stuck round
-    is counted although its instance is still Pending or Running (``backend_wait_reason``)."""
+    is counted although its instance is still Pending or Running (``backend_wait_reason``). ``missed``: the stuck
+    round's instance is unknown to the backend and it began no undo: released uncounted (``release_missed_round``)
+    up to ``MAX_STARTS_MISSED`` in a row, then counted, saying that the backend never had it."""
 
     grace = ctx.settings.supervisor_grace
 
     def move(record: StateRecord) -> StateRecord:
+        if missed and round_start_missable(record):
+            misses = record.starts_missed + 1
+            backoff = exponential_backoff(
+                misses, ctx.settings.retry_backoff_base, ctx.settings.retry_backoff_max, ctx.rng
+            )
+            return release_missed_round(record, now, backoff, SUPERVISOR, grace)
+        # MAX_STARTS_MISSED in a row: counted as a stuck round, saying that the backend never had it
+        kept = f"the Durable backend never had {record.locked_by}: its start failed" if missed else backend_kept
         if outage is not None and not outage.exceeded:
             return wait_compensation_out(
                 record,
@@ -239,8 +282,8 @@ def _claim_or_wait(
             record = replace(record, last_error=outage.escalation_reason(now))
             rounds = record.failure_count + 1
         elif record.locked_by is not None:  # a stuck round: counted, and the next one backs off
-            if backend_kept is not None:
-                record = replace(record, last_error=backend_kept)
+            if kept is not None:
+                record = replace(record, last_error=kept)
             failures = record.failure_count + 1
             backoff = exponential_backoff(
                 failures, ctx.settings.retry_backoff_base, ctx.settings.retry_backoff_max, ctx.rng

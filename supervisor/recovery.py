@@ -30,7 +30,7 @@ from domain.review import LeftDecision, decision_left
 from domain.states import ProcessState
 from notifications.received import say_owed_received
 from observability.events import app_event
-from supervisor.backend_wait import backend_wait_reason, in_backends_hands, left_to_backend, note_left
+from supervisor.backend_wait import ABSENT, backend_wait_reason, in_backends_hands, left_to_backend, note_left
 from supervisor.outage import outage_verdict, tell_waiting
 from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
 from supervisor.payment_wait import gave_up as payment_gave_up
@@ -49,6 +49,7 @@ class RecoveryAction(StrEnum):
     WAITING = "waiting"  # failed on an open dependency, or waited for a payment notification: Pending, not counted
     COMPENSATING = "compensating"  # retries exhausted before the pivot: handed to compensation
     LEFT = "left"  # its Durable instance has not run it yet (supervisor/backend_wait.py): not written, looked at again
+    START_MISSED = "start_missed"  # the backend never had it (its start failed): Pending, not counted
 
 
 @dataclass(frozen=True)
@@ -62,13 +63,19 @@ class RecoveryResult:
 
 def recover(ctx: AppContext, record: StateRecord, status: str | None = None) -> RecoveryResult:
     """Recovers ``record`` (as the scan read it) if it is still the same expired attempt. ``status``: the runtime
-    status of its instance, read before the run's recoveries (None: not read, or unknown): one the Durable backend
-    has still to run is left to it for ``SUPERVISOR_BACKEND_WAIT_SECONDS`` (``supervisor/backend_wait.py``)."""
+    status of its instance, read before the run's recoveries (None: not read): one the Durable backend has still to
+    run is left to it for ``SUPERVISOR_BACKEND_WAIT_SECONDS`` (``supervisor/backend_wait.py``); an attempt that
+    never began and whose instance the backend does not know (``ABSENT``: its start failed) did no work, and is
+    released without counting a failure, up to ``MAX_STARTS_MISSED`` in a row (``transitions.start_missed``)."""
     now = ctx.clock.now()
     grace = ctx.settings.supervisor_grace  # the scan found it this long past its deadline; re-checked in the write
     wait = ctx.settings.supervisor_backend_wait
     if left_to_backend(record, status, now, grace, wait):
         return _left(record, status, now, grace, wait)
+    # the backend never had the attempt (its start failed) and it never began: it did no work, nothing is counted
+    missed = status == ABSENT and transitions.never_began(record)
+    if missed and transitions.start_missable(record):
+        return _start_missed(ctx, record, now, grace)
     # still in the backend's hands past the wait: counted as before, saying so
     kept = wait > timedelta(0) and in_backends_hands(record, status)
     expired = record.locked_by
@@ -125,6 +132,8 @@ def recover(ctx: AppContext, record: StateRecord, status: str | None = None) -> 
             r = replace(r, last_error=outage.escalation_reason(now))
         elif kept:
             r = replace(r, last_error=backend_wait_reason(r, status, now))
+        elif missed:  # MAX_STARTS_MISSED in a row: counted now, saying that the backend never had it
+            r = replace(r, last_error=transitions.start_missed_reason(r))
         escalated = escalate_or_compensate(
             r, expired, now, max_failures, backoff, policy, amount, gave_up=given_up, grace=grace
         )
@@ -235,6 +244,40 @@ def _act_on_decision(ctx: AppContext, record: StateRecord, left: LeftDecision, p
     if escalated:
         return RecoveryResult(written.order_id, RecoveryAction.ESCALATED, expired, written, alert_sent=sent)
     return RecoveryResult(written.order_id, RecoveryAction.COMPENSATING, expired, written)
+
+
+def _start_missed(ctx: AppContext, record: StateRecord, now: datetime, grace: timedelta) -> RecoveryResult:
+    """Releases ``record``'s attempt, one the Durable backend never had, uncounted (``transitions.start_missed``):
+    Pending, not before a backoff doubling with the starts missed in a row. Its instance is terminated as any
+    expired attempt's (a start that landed after all ends there; it is fenced anyway)."""
+    expired = record.locked_by
+    missed = record.starts_missed + 1
+    backoff = exponential_backoff(missed, ctx.settings.retry_backoff_base, ctx.settings.retry_backoff_max, ctx.rng)
+
+    def move(r: StateRecord) -> StateRecord:
+        return say_owed_received(ctx.sender, transitions.start_missed(r, expired, now, now + backoff, grace), now)
+
+    try:
+        written = write_or_reread(ctx, record, move)
+    except (EtagMismatch, IllegalTransition) as exc:
+        return _skipped(record, expired, exc)
+    app_event(
+        "SupervisorStartMissed",
+        f"order {written.order_id}: the Durable backend never had {expired} (its start failed); retry not before "
+        f"{written.complete_by}, not counted as a failure ({written.starts_missed} of "
+        f"{transitions.MAX_STARTS_MISSED} in a row)",
+        logging.WARNING,
+        orderId=written.order_id,
+        instanceId=expired,
+        attempt=written.attempt,
+        startsMissed=written.starts_missed,
+        failureCount=written.failure_count,
+        notBefore=written.complete_by.isoformat() if written.complete_by else None,
+        backoffSeconds=backoff.total_seconds(),
+    )
+    ctx.counts.bump(ProcessState.PROCESSING, -1)
+    ctx.counts.bump(ProcessState.PENDING, +1)
+    return RecoveryResult(written.order_id, RecoveryAction.START_MISSED, expired, written)
 
 
 def _left(record: StateRecord, status: str | None, now: datetime, grace: timedelta, wait: timedelta) -> RecoveryResult:

@@ -11,6 +11,9 @@ from typing import Any
 from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.state_store import Page
 from dependencies import AppContext
+from domain import transitions
+from domain.compensation import round_never_began
+from domain.records import StateRecord
 from domain.text import carriable
 from observability.events import app_event
 from supervisor.backend_wait import InstanceStatuses
@@ -57,6 +60,8 @@ class SupervisorReport:
     outage_alerts: int = 0  # DependencyOutage / DependencyRecovered alerts this run sent (one per outage each)
     # expired attempts and stuck rounds whose instance the Durable backend has still to run: left alone
     left_to_backend: int = 0
+    # expired attempts the Durable backend never had (their starts failed): Pending again, not counted
+    starts_missed: int = 0
 
 
 def phase_failed(what: str, exc: Exception, **fields: Any) -> None:
@@ -108,12 +113,18 @@ def find_due(ctx: AppContext, state: ScanState, budget: RunBudget | None = None)
 
 def held_instances(ctx: AppContext, due: Due, budget: RunBudget | None = None) -> list[str]:
     """The instances whose runtime status the run reads before it acts (``supervisor/backend_wait.py``): those
-    holding the expired attempts and due rounds, none when ``SUPERVISOR_BACKEND_WAIT_SECONDS`` is 0 or ``budget``
-    is spent (the run acts on none of them)."""
-    if not ctx.settings.supervisor_backend_wait or (budget is not None and budget.spent()):
+    holding the expired attempts and due rounds; when ``SUPERVISOR_BACKEND_WAIT_SECONDS`` is 0, only those of
+    attempts and rounds that never began (a start missed is released uncounted: ``supervisor.recovery``,
+    ``supervisor.compensation_rounds``); none when ``budget`` is spent (the run acts on none of them)."""
+    if budget is not None and budget.spent():
         return []
+    wait = ctx.settings.supervisor_backend_wait
     records = [*due.scan.records, *(due.rounds.records if due.rounds is not None else [])]
-    return [record.locked_by for record in records if record.locked_by is not None]
+    return [r.locked_by for r in records if r.locked_by is not None and (wait or _never_began(r))]
+
+
+def _never_began(record: StateRecord) -> bool:
+    return transitions.never_began(record) or round_never_began(record)
 
 
 def run_supervisor(
@@ -199,6 +210,7 @@ def run_supervisor(
         notified=notified,
         outage_alerts=outage_alerts,
         left_to_backend=counts[RecoveryAction.LEFT] + claims.left,
+        starts_missed=counts[RecoveryAction.START_MISSED],
     )
     app_event(
         "SupervisorRun",
@@ -219,5 +231,6 @@ def run_supervisor(
         notified=report.notified,
         outageAlerts=report.outage_alerts,
         leftToBackend=report.left_to_backend,
+        startsMissed=report.starts_missed,
     )
     return report

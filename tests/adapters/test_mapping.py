@@ -5,8 +5,9 @@ The expected documents below were produced by the records' earlier pydantic form
 stored in Cosmos did not change when the records became dataclasses. Fields added since are in them
 too (``receivedOwed``: a document written before it reads as not owing ``Received``; ``submittedAs``: one
 written before it names no creating message; ``paymentWaitSince``: one written before it waits for no
-payment; ``reviewDefault``: one written before it does not know its review's default; a compensation entry's
-``undoneBy``: one written before it was undone by no operator's hand)."""
+payment; ``reviewDefault``: one written before it does not know its review's default; ``startsMissed``: one
+written before it knows of no start missed; a compensation entry's ``undoneBy``: one written before it was undone
+by no operator's hand)."""
 
 from __future__ import annotations
 
@@ -105,6 +106,7 @@ def rich_record() -> StateRecord:
         received_owed=T - timedelta(hours=2),
         submitted_as=4711,
         review_default=ReviewDefault(review_id="o-1:2:charge-payment:review:1", action="retry"),
+        starts_missed=2,
         last_write=LastWrite(by="o-1:2", number=3),
         history=[
             HistoryEntry(at=T, event="Received", by="submission"),
@@ -262,6 +264,7 @@ STATE_DOCUMENT: dict[str, Any] = {
     "receivedOwed": "2026-03-04T03:06:07.890123Z",
     "submittedAs": 4711,
     "reviewDefault": {"reviewId": "o-1:2:charge-payment:review:1", "action": "retry"},
+    "startsMissed": 2,
     "history": [
         {"at": "2026-03-04T05:06:07.890123Z", "event": "Received", "by": "submission", "detail": ""},
         {
@@ -372,6 +375,7 @@ FRESH_DOCUMENTS: dict[str, dict[str, Any]] = {
         "receivedOwed": None,
         "submittedAs": None,
         "reviewDefault": None,
+        "startsMissed": 0,
         "history": [],
         "schemaVersion": 1,
         "updatedAt": "2026-03-04T05:06:07.890123Z",

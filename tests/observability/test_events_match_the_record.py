@@ -80,6 +80,8 @@ SUPERVISOR_MOVES = {
     "Escalated": "SupervisorEscalated",
     "OutageWait": "SupervisorOutageWait",
     "PaymentWait": "SupervisorPaymentWait",
+    "StartMissed": "SupervisorStartMissed",
+    "CompensationStartMissed": "SupervisorCompensationStartMissed",
 }
 
 

@@ -84,6 +84,18 @@ def expired(states: CosmosStateStore, order_id: str, clock: ManualClock, ago: ti
     return claimed(states, order_id, deadline - timedelta(seconds=60), deadline)
 
 
+def expired_in_a_step(states: CosmosStateStore, order_id: str, clock: ManualClock, ago: timedelta) -> StateRecord:
+    """Attempt 1 of ``order_id`` began its first step, whose deadline passed ``ago`` before the clock's now: an
+    attempt that ran (one that never began, whose status cannot be read, is left: ``supervisor/backend_wait.py``)."""
+    deadline = clock.now() - ago
+    began = deadline - timedelta(seconds=60)
+    record = claimed(states, order_id, began, began + timedelta(seconds=60))
+    owner = f"{order_id}:1"
+    return update_once(
+        states, record, lambda r: transitions.begin_step(r, owner, "reserve", "inventory", "req-1", deadline, began)
+    )
+
+
 def note_answer(
     states: CosmosStateStore, record: StateRecord, action: str, clock: ManualClock, operator: str
 ) -> StateRecord:

@@ -71,7 +71,7 @@ def test_a_claim_whose_start_the_backend_holds_is_left_uncounted(make_ctx, state
     assert report.left_to_backend == 1
 
 
-@pytest.mark.parametrize("status", ["Completed", "Failed", "Terminated", None])
+@pytest.mark.parametrize("status", ["Completed", "Failed", "Terminated", None, "Unread", "Absent"])
 def test_an_attempt_whose_instance_ended_or_is_unknown_is_counted_as_before(make_ctx, states, clock, status):
     ctx = make_ctx()
     step_started(states, "o1", clock, timedelta(seconds=40))
@@ -243,7 +243,7 @@ def test_a_status_read_that_does_not_answer_is_unknown_within_the_bound(monkeypa
 
     statuses = asyncio.run(read_statuses(client, ["a:1", "b:1", "a:1"]))
 
-    assert statuses == {"a:1": "Running", "b:1": None}
+    assert statuses == {"a:1": "Running", "b:1": "Unread"}
 
 
 def test_a_round_taken_past_the_wait_names_the_undo_it_was_at(make_ctx, states, clock):

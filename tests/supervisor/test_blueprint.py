@@ -14,7 +14,7 @@ import supervisor.blueprint
 from domain.states import ProcessState
 from supervisor.scan import ScanState
 from supervisor.terminate import TERMINATE_REASON
-from tests.supervisor.conftest import expired
+from tests.supervisor.conftest import expired, expired_in_a_step
 
 pytestmark = pytest.mark.cosmos
 
@@ -75,7 +75,8 @@ def test_the_timer_recovers_then_terminates_only_active_instances(installed, fun
 
 
 def test_a_failing_status_query_does_not_fail_the_run(installed, functions, states, clock):
-    expired(states, "o1", clock, timedelta(seconds=5))
+    expired_in_a_step(states, "o1", clock, timedelta(seconds=5))
+    expired(states, "o2", clock, timedelta(seconds=5))  # claimed, never began
     client = FakeDurableClient({}, broken=set())  # get_status raises KeyError for every instance
 
     asyncio.run(_trigger(functions)(timer=TimerRequest(past_due=True), client=client))
@@ -83,3 +84,6 @@ def test_a_failing_status_query_does_not_fail_the_run(installed, functions, stat
     assert client.terminated == []
     record = states.get("o1")
     assert record is not None and record.process_state is ProcessState.PENDING
+    # whether its start was missed is not known: left to a later run (tests/supervisor/test_start_missed.py)
+    unstarted = states.get("o2")
+    assert unstarted is not None and unstarted.process_state is ProcessState.PROCESSING

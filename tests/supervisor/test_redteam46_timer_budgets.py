@@ -39,7 +39,7 @@ from domain.states import ProcessState
 from settings import Settings
 from supervisor.scan import ScanState
 from tests.orchestrators.support import sample_order
-from tests.supervisor.conftest import claimed, expired
+from tests.supervisor.conftest import claimed, expired_in_a_step
 
 pytestmark = pytest.mark.cosmos
 
@@ -154,7 +154,7 @@ def test_a_supervisor_run_against_a_stalled_extension_ends_within_its_budgets(
     in_store = timed(monkeypatch, supervisor.blueprint, "run_supervisor")  # 20 recoveries on the protocol server
     try:
         for i in range(RECORDS):
-            expired(states, f"o{i}", clock, timedelta(seconds=30))
+            expired_in_a_step(states, f"o{i}", clock, timedelta(seconds=30))
         for i in range(2):
             handed_over(states, f"undo{i}", clock)
         client = StalledClient()
@@ -193,7 +193,7 @@ def test_the_supervisor_starts_its_rounds_before_it_terminates(functions, make_c
             await asyncio.sleep(3600)
 
     try:
-        expired(states, "o1", clock, timedelta(seconds=30))
+        expired_in_a_step(states, "o1", clock, timedelta(seconds=30))
         handed_over(states, "undo", clock)
         asyncio.run(_trigger(functions, "supervisor")(timer=TimerRequest(past_due=False), client=Client()))
     finally:

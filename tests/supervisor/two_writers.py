@@ -76,6 +76,7 @@ from orchestrators.starter import try_claim
 from settings import Settings
 from submission.cancellation import cancel_order
 from submission.intake import _owe_received
+from supervisor.backend_wait import ABSENT
 from supervisor.compensation_rounds import claim_due_compensations
 from supervisor.operator import compensate_action, resubmit_action
 from supervisor.owed import deliver_owed, owes_notifications
@@ -451,6 +452,14 @@ def build_expired(ctx: AppContext, order_id: str) -> Scene:
     return scene
 
 
+def build_start_missed(ctx: AppContext, order_id: str) -> Scene:
+    """Claimed by the starter, whose start failed: the attempt never began, its start grace passed."""
+    record = _pending(ctx, order_id)
+    claimed = update_once(ctx.states, record, lambda r: transitions.claim(r, ctx.clock.now(), ctx.settings.start_grace))
+    _advance(ctx, ctx.settings.start_grace + timedelta(seconds=1))
+    return Scene(str(claimed.locked_by), 1)
+
+
 def build_expired_last(ctx: AppContext, order_id: str) -> Scene:
     """The attempt whose failure is the last one MAX_FAILURES allows, expired."""
     scene = _forward(ctx, order_id, failures=2)
@@ -563,6 +572,13 @@ def build_round_claimed(ctx: AppContext, order_id: str) -> Scene:
     return _claimed_round(ctx, order_id)
 
 
+def build_round_start_missed(ctx: AppContext, order_id: str) -> Scene:
+    """Round 1 claimed, its start failed: no undo begun, its start grace passed."""
+    scene = _claimed_round(ctx, order_id)
+    _advance(ctx, ctx.settings.start_grace + timedelta(seconds=1))
+    return scene
+
+
 def build_round_held(ctx: AppContext, order_id: str) -> Scene:
     """The undo failed transiently: the round holds its record through the backoff (write 2), its next try due."""
     scene = _round(ctx, order_id)
@@ -661,9 +677,34 @@ def supervisor(ctx: AppContext, order_id: str, scene: Scene) -> str:
     return str(recover(ctx, record).action)
 
 
+@covers("supervisor.recovery._start_missed")
+def start_missed(ctx: AppContext, order_id: str, scene: Scene) -> str:
+    """The supervisor, the backend answering 404 for the attempt's instance (``supervisor.backend_wait.ABSENT``)."""
+    record = ctx.states.get(order_id)
+    if record is None or not transitions.is_expired(record, ctx.clock.now()):
+        return "nothing expired"
+    return str(recover(ctx, record, ABSENT).action)
+
+
+@covers("activities.scheduler_steps.begin_step")
+def late_start(ctx: AppContext, order_id: str, scene: Scene) -> str:
+    """The start that failed landed after all (its 500 came after the backend took it): the instance begins its
+    first step, fenced once the supervisor released the record. Not announcing ``Processing``: with it, a lost
+    response of this first write beside a ``received_mark`` ends without the status sent (a progress status, tried
+    once), which no other scene raced before; left, see the branch's report."""
+    return _outcome(_begin(ctx, order_id, _owner(scene), "reserve-inventory", "inventory", 1))
+
+
 @covers("supervisor.compensation_rounds.claim_due_compensations")
 def rounds(ctx: AppContext, order_id: str, scene: Scene) -> str:
     claims = claim_due_compensations(ctx)
+    return f"starts {len(claims.starts)} failed {claims.failed} stale {len(claims.stale_instances)}"
+
+
+@covers("supervisor.compensation_rounds.claim_due_compensations")
+def round_start_missed(ctx: AppContext, order_id: str, scene: Scene) -> str:
+    """The supervisor's rounds, the backend answering 404 for the round's instance (``ABSENT``)."""
+    claims = claim_due_compensations(ctx, statuses={_owner(scene): ABSENT})
     return f"starts {len(claims.starts)} failed {claims.failed} stale {len(claims.stale_instances)}"
 
 
@@ -931,7 +972,10 @@ WRITERS: dict[str, Act] = {
     for act in (
         starter,
         supervisor,
+        start_missed,
+        late_start,
         rounds,
+        round_start_missed,
         owed_sweep,
         owed_sweep_refused,
         review_taken_back,
@@ -964,6 +1008,7 @@ WRITERS: dict[str, Act] = {
 FENCED = frozenset(
     {
         "begin_next",
+        "late_start",
         "release",
         "fail",
         "processed",
@@ -991,6 +1036,7 @@ SCENES: dict[str, tuple[Callable[[AppContext, str], Scene], tuple[str, ...]]] = 
     "running": (build_running, (*FORWARD, *SUBMISSION_SIDE)),
     "running_owed": (build_running_owed, ("begin_next", "fail", "processed", "received_said", *SUBMISSION_SIDE)),
     "expired": (build_expired, ("supervisor", *FORWARD, *SUBMISSION_SIDE)),
+    "start_missed": (build_start_missed, ("start_missed", "late_start", *SUBMISSION_SIDE)),
     "expired_last": (build_expired_last, ("supervisor", "begin_next", "release", "fail", *SUBMISSION_SIDE)),
     "charging": (build_charging, ("begin_next", "release", "fail", "ask_compensation", *SUBMISSION_SIDE)),
     "charging_expired": (
@@ -1021,6 +1067,7 @@ SCENES: dict[str, tuple[Callable[[AppContext, str], Scene], tuple[str, ...]]] = 
     ),
     "compensating": (build_compensating, ("rounds", "operator_compensate", *SUBMISSION_SIDE)),
     "round_claimed": (build_round_claimed, ("undo_begun", "rounds", *SUBMISSION_SIDE)),
+    "round_start_missed": (build_round_start_missed, ("round_start_missed", "undo_begun", *SUBMISSION_SIDE)),
     "round": (build_round, ("undo_recorded", "undo_failed", "undo_held", "undo_released", "rounds", *SUBMISSION_SIDE)),
     "round_stuck": (
         build_round_stuck,
