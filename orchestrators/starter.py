@@ -223,6 +223,7 @@ async def start_orchestrations(
                 logging.WARNING,
                 orderId=claim.order_id,
                 instanceId=claim.instance_id,
+                durableCall="start",  # a Durable call that failed, not the store: the durableBackendFailing rule's
             )
             return True
         started.append(claim.instance_id)
@@ -241,6 +242,7 @@ async def start_orchestrations(
                 logging.WARNING,
                 orderId=claim.order_id,
                 instanceId=claim.instance_id,
+                durableCall="start",
             )
     order = {claim.instance_id: i for i, claim in enumerate(claims)}
     return sorted(started, key=order.__getitem__)

@@ -1,4 +1,4 @@
-// Operator alerting: one action group (email) and six log search alert rules.
+// Operator alerting: one action group (email) and seven log search alert rules.
 // - the app raised an OperatorAlert (log search on its OperatorAlert events, notifications/alerts.py: one per alert).
 //   Not the operator-alerts queue's IncomingMessages metric: one time series, so a steady stream of alerts kept its
 //   stateful alert fired and the operator had one email for all of them;
@@ -18,7 +18,11 @@
 // - Cosmos DB refusing the app's identity in each of five 5-minute periods in a row (log search on the
 //   StoreRequestRefused events every refused request logs, adapters/cosmos/errors.py): a role removed, a Data Reader
 //   role, the firewall; not a role still propagating. Not the supervisor's memory of its refused scans: a host
-//   restart started its 20 minutes again, and writes refused while reads were answered never paged.
+//   restart started its 20 minutes again, and writes refused while reads were answered never paged;
+// - the Durable backend failing the app's calls (starts, raises, status reads, terminations) in each of three 5-minute
+//   periods in a row (durableBackendFailing): the task hub's storage throttled or down, the Durable Task Scheduler
+//   broken. Before, a long outage showed only as orders going to Error 10 minutes in, each paged by ordersFailed
+//   without its cause; a blip of seconds pages nobody (tests/observability/test_durable_backend_alert.py).
 // The log search rules are stateful (autoMitigate unset: true): an alert fires once, then nothing it sees
 // pages again until its condition has been unmet for three evaluations (two at PT15M; Microsoft Learn, Azure Monitor
 // alerts overview, "Alerts and state"). Each is split by dimensions (orderId, and the alert kind or the phase; an
@@ -409,6 +413,54 @@ resource storeAccessRefused 'Microsoft.Insights/scheduledQueryRules@2022-06-15' 
           failingPeriods: {
             numberOfEvaluationPeriods: 5
             minFailingPeriodsToAlert: 5
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+    }
+  }
+}
+
+resource durableBackendFailing 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'sqr-durable-backend-failing-${namePrefix}'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'Durable backend failing for 10 minutes'
+    description: 'The Durable Functions extension\'s HTTP API has failed the app\'s calls in each of the last three 5-minute periods: starts (StartFailed with durableCall start, CompensationStartFailed), replies not raised (ReplyRetryScheduled, ReplyLeftToDeadline), instance statuses unread (SupervisorStatusUnread), terminations (SupervisorTerminateFailed), calls left for a stalled extension (DurablePhaseStopped). Orders are being retried meanwhile (a start that failed is released by the supervisor, a reply sent again in rounds, then left to its deadline), but those still failing when their retries run out go to Error, each paged by ordersFailed. Look at the task hub\'s storage account (throttling: its Availability and SuccessE2ELatency metrics, its firewall, the app\'s role on it, AzureWebJobsStorage) or the Durable Task Scheduler, and at the Durable extension\'s own logs (the host\'s traces of category DurableTask.*, Host.Triggers.DurableTask) and the error field of the events.'
+    severity: 1
+    enabled: true
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT5M'
+    // As ordersFailed: AppTraces may not exist yet when this is created.
+    skipQueryValidation: true
+    scopes: [
+      logAnalyticsWorkspaceId
+    ]
+    criteria: {
+      allOf: [
+        {
+          // The events a Durable call that failed NOW logs, whoever made it (the starter, the supervisor, the reply
+          // relay, by any host: Application Insights keeps them across restarts). Not the supervisor's later
+          // SupervisorStartMissed / SupervisorCompensationStartMissed: the backend answered those (a 404), minutes
+          // after a start failed, so one blip's echoes would reach periods it never touched; not the StartFailed of a
+          // claim the store refused (no durableCall). Failing in each of three 5-minute periods in a row: a blip of
+          // seconds, or of up to five minutes, touches two at most and pages nobody; an outage pages once, 10 to 15
+          // minutes in, about when its first orders would go to Error. One alert, no dimensions: stateful, it stays
+          // fired while the failures go on and is resolved 15 minutes after they stop. Failures every few seconds of
+          // each minute (a flapping task hub) page too: the backend is failing the app all along.
+          query: 'AppTraces | where tostring(Properties.event) in ("CompensationStartFailed", "DurablePhaseStopped", "ReplyLeftToDeadline", "ReplyRetryScheduled", "SupervisorStatusUnread", "SupervisorTerminateFailed") or (tostring(Properties.event) == "StartFailed" and tostring(Properties.durableCall) == "start")'
+          timeAggregation: 'Count'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 3
+            minFailingPeriodsToAlert: 3
           }
         }
       ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -126,3 +127,15 @@ def transient(message: str = "busy") -> RemoteError:
 
 def permanent(message: str = "declined") -> RemoteError:
     return RemoteError(message, transient=False)
+
+
+@dataclass(frozen=True)
+class StartClaim:
+    """What ``start_orchestrations`` starts (``orchestrators.starter.Startable``): an order's instance, its input the
+    order id only (the tests look at the starts, not at what the orchestration does)."""
+
+    order_id: str
+    instance_id: str
+
+    def orchestration_input(self) -> dict[str, Any]:
+        return {"orderId": self.order_id}

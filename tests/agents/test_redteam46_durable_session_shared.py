@@ -18,7 +18,6 @@ import asyncio
 import json
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -35,7 +34,7 @@ from localrun.durable.extension_api.handlers import Answer
 from orchestrators.names import SCHEDULER
 from orchestrators.starter import start_orchestrations
 from order_agents.reply_relay import relay_reply
-from tests.agents.support import START, make_context
+from tests.agents.support import START, StartClaim, make_context
 from tests.fakes import FakeReceivedMessage, RecordingSender
 from tests.localrun.real_durable_client import RealDurableClient
 from tests.notifications.courier_clients import courier_client
@@ -53,15 +52,6 @@ REPLY = {
     "step": "charge-payment",
     "outcome": "succeeded",
 }
-
-
-@dataclass(frozen=True)
-class _Claim:
-    order_id: str
-    instance_id: str
-
-    def orchestration_input(self) -> dict[str, Any]:
-        return {"orderId": self.order_id}
 
 
 @pytest.fixture
@@ -102,7 +92,9 @@ def test_a_raise_held_past_the_sdks_timeout_does_not_fail_another_orders_start(d
     async def both() -> tuple[Any, list[str]]:
         relayed = asyncio.ensure_future(relay_reply(client, FakeReceivedMessage.of(json.dumps(REPLY)), ctx))
         await asyncio.sleep(BOUND / 2)  # the start goes out while the raise is held
-        started = await start_orchestrations(client, SCHEDULER, [_Claim("o-start", "o-start:1")], timedelta(seconds=60))
+        started = await start_orchestrations(
+            client, SCHEDULER, [StartClaim("o-start", "o-start:1")], timedelta(seconds=60)
+        )
         return await relayed, started
 
     try:
@@ -161,7 +153,7 @@ def test_a_stalled_extension_holds_a_run_of_starts_about_its_budget_not_claims_x
 
     real.api.before_answer = extension
     client = bounded_client(real.client)
-    claims = [_Claim(f"o{i}", f"o{i}:1") for i in range(12)]
+    claims = [StartClaim(f"o{i}", f"o{i}:1") for i in range(12)]
 
     async def timed() -> tuple[list[str], float]:
         loop = asyncio.get_running_loop()
@@ -176,5 +168,7 @@ def test_a_stalled_extension_holds_a_run_of_starts_about_its_budget_not_claims_x
     real.api.before_answer = lambda method, path: None
 
     assert started == [] and took < 2 * BOUND, took  # one wave of bounded starts, given up: 12 x BOUND before
-    after = real.run(start_orchestrations(client, SCHEDULER, [_Claim("o-after", "o-after:1")], timedelta(seconds=60)))
+    after = real.run(
+        start_orchestrations(client, SCHEDULER, [StartClaim("o-after", "o-after:1")], timedelta(seconds=60))
+    )
     assert after == ["o-after:1"] and engine.instance("o-after:1") is not None

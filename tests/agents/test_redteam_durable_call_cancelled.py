@@ -23,8 +23,8 @@ from orchestrators.raise_events import RaiseEvent, raise_events
 from orchestrators.starter import start_orchestrations
 from order_agents.reply_relay import relay_reply
 from supervisor.terminate import terminate_expired
-from tests.agents.support import START, make_context
-from tests.agents.test_redteam46_durable_session_shared import REPLY, _Claim
+from tests.agents.support import START, StartClaim, make_context
+from tests.agents.test_redteam46_durable_session_shared import REPLY
 from tests.fakes import FakeReceivedMessage
 
 
@@ -57,7 +57,9 @@ class HeldExtension:
 
 
 TRIGGER_CALLS: dict[str, Callable[[Any], Awaitable[Any]]] = {
-    "starter": lambda client: start_orchestrations(client, SCHEDULER, [_Claim("o-c", "o-c:1")], timedelta(seconds=60)),
+    "starter": lambda client: start_orchestrations(
+        client, SCHEDULER, [StartClaim("o-c", "o-c:1")], timedelta(seconds=60)
+    ),
     "reply relay": lambda client: relay_reply(
         client, FakeReceivedMessage.of(json.dumps(REPLY)), make_context(ManualClock(START))
     ),

@@ -440,6 +440,7 @@ def log_rule(symbol: str) -> Any:
         "deadLettersFound",
         "alertsUndelivered",
         "storeAccessRefused",
+        "durableBackendFailing",
     }
     assert set(rules) == expected, sorted(rules)
     return rules[symbol]
@@ -510,10 +511,34 @@ def test_store_access_refused_rule_queries_the_event_every_refusal_logs():
     assert (properties["windowSize"], properties["evaluationFrequency"]) == ("PT5M", "PT5M")
 
 
+def test_durable_backend_rule_queries_the_events_of_durable_calls_failing():
+    """A Durable backend failing for 10 minutes pages through this rule, on the events the app's Durable calls log when
+    they fail, each still logged where it names (tests/observability/test_durable_backend_alert.py); a StartFailed
+    only when a Durable start failed (``durableCall``), not the store's."""
+    properties = log_rule("durableBackendFailing").body["properties"]
+    [criterion] = properties["criteria"]["allOf"]
+    logged = {
+        "StartFailed": ROOT / "orchestrators" / "starter.py",
+        "CompensationStartFailed": ROOT / "orchestrators" / "starter.py",
+        "DurablePhaseStopped": ROOT / "adapters" / "durable_client.py",
+        "ReplyRetryScheduled": ROOT / "order_agents" / "reply_relay.py",
+        "ReplyLeftToDeadline": ROOT / "order_agents" / "reply_relay.py",
+        "SupervisorStatusUnread": ROOT / "supervisor" / "backend_wait.py",
+        "SupervisorTerminateFailed": ROOT / "supervisor" / "terminate.py",
+    }
+    for event, source in logged.items():
+        assert f'"{event}"' in criterion["query"], f"the durableBackendFailing rule does not query {event}"
+        assert f'"{event}"' in source.read_text(), f"{source} no longer logs {event}: update the alert query"
+    assert 'durableCall="start"' in (ROOT / "orchestrators" / "starter.py").read_text()
+    assert "dimensions" not in criterion
+    assert criterion["failingPeriods"] == {"numberOfEvaluationPeriods": 3, "minFailingPeriodsToAlert": 3}
+    assert (properties["windowSize"], properties["evaluationFrequency"]) == ("PT5M", "PT5M")
+
+
 def test_failed_orders_alert_survives_a_new_workspace():
     """The log alerts are created before the app ever logs: AppTraces does not exist yet."""
-    for symbol in ("ordersFailed", "supervisorFailing", "alertsUndelivered", "storeAccessRefused"):
-        assert log_rule(symbol).body["properties"]["skipQueryValidation"] is True
+    for rule in resources(ALERTS, "Microsoft.Insights/scheduledQueryRules"):
+        assert rule.body["properties"]["skipQueryValidation"] is True, rule.symbol
     alerts_module = (INFRA / "main.bicep").read_text().split("module alerts ", 1)[1].split("\n}\n", 1)[0]
     assert re.search(r"dependsOn: \[\s*appInsights\s*\]", alerts_module), "alerts must wait for Application Insights"
 

@@ -243,11 +243,17 @@ def test_an_order_whose_notifications_go_out_an_hour_later_pages_once(
 
 def test_every_event_and_field_a_rule_reads_is_one_the_app_logs() -> None:
     """No rule waits for an event no code logs any more, or reads a field none logs."""
+    from orchestrators.starter import START_EVENTS
+    from tests.infra.paths import MODULES
     from tests.infra.test_operations_infra import emitted_fields
     from tests.test_docs import app_trees, emitted_event_names
+    from tools.bicepcheck.query import load, resources
 
     events, fields = emitted_event_names(app_trees()), emitted_fields()
-    for symbol in ("ordersFailed", "supervisorFailing", "alertsUndelivered", "storeAccessRefused"):
+    events |= {name for pair in START_EVENTS.values() for name in pair}  # the starter logs them through this table
+    rules = resources(load(MODULES / "alerts.bicep"), "Microsoft.Insights/scheduledQueryRules")
+    assert len(rules) >= 7
+    for symbol in (rule.symbol for rule in rules):
         [criterion] = LogRule.criteria(symbol)
         query = str(criterion["query"])
         named = set(re.findall(r'Properties\.event\)\s*(?:==|in)\s*\(?((?:\s*"\w+",?)+)', query))
