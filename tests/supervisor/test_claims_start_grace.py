@@ -121,7 +121,8 @@ def test_a_slow_run_without_a_trigger_claims_only_what_it_can_start_in_time_and_
     first_by = min(start.start_by for start in first.compensations if start.start_by is not None)
     for start in first.compensations:  # each claim dated at its write: the grace from there
         record = states.get(start.order_id)
-        assert record is not None and record.complete_by == start.start_by and record.complete_by >= first_by
+        assert record is not None and record.complete_by is not None
+        assert record.complete_by == start.start_by and record.complete_by >= first_by
     left = [r for r in map(states.get, order_ids) if r is not None and r.locked_by is None]
     assert len(left) == ROUNDS - len(first.compensations), "the rounds left are still due, unclaimed"
 
