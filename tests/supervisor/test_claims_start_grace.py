@@ -118,6 +118,7 @@ def test_a_slow_run_without_a_trigger_claims_only_what_it_can_start_in_time_and_
     assert (stop.__dict__["phase"], stop.__dict__["reason"]) == ("compensation claims", "start grace")
     assert 0 < len(first.compensations) < ROUNDS
     assert stop.__dict__["left"] == ROUNDS - len(first.compensations)
+    assert len({start.start_by for start in first.compensations}) == len(first.compensations) > 1, "one date"
     first_by = min(start.start_by for start in first.compensations if start.start_by is not None)
     for start in first.compensations:  # each claim dated at its write: the grace from there
         record = states.get(start.order_id)
