@@ -12,6 +12,7 @@ from adapters.durable_client import bounded_client
 from contracts.names import APP_QUEUES
 from dependencies import get_context_async
 from observability.events import app_event
+from settings import DURABLE_CALL_TIMEOUT
 from supervisor.backend_wait import read_statuses
 from supervisor.budget import RunBudget
 from supervisor.compensation_rounds import CompensationStart, start_compensations
@@ -44,9 +45,11 @@ async def supervisor(timer: func.TimerRequest, client: df.DurableOrchestrationCl
     def start(starts: list[CompensationStart], grace: timedelta) -> None:
         # each batch of claims as soon as it is made, on this loop, whatever the budget (each claimed round is
         # started: one wave at least, within what is left of its first claim's start grace); never raises
-        try:
-            asyncio.run_coroutine_threadsafe(start_compensations(durable, starts, grace), loop).result()
+        made = asyncio.run_coroutine_threadsafe(start_compensations(durable, starts, grace), loop)
+        try:  # bounded: the starts end within the grace and a wave (each call bounded), whatever the loop does
+            made.result((max(grace, DURABLE_CALL_TIMEOUT) + 2 * DURABLE_CALL_TIMEOUT).total_seconds())
         except Exception as exc:  # each start handles its own failure: one not made is left as after a failed start
+            made.cancel()
             phase_failed("compensation starts", exc)
 
     report = await asyncio.to_thread(run_supervisor, ctx, SCAN_STATE, due, statuses, budget, start)
