@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -81,9 +81,19 @@ def bounded_client(client: Any) -> BoundedClient:
     return BoundedClient(client)
 
 
-def left_of(length: timedelta, began: float) -> timedelta:
-    """What is left of ``length`` counted from ``began`` (``time.monotonic``): a start grace from before the claims."""
-    return length - timedelta(seconds=time.monotonic() - began)
+def claims_close(start_by: datetime, start_grace: timedelta) -> datetime:
+    """When a batch of claims whose first claim must be started by ``start_by`` (its ``completeBy``: its write time
+    plus ``start_grace``) takes no more claims: a wave of starts (``DURABLE_CALL_TIMEOUT``, at most half the grace)
+    before it. A claim taken later could not be started within the first claim's grace; the record stays due (or
+    Pending) for the next run."""
+    return start_by - min(DURABLE_CALL_TIMEOUT, start_grace / 2)
+
+
+def grace_left(start_bys: Iterable[datetime | None], now: datetime, start_grace: timedelta) -> timedelta:
+    """What is left, at ``now``, of the start grace of the first of a batch of claims (the earliest of their
+    ``completeBy``, ``start_bys``); ``start_grace`` when none says."""
+    firsts = [start_by for start_by in start_bys if start_by is not None]
+    return min(firsts) - now if firsts else start_grace
 
 
 class CallBudget:

@@ -1,14 +1,13 @@
 """The scheduler orchestration and the starter's timer sweep."""
 
 import asyncio
-import time
 from collections.abc import Generator
 from typing import Any
 
 import azure.durable_functions as df
 import azure.functions as func
 
-from adapters.durable_client import bounded_client, left_of
+from adapters.durable_client import bounded_client, grace_left
 from dependencies import get_context_async
 from orchestrators import names, starter
 from orchestrators.alert import deliver_alert
@@ -60,6 +59,7 @@ def deliver_alert_v1(context: df.DurableOrchestrationContext) -> Generator[Any, 
 @bp.durable_client_input(client_name="client")
 async def starter_sweep(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
     ctx = await get_context_async()
-    began = time.monotonic()  # the claims' start grace runs from here on
     claims = await asyncio.to_thread(starter.sweep, ctx)
-    await starter.start_claimed(bounded_client(client), claims, left_of(ctx.settings.start_grace, began))
+    # within what is left of the first claim's start grace (its completeBy), one wave at least
+    left = grace_left((claim.start_by for claim in claims), ctx.clock.now(), ctx.settings.start_grace)
+    await starter.start_claimed(bounded_client(client), claims, left)

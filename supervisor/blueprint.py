@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import time
+from datetime import timedelta
 
 import azure.durable_functions as df
 import azure.functions as func
 
-from adapters.durable_client import bounded_client, left_of
+from adapters.durable_client import bounded_client
 from contracts.names import APP_QUEUES
 from dependencies import get_context_async
 from observability.events import app_event
+from settings import DURABLE_CALL_TIMEOUT
 from supervisor.backend_wait import read_statuses
 from supervisor.budget import RunBudget
-from supervisor.compensation_rounds import start_compensations
+from supervisor.compensation_rounds import CompensationStart, start_compensations
 from supervisor.dead_letters import watch_dead_letters
-from supervisor.run import find_due, held_instances, run_supervisor
+from supervisor.run import find_due, held_instances, phase_failed, run_supervisor
 from supervisor.scan import ScanState
 from supervisor.terminate import terminate_expired
 
@@ -39,11 +40,20 @@ async def supervisor(timer: func.TimerRequest, client: df.DurableOrchestrationCl
     due = await asyncio.to_thread(find_due, ctx, SCAN_STATE, budget)
     # the instances of the expired attempts and rounds: one the Durable backend has still to run is left to it
     statuses = await read_statuses(durable, held_instances(ctx, due, budget))
-    began = time.monotonic()  # the rounds' start grace runs from their claims on
-    report = await asyncio.to_thread(run_supervisor, ctx, SCAN_STATE, due, statuses, budget)
-    # starts first, whatever the budget (each claimed round is started: one wave at least, within its start grace);
+    loop = asyncio.get_running_loop()
+
+    def start(starts: list[CompensationStart], grace: timedelta) -> None:
+        # each batch of claims as soon as it is made, on this loop, whatever the budget (each claimed round is
+        # started: one wave at least, within what is left of its first claim's start grace); never raises
+        made = asyncio.run_coroutine_threadsafe(start_compensations(durable, starts, grace), loop)
+        try:  # bounded: the starts end within the grace and a wave (each call bounded), whatever the loop does
+            made.result((max(grace, DURABLE_CALL_TIMEOUT) + 2 * DURABLE_CALL_TIMEOUT).total_seconds())
+        except Exception as exc:  # each start handles its own failure: one not made is left as after a failed start
+            made.cancel()
+            phase_failed("compensation starts", exc)
+
+    report = await asyncio.to_thread(run_supervisor, ctx, SCAN_STATE, due, statuses, budget, start)
     # a round not started waits for a later run; a termination left is harmless (fenced)
-    await start_compensations(durable, report.compensations, left_of(ctx.settings.start_grace, began))
     if budget.spent() and report.to_terminate:
         budget.stopped("terminations", done=0, left=len(report.to_terminate))
     elif report.to_terminate:

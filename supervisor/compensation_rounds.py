@@ -19,6 +19,7 @@ from typing import Any
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
 from adapters.cosmos.state_store import Page
+from adapters.durable_client import claims_close, grace_left
 from dependencies import AppContext
 from domain.compensation import (
     ROUND_BACKED_OFF,
@@ -65,6 +66,7 @@ class CompensationStart:
     order_id: str
     instance_id: str
     round: int
+    start_by: datetime | None = None  # its claim's completeBy: the round's write time plus the start grace
 
     def orchestration_input(self) -> dict[str, Any]:
         return {
@@ -85,6 +87,11 @@ class CompensationClaims:
     request_charge: float = 0.0  # RU of the query page
     pages: int = 0
     left: int = 0  # stuck rounds whose instance the Durable backend has still to run: left to it
+
+
+# Starts a batch of claimed rounds within ``timedelta`` (what is left of the first one's start grace), returning
+# once they are made: the timer trigger's, on its event loop (``supervisor/blueprint.py``). Never raises.
+StartRounds = Callable[[list[CompensationStart], timedelta], None]
 
 
 def due_compensations(ctx: AppContext) -> Page:
@@ -110,18 +117,27 @@ def claim_due_compensations(
     page: Page | None = None,
     statuses: InstanceStatuses | None = None,
     budget: RunBudget | None = None,
+    start: StartRounds | None = None,
 ) -> CompensationClaims:
     """One bounded page of due Compensating records (``page``, read by ``due_compensations`` if not given), each
     claimed for its next round by a conditional update; a record another writer moved first is skipped. A stuck
     round whose instance the Durable backend has still to run (``statuses``: ``supervisor/backend_wait.py``) is
     left to it, up to ``SUPERVISOR_BACKEND_WAIT_SECONDS``. Once ``budget`` is spent no record is taken further (a
-    claim under way ends, and is returned): those left are still due, the next run's page holds them."""
+    claim under way ends, and is returned): those left are still due, the next run's page holds them.
+
+    Each claim's ``completeBy`` is its own write time plus ``START_GRACE_SECONDS``, and a batch of claims ends once
+    a wave of starts would no longer end within its first claim's grace (``claims_close``): with ``start`` (the
+    trigger's), the batch is started then and the claims go on with a new batch; without it the claims stop there,
+    the records left still due for the next run (``SupervisorPhaseStopped``, reason ``start grace``), and the
+    rounds claimed are returned for the caller to start at once. So every round claimed can be started within its
+    grace. Under a Cosmos DB answering in 8-10 s a request, claims dated from the claims' start and started after
+    all of them (and after the owed sweep) were past their ``completeBy`` when written or when their orchestration
+    began: each was counted as a failed round by the next run, never having run."""
     if budget is not None and budget.spent():
         budget.stopped("compensation claims", claimed=0, unread="due compensations")
         return CompensationClaims([], [], 0)
     if page is None:
         page = due_compensations(ctx)
-    now = ctx.clock.now()
     grace = ctx.settings.supervisor_grace
     wait = ctx.settings.supervisor_backend_wait
     known = statuses or {}
@@ -129,10 +145,25 @@ def claim_due_compensations(
     stale: list[str] = []
     failed = 0
     left = 0
+    batch: list[CompensationStart] = []  # claimed, not started yet
+    closes: datetime | None = None  # once a round of the batch is claimed: when its start grace lets no more in
     for done, record in enumerate(page.records):
         if budget is not None and budget.spent():
             budget.stopped("compensation claims", done=done, claimed=len(starts), left=len(page.records) - done)
             break
+        if closes is not None and ctx.clock.now() >= closes:
+            if start is None:
+                RunBudget(ctx.clock, closes, ctx.settings.start_grace).stopped(
+                    "compensation claims",
+                    done=done,
+                    claimed=len(starts),
+                    left=len(page.records) - done,
+                    reason="start grace",
+                )
+                break
+            _start_batch(ctx, start, batch)
+            batch, closes = [], None
+        now = ctx.clock.now()
         status = known.get(record.locked_by) if record.locked_by is not None else None
         if left_to_backend(record, status, now, grace, wait):
             note_left(record, status, now, grace, wait)
@@ -150,9 +181,7 @@ def claim_due_compensations(
             written = write_or_reread(
                 ctx,
                 record,
-                _claim_or_wait(
-                    ctx, now, outage, backend_wait_reason(record, status, now) if kept else None, missed=missed
-                ),
+                _claim_or_wait(ctx, outage, backend_wait_reason(record, status, now) if kept else None, missed=missed),
             )
         except (EtagMismatch, IllegalTransition) as exc:
             app_event(
@@ -238,13 +267,22 @@ def claim_due_compensations(
             continue
         if written.locked_by is None or written.process_state is not ProcessState.COMPENSATING:
             continue  # landed, then another writer moved it on: nothing of this round to start
-        starts.append(CompensationStart(written.order_id, written.locked_by, written.attempt))
+        claimed = CompensationStart(written.order_id, written.locked_by, written.attempt, written.complete_by)
+        starts.append(claimed)
+        batch.append(claimed)
+        if closes is None and written.complete_by is not None:
+            closes = claims_close(written.complete_by, ctx.settings.start_grace)
+    if start is not None and batch:
+        _start_batch(ctx, start, batch)
     return CompensationClaims(starts, stale, failed, page.request_charge, 1, left)
+
+
+def _start_batch(ctx: AppContext, start: StartRounds, batch: list[CompensationStart]) -> None:
+    start(batch, grace_left((claimed.start_by for claimed in batch), ctx.clock.now(), ctx.settings.start_grace))
 
 
 def _claim_or_wait(
     ctx: AppContext,
-    now: datetime,
     outage: OutageVerdict | None,
     backend_kept: str | None = None,
     *,
@@ -254,11 +292,14 @@ def _claim_or_wait(
     MAX_OUTAGE_WAIT_MINUTES the claim fails the compensation now, saying why. ``backend_kept``: why a stuck round
     is counted although its instance is still Pending or Running (``backend_wait_reason``). ``missed``: the stuck
     round's instance is unknown to the backend and it began no undo: released uncounted (``release_missed_round``)
-    up to ``MAX_STARTS_MISSED`` in a row, then counted, saying that the backend never had it."""
+    up to ``MAX_STARTS_MISSED`` in a row, then counted, saying that the backend never had it. Dated at the write
+    (the clock read then): a claim's ``completeBy`` is its own write time plus the start grace, not the time the
+    claims began (under a Cosmos DB answering in 10 s, a claim made minutes into them was written past due)."""
 
     grace = ctx.settings.supervisor_grace
 
     def move(record: StateRecord) -> StateRecord:
+        now = ctx.clock.now()
         if missed and round_start_missable(record):
             misses = record.starts_missed + 1
             backoff = exponential_backoff(
@@ -301,7 +342,7 @@ def _claim_or_wait(
 async def start_compensations(
     client: OrchestrationClient, starts: list[CompensationStart], start_grace: timedelta
 ) -> list[str]:
-    """Starts one compensation orchestration per claimed round, within ``start_grace`` (``start_orchestrations``).
-    A start that fails or is not made leaves the round claimed with ``completeBy`` = claim + start grace: a later
-    run claims the next round."""
+    """Starts one compensation orchestration per claimed round, within ``start_grace`` (``start_orchestrations``;
+    what is left of the first claim's: ``adapters.durable_client.grace_left``). A start that fails or is not made
+    leaves the round claimed with ``completeBy`` = claim + start grace: a later run claims the next round."""
     return await start_orchestrations(client, COMPENSATION, starts, start_grace)

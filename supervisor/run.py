@@ -21,6 +21,7 @@ from supervisor.budget import RunBudget
 from supervisor.compensation_rounds import (
     CompensationClaims,
     CompensationStart,
+    StartRounds,
     claim_due_compensations,
     due_compensations,
 )
@@ -133,12 +134,15 @@ def run_supervisor(
     due: Due | None = None,
     statuses: InstanceStatuses | None = None,
     budget: RunBudget | None = None,
+    start: StartRounds | None = None,
 ) -> SupervisorReport:
     """Synchronous (Cosmos SDK calls); the timer trigger runs it in a worker thread. ``due``: what the run found
     due, when the trigger looked first (``find_due``) to read ``statuses``, the runtime statuses of the instances
     holding it (``held_instances``); without them every expired attempt and round is taken at its deadline.
     ``budget``: the run's, from the trigger's start (default: from now, ``RUN_BUDGET``); each phase starts no unit
-    of work once it is spent (``supervisor/budget.py``)."""
+    of work once it is spent (``supervisor/budget.py``). ``start``: starts the rounds claimed, batch by batch, each
+    as soon as it is claimed (``claim_due_compensations``); without it the claims stop after one batch, and the
+    rounds claimed are returned for the caller to start at once (``report.compensations``)."""
     if budget is None:
         budget = RunBudget.start(ctx.clock)
     if due is None:
@@ -179,7 +183,7 @@ def run_supervisor(
     try:
         # read again when this run's recoveries handed orders to compensation: their first rounds start now
         rounds = None if counts[RecoveryAction.COMPENSATING] else due.rounds
-        claims = claim_due_compensations(ctx, rounds, statuses, budget)
+        claims = claim_due_compensations(ctx, rounds, statuses, budget, start)
     except StoreUnavailable as exc:
         app_event("SupervisorRecoveryFailed", f"compensation claims skipped, store unavailable: {exc}", logging.WARNING)
         claims = CompensationClaims([], [], 0)
@@ -187,7 +191,7 @@ def run_supervisor(
         phase_failed("compensation claims", exc)
         claims = CompensationClaims([], [], 0)
     to_terminate.extend(claims.stale_instances)
-    # The rounds claimed above are started by the trigger once this returns: nothing after this
+    # Without ``start``, the rounds claimed above are started by the caller once this returns: nothing after this
     # point may raise, or they would be left unstarted (and counted as lost rounds at the next run).
     # still owed by earlier failure writes; the sweep goes on from the last run's page (supervisor/owed.py)
     notified = _isolated("owed notifications", lambda: deliver_due(ctx, state.owed, budget))

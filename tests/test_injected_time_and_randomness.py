@@ -69,9 +69,7 @@ ALLOWED = {
     ("domain/retry.py", "random"): "exponential_backoff without an rng (tests); every caller passes ctx.rng",
     # Budgets and bounds of real waits: Durable client calls on the worker's real event loop, measured on the
     # monotonic clock (docs/local-runner.md, "Determinism": in a simulation they measure real time, far inside them)
-    ("adapters/durable_client.py", "time.monotonic"): "left_of, CallBudget: the starts' and terminations' budgets",
-    ("orchestrators/blueprint.py", "time.monotonic"): "the starter's start grace runs from before its claims",
-    ("supervisor/blueprint.py", "time.monotonic"): "the compensation rounds' start grace runs from their claims",
+    ("adapters/durable_client.py", "time.monotonic"): "CallBudget: the starts' and terminations' budgets",
     ("retention/purge.py", "time.monotonic"): "the history purge's run budget",
     ("adapters/dead_letter_ports.py", "time.monotonic"): "the dead-letter watch's run budget",
     ("adapters/remote/http_service.py", "time.monotonic"): "the real HTTP client's socket deadline (Azure only)",

@@ -74,12 +74,15 @@ def test_the_phases_after_the_recoveries_stop_at_the_runs_budget_and_the_next_ru
     scan = ScanState()
 
     began = clock.now()
+    handed: list[CompensationStart] = []
     with caplog.at_level(logging.WARNING):
-        first = run_supervisor(ctx, scan)
+        # as the trigger runs it: each batch of claims started as soon as it is claimed (here, only recorded)
+        first = run_supervisor(ctx, scan, start=lambda batch, _left: handed.extend(batch))
     took = clock.now() - began
 
     assert took < RUN_BUDGET + ONE_UNIT, f"the run took {took}"
     assert 0 < len(first.compensations) < len(rounds)
+    assert handed == first.compensations
     stops = _stops(caplog)
     assert stops["compensation claims"].__dict__["claimed"] == len(first.compensations)
     assert stops["compensation claims"].__dict__["left"] == len(rounds) - stops["compensation claims"].__dict__["done"]
@@ -89,7 +92,7 @@ def test_the_phases_after_the_recoveries_stop_at_the_runs_budget_and_the_next_ru
     claimed = _started(states, first.compensations, clock)
     for _ in range(10):
         began = clock.now()
-        report = run_supervisor(ctx, scan)
+        report = run_supervisor(ctx, scan, start=lambda _batch, _left: None)
         assert clock.now() - began < RUN_BUDGET + ONE_UNIT, "a later run past its budget"
         assert not claimed & {start.order_id for start in report.compensations}, "a round claimed twice"
         claimed |= _started(states, report.compensations, clock)
