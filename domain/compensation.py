@@ -29,7 +29,7 @@ from domain.circuit import is_waiting_reason
 from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger, decide_compensation, review_outcome
 from domain.errors import FencingLost, IllegalTransition
 from domain.ids import COMPENSATION_MARKER, idempotency_key
-from domain.records import CompensationEntry, HistoryEntry, PaymentReceived, StateRecord, inexact_integer, last_move
+from domain.records import CompensationEntry, HistoryEntry, PaymentReceived, StateRecord, inexact_integer
 from domain.states import ProcessState, StepStatus
 from domain.workflow import STEPS, WORKFLOW, Step, StepKind, step
 
@@ -351,14 +351,7 @@ def back_off_stuck_round(
 def round_never_began(record: StateRecord) -> bool:
     """The round holding ``record`` made no move of its own: its last move (side notes aside) is its claim
     (``claim_compensation``, whose detail names the round's instance). It began no undo."""
-    move = last_move(record)
-    return (
-        record.process_state is ProcessState.COMPENSATING
-        and record.locked_by is not None
-        and move is not None
-        and move.event == ROUND_CLAIMED
-        and move.detail == record.locked_by
-    )
+    return transitions.last_move_is_own_claim(record, ProcessState.COMPENSATING, ROUND_CLAIMED)
 
 
 def round_start_missable(record: StateRecord) -> bool:

@@ -289,17 +289,23 @@ def supervisor_retry(
     )
 
 
+def last_move_is_own_claim(record: StateRecord, state: ProcessState, claim_event: str) -> bool:
+    """``record`` is in ``state`` and its owner made no move of its own: its last move (side notes aside) is the
+    ``claim_event`` whose detail names that owner. The instance did no work the record shows."""
+    move = last_move(record)
+    return (
+        record.process_state is state
+        and record.locked_by is not None
+        and move is not None
+        and move.event == claim_event
+        and move.detail == record.locked_by
+    )
+
+
 def never_began(record: StateRecord) -> bool:
     """The attempt holding ``record`` made no move of its own: its last move (side notes aside) is its claim
     (``claim``, whose detail names the owner). Its instance did no work the record shows."""
-    move = last_move(record)
-    return (
-        record.process_state is ProcessState.PROCESSING
-        and record.locked_by is not None
-        and move is not None
-        and move.event == CLAIMED
-        and move.detail == record.locked_by
-    )
+    return last_move_is_own_claim(record, ProcessState.PROCESSING, CLAIMED)
 
 
 def start_missable(record: StateRecord) -> bool:
