@@ -15,6 +15,8 @@ from settings import (
     SETTINGS,
     sync_concurrency,
 )
+from supervisor.budget import RUN_BUDGET
+from supervisor.run import RECOVERY_BUDGET
 from tests.infra.paths import ROOT, schema
 
 HOST = json.loads((ROOT / "host.json").read_text())
@@ -91,6 +93,17 @@ def test_log_levels():
 def test_function_timeout_is_bounded():
     hours, minutes, seconds = (int(part) for part in HOST["functionTimeout"].split(":"))
     assert 0 < hours * 3600 + minutes * 60 + seconds <= 2 * 3600
+
+
+def test_a_supervisor_run_at_its_worst_ends_before_the_host_kills_it():
+    """``supervisor.budget``: a run starts no unit of work past ``RUN_BUDGET``; what may still run after it is the
+    unit under way (8 min 10 s at worst: eight Cosmos DB requests answered at the last moment and three sends) and
+    the starts (60 s). Lowering functionTimeout, or raising the budget, past that would have the host kill the run
+    and restart the worker under every invocation on it."""
+    hours, minutes, seconds = (int(part) for part in HOST["functionTimeout"].split(":"))
+    worst_tail = timedelta(minutes=8, seconds=10) + timedelta(seconds=60)
+    assert RECOVERY_BUDGET < RUN_BUDGET
+    assert RUN_BUDGET + worst_tail < timedelta(hours=hours, minutes=minutes, seconds=seconds)
 
 
 def test_azure_yaml_deploys_this_folder_as_a_python_function_app():
