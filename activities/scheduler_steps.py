@@ -46,7 +46,7 @@ from domain.ids import bounded
 from domain.records import StateRecord
 from domain.states import ProcessState
 from notifications.alerts import raise_alert_after_write, send_owed_alert
-from notifications.received import owe_if_unheard, say_before_status
+from notifications.received import owe_if_unheard, say_before_status, say_received_unwritten
 from notifications.status import Delivery
 from observability.events import app_event
 from orchestrators.status import PROGRESS_STATUSES
@@ -63,13 +63,13 @@ FAILED_IN: dict[str, ProcessState] = {
 
 def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
     """One fenced write: the previous step's result (``completes``) and this step's start and
-    deadline; then, with ``announce``, the ``Processing`` status (tried once; not while the record still owes
-    ``Received``, which the write tried first: never before it); then the request, onto
-    the agent's queue when ``queue`` is given. A failed request send fails the activity; its retry
-    writes the same start again and re-sends the same MessageIds."""
+    deadline; then, with ``announce``, the ``Processing`` status (tried once, never before an owed ``Received``:
+    ``_announce``); then the request, onto the agent's queue when ``queue`` is given. A failed request send fails
+    the activity; its retry writes the same start again and re-sends the same MessageIds."""
     now = ctx.clock.now()
     request = deadline_from_now(data.request, data.timeout_seconds, now)
     completes = data.completes
+    made: list[bool] = []  # this run made the write (else an earlier run of the activity did: found made)
     written = write_fenced(
         ctx,
         request.order_id,
@@ -85,19 +85,14 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
         ),
         f"begin {request.step}",
         number=data.write_number,
+        on_written=lambda: made.append(True),
     )
     if written is None:
         return NOT_OWNED
     if data.timeout_seconds is not None and written.complete_by is not None:
         # the deadline as written: an earlier run of this activity may have made the write (then found made)
         request = request.model_copy(update={"deadline": written.complete_by})
-    # the attempt's first write: the submitter hears "Processing" (a re-run says it again under the same MessageId),
-    # unless the Received this write tried first is still owed: never before it (tried once, the next status says it)
-    announced = (
-        _tell_once(ctx, written.reply_to, request.order_id, "Processing", request.attempt)
-        if data.announce and written.received_owed is None
-        else None
-    )
+    announced = _announce(ctx, written, request, found_made=not made) if data.announce else None
     if data.queue is not None:
         _send_request(ctx, data.queue, request)
     # A prepaid order's PaymentNotification applied before this step began (in the same document, so a
@@ -105,6 +100,35 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
     payment = to_document(written.payment) if written.payment is not None else None
     deadline = request.deadline if data.timeout_seconds is not None else None
     return StepBegun(payment=payment, status_sent=announced, deadline=deadline)
+
+
+def _announce(ctx: AppContext, written: StateRecord, request: AgentRequest, *, found_made: bool) -> bool | None:
+    """The attempt's first write is on the record: the submitter hears ``Processing`` (a re-run says it again under
+    the same MessageId), tried once (``_tell_once``), never before a ``Received`` the record owes. A record this
+    run wrote that still owes it is one whose write tried it first and failed (or was refused): no ``Processing``
+    (the next status says ``Received``). A record found made (an earlier run of the activity wrote it and its answer
+    was lost) that owes it may have been marked since (submission's ``receivedOwed``, landed between that write and
+    this run): it is said first here (``say_received_unwritten``: the mark is left to the record's next writer,
+    which says it again and clears it), then ``Processing``; while it cannot be said (a send that fails, a queue
+    that refuses), no ``Processing``. Before, that run took the mark for its own write's and the submitter never
+    heard its attempt begin (tests/notifications/test_processing_after_a_lost_begin.py). Never raises."""
+    if written.received_owed is not None:
+        if not found_made:
+            return None
+        try:
+            if not say_received_unwritten(ctx.sender, written, ctx.clock.now()):
+                return None  # its queue refuses it within the window: still owed, no Processing (tried once)
+        except SendError as exc:
+            app_event(
+                "StatusNotSent",
+                f"order {request.order_id}: status Received, owed, not sent before Processing ({exc}); still owed",
+                logging.WARNING,
+                orderId=request.order_id,
+                attempt=request.attempt,
+                status="Received",
+            )
+            return None
+    return _tell_once(ctx, written.reply_to, request.order_id, "Processing", request.attempt)
 
 
 def send_agent_request(ctx: AppContext, data: SendAgentRequestInput) -> None:

@@ -18,7 +18,8 @@ six hours), each try saying ``Received`` first and failing while it cannot (``sa
 the last try gives the final status up and alerts it (``StatusUndelivered``), as for any final status. No other
 status but ``Rejected`` goes out before it either: the ``publish_status`` activity says it before any status it
 sends (``say_before_status``), the attempt's ``Processing`` and the supervisor's "waiting for" statuses are not sent
-while the write before them left it owed, and the ``CancelOrder`` handler says it before ``CancellationRejected``
+while the write before them left it owed (a ``begin_step`` run again that finds its write made says it first:
+``say_received_unwritten``), and the ``CancelOrder`` handler says it before ``CancellationRejected``
 (``say_received_first``) or hands that status to the courier (a queue full for a while failed every try of
 ``Received``, and the first status tried once it drained reached the submitter first).
 The MessageId is the status's own (``<orderId>:Received:0``), so a repeat within duplicate detection's
@@ -206,6 +207,19 @@ def say_received_first(
         return True
     detail = f"said before the {status} status, after {_last_event(record)}"
     return _say_and_clear(states, sender, record, at, detail) is not None
+
+
+def say_received_unwritten(sender: MessageSender, record: StateRecord, at: datetime) -> bool:
+    """Before a progress status of ``record``'s order sent by code that writes the record no more (the attempt's
+    first ``begin_step`` run again, finding its write made: ``activities.scheduler_steps``): ``Received`` if that
+    version owes it, its mark left on the record for its next writer, who says it again (the same MessageId: a
+    repeat within duplicate detection's 10 minutes collapses) and clears it; no write here, so the record stays
+    as a serial order of the writers leaves it. True: nothing owed, or said now (or refused past
+    ``REFUSED_RETRY_WINDOW``: dropped); False: its queue refused it within that window. ``SendError``
+    propagates."""
+    if record.received_owed is None:
+        return True
+    return not _still_owed(record, _say(sender, record, at), at)
 
 
 def _last_event(record: StateRecord) -> str:

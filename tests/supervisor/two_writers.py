@@ -689,10 +689,11 @@ def start_missed(ctx: AppContext, order_id: str, scene: Scene) -> str:
 @covers("activities.scheduler_steps.begin_step")
 def late_start(ctx: AppContext, order_id: str, scene: Scene) -> str:
     """The start that failed landed after all (its 500 came after the backend took it): the instance begins its
-    first step, fenced once the supervisor released the record. Not announcing ``Processing``: with it, a lost
-    response of this first write beside a ``received_mark`` ends without the status sent (a progress status, tried
-    once), which no other scene raced before; left, see the branch's report."""
-    return _outcome(_begin(ctx, order_id, _owner(scene), "reserve-inventory", "inventory", 1))
+    first step, fenced once the supervisor released the record, and announces ``Processing`` as the attempt's first
+    ``begin_step`` does. A lost response of this write beside a ``received_mark`` ended without the status sent
+    (its run again took the mark landed since for its own write's: tests/notifications/
+    test_processing_after_a_lost_begin.py)."""
+    return _outcome(_begin(ctx, order_id, _owner(scene), "reserve-inventory", "inventory", 1, announce=True))
 
 
 @covers("supervisor.compensation_rounds.claim_due_compensations")
