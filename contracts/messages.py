@@ -233,6 +233,11 @@ class AgentReply(OwnMessage):
     # A transient failure whose last call the service answered "still working on an earlier call with this key"
     # (``RemoteError.in_progress``): the service is up and doing it; its outcome is still to come.
     in_progress: bool = Field(default=False, strict=True)
+    # The deadline of the request it answers (the step's ``completeBy``, where the attempt's timer ends the wait): the
+    # reply relay tries a reply the Durable backend could not take again until then (order_agents/reply_relay.py).
+    # Absent from replies of agents older than it (the relay then sizes its rounds from the step timeout); an older
+    # relay ignores it.
+    deadline: UtcDateTime | None = None
 
     @model_validator(mode="after")
     def _instance_of_its_order(self) -> Self:

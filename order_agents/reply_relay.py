@@ -16,19 +16,23 @@ A reply the Durable backend cannot take now (the raise fails and the status read
 the instance still runs: a backend blip) is not abandoned: abandoned, it came back at once, five deliveries burnt
 in under a second, and the broker dead-lettered it ``MaxDeliveryCountExceeded``, which pages an operator
 (``deadLettersFound``) though the order recovers without the reply. It is sent to ``agent-replies`` again as the copy
-of its next round, due after that round's delay (``relay_retry_delays``: 1 s doubling to 30 s, until they span the
-step timeout), and completed; the copy is relayed as any reply (raised, or a late reply once its attempt moved on
-or ended). A copy whose rounds are used up and still cannot be raised is completed (``ReplyLeftToDeadline``): its
-attempt's deadline is behind it or at hand, where the attempt's durable timer ends it (``DeadlineExpired``) and the
-supervisor retries the order under the same idempotency key, the agent answering with what its service did. Only a
-copy that cannot be sent (Service Bus failing too) is abandoned as before. The round helpers are the store
-retries' (``submission.store_outage.send_copy``)."""
+of its next round, due after that round's delay (1 s doubling to 30 s), and completed; the copy is relayed as any
+reply (raised, or a late reply once its attempt moved on or ended). The rounds last until the step's own deadline,
+which the reply carries (``AgentReply.deadline``, its request's: where the attempt's durable timer ends the wait),
+the last due ``RAISE_MARGIN`` before it (``round_before_deadline``), each counted from the broker's time of the
+message handled; a reply without it (an agent older than the field) has the rounds that span the current
+``STEP_TIMEOUT_SECONDS`` (``relay_retry_delays``), as before. A copy whose rounds are used up and still cannot be
+raised is completed (``ReplyLeftToDeadline``): its attempt's deadline is behind it or at hand, where the attempt's
+durable timer ends it (``DeadlineExpired``) and the supervisor retries the order under the same idempotency key, the
+agent answering with what its service did. Only a copy that cannot be sent (Service Bus failing too) is abandoned as
+before. The round helpers are the store retries' (``submission.store_outage.send_copy``)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from adapters.servicebus.sender import SendError
@@ -36,12 +40,13 @@ from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_byt
 from contracts.messages import AgentReply
 from contracts.names import AGENT_REPLIES_QUEUE, AGENT_REPLY_EVENT
 from contracts.parsing import InvalidMessage, parse
+from contracts.store_retry import retry_round
 from dependencies import AppContext
 from domain.ids import is_compensation_instance, url_instance_id
 from observability.events import app_event
 from orchestrators.raise_events import said_gone
 from order_agents.runtime import unkept_forward_result
-from submission.store_outage import send_copy
+from submission.store_outage import ScheduledCopy, send_copy, send_copy_at
 
 log = logging.getLogger(__name__)
 
@@ -49,22 +54,70 @@ FINISHED_STATUSES = frozenset({"Completed", "Failed", "Terminated", "Canceled"})
 
 FIRST_RETRY = timedelta(seconds=1)  # soon: a reply raised late is worth less to an attempt the nearer its deadline
 LONGEST_RETRY = timedelta(seconds=30)
+# The last round of a reply that carries its step's deadline is due this long before it, so that its raise reaches
+# the orchestration ahead of the timer's own message; a round that could not be is not sent.
+RAISE_MARGIN = timedelta(seconds=1)
+# Rounds of one reply at most, whatever its deadline: about an hour and a half of 30 s rounds (a step timeout of up to
+# that is covered; a longer one's reply is left to its deadline after them).
+MAX_RELAY_ROUNDS = 200
+
+
+def round_delay(round_number: int) -> timedelta:
+    """The delay of round ``round_number`` (from 1): 1 s, doubling, at most 30 s."""
+    return min(FIRST_RETRY * (1 << min(max(round_number, 1) - 1, 16)), LONGEST_RETRY)
 
 
 def relay_retry_delays(step_timeout: timedelta) -> tuple[timedelta, ...]:
-    """The delays between the rounds of a reply the Durable backend could not take: 1 s, doubling, at most 30 s
-    apart, until together they reach ``step_timeout`` (``STEP_TIMEOUT_SECONDS``; 60 s: 1, 2, 4, 8, 16, 30 s, six
-    rounds over 61 s). A reply is sent before its request's deadline, at most a step timeout after the step began,
-    so the rounds last until that deadline whenever the reply came: past it, the attempt's timer has ended the wait
-    and a copy is a late reply. The short first rounds take a reply through a blip of a second or two while most of
-    the step's time is still ahead; the later ones, a backend failing for up to the rest of the step."""
+    """The delays between the rounds of a reply without its step's deadline (sent by an agent older than
+    ``AgentReply.deadline``): ``round_delay``'s, until together they reach ``step_timeout`` (``STEP_TIMEOUT_SECONDS``;
+    60 s: 1, 2, 4, 8, 16, 30 s, six rounds over 61 s). A reply is sent before its request's deadline, at most a step
+    timeout after the step began, so the rounds last until that deadline whenever the reply came, if the setting is
+    the one the attempt began with: past it, the attempt's timer has ended the wait and a copy is a late reply. The
+    short first rounds take a reply through a blip of a second or two while most of the step's time is still ahead;
+    the later ones, a backend failing for up to the rest of the step."""
     delays: list[timedelta] = []
-    delay, total = FIRST_RETRY, timedelta(0)
+    total = timedelta(0)
     while total < step_timeout:
-        delays.append(delay)
-        total += delay
-        delay = min(delay * 2, LONGEST_RETRY)
+        delays.append(round_delay(len(delays) + 1))
+        total += delays[-1]
     return tuple(delays) or (FIRST_RETRY,)
+
+
+@dataclass(frozen=True)
+class NextRound:
+    """The round a reply's copy is sent for: its number, the rounds its deadline leaves room for now, when it is due."""
+
+    number: int
+    rounds: int
+    due: datetime
+
+
+def round_before_deadline(now: datetime, message: ReceivedMessage, deadline: datetime) -> NextRound | None:
+    """The next round of ``message``, a reply carrying its step's ``deadline``, at the host's ``now``; None when no
+    round is left before it (or ``MAX_RELAY_ROUNDS`` are done).
+
+    Sized by the step's own deadline, not by the current ``STEP_TIMEOUT_SECONDS``: from the setting, a deploy that
+    lowered it left in-flight replies to their deadlines early (an attempt that began with 600 s had six rounds over
+    61 s), and one that raised it sent copies past the deadline, late replies all. The round's delay
+    (``round_delay``) is cut so that it is due ``RAISE_MARGIN`` before the deadline; the time left is read on the
+    host's clock, as the deadline was written on the app's. The delay is added to the broker's time of the message
+    handled (its enqueued time: a copy's is when it came due), not to the host's now: a host whose clock ran ahead of
+    Service Bus's stretched every round by its lead (and one behind scheduled copies in the past: ``due_base``).
+    A message that waited in the queue longer than its delay has its copy due at once, behind the queue's backlog."""
+    done = retry_round(message.application_properties)
+    room = deadline - now - RAISE_MARGIN
+    if done >= MAX_RELAY_ROUNDS or room <= timedelta(0):
+        return None
+    number = done + 1
+    delay = min(round_delay(number), room)
+    rounds, left = number, room - delay
+    while left > timedelta(0) and rounds < MAX_RELAY_ROUNDS:
+        rounds += 1
+        left -= round_delay(rounds)
+    enqueued = message.enqueued_time_utc
+    if enqueued is not None and enqueued.tzinfo is None:
+        enqueued = enqueued.replace(tzinfo=UTC)
+    return NextRound(number, rounds, (enqueued or now) + delay)
 
 
 class InstanceStatus(Protocol):
@@ -132,25 +185,24 @@ async def _retry_later(ctx: AppContext, message: ReceivedMessage, reply: AgentRe
     """Sends ``message`` to ``agent-replies`` again for its next round and completes it; completes it at once when
     its rounds are used up (``ReplyLeftToDeadline``); abandons it, as before, when the copy cannot be sent."""
     fields = {"orderId": reply.order_id, "instanceId": reply.instance_id, "step": reply.step}
-    delays = relay_retry_delays(ctx.settings.step_timeout)
     try:
         # A blocking send (the SDK's own retries): off the worker's event loop, as the settlement is.
-        copy = await asyncio.to_thread(
-            send_copy, ctx.sender, ctx.clock, AGENT_REPLIES_QUEUE, message, "AgentReply", delays
-        )
+        copy = await asyncio.to_thread(_send_next_round, ctx, message, reply)
     except SendError as send_exc:
         log.warning("%s; its retry could not be sent (%s): abandoning", why, send_exc, extra=fields)
         return Settlement.abandon(why)
     if copy is None:
+        rounds = retry_round(message.application_properties)
+        until = "" if reply.deadline is None else f" before its step's deadline {reply.deadline.isoformat()}"
         app_event(
             "ReplyLeftToDeadline",
-            f"reply {reply.request_id} to {reply.instance_id} (step {reply.step}): {why}; its {len(delays)} rounds "
-            "used up, completed without an event: the attempt recovers at its deadline (its durable timer ends it, "
-            "the supervisor retries the order under the same idempotency key)",
+            f"reply {reply.request_id} to {reply.instance_id} (step {reply.step}): {why}; no round left{until} "
+            f"after {rounds}, completed without an event: the attempt recovers at its deadline (its durable timer "
+            "ends it, the supervisor retries the order under the same idempotency key)",
             logging.WARNING,
             requestId=reply.request_id,
             messageId=message.message_id,
-            rounds=len(delays),
+            rounds=rounds,
             error=why,
             **fields,
         )
@@ -169,3 +221,15 @@ async def _retry_later(ctx: AppContext, message: ReceivedMessage, reply: AgentRe
         **fields,
     )
     return Settlement.complete()
+
+
+def _send_next_round(ctx: AppContext, message: ReceivedMessage, reply: AgentReply) -> ScheduledCopy | None:
+    """Sends the copy of ``message``'s next round (``round_before_deadline``; without the reply's deadline, the rounds
+    of ``relay_retry_delays`` of the current step timeout); None when no round is left. Raises ``SendError``."""
+    if reply.deadline is None:
+        delays = relay_retry_delays(ctx.settings.step_timeout)
+        return send_copy(ctx.sender, ctx.clock, AGENT_REPLIES_QUEUE, message, "AgentReply", delays)
+    step = round_before_deadline(ctx.clock.now(), message, reply.deadline)
+    if step is None:
+        return None
+    return send_copy_at(ctx.sender, AGENT_REPLIES_QUEUE, message, "AgentReply", step.number, step.rounds, step.due)

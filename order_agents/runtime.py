@@ -71,6 +71,7 @@ def _reply(request: AgentRequest, **fields: Any) -> AgentReply:
         instance_id=request.instance_id,
         order_id=request.order_id,
         step=request.step,
+        deadline=request.deadline,
         **fields,
     )
 

@@ -176,7 +176,9 @@ def due_base(clock: Clock, message: ReceivedMessage) -> datetime:
     in milliseconds (red team: the reply relay's six rounds, meant to carry a reply through a backend blip of a few
     seconds, gone in a blip with the app's clock 45 s behind). The enqueued time is at or before the broker's now, so
     a round is due at least its delay after the last came due, whatever the host's clock says; a host's clock ahead
-    still stretches each delay by its lead (the broker's now is not known here)."""
+    still stretches each delay by its lead (the broker's now is not known here). The reply relay's rounds of a reply
+    that carries its step's deadline count from the enqueued time alone, cut at the deadline
+    (``order_agents.reply_relay.round_before_deadline``)."""
     now = clock.now()
     enqueued = message.enqueued_time_utc
     if enqueued is None:
@@ -196,6 +198,21 @@ def send_copy(
     if round_number > len(delays):
         return None
     due = due_base(clock, message) + delays[round_number - 1]
+    return send_copy_at(sender, queue, message, subject, round_number, len(delays), due)
+
+
+def send_copy_at(
+    sender: MessageSender,
+    queue: str,
+    message: ReceivedMessage,
+    subject: str,
+    round_number: int,
+    rounds: int,
+    due: datetime,
+) -> ScheduledCopy:
+    """Sends ``message`` to ``queue`` again as the copy of round ``round_number`` (of ``rounds``), due at ``due``, as
+    ``send_copy`` does (its MessageId ``copy_id``, its round and original in its properties). Raises ``SendError``
+    when the copy could not be sent."""
     copy = OutgoingMessage(
         body=body_bytes(message),
         message_id=copy_id(message, round_number),
@@ -204,7 +221,7 @@ def send_copy(
         scheduled_enqueue_time=due,
     )
     sender.send(queue, copy)
-    return ScheduledCopy(copy.message_id, round_number, len(delays), due)
+    return ScheduledCopy(copy.message_id, round_number, rounds, due)
 
 
 # What a message of these types still had to do after its last round of store failures is done by the peek sweep

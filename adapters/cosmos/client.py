@@ -24,6 +24,37 @@ if TYPE_CHECKING:
 # a slow request with its own 408; with 20 s a read gives up after about 82 s and a write after 20 s.
 READ_TIMEOUT_SECONDS = 20
 
+# TCP keep-alive on the pool's connections (``keepalive_socket_options``). Azure's load balancers and SNAT drop a flow
+# idle for 4 minutes (their default idle timeout) without telling either end (learn.microsoft.com/azure/load-balancer/
+# load-balancer-tcp-reset: the default is to drop silently; keep-alives refresh the idle timer). A connection a burst
+# left idle in the pool for longer was reused into nothing: its request's answer never came, a read was sent again
+# after the 20 s read timeout, a write failed after it. With these, an idle connection probes its peer after 120 s,
+# which refreshes the flow; one whose four probes, 30 s apart, go unanswered (a flow dropped anyway) is closed by the
+# kernel by the 240 s mark, and urllib3 replaces a closed connection before it sends on it. Linux's own keep-alive,
+# when a socket asks for it at all (urllib3's do not), waits 7,200 s.
+KEEPALIVE_IDLE_SECONDS = 120
+KEEPALIVE_INTERVAL_SECONDS = 30
+KEEPALIVE_PROBES = 4
+
+
+def keepalive_socket_options() -> list[tuple[int, int, int]]:
+    """urllib3's default socket options (``TCP_NODELAY``) and TCP keep-alive: ``SO_KEEPALIVE``, and where the OS has
+    them (Linux, where Azure Functions run, and macOS) its idle time, interval and probe count."""
+    import socket
+
+    from urllib3.connection import HTTPConnection
+
+    options = [*HTTPConnection.default_socket_options, (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (
+        ("TCP_KEEPIDLE", KEEPALIVE_IDLE_SECONDS),
+        ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_SECONDS),
+        ("TCP_KEEPCNT", KEEPALIVE_PROBES),
+    ):
+        option = getattr(socket, name, None)
+        if option is not None:
+            options.append((socket.IPPROTO_TCP, option, value))
+    return options
+
 
 def request_threads(settings: Settings) -> int:
     """How many of the app's threads may send a request through the worker's one client at once: the worker's pool
@@ -47,7 +78,10 @@ def pooled_transport(connections: int) -> RequestsTransport:
     ("Connection pool is full, discarding connection"), so under load most requests paid a new TCP connection and
     TLS handshake (and a new SNAT port in Azure). The session is the one azure-core makes (``RequestsTransport.open``:
     ``trust_env``, its adapter with urllib3's retries off, the SDK's policies retry), only its adapter rebuilt with
-    the bigger pool; the transport owns it, so closing the client closes it (Azure/azure-sdk-for-python#17165)."""
+    the bigger pool and its connections' TCP keep-alive (``keepalive_socket_options``: every pool the adapter makes
+    passes them to its connections); the transport owns it, so closing the client closes it
+    (Azure/azure-sdk-for-python#17165). A proxy's connections (``HTTPS_PROXY``, which ``trust_env`` reads; none in
+    Azure Functions) are the adapter's proxy manager's, without them."""
     from azure.core.pipeline.transport import RequestsTransport
 
     stock = RequestsTransport()
@@ -56,7 +90,9 @@ def pooled_transport(connections: int) -> RequestsTransport:
     rebuilt: dict[int, Any] = {}
     for prefix, adapter in list(session.adapters.items()):
         if id(adapter) not in rebuilt:
-            rebuilt[id(adapter)] = type(adapter)(pool_maxsize=connections, max_retries=adapter.max_retries)
+            bigger = type(adapter)(pool_maxsize=connections, max_retries=adapter.max_retries)
+            bigger.poolmanager.connection_pool_kw["socket_options"] = keepalive_socket_options()
+            rebuilt[id(adapter)] = bigger
         session.mount(prefix, rebuilt[id(adapter)])
     return RequestsTransport(session=session, session_owner=True)
 

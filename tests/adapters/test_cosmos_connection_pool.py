@@ -12,6 +12,7 @@ connections are counted as it makes them (``HTTPSConnectionPool._new_conn``, the
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.cosmos
 THREADS = 40  # requests in flight at once, four times requests' default pool
 ROUNDS = 5  # each thread's reads, all threads starting each one together
 WORKER_THREADS = "104"  # what the Bicep, the azd hooks and local.settings.json.example set
+AZURE_IDLE_TIMEOUT_SECONDS = 240  # Azure Load Balancer's and SNAT's default TCP idle timeout, 4 minutes
 
 
 def settings_of(server: CosmosServer) -> Settings:
@@ -131,3 +133,33 @@ def test_the_pool_holds_a_connection_per_thread_on_the_session_azure_core_makes(
     client.close()
     assert transport.session is None  # the transport owned it and closed it
     stock.close()
+
+
+def test_the_pools_connections_send_tcp_keepalives_well_within_azures_idle_timeout(
+    new_connections: list[Any], app_client: Any
+) -> None:
+    """Before: the pool's connections were opened with urllib3's default socket options (``TCP_NODELAY`` only), no
+    TCP keep-alive (``SO_KEEPALIVE`` 0; Linux's own, were it on, waits 7,200 s). Azure's load balancers and SNAT drop a
+    flow idle for 4 minutes without telling either end, so a connection a burst left idle in the pool for longer went
+    out again into nothing: the request's answer never came, a read was sent again after the 20 s read timeout and a
+    write failed after it (docs/settings.md, "Idle connections"). Now every connection the real SDK opens through the
+    app's client probes its peer after ``KEEPALIVE_IDLE_SECONDS`` (< 240 s) of silence, which keeps the flow alive,
+    and a connection whose probes go unanswered is closed by the kernel and replaced by urllib3 before its next use.
+    Read back from the sockets themselves (``getsockopt``), after requests over TLS to the local protocol server."""
+    from adapters.cosmos.client import KEEPALIVE_IDLE_SECONDS, KEEPALIVE_INTERVAL_SECONDS, KEEPALIVE_PROBES
+
+    orders = app_client.get_database_client("connection-pool").get_container_client(ORDERS_CONTAINER)
+    orders.upsert_item({"id": "ord-keepalive", "orderId": "ord-keepalive"})
+    assert orders.read_item("ord-keepalive", partition_key="ord-keepalive")["id"] == "ord-keepalive"
+    sockets = [connection.sock for connection in new_connections if connection.sock is not None]
+    assert sockets, "the requests above opened no connection of their own"
+    for sock in sockets:
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1  # urllib3's default kept
+        if hasattr(socket, "TCP_KEEPIDLE"):  # Linux, where Azure Functions run
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == KEEPALIVE_IDLE_SECONDS
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL) == KEEPALIVE_INTERVAL_SECONDS
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == KEEPALIVE_PROBES
+    # a dead flow is found and closed within the idle timeout of a flow the keep-alives could not keep
+    assert KEEPALIVE_IDLE_SECONDS + KEEPALIVE_PROBES * KEEPALIVE_INTERVAL_SECONDS <= AZURE_IDLE_TIMEOUT_SECONDS
+    assert KEEPALIVE_IDLE_SECONDS < AZURE_IDLE_TIMEOUT_SECONDS

@@ -5,8 +5,9 @@ installed (a manual clock and a recording sender: where a reply the backend coul
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -18,8 +19,8 @@ from contracts.messages import AgentReply
 from contracts.names import AGENT_REPLIES_QUEUE, AGENT_REPLY_EVENT, SERVICE_BUS_CONNECTION
 from contracts.store_retry import ROUND_PROPERTY
 from dependencies import AppContext, use_context
-from order_agents.reply_relay import relay_retry_delays
-from tests.agents.support import START, make_context
+from order_agents.reply_relay import MAX_RELAY_ROUNDS, RAISE_MARGIN, relay_retry_delays
+from tests.agents.support import START, agent_settings, make_context, make_request
 from tests.fakes import FakeReceivedMessage, RecordingActions, RecordingSender
 
 
@@ -276,3 +277,146 @@ def test_a_reply_to_a_compensation_round_is_raised(functions):
     body = {**REPLY.model_dump(mode="json", by_alias=True), "instanceId": "order-1:compensate:3"}
     assert relay(functions, client, body).only == ("complete", {})
     assert [raised[0] for raised in client.raised] == ["order-1:compensate:3"]
+
+
+def rounds_until_left(
+    functions, ctx: AppContext, clock: ManualClock, sender: RecordingSender, received: FakeReceivedMessage
+) -> tuple[list[datetime], datetime]:
+    """Relays ``received`` against a backend that takes nothing, each copy when it comes due (the broker's clock and
+    the host's agreeing, a copy enqueued when due), until a delivery sends no copy: the copies' due times, and the
+    time that delivery was handled (the reply left to its deadline)."""
+    client = FakeDurableClient({"order-1:2": "Running"}, broken=True)
+    dues: list[datetime] = []
+    for _ in range(MAX_RELAY_ROUNDS + 1):
+        sent = len(sender.sent)
+        assert relay(functions, client, None, ctx=ctx, message=received).only == ("complete", {})
+        if len(sender.sent) == sent:
+            return dues, clock.now()
+        copy = sender.sent[-1][1]
+        assert copy.scheduled_enqueue_time is not None
+        dues.append(copy.scheduled_enqueue_time)
+        clock.set(copy.scheduled_enqueue_time)
+        received = FakeReceivedMessage.from_sent(copy)
+        received.enqueued_time_utc = copy.scheduled_enqueue_time
+    raise AssertionError("the rounds never ended")
+
+
+def agents_reply(functions, deadline: datetime, clock: ManualClock) -> FakeReceivedMessage:
+    """The reply the payment agent (its registered trigger, a simulated service) sends to a request of attempt 2
+    whose step's deadline is ``deadline``, as the relay receives it (enqueued at the host's now)."""
+    sender = RecordingSender()
+    use_context(make_context(clock, sender=sender))
+    try:
+        request = make_request(attempt=2, deadline=deadline)
+        actions = RecordingActions()
+        functions["agent_payment"].func(message=FakeReceivedMessage.of(request.to_json()), message_actions=actions)
+    finally:
+        use_context(None)
+    assert actions.only == ("complete", {})
+    [(queue, sent)] = sender.sent
+    assert queue == AGENT_REPLIES_QUEUE
+    received = FakeReceivedMessage.from_sent(sent)
+    received.enqueued_time_utc = clock.now()
+    return received
+
+
+def test_the_agents_reply_carries_its_steps_deadline(functions):
+    clock = ManualClock(START)
+    received = agents_reply(functions, START + timedelta(seconds=600), clock)
+    reply = AgentReply.model_validate_json(received.body)
+    assert reply.deadline == START + timedelta(seconds=600)
+    assert json.loads(received.body)["deadline"] == "2026-03-01T12:10:00.000000Z"
+
+
+def test_the_rounds_last_until_the_steps_own_deadline_after_the_step_timeout_was_lowered(functions, caplog):
+    """Before: the rounds spanned the current ``STEP_TIMEOUT_SECONDS``. An attempt that began with 600 s, its reply
+    relayed after a deploy set 60 s, had six rounds over 61 s and was left to its deadline 539 s before it, through
+    a backend outage of a minute and a half that it would have outlasted. Now the rounds last until the step's own
+    deadline, which the reply carries: the last copy due just before it, none after it."""
+    clock = ManualClock(START)
+    deadline = START + timedelta(seconds=600)
+    received = agents_reply(functions, deadline, clock)
+    sender = RecordingSender()
+    ctx = make_context(clock, sender=sender, settings=agent_settings(STEP_TIMEOUT_SECONDS="60"))
+    with caplog.at_level(logging.INFO):
+        dues, left_at = rounds_until_left(functions, ctx, clock, sender, received)
+    assert max(dues) <= deadline - RAISE_MARGIN
+    assert max(dues) > deadline - timedelta(seconds=31)  # a round every 30 s at most, until the deadline
+    assert [(due - START).total_seconds() for due in dues[:6]] == [1, 3, 7, 15, 31, 61]
+    assert left_at >= deadline - RAISE_MARGIN
+    [left] = events(caplog, "ReplyLeftToDeadline")
+    assert left.rounds == len(dues)  # type: ignore[attr-defined]
+    assert deadline.isoformat() in left.getMessage()
+
+
+def test_the_rounds_end_at_the_steps_own_deadline_after_the_step_timeout_was_raised(functions):
+    """Before: with ``STEP_TIMEOUT_SECONDS`` raised to 600 s, a reply to an attempt that began with 60 s was sent
+    again every 30 s for ten minutes, every copy after its step's deadline a late reply. Now its rounds end at its
+    deadline."""
+    clock = ManualClock(START)
+    deadline = START + timedelta(seconds=60)
+    received = agents_reply(functions, deadline, clock)
+    sender = RecordingSender()
+    ctx = make_context(clock, sender=sender, settings=agent_settings(STEP_TIMEOUT_SECONDS="600"))
+    dues, left_at = rounds_until_left(functions, ctx, clock, sender, received)
+    assert [(due - START).total_seconds() for due in dues] == [1, 3, 7, 15, 31, 59]  # the last cut to the margin
+    assert deadline - RAISE_MARGIN <= left_at < deadline
+
+
+def test_a_copy_is_due_after_its_delay_on_the_brokers_clock_when_the_hosts_clock_is_ahead(functions):
+    """Before: a host whose clock ran 20 s ahead of Service Bus's scheduled each copy 20 s past its delay on the
+    broker's clock (1 s became 21 s, the first rounds meant for a blip of a second or two spent after it). Now a
+    reply carrying its deadline has each round's delay counted from the broker's time of the message handled."""
+    ahead = ManualClock(START + timedelta(seconds=20))
+    sender = RecordingSender()
+    body = REPLY.model_copy(update={"deadline": START + timedelta(seconds=80)}).to_json()
+    received = FakeReceivedMessage.of(body, message_id="r")
+    received.enqueued_time_utc = START  # the broker's time when the agent's reply was enqueued
+    client = FakeDurableClient({"order-1:2": "Running"}, broken=True)
+    for expected in (1, 3, 7):
+        ctx = make_context(ahead, sender=sender)
+        assert relay(functions, client, None, ctx=ctx, message=received).only == ("complete", {})
+        copy = sender.sent[-1][1]
+        assert copy.scheduled_enqueue_time == START + timedelta(seconds=expected)
+        ahead.set(copy.scheduled_enqueue_time + timedelta(seconds=20))
+        received = FakeReceivedMessage.from_sent(copy)
+        received.enqueued_time_utc = copy.scheduled_enqueue_time
+
+
+def test_a_reply_at_its_deadline_is_left_to_it_at_once(functions, caplog):
+    sender = RecordingSender()
+    body = REPLY.model_copy(update={"deadline": START + RAISE_MARGIN / 2}).to_json()
+    client = FakeDurableClient({"order-1:2": "Running"}, broken=True)
+    with caplog.at_level(logging.INFO):
+        actions = relay(functions, client, body, ctx=make_context(ManualClock(START), sender=sender))
+    assert actions.only == ("complete", {})
+    assert sender.sent == []
+    [left] = events(caplog, "ReplyLeftToDeadline")
+    assert left.rounds == 0  # type: ignore[attr-defined]
+
+
+def test_a_copy_claiming_a_huge_round_is_left_to_its_deadline(functions):
+    sender = RecordingSender()
+    body = REPLY.model_copy(update={"deadline": START + timedelta(seconds=60)}).to_json()
+    copy = FakeReceivedMessage.of(body, message_id="m")
+    copy.application_properties = {ROUND_PROPERTY: 10**18}
+    client = FakeDurableClient({"order-1:2": "Running"}, broken=True)
+    assert relay(functions, client, None, ctx=make_context(ManualClock(START), sender=sender), message=copy).only == (
+        "complete",
+        {},
+    )
+    assert sender.sent == []
+
+
+def test_a_reply_without_its_deadline_keeps_the_rounds_of_the_step_timeout(functions):
+    """A reply of an agent older than ``AgentReply.deadline`` (in flight across the deploy): the rounds that span the
+    current ``STEP_TIMEOUT_SECONDS``, from the later of the host's now and the broker's time, as before."""
+    body = json.loads(REPLY.to_json())
+    body.pop("deadline", None)  # what an older agent sends
+    clock = ManualClock(START)
+    sender = RecordingSender()
+    received = FakeReceivedMessage.of(body, message_id="old")
+    received.enqueued_time_utc = START
+    dues, left_at = rounds_until_left(functions, make_context(clock, sender=sender), clock, sender, received)
+    assert [(due - START).total_seconds() for due in dues] == [1, 3, 7, 15, 31, 61]
+    assert left_at == START + timedelta(seconds=61)
