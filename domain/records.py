@@ -219,10 +219,11 @@ class StateRecord:
     # replaces it: it names its review, so one written by an older version's pause is never read as this
     # one's. None in a record written before the field: the default is not known.
     review_default: ReviewDefault | None = None
-    # How many attempts in a row the Durable backend never had: each claimed, its start failed and its instance
-    # unknown to the backend at its deadline (a 404), released by the supervisor without counting a failure
-    # (``domain.transitions.start_missed``), up to ``MAX_STARTS_MISSED``; reset when an attempt begins a step or an
-    # operator resubmits. 0 in a record written before the field: none known.
+    # How many attempts (or compensation rounds) in a row the Durable backend never had: each claimed, its start
+    # failed and its instance unknown to the backend at its deadline (a 404), released by the supervisor without
+    # counting a failure (``domain.transitions.start_missed``), up to ``MAX_STARTS_MISSED``; reset when an attempt
+    # begins a step, a round an undo, the order enters compensation, or an operator resubmits. 0 in a record written
+    # before the field: none known.
     starts_missed: int = 0
     history: list[HistoryEntry] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION

@@ -25,6 +25,7 @@ from domain.compensation import ROUND_BACKED_OFF, ROUND_START_MISSED, begin_undo
 from domain.states import ProcessState
 from localrun.durable.extension_api.handlers import json_answer
 from supervisor.backend_wait import ABSENT, UNREAD, read_statuses
+from supervisor.operator import compensate_action
 from supervisor.run import find_due, held_instances, run_supervisor
 from supervisor.scan import ScanState
 from tests.notifications.courier_clients import courier_client
@@ -227,9 +228,9 @@ def test_a_round_whose_status_is_unread_is_left_and_one_that_began_is_counted(ma
     assert record is not None and record.starts_missed == 0 and record.history[-1].event == ROUND_BACKED_OFF
 
 
-def test_a_round_that_can_never_start_still_ends_compensation_failed_and_pages(make_ctx, states, clock, sender):
-    ctx = make_ctx(MAX_FAILURES="3")
-    round_claimed(states, "o1", clock, timedelta(seconds=5))
+def _rounds_never_started(ctx: Any, states: Any, clock: Any) -> Any:
+    """Order o1's compensation rounds, each start failed (its instance unknown to the backend), until the
+    supervisor stops claiming them: the record then."""
     scan = ScanState()
     runs = 0
     with courier_client(ORCHESTRATOR) as (_engine, real):
@@ -245,8 +246,42 @@ def test_a_round_that_can_never_start_still_ends_compensation_failed_and_pages(m
                 break
             clock.set(max(clock.now(), record.complete_by or clock.now()) + timedelta(seconds=61))
             assert runs < 40
+    return record
+
+
+def test_a_round_that_can_never_start_still_ends_compensation_failed_and_pages(make_ctx, states, clock, sender):
+    ctx = make_ctx(MAX_FAILURES="3")
+    round_claimed(states, "o1", clock, timedelta(seconds=5))
+    record = _rounds_never_started(ctx, states, clock)
     assert record.process_state is ProcessState.COMPENSATION_FAILED
     assert record.starts_missed == transitions.MAX_STARTS_MISSED
     assert "the Durable backend never had" in (record.last_error or "")
     alerts = [json.loads(m.body) for q, m in sender.sent if q == OPERATOR_ALERTS_QUEUE]
     assert [a["kind"] for a in alerts] == ["CompensationFailed"]
+
+
+def test_an_operators_compensate_gives_the_next_rounds_their_own_run_of_missed_starts(make_ctx, states, clock, sender):
+    """Rounds that could never start made the order ``CompensationFailed`` with ``MAX_STARTS_MISSED`` misses on its
+    record; the operator has the task hub fixed and compensates again. A Durable blip failing the next round's
+    start is then released uncounted, as for any first round (``enter_compensation`` starts the misses afresh, as
+    it starts the rounds' failures). Before, the misses stayed on the record: that round was counted at once, and
+    ``MAX_FAILURES`` such blips made the order ``CompensationFailed`` again, paged, though no undo ran."""
+    ctx = make_ctx(MAX_FAILURES="3")
+    round_claimed(states, "o1", clock, timedelta(seconds=5))
+    failed = _rounds_never_started(ctx, states, clock)
+    assert failed.process_state is ProcessState.COMPENSATION_FAILED
+    assert failed.starts_missed == transitions.MAX_STARTS_MISSED
+
+    compensate_action(ctx, "o1", "ops@example.com", "task hub fixed")
+    scan = ScanState()
+    run_supervisor(ctx, scan)  # claims the next round; its start fails (a blip)
+    claimed_round = states.get("o1")
+    assert claimed_round is not None and claimed_round.locked_by is not None
+    clock.advance(timedelta(seconds=61))
+
+    run_supervisor(ctx, scan, statuses={claimed_round.locked_by: ABSENT})
+
+    record = states.get("o1")
+    assert record is not None and record.process_state is ProcessState.COMPENSATING
+    assert record.history[-1].event == ROUND_START_MISSED
+    assert (record.failure_count, record.starts_missed) == (0, 1)
