@@ -237,6 +237,8 @@ class StateRecord:
 
     def __post_init__(self) -> None:
         _cut_error(self, "last_error")
+        if self.starts_missed < 0:  # a hand edit: none missed, or it would buy that many more uncounted releases
+            object.__setattr__(self, "starts_missed", 0)
 
     def with_changes(self, now: datetime, event: str, by: str, detail: str = "", **changes: Any) -> StateRecord:
         """A copy with ``changes`` applied, ``updatedAt`` set and the change noted in ``history`` (``detail`` cut

@@ -134,3 +134,17 @@ def test_entering_compensation_gives_its_rounds_their_own_run_of_missed_starts()
     assert round_start_missable(round_one)
     released = release_missed_round(round_one, DUE, BACKOFF, "supervisor")
     assert (released.failure_count, released.starts_missed) == (0, 1)
+
+
+@pytest.mark.parametrize("edited", [-1, -1_000_000])
+def test_a_negative_count_from_a_hand_edit_is_none_missed(edited):
+    """An operator's edit of the document (``startsMissed`` below 0) gave the attempts that many more uncounted
+    releases: with -1,000,000 a start that can never succeed cycled Pending and Processing for years, never Error,
+    never paged by the order. Read as 0: ``MAX_STARTS_MISSED`` in a row, then counted."""
+    document = to_document(claimed())
+    document["startsMissed"] = edited
+    record = from_document(StateRecord, document)
+    assert record.starts_missed == 0
+    for _ in range(t.MAX_STARTS_MISSED):
+        record = t.claim(t.start_missed(record, record.locked_by, DUE, NOW), NOW, START_GRACE)
+    assert not t.start_missable(record)
