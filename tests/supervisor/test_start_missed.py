@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -26,10 +27,10 @@ from domain.states import ProcessState
 from localrun.durable.extension_api.handlers import json_answer
 from supervisor.backend_wait import ABSENT, UNREAD, read_statuses
 from supervisor.operator import compensate_action
-from supervisor.run import find_due, held_instances, run_supervisor
+from supervisor.run import Due, find_due, held_instances, run_supervisor
 from supervisor.scan import ScanState
 from tests.notifications.courier_clients import courier_client
-from tests.supervisor.conftest import expired, expired_in_a_step
+from tests.supervisor.conftest import claimed, expired, expired_in_a_step
 from tests.supervisor.test_backend_wait import round_claimed
 from tests.supervisor.test_outage_wait import compensation_round_after_a_charge
 
@@ -285,3 +286,53 @@ def test_an_operators_compensate_gives_the_next_rounds_their_own_run_of_missed_s
     assert record is not None and record.process_state is ProcessState.COMPENSATING
     assert record.history[-1].event == ROUND_START_MISSED
     assert (record.failure_count, record.starts_missed) == (0, 1)
+
+
+def test_a_round_due_since_the_run_read_its_statuses_is_left_for_a_run_that_reads_its_own(make_ctx, states, clock):
+    """The run reads the statuses of what it found due, then recovers (minutes under a slow Cosmos DB); recoveries that
+    hand an order to compensation make the claims read the rounds' page again, which now holds rounds due since, their
+    statuses never read. A round whose start failed was then counted as a stuck round (its instance unknown, not
+    read); now it is left as one whose status could not be read, and the next run, which reads it, releases it
+    uncounted."""
+    ctx = make_ctx(MAX_FAILURES="3")
+    began = clock.now() - timedelta(seconds=65)
+    record = claimed(states, "o1", began, began + timedelta(seconds=60))
+    record = update_once(  # a reservation whose outcome is unknown: compensated at its third failure
+        states,
+        record,
+        lambda r: transitions.begin_step(
+            r, "o1:1", "reserve-inventory", "inventory", "req-1", began + timedelta(seconds=60), began
+        ),
+    )
+    states.replace(replace(record, failure_count=2))
+    round_id = round_claimed(states, "o2", clock, timedelta(seconds=-30))  # due 30 s from now
+    scan = ScanState()
+    due = find_due(ctx, scan)
+    assert due.rounds is not None and due.rounds.records == []  # o2's round not due yet: no status read
+    clock.advance(timedelta(seconds=31))  # the recoveries took that long
+
+    report = run_supervisor(ctx, scan, due, {"o1:1": "Completed"})
+
+    assert report.compensating == 1
+    record = states.get("o2")
+    assert record is not None and (record.locked_by, record.failure_count) == (round_id, 0)  # left, unwritten
+    assert report.left_to_backend == 1
+
+    run_supervisor(ctx, ScanState(), statuses={round_id: ABSENT})  # the next run reads it: never had
+    record = states.get("o2")
+    assert record is not None and record.history[-1].event == ROUND_START_MISSED
+    assert (record.failure_count, record.starts_missed) == (0, 1)
+
+
+def test_a_round_whose_page_could_not_be_read_before_the_recoveries_is_left_too(make_ctx, states, clock):
+    """The rounds' page could not be read when the run read its statuses (a 429 past the SDK's retries): the claims
+    read it, and a round that never began, its status not read, is left as an unread one, not counted."""
+    ctx = make_ctx()
+    round_id = round_claimed(states, "o1", clock, timedelta(seconds=5))
+    scan = ScanState()
+    due = find_due(ctx, scan)
+
+    run_supervisor(ctx, scan, Due(due.scan, None), {})
+
+    record = states.get("o1")
+    assert record is not None and (record.locked_by, record.failure_count) == (round_id, 0)
