@@ -102,7 +102,7 @@ def test_the_order_concurrent_requests_reach_the_backend_in_decides_nothing() ->
 
 # Orders held Pending by a small in-flight cap: the starter's sweeps then start several at once, and the Durable
 # backend's delays are drawn in the order the starts settle.
-STARTS_AT_ONCE = {
+STARTS_AT_ONCE: dict[str, Any] = {
     "admission": {"max_pending": 40, "max_in_flight": 3},
     "durable": {"delivery_delay_rate": 0.3, "delivery_delay_ms": [1000, 30000]},
 }
