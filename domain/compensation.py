@@ -226,6 +226,7 @@ def enter_compensation(
         compensation=_unknown_outcome_entries(marked, now),
         outage_wait_since=None,  # a forward wait ends here: the rounds' waits have their own bound
         payment_wait_since=None,
+        starts_missed=0,  # and the rounds' missed starts their own run, as their failures (failureCount 0)
     )
 
 

@@ -219,10 +219,11 @@ class StateRecord:
     # replaces it: it names its review, so one written by an older version's pause is never read as this
     # one's. None in a record written before the field: the default is not known.
     review_default: ReviewDefault | None = None
-    # How many attempts in a row the Durable backend never had: each claimed, its start failed and its instance
-    # unknown to the backend at its deadline (a 404), released by the supervisor without counting a failure
-    # (``domain.transitions.start_missed``), up to ``MAX_STARTS_MISSED``; reset when an attempt begins a step or an
-    # operator resubmits. 0 in a record written before the field: none known.
+    # How many attempts (or compensation rounds) in a row the Durable backend never had: each claimed, its start
+    # failed and its instance unknown to the backend at its deadline (a 404), released by the supervisor without
+    # counting a failure (``domain.transitions.start_missed``), up to ``MAX_STARTS_MISSED``; reset when an attempt
+    # begins a step, a round an undo, the order enters compensation, or an operator resubmits. 0 in a record written
+    # before the field: none known.
     starts_missed: int = 0
     history: list[HistoryEntry] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
@@ -236,6 +237,8 @@ class StateRecord:
 
     def __post_init__(self) -> None:
         _cut_error(self, "last_error")
+        if self.starts_missed < 0:  # a hand edit: none missed, or it would buy that many more uncounted releases
+            object.__setattr__(self, "starts_missed", 0)
 
     def with_changes(self, now: datetime, event: str, by: str, detail: str = "", **changes: Any) -> StateRecord:
         """A copy with ``changes`` applied, ``updatedAt`` set and the change noted in ``history`` (``detail`` cut

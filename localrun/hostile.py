@@ -146,6 +146,20 @@ def delivery_delays(rate: float, bounds_ms: tuple[float, float], rng: random.Ran
     return draw
 
 
+def late_starts(rate: float, bounds_ms: tuple[float, float], seed: str) -> Callable[[str], timedelta]:
+    """``DurableEngine.late_start``: for ``rate`` of the instance ids, a uniform delay in ``bounds_ms``; else none.
+    Drawn from the instance id and ``seed``, so the starts' threads' order does not decide which are late."""
+    lo, hi = bounds_ms
+
+    def draw(instance_id: str) -> timedelta:
+        rng = random.Random(f"{seed}:{instance_id}")
+        if rng.random() >= rate:
+            return timedelta(0)
+        return timedelta(milliseconds=rng.uniform(lo, hi))
+
+    return draw
+
+
 # What the extension's HttpApiHandler answers an exception from its storage with (a 500 and the error object)
 STORAGE_FAILED = {
     "Message": "Something went wrong while processing your request",

@@ -43,7 +43,14 @@ MAX_SECONDS = 10 * 366 * 24 * 3600
 COSMOS_OUTAGE_KEYS = OUTAGE_KEYS | {"refused"}
 SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate", "settle_latency_ms"}
 HOST_KEYS = {"restart_every_s", "clock_skew_s", "activity_rerun_rate", "worker_threads", "blocking_threads"}
-DURABLE_KEYS = {"delivery_delay_rate", "delivery_delay_ms", "outages", "max_concurrent_activity_functions"}
+DURABLE_KEYS = {
+    "delivery_delay_rate",
+    "delivery_delay_ms",
+    "outages",
+    "max_concurrent_activity_functions",
+    "late_start_rate",
+    "late_start_ms",
+}
 # the most a profile's pools and concurrency limits may name (a run with more is one without a limit)
 MAX_THREADS = 256
 MAX_CONCURRENT_ACTIVITIES = 1000
@@ -233,6 +240,10 @@ class Profile:
     # client call (raise_event, get_status, start_new, terminate, purge) with a 500, its storage failing; the backend's
     # own work (orchestrations, activities, timers) goes on (``hostile.DurableOutages``)
     durable_outages: tuple[tuple[float, float], ...] = ()
+    # starts the Durable backend takes but records late (``DurableEngine.late_start``): at this rate (per instance id) a
+    # start is answered an error and its instance is unknown (404) for a uniform ``durable_late_start_ms``, then starts
+    durable_late_start_rate: float = 0.0
+    durable_late_start_ms: tuple[float, float] = (0.0, 120_000.0)
     # the worker's threads for sync functions (PYTHON_THREADPOOL_THREAD_COUNT; ``LocalHost.worker_threads``): an
     # invocation of one waits for a thread once handed over. None: the run's app settings' count
     worker_threads: int | None = None
@@ -321,6 +332,8 @@ class Profile:
             durable_delivery_delay_rate=_rate("durable.delivery_delay_rate", durable.get("delivery_delay_rate", 0)),
             durable_delivery_delay_ms=_delivery_delay(durable.get("delivery_delay_ms", [0, 10_000])),
             durable_outages=_outages("durable.outages", durable.get("outages", [])),
+            durable_late_start_rate=_rate("durable.late_start_rate", durable.get("late_start_rate", 0)),
+            durable_late_start_ms=_delivery_delay(durable.get("late_start_ms", [0, 120_000]), "durable.late_start_ms"),
             worker_threads=_limit("host.worker_threads", host.get("worker_threads"), MAX_THREADS),
             blocking_threads=_limit("host.blocking_threads", host.get("blocking_threads"), MAX_THREADS),
             max_concurrent_activities=_limit(
@@ -496,13 +509,12 @@ def _ranges(value: Any) -> int:
     return value
 
 
-def _delivery_delay(value: Any) -> tuple[float, float]:
-    """``durable.delivery_delay_ms``: ``[lo, hi]`` milliseconds, 0 <= lo <= hi <= ``DELIVERY_DELAY_MAX_MS``."""
+def _delivery_delay(value: Any, name: str = "durable.delivery_delay_ms") -> tuple[float, float]:
+    """``name`` (``durable.delivery_delay_ms``): ``[lo, hi]`` ms, 0 <= lo <= hi <= ``DELIVERY_DELAY_MAX_MS``."""
     ok = isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value)
     if not ok or not 0 <= value[0] <= value[1] <= DELIVERY_DELAY_MAX_MS:
         raise ProfileError(
-            f"durable.delivery_delay_ms must be [lo, hi] milliseconds, 0 <= lo <= hi <= {DELIVERY_DELAY_MAX_MS}, "
-            f"got {value!r}"
+            f"{name} must be [lo, hi] milliseconds, 0 <= lo <= hi <= {DELIVERY_DELAY_MAX_MS}, got {value!r}"
         )
     return (float(value[0]), float(value[1]))
 

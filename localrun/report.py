@@ -932,6 +932,8 @@ def _injected(result: SimulationResult, final: dict[str, int]) -> dict[str, int]
         injected["activities_rerun_late"] = result.host.engine.counters.activities_rerun_late
     if result.host.engine.counters.deliveries_delayed:  # durable.delivery_delay_rate
         injected["durable_deliveries_delayed"] = result.host.engine.counters.deliveries_delayed
+    if result.host.engine.counters.starts_recorded_late:  # durable.late_start_rate
+        injected["durable_starts_recorded_late"] = result.host.engine.counters.starts_recorded_late
     return injected
 
 

@@ -373,6 +373,10 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 profile.durable_delivery_delay_ms,
                 random.Random(f"{config.seed}:durable-delays"),
             )
+        if profile.durable_late_start_rate:  # drawn per instance id: other streams unchanged
+            host.engine.late_start = hostile.late_starts(
+                profile.durable_late_start_rate, profile.durable_late_start_ms, f"{config.seed}:durable-late-starts"
+            )
         if profile.durable_outages:
             host.durable_api.before_answer = hostile.DurableOutages(
                 profile.durable_outages, clock.now, START, audit.injected

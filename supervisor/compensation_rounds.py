@@ -49,6 +49,7 @@ from orchestrators.timers import (
 )
 from supervisor.backend_wait import (
     ABSENT,
+    UNREAD,
     InstanceStatuses,
     backend_wait_reason,
     in_backends_hands,
@@ -140,7 +141,6 @@ def claim_due_compensations(
         page = due_compensations(ctx)
     grace = ctx.settings.supervisor_grace
     wait = ctx.settings.supervisor_backend_wait
-    known = statuses or {}
     starts: list[CompensationStart] = []
     stale: list[str] = []
     failed = 0
@@ -164,7 +164,7 @@ def claim_due_compensations(
             _start_batch(ctx, start, batch)
             batch, closes = [], None
         now = ctx.clock.now()
-        status = known.get(record.locked_by) if record.locked_by is not None else None
+        status = _status(record, statuses)
         if left_to_backend(record, status, now, grace, wait):
             note_left(record, status, now, grace, wait)
             left += 1
@@ -275,6 +275,17 @@ def claim_due_compensations(
     if start is not None and batch:
         _start_batch(ctx, start, batch)
     return CompensationClaims(starts, stale, failed, page.request_charge, 1, left)
+
+
+def _status(record: StateRecord, statuses: InstanceStatuses | None) -> str | None:
+    """The status of the round holding ``record`` as the run read it; ``UNREAD`` for one the run did not read although
+    it read statuses (a round due since: the page read again after recoveries that handed orders to compensation, or
+    read only now, its first query having failed), as for one whose read failed: a round that never began is left up
+    to the backend wait, a later run reading its status, where it was counted as stuck though its start may only have
+    failed. None: no statuses read (every round taken at its deadline), or no round holds it."""
+    if record.locked_by is None or statuses is None:
+        return None
+    return statuses.get(record.locked_by, UNREAD)
 
 
 def _start_batch(ctx: AppContext, start: StartRounds, batch: list[CompensationStart]) -> None:

@@ -21,7 +21,9 @@ run to the next).
 ``delivery_delay`` (None: everything at once) makes the backend late, as Azure Storage's queues can be: each
 control-queue message (a start, a raised event, a termination, a timer's ``TimerFired``, an activity's result)
 and each activity work item reaches its worker that much later, the messages of one instance in the order
-they were sent. The client-facing operations return ``HostResponse``
+they were sent. ``late_start`` (None: never) makes a start one the backend takes but records late: the client is
+answered an error, and the instance is unknown (a 404) until it is started later (``start``). The client-facing
+operations return ``HostResponse``
 (the status code and body of the extension's HTTP API); ``localrun.durable.http_api`` serves them to the SDK's
 own client.
 """
@@ -56,6 +58,15 @@ RunActivity = Callable[[str, Any], Any]
 
 SUPPORTED = frozenset({"CallActivity", "CreateTimer", "WaitForExternalEvent", "WhenAny", "WhenAll", "ContinueAsNew"})
 
+# What a start the backend records late is answered (``late_start``): the extension's ``HttpApiHandler`` answer to an
+# exception from its storage, here the instance row's write that did not end in time
+START_RECORDED_LATE = {
+    "Message": "Something went wrong while processing your request",
+    "ExceptionMessage": "The operation has timed out.",
+    "ExceptionType": "Azure.RequestFailedException",
+    "StackTrace": None,
+}
+
 # How long an activity's work-item message stays invisible once a worker took it (DurableTask.AzureStorage
 # ``AzureStorageOrchestrationServiceSettings.WorkItemQueueVisibilityTimeout``, 5 minutes): a worker that dies
 # after it sent the activity's result and before it deleted the message leaves the item to run again then.
@@ -86,6 +97,7 @@ class EngineCounters:
     activities_failed_by_timeout: int = 0  # executions failed by a worker restart after a function timeout
     timers_fired: int = 0
     deliveries_delayed: int = 0  # control-queue messages and activity work items ``delivery_delay`` held back
+    starts_recorded_late: int = 0  # starts answered an error and carried out later (``late_start``)
     activities_waited: int = 0  # activity work items that waited simulated time for a slot (``max_activities``)
     activity_wait_longest_s: float = 0.0  # the longest such wait, in simulated seconds
     activities_peak: int = 0  # the most activity executions in flight at once
@@ -139,6 +151,17 @@ class DurableEngine:
         # instance, holds a queue's messages longer. So a timer fires at or after its time, an activity starts
         # late, and an event or an activity's result reaches its orchestration late. None: at once.
         self.delivery_delay: Callable[[], timedelta] | None = None
+        # Asked once per start with its instance id (profile ``durable.late_start_rate``, ``late_start_ms``): how late
+        # the backend records a start it took although the client was answered an error (0: answered 202 at once).
+        # DurableTask.AzureStorage sends the start's ExecutionStarted message first and writes the instance row after
+        # it (``CreateTaskOrchestrationAsync``); a row write that the client gives up on (a timeout) or that fails
+        # after a retry of its own lands late, and until then the instance is unknown (a status read answers 404) and
+        # its message is put back on the queue (``DedupeExecutionStartedMessagesAsync`` defers an ExecutionStarted
+        # without its row, up to 10 dequeues). Asked by instance id, not from a shared stream: the starts of one
+        # invocation reach the API on threads of their own, in whatever order they run.
+        self.late_start: Callable[[str], timedelta] | None = None
+        # Starts answered an error and carried out at their due time, as (due, instance id, name, input)
+        self._late_starts: list[tuple[datetime, str, str, str | None]] = []
         # Asked once for each activity execution that sent its result (a late run too, and one whose orchestration
         # ended meanwhile: the work item does not know): True when the worker "dies" after sending that result and
         # before deleting the work item, which then runs again WORK_ITEM_VISIBILITY_TIMEOUT later, and may come back
@@ -187,6 +210,19 @@ class DurableEngine:
         refusal = instance_id_refusal(instance_id)
         if refusal is not None:
             return HostResponse(400, {"ExceptionMessage": refusal})
+        late = self.late_start(instance_id) if self.late_start is not None else timedelta(0)
+        if late > timedelta(0) and not self._running(instance_id):
+            # taken, and recorded late: the client hears an error (its storage failing), the instance starts at ``due``
+            self.counters.starts_recorded_late += 1
+            heapq.heappush(self._late_starts, (self._now() + late, instance_id, name, input_json))
+            return HostResponse(500, dict(START_RECORDED_LATE))
+        return self._start_now(name, instance_id, input_json)
+
+    def _running(self, instance_id: str) -> bool:
+        existing = self._instances.get(instance_id)
+        return existing is not None and not existing.is_finished
+
+    def _start_now(self, name: str, instance_id: str, input_json: str | None) -> HostResponse:
         existing = self._instances.get(instance_id)
         if existing is not None and not existing.is_finished:
             message = f"An Orchestration instance with the status {existing.status.value} already exists."
@@ -333,7 +369,7 @@ class DurableEngine:
         """The earliest fire time of a pending timer, a late activity run or a message on its way, or None."""
         self.settle_requests()
         self._drop_dead_timers()
-        due = [heap[0][0] for heap in (self._timers, self._late, self._arrivals) if heap]
+        due = [heap[0][0] for heap in (self._timers, self._late, self._arrivals, self._late_starts) if heap]
         return min(due) if due else None
 
     def fire_due_timers(self) -> int:
@@ -345,6 +381,11 @@ class DurableEngine:
         fired = 0
         while self._late and self._late[0][0] <= now:
             self._queue.append(heapq.heappop(self._late)[2])
+            fired += 1
+        while self._late_starts and self._late_starts[0][0] <= now:
+            _, instance_id, name, input_json = heapq.heappop(self._late_starts)
+            # its row written at last: the instance starts (a start of the same id made since is kept, a 409 here)
+            self._start_now(name, instance_id, input_json)
             fired += 1
         while self._arrivals and self._arrivals[0][0] <= now:
             _, _, instance_id, execution, event = heapq.heappop(self._arrivals)

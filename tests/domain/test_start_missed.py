@@ -17,6 +17,7 @@ from domain.compensation import (
     enter_compensation,
     release_missed_round,
     round_never_began,
+    round_start_missable,
 )
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
@@ -118,3 +119,32 @@ def test_a_round_that_never_began_is_released_uncounted_and_one_that_began_is_no
     assert released.complete_by == DUE + BACKOFF
     again = claim_compensation(released, DUE + BACKOFF, START_GRACE, 3, "supervisor")
     assert (again.failure_count, again.attempt) == (0, record.attempt + 1)  # the claim after it counts nothing
+
+
+def test_entering_compensation_gives_its_rounds_their_own_run_of_missed_starts():
+    """Compensation starts its rounds' failures afresh (``failureCount`` 0), and their missed starts too: the forward
+    attempts' misses (a cancellation of an order whose starts met a Durable outage, retries exhausted before the
+    pivot, an operator's compensate after rounds that never started) are not the rounds'. Before, they were kept:
+    a round's first missed start after ``MAX_STARTS_MISSED`` forward ones was counted as a stuck round at once."""
+    record = claimed(t.MAX_STARTS_MISSED + 1)  # MAX_STARTS_MISSED in a row: the next miss would count
+    assert record.starts_missed == t.MAX_STARTS_MISSED
+    cancelled = enter_compensation(record, "cancellation", "cancelled by the client", NOW)
+    assert (cancelled.failure_count, cancelled.starts_missed) == (0, 0)
+    round_one = claim_compensation(cancelled, NOW, START_GRACE, 3, "supervisor")
+    assert round_start_missable(round_one)
+    released = release_missed_round(round_one, DUE, BACKOFF, "supervisor")
+    assert (released.failure_count, released.starts_missed) == (0, 1)
+
+
+@pytest.mark.parametrize("edited", [-1, -1_000_000])
+def test_a_negative_count_from_a_hand_edit_is_none_missed(edited):
+    """An operator's edit of the document (``startsMissed`` below 0) gave the attempts that many more uncounted
+    releases: with -1,000,000 a start that can never succeed cycled Pending and Processing for years, never Error,
+    never paged by the order. Read as 0: ``MAX_STARTS_MISSED`` in a row, then counted."""
+    document = to_document(claimed())
+    document["startsMissed"] = edited
+    record = from_document(StateRecord, document)
+    assert record.starts_missed == 0
+    for _ in range(t.MAX_STARTS_MISSED):
+        record = t.claim(t.start_missed(record, record.locked_by, DUE, NOW), NOW, START_GRACE)
+    assert not t.start_missable(record)

@@ -102,19 +102,28 @@ def test_the_order_concurrent_requests_reach_the_backend_in_decides_nothing() ->
 
 # Orders held Pending by a small in-flight cap: the starter's sweeps then start several at once, and the Durable
 # backend's delays are drawn in the order the starts settle.
-STARTS_AT_ONCE = {
+STARTS_AT_ONCE: dict[str, Any] = {
     "admission": {"max_pending": 40, "max_in_flight": 3},
     "durable": {"delivery_delay_rate": 0.3, "delivery_delay_ms": [1000, 30000]},
 }
 
 
+# The same, some of those starts recorded late (``durable.late_start_rate``: drawn per instance id, due in order)
+LATE_STARTS_AT_ONCE = {
+    **STARTS_AT_ONCE,
+    "durable": {**STARTS_AT_ONCE["durable"], "late_start_rate": 0.3, "late_start_ms": [1000, 90000]},
+}
+
+
+@pytest.mark.parametrize("profile", [STARTS_AT_ONCE, LATE_STARTS_AT_ONCE], ids=["delays", "late-starts"])
 def test_a_run_is_the_same_whatever_order_its_concurrent_durable_requests_arrive_in(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, profile: dict[str, Any]
 ) -> None:
     """The same run twice, the second with every other POST to the Durable HTTP API held 10 ms on its thread
     before it is handled (as a busy machine can hold it): the starts one sweep makes at once reach the backend in
     another order. Before, that alone made both the backend's history and the report differ."""
-    first = _report(seed=2, orders=20, profile=Profile.parse(STARTS_AT_ONCE))
+    first = _report(seed=2, orders=20, profile=Profile.parse(profile))
+    assert profile is STARTS_AT_ONCE or first["injected_faults"]["durable_starts_recorded_late"] > 0
     posts = itertools.count(1)
     answer = DurableExtensionApi._before_answer
 
@@ -124,6 +133,6 @@ def test_a_run_is_the_same_whatever_order_its_concurrent_durable_requests_arrive
         return answer(api, method, path)
 
     monkeypatch.setattr(DurableExtensionApi, "_before_answer", held_every_other_post)
-    assert _report(seed=2, orders=20, profile=Profile.parse(STARTS_AT_ONCE)) == first
+    assert _report(seed=2, orders=20, profile=Profile.parse(profile)) == first
     assert next(posts) > 20  # the POSTs went through the hook
     assert first["final_states"]["Processed"] == 20

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -25,10 +26,11 @@ from domain.compensation import ROUND_BACKED_OFF, ROUND_START_MISSED, begin_undo
 from domain.states import ProcessState
 from localrun.durable.extension_api.handlers import json_answer
 from supervisor.backend_wait import ABSENT, UNREAD, read_statuses
-from supervisor.run import find_due, held_instances, run_supervisor
+from supervisor.operator import compensate_action
+from supervisor.run import Due, find_due, held_instances, run_supervisor
 from supervisor.scan import ScanState
 from tests.notifications.courier_clients import courier_client
-from tests.supervisor.conftest import expired, expired_in_a_step
+from tests.supervisor.conftest import claimed, expired, expired_in_a_step
 from tests.supervisor.test_backend_wait import round_claimed
 from tests.supervisor.test_outage_wait import compensation_round_after_a_charge
 
@@ -227,9 +229,9 @@ def test_a_round_whose_status_is_unread_is_left_and_one_that_began_is_counted(ma
     assert record is not None and record.starts_missed == 0 and record.history[-1].event == ROUND_BACKED_OFF
 
 
-def test_a_round_that_can_never_start_still_ends_compensation_failed_and_pages(make_ctx, states, clock, sender):
-    ctx = make_ctx(MAX_FAILURES="3")
-    round_claimed(states, "o1", clock, timedelta(seconds=5))
+def _rounds_never_started(ctx: Any, states: Any, clock: Any) -> Any:
+    """Order o1's compensation rounds, each start failed (its instance unknown to the backend), until the
+    supervisor stops claiming them: the record then."""
     scan = ScanState()
     runs = 0
     with courier_client(ORCHESTRATOR) as (_engine, real):
@@ -245,8 +247,92 @@ def test_a_round_that_can_never_start_still_ends_compensation_failed_and_pages(m
                 break
             clock.set(max(clock.now(), record.complete_by or clock.now()) + timedelta(seconds=61))
             assert runs < 40
+    return record
+
+
+def test_a_round_that_can_never_start_still_ends_compensation_failed_and_pages(make_ctx, states, clock, sender):
+    ctx = make_ctx(MAX_FAILURES="3")
+    round_claimed(states, "o1", clock, timedelta(seconds=5))
+    record = _rounds_never_started(ctx, states, clock)
     assert record.process_state is ProcessState.COMPENSATION_FAILED
     assert record.starts_missed == transitions.MAX_STARTS_MISSED
     assert "the Durable backend never had" in (record.last_error or "")
     alerts = [json.loads(m.body) for q, m in sender.sent if q == OPERATOR_ALERTS_QUEUE]
     assert [a["kind"] for a in alerts] == ["CompensationFailed"]
+
+
+def test_an_operators_compensate_gives_the_next_rounds_their_own_run_of_missed_starts(make_ctx, states, clock, sender):
+    """Rounds that could never start made the order ``CompensationFailed`` with ``MAX_STARTS_MISSED`` misses on its
+    record; the operator has the task hub fixed and compensates again. A Durable blip failing the next round's
+    start is then released uncounted, as for any first round (``enter_compensation`` starts the misses afresh, as
+    it starts the rounds' failures). Before, the misses stayed on the record: that round was counted at once, and
+    ``MAX_FAILURES`` such blips made the order ``CompensationFailed`` again, paged, though no undo ran."""
+    ctx = make_ctx(MAX_FAILURES="3")
+    round_claimed(states, "o1", clock, timedelta(seconds=5))
+    failed = _rounds_never_started(ctx, states, clock)
+    assert failed.process_state is ProcessState.COMPENSATION_FAILED
+    assert failed.starts_missed == transitions.MAX_STARTS_MISSED
+
+    compensate_action(ctx, "o1", "ops@example.com", "task hub fixed")
+    scan = ScanState()
+    run_supervisor(ctx, scan)  # claims the next round; its start fails (a blip)
+    claimed_round = states.get("o1")
+    assert claimed_round is not None and claimed_round.locked_by is not None
+    clock.advance(timedelta(seconds=61))
+
+    run_supervisor(ctx, scan, statuses={claimed_round.locked_by: ABSENT})
+
+    record = states.get("o1")
+    assert record is not None and record.process_state is ProcessState.COMPENSATING
+    assert record.history[-1].event == ROUND_START_MISSED
+    assert (record.failure_count, record.starts_missed) == (0, 1)
+
+
+def test_a_round_due_since_the_run_read_its_statuses_is_left_for_a_run_that_reads_its_own(make_ctx, states, clock):
+    """The run reads the statuses of what it found due, then recovers (minutes under a slow Cosmos DB); recoveries that
+    hand an order to compensation make the claims read the rounds' page again, which now holds rounds due since, their
+    statuses never read. A round whose start failed was then counted as a stuck round (its instance unknown, not
+    read); now it is left as one whose status could not be read, and the next run, which reads it, releases it
+    uncounted."""
+    ctx = make_ctx(MAX_FAILURES="3")
+    began = clock.now() - timedelta(seconds=65)
+    record = claimed(states, "o1", began, began + timedelta(seconds=60))
+    record = update_once(  # a reservation whose outcome is unknown: compensated at its third failure
+        states,
+        record,
+        lambda r: transitions.begin_step(
+            r, "o1:1", "reserve-inventory", "inventory", "req-1", began + timedelta(seconds=60), began
+        ),
+    )
+    states.replace(replace(record, failure_count=2))
+    round_id = round_claimed(states, "o2", clock, timedelta(seconds=-30))  # due 30 s from now
+    scan = ScanState()
+    due = find_due(ctx, scan)
+    assert due.rounds is not None and due.rounds.records == []  # o2's round not due yet: no status read
+    clock.advance(timedelta(seconds=31))  # the recoveries took that long
+
+    report = run_supervisor(ctx, scan, due, {"o1:1": "Completed"})
+
+    assert report.compensating == 1
+    record = states.get("o2")
+    assert record is not None and (record.locked_by, record.failure_count) == (round_id, 0)  # left, unwritten
+    assert report.left_to_backend == 1
+
+    run_supervisor(ctx, ScanState(), statuses={round_id: ABSENT})  # the next run reads it: never had
+    record = states.get("o2")
+    assert record is not None and record.history[-1].event == ROUND_START_MISSED
+    assert (record.failure_count, record.starts_missed) == (0, 1)
+
+
+def test_a_round_whose_page_could_not_be_read_before_the_recoveries_is_left_too(make_ctx, states, clock):
+    """The rounds' page could not be read when the run read its statuses (a 429 past the SDK's retries): the claims
+    read it, and a round that never began, its status not read, is left as an unread one, not counted."""
+    ctx = make_ctx()
+    round_id = round_claimed(states, "o1", clock, timedelta(seconds=5))
+    scan = ScanState()
+    due = find_due(ctx, scan)
+
+    run_supervisor(ctx, scan, Due(due.scan, None), {})
+
+    record = states.get("o1")
+    assert record is not None and (record.locked_by, record.failure_count) == (round_id, 0)
