@@ -237,8 +237,11 @@ class StateRecord:
 
     def __post_init__(self) -> None:
         _cut_error(self, "last_error")
-        if self.starts_missed < 0:  # a hand edit: none missed, or it would buy that many more uncounted releases
-            object.__setattr__(self, "starts_missed", 0)
+        # A count below 0 is a hand edit of the document: none, or it would buy that many more releases (uncounted
+        # starts missed; failures before Error or CompensationFailed and its page), the order never escalated.
+        for count in ("starts_missed", "failure_count"):
+            if getattr(self, count) < 0:
+                object.__setattr__(self, count, 0)
 
     def with_changes(self, now: datetime, event: str, by: str, detail: str = "", **changes: Any) -> StateRecord:
         """A copy with ``changes`` applied, ``updatedAt`` set and the change noted in ``history`` (``detail`` cut

@@ -148,3 +148,22 @@ def test_a_negative_count_from_a_hand_edit_is_none_missed(edited):
     for _ in range(t.MAX_STARTS_MISSED):
         record = t.claim(t.start_missed(record, record.locked_by, DUE, NOW), NOW, START_GRACE)
     assert not t.start_missable(record)
+
+
+@pytest.mark.parametrize("edited", [-1, -1_000_000])
+def test_a_negative_failure_count_from_a_hand_edit_is_none_counted(edited):
+    """The same edit of ``failureCount`` gave the order that many more retries: a step that always fails retried
+    for years, never Error, never paged. Read as 0: ``max_failures`` missed deadlines, then Error."""
+    document = to_document(claimed())
+    document["failureCount"] = edited
+    record = from_document(StateRecord, document)
+    assert record.failure_count == 0
+    max_failures, now = 3, NOW
+    for _ in range(max_failures):
+        assert record.process_state is ProcessState.PROCESSING
+        now += timedelta(hours=1)
+        record = t.supervisor_retry(record, record.locked_by, now, max_failures, BACKOFF)
+        if record.process_state is ProcessState.PENDING:
+            now += timedelta(hours=1)
+            record = t.claim(record, now, START_GRACE)
+    assert record.process_state is ProcessState.ERROR
