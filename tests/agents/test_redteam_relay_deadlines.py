@@ -174,3 +174,20 @@ def test_a_copy_is_never_due_before_its_message_came_due_on_the_brokers_clock_wh
         received.enqueued_time_utc = broker_now
     assert [(due - START).total_seconds() for due in dues] == [1, 3, 7, 15, 31, 59]
     assert dues[-1] - behind == deadline - RAISE_MARGIN  # the last round a second before it, on the app's clock
+
+
+@pytest.mark.parametrize("enqueued", ["naive", "missing"])
+def test_a_message_without_an_aware_enqueued_time_has_its_copy_due_in_utc(functions, enqueued):
+    """An enqueued time read naive (as UTC: the SDK's own are aware) or not there at all (the host's now stands in):
+    the copy's due is an aware UTC moment its round's delay later, never a naive one the SDK would read in the host's
+    local zone, nor a TypeError failing the trigger."""
+    sender = RecordingSender()
+    received = _received(_reply_body((START + timedelta(seconds=60)).isoformat()))
+    received.enqueued_time_utc = START.replace(tzinfo=None) if enqueued == "naive" else None
+    client = FakeDurableClient({"order-1:2": "Running"}, broken=True)
+    ctx = make_context(ManualClock(START + timedelta(seconds=5)), sender=sender)
+    assert relay(functions, client, None, ctx=ctx, message=received).only == ("complete", {})
+    [(_, copy)] = sender.sent
+    assert copy.scheduled_enqueue_time is not None and copy.scheduled_enqueue_time.utcoffset() == timedelta(0)
+    expected = START if enqueued == "naive" else START + timedelta(seconds=5)
+    assert copy.scheduled_enqueue_time == expected + timedelta(seconds=1)
