@@ -183,7 +183,10 @@ def test_a_message_without_an_aware_enqueued_time_has_its_copy_due_in_utc(functi
     local zone, nor a TypeError failing the trigger."""
     sender = RecordingSender()
     received = _received(_reply_body((START + timedelta(seconds=60)).isoformat()))
-    received.enqueued_time_utc = START.replace(tzinfo=None) if enqueued == "naive" else None
+    if enqueued == "naive":
+        received.enqueued_time_utc = START.replace(tzinfo=None)
+    else:
+        received.enqueued_time_utc = None  # type: ignore[assignment]  # ReceivedMessage's may be None; the fake's not
     client = FakeDurableClient({"order-1:2": "Running"}, broken=True)
     ctx = make_context(ManualClock(START + timedelta(seconds=5)), sender=sender)
     assert relay(functions, client, None, ctx=ctx, message=received).only == ("complete", {})
