@@ -36,8 +36,14 @@ from domain.timefmt import parse, to_text
 
 
 def _utc(value: object) -> object:
-    """A text or datetime as its UTC moment; anything else is left to pydantic's datetime rules."""
-    return parse(value) if isinstance(value, str | datetime) else value
+    """A text or datetime as its UTC moment; anything else is refused. Before, anything else was left to pydantic's
+    datetime rules, which read a JSON number as Unix seconds (or milliseconds): a moment without the offset the type
+    requires, outside ``EARLIEST``..``LATEST`` (9999-12-31 from ``253402300799999``, year 1 from ``-62135596800000``),
+    that ``to_text`` writes back as a text ``parse`` refuses (``1-01-01T...``, year 9999): an agent's reply to such a
+    request dead-lettered by the relay for the deadline its own agent wrote."""
+    if isinstance(value, str | datetime):
+        return parse(value)
+    raise ValueError("timestamp must be a text with a UTC offset or Z")
 
 
 # A timestamp in a message: read as UTC (an offset or ``Z`` required), written as ``timefmt.to_text``.

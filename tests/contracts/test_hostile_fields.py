@@ -77,6 +77,10 @@ def test_an_instance_of_another_order_is_invalid_fields(make):
         ("9999-12-31T23:59:59-01:00", "out of range"),
         ("0500-01-01T00:00:00Z", "out of range"),
         ("2026-05-01T09:05:00", "offset"),
+        # a JSON number: pydantic read it as Unix seconds or milliseconds, past the years the app writes
+        (253402300799999, "offset"),
+        (-62135596800000, "offset"),
+        (1777626300, "offset"),
     ],
 )
 def test_a_deadline_out_of_range_is_invalid_fields(deadline, word):

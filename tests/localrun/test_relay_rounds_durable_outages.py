@@ -76,3 +76,22 @@ def test_the_rounds_carry_a_reply_through_a_blip_when_the_relays_host_clock_is_b
     assert list(result.events.named("ReplyLeftToDeadline")) == []
     assert _broker_dead_letters(report) == []
     assert {k: v for k, v in report["invariants"].items() if v} == {}, report["invariant_examples"]
+
+
+def test_the_rounds_carry_a_reply_through_a_blip_when_the_relays_host_clock_is_ahead() -> None:
+    """Red team (redteam-relay2), the merge's claim kept: a copy was due at the later of the host's clock and the
+    broker's time, plus its delay; with the app's clock 120 s ahead of Service Bus's every round was stretched by
+    the lead, the second copy of a reply met by a blip came after its step's deadline, and 4 of 40 orders were
+    retried by the supervisor for a missed deadline (seed 1). Now a reply carrying its deadline has each round due
+    after its delay from the broker's time of the message handled (``round_before_deadline``)."""
+    profile = json.loads(BLIPS.read_text())
+    profile["host"] = {"clock_skew_s": {"app": 120}}
+    result = run_simulation(SimulationConfig(orders=40, seed=1, profile=Profile.parse(profile)))
+    report = build_report(result)
+    assert report["injected_faults"]["clock_skewed_invocations"] > 0
+    assert result.events.count("ReplyRetryScheduled") > 0  # replies did meet the blips
+    missed = [t.order_id for t in result.audit.transitions if t.event == "RetryScheduled" and "missed" in t.detail]
+    assert missed == []
+    assert list(result.events.named("ReplyLeftToDeadline")) == []
+    assert _broker_dead_letters(report) == []
+    assert {k: v for k, v in report["invariants"].items() if v} == {}, report["invariant_examples"]
