@@ -190,6 +190,7 @@ def random_profile(seed: int) -> dict[str, Any]:
         profile.setdefault("cosmos", {})["partition_ranges"] = rng.choice([2, 3, 4])
     _draw_knobs_2(seed, profile)
     _draw_knobs_3(seed, profile)
+    _draw_knobs_4(seed, profile)
     return profile
 
 
@@ -221,6 +222,21 @@ def _draw_knobs_3(seed: int, profile: dict[str, Any]) -> None:
     rng = random.Random(f"{seed}:knobs-3")
     if rng.random() < 0.25:
         profile.setdefault("orders", {})["orderless_notification_rate"] = round(rng.uniform(0, 0.05), 3)
+
+
+def _draw_knobs_4(seed: int, profile: dict[str, Any]) -> None:
+    """The knobs added after ``seed:knobs-3``'s, from a generator of their own (``seed:knobs-4``): every key drawn
+    before is each seed's as before. The Durable backend failing the app's calls for seconds to a minute
+    (``durable.outages``: the relay's retry rounds, the supervisor's missed starts) and taking starts it records late
+    (``durable.late_start_rate``, ``late_start_ms``: a 404 for an instance that then runs, fenced)."""
+    rng = random.Random(f"{seed}:knobs-4")
+    if rng.random() < 0.25:
+        windows = [_window(rng, (0, 900), (1, 60)) for _ in range(rng.randint(1, 4))]
+        profile.setdefault("durable", {})["outages"] = sorted(windows, key=lambda w: w["start_s"])
+    if rng.random() < 0.2:
+        durable = profile.setdefault("durable", {})
+        durable["late_start_rate"] = round(rng.uniform(0, 0.3), 3)
+        durable["late_start_ms"] = rng.choice([[0, 10_000], [5_000, 60_000], [0, 120_000]])
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,10 @@ Service Bus handlers that outlive their message lock, and the app setting admiss
   items reach their worker late (``delivery_delays``, ``DurableEngine.delivery_delay``).
 - ``durable.outages``: in each window the Durable extension's HTTP API answers every client call with a 500 and the
   error object ``HttpApiHandler`` answers when its storage fails (``DurableOutages``, at the runner's HTTP edge below
-  the SDK's client: a raise fails, a status read comes back empty); orchestrations, activities and timers go on."""
+  the SDK's client: a raise fails, a status read comes back empty); orchestrations, activities and timers go on.
+- ``durable.late_start_rate``, ``late_start_ms``: a start the backend takes but records late: answered a 500, its
+  instance unknown (404) for a uniform delay in that range, then it starts (``late_starts``,
+  ``DurableEngine.late_start``)."""
 
 from __future__ import annotations
 

@@ -39,6 +39,7 @@ def test_the_operators_cancels_are_drawn_last_and_leave_every_other_draw_as_it_w
     ``seed:knobs-2``, drawn after them all: the next test)."""
     monkeypatch.setattr(fuzz, "_draw_knobs_2", lambda seed, profile: None)
     monkeypatch.setattr(fuzz, "_draw_knobs_3", lambda seed, profile: None)
+    monkeypatch.setattr(fuzz, "_draw_knobs_4", lambda seed, profile: None)
     profiles = [random_profile(seed) for seed in range(1, 201)]
     cancelling = [p["operator"] for p in profiles if "cancel_rate" in p.get("operator", {})]
     assert cancelling and all(0 <= o["cancel_rate"] <= 0.5 for o in cancelling)
@@ -108,7 +109,8 @@ def test_the_knobs_drawn_from_their_own_generator_leave_every_earlier_draw_as_it
 ) -> None:
     """Seeds fuzzed before ``seed:knobs-2`` name the same profiles but for those keys, which some seeds now have,
     each within the range docs/local-runner.md gives it (and the objects holding them)."""
-    monkeypatch.setattr(fuzz, "_draw_knobs_3", lambda seed, profile: None)  # the next test's
+    monkeypatch.setattr(fuzz, "_draw_knobs_3", lambda seed, profile: None)  # the next tests'
+    monkeypatch.setattr(fuzz, "_draw_knobs_4", lambda seed, profile: None)
     profiles = [random_profile(seed) for seed in SEEDS]
     with monkeypatch.context() as patched:
         patched.setattr(fuzz, "_draw_knobs_2", lambda seed, profile: None)
@@ -146,6 +148,7 @@ def test_the_knobs_of_the_third_generator_leave_every_earlier_draw_as_it_was(mon
     """Seeds fuzzed before ``seed:knobs-3`` name the same profiles but for ``orders.orderless_notification_rate``,
     which some seeds now have, within the range docs/local-runner.md gives it (and an ``orders`` object where the
     seed had none)."""
+    monkeypatch.setattr(fuzz, "_draw_knobs_4", lambda seed, profile: None)  # the next test's
     profiles = [random_profile(seed) for seed in SEEDS]
     with monkeypatch.context() as patched:
         patched.setattr(fuzz, "_draw_knobs_3", lambda seed, profile: None)
@@ -213,3 +216,33 @@ def test_nonsense_arguments_are_refused(flags: list[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["fuzz", *flags])
     assert exit_.value.code == 2
+
+
+# sha256 of seeds 1-400's profiles as drawn before the Durable backend's outages and late starts (commit 43191ab)
+DRAWN_BEFORE_KNOBS_4 = "849d005cde14d77cd8cfb4621b13f5bb5cb7b615e87f9358cfd9436022f981de"
+
+
+def test_the_durable_backends_outages_and_late_starts_leave_every_earlier_draw_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seeds fuzzed before ``seed:knobs-4`` name the same profiles but for ``durable.outages`` and
+    ``durable.late_start_rate`` / ``late_start_ms``, which some seeds now have, within the ranges
+    docs/local-runner.md gives them, and which the runner's profile accepts."""
+    profiles = [random_profile(seed) for seed in SEEDS]
+    with monkeypatch.context() as patched:
+        patched.setattr(fuzz, "_draw_knobs_4", lambda seed, profile: None)
+        earlier = [random_profile(seed) for seed in SEEDS]
+    assert hashlib.sha256(json.dumps(earlier, sort_keys=True).encode()).hexdigest() == DRAWN_BEFORE_KNOBS_4
+    for before, now in zip(earlier, profiles, strict=True):
+        old, new = _paths(before), _paths(now)
+        assert old <= new
+        added = {"outages", "late_start_rate", "late_start_ms"}
+        assert all(added & set(path) or path == ("durable", "{}") for path in new - old), new - old
+        Profile.parse(now)  # a profile the runner takes
+    outages = [p["durable"]["outages"] for p in profiles if "outages" in p.get("durable", {})]
+    assert outages and all(1 <= len(windows) <= 4 for windows in outages)
+    assert all(0 <= w["start_s"] <= 900 and 1 <= w["duration_s"] <= 60 for windows in outages for w in windows)
+    late = [p["durable"] for p in profiles if "late_start_rate" in p.get("durable", {})]
+    assert late and all(0 <= d["late_start_rate"] <= 0.3 and d["late_start_ms"][1] <= 120_000 for d in late)
+    # beside the backend's delays in some seeds (the same ``durable`` object)
+    assert any({"delivery_delay_rate", "outages"} <= set(p.get("durable", {})) for p in profiles)
