@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from domain.ids import MAX_ATTEMPT, instance_number, instance_order_id
+from domain.jsonvalues import Invalid, shown
 from domain.states import ProcessState, StepStatus
 
 SCHEMA_VERSION = 1
@@ -236,12 +238,35 @@ class StateRecord:
     unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        # What no writer of the app makes and the store cannot read as its order's (a hand edit): the document does
+        # not fit (``mapping.DocumentError`` naming the field), so every reader leaves it as it is and the
+        # supervisor's and starter's queries skip it, logged and paged (``UnmappedDocument``). Read, a record stored
+        # under another order's id was claimed for that order (its instance started as the other order's, its
+        # attempts numbered over that order's), and one owned by another order's instance had the supervisor wait
+        # on that instance, then terminate it: the other order's live attempt.
+        if self.order_id != self.id:
+            raise Invalid(f"expected the document's id (its order's), got {shown(self.order_id)}", ("orderId",))
+        owner = None if self.locked_by is None else instance_order_id(self.locked_by)
+        if owner is not None and owner != self.order_id:
+            raise Invalid(f"expected an instance of its order, got {shown(self.locked_by)}", ("lockedBy",))
         _cut_error(self, "last_error")
         # A count below 0 is a hand edit of the document: none, or it would buy that many more releases (uncounted
         # starts missed; failures before Error or CompensationFailed and its page), the order never escalated.
         for count in ("starts_missed", "failure_count"):
             if getattr(self, count) < 0:
                 object.__setattr__(self, count, 0)
+        # ``attempt`` only grows (attempts and compensation rounds share it): one below what the record itself
+        # shows (its owner, its last write, a step, an undo, an instance its history names) is a hand edit, and the
+        # next claim would number its instance as an earlier one (``ids.instance_id``), whose start_new replaces
+        # that finished instance's history, whose fenced writes a later one's ``lastWrite`` refuses, and whose
+        # owner ``read_as_owner`` reads as stale for ever; a negative one would give ids no agent replies to.
+        highest = shown_attempt(self)
+        if self.attempt < highest:
+            object.__setattr__(self, "attempt", highest)
+        # Past ``MAX_ATTEMPT`` no instance id is one an agent replies to and no request or status carries the
+        # attempt (``contracts.messages``): every attempt would fail to send, its Error's status never said.
+        if self.attempt > MAX_ATTEMPT:
+            raise Invalid(f"expected an attempt of at most {MAX_ATTEMPT}, got {shown(self.attempt)}", ("attempt",))
 
     def with_changes(self, now: datetime, event: str, by: str, detail: str = "", **changes: Any) -> StateRecord:
         """A copy with ``changes`` applied, ``updatedAt`` set and the change noted in ``history`` (``detail`` cut
@@ -249,6 +274,24 @@ class StateRecord:
         entry = HistoryEntry(at=now, event=event, by=by, detail=detail[:DETAIL_LIMIT])
         history = [*self.history, entry][-HISTORY_LIMIT:]
         return replace(self, **{**changes, "updated_at": now, "history": history})
+
+
+# The longest id ``instance_id`` and ``compensation_instance_id`` build (an order id of 64, the marker, 9 digits).
+MAX_INSTANCE_ID_LENGTH = 100
+
+
+def shown_attempt(record: StateRecord) -> int:
+    """The highest attempt (or compensation round) ``record`` shows besides its ``attempt``: its owner's, its last
+    write's, a step's, a compensation entry's, an instance of this order its history names (the starter's and the
+    supervisor's entries name the owner in ``detail``); 0 when it shows none."""
+    numbers = [0, *(step.attempt for step in record.steps.values()), *(entry.attempt for entry in record.compensation)]
+    named = [record.locked_by, None if record.last_write is None else record.last_write.by]
+    # the entries the app keeps (``HISTORY_LIMIT``): a longer list is a hand edit, cut at the record's next write
+    named += [text for entry in record.history[-HISTORY_LIMIT:] for text in (entry.by, entry.detail)]
+    for text in named:
+        if text and len(text) <= MAX_INSTANCE_ID_LENGTH and instance_order_id(text) == record.order_id:
+            numbers.append(instance_number(text) or 0)
+    return max(numbers)
 
 
 def last_move_at(record: StateRecord) -> int | None:
