@@ -18,6 +18,7 @@ from typing import Any
 from domain.ids import MAX_ATTEMPT, instance_number, instance_order_id
 from domain.jsonvalues import Invalid, shown
 from domain.states import ProcessState, StepStatus
+from domain.workflow import AGENTS
 
 SCHEMA_VERSION = 1
 HISTORY_LIMIT = 50
@@ -71,6 +72,15 @@ def _cut_error(kept: Any, name: str) -> None:
         object.__setattr__(kept, name, text[:ERROR_LIMIT])
 
 
+def _known_agent(agent: str) -> None:
+    """An entry's ``agent`` must be the workflow's (``domain.workflow.AGENTS``): the document of one naming another (a
+    hand edit) does not fit, skipped and paged by the supervisor's queries (``UnmappedDocument``); read, every
+    recovery of its expired attempt raised on it (``unknown agent``), every run, for ever. (A step's ``agents``, the
+    ones it was started with, may name any: an undo goes only to those of them the step can use.)"""
+    if agent not in AGENTS:
+        raise Invalid(f"expected one of the workflow's agents, got {shown(agent)}", ("agent",))
+
+
 # History events that note a fact beside the attempt's progress, written by others than the attempt
 # (submission): a payment notification applied, a ``Received`` owed or said; the supervisor's owed sweep
 # noting a failure's operator alert sent while the status its reply queue refuses stays owed, and the
@@ -104,6 +114,7 @@ class StepState:
     unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        _known_agent(self.agent)
         _cut_error(self, "error")
 
 
@@ -132,6 +143,7 @@ class CompensationEntry:
     unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        _known_agent(self.agent)
         _cut_error(self, "error")
 
 

@@ -175,3 +175,28 @@ def test_an_attempt_past_the_last_instance_number_does_not_map_and_one_at_it_doe
     assert (failed, skipped) == (["o-at"], ["o-past"])
     record = app_context.states.get("o-at")
     assert record is not None and record.process_state is ProcessState.PENDING
+
+
+def test_an_expired_record_naming_an_unknown_agent_is_skipped_not_failed_at_every_run(
+    make_ctx: MakeContext, states: CosmosStateStore, cosmos_db: Any, clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """FINDING. A step whose ``agent`` was edited to a name the workflow does not have mapped, and every run's
+    recovery of its expired attempt raised on it (``unknown agent``: ``SupervisorPhaseFailed``), for ever, the order
+    Processing. Now the document does not map: skipped, logged and paged once per problem as any such document."""
+    ctx = make_ctx()
+    expired_in_a_step(states, "o-agent", clock, timedelta(minutes=5))
+    container = cosmos_db.get_container_client(STATE_CONTAINER)
+    doc = container.read_item("o-agent", partition_key="o-agent")
+    doc["steps"]["reserve"]["agent"] = "nobody"
+    container.replace_item("o-agent", doc)
+
+    with caplog.at_level(logging.INFO):
+        for _ in range(3):
+            run_supervisor(ctx, ScanState())
+            clock.advance(timedelta(minutes=1))
+    events = [getattr(r, "event", "") for r in caplog.records]
+    assert "SupervisorPhaseFailed" not in events
+    signatures = {
+        getattr(r, "signature", None) for r in caplog.records if getattr(r, "event", "") == "UnmappedDocument"
+    }
+    assert signatures == {"StateRecord:steps.*.agent:expected one of the workflow's agents"}
