@@ -261,6 +261,10 @@ class StateRecord:
         owner = None if self.locked_by is None else instance_order_id(self.locked_by)
         if owner is not None and owner != self.order_id:
             raise Invalid(f"expected an instance of its order, got {shown(self.locked_by)}", ("lockedBy",))
+        # Nothing holds a Pending record (every move to Pending clears ``lockedBy``): held, no claim took it and no
+        # query of the supervisor's selects a Pending one, the order waited for ever without a trace.
+        if self.process_state is ProcessState.PENDING and self.locked_by is not None:
+            raise Invalid(f"expected null on a Pending record, got {shown(self.locked_by)}", ("lockedBy",))
         _cut_error(self, "last_error")
         # A count below 0 is a hand edit of the document: none, or it would buy that many more releases (uncounted
         # starts missed; failures before Error or CompensationFailed and its page), the order never escalated.

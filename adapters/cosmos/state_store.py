@@ -205,14 +205,15 @@ class CosmosStateStore:
 
     def claimable(self, now: datetime, limit: int) -> list[StateRecord]:
         # sort keys are text only (module docstring): one document whose updatedAt is not would stop every claim.
-        # A lockedBy or completeBy that is no text is taken as the record reads it: an absent key (a hand edit) maps
-        # to None, so it is claimable as a null one (``IS_NULL`` is false for it: the record was never claimed
-        # again), and one of another type is selected to be skipped and logged (``UnmappedDocument``), not hidden.
+        # No filter on lockedBy: a Pending record holds none, and a document that does (a hand edit) does not map,
+        # selected to be skipped and logged (``UnmappedDocument``), not hidden (``IS_NULL`` was also false for an
+        # absent key, which the record reads as null: that order was never claimed again). A completeBy that is no
+        # text is taken the same way: absent, null; of another type, skipped and logged.
         # Pages follow each other (``CLAIM_PAGES`` at most) while documents that do not map fill them: the oldest
         # first, ``limit`` hand-broken documents stopped every claim of every sweep.
         where = (
-            "c.processState = @pending AND NOT IS_STRING(c.lockedBy) "
-            "AND (NOT IS_STRING(c.completeBy) OR c.completeBy <= @now) AND IS_STRING(c.updatedAt)"
+            "c.processState = @pending AND (NOT IS_STRING(c.completeBy) OR c.completeBy <= @now) "
+            "AND IS_STRING(c.updatedAt)"
         )
         params: list[dict[str, Any]] = [
             {"name": "@pending", "value": ProcessState.PENDING.value},

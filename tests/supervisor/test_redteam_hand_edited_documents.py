@@ -59,19 +59,22 @@ def test_a_pending_record_whose_null_key_was_removed_is_claimed(
     assert [c.order_id for c in sweep(app_context)] == ["o-edited"]
 
 
-def test_a_pending_record_whose_locked_by_is_no_text_is_skipped_and_logged(
-    app_context: Any, cosmos_db: Any, clock: Any, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("held_by", ["", "o-held:1", 7], ids=["empty", "an instance", "a number"])
+def test_a_pending_record_given_a_locked_by_is_skipped_and_logged(
+    app_context: Any, cosmos_db: Any, clock: Any, caplog: pytest.LogCaptureFixture, held_by: Any
 ) -> None:
-    """A ``lockedBy`` of another type is selected by the claim query, so that it is logged (``UnmappedDocument``),
-    not hidden by ``IS_NULL`` as before; the order beside it is claimed."""
+    """FINDING. A Pending record given a ``lockedBy`` (any text: no claim takes it, and no query of the supervisor's
+    selects a Pending record) waited for ever, nothing logged; one of another type was hidden by ``IS_NULL``. Now
+    such a document does not map and the claim query selects it: skipped and logged (``UnmappedDocument``, paged by
+    the supervisorFailing rule); the order beside it is claimed."""
     from orchestrators.starter import sweep
 
-    _pending(app_context, clock, "o-number", "o-fine")
-    _edit(cosmos_db, "o-number", lockedBy=7)
+    _pending(app_context, clock, "o-held", "o-fine")
+    _edit(cosmos_db, "o-held", lockedBy=held_by)
     with caplog.at_level(logging.ERROR):
         assert [c.order_id for c in sweep(app_context)] == ["o-fine"]
     assert [getattr(r, "orderId", None) for r in caplog.records if getattr(r, "event", "") == "UnmappedDocument"] == [
-        "o-number"
+        "o-held"
     ]
 
 
