@@ -15,7 +15,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from domain.ids import MAX_ATTEMPT, instance_number, instance_order_id
+from domain.jsonvalues import Invalid, shown
 from domain.states import ProcessState, StepStatus
+from domain.workflow import AGENTS
 
 SCHEMA_VERSION = 1
 HISTORY_LIMIT = 50
@@ -69,6 +72,15 @@ def _cut_error(kept: Any, name: str) -> None:
         object.__setattr__(kept, name, text[:ERROR_LIMIT])
 
 
+def _known_agent(agent: str) -> None:
+    """An entry's ``agent`` must be the workflow's (``domain.workflow.AGENTS``): the document of one naming another (a
+    hand edit) does not fit, skipped and paged by the supervisor's queries (``UnmappedDocument``); read, every
+    recovery of its expired attempt raised on it (``unknown agent``), every run, for ever. (A step's ``agents``, the
+    ones it was started with, may name any: an undo goes only to those of them the step can use.)"""
+    if agent not in AGENTS:
+        raise Invalid(f"expected one of the workflow's agents, got {shown(agent)}", ("agent",))
+
+
 # History events that note a fact beside the attempt's progress, written by others than the attempt
 # (submission): a payment notification applied, a ``Received`` owed or said; the supervisor's owed sweep
 # noting a failure's operator alert sent while the status its reply queue refuses stays owed, and the
@@ -102,6 +114,7 @@ class StepState:
     unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        _known_agent(self.agent)
         _cut_error(self, "error")
 
 
@@ -130,6 +143,7 @@ class CompensationEntry:
     unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        _known_agent(self.agent)
         _cut_error(self, "error")
 
 
@@ -236,12 +250,39 @@ class StateRecord:
     unknown_keys: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        # What no writer of the app makes and the store cannot read as its order's (a hand edit): the document does
+        # not fit (``mapping.DocumentError`` naming the field), so every reader leaves it as it is and the
+        # supervisor's and starter's queries skip it, logged and paged (``UnmappedDocument``). Read, a record stored
+        # under another order's id was claimed for that order (its instance started as the other order's, its
+        # attempts numbered over that order's), and one owned by another order's instance had the supervisor wait
+        # on that instance, then terminate it: the other order's live attempt.
+        if self.order_id != self.id:
+            raise Invalid(f"expected the document's id (its order's), got {shown(self.order_id)}", ("orderId",))
+        owner = None if self.locked_by is None else instance_order_id(self.locked_by)
+        if owner is not None and owner != self.order_id:
+            raise Invalid(f"expected an instance of its order, got {shown(self.locked_by)}", ("lockedBy",))
+        # Nothing holds a Pending record (every move to Pending clears ``lockedBy``): held, no claim took it and no
+        # query of the supervisor's selects a Pending one, the order waited for ever without a trace.
+        if self.process_state is ProcessState.PENDING and self.locked_by is not None:
+            raise Invalid(f"expected null on a Pending record, got {shown(self.locked_by)}", ("lockedBy",))
         _cut_error(self, "last_error")
         # A count below 0 is a hand edit of the document: none, or it would buy that many more releases (uncounted
         # starts missed; failures before Error or CompensationFailed and its page), the order never escalated.
         for count in ("starts_missed", "failure_count"):
             if getattr(self, count) < 0:
                 object.__setattr__(self, count, 0)
+        # ``attempt`` only grows (attempts and compensation rounds share it): one below what the record itself
+        # shows (its owner, its last write, a step, an undo, an instance its history names) is a hand edit, and the
+        # next claim would number its instance as an earlier one (``ids.instance_id``), whose start_new replaces
+        # that finished instance's history, whose fenced writes a later one's ``lastWrite`` refuses, and whose
+        # owner ``read_as_owner`` reads as stale for ever; a negative one would give ids no agent replies to.
+        highest = shown_attempt(self)
+        if self.attempt < highest:
+            object.__setattr__(self, "attempt", highest)
+        # Past ``MAX_ATTEMPT`` no instance id is one an agent replies to and no request or status carries the
+        # attempt (``contracts.messages``): every attempt would fail to send, its Error's status never said.
+        if self.attempt > MAX_ATTEMPT:
+            raise Invalid(f"expected an attempt of at most {MAX_ATTEMPT}, got {shown(self.attempt)}", ("attempt",))
 
     def with_changes(self, now: datetime, event: str, by: str, detail: str = "", **changes: Any) -> StateRecord:
         """A copy with ``changes`` applied, ``updatedAt`` set and the change noted in ``history`` (``detail`` cut
@@ -249,6 +290,24 @@ class StateRecord:
         entry = HistoryEntry(at=now, event=event, by=by, detail=detail[:DETAIL_LIMIT])
         history = [*self.history, entry][-HISTORY_LIMIT:]
         return replace(self, **{**changes, "updated_at": now, "history": history})
+
+
+# The longest id ``instance_id`` and ``compensation_instance_id`` build (an order id of 64, the marker, 9 digits).
+MAX_INSTANCE_ID_LENGTH = 100
+
+
+def shown_attempt(record: StateRecord) -> int:
+    """The highest attempt (or compensation round) ``record`` shows besides its ``attempt``: its owner's, its last
+    write's, a step's, a compensation entry's, an instance of this order its history names (the starter's and the
+    supervisor's entries name the owner in ``detail``); 0 when it shows none."""
+    numbers = [0, *(step.attempt for step in record.steps.values()), *(entry.attempt for entry in record.compensation)]
+    named = [record.locked_by, None if record.last_write is None else record.last_write.by]
+    # the entries the app keeps (``HISTORY_LIMIT``): a longer list is a hand edit, cut at the record's next write
+    named += [text for entry in record.history[-HISTORY_LIMIT:] for text in (entry.by, entry.detail)]
+    for text in named:
+        if text and len(text) <= MAX_INSTANCE_ID_LENGTH and instance_order_id(text) == record.order_id:
+            numbers.append(instance_number(text) or 0)
+    return max(numbers)
 
 
 def last_move_at(record: StateRecord) -> int | None:

@@ -71,6 +71,15 @@ const writesDocuments = (req) => {
   return (req.method === "POST" || req.method === "PUT") && !query && /\/colls\/[^/]+\/docs(\/|$)/.test(req.url.split("?")[0]);
 };
 
+// A composite index serves its ORDER BY and the exact inverse of it, every direction flipped, as on Azure
+// (azure/cosmos-db/index-policy, "Composite indexes": ORDER BY queries on multiple properties); the server's
+// query library took only the index's own directions.
+const flipped = { ascending: "descending", descending: "ascending" };
+const withInverses = (indexes) => [
+  ...indexes,
+  ...indexes.map((index) => index.map((p) => ({ ...p, order: flipped[p.order || "ascending"] }))),
+];
+
 // Installs the guards into the server's modules (before a request is served) and around ``server``'s handler.
 exports.install = (server, lib) => {
   const operations = require(path.join(lib, "handler", "_document-operations"));
@@ -91,7 +100,7 @@ exports.install = (server, lib) => {
         }
       }
     }
-    return sort(collection, getRid, compositeIndexes, ...orders);
+    return sort(collection, getRid, compositeIndexes && withInverses(compositeIndexes), ...orders);
   };
 
   const handlers = server.listeners("request");

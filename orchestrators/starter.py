@@ -21,6 +21,7 @@ from domain.errors import IllegalTransition
 from domain.ids import url_instance_id
 from domain.records import StateRecord
 from domain.states import ProcessState
+from domain.text import carriable
 from observability.events import app_event
 from orchestrators.attempt_plan import plan_attempt
 from orchestrators.names import COMPENSATION, SCHEDULER
@@ -190,6 +191,16 @@ def sweep(ctx: AppContext) -> list[Claim]:
                 "StartFailed",
                 f"order {record.order_id}: not claimed, store unavailable: {exc}",
                 logging.WARNING,
+                orderId=record.order_id,
+            )
+            continue
+        except Exception as exc:  # isolation: a record no claim can be made of never stops the others' claims
+            # (one edited by hand: at MAX_ATTEMPT no next attempt can be numbered; the document broken between the
+            # query and the claim's read-back); logged at each sweep while it lasts, the others claimed and started
+            app_event(
+                "StartFailed",
+                f"order {record.order_id}: not claimed, {type(exc).__name__}: {carriable(str(exc))[:500]}",
+                logging.ERROR,
                 orderId=record.order_id,
             )
             continue

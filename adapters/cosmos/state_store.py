@@ -204,19 +204,30 @@ class CosmosStateStore:
         return self._remember(stored(StateRecord, doc))
 
     def claimable(self, now: datetime, limit: int) -> list[StateRecord]:
-        # sort keys are text only (module docstring): one document whose updatedAt is not would stop every claim
-        query = (
-            "SELECT TOP @limit * FROM c WHERE c.processState = @pending AND IS_NULL(c.lockedBy) "
-            "AND (IS_NULL(c.completeBy) OR c.completeBy <= @now) AND IS_STRING(c.updatedAt) ORDER BY c.updatedAt"
+        # sort keys are text only (module docstring): one document whose updatedAt is not would stop every claim.
+        # No filter on lockedBy: a Pending record holds none, and a document that does (a hand edit) does not map,
+        # selected to be skipped and logged (``UnmappedDocument``), not hidden (``IS_NULL`` was also false for an
+        # absent key, which the record reads as null: that order was never claimed again). A completeBy that is no
+        # text is taken the same way: absent, null; of another type, skipped and logged.
+        # Pages follow each other (``CLAIM_PAGES`` at most) while documents that do not map fill them: the oldest
+        # first, ``limit`` hand-broken documents stopped every claim of every sweep.
+        where = (
+            "c.processState = @pending AND (NOT IS_STRING(c.completeBy) OR c.completeBy <= @now) "
+            "AND IS_STRING(c.updatedAt)"
         )
         params: list[dict[str, Any]] = [
-            {"name": "@limit", "value": limit},
             {"name": "@pending", "value": ProcessState.PENDING.value},
             {"name": "@now", "value": to_text(now)},
         ]
-        with mapped_errors():
-            docs = list(self._c.query_items(query, parameters=params, enable_cross_partition_query=True))
-        return map_each(docs, ProcessState.PENDING.value)[0]
+        records: list[StateRecord] = []
+        after: SeekKey | None = None
+        for _ in range(CLAIM_PAGES):
+            with mapped_errors():
+                docs, after = seek_page(self._c, where, params, CLAIM_ORDER, limit - len(records), after)
+            records += map_each(docs, ProcessState.PENDING.value)[0]
+            if after is None or len(records) >= limit:
+                break
+        return records
 
     def expired_page(
         self,
@@ -264,6 +275,11 @@ class CosmosStateStore:
 # indexes"). Every multi-property ORDER BY needs its composite index on Azure (a 400 without it):
 # tests/infra/test_consistency.py checks infra/modules/cosmos.bicep declares one for each.
 EXPIRED_ORDER = "ORDER BY c.processState, c.completeBy, c.id"
+# The starter's claims, oldest write first (the composite index of the ops list's order serves it, reversed).
+CLAIM_ORDER = "ORDER BY c.processState, c.updatedAt, c.id"
+# The pages one claim query reads at most while documents that do not map fill them (each skipped and logged):
+# with the starter's batch of 50, the claims go on past up to 500 such Pending documents older than the others.
+CLAIM_PAGES = 10
 
 
 def expired_key(record: StateRecord) -> SeekKey | None:

@@ -138,7 +138,7 @@ def test_only_an_in_flight_payment_step_is_waiting():
     assert waiting_instance(base) is None  # between steps
     other = replace(base, current_step="reserve-inventory", steps={"reserve-inventory": step})
     assert waiting_instance(other) is None
-    assert waiting_instance(replace(waiting, process_state=ProcessState.PENDING)) is None
+    assert waiting_instance(replace(waiting, process_state=ProcessState.PENDING, locked_by=None)) is None
 
 
 def entry(seq: int, status: EntryStatus = EntryStatus.DEFERRED) -> DeferredEntry:

@@ -42,11 +42,12 @@ def _records(rng: random.Random, now: Any, grace: timedelta, count: int) -> list
     for i in range(count):
         order_id = f"q{i:04d}"
         complete_by = None if rng.random() < 0.08 else now + rng.choice(offsets)
-        held = rng.random() < 0.5
+        state = rng.choice(states)
+        held = rng.random() < 0.5 and state is not ProcessState.PENDING  # nothing holds a Pending record
         out.append(
             replace(
                 transitions.new_record(order_id, None, now),
-                process_state=rng.choice(states),
+                process_state=state,
                 locked_by=f"{order_id}:{rng.randint(1, 3)}" if held else None,
                 complete_by=complete_by,
             )

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from domain import transitions
+from domain.jsonvalues import Invalid
 from domain.records import SIDE_NOTES
 from domain.states import ProcessState
 from tests.supervisor.two_writers import CACHED, CACHES, FENCED, T0, Case, Outcome, Run, all_pairs, interleaved, serial
@@ -217,10 +218,12 @@ def test_a_retired_attempt_releases_the_step_the_record_has_in_flight(cosmos_db:
 
 
 def test_a_record_nobody_can_move_on_is_told() -> None:
-    """The harness itself: ``_stranded`` names a Pending record locked and an owned state with no deadline."""
+    """The harness itself: ``_stranded`` names an owned state with no deadline; a Pending record locked is one no
+    record can be any more (``StateRecord`` refuses it: its document does not map)."""
     record = transitions.new_record("o-1", "client-statuses", T0)
     assert _stranded(record) is None
-    assert "Pending yet locked" in str(_stranded(replace(record, locked_by="o-1:1")))
+    with pytest.raises(Invalid, match="expected null on a Pending record"):
+        replace(record, locked_by="o-1:1")
     held = replace(record, process_state=PR, locked_by="o-1:1", complete_by=None)
     assert "no completeBy" in str(_stranded(held))
     assert _stranded(replace(held, complete_by=T0)) is None
