@@ -32,7 +32,7 @@ from adapters.cosmos.errors import (
 from adapters.cosmos.mapping import DocumentError
 from domain.errors import FencingLost, IllegalTransition, WriteAlreadyMade
 from domain.ids import instance_number
-from domain.records import StateRecord
+from domain.records import StateRecord, attempt_as_shown
 from domain.states import ProcessState
 from domain.text import carriable
 from domain.timefmt import parse as parse_time
@@ -93,6 +93,12 @@ def _due_at(doc: Any) -> datetime | None:
         return None
 
 
+def read_state(doc: dict[str, Any]) -> StateRecord:
+    """The record of a state document read (not one the app just wrote): its ``attempt`` as the record shows it
+    (``records.attempt_as_shown``: a hand edit lowered it). ``DocumentError`` if it does not fit."""
+    return attempt_as_shown(stored(StateRecord, doc))
+
+
 def map_each(
     docs: list[dict[str, Any]], query: str, *, log_skipped: bool = True
 ) -> tuple[list[StateRecord], list[Unmapped]]:
@@ -104,7 +110,7 @@ def map_each(
     unmapped: list[Unmapped] = []
     for doc in docs:
         try:
-            records.append(stored(StateRecord, doc))
+            records.append(read_state(doc))
         except Exception as exc:  # isolation: whatever a document holds, the page goes on
             doc_id = carriable(str(doc.get("id") if isinstance(doc, dict) else doc))[:200]
             error = carriable(f"{type(exc).__name__}: {exc}")[:500]
@@ -185,7 +191,7 @@ class CosmosStateStore:
 
     def get(self, order_id: str) -> StateRecord | None:
         doc = read_or_none(self._c, order_id, order_id)
-        return None if doc is None else self._remember(stored(StateRecord, doc))
+        return None if doc is None else self._remember(read_state(doc))
 
     def create(self, record: StateRecord) -> StateRecord:
         with mapped_errors(record.id):
