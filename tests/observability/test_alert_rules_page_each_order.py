@@ -272,8 +272,8 @@ def test_the_workbook_counts_moves_into_a_state_not_every_write() -> None:
 
     claimed = transitions.claim(transitions.new_record("ord-a", None, T0), T0, timedelta(0))
     assert claimed.locked_by is not None
-    begun = transitions.begin_step(claimed, claimed.locked_by, "pay", "payments", "req-1", T0, T0)
-    failed = transitions.fail(begun, claimed.locked_by, "pay", "card refused", T0)
+    begun = transitions.begin_step(claimed, claimed.locked_by, "payment", "payment", "req-1", T0, T0)
+    failed = transitions.fail(begun, claimed.locked_by, "payment", "card refused", T0)
     delivered = failed.with_changes(T0, "NotificationsDelivered", "supervisor", complete_by=None)
     pending = transitions.new_record("ord-a", None, T0)
     with exported() as rows:
