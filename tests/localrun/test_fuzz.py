@@ -104,6 +104,19 @@ def _paths(value: Any, path: tuple[Any, ...] = ()) -> set[tuple[Any, ...]]:
     return {(*path, json.dumps(value))}
 
 
+def _drawn_without(
+    monkeypatch: pytest.MonkeyPatch, generator: str, digest: str
+) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], dict[str, Any]]]]:
+    """Seeds 1-400's profiles, and each paired with its profile drawn without ``generator`` (one of the fuzzer's own
+    generators of later knobs), checked to be what the seeds named before it (``digest``)."""
+    profiles = [random_profile(seed) for seed in SEEDS]
+    with monkeypatch.context() as patched:
+        patched.setattr(fuzz, generator, lambda seed, profile: None)
+        earlier = [random_profile(seed) for seed in SEEDS]
+    assert hashlib.sha256(json.dumps(earlier, sort_keys=True).encode()).hexdigest() == digest
+    return profiles, list(zip(earlier, profiles, strict=True))
+
+
 def test_the_knobs_drawn_from_their_own_generator_leave_every_earlier_draw_as_it_was(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -111,12 +124,8 @@ def test_the_knobs_drawn_from_their_own_generator_leave_every_earlier_draw_as_it
     each within the range docs/local-runner.md gives it (and the objects holding them)."""
     monkeypatch.setattr(fuzz, "_draw_knobs_3", lambda seed, profile: None)  # the next tests'
     monkeypatch.setattr(fuzz, "_draw_knobs_4", lambda seed, profile: None)
-    profiles = [random_profile(seed) for seed in SEEDS]
-    with monkeypatch.context() as patched:
-        patched.setattr(fuzz, "_draw_knobs_2", lambda seed, profile: None)
-        earlier = [random_profile(seed) for seed in SEEDS]
-    assert hashlib.sha256(json.dumps(earlier, sort_keys=True).encode()).hexdigest() == DRAWN_BEFORE_KNOBS_2
-    for before, now in zip(earlier, profiles, strict=True):
+    profiles, pairs = _drawn_without(monkeypatch, "_draw_knobs_2", DRAWN_BEFORE_KNOBS_2)
+    for before, now in pairs:
         old, new = _paths(before), _paths(now)
         assert old <= new  # nothing drawn before changed or went
         # what was added: the new keys, and where an agent or the operator was not there, its object
@@ -149,12 +158,8 @@ def test_the_knobs_of_the_third_generator_leave_every_earlier_draw_as_it_was(mon
     which some seeds now have, within the range docs/local-runner.md gives it (and an ``orders`` object where the
     seed had none)."""
     monkeypatch.setattr(fuzz, "_draw_knobs_4", lambda seed, profile: None)  # the next test's
-    profiles = [random_profile(seed) for seed in SEEDS]
-    with monkeypatch.context() as patched:
-        patched.setattr(fuzz, "_draw_knobs_3", lambda seed, profile: None)
-        earlier = [random_profile(seed) for seed in SEEDS]
-    assert hashlib.sha256(json.dumps(earlier, sort_keys=True).encode()).hexdigest() == DRAWN_BEFORE_KNOBS_3
-    for before, now in zip(earlier, profiles, strict=True):
+    profiles, pairs = _drawn_without(monkeypatch, "_draw_knobs_3", DRAWN_BEFORE_KNOBS_3)
+    for before, now in pairs:
         old, new = _paths(before), _paths(now)
         assert old <= new
         assert all("orderless_notification_rate" in path or path == ("orders", "{}") for path in new - old), new - old
@@ -228,12 +233,8 @@ def test_the_durable_backends_outages_and_late_starts_leave_every_earlier_draw_a
     """Seeds fuzzed before ``seed:knobs-4`` name the same profiles but for ``durable.outages`` and
     ``durable.late_start_rate`` / ``late_start_ms``, which some seeds now have, within the ranges
     docs/local-runner.md gives them, and which the runner's profile accepts."""
-    profiles = [random_profile(seed) for seed in SEEDS]
-    with monkeypatch.context() as patched:
-        patched.setattr(fuzz, "_draw_knobs_4", lambda seed, profile: None)
-        earlier = [random_profile(seed) for seed in SEEDS]
-    assert hashlib.sha256(json.dumps(earlier, sort_keys=True).encode()).hexdigest() == DRAWN_BEFORE_KNOBS_4
-    for before, now in zip(earlier, profiles, strict=True):
+    profiles, pairs = _drawn_without(monkeypatch, "_draw_knobs_4", DRAWN_BEFORE_KNOBS_4)
+    for before, now in pairs:
         old, new = _paths(before), _paths(now)
         assert old <= new
         added = {"outages", "late_start_rate", "late_start_ms"}
