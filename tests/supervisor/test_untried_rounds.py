@@ -77,7 +77,9 @@ def test_a_round_never_tried_is_due_again_at_once_and_the_next_run_claims_and_st
             record = states.get(order)
             assert record is not None and record.locked_by == compensation_instance_id(order, 2)
         released = sorted(
-            r.__dict__["instanceId"] for r in caplog.records if r.__dict__.get("event") == ("CompensationStartReleased")
+            str(r.__dict__["instanceId"])
+            for r in caplog.records
+            if r.__dict__.get("event") == "CompensationStartReleased"
         )
         assert released == [compensation_instance_id(order, 2) for order in untried]
 
@@ -87,7 +89,9 @@ def test_a_round_never_tried_is_due_again_at_once_and_the_next_run_claims_and_st
         dependencies.use_context(None)
 
     # each released order's next round claimed and started under a new instance id; the stalled rounds not yet due
-    assert sorted(instance for _, instance, _ in working.started) == [compensation_instance_id(o, 3) for o in untried]
+    assert sorted(str(instance) for _, instance, _ in working.started) == [
+        compensation_instance_id(o, 3) for o in untried
+    ]
     assert {name for name, _, _ in working.started} == {COMPENSATION}
     for order in untried:
         record = states.get(order)
