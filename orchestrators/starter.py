@@ -298,8 +298,8 @@ async def start_orchestrations(
 
 
 def left_to_supervisor(orchestrator: str, claim: Startable, why: str) -> None:
-    """Logs a claim whose start was never tried and that is left as after a failed start (``why``: why it was not
-    released, if it was tried). Counted by the durableBackendFailing rule as any start the extension failed."""
+    """Logs a claim whose start was never tried and that is left as after a failed start (``why``: why its release
+    failed, when one was tried). Counted by the durableBackendFailing rule as any start the extension failed."""
     app_event(
         START_EVENTS[orchestrator][1],
         f"did not start {claim.instance_id}: {NOT_TRIED}{why}; the supervisor will retry it after the start grace",
@@ -348,7 +348,7 @@ def release_untried(ctx: AppContext, orchestrator: str, claims: Sequence[Startab
         released.append(owner)
         app_event(
             released_event,
-            f"did not start {owner}: {NOT_TRIED}; released, {written.process_state.value} again and claimable now, "
+            f"did not start {owner}: {NOT_TRIED}; released ({written.process_state.value}, due again now), "
             "not counted as a failure or a missed start",
             orderId=claim.order_id,
             instanceId=owner,
