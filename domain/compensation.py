@@ -39,6 +39,8 @@ ROUND_BACKED_OFF = "CompensationRetryScheduled"
 ROUND_CLAIMED = "CompensationClaimed"
 # history event: the supervisor released a round the Durable backend never had (``release_missed_round``)
 ROUND_START_MISSED = "CompensationStartMissed"
+# history event: the run that claimed a round released it, its start never tried (``release_untried_round``)
+ROUND_NOT_TRIED = "CompensationStartNotTried"
 FAILED = "Failed"
 
 # CompensationFailed is re-entered only by an operator, after fixing what made the undo fail.
@@ -382,6 +384,25 @@ def release_missed_round(
         locked_by=None,
         complete_by=until,
         starts_missed=starts,
+    )
+
+
+def release_untried_round(record: StateRecord, owner: str, now: datetime, by: str, reason: str) -> StateRecord:
+    """A round ``owner`` claimed by ``by``, whose start that run never tried (``reason``: its time for starts was
+    spent): released (``lockedBy`` null), due again at once (``completeBy`` now, no backoff: nothing failed),
+    ``failureCount`` and ``startsMissed`` unchanged; the next claim starts round ``attempt`` + 1 under a new instance
+    id (no id is asked for twice). Only while ``owner`` holds the record (``FencingLost`` otherwise) and began no undo
+    (``round_never_began``; ``IllegalTransition`` otherwise), as ``transitions.release_untried`` for an attempt."""
+    ensure_compensation_owner(record, owner)
+    if not round_never_began(record):
+        raise IllegalTransition(f"order {record.order_id}: {owner} moved since its claim, not released")
+    return record.with_changes(
+        now,
+        ROUND_NOT_TRIED,
+        by,
+        f"round {record.attempt}: {owner} was never started ({reason}); due again now, not counted",
+        locked_by=None,
+        complete_by=now,
     )
 
 

@@ -19,6 +19,8 @@ SUBMISSION = "submission"
 STEP_STARTED = "StepStarted"
 CLAIMED = "Claimed"  # history event: the starter (or submission's fast path) claimed the record for an attempt
 START_MISSED = "StartMissed"  # history event: the supervisor released an attempt the Durable backend never had
+# history event: the starter released its own claim whose start it never tried (``release_untried``)
+START_NOT_TRIED = "StartNotTried"
 # How many attempts in a row the backend may never have had (``start_missed``) before such an attempt counts as a
 # failure like any other: a start that can never succeed (an orchestrator not registered, a task hub gone) still
 # ends in Error after MAX_STARTS_MISSED + MAX_FAILURES claims, and pages.
@@ -335,6 +337,31 @@ def start_missed(
     reason = start_missed_reason(record)
     starts = record.starts_missed + 1
     return _release_uncounted(record, expired_owner, now, until, START_MISSED, reason, grace, starts_missed=starts)
+
+
+def release_untried(record: StateRecord, owner: str, now: datetime, reason: str) -> StateRecord:
+    """The starter's own claim of ``owner`` whose start it never tried (``reason``: the run's time for starts was
+    spent, a stalled Durable extension): Pending again, claimable at once, ``failureCount`` and ``startsMissed``
+    unchanged (no instance was asked for: the backend neither failed nor missed a start). Only while the record is
+    still exactly that claim: ``owner`` holds it (``FencingLost`` otherwise) and made no move (``never_began``;
+    ``IllegalTransition`` otherwise), side notes aside.
+
+    ``attempt`` stays: it only grows (``records.attempt_as_shown``), so the next claim numbers attempt + 1 under a new
+    instance id and no id is ever asked for twice. No start was sent for ``owner``, so no instance of it exists; a
+    late one could only come from a start this starter never made, and it would be fenced (``ensure_owner``)."""
+    ensure_owner(record, owner)
+    if not never_began(record):
+        raise IllegalTransition(f"order {record.order_id}: {owner} moved since its claim, not released")
+    return record.with_changes(
+        now,
+        START_NOT_TRIED,
+        STARTER,
+        f"attempt {record.attempt}: {owner} was never started ({reason}); claimable again, not counted",
+        process_state=ProcessState.PENDING,
+        locked_by=None,
+        complete_by=None,
+        current_step=None,
+    )
 
 
 def wait_out_outage(

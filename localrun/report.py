@@ -820,6 +820,9 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             # attempts and compensation rounds the Durable backend never had (their starts failed), released
             # uncounted (supervisor/recovery.py, supervisor/compensation_rounds.py)
             "starts_missed": events["StartMissed"] + events["CompensationStartMissed"],
+            # claims whose start their run never tried (its time for starts spent), released at once by that run,
+            # uncounted (orchestrators/starter.py, release_untried)
+            "starts_released": events["StartNotTried"] + events["CompensationStartNotTried"],
             "escalations": events["Escalated"],
             "compensations": sum(
                 1

@@ -60,6 +60,7 @@ def deliver_alert_v1(context: df.DurableOrchestrationContext) -> Generator[Any, 
 async def starter_sweep(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
     ctx = await get_context_async()
     claims = await asyncio.to_thread(starter.sweep, ctx)
-    # within what is left of the first claim's start grace (its completeBy), one wave at least
+    # within what is left of the first claim's start grace (its completeBy), one wave at least; a claim whose start
+    # was never tried is released at once (Pending again, not counted)
     left = grace_left((claim.start_by for claim in claims), ctx.clock.now(), ctx.settings.start_grace)
-    await starter.start_claimed(bounded_client(client), claims, left)
+    await starter.start_claimed(bounded_client(client), claims, left, ctx)

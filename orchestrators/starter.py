@@ -5,6 +5,7 @@ record already claimed instead (``submission.intake``, under ``has_capacity``) a
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,12 +13,13 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from adapters.cosmos.errors import EtagMismatch, StoreUnavailable
-from adapters.cosmos.state_store import update_once_or_reread
+from adapters.cosmos.state_store import update_fenced, update_once_or_reread
 from adapters.durable_client import CallBudget, claims_close, each_within
 from contracts.activities import AttemptInput, OrderPlan
 from dependencies import AppContext
 from domain import transitions
-from domain.errors import IllegalTransition
+from domain.compensation import release_untried_round
+from domain.errors import FencingLost, IllegalTransition
 from domain.ids import url_instance_id
 from domain.records import StateRecord
 from domain.states import ProcessState
@@ -223,15 +225,22 @@ class Startable(Protocol):
     def orchestration_input(self) -> dict[str, Any]: ...
 
 
-# How starts are logged, per orchestrator: (started, start failed).
-START_EVENTS: dict[str, tuple[str, str]] = {
-    SCHEDULER: ("AttemptStarted", "StartFailed"),
-    COMPENSATION: ("CompensationStarted", "CompensationStartFailed"),
+# How starts are logged, per orchestrator: (started, start failed, claim released with its start never tried).
+START_EVENTS: dict[str, tuple[str, str, str]] = {
+    SCHEDULER: ("AttemptStarted", "StartFailed", "StartReleased"),
+    COMPENSATION: ("CompensationStarted", "CompensationStartFailed", "CompensationStartReleased"),
 }
+
+# Why a claim's start was never tried (``start_orchestrations``): its history entry and its events say it.
+NOT_TRIED = "the run's time for starts was spent"
 
 
 async def start_orchestrations(
-    client: OrchestrationClient, orchestrator: str, claims: Sequence[Startable], start_grace: timedelta
+    client: OrchestrationClient,
+    orchestrator: str,
+    claims: Sequence[Startable],
+    start_grace: timedelta,
+    ctx: AppContext | None = None,
 ) -> list[str]:
     """Starts one ``orchestrator`` instance per claim; returns the instance ids started.
 
@@ -247,10 +256,17 @@ async def start_orchestrations(
     The starts run ``PARALLEL_CALLS`` at a time, and none is begun that could end past ``start_grace`` (what is
     left of the claims' start grace; ``adapters.durable_client.each_within``): a start made later is one the
     supervisor may already have taken over (the instance it makes is fenced), and a stalled extension would hold
-    the run claims x 20 s. A claim not started is left as after a failed start."""
-    started_event, failed_event = START_EVENTS[orchestrator]
+    the run claims x 20 s. A claim whose start was never tried (no ``start_new`` was sent for it, so no instance
+    of it exists) is released at once, with ``ctx``, by a fenced write (``release_untried``): Pending again (a
+    round: due again), neither a failure nor a missed start counted. It used to be left as after a failed start,
+    and the supervisor released it after the start grace as a start the backend never had, using one of the
+    order's ``MAX_STARTS_MISSED``. A release that cannot be written (the record moved, the store unavailable), or
+    a run without ``ctx``, leaves the claim as after a failed start, saying so."""
+    started_event, failed_event, _ = START_EVENTS[orchestrator]
+    asked: set[str] = set()  # the instances a start_new was sent for: never released here, whatever it answered
 
     async def start(claim: Startable) -> bool:
+        asked.add(claim.instance_id)
         try:
             await client.start_new(orchestrator, url_instance_id(claim.instance_id), claim.orchestration_input())
         except Exception as exc:
@@ -270,21 +286,79 @@ async def start_orchestrations(
     started: list[str] = []
     phase = "compensationStarts" if orchestrator == COMPENSATION else "starts"  # DurablePhaseStopped's phase
     made = await each_within(phase, claims, start, CallBudget(start_grace))
-    for claim, tried in zip(claims, made, strict=True):
-        if not tried:
-            app_event(
-                failed_event,
-                f"did not start {claim.instance_id}: the run's time for starts is spent; the supervisor will retry "
-                "it after the start grace",
-                logging.WARNING,
-                orderId=claim.order_id,
-                instanceId=claim.instance_id,
-                durableCall="start",
-            )
+    untried = [claim for claim, tried in zip(claims, made, strict=True) if not tried and claim.instance_id not in asked]
+    if untried and ctx is not None:
+        # off the event loop: a store write each (the supervisor's trigger waits for these starts on its loop)
+        await asyncio.to_thread(release_untried, ctx, orchestrator, untried)
+    else:
+        for claim in untried:
+            left_to_supervisor(orchestrator, claim, "")
     order = {claim.instance_id: i for i, claim in enumerate(claims)}
     return sorted(started, key=order.__getitem__)
 
 
-async def start_claimed(client: OrchestrationClient, claims: Sequence[Claim], start_grace: timedelta) -> list[str]:
-    """Starts the scheduler for each claimed attempt (see ``start_orchestrations``)."""
-    return await start_orchestrations(client, SCHEDULER, claims, start_grace)
+def left_to_supervisor(orchestrator: str, claim: Startable, why: str) -> None:
+    """Logs a claim whose start was never tried and that is left as after a failed start (``why``: why its release
+    failed, when one was tried). Counted by the durableBackendFailing rule as any start the extension failed."""
+    app_event(
+        START_EVENTS[orchestrator][1],
+        f"did not start {claim.instance_id}: {NOT_TRIED}{why}; the supervisor will retry it after the start grace",
+        logging.WARNING,
+        orderId=claim.order_id,
+        instanceId=claim.instance_id,
+        durableCall="start",
+    )
+
+
+def release_untried(ctx: AppContext, orchestrator: str, claims: Sequence[Startable]) -> list[str]:
+    """Releases each of ``claims``, whose start was never tried, by a fenced write (``update_fenced``: as its
+    instance, ``lockedBy`` checked on the record the write replaces, a 412 read again and judged again): a forward
+    attempt back to Pending, claimable at once (``transitions.release_untried``), a compensation round unowned and
+    due at once (``domain.compensation.release_untried_round``), ``failureCount``, ``startsMissed`` and ``attempt``
+    unchanged. Only a record that is still exactly that claim (its instance holds it and made no move) is released:
+    one another writer moved since (the supervisor took it, a cancellation) is left to it, and one the store could
+    not write is left as after a failed start, for the supervisor; both say so (``StartFailed``,
+    ``CompensationStartFailed``). Returns the instance ids released (each logged ``StartReleased`` or
+    ``CompensationStartReleased``). Never raises."""
+    released_event = START_EVENTS[orchestrator][2]
+    compensation = orchestrator == COMPENSATION
+    released: list[str] = []
+    for claim in claims:
+        owner = claim.instance_id
+
+        def release(record: StateRecord, owner: str = owner) -> StateRecord:
+            now = ctx.clock.now()
+            if compensation:
+                return release_untried_round(record, owner, now, transitions.SUPERVISOR, NOT_TRIED)
+            return transitions.release_untried(record, owner, now, NOT_TRIED)
+
+        try:
+            written = update_fenced(ctx.states, claim.order_id, owner, release)
+        except (FencingLost, IllegalTransition) as exc:
+            why = f", and it was not released: the record moved since its claim ({carriable(str(exc))[:300]})"
+            left_to_supervisor(orchestrator, claim, why)
+            continue
+        except Exception as exc:  # the store unavailable, a lost answer not read back, anything: the claim stays
+            why = f", and it could not be released: {type(exc).__name__}: {carriable(str(exc))[:300]}"
+            left_to_supervisor(orchestrator, claim, why)
+            continue
+        if not compensation:
+            ctx.counts.bump(ProcessState.PROCESSING, -1)
+            ctx.counts.bump(ProcessState.PENDING, +1)
+        released.append(owner)
+        app_event(
+            released_event,
+            f"did not start {owner}: {NOT_TRIED}; released ({written.process_state.value}, due again now), "
+            "not counted as a failure or a missed start",
+            orderId=claim.order_id,
+            instanceId=owner,
+        )
+    return released
+
+
+async def start_claimed(
+    client: OrchestrationClient, claims: Sequence[Claim], start_grace: timedelta, ctx: AppContext | None = None
+) -> list[str]:
+    """Starts the scheduler for each claimed attempt (see ``start_orchestrations``; with ``ctx``, a claim whose
+    start was never tried is released at once)."""
+    return await start_orchestrations(client, SCHEDULER, claims, start_grace, ctx)

@@ -37,7 +37,7 @@ async def submit_order(
     # An owed alert's hand-over that fails raises: the message is redelivered and raises the alert again (one no
     # redelivery raises, a deferred notification's this message dead-lettered, is sent again here, or paged).
     if result.claim is not None:
-        await start_claimed(durable, [result.claim], ctx.settings.start_grace)
+        await start_claimed(durable, [result.claim], ctx.settings.start_grace, ctx)
     await hand_to_courier(durable, result.owed)
     await hand_alerts_to_courier(durable, result.alerts, ctx.sender)
     # ServiceBusMessageActions' methods are blocking gRPC calls to the host, which answers once Service Bus has

@@ -45,7 +45,7 @@ async def supervisor(timer: func.TimerRequest, client: df.DurableOrchestrationCl
     def start(starts: list[CompensationStart], grace: timedelta) -> None:
         # each batch of claims as soon as it is made, on this loop, whatever the budget (each claimed round is
         # started: one wave at least, within what is left of its first claim's start grace); never raises
-        made = asyncio.run_coroutine_threadsafe(start_compensations(durable, starts, grace), loop)
+        made = asyncio.run_coroutine_threadsafe(start_compensations(durable, starts, grace, ctx), loop)
         try:  # bounded: the starts end within the grace and a wave (each call bounded), whatever the loop does
             made.result((max(grace, DURABLE_CALL_TIMEOUT) + 2 * DURABLE_CALL_TIMEOUT).total_seconds())
         except Exception as exc:  # each start handles its own failure: one not made is left as after a failed start

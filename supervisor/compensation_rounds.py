@@ -351,9 +351,14 @@ def _claim_or_wait(
 
 
 async def start_compensations(
-    client: OrchestrationClient, starts: list[CompensationStart], start_grace: timedelta
+    client: OrchestrationClient,
+    starts: list[CompensationStart],
+    start_grace: timedelta,
+    ctx: AppContext | None = None,
 ) -> list[str]:
     """Starts one compensation orchestration per claimed round, within ``start_grace`` (``start_orchestrations``;
-    what is left of the first claim's: ``adapters.durable_client.grace_left``). A start that fails or is not made
-    leaves the round claimed with ``completeBy`` = claim + start grace: a later run claims the next round."""
-    return await start_orchestrations(client, COMPENSATION, starts, start_grace)
+    what is left of the first claim's: ``adapters.durable_client.grace_left``). A start that fails leaves the round
+    claimed with ``completeBy`` = claim + start grace: a later run claims the next round. A start never tried (the
+    time for them spent) is released at once with ``ctx`` (``release_untried_round``: due again, not counted); one
+    whose release cannot be written is left as after a failed start."""
+    return await start_orchestrations(client, COMPENSATION, starts, start_grace, ctx)

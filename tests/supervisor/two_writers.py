@@ -67,12 +67,14 @@ from deferral.payment import apply_notification
 from dependencies import AppContext
 from domain import review, transitions
 from domain.compensation import claim_compensation, compensation_instance_id, undo_request_id
+from domain.ids import is_compensation_instance
 from domain.records import RECEIVED_OWED, StateRecord
 from domain.states import ProcessState
 from notifications.received import owe_received, say_before_status
 from operations import actions
 from orchestrators.agent_call import agent_request
-from orchestrators.starter import try_claim
+from orchestrators.names import COMPENSATION, SCHEDULER
+from orchestrators.starter import release_untried, try_claim
 from settings import Settings
 from submission.cancellation import cancel_order
 from submission.intake import _owe_received
@@ -460,6 +462,13 @@ def build_start_missed(ctx: AppContext, order_id: str) -> Scene:
     return Scene(str(claimed.locked_by), 1)
 
 
+def build_claimed(ctx: AppContext, order_id: str) -> Scene:
+    """Claimed by the starter, its start never tried (the run's time for starts spent), within its start grace."""
+    record = _pending(ctx, order_id)
+    claimed = update_once(ctx.states, record, lambda r: transitions.claim(r, ctx.clock.now(), ctx.settings.start_grace))
+    return Scene(str(claimed.locked_by), 1)
+
+
 def build_expired_last(ctx: AppContext, order_id: str) -> Scene:
     """The attempt whose failure is the last one MAX_FAILURES allows, expired."""
     scene = _forward(ctx, order_id, failures=2)
@@ -684,6 +693,26 @@ def start_missed(ctx: AppContext, order_id: str, scene: Scene) -> str:
     if record is None or not transitions.is_expired(record, ctx.clock.now()):
         return "nothing expired"
     return str(recover(ctx, record, ABSENT).action)
+
+
+@dataclass(frozen=True)
+class _Untried:
+    """A claim whose start its run never tried (``orchestrators.starter.Startable``)."""
+
+    order_id: str
+    instance_id: str
+
+    def orchestration_input(self) -> dict[str, Any]:
+        return {"orderId": self.order_id}
+
+
+@covers("orchestrators.starter.release_untried")
+def untried_release(ctx: AppContext, order_id: str, scene: Scene) -> str:
+    """The run that claimed the attempt (the starter) or the round (the supervisor), its start never tried (the run's
+    time for starts spent), releases it right after its starts: a fenced write as the claim's instance."""
+    owner = _owner(scene)
+    orchestrator = COMPENSATION if is_compensation_instance(owner) else SCHEDULER
+    return f"released {release_untried(ctx, orchestrator, [_Untried(order_id, owner)])}"
 
 
 @covers("activities.scheduler_steps.begin_step")
@@ -975,6 +1004,7 @@ WRITERS: dict[str, Act] = {
         supervisor,
         start_missed,
         late_start,
+        untried_release,
         rounds,
         round_start_missed,
         owed_sweep,
@@ -1010,6 +1040,7 @@ FENCED = frozenset(
     {
         "begin_next",
         "late_start",
+        "untried_release",
         "release",
         "fail",
         "processed",
@@ -1037,7 +1068,8 @@ SCENES: dict[str, tuple[Callable[[AppContext, str], Scene], tuple[str, ...]]] = 
     "running": (build_running, (*FORWARD, *SUBMISSION_SIDE)),
     "running_owed": (build_running_owed, ("begin_next", "fail", "processed", "received_said", *SUBMISSION_SIDE)),
     "expired": (build_expired, ("supervisor", *FORWARD, *SUBMISSION_SIDE)),
-    "start_missed": (build_start_missed, ("start_missed", "late_start", *SUBMISSION_SIDE)),
+    "claimed": (build_claimed, ("untried_release", *SUBMISSION_SIDE)),
+    "start_missed": (build_start_missed, ("start_missed", "late_start", "untried_release", *SUBMISSION_SIDE)),
     "expired_last": (build_expired_last, ("supervisor", "begin_next", "release", "fail", *SUBMISSION_SIDE)),
     "charging": (build_charging, ("begin_next", "release", "fail", "ask_compensation", *SUBMISSION_SIDE)),
     "charging_expired": (
@@ -1067,8 +1099,11 @@ SCENES: dict[str, tuple[Callable[[AppContext, str], Scene], tuple[str, ...]]] = 
         ),
     ),
     "compensating": (build_compensating, ("rounds", "operator_compensate", *SUBMISSION_SIDE)),
-    "round_claimed": (build_round_claimed, ("undo_begun", "rounds", *SUBMISSION_SIDE)),
-    "round_start_missed": (build_round_start_missed, ("round_start_missed", "undo_begun", *SUBMISSION_SIDE)),
+    "round_claimed": (build_round_claimed, ("undo_begun", "rounds", "untried_release", *SUBMISSION_SIDE)),
+    "round_start_missed": (
+        build_round_start_missed,
+        ("round_start_missed", "undo_begun", "untried_release", *SUBMISSION_SIDE),
+    ),
     "round": (build_round, ("undo_recorded", "undo_failed", "undo_held", "undo_released", "rounds", *SUBMISSION_SIDE)),
     "round_stuck": (
         build_round_stuck,
