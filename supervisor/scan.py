@@ -140,7 +140,7 @@ def scan_expired(
     refused: str | None = None
     # A fresh catch-up first reads the records whose completeBy is not text (a hand edit removed it: due at once,
     # ``transitions.due_at``; the query below selects on completeBy), one page of at most half the run's records, so
-    # that they never crowd out the others; they sort before every deadline, and have no cursor of their own.
+    # that they never crowd out the others (none when SUPERVISOR_MAX_RECORDS is 1); no cursor of their own.
     undated = min(settings.supervisor_page_size, most // 2) if cursor is None and catch_up else 0
     found_undated = 0
     while len(records) + len(unmapped) < most:
