@@ -42,12 +42,24 @@ def past_due(record: StateRecord, now: datetime, grace: timedelta = NO_GRACE) ->
     return due is not None and due <= now
 
 
+# The states whose records always have a ``completeBy`` as the app writes them: an attempt's or a round's deadline,
+# or the not-before time of a round handed over (``complete_by`` None in them is a hand edit: ``due_at``).
+DEADLINED = frozenset({ProcessState.PROCESSING, ProcessState.COMPENSATING})
+
+
 def due_at(record: StateRecord, grace: timedelta = NO_GRACE) -> datetime | None:
     """When ``record`` becomes ``past_due`` for the supervisor (None: never, no ``completeBy``): what a reply
-    telling when the supervisor acts on it says."""
-    if record.complete_by is None or record.locked_by is None:
-        return record.complete_by
-    return record.complete_by + grace
+    telling when the supervisor acts on it says. A ``Processing`` or ``Compensating`` record without one (no writer
+    of the app leaves it so: a hand edit removed it) is due since its last write (``updatedAt``): its deadline is not
+    known, and read as never it was never taken, the order stuck for ever without a trace. Due is not taken: the
+    supervisor still reads its instance's status first and leaves a live one to the deadline it holds
+    (``supervisor.backend_wait``)."""
+    due = record.complete_by
+    if due is None and record.process_state in DEADLINED:
+        due = record.updated_at
+    if due is None or record.locked_by is None:
+        return due
+    return due + grace
 
 
 def new_record(order_id: str, reply_to: str | None, now: datetime, *, submitted_as: int | None = None) -> StateRecord:

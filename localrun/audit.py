@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, overload
 from adapters.clock import Clock
 from adapters.cosmos.errors import StoreOutcomeUnknown, StoreUnavailable, store_refused
 from adapters.cosmos.order_store import CreateOutcome, OrderStore
-from adapters.cosmos.state_store import Page, SeekKey, StateStore
+from adapters.cosmos.state_store import Page, SeekKey, StateStore, StrayPage
 from adapters.servicebus.sender import MessageSender, OutgoingMessage, SendError
 from contracts.names import AGENT_REPLIES_QUEUE
 from domain.records import HistoryEntry, StateRecord
@@ -511,7 +511,19 @@ class AuditedStateStore:
     ) -> Page:
         self._audit.ops["cosmos_queries"] += 1
         self._faults.maybe_fail("query")
-        page = self._inner.expired_page(state, now, not_before, page_size, after, grace)
+        return self._page(self._inner.expired_page(state, now, not_before, page_size, after, grace))
+
+    def undated_page(self, state: ProcessState, page_size: int) -> Page:
+        self._audit.ops["cosmos_queries"] += 1
+        self._faults.maybe_fail("query")
+        return self._page(self._inner.undated_page(state, page_size))
+
+    def stray_page(self, beyond: datetime, limit: int) -> StrayPage:
+        self._audit.ops["cosmos_queries"] += 1
+        self._faults.maybe_fail("query")
+        return self._inner.stray_page(beyond, limit)
+
+    def _page(self, page: Page) -> Page:
         for record in page.records:
             self._seen(record)
         if self._stale is not None:

@@ -62,10 +62,23 @@ def status_name(status: Any) -> str | None:
     return str(getattr(runtime, "name", runtime))
 
 
-def wait_ends(record: StateRecord, grace: timedelta, wait: timedelta) -> datetime | None:
-    """When the supervisor stops waiting for ``record``'s attempt (None: it has no deadline)."""
+def wait_ends(
+    record: StateRecord, grace: timedelta, wait: timedelta, unknown: timedelta = timedelta(0)
+) -> datetime | None:
+    """When the supervisor stops waiting for ``record``'s attempt (None: it has no deadline). One whose deadline was
+    removed by hand (``unknown_deadline``): ``unknown`` after its last write, then the grace and the wait; the
+    supervisor passes ``supervisor.horizon.deadline_horizon``, beyond any deadline its instance can hold."""
     due = due_at(record, grace)
+    if due is not None and unknown_deadline(record):
+        due += unknown
     return None if due is None else due + wait
+
+
+def unknown_deadline(record: StateRecord) -> bool:
+    """``record`` is held (an attempt's or a round's) and has no ``completeBy``: no writer of the app leaves one so, a
+    hand edit removed it. Due at once (``transitions.due_at``), but the instance holding it may be live: its own
+    durable timer keeps the deadline the record lost, and ends the step at it."""
+    return record.locked_by is not None and record.complete_by is None
 
 
 def in_backends_hands(record: StateRecord, status: str | None) -> bool:
@@ -83,19 +96,39 @@ def start_unknown(record: StateRecord, status: str | None) -> bool:
     return status == UNREAD and (never_began(record) or round_never_began(record))
 
 
-def left_to_backend(record: StateRecord, status: str | None, now: datetime, grace: timedelta, wait: timedelta) -> bool:
+def left_to_backend(
+    record: StateRecord,
+    status: str | None,
+    now: datetime,
+    grace: timedelta,
+    wait: timedelta,
+    unknown: timedelta = timedelta(0),
+) -> bool:
     """Whether the supervisor leaves ``record`` (past due) alone this run: its instance still in the backend's
     hands (``in_backends_hands``), or an attempt that never began whose status could not be read
-    (``start_unknown``), and ``SUPERVISOR_BACKEND_WAIT_SECONDS`` not over."""
-    if wait <= timedelta(0) or not (in_backends_hands(record, status) or start_unknown(record, status)):
+    (``start_unknown``), and ``SUPERVISOR_BACKEND_WAIT_SECONDS`` not over. One whose deadline was removed by hand
+    (``unknown_deadline``) is left while its instance is in the backend's hands or its status was not read, even
+    with no backend wait (its deadline may be a day away, a review's), up to ``unknown`` past its last write
+    (``wait_ends``): taken at once only when its instance is gone (ended, or unknown to the backend)."""
+    if unknown_deadline(record):
+        if not (in_backends_hands(record, status) or status == UNREAD):
+            return False
+    elif wait <= timedelta(0) or not (in_backends_hands(record, status) or start_unknown(record, status)):
         return False
-    ends = wait_ends(record, grace, wait)
+    ends = wait_ends(record, grace, wait, unknown)
     return ends is not None and now < ends
 
 
-def note_left(record: StateRecord, status: str | None, now: datetime, grace: timedelta, wait: timedelta) -> None:
+def note_left(
+    record: StateRecord,
+    status: str | None,
+    now: datetime,
+    grace: timedelta,
+    wait: timedelta,
+    unknown: timedelta = timedelta(0),
+) -> None:
     """Logs that the supervisor left ``record``'s attempt or round to its instance this run."""
-    ends = wait_ends(record, grace, wait)
+    ends = wait_ends(record, grace, wait, unknown)
     app_event(
         "SupervisorLeftToBackend",
         f"order {record.order_id}: {record.locked_by} is past its deadline and its instance is still {status}: "

@@ -57,6 +57,7 @@ from supervisor.backend_wait import (
     note_left,
 )
 from supervisor.budget import RunBudget
+from supervisor.horizon import deadline_horizon
 from supervisor.outage import OutageVerdict, outage_verdict, tell_waiting
 from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
 from supervisor.unmapped import alert_unmapped
@@ -95,11 +96,21 @@ class CompensationClaims:
 StartRounds = Callable[[list[CompensationStart], timedelta], None]
 
 
-def due_compensations(ctx: AppContext) -> Page:
-    """One bounded page of due Compensating records, oldest deadline first."""
+def due_compensations(ctx: AppContext, undated: bool = False) -> Page:
+    """One bounded page of due Compensating records, oldest deadline first. ``undated`` (a catch-up run's): first
+    those whose ``completeBy`` is not text (a hand edit removed it: due at once, ``transitions.due_at``; the query of
+    deadlines leaves them out), at most half the page (``state_store.undated_page``)."""
     grace = ctx.settings.supervisor_grace  # a round that holds its record is taken only this long past its deadline
-    page = ctx.states.expired_page(
-        ProcessState.COMPENSATING, ctx.clock.now(), None, ctx.settings.supervisor_max_records, None, grace
+    most = ctx.settings.supervisor_max_records
+    size = min(ctx.settings.supervisor_page_size, most // 2) if undated else 0
+    first = ctx.states.undated_page(ProcessState.COMPENSATING, size) if size else Page([], None, 0.0)
+    taken = len(first.records) + len(first.unmapped)
+    dated = ctx.states.expired_page(ProcessState.COMPENSATING, ctx.clock.now(), None, most - taken, None, grace)
+    page = Page(
+        first.records + dated.records,
+        dated.after,
+        first.request_charge + dated.request_charge,
+        first.unmapped + dated.unmapped,
     )
     alert_unmapped(ctx, page.unmapped, "due compensations")  # skipped, not silent; never raises
     app_event(
@@ -141,6 +152,7 @@ def claim_due_compensations(
         page = due_compensations(ctx)
     grace = ctx.settings.supervisor_grace
     wait = ctx.settings.supervisor_backend_wait
+    unknown = deadline_horizon(ctx.settings)  # how long a round whose deadline was removed by hand is left at most
     starts: list[CompensationStart] = []
     stale: list[str] = []
     failed = 0
@@ -165,8 +177,8 @@ def claim_due_compensations(
             batch, closes = [], None
         now = ctx.clock.now()
         status = _status(record, statuses)
-        if left_to_backend(record, status, now, grace, wait):
-            note_left(record, status, now, grace, wait)
+        if left_to_backend(record, status, now, grace, wait, unknown):
+            note_left(record, status, now, grace, wait, unknown)
             left += 1
             continue
         # still in the backend's hands past the wait: counted as before, saying so

@@ -31,6 +31,7 @@ from domain.states import ProcessState
 from notifications.received import say_owed_received
 from observability.events import app_event
 from supervisor.backend_wait import ABSENT, backend_wait_reason, in_backends_hands, left_to_backend, note_left
+from supervisor.horizon import deadline_horizon
 from supervisor.outage import outage_verdict, tell_waiting
 from supervisor.owed import deliver_owed, owe_notifications, write_or_reread
 from supervisor.payment_wait import gave_up as payment_gave_up
@@ -70,8 +71,9 @@ def recover(ctx: AppContext, record: StateRecord, status: str | None = None) -> 
     now = ctx.clock.now()
     grace = ctx.settings.supervisor_grace  # the scan found it this long past its deadline; re-checked in the write
     wait = ctx.settings.supervisor_backend_wait
-    if left_to_backend(record, status, now, grace, wait):
-        return _left(record, status, now, grace, wait)
+    unknown = deadline_horizon(ctx.settings)  # how long one whose deadline was removed by hand is left at most
+    if left_to_backend(record, status, now, grace, wait, unknown):
+        return _left(record, status, now, grace, wait, unknown)
     # the backend never had the attempt (its start failed) and it never began: it did no work, nothing is counted
     missed = status == ABSENT and transitions.never_began(record)
     if missed and transitions.start_missable(record):
@@ -280,8 +282,10 @@ def _start_missed(ctx: AppContext, record: StateRecord, now: datetime, grace: ti
     return RecoveryResult(written.order_id, RecoveryAction.START_MISSED, expired, written)
 
 
-def _left(record: StateRecord, status: str | None, now: datetime, grace: timedelta, wait: timedelta) -> RecoveryResult:
-    note_left(record, status, now, grace, wait)
+def _left(
+    record: StateRecord, status: str | None, now: datetime, grace: timedelta, wait: timedelta, unknown: timedelta
+) -> RecoveryResult:
+    note_left(record, status, now, grace, wait, unknown)
     return RecoveryResult(record.order_id, RecoveryAction.LEFT, None, record)
 
 

@@ -16,7 +16,7 @@ from domain.compensation import round_never_began
 from domain.records import StateRecord
 from domain.text import carriable
 from observability.events import app_event
-from supervisor.backend_wait import InstanceStatuses
+from supervisor.backend_wait import InstanceStatuses, unknown_deadline
 from supervisor.budget import RunBudget
 from supervisor.compensation_rounds import (
     CompensationClaims,
@@ -30,6 +30,7 @@ from supervisor.owed import deliver_due
 from supervisor.recovery import RecoveryAction, recover
 from supervisor.refused import watch_refusal
 from supervisor.scan import ScanResult, ScanState, leave_rest, scan_expired
+from supervisor.stray import sweep_stray
 from supervisor.unmapped import alert_unmapped
 
 # How long one run spends on its recoveries (a few Cosmos DB requests each, up to SUPERVISOR_MAX_RECORDS), inside
@@ -63,6 +64,8 @@ class SupervisorReport:
     left_to_backend: int = 0
     # expired attempts the Durable backend never had (their starts failed): Pending again, not counted
     starts_missed: int = 0
+    # state documents no query selects (a completeBy far ahead, an unknown processState), paged: fresh catch-ups only
+    stray: int = 0
 
 
 def phase_failed(what: str, exc: Exception, **fields: Any) -> None:
@@ -106,7 +109,8 @@ def find_due(ctx: AppContext, state: ScanState, budget: RunBudget | None = None)
     if budget is not None and budget.spent():
         return Due(scan, None)
     try:
-        rounds: Page | None = due_compensations(ctx)
+        # a fresh catch-up's also reads the rounds whose deadline was removed by hand (``due_compensations``)
+        rounds: Page | None = due_compensations(ctx, undated=scan.catch_up and not scan.resumed)
     except Exception:  # the claims query again, and take its failure as they always have
         rounds = None
     return Due(scan, rounds)
@@ -116,12 +120,14 @@ def held_instances(ctx: AppContext, due: Due, budget: RunBudget | None = None) -
     """The instances whose runtime status the run reads before it acts (``supervisor/backend_wait.py``): those
     holding the expired attempts and due rounds; when ``SUPERVISOR_BACKEND_WAIT_SECONDS`` is 0, only those of
     attempts and rounds that never began (a start missed is released uncounted: ``supervisor.recovery``,
-    ``supervisor.compensation_rounds``); none when ``budget`` is spent (the run acts on none of them)."""
+    ``supervisor.compensation_rounds``) and of those whose deadline was removed by hand (left to a live instance
+    whatever the wait: ``backend_wait.left_to_backend``); none when ``budget`` is spent (the run acts on none)."""
     if budget is not None and budget.spent():
         return []
     wait = ctx.settings.supervisor_backend_wait
     records = [*due.scan.records, *(due.rounds.records if due.rounds is not None else [])]
-    return [r.locked_by for r in records if r.locked_by is not None and (wait or _never_began(r))]
+    read = [r for r in records if wait or _never_began(r) or unknown_deadline(r)]
+    return [r.locked_by for r in read if r.locked_by is not None]
 
 
 def _never_began(record: StateRecord) -> bool:
@@ -197,6 +203,9 @@ def run_supervisor(
     notified = _isolated("owed notifications", lambda: deliver_due(ctx, state.owed, budget))
     # after the recoveries: the orders this run put waiting are counted in a new outage's alert
     outage_alerts = _isolated("outage alerts", lambda: alert_outages(ctx, budget))
+    # the documents no query selects, paged (not acted on): a fresh catch-up's, its query not bounded by an index
+    fresh_catch_up = scan.catch_up and not scan.resumed
+    stray = _isolated("stray documents", lambda: sweep_stray(ctx, budget)) if fresh_catch_up else 0
     report = SupervisorReport(
         found=len(scan.records),
         recovered=counts[RecoveryAction.RECOVERED],
@@ -215,6 +224,7 @@ def run_supervisor(
         outage_alerts=outage_alerts,
         left_to_backend=counts[RecoveryAction.LEFT] + claims.left,
         starts_missed=counts[RecoveryAction.START_MISSED],
+        stray=stray,
     )
     app_event(
         "SupervisorRun",
@@ -236,5 +246,6 @@ def run_supervisor(
         outageAlerts=report.outage_alerts,
         leftToBackend=report.left_to_backend,
         startsMissed=report.starts_missed,
+        strayDocuments=report.stray,
     )
     return report

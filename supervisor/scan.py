@@ -12,6 +12,11 @@ them: ``domain.transitions.past_due``), oldest deadline first, bounded three way
   last (``completeBy``, id) of the page before (``state_store.seek_page``), never a Cosmos DB continuation
   token, which the SDK cannot resume a cross-partition ORDER BY from.
 
+A fresh catch-up first reads one page of the records without a ``completeBy`` that is text (a hand edit removed it:
+due at once, ``transitions.due_at``), at most half the run's records, then the deadlines (``state_store.undated_page``:
+the range on ``completeBy`` is false for them, and a sort over values of mixed types fails); they have no key in the
+scan's order, so a run that stops among them leaves no cursor: the next run starts the catch-up over.
+
 A run that hits its maximum leaves a cursor (that last (``completeBy``, id) and the query bounds it
 belongs to) in ``ScanState``; the next run continues that same query from where it stopped. The
 cursor lives in process memory only: after a restart the scan simply starts again from the oldest
@@ -54,6 +59,8 @@ class ExpiredPages(Protocol):
         after: SeekKey | None,
         grace: timedelta = ...,
     ) -> Page: ...
+
+    def undated_page(self, state: ProcessState, page_size: int) -> Page: ...
 
 
 @dataclass(frozen=True)
@@ -131,13 +138,21 @@ def scan_expired(
     finished = False
     interrupted = False
     refused: str | None = None
+    # A fresh catch-up first reads the records whose completeBy is not text (a hand edit removed it: due at once,
+    # ``transitions.due_at``; the query below selects on completeBy), one page of at most half the run's records, so
+    # that they never crowd out the others (none when SUPERVISOR_MAX_RECORDS is 1); no cursor of their own.
+    undated = min(settings.supervisor_page_size, most // 2) if cursor is None and catch_up else 0
+    found_undated = 0
     while len(records) + len(unmapped) < most:
         if charges and budget is not None and budget.spent():
             budget.stopped("scan of expired attempts", pages=len(charges), found=len(records))
             break
         size = min(settings.supervisor_page_size, most - len(records) - len(unmapped))
         try:
-            page = store.expired_page(ProcessState.PROCESSING, upper, lower, size, after, settings.supervisor_grace)
+            if undated:
+                page = store.undated_page(ProcessState.PROCESSING, undated)
+            else:
+                page = store.expired_page(ProcessState.PROCESSING, upper, lower, size, after, settings.supervisor_grace)
         except StoreUnavailable as exc:
             app_event(
                 "SupervisorScanInterrupted", f"supervisor scan interrupted: {exc}", logging.WARNING, catchUp=catch_up
@@ -161,7 +176,11 @@ def scan_expired(
             items=len(page.records),
             requestCharge=page.request_charge,
             catchUp=catch_up,
+            undated=bool(undated),
         )
+        if undated:  # then the deadlines, from the query's start
+            found_undated, undated = len(page.records) + len(page.unmapped), 0
+            continue
         if page.after is None:
             finished = True
             break
@@ -170,12 +189,15 @@ def scan_expired(
         state.cursor = None
     elif after is not None:
         state.cursor = ScanCursor(upper, lower, after, catch_up)
+    elif catch_up:  # a catch-up that read no page of deadlines (interrupted, its budget spent): the next run is one
+        state.catch_up_due = True
     total = sum(charges)
     app_event(
         "SupervisorScan",
         f"supervisor scan: {len(records)} expired records in {len(charges)} pages, {total:.2f} RU"
         + ("" if finished else " (continues next run)"),
         found=len(records),
+        undated=found_undated,
         pages=len(charges),
         requestCharge=total,
         catchUp=catch_up,
@@ -206,7 +228,9 @@ def leave_rest(state: ScanState, scan: ScanResult, last_done: StateRecord | None
     if scan.upper is None:
         return
     after = expired_key(last_done) if last_done is not None else scan.started_after
-    if after is None:  # nothing done of a scan from the query's start: the next one starts over, as this one
+    # nothing done of a scan from the query's start, or only records without a deadline (a catch-up's first page, no
+    # key of the query's): the next one starts over, as this one (a record recovered is no longer due)
+    if after is None:
         state.cursor = None
         state.catch_up_due = state.catch_up_due or scan.catch_up
         return

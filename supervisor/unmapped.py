@@ -35,9 +35,11 @@ _NO_DUE_TIME = datetime(2000, 1, 1, tzinfo=UTC)
 SAMPLE_IDS = 5
 
 
-def alert_unmapped(ctx: AppContext, unmapped: list[Unmapped], where: str) -> int:
+def alert_unmapped(ctx: AppContext, unmapped: list[Unmapped], where: str, problem: str | None = None) -> int:
     """Alerts each problem of ``unmapped`` (skipped by the ``where`` query: its documents broken the same way) that
-    is in its hour's first duplicate window; returns how many alerts were sent. Never raises."""
+    is in its hour's first duplicate window; returns how many alerts were sent. Never raises. ``problem``: what the
+    documents of one signature have and what it does, for documents that map but no query selects (the stray
+    documents' sweep, ``supervisor/stray.py``); its ``{signature}`` is filled in. None: they do not map."""
     now = ctx.clock.now()
     problems: dict[str, list[Unmapped]] = {}
     for doc in unmapped:
@@ -62,8 +64,13 @@ def alert_unmapped(ctx: AppContext, unmapped: list[Unmapped], where: str) -> int
             ctx.sender,
             key,
             kind="UnreadableRecord",
-            summary=f"{len(docs)} state document(s) ({', '.join(ids)}{more}) do not map to a record ({signature}); "
-            f"the supervisor's {where} query skips them until they are repaired or removed (see UnmappedDocument)",
+            summary=f"{len(docs)} state document(s) ({', '.join(ids)}{more}) "
+            + (
+                f"do not map to a record ({signature}); the supervisor's {where} query skips them until they are "
+                "repaired or removed (see UnmappedDocument)"
+                if problem is None
+                else problem.format(signature=signature)
+            ),
             at=now,
             severity="error",
             discriminator=f"{digest}:{to_text(since)}:{hour}",

@@ -30,6 +30,10 @@ from adapters.cosmos.errors import (
     read_or_none,
 )
 from adapters.cosmos.mapping import DocumentError
+from domain.alert_marks import DOCUMENT_KIND as ALERT_MARK_KIND
+from domain.circuit import DOCUMENT_KIND as HEALTH_KIND
+from domain.dead_letters import DOCUMENT_KIND as DEAD_LETTER_KIND
+from domain.deferral import DOCUMENT_KIND as DEFERRAL_KIND
 from domain.errors import FencingLost, IllegalTransition, WriteAlreadyMade
 from domain.ids import instance_number
 from domain.records import StateRecord, attempt_as_shown
@@ -75,6 +79,17 @@ class SeekKey:
 
     key: str
     id: str
+
+
+@dataclass(frozen=True)
+class StrayPage:
+    """What ``stray_page`` found: the records that map (a known state, ``completeBy`` far ahead), the documents that do
+    not (an unknown state, or broken besides), whether more matched than the page held, and the query's RU."""
+
+    far_ahead: list[StateRecord]
+    unreadable: list[Unmapped]
+    more: bool
+    request_charge: float
 
 
 @dataclass(frozen=True)
@@ -153,6 +168,20 @@ class StateStore(Protocol):
         """Records of ``state`` whose ``completeBy`` has passed at ``now`` (``transitions.past_due``: ``grace``
         ago for a record someone holds), oldest first (``completeBy``, then id), none before ``not_before``,
         only those after ``after`` (the ``Page.after`` of the page before)."""
+        ...
+
+    def undated_page(self, state: ProcessState, page_size: int) -> Page:
+        """Records of ``state`` whose ``completeBy`` is not text (absent, null: a hand edit; another type does not map
+        and is in ``Page.unmapped``), oldest write first (``updatedAt``, then id): one page, its ``after`` None. Due
+        at once when held (``transitions.due_at``), and left out of ``expired_page``, which selects on and sorts by
+        ``completeBy``."""
+        ...
+
+    def stray_page(self, beyond: datetime, limit: int) -> StrayPage:
+        """Up to ``limit`` state documents no other query of the app selects: a ``processState`` that is not one the
+        app knows (missing, not text, another name), or a Pending, Processing or Compensating record whose
+        ``completeBy`` is after ``beyond`` (moved far ahead by hand). The container's other documents (deferral
+        logs, dependency health, alert marks, dead-letter cursors: ``OTHER_KINDS``) are not selected."""
         ...
 
     def count(self, state: ProcessState) -> int: ...
@@ -262,6 +291,50 @@ class CosmosStateStore:
         records, unmapped = map_each(docs, state.value)
         return Page(records, last, charge.total, unmapped)
 
+    def undated_page(self, state: ProcessState, page_size: int) -> Page:
+        # Their own query: in ``expired_page``'s the range on completeBy is false for them, and its sort by completeBy
+        # over values of mixed types fails on Azure (module docstring). Sorted by a key that is text (``updatedAt``),
+        # the composite index (processState, updatedAt, id) the claims use serves it.
+        where = "c.processState = @state AND NOT IS_STRING(c.completeBy) AND IS_STRING(c.updatedAt)"
+        params: list[dict[str, Any]] = [{"name": "@state", "value": state.value}]
+        charge = RequestCharge()
+        with mapped_errors():
+            docs, _ = seek_page(self._c, where, params, CLAIM_ORDER, page_size, None, charge)
+        records, unmapped = map_each(docs, state.value)
+        return Page(records, None, charge.total, unmapped)  # no ``after``: it would be of another key than completeBy
+
+    def stray_page(self, beyond: datetime, limit: int) -> StrayPage:
+        # Each test is true for an absent key or one of another type where it must be (``NOT IS_STRING``): on Azure an
+        # equality (``IN``) with an undefined value or one of another type is undefined, and so is its NOT, which
+        # selects nothing (the local server answers false: docs/testing.md).
+        kinds: list[dict[str, Any]] = [{"name": f"@kind{i}", "value": kind} for i, kind in enumerate(OTHER_KINDS)]
+        known = [{"name": f"@known{i}", "value": state.value} for i, state in enumerate(ProcessState)]
+        dated = [{"name": f"@dated{i}", "value": state.value} for i, state in enumerate(STRAY_DATED)]
+        where = (
+            f"(NOT IS_STRING(c.kind) OR NOT (c.kind IN ({_names(kinds)}))) AND ("
+            f"NOT IS_STRING(c.processState) OR NOT (c.processState IN ({_names(known)})) "
+            f"OR (c.processState IN ({_names(dated)}) AND IS_STRING(c.completeBy) AND c.completeBy > @beyond))"
+        )
+        params: list[dict[str, Any]] = [
+            *kinds,
+            *known,
+            *dated,
+            {"name": "@beyond", "value": to_text(beyond)},
+            {"name": "@top", "value": limit + 1},
+        ]
+        charge = RequestCharge()
+        with mapped_errors():
+            docs = list(
+                self._c.query_items(
+                    f"SELECT TOP @top * FROM c WHERE {where}",
+                    parameters=params,
+                    enable_cross_partition_query=True,
+                    response_hook=charge,
+                )
+            )
+        records, unmapped = map_each(docs[:limit], STRAY_QUERY)
+        return StrayPage(records, unmapped, len(docs) > limit, charge.total)
+
     def count(self, state: ProcessState) -> int:
         query = "SELECT VALUE COUNT(1) FROM c WHERE c.processState = @state"
         with mapped_errors():
@@ -272,6 +345,18 @@ class CosmosStateStore:
             )
         values: list[Any] = list(result)
         return sum(int(v) for v in values)
+
+
+# The ``kind`` of the documents beside the state records in the ``state`` container (a state record has none).
+OTHER_KINDS = (DEFERRAL_KIND, HEALTH_KIND, ALERT_MARK_KIND, DEAD_LETTER_KIND)
+# The states whose records a far-ahead ``completeBy`` keeps from every query (``stray_page``): the starter claims a
+# Pending record at it, the supervisor takes a Processing or Compensating one at it.
+STRAY_DATED = (ProcessState.PENDING, ProcessState.PROCESSING, ProcessState.COMPENSATING)
+STRAY_QUERY = "stray documents"  # the query's name in ``UnmappedDocument`` and the supervisor's alerts
+
+
+def _names(params: list[dict[str, Any]]) -> str:
+    return ", ".join(p["name"] for p in params)
 
 
 # The ORDER BY of every query that is paged (``seek_page``), each ending in the unique ``c.id``: a page

@@ -34,7 +34,9 @@ def test_two_runs_recover_more_records_than_one_run_may_each_exactly_once(make_c
     second = run_supervisor(ctx, scan)
 
     assert (first.found, first.recovered, first.finished) == (5, 5, False)
-    assert first.pages == 3 + 1  # 5 expired records in pages of 2, and one page of due compensations
+    # a catch-up (a process's first run): one page of records without a deadline (none), 5 expired records in pages
+    # of 2, and one page of due compensations
+    assert first.pages == 1 + 3 + 1
     assert (second.found, second.recovered, second.finished) == (3, 3, True)
     assert [i.split(":")[0] for i in first.to_terminate] == orders[:5]  # oldest deadline first
     recovered = [i.split(":")[0] for i in first.to_terminate + second.to_terminate]
@@ -52,7 +54,7 @@ def test_two_runs_recover_more_records_than_one_run_may_each_exactly_once(make_c
     assert first.request_charge == sum(r.requestCharge for r in pages[: first.pages])
     assert first.request_charge > 0
     queried = [r.query for r in pages[: first.pages]]
-    assert queried == ["Processing"] * 3 + ["Compensating"]  # every page of the run, compensations too
+    assert queried == ["Processing"] * 4 + ["Compensating"]  # every page of the run, compensations too
 
 
 def test_an_unfinished_scan_resumes_from_its_cursor_then_starts_over(make_ctx, states, clock):
@@ -105,6 +107,9 @@ class RejectingResumes:
         if after is not None:
             raise RuntimeError("Cosmos DB 400: invalid continuation token")
         return self._store.expired_page(state, now, not_before, page_size, after, grace)
+
+    def undated_page(self, state, page_size):
+        return self._store.undated_page(state, page_size)
 
 
 def test_a_refused_resume_does_not_wedge_later_runs(make_ctx, states, clock):

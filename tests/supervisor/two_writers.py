@@ -41,7 +41,7 @@ from adapters.cosmos.health_store import CosmosHealthStore
 from adapters.cosmos.mapping import to_document
 from adapters.cosmos.ops_queries import CosmosOpsQueries
 from adapters.cosmos.order_store import CosmosOrderStore
-from adapters.cosmos.state_store import CosmosStateStore, Page, SeekKey, update_once
+from adapters.cosmos.state_store import CosmosStateStore, Page, SeekKey, StrayPage, update_once
 from adapters.servicebus.sender import OutgoingMessage, QueueNotFound
 from contracts.activities import (
     AwaitReviewInput,
@@ -173,6 +173,15 @@ class AuditedStore:
         record = self.get(self._order_id)
         due = record is not None and record.process_state is state and transitions.past_due(record, now, grace)
         return Page([record] if due and record is not None else [], None, 0.0)
+
+    def undated_page(self, state: ProcessState, page_size: int) -> Page:
+        """The query's page, of this case's order only: its record if of ``state`` and without a ``completeBy``."""
+        record = self.get(self._order_id)
+        undated = record is not None and record.process_state is state and record.complete_by is None
+        return Page([record] if undated and record is not None else [], None, 0.0)
+
+    def stray_page(self, beyond: datetime, limit: int) -> StrayPage:
+        return StrayPage([], [], False, 0.0)  # a pair of writers writes no stray document
 
     def count(self, state: ProcessState) -> int:
         return 0  # the caps are not what a pair of writers tests
