@@ -67,6 +67,10 @@ STILL_WAITING = {
     "CompensationClaimed",
     "UndoStarted",
     "UndoRetryScheduled",  # a round holding its record through an undo's backoff (domain.compensation.hold_undo)
+    # a claim whose start its run never tried, released at once, uncounted (orchestrators/starter.py release_untried):
+    # the app's wait (outageWaitSince) goes on through it
+    "StartNotTried",
+    "CompensationStartNotTried",
     UNDO_FAILED_FAST,  # a round reaching the open circuit again, releasing its record to the supervisor
     *SIDE_NOTES,
 }

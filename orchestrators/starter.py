@@ -262,6 +262,33 @@ async def start_orchestrations(
     and the supervisor released it after the start grace as a start the backend never had, using one of the
     order's ``MAX_STARTS_MISSED``. A release that cannot be written (the record moved, the store unavailable), or
     a run without ``ctx``, leaves the claim as after a failed start, saying so."""
+    made = await try_starts(client, orchestrator, claims, start_grace)
+    if made.untried and ctx is not None:
+        # off the event loop: a store write each
+        await asyncio.to_thread(release_untried, ctx, orchestrator, made.untried)
+    else:
+        for claim in made.untried:
+            left_to_supervisor(orchestrator, claim, "")
+    return made.started
+
+
+@dataclass(frozen=True)
+class StartsMade:
+    """What ``try_starts`` did: the instance ids started, in the claims' order, and the claims whose start it never
+    tried (no ``start_new`` sent for them), to release (``release_untried``) or leave to the supervisor."""
+
+    started: list[str]
+    untried: list[Startable]
+
+
+async def try_starts(
+    client: OrchestrationClient, orchestrator: str, claims: Sequence[Startable], start_grace: timedelta
+) -> StartsMade:
+    """The starts of ``start_orchestrations`` without the releases of the claims never tried, for a caller that
+    writes those itself once its wait for the starts is over: the supervisor's trigger waits for a batch's starts on
+    its event loop within a bound made for Durable calls (``supervisor/blueprint.py``), and a store write each for
+    the rounds never tried, under a Cosmos DB throttling them, ran that wait out although every start was made
+    (``tests/supervisor/test_redteam_untried_release_wait.py``)."""
     started_event, failed_event, _ = START_EVENTS[orchestrator]
     asked: set[str] = set()  # the instances a start_new was sent for: never released here, whatever it answered
 
@@ -287,14 +314,8 @@ async def start_orchestrations(
     phase = "compensationStarts" if orchestrator == COMPENSATION else "starts"  # DurablePhaseStopped's phase
     made = await each_within(phase, claims, start, CallBudget(start_grace))
     untried = [claim for claim, tried in zip(claims, made, strict=True) if not tried and claim.instance_id not in asked]
-    if untried and ctx is not None:
-        # off the event loop: a store write each (the supervisor's trigger waits for these starts on its loop)
-        await asyncio.to_thread(release_untried, ctx, orchestrator, untried)
-    else:
-        for claim in untried:
-            left_to_supervisor(orchestrator, claim, "")
     order = {claim.instance_id: i for i, claim in enumerate(claims)}
-    return sorted(started, key=order.__getitem__)
+    return StartsMade(sorted(started, key=order.__getitem__), untried)
 
 
 def left_to_supervisor(orchestrator: str, claim: Startable, why: str) -> None:

@@ -500,16 +500,28 @@ def _mark_given_up(record: StateRecord, why: str) -> None:
     )
 
 
-# History events that tell the submitter nothing: its creation, claims, the supervisor's retry of an
-# attempt (with no step begun: a claim that never started), a payment notification applied, the mark
-# of a Received whose send failed.
-_SAID_NOTHING = frozenset({"Received", "Claimed", "RetryScheduled", "PaymentNotified", RECEIVED_OWED})
+# History events that tell the submitter nothing: its creation, claims, the retries of an attempt with no
+# step begun (a claim that never started: the supervisor's, counted or, its start missed, not; the starter's
+# release of a claim whose start it never tried), a payment notification applied, the mark of a Received whose
+# send failed.
+_SAID_NOTHING = frozenset(
+    {
+        "Received",
+        "Claimed",
+        "RetryScheduled",
+        transitions.START_MISSED,
+        transitions.START_NOT_TRIED,
+        "PaymentNotified",
+        RECEIVED_OWED,
+    }
+)
 
 
 def _not_begun(state: StateRecord) -> bool:
     """No attempt has begun a step and nothing has told the submitter anything after ``Received``: the
     order is ``Pending`` or ``Processing`` and its history holds only its creation, claims, retries of
-    claims that never started and an applied payment notification. A delivery that finds it so may not
+    claims that never started (the supervisor's, and the starter's release of a claim it never tried to start)
+    and an applied payment notification. A delivery that finds it so may not
     have been the one whose ``Received`` was sent (the first one's create may have lost its response,
     or the host may have stopped before the trigger handed a failed ``Received`` to the courier), so it
     says it again. The supervisor's retry of a claim that never started counts as not begun: it says

@@ -15,7 +15,7 @@ from observability.events import app_event
 from settings import DURABLE_CALL_TIMEOUT
 from supervisor.backend_wait import read_statuses
 from supervisor.budget import RunBudget
-from supervisor.compensation_rounds import CompensationStart, start_compensations
+from supervisor.compensation_rounds import CompensationStart, release_untried_rounds, try_compensation_starts
 from supervisor.dead_letters import watch_dead_letters
 from supervisor.run import find_due, held_instances, phase_failed, run_supervisor
 from supervisor.scan import ScanState
@@ -45,12 +45,16 @@ async def supervisor(timer: func.TimerRequest, client: df.DurableOrchestrationCl
     def start(starts: list[CompensationStart], grace: timedelta) -> None:
         # each batch of claims as soon as it is made, on this loop, whatever the budget (each claimed round is
         # started: one wave at least, within what is left of its first claim's start grace); never raises
-        made = asyncio.run_coroutine_threadsafe(start_compensations(durable, starts, grace, ctx), loop)
+        made = asyncio.run_coroutine_threadsafe(try_compensation_starts(durable, starts, grace), loop)
         try:  # bounded: the starts end within the grace and a wave (each call bounded), whatever the loop does
-            made.result((max(grace, DURABLE_CALL_TIMEOUT) + 2 * DURABLE_CALL_TIMEOUT).total_seconds())
+            tried = made.result((max(grace, DURABLE_CALL_TIMEOUT) + 2 * DURABLE_CALL_TIMEOUT).total_seconds())
         except Exception as exc:  # each start handles its own failure: one not made is left as after a failed start
             made.cancel()
             phase_failed("compensation starts", exc)
+            return
+        # the rounds whose start was never tried, released at once: on this thread once the wait is over (a store
+        # write each, as the claims; a slow Cosmos DB inside the wait ran it out though every start was made)
+        release_untried_rounds(ctx, tried.untried)
 
     report = await asyncio.to_thread(run_supervisor, ctx, SCAN_STATE, due, statuses, budget, start)
     # a round not started waits for a later run; a termination left is harmless (fenced)

@@ -12,7 +12,7 @@ an operator is alerted. A stuck round waiting on an open dependency is released 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,7 +40,14 @@ from domain.transitions import MAX_STARTS_MISSED, SUPERVISOR
 from notifications.received import say_owed_received
 from observability.events import app_event
 from orchestrators.names import COMPENSATION
-from orchestrators.starter import OrchestrationClient, start_orchestrations
+from orchestrators.starter import (
+    OrchestrationClient,
+    Startable,
+    StartsMade,
+    release_untried,
+    start_orchestrations,
+    try_starts,
+)
 from orchestrators.timers import (
     DEADLINE_AT_BEGIN_INPUT,
     HOLDS_BACKOFF_INPUT,
@@ -374,3 +381,17 @@ async def start_compensations(
     time for them spent) is released at once with ``ctx`` (``release_untried_round``: due again, not counted); one
     whose release cannot be written is left as after a failed start."""
     return await start_orchestrations(client, COMPENSATION, starts, start_grace, ctx)
+
+
+async def try_compensation_starts(
+    client: OrchestrationClient, starts: list[CompensationStart], start_grace: timedelta
+) -> StartsMade:
+    """``start_compensations`` without the releases of the rounds never tried: the supervisor's trigger waits for
+    these starts within a bound made for Durable calls, and writes the releases on its run's thread once the wait is
+    over (``release_untried_rounds``), as it writes its claims."""
+    return await try_starts(client, COMPENSATION, starts, start_grace)
+
+
+def release_untried_rounds(ctx: AppContext, untried: Sequence[Startable]) -> list[str]:
+    """Releases the rounds whose start was never tried (``orchestrators.starter.release_untried``); never raises."""
+    return release_untried(ctx, COMPENSATION, untried) if untried else []

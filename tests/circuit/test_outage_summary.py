@@ -93,3 +93,32 @@ def test_operator_actions_count_only_the_orders_an_outage_alone_failed():
     assert actions.unexpected == ["waited"]  # the invariant counts it
     # waiting turned off (MAX_OUTAGE_WAIT_MINUTES=0): escalating in an outage is the configured policy
     assert operator_actions(finals, transitions, failures, windows, waiting_enabled=False).unexpected == []
+
+
+def test_a_claim_released_untried_does_not_end_the_wait():
+    """A claim whose start its run never tried, released at once (``StartNotTried``, a round's
+    ``CompensationStartNotTried``: orchestrators/starter.py), keeps the app's wait (``outageWaitSince``): neither a
+    move of the attempt nor a count. The wait it ended in the report was shorter than the app's, and an order the app
+    escalated at MAX_OUTAGE_WAIT_MINUTES could read as failed by an outage before its bound."""
+    events: list[dict[str, Any]] = [
+        {"event": "DependencyOutage", "dependency": "shipping"},
+        *({"event": "SupervisorOutageWait", "dependency": "shipping", "orderId": o} for o in ("a", "b")),
+    ]
+    attempt = [
+        t(60, "a", "OutageWait"),
+        t(90, "a", "Claimed"),
+        t(95, "a", "StartNotTried"),  # the starter's time for starts spent: released, still waiting
+        t(110, "a", "Claimed"),
+        t(111, "a", "StepStarted"),
+        t(700, "a", "StepSucceeded"),  # waited 640 s
+    ]
+    rounds = [
+        t(100, "b", "OutageWait"),
+        t(130, "b", "CompensationClaimed"),
+        t(131, "b", "CompensationStartNotTried"),  # the supervisor's run's, the same
+        t(160, "b", "CompensationClaimed"),
+        t(400, "b", "Compensated"),  # waited 300 s
+    ]
+    for transitions, waited in ((attempt, 640.0), (rounds, 300.0)):
+        row = outage_summary(events, transitions)["shipping"]
+        assert (row["orders_waited"], row["max_wait_s"]) == (2, waited)
