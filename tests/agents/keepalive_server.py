@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class KeepAliveServer:
     received: list[Received] = field(default_factory=list)
     closed_by_client: int = 0  # connections that ended with the client closing them
     closed_by_server: int = 0
+    sent_after: int = 0  # replies whose ``then`` bytes were sent
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def open_connections(self) -> int:
@@ -72,17 +74,11 @@ class KeepAliveServer:
         with self.lock:
             return self.accepts - self.closed_by_client - self.closed_by_server
 
-    def serve(self, listener: socket.socket, stop: threading.Event) -> None:
-        listener.settimeout(0.05)
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            with self.lock:
-                number = self.accepts
-                self.accepts += 1
-            threading.Thread(target=self._connection, args=(conn, number, stop), daemon=True).start()
+    def accept(self, conn: socket.socket, stop: threading.Event) -> None:
+        with self.lock:
+            number = self.accepts
+            self.accepts += 1
+        self._connection(conn, number, stop)
 
     def _connection(self, conn: socket.socket, number: int, stop: threading.Event) -> None:
         by_server = False
@@ -123,6 +119,8 @@ class KeepAliveServer:
                 time.sleep(reply.then_after)
                 if reply.then:
                     conn.sendall(reply.then)
+                    with self.lock:
+                        self.sent_after += 1
                 if reply.close:
                     by_server = True
                     return
@@ -135,12 +133,27 @@ class KeepAliveServer:
             conn.close()
 
 
+class Accepting(Protocol):
+    def accept(self, conn: socket.socket, stop: threading.Event) -> None: ...
+
+
 @contextmanager
-def serving(server: KeepAliveServer) -> Iterator[tuple[KeepAliveServer, int]]:
-    """Runs ``server`` on 127.0.0.1; yields it and its port."""
+def serving[S: Accepting](server: S) -> Iterator[tuple[S, int]]:
+    """Runs ``server`` on 127.0.0.1, each connection it accepts handled on a thread of its own; yields it and its
+    port."""
     listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.05)
     stop = threading.Event()
-    thread = threading.Thread(target=server.serve, args=(listener, stop), daemon=True)
+
+    def run() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=server.accept, args=(conn, stop), daemon=True).start()
+
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     try:
         yield server, listener.getsockname()[1]
@@ -228,3 +241,38 @@ def server_tls(certificates: Certificates) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(certificates.chain)
     return context
+
+
+@dataclass
+class TunnelProxy:
+    """An HTTP proxy that only tunnels (``CONNECT``): it records each ``CONNECT`` head, answers 200 and relays the
+    bytes both ways between the client and the host it asked for."""
+
+    heads: list[str] = field(default_factory=list)
+
+    def accept(self, client: socket.socket, stop: threading.Event) -> None:
+        with client:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = client.recv(4096)
+                if not chunk:
+                    return
+                head += chunk
+            text = head.decode("latin-1").partition("\r\n\r\n")[0]
+            self.heads.append(text)
+            host, _, port = text.split(" ")[1].rpartition(":")
+            with socket.create_connection((host, int(port)), timeout=10) as upstream:
+                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                back = threading.Thread(target=_relay, args=(upstream, client), daemon=True)
+                back.start()
+                _relay(client, upstream)
+                back.join(timeout=5)
+
+
+def _relay(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while chunk := source.recv(65536):
+            sink.sendall(chunk)
+        sink.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass

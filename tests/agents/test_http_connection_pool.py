@@ -26,6 +26,7 @@ from tests.agents.keepalive_server import (
     KeepAliveServer,
     Received,
     Reply,
+    TunnelProxy,
     answer,
     echo,
     issue,
@@ -128,6 +129,14 @@ def test_an_error_answer_read_to_its_end_keeps_its_connection(status: str):
         assert server.accepts == 1
 
 
+def test_a_chunked_answer_read_to_its_end_keeps_its_connection():
+    chunked = Reply(b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n{"key": \r\n8\r\n"key-0"}\r\n0\r\n\r\n')
+    with serving(scripted(chunked)) as (server, port):
+        service = HttpRemoteService(f"http://127.0.0.1:{port}", timeout_seconds=2)
+        assert mine(call(service, 0), 0) and mine(call(service, 1), 1)
+        assert server.accepts == 1
+
+
 @pytest.mark.parametrize("then_after", [0.0, 0.1], ids=["with the answer", "after it"])
 def test_bytes_after_an_answer_never_reach_the_next_call(then_after: float):
     """A server (or proxy) that sends more than its answer said, here a whole answer more: the next call on that
@@ -136,7 +145,8 @@ def test_bytes_after_an_answer_never_reach_the_next_call(then_after: float):
     with serving(scripted(first)) as (server, port):
         service = HttpRemoteService(f"http://127.0.0.1:{port}", timeout_seconds=2)
         assert mine(call(service, 0), 0)
-        time.sleep(0.3)
+        assert settle(lambda: server.sent_after == 1)  # the bytes after the answer left before the next call
+        time.sleep(0.05)
         result = call(service, 1)
         assert mine(result, 1) and "stale" not in result
         assert mine(call(service, 2), 2)
@@ -211,11 +221,11 @@ def test_a_request_whose_answer_began_is_not_sent_again():
 
 def test_a_connection_idle_longer_than_the_bound_is_closed_not_reused(monkeypatch, default_server):
     server, url = default_server
-    monkeypatch.setattr(http_service, "IDLE_SECONDS", 0.3)
+    monkeypatch.setattr(http_service, "IDLE_SECONDS", 1.0)
     service = HttpRemoteService(url, timeout_seconds=2)
     assert mine(call(service, 0), 0) and mine(call(service, 1), 1)
     assert server.accepts == 1
-    time.sleep(0.4)
+    time.sleep(1.2)
     assert mine(call(service, 2), 2)
     assert server.accepts == 2
     assert settle(lambda: server.closed_by_client == 1)  # the old one closed by the client, not left open
@@ -300,11 +310,32 @@ def test_https_bytes_after_an_answer_never_reach_the_next_call(monkeypatch, cert
     ) as (server, port):
         service = HttpRemoteService(f"https://localhost:{port}/api", timeout_seconds=2)
         assert mine(call(service, 0), 0)
-        time.sleep(0.3)
+        assert settle(lambda: server.sent_after == 1)  # the bytes after the answer left before the next call
+        time.sleep(0.05)
         result = call(service, 1)
         assert mine(result, 1) and "stale" not in result
         assert mine(call(service, 2), 2)
         assert server.received[1].connection == server.received[2].connection
+
+
+def test_an_https_proxy_from_the_environment_tunnels_one_verified_kept_connection(monkeypatch, certificates):
+    """As ``urllib`` did: a ``CONNECT`` tunnel with the proxy URL's credentials, TLS to the host inside it (its
+    name verified: ``localhost``, not the proxy's address)."""
+    trust(monkeypatch, certificates)
+    with (
+        serving(KeepAliveServer(tls=server_tls(certificates))) as (server, port),
+        serving(TunnelProxy()) as (proxy, proxy_port),
+    ):
+        for name in ("no_proxy", "NO_PROXY", "HTTPS_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("https_proxy", f"http://agent:pw@127.0.0.1:{proxy_port}")
+        service = HttpRemoteService(f"https://localhost:{port}/api", timeout_seconds=2)
+        assert mine(call(service, 0), 0) and mine(call(service, 1), 1)
+        [head] = proxy.heads  # one tunnel, kept
+        assert head.startswith(f"CONNECT localhost:{port} HTTP/1.1\r\n")
+        assert "Proxy-Authorization: Basic " + base64.b64encode(b"agent:pw").decode() in head
+        assert server.accepts == 1 and [r.line for r in server.received] == ["POST /api/charge HTTP/1.1"] * 2
+        assert "proxy-authorization" not in server.received[0].headers  # for the proxy only, never the host
 
 
 @pytest.mark.parametrize("case", ["a CA not trusted", "a certificate for another host"])
