@@ -28,8 +28,9 @@ steps timed out), and paid a TCP and TLS handshake on every call. What is reused
   and no ``Connection: close``; one whose answer was cut (``MAX_ANSWER_BYTES``), timed out, malformed or whose
   error body was read in part is closed, so no later call reads what was left of an earlier answer;
 - at most ``connections`` idle connections are kept (more calls at once open more, closed after);
-- an idle connection older than ``IDLE_SECONDS`` is closed, never reused (well under the 4 minutes after which
-  Azure's SNAT drops an idle flow without telling either end), so no TCP keep-alive probes are needed;
+- an idle connection older than ``IDLE_SECONDS`` is never reused, and closed at the service's next call (well
+  under the 4 minutes after which Azure's SNAT drops an idle flow without telling either end), so no TCP keep-alive
+  probes are needed; no thread watches the pool between calls;
 - before one is reused it is checked (``_dropped``, as ``localrun/cosmos_transport.py`` does): one the server
   closed, or with anything to read, is closed and another taken;
 - a request sent on a reused connection that failed before any byte of an answer came (the server closed it
