@@ -72,7 +72,7 @@ ALLOWED = {
     ("adapters/durable_client.py", "time.monotonic"): "CallBudget: the starts' and terminations' budgets",
     ("retention/purge.py", "time.monotonic"): "the history purge's run budget",
     ("adapters/dead_letter_ports.py", "time.monotonic"): "the dead-letter watch's run budget",
-    ("adapters/remote/http_service.py", "time.monotonic"): "the real HTTP client's socket deadline (Azure only)",
+    ("adapters/remote/http_service.py", "time.monotonic"): "the real HTTP client's deadline, its pool's idle age",
 }
 
 

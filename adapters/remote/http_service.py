@@ -10,10 +10,40 @@ to the fallback provider under the same key, which charged a second time). So is
 ``ValueError`` of a chunk size that is not hex): the call was sent. So is an answer over ``MAX_ANSWER_BYTES``
 (the reply that carries it could not), read no further. Uses only the standard library.
 
-``timeout_seconds`` bounds the call, not each wait: ``urllib``'s ``timeout`` is a socket timeout (the connection
-to each address, each send, each receive), so an answer trickling in a byte at a time would hold the agent for
-as long as it kept coming. Each receive waits only what is left of the call's time, counted from its start
-(``_Deadline``); connecting and sending keep the socket timeout.
+``timeout_seconds`` bounds the call, not each wait: ``http.client``'s ``timeout`` is a socket timeout (the
+connection to each address, each send, each receive), so an answer trickling in a byte at a time would hold the
+agent for as long as it kept coming. Each receive waits only what is left of the call's time, counted from its
+start (``_Deadline``); connecting and sending keep the socket timeout.
+
+Connections are kept (``_Pool``): the services are made once per worker process (``dependencies.get_context``),
+and each keeps its idle keep-alive connections to its base URL between calls and invocations, as Microsoft's
+"Manage connections in Azure Functions" asks (learn.microsoft.com/azure/azure-functions/manage-connections:
+reuse clients rather than make one per invocation; an instance has a limit of outbound connections). In Azure
+every new outbound connection to a public address takes a SNAT port, which is kept for 4 minutes after the
+connection closes (learn.microsoft.com/azure/api-management/troubleshoot-response-timeout-and-errors); a busy
+instance that opened one per call ran out of them (its calls then failed to connect: transient failures,
+steps timed out), and paid a TCP and TLS handshake on every call. What is reused, and what is not:
+
+- a connection goes back to the pool only after an answer read to its end, with nothing after it on the wire
+  and no ``Connection: close``; one whose answer was cut (``MAX_ANSWER_BYTES``), timed out, malformed or whose
+  error body was read in part is closed, so no later call reads what was left of an earlier answer;
+- at most ``connections`` idle connections are kept (more calls at once open more, closed after);
+- an idle connection older than ``IDLE_SECONDS`` is never reused, and closed at the service's next call (well
+  under the 4 minutes after which Azure's SNAT drops an idle flow without telling either end), so no TCP keep-alive
+  probes are needed; no thread watches the pool between calls;
+- before one is reused it is checked (``_dropped``, as ``localrun/cosmos_transport.py`` does): one the server
+  closed, or with anything to read, is closed and another taken;
+- a request sent on a reused connection that failed before any byte of an answer came (the server closed it
+  as the request left: a reset, an end of stream) is sent once more on a new connection, within the same
+  deadline. That is safe only because the contract below makes a call with the same ``Idempotency-Key``
+  idempotent (at worst the provider sees the same call twice and answers the second with the first's result
+  or 429/503). A request that failed on a new connection, or after an answer began, is not sent again here.
+
+TLS is verified (``ssl.create_default_context``: the system's CAs, host name checked). A proxy is used as
+``urllib`` used it before the pool: from ``http_proxy``/``https_proxy``/``no_proxy`` (read when the service is
+made), a ``CONNECT`` tunnel for ``https``, the absolute URL for ``http``, ``Proxy-Authorization`` from the
+proxy URL's user and password. Redirects are not followed (``urllib`` followed a 301, 302 or 303 answer to a
+POST with a GET without the body): a 3xx is a refusal, as a 307 or 308 was.
 
 The contract a real provider must honour (docs/compensation.md, "What a remote service must offer"):
 
@@ -33,19 +63,26 @@ The contract a real provider must honour (docs/compensation.md, "What a remote s
 
 from __future__ import annotations
 
+import base64
 import functools
 import http.client
 import io
 import json
+import select
 import socket
+import ssl
+import sys
+import threading
 import time
-import urllib.error
+import urllib.parse
 import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from adapters.remote.interface import RemoteCall, RemoteError
 from contracts.parsing import MAX_BODY_BYTES, read_outside_json
-from settings import REMOTE_CALL_TIMEOUT
+from settings import REMOTE_CALL_TIMEOUT, SERVICE_BUS_MAX_CONCURRENT_CALLS
 
 TRANSIENT_STATUSES = frozenset({408, 429})
 FENCES_HEADER = "X-Fences-Idempotency-Key"
@@ -60,16 +97,48 @@ def is_transient_status(status: int) -> bool:
 MAX_ANSWER_BYTES = MAX_BODY_BYTES
 # How much of an error answer's body is read for the failure's detail (300 characters of it are kept).
 ERROR_DETAIL_BYTES = 4096
+# The idle connections a service keeps when none is given: the calls one Service Bus agent makes at once on an
+# instance (``services.remote_services`` gives each service its own count, ``services.callers_at_once``).
+POOL_CONNECTIONS = SERVICE_BUS_MAX_CONCURRENT_CALLS
+# How long a connection may wait idle in the pool before it is closed rather than reused: well under the 4 minutes
+# after which Azure's SNAT (and its load balancers) drop an idle flow silently (learn.microsoft.com/azure/
+# load-balancer/load-balancer-tcp-reset), and about what servers keep an idle keep-alive connection open (nginx
+# 75 s; many less: those are caught by ``_dropped`` or sent again, see the module). A connection never idles long
+# enough for TCP keep-alive probes (``adapters/cosmos/client.py``: the first after 120 s) to matter: none are set.
+IDLE_SECONDS = 60.0
+# What ``urllib`` sent (its opener's default), kept: a provider or its firewall may want one.
+USER_AGENT = f"Python-urllib/{sys.version_info[0]}.{sys.version_info[1]}"
+# How a reused connection fails when the server closed it as the request left (a reset, the end of the stream): a
+# request that failed so before any byte of its answer came is sent again once, on a new connection (``call``).
+_DROPPED_ERRORS = (ConnectionError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A request as it is sent: its target (the path, or the absolute URL to a proxy), body and headers."""
+
+    target: str
+    body: bytes
+    headers: dict[str, str]
 
 
 class HttpRemoteService:
-    def __init__(self, base_url: str, timeout_seconds: float = REMOTE_CALL_TIMEOUT.total_seconds()) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        timeout_seconds: float = REMOTE_CALL_TIMEOUT.total_seconds(),
+        *,
+        connections: int = POOL_CONNECTIONS,
+    ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"service URL must be http(s), got {base_url!r}")
         self.base_url = base_url.rstrip("/")
         self.timeout_seconds = timeout_seconds
+        self.connections = connections  # idle ones kept at most
+        self._route = Route.to(self.base_url)
+        self._pool = Pool(self._route.connect, timeout_seconds, connections)
 
-    def build_request(self, call: RemoteCall) -> urllib.request.Request:
+    def build_request(self, call: RemoteCall) -> Outgoing:
         body = {"service": call.service, "orderId": call.order_id, "payload": call.payload}
         headers = {
             "Content-Type": "application/json",
@@ -84,63 +153,283 @@ class HttpRemoteService:
             # refusal (nothing was done), not the unknown outcome of an answer it cannot read
             if not (value.isascii() and value.isprintable()):
                 raise RemoteError(f"header {name} {value[:40]!r} cannot be sent (visible ASCII only)", transient=False)
-        return urllib.request.Request(
-            f"{self.base_url}/{call.action}", data=json.dumps(body).encode("utf-8"), method="POST", headers=headers
-        )
+        return self._route.outgoing(call.action, json.dumps(body).encode("utf-8"), headers)
+
+    def close(self) -> None:
+        """Closes the idle connections (a call after it opens new ones)."""
+        self._pool.close()
 
     def call(self, request: RemoteCall) -> dict[str, Any]:
         where = f"{request.service}.{request.action} at {self.base_url}"
-        built = self.build_request(request)
-        opener = _opener(time.monotonic() + self.timeout_seconds)
+        outgoing = self.build_request(request)
+        deadline = time.monotonic() + self.timeout_seconds
+        connection, reused = self._pool.take()
+        while True:
+            try:
+                status, reason, raw = self._exchange(where, connection, outgoing, deadline)
+            except _NoAnswer as lost:
+                connection.close()
+                left = deadline - time.monotonic()
+                if not reused or left <= 0:  # sent again once only: the new connection is not reused
+                    raise RemoteError(f"{where} unreachable: {lost.cause}", transient=True) from lost.cause
+                connection, reused = self._pool.fresh(min(self.timeout_seconds, left)), False
+                continue
+            except BaseException:
+                connection.close()  # whatever is left of its answer is never read by another call
+                raise
+            break
+        if len(raw) > MAX_ANSWER_BYTES:
+            connection.close()  # read no further: the rest of the answer is on the wire
+            raise RemoteError(
+                f"{where} answered more than {MAX_ANSWER_BYTES} bytes, more than its reply can carry", transient=True
+            )
+        self._pool.give_back(connection)
+        if status >= 300:  # 3xx too: not followed (see the module), a refusal as any 4xx
+            detail = raw.decode("utf-8", errors="replace").strip()[:300] or reason
+            raise RemoteError(f"{where} answered HTTP {status}: {detail}", transient=is_transient_status(status))
+        return _result(where, raw)
+
+    def _exchange(
+        self, where: str, connection: http.client.HTTPConnection, outgoing: Outgoing, deadline: float
+    ) -> tuple[int, str, bytes]:
+        """Sends ``outgoing`` on ``connection`` and reads its answer: status, reason and body (up to
+        ``MAX_ANSWER_BYTES`` + 1 bytes of a success, ``ERROR_DETAIL_BYTES`` of an error). Raises ``_NoAnswer``
+        when the connection failed before any byte of an answer came, ``RemoteError`` for any other failure.
+        ``connection`` is left open only if its answer was read to its end."""
+        received = _Received()
+        connection.response_class = functools.partial(_Answer, deadline=deadline, received=received)  # type: ignore[assignment]
         try:
-            with opener.open(built, timeout=self.timeout_seconds) as response:
+            connection.request("POST", outgoing.target, outgoing.body, outgoing.headers)
+        except _DROPPED_ERRORS as exc:
+            raise _NoAnswer(exc) from exc
+        except OSError as exc:  # cannot connect (refused, TLS not verified, a timeout), or the send failed
+            raise RemoteError(f"{where} unreachable: {exc}", transient=True) from exc
+        try:
+            response = connection.getresponse()
+            if response.status >= 300:
+                try:
+                    raw = response.read(ERROR_DETAIL_BYTES)
+                except (OSError, http.client.HTTPException, ValueError):  # an error body cut short or malformed
+                    raw = b""
+                    connection.close()
+            else:
                 raw = response.read(MAX_ANSWER_BYTES + 1)  # never more than the app could carry, whatever is sent
                 if len(raw) <= MAX_ANSWER_BYTES and response.length:  # a read with a limit returns a body cut
                     raise http.client.IncompleteRead(raw, response.length)  # short as it came: it is malformed
-        except urllib.error.HTTPError as exc:
-            detail = _error_detail(exc)
-            raise RemoteError(
-                f"{where} answered HTTP {exc.code}: {detail}", transient=is_transient_status(exc.code)
-            ) from exc
         except TimeoutError as exc:
             raise RemoteError(
                 f"{where} timed out after {self.timeout_seconds}s", transient=True, timed_out=True
             ) from exc
-        except (urllib.error.URLError, ConnectionError) as exc:
+        except _DROPPED_ERRORS as exc:
+            if received.count == 0:
+                raise _NoAnswer(exc) from exc
+            raise RemoteError(f"{where} unreachable: {exc}", transient=True) from exc
+        except OSError as exc:  # TLS failing under an answer
             raise RemoteError(f"{where} unreachable: {exc}", transient=True) from exc
         except (http.client.HTTPException, ValueError) as exc:
             # After ``build_request``, whose headers are checked: the call was sent, its answer is unreadable.
             raise RemoteError(f"{where} answered malformed HTTP: {type(exc).__name__}: {exc}", transient=True) from exc
-        if len(raw) > MAX_ANSWER_BYTES:
-            raise RemoteError(
-                f"{where} answered more than {MAX_ANSWER_BYTES} bytes, more than its reply can carry", transient=True
-            )
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise RemoteError(f"{where} answered a body that is not UTF-8 JSON", transient=True) from exc
-        try:
-            # Read so that what is accepted is carried exactly (replies, activities, documents, undo
-            # requests); what cannot be is refused here, with the reason, not lost after the call. It
-            # acted: an unknown outcome (transient), never a refusal (see the module's docstring).
-            result = read_outside_json(text) if text else {}
-        except json.JSONDecodeError as exc:
-            raise RemoteError(f"{where} answered a body that is not JSON", transient=True) from exc
-        except ValueError as exc:
-            raise RemoteError(f"{where} answered a body the app cannot carry: {exc}", transient=True) from exc
-        if not isinstance(result, dict):
-            raise RemoteError(f"{where} answered JSON {type(result).__name__}, not an object", transient=True)
-        return result
+        if not response.isclosed():  # an answer not read to its end (an error's body past its detail, one too long)
+            connection.close()
+        return response.status, response.reason, raw
+
+
+def _result(where: str, raw: bytes) -> dict[str, Any]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RemoteError(f"{where} answered a body that is not UTF-8 JSON", transient=True) from exc
+    try:
+        # Read so that what is accepted is carried exactly (replies, activities, documents, undo
+        # requests); what cannot be is refused here, with the reason, not lost after the call. It
+        # acted: an unknown outcome (transient), never a refusal (see the module's docstring).
+        result = read_outside_json(text) if text else {}
+    except json.JSONDecodeError as exc:
+        raise RemoteError(f"{where} answered a body that is not JSON", transient=True) from exc
+    except ValueError as exc:
+        raise RemoteError(f"{where} answered a body the app cannot carry: {exc}", transient=True) from exc
+    if not isinstance(result, dict):
+        raise RemoteError(f"{where} answered JSON {type(result).__name__}, not an object", transient=True)
+    return result
+
+
+class _NoAnswer(Exception):
+    """The connection failed before any byte of an answer came (``_DROPPED_ERRORS``)."""
+
+    def __init__(self, cause: OSError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class _Received:
+    """How many bytes of an answer came."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+@dataclass(frozen=True)
+class Route:
+    """How a base URL is reached: its scheme, host and port, the path prefix, and the proxy if one is used
+    (``urllib``'s rules: ``getproxies`` and ``proxy_bypass``, read once)."""
+
+    tls: bool
+    host: str
+    port: int | None
+    prefix: str  # everything of the base URL after its host: ``/api`` (or the whole URL, through a proxy)
+    proxy: tuple[str, str, int | None] | None = None  # scheme, host, port
+    proxy_authorization: str | None = None
+
+    @staticmethod
+    def to(base_url: str) -> Route:
+        parts = urllib.parse.urlsplit(base_url)
+        tls = parts.scheme == "https"
+        path = base_url[len(f"{parts.scheme}://{parts.netloc}") :]
+        host, port = parts.hostname or "", parts.port
+        proxy_url = urllib.request.getproxies().get(parts.scheme)
+        if not proxy_url or urllib.request.proxy_bypass(parts.netloc):
+            return Route(tls, host, port, path)
+        if "://" not in proxy_url:
+            proxy_url = f"{parts.scheme}://{proxy_url}"
+        proxy = urllib.parse.urlsplit(proxy_url)
+        authorization = None
+        if proxy.username and proxy.password:
+            pair = f"{urllib.parse.unquote(proxy.username)}:{urllib.parse.unquote(proxy.password)}"
+            authorization = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+        prefix = path if tls else base_url  # through a proxy, ``http`` asks for the absolute URL; ``https`` tunnels
+        return Route(tls, host, port, prefix, (proxy.scheme, proxy.hostname or "", proxy.port), authorization)
+
+    def outgoing(self, action: str, body: bytes, headers: dict[str, str]) -> Outgoing:
+        sent = {**headers, "User-Agent": USER_AGENT}
+        if self.proxy is not None and not self.tls and self.proxy_authorization:
+            sent["Proxy-Authorization"] = self.proxy_authorization
+        return Outgoing(f"{self.prefix}/{action}", body, sent)
+
+    def connect(self, timeout: float, context: ssl.SSLContext | None) -> http.client.HTTPConnection:
+        """A new connection (not opened yet: ``request`` opens it) to the host, or to the proxy."""
+        if self.proxy is None:
+            if self.tls:
+                return http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=context)
+            return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        scheme, host, port = self.proxy
+        if self.tls:  # a CONNECT tunnel through the proxy, TLS to the host inside it (its name verified)
+            tunnel = http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
+            authorization = {"Proxy-Authorization": self.proxy_authorization} if self.proxy_authorization else None
+            tunnel.set_tunnel(self.host, self.port, headers=authorization)
+            return tunnel
+        if scheme == "https":
+            return http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
+        return http.client.HTTPConnection(host, port, timeout=timeout)  # any other proxy is spoken to as http
+
+
+def tls_context() -> ssl.SSLContext:
+    """What ``http.client`` (and so ``urllib``) makes for a connection given none: the system's CAs, the
+    certificate and host name verified, HTTP/1.1 offered."""
+    context = ssl.create_default_context()
+    context.set_alpn_protocols(["http/1.1"])
+    context.post_handshake_auth = True
+    return context
+
+
+class Pool:
+    """Up to ``size`` idle keep-alive connections to one route, each idle at most ``IDLE_SECONDS``. Thread-safe:
+    a call takes one (an idle one the server has not closed, or a new one) and gives it back when its answer was
+    read to its end; it is never shared while a call holds it."""
+
+    def __init__(
+        self,
+        connect: Callable[[float, ssl.SSLContext | None], http.client.HTTPConnection],
+        timeout: float,
+        size: int,
+    ) -> None:
+        self._connect = connect
+        self._timeout = timeout
+        self._size = size
+        self._context: ssl.SSLContext | None = None
+        self._idle: list[tuple[float, http.client.HTTPConnection]] = []  # (idle since, connection), oldest first
+        self._lock = threading.Lock()
+
+    def take(self) -> tuple[http.client.HTTPConnection, bool]:
+        """A connection and whether it was used before."""
+        while True:
+            with self._lock:
+                expired = self._expire()
+                connection = self._idle.pop()[1] if self._idle else None
+            for old in expired:
+                old.close()
+            if connection is None:
+                return self.fresh(self._timeout), False
+            if not _dropped(connection):
+                assert connection.sock is not None
+                connection.sock.settimeout(self._timeout)  # a receive left it at what was left of a call's time
+                return connection, True
+            connection.close()
+
+    def fresh(self, timeout: float) -> http.client.HTTPConnection:
+        with self._lock:
+            if self._context is None:
+                self._context = tls_context()  # one per pool: loading the CAs again for each connection costs
+        return self._connect(timeout, self._context)
+
+    def give_back(self, connection: http.client.HTTPConnection) -> None:
+        """Kept idle if it is open, has nothing more to read (bytes after its answer: closed) and there is room."""
+        if connection.sock is None or _dropped(connection):
+            connection.close()
+            return
+        with self._lock:
+            expired = self._expire()
+            kept = len(self._idle) < self._size
+            if kept:
+                self._idle.append((time.monotonic(), connection))
+        for old in expired:
+            old.close()
+        if not kept:
+            connection.close()
+
+    def idle(self) -> int:
+        with self._lock:
+            return len(self._idle)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for _, connection in idle:
+            connection.close()
+
+    def _expire(self) -> list[http.client.HTTPConnection]:
+        """Takes the connections idle longer than ``IDLE_SECONDS`` out of the pool (the lock held)."""
+        cutoff = time.monotonic() - IDLE_SECONDS
+        expired = [connection for since, connection in self._idle if since < cutoff]
+        if expired:
+            self._idle = [(since, connection) for since, connection in self._idle if since >= cutoff]
+        return expired
+
+
+def _dropped(connection: http.client.HTTPConnection) -> bool:
+    """Whether an idle keep-alive connection is unusable: closed, or with something to read where it should have
+    nothing (the end of the stream when the server closed it, or bytes it sent after its answer), as urllib3
+    checks before reusing one (``localrun/cosmos_transport.py`` too); TLS bytes already decrypted count."""
+    sock = connection.sock
+    if sock is None:
+        return True
+    try:
+        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return True
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
 
 
 class _Deadline(io.RawIOBase):
-    """A response's socket, read so that each receive waits at most until ``deadline`` (``time.monotonic``)."""
+    """A response's socket, read so that each receive waits at most until ``deadline`` (``time.monotonic``);
+    counts the bytes that came in ``received``."""
 
-    def __init__(self, sock: socket.socket, deadline: float) -> None:
+    def __init__(self, sock: socket.socket, deadline: float, received: _Received) -> None:
         super().__init__()
         self._sock = sock
         self._raw = sock.makefile("rb", buffering=0)  # holds the socket open once the connection lets it go
         self._deadline = deadline
+        self._received = received
 
     def readable(self) -> bool:
         return True
@@ -150,7 +439,9 @@ class _Deadline(io.RawIOBase):
         if left <= 0:
             raise TimeoutError("timed out")
         self._sock.settimeout(left)
-        return self._raw.readinto(buffer)
+        count = self._raw.readinto(buffer)
+        self._received.count += count or 0
+        return count
 
     def close(self) -> None:
         self._raw.close()
@@ -158,50 +449,8 @@ class _Deadline(io.RawIOBase):
 
 
 class _Answer(http.client.HTTPResponse):
-    def __init__(self, sock: socket.socket, *args: Any, deadline: float, **kwargs: Any) -> None:
+    def __init__(self, sock: socket.socket, *args: Any, deadline: float, received: _Received, **kwargs: Any) -> None:
         super().__init__(sock, *args, **kwargs)
-        bounded = io.BufferedReader(_Deadline(sock, deadline))
+        bounded = io.BufferedReader(_Deadline(sock, deadline, received))
         self.fp.close()
         self.fp = bounded  # type: ignore[assignment]  # a raw stream of the same socket, as ``makefile`` gives
-
-
-class _HTTP(http.client.HTTPConnection):
-    def __init__(self, *args: Any, deadline: float, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.response_class = functools.partial(_Answer, deadline=deadline)  # type: ignore[assignment]
-
-
-class _HTTPS(_HTTP, http.client.HTTPSConnection):
-    pass
-
-
-class _HTTPHandler(urllib.request.HTTPHandler):
-    def __init__(self, deadline: float) -> None:
-        super().__init__()
-        self.deadline = deadline
-
-    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(functools.partial(_HTTP, deadline=self.deadline), req)  # type: ignore[arg-type]
-
-
-class _HTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, deadline: float) -> None:
-        super().__init__()
-        self.deadline = deadline
-
-    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        connection = functools.partial(_HTTPS, deadline=self.deadline)
-        return self.do_open(connection, req, context=self._context)  # type: ignore[arg-type,attr-defined]
-
-
-def _opener(deadline: float) -> urllib.request.OpenerDirector:
-    """``urlopen``'s opener, its connections' answers read by ``deadline``."""
-    return urllib.request.build_opener(_HTTPHandler(deadline), _HTTPSHandler(deadline))
-
-
-def _error_detail(exc: urllib.error.HTTPError) -> str:
-    try:
-        text = exc.read(ERROR_DETAIL_BYTES).decode("utf-8", errors="replace").strip()
-    except (OSError, http.client.HTTPException, ValueError):  # an error body cut short or malformed
-        text = ""
-    return text[:300] or str(exc.reason)
