@@ -26,7 +26,11 @@ steps timed out), and paid a TCP and TLS handshake on every call. What is reused
 
 - a connection goes back to the pool only after an answer read to its end, with nothing after it on the wire
   and no ``Connection: close``; one whose answer was cut (``MAX_ANSWER_BYTES``), timed out, malformed or whose
-  error body was read in part is closed, so no later call reads what was left of an earlier answer;
+  error body was read in part is closed, so no later call reads what was left of an earlier answer; so is one
+  whose end the server may see elsewhere (a 204 or 304 declaring a body, a ``Content-Length`` beside a chunked
+  ``Transfer-Encoding``), and an answer whose length cannot be told (two ``Content-Length`` that differ, a
+  ``Transfer-Encoding`` other than chunked) is malformed; interim answers (1xx: 102 Processing, 103 Early Hints)
+  are skipped, never taken for the answer (``_Answer``);
 - at most ``connections`` idle connections are kept (more calls at once open more, closed after);
 - an idle connection older than ``IDLE_SECONDS`` is never reused, and closed at the service's next call (well
   under the 4 minutes after which Azure's SNAT drops an idle flow without telling either end), so no TCP keep-alive
@@ -65,6 +69,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import http
 import http.client
 import io
 import json
@@ -229,8 +234,9 @@ class HttpRemoteService:
         except (http.client.HTTPException, ValueError) as exc:
             # After ``build_request``, whose headers are checked: the call was sent, its answer is unreadable.
             raise RemoteError(f"{where} answered malformed HTTP: {type(exc).__name__}: {exc}", transient=True) from exc
-        if not response.isclosed():  # an answer not read to its end (an error's body past its detail, one too long)
-            connection.close()
+        assert isinstance(response, _Answer)
+        if not response.isclosed() or not response.reusable:  # an answer not read to its end (an error's body past
+            connection.close()  # its detail, one too long), or whose end the server may see elsewhere
         return response.status, response.reason, raw
 
 
@@ -449,8 +455,43 @@ class _Deadline(io.RawIOBase):
 
 
 class _Answer(http.client.HTTPResponse):
+    """An answer read within the call's deadline, whose end the client and the server agree on, or else
+    ``reusable`` False (its connection closed after it) or malformed (``HTTPException``): where they disagree,
+    what the server sends next waits on the kept connection for the next call to read as its own answer."""
+
     def __init__(self, sock: socket.socket, *args: Any, deadline: float, received: _Received, **kwargs: Any) -> None:
         super().__init__(sock, *args, **kwargs)
         bounded = io.BufferedReader(_Deadline(sock, deadline, received))
         self.fp.close()
         self.fp = bounded  # type: ignore[assignment]  # a raw stream of the same socket, as ``makefile`` gives
+        self.reusable = True
+
+    def _read_status(self) -> tuple[str, int, str]:
+        """The final answer's status line: interim answers (1xx: 100 Continue, 102 Processing, 103 Early Hints, RFC
+        9110 15.2) come before it and are skipped with their headers. ``http.client`` skips only 100 and took a 102
+        or 103 for the answer: an empty success while the provider was still at work, its real answer left on the
+        kept connection for the next call. A 101 (no upgrade was asked for) is malformed."""
+        while True:
+            version, status, reason = super()._read_status()  # type: ignore[misc]
+            if status == http.HTTPStatus.SWITCHING_PROTOCOLS:
+                raise http.client.HTTPException(f"101 {reason.strip()} to a request that asked for no upgrade")
+            if not 100 <= status < 200:
+                return version, status, reason
+            http.client.parse_headers(self.fp)  # type: ignore[arg-type]  # an interim answer's headers
+
+    def begin(self) -> None:
+        super().begin()
+        lengths = {value.strip() for value in self.headers.get_all("Content-Length", [])}
+        codings = self.headers.get_all("Transfer-Encoding", [])
+        if len(lengths) > 1:  # RFC 9112 6.3: an unrecoverable error; ``http.client`` took the first
+            raise http.client.HTTPException(f"Content-Length given as {', '.join(sorted(lengths))}")
+        if codings and [c.strip().lower() for c in ",".join(codings).split(",")] != ["chunked"]:
+            # ``http.client`` reads only chunked and otherwise framed the answer by its Content-Length, where the
+            # server meant another coding's end or the connection's
+            raise http.client.HTTPException(f"Transfer-Encoding {', '.join(codings)!r} cannot be read")
+        if self.status in (http.HTTPStatus.NO_CONTENT, http.HTTPStatus.NOT_MODIFIED):
+            # no body, whatever its headers say (RFC 9112 6.3); ``http.client`` would read a chunked one
+            self.chunked, self.length = False, 0
+            self.reusable = not codings and lengths <= {"0"}
+        elif codings and lengths:  # the coding wins (RFC 9112 6.1), but the two disagree: "ought to be an error"
+            self.reusable = False
