@@ -421,7 +421,11 @@ def _dropped(connection: http.client.HTTPConnection) -> bool:
     try:
         if isinstance(sock, ssl.SSLSocket) and sock.pending():
             return True
-        return bool(select.select([sock], [], [], 0)[0])
+        if hasattr(select, "poll"):  # ``select.select`` refuses a descriptor past 1024 (a busy worker has them)
+            readable = select.poll()
+            readable.register(sock, select.POLLIN)
+            return bool(readable.poll(0))
+        return bool(select.select([sock], [], [], 0)[0])  # Windows: no ``poll``, no such limit
     except (OSError, ValueError):
         return True
 

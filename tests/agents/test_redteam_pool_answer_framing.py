@@ -17,6 +17,7 @@ takes it reads it as its own answer: a charge confirmed for another order's key,
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -134,3 +135,24 @@ def test_a_chunked_answer_that_also_has_a_content_length_is_read_chunked_and_its
         assert mine(call(service, 0), 0)
         assert own_answer(call(service, 1), 1, 1)
         assert server.accepts == 2
+
+
+def test_connections_are_reused_when_the_process_has_more_than_1024_files_open():
+    """``_dropped`` checked a kept connection with ``select.select``, which refuses a descriptor past ``FD_SETSIZE``
+    (1024) with ``ValueError``: taken for a dropped connection, so a worker with that many files and sockets open
+    (its Service Bus, Cosmos DB and telemetry connections among them) closed every kept connection and opened a new
+    one per call, the SNAT exhaustion the pool is for, and said nothing."""
+    spare: list[int] = []
+    try:
+        while (fd := os.open(os.devnull, os.O_RDONLY)) <= 1100:  # every lower number taken: the sockets get more
+            spare.append(fd)
+        spare.append(fd)
+        with serving(KeepAliveServer()) as (server, port):
+            service = HttpRemoteService(f"http://127.0.0.1:{port}", timeout_seconds=2)
+            for n in range(3):
+                assert own_answer(call(service, n), n, 0)
+            assert server.accepts == 1
+            service.close()
+    finally:
+        for fd in spare:
+            os.close(fd)
