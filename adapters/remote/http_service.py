@@ -209,6 +209,8 @@ class HttpRemoteService:
             raise _NoAnswer(exc) from exc
         except OSError as exc:  # cannot connect (refused, TLS not verified, a timeout), or the send failed
             raise RemoteError(f"{where} unreachable: {exc}", transient=True) from exc
+        except (http.client.HTTPException, ValueError) as exc:  # a proxy's answer to ``CONNECT`` it cannot read
+            raise RemoteError(f"{where} unreachable: {type(exc).__name__}: {exc}", transient=True) from exc
         try:
             response = connection.getresponse()
             if response.status >= 300:
