@@ -7,8 +7,8 @@ a number or a nesting it cannot carry) is transient too: the provider acted, and
 what it did, so it is an unknown outcome, as a timeout is, never a refusal (a refusal sends the step
 to the fallback provider under the same key, which charged a second time). So is an answer
 ``http.client`` cannot read at all (a status line, headers or body it refuses: ``HTTPException``, or the
-``ValueError`` of a chunk size that is not hex): the call was sent. So is an answer over ``MAX_ANSWER_BYTES``
-(the reply that carries it could not), read no further. Uses only the standard library.
+``ValueError`` of a chunk size that is not hex or is below zero): the call was sent. So is an answer over
+``MAX_ANSWER_BYTES`` (the reply that carries it could not), read no further. Uses only the standard library.
 
 ``timeout_seconds`` bounds the call, not each wait: ``http.client``'s ``timeout`` is a socket timeout (the
 connection to each address, each send, each receive), so an answer trickling in a byte at a time would hold the
@@ -484,6 +484,13 @@ class _Answer(http.client.HTTPResponse):
             if not 100 <= status < 200:
                 return version, status, reason
             http.client.parse_headers(self.fp)  # type: ignore[arg-type]  # an interim answer's headers
+
+    def _read_next_chunk_size(self) -> int:
+        size: int = super()._read_next_chunk_size()  # type: ignore[misc]
+        if size < 0:  # ``int(line, 16)`` takes "-1", and ``http.client`` then read the whole stream, unbounded
+            self._close_conn()  # type: ignore[attr-defined]
+            raise ValueError(f"chunk size {size}")  # malformed (``IncompleteRead``), as one not hex
+        return size
 
     def begin(self) -> None:
         super().begin()

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import threading
 
 import pytest
 
@@ -156,3 +158,36 @@ def test_connections_are_reused_when_the_process_has_more_than_1024_files_open()
     finally:
         for fd in spare:
             os.close(fd)
+
+
+def test_a_negative_chunk_size_is_malformed_not_a_read_of_everything_the_server_sends():
+    """``http.client`` reads a chunk size with ``int(line, 16)``, which takes ``-1``; it then read ``-1`` bytes: the
+    whole stream, to its end, into memory, past ``MAX_ANSWER_BYTES`` (a worker's memory, and with it every invocation
+    it runs, at the mercy of what a provider or a proxy sends within the call's deadline). A chunk size is hex digits
+    (RFC 9112 7.1); one below zero is malformed. (Older than the pool: ``urllib`` read it the same way.)"""
+    listener = socket.create_server(("127.0.0.1", 0))
+    sent: list[int] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n")
+            total = 0
+            try:
+                for _ in range(64):
+                    conn.sendall(b"x" * 1_000_000)
+                    total += 1_000_000
+            except OSError:
+                pass  # the client closed the connection
+            sent.append(total)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    with listener:
+        service = HttpRemoteService(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout_seconds=5)
+        with pytest.raises(RemoteError, match="malformed HTTP") as failed:
+            call(service, 0)
+        assert failed.value.transient is True
+        thread.join(timeout=10)
+    assert sent and sent[0] < 32_000_000  # the rest refused unread (what the sockets' buffers held at most)
