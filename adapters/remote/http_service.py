@@ -24,13 +24,13 @@ connection closes (learn.microsoft.com/azure/api-management/troubleshoot-respons
 instance that opened one per call ran out of them (its calls then failed to connect: transient failures,
 steps timed out), and paid a TCP and TLS handshake on every call. What is reused, and what is not:
 
-- a connection goes back to the pool only after an answer read to its end, with nothing after it on the wire
-  and no ``Connection: close``; one whose answer was cut (``MAX_ANSWER_BYTES``), timed out, malformed or whose
-  error body was read in part is closed, so no later call reads what was left of an earlier answer; so is one
-  whose end the server may see elsewhere (a 204 or 304 declaring a body, a ``Content-Length`` beside a chunked
-  ``Transfer-Encoding``), and an answer whose length cannot be told (two ``Content-Length`` that differ, a
-  ``Transfer-Encoding`` other than chunked) is malformed; interim answers (1xx: 102 Processing, 103 Early Hints)
-  are skipped, never taken for the answer (``_Answer``);
+- a connection goes back to the pool only after an answer read to its end, with nothing after it (on the wire,
+  or read into the buffer with it) and no ``Connection: close``; one whose answer was cut (``MAX_ANSWER_BYTES``),
+  timed out, malformed or whose error body was read in part is closed, so no later call reads what was left of an
+  earlier answer; so is one whose end the server may see elsewhere (a 204 or 304 declaring a body, a
+  ``Content-Length`` beside a chunked ``Transfer-Encoding``), and an answer whose length cannot be told (two
+  ``Content-Length`` that differ, a ``Transfer-Encoding`` other than chunked) is malformed; interim answers (1xx:
+  102 Processing, 103 Early Hints) are skipped, never taken for the answer (``_Answer``);
 - at most ``connections`` idle connections are kept (more calls at once open more, closed after);
 - an idle connection older than ``IDLE_SECONDS`` is never reused, and closed at the service's next call (well
   under the 4 minutes after which Azure's SNAT drops an idle flow without telling either end), so no TCP keep-alive
@@ -442,11 +442,14 @@ class _Deadline(io.RawIOBase):
         self._raw = sock.makefile("rb", buffering=0)  # holds the socket open once the connection lets it go
         self._deadline = deadline
         self._received = received
+        self.waiting = True  # False: a read returns at once, with nothing (``_Answer._close_conn``)
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int | None:
+        if not self.waiting:
+            return None  # nothing without waiting, as a non-blocking stream says it
         left = self._deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError("timed out")
@@ -467,10 +470,21 @@ class _Answer(http.client.HTTPResponse):
 
     def __init__(self, sock: socket.socket, *args: Any, deadline: float, received: _Received, **kwargs: Any) -> None:
         super().__init__(sock, *args, **kwargs)
-        bounded = io.BufferedReader(_Deadline(sock, deadline, received))
+        self._stream = _Deadline(sock, deadline, received)
+        bounded = io.BufferedReader(self._stream)
         self.fp.close()
         self.fp = bounded  # type: ignore[assignment]  # a raw stream of the same socket, as ``makefile`` gives
         self.reusable = True
+
+    def _close_conn(self) -> None:
+        """At the answer's end (or a failure): bytes the server sent past it, already read into the buffer, would
+        be dropped with it and the connection look clean, its framing and the server's at odds: not reused."""
+        fp = self.fp
+        if fp is not None and not fp.closed:
+            self._stream.waiting = False
+            if fp.peek(1):  # type: ignore[attr-defined]  # what is buffered, no read of the socket
+                self.reusable = False
+        super()._close_conn()  # type: ignore[misc]
 
     def _read_status(self) -> tuple[str, int, str]:
         """The final answer's status line: interim answers (1xx: 100 Continue, 102 Processing, 103 Early Hints, RFC

@@ -191,3 +191,24 @@ def test_a_negative_chunk_size_is_malformed_not_a_read_of_everything_the_server_
         assert failed.value.transient is True
         thread.join(timeout=10)
     assert sent and sent[0] < 32_000_000  # the rest refused unread (what the sockets' buffers held at most)
+
+
+def test_bytes_read_past_an_answer_with_it_close_its_connection():
+    """The answer is read through a buffer: bytes the server sent with it, past its end, were read into the buffer
+    and dropped with it, and the connection (nothing left on the socket) went back to the pool, although the server
+    had sent more than its answer: its framing and the client's disagree, and what it sends next (here a second
+    answer, late) the next call read as its own."""
+    first = Reply(answer(echo_key(0)) + STALE, then=STALE, then_after=0.3)
+
+    def script(request: Received) -> Reply:
+        return first if request.key == "key-0" else Reply(answer(echo(request)))
+
+    with serving(KeepAliveServer(script=script)) as (server, port):
+        service = HttpRemoteService(f"http://127.0.0.1:{port}", timeout_seconds=2)
+        assert mine(call(service, 0), 0)
+        assert own_answer(call(service, 1), 1, 1)
+        assert server.accepts == 2
+
+
+def echo_key(n: int) -> bytes:
+    return json.dumps({"key": f"key-{n}"}).encode()
