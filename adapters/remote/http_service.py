@@ -63,7 +63,10 @@ The contract a real provider must honour (docs/compensation.md, "What a remote s
   after the order was compensated;
 - an undo's answer says what it undid: a refund answers ``refundId`` (null when there was nothing to
   refund) and ``amountCents``; the compensation log keeps it, and a prepaid order none of whose
-  refunds returned money raises ``PrepaymentToRelease``."""
+  refunds returned money raises ``PrepaymentToRelease``;
+- one answer per request, framed by ``Content-Length`` or chunked coding, and no bytes after it: bytes a server
+  sends once the next call has taken the kept connection are that call's answer to it (no HTTP/1.1 client can tell;
+  tests/agents/test_redteam_pool_answer_framing.py)."""
 
 from __future__ import annotations
 
