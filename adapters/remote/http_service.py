@@ -7,8 +7,8 @@ a number or a nesting it cannot carry) is transient too: the provider acted, and
 what it did, so it is an unknown outcome, as a timeout is, never a refusal (a refusal sends the step
 to the fallback provider under the same key, which charged a second time). So is an answer
 ``http.client`` cannot read at all (a status line, headers or body it refuses: ``HTTPException``, or the
-``ValueError`` of a chunk size that is not hex): the call was sent. So is an answer over ``MAX_ANSWER_BYTES``
-(the reply that carries it could not), read no further. Uses only the standard library.
+``ValueError`` of a chunk size that is not hex or is below zero): the call was sent. So is an answer over
+``MAX_ANSWER_BYTES`` (the reply that carries it could not), read no further. Uses only the standard library.
 
 ``timeout_seconds`` bounds the call, not each wait: ``http.client``'s ``timeout`` is a socket timeout (the
 connection to each address, each send, each receive), so an answer trickling in a byte at a time would hold the
@@ -24,9 +24,13 @@ connection closes (learn.microsoft.com/azure/api-management/troubleshoot-respons
 instance that opened one per call ran out of them (its calls then failed to connect: transient failures,
 steps timed out), and paid a TCP and TLS handshake on every call. What is reused, and what is not:
 
-- a connection goes back to the pool only after an answer read to its end, with nothing after it on the wire
-  and no ``Connection: close``; one whose answer was cut (``MAX_ANSWER_BYTES``), timed out, malformed or whose
-  error body was read in part is closed, so no later call reads what was left of an earlier answer;
+- a connection goes back to the pool only after an answer read to its end, with nothing after it (on the wire,
+  or read into the buffer with it) and no ``Connection: close``; one whose answer was cut (``MAX_ANSWER_BYTES``),
+  timed out, malformed or whose error body was read in part is closed, so no later call reads what was left of an
+  earlier answer; so is one whose end the server may see elsewhere (a 204 or 304 declaring a body, a
+  ``Content-Length`` beside a chunked ``Transfer-Encoding``), and an answer whose length cannot be told (two
+  ``Content-Length`` that differ, a ``Transfer-Encoding`` other than chunked) is malformed; interim answers (1xx:
+  102 Processing, 103 Early Hints) are skipped, never taken for the answer (``_Answer``);
 - at most ``connections`` idle connections are kept (more calls at once open more, closed after);
 - an idle connection older than ``IDLE_SECONDS`` is never reused, and closed at the service's next call (well
   under the 4 minutes after which Azure's SNAT drops an idle flow without telling either end), so no TCP keep-alive
@@ -59,12 +63,16 @@ The contract a real provider must honour (docs/compensation.md, "What a remote s
   after the order was compensated;
 - an undo's answer says what it undid: a refund answers ``refundId`` (null when there was nothing to
   refund) and ``amountCents``; the compensation log keeps it, and a prepaid order none of whose
-  refunds returned money raises ``PrepaymentToRelease``."""
+  refunds returned money raises ``PrepaymentToRelease``;
+- one answer per request, framed by ``Content-Length`` or chunked coding, and no bytes after it: bytes a server
+  sends once the next call has taken the kept connection are that call's answer to it (no HTTP/1.1 client can tell;
+  tests/agents/test_redteam_pool_answer_framing.py)."""
 
 from __future__ import annotations
 
 import base64
 import functools
+import http
 import http.client
 import io
 import json
@@ -204,6 +212,8 @@ class HttpRemoteService:
             raise _NoAnswer(exc) from exc
         except OSError as exc:  # cannot connect (refused, TLS not verified, a timeout), or the send failed
             raise RemoteError(f"{where} unreachable: {exc}", transient=True) from exc
+        except (http.client.HTTPException, ValueError) as exc:  # a proxy's answer to ``CONNECT`` it cannot read
+            raise RemoteError(f"{where} unreachable: {type(exc).__name__}: {exc}", transient=True) from exc
         try:
             response = connection.getresponse()
             if response.status >= 300:
@@ -229,8 +239,9 @@ class HttpRemoteService:
         except (http.client.HTTPException, ValueError) as exc:
             # After ``build_request``, whose headers are checked: the call was sent, its answer is unreadable.
             raise RemoteError(f"{where} answered malformed HTTP: {type(exc).__name__}: {exc}", transient=True) from exc
-        if not response.isclosed():  # an answer not read to its end (an error's body past its detail, one too long)
-            connection.close()
+        assert isinstance(response, _Answer)
+        if not response.isclosed() or not response.reusable:  # an answer not read to its end (an error's body past
+            connection.close()  # its detail, one too long), or whose end the server may see elsewhere
         return response.status, response.reason, raw
 
 
@@ -415,7 +426,11 @@ def _dropped(connection: http.client.HTTPConnection) -> bool:
     try:
         if isinstance(sock, ssl.SSLSocket) and sock.pending():
             return True
-        return bool(select.select([sock], [], [], 0)[0])
+        if hasattr(select, "poll"):  # ``select.select`` refuses a descriptor past 1024 (a busy worker has them)
+            readable = select.poll()
+            readable.register(sock, select.POLLIN)
+            return bool(readable.poll(0))
+        return bool(select.select([sock], [], [], 0)[0])  # Windows: no ``poll``, no such limit
     except (OSError, ValueError):
         return True
 
@@ -430,11 +445,14 @@ class _Deadline(io.RawIOBase):
         self._raw = sock.makefile("rb", buffering=0)  # holds the socket open once the connection lets it go
         self._deadline = deadline
         self._received = received
+        self.waiting = True  # False: a read returns at once, with nothing (``_Answer._close_conn``)
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int | None:
+        if not self.waiting:
+            return None  # nothing without waiting, as a non-blocking stream says it
         left = self._deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError("timed out")
@@ -449,8 +467,61 @@ class _Deadline(io.RawIOBase):
 
 
 class _Answer(http.client.HTTPResponse):
+    """An answer read within the call's deadline, whose end the client and the server agree on, or else
+    ``reusable`` False (its connection closed after it) or malformed (``HTTPException``): where they disagree,
+    what the server sends next waits on the kept connection for the next call to read as its own answer."""
+
     def __init__(self, sock: socket.socket, *args: Any, deadline: float, received: _Received, **kwargs: Any) -> None:
         super().__init__(sock, *args, **kwargs)
-        bounded = io.BufferedReader(_Deadline(sock, deadline, received))
+        self._stream = _Deadline(sock, deadline, received)
+        bounded = io.BufferedReader(self._stream)
         self.fp.close()
         self.fp = bounded  # type: ignore[assignment]  # a raw stream of the same socket, as ``makefile`` gives
+        self.reusable = True
+
+    def _close_conn(self) -> None:
+        """At the answer's end (or a failure): bytes the server sent past it, already read into the buffer, would
+        be dropped with it and the connection look clean, its framing and the server's at odds: not reused."""
+        fp = self.fp
+        if fp is not None and not fp.closed:
+            self._stream.waiting = False
+            if fp.peek(1):  # type: ignore[attr-defined]  # what is buffered, no read of the socket
+                self.reusable = False
+        super()._close_conn()  # type: ignore[misc]
+
+    def _read_status(self) -> tuple[str, int, str]:
+        """The final answer's status line: interim answers (1xx: 100 Continue, 102 Processing, 103 Early Hints, RFC
+        9110 15.2) come before it and are skipped with their headers. ``http.client`` skips only 100 and took a 102
+        or 103 for the answer: an empty success while the provider was still at work, its real answer left on the
+        kept connection for the next call. A 101 (no upgrade was asked for) is malformed."""
+        while True:
+            version, status, reason = super()._read_status()  # type: ignore[misc]
+            if status == http.HTTPStatus.SWITCHING_PROTOCOLS:
+                raise http.client.HTTPException(f"101 {reason.strip()} to a request that asked for no upgrade")
+            if not 100 <= status < 200:
+                return version, status, reason
+            http.client.parse_headers(self.fp)  # type: ignore[arg-type]  # an interim answer's headers
+
+    def _read_next_chunk_size(self) -> int:
+        size: int = super()._read_next_chunk_size()  # type: ignore[misc]
+        if size < 0:  # ``int(line, 16)`` takes "-1", and ``http.client`` then read the whole stream, unbounded
+            self._close_conn()  # type: ignore[attr-defined]
+            raise ValueError(f"chunk size {size}")  # malformed (``IncompleteRead``), as one not hex
+        return size
+
+    def begin(self) -> None:
+        super().begin()
+        lengths = {value.strip() for value in self.headers.get_all("Content-Length", [])}
+        codings = self.headers.get_all("Transfer-Encoding", [])
+        if len(lengths) > 1:  # RFC 9112 6.3: an unrecoverable error; ``http.client`` took the first
+            raise http.client.HTTPException(f"Content-Length given as {', '.join(sorted(lengths))}")
+        if codings and [c.strip().lower() for c in ",".join(codings).split(",")] != ["chunked"]:
+            # ``http.client`` reads only chunked and otherwise framed the answer by its Content-Length, where the
+            # server meant another coding's end or the connection's
+            raise http.client.HTTPException(f"Transfer-Encoding {', '.join(codings)!r} cannot be read")
+        if self.status in (http.HTTPStatus.NO_CONTENT, http.HTTPStatus.NOT_MODIFIED):
+            # no body, whatever its headers say (RFC 9112 6.3); ``http.client`` would read a chunked one
+            self.chunked, self.length = False, 0
+            self.reusable = not codings and lengths <= {"0"}
+        elif codings and lengths:  # the coding wins (RFC 9112 6.1), but the two disagree: "ought to be an error"
+            self.reusable = False
