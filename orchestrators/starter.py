@@ -1,7 +1,13 @@
 """The starter: claims Pending records with a conditional update and starts one orchestration
 per attempt. Claims are made by a timer sweep (records created Pending over the in-flight cap, the
 safety net, and retries whose not-before time has passed); submission's fast path creates a new
-record already claimed instead (``submission.intake``, under ``has_capacity``) and starts it here."""
+record already claimed instead (``submission.intake``, under ``has_capacity``) and starts it here.
+
+A start that was sent and failed leaves its claim to the supervisor after the start grace. A claim whose start a
+run never tried (its time for starts spent: a slow or stalled Durable extension) is released by that run right
+after its starts (``release_untried``: Pending again, claimable at once, nothing counted; ``StartReleased``); the
+supervisor's compensation rounds are started here too (``try_starts``) and their untried ones released the same
+way by its run (``supervisor.compensation_rounds.release_untried_rounds``)."""
 
 from __future__ import annotations
 
@@ -246,9 +252,10 @@ async def start_orchestrations(
 
     If ``start_new`` fails after a claim, the record is deliberately left as it is: owned by an
     instance that never ran, with ``completeBy`` = claim time + start grace. The supervisor finds it
-    when that passes: a forward attempt whose instance the backend does not know (a 404) is released
-    without counting a failure, up to ``MAX_STARTS_MISSED`` in a row (``supervisor.recovery``), any other
-    is handled like an instance that missed a deadline (retried; a compensation round is claimed again).
+    when that passes: an attempt or round whose instance the backend does not know (a 404) is released
+    without counting a failure, up to ``MAX_STARTS_MISSED`` in a row (``supervisor.recovery``,
+    ``supervisor.compensation_rounds``), any other is handled like an instance that missed a deadline (retried; a
+    compensation round is claimed again).
     Retrying here could start an instance the failed call had in fact created: the SDK raises the same
     plain Exception for a 500 that came after the backend took the start, and a second ``start_new``
     replaces an instance that already ended (``overridableExistingInstanceStates``: NonRunningStates).

@@ -18,7 +18,13 @@ it (``backend_wait_reason``): a backend that never delivers still escalates, ``M
 status that cannot be read decides nothing either: the record is recovered as before, but for an attempt that never
 began (``transitions.never_began``: its last move is its claim), left as one in hand up to the same bound, because
 the one read that tells whether its start was missed (``ABSENT``) failed, on the same Durable outage that may have
-failed its start (``supervisor.recovery``: a missed start is released uncounted)."""
+failed its start (``supervisor.recovery``: a missed start is released uncounted).
+
+A held record whose ``completeBy`` was removed by hand (``unknown_deadline``) is due at once (``transitions.due_at``),
+but its instance may be live, its own durable timer keeping the deadline the record lost: it is left while that
+instance is ``Pending`` or ``Running`` or its status was not read, whatever ``SUPERVISOR_BACKEND_WAIT_SECONDS`` (0
+too), up to its ``updatedAt`` plus the grace, the deadline horizon (``supervisor/horizon.py``) and that wait; one
+whose instance ended or is unknown to the backend is taken at once."""
 
 from __future__ import annotations
 

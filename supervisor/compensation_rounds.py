@@ -7,7 +7,13 @@ durable client. A stuck round counts as a failure and is released until a backof
 (``RETRY_BACKOFF_*``, as a forward retry waits), so the failing service is not called again at once; the run
 after that claims the next round. After ``MAX_FAILURES`` failed rounds the record is ``CompensationFailed`` and
 an operator is alerted. A stuck round waiting on an open dependency is released without counting
-(``supervisor/outage.py``). A forward attempt is never started from here."""
+(``supervisor/outage.py``), and so is one the Durable backend never had (its start failed, no undo begun:
+``release_missed_round``, up to ``MAX_STARTS_MISSED`` in a row). A forward attempt is never started from here.
+
+A round whose start the run never tried (the batch's time for starts spent) is released by that run, on its own
+thread once the trigger's wait for the batch's starts is over (``release_untried_rounds``): unowned, due again at
+once, not counted. A fresh catch-up's page first takes the records whose ``completeBy`` was removed by hand
+(``due_compensations``, ``undated``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""One supervisor run: a bounded scan, then a conditional recovery of each expired record."""
+"""One supervisor run: a bounded scan, then a conditional recovery of each expired record; then the compensation
+rounds' claims (each batch started by the trigger as soon as it is claimed), the owed notifications, the outage
+alerts and, on a fresh catch-up run only, the sweep for state documents no query selects (``supervisor/stray.py``:
+paged, not acted on). Each phase within the run's budget, one phase's failure never stopping the next."""
 
 from __future__ import annotations
 
@@ -147,7 +150,8 @@ def run_supervisor(
     holding it (``held_instances``); without them every expired attempt and round is taken at its deadline.
     ``budget``: the run's, from the trigger's start (default: from now, ``RUN_BUDGET``); each phase starts no unit
     of work once it is spent (``supervisor/budget.py``). ``start``: starts the rounds claimed, batch by batch, each
-    as soon as it is claimed (``claim_due_compensations``); without it the claims stop after one batch, and the
+    as soon as it is claimed (``claim_due_compensations``), and releases those whose start it never tried
+    (``supervisor/blueprint.py``); without it the claims stop after one batch, and the
     rounds claimed are returned for the caller to start at once (``report.compensations``)."""
     if budget is None:
         budget = RunBudget.start(ctx.clock)

@@ -13,9 +13,10 @@ them: ``domain.transitions.past_due``), oldest deadline first, bounded three way
   token, which the SDK cannot resume a cross-partition ORDER BY from.
 
 A fresh catch-up first reads one page of the records without a ``completeBy`` that is text (a hand edit removed it:
-due at once, ``transitions.due_at``), at most half the run's records, then the deadlines (``state_store.undated_page``:
-the range on ``completeBy`` is false for them, and a sort over values of mixed types fails); they have no key in the
-scan's order, so a run that stops among them leaves no cursor: the next run starts the catch-up over.
+due at once, ``transitions.due_at``), by a query of their own (``state_store.undated_page``: the range on
+``completeBy`` is false for them, and a sort over values of mixed types fails), at most half the run's records (none
+when ``SUPERVISOR_MAX_RECORDS`` is 1), then the deadlines; they have no key in the scan's order, so a run that stops
+among them leaves no cursor: the next run starts the catch-up over.
 
 A run that hits its maximum leaves a cursor (that last (``completeBy``, id) and the query bounds it
 belongs to) in ``ScanState``; the next run continues that same query from where it stopped. The

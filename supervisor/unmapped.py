@@ -15,7 +15,12 @@ none of its documents was met for two hours and one broke again). It was one per
 bad deploy writing 5,000 documents the app cannot map) paged 1,600 times in three hours of runs every 2 minutes,
 and on until every document had paged (``tests/supervisor/test_alert_noise_mass_drift.py``). Every document is
 still logged (``UnmappedDocument``, with its id and the signature), and those events are also what the
-``supervisorFailing`` log alert rule watches (infra/modules/alerts.bicep)."""
+``supervisorFailing`` log alert rule watches (infra/modules/alerts.bicep).
+
+The sweep of stray documents (``supervisor/stray.py``, query ``stray documents``) pages through here too: the
+documents whose ``processState`` the app does not know (they do not map), and the records that do map but whose
+``completeBy`` is beyond the app's deadlines (no query selects them before it: ``problem`` says so, signature
+``<state>:completeBy:beyond the app's deadlines``, no ``UnmappedDocument`` logged for them)."""
 
 from __future__ import annotations
 

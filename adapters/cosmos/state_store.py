@@ -53,7 +53,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Unmapped:
     """A document a query returned that is not a valid ``StateRecord`` (schema drift, a hand edit, a
-    timestamp outside ``timefmt``'s years): skipped, so that it never fails the page it is on."""
+    timestamp outside ``timefmt``'s years): skipped, so that it never fails the page it is on. The sweep of stray
+    documents (``supervisor/stray.py``) also pages a record that maps but whose ``completeBy`` is far ahead as one."""
 
     doc_id: str
     error: str  # the mapping error (``DocumentError``: the field and the problem), cut to 500 characters

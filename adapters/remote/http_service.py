@@ -15,7 +15,7 @@ connection to each address, each send, each receive), so an answer trickling in 
 agent for as long as it kept coming. Each receive waits only what is left of the call's time, counted from its
 start (``_Deadline``); connecting and sending keep the socket timeout.
 
-Connections are kept (``_Pool``): the services are made once per worker process (``dependencies.get_context``),
+Connections are kept (``Pool``): the services are made once per worker process (``dependencies.get_context``),
 and each keeps its idle keep-alive connections to its base URL between calls and invocations, as Microsoft's
 "Manage connections in Azure Functions" asks (learn.microsoft.com/azure/azure-functions/manage-connections:
 reuse clients rather than make one per invocation; an instance has a limit of outbound connections). In Azure
@@ -51,16 +51,20 @@ POST with a GET without the body): a 3xx is a refusal, as a 307 or 308 was.
 
 The contract a real provider must honour (docs/compensation.md, "What a remote service must offer"):
 
-- ``Idempotency-Key``: the same key and action give the same result and no second side effect;
+- ``Idempotency-Key``: the same key and action give the same result and no second side effect (every layer
+  retries with one key, and this client sends a request once more when the kept connection it went on was closed
+  before any answer came, above);
 - a second call with a key whose first call is still running waits for it or answers 429/503, never
   409 (any other 4xx is read as a refusal, and a refusal while the first call may still charge sends
   the step to the fallback provider or to compensation);
 - ``X-Fencing-Token``: a token lower than the highest seen for the key is refused (4xx);
 - ``X-Fences-Idempotency-Key`` (undo calls only): the forward key this undo cancels. Taking the undo
   fences that key, atomically with the undo: the undo reverses whatever the key did before it, and
-  any forward call with that key that arrives or commits after it is refused (409), never performed.
-  Without it a forward call still in flight when its undo ran (outcome unknown) would take effect
-  after the order was compensated;
+  any forward call with that key that arrives or commits after it is refused (409 or another permanent 4xx),
+  never performed. Without it a forward call still in flight when its undo ran (outcome unknown) would take
+  effect after the order was compensated. The fence is permanent (a tombstone), per provider;
+- an undo undoes whatever its forward key did at this provider (or nothing), found by the key, not only by a
+  reference the caller may never have received (the forward call's reply may have been lost);
 - an undo's answer says what it undid: a refund answers ``refundId`` (null when there was nothing to
   refund) and ``amountCents``; the compensation log keeps it, and a prepaid order none of whose
   refunds returned money raises ``PrepaymentToRelease``;

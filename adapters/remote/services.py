@@ -1,5 +1,7 @@
 """The remote service each agent talks to: the built-in simulator, or a real HTTP endpoint when the
-service's ``<SERVICE>_SERVICE_URL`` setting is set."""
+service's ``<SERVICE>_SERVICE_URL`` setting is set. Made once per worker process (``dependencies.get_context``): an
+HTTP service keeps its idle keep-alive connections across calls and invocations, at most as many as its agents make
+calls at once on an instance (``callers_at_once``; ``adapters/remote/http_service.py``)."""
 
 from __future__ import annotations
 

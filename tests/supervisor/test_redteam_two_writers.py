@@ -15,7 +15,7 @@ Every write must also leave the record somebody can move on (``_stranded``): no 
 
 Generative and seeded: ``TWO_WRITERS_SEED`` (default 1) shuffles the pairs, ``TWO_WRITERS_PAIRS`` bounds how many
 run (default 150, about 20 s, every writer among them as A and as B and every record state: ``sampled``; ``all``:
-every pair, 1,441 and about 3 minutes), and each pair runs at each of A's reads and writes up to
+every pair, 1,577 and about 3 minutes), and each pair runs at each of A's reads and writes up to
 ``TWO_WRITERS_READS`` (default 3). The matrix covers every writer of the record in the code
 (``test_two_writers_cover.py``). ``TWO_WRITERS_SCENES`` (names, comma-separated) keeps
 those record states only; ``TWO_WRITERS_TRACE`` prints every case's answers."""
