@@ -243,7 +243,9 @@ class HttpRemoteService:
         except (http.client.HTTPException, ValueError) as exc:
             # After ``build_request``, whose headers are checked: the call was sent, its answer is unreadable.
             raise RemoteError(f"{where} answered malformed HTTP: {type(exc).__name__}: {exc}", transient=True) from exc
-        assert isinstance(response, _Answer)
+        if not isinstance(response, _Answer):  # ``response_class`` above makes every answer one: never reached
+            connection.close()
+            raise TypeError(f"{where}: an answer read by {type(response).__name__}, not the pool's _Answer")
         if not response.isclosed() or not response.reusable:  # an answer not read to its end (an error's body past
             connection.close()  # its detail, one too long), or whose end the server may see elsewhere
         return response.status, response.reason, raw
@@ -374,8 +376,7 @@ class Pool:
                 old.close()
             if connection is None:
                 return self.fresh(self._timeout), False
-            if not _dropped(connection):
-                assert connection.sock is not None
+            if not _dropped(connection) and connection.sock is not None:  # (``_dropped``: a socket, not None)
                 connection.sock.settimeout(self._timeout)  # a receive left it at what was left of a call's time
                 return connection, True
             connection.close()
