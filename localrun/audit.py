@@ -518,10 +518,10 @@ class AuditedStateStore:
         self._faults.maybe_fail("query")
         return self._page(self._inner.undated_page(state, page_size))
 
-    def stray_page(self, beyond: datetime, limit: int) -> StrayPage:
+    def stray_page(self, beyond: datetime, limit: int, after: str | None = None) -> StrayPage:
         self._audit.ops["cosmos_queries"] += 1
         self._faults.maybe_fail("query")
-        return self._inner.stray_page(beyond, limit)
+        return self._inner.stray_page(beyond, limit, after)
 
     def _page(self, page: Page) -> Page:
         for record in page.records:

@@ -55,13 +55,19 @@ def already_paged(marks: AlertMarks | None, key: str, now: datetime, *, kind: st
         alertId=mark.alert_id,
         pagedAt=mark.alerted_at.isoformat(),
     )
+    note_seen(marks, mark, now, kind)
+    return True
+
+
+def note_seen(marks: AlertMarks, mark: AlertMark, now: datetime, what: str) -> None:
+    """Notes ``mark``'s problem seen again at ``now`` without paging (written at most every ``SEEN_REFRESH``), so that
+    it does not end while it lasts. Best effort: a write that fails ages the mark by one refresh."""
     seen = mark.seen(now)
     if seen is not mark:
         try:
             marks.save(seen)
         except StoreError as exc:  # another sweep noted it, or the store is down: the mark ages by one refresh
-            log.info("alert %s: its problem's mark not noted seen: %s", kind, exc)
-    return True
+            log.info("alert %s: its problem's mark not noted seen: %s", what, exc)
 
 
 def note_paged(marks: AlertMarks | None, key: str, alert_id: str, now: datetime) -> None:

@@ -143,8 +143,10 @@ def claim_due_compensations(
     statuses: InstanceStatuses | None = None,
     budget: RunBudget | None = None,
     start: StartRounds | None = None,
+    undated: bool = False,
 ) -> CompensationClaims:
-    """One bounded page of due Compensating records (``page``, read by ``due_compensations`` if not given), each
+    """One bounded page of due Compensating records (``page``, read by ``due_compensations`` if not given, with
+    ``undated``: a fresh catch-up's, the records without a deadline too), each
     claimed for its next round by a conditional update; a record another writer moved first is skipped. A stuck
     round whose instance the Durable backend has still to run (``statuses``: ``supervisor/backend_wait.py``) is
     left to it, up to ``SUPERVISOR_BACKEND_WAIT_SECONDS``. Once ``budget`` is spent no record is taken further (a
@@ -162,7 +164,7 @@ def claim_due_compensations(
         budget.stopped("compensation claims", claimed=0, unread="due compensations")
         return CompensationClaims([], [], 0)
     if page is None:
-        page = due_compensations(ctx)
+        page = due_compensations(ctx, undated=undated)
     grace = ctx.settings.supervisor_grace
     wait = ctx.settings.supervisor_backend_wait
     unknown = deadline_horizon(ctx.settings)  # how long a round whose deadline was removed by hand is left at most

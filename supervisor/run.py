@@ -190,10 +190,12 @@ def run_supervisor(
         counts[result.action] += 1
         if result.expired_instance is not None:
             to_terminate.append(result.expired_instance)
+    fresh_catch_up = scan.catch_up and not scan.resumed
     try:
-        # read again when this run's recoveries handed orders to compensation: their first rounds start now
+        # read again when this run's recoveries handed orders to compensation: their first rounds start now (a fresh
+        # catch-up's read, as its first, the rounds without a deadline too: ``find_due``)
         rounds = None if counts[RecoveryAction.COMPENSATING] else due.rounds
-        claims = claim_due_compensations(ctx, rounds, statuses, budget, start)
+        claims = claim_due_compensations(ctx, rounds, statuses, budget, start, undated=fresh_catch_up)
     except StoreUnavailable as exc:
         app_event("SupervisorRecoveryFailed", f"compensation claims skipped, store unavailable: {exc}", logging.WARNING)
         claims = CompensationClaims([], [], 0)
@@ -208,8 +210,7 @@ def run_supervisor(
     # after the recoveries: the orders this run put waiting are counted in a new outage's alert
     outage_alerts = _isolated("outage alerts", lambda: alert_outages(ctx, budget))
     # the documents no query selects, paged (not acted on): a fresh catch-up's, its query not bounded by an index
-    fresh_catch_up = scan.catch_up and not scan.resumed
-    stray = _isolated("stray documents", lambda: sweep_stray(ctx, budget)) if fresh_catch_up else 0
+    stray = _isolated("stray documents", lambda: sweep_stray(ctx, budget, state)) if fresh_catch_up else 0
     report = SupervisorReport(
         found=len(scan.records),
         recovered=counts[RecoveryAction.RECOVERED],

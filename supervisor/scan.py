@@ -85,6 +85,8 @@ class ScanState:
     # where the sweep of owed notifications goes on, per failure state (``supervisor.owed.deliver_due``)
     owed: dict[ProcessState, ScanCursor] = field(default_factory=dict)
     refusal: Refusal = field(default_factory=Refusal)  # since when the store refuses the app (``supervisor.refused``)
+    # where the next sweep of stray state documents goes on (the id its last page ended at; ``supervisor.stray``)
+    stray_after: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,38 +1,52 @@
 """State documents no query of the app selects, found on catch-up runs and paged.
 
 Every query of the starter's and the supervisor's selects records of one known ``processState`` whose ``completeBy``
-is due. Two kinds of state document edited by hand (Cosmos DB Data Explorer) are selected by none of them, and their
+is due. Three kinds of state document edited by hand (Cosmos DB Data Explorer) are selected by none of them, and their
 orders would wait for ever without a trace:
 
 * a Pending, Processing or Compensating record whose ``completeBy`` was moved far ahead (to 2099, say): nothing
   claims or takes it before then;
 * a document whose ``processState`` is not one the app knows (missing, not text, a name of no state): only the
-  operator console's list shows it, as unreadable.
+  operator console's list shows it, as unreadable;
+* a Pending record whose ``updatedAt`` is not text (the starter's claims sort by it, text only), or a Processing or
+  Compensating one whose ``completeBy`` is not text either (the query of records without a deadline sorts by it too):
+  it does not map, and no query returned it to be paged.
+
+A document with a ``kind`` is none of them: the container's other documents have one, a state record none, so a newer
+version's new kind of document is not paged either.
 
 A fresh catch-up run (the first of a process, then every ``SUPERVISOR_CATCHUP_EVERY``-th, ``supervisor/scan.py``)
-looks for both with one query, ``state_store.stray_page``: at most ``SUPERVISOR_PAGE_SIZE`` documents (TOP; the
-query is not bounded by an index range, its RU in docs/supervisor.md). A ``completeBy`` is far ahead when it is beyond
+looks for all three with one query, ``state_store.stray_page``: at most ``SUPERVISOR_PAGE_SIZE`` documents (TOP; the
+query is not bounded by an index range, its RU in docs/supervisor.md), in id order after the last one the page before
+ended at (``ScanState.stray_after``, in process memory), from the first again after the query's end: more stray
+documents than a page (a script setting old orders to a state of the operators' own) are each reached in turn, where
+one page without a cursor read the same documents every time and hid the others for good.
+A ``completeBy`` is far ahead when it is beyond
 ``now + horizon.deadline_horizon``: the longest deadline any write of the app can set under the current settings, and
 a margin for settings lowered since a record's deadline was written. The sweep pages, and does nothing else: a record
 it finds may be held by a live attempt, and its deadline is what an operator wrote.
 
 Paged as the documents that do not map are (``supervisor/unmapped.py``): an ``UnreadableRecord`` alert per problem,
-query ``stray documents`` and a signature (the mapping error's for an unknown state, whose every document is also
-logged ``UnmappedDocument``; ``<state>:completeBy:beyond the app's deadlines`` for one far ahead), with how many
-documents the run met and a few of their ids; once while it lasts (an alert mark). The sweep logs
-``SupervisorStraySweep`` with what it found and the query's RU."""
+query ``stray documents`` and a signature (the mapping error's for an unknown state or an ``updatedAt`` not text,
+whose every document is also logged ``UnmappedDocument``; ``<state>:completeBy:beyond the app's deadlines`` for one
+far ahead), with how many documents the run met and a few of their ids; once while it lasts (an alert mark, noted
+seen at every sweep that meets it). The sweep logs ``SupervisorStraySweep`` with what it found and the query's RU; a
+store unavailable for its query is logged so too (WARNING), and the next catch-up sweeps."""
 
 from __future__ import annotations
 
 import logging
 
+from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.state_store import STRAY_QUERY, Unmapped
 from dependencies import AppContext
 from domain.records import StateRecord
+from domain.text import carriable
 from domain.timefmt import to_text
 from observability.events import app_event
 from supervisor.budget import RunBudget
 from supervisor.horizon import deadline_horizon
+from supervisor.scan import ScanState
 from supervisor.unmapped import alert_unmapped
 
 FAR_AHEAD = (
@@ -44,15 +58,30 @@ def far_ahead_signature(record: StateRecord) -> str:
     return f"{record.process_state.value}:completeBy:beyond the app's deadlines"
 
 
-def sweep_stray(ctx: AppContext, budget: RunBudget | None = None) -> int:
+def sweep_stray(ctx: AppContext, budget: RunBudget | None = None, state: ScanState | None = None) -> int:
     """Finds and pages the state documents no other query selects (the module docstring); returns how many it found.
-    Starts nothing once ``budget`` is spent. Raises what the query raises (the run isolates it)."""
+    ``state``: the process's, where the sweep goes on after the page before (``ScanState.stray_after``).
+    Starts nothing once ``budget`` is spent. A store unavailable is logged (WARNING, ``unread``), left for the next
+    catch-up as every other query of a run takes it; raises anything else the query raises (the run isolates it:
+    ``SupervisorPhaseFailed``)."""
     if budget is not None and budget.spent():
         budget.stopped("stray documents", found=0)
         return 0
     now = ctx.clock.now()
     beyond = now + deadline_horizon(ctx.settings)
-    page = ctx.states.stray_page(beyond, ctx.settings.supervisor_page_size)
+    try:
+        page = ctx.states.stray_page(beyond, ctx.settings.supervisor_page_size, state.stray_after if state else None)
+    except StoreUnavailable as exc:  # a blip (throttled, timed out): the next catch-up sweeps, as the scan is read
+        app_event(
+            "SupervisorStraySweep",
+            f"supervisor sweep of stray state documents not read, store unavailable: {exc}",
+            logging.WARNING,
+            unread=carriable(str(exc))[:500],
+            beyond=to_text(beyond),
+        )
+        return 0
+    if state is not None:  # the next sweep goes on after this page, or starts over
+        state.stray_after = page.after
     far = [
         Unmapped(
             record.order_id,

@@ -32,7 +32,7 @@ from adapters.cosmos.state_store import Unmapped
 from dependencies import AppContext
 from domain.timefmt import to_text
 from notifications.alerts import HOURLY, hourly_slice
-from notifications.repeats import raise_once_per_problem
+from notifications.repeats import note_seen, raise_once_per_problem
 
 # The hours of documents without a ``completeBy`` that reads are counted from here (clock hours).
 _NO_DUE_TIME = datetime(2000, 1, 1, tzinfo=UTC)
@@ -97,11 +97,17 @@ def _unpaged(ctx: AppContext, key: str, now: datetime) -> bool:
     """Whether the problem ``key`` is known not to have paged (a mark read that finds none, or one over): the first
     sighting of a problem pages in whichever run meets it (the owed sweep reaches a document of a large backlog a
     page a run, rarely within its hour's first window). Unknown (no marks, a read that fails) is not: the hourly
-    window alone bounds its repeats, as before the marks."""
+    window alone bounds its repeats, as before the marks. A problem that paged and lasts is noted seen
+    (``repeats.note_seen``): met outside its hour's window it ended two hours after its last sighting in one, and
+    paged again, every two hours where no run met it in a window (a stray document whose ``completeBy`` is ahead,
+    ``since`` in the future; the sweep's catch-ups further apart than the window)."""
     if ctx.alert_marks is None:
         return False
     try:
         mark = ctx.alert_marks.get(key)
     except StoreError:
         return False
-    return mark is None or mark.pages(now)
+    if mark is None or mark.pages(now):
+        return True
+    note_seen(ctx.alert_marks, mark, now, "UnreadableRecord")
+    return False

@@ -30,10 +30,6 @@ from adapters.cosmos.errors import (
     read_or_none,
 )
 from adapters.cosmos.mapping import DocumentError
-from domain.alert_marks import DOCUMENT_KIND as ALERT_MARK_KIND
-from domain.circuit import DOCUMENT_KIND as HEALTH_KIND
-from domain.dead_letters import DOCUMENT_KIND as DEAD_LETTER_KIND
-from domain.deferral import DOCUMENT_KIND as DEFERRAL_KIND
 from domain.errors import FencingLost, IllegalTransition, WriteAlreadyMade
 from domain.ids import instance_number
 from domain.records import StateRecord, attempt_as_shown
@@ -85,12 +81,14 @@ class SeekKey:
 @dataclass(frozen=True)
 class StrayPage:
     """What ``stray_page`` found: the records that map (a known state, ``completeBy`` far ahead), the documents that do
-    not (an unknown state, or broken besides), whether more matched than the page held, and the query's RU."""
+    not (an unknown state, or broken besides), whether more matched than the page held, and the query's RU; ``after``:
+    the id of the page's last document when more follow (None: the query's end)."""
 
     far_ahead: list[StateRecord]
     unreadable: list[Unmapped]
     more: bool
     request_charge: float
+    after: str | None = None
 
 
 @dataclass(frozen=True)
@@ -178,11 +176,14 @@ class StateStore(Protocol):
         ``completeBy``."""
         ...
 
-    def stray_page(self, beyond: datetime, limit: int) -> StrayPage:
+    def stray_page(self, beyond: datetime, limit: int, after: str | None = None) -> StrayPage:
         """Up to ``limit`` state documents no other query of the app selects: a ``processState`` that is not one the
         app knows (missing, not text, another name), or a Pending, Processing or Compensating record whose
-        ``completeBy`` is after ``beyond`` (moved far ahead by hand). The container's other documents (deferral
-        logs, dependency health, alert marks, dead-letter cursors: ``OTHER_KINDS``) are not selected."""
+        ``completeBy`` is after ``beyond`` (moved far ahead by hand), or whose ``updatedAt`` is not text (the claims'
+        sort key) when no scan of deadlines selects it (Pending, or its ``completeBy`` not text either). A document
+        with a ``kind`` (deferral logs, dependency health, alert marks, dead-letter cursors, a newer version's new
+        kind: a state record has none) is not selected. In id order, after ``after`` (the ``StrayPage.after`` of the
+        page before; None: from the first)."""
         ...
 
     def count(self, state: ProcessState) -> int: ...
@@ -304,37 +305,45 @@ class CosmosStateStore:
         records, unmapped = map_each(docs, state.value)
         return Page(records, None, charge.total, unmapped)  # no ``after``: it would be of another key than completeBy
 
-    def stray_page(self, beyond: datetime, limit: int) -> StrayPage:
+    def stray_page(self, beyond: datetime, limit: int, after: str | None = None) -> StrayPage:
         # Each test is true for an absent key or one of another type where it must be (``NOT IS_STRING``): on Azure an
         # equality (``IN``) with an undefined value or one of another type is undefined, and so is its NOT, which
-        # selects nothing (the local server answers false: docs/testing.md).
-        kinds: list[dict[str, Any]] = [{"name": f"@kind{i}", "value": kind} for i, kind in enumerate(OTHER_KINDS)]
+        # selects nothing (the local server answers false: docs/testing.md). A document with a ``kind`` is none of the
+        # state records (they have none): the app's other documents, and a newer version's new kind, are left out.
         known = [{"name": f"@known{i}", "value": state.value} for i, state in enumerate(ProcessState)]
         dated = [{"name": f"@dated{i}", "value": state.value} for i, state in enumerate(STRAY_DATED)]
         where = (
-            f"(NOT IS_STRING(c.kind) OR NOT (c.kind IN ({_names(kinds)}))) AND ("
+            "NOT IS_STRING(c.kind) AND ("
             f"NOT IS_STRING(c.processState) OR NOT (c.processState IN ({_names(known)})) "
-            f"OR (c.processState IN ({_names(dated)}) AND IS_STRING(c.completeBy) AND c.completeBy > @beyond))"
+            f"OR (c.processState IN ({_names(dated)}) AND ("
+            "(IS_STRING(c.completeBy) AND c.completeBy > @beyond) "
+            # the claims and the query of records without a deadline sort by updatedAt, text only; the scans of
+            # deadlines select a Processing or Compensating record whose completeBy is text whatever its updatedAt
+            "OR (NOT IS_STRING(c.updatedAt) AND (c.processState = @pending OR NOT IS_STRING(c.completeBy))))))"
         )
         params: list[dict[str, Any]] = [
-            *kinds,
             *known,
             *dated,
             {"name": "@beyond", "value": to_text(beyond)},
+            {"name": "@pending", "value": ProcessState.PENDING.value},
             {"name": "@top", "value": limit + 1},
         ]
+        if after is not None:  # the page after the one before: more stray documents than a page are each reached
+            where = f"c.id > @after AND ({where})"
+            params.append({"name": "@after", "value": after})
         charge = RequestCharge()
         with mapped_errors():
             docs = list(
                 self._c.query_items(
-                    f"SELECT TOP @top * FROM c WHERE {where}",
+                    f"SELECT TOP @top * FROM c WHERE {where} ORDER BY c.id",
                     parameters=params,
                     enable_cross_partition_query=True,
                     response_hook=charge,
                 )
             )
         records, unmapped = map_each(docs[:limit], STRAY_QUERY)
-        return StrayPage(records, unmapped, len(docs) > limit, charge.total)
+        more = len(docs) > limit
+        return StrayPage(records, unmapped, more, charge.total, str(docs[limit - 1]["id"]) if more else None)
 
     def count(self, state: ProcessState) -> int:
         query = "SELECT VALUE COUNT(1) FROM c WHERE c.processState = @state"
@@ -348,8 +357,6 @@ class CosmosStateStore:
         return sum(int(v) for v in values)
 
 
-# The ``kind`` of the documents beside the state records in the ``state`` container (a state record has none).
-OTHER_KINDS = (DEFERRAL_KIND, HEALTH_KIND, ALERT_MARK_KIND, DEAD_LETTER_KIND)
 # The states whose records a far-ahead ``completeBy`` keeps from every query (``stray_page``): the starter claims a
 # Pending record at it, the supervisor takes a Processing or Compensating one at it.
 STRAY_DATED = (ProcessState.PENDING, ProcessState.PROCESSING, ProcessState.COMPENSATING)

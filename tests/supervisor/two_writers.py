@@ -180,7 +180,7 @@ class AuditedStore:
         undated = record is not None and record.process_state is state and record.complete_by is None
         return Page([record] if undated and record is not None else [], None, 0.0)
 
-    def stray_page(self, beyond: datetime, limit: int) -> StrayPage:
+    def stray_page(self, beyond: datetime, limit: int, after: str | None = None) -> StrayPage:
         return StrayPage([], [], False, 0.0)  # a pair of writers writes no stray document
 
     def count(self, state: ProcessState) -> int:
