@@ -87,6 +87,8 @@ class ScanState:
     refusal: Refusal = field(default_factory=Refusal)  # since when the store refuses the app (``supervisor.refused``)
     # where the next sweep of stray state documents goes on (the id its last page ended at; ``supervisor.stray``)
     stray_after: str | None = None
+    # when this process last read a page of them (``supervisor.stray.STRAY_SWEEP_EVERY``); None: not yet
+    stray_swept_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ store unavailable for its query is logged so too (WARNING), and the next catch-u
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.state_store import STRAY_QUERY, Unmapped
@@ -48,6 +49,13 @@ from supervisor.budget import RunBudget
 from supervisor.horizon import deadline_horizon
 from supervisor.scan import ScanState
 from supervisor.unmapped import alert_unmapped
+
+# How often a process sweeps, at most: at its first catch-up run, then at the first catch-up this long after its last
+# read page. The query is not bounded by an index range (a scan of the container's index, its RU growing with the
+# documents kept): at every catch-up (about 290 a day at the defaults) it would spend that on a container of a million
+# finished orders each time, beside the app's own requests on the same throughput. A hand edit is paged within a day
+# (at once after a restart), as a lasting one is paged again (``supervisor/unmapped.py``: once a day).
+STRAY_SWEEP_EVERY = timedelta(hours=24)
 
 FAR_AHEAD = (
     "{signature}: no query selects them before it, their orders wait untouched; set completeBy back (a hand edit?)"
@@ -64,10 +72,12 @@ def sweep_stray(ctx: AppContext, budget: RunBudget | None = None, state: ScanSta
     Starts nothing once ``budget`` is spent. A store unavailable is logged (WARNING, ``unread``), left for the next
     catch-up as every other query of a run takes it; raises anything else the query raises (the run isolates it:
     ``SupervisorPhaseFailed``)."""
+    now = ctx.clock.now()
+    if state is not None and state.stray_swept_at is not None and now - state.stray_swept_at < STRAY_SWEEP_EVERY:
+        return 0
     if budget is not None and budget.spent():
         budget.stopped("stray documents", found=0)
         return 0
-    now = ctx.clock.now()
     beyond = now + deadline_horizon(ctx.settings)
     try:
         page = ctx.states.stray_page(beyond, ctx.settings.supervisor_page_size, state.stray_after if state else None)
@@ -82,6 +92,7 @@ def sweep_stray(ctx: AppContext, budget: RunBudget | None = None, state: ScanSta
         return 0
     if state is not None:  # the next sweep goes on after this page, or starts over
         state.stray_after = page.after
+        state.stray_swept_at = now
     far = [
         Unmapped(
             record.order_id,

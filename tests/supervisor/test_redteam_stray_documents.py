@@ -271,14 +271,21 @@ def test_deadlines_the_app_writes_are_not_paged_even_under_a_lowered_setting(
 def test_regular_runs_do_not_sweep(
     make_ctx: MakeContext, states: CosmosStateStore, cosmos_db: Any, clock: Any, sender: RecordingSender
 ) -> None:
-    """The sweep's query is not bounded by an index range: only fresh catch-ups run it (SUPERVISOR_CATCHUP_EVERY)."""
+    """The sweep's query is not bounded by an index range: only fresh catch-ups run it (SUPERVISOR_CATCHUP_EVERY), and
+    a process's first, then one ``STRAY_SWEEP_EVERY`` after its last sweep (a catch-up every 5 minutes or so spent a
+    scan of the container's index each time)."""
+    from supervisor.stray import STRAY_SWEEP_EVERY
+
     ctx = make_ctx(SUPERVISOR_CATCHUP_EVERY="4")
     scan = ScanState()
-    run_supervisor(ctx, scan)  # the first run of a process: a catch-up
+    run_supervisor(ctx, scan)  # the first run of a process: a catch-up, which sweeps
     _far_ahead(states, cosmos_db, clock, ProcessState.PENDING, "o-later")
     assert [run_supervisor(ctx, scan).stray for _ in range(2)] == [0, 0]
+    assert run_supervisor(ctx, scan).stray == 0  # the fourth: a catch-up, within a day of the sweep
     assert _unreadable(sender) == []
-    assert run_supervisor(ctx, scan).stray == 1  # the fourth: a catch-up
+    clock.advance(STRAY_SWEEP_EVERY)
+    assert [run_supervisor(ctx, scan).stray for _ in range(3)] == [0, 0, 0]
+    assert run_supervisor(ctx, scan).stray == 1  # the eighth: a catch-up, a day after the sweep
 
 
 # --- 3. a state no one knows ----------------------------------------------------------------------------------------
