@@ -15,6 +15,8 @@
 // (cosmos_ranges.cjs) the gateway's 400/1004 comes first and the SDK plans the query as on Azure.
 const path = require("path");
 const lib = path.join(process.argv[2], "@vercel", "cosmosdb-server", "lib");
+// The SQL parser memoized (cosmos_query_parser.cjs): a nested query parses in linear time, not exponential.
+require("./cosmos_query_parser.cjs").install(lib);
 const { createHttpsServer } = require(lib);
 const json = require(path.join(lib, "json"));
 const port = parseInt(process.argv[3], 10);
