@@ -455,13 +455,21 @@ def _dropped(connection: http.client.HTTPConnection) -> bool:
     try:
         if isinstance(sock, ssl.SSLSocket) and sock.pending():
             return True
-        if hasattr(select, "poll"):  # ``select.select`` refuses a descriptor past 1024 (a busy worker has them)
-            readable = select.poll()
-            readable.register(sock, select.POLLIN)
-            return bool(readable.poll(0))
-        return bool(select.select([sock], [], [], 0)[0])  # Windows: no ``poll``, no such limit
+        return readable_now(sock)
     except (OSError, ValueError):
         return True
+
+
+def readable_now(sock: socket.socket) -> bool:
+    """Whether reading ``sock`` would not wait: bytes came, the end of the stream, or an error (what
+    ``select.select([sock], [], [], 0)`` says, the descriptor only: not TLS bytes already decrypted). With ``poll``:
+    ``select.select`` refuses a descriptor past 1024 (``ValueError``), which a busy worker has; Windows has no
+    ``poll``, and no such limit. Raises ``OSError`` for a socket closed under it."""
+    if hasattr(select, "poll"):
+        readable = select.poll()
+        readable.register(sock, select.POLLIN)
+        return bool(readable.poll(0))
+    return bool(select.select([sock], [], [], 0)[0])
 
 
 class _Deadline(io.RawIOBase):
