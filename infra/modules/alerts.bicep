@@ -447,15 +447,13 @@ resource durableBackendFailing 'Microsoft.Insights/scheduledQueryRules@2022-06-1
         {
           // The events a Durable call that failed NOW logs, whoever made it (the starter, the supervisor, the reply
           // relay, by any host: Application Insights keeps them across restarts). Not the supervisor's later
-          // SupervisorStartMissed / SupervisorCompensationStartMissed: the backend answered those (a 404), minutes
-          // after a start failed, so one blip's echoes would reach periods it never touched; not the StartFailed of a
-          // claim the store refused (no durableCall); not the starter's StartReleased / CompensationStartReleased, claims
-          // a run never tried (no Durable call made, a store write each, maybe in the next period) whose run logged
-          // DurablePhaseStopped already. Failing in each of three 5-minute periods in a row: a blip of
-          // seconds, or of up to five minutes, touches two at most and pages nobody; an outage pages once, 10 to 15
-          // minutes in, about when its first orders would go to Error. One alert, no dimensions: stateful, it stays
-          // fired while the failures go on and is resolved 15 minutes after they stop. Failures every few seconds of
-          // each minute (a flapping task hub) page too: the backend is failing the app all along.
+          // SupervisorStartMissed / SupervisorCompensationStartMissed (answers of the backend, a 404, minutes after a
+          // start failed: one blip's echoes would reach periods it never touched), a StartFailed of a claim the store
+          // refused (no durableCall), nor StartReleased / CompensationStartReleased (claims never tried, no Durable
+          // call made: their run logged DurablePhaseStopped). Failing in each of three 5-minute periods in a row: a
+          // blip of up to five minutes touches two at most, paging nobody; an outage pages once, 10 to 15 minutes in,
+          // about when its first orders would go to Error. One alert, no dimensions: stateful, fired while the failures
+          // go on, resolved 15 minutes after they stop. A flapping task hub (failures each minute) pages too.
           query: 'AppTraces | where tostring(Properties.event) in ("CompensationStartFailed", "DurablePhaseStopped", "ReplyLeftToDeadline", "ReplyRetryScheduled", "SupervisorStatusUnread", "SupervisorTerminateFailed") or (tostring(Properties.event) == "StartFailed" and tostring(Properties.durableCall) == "start")'
           timeAggregation: 'Count'
           operator: 'GreaterThan'
