@@ -23,7 +23,6 @@ about 0.55 ms with this one over ``http.client``.
 from __future__ import annotations
 
 import http.client
-import select
 import socket
 import ssl
 import threading
@@ -35,6 +34,8 @@ from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from azure.core.pipeline import Pipeline
 from azure.core.pipeline.transport import HttpRequest, HttpResponse, HttpTransport
 from azure.core.utils import case_insensitive_dict
+
+from adapters.remote.http_service import readable_now
 
 if TYPE_CHECKING:
     from azure.cosmos import CosmosClient
@@ -172,12 +173,14 @@ class _Answer:
 
 def _dropped(connection: LoopbackConnection) -> bool:
     """Whether an idle keep-alive connection was closed by the server: it has something to read (the end of the
-    stream) where it should have nothing, as urllib3 checks before reusing one (``is_connection_dropped``)."""
+    stream) where it should have nothing, as urllib3 checks before reusing one (``is_connection_dropped``). With
+    ``poll`` (``readable_now``): ``select.select`` refused a descriptor past 1024, and every connection kept on one
+    was taken for dropped, a new one opened for each request (tests/localrun/test_cosmos_transport.py)."""
     sock = connection.sock
     if sock is None:
         return True
     try:
-        return bool(select.select([sock], [], [], 0)[0])
+        return readable_now(sock)
     except (OSError, ValueError):
         return True
 

@@ -39,9 +39,11 @@ steps timed out), and paid a TCP and TLS handshake on every call. What is reused
   closed, or with anything to read, is closed and another taken;
 - a request sent on a reused connection that failed before any byte of an answer came (the server closed it
   as the request left: a reset, an end of stream) is sent once more on a new connection, within the same
-  deadline. That is safe only because the contract below makes a call with the same ``Idempotency-Key``
-  idempotent (at worst the provider sees the same call twice and answers the second with the first's result
-  or 429/503). A request that failed on a new connection, or after an answer began, is not sent again here.
+  deadline, and logged (``RemoteCallResent``: the service, action, order, idempotency key, how long the connection
+  had been idle and the error). That is safe only because the contract below makes a call with the same
+  ``Idempotency-Key`` idempotent (at worst the provider sees the same call twice and answers the second with the
+  first's result or 429/503). A request that failed on a new connection, or after an answer began, is not sent
+  again here.
 
 TLS is verified (``ssl.create_default_context``: the system's CAs, host name checked). A proxy is used as
 ``urllib`` used it before the pool: from ``http_proxy``/``https_proxy``/``no_proxy`` (read when the service is
@@ -94,6 +96,7 @@ from typing import Any
 
 from adapters.remote.interface import RemoteCall, RemoteError
 from contracts.parsing import MAX_BODY_BYTES, read_outside_json
+from observability.events import app_event
 from settings import REMOTE_CALL_TIMEOUT, SERVICE_BUS_MAX_CONCURRENT_CALLS
 
 TRANSIENT_STATUSES = frozenset({408, 429})
@@ -175,16 +178,17 @@ class HttpRemoteService:
         where = f"{request.service}.{request.action} at {self.base_url}"
         outgoing = self.build_request(request)
         deadline = time.monotonic() + self.timeout_seconds
-        connection, reused = self._pool.take()
+        connection, idle = self._pool.take()
         while True:
             try:
                 status, reason, raw = self._exchange(where, connection, outgoing, deadline)
             except _NoAnswer as lost:
                 connection.close()
                 left = deadline - time.monotonic()
-                if not reused or left <= 0:  # sent again once only: the new connection is not reused
+                if idle is None or left <= 0:  # sent again once only: the new connection is not reused
                     raise RemoteError(f"{where} unreachable: {lost.cause}", transient=True) from lost.cause
-                connection, reused = self._pool.fresh(min(self.timeout_seconds, left)), False
+                _log_resent(where, request, idle, lost.cause)
+                connection, idle = self._pool.fresh(min(self.timeout_seconds, left)), None
                 continue
             except BaseException:
                 connection.close()  # whatever is left of its answer is never read by another call
@@ -249,6 +253,26 @@ class HttpRemoteService:
         if not response.isclosed() or not response.reusable:  # an answer not read to its end (an error's body past
             connection.close()  # its detail, one too long), or whose end the server may see elsewhere
         return response.status, response.reason, raw
+
+
+def _log_resent(where: str, request: RemoteCall, idle: float, cause: OSError) -> None:
+    """The one recovery of the pool (``call``): a request sent once more, on a new connection, because the kept one it
+    went on was closed by the service before any byte of an answer came. Logged so that a provider's duplicate (its
+    ``Idempotency-Key`` not honoured) can be traced to it, and a provider that closes idle connections sooner than
+    ``IDLE_SECONDS`` be seen (``idleSeconds``: how long the connection had waited in the pool)."""
+    error = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+    app_event(
+        "RemoteCallResent",
+        f"{where}: the kept connection was closed by the service before any answer ({error}), "
+        f"idle {idle:.1f} s: the request is sent once more on a new connection, under the same idempotency key",
+        service=request.service,
+        action=request.action,
+        orderId=request.order_id,
+        idempotencyKey=request.idempotency_key,
+        idleSeconds=round(idle, 3),
+        reason="kept connection closed by the peer",
+        error=error,
+    )
 
 
 def _result(where: str, raw: bytes) -> dict[str, Any]:
@@ -366,19 +390,19 @@ class Pool:
         self._idle: list[tuple[float, http.client.HTTPConnection]] = []  # (idle since, connection), oldest first
         self._lock = threading.Lock()
 
-    def take(self) -> tuple[http.client.HTTPConnection, bool]:
-        """A connection and whether it was used before."""
+    def take(self) -> tuple[http.client.HTTPConnection, float | None]:
+        """A connection and, if it was used before, how many seconds it waited idle in the pool (None: a new one)."""
         while True:
             with self._lock:
                 expired = self._expire()
-                connection = self._idle.pop()[1] if self._idle else None
+                since, connection = self._idle.pop() if self._idle else (0.0, None)
             for old in expired:
                 old.close()
             if connection is None:
-                return self.fresh(self._timeout), False
+                return self.fresh(self._timeout), None
             if not _dropped(connection) and connection.sock is not None:  # (``_dropped``: a socket, not None)
                 connection.sock.settimeout(self._timeout)  # a receive left it at what was left of a call's time
-                return connection, True
+                return connection, time.monotonic() - since
             connection.close()
 
     def fresh(self, timeout: float) -> http.client.HTTPConnection:
@@ -431,13 +455,21 @@ def _dropped(connection: http.client.HTTPConnection) -> bool:
     try:
         if isinstance(sock, ssl.SSLSocket) and sock.pending():
             return True
-        if hasattr(select, "poll"):  # ``select.select`` refuses a descriptor past 1024 (a busy worker has them)
-            readable = select.poll()
-            readable.register(sock, select.POLLIN)
-            return bool(readable.poll(0))
-        return bool(select.select([sock], [], [], 0)[0])  # Windows: no ``poll``, no such limit
+        return readable_now(sock)
     except (OSError, ValueError):
         return True
+
+
+def readable_now(sock: socket.socket) -> bool:
+    """Whether reading ``sock`` would not wait: bytes came, the end of the stream, or an error (what
+    ``select.select([sock], [], [], 0)`` says, the descriptor only: not TLS bytes already decrypted). With ``poll``:
+    ``select.select`` refuses a descriptor past 1024 (``ValueError``), which a busy worker has; Windows has no
+    ``poll``, and no such limit. Raises ``OSError`` for a socket closed under it."""
+    if hasattr(select, "poll"):
+        readable = select.poll()
+        readable.register(sock, select.POLLIN)
+        return bool(readable.poll(0))
+    return bool(select.select([sock], [], [], 0)[0])
 
 
 class _Deadline(io.RawIOBase):

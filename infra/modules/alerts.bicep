@@ -432,7 +432,7 @@ resource durableBackendFailing 'Microsoft.Insights/scheduledQueryRules@2022-06-1
   kind: 'LogAlert'
   properties: {
     displayName: 'Durable backend failing for 10 minutes'
-    description: 'The Durable Functions extension\'s HTTP API has failed the app\'s calls in each of the last three 5-minute periods: starts (StartFailed with durableCall start, CompensationStartFailed), replies not raised (ReplyRetryScheduled, ReplyLeftToDeadline), instance statuses unread (SupervisorStatusUnread), terminations (SupervisorTerminateFailed), calls left for a stalled extension (DurablePhaseStopped). Orders are being retried meanwhile (a start that failed is released by the supervisor, a reply sent again in rounds, then left to its deadline), but those still failing when their retries run out go to Error, each paged by ordersFailed. Look at the task hub\'s storage account (throttling: its Availability and SuccessE2ELatency metrics, its firewall, the app\'s role on it, AzureWebJobsStorage) or the Durable Task Scheduler, and at the Durable extension\'s own logs (the host\'s traces of category DurableTask.*, Host.Triggers.DurableTask) and the error field of the events.'
+    description: 'The Durable Functions extension\'s HTTP API has failed the app\'s calls in each of the last three 5-minute periods: starts (StartFailed with durableCall start, CompensationStartFailed), replies not raised (ReplyRetryScheduled, ReplyLeftToDeadline), instance statuses unread (SupervisorStatusUnread), terminations (SupervisorTerminateFailed), calls left for a stalled extension (DurablePhaseStopped). Not the starter\'s StartReleased / CompensationStartReleased: a claim whose start a run never tried, its time for starts spent, released at once (Pending again, a compensation round due again, nothing counted); no Durable call was made for it, and the run that left it logged DurablePhaseStopped, counted here (a claim whose release could not be written is a StartFailed or CompensationStartFailed, counted too). Orders are being retried meanwhile (a start that failed is released by the supervisor, a reply sent again in rounds, then left to its deadline), but those still failing when their retries run out go to Error, each paged by ordersFailed. Look at the task hub\'s storage account (throttling: its Availability and SuccessE2ELatency metrics, its firewall, the app\'s role on it, AzureWebJobsStorage) or the Durable Task Scheduler, and at the Durable extension\'s own logs (the host\'s traces of category DurableTask.*, Host.Triggers.DurableTask) and the error field of the events.'
     severity: 1
     enabled: true
     evaluationFrequency: 'PT5M'
@@ -447,13 +447,13 @@ resource durableBackendFailing 'Microsoft.Insights/scheduledQueryRules@2022-06-1
         {
           // The events a Durable call that failed NOW logs, whoever made it (the starter, the supervisor, the reply
           // relay, by any host: Application Insights keeps them across restarts). Not the supervisor's later
-          // SupervisorStartMissed / SupervisorCompensationStartMissed: the backend answered those (a 404), minutes
-          // after a start failed, so one blip's echoes would reach periods it never touched; not the StartFailed of a
-          // claim the store refused (no durableCall). Failing in each of three 5-minute periods in a row: a blip of
-          // seconds, or of up to five minutes, touches two at most and pages nobody; an outage pages once, 10 to 15
-          // minutes in, about when its first orders would go to Error. One alert, no dimensions: stateful, it stays
-          // fired while the failures go on and is resolved 15 minutes after they stop. Failures every few seconds of
-          // each minute (a flapping task hub) page too: the backend is failing the app all along.
+          // SupervisorStartMissed / SupervisorCompensationStartMissed (answers of the backend, a 404, minutes after a
+          // start failed: one blip's echoes would reach periods it never touched), a StartFailed of a claim the store
+          // refused (no durableCall), nor StartReleased / CompensationStartReleased (claims never tried, no Durable
+          // call made: their run logged DurablePhaseStopped). Failing in each of three 5-minute periods in a row: a
+          // blip of up to five minutes touches two at most, paging nobody; an outage pages once, 10 to 15 minutes in,
+          // about when its first orders would go to Error. One alert, no dimensions: stateful, fired while the failures
+          // go on, resolved 15 minutes after they stop. A flapping task hub (failures each minute) pages too.
           query: 'AppTraces | where tostring(Properties.event) in ("CompensationStartFailed", "DurablePhaseStopped", "ReplyLeftToDeadline", "ReplyRetryScheduled", "SupervisorStatusUnread", "SupervisorTerminateFailed") or (tostring(Properties.event) == "StartFailed" and tostring(Properties.durableCall) == "start")'
           timeAggregation: 'Count'
           operator: 'GreaterThan'

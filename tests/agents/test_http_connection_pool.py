@@ -9,6 +9,7 @@ reads what was left of another's answer."""
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import threading
 import time
@@ -217,6 +218,60 @@ def test_a_request_whose_answer_began_is_not_sent_again():
             call(service, 1)
         assert failed.value.transient is True
         assert [r.key for r in server.received] == ["key-0", "key-1"]
+
+
+def resent(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if getattr(r, "event", None) == "RemoteCallResent"]
+
+
+def test_a_request_sent_again_is_logged_once_with_its_service_key_and_why(caplog):
+    """Every recovery shows in the structured logs: the one resend names the call (a provider's duplicate, its
+    ``Idempotency-Key`` not honoured, is traced to it) and how long the kept connection had waited idle."""
+    with serving(KeepAliveServer(script=hang_up_on_reused)) as (server, port), caplog.at_level(logging.INFO):
+        service = HttpRemoteService(f"http://127.0.0.1:{port}", timeout_seconds=2)
+        assert mine(call(service, 0), 0)
+        assert resent(caplog) == []  # a first call on a new connection: nothing sent again
+        time.sleep(0.2)
+        assert mine(call(service, 1), 1)
+        assert [r.key for r in server.received] == ["key-0", "key-1", "key-1"]
+    [event] = resent(caplog)
+    assert event.levelno == logging.INFO and event.name == "orders"
+    fields = vars(event)
+    assert {name: fields[name] for name in ("service", "action", "orderId", "idempotencyKey", "reason")} == {
+        "service": "payment",
+        "action": "charge",
+        "orderId": "order-7",
+        "idempotencyKey": "key-1",
+        "reason": "kept connection closed by the peer",
+    }
+    assert 0.2 <= fields["idleSeconds"] < 2
+    assert fields["error"].split(":")[0] in {"RemoteDisconnected", "ConnectionResetError"}
+    assert "payment.charge" in event.getMessage() and "sent once more" in event.getMessage()
+
+
+def test_a_failure_on_a_new_connection_or_a_resend_is_not_logged_as_one(caplog):
+    """A request lost on a new connection is not sent again, nor is the resend itself: one event per resend made,
+    none for a call that only failed; nor for a kept connection found closed before anything went out on it."""
+    never_twice = KeepAliveServer(script=lambda r: Reply(answer(echo(r))) if r.key == "key-0" else Reply(None))
+    with serving(never_twice) as (server, port), caplog.at_level(logging.INFO):
+        service = HttpRemoteService(f"http://127.0.0.1:{port}", timeout_seconds=2)
+        assert mine(call(service, 0), 0)
+        with pytest.raises(RemoteError, match="unreachable"):
+            call(service, 1)  # on the reused connection, then once on a new one, which fails too
+        assert [vars(r)["idempotencyKey"] for r in resent(caplog)] == ["key-1"]
+        with pytest.raises(RemoteError, match="unreachable"):
+            call(service, 2)  # on a new connection: failed, not sent again, not logged
+        assert [r.key for r in server.received] == ["key-0", "key-1", "key-1", "key-2"]
+    assert len(resent(caplog)) == 1
+    closed_while_idle = KeepAliveServer(script=lambda r: Reply(answer(echo(r)), then_after=0.05, close=True))
+    with serving(closed_while_idle) as (server, port), caplog.at_level(logging.INFO):
+        service = HttpRemoteService(f"http://127.0.0.1:{port}", timeout_seconds=2)
+        assert mine(call(service, 10), 10)
+        assert settle(lambda: server.closed_by_server == 1)
+        time.sleep(0.05)
+        assert mine(call(service, 11), 11)  # the closed one found so before use (``_dropped``): nothing resent
+        assert [r.key for r in server.received] == ["key-10", "key-11"]
+    assert len(resent(caplog)) == 1
 
 
 def test_a_connection_idle_longer_than_the_bound_is_closed_not_reused(monkeypatch, default_server):

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import http.client
 import io
+import os
+import resource
 import socket
 import ssl
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -89,6 +92,53 @@ def test_a_connection_the_server_dropped_is_replaced_and_the_request_still_answe
 
     assert state.read_item("o-3", partition_key="o-3")["id"] == "o-3"
     assert transport.connections_opened == opened + 1
+
+
+@contextmanager
+def descriptors_taken_up_to(highest: int) -> Iterator[None]:
+    """Holds every descriptor number up to ``highest`` (copies of one, ``os.dup`` takes the lowest free), so the next
+    one opened is above it; the soft limit raised for them when it is lower (as a busy worker's may be)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = highest + 256
+    if soft < wanted:
+        resource.setrlimit(
+            resource.RLIMIT_NOFILE, (min(wanted, hard) if hard != resource.RLIM_INFINITY else wanted, hard)
+        )
+    held: list[int] = []
+    base = os.open(os.devnull, os.O_RDONLY)
+    try:
+        while not held or held[-1] < highest:
+            held.append(os.dup(base))
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+        os.close(base)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_connection_whose_descriptor_is_past_1024_is_kept_and_found_dropped_when_the_server_closed_it(
+    fast_client: Any, database: Any
+) -> None:
+    """``select.select`` refuses a descriptor past 1,024 (``ValueError: filedescriptor out of range``): the transport
+    took every such kept connection for one the server had closed, and opened a new one for each request. It is
+    checked with ``poll`` now: kept and reused, and still found closed when the server closed it."""
+    state = database.get_container_client(STATE_CONTAINER)
+    state.create_item({"id": "o-7", "orderId": "o-7"})
+    transport = _transport(fast_client)
+    transport.close()  # the kept connections, on low descriptors
+    with descriptors_taken_up_to(1024):
+        opened = transport.connections_opened
+        for _ in range(3):
+            assert state.read_item("o-7", partition_key="o-7")["id"] == "o-7"
+        assert transport.connections_opened == opened + 1  # one connection, kept between the reads
+        [kept] = transport._idle
+        assert kept.sock is not None and kept.sock.fileno() > 1024
+        kept.sock.shutdown(socket.SHUT_RDWR)  # as when the server closes an idle keep-alive connection
+        assert state.read_item("o-7", partition_key="o-7")["id"] == "o-7"
+        assert transport.connections_opened == opened + 2  # found closed before the read went out, replaced
+        assert kept.sock is None
+        transport.close()  # its descriptors past 1024 are not left to the next tests
 
 
 @pytest.mark.parametrize("lost", ["drop", "truncate"])

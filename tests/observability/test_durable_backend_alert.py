@@ -127,3 +127,20 @@ def test_a_start_the_store_failed_is_not_the_durable_backend() -> None:
     durable = {"event": "StartFailed", "orderId": "o-1", "instanceId": "o-1:1", "durableCall": "start"}
     assert query.run("AppTraces", [store]) == []
     assert len(query.run("AppTraces", [durable])) == 1
+
+
+def test_a_claim_never_tried_counts_by_its_runs_phase_stopped_not_by_its_release() -> None:
+    """A run whose time for starts was spent logs ``DurablePhaseStopped`` (phase ``starts`` or ``compensationStarts``)
+    and releases each claim it never tried (``StartReleased``, ``CompensationStartReleased``: no Durable call made for
+    it, a store write each). The rule counts the phase stopped, not the releases (as its description says); a claim
+    whose release could not be written is left to the supervisor as a failed start (``durableCall`` ``start``),
+    counted."""
+    query = LogRule.of("durableBackendFailing").query
+    stopped = {"event": "DurablePhaseStopped", "phase": "starts", "skipped": "3", "made": "8"}
+    released = [
+        {"event": "StartReleased", "orderId": "o-1", "instanceId": "o-1:1"},
+        {"event": "CompensationStartReleased", "orderId": "o-2", "instanceId": "o-2:c1"},
+    ]
+    left = {"event": "CompensationStartFailed", "orderId": "o-3", "instanceId": "o-3:c1", "durableCall": "start"}
+    assert query.run("AppTraces", released) == []
+    assert len(query.run("AppTraces", [stopped, *released, left])) == 2
