@@ -55,11 +55,20 @@ def wait_for_node(process: subprocess.Popen[str] | subprocess.Popen[bytes], time
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         below = descendants(process.pid)
-        if any("node" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace") for pid in below):
+        if any("node" in _command_line(pid) for pid in below):
             return below
         assert process.poll() is None, "the run ended before its Cosmos DB server started"
         time.sleep(0.05)
     raise AssertionError("no Cosmos DB server started")
+
+
+def _command_line(pid: int) -> str:
+    """``pid``'s command line, empty once it ended (a short-lived child of a setup, seen listed and gone before its
+    command line was read: failed a fresh-clone run under load)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def gone(pids: list[int], timeout: float = 10.0) -> list[int]:
