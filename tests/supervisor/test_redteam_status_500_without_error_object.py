@@ -60,7 +60,9 @@ def _status_reads_answer(real: Any, answer: Answer, only: str | None = None) -> 
 
 
 @pytest.mark.parametrize("answer", WITHOUT_ERROR_OBJECT.values(), ids=WITHOUT_ERROR_OBJECT.keys())
-def test_an_error_without_the_error_object_is_unreadable_not_absent(answer: Answer) -> None:
+def test_an_error_without_the_error_object_is_unreadable_not_absent(answer: Answer, caplog: Any) -> None:
+    """Unread, it is logged ``SupervisorStatusUnread``, one of the events the ``durableBackendFailing`` rule counts;
+    read ``ABSENT`` it was no failure at all."""
     with courier_client(ORCHESTRATOR) as (_engine, real):
         real.run(real.client.start_new(ORCHESTRATOR, "o1:1", {}))
         _status_reads_answer(real, answer)
@@ -69,6 +71,9 @@ def test_an_error_without_the_error_object_is_unreadable_not_absent(answer: Answ
         assert real.run(read_statuses(real.client, ["o1:1", "o2:1"])) == {"o1:1": UNREAD, "o2:1": UNREAD}
         # the supervisor's client is the SDK's wrapped in BoundedClient: the code is read through it the same
         assert real.run(read_statuses(bounded_client(real.client), ["o1:1"])) == {"o1:1": UNREAD}
+    assert [
+        getattr(r, "unread", None) for r in caplog.records if getattr(r, "event", None) == "SupervisorStatusUnread"
+    ] == [2, 1]
 
 
 @pytest.mark.parametrize("answer", NOT_JSON.values(), ids=NOT_JSON.keys())
