@@ -75,9 +75,10 @@ async def read_status(client: StatusClient, instance_id: str, **options: bool) -
     with answer_codes(client) as codes:
         try:
             status = await client.get_status(url_instance_id(instance_id), **options)
-        except ValueError as exc:  # json.JSONDecodeError: a body that is no JSON
+        except ValueError as exc:  # json.JSONDecodeError: a body that is no JSON (or JSON the SDK cannot read)
             raise StatusUnreadable(
-                f"the Durable extension answered the status of {instance_id} with no JSON: {exc}"
+                f"the Durable extension answered the status of {instance_id} with no status (no JSON, or none the "
+                f"SDK reads): {type(exc).__name__}: {exc}"
             ) from exc
     if not status:
         said = getattr(status, "ExceptionMessage", None) or getattr(status, "Message", None)

@@ -27,7 +27,7 @@ FAILURES = {
     "an empty body": (empty(500), "HTTP 500"),
     "an HTML page": (
         Answer(500, b"<html>500 - Internal server error.</html>", {"Content-Type": "text/html"}),
-        "no JSON",
+        "JSONDecodeError",
     ),
 }
 
