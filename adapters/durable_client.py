@@ -24,7 +24,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -79,6 +81,45 @@ class BoundedClient:
 def bounded_client(client: Any) -> BoundedClient:
     """The trigger's ``durableClient`` binding, each call bounded (see the module)."""
     return BoundedClient(client)
+
+
+# The HTTP status codes of the extension's answers to the GET requests made inside ``answer_codes`` (per task).
+_ANSWER_CODES: ContextVar[list[int] | None] = ContextVar("durable_answer_codes", default=None)
+
+
+def _recording(get: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """The SDK's ``get_async_request`` (it returns ``[status code, body]``), noting each answer's status code in the
+    ``answer_codes`` block the request is made in (none outside one)."""
+
+    async def get_noting_the_code(url: str, *args: Any, **kwargs: Any) -> Any:
+        answer = await get(url, *args, **kwargs)
+        codes = _ANSWER_CODES.get()
+        if codes is not None:
+            codes.append(int(answer[0]))
+        return answer
+
+    get_noting_the_code.notes_codes = True  # type: ignore[attr-defined]
+    return get_noting_the_code
+
+
+@contextmanager
+def answer_codes(client: Any) -> Iterator[list[int]]:
+    """The HTTP status codes the Durable extension answered the GET requests of ``client`` (the SDK's
+    ``DurableOrchestrationClient``, or a ``BoundedClient`` of it) made in this block, in this task: its
+    ``get_status`` reads the code (``_get_async_request`` returns ``[status code, body]``, azure-functions-durable
+    1.7.0, pinned) and drops it, taking a 200, 202, 400, 404 and 500 alike for a status. Its request function is
+    wrapped once per client, to note the codes only inside such a block. Empty for a client that has no such
+    function (a test's fake)."""
+    sdk = client._client if isinstance(client, BoundedClient) else client
+    get = getattr(sdk, "_get_async_request", None)
+    if get is not None and not getattr(get, "notes_codes", False):
+        sdk._get_async_request = _recording(get)
+    codes: list[int] = []
+    token = _ANSWER_CODES.set(codes)
+    try:
+        yield codes
+    finally:
+        _ANSWER_CODES.reset(token)
 
 
 def claims_close(start_by: datetime, start_grace: timedelta) -> datetime:

@@ -22,8 +22,9 @@ Service Bus handlers that outlive their message lock, and the app setting admiss
 - ``durable.delivery_delay_rate``, ``delivery_delay_ms``: the Durable backend's messages and activity work
   items reach their worker late (``delivery_delays``, ``DurableEngine.delivery_delay``).
 - ``durable.outages``: in each window the Durable extension's HTTP API answers every client call with a 500 and the
-  error object ``HttpApiHandler`` answers when its storage fails (``DurableOutages``, at the runner's HTTP edge below
-  the SDK's client: a raise fails, a status read comes back empty); orchestrations, activities and timers go on.
+  error object ``HttpApiHandler`` answers when its storage fails, or none (a window's ``bare``: the host's own 500)
+  (``DurableOutages``, at the runner's HTTP edge below the SDK's client: a raise fails, a status read comes back
+  empty); orchestrations, activities and timers go on.
 - ``durable.late_start_rate``, ``late_start_ms``: a start the backend takes but records late: answered a 500, its
   instance unknown (404) for a uniform delay in that range, then it starts (``late_starts``,
   ``DurableEngine.late_start``)."""
@@ -37,7 +38,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from contracts.names import QUEUE_LOCK_DURATION_SECONDS
-from localrun.durable.extension_api.handlers import Answer, json_answer
+from localrun.durable.extension_api.handlers import Answer, empty, json_answer
 from localrun.profile import Profile
 from localrun.servicebus import InProcessBroker
 from localrun.servicebus.faults import SendRefusal
@@ -174,8 +175,9 @@ STORAGE_FAILED = {
 
 class DurableOutages:
     """``DurableExtensionApi.before_answer`` for ``durable.outages``: a 500 for every client call made inside one of
-    ``windows`` (seconds from ``start``, on ``clock``), the extension's own answer to an exception from its storage;
-    counted in ``counts["durable_calls_failed"]``."""
+    ``windows`` (seconds from ``start``, on ``clock``), the extension's own answer to an exception from its storage
+    (its error object); inside one of ``bare`` (the windows given ``"bare": true``), a 500 with no body, as the
+    Functions host answers a failure in front of the extension; counted in ``counts["durable_calls_failed"]``."""
 
     def __init__(
         self,
@@ -183,13 +185,21 @@ class DurableOutages:
         clock: Callable[[], datetime],
         start: datetime,
         counts: Counter[str],
+        bare: tuple[tuple[float, float], ...] = (),
     ) -> None:
-        self._windows = [(start + timedelta(seconds=s), start + timedelta(seconds=s + d)) for s, d in windows]
+        def spans(given: tuple[tuple[float, float], ...]) -> list[tuple[datetime, datetime]]:
+            return [(start + timedelta(seconds=s), start + timedelta(seconds=s + d)) for s, d in given]
+
+        self._windows = spans(windows)
+        self._bare = spans(bare)
         self._clock = clock
         self._counts = counts
 
     def __call__(self, method: str, path: str) -> Answer | None:
         now = self._clock()
+        if any(begin <= now < end for begin, end in self._bare):
+            self._counts["durable_calls_failed"] += 1
+            return empty(500)
         if not any(begin <= now < end for begin, end in self._windows):
             return None
         self._counts["durable_calls_failed"] += 1

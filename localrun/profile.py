@@ -40,7 +40,6 @@ OUTAGE_KEYS = {"start_s", "duration_s"}
 # the longest time a profile may name (a start, a duration, a restart interval): ten years, past any run's horizon
 # (simulate's is a year at most) and far from what Python's dates can hold (1e300 s was an OverflowError)
 MAX_SECONDS = 10 * 366 * 24 * 3600
-COSMOS_OUTAGE_KEYS = OUTAGE_KEYS | {"refused"}
 SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate", "settle_latency_ms"}
 HOST_KEYS = {"restart_every_s", "clock_skew_s", "activity_rerun_rate", "worker_threads", "blocking_threads"}
 DURABLE_KEYS = {
@@ -240,6 +239,9 @@ class Profile:
     # client call (raise_event, get_status, start_new, terminate, purge) with a 500, its storage failing; the backend's
     # own work (orchestrations, activities, timers) goes on (``hostile.DurableOutages``)
     durable_outages: tuple[tuple[float, float], ...] = ()
+    # the windows of ``durable.outages`` given ``"bare": true``: the 500 has no body (not the extension's error object:
+    # what the Functions host answers for a failure in front of the extension)
+    durable_bare_outages: tuple[tuple[float, float], ...] = ()
     # starts the Durable backend takes but records late (``DurableEngine.late_start``): at this rate (per instance id) a
     # start is answered an error and its instance is unknown (404) for a uniform ``durable_late_start_ms``, then starts
     durable_late_start_rate: float = 0.0
@@ -331,7 +333,8 @@ class Profile:
             cosmos_partition_ranges=_ranges(cosmos.get("partition_ranges", 1)),
             durable_delivery_delay_rate=_rate("durable.delivery_delay_rate", durable.get("delivery_delay_rate", 0)),
             durable_delivery_delay_ms=_delivery_delay(durable.get("delivery_delay_ms", [0, 10_000])),
-            durable_outages=_outages("durable.outages", durable.get("outages", [])),
+            durable_outages=_outages("durable.outages", durable.get("outages", []), False, "bare"),
+            durable_bare_outages=_outages("durable.outages", durable.get("outages", []), True, "bare"),
             durable_late_start_rate=_rate("durable.late_start_rate", durable.get("late_start_rate", 0)),
             durable_late_start_ms=_delivery_delay(durable.get("late_start_ms", [0, 120_000]), "durable.late_start_ms"),
             worker_threads=_limit("host.worker_threads", host.get("worker_threads"), MAX_THREADS),
@@ -386,14 +389,17 @@ def _status_queues(data: Any, submitters: int) -> StatusQueues:
     return StatusQueues(length, tuple(refusing))
 
 
-def _outages(where: str, data: Any, refused: bool | None = None) -> tuple[tuple[float, float], ...]:
-    """``[{"start_s": s, "duration_s": d}, ...]``: windows in seconds from the run's start. ``refused`` (Cosmos DB's
-    only): the windows whose ``refused`` is that (a refusal of the app's identity, not a 503), None: no such key."""
+def _outages(
+    where: str, data: Any, refused: bool | None = None, flag: str = "refused"
+) -> tuple[tuple[float, float], ...]:
+    """``[{"start_s": s, "duration_s": d}, ...]``: windows in seconds from the run's start. ``refused``: the windows
+    whose key ``flag`` is that (Cosmos DB's ``refused``: a refusal of the app's identity, not a 503; the Durable
+    extension's ``bare``: a 500 without a body), None: no such key."""
     if not isinstance(data, list):
         raise ProfileError(f"{where} must be a list")
     windows: list[tuple[float, float]] = []
     for n, item in enumerate(data):
-        entry = _check_keys(f"{where}[{n}]", item, OUTAGE_KEYS if refused is None else COSMOS_OUTAGE_KEYS)
+        entry = _check_keys(f"{where}[{n}]", item, OUTAGE_KEYS if refused is None else OUTAGE_KEYS | {flag})
         start, duration = entry.get("start_s"), entry.get("duration_s")
         if not _number(start) or not 0 <= start <= MAX_SECONDS:
             raise ProfileError(
@@ -403,9 +409,9 @@ def _outages(where: str, data: Any, refused: bool | None = None) -> tuple[tuple[
             raise ProfileError(
                 f"{where}[{n}].duration_s must be a positive number of seconds up to {MAX_SECONDS}, got {duration!r}"
             )
-        if not isinstance(entry.get("refused", False), bool):
-            raise ProfileError(f"{where}[{n}].refused must be true or false, got {entry.get('refused')!r}")
-        if refused is None or entry.get("refused", False) is refused:
+        if not isinstance(entry.get(flag, False), bool):
+            raise ProfileError(f"{where}[{n}].{flag} must be true or false, got {entry.get(flag)!r}")
+        if refused is None or entry.get(flag, False) is refused:
             windows.append((float(start), float(duration)))
     return tuple(windows)
 

@@ -384,9 +384,9 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             host.engine.late_start = hostile.late_starts(
                 profile.durable_late_start_rate, profile.durable_late_start_ms, f"{config.seed}:durable-late-starts"
             )
-        if profile.durable_outages:
+        if profile.durable_outages or profile.durable_bare_outages:
             host.durable_api.before_answer = hostile.DurableOutages(
-                profile.durable_outages, clock.now, START, audit.injected
+                profile.durable_outages, clock.now, START, audit.injected, profile.durable_bare_outages
             )
         pending = list(workload.arrivals)
         preempted: list[str] = []

@@ -102,7 +102,8 @@ async def describe(
     """(attempts, statuses sent) for these (kind, instance id) pairs. An instance the Durable
     backend does not know is listed with ``runtimeStatus`` None: ``historyPurged`` when it is one of ``purged``
     (claimed before the retention's cutoff: finished and purged, ``retention.purge``), else never started (or
-    gone another way); a status the extension answered with an error raises (``StatusUnreadable``)."""
+    gone another way); a status the extension answered with an error raises (``StatusUnreadable``: any code but 404
+    without a status, whatever its body, an empty 500 too)."""
     attempts: list[dict[str, Any]] = []
     statuses: list[dict[str, Any]] = []
     for kind, instance in instances:
@@ -190,7 +191,8 @@ class AttemptState:
 async def attempt_state(client: Any, instance: str) -> AttemptState:
     """What the Durable backend says of ``instance``: whether an event raised on it is queued for it (a
     paused attempt waiting for one is Running), and which scheduler version runs it. An instance it does not
-    know takes none; a status it answered with an error raises ``StatusUnreadable``: the caller cannot tell."""
+    know (a 404) takes none; a status it answered with an error (an empty 500 too) raises ``StatusUnreadable``: the
+    caller cannot tell."""
     status = await bounded(read_status(client, instance))
     runtime = getattr(status, "runtime_status", None) if status else None
     name = getattr(status, "name", None) if status else None

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from adapters.durable_client import answer_codes
 from domain.ids import url_instance_id
 from observability.events import app_event
 
@@ -47,7 +48,8 @@ def said_gone(failure: Exception) -> bool:
 
 
 class StatusUnreadable(Exception):
-    """The extension answered a status read with an error, not a status (nor a 404)."""
+    """The extension answered a status read with an error, not a status (nor a 404): an error object, an empty
+    body with a code but 404, or a body that is no JSON."""
 
 
 class StatusClient(Protocol):
@@ -59,16 +61,33 @@ class StatusClient(Protocol):
 
 
 async def read_status(client: StatusClient, instance_id: str, **options: bool) -> Any:
-    """``client.get_status`` of ``instance_id`` (escaped here), raising ``StatusUnreadable`` when the extension
-    answered with an error. The SDK accepts a 500 and reads the extension's error object (``Message``,
-    ``ExceptionMessage``: its storage failing) as a status, empty and falsy, as the empty body of a 404 (no such
-    instance, or purged) is read: only the error object's fields, which the SDK keeps as attributes, tell them
-    apart. A falsy status returned is an instance the backend does not know."""
-    status = await client.get_status(url_instance_id(instance_id), **options)
+    """``client.get_status`` of ``instance_id`` (escaped here), raising ``StatusUnreadable`` unless the extension
+    answered with a status or a 404. A falsy status returned is an instance the backend does not know (a 404: never
+    created, or purged; the extension answers it with no content).
+
+    The SDK's ``get_status`` takes a 200, 202, 400, 404 and 500 alike and reads whatever JSON came as a status: an
+    error (the extension's error object, ``Message`` and ``ExceptionMessage``, when its storage fails; or nothing at
+    all: an empty 500, a 400) reads as an empty, falsy status, as a 404 does. So the HTTP status code is read too
+    (``adapters.durable_client.answer_codes``): an empty status with any code but 404 is unreadable, whatever its
+    body; so is an answer that is no JSON (the SDK raises ``JSONDecodeError``: a host's text or HTML error page).
+    A 500 that carries a status (an instance ``Failed`` with ``returnInternalServerErrorOnFailure``) is that status.
+    A client whose codes cannot be read (a test's fake) is judged by the error object's fields alone."""
+    with answer_codes(client) as codes:
+        try:
+            status = await client.get_status(url_instance_id(instance_id), **options)
+        except ValueError as exc:  # json.JSONDecodeError: a body that is no JSON (or JSON the SDK cannot read)
+            raise StatusUnreadable(
+                f"the Durable extension answered the status of {instance_id} with no status (no JSON, or none the "
+                f"SDK reads): {type(exc).__name__}: {exc}"
+            ) from exc
     if not status:
         said = getattr(status, "ExceptionMessage", None) or getattr(status, "Message", None)
-        if said is not None:
-            raise StatusUnreadable(f"the Durable extension answered the status of {instance_id} with an error: {said}")
+        code = codes[-1] if codes else None
+        if said is not None or (code is not None and code != 404):
+            raise StatusUnreadable(
+                f"the Durable extension answered the status of {instance_id} with an error "
+                f"(HTTP {code if code is not None else '?'}): {said or 'no status in its body'}"
+            )
     return status
 
 

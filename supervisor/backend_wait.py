@@ -51,8 +51,8 @@ HANDED_OVER = frozenset({"StepTransientFailure", UNDO_DEPENDENCY_OPEN})
 PARALLEL_READS = 8
 
 # What ``read_statuses`` says of an instance besides its runtime status names: the backend answered that it does not
-# know it (a 404: never created, or its start not recorded), or the read failed (an error answered, no answer in
-# time). Neither is a runtime status name (``OrchestrationRuntimeStatus``).
+# know it (a 404: never created, or its start not recorded), or the read failed (an error answered, an empty 500 too;
+# no answer in time). Neither is a runtime status name (``OrchestrationRuntimeStatus``).
 ABSENT = "Absent"
 UNREAD = "Unread"
 
@@ -173,9 +173,9 @@ def backend_wait_reason(record: StateRecord, status: str | None, now: datetime) 
 
 async def read_statuses(client: Any, instance_ids: Iterable[str]) -> dict[str, str | None]:
     """The runtime status of each instance, read all at once (``PARALLEL_READS`` in flight), within
-    ``DURABLE_CALL_TIMEOUT`` in all: ``ABSENT`` for an instance the backend does not know (a 404: the SDK's status
-    without a runtime status, and none of the error object a 500 carries, ``read_status``), ``UNREAD`` for one whose
-    read failed or did not answer in time."""
+    ``DURABLE_CALL_TIMEOUT`` in all: ``ABSENT`` for an instance the backend does not know (a 404, ``read_status``),
+    ``UNREAD`` for one whose read failed (any other error, whatever its body: ``StatusUnreadable``) or did not answer
+    in time."""
     wanted = list(dict.fromkeys(instance_ids))
     if not wanted:
         return {}

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from localrun.profile import Profile
+from localrun.profile import Profile, ProfileError
 from localrun.report import build_report
 from localrun.simulation import SimulationConfig, run_simulation
 
@@ -40,3 +40,33 @@ def test_starts_failed_by_dense_durable_outages_fail_no_order() -> None:
     assert report["recoveries"]["supervisor_retries"] == 0
     assert report["final_states"]["Processed"] == 40, report["final_states"]
     assert {k: v for k, v in report["invariants"].items() if v} == {}, report["invariant_examples"]
+
+
+def test_bare_500_outages_read_as_unread_not_absent() -> None:
+    """The same windows answering a 500 with no body (``"bare": true``: the host's own 500, not the extension's
+    error object). The SDK reads it as it reads a 404, an empty status; the supervisor read every such status as an
+    instance the backend does not know, no read unread: with seed 1 the supervisor counted 5 attempts as failed
+    (``supervisor_retries``) and released 75 missed starts, none left to the backend. Now each is unread by its HTTP
+    code (``SupervisorStatusUnread``): none counted, 38 released, 38 left; as under the error object's outages."""
+    bare = {"durable": {"outages": [dict(w, bare=True) for w in DENSE["durable"]["outages"]]}}
+    profile = Profile.parse(bare)
+    assert profile.durable_outages == () and len(profile.durable_bare_outages) == 60
+    result = run_simulation(SimulationConfig(orders=40, seed=1, profile=profile))
+    report = build_report(result)
+    assert report["injected_faults"]["durable_calls_failed"] > 0
+    assert list(result.events.named("SupervisorStatusUnread")), "no status read met a bare 500 as unread"
+    assert report["recoveries"]["supervisor_retries"] == 0  # before: 5 counted
+    assert report["final_states"].get("Error", 0) == 0, report["final_states"]
+    assert "RetriesExhausted" not in report["alerts"], report["alerts"]
+    assert report["final_states"]["Processed"] == 40, report["final_states"]
+    assert {k: v for k, v in report["invariants"].items() if v} == {}, report["invariant_examples"]
+
+
+def test_a_durable_outage_window_says_bare_as_true_or_false() -> None:
+    windows = {"outages": [{"start_s": 1, "duration_s": 2, "bare": True}, {"start_s": 5, "duration_s": 1}]}
+    profile = Profile.parse({"durable": windows})
+    assert (profile.durable_bare_outages, profile.durable_outages) == (((1.0, 2.0),), ((5.0, 1.0),))
+    with pytest.raises(ProfileError, match=r"durable.outages\[0\].bare must be true or false"):
+        Profile.parse({"durable": {"outages": [{"start_s": 1, "duration_s": 2, "bare": "yes"}]}})
+    with pytest.raises(ProfileError, match="refused"):  # Cosmos DB's key only
+        Profile.parse({"durable": {"outages": [{"start_s": 1, "duration_s": 2, "refused": True}]}})

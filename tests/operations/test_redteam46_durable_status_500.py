@@ -5,7 +5,8 @@ falsy, as for an instance the backend does not know. The ops API took that for a
 answer was refused 409 ("the paused attempt is not running: it cannot take the answer") although the attempt
 was paused and waiting for it, and the order page listed the attempt as unknown to the backend. A status the
 extension could not read is a 503 (post the same answer again) and a page without its attempts, saying why.
-The 500s come from the runner's HTTP edge (``DurableExtensionApi.before_answer``), below the real client."""
+The 500s come from the runner's HTTP edge (``DurableExtensionApi.before_answer``), below the real client. A 500
+without the error object (an empty body, a host's HTML page: ``read_status`` reads the code too) is the same."""
 
 from __future__ import annotations
 
@@ -14,12 +15,21 @@ from typing import Any
 
 import pytest
 
-from localrun.durable.extension_api.handlers import Answer, json_answer
+from localrun.durable.extension_api.handlers import Answer, empty, json_answer
 from tests.operations.harness import OpsHarness, first_review, paused_for_review
 
 pytestmark = pytest.mark.cosmos
 
 ERROR = {"Message": "Something went wrong while processing your request", "ExceptionMessage": "storage timeout"}
+# each 500 the status reads answer, and what the order page's ``attemptsError`` says of it
+FAILURES = {
+    "the error object": (json_answer(500, ERROR), "storage timeout"),
+    "an empty body": (empty(500), "HTTP 500"),
+    "an HTML page": (
+        Answer(500, b"<html>500 - Internal server error.</html>", {"Content-Type": "text/html"}),
+        "JSONDecodeError",
+    ),
+}
 
 
 @pytest.fixture
@@ -29,9 +39,9 @@ def paused(cosmos_db: Any) -> Iterator[OpsHarness]:
     made.close()
 
 
-def _status_reads_fail(harness: OpsHarness) -> None:
+def _status_reads_fail(harness: OpsHarness, answer: Answer) -> None:
     def fail(method: str, path: str) -> Answer | None:
-        return json_answer(500, ERROR) if method == "GET" and "/instances/" in path else None
+        return answer if method == "GET" and "/instances/" in path else None
 
     harness.host.durable_api.before_answer = fail
 
@@ -41,8 +51,11 @@ def _answer(paused: OpsHarness) -> tuple[int, Any]:
     return paused.post("/api/ops/orders/o-500/review", {"reviewId": review, "action": "fail", "reason": "x"})
 
 
-def test_a_review_answer_whose_status_read_fails_500_is_a_503_not_a_refusal(paused: OpsHarness) -> None:
-    _status_reads_fail(paused)
+@pytest.mark.parametrize("failure", FAILURES.values(), ids=FAILURES.keys())
+def test_a_review_answer_whose_status_read_fails_500_is_a_503_not_a_refusal(
+    paused: OpsHarness, failure: tuple[Answer, str]
+) -> None:
+    _status_reads_fail(paused, failure[0])
     status, body = _answer(paused)
     assert status == 503 and "cannot say whether" in body["error"], body
 
@@ -51,8 +64,12 @@ def test_a_review_answer_whose_status_read_fails_500_is_a_503_not_a_refusal(paus
     assert status == 200 and body["decision"] == "fail", body
 
 
-def test_an_order_page_whose_status_reads_fail_500_says_so_rather_than_unknown_attempts(paused: OpsHarness) -> None:
-    _status_reads_fail(paused)
+@pytest.mark.parametrize("failure", FAILURES.values(), ids=FAILURES.keys())
+def test_an_order_page_whose_status_reads_fail_500_says_so_rather_than_unknown_attempts(
+    paused: OpsHarness, failure: tuple[Answer, str]
+) -> None:
+    answer, said = failure
+    _status_reads_fail(paused, answer)
     status, body = paused.get("/api/ops/orders/o-500")
     assert status == 200 and body["attempts"] == [], body
-    assert "storage timeout" in body["attemptsError"], body
+    assert said in body["attemptsError"] and "StatusUnreadable" in body["attemptsError"], body

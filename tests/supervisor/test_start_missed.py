@@ -43,8 +43,9 @@ STORAGE_FAILING = json_answer(500, {"Message": "Something went wrong", "Exceptio
 
 
 def test_the_status_read_tells_an_unknown_instance_from_a_failing_extension() -> None:
-    """The SDK's ``get_status`` returns the same empty status for a 404 and a 500; the error object's fields tell
-    them apart (``orchestrators.raise_events.read_status``)."""
+    """The SDK's ``get_status`` returns the same empty status for a 404 and a 500; the HTTP code the read notes tells
+    them apart (``orchestrators.raise_events.read_status``; a 500 without the error object too:
+    ``test_redteam_status_500_without_error_object.py``)."""
     with courier_client(ORCHESTRATOR) as (_engine, real):
         real.run(real.client.start_new(ORCHESTRATOR, "o1:1", {}))
         assert real.run(read_statuses(real.client, ["o1:1", "o2:1"])) == {"o1:1": "Pending", "o2:1": ABSENT}
