@@ -191,6 +191,7 @@ def random_profile(seed: int) -> dict[str, Any]:
     _draw_knobs_2(seed, profile)
     _draw_knobs_3(seed, profile)
     _draw_knobs_4(seed, profile)
+    _draw_knobs_5(seed, profile)
     return profile
 
 
@@ -237,6 +238,19 @@ def _draw_knobs_4(seed: int, profile: dict[str, Any]) -> None:
         durable = profile.setdefault("durable", {})
         durable["late_start_rate"] = round(rng.uniform(0, 0.3), 3)
         durable["late_start_ms"] = rng.choice([[0, 10_000], [5_000, 60_000], [0, 120_000]])
+
+
+def _draw_knobs_5(seed: int, profile: dict[str, Any]) -> None:
+    """The knobs added after ``seed:knobs-4``'s, from a generator of their own (``seed:knobs-5``): every key drawn
+    before is each seed's as before. In about half the seeds with Durable outages, each window ``"bare": true`` at
+    even odds: a 500 with no body, the host's own, not the extension's error object (``read_status`` tells it from
+    a 404 by its HTTP code alone)."""
+    rng = random.Random(f"{seed}:knobs-5")
+    windows = profile.get("durable", {}).get("outages", [])
+    if windows and rng.random() < 0.5:
+        for window in windows:
+            if rng.random() < 0.5:
+                window["bare"] = True
 
 
 @dataclass(frozen=True)

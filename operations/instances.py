@@ -205,9 +205,9 @@ _FINISHED = frozenset({"Completed", "Failed", "Terminated", "Canceled"})
 async def gone_after_failed_raise(client: Any, instance: str, failure: Exception) -> bool:
     """Whether a ``raise_event`` that failed with ``failure`` definitely did not reach ``instance``: the
     extension answered 404/410, or the backend now reports it finished (Completed, Failed, Terminated).
-    Anything else (a timeout, a 5xx, a reset connection, a status that cannot be read, or an empty one:
-    ``get_status`` answers the same for a 404 and a 500) is ambiguous: the extension may have queued the
-    event, and the attempt may act on it."""
+    Anything else (a timeout, a 5xx, a reset connection, a status that cannot be read: ``StatusUnreadable``, an
+    empty 500 too; or an empty one, a 404 now) is ambiguous: the extension may have queued the event, and the
+    attempt may act on it."""
     if said_gone(failure):
         return True
     try:

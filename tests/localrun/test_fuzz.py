@@ -124,6 +124,7 @@ def test_the_knobs_drawn_from_their_own_generator_leave_every_earlier_draw_as_it
     each within the range docs/local-runner.md gives it (and the objects holding them)."""
     monkeypatch.setattr(fuzz, "_draw_knobs_3", lambda seed, profile: None)  # the next tests'
     monkeypatch.setattr(fuzz, "_draw_knobs_4", lambda seed, profile: None)
+    monkeypatch.setattr(fuzz, "_draw_knobs_5", lambda seed, profile: None)
     profiles, pairs = _drawn_without(monkeypatch, "_draw_knobs_2", DRAWN_BEFORE_KNOBS_2)
     for before, now in pairs:
         old, new = _paths(before), _paths(now)
@@ -157,7 +158,8 @@ def test_the_knobs_of_the_third_generator_leave_every_earlier_draw_as_it_was(mon
     """Seeds fuzzed before ``seed:knobs-3`` name the same profiles but for ``orders.orderless_notification_rate``,
     which some seeds now have, within the range docs/local-runner.md gives it (and an ``orders`` object where the
     seed had none)."""
-    monkeypatch.setattr(fuzz, "_draw_knobs_4", lambda seed, profile: None)  # the next test's
+    monkeypatch.setattr(fuzz, "_draw_knobs_4", lambda seed, profile: None)  # the next tests'
+    monkeypatch.setattr(fuzz, "_draw_knobs_5", lambda seed, profile: None)
     profiles, pairs = _drawn_without(monkeypatch, "_draw_knobs_3", DRAWN_BEFORE_KNOBS_3)
     for before, now in pairs:
         old, new = _paths(before), _paths(now)
@@ -233,6 +235,7 @@ def test_the_durable_backends_outages_and_late_starts_leave_every_earlier_draw_a
     """Seeds fuzzed before ``seed:knobs-4`` name the same profiles but for ``durable.outages`` and
     ``durable.late_start_rate`` / ``late_start_ms``, which some seeds now have, within the ranges
     docs/local-runner.md gives them, and which the runner's profile accepts."""
+    monkeypatch.setattr(fuzz, "_draw_knobs_5", lambda seed, profile: None)  # the next test's
     profiles, pairs = _drawn_without(monkeypatch, "_draw_knobs_4", DRAWN_BEFORE_KNOBS_4)
     for before, now in pairs:
         old, new = _paths(before), _paths(now)
@@ -247,3 +250,27 @@ def test_the_durable_backends_outages_and_late_starts_leave_every_earlier_draw_a
     assert late and all(0 <= d["late_start_rate"] <= 0.3 and d["late_start_ms"][1] <= 120_000 for d in late)
     # beside the backend's delays in some seeds (the same ``durable`` object)
     assert any({"delivery_delay_rate", "outages"} <= set(p.get("durable", {})) for p in profiles)
+
+
+# sha256 of seeds 1-400's profiles as drawn before bare Durable outages (commit ec87dab)
+DRAWN_BEFORE_KNOBS_5 = "e77db47d6ca3046c4c768942f88cb36941bb4dce5e4d39ade748132d4168a808"
+
+
+def test_bare_durable_outages_leave_every_earlier_draw_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seeds fuzzed before ``seed:knobs-5`` name the same profiles but for ``"bare": true`` on some of their
+    ``durable.outages`` windows (a 500 with no body: ``read_status`` tells it from a 404 by its code), which the
+    runner's profile takes. Before, no random profile had one: the fuzzer never met the host's own 500."""
+    profiles, pairs = _drawn_without(monkeypatch, "_draw_knobs_5", DRAWN_BEFORE_KNOBS_5)
+    for before, now in pairs:
+        old, new = _paths(before), _paths(now)
+        assert old <= new
+        assert all(path[-2] == "bare" and path[:2] == ("durable", "outages") for path in new - old), new - old
+        parsed = Profile.parse(now)  # a profile the runner takes, every window in one of its two kinds
+        assert set(parsed.durable_outages + parsed.durable_bare_outages) == {
+            (w["start_s"], w["duration_s"]) for w in now.get("durable", {}).get("outages", [])
+        }
+    windows = [p["durable"]["outages"] for p in profiles if "outages" in p.get("durable", {})]
+    bare = [w for ws in windows for w in ws if "bare" in w]
+    assert bare and all(w["bare"] is True for w in bare)
+    assert any("bare" not in w for ws in windows for w in ws)  # error-object windows stay
+    assert any({"bare" in w for w in ws} == {True, False} for ws in windows)  # both kinds in one seed
