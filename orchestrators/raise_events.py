@@ -49,7 +49,7 @@ def said_gone(failure: Exception) -> bool:
 
 class StatusUnreadable(Exception):
     """The extension answered a status read with an error, not a status (nor a 404): an error object, an empty
-    body with a code but 404, or a body that is no JSON."""
+    body with a code but 404, a body that is no JSON, or JSON that is no status."""
 
 
 class StatusClient(Protocol):
@@ -69,13 +69,19 @@ async def read_status(client: StatusClient, instance_id: str, **options: bool) -
     error (the extension's error object, ``Message`` and ``ExceptionMessage``, when its storage fails; or nothing at
     all: an empty 500, a 400) reads as an empty, falsy status, as a 404 does. So the HTTP status code is read too
     (``adapters.durable_client.answer_codes``): an empty status with any code but 404 is unreadable, whatever its
-    body; so is an answer that is no JSON (the SDK raises ``JSONDecodeError``: a host's text or HTML error page).
+    body; so is an answer that is no JSON (the SDK raises ``JSONDecodeError``: a host's text or HTML error page), or
+    JSON that is no status (a list, a number, a field of another type: the SDK raises ``TypeError``).
     A 500 that carries a status (an instance ``Failed`` with ``returnInternalServerErrorOnFailure``) is that status.
     A client whose codes cannot be read (a test's fake) is judged by the error object's fields alone."""
     with answer_codes(client) as codes:
         try:
             status = await client.get_status(url_instance_id(instance_id), **options)
-        except ValueError as exc:  # json.JSONDecodeError: a body that is no JSON (or JSON the SDK cannot read)
+        except (ValueError, TypeError) as exc:
+            # json.JSONDecodeError: a body that is no JSON; a TypeError: JSON that is no status object (a list, a
+            # number, a field of another type), which the SDK's ``from_json`` cannot read. A TypeError before any
+            # answer came is no answer of the extension's: raised as it is.
+            if isinstance(exc, TypeError) and not codes:
+                raise
             raise StatusUnreadable(
                 f"the Durable extension answered the status of {instance_id} with no status (no JSON, or none the "
                 f"SDK reads): {type(exc).__name__}: {exc}"

@@ -85,6 +85,23 @@ def test_an_answer_that_is_no_json_is_unreadable(answer: Answer) -> None:
         assert real.run(read_statuses(real.client, ["o1:1"])) == {"o1:1": UNREAD}
 
 
+# JSON the SDK's ``DurableOrchestrationStatus.from_json`` cannot read: it raises ``TypeError`` (found by the red team).
+NOT_A_STATUS = {
+    "a 500 of a JSON list": Answer(500, b"[]", {"Content-Type": "application/json"}),
+    "a 500 of a JSON number": Answer(500, b"42", {"Content-Type": "application/json"}),
+    "a 200 whose createdTime is a number": Answer(200, b'{"createdTime": 5}', {"Content-Type": "application/json"}),
+}
+
+
+@pytest.mark.parametrize("answer", NOT_A_STATUS.values(), ids=NOT_A_STATUS.keys())
+def test_json_that_is_no_status_is_unreadable(answer: Answer) -> None:
+    with courier_client(ORCHESTRATOR) as (_engine, real):
+        _status_reads_answer(real, answer)
+        with pytest.raises(StatusUnreadable, match=r"o1:1 with no status.*TypeError"):
+            real.run(read_status(real.client, "o1:1"))
+        assert real.run(read_statuses(real.client, ["o1:1"])) == {"o1:1": UNREAD}
+
+
 def test_the_error_object_is_unreadable_and_a_404_absent_as_before() -> None:
     with courier_client(ORCHESTRATOR) as (_engine, real):
         real.run(real.client.start_new(ORCHESTRATOR, "o1:1", {}))
