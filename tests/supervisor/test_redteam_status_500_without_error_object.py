@@ -76,28 +76,20 @@ def test_an_error_without_the_error_object_is_unreadable_not_absent(answer: Answ
     ] == [2, 1]
 
 
-@pytest.mark.parametrize("answer", NOT_JSON.values(), ids=NOT_JSON.keys())
-def test_an_answer_that_is_no_json_is_unreadable(answer: Answer) -> None:
-    with courier_client(ORCHESTRATOR) as (_engine, real):
-        _status_reads_answer(real, answer)
-        with pytest.raises(StatusUnreadable, match=r"o1:1 with no status.*JSONDecodeError"):
-            real.run(read_status(real.client, "o1:1"))
-        assert real.run(read_statuses(real.client, ["o1:1"])) == {"o1:1": UNREAD}
-
-
 # JSON the SDK's ``DurableOrchestrationStatus.from_json`` cannot read: it raises ``TypeError`` (found by the red team).
 NOT_A_STATUS = {
     "a 500 of a JSON list": Answer(500, b"[]", {"Content-Type": "application/json"}),
     "a 500 of a JSON number": Answer(500, b"42", {"Content-Type": "application/json"}),
     "a 200 whose createdTime is a number": Answer(200, b'{"createdTime": 5}', {"Content-Type": "application/json"}),
 }
+NO_STATUS = [(a, "JSONDecodeError") for a in NOT_JSON.values()] + [(a, "TypeError") for a in NOT_A_STATUS.values()]
 
 
-@pytest.mark.parametrize("answer", NOT_A_STATUS.values(), ids=NOT_A_STATUS.keys())
-def test_json_that_is_no_status_is_unreadable(answer: Answer) -> None:
+@pytest.mark.parametrize(("answer", "raised"), NO_STATUS, ids=[*NOT_JSON, *NOT_A_STATUS])
+def test_an_answer_that_is_no_json_or_no_status_is_unreadable(answer: Answer, raised: str) -> None:
     with courier_client(ORCHESTRATOR) as (_engine, real):
         _status_reads_answer(real, answer)
-        with pytest.raises(StatusUnreadable, match=r"o1:1 with no status.*TypeError"):
+        with pytest.raises(StatusUnreadable, match=rf"o1:1 with no status.*{raised}"):
             real.run(read_status(real.client, "o1:1"))
         assert real.run(read_statuses(real.client, ["o1:1"])) == {"o1:1": UNREAD}
 
