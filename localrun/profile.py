@@ -321,8 +321,8 @@ class Profile:
             max_pending=_max_pending(data.get("admission", {})),
             max_in_flight=_max_pending(data.get("admission", {}), "max_in_flight"),
             cosmos_latency_ms=_latency(cosmos.get("latency_ms")),
-            cosmos_outages=_outages("cosmos.outages", cosmos.get("outages", []), refused=False),
-            cosmos_refusals=_outages("cosmos.outages", cosmos.get("outages", []), refused=True),
+            cosmos_outages=_outages("cosmos.outages", cosmos.get("outages", []), "refused", False),
+            cosmos_refusals=_outages("cosmos.outages", cosmos.get("outages", []), "refused", True),
             settle_latency_ms=_latency(servicebus.get("settle_latency_ms"), "servicebus.settle_latency_ms"),
             settings=_app_settings(data.get("settings", {})),
             operator=_operator(data["operator"]) if "operator" in data else None,
@@ -333,8 +333,8 @@ class Profile:
             cosmos_partition_ranges=_ranges(cosmos.get("partition_ranges", 1)),
             durable_delivery_delay_rate=_rate("durable.delivery_delay_rate", durable.get("delivery_delay_rate", 0)),
             durable_delivery_delay_ms=_delivery_delay(durable.get("delivery_delay_ms", [0, 10_000])),
-            durable_outages=_outages("durable.outages", durable.get("outages", []), False, "bare"),
-            durable_bare_outages=_outages("durable.outages", durable.get("outages", []), True, "bare"),
+            durable_outages=_outages("durable.outages", durable.get("outages", []), "bare", False),
+            durable_bare_outages=_outages("durable.outages", durable.get("outages", []), "bare", True),
             durable_late_start_rate=_rate("durable.late_start_rate", durable.get("late_start_rate", 0)),
             durable_late_start_ms=_delivery_delay(durable.get("late_start_ms", [0, 120_000]), "durable.late_start_ms"),
             worker_threads=_limit("host.worker_threads", host.get("worker_threads"), MAX_THREADS),
@@ -389,17 +389,16 @@ def _status_queues(data: Any, submitters: int) -> StatusQueues:
     return StatusQueues(length, tuple(refusing))
 
 
-def _outages(
-    where: str, data: Any, refused: bool | None = None, flag: str = "refused"
-) -> tuple[tuple[float, float], ...]:
-    """``[{"start_s": s, "duration_s": d}, ...]``: windows in seconds from the run's start. ``refused``: the windows
-    whose key ``flag`` is that (Cosmos DB's ``refused``: a refusal of the app's identity, not a 503; the Durable
-    extension's ``bare``: a 500 without a body), None: no such key."""
+def _outages(where: str, data: Any, flag: str | None = None, flagged: bool = False) -> tuple[tuple[float, float], ...]:
+    """``[{"start_s": s, "duration_s": d}, ...]``: windows in seconds from the run's start. ``flag``: a key a window
+    may set true (Cosmos DB's ``refused``: a refusal of the app's identity, not a 503; the Durable extension's
+    ``bare``: a 500 without a body), and the windows returned are those whose ``flag`` is ``flagged``; None: no such
+    key."""
     if not isinstance(data, list):
         raise ProfileError(f"{where} must be a list")
     windows: list[tuple[float, float]] = []
     for n, item in enumerate(data):
-        entry = _check_keys(f"{where}[{n}]", item, OUTAGE_KEYS if refused is None else OUTAGE_KEYS | {flag})
+        entry = _check_keys(f"{where}[{n}]", item, OUTAGE_KEYS if flag is None else OUTAGE_KEYS | {flag})
         start, duration = entry.get("start_s"), entry.get("duration_s")
         if not _number(start) or not 0 <= start <= MAX_SECONDS:
             raise ProfileError(
@@ -409,9 +408,12 @@ def _outages(
             raise ProfileError(
                 f"{where}[{n}].duration_s must be a positive number of seconds up to {MAX_SECONDS}, got {duration!r}"
             )
+        if flag is None:
+            windows.append((float(start), float(duration)))
+            continue
         if not isinstance(entry.get(flag, False), bool):
             raise ProfileError(f"{where}[{n}].{flag} must be true or false, got {entry.get(flag)!r}")
-        if refused is None or entry.get(flag, False) is refused:
+        if entry.get(flag, False) is flagged:
             windows.append((float(start), float(duration)))
     return tuple(windows)
 
