@@ -13,8 +13,8 @@ date). ``dev.py`` itself runs on any Python 3.9+; it finds a Python 3.13 to buil
 (``demo serve --orders 200 --seed 7``: the live console, README "Operate it"; docs/local-runner.md).
 ``python3 dev.py setup`` only sets up ``.venv``, ``node_modules`` and ``.venv-checkov`` (and Chromium when it can):
 what ``test`` does first; ``demo`` and ``bench`` set up only the first two.
-``python3 dev.py bench [ORDERS] [--sdk-speed-ups] [--compare REF] [--repeat N]`` times the 1,000-order all-faults
-simulation, and with ``--compare`` the same for git ref REF and the ratio (docs/benchmark.md).
+``python3 dev.py bench [ORDERS] [--sdk-speed-ups] [--all-cores] [--compare REF] [--repeat N]`` times the 1,000-order
+all-faults simulation, and with ``--compare`` the same for git ref REF and the ratio (docs/benchmark.md).
 """
 
 from __future__ import annotations
@@ -621,11 +621,15 @@ def _children_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def _bench_run(root: Path, orders: int, speed_ups: bool) -> Run:
+# The ``simulate`` flags ``bench`` passes on when given: the Durable SDK's speed-ups; every core for the run's threads.
+BENCH_FLAGS = ("--sdk-speed-ups", "--all-cores")
+
+
+def _bench_run(root: Path, orders: int, flags: tuple[str, ...]) -> Run:
     """One benchmark run of the tree at ``root`` with this ``.venv``: (process wall s, CPU s, report,
     exit code). CPU is user + system time of the run and what it waited for (its Cosmos DB server):
-    on a shared machine it moves less than the wall time. Flags the tree's CLI does not know (an
-    older ref) are left out."""
+    on a shared machine it moves less than the wall time. ``flags``: ``simulate`` flags to pass
+    (``BENCH_FLAGS``); those the tree's CLI does not know (an older ref) are left out."""
     cli = (root / "localrun" / "__main__.py").read_text()
     with tempfile.TemporaryDirectory() as tmp:
         report_path = Path(tmp) / "bench.json"
@@ -635,7 +639,7 @@ def _bench_run(root: Path, orders: int, speed_ups: bool) -> Run:
             *("--faults", "examples/profiles/all-faults.json", "--report", str(report_path)),
             "--no-progress",
             *(("--log-level", "CRITICAL") if "--log-level" in cli else ()),
-            *(("--sdk-speed-ups",) if speed_ups and "--sdk-speed-ups" in cli else ()),
+            *(flag for flag in flags if flag in cli),
         ]
         print(f"+ (in {root}) {' '.join(command)}", flush=True)
         started, cpu_before = time.monotonic(), _children_cpu()
@@ -657,6 +661,7 @@ def _bench_print(report: dict[str, Any], wall: float, cpu: float) -> None:
             f"path                every invocation through azure-functions-runtime "
             f"({runtime['invocation_requests']} InvocationRequests); Durable SDK "
             + ("with the runner's speed-ups" if runtime["sdk_speed_ups"] else "as shipped")
+            + _cores(runtime)
         )
     print(f"wall                {wall:.1f} s (process), {report['wall_s']} s (simulation only)")
     print(f"cpu                 {cpu:.1f} s (user + system, the run and its Cosmos DB server)")
@@ -666,6 +671,16 @@ def _bench_print(report: dict[str, Any], wall: float, cpu: float) -> None:
     print("latency_s           " + json.dumps(report["latency_s"]))
     violated = {k: v for k, v in report["invariants"].items() if v}
     print(f"invariants          {'all 0' if not violated else f'VIOLATED {violated}'}")
+
+
+def _cores(runtime: dict[str, Any]) -> str:
+    """How the run used the cores (``localrun/affinity.py``), as the report says: nothing before it did."""
+    if "one_core" not in runtime:
+        return ""
+    placed = runtime["one_core"]
+    if placed is None:
+        return "; threads on every core"
+    return f"; threads on core {placed['core']}" + (" until the machine got busy" if placed["given_up"] else "")
 
 
 if TYPE_CHECKING:  # dev.py runs on Python 3.9: annotations only
@@ -719,11 +734,11 @@ def bench_ratio(ref: str, before: list[Run], after: list[Run]) -> list[str]:
     return lines
 
 
-def _bench_options(args: list[str]) -> tuple[int, str | None, int, bool]:
-    """``[ORDERS] [--sdk-speed-ups] [--compare REF] [--repeat N]`` -> (orders, ref, rounds, speed-ups).
-    ``ValueError`` with the message to show."""
-    speed_ups = "--sdk-speed-ups" in args
-    rest = [a for a in args if a != "--sdk-speed-ups"]
+def _bench_options(args: list[str]) -> tuple[int, str | None, int, tuple[str, ...]]:
+    """``[ORDERS] [--sdk-speed-ups] [--all-cores] [--compare REF] [--repeat N]`` -> (orders, ref, rounds,
+    the ``simulate`` flags given). ``ValueError`` with the message to show."""
+    flags = tuple(flag for flag in BENCH_FLAGS if flag in args)
+    rest = [a for a in args if a not in BENCH_FLAGS]
     values: dict[str, str] = {}
     for name in ("--compare", "--repeat"):
         if name in rest:
@@ -738,20 +753,21 @@ def _bench_options(args: list[str]) -> tuple[int, str | None, int, bool]:
     except ValueError:
         raise ValueError("bench takes a number of orders and --repeat a number of rounds") from None
     if len(rest) > 1 or orders < 1 or rounds < 1:
-        raise ValueError("usage: bench [ORDERS] [--sdk-speed-ups] [--compare REF] [--repeat N]")
-    return orders, values.get("--compare"), rounds, speed_ups
+        raise ValueError("usage: bench [ORDERS] [--sdk-speed-ups] [--all-cores] [--compare REF] [--repeat N]")
+    return orders, values.get("--compare"), rounds, flags
 
 
 def bench(args: list[str]) -> int:
     """The benchmark: a 1,000-order all-faults run (seed 1) through the real Functions runtime. Prints
     wall time, orders/s and the report's operations-per-order and latency lines; the report goes to a
-    temporary folder. ``bench [ORDERS] [--sdk-speed-ups] [--compare REF] [--repeat N]``: the flag
-    patches two hot spots of the Durable SDK's replay (off by default: what is measured is the SDK as
-    shipped); ``--compare REF`` also runs git ref REF (in a temporary worktree, same ``.venv``, before
+    temporary folder. ``bench [ORDERS] [--sdk-speed-ups] [--all-cores] [--compare REF] [--repeat N]``:
+    ``--sdk-speed-ups`` patches two hot spots of the Durable SDK's replay (off by default: what is measured is
+    the SDK as shipped), ``--all-cores`` leaves the runs' threads on every core (``localrun/affinity.py``);
+    ``--compare REF`` also runs git ref REF (in a temporary worktree, same ``.venv``, before
     the work tree) and prints both figures and the ratio; ``--repeat N`` runs N rounds (REF, then the
     work tree) and compares the fastest run of each side, and prints each round's ratio."""
     try:
-        orders, ref, rounds, speed_ups = _bench_options(args)
+        orders, ref, rounds, flags = _bench_options(args)
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -762,8 +778,8 @@ def bench(args: list[str]) -> int:
     try:
         for _ in range(rounds):
             if tree is not None:
-                before.append(_bench_run(tree, orders, speed_ups))
-            after.append(_bench_run(ROOT, orders, speed_ups))
+                before.append(_bench_run(tree, orders, flags))
+            after.append(_bench_run(ROOT, orders, flags))
     finally:
         if tree is not None:
             _drop_tree(tree)

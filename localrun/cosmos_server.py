@@ -21,6 +21,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
+from localrun.affinity import place_helper
+
 if TYPE_CHECKING:
     from azure.cosmos import CosmosClient
 
@@ -110,6 +112,7 @@ class CosmosServer:
                 announced = line
         self.port = int(announced.split()[1])
         self.endpoint = f"https://127.0.0.1:{self.port}"
+        place_helper(self._proc.pid)  # the cores the runner left, when it keeps to one (localrun.affinity)
         return self
 
     def stop(self) -> None:

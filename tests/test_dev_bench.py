@@ -35,12 +35,18 @@ def report(wall_s: float) -> dict[str, Any]:
 
 
 def test_options(dev: ModuleType) -> None:
-    assert dev._bench_options([]) == (1000, None, 1, False)
+    assert dev._bench_options([]) == (1000, None, 1, ())
     assert dev._bench_options(["200", "--compare", "HEAD~3", "--repeat", "3", "--sdk-speed-ups"]) == (
         200,
         "HEAD~3",
         3,
-        True,
+        ("--sdk-speed-ups",),
+    )
+    assert dev._bench_options(["--all-cores", "50", "--sdk-speed-ups"]) == (
+        50,
+        None,
+        1,
+        ("--sdk-speed-ups", "--all-cores"),
     )
     for bad in (["--repeat"], ["--compare"], ["--repeat", "0"], ["--repeat", "x"], ["lots"], ["10", "20"], ["0"]):
         with pytest.raises(ValueError):
@@ -75,7 +81,7 @@ def test_rounds_alternate_the_trees_and_the_worktree_is_removed(
     dropped: list[Path] = []
     cpu = iter([9.0, 4.0, 8.0, 5.0, 10.0, 6.0])
 
-    def bench_run(root: Path, orders: int, speed_ups: bool) -> tuple[float, float, dict[str, Any], int]:
+    def bench_run(root: Path, orders: int, flags: tuple[str, ...]) -> tuple[float, float, dict[str, Any], int]:
         runs.append(root)
         used = next(cpu)
         return used + 1, used, report(used), 0
@@ -92,7 +98,7 @@ def test_rounds_alternate_the_trees_and_the_worktree_is_removed(
     assert "2.00x CPU (8.0 s / 4.0 s; the fastest of 3 runs each)" in out
     assert "1.60x (8.0 s / 5.0 s)" in out
 
-    def broken(root: Path, orders: int, speed_ups: bool) -> tuple[float, float, dict[str, Any], int]:
+    def broken(root: Path, orders: int, flags: tuple[str, ...]) -> tuple[float, float, dict[str, Any], int]:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(dev, "_bench_run", broken)
@@ -106,7 +112,7 @@ def test_repeated_runs_of_the_work_tree_alone_show_the_fastest_and_every_run(
 ) -> None:
     cpu = iter([7.0, 5.0, 6.0])
 
-    def bench_run(root: Path, orders: int, speed_ups: bool) -> tuple[float, float, dict[str, Any], int]:
+    def bench_run(root: Path, orders: int, flags: tuple[str, ...]) -> tuple[float, float, dict[str, Any], int]:
         assert root == dev.ROOT
         used = next(cpu)
         return used + 1, used, report(used), 0
@@ -134,3 +140,17 @@ def test_bad_options_are_refused_before_anything_is_installed(
     monkeypatch.setattr(dev, "setup", setup)
     assert dev.bench(["--repeat", "0"]) == 2
     assert "--repeat" in capsys.readouterr().err
+
+
+def test_the_path_line_says_how_the_run_used_the_cores(dev: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    shown = []
+    for one_core in ({"core": 1, "given_up": False}, {"core": 0, "given_up": True}, None):
+        run = report(5.0)
+        run["runtime"] = {**run["runtime"], "one_core": one_core}
+        dev._bench_print(run, 6.0, 5.0)
+        shown.append(next(line for line in capsys.readouterr().out.splitlines() if line.startswith("path")))
+    assert shown[0].endswith("as shipped; threads on core 1")
+    assert shown[1].endswith("as shipped; threads on core 0 until the machine got busy")
+    assert shown[2].endswith("as shipped; threads on every core")
+    dev._bench_print(report(5.0), 6.0, 5.0)  # an older ref's report says nothing of cores
+    assert "(7 InvocationRequests); Durable SDK as shipped\n" in capsys.readouterr().out

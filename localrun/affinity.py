@@ -1,0 +1,187 @@
+"""One core for the runner's Python threads, the others for its Cosmos DB server.
+
+The runner is one Python process whose threads take turns: the virtual-time scheduler hands a baton from
+task to task (``localrun.virtual_time``), and every invocation crosses from its task's thread to the worker's
+event loop thread and back several times (``localrun.worker.executor``). Only one of them runs Python at a
+time anyway (the GIL), so more cores give it nothing, while each hand-over to a thread the kernel put on
+another core costs a cross-core wake-up and a cold cache. Kept to one core, the hand-overs are cheap; the
+Node.js Cosmos DB server, a separate process answering those threads, gets the other cores.
+
+Measured on the 2-core development machine, 1,000 orders all-faults, seed 1: 96.4 s of wall and 96.8 s of
+CPU unpinned, 77.7 s and 77.9 s pinned (docs/benchmark.md).
+
+The core is the idlest one when the run starts (``/proc/stat`` over a fifth of a second), and only when the
+machine has room for it (``choose_core``): a run started beside another busy one is left to the kernel.
+``simulate`` keeps to one core (and so does each run of ``fuzz``, a ``simulate`` process); ``simulate
+--all-cores`` never does. Linux only; elsewhere, and with a single allowed core, nothing changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+# Idle cores (summed idle shares) the run needs to keep to one: its own and most of one for the Cosmos DB server.
+ROOM = 1.5
+# Pinning is given up when the allowed cores are idle for less than this much of a core, BUSY_SAMPLES seconds in a row.
+BUSY_IDLE = 0.35
+BUSY_SAMPLES = 3
+WATCH_EVERY_S = 1.0  # how often the watch samples
+
+
+@dataclass
+class Placement:
+    """Where the runner put itself: ``core`` for every thread of this process, ``others`` for its helpers;
+    ``given_up``: the machine got busy and every core was given back during the run."""
+
+    core: int
+    others: frozenset[int]
+    given_up: bool = False
+
+    def summary(self) -> dict[str, int | bool]:
+        """For the report's ``runtime.one_core``."""
+        return {"core": self.core, "given_up": self.given_up}
+
+
+_placement: Placement | None = None
+_helpers: list[int] = []  # the helpers placed, given every core back when the pinning is given up
+
+
+@contextlib.contextmanager
+def one_core(sample_s: float = 0.2) -> Iterator[Placement | None]:
+    """Within the block, every thread of this process (and every thread started in it) runs on the idlest
+    allowed core, and ``place_helper`` puts helpers on the others; afterwards every thread may use the cores
+    the process had before (a test that calls the command in its own process keeps its cores). Yields the
+    placement, or None when nothing was changed: no ``sched_setaffinity``, one allowed core, no room
+    (``choose_core``), or a block inside another."""
+    global _placement
+    if not hasattr(os, "sched_setaffinity") or _placement is not None:
+        yield None
+        return
+    allowed = frozenset(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        yield None
+        return
+    core = choose_core(idle_fractions(allowed, sample_s))
+    if core is None:
+        yield None
+        return
+    _placement = Placement(core, allowed - {core})
+    _move_threads({core})
+    stop = threading.Event()
+    watch = threading.Thread(target=_watch, args=(allowed, stop), name="localrun-affinity", daemon=True)
+    watch.start()
+    try:
+        yield _placement
+    finally:
+        stop.set()
+        watch.join()
+        if _placement is not None:
+            _move_threads(allowed)
+        _placement = None
+        _helpers.clear()
+
+
+def _watch(allowed: frozenset[int], stop: threading.Event) -> None:
+    """Gives the pinning up once the machine is busy (``saturated``, ``BUSY_SAMPLES`` seconds in a row): the
+    process and its helpers get every allowed core back for the rest of the run, and the kernel shares them,
+    which it does better than a pinned run can (another run started beside this one, a test suite)."""
+    global _placement
+    busy_for = 0
+    before = _ticks()
+    while not stop.wait(WATCH_EVERY_S):
+        after = _ticks()
+        busy_for = busy_for + 1 if saturated(before, after, allowed) else 0
+        before = after
+        if busy_for >= BUSY_SAMPLES:
+            if _placement is not None:
+                _placement.given_up = True
+            _placement = None
+            _move_threads(allowed)
+            for pid in _helpers:
+                _move_threads(allowed, pid)
+            return
+
+
+def saturated(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]], allowed: frozenset[int]) -> bool:
+    """Whether the allowed cores were idle for less than ``BUSY_IDLE`` of a core between two ``_ticks``
+    samples (False when they cannot be read). A run alone on a 2-core machine leaves about 0.95 idle (its
+    Cosmos DB server takes the rest); two runs leave none."""
+    shares = [
+        (after[cpu][0] - before[cpu][0]) / (after[cpu][1] - before[cpu][1])
+        for cpu in allowed
+        if cpu in before and cpu in after and after[cpu][1] > before[cpu][1]
+    ]
+    return bool(shares) and sum(shares) < BUSY_IDLE
+
+
+def place_helper(pid: int) -> None:
+    """Puts a helper process (the Cosmos DB server), every thread it has, on the cores the runner left, when
+    it keeps to one; threads the helper starts later inherit that from the thread that starts them."""
+    if _placement is not None:
+        _helpers.append(pid)
+        _move_threads(_placement.others, pid)
+
+
+def idle_fractions(allowed: frozenset[int], sample_s: float) -> dict[int, float]:
+    """Each allowed core's idle share (0-1) over ``sample_s``, from ``/proc/stat``; empty when that cannot
+    be read."""
+    before = _ticks()
+    time.sleep(sample_s)
+    after = _ticks()
+    return {
+        cpu: (after[cpu][0] - before[cpu][0]) / (after[cpu][1] - before[cpu][1])
+        for cpu in sorted(allowed)
+        if cpu in before and cpu in after and after[cpu][1] > before[cpu][1]
+    }
+
+
+def choose_core(shares: dict[int, float]) -> int | None:
+    """The idlest core, when the cores sampled are idle enough for the runner on one and the Cosmos DB server on
+    the others (``ROOM``): None otherwise, or with no sample. A run started beside a busy one on a 2-core machine
+    finds about one core busy and is left to the kernel (two runs pinned on the two cores, each beside the other's
+    Cosmos DB server, took 18.6 s against 15.8 s unpinned, 200 orders each)."""
+    if not shares or sum(shares.values()) < ROOM:
+        return None
+    return max(shares, key=lambda cpu: (shares[cpu], -cpu))
+
+
+def _ticks() -> dict[int, tuple[int, int]]:
+    """Per core (idle + iowait ticks, all ticks) from ``/proc/stat``; empty when it cannot be read."""
+    ticks: dict[int, tuple[int, int]] = {}
+    try:
+        lines = (PROC / "stat").read_text().splitlines()
+    except OSError:
+        return ticks
+    for line in lines:
+        name, _, rest = line.partition(" ")
+        fields = rest.split()
+        if name.startswith("cpu") and name[3:].isdigit() and len(fields) >= 5 and all(f.isdigit() for f in fields):
+            counts = [int(f) for f in fields]
+            ticks[int(name[3:])] = (counts[3] + counts[4], sum(counts))
+    return ticks
+
+
+def _move_threads(cores: set[int] | frozenset[int], pid: int | None = None) -> None:
+    """Allows every thread of process ``pid`` (None: this one) only ``cores``."""
+    for tid in _threads(pid) or [pid or 0]:
+        try:
+            os.sched_setaffinity(tid, cores)
+        except OSError:  # a thread or helper that ended since the listing, or a sandbox that refuses: harmless
+            continue
+    if pid is None:
+        os.sched_setaffinity(0, cores)  # this thread, whatever the listing held
+
+
+def _threads(pid: int | None = None) -> list[int]:
+    """The thread ids of process ``pid`` (None: this one); empty when they cannot be listed."""
+    try:
+        return [int(tid) for tid in os.listdir(PROC / str(pid or "self") / "task") if tid.isdigit()]
+    except OSError:
+        return []

@@ -1,0 +1,161 @@
+"""The runner keeps its threads to one core and its Cosmos DB server to the others (``localrun.affinity``),
+only when the machine has room, gives the cores back afterwards, and gives the pinning up when the machine
+gets busy. The placement is real (``sched_setaffinity`` on this process, its threads, a Node.js server);
+only the idle figures of ``/proc/stat`` are chosen by the tests, through a ``/proc`` of their own or the
+sampler."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from localrun import affinity
+from localrun.cosmos_server import CosmosServer
+
+ALLOWED = frozenset(os.sched_getaffinity(0))
+needs_two_cores = pytest.mark.skipif(len(ALLOWED) < 2, reason="pinning needs two allowed cores")
+
+
+def masks(pid: int | None = None) -> set[frozenset[int]]:
+    """The distinct allowed-core sets of every thread of process ``pid`` (None: this one)."""
+    task = Path("/proc", str(pid or "self"), "task")
+    return {frozenset(os.sched_getaffinity(int(tid))) for tid in os.listdir(task)}
+
+
+@pytest.fixture
+def room(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    """The sampler reports every allowed core idle, the highest-numbered one idlest: the chosen core."""
+    core = max(ALLOWED)
+    monkeypatch.setattr(affinity, "idle_fractions", lambda allowed, _s: {c: 0.9 + (c == core) * 0.1 for c in allowed})
+    yield core
+    assert masks() == {ALLOWED}  # every test leaves the process as it found it
+
+
+def stat(idle: dict[int, tuple[int, int]]) -> str:
+    """A /proc/stat of cores with (idle ticks, all ticks): user, nice, system, idle, iowait, irq, softirq."""
+    lines = ["cpu  1 1 1 1 1 1 1"]
+    for cpu, (idle_ticks, total) in sorted(idle.items()):
+        lines.append(f"cpu{cpu} {total - idle_ticks} 0 0 {idle_ticks - 1} 1 0 0 0 0 0")
+    return "\n".join([*lines, "intr 5 0", "ctxt 7"]) + "\n"
+
+
+def test_ticks_read_idle_and_iowait_per_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "stat").write_text(stat({0: (40, 100), 1: (90, 100)}))
+    monkeypatch.setattr(affinity, "PROC", tmp_path)
+    assert affinity._ticks() == {0: (40, 100), 1: (90, 100)}
+    (tmp_path / "stat").unlink()
+    assert affinity._ticks() == {}
+
+
+def test_the_idlest_core_is_chosen_only_with_room_for_the_server() -> None:
+    assert affinity.choose_core({0: 0.3, 1: 0.95, 2: 0.9}) == 1
+    assert affinity.choose_core({0: 0.9, 1: 0.9}) == 0  # a tie: the lowest
+    # a run already busy on one of two cores: left to the kernel
+    assert affinity.choose_core({0: 0.05, 1: 0.9}) is None
+    assert affinity.choose_core({}) is None
+
+
+def test_a_machine_idle_for_less_than_a_third_of_a_core_is_saturated() -> None:
+    before = {0: (0, 0), 1: (0, 0)}
+    alone = {0: (10, 100), 1: (85, 100)}  # a run and its Cosmos DB server: 0.95 idle
+    two_runs = {0: (2, 100), 1: (3, 100)}
+    both = frozenset({0, 1})
+    assert not affinity.saturated(before, alone, both)
+    assert affinity.saturated(before, two_runs, both)
+    assert not affinity.saturated({}, two_runs, both)  # nothing read: not saturated
+    assert not affinity.saturated(before, two_runs, frozenset({7}))  # no such core
+
+
+@needs_two_cores
+def test_every_thread_keeps_to_the_core_and_gets_the_cores_back(room: int) -> None:
+    started = threading.Event()
+    release = threading.Event()
+    before = threading.Thread(target=release.wait)
+    before.start()  # a thread that was running when the block began
+    seen: list[set[frozenset[int]]] = []
+    try:
+        with affinity.one_core() as placement:
+            assert placement == affinity.Placement(room, ALLOWED - {room}, given_up=False)
+
+            def run() -> None:
+                started.set()
+                release.wait()
+
+            inside = threading.Thread(target=run)
+            inside.start()
+            started.wait(5)
+            seen.append(masks())
+        after = masks()
+    finally:
+        release.set()
+        before.join()
+        inside.join()
+    assert seen == [{frozenset({room})}]
+    assert after == {ALLOWED}
+
+
+@needs_two_cores
+def test_the_cosmos_server_runs_on_the_other_cores(room: int) -> None:
+    with affinity.one_core(), CosmosServer() as server:
+        assert server._proc is not None
+        node = server._proc.pid
+        assert masks(node) == {ALLOWED - {room}}
+        assert masks() == {frozenset({room})}
+    with CosmosServer() as server:  # outside the block, nothing is placed
+        assert server._proc is not None
+        assert masks(server._proc.pid) == {ALLOWED}
+
+
+@needs_two_cores
+def test_no_room_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(affinity, "idle_fractions", lambda allowed, _s: dict.fromkeys(allowed, 0.1))
+    with affinity.one_core() as placement:
+        assert placement is None
+        assert masks() == {ALLOWED}
+
+
+@needs_two_cores
+def test_a_busy_machine_ends_the_pinning_for_the_rest_of_the_run(room: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    ticks = {c: [0, 0] for c in ALLOWED}
+
+    def saturating() -> dict[int, tuple[int, int]]:  # every sample: 100 more ticks per core, none idle
+        for count in ticks.values():
+            count[1] += 100
+        return {c: (i, t) for c, (i, t) in ticks.items()}
+
+    monkeypatch.setattr(affinity, "WATCH_EVERY_S", 0.05)
+    with affinity.one_core() as placement:
+        assert placement is not None
+        assert masks() == {frozenset({room})}
+        monkeypatch.setattr(affinity, "_ticks", saturating)
+        deadline = time.monotonic() + 10
+        while masks() != {ALLOWED} and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert masks() == {ALLOWED}
+        assert affinity._placement is None  # a helper started now is not placed
+    assert masks() == {ALLOWED}
+    assert placement.summary() == {"core": room, "given_up": True}
+
+
+@needs_two_cores
+def test_a_quiet_machine_keeps_the_pinning(room: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    ticks = {c: [0, 0] for c in ALLOWED}
+
+    def quiet() -> dict[int, tuple[int, int]]:  # every sample: each core half idle
+        for count in ticks.values():
+            count[0] += 50
+            count[1] += 100
+        return {c: (i, t) for c, (i, t) in ticks.items()}
+
+    monkeypatch.setattr(affinity, "WATCH_EVERY_S", 0.02)
+    monkeypatch.setattr(affinity, "_ticks", quiet)
+    with affinity.one_core() as placement:
+        time.sleep(0.02 * (affinity.BUSY_SAMPLES + 5))
+        assert masks() == {frozenset({room})}
+    assert placement is not None
+    assert not placement.given_up
