@@ -10,7 +10,8 @@ date). ``dev.py`` itself runs on any Python 3.9+; it finds a Python 3.13 to buil
 ``test`` runs the suite as three pytest processes at once (``tests/e2e``, a few folders, the rest: ``run_whole_suite``);
 ``python3 dev.py test ARGS`` runs the linters and mypy, then pytest with exactly ARGS, in one process;
 ``python3 dev.py demo ARGS`` runs ``python -m localrun ARGS`` instead of the demo's own arguments
-(``demo serve --orders 200 --seed 7``: the live console, README "Operate it"; docs/local-runner.md).
+(``demo serve --orders 200 --seed 7 --faults examples/profiles/demo.json``: the live console, README
+"Operate it"; docs/local-runner.md).
 ``python3 dev.py setup`` only sets up ``.venv``, ``node_modules`` and ``.venv-checkov`` (and Chromium when it can):
 what ``test`` does first; ``demo`` and ``bench`` set up only the first two.
 ``python3 dev.py bench [ORDERS] [--sdk-speed-ups] [--all-cores] [--compare REF] [--repeat N]`` times the 1,000-order
