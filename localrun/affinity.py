@@ -153,7 +153,8 @@ def choose_core(shares: dict[int, float]) -> int | None:
 
 
 def _ticks() -> dict[int, tuple[int, int]]:
-    """Per core (idle + iowait ticks, all ticks) from ``/proc/stat``; empty when it cannot be read."""
+    """Per core (idle + iowait ticks, all ticks) from ``/proc/stat``; empty when it cannot be read. All ticks are
+    the first eight counts: guest and guest_nice, a virtual machine's time, are in user and nice already."""
     ticks: dict[int, tuple[int, int]] = {}
     try:
         lines = (PROC / "stat").read_text().splitlines()
@@ -164,7 +165,7 @@ def _ticks() -> dict[int, tuple[int, int]]:
         fields = rest.split()
         if name.startswith("cpu") and name[3:].isdigit() and len(fields) >= 5 and all(f.isdigit() for f in fields):
             counts = [int(f) for f in fields]
-            ticks[int(name[3:])] = (counts[3] + counts[4], sum(counts))
+            ticks[int(name[3:])] = (counts[3] + counts[4], sum(counts[:8]))
     return ticks
 
 

@@ -159,3 +159,11 @@ def test_a_quiet_machine_keeps_the_pinning(room: int, monkeypatch: pytest.Monkey
         assert masks() == {frozenset({room})}
     assert placement is not None
     assert not placement.given_up
+
+
+def test_ticks_count_guest_time_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel counts a virtual machine's time (guest, guest_nice) in user and nice as well: a core of a
+    machine that runs one, half idle, is half idle."""
+    (tmp_path / "stat").write_text("cpu0 30 20 0 40 10 0 0 0 30 20\n")
+    monkeypatch.setattr(affinity, "PROC", tmp_path)
+    assert affinity._ticks() == {0: (50, 100)}
