@@ -49,8 +49,12 @@ class Placement:
         return {"core": self.core, "given_up": self.given_up}
 
 
-_placement: Placement | None = None
-_helpers: list[int] = []  # the helpers placed, given every core back when the pinning is given up
+_active = False  # within a block (its pinning, if any, may have been given up since)
+_placement: Placement | None = None  # the block's while its pinning holds
+_helpers: set[int] = set()  # the helpers placed and not stopped, given every core back when the pinning is given up
+# Held while helpers are placed, forgotten or given every core back: a helper placed as the pinning is given up is
+# given every core back too, and one forgotten (stopped: its pid may be another process's once reaped) is not touched.
+_lock = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -59,36 +63,45 @@ def one_core(sample_s: float = 0.2) -> Iterator[Placement | None]:
     allowed core, and ``place_helper`` puts helpers on the others; afterwards every thread may use the cores
     the process had before (a test that calls the command in its own process keeps its cores). Yields the
     placement, or None when nothing was changed: no ``sched_setaffinity``, one allowed core, no room
-    (``choose_core``), or a block inside another."""
-    global _placement
-    if not hasattr(os, "sched_setaffinity") or _placement is not None:
+    (``choose_core``), a core the kernel refuses (gone offline since the sample), or a block inside another
+    (even one whose pinning was given up)."""
+    global _active, _placement
+    if not hasattr(os, "sched_setaffinity") or _active:
         yield None
         return
     allowed = frozenset(os.sched_getaffinity(0))
     if len(allowed) < 2:
         yield None
         return
-    core = choose_core(idle_fractions(allowed, sample_s))
-    if core is None:
-        yield None
-        return
-    _placement = Placement(core, allowed - {core})
-    _move_threads({core})
+    _active = True
     stop = threading.Event()
-    watch = threading.Thread(target=_watch, args=(allowed, stop), name="localrun-affinity", daemon=True)
-    watch.start()
-    try:
+    watch = None
+    moved = False
+    try:  # from here on, however the block ends (an exception, Ctrl-C or SIGTERM while sampling): every core back
+        core = choose_core(idle_fractions(allowed, sample_s))
+        if core is not None:
+            moved = True
+            if _move_threads({core}):
+                _placement = Placement(core, allowed - {core})
+                thread = threading.Thread(
+                    target=_watch, args=(_placement, allowed, stop), name="localrun-affinity", daemon=True
+                )
+                thread.start()
+                watch = thread  # joined below once started
         yield _placement
     finally:
         stop.set()
-        watch.join()
-        if _placement is not None:
-            _move_threads(allowed)
-        _placement = None
-        _helpers.clear()
+        if watch is not None:
+            watch.join()
+        with _lock:
+            _placement = None
+            _helpers.clear()
+        if moved:
+            _move_threads(allowed)  # given up or not: a thread started as it was given up may still be on the core
+        _active = False
 
 
-def _watch(allowed: frozenset[int], stop: threading.Event) -> None:
+def _watch(placement: Placement, allowed: frozenset[int], stop: threading.Event) -> None:
     """Gives the pinning up once the machine is busy (``saturated``, ``BUSY_SAMPLES`` seconds in a row): the
     process and its helpers get every allowed core back for the rest of the run, and the kernel shares them,
     which it does better than a pinned run can (another run started beside this one, a test suite)."""
@@ -100,12 +113,12 @@ def _watch(allowed: frozenset[int], stop: threading.Event) -> None:
         busy_for = busy_for + 1 if saturated(before, after, allowed) else 0
         before = after
         if busy_for >= BUSY_SAMPLES:
-            if _placement is not None:
-                _placement.given_up = True
-            _placement = None
-            _move_threads(allowed)
-            for pid in _helpers:
-                _move_threads(allowed, pid)
+            with _lock:
+                placement.given_up = True
+                _placement = None
+                _move_threads(allowed)
+                for pid in _helpers:
+                    _move_threads(allowed, pid)
             return
 
 
@@ -123,10 +136,19 @@ def saturated(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, in
 
 def place_helper(pid: int) -> None:
     """Puts a helper process (the Cosmos DB server), every thread it has, on the cores the runner left, when
-    it keeps to one; threads the helper starts later inherit that from the thread that starts them."""
-    if _placement is not None:
-        _helpers.append(pid)
-        _move_threads(_placement.others, pid)
+    it keeps to one; threads the helper starts later inherit that from the thread that starts them. The
+    helper's owner calls ``forget_helper`` before it reaps the helper."""
+    with _lock:
+        if _placement is not None:
+            _helpers.add(pid)
+            _move_threads(_placement.others, pid)
+
+
+def forget_helper(pid: int) -> None:
+    """The helper ``pid`` is about to be stopped and reaped, after which its pid may be another process's: the
+    pinning, given up later, leaves that pid alone."""
+    with _lock:
+        _helpers.discard(pid)
 
 
 def idle_fractions(allowed: frozenset[int], sample_s: float) -> dict[int, float]:
@@ -169,15 +191,21 @@ def _ticks() -> dict[int, tuple[int, int]]:
     return ticks
 
 
-def _move_threads(cores: set[int] | frozenset[int], pid: int | None = None) -> None:
-    """Allows every thread of process ``pid`` (None: this one) only ``cores``."""
+def _move_threads(cores: set[int] | frozenset[int], pid: int | None = None) -> bool:
+    """Allows every thread of process ``pid`` (None: this one) only ``cores``; for this process, whether this
+    thread got them (False: the kernel refused them, a core gone offline or out of the cpuset, a sandbox)."""
     for tid in _threads(pid) or [pid or 0]:
         try:
             os.sched_setaffinity(tid, cores)
         except OSError:  # a thread or helper that ended since the listing, or a sandbox that refuses: harmless
             continue
-    if pid is None:
+    if pid is not None:
+        return True
+    try:
         os.sched_setaffinity(0, cores)  # this thread, whatever the listing held
+    except OSError:
+        return False
+    return True
 
 
 def _threads(pid: int | None = None) -> list[int]:
