@@ -11,7 +11,8 @@ Measured on the 2-core development machine, 1,000 orders all-faults, seed 1: 96.
 CPU unpinned, 77.7 s and 77.9 s pinned (docs/benchmark.md).
 
 The core is the idlest one when the run starts (``/proc/stat`` over a fifth of a second), and only when the
-machine has room for it (``choose_core``): a run started beside another busy one is left to the kernel.
+machine has room for it (``choose_core``): a run started beside another busy one is left to the kernel, and a
+run gives its cores back when the machine gets busy or another process takes its core (``_watch``).
 ``simulate`` keeps to one core (and so does each run of ``fuzz``, a ``simulate`` process); ``simulate
 --all-cores`` never does. Linux only; elsewhere, and with a single allowed core, nothing changes.
 """
@@ -29,8 +30,10 @@ from pathlib import Path
 PROC = Path("/proc")
 # Idle cores (summed idle shares) the run needs to keep to one: its own and most of one for the Cosmos DB server.
 ROOM = 1.5
-# Pinning is given up when the allowed cores are idle for less than this much of a core, BUSY_SAMPLES seconds in a row.
+# Pinning is given up when the allowed cores are idle for less than this much of a core, or other processes take more
+# than SHARED of the runner's core, BUSY_SAMPLES seconds in a row.
 BUSY_IDLE = 0.35
+SHARED = 0.3
 BUSY_SAMPLES = 3
 WATCH_EVERY_S = 1.0  # how often the watch samples
 
@@ -102,16 +105,18 @@ def one_core(sample_s: float = 0.2) -> Iterator[Placement | None]:
 
 
 def _watch(placement: Placement, allowed: frozenset[int], stop: threading.Event) -> None:
-    """Gives the pinning up once the machine is busy (``saturated``, ``BUSY_SAMPLES`` seconds in a row): the
-    process and its helpers get every allowed core back for the rest of the run, and the kernel shares them,
-    which it does better than a pinned run can (another run started beside this one, a test suite)."""
+    """Gives the pinning up once the machine is busy (``saturated``) or another process takes the runner's core
+    (``shared``), ``BUSY_SAMPLES`` seconds in a row: the process and its helpers get every allowed core back for
+    the rest of the run, and the kernel shares them, which it does better than a pinned run can (another run
+    started beside this one, a test suite, two runs that chose the same core)."""
     global _placement
     busy_for = 0
-    before = _ticks()
+    before, used_before = _ticks(), _cpu_ticks()
     while not stop.wait(WATCH_EVERY_S):
-        after = _ticks()
-        busy_for = busy_for + 1 if saturated(before, after, allowed) else 0
-        before = after
+        after, used = _ticks(), _cpu_ticks()
+        busy = saturated(before, after, allowed) or shared(before, after, placement.core, used - used_before)
+        busy_for = busy_for + 1 if busy else 0
+        before, used_before = after, used
         if busy_for >= BUSY_SAMPLES:
             with _lock:
                 placement.given_up = True
@@ -132,6 +137,18 @@ def saturated(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, in
         if cpu in before and cpu in after and after[cpu][1] > before[cpu][1]
     ]
     return bool(shares) and sum(shares) < BUSY_IDLE
+
+
+def shared(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]], core: int, used: float) -> bool:
+    """Whether other processes took more than ``SHARED`` of the runner's core between two ``_ticks`` samples, the
+    runner (every thread of it on that core) having used ``used`` ticks of CPU (False when it cannot be read). A run
+    alone leaves its core to itself (about 0.05 to others, kernel work); two runs that chose the same core take
+    half of it each (measured: 0.5, their servers' core 84 % idle)."""
+    if core not in before or core not in after or after[core][1] <= before[core][1]:
+        return False
+    total = after[core][1] - before[core][1]
+    busy = total - (after[core][0] - before[core][0])
+    return (busy - used) / total > SHARED
 
 
 def place_helper(pid: int) -> None:
@@ -189,6 +206,12 @@ def _ticks() -> dict[int, tuple[int, int]]:
             counts = [int(f) for f in fields]
             ticks[int(name[3:])] = (counts[3] + counts[4], sum(counts[:8]))
     return ticks
+
+
+def _cpu_ticks() -> float:
+    """The CPU this process used so far (user + system, every thread), in ``/proc/stat`` ticks."""
+    used = os.times()
+    return (used.user + used.system) * os.sysconf("SC_CLK_TCK")
 
 
 def _move_threads(cores: set[int] | frozenset[int], pid: int | None = None) -> bool:

@@ -146,9 +146,9 @@ def test_a_busy_machine_ends_the_pinning_for_the_rest_of_the_run(room: int, monk
 def test_a_quiet_machine_keeps_the_pinning(room: int, monkeypatch: pytest.MonkeyPatch) -> None:
     ticks = {c: [0, 0] for c in ALLOWED}
 
-    def quiet() -> dict[int, tuple[int, int]]:  # every sample: each core half idle
-        for count in ticks.values():
-            count[0] += 50
+    def quiet() -> dict[int, tuple[int, int]]:  # every sample: the other cores half idle, this process's core idle
+        for cpu, count in ticks.items():
+            count[0] += 100 if cpu == room else 50
             count[1] += 100
         return {c: (i, t) for c, (i, t) in ticks.items()}
 
@@ -245,6 +245,33 @@ def test_a_server_stopped_is_not_touched_when_the_pinning_is_given_up(
         assert wait_for(lambda: placement.given_up)
     assert targets  # the runner's own threads got every core back
     assert node not in targets
+
+
+def test_a_core_another_process_takes_a_third_of_is_shared() -> None:
+    before = {0: (0, 0), 1: (0, 0)}
+    alone = {0: (5, 100), 1: (85, 100)}  # the run on core 0 used 92 of its 95 busy ticks
+    assert not affinity.shared(before, alone, 0, used=92)
+    assert affinity.shared(before, alone, 0, used=50)  # two runs on core 0: half of it each
+    assert not affinity.shared({}, alone, 0, used=0)  # nothing read: not shared
+    assert not affinity.shared(before, alone, 7, used=0)  # no such core
+
+
+@needs_two_cores
+def test_another_process_on_the_runners_core_ends_the_pinning(room: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs started at the same moment can both find the same core idlest: each keeps to it beside the other,
+    at half speed, while the core their servers share stays mostly idle. The machine as a whole is not busy; the
+    runner's core is, and by another process than this one."""
+
+    def crowded(ticks: dict[int, list[int]]) -> None:  # this core busy (this process all but idle), the others idle
+        for cpu, count in ticks.items():
+            count[0] += 0 if cpu == room else 100
+            count[1] += 100
+
+    with affinity.one_core() as placement:
+        assert placement is not None
+        give_up_when(monkeypatch, crowded)
+        assert wait_for(lambda: placement.given_up)
+        assert masks() == {ALLOWED}
 
 
 def test_without_sched_setaffinity_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> None:
