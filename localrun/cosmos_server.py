@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
-from localrun.affinity import place_helper
+from localrun.affinity import forget_helper, place_helper
 
 if TYPE_CHECKING:
     from azure.cosmos import CosmosClient
@@ -117,6 +117,7 @@ class CosmosServer:
 
     def stop(self) -> None:
         if self._proc is not None:
+            forget_helper(self._proc.pid)  # before it is reaped: then the pid may be another process's
             if self._proc.poll() is None:
                 self._proc.terminate()
                 try:
