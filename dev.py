@@ -10,7 +10,8 @@ date). ``dev.py`` itself runs on any Python 3.9+; it finds a Python 3.13 to buil
 ``test`` runs the suite as three pytest processes at once (``tests/e2e``, a few folders, the rest: ``run_whole_suite``);
 ``python3 dev.py test ARGS`` runs the linters and mypy, then pytest with exactly ARGS, in one process;
 ``python3 dev.py demo ARGS`` runs ``python -m localrun ARGS`` instead of the demo's own arguments
-(``demo serve --orders 200 --seed 7``: the live console, README "Operate it"; docs/local-runner.md).
+(``demo serve --orders 200 --seed 7 --faults examples/profiles/demo.json``: the live console, README
+"Operate it"; docs/local-runner.md); options alone are added to the demo's own (``demo --log-level INFO``).
 ``python3 dev.py setup`` only sets up ``.venv``, ``node_modules`` and ``.venv-checkov`` (and Chromium when it can):
 what ``test`` does first; ``demo`` and ``bench`` set up only the first two.
 ``python3 dev.py bench [ORDERS] [--sdk-speed-ups] [--all-cores] [--compare REF] [--repeat N]`` times the 1,000-order
@@ -601,8 +602,11 @@ def demo(args: list[str]) -> int:
         "--chart",
         "out/demo-chart.png",
     ]
-    code = run(PYTHON, "-m", "localrun", *(args or default), check=False)
-    if code not in (0, 1) or (args or default)[0] != "simulate":  # it failed (exit 2: bad input), or it was serve
+    # Options alone (``demo --log-level INFO``, ``demo --orders 20``) are added to the demo's own, the last of an
+    # option given twice winning; a command (``demo serve ...``, ``demo simulate ...``) replaces them.
+    command = [*default, *args] if args and args[0].startswith("-") else (args or default)
+    code = run(PYTHON, "-m", "localrun", *command, check=False)
+    if code not in (0, 1) or command[0] != "simulate":  # it failed (exit 2: bad input), or it was serve
         return code
     here = "" if Path.cwd().resolve() == ROOT else f"cd {shlex.quote(str(ROOT))} && "  # the command is the checkout's
     serve = f"{PYTHON.relative_to(ROOT)} -m localrun serve --orders 200 --seed 7 --faults examples/profiles/demo.json"

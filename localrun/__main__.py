@@ -358,7 +358,7 @@ def _serve(args: argparse.Namespace) -> int:
     except ServerUnavailable as exc:
         print(f"cannot start the Cosmos DB protocol server: {exc}", file=sys.stderr)
         return 2
-    say(summary(build_report(result)))
+    say(summary(build_report(result), served=True))
     return 0
 
 

@@ -940,7 +940,8 @@ def _injected(result: SimulationResult, final: dict[str, int]) -> dict[str, int]
     return injected
 
 
-def summary(report: dict[str, Any]) -> str:
+def summary(report: dict[str, Any], *, served: bool = False) -> str:
+    """The summary ``simulate`` and ``serve`` print. ``served``: the run was ``serve``'s (``verdict``)."""
     lines = [f"orders: {report['orders']}   wall: {report['wall_s']} s   simulated: {report['simulated_s']} s"]
 
     def table(title: str, values: dict[str, Any]) -> None:
@@ -993,21 +994,29 @@ def summary(report: dict[str, Any]) -> str:
     reasons = Counter(d["reason"] for d in report["dead_letters"])
     if reasons:
         table("dead letters by reason", dict(reasons))
-    lines.append("\n" + verdict(report))
+    lines.append("\n" + verdict(report, served=served))
     return "\n".join(lines)
 
 
-def verdict(report: dict[str, Any]) -> str:
+def verdict(report: dict[str, Any], *, served: bool = False) -> str:
     """The summary's last line: whether the run kept every invariant, and how the orders ended, so that a
-    reader of a chaos run's ``Error`` or ``DeadLettered`` counts need not scroll back to judge them."""
+    reader of a chaos run's ``Error`` or ``DeadLettered`` counts need not scroll back to judge them. ``served``:
+    ``serve``'s run, which writes no report, so the orders the report would name are named here, and which the
+    developer stops when they like, orders still in flight then counting as ``non_terminal``."""
     invariants = report["invariants"]
     violated = {name: count for name, count in invariants.items() if count}
     if violated:
         named = ", ".join(f"{name} {count}" for name, count in violated.items())
-        return (
-            f"verdict: {len(violated)} of {len(invariants)} invariants VIOLATED ({named}): the report's "
-            "invariant_examples name orders (docs/design.md#invariants)"
+        head = f"verdict: {len(violated)} of {len(invariants)} invariants VIOLATED ({named})"
+        if not served:
+            return f"{head}: the report's invariant_examples name orders (docs/design.md#invariants)"
+        examples = report["invariant_examples"]
+        shown = "; ".join(
+            f"{name} {', '.join(str(e) for e in examples[name])}" for name in violated if examples.get(name)
         )
+        in_flight = " (an order still in flight when serve stopped counts as non_terminal)"
+        stopped = in_flight if "non_terminal" in violated else ""
+        return f"{head}{': e.g. ' + shown if shown else ''}{stopped} (docs/design.md#invariants)"
     final = report["final_states"]
     # DeadLettered counts messages on `orders` (malformed or unusable submissions), not orders of the run
     others = [

@@ -317,8 +317,8 @@ def test_every_runner_command_has_its_synopsis_with_every_option():
         assert set(re.findall(r"--[a-z][a-z-]*", synopsis)) == accepted, command
 
 
-# A runner command the docs show: `python -m localrun <sub> ...` or `dev.py demo <sub> ...` (whose arguments
-# replace demo's), in a code span (which may wrap) or on a line of a code block (up to a `#` comment).
+# A runner command the docs show: `python -m localrun <sub> ...` or `dev.py demo <sub> ...` (a command after demo
+# replaces demo's arguments), in a code span (which may wrap) or on a line of a code block (up to a `#` comment).
 RUNNER_COMMAND = re.compile(r"(?:-m localrun|dev\.py demo) ((?:simulate|serve|fuzz)\b[^`#\n]*(?:\n[^`#\n]+)*)")
 # docs/benchmark.md is a log of the runs as they were made, not instructions
 COMMAND_PAGES = [ROOT / "README.md", *sorted(p for p in DOCS.glob("*.md") if p.name != "benchmark.md")]
