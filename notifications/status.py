@@ -211,14 +211,18 @@ def publish_status_or_owe(
     return OwedStatus(order_id, status, attempt, reply_to, reason, variant)
 
 
-async def hand_to_courier(client: CourierClient, owed: Sequence[OwedStatus]) -> None:
+async def hand_to_courier(client: CourierClient, owed: Sequence[OwedStatus]) -> tuple[OwedStatus, ...]:
     """Starts the courier for each owed status. A courier already running for the same status is
     fine (the start is refused, that one delivers it: ``StatusCourierRunning``), and so is one that
     completed (a start whose answer was lost after it landed, or an earlier hand-over of the same status,
-    whose courier sent it or said it could not: ``StatusCourierDone``). If Durable itself cannot be reached
-    the status is lost: logged as ``StatusSendFailed`` (ERROR), never raised into the trigger."""
+    whose courier sent it or said it could not: ``StatusCourierDone``). Returns the statuses Durable did not
+    take (it cannot be reached, or answered an error: ``StatusNotHandedOver``, WARNING), never raises: the
+    trigger handles its message again later for them (``submission.courier_retry``), whose handling says the
+    status again. Before, such a status was logged lost (``StatusSendFailed``): a pending-cap refusal's
+    ``Rejected`` whose send failed during a Durable outage never reached its submitter (fuzz seed 7985)."""
     from orchestrators.names import DELIVER_STATUS
 
+    failed: list[OwedStatus] = []
     for item in owed:
         try:
             await client.start_new(DELIVER_STATUS, item.instance_id, item.courier_input())
@@ -235,12 +239,23 @@ async def hand_to_courier(client: CourierClient, owed: Sequence[OwedStatus]) -> 
                 )
                 continue
             app_event(
-                "StatusSendFailed",
-                f"order {item.order_id}: status {item.status} could not be handed to the courier: {exc}",
-                logging.ERROR,
+                "StatusNotHandedOver",
+                f"order {item.order_id}: status {item.status} could not be handed to the courier "
+                f"({_start_error(exc)}); its message is handled again later",
+                logging.WARNING,
                 orderId=item.order_id,
                 status=item.status,
+                instanceId=item.instance_id,
             )
+            failed.append(item)
+    return tuple(failed)
+
+
+def _start_error(exc: Exception) -> str:
+    """What a failed start said: the Durable SDK raises ``Exception(body)``, ``None`` for an error answer without a
+    body (an empty 500)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: an error answer with no body" if text in ("", "None") else text
 
 
 async def _courier_has_it(client: CourierClient, instance: str) -> tuple[str, str] | None:

@@ -13,6 +13,7 @@ from notifications.alerts import hand_alerts_to_courier
 from notifications.status import hand_to_courier
 from orchestrators.raise_events import raise_events
 from orchestrators.starter import start_claimed
+from submission.courier_retry import settlement_after_hand_over
 from submission.intake import handle_orders_message
 from submission.payments import copy_if_dead_lettered
 
@@ -35,14 +36,20 @@ async def submit_order(
     # settlement that fails (the lock was lost) or a host that stops after it would drop them, and the
     # redelivery finds the record and starts nothing. All are safe to repeat (deterministic instance ids).
     # An owed alert's hand-over that fails raises: the message is redelivered and raises the alert again (one no
-    # redelivery raises, a deferred notification's this message dead-lettered, is sent again here, or paged).
+    # redelivery raises, a deferred notification's this message dead-lettered, is sent again here, or paged). An
+    # owed status Durable did not take has the message handled again later, as a copy (submission/courier_retry.py).
     if result.claim is not None:
         await start_claimed(durable, [result.claim], ctx.settings.start_grace, ctx)
-    await hand_to_courier(durable, result.owed)
+    not_taken = await hand_to_courier(durable, result.owed)
     await hand_alerts_to_courier(durable, result.alerts, ctx.sender)
+    settlement = (
+        await asyncio.to_thread(settlement_after_hand_over, ctx, message, result, not_taken)
+        if not_taken
+        else result.settlement
+    )
     # ServiceBusMessageActions' methods are blocking gRPC calls to the host, which answers once Service Bus has
     # (seconds when it retries): on the worker's event loop they would stall every invocation of the worker.
-    await asyncio.to_thread(apply_settlement, message_actions, message, result.settlement)
+    await asyncio.to_thread(apply_settlement, message_actions, message, settlement)
     if result.settlement.kind == "defer":  # on its last allowed delivery, the defer dead-lettered it
         await asyncio.to_thread(copy_if_dead_lettered, ctx, message)
     await raise_events(durable, result.events)

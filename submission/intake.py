@@ -127,7 +127,8 @@ def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeRe
         # Service Bus itself is failing (a copy could not be sent either): abandon, Service Bus retries.
         log.warning("%s %s: %s; abandoning for redelivery", contract.type, message.message_id, exc)  # type: ignore[attr-defined]
         result = IntakeResult(Settlement.abandon(str(exc)))
-    return replace(result, alerts=result.alerts + tuple(owed)) if owed else result
+    # its type: a message whose owed status Durable did not take is handled again as a copy of that type
+    return replace(result, alerts=result.alerts + tuple(owed), kind=contract.type)  # type: ignore[attr-defined]
 
 
 def submit_order(

@@ -26,6 +26,7 @@ class IntakeResult:
     owed: tuple[OwedStatus, ...] = ()  # statuses whose send failed: handed to the courier orchestration
     # alerts whose send failed: handed to the alert courier, a hand-over that must succeed before settling
     alerts: tuple[OwedAlert, ...] = ()
+    kind: str | None = None  # the message's type (``handle_orders_message``): a copy of it is sent as one
 
 
 # (context, contract, message, the message's alerts owed: ``notifications.alerts.raise_alert_owing``)

@@ -1,7 +1,8 @@
 """Handing an owed status to its courier (``notifications.status.hand_to_courier``) through the real
 Durable client. A second hand-over of the same status (a redelivered message owing it again) finds its
 courier still delivering: that is the hand-over done, logged ``StatusCourierRunning``, not the
-``StatusSendFailed`` ERROR kept for a status that is lost because Durable cannot be reached."""
+``StatusNotHandedOver`` WARNING of a status Durable cannot take (its message is then handled again later:
+``submission/courier_retry.py``)."""
 
 from __future__ import annotations
 
@@ -46,10 +47,10 @@ def test_a_second_hand_over_finds_the_courier_delivering_and_logs_no_error(clien
     assert instance.instance_id == OWED.instance_id and instance.status is OrchestrationRuntimeStatus.Pending
 
 
-def test_a_status_durable_does_not_take_is_logged_lost(caplog) -> None:
+def test_a_status_durable_does_not_take_is_returned_for_its_message_to_be_handled_again(caplog) -> None:
     caplog.set_level(logging.INFO)
-    asyncio.run(hand_to_courier(Unreachable(), [OWED]))  # never raised into the trigger
-    assert _events(caplog) == [("ERROR", "StatusSendFailed")]
+    assert asyncio.run(hand_to_courier(Unreachable(), [OWED])) == (OWED,)  # never raised into the trigger
+    assert _events(caplog) == [("WARNING", "StatusNotHandedOver")]  # before: ("ERROR", "StatusSendFailed"), lost
 
 
 def _sent(context: Any) -> Generator[Any, Any, str]:
@@ -74,5 +75,5 @@ def test_a_hand_over_whose_start_fails_after_the_courier_completed_is_no_lost_st
         real.api.before_answer = lambda method, path: (
             json_answer(500, {"Message": "storage timeout"}) if method == "POST" else None
         )
-        real.run(hand_to_courier(real.client, [OWED]))  # a redelivery owing the same status again
+        assert real.run(hand_to_courier(real.client, [OWED])) == ()  # a redelivery owing the same status again
     assert _events(caplog) == [("INFO", "StatusCourierDone")]  # before: ("ERROR", "StatusSendFailed")
