@@ -14,41 +14,35 @@ handler completed: one it abandons or defers is handled again anyway, one it dea
 A copy handled within duplicate detection's 10 minutes sends its statuses under the same MessageIds (a status sent
 twice collapses).
 
-Not in the message's last round for a ``Received`` alone: abandoned, it was redelivered until Service Bus dead-lettered
-it ``MaxDeliveryCountExceeded``, paging an operator for the submission of an order that exists and runs (the case
-``SubmissionHandedOver`` settles), while the record owes that status (``receivedOwed``, said by its next writer; the
-mark given up, the order's first attempt says it first): completed (red team of 6ed7d51)."""
+Never for a ``Received``: the order's state record owes it whenever its send failed (``receivedOwed``, said by the
+record's next writer; the mark given up, the order's first attempt says it first), so the courier was a second
+messenger only. A copy for it cost rounds, and in a submission's last round (``retry_later`` abandons a message
+whose rounds are used up) it was redelivered until Service Bus dead-lettered it ``MaxDeliveryCountExceeded``,
+paging an operator for the submission of an order that exists and runs (red team of 6ed7d51:
+``tests/deferral/test_received_not_handed_over_in_the_last_round.py``)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 from adapters.servicebus.settlement import ReceivedMessage, Settlement
 from dependencies import AppContext
 from notifications.status import OwedStatus
 from submission.result import IntakeResult
-from submission.store_outage import retry_later, rounds_used_up
-
-log = logging.getLogger(__name__)
+from submission.store_outage import retry_later
 
 
 def settlement_after_hand_over(
     ctx: AppContext, message: ReceivedMessage, result: IntakeResult, not_taken: Sequence[OwedStatus]
 ) -> Settlement:
-    """The settlement of ``message``: the handler's, or, when Durable did not take some of its owed statuses
-    (``not_taken``) and the handler completed it, the store-retry copy's (complete, the copy sent; abandon)."""
+    """The settlement of ``message``: the handler's, or, when Durable did not take some of its owed statuses other
+    than ``Received`` (``not_taken``) and the handler completed it, the store-retry copy's (complete, the copy sent;
+    abandon)."""
     if not not_taken or result.settlement.kind != "complete" or result.kind is None:
         return result.settlement
-    statuses = ", ".join(f"{item.status} of {item.order_id}" for item in not_taken)
-    if rounds_used_up(message) and all(item.status == "Received" for item in not_taken):
-        log.warning(
-            "%s %s: Durable did not take the courier of its status %s in its last round: completed, the order's "
-            "record owes it",
-            result.kind,
-            message.message_id,
-            statuses,
-        )
+    needed = [item for item in not_taken if item.status != "Received"]  # the record owes a Received
+    if not needed:
         return result.settlement
+    statuses = ", ".join(f"{item.status} of {item.order_id}" for item in needed)
     why = f"Durable did not take the courier of its status {statuses}"
     return retry_later(ctx, message, result.kind, why, store_down=False).settlement

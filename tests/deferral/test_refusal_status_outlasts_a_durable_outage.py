@@ -131,3 +131,22 @@ def test_only_a_completed_message_with_a_status_durable_did_not_take_is_copied(c
     result = IntakeResult(settlement, owed=(owed,), kind="OrderSubmitted")
     assert settlement_after_hand_over(ctx, object(), result, not_taken) == settlement  # type: ignore[arg-type]
     assert sent == []
+
+
+def test_an_accepted_order_whose_received_durable_does_not_take_is_completed_with_it_owed(
+    functions: Any, ctx: Any, broker: Any, monkeypatch: Any
+) -> None:
+    """Input: p1 accepted (cap not full); the send of its ``Received`` fails, and Durable does not take the courier.
+
+    Expected: the message is completed with no copy: the record owes ``Received`` (``receivedOwed``), which its next
+    writer says. Before the red team's change, a copy was sent (and in the last round the message was abandoned
+    into a dead letter)."""
+    Cap(monkeypatch, full=False)
+    context_with(ctx, sender=SendsFailing(broker, "client-statuses", times=1))
+    send(broker, order())
+
+    assert deliver(functions, broker, DurableDown())
+
+    assert [json.loads(m.body)["type"] for m in broker.peek(ORDERS_QUEUE, 10)] == []
+    assert broker.dead_letters(ORDERS_QUEUE) == [] and told(broker) == []
+    assert ctx.states.get("p1").received_owed is not None
