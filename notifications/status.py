@@ -241,7 +241,8 @@ async def hand_to_courier(client: CourierClient, owed: Sequence[OwedStatus]) -> 
             app_event(
                 "StatusNotHandedOver",
                 f"order {item.order_id}: status {item.status} could not be handed to the courier "
-                f"({_start_error(exc)}); its message is handled again later",
+                f"({_start_error(exc)}); "
+                + ("the order's record owes it" if item.status == "Received" else "its message is handled again later"),
                 logging.WARNING,
                 orderId=item.order_id,
                 status=item.status,
