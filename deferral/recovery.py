@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from adapters.cosmos.deferral_store import update_deferrals
@@ -125,7 +125,14 @@ def _accepted_meanwhile(ctx: AppContext, order_id: str, doc: DeferralDocument, o
     listed as dead-lettered under it are flagged (``flag_refused_notifications``)."""
     if ctx.states.get(order_id) is None:
         return False
-    flag_refused_notifications(ctx, withdraw_refusal(ctx, doc), owed)
+    # Their alert, if owed, is raised by nothing that handles this message again: the refusal withdrawn, it is
+    # completed naming nothing (``submission.intake``). So the trigger sends it once more if Durable does not take
+    # it, or pages (``notifications.alerts.send_or_page``), never leaving it to the message handled again.
+    mine: list[OwedAlert] = []
+    try:
+        flag_refused_notifications(ctx, withdraw_refusal(ctx, doc), mine)
+    finally:
+        owed.extend(replace(item, raised_again=False) for item in mine)
     return True
 
 
