@@ -13,7 +13,9 @@ is fetched again deferred, the notifications flagged for an accepted order) must
 fails, nor spend the message's deliveries on it: ``raise_alert_or_owe`` returns it as owed (``OwedAlert``;
 ``raise_alert_owing`` adds it to the message's list), and the trigger hands it to the alert courier
 orchestration (``deliver_alert_v1``, ``hand_alerts_to_courier``) before it settles the message; the courier
-sends it under the same id on durable timers, as the status courier does a status (``orchestrators/alert.py``)."""
+sends it under the same id on durable timers, as the status courier does a status (``orchestrators/alert.py``).
+One Durable does not take either has the message handled again later, a store-retry copy whose handling raises it
+again (``submission.courier_retry``), as a status has; never a failed trigger redelivered at once."""
 
 from __future__ import annotations
 
@@ -181,9 +183,10 @@ def courier_instance_id(alert_id: str) -> str:
 class OwedAlert:
     """An alert whose send failed where it was raised, for the alert courier (``deliver_alert_v1``) to send
     under the same id: one courier per alert (``instance_id``), so repeats of the same alert share it.
-    ``raised_again``: whether a redelivery of the message in hand raises it again (False: the alert of another
-    message, settled while this one was handled, such as a deferred notification it fetched and dead-lettered;
-    ``hand_alerts_to_courier`` cannot leave it to a redelivery)."""
+    ``raised_again``: whether handling the message in hand again (a redelivery, its store-retry copy) raises it
+    again (False: the alert of another message, settled while this one was handled, such as a deferred notification
+    it fetched and dead-lettered; or one the handling itself made untrue to raise again, a refusal's withdrawal:
+    ``deferral.recovery``); ``hand_alerts_to_courier`` cannot leave such an alert to the message handled again)."""
 
     alert: OperatorAlert
     raised_again: bool = True

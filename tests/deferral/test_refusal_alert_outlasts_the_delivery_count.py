@@ -4,7 +4,10 @@ Bus send too: on five deliveries in a row whose alert and copy both failed (``ha
 seed 1, at 20 % send failures) the ``OrderSubmitted`` was dead-lettered ``MaxDeliveryCountExceeded``, its
 refusal written and told but never alerted (``silent_failures`` 1). Now the alert whose send failed is handed
 to the alert courier (``deliver_alert_v1``) before the message is settled, and the message is completed: the
-courier sends it under the same id on durable timers, whatever Service Bus does right now.
+courier sends it under the same id on durable timers, whatever Service Bus does right now. When Durable does not
+take the courier either, the message is handled again later as a store-retry copy that finishes the refusal and
+raises the alert again (``submission/courier_retry.py``): the hand-over's failure used to fail the trigger, and the
+redeliveries Service Bus gives at once used up the message's five deliveries in a Durable outage of seconds.
 
 Through the registered trigger with the Durable SDK's own client against the local Durable engine, which
 replays the registered courier through the SDK and runs its activity through the Functions runtime; the
