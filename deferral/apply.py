@@ -202,8 +202,8 @@ def _apply(
 ) -> tuple[Processed, Settlement | None]:
     seq: int = message.sequence_number
     order_id = note.order_id
-    # its alert, if owed, is this message's, settled here, not the one the trigger has in hand: no redelivery of
-    # that one raises it again (notifications.alerts.hand_alerts_to_courier)
+    # its alert, if owed, is this message's, settled here, not the one the trigger has in hand: handling that one
+    # again (a redelivery, a copy) does not raise it again (notifications.alerts.hand_alerts_to_courier)
     mine: list[OwedAlert] | None = None if owed is None else []
     try:
         outcome = apply_notification(ctx, note, seq, owed=mine)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from adapters.cosmos.deferral_store import update_deferrals
@@ -125,7 +125,14 @@ def _accepted_meanwhile(ctx: AppContext, order_id: str, doc: DeferralDocument, o
     listed as dead-lettered under it are flagged (``flag_refused_notifications``)."""
     if ctx.states.get(order_id) is None:
         return False
-    flag_refused_notifications(ctx, withdraw_refusal(ctx, doc), owed)
+    # Their alert, if owed, is raised by nothing that handles this message again: the refusal withdrawn, it is
+    # completed naming nothing (``submission.intake``). So the trigger sends it once more if Durable does not take
+    # it, or pages (``notifications.alerts.send_or_page``), never leaving it to the message handled again.
+    mine: list[OwedAlert] = []
+    try:
+        flag_refused_notifications(ctx, withdraw_refusal(ctx, doc), mine)
+    finally:
+        owed.extend(replace(item, raised_again=False) for item in mine)
     return True
 
 
@@ -147,10 +154,11 @@ def flag_refused_notifications(ctx: AppContext, doc: DeferralDocument | None, ow
     refusal stood (``refused_notifications``, listed before they were dead-lettered) are for a live order
     now: an alert names them (sequence numbers and notification ids) for an operator to resubmit from the
     ``orders`` dead-letter queue, then they are taken off the document. An alert whose send fails is added to
-    ``owed`` (the submission's, handed to the alert courier before the message is settled, a hand-over that must
-    succeed) and they stay listed: the document is the only other record of them, so they come off it only once
-    this alert went out here (a later submission of the order names them again, under the same id while the
-    list is the same: a repeat, never a loss). Raised, the failed send abandoned the ``OrderSubmitted``, and five
+    ``owed`` (the submission's, handed to the alert courier before the message is settled; one Durable does not
+    take has the message handled again later, and that handling names them again) and they stay listed: the
+    document is the only other record of them, so they come off it only once this alert went out here (a later
+    submission of the order names them again, under the same id while the list is the same: a repeat, never a
+    loss). Raised, the failed send abandoned the ``OrderSubmitted``, and five
     in a row dead-lettered it ``MaxDeliveryCountExceeded``, still unsent. A store failure on the write propagates:
     the message is handled again, finds them still listed and sends the alert again under the same id, which
     names the notifications; a crash between the send and the write is the same. Nothing listed (every order

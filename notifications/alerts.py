@@ -13,7 +13,9 @@ is fetched again deferred, the notifications flagged for an accepted order) must
 fails, nor spend the message's deliveries on it: ``raise_alert_or_owe`` returns it as owed (``OwedAlert``;
 ``raise_alert_owing`` adds it to the message's list), and the trigger hands it to the alert courier
 orchestration (``deliver_alert_v1``, ``hand_alerts_to_courier``) before it settles the message; the courier
-sends it under the same id on durable timers, as the status courier does a status (``orchestrators/alert.py``)."""
+sends it under the same id on durable timers, as the status courier does a status (``orchestrators/alert.py``).
+One Durable does not take either has the message handled again later, a store-retry copy whose handling raises it
+again (``submission.courier_retry``), as a status has; never a failed trigger redelivered at once."""
 
 from __future__ import annotations
 
@@ -181,9 +183,10 @@ def courier_instance_id(alert_id: str) -> str:
 class OwedAlert:
     """An alert whose send failed where it was raised, for the alert courier (``deliver_alert_v1``) to send
     under the same id: one courier per alert (``instance_id``), so repeats of the same alert share it.
-    ``raised_again``: whether a redelivery of the message in hand raises it again (False: the alert of another
-    message, settled while this one was handled, such as a deferred notification it fetched and dead-lettered;
-    ``hand_alerts_to_courier`` cannot leave it to a redelivery)."""
+    ``raised_again``: whether handling the message in hand again (a redelivery, its store-retry copy) raises it
+    again (False: the alert of another message, settled while this one was handled, such as a deferred notification
+    it fetched and dead-lettered; or one the handling itself made untrue to raise again, a refusal's withdrawal:
+    ``deferral.recovery``); ``hand_alerts_to_courier`` cannot leave such an alert to the message handled again)."""
 
     alert: OperatorAlert
     raised_again: bool = True
@@ -282,22 +285,19 @@ class CourierClient(Protocol):
 _DELIVERING = frozenset({"Running", "Pending", "Suspended", "ContinuedAsNew"})
 
 
-class AlertHandOverFailed(Exception):
-    """Durable did not take an owed alert: the trigger fails, and the message is redelivered."""
-
-
 async def hand_alerts_to_courier(
     client: CourierClient, owed: Sequence[OwedAlert], sender: MessageSender | None = None
-) -> None:
-    """Starts the alert courier for each owed alert. Unlike a status, an alert is never dropped here: a start
-    that fails raises ``AlertHandOverFailed`` once every alert was tried (the trigger fails before it settles
-    the message, which is redelivered and raises the alert again, under the same id), unless the courier of that
-    very alert is still delivering it (a start refused because the instance exists: a redelivery whose first
-    hand-over went through). An alert no redelivery raises again (``raised_again`` False: a deferred notification
-    the message fetched and dead-lettered is gone) is sent once more through ``sender`` instead, and when that
-    fails too logged ``AlertUndelivered`` (ERROR: the alertsUndelivered log rule pages on it): left to the
-    redelivery, it was lost."""
-    failed: list[str] = []
+) -> tuple[OwedAlert, ...]:
+    """Starts the alert courier for each owed alert (a start refused because the courier of that very alert is still
+    delivering it is fine: a redelivery whose first hand-over went through). Returns the alerts Durable did not take
+    that handling the message again raises again (``raised_again``), logged ``AlertNotHandedOver`` (WARNING); never
+    raises: the trigger has the message handled again later for them (``submission.courier_retry``: a store-retry
+    copy, whose handling raises them again under the same ids). Before, such a failure raised: the trigger failed,
+    the message was redelivered at once, and a Durable outage of more than a few seconds used up its deliveries and
+    dead-lettered it ``MaxDeliveryCountExceeded``. An alert no handling of the message raises again (``raised_again``
+    False: a deferred notification the message fetched and dead-lettered is gone) is sent once more through
+    ``sender`` instead, and when that fails too logged ``AlertUndelivered`` (``send_or_page``)."""
+    again: list[OwedAlert] = []
     for item in owed:
         instance = url_instance_id(item.instance_id)
         try:
@@ -306,10 +306,20 @@ async def hand_alerts_to_courier(
             if await courier_delivering(client, instance):
                 pass
             elif item.raised_again:
-                failed.append(f"alert {item.alert.alert_id} could not be handed to the courier: {exc}")
+                app_event(
+                    "AlertNotHandedOver",
+                    f"operator alert {item.alert.kind}: could not be handed to the alert courier "
+                    f"({start_error(exc)}); its message is handled again, which raises it again",
+                    logging.WARNING,
+                    alertId=item.alert.alert_id,
+                    orderId=item.alert.order_id,
+                    alertKind=item.alert.kind,
+                    instanceId=item.instance_id,
+                )
+                again.append(item)
                 continue
             else:
-                await asyncio.to_thread(_send_or_page, sender, item, exc)
+                await asyncio.to_thread(send_or_page, sender, item, exc)
                 continue
         app_event(
             "AlertHandedOver",
@@ -318,12 +328,19 @@ async def hand_alerts_to_courier(
             orderId=item.alert.order_id,
             instanceId=item.instance_id,
         )
-    if failed:
-        raise AlertHandOverFailed("; ".join(failed))
+    return tuple(again)
 
 
-def _send_or_page(sender: MessageSender | None, item: OwedAlert, hand_over: Exception) -> None:
-    """The last chance of an owed alert that Durable did not take and no redelivery raises again: sent now, or
+def start_error(exc: Exception) -> str:
+    """What a failed start said: the Durable SDK raises ``Exception(body)``, ``None`` for an error answer without a
+    body (an empty 500)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: an error answer with no body" if text in ("", "None") else text
+
+
+def send_or_page(sender: MessageSender | None, item: OwedAlert, hand_over: Exception | str) -> None:
+    """The last chance of an owed alert that Durable did not take and that no handling of its message raises again
+    (a deferred notification's, dead-lettered; one whose message is in its last store-retry round): sent now, or
     logged ``AlertUndelivered`` (ERROR), the event a log alert rule pages on."""
     if sender is not None:
         try:
@@ -332,7 +349,7 @@ def _send_or_page(sender: MessageSender | None, item: OwedAlert, hand_over: Exce
             hand_over = exc
         else:
             return
-    alert_undelivered(item.alert, f"neither sent nor handed to the courier, and no redelivery raises it: {hand_over}")
+    alert_undelivered(item.alert, f"neither sent nor handed to the courier, and nothing raises it again: {hand_over}")
 
 
 async def courier_runtime(client: CourierClient, instance: str) -> str | None:

@@ -113,8 +113,8 @@ def raise_once_per_problem(
     (``note_paged``: "sent"); a send that failed marks nothing ("unsent": the next occurrence raises it again).
     ``marks`` None keeps no mark: raised every time. ``owed``: a trigger with a message in hand, whose failed send
     is owed to the alert courier (``raise_alert_or_owe``, appended to ``owed``) and marks nothing either: its
-    hand-over may fail and leave it to the redelivery. ``held_order_id``: the order the occurrence was met on, for
-    ``AlertRepeatHeld``, when the alert itself names none."""
+    hand-over may fail and leave it to the message handled again (its store-retry copy). ``held_order_id``: the
+    order the occurrence was met on, for ``AlertRepeatHeld``, when the alert itself names none."""
     at: datetime = alert["at"]
     kind: str = alert["kind"]
     order_id: str | None = alert.get("order_id")

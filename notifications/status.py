@@ -40,6 +40,7 @@ from notifications.alerts import (
     courier_runtime,
     delivering,
     raise_alert,
+    start_error,
 )
 from notifications.repeats import raise_once_per_problem
 from observability.events import app_event
@@ -241,7 +242,7 @@ async def hand_to_courier(client: CourierClient, owed: Sequence[OwedStatus]) -> 
             app_event(
                 "StatusNotHandedOver",
                 f"order {item.order_id}: status {item.status} could not be handed to the courier "
-                f"({_start_error(exc)}); "
+                f"({start_error(exc)}); "
                 + ("the order's record owes it" if item.status == "Received" else "its message is handled again later"),
                 logging.WARNING,
                 orderId=item.order_id,
@@ -250,13 +251,6 @@ async def hand_to_courier(client: CourierClient, owed: Sequence[OwedStatus]) -> 
             )
             failed.append(item)
     return tuple(failed)
-
-
-def _start_error(exc: Exception) -> str:
-    """What a failed start said: the Durable SDK raises ``Exception(body)``, ``None`` for an error answer without a
-    body (an empty 500)."""
-    text = str(exc)
-    return f"{type(exc).__name__}: an error answer with no body" if text in ("", "None") else text
 
 
 async def _courier_has_it(client: CourierClient, instance: str) -> tuple[str, str] | None:

@@ -1,12 +1,17 @@
 """The alert courier: an operator alert whose send failed where it was raised by a trigger with a message
-in hand (the intake's ``OrderRejected`` and ``ConflictingOrderData``) is
+in hand (the intake's ``OrderRejected``, ``ConflictingOrderData``, a rejected payment notification's,
+``NotificationsForAcceptedOrder``) is
 handed to this orchestration before the message is settled (``notifications.alerts.hand_alerts_to_courier``),
 instead of abandoning the message for its alert: abandoned on each failure, an alert queue failing on five
 deliveries in a row dead-lettered the message ``MaxDeliveryCountExceeded``, the alert never sent. The
 courier sends it through the ``send_alert`` activity under its own id (a repeat collapses in duplicate
 detection), retried on durable timers as a final status is (``FINAL_RETRY_DELAYS``, about six hours): the
 instance is the outbox, kept by Durable across restarts, and Service Bus need not be up right now. Its last
-try says so (``last_try``): a failure then is logged ``AlertUndelivered``, since nothing tries again."""
+try says so (``last_try``): a failure then is logged ``AlertUndelivered``, since nothing tries again. When Durable
+cannot take the courier either (its start fails), the message is handled again later as a store-retry copy whose
+handling raises the alert again (``submission.courier_retry``; in its last round, or for an alert no handling raises
+again, the trigger sends it once more or logs ``AlertUndelivered``), not redelivered at once: a Durable outage used up
+its deliveries in seconds and dead-lettered it ``MaxDeliveryCountExceeded``."""
 
 from __future__ import annotations
 

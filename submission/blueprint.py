@@ -35,16 +35,18 @@ async def submit_order(
     # The claimed attempt and the owed statuses and alerts are handed over before the message is settled: a
     # settlement that fails (the lock was lost) or a host that stops after it would drop them, and the
     # redelivery finds the record and starts nothing. All are safe to repeat (deterministic instance ids).
-    # An owed alert's hand-over that fails raises: the message is redelivered and raises the alert again (one no
-    # redelivery raises, a deferred notification's this message dead-lettered, is sent again here, or paged). An
-    # owed status Durable did not take has the message handled again later, as a copy (submission/courier_retry.py).
+    # A status or an alert Durable did not take has the message handled again later, as a copy whose handling says
+    # the status and raises the alert again (submission/courier_retry.py); never a failed trigger, redelivered at
+    # once until an outage of more than a few seconds dead-lettered it MaxDeliveryCountExceeded. An alert no handling
+    # raises again (a deferred notification's that handling this message dead-lettered; any, in the message's last
+    # store-retry round) is sent once more here, or logged AlertUndelivered, which pages.
     if result.claim is not None:
         await start_claimed(durable, [result.claim], ctx.settings.start_grace, ctx)
     not_taken = await hand_to_courier(durable, result.owed)
-    await hand_alerts_to_courier(durable, result.alerts, ctx.sender)
+    alerts_not_taken = await hand_alerts_to_courier(durable, result.alerts, ctx.sender)
     settlement = (
-        await asyncio.to_thread(settlement_after_hand_over, ctx, message, result, not_taken)
-        if not_taken
+        await asyncio.to_thread(settlement_after_hand_over, ctx, message, result, not_taken, alerts_not_taken)
+        if not_taken or alerts_not_taken
         else result.settlement
     )
     # ServiceBusMessageActions' methods are blocking gRPC calls to the host, which answers once Service Bus has

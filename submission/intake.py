@@ -150,10 +150,14 @@ def submit_order(
         # submission was accepted, that one speaks for the order (a late Rejected would contradict it).
         if deferrals.rejected_at is not None:
             return _reject(ctx, order, message, deferrals, now, owed, finishing=True, write=False)
-        log.info(
-            "order %s: message %s was refused before a later submission was accepted: completed",
-            order.order_id,
-            message.message_id,
+        # Not told again, nor alerted: an earlier handling's Rejected or OrderRejected still owed (its courier not
+        # taken by Durable: this is its copy) is dropped with the refusal, as the status courier drops its Rejected
+        app_event(
+            "RefusalSuperseded",
+            f"order {order.order_id}: message {message.message_id} was refused before a later submission was "
+            "accepted: completed, its Rejected and OrderRejected not said again",
+            orderId=order.order_id,
+            messageId=message.message_id,
         )
         return IntakeResult(Settlement.complete())
     if state is None:
@@ -291,7 +295,8 @@ def _conflicting(ctx: AppContext, order: OrderSubmitted, now: datetime) -> Intak
     detection's 10 minutes was collapsed into the first's alert and told no one. Repeats of one content are held
     while they keep coming (an alert mark, ``notifications/repeats.py``), past duplicate detection's 10 minutes
     too; the dead-letter watch still logs every message. The mark is written only for an alert sent here: one owed
-    to the courier is raised again by the redelivery if its hand-over fails."""
+    to the courier that Durable does not take either is raised again by the message's store-retry copy (judged
+    again, and dead-lettered then: ``submission.courier_retry``)."""
     description = f"order {order.order_id} exists with different data; the stored order is kept unchanged"
     digest = _content_digest(order)
     owed: list[OwedAlert] = []  # a failed send goes to the alert courier, not back to Service Bus
@@ -342,8 +347,11 @@ def _reject(
        stands: a state record written meanwhile, another submission of the order accepted, ends it untold);
     3. the ``OrderRejected`` alert, once per order and refused content while the refusals go on (an alert mark:
        repeats are held, ``AlertRepeatHeld``; a failed send goes to the alert courier, ``deliver_alert_v1``, which
-       the trigger hands it to before it settles the message: a hand-over that fails fails the trigger, and the
-       redelivery finishes the refusal again), and the message is completed.
+       the trigger hands it to before it settles the message; one Durable does not take either has the message
+       handled again later, a store-retry copy that finishes the refusal again: ``submission.courier_retry``), and
+       the message is completed. A refusal superseded before that copy is handled (another submission of the
+       order accepted: the copy is completed telling nobody) ends with its alert unsent, as its ``Rejected`` is
+       (``RefusalSuperseded``).
 
     Once the mark is written, whatever handles the same message again (a redelivery after a failure or a
     lost lock, a store-retry copy) finds it (``submit_order``, ``finishing``) and goes through the same
@@ -387,7 +395,8 @@ def _reject(
     # content (and reason), not per message: a producer re-sending the same refused order every minute paged every
     # minute (each message's sequence number was the alert's id: 182 pages in three hours); its repeats are held
     # (an alert mark, ``notifications/repeats.py``), the submitter still told each time above. Marked only when the
-    # alert was sent here, as ``_conflicting``'s: one owed to the courier is raised again by the redelivery.
+    # alert was sent here, as ``_conflicting``'s: one owed to the courier that Durable does not take either is raised
+    # again by the message's store-retry copy (submission/courier_retry.py).
     reason = f"MAX_PENDING={ctx.settings.max_pending}"
     digest = _content_digest(order, reason)
     alerts: list[OwedAlert] = []

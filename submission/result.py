@@ -24,7 +24,8 @@ class IntakeResult:
     claim: Claim | None = None  # the fast path: start this attempt right away
     events: tuple[RaiseEvent, ...] = ()
     owed: tuple[OwedStatus, ...] = ()  # statuses whose send failed: handed to the courier orchestration
-    # alerts whose send failed: handed to the alert courier, a hand-over that must succeed before settling
+    # alerts whose send failed: handed to the alert courier before settling; one Durable does not take has the
+    # message handled again later (submission/courier_retry.py)
     alerts: tuple[OwedAlert, ...] = ()
     kind: str | None = None  # the message's type (``handle_orders_message``): a copy of it is sent as one
 

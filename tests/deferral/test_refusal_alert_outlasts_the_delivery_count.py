@@ -4,7 +4,10 @@ Bus send too: on five deliveries in a row whose alert and copy both failed (``ha
 seed 1, at 20 % send failures) the ``OrderSubmitted`` was dead-lettered ``MaxDeliveryCountExceeded``, its
 refusal written and told but never alerted (``silent_failures`` 1). Now the alert whose send failed is handed
 to the alert courier (``deliver_alert_v1``) before the message is settled, and the message is completed: the
-courier sends it under the same id on durable timers, whatever Service Bus does right now.
+courier sends it under the same id on durable timers, whatever Service Bus does right now. When Durable does not
+take the courier either, the message is handled again later as a store-retry copy that finishes the refusal and
+raises the alert again (``submission/courier_retry.py``): the hand-over's failure used to fail the trigger, and the
+redeliveries Service Bus gives at once used up the message's five deliveries in a Durable outage of seconds.
 
 Through the registered trigger with the Durable SDK's own client against the local Durable engine, which
 replays the registered courier through the SDK and runs its activity through the Functions runtime; the
@@ -12,8 +15,8 @@ in-process broker and the Cosmos protocol server."""
 
 from __future__ import annotations
 
-import asyncio
 import json
+import logging
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -22,11 +25,14 @@ import pytest
 from azure.durable_functions import OrchestrationRuntimeStatus
 
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
+from contracts.store_retry import retry_round
 from localrun.durable.engine import DurableEngine
+from localrun.durable.extension_api.handlers import empty
 from orchestrators.names import DELIVER_ALERT
 from orchestrators.status import FINAL_RETRY_DELAYS
+from submission.store_outage import STORE_RETRY_DELAYS
 from tests.contexts import context_with
-from tests.deferral.support import DurableClientStub, alerts, deliver, order, send
+from tests.deferral.support import DurableClientStub, alerts, order, send
 from tests.deferral.test_refusal_written_first import Cap, SendsFailing, told
 from tests.localrun.real_durable_client import RealDurableClient
 from tests.runtime.test_activity_protocol_runtime import _invoke_activity
@@ -137,30 +143,86 @@ class DurableDown(DurableClientStub):
         return None
 
 
-def test_an_alert_the_courier_could_not_take_fails_the_trigger_and_its_redelivery_hands_it_over(
-    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
+def _bare_500s(real: RealDurableClient, down: bool) -> None:
+    """The Durable extension, through the SDK's client, answering every call with an empty 500 (the Functions host
+    failing in front of it, the runner's ``"bare": true`` outages) while ``down``."""
+    real.api.before_answer = (lambda method, path: empty(500)) if down else (lambda method, path: None)
+
+
+def _events(caplog: Any, name: str) -> list[Any]:
+    return [r for r in caplog.records if getattr(r, "event", None) == name]
+
+
+def test_an_alert_durable_does_not_take_has_its_message_handled_again_as_a_copy(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any, courier: Any, caplog: Any
 ) -> None:
-    """Input: p1 refused, its alert's send failing twice; the first delivery's hand-over to the courier fails too.
+    """Input: p1 refused, its alert's send failing once; Durable answers the courier's start (and its status read)
+    with empty 500s.
 
-    Expected: that delivery fails (the message is not settled, never completed with its alert dropped); its
-    redelivery finds the refusal written, finishes it again and hands the same alert (same id, same courier
-    instance) over."""
+    Expected: the delivery completes the message (the trigger does not fail) with a copy of it on ``orders``, round 1,
+    due after the first store-retry delay (10 s), and ``AlertNotHandedOver`` (WARNING) names the alert; the submitter
+    is told ``Rejected`` once. With Durable back, the copy is handled: the refusal, written by the first delivery, is
+    finished again and the alert sent under the same id (the queue takes it now); nothing is left on ``orders``.
+    Before: the hand-over raised ``AlertHandOverFailed``, the trigger failed and the message was redelivered at once:
+    an outage of more than a few seconds used up its five deliveries (``MaxDeliveryCountExceeded``)."""
+    engine, real = courier
     Cap(monkeypatch, full=True)
-    context_with(ctx, sender=SendsFailing(broker, OPERATOR_ALERTS_QUEUE, times=2))
+    context_with(ctx, sender=SendsFailing(broker, OPERATOR_ALERTS_QUEUE, times=1))
     send(broker, order())
-    message = broker.receive(ORDERS_QUEUE)
-    fn = functions["submit_order"].func.client_function
-    with pytest.raises(Exception, match="could not be handed to the courier"):
-        asyncio.run(fn(message=message, message_actions=broker.actions, client=DurableDown()))
-    broker.actions.abandon(message)  # what the host does with a failed invocation's message
+    caplog.set_level(logging.INFO)
+    _bare_500s(real, down=True)
 
-    client = DurableClientStub()
-    assert deliver(functions, broker, client)
-    seq = int(message.sequence_number)
-    assert [(name, instance) for name, instance, _ in client.started] == [
-        (DELIVER_ALERT, f"alert:OrderRejected:p1:{seq}")
-    ]
-    [(_, _, handed)] = client.started
-    assert handed["alert"]["alertId"] == f"alert:OrderRejected:p1:{seq}"
+    seq = _deliver_with(functions, broker, real)  # raises nothing
+
+    [copy] = broker.peek(ORDERS_QUEUE, 10)
+    assert retry_round(copy.application_properties) == 1 and json.loads(copy.body)["orderId"] == "p1"
+    assert broker.dead_letters(ORDERS_QUEUE) == [] and alerts(broker) == [] and engine.instances() == []
+    [event] = _events(caplog, "AlertNotHandedOver")
+    assert event.levelno == logging.WARNING and event.alertId == f"alert:OrderRejected:p1:{seq}"
+    assert broker.receive(ORDERS_QUEUE) is None  # not due yet
+
+    _bare_500s(real, down=False)
+    clock.advance(STORE_RETRY_DELAYS[0] + timedelta(seconds=1))
+    _deliver_with(functions, broker, real)
+
+    assert [a["alertId"] for a in alerts(broker)] == [f"alert:OrderRejected:p1:{seq}"]
+    assert told(broker) == ["Rejected"]  # the copy's Rejected collapsed under the same MessageId
     assert broker.peek(ORDERS_QUEUE, 10) == [] and broker.dead_letters(ORDERS_QUEUE) == []
-    assert told(broker) == ["Rejected"]
+    assert engine.instances() == []  # sent at once: no courier
+
+
+def test_an_alert_outlasts_a_twelve_minute_durable_outage_without_using_up_the_deliveries(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any, courier: Any
+) -> None:
+    """Input: p1 refused while ``operator-alerts`` refuses every send and Durable answers empty 500s for 12 minutes
+    (the runner profile's long outage).
+
+    Expected: each handling completes its message with the copy of the next round (10 s, 30 s, then a minute apart),
+    the trigger never failing and no message dead-lettered; the first copy handled after Durable is back hands the
+    alert to its courier (``alert:OrderRejected:p1:<seq>``, the original's sequence number) and completes with no
+    copy. Before: the first delivery failed the trigger, and the five redeliveries Service Bus gives it at once
+    (abandoned each time) dead-lettered it ``MaxDeliveryCountExceeded``, the alert never sent."""
+    engine, real = courier
+    Cap(monkeypatch, full=True)
+    context_with(ctx, sender=SendsFailing(broker, OPERATOR_ALERTS_QUEUE, times=1000))
+    send(broker, order())
+    _bare_500s(real, down=True)
+    back = clock.now() + timedelta(minutes=12)
+
+    seq = _deliver_with(functions, broker, real)
+    handled = 1
+    while copies := broker.peek(ORDERS_QUEUE, 10):
+        [copy] = copies
+        assert retry_round(copy.application_properties) == handled and handled < 20
+        clock.advance(STORE_RETRY_DELAYS[handled - 1] + timedelta(seconds=1))
+        _bare_500s(real, down=clock.now() < back)
+        _deliver_with(functions, broker, real)
+        handled += 1
+        assert broker.dead_letters(ORDERS_QUEUE) == []
+
+    assert handled > 5 and clock.now() >= back  # more handlings than Service Bus gives one message
+    assert broker.peek(ORDERS_QUEUE, 10) == [] and broker.dead_letters(ORDERS_QUEUE) == []
+    [instance] = engine.instances()
+    assert (instance.instance_id, instance.name) == (f"alert:OrderRejected:p1:{seq}", DELIVER_ALERT)
+    # each handling told it again under the same MessageId: one kept per 10 minutes of duplicate detection
+    assert {m.message_id for m in broker.peek("client-statuses", 100)} == {f"p1:Rejected:0:{seq}"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +19,6 @@ from contracts.activities import SendAlertInput
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from localrun.durable.engine import DurableEngine, instance_id_refusal
 from notifications.alerts import (
-    AlertHandOverFailed,
     OwedAlert,
     build_alert,
     courier_instance_id,
@@ -151,8 +151,19 @@ def test_a_second_hand_over_of_the_same_alert_finds_its_courier_running(client: 
     assert instance.instance_id == long.instance_id and instance.status is OrchestrationRuntimeStatus.Pending
 
 
-def test_a_hand_over_durable_does_not_take_raises(client: Any) -> None:
+def test_a_hand_over_durable_does_not_take_is_returned_for_its_message_to_be_handled_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An alert handling its message again raises again: returned (the trigger has the message handled again later,
+    ``submission.courier_retry``), logged ``AlertNotHandedOver`` (WARNING), never raised into the trigger (before:
+    ``AlertHandOverFailed``, the message redelivered at once until an outage dead-lettered it). One nothing raises
+    again (``raised_again`` False) is sent once more through the sender instead, not returned."""
     import asyncio
 
-    with pytest.raises(AlertHandOverFailed, match="alert:OrderRejected:p1:42"):
-        asyncio.run(hand_alerts_to_courier(Unreachable(), [owed()]))
+    caplog.set_level("INFO")
+    again, gone = owed(), replace(owed("p2"), raised_again=False)
+    sent = RecordingSender()
+    assert asyncio.run(hand_alerts_to_courier(Unreachable(), [again, gone], sent)) == (again,)
+    [event] = [r for r in caplog.records if getattr(r, "event", None) == "AlertNotHandedOver"]
+    assert event.levelname == "WARNING" and getattr(event, "alertId", None) == "alert:OrderRejected:p1:42"
+    assert sent.message_ids(OPERATOR_ALERTS_QUEUE) == ["alert:OrderRejected:p2:42"]
