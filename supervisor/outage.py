@@ -253,8 +253,8 @@ def _send(ctx: AppContext, alert: OutageAlert) -> bool:
             lasted = f"after {alert.outage_seconds / 60:.1f} min"
         if alert.reopenings:
             lasted += (
-                f", from its first opening to its last closing (it reopened {alert.reopenings} times within "
-                f"OUTAGE_SETTLE_SECONDS of closing)"
+                f", from its first opening to its last closing (it reopened {alert.reopenings} "
+                f"time{'s' if alert.reopenings > 1 else ''} within OUTAGE_SETTLE_SECONDS of closing)"
             )
         summary = f"{alert.dependency} recovered {lasted}; {counted} waiting orders resume"
         details |= {
