@@ -739,6 +739,13 @@ SETTINGS: tuple[Setting, ...] = (
         kind=minutes(0),
     ),
     Setting(
+        "OUTAGE_SETTLE_SECONDS",
+        "300",
+        "How long a dependency's circuit must stay closed before its outage's DependencyRecovered alert goes out; a "
+        "reopening sooner continues the outage paged (no new DependencyOutage). 0: each closing is a recovery.",
+        kind=_duration("seconds", 0, 3600, "an hour: a reopening later than that is a new outage"),
+    ),
+    Setting(
         "PAYMENT_WAIT_MINUTES",
         "60",
         "How long a prepaid order waits for its payment notification, across attempts and without spending its "
@@ -944,6 +951,7 @@ class Settings:
     circuit_probes: int = field(metadata=_from("CIRCUIT_PROBES"))
     circuit_health_cache: timedelta = field(metadata=_from("CIRCUIT_HEALTH_CACHE_SECONDS"))
     max_outage_wait: timedelta = field(metadata=_from("MAX_OUTAGE_WAIT_MINUTES"))
+    outage_settle: timedelta = field(metadata=_from("OUTAGE_SETTLE_SECONDS"))
     payment_wait: timedelta = field(metadata=_from("PAYMENT_WAIT_MINUTES"))
     # Deferral
     defer_retry_delay: timedelta = field(metadata=_from("DEFER_RETRY_DELAY_SECONDS"))

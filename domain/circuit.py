@@ -87,6 +87,12 @@ class DependencyHealth:
     # written by the supervisor after the send (``outage_alerts_due``/``mark_alerted``), never by agents.
     outage_alerted_for: datetime | None = None  # DependencyOutage
     recovery_alerted_for: datetime | None = None  # DependencyRecovered
+    # Reopenings within the settling period (``OUTAGE_SETTLE_SECONDS``) that continued the outage paged at
+    # ``outage_alerted_for`` (its first opening, its alerts' identity): the last one taken in (None: none) and how
+    # many were (its recovery covers them all). Supervisor only; a writer that drops them (an older version) leaves
+    # the outage paged as it was, and its reopenings are alerted as before they existed (a pair each).
+    outage_continued_to: datetime | None = None
+    outage_reopenings: int = 0
     schema_version: int = SCHEMA_VERSION
     updated_at: datetime
     # The stored version this was read at, opaque (None: never stored); the store writes only over
@@ -263,17 +269,28 @@ def is_waiting_reason(text: str | None) -> bool:
 
 OUTAGE_ALERT = "DependencyOutage"
 RECOVERY_ALERT = "DependencyRecovered"
+# Not an alert: a reopening within the settling period, taken into the outage already paged (its marker only)
+CONTINUED = "OutageContinued"
 
 
 @dataclass(frozen=True)
 class OutageAlert:
     """One operator alert about one outage, identified by the outage's start (its first opening):
-    the same outage always gives the same alert (and MessageId), whoever sends it."""
+    the same outage always gives the same alert (and MessageId), whoever sends it. An outage paged may
+    take in the reopenings that follow its closing within the settling period (``CONTINUED``, nothing
+    sent): its recovery then covers them, from its first opening to its last closing."""
 
-    kind: str  # OUTAGE_ALERT or RECOVERY_ALERT
+    kind: str  # OUTAGE_ALERT, RECOVERY_ALERT or CONTINUED (a marker only, nothing sent)
     dependency: str
     started: datetime
-    closed: datetime | None = None  # RECOVERY_ALERT: when the circuit closed
+    closed: datetime | None = None  # RECOVERY_ALERT: when the circuit last closed (None: not known)
+    # RECOVERY_ALERT: the last opening it covers; CONTINUED: the reopening taken in (None: ``started``)
+    covers: datetime | None = None
+    reopenings: int = 0  # RECOVERY_ALERT: the reopenings within the settling period it covers
+
+    @property
+    def last_opening(self) -> datetime:
+        return self.started if self.covers is None else self.covers
 
     @property
     def outage_seconds(self) -> float | None:
@@ -284,45 +301,107 @@ def _alerted(marker: datetime | None, started: datetime) -> bool:
     return marker is not None and marker >= started
 
 
-def outage_alerts_due(health: DependencyHealth, closed_before: datetime | None = None) -> list[OutageAlert]:
-    """The alerts not sent yet, in the order to send them: the last closed outage's (its opening
-    too, when it opened and closed between two supervisor runs), then the current outage's opening.
-    An outage older than the last closed one is never alerted (it was, or its time has passed), nor
-    is one that closed before ``closed_before`` without its opening ever sent (history, not news:
-    the first run after a deployment, or after a long pause of the supervisor); an outage whose
-    opening was sent always gets its recovery."""
+def outage_alerts_due(
+    health: DependencyHealth,
+    closed_before: datetime | None = None,
+    *,
+    now: datetime | None = None,
+    settle: timedelta = timedelta(0),
+) -> list[OutageAlert]:
+    """The alerts not sent yet, in the order to send them (each as if the ones before it were marked):
+    the last closed outage's (its opening too, when it opened and closed between two supervisor runs),
+    then the current outage's opening. An outage older than the last closed one is never alerted (it
+    was, or its time has passed), nor is one that closed before ``closed_before`` without its opening
+    ever sent (history, not news: the first run after a deployment, or after a long pause of the
+    supervisor); an outage whose opening was sent always gets its recovery.
+
+    ``settle`` (``OUTAGE_SETTLE_SECONDS``; 0: none): an outage paged gets its recovery only once its
+    circuit has stayed closed that long (by ``now``, or by a reopening later than that); a reopening
+    sooner continues it (``CONTINUED``: not paged again, its recovery covers the whole span)."""
     due: list[OutageAlert] = []
-    last = health.last_outage_started_at
-    paged = health.outage_alerted_for
-    if paged is not None and last is not None and paged < last and not _alerted(health.recovery_alerted_for, paged):
-        # an outage the operator was paged about closed, then another opened and closed, all between
-        # two runs: its recovery still goes out (closed at a moment no longer recorded: no length)
-        due.append(OutageAlert(RECOVERY_ALERT, health.dependency, paged))
-    paged_last = last is not None and _alerted(health.outage_alerted_for, last)
-    long_closed = (
-        closed_before is not None and health.last_closed_at is not None and health.last_closed_at < closed_before
-    )
-    if last is not None and not _alerted(health.recovery_alerted_for, last) and (paged_last or not long_closed):
-        if not paged_last:
-            due.append(OutageAlert(OUTAGE_ALERT, health.dependency, last))
-        due.append(OutageAlert(RECOVERY_ALERT, health.dependency, last, health.last_closed_at))
-    current = health.opened_at
-    if (
-        health.state is not CircuitState.CLOSED
-        and current is not None
-        and not _alerted(health.outage_alerted_for, current)
-    ):
-        due.append(OutageAlert(OUTAGE_ALERT, health.dependency, current))
+    for _ in range(8):  # at most a late recovery, an opening, a reopening taken in, its recovery, an opening
+        alert = _next_due(health, closed_before, now, settle)
+        if alert is None:
+            break
+        due.append(alert)
+        health, _changed = mark_alerted(health, alert)
     return due
 
 
+def _paged_through(health: DependencyHealth) -> datetime | None:
+    """The last opening the outage paged covers: its first (``outage_alerted_for``), or a reopening taken in."""
+    paged, continued = health.outage_alerted_for, health.outage_continued_to
+    return continued if paged is not None and continued is not None and continued > paged else paged
+
+
+def _next_due(
+    health: DependencyHealth, closed_before: datetime | None, now: datetime | None, settle: timedelta
+) -> OutageAlert | None:
+    dependency = health.dependency
+    since = health.outage_alerted_for  # the outage paged: its first opening
+    paged = _paged_through(health)
+    last = health.last_outage_started_at
+    closed_at = health.last_closed_at
+    current = health.opened_at if health.state is not CircuitState.CLOSED else None
+    if since is not None and paged is not None and not _alerted(health.recovery_alerted_for, since):
+        reopenings = health.outage_reopenings
+        if last is not None and since <= last < paged:
+            return None  # the reopening it took in last is still open
+        if settle and last is not None and last > paged and last - paged < settle:
+            # an outage began and closed unseen since the last opening paged, sooner than the settling period
+            # after it (every closing in between was followed by a reopening sooner than that): one outage
+            return OutageAlert(CONTINUED, dependency, since, covers=last)
+        if last is not None and last > paged:
+            # an outage the operator was paged about closed, then another opened and closed, all between
+            # two runs (or longer after it than the settling period): its recovery still goes out (closed at a
+            # moment no longer recorded: no length)
+            return OutageAlert(RECOVERY_ALERT, dependency, since, None, paged, reopenings)
+        if last == paged and closed_at is not None:
+            reopened = current is not None and current > paged
+            if settle and current is not None and reopened and current - closed_at < settle:
+                return OutageAlert(CONTINUED, dependency, since, covers=current)
+            if not (not settle or reopened or (now is not None and now - closed_at >= settle)):
+                return None  # closed for less than the settling period: it may still reopen
+            return OutageAlert(RECOVERY_ALERT, dependency, since, closed_at, paged, reopenings)
+    paged_last = last is not None and _alerted(paged, last)
+    long_closed = closed_before is not None and closed_at is not None and closed_at < closed_before
+    if last is not None and not _alerted(health.recovery_alerted_for, last) and (paged_last or not long_closed):
+        if not paged_last:
+            return OutageAlert(OUTAGE_ALERT, dependency, last)
+        return OutageAlert(RECOVERY_ALERT, dependency, last, closed_at)
+    if current is not None and not _alerted(paged, current):
+        return OutageAlert(OUTAGE_ALERT, dependency, current)
+    return None
+
+
 def mark_alerted(health: DependencyHealth, alert: OutageAlert) -> tuple[DependencyHealth, bool]:
-    """The health with ``alert`` recorded as sent (False, unchanged: it already was, by anyone).
-    Markers only move forward, and ``updatedAt`` is left alone (it times half-open probe grants)."""
-    field = "outage_alerted_for" if alert.kind == OUTAGE_ALERT else "recovery_alerted_for"
-    if _alerted(getattr(health, field), alert.started):
+    """The health with ``alert`` recorded as sent (False, unchanged: it already was, by anyone, or a
+    ``CONTINUED`` no longer applies: the outage's recovery was recorded meanwhile, or another outage is
+    paged). Markers only move forward, but for one race: a recovery recorded over a reopening another
+    supervisor took into the same outage meanwhile (their clocks judged the settling period differently)
+    gives that reopening back, to be paged as a new outage (the recovery was sent). ``updatedAt`` is left
+    alone (it times half-open probe grants)."""
+    opening = alert.last_opening
+    paged = _paged_through(health)
+    if alert.kind == CONTINUED:
+        if (
+            health.outage_alerted_for != alert.started
+            or _alerted(health.recovery_alerted_for, alert.started)
+            or _alerted(paged, opening)
+        ):
+            return health, False
+        return replace(health, outage_continued_to=opening, outage_reopenings=health.outage_reopenings + 1), True
+    if alert.kind == OUTAGE_ALERT:
+        if _alerted(paged, opening):
+            return health, False
+        return replace(health, outage_alerted_for=opening, outage_continued_to=None, outage_reopenings=0), True
+    if _alerted(health.recovery_alerted_for, opening):
         return health, False
-    update: dict[str, Any] = {field: alert.started}
-    if alert.kind == RECOVERY_ALERT and not _alerted(health.outage_alerted_for, alert.started):
-        update["outage_alerted_for"] = alert.started  # a recovery is never followed by its opening
+    update: dict[str, Any] = {"recovery_alerted_for": opening}
+    if not _alerted(paged, opening):
+        # a recovery is never followed by its opening
+        update |= {"outage_alerted_for": opening, "outage_continued_to": None, "outage_reopenings": 0}
+    elif paged is not None and paged > opening and health.outage_alerted_for == alert.started:
+        # a reopening taken into this outage after its recovery was decided: paged again as a new outage
+        update["outage_continued_to"] = opening if opening > alert.started else None
     return replace(health, **update), True

@@ -7,8 +7,11 @@ Per dependency: ``opened`` (``DependencyOutage`` events: a closed circuit opened
 ``OutageWait`` to the next write that ended it (a step result, an undo, a terminal state; not a wait, a new
 attempt or round starting, or a side note), in true simulated time from the audited transitions.
 ``alerts_opened`` / ``alerts_closed``: the ``DependencyOutage`` / ``DependencyRecovered`` operator
-alerts about it on the alert queue (one per opening and one per closing when the app alerts once per
-outage), and ``terminal_after_end_p99_s``: the p99, over the orders that waited for it, of how long
+alerts about it on the alert queue, and ``paged_outages`` / ``paged_recoveries``: how many of each the app owes,
+from the circuit's moves in true time (``CircuitLog``, ``paged_outages``): one outage per opening, less the
+reopenings sooner than ``OUTAGE_SETTLE_SECONDS`` after a closing (each continues the outage before it), and one
+recovery per such outage whose circuit then stayed closed that long (the run waits for it: ``CircuitLog.owed``);
+``terminal_after_end_p99_s``: the p99, over the orders that waited for it, of how long
 after the end of the last injected outage (of any service, before the order settled) the order reached a
 terminal state (0 if it settled inside an outage).
 
@@ -25,6 +28,7 @@ waiting is off: 0) are escalated by design."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,6 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from adapters.clock import Clock
 from domain.records import SIDE_NOTES
 from domain.workflow import AGENTS
 from localrun.audit import RemoteFailure, Transition
@@ -105,13 +110,89 @@ def _p99(values: list[float]) -> float:
     return round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 1)
 
 
+@dataclass(frozen=True)
+class CircuitMove:
+    at: datetime  # true time
+    dependency: str
+    opened: bool  # closed -> open (``DependencyOutage``); else -> closed (``DependencyRecovered``)
+
+
+class CircuitLog(logging.Handler):
+    """The circuits' openings and closings in true time (the agents' transition events), and the outages the
+    supervisor paged and recovered (``OutageAlertSent``, by ``outageStartedAt``): what the run is owed."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(level=logging.DEBUG)
+        self._clock = clock
+        self.moves: list[CircuitMove] = []
+        self._paged: dict[str, set[str]] = defaultdict(set)
+        self._recovered: dict[str, set[str]] = defaultdict(set)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        name, dependency = getattr(record, "event", None), getattr(record, "dependency", None)
+        if not isinstance(dependency, str):
+            return
+        if name in ("DependencyOutage", "DependencyRecovered"):
+            self.moves.append(CircuitMove(self._clock.now(), dependency, name == "DependencyOutage"))
+        elif name == "OutageAlertSent":
+            kind, started = getattr(record, "alertKind", None), getattr(record, "outageStartedAt", None)
+            if isinstance(started, str):
+                (self._paged if kind == "DependencyOutage" else self._recovered)[dependency].add(started)
+
+    def owed(self, now: datetime, settle: timedelta) -> bool:
+        """A recovery still to come: an outage paged and not recovered whose circuit is closed, for less than
+        the settling period and a few supervisor runs (``OWED_SLACK``) after it closed (past that, it is not
+        coming: the report's ``paged_recoveries`` and ``alerts_closed`` then differ)."""
+        last: dict[str, CircuitMove] = {}
+        for move in self.moves:
+            last[move.dependency] = move
+        return any(
+            not move.opened and self._paged[d] - self._recovered[d] and now < move.at + settle + OWED_SLACK
+            for d, move in last.items()
+        )
+
+
+# How long past the settling period the run waits for a recovery owed: a few supervisor periods (30 s)
+OWED_SLACK = timedelta(minutes=3)
+
+
+def paged_outages(moves: Iterable[CircuitMove], settle: timedelta, end: datetime) -> dict[str, tuple[int, int]]:
+    """Per dependency, the outages the app pages and the recoveries it sends by ``end`` (true time): an opening
+    sooner than ``settle`` after the last closing continues the outage before it; a recovery is due once the
+    circuit stayed closed ``settle``."""
+    by_dependency: dict[str, list[CircuitMove]] = defaultdict(list)
+    for move in moves:
+        by_dependency[move.dependency].append(move)
+    counts: dict[str, tuple[int, int]] = {}
+    for dependency, seen in by_dependency.items():
+        outages = recoveries = 0
+        closed_at: datetime | None = None
+        is_open = False
+        for move in sorted(seen, key=lambda m: m.at):
+            if move.opened:
+                if outages and closed_at is not None and move.at - closed_at < settle:
+                    is_open = True
+                    continue  # the same outage goes on
+                recoveries += 1 if outages else 0
+                outages += 1
+                is_open = True
+            else:
+                closed_at, is_open = move.at, False
+        if outages and not is_open and closed_at is not None and end - closed_at >= settle:
+            recoveries += 1
+        counts[dependency] = (outages, recoveries)
+    return counts
+
+
 def outage_summary(
     events: list[dict[str, Any]],
     transitions: Iterable[Transition],
     alerts: Sequence[Mapping[str, Any]] = (),
     windows: Mapping[str, Sequence[Window]] | None = None,
     terminal_at: Mapping[str, datetime] | None = None,
+    paged: Mapping[str, tuple[int, int]] | None = None,
 ) -> dict[str, dict[str, Any]]:
+    """``paged``: per dependency, the outages and recoveries the app owes (``paged_outages``)."""
     summary: dict[str, dict[str, Any]] = {}
 
     def entry(dependency: str) -> dict[str, Any]:
@@ -122,6 +203,8 @@ def outage_summary(
                 "closed": 0,
                 "alerts_opened": 0,
                 "alerts_closed": 0,
+                "paged_outages": 0,
+                "paged_recoveries": 0,
                 "longest_outage_s": 0.0,
                 "orders_waited": 0,
                 "max_wait_s": 0.0,
@@ -134,6 +217,9 @@ def outage_summary(
         dependency = details.get("dependency") if isinstance(details, dict) else None
         if isinstance(dependency, str) and alert.get("kind") in ("DependencyOutage", "DependencyRecovered"):
             entry(dependency)["alerts_opened" if alert["kind"] == "DependencyOutage" else "alerts_closed"] += 1
+
+    for dependency, (outages, recoveries) in (paged or {}).items():
+        entry(dependency).update(paged_outages=outages, paged_recoveries=recoveries)
 
     waited: dict[str, set[str]] = defaultdict(set)
     for event in events:

@@ -21,7 +21,7 @@ from localrun.durable.instance import Instance
 from localrun.host import LocalHost
 from localrun.operator_answers import Evidence, broken_answers, checked_counts
 from localrun.orderless import sent_as
-from localrun.outages import Window, operator_actions, outage_summary
+from localrun.outages import Window, operator_actions, outage_summary, paged_outages
 from localrun.prices import Usage, cost_per_1m_orders, instance_memory_mb
 from localrun.servicebus.messages import MessageState
 from localrun.simulation import NON_TERMINAL, START, SimulationResult, base_settings
@@ -599,6 +599,12 @@ def _outage_wait_bound(result: SimulationResult) -> timedelta:
     return Settings.from_env(merged).max_outage_wait
 
 
+def _outage_settle(result: SimulationResult) -> timedelta:
+    """OUTAGE_SETTLE_SECONDS of the run: how long a circuit stays closed before its outage's recovery is paged."""
+    merged = {**base_settings(result.config.profile), **result.config.settings}
+    return Settings.from_env(merged).outage_settle
+
+
 def build_report(result: SimulationResult) -> dict[str, Any]:
     audit = result.audit
     ledgers = _ledger_per_order(result.ledger)
@@ -842,7 +848,14 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         },
         "ops_per_order": {k: round(v, 2) for k, v in ops.items()},
         "cost_per_1m_orders_usd": cost_per_1m_orders(_usage(result)),
-        "outages": outage_summary(result.events.events, audit.transitions, alert_bodies, windows, terminal_at),
+        "outages": outage_summary(
+            result.events.events,
+            audit.transitions,
+            alert_bodies,
+            windows,
+            terminal_at,
+            paged_outages(result.circuit_moves, _outage_settle(result), START + timedelta(seconds=result.simulated_s)),
+        ),
         "injected_faults": dict(sorted(_injected(result, final).items())),
         "runtime": {
             # What crossed the host/worker boundary: every invocation is an InvocationRequest the

@@ -61,6 +61,7 @@ from localrun.host import LocalHost, local_settings_example
 from localrun.operator import Operator, OperatorMove
 from localrun.operator import app_settings as operator_settings
 from localrun.operator_answers import OperatorAnswer
+from localrun.outages import CircuitLog, CircuitMove
 from localrun.profile import Profile
 from localrun.progress import ProgressLine
 from localrun.service_faults import ServiceFaults
@@ -131,6 +132,8 @@ class SimulationResult:
     simulated_s: float
     task_failures: list[tuple[str, str]]
     events: EventRecorder
+    # the circuits' openings and closings, in true time (localrun/outages.py)
+    circuit_moves: list[CircuitMove] = field(default_factory=list)
     # (order, service, undo action) -> when the service first answered an undo of it (true time):
     # evidence for ``kept_after_compensation``, from the runner's side of the remote calls
     undone_at: dict[tuple[str, str, str], datetime] = field(default_factory=dict)
@@ -217,6 +220,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
     app_settings = {**base, **config.settings}
     scheduler = TaskScheduler(START)
     clock = scheduler.clock
+    circuits = CircuitLog(clock)  # the circuits' moves in true time, and the outage alerts the run is owed
     audit = Audit()
     workload = make_workload(config.orders, profile, random.Random(seeds.getrandbits(64)), START, config.raw_lines)
 
@@ -335,6 +339,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         recorder = EventRecorder()
         app_log = logging.getLogger("orders")
         app_log.addHandler(recorder)
+        app_log.addHandler(circuits)
         previous_level = app_log.level
         app_log.setLevel(logging.INFO)
         use_context(ctx)
@@ -449,7 +454,11 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             waiting = orderless.waiting_without_order(broker, latest)
             if waiting and set(waiting) - orderless.told(broker):  # the alert queue read only when one waits
                 return False  # a payment waits for an order never submitted: the peek sweep owes its alert
-            return not any(state in NON_TERMINAL for state in latest.values())
+            if any(state in NON_TERMINAL for state in latest.values()):
+                return False
+            # an outage paged whose circuit closed: its DependencyRecovered goes out once it stayed closed
+            # OUTAGE_SETTLE_SECONDS (the supervisor's runs go on until then)
+            return not circuits.owed(clock.now(), settings.outage_settle)
 
         def external() -> datetime | None:
             due = [pending[0].at] if pending else []
@@ -468,6 +477,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             host.close()
             use_context(None)
             app_log.removeHandler(recorder)
+            app_log.removeHandler(circuits)
             app_log.setLevel(previous_level)
             scheduler.stop_idle_threads()
         if progress is not None:
@@ -528,6 +538,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         simulated_s=(clock.now() - START).total_seconds(),
         task_failures=[(name, f"{type(exc).__name__}: {exc}") for name, exc in scheduler.failures],
         events=recorder,
+        circuit_moves=circuits.moves,
         undone_at=undone_at,
         fenced_forward_calls=sum(int(getattr(s, "fenced_refusals", 0)) for s in services.values()),
         horizon_reached=horizon_reached,

@@ -14,7 +14,10 @@ for its write); any other failure to read it counts the attempt as it did before
 
 One operator alert per outage, not per order (``alert_outages``, once per supervisor run): a
 ``DependencyOutage`` when a circuit opened (with the orders waiting on it) and a
-``DependencyRecovered`` when it closed (how long it was open, the orders resuming). Each alert is
+``DependencyRecovered`` once it has stayed closed for ``OUTAGE_SETTLE_SECONDS`` (how long it was open, the
+orders resuming). A reopening sooner continues the outage paged (``OutageAlertContinued``, nothing sent: a
+marker in the health document, ``outageContinuedTo``), and its recovery covers it all, from the first opening
+to the last closing, with the reopenings counted; a reopening later is a new outage. Each alert is
 identified by its dependency and the outage's start, so its MessageId is the same whoever sends it
 (two supervisors racing, a resend after a lost response: Service Bus duplicate detection keeps one);
 it is sent first, then recorded in the health document (``outageAlertedFor``/``recoveryAlertedFor``,
@@ -39,6 +42,7 @@ from adapters.servicebus.sender import SendError
 from contracts.messages import StatusName
 from dependencies import AppContext
 from domain.circuit import (
+    CONTINUED,
     OUTAGE_ALERT,
     CircuitState,
     OutageAlert,
@@ -188,14 +192,35 @@ def _alert_dependency(ctx: AppContext, dependency: str) -> int:
     if health is None:
         return 0
     sent = 0
-    for alert in outage_alerts_due(health, closed_before=ctx.clock.now() - OUTAGE_ALERT_MAX_AGE):
-        if not _send(ctx, alert):
+    now = ctx.clock.now()
+    settle = ctx.settings.outage_settle
+    for alert in outage_alerts_due(health, closed_before=now - OUTAGE_ALERT_MAX_AGE, now=now, settle=settle):
+        if alert.kind != CONTINUED and not _send(ctx, alert):
             break  # not marked: the next run sends it (and what follows it) again
         # agents write the same document meanwhile (an opening is when most of them fail at once)
         pause = RacePause(ctx.clock.sleep, ctx.rng)
-        update_health(ctx.health, dependency, partial(mark_alerted, alert=alert), ctx.clock.now(), pause=pause)
-        sent += 1
+        _written, marked = update_health(
+            ctx.health, dependency, partial(mark_alerted, alert=alert), ctx.clock.now(), pause=pause
+        )
+        if alert.kind == CONTINUED:
+            if not marked:
+                break  # taken in by another supervisor, or the recovery recorded meanwhile: the next run reads it
+            _continued(alert, settle)
+        else:
+            sent += 1
     return sent
+
+
+def _continued(alert: OutageAlert, settle: timedelta) -> None:
+    app_event(
+        "OutageAlertContinued",
+        f"{alert.dependency} reopened at {alert.last_opening.isoformat()}, less than OUTAGE_SETTLE_SECONDS="
+        f"{settle.total_seconds():.0f} after it closed: the outage paged since {alert.started.isoformat()} goes on, "
+        "not paged again",
+        dependency=alert.dependency,
+        outageStartedAt=alert.started.isoformat(),
+        reopenedAt=alert.last_opening.isoformat(),
+    )
 
 
 def _waiting(ctx: AppContext, dependency: str) -> int | None:
@@ -226,10 +251,16 @@ def _send(ctx: AppContext, alert: OutageAlert) -> bool:
             lasted = f"from the outage that began {alert.started.isoformat()} (closed before a later one)"
         else:
             lasted = f"after {alert.outage_seconds / 60:.1f} min"
+        if alert.reopenings:
+            lasted += (
+                f", from its first opening to its last closing (it reopened {alert.reopenings} "
+                f"time{'s' if alert.reopenings > 1 else ''} within OUTAGE_SETTLE_SECONDS of closing)"
+            )
         summary = f"{alert.dependency} recovered {lasted}; {counted} waiting orders resume"
         details |= {
             "closedAt": alert.closed.isoformat() if alert.closed else None,
             "outageSeconds": alert.outage_seconds,
+            "reopenings": alert.reopenings,
         }
         severity = "warning"
     sent = raise_alert_after_write(

@@ -226,6 +226,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     CIRCUIT_PROBES: '1'
     CIRCUIT_HEALTH_CACHE_SECONDS: '5'
     MAX_OUTAGE_WAIT_MINUTES: '60'
+    OUTAGE_SETTLE_SECONDS: '300'
     PAYMENT_WAIT_MINUTES: '60'
     // Deferral
     DEFER_RETRY_DELAY_SECONDS: '30'

@@ -180,6 +180,8 @@ def rich_health() -> DependencyHealth:
         last_outage_started_at=T - timedelta(hours=2),
         outage_alerted_for=T,
         recovery_alerted_for=T - timedelta(hours=2),
+        outage_continued_to=T + timedelta(minutes=3),
+        outage_reopenings=2,
         updated_at=T,
         version="e2",
     )
@@ -350,6 +352,8 @@ HEALTH_DOCUMENT: dict[str, Any] = {
     "lastOutageStartedAt": "2026-03-04T03:06:07.890123Z",
     "outageAlertedFor": "2026-03-04T05:06:07.890123Z",
     "recoveryAlertedFor": "2026-03-04T03:06:07.890123Z",
+    "outageContinuedTo": "2026-03-04T05:09:07.890123Z",
+    "outageReopenings": 2,
     "schemaVersion": 1,
     "updatedAt": "2026-03-04T05:06:07.890123Z",
 }
@@ -410,6 +414,8 @@ FRESH_DOCUMENTS: dict[str, dict[str, Any]] = {
         "lastOutageStartedAt": None,
         "outageAlertedFor": None,
         "recoveryAlertedFor": None,
+        "outageContinuedTo": None,
+        "outageReopenings": 0,
         "schemaVersion": 1,
         "updatedAt": "2026-03-04T05:06:07.890123Z",
     },

@@ -135,6 +135,12 @@ def test_one_outage_alert_with_the_waiting_orders_and_one_recovery_alert_however
     assert "2 orders wait for it" in outage["summary"]
     clock.advance(timedelta(minutes=10))
     close_in_store(ctx.health, "shipping", clock.now())
+    closed_at = clock.now()
+    for _ in range(3):  # closed for less than OUTAGE_SETTLE_SECONDS: it may still reopen
+        alert_outages(ctx)
+        clock.advance(timedelta(seconds=30))
+    assert [body["kind"] for _id, body in alerts(sender)] == ["DependencyOutage"]
+    clock.set(closed_at + ctx.settings.outage_settle)
     for _ in range(3):
         alert_outages(ctx)
         clock.advance(timedelta(seconds=30))
@@ -254,6 +260,7 @@ def test_a_failed_opening_alert_holds_back_its_recovery(ctx, clock, health):
     lossy.lost = 1
     alert_outages(ctx)
     assert [b["kind"] for _i, b in alerts(lossy)] == ["DependencyOutage"]  # recovery not sent before it
+    clock.advance(ctx.settings.outage_settle)  # and not before it stayed closed OUTAGE_SETTLE_SECONDS
     alert_outages(ctx)
     assert [b["kind"] for _i, b in alerts(lossy)] == ["DependencyOutage", "DependencyOutage", "DependencyRecovered"]
     alert_outages(ctx)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 from typing import Any
 
+from adapters.clock import ManualClock
 from domain.states import ProcessState
 from localrun.audit import RemoteFailure, Transition
-from localrun.outages import operator_actions, outage_summary
+from localrun.outages import OWED_SLACK, CircuitLog, CircuitMove, operator_actions, outage_summary, paged_outages
 
 T0 = datetime.fromisoformat("2026-03-01T12:00:00+00:00")
 
@@ -38,7 +40,13 @@ def test_opened_closed_orders_waited_and_the_longest_wait():
         t(200, "b", "StepSucceeded"),  # 100 s
     ]
     summary = outage_summary(events, transitions)
-    quiet = {"alerts_opened": 0, "alerts_closed": 0, "terminal_after_end_p99_s": 0.0}
+    quiet = {
+        "alerts_opened": 0,
+        "alerts_closed": 0,
+        "paged_outages": 0,
+        "paged_recoveries": 0,
+        "terminal_after_end_p99_s": 0.0,
+    }
     assert summary == {
         "payment": {"opened": 1, "closed": 0, "longest_outage_s": 0.0, "orders_waited": 0, "max_wait_s": 0.0} | quiet,
         "shipping": {"opened": 1, "closed": 1, "longest_outage_s": 600.0, "orders_waited": 2, "max_wait_s": 640.0}
@@ -122,3 +130,52 @@ def test_a_claim_released_untried_does_not_end_the_wait():
     for transitions, waited in ((attempt, 640.0), (rounds, 300.0)):
         row = outage_summary(events, transitions)["shipping"]
         assert (row["orders_waited"], row["max_wait_s"]) == (2, waited)
+
+
+def moves(dependency: str, *spans: tuple[float, float]) -> list[CircuitMove]:
+    """The circuit of ``dependency`` open over each (from, to) span, seconds from T0."""
+    return [
+        CircuitMove(T0 + timedelta(seconds=s), dependency, opened)
+        for start, end in spans
+        for s, opened in ((start, True), (end, False))
+    ]
+
+
+SETTLE = timedelta(seconds=300)
+
+
+def test_the_alerts_owed_merge_reopenings_sooner_than_the_settling_period_into_the_outage_before():
+    """The report's expected pages follow OUTAGE_SETTLE_SECONDS: a circuit flapping (closed 60 s between
+    openings) owes one outage and one recovery; a reopening 360 s after it closed is a new outage."""
+    flaps = moves("shipping", (0, 40), (100, 140), (200, 240), (600, 640))
+    end = T0 + timedelta(seconds=1000)
+    assert paged_outages(flaps, SETTLE, end) == {"shipping": (2, 2)}
+    assert paged_outages(flaps, SETTLE, T0 + timedelta(seconds=900)) == {"shipping": (2, 1)}  # closed < 300 s
+    assert paged_outages(flaps, timedelta(0), end) == {"shipping": (4, 4)}  # no settling: a pair per opening
+    still_open = [*flaps, CircuitMove(T0 + timedelta(seconds=700), "shipping", True)]
+    assert paged_outages(still_open, SETTLE, end) == {"shipping": (2, 1)}
+    row = outage_summary([], [], [], {}, {}, paged_outages(flaps, SETTLE, end))["shipping"]
+    assert (row["paged_outages"], row["paged_recoveries"]) == (2, 2)
+
+
+def test_the_run_waits_for_a_recovery_owed_until_the_settling_period_and_a_few_runs_past_it():
+    clock = ManualClock(T0)
+    circuits = CircuitLog(clock)
+    log = logging.getLogger("tests.circuit.outage_summary")
+    log.addHandler(circuits)
+    log.setLevel(logging.INFO)
+    try:
+        log.info("opened", extra={"event": "DependencyOutage", "dependency": "payment"})
+        assert not circuits.owed(clock.now(), SETTLE)  # open: no recovery to wait for
+        paged = {"event": "OutageAlertSent", "dependency": "payment", "outageStartedAt": T0.isoformat()}
+        log.info("paged", extra=paged | {"alertKind": "DependencyOutage"})
+        clock.advance(timedelta(seconds=40))
+        log.info("closed", extra={"event": "DependencyRecovered", "dependency": "payment"})
+        assert circuits.owed(clock.now(), SETTLE)
+        assert circuits.owed(clock.now() + SETTLE, SETTLE)  # a few supervisor runs past it still
+        assert not circuits.owed(clock.now() + SETTLE + OWED_SLACK, SETTLE)  # not coming: the report shows it
+        log.info("recovered", extra=paged | {"alertKind": "DependencyRecovered"})
+        assert not circuits.owed(clock.now(), SETTLE)
+    finally:
+        log.removeHandler(circuits)
+    assert [(m.at, m.opened) for m in circuits.moves] == [(T0, True), (T0 + timedelta(seconds=40), False)]
