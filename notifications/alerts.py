@@ -292,7 +292,8 @@ async def hand_alerts_to_courier(
     delivering it is fine: a redelivery whose first hand-over went through). Returns the alerts Durable did not take
     that handling the message again raises again (``raised_again``), logged ``AlertNotHandedOver`` (WARNING); never
     raises: the trigger has the message handled again later for them (``submission.courier_retry``: a store-retry
-    copy, whose handling raises them again under the same ids). Before, such a failure raised: the trigger failed,
+    copy, whose handling raises them again under the same ids), or, for a message its handler dead-lettered or in its
+    last round, sends them once more (``send_or_page``). Before, such a failure raised: the trigger failed,
     the message was redelivered at once, and a Durable outage of more than a few seconds used up its deliveries and
     dead-lettered it ``MaxDeliveryCountExceeded``. An alert no handling of the message raises again (``raised_again``
     False: a deferred notification the message fetched and dead-lettered is gone) is sent once more through
@@ -340,7 +341,8 @@ def start_error(exc: Exception) -> str:
 
 def send_or_page(sender: MessageSender | None, item: OwedAlert, hand_over: Exception | str) -> None:
     """The last chance of an owed alert that Durable did not take and that no handling of its message raises again
-    (a deferred notification's, dead-lettered; one whose message is in its last store-retry round): sent now, or
+    (a deferred notification's, dead-lettered; one whose message its handler dead-lettered, or is in its last
+    store-retry round): sent now, or
     logged ``AlertUndelivered`` (ERROR), the event a log alert rule pages on."""
     if sender is not None:
         try:

@@ -9,9 +9,9 @@ detection), retried on durable timers as a final status is (``FINAL_RETRY_DELAYS
 instance is the outbox, kept by Durable across restarts, and Service Bus need not be up right now. Its last
 try says so (``last_try``): a failure then is logged ``AlertUndelivered``, since nothing tries again. When Durable
 cannot take the courier either (its start fails), the message is handled again later as a store-retry copy whose
-handling raises the alert again (``submission.courier_retry``; in its last round, or for an alert no handling raises
-again, the trigger sends it once more or logs ``AlertUndelivered``), not redelivered at once: a Durable outage used up
-its deliveries in seconds and dead-lettered it ``MaxDeliveryCountExceeded``."""
+handling raises the alert again (``submission.courier_retry``; for a message dead-lettered or in its last round, or
+an alert no handling raises again, the trigger sends it once more or logs ``AlertUndelivered``), not redelivered at
+once: a Durable outage used up its deliveries in seconds and dead-lettered it ``MaxDeliveryCountExceeded``."""
 
 from __future__ import annotations
 

@@ -38,8 +38,8 @@ async def submit_order(
     # A status or an alert Durable did not take has the message handled again later, as a copy whose handling says
     # the status and raises the alert again (submission/courier_retry.py); never a failed trigger, redelivered at
     # once until an outage of more than a few seconds dead-lettered it MaxDeliveryCountExceeded. An alert no handling
-    # raises again (a deferred notification's that handling this message dead-lettered; any, in the message's last
-    # store-retry round) is sent once more here, or logged AlertUndelivered, which pages.
+    # raises again (a deferred notification's that handling this message dead-lettered; any, of a message dead-lettered
+    # as it came or in its last store-retry round) is sent once more here, or logged AlertUndelivered, which pages.
     if result.claim is not None:
         await start_claimed(durable, [result.claim], ctx.settings.start_grace, ctx)
     not_taken = await hand_to_courier(durable, result.owed)

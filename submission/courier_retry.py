@@ -10,15 +10,19 @@ error answer), nothing else would say it: the status was logged lost, and the al
 message was redelivered at once, its five deliveries used up in seconds by an outage and the message dead-lettered
 ``MaxDeliveryCountExceeded`` (a page for a message whose handling was fine, the alert never sent, the handler's work
 redone on each delivery). Handling the message again says it again (the refusal written by an earlier delivery is
-finished, the creating message says ``Received`` again, a cancellation is decided again, a conflicting submission or
-a rejected notification is judged again: the same alert, under the same id), so the message goes back on ``orders``
-as a copy due after a delay, as a store outage sends it (``submission.store_outage.retry_later``: 10 s, 30 s, then
-once a minute, about an hour in all; abandoned, so redelivered, when the copy cannot be sent), never redelivered at
-once. For a status, only for a message the handler completed; for an alert, one it completed or dead-lettered (the
-copy is judged again and dead-lettered under the same reason, its alert raised: dead-lettered now, nothing would raise
-it). One the handler abandons or defers is handled again anyway (a redelivery, its deferral's look again), and
-raises the alert again then: its settlement stands. A copy handled within duplicate detection's 10 minutes sends its
-statuses and alerts under the same MessageIds (one sent twice collapses).
+finished, the creating message says ``Received`` again, a cancellation is decided again, the notifications named
+to an operator stay listed until their alert went out: the same alert, under the same id), so the message goes back
+on ``orders`` as a copy due after a delay, as a store outage sends it (``submission.store_outage.retry_later``: 10 s,
+30 s, then once a minute, about an hour in all; abandoned, so redelivered, when the copy cannot be sent), never
+redelivered at once. Only for a message the handler completed. One it dead-letters (``ConflictingOrderData``, a
+rejected payment notification's reason) is dead-lettered as decided, and its alert, which nothing raises again then,
+is sent once more by the trigger, or logged ``AlertUndelivered`` (ERROR: a log alert rule pages), as in the last
+round below: a copy judged again would be the dead letter an operator sees, under the copy's MessageId and with only
+its round and original in its application properties, the producer's own properties lost (red team of 2d6ba31:
+``tests/deferral/test_alert_not_handed_over.py``). One the handler abandons or defers is handled again anyway (a
+redelivery, its deferral's look again), and raises the alert again then: its settlement stands. A copy handled
+within duplicate detection's 10 minutes sends its statuses and alerts under the same MessageIds (one sent twice
+collapses).
 
 Never for a ``Received``: the order's state record owes it whenever its send failed (``receivedOwed``, said by the
 record's next writer; the mark given up, the order's first attempt says it first), so the courier was a second
@@ -50,9 +54,9 @@ def settlement_after_hand_over(
     alerts_not_taken: Sequence[OwedAlert] = (),
 ) -> Settlement:
     """The settlement of ``message``: the handler's, or the store-retry copy's (complete, the copy sent; abandon) when
-    Durable did not take some of its owed statuses other than ``Received`` (``not_taken``) and the handler completed
-    it, or some of its owed alerts that handling it again raises again (``alerts_not_taken``) and the handler
-    completed or dead-lettered it. Those alerts of a message in its last store-retry round are sent once more or
+    the handler completed it and Durable did not take some of its owed statuses other than ``Received``
+    (``not_taken``) or some of its owed alerts that handling it again raises again (``alerts_not_taken``). Those
+    alerts of a message the handler dead-lettered, or of one in its last store-retry round, are sent once more or
     logged ``AlertUndelivered`` instead, the handler's settlement kept (unless a status still needs the copy)."""
     kind = result.settlement.kind
     if result.kind is None:
@@ -64,8 +68,9 @@ def settlement_after_hand_over(
     owed = [f"status {item.status} of {item.order_id}" for item in statuses]
     owed += [f"alert {item.alert.alert_id}" for item in alerts]
     why = f"Durable did not take the courier of its {', '.join(owed)}"
-    if not statuses and rounds_used_up(message):
+    if kind == "deadletter" or (not statuses and rounds_used_up(message)):
+        where = "dead-lettered as decided" if kind == "deadletter" else "in its last store-retry round"
         for item in alerts:
-            send_or_page(ctx.sender, item, f"{why}, in its last store-retry round")
+            send_or_page(ctx.sender, item, f"{why}, {where}")
         return result.settlement
     return retry_later(ctx, message, result.kind, why, store_down=False).settlement

@@ -295,8 +295,8 @@ def _conflicting(ctx: AppContext, order: OrderSubmitted, now: datetime) -> Intak
     detection's 10 minutes was collapsed into the first's alert and told no one. Repeats of one content are held
     while they keep coming (an alert mark, ``notifications/repeats.py``), past duplicate detection's 10 minutes
     too; the dead-letter watch still logs every message. The mark is written only for an alert sent here: one owed
-    to the courier that Durable does not take either is raised again by the message's store-retry copy (judged
-    again, and dead-lettered then: ``submission.courier_retry``)."""
+    to the courier that Durable does not take either is sent once more by the trigger as the message is
+    dead-lettered, or logged ``AlertUndelivered`` (``submission.courier_retry``)."""
     description = f"order {order.order_id} exists with different data; the stored order is kept unchanged"
     digest = _content_digest(order)
     owed: list[OwedAlert] = []  # a failed send goes to the alert courier, not back to Service Bus

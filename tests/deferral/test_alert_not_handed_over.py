@@ -3,8 +3,10 @@ again later as a store-retry copy whose handling raises the alert again (``submi
 status, never a failed trigger redelivered at once (``tests/deferral/test_refusal_alert_outlasts_the_delivery_count.py``
 for the refusal's ``OrderRejected``). Here the other settlements and alerts:
 
-* a message the handler dead-letters (``ConflictingOrderData``) is copied too: dead-lettered now, nothing would raise
-  its alert again; the copy is judged again and dead-lettered under the same reason, its alert sent;
+* a message the handler dead-letters (``ConflictingOrderData``, ``PaymentAmountMismatch``) is not copied: it is
+  dead-lettered as it came (its MessageId, its producer's application properties), and its alert, which nothing
+  raises again then, is sent once more by the trigger, or logged ``AlertUndelivered`` (red team of 2d6ba31: its copy
+  was the dead letter, the producer's properties gone);
 * a message in its last store-retry round cannot be copied: its alert is sent once more by the trigger, or logged
   ``AlertUndelivered`` (ERROR: the alertsUndelivered rule pages), and the handler's settlement stands; abandoned, it
   was redelivered until Service Bus dead-lettered it ``MaxDeliveryCountExceeded``;
@@ -26,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from adapters.servicebus.sender import OutgoingMessage, PropertyValue
 from adapters.servicebus.settlement import Settlement
 from contracts.messages import OperatorAlert
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
@@ -35,7 +38,7 @@ from submission.courier_retry import settlement_after_hand_over
 from submission.result import IntakeResult
 from submission.store_outage import STORE_RETRY_DELAYS
 from tests.contexts import context_with
-from tests.deferral.support import alerts, deliver, notification, order, send
+from tests.deferral.support import TOTAL, alerts, deliver, notification, order, send
 from tests.deferral.test_refusal_alert_outlasts_the_delivery_count import DurableDown
 from tests.deferral.test_refusal_and_acceptance_at_once import AcceptedBeforeTheMark
 from tests.deferral.test_refusal_written_first import Cap, SendsFailing, submit, told
@@ -49,35 +52,78 @@ def _events(caplog: Any, name: str) -> list[Any]:
     return [r for r in caplog.records if getattr(r, "event", None) == name]
 
 
-def test_a_conflicting_submission_whose_alert_durable_does_not_take_is_dead_lettered_by_its_copy(
-    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any
-) -> None:
-    """Input: p1 accepted; a second submission of p1 with other data, the send of its ``ConflictingOrderData`` alert
-    failing once and Durable not taking the alert courier.
+def _sent_once_more_or_paged(broker: Any, caplog: Any, sends_failing: int) -> str:
+    """The id of the one alert the trigger sent once more (its sends failing once: the handler's), or, every send
+    failing, logged ``AlertUndelivered`` (ERROR) for."""
+    if sends_failing == 1:
+        [alert] = alerts(broker)
+        assert _events(caplog, "AlertUndelivered") == []
+        return str(alert["alertId"])
+    assert alerts(broker) == []
+    [undelivered] = _events(caplog, "AlertUndelivered")
+    assert undelivered.levelno == logging.ERROR
+    return str(undelivered.alertId)
 
-    Expected: the delivery completes the message with a copy of it (round 1, due in 10 s), nothing dead-lettered yet;
-    the copy, handled once Durable is back, is dead-lettered ``ConflictingOrderData`` and sends the alert.
-    Before: the trigger failed (``AlertHandOverFailed``) and the message was redelivered at once: a Durable outage of
-    more than a few seconds dead-lettered it ``MaxDeliveryCountExceeded``, the alert never sent."""
+
+# The producer's own: a dead letter an operator resubmits or reads carries them as the producer sent them
+PRODUCER_PROPERTIES: dict[str, PropertyValue] = {"producerTrace": "trace-42", "tenant": 7}
+
+
+def _from_producer(broker: Any, body: dict[str, Any], message_id: str) -> None:
+    broker.send_from_client(
+        ORDERS_QUEUE,
+        OutgoingMessage(
+            body=json.dumps(body),
+            message_id=message_id,
+            subject=body["type"],
+            application_properties=PRODUCER_PROPERTIES,
+        ),
+    )
+
+
+@pytest.mark.parametrize("sends_failing", [1, 99])
+@pytest.mark.parametrize(
+    ("body", "reason"),  # the dead letter's reason, the alert's kind
+    [(order(shipTo="2 Other St"), "ConflictingOrderData"), (notification(amount=TOTAL - 1), "PaymentAmountMismatch")],
+)
+def test_a_message_dead_lettered_whose_alert_durable_does_not_take_is_dead_lettered_as_it_came(
+    functions: Any,
+    ctx: Any,
+    broker: Any,
+    clock: Any,
+    monkeypatch: Any,
+    caplog: Any,
+    body: dict[str, Any],
+    reason: str,
+    sends_failing: int,
+) -> None:
+    """Input: p1 accepted; then, from its producer (its MessageId, and application properties of its own), a second
+    submission of p1 with other data, or a notification of p1 for another amount; the send of its alert failing (once;
+    always) and Durable not taking the alert courier.
+
+    Expected: the message is dead-lettered under its reason at once, as it came (its MessageId and the producer's
+    application properties), no copy of it; the trigger sends the alert once more under its id, or, that send failing
+    too, logs ``AlertUndelivered`` (ERROR: the alertsUndelivered rule pages) naming it.
+    Before (2d6ba31): the message was completed with a store-retry copy (round 1, due in 10 s), and the copy, judged
+    again, was the dead letter: under the copy's MessageId, only its round and original in its properties (the
+    producer's gone). Before that (bb32f9b): the trigger failed, and the redelivery dead-lettered the message as it
+    came, or ``MaxDeliveryCountExceeded`` once a Durable outage outlasted its five deliveries."""
     Cap(monkeypatch, full=False)
     send(broker, order())
     assert deliver(functions, broker)  # p1 accepted
-    context_with(ctx, sender=SendsFailing(broker, OPERATOR_ALERTS_QUEUE, times=1))
-    send(broker, order(shipTo="2 Other St"), "p1:conflicting")
+    context_with(ctx, sender=SendsFailing(broker, OPERATOR_ALERTS_QUEUE, times=sends_failing))
+    caplog.set_level(logging.INFO)
+    _from_producer(broker, body, "p1:from-producer")
 
     assert deliver(functions, broker, DurableDown())
 
-    [copy] = broker.peek(ORDERS_QUEUE, 10)
-    assert retry_round(copy.application_properties) == 1 and json.loads(copy.body)["shipTo"] == "2 Other St"
-    assert broker.dead_letters(ORDERS_QUEUE) == [] and alerts(broker) == []
-
-    clock.advance(STORE_RETRY_DELAYS[0] + timedelta(seconds=1))
-    assert deliver(functions, broker)
-
     [dead] = broker.dead_letters(ORDERS_QUEUE)
-    assert dead.reason == "ConflictingOrderData" and dead.message_id == copy.message_id
-    assert [a["kind"] for a in alerts(broker)] == ["ConflictingOrderData"]
-    assert broker.peek(ORDERS_QUEUE, 10) == []
+    assert (dead.reason, dead.message_id) == (reason, "p1:from-producer")
+    assert dict(dead.application_properties) == PRODUCER_PROPERTIES and retry_round(dead.application_properties) == 0
+    assert broker.peek(ORDERS_QUEUE, 10) == []  # no copy
+    clock.advance(STORE_RETRY_DELAYS[0] + timedelta(seconds=1))
+    assert not deliver(functions, broker)
+    assert _sent_once_more_or_paged(broker, caplog, sends_failing).startswith(f"alert:{reason}:p1:")
 
 
 @pytest.mark.parametrize("sends_failing", [1, 99])
@@ -113,13 +159,7 @@ def test_an_alert_durable_does_not_take_in_the_last_round_is_sent_by_the_trigger
     assert settled == ["complete"] and broker.peek(ORDERS_QUEUE, 10) == []
     assert told(broker) == ["Rejected"]
     alert_id = f"alert:OrderRejected:p1:{message.sequence_number}"
-    if sends_failing == 1:
-        assert [a["alertId"] for a in alerts(broker)] == [alert_id]
-        assert _events(caplog, "AlertUndelivered") == []
-    else:
-        assert alerts(broker) == []
-        [undelivered] = _events(caplog, "AlertUndelivered")
-        assert undelivered.levelno == logging.ERROR and undelivered.alertId == alert_id
+    assert _sent_once_more_or_paged(broker, caplog, sends_failing) == alert_id
 
 
 def test_the_alert_of_a_refusal_withdrawn_at_once_is_sent_by_the_trigger_not_left_to_a_copy(
@@ -172,7 +212,7 @@ def _owed_alert() -> OwedAlert:
     [
         (Settlement.abandon("store down"), False),
         (Settlement.defer(), False),
-        (Settlement.deadletter("ConflictingOrderData", "conflict"), True),
+        (Settlement.deadletter("ConflictingOrderData", "conflict"), False),
         (Settlement.complete(), True),
     ],
 )
@@ -180,7 +220,8 @@ def test_a_message_is_copied_for_an_alert_durable_did_not_take_unless_it_is_hand
     functions: Any, ctx: Any, broker: Any, settlement: Settlement, copied: bool
 ) -> None:
     """A message the handler abandons (redelivered) or defers (its look again fetches it) is handled again anyway and
-    keeps the handler's settlement, nothing sent; one it completes or dead-letters is handed to a copy (completed)."""
+    keeps the handler's settlement, nothing sent; one it dead-letters keeps its settlement too (dead-lettered as it
+    came, its alert sent by the trigger); one it completes is handed to a copy (completed)."""
     send(broker, order(), "p1")
     message = broker.receive(ORDERS_QUEUE)
     context_with(ctx, sender=broker)
