@@ -5,7 +5,7 @@ Every route is ``authLevel: anonymous`` at the Functions level, because the call
 the platform (App Service authentication with Entra ID, infra/modules/functionapp.bicep) and
 authorised here: ``operations.auth`` refuses every request when platform authentication is off,
 answers 401 without a principal and 403 without the app role (``Orders.Read`` for GETs,
-``Orders.Operate`` for POSTs). Actions are POSTs with a same-origin JSON body."""
+``Orders.Operate`` for POSTs). Actions are POSTs with a same-origin JSON body and no query parameter."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ from operations.web import (
     error,
     json_reply,
     list_parameters,
+    no_query,
     page_size,
     parse_action_body,
     refused,
@@ -145,9 +146,9 @@ def _action_request(
     who = check_access(ctx.settings, req.headers, OPERATE_ROLE)
     if isinstance(who, Reply):
         return who
-    cross = same_origin_json(req.url, req.headers)
-    if cross is not None:
-        return cross
+    unfit = same_origin_json(req.url, req.headers) or no_query(req.params)
+    if unfit is not None:
+        return unfit
     order_id = checked_order_id(req.route_params.get("orderId"))
     if isinstance(order_id, Reply):
         return order_id

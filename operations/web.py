@@ -138,6 +138,16 @@ def list_parameters(params: Mapping[str, str]) -> dict[str, str] | Reply:
     return found
 
 
+def no_query(params: Mapping[str, str]) -> Reply | None:
+    """400 for an action request with a query parameter: an action is its JSON body (``parse_action_body``), and a
+    field sent in the query would be ignored while the action is taken (``compensate?undoneByHand=2``: the next round
+    sends again the undo the operator made by hand)."""
+    if not params:
+        return None
+    names = ", ".join(repr(name[:40]) for name in sorted(params)[:5])
+    return error(400, f"an action takes no query parameter ({names}): send its fields in the JSON body")
+
+
 def page_size(text: str | None, default: int, maximum: int) -> int | None:
     """The ``pageSize`` query parameter: ASCII digits only (``str.isdigit`` also takes superscripts
     and other digits ``int`` refuses), 1 to ``maximum``; None when it is not one."""

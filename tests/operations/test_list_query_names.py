@@ -5,6 +5,7 @@ ignored: ``?State=Error`` or ``?status=Error`` served every order, ``?Continuati
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -14,7 +15,7 @@ from tests.operations.harness import OpsHarness
 pytestmark = pytest.mark.cosmos
 
 
-def _ids(body: dict) -> list[str]:
+def _ids(body: dict[str, Any]) -> list[str]:
     return [o["orderId"] for o in body["orders"]]
 
 
