@@ -5,7 +5,7 @@ Every route is ``authLevel: anonymous`` at the Functions level, because the call
 the platform (App Service authentication with Entra ID, infra/modules/functionapp.bicep) and
 authorised here: ``operations.auth`` refuses every request when platform authentication is off,
 answers 401 without a principal and 403 without the app role (``Orders.Read`` for GETs,
-``Orders.Operate`` for POSTs). Actions are POSTs with a same-origin JSON body."""
+``Orders.Operate`` for POSTs). Actions are POSTs with a same-origin JSON body and no query parameter."""
 
 from __future__ import annotations
 
@@ -39,6 +39,8 @@ from operations.web import (
     checked_sequence_number,
     error,
     json_reply,
+    list_parameters,
+    no_query,
     page_size,
     parse_action_body,
     refused,
@@ -86,13 +88,16 @@ def ops_orders(req: func.HttpRequest) -> func.HttpResponse:
     who = check_access(ctx.settings, req.headers, READ_ROLE)
     if isinstance(who, Reply):
         return _response(who)
-    state_text = req.params.get("state")
+    query = list_parameters(req.params)
+    if isinstance(query, Reply):
+        return _response(query)
+    state_text = query.get("state")
     try:
         state = ProcessState(state_text) if state_text else None
     except ValueError:
         known = ", ".join(s.value for s in ProcessState)
         return _response(error(400, f"unknown state {state_text!r}: one of {known}"))
-    continuation = req.params.get("continuation") or None
+    continuation = query.get("continuation") or None
     if continuation is not None and len(continuation) > MAX_CONTINUATION_CHARS:
         return _response(error(400, "continuation token too long"))
     after: SeekKey | None = None
@@ -101,7 +106,7 @@ def ops_orders(req: func.HttpRequest) -> func.HttpResponse:
         if isinstance(resumed, Reply):
             return _response(resumed)
         after = resumed
-    size = page_size(req.params.get("pageSize"), DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+    size = page_size(query.get("pageSize"), DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
     if size is None:
         return _response(error(400, f"pageSize must be a whole number from 1 to {MAX_PAGE_SIZE}"))
     found = _load(lambda: views.order_page(ctx, state, size, after))
@@ -141,9 +146,9 @@ def _action_request(
     who = check_access(ctx.settings, req.headers, OPERATE_ROLE)
     if isinstance(who, Reply):
         return who
-    cross = same_origin_json(req.url, req.headers)
-    if cross is not None:
-        return cross
+    unfit = same_origin_json(req.url, req.headers) or no_query(req.params)
+    if unfit is not None:
+        return unfit
     order_id = checked_order_id(req.route_params.get("orderId"))
     if isinstance(order_id, Reply):
         return order_id

@@ -117,6 +117,37 @@ def checked_sequence_number(value: str | None) -> int | Reply:
     return int(text)
 
 
+# The list's query parameters (``GET ops/orders``), as the API documents them.
+LIST_PARAMETERS = ("state", "pageSize", "continuation")
+
+
+def list_parameters(params: Mapping[str, str]) -> dict[str, str] | Reply:
+    """The list's query parameters by their documented names (``LIST_PARAMETERS``), matched whatever their case, as
+    the Functions host matches them: it reads the query case-insensitively (a name given twice in two cases is one,
+    its values joined) and hands the worker the first spelling sent, so ``?State=Error`` names the list's ``state``.
+    400 for any other name: a filter the list does not read would be ignored, and the whole list served as if it
+    were the filtered one (``?status=Error``: every order, those in flight too)."""
+    known = {name.lower(): name for name in LIST_PARAMETERS}
+    found: dict[str, str] = {}
+    for name, value in params.items():
+        documented = known.get(name.lower())
+        if documented is None or documented in found:
+            given = "unknown query parameter" if documented is None else "query parameter given twice"
+            return error(400, f"{given} {name[:40]!r}: the list takes {', '.join(LIST_PARAMETERS)}, each once")
+        found[documented] = value
+    return found
+
+
+def no_query(params: Mapping[str, str]) -> Reply | None:
+    """400 for an action request with a query parameter: an action is its JSON body (``parse_action_body``), and a
+    field sent in the query would be ignored while the action is taken (``compensate?undoneByHand=2``: the next round
+    sends again the undo the operator made by hand)."""
+    if not params:
+        return None
+    names = ", ".join(repr(name[:40]) for name in sorted(params)[:5])
+    return error(400, f"an action takes no query parameter ({names}): send its fields in the JSON body")
+
+
 def page_size(text: str | None, default: int, maximum: int) -> int | None:
     """The ``pageSize`` query parameter: ASCII digits only (``str.isdigit`` also takes superscripts
     and other digits ``int`` refuses), 1 to ``maximum``; None when it is not one."""
