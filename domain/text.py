@@ -6,8 +6,8 @@ Control characters forge lines in logs and consoles; bidirectional formatting ch
 U+2066-U+2069: embeddings, overrides, isolates) make a console or a log viewer show text in another
 order than it is stored ("Trojan Source"). Text from outside (an operator's reason, a client's address)
 is refused when it holds any of them (``uncarriable``), or when nothing visible is left of it
-(``blank``: whitespace, format characters such as U+200B or U+FEFF, Hangul fillers); text on its way
-out (an alert's summary, a status's reason, an operator's name from the platform, a remote service's
+(``blank``: whitespace, format characters such as U+200B or U+FEFF, Hangul fillers, the blank Braille cell);
+text on its way out (an alert's summary, a status's reason, an operator's name from the platform, a remote service's
 answer quoted in a failure, ``RemoteError``; a record written before that rule) is made carriable (``carriable``)."""
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 # Characters that show nothing and are not whitespace (``str.strip`` keeps them): Unicode's
 # Default_Ignorable_Code_Point (DerivedCoreProperties.txt, assigned or not: the Hangul fillers, the Khmer
 # inherent vowels, variation selectors, U+FFF0-U+FFF8, the tags block...); with every other format
-# character (category Cf), checked by category.
+# character (category Cf), checked by category; and BRAILLE PATTERN BLANK (U+2800, category So: a cell with no
+# dots, drawn as nothing, the usual way to pass a "not blank" check with text that shows nothing).
 _INVISIBLE = re.compile(
-    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800"
     "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
     "\U000e0000-\U000e0fff]"
 )

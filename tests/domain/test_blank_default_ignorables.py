@@ -1,9 +1,11 @@
 """Blank means nothing visible (domain/text.py ``blank``): Unicode's Default_Ignorable_Code_Point set, which
 renderers show as nothing (DerivedCoreProperties.txt), counts as invisible, including members outside
 category Cf: KHMER VOWEL INHERENT AQ/AA (U+17B4, U+17B5, category Mn) and the reserved default-ignorables
-U+2065, U+FFF0-U+FFF8, U+E0080-U+E00FF, U+E01F0-U+E0FFF (category Cn). A customerId, shipTo, operator
-reason or operator name made only of them is refused or skipped; real text in other scripts, emoji
-sequences and combining marks are still taken. An operator's name cut at its limit keeps whole flags."""
+U+2065, U+FFF0-U+FFF8, U+E0080-U+E00FF, U+E01F0-U+E0FFF (category Cn); and the blank Braille cell U+2800
+(category So, drawn as nothing: the red team of the operator API passed a reason made only of it). A
+customerId, shipTo, operator reason or operator name made only of them is refused or skipped; real text in
+other scripts, emoji sequences and combining marks are still taken. An operator's name cut at its limit keeps
+whole flags."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ STILL_INVISIBLE = {
     "reserved default ignorable U+2065 (Cn)": "\u2065",
     "reserved default ignorable U+FFF0 (Cn)": "\ufff0\ufff1",
     "reserved default ignorable tag-block U+E0080 (Cn)": "\U000e0080\U000e0081",
+    "braille pattern blank U+2800 (So, not default ignorable; drawn as nothing)": "\u2800 \u2800",
 }
 
 
@@ -53,6 +56,7 @@ LEGIT = {
     "combining acute": "Jose\u0301",
     "skin tone": "\U0001f44d\U0001f3fd",
     "arabic with RLM": "\u200f\u0634\u0627\u0631\u0639 5",
+    "braille text beside a blank cell": "\u2813\u2811\u2807\u2807\u2815\u2800\u283a",
 }
 
 
