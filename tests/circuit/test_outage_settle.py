@@ -27,6 +27,7 @@ from domain.circuit import (
     RECOVERY_ALERT,
     SETTLED,
     DependencyHealth,
+    OutageAlert,
     mark_alerted,
     outage_alerts_due,
 )
@@ -146,6 +147,22 @@ def test_a_continued_outage_long_closed_still_gets_its_recovery_and_unpaged_hist
     history = opened(closed(opened(DependencyHealth.fresh("payment", T0), T0), at(40)), at(60))
     history = closed(history, at(100))  # never paged (the supervisor was down all along)
     assert outage_alerts_due(history, now - timedelta(hours=1), now=now, settle=SETTLE) == []
+
+
+def test_a_recovery_recorded_over_a_reopening_taken_in_gives_the_reopening_back_to_be_paged() -> None:
+    """A supervisor of the version before ``outageSettledFor`` (a rolling upgrade) sends the recovery without
+    recording its decision first, while another takes a reopening in: recording that recovery gives the reopening
+    back, and the next run pages it as a new outage (the operator was told it recovered)."""
+    closed_at = at(40)
+    health = closed(paged("inventory"), closed_at)
+    recovery = OutageAlert(RECOVERY_ALERT, "inventory", T0, closed_at)  # as the older version decided it
+    reopened = closed_at + SETTLE - timedelta(seconds=60)
+    health = opened(health, reopened)
+    health = marked(health, outage_alerts_due(health, now=reopened, settle=SETTLE))
+    assert (health.outage_continued_to, health.outage_reopenings) == (reopened, 1)
+    health, changed = mark_alerted(health, recovery)
+    assert changed and (health.recovery_alerted_for, health.outage_continued_to) == (T0, None)
+    assert kinds(outage_alerts_due(health, now=reopened + PERIOD, settle=SETTLE)) == [(OUTAGE_ALERT, reopened)]
 
 
 # --- the supervisor's runs against Cosmos ---------------------------------------------------------
