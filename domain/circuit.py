@@ -93,6 +93,10 @@ class DependencyHealth:
     # the outage paged as it was, and its reopenings are alerted as before they existed (a pair each).
     outage_continued_to: datetime | None = None
     outage_reopenings: int = 0
+    # The outage (its first opening) whose recovery a supervisor decided, its circuit found closed for the settling
+    # period: written before that recovery is sent, so that no reopening is taken into an outage the operator may
+    # already have been told is over (a recovery sent whose marker write failed). Supervisor only, as the others.
+    outage_settled_for: datetime | None = None
     schema_version: int = SCHEMA_VERSION
     updated_at: datetime
     # The stored version this was read at, opaque (None: never stored); the store writes only over
@@ -271,6 +275,10 @@ OUTAGE_ALERT = "DependencyOutage"
 RECOVERY_ALERT = "DependencyRecovered"
 # Not an alert: a reopening within the settling period, taken into the outage already paged (its marker only)
 CONTINUED = "OutageContinued"
+# Not an alert: the recovery of the outage paged decided (its circuit closed for the settling period), recorded
+# before it is sent: no reopening is taken into the outage from then on (its marker only)
+SETTLED = "OutageSettled"
+NOT_SENT = (CONTINUED, SETTLED)
 
 
 @dataclass(frozen=True)
@@ -280,11 +288,11 @@ class OutageAlert:
     take in the reopenings that follow its closing within the settling period (``CONTINUED``, nothing
     sent): its recovery then covers them, from its first opening to its last closing."""
 
-    kind: str  # OUTAGE_ALERT, RECOVERY_ALERT or CONTINUED (a marker only, nothing sent)
+    kind: str  # OUTAGE_ALERT, RECOVERY_ALERT, or CONTINUED or SETTLED (markers only, nothing sent)
     dependency: str
     started: datetime
-    closed: datetime | None = None  # RECOVERY_ALERT: when the circuit last closed (None: not known)
-    # RECOVERY_ALERT: the last opening it covers; CONTINUED: the reopening taken in (None: ``started``)
+    closed: datetime | None = None  # RECOVERY_ALERT, SETTLED: when the circuit last closed (None: not known)
+    # RECOVERY_ALERT, SETTLED: the last opening it covers; CONTINUED: the reopening taken in (None: ``started``)
     covers: datetime | None = None
     reopenings: int = 0  # RECOVERY_ALERT: the reopenings within the settling period it covers
 
@@ -317,9 +325,11 @@ def outage_alerts_due(
 
     ``settle`` (``OUTAGE_SETTLE_SECONDS``; 0: none): an outage paged gets its recovery only once its
     circuit has stayed closed that long (by ``now``, or by a reopening later than that); a reopening
-    sooner continues it (``CONTINUED``: not paged again, its recovery covers the whole span)."""
+    sooner continues it (``CONTINUED``: not paged again, its recovery covers the whole span). A recovery judged
+    by ``now`` (the supervisor's clock, the closing by an agent's) is recorded as decided before it is sent
+    (``SETTLED``): a reopening seen after it is a new outage, whatever the agents' clocks say."""
     due: list[OutageAlert] = []
-    for _ in range(8):  # at most a late recovery, an opening, a reopening taken in, its recovery, an opening
+    for _ in range(9):  # at most a late recovery, an opening, a reopening taken in, settled, its recovery, an opening
         alert = _next_due(health, closed_before, now, settle)
         if alert is None:
             break
@@ -345,9 +355,11 @@ def _next_due(
     current = health.opened_at if health.state is not CircuitState.CLOSED else None
     if since is not None and paged is not None and not _alerted(health.recovery_alerted_for, since):
         reopenings = health.outage_reopenings
+        # its recovery decided (and maybe sent): nothing more is taken in, it goes out as it was decided
+        taking_in = bool(settle) and health.outage_settled_for != since
         if last is not None and since <= last < paged:
             return None  # the reopening it took in last is still open
-        if settle and last is not None and last > paged and last - paged < settle:
+        if taking_in and last is not None and last > paged and last - paged < settle:
             # an outage began and closed unseen since the last opening paged, sooner than the settling period
             # after it (every closing in between was followed by a reopening sooner than that): one outage
             return OutageAlert(CONTINUED, dependency, since, covers=last)
@@ -358,10 +370,12 @@ def _next_due(
             return OutageAlert(RECOVERY_ALERT, dependency, since, None, paged, reopenings)
         if last == paged and closed_at is not None:
             reopened = current is not None and current > paged
-            if settle and current is not None and reopened and current - closed_at < settle:
+            if taking_in and current is not None and reopened and current - closed_at < settle:
                 return OutageAlert(CONTINUED, dependency, since, covers=current)
-            if not (not settle or reopened or (now is not None and now - closed_at >= settle)):
-                return None  # closed for less than the settling period: it may still reopen
+            if taking_in and not reopened:
+                if now is None or now - closed_at < settle:
+                    return None  # closed for less than the settling period: it may still reopen
+                return OutageAlert(SETTLED, dependency, since, closed_at, paged, reopenings)
             return OutageAlert(RECOVERY_ALERT, dependency, since, closed_at, paged, reopenings)
     paged_last = last is not None and _alerted(paged, last)
     long_closed = closed_before is not None and closed_at is not None and closed_at < closed_before
@@ -376,8 +390,9 @@ def _next_due(
 
 def mark_alerted(health: DependencyHealth, alert: OutageAlert) -> tuple[DependencyHealth, bool]:
     """The health with ``alert`` recorded as sent (False, unchanged: it already was, by anyone, or a
-    ``CONTINUED`` no longer applies: the outage's recovery was recorded meanwhile, or another outage is
-    paged). Markers only move forward, but for one race: a recovery recorded over a reopening another
+    ``CONTINUED`` no longer applies: the outage's recovery was recorded or decided meanwhile, or another outage is
+    paged; or a ``SETTLED`` no longer does: the circuit moved since it was read, or the outage took a reopening
+    in). Markers only move forward, but for one race: a recovery recorded over a reopening another
     supervisor took into the same outage meanwhile (their clocks judged the settling period differently)
     gives that reopening back, to be paged as a new outage (the recovery was sent). ``updatedAt`` is left
     alone (it times half-open probe grants)."""
@@ -387,10 +402,22 @@ def mark_alerted(health: DependencyHealth, alert: OutageAlert) -> tuple[Dependen
         if (
             health.outage_alerted_for != alert.started
             or _alerted(health.recovery_alerted_for, alert.started)
+            or health.outage_settled_for == alert.started
             or _alerted(paged, opening)
         ):
             return health, False
         return replace(health, outage_continued_to=opening, outage_reopenings=health.outage_reopenings + 1), True
+    if alert.kind == SETTLED:
+        if (
+            health.outage_alerted_for != alert.started
+            or _alerted(health.recovery_alerted_for, alert.started)
+            or health.outage_settled_for == alert.started
+            or paged != opening
+            or health.state is not CircuitState.CLOSED
+            or health.last_closed_at != alert.closed
+        ):
+            return health, False
+        return replace(health, outage_settled_for=alert.started), True
     if alert.kind == OUTAGE_ALERT:
         if _alerted(paged, opening):
             return health, False

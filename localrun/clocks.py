@@ -36,6 +36,11 @@ def host_of(function_name: str) -> str:
     return "app"
 
 
+def skew_of(offsets_s: Mapping[str, float], host: str) -> timedelta:
+    """The offset of ``host``'s clock (``localrun.profile.CLOCK_HOSTS``) under the profile's ``host.clock_skew_s``."""
+    return timedelta(seconds=offsets_s.get(host, 0))
+
+
 class SkewedClocks:
     """The app's ``Clock``: the true simulated time plus the offset of the host whose invocation is
     reading it. ``on_invoke`` is the host's hook, called on the invocation's task before it runs."""

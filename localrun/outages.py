@@ -8,9 +8,12 @@ Per dependency: ``opened`` (``DependencyOutage`` events: a closed circuit opened
 attempt or round starting, or a side note), in true simulated time from the audited transitions.
 ``alerts_opened`` / ``alerts_closed``: the ``DependencyOutage`` / ``DependencyRecovered`` operator
 alerts about it on the alert queue, and ``paged_outages`` / ``paged_recoveries``: how many of each the app owes,
-from the circuit's moves in true time (``CircuitLog``, ``paged_outages``): one outage per opening, less the
-reopenings sooner than ``OUTAGE_SETTLE_SECONDS`` after a closing (each continues the outage before it), and one
-recovery per such outage whose circuit then stayed closed that long (the run waits for it: ``CircuitLog.owed``);
+from the circuit's moves (``CircuitLog``, ``paged_outages``): one outage per opening, less the reopenings sooner
+than ``OUTAGE_SETTLE_SECONDS`` after a closing (each continues the outage before it), and one recovery per such
+outage whose circuit then stayed closed that long (the run waits for it: ``CircuitLog.owed``), judged as the app
+does under clock skew: the agents' clocks for the gap, the supervisor's against the closing's for the recovery (a
+reopening after the supervisor's clock passed it is a new outage; one in the supervisor period after that, before
+its run, the app takes in and the report does not: with the supervisor ahead of the agents only);
 ``terminal_after_end_p99_s``: the p99, over the orders that waited for it, of how long
 after the end of the last injected outage (of any service, before the order settled) the order reached a
 terminal state (0 if it settled inside an outage).
@@ -31,7 +34,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -115,15 +118,24 @@ class CircuitMove:
     at: datetime  # true time
     dependency: str
     opened: bool  # closed -> open (``DependencyOutage``); else -> closed (``DependencyRecovered``)
+    # the clock skew of the host that moved it (profile ``host.clock_skew_s``): the health document holds
+    # ``at + skew`` (``openedAt``, ``lastClosedAt``), and the supervisor judges the settling period by that
+    skew: timedelta = timedelta(0)
+
+    @property
+    def written_at(self) -> datetime:
+        return self.at + self.skew
 
 
 class CircuitLog(logging.Handler):
-    """The circuits' openings and closings in true time (the agents' transition events), and the outages the
+    """The circuits' openings and closings in true time (the agents' transition events, with the skew of the host
+    that logged them: ``skew``, the app's clock's offset on the task, localrun/clocks.py), and the outages the
     supervisor paged and recovered (``OutageAlertSent``, by ``outageStartedAt``): what the run is owed."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, skew: Callable[[], timedelta] | None = None) -> None:
         super().__init__(level=logging.DEBUG)
         self._clock = clock
+        self.skew = skew
         self.moves: list[CircuitMove] = []
         self._paged: dict[str, set[str]] = defaultdict(set)
         self._recovered: dict[str, set[str]] = defaultdict(set)
@@ -133,21 +145,25 @@ class CircuitLog(logging.Handler):
         if not isinstance(dependency, str):
             return
         if name in ("DependencyOutage", "DependencyRecovered"):
-            self.moves.append(CircuitMove(self._clock.now(), dependency, name == "DependencyOutage"))
+            skew = self.skew() if self.skew is not None else timedelta(0)
+            self.moves.append(CircuitMove(self._clock.now(), dependency, name == "DependencyOutage", skew))
         elif name == "OutageAlertSent":
             kind, started = getattr(record, "alertKind", None), getattr(record, "outageStartedAt", None)
             if isinstance(started, str):
                 (self._paged if kind == "DependencyOutage" else self._recovered)[dependency].add(started)
 
-    def owed(self, now: datetime, settle: timedelta) -> bool:
+    def owed(self, now: datetime, settle: timedelta, supervisor_skew: timedelta = timedelta(0)) -> bool:
         """A recovery still to come: an outage paged and not recovered whose circuit is closed, for less than
-        the settling period and a few supervisor runs (``OWED_SLACK``) after it closed (past that, it is not
-        coming: the report's ``paged_recoveries`` and ``alerts_closed`` then differ)."""
+        the settling period and a few supervisor runs (``OWED_SLACK``) after it closed by the supervisor's clock
+        (``supervisor_skew``) against the closing's (past that, it is not coming: the report's ``paged_recoveries``
+        and ``alerts_closed`` then differ)."""
         last: dict[str, CircuitMove] = {}
         for move in self.moves:
             last[move.dependency] = move
         return any(
-            not move.opened and self._paged[d] - self._recovered[d] and now < move.at + settle + OWED_SLACK
+            not move.opened
+            and self._paged[d] - self._recovered[d]
+            and now + supervisor_skew < move.written_at + settle + OWED_SLACK
             for d, move in last.items()
         )
 
@@ -156,10 +172,15 @@ class CircuitLog(logging.Handler):
 OWED_SLACK = timedelta(minutes=3)
 
 
-def paged_outages(moves: Iterable[CircuitMove], settle: timedelta, end: datetime) -> dict[str, tuple[int, int]]:
+def paged_outages(
+    moves: Iterable[CircuitMove], settle: timedelta, end: datetime, supervisor_skew: timedelta = timedelta(0)
+) -> dict[str, tuple[int, int]]:
     """Per dependency, the outages the app pages and the recoveries it sends by ``end`` (true time): an opening
     sooner than ``settle`` after the last closing continues the outage before it; a recovery is due once the
-    circuit stayed closed ``settle``."""
+    circuit stayed closed ``settle``. Both as the app judges them: the gap between the times the agents wrote
+    (their hosts' clocks, ``CircuitMove.written_at``), and the closing's against the supervisor's clock
+    (``supervisor_skew``): a supervisor ahead of the agents sends the recovery sooner in true time, and an
+    opening after that is a new outage, however soon after the closing by the agents' clocks."""
     by_dependency: dict[str, list[CircuitMove]] = defaultdict(list)
     for move in moves:
         by_dependency[move.dependency].append(move)
@@ -170,15 +191,20 @@ def paged_outages(moves: Iterable[CircuitMove], settle: timedelta, end: datetime
         is_open = False
         for move in sorted(seen, key=lambda m: m.at):
             if move.opened:
-                if outages and closed_at is not None and move.at - closed_at < settle:
+                if (
+                    outages
+                    and closed_at is not None
+                    and move.written_at - closed_at < settle
+                    and move.at + supervisor_skew < closed_at + settle
+                ):
                     is_open = True
                     continue  # the same outage goes on
                 recoveries += 1 if outages else 0
                 outages += 1
                 is_open = True
             else:
-                closed_at, is_open = move.at, False
-        if outages and not is_open and closed_at is not None and end - closed_at >= settle:
+                closed_at, is_open = move.written_at, False
+        if outages and not is_open and closed_at is not None and end + supervisor_skew - closed_at >= settle:
             recoveries += 1
         counts[dependency] = (outages, recoveries)
     return counts

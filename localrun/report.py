@@ -17,6 +17,7 @@ from domain.deferral import DISCARDED
 from domain.states import TERMINAL_STATES, ProcessState
 from domain.timefmt import parse
 from localrun import orderless
+from localrun.clocks import skew_of
 from localrun.durable.instance import Instance
 from localrun.host import LocalHost
 from localrun.operator_answers import Evidence, broken_answers, checked_counts
@@ -854,7 +855,12 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             alert_bodies,
             windows,
             terminal_at,
-            paged_outages(result.circuit_moves, _outage_settle(result), START + timedelta(seconds=result.simulated_s)),
+            paged_outages(
+                result.circuit_moves,
+                _outage_settle(result),
+                START + timedelta(seconds=result.simulated_s),
+                skew_of(result.config.profile.clock_skew_s, "supervisor"),
+            ),
         ),
         "injected_faults": dict(sorted(_injected(result, final).items())),
         "runtime": {

@@ -55,7 +55,7 @@ from localrun.audit import (
     FaultySender,
     RemoteFailure,
 )
-from localrun.clocks import SkewedClocks
+from localrun.clocks import SkewedClocks, skew_of
 from localrun.cosmos_server import CosmosServer
 from localrun.host import LocalHost, local_settings_example
 from localrun.operator import Operator, OperatorMove
@@ -271,6 +271,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             faults.latency = hostile.CosmosLatency(profile.cosmos_latency_ms, rng, clock.sleep)
         # The app reads its host's clock (profile host.clock_skew_s); the runner's evidence keeps true time.
         skewed = SkewedClocks(clock, scheduler, profile.clock_skew_s, audit) if profile.clock_skew_s else None
+        if skewed is not None:
+            circuits.skew = skewed.offset  # the health documents hold the agents' clocks
         # The generators are drawn in the same order as before the context took every collaborator at once
         # (sender, then rng), so a seed's run is unchanged.
         sender = FaultySender(broker, profile, random.Random(seeds.getrandbits(64)), clock, audit, config.seed)
@@ -458,7 +460,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 return False
             # an outage paged whose circuit closed: its DependencyRecovered goes out once it stayed closed
             # OUTAGE_SETTLE_SECONDS (the supervisor's runs go on until then)
-            return not circuits.owed(clock.now(), settings.outage_settle)
+            return not circuits.owed(clock.now(), settings.outage_settle, skew_of(profile.clock_skew_s, "supervisor"))
 
         def external() -> datetime | None:
             due = [pending[0].at] if pending else []

@@ -17,7 +17,9 @@ One operator alert per outage, not per order (``alert_outages``, once per superv
 ``DependencyRecovered`` once it has stayed closed for ``OUTAGE_SETTLE_SECONDS`` (how long it was open, the
 orders resuming). A reopening sooner continues the outage paged (``OutageAlertContinued``, nothing sent: a
 marker in the health document, ``outageContinuedTo``), and its recovery covers it all, from the first opening
-to the last closing, with the reopenings counted; a reopening later is a new outage. Each alert is
+to the last closing, with the reopenings counted; a reopening later is a new outage. The recovery judged due by
+the supervisor's clock is recorded as decided before it is sent (``outageSettledFor``): no reopening is taken into
+it from then on (its marker write may fail after the send). Each alert is
 identified by its dependency and the outage's start, so its MessageId is the same whoever sends it
 (two supervisors racing, a resend after a lost response: Service Bus duplicate detection keeps one);
 it is sent first, then recorded in the health document (``outageAlertedFor``/``recoveryAlertedFor``,
@@ -43,6 +45,7 @@ from contracts.messages import StatusName
 from dependencies import AppContext
 from domain.circuit import (
     CONTINUED,
+    NOT_SENT,
     OUTAGE_ALERT,
     CircuitState,
     OutageAlert,
@@ -195,17 +198,18 @@ def _alert_dependency(ctx: AppContext, dependency: str) -> int:
     now = ctx.clock.now()
     settle = ctx.settings.outage_settle
     for alert in outage_alerts_due(health, closed_before=now - OUTAGE_ALERT_MAX_AGE, now=now, settle=settle):
-        if alert.kind != CONTINUED and not _send(ctx, alert):
+        if alert.kind not in NOT_SENT and not _send(ctx, alert):
             break  # not marked: the next run sends it (and what follows it) again
         # agents write the same document meanwhile (an opening is when most of them fail at once)
         pause = RacePause(ctx.clock.sleep, ctx.rng)
         _written, marked = update_health(
             ctx.health, dependency, partial(mark_alerted, alert=alert), ctx.clock.now(), pause=pause
         )
-        if alert.kind == CONTINUED:
+        if alert.kind in NOT_SENT:
             if not marked:
-                break  # taken in by another supervisor, or the recovery recorded meanwhile: the next run reads it
-            _continued(alert, settle)
+                break  # taken in or settled by another supervisor, the circuit moved, or the recovery recorded
+            if alert.kind == CONTINUED:
+                _continued(alert, settle)
         else:
             sent += 1
     return sent

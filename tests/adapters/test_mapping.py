@@ -182,6 +182,7 @@ def rich_health() -> DependencyHealth:
         recovery_alerted_for=T - timedelta(hours=2),
         outage_continued_to=T + timedelta(minutes=3),
         outage_reopenings=2,
+        outage_settled_for=T,
         updated_at=T,
         version="e2",
     )
@@ -354,6 +355,7 @@ HEALTH_DOCUMENT: dict[str, Any] = {
     "recoveryAlertedFor": "2026-03-04T03:06:07.890123Z",
     "outageContinuedTo": "2026-03-04T05:09:07.890123Z",
     "outageReopenings": 2,
+    "outageSettledFor": "2026-03-04T05:06:07.890123Z",
     "schemaVersion": 1,
     "updatedAt": "2026-03-04T05:06:07.890123Z",
 }
@@ -416,6 +418,7 @@ FRESH_DOCUMENTS: dict[str, dict[str, Any]] = {
         "recoveryAlertedFor": None,
         "outageContinuedTo": None,
         "outageReopenings": 0,
+        "outageSettledFor": None,
         "schemaVersion": 1,
         "updatedAt": "2026-03-04T05:06:07.890123Z",
     },

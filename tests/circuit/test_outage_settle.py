@@ -25,7 +25,9 @@ from domain.circuit import (
     CONTINUED,
     OUTAGE_ALERT,
     RECOVERY_ALERT,
+    SETTLED,
     DependencyHealth,
+    OutageAlert,
     mark_alerted,
     outage_alerts_due,
 )
@@ -84,7 +86,8 @@ def test_reopenings_unseen_between_two_runs_continue_the_outage_when_sooner_than
     last_close = T0 + timedelta(seconds=140)
     health = closed(health, last_close)
     assert outage_alerts_due(health, now=last_close + SETTLE - timedelta(seconds=1), settle=SETTLE) == []
-    (recovery,) = outage_alerts_due(health, now=last_close + SETTLE, settle=SETTLE)
+    settled, recovery = outage_alerts_due(health, now=last_close + SETTLE, settle=SETTLE)
+    assert (settled.kind, settled.started) == (SETTLED, T0)  # recorded before the recovery is sent
     assert (recovery.kind, recovery.started, recovery.closed, recovery.reopenings) == (
         RECOVERY_ALERT,
         T0,
@@ -92,7 +95,7 @@ def test_reopenings_unseen_between_two_runs_continue_the_outage_when_sooner_than
         2,
     )
     assert recovery.outage_seconds == 140.0  # first opening to last closing
-    assert outage_alerts_due(marked(health, [recovery]), now=last_close + SETTLE, settle=SETTLE) == []
+    assert outage_alerts_due(marked(health, [settled, recovery]), now=last_close + SETTLE, settle=SETTLE) == []
 
 
 def test_a_reopening_later_than_the_settling_period_is_a_new_outage_even_when_no_run_saw_the_closing() -> None:
@@ -136,10 +139,30 @@ def test_a_continued_outage_long_closed_still_gets_its_recovery_and_unpaged_hist
     health = closed(opened(closed(paged("shipping"), at(40)), at(60)), at(100))
     now = T0 + timedelta(hours=3)  # the supervisor paused for hours
     due = outage_alerts_due(health, now - timedelta(hours=1), now=now, settle=SETTLE)
-    assert [(a.kind, a.started, a.reopenings) for a in due] == [(CONTINUED, T0, 0), (RECOVERY_ALERT, T0, 1)]
+    assert [(a.kind, a.started, a.reopenings) for a in due] == [
+        (CONTINUED, T0, 0),
+        (SETTLED, T0, 1),
+        (RECOVERY_ALERT, T0, 1),
+    ]
     history = opened(closed(opened(DependencyHealth.fresh("payment", T0), T0), at(40)), at(60))
     history = closed(history, at(100))  # never paged (the supervisor was down all along)
     assert outage_alerts_due(history, now - timedelta(hours=1), now=now, settle=SETTLE) == []
+
+
+def test_a_recovery_recorded_over_a_reopening_taken_in_gives_the_reopening_back_to_be_paged() -> None:
+    """A supervisor of the version before ``outageSettledFor`` (a rolling upgrade) sends the recovery without
+    recording its decision first, while another takes a reopening in: recording that recovery gives the reopening
+    back, and the next run pages it as a new outage (the operator was told it recovered)."""
+    closed_at = at(40)
+    health = closed(paged("inventory"), closed_at)
+    recovery = OutageAlert(RECOVERY_ALERT, "inventory", T0, closed_at)  # as the older version decided it
+    reopened = closed_at + SETTLE - timedelta(seconds=60)
+    health = opened(health, reopened)
+    health = marked(health, outage_alerts_due(health, now=reopened, settle=SETTLE))
+    assert (health.outage_continued_to, health.outage_reopenings) == (reopened, 1)
+    health, changed = mark_alerted(health, recovery)
+    assert changed and (health.recovery_alerted_for, health.outage_continued_to) == (T0, None)
+    assert kinds(outage_alerts_due(health, now=reopened + PERIOD, settle=SETTLE)) == [(OUTAGE_ALERT, reopened)]
 
 
 # --- the supervisor's runs against Cosmos ---------------------------------------------------------
@@ -276,7 +299,11 @@ class _ReopenedDuringSend(RecordingSender):
 
 
 @pytest.mark.cosmos
-def test_a_recovery_sent_while_another_supervisor_took_a_reopening_in_pages_the_reopening_after_it(ctx, sender, health):
+def test_a_reopening_while_another_supervisor_sends_the_recovery_is_paged_after_it(ctx, sender, health):
+    """A records the recovery decided (``SETTLED``) before it sends it: B, its clock behind, sees the reopening sooner
+    than the settling period by the agents' clocks but does not take it into the outage A may have told the operator
+    is over (before, it did, and A's recovery marker gave it back): B sends the recovery (the same MessageId, one
+    kept) and pages the reopening."""
     start = ctx.clock.now()
     flapping(ctx, health, "inventory", [(0, "open"), (40, "close")], until=60)
     closed_at = start + timedelta(seconds=40)
@@ -285,20 +312,66 @@ def test_a_recovery_sent_while_another_supervisor_took_a_reopening_in_pages_the_
 
     def reopen() -> None:
         open_at(health, "inventory", reopened)
-        alert_outages(other)  # B: a reopening sooner than the settling period: taken in
+        alert_outages(other)  # B: a reopening sooner than the settling period, after the recovery was decided
 
     ctx = context_with(ctx, sender=_ReopenedDuringSend(sender, reopen))
     ctx.clock.set(closed_at + ctx.settings.outage_settle)  # A: closed long enough
     alert_outages(ctx)
-    assert read_health(health, "inventory", ctx.clock.now()).outage_continued_to is None  # given back
+    assert read_health(health, "inventory", ctx.clock.now()).outage_continued_to is None  # never taken in
     ctx.clock.advance(PERIOD)
     alert_outages(ctx)
-    sent = alerts(sender)
-    assert [(body["kind"], body["details"]["outageStartedAt"]) for _id, body in sent] == [
+    sent = [(body["kind"], body["details"]["outageStartedAt"]) for _id, body in alerts(sender)]
+    assert list(dict.fromkeys(sent)) == [  # B's resend of the recovery under the same MessageId: dropped
         (OUTAGE_ALERT, start.isoformat()),
         (RECOVERY_ALERT, start.isoformat()),
         (OUTAGE_ALERT, reopened.isoformat()),  # the service is down again: the operator hears it
     ]
+
+
+class _SlowRead(SlowHealthStore):
+    """``during_read`` runs once, after a read of ``dependency``'s document has fetched it and before it returns."""
+
+    def __init__(self, inner: CosmosHealthStore, dependency: str) -> None:
+        super().__init__(inner)
+        self.dependency = dependency
+        self.during_read: Any = None
+
+    def get(self, dependency: str) -> DependencyHealth | None:
+        if dependency == self.dependency:
+            self.during_next_read, self.during_read = self.during_read, None
+        return super().get(dependency)
+
+
+@pytest.mark.cosmos
+def test_a_recovery_decided_while_another_supervisor_takes_the_reopening_in_is_not_sent(ctx, sender, health):
+    """A finds the circuit closed for the settling period (its clock ahead of the agents'); before it records that
+    decision, the circuit reopens (sooner than the settling period by the agents' clocks) and B takes the reopening
+    in. A's record is refused and A sends nothing: no recovery while the circuit is open, and the outage paged goes
+    on (before, A sent the recovery anyway, and the reopening was paged again as a new outage)."""
+    start = ctx.clock.now()
+    slow = _SlowRead(health, "shipping")
+    other = replace(ctx, health=health)
+    ctx = context_with(ctx, health=slow)
+    flapping(ctx, health, "shipping", [(0, "open"), (40, "close")], until=60)
+    closed_at = start + timedelta(seconds=40)
+    reopened = closed_at + ctx.settings.outage_settle - timedelta(seconds=20)  # by the agent's clock
+
+    def reopen() -> None:
+        open_at(health, "shipping", reopened)
+        alert_outages(replace(other, clock=ManualClock(reopened + timedelta(seconds=1))))  # B takes it in
+
+    slow.during_read = reopen
+    ctx.clock.set(closed_at + ctx.settings.outage_settle)  # A: closed long enough, by its clock
+    assert alert_outages(ctx) == 0
+    assert read_health(health, "shipping", ctx.clock.now()).outage_continued_to == reopened
+    last_close = reopened + timedelta(seconds=40)
+    close_at(health, "shipping", last_close)
+    ctx.clock.set(last_close + ctx.settings.outage_settle)
+    alert_outages(ctx)
+    sent = alerts(sender)
+    assert [body["kind"] for _id, body in sent] == [OUTAGE_ALERT, RECOVERY_ALERT]
+    assert sent[1][1]["details"]["reopenings"] == 1
+    assert sent[1][1]["details"]["outageSeconds"] == (last_close - start).total_seconds()
 
 
 class _LostSend(RecordingSender):
@@ -373,3 +446,65 @@ def test_an_older_writer_dropping_the_new_fields_leaves_one_outage_its_reopening
         (RECOVERY_ALERT, start.isoformat()),
     ]
     assert sent[1][1]["details"]["reopenings"] == 1 and sent[1][1]["details"]["outageSeconds"] == 140
+
+
+class _FailingMarks:
+    """A health store whose next ``fail`` saves are refused (nothing written): a marker write that fails."""
+
+    def __init__(self, inner: CosmosHealthStore) -> None:
+        self.inner = inner
+        self.fail = 0
+
+    def get(self, dependency: str) -> DependencyHealth | None:
+        return self.inner.get(dependency)
+
+    def save(self, doc: DependencyHealth) -> DependencyHealth:
+        if self.fail:
+            self.fail -= 1
+            raise StoreUnavailable("the marker write failed")
+        return self.inner.save(doc)
+
+    def count_waiting(self, reason: str) -> int:
+        return self.inner.count_waiting(reason)
+
+
+class _MarkFailsAfterRecovery(RecordingSender):
+    """Delivers every alert; after its first recovery, the store's next write (its marker) fails."""
+
+    def __init__(self, inner: RecordingSender, store: _FailingMarks) -> None:
+        super().__init__()
+        self.inner = inner
+        self.store: _FailingMarks | None = store
+
+    def send(self, queue: str, message: OutgoingMessage) -> None:
+        self.inner.send(queue, message)
+        if RECOVERY_ALERT in message.message_id and self.store is not None:
+            self.store.fail, self.store = 1, None
+
+
+@pytest.mark.cosmos
+def test_a_reopening_after_a_recovery_sent_and_not_recorded_is_paged_not_taken_in(ctx, sender, health):
+    """The supervisor's clock runs ahead of the agents' (by 30 s): it finds the circuit closed for the settling period
+    and sends the recovery, whose marker write fails. The circuit then reopens, 280 s after the closing by the agent's
+    clock. The operator was told it recovered: the next run pages the reopening as a new outage, never takes it into
+    the outage recovered (before, it did: no DependencyOutage, and its DependencyRecovered, under the MessageId
+    already sent, was dropped by duplicate detection: the operator never heard the service was down again)."""
+    start = ctx.clock.now()
+    failing = _FailingMarks(health)
+    ctx = context_with(ctx, health=failing, sender=_MarkFailsAfterRecovery(sender, failing))
+    flapping(ctx, health, "payment", [(0, "open"), (40, "close")], until=60)
+    closed_at = start + timedelta(seconds=40)
+    ctx.clock.set(closed_at + ctx.settings.outage_settle)  # 30 s ahead of the agents' clock
+    assert alert_outages(ctx) == 0  # the recovery sent, its marker write failed
+    reopened = closed_at + ctx.settings.outage_settle - timedelta(seconds=20)  # by the agent's clock
+    open_at(health, "payment", reopened)
+    ctx.clock.advance(PERIOD)
+    alert_outages(ctx)
+    sent = [(body["kind"], body["details"]["outageStartedAt"]) for _id, body in alerts(sender)]
+    assert list(dict.fromkeys(sent)) == [  # a resend under the same MessageId is dropped by duplicate detection
+        (OUTAGE_ALERT, start.isoformat()),
+        (RECOVERY_ALERT, start.isoformat()),
+        (OUTAGE_ALERT, reopened.isoformat()),  # the service is down again: the operator hears it
+    ]
+    doc = read_health(health, "payment", ctx.clock.now())
+    assert (doc.outage_alerted_for, doc.outage_continued_to, doc.outage_reopenings) == (reopened, None, 0)

@@ -179,3 +179,43 @@ def test_the_run_waits_for_a_recovery_owed_until_the_settling_period_and_a_few_r
     finally:
         log.removeHandler(circuits)
     assert [(m.at, m.opened) for m in circuits.moves] == [(T0, True), (T0 + timedelta(seconds=40), False)]
+
+
+def test_the_alerts_owed_follow_the_clocks_the_app_judges_the_settling_period_by():
+    """Under clock skew (profile ``host.clock_skew_s``) the app judges the settling period from the times the agents
+    wrote (their clocks) against the supervisor's clock: a supervisor 40 s ahead of true time and agents 30 s behind
+    send the recovery 70 s sooner in true time, and a reopening after it is a new outage. The report counted both in
+    true time: a run ended after the recovery was sent showed it as not owed (``paged_recoveries`` 0, the alert 1),
+    and a run whose circuit reopened after it owed one outage where the app, rightly, paged two."""
+    agents, supervisor = timedelta(seconds=-30), timedelta(seconds=40)
+    opened_closed = [
+        CircuitMove(T0, "payment", True, agents),
+        CircuitMove(T0 + timedelta(seconds=40), "payment", False, agents),
+    ]
+    sent = T0 + timedelta(seconds=40 + 300 - 70)  # the supervisor's clock past the settling period, by the agents'
+    assert paged_outages(opened_closed, SETTLE, sent, supervisor) == {"payment": (1, 1)}
+    assert paged_outages(opened_closed, SETTLE, sent - timedelta(seconds=1), supervisor) == {"payment": (1, 0)}
+    reopened = [*opened_closed, CircuitMove(sent + timedelta(seconds=10), "payment", True, agents)]
+    assert paged_outages(reopened, SETTLE, sent + timedelta(seconds=20), supervisor) == {"payment": (2, 1)}
+    sooner = [*opened_closed, CircuitMove(sent - timedelta(seconds=10), "payment", True, agents)]
+    assert paged_outages(sooner, SETTLE, sent + timedelta(seconds=20), supervisor) == {"payment": (1, 0)}
+    # the hosts agreeing, as before: true time
+    assert paged_outages(moves("payment", (0, 40)), SETTLE, sent, timedelta(0)) == {"payment": (1, 0)}
+
+    clock = ManualClock(T0)
+    circuits = CircuitLog(clock, skew=lambda: agents)
+    log = logging.getLogger("tests.circuit.outage_summary.skew")
+    log.addHandler(circuits)
+    log.setLevel(logging.INFO)
+    try:
+        log.info("opened", extra={"event": "DependencyOutage", "dependency": "payment"})
+        paged = {"event": "OutageAlertSent", "dependency": "payment", "outageStartedAt": T0.isoformat()}
+        log.info("paged", extra=paged | {"alertKind": "DependencyOutage"})
+        clock.advance(timedelta(seconds=40))
+        log.info("closed", extra={"event": "DependencyRecovered", "dependency": "payment"})
+    finally:
+        log.removeHandler(circuits)
+    assert circuits.moves == opened_closed  # each with the skew of the host that logged it
+    last = sent + OWED_SLACK
+    assert circuits.owed(last - timedelta(seconds=1), SETTLE, supervisor)
+    assert not circuits.owed(last, SETTLE, supervisor)  # by the supervisor's clock, as the app's runs judge it
