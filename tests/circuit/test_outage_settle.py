@@ -34,6 +34,7 @@ from domain.circuit import (
 from settings import Settings
 from supervisor.outage import alert_outages
 from tests.circuit.support import SlowHealthStore, closed, opened
+from tests.circuit.test_outage_alerts import _LosingResponse
 from tests.contexts import context_with
 from tests.fakes import RecordingSender
 
@@ -386,27 +387,6 @@ class _LostSend(RecordingSender):
         if self.lost:
             self.lost -= 1
             raise SendError("response lost")
-
-
-class _LosingResponse:
-    """A health store whose next ``lose`` saves commit and then lose their response."""
-
-    def __init__(self, inner: CosmosHealthStore) -> None:
-        self.inner = inner
-        self.lose = 0
-
-    def get(self, dependency: str) -> DependencyHealth | None:
-        return self.inner.get(dependency)
-
-    def save(self, doc: DependencyHealth) -> DependencyHealth:
-        written = self.inner.save(doc)
-        if self.lose:
-            self.lose -= 1
-            raise StoreUnavailable("response lost after the write committed")
-        return written
-
-    def count_waiting(self, reason: str) -> int:
-        return self.inner.count_waiting(reason)
 
 
 @pytest.mark.cosmos
