@@ -19,7 +19,7 @@ import pytest
 from adapters.clock import ManualClock
 from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.health_store import CosmosHealthStore, read_health, update_health
-from adapters.servicebus.sender import OutgoingMessage, SendError
+from adapters.servicebus.sender import OutgoingMessage
 from contracts.names import OPERATOR_ALERTS_QUEUE, STATE_CONTAINER
 from domain.circuit import (
     CONTINUED,
@@ -34,7 +34,7 @@ from domain.circuit import (
 from settings import Settings
 from supervisor.outage import alert_outages
 from tests.circuit.support import SlowHealthStore, closed, opened
-from tests.circuit.test_outage_alerts import _LosingResponse
+from tests.circuit.test_outage_alerts import _LosingResponse, _LostSend
 from tests.contexts import context_with
 from tests.fakes import RecordingSender
 
@@ -373,20 +373,6 @@ def test_a_recovery_decided_while_another_supervisor_takes_the_reopening_in_is_n
     assert [body["kind"] for _id, body in sent] == [OUTAGE_ALERT, RECOVERY_ALERT]
     assert sent[1][1]["details"]["reopenings"] == 1
     assert sent[1][1]["details"]["outageSeconds"] == (last_close - start).total_seconds()
-
-
-class _LostSend(RecordingSender):
-    """Delivers the next ``lost`` sends and then raises, as a send whose response was lost."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lost = 0
-
-    def send(self, queue: str, message: OutgoingMessage) -> None:
-        super().send(queue, message)
-        if self.lost:
-            self.lost -= 1
-            raise SendError("response lost")
 
 
 @pytest.mark.cosmos
