@@ -533,6 +533,47 @@ def emitted_event_names(trees: list[ast.Module]) -> set[str]:
     return names
 
 
+# an event name's shape: CamelCase of two words or more (`AttemptStarted`)
+EVENT_SHAPE = re.compile(r"[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+")
+
+
+def event_names_through_variables(trees: list[ast.Module]) -> set[str]:
+    """Names a module passes to ``app_event`` through a variable, where it writes them out: the constant given to a
+    function of its own that hands that parameter to ``app_event`` (``_not_sent("StatusMovedOn", ...)``), and, in a
+    tuple, one in the first place (``("DependencyOutage", logging.WARNING)``) or a tuple of such names only
+    (``START_EVENTS``). Read in the modules that call ``app_event`` with a name not written out, only."""
+
+    def named(node: ast.expr) -> str | None:
+        value = node.value if isinstance(node, ast.Constant) else None
+        return value if isinstance(value, str) and EVENT_SHAPE.fullmatch(value) else None
+
+    names: set[str] = set()
+    for tree in trees:
+        wrappers: dict[str, int] = {}
+        dynamic = False
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            parameters = [a.arg for a in function.args.args]
+            for node in ast.walk(function):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "app_event" and node.args:
+                    given = node.args[0]
+                    dynamic = dynamic or not isinstance(given, ast.Constant)
+                    if isinstance(given, ast.Name) and given.id in parameters:
+                        wrappers[function.name] = parameters.index(given.id)
+        if not dynamic:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Tuple) and node.elts:
+                shaped = [named(e) for e in node.elts]
+                names.update(n for n in (shaped if all(shaped) else shaped[:1]) if n)
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in wrappers:
+                at = wrappers[str(getattr(node.func, "id", ""))]
+                if len(node.args) > at and (name := named(node.args[at])):
+                    names.add(name)
+    return names
+
+
 def string_constants(trees: list[ast.Module]) -> set[str]:
     return {
         n.value for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
@@ -581,6 +622,9 @@ def test_the_event_names_listed_are_the_ones_the_app_emits():
     # listed name must at least be a string in the app, and every name logged directly must be listed.
     assert listed - string_constants(trees) == set(), "listed in docs/observability.md but nowhere in the app"
     assert emitted - listed == set(), "emitted by the app but not listed in docs/observability.md"
+    through = event_names_through_variables(trees)
+    assert len(through - emitted) >= 10, "found too few event names passed through a variable"
+    assert through - listed == set(), "emitted through a variable but not listed in docs/observability.md"
 
 
 def test_the_event_catalogue_has_one_row_per_event():
