@@ -29,8 +29,12 @@ import json
 import re
 import subprocess
 import sys
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from localrun.profile import (
     ADMISSION_KEYS,
@@ -529,16 +533,88 @@ def emitted_event_names(trees: list[ast.Module]) -> set[str]:
     return names
 
 
+# an event name's shape: CamelCase of two words or more (`AttemptStarted`)
+EVENT_SHAPE = re.compile(r"[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+")
+
+
+def event_names_through_variables(trees: list[ast.Module]) -> set[str]:
+    """Names a module passes to ``app_event`` through a variable, where it writes them out: the constant given to a
+    function of its own that hands that parameter to ``app_event`` (``_not_sent("StatusMovedOn", ...)``), and, in a
+    tuple, one in the first place (``("DependencyOutage", logging.WARNING)``) or a tuple of such names only
+    (``START_EVENTS``). Read in the modules that call ``app_event`` with a name not written out, only."""
+
+    def named(node: ast.expr) -> str | None:
+        value = node.value if isinstance(node, ast.Constant) else None
+        return value if isinstance(value, str) and EVENT_SHAPE.fullmatch(value) else None
+
+    names: set[str] = set()
+    for tree in trees:
+        wrappers: dict[str, int] = {}
+        dynamic = False
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            parameters = [a.arg for a in function.args.args]
+            for node in ast.walk(function):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "app_event" and node.args:
+                    given = node.args[0]
+                    dynamic = dynamic or not isinstance(given, ast.Constant)
+                    if isinstance(given, ast.Name) and given.id in parameters:
+                        wrappers[function.name] = parameters.index(given.id)
+        if not dynamic:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Tuple) and node.elts:
+                shaped = [named(e) for e in node.elts]
+                names.update(n for n in (shaped if all(shaped) else shaped[:1]) if n)
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in wrappers:
+                at = wrappers[str(getattr(node.func, "id", ""))]
+                if len(node.args) > at and (name := named(node.args[at])):
+                    names.add(name)
+    return names
+
+
 def string_constants(trees: list[ast.Module]) -> set[str]:
     return {
         n.value for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
     }
 
 
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+CATALOGUE_HEADER = "| event | level | pages | when / what it means |"
+# an event's level column: one level, or the levels it is logged at joined by ", " (its row says when each)
+LEVEL_CELL = re.compile(rf"({'|'.join(LEVELS)})(, ({'|'.join(LEVELS)}))*")
+
+
+@dataclass(frozen=True)
+class CatalogueRow:
+    area: str
+    event: str
+    level: str
+    pages: str
+
+
+def event_catalogue() -> list[CatalogueRow]:
+    """docs/observability.md's event catalogue: one ``###`` subsection per area of "Events (`observability/`)",
+    each a table of one row per event (its name alone in the first cell), in the order of the page."""
+    return catalogue_rows(section(read("docs/observability.md"), "Events (`observability/`)"))
+
+
+def catalogue_rows(text: str) -> list[CatalogueRow]:
+    rows = []
+    for area in re.split(r"^### ", text, flags=re.MULTILINE)[1:]:
+        title, body = area.split("\n", 1)
+        assert CATALOGUE_HEADER in body, f"### {title}: no table {CATALOGUE_HEADER}"
+        for cells in table_rows(body.split(CATALOGUE_HEADER, 1)[1]):
+            assert len(cells) == 4, f"### {title}: a row of {len(cells)} cells: {cells[0]}"
+            name = re.fullmatch(r"`(\w+)`", cells[0])
+            assert name, f"### {title}: a row's first cell is not one event name: {cells[0]}"
+            rows.append(CatalogueRow(title, name.group(1), cells[1], cells[2]))
+    return rows
+
+
 def test_the_event_names_listed_are_the_ones_the_app_emits():
-    table = section(read("docs/observability.md"), "Events (`observability/`)").split("| area | events |", 1)[1]
-    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("|---")]
-    listed = {name for row in rows for name in re.findall(r"`(\w+)`", row.split("|")[2])}
+    listed = {row.event for row in event_catalogue()}
     trees = app_trees()
     emitted = emitted_event_names(trees)
     assert emitted, "found no event names in the app"
@@ -546,9 +622,35 @@ def test_the_event_names_listed_are_the_ones_the_app_emits():
     # listed name must at least be a string in the app, and every name logged directly must be listed.
     assert listed - string_constants(trees) == set(), "listed in docs/observability.md but nowhere in the app"
     assert emitted - listed == set(), "emitted by the app but not listed in docs/observability.md"
+    through = event_names_through_variables(trees)
+    assert len(through - emitted) >= 10, "found too few event names passed through a variable"
+    assert through - listed == set(), "emitted through a variable but not listed in docs/observability.md"
 
 
-LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+def test_the_event_catalogue_has_one_row_per_event():
+    """An operator who searches the page for an event finds one row: the same name in two areas' tables would
+    say two things of it."""
+    rows = event_catalogue()
+    assert len({row.area for row in rows}) >= 10, "found too few areas in docs/observability.md's catalogue"
+    counted = Counter(row.event for row in rows)
+    assert {name: n for name, n in counted.items() if n > 1} == {}, "events with more than one row"
+
+
+def test_the_event_catalogue_reads_a_row_per_event():
+    table = f"{CATALOGUE_HEADER}\n|---|---|---|---|\n"
+    text = f"intro\n\n### one\n\n{table}| `A` | INFO | | a |\n\n### two\n\n{table}| `B` | WARNING, ERROR | `r` | b |\n"
+    assert catalogue_rows(text) == [
+        CatalogueRow("one", "A", "INFO", ""),
+        CatalogueRow("two", "B", "WARNING, ERROR", "`r`"),
+    ]
+    for broken in (f"### one\n\n{table}| `A`, `B` | INFO | | a |\n", f"### one\n\n{table}| `A` | INFO | a |\n"):
+        with pytest.raises(AssertionError):
+            catalogue_rows(broken)
+    assert LEVEL_CELL.fullmatch("WARNING, ERROR") and LEVEL_CELL.fullmatch("INFO")
+    for cell in ("", "Warning", "WARNING or ERROR", "WARNING,ERROR", "WARNING (ERROR when...)"):
+        assert not LEVEL_CELL.fullmatch(cell), cell
+
+
 # `Name` (WARNING..., `Name`, ERROR..., `Name` events (ERROR...: a level the docs give an event
 DOCUMENTED_LEVEL = re.compile(rf"`([A-Z]\w+)`(?:, | \(| events \()({'|'.join(LEVELS)})\b")
 
@@ -603,19 +705,34 @@ def test_the_documented_level_pattern_reads_the_three_forms():
 ALERTS_BICEP = read("infra/modules/alerts.bicep")
 
 
-def log_alert_rules() -> dict[str, set[str]]:
-    """Each ``scheduledQueryRules`` resource of ``infra/modules/alerts.bicep`` by its symbol, with the strings its
-    query compares with (the event names it pages on among them)."""
+def alert_rule_queries() -> dict[str, str]:
+    """Each ``scheduledQueryRules`` resource of ``infra/modules/alerts.bicep`` by its symbol, with its query."""
     starts = list(re.finditer(r"^resource (\w+) '([^'@]+)@", ALERTS_BICEP, flags=re.MULTILINE))
     rules = {}
     for at, start in enumerate(starts):
         if start.group(2) != "Microsoft.Insights/scheduledQueryRules":
             continue
         body = ALERTS_BICEP[start.end() : starts[at + 1].start() if at + 1 < len(starts) else None]
-        rules[start.group(1)] = {
-            s for query in re.findall(r"query: '(.*)'", body) for s in re.findall(r'"(\w+)"', query)
-        }
+        rules[start.group(1)] = " ".join(re.findall(r"query: '(.*)'", body))
     return rules
+
+
+def log_alert_rules() -> dict[str, set[str]]:
+    """Each log alert rule by its symbol, with the strings its query compares with (the event names it pages on
+    among them)."""
+    return {name: set(re.findall(r'"(\w+)"', query)) for name, query in alert_rule_queries().items()}
+
+
+# what a rule's query compares the event dimension with: `== "<name>"` or `in ("<name>", ...)`
+EVENT_COMPARED = re.compile(r'tostring\(Properties\.event\) (?:== "(\w+)"|in \(([^)]*)\))')
+
+
+def paged_events() -> dict[str, set[str]]:
+    """Each log alert rule by its symbol, with the event names its query selects records by."""
+    return {
+        name: {event for one, many in EVENT_COMPARED.findall(query) for event in re.findall(r"\w+", one or many)}
+        for name, query in alert_rule_queries().items()
+    }
 
 
 def test_the_alert_rules_table_is_the_rules_the_bicep_declares():
@@ -634,6 +751,37 @@ def test_the_alert_rules_table_is_the_rules_the_bicep_declares():
         assert missing == set(), f"{name} pages on events its row does not name"
     counted = re.search(r"(\d+) log search alert rules", read("docs/deploy.md"))
     assert counted and int(counted.group(1)) == len(rules), "docs/deploy.md's count of the log alert rules"
+
+
+def test_the_level_column_is_the_levels_the_app_logs_each_event_at():
+    """The catalogue's level column is what an operator filters a log query by: a level the app logs the event at,
+    and every one of them (its row says when each), where the code writes the level out; a level chosen through a
+    variable is only checked to be a level."""
+    levels = logged_levels(app_trees())
+    wrong = []
+    for row in event_catalogue():
+        if not LEVEL_CELL.fullmatch(row.level):
+            wrong.append(f"{row.event}: level {row.level!r} is not one of {LEVELS}, or several joined by ', '")
+            continue
+        logged = levels.get(row.event, set())
+        if logged and "?" not in logged and set(row.level.split(", ")) != logged:
+            wrong.append(f"{row.event}: documented {row.level}, logged {sorted(logged)}")
+    assert wrong == []
+
+
+def test_the_pages_column_names_the_rules_that_page_on_each_event():
+    """An event's pages column names exactly the log alert rules whose query pages on it (the Bicep's)."""
+    rules = paged_events()
+    assert all(rules.values()), "a log alert rule whose query names no event"
+    rows = event_catalogue()
+    wrong = []
+    for row in rows:
+        paging = {name for name, events in rules.items() if row.event in events}
+        named = set(re.findall(r"`(\w+)`", row.pages)) & set(rules)
+        if named != paging:
+            wrong.append(f"{row.event}: its pages column names {sorted(named)}, the rules on it {sorted(paging)}")
+    assert sum(1 for row in rows if row.pages) >= len(rules), "too few events marked as paging"
+    assert wrong == []
 
 
 # Links and references
