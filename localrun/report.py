@@ -182,6 +182,37 @@ FINAL_STATUS = {
 }
 
 
+def _missing_statuses(
+    statuses: list[dict[str, Any]],
+    by_order: dict[str, Any],
+    owners: dict[str, dict[str, Any]],
+    unreachable: Container[str],
+    given_up: Container[tuple[str, str]],
+    restarted: Mapping[str, datetime],
+) -> list[str]:
+    """Settled orders whose submitter never heard ``Received``, or never heard the status that says how the order
+    ended since it last left a failure (``restarted``: the ``Failed`` of an attempt an operator resubmitted is not
+    the ending of an order that failed again, or ended otherwise). Not counted: a status the app gave up on and told
+    an operator so (``given_up``), an order whose queue still refuses the app at the end, alerted
+    (``unreachable``)."""
+    heard: dict[str, set[str]] = {}
+    heard_since: dict[str, set[str]] = {}
+    for s in statuses:
+        order_id = s["orderId"]
+        heard.setdefault(order_id, set()).add(s["status"])
+        if s["_enqueued"][0] >= restarted.get(order_id, START):
+            heard_since.setdefault(order_id, set()).add(s["status"])
+    missing: list[str] = []
+    for order_id, doc in by_order.items():
+        ending = FINAL_STATUS.get(doc["processState"])
+        if order_id not in owners or owners[order_id].get("replyTo") in unreachable or ending is None:
+            continue
+        wanted = (("Received", heard.get(order_id, set())), (ending, heard_since.get(order_id, set())))
+        if any(status not in told and (order_id, status) not in given_up for status, told in wanted):
+            missing.append(order_id)
+    return missing
+
+
 # What no status may follow the order's own ending with: another ending, or a progress status (``Processing``,
 # ``Compensating``: an attempt or a round the order moved past). ``Received`` (a message of the order handled
 # again), ``CancellationRejected`` (answers a cancellation) and ``Rejected`` (a refused resubmission) may.
@@ -189,19 +220,27 @@ STALE_AFTER_FINAL = frozenset(FINAL_STATUS.values()) | {"Processing", "Compensat
 
 
 def _stale_final_statuses(
-    statuses: list[dict[str, Any]], by_order: dict[str, Any], valid: dict[str, dict[str, Any]]
+    statuses: list[dict[str, Any]],
+    by_order: dict[str, Any],
+    valid: dict[str, dict[str, Any]],
+    restarted: Mapping[str, datetime] | None = None,
 ) -> list[str]:
     """Orders whose own submitter's queue took another ending status (``Completed``, ``Failed``,
     ``Compensated``, ``CompensationFailed``) after the last status that says how the order did end: the
     submitter's last word about its order is one the order moved past (a ``Failed`` of an attempt an operator
     resubmitted, heard after the next attempt's ``Completed``). Broker enqueue order (true time, then sequence
-    number); an order whose final status never came is ``missing_statuses``' to count, not this."""
+    number); an order whose final status never came is ``missing_statuses``' to count, not this. The ending is
+    looked for since the order last left a failure (``restarted``, ``restarted_at``): the ``Failed`` of an attempt
+    an operator resubmitted says nothing of how the order ended, so an order that failed again whose last
+    ``Failed`` never came (its queue refusing it for good) is not judged on the first one."""
     heard = _heard_in_order(statuses, by_order, valid)
+    restarted = restarted or {}
     stale: list[str] = []
     for order_id, told in sorted(heard.items()):
         wanted = FINAL_STATUS.get(by_order[order_id].get("processState"))
         told.sort()
-        last = max((n for n, t in enumerate(told) if t[2] == wanted), default=None)
+        since = restarted.get(order_id, START)
+        last = max((n for n, t in enumerate(told) if t[2] == wanted and t[0] >= since), default=None)
         if wanted is None or last is None:
             continue
         after = [t[2] for t in told[last + 1 :] if t[2] in STALE_AFTER_FINAL and t[2] != wanted]
@@ -716,27 +755,13 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     # Status routing: every status on a submitter's queue is about that submitter's own order, and
     # each settled order's submitter heard that it was received and how it ended.
     misrouted = misrouted_statuses(statuses, told_as, result.workload.injected_reply_to)
-    heard: dict[str, set[str]] = {}
-    for s_ in statuses:
-        heard.setdefault(s_["orderId"], set()).add(s_["status"])
-    final_status = FINAL_STATUS
-    missing_status = [
-        o
-        for o, doc in by_order.items()
-        if o in owners
-        and owners[o].get("replyTo") not in unreachable
-        and doc["processState"] in final_status
-        and any(
-            s not in heard.get(o, set()) and (o, s) not in given_up
-            for s in ("Received", final_status[doc["processState"]])
-        )
-    ]
+    restarted = restarted_at(audit.transitions)
+    missing_status = _missing_statuses(statuses, by_order, owners, unreachable, given_up, restarted)
     kept = _kept_after_compensation(result, ledgers)
     contradicted = _rejected_after_accepted(result)
     early = _statuses_before_received(statuses, by_order, owners, set(missing_status))
-    stale_final = _stale_final_statuses(statuses, by_order, owners)
+    stale_final = _stale_final_statuses(statuses, by_order, owners, restarted)
     finals = {o: doc["processState"] for o, doc in by_order.items()} | dict.fromkeys(rejected, "Rejected")
-    restarted = restarted_at(audit.transitions)
     silent = _silent_failures(result, finals, statuses, given_up, owners, restarted)
     cancels = [(m.order_id, m.at) for m in result.operator_moves if m.action == "cancel"]
     went_on = left_compensation(audit.transitions, finals, cancels)

@@ -24,7 +24,14 @@ from domain.states import ProcessState
 from localrun.audit import Transition
 from localrun.operator import OPERATOR, ORIGIN, Operator, OperatorMove
 from localrun.profile import OperatorPlan, Profile, ProfileError
-from localrun.report import _stale_final_statuses, _status_messages, build_report, left_compensation, restarted_at
+from localrun.report import (
+    _missing_statuses,
+    _stale_final_statuses,
+    _status_messages,
+    build_report,
+    left_compensation,
+    restarted_at,
+)
 from localrun.simulation import SimulationConfig, base_settings, run_simulation
 from localrun.worker.http import HttpAnswer, HttpRequestData
 
@@ -133,6 +140,31 @@ def test_only_the_orders_own_queue_and_a_final_status_heard_count() -> None:
     # never heard Completed: missing_statuses' to count; a status on another queue is misrouted_statuses'
     statuses = [*_told("d", "Received", "Failed"), *_told("a", "Completed"), *_told("a", "Failed", queue="q2")]
     assert _stale_final_statuses(statuses, ended, OWNERS) == []
+
+
+def test_a_resubmitted_order_whose_last_failed_never_came_is_not_judged_on_its_first_failed() -> None:
+    """Fuzz seed 8083 (300 orders): an order failed, was told ``Failed``, was resubmitted (``Processing`` of its next
+    attempt heard) and failed again while its submitter's queue refused the app for good; its last ``Failed`` never
+    came. ``stale_final_statuses`` took the first attempt's ``Failed`` as how the order ended and counted the next
+    attempt's ``Processing`` stale, a correct app failed; and ``missing_statuses`` took the same ``Failed`` as the
+    ending heard, so with the queue taking sends a lost last ``Failed`` was counted nowhere. Both judge the ending
+    from when the order last left its failure (``restarted_at``)."""
+    ended = {"b": {"processState": "Error"}}
+    told = _told("b", "Received", "Failed", "Processing")  # the second attempt failed, its Failed not heard
+    resubmitted = {"b": T0 + timedelta(seconds=1.5)}
+    assert _stale_final_statuses(told, ended, OWNERS, resubmitted) == []
+    assert _missing_statuses(told, ended, OWNERS, (), set(), resubmitted) == ["b"]
+    # its queue refusing the app at the end (alerted), or the status given up and told: not missing either
+    assert _missing_statuses(told, ended, OWNERS, ("q1",), set(), resubmitted) == []
+    assert _missing_statuses(told, ended, OWNERS, (), {("b", "Failed")}, resubmitted) == []
+    # heard after the resubmit: neither; a late first attempt's Failed after the last one still is stale
+    again = [*told, *_told("b", *[""] * 3, "Failed")[3:]]
+    assert _missing_statuses(again, ended, OWNERS, (), set(), resubmitted) == []
+    assert _stale_final_statuses(again, ended, OWNERS, resubmitted) == []
+    late = [*again, *_told("b", *[""] * 4, "Processing")[4:]]
+    assert _stale_final_statuses(late, ended, OWNERS, resubmitted) == ["b: ended Error, heard Processing after Failed"]
+    # never resubmitted: the first Failed is the ending
+    assert _missing_statuses(_told("b", "Received", "Failed"), ended, OWNERS, (), set(), {}) == []
 
 
 def test_an_order_is_judged_from_when_it_last_left_a_failure_state() -> None:
