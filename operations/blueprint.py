@@ -5,7 +5,9 @@ Every route is ``authLevel: anonymous`` at the Functions level, because the call
 the platform (App Service authentication with Entra ID, infra/modules/functionapp.bicep) and
 authorised here: ``operations.auth`` refuses every request when platform authentication is off,
 answers 401 without a principal and 403 without the app role (``Orders.Read`` for GETs,
-``Orders.Operate`` for POSTs). Actions are POSTs with a same-origin JSON body and no query parameter."""
+``Orders.Operate`` for POSTs). Actions are POSTs with a same-origin JSON body and no query parameter; a read takes
+only the query parameters it reads (the list's, none for the summary and the order page), and the console's page and
+files take any (they are the same files whatever it says, and a browser may add a ``?v=`` cache buster)."""
 
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ from operations.web import (
     error,
     json_reply,
     list_parameters,
+    no_parameters,
     no_query,
     page_size,
     parse_action_body,
@@ -78,6 +81,9 @@ def ops_summary(req: func.HttpRequest) -> func.HttpResponse:
     who = check_access(ctx.settings, req.headers, READ_ROLE)
     if isinstance(who, Reply):
         return _response(who)
+    unknown = no_parameters(req.params, "the summary")
+    if unknown is not None:
+        return _response(unknown)
     found = _load(lambda: views.summary(ctx, ALERT_TAIL))
     return _response(found if isinstance(found, Reply) else json_reply(200, found))
 
@@ -120,6 +126,9 @@ async def ops_order(req: func.HttpRequest, client: df.DurableOrchestrationClient
     who = check_access(ctx.settings, req.headers, READ_ROLE)
     if isinstance(who, Reply):
         return _response(who)
+    unknown = no_parameters(req.params, "the order page")
+    if unknown is not None:
+        return _response(unknown)
     order_id = checked_order_id(req.route_params.get("orderId"))
     if isinstance(order_id, Reply):
         return _response(order_id)

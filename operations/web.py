@@ -121,21 +121,36 @@ def checked_sequence_number(value: str | None) -> int | Reply:
 LIST_PARAMETERS = ("state", "pageSize", "continuation")
 
 
-def list_parameters(params: Mapping[str, str]) -> dict[str, str] | Reply:
-    """The list's query parameters by their documented names (``LIST_PARAMETERS``), matched whatever their case, as
-    the Functions host matches them: it reads the query case-insensitively (a name given twice in two cases is one,
-    its values joined) and hands the worker the first spelling sent, so ``?State=Error`` names the list's ``state``.
-    400 for any other name: a filter the list does not read would be ignored, and the whole list served as if it
-    were the filtered one (``?status=Error``: every order, those in flight too)."""
-    known = {name.lower(): name for name in LIST_PARAMETERS}
+def query_parameters(params: Mapping[str, str], takes: tuple[str, ...], what: str) -> dict[str, str] | Reply:
+    """A read's query parameters by their documented names (``takes``; none for the summary and the order page),
+    matched whatever their case, as the Functions host matches them: it reads the query case-insensitively (a name
+    given twice in two cases is one, its values joined) and hands the worker the first spelling sent, so
+    ``?State=Error`` names the list's ``state``. 400 for any other name, naming it and what the read (``what``)
+    takes: a filter the read does not know would be ignored, and everything served as if it were the filtered
+    answer (the list's ``?status=Error``: every order, those in flight too; ``ops/summary?state=Error``: every
+    state's; ``ops/orders/{orderId}?attempt=2``: every attempt)."""
+    known = {name.lower(): name for name in takes}
+    accepted = f"takes {', '.join(takes)}, each once" if takes else "takes no query parameter"
     found: dict[str, str] = {}
     for name, value in params.items():
         documented = known.get(name.lower())
         if documented is None or documented in found:
             given = "unknown query parameter" if documented is None else "query parameter given twice"
-            return error(400, f"{given} {name[:40]!r}: the list takes {', '.join(LIST_PARAMETERS)}, each once")
+            return error(400, f"{given} {name[:40]!r}: {what} {accepted}")
         found[documented] = value
     return found
+
+
+def list_parameters(params: Mapping[str, str]) -> dict[str, str] | Reply:
+    """The list's query parameters (``LIST_PARAMETERS``), or the 400 of ``query_parameters``."""
+    return query_parameters(params, LIST_PARAMETERS, "the list")
+
+
+def no_parameters(params: Mapping[str, str], what: str) -> Reply | None:
+    """The 400 of ``query_parameters`` for a read that takes no query parameter (``what``: the summary, the order
+    page), or None when it was given none."""
+    found = query_parameters(params, (), what)
+    return found if isinstance(found, Reply) else None
 
 
 def no_query(params: Mapping[str, str]) -> Reply | None:
