@@ -77,7 +77,9 @@ class DependencyHealth:
     # Those failures since the service last answered anything (a result, a refusal, "still working"), in
     # timeouts: TIMEOUTS_PER_FAILURE per failure it answered, one per timeout. The circuit opens at the threshold's.
     failure_weight: int = 0
-    opened_at: datetime | None = None  # when the current outage began (first opening)
+    # when the current outage began (first opening): never before the openings and closing the document names
+    # (``opening_after``), whatever the opener's clock
+    opened_at: datetime | None = None
     probe_after: datetime | None = None  # open: no call before this
     reopens: int = 0  # failed probes in the current outage
     probes_granted: int = 0  # half-open: probes let through and not yet reported
@@ -179,6 +181,8 @@ def record_success(health: DependencyHealth, now: datetime) -> tuple[DependencyH
             return health, None
         return replace(health, consecutive_failures=0, failure_weight=0, updated_at=now), None
     started = health.opened_at or now
+    # never before its opening (dated by another agent, its clock ahead, or after an earlier one: ``opening_after``)
+    closed_at = max(now, started)
     closed = replace(
         health,
         state=CircuitState.CLOSED,
@@ -188,13 +192,39 @@ def record_success(health: DependencyHealth, now: datetime) -> tuple[DependencyH
         reopens=0,
         probe_after=None,
         opened_at=None,
-        last_closed_at=now,
+        last_closed_at=closed_at,
         last_outage_started_at=started,
         updated_at=now,
     )
     return closed, Transition(
-        health.dependency, health.state, CircuitState.CLOSED, now, (now - started).total_seconds()
+        health.dependency, health.state, CircuitState.CLOSED, now, (closed_at - started).total_seconds()
     )
+
+
+# An opening dated by a clock running behind is moved just after the times the document already holds
+OPENING_STEP = timedelta(microseconds=1)
+
+
+def opening_after(health: DependencyHealth, now: datetime) -> datetime:
+    """When a circuit opening at ``now`` (the opener's clock) is dated (``openedAt``): ``now``, or just after the
+    last closing or the latest opening the document already names, if one is as late (another agent's clock ahead
+    of this one's by more than an outage's length). So each outage's opening is later than every earlier one,
+    whatever the agents' clocks: the supervisor tells a new outage from one it paged by it, and identifies its
+    alerts by it (MessageId); and its closing, never dated before it (``record_success``), is later than the
+    closings before. The error is the skew's, as when the outage is opened by one agent and closed by another."""
+    known = [
+        t
+        for t in (
+            health.last_closed_at,
+            health.last_outage_started_at,
+            health.outage_alerted_for,
+            health.outage_continued_to,
+            health.recovery_alerted_for,
+            health.outage_settled_for,
+        )
+        if t is not None
+    ]
+    return max([now, *(t + OPENING_STEP for t in known)])
 
 
 def record_in_progress(health: DependencyHealth, now: datetime) -> tuple[DependencyHealth, Transition | None]:
@@ -228,7 +258,7 @@ def record_failure(
             state=CircuitState.OPEN,
             consecutive_failures=failures,
             failure_weight=weight,
-            opened_at=now,
+            opened_at=opening_after(health, now),
             probe_after=now + policy.cooldown_after(0),
             reopens=0,
             probes_granted=0,
