@@ -99,6 +99,12 @@ class DependencyHealth:
     # period: written before that recovery is sent, so that no reopening is taken into an outage the operator may
     # already have been told is over (a recovery sent whose marker write failed). Supervisor only, as the others.
     outage_settled_for: datetime | None = None
+    # The outage (its first opening) whose ``DependencyOutage`` a supervisor is sending: written before the send, so
+    # that the recovery of an outage the operator may have been paged about is owed even if the marker write after
+    # the send (``outage_alerted_for``) fails and, before the next run, the circuit closes and later outages come and
+    # go (the document no longer names it): the next run sends its page again (the same MessageId), then its
+    # recovery. Supervisor only, as the others; a writer that drops it leaves the outages alerted as before it.
+    outage_paging_for: datetime | None = None
     schema_version: int = SCHEMA_VERSION
     updated_at: datetime
     # The stored version this was read at, opaque (None: never stored); the store writes only over
@@ -221,6 +227,7 @@ def opening_after(health: DependencyHealth, now: datetime) -> datetime:
             health.outage_continued_to,
             health.recovery_alerted_for,
             health.outage_settled_for,
+            health.outage_paging_for,
         )
         if t is not None
     ]
@@ -357,7 +364,11 @@ def outage_alerts_due(
     circuit has stayed closed that long (by ``now``, or by a reopening later than that); a reopening
     sooner continues it (``CONTINUED``: not paged again, its recovery covers the whole span). A recovery judged
     by ``now`` (the supervisor's clock, the closing by an agent's) is recorded as decided before it is sent
-    (``SETTLED``): a reopening seen after it is a new outage, whatever the agents' clocks say."""
+    (``SETTLED``): a reopening seen after it is a new outage, whatever the agents' clocks say.
+
+    An outage recorded as being paged (``mark_paging``, before its ``DependencyOutage`` is sent) and not marked paged
+    (its send or its marker write failed) is paged again first, then gets its recovery, even if it closed long ago
+    or later outages came and went since."""
     due: list[OutageAlert] = []
     for _ in range(9):  # at most a late recovery, an opening, a reopening taken in, settled, its recovery, an opening
         alert = _next_due(health, closed_before, now, settle)
@@ -378,6 +389,14 @@ def _next_due(
     health: DependencyHealth, closed_before: datetime | None, now: datetime | None, settle: timedelta
 ) -> OutageAlert | None:
     dependency = health.dependency
+    paging = health.outage_paging_for
+    if (
+        paging is not None
+        and not _alerted(_paged_through(health), paging)
+        and not _alerted(health.recovery_alerted_for, paging)
+    ):
+        # its page may have gone out, its marker not written: sent again (the same MessageId), its recovery owed
+        return OutageAlert(OUTAGE_ALERT, dependency, paging)
     since = health.outage_alerted_for  # the outage paged: its first opening
     paged = _paged_through(health)
     last = health.last_outage_started_at
@@ -416,6 +435,14 @@ def _next_due(
     if current is not None and not _alerted(paged, current):
         return OutageAlert(OUTAGE_ALERT, dependency, current)
     return None
+
+
+def mark_paging(health: DependencyHealth, alert: OutageAlert) -> tuple[DependencyHealth, bool]:
+    """The health with the outage of ``alert`` (a ``DependencyOutage`` about to be sent) recorded as being paged
+    (False, unchanged: it already was, or a later one is). From then on its recovery is owed (``outage_alerts_due``)."""
+    if _alerted(health.outage_paging_for, alert.started):
+        return health, False
+    return replace(health, outage_paging_for=alert.started), True
 
 
 def mark_alerted(health: DependencyHealth, alert: OutageAlert) -> tuple[DependencyHealth, bool]:
