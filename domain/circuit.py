@@ -77,7 +77,9 @@ class DependencyHealth:
     # Those failures since the service last answered anything (a result, a refusal, "still working"), in
     # timeouts: TIMEOUTS_PER_FAILURE per failure it answered, one per timeout. The circuit opens at the threshold's.
     failure_weight: int = 0
-    opened_at: datetime | None = None  # when the current outage began (first opening)
+    # when the current outage began (first opening): never before the openings and closing the document names
+    # (``opening_after``), whatever the opener's clock
+    opened_at: datetime | None = None
     probe_after: datetime | None = None  # open: no call before this
     reopens: int = 0  # failed probes in the current outage
     probes_granted: int = 0  # half-open: probes let through and not yet reported
@@ -97,6 +99,12 @@ class DependencyHealth:
     # period: written before that recovery is sent, so that no reopening is taken into an outage the operator may
     # already have been told is over (a recovery sent whose marker write failed). Supervisor only, as the others.
     outage_settled_for: datetime | None = None
+    # The outage (its first opening) whose ``DependencyOutage`` a supervisor is sending: written before the send, so
+    # that the recovery of an outage the operator may have been paged about is owed even if the marker write after
+    # the send (``outage_alerted_for``) fails and, before the next run, the circuit closes and later outages come and
+    # go (the document no longer names it): the next run sends its page again (the same MessageId), then its
+    # recovery. Supervisor only, as the others; a writer that drops it leaves the outages alerted as before it.
+    outage_paging_for: datetime | None = None
     schema_version: int = SCHEMA_VERSION
     updated_at: datetime
     # The stored version this was read at, opaque (None: never stored); the store writes only over
@@ -179,6 +187,8 @@ def record_success(health: DependencyHealth, now: datetime) -> tuple[DependencyH
             return health, None
         return replace(health, consecutive_failures=0, failure_weight=0, updated_at=now), None
     started = health.opened_at or now
+    # never before its opening (dated by another agent, its clock ahead, or after an earlier one: ``opening_after``)
+    closed_at = max(now, started)
     closed = replace(
         health,
         state=CircuitState.CLOSED,
@@ -188,13 +198,40 @@ def record_success(health: DependencyHealth, now: datetime) -> tuple[DependencyH
         reopens=0,
         probe_after=None,
         opened_at=None,
-        last_closed_at=now,
+        last_closed_at=closed_at,
         last_outage_started_at=started,
         updated_at=now,
     )
     return closed, Transition(
-        health.dependency, health.state, CircuitState.CLOSED, now, (now - started).total_seconds()
+        health.dependency, health.state, CircuitState.CLOSED, now, (closed_at - started).total_seconds()
     )
+
+
+# An opening dated by a clock running behind is moved just after the times the document already holds
+OPENING_STEP = timedelta(microseconds=1)
+
+
+def opening_after(health: DependencyHealth, now: datetime) -> datetime:
+    """When a circuit opening at ``now`` (the opener's clock) is dated (``openedAt``): ``now``, or just after the
+    last closing or the latest opening the document already names, if one is as late (another agent's clock ahead
+    of this one's by more than an outage's length). So each outage's opening is later than every earlier one,
+    whatever the agents' clocks: the supervisor tells a new outage from one it paged by it, and identifies its
+    alerts by it (MessageId); and its closing, never dated before it (``record_success``), is later than the
+    closings before. The error is the skew's, as when the outage is opened by one agent and closed by another."""
+    known = [
+        t
+        for t in (
+            health.last_closed_at,
+            health.last_outage_started_at,
+            health.outage_alerted_for,
+            health.outage_continued_to,
+            health.recovery_alerted_for,
+            health.outage_settled_for,
+            health.outage_paging_for,
+        )
+        if t is not None
+    ]
+    return max([now, *(t + OPENING_STEP for t in known)])
 
 
 def record_in_progress(health: DependencyHealth, now: datetime) -> tuple[DependencyHealth, Transition | None]:
@@ -228,7 +265,7 @@ def record_failure(
             state=CircuitState.OPEN,
             consecutive_failures=failures,
             failure_weight=weight,
-            opened_at=now,
+            opened_at=opening_after(health, now),
             probe_after=now + policy.cooldown_after(0),
             reopens=0,
             probes_granted=0,
@@ -327,7 +364,11 @@ def outage_alerts_due(
     circuit has stayed closed that long (by ``now``, or by a reopening later than that); a reopening
     sooner continues it (``CONTINUED``: not paged again, its recovery covers the whole span). A recovery judged
     by ``now`` (the supervisor's clock, the closing by an agent's) is recorded as decided before it is sent
-    (``SETTLED``): a reopening seen after it is a new outage, whatever the agents' clocks say."""
+    (``SETTLED``): a reopening seen after it is a new outage, whatever the agents' clocks say.
+
+    An outage recorded as being paged (``mark_paging``, before its ``DependencyOutage`` is sent) and not marked paged
+    (its send or its marker write failed) is paged again first, then gets its recovery, even if it closed long ago
+    or later outages came and went since."""
     due: list[OutageAlert] = []
     for _ in range(9):  # at most a late recovery, an opening, a reopening taken in, settled, its recovery, an opening
         alert = _next_due(health, closed_before, now, settle)
@@ -348,6 +389,14 @@ def _next_due(
     health: DependencyHealth, closed_before: datetime | None, now: datetime | None, settle: timedelta
 ) -> OutageAlert | None:
     dependency = health.dependency
+    paging = health.outage_paging_for
+    if (
+        paging is not None
+        and not _alerted(_paged_through(health), paging)
+        and not _alerted(health.recovery_alerted_for, paging)
+    ):
+        # its page may have gone out, its marker not written: sent again (the same MessageId), its recovery owed
+        return OutageAlert(OUTAGE_ALERT, dependency, paging)
     since = health.outage_alerted_for  # the outage paged: its first opening
     paged = _paged_through(health)
     last = health.last_outage_started_at
@@ -386,6 +435,14 @@ def _next_due(
     if current is not None and not _alerted(paged, current):
         return OutageAlert(OUTAGE_ALERT, dependency, current)
     return None
+
+
+def mark_paging(health: DependencyHealth, alert: OutageAlert) -> tuple[DependencyHealth, bool]:
+    """The health with the outage of ``alert`` (a ``DependencyOutage`` about to be sent) recorded as being paged
+    (False, unchanged: it already was, or a later one is). From then on its recovery is owed (``outage_alerts_due``)."""
+    if _alerted(health.outage_paging_for, alert.started):
+        return health, False
+    return replace(health, outage_paging_for=alert.started), True
 
 
 def mark_alerted(health: DependencyHealth, alert: OutageAlert) -> tuple[DependencyHealth, bool]:

@@ -25,7 +25,9 @@ identified by its dependency and the outage's start, so its MessageId is the sam
 it is sent first, then recorded in the health document (``outageAlertedFor``/``recoveryAlertedFor``,
 a conditional write re-applied on a lost race), and a recorded alert is never sent again, so a
 resend after the duplicate-detection window cannot page twice either. A send that fails is not
-recorded: the next run sends the same alert again.
+recorded: the next run sends the same alert again. A ``DependencyOutage`` is recorded as being paged before it is
+sent (``outagePagingFor``): if its marker write fails and, before the next run, the outage closes and others come
+and go, the next run still pages it again and sends its recovery (the operator may have been paged).
 
 The submitter hears "waiting for <dependency>" once per wait (``tell_waiting``): from the write that
 began the wait (the record as read had no ``outageWaitSince``), not from every retry of it."""
@@ -50,6 +52,7 @@ from domain.circuit import (
     CircuitState,
     OutageAlert,
     mark_alerted,
+    mark_paging,
     outage_alerts_due,
     waiting_reason,
 )
@@ -198,10 +201,12 @@ def _alert_dependency(ctx: AppContext, dependency: str) -> int:
     now = ctx.clock.now()
     settle = ctx.settings.outage_settle
     for alert in outage_alerts_due(health, closed_before=now - OUTAGE_ALERT_MAX_AGE, now=now, settle=settle):
-        if alert.kind not in NOT_SENT and not _send(ctx, alert):
-            break  # not marked: the next run sends it (and what follows it) again
         # agents write the same document meanwhile (an opening is when most of them fail at once)
         pause = RacePause(ctx.clock.sleep, ctx.rng)
+        if alert.kind == OUTAGE_ALERT:  # recorded as being paged before it is: its recovery is owed from then on
+            update_health(ctx.health, dependency, partial(mark_paging, alert=alert), ctx.clock.now(), pause=pause)
+        if alert.kind not in NOT_SENT and not _send(ctx, alert):
+            break  # not marked: the next run sends it (and what follows it) again
         _written, marked = update_health(
             ctx.health, dependency, partial(mark_alerted, alert=alert), ctx.clock.now(), pause=pause
         )

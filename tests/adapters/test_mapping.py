@@ -183,6 +183,7 @@ def rich_health() -> DependencyHealth:
         outage_continued_to=T + timedelta(minutes=3),
         outage_reopenings=2,
         outage_settled_for=T,
+        outage_paging_for=T + timedelta(minutes=4),
         updated_at=T,
         version="e2",
     )
@@ -356,6 +357,7 @@ HEALTH_DOCUMENT: dict[str, Any] = {
     "outageContinuedTo": "2026-03-04T05:09:07.890123Z",
     "outageReopenings": 2,
     "outageSettledFor": "2026-03-04T05:06:07.890123Z",
+    "outagePagingFor": "2026-03-04T05:10:07.890123Z",
     "schemaVersion": 1,
     "updatedAt": "2026-03-04T05:06:07.890123Z",
 }
@@ -419,6 +421,7 @@ FRESH_DOCUMENTS: dict[str, dict[str, Any]] = {
         "outageContinuedTo": None,
         "outageReopenings": 0,
         "outageSettledFor": None,
+        "outagePagingFor": None,
         "schemaVersion": 1,
         "updatedAt": "2026-03-04T05:06:07.890123Z",
     },
