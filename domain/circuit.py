@@ -432,9 +432,16 @@ def _next_due(
                     return None  # closed for less than the settling period: it may still reopen
                 return OutageAlert(SETTLED, dependency, since, closed_at, paged, reopenings)
             return OutageAlert(RECOVERY_ALERT, dependency, since, closed_at, paged, reopenings)
-    paged_last = last is not None and _alerted(paged, last)
+    paged_last = last is not None and paged == last
+    # a later opening paged: the last closed outage had its turn before it (its alerts sent, or history, never paged)
+    paged_later = last is not None and paged is not None and paged > last
     long_closed = closed_before is not None and closed_at is not None and closed_at < closed_before
-    if last is not None and not _alerted(health.recovery_alerted_for, last) and (paged_last or not long_closed):
+    if (
+        last is not None
+        and not paged_later
+        and not _alerted(health.recovery_alerted_for, last)
+        and (paged_last or not long_closed)
+    ):
         if not paged_last:
             return OutageAlert(OUTAGE_ALERT, dependency, last)
         return OutageAlert(RECOVERY_ALERT, dependency, last, closed_at)

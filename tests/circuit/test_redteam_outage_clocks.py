@@ -99,3 +99,23 @@ def test_an_opening_after_the_latest_time_a_document_holds_leaves_it_readable(ct
     doc = read_health(health, "inventory", ctx.clock.now())
     assert doc.state is CircuitState.OPEN and doc.opened_at == LATEST
     assert not gate.admit("inventory")  # open: the agents fail fast
+
+
+@pytest.mark.cosmos
+def test_an_outage_too_old_to_page_gets_no_recovery_when_a_later_one_is_paged(ctx, sender, health):
+    """The supervisor's first run in hours (a deployment, a long pause) finds payment's circuit open, and the outage
+    before it closed two hours ago, never alerted: history (``OUTAGE_ALERT_MAX_AGE``), not paged. Before, once the
+    open outage was paged, the old one's ``DependencyRecovered`` went out too: the operator, just paged that payment
+    is down, was told it had recovered (after 1 min)."""
+    t0 = ctx.clock.now()
+    agent_opens(health, "payment", t0 - timedelta(hours=2))
+    agent_closes(health, "payment", t0 - timedelta(hours=2) + timedelta(seconds=60))
+    agent_opens(health, "payment", t0)
+    runs(ctx, t0 + 3 * PERIOD)
+    assert [(kind, s) for _i, kind, d in sent(sender) for s in [d["outageStartedAt"]]] == [
+        (OUTAGE_ALERT, t0.isoformat())
+    ]
+    closing = ctx.clock.now()
+    agent_closes(health, "payment", closing)
+    alerts = recovered_by(ctx, sender, closing)
+    assert [(kind, s) for kind, s, _l in alerts] == [(OUTAGE_ALERT, t0.isoformat()), (RECOVERY_ALERT, t0.isoformat())]
