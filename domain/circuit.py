@@ -30,6 +30,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from domain.timefmt import LATEST
+
 DOCUMENT_KIND = "DependencyHealth"
 SCHEMA_VERSION = 1
 # Timeouts that weigh as much as one failure the service answered (or a connection it refused)
@@ -187,8 +189,9 @@ def record_success(health: DependencyHealth, now: datetime) -> tuple[DependencyH
             return health, None
         return replace(health, consecutive_failures=0, failure_weight=0, updated_at=now), None
     started = health.opened_at or now
-    # never before its opening (dated by another agent, its clock ahead, or after an earlier one: ``opening_after``)
-    closed_at = max(now, started)
+    # Dated by the closer's clock, even before its opening (dated by another agent, its clock ahead, or after an
+    # earlier one: ``opening_after``): the supervisor judges the settling period by it, and a closing moved forward
+    # to an opening in its future held the recovery back by the opener's skew. Its length then nothing, not less.
     closed = replace(
         health,
         state=CircuitState.CLOSED,
@@ -198,12 +201,12 @@ def record_success(health: DependencyHealth, now: datetime) -> tuple[DependencyH
         reopens=0,
         probe_after=None,
         opened_at=None,
-        last_closed_at=closed_at,
+        last_closed_at=now,
         last_outage_started_at=started,
         updated_at=now,
     )
     return closed, Transition(
-        health.dependency, health.state, CircuitState.CLOSED, now, (closed_at - started).total_seconds()
+        health.dependency, health.state, CircuitState.CLOSED, now, max((now - started).total_seconds(), 0.0)
     )
 
 
@@ -216,8 +219,9 @@ def opening_after(health: DependencyHealth, now: datetime) -> datetime:
     last closing or the latest opening the document already names, if one is as late (another agent's clock ahead
     of this one's by more than an outage's length). So each outage's opening is later than every earlier one,
     whatever the agents' clocks: the supervisor tells a new outage from one it paged by it, and identifies its
-    alerts by it (MessageId); and its closing, never dated before it (``record_success``), is later than the
-    closings before. The error is the skew's, as when the outage is opened by one agent and closed by another."""
+    alerts by it (MessageId). The error is the skew's, as when the outage is opened by one agent and closed by
+    another (its closing is dated by the closer's clock: ``record_success``). Never past ``LATEST`` (a time edited by
+    hand): the document could not be read back, and the circuit would no longer gate any call."""
     known = [
         t
         for t in (
@@ -231,7 +235,7 @@ def opening_after(health: DependencyHealth, now: datetime) -> datetime:
         )
         if t is not None
     ]
-    return max([now, *(t + OPENING_STEP for t in known)])
+    return max([now, *(min(t, LATEST - OPENING_STEP) + OPENING_STEP for t in known)])
 
 
 def record_in_progress(health: DependencyHealth, now: datetime) -> tuple[DependencyHealth, Transition | None]:
@@ -339,7 +343,9 @@ class OutageAlert:
 
     @property
     def outage_seconds(self) -> float | None:
-        return None if self.closed is None else (self.closed - self.started).total_seconds()
+        # to its last closing, dated by the closer's clock, or its last opening if that is later (dated by another
+        # agent's clock, or after the closing before it: ``opening_after``): never below nothing
+        return None if self.closed is None else (max(self.closed, self.last_opening) - self.started).total_seconds()
 
 
 def _alerted(marker: datetime | None, started: datetime) -> bool:
@@ -426,9 +432,16 @@ def _next_due(
                     return None  # closed for less than the settling period: it may still reopen
                 return OutageAlert(SETTLED, dependency, since, closed_at, paged, reopenings)
             return OutageAlert(RECOVERY_ALERT, dependency, since, closed_at, paged, reopenings)
-    paged_last = last is not None and _alerted(paged, last)
+    paged_last = last is not None and paged == last
+    # a later opening paged: the last closed outage had its turn before it (its alerts sent, or history, never paged)
+    paged_later = last is not None and paged is not None and paged > last
     long_closed = closed_before is not None and closed_at is not None and closed_at < closed_before
-    if last is not None and not _alerted(health.recovery_alerted_for, last) and (paged_last or not long_closed):
+    if (
+        last is not None
+        and not paged_later
+        and not _alerted(health.recovery_alerted_for, last)
+        and (paged_last or not long_closed)
+    ):
         if not paged_last:
             return OutageAlert(OUTAGE_ALERT, dependency, last)
         return OutageAlert(RECOVERY_ALERT, dependency, last, closed_at)

@@ -10,7 +10,8 @@ and test_outage_settle.py). Once the circuit stays closed and the supervisor run
   paged or taken into the outage paged (``OutageContinued``).
 
 Not checked: an outage that opened and closed unseen, followed by another before any run (the document names the
-last one only: docs/supervisor.md, "What it does not cover")."""
+last one only: docs/supervisor.md, "What it does not cover"). The supervisor sometimes does not run for hours (a
+deployment, a long pause), the outage before them unseen: history, never paged nor recovered."""
 
 from __future__ import annotations
 
@@ -97,9 +98,14 @@ def timeline(seed: int, settle: timedelta) -> Supervisor:
     supervisor = Supervisor(rng, settle, failures=0.2)
     health = DependencyHealth.fresh("payment", T0)
     moves: list[tuple[datetime, bool]] = []
+    paused: list[tuple[datetime, datetime]] = []  # the supervisor not running (a deployment, a long pause)
     t = T0
     for _ in range(rng.randint(3, 12)):
-        t += timedelta(seconds=rng.uniform(5, 500))
+        if moves and rng.random() < 0.15:  # hours after the last outage, both unseen: that one is history
+            t += timedelta(seconds=rng.uniform(3600, 9000))
+            paused.append((moves[-2][0] - timedelta(seconds=10), t + timedelta(seconds=rng.uniform(0, 300))))
+        else:
+            t += timedelta(seconds=rng.uniform(5, 500))
         moves.append((t, True))
         t += timedelta(seconds=rng.uniform(30, 200))
         moves.append((t, False))
@@ -112,7 +118,7 @@ def timeline(seed: int, settle: timedelta) -> Supervisor:
             health = opened(health, by) if opening else closed(health, by)
         flushing = run_at > t  # closed for good: the supervisor runs every period without failures
         supervisor.failures = 0.0 if flushing else 0.2
-        if flushing or rng.random() < 0.7:
+        if flushing or (rng.random() < 0.7 and not any(a <= run_at < b for a, b in paused)):
             health = supervisor.run(health, run_at)
         run_at += PERIOD
     return supervisor
