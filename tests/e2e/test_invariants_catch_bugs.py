@@ -269,3 +269,22 @@ def test_a_discarded_payment_an_order_took_is_counted_on_the_evidence_of_a_real_
     [doc] = [d for d in result.states if d.get("orderId") == "ord-ghost" and "processState" in d]
     doc["payment"] = {"notificationId": "pay-ghost"}
     assert build_report(result)["invariants"]["discarded_payments_applied"] == 1
+
+
+def test_with_client_cancellations_completed_unread_their_submitters_never_hear_of_them(monkeypatch):
+    """A cancellation dropped: the orders trigger completes every ``CancelOrder`` without reading its order, so a
+    cancellation is neither taken (``Compensating``) nor refused (``CancellationRejected``). Before
+    ``missing_statuses`` counted such a cancellation, every invariant held: the orders end ``Processed`` with
+    ``Received`` and ``Completed`` heard (tests/localrun/test_report_cancellations.py)."""
+    from adapters.servicebus.settlement import Settlement
+    from contracts.messages import CancelOrder
+    from submission import intake
+    from submission.result import IntakeResult
+
+    def dropped(ctx: Any, cancel: Any, message: Any, owed: Any) -> IntakeResult:
+        return IntakeResult(Settlement.complete())
+
+    monkeypatch.setitem(intake.HANDLERS, "CancelOrder", (CancelOrder, dropped))
+    report = run("cancellations", orders=12, overlay={"orders": {"cancel_rate": 0.6}})
+    assert report["invariants"]["missing_statuses"] > 0
+    assert all("CancelOrder neither taken" in s for s in report["invariant_examples"]["missing_statuses"])
