@@ -24,6 +24,7 @@ def run(
     *,
     overlay: dict[str, Any] | None = None,
     horizon: timedelta = timedelta(hours=8),
+    seed: int = 11,
 ) -> dict[str, Any]:
     """``cosmos``: fault keys laid over the profile's ``cosmos`` section (to make the fault a mutation
     needs common enough that the run cannot miss it by chance); ``overlay``: the same for any section (a
@@ -31,7 +32,7 @@ def run(
     data = json.loads((PROFILES / f"{profile}.json").read_text(encoding="utf-8"))
     for key, value in {**(overlay or {}), **({"cosmos": cosmos} if cosmos else {})}.items():
         data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
-    config = SimulationConfig(orders=orders, seed=11, profile=Profile.parse(data), horizon=horizon)
+    config = SimulationConfig(orders=orders, seed=seed, profile=Profile.parse(data), horizon=horizon)
     return build_report(run_simulation(config))
 
 
@@ -243,6 +244,17 @@ def test_with_state_writes_made_unconditionally_a_write_lands_over_a_version_it_
     report = run("concurrent-notifications", orders=15)
     assert report["invariants"]["stale_writes"] > 0
     assert any("never returned" in s for s in report["invariant_examples"]["stale_writes"])
+
+
+def test_without_the_owners_fence_an_instance_started_late_writes_over_the_record_it_lost(monkeypatch):
+    """A fence removed: ``ensure_owner`` no longer checks ``lockedBy``. An instance whose start the Durable backend
+    recorded late (tests/localrun/test_late_starts.py: released uncounted by the supervisor, the record claimed
+    again by a new instance) starts all the same and, no longer fenced at its first write, writes over the record
+    the supervisor released; the write audit counts each write by an instance that did not hold ``lockedBy``."""
+    monkeypatch.setattr("domain.transitions.ensure_owner", lambda record, owner: None)
+    overlay = {"durable": {"late_start_rate": 0.5, "late_start_ms": [50_000, 100_000]}}
+    report = run("happy-path", orders=12, overlay=overlay, seed=1)
+    assert any("wrote while lockedBy" in s for s in report["invariant_examples"]["stale_writes"])
 
 
 def test_without_the_supervisors_scan_an_order_whose_reply_was_lost_is_never_finished(monkeypatch):
