@@ -130,8 +130,8 @@ def test_without_saying_the_owed_received_first_a_full_queue_hears_completed_bef
 
 # --- one mutant for each invariant the tests above do not break (docs/testing.md lists the test of each) ------------
 # Small runs (at most 15 orders, a few seconds each): the mutation is common enough that they cannot miss it. The
-# same runs of the app as it is hold every invariant (checked by hand when they were written: profile, 15 orders or
-# fewer, seed 11), and tests/e2e/test_fault_profiles.py checks each profile's runs of the app as it is.
+# same runs of the app as it is (each test's profile, orders and seed, unpatched) held every invariant when they were
+# written (checked by hand, 2026-12-07), and tests/e2e/test_fault_profiles.py checks each profile's runs of the app.
 
 
 def test_without_logging_a_completed_steps_undo_a_compensated_order_keeps_its_reservation(monkeypatch):
