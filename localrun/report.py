@@ -213,6 +213,45 @@ def _missing_statuses(
     return missing
 
 
+# A cancellation taken ends its order so (``Compensating`` in flight is ``non_terminal``'s to count)
+UNDONE_STATES = frozenset({"Compensating", "Compensated", "CompensationFailed"})
+
+
+def _unanswered_cancellations(
+    cancelled: Iterable[str],
+    statuses: list[dict[str, Any]],
+    by_order: dict[str, Any],
+    owners: dict[str, dict[str, Any]],
+    unreachable: Container[str],
+    given_up: Container[tuple[str, str]],
+    undoing: Container[str],
+) -> list[str]:
+    """Orders a client's ``CancelOrder`` reached (``cancelled``: not dead-lettered, not cut by the horizon) that the
+    app neither took (the order never went to ``Compensating``: ``undoing``, nor ended ``Compensated`` or
+    ``CompensationFailed``) nor refused with ``CancellationRejected`` on the order's own queue
+    (submission/cancellation.py): the order finished (``Processed``, ``Error``) and its submitter never heard
+    what became of its cancellation. Not counted, as for ``missing_statuses``: a status the app gave up on and
+    alerted (``given_up``), an order whose queue still refuses the app at the end (``unreachable``), an order with no
+    record (refused at admission: ``CancelIgnored``) or still unsettled (``non_terminal``)."""
+    refused = {
+        s["orderId"]
+        for s in statuses
+        if s["status"] == "CancellationRejected" and s["_queue"] == owners.get(s["orderId"], {}).get("replyTo")
+    }
+    unanswered: list[str] = []
+    for order_id in dict.fromkeys(cancelled):
+        state = by_order.get(order_id, {}).get("processState")
+        if state is None or state in UNDONE_STATES or ProcessState(state) in NON_TERMINAL or order_id in undoing:
+            continue
+        if order_id not in owners or owners[order_id].get("replyTo") in unreachable:
+            continue
+        if order_id not in refused and (order_id, "CancellationRejected") not in given_up:
+            unanswered.append(
+                f"{order_id}: its CancelOrder neither taken nor answered CancellationRejected (ended {state})"
+            )
+    return unanswered
+
+
 # What no status may follow the order's own ending with: another ending, or a progress status (``Processing``,
 # ``Compensating``: an attempt or a round the order moved past). ``Received`` (a message of the order handled
 # again), ``CancellationRejected`` (answers a cancellation) and ``Rejected`` (a refused resubmission) may.
@@ -757,6 +796,18 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     misrouted = misrouted_statuses(statuses, told_as, result.workload.injected_reply_to)
     restarted = restarted_at(audit.transitions)
     missing_status = _missing_statuses(statuses, by_order, owners, unreachable, given_up, restarted)
+    # a client's CancelOrder the app neither took nor refused: the CancellationRejected its submitter is owed
+    cancelled = [
+        a.order_id
+        for a in result.workload.arrivals
+        if a.kind == "cancel"
+        and a.order_id is not None
+        and a.message.message_id not in dead_order_ids
+        and a.message.message_id not in in_flight
+        and a.message.message_id not in preempted
+    ]
+    undoing = {t.order_id for t in audit.transitions if t.after is ProcessState.COMPENSATING}
+    unanswered = _unanswered_cancellations(cancelled, statuses, by_order, owners, unreachable, given_up, undoing)
     kept = _kept_after_compensation(result, ledgers)
     contradicted = _rejected_after_accepted(result)
     early = _statuses_before_received(statuses, by_order, owners, set(missing_status))
@@ -790,7 +841,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "unbalanced_compensations": len(unbalanced),
         "unmatched_notifications": len(unmatched),
         "misrouted_statuses": len(misrouted),
-        "missing_statuses": len(missing_status),
+        "missing_statuses": len(missing_status) + len(unanswered),
         "rejected_after_accepted": len(contradicted),
         "statuses_before_received": len(early),
         "stale_final_statuses": len(stale_final),
@@ -815,7 +866,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
             "non_terminal": non_terminal[:5],
             "unbalanced_compensations": unbalanced[:5],
             "unmatched_notifications": unmatched[:5],
-            "missing_statuses": missing_status[:5],
+            "missing_statuses": [*missing_status, *unanswered][:5],
             "rejected_after_accepted": contradicted[:5],
             "statuses_before_received": early[:5],
             "stale_final_statuses": stale_final[:5],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,22 @@ pytestmark = pytest.mark.e2e
 PROFILES = Path(__file__).resolve().parents[2] / "examples" / "profiles"
 
 
-def run(profile: str, orders: int = 100, cosmos: dict[str, Any] | None = None) -> dict[str, Any]:
+def run(
+    profile: str,
+    orders: int = 100,
+    cosmos: dict[str, Any] | None = None,
+    *,
+    overlay: dict[str, Any] | None = None,
+    horizon: timedelta = timedelta(hours=8),
+    seed: int = 11,
+) -> dict[str, Any]:
     """``cosmos``: fault keys laid over the profile's ``cosmos`` section (to make the fault a mutation
-    needs common enough that the run cannot miss it by chance)."""
+    needs common enough that the run cannot miss it by chance); ``overlay``: the same for any section (a
+    mapping laid over the profile's, anything else replacing it)."""
     data = json.loads((PROFILES / f"{profile}.json").read_text(encoding="utf-8"))
-    if cosmos:
-        data["cosmos"] = {**data.get("cosmos", {}), **cosmos}
-    config = SimulationConfig(orders=orders, seed=11, profile=Profile.parse(data))
+    for key, value in {**(overlay or {}), **({"cosmos": cosmos} if cosmos else {})}.items():
+        data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
+    config = SimulationConfig(orders=orders, seed=seed, profile=Profile.parse(data), horizon=horizon)
     return build_report(run_simulation(config))
 
 
@@ -116,3 +126,177 @@ def test_without_saying_the_owed_received_first_a_full_queue_hears_completed_bef
     report = run("status-queue-refusing")
     assert report["invariants"]["statuses_before_received"] > 0
     assert report["invariants"]["missing_statuses"] == 0  # each heard Received in the end: the order is what broke
+
+
+# --- one mutant for each invariant the tests above do not break (docs/testing.md lists the test of each) ------------
+# Small runs (at most 15 orders, a few seconds each): the mutation is common enough that they cannot miss it. The
+# same runs of the app as it is (each test's profile, orders and seed, unpatched) held every invariant when they were
+# written (checked by hand, 2026-12-07), and tests/e2e/test_fault_profiles.py checks each profile's runs of the app.
+
+
+def test_without_logging_a_completed_steps_undo_a_compensated_order_keeps_its_reservation(monkeypatch):
+    """A compensation entry not recorded: a step's completion is written without its compensation log entry, so
+    the round undoes nothing of it and the order ends ``Compensated`` holding its stock (reserved, never
+    released); the ledger check counts it."""
+    from domain import transitions
+
+    def unlogged(record: Any, owner: str, step: str, result: Any, deadline: Any, now: Any) -> Any:
+        return transitions.complete_step(record, owner, step, result, deadline, now)
+
+    monkeypatch.setattr("activities.scheduler_steps.complete_step_logged", unlogged)
+    report = run("permanent-errors", orders=15)
+    assert report["final_states"]["Compensated"] > 0
+    assert report["invariants"]["unbalanced_compensations"] > 0
+
+
+def test_without_the_release_alert_a_compensated_prepaid_order_keeps_the_customers_money(monkeypatch):
+    """A prepayment not released: ``finish_compensation`` no longer sees the uncaptured prepayment, so the
+    ``PrepaymentToRelease`` alert of an order compensated after its notification was applied (its capture refused
+    for good: the prepaid order has no backup provider) never goes out."""
+    monkeypatch.setattr("domain.compensation.uncaptured_prepayment", lambda record: None)
+    overlay = {"orders": {"prepaid_rate": 1.0}, "remote": {"payment": {"permanent_error_rate": 0.5}}}
+    report = run("happy-path", orders=12, overlay=overlay)
+    assert "PrepaymentToRelease" not in report["alerts"]
+    assert report["invariants"]["unreleased_prepayments"] > 0
+
+
+def test_with_a_reply_queue_kept_from_the_last_status_sent_statuses_reach_other_submitters(monkeypatch):
+    """A status sent to the wrong queue: ``publish_status`` sends each status to the queue of the status it sent
+    before (a reply queue cached across orders). With three submitters, some hear of orders they never
+    submitted."""
+    import notifications.status as status
+
+    real = status.publish_status
+    last: list[str | None] = []
+
+    def cached_queue(sender: Any, *, reply_to: str | None, **kwargs: Any) -> Any:
+        queue = last[-1] if last and last[-1] else reply_to
+        last.append(reply_to)
+        return real(sender, reply_to=queue, **kwargs)
+
+    monkeypatch.setattr(status, "publish_status", cached_queue)
+    report = run("happy-path", orders=10, overlay={"reply_queues": 3})
+    assert report["invariants"]["misrouted_statuses"] > 0
+
+
+def test_with_the_completed_status_answered_sent_but_not_sent_the_submitters_never_hear_how_orders_ended(monkeypatch):
+    """A status not sent: ``publish_status`` answers ``Completed`` sent without sending it (as a workload order's,
+    where tests/localrun/test_redteam_inject_raw.py swallows an injected order's)."""
+    import notifications.status as status
+
+    real = status.publish_status
+
+    def no_completed(*args: Any, **kwargs: Any) -> Any:
+        return status.Delivery.SENT if kwargs.get("status") == "Completed" else real(*args, **kwargs)
+
+    monkeypatch.setattr(status, "publish_status", no_completed)
+    report = run("happy-path", orders=8)
+    assert report["final_states"]["Processed"] == 8
+    assert report["invariants"]["missing_statuses"] == 8
+
+
+def test_with_a_store_failure_taken_for_done_an_order_is_lost(monkeypatch):
+    """An error swallowed: an orders message that met a Cosmos DB failure is completed instead of handled again
+    later (``retry_later``): nothing recorded, nothing dead-lettered, the order is gone."""
+    from adapters.servicebus.settlement import Settlement
+    from submission.result import IntakeResult
+
+    monkeypatch.setattr(
+        "submission.intake.retry_later", lambda ctx, message, kind, why, **kw: IntakeResult(Settlement.complete())
+    )
+    report = run("cosmos-throttling", orders=15)
+    assert report["invariants"]["lost"] > 0
+
+
+def test_with_payment_notifications_completed_unread_they_are_unmatched(monkeypatch):
+    """A notification dropped: the orders trigger completes every ``PaymentNotification`` without applying,
+    deferring or dead-lettering it. The prepaid orders wait for their payment in vain (``RetriesExhausted``)."""
+    from adapters.servicebus.settlement import Settlement
+    from contracts.messages import PaymentNotification
+    from submission import intake
+    from submission.result import IntakeResult
+
+    def dropped(ctx: Any, note: Any, message: Any, owed: Any) -> IntakeResult:
+        return IntakeResult(Settlement.complete())
+
+    monkeypatch.setitem(intake.HANDLERS, "PaymentNotification", (PaymentNotification, dropped))
+    report = run("prepaid-notifications", orders=8)
+    assert report["invariants"]["unmatched_notifications"] > 0
+
+
+def test_with_state_writes_made_unconditionally_a_write_lands_over_a_version_it_never_read(monkeypatch):
+    """A write made unconditionally: the state store's replace drops its ``_etag`` condition. Payment
+    notifications applied at the same instant as the scheduler's writes (concurrent-notifications) then overwrite
+    each other instead of losing the race with a 412; the write audit counts the writes over versions Cosmos had
+    already replaced (and the payments so overwritten are unmatched)."""
+    from adapters.cosmos import state_store
+    from adapters.cosmos.documents import document_of, stored
+    from adapters.cosmos.errors import mapped_errors
+    from domain.records import StateRecord
+
+    def unconditional(self: Any, record: StateRecord) -> StateRecord:
+        with mapped_errors(record.id):
+            doc = self._c.replace_item(record.id, document_of(record))  # no etag, no match condition
+        written: StateRecord = self._remember(stored(StateRecord, doc))
+        return written
+
+    monkeypatch.setattr(state_store.CosmosStateStore, "replace", unconditional)
+    report = run("concurrent-notifications", orders=15)
+    assert report["invariants"]["stale_writes"] > 0
+    assert any("never returned" in s for s in report["invariant_examples"]["stale_writes"])
+
+
+def test_without_the_owners_fence_an_instance_started_late_writes_over_the_record_it_lost(monkeypatch):
+    """A fence removed: ``ensure_owner`` no longer checks ``lockedBy``. An instance whose start the Durable backend
+    recorded late (tests/localrun/test_late_starts.py: released uncounted by the supervisor, the record claimed
+    again by a new instance) starts all the same and, no longer fenced at its first write, writes over the record
+    the supervisor released; the write audit counts each write by an instance that did not hold ``lockedBy``."""
+    monkeypatch.setattr("domain.transitions.ensure_owner", lambda record, owner: None)
+    overlay = {"durable": {"late_start_rate": 0.5, "late_start_ms": [50_000, 100_000]}}
+    report = run("happy-path", orders=12, overlay=overlay, seed=1)
+    assert any("wrote while lockedBy" in s for s in report["invariant_examples"]["stale_writes"])
+
+
+def test_without_the_supervisors_scan_an_order_whose_reply_was_lost_is_never_finished(monkeypatch):
+    """An expired attempt not recovered: the supervisor's scan finds nothing, so an order whose agent reply was
+    lost stays ``Processing``. The run is cut at one hour (the same run of the app as it is ends every order
+    well within it)."""
+    from supervisor.scan import ScanResult
+
+    monkeypatch.setattr("supervisor.run.scan_expired", lambda *args: ScanResult([], 0.0, 0, False, False, False))
+    report = run("lost-replies", orders=10, horizon=timedelta(hours=1))
+    assert report["final_states"].get("Processing", 0) > 0
+    assert report["invariants"]["non_terminal"] > 0
+
+
+def test_a_discarded_payment_an_order_took_is_counted_on_the_evidence_of_a_real_discard():
+    """``discarded_payments_applied`` has no one-patch mutant: a discarded notification is dead-lettered, so no
+    submission can apply it afterwards (what the invariant guards is a race inside the discard, docs/deferral.md).
+    So the evidence of a real run is edited instead: the operator's discard of an orderless payment
+    (tests/localrun/test_operator_discards_orderless.py), its order's record then made to hold that payment."""
+    from tests.localrun.test_operator_discards_orderless import run as ghost
+
+    report, result = ghost(discard=True)
+    assert report["invariants"]["discarded_payments_applied"] == 0
+    [doc] = [d for d in result.states if d.get("orderId") == "ord-ghost" and "processState" in d]
+    doc["payment"] = {"notificationId": "pay-ghost"}
+    assert build_report(result)["invariants"]["discarded_payments_applied"] == 1
+
+
+def test_with_client_cancellations_completed_unread_their_submitters_never_hear_of_them(monkeypatch):
+    """A cancellation dropped: the orders trigger completes every ``CancelOrder`` without reading its order, so a
+    cancellation is neither taken (``Compensating``) nor refused (``CancellationRejected``). Before
+    ``missing_statuses`` counted such a cancellation, every invariant held: the orders end ``Processed`` with
+    ``Received`` and ``Completed`` heard (tests/localrun/test_report_cancellations.py)."""
+    from adapters.servicebus.settlement import Settlement
+    from contracts.messages import CancelOrder
+    from submission import intake
+    from submission.result import IntakeResult
+
+    def dropped(ctx: Any, cancel: Any, message: Any, owed: Any) -> IntakeResult:
+        return IntakeResult(Settlement.complete())
+
+    monkeypatch.setitem(intake.HANDLERS, "CancelOrder", (CancelOrder, dropped))
+    report = run("cancellations", orders=12, overlay={"orders": {"cancel_rate": 0.6}})
+    assert report["invariants"]["missing_statuses"] > 0
+    assert all("CancelOrder neither taken" in s for s in report["invariant_examples"]["missing_statuses"])
