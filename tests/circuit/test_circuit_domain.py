@@ -167,3 +167,30 @@ def test_a_weight_a_rolled_back_version_left_behind_never_outweighs_the_failures
     health = replace(DependencyHealth.fresh("shipping", T0), consecutive_failures=0, failure_weight=5)
     assert fail(health, POLICY.threshold - 1).state is CircuitState.CLOSED
     assert from_document(DependencyHealth, to_document(health)) == health
+
+
+def test_a_probe_after_further_ahead_than_the_longest_cool_down_is_re_dated_a_cool_down_from_the_readers_now():
+    """An opener whose clock runs an hour ahead wrote ``probeAfter`` an hour into the others' future: before, they
+    failed fast for the hour. A reader re-dates it (written with its refusal) a cool-down from its own clock, and the
+    probe is due then; the supervisor's wait reads it the same way. One within the cap is kept as written."""
+    ahead = fail(DependencyHealth.fresh("shipping", T0 + timedelta(hours=1)), POLICY.threshold, T0 + timedelta(hours=1))
+    assert ahead.probe_after == T0 + timedelta(hours=1) + POLICY.cooldown
+    refused = admit(ahead, T0, POLICY)
+    assert not refused.allowed and refused.changed and refused.redated == ahead.probe_after
+    assert refused.health.probe_after == T0 + POLICY.cooldown
+    assert ahead.next_probe(T0, POLICY) == T0 + POLICY.cooldown
+    later = T0 + POLICY.cooldown
+    assert admit(refused.health, later, POLICY).allowed  # the probe, a cool-down on
+    within = replace(opened(), probe_after=T0 + POLICY.cooldown_max)
+    kept = admit(within, T0, POLICY)
+    assert not kept.allowed and not kept.changed and kept.redated is None
+    assert within.next_probe(T0, POLICY) == T0 + POLICY.cooldown_max
+
+
+def test_a_probe_after_edited_to_the_year_9998_no_longer_holds_the_circuit_open_for_ever():
+    """Before, every agent failed fast on it until the year 9998, and every waiting order waited its whole bound."""
+    edited = replace(opened(), reopens=3, probe_after=datetime.fromisoformat("9998-12-31T00:00:00+00:00"))
+    refused = admit(edited, T0, POLICY)
+    assert not refused.allowed and refused.health.probe_after == T0 + POLICY.cooldown_after(3)
+    assert edited.next_probe(T0, POLICY) == T0 + POLICY.cooldown_after(3)
+    assert admit(refused.health, T0 + POLICY.cooldown_max, POLICY).allowed
