@@ -171,14 +171,16 @@ class Admission:
     health: DependencyHealth  # to write when changed (a granted probe), else the one read
     changed: bool
     transition: Transition | None = None
-    redated: datetime | None = None  # a ``probe_after`` too far ahead, re-dated by this clock (``probe_due``)
+    # a time too far ahead, re-dated by this clock: open, ``probe_after`` (``probe_due``); half-open, the grants' time
+    redated: datetime | None = None
 
 
 def admit(health: DependencyHealth, now: datetime, policy: CircuitPolicy) -> Admission:
     """May a call be made now? Closed: yes. Open before ``probe_after``: no (fail fast); one further ahead than
     any cool-down is re-dated a cool-down from ``now`` (``DependencyHealth.probe_due``), written with the refusal.
     Otherwise half-open: yes while fewer than ``probes`` grants are outstanding (each grant must be written
-    before the call, so two agents racing for the last probe cannot both get it)."""
+    before the call, so two agents racing for the last probe cannot both get it); the grants lapse a cool-down
+    after the last (``updated_at``), one dated further ahead than any cool-down a cool-down after ``now``."""
     if health.state is CircuitState.CLOSED:
         return Admission(True, False, health, False)
     if health.state is CircuitState.OPEN:
@@ -192,7 +194,12 @@ def admit(health: DependencyHealth, now: datetime, policy: CircuitPolicy) -> Adm
         return Admission(
             True, True, moved, True, Transition(health.dependency, CircuitState.OPEN, CircuitState.HALF_OPEN, now)
         )
-    # half-open: a grant whose probe never reported lapses after one cool-down
+    # half-open: a grant whose probe never reported lapses after one cool-down; one dated further ahead than any
+    # cool-down (its granter's clock ahead of this one's by more, or an edit) is re-dated now, as ``probe_due`` does
+    if health.updated_at > now + policy.cooldown_max:
+        redated = replace(health, updated_at=now)
+        decided = admit(redated, now, policy)
+        return decided if decided.changed else Admission(False, False, redated, True, redated=health.updated_at)
     lapsed = health.updated_at + policy.cooldown_after(health.reopens) <= now
     granted = 0 if lapsed else health.probes_granted
     if granted >= policy.probes:

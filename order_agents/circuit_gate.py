@@ -143,14 +143,15 @@ class DependencyGate:
 
 
 def _redated(health: DependencyHealth, written: datetime, now: datetime) -> None:
+    what = "probeAfter" if health.state is CircuitState.OPEN else "its probe grants' updatedAt"
     app_event(
         "DependencyProbeRedated",
-        f"dependency {health.dependency}: probeAfter {written.isoformat()} is further ahead than any cool-down "
-        f"(an agent's clock ahead of this one's, or an edit): re-dated "
-        f"{health.probe_after.isoformat() if health.probe_after else None}",
+        f"dependency {health.dependency}: {what} {written.isoformat()} is further ahead than any cool-down (an "
+        f"agent's clock ahead of this one's, or an edit): re-dated by this clock",
         logging.WARNING,
         dependency=health.dependency,
-        probeAfterWritten=written.isoformat(),
+        state=str(health.state),
+        written=written.isoformat(),
         probeAfter=health.probe_after.isoformat() if health.probe_after else None,
         aheadSeconds=(written - now).total_seconds(),
     )

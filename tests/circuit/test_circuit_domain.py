@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from adapters.cosmos.mapping import from_document, to_document
 from domain.circuit import (
+    Admission,
     CircuitPolicy,
     CircuitState,
     DependencyHealth,
@@ -194,3 +195,19 @@ def test_a_probe_after_edited_to_the_year_9998_no_longer_holds_the_circuit_open_
     assert not refused.allowed and refused.health.probe_after == T0 + POLICY.cooldown_after(3)
     assert edited.next_probe(T0, POLICY) == T0 + POLICY.cooldown_after(3)
     assert admit(refused.health, T0 + POLICY.cooldown_max, POLICY).allowed
+
+
+def test_a_probe_grant_dated_further_ahead_than_the_longest_cool_down_lapses_a_cool_down_from_the_readers_now():
+    """A probe granted by an agent whose clock runs an hour ahead, which never reported (its agent died): before, the
+    grant lapsed only when the others' clocks reached its time plus a cool-down, the circuit half-open and refusing
+    every call for the hour. The first reader re-dates it; it lapses a cool-down later."""
+    ahead = T0 + timedelta(hours=1)
+    granted = admit(opened(), ahead, POLICY).health
+    assert granted.state is CircuitState.HALF_OPEN and granted.updated_at == ahead
+    refused = admit(granted, T0 + POLICY.cooldown, POLICY)
+    assert not refused.allowed and refused.changed and refused.redated == ahead
+    assert refused.health.updated_at == T0 + POLICY.cooldown and refused.health.probes_granted == 1
+    assert not admit(refused.health, T0 + 2 * POLICY.cooldown - timedelta(seconds=1), POLICY).allowed
+    assert admit(refused.health, T0 + 2 * POLICY.cooldown, POLICY).allowed
+    near = admit(opened(), T0 + POLICY.cooldown + timedelta(seconds=5), POLICY).health  # a clock 5 s ahead
+    assert admit(near, T0 + POLICY.cooldown, POLICY) == Admission(False, False, near, False)

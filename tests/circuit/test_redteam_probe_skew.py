@@ -105,3 +105,23 @@ def test_a_probe_after_within_the_cap_of_a_clock_a_little_ahead_is_kept_as_writt
     assert not other.admit("shipping")
     clock.advance(timedelta(seconds=5))
     assert other.admit("shipping")
+
+
+def test_a_probe_granted_by_an_agent_whose_clock_runs_ahead_and_never_reported_lapses_a_cool_down_after_it_is_read(
+    store, caplog
+):
+    """The agent an hour ahead took the probe and died before reporting it: before, the grant lapsed an hour late by
+    the others' clocks, every call refused meanwhile (half-open, its one probe outstanding)."""
+    caplog.set_level(logging.INFO)
+    fast, clock = ManualClock(START + AHEAD), ManualClock(START)
+    ahead, other = DependencyGate(store, fast, POLICY), DependencyGate(store, clock, POLICY)
+    for _ in range(POLICY.threshold):
+        other.failed("shipping")
+    clock.advance(POLICY.cooldown)
+    assert ahead.admit("shipping")  # granted, never reported
+    assert not other.admit("shipping")  # its grant outstanding: re-dated by this clock
+    assert [r["state"] for r in redated(caplog)] == [CircuitState.HALF_OPEN]
+    clock.advance(POLICY.cooldown - timedelta(seconds=1))
+    assert not other.admit("shipping")
+    clock.advance(timedelta(seconds=1))
+    assert other.admit("shipping")  # the lapsed grant's probe taken over
