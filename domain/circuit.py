@@ -10,7 +10,9 @@ document per dependency in the ``state`` container, replaced on ``_etag``):
   answer that it is still working on an earlier call with the same key proves it up and clears that
   weight, though it is no result (``consecutive_failures`` goes on: the supervisor lets the order wait).
 - **open**: no call is made (agents fail fast with a transient "dependency open" outcome) until
-  ``probe_after`` = opened + cool-down. The cool-down doubles each time a probe fails, up to its cap.
+  ``probe_after`` = opened + cool-down. The cool-down doubles each time a probe fails, up to its cap. A
+  ``probe_after`` further ahead of the reader's clock than that cap (the opener's clock ahead, or a hand edit)
+  is re-dated a cool-down from the reader's now (``DependencyHealth.probe_due``).
 - **half-open**: after the cool-down, up to ``probes`` calls are let through (each grant is written
   before the call). A probe that succeeds closes the circuit; one that fails opens it again. A grant
   whose probe never reported (its agent died) lapses after one cool-down, so the circuit cannot wedge.
@@ -126,10 +128,22 @@ class DependencyHealth:
         """Not closed: orders that failed on it wait instead of spending their retry budget."""
         return self.state is not CircuitState.CLOSED
 
+    def probe_due(self, now: datetime, policy: CircuitPolicy) -> datetime | None:
+        """``probe_after`` as a clock reading ``now`` takes it. No agent writes it further ahead of its clock than the
+        longest cool-down (``policy.cooldown_max``): one that far ahead of ``now`` was written by a clock running ahead
+        of this one by more than that (or edited by hand), and the document holds no time a reader can trust more
+        (every time in it is some agent's clock). It is then due a cool-down from ``now``, as if this agent had opened
+        the circuit (``admit`` writes it so: a bound measured from ``now`` alone would move with every read), so a
+        skewed clock holds no other agent back longer than the cap, not for its skew."""
+        if self.probe_after is not None and self.probe_after > now + policy.cooldown_max:
+            return now + policy.cooldown_after(self.reopens)
+        return self.probe_after
+
     def next_probe(self, now: datetime, policy: CircuitPolicy) -> datetime:
         """When a waiting order should come back: after the next probe could have answered."""
-        if self.state is CircuitState.OPEN and self.probe_after is not None and self.probe_after > now:
-            return self.probe_after
+        due = self.probe_due(now, policy)
+        if self.state is CircuitState.OPEN and due is not None and due > now:
+            return due
         return now + policy.cooldown_after(self.reopens)
 
     def outage_overlaps(self, start: datetime) -> bool:
@@ -157,22 +171,35 @@ class Admission:
     health: DependencyHealth  # to write when changed (a granted probe), else the one read
     changed: bool
     transition: Transition | None = None
+    # a time too far ahead, re-dated by this clock: open, ``probe_after`` (``probe_due``); half-open, the grants' time
+    redated: datetime | None = None
 
 
 def admit(health: DependencyHealth, now: datetime, policy: CircuitPolicy) -> Admission:
-    """May a call be made now? Closed: yes. Open before ``probe_after``: no (fail fast). Otherwise
-    half-open: yes while fewer than ``probes`` grants are outstanding (each grant must be written
-    before the call, so two agents racing for the last probe cannot both get it)."""
+    """May a call be made now? Closed: yes. Open before ``probe_after``: no (fail fast); one further ahead than
+    any cool-down is re-dated a cool-down from ``now`` (``DependencyHealth.probe_due``), written with the refusal.
+    Otherwise half-open: yes while fewer than ``probes`` grants are outstanding (each grant must be written
+    before the call, so two agents racing for the last probe cannot both get it); the grants lapse a cool-down
+    after the last (``updated_at``), one dated further ahead than any cool-down a cool-down after ``now``."""
     if health.state is CircuitState.CLOSED:
         return Admission(True, False, health, False)
     if health.state is CircuitState.OPEN:
-        if health.probe_after is not None and now < health.probe_after:
+        due = health.probe_due(now, policy)
+        if due != health.probe_after:
+            redated = replace(health, probe_after=due, updated_at=now)
+            return Admission(False, False, redated, True, redated=health.probe_after)
+        if due is not None and now < due:
             return Admission(False, False, health, False)
         moved = replace(health, state=CircuitState.HALF_OPEN, probes_granted=1, updated_at=now)
         return Admission(
             True, True, moved, True, Transition(health.dependency, CircuitState.OPEN, CircuitState.HALF_OPEN, now)
         )
-    # half-open: a grant whose probe never reported lapses after one cool-down
+    # half-open: a grant whose probe never reported lapses after one cool-down; one dated further ahead than any
+    # cool-down (its granter's clock ahead of this one's by more, or an edit) is re-dated now, as ``probe_due`` does
+    if health.updated_at > now + policy.cooldown_max:
+        redated = replace(health, updated_at=now)
+        decided = admit(redated, now, policy)
+        return decided if decided.changed else Admission(False, False, redated, True, redated=health.updated_at)
     lapsed = health.updated_at + policy.cooldown_after(health.reopens) <= now
     granted = 0 if lapsed else health.probes_granted
     if granted >= policy.probes:

@@ -18,15 +18,16 @@
 
 Every circuit transition is an event: ``DependencyOutage`` (closed -> open), ``DependencyProbing``
 (open -> half-open), ``DependencyReopened`` (a probe failed), ``DependencyRecovered`` (-> closed,
-with the outage's length). The health store failing never fails a call: the gate then lets the
-call through (fail open) and logs ``DependencyHealthUnavailable``."""
+with the outage's length). ``DependencyProbeRedated``: a ``probeAfter`` further ahead than any cool-down,
+re-dated (``domain.circuit.DependencyHealth.probe_due``). The health store failing never fails a call: the
+gate then lets the call through (fail open) and logs ``DependencyHealthUnavailable``."""
 
 from __future__ import annotations
 
 import logging
 import random
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from adapters.clock import Clock
@@ -100,6 +101,8 @@ class DependencyGate:
         # never refuse on what was seen earlier: another instance may have closed the circuit since,
         # and a refusal then is a failure the supervisor counts as the order's own
         admission = self._update(dependency, lambda h: _admission(h, self._clock, self._policy))
+        if admission is not None and admission.redated is not None:
+            _redated(admission.health, admission.redated, now)
         return True if admission is None else admission.allowed
 
     def succeeded(self, dependency: str) -> None:
@@ -137,6 +140,21 @@ class DependencyGate:
         if isinstance(transition, Transition):
             report_transition(transition, written)
         return result
+
+
+def _redated(health: DependencyHealth, written: datetime, now: datetime) -> None:
+    what = "probeAfter" if health.state is CircuitState.OPEN else "its probe grants' updatedAt"
+    app_event(
+        "DependencyProbeRedated",
+        f"dependency {health.dependency}: {what} {written.isoformat()} is further ahead than any cool-down (an "
+        f"agent's clock ahead of this one's, or an edit): re-dated by this clock",
+        logging.WARNING,
+        dependency=health.dependency,
+        state=str(health.state),
+        written=written.isoformat(),
+        probeAfter=health.probe_after.isoformat() if health.probe_after else None,
+        aheadSeconds=(written - now).total_seconds(),
+    )
 
 
 class _TimedReads:

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from adapters.cosmos.mapping import from_document, to_document
 from domain.circuit import (
+    Admission,
     CircuitPolicy,
     CircuitState,
     DependencyHealth,
@@ -167,3 +168,46 @@ def test_a_weight_a_rolled_back_version_left_behind_never_outweighs_the_failures
     health = replace(DependencyHealth.fresh("shipping", T0), consecutive_failures=0, failure_weight=5)
     assert fail(health, POLICY.threshold - 1).state is CircuitState.CLOSED
     assert from_document(DependencyHealth, to_document(health)) == health
+
+
+def test_a_probe_after_further_ahead_than_the_longest_cool_down_is_re_dated_a_cool_down_from_the_readers_now():
+    """An opener whose clock runs an hour ahead wrote ``probeAfter`` an hour into the others' future: before, they
+    failed fast for the hour. A reader re-dates it (written with its refusal) a cool-down from its own clock, and the
+    probe is due then; the supervisor's wait reads it the same way. One within the cap is kept as written."""
+    ahead = fail(DependencyHealth.fresh("shipping", T0 + timedelta(hours=1)), POLICY.threshold, T0 + timedelta(hours=1))
+    assert ahead.probe_after == T0 + timedelta(hours=1) + POLICY.cooldown
+    refused = admit(ahead, T0, POLICY)
+    assert not refused.allowed and refused.changed and refused.redated == ahead.probe_after
+    assert refused.health.probe_after == T0 + POLICY.cooldown
+    assert ahead.next_probe(T0, POLICY) == T0 + POLICY.cooldown
+    later = T0 + POLICY.cooldown
+    assert admit(refused.health, later, POLICY).allowed  # the probe, a cool-down on
+    within = replace(opened(), probe_after=T0 + POLICY.cooldown_max)
+    kept = admit(within, T0, POLICY)
+    assert not kept.allowed and not kept.changed and kept.redated is None
+    assert within.next_probe(T0, POLICY) == T0 + POLICY.cooldown_max
+
+
+def test_a_probe_after_edited_to_the_year_9998_no_longer_holds_the_circuit_open_for_ever():
+    """Before, every agent failed fast on it until the year 9998, and every waiting order waited its whole bound."""
+    edited = replace(opened(), reopens=3, probe_after=datetime.fromisoformat("9998-12-31T00:00:00+00:00"))
+    refused = admit(edited, T0, POLICY)
+    assert not refused.allowed and refused.health.probe_after == T0 + POLICY.cooldown_after(3)
+    assert edited.next_probe(T0, POLICY) == T0 + POLICY.cooldown_after(3)
+    assert admit(refused.health, T0 + POLICY.cooldown_max, POLICY).allowed
+
+
+def test_a_probe_grant_dated_further_ahead_than_the_longest_cool_down_lapses_a_cool_down_from_the_readers_now():
+    """A probe granted by an agent whose clock runs an hour ahead, which never reported (its agent died): before, the
+    grant lapsed only when the others' clocks reached its time plus a cool-down, the circuit half-open and refusing
+    every call for the hour. The first reader re-dates it; it lapses a cool-down later."""
+    ahead = T0 + timedelta(hours=1)
+    granted = admit(opened(), ahead, POLICY).health
+    assert granted.state is CircuitState.HALF_OPEN and granted.updated_at == ahead
+    refused = admit(granted, T0 + POLICY.cooldown, POLICY)
+    assert not refused.allowed and refused.changed and refused.redated == ahead
+    assert refused.health.updated_at == T0 + POLICY.cooldown and refused.health.probes_granted == 1
+    assert not admit(refused.health, T0 + 2 * POLICY.cooldown - timedelta(seconds=1), POLICY).allowed
+    assert admit(refused.health, T0 + 2 * POLICY.cooldown, POLICY).allowed
+    near = admit(opened(), T0 + POLICY.cooldown + timedelta(seconds=5), POLICY).health  # a clock 5 s ahead
+    assert admit(near, T0 + POLICY.cooldown, POLICY) == Admission(False, False, near, False)

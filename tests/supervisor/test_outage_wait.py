@@ -412,3 +412,22 @@ def test_a_step_still_working_at_a_busy_service_waits_up_to_max_outage_wait_then
     assert waits and all(getattr(r, "stillWorking", None) is True for r in waits), waits
     alerts = [json.loads(m.body) for q, m in sender.sent if q == OPERATOR_ALERTS_QUEUE]
     assert [a["kind"] for a in alerts] == ["RetriesExhausted"]
+
+
+def test_an_order_waiting_on_a_circuit_opened_by_an_agent_whose_clock_runs_ahead_comes_back_within_a_cool_down(
+    make_ctx, health, states, clock
+):
+    """An agent whose clock runs an hour ahead opened the circuit: ``probeAfter`` an hour into the supervisor's future.
+    Before, the order waited until then, which the wait's bound (MAX_OUTAGE_WAIT_MINUTES, 60) cut: it came back only
+    to escalate. Now it comes back a cool-down (plus the jitter) after the supervisor read it, as the agents probe."""
+    ctx = with_health(make_ctx, health)
+    policy = ctx.settings.circuit_policy
+    ahead = clock.now() + timedelta(hours=1)
+    for _ in range(policy.threshold):
+        update_health(ctx.health, "shipping", lambda h: (record_failure(h, ahead, policy)[0], None), ahead)
+    shipping_in_flight(states, clock)
+    clock.advance(just_past(STEP_TIMEOUT))
+    run_supervisor(ctx, ScanState())
+    record = states.get("o1")
+    assert record.process_state is ProcessState.PENDING and record.history[-1].event == "OutageWait"
+    assert record.complete_by <= clock.now() + policy.cooldown_after(0) * 2, (record.complete_by, clock.now())
