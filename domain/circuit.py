@@ -58,6 +58,14 @@ class CircuitPolicy:
         seconds = self.cooldown.total_seconds() * (2 ** min(reopens, 30))
         return timedelta(seconds=min(seconds, self.cooldown_max.total_seconds()))
 
+    def latest_believed(self, now: datetime) -> datetime:
+        """The latest time a circuit's ``probe_after`` or grant can hold for a reader whose clock reads ``now``: the
+        longest cool-down any agent writes, plus half the first cool-down for the agents' clocks apart (the half
+        ``CIRCUIT_HEALTH_CACHE_SECONDS`` leaves them, settings.py). Later, the writer's clock ran further ahead than
+        that (or the document was edited by hand): ``DependencyHealth.probe_due``. Without the margin, a clock a
+        second behind the writer's re-dated (a write and a warning) every time written at the cap, read at once."""
+        return now + self.cooldown_max + self.cooldown / 2
+
 
 def partition_key(dependency: str) -> str:
     """The document's ``orderId`` (the container's partition key): never an order id."""
@@ -130,12 +138,13 @@ class DependencyHealth:
 
     def probe_due(self, now: datetime, policy: CircuitPolicy) -> datetime | None:
         """``probe_after`` as a clock reading ``now`` takes it. No agent writes it further ahead of its clock than the
-        longest cool-down (``policy.cooldown_max``): one that far ahead of ``now`` was written by a clock running ahead
-        of this one by more than that (or edited by hand), and the document holds no time a reader can trust more
-        (every time in it is some agent's clock). It is then due a cool-down from ``now``, as if this agent had opened
-        the circuit (``admit`` writes it so: a bound measured from ``now`` alone would move with every read), so a
-        skewed clock holds no other agent back longer than the cap, not for its skew."""
-        if self.probe_after is not None and self.probe_after > now + policy.cooldown_max:
+        longest cool-down (``policy.cooldown_max``): one further ahead of ``now`` than that and a margin for clocks
+        apart (``CircuitPolicy.latest_believed``) was written by a clock running ahead of this one by more than that (or
+        edited by hand), and the document holds no time a reader can trust more (every time in it is some agent's
+        clock). It is then due a cool-down from ``now``, as if this agent had opened the circuit (``admit`` writes it
+        so: a bound measured from ``now`` alone would move with every read), so a skewed clock holds no other agent
+        back longer than the cap and the margin, not for its skew."""
+        if self.probe_after is not None and self.probe_after > policy.latest_believed(now):
             return now + policy.cooldown_after(self.reopens)
         return self.probe_after
 
@@ -196,7 +205,7 @@ def admit(health: DependencyHealth, now: datetime, policy: CircuitPolicy) -> Adm
         )
     # half-open: a grant whose probe never reported lapses after one cool-down; one dated further ahead than any
     # cool-down (its granter's clock ahead of this one's by more, or an edit) is re-dated now, as ``probe_due`` does
-    if health.updated_at > now + policy.cooldown_max:
+    if health.updated_at > policy.latest_believed(now):
         redated = replace(health, updated_at=now)
         decided = admit(redated, now, policy)
         return decided if decided.changed else Admission(False, False, redated, True, redated=health.updated_at)

@@ -211,3 +211,19 @@ def test_a_probe_grant_dated_further_ahead_than_the_longest_cool_down_lapses_a_c
     assert admit(refused.health, T0 + 2 * POLICY.cooldown, POLICY).allowed
     near = admit(opened(), T0 + POLICY.cooldown + timedelta(seconds=5), POLICY).health  # a clock 5 s ahead
     assert admit(near, T0 + POLICY.cooldown, POLICY) == Admission(False, False, near, False)
+
+
+def test_a_probe_after_written_at_the_cap_by_a_clock_seconds_ahead_is_kept_as_written():
+    """Clocks seconds apart are within what the settings allow (``CIRCUIT_HEALTH_CACHE_SECONDS`` leaves half the first
+    cool-down to them): a ``probeAfter`` written at the cap by a clock 10 s ahead, read at once, is kept, no write and
+    no ``DependencyProbeRedated`` warning. Before the margin every such read re-dated it (a write, a warning) during a
+    long outage's cool-downs at the cap. Past the margin it is re-dated."""
+    at_cap = replace(opened(), reopens=5, probe_after=T0 + timedelta(seconds=10) + POLICY.cooldown_max)
+    kept = admit(at_cap, T0, POLICY)
+    assert not kept.allowed and not kept.changed and kept.redated is None
+    assert at_cap.next_probe(T0, POLICY) == at_cap.probe_after
+    beyond = replace(at_cap, probe_after=T0 + POLICY.cooldown_max + POLICY.cooldown / 2 + timedelta(seconds=1))
+    assert admit(beyond, T0, POLICY).redated == beyond.probe_after
+    granted = replace(admit(opened(), T0 + timedelta(seconds=10) + POLICY.cooldown_max, POLICY).health)
+    assert granted.state is CircuitState.HALF_OPEN
+    assert admit(granted, T0, POLICY) == Admission(False, False, granted, False)
