@@ -15,7 +15,7 @@ import pytest
 from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.health_store import CosmosHealthStore, read_health, update_health
 from adapters.servicebus.sender import OutgoingMessage, SendError
-from contracts.names import OPERATOR_ALERTS_QUEUE, STATE_CONTAINER
+from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain import transitions
 from domain.circuit import (
     OUTAGE_ALERT,
@@ -87,17 +87,6 @@ def test_agents_writing_the_health_keep_the_supervisors_markers(clock):
 
 
 # --- the supervisor's sends against Cosmos (supervisor/outage.py) -------------------------------
-
-
-@pytest.fixture
-def health(cosmos_db: Any) -> CosmosHealthStore:
-    return CosmosHealthStore(cosmos_db.get_container_client(STATE_CONTAINER))
-
-
-@pytest.fixture
-def ctx(app_context: Any, health: CosmosHealthStore) -> Any:
-    """``app_context`` over the ``health`` store, installed in its place."""
-    return context_with(app_context, health=health)
 
 
 def open_in_store(store: Any, dependency: str, now: Any) -> None:

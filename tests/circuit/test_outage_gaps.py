@@ -15,46 +15,24 @@ The agents' moves and the supervisor's runs against the Cosmos protocol server, 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
-from adapters.cosmos.health_store import CosmosHealthStore, read_health, update_health
+from adapters.cosmos.health_store import read_health
 from adapters.servicebus.sender import OutgoingMessage
-from contracts.names import OPERATOR_ALERTS_QUEUE, STATE_CONTAINER
+from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.circuit import OUTAGE_ALERT, RECOVERY_ALERT
 from supervisor.outage import alert_outages
-from tests.circuit.support import closed, opened
-from tests.circuit.test_outage_settle import _FailingMarks
+from tests.circuit.test_outage_settle import _FailingMarks, with_settle
+from tests.circuit.test_outage_settle import close_at as agent_closes
+from tests.circuit.test_outage_settle import open_at as agent_opens
 from tests.contexts import context_with
 from tests.fakes import RecordingSender
 
 PERIOD = timedelta(seconds=30)  # the supervisor's
 BEHIND = timedelta(seconds=200)  # agent B's clock against agent A's (and the supervisor's): more than an outage
-
-
-@pytest.fixture
-def health(cosmos_db: Any) -> CosmosHealthStore:
-    return CosmosHealthStore(cosmos_db.get_container_client(STATE_CONTAINER))
-
-
-@pytest.fixture
-def ctx(app_context: Any, health: CosmosHealthStore) -> Any:
-    return context_with(app_context, health=health)
-
-
-def with_settle(ctx: Any, seconds: int) -> Any:
-    return context_with(ctx, settings=replace(ctx.settings, outage_settle=timedelta(seconds=seconds)))
-
-
-def agent_opens(store: Any, dependency: str, clock_reads: datetime) -> None:
-    update_health(store, dependency, lambda h: (opened(h, clock_reads), None), clock_reads)
-
-
-def agent_closes(store: Any, dependency: str, clock_reads: datetime) -> None:
-    update_health(store, dependency, lambda h: (closed(h, clock_reads), None), clock_reads)
 
 
 def sent(sender: RecordingSender) -> list[tuple[str, str, dict[str, Any]]]:

@@ -20,7 +20,7 @@ from adapters.clock import ManualClock
 from adapters.cosmos.errors import StoreUnavailable
 from adapters.cosmos.health_store import CosmosHealthStore, read_health, update_health
 from adapters.servicebus.sender import OutgoingMessage
-from contracts.names import OPERATOR_ALERTS_QUEUE, STATE_CONTAINER
+from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.circuit import (
     CONTINUED,
     OUTAGE_ALERT,
@@ -167,16 +167,6 @@ def test_a_recovery_recorded_over_a_reopening_taken_in_gives_the_reopening_back_
 
 
 # --- the supervisor's runs against Cosmos ---------------------------------------------------------
-
-
-@pytest.fixture
-def health(cosmos_db: Any) -> CosmosHealthStore:
-    return CosmosHealthStore(cosmos_db.get_container_client(STATE_CONTAINER))
-
-
-@pytest.fixture
-def ctx(app_context: Any, health: CosmosHealthStore) -> Any:
-    return context_with(app_context, health=health)
 
 
 def with_settle(ctx: Any, seconds: int) -> Any:

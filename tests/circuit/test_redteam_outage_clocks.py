@@ -17,21 +17,18 @@ from typing import Any
 import pytest
 
 from adapters.cosmos.health_store import CosmosHealthStore, read_health, update_health
-from contracts.names import STATE_CONTAINER
 from domain.circuit import OUTAGE_ALERT, RECOVERY_ALERT, CircuitState
 from domain.timefmt import LATEST
 from order_agents.circuit_gate import DependencyGate
 from tests.circuit.support import POLICY
-from tests.circuit.test_outage_gaps import PERIOD, agent_closes, agent_opens, runs, sent, with_settle
+from tests.circuit.test_outage_gaps import PERIOD, runs, sent
+from tests.circuit.test_outage_settle import close_at as agent_closes
+from tests.circuit.test_outage_settle import open_at as agent_opens
+from tests.circuit.test_outage_settle import with_settle
 from tests.contexts import context_with
 
 AHEAD = timedelta(hours=1)  # the skewed agent's clock against the others' and the supervisor's
 SETTLE = 300
-
-
-@pytest.fixture
-def health(cosmos_db: Any) -> CosmosHealthStore:
-    return CosmosHealthStore(cosmos_db.get_container_client(STATE_CONTAINER))
 
 
 @pytest.fixture
