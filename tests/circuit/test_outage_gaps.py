@@ -21,11 +21,10 @@ from typing import Any
 import pytest
 
 from adapters.cosmos.health_store import read_health
-from adapters.servicebus.sender import OutgoingMessage
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.circuit import OUTAGE_ALERT, RECOVERY_ALERT
 from supervisor.outage import alert_outages
-from tests.circuit.test_outage_settle import _FailingMarks, with_settle
+from tests.circuit.test_outage_settle import _FailingMarks, _MarkFailsAfter, with_settle
 from tests.circuit.test_outage_settle import close_at as agent_closes
 from tests.circuit.test_outage_settle import open_at as agent_opens
 from tests.contexts import context_with
@@ -97,20 +96,6 @@ def test_a_reopening_by_an_agent_whose_clock_runs_behind_continues_the_outage_pa
     assert alerts[1][2]["outageSeconds"] >= 40
 
 
-class _MarkFailsAfterOutage(RecordingSender):
-    """Delivers every alert; after its first ``DependencyOutage``, the store's next write (its marker) fails."""
-
-    def __init__(self, inner: RecordingSender, store: _FailingMarks) -> None:
-        super().__init__()
-        self.inner = inner
-        self.store: _FailingMarks | None = store
-
-    def send(self, queue: str, message: OutgoingMessage) -> None:
-        self.inner.send(queue, message)
-        if OUTAGE_ALERT in message.message_id and self.store is not None:
-            self.store.fail, self.store = 1, None
-
-
 @pytest.mark.parametrize(
     ("settle", "gap", "expected"),
     [
@@ -134,7 +119,7 @@ def test_an_outage_paged_whose_marker_write_failed_gets_its_recovery_after_anoth
     ctx = with_settle(ctx, settle)
     t0 = ctx.clock.now()
     failing = _FailingMarks(health)
-    ctx = context_with(ctx, health=failing, sender=_MarkFailsAfterOutage(sender, failing))
+    ctx = context_with(ctx, health=failing, sender=_MarkFailsAfter(sender, failing, OUTAGE_ALERT))
     agent_opens(health, "payment", t0)
     assert alert_outages(ctx) == 0  # the page sent, its marker write failed
     assert [kind for _i, kind, _d in sent(sender)] == [OUTAGE_ALERT]

@@ -424,17 +424,19 @@ class _FailingMarks:
         return self.inner.count_waiting(reason)
 
 
-class _MarkFailsAfterRecovery(RecordingSender):
-    """Delivers every alert; after its first recovery, the store's next write (its marker) fails."""
+class _MarkFailsAfter(RecordingSender):
+    """Delivers every alert; after its first of ``kind`` (``DependencyOutage``, ``DependencyRecovered``), the store's
+    next write (its marker) fails."""
 
-    def __init__(self, inner: RecordingSender, store: _FailingMarks) -> None:
+    def __init__(self, inner: RecordingSender, store: _FailingMarks, kind: str = RECOVERY_ALERT) -> None:
         super().__init__()
         self.inner = inner
         self.store: _FailingMarks | None = store
+        self.kind = kind
 
     def send(self, queue: str, message: OutgoingMessage) -> None:
         self.inner.send(queue, message)
-        if RECOVERY_ALERT in message.message_id and self.store is not None:
+        if self.kind in message.message_id and self.store is not None:
             self.store.fail, self.store = 1, None
 
 
@@ -447,7 +449,7 @@ def test_a_reopening_after_a_recovery_sent_and_not_recorded_is_paged_not_taken_i
     already sent, was dropped by duplicate detection: the operator never heard the service was down again)."""
     start = ctx.clock.now()
     failing = _FailingMarks(health)
-    ctx = context_with(ctx, health=failing, sender=_MarkFailsAfterRecovery(sender, failing))
+    ctx = context_with(ctx, health=failing, sender=_MarkFailsAfter(sender, failing))
     flapping(ctx, health, "payment", [(0, "open"), (40, "close")], until=60)
     closed_at = start + timedelta(seconds=40)
     ctx.clock.set(closed_at + ctx.settings.outage_settle)  # 30 s ahead of the agents' clock
