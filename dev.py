@@ -627,6 +627,7 @@ def _children_cpu() -> float:
 
 # The ``simulate`` flags ``bench`` passes on when given: the Durable SDK's speed-ups; every core for the run's threads.
 BENCH_FLAGS = ("--sdk-speed-ups", "--all-cores")
+BENCH_VALUE_OPTIONS = ("--compare", "--repeat")  # bench's own options, each with a value
 
 
 def _bench_run(root: Path, orders: int, flags: tuple[str, ...]) -> Run:
@@ -744,7 +745,7 @@ def _bench_options(args: list[str]) -> tuple[int, str | None, int, tuple[str, ..
     flags = tuple(flag for flag in BENCH_FLAGS if flag in args)
     rest = [a for a in args if a not in BENCH_FLAGS]
     values: dict[str, str] = {}
-    for name in ("--compare", "--repeat"):
+    for name in BENCH_VALUE_OPTIONS:
         if name in rest:
             at = rest.index(name)
             if at + 1 >= len(rest):
@@ -809,21 +810,25 @@ def bench(args: list[str]) -> int:
     return best[3] or ref_best[3]
 
 
+def setup_command(args: list[str]) -> int:
+    setup()
+    return 0
+
+
+# dev.py's commands (tests/test_docs.py checks each is documented, and that each the docs show is one of them)
+COMMANDS: dict[str, Callable[[list[str]], int]] = {"demo": demo, "test": test, "bench": bench, "setup": setup_command}
+
+
 def main() -> int:
-    commands = {"demo": demo, "test": test, "bench": bench}
     if len(sys.argv) >= 2 and sys.argv[1] in ("-h", "--help", "help"):
         print(__doc__)
         return 0
-    if len(sys.argv) < 2 or sys.argv[1] not in (*commands, "setup"):
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         if len(sys.argv) >= 2:
             print(f"unknown command {sys.argv[1]!r}", file=sys.stderr)
         print(__doc__)
         return 2
-    command, rest = sys.argv[1], sys.argv[2:]
-    if command == "setup":
-        setup()
-        return 0
-    return commands[command](rest)
+    return COMMANDS[sys.argv[1]](sys.argv[2:])
 
 
 if __name__ == "__main__":

@@ -583,7 +583,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     # Intake and starter
     Setting("MAX_PENDING", "1000", "Submission rejects new orders while this many are Pending.", kind=count(1)),
-    Setting("MAX_IN_FLIGHT", "200", "The starter claims nothing while this many orders are Processing.", kind=count(1)),
+    Setting(
+        "MAX_IN_FLIGHT",
+        "200",
+        "While this many orders are Processing (a cached count), a new order is written Pending instead of claimed "
+        "and the starter claims nothing.",
+        kind=count(1),
+    ),
     Setting(
         "STATE_COUNT_CACHE_SECONDS",
         "5",
@@ -664,13 +670,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "MAX_FAILURES",
         "3",
-        "Failed attempts after which an order goes to Error and an operator is alerted.",
+        "Failed attempts after which the supervisor stops retrying an order: it compensates the steps done, or "
+        "sends it to Error with an operator alert (nothing to undo, past the pivot, or high impact); also the "
+        "stuck compensation rounds before CompensationFailed.",
         kind=count(1),
     ),
     Setting(
         "RETRY_BACKOFF_BASE_SECONDS",
         "10",
-        "Backoff before the first supervisor retry (doubles each time).",
+        "Backoff before the first supervisor retry (doubles each time up to RETRY_BACKOFF_MAX_SECONDS; each drawn "
+        "between half and all of it).",
         kind=seconds(0),
     ),
     Setting("RETRY_BACKOFF_MAX_SECONDS", "300", "Cap of the supervisor's retry backoff.", kind=seconds(0)),

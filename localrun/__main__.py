@@ -1,14 +1,12 @@
-"""``python -m localrun simulate --orders N --seed S [--faults PROFILE.json] --report REPORT.json
-[--chart CHART.png] [--no-progress] [--inject-raw FILE] [--sdk-speed-ups]``
+"""``python -m localrun simulate|serve|fuzz``: each command's options in its ``--help``, and in
+docs/local-runner.md ("Command line"), where tests/test_docs.py holds them to ``command_line``.
 
 Runs the whole app with no Azure: prints a summary, writes the JSON report (and the chart), and
 exits 1 if any invariant is violated.
 
-``python -m localrun serve --orders N --seed S [--faults PROFILE.json] [--speed X] [--port P]``: the
-live demo, with the ops API and console on http://127.0.0.1:P (localrun/serve.py).
-
-``python -m localrun fuzz --first S --count N [--orders O] [--out DIR]``: a random fault profile per seed,
-each run as ``simulate`` runs it; the failing ones kept in DIR (localrun/fuzz.py)."""
+``serve``: the live demo, with the ops API and console on http://127.0.0.1:P (localrun/serve.py).
+``fuzz``: a random fault profile per seed, each run as ``simulate`` runs it; the failing ones kept in DIR
+(localrun/fuzz.py)."""
 
 from __future__ import annotations
 
@@ -33,6 +31,10 @@ from localrun.cosmos_server import ServerUnavailable
 from localrun.profile import Profile, ProfileError
 from localrun.progress import quiet
 
+ORDERS = "how many orders the run's submitters send"
+SEED = "the seed every random draw of the run comes from: the same seed and profile, the same run"
+NO_PROGRESS = "no progress line on stderr"
+LOG_LEVEL = "the app's logs shown on stderr (default CRITICAL: none; INFO shows every state transition)"
 # serve's fastest pace: its 7-day horizon in about a minute; past this (inf, 1e308) the pacer's clock overflows
 MAX_SPEED = 10_000.0
 
@@ -42,19 +44,26 @@ def command_line() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m localrun", description=__doc__.split("\n\n")[1])
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser("simulate", help="run N orders through the app under a fault profile")
-    sim.add_argument("--orders", type=int, required=True)
-    sim.add_argument("--seed", type=int, required=True)
+    sim.add_argument("--orders", type=int, required=True, help=ORDERS)
+    sim.add_argument("--seed", type=int, required=True, help=SEED)
     sim.add_argument("--faults", type=Path, help="fault profile JSON (default: no faults)")
-    sim.add_argument("--report", type=Path, required=True)
-    sim.add_argument("--chart", type=Path)
-    sim.add_argument("--no-progress", action="store_true")
+    sim.add_argument("--report", type=Path, required=True, help="where the JSON report is written")
+    sim.add_argument(
+        "--chart", type=Path, help="where the chart of orders by state is written (.png, .svg, .pdf...; none: PNG)"
+    )
+    sim.add_argument("--no-progress", action="store_true", help=NO_PROGRESS)
     sim.add_argument(
         "--horizon-hours",
         type=float,
         default=8.0,
         help="stop after this much simulated time even if orders are unsettled (default 8)",
     )
-    sim.add_argument("--inject-raw", type=Path, help='JSON lines {"body": "...", "message_id": "..."}')
+    sim.add_argument(
+        "--inject-raw",
+        type=Path,
+        help='JSON lines {"body": "...", "message_id": "...", "at_s": S} put on the orders queue (message_id and '
+        "at_s optional)",
+    )
     sim.add_argument(
         "--sdk-speed-ups",
         action="store_true",
@@ -71,13 +80,13 @@ def command_line() -> argparse.ArgumentParser:
         default="CRITICAL",
         type=str.upper,
         choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
-        help="the app's logs shown on stderr (default CRITICAL: none; INFO shows every state transition)",
+        help=LOG_LEVEL,
     )
     serve = sub.add_parser(
         "serve", help="the live demo: the simulation at X times real time with the ops API and console on 127.0.0.1"
     )
-    serve.add_argument("--orders", type=int, required=True)
-    serve.add_argument("--seed", type=int, required=True)
+    serve.add_argument("--orders", type=int, required=True, help=ORDERS)
+    serve.add_argument("--seed", type=int, required=True, help=SEED)
     serve.add_argument("--faults", type=Path, help="fault profile JSON (default: no faults)")
     serve.add_argument("--speed", type=float, default=10.0, help="simulated seconds per real second (default 10)")
     serve.add_argument("--port", type=int, default=7071, help="port on 127.0.0.1 (default 7071; 0: any free port)")
@@ -88,15 +97,21 @@ def command_line() -> argparse.ArgumentParser:
         help="simulated seconds a review pause waits for you before its default action (default 1800)",
     )
     serve.add_argument("--exit-when-done", action="store_true", help="stop once every order is settled")
-    serve.add_argument("--no-progress", action="store_true")
+    serve.add_argument("--no-progress", action="store_true", help=NO_PROGRESS)
     serve.add_argument(
-        "--log-level", default="CRITICAL", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+        "--log-level",
+        default="CRITICAL",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+        help=LOG_LEVEL,
     )
     fuzz = sub.add_parser("fuzz", help="random fault profiles, one per seed, each run as simulate runs it")
     fuzz.add_argument("--first", type=int, default=1, help="the first seed (default 1)")
     fuzz.add_argument("--count", type=int, default=10, help="how many seeds (default 10)")
     fuzz.add_argument("--orders", type=int, default=150, help="orders per run (default 150)")
-    fuzz.add_argument("--out", type=Path, default=Path("fuzz-runs"), help="where failing seeds are kept")
+    fuzz.add_argument(
+        "--out", type=Path, default=Path("fuzz-runs"), help="where failing seeds are kept (default fuzz-runs)"
+    )
     fuzz.add_argument("--timeout", type=float, default=1800, help="seconds a run may take (default 1800)")
     return parser
 

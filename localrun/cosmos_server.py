@@ -80,12 +80,15 @@ class CosmosServer:
         if node is None:
             raise ServerUnavailable("Node.js 20+ is required for the Cosmos DB protocol server: node is not on PATH")
         # stdin stays open here: the server exits when it ends, so it stops with this process however that ends.
+        # A session of its own: Ctrl-C in a terminal (SIGINT to the whole foreground process group) reaches this
+        # process alone, which stops the server (``stop``) after what it still reads from it (``serve``'s summary).
         self._proc = subprocess.Popen(
             [node, str(Path(__file__).with_name("cosmos_server.cjs")), str(modules), str(self.port), str(self.ranges)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env={**os.environ, "NODE_NO_WARNINGS": "1"},
+            start_new_session=os.name != "nt",
         )
         stdout = self._proc.stdout
         if stdout is None:  # for the type checker: stdout=PIPE gives one

@@ -1121,7 +1121,8 @@ def verdict(report: dict[str, Any], *, served: bool = False) -> str:
     if others:
         ended += f", {', '.join(others)}: how the app ended them under the injected faults, not losses"
     if final.get("DeadLettered"):
-        ended += f"; {final['DeadLettered']} messages on orders dead-lettered (reasons above)"
+        messages = "message" if final["DeadLettered"] == 1 else "messages"
+        ended += f"; {final['DeadLettered']} {messages} on orders dead-lettered (reasons above)"
     return (
         f"verdict: all {len(invariants)} invariants hold (docs/design.md#invariants): no order lost, stuck "
         f"or charged twice; {ended}"

@@ -9,7 +9,8 @@
 - docs/local-runner.md: the example profiles it names exist (and it names them all), the command
   line and the fault-profile keys are the ones the runner accepts; every runner command README.md
   and docs/ show (but docs/benchmark.md's log) is one the runner accepts; its Report section names every
-  field the report has.
+  field the report has; every runner option says what it does in ``--help``.
+- dev.py: every command and ``bench`` option is shown in README.md or docs/, and every one shown is one it takes.
 - docs/design.md: the invariants are the ones the report counts, the messages the ones in
   ``contracts/messages.py``, the Roles table's functions the ones ``function_app`` registers, and the
   project layout names every top-level entry of the repository.
@@ -358,6 +359,49 @@ def test_runner_commands_are_found_in_spans_that_wrap_and_in_code_blocks():
     text = "so did `python -m localrun simulate --orders 1\n--seed 1` and\n"
     text += "```bash\npython3 dev.py demo serve --port 0  # x\n```\n"
     assert runner_commands(text) == ["simulate --orders 1 --seed 1", "serve --port 0"]
+
+
+def test_every_runner_option_says_in_its_help_what_it_does():
+    """``python -m localrun COMMAND --help`` is where a user looks first: ``--no-progress``, ``serve``'s
+    ``--log-level``, ``--orders``, ``--seed``, ``--report`` and ``--chart`` said nothing there (found walking
+    through the README)."""
+    import argparse
+
+    from localrun.__main__ import command_line
+
+    commands = next(a for a in command_line()._actions if isinstance(a, argparse._SubParsersAction))
+    silent = [
+        f"{name} {action.option_strings[0]}"
+        for name, parser in commands.choices.items()
+        for action in parser._actions
+        if action.option_strings and action.option_strings[0] != "-h" and not action.help
+    ]
+    assert silent == []
+
+
+def _shown(text: str) -> list[str]:
+    """The code spans of ``text`` and the lines of its code blocks (each up to a ``#`` comment)."""
+    spans = re.findall(r"`([^`]+)`", FENCE.sub("", text))
+    return spans + [line.split("#", 1)[0] for block in code_blocks(text) for line in block.splitlines()]
+
+
+def test_every_dev_py_command_and_bench_option_is_documented_and_every_one_shown_exists():
+    """``python3 dev.py COMMAND`` (README, docs/testing.md) and ``bench``'s options (docs/benchmark.md): each one
+    dev.py takes is shown somewhere, and each one shown is one dev.py takes."""
+    from tests.test_dev_test import load_dev
+
+    dev = load_dev()
+    pages = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+    shown = [piece for page in pages for piece in _shown(page.read_text(encoding="utf-8"))]
+    commands = {m for piece in shown for m in re.findall(r"dev\.py ([a-z][a-z-]*)", piece)}
+    assert commands == set(dev.COMMANDS)
+    bench = {
+        m
+        for piece in shown
+        for tail in re.findall(r"(?:dev\.py |^)bench\b([^`#\n]*)", piece.strip())
+        for m in re.findall(r"--[a-z-]+", tail)
+    }
+    assert bench == {*dev.BENCH_FLAGS, *dev.BENCH_VALUE_OPTIONS}
 
 
 def test_every_fault_profile_key_is_documented():

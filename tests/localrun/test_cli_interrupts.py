@@ -110,6 +110,36 @@ def test_an_interrupted_simulation_stops_its_server_and_says_so_in_one_line(tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no report, no chart, no part of either
 
 
+def test_serve_stopped_by_ctrl_c_in_its_terminal_prints_the_summary(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal sends SIGINT to the whole foreground process group, the Cosmos DB server (node)
+    included. ``serve`` reads the store for its summary after the signal, so node stopped with it and the README's
+    console command ended in a traceback and exit code 1, with no summary: found walking through the README."""
+    out_path = tmp_path / "out.txt"
+    with out_path.open("w") as out_file:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "localrun", "serve", "--orders", "3", "--seed", "1", "--speed", "100",
+             "--port", "0", "--no-progress"],
+            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out_file, stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, which Ctrl-C's SIGINT reaches whole
+        )  # fmt: skip
+        try:
+            below = wait_for_node(run)
+            deadline = time.monotonic() + 60
+            while "console: http://127.0.0.1:" not in out_path.read_text() and time.monotonic() < deadline:
+                time.sleep(0.1)  # the console listens: the run is under way
+            os.killpg(run.pid, signal.SIGINT)
+            run.wait(timeout=120)
+        finally:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+                run.wait()
+    out = out_path.read_text()
+    assert run.returncode == 0, out[-3000:]  # serve's exit code is 0 whatever the invariants
+    assert "Traceback" not in out, out[-3000:]
+    assert out.rstrip().splitlines()[-1].startswith("verdict: "), out[-3000:]
+    assert gone(below) == [], "a process of the run outlived it"
+
+
 def test_fuzz_stopped_ends_the_seed_it_was_running_and_keeps_no_file_of_it(tmp_path: Path) -> None:
     out = tmp_path / "fuzz"
     run = started(

@@ -33,6 +33,12 @@ def test_a_run_with_other_endings_names_them_as_outcomes(report: dict[str, Any])
     assert last.endswith("; 4 messages on orders dead-lettered (reasons above)"), last
 
 
+def test_one_dead_letter_is_one_message(report: dict[str, Any]) -> None:
+    """``demo --orders 50`` ended "1 messages on orders dead-lettered": found walking through the README."""
+    one = {**report, "final_states": {**report["final_states"], "DeadLettered": 1}}
+    assert summary(one).splitlines()[-1].endswith("; 1 message on orders dead-lettered (reasons above)")
+
+
 def test_a_violated_invariant_is_the_verdict(report: dict[str, Any]) -> None:
     broken = {**report, "invariants": {**report["invariants"], "lost": 1, "stale_writes": 2}}
     last = summary(broken).splitlines()[-1]
