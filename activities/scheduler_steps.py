@@ -374,6 +374,15 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused |
         # a submitter that may not have heard Received: that first (or this try fails)
         if not say_before_status(ctx.states, ctx.sender, data.order_id, data.status, ctx.clock.now(), read):
             return StatusRefused(error=f"{reply_to!r} refuses the Received still owed before {data.status}")
+    except SendError as exc:  # the Received still owed could not be said: the status waited for it
+        if data.last_try:
+            _give_up(ctx, data, reply_to, exc, received_too=True)
+        raise
+    except StoreUnavailable as exc:  # the record, read for a Received still owed
+        if data.last_try:
+            _give_up(ctx, data, reply_to, exc)
+        raise
+    try:
         delivery = notifications.status.publish_status(
             ctx.sender,
             reply_to=reply_to,
@@ -384,7 +393,7 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused |
             reason=data.reason,
             variant=data.variant,
         )
-    except (SendError, StoreUnavailable) as exc:  # the store: read for a Received still owed
+    except SendError as exc:
         if data.last_try:
             _give_up(ctx, data, reply_to, exc)
         raise
@@ -484,7 +493,12 @@ def _read(ctx: AppContext, data: PublishStatusInput) -> StateRecord | None:
         raise
 
 
-def _give_up(ctx: AppContext, data: PublishStatusInput, reply_to: str | None, error: Exception) -> None:
+def _give_up(
+    ctx: AppContext, data: PublishStatusInput, reply_to: str | None, error: Exception, *, received_too: bool = False
+) -> None:
+    """The last try of ``data``'s status failed: given up and alerted (``notifications.status.give_up``).
+    ``received_too``: it failed saying the ``Received`` the record still owed before it, so that one is given up
+    with it (the record keeps the mark; nobody may say it after the status that waited for it went unsaid)."""
     notifications.status.give_up(
         ctx.sender,
         order_id=data.order_id,
@@ -495,6 +509,7 @@ def _give_up(ctx: AppContext, data: PublishStatusInput, reply_to: str | None, er
         at=ctx.clock.now(),
         error=error,
         marks=ctx.alert_marks,
+        waited_for=("Received",) if received_too else (),
     )
 
 

@@ -438,7 +438,9 @@ def _undelivered_statuses(
             stuck = [str(order_id)] if order_id is not None else _failed_of(result, owners, queue, refusal.end)
             given_up.update((o, s) for o in stuck for s in STUCK_STATUSES)
         elif isinstance(status, str):
-            given_up.add((str(order_id), status))
+            before = details.get("undeliveredBefore") if isinstance(details, dict) else None
+            waited = [b for b in before if isinstance(b, str)] if isinstance(before, list) else []
+            given_up.update((str(order_id), s) for s in (status, *waited))  # and the Received it waited for
             queues_alerted.add(str(queue))
     return given_up | _given_up_held(result, owners, queues_alerted) | _given_up_alert_lost(result, owners)
 
@@ -487,14 +489,17 @@ def _given_up_alert_lost(result: SimulationResult, owners: dict[str, dict[str, A
     sends its alert once, notifications/status.py ``give_up``), for an order whose queue refused sends in the run.
     Nothing reaches ``operator-alerts`` then; the ``alertsUndelivered`` log alert rule (infra/modules/alerts.bicep)
     pages on that event instead, as designed (docs/design.md), so it stands for the status as the alert would."""
-    last_given_up: dict[str, str] = {}
+    last_given_up: dict[str, list[str]] = {}  # the statuses of the order's last give-up (one alert for them)
     lost: set[tuple[str, str]] = set()
     for event in result.events.named("StatusUndelivered", "AlertSendFailed"):
         order_id = event.get("orderId")
         if not isinstance(order_id, str):
             continue
         if event["event"] == "StatusUndelivered" and isinstance(event.get("status"), str):
-            last_given_up[order_id] = event["status"]
+            status = event["status"]
+            # a give-up logs the Received its status waited for first, then the status: one alert for both
+            waited = last_given_up.get(order_id) == ["Received"] and status != "Received"
+            last_given_up[order_id] = ["Received", status] if waited else [status]
         elif (
             event["event"] == "AlertSendFailed"
             and event.get("alertKind") == "StatusUndelivered"
@@ -502,7 +507,7 @@ def _given_up_alert_lost(result: SimulationResult, owners: dict[str, dict[str, A
         ):
             queue = owners.get(order_id, {}).get("replyTo")
             if isinstance(queue, str) and result.broker.refusals(queue):
-                lost.add((order_id, last_given_up[order_id]))
+                lost.update((order_id, status) for status in last_given_up[order_id])
     return lost
 
 

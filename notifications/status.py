@@ -275,17 +275,33 @@ def give_up(
     at: datetime,
     error: Exception,
     marks: AlertMarks | None = None,
+    waited_for: tuple[StatusName, ...] = (),
 ) -> None:
     """A final status whose last try on the courier's (or the scheduler's) durable timers failed, after
     about six hours: the submitter will not hear it from this app. Logged ``StatusUndelivered`` (ERROR) and
     alerted ``StatusUndelivered`` (a failed alert send is only logged: the caller is failing already), so an
     operator can tell the submitter another way.
 
+    ``waited_for``: statuses the submitter has not heard either, which this one waited for (a ``Received`` the
+    state record still owed, ``notifications.received``: each try said it first and failed there). Each is given up
+    with it: logged ``StatusUndelivered`` of its own (attempt 0) before this status's, and named in the one alert
+    (``details.undeliveredBefore``), so the operator tells the submitter both.
+
     One alert per reply queue and send error while that lasts, not one per status (``marks``, an alert mark:
     ``notifications/repeats.py``): a submitter's queue full for good gave up every status of its orders, one alert
     and one page each (50 for 100 orders of ``status-queue-full-for-good``); the first names its order and the
     queue, the rest are logged ``StatusUndelivered`` (each order and status) and ``AlertRepeatHeld``. A give-up for
     any other reason (the record could not be read) is alerted on its own."""
+    for before in waited_for:
+        app_event(
+            "StatusUndelivered",
+            f"order {order_id}: status {before} (attempt 0) given up with the {status} that waited for it: {error}",
+            logging.ERROR,
+            orderId=order_id,
+            status=before,
+            attempt=0,
+            replyTo=reply_to,
+        )
     app_event(
         "StatusUndelivered",
         f"order {order_id}: status {status} (attempt {attempt}) given up after its last try: {error}",
@@ -303,7 +319,9 @@ def give_up(
         sender,
         problem,
         kind="StatusUndelivered",
-        summary=f"order {order_id}: status {status} could not be sent to "
+        summary=f"order {order_id}: status {status}"
+        + "".join(f" (and the {before} before it)" for before in waited_for)
+        + " could not be sent to "
         + (f"{reply_to!r}" if reply_to else "its replyTo (the record could not be read)")
         + " for about six hours"
         + ("; the statuses given up for that queue while it stays so are logged StatusUndelivered" if problem else ""),
@@ -311,7 +329,13 @@ def give_up(
         order_id=order_id,
         severity="warning",
         discriminator=f"{status}:{attempt}" + ("" if variant is None else f":{variant}"),
-        details={"status": status, "attempt": attempt, "replyTo": reply_to, "error": str(error)[:500]},
+        details={
+            "status": status,
+            "attempt": attempt,
+            "replyTo": reply_to,
+            "error": str(error)[:500],
+            **({"undeliveredBefore": list(waited_for)} if waited_for else {}),
+        },
     )
 
 

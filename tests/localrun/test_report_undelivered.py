@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from adapters.clock import ManualClock
+from adapters.cosmos.alert_mark_store import AlertMarks
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from localrun.audit import EventRecorder
@@ -138,7 +139,9 @@ class AlertsDown:
         self._broker.send(queue, message)
 
 
-def _given_up(result: Any, sender: Any, order_id: str, status: str) -> None:
+def _given_up(
+    result: Any, sender: Any, order_id: str, status: str, waited_for: tuple[Any, ...] = (), marks: Any = None
+) -> None:
     """The app's give-up of ``status`` (``notifications.status.give_up``), its events recorded as the runner does."""
     root = logging.getLogger()
     root.addHandler(result.events)
@@ -152,9 +155,54 @@ def _given_up(result: Any, sender: Any, order_id: str, status: str) -> None:
             reply_to=result.workload.orders[order_id]["replyTo"],
             at=result.clock.now(),
             error=SendError("QuotaExceeded"),
+            marks=marks,
+            waited_for=waited_for,
         )
     finally:
         root.removeHandler(result.events)
+
+
+class _Marks(AlertMarks):
+    """Alert marks in memory (the Cosmos store's conditional writes are tests/notifications')."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, Any] = {}
+
+    def get(self, key: str) -> Any:
+        return self.docs.get(key)
+
+    def save(self, doc: Any) -> Any:
+        self.docs[doc.key] = doc
+        return doc
+
+
+def test_a_final_status_given_up_with_the_received_it_waited_for_excuses_both() -> None:
+    """Fuzz seed 8123 (300 orders; ``missing_statuses`` 9). ``Received`` failed and its courier hand-over failed too
+    (a bare Durable outage), so the record owed it; the submitter's queue then filled for good. Each order's final
+    status, on its timers, said the owed ``Received`` first and failed there; the last try gave the final status up
+    and alerted it, but the ``Received`` that waited with it was named nowhere, and every such order counted as
+    missing a status the app had given up. The give-up now names both (an event each, one alert with
+    ``details.undeliveredBefore``), whether the alert went out, was held behind its queue's, or failed to send."""
+    clock, broker, result = _run()
+    clock.advance(timedelta(hours=6))
+    marks = _Marks()
+    _given_up(result, broker, "a", "Completed", ("Received",), marks)  # pages: the queue's first
+    _given_up(result, broker, "b", "Compensated", ("Received",), marks)  # held behind a's
+    alerts = [json.loads(m.body) for m in broker.peek(OPERATOR_ALERTS_QUEUE, 10)]
+    assert [(a["orderId"], a["details"].get("undeliveredBefore")) for a in alerts] == [("a", ["Received"])]
+    assert "(and the Received before it)" in alerts[0]["summary"]
+    assert _undelivered_statuses(result) == {
+        ("a", "Received"),
+        ("a", "Completed"),
+        ("b", "Received"),
+        ("b", "Compensated"),
+    }
+
+    clock, broker, result = _run()
+    clock.advance(timedelta(hours=6))
+    _given_up(result, AlertsDown(broker), "a", "Completed", ("Received",))  # its alert lost: the log rule pages
+    _given_up(result, AlertsDown(broker), "b", "Completed")  # nothing waited: its Received is not excused
+    assert _undelivered_statuses(result) == {("a", "Received"), ("a", "Completed"), ("b", "Completed")}
 
 
 def test_a_give_up_whose_alert_send_failed_is_excused_by_the_logged_event_the_log_rule_pages_on() -> None:
@@ -175,22 +223,9 @@ def test_give_ups_held_behind_their_queues_alert_are_excused_with_it() -> None:
     """rt-alert-noise: the app alerts ``StatusUndelivered`` once per reply queue and error while it lasts
     (notifications/status.py ``give_up``, an alert mark), and logs each give-up: one alert raised while the queue
     refused stands for every status given up to that queue, not for another queue's."""
-    from adapters.cosmos.alert_mark_store import AlertMarks
-
-    class Marks(AlertMarks):  # in memory: the Cosmos store's conditional writes are tests/notifications'
-        def __init__(self) -> None:
-            self.docs: dict[str, Any] = {}
-
-        def get(self, key: str) -> Any:
-            return self.docs.get(key)
-
-        def save(self, doc: Any) -> Any:
-            self.docs[doc.key] = doc
-            return doc
-
     clock, broker, result = _run()
     clock.advance(timedelta(hours=6))
-    marks = Marks()
+    marks = _Marks()
     root = logging.getLogger()
     root.addHandler(result.events)
     try:

@@ -281,6 +281,55 @@ def test_completed_still_waiting_for_received_at_its_last_try_is_alerted_undeliv
     assert ctx.sender.message_ids(OPERATOR_ALERTS_QUEUE) == [f"alert:StatusUndelivered:{ORDER}:Completed:1"]
 
 
+def _given_up(caplog: pytest.LogCaptureFixture) -> list[tuple[Any, Any]]:
+    """The (status, attempt) of each ``StatusUndelivered`` event logged."""
+    return [
+        (r.__dict__["status"], r.__dict__["attempt"])
+        for r in caplog.records
+        if r.__dict__.get("event") == "StatusUndelivered"
+    ]
+
+
+def test_the_received_a_final_status_waited_for_is_given_up_with_it(
+    app_context: AppContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Fuzz seed 8123 (``missing_statuses`` 9): the ``Received`` the record owed, which the last try of ``Completed``
+    failed to say, was given up with it silently (one ``StatusUndelivered``, for ``Completed``). It is now given up
+    by name: an event of its own before ``Completed``'s, and named in the one alert, so the operator tells the
+    submitter both."""
+    ctx = context_with(app_context, sender=ReceivedSendsFail(failures=1_000))
+    done, completed = _processed_owing_received(ctx, 2)
+    assert mark_processed(ctx, done) == Processed(status_sent=False)
+
+    with caplog.at_level(logging.INFO), pytest.raises(SendError):
+        publish_status(ctx, replace(completed, last_try=True))
+
+    assert _given_up(caplog) == [("Received", 0), ("Completed", completed.attempt)]
+    assert isinstance(ctx.sender, RecordingSender)
+    (alert,) = ctx.sender.bodies(OPERATOR_ALERTS_QUEUE)
+    assert alert["details"]["undeliveredBefore"] == ["Received"]
+    assert "(and the Received before it)" in alert["summary"]
+
+
+def test_a_last_try_that_said_received_and_failed_its_status_gives_up_that_status_alone(
+    app_context: AppContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The counterpart: the owed ``Received`` went out on the last try and ``Completed`` failed after it; the
+    submitter heard ``Received``, so only ``Completed`` is given up."""
+    sender = ReceivedSendsFail(failures=4, down=frozenset({"Completed"}))  # Received goes out on the 5th send
+    ctx = context_with(app_context, sender=sender)
+    done, completed = _processed_owing_received(ctx, 2)
+    assert mark_processed(ctx, done) == Processed(status_sent=False)
+
+    with caplog.at_level(logging.INFO), pytest.raises(SendError):
+        publish_status(ctx, replace(completed, last_try=True))
+
+    assert _heard(ctx) == ["Received"]
+    assert _given_up(caplog) == [("Completed", completed.attempt)]
+    (alert,) = sender.bodies(OPERATOR_ALERTS_QUEUE)
+    assert "undeliveredBefore" not in alert["details"]
+
+
 def test_an_order_escalated_before_any_step_hears_received_before_failed(app_context: AppContext) -> None:
     """Retries used up before any step began (``MAX_FAILURES`` 1 here), with the queue failing through the
     escalation's own send: the owed sweep says ``Received`` before ``Failed`` and clears both marks."""
