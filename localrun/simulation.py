@@ -415,6 +415,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
 
         def before_pump() -> None:
             nonlocal seen, restarts, next_restart
+            server.check()  # exited unasked (killed, out of memory): ServerDied stops the run
             now = clock.now()
             while pending and pending[0].at <= now:
                 arrival = pending.pop(0)
