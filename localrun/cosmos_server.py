@@ -72,8 +72,8 @@ class ServerDied(BaseException):
     ``BaseException``, as ``KeyboardInterrupt`` is: neither the SDK's retry policies nor the app's ``except
     Exception`` take it for a transient Cosmos DB error to retry (each try slept seconds of real time through the
     SDK's connection retries, and the run went idle for ever); it ends the task that met it, and the runner's loop
-    stops the run (``CosmosServer.check``). The message names the server, its pid, how it ended and its last stderr
-    lines."""
+    stops the run (``CosmosServer.death``, ``check``). The message names the server, its pid, how it ended and its
+    last stderr lines."""
 
 
 class ServerUnavailable(RuntimeError):
@@ -185,8 +185,8 @@ class CosmosServer:
         self._exited.set()
 
     def check(self) -> None:
-        """Raises ``ServerDied`` once the server has exited unasked (the runner's loop calls it between tasks:
-        a read of one attribute)."""
+        """Raises ``ServerDied`` once the server has exited unasked (``death`` set). The runner's loop reads ``death``
+        between tasks and calls this when it is set."""
         if self.death is not None:
             raise ServerDied(self.death)
 
