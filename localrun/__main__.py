@@ -27,7 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
-from localrun.cosmos_server import ServerUnavailable
+from localrun.cosmos_server import ServerDied, ServerUnavailable
 from localrun.profile import Profile, ProfileError
 from localrun.progress import quiet
 
@@ -303,6 +303,8 @@ def _simulate(args: argparse.Namespace, written: list[Path]) -> int:
     except ServerUnavailable as exc:
         print(f"cannot start the Cosmos DB protocol server: {exc}", file=sys.stderr)
         return 2
+    except ServerDied as exc:
+        return _died(exc, "run stopped, no report written")
     report = build_report(result)
     report["runtime"]["one_core"] = placement.summary() if placement is not None else None
     text = json.dumps(report, indent=2) + "\n"
@@ -326,6 +328,13 @@ def _simulate(args: argparse.Namespace, written: list[Path]) -> int:
         say(f"INVARIANTS VIOLATED: {violated}", sys.stderr)
         return 1
     return 0
+
+
+def _died(exc: ServerDied, what: str) -> int:
+    """A server the run started exited unasked: one line on stderr (after the progress line, if any) saying ``what``
+    stopped and why, exit code 2 (the run could not be carried out); no report, no summary."""
+    say(f"\n{what}: {exc}", sys.stderr)
+    return 2
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -373,6 +382,8 @@ def _serve(args: argparse.Namespace) -> int:
     except ServerUnavailable as exc:
         print(f"cannot start the Cosmos DB protocol server: {exc}", file=sys.stderr)
         return 2
+    except ServerDied as exc:
+        return _died(exc, "serve stopped, no summary")
     say(summary(build_report(result), served=True))
     return 0
 

@@ -4,7 +4,8 @@ which refuses what Azure refuses and the server would take: a cross-partition OR
 GROUP BY, aggregate) query resumed from a continuation token is a 400, as the azure-cosmos SDK cannot
 resume one on Azure (docs/testing.md). ``ranges``: containers split into partition key ranges, served as the
 gateway serves a partitioned container (``cosmos_ranges.cjs``). Items expire as time to live says
-(``cosmos_ttl.cjs``)."""
+(``cosmos_ttl.cjs``). A server that exits unasked (killed, out of memory) is noticed at once: the runner stops
+with ``ServerDied`` instead of waiting through the SDK's connection retries for ever."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import json
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import threading
 import time
 import warnings
+from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -38,6 +41,39 @@ def _read_lines(stream: IO[bytes], lines: queue.Queue[str | None]) -> None:
         for line in stream:
             lines.put(line.decode(errors="replace").strip())
     lines.put(None)
+
+
+STDERR_KEPT = 50  # node's last stderr lines kept: its error when it exits
+STDERR_SHOWN = 5  # of them, those a death during the run shows
+REFUSED_WAIT_S = 2.0  # a connection refused: how long the server's exit (its reaping) is waited for
+
+
+def _watch(proc: subprocess.Popen[bytes], stream: IO[bytes], tail: deque[str], exited: Callable[[int], None]) -> None:
+    """Keeps the last lines of node's ``stream`` (stderr, drained so it never blocks on a full pipe) in ``tail``;
+    at its end (node exits: nothing else holds it), waits for the exit and hands its code to ``exited``."""
+    with stream:
+        for line in stream:
+            tail.append(line.decode(errors="replace").rstrip())
+    exited(proc.wait())
+
+
+def _how_it_ended(code: int) -> str:
+    """``exited with code 3``, ``was killed by SIGKILL``."""
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        return f"was killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"was killed by signal {-code}"
+
+
+class ServerDied(BaseException):
+    """The server exited while the run used it, unasked (killed, out of memory, crashed): the run cannot go on. A
+    ``BaseException``, as ``KeyboardInterrupt`` is: neither the SDK's retry policies nor the app's ``except
+    Exception`` take it for a transient Cosmos DB error to retry (each try slept seconds of real time through the
+    SDK's connection retries, and the run went idle for ever); it ends the task that met it, and the runner's loop
+    stops the run (``CosmosServer.death``, ``check``). The message names the server, its pid, how it ended and its
+    last stderr lines."""
 
 
 class ServerUnavailable(RuntimeError):
@@ -71,6 +107,12 @@ class CosmosServer:
         self.endpoint = f"https://127.0.0.1:{port}"
         self.key = EMULATOR_KEY
         self._proc: subprocess.Popen[bytes] | None = None
+        self._watcher: threading.Thread | None = None
+        self._stderr: deque[str] = deque(maxlen=STDERR_KEPT)
+        self._stopping = False  # ``stop`` was called: an exit from now on is asked for
+        self._exited = threading.Event()
+        # what the run stops with (``ServerDied``'s message) once the server exited unasked; None while it runs
+        self.death: str | None = None
 
     def start(self, timeout: float = 30.0) -> CosmosServer:
         modules = ROOT / "node_modules"
@@ -90,11 +132,22 @@ class CosmosServer:
             env={**os.environ, "NODE_NO_WARNINGS": "1"},
             start_new_session=os.name != "nt",
         )
-        stdout = self._proc.stdout
-        if stdout is None:  # for the type checker: stdout=PIPE gives one
-            raise RuntimeError("cosmosdb-server was started without a stdout pipe")
+        stdout, stderr = self._proc.stdout, self._proc.stderr
+        if stdout is None or stderr is None:  # for the type checker: PIPE gives both
+            raise RuntimeError("cosmosdb-server was started without its stdout and stderr pipes")
+        self._stopping = False
+        self._exited.clear()
+        self.death = None
+        self._stderr.clear()
         lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=_read_lines, args=(stdout, lines), daemon=True).start()
+        self._watcher = threading.Thread(
+            target=_watch,
+            args=(self._proc, stderr, self._stderr, self._on_exit),
+            name="cosmos-server-watch",
+            daemon=True,
+        )
+        self._watcher.start()
         deadline = time.monotonic() + timeout
         announced = None
         while announced is None:
@@ -106,7 +159,8 @@ class CosmosServer:
                 raise ServerUnavailable(f"cosmosdb-server did not listen within {timeout}s{note}") from None
             if line is None:
                 code = self._proc.wait(timeout=10)
-                err = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
+                self._watcher.join(timeout=10)  # it read node's stderr to its end
+                err = "\n".join(self._stderr)
                 self.stop()
                 raise ServerUnavailable(
                     f"cosmosdb-server exited with {code} before it listened{_node_options_note()}: {err.strip()}"
@@ -118,7 +172,34 @@ class CosmosServer:
         place_helper(self._proc.pid)  # the cores the runner left, when it keeps to one (localrun.affinity)
         return self
 
+    def _on_exit(self, code: int) -> None:
+        """The watcher's word that node exited with ``code``: unasked, ``death`` says how (``ServerDied``)."""
+        if not self._stopping:
+            shown = [line[:200] for line in list(self._stderr)[-STDERR_SHOWN:]]
+            said = " | ".join(shown) if shown else "nothing"
+            pid = self._proc.pid if self._proc is not None else "?"
+            self.death = (
+                f"the Cosmos DB protocol server (node cosmos_server.cjs, pid {pid}) {_how_it_ended(code)} during the "
+                f"run; its last stderr lines: {said}"
+            )
+        self._exited.set()
+
+    def check(self) -> None:
+        """Raises ``ServerDied`` once the server has exited unasked (``death`` set). The runner's loop reads ``death``
+        between tasks and calls this when it is set."""
+        if self.death is not None:
+            raise ServerDied(self.death)
+
+    def connection_failed(self, refused: bool) -> None:
+        """Called by the runner's transport when a request fails on its connection (never on the way of a request
+        answered): raises ``ServerDied`` when the server has exited unasked. ``refused``: nothing listens on its
+        port, which on this machine means it is exiting, so its exit is waited for (``REFUSED_WAIT_S``)."""
+        if refused:
+            self._exited.wait(REFUSED_WAIT_S)
+        self.check()
+
     def stop(self) -> None:
+        self._stopping = True
         if self._proc is not None:
             forget_helper(self._proc.pid)  # before it is reaped: then the pid may be another process's
             if self._proc.poll() is None:
@@ -128,10 +209,12 @@ class CosmosServer:
                 except subprocess.TimeoutExpired:
                     self._proc.kill()
                     self._proc.wait()
-            for stream in (self._proc.stdin, self._proc.stderr):
-                if stream is not None:
-                    stream.close()
+            if self._watcher is not None:
+                self._watcher.join(timeout=5)  # it closes stderr, read to its end
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()
         self._proc = None
+        self._watcher = None
 
     def set_faults(self, rules: list[dict[str, Any]]) -> None:
         """Replaces the server's fault rules (``localrun/cosmos_faults.cjs``: the statuses the SDK's own retry
@@ -188,6 +271,9 @@ class CosmosServer:
             connection.request(method, route, body=body, headers={"content-type": "application/json"})
             response = connection.getresponse()
             text = response.read().decode()
+        except (OSError, http.client.HTTPException) as exc:  # the runner's own requests: a dead server says so too
+            self.connection_failed(isinstance(exc, ConnectionRefusedError))
+            raise
         finally:
             connection.close()
         if response.status != 200:
@@ -213,12 +299,14 @@ class CosmosServer:
     def fast_client(self, faults: Callable[[str, str, Mapping[str, str]], str | None] | None = None) -> CosmosClient:
         """The same SDK client with a lighter HTTP path under it (``localrun.cosmos_transport``):
         what the simulation uses, where Cosmos requests are most of the time. ``faults``: what the server
-        answers a request instead, by its method, path and headers (``localrun/service_faults.py``)."""
+        answers a request instead, by its method, path and headers (``localrun/service_faults.py``). A request
+        that fails on its connection to a server that exited unasked raises ``ServerDied``, not the SDK's errors
+        it retries."""
         from azure.cosmos import CosmosClient
 
         from localrun.cosmos_transport import LoopbackTransport, use_lean_pipeline
 
-        transport = LoopbackTransport("127.0.0.1", self.port, faults=faults)
+        transport = LoopbackTransport("127.0.0.1", self.port, faults=faults, connection_failed=self.connection_failed)
         client = CosmosClient(self.endpoint, credential=self.key, connection_verify=False, transport=transport)
         use_lean_pipeline(client, transport)
         return client

@@ -211,11 +211,16 @@ class LoopbackTransport(HttpTransport[HttpRequest, HttpResponse]):
         *,
         timeout: float = 60.0,
         faults: Callable[[str, str, Mapping[str, str]], str | None] | None = None,
+        connection_failed: Callable[[bool], None] | None = None,
     ) -> None:
         self._host = host
         # Given a request's method, path and headers, the fault the server is to answer instead (its
         # ``x-localrun-fault`` header, ``localrun/cosmos_faults.cjs``), or None (``localrun/service_faults.py``)
         self._faults = faults
+        # Told of a request that failed on its connection (True: refused, nothing listens) before the SDK's error is
+        # raised; it may raise instead (``CosmosServer.connection_failed``: the server exited). Off the path of a
+        # request answered: it costs nothing per request.
+        self._connection_failed = connection_failed
         self._port = port
         self._timeout = timeout
         self._tls = ssl._create_unverified_context()
@@ -258,6 +263,8 @@ class LoopbackTransport(HttpTransport[HttpRequest, HttpResponse]):
                 connection.connect()
         except OSError as exc:  # nothing sent (urllib3's NewConnectionError)
             connection.close()
+            if self._connection_failed is not None:
+                self._connection_failed(isinstance(exc, ConnectionRefusedError))
             raise ServiceRequestError(f"cannot connect to the Cosmos DB server: {exc}", error=exc) from exc
         try:  # sent, or partly: urllib3's ProtocolError, what azure-core makes a ServiceResponseError
             headers = request.headers
@@ -267,6 +274,8 @@ class LoopbackTransport(HttpTransport[HttpRequest, HttpResponse]):
             response = LoopbackResponse(request, connection.exchange(request.method, target, headers, body))
         except (OSError, http.client.HTTPException) as exc:
             connection.close()
+            if self._connection_failed is not None:
+                self._connection_failed(False)
             raise ServiceResponseError(f"no answer from the Cosmos DB server: {exc}", error=exc) from exc
         if connection.sock is not None:  # else closed as its answer asked
             with self._lock:

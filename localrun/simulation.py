@@ -415,6 +415,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
 
         def before_pump() -> None:
             nonlocal seen, restarts, next_restart
+            if server.death is not None:  # exited unasked (killed, out of memory): ServerDied stops the run
+                server.check()  # (a read of one attribute here: a 200-order run pumps a million times)
             now = clock.now()
             while pending and pending[0].at <= now:
                 arrival = pending.pop(0)
