@@ -131,6 +131,8 @@ def test_a_number_out_of_range_is_refused_in_one_line(tmp_path: Path, args: list
         '{"cosmos": {"outages": [{"start_s": NaN, "duration_s": 5}]}}',
         '{"cosmos": {"outages": [{"start_s": 1e300, "duration_s": 5}]}}',
         '{"remote": {"payment": {"outages": [{"start_s": 1, "duration_s": Infinity}]}}}',
+        '{"remote": {"payment": {"latency_ms": [0, 1e300]}}}',  # every call an OverflowError, exit 0
+        '{"remote": {"shipping": {"slow_call_rate": 1, "slow_latency_ms": [1e20, 1e20]}}}',
         '{"reply_queues": 2, "status_queues": {"refusing": [{"submitter": 1, "error": "quota_exceeded", '
         '"start_s": 1e300}]}}',
     ],
