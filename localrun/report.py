@@ -715,6 +715,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     # a workload message whose MessageId an injected line took first was dropped by duplicate detection before the
     # app could see it: not the app's to settle (``preempted_messages``)
     preempted = set(result.preempted_messages)
+    # and one its client gave up on, every send failing (``servicebus.send_failure_rate`` near 1), never reached it
+    preempted |= result.given_up_messages
     if result.horizon_reached:
         in_flight |= {sent_as(m.message_id, m.application_properties) for m in result.broker.contents(ORDERS_QUEUE)}
     unsent = [o for o in valid if o not in by_order and o in in_flight]
@@ -885,7 +887,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         # supervisor's owed sweep to send them, so only the horizon leaves one): counted in missing_statuses
         # and silent_failures too, and named here, told apart from a status nothing would send
         "owed_at_end": sorted(audit.owing),
-        "preempted_messages": sorted(preempted),
+        "preempted_messages": sorted(set(result.preempted_messages)),
+        "given_up_messages": sorted(result.given_up_messages),
         "deferred": {
             "deferred": result.events.count("MessageDeferred"),
             "recovered_by_sequence": result.events.count("DeferredRecovered", via="sequence")
