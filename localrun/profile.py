@@ -268,6 +268,8 @@ class Profile:
             raise ProfileError(f"{path}: not JSON: {exc}") from None
         except UnicodeDecodeError as exc:
             raise ProfileError(f"{path}: not UTF-8 (or UTF-16, UTF-32) text: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits, brackets nested past the stack
+            raise ProfileError(f"{path}: not JSON the runner reads: {exc}") from None
         return cls.parse(data)
 
     @classmethod
