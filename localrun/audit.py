@@ -300,7 +300,18 @@ class EventRecorder(logging.Handler):
         )
 
 
-_EVENT_FIELDS = {"orderId", "via", "reason", "instanceId", "dependency", "outageSeconds", "status", "alertKind"}
+# ("attempt": a status given up names the MessageId it was sent under, ``report._given_up_to_failed_sends``)
+_EVENT_FIELDS = {
+    "orderId",
+    "via",
+    "reason",
+    "instanceId",
+    "dependency",
+    "outageSeconds",
+    "status",
+    "alertKind",
+    "attempt",
+}
 
 
 def _windows(origin: datetime | None, spans: tuple[tuple[float, float], ...]) -> list[tuple[datetime, datetime]]:

@@ -268,6 +268,8 @@ class Profile:
             raise ProfileError(f"{path}: not JSON: {exc}") from None
         except UnicodeDecodeError as exc:
             raise ProfileError(f"{path}: not UTF-8 (or UTF-16, UTF-32) text: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits, brackets nested past the stack
+            raise ProfileError(f"{path}: not JSON the runner reads: {exc}") from None
         return cls.parse(data)
 
     @classmethod
@@ -429,8 +431,11 @@ def _remote(service: str, data: Any) -> dict[str, Any]:
     for key in ("latency_ms", "slow_latency_ms"):
         value = entry.get(key)
         ok = isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value)
-        if value is not None and (not ok or not 0 <= value[0] <= value[1]):
-            raise ProfileError(f"{where}.{key} must be [lo, hi] milliseconds, 0 <= lo <= hi, got {value!r}")
+        # at most MAX_SECONDS, as every other time a profile names: 1e300 ms was an OverflowError in each call
+        if value is not None and (not ok or not 0 <= value[0] <= value[1] <= MAX_SECONDS * 1000):
+            raise ProfileError(
+                f"{where}.{key} must be [lo, hi] milliseconds, 0 <= lo <= hi <= {MAX_SECONDS * 1000}, got {value!r}"
+            )
     _outages(f"{where}.outages", entry.get("outages", []))
     if entry.get("transient_error_rate", 0) + entry.get("permanent_error_rate", 0) > 1:
         raise ProfileError(f"{where}: transient_error_rate + permanent_error_rate must not exceed 1")
@@ -453,7 +458,7 @@ def _order_mix(orders: dict[str, Any]) -> OrderMix:
     fields: dict[str, Any] = {k: _rate(f"orders.{k}", v) for k, v in orders.items() if k != "late_notification_s"}
     late = orders.get("late_notification_s")
     if late is not None:
-        ok = isinstance(late, list) and len(late) == 2 and all(isinstance(v, int | float) for v in late)
+        ok = isinstance(late, list) and len(late) == 2 and all(_number(v) for v in late)
         if not ok or not 0 <= late[0] <= late[1] <= 86_400:
             raise ProfileError(
                 f"orders.late_notification_s must be [lo, hi] seconds, 0 <= lo <= hi <= 86400, got {late!r}"
@@ -497,7 +502,7 @@ def _seconds_span(where: str, value: Any) -> tuple[float, float]:
 def _latency(value: Any, where: str = "cosmos.latency_ms") -> tuple[float, float] | None:
     if value is None:
         return None
-    ok = isinstance(value, list) and len(value) == 2 and all(isinstance(v, int | float) for v in value)
+    ok = isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value)
     if not ok or not 0 <= value[0] <= value[1] <= 10_000:
         raise ProfileError(f"{where} must be [lo, hi] milliseconds, 0 <= lo <= hi <= 10000, got {value!r}")
     return float(value[0]), float(value[1])

@@ -14,6 +14,7 @@ from adapters.remote.simulators.config import SimulatorConfig
 from adapters.remote.simulators.ledger import Ledger
 from contracts.names import OPERATOR_ALERTS_QUEUE, ORDERS_QUEUE
 from domain.deferral import DISCARDED
+from domain.ids import status_message_id
 from domain.states import TERMINAL_STATES, ProcessState
 from domain.timefmt import parse
 from localrun import orderless
@@ -442,7 +443,29 @@ def _undelivered_statuses(
             waited = [b for b in before if isinstance(b, str)] if isinstance(before, list) else []
             given_up.update((str(order_id), s) for s in (status, *waited))  # and the Received it waited for
             queues_alerted.add(str(queue))
-    return given_up | _given_up_held(result, owners, queues_alerted) | _given_up_alert_lost(result, owners)
+    held = _given_up_held(result, owners, queues_alerted)
+    return given_up | held | _given_up_alert_lost(result, owners) | _given_up_to_failed_sends(result, owners)
+
+
+def _given_up_to_failed_sends(result: SimulationResult, owners: dict[str, dict[str, Any]]) -> set[tuple[str, str]]:
+    """(order, status) pairs given up (the app's ``StatusUndelivered`` event, after about six hours of tries, its
+    alert raised, held as a repeat or its send failing: notifications/status.py ``give_up``) whose tries Service Bus
+    failed: an injected send failure (``servicebus.send_failure_rate``) kept the status's MessageId, or that of the
+    ``Received`` each try sends first, off the order's queue (the broker's evidence), and no try stored it, or it
+    would have been heard. The queue did not take those sends, as a refusing one does not: the give-up is what the
+    app owes. Before, only a refusal excused one: at a rate of 0.9, statuses whose 11 tries all failed were counted
+    in ``missing_statuses``."""
+    failed: set[tuple[str, str]] = set()
+    for event in result.events.named("StatusUndelivered"):
+        order_id, status, attempt = event.get("orderId"), event.get("status"), event.get("attempt")
+        queue = owners.get(str(order_id), {}).get("replyTo")
+        if not (isinstance(order_id, str) and isinstance(status, str) and isinstance(attempt, int)):
+            continue
+        # the status's own sends, or those of the Received it waits for (notifications/received.py)
+        tried = (status_message_id(order_id, status, attempt), status_message_id(order_id, "Received", 0))
+        if isinstance(queue, str) and any(result.broker.send_failed(queue, message_id) for message_id in tried):
+            failed.add((order_id, status))
+    return failed
 
 
 def _given_up_held(
@@ -720,6 +743,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     # a workload message whose MessageId an injected line took first was dropped by duplicate detection before the
     # app could see it: not the app's to settle (``preempted_messages``)
     preempted = set(result.preempted_messages)
+    # and one its client gave up on, every send failing (``servicebus.send_failure_rate`` near 1), never reached it
+    preempted |= result.given_up_messages
     if result.horizon_reached:
         in_flight |= {sent_as(m.message_id, m.application_properties) for m in result.broker.contents(ORDERS_QUEUE)}
     unsent = [o for o in valid if o not in by_order and o in in_flight]
@@ -890,7 +915,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         # supervisor's owed sweep to send them, so only the horizon leaves one): counted in missing_statuses
         # and silent_failures too, and named here, told apart from a status nothing would send
         "owed_at_end": sorted(audit.owing),
-        "preempted_messages": sorted(preempted),
+        "preempted_messages": sorted(set(result.preempted_messages)),
+        "given_up_messages": sorted(result.given_up_messages),
         "deferred": {
             "deferred": result.events.count("MessageDeferred"),
             "recovered_by_sequence": result.events.count("DeferredRecovered", via="sequence")

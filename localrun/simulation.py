@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from enum import Enum
 from typing import Any
 
 import supervisor.blueprint
@@ -145,6 +146,9 @@ class SimulationResult:
     # the MessageIds of the workload's messages that duplicate detection dropped: an --inject-raw line took the
     # MessageId first, so they never reached the app (neither ``lost`` nor unmatched: the report's ``preempted``)
     preempted_messages: frozenset[str] = frozenset()
+    # the MessageIds of the workload's messages whose client gave them up, every send failing (``_submit``): the app
+    # may never have had them (neither ``lost`` nor unmatched unless a try stored them: the report's ``given_up``)
+    given_up_messages: frozenset[str] = frozenset()
     # the size of each document of ``states`` as stored (KB of its JSON), for the cost model
     state_sizes_kb: list[float] = field(default_factory=list)
     # the runner's operator (profile ``operator``): its requests by action and outcome, and the moves the app took
@@ -193,18 +197,32 @@ class _RemoteProbe:
             self._audit.remote_failures.append(RemoteFailure(started, request.order_id, self._service, transient))
 
 
-def _submit(broker: InProcessBroker, message: OutgoingMessage) -> bool:
+# how many times a submitter (or the payment provider) tries one send before it gives up on the message
+SUBMIT_TRIES = 50
+
+
+class Submitted(Enum):
+    SENT = "sent"
+    PREEMPTED = "preempted"  # its first try was dropped by duplicate detection: another message took its MessageId
+    GAVE_UP = "gave_up"  # every try failed (``servicebus.send_failure_rate`` near 1): the client gave the message up
+
+
+def _submit(broker: InProcessBroker, message: OutgoingMessage) -> Submitted:
     """A submitter's send: like any Service Bus client it retries a failed send (the same
-    MessageId, so a send that was stored anyway collapses in duplicate detection). False when its first
-    try was dropped by duplicate detection: another message took its MessageId first."""
-    for attempt in range(50):
+    MessageId, so a send that was stored anyway collapses in duplicate detection), ``SUBMIT_TRIES`` times, then
+    gives the message up as a client whose sends keep failing does (before: a ``RuntimeError`` that ended the run
+    with a traceback, from a rate of about 0.9 on). A try whose ack was lost may have stored it all the same: the app
+    then has it as any message sent (``SENT``); ``GAVE_UP`` only when none did."""
+    stored = broker.counters(ORDERS_QUEUE).sent
+    for attempt in range(SUBMIT_TRIES):
         dropped = broker.counters(ORDERS_QUEUE).duplicates_dropped
         try:
             broker.send(ORDERS_QUEUE, message)
-            return attempt > 0 or broker.counters(ORDERS_QUEUE).duplicates_dropped == dropped
         except SendError:
             continue
-    raise RuntimeError(f"could not submit {message.message_id} after 50 tries")
+        first = attempt == 0 and broker.counters(ORDERS_QUEUE).duplicates_dropped != dropped
+        return Submitted.PREEMPTED if first else Submitted.SENT
+    return Submitted.SENT if broker.counters(ORDERS_QUEUE).sent > stored else Submitted.GAVE_UP
 
 
 def run_simulation(config: SimulationConfig) -> SimulationResult:
@@ -397,6 +415,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             )
         pending = list(workload.arrivals)
         preempted: list[str] = []
+        given_up: list[str] = []
         sent_at: dict[str, datetime] = {}
         latest: dict[str, ProcessState] = {}
         seen = 0
@@ -420,9 +439,12 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             now = clock.now()
             while pending and pending[0].at <= now:
                 arrival = pending.pop(0)
-                if not _submit(broker, arrival.message) and arrival.kind != "raw":
+                submitted = _submit(broker, arrival.message)
+                if submitted is Submitted.PREEMPTED and arrival.kind != "raw":
                     preempted.append(arrival.message.message_id)
-                if arrival.kind == "order" and arrival.order_id is not None:
+                if submitted is Submitted.GAVE_UP:
+                    given_up.append(arrival.message.message_id)
+                elif arrival.kind == "order" and arrival.order_id is not None:
                     sent_at[arrival.order_id] = now
             for transition in audit.transitions[seen:]:
                 latest[transition.order_id] = transition.after
@@ -548,6 +570,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         horizon_reached=horizon_reached,
         unsent_messages=frozenset(a.message.message_id for a in pending),
         preempted_messages=frozenset(preempted),
+        given_up_messages=frozenset(given_up),
         state_sizes_kb=state_sizes_kb,
         operator_actions=operator.report() if operator is not None else None,
         operator_moves=operator.moves if operator is not None else [],

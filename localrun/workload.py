@@ -220,6 +220,8 @@ def read_raw(path: str | Path) -> list[dict[str, Any]]:
             raise ValueError(f"{path}:{number}: {exc}") from None
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}:{number}: not JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits, brackets nested past the stack
+            raise ValueError(f"{path}:{number}: not JSON the runner reads: {exc}") from None
         if not isinstance(item, dict) or not isinstance(item.get("body"), str):
             raise ValueError(f'{path}:{number}: expected {{"body": "<text>", "message_id": "<optional>"}}')
         unknown = set(item) - {"body", "message_id", "at_s"}

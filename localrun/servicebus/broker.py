@@ -105,6 +105,8 @@ class _Queue:
     seen_order: deque[tuple[datetime, str]] = field(default_factory=deque)
     counters: QueueCounters = field(default_factory=QueueCounters)
     refusals: list[SendRefusal] = field(default_factory=list)
+    # the MessageIds an injected send failure kept off this queue, none stored since (for a status given up on)
+    failed_ids: set[str] = field(default_factory=set)
     received: bool = False  # something has received or peeked from it (its new messages' bodies are not packed)
 
 
@@ -156,6 +158,12 @@ class InProcessBroker:
         with self._mutex:
             return tuple(self._queue(queue).refusals)
 
+    def send_failed(self, queue: str, message_id: str) -> bool:
+        """Whether an injected send failure (``SendFaults``) kept ``message_id`` off ``queue``, and no send stored it
+        since."""
+        with self._mutex:
+            return message_id in self._queue(queue).failed_ids
+
     def refuse_sends(self, queue: str, refusal: SendRefusal) -> None:
         """``queue`` refuses every send while ``refusal`` is active (see ``SendRefusal``)."""
         with self._mutex:
@@ -190,8 +198,10 @@ class InProcessBroker:
             fails, stored_anyway = self._send_faults.draw() if self._send_faults else (False, False)
             if fails and not stored_anyway:
                 q.counters.send_failures += 1
+                q.failed_ids.add(message.message_id)
                 raise SendError(f"send to {queue!r} failed (injected fault)")
             self._store(q, message, now)
+            q.failed_ids.discard(message.message_id)  # on the queue now (or dropped as a duplicate of one that was)
             if fails:
                 q.counters.send_failures += 1
                 raise SendError(f"send to {queue!r} failed after the message was stored (injected lost ack)")

@@ -131,6 +131,8 @@ def test_a_number_out_of_range_is_refused_in_one_line(tmp_path: Path, args: list
         '{"cosmos": {"outages": [{"start_s": NaN, "duration_s": 5}]}}',
         '{"cosmos": {"outages": [{"start_s": 1e300, "duration_s": 5}]}}',
         '{"remote": {"payment": {"outages": [{"start_s": 1, "duration_s": Infinity}]}}}',
+        '{"remote": {"payment": {"latency_ms": [0, 1e300]}}}',  # every call an OverflowError, exit 0
+        '{"remote": {"shipping": {"slow_call_rate": 1, "slow_latency_ms": [1e20, 1e20]}}}',
         '{"reply_queues": 2, "status_queues": {"refusing": [{"submitter": 1, "error": "quota_exceeded", '
         '"start_s": 1e300}]}}',
     ],
@@ -166,3 +168,24 @@ def test_a_key_given_twice_is_refused_in_one_line(tmp_path: Path, option: str, n
     assert run.returncode == 2, run.stderr[-2000:]
     assert "Traceback" not in run.stderr and said in run.stderr and "more than once" in run.stderr, run.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "text"),
+    [
+        ("--faults", "[" * 100_000 + "]" * 100_000),  # RecursionError in json's decoder
+        ("--faults", '{"admission": {"max_pending": ' + "9" * 5000 + "}}"),  # over Python's 4300 digits
+        ("--inject-raw", '{"body": "{}", "at_s": ' + "[" * 100_000 + "]" * 100_000 + "}\n"),
+    ],
+    ids=["profile-nested", "profile-long-integer", "raw-nested"],
+)
+def test_json_python_cannot_read_is_refused_in_one_line(tmp_path: Path, option: str, text: str) -> None:
+    """Red team (extreme faults): the readers caught ``JSONDecodeError`` only; brackets nested past the stack ended the
+    run with a ``RecursionError`` traceback (a profile or an --inject-raw line), and an integer of 5,000 digits in a
+    profile with a ``ValueError`` one. The app's own reader refuses both with a reason (contracts/parsing.py)."""
+    given = tmp_path / "input"
+    given.write_text(text, encoding="utf-8")
+    run = localrun("simulate", "--orders", "1", "--seed", "1", "--no-progress", option, str(given),
+                   "--report", str(tmp_path / "r.json"))  # fmt: skip
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr and "not JSON the runner reads" in run.stderr, run.stderr[-2000:]

@@ -155,12 +155,37 @@ def test_a_cosmos_outage_fails_every_request_inside_its_window_and_none_outside(
         ({"latency_ms": [10, "x"]}, r"remote\.payment\.latency_ms"),
         ({"outages": [{"start_s": 10}]}, r"remote\.payment\.outages\[0\]\.duration_s"),
         ({"outages": {"start_s": 10, "duration_s": 5}}, r"remote\.payment\.outages must be a list"),
+        ({"latency_ms": [0, 1e300]}, r"remote\.payment\.latency_ms .*<= 316224000000"),
+        ({"slow_latency_ms": [0, 316224000001]}, r"remote\.payment\.slow_latency_ms"),
+        ({"latency_ms": [False, True]}, r"remote\.payment\.latency_ms"),
     ],
 )
 def test_a_bad_remote_entry_is_a_profile_error_before_the_run(entry: dict[str, object], message: str) -> None:
     # Checked only by the simulator once the run had started, these ended `simulate` with a traceback.
     with pytest.raises(ProfileError, match=message):
         Profile.parse({"remote": {"payment": entry}})
+
+
+@pytest.mark.parametrize(
+    "profile",
+    [
+        {"cosmos": {"latency_ms": [True, True]}},
+        {"servicebus": {"settle_latency_ms": [False, True]}},
+        {"orders": {"late_notification_s": [True, True]}},
+        {"orders": {"late_notification_s": [0, float("nan")]}},
+    ],
+)
+def test_a_span_of_booleans_is_refused_not_read_as_milliseconds(profile: dict[str, object]) -> None:
+    # Red team (extreme faults): ``[true, true]`` passed as [1.0, 1.0] where every other number of a profile
+    # refuses a boolean (the rates, the windows, the remote latencies).
+    with pytest.raises(ProfileError, match=r"must be \[lo, hi\]"):
+        Profile.parse(profile)
+
+
+def test_the_longest_remote_latency_a_profile_may_name_is_ten_years() -> None:
+    longest = 10 * 366 * 24 * 3600 * 1000
+    profile = Profile.parse({"remote": {"payment": {"latency_ms": [longest, longest]}}})
+    assert profile.remote["payment"]["latency_ms"] == [longest, longest]
 
 
 def test_a_bad_remote_entry_exits_2_naming_it(tmp_path: Path) -> None:

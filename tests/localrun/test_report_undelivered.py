@@ -7,8 +7,10 @@ full from 5 s to the end of the run counted every order of that submitter in ``m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import random
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -17,9 +19,10 @@ from adapters.clock import ManualClock
 from adapters.cosmos.alert_mark_store import AlertMarks
 from adapters.servicebus.sender import OutgoingMessage, SendError
 from contracts.names import OPERATOR_ALERTS_QUEUE
+from domain.ids import status_message_id
 from localrun.audit import EventRecorder
 from localrun.report import _undelivered_statuses
-from localrun.servicebus import InProcessBroker
+from localrun.servicebus import InProcessBroker, SendFaults
 from localrun.servicebus.faults import SendRefusal
 from localrun.simulation import START as SIMULATION_START
 from notifications.status import give_up
@@ -266,3 +269,30 @@ def test_a_queue_level_stuck_alert_excuses_no_order_that_failed_after_its_refusa
     broker.send(OPERATOR_ALERTS_QUEUE, OutgoingMessage(body=json.dumps(body), message_id="stuck:full"))
     clock.advance(timedelta(hours=1, minutes=8))  # ends at 2 h 10 min: the alert still stands for its refusal
     assert _undelivered_statuses(result) == {("a", "Received"), ("a", "Failed"), ("a", "CompensationFailed")}
+
+
+def test_a_give_up_whose_sends_service_bus_failed_is_excused_and_one_sent_since_is_not() -> None:
+    """Red team (extreme faults): ``servicebus.send_failure_rate`` 0.9, no queue refusing. A final status's 11 tries
+    over about six hours all failed (0.9**11, about a third of them), the app gave it up and alerted as designed,
+    and the report counted it in ``missing_statuses`` (6 of 60 orders, seed 1), since only a refusal excused a
+    give-up. The broker's evidence now stands for the refusal's: an injected failure kept the status (or the
+    ``Received`` sent before it on each try) off the order's queue, and no send stored it since."""
+
+    clock, broker, result = _run()
+    result.workload.orders.update({"x": {"replyTo": "fine"}, "y": {"replyTo": "fine"}, "z": {"replyTo": "fine"}})
+
+    def tried(order_id: str, status: str, attempt: int, faults: float) -> None:
+        broker.set_send_faults(SendFaults(faults, random.Random(1)))
+        message = OutgoingMessage(body="{}", message_id=status_message_id(order_id, status, attempt))
+        with contextlib.suppress(SendError):  # the failure the test sets up
+            broker.send("fine", message)
+        broker.set_send_faults(None)
+
+    tried("x", "Completed", 1, 1.0)  # every try failed
+    tried("y", "Received", 0, 1.0)  # the Received each try of the Completed sends first: never stored
+    tried("z", "Received", 0, 1.0)  # failed once, then stored: the Completed's give-up is no longer excused by it
+    tried("z", "Received", 0, 0.0)
+    clock.advance(timedelta(hours=6))
+    for order_id in ("x", "y", "z", "c"):  # c: nothing of it failed
+        _given_up(result, broker, order_id, "Completed")
+    assert _undelivered_statuses(result) == {("x", "Completed"), ("y", "Completed")}
