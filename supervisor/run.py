@@ -172,34 +172,8 @@ def run_supervisor(
     alert_unmapped(ctx, scan.unmapped, "expired attempts")  # skipped, not silent; never raises
     # pages when the store refuses the app's identity for good, which one run alone takes for a blip; never raises
     watch_refusal(ctx, state.refusal, scan.refused, answered=scan.pages > 0 or not scan.interrupted)
-    counts = dict.fromkeys(RecoveryAction, 0)
-    failed = 0
-    to_terminate: list[str] = []
-    recoveries = budget.share(RECOVERY_BUDGET)
-    for done, record in enumerate(scan.records):
-        if recoveries.spent():
-            recoveries.stopped("recoveries", done=done, left=len(scan.records) - done)
-            # the next run goes on with the records left, not after the scan's last page
-            leave_rest(state, scan, scan.records[done - 1] if done else None)
-            break
-        try:
-            result = recover(ctx, record, known.get(record.locked_by) if record.locked_by is not None else None)
-        except StoreUnavailable as exc:
-            failed += 1
-            app_event(
-                "SupervisorRecoveryFailed",
-                f"order {record.order_id}: recovery failed, store unavailable: {exc}",
-                logging.WARNING,
-                orderId=record.order_id,
-            )
-            continue
-        except Exception as exc:  # isolation: one record never stops the run for the others
-            failed += 1
-            phase_failed(f"order {record.order_id}: recovery", exc, orderId=record.order_id)
-            continue
-        counts[result.action] += 1
-        if result.expired_instance is not None:
-            to_terminate.append(result.expired_instance)
+    recovered = _recover_expired(ctx, state, scan, known, budget)
+    counts, failed, to_terminate = recovered.counts, recovered.failed, recovered.to_terminate
     fresh_catch_up = scan.catch_up and not scan.resumed
     try:
         # query again when this run's recoveries handed orders to compensation (their first rounds start now); a
@@ -241,6 +215,57 @@ def run_supervisor(
         starts_missed=counts[RecoveryAction.START_MISSED],
         stray=stray,
     )
+    _log_run(report)
+    return report
+
+
+@dataclass
+class _Recoveries:
+    """What the run's recoveries did: a count per action, the records that failed, the instances to terminate."""
+
+    counts: dict[RecoveryAction, int]
+    failed: int = 0  # the store was unavailable for that record (or its recovery raised); a later run finds it
+    to_terminate: list[str] = field(default_factory=list)
+
+
+def _recover_expired(
+    ctx: AppContext, state: ScanState, scan: ScanResult, known: InstanceStatuses, budget: RunBudget
+) -> _Recoveries:
+    """Recovers the scan's expired records one by one, within ``RECOVERY_BUDGET`` of the run's budget.
+
+    One record's failure never stops the others. When the budget is spent, the records left are handed to the next
+    run (``leave_rest``)."""
+    done_so_far = _Recoveries(dict.fromkeys(RecoveryAction, 0))
+    recoveries = budget.share(RECOVERY_BUDGET)
+    for done, record in enumerate(scan.records):
+        if recoveries.spent():
+            recoveries.stopped("recoveries", done=done, left=len(scan.records) - done)
+            # the next run goes on with the records left, not after the scan's last page
+            leave_rest(state, scan, scan.records[done - 1] if done else None)
+            break
+        try:
+            result = recover(ctx, record, known.get(record.locked_by) if record.locked_by is not None else None)
+        except StoreUnavailable as exc:
+            done_so_far.failed += 1
+            app_event(
+                "SupervisorRecoveryFailed",
+                f"order {record.order_id}: recovery failed, store unavailable: {exc}",
+                logging.WARNING,
+                orderId=record.order_id,
+            )
+            continue
+        except Exception as exc:  # isolation: one record never stops the run for the others
+            done_so_far.failed += 1
+            phase_failed(f"order {record.order_id}: recovery", exc, orderId=record.order_id)
+            continue
+        done_so_far.counts[result.action] += 1
+        if result.expired_instance is not None:
+            done_so_far.to_terminate.append(result.expired_instance)
+    return done_so_far
+
+
+def _log_run(report: SupervisorReport) -> None:
+    """Logs the run's ``SupervisorRun`` event, its counts as fields."""
     app_event(
         "SupervisorRun",
         f"supervisor run: found {report.found}, recovered {report.recovered}, skipped {report.skipped}, "
@@ -263,4 +288,3 @@ def run_supervisor(
         startsMissed=report.starts_missed,
         strayDocuments=report.stray,
     )
-    return report
