@@ -62,10 +62,11 @@ FAILED_IN: dict[str, ProcessState] = {
 
 
 def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
-    """One fenced write: the previous step's result (``completes``) and this step's start and
-    deadline; then, with ``announce``, the ``Processing`` status (tried once, never before an owed ``Received``:
-    ``_announce``); then the request, onto the agent's queue when ``queue`` is given. A failed request send fails
-    the activity; its retry writes the same start again and re-sends the same MessageIds."""
+    """One fenced write: the previous step's result (``completes``) and this step's start and deadline.
+
+    Then, with ``announce``, the ``Processing`` status (``_announce``); then the request, onto the agent's queue when
+    ``queue`` is given. A failed request send fails the activity; its retry writes the same start again and re-sends
+    the same MessageIds."""
     now = ctx.clock.now()
     request = deadline_from_now(data.request, data.timeout_seconds, now)
     completes = data.completes
@@ -103,15 +104,16 @@ def begin_step(ctx: AppContext, data: BeginStepInput) -> BeginStepResult:
 
 
 def _announce(ctx: AppContext, written: StateRecord, request: AgentRequest, *, found_made: bool) -> bool | None:
-    """The attempt's first write is on the record: the submitter hears ``Processing`` (a re-run says it again under
-    the same MessageId), tried once (``_tell_once``), never before a ``Received`` the record owes. A record this
-    run wrote that still owes it is one whose write tried it first and failed (or was refused): no ``Processing``
-    (the next status says ``Received``). A record found made (an earlier run of the activity wrote it and its answer
-    was lost) that owes it may have been marked since (submission's ``receivedOwed``, landed between that write and
-    this run): it is said first here (``say_received_unwritten``: the mark is left to the record's next writer,
-    which says it again and clears it), then ``Processing``; while it cannot be said (a send that fails, a queue
-    that refuses), no ``Processing``. Before, that run took the mark for its own write's and the submitter never
-    heard its attempt begin (tests/notifications/test_processing_after_a_lost_begin.py). Never raises."""
+    """Tells the submitter ``Processing`` once the attempt's first write is on the record; never raises.
+
+    Tried once (``_tell_once``); a re-run says it again under the same MessageId. Never before a ``Received`` the
+    record owes:
+    - A record this run wrote that still owes it: its write tried ``Received`` and failed, so no ``Processing``
+      (the next status says ``Received``).
+    - A record found made (an earlier run wrote it and its answer was lost) may have been marked since (submission's
+      ``receivedOwed``): ``Received`` is said first (``say_received_unwritten``, which leaves the mark to the
+      record's next writer), then ``Processing``. While it cannot be said, no ``Processing``
+      (tests/notifications/test_processing_after_a_lost_begin.py)."""
     if written.received_owed is not None:
         if not found_made:
             return None
@@ -181,12 +183,12 @@ def release_for_retry(ctx: AppContext, data: ReleaseForRetryInput) -> WriteResul
 
 
 def fail_order(ctx: AppContext, data: FailOrderInput) -> WriteResult:
-    """One fenced write, ``Failed`` (the hand-over to an operator), then the ``OrderFailed`` alert; the orchestration
-    tells the submitter ``Failed``. Run again after its write was made and the record moved on (an operator
-    resubmitted the order, perhaps claimed by the next attempt since: ``activities.fencing.moved_on``), it is
-    answered ``MOVED_ON``: done, no alert (its first run sent it, or the record owed it until the operator acted;
-    paged again, it went out under the next attempt's number, past duplicate detection) and no ``Failed`` status
-    for a submitter whose order is being processed again."""
+    """One fenced write, ``Failed`` (the hand-over to an operator), then the ``OrderFailed`` alert.
+
+    The orchestration then tells the submitter ``Failed``. A re-run after the record moved on (an operator
+    resubmitted the order: ``activities.fencing.moved_on``) is answered ``MOVED_ON``: no alert (the first run sent
+    it, or the record owed it until the operator acted; sent again, it would carry the next attempt's number past
+    duplicate detection) and no ``Failed`` status for an order being processed again."""
     now = ctx.clock.now()
     reason = f"{data.step}: {data.error or 'non-transient failure'}"
     record = write_fenced(
@@ -243,14 +245,14 @@ def mark_processed(ctx: AppContext, data: MarkProcessedInput) -> MarkProcessedRe
 
 
 def settle_retired_attempt(ctx: AppContext, data: SettleRetiredInput) -> RetiredSettled:
-    """An instance of a retired scheduler version, replaying after an upgrade, settles what it left:
-    a record it still holds is released to the supervisor at once (``completeBy`` = now less its grace: a retry
-    within a supervisor run, not after the step's or a review's deadline); an order it had already
-    written ``Processed`` gets its ``Completed`` status (the old version sent it after that write). The
-    release names the step the record it replaces has in flight, judged in the fenced change: a write that
-    lands between this read and the release (a late run of the instance's own ``begin_step``) is read again
-    on the 412, and its step is the one released. It releases once (``_released_already``), and a record its own
-    late ``Processed`` took between the read and the release gets the ``Completed`` status too."""
+    """Settles what an instance of a retired scheduler version left, when it replays after an upgrade.
+
+    - A record it still holds is released to the supervisor at once (``completeBy`` = now less its grace: retried
+      within a supervisor run, not after the step's or a review's deadline). The step released is the one in
+      flight as the fenced change reads it, so a late ``begin_step`` of the instance that lands first (a 412, read
+      again) names it. It releases once (``_released_already``).
+    - An order it already wrote ``Processed`` gets its ``Completed`` status (the old version sent it after that
+      write), including one its own late ``mark_processed`` took between the read and the release."""
     record = ctx.states.get(data.order_id)
     if record is None:
         return RetiredSettled()
@@ -293,10 +295,11 @@ class _ReleasedAlready(Exception):
 
 
 def _released_already(record: StateRecord, instance_id: str) -> bool:
-    """Whether ``instance_id`` released the record as a retired attempt already: it does so once in its life, and its
-    input has no write number, so a run of it again (Durable's retry after a lost response, a second run) is told by
-    the history. Released again, the record had a second ``StepTransientFailure``, over a late write of the
-    instance's own (a review requested) that landed in between."""
+    """Whether ``instance_id`` already released the record as a retired attempt.
+
+    It releases once in its life and its input has no write number, so a re-run (Durable's retry after a lost
+    response) is told by the history. A second release would add a second ``StepTransientFailure`` over a late
+    write of the instance's own (a review requested) that landed in between."""
     return any(
         (entry.by, entry.event) == (instance_id, "StepTransientFailure") and entry.detail.endswith(f": {SUPERSEDED}")
         for entry in record.history
@@ -304,11 +307,12 @@ def _released_already(record: StateRecord, instance_id: str) -> bool:
 
 
 def _tell_once(ctx: AppContext, reply_to: str | None, order_id: str, status: StatusName, attempt: int) -> bool | None:
-    """One try at a status update, after the write that made it true: True sent, False its send
-    failed, or its reply queue refused this app and it is not a progress status (worth a retry: the
-    orchestration's timers, ``orchestrators.status``), None nothing sent and nothing to retry (no
-    ``replyTo``, or a progress status refused: ``publish_status`` alerts once per queue). Never raises: a
-    status never fails the write before it."""
+    """Tries a status update once, after the write that made it true; never raises (a status never fails the
+    write before it).
+
+    True: sent. False: worth a retry on the orchestration's timers (``orchestrators.status``): the send failed, or
+    the reply queue refused this app and it is not a progress status. None: nothing sent and nothing to retry (no
+    ``replyTo``, or a progress status refused: ``publish_status`` alerts once per queue)."""
     try:
         delivery = notifications.status.publish_status(
             ctx.sender, reply_to=reply_to, order_id=order_id, status=status, attempt=attempt, at=ctx.clock.now()
@@ -330,28 +334,21 @@ def _tell_once(ctx: AppContext, reply_to: str | None, order_id: str, status: Sta
 
 def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused | None:
     """The ``publish_status`` activity: one status update, to the order's own ``replyTo`` queue only.
-    The orchestration passes the queue its plan read from the record (the attempt's input, or the
-    compensation round's load activity); without it, the record is read here. Every status but ``Received``
-    and ``Rejected`` says a ``Received`` the record still owes first (``say_before_status``, reading the record
-    unless this process has a version of it that ended well): while that fails, so does this try. A failure of the last
-    try (``last_try``: a send, or a read) is alerted ``StatusUndelivered``: nothing tries again. A reply queue
-    that refuses this app (the status, or the ``Received`` still owed before it, ``notifications.received``) is
-    answered ``StatusRefused``, never a failure: the orchestration tries again for ``REFUSED_RETRY_WINDOW``, and
-    never alerts the status undelivered (``publish_status`` alerted the queue).
 
-    ``Rejected`` comes here only from the status courier (``deliver_status_v1``: the intake's own send of it
-    failed; no orchestration sends it). Each of its tries first looks for the order's state record
-    (``refusal_superseded``): one written since means another submission of the order was accepted, which speaks
-    for the order, so the refusal is not told (``StatusSuperseded``) and the courier ends.
-
-    ``Failed`` and ``CompensationFailed`` (``FAILED_IN``), tried again on the timers for hours while their send
-    fails, are sent only while the record stands where the failure left it (``failure_moved_on``): an operator may
-    have resubmitted or compensated the order since, and the submitter hears the next attempt or round. That read is
-    theirs alone, and the ``Received`` check after it uses it (a version this process kept that ended badly is never
-    trusted: another instance may have moved the order on since, ``say_before_status``): ``Completed`` (sent by
-    ``mark_processed`` itself, then here only when that send failed) reads nothing more, nor does ``Processing``.
-    A round's ``Compensating`` reads the record too (``round_moved_on``): a late run of this activity must not say it
-    after the order moved past the round."""
+    - The queue comes from the orchestration's plan (the attempt's input, or the compensation round's load
+      activity); without it, the record is read here.
+    - Every status but ``Received`` and ``Rejected`` first says a ``Received`` the record still owes
+      (``say_before_status``, which decides when to read the record): while that fails, so does this try.
+    - A reply queue that refuses this app (for the status, or for the ``Received`` owed before it) is answered
+      ``StatusRefused``, not a failure: the orchestration tries again for ``REFUSED_RETRY_WINDOW`` and never alerts
+      the status undelivered (``publish_status`` alerted the queue).
+    - A failure of the last try (``last_try``: a send, or a read) is alerted ``StatusUndelivered``: nothing tries
+      again.
+    - A status the order has moved past is not sent; each check reads the record fresh: ``Rejected`` (sent here
+      only by the status courier, ``deliver_status_v1``) in ``refusal_superseded``; ``Failed`` and
+      ``CompensationFailed`` (``FAILED_IN``) in ``failure_moved_on``; a round's ``Compensating`` in
+      ``round_moved_on``. The ``Received`` check reuses the last two reads. ``Completed`` (here only when
+      ``mark_processed``'s own send failed) and ``Processing`` read nothing more."""
     if data.status == "Rejected" and refusal_superseded(ctx, data):
         return None
     read: StateRecord | None = None  # the record as this try read it (a failure status's, a round's: below)
@@ -403,19 +400,18 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused |
 
 
 def refusal_superseded(ctx: AppContext, data: PublishStatusInput) -> bool:
-    """Whether the pending cap's refusal whose ``Rejected`` the courier holds (``data``) was superseded: the order has
-    a state record now. A refusal is only ever made while the order has none (``submission.intake.submit_order``);
-    only an accepted submission writes one (``_create_state``), and nothing deletes it. So a record found here was
-    written by a submission of the order accepted since (or while) it was refused, which speaks for the order: a
-    ``Rejected`` after its ``Received`` (even after its ``Completed``) would tell the submitter the order was refused
-    when it was accepted. The record, not the deferral document, is what says so: ``withdraw_refusal`` clears
-    ``rejectedAt`` before that record is written (a submission that then fails to write it was never accepted, and
-    may be refused again), and a submission accepted in the same moment as a refusal can leave ``rejectedAt`` set
-    beside its record. None found: the refusal stands, and is told.
+    """Whether the pending cap's refusal whose ``Rejected`` the courier holds was superseded: the order has a state
+    record now.
 
-    True: logged ``StatusSuperseded``, nothing sent, no ``StatusUndelivered`` on the last try (the activity succeeds,
-    so the courier ends). A read that fails fails the try (the courier's timers try again); on the last try it is
-    alerted ``StatusUndelivered`` like a failed send: nobody can tell then whether the refusal stands."""
+    A refusal is only made while the order has no record (``submission.intake.submit_order``), only an accepted
+    submission writes one (``_create_state``), and nothing deletes it. So a record means a submission of the order
+    was accepted since (or while) it was refused, and a ``Rejected`` would contradict its ``Received``. The record
+    decides, not the deferral document's ``rejectedAt``: ``withdraw_refusal`` clears it before the record is
+    written, and a submission accepted in the same moment as a refusal can leave it set beside its record.
+
+    True: logged ``StatusSuperseded``, nothing sent, and the activity succeeds (the courier ends). A read that fails
+    fails the try; on the last try it is alerted ``StatusUndelivered``, since nobody can tell then whether the
+    refusal stands."""
     record = _read(ctx, data)
     if record is None:
         return False
@@ -425,23 +421,21 @@ def refusal_superseded(ctx: AppContext, data: PublishStatusInput) -> bool:
 
 
 def failure_moved_on(data: PublishStatusInput, record: StateRecord | None) -> bool:
-    """Whether the order whose failure status ``data`` holds (``Failed``, ``CompensationFailed``) moved on past the
-    attempt or round that failed, as ``record`` shows it (read fresh by ``publish_status``, never the version this
-    process cached: an operator's action is written by another process): the record is no longer in the failure's
-    state (``FAILED_IN``: an operator resubmitted it, ``Error -> Pending``, or compensated it, ``-> Compensating``),
-    or is under a later attempt or round (``attempt``: the next one claimed it and failed too; its own failure status
-    is its to send). Its
-    orchestration retries the status on durable timers for about six hours while the send fails (Service Bus down,
-    the submitter's queue full): a later try sent it after the next attempt's ``Processing``, even after its
-    ``Completed``, and the submitter heard the order failed last. As the owed sweep drops what the record owed once
-    an operator acted (``supervisor.owed``: the resubmit or compensate clears it).
+    """Whether the order whose failure status ``data`` holds (``Failed``, ``CompensationFailed``) moved past the
+    attempt or round that failed, as ``record`` shows it.
 
-    True: logged ``StatusMovedOn``, nothing sent; the activity answers None (as sent), so the timers stop, and
-    nothing is alerted (a failure status never says ``lastTry``). A read that fails fails the try (the timers try
-    again). Left: a try that read the record just before the operator's action sends it just after, as the owed
-    sweep does (docs/supervisor.md); the read costs a failure status one point read, no other status. A version from
-    before the failure (an earlier attempt's, or the failed one's still held) is no verdict: ``StaleRead``, the try
-    fails and the timers try again (it was taken as moved on, and the status waited for the owed sweep)."""
+    ``record`` is read fresh by ``publish_status``, never taken from this process's cache: an operator's action is
+    written by another process. Moved on: the record left the failure's state (``FAILED_IN``: an operator
+    resubmitted it, ``Error -> Pending``, or compensated it, ``-> Compensating``), or a later attempt or round holds
+    it (whose own failure status is its to send). The orchestration retries a failure status on durable timers for
+    hours while the send fails, so without this check a late try could tell the submitter the order failed after
+    its next attempt's ``Completed``. The owed sweep drops what the record owed the same way (``supervisor.owed``).
+
+    True: logged ``StatusMovedOn``, nothing sent, answered None (as sent), so the timers stop and nothing is alerted
+    (a failure status never says ``lastTry``). A read that fails fails the try. Accepted gap: a try that read the
+    record just before the operator's action sends it just after, as the owed sweep does (docs/supervisor.md). A
+    version from before the failure (an earlier attempt's, or the failed one's still held) is no verdict:
+    ``StaleRead``, the try fails and the timers try again."""
     if record is None or (record.process_state is FAILED_IN[data.status] and record.attempt == data.attempt):
         return False
     if record.attempt < data.attempt or (record.attempt == data.attempt and record.locked_by is not None):
@@ -455,17 +449,16 @@ def failure_moved_on(data: PublishStatusInput, record: StateRecord | None) -> bo
 
 
 def round_moved_on(data: PublishStatusInput, record: StateRecord | None) -> bool:
-    """Whether the order whose round's ``Compensating`` ``data`` holds moved past that round, as ``record`` (read fresh
-    by ``publish_status``) shows it: it ended (``Compensated``, ``CompensationFailed``) or a later round (or an
-    operator's resubmit) numbers it (``attempt``). The status is a progress status, tried once, but the activity may
-    run again: "each activity runs at least once" (durable-functions-code-constraints), and on Azure Storage a work
-    item whose worker died before deleting it comes back after 5 minutes, again and again. A run 10 minutes or more
-    after the first send (past duplicate detection) told the submitter ``Compensating`` after ``Compensated``
-    (tests/notifications/test_redteam45_compensating_run_late.py). The read is no extra cost: ``say_before_status``
-    read the record for a ``Compensating`` anyway (its order has not ended), and now takes this one.
+    """Whether the order whose round's ``Compensating`` ``data`` holds moved past that round, as ``record`` (read
+    fresh by ``publish_status``) shows it: the round ended (``Compensated``, ``CompensationFailed``), or a later
+    round or an operator's resubmit numbers it (``attempt``).
+
+    Needed though the status is tried once: an activity runs at least once, and a re-run past duplicate detection
+    would say ``Compensating`` after ``Compensated`` (tests/notifications/test_redteam45_compensating_run_late.py).
+    The read costs nothing extra: ``say_before_status`` takes it instead of its own.
 
     True: logged ``StatusMovedOn``, nothing sent, answered as sent. A version from before the round's claim (an
-    earlier ``attempt``: another instance's replica without the claim) is no verdict: the status is sent, as before."""
+    earlier ``attempt``: another instance's replica without the claim) is no verdict: the status is sent."""
     if record is None or record.attempt < data.attempt:
         return False
     if record.attempt == data.attempt and record.process_state is ProcessState.COMPENSATING:

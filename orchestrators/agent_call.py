@@ -53,12 +53,12 @@ def agent_request(
 
 
 def _answer_to(data: Any, request_id: str) -> AgentAnswer | None:
-    """The answer ``data`` gives to ``request_id``, or None: a reply to another request, or event data that is no
-    reply as ``AgentReply`` dumps it (not an object; no ``outcome``, or one neither ``succeeded`` nor ``failed``; a
-    ``result`` that is not an object; an ``error`` that is not text). The relay raises only replies the contract
-    read, but the event can be raised from outside it (the Durable HTTP API's ``raiseEvent`` takes any JSON): such
-    data is skipped, as the review wait skips a malformed answer, never taken as the answer, nor a
-    ``ProtocolError`` (or a step write that cannot take the result) that fails the attempt."""
+    """The answer ``data`` gives to ``request_id``, or None for a reply to another request or malformed data.
+
+    Malformed is anything ``AgentReply`` would not dump: not an object, an ``outcome`` that is neither
+    ``succeeded`` nor ``failed``, a ``result`` that is not an object, an ``error`` that is not text. The relay only
+    raises valid replies, but the Durable HTTP API's ``raiseEvent`` takes any JSON, so such data is skipped (as the
+    review wait skips a malformed answer) rather than failing the attempt."""
     try:
         if reply_request_id(data) != request_id:
             return None
@@ -82,10 +82,11 @@ def invoke_agent(
     sent: bool = False,
 ) -> Generator[Any, Any, AgentAnswer | None]:
     """Invokes the agent and waits for its reply or the deadline, whichever comes first.
-    Returns the reply, read once here (``parse_agent_answer``), or None when the timer won.
-    ``sent``: a Service Bus agent's request already went out with the step's start (``begin_step``).
-    ``timer_per_round``: after a reply to another request, the wait goes on against a timer of its own
-    (``orchestrators.timers.next_round_timer``); an instance started before that change keeps one."""
+
+    Returns the reply, read once here (``parse_agent_answer``), or None when the timer won. ``sent``: a Service Bus
+    agent's request already went out with the step's start (``begin_step``). ``timer_per_round``: after a reply to
+    another request, the wait goes on against a timer of its own (``orchestrators.timers.next_round_timer``); an
+    instance started before that flag keeps its one timer."""
     transport = agent(agent_name).transport
     detach = context if timer_per_round else None  # cancelled timers out of the SDK's open tasks (cancel_timer)
     timer = context.create_timer(deadline)

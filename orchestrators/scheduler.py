@@ -1,35 +1,26 @@
 """The scheduler: one Durable orchestration per attempt of an order.
 
-For each step of the workflow table it (1) records, with a fenced write, that the step started
-and its deadline (``completeBy``), (2) invokes the step's agent, (3) races the agent's reply
-against a durable timer at that deadline. Every state write is an activity fenced by
-``lockedBy``; the moment this attempt no longer owns the record it ends quietly.
+For each step of the workflow table it records the step's start and deadline (``completeBy``) with a fenced
+write, invokes the step's agent, and races the reply against a durable timer at that deadline.
 
-Lean on purpose (issue 15): a step's result is not a write of its own. The scheduler carries it
-(``Attempt.unrecorded``) into the next fenced write, which is always the next step's ``begin_step``
-or ``mark_processed``: the result and the next start (or ``Processed``) are one transition of one
-record, so they are one write. ``begin_step`` also sends a Service Bus agent's request, and the
-activities whose write makes a status true send it (``Processing`` from the attempt's first
-``begin_step``, ``Completed`` from ``mark_processed``). What the attempt needs before its first write
-(the order, earlier attempts' results, its settings: ``OrderPlan``) comes in its input, read where the
-record was claimed (``orchestrators.attempt_plan``); the first fenced write is what checks the claim
-still holds. On the happy path an attempt is five activities.
-
-If the timer wins, the orchestration ends *without touching the record*: recovery is the
-supervisor's job, with its own conditional update. A late reply then finds no one waiting.
-
-A non-transient failure goes to the decision function (``domain.compensation_policy``): the step's
-fallback agent first, then compensation (handed over with a fenced write; the supervisor starts the
-compensation orchestration), a pause for human review (high-impact orders), or Error.
-
-The attempt is split into named parts: ``_run_step`` (begin, ask the agent, record the outcome),
-``_handle_permanent_failure`` (the decision function and what it chose) and ``_review`` (the pause
-for an operator, closed at its deadline by a fenced write so that an answer noted in time is never
-lost to the timer: ``domain.review``). Every fenced write goes through ``orchestrators.fenced.call_fenced``: losing the
-record is one ``OwnershipLost``, caught once by ``process_order`` (``FencingLost``, with where).
-
-Orchestrator code is deterministic: time comes from ``context.current_utc_datetime``, settings
-from the plan in its recorded input, ids from ``domain.ids``; no I/O here.
+What the code relies on:
+- Every state write is an activity fenced by ``lockedBy``, made through ``orchestrators.fenced.call_fenced``.
+  Losing the record is one ``OwnershipLost``, caught once by ``process_order`` (``FencingLost``): the attempt
+  ends quietly.
+- A step's result is not a write of its own. It rides in ``Attempt.unrecorded`` into the next fenced write
+  (the next ``begin_step`` or ``mark_processed``), so a result and the next start are one write. On the happy
+  path an attempt is five activities.
+- The write that makes a status true sends it: ``Processing`` from the attempt's first ``begin_step``,
+  ``Completed`` from ``mark_processed``. ``begin_step`` also sends a Service Bus agent's request.
+- Everything the attempt needs before its first write (``OrderPlan``) is in its input, read where the record
+  was claimed (``orchestrators.attempt_plan``). The first fenced write checks the claim still holds.
+- If the timer wins, the attempt ends without touching the record: the supervisor recovers it with its own
+  conditional update, and a late reply finds no one waiting.
+- A non-transient failure goes to the decision function (``domain.compensation_policy``): the step's fallback
+  agent, compensation (handed over with a fenced write; the supervisor starts it), an operator review
+  (``_review``, closed at its deadline by a fenced write: ``domain.review``), or Error.
+- Orchestrator code is deterministic: time from ``context.current_utc_datetime``, settings from the plan in
+  its recorded input, ids from ``domain.ids``; no I/O.
 """
 
 from __future__ import annotations
@@ -84,7 +75,10 @@ from orchestrators.timers import cancel_open_timers, next_round_timer
 
 @dataclass
 class Attempt:
-    """What one attempt knows as it goes: orchestrator memory, rebuilt identically on every replay."""
+    """What one attempt knows as it goes: orchestrator memory, rebuilt identically on every replay.
+
+    The flags from ``closes_reviews`` on choose between behaviours of scheduler versions. An instance started
+    before a flag existed replays with it False, the way its history was recorded."""
 
     context: df.DurableOrchestrationContext
     writes: FencedWrites  # numbers the attempt's fenced writes (a late duplicate of one is refused)
@@ -95,29 +89,24 @@ class Attempt:
     results: dict[str, dict[str, Any]]
     reviews: int = 0
     unanswered: int = 0  # reviews that timed out: the default re-runs a step once, then compensation
-    # the last step's result, not yet on the record: the next fenced write records it
-    unrecorded: StepResult | None = None
-    # "Processing" not yet said: the next begin_step says it after its write
-    announce: bool = False
-    # "Received" perhaps never heard (the input's ``sayReceived``): the next begin_step says it before its write
+    unrecorded: StepResult | None = None  # the last step's result, recorded by the next fenced write
+    announce: bool = False  # "Processing" not yet said: the next begin_step says it after its write
+    # a "Received" perhaps never heard (the input's ``sayReceived``): the next begin_step says it before its write
     say_received: bool = False
-    # at a review deadline, close the review with a fenced write before acting (process_order_v4);
-    # process_order_v3, kept for its instances in flight, takes the default at once
+    # process_order_v4: a review deadline is closed with a fenced write before acting; v3 takes the default at once
     closes_reviews: bool = True
-    # a wait loop's round after a skipped event races a timer of its own (the attempt's input says so
-    # since that change; an instance started before replays with the one timer it recorded)
+    # ``timerPerRound``: after a skipped event, the next wait round races a timer of its own
     timer_per_round: bool = False
-    # a review reads its choices against the fallback that can take the step over for this order (the
-    # input's ``reviewsFitFallback``; an instance started before reads them against the step's fallback)
+    # ``reviewsFitFallback``: a review's choices are read against the fallback that can take the step over for
+    # this order (False: against the step's fallback)
     reviews_fit_fallback: bool = False
-    # a step's deadline is its begin_step's time plus the timeout, answered by the activity (the attempt's input
-    # says so since that change; an instance started before keeps its replay time plus the timeout)
+    # ``deadlineAtBegin``: a step's deadline is begin_step's time plus the timeout (False: the replay time plus it)
     deadline_at_begin: bool = False
 
     @property
     def detach_cancelled(self) -> Any:
-        """The context ``cancel_timer`` takes a cancelled timer out of the SDK's open tasks with, on an
-        instance started with ``timerPerRound`` (None on one started before: as it was recorded)."""
+        """The context ``cancel_timer`` needs to take a cancelled timer out of the SDK's open tasks; None on an
+        instance started before ``timerPerRound``."""
         return self.context if self.timer_per_round else None
 
     def take_unrecorded(self) -> StepResult | None:
@@ -147,8 +136,8 @@ class Ended:
 def process_order(
     context: df.DurableOrchestrationContext, *, closes_reviews: bool = True
 ) -> Generator[Any, Any, OrchestrationResult]:
-    """The attempt. ``closes_reviews=False`` is ``process_order_v3``'s replay: at a review deadline it
-    takes the default without the closing write (``_await_review``)."""
+    """Runs one attempt of an order. ``closes_reviews=False`` replays ``process_order_v3``, which takes a review's
+    default at its deadline without the closing write (``_await_review``)."""
     keep_early_events(context)  # every event raised before its wait opens, in order (agent replies, reviews, payment)
     return (yield from ends_quietly_when_fenced_out(_run_attempt(context, closes_reviews)))
 
@@ -159,7 +148,7 @@ def _run_attempt(
     started = AttemptInput.from_json(context.get_input())
     order_id, number, plan = started.order_id, started.attempt, started.plan
     me: str = context.instance_id
-    # the first begin_step tells the submitter "Processing" (not while waiting an outage out: that was said once)
+    # the first begin_step says "Processing", but not on an attempt waiting out an outage or a payment (said once)
     run = Attempt(
         context,
         FencedWrites(context),
@@ -274,17 +263,19 @@ def _ask_agent(run: Attempt, step: Step, agent_name: str, tries: int) -> Generat
 def _release_for_retry(
     run: Attempt, step: Step, error: Any, *, still_working: bool = False
 ) -> Generator[Any, Any, Ended]:
-    """The agent used up its retries before the deadline. Pull completeBy to now so the supervisor's
-    next run retries the order (it owns the retry budget). Its answer is not read: the attempt ends
-    here whether or not it still held the record. ``still_working``: the last try's service answered it still
-    works on the step (an earlier call of its key): said to the write, so the supervisor waits instead of counting."""
+    """Ends the attempt after the agent used up its retries before the deadline.
+
+    Pulls ``completeBy`` to now, so the supervisor's next run retries the order (it owns the retry budget). The
+    write's answer is not read: the attempt ends whether or not it still held the record. ``still_working``: the
+    service said it still works on the step (an earlier call with its key), so the supervisor waits instead of
+    counting a retry."""
     release = ReleaseForRetryInput(
         order_id=run.order_id,
         instance_id=run.me,
         step=step.name,
         attempt=run.number,
         error=error,
-        still_working=True if still_working else None,  # the input of a reply without it as before
+        still_working=True if still_working else None,  # None: left out of the input, as older versions wrote it
     )
     yield from call_state_activity(run.context, names.RELEASE_FOR_RETRY, run.writes.numbered(release).to_json())
     return Ended(orchestration_result("TransientFailure", step=step.name, error=error))
@@ -293,8 +284,10 @@ def _release_for_retry(
 def _handle_permanent_failure(
     run: Attempt, step: Step, agent_name: str, error: Any
 ) -> Generator[Any, Any, str | Ended]:
-    """A non-transient failure of ``agent_name``: the agent to try the step with next (fallback,
-    operator's retry or alternative), or the end of the attempt (compensation requested, Failed)."""
+    """Decides what follows a non-transient failure of ``agent_name``.
+
+    Returns the agent to try the step with next (fallback, operator's retry or alternative), or the end of the
+    attempt (compensation requested, or Failed)."""
     # a prepaid order was paid at its provider: no other provider can take over (``Step.fallback_for``)
     fallback = step.fallback_for(bool(run.order.get("prepaid")))
     decision = decide_compensation(
@@ -337,8 +330,9 @@ def _handle_permanent_failure(
 def _review(
     run: Attempt, step: Step, error: Any, reason: str, fallback: str | None
 ) -> Generator[Any, Any, tuple[str, str]]:
-    """Awaits an operator's review of the failure: the choice, and the reason it is recorded with.
-    An unanswered review takes the configured default; a second one in the attempt compensates.
+    """Awaits an operator's review of the failure; returns the choice and the reason it is recorded with.
+
+    An unanswered review takes the configured default; a second unanswered one in the attempt compensates.
     ``fallback``: the agent that can take the step over (``review_outcome``)."""
     run.reviews += 1
     choice, answered = yield from _await_review(run, step, error, reason, fallback)
@@ -351,8 +345,8 @@ def _review(
 
 
 def _step_request_id(instance: str, step_name: str, agent_name: str, tries: int) -> str:
-    """The first try of a step in an attempt keeps the plain id; a retry (fallback, review) gets its
-    own, so duplicate detection and reply matching never confuse two tries."""
+    """The request id of a try of a step: the plain id for the first try, a numbered one for a retry (fallback,
+    review), so duplicate detection and reply matching never confuse two tries."""
     plain = request_id(instance, step_name, agent_name)
     return plain if tries == 1 else f"{plain}:{tries}"
 
@@ -360,12 +354,13 @@ def _step_request_id(instance: str, step_name: str, agent_name: str, tries: int)
 def _await_review(
     run: Attempt, step: Step, error: Any, reason: str, fallback: str | None
 ) -> Generator[Any, Any, tuple[str, bool]]:
-    """Pauses for an operator's ``ReviewDecision`` (an alert says what to decide) until the review
-    deadline; then closes the review (``_close_review``): an answer noted in time, else the configured
-    default. Returns the choice and whether an operator made it (``OwnershipLost`` when fencing was
-    lost). With ``reviewsFitFallback`` the alert offers ``review_choices(fallback)`` and the default is
-    what it does there (``alternative`` with no fallback: ``fail``); an attempt started before offers
-    every choice and keeps the configured default's name."""
+    """Waits for an operator's ``ReviewDecision`` until the review deadline; returns the choice and whether an
+    operator made it.
+
+    An alert says what to decide. At the deadline ``_close_review`` takes an answer noted in time, else the
+    configured default. With ``reviewsFitFallback`` the alert offers ``review_choices(fallback)`` and the default is
+    what it does there (``alternative`` with no fallback: ``fail``); an older instance offers every choice. Raises
+    ``OwnershipLost`` when the record is lost."""
     context = run.context
     review = run.plan.review
     review_id = f"{run.me}:{step.name}:review:{run.reviews}"
@@ -410,9 +405,10 @@ def _await_review(
 
 
 def _close_review(run: Attempt, review_id: str, default: str) -> Generator[Any, Any, tuple[str, bool]]:
-    """The deadline passed: one fenced write closes the review, so no answer is noted after it. An
-    answer the record noted before it is taken (its event may still be on its way: its operator was
-    told it was taken); otherwise the default."""
+    """Closes the review at its deadline with one fenced write, so no answer is noted after it.
+
+    An answer the record noted before the close wins, even if its event is still on its way (its operator was told
+    it was taken); otherwise the default."""
     closing = CloseReviewInput(
         order_id=run.order_id, instance_id=run.me, attempt=run.number, review_id=review_id, default_action=default
     )

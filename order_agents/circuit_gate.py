@@ -2,19 +2,17 @@
 
 - ``admit``: closed, call; open, fail fast (no call); half-open, a probe grant is written before the
   call, so only ``CIRCUIT_PROBES`` agents probe at once.
-- ``succeeded`` / ``in_progress`` / ``failed``: a transient failure is counted (and may open the
-  circuit; a timeout weighs half a failure), "still working on the same key" proves the service up (the
-  weight cleared, the failures in a row not), a success on a closed circuit with nothing counted costs no
-  write. Which is which: ``order_agents.runtime.report_outcome``.
+- ``succeeded`` / ``in_progress`` / ``failed``: a transient failure is counted and may open the circuit
+  (a timeout weighs half a failure); "still working on the same key" proves the service up (the weight
+  cleared, the failures in a row not); a success on a closed circuit with nothing counted costs no
+  write. Which outcome is which: ``order_agents.runtime.report_outcome``.
 - What the gate last read or wrote is trusted for ``CIRCUIT_HEALTH_CACHE_SECONDS`` (``RecentHealth``),
-  to admit only, and for closed circuits only: a closed circuit admits without a read. A healthy
-  dependency then costs one point read per call (the success's) instead of two. What that window may
-  miss: another instance's opening (a few more calls reach a failing service, and count). A refusal
-  (open), a probe, a failure and a success are always read (and written when they change it) at
-  once: a refusal on a stale view, after another instance closed the circuit, would be a failure the
-  supervisor counts as the order's own; a success skipped on a view with nothing counted would leave
-  other instances' failures counted, and the circuit would open on failures that were not in a row
-  (with 20 instances, 100 calls/s and 20 % transient errors, 27 openings in 10 minutes, none without).
+  only to admit on a closed circuit: a healthy dependency then costs one point read per call instead of
+  two. The window may miss another instance's opening (a few more calls reach a failing service).
+- A refusal, a probe, a failure and a success always read (and write when they change something): a
+  refusal on a stale view would be a failure the supervisor counts as the order's own, and a skipped
+  success would leave other instances' failures counted, opening the circuit on failures that were not
+  in a row (docs/supervisor.md, "Dependency outages").
 
 Every circuit transition is an event: ``DependencyOutage`` (closed -> open), ``DependencyProbing``
 (open -> half-open), ``DependencyReopened`` (a probe failed), ``DependencyRecovered`` (-> closed,
@@ -158,10 +156,11 @@ def _redated(health: DependencyHealth, written: datetime, now: datetime) -> None
 
 
 class _TimedReads:
-    """The health store, placing what it returns among this process's reads (``RecentHealth`` keeps
-    the view read last, whichever invocation's request came back last): a read as of when it began,
-    a write placed when it was answered (a read that began before it landed may have missed it) and
-    trusted from when it was sent (it may change as soon as it lands)."""
+    """The health store, dating what it returns so ``RecentHealth`` keeps the latest view whichever invocation's
+    request came back last.
+
+    A read is dated when it began. A write is dated when it was answered (a read that began before it landed may
+    have missed it) and trusted from when it was sent (it may change as soon as it lands)."""
 
     def __init__(self, store: HealthStore, clock: Clock, recent: RecentHealth) -> None:
         self._store = store

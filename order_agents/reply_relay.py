@@ -1,31 +1,28 @@
 """The reply relay: turns an ``AgentReply`` on ``agent-replies`` into the Durable external event its
 orchestration waits for.
 
-A reply for an instance that is unknown or already finished is a late reply (the attempt timed out
-and the supervisor took over): it is completed and logged, never retried forever. Only the raise's own
-404/410 or a finished status says so: a failed raise followed by an empty status (the SDK's answer to a
-500 too) is relayed again later (below). A reply whose
-``instanceId`` is not an instance id this app builds for its ``orderId`` (``<orderId>:<attempt>`` or
-``<orderId>:compensate:<round>``) never reaches the Durable client: the contract refuses it, and it is
-dead-lettered ``InvalidFields``. A succeeded reply of a forward attempt whose result the app's agent would have
-refused (``ResultTooLarge``: more than the state record keeps, or than the requests carrying it on hold;
-``ResultNotExact``: an integer the record would round; ``order_agents.runtime.unkept_forward_result``) is not from
-that agent: dead-lettered with that reason, the attempt left to hear nothing, as from a lost reply.
+What becomes of a reply that cannot be raised:
+- A late reply (its instance unknown or finished: the attempt timed out and the supervisor took over) is completed
+  and logged. Only the raise's own 404/410 or a finished status says so: an empty status after a failed raise is
+  also the SDK's answer to a 500, so that reply is retried.
+- A reply whose ``instanceId`` is not one this app builds for its ``orderId`` (``<orderId>:<attempt>`` or
+  ``<orderId>:compensate:<round>``) is refused by the contract and dead-lettered ``InvalidFields``.
+- A succeeded forward reply whose result the app's own agent would have refused
+  (``order_agents.runtime.unkept_forward_result``: ``ResultTooLarge``, ``ResultNotExact``) is dead-lettered with that
+  reason; the attempt hears nothing, as from a lost reply.
+- A reply the Durable backend cannot take now (the raise fails, and the status read fails, reads as nothing, or says
+  the instance still runs) is sent to ``agent-replies`` again as the copy of its next round, due after that round's
+  delay (``round_delay``), and completed. It is not abandoned: its redeliveries would burn the delivery count in a
+  second and dead-letter it, paging an operator for an order that recovers anyway. The copy is relayed like any
+  reply.
+- The rounds last until the step's deadline, which the reply carries (``AgentReply.deadline``): the last is due
+  ``RAISE_MARGIN`` before it (``round_before_deadline``). A reply from an agent older than that field has the rounds
+  that span the current ``STEP_TIMEOUT_SECONDS`` (``relay_retry_delays``).
+- A reply with no round left is completed (``ReplyLeftToDeadline``): the attempt's durable timer ends it
+  (``DeadlineExpired``) and the supervisor retries the order under the same idempotency key. Only a copy that cannot
+  be sent (Service Bus failing too) abandons the message.
 
-A reply the Durable backend cannot take now (the raise fails and the status read fails too, reads as nothing, or says
-the instance still runs: a backend blip) is not abandoned: abandoned, it came back at once, five deliveries burnt
-in under a second, and the broker dead-lettered it ``MaxDeliveryCountExceeded``, which pages an operator
-(``deadLettersFound``) though the order recovers without the reply. It is sent to ``agent-replies`` again as the copy
-of its next round, due after that round's delay (1 s doubling to 30 s), and completed; the copy is relayed as any
-reply (raised, or a late reply once its attempt moved on or ended). The rounds last until the step's own deadline,
-which the reply carries (``AgentReply.deadline``, its request's: where the attempt's durable timer ends the wait),
-the last due ``RAISE_MARGIN`` before it (``round_before_deadline``), each counted from the broker's time of the
-message handled; a reply without it (an agent older than the field) has the rounds that span the current
-``STEP_TIMEOUT_SECONDS`` (``relay_retry_delays``), as before. A copy whose rounds are used up and still cannot be
-raised is completed (``ReplyLeftToDeadline``): its attempt's deadline is behind it or at hand, where the attempt's
-durable timer ends it (``DeadlineExpired``) and the supervisor retries the order under the same idempotency key, the
-agent answering with what its service did. Only a copy that cannot be sent (Service Bus failing too) is abandoned as
-before. The round helpers are the store retries' (``submission.store_outage.send_copy``)."""
+The round helpers are the store retries' (``submission.store_outage.send_copy``)."""
 
 from __future__ import annotations
 
@@ -68,13 +65,12 @@ def round_delay(round_number: int) -> timedelta:
 
 
 def relay_retry_delays(step_timeout: timedelta) -> tuple[timedelta, ...]:
-    """The delays between the rounds of a reply without its step's deadline (sent by an agent older than
-    ``AgentReply.deadline``): ``round_delay``'s, until together they reach ``step_timeout`` (``STEP_TIMEOUT_SECONDS``;
-    60 s: 1, 2, 4, 8, 16, 30 s, six rounds over 61 s). A reply is sent before its request's deadline, at most a step
-    timeout after the step began, so the rounds last until that deadline whenever the reply came, if the setting is
-    the one the attempt began with: past it, the attempt's timer has ended the wait and a copy is a late reply. The
-    short first rounds take a reply through a blip of a second or two while most of the step's time is still ahead;
-    the later ones, a backend failing for up to the rest of the step."""
+    """The delays between the rounds of a reply without its step's deadline (from an agent older than
+    ``AgentReply.deadline``): ``round_delay``'s, until together they reach ``step_timeout``.
+
+    With ``STEP_TIMEOUT_SECONDS`` at 60 s: 1, 2, 4, 8, 16, 30 s. A reply comes at most a step timeout after its step
+    began, so the rounds last until its deadline if the setting is the one the attempt began with. The short first
+    rounds ride out a blip of a second or two; the later ones a backend failing for the rest of the step."""
     delays: list[timedelta] = []
     total = timedelta(0)
     while total < step_timeout:
@@ -96,14 +92,12 @@ def round_before_deadline(now: datetime, message: ReceivedMessage, deadline: dat
     """The next round of ``message``, a reply carrying its step's ``deadline``, at the host's ``now``; None when no
     round is left before it (or ``MAX_RELAY_ROUNDS`` are done).
 
-    Sized by the step's own deadline, not by the current ``STEP_TIMEOUT_SECONDS``: from the setting, a deploy that
-    lowered it left in-flight replies to their deadlines early (an attempt that began with 600 s had six rounds over
-    61 s), and one that raised it sent copies past the deadline, late replies all. The round's delay
-    (``round_delay``) is cut so that it is due ``RAISE_MARGIN`` before the deadline; the time left is read on the
-    host's clock, as the deadline was written on the app's. The delay is added to the broker's time of the message
-    handled (its enqueued time: a copy's is when it came due), not to the host's now: a host whose clock ran ahead of
-    Service Bus's stretched every round by its lead (and one behind scheduled copies in the past: ``due_base``).
-    A message that waited in the queue longer than its delay has its copy due at once, behind the queue's backlog."""
+    Sized by the step's own deadline, not by the current ``STEP_TIMEOUT_SECONDS``, which a deploy may have changed
+    since the attempt began. The round's delay (``round_delay``) is cut so that the copy is due ``RAISE_MARGIN``
+    before the deadline; the time left is read on the host's clock, as the deadline was written on the app's. The
+    delay is added to the broker's time of the message (its enqueued time; a copy's is when it came due), not to the
+    host's now, so a host clock off from Service Bus's neither stretches the rounds nor schedules copies in the past
+    (as ``due_base``). A message that waited in the queue longer than its delay has its copy due at once."""
     done = retry_round(message.application_properties)
     room = deadline - now - RAISE_MARGIN
     if done >= MAX_RELAY_ROUNDS or room <= timedelta(0):
@@ -183,7 +177,7 @@ async def relay_reply(client: DurableClient, message: ReceivedMessage, ctx: AppC
 
 async def _retry_later(ctx: AppContext, message: ReceivedMessage, reply: AgentReply, why: str) -> Settlement:
     """Sends ``message`` to ``agent-replies`` again for its next round and completes it; completes it at once when
-    its rounds are used up (``ReplyLeftToDeadline``); abandons it, as before, when the copy cannot be sent."""
+    its rounds are used up (``ReplyLeftToDeadline``); abandons it when the copy cannot be sent."""
     fields = {"orderId": reply.order_id, "instanceId": reply.instance_id, "step": reply.step}
     try:
         # A blocking send (the SDK's own retries): off the worker's event loop, as the settlement is.

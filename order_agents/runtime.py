@@ -95,11 +95,10 @@ CARRIED_LIMIT = MAX_BODY_BYTES - REQUEST_ROOM
 
 
 def _not_kept(request: AgentRequest, result: Any) -> str | None:
-    """Why the state record could not keep a forward step's ``result`` (more than ``RESULT_LIMIT`` bytes as the
-    store sends it: one Cosmos DB item holds the record), or a later request could not carry it (more than
-    ``CARRIED_LIMIT`` bytes in a message: its refund or release, or the next step, dead-lettered ``BodyTooLarge`` by
-    the agent that reads it), or None. An undo's answer is kept only in part, bounded
-    (``domain.compensation.undo_result``), and carried nowhere."""
+    """Why a forward step's ``result`` cannot be kept or carried on (``unkept_forward_result``), or None.
+
+    An undo's answer is never refused: it is kept only in part, bounded (``domain.compensation.undo_result``), and
+    carried nowhere."""
     if request.action == "undo":
         return None
     refused = unkept_forward_result(result)
@@ -107,11 +106,15 @@ def _not_kept(request: AgentRequest, result: Any) -> str | None:
 
 
 def unkept_forward_result(result: Any) -> tuple[str, str] | None:
-    """Why a forward step's ``result`` is more than the record keeps or a later request carries
-    (``ResultTooLarge``), or holds an integer the record would not keep exactly (``ResultNotExact``: past
-    +-``MAX_EXACT_INT``, which ``adapters/remote/http_service.py`` refuses where an answer enters, as
-    ``read_outside_json``): (reason, what is wrong), or None. The reply relay refuses a reply holding such a
-    result as well (one the app's agent never sends)."""
+    """Why a forward step's ``result`` cannot be kept or carried on, as (reason, what is wrong), or None.
+
+    - ``ResultTooLarge``: more than ``RESULT_LIMIT`` bytes as the store sends it (one Cosmos DB item holds the
+      record), or more than ``CARRIED_LIMIT`` bytes in a message (its undo's request or the next step's would be
+      dead-lettered ``BodyTooLarge``).
+    - ``ResultNotExact``: an integer past +-``MAX_EXACT_INT``, which the record would round
+      (``adapters/remote/http_service.py`` refuses such answers where they enter, as ``read_outside_json``).
+
+    The reply relay refuses a reply holding such a result too (one the app's agent never sends)."""
     size = stored_size(result)
     if size > RESULT_LIMIT:
         return RESULT_TOO_LARGE, (
@@ -162,11 +165,13 @@ def run_agent_request(
     *,
     dependency: str | None = None,
 ) -> AgentReply | None:
-    """The reply to send, or None when no reply may be sent (the deadline has passed). No call is made
-    while the service's circuit is open (``gate``: dependency health shared across orders): the reply is a
-    transient failure with ``dependencyOpen`` set. ``dependency``: the service ``service`` is, the one
-    whose circuit guards the call: the handling agent's (a fallback agent calls its own provider, not the
-    step's); None, the step's own agent's."""
+    """Runs ``request`` against ``service``; returns the reply to send, or None when no reply may be sent (the
+    deadline has passed).
+
+    No call is made while the service's circuit is open (``gate``: dependency health shared across orders): the
+    reply is then a transient failure with ``dependencyOpen`` set. ``dependency``: the service whose circuit guards
+    the call, the handling agent's (a fallback agent calls its own provider, not the step's); None: the step's own
+    agent's."""
     deadline = request.deadline
     if clock.now() >= deadline:
         log.warning(
@@ -239,10 +244,10 @@ def run_agent_request(
         refused = _not_carriable(reply) or _not_kept(request, result)
         if refused is not None:  # the relay would dead-letter it, or the record not keep it: say why instead
             log.error("succeeded, but the answer cannot be carried: %s", refused, extra=fields)
-            # The call acted: an unknown outcome to the attempt (as a timeout), never a refusal. A refusal
-            # sends the step to the fallback provider under the same key, which charged a second time;
-            # this way the supervisor retries (the same key: the provider answers what it did) and, out
-            # of retries, escalates: compensation undoes it by its key, or an operator is alerted.
+            # The call acted: an unknown outcome to the attempt (as a timeout), never a refusal, which would send
+            # the step to the fallback provider and charge a second time. The supervisor retries under the same
+            # key (the provider answers what it did) and, out of retries, escalates: compensation undoes it by its
+            # key, or an operator is alerted.
             return _reply(
                 request, outcome="failed", transient=True, error=f"the service's answer cannot be carried: {refused}"
             )

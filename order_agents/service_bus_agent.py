@@ -1,19 +1,18 @@
-"""A Service Bus agent: takes an ``AgentRequest`` from its request queue, runs it, and sends the
-``AgentReply`` to ``agent-replies``. Returns how the request message must be settled.
+"""A Service Bus agent: takes an ``AgentRequest`` from its request queue, runs it, and sends the ``AgentReply`` to
+``agent-replies``. Returns how the request message must be settled.
 
-A reply whose send fails (``SendError``, after the SDK's own retries) is sent again in the same invocation, after
-a backoff (``AGENT_RETRY_BASE_MS`` doubling to ``AGENT_RETRY_MAX_MS``, jittered), while the request's deadline is
-ahead and the send can end within the Functions host's lock renewal (``settings.LOCK_RENEWAL``, from the start of
-the invocation); then the request is completed and ``AgentReplyUndelivered`` logged: the attempt recovers without
-the reply (its timer at the deadline, then the supervisor's retry, which asks again under the same idempotency key
-and gets the service's recorded answer; out of retries, compensation undoes the step as one of unknown outcome, by
-that key). Before, the request was abandoned at once: its redeliveries called the service again (the same key: no
-second effect) and came back within seconds, so a reply queue failing for a minute used the five up, the broker
-dead-lettered the request (``MaxDeliveryCountExceeded``) and the dead-letter watch paged an operator
-(``deadLettersFound``) for a message nobody can use (by the time anyone looks its deadline has passed: a
-redelivery or a resubmit of it is dropped unread) while the order recovered on its own. A reply queue that refuses
-the app (``QueueNotFound``: missing, disabled, the app's role gone) and a reply no send can carry
-(``MessageRejected``) still abandon the request: no retry mends them, and that dead letter is the page they need."""
+A reply send that fails (``SendError``, after the SDK's own retries) is tried again in the same invocation after a
+backoff (``AGENT_RETRY_BASE_MS`` doubling to ``AGENT_RETRY_MAX_MS``, jittered), while the request's deadline is
+ahead and the send can end within the host's lock renewal (``settings.LOCK_RENEWAL``, from the invocation's start).
+After that the request is completed and ``AgentReplyUndelivered`` logged. The attempt recovers without the reply:
+its timer ends it at the deadline, and the supervisor's retry asks again under the same idempotency key (the
+service answers what it did).
+
+Completing, not abandoning, is deliberate: redeliveries come back within seconds, use up the delivery count, and
+dead-letter (``MaxDeliveryCountExceeded``) a request whose deadline has passed, paging an operator for an order
+that recovers on its own (tests/agents/test_redteam51_reply_unsendable.py). A reply queue that refuses the app
+(``QueueNotFound``: missing, disabled, the app's role gone) or a reply no send can carry (``MessageRejected``)
+still abandons the request: no retry mends them, and the dead letter is the page they need."""
 
 from __future__ import annotations
 
@@ -76,7 +75,7 @@ def handle_agent_request(ctx: AppContext, agent_name: str, message: ReceivedMess
 
 
 def _send_reply(ctx: AppContext, request: AgentRequest, reply: AgentReply, started: datetime) -> Settlement:
-    """Sends the reply, again after a backoff while it fails and there is time (see the module's docstring)."""
+    """Sends the reply, retrying after a backoff while it fails and there is time (see the module's docstring)."""
     outgoing = OutgoingMessage(
         body=reply.to_json(),
         message_id=reply_message_id(request.request_id),

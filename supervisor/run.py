@@ -1,7 +1,10 @@
-"""One supervisor run: a bounded scan, then a conditional recovery of each expired record; then the compensation
-rounds' claims (each batch started by the trigger as soon as it is claimed), the owed notifications, the outage
-alerts and, on a fresh catch-up run only, the sweep for state documents no query selects (``supervisor/stray.py``:
-paged, not acted on). Each phase within the run's budget, one phase's failure never stopping the next."""
+"""One supervisor run: find what is due, then act on it, one phase after another.
+
+The phases, in order: a bounded scan and a conditional recovery of each expired record; the claims of due
+compensation rounds (each batch started by the trigger as soon as it is claimed); the owed notifications; the
+outage alerts; and, on a fresh catch-up run only, the sweep for state documents no query selects
+(``supervisor/stray.py``: paged, not acted on). Each phase stays within the run's budget, and one phase's failure
+never stops the next."""
 
 from __future__ import annotations
 
@@ -37,12 +40,11 @@ from supervisor.stray import sweep_stray
 from supervisor.unmapped import alert_unmapped
 
 # How long one run spends on its recoveries (a few Cosmos DB requests each, up to SUPERVISOR_MAX_RECORDS), inside
-# the run's own budget (``supervisor.budget.RUN_BUDGET``): the records left are still expired, and the next run goes
-# on with them (``scan.leave_rest``). A Cosmos DB slow to answer (throttled past its retries, 8-10 s a request) held
-# a run's 100 recoveries for an hour, past the host's functionTimeout (host.json: 30 minutes), which kills the run
-# and restarts the worker, failing every invocation on it (the agents' handlers, activities); the rest of the run
-# (claims, owed notifications, outage alerts) keeps the last third of the run's budget. Measured on the run's clock
-# (``AppContext.clock``).
+# the run's own budget (``supervisor.budget.RUN_BUDGET``), on ``AppContext.clock``. The records left are still
+# expired, and the next run goes on with them (``scan.leave_rest``). The cap keeps a run against a throttled
+# Cosmos DB under the host's functionTimeout (host.json), whose expiry restarts the worker and fails every
+# invocation on it, and leaves the last third of the run's budget to the later phases
+# (tests/supervisor/test_run_budget.py).
 RECOVERY_BUDGET = timedelta(minutes=10)
 
 
@@ -93,17 +95,19 @@ def _isolated(what: str, phase: Callable[[], int]) -> int:
 
 @dataclass(frozen=True)
 class Due:
-    """What a run found due before it acts: the expired attempts, and the page of due compensation rounds (None:
-    its query failed; the claims query again, after the recoveries, and take a failure as they always have)."""
+    """What a run found due before it acts: the expired attempts and the page of due compensation rounds.
+
+    ``rounds`` is None when its query failed: the claims query again after the recoveries."""
 
     scan: ScanResult
     rounds: Page | None = None
 
 
 def find_due(ctx: AppContext, state: ScanState, budget: RunBudget | None = None) -> Due:
-    """The run's scan of expired attempts (``supervisor/scan.py``) and its page of due compensation rounds (not
-    read once ``budget`` is spent: the claims would not start). A scan that fails is an empty, interrupted scan
-    (logged): the rest of the run goes on."""
+    """Scans for expired attempts (``supervisor/scan.py``) and reads the page of due compensation rounds.
+
+    The rounds are not read once ``budget`` is spent (the claims would not start). A failed scan is logged and
+    taken as an empty, interrupted scan, so the rest of the run goes on."""
     try:
         scan = scan_expired(ctx.states, state, ctx.settings, ctx.clock.now(), budget)
     except Exception as exc:  # the scan drops its cursor; the compensation claims still run
@@ -112,7 +116,7 @@ def find_due(ctx: AppContext, state: ScanState, budget: RunBudget | None = None)
     if budget is not None and budget.spent():
         return Due(scan, None)
     try:
-        # a fresh catch-up's also reads the rounds whose deadline was removed by hand (``due_compensations``)
+        # a fresh catch-up also reads the rounds whose deadline was removed by hand (``due_compensations``)
         rounds: Page | None = due_compensations(ctx, undated=scan.catch_up and not scan.resumed)
     except Exception:  # the claims query again, and take its failure as they always have
         rounds = None
@@ -120,11 +124,13 @@ def find_due(ctx: AppContext, state: ScanState, budget: RunBudget | None = None)
 
 
 def held_instances(ctx: AppContext, due: Due, budget: RunBudget | None = None) -> list[str]:
-    """The instances whose runtime status the run reads before it acts (``supervisor/backend_wait.py``): those
-    holding the expired attempts and due rounds; when ``SUPERVISOR_BACKEND_WAIT_SECONDS`` is 0, only those of
-    attempts and rounds that never began (a start missed is released uncounted: ``supervisor.recovery``,
-    ``supervisor.compensation_rounds``) and of those whose deadline was removed by hand (left to a live instance
-    whatever the wait: ``backend_wait.left_to_backend``); none when ``budget`` is spent (the run acts on none)."""
+    """The instances whose runtime status the run reads before it acts (``supervisor/backend_wait.py``).
+
+    Those holding the expired attempts and due rounds. When ``SUPERVISOR_BACKEND_WAIT_SECONDS`` is 0, only the
+    ones read whatever the wait: attempts and rounds that never began (a missed start is released uncounted:
+    ``supervisor.recovery``, ``supervisor.compensation_rounds``) and those whose deadline was removed by hand
+    (left to a live instance: ``backend_wait.left_to_backend``). None once ``budget`` is spent: the run acts on
+    none."""
     if budget is not None and budget.spent():
         return []
     wait = ctx.settings.supervisor_backend_wait
@@ -145,14 +151,18 @@ def run_supervisor(
     budget: RunBudget | None = None,
     start: StartRounds | None = None,
 ) -> SupervisorReport:
-    """Synchronous (Cosmos SDK calls); the timer trigger runs it in a worker thread. ``due``: what the run found
-    due, when the trigger looked first (``find_due``) to read ``statuses``, the runtime statuses of the instances
-    holding it (``held_instances``); without them every expired attempt and round is taken at its deadline.
-    ``budget``: the run's, from the trigger's start (default: from now, ``RUN_BUDGET``); each phase starts no unit
-    of work once it is spent (``supervisor/budget.py``). ``start``: starts the rounds claimed, batch by batch, each
-    as soon as it is claimed (``claim_due_compensations``), and releases those whose start it never tried
-    (``supervisor/blueprint.py``); without it the claims stop after one batch, and the
-    rounds claimed are returned for the caller to start at once (``report.compensations``)."""
+    """Runs one supervisor pass and reports what it did.
+
+    Synchronous (Cosmos SDK calls): the timer trigger runs it in a worker thread.
+
+    - ``due``: what the trigger found due (``find_due``) before it read ``statuses``, the runtime statuses of the
+      instances holding it (``held_instances``). Without them every expired attempt and round is taken at its
+      deadline.
+    - ``budget``: the run's, from the trigger's start (default: ``RUN_BUDGET`` from now). No phase starts a unit of
+      work once it is spent (``supervisor/budget.py``).
+    - ``start``: starts each batch of claimed rounds as soon as it is claimed (``claim_due_compensations``) and
+      releases those whose start it never tried (``supervisor/blueprint.py``). Without it the claims stop after one
+      batch and the caller starts the rounds in ``report.compensations``."""
     if budget is None:
         budget = RunBudget.start(ctx.clock)
     if due is None:
@@ -160,40 +170,14 @@ def run_supervisor(
     scan = due.scan
     known = statuses or {}
     alert_unmapped(ctx, scan.unmapped, "expired attempts")  # skipped, not silent; never raises
-    # the store refusing the app's identity for good pages, though each run takes it for a blip; never raises
+    # pages when the store refuses the app's identity for good, which one run alone takes for a blip; never raises
     watch_refusal(ctx, state.refusal, scan.refused, answered=scan.pages > 0 or not scan.interrupted)
-    counts = dict.fromkeys(RecoveryAction, 0)
-    failed = 0
-    to_terminate: list[str] = []
-    recoveries = budget.share(RECOVERY_BUDGET)
-    for done, record in enumerate(scan.records):
-        if recoveries.spent():
-            recoveries.stopped("recoveries", done=done, left=len(scan.records) - done)
-            # the next run goes on with the records left, not after the scan's last page
-            leave_rest(state, scan, scan.records[done - 1] if done else None)
-            break
-        try:
-            result = recover(ctx, record, known.get(record.locked_by) if record.locked_by is not None else None)
-        except StoreUnavailable as exc:
-            failed += 1
-            app_event(
-                "SupervisorRecoveryFailed",
-                f"order {record.order_id}: recovery failed, store unavailable: {exc}",
-                logging.WARNING,
-                orderId=record.order_id,
-            )
-            continue
-        except Exception as exc:  # isolation: one record never stops the run for the others
-            failed += 1
-            phase_failed(f"order {record.order_id}: recovery", exc, orderId=record.order_id)
-            continue
-        counts[result.action] += 1
-        if result.expired_instance is not None:
-            to_terminate.append(result.expired_instance)
+    recovered = _recover_expired(ctx, state, scan, known, budget)
+    counts, failed, to_terminate = recovered.counts, recovered.failed, recovered.to_terminate
     fresh_catch_up = scan.catch_up and not scan.resumed
     try:
-        # read again when this run's recoveries handed orders to compensation: their first rounds start now (a fresh
-        # catch-up's read, as its first, the rounds without a deadline too: ``find_due``)
+        # query again when this run's recoveries handed orders to compensation (their first rounds start now); a
+        # fresh catch-up also reads the rounds without a deadline, as ``find_due`` did
         rounds = None if counts[RecoveryAction.COMPENSATING] else due.rounds
         claims = claim_due_compensations(ctx, rounds, statuses, budget, start, undated=fresh_catch_up)
     except StoreUnavailable as exc:
@@ -205,7 +189,7 @@ def run_supervisor(
     to_terminate.extend(claims.stale_instances)
     # Without ``start``, the rounds claimed above are started by the caller once this returns: nothing after this
     # point may raise, or they would be left unstarted (and counted as lost rounds at the next run).
-    # still owed by earlier failure writes; the sweep goes on from the last run's page (supervisor/owed.py)
+    # notifications owed by earlier failure writes; the sweep goes on from the last run's page (supervisor/owed.py)
     notified = _isolated("owed notifications", lambda: deliver_due(ctx, state.owed, budget))
     # after the recoveries: the orders this run put waiting are counted in a new outage's alert
     outage_alerts = _isolated("outage alerts", lambda: alert_outages(ctx, budget))
@@ -231,6 +215,57 @@ def run_supervisor(
         starts_missed=counts[RecoveryAction.START_MISSED],
         stray=stray,
     )
+    _log_run(report)
+    return report
+
+
+@dataclass
+class _Recoveries:
+    """What the run's recoveries did: a count per action, the records that failed, the instances to terminate."""
+
+    counts: dict[RecoveryAction, int]
+    failed: int = 0  # the store was unavailable for that record (or its recovery raised); a later run finds it
+    to_terminate: list[str] = field(default_factory=list)
+
+
+def _recover_expired(
+    ctx: AppContext, state: ScanState, scan: ScanResult, known: InstanceStatuses, budget: RunBudget
+) -> _Recoveries:
+    """Recovers the scan's expired records one by one, within ``RECOVERY_BUDGET`` of the run's budget.
+
+    One record's failure never stops the others. When the budget is spent, the records left are handed to the next
+    run (``leave_rest``)."""
+    done_so_far = _Recoveries(dict.fromkeys(RecoveryAction, 0))
+    recoveries = budget.share(RECOVERY_BUDGET)
+    for done, record in enumerate(scan.records):
+        if recoveries.spent():
+            recoveries.stopped("recoveries", done=done, left=len(scan.records) - done)
+            # the next run goes on with the records left, not after the scan's last page
+            leave_rest(state, scan, scan.records[done - 1] if done else None)
+            break
+        try:
+            result = recover(ctx, record, known.get(record.locked_by) if record.locked_by is not None else None)
+        except StoreUnavailable as exc:
+            done_so_far.failed += 1
+            app_event(
+                "SupervisorRecoveryFailed",
+                f"order {record.order_id}: recovery failed, store unavailable: {exc}",
+                logging.WARNING,
+                orderId=record.order_id,
+            )
+            continue
+        except Exception as exc:  # isolation: one record never stops the run for the others
+            done_so_far.failed += 1
+            phase_failed(f"order {record.order_id}: recovery", exc, orderId=record.order_id)
+            continue
+        done_so_far.counts[result.action] += 1
+        if result.expired_instance is not None:
+            done_so_far.to_terminate.append(result.expired_instance)
+    return done_so_far
+
+
+def _log_run(report: SupervisorReport) -> None:
+    """Logs the run's ``SupervisorRun`` event, its counts as fields."""
     app_event(
         "SupervisorRun",
         f"supervisor run: found {report.found}, recovered {report.recovered}, skipped {report.skipped}, "
@@ -253,4 +288,3 @@ def run_supervisor(
         startsMissed=report.starts_missed,
         strayDocuments=report.stray,
     )
-    return report
