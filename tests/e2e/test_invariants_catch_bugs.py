@@ -195,6 +195,28 @@ def test_with_the_completed_status_answered_sent_but_not_sent_the_submitters_nev
     assert report["invariants"]["missing_statuses"] == 8
 
 
+def test_statuses_dropped_before_a_queue_began_refusing_are_not_excused_by_its_refusal(monkeypatch):
+    """Red team of the runner's excuses: the same mutant (``Completed`` answered sent, never sent), and submitter 1's
+    queue deleted for good at 20 s, after its first orders ended. The app met the refusal for the orders still
+    running (``ReplyQueueUnavailable``, alerted): their statuses cannot arrive. Before, every order of that queue
+    was excused, and ``missing_statuses`` counted only submitter 2's 6 orders: the ``Completed`` dropped while the
+    queue still took sends was hidden by a refusal that came after it (``localrun/report.py``,
+    ``_unreachable_orders``)."""
+    import notifications.status as status
+
+    real = status.publish_status
+
+    def no_completed(*args: Any, **kwargs: Any) -> Any:
+        return status.Delivery.SENT if kwargs.get("status") == "Completed" else real(*args, **kwargs)
+
+    monkeypatch.setattr(status, "publish_status", no_completed)
+    refusing = {"refusing": [{"submitter": 1, "error": "not_found", "start_s": 20}]}
+    report = run("happy-path", orders=12, overlay={"reply_queues": 2, "status_queues": refusing})
+    assert report["final_states"]["Processed"] == 12
+    assert report["alerts"].get("ReplyQueueUnavailable", 0) > 0  # the queue is unreachable at the end, alerted
+    assert report["invariants"]["missing_statuses"] > 6  # submitter 2's 6, and submitter 1's that ended before
+
+
 def test_with_a_store_failure_taken_for_done_an_order_is_lost(monkeypatch):
     """An error swallowed: an orders message that met a Cosmos DB failure is completed instead of handled again
     later (``retry_later``): nothing recorded, nothing dead-lettered, the order is gone."""
