@@ -532,7 +532,8 @@ def _rejected_orders(
     given_up: set[tuple[str, str]] | None = None,
 ) -> set[str]:
     """Orders told ``Rejected`` on a submitter's queue, and orders refused (an ``OrderRejected`` alert
-    naming them) whose submitter's queue is unreachable (``_unreachable_submitters``) or whose ``Rejected``
+    naming them) whose submitter's queue is unreachable (``unreachable``, order ids: ``_unreachable_orders``, the
+    app met the refusal for the order) or whose ``Rejected``
     the app gave up on while that queue refused (``_undelivered_statuses``: a queue full for good): that
     status cannot arrive, and the alert stands in for it, as for ``missing_statuses``."""
     told = {s["orderId"] for s in statuses if s["status"] == "Rejected"}
@@ -542,7 +543,7 @@ def _rejected_orders(
         for a in alerts
         if a.get("type") == "OperatorAlert" and a.get("kind") == "OrderRejected" and isinstance(a.get("orderId"), str)
     }
-    return told | {o for o in refused if valid.get(o, {}).get("replyTo") in unreachable or o in undeliverable}
+    return told | {o for o in refused if o in unreachable or o in undeliverable}
 
 
 def _stranded_messages(result: SimulationResult, by_order: dict[str, Any], refused: set[str]) -> list[str]:
@@ -716,10 +717,10 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     told_as = {o: v for o, v in valid.items() if o not in displaced}
     owners = _judged_orders(result, by_order, told_as)
     statuses = _status_messages(result)
-    unreachable = _unreachable_submitters(result)
     alert_bodies = _alert_bodies(result)
     given_up = _undelivered_statuses(result, owners)
-    rejected = _rejected_orders(statuses, alert_bodies, valid, unreachable, given_up) - set(by_order)
+    rejected = _rejected_orders(statuses, alert_bodies, valid, _unreachable_orders(result, valid), given_up)
+    rejected -= set(by_order)
     final["Rejected"] = len(rejected)
     dead = result.broker.dead_letters()
     final["DeadLettered"] = sum(1 for d in dead if d.queue == "orders")
