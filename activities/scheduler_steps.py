@@ -46,7 +46,7 @@ from domain.ids import bounded
 from domain.records import StateRecord
 from domain.states import ProcessState
 from notifications.alerts import raise_alert_after_write, send_owed_alert
-from notifications.received import owe_if_unheard, say_before_status, say_received_unwritten
+from notifications.received import NOT_AFTER_RECEIVED, owe_if_unheard, say_before_status, say_received_unwritten
 from notifications.status import Delivery
 from observability.events import app_event
 from orchestrators.status import PROGRESS_STATUSES
@@ -375,9 +375,9 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused |
         if data.last_try:
             _give_up(ctx, data, reply_to, exc, received_too=True)
         raise
-    except StoreUnavailable as exc:  # the record, read for a Received still owed
+    except StoreUnavailable as exc:  # the record, read for a Received still owed: it may be, unsaid
         if data.last_try:
-            _give_up(ctx, data, reply_to, exc)
+            _give_up(ctx, data, reply_to, exc, received_too=True)
         raise
     try:
         delivery = notifications.status.publish_status(
@@ -477,12 +477,13 @@ def _not_sent(event: str, data: PublishStatusInput, why: str, **fields: Any) -> 
 
 def _read(ctx: AppContext, data: PublishStatusInput) -> StateRecord | None:
     """The order's record, read fresh for ``publish_status``; a read that fails fails the try (alerted
-    ``StatusUndelivered`` on the last: nothing tries again)."""
+    ``StatusUndelivered`` on the last: nothing tries again), giving up with its status the ``Received`` the
+    unread record may still owe before it (``NOT_AFTER_RECEIVED``: not before ``Rejected``)."""
     try:
         return ctx.states.get(data.order_id)
     except StoreUnavailable as exc:
         if data.last_try:
-            _give_up(ctx, data, data.reply_to, exc)
+            _give_up(ctx, data, data.reply_to, exc, received_too=data.status not in NOT_AFTER_RECEIVED)
         raise
 
 
@@ -490,8 +491,10 @@ def _give_up(
     ctx: AppContext, data: PublishStatusInput, reply_to: str | None, error: Exception, *, received_too: bool = False
 ) -> None:
     """The last try of ``data``'s status failed: given up and alerted (``notifications.status.give_up``).
-    ``received_too``: it failed saying the ``Received`` the record still owed before it, so that one is given up
-    with it (the record keeps the mark; nobody may say it after the status that waited for it went unsaid)."""
+    ``received_too``: it failed saying the ``Received`` the record still owed before it, or reading the record for
+    it (which may owe it: nobody can tell), so that one is given up with it (the record keeps any mark; nobody may
+    say it after the status that waited for it went unsaid). Before, a try that failed reading gave its status up
+    alone, and a ``Received`` the record still owed was named nowhere."""
     notifications.status.give_up(
         ctx.sender,
         order_id=data.order_id,

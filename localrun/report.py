@@ -194,8 +194,8 @@ def _missing_statuses(
     """Settled orders whose submitter never heard ``Received``, or never heard the status that says how the order
     ended since it last left a failure (``restarted``: the ``Failed`` of an attempt an operator resubmitted is not
     the ending of an order that failed again, or ended otherwise). Not counted: a status the app gave up on and told
-    an operator so (``given_up``), an order whose queue still refuses the app at the end, alerted
-    (``unreachable``)."""
+    an operator so (``given_up``), an order whose queue still refuses the app at the end, alerted, and refused the
+    order's statuses (``unreachable``, order ids: ``_unreachable_orders``)."""
     heard: dict[str, set[str]] = {}
     heard_since: dict[str, set[str]] = {}
     for s in statuses:
@@ -206,7 +206,7 @@ def _missing_statuses(
     missing: list[str] = []
     for order_id, doc in by_order.items():
         ending = FINAL_STATUS.get(doc["processState"])
-        if order_id not in owners or owners[order_id].get("replyTo") in unreachable or ending is None:
+        if order_id not in owners or order_id in unreachable or ending is None:
             continue
         wanted = (("Received", heard.get(order_id, set())), (ending, heard_since.get(order_id, set())))
         if any(status not in told and (order_id, status) not in given_up for status, told in wanted):
@@ -232,8 +232,9 @@ def _unanswered_cancellations(
     ``CompensationFailed``) nor refused with ``CancellationRejected`` on the order's own queue
     (submission/cancellation.py): the order finished (``Processed``, ``Error``) and its submitter never heard
     what became of its cancellation. Not counted, as for ``missing_statuses``: a status the app gave up on and
-    alerted (``given_up``), an order whose queue still refuses the app at the end (``unreachable``), an order with no
-    record (refused at admission: ``CancelIgnored``) or still unsettled (``non_terminal``)."""
+    alerted (``given_up``), an order whose queue still refuses the app at the end (``unreachable``, order ids:
+    ``_unreachable_orders``), an order with no record (refused at admission: ``CancelIgnored``) or still unsettled
+    (``non_terminal``)."""
     refused = {
         s["orderId"]
         for s in statuses
@@ -244,7 +245,7 @@ def _unanswered_cancellations(
         state = by_order.get(order_id, {}).get("processState")
         if state is None or state in UNDONE_STATES or ProcessState(state) in NON_TERMINAL or order_id in undoing:
             continue
-        if order_id not in owners or owners[order_id].get("replyTo") in unreachable:
+        if order_id not in owners or order_id in unreachable:
             continue
         if order_id not in refused and (order_id, "CancellationRejected") not in given_up:
             unanswered.append(
@@ -389,6 +390,18 @@ def _unreachable_submitters(result: SimulationResult) -> set[str]:
     alerted = {a.get("details", {}).get("replyTo") for a in alerts if a.get("kind") == "ReplyQueueUnavailable"}
     now = START + timedelta(seconds=result.simulated_s)
     return {q for q in result.workload.submitters if q in alerted and result.broker.refusing(q, now) is not None}
+
+
+def _unreachable_orders(result: SimulationResult, owners: dict[str, dict[str, Any]]) -> set[str]:
+    """The orders of ``owners`` whose statuses cannot arrive: their queue still refuses the app at the end, alerted
+    (``_unreachable_submitters``), and the app met that refusal for the order (its ``ReplyQueueUnavailable`` event,
+    logged for every status a queue refuses: notifications/status.py, and for the ``Received`` a status waited
+    for). Before, every order of such a queue was excused: a queue that began refusing after some of its orders had
+    ended excused the statuses the app had dropped for them while it took sends (an app that answered ``Completed``
+    sent without sending it, and a queue deleted a few seconds after those orders ended: ``missing_statuses`` held)."""
+    queues = _unreachable_submitters(result)
+    met = {event.get("orderId") for event in result.events.named("ReplyQueueUnavailable")}
+    return {order_id for order_id, owner in owners.items() if owner.get("replyTo") in queues and order_id in met}
 
 
 # What a NotificationsStuck alert says cannot reach the submitter yet: the failure status its record owes
@@ -542,7 +555,8 @@ def _rejected_orders(
     given_up: set[tuple[str, str]] | None = None,
 ) -> set[str]:
     """Orders told ``Rejected`` on a submitter's queue, and orders refused (an ``OrderRejected`` alert
-    naming them) whose submitter's queue is unreachable (``_unreachable_submitters``) or whose ``Rejected``
+    naming them) whose submitter's queue is unreachable (``unreachable``, order ids: ``_unreachable_orders``, the
+    app met the refusal for the order) or whose ``Rejected``
     the app gave up on while that queue refused (``_undelivered_statuses``: a queue full for good): that
     status cannot arrive, and the alert stands in for it, as for ``missing_statuses``."""
     told = {s["orderId"] for s in statuses if s["status"] == "Rejected"}
@@ -552,7 +566,7 @@ def _rejected_orders(
         for a in alerts
         if a.get("type") == "OperatorAlert" and a.get("kind") == "OrderRejected" and isinstance(a.get("orderId"), str)
     }
-    return told | {o for o in refused if valid.get(o, {}).get("replyTo") in unreachable or o in undeliverable}
+    return told | {o for o in refused if o in unreachable or o in undeliverable}
 
 
 def _stranded_messages(result: SimulationResult, by_order: dict[str, Any], refused: set[str]) -> list[str]:
@@ -637,7 +651,7 @@ def _silent_failures(
         order_id = json.loads(str(m)).get("orderId")
         if not isinstance(order_id, str) or order_id not in restarted or m.enqueued_time_utc >= restarted[order_id]:
             alerted.add(order_id)
-    unreachable = _unreachable_submitters(result)
+    unreachable = _unreachable_orders(result, valid)
     heard_own: dict[str, set[str]] = {}
     for status in statuses:
         order_id = status["orderId"]
@@ -650,7 +664,7 @@ def _silent_failures(
         wanted = FAILURE_STATUS.get(final)
         if wanted is None or order_id not in valid:
             continue
-        if valid[order_id].get("replyTo") in unreachable or (order_id, wanted) in given_up:
+        if order_id in unreachable or (order_id, wanted) in given_up:
             heard_own.setdefault(order_id, set()).add(wanted)  # nowhere to send it: the queue's alert stands in
         missing = [
             what
@@ -726,10 +740,10 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     told_as = {o: v for o, v in valid.items() if o not in displaced}
     owners = _judged_orders(result, by_order, told_as)
     statuses = _status_messages(result)
-    unreachable = _unreachable_submitters(result)
     alert_bodies = _alert_bodies(result)
     given_up = _undelivered_statuses(result, owners)
-    rejected = _rejected_orders(statuses, alert_bodies, valid, unreachable, given_up) - set(by_order)
+    rejected = _rejected_orders(statuses, alert_bodies, valid, _unreachable_orders(result, valid), given_up)
+    rejected -= set(by_order)
     final["Rejected"] = len(rejected)
     dead = result.broker.dead_letters()
     final["DeadLettered"] = sum(1 for d in dead if d.queue == "orders")
@@ -825,7 +839,8 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     # each settled order's submitter heard that it was received and how it ended.
     misrouted = misrouted_statuses(statuses, told_as, result.workload.injected_reply_to)
     restarted = restarted_at(audit.transitions)
-    missing_status = _missing_statuses(statuses, by_order, owners, unreachable, given_up, restarted)
+    unreachable_orders = _unreachable_orders(result, owners)
+    missing_status = _missing_statuses(statuses, by_order, owners, unreachable_orders, given_up, restarted)
     # a client's CancelOrder the app neither took nor refused: the CancellationRejected its submitter is owed
     cancelled = [
         a.order_id
@@ -837,7 +852,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         and a.message.message_id not in preempted
     ]
     undoing = {t.order_id for t in audit.transitions if t.after is ProcessState.COMPENSATING}
-    unanswered = _unanswered_cancellations(cancelled, statuses, by_order, owners, unreachable, given_up, undoing)
+    unanswered = _unanswered_cancellations(cancelled, statuses, by_order, owners, unreachable_orders, given_up, undoing)
     kept = _kept_after_compensation(result, ledgers)
     contradicted = _rejected_after_accepted(result)
     early = _statuses_before_received(statuses, by_order, owners, set(missing_status))

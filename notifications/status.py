@@ -283,7 +283,8 @@ def give_up(
     operator can tell the submitter another way.
 
     ``waited_for``: statuses the submitter has not heard either, which this one waited for (a ``Received`` the
-    state record still owed, ``notifications.received``: each try said it first and failed there). Each is given up
+    state record still owed, ``notifications.received``: each try said it first and failed there; or may still owe,
+    when the last try failed reading the record for it: ``error`` a store's, said so in the summary). Each is given up
     with it: logged ``StatusUndelivered`` of its own (attempt 0) before this status's, and named in the one alert
     (``details.undeliveredBefore``), so the operator tells the submitter both.
 
@@ -292,10 +293,13 @@ def give_up(
     and one page each (50 for 100 orders of ``status-queue-full-for-good``); the first names its order and the
     queue, the rest are logged ``StatusUndelivered`` (each order and status) and ``AlertRepeatHeld``. A give-up for
     any other reason (the record could not be read) is alerted on its own."""
+    # a try that failed reading the record cannot tell whether it still owed them: named all the same
+    maybe = "" if isinstance(error, SendError) else ", if the record still owed it"
     for before in waited_for:
         app_event(
             "StatusUndelivered",
-            f"order {order_id}: status {before} (attempt 0) given up with the {status} that waited for it: {error}",
+            f"order {order_id}: status {before} (attempt 0) given up with the {status} "
+            f"that waited for it{maybe}: {error}",
             logging.ERROR,
             orderId=order_id,
             status=before,
@@ -320,7 +324,7 @@ def give_up(
         problem,
         kind="StatusUndelivered",
         summary=f"order {order_id}: status {status}"
-        + "".join(f" (and the {before} before it)" for before in waited_for)
+        + "".join(f" (and the {before} before it{maybe})" for before in waited_for)
         + " could not be sent to "
         + (f"{reply_to!r}" if reply_to else "its replyTo (the record could not be read)")
         + " for about six hours"

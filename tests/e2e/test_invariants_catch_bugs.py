@@ -179,20 +179,53 @@ def test_with_a_reply_queue_kept_from_the_last_status_sent_statuses_reach_other_
     assert report["invariants"]["misrouted_statuses"] > 0
 
 
-def test_with_the_completed_status_answered_sent_but_not_sent_the_submitters_never_hear_how_orders_ended(monkeypatch):
-    """A status not sent: ``publish_status`` answers ``Completed`` sent without sending it (as a workload order's,
-    where tests/localrun/test_redteam_inject_raw.py swallows an injected order's)."""
+def _sent_without_sending(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """The mutant: ``publish_status`` answers the status ``name`` sent without sending it."""
     import notifications.status as status
 
     real = status.publish_status
 
-    def no_completed(*args: Any, **kwargs: Any) -> Any:
-        return status.Delivery.SENT if kwargs.get("status") == "Completed" else real(*args, **kwargs)
+    def swallowed(*args: Any, **kwargs: Any) -> Any:
+        return status.Delivery.SENT if kwargs.get("status") == name else real(*args, **kwargs)
 
-    monkeypatch.setattr(status, "publish_status", no_completed)
+    monkeypatch.setattr(status, "publish_status", swallowed)
+
+
+def test_with_the_completed_status_answered_sent_but_not_sent_the_submitters_never_hear_how_orders_ended(monkeypatch):
+    """A status not sent: ``publish_status`` answers ``Completed`` sent without sending it (as a workload order's,
+    where tests/localrun/test_redteam_inject_raw.py swallows an injected order's)."""
+    _sent_without_sending(monkeypatch, "Completed")
     report = run("happy-path", orders=8)
     assert report["final_states"]["Processed"] == 8
     assert report["invariants"]["missing_statuses"] == 8
+
+
+def test_statuses_dropped_before_a_queue_began_refusing_are_not_excused_by_its_refusal(monkeypatch):
+    """Red team of the runner's excuses: the same mutant (``Completed`` answered sent, never sent), and submitter 1's
+    queue deleted for good at 20 s, after its first orders ended. The app met the refusal for the orders still
+    running (``ReplyQueueUnavailable``, alerted): their statuses cannot arrive. Before, every order of that queue
+    was excused, and ``missing_statuses`` counted only submitter 2's 6 orders: the ``Completed`` dropped while the
+    queue still took sends was hidden by a refusal that came after it (``localrun/report.py``,
+    ``_unreachable_orders``)."""
+    _sent_without_sending(monkeypatch, "Completed")
+    refusing = {"refusing": [{"submitter": 1, "error": "not_found", "start_s": 20}]}
+    report = run("happy-path", orders=12, overlay={"reply_queues": 2, "status_queues": refusing})
+    assert report["final_states"]["Processed"] == 12
+    assert report["alerts"].get("ReplyQueueUnavailable", 0) > 0  # the queue is unreachable at the end, alerted
+    assert report["invariants"]["missing_statuses"] > 6  # submitter 2's 6, and submitter 1's that ended before
+
+
+def test_a_rejected_dropped_before_its_queue_began_refusing_is_not_excused_by_its_refusal(monkeypatch):
+    """The same for ``lost``: a refused order (``OrderRejected`` alerted) counts as rejected without its ``Rejected``
+    only when the app met its queue's refusal for it. The mutant answers ``Rejected`` sent without sending it, and
+    submitter 1's queue is deleted for good at 30 s: before, its refused orders (10 of 18) counted rejected, the
+    queue's refusal standing in for a status the app dropped without trying it."""
+    _sent_without_sending(monkeypatch, "Rejected")
+    refusing = {"refusing": [{"submitter": 1, "error": "not_found", "start_s": 30}]}
+    report = run("admission-rejections", orders=40, overlay={"reply_queues": 2, "status_queues": refusing})
+    assert report["alerts"].get("ReplyQueueUnavailable", 0) > 0  # the queue is unreachable at the end, alerted
+    assert report["alerts"]["OrderRejected"] > 0
+    assert report["invariants"]["lost"] == report["alerts"]["OrderRejected"]  # every refused order, told nothing
 
 
 def test_with_a_store_failure_taken_for_done_an_order_is_lost(monkeypatch):

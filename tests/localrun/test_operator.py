@@ -154,8 +154,9 @@ def test_a_resubmitted_order_whose_last_failed_never_came_is_not_judged_on_its_f
     resubmitted = {"b": T0 + timedelta(seconds=1.5)}
     assert _stale_final_statuses(told, ended, OWNERS, resubmitted) == []
     assert _missing_statuses(told, ended, OWNERS, (), set(), resubmitted) == ["b"]
-    # its queue refusing the app at the end (alerted), or the status given up and told: not missing either
-    assert _missing_statuses(told, ended, OWNERS, ("q1",), set(), resubmitted) == []
+    # its queue refusing the app at the end (alerted, its statuses refused: ``unreachable`` holds the order), or the
+    # status given up and told: not missing either
+    assert _missing_statuses(told, ended, OWNERS, ("b",), set(), resubmitted) == []
     assert _missing_statuses(told, ended, OWNERS, (), {("b", "Failed")}, resubmitted) == []
     # heard after the resubmit: neither; a late first attempt's Failed after the last one still is stale
     again = [*told, *_told("b", *[""] * 3, "Failed")[3:]]

@@ -1,6 +1,7 @@
 """The runner's ``lost`` evidence for refused orders: an order is rejected (not lost) when its submitter
 was told ``Rejected``, or when the app alerted ``OrderRejected`` for it and its submitter's status queue
-is unreachable for good (deleted, the app's role removed, and alerted ``ReplyQueueUnavailable``): that
+is unreachable for good (deleted, the app's role removed, and alerted ``ReplyQueueUnavailable``; the app met that
+refusal for the order: ``_unreachable_orders``, which hands over order ids): that
 status cannot arrive, and the queue's alert stands in for it, as it does for ``missing_statuses``.
 Found by a mix of admission caps with a submitter's queue refusing the app to the end: every order that
 submitter sent after the refusal began and that was refused counted as lost."""
@@ -25,13 +26,13 @@ def _alert(order_id: str, kind: str = "OrderRejected") -> dict[str, Any]:
 def test_a_refused_order_of_an_unreachable_submitter_is_rejected_by_its_alert() -> None:
     statuses = [{"orderId": "told", "status": "Rejected", "_queue": "q1"}]
     alerts = [_alert("told"), _alert("gone"), _alert("reachable")]
-    assert _rejected_orders(statuses, alerts, VALID, {"q2"}) == {"told", "gone"}
+    assert _rejected_orders(statuses, alerts, VALID, {"gone"}) == {"told", "gone"}
 
 
 def test_an_alert_alone_does_not_stand_in_for_a_status_its_submitter_could_get() -> None:
     alerts = [_alert("gone"), _alert("reachable"), _alert("gone", "RetriesExhausted"), {"kind": "OrderRejected"}]
     assert _rejected_orders([], alerts, VALID, set()) == set()
-    assert _rejected_orders([], [_alert("gone", "RetriesExhausted")], VALID, {"q2"}) == set()
+    assert _rejected_orders([], [_alert("gone", "RetriesExhausted")], VALID, {"gone"}) == set()
 
 
 def test_a_refused_order_whose_rejected_was_given_up_on_a_full_queue_is_rejected() -> None:

@@ -330,6 +330,51 @@ def test_a_last_try_that_said_received_and_failed_its_status_gives_up_that_statu
     assert "undeliveredBefore" not in alert["details"]
 
 
+class StoreDown:
+    """Another process's view of a store that is down: no version of the record cached (``recent``), and every
+    read fails."""
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+
+    def recent(self, order_id: str) -> StateRecord | None:
+        return None
+
+    def get(self, order_id: str) -> StateRecord | None:
+        raise StoreUnavailable("Cosmos DB 503")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+@pytest.mark.parametrize("known", [True, False], ids=["replyTo-known", "replyTo-read"])
+def test_a_last_try_that_cannot_read_the_record_gives_up_the_received_it_may_have_waited_for(
+    app_context: AppContext, caplog: pytest.LogCaptureFixture, known: bool
+) -> None:
+    """Red team of cddb9e9 (runner, 200 orders, seed 1: submitter 1's queue full for good from 5 s, 10 % Service Bus
+    send failures, a host restart every 5 minutes, a bare Durable outage at 10-50 s and a Cosmos DB outage at
+    20800-22100 s, where the last tries fall: ``missing_statuses`` 63). The last try of ``Completed`` on another host
+    (no version of the ended record cached) met the store down, reading the record for the ``Received`` it may still
+    owe (or for its ``replyTo``). It gave ``Completed`` up alone: the ``Received`` the record still owed, never said,
+    was named nowhere, as in fuzz seed 8123 but for a read that failed instead of a send. Nobody can tell then whether
+    it is owed, so it is given up with the status by name (a submitter that heard it hears it again: harmless)."""
+    ctx = context_with(app_context, sender=ReceivedSendsFail(failures=1_000))
+    done, completed = _processed_owing_received(ctx, 2)
+    assert mark_processed(ctx, done) == Processed(status_sent=False)
+    down = context_with(ctx, states=StoreDown(ctx.states))
+    last = replace(completed, last_try=True, reply_to=CLIENT if known else None, reply_to_known=known)
+
+    with caplog.at_level(logging.INFO), pytest.raises(StoreUnavailable):
+        publish_status(down, last)
+
+    assert _heard(ctx) == []
+    assert _given_up(caplog) == [("Received", 0), ("Completed", completed.attempt)]
+    assert isinstance(ctx.sender, RecordingSender)
+    (alert,) = ctx.sender.bodies(OPERATOR_ALERTS_QUEUE)
+    assert alert["details"]["undeliveredBefore"] == ["Received"]
+    assert "Received" in alert["summary"]
+
+
 def test_an_order_escalated_before_any_step_hears_received_before_failed(app_context: AppContext) -> None:
     """Retries used up before any step began (``MAX_FAILURES`` 1 here), with the queue failing through the
     escalation's own send: the owed sweep says ``Received`` before ``Failed`` and clears both marks."""
