@@ -28,6 +28,7 @@ from localrun.prices import Usage, cost_per_1m_orders, instance_memory_mb
 from localrun.servicebus.messages import MessageState
 from localrun.simulation import NON_TERMINAL, START, SimulationResult, base_settings
 from localrun.worker.process import LOOP_THREAD
+from orchestrators.status import REFUSED_RETRY_WINDOW
 from settings import Settings
 
 FORWARD_ACTIONS = ("reserve", "charge", "ship", "capture")
@@ -457,7 +458,63 @@ def _undelivered_statuses(
             given_up.update((str(order_id), s) for s in (status, *waited))  # and the Received it waited for
             queues_alerted.add(str(queue))
     held = _given_up_held(result, owners, queues_alerted)
-    return given_up | held | _given_up_alert_lost(result, owners) | _given_up_to_failed_sends(result, owners)
+    failed = _given_up_to_failed_sends(result, owners)
+    return given_up | held | _given_up_alert_lost(result, owners) | failed | _dropped_after_refusals(result, owners)
+
+
+# The statuses a reply queue's refusal may drop by design, after ``REFUSED_RETRY_WINDOW`` of tries
+# (orchestrators/status.py; notifications/received.py for ``Received``)
+DROPPABLE_STATUSES = ("Received", "CancellationRejected", *FINAL_STATUS.values())
+# the app measures the window from its first try (a failure status: from its record's completeBy, seconds before)
+REFUSED_WINDOW_SLACK = timedelta(minutes=2)
+
+
+def _dropped_after_refusals(result: SimulationResult, owners: dict[str, dict[str, Any]]) -> set[tuple[str, str]]:
+    """(order, status) pairs the app dropped as designed (orchestrators/status.py): the order's queue refused the
+    status's first try as missing or forbidden (``not_found``, ``unauthorized``: the app's ``QueueNotFound``,
+    alerted ``ReplyQueueUnavailable`` once per queue), kept refusing it for the whole ``REFUSED_RETRY_WINDOW`` after
+    that try (less ``REFUSED_WINDOW_SLACK``), and no send stored it since; the queue's ``ReplyQueueUnavailable``
+    alert raised. That alert stands for the status, as for a queue refusing at the end (``_unreachable_orders``),
+    also when the queue takes sends again later. A try that said an owed ``Received`` first and was refused there is
+    a try of the status all the same (its own MessageId refused at least once: the app tried it). A queue full
+    (``quota_exceeded``) is not this: the app tries that for hours and gives the status up by name
+    (``StatusUndelivered``). One the app dropped sooner, while the queue came back within the window, is not
+    excused. Found by a red team: a queue deleted for 55 minutes, then back, counted the statuses dropped meanwhile
+    in ``missing_statuses``."""
+    alerts = [json.loads(str(m)) for m in result.broker.contents(OPERATOR_ALERTS_QUEUE)]
+    alerted = {a.get("details", {}).get("replyTo") for a in alerts if a.get("kind") == "ReplyQueueUnavailable"}
+    attempts = {str(doc.get("orderId")): doc.get("attempt") for doc in result.states}
+    dropped: set[tuple[str, str]] = set()
+    for order_id, owner in owners.items():
+        queue = owner.get("replyTo")
+        if not isinstance(queue, str) or queue not in alerted or not result.broker.refusals(queue):
+            continue
+        last = attempts.get(order_id)
+        # each try of a status says an owed Received first: a try refused there is a try of the status all the same
+        received = result.broker.first_refused(queue, status_message_id(order_id, "Received", 0))
+        for status in DROPPABLE_STATUSES:
+            for attempt in range((last if isinstance(last, int) else 0) + 2):
+                own = result.broker.first_refused(queue, status_message_id(order_id, status, attempt))
+                if own is None:
+                    continue  # never tried, or stored since
+                first = own if received is None else min(own, received)
+                if _refused_throughout(result, queue, first, first + REFUSED_RETRY_WINDOW):
+                    dropped.add((order_id, status))
+    return dropped
+
+
+def _refused_throughout(result: SimulationResult, queue: str, since: datetime, until: datetime) -> bool:
+    """Whether ``queue`` refused sends as missing or forbidden from ``since`` to ``until`` (less
+    ``REFUSED_WINDOW_SLACK``), one refusal or several back to back."""
+    at, end = since, until - REFUSED_WINDOW_SLACK
+    while at < end:
+        refusal = result.broker.refusing(queue, at)
+        if refusal is None or refusal.kind == "quota_exceeded":
+            return False
+        if refusal.end is None:
+            return True
+        at = refusal.end
+    return True
 
 
 def _given_up_to_failed_sends(result: SimulationResult, owners: dict[str, dict[str, Any]]) -> set[tuple[str, str]]:

@@ -107,6 +107,8 @@ class _Queue:
     refusals: list[SendRefusal] = field(default_factory=list)
     # the MessageIds an injected send failure kept off this queue, none stored since (for a status given up on)
     failed_ids: set[str] = field(default_factory=set)
+    # when a refusal first kept each MessageId off this queue, none stored since (for a status dropped by design)
+    refused_ids: dict[str, datetime] = field(default_factory=dict)
     received: bool = False  # something has received or peeked from it (its new messages' bodies are not packed)
 
 
@@ -164,6 +166,11 @@ class InProcessBroker:
         with self._mutex:
             return message_id in self._queue(queue).failed_ids
 
+    def first_refused(self, queue: str, message_id: str) -> datetime | None:
+        """When a refusal (``refuse_sends``) first kept ``message_id`` off ``queue``, if no send stored it since."""
+        with self._mutex:
+            return self._queue(queue).refused_ids.get(message_id)
+
     def refuse_sends(self, queue: str, refusal: SendRefusal) -> None:
         """``queue`` refuses every send while ``refusal`` is active (see ``SendRefusal``)."""
         with self._mutex:
@@ -194,6 +201,7 @@ class InProcessBroker:
             refusal = next((r for r in q.refusals if r.active(now)), None)
             if refusal is not None:
                 q.counters.refused_sends += 1
+                q.refused_ids.setdefault(message.message_id, now)
                 raise refusal.error(queue)
             fails, stored_anyway = self._send_faults.draw() if self._send_faults else (False, False)
             if fails and not stored_anyway:
@@ -202,6 +210,7 @@ class InProcessBroker:
                 raise SendError(f"send to {queue!r} failed (injected fault)")
             self._store(q, message, now)
             q.failed_ids.discard(message.message_id)  # on the queue now (or dropped as a duplicate of one that was)
+            q.refused_ids.pop(message.message_id, None)
             if fails:
                 q.counters.send_failures += 1
                 raise SendError(f"send to {queue!r} failed after the message was stored (injected lost ack)")

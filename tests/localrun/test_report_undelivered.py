@@ -23,7 +23,7 @@ from domain.ids import status_message_id
 from localrun.audit import EventRecorder
 from localrun.report import _undelivered_statuses
 from localrun.servicebus import InProcessBroker, SendFaults
-from localrun.servicebus.faults import SendRefusal
+from localrun.servicebus.faults import RefusalKind, SendRefusal
 from localrun.simulation import START as SIMULATION_START
 from notifications.status import give_up
 
@@ -56,7 +56,9 @@ def _run(until: datetime | None = None) -> tuple[ManualClock, InProcessBroker, A
     # "full" refuses from 10 minutes on, for good (or ``until``)
     broker.refuse_sends("full", SendRefusal("quota_exceeded", START + timedelta(minutes=10), until))
     orders = {"a": {"replyTo": "full"}, "b": {"replyTo": "full"}, "c": {"replyTo": "fine"}}
-    result = _Result(broker=broker, workload=SimpleNamespace(orders=orders), clock=clock, events=EventRecorder())
+    result = _Result(
+        broker=broker, workload=SimpleNamespace(orders=orders), clock=clock, events=EventRecorder(), states=[]
+    )
     return clock, broker, result
 
 
@@ -296,3 +298,82 @@ def test_a_give_up_whose_sends_service_bus_failed_is_excused_and_one_sent_since_
     for order_id in ("x", "y", "z", "c"):  # c: nothing of it failed
         _given_up(result, broker, order_id, "Completed")
     assert _undelivered_statuses(result) == {("x", "Completed"), ("y", "Completed")}
+
+
+def _gone(back_after: timedelta | None, kind: RefusalKind = "not_found") -> tuple[ManualClock, InProcessBroker, Any]:
+    """Queue "gone" refuses the app from 10 minutes for ``back_after`` (None: to the end), alerted
+    ``ReplyQueueUnavailable``; order "g" (attempt 1) is its."""
+    clock, broker, result = _run()
+    broker.declare_queue("gone")
+    since = START + timedelta(minutes=10)
+    broker.refuse_sends("gone", SendRefusal(kind, since, None if back_after is None else since + back_after))
+    result.workload.orders["g"] = {"replyTo": "gone"}
+    result.states = [{"orderId": "g", "processState": "Processed", "attempt": 1}]
+    clock.advance(timedelta(minutes=11))
+    alert = {"type": "OperatorAlert", "kind": "ReplyQueueUnavailable", "details": {"replyTo": "gone"}}
+    broker.send(OPERATOR_ALERTS_QUEUE, OutgoingMessage(body=json.dumps(alert), message_id="alert:rqu:gone"))
+    return clock, broker, result
+
+
+def _try(clock: ManualClock, broker: InProcessBroker, status: str, attempt: int, after: timedelta) -> None:
+    """A try of order g's ``status`` after ``after``, refused or not."""
+    clock.advance(after)
+    with contextlib.suppress(SendError):
+        broker.send("gone", OutgoingMessage(body="{}", message_id=status_message_id("g", status, attempt)))
+
+
+def test_a_status_dropped_after_its_queue_refused_it_for_the_whole_retry_window_is_excused() -> None:
+    """A red team: submitter 2's queue deleted for 55 minutes, then back. The app tries a refused final status for
+    ``REFUSED_RETRY_WINDOW`` (45 minutes) and drops it, the queue's ``ReplyQueueUnavailable`` alert standing for
+    it (orchestrators/status.py); the statuses so dropped were counted in ``missing_statuses`` once the queue came
+    back (only a queue still refusing at the end excused them). Excused now, and only so: a queue that came back
+    within the window, or a full queue (tried for hours, given up by name), excuses nothing."""
+    clock, broker, result = _gone(timedelta(minutes=55))
+    _try(clock, broker, "Completed", 1, timedelta(0))
+    _try(clock, broker, "Completed", 1, timedelta(minutes=45))  # the window's last try
+    clock.advance(timedelta(hours=1))  # the queue took sends again since
+    assert ("g", "Completed") in _undelivered_statuses(result)
+
+    clock, broker, result = _gone(timedelta(minutes=30))  # back within the window: the app should have sent it
+    _try(clock, broker, "Completed", 1, timedelta(0))
+    _try(clock, broker, "Completed", 1, timedelta(minutes=10))
+    clock.advance(timedelta(hours=1))
+    assert ("g", "Completed") not in _undelivered_statuses(result)
+
+    clock, broker, result = _gone(None, kind="quota_exceeded")  # full: tried for hours, given up by name
+    _try(clock, broker, "Completed", 1, timedelta(0))
+    clock.advance(timedelta(hours=1))
+    assert ("g", "Completed") not in _undelivered_statuses(result)
+
+
+def test_a_status_whose_tries_were_refused_on_the_received_first_is_excused_for_the_window() -> None:
+    """Each try of a final status says an owed ``Received`` first: refused there, the status's own MessageId is
+    tried only once the ``Received`` is dropped, at the window's end. The window began at its first try."""
+    clock, broker, result = _gone(timedelta(minutes=55))
+    _try(clock, broker, "Received", 0, timedelta(0))
+    _try(clock, broker, "Completed", 1, timedelta(minutes=45))
+    clock.advance(timedelta(hours=1))
+    assert {("g", "Received"), ("g", "Completed")} <= _undelivered_statuses(result)
+
+    clock, broker, result = _gone(timedelta(minutes=55))
+    _try(clock, broker, "Received", 0, timedelta(0))  # the Completed never tried: nothing of it is excused
+    clock.advance(timedelta(hours=1))
+    assert ("g", "Completed") not in _undelivered_statuses(result)
+
+
+def test_no_excuse_without_the_queues_alert_or_once_the_status_was_stored() -> None:
+    clock, broker, result = _run()
+    broker.declare_queue("gone")
+    since = START + timedelta(minutes=10)
+    broker.refuse_sends("gone", SendRefusal("not_found", since, since + timedelta(minutes=55)))
+    result.workload.orders["g"] = {"replyTo": "gone"}
+    result.states = [{"orderId": "g", "processState": "Processed", "attempt": 1}]
+    clock.advance(timedelta(minutes=11))
+    _try(clock, broker, "Completed", 1, timedelta(0))
+    clock.advance(timedelta(hours=1))
+    assert ("g", "Completed") not in _undelivered_statuses(result)  # no ReplyQueueUnavailable alert
+
+    clock, broker, result = _gone(timedelta(minutes=55))
+    _try(clock, broker, "Completed", 1, timedelta(0))
+    _try(clock, broker, "Completed", 1, timedelta(minutes=60))  # stored: heard, nothing to excuse
+    assert broker.first_refused("gone", status_message_id("g", "Completed", 1)) is None

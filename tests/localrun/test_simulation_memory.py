@@ -15,6 +15,8 @@ def test_a_state_document_is_reduced_to_the_fields_the_report_reads():
         "processState": "Error",
         "lastError": "escalated: waited out the outage (by the bound)",
         "replyTo": "submitter-1-statuses",
+        "attempt": 2,
+        "completeBy": "2026-01-01T09:00:00Z",
         "payment": {"notificationId": "n-1", "amountCents": 1200, "currency": "EUR"},
         "history": [{"event": "Received", "by": "starter", "at": "2026-01-01T08:00:00Z"}] * 20,
         "steps": {"reserve-inventory": {"status": "Succeeded"}},
@@ -26,6 +28,8 @@ def test_a_state_document_is_reduced_to_the_fields_the_report_reads():
         "processState": "Error",
         "lastError": "escalated: waited out the outage (by the bound)",
         "replyTo": "submitter-1-statuses",
+        "attempt": 2,
+        "completeBy": "2026-01-01T09:00:00Z",
         "payment": {"notificationId": "n-1"},
     }
     assert len(json.dumps(kept)) < len(json.dumps(document)) / 5
