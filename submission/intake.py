@@ -13,9 +13,9 @@ the identical order and creates the missing record. Nothing is ever overwritten.
 Fast path: while the in-flight cap allows, the state record is created already claimed for attempt 1
 (``transitions.new_claimed_record``). A create fails if the record exists, so only the delivery that created it
 owns attempt 1 and starts it. Over the cap the record is created ``Pending`` and the starter's sweep claims it. A
-delivery that finds the record starts nothing, even when it is its own create whose response was lost (a
-redelivery, or the SDK's retry answered 409): the supervisor retries that claim after ``START_GRACE_SECONDS``, as
-after any failed start.
+create whose response was lost is read back (``_created_after_all``): if it landed, the delivery goes on as its
+creator. A delivery that finds the record starts nothing, even its own create's (a redelivery, or the SDK's retry
+answered 409): the supervisor retries that claim after ``START_GRACE_SECONDS``, as after any failed start.
 
 The order's deferral document is read before either write. It lists the payment notifications waiting for the
 order, and any refusal; the delivery that creates the record reads it again for a refusal marked meanwhile
