@@ -1,13 +1,13 @@
-"""Applying one deferred message fetched by sequence number on a receiver, and settling it on that
-same receiver. Used by submission (when the order arrives), by ``RetryDeferred`` and by the peek sweep.
+"""Deciding one deferred message by sequence number, and settling it on the same receiver.
 
-The outcome is written to the deferral document BEFORE the message is settled: if the settlement is
-lost (lock lost, crash) the message stays deferred, and the peek sweep later finds a deferred message
-whose entry is already resolved and settles it again (applying is idempotent).
+Used by submission (when the order arrives), by ``RetryDeferred`` and by the peek sweep.
 
-Also what is done with a tracked message found gone (``account_for_absent``), and, when an order's
-document is full, looking for every waiting message on the queue before a new one is refused
-(``record_making_room``)."""
+The outcome is written to the deferral document BEFORE the message is settled. If the settlement is lost (lock
+lost, crash) the message stays deferred; the peek sweep later finds it with its entry resolved and settles it as
+recorded (``settle_as_recorded``), never deciding it again.
+
+Also here: what to do with a tracked message found gone (``account_for_absent``), and, when an order's document
+is full, looking for its waiting messages on the queue before a new one is refused (``record_making_room``)."""
 
 from __future__ import annotations
 
@@ -71,9 +71,9 @@ class Processed:
 
 
 _DEFERRED_STATE = 1  # ServiceBusMessageState.DEFERRED (the broker's MessageState uses the same value)
-# A message this close to its time to live is fetched before it is decided (the old way, under its lock):
-# decided unlocked, it could expire meanwhile, and a second processor's fetch would then find it gone and
-# report it expired while the first applies it. Also covers the app's clock running behind the broker's.
+# A message this close to its time to live is fetched and decided under its lock: decided unlocked, it could
+# expire meanwhile and another processor would report it expired while this one applies it. Also covers the
+# app's clock running behind the broker's.
 EXPIRY_MARGIN = timedelta(minutes=10)
 
 
@@ -84,6 +84,7 @@ def _last_allowed_delivery(message: Any) -> bool:
 
 
 def is_deferred(message: Any) -> bool:
+    """True if the broker shows ``message`` as deferred."""
     state = getattr(message, "state", None)
     return state is not None and int(state) == _DEFERRED_STATE
 
@@ -94,8 +95,9 @@ def has_expired(message: Any, now: datetime) -> bool:
 
 
 def peek_at(receiver: DeferredReceiver, seq: int) -> Any | None:
-    """Message ``seq`` as a peek shows it (no lock, no delivery counted), or None when it is not on the queue
-    (a peek from ``seq`` returns the next message on, which is not it)."""
+    """Returns message ``seq`` as a peek shows it (no lock, no delivery counted), or None if it is not on the queue.
+
+    A peek from ``seq`` returns the next message on, hence the sequence-number check."""
     peeked = next(iter(receiver.peek(1, seq)), None)
     return peeked if peeked is not None and int(peeked.sequence_number) == seq else None
 
@@ -109,22 +111,23 @@ def process_deferred(
     order_id: str | None = None,
     owed: list[OwedAlert] | None,
 ) -> Processed | None:
-    """Processes deferred message ``seq``: read by peeking (no lock, no delivery counted), decided and
-    written in Cosmos DB, and only then fetched, to be settled as decided; a message left waiting is not
-    fetched at all. Every fetch counts as a delivery: fetched first, each store or send failure (an
-    abandon) wore the message out into ``MaxDeliveryCountExceeded``, applied or not (fault red team on
-    3737d51). A message near its time to live (``EXPIRY_MARGIN``) is fetched first and decided under its
-    lock (``process_fetched``).
+    """Decides deferred message ``seq`` and settles it; None if it is not on the queue deferred.
 
-    ``round_number``: the retry round this is (0: not a RetryDeferred round). ``order_id``: the order whose
-    document tracks it, if the caller knows (to resolve its entry if its body no longer parses). A store
-    or send failure propagates, the message untouched. None: the message is not on the queue deferred
-    (gone, expired, or not deferred yet): the caller accounts for it (``account_for_absent``).
+    The message is peeked, decided and written to Cosmos DB, and only then fetched to be settled. A message left
+    waiting is never fetched. Every fetch counts as a delivery, so peeking first keeps store and send failures
+    from wearing it out into ``MaxDeliveryCountExceeded`` (tests/deferral/test_rounds_spend_no_deliveries.py).
+    A message within ``EXPIRY_MARGIN`` of its time to live is fetched first and decided under its lock
+    (``process_fetched``).
 
-    ``owed``: the list of the alerts owed by the message the caller's trigger has in hand (an ``OrderSubmitted``,
-    a ``RetryDeferred``), handed to the alert courier before that message is settled: a rejected notification's
-    alert whose send fails goes there (``apply_notification``), and this message is settled as decided all the
-    same. None (the peek sweep's timer): that send failure propagates, the message untouched."""
+    - ``round_number``: the retry round (0: not a ``RetryDeferred`` round).
+    - ``order_id``: the order whose document tracks it, if known, to resolve its entry if its body no longer
+      parses.
+    - ``owed``: the alerts owed by the message the caller's trigger has in hand; a rejected notification's alert
+      whose send fails goes there and this message is settled all the same. None (the peek sweep): that send
+      failure propagates.
+
+    A store or send failure propagates with the message untouched. On None (gone, expired, not deferred yet) the
+    caller accounts for it (``account_for_absent``)."""
     peeked = peek_at(receiver, seq)
     if peeked is None or not is_deferred(peeked):
         return None
@@ -150,8 +153,9 @@ def process_fetched(
     order_id: str | None = None,
     owed: list[OwedAlert] | None,
 ) -> Processed:
-    """``process_deferred`` for a message already fetched (locked to ``receiver``): settled as decided,
-    abandoned if it is to wait (or if a store or send failure propagates)."""
+    """``process_deferred`` for a message already fetched (locked to ``receiver``).
+
+    Settled as decided; abandoned if it is to wait, or if a store or send failure propagates."""
     try:
         done, settle = _decide(ctx, message, round_number, order_id, fetched=True, owed=owed)
     except (StoreError, SendError, DependencyUnavailable):
@@ -173,8 +177,9 @@ def _decide(
     fetched: bool,
     owed: list[OwedAlert] | None,
 ) -> tuple[Processed, Settlement | None]:
-    """What becomes of ``message`` (written to Cosmos DB first) and how it is to be settled (None: it
-    stays deferred). ``fetched``: it is locked to this processor (a wait then spends a delivery)."""
+    """Decides ``message``, writing the outcome to Cosmos DB, and returns how to settle it (None: stays deferred).
+
+    ``fetched``: it is locked to this processor, so a wait spends a delivery."""
     seq: int = message.sequence_number
     try:
         note = parse(body_bytes(message), DEFERRABLE)
@@ -200,10 +205,11 @@ def _apply(
     fetched: bool,
     owed: list[OwedAlert] | None,
 ) -> tuple[Processed, Settlement | None]:
+    """Applies a parsed notification: applied, rejected, or left waiting for its order."""
     seq: int = message.sequence_number
     order_id = note.order_id
-    # its alert, if owed, is this message's, settled here, not the one the trigger has in hand: handling that one
-    # again (a redelivery, a copy) does not raise it again (notifications.alerts.hand_alerts_to_courier)
+    # An owed alert belongs to this message, settled here, not to the trigger's: handling that one again must not
+    # raise it again (notifications.alerts.hand_alerts_to_courier).
     mine: list[OwedAlert] | None = None if owed is None else []
     try:
         outcome = apply_notification(ctx, note, seq, owed=mine)
@@ -242,6 +248,7 @@ def _apply(
 def _still_unavailable(
     ctx: AppContext, message: Any, note: PaymentNotification, round_number: int, why: str, fetched: bool
 ) -> tuple[Processed, Settlement | None]:
+    """Schedules the next retry round, or gives up after ``DEFER_MAX_ROUNDS`` (or the last allowed delivery)."""
     seq: int = message.sequence_number
     order_id = note.order_id
     # a message only peeked spends no delivery by waiting: its delivery count is no reason to give up
@@ -269,10 +276,10 @@ def _still_unavailable(
 
 
 def settle_as_recorded(receiver: DeferredReceiver, entry: DeferredEntry) -> bool:
-    """A resolved entry whose message is still deferred (its settlement was lost): settled as recorded,
-    never decided again (a second decision could contradict the outcome operators were told of).
-    ``Applied`` completes it, ``DeadLettered`` dead-letters it with the recorded reason. False: it is
-    not resolved so (``Deferred``, or ``Expired``, which a message still here contradicts: decide it)."""
+    """Settles a resolved entry's still-deferred message as recorded; False if the entry is not so resolved.
+
+    Never decided again: a second decision could contradict what operators were told. ``Expired`` returns False,
+    since a message still here contradicts it and must be decided."""
     settle = recorded_settlement(entry)
     if settle is None:
         return False
@@ -281,8 +288,7 @@ def settle_as_recorded(receiver: DeferredReceiver, entry: DeferredEntry) -> bool
 
 
 def recorded_settlement(entry: DeferredEntry) -> Settlement | None:
-    """How a message whose entry is resolved is settled as recorded: ``Applied`` completed, ``DeadLettered``
-    dead-lettered with the recorded reason; None for an entry not resolved so (``Deferred``, ``Expired``)."""
+    """Returns the settlement ``entry`` records: ``Applied`` completes, ``DeadLettered`` dead-letters; else None."""
     if entry.status is EntryStatus.APPLIED:
         return Settlement.complete()
     if entry.status is EntryStatus.DEAD_LETTERED:
@@ -293,10 +299,11 @@ def recorded_settlement(entry: DeferredEntry) -> Settlement | None:
 
 
 def finish_in_hand(ctx: AppContext, order_id: str, entry: DeferredEntry) -> Settlement | None:
-    """A delivery of the message of ``entry``, resolved already (an earlier delivery decided it and its settlement
-    was lost), met a store failure before deciding it again: it is settled as recorded where it is, its alert sent
-    again under the same id (collapsed if it went out), needing neither the store nor a send that must succeed. A
-    refused copy's originals took its outcome in its own write (``rejected_order``). None: not resolved so."""
+    """Settles the message in hand as ``entry`` records, when a store failure stops it being decided again.
+
+    Used when an earlier delivery decided the message but its settlement was lost. Needs neither the store nor a
+    send that must succeed: the alert is sent again under the same id, collapsing if it went out. None if the
+    entry is not resolved."""
     settle = recorded_settlement(entry)
     if settle is None:
         return None
@@ -309,9 +316,10 @@ def finish_in_hand(ctx: AppContext, order_id: str, entry: DeferredEntry) -> Sett
 
 
 def _settle(receiver: DeferredReceiver, seq: int, settle: Settlement) -> None:
-    """Fetches ``seq`` to settle it as decided. Not returned (locked by another processor deciding the
-    same, or gone meanwhile): its entry is resolved already, and the peek sweep settles a resolved entry
-    whose message is still deferred."""
+    """Fetches ``seq`` and settles it as decided.
+
+    If the fetch returns nothing (another processor holds it, or it is gone), the entry is already resolved and
+    the peek sweep settles it."""
     fetched = receiver.receive_deferred([seq])
     if not fetched:
         log.info("deferred #%s: decided (%s) but not fetched to settle; left to the peek sweep", seq, settle.kind)
@@ -331,16 +339,13 @@ GAVE_UP = "DependencyUnavailable"  # the dead-letter reason of a message whose r
 
 
 def rejected_order(ctx: AppContext, note: PaymentNotification, seq: int, *, copy: bool) -> tuple[str, str] | None:
-    """A deferred notification whose order submission rejected (admission control): resolved as
-    dead-lettered and listed among the notifications dead-lettered under the refusal (one write,
-    ``resolve_refused``: flagged again if a later submission of the order is accepted), with an alert (after
-    the write). For a store-retry ``copy``, its original's entry (the same notification under another number,
-    recorded and never deferred) takes that outcome too, as for any decision of a copy (``settle_decided``), in
-    the same write: left waiting for a message that is gone, it was reported expired once a later submission of
-    the order was accepted, or once found gone when a store failure came between the two writes. Returns the
-    dead-letter reason and description for the caller to settle the message with,
-    or None if the write found the refusal withdrawn (a submission of the order accepted since the caller
-    read it): nothing written, no alert; the caller lets the message wait for its order, with a look again."""
+    """Dead-letters a notification whose order was refused; returns the dead-letter reason and description.
+
+    One write (``resolve_refused``) resolves the entry and lists it under the refusal, so it is flagged again if a
+    later submission is accepted; the alert follows the write. For a store-retry ``copy``, its original's entry
+    takes the outcome in the same write (``settle_decided``), or it would wait for a message that is gone and be
+    reported expired. None if the write found the refusal withdrawn: nothing written, and the caller lets the
+    message wait for its order."""
     order_id = note.order_id
     description = f"order {order_id} was rejected by admission control (MAX_PENDING); nothing to apply the payment to"
     if not resolve_refused(ctx, order_id, seq, f"{ORDER_REJECTED}: {description}", copy_of=note if copy else None):
@@ -356,14 +361,12 @@ def rejected_order(ctx: AppContext, note: PaymentNotification, seq: int, *, copy
 
 
 def _alert_rejected_order(ctx: AppContext, order_id: str, seq: int, digest: str = "", *, gone: bool = False) -> None:
-    """``gone``: the message was no longer on the queue when its order's refusal looked for it (``account_for_absent``):
-    in the dead-letter queue already, or a store-retry copy of it to be dead-lettered ``OrderRejected`` (with an alert
-    of its own, under its own number) when it comes.
+    """Raises ``NotificationForRejectedOrder``, once per notification rather than per message.
 
-    One alert per notification, not per message: under the notification's digest (``digest``, what it says, its id
-    included) when known, so two copies of it (the provider's resend past duplicate detection, a store-retry copy)
-    are one alert, and an alert mark holds the later one (``notifications/repeats.py``: two deferred copies paged
-    twice). Without a digest (an entry recorded before digests were kept, a message found gone), its number."""
+    The alert is keyed by the notification's ``digest`` when known, so copies of it (a provider's resend, a
+    store-retry copy) are one alert and an alert mark holds the later ones (``notifications/repeats.py``).
+    Without a digest (an older entry, a message found gone), by its number. ``gone``: the message had already
+    left the queue (``account_for_absent``)."""
     summary = f"order {order_id}: payment notification #{seq} dead-lettered, its order was rejected"
     if gone:
         summary = (
@@ -398,14 +401,12 @@ def _alert_gave_up(ctx: AppContext, order_id: str, seq: int, rounds: int, why: s
 
 
 def finish_as_recorded(ctx: AppContext, receiver: DeferredReceiver, order_id: str, entry: DeferredEntry) -> bool:
-    """A resolved entry (``Applied``, ``DeadLettered``) whose message is still deferred on the queue: the
-    processor that decided it wrote the outcome and then failed before the message was settled, and perhaps
-    before what follows the write (its response lost, the write landed, or a store failure after it: the
-    processor handled again later finds the entry resolved). For a store-retry copy, its original's entry
-    takes the recorded outcome (``settle_decided``, as when the copy is decided). The alert the recorded
-    outcome owes is sent again, under the same id (collapsed if it went out within duplicate detection's 10
-    minutes: ``NotificationForRejectedOrder``, ``DeferredMessageGaveUp``), and the message is settled as
-    recorded (``settle_as_recorded``, never decided again). Returns whether the message was found deferred so."""
+    """Finishes a resolved entry whose message is still deferred; returns whether it was found so.
+
+    The processor that decided it wrote the outcome, then failed before settling, perhaps before the steps after
+    the write. So this redoes them: a store-retry copy's original takes the outcome (``settle_decided``), the
+    owed alert is sent again under the same id (``NotificationForRejectedOrder``, ``DeferredMessageGaveUp``), and
+    the message is settled as recorded (``settle_as_recorded``)."""
     if entry.status not in (EntryStatus.APPLIED, EntryStatus.DEAD_LETTERED):
         return False
     seq = entry.sequence_number
@@ -441,17 +442,15 @@ def _abandon_quietly(receiver: DeferredReceiver, message: Any) -> None:
 def account_for_absent(
     ctx: AppContext, receiver: DeferredReceiver, order_id: str, seq: int, *, young: bool = False
 ) -> str:
-    """A tracked, still-waiting sequence number that fetching did not return. Returns
-    ``"present"`` (still on the queue: locked by someone, or not deferred yet), ``"applied"`` (it was
-    applied, only the tracking missed it) or ``"expired"`` (gone: TTL or delivery count moved it to
-    the dead-letter queue), which is recorded and alerted once: the entry is resolved, never retried.
+    """Accounts for a tracked, waiting sequence number that fetching did not return.
 
-    ``young``: its entry changed less than ``PEEK_SWEEP_AGE_MINUTES`` ago. A delivery of it may then have met a
-    store failure after recording it and handed it over as a store-retry copy (a new sequence number, this
-    one completed), due within a minute, whose outcome settles this entry: gone, it is ``"young"``, left
-    waiting (the copy decides it, or the caller's ``RetryDeferred`` accounts for it once it is old: the peek
-    sweep walks the queue's messages and never finds it), not reported expired and then corrected (a false
-    ``DeferredMessageExpired`` alert; the RetryDeferred and ``make_room`` paths wait as long)."""
+    Returns ``"present"`` (still on the queue: locked, or not deferred yet), ``"applied"`` (applied, only the
+    tracking missed it), ``"expired"`` (gone to the dead-letter queue: recorded and alerted once, never retried),
+    or ``"resolved"`` (another processor resolved it meanwhile).
+
+    ``young``: the entry changed less than ``PEEK_SWEEP_AGE_MINUTES`` ago, so a store-retry copy of its message
+    (a new sequence number) may be on the way to decide it. Gone, it returns ``"young"`` and is left waiting,
+    rather than raising a false ``DeferredMessageExpired``."""
     if peek_at(receiver, seq) is not None:
         return "present"
     record = ctx.states.get(order_id)
@@ -504,10 +503,10 @@ def record_making_room(
     recorded_by: str = "submission",
     receiver: DeferredReceiver | None = None,
 ) -> DeferralDocument:
-    """``record_deferred`` of a new ``PaymentNotification``; if its order's document is full
-    (``TooManyWaiting``), the waiting entries whose message has left the queue are accounted for first
-    (``make_room``, on ``receiver`` or one of its own) and, if that resolved any, it is recorded after all.
-    ``TooManyWaiting`` otherwise."""
+    """Records a new deferred ``PaymentNotification``, making room first if its order's document is full.
+
+    On ``TooManyWaiting``, ``make_room`` accounts for waiting entries whose message has left the queue; if it
+    resolved any, the notification is recorded after all, else ``TooManyWaiting`` propagates."""
 
     def record() -> DeferralDocument:
         return record_deferred(
@@ -523,21 +522,16 @@ def record_making_room(
 
 
 def make_room(ctx: AppContext, order_id: str, receiver: DeferredReceiver | None = None) -> bool:
-    """The order's document has ``WAITING_LIMIT`` entries waiting. An entry can wait with no message behind
-    it, which nothing else would ever resolve: its message left the queue (its time to live; or dead-lettered
-    ``MaxDeliveryCountExceeded``, abandoned on every delivery before it was ever deferred) with no retry in
-    flight and no submission of its order to come, or it was left so before a notification decided on
-    delivery settled its own entry. So every waiting entry's message is looked for by its sequence number
-    (a peek: no lock, no delivery counted), and one not on the queue is accounted for as everywhere else
-    (``account_for_absent``: ``Applied`` if the state record shows it applied, else ``Expired`` with an
-    alert). Only entries recorded at least ``PEEK_SWEEP_AGE_MINUTES`` ago, as the peek sweep looks only at
-    messages that old: a younger one may have a store-retry copy of its message on the way (its original
-    completed), which would be reported expired and then applied. At most once per
-    ``PEEK_SWEEP_AGE_MINUTES`` per order, stamped on the document once the look is over
-    (``absent_checked_at``): a flood of notifications for one order costs ``WAITING_LIMIT`` peeks a period,
-    not a message, and a look cut short by a store or send failure (which propagates) does not use the
-    period up. A receiver failure is logged (nothing resolved by it: the message is refused as before).
-    Returns whether an entry was resolved."""
+    """Resolves waiting entries of a full document whose message has left the queue; True if any was resolved.
+
+    An entry can wait with no message behind it (expired, or dead-lettered before it was deferred), and nothing
+    else would resolve it. So each waiting entry's message is peeked by sequence number and, if absent, accounted
+    for (``account_for_absent``: ``Applied`` or ``Expired`` with an alert).
+
+    - Only entries at least ``PEEK_SWEEP_AGE_MINUTES`` old: a younger one may have a store-retry copy on the way.
+    - At most once per ``PEEK_SWEEP_AGE_MINUTES`` per order, stamped (``absent_checked_at``) once the look is
+      over, so a flood costs ``WAITING_LIMIT`` peeks a period. A store or send failure propagates without using
+      the period up; a receiver failure is logged and the new message refused."""
     now = ctx.clock.now()
     age = ctx.settings.peek_sweep_age
     doc = ctx.deferrals.get(order_id)
@@ -568,10 +562,10 @@ def make_room(ctx: AppContext, order_id: str, receiver: DeferredReceiver | None 
 
 
 def _applied_as(ctx: AppContext, order_id: str, seq: int, payment: PaymentReceived) -> bool:
-    """Whether the payment on the state record is this tracked message's: applied under its sequence
-    number, or, the same notification (its id and digest), from a copy of it (``submission.store_outage``:
-    a message handled again later gets a new sequence number, e.g. a redelivery of one already recorded
-    here). Another notification under the same id is not this one: found gone, it is reported expired."""
+    """True if the payment on the state record came from this tracked message or a copy of it.
+
+    A copy (``submission.store_outage``) has a new sequence number, so it matches on the notification's id and
+    digest. Another notification under the same id does not match."""
     if payment.sequence_number == seq:
         return True
     doc = ctx.deferrals.get(order_id)
@@ -582,15 +576,15 @@ def _applied_as(ctx: AppContext, order_id: str, seq: int, payment: PaymentReceiv
 def dead_letter_not_kept(
     ctx: AppContext, receiver: DeferredReceiver, message: Any, order_id: str, exc: TooManyWaiting
 ) -> None:
-    """A deferred message its order's document cannot track (``WAITING_LIMIT``): dead-lettered."""
+    """Dead-letters a deferred message its order's document cannot track (``WAITING_LIMIT``)."""
     not_kept(ctx, message.sequence_number, order_id, exc)
     _settled(receiver, message, Settlement.deadletter(exc.reason, str(exc)))
 
 
 def not_kept(ctx: AppContext, seq: int | None, order_id: str, exc: TooManyWaiting) -> None:
-    """Logs and alerts a message dead-lettered ``TooManyDeferred`` (one alert id per order: Service Bus keeps
-    one every duplicate-detection window, 10 minutes): the real payment may be among those refused, to be
-    found in the dead-letter queue."""
+    """Logs and alerts a message dead-lettered ``TooManyDeferred``; the real payment may be among them.
+
+    One alert id per order, so duplicate detection keeps one every 10 minutes."""
     app_event("DeadLettered", f"message #{seq}: {exc}", logging.WARNING, orderId=order_id, sequenceNumber=seq)
     raise_alert_after_write(
         ctx.sender,

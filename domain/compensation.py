@@ -74,10 +74,11 @@ def undo_request_id(instance: str, step_name: str, agent: str, try_number: int) 
 
 
 def failed_under_review(record: StateRecord) -> str | None:
-    """The step whose failure for good the owning attempt paused on for an operator's review (its
-    ``ReviewRequested`` is the last write, or a decision on it is left: ``review.decision_left``), or
-    None. Its state still says in progress, as a retry or the fallback may run it again, but its
-    outcome is known: its agent refused it, so it did nothing to undo and nothing is in flight."""
+    """Returns the step the attempt paused on for an operator's review, or None.
+
+    Paused means its ``ReviewRequested`` is the last write, or a decision on it is left
+    (``review.decision_left``). The step still says in progress, since it may run again, but its outcome is
+    known: its agent refused it, so there is nothing to undo and nothing in flight."""
     pending = review.pending_review(record)
     if pending is not None:
         return pending.step
@@ -116,6 +117,7 @@ def unknown_outcome_steps(record: StateRecord) -> list[str]:
 
 
 def undo_pending(record: StateRecord) -> bool:
+    """True if some logged entry is not undone, or some compensable step's outcome is unknown."""
     return any(e.outcome != UNDONE for e in record.compensation) or bool(unknown_outcome_steps(record))
 
 
@@ -154,12 +156,12 @@ def complete_step_logged(
 
 
 def _unknown_outcome_entries(record: StateRecord, now: datetime) -> list[CompensationEntry]:
-    """Entries for each compensable step whose outcome is unknown: its undo names the forward
-    idempotency key, and the service undoes whatever that key did (nothing, if it did nothing).
-    The step may have been done by its fallback agent in an earlier attempt whose reply never
-    came back, so the undo goes to every agent the step was started with (``StepState.agents``; in a record
-    from before that was kept: every agent the step can use), the one last seen first. An agent the step
-    never went to is not asked: it took nothing, and its outage must not fail the compensation."""
+    """Returns the log plus an undo entry per agent of each compensable step whose outcome is unknown.
+
+    The undo names the forward idempotency key, and the service undoes whatever that key did (nothing, if
+    nothing). Any agent the step was started with (``StepState.agents``, last seen first) may have done it, so
+    each is asked; an agent the step never went to is not, so its outage cannot fail the compensation. A record
+    without ``agents`` asks every agent the step can use."""
     entries = list(record.compensation)
     for name in unknown_outcome_steps(record):
         the_step = step(name)
@@ -233,12 +235,11 @@ def enter_compensation(
 
 
 def cancellation_not_before(record: StateRecord) -> datetime | None:
-    """When the compensation a cancellation starts is due (``enter_compensation``'s ``not_before``;
-    None: now). While a step is in flight, at its deadline: its agent starts no call after it. An
-    attempt paused for review has no call in flight (its step already failed), and its ``completeBy``
-    is the review deadline, up to a day away: due now; so is one whose review is decided and not acted
-    on yet (an answer noted, or its close). A client's ``CancelOrder`` and an operator's
-    cancel both ask this."""
+    """Returns when a cancellation's compensation is due (``enter_compensation``'s ``not_before``; None: now).
+
+    With a step in flight, at its deadline, since its agent starts no call after it. An attempt paused for
+    review, or with a review decided but not acted on, has no call in flight: due now, not at its ``completeBy``
+    (the review deadline, up to a day away). Used by a client's ``CancelOrder`` and an operator's cancel."""
     in_flight = (
         record.process_state is ProcessState.PROCESSING
         and record.current_step is not None
@@ -249,26 +250,30 @@ def cancellation_not_before(record: StateRecord) -> datetime | None:
 
 
 def is_compensation_due(record: StateRecord, now: datetime, grace: timedelta = transitions.NO_GRACE) -> bool:
-    """A Compensating record's next round is due: handed over (nobody holds it) at its ``completeBy``, a round
-    that holds it once that passed ``grace`` ago (the supervisor's, ``transitions.past_due``)."""
+    """True if a Compensating record's next round is due.
+
+    Unowned: at its ``completeBy``. Held by a round: once ``completeBy`` passed ``grace`` ago
+    (``transitions.past_due``)."""
     return record.process_state is ProcessState.COMPENSATING and (
         record.complete_by is None or transitions.past_due(record, now, grace)
     )
 
 
 def is_stuck_round(record: StateRecord, now: datetime, grace: timedelta = transitions.NO_GRACE) -> bool:
-    """A Compensating record a round still holds past its deadline (``grace`` after it, ``is_compensation_due``): the
-    round's orchestration died, an undo missed its deadline or its start was never made. The supervisor backs it off
-    (``back_off_stuck_round``) or releases it to wait an outage out; a round released that way (``lockedBy`` null) is
-    due at its not-before time, and is not stuck."""
+    """True if a round still holds the Compensating record ``grace`` past its deadline.
+
+    The round's orchestration died, an undo missed its deadline, or its start was never made. The supervisor
+    backs it off (``back_off_stuck_round``) or releases it to wait out an outage. A released round
+    (``lockedBy`` null) is not stuck."""
     return record.locked_by is not None and is_compensation_due(record, now, grace)
 
 
 def _round_error(record: StateRecord) -> str | None:
-    """What a round met, as ``lastError`` says it: None when ``lastError`` is only why the order is being
-    compensated (the newest ``CompensationRequested``'s reason, ``compensation_cause``; each keeps it cut to its own
-    limit, ``ERROR_LIMIT`` = ``DETAIL_LIMIT``), which rounds that died without writing an error leave there: it is no
-    round's error. Equal, not a prefix either way: a round's error beginning with a short cause ("payment") is one."""
+    """Returns what a round met (``lastError``), or None when it only repeats why the order is compensated.
+
+    Rounds that died without writing an error leave ``compensation_cause`` there. The test is equality, not a
+    prefix: a round's error may begin with a short cause ("payment"). Both are cut to the same limit
+    (``ERROR_LIMIT`` = ``DETAIL_LIMIT``), so equal text compares equal."""
     error, cause = record.last_error, compensation_cause(record)
     if error is None or error == cause:
         return None
@@ -328,10 +333,10 @@ def back_off_stuck_round(
     by: str,
     grace: timedelta = transitions.NO_GRACE,
 ) -> StateRecord:
-    """A round that got stuck (its orchestration died or missed an undo deadline) counts as a
-    failure and is released (``lockedBy`` null) until ``now + backoff``, so the next round waits as
-    a forward retry does instead of calling the failing service again at once; the claim after it
-    does not count the round again. At ``max_rounds`` failures the record is CompensationFailed."""
+    """Counts a stuck round as a failure and releases it until ``now + backoff``.
+
+    The next round waits as a forward retry does, instead of calling the failing service again at once; the claim
+    after it does not count the round again. At ``max_rounds`` failures the record is CompensationFailed."""
     if not is_stuck_round(record, now, grace):
         raise IllegalTransition(f"order {record.order_id}: no stuck compensation round to back off")
     failures = record.failure_count + 1
@@ -366,11 +371,12 @@ def round_start_missable(record: StateRecord) -> bool:
 def release_missed_round(
     record: StateRecord, now: datetime, backoff: timedelta, by: str, grace: timedelta = transitions.NO_GRACE
 ) -> StateRecord:
-    """A stuck round the Durable backend never had (its start failed: a 404 for its instance) that began no undo:
-    released (``lockedBy`` null) until ``now + backoff`` without counting a round (``failureCount`` unchanged: it
-    did nothing), ``startsMissed`` + 1; the claim after it starts a new round under a new instance id, and the
-    failed start, should it land after all, is fenced. Refused past ``MAX_STARTS_MISSED`` in a row
-    (``back_off_stuck_round`` counts it then), as for a forward attempt (``transitions.start_missed``)."""
+    """Releases, uncounted, a stuck round the Durable backend never had (a 404 for its instance).
+
+    The round began no undo, so ``failureCount`` is unchanged; ``startsMissed`` + 1 and it is due after
+    ``backoff``. The next claim uses a new instance id, so the failed start, should it land after all, is
+    fenced. Refused past ``MAX_STARTS_MISSED`` in a row (then ``back_off_stuck_round`` counts it), as
+    ``transitions.start_missed`` for a forward attempt."""
     if not is_stuck_round(record, now, grace) or not round_start_missable(record):
         raise IllegalTransition(f"order {record.order_id}: no round start missed to release ({record.locked_by!r})")
     until = now + backoff
@@ -388,11 +394,11 @@ def release_missed_round(
 
 
 def release_untried_round(record: StateRecord, owner: str, now: datetime, by: str, reason: str) -> StateRecord:
-    """A round ``owner`` claimed by ``by``, whose start that run never tried (``reason``: its time for starts was
-    spent): released (``lockedBy`` null), due again at once (``completeBy`` now, no backoff: nothing failed),
-    ``failureCount`` and ``startsMissed`` unchanged; the next claim starts round ``attempt`` + 1 under a new instance
-    id (no id is asked for twice). Only while ``owner`` holds the record (``FencingLost`` otherwise) and began no undo
-    (``round_never_began``; ``IllegalTransition`` otherwise), as ``transitions.release_untried`` for an attempt."""
+    """Releases a round whose start the claiming run never tried, due again at once and uncounted.
+
+    Nothing failed, so no backoff and no counter moves; the next claim uses a new instance id. Raises
+    ``FencingLost`` unless ``owner`` holds the record, and ``IllegalTransition`` if it began an undo
+    (``round_never_began``). The attempt's equivalent is ``transitions.release_untried``."""
     ensure_compensation_owner(record, owner)
     if not round_never_began(record):
         raise IllegalTransition(f"order {record.order_id}: {owner} moved since its claim, not released")
@@ -407,6 +413,7 @@ def release_untried_round(record: StateRecord, owner: str, now: datetime, by: st
 
 
 def ensure_compensation_owner(record: StateRecord, owner: str) -> None:
+    """Raises ``FencingLost`` unless ``owner``'s round holds the Compensating record."""
     if record.locked_by != owner or record.process_state is not ProcessState.COMPENSATING:
         raise FencingLost(record.order_id, owner, record.locked_by)
 
@@ -445,9 +452,10 @@ UNDO_RETRY_SCHEDULED = "UndoRetryScheduled"
 def hold_undo(
     record: StateRecord, owner: str, seq: int, next_try: datetime, complete_by: datetime, now: datetime
 ) -> StateRecord:
-    """The round waits a backoff after a transient failure of entry ``seq``'s undo, its next try not before
-    ``next_try``: ``completeBy`` moves to ``complete_by`` (past it), so the supervisor does not take the round
-    waiting for a stuck one. A round that dies in the wait is still found once ``completeBy`` passes."""
+    """Holds the record while the round backs off after a transient failure of entry ``seq``'s undo.
+
+    ``completeBy`` moves to ``complete_by``, past ``next_try``, so the supervisor does not take the waiting round
+    for a stuck one, yet still finds it if it dies in the wait."""
     ensure_compensation_owner(record, owner)
     entry = _entry(record, seq)
     return record.with_changes(
@@ -467,11 +475,12 @@ UNDO_DEPENDENCY_OPEN = "UndoDependencyOpen"
 def release_undo(
     record: StateRecord, owner: str, seq: int, reason: str, now: datetime, grace: timedelta = transitions.NO_GRACE
 ) -> StateRecord:
-    """The undo of entry ``seq`` met its service's open circuit (no call was made) and the round ends: ``completeBy``
-    is now less the supervisor's ``grace``, due to it at once (as ``transitions.release_for_retry`` for an attempt).
-    ``lockedBy`` stays the round's, so the supervisor reads it as a round stuck on that entry's dependency
-    (``domain.outage.undo_in_flight``) and releases it to wait the outage out, uncounted (``wait_compensation_out``);
-    ``lastError`` says why, should it be counted after all."""
+    """Ends the round after entry ``seq``'s undo met an open circuit (no call made), due to the supervisor now.
+
+    ``completeBy`` is now less ``grace``, as ``transitions.release_for_retry`` for an attempt. ``lockedBy`` stays
+    the round's, so the supervisor sees a round stuck on that dependency (``domain.outage.undo_in_flight``) and
+    lets it wait out the outage uncounted (``wait_compensation_out``). ``lastError`` says why, in case it is
+    counted after all."""
     ensure_compensation_owner(record, owner)
     entry = _entry(record, seq)
     return record.with_changes(
@@ -489,11 +498,11 @@ UNDO_REFERENCE_MAX = 128
 
 
 def undo_result(step_name: str, result: Any) -> dict[str, Any] | None:
-    """What of an undo's answer its log entry keeps: the step's ``undo_result_data`` fields (references
-    and amounts, e.g. ``refundId`` and ``amountCents``), each only as a reference (text of at most
-    ``UNDO_REFERENCE_MAX`` characters, or null) or a count (an integer the store keeps exactly, never a bool);
-    anything else an agent sends is dropped, so an answer cannot grow the record. None when the answer is not an
-    object."""
+    """Returns the part of an undo's answer its log entry keeps; None if the answer is not an object.
+
+    Only the step's ``undo_result_data`` fields (e.g. ``refundId``, ``amountCents``), each as text of at most
+    ``UNDO_REFERENCE_MAX`` characters or an exactly stored integer (never a bool), else null. Anything else is
+    dropped, so an answer cannot grow the record."""
     if not isinstance(result, dict):
         return None
     return {k: _kept(result[k]) for k in step(step_name).undo_result_data if k in result}
@@ -540,13 +549,13 @@ UNDONE_BY_HAND = "UndoneByHand"
 def settle_by_hand(
     record: StateRecord, seqs: tuple[int, ...], operator: str, reason: str, now: datetime
 ) -> StateRecord:
-    """The operator undid entries ``seqs`` of a ``CompensationFailed`` order by hand: each is marked Undone by them
-    (``undoneBy``), its error kept (why the app's undo could not do it), so the next round skips it and undoes the
-    entries left. Without this, an undo its provider refused for good (the refusal recorded against the undo key, the
-    same in every round) was refused again by every round, and the older entries were never undone; so was an undo
-    whose rounds kept dying (its agent broken for this order). Only a ``CompensationFailed`` order (no round holds it)
-    and only an entry not undone (``IllegalTransition``, nothing written). Applied with the compensate that hands the
-    order back to compensation (``supervisor.operator.compensate_action``), in the same write."""
+    """Marks entries ``seqs`` undone by ``operator`` (``undoneBy``), keeping each entry's error.
+
+    The next round then skips them and undoes the rest. This is the way past an undo that can never succeed: a
+    provider's refusal is recorded against the undo key, the same in every round, or the rounds keep dying. Only
+    for a ``CompensationFailed`` order and entries not yet undone (else ``IllegalTransition``, nothing written).
+    Applied in the same write as the compensate that hands the order back
+    (``supervisor.operator.compensate_action``)."""
     if not seqs:
         return record
     if record.process_state is not ProcessState.COMPENSATION_FAILED:
@@ -578,11 +587,9 @@ def not_undone(record: StateRecord) -> list[int]:
     return [e.seq for e in record.compensation if e.outcome != UNDONE]
 
 
-# The CompensationFailed alert's next step (``nextStep``), and the warning before it when the failed undo may have been
-# done all the same (``undoOutcomeUnknown``): no answer said the provider refused it. Its tries failed transiently (a
-# call that timed out while the provider went on with it, an agent that died after its call), or the rounds died
-# waiting (its reply never came: lost, late, or an agent that could not send it). Undone by hand then, a refund is
-# made twice; compensating again asks under the same undo key, and the provider answers what it did.
+# The CompensationFailed alert's next step (``nextStep``), and the warning put before it when the undo may have been
+# done after all (``undoOutcomeUnknown``: transient failures or no reply, never a refusal). Undoing it by hand then
+# would refund twice; compensating again asks under the same undo key, and the provider answers what it did.
 FAILED_NEXT_STEP = (
     "fix the service and run the operator's compensate again, or undo the named entry by hand and run "
     "compensate with it in undoneByHand (its provider refuses the same undo key again)"
@@ -597,9 +604,10 @@ _TRANSIENT_TRIES = "(transient; "
 
 
 def undo_outcome_unknown(record: StateRecord, failure: HistoryEntry) -> bool:
-    """Whether the CompensationFailed ``failure`` (the history entry that moved ``record`` there) left an undo whose
-    outcome is unknown: the rounds ran out (the supervisor's), or the failed entry's tries were used up on transient
-    failures. Not an undo its provider refused for good: that one was not done."""
+    """True if the CompensationFailed ``failure`` entry left an undo that may have been done.
+
+    That is when the rounds ran out (the supervisor's failure) or the entry's tries failed transiently; an undo
+    its provider refused was not done."""
     if failure.by == transitions.SUPERVISOR:
         return True
     failed = [e for e in record.compensation if e.outcome == FAILED and e.outcome_at == failure.at]
@@ -637,10 +645,11 @@ def finish_compensation(record: StateRecord, owner: str, now: datetime) -> State
 
 
 def undo_refunded(entry: CompensationEntry) -> bool:
-    """Whether the undo of a payment entry returned money, by its own answer: a ``refundId`` that is
-    text, not blank, or an ``amountCents`` above 0 (a refund by key that found nothing answers
-    ``refundId: null``, 0). An entry undone before answers were kept (no ``undo_result``) counts only
-    when the capture is on the record (its ``chargeId``): an unknown-outcome entry proves nothing."""
+    """True if the undo of a payment entry returned money, by its own answer.
+
+    Money means a non-blank ``refundId`` or an ``amountCents`` above 0; a refund by key that found nothing answers
+    ``refundId: null`` and 0. Without an ``undo_result`` (older entries), only an entry with a ``chargeId``
+    counts: an unknown-outcome entry proves nothing."""
     if entry.outcome != UNDONE:
         return False
     if entry.undone_by is not None:
@@ -655,12 +664,10 @@ def undo_refunded(entry: CompensationEntry) -> bool:
 
 
 def uncaptured_prepayment(record: StateRecord) -> PaymentReceived | None:
-    """A prepaid order's payment (its notification applied) that no undo returned: the customer paid
-    the provider, and either no step started the capture (no entry) or every undo of the payment step
-    refunded nothing (the capture never took effect: its step waited for the notification, or the undo
-    fenced its key first). An operator must release or refund it. Decided by what each undo answered,
-    not by the entries' existence: ``enter_compensation`` logs unknown-outcome entries for any started
-    payment step, captured or not."""
+    """Returns a prepaid order's applied payment if no undo returned it, for an operator to release or refund.
+
+    Decided by what each undo answered (``undo_refunded``), not by whether entries exist:
+    ``enter_compensation`` logs unknown-outcome entries for any started payment step, captured or not."""
     if record.payment is None:
         return None
     prepaid_steps = {s.name for s in WORKFLOW if s.prepaid_action is not None}
@@ -704,13 +711,12 @@ def await_review(
     error: str | None = None,
     default_action: str | None = None,
 ) -> StateRecord:
-    """The forward attempt pauses for an operator until ``until``, the review deadline it decides at
-    (the detail's "decide by", which the ops API shows and checks answers against); ``completeBy``
-    moves to ``keep_until`` (past that deadline) so the supervisor leaves the paused attempt alone.
-    ``error``: why the step failed (its agents refused it), kept as ``lastError`` as a failure is, so
-    the operator deciding sees it on the order, not only in the ``ReviewRequired`` alert.
-    ``default_action``: what the attempt takes at the deadline without an answer, kept as the record's
-    ``reviewDefault`` for this review (the ops API shows it); None keeps none (the default not known)."""
+    """Pauses the forward attempt for an operator's review until ``until``.
+
+    ``until`` is the "decide by" the ops API shows and checks answers against. ``completeBy`` moves to
+    ``keep_until``, past it, so the supervisor leaves the paused attempt alone. ``error`` (why the agents refused
+    the step) is kept as ``lastError`` so the operator sees it on the order. ``default_action`` is kept as
+    ``reviewDefault``: what the attempt does at the deadline without an answer."""
     transitions.ensure_owner(record, owner)
     return record.with_changes(
         now,
@@ -731,9 +737,9 @@ def _left_outcome(left: review.LeftDecision, prepaid: bool) -> str:
 
 
 def settled_by_decision(left: review.LeftDecision, *, prepaid: bool) -> bool:
-    """Whether carrying out ``left`` ends the attempt's forward path (compensate, or fail: Error), rather
-    than retrying the order as the supervisor's usual recovery does. ``prepaid``: the order is (its
-    payment step has no fallback: ``Step.fallback_for``)."""
+    """True if carrying out ``left`` ends the forward path (compensate, or fail) instead of a retry.
+
+    ``prepaid``: the order is prepaid, so its payment step has no fallback (``Step.fallback_for``)."""
     return _left_outcome(left, prepaid) in ("compensate", "fail")
 
 
@@ -746,16 +752,18 @@ def act_on_left_decision(
     *,
     prepaid: bool,
 ) -> StateRecord:
-    """The supervisor recovers an expired attempt whose last word is a review decision it never acted
-    on (``review.decision_left``): the decision, as the attempt would have carried it out
-    (``compensation_policy.review_outcome``), not a blind retry. In one write the review is closed with
-    it (unless the attempt closed it), then ``compensate`` hands the order to compensation (Error when
-    it can no longer be compensated) and ``fail`` (or ``alternative`` where no fallback can take over: a
-    step without one, the payment step of a ``prepaid`` order, ``Step.fallback_for``) moves it to Error.
-    For ``retry`` and ``alternative`` the record comes back Processing, the review closed and the step's
-    agent in flight set to the one the decision names (its own agent, or its fallback): the caller
-    retries it as any expired attempt, and the next attempt resumes the step with that agent
-    (``orchestrators.attempt_plan``). ``grace``: the supervisor's (``transitions.past_due``)."""
+    """Carries out the review decision an expired attempt left unacted (``review.decision_left``).
+
+    The supervisor acts as the attempt would have (``compensation_policy.review_outcome``), not a blind retry.
+    In one write the review is closed (unless the attempt closed it), then:
+
+    - ``compensate``: the order goes to compensation, or to Error if it can no longer be compensated;
+    - ``fail``, or ``alternative`` with no fallback (``Step.fallback_for``): Error;
+    - ``retry`` and ``alternative``: still Processing, with the step's agent set to the one the decision names.
+      The caller retries it as any expired attempt and the next attempt resumes the step with that agent
+      (``orchestrators.attempt_plan``).
+
+    ``grace``: the supervisor's (``transitions.past_due``)."""
     if not transitions.is_expired(record, now, grace) or record.locked_by != expired_owner:
         raise IllegalTransition(f"order {record.order_id}: no longer the expired attempt {expired_owner!r}")
     closed = record
@@ -796,11 +804,11 @@ def escalate_or_compensate(
     gave_up: str | None = None,
     grace: timedelta = transitions.NO_GRACE,
 ) -> StateRecord:
-    """The supervisor's recovery of an expired attempt: ``transitions.supervisor_retry``, and when
-    that escalates (retries exhausted, or ``gave_up``: a wait's bound passed) the decision function may
-    send the order to compensation instead of Error, in the same write. Review (high impact) and refusal
-    (past the pivot) stay Error and an operator decides (``supervisor.operator.compensate_order`` or
-    resubmit)."""
+    """Recovers an expired attempt (``transitions.supervisor_retry``), compensating instead of escalating if allowed.
+
+    When the retry escalates (retries exhausted, or ``gave_up``: a wait's bound passed), the decision function
+    may send the order to compensation instead of Error in the same write. Review (high impact) and refusal
+    (past the pivot) stay Error for an operator (``supervisor.operator.compensate_order`` or resubmit)."""
     moved = transitions.supervisor_retry(
         record, expired_owner, now, max_failures, backoff, gave_up=gave_up, grace=grace
     )

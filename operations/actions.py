@@ -1,25 +1,25 @@
-"""Operator actions through the domain's own moves. Each records who (the signed-in principal) and
-why (the reason), and answers the new state, or why the move is not legal now.
+"""Operator actions through the domain's own moves, answering the new state or why the move is not legal now.
 
-- resubmit: ``Error -> Pending`` (``supervisor.operator.resubmit_order``); the starter claims it;
-- cancel: ``Pending | Processing | Error -> Compensating`` when the decision function allows it
-  (before the pivot), as a client's ``CancelOrder`` does;
-- compensate: ``Error | CompensationFailed -> Compensating`` (``supervisor.operator.compensate_order``);
-- resubmit, cancel and compensate read their write back when its response is lost
-  (``update_once_or_reread``): a write that landed answers 200 and logs its event once; the same
-  action posted again by the same operator, found as the record's latest move (``domain.records.last_move``),
-  answers 200 with the record and ``repeated: true`` (nothing written), not 409;
-- review: an answer names its review (``reviewId``); refused 409 once the review deadline passed with
-  nothing noted (the attempt takes its default); at the deadline ``process_order_v4`` closes the review
-  (``domain.review.close_review``) and takes an answer noted before that; the record notes who
-  answers (``domain.review``, one conditional write, read back when its response is lost: of two
-  answers at once the second is refused 409), then the paused attempt gets the ``ReviewDecision``
-  event from the app's own durable client (``operations.review_answer``). Only an event the extension
-  definitely did not queue (the instance is gone) takes the note back; when the raise failed
-  ambiguously the note stays (503) and the same answer, posted again, raises the event again (the
-  attempt takes the first answer to its ``reviewId`` and ignores the rest);
+Each records who (the signed-in principal) and why (the reason).
+
+- resubmit: ``Error -> Pending`` (``supervisor.operator.resubmit_order``); the starter claims it.
+- cancel: ``Pending | Processing | Error -> Compensating`` when the decision function allows it (before the
+  pivot), as a client's ``CancelOrder`` does.
+- compensate: ``Error | CompensationFailed -> Compensating`` (``supervisor.operator.compensate_order``).
+- review: an answer to a paused attempt's review (``reviewId``); see below.
 - discard: a payment notification deferred for an order that never came, dead-lettered ``DiscardedByOperator``
-  after its entry is resolved so (``deferral.discard``), by the sequence number of its deferral entry."""
+  after its entry is resolved so (``deferral.discard``).
+
+Resubmit, cancel and compensate read their write back when its response is lost (``update_once_or_reread``). The
+same action posted again by the same operator, found as the record's latest move (``domain.records.last_move``),
+answers 200 with ``repeated: true`` and writes nothing.
+
+A review answer is first noted on the record by one conditional write (``domain.review``), so of two answers at
+once the second is refused 409; only then is the ``ReviewDecision`` event raised (``operations.review_answer``).
+Past the deadline with nothing noted it is refused 409: the attempt takes its default, and ``process_order_v4``
+closes the review taking any answer noted in time (``domain.review.close_review``). The note is taken back only
+when the instance is definitely gone; after an ambiguous raise failure it stays (503), and posting the same answer
+again raises the event again (the attempt takes the first answer to its ``reviewId``)."""
 
 from __future__ import annotations
 
@@ -76,8 +76,7 @@ NOT_CANCELLABLE = frozenset(
 
 
 def _done(record: StateRecord, action: str, operator: str, *, repeated: bool = False) -> Reply:
-    """200 with the new state; ``repeated``: the same action by the same operator was already the
-    record's latest entry (posted again after a lost answer, or twice): nothing was written now."""
+    """200 with the new state; ``repeated``: the same action was already the latest entry, nothing written now."""
     body: dict[str, Any] = {"action": action, "by": operator, "order": order_row(record)}
     if repeated:
         body["repeated"] = True
@@ -98,11 +97,11 @@ def unreadable(order_id: str, exc: DocumentError) -> Reply:
 
 
 def read_behind(order_id: str, what: str) -> Reply:
-    """503 for a request whose conditional write met a 412 on every version it read: the order changed while it
-    acted, or its instance reads it from a replica without the latest write (Session consistency: its client has no
-    session token for what other instances wrote, such as this very ``what`` posted before). Nothing was written
-    now, and whether the order is already where it would take it is not known here: posted again, it is judged on a
-    new read (taken already: 200, ``repeated``), never refused for this."""
+    """503 for a request whose conditional write met a 412 on every version it read.
+
+    The order changed meanwhile, or this instance reads a replica without the latest write (its client has no
+    session token for other instances' writes). Nothing was written; posted again, it is judged on a new read
+    (200 ``repeated`` if already taken)."""
     return error(
         503,
         f"order {order_id} changed while you acted, or this instance read it from a replica without its latest write: "
@@ -111,6 +110,7 @@ def read_behind(order_id: str, what: str) -> Reply:
 
 
 def _guarded(order_id: str, move: Callable[[], Reply]) -> Reply:
+    """Runs ``move``, mapping the store's and the domain's errors to replies."""
     try:
         return move()
     except DocumentError as exc:
@@ -132,8 +132,10 @@ def resubmit(ctx: AppContext, order_id: str, operator: str, reason: str) -> Repl
 def compensate(
     ctx: AppContext, order_id: str, operator: str, reason: str, undone_by_hand: tuple[int, ...] = ()
 ) -> Reply:
-    """``undone_by_hand``: entries of a ``CompensationFailed`` order the operator undid by hand
-    (``settle_by_hand``): 409 for one already undone, or an order in another state."""
+    """Hands an order back to compensation; ``undone_by_hand`` names entries the operator undid by hand.
+
+    Those entries are marked with ``settle_by_hand``: 409 for one already undone, or an order not
+    ``CompensationFailed``."""
     return _guarded(
         order_id,
         lambda: _taken(
@@ -143,6 +145,7 @@ def compensate(
 
 
 def _cancel_once(ctx: AppContext, order_id: str, operator: str, reason: str) -> Reply:
+    """Judges and writes a cancel on one read of the record."""
     record = ctx.states.get(order_id)
     if record is None:
         raise RecordNotFound(order_id)
@@ -166,9 +169,8 @@ def _cancel_once(ctx: AppContext, order_id: str, operator: str, reason: str) -> 
     not_before = cancellation_not_before(record)
     why = operator_cancelled(operator, reason)
     now = ctx.clock.now()
-    # a write whose response is lost is read back: if it landed, the cancel was taken (200, logged once)
-    # an order no attempt began a step of owes Received (its mark may have been given up), as a client's
-    # CancelOrder marks it (submission.cancellation): the compensation round's claim says it before Compensating
+    # A lost response is read back: if it landed, the cancel was taken. An order with no step begun also owes
+    # Received (``owe_before_failure``), as for a client's CancelOrder: the compensation round says it first.
     written = update_once_or_reread(
         ctx.states,
         record,
@@ -192,10 +194,11 @@ def cancel(ctx: AppContext, order_id: str, operator: str, reason: str) -> Reply:
 
 @dataclass(frozen=True)
 class ReviewTarget:
-    """The review an answer goes to. ``noted``: the record already notes this same answer as its last
-    word (its event may not have been delivered): the event is raised again, nothing is noted.
-    ``late``: that note was made before the deadline and the deadline has passed since; the attempt
-    has not closed the review yet (``process_order_v4`` will, taking the note; ``_v3`` takes its default)."""
+    """The review an answer goes to.
+
+    ``noted``: the record already notes this same answer as its last word, so the event is raised again and
+    nothing is noted. ``late``: that note was made in time but the deadline has passed and the attempt has not
+    closed the review yet (``process_order_v4`` will, taking the note; ``_v3`` takes its default)."""
 
     pending: PendingReview
     record: StateRecord
@@ -205,9 +208,9 @@ class ReviewTarget:
 
 @dataclass(frozen=True)
 class AnswerActedOn:
-    """This same answer, noted before, whose event the attempt already acted on (its delivery looked
-    uncertain: the operator posts it again). Nothing is noted or raised; whether the answer was what it
-    acted on depends on the attempt's version (``operations.review_answer``)."""
+    """This same answer, posted again after the attempt already acted on an event; nothing is noted or raised.
+
+    Whether the event acted on was this answer depends on the attempt's version (``operations.review_answer``)."""
 
     record: StateRecord
     review_id: str
@@ -217,9 +220,9 @@ class AnswerActedOn:
 def review_to_answer(
     ctx: AppContext, order_id: str, review_id: str, action: str, operator: str
 ) -> ReviewTarget | AnswerActedOn | Reply:
-    """The review ``review_id`` as ``operator``'s answer ``action`` finds it (``_review_to_answer``), or 409
-    when the review does not offer that answer: ``alternative`` where no fallback can take the step over
-    (``domain.review.choices_for``: a step without one, a prepaid order's payment). Nothing is noted."""
+    """Finds the review ``action`` answers (``_review_to_answer``), or the reply refusing it; nothing is noted.
+
+    Also 409 for ``alternative`` where no fallback can take the step over (``domain.review.choices_for``)."""
     target = _review_to_answer(ctx, order_id, review_id, action, operator)
     if not isinstance(target, ReviewTarget) or action != "alternative":
         return target
@@ -248,10 +251,10 @@ def review_to_answer(
 def _review_to_answer(
     ctx: AppContext, order_id: str, review_id: str, action: str, operator: str
 ) -> ReviewTarget | AnswerActedOn | Reply:
-    """The review ``review_id`` as ``operator``'s answer ``action`` finds it: waiting (to note the answer),
-    or noting this same answer already (to deliver it again); or the reply: no such order, another
-    review waits, answered otherwise, past its deadline with nothing noted (the attempt decides at
-    ``decide by``), or closed by the attempt (200 when it took this very answer: a repeat is harmless)."""
+    """Finds review ``review_id`` waiting for this answer, or noting it already; else the reply.
+
+    Replies: 404 no such order; 409 another review waits, answered otherwise, past its deadline with nothing
+    noted, or closed by the attempt (200 if it closed it with this very answer)."""
     try:
         record = ctx.states.get(order_id)
     except StoreUnavailable as exc:
@@ -289,16 +292,15 @@ def _review_to_answer(
         )
     holder = record.locked_by
     if holder is not None and review_answer(record, review_id) is None and review_id.startswith(f"{holder}:"):
-        # a pause of the attempt that holds the record, which the record knows nothing of: maybe not on this replica
+        # a pause of the attempt holding the record that the record does not show: maybe a lagging replica
         return _unless_behind(ctx, record, _answered_elsewhere(order_id, record, review_id))
     return _answered_elsewhere(order_id, record, review_id)
 
 
 def _unless_behind(ctx: AppContext, record: StateRecord, refusal: Reply) -> Reply:
-    """``refusal`` of an answer to a review of the attempt holding ``record`` that ``record`` does not know, once
-    ``record`` is proved the latest version (``read_is_latest``): read from a replica without the pause's write, it
-    would refuse the answer to a review that waits. Else 503 (``read_behind``, or the store unavailable): post it
-    again."""
+    """Returns ``refusal`` only once ``record`` is proved the latest version (``read_is_latest``); else 503.
+
+    A lagging replica without the pause's write would otherwise refuse an answer to a review that waits."""
     try:
         latest = read_is_latest(ctx, record)
     except StoreUnavailable as exc:
@@ -307,8 +309,9 @@ def _unless_behind(ctx: AppContext, record: StateRecord, refusal: Reply) -> Repl
 
 
 def acted_on(order_id: str, taken: AnswerActedOn, version_closes_reviews: bool) -> Reply:
-    """The reply to an answer posted again after the attempt acted on a ``ReviewDecision``: 200 when its
-    version closes its reviews (then that event was this answer's), else 409 saying it cannot be told."""
+    """Replies to an answer posted again after the attempt acted on a ``ReviewDecision``.
+
+    200 when its version closes its reviews (then that event was this answer's), else 409: it cannot be told."""
     answer = taken.answer
     if version_closes_reviews:
         return json_reply(
@@ -333,9 +336,9 @@ LAST_MINUTE = timedelta(seconds=60)
 
 
 def too_close_to_deadline(ctx: AppContext, order_id: str, pending: PendingReview) -> Reply | None:
-    """409 for an answer to an attempt that does not close its reviews (``process_order_v3``) in the last
-    minute before its deadline: its event might reach the attempt after the timer, which takes the
-    default; None when there is time."""
+    """409 in the last minute before the deadline of a ``process_order_v3`` review; None when there is time.
+
+    That version does not close its reviews, so the event might arrive after the timer took the default."""
     deadline = decide_by_time(pending)
     if deadline is None or ctx.clock.now() < deadline - LAST_MINUTE:
         return None
@@ -376,8 +379,7 @@ def decision_event(pending: PendingReview, action: str, operator: str, reason: s
 
 
 def _closed(order_id: str, closed: ClosedReview) -> Reply:
-    """409: the paused attempt closed the review at its deadline (``domain.review.close_review``), with
-    an answer noted in time or with its default; nothing can be noted after that."""
+    """409: the attempt closed the review at its deadline (``domain.review.close_review``); nothing more is noted."""
     how = f"{closed.operator}'s answer" if closed.operator is not None else "nobody answered in time: the default"
     return json_reply(
         409,
@@ -393,8 +395,7 @@ def _closed(order_id: str, closed: ClosedReview) -> Reply:
 
 
 def taken_at_close(order_id: str, record: StateRecord, closed: ClosedReview) -> Reply:
-    """200 for an answer the attempt closed its review with (``close_review`` took the note): the same
-    answer posted again, or a raise that found the attempt finished after it acted on it."""
+    """200 for the answer the attempt closed its review with: posted again, or raised after the attempt finished."""
     return json_reply(
         200,
         {
@@ -409,8 +410,7 @@ def taken_at_close(order_id: str, record: StateRecord, closed: ClosedReview) -> 
 
 
 def _answered_elsewhere(order_id: str, record: StateRecord, review_id: str) -> Reply:
-    """409 for an answer that came too late: the review was closed at its deadline, or who answered
-    first and with what, when the record says, and the order's state now."""
+    """409 for an answer that came too late, saying what closed or answered the review and the order's state."""
     closed = review_closed(record, review_id)
     if closed is not None:
         return _closed(order_id, closed)
@@ -435,8 +435,9 @@ def _answered_elsewhere(order_id: str, record: StateRecord, review_id: str) -> R
 
 @dataclass(frozen=True)
 class NotedMeanwhile:
-    """``claim_answer`` found this same answer noted by another request since the review was read (a
-    double click, two tabs): the caller answers as for that answer posted again (its event raised again)."""
+    """``claim_answer`` found this same answer noted by another request meanwhile (a double click, two tabs).
+
+    The caller answers as for the answer posted again, raising its event again."""
 
     record: StateRecord
 
@@ -444,11 +445,11 @@ class NotedMeanwhile:
 def claim_answer(
     ctx: AppContext, order_id: str, pending: PendingReview, operator: str, action: str, reason: str
 ) -> StateRecord | NotedMeanwhile | Reply:
-    """Before the event is raised: the record notes who answers, with what and why, by one conditional
-    write. Of two operators answering at once, only the one whose note is written raises the event; the
-    other is answered 409 with the first answer if it differs (the same answer: ``NotedMeanwhile``, as if
-    posted again). (The attempt takes the first ``ReviewDecision`` it gets, so raising first and noting
-    after could tell the second operator their decision was taken.)"""
+    """Notes who answers, with what and why, by one conditional write before the event is raised.
+
+    Of two operators answering at once, only the one whose note is written raises the event; the other gets 409
+    with the first answer, or ``NotedMeanwhile`` if it is the same answer. Noting first matters: the attempt
+    takes the first ``ReviewDecision`` it gets, so raising first could tell the second operator they won."""
     now = ctx.clock.now()
 
     def move() -> StateRecord | NotedMeanwhile | Reply:
@@ -456,7 +457,7 @@ def claim_answer(
             record = ctx.states.get(order_id)
             if record is None:
                 raise RecordNotFound(order_id)
-            try:  # a note whose response is lost is read back: if it landed, the event is still raised
+            try:  # a lost response is read back: if the note landed, the event is still raised
                 return update_once_or_reread(
                     ctx.states,
                     record,
@@ -488,13 +489,11 @@ def claim_answer(
 def take_back_answer(
     ctx: AppContext, order_id: str, pending: PendingReview, operator: str, action: str, why: str
 ) -> Reply:
-    """The paused attempt is definitely gone (``why``): it never takes ``operator``'s noted answer, so
-    the note is taken back (the record waits for the review again) and the operator hears 409. If the
-    record moved on meanwhile, there is nothing to take back: 200 if the attempt closed the review
-    with this very answer (``close_review``, or the supervisor carrying it out), else 409. If the store
-    cannot be written, the note stays, and then it stands: the supervisor carries it out once the
-    review deadline has passed (``domain.compensation.act_on_left_decision``); an alert and the 503 say
-    so."""
+    """Takes back a noted answer whose paused attempt is definitely gone (``why``), answering 409.
+
+    If the record moved on meanwhile there is nothing to take back: 200 if the review was closed with this very
+    answer, else 409. If the store cannot be written, the note stands and the supervisor carries it out after the
+    deadline (``domain.compensation.act_on_left_decision``); an alert and the 503 say so."""
     gone = f"the paused attempt {pending.instance_id} did not take the answer: {why}"
     try:
         for _ in range(3):
@@ -548,10 +547,10 @@ def take_back_answer(
 
 
 def delivery_uncertain(order_id: str, pending: PendingReview, operator: str, action: str, failure: Exception) -> Reply:
-    """The event was raised and the raise failed without saying the instance is gone (a timeout, a
-    5xx): the extension may have queued it. The note stays (taking it back could let a second,
-    different answer be noted while the attempt acts on this one); the same answer posted again
-    raises the event again (the attempt takes the first answer to its ``reviewId``)."""
+    """503 after a raise that failed ambiguously (a timeout, a 5xx): the extension may have queued the event.
+
+    The note stays: taking it back could let a different answer be noted while the attempt acts on this one.
+    Posting the same answer again raises the event again; the attempt takes the first per ``reviewId``."""
     app_event(
         "OperatorReviewDeliveryUncertain",
         f"order {order_id}: review {pending.review_id} answered {action} by {operator}; raising the event "
@@ -576,11 +575,11 @@ def delivery_uncertain(order_id: str, pending: PendingReview, operator: str, act
 
 
 def read_is_latest(ctx: AppContext, record: StateRecord) -> bool:
-    """Whether ``record``, as this request read it, is the latest version: a conditional write of it unchanged
-    (``If-Match`` its ``_etag``) lands only then; False on a 412 (it changed since). The request's Cosmos client has
-    no session token for what other instances wrote (Session consistency): its read may come from a replica a write
-    behind, without a note or its take-back. An answer given on the record alone, nothing written (the note stands,
-    or none does), waits for this. ``StoreUnavailable`` propagates."""
+    """True if ``record`` as read is the latest version, proved by writing it back unchanged (``If-Match``).
+
+    The request's client has no session token for other instances' writes, so its read may lag by a write. A
+    reply decided on the record alone, with nothing written, checks this first. ``StoreUnavailable``
+    propagates."""
     try:
         update_once(ctx.states, record, lambda r: r)
     except EtagMismatch:
@@ -589,11 +588,10 @@ def read_is_latest(ctx: AppContext, record: StateRecord) -> bool:
 
 
 def left_to_supervisor(order_id: str, record: StateRecord, noted: NotedAnswer, grace: timedelta) -> Reply:
-    """200 for an answer posted again once its attempt is gone: the record notes it as its last word, so
-    it stands, and the supervisor carries it out when it recovers the expired attempt (at ``notBefore``,
-    the record's ``completeBy`` and, while the gone attempt still holds it, the supervisor's ``grace``:
-    ``transitions.due_at``; ``domain.compensation.act_on_left_decision``). It is never taken back:
-    its operator may have been told 200 already."""
+    """200 for an answer posted again once its attempt is gone: the noted answer stands for the supervisor.
+
+    The supervisor carries it out when it recovers the expired attempt, at ``notBefore`` (``transitions.due_at``;
+    ``domain.compensation.act_on_left_decision``). It is never taken back: its operator may have been told 200."""
     not_before = transitions.due_at(record, grace)
     return json_reply(
         200,
@@ -612,8 +610,7 @@ def left_to_supervisor(order_id: str, record: StateRecord, noted: NotedAnswer, g
 def answered(
     order_id: str, record: StateRecord, pending: PendingReview, operator: str, action: str, reason: str
 ) -> Reply:
-    """The event was raised after the answer was noted (or raised again for an answer already noted):
-    the attempt acts on it."""
+    """200 once the event was raised for the noted answer: the attempt acts on it."""
     app_event(
         "OperatorReviewed",
         f"order {order_id}: review {pending.review_id} answered {action} by {operator}: {reason}",
@@ -636,13 +633,14 @@ def answered(
 
 
 def discard_deferred(ctx: AppContext, order_id: str, seq: int, operator: str, reason: str) -> Reply:
-    """An operator discards the payment notification deferred as ``seq`` for ``order_id``, whose order never came
-    (``deferral.discard``): 200 with the entry as written (``deadLettered``: whether this request dead-lettered the
-    message; false: the peek sweep dead-letters it as recorded), ``repeated`` for the same discard posted again;
-    404 for an entry the order's deferral document does not track; 409 when the order exists (the payment is
-    applied to it), the entry is resolved (or discarded by another operator, or for another reason), is not a
-    payment waiting for its order, or its message is gone, expired or held by a delivery; 503 when the state
-    store or Service Bus fails (post the same discard again: it goes on from what was written)."""
+    """Discards the payment notification deferred as ``seq`` for an order that never came (``deferral.discard``).
+
+    - 200 with the entry as written; ``deadLettered`` false means the peek sweep dead-letters it as recorded;
+      ``repeated`` for the same discard posted again.
+    - 404: the order's deferral document does not track ``seq``.
+    - 409: the order exists, the entry is resolved or not a payment waiting for its order, or its message is
+      gone, expired or held by a delivery.
+    - 503: the state store or Service Bus failed; posting the same discard again goes on from what was written."""
     try:
         done = discard(ctx, order_id, seq, operator, reason)
     except DocumentError as exc:

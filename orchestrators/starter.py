@@ -1,13 +1,17 @@
-"""The starter: claims Pending records with a conditional update and starts one orchestration
-per attempt. Claims are made by a timer sweep (records created Pending over the in-flight cap, the
-safety net, and retries whose not-before time has passed); submission's fast path creates a new
-record already claimed instead (``submission.intake``, under ``has_capacity``) and starts it here.
+"""The starter: claims Pending records with a conditional update and starts one orchestration per attempt.
 
-A start that was sent and failed leaves its claim to the supervisor after the start grace. A claim whose start a
-run never tried (its time for starts spent: a slow or stalled Durable extension) is released by that run right
-after its starts (``release_untried``: Pending again, claimable at once, nothing counted; ``StartReleased``); the
-supervisor's compensation rounds are started here too (``try_starts``) and their untried ones released the same
-way by its run (``supervisor.compensation_rounds.release_untried_rounds``)."""
+Claims come from a timer sweep (``sweep``: records created Pending over the in-flight cap, and retries whose
+not-before time has passed) and from submission's fast path, which creates a record already claimed
+(``submission.intake``, under ``has_capacity``) and starts it here. The supervisor's compensation rounds are
+started here too (``try_starts``).
+
+After a claim, one of three things happens to its start:
+
+- it is made: the instance runs;
+- it is sent and fails: the claim is left to the supervisor after the start grace;
+- it is never tried (the run's time for starts ran out): the run releases the claim at once
+  (``release_untried``, ``StartReleased``), counting nothing. The supervisor releases its untried rounds the same
+  way (``supervisor.compensation_rounds.release_untried_rounds``)."""
 
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ from orchestrators.names import COMPENSATION, SCHEDULER
 @dataclass(frozen=True)
 class Claim:
     """An attempt claimed and ready to start, with the plan its orchestration gets as input.
+
     ``say_received``: its first ``begin_step`` says ``Received`` before its write (``AttemptInput``)."""
 
     order_id: str
@@ -48,6 +53,7 @@ class Claim:
     start_by: datetime | None = None  # its claim's completeBy: the claim's write time plus the start grace
 
     def orchestration_input(self) -> dict[str, Any]:
+        """The scheduler's input, every version flag set (``orchestrators.scheduler.Attempt``)."""
         started = AttemptInput(
             order_id=self.order_id,
             attempt=self.attempt,
@@ -74,17 +80,17 @@ def has_capacity(ctx: AppContext) -> bool:
 
 
 def try_claim(ctx: AppContext, record: StateRecord) -> Claim | None:
-    """Claims ``record`` for its next attempt, or returns None when another starter won the
-    race (412), the record is not claimable (yet), the in-flight cap is reached, or its order cannot
-    be read for now. A claim whose response was lost is read again: if it landed, it is this claim
-    (``StoreUnavailable`` otherwise).
+    """Claims ``record`` for its next attempt; None if it cannot be claimed or started now.
 
-    The order (immutable) is read first, for the attempt's plan: a store that is unavailable for now
-    leaves the record Pending, unclaimed and uncounted, for the next sweep. An order that cannot be
-    read at all (missing, or an error retrying will not cure) is claimed and not started: the attempt
-    fails like any attempt that never ran, so the supervisor counts it and, at ``MAX_FAILURES``,
-    escalates with an alert instead of leaving the order Pending in silence (after ``MAX_STARTS_MISSED``
-    uncounted releases: its instance never existed, ``transitions.start_missed``)."""
+    None when another starter won the race (412), the record is not claimable yet, the in-flight cap is reached,
+    or the order cannot be read for now. A claim whose response was lost is read back (``StoreUnavailable`` if it
+    did not land).
+
+    The order is read first, for the attempt's plan. If the store is unavailable, the record stays Pending and
+    uncounted for the next sweep. An order that cannot be read at all (missing, or an error retrying will not
+    cure) is claimed but not started: the supervisor then handles it as an attempt that never ran and, at
+    ``MAX_FAILURES``, escalates with an alert instead of leaving the order Pending in silence (after
+    ``MAX_STARTS_MISSED`` uncounted releases, since its instance never existed: ``transitions.start_missed``)."""
     if not has_capacity(ctx):
         return None
     read = _read_order(ctx, record.order_id, record)
@@ -123,10 +129,8 @@ def try_claim(ctx: AppContext, record: StateRecord) -> Claim | None:
         )
         return None
     plan = plan_attempt(ctx.settings, claimed, read.order)
-    # An attempt 1 claimed here: its record was created Pending (over MAX_IN_FLIGHT), and nothing on it tells
-    # whether its submitter heard Received (a send that failed and a mark that could not be written, or a creating
-    # delivery that died first): its first begin_step says it again before its Processing (collapsed by duplicate
-    # detection within 10 minutes). Later attempts: ``owe_if_unheard`` decides from the record.
+    # Attempt 1 claimed here was created Pending, and nothing on the record says whether the submitter heard
+    # Received, so its first begin_step says it again (duplicates collapse). Later attempts: ``owe_if_unheard``.
     return Claim(
         claimed.order_id,
         claimed.locked_by,
@@ -150,6 +154,7 @@ ORDER_VISIBLE_WITHIN = timedelta(minutes=1)
 
 
 def _read_order(ctx: AppContext, order_id: str, record: StateRecord) -> _OrderRead:
+    """Reads the order for a claim, saying whether a failure is transient."""
     try:
         order = ctx.orders.get(order_id)
     except StoreUnavailable as exc:
@@ -157,8 +162,8 @@ def _read_order(ctx: AppContext, order_id: str, record: StateRecord) -> _OrderRe
     except Exception as exc:  # an answer retrying will not change (403, 400, a document that does not decode)
         return _OrderRead(problem=f"the order cannot be read: {type(exc).__name__}: {exc}")
     if order is None and record.attempt == 0 and ctx.clock.now() - record.updated_at < ORDER_VISIBLE_WITHIN:
-        # Submission writes the order before its record: for a record never claimed, written moments ago, a 404 is
-        # another instance's write this replica has not got yet (Session consistency), not an order that is missing.
+        # Submission writes the order before its record, so for a new, never-claimed record a 404 is a lagging
+        # replica (Session consistency), not a missing order.
         return _OrderRead(problem="its order is not readable yet (the record is new)", transient=True)
     if order is None:
         return _OrderRead(problem="the state record has no order document")
@@ -166,12 +171,12 @@ def _read_order(ctx: AppContext, order_id: str, record: StateRecord) -> _OrderRe
 
 
 def sweep(ctx: AppContext) -> list[Claim]:
-    """One run of the timer sweep: claims Pending records whose not-before time has passed, in a
-    bounded batch that never exceeds the in-flight cap, and none once a wave of starts would no longer end
-    within the first claim's start grace (``claims_close``): the records left are still Pending, claimed by the
-    next sweep. Under a Cosmos DB answering in 8-10 s a request (an order read and a claim each), a batch of 50
-    took minutes, and its claims, started after it, were past their start grace: all but the first wave left
-    to the supervisor, each counted as a failed attempt."""
+    """Runs the timer sweep once: claims due Pending records, in a batch bounded by the in-flight cap.
+
+    Claiming stops once a wave of starts could no longer end within the first claim's start grace
+    (``claims_close``); the rest stay Pending for the next sweep. Otherwise, with a slow store, the later claims
+    would be past their start grace before they start and be counted as failed attempts
+    (tests/supervisor/test_claims_start_grace.py)."""
     room = ctx.settings.max_in_flight - ctx.counts.get(ProcessState.PROCESSING)
     budget = min(ctx.settings.starter_batch_size, room)
     if budget <= 0:
@@ -202,9 +207,7 @@ def sweep(ctx: AppContext) -> list[Claim]:
                 orderId=record.order_id,
             )
             continue
-        except Exception as exc:  # isolation: a record no claim can be made of never stops the others' claims
-            # (one edited by hand: at MAX_ATTEMPT no next attempt can be numbered; the document broken between the
-            # query and the claim's read-back); logged at each sweep while it lasts, the others claimed and started
+        except Exception as exc:  # isolation: a record that cannot be claimed (a hand edit) never stops the others
             app_event(
                 "StartFailed",
                 f"order {record.order_id}: not claimed, {type(exc).__name__}: {carriable(str(exc))[:500]}",
@@ -250,25 +253,18 @@ async def start_orchestrations(
 ) -> list[str]:
     """Starts one ``orchestrator`` instance per claim; returns the instance ids started.
 
-    If ``start_new`` fails after a claim, the record is deliberately left as it is: owned by an
-    instance that never ran, with ``completeBy`` = claim time + start grace. The supervisor finds it
-    when that passes: an attempt or round whose instance the backend does not know (a 404) is released
-    without counting a failure, up to ``MAX_STARTS_MISSED`` in a row (``supervisor.recovery``,
-    ``supervisor.compensation_rounds``), any other is handled like an instance that missed a deadline (retried; a
-    compensation round is claimed again).
-    Retrying here could start an instance the failed call had in fact created: the SDK raises the same
-    plain Exception for a 500 that came after the backend took the start, and a second ``start_new``
-    replaces an instance that already ended (``overridableExistingInstanceStates``: NonRunningStates).
+    A failed ``start_new`` is deliberately not retried here. The SDK raises the same plain Exception for a 500
+    that came after the backend took the start, and a second ``start_new`` replaces an instance that already
+    ended (``overridableExistingInstanceStates``: NonRunningStates). The record is left claimed by an instance
+    that never ran, with ``completeBy`` = claim time + start grace. After that the supervisor releases it
+    uncounted if the backend does not know the instance (up to ``MAX_STARTS_MISSED`` in a row), else treats it
+    as a missed deadline (``supervisor.recovery``, ``supervisor.compensation_rounds``).
 
-    The starts run ``PARALLEL_CALLS`` at a time, and none is begun that could end past ``start_grace`` (what is
-    left of the claims' start grace; ``adapters.durable_client.each_within``): a start made later is one the
-    supervisor may already have taken over (the instance it makes is fenced), and a stalled extension would hold
-    the run claims x 20 s. A claim whose start was never tried (no ``start_new`` was sent for it, so no instance
-    of it exists) is released at once, with ``ctx``, by a fenced write (``release_untried``): Pending again (a
-    round: due again), neither a failure nor a missed start counted. It used to be left as after a failed start,
-    and the supervisor released it after the start grace as a start the backend never had, using one of the
-    order's ``MAX_STARTS_MISSED``. A release that cannot be written (the record moved, the store unavailable), or
-    a run without ``ctx``, leaves the claim as after a failed start, saying so."""
+    Starts run ``PARALLEL_CALLS`` at a time, and none begins that could end past ``start_grace``
+    (``adapters.durable_client.each_within``): a later start may already be the supervisor's, and a stalled
+    extension would hold the run claims x 20 s. With ``ctx``, a claim whose start was never tried is released at
+    once (``release_untried``), so it does not use up one of the order's ``MAX_STARTS_MISSED``. Without ``ctx``,
+    or if the release cannot be written, the claim is left as after a failed start, and logged so."""
     made = await try_starts(client, orchestrator, claims, start_grace)
     if made.untried and ctx is not None:
         # off the event loop: a store write each
@@ -281,8 +277,10 @@ async def start_orchestrations(
 
 @dataclass(frozen=True)
 class StartsMade:
-    """What ``try_starts`` did: the instance ids started, in the claims' order, and the claims whose start it never
-    tried (no ``start_new`` sent for them), to release (``release_untried``) or leave to the supervisor."""
+    """What ``try_starts`` did: the instance ids started (in the claims' order) and the claims never tried.
+
+    ``untried`` had no ``start_new`` sent, so no instance exists: release them (``release_untried``) or leave
+    them to the supervisor."""
 
     started: list[str]
     untried: list[Startable]
@@ -291,10 +289,10 @@ class StartsMade:
 async def try_starts(
     client: OrchestrationClient, orchestrator: str, claims: Sequence[Startable], start_grace: timedelta
 ) -> StartsMade:
-    """The starts of ``start_orchestrations`` without the releases of the claims never tried, for a caller that
-    writes those itself once its wait for the starts is over: the supervisor's trigger waits for a batch's starts on
-    its event loop within a bound made for Durable calls (``supervisor/blueprint.py``), and a store write each for
-    the rounds never tried, under a Cosmos DB throttling them, ran that wait out although every start was made
+    """Makes the starts of ``start_orchestrations`` but leaves releasing the untried claims to the caller.
+
+    The supervisor's trigger waits for its starts within a bound made for Durable calls
+    (``supervisor/blueprint.py``), so it writes the releases after that wait, not inside it
     (``tests/supervisor/test_redteam_untried_release_wait.py``)."""
     started_event, failed_event, _ = START_EVENTS[orchestrator]
     asked: set[str] = set()  # the instances a start_new was sent for: never released here, whatever it answered
@@ -326,8 +324,9 @@ async def try_starts(
 
 
 def left_to_supervisor(orchestrator: str, claim: Startable, why: str) -> None:
-    """Logs a claim whose start was never tried and that is left as after a failed start (``why``: why its release
-    failed, when one was tried). Counted by the durableBackendFailing rule as any start the extension failed."""
+    """Logs an untried claim left as after a failed start; ``why`` says why its release failed, if tried.
+
+    The durableBackendFailing rule counts it as any failed start."""
     app_event(
         START_EVENTS[orchestrator][1],
         f"did not start {claim.instance_id}: {NOT_TRIED}{why}; the supervisor will retry it after the start grace",
@@ -339,15 +338,13 @@ def left_to_supervisor(orchestrator: str, claim: Startable, why: str) -> None:
 
 
 def release_untried(ctx: AppContext, orchestrator: str, claims: Sequence[Startable]) -> list[str]:
-    """Releases each of ``claims``, whose start was never tried, by a fenced write (``update_fenced``: as its
-    instance, ``lockedBy`` checked on the record the write replaces, a 412 read again and judged again): a forward
-    attempt back to Pending, claimable at once (``transitions.release_untried``), a compensation round unowned and
-    due at once (``domain.compensation.release_untried_round``), ``failureCount``, ``startsMissed`` and ``attempt``
-    unchanged. Only a record that is still exactly that claim (its instance holds it and made no move) is released:
-    one another writer moved since (the supervisor took it, a cancellation) is left to it, and one the store could
-    not write is left as after a failed start, for the supervisor; both say so (``StartFailed``,
-    ``CompensationStartFailed``). Returns the instance ids released (each logged ``StartReleased`` or
-    ``CompensationStartReleased``). Never raises."""
+    """Releases each claim whose start was never tried; returns the instance ids released. Never raises.
+
+    Each release is a fenced write as the claim's instance (``update_fenced``), due again at once with no counter
+    moved: a forward attempt back to Pending (``transitions.release_untried``), a compensation round unowned
+    (``domain.compensation.release_untried_round``). Only a record still exactly that claim is released. One
+    moved since, or not writable, is left to the supervisor and logged ``StartFailed`` /
+    ``CompensationStartFailed``; a release is logged ``StartReleased`` / ``CompensationStartReleased``."""
     released_event = START_EVENTS[orchestrator][2]
     compensation = orchestrator == COMPENSATION
     released: list[str] = []
@@ -387,6 +384,5 @@ def release_untried(ctx: AppContext, orchestrator: str, claims: Sequence[Startab
 async def start_claimed(
     client: OrchestrationClient, claims: Sequence[Claim], start_grace: timedelta, ctx: AppContext | None = None
 ) -> list[str]:
-    """Starts the scheduler for each claimed attempt (see ``start_orchestrations``; with ``ctx``, a claim whose
-    start was never tried is released at once)."""
+    """Starts the scheduler for each claimed attempt (see ``start_orchestrations``)."""
     return await start_orchestrations(client, SCHEDULER, claims, start_grace, ctx)

@@ -1,27 +1,27 @@
 """Order intake: what happens to one message from the ``orders`` queue.
 
-``handle_orders_message`` parses the body and hands the contract to the handler registered for its
-``type`` in ``HANDLERS`` (one module per message type). ``submit_order`` is the handler of
-``OrderSubmitted``: two idempotent writes keyed by the order id, in this order: the order (create-or-verify in
-``orders``), then its state record (create in ``state``). They are not one transaction; a crash
-between them leaves an order without a state record, and the redelivery of the same message
-finds the identical order and creates the missing record. Nothing is ever overwritten.
+``handle_orders_message`` parses the body and hands the contract to the handler registered for its ``type`` in
+``HANDLERS``. ``submit_order`` handles ``OrderSubmitted`` with two idempotent writes keyed by the order id, in
+this order:
 
-The fast path: while the in-flight cap allows, the state record is created already claimed for
-attempt 1 (``transitions.new_claimed_record``), so the create is also the claim: a create fails if
-the record exists, so only the delivery that created it owns attempt 1 and starts it. Over the cap it
-is created ``Pending`` and the starter's sweep claims it later. A delivery that finds the record
-(a duplicate, or the loser of a concurrent create) starts nothing. Nor does a create whose response
-was lost: its redelivery (or the SDK's retry, answered 409) finds a record it cannot tell from a
-concurrent delivery's claim, so the claim is left unstarted and the supervisor retries the order once
-``START_GRACE_SECONDS`` have passed, as after any failed start.
+1. the order (create-or-verify in ``orders``);
+2. its state record (create in ``state``).
 
-Before either write, a new order's deferral document is read (it also lists the payment notifications waiting
-for the order; the delivery that writes the state record reads it once more after, for a refusal of another
-submission of the order marked meanwhile: ``deferral.recovery.settle_refusals``). At the pending cap
-(``MAX_PENDING``) the order is refused (``_reject``): the refusal is written there, naming the message,
-before anyone is told, and whatever handles the same message again (a redelivery, a store-retry copy) finds
-it and finishes the refusal instead of judging the message afresh."""
+They are not one transaction. A crash between them leaves an order without a state record; the redelivery finds
+the identical order and creates the missing record. Nothing is ever overwritten.
+
+Fast path: while the in-flight cap allows, the state record is created already claimed for attempt 1
+(``transitions.new_claimed_record``). A create fails if the record exists, so only the delivery that created it
+owns attempt 1 and starts it. Over the cap the record is created ``Pending`` and the starter's sweep claims it. A
+create whose response was lost is read back (``_created_after_all``): if it landed, the delivery goes on as its
+creator. A delivery that finds the record starts nothing, even its own create's (a redelivery, or the SDK's retry
+answered 409): the supervisor retries that claim after ``START_GRACE_SECONDS``, as after any failed start.
+
+The order's deferral document is read before either write. It lists the payment notifications waiting for the
+order, and any refusal; the delivery that creates the record reads it again for a refusal marked meanwhile
+(``deferral.recovery.settle_refusals``). At the pending cap (``MAX_PENDING``) the order is refused by ``_reject``:
+the refusal is written, naming the message, before anyone is told, so a redelivery or store-retry copy of the same
+message finishes that refusal instead of judging afresh."""
 
 from __future__ import annotations
 
@@ -87,6 +87,7 @@ HANDLERS: dict[str, tuple[type[Contract], Handler]] = {
 
 
 def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeResult:
+    """Parses one ``orders`` message, runs its handler and maps the failures that mean "again later" to a settlement."""
     accepted = {kind: contract for kind, (contract, _) in HANDLERS.items()}
     try:
         contract = parse(body_bytes(message), accepted)
@@ -102,56 +103,54 @@ def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeRe
         )
         return IntakeResult(Settlement.deadletter(bad.reason, bad.description))
     _, handler = HANDLERS[contract.type]  # type: ignore[attr-defined]
-    # Alerts whose send failed while the message was handled (``raise_alert_owing``): handed to the alert courier
-    # by the trigger before it settles the message, whatever the settlement (a failure after one was owed, too:
-    # what was done before it, a deferred notification dead-lettered with its alert owed, is not done again).
+    # Alerts whose send failed while the message was handled (``raise_alert_owing``). The trigger hands them to the
+    # alert courier before it settles the message, whatever the settlement: the work that owed them is not redone.
     owed: list[OwedAlert] = []
     try:
         result = handler(ctx, contract, message, owed)
     except StoreUnavailable as exc:
-        # Nothing is half-done that handling the message again cannot finish: again later, not at once
-        # (submission/store_outage.py: an outage would use up the deliveries in seconds).
+        # Handling the message again finishes anything half-done. Later, not at once: an outage would use up the
+        # deliveries in seconds (submission/store_outage.py).
         result = retry_later(ctx, message, contract.type, str(exc))  # type: ignore[attr-defined]
     except DocumentError as exc:
-        # A document of the order this version cannot read (a newer version's state, field or value, met during a
-        # rolling upgrade or after a rollback): left as it is and the message handled again later, as in a store
-        # outage (by the newer version, or once it is back), not redelivered at once until dead-lettered in seconds
+        # A document this version cannot read (a newer version's, during a rolling upgrade or after a rollback):
+        # left as it is, and the message handled again later as in a store outage.
         why = f"a document of the order is not one this version reads, a newer version's? ({exc})"
         result = retry_later(ctx, message, contract.type, why, store_down=False)  # type: ignore[attr-defined]
     except ReceiveError as exc:
-        # A deferred message it fetches could not be fetched (the app's identity refused for a while: a token the
-        # credential could not get, a role propagating; a lost connection): nothing fetched or settled by it, so
-        # again later, as a store failure, not redelivered at once until dead-lettered in seconds.
+        # A deferred message could not be fetched (identity refused for a while, lost connection). Nothing was
+        # fetched or settled, so again later, as for a store failure.
         result = retry_later(ctx, message, contract.type, str(exc), store_down=False)  # type: ignore[attr-defined]
     except SendError as exc:
         # Service Bus itself is failing (a copy could not be sent either): abandon, Service Bus retries.
         log.warning("%s %s: %s; abandoning for redelivery", contract.type, message.message_id, exc)  # type: ignore[attr-defined]
         result = IntakeResult(Settlement.abandon(str(exc)))
-    # its type: a message whose owed status Durable did not take is handled again as a copy of that type
+    # ``kind``: a message whose owed status Durable did not take is handled again as a copy of this type
     return replace(result, alerts=result.alerts + tuple(owed), kind=contract.type)  # type: ignore[attr-defined]
 
 
 def submit_order(
     ctx: AppContext, order: OrderSubmitted, message: ReceivedMessage, owed: list[OwedAlert]
 ) -> IntakeResult:
-    """``owed``: the message's alerts owed (``handle_orders_message``), for a deferred notification this submission
-    dead-letters and the notifications it flags for the accepted order."""
+    """Handles ``OrderSubmitted``: writes the order and its state record, or refuses it at the pending cap.
+
+    Also applies the payment notifications deferred before the order came, and says ``Received`` when the
+    submitter may not have heard it. ``owed`` collects the alerts whose send failed (``handle_orders_message``)."""
     now = ctx.clock.now()
     state = ctx.states.get(order.order_id)
-    # The order's deferral document, read before deciding (it also lists the notifications waiting for the
-    # order): it says whether this very message was refused.
+    # Read before deciding: it says whether this very message was refused, and lists the waiting notifications.
     deferrals = ctx.deferrals.get(order.order_id)
     sent_as = original_sequence(message)
     if deferrals is not None and deferrals.refuses(sent_as):
         return _reject(ctx, order, message, deferrals, now, owed, finishing=True)  # never accepted after its refusal
     if deferrals is not None and deferrals.was_refused(sent_as):
-        # Refused, then another submission of the order was refused or accepted since: never accepted,
-        # nothing written. While a refusal stands it is told again (the same ids collapse); once a later
-        # submission was accepted, that one speaks for the order (a late Rejected would contradict it).
+        # Refused, and another submission of the order was judged since: never accepted, nothing written. While a
+        # refusal stands it is told again (the same ids collapse); once a later submission was accepted, that one
+        # speaks for the order and a late Rejected would contradict it.
         if deferrals.rejected_at is not None:
             return _reject(ctx, order, message, deferrals, now, owed, finishing=True, write=False)
-        # Not told again, nor alerted: an earlier handling's Rejected or OrderRejected still owed (its courier not
-        # taken by Durable: this is its copy) is dropped with the refusal, as the status courier drops its Rejected
+        # Not told again nor alerted: a Rejected or OrderRejected still owed by an earlier handling (this may be
+        # its store-retry copy) is dropped with the refusal, as the status courier drops its Rejected.
         app_event(
             "RefusalSuperseded",
             f"order {order.order_id}: message {message.message_id} was refused before a later submission was "
@@ -175,54 +174,48 @@ def submit_order(
     created = state is None
     if state is None:
         state, claim = _create_state(ctx, order, sent_as)
-        # said at once: a failure below must not leave the record moving on (claimed, started, cancelled)
-        # before a redelivery, with the submitter never told it was received
+        # Said at once: after a failure below, the record may move on (started, cancelled) before a redelivery
+        # could say it.
         announced = _announce(ctx, state, now)
-        if announced:  # and owed on the record, for whoever acts next if the hand-over never happens
+        if announced:  # the send failed: also owed on the record, in case the courier hand-over never happens
             state = _owe_received(ctx, state)
             if claim is not None and state.received_owed is None:  # the mark given up: the attempt says it first
                 claim = replace(claim, say_received=True)
     else:
         log.info("order %s: duplicate submission, nothing written", order.order_id)
-    # PaymentNotifications that arrived before this order were deferred: fetch and apply them now. Those
-    # dead-lettered while an earlier refusal of it stood are named to an operator (the order is live now).
-    recovered = Recovery()  # what recover_for_order applied, once it returned
-    # the events of the notifications applied, as each is: on the record, their entries resolved, whatever fails after
+    # Payment notifications that came before this order were deferred: apply them now. Those dead-lettered under
+    # an earlier refusal are named to an operator (the order is live now).
+    recovered = Recovery()
+    # Filled as each notification is applied, so the events are raised even if a later one fails.
     raised: list[RaiseEvent] = []
     try:
         recovered = recover_for_order(ctx, order.order_id, deferrals, owed, raised)
         settle_refusals(ctx, order.order_id, deferrals, owed, created=created)
     except (StoreUnavailable, SendError) as exc:
         if not created and rounds_used_up(message):
-            # Its last round: abandoned, Service Bus would dead-letter it MaxDeliveryCountExceeded and page an
-            # operator for a submission whose order exists. Completed instead, what is left handed over.
+            # Last round: completed with the rest handed over, rather than dead-lettered for an order that exists.
             _hand_over(ctx, order.order_id, message, deferrals, owed, exc)
         elif not created:
             if not raised:
                 raise
             return _again_with_events(ctx, message, tuple(raised), exc)
         else:
-            # The record is written (and claimed, on the fast path: the attempt is started anyway, since left
-            # unstarted it would wait out the start grace for the supervisor). Abandon: the redelivery applies
-            # the deferred notifications to the record, as to any notification that arrives after its order,
-            # and raises the alert for those dead-lettered under a refusal if it was not sent (it reads the
-            # document again after the record exists: a refusal marked since this delivery's read is in it).
+            # The record is written, and a fast-path claim is started anyway (else it waits out the start grace).
+            # The redelivery applies the deferred notifications as for any that arrive after their order, and
+            # alerts for those dead-lettered under a refusal.
             log.warning("order %s: %s; abandoning for the deferred notifications", order.order_id, exc)
             return IntakeResult(Settlement.abandon(str(exc)), claim, owed=announced)
-    # A duplicate submission says Received again while the order has not begun (or still owes it), and so
-    # does the message that created the record, handled again (``submittedAs``): whatever the order did since,
-    # its first delivery may never have said it (its create's response and read-back lost, or its send, the
-    # mark and the courier hand-over lost with the host). The record is read again only then: in the delivery
-    # that created it, a read failing here would hand the message to a store-retry copy and drop the Received
-    # owed above (its mark's write may have failed too).
+    # A duplicate says Received again while the order has not begun or still owes it, and so does the message
+    # that created the record (``submittedAs``), whatever the order did since: its first delivery may never have
+    # said it. The record is read again only for a duplicate: in the creating delivery a failed read would drop
+    # the Received owed above.
     if not created:
         if recovered.applied:
             try:
                 state = ctx.states.get(order.order_id) or state
             except StoreUnavailable as exc:
-                # decided on the record as this delivery read it, as when nothing was applied (an applied payment
-                # says nothing to the submitter): raised, the failure handed the message to a store-retry copy (in
-                # its last round, abandoned it) and dropped the applied notifications' events (red team)
+                # Decide on the first read (an applied payment says nothing to the submitter). Raising would drop
+                # the applied notifications' events (tests/deferral/test_redteam_last_round.py).
                 log.warning(
                     "order %s: record not read again (%s); Received decided on the first read", order.order_id, exc
                 )
@@ -236,12 +229,11 @@ def submit_order(
 def _again_with_events(
     ctx: AppContext, message: ReceivedMessage, events: tuple[RaiseEvent, ...], exc: Exception
 ) -> IntakeResult:
-    """A duplicate submission applied deferred notifications (``events``: theirs), then a store or send failure met
-    it (applying the next one, or settling the order's refusals): handled again later (a store failure) or abandoned
-    (a send failure), as ``handle_orders_message`` would, with the applied notifications' ``PaymentNotified`` events
-    raised all the same. They are on the record, their entries resolved: the next handling finds them no longer
-    waiting and raises none, so the payment step waiting for one waited out its deadline for a payment on the record
-    (red team)."""
+    """Settles a duplicate submission that failed after applying deferred notifications, raising their events.
+
+    Settled as ``handle_orders_message`` would (again later for a store failure, abandoned for a send failure),
+    but with the applied notifications' ``PaymentNotified`` events. They are on the record and their entries
+    resolved, so the next handling raises none; without them a waiting payment step would time out."""
     if isinstance(exc, StoreUnavailable):
         again = retry_later(ctx, message, "OrderSubmitted", str(exc))
     else:
@@ -258,21 +250,17 @@ def _hand_over(
     owed: list[OwedAlert],
     exc: Exception,
 ) -> None:
-    """A submission in its last store-retry round found the order's state record (the order and its record stand:
-    written by an earlier delivery, the data verified the same), and the deferred notifications could not be applied
-    or the refusals settled (``recover_for_order``, ``settle_refusals``: a store or send failure). What the message
-    still carried is done by others, so it is completed, not abandoned into a dead letter that pages for nothing:
+    """Hands over what a last-round submission could not finish, so the message can be completed.
 
-    * the notifications waiting for the order, and the rounds of those waiting for a dependency: the peek sweep
-      applies a deferred notification whose order exists (and tries an overdue round), ``PEEK_SWEEP_AGE_MINUTES``
-      after it was deferred;
-    * the notifications dead-lettered under an earlier refusal of the order: named to an operator here, from the
-      document as this delivery read it (``hand_over_refusals``; they stay listed, so a later submission names them
-      again): no other path names them.
+    Called when the order and its state record exist but ``recover_for_order`` or ``settle_refusals`` failed in
+    the last store-retry round. A dead letter here would page an operator for nothing, because others finish it:
 
-    Before, it was abandoned after the last round and Service Bus dead-lettered it ``MaxDeliveryCountExceeded``
-    (``localrun fuzz`` seed 6050: an order written in round 57 of 61, its notification throttled to the end; the
-    order ran, the peek sweep applied the payment, and the dead-letter watch paged an operator for nothing)."""
+    * the notifications waiting for the order: the peek sweep applies a deferred notification whose order
+      exists, ``PEEK_SWEEP_AGE_MINUTES`` after it was deferred;
+    * the notifications dead-lettered under an earlier refusal: named to an operator here
+      (``hand_over_refusals``), since no other path names them.
+
+    Pinned by tests/deferral/test_submission_handed_over_at_its_last_round.py."""
     named = hand_over_refusals(ctx, as_read, owed)
     app_event(
         "SubmissionHandedOver",
@@ -288,15 +276,13 @@ def _hand_over(
 
 
 def _conflicting(ctx: AppContext, order: OrderSubmitted, now: datetime) -> IntakeResult:
-    """A submission of an existing order with other data: dead-lettered ``ConflictingOrderData``, with an alert
-    per conflicting content (a digest of the order as it would be stored), not per message: a producer resending
-    the same conflicting order a thousand times paged a thousand times (each message its own alert id). Another
-    content of the order is another alert at once: by the order id alone, a second conflict within duplicate
-    detection's 10 minutes was collapsed into the first's alert and told no one. Repeats of one content are held
-    while they keep coming (an alert mark, ``notifications/repeats.py``), past duplicate detection's 10 minutes
-    too; the dead-letter watch still logs every message. The mark is written only for an alert sent here: one owed
-    to the courier that Durable does not take either is sent once more by the trigger as the message is
-    dead-lettered, or logged ``AlertUndelivered`` (``submission.courier_retry``)."""
+    """Dead-letters a submission of an existing order with other data (``ConflictingOrderData``) and alerts once.
+
+    The alert is keyed by the conflicting content (``_content_digest``), not the message: repeats of one content
+    are held while they keep coming (an alert mark, ``notifications/repeats.py``), and another content alerts at
+    once. The dead-letter watch still logs every message. The mark is written only for an alert sent here; one
+    owed to the courier is sent again by the trigger as the message is dead-lettered, or logged
+    ``AlertUndelivered`` (``submission.courier_retry``)."""
     description = f"order {order.order_id} exists with different data; the stored order is kept unchanged"
     digest = _content_digest(order)
     owed: list[OwedAlert] = []  # a failed send goes to the alert courier, not back to Service Bus
@@ -333,36 +319,24 @@ def _reject(
     finishing: bool = False,
     write: bool = True,
 ) -> IntakeResult:
-    """The pending cap refuses the order. The refusal is written before anyone is told of it:
+    """Refuses the order at the pending cap, writing the refusal before anyone is told.
 
-    1. the order's deferral document is marked rejected, naming this message as its sender sent it
-       (``original_sequence``), and the notifications waiting for the order are dead-lettered
-       (``release_for_rejected_order``). A store failure (``StoreUnavailable``) before the mark is written
-       has promised nothing: the message is handled again later (``store_outage``) and decided afresh,
-       accepted if the cap has room by then. Once the mark is written, the order's state record is looked for
-       (and again once the waiting notifications are released): found (another submission of the order accepted
-       while this one was judged), the mark is withdrawn and the message completed, telling nobody (the accepted
-       submission speaks for the order);
-    2. ``Rejected`` to the submitter (a failed send goes to the courier, which tells it only while the refusal
-       stands: a state record written meanwhile, another submission of the order accepted, ends it untold);
-    3. the ``OrderRejected`` alert, once per order and refused content while the refusals go on (an alert mark:
-       repeats are held, ``AlertRepeatHeld``; a failed send goes to the alert courier, ``deliver_alert_v1``, which
-       the trigger hands it to before it settles the message; one Durable does not take either has the message
-       handled again later, a store-retry copy that finishes the refusal again: ``submission.courier_retry``), and
-       the message is completed. A refusal superseded before that copy is handled (another submission of the
-       order accepted: the copy is completed telling nobody) ends with its alert unsent, as its ``Rejected`` is
-       (``RefusalSuperseded``).
+    1. The deferral document is marked rejected, naming this message (``original_sequence``), and the
+       notifications waiting for the order are dead-lettered (``release_for_rejected_order``). A
+       ``StoreUnavailable`` before the mark is written has promised nothing: the message is handled again later
+       and judged afresh. If the state record turns up once the mark is written (another submission accepted
+       meanwhile), the mark is withdrawn and the message completed, telling nobody.
+    2. ``Rejected`` goes to the submitter. A failed send goes to the courier, which tells it only while the
+       refusal stands.
+    3. The ``OrderRejected`` alert is raised once per order and refused content; repeats are held
+       (``AlertRepeatHeld``). A failed send goes to the alert courier (``deliver_alert_v1``); if Durable does not
+       take that either, a store-retry copy finishes the refusal again (``submission.courier_retry``). A refusal
+       superseded before then ends with its alert unsent, as its ``Rejected`` (``RefusalSuperseded``).
 
-    Once the mark is written, whatever handles the same message again (a redelivery after a failure or a
-    lost lock, a store-retry copy) finds it (``submit_order``, ``finishing``) and goes through the same
-    steps instead of being judged afresh: the same writes, the same alert id and status MessageId (Service
-    Bus's duplicate detection collapses the repeats). Another submission of the order is judged afresh,
-    and its ``Rejected`` is told under an id of its own: it names the refused message by its sequence number
-    as sent (``refusal_variant``), so a second refusal within the 10 minutes of duplicate detection is not
-    taken for the first. Its alert is named the same way, but raised only for a problem not paged yet: the same
-    content refused again while the refusals go on is held (``AlertRepeatHeld``), another content is alerted.
-    ``write=False``: a refused message handled again after another submission of the order was accepted
-    (or refused) since: only told again, nothing written (the refusal it had must not return)."""
+    Once the mark is written, a redelivery or copy of the same message finds it (``finishing``) and repeats these
+    steps with the same ids, which duplicate detection collapses. Another submission is judged afresh and told
+    under its own id (``refusal_variant``). ``write=False``: another submission was judged since, so the message
+    is only told again; the old refusal must not be written back."""
     sent_as = original_sequence(message)
     if write and release_for_rejected_order(ctx, order.order_id, sent_as, deferrals, owed).withdrawn:
         log.info(
@@ -389,14 +363,10 @@ def _reject(
         reason=f"too many pending orders (MAX_PENDING={ctx.settings.max_pending}); submit again later",
         variant=refusal_variant(sent_as),
     )
-    # A failed send goes to the alert courier, on durable timers, and the message is completed: abandoned (or
-    # copied, whose send failed too) on each failure, Service Bus failing five deliveries in a row dead-lettered
-    # it MaxDeliveryCountExceeded, the refusal written and told but never alerted. One alert per order and refused
-    # content (and reason), not per message: a producer re-sending the same refused order every minute paged every
-    # minute (each message's sequence number was the alert's id: 182 pages in three hours); its repeats are held
-    # (an alert mark, ``notifications/repeats.py``), the submitter still told each time above. Marked only when the
-    # alert was sent here, as ``_conflicting``'s: one owed to the courier that Durable does not take either is raised
-    # again by the message's store-retry copy (submission/courier_retry.py).
+    # One alert per order and refused content (and reason), not per message; repeats are held by an alert mark
+    # (``notifications/repeats.py``) while the submitter is still told each time. A failed send goes to the alert
+    # courier and the message is completed anyway (abandoning could dead-letter it unalerted). Marked only when
+    # sent here, as in ``_conflicting``.
     reason = f"MAX_PENDING={ctx.settings.max_pending}"
     digest = _content_digest(order, reason)
     alerts: list[OwedAlert] = []
@@ -417,43 +387,42 @@ def _reject(
 
 
 def refusal_variant(sent_as: int | None) -> str | None:
-    """What tells one refusal's ``Rejected`` from another's (``publish_status``'s ``variant``): the refused
-    message's sequence number as its sender sent it (``original_sequence``: the same on its redelivery and
-    on every copy of it, another on any other message). The ``OrderRejected`` alert's discriminator is the
-    same number (the alert is raised once per refused content, its repeats held). None (a message without a
-    sequence number: never from Service Bus): the order's one id."""
+    """The ``variant`` that tells one refusal's ``Rejected`` from another's: the refused message's original sequence.
+
+    ``original_sequence`` is the same on a redelivery and every copy, and differs between messages. The
+    ``OrderRejected`` alert uses it as its discriminator too. None (no sequence number, never from Service Bus)
+    falls back to the order's one id."""
     return None if sent_as is None else str(sent_as)
 
 
 def _announce(ctx: AppContext, state: StateRecord, now: datetime) -> tuple[OwedStatus, ...]:
-    """The ``Received`` status, sent before the fast path's attempt is started (the trigger starts it
-    after the handler returns). A redelivery repeats it; MessageId collapses duplicates. A failed send
-    never abandons the accepted order: the status goes to the courier instead, and is marked owed on
-    the record (``_owe_received``)."""
+    """Sends ``Received``, returning it as owed if the send failed.
+
+    Sent before the fast path's attempt starts (the trigger starts it after the handler returns). Repeats collapse
+    on MessageId. A failed send never abandons the accepted order: the caller hands it to the courier and marks
+    it owed on the record (``_owe_received``)."""
     owed = publish_status_or_owe(
         ctx.sender, reply_to=state.reply_to, order_id=state.order_id, status="Received", attempt=0, at=now
     )
     return (owed,) if owed else ()
 
 
-# A failed write of the ``receivedOwed`` mark is tried again after these (seconds): with the send that failed
-# before it, a third failure (a host stopping before the courier hand-over) would leave Received unsaid.
+# Seconds to wait before retrying the ``receivedOwed`` mark (its write or the read after it) on a store failure.
 MARK_RETRY_DELAYS = (1.0, 3.0)
 
 
 def _owe_received(ctx: AppContext, state: StateRecord) -> StateRecord:
-    """Marks ``Received`` owed on the record (``receivedOwed``) after its send failed: the courier gets it
-    only after the handler returns, and a host that stops before that (or a lost lock, whose redelivery
-    finds the order begun) would leave it unsaid; whoever writes the record next says it
-    (``notifications.received``). One conditional write, on this failure path only; a concurrent writer's
-    412 is read again and retried. A record found ended (``TERMINAL_STATES``: a stale read's redelivery)
-    is not marked: nobody would write it again to say it, and the courier has it. If the store fails (the
-    mark's write, or the read again after a failed write or a race), the mark is tried again after
-    ``MARK_RETRY_DELAYS`` (seconds, within the message's lock, shared by the writes and reads), then given up
-    (logged): the courier is then all there is, and a host that stops before the hand-over leaves
-    ``Received`` unsaid (docs/design.md, the left case). A mark whose response was lost may have landed: read
-    again with its history entry in it, it is done, even with the mark cleared since (whoever wrote next said
-    ``Received``); marked again, the submitter heard ``Received`` once more from the writer after that."""
+    """Marks ``Received`` owed on the record (``receivedOwed``) after its send failed.
+
+    The courier only gets the status after the handler returns; if the host stops first, whoever writes the record
+    next says it (``notifications.received``). Rules:
+
+    - One conditional write, on this failure path only. A 412 is read again and retried, up to three races.
+    - An ended record (``TERMINAL_STATES``) is not marked: nobody would write it again, and the courier has it.
+    - Store failures (write or re-read) are retried after ``MARK_RETRY_DELAYS``, then the mark is given up
+      (``_mark_given_up``; docs/design.md).
+    - A write whose response was lost may have landed: if its history entry is on the re-read record, the mark
+      is done, even if cleared since (the next writer said ``Received``)."""
     record = state
     races = 0
     delays = iter(MARK_RETRY_DELAYS)
@@ -462,7 +431,7 @@ def _owe_received(ctx: AppContext, state: StateRecord) -> StateRecord:
         if record.received_owed is not None or record.process_state in TERMINAL_STATES:
             return record
         if any(entry in record.history for entry in maybe_landed):
-            return record  # a mark whose response was lost landed, and Received was said since: not marked again
+            return record  # a lost-response mark landed (and may have been cleared since): not marked again
         marked = owe_received(record, ctx.clock.now())
         try:
             return update_once(ctx.states, record, partial(_as_marked, marked))
@@ -474,8 +443,8 @@ def _owe_received(ctx: AppContext, state: StateRecord) -> StateRecord:
             if delay is None:
                 _mark_given_up(record, f"the mark could not be written: {exc}")
                 return record
-            ctx.clock.sleep(delay)  # a 503 may have written it (a lost response): the read below tells
-        while True:  # the read again takes the retries left too: one 429 on it gave the mark up
+            ctx.clock.sleep(delay)  # the write may have landed with its response lost: the read below tells
+        while True:  # the re-read shares the retries left
             try:
                 fresh = ctx.states.get(record.order_id)
                 break
@@ -497,10 +466,11 @@ def _as_marked(marked: StateRecord, _read: StateRecord) -> StateRecord:
 
 
 def _mark_given_up(record: StateRecord, why: str) -> None:
-    """``_owe_received`` gave the mark up (docs/design.md): ``Received`` is with the courier, and the order's first
-    attempt says it again before its first step's ``Processing`` (its claim's ``say_received``: submission's own,
-    set by ``submit_order``, or the starter's, which sets it on every attempt 1); a cancellation before any step
-    began marks it owed in its own write, for the compensation round's claim to say first."""
+    """Logs ``ReceivedMarkGivenUp``: ``Received`` is left to the courier and the first attempt.
+
+    The first attempt says it again before its first ``Processing`` (the claim's ``say_received``, set by
+    ``submit_order`` or by the starter on every attempt 1). A cancellation before any step began marks it owed
+    in its own write, for the compensation round to say first."""
     app_event(
         "ReceivedMarkGivenUp",
         f"order {record.order_id}: Received owed, but {why}; the courier says it, and the first attempt's "
@@ -510,10 +480,8 @@ def _mark_given_up(record: StateRecord, why: str) -> None:
     )
 
 
-# History events that tell the submitter nothing: its creation, claims, the retries of an attempt with no
-# step begun (a claim that never started: the supervisor's, counted or, its start missed, not; the starter's
-# release of a claim whose start it never tried), a payment notification applied, the mark of a Received whose
-# send failed.
+# History events that tell the submitter nothing: creation, claims, retries of a claim that never started
+# (the supervisor's, or the starter's release of a start it never tried), an applied payment, the Received mark.
 _SAID_NOTHING = frozenset(
     {
         "Received",
@@ -528,23 +496,20 @@ _SAID_NOTHING = frozenset(
 
 
 def _not_begun(state: StateRecord) -> bool:
-    """No attempt has begun a step and nothing has told the submitter anything after ``Received``: the
-    order is ``Pending`` or ``Processing`` and its history holds only its creation, claims, retries of
-    claims that never started (the supervisor's, and the starter's release of a claim it never tried to start)
-    and an applied payment notification. A delivery that finds it so may not
-    have been the one whose ``Received`` was sent (the first one's create may have lost its response,
-    or the host may have stopped before the trigger handed a failed ``Received`` to the courier), so it
-    says it again. The supervisor's retry of a claim that never started counts as not begun: it says
-    nothing, and a redelivery delayed by a store outage comes after it."""
+    """True while no step has begun and the submitter was told nothing after ``Received``.
+
+    The order is ``Pending`` or ``Processing`` and its history holds only ``_SAID_NOTHING`` events. A delivery
+    that finds it so says ``Received`` again: the first delivery's may never have gone out (a lost create
+    response, or a host that stopped before the courier hand-over)."""
     if state.steps or state.process_state not in (ProcessState.PENDING, ProcessState.PROCESSING):
         return False
     return all(entry.event in _SAID_NOTHING for entry in state.history)
 
 
 def _created_by(state: StateRecord, sent_as: int | None) -> bool:
-    """``state`` was created by the message sent as ``sent_as`` (``original_sequence``: a redelivery or a
-    store-retry copy of it): a record written before ``submittedAs`` was, or by a message without a
-    sequence number, says no."""
+    """True if ``state`` was created by the message sent as ``sent_as`` (a redelivery or copy of it).
+
+    A record written before ``submittedAs`` existed, or by a message without a sequence number, says no."""
     return sent_as is not None and state.submitted_as == sent_as
 
 
@@ -553,11 +518,11 @@ def _pending_full(ctx: AppContext) -> bool:
 
 
 def _created_after_all(ctx: AppContext, record: StateRecord, lost: StoreUnavailable) -> StateRecord:
-    """A create that raised ``StoreUnavailable`` may have landed with its response lost. The record is
-    read back: if it is this very create (the same record, history and timestamps included), the
-    delivery goes on as its creator, so the submitter hears ``Received`` now and the claim is started
-    (a redelivery could find the record moved on by then: cancelled, or retried by the supervisor, and
-    no longer say it). Otherwise ``lost`` stands: the message is abandoned and redelivered."""
+    """Returns the record if a create that raised ``StoreUnavailable`` landed after all; else re-raises ``lost``.
+
+    The record is read back. If it is this very create (history and timestamps included), the delivery goes on
+    as its creator: ``Received`` is said now and the claim started, before the record can move on. Otherwise the
+    message is abandoned and redelivered."""
     try:
         current = ctx.states.get(record.order_id)
     except StoreUnavailable:
@@ -575,11 +540,11 @@ def _created_after_all(ctx: AppContext, record: StateRecord, lost: StoreUnavaila
 
 
 def _create_state(ctx: AppContext, order: OrderSubmitted, sent_as: int | None) -> tuple[StateRecord, Claim | None]:
-    """Creates the state record: claimed for attempt 1 while the in-flight cap allows (the returned
-    ``Claim`` is to be started), else ``Pending`` for the starter's sweep; it names the message that
-    created it (``submittedAs``: ``sent_as``). A create that finds the record
-    (409) returns it with no claim: whoever created it owns it (a concurrent delivery, or this very
-    create whose response was lost and retried)."""
+    """Creates the state record, claimed for attempt 1 if the in-flight cap allows, else ``Pending``.
+
+    Returns the record and the ``Claim`` to start, if any. The record names the creating message
+    (``submittedAs``). A create that finds the record (409) returns it with no claim: whoever created it owns
+    it, a concurrent delivery or this very create retried after a lost response."""
     now = ctx.clock.now()
     received = transitions.new_record(order.order_id, order.reply_to, now, submitted_as=sent_as)
     claimed = has_capacity(ctx)
@@ -613,7 +578,7 @@ def _create_state(ctx: AppContext, order: OrderSubmitted, sent_as: int | None) -
     state_transition(None, received)
     state_transition(received, written)
     ctx.counts.bump(ProcessState.PROCESSING, +1)
-    # the attempt's plan: the order as just stored (or found identical), the record as just created
+    # the plan reads the order as just stored (or found identical) and the record as just created
     return written, Claim(
         written.order_id, owner, written.attempt, plan_attempt(ctx.settings, written, order.order_document())
     )

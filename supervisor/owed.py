@@ -1,38 +1,26 @@
-"""Writes whose outcome is unknown, and the alert and status a failure write owes.
+"""The operator alert and submitter status a failure write owes, delivered until acknowledged.
 
-A conditional replace can commit and still fail for its caller (a timeout, a reset connection: the
-response is lost). For the supervisor that used to mean a silent failure: the record was already
-``Error`` or ``CompensationFailed``, no scan would ever look at it again, and the alert and the
-status were never sent. Two rules close that:
+A write that moves a record to ``Error`` or ``CompensationFailed`` leaves no later scan looking at it, so its
+notifications must not be lost with a failed send or a lost response:
 
-- ``write_or_reread`` (``adapters.cosmos.state_store.update_once_or_reread``): on ``StoreUnavailable``
-  the supervisor reads the record again; if its own write is there (its history entry), the write
-  happened and the run continues with it;
-- ``owe_notifications``: a write that moves a record to ``Error`` or ``CompensationFailed`` also
-  sets ``completeBy`` to its own time: the operator alert and the submitter's status are owed
-  from then on. ``deliver_owed`` sends both (derived from the record, with their deterministic ids,
-  so a repeat collapses in duplicate detection), after a ``Received`` the submitter may never have
-  heard (``receivedOwed``: notifications/received.py), and acknowledges them with one more conditional
-  write that clears ``completeBy`` (and ``receivedOwed``). Whatever fails in between (a send, the re-read, the
-  acknowledgement), each supervisor run sweeps the failure records still owing (``completeBy``
-  past) and delivers again, until acknowledged: in the first duplicate window of each hour since
-  ``completeBy`` (``resend_due``), so that notifications sent but never acknowledged (a record that
-  cannot be written) are repeated once an hour, not whenever duplicate detection forgets them.
+- ``write_or_reread`` (``adapters.cosmos.state_store.update_once_or_reread``): on ``StoreUnavailable`` the record
+  is read again; if the write's history entry is there, the write happened and the run goes on with it.
+- ``owe_notifications``: the failure write also sets ``completeBy`` to its own time, so the alert and status are
+  owed from then on. ``deliver_owed`` sends them (with deterministic ids, so repeats collapse), after any
+  ``Received`` still owed (``receivedOwed``: notifications/received.py), then acknowledges with one conditional
+  write that clears ``completeBy`` and ``receivedOwed``.
+- ``deliver_due``: each supervisor run sweeps the failure records still owing and delivers again, only in the
+  first duplicate window of each hour since ``completeBy`` (``resend_due``). Sent-but-unacknowledged
+  notifications repeat once an hour, not whenever duplicate detection forgets them.
 
-A status the submitter's reply queue refuses (missing, or this app's role on it not there yet:
-``notifications.status.Delivery.REFUSED``, alerted once per queue by ``publish_status``) stays owed while
-``completeBy`` is within ``orchestrators.status.REFUSED_RETRY_WINDOW``: the sweeps of the first window try it
-again, and so does the first sweep of the next hour's, past the window, after which a refusal is acknowledged
-like a sent status (dropped: the queue's alert stands for it, no per-order alert). The operator alert, sent with
-it, is noted on the record then (``OwedAlertSent``, a side note): the sweeps after it send the status alone, where
-the next hour's sent the alert again, past duplicate detection (every failed order of a queue gone for good
-alerted twice).
+Side notes on the record stop a repeat from saying something twice past duplicate detection:
 
-The orchestration sends the same status on its durable timers while its send fails (``orchestrators.status``); a
-try of it that goes out while the record still owes it notes so (``OwedStatusSent``, ``note_status_sent``), and the
-sweeps after it send the alert alone, if still owed, and acknowledge: a queue full for the sweep's whole first
-window that drained before the timers' try at 17 minutes heard the status from that try, and again from the next
-hour's sweep, past duplicate detection (tests/notifications/test_redteam42_failed_heard_twice.py).
+- ``OwedAlertSent``: the alert went out but the status is still owed (a reply queue that refuses it stays owed
+  within ``orchestrators.status.REFUSED_RETRY_WINDOW``, then is acknowledged as if sent: the queue's own alert
+  stands for it). Later sweeps send the status alone.
+- ``OwedStatusSent`` (``note_status_sent``): the orchestration's own status retry (``orchestrators.status``)
+  got through. Later sweeps send the alert alone, if owed, and acknowledge
+  (tests/notifications/test_redteam42_failed_heard_twice.py).
 """
 
 from __future__ import annotations
@@ -77,6 +65,7 @@ log = logging.getLogger("supervisor")
 
 
 def write_or_reread(ctx: AppContext, record: StateRecord, change: Callable[[StateRecord], StateRecord]) -> StateRecord:
+    """One conditional write of ``change``; after a lost response, the re-read record if the write landed."""
     return update_once_or_reread(ctx.states, record, change)
 
 
@@ -94,8 +83,7 @@ OWED_BY_EVENT: dict[str, tuple[str, Severity, StatusName]] = {
 
 
 def owe_notifications(record: StateRecord) -> StateRecord:
-    """``record`` as a write is about to store it; if it is a failure, its notifications are owed
-    from the write's own time (``completeBy``)."""
+    """Returns ``record`` as the write should store it: a failure owes its notifications from now (``completeBy``)."""
     if record.process_state in FAILURE_STATES:
         # an order never begun may never have heard Received: said first (notifications.received)
         return owe_before_failure(replace(record, complete_by=record.updated_at), record.updated_at)
@@ -131,21 +119,18 @@ def _summary(record: StateRecord, kind: str) -> str:
 
 
 def send_owed(ctx: AppContext, record: StateRecord, done: set[str] | None = None) -> bool:
-    """Sends the alert and the status ``record`` owes: the alert first (a submitter's queue that refuses or
-    cannot take sends never holds the operator's alert back), then the ``Received`` the record may still owe
-    its submitter (``receivedOwed``, cleared by the acknowledgement), then the status; True when all went out
-    (or the status has nowhere to go: no reply queue, or a queue that still refuses it
-    ``REFUSED_RETRY_WINDOW`` after ``completeBy``; ``publish_status`` logs and alerts a refusal on its own). A
-    failed send raises what it raised (the alert noted sent if it went out); a refused one within the
-    window is left owed. A refused ``Received`` holds the failure status back (not sent in that sweep), so
-    the submitter never hears the failure before ``Received``. ``done`` gets ``"alert"`` once the alert is out
-    (or was before; ``"alert sent"`` when this call sent it): what fails after it is the submitter's queue; and
-    ``"status"`` once a status reached that queue.
+    """Sends the alert, then any owed ``Received``, then the failure status; True when nothing is left owed.
 
-    An alert that went out but whose record could not be marked delivered (``deliver_owed``) is marked paged
-    (``notifications/repeats.py``, key ``_sent_key``): the next hours' resends send the status alone, not the
-    alert again (each hour's copy paged the operator again: past duplicate detection, and past the
-    ``operatorAlertRaised`` rule's resolution)."""
+    Order matters: the alert goes first, so a submitter's queue that fails never holds it back; a refused
+    ``Received`` holds the failure status back, so the submitter never hears the failure first.
+
+    True also when the status has nowhere to go: no reply queue, or a queue still refusing it after
+    ``REFUSED_RETRY_WINDOW`` (``publish_status`` alerts the refusal itself). A refusal within the window returns
+    False. A failed send raises; an alert that went out before it is noted sent (``_note_alert_sent``).
+
+    ``done`` collects ``"alert"`` once the alert is out (``"alert sent"`` if this call sent it), so a later
+    failure is the submitter's queue, and ``"status"`` once a status reached that queue. An alert already out but
+    not acknowledged is found by its mark (``_sent_key``), so hourly resends do not page again."""
     owed = _owed_by(record)
     if owed is None:
         return True
@@ -153,14 +138,13 @@ def send_owed(ctx: AppContext, record: StateRecord, done: set[str] | None = None
     now = ctx.clock.now()
     deliveries: list[Delivery] = []
     alerted = _noted(record, entry, OWED_ALERT_SENT)
-    # sent by the orchestration's timers since (after the Received it owed): sent again here, past duplicate
-    # detection, the submitter heard it twice
+    # already sent by the orchestration's timers: not sent again
     told = _noted(record, entry, OWED_STATUS_SENT)
     alert_went_out = False
     # a later hour's resend: the alert may have gone out in an earlier hour whose acknowledgement failed (marked)
     resend = record.complete_by is not None and bool(hourly_slice(record.complete_by, now))
-    # not raise_once_per_problem: this alert must raise (the status stays owed), and its mark is written only when
-    # its record cannot be marked delivered (``_mark_alert_sent``), not when it goes out
+    # Not raise_once_per_problem: this alert must raise, and its mark is written only when the record cannot be
+    # acknowledged (``_mark_alert_sent``), not when it goes out.
     if resend and not alerted:
         alerted = already_paged(ctx.alert_marks, _sent_key(record, kind), now, kind=kind, order_id=record.order_id)
     try:
@@ -186,8 +170,7 @@ def send_owed(ctx: AppContext, record: StateRecord, done: set[str] | None = None
                     ctx.sender, reply_to=record.reply_to, order_id=record.order_id, status="Received", attempt=0, at=now
                 )
             )
-        # a refused Received holds the failure status back with it (owed, or dropped with it past the
-        # window): a queue taking sends again a moment later must not hear the failure first
+        # a refused Received holds the failure status back: the queue must not hear the failure first
         say_status = Delivery.REFUSED not in deliveries and not told
         if say_status:
             deliveries.append(
@@ -202,8 +185,7 @@ def send_owed(ctx: AppContext, record: StateRecord, done: set[str] | None = None
                 )
             )
     except Exception:
-        # still owed; the caller logs it and, owed long enough, alerts it (``deliver_owed``). An alert that went
-        # out before a status send failed (the submitter's queue full) is noted, or every hour sends it again
+        # Still owed; ``deliver_owed`` logs and alerts it. An alert already out is noted, or every hour resends it.
         if alert_went_out:
             _note_alert_sent(ctx, record, kind)
         raise
@@ -224,8 +206,7 @@ def _sent_key(record: StateRecord, kind: str) -> str:
 
 
 def _mark_alert_sent(ctx: AppContext, record: StateRecord) -> None:
-    """Marks ``record``'s owed alert sent beside the record (which could not be written), so the next hour's resend
-    does not page again (``send_owed``)."""
+    """Marks the owed alert sent in the alert marks, for a record that could not be written (see ``send_owed``)."""
     owed = _owed_by(record)
     if owed is not None:
         kind = owed[1][0]
@@ -244,13 +225,12 @@ NOTE_RACE_RETRIES = 3
 
 
 def note_status_sent(ctx: AppContext, record: StateRecord, status: StatusName, attempt: int) -> None:
-    """The ``publish_status`` activity sent ``status`` of ``attempt`` (``Failed``, ``CompensationFailed``: the
-    orchestration's try, on its timers) while ``record``, read fresh for it, still owes that status: noted on the
-    record (``OwedStatusSent``, a side note), so the sweep sends it no more (``send_owed``: the alert alone, if
-    still owed, then the acknowledgement). Nothing is written when the record owes nothing (acknowledged), another
-    status, or has moved on. A write that fails is only logged (the status is out): the sweep then sends it again,
-    as before, collapsed only within duplicate detection's 10 minutes; a write another writer beat is read again
-    and retried (``say_before_status`` itself may have cleared the ``Received`` mark since the read)."""
+    """Notes ``OwedStatusSent`` on ``record`` after the orchestration's ``publish_status`` sent the owed status.
+
+    The sweep then sends the alert alone, if owed, and acknowledges. Nothing is written if the record no longer
+    owes this status of ``attempt``. A 412 is read again and retried (``say_before_status`` may have cleared the
+    ``Received`` mark since the read). Any other failure is only logged: the status is out, and the sweep may
+    send it once more."""
     current: StateRecord | None = record
     for _ in range(NOTE_RACE_RETRIES):
         if current is None or current.version is None or not _owes_status(current, status, attempt):
@@ -276,12 +256,11 @@ def _owes_status(record: StateRecord, status: StatusName, attempt: int) -> bool:
 
 
 def _note_alert_sent(ctx: AppContext, record: StateRecord, kind: str) -> None:
-    """Notes on the record that its owed alert went out while the status stays owed (its reply queue refuses it,
-    or a send of it or of ``Received`` failed: the queue full), so
-    the next hour's sweep does not send the alert again. A write that fails is only logged: that sweep then
-    sends it again, as for a delivery it could not acknowledge. A record read back without its etag (a write whose
-    response was lost, moved on since by another writer: ``update_once_or_reread``) is not noted either: a
-    conditional replace needs one, and the error being handled must reach ``deliver_owed`` as it is."""
+    """Notes ``OwedAlertSent`` on the record: the alert went out while the status stays owed.
+
+    If the write fails, the alert mark (``_mark_alert_sent``) stands in for it. A record read back without its
+    etag (``update_once_or_reread``) cannot take a conditional replace and is only logged, so the error being
+    handled reaches ``deliver_owed`` unchanged."""
     if record.version is None:
         log.info("order %s: owed alert sent, not noted: the record was read back without its etag", record.order_id)
         return
@@ -293,14 +272,12 @@ def _note_alert_sent(ctx: AppContext, record: StateRecord, kind: str) -> None:
 
 
 def _write_note(ctx: AppContext, record: StateRecord, note: str, detail: str) -> None:
-    """One side note (``note``: ``OwedAlertSent``, ``OwedStatusSent``) written on ``record`` by a conditional
-    replace; what the write raises propagates."""
+    """Writes one side note (``OwedAlertSent`` or ``OwedStatusSent``) by conditional replace; errors propagate."""
     update_once(ctx.states, record, lambda r: r.with_changes(ctx.clock.now(), note, SUPERVISOR, detail))
 
 
 def build_owed(ctx: AppContext, record: StateRecord) -> None:
-    """Builds what ``send_owed`` would send, sending nothing: raises what building it raises (what
-    the record holds that no alert or status can carry)."""
+    """Builds what ``send_owed`` would send without sending, raising if the record holds what no message can carry."""
     owed = _owed_by(record)
     if owed is None:
         return
@@ -312,11 +289,10 @@ def build_owed(ctx: AppContext, record: StateRecord) -> None:
 
 
 def resend_due(record: StateRecord, now: datetime) -> bool:
-    """Whether a run sends what ``record`` owes now: in the first duplicate window of each hour since
-    it has been owed (``notifications.alerts.hourly_slice``). Every send of one window collapses in
-    duplicate detection (same MessageIds); between windows nothing is sent, so notifications that went
-    out but could not be acknowledged (the record cannot be written) reach the operator and the
-    submitter again once an hour, not every 10 minutes."""
+    """True in the first duplicate window of each hour since ``record`` became owed (``hourly_slice``).
+
+    Sends within one window collapse in duplicate detection; between windows nothing is sent. So notifications
+    that went out but could not be acknowledged repeat once an hour, not every 10 minutes."""
     return record.complete_by is not None and hourly_slice(record.complete_by, now) is not None
 
 
@@ -331,9 +307,8 @@ def _details(record: StateRecord, entry: HistoryEntry) -> dict[str, Any]:
     }
     if record.process_state is ProcessState.COMPENSATION_FAILED:
         details["notUndone"] = not_undone(record)  # every entry still held, not only the one that failed
-        # The rounds ran out (their undo's reply never came) or its tries failed transiently: the undo may have been
-        # done, and undone by hand a refund is made twice. Before, this alert (the only one when the rounds ran out)
-        # had no next step at all.
+        # The undo's reply never came or its tries failed transiently: it may have been done, and an operator who
+        # undoes it by hand would refund twice.
         unknown = undo_outcome_unknown(record, entry)
         details["undoOutcomeUnknown"] = unknown
         details["nextStep"] = f"{OUTCOME_UNKNOWN_WARNING}; else {FAILED_NEXT_STEP}" if unknown else FAILED_NEXT_STEP
@@ -341,9 +316,10 @@ def _details(record: StateRecord, entry: HistoryEntry) -> dict[str, Any]:
 
 
 def acknowledge(ctx: AppContext, record: StateRecord) -> StateRecord | None:
-    """Clears ``completeBy`` once the notifications are out; None when it could not (another writer
-    moved the record, or the store is down: a later sweep delivers again, harmlessly). A write whose answer
-    was lost is read back (``write_or_reread``): found landed, it is logged as the transition it made."""
+    """Clears ``completeBy`` once the notifications are out; None if it could not.
+
+    A failure is harmless: a later sweep delivers again. A write whose response was lost is read back
+    (``write_or_reread``)."""
     if record.version is None or not owes_notifications(record):
         return None
     now = ctx.clock.now()
@@ -361,15 +337,15 @@ def acknowledge(ctx: AppContext, record: StateRecord) -> StateRecord | None:
 
 
 def deliver_owed(ctx: AppContext, record: StateRecord) -> bool:
-    """Sends what ``record`` owes and acknowledges it; True when the notifications went out. Never
-    raises: whatever goes wrong with one record's notifications is logged with the order id and
-    leaves them owed for the next sweep; the caller goes on with its other records. A send that fails
-    (a send, an alert or a status that cannot be built from what the record holds) is
-    ``OwedNotificationsFailed`` (and ``NotificationsStuck`` after ``STUCK_ALERT_AFTER``); an
-    acknowledgement that fails after the send is ``OwedNotificationsUnacknowledged``: delivered, not
-    reported as undelivered. Sends happen only while ``resend_due``; every sweep builds the record's
-    notifications first, so one that cannot be built is found and alerted between the windows too, on its
-    own hours, and whatever fails only in sending is alerted on the windows' (``_not_delivered``)."""
+    """Sends what ``record`` owes and acknowledges it; True when the notifications went out. Never raises.
+
+    Any failure is logged with the order id and leaves the notifications owed for the next sweep:
+
+    - a build or send failure is ``OwedNotificationsFailed`` (``NotificationsStuck`` after ``STUCK_ALERT_AFTER``);
+    - an acknowledgement failure after the send is ``OwedNotificationsUnacknowledged``: delivered, not undelivered.
+
+    Every sweep builds first, so a record that cannot be built is alerted between resend windows too; sends
+    happen only while ``resend_due``."""
     if not owes_notifications(record):
         return False
     try:
@@ -395,8 +371,8 @@ def deliver_owed(ctx: AppContext, record: StateRecord) -> bool:
         except Exception as exc:  # sent: only the record still says owed
             _not_acknowledged(record, exc)
             acknowledged = None
-        # resent next hour: the alert not again. Only an alert sent now marks it paged: a resend held behind the
-        # mark (``already_paged``) leaves the time it paged as it was, or its daily reminder never came
+        # Mark the alert paged so next hour's resend skips it. Only an alert sent now: a resend held behind the mark
+        # (``already_paged``) must leave the paged time as it was, or its daily reminder never comes.
         if acknowledged is None and owes_notifications(record) and "alert sent" in done:
             _mark_alert_sent(ctx, record)
     return sent
@@ -418,20 +394,17 @@ def _not_acknowledged(record: StateRecord, exc: Exception) -> None:
 def _not_delivered(
     ctx: AppContext, record: StateRecord, exc: Exception, *, failed_send: bool = False, status_queue: bool = False
 ) -> None:
-    """Logs (``OwedNotificationsFailed``, ERROR); once they have been owed ``STUCK_ALERT_AFTER``, an
-    alert that says so without what the record holds, at most once an hour per order: sent only in
-    the first duplicate window of each hour since (``notifications.alerts.hourly_slice``), under that
-    hour's id, so the sends of the slice collapse into one and the rest of the hour sends none.
+    """Logs ``OwedNotificationsFailed``; once owed ``STUCK_ALERT_AFTER``, also alerts ``NotificationsStuck``.
 
-    What cannot be built fails every sweep, so its hours count from ``STUCK_ALERT_AFTER`` after
-    ``completeBy``. A send is tried only in the resend windows (``resend_due``: the first duplicate window
-    of each hour since ``completeBy``), so a send that keeps failing is alerted in those windows once owed
-    ``STUCK_ALERT_AFTER``: from the second hour's (counted from ``STUCK_ALERT_AFTER`` too, it would never
-    meet a send; a submitter's queue full for good was never alerted but by the log).
+    The alert carries nothing from the record and goes out at most once an hour per order: only in the first
+    duplicate window of an hour, under that hour's id. The hours are counted so that the window meets the failure:
 
-    A send that failed after the alert went out (``status_queue``: the submitter's queue full, missing, refusing)
-    is one problem for every order of that queue: one ``NotificationsStuck`` per reply queue and error, not per
-    order and hour (``_alert_stuck_queue``: a queue full for good paged for each of its failed orders every hour)."""
+    - a build failure happens every sweep, so its hours count from ``completeBy + STUCK_ALERT_AFTER``;
+    - a send is tried only in ``resend_due`` windows (hours from ``completeBy``), so its hours count from
+      ``completeBy`` once ``STUCK_ALERT_AFTER`` has passed.
+
+    ``status_queue``: the send failed after the alert went out, so the submitter's reply queue is the problem.
+    That is one alert per queue and error for all its orders (``_alert_stuck_queue``), not one per order."""
     error = carriable(f"{type(exc).__name__}: {exc}")[:500]
     app_event(
         "OwedNotificationsFailed",
@@ -467,8 +440,8 @@ def _not_delivered(
     )
 
 
-# The errors a status send to a reply queue fails with (``publish_status`` raises a full queue's, a transient
-# failure's ``SendError``): each a problem of the queue's own (``_stuck_key``), all over once the queue takes a status.
+# The ``SendError`` types a status send to a reply queue can raise: each its own problem (``_stuck_key``), all
+# over once the queue takes a status.
 _STUCK_QUEUE_ERRORS: tuple[str, ...] = tuple(
     sorted({SendError.__name__, *(e.__name__ for e in SendError.__subclasses__())})
 )
@@ -480,10 +453,10 @@ def _stuck_key(queue: str, error: str) -> str:
 
 
 def _alert_stuck_queue(ctx: AppContext, record: StateRecord, queue: str, exc: Exception, owed_since: datetime) -> None:
-    """``NotificationsStuck`` for the reply queue ``queue``, once per problem (``notifications/repeats.py``: the
-    queue and the error; again when it was over, not seen for two hours, or once a day while it lasts), not per
-    order: every failed order of the queue owes its statuses, each logged ``OwedNotificationsFailed`` (its
-    ``replyTo``). Under the hour's id: two instances that both find no mark raise one alert."""
+    """Raises ``NotificationsStuck`` for reply queue ``queue`` once per queue and error, not per order.
+
+    Repeats follow ``notifications/repeats.py``. Each order is still logged ``OwedNotificationsFailed`` with its
+    ``replyTo``. The id carries the hour, so two instances that both find no mark raise one alert."""
     now = ctx.clock.now()
     error = type(exc).__name__
     raise_once_per_problem(
@@ -505,18 +478,15 @@ def _alert_stuck_queue(ctx: AppContext, record: StateRecord, queue: str, exc: Ex
 def deliver_due(
     ctx: AppContext, cursors: dict[ProcessState, ScanCursor] | None = None, budget: RunBudget | None = None
 ) -> int:
-    """The sweep of each supervisor run: failure records whose notifications are still owed, one bounded
-    page per state, oldest first, each delivered on its own. Returns how many went out.
+    """Delivers the failure records still owing, one bounded page per state, oldest first; returns how many went out.
 
-    ``cursors`` (the run's ``ScanState.owed``) makes the sweep go on from where the last run's page ended,
-    until the query's end, then start over: records that stay owed (a record that cannot be acknowledged,
-    or whose hour is not due: ``resend_due``) would otherwise fill the first page of every run, and the
-    owed records after them would never be looked at. So each owed record is looked at about once every
-    ``owed / SUPERVISOR_MAX_RECORDS`` runs, which must fit in a resend window (10 minutes: 20 runs at the
-    default 30 s). Without cursors each run reads the first page.
+    ``cursors`` (the run's ``ScanState.owed``) resumes where the last run's page ended and wraps at the end.
+    Without it, records that stay owed would fill every run's first page and hide the rest. Each owed record is
+    then seen about once every ``owed / SUPERVISOR_MAX_RECORDS`` runs, which must fit in a 10-minute resend
+    window (20 runs at the default 30 s).
 
-    Once ``budget`` is spent the sweep reads no page and delivers no record more: the cursor is left after the last
-    record it delivered (or where it was), so the next run goes on with the rest of the page."""
+    Once ``budget`` is spent no more pages are read nor records delivered; the cursor is left after the last
+    record delivered, so the next run goes on from there."""
     now = ctx.clock.now()
     delivered = 0
     looked = 0
@@ -559,7 +529,7 @@ def _go_on_after(
     cursor: ScanCursor | None,
     upper: datetime,
 ) -> None:
-    """The sweep of ``state`` goes on after ``last_done`` (None: from ``cursor``, where this page began)."""
+    """Sets the cursor of ``state`` to go on after ``last_done`` (None: from ``cursor``, where this page began)."""
     after = expired_key(last_done) if last_done is not None else None
     if after is not None:
         cursors[state] = ScanCursor(upper, None, after, catch_up=False)

@@ -1,13 +1,10 @@
-"""The state store: state records in the ``state`` container, conditional replaces on the version
-read (the item's ``_etag``).
+"""The state store: state records in the ``state`` container, written by conditional replace on their ``_etag``.
 
-Sort keys are text only: every cross-partition ORDER BY (here and in ``ops_queries``) keeps to documents
-whose sort key is a string (``IS_STRING``, or a range on text such as ``c.completeBy <= @now``). The
-azure-cosmos SDK merges the partitions' sorted results itself and raises on values of mixed types, a missing
-property counting as one (README, "Limitations": "Cross-partition ORDER BY for mixed types";
-Azure/azure-sdk-for-python#43965): one hand-edited document would fail the query for every other. A document
-left out this way would not map anyway (a record's ``updatedAt``, a Processing one's ``completeBy``, are
-timestamps)."""
+Sort keys are text only. Every cross-partition ORDER BY (here and in ``ops_queries``) selects only documents whose
+sort key is a string (``IS_STRING``, or a range on text such as ``c.completeBy <= @now``). The azure-cosmos SDK
+merges the partitions' sorted results itself and raises on mixed types, a missing property counting as one
+(Azure/azure-sdk-for-python#43965), so one hand-edited document would fail the query for all the others. A
+document left out this way would not map anyway."""
 
 from __future__ import annotations
 
@@ -48,9 +45,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Unmapped:
-    """A document a query returned that is not a valid ``StateRecord`` (schema drift, a hand edit, a
-    timestamp outside ``timefmt``'s years): skipped, so that it never fails the page it is on. The sweep of stray
-    documents (``supervisor/stray.py``) also pages a record that maps but whose ``completeBy`` is far ahead as one."""
+    """A document a query returned that is not a valid ``StateRecord``, skipped so it never fails its page.
+
+    Causes: schema drift, a hand edit, a timestamp outside ``timefmt``'s years. The stray sweep
+    (``supervisor/stray.py``) also reports a record whose ``completeBy`` is far ahead as one."""
 
     doc_id: str
     error: str  # the mapping error (``DocumentError``: the field and the problem), cut to 500 characters
@@ -68,11 +66,11 @@ def unmapped_signature(exc: Exception) -> str:
 
 @dataclass(frozen=True)
 class SeekKey:
-    """Where a keyset ("seek") page ended: the sort key and the id of its last document. The next page
-    is a fresh query for what comes after it in ``ORDER BY <key>, c.id`` order (``seek_page``): the app's
-    own cursor, never a Cosmos DB continuation token, which the SDK cannot resume a cross-partition
-    ORDER BY from (azure-cosmos README, "Limitations": "Continuation token support for aggregate
-    cross-partition queries like sorting, counting, and distinct" is not supported)."""
+    """Where a keyset ("seek") page ended: the sort key and id of its last document.
+
+    The next page is a fresh query for what comes after it in ``ORDER BY <key>, c.id`` order (``seek_page``). The
+    app keeps its own cursor because the SDK cannot resume a cross-partition ORDER BY from a continuation token
+    (azure-cosmos README, "Limitations")."""
 
     key: str
     id: str
@@ -80,9 +78,9 @@ class SeekKey:
 
 @dataclass(frozen=True)
 class StrayPage:
-    """What ``stray_page`` found: the records that map (a known state, ``completeBy`` far ahead), the documents that do
-    not (an unknown state, or broken besides), whether more matched than the page held, and the query's RU; ``after``:
-    the id of the page's last document when more follow (None: the query's end)."""
+    """What ``stray_page`` found: records with ``completeBy`` far ahead, and documents that do not map.
+
+    ``more``: more matched than the page held; ``after``: the id to continue from (None: the query's end)."""
 
     far_ahead: list[StateRecord]
     unreadable: list[Unmapped]
@@ -108,18 +106,20 @@ def _due_at(doc: Any) -> datetime | None:
 
 
 def read_state(doc: dict[str, Any]) -> StateRecord:
-    """The record of a state document read (not one the app just wrote): its ``attempt`` as the record shows it
-    (``records.attempt_as_shown``: a hand edit lowered it). ``DocumentError`` if it does not fit."""
+    """Maps a state document read from the store; raises ``DocumentError`` if it does not fit.
+
+    ``attempt`` is taken as the record shows it (``records.attempt_as_shown``), in case a hand edit lowered it."""
     return attempt_as_shown(stored(StateRecord, doc))
 
 
 def map_each(
     docs: list[dict[str, Any]], query: str, *, log_skipped: bool = True
 ) -> tuple[list[StateRecord], list[Unmapped]]:
-    """The records of a query's documents, mapped one by one: one that does not map is skipped and
-    logged (``UnmappedDocument``, ERROR, naming the order id and the mapping error; the callers that
-    can also alert, ``supervisor/unmapped.py``), never the failure of the others. ``log_skipped=False``:
-    the caller shows the skipped documents itself (the ops API's answer) and is not logged on every read."""
+    """Maps a query's documents one by one, skipping (and returning) those that do not map.
+
+    A skipped document never fails the others. It is logged ``UnmappedDocument`` (ERROR, with the order id and
+    mapping error); callers that can alert do so (``supervisor/unmapped.py``). ``log_skipped=False``: the caller
+    shows the skipped documents itself (the ops API)."""
     records: list[StateRecord] = []
     unmapped: list[Unmapped] = []
     for doc in docs:
@@ -164,34 +164,35 @@ class StateStore(Protocol):
         after: SeekKey | None,
         grace: timedelta = NO_GRACE,
     ) -> Page:
-        """Records of ``state`` whose ``completeBy`` has passed at ``now`` (``transitions.past_due``: ``grace``
-        ago for a record someone holds), oldest first (``completeBy``, then id), none before ``not_before``,
-        only those after ``after`` (the ``Page.after`` of the page before)."""
+        """Returns a page of ``state`` records past their ``completeBy``, oldest first, after ``after``.
+
+        Due as ``transitions.past_due`` says: ``grace`` later for a held record. ``not_before`` bounds the range
+        from below."""
         ...
 
     def undated_page(self, state: ProcessState, page_size: int) -> Page:
-        """Records of ``state`` whose ``completeBy`` is not text (absent, null: a hand edit; another type does not map
-        and is in ``Page.unmapped``), oldest write first (``updatedAt``, then id): one page, its ``after`` None. Due
-        at once when held (``transitions.due_at``), and left out of ``expired_page``, which selects on and sorts by
-        ``completeBy``."""
+        """Returns one page of ``state`` records whose ``completeBy`` is not text, oldest write first.
+
+        Absent or null (a hand edit) maps and is due at once when held (``transitions.due_at``); another type is in
+        ``Page.unmapped``. ``expired_page`` cannot select these, since it sorts by ``completeBy``."""
         ...
 
     def stray_page(self, beyond: datetime, limit: int, after: str | None = None) -> StrayPage:
-        """Up to ``limit`` state documents no other query of the app selects: a ``processState`` that is not one the
-        app knows (missing, not text, another name), or a Pending, Processing or Compensating record whose
-        ``completeBy`` is after ``beyond`` (moved far ahead by hand), or whose ``updatedAt`` is not text (the claims'
-        sort key) when no scan of deadlines selects it (Pending, or its ``completeBy`` not text either). A document
-        with a ``kind`` (deferral logs, dependency health, alert marks, dead-letter cursors, a newer version's new
-        kind: a state record has none) is not selected. In id order, after ``after`` (the ``StrayPage.after`` of the
-        page before; None: from the first)."""
+        """Returns up to ``limit`` state documents no other query selects, in id order after ``after``.
+
+        Selected: an unknown ``processState`` (missing, not text, another name); or a Pending, Processing or
+        Compensating record whose ``completeBy`` is after ``beyond`` (moved far ahead by hand), or whose
+        ``updatedAt`` is not text where no deadline scan selects it. Documents with a ``kind`` are not state
+        records and are left out."""
         ...
 
     def count(self, state: ProcessState) -> int: ...
 
     def recent(self, order_id: str) -> StateRecord | None:
-        """The last version of the record this process read or wrote (no I/O; it may be stale: other instances
-        write the record too). A conditional write may start from it; a verdict acted on without a condition may
-        not (docs/design.md, "Every state write is an activity")."""
+        """Returns the last version of the record this process read or wrote, with no I/O; it may be stale.
+
+        A conditional write may start from it; an unconditional verdict may not (docs/design.md, "Every state
+        write is an activity")."""
         ...
 
 
@@ -241,13 +242,10 @@ class CosmosStateStore:
         return self._remember(stored(StateRecord, doc))
 
     def claimable(self, now: datetime, limit: int) -> list[StateRecord]:
-        # sort keys are text only (module docstring): one document whose updatedAt is not would stop every claim.
-        # No filter on lockedBy: a Pending record holds none, and a document that does (a hand edit) does not map,
-        # selected to be skipped and logged (``UnmappedDocument``), not hidden (``IS_NULL`` was also false for an
-        # absent key, which the record reads as null: that order was never claimed again). A completeBy that is no
-        # text is taken the same way: absent, null; of another type, skipped and logged.
-        # Pages follow each other (``CLAIM_PAGES`` at most) while documents that do not map fill them: the oldest
-        # first, ``limit`` hand-broken documents stopped every claim of every sweep.
+        # Sort keys are text only (module docstring), hence IS_STRING(c.updatedAt).
+        # No filter on lockedBy: a Pending record holds none, and a hand-edited one that does is selected so it is
+        # skipped and logged (``UnmappedDocument``), not hidden. A non-text completeBy is selected the same way.
+        # Up to ``CLAIM_PAGES`` pages, so unmappable old documents filling a page cannot stop every claim.
         where = (
             "c.processState = @pending AND (NOT IS_STRING(c.completeBy) OR c.completeBy <= @now) "
             "AND IS_STRING(c.updatedAt)"
@@ -275,9 +273,9 @@ class CosmosStateStore:
         after: SeekKey | None,
         grace: timedelta = NO_GRACE,
     ) -> Page:
-        # ``transitions.past_due``: a record someone holds is due ``grace`` after its completeBy, one nobody
-        # holds at it; both bounds are ``timefmt`` text, as every stored completeBy (string order is time order).
-        # (the range on completeBy stays the composite index's seek; the grace only filters within it)
+        # ``transitions.past_due``: a held record is due ``grace`` after its completeBy, an unheld one at it. Both
+        # bounds are ``timefmt`` text, so string order is time order. The range on completeBy stays the composite
+        # index's seek; the grace only filters within it.
         where = "c.processState = @state AND c.completeBy <= @now AND (IS_NULL(c.lockedBy) OR c.completeBy <= @overdue)"
         params: list[dict[str, Any]] = [
             {"name": "@state", "value": state.value},
@@ -294,9 +292,8 @@ class CosmosStateStore:
         return Page(records, last, charge.total, unmapped)
 
     def undated_page(self, state: ProcessState, page_size: int) -> Page:
-        # Their own query: in ``expired_page``'s the range on completeBy is false for them, and its sort by completeBy
-        # over values of mixed types fails on Azure (module docstring). Sorted by a key that is text (``updatedAt``),
-        # the composite index (processState, updatedAt, id) the claims use serves it.
+        # A query of its own: ``expired_page``'s range on completeBy is false for these, and sorting mixed types fails
+        # on Azure. Sorted by ``updatedAt``, so the claims' composite index (processState, updatedAt, id) serves it.
         where = "c.processState = @state AND NOT IS_STRING(c.completeBy) AND IS_STRING(c.updatedAt)"
         params: list[dict[str, Any]] = [{"name": "@state", "value": state.value}]
         charge = RequestCharge()
@@ -306,10 +303,9 @@ class CosmosStateStore:
         return Page(records, None, charge.total, unmapped)  # no ``after``: it would be of another key than completeBy
 
     def stray_page(self, beyond: datetime, limit: int, after: str | None = None) -> StrayPage:
-        # Each test is true for an absent key or one of another type where it must be (``NOT IS_STRING``): on Azure an
-        # equality (``IN``) with an undefined value or one of another type is undefined, and so is its NOT, which
-        # selects nothing (the local server answers false: docs/testing.md). A document with a ``kind`` is none of the
-        # state records (they have none): the app's other documents, and a newer version's new kind, are left out.
+        # Each test is written to be true for an absent key or another type where it must be (``NOT IS_STRING``): on
+        # Azure, ``IN`` with an undefined value is undefined and so is its NOT, which selects nothing (the local
+        # server answers false: docs/testing.md). Documents with a ``kind`` are not state records.
         known = [{"name": f"@known{i}", "value": state.value} for i, state in enumerate(ProcessState)]
         dated = [{"name": f"@dated{i}", "value": state.value} for i, state in enumerate(STRAY_DATED)]
         where = (
@@ -367,12 +363,10 @@ def _names(params: list[dict[str, Any]]) -> str:
     return ", ".join(p["name"] for p in params)
 
 
-# The ORDER BY of every query that is paged (``seek_page``), each ending in the unique ``c.id``: a page
-# resumes after the last (key, id) it returned, so ties on the key are neither repeated nor skipped.
-# A query filtered on one ``processState`` sorts on it first (equal on every row, so the order is the
-# key's), which lets it use the composite index (processState, key, id) (docs/design.md, "Queries and
-# indexes"). Every multi-property ORDER BY needs its composite index on Azure (a 400 without it):
-# tests/infra/test_consistency.py checks infra/modules/cosmos.bicep declares one for each.
+# The ORDER BY of every paged query (``seek_page``). Each ends in the unique ``c.id``, so a page resumes after the
+# last (key, id) without repeating or skipping ties. Sorting on ``processState`` first (equal on every row) lets
+# the query use the composite index (processState, key, id) (docs/design.md, "Queries and indexes"). Azure
+# answers 400 without that index; tests/infra/test_consistency.py checks infra/modules/cosmos.bicep declares each.
 EXPIRED_ORDER = "ORDER BY c.processState, c.completeBy, c.id"
 # The starter's claims, oldest write first (the composite index of the ops list's order serves it, reversed).
 CLAIM_ORDER = "ORDER BY c.processState, c.updatedAt, c.id"
@@ -382,8 +376,9 @@ CLAIM_PAGES = 10
 
 
 def expired_key(record: StateRecord) -> SeekKey | None:
-    """Where a page of ``expired_page`` that ended at ``record`` ended (its ``Page.after``): a caller that stops
-    within a page goes on after the last record it did (None: the record has no ``completeBy``)."""
+    """Returns the ``Page.after`` of an ``expired_page`` page ending at ``record`` (None without ``completeBy``).
+
+    Lets a caller that stops within a page go on after the last record it handled."""
     return None if record.complete_by is None else SeekKey(to_text(record.complete_by), record.order_id)
 
 
@@ -406,10 +401,11 @@ def seek_order(clause: str) -> SeekOrder:
 
 
 class RequestCharge:
-    """The RU of one query, every response it took summed: the SDK calls it (``response_hook``) with the headers of
-    each page it reads. On a container of more than one physical partition the SDK queries each partition key range
-    and merges their results, and the client's ``last_response_headers`` is one range's page (and, the client being
-    shared, perhaps another thread's request): it counted one range of N (docs/testing.md, "Partition key ranges")."""
+    """Sums the RU of every response one query took; pass it as the SDK's ``response_hook``.
+
+    On a multi-partition container the SDK queries each partition key range, so the client's
+    ``last_response_headers`` would show one range's page, or another thread's request (docs/testing.md,
+    "Partition key ranges")."""
 
     def __init__(self) -> None:
         self.total = 0.0
@@ -427,15 +423,15 @@ def seek_page(
     after: SeekKey | None,
     charge: RequestCharge | None = None,
 ) -> tuple[list[dict[str, Any]], SeekKey | None]:
-    """One keyset page of a cross-partition query: ``SELECT TOP`` the page (and one more, to know whether
-    more follow) ``WHERE <where>`` and after ``after`` in ``order``, read as one list; no continuation token
-    goes to Cosmos DB. Returns the page's documents and where it ended (None: nothing follows it); ``charge``
-    sums the RU of every response the query took (each partition key range's).
+    """Reads one keyset page of a cross-partition query; returns its documents and where it ended.
 
-    A page whose last document's key is not text (a hand edit: a record always has timestamps there) ends
-    the paging: text sorts after every other type, so in a descending order nothing but such documents
-    follows it, and the scans' filters (``completeBy <= @now``) only select text. A cursor built from it
-    would compare as text and start the list over (the records listed twice)."""
+    ``SELECT TOP`` page size plus one (to know whether more follow) ``WHERE <where>``, after ``after`` in
+    ``order``. No continuation token goes to Cosmos DB. The end is None when nothing follows. ``charge`` sums the
+    RU of every response.
+
+    A last document whose key is not text (a hand edit) ends the paging. Text sorts after every other type, so
+    only such documents could follow it in a descending order, and the scans only select text anyway. A cursor
+    built from it would compare as text and start the list over."""
     seek = seek_order(order)
     clauses = [where]
     values = list(params)
@@ -456,21 +452,21 @@ def seek_page(
     return docs, SeekKey(key, last_id)
 
 
-# The pauses before each read again of a record that looks older than its reader's own claim (``read_as_owner``):
-# a replica catches up within milliseconds as a rule; these outlast a slow one before the activity gives up its try.
+# Pauses (seconds) before re-reading a record that looks older than the reader's own writes (``read_as_owner``,
+# ``update_fenced``). A replica usually catches up in milliseconds; these outlast a slow one.
 STALE_READ_PAUSES_S = (0.1, 0.25, 0.5, 1.0, 2.0)
 
 
 def read_as_owner(
     store: StateStore, order_id: str, owner: str, pause: Callable[[float], None] | None = None
 ) -> StateRecord | None:
-    """The record as ``owner``, an orchestration instance, reads it to judge whether it still holds it. The
-    instance exists because the claim that numbered it (``attempt`` n) was written, and a record's ``attempt``
-    only grows: a 404, or a version of an earlier attempt, is a replica that has not caught up with that claim
-    (Session consistency: the claim was another instance's write, the starter's or the supervisor's), not a
-    verdict. It is read again after each of ``STALE_READ_PAUSES_S`` (``pause``: the clock's sleep; None: not
-    again), then ``StaleRead`` (transient: the activity fails, its orchestration tries it again on a durable
-    timer). None (an id that is not an instance's): the record as read."""
+    """Reads the record for orchestration instance ``owner`` to judge whether it still holds it.
+
+    The instance exists only because its claim (``attempt`` n) was written, and ``attempt`` only grows. So a 404
+    or an earlier attempt's version is a lagging replica (the claim was another process's write), not a verdict.
+    It is read again after each of ``STALE_READ_PAUSES_S`` (``pause``: the clock's sleep; None: no retries), then
+    raises ``StaleRead``, which is transient: the orchestration retries the activity. For an ``owner`` that is not
+    an instance id, the record as read."""
     number = instance_number(owner)
     pauses = iter(STALE_READ_PAUSES_S if pause is not None else ())
     while True:
@@ -485,7 +481,7 @@ def read_as_owner(
 
 
 def _paused(pause: Callable[[float], None] | None, pauses: Iterator[float]) -> bool:
-    """Waits the next of ``pauses`` (True), or there is none left, or nothing to wait with (False)."""
+    """Waits the next of ``pauses`` and returns True; False if none is left or ``pause`` is None."""
     wait = next(pauses, None)
     if pause is None or wait is None:
         return False
@@ -501,28 +497,25 @@ def update_fenced(
     attempts: int = 5,
     pause: Callable[[float], None] | None = None,
 ) -> StateRecord:
-    """The fenced write every orchestration attempt makes: check that ``lockedBy`` is still
-    ``owner`` (``change`` raises ``FencingLost`` otherwise), then a conditional replace on ``_etag``.
+    """Writes ``change`` by conditional replace on ``_etag`` while ``owner`` holds the record: the fenced write.
 
-    It starts from the last version this process saw (``store.recent``), which is usually the one
-    its previous write returned, and skips the read: the replace is conditional on that version's
-    ``_etag``, so a stale version costs one 412 and a re-read, never a lost update. A verdict is
-    only ever reached on a fresh read, and never on one from before the instance's own claim
-    (``read_as_owner``, read again after each ``pause``: another instance's replica may lag behind that
-    write): a cached version that looks lost or not yet claimed is read
-    again before ``FencingLost`` is raised, and so is one that holds this very write already
-    (``WriteAlreadyMade``: the process's own earlier run wrote it; another instance may have taken the
-    record since, which only a fresh read shows). On 412 it re-reads and tries again, which is safe only
-    because the re-read re-checks ownership: the moment another writer takes the record, this
-    attempt stops. A fresh read that looks older than the instance's own writes is read again after a
-    ``pause`` (``STALE_READ_PAUSES_S``), not counted as a try: one the change cannot apply to
-    (``IllegalTransition``: the step it completes not yet begun, this instance's previous write made from
-    another invocation, whose replica the read did not reach), or the very version a 412 just refused.
-    ``attempts``: the etag races (``ConcurrencyExhausted`` after them)."""
+    Every orchestration attempt writes through it. ``change`` raises ``FencingLost`` unless ``lockedBy`` is still
+    ``owner``.
+
+    - It starts from the last version this process saw (``store.recent``) and skips the read. The replace is
+      conditional, so a stale version costs a 412 and a re-read, never a lost update.
+    - A verdict (``FencingLost``, ``IllegalTransition``, ``WriteAlreadyMade``) is only reached on a fresh read,
+      never on the cached version: another instance may have taken the record since.
+    - On 412 it re-reads and tries again. That is safe only because ``change`` re-checks ownership on the re-read.
+    - A fresh read that looks older than the instance's own writes (``read_as_owner``; an ``IllegalTransition``;
+      the very version a 412 just refused) is a lagging replica: it is read again after a ``pause``
+      (``STALE_READ_PAUSES_S``) and not counted as a try.
+    - A lost response (``StoreOutcomeUnknown``) is read back (``_lost_fenced_answer``).
+
+    ``attempts``: the etag races allowed before ``ConcurrencyExhausted``."""
     record = store.recent(order_id)
     cached = record is not None
-    # Pauses for a fresh read that looks older than the instance's own writes: one this record cannot take the
-    # change from (``IllegalTransition``: its previous step not yet begun), or the very version a 412 just refused.
+    # for a fresh read that looks older than the instance's own writes (see the docstring)
     pauses = iter(STALE_READ_PAUSES_S if pause is not None else ())
     refused: str | None = None  # the version the last 412 refused
     tries = 0
@@ -566,10 +559,10 @@ def update_fenced(
 def _lost_fenced_answer(
     store: StateStore, record: StateRecord, updated: StateRecord, lost: StoreOutcomeUnknown
 ) -> StateRecord:
-    """``update_fenced``'s write of ``updated`` over ``record`` whose answer was lost: read back (``_read_back``),
-    the write found landed is logged as the transition it made and returned when it is still the record's last
-    move. Otherwise ``lost`` propagates as before: the activity fails and its retry judges the record as it is
-    then (``WriteAlreadyMade``, ``FencingLost``), the transition logged already if the read showed it."""
+    """Returns ``update_fenced``'s write if a read-back shows it landed as the last move; else raises ``lost``.
+
+    On ``lost`` the activity fails and its retry judges the record as it is then (``WriteAlreadyMade``,
+    ``FencingLost``)."""
     try:
         landed = _read_back(store, record, updated, lost)
     except StoreUnavailable:
@@ -580,11 +573,11 @@ def _lost_fenced_answer(
 
 
 def _unconfirmed(record: StateRecord, updated: StateRecord, lost: StoreUnavailable) -> None:
-    """A write whose answer was lost (``StoreOutcomeUnknown``) and that nobody has read back yet: it may have
-    landed. Logged with the move it would make (``StateWriteUnconfirmed``), so that a write the app never hears of
-    again (an acknowledgement, a side note) is still seen; one a later read-back finds landed is logged then as its
-    ``StateTransition``, one an activity's next run finds made (``WriteAlreadyMade``) is not logged again (the
-    failed-orders alert counts this event too)."""
+    """Logs ``StateWriteUnconfirmed`` for a write whose response was lost (``StoreOutcomeUnknown``); it may have landed.
+
+    Without it, a write the app never hears of again (an acknowledgement, a side note) would go unseen. A later
+    read-back that finds it logs its ``StateTransition``; an activity's next run that finds it made
+    (``WriteAlreadyMade``) logs nothing more. The failed-orders alert counts this event too."""
     if not isinstance(lost, StoreOutcomeUnknown):
         return
     entry = updated.history[-1].event if updated.history else "Written"
@@ -603,9 +596,10 @@ def _unconfirmed(record: StateRecord, updated: StateRecord, lost: StoreUnavailab
 
 
 def update_once(store: StateStore, record: StateRecord, change: Callable[[StateRecord], StateRecord]) -> StateRecord:
-    """A conditional update that is NOT retried: a 412 means someone else moved the record
-    (``EtagMismatch`` propagates; starter and supervisor skip the record). A lost answer (``StoreOutcomeUnknown``)
-    propagates too, logged ``StateWriteUnconfirmed`` (``update_once_or_reread`` reads it back instead)."""
+    """One conditional update, NOT retried: a 412 means someone else moved the record.
+
+    ``EtagMismatch`` propagates (starter and supervisor skip the record). A lost response (``StoreOutcomeUnknown``)
+    propagates too, logged ``StateWriteUnconfirmed``; ``update_once_or_reread`` reads it back instead."""
     updated = change(record)
     try:
         return _replace_once(store, record, updated)
@@ -615,7 +609,7 @@ def update_once(store: StateStore, record: StateRecord, change: Callable[[StateR
 
 
 def _replace_once(store: StateStore, record: StateRecord, updated: StateRecord) -> StateRecord:
-    """``update_once`` of ``updated`` as it is, its lost answer left to the caller to read back."""
+    """Replaces the record with ``updated`` on ``record``'s version; a lost response is the caller's to read back."""
     written = store.replace(replace(updated, version=record.version))
     state_transition(record, written)
     return written
@@ -624,13 +618,10 @@ def _replace_once(store: StateStore, record: StateRecord, updated: StateRecord) 
 def update_once_or_reread(
     store: StateStore, record: StateRecord, change: Callable[[StateRecord], StateRecord]
 ) -> StateRecord:
-    """``update_once`` for a write whose response may be lost (a timeout or a reset connection after
-    Cosmos DB committed it): on ``StoreUnavailable`` the record is read again and, if this write's
-    history entry is in it, the write happened and is returned as written (with the ``_etag`` of the
-    version read, or none when another writer has moved the record on since). Otherwise the
-    original error propagates: nothing was written, a later run tries again. A lost answer
-    (``StoreOutcomeUnknown``) whose read-back is the very version it replaced is ambiguous (not landed, or
-    a replica without it): the write is made once more on that version, which settles it."""
+    """``update_once`` that reads the record back when the write fails with ``StoreUnavailable``.
+
+    If this write's history entry is on the record, the write happened and is returned (``_read_back`` says with
+    which version). Otherwise the original error propagates: nothing was written, and a later run tries again."""
     updated = change(record)
     try:
         return _replace_once(store, record, updated)
@@ -644,20 +635,20 @@ def update_once_or_reread(
 def _read_back(
     store: StateStore, record: StateRecord, updated: StateRecord, exc: StoreUnavailable
 ) -> StateRecord | None:
-    """After the write of ``updated`` over ``record`` failed with ``exc``: the record read again. This write's
-    history entry in it: the write landed, logged (``WriteConfirmed`` and the ``StateTransition`` it made) and
-    answered with the version read if it is still the last move, else as written without a version (another
-    writer moved the record on since). Not in it: None, ``StateWriteUnconfirmed`` logged for a lost answer.
-    A lost answer whose read-back is the very version it replaced is ambiguous (not landed, or a replica without
-    it): the write is made once more on that version, which settles it. A read that fails propagates (a lost answer
-    still unconfirmed then)."""
+    """Reads the record again after the write of ``updated`` failed with ``exc``; returns it if the write landed.
+
+    - The write's history entry is on the record: logged ``WriteConfirmed`` and as its ``StateTransition``, and
+      returned with the version read if still the last move, else without a version (moved on since).
+    - It is not: None, and ``StateWriteUnconfirmed`` is logged for a lost response.
+    - A lost response whose read-back is the very version it replaced is ambiguous (not landed, or a lagging
+      replica), so the write is made once more on that version, which settles it.
+
+    A read that fails propagates."""
     try:
         current = store.get(record.order_id)
         if isinstance(exc, StoreOutcomeUnknown) and current is not None and current.version == record.version:
-            # The version this write replaced, read back: it did not land, or this read is another replica's that
-            # has not got it (the lost answer also lost this client's session token for it: Session consistency).
-            # The same write again, on the same version, tells which: it lands now, or 412 (it had landed, or
-            # someone wrote since) and the record is read once more.
+            # Not landed, or a replica without it (the lost response also lost the session token). The same write on
+            # the same version tells which: it lands now, or 412 (it had landed, or someone wrote since).
             try:
                 return _replace_once(store, record, updated)
             except EtagMismatch:
