@@ -43,8 +43,8 @@ def mark_processed(data: Any) -> dict[str, Any]:
 
 @bp.activity_trigger(input_name="data", activity=names.PUBLISH_STATUS)
 def publish_status(data: Any) -> dict[str, Any] | None:
-    refused = steps.publish_status(get_context(), protocol.PublishStatusInput.from_json(data))
-    return None if refused is None else refused.to_json()
+    unsent = steps.publish_status(get_context(), protocol.PublishStatusInput.from_json(data))
+    return None if unsent is None else unsent.to_json()
 
 
 @bp.activity_trigger(input_name="data", activity=names.SEND_ALERT)

@@ -28,6 +28,7 @@ from contracts.activities import (
     MarkProcessedResult,
     Processed,
     PublishStatusInput,
+    ReceivedUnsent,
     ReleaseForRetryInput,
     RetiredSettled,
     SendAgentRequestInput,
@@ -46,10 +47,10 @@ from domain.ids import bounded
 from domain.records import StateRecord
 from domain.states import ProcessState
 from notifications.alerts import raise_alert_after_write, send_owed_alert
-from notifications.received import NOT_AFTER_RECEIVED, owe_if_unheard, say_before_status, say_received_unwritten
+from notifications.received import owe_if_unheard, say_before_status, say_received_unwritten
 from notifications.status import Delivery
 from observability.events import app_event
-from orchestrators.status import PROGRESS_STATUSES
+from orchestrators.status import NOT_AFTER_RECEIVED, PROGRESS_STATUSES
 from supervisor.owed import note_status_sent, owe_notifications
 
 # The failure statuses and the state their failure write leaves the record in: the only final statuses an operator
@@ -332,13 +333,15 @@ def _tell_once(ctx: AppContext, reply_to: str | None, order_id: str, status: Sta
     return True if delivery is Delivery.SENT else None
 
 
-def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused | None:
+def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused | ReceivedUnsent | None:
     """The ``publish_status`` activity: one status update, to the order's own ``replyTo`` queue only.
 
     - The queue comes from the orchestration's plan (the attempt's input, or the compensation round's load
       activity); without it, the record is read here.
     - Every status but ``Received`` and ``Rejected`` first says a ``Received`` the record still owes
-      (``say_before_status``, which decides when to read the record): while that fails, so does this try.
+      (``say_before_status``, which decides when to read the record): while that fails, so does this try. A try whose
+      timers count those tries apart (``received_tries_left``, a status given up after its last try) answers
+      ``ReceivedUnsent`` instead; the last of them gives both up (``_received_unsent``).
     - A reply queue that refuses this app (for the status, or for the ``Received`` owed before it) is answered
       ``StatusRefused``, not a failure: the orchestration tries again for ``REFUSED_RETRY_WINDOW`` and never alerts
       the status undelivered (``publish_status`` alerted the queue).
@@ -372,6 +375,8 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused |
         if not say_before_status(ctx.states, ctx.sender, data.order_id, data.status, ctx.clock.now(), read):
             return StatusRefused(error=f"{reply_to!r} refuses the Received still owed before {data.status}")
     except SendError as exc:  # the Received still owed could not be said: the status waited for it
+        if data.received_tries_left is not None:  # its timers count such tries apart from the status's own
+            return _received_unsent(ctx, data, reply_to, exc, data.received_tries_left)
         if data.last_try:
             _give_up(ctx, data, reply_to, exc, received_too=True)
         raise
@@ -397,6 +402,21 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused |
     if delivery is Delivery.SENT and read is not None and data.status in FAILED_IN:  # the record may owe it: noted sent
         note_status_sent(ctx, read, data.status, data.attempt)
     return StatusRefused(error=f"{reply_to!r} refuses this app") if delivery is Delivery.REFUSED else None
+
+
+def _received_unsent(
+    ctx: AppContext, data: PublishStatusInput, reply_to: str | None, error: SendError, tries_left: int
+) -> ReceivedUnsent:
+    """A try of ``data``'s status that could not send the ``Received`` its record still owes before it, whose timers
+    count such tries apart (``orchestrators.status``, ``received_tries_left``): answered ``ReceivedUnsent``, the status
+    not sent. The last such try (none left) gives both up and alerts them, whatever tries of its own the status has
+    left (nobody may send it before that ``Received``); any other is logged ``StatusNotSent``."""
+    if tries_left <= 0:
+        _give_up(ctx, data, reply_to, error, received_too=True)
+    else:
+        why = f"the Received still owed before it failed ({error}); {tries_left} more tries of it"
+        _not_sent("StatusNotSent", data, why, level=logging.WARNING)
+    return ReceivedUnsent(error=str(error)[:500])
 
 
 def refusal_superseded(ctx: AppContext, data: PublishStatusInput) -> bool:
@@ -469,10 +489,10 @@ def round_moved_on(data: PublishStatusInput, record: StateRecord | None) -> bool
     return True
 
 
-def _not_sent(event: str, data: PublishStatusInput, why: str, **fields: Any) -> None:
+def _not_sent(event: str, data: PublishStatusInput, why: str, level: int = logging.INFO, **fields: Any) -> None:
     """Logs ``event``: the status in ``data`` is not sent, and ``why``."""
     message = f"order {data.order_id}: status {data.status} not sent: {why}"
-    app_event(event, message, orderId=data.order_id, status=data.status, attempt=data.attempt, **fields)
+    app_event(event, message, level, orderId=data.order_id, status=data.status, attempt=data.attempt, **fields)
 
 
 def _read(ctx: AppContext, data: PublishStatusInput) -> StateRecord | None:

@@ -302,6 +302,11 @@ class PublishStatusInput(Wire):
     reason: Annotated[str | None, OMIT_NONE] = None
     variant: Annotated[str | None, OMIT_NONE] = None
     last_try: Annotated[bool | None, OMIT_NONE] = None  # a final status's last try on its timers
+    # A final status's timers count the tries that could not say the Received still owed before it apart from the
+    # status's own (``orchestrators.status``): how many more such tries they make after this one (0: this is the last,
+    # a failure gives both up). Such a failure is then answered ``ReceivedUnsent``, not raised. None: counted as the
+    # status's own (a progress status, ``Failed`` and ``CompensationFailed``, an input from before it existed).
+    received_tries_left: Annotated[int | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
@@ -316,14 +321,27 @@ class StatusRefused(Wire):
     error: str = ""
 
 
-def parse_publish_status(data: Any) -> StatusRefused | None:
+@dataclass(frozen=True)
+class ReceivedUnsent(Wire):
+    """``publish_status``'s answer when the ``Received`` the order's record still owes, said before the status, could
+    not be sent (a failed send) and the input counts such tries apart (``received_tries_left``): the status was not
+    sent, and its orchestration tries again on the ``Received``'s own count of tries. ``error``: the send's."""
+
+    unsent: Literal["Received"] = field(default="Received", init=False)
+    error: str = ""
+
+
+def parse_publish_status(data: Any) -> StatusRefused | ReceivedUnsent | None:
     """None: sent, or nothing to send (and every answer recorded before ``StatusRefused``); either way the
     orchestration stops trying."""
     if data is None:
         return None
-    if _obj(data, "publish_status result").get("refused") is not True:
-        raise ProtocolError(f"publish_status result: expected null or a refusal, got {data!r}")
-    return StatusRefused.from_json(data)
+    answer = _obj(data, "publish_status result")
+    if answer.get("refused") is True:
+        return StatusRefused.from_json(data)
+    if answer.get("unsent") == "Received":
+        return ReceivedUnsent.from_json(data)
+    raise ProtocolError(f"publish_status result: expected null, a refusal or a Received unsent, got {data!r}")
 
 
 @dataclass(frozen=True)

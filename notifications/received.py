@@ -15,7 +15,8 @@ refuses for a while must not fail its order), but nobody would write the record 
 says ``Received`` once more after it (``say_before_the_last_word``), and while that fails the order's
 final status is not sent there but on its orchestration's durable timers (``FINAL_RETRY_DELAYS``, about
 six hours), each try saying ``Received`` first and failing while it cannot (``say_before_status``);
-the last try gives the final status up and alerts it (``StatusUndelivered``), as for any final status. No other
+those tries are counted apart from the status's own (``orchestrators.status``), and the last of either count gives
+the final status up and alerts it (``StatusUndelivered``), as for any final status. No other
 status but ``Rejected`` goes out before it either: the ``publish_status`` activity says it before any status it
 sends (``say_before_status``), the attempt's ``Processing`` and the supervisor's "waiting for" statuses are not sent
 while the write before them left it owed (a ``begin_step`` run again that finds its write made says it first:
@@ -46,7 +47,7 @@ from domain.states import ProcessState
 from domain.transitions import STEP_STARTED, SUBMISSION
 from notifications.status import Delivery, publish_status
 from observability.events import app_event
-from orchestrators.status import refusal_retried
+from orchestrators.status import NOT_AFTER_RECEIVED, refusal_retried
 
 # ``RECEIVED_OWED``, ``RECEIVED_SAID`` (domain.records): the history events of the write that marks
 # ``Received`` owed, and of the one that clears it on an order that ended well (``say_before_the_last_word``).
@@ -54,8 +55,6 @@ from orchestrators.status import refusal_retried
 # version cached by this process may be trusted in: ``Error`` and ``CompensationFailed`` end an order only until an
 # operator resubmits or compensates it (another instance, whose next attempt or round may mark ``Received`` owed).
 _LAST_WORD = (ProcessState.PROCESSED, ProcessState.COMPENSATED)
-# The statuses that never wait for an owed ``Received``: itself, and a refusal (told for a submission never accepted).
-NOT_AFTER_RECEIVED = frozenset({"Received", "Rejected"})
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The Durable side of an order, through the app's own durable client: each attempt's and
 compensation round's runtime status and last history event, and the status updates its history shows
-it sent: ``publish_status`` activities that completed (but for one that answered its reply queue refused
-the app, ``StatusRefused``), and the statuses the scheduler's activities
+it sent: ``publish_status`` activities that completed answering None (not ``StatusRefused``, its reply queue refused
+the app, nor ``ReceivedUnsent``, the ``Received`` owed before it failed), and the statuses the scheduler's activities
 answered ``statusSent: true`` for: ``begin_step`` (``Processing``, the attempt's first;
 ``load_order`` in a ``process_order_v2`` history) and ``mark_processed`` (``Completed``)."""
 
@@ -51,8 +51,7 @@ def _sent(event: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(payload, dict):
         return None
     if name == PUBLISH_STATUS:
-        refused = _json(event.get("Result"))
-        if isinstance(refused, dict) and refused.get("refused") is True:
+        if _json(event.get("Result")) is not None:  # its queue refused it, or the Received owed before it failed
             return None
         return {"status": payload.get("status"), "attempt": payload.get("attempt"), "reason": payload.get("reason")}
     result = _json(event.get("Result"))

@@ -82,6 +82,18 @@ def test_a_status_whose_reply_queue_refused_the_app_is_not_listed_until_a_try_se
     assert [(s["status"], s["at"]) for s in statuses_sent("o1:2", history)] == [("Completed", "t3")]
 
 
+def test_a_status_whose_received_could_not_be_sent_first_is_not_listed() -> None:
+    """``publish_status`` answers ``ReceivedUnsent`` when the ``Received`` the record still owed before the status
+    failed (its timers count such tries apart): the status was not sent either."""
+    given = {"orderId": "o1", "status": "Completed", "attempt": 2, "replyTo": "q", "receivedTriesLeft": 9}
+    unsent = json.dumps({"unsent": "Received", "error": "send to 'q' failed: QuotaExceeded"})
+    history = [
+        completed(names.PUBLISH_STATUS, given, unsent, "t1"),
+        completed(names.PUBLISH_STATUS, {**given, "receivedTriesLeft": 8}, None, "t2"),
+    ]
+    assert [(s["status"], s["at"]) for s in statuses_sent("o1:2", history)] == [("Completed", "t2")]
+
+
 def test_statuses_are_listed_in_time_order_whatever_the_timestamps_fraction() -> None:
     """The extension drops a timestamp's trailing zeros (seven digits at most): ``:05Z`` is before
     ``:05.5Z`` and ``:05.12Z`` before ``:05.1234567Z``, which their texts sort the other way round."""

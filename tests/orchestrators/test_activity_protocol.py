@@ -211,9 +211,22 @@ RECORDED: dict[str, tuple[Any, list[dict[str, Any]], Any, list[dict[str, Any]]]]
             {"orderId": "o1", "status": "Failed", "attempt": 1, "replyTo": "q", "reason": "charge-payment: no"},
             {"orderId": "o1", "status": "Completed", "attempt": 1},  # replyTo not known: read from the record
             {"orderId": "o1", "status": "Received", "attempt": 0, "replyTo": None},  # the courier's
+            {"orderId": "o1", "status": "Completed", "attempt": 1, "replyTo": "q", "receivedTriesLeft": 9},
+            {
+                "orderId": "o1",
+                "status": "Completed",
+                "attempt": 1,
+                "replyTo": "q",
+                "lastTry": True,
+                "receivedTriesLeft": 0,
+            },
         ],
-        protocol.parse_publish_status,  # None (sent, or nothing to send), or a refusal of the reply queue:
-        [{"refused": True, "error": "'client-statuses' refuses this app"}],
+        protocol.parse_publish_status,  # None (sent, or nothing to send), a refusal of the reply queue, or the
+        # Received owed before the status not sent (its timers count those tries apart):
+        [
+            {"refused": True, "error": "'client-statuses' refuses this app"},
+            {"unsent": "Received", "error": "send to 'client-statuses' failed"},
+        ],
     ),
     names.SEND_ALERT: (
         protocol.SendAlertInput,
@@ -519,4 +532,6 @@ def test_a_result_that_is_not_the_protocol_is_refused() -> None:
         protocol.parse_mark_processed(None)
     with pytest.raises(protocol.ProtocolError):
         protocol.parse_publish_status({"refused": False})
+    with pytest.raises(protocol.ProtocolError):
+        protocol.parse_publish_status({"unsent": "Completed"})
     assert protocol.parse_publish_status(None) is None  # every answer recorded before refusals were answered
