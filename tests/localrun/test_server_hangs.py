@@ -20,7 +20,7 @@ from tests.localrun.test_cli_interrupts import gone
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the server's state from /proc")
 
-QUICK = Liveness(suspended_s=2.0, spinning_cpu_s=3.0, asleep_s=3.0, probe_every_s=0.5, look_every_s=0.2)
+QUICK = Liveness(suspended_s=3.0, spinning_cpu_s=3.0, asleep_s=3.0, probe_every_s=0.5, look_every_s=0.2)
 
 # node reads NODE_OPTIONS: on SIGUSR2 the server says "hangs" on stderr, then its event loop spins for ever, or sleeps
 # for ever (a futex wait on its main thread, state S), or is busy 1 s at a time with a pause between (slow, yet it
@@ -97,9 +97,9 @@ def test_a_suspended_server_is_ended_and_a_request_waiting_on_it_raises_server_d
         pid = server._proc.pid
         raised, took = _read_while(server, container, signal.SIGSTOP)
         assert isinstance(raised, ServerDied), repr(raised)
-        assert took < 20  # 2 s suspended, then at once; before: 60 s, then the SDK's retries
+        assert took < 20  # 3 s suspended, then at once; before: 60 s, then the SDK's retries
         assert (
-            str(raised) == server.death == _dead_as(server, "was suspended (state T: SIGSTOP, or a debugger) for 2 s")
+            str(raised) == server.death == _dead_as(server, "was suspended (state T: SIGSTOP, or a debugger) for 3 s")
         )
         assert gone([pid], timeout=10) == []  # killed, not left stopped
         with pytest.raises(ServerDied):
@@ -128,7 +128,7 @@ def test_a_server_that_stops_answering_is_ended_and_a_request_waiting_on_it_rais
 
 def test_a_server_slow_to_answer_or_suspended_for_a_moment_is_alive(node_options: object) -> None:
     """Busy for 1 s at a time (each probe waits up to that, within 3 s of CPU time), and suspended twice for 1 s (less
-    than 2 s): no death, and every read is answered."""
+    than 3 s): no death, and every read is answered."""
     node_options(BUSY)  # type: ignore[operator]
     with CosmosServer(liveness=QUICK) as server:
         container = _container(server)
