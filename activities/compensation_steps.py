@@ -37,7 +37,7 @@ from contracts.activities import (
     WriteResult,
 )
 from dependencies import AppContext
-from domain import compensation, review
+from domain import compensation, review, timefmt
 from domain.compensation_policy import REVIEW_CHOICES
 from domain.outage import release_round_to_wait, undo_in_flight
 from domain.payments import money
@@ -114,7 +114,7 @@ def await_review(ctx: AppContext, data: AwaitReviewInput) -> WriteResult:
         # what to decide, by when, and the default before the error: the summary is cut at 200 characters
         summary=(
             f"order {record.order_id} failed at {data.step}: decide {', '.join(choices[:-1])} "
-            f"or {choices[-1]} by {until.isoformat()}, else {data.default_action} ({data.error})"
+            f"or {choices[-1]} by {timefmt.to_text(until)}, else {data.default_action} ({data.error})"
         ),
         at=now,
         order_id=record.order_id,
@@ -128,7 +128,7 @@ def await_review(ctx: AppContext, data: AwaitReviewInput) -> WriteResult:
             "reason": data.reason,
             "amountCents": data.amount_cents,
             "options": list(choices),
-            "decideBy": until.isoformat(),
+            "decideBy": timefmt.to_text(until),  # as the record's detail and the ops API say it
             "defaultAction": data.default_action,
             "how": (
                 f"raise the Durable event {names.REVIEW_DECISION_EVENT!r} on instance {data.instance_id} with "

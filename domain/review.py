@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from domain import timefmt
 from domain.compensation_policy import REVIEW_CHOICES, review_choices
 from domain.errors import IllegalTransition
 from domain.records import SIDE_NOTES, ReviewDefault, StateRecord, last_move, last_move_at
@@ -37,7 +38,9 @@ class PendingReview:
     instance_id: str  # the paused attempt's orchestration instance (``lockedBy``)
     review_id: str
     step: str
-    decide_by: str  # ISO text, as recorded
+    # The deadline as ``timefmt`` writes it (``...Z``), also when the record has it in an earlier writer's form
+    # (``...+00:00``); as recorded when it is no timestamp with a zone.
+    decide_by: str
     # What the attempt takes when nobody answers by ``decide_by`` (the record's ``reviewDefault`` for this
     # review); None: not known (a record written before it was kept, or by a version that keeps none).
     default_action: str | None = None
@@ -49,7 +52,17 @@ def review_default(review_id: str, default_action: str) -> ReviewDefault:
 
 
 def review_detail(step_name: str, review_id: str, until: datetime) -> str:
-    return f"{step_name}: {review_id}{_DECIDE_BY}{until.isoformat()}"
+    """The ``ReviewRequested`` entry's detail: ``payment: r-1, decide by 2026-01-01T08:10:00.000000Z``. Until
+    session 61 the deadline was written ``2026-01-01T08:10:00+00:00``; both are read (``decide_by_time``)."""
+    return f"{step_name}: {review_id}{_DECIDE_BY}{timefmt.to_text(until)}"
+
+
+def _deadline(text: str) -> datetime | None:
+    """The moment of a recorded deadline, in either form; None when it is no timestamp with a zone."""
+    try:
+        return timefmt.parse(text)
+    except ValueError:
+        return None
 
 
 def _requested(record: StateRecord, owner: str, detail: str) -> PendingReview | None:
@@ -59,7 +72,8 @@ def _requested(record: StateRecord, owner: str, detail: str) -> PendingReview | 
         return None
     noted_default = record.review_default
     default = noted_default.action if noted_default is not None and noted_default.review_id == review_id else None
-    return PendingReview(owner, review_id, step, decide_by, default)
+    deadline = _deadline(decide_by)
+    return PendingReview(owner, review_id, step, decide_by if deadline is None else timefmt.to_text(deadline), default)
 
 
 def pending_review(record: StateRecord) -> PendingReview | None:
@@ -75,12 +89,8 @@ def pending_review(record: StateRecord) -> PendingReview | None:
 
 def decide_by_time(pending: PendingReview) -> datetime | None:
     """The review deadline the paused attempt decides at (its timer), or None when the recorded text is
-    not a timestamp with a zone."""
-    try:
-        when = datetime.fromisoformat(pending.decide_by)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else None
+    not a timestamp with a zone (``...Z``, or ``...+00:00`` as records written before session 61 have it)."""
+    return _deadline(pending.decide_by)
 
 
 def choices_for(step_name: str, prepaid: bool) -> tuple[str, ...]:

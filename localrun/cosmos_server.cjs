@@ -97,6 +97,19 @@ require("./cosmos_faults.cjs").install(server);
 // Microsoft Entra ID only, as a deployed account (cosmos_auth.cjs; off unless a test sets it): checked first, as Azure
 // authorizes a request before anything else.
 require("./cosmos_auth.cjs").install(server);
+// GET /_localrun/alive (a route no Cosmos DB client calls): answered before any other handler sees it, so no fault rule,
+// token check or log touches it; the runner's liveness probe (cosmos_server.py, Liveness) asks it every few seconds.
+const inner = server.listeners("request");
+server.removeAllListeners("request");
+server.on("request", (req, res) => {
+  if (req.url === "/_localrun/alive" && req.method === "GET") {
+    res.setHeader("content-type", "application/json");
+    res.setHeader("connection", "keep-alive");
+    res.end("{}");
+    return;
+  }
+  inner.forEach((handle) => handle(req, res));
+});
 server.listen(port, "127.0.0.1", () => process.stdout.write(`listening ${server.address().port}\n`));
 process.stdin.on("end", () => process.exit(0));
 process.stdin.resume();

@@ -5,7 +5,8 @@ GROUP BY, aggregate) query resumed from a continuation token is a 400, as the az
 resume one on Azure (docs/testing.md). ``ranges``: containers split into partition key ranges, served as the
 gateway serves a partitioned container (``cosmos_ranges.cjs``). Items expire as time to live says
 (``cosmos_ttl.cjs``). A server that exits unasked (killed, out of memory) is noticed at once: the runner stops
-with ``ServerDied`` instead of waiting through the SDK's connection retries for ever."""
+with ``ServerDied`` instead of waiting through the SDK's connection retries for ever. So is one that hangs
+(``Liveness``: suspended, or not answering a liveness probe while it has the CPU or sleeps): the runner ends it."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
@@ -67,8 +69,84 @@ def _how_it_ended(code: int) -> str:
         return f"was killed by signal {-code}"
 
 
+@dataclass(frozen=True)
+class Liveness:
+    """When a server that still runs counts as dead (Linux: read from ``/proc/PID/stat``; elsewhere never).
+
+    ``suspended_s``: in state T or t (SIGSTOP, a debugger) at every look for this long, its CPU time unchanged. A
+    process throttled by stops and continues (``cpulimit``) runs between them, so it is not suspended.
+
+    A liveness probe (``GET /_localrun/alive``, answered before any other handler) goes out every ``probe_every_s``
+    and waits as long as it takes. It counts as unanswered only in two cases that load cannot cause. ``spinning_cpu_s``:
+    the server used this much CPU time since the probe went out (its event loop never got to a 1 ms answer). On a
+    loaded machine the server gets CPU time more slowly; it does not need more of it. ``asleep_s``: the server was
+    asleep (state S) at every look for this long. A server with work waits for the CPU as runnable (R), or for the disk
+    (D); it is not asleep. A server that is runnable but starved is slow, never dead.
+
+    Looks are ``look_every_s`` apart. When two looks are more than ``LOOK_GAP_S`` apart (this process was not run),
+    every span starts again."""
+
+    suspended_s: float = 5.0
+    spinning_cpu_s: float = 30.0
+    asleep_s: float = 30.0
+    probe_every_s: float = 2.0
+    look_every_s: float = 0.5
+
+
+LOOK_GAP_S = 2.0  # two looks further apart than this: the watcher itself was not run, what it saw between is unknown
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat(pid: int) -> tuple[str, float] | None:
+    """``pid``'s state letter (R, S, D, T, t, Z...) and CPU seconds (user and system, all threads) from
+    ``/proc/PID/stat``; None when it cannot be read (not Linux, or the process is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) ": the command name may hold spaces
+    return fields[0], (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # fields 3, 14 and 15 of proc(5)
+
+
+class _Probe:
+    """Asks ``GET /_localrun/alive`` on a keep-alive connection of its own, one request at a time, on a daemon thread:
+    ``outstanding`` is the number of the probe sent and not yet answered (None between probes)."""
+
+    def __init__(self, port: int, every_s: float, halt: threading.Event) -> None:
+        self.outstanding: int | None = None
+        self._port = port
+        self._every_s = every_s
+        self._halt = halt
+        threading.Thread(target=self._run, name="cosmos-server-probe", daemon=True).start()
+
+    def _run(self) -> None:
+        import http.client
+        import ssl
+
+        sent = 0
+        connection: http.client.HTTPSConnection | None = None
+        while not self._halt.wait(self._every_s):
+            sent += 1
+            self.outstanding = sent
+            try:
+                if connection is None:
+                    connection = http.client.HTTPSConnection(
+                        "127.0.0.1", self._port, timeout=None, context=ssl._create_unverified_context()
+                    )
+                connection.request("GET", "/_localrun/alive")
+                connection.getresponse().read()
+            except (OSError, http.client.HTTPException):  # exiting, or ended: the stderr watcher tells of it
+                if connection is not None:
+                    connection.close()
+                connection = None
+            self.outstanding = None
+        if connection is not None:
+            connection.close()
+
+
 class ServerDied(BaseException):
-    """The server exited while the run used it, unasked (killed, out of memory, crashed): the run cannot go on. A
+    """The server exited while the run used it, unasked (killed, out of memory, crashed), or hung and was ended
+    (``Liveness``): the run cannot go on. A
     ``BaseException``, as ``KeyboardInterrupt`` is: neither the SDK's retry policies nor the app's ``except
     Exception`` take it for a transient Cosmos DB error to retry (each try slept seconds of real time through the
     SDK's connection retries, and the run went idle for ever); it ends the task that met it, and the runner's loop
@@ -96,10 +174,11 @@ class CosmosServer:
     session running at the same time) could take it, and a readiness probe would then connect to that
     process's listener and take it for this server."""
 
-    def __init__(self, port: int = 0, ranges: int = 1) -> None:
+    def __init__(self, port: int = 0, ranges: int = 1, liveness: Liveness | None = None) -> None:
         """``ranges``: the physical partition key ranges every container is split into (``cosmos_ranges.cjs``:
         the gateway's query plan and one query per range, merged by the SDK, as on Azure for a partitioned
-        container); 1, the default: one, every cross-partition query answered whole by the server."""
+        container); 1, the default: one, every cross-partition query answered whole by the server. ``liveness``:
+        when a server that hangs counts as dead (``Liveness()``, the default)."""
         if ranges < 1:
             raise ValueError(f"a container has at least one partition key range, not {ranges}")
         self.port = port
@@ -111,6 +190,8 @@ class CosmosServer:
         self._stderr: deque[str] = deque(maxlen=STDERR_KEPT)
         self._stopping = False  # ``stop`` was called: an exit from now on is asked for
         self._exited = threading.Event()
+        self.liveness = liveness or Liveness()
+        self._halt = threading.Event()  # set by ``stop``: the liveness watcher and its probe end
         # what the run stops with (``ServerDied``'s message) once the server exited unasked; None while it runs
         self.death: str | None = None
 
@@ -170,19 +251,79 @@ class CosmosServer:
         self.port = int(announced.split()[1])
         self.endpoint = f"https://127.0.0.1:{self.port}"
         place_helper(self._proc.pid)  # the cores the runner left, when it keeps to one (localrun.affinity)
+        self._halt = threading.Event()
+        threading.Thread(
+            target=self._watch_liveness,
+            args=(self._proc, _Probe(self.port, self.liveness.probe_every_s, self._halt), self._halt),
+            name="cosmos-server-liveness",
+            daemon=True,
+        ).start()
         return self
+
+    def _watch_liveness(self, proc: subprocess.Popen[bytes], probe: _Probe, halt: threading.Event) -> None:
+        """Looks at the server's state and CPU time every ``look_every_s`` (``Liveness``); once it hangs, ``_hung``. Its
+        end (the server ended, or ``stop``) ends the probe."""
+        try:
+            self._look(proc, probe, halt)
+        finally:
+            halt.set()
+
+    def _look(self, proc: subprocess.Popen[bytes], probe: _Probe, halt: threading.Event) -> None:
+        live = self.liveness
+        last = time.monotonic()
+        suspended: tuple[float, float] | None = None  # since when (monotonic, CPU seconds) it is suspended
+        probe_seen: tuple[int | None, float, float] = (None, last, 0.0)  # the probe out, since when, CPU then
+        asleep = True  # asleep at every look since the probe went out
+        while not halt.wait(live.look_every_s):
+            now, stat = time.monotonic(), _stat(proc.pid)
+            if stat is None or proc.returncode is not None:
+                return  # exited (the stderr watcher tells of it), or no /proc here
+            state, cpu = stat
+            if now - last > LOOK_GAP_S:  # this process was not run: start every span again
+                suspended, probe_seen, asleep = None, (None, now, cpu), True
+            last = now
+            if state in ("T", "t"):
+                suspended = suspended if suspended is not None and suspended[1] == cpu else (now, cpu)
+                if now - suspended[0] >= live.suspended_s:
+                    self._hung(
+                        proc, f"was suspended (state {state}: SIGSTOP, or a debugger) for {live.suspended_s:g} s"
+                    )
+                    return
+            else:
+                suspended = None
+            if probe.outstanding is None or probe.outstanding != probe_seen[0]:
+                probe_seen, asleep = (probe.outstanding, now, cpu), state == "S"
+                continue
+            asleep = asleep and state == "S"
+            if cpu - probe_seen[2] >= live.spinning_cpu_s:
+                self._hung(
+                    proc, f"did not answer a liveness probe through {live.spinning_cpu_s:g} s of its own CPU time"
+                )
+                return
+            if asleep and now - probe_seen[1] >= live.asleep_s:
+                self._hung(proc, f"did not answer a liveness probe for {live.asleep_s:g} s, asleep all the while")
+                return
+
+    def _hung(self, proc: subprocess.Popen[bytes], how: str) -> None:
+        """The server hangs (``how``): ``death`` says so, and it is killed, so every request waiting on it fails at
+        once and raises ``ServerDied`` (``connection_failed``), as after a death."""
+        if self._stopping or self.death is not None:
+            return
+        self.death = self._death_of(proc.pid, f"{how} during the run, so the runner ended it")
+        proc.kill()
 
     def _on_exit(self, code: int) -> None:
         """The watcher's word that node exited with ``code``: unasked, ``death`` says how (``ServerDied``)."""
-        if not self._stopping:
-            shown = [line[:200] for line in list(self._stderr)[-STDERR_SHOWN:]]
-            said = " | ".join(shown) if shown else "nothing"
+        if not self._stopping and self.death is None:  # else ended as asked, or by ``_hung`` (its death says why)
             pid = self._proc.pid if self._proc is not None else "?"
-            self.death = (
-                f"the Cosmos DB protocol server (node cosmos_server.cjs, pid {pid}) {_how_it_ended(code)} during the "
-                f"run; its last stderr lines: {said}"
-            )
+            self.death = self._death_of(pid, f"{_how_it_ended(code)} during the run")
         self._exited.set()
+
+    def _death_of(self, pid: int | str, how: str) -> str:
+        """``ServerDied``'s message: the server, its pid, ``how`` it ended and its last stderr lines."""
+        shown = [line[:200] for line in list(self._stderr)[-STDERR_SHOWN:]]
+        said = " | ".join(shown) if shown else "nothing"
+        return f"the Cosmos DB protocol server (node cosmos_server.cjs, pid {pid}) {how}; its last stderr lines: {said}"
 
     def check(self) -> None:
         """Raises ``ServerDied`` once the server has exited unasked (``death`` set). The runner's loop reads ``death``
@@ -200,6 +341,7 @@ class CosmosServer:
 
     def stop(self) -> None:
         self._stopping = True
+        self._halt.set()
         if self._proc is not None:
             forget_helper(self._proc.pid)  # before it is reaped: then the pid may be another process's
             if self._proc.poll() is None:

@@ -40,6 +40,9 @@ OUTAGE_KEYS = {"start_s", "duration_s"}
 # the longest time a profile may name (a start, a duration, a restart interval): ten years, past any run's horizon
 # (simulate's is a year at most) and far from what Python's dates can hold (1e300 s was an OverflowError)
 MAX_SECONDS = 10 * 366 * 24 * 3600
+# host.restart_every_s's least: 100 restarts a simulated second, each reached (a 200-order run: about 75,000 of them,
+# a fraction of a millisecond each); below it, the run's wall time grows as its inverse
+MIN_RESTART_EVERY_S = 0.01
 SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate", "settle_latency_ms"}
 HOST_KEYS = {"restart_every_s", "clock_skew_s", "activity_rerun_rate", "worker_threads", "blocking_threads"}
 DURABLE_KEYS = {
@@ -289,9 +292,11 @@ class Profile:
         durable = _check_keys("durable", data.get("durable", {}), DURABLE_KEYS)
         orders = _check_keys("orders", data.get("orders", {}), ORDER_KEYS)
         restart = host.get("restart_every_s")
-        if restart is not None and (not _number(restart) or not 0 < restart <= MAX_SECONDS):
+        if restart is not None and (not _number(restart) or not MIN_RESTART_EVERY_S <= restart <= MAX_SECONDS):
             raise ProfileError(
-                f"host.restart_every_s must be a positive number of seconds up to {MAX_SECONDS}, got {restart!r}"
+                f"host.restart_every_s must be a number of seconds from {MIN_RESTART_EVERY_S} to {MAX_SECONDS}, got "
+                f"{restart!r} (each restart comes at its time: below {MIN_RESTART_EVERY_S} s, a run would spend its "
+                "time restarting)"
             )
         skew: dict[str, float] = {}
         for name, offset in _check_keys("host.clock_skew_s", host.get("clock_skew_s", {}), set(CLOCK_HOSTS)).items():

@@ -489,7 +489,14 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         def external() -> datetime | None:
             due = [pending[0].at] if pending else []
             planned = operator.next_due() if operator is not None else None
-            return min([*due, planned] if planned is not None else due, default=None)
+            if planned is not None:
+                due.append(planned)
+            # The clock stops at the next host restart too, so each comes at its time: before, the clock went from
+            # one due moment to the next past it, and the restarts planned in between came as one, late. A
+            # restart alone keeps no run going that has nothing else due.
+            if next_restart is not None and (due or host.next_due() is not None):
+                due.append(next_restart)
+            return min(due, default=None)
 
         try:
             if config.drive is not None:

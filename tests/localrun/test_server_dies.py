@@ -58,13 +58,15 @@ class _Lines:
         return "\n".join(self.lines)
 
 
-def _kill_node_and_time_the_end(run: subprocess.Popen[str]) -> tuple[int, float, list[int]]:
-    """SIGKILL to the run's Cosmos DB server (what the kernel's OOM killer sends); its pid, the seconds until the run
-    ended (it is killed after two minutes) and every process it had."""
+def _kill_node_and_time_the_end(
+    run: subprocess.Popen[str], sig: signal.Signals = signal.SIGKILL
+) -> tuple[int, float, list[int]]:
+    """``sig`` to the run's Cosmos DB server (SIGKILL: what the kernel's OOM killer sends; SIGSTOP: it hangs); its
+    pid, the seconds until the run ended (it is killed after two minutes) and every process it had."""
     below = descendants(run.pid)
     node = _node_below(run.pid)
     began = time.monotonic()
-    os.kill(node, signal.SIGKILL)
+    os.kill(node, sig)
     try:
         run.wait(timeout=120)
     except subprocess.TimeoutExpired:
@@ -73,14 +75,16 @@ def _kill_node_and_time_the_end(run: subprocess.Popen[str]) -> tuple[int, float,
     return node, time.monotonic() - began, below
 
 
-def _killed_mid_run(*args: str, ready: str, on_stdout: bool = False) -> tuple[int, str, str, float, list[int]]:
-    """``python -m localrun ARGS``, its Cosmos DB server killed once ``ready`` is shown (on stderr, or stdout): its
-    exit code, stdout, stderr, the seconds it took to end after the kill and every process it had."""
+def _killed_mid_run(
+    *args: str, ready: str, on_stdout: bool = False, sig: signal.Signals = signal.SIGKILL
+) -> tuple[int, str, str, float, list[int]]:
+    """``python -m localrun ARGS``, its Cosmos DB server sent ``sig`` once ``ready`` is shown (on stderr, or stdout):
+    its exit code, stdout, stderr, the seconds it took to end after the signal and every process it had."""
     run = started(*args)
     out, err = _Lines(run.stdout), _Lines(run.stderr)
     try:
         (out if on_stdout else err).wait_for(ready, run)
-        node, took, below = _kill_node_and_time_the_end(run)
+        node, took, below = _kill_node_and_time_the_end(run, sig)
     finally:
         if run.poll() is None:
             run.kill()
@@ -91,31 +95,44 @@ def _killed_mid_run(*args: str, ready: str, on_stdout: bool = False) -> tuple[in
     return node, out.text(), stderr, took, below
 
 
-def _death(node: int) -> str:
-    return (
-        f"the Cosmos DB protocol server (node cosmos_server.cjs, pid {node}) was killed by SIGKILL during the run; its "
-        "last stderr lines: nothing"
+def _death(node: int, sig: signal.Signals = signal.SIGKILL) -> str:
+    how = (
+        "was killed by SIGKILL during the run"
+        if sig == signal.SIGKILL
+        else "was suspended (state T: SIGSTOP, or a debugger) for 5 s during the run, so the runner ended it"
     )
+    return f"the Cosmos DB protocol server (node cosmos_server.cjs, pid {node}) {how}; its last stderr lines: nothing"
 
 
-def test_a_simulation_whose_cosmos_server_is_killed_stops_says_so_and_exits_2(tmp_path: Path) -> None:
+# SIGSTOP: the server hangs, suspended. Before, every request waited out its 60 s timeout and the SDK's retries, and the
+# run hung for many minutes; now it is ended after 5 s suspended (localrun.cosmos_server.Liveness) and the run stops.
+SIGNALS = pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "suspended"])
+
+
+@SIGNALS
+def test_a_simulation_whose_cosmos_server_is_killed_stops_says_so_and_exits_2(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
     node, _, stderr, _, below = _killed_mid_run(
         *("simulate", "--orders", "200", "--seed", "1", "--faults", str(PROFILE), "--report", str(tmp_path / "r.json")),
         ready="orders settled",  # the first progress line (stderr is a pipe: one at each tenth): the loop is under way
+        sig=sig,
     )
-    assert stderr.splitlines()[-1] == f"run stopped, no report written: {_death(node)}", stderr[-3000:]
+    assert stderr.splitlines()[-1] == f"run stopped, no report written: {_death(node, sig)}", stderr[-3000:]
     assert list(tmp_path.iterdir()) == []  # no report, no part of one
     assert gone(below) == [], "a process of the run outlived it"
 
 
-def test_serve_whose_cosmos_server_is_killed_stops_even_when_idle_and_exits_2() -> None:
+@SIGNALS
+def test_serve_whose_cosmos_server_is_killed_stops_even_when_idle_and_exits_2(sig: signal.Signals) -> None:
     """Every order settled, nothing due: no store call meets the dead server, the runner notices it alone."""
     node, stdout, stderr, _, below = _killed_mid_run(
         *("serve", "--orders", "3", "--seed", "1", "--speed", "1000", "--port", "0", "--no-progress"),
         ready="every order has settled",
         on_stdout=True,
+        sig=sig,
     )
-    assert stderr.splitlines()[-1] == f"serve stopped, no summary: {_death(node)}", stderr[-3000:]
+    assert stderr.splitlines()[-1] == f"serve stopped, no summary: {_death(node, sig)}", stderr[-3000:]
     assert "verdict:" not in stdout
     assert gone(below) == [], "a process of the run outlived it"
 
