@@ -4,7 +4,8 @@
 (``recordedBy``), each run under fault profiles in the local runner and cut at its horizon
 (``tools/record_histories.py``): attempts (``process_order_v4``, and ``process_order_v3``, which a release keeps
 running for its instances in flight, recorded by 70b9094 when it was the current one), compensation rounds and
-status and alert couriers,
+status and alert couriers (b583805's: final statuses on their timers while a status queue was full, each try failing
+on the ``Received`` owed before it, replayed by the code that counts those tries apart),
 their activity inputs and results as those commits' activities answered them, their timers and raised events.
 The other replay tests build their histories by hand, with what the author of the change knew the older code
 did; these are what it did.
@@ -81,7 +82,7 @@ def episodes(events: list[HistoryEvent]) -> Iterator[Episode]:
 
 def test_the_recorded_histories_span_the_releases_and_the_orchestrators() -> None:
     histories = recorded()
-    assert {h["recordedBy"] for h in histories} >= {"70b9094", "36c310f", "a1dfc93", "6155b2d"}
+    assert {h["recordedBy"] for h in histories} >= {"70b9094", "36c310f", "a1dfc93", "6155b2d", "b583805"}
     assert {h["name"] for h in histories} >= {
         "process_order_v3",
         "process_order_v4",
@@ -91,7 +92,7 @@ def test_the_recorded_histories_span_the_releases_and_the_orchestrators() -> Non
     assert any(h["history"][-1]["EventType"] != EventType.EXECUTION_COMPLETED for h in histories)  # some in flight
 
 
-@pytest.mark.parametrize("recorded_by", ["70b9094", "36c310f", "a1dfc93", "6155b2d"])
+@pytest.mark.parametrize("recorded_by", ["70b9094", "36c310f", "a1dfc93", "6155b2d", "b583805"])
 def test_every_episode_of_a_history_an_older_release_recorded_replays_to_what_it_did(
     functions: dict[str, Any], recorded_by: str
 ) -> None:
