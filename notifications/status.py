@@ -327,7 +327,8 @@ def give_up(
         + "".join(f" (and the {before} before it{maybe})" for before in waited_for)
         + " could not be sent to "
         + (f"{reply_to!r}" if reply_to else "its replyTo (the record could not be read)")
-        + " for about six hours"
+        # the status's own tries span about six hours, once a late Received is out (hours later, at most)
+        + (" for about six hours" if waited_for else " on every try of its own (about six hours)")
         + ("; the statuses given up for that queue while it stays so are logged StatusUndelivered" if problem else ""),
         at=at,
         order_id=order_id,
