@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from observability.events import app_event
 
+log = logging.getLogger("adapters.cosmos")
+
 if TYPE_CHECKING:
     from azure.cosmos import ContainerProxy
 
@@ -26,6 +28,14 @@ READ_SESSION_NOT_AVAILABLE = 1002
 # Other 403s are not access refused: 1014 a partition key full, 5300 a metadata write (the Bicep's); 3 and 1008
 # (a write region moved, the account's endpoint) the SDK handles itself.
 PRINCIPAL_NOT_AUTHORIZED = 5301
+
+# azure-cosmos keeps the last answer's headers on the client (``last_response_headers``), one dict shared by every
+# thread, and writes the throttle counts into it after each request. Another thread's query may be copying that very
+# dict at the time (4.17: ``__QueryFeed``'s ``response_headers.update``), and then raises RuntimeError "OrderedDict
+# mutated during iteration" (the headers are not thread safe: Azure/azure-sdk-for-python#33496). Handlers of one
+# worker share the client, so a query may meet it under load (seen with 16 at once). Nothing went wrong at Cosmos DB.
+SDK_HEADER_RACE = "mutated during iteration"
+QUERY_TRIES = 3  # a query only reads: run again at once, the race is a matter of microseconds
 
 
 class StoreError(Exception):
@@ -155,6 +165,11 @@ def mapped_errors(item: str | None = None) -> Iterator[None]:
         raise StoreOutcomeUnknown(f"Cosmos DB: {exc}") from exc
     except ServiceRequestError as exc:  # never sent
         raise StoreUnavailable(f"Cosmos DB unreachable: {exc}") from exc
+    except RuntimeError as exc:
+        if SDK_HEADER_RACE not in str(exc):
+            raise
+        # after the answer came back: a write it met had been carried out
+        raise StoreOutcomeUnknown(f"Cosmos SDK: another thread changed this answer's headers: {exc}") from exc
     except ClientAuthenticationError as exc:
         # The credential gave no token for the request (the managed identity endpoint failing, or not answering
         # within settings.IDENTITY_READ_TIMEOUT): raised before it was sent. The Cosmos SDK answers a refusal of its
@@ -175,3 +190,17 @@ def read_or_none(container: ContainerProxy, item_id: str, partition_key: str) ->
                 raise
             return None
     return doc
+
+
+def query_all(container: ContainerProxy, query: str, **options: Any) -> list[Any]:
+    """Every result of ``query`` (``query_items`` with ``options``), errors mapped (``mapped_errors``). A query that
+    met the SDK's header race (``SDK_HEADER_RACE``) is run again, up to ``QUERY_TRIES`` in all."""
+    with mapped_errors():
+        for attempt in range(1, QUERY_TRIES + 1):
+            try:
+                return list(container.query_items(query, **options))
+            except RuntimeError as exc:
+                if SDK_HEADER_RACE not in str(exc) or attempt == QUERY_TRIES:
+                    raise
+                log.info("Cosmos query run again: the SDK's shared headers changed under it (try %d): %s", attempt, exc)
+    raise AssertionError("unreachable: the last try returns or raises")

@@ -14,10 +14,10 @@ import itertools
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from adapters.cosmos.documents import ConditionalDocuments, RacePause, update_conditionally
-from adapters.cosmos.errors import mapped_errors
+from adapters.cosmos.errors import query_all
 from domain.circuit import DependencyHealth, document_id, partition_key
 
 if TYPE_CHECKING:
@@ -56,12 +56,9 @@ class CosmosHealthStore:
             "SELECT VALUE COUNT(1) FROM c WHERE c.lastError = @reason "
             "AND c.processState IN ('Pending', 'Processing', 'Compensating')"
         )
-        with mapped_errors():
-            counts: list[Any] = list(
-                self._c.query_items(
-                    query, parameters=[{"name": "@reason", "value": reason}], enable_cross_partition_query=True
-                )
-            )
+        counts = query_all(
+            self._c, query, parameters=[{"name": "@reason", "value": reason}], enable_cross_partition_query=True
+        )
         return sum(int(v) for v in counts)  # one value: the SDK sums the partition key ranges' own counts
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from adapters.cosmos.errors import mapped_errors
+from adapters.cosmos.errors import mapped_errors, query_all
 from adapters.cosmos.state_store import SeekKey, Unmapped, map_each, seek_page
 from domain.records import StateRecord
 from domain.states import ProcessState
@@ -75,7 +75,6 @@ class CosmosOpsQueries:
             {"name": "@limit", "value": limit},
             {"name": "@state", "value": state.value},
         ]
-        with mapped_errors():
-            docs = list(self._c.query_items(query, parameters=params, enable_cross_partition_query=True))
+        docs = query_all(self._c, query, parameters=params, enable_cross_partition_query=True)
         records, unmapped = map_each(docs, "ops summary", log_skipped=False)
         return RecordPage(records, None, unmapped)

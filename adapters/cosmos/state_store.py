@@ -24,6 +24,7 @@ from adapters.cosmos.errors import (
     StoreOutcomeUnknown,
     StoreUnavailable,
     mapped_errors,
+    query_all,
     read_or_none,
 )
 from adapters.cosmos.mapping import DocumentError
@@ -328,28 +329,22 @@ class CosmosStateStore:
             where = f"c.id > @after AND ({where})"
             params.append({"name": "@after", "value": after})
         charge = RequestCharge()
-        with mapped_errors():
-            docs = list(
-                self._c.query_items(
-                    f"SELECT TOP @top * FROM c WHERE {where} ORDER BY c.id",
-                    parameters=params,
-                    enable_cross_partition_query=True,
-                    response_hook=charge,
-                )
-            )
+        docs = query_all(
+            self._c,
+            f"SELECT TOP @top * FROM c WHERE {where} ORDER BY c.id",
+            parameters=params,
+            enable_cross_partition_query=True,
+            response_hook=charge,
+        )
         records, unmapped = map_each(docs[:limit], STRAY_QUERY)
         more = len(docs) > limit
         return StrayPage(records, unmapped, more, charge.total, str(docs[limit - 1]["id"]) if more else None)
 
     def count(self, state: ProcessState) -> int:
         query = "SELECT VALUE COUNT(1) FROM c WHERE c.processState = @state"
-        with mapped_errors():
-            result = list(
-                self._c.query_items(
-                    query, parameters=[{"name": "@state", "value": state.value}], enable_cross_partition_query=True
-                )
-            )
-        values: list[Any] = list(result)
+        values = query_all(
+            self._c, query, parameters=[{"name": "@state", "value": state.value}], enable_cross_partition_query=True
+        )
         return sum(int(v) for v in values)
 
 
@@ -442,7 +437,7 @@ def seek_page(
     values.append({"name": "@seekTop", "value": page_size + 1})
     query = f"SELECT TOP @seekTop * FROM c WHERE {' AND '.join(clauses)} {order}"
     hook = RequestCharge() if charge is None else charge
-    docs = list(container.query_items(query, parameters=values, enable_cross_partition_query=True, response_hook=hook))
+    docs = query_all(container, query, parameters=values, enable_cross_partition_query=True, response_hook=hook)
     if len(docs) <= page_size:
         return docs, None
     docs = docs[:page_size]
