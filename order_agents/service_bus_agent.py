@@ -20,7 +20,7 @@ import logging
 from datetime import datetime
 
 from adapters.servicebus.sender import MessageRejected, OutgoingMessage, QueueNotFound, SendError
-from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
+from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes, message_id_text
 from contracts.messages import AgentReply, AgentRequest
 from contracts.names import AGENT_REPLIES_QUEUE
 from contracts.parsing import InvalidMessage, parse
@@ -57,7 +57,11 @@ def handle_agent_request(ctx: AppContext, agent_name: str, message: ReceivedMess
         request = parse_request(message, agent_name)
     except InvalidMessage as bad:
         log.error(
-            "agent %s dead-letters message %s: %s", agent_name, message.message_id, bad, extra={"agent": agent_name}
+            "agent %s dead-letters message %s: %s",
+            agent_name,
+            message_id_text(message),
+            bad,
+            extra={"agent": agent_name},
         )
         return Settlement.deadletter(bad.reason, bad.description)
 
