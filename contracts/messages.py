@@ -113,6 +113,28 @@ def _instance_of_order(instance: str, order_id: str) -> None:
         raise ValueError(f"field 'instanceId': instance {instance!r} is not one of order {order_id!r}")
 
 
+def foreign_ids(message: AgentRequest | AgentReply) -> str | None:
+    """What makes an agent request (or its reply) name another request than its own, or None: its ``requestId``
+    must be one its instance builds for its step (``<instanceId>:<step>:<agent>...``: ``domain.ids.request_id``, a
+    retry's and an undo's after it), and a request's ``idempotencyKey`` its order's for that step
+    (``domain.ids.idempotency_key``, or the undo's: ``domain.compensation.undo_idempotency_key``). Checked where
+    one comes off a queue (the agents' triggers, the reply relay), not by the contract, which reads histories too.
+    Before, a reply naming another attempt's request or another order's was raised to the instance, which skipped it
+    unheard (no dead letter, no reason), and a request carrying another order's key had the service answer that
+    order's call (its charge) as this one's."""
+    if not message.request_id.startswith(f"{message.instance_id}:{message.step}:"):
+        return (
+            f"field 'requestId': request {message.request_id!r} is not one of instance {message.instance_id!r} "
+            f"for step {message.step!r}"
+        )
+    if isinstance(message, AgentRequest):
+        forward = f"{message.order_id}:{message.step}"
+        key = message.idempotency_key
+        if key != forward and not key.startswith(f"{forward}:undo"):
+            return f"field 'idempotencyKey': key {key!r} is not order {message.order_id!r}'s for step {message.step!r}"
+    return None
+
+
 class Contract(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid", strict=False

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from adapters.servicebus.sender import SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes, message_id_text
-from contracts.messages import AgentReply
+from contracts.messages import AgentReply, foreign_ids
 from contracts.names import AGENT_REPLIES_QUEUE, AGENT_REPLY_EVENT
 from contracts.parsing import InvalidMessage, parse
 from contracts.store_retry import retry_round
@@ -142,6 +142,9 @@ async def relay_reply(client: DurableClient, message: ReceivedMessage, ctx: AppC
     late reply, a copy for a later round, left to its deadline) is the module's docstring."""
     try:
         reply = parse(body_bytes(message), {"AgentReply": AgentReply})
+        foreign = foreign_ids(reply)
+        if foreign is not None:
+            raise InvalidMessage("InvalidFields", foreign)
     except InvalidMessage as bad:
         log.error("reply relay dead-letters message %s: %s", message_id_text(message), bad)
         return Settlement.deadletter(bad.reason, bad.description)

@@ -21,7 +21,7 @@ from datetime import datetime
 
 from adapters.servicebus.sender import MessageRejected, OutgoingMessage, QueueNotFound, SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes, message_id_text
-from contracts.messages import AgentReply, AgentRequest
+from contracts.messages import AgentReply, AgentRequest, foreign_ids
 from contracts.names import AGENT_REPLIES_QUEUE
 from contracts.parsing import InvalidMessage, parse
 from dependencies import AppContext
@@ -48,6 +48,9 @@ def parse_request(message: ReceivedMessage, agent_name: str) -> AgentRequest:
             "WrongAgent",
             f"field 'step': step {request.step!r} belongs to agent {the_step.agent!r}, not {agent_name!r}",
         )
+    foreign = foreign_ids(request)
+    if foreign is not None:
+        raise InvalidMessage("InvalidFields", foreign)
     return request
 
 
