@@ -202,6 +202,8 @@ def _body(**changes: Any) -> dict[str, Any]:
         ({"requestId": "r-1"}, "requestId"),
         ({"idempotencyKey": "order-2:charge-payment"}, "idempotencyKey"),  # another order's charge
         ({"idempotencyKey": "order-1:reserve-inventory"}, "idempotencyKey"),
+        ({"attempt": 999_999_999}, "attempt"),  # a fencing token above every later attempt's
+        ({"attempt": 2}, "attempt"),
     ],
 )
 def test_a_request_naming_another_request_or_key_is_dead_lettered_uncalled(
