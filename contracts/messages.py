@@ -30,7 +30,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from contracts.names import APP_QUEUES, is_app_queue
-from domain.ids import MAX_ATTEMPT, ORDER_ID_PATTERN, instance_order_id
+from domain.ids import MAX_ATTEMPT, ORDER_ID_PATTERN, instance_number, instance_order_id
 from domain.text import blank, one_line, uncarriable
 from domain.timefmt import parse, to_text
 
@@ -111,6 +111,35 @@ def _instance_of_order(instance: str, order_id: str) -> None:
     owner = instance_order_id(instance)
     if owner != order_id:
         raise ValueError(f"field 'instanceId': instance {instance!r} is not one of order {order_id!r}")
+
+
+def foreign_ids(message: AgentRequest | AgentReply) -> str | None:
+    """What makes an agent request (or its reply) name another request than its own, or None: its ``requestId``
+    must be one its instance builds for its step (``<instanceId>:<step>:<agent>...``: ``domain.ids.request_id``, a
+    retry's and an undo's after it), a request's ``attempt`` its instance's number (the call's fencing token: a
+    service refuses every call under the key with a token below the highest it saw, so a higher one stopped the
+    order's later attempts) and its ``idempotencyKey`` its order's for that step (``domain.ids.idempotency_key``,
+    or the undo's: ``domain.compensation.undo_idempotency_key``). Checked where
+    one comes off a queue (the agents' triggers, the reply relay), not by the contract, which reads histories too.
+    Before, a reply naming another attempt's request or another order's was raised to the instance, which skipped it
+    unheard (no dead letter, no reason), and a request carrying another order's key had the service answer that
+    order's call (its charge) as this one's."""
+    if not message.request_id.startswith(f"{message.instance_id}:{message.step}:"):
+        return (
+            f"field 'requestId': request {message.request_id!r} is not one of instance {message.instance_id!r} "
+            f"for step {message.step!r}"
+        )
+    if isinstance(message, AgentRequest):
+        if instance_number(message.instance_id) != message.attempt:
+            # the call's fencing token: a service refuses every later call under the key below the highest it saw
+            return (
+                f"field 'attempt': {message.attempt} is not the attempt (or round) of instance {message.instance_id!r}"
+            )
+        forward = f"{message.order_id}:{message.step}"
+        key = message.idempotency_key
+        if key != forward and not key.startswith(f"{forward}:undo"):
+            return f"field 'idempotencyKey': key {key!r} is not order {message.order_id!r}'s for step {message.step!r}"
+    return None
 
 
 class Contract(BaseModel):

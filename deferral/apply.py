@@ -25,7 +25,7 @@ from adapters.servicebus.sender import SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
 from contracts.messages import PaymentNotification
 from contracts.names import ORDERS_QUEUE, QUEUE_MAX_DELIVERY_COUNT
-from contracts.parsing import InvalidMessage, parse
+from contracts.parsing import InvalidMessage, named_order_id, parse
 from contracts.store_retry import is_copy
 from deferral.errors import DependencyUnavailable
 from deferral.payment import MESSAGE_TYPE, PaymentOutcome, apply_notification
@@ -400,6 +400,31 @@ def _alert_gave_up(ctx: AppContext, order_id: str, seq: int, rounds: int, why: s
     )
 
 
+def is_entrys_message(order_id: str, entry: DeferredEntry, message: Any) -> bool:
+    """Whether ``message``, found at ``entry``'s sequence number, is the one ``entry`` recorded for ``order_id``: its
+    body names the order and, where the entry kept the notification's digest, carries that notification (a body that
+    no longer parses, deferred before a rule it now breaks, by its order alone).
+
+    A sequence number names one message only while its queue lives: ``orders`` deleted and created again numbers its
+    messages from 1 again (docs/deploy.md), while the deferral documents keep the old numbers, and a hand edit may
+    change one. Settled as an entry records it without this check, another order's waiting payment was dead-lettered
+    by an operator's discard of this order's, or completed, unapplied, as this order's ``Applied`` (red team
+    hostile62: tests/deferral/test_redteam62_sequence_number_reused.py)."""
+    try:
+        body = body_bytes(message)
+    except InvalidMessage:
+        return False
+    if named_order_id(body) != order_id:
+        return False
+    if not entry.notification_digest:
+        return True
+    try:
+        note = parse(body, DEFERRABLE)
+    except InvalidMessage:
+        return True
+    return notification_digest(note) == entry.notification_digest
+
+
 def finish_as_recorded(ctx: AppContext, receiver: DeferredReceiver, order_id: str, entry: DeferredEntry) -> bool:
     """Finishes a resolved entry whose message is still deferred; returns whether it was found so.
 
@@ -412,6 +437,11 @@ def finish_as_recorded(ctx: AppContext, receiver: DeferredReceiver, order_id: st
     seq = entry.sequence_number
     peeked = peek_at(receiver, seq)
     if peeked is None or not is_deferred(peeked):
+        return False
+    if not is_entrys_message(order_id, entry, peeked):
+        log.warning(
+            "deferred #%s is not the message order %s recorded under it: not settled as recorded", seq, order_id
+        )
         return False
     code, _, why = entry.detail.partition(": ")
     rejected = entry.status is EntryStatus.DEAD_LETTERED

@@ -36,7 +36,14 @@ from adapters.cosmos.deferral_store import update_deferrals
 from adapters.servicebus.deferred import DeferredReceiver
 from contracts.names import ORDERS_QUEUE
 from contracts.store_retry import is_copy
-from deferral.apply import account_for_absent, has_expired, is_deferred, peek_at, recorded_settlement
+from deferral.apply import (
+    account_for_absent,
+    has_expired,
+    is_deferred,
+    is_entrys_message,
+    peek_at,
+    recorded_settlement,
+)
 from dependencies import AppContext
 from domain.deferral import (
     DeferralDocument,
@@ -88,6 +95,8 @@ def discard_deferred(ctx: AppContext, order_id: str, seq: int, operator: str, re
         copies = _copies(doc, entry) if peeked is None and doc is not None else []
         if copies:  # the original of a waiting store-retry copy: the copy is the message to discard
             return Discard("refused", _COPY_WAITS.format(seq=seq, copy=copies[0]), entry)
+        if peeked is not None and not is_entrys_message(order_id, entry, peeked):
+            return Discard("refused", _ANOTHER_MESSAGE.format(seq=seq, order=order_id), entry)
         absent = _not_here(ctx, receiver, order_id, entry, peeked)
         if absent is not None:
             return Discard("refused", absent, entry)
@@ -173,6 +182,12 @@ def _originals(doc: DeferralDocument, copy: DeferredEntry) -> list[int]:
     ]
 
 
+# The message now at an entry's number is another one (``is_entrys_message``): nothing written, nothing settled.
+_ANOTHER_MESSAGE = (
+    "the message now at #{seq} on the orders queue is not the payment notification recorded for order {order} under "
+    "that number (the queue's numbers started again, or the document was edited): nothing discarded; look for the "
+    "notification in the queue and the dead-letter queue"
+)
 _COPY_WAITS = (
     "deferred message #{seq} is not on the orders queue, and the same notification waits as #{copy} (its store-retry "
     "copy, which decides it): discard #{copy} instead (a copy's discard resolves its original with it)"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from adapters.cosmos.deferral_store import update_deferrals
-from adapters.servicebus.settlement import ReceivedMessage
+from adapters.servicebus.settlement import ReceivedMessage, message_id_text
 from contracts.messages import PaymentNotification
 from deferral.payment import PaymentOutcome
 from dependencies import AppContext
@@ -41,12 +41,13 @@ def record_deferred(
     from now (the same round recorded again keeps the first due time): schedule it for the entry's
     ``retry_due_at`` as returned."""
     sequence_number = message.sequence_number
+    message_id = message_id_text(message)
     if sequence_number is None:
-        raise ValueError(f"message {message.message_id} has no sequence number")
+        raise ValueError(f"message {message_id} has no sequence number")
     now = ctx.clock.now()
     entry = DeferredEntry(
         sequence_number=sequence_number,
-        message_id=message.message_id or "",
+        message_id=message_id or "",
         message_type=message_type,
         reason=reason,
         deferred_at=now,
@@ -61,7 +62,7 @@ def record_deferred(
     doc = update_deferrals(ctx.deferrals, order_id, lambda d: with_entry(d, entry, now), now)
     app_event(
         "MessageDeferred",
-        f"{message_type} {message.message_id} of order {order_id} deferred as #{sequence_number} ({reason.value})",
+        f"{message_type} {message_id} of order {order_id} deferred as #{sequence_number} ({reason.value})",
         orderId=order_id,
         sequenceNumber=sequence_number,
         reason=reason.value,

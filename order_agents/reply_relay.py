@@ -33,8 +33,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from adapters.servicebus.sender import SendError
-from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
-from contracts.messages import AgentReply
+from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes, message_id_text
+from contracts.messages import AgentReply, foreign_ids
 from contracts.names import AGENT_REPLIES_QUEUE, AGENT_REPLY_EVENT
 from contracts.parsing import InvalidMessage, parse
 from contracts.store_retry import retry_round
@@ -142,8 +142,11 @@ async def relay_reply(client: DurableClient, message: ReceivedMessage, ctx: AppC
     late reply, a copy for a later round, left to its deadline) is the module's docstring."""
     try:
         reply = parse(body_bytes(message), {"AgentReply": AgentReply})
+        foreign = foreign_ids(reply)
+        if foreign is not None:
+            raise InvalidMessage("InvalidFields", foreign)
     except InvalidMessage as bad:
-        log.error("reply relay dead-letters message %s: %s", message.message_id, bad)
+        log.error("reply relay dead-letters message %s: %s", message_id_text(message), bad)
         return Settlement.deadletter(bad.reason, bad.description)
     fields = {"orderId": reply.order_id, "step": reply.step, "requestId": reply.request_id}
     refused = None
@@ -151,7 +154,7 @@ async def relay_reply(client: DurableClient, message: ReceivedMessage, ctx: AppC
         refused = unkept_forward_result(reply.result)
     if refused is not None:
         reason, why = refused
-        log.error("reply relay dead-letters message %s: %s: %s", message.message_id, reason, why, extra=fields)
+        log.error("reply relay dead-letters message %s: %s: %s", message_id_text(message), reason, why, extra=fields)
         return Settlement.deadletter(reason, f"field 'result' of step {reply.step!r}: {why}")
     instance = url_instance_id(reply.instance_id)  # the same text (the contract checked it), escaped all the same
     try:
@@ -195,7 +198,7 @@ async def _retry_later(ctx: AppContext, message: ReceivedMessage, reply: AgentRe
             "ends it, the supervisor retries the order under the same idempotency key)",
             logging.WARNING,
             requestId=reply.request_id,
-            messageId=message.message_id,
+            messageId=message_id_text(message),
             rounds=rounds,
             error=why,
             **fields,
@@ -207,7 +210,7 @@ async def _retry_later(ctx: AppContext, message: ReceivedMessage, reply: AgentRe
         f"(round {copy.round} of {copy.rounds})",
         logging.WARNING,
         requestId=reply.request_id,
-        messageId=message.message_id,
+        messageId=message_id_text(message),
         retryMessageId=copy.message_id,
         round=copy.round,
         due=copy.due.isoformat(),

@@ -20,8 +20,8 @@ import logging
 from datetime import datetime
 
 from adapters.servicebus.sender import MessageRejected, OutgoingMessage, QueueNotFound, SendError
-from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
-from contracts.messages import AgentReply, AgentRequest
+from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes, message_id_text
+from contracts.messages import AgentReply, AgentRequest, foreign_ids
 from contracts.names import AGENT_REPLIES_QUEUE
 from contracts.parsing import InvalidMessage, parse
 from dependencies import AppContext
@@ -48,6 +48,9 @@ def parse_request(message: ReceivedMessage, agent_name: str) -> AgentRequest:
             "WrongAgent",
             f"field 'step': step {request.step!r} belongs to agent {the_step.agent!r}, not {agent_name!r}",
         )
+    foreign = foreign_ids(request)
+    if foreign is not None:
+        raise InvalidMessage("InvalidFields", foreign)
     return request
 
 
@@ -57,7 +60,11 @@ def handle_agent_request(ctx: AppContext, agent_name: str, message: ReceivedMess
         request = parse_request(message, agent_name)
     except InvalidMessage as bad:
         log.error(
-            "agent %s dead-letters message %s: %s", agent_name, message.message_id, bad, extra={"agent": agent_name}
+            "agent %s dead-letters message %s: %s",
+            agent_name,
+            message_id_text(message),
+            bad,
+            extra={"agent": agent_name},
         )
         return Settlement.deadletter(bad.reason, bad.description)
 

@@ -39,7 +39,7 @@ from adapters.cosmos.order_store import CreateOutcome
 from adapters.cosmos.state_store import update_once
 from adapters.servicebus.deferred import ReceiveError
 from adapters.servicebus.sender import SendError
-from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes, named_order
+from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes, message_id_text, named_order
 from contracts.messages import CancelOrder, Contract, OrderSubmitted, PaymentNotification, RetryDeferred
 from contracts.parsing import InvalidMessage, parse
 from deferral.recovery import (
@@ -94,9 +94,9 @@ def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeRe
     except InvalidMessage as bad:
         app_event(
             "DeadLettered",
-            f"orders message {message.message_id}: {bad}",
+            f"orders message {message_id_text(message)}: {bad}",
             logging.WARNING,
-            messageId=message.message_id,
+            messageId=message_id_text(message),
             # the order a message that does not parse names (an order, its payment, its cancellation): found by it
             orderId=named_order(message),
             reason=bad.reason,
@@ -123,7 +123,7 @@ def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeRe
         result = retry_later(ctx, message, contract.type, str(exc), store_down=False)  # type: ignore[attr-defined]
     except SendError as exc:
         # Service Bus itself is failing (a copy could not be sent either): abandon, Service Bus retries.
-        log.warning("%s %s: %s; abandoning for redelivery", contract.type, message.message_id, exc)  # type: ignore[attr-defined]
+        log.warning("%s %s: %s; abandoning for redelivery", contract.type, message_id_text(message), exc)  # type: ignore[attr-defined]
         result = IntakeResult(Settlement.abandon(str(exc)))
     # ``kind``: a message whose owed status Durable did not take is handled again as a copy of this type
     return replace(result, alerts=result.alerts + tuple(owed), kind=contract.type)  # type: ignore[attr-defined]
@@ -153,10 +153,10 @@ def submit_order(
         # its store-retry copy) is dropped with the refusal, as the status courier drops its Rejected.
         app_event(
             "RefusalSuperseded",
-            f"order {order.order_id}: message {message.message_id} was refused before a later submission was "
+            f"order {order.order_id}: message {message_id_text(message)} was refused before a later submission was "
             "accepted: completed, its Rejected and OrderRejected not said again",
             orderId=order.order_id,
-            messageId=message.message_id,
+            messageId=message_id_text(message),
         )
         return IntakeResult(Settlement.complete())
     if state is None:
@@ -237,7 +237,7 @@ def _again_with_events(
     if isinstance(exc, StoreUnavailable):
         again = retry_later(ctx, message, "OrderSubmitted", str(exc))
     else:
-        log.warning("OrderSubmitted %s: %s; abandoning for redelivery", message.message_id, exc)
+        log.warning("OrderSubmitted %s: %s; abandoning for redelivery", message_id_text(message), exc)
         again = IntakeResult(Settlement.abandon(str(exc)))
     return replace(again, events=again.events + events)
 
@@ -264,13 +264,13 @@ def _hand_over(
     named = hand_over_refusals(ctx, as_read, owed)
     app_event(
         "SubmissionHandedOver",
-        f"order {order_id}: submission {message.message_id} in its last store-retry round: its record exists, but "
-        f"its deferred notifications could not be applied or its refusals settled ({exc}); completed, the peek sweep "
-        "applies them"
+        f"order {order_id}: submission {message_id_text(message)} in its last store-retry round: its record exists, "
+        f"but its deferred notifications could not be applied or its refusals settled ({exc}); completed, the peek "
+        "sweep applies them"
         + ("; the notifications dead-lettered under a refusal of it named to an operator" if named else ""),
         logging.WARNING,
         orderId=order_id,
-        messageId=message.message_id,
+        messageId=message_id_text(message),
         refusedNamed=named,
     )
 
@@ -342,7 +342,7 @@ def _reject(
         log.info(
             "order %s: message %s refused, but another submission of the order was accepted meanwhile: completed",
             order.order_id,
-            message.message_id,
+            message_id_text(message),
         )
         return IntakeResult(Settlement.complete())
     why = "its refusal, written by an earlier delivery, finished" if finishing else "pending cap"
@@ -350,7 +350,7 @@ def _reject(
         "OrderRejected",
         f"order {order.order_id} rejected: {why}",
         orderId=order.order_id,
-        messageId=message.message_id,
+        messageId=message_id_text(message),
         finishing=finishing,
     )
     status_owed = publish_status_or_owe(

@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 
 from adapters.cosmos.errors import StoreOutcomeUnknown, StoreUnavailable
-from adapters.servicebus.settlement import ReceivedMessage, Settlement
+from adapters.servicebus.settlement import ReceivedMessage, Settlement, message_id_text
 from contracts.messages import PaymentNotification
 from contracts.names import ORDERS_QUEUE
 from contracts.store_retry import is_copy
@@ -86,11 +86,11 @@ def _settled_unrecorded(
     it, or its order's list filling up (``make_room``); until then it holds a place (docs/deferral.md)."""
     app_event(
         "NotificationSettledUnrecorded",
-        f"{MESSAGE_TYPE} {message.message_id} of order {note.order_id}: {outcome.kind} in its last store-retry "
+        f"{MESSAGE_TYPE} {message_id_text(message)} of order {note.order_id}: {outcome.kind} in its last store-retry "
         f"round, its entries not written ({exc}); settled as decided",
         logging.WARNING,
         orderId=note.order_id,
-        messageId=message.message_id,
+        messageId=message_id_text(message),
         sequenceNumber=message.sequence_number,
         outcome=outcome.kind,
     )
@@ -100,7 +100,7 @@ def deferred_all_the_same(message: ReceivedMessage, exc: StoreUnavailable) -> In
     """The state store failed after this message's deferral was recorded: deferred anyway, under the
     sequence number its tracking holds, its look again sent (the caller's). Never a copy: its new sequence
     number would leave the tracked one pointing at nothing."""
-    log.warning("%s %s: %s; deferred all the same (it is tracked)", MESSAGE_TYPE, message.message_id, exc)
+    log.warning("%s %s: %s; deferred all the same (it is tracked)", MESSAGE_TYPE, message_id_text(message), exc)
     return IntakeResult(Settlement.defer())
 
 
@@ -110,7 +110,7 @@ def abandoned_unknown(message: ReceivedMessage, exc: StoreOutcomeUnknown) -> Int
     number: its redelivery records it again (a write that landed is found, one that did not is made) and
     goes on as any delivery does. Deferred, nothing would be scheduled to decide it (the peek sweep, ten
     minutes and more); copied, a tracked original would point at a message that is gone."""
-    log.warning("%s %s: %s; abandoned, decided again on its redelivery", MESSAGE_TYPE, message.message_id, exc)
+    log.warning("%s %s: %s; abandoned, decided again on its redelivery", MESSAGE_TYPE, message_id_text(message), exc)
     return IntakeResult(Settlement.abandon(str(exc)))
 
 
@@ -132,10 +132,10 @@ def defer_for_retry(ctx: AppContext, note: PaymentNotification, message: Receive
         # decided by an earlier delivery, whose settlement was lost: no round is scheduled for a resolved entry,
         # so deferred it waited for the peek sweep (ten minutes and more; out of the dead-letter queue a
         # NotificationsForAcceptedOrder alert pointed to): settled as recorded now, as after a store failure
-        log.warning("%s %s: %s; decided before, settled as recorded", MESSAGE_TYPE, message.message_id, why)
+        log.warning("%s %s: %s; decided before, settled as recorded", MESSAGE_TYPE, message_id_text(message), why)
         return IntakeResult(settled)
     schedule_round(ctx, recorded, message.sequence_number)
-    log.warning("%s %s deferred for a retry: %s", MESSAGE_TYPE, message.message_id, why)
+    log.warning("%s %s deferred for a retry: %s", MESSAGE_TYPE, message_id_text(message), why)
     return IntakeResult(Settlement.defer())
 
 
@@ -162,18 +162,20 @@ def _defer_until_order(
             # decided by an earlier delivery, whose settlement was lost: settled as recorded now, needing neither
             # the store nor a send. Abandoned (as before), each redelivery into a store failure spent a delivery,
             # until Service Bus dead-lettered it MaxDeliveryCountExceeded, its alert unsent.
-            log.warning("%s %s: %s; decided before, settled as recorded", MESSAGE_TYPE, message.message_id, exc)
+            log.warning("%s %s: %s; decided before, settled as recorded", MESSAGE_TYPE, message_id_text(message), exc)
             return IntakeResult(recorded)
         if entry is None or entry.status is not EntryStatus.DEFERRED:
             # found gone before (Expired) and delivered after all: decided again on its redelivery
-            log.warning("%s %s: %s; decided before, abandoned", MESSAGE_TYPE, message.message_id, exc)
+            log.warning("%s %s: %s; decided before, abandoned", MESSAGE_TYPE, message_id_text(message), exc)
             return IntakeResult(Settlement.abandon(str(exc)))
         if isinstance(exc, StoreOutcomeUnknown):
             # the write that decided it (its refusal's dead-lettering, its application's resolution) may have
             # landed, resolving its entry: a look again would then find nothing to do and leave it deferred
             # (until the peek sweep settles it as recorded, ten minutes and more). Decided again on its
             # redelivery instead: a write that landed is found, one that did not is made.
-            log.warning("%s %s: %s; its decision may be written, abandoned", MESSAGE_TYPE, message.message_id, exc)
+            log.warning(
+                "%s %s: %s; its decision may be written, abandoned", MESSAGE_TYPE, message_id_text(message), exc
+            )
             return IntakeResult(Settlement.abandon(str(exc)))
         # recorded: its look again decides it (its order refused, submitted meanwhile, or still to come)
         schedule_look_again(ctx, doc, message.sequence_number)
@@ -261,7 +263,7 @@ def copy_if_dead_lettered(ctx: AppContext, message: ReceivedMessage) -> None:
             if peek_at(receiver, seq) is not None:
                 return
         why = "not on the queue after its defer (dead-lettered MaxDeliveryCountExceeded on its last delivery?)"
-        log.warning("%s %s (#%s): %s; handed over as a copy", MESSAGE_TYPE, message.message_id, seq, why)
+        log.warning("%s %s (#%s): %s; handed over as a copy", MESSAGE_TYPE, message_id_text(message), seq, why)
         retry_later(ctx, message, MESSAGE_TYPE, why, store_down=False)
     except Exception as exc:
-        log.warning("%s %s (#%s): not looked for after its defer: %s", MESSAGE_TYPE, message.message_id, seq, exc)
+        log.warning("%s %s (#%s): not looked for after its defer: %s", MESSAGE_TYPE, message_id_text(message), seq, exc)

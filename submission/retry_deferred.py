@@ -26,7 +26,7 @@ import logging
 from adapters.cosmos.errors import StoreError
 from adapters.servicebus.deferred import DeferredReceiver
 from adapters.servicebus.sender import SendError
-from adapters.servicebus.settlement import ReceivedMessage, Settlement
+from adapters.servicebus.settlement import ReceivedMessage, Settlement, message_id_text
 from contracts.messages import RetryDeferred
 from contracts.names import ORDERS_QUEUE
 from deferral.apply import account_for_absent, finish_as_recorded, is_deferred, peek_at, process_deferred
@@ -59,9 +59,9 @@ def retry_deferred(
         )
         app_event(
             "DeadLettered",
-            f"orders message {message.message_id}: {UNTRACKED_DEFERRAL}: {description}",
+            f"orders message {message_id_text(message)}: {UNTRACKED_DEFERRAL}: {description}",
             logging.WARNING,
-            messageId=message.message_id,
+            messageId=message_id_text(message),
             orderId=retry.order_id,
             sequenceNumber=seq,
             reason=UNTRACKED_DEFERRAL,
@@ -107,10 +107,10 @@ def _ignored(message: ReceivedMessage, retry: RetryDeferred, why: str, level: in
     """Completes ``retry`` unread (nothing fetched or written), with a ``RetryDeferredIgnored`` event."""
     app_event(
         "RetryDeferredIgnored",
-        f"RetryDeferred {message.message_id} for #{retry.sequence_number} of order {retry.order_id}, "
+        f"RetryDeferred {message_id_text(message)} for #{retry.sequence_number} of order {retry.order_id}, "
         f"round {retry.round}: not acted on, {why}",
         level,
-        messageId=message.message_id,
+        messageId=message_id_text(message),
         orderId=retry.order_id,
         sequenceNumber=retry.sequence_number,
         round=retry.round,

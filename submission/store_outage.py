@@ -37,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 
 from adapters.clock import Clock
 from adapters.servicebus.sender import MessageSender, OutgoingMessage, PropertyValue, SendError
-from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
+from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes, message_id_text
 from contracts.names import ORDERS_QUEUE
 from contracts.parsing import named_order_id
 from contracts.store_retry import ORIGINAL_PROPERTY, ROUND_PROPERTY, is_copy, property_value, retry_round
@@ -135,7 +135,7 @@ def copy_id(message: ReceivedMessage, round_number: int) -> str:
     body (it would be dropped as a duplicate of that, its original completed: the message lost). Only this
     app's own copies, the round property matching the suffix, are traced back to their original, with or
     without a digest (copies made before it), so a copy of a copy keeps the original's MessageId."""
-    message_id = message.message_id
+    message_id = message_id_text(message)
     base = _copied_from(message_id, retry_round(message.application_properties)) if message_id else None
     if base is None:
         base = message_id or f"seq-{message.sequence_number}"
@@ -237,9 +237,9 @@ def _left_to_the_sweep(message: ReceivedMessage, kind: str, why: str) -> IntakeR
     a ``MaxDeliveryCountExceeded`` dead letter that pages an operator for a message nobody needs."""
     app_event(
         "IntakeLeftToSweep",
-        f"{kind} {message.message_id}: {why}; store retries used up, completed: the peek sweep tries its message",
+        f"{kind} {message_id_text(message)}: {why}; store retries used up, completed: the peek sweep tries its message",
         logging.WARNING,
-        messageId=message.message_id,
+        messageId=message_id_text(message),
         orderId=named_order_id(body_bytes(message)),
         kind=kind,
     )
@@ -259,20 +259,20 @@ def retry_later(
     try:
         copy = send_copy(ctx.sender, ctx.clock, ORDERS_QUEUE, message, kind, STORE_RETRY_DELAYS)
     except SendError as exc:
-        log.warning("%s %s: %s; its retry could not be sent (%s), abandoning", kind, message.message_id, why, exc)
+        log.warning("%s %s: %s; its retry could not be sent (%s), abandoning", kind, message_id_text(message), why, exc)
         return IntakeResult(Settlement.abandon(why))
     if copy is None:
         if kind in LEFT_TO_THE_SWEEP and store_down:
             return _left_to_the_sweep(message, kind, why)
-        log.warning("%s %s: %s; store retries used up, abandoning", kind, message.message_id, why)
+        log.warning("%s %s: %s; store retries used up, abandoning", kind, message_id_text(message), why)
         return IntakeResult(Settlement.abandon(why))
     cause = f"the store is unavailable ({why})" if store_down else why
     app_event(
         "IntakeRetryScheduled",
-        f"{kind} {message.message_id}: {cause}; handled again at {copy.due.isoformat()} "
+        f"{kind} {message_id_text(message)}: {cause}; handled again at {copy.due.isoformat()} "
         f"(round {copy.round} of {copy.rounds})",
         logging.WARNING,
-        messageId=message.message_id,
+        messageId=message_id_text(message),
         orderId=named_order_id(body_bytes(message)),
         retryMessageId=copy.message_id,
         round=copy.round,

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from adapters.cosmos.documents import update_conditionally
 from adapters.cosmos.errors import StoreUnavailable
 from adapters.dead_letter_ports import DeadLetterWatchPorts
-from adapters.servicebus.settlement import named_order
+from adapters.servicebus.settlement import message_id_text, named_order
 from contracts.names import APP_QUEUES
 from domain.dead_letters import DeadLetterCursor
 from domain.text import carriable, one_line
@@ -78,7 +78,7 @@ def _found(queue: str, message: Any, first_new: int) -> None:
         queue=queue,
         sequenceNumber=seq,
         firstNew=first_new,  # the lowest number new in this run (what a run found together)
-        messageId=_text(message.message_id, 128),
+        messageId=message_id_text(message),
         reason=reason,
         description=description,
         orderId=named_order(message),

@@ -12,12 +12,15 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from contracts.parsing import InvalidMessage, named_order_id
-from domain.text import carriable
+from domain.ids import MAX_MESSAGE_ID_LENGTH, bounded
+from domain.text import carriable, one_line
 
 
 class ReceivedMessage(Protocol):
     @property
-    def message_id(self) -> str | None: ...
+    def message_id(self) -> object:
+        """Not always text: read it with ``message_id_text``."""
+        ...
 
     @property
     def sequence_number(self) -> int | None: ...
@@ -73,6 +76,31 @@ def body_bytes(message: ReceivedMessage) -> bytes:
             raise InvalidMessage("NotJson", f"body section is a {type(part).__name__}, not bytes")
         chunks.append(bytes(part))
     return b"".join(chunks)
+
+
+def message_id_text(message: ReceivedMessage) -> str | None:
+    """The MessageId of a received (or peeked, or fetched) message as the app reads it: text, or None when it has none.
+
+    AMQP lets a sender give ``message-id`` as a uuid, a ulong or binary as well as a string (another AMQP client, or
+    the Python SDK's ``ServiceBusMessage(message_id=12345)``); Service Bus passes it on, and the SDK's
+    ``ServiceBusReceivedMessage.message_id`` answers a ``uuid.UUID``, an ``int``, or ``bytes`` for binary that is not
+    UTF-8. Read as it came, such an id failed the trigger on every delivery or was written into a document no read
+    could map again (tests/deferral/test_redteam62_amqp_message_ids.py). Here a uuid is its canonical text, a ulong
+    its digits, binary its UTF-8 text or else its hex digits, on one line with control characters made spaces
+    (``carriable``, ``one_line``: the id goes into log lines), ``bounded`` to ``MAX_MESSAGE_ID_LENGTH`` characters.
+    The same for every delivery of one message."""
+    value = message.message_id
+    if value is None:
+        return None
+    if isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.hex()
+    else:
+        text = str(value)
+    return bounded(one_line(carriable(text)), MAX_MESSAGE_ID_LENGTH)
 
 
 def named_order(message: ReceivedMessage) -> str | None:

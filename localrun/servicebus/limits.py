@@ -55,9 +55,11 @@ def _size(value: object) -> int:
 def check(queue: str, message: OutgoingMessage, *, python_sdk: bool = True) -> None:
     """Raises ``MessageRejected`` if Service Bus would refuse ``message``, or (``python_sdk``, the app's
     sender) the Python SDK could not send it."""
-    if len(message.message_id) > MAX_MESSAGE_ID_LENGTH:
+    # ``str``: another AMQP client may give a uuid, ulong or binary MessageId (the SDK's setter checks its ``str``)
+    message_id = str(message.message_id)
+    if len(message_id) > MAX_MESSAGE_ID_LENGTH:
         raise MessageRejected(
-            f"message {message.message_id[:40]!r}... for {queue!r} refused: "
+            f"message {message_id[:40]!r}... for {queue!r} refused: "
             f"message_id cannot be longer than {MAX_MESSAGE_ID_LENGTH} characters."
         )
     system = {

@@ -269,7 +269,7 @@ def trigger_metadata(message: BrokerMessage) -> dict[str, Any]:
         "ExpiresAt": expires,
         "EnqueuedTimeUtc": message.enqueued_time_utc,
         "EnqueuedTime": message.enqueued_time_utc,
-        "MessageId": message.message_id,
+        "MessageId": _net_message_id(message.message_id),
         "ContentType": message.content_type,
         "SequenceNumber": message.sequence_number,
         "Subject": message.subject,
@@ -279,6 +279,16 @@ def trigger_metadata(message: BrokerMessage) -> dict[str, Any]:
         "UserProperties": props,
     }
     return {k: v for k, v in values.items() if v is not None}
+
+
+def _net_message_id(message_id: object) -> str | None:
+    """The host's ``MessageId`` binding data: the .NET SDK's ``ServiceBusReceivedMessage.MessageId``, always text
+    (an AMQP uuid or ulong id as its ``ToString()``; binary as its hex digits here). Another AMQP client may send
+    such an id (``send_from_client``); the SDK-type trigger itself gets it as the Python SDK decodes it
+    (``encode_amqp_message``)."""
+    if message_id is None or isinstance(message_id, str):
+        return message_id
+    return message_id.hex() if isinstance(message_id, bytes) else str(message_id)
 
 
 def _net_datetime(moment: datetime, *, offset: bool) -> str:

@@ -28,7 +28,7 @@ ORDER = "o-relay"
 REPLY = {
     "type": "AgentReply",
     "schemaVersion": 1,
-    "requestId": "r-1",
+    "requestId": "o-relay:1:charge-payment:payment",
     "instanceId": f"{ORDER}:1",
     "orderId": ORDER,
     "step": "charge-payment",

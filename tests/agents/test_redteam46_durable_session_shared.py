@@ -46,7 +46,7 @@ STALL = 6.0  # how long the extension holds the relayed reply's raise
 REPLY = {
     "type": "AgentReply",
     "schemaVersion": 1,
-    "requestId": "r-1",
+    "requestId": "o-relay:1:charge-payment:payment",
     "instanceId": "o-relay:1",
     "orderId": "o-relay",
     "step": "charge-payment",

@@ -274,7 +274,11 @@ def test_a_reply_whose_instance_id_the_app_did_not_build_for_its_order_is_dead_l
 
 def test_a_reply_to_a_compensation_round_is_raised(functions):
     client = FakeDurableClient({"order-1:compensate:3": "Running"})
-    body = {**REPLY.model_dump(mode="json", by_alias=True), "instanceId": "order-1:compensate:3"}
+    body = {
+        **REPLY.model_dump(mode="json", by_alias=True),
+        "instanceId": "order-1:compensate:3",
+        "requestId": "order-1:compensate:3:charge-payment:payment:undo:1",
+    }
     assert relay(functions, client, body).only == ("complete", {})
     assert [raised[0] for raised in client.raised] == ["order-1:compensate:3"]
 

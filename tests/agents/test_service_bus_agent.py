@@ -15,6 +15,7 @@ from adapters.remote.simulators.ledger import Ledger
 from contracts.messages import AgentReply
 from contracts.names import AGENT_REPLIES_QUEUE, SERVICE_BUS_CONNECTION
 from dependencies import AppContext, use_context
+from domain.compensation import undo_idempotency_key
 from domain.workflow import request_queues
 from tests.agents.support import START, make_context, make_request
 from tests.fakes import FakeReceivedMessage, RecordingActions, RecordingSender
@@ -185,3 +186,44 @@ def test_a_bad_request_is_dead_lettered_with_a_reason(context, sender, ledger, b
     assert details["description"]
     assert sender.sent == []
     assert ledger.effects() == []
+
+
+# Red team (hostile62): tests/agents/test_redteam62_foreign_ids.py tells the story.
+def _body(**changes: Any) -> dict[str, Any]:
+    return {**make_request().model_dump(mode="json", by_alias=True), **changes}
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"requestId": "order-1:2:charge-payment:payment"}, "requestId"),  # another attempt's request
+        ({"requestId": "order-2:1:charge-payment:payment"}, "requestId"),  # another order's
+        ({"requestId": "order-1:1:reserve-inventory:inventory"}, "requestId"),  # another step's
+        ({"requestId": "r-1"}, "requestId"),
+        ({"idempotencyKey": "order-2:charge-payment"}, "idempotencyKey"),  # another order's charge
+        ({"idempotencyKey": "order-1:reserve-inventory"}, "idempotencyKey"),
+        ({"attempt": 999_999_999}, "attempt"),  # a fencing token above every later attempt's
+        ({"attempt": 2}, "attempt"),
+    ],
+)
+def test_a_request_naming_another_request_or_key_is_dead_lettered_uncalled(
+    context: Any, sender: Any, ledger: Any, deliver: Any, changes: dict[str, Any], field: str
+) -> None:
+    kind, details = deliver("agent_payment", _body(**changes)).only
+    assert (kind, details["reason"]) == ("deadletter", "InvalidFields")  # before: run, the service called
+    assert f"field '{field}'" in details["description"]
+    assert ledger.effects() == [] and sender.sent == []
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"requestId": "order-1:1:charge-payment:payment:2"},  # a retry's (fallback, review)
+        {"action": "undo", "idempotencyKey": undo_idempotency_key("order-1", "charge-payment")},
+    ],
+)
+def test_the_apps_own_ids_are_run(context: Any, sender: Any, deliver: Any, changes: dict[str, Any]) -> None:
+    kind, _ = deliver("agent_payment", _body(**changes)).only
+    assert kind == "complete"
+    assert len(sender.sent) == 1

@@ -65,7 +65,7 @@ def _app_under(real: RealDurableClient, outages: list[tuple[float, float]], minu
         reply = {
             "type": "AgentReply",
             "schemaVersion": 1,
-            "requestId": f"r-{tick}",
+            "requestId": f"{claim.instance_id}:charge-payment:payment",
             "instanceId": claim.instance_id,
             "orderId": claim.order_id,
             "step": "charge-payment",
