@@ -48,8 +48,9 @@ def publish_status(data: Any) -> dict[str, Any] | None:
 
 
 @bp.activity_trigger(input_name="data", activity=names.SEND_ALERT)
-def send_alert(data: Any) -> None:
-    steps.send_alert(get_context(), protocol.SendAlertInput.from_json(data))
+def send_alert(data: Any) -> dict[str, Any] | None:
+    given_up = steps.send_alert(get_context(), protocol.SendAlertInput.from_json(data))
+    return None if given_up is None else given_up.to_json()
 
 
 @bp.activity_trigger(input_name="data", activity=names.SETTLE_RETIRED_ATTEMPT)

@@ -21,6 +21,7 @@ from contracts.activities import (
     MOVED_ON,
     NOT_OWNED,
     OWNED,
+    AlertGivenUp,
     BeginStepInput,
     BeginStepResult,
     FailOrderInput,
@@ -34,6 +35,7 @@ from contracts.activities import (
     SendAgentRequestInput,
     SendAlertInput,
     SettleRetiredInput,
+    StatusGivenUp,
     StatusRefused,
     StepBegun,
     StepResult,
@@ -333,8 +335,22 @@ def _tell_once(ctx: AppContext, reply_to: str | None, order_id: str, status: Sta
     return True if delivery is Delivery.SENT else None
 
 
-def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused | ReceivedUnsent | None:
-    """The ``publish_status`` activity: one status update, to the order's own ``replyTo`` queue only.
+class _GaveUp(Exception):
+    """A last try that asked for it (``PublishStatusInput.answers_give_up``) gave its status up and alerted it: answered
+    ``StatusGivenUp`` by ``publish_status`` (its cause: the failure)."""
+
+
+def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused | ReceivedUnsent | StatusGivenUp | None:
+    """The ``publish_status`` activity: one status update, to the order's own ``replyTo`` queue only (``_publish``);
+    a last try that asked for it answers its give-up (``StatusGivenUp``) instead of raising."""
+    try:
+        return _publish(ctx, data)
+    except _GaveUp as given:
+        return StatusGivenUp(error=str(given.__cause__)[:500])
+
+
+def _publish(ctx: AppContext, data: PublishStatusInput) -> StatusRefused | ReceivedUnsent | None:
+    """One status update (``publish_status``).
 
     - The queue comes from the orchestration's plan (the attempt's input, or the compensation round's load
       activity); without it, the record is read here.
@@ -346,7 +362,8 @@ def publish_status(ctx: AppContext, data: PublishStatusInput) -> StatusRefused |
       ``StatusRefused``, not a failure: the orchestration tries again for ``REFUSED_RETRY_WINDOW`` and never alerts
       the status undelivered (``publish_status`` alerted the queue).
     - A failure of the last try (``last_try``: a send, or a read) is alerted ``StatusUndelivered``: nothing tries
-      again.
+      again. Then the try raises, or, when its input asks (``answers_give_up``), answers ``StatusGivenUp``: its
+      orchestration repeats a last try that failed, which did not run this give-up (``orchestrators.status``).
     - A status the order has moved past is not sent; each check reads the record fresh: ``Rejected`` (sent here
       only by the status courier, ``deliver_status_v1``) in ``refusal_superseded``; ``Failed`` and
       ``CompensationFailed`` (``FAILED_IN``) in ``failure_moved_on``; a round's ``Compensating`` in
@@ -514,7 +531,9 @@ def _give_up(
     ``received_too``: it failed saying the ``Received`` the record still owed before it, or reading the record for
     it (which may owe it: nobody can tell), so that one is given up with it (the record keeps any mark; nobody may
     say it after the status that waited for it went unsaid). Before, a try that failed reading gave its status up
-    alone, and a ``Received`` the record still owed was named nowhere."""
+    alone, and a ``Received`` the record still owed was named nowhere. A try whose input asks for it
+    (``answers_give_up``) then raises ``_GaveUp`` (answered ``StatusGivenUp``); any other returns, and its caller
+    raises the failure as before."""
     notifications.status.give_up(
         ctx.sender,
         order_id=data.order_id,
@@ -527,10 +546,13 @@ def _give_up(
         marks=ctx.alert_marks,
         waited_for=("Received",) if received_too else (),
     )
+    if data.answers_give_up:
+        raise _GaveUp from error
 
 
-def send_alert(ctx: AppContext, data: SendAlertInput) -> None:
+def send_alert(ctx: AppContext, data: SendAlertInput) -> AlertGivenUp | None:
     """The ``send_alert`` activity, the alert courier's (``orchestrators/alert.py``): the operator alert whose
     send failed where it was raised, sent under its id (``notifications.alerts.send_owed_alert``). A send
-    that fails raises: the courier tries again on its durable timers."""
-    send_owed_alert(ctx.sender, data)
+    that fails raises: the courier tries again on its durable timers; its last try, once logged ``AlertUndelivered``,
+    answers ``AlertGivenUp`` when its input asks for it (``answers_give_up``)."""
+    return send_owed_alert(ctx.sender, data)

@@ -181,6 +181,11 @@ class AttemptInput(Wire):
     # activity answers it, ``BeginStepInput.timeout_seconds``); absent on an instance started before, which
     # keeps its replay time plus the timeout (the deadline its timers were created with)
     deadline_at_begin: Annotated[bool | None, OMIT_NONE] = None
+    # set on every attempt started since a final status's last try answers its give-up (``StatusGivenUp``) and a last
+    # try that fails without answering (its worker killed, a crash) is repeated (``orchestrators.status``,
+    # ``ANSWERS_GIVE_UP_INPUT``); absent on an instance started before, which replays as recorded (such a failure ends
+    # the status's timers)
+    answers_give_up: Annotated[bool | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
@@ -289,7 +294,7 @@ class PublishStatusInput(Wire):
     """``publish_status``: one status update to the order's ``replyTo``; it answers nothing (None) when the
     status was sent or is not to be sent (nowhere to go; a ``Rejected`` superseded or a ``Failed`` or
     ``CompensationFailed`` whose order moved on since: its orchestration must stop trying), ``StatusRefused`` when
-    the reply queue refused this app.
+    the reply queue refused this app, ``ReceivedUnsent`` and ``StatusGivenUp`` as they say.
     ``reply_to_known`` False: the activity reads ``replyTo`` from the record. ``variant``: a second update
     of the same status and attempt, under a MessageId of its own (``notifications.status.publish_status``;
     the courier's ``Rejected`` of one refused message)."""
@@ -307,6 +312,11 @@ class PublishStatusInput(Wire):
     # a failure gives both up). Such a failure is then answered ``ReceivedUnsent``, not raised. None: counted as the
     # status's own (a progress status, ``Failed`` and ``CompensationFailed``, an input from before it existed).
     received_tries_left: Annotated[int | None, OMIT_NONE] = None
+    # on a last try (``last_try``) of an orchestration started since: once given up and alerted, the try answers
+    # ``StatusGivenUp`` instead of raising, so the orchestration tells it from a try that failed without running its
+    # give-up (and repeats that one). None: it raises, as before (an orchestration started before, which ends its
+    # timers on any failure of the last try)
+    answers_give_up: Annotated[bool | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
@@ -331,7 +341,19 @@ class ReceivedUnsent(Wire):
     error: str = ""
 
 
-def parse_publish_status(data: Any) -> StatusRefused | ReceivedUnsent | None:
+@dataclass(frozen=True)
+class StatusGivenUp(Wire):
+    """``publish_status``'s answer on a last try that asked for it (``answers_give_up``) and failed: the status (and
+    any ``Received`` it waited for) was given up and alerted ``StatusUndelivered`` (``notifications.status.give_up``),
+    so the orchestration ends its timers. A last try that fails instead (raises) did not run that give-up: its
+    worker was killed (``functionTimeout``), crashed, or met an unexpected error, and the orchestration repeats it.
+    ``error``: what failed."""
+
+    given_up: Literal[True] = field(default=True, init=False)
+    error: str = ""
+
+
+def parse_publish_status(data: Any) -> StatusRefused | ReceivedUnsent | StatusGivenUp | None:
     """None: sent, or nothing to send (and every answer recorded before ``StatusRefused``); either way the
     orchestration stops trying."""
     if data is None:
@@ -341,18 +363,44 @@ def parse_publish_status(data: Any) -> StatusRefused | ReceivedUnsent | None:
         return StatusRefused.from_json(data)
     if answer.get("unsent") == "Received":
         return ReceivedUnsent.from_json(data)
-    raise ProtocolError(f"publish_status result: expected null, a refusal or a Received unsent, got {data!r}")
+    if answer.get("givenUp") is True:
+        return StatusGivenUp.from_json(data)
+    raise ProtocolError(
+        f"publish_status result: expected null, a refusal, a Received unsent or a give-up, got {data!r}"
+    )
 
 
 @dataclass(frozen=True)
 class SendAlertInput(Wire):
-    """``send_alert`` (answers nothing), the alert courier's activity: one operator alert whose send failed
-    where it was raised, as it was built there (``OperatorAlert``'s JSON: its ``alertId`` is its MessageId,
+    """``send_alert`` (answers None, or ``AlertGivenUp``), the alert courier's activity: one operator alert whose
+    send failed where it was raised, as it was built there (``OperatorAlert``'s JSON: its ``alertId`` is its MessageId,
     so a repeat collapses in duplicate detection; ``notifications.alerts.send_owed_alert``). ``last_try``:
     the courier's last try (a failure then is logged ``AlertUndelivered``)."""
 
     alert: JsonDict
     last_try: Annotated[bool | None, OMIT_NONE] = None
+    # on the courier's input, and on its last try's, since a last try answers its give-up (``AlertGivenUp``) and one
+    # that fails without answering is repeated (``orchestrators.alert``); None: a failed last try raises, as before
+    answers_give_up: Annotated[bool | None, OMIT_NONE] = None
+
+
+@dataclass(frozen=True)
+class AlertGivenUp(Wire):
+    """``send_alert``'s answer on a last try that asked for it (``answers_give_up``) and failed: the alert was
+    logged ``AlertUndelivered`` (``notifications.alerts.send_owed_alert``), so the courier ends. ``error``: the
+    send's."""
+
+    given_up: Literal[True] = field(default=True, init=False)
+    error: str = ""
+
+
+def parse_send_alert(data: Any) -> AlertGivenUp | None:
+    """None: sent (every answer recorded before ``AlertGivenUp`` is None)."""
+    if data is None:
+        return None
+    if _obj(data, "send_alert result").get("givenUp") is True:
+        return AlertGivenUp.from_json(data)
+    raise ProtocolError(f"send_alert result: expected null or a give-up, got {data!r}")
 
 
 @dataclass(frozen=True)

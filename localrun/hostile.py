@@ -138,6 +138,13 @@ class RestartGaps:
         return now + timedelta(seconds=self._every_s * self._rng.uniform(0.5, 1.5))
 
 
+def last_try_crashes(data: object, rng: random.Random, rate: float) -> bool:
+    """``host.last_try_crash_rate``: whether an activity execution whose input ``data`` says ``lastTry`` (a final
+    status's, an alert courier's last try) fails before its code runs, its worker process gone under it. Draws only
+    for such inputs, so the other activities' runs are unchanged."""
+    return isinstance(data, dict) and data.get("lastTry") is True and rng.random() < rate
+
+
 def delivery_delays(rate: float, bounds_ms: tuple[float, float], rng: random.Random) -> Callable[[], timedelta]:
     """``DurableEngine.delivery_delay``: at ``rate``, a uniform delay in ``bounds_ms``; else none."""
     lo, hi = bounds_ms

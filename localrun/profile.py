@@ -44,7 +44,14 @@ MAX_SECONDS = 10 * 366 * 24 * 3600
 # a fraction of a millisecond each); below it, the run's wall time grows as its inverse
 MIN_RESTART_EVERY_S = 0.01
 SERVICEBUS_KEYS = {"send_failure_rate", "lock_expiry_rate", "settle_latency_ms"}
-HOST_KEYS = {"restart_every_s", "clock_skew_s", "activity_rerun_rate", "worker_threads", "blocking_threads"}
+HOST_KEYS = {
+    "restart_every_s",
+    "clock_skew_s",
+    "activity_rerun_rate",
+    "last_try_crash_rate",
+    "worker_threads",
+    "blocking_threads",
+}
 DURABLE_KEYS = {
     "delivery_delay_rate",
     "delivery_delay_ms",
@@ -222,6 +229,10 @@ class Profile:
     # the share of activities run again 5 minutes after their result reached the orchestration (a worker
     # that died before it deleted the work item: ``DurableEngine.rerun_after_completion``)
     activity_rerun_rate: float = 0.0
+    # the share of the activity executions whose input says ``lastTry`` (a final status's or an alert courier's last
+    # try, and its repeats) that fail before their code runs, as the Durable extension reports a worker process that
+    # exited (or was restarted at ``functionTimeout``) under them (``DurableEngine.crash_before_run``)
+    last_try_crash_rate: float = 0.0
     # Session consistency seen from another instance (localrun/stale_reads.py): a read by an invocation that
     # has not seen a document's latest write, made within the lag of it, returns the version before it (or 404
     # for a create) at this rate
@@ -334,6 +345,7 @@ class Profile:
             settings=_app_settings(data.get("settings", {})),
             operator=_operator(data["operator"]) if "operator" in data else None,
             activity_rerun_rate=_rate("host.activity_rerun_rate", host.get("activity_rerun_rate", 0)),
+            last_try_crash_rate=_rate("host.last_try_crash_rate", host.get("last_try_crash_rate", 0)),
             cosmos_stale_read_rate=_rate("cosmos.stale_read_rate", cosmos.get("stale_read_rate", 0)),
             cosmos_stale_read_lag_ms=_lag(cosmos.get("stale_read_lag_ms", 1000)),
             cosmos_service_fault_rate=_rate("cosmos.service_fault_rate", cosmos.get("service_fault_rate", 0)),

@@ -459,7 +459,23 @@ def _undelivered_statuses(
             queues_alerted.add(str(queue))
     held = _given_up_held(result, owners, queues_alerted)
     failed = _given_up_to_failed_sends(result, owners)
-    return given_up | held | _given_up_alert_lost(result, owners) | failed | _dropped_after_refusals(result, owners)
+    lost = _last_tries_lost(result)
+    return (
+        given_up | held | _given_up_alert_lost(result, owners) | failed | _dropped_after_refusals(result, owners) | lost
+    )
+
+
+def _last_tries_lost(result: SimulationResult) -> set[tuple[str, str]]:
+    """(order, status) pairs whose last try on the durable timers failed on every repeat without running its give-up
+    (the app's ``LastTryLost``, logged by the orchestration itself: orchestrators/status.py): nothing was sent or
+    alerted, and the ``alertsUndelivered`` log alert rule (infra/modules/alerts.bicep) pages on that event, so it
+    stands for the status as a ``StatusUndelivered`` alert would. Before that event, such a status (its worker killed
+    at ``functionTimeout``, or exited: ``host.last_try_crash_rate``) was dropped unheard and counted here missing."""
+    return {
+        (event["orderId"], event["status"])
+        for event in result.events.named("LastTryLost")
+        if isinstance(event.get("orderId"), str) and isinstance(event.get("status"), str)
+    }
 
 
 # The statuses a reply queue's refusal may drop by design, after ``REFUSED_RETRY_WINDOW`` of tries
@@ -1131,6 +1147,8 @@ def _injected(result: SimulationResult, final: dict[str, int]) -> dict[str, int]
         injected["orders_over_admission_cap"] = final["Rejected"]
     if result.host.engine.counters.activities_rerun_late:  # host.activity_rerun_rate
         injected["activities_rerun_late"] = result.host.engine.counters.activities_rerun_late
+    if result.host.engine.counters.activities_crashed:  # host.last_try_crash_rate
+        injected["activities_crashed"] = result.host.engine.counters.activities_crashed
     if result.host.engine.counters.deliveries_delayed:  # durable.delivery_delay_rate
         injected["durable_deliveries_delayed"] = result.host.engine.counters.deliveries_delayed
     if result.host.engine.counters.starts_recorded_late:  # durable.late_start_rate

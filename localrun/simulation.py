@@ -399,6 +399,9 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         if profile.activity_rerun_rate:  # own generator: other streams unchanged
             reruns, rate = random.Random(f"{config.seed}:activity-reruns"), profile.activity_rerun_rate
             host.engine.rerun_after_completion = lambda: reruns.random() < rate
+        if profile.last_try_crash_rate:  # own generator: other streams unchanged
+            crashes, crash_rate = random.Random(f"{config.seed}:last-try-crashes"), profile.last_try_crash_rate
+            host.engine.crash_before_run = lambda data: hostile.last_try_crashes(data, crashes, crash_rate)
         if profile.durable_delivery_delay_rate:  # own generator: other streams unchanged
             host.engine.delivery_delay = hostile.delivery_delays(
                 profile.durable_delivery_delay_rate,

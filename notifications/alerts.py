@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from adapters.servicebus.sender import MessageSender, OutgoingMessage, SendError
-from contracts.activities import SendAlertInput
+from contracts.activities import AlertGivenUp, SendAlertInput
 from contracts.messages import OperatorAlert
 from contracts.names import OPERATOR_ALERTS_QUEUE, QUEUE_DUPLICATE_DETECTION_MINUTES
 from domain.ids import alert_id, bounded_instance_id, url_instance_id
@@ -196,7 +196,9 @@ class OwedAlert:
         return courier_instance_id(self.alert.alert_id)
 
     def courier_input(self) -> dict[str, Any]:
-        return SendAlertInput(alert=json.loads(self.alert.to_json())).to_json()
+        """The courier's input: the alert, and ``answersGiveUp`` (its last try answers its give-up, and one that fails
+        without answering is repeated: ``orchestrators.alert``)."""
+        return SendAlertInput(alert=json.loads(self.alert.to_json()), answers_give_up=True).to_json()
 
 
 def raise_alert_or_owe(
@@ -242,18 +244,23 @@ def raise_alert_owing(owed: list[OwedAlert] | None, sender: MessageSender, **ale
         owed.append(item)
 
 
-def send_owed_alert(sender: MessageSender, data: SendAlertInput) -> None:
+def send_owed_alert(sender: MessageSender, data: SendAlertInput) -> AlertGivenUp | None:
     """The ``send_alert`` activity (the alert courier's): the owed alert, as built where it was raised, sent
     under its id. A send that fails raises (the courier tries again on its timers); on the courier's last
     try it is also logged ``AlertUndelivered`` (ERROR, for a log-based alert rule: the alert queue itself
-    has refused it for about six hours)."""
+    has refused it for about six hours), and answered ``AlertGivenUp`` instead of raised when the try asks for it
+    (``answers_give_up``): the courier repeats a last try that fails, which did not log it."""
     alert = OperatorAlert.model_validate(data.alert)
     try:
         send_alert(sender, alert)
     except SendError as exc:
-        if data.last_try:
-            alert_undelivered(alert, f"given up after the courier's last try: {exc}")
+        if not data.last_try:
+            raise
+        alert_undelivered(alert, f"given up after the courier's last try: {exc}")
+        if data.answers_give_up:
+            return AlertGivenUp(error=str(exc)[:500])
         raise
+    return None
 
 
 def alert_undelivered(alert: OperatorAlert, why: str) -> None:

@@ -155,11 +155,14 @@ class OwedStatus:
         return bounded_instance_id(f"status:{self.order_id}:{self.status}:{self.attempt}{suffix}", 100)
 
     def courier_input(self) -> dict[str, Any]:
+        """The courier's input (``PublishStatusInput``'s JSON), with ``answersGiveUp``: its last try answers its
+        give-up, and one that fails without answering is repeated (``orchestrators.status``)."""
         payload: dict[str, Any] = {
             "orderId": self.order_id,
             "status": self.status,
             "attempt": self.attempt,
             "replyTo": self.reply_to,
+            "answersGiveUp": True,
         }
         if self.reason is not None:
             payload["reason"] = self.reason[:500]

@@ -62,6 +62,7 @@ class Claim:
             say_received=True if self.say_received else None,
             reviews_fit_fallback=True,
             deadline_at_begin=True,
+            answers_give_up=True,
         )
         return started.to_json()
 

@@ -54,6 +54,7 @@ from orchestrators.starter import (
     start_orchestrations,
     try_starts,
 )
+from orchestrators.status import ANSWERS_GIVE_UP_INPUT
 from orchestrators.timers import (
     DEADLINE_AT_BEGIN_INPUT,
     HOLDS_BACKOFF_INPUT,
@@ -91,6 +92,7 @@ class CompensationStart:
             HOLDS_BACKOFF_INPUT: True,
             DEADLINE_AT_BEGIN_INPUT: True,
             RELEASES_OPEN_CIRCUIT_INPUT: True,
+            ANSWERS_GIVE_UP_INPUT: True,
         }
 
 

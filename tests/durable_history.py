@@ -20,7 +20,7 @@ that late). The episode time is what ``context.current_utc_datetime`` returns fr
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -207,6 +207,37 @@ class History:
 
     def context_json(self) -> str:
         return ev.context_json(self.instance_id, self.input_json, self._events, fields=self.fields)
+
+    def play(
+        self,
+        orchestrator: OrchestratorCallable,
+        activity: Callable[[str, Any], Any],
+        *,
+        moved_to: Callable[[datetime], None] | None = None,
+    ) -> Any:
+        """Runs ``orchestrator`` to its end, one action at a time: each activity it schedules run by ``activity(name,
+        input)`` in the episode that scheduled it (its answer recorded completed; an exception recorded failed, its
+        text the reason), each timer fired when due (``moved_to`` told its time first: a clock to move). Its
+        output."""
+        for _ in range(200):
+            result = self.run(orchestrator)
+            if result.is_done:
+                return result.output
+            (action,) = result.new_actions
+            if action["type"] == "CreateTimer":
+                fire_at = ev.parse_timestamp(action["fireAt"])
+                if moved_to is not None:
+                    moved_to(fire_at)
+                self.timer_fired(fire_at)
+                continue
+            name, data = action["functionName"], json.loads(action["input"])
+            try:
+                answer = activity(name, data)
+            except Exception as exc:
+                self.activity_failed(name, str(exc), input=data, at=self.now)
+            else:
+                self.activity_completed(name, answer, input=data, at=self.now)
+        raise AssertionError("the orchestration never ended")
 
     def run(self, orchestrator: OrchestratorCallable) -> ReplayResult:
         """Replay ``orchestrator`` (a generator function, or a registered function from

@@ -562,7 +562,8 @@ def app_trees() -> list[ast.Module]:
 
 
 def emitted_event_names(trees: list[ast.Module]) -> set[str]:
-    """Names the app logs directly: ``app_event("<name>", ...)`` and ``{"event": "<name>"}``."""
+    """Names the app logs directly: ``app_event("<name>", ...)``, ``{"event": "<name>"}``, and an orchestration's
+    ``log_error_once(context, "<name>", ...)`` (``orchestrators/logged.py``)."""
     names: set[str] = set()
     for tree in trees:
         for node in ast.walk(tree):
@@ -570,6 +571,8 @@ def emitted_event_names(trees: list[ast.Module]) -> set[str]:
                 called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
                 if called == "app_event" and node.args and isinstance(node.args[0], ast.Constant):
                     names.add(str(node.args[0].value))
+                if called == "log_error_once" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
+                    names.add(str(node.args[1].value))
             elif isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values, strict=True):
                     if isinstance(key, ast.Constant) and key.value == "event" and isinstance(value, ast.Constant):

@@ -332,7 +332,7 @@ resource alertsUndelivered 'Microsoft.Insights/scheduledQueryRules@2022-06-15' =
   kind: 'LogAlert'
   properties: {
     displayName: 'Operator alert or final status given up'
-    description: 'An operator alert the alert courier gave up on after about six hours of failed sends, or one the orders trigger could neither send nor hand to the courier (AlertUndelivered: it never reached operator-alerts), or a final status given up whose StatusUndelivered alert could not be sent either (AlertSendFailed with alertKind StatusUndelivered). Read the alertKind, orderId and summary fields of the events.'
+    description: 'An operator alert the alert courier gave up on after about six hours of failed sends, or one the orders trigger could neither send nor hand to the courier (AlertUndelivered: it never reached operator-alerts), or a final status given up whose StatusUndelivered alert could not be sent either (AlertSendFailed with alertKind StatusUndelivered), or a final status or alert whose last try failed on every repeat without running its give-up (LastTryLost: killed at functionTimeout, a worker crash; neither sent nor alerted). Read the alertKind, orderId and summary fields of the events.'
     severity: 1
     enabled: true
     evaluationFrequency: 'PT15M'
@@ -346,7 +346,7 @@ resource alertsUndelivered 'Microsoft.Insights/scheduledQueryRules@2022-06-15' =
       allOf: [
         {
           // one alert per operator alert given up (its kind and order)
-          query: 'AppTraces | where tostring(Properties.event) == "AlertUndelivered" or (tostring(Properties.event) == "AlertSendFailed" and tostring(Properties.alertKind) == "StatusUndelivered") | extend alertKind = tostring(Properties.alertKind), orderId = coalesce(tostring(Properties.orderId), "-")'
+          query: 'AppTraces | where tostring(Properties.event) in ("AlertUndelivered", "LastTryLost") or (tostring(Properties.event) == "AlertSendFailed" and tostring(Properties.alertKind) == "StatusUndelivered") | extend alertKind = tostring(Properties.alertKind), orderId = coalesce(tostring(Properties.orderId), "-")'
           dimensions: [
             {
               name: 'alertKind'

@@ -83,6 +83,11 @@ def not_an_orchestrator(name: str) -> str:
     return f"The function '{name}' doesn't exist, is disabled, or is not an orchestrator function."
 
 
+class WorkerProcessExited(Exception):
+    """An activity execution whose worker process exited under it (``DurableEngine.crash_before_run``): the extension
+    records the activity's ``TaskFailed``, its code never having run."""
+
+
 class HostResponse(NamedTuple):
     status: int
     body: Any = None
@@ -94,6 +99,7 @@ class EngineCounters:
     activity_executions: int = 0
     activities_redelivered: int = 0  # in-flight executions dropped by a host restart and queued again
     activities_rerun_late: int = 0  # work items run again after their result reached the orchestration
+    activities_crashed: int = 0  # executions failed before their code ran (``crash_before_run``)
     activities_failed_by_timeout: int = 0  # executions failed by a worker restart after a function timeout
     timers_fired: int = 0
     deliveries_delayed: int = 0  # control-queue messages and activity work items ``delivery_delay`` held back
@@ -168,6 +174,10 @@ class DurableEngine:
         # again after that run ("Durable Functions ensures that each activity runs at least once",
         # durable-functions-code-constraints; design.md, numbered writes). None: never.
         self.rerun_after_completion: Callable[[], bool] | None = None
+        # Whether an activity execution (by its input) fails before its code runs: the worker process running it
+        # exited (a crash, an out-of-memory kill), which the extension reports as the activity's failure, as it
+        # reports a function timeout (``restart_worker``). None: never (profile ``host.last_try_crash_rate``).
+        self.crash_before_run: Callable[[Any], bool] | None = None
         # The Durable extension's ``maxConcurrentActivityFunctions`` (host.json): DurableTask.Core's activity dispatcher
         # fetches a work item only while fewer than that many activity executions are in flight on this instance
         # (``WorkItemDispatcher``: it takes a concurrency slot before it fetches), so the others wait on the work-item
@@ -647,6 +657,9 @@ class DurableEngine:
         completion: ev.HistoryEvent
         running = RUNNING_ACTIVITY.set(work)
         try:
+            if self.crash_before_run is not None and self.crash_before_run(input_value):
+                self.counters.activities_crashed += 1
+                raise WorkerProcessExited("the worker process running it exited before its code ran (injected)")
             result = self._run_activity(work.name, input_value)
         except Exception as error:
             outcome = "failed"

@@ -27,12 +27,13 @@ from tests.orchestrators.support import sample_order
 
 ORDER: dict[str, Any] = sample_order()
 # What the supervisor starts a compensation round with, beside its order and round: the flags of the changes a
-# round started before them replays without (orchestrators/timers.py)
+# round started before them replays without (orchestrators/timers.py, orchestrators/status.py)
 NEW_ROUND_INPUT: dict[str, Any] = {
     "timerPerRound": True,
     "holdsBackoff": True,
     "deadlineAtBegin": True,
     "releasesOpenCircuit": True,
+    "answersGiveUp": True,
 }
 
 

@@ -485,12 +485,14 @@ def test_supervisor_failing_alert_queries_the_events_the_app_logs():
 def test_undelivered_alerts_rule_queries_the_events_the_app_logs():
     """An alert its courier gave up on (``AlertUndelivered``: operator-alerts refused it for about six hours)
     never reaches the queue the OperatorAlert rule watches, nor does a ``StatusUndelivered`` alert whose own
-    send failed (only logged, ``AlertSendFailed``): this rule is what makes them heard."""
+    send failed (only logged, ``AlertSendFailed``), nor a status or an alert whose last try failed on every repeat
+    without running its give-up (``LastTryLost``, logged by its orchestration): this rule is what makes them heard."""
     query = log_rule("alertsUndelivered").body["properties"]["criteria"]["allOf"][0]["query"]
     logged = {
         "AlertUndelivered": ROOT / "notifications" / "alerts.py",
         "AlertSendFailed": ROOT / "notifications" / "alerts.py",
         "StatusUndelivered": ROOT / "notifications" / "status.py",
+        "LastTryLost": ROOT / "orchestrators" / "status.py",
     }
     for event, source in logged.items():
         assert f'"{event}"' in query, f"the alertsUndelivered rule does not query {event}"

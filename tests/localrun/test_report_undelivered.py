@@ -377,3 +377,29 @@ def test_no_excuse_without_the_queues_alert_or_once_the_status_was_stored() -> N
     _try(clock, broker, "Completed", 1, timedelta(0))
     _try(clock, broker, "Completed", 1, timedelta(minutes=60))  # stored: heard, nothing to excuse
     assert broker.first_refused("gone", status_message_id("g", "Completed", 1)) is None
+
+
+class _LastTryOrchestration:
+    """The part of an orchestration's context ``last_try_lost`` reads: past that point for the first time."""
+
+    is_replaying = False
+    instance_id = "a:1"
+
+
+def test_a_status_whose_last_try_died_on_every_repeat_is_excused_by_the_event_the_log_rule_pages_on() -> None:
+    """A final status whose last try and every repeat of it failed before their code ran (``host.last_try_crash_rate``)
+    was neither sent nor given up: before ``LastTryLost``, counted in ``missing_statuses`` (2 in
+    status-queue-full-for-good at a rate of 0.5, 150 orders, seed 1). The orchestration's ``LastTryLost``, which the
+    ``alertsUndelivered`` rule pages on, stands for it, as a ``StatusUndelivered`` does; one of an alert (no status)
+    excuses no status."""
+    from orchestrators.status import last_try_lost
+
+    _, _, result = _run()
+    root = logging.getLogger()
+    root.addHandler(result.events)
+    try:
+        last_try_lost(_LastTryOrchestration(), "publish_status", "lost", orderId="a", status="Completed", attempt=1)  # type: ignore[arg-type]
+        last_try_lost(_LastTryOrchestration(), "send_alert", "lost", orderId="b", alertKind="OrderRejected")  # type: ignore[arg-type]
+    finally:
+        root.removeHandler(result.events)
+    assert _undelivered_statuses(result) == {("a", "Completed")}

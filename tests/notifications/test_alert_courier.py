@@ -81,8 +81,9 @@ def test_the_courier_sends_on_durable_timers_until_the_send_goes_through(functio
     """Replayed by the SDK: the first send fails, a timer of 5 s, the second fails, a timer of 30 s, the third is
     sent: the courier completes ``Sent``. Each call hands the activity the alert as it was given."""
     courier = functions[names.DELIVER_ALERT].func
-    given = owed().courier_input()
-    h = History("alert:OrderRejected:p1:42", given, start=T0, name=names.DELIVER_ALERT)
+    started = owed().courier_input()
+    given = {"alert": started["alert"]}  # the instance's answersGiveUp is for its last try only
+    h = History("alert:OrderRejected:p1:42", started, start=T0, name=names.DELIVER_ALERT)
     first = h.run(courier)
     assert [(a["functionName"], json.loads(a["input"])) for a in first.new_actions] == [(names.SEND_ALERT, given)]
     h.activity_failing(names.SEND_ALERT, "send to 'operator-alerts' failed", FINAL_RETRY_DELAYS[:1])
@@ -96,8 +97,17 @@ def test_the_courier_sends_on_durable_timers_until_the_send_goes_through(functio
 
 
 def test_the_courier_gives_up_when_its_delays_are_used_up(functions: dict[str, Any]) -> None:
+    """Every try fails, the last one answering its give-up (``AlertGivenUp``: it logged ``AlertUndelivered``): the
+    courier ends ``GaveUp``. One started before (no ``answersGiveUp``) ends on its last try's failure, as recorded."""
     courier = functions[names.DELIVER_ALERT].func
     h = History("alert:OrderRejected:p1:42", owed().courier_input(), start=T0, name=names.DELIVER_ALERT)
+    h.activity_failing(names.SEND_ALERT, "send failed", FINAL_RETRY_DELAYS[:-1])
+    h.timer_fired(h.now + FINAL_RETRY_DELAYS[-1])
+    h.activity_completed(names.SEND_ALERT, {"givenUp": True, "error": "send failed"}, at=h.now)
+    result = h.run(courier)
+    assert result.is_done and result.output == {"result": "GaveUp", "alertId": "alert:OrderRejected:p1:42"}
+    before = {"alert": owed().courier_input()["alert"]}
+    h = History("alert:OrderRejected:p1:42", before, start=T0, name=names.DELIVER_ALERT)
     h.activity_failing(names.SEND_ALERT, "send failed", FINAL_RETRY_DELAYS)
     result = h.run(courier)
     assert result.is_done and result.output == {"result": "GaveUp", "alertId": "alert:OrderRejected:p1:42"}
@@ -107,15 +117,16 @@ def test_only_the_couriers_last_try_says_it_is_the_last(functions: dict[str, Any
     """Replayed by the SDK: every try but the last hands the activity the alert as given; the last, after
     the last delay, says ``lastTry`` (its failure is logged ``AlertUndelivered``: nothing tries again)."""
     courier = functions[names.DELIVER_ALERT].func
-    given = owed().courier_input()
-    h = History("alert:OrderRejected:p1:42", given, start=T0, name=names.DELIVER_ALERT)
+    started = owed().courier_input()
+    given = {"alert": started["alert"]}
+    h = History("alert:OrderRejected:p1:42", started, start=T0, name=names.DELIVER_ALERT)
     assert [json.loads(a["input"]) for a in h.run(courier).new_actions] == [given]
     h.activity_failing(names.SEND_ALERT, "send failed", FINAL_RETRY_DELAYS[:-1])
     assert h.run(courier).new_action_types() == ["CreateTimer"]
     h.timer_fired(h.now + FINAL_RETRY_DELAYS[-1])
     last = h.run(courier)
     assert [(a["functionName"], json.loads(a["input"])) for a in last.new_actions] == [
-        (names.SEND_ALERT, {**given, "lastTry": True})
+        (names.SEND_ALERT, {**given, "lastTry": True, "answersGiveUp": True})
     ]
     assert SendAlertInput.from_json(json.loads(last.new_actions[0]["input"])).last_try is True
 
@@ -123,7 +134,7 @@ def test_only_the_couriers_last_try_says_it_is_the_last(functions: dict[str, Any
 def test_a_failed_last_try_is_logged_alert_undelivered_and_an_earlier_one_is_not(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    alert = owed().courier_input()
+    alert = {"alert": owed().courier_input()["alert"]}  # a try that does not ask to answer its give-up
     for extra, expected in (({}, []), ({"lastTry": True}, ["AlertUndelivered"])):
         caplog.clear()
         with caplog.at_level("INFO"), pytest.raises(SendError):

@@ -301,3 +301,34 @@ def test_the_workbook_counts_moves_into_a_state_not_every_write() -> None:
     outcomes = Query.parse(str(variable(workbook, "compensations")), rows_only=True)
     kept = outcomes.run("AppTraces", [r.properties for r in rows])
     assert sorted(row["transition"] for row in kept) == ["CompensationFailed", "CompensationRequested"]
+
+
+class _Orchestration:
+    """The part of an orchestration's context ``last_try_lost`` reads: running past that point for the first time."""
+
+    is_replaying = False
+
+    def __init__(self, instance_id: str) -> None:
+        self.instance_id = instance_id
+
+
+def test_a_status_and_an_alert_whose_last_try_died_on_every_repeat_page_each() -> None:
+    """``LastTryLost``, logged by the orchestration whose last try and its repeats failed without running their
+    give-up (``orchestrators.status.last_try_lost``): nothing else was logged or alerted for them, so the
+    alertsUndelivered rule pages on it, one alert per lost alert's kind and order."""
+    from orchestrators.status import last_try_lost
+
+    lost = {
+        "ord-a:1": ("publish_status", {"status": "Completed", "attempt": 1, "alertKind": "StatusUndelivered"}),
+        "alert:OrderRejected:ord-b:1": ("send_alert", {"alertKind": "OrderRejected"}),
+    }
+    rows: dict[str, list[Row]] = {}
+    for instance, (activity, fields) in lost.items():
+        with exported() as rows[instance]:
+            order = instance.split(":")[-2] if activity == "send_alert" else instance.split(":")[0]
+            last_try_lost(_Orchestration(instance), activity, "lost", orderId=order, **fields)  # type: ignore[arg-type]
+    status, alert = rows["ord-a:1"], rows["alert:OrderRejected:ord-b:1"]
+    [row] = [r for r in status if r.properties.get("event") == "LastTryLost"]
+    assert (row.severity_level, row.properties["instanceId"]) == (3, "ord-a:1")
+    pages = LogRule.of("alertsUndelivered").pages(_at(1, status) + _at(2, alert), until=30)
+    assert sorted(key for _, key in pages) == [("OrderRejected", "ord-b"), ("StatusUndelivered", "ord-a")]

@@ -31,7 +31,11 @@ ORCHESTRATOR_CODE = [
     "orchestrators/retired.py",
     "orchestrators/external_events.py",
     "orchestrators/timers.py",
+    "orchestrators/logged.py",
 ]
+# The one module of it that logs, guarded by ``context.is_replaying`` (test below): its events' logging.
+LOGGING_MODULE = "orchestrators/logged.py"
+LOGGING_IMPORTS = re.compile(r"^(observability\.events|logging)$")
 # What that code may import: the Durable SDK, the pure domain, message names, the activity protocol
 # and the message models it carries (plain data, no I/O), standard typing and dataclasses.
 ALLOWED_IMPORTS = re.compile(
@@ -64,8 +68,19 @@ def called_names(tree: ast.Module) -> set[str]:
 @pytest.mark.parametrize("path", ORCHESTRATOR_CODE)
 def test_orchestrator_code_imports_no_io_and_reads_no_clock(path: str) -> None:
     tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
-    assert [m for m in imported_modules(tree) if not ALLOWED_IMPORTS.match(m)] == []
+    allowed = [ALLOWED_IMPORTS, *([LOGGING_IMPORTS] if path == LOGGING_MODULE else [])]
+    assert [m for m in imported_modules(tree) if not any(a.match(m) for a in allowed)] == []
     assert called_names(tree) & FORBIDDEN_CALLS == set()
+
+
+def test_the_one_module_of_orchestrator_code_that_logs_logs_only_when_not_replaying() -> None:
+    """An event an orchestration logs must be logged once, not at each replay of the instance: its one function
+    returns while ``context.is_replaying`` before it logs (tests/orchestrators/test_last_try_lost.py runs it)."""
+    tree = ast.parse((ROOT / LOGGING_MODULE).read_text(encoding="utf-8"))
+    [function] = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    guard = function.body[1]  # after the docstring
+    assert isinstance(guard, ast.If) and ast.unparse(guard.test) == "context.is_replaying"
+    assert [type(node) for node in guard.body] == [ast.Return]
 
 
 def test_the_pure_domain_the_orchestrators_use_imports_no_azure_and_no_adapter() -> None:

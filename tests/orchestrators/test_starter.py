@@ -99,7 +99,7 @@ def test_a_reset_record_is_reclaimed_only_after_its_not_before_time_with_the_nex
 
 
 # what every attempt started now says in its input (an instance started before replays without it)
-NEW_INPUT = {"timerPerRound": True, "reviewsFitFallback": True, "deadlineAtBegin": True}
+NEW_INPUT = {"timerPerRound": True, "reviewsFitFallback": True, "deadlineAtBegin": True, "answersGiveUp": True}
 
 
 def test_start_claimed_starts_one_versioned_orchestration_per_claim():
