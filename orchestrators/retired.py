@@ -21,7 +21,7 @@ from contracts.activities import SettleRetiredInput, parse_retired_settled
 from orchestrators import names
 from orchestrators.result import OrchestrationResult, orchestration_result
 from orchestrators.state_activity import call_state_activity
-from orchestrators.status import call_publish_status
+from orchestrators.status import ANSWERS_GIVE_UP_INPUT, call_publish_status
 
 # The input key that marks the new execution of a retired instance (after ``continue_as_new``).
 RETIRING = "retiring"
@@ -41,7 +41,10 @@ def retire(context: df.DurableOrchestrationContext, version: str) -> Generator[A
         recorded = _recorded_tasks(context)
         if recorded:
             yield context.task_any(recorded)
-        context.continue_as_new({**started, RETIRING: True})
+        # the new execution is this code's from its first event: its ``Completed``'s last try answers its give-up and
+        # one that dies is repeated, then logged ``LastTryLost`` (``orchestrators.status``), as in any attempt started
+        # now; one continued before replays as recorded (no flag)
+        context.continue_as_new({**started, RETIRING: True, ANSWERS_GIVE_UP_INPUT: True})
         return orchestration_result("Superseded", version=version)
     order_id, attempt = str(started.get("orderId", "")), int(started.get("attempt", 0))
     settle = SettleRetiredInput(order_id=order_id, instance_id=context.instance_id, attempt=attempt)

@@ -194,7 +194,8 @@ def _send(
             status=payload.status,
             attempt=payload.attempt,
             replyTo=payload.reply_to,
-            alertKind="StatusUndelivered",  # the alert its give-up would have raised
+            alertKind="StatusUndelivered",  # the alert its give-up would have raised, and its summary (the rule's
+            summary=_lost_summary(payload),  # description sends the operator to alertKind, orderId and summary)
         )
         return "failed"
     # a progress status (tried once), or a Failed or CompensationFailed: tried again by the owed sweep once refused,
@@ -208,6 +209,18 @@ def _send(
         refused_for=timedelta(0) if payload.status in OWED_BY_THE_RECORD else REFUSED_RETRY_WINDOW,
     )
     return "failed" if tried == "lost" else tried  # never lost: no last try here
+
+
+def _lost_summary(payload: PublishStatusInput) -> str:
+    """What ``LastTryLost`` tells the operator of a status, as its give-up's ``StatusUndelivered`` alert would have:
+    the order, the status, its queue, and the ``Received`` before it its try would have said first (when the record
+    still owes it: the orchestration cannot tell, and no try ran to say it)."""
+    received = "" if payload.status in NOT_AFTER_RECEIVED else " (nor the Received before it, if the record owes it)"
+    queue = f"{payload.reply_to!r}" if payload.reply_to else "its replyTo"
+    return (
+        f"order {payload.order_id}: status {payload.status}{received} was neither sent to {queue} nor alerted: "
+        "its last try died on every repeat"
+    )
 
 
 def _final_on_timers(

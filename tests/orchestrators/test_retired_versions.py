@@ -7,6 +7,7 @@ the current version (orchestrators/retired.py, docs/design.md "Versions")."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -20,6 +21,7 @@ from domain import transitions
 from domain.states import ProcessState
 from localrun.durable.engine import DurableEngine
 from orchestrators import names
+from orchestrators.status import FINAL_RETRY_DELAYS, LAST_TRY_REPEATS
 from supervisor.recovery import RecoveryAction, recover
 from tests.durable_history import History
 from tests.orchestrators.support import T0, sample_order
@@ -63,7 +65,7 @@ def test_a_v1_history_mid_attempt_ends_superseded_and_schedules_nothing(function
         ("CreateTimer", None, True),  # the step deadline, cancelled: it does not hold the instance
     ]
     [restart] = [a for a in replayed.actions if a["type"] == "ContinueAsNew"]
-    assert json.loads(restart["input"]) == {"orderId": "o1", "attempt": 1, "retiring": True}
+    assert json.loads(restart["input"]) == {"orderId": "o1", "attempt": 1, "retiring": True, "answersGiveUp": True}
 
     fresh = History("o1:1", json.loads(restart["input"]), start=T0, name=V1)
     settling = fresh.run(functions[V1].func)
@@ -96,7 +98,7 @@ def test_a_v2_history_mid_attempt_ends_superseded_and_schedules_nothing(function
     assert replayed.error is None
     assert replayed.new_actions == []
     [restart] = [a for a in replayed.actions if a["type"] == "ContinueAsNew"]
-    assert json.loads(restart["input"]) == {"orderId": "o1", "attempt": 2, "retiring": True}
+    assert json.loads(restart["input"]) == {"orderId": "o1", "attempt": 2, "retiring": True, "answersGiveUp": True}
     fresh = History("o1:2", json.loads(restart["input"]), start=T0, name=V2)
     settling = fresh.run(functions[V2].func)
     assert [a["functionName"] for a in settling.new_actions] == [names.SETTLE_RETIRED_ATTEMPT]
@@ -114,6 +116,35 @@ def test_a_retired_attempt_that_had_written_processed_sends_completed_and_retrie
         ("CallActivity", names.PUBLISH_STATUS)
     ]
     assert json.loads(retrying.new_actions[0]["input"])["status"] == "Completed"
+
+
+def test_a_retired_attempts_completed_whose_last_try_dies_is_repeated_then_logged_lost(
+    functions: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The execution a retired instance continues as is this code's from its first event, so its ``Completed`` is
+    sent as any attempt's: a last try that dies (its worker killed at ``functionTimeout``) is repeated after each of
+    ``LAST_TRY_REPEATS``, then logged ``LastTryLost`` (red team rt62b). Before, ``continue_as_new`` kept the old
+    input, without ``answersGiveUp``: the killed last try ended the timers, the status dropped with nothing logged."""
+    h = History("o1:1", {"orderId": "o1", "attempt": 1}, start=T0, name=V1)
+    [restart] = [a for a in h.run(functions[V1].func).actions if a["type"] == "ContinueAsNew"]
+    fresh = History("o1:1", json.loads(restart["input"]), start=T0, name=V1)
+    tries: list[dict[str, Any]] = []
+
+    def activity(name: str, data: dict[str, Any]) -> Any:
+        if name == names.SETTLE_RETIRED_ATTEMPT:
+            return {"released": False, "completedStatus": False}  # Processed written, its one try failed
+        assert name == names.PUBLISH_STATUS
+        tries.append(data)
+        raise RuntimeError("Timeout value of 00:30:00 was exceeded by function: Functions.publish_status")
+
+    with caplog.at_level(logging.INFO):
+        output = fresh.play(functions[V1].func, activity)
+
+    assert output == {"result": "Superseded", "version": V1, "released": False}
+    assert len(tries) == len(FINAL_RETRY_DELAYS) + 1 + len(LAST_TRY_REPEATS)
+    assert [t.get("answersGiveUp") for t in tries[-1 - len(LAST_TRY_REPEATS) :]] == [True] * (1 + len(LAST_TRY_REPEATS))
+    [lost] = [r for r in caplog.records if getattr(r, "event", None) == "LastTryLost"]
+    assert (vars(lost)["orderId"], vars(lost)["status"]) == ("o1", "Completed")
 
 
 def test_an_instance_in_flight_at_the_upgrade_replays_under_the_extensions_rules(functions: dict[str, Any]) -> None:

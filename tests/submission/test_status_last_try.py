@@ -114,6 +114,8 @@ def test_every_repeat_of_a_killed_last_try_killed_too_is_logged_last_try_lost_on
         "alertKind": "StatusUndelivered",
     }
     assert lost.levelno == logging.ERROR
+    # the alertsUndelivered rule sends the operator to the event's summary, as for its other events (red team rt62b)
+    assert vars(lost)["summary"].startswith(f"order {ORDER}: status Completed (nor the Received before it")
     assert _given_up(caplog) == []  # the give-up never ran: LastTryLost is the only trace
     assert sender.bodies(OPERATOR_ALERTS_QUEUE) == []
 
