@@ -14,6 +14,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from domain.jsonvalues import READ_AS, text_or_whole_number
+
 DOCUMENT_KIND = "DeferredMessages"
 SCHEMA_VERSION = 1
 ENTRY_LIMIT = 100  # resolved entries beyond this are dropped, oldest first
@@ -66,7 +68,8 @@ class EntryStatus(StrEnum):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeferredEntry:
     sequence_number: int
-    message_id: str
+    # Text; a whole number in a document an older version wrote (a ulong MessageId as it came) reads as its digits
+    message_id: str = field(metadata={READ_AS: text_or_whole_number})
     message_type: str
     reason: DeferralReason
     deferred_at: datetime

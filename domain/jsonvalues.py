@@ -113,6 +113,29 @@ def text(value: Any) -> str:
     return value
 
 
+# The key of a dataclass field's ``metadata`` naming the reader of its stored value in place of its type's
+# (``adapters/cosmos/mapping.py``): for a field an older version stored in another form, which a read must still take.
+READ_AS = "readAs"
+
+
+def text_or_whole_number(value: Any) -> str:
+    """Text as it is, and a whole JSON number as its digits (what ``str`` of that integer gives).
+
+    For a Service Bus MessageId an older version stored as it came: AMQP lets a sender give a ulong ``message-id``,
+    which the SDK hands on as an ``int``, and the app recorded it so in a deferral entry (the text
+    ``adapters.servicebus.settlement.message_id_text`` now gives it is its digits). Read strictly, such a document
+    no read could map, and its order's submission was handled again later until it was dead-lettered, never
+    accepted (red team rt62: tests/deferral/test_redteam62_stored_message_ids.py). A number past 2**53, which
+    Cosmos DB may hand back as a float, reads as the digits of that float's whole value."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    raise Invalid(f"expected a string, got {shown(value)}")
+
+
 def shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else f"{text[:77]}..."

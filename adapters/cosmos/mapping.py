@@ -7,6 +7,8 @@ hints:
 - keys are the field names in camelCase (``order_id`` -> ``orderId``), in field order;
 - timestamps are ``timefmt.to_text`` (fixed-width UTC text, so Cosmos DB string order is time order)
   and are read back as UTC ``datetime`` (any ISO 8601 text with an offset or ``Z``);
+- a field whose ``metadata`` names a reader (``domain.jsonvalues.READ_AS``) is read by it: one an older version
+  stored in another form;
 - enums by value; nested records, lists and dicts recursively; ``dict[str, Any]`` values (agent
   results, undo data) are JSON already and are copied as they are;
 - ``version`` is never part of a document: the store fills it from the item (its ``_etag``);
@@ -35,6 +37,7 @@ from enum import Enum
 from typing import Any, ClassVar, Protocol, Union, get_args, get_origin, get_type_hints
 
 from domain.jsonvalues import (
+    READ_AS,
     Invalid,
     Read,
     any_value,
@@ -264,7 +267,7 @@ def _make_plan(kind: type[Any]) -> _Plan:
         (
             f.name,
             camel(f.name),
-            _reader(hints[f.name]),
+            f.metadata.get(READ_AS) or _reader(hints[f.name]),
             _writer(hints[f.name]),
             _writer(hints[f.name], stored=True),
             f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
