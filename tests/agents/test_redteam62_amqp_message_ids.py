@@ -19,7 +19,7 @@ from tests.agents.test_reply_relay import REPLY, FakeDurableClient, relay
 from tests.fakes import FakeReceivedMessage, RecordingSender
 
 
-@pytest.mark.parametrize("message_id", [12345, uuid.UUID(int=7), b"\xff\xfe"], ids=repr)
+@pytest.mark.parametrize("message_id", [12345, uuid.UUID(int=7), b"\xff\xfe"], ids=lambda value: type(value).__name__)
 def test_a_reply_copy_with_an_id_that_is_not_text_is_sent_on_for_its_next_round(
     functions: Any, message_id: Any
 ) -> None:

@@ -30,6 +30,8 @@ pytestmark = pytest.mark.cosmos
 
 # What the SDK answers for an AMQP message-id of each type but string.
 NOT_TEXT: list[Any] = [12345, 2**64 - 1, uuid.UUID(int=7), b"\xff\xfe\x00", b""]
+# test ids without backslashes: a bytes repr is escaped again when an id is passed on the command line (dev.py test)
+NOT_TEXT_IDS = ["int", "ulong-max", "uuid", "binary", "empty-binary"]
 
 
 def _send(broker: Any, body: dict[str, Any], message_id: Any, **properties: Any) -> None:
@@ -40,7 +42,7 @@ def _send(broker: Any, body: dict[str, Any], message_id: Any, **properties: Any)
     )
 
 
-@pytest.mark.parametrize("message_id", NOT_TEXT, ids=repr)
+@pytest.mark.parametrize("message_id", NOT_TEXT, ids=NOT_TEXT_IDS)
 def test_a_notification_with_an_id_that_is_not_text_waits_for_its_order_and_is_applied(
     functions: Any, ctx: Any, broker: Any, message_id: Any
 ) -> None:
@@ -54,7 +56,7 @@ def test_a_notification_with_an_id_that_is_not_text_waits_for_its_order_and_is_a
     assert broker.dead_letters(ORDERS_QUEUE) == []
 
 
-@pytest.mark.parametrize("message_id", NOT_TEXT, ids=repr)
+@pytest.mark.parametrize("message_id", NOT_TEXT, ids=NOT_TEXT_IDS)
 def test_a_copy_round_with_an_id_that_is_not_text_is_handled_again_later(
     functions: Any, ctx: Any, broker: Any, message_id: Any
 ) -> None:

@@ -114,5 +114,8 @@ def test_a_received_status_that_cannot_be_sent_never_abandons_the_accepted_order
     assert broker.peek(ORDERS_QUEUE, 10) == []  # completed, not abandoned
     couriers = [(name, data) for name, _, data in client.started if name == DELIVER_STATUS]
     assert couriers == [
-        (DELIVER_STATUS, {"orderId": "p1", "status": "Received", "attempt": 0, "replyTo": "client-statuses"})
+        (
+            DELIVER_STATUS,
+            {"orderId": "p1", "status": "Received", "attempt": 0, "replyTo": "client-statuses", "answersGiveUp": True},
+        )
     ]

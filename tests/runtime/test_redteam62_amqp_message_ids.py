@@ -29,7 +29,7 @@ def harness(cosmos_db: Any) -> Iterator[RuntimeHarness]:
     made.close()
 
 
-@pytest.mark.parametrize("message_id", [uuid.UUID(int=7), 12345, b"\xff\xfe"], ids=repr)
+@pytest.mark.parametrize("message_id", [uuid.UUID(int=7), 12345, b"\xff\xfe"], ids=lambda value: type(value).__name__)
 def test_a_notification_sent_under_a_message_id_that_is_no_text_is_applied_to_its_order(
     harness: RuntimeHarness, message_id: Any
 ) -> None:
