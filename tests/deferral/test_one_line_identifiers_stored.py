@@ -6,6 +6,7 @@ driven through the registered ``submit_order`` trigger, over the Cosmos protocol
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ import submission.intake
 from adapters.cosmos.state_store import update_once
 from contracts.messages import ClientText, OrderSubmitted, PaymentNotification
 from contracts.names import ORDERS_QUEUE
+from domain.text import has_line_break
 from domain.transitions import release_untried
 from operations.views import order_detail
 from orchestrators.starter import try_claim
@@ -49,7 +51,7 @@ def previous_release() -> Iterator[pytest.MonkeyPatch]:
 
 
 def test_an_order_and_its_payment_stored_with_line_breaks_before_the_upgrade_still_read(
-    functions: Any, ctx: Any, broker: Any, previous_release: pytest.MonkeyPatch
+    functions: Any, ctx: Any, broker: Any, previous_release: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     # the release before: the notification waits for its order (a deferral entry), then both are recorded
     send(broker, notification(notification_id=NOTIFICATION, providerReference=REFERENCE), "n-1")
@@ -78,9 +80,13 @@ def test_an_order_and_its_payment_stored_with_line_breaks_before_the_upgrade_sti
     detail = order_detail(ctx, "p1")
     assert detail is not None and detail["order"]["customerId"] == CUSTOMER
 
-    # a later message of the order is decided against the stored payment, its alert on one line
+    # a later message of the order is decided against the stored payment: its alert and log lines on one line
     send(broker, notification(notification_id="n-3"), "n-3")
-    deliver_all(functions, broker)
+    with caplog.at_level(logging.INFO, logger="orders"):
+        deliver_all(functions, broker)
+    logged = [r.getMessage() for r in caplog.records if getattr(r, "event", None) == "OperatorAlert"]
+    assert logged and all("notification n-1  n-2;" in m for m in logged), logged  # before: a forged line
+    assert not [m for r in caplog.records if has_line_break(m := r.getMessage())], "a log line was forged"
     [dead] = broker.dead_letters(ORDERS_QUEUE)
     assert dead.message_id == "n-3", dead
     [alert] = alerts(broker)
