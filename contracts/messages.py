@@ -31,7 +31,7 @@ from pydantic.alias_generators import to_camel
 
 from contracts.names import APP_QUEUES, is_app_queue
 from domain.ids import MAX_ATTEMPT, ORDER_ID_PATTERN, instance_number, instance_order_id
-from domain.text import blank, one_line, uncarriable
+from domain.text import blank, carriable, has_line_break, one_line, uncarriable
 from domain.timefmt import parse, to_text
 
 
@@ -78,6 +78,19 @@ def _client_text(value: str) -> str:
 ClientText = Annotated[ShortText, AfterValidator(_client_text)]
 # A client's reason, which goes on one line of the record's history and of the log, as an operator's does.
 ClientReason = Annotated[ClientText, AfterValidator(one_line)]
+
+
+def _one_line_id(value: str) -> str:
+    if has_line_break(value):
+        raise ValueError("an identifier is one line: it must not hold a tab or a line break")
+    return value
+
+
+# An identifier a client (or any sender on a queue the app reads) sends: ``ClientText`` on one line, refused when
+# it holds a tab or a line break (not folded, as a reason is: folded, two ids would read as one). It goes into log
+# lines, alert summaries and ids, the record's history and the ops API, where a line break forges a line (CWE-117)
+# and splits one id into what looks like two.
+Identifier = Annotated[ClientText, AfterValidator(_one_line_id)]
 
 
 def _submitter_queue(value: str) -> str:
@@ -168,7 +181,7 @@ class OrderSubmitted(Contract):
     type: Literal["OrderSubmitted"]
     schema_version: Literal[1]
     order_id: OrderId
-    customer_id: ClientText
+    customer_id: Identifier
     lines: list[OrderLine] = Field(min_length=1, max_length=MAX_LINES)
     currency: Currency
     ship_to: ClientText
@@ -192,11 +205,11 @@ class PaymentNotification(Contract):
 
     type: Literal["PaymentNotification"]
     schema_version: Literal[1]
-    notification_id: ClientText
+    notification_id: Identifier
     order_id: OrderId
     amount_cents: int = Field(ge=0, le=MAX_TOTAL_CENTS, strict=True)
     currency: Currency
-    provider_reference: ClientText
+    provider_reference: Identifier
 
 
 class RetryDeferred(Contract):
@@ -209,9 +222,11 @@ class RetryDeferred(Contract):
     schema_version: Literal[1]
     sequence_number: int = Field(ge=0, le=INT64_MAX, strict=True)
     order_id: OrderId
-    message_id: ShortText
+    # the deferred message's MessageId, for the reader: the app acts on ``sequenceNumber`` and ``retryToken``. Read
+    # on one line (``carriable``), not refused: an entry an older version recorded may hold a client's id as it came
+    message_id: Annotated[ShortText, AfterValidator(carriable)]
     round: int = Field(ge=1, le=1000, strict=True)
-    retry_token: ShortText | None = None
+    retry_token: Identifier | None = None
 
 
 class CancelOrder(Contract):
@@ -230,11 +245,11 @@ class OwnMessage(Contract):
 class AgentRequest(OwnMessage):
     type: Literal["AgentRequest"] = "AgentRequest"
     schema_version: Literal[1] = 1
-    request_id: ShortText
+    request_id: Identifier
     instance_id: InstanceId
     order_id: OrderId
-    step: ShortText
-    action: ShortText = "do"
+    step: Identifier
+    action: Identifier = "do"
     attempt: int = Field(ge=1, le=MAX_ATTEMPT)
     deadline: UtcDateTime
     idempotency_key: HeaderText
@@ -255,10 +270,10 @@ class AgentRequest(OwnMessage):
 class AgentReply(OwnMessage):
     type: Literal["AgentReply"] = "AgentReply"
     schema_version: Literal[1] = 1
-    request_id: ShortText
+    request_id: Identifier
     instance_id: InstanceId
     order_id: OrderId
-    step: ShortText
+    step: Identifier
     outcome: Literal["succeeded", "failed"]
     transient: bool = Field(default=False, strict=True)
     result: dict[str, Any] | None = None

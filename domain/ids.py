@@ -6,6 +6,8 @@ import hashlib
 import re
 from urllib.parse import quote
 
+from domain.text import carriable
+
 # Service Bus refuses a MessageId longer than this (the SDK raises ValueError when the message is built).
 MAX_MESSAGE_ID_LENGTH = 128
 _DIGEST_CHARS = 32
@@ -88,8 +90,11 @@ def bounded(message_id: str, limit: int = MAX_MESSAGE_ID_LENGTH, *, separator: s
 
 def alert_id(kind: str, order_id: str | None, discriminator: str | int = "") -> str:
     """An operator alert's id (its MessageId on ``operator-alerts``): the same alert raised again collapses in
-    duplicate detection."""
-    return bounded(":".join(str(p) for p in ("alert", kind, order_id or "-", discriminator) if p != ""))
+    duplicate detection. On one line (``carriable``): a discriminator read from a record an older version wrote (a
+    payment's ``notificationId``) may hold a line break, which the alert's id must not carry into log lines; the same
+    text for every other id."""
+    joined = ":".join(str(p) for p in ("alert", kind, order_id or "-", discriminator) if p != "")
+    return bounded(carriable(joined))
 
 
 # An orchestration instance id must not contain ``#`` (the Durable extension refuses ``/``, ``\``,

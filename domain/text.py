@@ -55,6 +55,11 @@ def blank(text: str) -> bool:
     return all(char.isspace() or _INVISIBLE.match(char) or unicodedata.category(char) == "Cf" for char in text)
 
 
+def has_line_break(text: str) -> bool:
+    """Whether ``text`` holds a tab or a line break (what ``one_line`` folds): an identifier holds none."""
+    return _LINE_BREAKS.search(text) is not None
+
+
 def one_line(text: str) -> str:
     """``text`` with each run of tabs and line breaks folded to one space, trimmed."""
     return _LINE_BREAKS.sub(" ", text).strip()

@@ -13,6 +13,7 @@ from opentelemetry import metrics
 
 from domain.ids import instance_order_id
 from domain.records import StateRecord
+from domain.text import carriable
 
 log = logging.getLogger("orders")
 _meter = metrics.get_meter("scheduler-agent-supervisor")
@@ -50,9 +51,12 @@ def state_transition(before: StateRecord | None, after: StateRecord) -> None:
 def app_event(name: str, message: str, level: int = logging.INFO, **fields: Any) -> None:
     """A named event (``SupervisorRecovered``, ``DeadLettered``, ``DependencyOutage``...; every name is listed in
     docs/observability.md). One about an orchestration instance of an order (``instanceId``) names the order too
-    (``orderId``): the dimension an operator, the dashboards and the alert rules find an order's events by."""
+    (``orderId``): the dimension an operator, the dashboards and the alert rules find an order's events by.
+    ``message`` is logged on one line (``carriable``): it may quote a value from outside or one a record kept from
+    before identifiers were one line (an alert's summary naming a payment's ``notificationId``), and a line break in
+    it would forge a log line in every text sink (the console, a file, the Functions host's stream)."""
     _events.add(1, {"event": name})
     instance = fields.get("instanceId")
     if fields.get("orderId") is None and isinstance(instance, str) and (order := instance_order_id(instance)):
         fields["orderId"] = order
-    log.log(level, message, extra={"event": name, **fields})
+    log.log(level, carriable(message), extra={"event": name, **fields})

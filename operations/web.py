@@ -16,7 +16,7 @@ from adapters.cosmos.state_store import SeekKey
 from contracts.parsing import RepeatedName, each_name_once
 from domain.compensation_policy import REVIEW_CHOICES
 from domain.ids import is_valid_order_id
-from domain.text import blank, one_line, uncarriable
+from domain.text import blank, has_line_break, one_line, uncarriable
 from operations.auth import Principal, Refusal, authorize
 from settings import Settings
 
@@ -226,7 +226,7 @@ def _seek_key(token: str) -> SeekKey | None:
         return None
     if not (isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) for k in key)):
         return None
-    if any(len(k) > MAX_KEY_CHARS or uncarriable(k) is not None for k in key):
+    if any(len(k) > MAX_KEY_CHARS or uncarriable(k) is not None or has_line_break(k) for k in key):  # a key is one line
         return None
     return SeekKey(key[0], key[1])
 

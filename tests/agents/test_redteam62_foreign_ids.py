@@ -40,3 +40,21 @@ def test_a_reply_to_its_own_request_or_a_retry_of_it_is_raised(functions: Any) -
         reply = AgentReply.model_validate({**REPLY.model_dump(mode="json", by_alias=True), "requestId": request_id})
         assert relay(functions, client, reply.to_json()).only == ("complete", {})
     assert len(client.raised) == 2
+
+
+# Session 63: a reply's identifiers are one line; one with a line break is dead-lettered naming the field, not raised.
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"requestId": "order-1:2:charge-payment:payment\nFAKE: order-1 refunded"}, "requestId"),
+        ({"step": "charge-payment\t", "requestId": "order-1:2:charge-payment\t:payment"}, "step"),
+    ],
+)
+def test_a_reply_whose_identifier_has_a_line_break_is_dead_lettered_not_raised(
+    functions: Any, changes: dict[str, Any], field: str
+) -> None:
+    client = FakeDurableClient({"order-1:2": "Running"})
+    kind, details = relay(functions, client, {**REPLY.model_dump(mode="json", by_alias=True), **changes}).only
+    assert (kind, details["reason"]) == ("deadletter", "InvalidFields")
+    assert f"field '{field}'" in details["description"] and "one line" in details["description"], details
+    assert client.raised == []

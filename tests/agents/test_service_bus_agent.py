@@ -227,3 +227,23 @@ def test_the_apps_own_ids_are_run(context: Any, sender: Any, deliver: Any, chang
     kind, _ = deliver("agent_payment", _body(**changes)).only
     assert kind == "complete"
     assert len(sender.sent) == 1
+
+
+# Session 63: an agent request's identifiers are one line. A line break in one forged log lines (CWE-117) and passed
+# ``foreign_ids`` (a requestId with the instance's step prefix and a line break after it): the service was called.
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"requestId": "order-1:1:charge-payment:payment\nFAKE: order-1 refunded"}, "requestId"),
+        ({"requestId": "order-1:1:charge-payment:payment\t2"}, "requestId"),
+        ({"step": "charge-payment\r\n", "requestId": "order-1:1:charge-payment\r\n:payment"}, "step"),
+        ({"action": "do\u2028"}, "action"),
+    ],
+)
+def test_a_request_whose_identifier_has_a_line_break_is_dead_lettered_uncalled(
+    context: Any, sender: Any, ledger: Any, deliver: Any, changes: dict[str, Any], field: str
+) -> None:
+    kind, details = deliver("agent_payment", _body(**changes)).only
+    assert (kind, details["reason"]) == ("deadletter", "InvalidFields")
+    assert f"field '{field}'" in details["description"] and "one line" in details["description"], details
+    assert ledger.effects() == [] and sender.sent == []

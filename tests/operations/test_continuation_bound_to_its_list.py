@@ -7,6 +7,8 @@ changed in its list filter and "Next page" clicked before "Show". The API's toke
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from dataclasses import replace
 from datetime import timedelta
@@ -119,3 +121,14 @@ def test_the_400_for_another_lists_token_names_both_lists_as_the_client_writes_t
     assert status == 400, body
     assert "the list of 'any' orders, not of 'Error'" in body["error"], body
     assert "ProcessState" not in body["error"], body
+
+
+@pytest.mark.parametrize("key", [["2026-05-01T09:00:00.000000Z", "o-e1\nFAKE"], ["2026-05-01T09:00:00\t", "o-e1"]])
+def test_a_token_whose_key_is_not_one_line_is_400(ops: OpsHarness, key: list[str]) -> None:
+    """Session 63: a value from outside that the API reads as an id is one line. The token's key (where the page
+    ended: an updatedAt and an order id) passed with a tab or a line break in it (only other control characters were
+    refused), and was served as a cursor."""
+    _orders(ops, processed_after=0)
+    packed = base64.urlsafe_b64encode(json.dumps(key).encode()).decode()
+    status, body = ops.get(f"/api/ops/orders?pageSize=2&continuation={quote(f'any:k1.{packed}', safe='')}")
+    assert status == 400 and "start from the first page" in body["error"], body
