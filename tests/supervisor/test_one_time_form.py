@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -22,6 +22,7 @@ from adapters.cosmos.state_store import update_once
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain import timefmt, transitions
 from domain.circuit import OUTAGE_ALERT
+from domain.records import StateRecord
 from domain.states import ProcessState
 from submission.intake import handle_orders_message
 from supervisor import owed
@@ -70,7 +71,18 @@ def alerts(sender: RecordingSender) -> list[tuple[str, dict[str, Any]]]:
     return [(m.message_id, json.loads(m.body)) for q, m in sender.sent if q == OPERATOR_ALERTS_QUEUE]
 
 
-def test_a_supervisor_run_writes_every_time_in_the_one_form(make_ctx, health, states, clock, sender, caplog):
+@dataclass(frozen=True)
+class Written:
+    """What two supervisor runs wrote: the records, the app's log events, the alerts (id, body)."""
+
+    waiting: StateRecord
+    failed: StateRecord
+    events: list[dict[str, Any]]
+    alerts: list[tuple[str, dict[str, Any]]]
+
+
+@pytest.fixture
+def written(make_ctx, health, states, clock, sender, caplog) -> Written:
     """One order waits an outage out (``OutageWait``, ``SupervisorOutageWait``, the ``DependencyOutage`` alert);
     another misses its step deadline twice (``RetryScheduled``, ``SupervisorRecovered``, then ``Escalated`` and
     the ``RetriesExhausted`` alert)."""
@@ -96,27 +108,34 @@ def test_a_supervisor_run_writes_every_time_in_the_one_form(make_ctx, health, st
         begin(reclaim(states, "o-retry", clock.now(), STEP_TIMEOUT))
         clock.advance(just_past(STEP_TIMEOUT))
         run_supervisor(ctx, ScanState())
-
     waiting, failed = states.get("o-wait"), states.get("o-retry")
     assert waiting is not None and failed is not None and failed.process_state is ProcessState.ERROR
-    # the record: every history entry's detail and the lastError
-    for record in (waiting, failed):
+    return Written(waiting, failed, [logged(r) for r in app_records(caplog)], alerts(sender))
+
+
+def test_history_details_and_last_errors_are_in_the_one_form(written: Written) -> None:
+    for record in (written.waiting, written.failed):
         texts = [record.last_error, *(entry.detail for entry in record.history)]
         assert other_forms(texts) == [], record.history
-    details = {entry.event: entry.detail for entry in [*waiting.history, *failed.history]}
+    details = {entry.event: entry.detail for entry in [*written.waiting.history, *written.failed.history]}
     assert ONE_FORM.search(details["StepStarted"]), details  # "reserve via inventory, deadline ..."
     assert ONE_FORM.search(details["OutageWait"]), details  # "...; retry not before ..."
-    # the log: every message and field
-    events = [logged(r) for r in app_records(caplog)]
+
+
+def test_log_messages_and_fields_are_in_the_one_form(written: Written) -> None:
+    events = written.events
     assert [(e["message"], found) for e in events if (found := other_forms(e))] == []
     [wait] = [e for e in events if e.get("event") == "SupervisorOutageWait"]
     assert ONE_FORM.fullmatch(wait["notBefore"]) and ONE_FORM.fullmatch(wait["waitingSince"]), wait
-    assert f"retry not before {timefmt.to_text(waiting.complete_by)}" in wait["message"], wait
+    assert written.waiting.complete_by is not None
+    assert f"retry not before {timefmt.to_text(written.waiting.complete_by)}" in wait["message"], wait
     [recovered] = [e for e in events if e.get("event") == "SupervisorRecovered"]
     assert ONE_FORM.fullmatch(recovered["notBefore"]) and ONE_FORM.search(recovered["message"]), recovered
     assert any(ONE_FORM.fullmatch(e.get("completeBy") or "") for e in events if e.get("event") == "StateTransition")
-    # the alerts: summary and details
-    sent = alerts(sender)
+
+
+def test_alert_summaries_and_details_are_in_the_one_form_and_ids_as_before(written: Written) -> None:
+    sent = written.alerts
     assert [(body["kind"], found) for _id, body in sent if (found := other_forms(body))] == []
     [(outage_id, outage)] = [(i, body) for i, body in sent if body["kind"] == OUTAGE_ALERT]
     started = outage["details"]["outageStartedAt"]
