@@ -43,6 +43,7 @@ from domain.outage import release_round_to_wait, undo_in_flight
 from domain.payments import money
 from domain.records import last_move
 from domain.states import ProcessState
+from domain.timefmt import to_text
 from notifications.alerts import raise_alert, raise_alert_after_write
 from observability.events import app_event
 from orchestrators import names
@@ -405,12 +406,12 @@ def _waits_the_outage_out(ctx: AppContext, data: FailCompensationInput, now: dat
         "CompensationOutageWait",
         f"order {data.order_id}: undo {data.seq} used up its tries while {verdict.dependency} "
         f"{'was still working on it' if data.still_working else 'had an outage'}; "
-        f"the round waits it out, next round not before {verdict.until.isoformat()}, not counted as a failure",
+        f"the round waits it out, next round not before {to_text(verdict.until)}, not counted as a failure",
         orderId=data.order_id,
         dependency=verdict.dependency,
         stillWorking=bool(data.still_working),
-        notBefore=verdict.until.isoformat(),
-        waitingSince=verdict.since.isoformat(),
+        notBefore=to_text(verdict.until),
+        waitingSince=to_text(verdict.since),
     )
     # the submitter hears what the order waits for, once per wait, as from the supervisor's release of a stuck round
     tell_waiting(ctx, record, released, verdict.dependency, "Compensating", still_working=verdict.still_working)

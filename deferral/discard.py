@@ -54,6 +54,7 @@ from domain.deferral import (
     discarded_as,
     why_not_discardable,
 )
+from domain.timefmt import to_text
 from observability.events import app_event
 
 Outcome = Literal[
@@ -225,7 +226,7 @@ def _not_here(
         return f"deferred message #{seq} is being handled by a delivery right now: reload the order and try again"
     if has_expired(peeked, ctx.clock.now()):
         return (
-            f"deferred message #{seq} expired at {peeked.expires_at_utc.isoformat()}: the peek sweep's next run moves "
+            f"deferred message #{seq} expired at {to_text(peeked.expires_at_utc)}: the peek sweep's next run moves "
             "it to the dead-letter queue and reports it expired"
         )
     return None

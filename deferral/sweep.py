@@ -56,6 +56,7 @@ from deferral.apply import (
 from dependencies import AppContext
 from domain.deferral import DeferralReason, DeferredEntry, EntryStatus, TooManyWaiting, orderless_alerted
 from domain.payments import fields_of, money
+from domain.timefmt import to_text
 from notifications.alerts import raise_alert
 from observability.events import app_event
 from orchestrators.raise_events import RaiseEvent
@@ -202,7 +203,7 @@ def _alert_orderless(ctx: AppContext, note: PaymentNotification, seq: int, since
         at=now,
         order_id=order_id,
         discriminator=seq,
-        details={"sequenceNumber": seq, "waitingSince": since.isoformat(), **fields_of(note)},
+        details={"sequenceNumber": seq, "waitingSince": to_text(since), **fields_of(note)},
     )
     update_deferrals(ctx.deferrals, order_id, lambda d: orderless_alerted(d, seq, now), now)
 

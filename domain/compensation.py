@@ -31,6 +31,7 @@ from domain.errors import FencingLost, IllegalTransition
 from domain.ids import COMPENSATION_MARKER, idempotency_key
 from domain.records import CompensationEntry, HistoryEntry, PaymentReceived, StateRecord, inexact_integer
 from domain.states import ProcessState, StepStatus
+from domain.timefmt import to_text
 from domain.workflow import STEPS, WORKFLOW, Step, StepKind, step
 
 UNDONE = "Undone"
@@ -348,7 +349,7 @@ def back_off_stuck_round(
         ROUND_BACKED_OFF,
         by,
         f"round {record.attempt} did not finish (failure {failures} of {max_rounds}); "
-        f"next round not before {until.isoformat()}",
+        f"next round not before {to_text(until)}",
         locked_by=None,
         complete_by=until,
         failure_count=failures,
@@ -386,7 +387,7 @@ def release_missed_round(
         ROUND_START_MISSED,
         by,
         f"round {record.attempt}: the Durable backend never had {record.locked_by}: its start failed "
-        f"({starts} in a row); next round not before {until.isoformat()}",
+        f"({starts} in a row); next round not before {to_text(until)}",
         locked_by=None,
         complete_by=until,
         starts_missed=starts,
@@ -439,7 +440,7 @@ def begin_undo(
         now,
         "UndoStarted",
         owner,
-        f"entry {seq}: {entry.undo_action} {entry.step} via {entry.agent} ({request}), deadline {deadline.isoformat()}",
+        f"entry {seq}: {entry.undo_action} {entry.step} via {entry.agent} ({request}), deadline {to_text(deadline)}",
         complete_by=deadline,
         starts_missed=0,  # the round began: its start was not missed
     )
@@ -463,7 +464,7 @@ def hold_undo(
         UNDO_RETRY_SCHEDULED,
         owner,
         f"entry {seq}: {entry.undo_action} {entry.step} via {entry.agent} failed transiently; "
-        f"next try not before {next_try.isoformat()}",
+        f"next try not before {to_text(next_try)}",
         complete_by=complete_by,
     )
 

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from domain.jsonvalues import READ_AS, text_or_whole_number
+from domain.timefmt import to_text
 
 DOCUMENT_KIND = "DeferredMessages"
 SCHEMA_VERSION = 1
@@ -364,7 +365,7 @@ def retry_not_for_now(entry: DeferredEntry, round_number: int, now: datetime, de
         return f"round {round_number} is not the round scheduled ({entry.rounds}): a stale, repeated or forged retry"
     due = entry.retry_due(delay)
     if now < due - RETRY_CLOCK_TOLERANCE:
-        return f"round {round_number} is not due until {due.isoformat()}: an early (forged) retry"
+        return f"round {round_number} is not due until {to_text(due)}: an early (forged) retry"
     return None
 
 

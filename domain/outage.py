@@ -12,6 +12,7 @@ from domain.compensation import UNDONE, ensure_compensation_owner, is_stuck_roun
 from domain.errors import IllegalTransition
 from domain.records import StateRecord, last_move
 from domain.states import ProcessState
+from domain.timefmt import to_text
 from domain.transitions import NO_GRACE, STILL_WORKING, SUPERVISOR
 from domain.workflow import agent
 
@@ -89,7 +90,7 @@ def wait_compensation_out(
         now,
         "OutageWait",
         SUPERVISOR,
-        f"round {record.attempt}: {reason}; next round not before {until.isoformat()}",
+        f"round {record.attempt}: {reason}; next round not before {to_text(until)}",
         locked_by=None,
         complete_by=until,
         last_error=reason,
@@ -116,7 +117,7 @@ def release_round_to_wait(
         now,
         "OutageWait",
         owner,
-        f"round {record.attempt}: {reason}; next round not before {until.isoformat()}",
+        f"round {record.attempt}: {reason}; next round not before {to_text(until)}",
         locked_by=None,
         complete_by=until,
         last_error=reason,

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 from domain.records import PAYMENT_NOTIFIED, StateRecord, last_move_at
 from domain.states import StepStatus
+from domain.timefmt import to_text
 from domain.transitions import STEP_STARTED
 from domain.workflow import prepaid_step
 
@@ -71,7 +72,7 @@ class PaymentWait:
         waited = (now - self.since).total_seconds() / 60
         return (
             f"{PAYMENT_NOT_RECEIVED}: no payment notification within {PAYMENT_WAIT_BOUND}="
-            f"{self.bound.total_seconds() / 60:g} (waited {waited:.0f} min since {self.since.isoformat()}); "
+            f"{self.bound.total_seconds() / 60:g} (waited {waited:.0f} min since {to_text(self.since)}); "
             "check with the payment provider whether the customer paid"
         )
 

@@ -1,5 +1,11 @@
 """UTC timestamps with one fixed-width text form, so that Cosmos DB string comparisons and
-``ORDER BY`` on ``completeBy`` sort in time order."""
+``ORDER BY`` on ``completeBy`` sort in time order.
+
+Every time the app writes for people and clients (a document, a history entry's detail, an alert, an ops API
+answer, a log message or field) is ``to_text``'s form (``2026-01-01T08:00:00.000000Z``), never
+``datetime.isoformat()``'s (``+00:00``) nor ``str()``'s. The exceptions are ids built from a time (an alert id's
+discriminator): they keep the form they were first built with, so an upgrade does not change them. ``parse`` reads
+both forms: what an older release wrote says ``+00:00``."""
 
 from __future__ import annotations
 
@@ -16,6 +22,11 @@ def to_text(moment: datetime) -> str:
     if moment.tzinfo is None:
         raise ValueError("timestamps must be timezone-aware (UTC)")
     return moment.astimezone(UTC).strftime(_FORMAT)
+
+
+def text_or_none(moment: datetime | None) -> str | None:
+    """``to_text`` of ``moment``, None (a JSON null) for no moment."""
+    return None if moment is None else to_text(moment)
 
 
 def parse(value: str | datetime) -> datetime:

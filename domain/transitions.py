@@ -12,6 +12,7 @@ from domain.errors import FencingLost, IllegalTransition
 from domain.ids import instance_id
 from domain.records import StateRecord, StepState, last_move
 from domain.states import ProcessState, StepStatus
+from domain.timefmt import text_or_none, to_text
 
 STARTER = "starter"
 SUPERVISOR = "supervisor"
@@ -91,7 +92,7 @@ def claim(record: StateRecord, now: datetime, start_grace: timedelta) -> StateRe
     if not is_claimable(record, now):
         raise IllegalTransition(
             f"order {record.order_id}: cannot claim a {record.process_state} record "
-            f"(lockedBy={record.locked_by!r}, completeBy={record.complete_by})"
+            f"(lockedBy={record.locked_by!r}, completeBy={text_or_none(record.complete_by)})"
         )
     attempt = record.attempt + 1
     owner = instance_id(record.order_id, attempt)
@@ -147,7 +148,7 @@ def begin_step(
         now,
         STEP_STARTED,
         owner,
-        f"{step} via {agent}, deadline {deadline.isoformat()}",
+        f"{step} via {agent}, deadline {to_text(deadline)}",
         current_step=step,
         complete_by=deadline,
         steps={**record.steps, step: state},
@@ -430,7 +431,7 @@ def _release_uncounted(
         now,
         event,
         SUPERVISOR,
-        f"attempt {record.attempt}: {reason}; retry not before {until.isoformat()}",
+        f"attempt {record.attempt}: {reason}; retry not before {to_text(until)}",
         process_state=ProcessState.PENDING,
         locked_by=None,
         complete_by=until,

@@ -40,6 +40,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from adapters.clock import Clock
+from domain import timefmt
 from domain.records import SIDE_NOTES
 from domain.workflow import AGENTS
 from localrun.audit import RemoteFailure, Transition
@@ -137,8 +138,9 @@ class CircuitLog(logging.Handler):
         self._clock = clock
         self.skew = skew
         self.moves: list[CircuitMove] = []
-        self._paged: dict[str, set[str]] = defaultdict(set)
-        self._recovered: dict[str, set[str]] = defaultdict(set)
+        # by the moment the outage began: its text is ``timefmt``'s, ``+00:00`` from a release before session 63
+        self._paged: dict[str, set[datetime]] = defaultdict(set)
+        self._recovered: dict[str, set[datetime]] = defaultdict(set)
 
     def emit(self, record: logging.LogRecord) -> None:
         name, dependency = getattr(record, "event", None), getattr(record, "dependency", None)
@@ -149,8 +151,12 @@ class CircuitLog(logging.Handler):
             self.moves.append(CircuitMove(self._clock.now(), dependency, name == "DependencyOutage", skew))
         elif name == "OutageAlertSent":
             kind, started = getattr(record, "alertKind", None), getattr(record, "outageStartedAt", None)
-            if isinstance(started, str):
-                (self._paged if kind == "DependencyOutage" else self._recovered)[dependency].add(started)
+            try:
+                began = timefmt.parse(started) if isinstance(started, str) else None
+            except ValueError:
+                began = None
+            if began is not None:
+                (self._paged if kind == "DependencyOutage" else self._recovered)[dependency].add(began)
 
     def owed(self, now: datetime, settle: timedelta, supervisor_skew: timedelta = timedelta(0)) -> bool:
         """A recovery still to come: an outage paged and not recovered whose circuit is closed, for less than

@@ -44,6 +44,7 @@ from adapters.cosmos.state_store import StateStore, update_once
 from adapters.servicebus.sender import MessageSender, SendError
 from domain.records import RECEIVED_OWED, RECEIVED_SAID, StateRecord
 from domain.states import ProcessState
+from domain.timefmt import to_text
 from domain.transitions import STEP_STARTED, SUBMISSION
 from notifications.status import Delivery, publish_status
 from observability.events import app_event
@@ -129,7 +130,7 @@ def say_owed_received(sender: MessageSender, record: StateRecord, at: datetime) 
     except SendError as exc:
         app_event(
             "StatusNotSent",
-            f"order {record.order_id}: status Received, owed since {record.received_owed.isoformat()}, "
+            f"order {record.order_id}: status Received, owed since {to_text(record.received_owed)}, "
             f"not sent ({exc}); still owed",
             logging.WARNING,
             orderId=record.order_id,
@@ -157,7 +158,7 @@ def say_before_the_last_word(
     except SendError as exc:
         app_event(
             "StatusNotSent",
-            f"order {record.order_id}: status Received, owed since {record.received_owed.isoformat()}, "
+            f"order {record.order_id}: status Received, owed since {to_text(record.received_owed)}, "
             f"not sent after the order's {record.process_state.value} ({exc}); its final status waits for it",
             logging.WARNING,
             orderId=record.order_id,

@@ -28,6 +28,7 @@ from adapters.cosmos.errors import StoreError
 from adapters.servicebus.sender import MessageSender
 from domain.alert_marks import AlertMark
 from domain.ids import alert_id
+from domain.timefmt import to_text
 from notifications.alerts import OwedAlert, raise_alert_after_write, raise_alert_or_owe
 from observability.events import app_event
 
@@ -48,12 +49,12 @@ def already_paged(marks: AlertMarks | None, key: str, now: datetime, *, kind: st
         return False
     app_event(
         "AlertRepeatHeld",
-        f"operator alert {kind}: the same problem paged at {mark.alerted_at.isoformat()} ({mark.alert_id}) and "
+        f"operator alert {kind}: the same problem paged at {to_text(mark.alerted_at)} ({mark.alert_id}) and "
         "still lasts: not raised again",
         alertKind=kind,
         orderId=order_id,
         alertId=mark.alert_id,
-        pagedAt=mark.alerted_at.isoformat(),
+        pagedAt=to_text(mark.alerted_at),
     )
     note_seen(marks, mark, now, kind)
     return True

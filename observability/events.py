@@ -14,6 +14,7 @@ from opentelemetry import metrics
 from domain.ids import instance_order_id
 from domain.records import StateRecord
 from domain.text import carriable
+from domain.timefmt import text_or_none
 
 log = logging.getLogger("orders")
 _meter = metrics.get_meter("scheduler-agent-supervisor")
@@ -43,7 +44,7 @@ def state_transition(before: StateRecord | None, after: StateRecord) -> None:
             "lockedBy": after.locked_by,
             "attempt": after.attempt,
             "failureCount": after.failure_count,
-            "completeBy": after.complete_by.isoformat() if after.complete_by else None,
+            "completeBy": text_or_none(after.complete_by),
         },
     )
 

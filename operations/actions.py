@@ -55,6 +55,7 @@ from domain.review import (
     why_no_alternative,
 )
 from domain.states import ProcessState
+from domain.timefmt import text_or_none
 from notifications.alerts import raise_alert_after_write
 from notifications.received import owe_before_failure
 from observability.events import app_event
@@ -602,7 +603,7 @@ def left_to_supervisor(order_id: str, record: StateRecord, noted: NotedAnswer, g
             "by": noted.operator,
             "order": order_row(record),
             "carriedOutBy": "supervisor",
-            "notBefore": not_before.isoformat() if not_before is not None else None,
+            "notBefore": text_or_none(not_before),
         },
     )
 

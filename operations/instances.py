@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from adapters.durable_client import bounded
@@ -35,6 +35,14 @@ def _last_event(history: list[dict[str, Any]]) -> dict[str, Any] | None:
         "at": last.get("Timestamp"),
         "name": last.get("FunctionName") or last.get("Name"),
     }
+
+
+def _durable_time(moment: datetime | None) -> str | None:
+    """A time of the Durable status (the SDK's reading of the extension's text) in ``timefmt``'s form. The
+    extension's times are UTC: one read without an offset is taken as UTC, not refused."""
+    if moment is None:
+        return None
+    return timefmt.to_text(moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC))
 
 
 def _json(raw: Any) -> Any:
@@ -125,8 +133,8 @@ async def describe(
                 "kind": kind,
                 "instanceId": instance,
                 "runtimeStatus": getattr(runtime, "value", runtime),
-                "createdTime": status.created_time.isoformat() if status.created_time else None,
-                "lastUpdatedTime": status.last_updated_time.isoformat() if status.last_updated_time else None,
+                "createdTime": _durable_time(status.created_time),
+                "lastUpdatedTime": _durable_time(status.last_updated_time),
                 "historyEvents": len(history),
                 "lastEvent": _last_event(history),
             }

@@ -43,6 +43,7 @@ from domain.circuit import (
     record_in_progress,
     record_success,
 )
+from domain.timefmt import text_or_none, to_text
 from observability.events import app_event
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def report_transition(transition: Transition, health: DependencyHealth) -> None:
         toState=str(transition.after),
         consecutiveFailures=health.consecutive_failures,
         failureWeight=health.failure_weight,
-        probeAfter=health.probe_after.isoformat() if health.probe_after else None,
+        probeAfter=text_or_none(health.probe_after),
         outageSeconds=transition.outage_seconds,
     )
 
@@ -144,13 +145,13 @@ def _redated(health: DependencyHealth, written: datetime, now: datetime) -> None
     what = "probeAfter" if health.state is CircuitState.OPEN else "its probe grants' updatedAt"
     app_event(
         "DependencyProbeRedated",
-        f"dependency {health.dependency}: {what} {written.isoformat()} is further ahead than any cool-down (an "
+        f"dependency {health.dependency}: {what} {to_text(written)} is further ahead than any cool-down (an "
         f"agent's clock ahead of this one's, or an edit): re-dated by this clock",
         logging.WARNING,
         dependency=health.dependency,
         state=str(health.state),
-        written=written.isoformat(),
-        probeAfter=health.probe_after.isoformat() if health.probe_after else None,
+        written=to_text(written),
+        probeAfter=text_or_none(health.probe_after),
         aheadSeconds=(written - now).total_seconds(),
     )
 

@@ -40,6 +40,7 @@ from contracts.parsing import InvalidMessage, parse
 from contracts.store_retry import retry_round
 from dependencies import AppContext
 from domain.ids import is_compensation_instance, url_instance_id
+from domain.timefmt import to_text
 from observability.events import app_event
 from orchestrators.raise_events import said_gone
 from order_agents.runtime import unkept_forward_result
@@ -190,7 +191,7 @@ async def _retry_later(ctx: AppContext, message: ReceivedMessage, reply: AgentRe
         return Settlement.abandon(why)
     if copy is None:
         rounds = retry_round(message.application_properties)
-        until = "" if reply.deadline is None else f" before its step's deadline {reply.deadline.isoformat()}"
+        until = "" if reply.deadline is None else f" before its step's deadline {to_text(reply.deadline)}"
         app_event(
             "ReplyLeftToDeadline",
             f"reply {reply.request_id} to {reply.instance_id} (step {reply.step}): {why}; no round left{until} "
@@ -206,14 +207,14 @@ async def _retry_later(ctx: AppContext, message: ReceivedMessage, reply: AgentRe
         return Settlement.complete()
     app_event(
         "ReplyRetryScheduled",
-        f"reply {reply.request_id} to {reply.instance_id}: {why}; relayed again at {copy.due.isoformat()} "
+        f"reply {reply.request_id} to {reply.instance_id}: {why}; relayed again at {to_text(copy.due)} "
         f"(round {copy.round} of {copy.rounds})",
         logging.WARNING,
         requestId=reply.request_id,
         messageId=message_id_text(message),
         retryMessageId=copy.message_id,
         round=copy.round,
-        due=copy.due.isoformat(),
+        due=to_text(copy.due),
         error=why,
         **fields,
     )

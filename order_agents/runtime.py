@@ -24,6 +24,7 @@ from contracts.parsing import MAX_BODY_BYTES, InvalidMessage, parse
 from domain.ids import idempotency_key
 from domain.records import MAX_EXACT_INT, RESULT_LIMIT, inexact_integer, stored_size
 from domain.retry import exponential_backoff
+from domain.timefmt import to_text
 from domain.workflow import Step, agent, step
 from settings import Settings
 
@@ -175,7 +176,7 @@ def run_agent_request(
     deadline = request.deadline
     if clock.now() >= deadline:
         log.warning(
-            "request is past its deadline: dropped, no reply", extra=log_fields(request, deadline=str(deadline))
+            "request is past its deadline: dropped, no reply", extra=log_fields(request, deadline=to_text(deadline))
         )
         return None
     try:

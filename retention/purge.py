@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from azure.durable_functions import OrchestrationRuntimeStatus
 
+from domain.timefmt import to_text
 from observability.events import app_event
 from settings import DURABLE_CALL_TIMEOUT
 
@@ -94,12 +95,12 @@ async def purge_history(
     report = PurgeReport(cutoff=cutoff, purged=purged, windows=answered, failed=failed)
     app_event(
         "HistoryPurged",
-        f"purged the Durable history of {purged} finished instances created before {cutoff.isoformat()}"
+        f"purged the Durable history of {purged} finished instances created before {to_text(cutoff)}"
         + (f"; stopped after {answered} windows: {failed}" if failed else ""),
         logging.WARNING if failed else logging.INFO,
         purged=purged,
         windows=answered,
-        cutoff=cutoff.isoformat(),
+        cutoff=to_text(cutoff),
         failed=failed,
     )
     return report

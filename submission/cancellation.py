@@ -30,6 +30,7 @@ from domain.compensation_policy import Action, ReviewPolicy, Situation, Trigger,
 from domain.errors import IllegalTransition
 from domain.records import StateRecord
 from domain.states import ProcessState
+from domain.timefmt import to_text
 from notifications.alerts import OwedAlert
 from notifications.received import owe_before_failure, say_received_first
 from notifications.status import OwedStatus, publish_status_or_owe
@@ -71,7 +72,7 @@ def _no_order(ctx: AppContext, cancel: CancelOrder) -> IntakeResult:
     if deferrals is not None and deferrals.rejected_at is not None:
         app_event(
             "CancelIgnored",
-            f"order {cancel.order_id}: refused at admission ({deferrals.rejected_at.isoformat()}): nothing to cancel",
+            f"order {cancel.order_id}: refused at admission ({to_text(deferrals.rejected_at)}): nothing to cancel",
             orderId=cancel.order_id,
         )
         return IntakeResult(Settlement.complete())

@@ -43,6 +43,7 @@ from contracts.parsing import named_order_id
 from contracts.store_retry import ORIGINAL_PROPERTY, ROUND_PROPERTY, is_copy, property_value, retry_round
 from dependencies import AppContext
 from domain.ids import bounded
+from domain.timefmt import to_text
 from observability.events import app_event
 from submission.result import IntakeResult
 
@@ -269,13 +270,13 @@ def retry_later(
     cause = f"the store is unavailable ({why})" if store_down else why
     app_event(
         "IntakeRetryScheduled",
-        f"{kind} {message_id_text(message)}: {cause}; handled again at {copy.due.isoformat()} "
+        f"{kind} {message_id_text(message)}: {cause}; handled again at {to_text(copy.due)} "
         f"(round {copy.round} of {copy.rounds})",
         logging.WARNING,
         messageId=message_id_text(message),
         orderId=named_order_id(body_bytes(message)),
         retryMessageId=copy.message_id,
         round=copy.round,
-        due=copy.due.isoformat(),
+        due=to_text(copy.due),
     )
     return IntakeResult(Settlement.complete())

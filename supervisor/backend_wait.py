@@ -37,6 +37,7 @@ from typing import Any
 from domain.compensation import ROUND_CLAIMED, UNDO_DEPENDENCY_OPEN, UNDONE, round_never_began
 from domain.records import StateRecord, last_move
 from domain.states import ProcessState
+from domain.timefmt import text_or_none, to_text
 from domain.transitions import due_at, never_began
 from observability.events import app_event
 from orchestrators.raise_events import read_status
@@ -138,13 +139,13 @@ def note_left(
     app_event(
         "SupervisorLeftToBackend",
         f"order {record.order_id}: {record.locked_by} is past its deadline and its instance is still {status}: "
-        f"left to it, not counted (until {ends.isoformat() if ends else '?'})",
+        f"left to it, not counted (until {to_text(ends) if ends else '?'})",
         orderId=record.order_id,
         instanceId=record.locked_by,
         attempt=record.attempt,
         runtimeStatus=status,
         overdueSeconds=(now - record.complete_by).total_seconds() if record.complete_by else None,
-        waitEnds=ends.isoformat() if ends else None,
+        waitEnds=text_or_none(ends),
     )
 
 

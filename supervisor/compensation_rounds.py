@@ -42,6 +42,7 @@ from domain.records import StateRecord
 from domain.retry import exponential_backoff
 from domain.states import ProcessState
 from domain.text import carriable
+from domain.timefmt import text_or_none, to_text
 from domain.transitions import MAX_STARTS_MISSED, SUPERVISOR
 from notifications.received import say_owed_received
 from observability.events import app_event
@@ -243,12 +244,12 @@ def claim_due_compensations(
             app_event(
                 "SupervisorOutageWait",
                 f"order {written.order_id}: compensation round waits for {outage.dependency}; "
-                f"next round not before {written.complete_by}, not counted as a failure",
+                f"next round not before {text_or_none(written.complete_by)}, not counted as a failure",
                 orderId=written.order_id,
                 dependency=outage.dependency,
                 failureCount=written.failure_count,
-                notBefore=outage.until.isoformat(),
-                waitingSince=outage.since.isoformat(),
+                notBefore=to_text(outage.until),
+                waitingSince=to_text(outage.since),
             )
             try:
                 # once per wait
@@ -267,19 +268,20 @@ def claim_due_compensations(
             app_event(
                 "SupervisorCompensationBackoff",
                 f"order {written.order_id}: compensation round {record.attempt} did not finish "
-                f"(failure {written.failure_count}); next round not before {written.complete_by}",
+                f"(failure {written.failure_count}); next round not before {text_or_none(written.complete_by)}",
                 logging.WARNING,
                 orderId=written.order_id,
                 round=record.attempt,
                 failureCount=written.failure_count,
-                notBefore=written.complete_by.isoformat() if written.complete_by else None,
+                notBefore=text_or_none(written.complete_by),
             )
             continue
         if written.locked_by is None and written.history and written.history[-1].event == ROUND_START_MISSED:
             app_event(
                 "SupervisorCompensationStartMissed",
                 f"order {written.order_id}: the Durable backend never had compensation round {record.attempt} "
-                f"({record.locked_by}: its start failed); next round not before {written.complete_by}, not counted "
+                f"({record.locked_by}: its start failed); next round not before "
+                f"{text_or_none(written.complete_by)}, not counted "
                 f"({written.starts_missed} of {MAX_STARTS_MISSED} in a row)",
                 logging.WARNING,
                 orderId=written.order_id,
@@ -287,7 +289,7 @@ def claim_due_compensations(
                 round=record.attempt,
                 startsMissed=written.starts_missed,
                 failureCount=written.failure_count,
-                notBefore=written.complete_by.isoformat() if written.complete_by else None,
+                notBefore=text_or_none(written.complete_by),
             )
             continue
         if written.process_state is ProcessState.COMPENSATION_FAILED:

@@ -58,6 +58,7 @@ from domain.circuit import (
 )
 from domain.outage import InFlight
 from domain.records import StateRecord
+from domain.timefmt import text_or_none, to_text
 from domain.workflow import AGENTS
 from notifications.alerts import raise_alert_after_write
 from notifications.status import Delivery, publish_status
@@ -223,12 +224,12 @@ def _alert_dependency(ctx: AppContext, dependency: str) -> int:
 def _continued(alert: OutageAlert, settle: timedelta) -> None:
     app_event(
         "OutageAlertContinued",
-        f"{alert.dependency} reopened at {alert.last_opening.isoformat()}, less than OUTAGE_SETTLE_SECONDS="
-        f"{settle.total_seconds():.0f} after it closed: the outage paged since {alert.started.isoformat()} goes on, "
+        f"{alert.dependency} reopened at {to_text(alert.last_opening)}, less than OUTAGE_SETTLE_SECONDS="
+        f"{settle.total_seconds():.0f} after it closed: the outage paged since {to_text(alert.started)} goes on, "
         "not paged again",
         dependency=alert.dependency,
-        outageStartedAt=alert.started.isoformat(),
-        reopenedAt=alert.last_opening.isoformat(),
+        outageStartedAt=to_text(alert.started),
+        reopenedAt=to_text(alert.last_opening),
     )
 
 
@@ -244,7 +245,7 @@ def _send(ctx: AppContext, alert: OutageAlert) -> bool:
     counted = "an unknown number of" if waiting is None else str(waiting)
     details: dict[str, object] = {
         "dependency": alert.dependency,
-        "outageStartedAt": alert.started.isoformat(),
+        "outageStartedAt": to_text(alert.started),
         "waitingOrders": waiting,
     }
     if alert.kind == OUTAGE_ALERT:
@@ -253,11 +254,11 @@ def _send(ctx: AppContext, alert: OutageAlert) -> bool:
             if ctx.settings.max_outage_wait
             else "orders do not wait (MAX_OUTAGE_WAIT_MINUTES=0): those failing on it spend their retries"
         )
-        summary = f"{alert.dependency} is unavailable (circuit open since {alert.started.isoformat()}); {consequence}"
+        summary = f"{alert.dependency} is unavailable (circuit open since {to_text(alert.started)}); {consequence}"
         severity = "error"
     else:
         if alert.outage_seconds is None:  # closed before a later outage began, unseen by any run
-            lasted = f"from the outage that began {alert.started.isoformat()} (closed before a later one)"
+            lasted = f"from the outage that began {to_text(alert.started)} (closed before a later one)"
         else:
             lasted = f"after {alert.outage_seconds / 60:.1f} min"
         if alert.reopenings:
@@ -267,7 +268,7 @@ def _send(ctx: AppContext, alert: OutageAlert) -> bool:
             )
         summary = f"{alert.dependency} recovered {lasted}; {counted} waiting orders resume"
         details |= {
-            "closedAt": alert.closed.isoformat() if alert.closed else None,
+            "closedAt": text_or_none(alert.closed),
             "outageSeconds": alert.outage_seconds,
             "reopenings": alert.reopenings,
         }
@@ -278,16 +279,17 @@ def _send(ctx: AppContext, alert: OutageAlert) -> bool:
         summary=summary,
         at=ctx.clock.now(),
         severity=severity,
+        # isoformat, not to_text: part of the alert id, which must not change across an upgrade
         discriminator=f"{alert.dependency}@{alert.started.isoformat()}",
         details=details,
     )
     if sent:
         app_event(
             "OutageAlertSent",
-            f"operator alert {alert.kind} for the outage of {alert.dependency} since {alert.started.isoformat()}",
+            f"operator alert {alert.kind} for the outage of {alert.dependency} since {to_text(alert.started)}",
             dependency=alert.dependency,
             alertKind=alert.kind,
-            outageStartedAt=alert.started.isoformat(),
+            outageStartedAt=to_text(alert.started),
             waitingOrders=waiting,
         )
     return sent

@@ -43,6 +43,7 @@ from domain.payment_wait import PAYMENT_NOT_RECEIVED
 from domain.records import OWED_ALERT_SENT, OWED_STATUS_SENT, HistoryEntry, StateRecord
 from domain.states import ProcessState
 from domain.text import carriable
+from domain.timefmt import to_text
 from domain.transitions import SUPERVISOR
 from notifications.alerts import (
     DUPLICATE_WINDOW,
@@ -303,7 +304,7 @@ def _details(record: StateRecord, entry: HistoryEntry) -> dict[str, Any]:
         "lastError": record.last_error,
         "event": entry.event,
         "by": entry.by,
-        "at": entry.at.isoformat(),
+        "at": to_text(entry.at),
     }
     if record.process_state is ProcessState.COMPENSATION_FAILED:
         details["notUndone"] = not_undone(record)  # every entry still held, not only the one that failed
@@ -431,12 +432,13 @@ def _not_delivered(
         ctx.sender,
         kind="NotificationsStuck",
         summary=f"order {record.order_id}: its {record.process_state.value} alert and statuses could not all be "
-        f"delivered since {owed_since.isoformat()} ({type(exc).__name__}); see OwedNotificationsFailed",
+        f"delivered since {to_text(owed_since)} ({type(exc).__name__}); see OwedNotificationsFailed",
         at=ctx.clock.now(),
         order_id=record.order_id,
         severity="critical",
+        # isoformat, not to_text: part of the alert id, which must not change across an upgrade
         discriminator=f"{owed_since.isoformat()}:{hour}",
-        details={"error": type(exc).__name__, "owedSince": owed_since.isoformat()},
+        details={"error": type(exc).__name__, "owedSince": to_text(owed_since)},
     )
 
 
@@ -466,7 +468,7 @@ def _alert_stuck_queue(ctx: AppContext, record: StateRecord, queue: str, exc: Ex
         held_order_id=record.order_id,
         kind="NotificationsStuck",
         summary=f"status updates to {queue!r} cannot be delivered ({error}): failed orders of that queue owe "
-        f"their statuses, the first seen {record.order_id}, owed since {owed_since.isoformat()}; see "
+        f"their statuses, the first seen {record.order_id}, owed since {to_text(owed_since)}; see "
         "OwedNotificationsFailed (orderId, replyTo)",
         at=now,
         severity="critical",

@@ -15,6 +15,7 @@ from datetime import datetime
 from dependencies import AppContext
 from domain.payment_wait import PaymentWait, awaited_payment, payment_wait
 from domain.records import StateRecord
+from domain.timefmt import text_or_none, to_text
 from observability.events import app_event
 from supervisor.outage import say_waiting
 
@@ -44,13 +45,14 @@ def released(
     notification is still missing, tells the submitter once."""
     app_event(
         "SupervisorPaymentWait",
-        f"order {written.order_id}: {wait.reason}; retry not before {written.complete_by}, not counted as a failure",
+        f"order {written.order_id}: {wait.reason}; retry not before {text_or_none(written.complete_by)}, "
+        "not counted as a failure",
         orderId=written.order_id,
         instanceId=expired,
         attempt=written.attempt,
         failureCount=written.failure_count,
-        notBefore=wait.until.isoformat(),
-        waitingSince=wait.since.isoformat(),
+        notBefore=to_text(wait.until),
+        waitingSince=to_text(wait.since),
         paid=wait.paid,
     )
     if before.payment_wait_since is None and not wait.paid:
@@ -66,6 +68,6 @@ def gave_up(written: StateRecord, expired: str | None, wait: PaymentWait) -> Non
         orderId=written.order_id,
         instanceId=expired,
         attempt=written.attempt,
-        waitingSince=wait.since.isoformat(),
+        waitingSince=to_text(wait.since),
         state=str(written.process_state),
     )

@@ -28,6 +28,7 @@ from domain.records import StateRecord
 from domain.retry import exponential_backoff
 from domain.review import LeftDecision, decision_left
 from domain.states import ProcessState
+from domain.timefmt import text_or_none, to_text
 from notifications.received import say_owed_received
 from observability.events import app_event
 from supervisor.backend_wait import ABSENT, backend_wait_reason, in_backends_hands, left_to_backend, note_left
@@ -165,15 +166,15 @@ def recover(ctx: AppContext, record: StateRecord, status: str | None = None) -> 
             "SupervisorOutageWait",
             f"order {written.order_id}: {outage.dependency} "
             f"{'is still working on its step' if working else 'is unavailable'}; retry not before "
-            f"{written.complete_by}, not counted as a failure",
+            f"{text_or_none(written.complete_by)}, not counted as a failure",
             orderId=written.order_id,
             instanceId=expired,
             attempt=written.attempt,
             dependency=outage.dependency,
             stillWorking=working,
             failureCount=written.failure_count,
-            notBefore=outage.until.isoformat(),
-            waitingSince=outage.since.isoformat(),
+            notBefore=to_text(outage.until),
+            waitingSince=to_text(outage.since),
         )
         # once per wait
         tell_waiting(ctx, record, written, outage.dependency, "Processing", still_working=outage.still_working)
@@ -209,12 +210,13 @@ def recover(ctx: AppContext, record: StateRecord, status: str | None = None) -> 
         return RecoveryResult(written.order_id, RecoveryAction.ESCALATED, expired, written, alert_sent=sent)
     app_event(
         "SupervisorRecovered",
-        f"order {written.order_id}: attempt {written.attempt} expired; retry not before {written.complete_by}",
+        f"order {written.order_id}: attempt {written.attempt} expired; retry not before "
+        f"{text_or_none(written.complete_by)}",
         orderId=written.order_id,
         instanceId=expired,
         attempt=written.attempt,
         failureCount=written.failure_count,
-        notBefore=written.complete_by.isoformat() if written.complete_by else None,
+        notBefore=text_or_none(written.complete_by),
         backoffSeconds=backoff.total_seconds(),
     )
     ctx.counts.bump(ProcessState.PROCESSING, -1)
@@ -266,7 +268,7 @@ def _start_missed(ctx: AppContext, record: StateRecord, now: datetime, grace: ti
     app_event(
         "SupervisorStartMissed",
         f"order {written.order_id}: the Durable backend never had {expired} (its start failed); retry not before "
-        f"{written.complete_by}, not counted as a failure ({written.starts_missed} of "
+        f"{text_or_none(written.complete_by)}, not counted as a failure ({written.starts_missed} of "
         f"{transitions.MAX_STARTS_MISSED} in a row)",
         logging.WARNING,
         orderId=written.order_id,
@@ -274,7 +276,7 @@ def _start_missed(ctx: AppContext, record: StateRecord, now: datetime, grace: ti
         attempt=written.attempt,
         startsMissed=written.starts_missed,
         failureCount=written.failure_count,
-        notBefore=written.complete_by.isoformat() if written.complete_by else None,
+        notBefore=text_or_none(written.complete_by),
         backoffSeconds=backoff.total_seconds(),
     )
     ctx.counts.bump(ProcessState.PROCESSING, -1)

@@ -3,11 +3,17 @@
 No ``assert`` statement: ``python -O`` strips them, so an ``assert`` that narrows a type or guards a
 path would silently stop guarding it. Production code checks explicitly and raises an error that
 says what went wrong (or is typed so that no narrowing is needed). Tests, ``localrun`` and
-``tools`` may assert freely."""
+``tools`` may assert freely.
+
+No ``datetime.isoformat()``: a time the app writes for people and clients goes through ``domain.timefmt.to_text``
+(``...000000Z``), not ``isoformat``'s ``+00:00``; only an alert id's ``discriminator`` keeps it (an id must not
+change across an upgrade). A datetime put into an f-string or ``str()`` as is has no check here (it needs types):
+``timefmt``'s docstring says the rule."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.test_layers import ROOT, production_files
@@ -20,11 +26,16 @@ def asserts_in(source: str, filename: str) -> list[str]:
     return [f"{filename}:{line}" for line in lines]
 
 
-def production_asserts(root: Path) -> list[str]:
+def in_production(root: Path, check: Callable[[str, str], list[str]]) -> list[str]:
+    """What ``check`` (source, file name) finds in every production file under ``root``."""
     found: list[str] = []
     for path in production_files(root):
-        found += asserts_in(path.read_text(encoding="utf-8"), str(path.relative_to(root)))
+        found += check(path.read_text(encoding="utf-8"), str(path.relative_to(root)))
     return found
+
+
+def production_asserts(root: Path) -> list[str]:
+    return in_production(root, asserts_in)
 
 
 def test_production_code_has_no_assert_statement() -> None:
@@ -58,6 +69,30 @@ def test_the_check_finds_an_assert_wherever_it_stands(tmp_path: Path) -> None:
 
 def test_a_string_that_mentions_assert_is_not_an_assert() -> None:
     assert asserts_in('message = "assert x"  # assert in a comment\n', "m.py") == []
+
+
+def isoformat_calls_in(source: str, filename: str) -> list[str]:
+    """``file:line`` of every ``.isoformat(...)`` call in ``source`` but those inside a ``discriminator=`` argument."""
+    tree = ast.parse(source, filename=filename)
+    ids = [k.value for k in ast.walk(tree) if isinstance(k, ast.keyword) and k.arg == "discriminator"]
+    in_ids = {id(node) for value in ids for node in ast.walk(value)}
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and id(n) not in in_ids]
+    lines = sorted(n.lineno for n in calls if isinstance(n.func, ast.Attribute) and n.func.attr == "isoformat")
+    return [f"{filename}:{line}" for line in lines]
+
+
+def test_production_code_writes_times_with_timefmt_not_isoformat() -> None:
+    assert in_production(ROOT, isoformat_calls_in) == [], "write domain.timefmt.to_text(moment) (an id: see timefmt)"
+
+
+def test_the_isoformat_check_finds_a_call_anywhere_but_an_alert_ids_discriminator() -> None:
+    source = (
+        "def f(at, until, send):\n"
+        "    send(summary=f'since {at.isoformat()}', details={'at': at.isoformat(timespec=\"seconds\")},\n"
+        "         discriminator=f'x@{at.isoformat()}')\n"
+        "    return datetime.fromisoformat(until), until.isoformat() if until else None\n"
+    )
+    assert isoformat_calls_in(source, "m.py") == ["m.py:2", "m.py:2", "m.py:4"]
 
 
 def test_dev_py_parses_as_the_oldest_python_it_promises_to_run_on() -> None:

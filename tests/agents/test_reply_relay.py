@@ -19,6 +19,7 @@ from contracts.messages import AgentReply
 from contracts.names import AGENT_REPLIES_QUEUE, AGENT_REPLY_EVENT, SERVICE_BUS_CONNECTION
 from contracts.store_retry import ROUND_PROPERTY
 from dependencies import AppContext, use_context
+from domain.timefmt import to_text
 from order_agents.reply_relay import MAX_RELAY_ROUNDS, RAISE_MARGIN, relay_retry_delays
 from tests.agents.support import START, agent_settings, make_context, make_request
 from tests.fakes import FakeReceivedMessage, RecordingActions, RecordingSender
@@ -350,7 +351,7 @@ def test_the_rounds_last_until_the_steps_own_deadline_after_the_step_timeout_was
     assert left_at >= deadline - RAISE_MARGIN
     [left] = events(caplog, "ReplyLeftToDeadline")
     assert left.rounds == len(dues)  # type: ignore[attr-defined]
-    assert deadline.isoformat() in left.getMessage()
+    assert f"before its step's deadline {to_text(deadline)} after" in left.getMessage()
 
 
 def test_the_rounds_end_at_the_steps_own_deadline_after_the_step_timeout_was_raised(functions):

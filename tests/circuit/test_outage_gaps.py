@@ -23,6 +23,7 @@ import pytest
 from adapters.cosmos.health_store import read_health
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.circuit import OUTAGE_ALERT, RECOVERY_ALERT
+from domain.timefmt import to_text
 from supervisor.outage import alert_outages
 from tests.circuit.test_outage_settle import _FailingMarks, _MarkFailsAfter, with_settle
 from tests.circuit.test_outage_settle import close_at as agent_closes
@@ -72,7 +73,7 @@ def test_a_reopening_by_an_agent_whose_clock_runs_behind_is_paged_as_a_new_outag
     alerts = sent(sender)
     assert [kind for _i, kind, _d in alerts] == [OUTAGE_ALERT, RECOVERY_ALERT, OUTAGE_ALERT, RECOVERY_ALERT]
     first, second = alerts[0][2]["outageStartedAt"], alerts[2][2]["outageStartedAt"]
-    assert first == t0.isoformat() and second != first  # its own MessageId: never collapsed into the first's
+    assert first == to_text(t0) and second != first  # its own MessageId: never collapsed into the first's
     assert alerts[3][2]["outageStartedAt"] == second  # and its recovery
     assert len({i for i, _k, _d in alerts}) == 4
     assert all(d["outageSeconds"] is None or d["outageSeconds"] >= 0 for _i, _k, d in alerts[1::2])
@@ -89,8 +90,8 @@ def test_a_reopening_by_an_agent_whose_clock_runs_behind_continues_the_outage_pa
     runs(ctx, ctx.clock.now() + ctx.settings.outage_settle + 3 * PERIOD)
     alerts = sent(sender)
     assert [(kind, d["outageStartedAt"]) for _i, kind, d in alerts] == [
-        (OUTAGE_ALERT, t0.isoformat()),
-        (RECOVERY_ALERT, t0.isoformat()),
+        (OUTAGE_ALERT, to_text(t0)),
+        (RECOVERY_ALERT, to_text(t0)),
     ]
     assert alerts[1][2]["reopenings"] == 1
     assert alerts[1][2]["outageSeconds"] >= 40
@@ -133,7 +134,7 @@ def test_an_outage_paged_whose_marker_write_failed_gets_its_recovery_after_anoth
     # a resend of the page under its MessageId (dropped by duplicate detection) is one alert to the operator
     kept = list(dict.fromkeys((i, kind, d["outageStartedAt"]) for i, kind, d in alerts))
     assert [(kind, started) for _i, kind, started in kept] == [
-        (kind, (t0 + timedelta(seconds=offset)).isoformat()) for kind, offset in expected
+        (kind, to_text(t0 + timedelta(seconds=offset))) for kind, offset in expected
     ]
     doc = read_health(health, "payment", ctx.clock.now())
     assert doc.last_outage_started_at is not None and doc.recovery_alerted_for == doc.last_outage_started_at

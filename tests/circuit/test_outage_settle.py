@@ -31,6 +31,7 @@ from domain.circuit import (
     mark_alerted,
     outage_alerts_due,
 )
+from domain.timefmt import to_text
 from settings import Settings
 from supervisor.outage import alert_outages
 from tests.circuit.support import SlowHealthStore, closed, opened
@@ -212,7 +213,7 @@ def test_a_service_flapping_within_the_settling_period_pages_one_outage_and_one_
     (outage_id, _outage), (recovery_id, recovery) = sent
     assert outage_id.endswith(f"shipping@{start.isoformat()}") and recovery_id.endswith(f"shipping@{start.isoformat()}")
     assert recovery["details"]["outageSeconds"] == LAST_CLOSE  # from the first opening to the last closing
-    assert recovery["details"]["closedAt"] == (start + timedelta(seconds=LAST_CLOSE)).isoformat()
+    assert recovery["details"]["closedAt"] == to_text(start + timedelta(seconds=LAST_CLOSE))
     assert recovery["details"]["reopenings"] == 5
     assert "reopened 5 times" in recovery["summary"]
     sent_at = datetime.fromisoformat(recovery["at"])
@@ -227,8 +228,8 @@ def test_a_reopening_after_the_settling_period_is_a_new_outage_with_its_own_pair
     flapping(ctx, health, "payment", moves, until=reopen + 40 + 600)
     sent = alerts(sender)
     assert [body["kind"] for _id, body in sent] == [OUTAGE_ALERT, RECOVERY_ALERT, OUTAGE_ALERT, RECOVERY_ALERT]
-    second = (start + timedelta(seconds=reopen)).isoformat()
-    assert [body["details"]["outageStartedAt"] for _id, body in sent] == [start.isoformat()] * 2 + [second] * 2
+    second = to_text(start + timedelta(seconds=reopen))
+    assert [body["details"]["outageStartedAt"] for _id, body in sent] == [to_text(start)] * 2 + [second] * 2
     assert [body["details"]["reopenings"] for _id, body in sent[1::2]] == [0, 0]
 
 
@@ -313,9 +314,9 @@ def test_a_reopening_while_another_supervisor_sends_the_recovery_is_paged_after_
     alert_outages(ctx)
     sent = [(body["kind"], body["details"]["outageStartedAt"]) for _id, body in alerts(sender)]
     assert list(dict.fromkeys(sent)) == [  # B's resend of the recovery under the same MessageId: dropped
-        (OUTAGE_ALERT, start.isoformat()),
-        (RECOVERY_ALERT, start.isoformat()),
-        (OUTAGE_ALERT, reopened.isoformat()),  # the service is down again: the operator hears it
+        (OUTAGE_ALERT, to_text(start)),
+        (RECOVERY_ALERT, to_text(start)),
+        (OUTAGE_ALERT, to_text(reopened)),  # the service is down again: the operator hears it
     ]
 
 
@@ -398,8 +399,8 @@ def test_an_older_writer_dropping_the_new_fields_leaves_one_outage_its_reopening
     sent = alerts(sender)
     # the document still says when it closed and reopened: the next run takes the reopening in again
     assert [(body["kind"], body["details"]["outageStartedAt"]) for _id, body in sent] == [
-        (OUTAGE_ALERT, start.isoformat()),
-        (RECOVERY_ALERT, start.isoformat()),
+        (OUTAGE_ALERT, to_text(start)),
+        (RECOVERY_ALERT, to_text(start)),
     ]
     assert sent[1][1]["details"]["reopenings"] == 1 and sent[1][1]["details"]["outageSeconds"] == 140
 
@@ -460,9 +461,9 @@ def test_a_reopening_after_a_recovery_sent_and_not_recorded_is_paged_not_taken_i
     alert_outages(ctx)
     sent = [(body["kind"], body["details"]["outageStartedAt"]) for _id, body in alerts(sender)]
     assert list(dict.fromkeys(sent)) == [  # a resend under the same MessageId is dropped by duplicate detection
-        (OUTAGE_ALERT, start.isoformat()),
-        (RECOVERY_ALERT, start.isoformat()),
-        (OUTAGE_ALERT, reopened.isoformat()),  # the service is down again: the operator hears it
+        (OUTAGE_ALERT, to_text(start)),
+        (RECOVERY_ALERT, to_text(start)),
+        (OUTAGE_ALERT, to_text(reopened)),  # the service is down again: the operator hears it
     ]
     doc = read_health(health, "payment", ctx.clock.now())
     assert (doc.outage_alerted_for, doc.outage_continued_to, doc.outage_reopenings) == (reopened, None, 0)

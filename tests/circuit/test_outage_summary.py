@@ -8,6 +8,7 @@ from typing import Any
 
 from adapters.clock import ManualClock
 from domain.states import ProcessState
+from domain.timefmt import to_text
 from localrun.audit import RemoteFailure, Transition
 from localrun.outages import OWED_SLACK, CircuitLog, CircuitMove, operator_actions, outage_summary, paged_outages
 
@@ -179,6 +180,25 @@ def test_the_run_waits_for_a_recovery_owed_until_the_settling_period_and_a_few_r
     finally:
         log.removeHandler(circuits)
     assert [(m.at, m.opened) for m in circuits.moves] == [(T0, True), (T0 + timedelta(seconds=40), False)]
+
+
+def test_an_outage_paged_by_the_release_before_is_recovered_by_its_moment_whatever_the_form():
+    """The run owes a recovery by the outage's ``outageStartedAt``, read as a moment: the release before session 63
+    logged it ``+00:00`` (``isoformat``), this one in ``timefmt``'s form. Compared as text, an outage paged before an
+    upgrade and recovered after it stayed owed."""
+    clock = ManualClock(T0)
+    circuits = CircuitLog(clock)
+    sent = {"event": "OutageAlertSent", "dependency": "payment"}
+    for name, extra in [
+        ("opened", {"event": "DependencyOutage", "dependency": "payment"}),
+        ("paged", sent | {"alertKind": "DependencyOutage", "outageStartedAt": T0.isoformat()}),
+        ("closed", {"event": "DependencyRecovered", "dependency": "payment"}),
+    ]:
+        circuits.handle(logging.makeLogRecord({"msg": name, **extra}))
+    assert circuits.owed(clock.now(), SETTLE)
+    recovered = sent | {"alertKind": "DependencyRecovered", "outageStartedAt": to_text(T0)}
+    circuits.handle(logging.makeLogRecord({"msg": "recovered", **recovered}))
+    assert not circuits.owed(clock.now(), SETTLE)
 
 
 def test_the_alerts_owed_follow_the_clocks_the_app_judges_the_settling_period_by():

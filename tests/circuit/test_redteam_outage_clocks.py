@@ -18,7 +18,7 @@ import pytest
 
 from adapters.cosmos.health_store import CosmosHealthStore, read_health, update_health
 from domain.circuit import OUTAGE_ALERT, RECOVERY_ALERT, CircuitState
-from domain.timefmt import LATEST
+from domain.timefmt import LATEST, to_text
 from order_agents.circuit_gate import DependencyGate
 from tests.circuit.support import POLICY
 from tests.circuit.test_outage_gaps import PERIOD, runs, sent
@@ -55,7 +55,7 @@ def test_an_outage_opened_by_an_agent_whose_clock_runs_ahead_is_recovered_a_sett
     closing = t0 + timedelta(seconds=60)
     agent_closes(health, "payment", closing)
     alerts = recovered_by(ctx, sender, closing)
-    started = (t0 + AHEAD).isoformat()
+    started = to_text(t0 + AHEAD)
     assert [(kind, s) for kind, s, _l in alerts] == [(OUTAGE_ALERT, started), (RECOVERY_ALERT, started)]
     assert alerts[1][2] == 0  # its length is off by the skew, never below nothing
     assert read_health(health, "payment", ctx.clock.now()).last_closed_at == closing
@@ -76,7 +76,7 @@ def test_a_later_outage_closed_by_agents_on_time_is_recovered_a_settling_period_
     closing = t0 + timedelta(seconds=160)
     agent_closes(health, "shipping", closing)
     alerts = recovered_by(ctx, sender, closing)
-    assert [(kind, s) for kind, s, _l in alerts] == [(OUTAGE_ALERT, t0.isoformat()), (RECOVERY_ALERT, t0.isoformat())]
+    assert [(kind, s) for kind, s, _l in alerts] == [(OUTAGE_ALERT, to_text(t0)), (RECOVERY_ALERT, to_text(t0))]
     assert alerts[1][2] >= 160  # to the reopening's date if later than the closing's: off by the skew
 
 
@@ -109,10 +109,8 @@ def test_an_outage_too_old_to_page_gets_no_recovery_when_a_later_one_is_paged(ct
     agent_closes(health, "payment", t0 - timedelta(hours=2) + timedelta(seconds=60))
     agent_opens(health, "payment", t0)
     runs(ctx, t0 + 3 * PERIOD)
-    assert [(kind, s) for _i, kind, d in sent(sender) for s in [d["outageStartedAt"]]] == [
-        (OUTAGE_ALERT, t0.isoformat())
-    ]
+    assert [(kind, s) for _i, kind, d in sent(sender) for s in [d["outageStartedAt"]]] == [(OUTAGE_ALERT, to_text(t0))]
     closing = ctx.clock.now()
     agent_closes(health, "payment", closing)
     alerts = recovered_by(ctx, sender, closing)
-    assert [(kind, s) for kind, s, _l in alerts] == [(OUTAGE_ALERT, t0.isoformat()), (RECOVERY_ALERT, t0.isoformat())]
+    assert [(kind, s) for kind, s, _l in alerts] == [(OUTAGE_ALERT, to_text(t0)), (RECOVERY_ALERT, to_text(t0))]

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from domain.timefmt import to_text
 from tests.operations.harness import OpsHarness, paused_for_review
 from tests.operations.test_review_decision_after_attempt_died import answered_then_attempt_lost
 
@@ -33,4 +34,4 @@ def test_the_answer_left_to_the_supervisor_says_when_the_supervisor_takes_it(
     noted = paused.ctx.states.get("o-died")
     assert noted is not None and noted.locked_by is not None and noted.complete_by is not None
     assert status == 200 and again["carriedOutBy"] == "supervisor", again
-    assert again["notBefore"] == (noted.complete_by + paused.ctx.settings.supervisor_grace).isoformat()
+    assert again["notBefore"] == to_text(noted.complete_by + paused.ctx.settings.supervisor_grace)

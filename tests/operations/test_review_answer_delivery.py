@@ -19,6 +19,7 @@ from adapters.cosmos.errors import StoreUnavailable
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.review import REVIEW_ANSWERED, REVIEW_REQUESTED, pending_review, review_answer
 from domain.states import ProcessState
+from domain.timefmt import text_or_none
 from operations import instances
 from orchestrators.names import SCHEDULER
 from tests.operations.harness import OpsHarness, first_review, paused_for_review
@@ -112,7 +113,7 @@ def test_a_take_back_the_store_refuses_alerts_and_then_the_note_stands_for_the_s
     after = store.get("o-gone")
     assert after is not None and after.history[-1].event == REVIEW_ANSWERED  # not taken back: it stands
     assert pending_review(after) is None and pending_review(before) is not None
-    assert body["notBefore"] == (after.complete_by.isoformat() if after.complete_by else None)
+    assert body["notBefore"] == text_or_none(after.complete_by)
 
 
 async def _not_running(client: Any, instance: str) -> instances.AttemptState:

@@ -18,6 +18,7 @@ import pytest
 from contracts.names import OPERATOR_ALERTS_QUEUE
 from domain.review import ClosedReview, noted_answer, review_closed
 from domain.states import ProcessState
+from domain.timefmt import text_or_none
 from tests.fakes import StateStoreThatFails
 from tests.operations.harness import OpsHarness, first_review, paused_for_review
 
@@ -103,7 +104,7 @@ def test_the_same_answer_posted_again_after_the_attempt_died_does_not_revoke_the
     assert noted is not None
     assert status == 200 and again["decision"] == "fail" and again["carriedOutBy"] == "supervisor", again
     assert noted_answer(noted) is not None  # not taken back
-    assert again["notBefore"] == (noted.complete_by.isoformat() if noted.complete_by else None)
+    assert again["notBefore"] == text_or_none(noted.complete_by)
 
     run_past_the_supervisors_recovery(paused, deadline)
     record = paused.ctx.states.get("o-died")

@@ -12,13 +12,18 @@ from typing import Any
 import pytest
 
 from domain import transitions
+from domain.timefmt import to_text
 from tests.operations.browser.test_console_unreadable_browser import _console
 from tests.operations.harness import BASE, OpsHarness
 
 pytestmark = pytest.mark.cosmos
 
 
-def test_the_timeline_reads_its_details_times_and_instances_as_the_page_does(ops: OpsHarness, browser: Any) -> None:
+@pytest.mark.parametrize("written", ["timefmt", "isoformat"])
+def test_the_timeline_reads_its_details_times_and_instances_as_the_page_does(
+    ops: OpsHarness, browser: Any, written: str
+) -> None:
+    """``written``: the detail's deadline as the app writes it, or as a release before session 63 did (``+00:00``)."""
     from playwright.sync_api import expect
 
     assert ops.ctx is not None
@@ -26,6 +31,12 @@ def test_the_timeline_reads_its_details_times_and_instances_as_the_page_does(ops
     now, owner = ops.clock.now(), str(record.locked_by)
     deadline = now + timedelta(seconds=60)
     begun = transitions.begin_step(record, owner, "reserve-inventory", "inventory", "r-1", deadline, now)
+    step = begun.history[-1]
+    assert step.detail.endswith(f", deadline {to_text(deadline)}"), step
+    if written == "isoformat":
+        step = replace(step, detail=step.detail.replace(to_text(deadline), deadline.isoformat()))
+        begun = replace(begun, history=[*begun.history[:-1], step])
+        assert step.detail.endswith("+00:00"), step
     ops.ctx.states.replace(replace(begun, version=record.version))
     shown = deadline.strftime("%Y-%m-%d %H:%M:%S UTC")
     page = _console(ops, browser)
