@@ -212,6 +212,19 @@ class PaymentNotification(Contract):
     provider_reference: Identifier
 
 
+class DeferredPaymentNotification(PaymentNotification):
+    """A ``PaymentNotification`` as the app reads one it deferred (``deferral.apply.DEFERRABLE``): only the app
+    defers, after its trigger read the message, so a deferred one was read by the release that deferred it. One
+    deferred before identifiers were one line (session 63) may hold a tab or a line break in ``notificationId`` or
+    ``providerReference``; it is read as its deferral entry, which holds the same ids, is (``ClientText``), and
+    applied to its order: refused, the payment of a prepaid order was dead-lettered at the upgrade and the order
+    given up, the customer's payment never captured. Every other rule holds; a new message is a
+    ``PaymentNotification``."""
+
+    notification_id: ClientText
+    provider_reference: ClientText
+
+
 class RetryDeferred(Contract):
     """Scheduled by this app to itself on ``orders``: try again to apply the deferred message with this
     sequence number (a dependency of applying it was unavailable). ``round`` counts the tries so far.

@@ -23,7 +23,7 @@ from adapters.cosmos.errors import StoreError
 from adapters.servicebus.deferred import DeferredReceiver
 from adapters.servicebus.sender import SendError
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes
-from contracts.messages import PaymentNotification
+from contracts.messages import DeferredPaymentNotification, PaymentNotification
 from contracts.names import ORDERS_QUEUE, QUEUE_MAX_DELIVERY_COUNT
 from contracts.parsing import InvalidMessage, named_order_id, parse
 from contracts.store_retry import is_copy
@@ -57,8 +57,10 @@ from orchestrators.raise_events import RaiseEvent
 
 log = logging.getLogger(__name__)
 
-# The message types that may be deferred on the orders queue.
-DEFERRABLE: dict[str, type[PaymentNotification]] = {MESSAGE_TYPE: PaymentNotification}
+# The message types that may be deferred on the orders queue, as a deferred one is read: by the rules of the release
+# that deferred it, where a later one only forbids what the app stores and reads anyway
+# (``contracts.messages.DeferredPaymentNotification``).
+DEFERRABLE: dict[str, type[PaymentNotification]] = {MESSAGE_TYPE: DeferredPaymentNotification}
 
 Result = Literal["applied", "dead-lettered", "waiting", "retry-scheduled"]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,11 +18,12 @@ import submission.intake
 from adapters.cosmos.state_store import update_once
 from contracts.messages import ClientText, OrderSubmitted, PaymentNotification
 from contracts.names import ORDERS_QUEUE
+from deferral.sweep import peek_sweep
 from domain.text import has_line_break
 from domain.transitions import release_untried
 from operations.views import order_detail
 from orchestrators.starter import try_claim
-from tests.deferral.support import alerts, deliver_all, notification, order, send
+from tests.deferral.support import alerts, deferred_sequence_numbers, deliver_all, notification, order, send
 
 pytestmark = pytest.mark.cosmos
 
@@ -93,22 +95,51 @@ def test_an_order_and_its_payment_stored_with_line_breaks_before_the_upgrade_sti
     assert "\n" not in alert["summary"] and "\n" not in (dead.description or ""), (alert, dead.description)
 
 
-def test_a_notification_deferred_with_a_line_break_before_the_upgrade_is_dead_lettered_and_its_order_accepted(
-    functions: Any, ctx: Any, broker: Any, previous_release: pytest.MonkeyPatch
+def test_a_notification_deferred_with_a_line_break_before_the_upgrade_is_applied_when_its_order_comes(
+    functions: Any, ctx: Any, broker: Any, previous_release: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A message is not stored data: one deferred before the rule is dead-lettered ``InvalidFields`` when it is
-    next tried, its entry resolved, as every message deferred before a contract rule it now breaks
-    (``deferral.apply``); its order is accepted as any other."""
-    send(broker, notification(notification_id=NOTIFICATION), "n-1")
+    """Only the app defers a message, after its trigger read it: one deferred before the rule was read by the release
+    that deferred it, and its entry holds the same ids. It is applied to its order as the entry and the record keep
+    such ids (``DeferredPaymentNotification``), its log lines on one line. Before (red team ids63): dead-lettered
+    ``InvalidFields`` when its order came, the prepaid order left without its payment, given up after
+    ``PAYMENT_WAIT_MINUTES``, the customer's payment never captured."""
+    send(broker, notification(notification_id=NOTIFICATION, providerReference=REFERENCE), "n-1")
     deliver_all(functions, broker)
     previous_release.undo()
 
     send(broker, order(), "order-p1")
+    with caplog.at_level(logging.INFO):
+        deliver_all(functions, broker)
+    assert broker.dead_letters(ORDERS_QUEUE) == []
+    [entry] = ctx.deferrals.get("p1").entries
+    assert entry.status.value == "Applied", entry
+    record = ctx.states.get("p1")
+    assert record is not None and record.payment is not None
+    assert (record.payment.notification_id, record.payment.provider_reference) == (NOTIFICATION, REFERENCE)
+    app_lines = [r.getMessage() for r in caplog.records if not r.name.startswith("azure.")]  # the SDK's are its own
+    assert any(NOTIFICATION.replace("\r\n", "  ") in m for m in app_lines), app_lines  # it was applied, on one line
+    assert not [m for m in app_lines if has_line_break(m)], "a log line was forged"
+    # a new message with such an id is refused all the same
+    send(broker, notification(notification_id=NOTIFICATION, providerReference=REFERENCE), "n-again")
     deliver_all(functions, broker)
     [dead] = broker.dead_letters(ORDERS_QUEUE)
     assert dead.reason == "InvalidFields" and "field 'notificationId'" in (dead.description or ""), dead
+
+
+def test_a_notification_deferred_with_a_line_break_before_the_upgrade_waits_for_its_order_through_the_peek_sweep(
+    functions: Any, ctx: Any, broker: Any, clock: Any, previous_release: pytest.MonkeyPatch
+) -> None:
+    """The peek sweep reads a deferred notification as its order's submission does: one deferred before the rule
+    waits for its order. Before: the sweep dead-lettered it ``InvalidFields`` at once, its order not yet submitted."""
+    send(broker, notification(notification_id=NOTIFICATION, providerReference=REFERENCE), "n-1")
+    deliver_all(functions, broker)
+    previous_release.undo()
+    [seq] = deferred_sequence_numbers(broker)
+
+    clock.advance(timedelta(minutes=15))  # old enough for the sweep (PEEK_SWEEP_AGE_MINUTES), not for its alert
+    report = peek_sweep(ctx)
+    assert (report.waiting, report.dead_lettered) == (1, 0), report
+    assert broker.dead_letters(ORDERS_QUEUE) == []
+    assert deferred_sequence_numbers(broker) == [seq]
     [entry] = ctx.deferrals.get("p1").entries
-    assert entry.status.value == "DeadLettered", entry
-    record = ctx.states.get("p1")
-    assert record is not None and record.payment is None
-    assert ctx.orders.get("p1") is not None
+    assert entry.status.value == "Deferred", entry
