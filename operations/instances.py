@@ -32,9 +32,22 @@ def _last_event(history: list[dict[str, Any]]) -> dict[str, Any] | None:
     last = history[-1]
     return {
         "type": last.get("EventType"),
-        "at": last.get("Timestamp"),
+        "at": history_time(last.get("Timestamp")),
         "name": last.get("FunctionName") or last.get("Name"),
     }
+
+
+def history_time(text: Any) -> Any:
+    """A history event's ``Timestamp`` in ``timefmt``'s form. The extension writes up to seven fractional digits and
+    drops trailing zeros (``...:05Z``, ``...:05.5Z``, ``...:05.1234567Z``): shown as it is, the page held two forms
+    of one kind of value (``createdTime`` is ``timefmt``'s), and a client comparing the texts put ``...:05Z`` after
+    ``...:05.3Z``. One that does not read as a moment is shown as it is."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return timefmt.to_text(timefmt.parse(text))
+    except ValueError:
+        return text
 
 
 def _durable_time(moment: datetime | None) -> str | None:
@@ -83,7 +96,7 @@ def statuses_sent(instance: str, history: list[dict[str, Any]]) -> list[dict[str
             continue
         update = _sent(event)
         if update is not None:
-            sent.append({**update, "at": event.get("Timestamp"), "instanceId": instance})
+            sent.append({**update, "at": history_time(event.get("Timestamp")), "instanceId": instance})
     return sent
 
 

@@ -87,7 +87,7 @@ const ORDER_COLUMNS = [
   { title: "Failures", value: o => o.failureCount },
   { title: "Step", value: o => o.currentStep || "" },
   { title: "completeBy", value: o => when(o.completeBy) },
-  { title: "Last error", value: o => o.lastError || "" },
+  { title: "Last error", value: o => timesIn(o.lastError) },
 ];
 // A compensation round stuck past its deadline (the supervisor backs it off, or fails the compensation at maxRounds).
 const STUCK_COLUMNS = [
@@ -96,12 +96,12 @@ const STUCK_COLUMNS = [
   { title: "Failed rounds", value: o => o.failureCount + " of " + o.maxRounds },
   { title: "Undoing", value: o => o.undoService || "" },
   { title: "completeBy", value: o => when(o.completeBy) },
-  { title: "Last error", value: o => o.lastError || "" },
+  { title: "Last error", value: o => timesIn(o.lastError) },
 ];
 // A compensation released to wait its undo's service's outage out: its next round not before completeBy.
 const OUTAGE_WAIT_COLUMNS = [
   { title: "Order", value: o => orderLink(o.orderId) },
-  { title: "Waiting for", value: o => o.lastError || "" },
+  { title: "Waiting for", value: o => timesIn(o.lastError) },
   { title: "Since", value: o => when(o.waitingSince) },
   { title: "Next round not before", value: o => when(o.completeBy) },
   { title: "Failed rounds", value: o => o.failureCount },
@@ -197,13 +197,19 @@ function fact(dl, term, value) {
   dl.append(dt, dd);
 }
 
+// A text's times (a history entry's detail, a lastError: written Z, or +00:00 by a release before session 63)
+// as when() writes them.
+function timesIn(text) {
+  return text ? String(text).replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)/g, when) : "";
+}
+
 // A history entry's detail as the rest of the page reads: its times as when() writes them, an instance
 // id alone (a claim's) as instanceLabel() names it.
 function detailText(detail, orderId) {
   if (!detail) return "";
   const named = instanceLabel(detail, orderId);
   if (named !== detail) return named;
-  return detail.replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)/g, when);
+  return timesIn(detail);
 }
 
 function timelineItems(d) {
@@ -381,7 +387,7 @@ async function showOrder(orderId, quiet, updatedAt) {
   fact(facts, "Current step", st.currentStep);
   fact(facts, "completeBy", deadline(st.completeBy, d.now));
   fact(facts, "Locked by", instanceLabel(st.lockedBy, d.orderId));
-  fact(facts, "Last error", st.lastError);
+  fact(facts, "Last error", st.lastError ? timesIn(st.lastError) : st.lastError);
   if (d.order) fact(facts, "Total", (d.order.totalCents / 100).toFixed(2) + " " + d.order.currency);
   if (d.review) fact(facts, "Review", d.review.reviewId + " at " + d.review.step + ", decide by " + deadline(d.review.decideBy, d.now));
   if (d.review && !noted && d.review.defaultAction) fact(facts, "Without an answer", unansweredText(d.review));

@@ -26,7 +26,6 @@ def test_the_order_page_writes_its_attempts_times_in_the_one_form(ops: OpsHarnes
     assert status == 200 and page["state"]["processState"] == "Processed", page
     [attempt] = page["attempts"]
     assert ONE_FORM.fullmatch(attempt["createdTime"]) and ONE_FORM.fullmatch(attempt["lastUpdatedTime"]), attempt
-    # the Durable history's own timestamps (``lastEvent.at``, a status's ``at``) are the extension's, shown as it
-    # wrote them; everything else on the page is the app's
-    shown = {k: v for k, v in page.items() if k not in ("attempts", "statusesSent")}
-    assert other_forms(shown) == [], shown
+    # the Durable history's own timestamps (``lastEvent.at``, a status's ``at``) too, however the extension wrote
+    # them (tests/operations/test_redteam63_durable_history_times.py)
+    assert other_forms(page) == [], page
