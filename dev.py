@@ -770,7 +770,8 @@ def bench(args: list[str]) -> int:
     the SDK as shipped), ``--all-cores`` leaves the runs' threads on every core (``localrun/affinity.py``);
     ``--compare REF`` also runs git ref REF (in a temporary worktree, same ``.venv``, before
     the work tree) and prints both figures and the ratio; ``--repeat N`` runs N rounds (REF, then the
-    work tree) and compares the fastest run of each side, and prints each round's ratio."""
+    work tree; the other way round in every second round) and compares the fastest run of each side, and prints
+    each round's ratio."""
     try:
         orders, ref, rounds, flags = _bench_options(args)
     except ValueError as exc:
@@ -781,10 +782,14 @@ def bench(args: list[str]) -> int:
     after: list[Run] = []
     tree = _bench_tree(ref) if ref is not None else None
     try:
-        for _ in range(rounds):
-            if tree is not None:
+        for round_number in range(rounds):
+            # REF first in odd rounds, the work tree first in even ones: on a machine that slows the second of two
+            # runs in a row (a VM's CPU quota after a burst), a fixed order would put every round's penalty on one side
+            if tree is not None and round_number % 2 == 0:
                 before.append(_bench_run(tree, orders, flags))
             after.append(_bench_run(ROOT, orders, flags))
+            if tree is not None and round_number % 2 == 1:
+                before.append(_bench_run(tree, orders, flags))
     finally:
         if tree is not None:
             _drop_tree(tree)
