@@ -200,6 +200,14 @@ class OrderSubmitted(Contract):
         return {"id": self.order_id, **body, "totalCents": self.total_cents, "schemaVersion": 1}
 
 
+class OrderSubmittedStoredBefore(OrderSubmitted):
+    """An ``OrderSubmitted`` as the release before identifiers were one line (session 63) read it: ``customerId`` may
+    hold a tab or a line break. Only for a message whose order document the app stored before, the same as it
+    carries (``submission.stored_before``: a store-retry copy made then, a client's resend); every other rule holds."""
+
+    customer_id: ClientText
+
+
 class PaymentNotification(Contract):
     """A payment provider says an order was paid (prepaid orders). May arrive before its order."""
 
@@ -218,8 +226,9 @@ class DeferredPaymentNotification(PaymentNotification):
     deferred before identifiers were one line (session 63) may hold a tab or a line break in ``notificationId`` or
     ``providerReference``; it is read as its deferral entry, which holds the same ids, is (``ClientText``), and
     applied to its order: refused, the payment of a prepaid order was dead-lettered at the upgrade and the order
-    given up, the customer's payment never captured. Every other rule holds; a new message is a
-    ``PaymentNotification``."""
+    given up, the customer's payment never captured. Read so too: a message off the queue that carries a
+    notification the app stored before (on its order's record or in a deferral entry, every field the same:
+    ``submission.stored_before``). Every other rule holds; a new message is a ``PaymentNotification``."""
 
     notification_id: ClientText
     provider_reference: ClientText

@@ -39,7 +39,7 @@ from adapters.cosmos.order_store import CreateOutcome
 from adapters.cosmos.state_store import update_once
 from adapters.servicebus.deferred import ReceiveError
 from adapters.servicebus.sender import SendError
-from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes, message_id_text, named_order
+from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes, message_id_text
 from contracts.messages import CancelOrder, Contract, OrderSubmitted, PaymentNotification, RetryDeferred
 from contracts.parsing import InvalidMessage, parse
 from deferral.recovery import (
@@ -69,6 +69,7 @@ from submission.payments import payment_notification
 from submission.result import Handler, IntakeResult
 from submission.retry_deferred import retry_deferred
 from submission.store_outage import original_sequence, retry_later, rounds_used_up
+from submission.stored_before import handle_stored_before, one_line_only, refuse
 
 log = logging.getLogger(__name__)
 
@@ -89,20 +90,20 @@ HANDLERS: dict[str, tuple[type[Contract], Handler]] = {
 def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeResult:
     """Parses one ``orders`` message, runs its handler and maps the failures that mean "again later" to a settlement."""
     accepted = {kind: contract for kind, (contract, _) in HANDLERS.items()}
+    handler: Handler
     try:
         contract = parse(body_bytes(message), accepted)
     except InvalidMessage as bad:
-        app_event(
-            "DeadLettered",
-            f"orders message {message_id_text(message)}: {bad}",
-            logging.WARNING,
-            messageId=message_id_text(message),
-            # the order a message that does not parse names (an order, its payment, its cancellation): found by it
-            orderId=named_order(message),
-            reason=bad.reason,
-        )
-        return IntakeResult(Settlement.deadletter(bad.reason, bad.description))
-    _, handler = HANDLERS[contract.type]  # type: ignore[attr-defined]
+        # One whose only fault is an identifier's line break may carry what the app stored before identifiers were
+        # one line (a store-retry copy made then, a client's resend): handled as before if so, once the stores say
+        # it (submission/stored_before.py); anything else is dead-lettered.
+        before = one_line_only(message, bad)
+        if before is None:
+            return refuse(message, bad)
+        contract = before
+        handler = partial(handle_stored_before, HANDLERS[before.type][1], bad)  # type: ignore[attr-defined]
+    else:
+        _, handler = HANDLERS[contract.type]  # type: ignore[attr-defined]
     # Alerts whose send failed while the message was handled (``raise_alert_owing``). The trigger hands them to the
     # alert courier before it settles the message, whatever the settlement: the work that owed them is not redone.
     owed: list[OwedAlert] = []

@@ -36,6 +36,11 @@ def _given(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in strip_system_fields(doc).items() if v is not None}
 
 
+def same_order(stored: dict[str, Any], order: dict[str, Any]) -> bool:
+    """Whether ``stored`` (as read) is the order document ``order``: what ``create_or_verify`` calls identical."""
+    return _given(stored) == _given(order)
+
+
 class CosmosOrderStore:
     def __init__(self, container: ContainerProxy) -> None:
         self._c = container
@@ -51,6 +56,6 @@ class CosmosOrderStore:
             return CreateOutcome.CREATED
         except AlreadyExists:
             existing = self.get(order["id"])
-            if existing is not None and _given(existing) == _given(order):
+            if existing is not None and same_order(existing, order):
                 return CreateOutcome.IDENTICAL
             return CreateOutcome.CONFLICT

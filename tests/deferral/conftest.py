@@ -3,11 +3,15 @@ deferred-message store (real deferral semantics, on the test's manual clock)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
+import deferral.apply
+import submission.intake
+from contracts.messages import ClientText, OrderSubmitted, PaymentNotification
 from contracts.names import ALL_QUEUES, ORDERS_QUEUE, STATE_CONTAINER
 from localrun.servicebus import InProcessBroker, QueuePolicy
 
@@ -36,3 +40,23 @@ def ctx(app_context: Any, broker: InProcessBroker, cosmos_db: Any) -> Any:
         deferred=broker.deferred_store,
         deferrals=CosmosDeferralLog(cosmos_db.get_container_client(STATE_CONTAINER)),
     )
+
+
+class _OrderSubmittedBefore(OrderSubmitted):
+    customer_id: ClientText  # type: ignore[assignment]
+
+
+class _PaymentNotificationBefore(PaymentNotification):
+    notification_id: ClientText  # type: ignore[assignment]
+    provider_reference: ClientText  # type: ignore[assignment]
+
+
+@pytest.fixture
+def previous_release() -> Iterator[pytest.MonkeyPatch]:
+    """The contracts of the release before: an identifier may hold tabs and line breaks. ``undo()`` upgrades."""
+    with pytest.MonkeyPatch.context() as patch:
+        handlers = submission.intake.HANDLERS
+        patch.setitem(handlers, "OrderSubmitted", (_OrderSubmittedBefore, handlers["OrderSubmitted"][1]))
+        patch.setitem(handlers, "PaymentNotification", (_PaymentNotificationBefore, handlers["PaymentNotification"][1]))
+        patch.setitem(deferral.apply.DEFERRABLE, "PaymentNotification", _PaymentNotificationBefore)
+        yield patch

@@ -1,22 +1,18 @@
 """Identifiers a client sent with a line break before session 63 (``customerId``, ``notificationId``,
 ``providerReference`` were ``ClientText``, which keeps them) still read once they are one line only: the contract
 refuses such a message where it comes off the ``orders`` queue, and nothing the app stored is read back through it.
-The previous release is played by ``previous_release`` (the contracts as they were); the rest runs this one's code,
-driven through the registered ``submit_order`` trigger, over the Cosmos protocol server."""
+The previous release is played by ``previous_release`` (tests/deferral/conftest.py: the contracts as they were); the
+rest runs this one's code, driven through the registered ``submit_order`` trigger, over the Cosmos protocol server."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-import deferral.apply
-import submission.intake
 from adapters.cosmos.state_store import update_once
-from contracts.messages import ClientText, OrderSubmitted, PaymentNotification
 from contracts.names import ORDERS_QUEUE
 from deferral.sweep import peek_sweep
 from domain.text import has_line_break
@@ -30,26 +26,6 @@ pytestmark = pytest.mark.cosmos
 CUSTOMER = "cust-1\nFAKE: order p1 refunded"
 NOTIFICATION = "n-1\r\nn-2"
 REFERENCE = "psp\t1"
-
-
-class _OrderSubmittedBefore(OrderSubmitted):
-    customer_id: ClientText  # type: ignore[assignment]
-
-
-class _PaymentNotificationBefore(PaymentNotification):
-    notification_id: ClientText  # type: ignore[assignment]
-    provider_reference: ClientText  # type: ignore[assignment]
-
-
-@pytest.fixture
-def previous_release() -> Iterator[pytest.MonkeyPatch]:
-    """The contracts of the release before: an identifier may hold tabs and line breaks. ``undo()`` upgrades."""
-    with pytest.MonkeyPatch.context() as patch:
-        handlers = submission.intake.HANDLERS
-        patch.setitem(handlers, "OrderSubmitted", (_OrderSubmittedBefore, handlers["OrderSubmitted"][1]))
-        patch.setitem(handlers, "PaymentNotification", (_PaymentNotificationBefore, handlers["PaymentNotification"][1]))
-        patch.setitem(deferral.apply.DEFERRABLE, "PaymentNotification", _PaymentNotificationBefore)
-        yield patch
 
 
 def test_an_order_and_its_payment_stored_with_line_breaks_before_the_upgrade_still_read(
@@ -119,8 +95,9 @@ def test_a_notification_deferred_with_a_line_break_before_the_upgrade_is_applied
     app_lines = [r.getMessage() for r in caplog.records if not r.name.startswith("azure.")]  # the SDK's are its own
     assert any(NOTIFICATION.replace("\r\n", "  ") in m for m in app_lines), app_lines  # it was applied, on one line
     assert not [m for m in app_lines if has_line_break(m)], "a log line was forged"
-    # a new message with such an id is refused all the same
-    send(broker, notification(notification_id=NOTIFICATION, providerReference=REFERENCE), "n-again")
+    # a new message with such an id is refused all the same (a resend of the one applied is a repeat:
+    # tests/deferral/test_one_line_identifiers_copies.py)
+    send(broker, notification(notification_id="n-9\nn-10", providerReference=REFERENCE), "n-new")
     deliver_all(functions, broker)
     [dead] = broker.dead_letters(ORDERS_QUEUE)
     assert dead.reason == "InvalidFields" and "field 'notificationId'" in (dead.description or ""), dead

@@ -105,15 +105,15 @@ class DeferLost:
         return None
 
 
-def recorded_then_copied(functions: Any, ctx: Any, broker: Any, clock: Any) -> int:
-    """A notification recorded as deferred (#S) whose defer is lost with its lock, then redelivered into a
-    state store failure: copied (a new number, due in 10 s) and completed. Returns S."""
+def recorded_then_copied(functions: Any, ctx: Any, broker: Any, clock: Any, body: dict[str, Any] | None = None) -> int:
+    """A notification (``body``, else ``notification()``) recorded as deferred (#S) whose defer is lost with its
+    lock, then redelivered into a state store failure: copied (a new number, due in 10 s) and completed. Returns S."""
     import asyncio
 
     from tests.contexts import context_with
     from tests.deferral.support import DurableClientStub, notification, send
 
-    send(broker, notification())
+    send(broker, body or notification(), "n-1")
     first = broker.receive(ORDERS_QUEUE)
     fn = functions["submit_order"].func.client_function
     asyncio.run(fn(message=first, message_actions=DeferLost(broker.actions), client=DurableClientStub()))
