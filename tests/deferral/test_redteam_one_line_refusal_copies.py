@@ -11,6 +11,7 @@ code through the registered ``submit_order`` trigger, the in-process broker and 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from datetime import timedelta
@@ -24,9 +25,9 @@ from contracts.store_retry import ORIGINAL_PROPERTY, ROUND_PROPERTY, retry_round
 from domain.text import has_line_break
 from submission.store_outage import STORE_RETRY_DELAYS
 from tests.contexts import context_with
-from tests.deferral.support import deliver, deliver_all, order, send
+from tests.deferral.support import DurableClientStub, deliver, deliver_all, order, send
 from tests.deferral.test_refusal_status_outlasts_a_durable_outage import DurableDown
-from tests.deferral.test_refusal_written_first import Cap, SendsFailing, told
+from tests.deferral.test_refusal_written_first import Cap, SendsFailing, SettlementLost, told
 
 pytestmark = pytest.mark.cosmos
 
@@ -113,3 +114,28 @@ def test_a_message_naming_no_refused_message_of_its_order_is_still_refused(
     dead = {d.message_id: d.reason for d in broker.dead_letters(ORDERS_QUEUE)}
     assert dead == {"resend": "InvalidFields", "forged": "InvalidFields"}, dead
     assert ctx.orders.get("p1") is None and ctx.states.get("p1") is None
+
+
+def test_a_refused_message_redelivered_after_the_upgrade_finishes_its_refusal(
+    functions: Any, ctx: Any, broker: Any, clock: Any, monkeypatch: Any, previous_release: Any, caplog: Any
+) -> None:
+    """The release before refused it and told the submitter, but the settlement never reached Service Bus (the host
+    stopped at the upgrade): the same message comes again, under its own sequence number."""
+    cap = Cap(monkeypatch, full=True)
+    send(broker, order(customerId=CUSTOMER), "order-p1")
+    message = broker.receive(ORDERS_QUEUE)
+    fn = functions["submit_order"].func.client_function
+    asyncio.run(fn(message=message, message_actions=SettlementLost(), client=DurableClientStub()))
+    assert told(broker) == ["Rejected"]
+    previous_release.undo()
+
+    cap.full = False  # room by the time it comes again: a refused message is still never accepted
+    clock.advance(broker.policy(ORDERS_QUEUE).lock_duration + timedelta(seconds=1))
+    with caplog.at_level(logging.INFO):
+        assert deliver(functions, broker)
+
+    assert broker.dead_letters(ORDERS_QUEUE) == []  # before: InvalidFields
+    assert told(broker) == ["Rejected"]  # said again under the same MessageId: collapsed
+    assert _stored_as(caplog) == [f"the refusal of its message #{message.sequence_number}"]
+    assert ctx.orders.get("p1") is None and ctx.states.get("p1") is None
+    _no_forged_line(caplog)
