@@ -101,7 +101,7 @@ def handle_orders_message(ctx: AppContext, message: ReceivedMessage) -> IntakeRe
         if before is None:
             return refuse(message, bad)
         contract = before
-        handler = partial(handle_stored_before, HANDLERS[before.type][1], bad)  # type: ignore[attr-defined]
+        handler = partial(handle_stored_before, HANDLERS[before.type][1], finish_refused, bad)  # type: ignore[attr-defined]
     else:
         _, handler = HANDLERS[contract.type]  # type: ignore[attr-defined]
     # Alerts whose send failed while the message was handled (``raise_alert_owing``). The trigger hands them to the
@@ -142,24 +142,8 @@ def submit_order(
     # Read before deciding: it says whether this very message was refused, and lists the waiting notifications.
     deferrals = ctx.deferrals.get(order.order_id)
     sent_as = original_sequence(message)
-    if deferrals is not None and deferrals.refuses(sent_as):
-        return _reject(ctx, order, message, deferrals, now, owed, finishing=True)  # never accepted after its refusal
-    if deferrals is not None and deferrals.was_refused(sent_as):
-        # Refused, and another submission of the order was judged since: never accepted, nothing written. While a
-        # refusal stands it is told again (the same ids collapse); once a later submission was accepted, that one
-        # speaks for the order and a late Rejected would contradict it.
-        if deferrals.rejected_at is not None:
-            return _reject(ctx, order, message, deferrals, now, owed, finishing=True, write=False)
-        # Not told again nor alerted: a Rejected or OrderRejected still owed by an earlier handling (this may be
-        # its store-retry copy) is dropped with the refusal, as the status courier drops its Rejected.
-        app_event(
-            "RefusalSuperseded",
-            f"order {order.order_id}: message {message_id_text(message)} was refused before a later submission was "
-            "accepted: completed, its Rejected and OrderRejected not said again",
-            orderId=order.order_id,
-            messageId=message_id_text(message),
-        )
-        return IntakeResult(Settlement.complete())
+    if deferrals is not None and (refused := finish_refused(ctx, order, message, deferrals, owed)) is not None:
+        return refused
     if state is None:
         if _pending_full(ctx) and ctx.orders.get(order.order_id) is None:
             return _reject(ctx, order, message, deferrals, now, owed)
@@ -307,6 +291,34 @@ def _content_digest(order: OrderSubmitted, *also: str) -> str:
     content, whatever its MessageId and sequence number."""
     text = json.dumps([order.order_document(), *also], sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def finish_refused(
+    ctx: AppContext, order: OrderSubmitted, message: ReceivedMessage, deferrals: DeferralDocument, owed: list[OwedAlert]
+) -> IntakeResult | None:
+    """How ``message`` is settled when ``deferrals`` records that it was refused (a redelivery, a store-retry copy
+    finishing its refusal): never accepted; None when it records no refusal of it (``original_sequence``)."""
+    now = ctx.clock.now()
+    sent_as = original_sequence(message)
+    if deferrals.refuses(sent_as):
+        return _reject(ctx, order, message, deferrals, now, owed, finishing=True)  # never accepted after its refusal
+    if not deferrals.was_refused(sent_as):
+        return None
+    # Refused, and another submission of the order was judged since: never accepted, nothing written. While a
+    # refusal stands it is told again (the same ids collapse); once a later submission was accepted, that one
+    # speaks for the order and a late Rejected would contradict it.
+    if deferrals.rejected_at is not None:
+        return _reject(ctx, order, message, deferrals, now, owed, finishing=True, write=False)
+    # Not told again nor alerted: a Rejected or OrderRejected still owed by an earlier handling (this may be
+    # its store-retry copy) is dropped with the refusal, as the status courier drops its Rejected.
+    app_event(
+        "RefusalSuperseded",
+        f"order {order.order_id}: message {message_id_text(message)} was refused before a later submission was "
+        "accepted: completed, its Rejected and OrderRejected not said again",
+        orderId=order.order_id,
+        messageId=message_id_text(message),
+    )
+    return IntakeResult(Settlement.complete())
 
 
 def _reject(

@@ -10,16 +10,21 @@ waited for it, and a resend was paged instead of completed as a repeat.
 
 Such a message is handled as before when the one-line rule is all it breaks (``one_line_only``: it parses as the
 release before read it) and the app stored what it carries (``stored_as_carried``): its order document, the same
-(``same_order``); or its notification, every field the same, as the payment on its order's record or in a deferral
-entry (same id and digest). A client can mark a message as a copy (``storeRetryRound``), so the mark proves nothing:
-what is stored does. Nothing stored after the upgrade holds such an id unless a message proven so carried it, so
-what this takes in is what the release before took in. Anything else is dead-lettered ``InvalidFields``, as before.
+(``same_order``); or, refused at the pending cap (no order document written), the refusal of this very message,
+which it is only ever settled as (``submission.intake.finish_refused``: red team, such a copy was dead-lettered and
+its submitter never heard ``Rejected``); or its notification, every field the same, as the payment on its order's
+record or in a deferral entry (same id and digest). A client can mark a message as a copy (``storeRetryRound``),
+so the mark proves nothing: what is stored does. Nothing stored after the upgrade holds such an id unless a message
+proven so carried it, so what this takes in is what the release before took in. Anything else is dead-lettered
+``InvalidFields``, as before.
 The ids go on as stored data does: logged on one line (``app_event``), in alert ids on one line
 (``domain.ids.alert_id``), shown as stored by the ops API."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from adapters.cosmos.order_store import same_order
 from adapters.servicebus.settlement import ReceivedMessage, Settlement, body_bytes, message_id_text, named_order
@@ -33,12 +38,18 @@ from contracts.messages import (
 from contracts.parsing import InvalidMessage, parse
 from contracts.store_retry import is_copy
 from dependencies import AppContext
+from domain.deferral import DeferralDocument
 from domain.payments import differences, notification_digest
 from domain.text import has_line_break
 from notifications.alerts import OwedAlert
 from observability.events import app_event
 from submission.result import Handler, IntakeResult
+from submission.store_outage import original_sequence
 
+# ``submission.intake.finish_refused``: how an OrderSubmitted a deferral document records as refused is settled
+FinishRefused = Callable[
+    [AppContext, OrderSubmitted, ReceivedMessage, DeferralDocument, list[OwedAlert]], IntakeResult | None
+]
 # The contracts as the release before read them: the same but for the identifiers, which may hold a line break.
 STORED_BEFORE: dict[str, type[Contract]] = {
     "OrderSubmitted": OrderSubmittedStoredBefore,
@@ -83,28 +94,48 @@ def one_line_only(message: ReceivedMessage, refused: InvalidMessage) -> Contract
     return contract if broken_identifiers(contract) else None
 
 
-def stored_as_carried(ctx: AppContext, contract: Contract) -> str | None:
-    """Where the app stored what ``contract`` carries, every field the same (for the log), or None: the order
-    document; the payment on the order's record; a deferral entry of the order with the notification's id and
-    digest. Raises ``StoreUnavailable`` as the stores do (the message is handled again later)."""
+@dataclass(frozen=True)
+class StoredAs:
+    """Where the app stored what a message carries (``where``, for the log). ``refusal``: the deferral document that
+    records the refusal of the message itself (the OrderSubmitted sent under its original sequence number): no
+    order document was written, and the message is only ever settled as that refusal (``finish_refused``)."""
+
+    where: str
+    refusal: DeferralDocument | None = None
+
+
+def stored_as_carried(ctx: AppContext, contract: Contract, message: ReceivedMessage) -> StoredAs | None:
+    """Where the app stored what ``contract`` carries, every field the same, or None: the order document; the
+    refusal of this very message (a redelivery or a store-retry copy finishing it, ``original_sequence``: its
+    content was never stored, and it is never accepted); the payment on the order's record; a deferral entry of
+    the order with the notification's id and digest. Raises ``StoreUnavailable`` as the stores do (the message is
+    handled again later)."""
     if isinstance(contract, OrderSubmitted):
         stored = ctx.orders.get(contract.order_id)
-        return "its order document" if stored is not None and same_order(stored, contract.order_document()) else None
+        if stored is not None and same_order(stored, contract.order_document()):
+            return StoredAs("its order document")
+        # refused, it wrote no order document (another submission of the order may have written one since)
+        sent_as = original_sequence(message)
+        refusals = ctx.deferrals.get(contract.order_id)
+        if refusals is None or not refusals.was_refused(sent_as):
+            return None
+        return StoredAs(f"the refusal of its message #{sent_as}", refusals)
     if not isinstance(contract, PaymentNotification):
         return None
     record = ctx.states.get(contract.order_id)
     if record is not None and record.payment is not None and not differences(record.payment, contract):
-        return "the payment on its order's record"
+        return StoredAs("the payment on its order's record")
     doc = ctx.deferrals.get(contract.order_id)
     digest = notification_digest(contract)
     for entry in doc.entries if doc is not None else ():
         if entry.notification_id == contract.notification_id and entry.notification_digest == digest:
-            return f"deferral entry #{entry.sequence_number}"
+            return StoredAs(f"deferral entry #{entry.sequence_number}")
     return None
 
 
 def handle_stored_before(
     handler: Handler,
+    finish_refused: FinishRefused,
     refused: InvalidMessage,
     ctx: AppContext,
     contract: Contract,
@@ -112,10 +143,13 @@ def handle_stored_before(
     owed: list[OwedAlert],
 ) -> IntakeResult:
     """``handler`` for ``contract`` (``one_line_only``'s) if the app stored what it carries, logged
-    ``IdentifierStoredBefore``; else the message is dead-lettered with ``refused``'s reason, as any other."""
-    where = stored_as_carried(ctx, contract)
-    if where is None:
+    ``IdentifierStoredBefore``; else the message is dead-lettered with ``refused``'s reason, as any other. One the
+    app refused is settled as that refusal (``finish_refused``), decided on the document that proved it: never
+    accepted, whatever was written since."""
+    stored = stored_as_carried(ctx, contract, message)
+    if stored is None:
         return refuse(message, refused)
+    where = stored.where
     kind = str(getattr(contract, "type", ""))
     fields = broken_identifiers(contract)
     copy = is_copy(message.application_properties)
@@ -131,4 +165,6 @@ def handle_stored_before(
         storedAs=where,
         copy=copy,
     )
+    if stored.refusal is not None and isinstance(contract, OrderSubmitted):
+        return finish_refused(ctx, contract, message, stored.refusal, owed) or refuse(message, refused)
     return handler(ctx, contract, message, owed)
