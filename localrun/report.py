@@ -27,6 +27,7 @@ from localrun.outages import Window, operator_actions, outage_summary, paged_out
 from localrun.prices import Usage, cost_per_1m_orders, instance_memory_mb
 from localrun.servicebus.messages import MessageState
 from localrun.simulation import NON_TERMINAL, START, SimulationResult, base_settings
+from localrun.statuses_in_flight import statuses_in_flight
 from localrun.worker.process import LOOP_THREAD
 from orchestrators.status import REFUSED_RETRY_WINDOW
 from settings import Settings
@@ -195,7 +196,8 @@ def _missing_statuses(
     """Settled orders whose submitter never heard ``Received``, or never heard the status that says how the order
     ended since it last left a failure (``restarted``: the ``Failed`` of an attempt an operator resubmitted is not
     the ending of an order that failed again, or ended otherwise). Not counted: a status the app gave up on and told
-    an operator so (``given_up``), an order whose queue still refuses the app at the end, alerted, and refused the
+    an operator so, or still tried when the horizon cut the run (``given_up``: ``_undelivered_statuses``,
+    ``statuses_in_flight``), an order whose queue still refuses the app at the end, alerted, and refused the
     order's statuses (``unreachable``, order ids: ``_unreachable_orders``)."""
     heard: dict[str, set[str]] = {}
     heard_since: dict[str, set[str]] = {}
@@ -814,8 +816,11 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     owners = _judged_orders(result, by_order, told_as)
     statuses = _status_messages(result)
     alert_bodies = _alert_bodies(result)
-    given_up = _undelivered_statuses(result, owners)
-    rejected = _rejected_orders(statuses, alert_bodies, valid, _unreachable_orders(result, valid), given_up)
+    # A run cut by its horizon may end while the app still tries a status (its give-up not due yet): not missing,
+    # named in ``statuses_in_flight_at_end``, and excused as a status given up is. A run that ended quiet tries none.
+    tried = statuses_in_flight(result.host.engine.instances(), by_order) if result.horizon_reached else set()
+    excused = _undelivered_statuses(result, owners) | tried
+    rejected = _rejected_orders(statuses, alert_bodies, valid, _unreachable_orders(result, valid), excused)
     rejected -= set(by_order)
     final["Rejected"] = len(rejected)
     dead = result.broker.dead_letters()
@@ -913,7 +918,7 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
     misrouted = misrouted_statuses(statuses, told_as, result.workload.injected_reply_to)
     restarted = restarted_at(audit.transitions)
     unreachable_orders = _unreachable_orders(result, owners)
-    missing_status = _missing_statuses(statuses, by_order, owners, unreachable_orders, given_up, restarted)
+    missing_status = _missing_statuses(statuses, by_order, owners, unreachable_orders, excused, restarted)
     # a client's CancelOrder the app neither took nor refused: the CancellationRejected its submitter is owed
     cancelled = [
         a.order_id
@@ -925,13 +930,13 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         and a.message.message_id not in preempted
     ]
     undoing = {t.order_id for t in audit.transitions if t.after is ProcessState.COMPENSATING}
-    unanswered = _unanswered_cancellations(cancelled, statuses, by_order, owners, unreachable_orders, given_up, undoing)
+    unanswered = _unanswered_cancellations(cancelled, statuses, by_order, owners, unreachable_orders, excused, undoing)
     kept = _kept_after_compensation(result, ledgers)
     contradicted = _rejected_after_accepted(result)
     early = _statuses_before_received(statuses, by_order, owners, set(missing_status))
     stale_final = _stale_final_statuses(statuses, by_order, owners, restarted)
     finals = {o: doc["processState"] for o, doc in by_order.items()} | dict.fromkeys(rejected, "Rejected")
-    silent = _silent_failures(result, finals, statuses, given_up, owners, restarted)
+    silent = _silent_failures(result, finals, statuses, excused, owners, restarted)
     cancels = [(m.order_id, m.at) for m in result.operator_moves if m.action == "cancel"]
     went_on = left_compensation(audit.transitions, finals, cancels)
     stranded = _stranded_messages(result, by_order, rejected)
@@ -1003,6 +1008,9 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         # supervisor's owed sweep to send them, so only the horizon leaves one): counted in missing_statuses
         # and silent_failures too, and named here, told apart from a status nothing would send
         "owed_at_end": sorted(audit.owing),
+        # statuses the app was still trying to deliver when the horizon cut the run, their give-up not due yet
+        # (localrun/statuses_in_flight.py): not counted in missing_statuses, named here
+        "statuses_in_flight_at_end": [f"{order_id}: {status}" for order_id, status in sorted(tried)],
         "preempted_messages": sorted(set(result.preempted_messages)),
         "given_up_messages": sorted(result.given_up_messages),
         "deferred": {
@@ -1188,6 +1196,9 @@ def summary(report: dict[str, Any], *, served: bool = False) -> str:
     if report.get("owed_at_end"):
         owed = ", ".join(report["owed_at_end"][:5])
         lines.append(f"  (alert and status still owed at the end, due from the supervisor's owed sweep: {owed})")
+    if report.get("statuses_in_flight_at_end"):
+        tried = ", ".join(report["statuses_in_flight_at_end"][:5])
+        lines.append(f"  (statuses still tried at the end, their give-up not due yet, not counted missing: {tried})")
     table("latency (simulated seconds)", report["latency_s"])
     table("operations per order", report["ops_per_order"])
     cost = report["cost_per_1m_orders_usd"]

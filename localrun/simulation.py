@@ -588,15 +588,16 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
     )
 
 
-REPORT_FIELDS = ("orderId", "processState", "lastError", "replyTo", "attempt", "completeBy")
+REPORT_FIELDS = ("orderId", "processState", "lastError", "replyTo", "attempt", "completeBy", "receivedOwed")
 
 
 def report_fields(document: dict[str, Any]) -> dict[str, Any]:
     """The fields of a state-container document the report reads (localrun/report.py,
     localrun/outages.py): the order, its state, its last error, its status queue (an injected order's is judged
     by it), its attempt (the MessageIds of its statuses), its ``completeBy`` (when a failure record began owing its
-    statuses), and the notification its payment applied. A document without them (a deferral or health document)
-    keeps none."""
+    statuses), whether it still owes ``Received`` (``receivedOwed``: a try of a status still in flight at the end
+    says it first, ``localrun.statuses_in_flight``), and the notification its payment applied. A document without
+    them (a deferral or health document) keeps none."""
     kept = {key: document[key] for key in REPORT_FIELDS if key in document}
     payment = document.get("payment")
     if payment:
