@@ -60,7 +60,7 @@ from observability.events import app_event
 Outcome = Literal[
     "discarded",  # written, and dead-lettered now
     "recorded",  # written; its message not fetched here (held, or gone meanwhile): settled as recorded later
-    "repeated",  # this same discard posted again: nothing new written
+    "repeated",  # this same discard posted again, or written meanwhile by its twin (two tabs): nothing new written
     "unknown",  # no such entry
     "refused",  # not discardable (``why``)
     "order-exists",  # its order exists: applied to it, not discarded
@@ -103,9 +103,12 @@ def discard_deferred(ctx: AppContext, order_id: str, seq: int, operator: str, re
             return Discard("refused", absent, entry)
         copy = peeked is not None and is_copy(peeked.application_properties)
         now = ctx.clock.now()
+        wrote: list[bool] = []  # per try of ``change``: whether it changed the document (the last try's is saved)
 
         def change(d: DeferralDocument) -> DeferralDocument:
-            return discarded(d, seq, operator, reason, now, _originals(d, entry) if copy else ())
+            after = discarded(d, seq, operator, reason, now, _originals(d, entry) if copy else ())
+            wrote.append(after is not d)
+            return after
 
         written = update_deferrals(ctx.deferrals, order_id, change, now)
         mine = written.entry(seq)
@@ -113,6 +116,8 @@ def discard_deferred(ctx: AppContext, order_id: str, seq: int, operator: str, re
             return Discard(
                 "refused", (why_not_discardable(mine) if mine else None) or f"#{seq} is no longer tracked", mine
             )
+        if not wrote[-1]:  # this same discard written meanwhile by another request (a double click, two tabs)
+            return Discard("repeated", entry=mine, dead_lettered=_dead_letter(receiver, mine))
         exists = _order_exists(ctx, order_id)
         if exists and peek_at(receiver, seq) is not None:
             back = update_deferrals(ctx.deferrals, order_id, lambda d: discard_taken_back(d, seq, operator, now), now)

@@ -21,8 +21,9 @@ from adapters.cosmos.state_store import update_once_or_reread
 from dependencies import AppContext
 from domain.compensation import COMPENSATION_REQUESTED, enter_compensation, settle_by_hand
 from domain.errors import IllegalTransition
-from domain.records import StateRecord, last_move
+from domain.records import HistoryEntry, StateRecord, last_move
 from domain.states import ProcessState
+from domain.timefmt import to_text
 from domain.transitions import resubmit
 from observability.events import app_event
 
@@ -64,11 +65,32 @@ def repeated_action(record: StateRecord, action: Literal["resubmit", "compensate
     applied, ``Received`` owed) do not make the action another's. Only the latest: an order may come back to
     where the same action is allowed again (compensated again after its compensation failed again)."""
     last = last_move(record)
-    if last is None or last.event != ACTION_EVENTS[action] or last.by != operator:
+    return last is not None and _is_action(last, action, operator, reason)
+
+
+def _is_action(entry: HistoryEntry, action: Literal["resubmit", "compensate"], operator: str, reason: str) -> bool:
+    """Whether history ``entry`` is ``operator``'s ``action`` with ``reason``."""
+    if entry.event != ACTION_EVENTS[action] or entry.by != operator:
         return False
     if action == "resubmit":  # the transition may add which steps got a fresh idempotency key
-        return last.detail == reason or last.detail.startswith(f"{reason}; a fresh idempotency key for ")
-    return last.detail == reason
+        return entry.detail == reason or entry.detail.startswith(f"{reason}; a fresh idempotency key for ")
+    return entry.detail == reason
+
+
+def refuse_moved_on(
+    record: StateRecord, action: Literal["resubmit", "compensate"], operator: str, reason: str, why: str
+) -> IllegalTransition:
+    """The refusal of ``operator``'s ``action`` that the record no longer allows (``why``), saying so when the same
+    action by the same operator with the same reason is in its history though no longer its latest move: its first
+    answer lost (a 503), another operator's action or the app moved the order on before it was posted again. Still
+    409 (nothing written now, and it may be an older one), but never read as "not taken"."""
+    taken = next((h for h in reversed(record.history) if _is_action(h, action, operator, reason)), None)
+    if taken is None:
+        return IllegalTransition(why)
+    return IllegalTransition(
+        f"{why}; it is {record.process_state}: your {action} with this reason was taken at {to_text(taken.at)} and "
+        "the order moved on since (reload it to see what happened)"
+    )
 
 
 def cancel_taken(record: StateRecord, operator: str, reason: str) -> bool:
@@ -135,8 +157,12 @@ def _resubmit_once(ctx: AppContext, order_id: str, operator: str, reason: str) -
     record = ctx.states.get(order_id)
     if record is None:
         raise RecordNotFound(f"no state record for order {order_id!r}")
-    if record.process_state is not ProcessState.ERROR and repeated_action(record, "resubmit", operator, reason):
-        return ActionTaken(record, repeated=True)
+    if record.process_state is not ProcessState.ERROR:
+        if repeated_action(record, "resubmit", operator, reason):
+            return ActionTaken(record, repeated=True)
+        raise refuse_moved_on(
+            record, "resubmit", operator, reason, f"order {order_id}: only an Error record can be resubmitted"
+        )
     written = update_once_or_reread(ctx.states, record, lambda r: resubmit(r, operator, reason, ctx.clock.now()))
     return ActionTaken(written)
 
@@ -197,7 +223,13 @@ def _compensate_once(
                 f"order {order_id} is {record.process_state} (your compensate without them was taken): undoneByHand "
                 f"{', '.join(map(str, left))} can only be said of a CompensationFailed order"
             )
-        raise IllegalTransition(f"order {order_id}: an operator compensates only an Error or CompensationFailed order")
+        raise refuse_moved_on(
+            record,
+            "compensate",
+            operator,
+            reason,
+            f"order {order_id}: an operator compensates only an Error or CompensationFailed order",
+        )
     now = ctx.clock.now()
     written = update_once_or_reread(
         ctx.states,

@@ -104,6 +104,27 @@ class OpsHarness(RuntimeHarness):
         return self.ctx.states.replace(replace(paused, version=record.version))
 
 
+def post_at_once(harness: OpsHarness, posts: list[tuple[str, str, Any]], order_id: str) -> list[HttpAnswer]:
+    """``posts`` (operator, action, JSON body) on ``order_id`` as signed in on App Service, handed to the host
+    together, answered in order: they interleave wherever an invocation parks (a slow read, an awaited call)."""
+    futures = []
+    for operator, action, body in posts:
+        headers = {
+            "x-ms-client-principal": easy_auth_header(operator, ("Orders.Read", "Orders.Operate")),
+            "Content-Type": "application/json",
+        }
+        url = f"{BASE}/api/ops/orders/{order_id}/{action}"
+        futures.append(harness.host.submit_http(HttpRequestData("POST", url, headers, json.dumps(body).encode())))
+    while not all(f.done() for f in futures):
+        harness.host.pump()
+        if harness.scheduler.run_one():
+            continue
+        due = harness.host.next_due()
+        assert due is not None, "nothing left to run and no answer"
+        harness.clock.advance_to(due)
+    return [f.result() for f in futures]
+
+
 def paused_for_review(
     cosmos_db: Any, order_id: str = "o-big", review_timeout_seconds: str = "600", **settings: str
 ) -> OpsHarness:

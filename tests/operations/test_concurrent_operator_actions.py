@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from domain.records import StateRecord
-from localrun.worker.http import HttpAnswer, HttpRequestData
-from tests.operations.harness import BASE, OpsHarness, easy_auth_header
+from localrun.worker.http import HttpAnswer
+from tests.operations.harness import OpsHarness, post_at_once
 
 pytestmark = pytest.mark.cosmos
 
@@ -38,23 +38,7 @@ class SlowReads:
 
 def _at_once(harness: OpsHarness, posts: list[tuple[str, str]], order_id: str) -> list[HttpAnswer]:
     """``posts`` (operator, action) on ``order_id``, handed to the host together, answered in order."""
-    futures = []
-    for operator, action in posts:
-        headers = {
-            "x-ms-client-principal": easy_auth_header(operator, ("Orders.Read", "Orders.Operate")),
-            "Content-Type": "application/json",
-        }
-        body = json.dumps({"reason": f"{action} by {operator}"}).encode()
-        url = f"{BASE}/api/ops/orders/{order_id}/{action}"
-        futures.append(harness.host.submit_http(HttpRequestData("POST", url, headers, body)))
-    while not all(f.done() for f in futures):
-        harness.host.pump()
-        if harness.scheduler.run_one():
-            continue
-        due = harness.host.next_due()
-        assert due is not None, "nothing left to run and no answer"
-        harness.clock.advance_to(due)
-    return [f.result() for f in futures]
+    return post_at_once(harness, [(who, action, {"reason": f"{action} by {who}"}) for who, action in posts], order_id)
 
 
 # the second action's refusal, once the first one has moved the order out of Error
