@@ -272,8 +272,9 @@ def _draw_knobs_6(seed: int, profile: dict[str, Any]) -> None:
     """The knobs added after ``seed:knobs-5``'s, from a generator of their own (``seed:knobs-6``): every key drawn
     before is each seed's as before. The profile keys no draw above named: a final status's or an alert courier's
     last try crashing before its code runs (``host.last_try_crash_rate``), the worker's pools smaller than the
-    Bicep's 104 threads (``host.worker_threads``, ``host.blocking_threads``: 5 is the runtime's default on a
-    Flex Consumption instance's one core) and the Durable extension's activity limit below host.json's 40
+    Bicep's 104 threads (``host.worker_threads``, ``host.blocking_threads``: the sizes ``min(32, cores + 4)`` of a
+    worker whose ``PYTHON_THREADPOOL_THREAD_COUNT`` is unset, 5 on a Flex Consumption instance's one core; no
+    configuration gives a smaller pool) and the Durable extension's activity limit below host.json's 40
     (``durable.max_concurrent_activity_functions``); and, each at 15 %, the app settings of ``SETTING_DRAWS``."""
     rng = random.Random(f"{seed}:knobs-6")
     if rng.random() < 0.2:
@@ -281,7 +282,7 @@ def _draw_knobs_6(seed: int, profile: dict[str, Any]) -> None:
     if rng.random() < 0.15:
         profile.setdefault("host", {})["worker_threads"] = rng.choice([5, 8, 16, 32])
     if rng.random() < 0.15:
-        profile.setdefault("host", {})["blocking_threads"] = rng.choice([2, 5, 16, 32])
+        profile.setdefault("host", {})["blocking_threads"] = rng.choice([5, 8, 16, 32])
     if rng.random() < 0.15:
         profile.setdefault("durable", {})["max_concurrent_activity_functions"] = rng.choice([2, 5, 10, 20])
     for name, values in SETTING_DRAWS:

@@ -209,7 +209,7 @@ def test_the_knobs_no_draw_named_leave_every_earlier_draw_as_it_was(monkeypatch:
     crashes = [h["last_try_crash_rate"] for h in host if "last_try_crash_rate" in h]
     assert crashes and all(0 <= rate <= 0.3 for rate in crashes)
     assert {h["worker_threads"] for h in host if "worker_threads" in h} == {5, 8, 16, 32}
-    assert {h["blocking_threads"] for h in host if "blocking_threads" in h} == {2, 5, 16, 32}
+    assert {h["blocking_threads"] for h in host if "blocking_threads" in h} == {5, 8, 16, 32}
     durable = [p.get("durable", {}) for p in profiles]
     limits = {d["max_concurrent_activity_functions"] for d in durable if "max_concurrent_activity_functions" in d}
     assert limits == {2, 5, 10, 20}
