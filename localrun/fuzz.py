@@ -192,6 +192,7 @@ def random_profile(seed: int) -> dict[str, Any]:
     _draw_knobs_3(seed, profile)
     _draw_knobs_4(seed, profile)
     _draw_knobs_5(seed, profile)
+    _draw_knobs_6(seed, profile)
     return profile
 
 
@@ -251,6 +252,42 @@ def _draw_knobs_5(seed: int, profile: dict[str, Any]) -> None:
         for window in windows:
             if rng.random() < 0.5:
                 window["bare"] = True
+
+
+# knobs-6's settings: app settings that change what the app does with a failing order (how many attempts, what a
+# review that times out does and when, how far a supervisor run gets, how long a deferred message waits), each
+# drawn from values ``Settings`` accepts with the others' defaults
+SETTING_DRAWS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("MAX_FAILURES", ("1", "2", "5")),
+    ("REVIEW_AMOUNT_THRESHOLD_CENTS", ("0", "20000", "500000")),
+    ("REVIEW_TIMEOUT_SECONDS", ("60", "600", "3600")),
+    ("REVIEW_DEFAULT_ACTION", ("retry", "alternative")),
+    ("SUPERVISOR_MAX_RECORDS", ("1", "5", "20")),
+    ("SUPERVISOR_PAGE_SIZE", ("1", "3", "10")),
+    ("DEFER_MAX_ROUNDS", ("1", "2", "6")),
+)
+
+
+def _draw_knobs_6(seed: int, profile: dict[str, Any]) -> None:
+    """The knobs added after ``seed:knobs-5``'s, from a generator of their own (``seed:knobs-6``): every key drawn
+    before is each seed's as before. The profile keys no draw above named: a final status's or an alert courier's
+    last try crashing before its code runs (``host.last_try_crash_rate``), the worker's pools smaller than the
+    Bicep's 104 threads (``host.worker_threads``, ``host.blocking_threads``: the sizes ``min(32, cores + 4)`` of a
+    worker whose ``PYTHON_THREADPOOL_THREAD_COUNT`` is unset, 5 on a Flex Consumption instance's one core; no
+    configuration gives a smaller pool) and the Durable extension's activity limit below host.json's 40
+    (``durable.max_concurrent_activity_functions``); and, each at 15 %, the app settings of ``SETTING_DRAWS``."""
+    rng = random.Random(f"{seed}:knobs-6")
+    if rng.random() < 0.2:
+        profile.setdefault("host", {})["last_try_crash_rate"] = round(rng.uniform(0, 0.3), 3)
+    if rng.random() < 0.15:
+        profile.setdefault("host", {})["worker_threads"] = rng.choice([5, 8, 16, 32])
+    if rng.random() < 0.15:
+        profile.setdefault("host", {})["blocking_threads"] = rng.choice([5, 8, 16, 32])
+    if rng.random() < 0.15:
+        profile.setdefault("durable", {})["max_concurrent_activity_functions"] = rng.choice([2, 5, 10, 20])
+    for name, values in SETTING_DRAWS:
+        if rng.random() < 0.15:
+            profile.setdefault("settings", {})[name] = rng.choice(values)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import pytest
 
 from localrun import fuzz
 from localrun.__main__ import main
-from localrun.fuzz import SKEW_S, Outcome, random_profile, run_seed
+from localrun.fuzz import SETTING_DRAWS, SKEW_S, Outcome, random_profile, run_seed
 from localrun.profile import TOP_KEYS, Profile
 
 SEEDS = range(1, 401)
@@ -40,6 +40,7 @@ def test_the_operators_cancels_are_drawn_last_and_leave_every_other_draw_as_it_w
     monkeypatch.setattr(fuzz, "_draw_knobs_2", lambda seed, profile: None)
     monkeypatch.setattr(fuzz, "_draw_knobs_3", lambda seed, profile: None)
     monkeypatch.setattr(fuzz, "_draw_knobs_4", lambda seed, profile: None)
+    monkeypatch.setattr(fuzz, "_draw_knobs_6", lambda seed, profile: None)
     profiles = [random_profile(seed) for seed in range(1, 201)]
     cancelling = [p["operator"] for p in profiles if "cancel_rate" in p.get("operator", {})]
     assert cancelling and all(0 <= o["cancel_rate"] <= 0.5 for o in cancelling)
@@ -125,6 +126,7 @@ def test_the_knobs_drawn_from_their_own_generator_leave_every_earlier_draw_as_it
     monkeypatch.setattr(fuzz, "_draw_knobs_3", lambda seed, profile: None)  # the next tests'
     monkeypatch.setattr(fuzz, "_draw_knobs_4", lambda seed, profile: None)
     monkeypatch.setattr(fuzz, "_draw_knobs_5", lambda seed, profile: None)
+    monkeypatch.setattr(fuzz, "_draw_knobs_6", lambda seed, profile: None)
     profiles, pairs = _drawn_without(monkeypatch, "_draw_knobs_2", DRAWN_BEFORE_KNOBS_2)
     for before, now in pairs:
         old, new = _paths(before), _paths(now)
@@ -160,6 +162,7 @@ def test_the_knobs_of_the_third_generator_leave_every_earlier_draw_as_it_was(mon
     seed had none)."""
     monkeypatch.setattr(fuzz, "_draw_knobs_4", lambda seed, profile: None)  # the next tests'
     monkeypatch.setattr(fuzz, "_draw_knobs_5", lambda seed, profile: None)
+    monkeypatch.setattr(fuzz, "_draw_knobs_6", lambda seed, profile: None)
     profiles, pairs = _drawn_without(monkeypatch, "_draw_knobs_3", DRAWN_BEFORE_KNOBS_3)
     for before, now in pairs:
         old, new = _paths(before), _paths(now)
@@ -181,6 +184,41 @@ def test_the_knobs_of_the_third_generator_leave_every_earlier_draw_as_it_was(mon
         not p.get("operator", {}).get("discard_orderless")
         for p in profiles
         if "orderless_notification_rate" in p.get("orders", {})
+    )
+
+
+# sha256 of seeds 1-400's profiles as drawn before the keys no draw named (commit bdaca8f)
+DRAWN_BEFORE_KNOBS_6 = "e37d53ffa2150ccc90804ec7a71dcc73ab898c127b01002eae0ba9983ca3fc5b"
+
+
+def test_the_knobs_no_draw_named_leave_every_earlier_draw_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seeds fuzzed before ``seed:knobs-6`` name the same profiles but for ``host.last_try_crash_rate``,
+    ``host.worker_threads``, ``host.blocking_threads``, ``durable.max_concurrent_activity_functions`` and the app
+    settings of ``SETTING_DRAWS``, which some seeds now have, within the ranges docs/local-runner.md gives them,
+    and which the runner's profile takes. Before, no random profile had one of those keys: a last try crashing,
+    a small pool or activity limit and those settings were never mixed with the other faults."""
+    profiles, pairs = _drawn_without(monkeypatch, "_draw_knobs_6", DRAWN_BEFORE_KNOBS_6)
+    added = {"last_try_crash_rate", "worker_threads", "blocking_threads", "max_concurrent_activity_functions"}
+    added |= {name for name, _ in SETTING_DRAWS}
+    for before, now in pairs:
+        old, new = _paths(before), _paths(now)
+        assert old <= new
+        assert all(added & set(path) or path[1:] == ("{}",) for path in new - old), new - old
+        Profile.parse(now)  # a profile the runner takes
+    host = [p.get("host", {}) for p in profiles]
+    crashes = [h["last_try_crash_rate"] for h in host if "last_try_crash_rate" in h]
+    assert crashes and all(0 <= rate <= 0.3 for rate in crashes)
+    assert {h["worker_threads"] for h in host if "worker_threads" in h} == {5, 8, 16, 32}
+    assert {h["blocking_threads"] for h in host if "blocking_threads" in h} == {5, 8, 16, 32}
+    durable = [p.get("durable", {}) for p in profiles]
+    limits = {d["max_concurrent_activity_functions"] for d in durable if "max_concurrent_activity_functions" in d}
+    assert limits == {2, 5, 10, 20}
+    for name, values in SETTING_DRAWS:
+        assert {p["settings"][name] for p in profiles if name in p.get("settings", {})} == set(values), name
+    # a small pool beside the other host faults, a last try crashing where status queues refuse
+    assert any({"worker_threads", "restart_every_s"} <= set(h) for h in host)
+    assert any(
+        "last_try_crash_rate" in p.get("host", {}) and p.get("status_queues", {}).get("refusing") for p in profiles
     )
 
 
@@ -235,7 +273,8 @@ def test_the_durable_backends_outages_and_late_starts_leave_every_earlier_draw_a
     """Seeds fuzzed before ``seed:knobs-4`` name the same profiles but for ``durable.outages`` and
     ``durable.late_start_rate`` / ``late_start_ms``, which some seeds now have, within the ranges
     docs/local-runner.md gives them, and which the runner's profile accepts."""
-    monkeypatch.setattr(fuzz, "_draw_knobs_5", lambda seed, profile: None)  # the next test's
+    monkeypatch.setattr(fuzz, "_draw_knobs_5", lambda seed, profile: None)  # the next tests'
+    monkeypatch.setattr(fuzz, "_draw_knobs_6", lambda seed, profile: None)
     profiles, pairs = _drawn_without(monkeypatch, "_draw_knobs_4", DRAWN_BEFORE_KNOBS_4)
     for before, now in pairs:
         old, new = _paths(before), _paths(now)
@@ -260,6 +299,7 @@ def test_bare_durable_outages_leave_every_earlier_draw_as_it_was(monkeypatch: py
     """Seeds fuzzed before ``seed:knobs-5`` name the same profiles but for ``"bare": true`` on some of their
     ``durable.outages`` windows (a 500 with no body: ``read_status`` tells it from a 404 by its code), which the
     runner's profile takes. Before, no random profile had one: the fuzzer never met the host's own 500."""
+    monkeypatch.setattr(fuzz, "_draw_knobs_6", lambda seed, profile: None)  # the next test's
     profiles, pairs = _drawn_without(monkeypatch, "_draw_knobs_5", DRAWN_BEFORE_KNOBS_5)
     for before, now in pairs:
         old, new = _paths(before), _paths(now)
