@@ -273,9 +273,10 @@ def _draw_knobs_6(seed: int, profile: dict[str, Any]) -> None:
     before is each seed's as before. The profile keys no draw above named: a final status's or an alert courier's
     last try crashing before its code runs (``host.last_try_crash_rate``), the worker's pools smaller than the
     Bicep's 104 threads (``host.worker_threads``, ``host.blocking_threads``: the sizes ``min(32, cores + 4)`` of a
-    worker whose ``PYTHON_THREADPOOL_THREAD_COUNT`` is unset, 5 on a Flex Consumption instance's one core; no
-    configuration gives a smaller pool) and the Durable extension's activity limit below host.json's 40
-    (``durable.max_concurrent_activity_functions``); and, each at 15 %, the app settings of ``SETTING_DRAWS``."""
+    worker whose ``PYTHON_THREADPOOL_THREAD_COUNT`` is unset, 5 on a Flex Consumption instance's one core; a
+    smaller one is a setting below those, which docs/settings.md warns against) and the Durable extension's
+    activity limit below host.json's 40 (``durable.max_concurrent_activity_functions``); and, each at 15 %, the app
+    settings of ``SETTING_DRAWS``."""
     rng = random.Random(f"{seed}:knobs-6")
     if rng.random() < 0.2:
         profile.setdefault("host", {})["last_try_crash_rate"] = round(rng.uniform(0, 0.3), 3)
