@@ -268,6 +268,12 @@ def test_rule_catches(tmp_path, file, old, new, rule):
         "scm_do_build_during_deployment",  # app setting names are case-insensitive
         "WEBSITE_TIME_ZONE",  # flex-consumption-plan, "Considerations": not supported (schedules stay UTC)
         "TZ",
+        # the rest of the table (red team of the deployment: the rule missed these five)
+        "FUNCTIONS_MAX_HTTP_CONCURRENCY",  # scaleAndConcurrency.triggers.http.perInstanceConcurrency instead
+        "FUNCTIONS_WORKER_DYNAMIC_CONCURRENCY_ENABLED",
+        "WEBSITE_CONTENTOVERVNET",
+        "WEBSITE_DNS_SERVER",
+        "WEBSITE_NODE_DEFAULT_VERSION",
     ],
 )
 def test_every_flex_deprecated_setting_is_caught(tmp_path, setting):
@@ -276,6 +282,26 @@ def test_every_flex_deprecated_setting_is_caught(tmp_path, setting):
     mutated = mutated_infra(tmp_path, "modules/functionapp.bicep", "    MAX_PENDING: '1000'\n",
                             f"    MAX_PENDING: '1000'\n    {setting}: 'true'\n")  # fmt: skip
     assert "flex-no-deprecated-settings" in rule_ids(mutated)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # siteConfig properties of other plans (linuxFxVersion is where a Bicep for Linux Consumption puts the runtime)
+        ("      http20Enabled: true\n", "      http20Enabled: true\n      alwaysOn: false\n"),
+        ("      http20Enabled: true\n", "      http20Enabled: true\n      linuxFxVersion: 'Python|3.13'\n"),
+        ("      http20Enabled: true\n", "      http20Enabled: true\n      functionAppScaleLimit: 40\n"),
+        ("      http20Enabled: true\n", "      http20Enabled: true\n      use32BitWorkerProcess: false\n"),
+        ("      http20Enabled: true\n", "      http20Enabled: true\n      PreWarmedInstanceCount: 1\n"),
+        # and on the site itself (networking is the site's VNet integration on Flex)
+        ("    httpsOnly: true\n", "    httpsOnly: true\n    vnetRouteAllEnabled: true\n"),
+        ("    httpsOnly: true\n", "    httpsOnly: true\n    vnetContentShareEnabled: true\n"),
+    ],
+)
+def test_every_flex_deprecated_site_property_is_caught(tmp_path, old, new):
+    """The site properties of the same deprecations table (FLEX_DEPRECATIONS): before, only ftpsState was refused."""
+    mutated = mutated_infra(tmp_path, "modules/functionapp.bicep", old, new)
+    assert "flex-no-deprecated-site-properties" in rule_ids(mutated)
 
 
 @pytest.mark.parametrize(
