@@ -3,11 +3,14 @@ and each kind of mistake is caught (on a copy of infra/ with one edit)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
+from contracts.names import ORDERS_QUEUE
+from tests.infra.function_index import function_index
 from tests.infra.paths import INFRA, ROOT
 from tools.bicepcheck.azure_types import TypeLibrary, azmcp_binary
 from tools.bicepcheck.checks import check_schemas, check_tree
@@ -314,3 +317,36 @@ def test_every_flex_deprecated_site_property_is_caught(tmp_path, old, new):
 )
 def test_diagnostic_category_rule_catches(tmp_path, old, new):
     assert "diagnostic-categories" in rule_ids(mutated_infra(tmp_path, "modules/diagnostics.bicep", old, new))
+
+
+def always_ready_block() -> str:
+    """The alwaysReady lines docs/deploy.md ("Scale from zero") tells an operator to add to functionapp.bicep."""
+    doc = (ROOT / "docs" / "deploy.md").read_text()
+    section = doc[doc.index("### Scale from zero") :]
+    section = section[: section.index("\n### ", 1)]
+    match = re.search(r"```bicep\n(.*?)```", section, flags=re.DOTALL)
+    assert match, "no ```bicep block in docs/deploy.md, 'Scale from zero'"
+    return match.group(1)
+
+
+def test_the_always_ready_block_of_the_deploy_doc_names_every_function_a_step_waits_for(library, tmp_path):
+    """A step's deadline (STEP_TIMEOUT_SECONDS) covers the agent's Service Bus trigger and the reply relay, each scaled
+    from zero on its own instances by Flex Consumption, and the Durable group (docs/deploy.md, "Scale from zero"). The
+    block the doc offers keeps exactly those warm, by the names the host gives them ('function:<name>', the 'durable'
+    group), and it passes the offline checks where the doc says to put it. The intake (the orders queue) starts no
+    deadline. Before, the doc said a cold start was no failure ("the deadlines are minutes") and offered the Durable
+    group alone."""
+    block = always_ready_block()
+    service_bus = {
+        function["name"]: binding["queueName"]
+        for function in function_index()
+        for binding in function["bindings"]
+        if binding["type"] == "serviceBusTrigger"
+    }
+    expected = {"durable"} | {f"function:{name}" for name, queue in service_bus.items() if queue != ORDERS_QUEUE}
+    assert set(re.findall(r"name: '([^']+)'", block)) == expected
+    anchor = "        instanceMemoryMB: instanceMemoryMB\n"
+    root = mutated_infra(tmp_path, "modules/functionapp.bicep", anchor, anchor + block)
+    assert check_tree(root) == []
+    assert schema_messages(root, library) == []
+    assert check_rules(root) == []
