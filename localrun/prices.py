@@ -16,6 +16,7 @@ out: they do not scale with orders.
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -130,9 +131,15 @@ RU_BY_SIZE_KB: tuple[tuple[float, float, float], ...] = (
 )
 # Not documented per operation: a single-partition query page, assumed at 3 RU (an assumption).
 QUERY_RU = 3.0
-# Not documented for Flex Consumption: each execution is billed at least this long (the legacy
-# Consumption plan's 100 ms minimum, an assumption here).
-MIN_EXECUTION_S = 0.1
+# Flex Consumption: "The minimum billable execution period for both execution modes is 1,000 ms. Past that, the
+# billable activity period is rounded up to the nearest 100 ms."
+# (https://learn.microsoft.com/azure/azure-functions/flex-consumption-plan#billing). Flex bills an instance's
+# activity period, in which invocations running at once count once; billing each invocation so is an upper bound
+# (a period of several invocations is no longer than their sum, and no shorter than its longest). Before, this was
+# the legacy Consumption plan's 100 ms, taken as "not documented for Flex": a run of short invocations (orchestrator
+# episodes, state activities) came out at a tenth of its minimum.
+MIN_EXECUTION_S = 1.0
+BILLING_STEP_S = 0.1
 # Azure Storage backend, per the task hub's queues and tables
 # (https://learn.microsoft.com/azure/azure-functions/durable/durable-functions-azure-storage-provider):
 # an orchestrator episode = control-queue get + delete, one history batch, one instance-row update;
@@ -140,6 +147,13 @@ MIN_EXECUTION_S = 0.1
 QUEUE_OPS_PER_EPISODE = 2
 TABLE_OPS_PER_EPISODE = 2
 QUEUE_OPS_PER_ACTIVITY = 4
+
+
+def billed_seconds(duration_s: float) -> float:
+    """An execution of ``duration_s`` as Flex Consumption bills it: at least ``MIN_EXECUTION_S``, else rounded up to
+    the next ``BILLING_STEP_S`` (in tenths, so that 1.2 s stays 1.2 s)."""
+    tenths = math.ceil(round(duration_s / BILLING_STEP_S, 6))
+    return max(MIN_EXECUTION_S, tenths * BILLING_STEP_S)
 
 
 def ru_per_operation(size_kb: float) -> tuple[float, float]:
@@ -190,7 +204,7 @@ def cost_per_1m_orders(usage: Usage) -> dict[str, Any]:
     scale = 1_000_000 / max(usage.orders, 1)
     read_ru, write_ru = ru_per_operation(usage.item_size_kb)
     ru = usage.cosmos_reads * read_ru + usage.cosmos_writes * write_ru + usage.cosmos_queries * QUERY_RU
-    gb_s = sum(max(s, MIN_EXECUTION_S) for s in usage.execution_seconds) * usage.memory_mb / 1024
+    gb_s = sum(billed_seconds(s) for s in usage.execution_seconds) * usage.memory_mb / 1024
     queue_ops = usage.episodes * QUEUE_OPS_PER_EPISODE + usage.activities * QUEUE_OPS_PER_ACTIVITY
     table_ops = usage.episodes * TABLE_OPS_PER_EPISODE
     # DTS: one action per message dispatched to the app: each episode's trigger (start, activity
@@ -225,6 +239,7 @@ def cost_per_1m_orders(usage: Usage) -> dict[str, Any]:
             "item_size_kb": round(usage.item_size_kb, 2),
             "instance_memory_mb": usage.memory_mb,
             "min_execution_s": MIN_EXECUTION_S,
+            "billing_step_s": BILLING_STEP_S,
             "query_ru": QUERY_RU,
             "ru": "modelled from documented per-operation costs (the local Cosmos server answers 1 RU)",
             "prices_read_on": READ_ON,

@@ -153,7 +153,7 @@ class DurableEngine:
         # The backend's latency (profile ``durable.delivery_delay_rate``, ``delivery_delay_ms``): asked once per
         # control-queue message and per activity work item, how late it reaches its worker. On Azure Storage a
         # worker polls its control queues and the work-item queue, backing off to ``maxQueuePollingInterval``
-        # (10 s, host.json) when idle; a busy or restarting worker, or a partition's lease moving to another
+        # (1 s, host.json) when idle; a busy or restarting worker, or a partition's lease moving to another
         # instance, holds a queue's messages longer. So a timer fires at or after its time, an activity starts
         # late, and an event or an activity's result reaches its orchestration late. None: at once.
         self.delivery_delay: Callable[[], timedelta] | None = None

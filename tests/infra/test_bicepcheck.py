@@ -3,11 +3,14 @@ and each kind of mistake is caught (on a copy of infra/ with one edit)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
+from contracts.names import ORDERS_QUEUE
+from tests.infra.function_index import function_index
 from tests.infra.paths import INFRA, ROOT
 from tools.bicepcheck.azure_types import TypeLibrary, azmcp_binary
 from tools.bicepcheck.checks import check_schemas, check_tree
@@ -268,6 +271,12 @@ def test_rule_catches(tmp_path, file, old, new, rule):
         "scm_do_build_during_deployment",  # app setting names are case-insensitive
         "WEBSITE_TIME_ZONE",  # flex-consumption-plan, "Considerations": not supported (schedules stay UTC)
         "TZ",
+        # the rest of the table (red team of the deployment: the rule missed these five)
+        "FUNCTIONS_MAX_HTTP_CONCURRENCY",  # scaleAndConcurrency.triggers.http.perInstanceConcurrency instead
+        "FUNCTIONS_WORKER_DYNAMIC_CONCURRENCY_ENABLED",
+        "WEBSITE_CONTENTOVERVNET",
+        "WEBSITE_DNS_SERVER",
+        "WEBSITE_NODE_DEFAULT_VERSION",
     ],
 )
 def test_every_flex_deprecated_setting_is_caught(tmp_path, setting):
@@ -281,6 +290,26 @@ def test_every_flex_deprecated_setting_is_caught(tmp_path, setting):
 @pytest.mark.parametrize(
     ("old", "new"),
     [
+        # siteConfig properties of other plans (linuxFxVersion is where a Bicep for Linux Consumption puts the runtime)
+        ("      http20Enabled: true\n", "      http20Enabled: true\n      alwaysOn: false\n"),
+        ("      http20Enabled: true\n", "      http20Enabled: true\n      linuxFxVersion: 'Python|3.13'\n"),
+        ("      http20Enabled: true\n", "      http20Enabled: true\n      functionAppScaleLimit: 40\n"),
+        ("      http20Enabled: true\n", "      http20Enabled: true\n      use32BitWorkerProcess: false\n"),
+        ("      http20Enabled: true\n", "      http20Enabled: true\n      PreWarmedInstanceCount: 1\n"),
+        # and on the site itself (networking is the site's VNet integration on Flex)
+        ("    httpsOnly: true\n", "    httpsOnly: true\n    vnetRouteAllEnabled: true\n"),
+        ("    httpsOnly: true\n", "    httpsOnly: true\n    vnetContentShareEnabled: true\n"),
+    ],
+)
+def test_every_flex_deprecated_site_property_is_caught(tmp_path, old, new):
+    """The site properties of the same deprecations table (FLEX_DEPRECATIONS): before, only ftpsState was refused."""
+    mutated = mutated_infra(tmp_path, "modules/functionapp.bicep", old, new)
+    assert "flex-no-deprecated-site-properties" in rule_ids(mutated)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
         ("category: 'OperationalLogs'", "category: 'OperationLogs'"),
         ("category: 'OperationalLogs'", "categoryGroup: 'allLogs'"),
         ("scope: functionApp\n", "scope: functionAppp\n"),
@@ -288,3 +317,36 @@ def test_every_flex_deprecated_setting_is_caught(tmp_path, setting):
 )
 def test_diagnostic_category_rule_catches(tmp_path, old, new):
     assert "diagnostic-categories" in rule_ids(mutated_infra(tmp_path, "modules/diagnostics.bicep", old, new))
+
+
+def always_ready_block() -> str:
+    """The alwaysReady lines docs/deploy.md ("Scale from zero") tells an operator to add to functionapp.bicep."""
+    doc = (ROOT / "docs" / "deploy.md").read_text()
+    section = doc[doc.index("### Scale from zero") :]
+    section = section[: section.index("\n### ", 1)]
+    match = re.search(r"```bicep\n(.*?)```", section, flags=re.DOTALL)
+    assert match, "no ```bicep block in docs/deploy.md, 'Scale from zero'"
+    return match.group(1)
+
+
+def test_the_always_ready_block_of_the_deploy_doc_names_every_function_a_step_waits_for(library, tmp_path):
+    """A step's deadline (STEP_TIMEOUT_SECONDS) covers the agent's Service Bus trigger and the reply relay, each scaled
+    from zero on its own instances by Flex Consumption, and the Durable group (docs/deploy.md, "Scale from zero"). The
+    block the doc offers keeps exactly those warm, by the names the host gives them ('function:<name>', the 'durable'
+    group), and it passes the offline checks where the doc says to put it. The intake (the orders queue) starts no
+    deadline. Before, the doc said a cold start was no failure ("the deadlines are minutes") and offered the Durable
+    group alone."""
+    block = always_ready_block()
+    service_bus = {
+        function["name"]: binding["queueName"]
+        for function in function_index()
+        for binding in function["bindings"]
+        if binding["type"] == "serviceBusTrigger"
+    }
+    expected = {"durable"} | {f"function:{name}" for name, queue in service_bus.items() if queue != ORDERS_QUEUE}
+    assert set(re.findall(r"name: '([^']+)'", block)) == expected
+    anchor = "        instanceMemoryMB: instanceMemoryMB\n"
+    root = mutated_infra(tmp_path, "modules/functionapp.bicep", anchor, anchor + block)
+    assert check_tree(root) == []
+    assert schema_messages(root, library) == []
+    assert check_rules(root) == []

@@ -6,9 +6,14 @@ import json
 import re
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 
 from contracts.messages import OrderSubmitted
 from contracts.names import EXAMPLE_STATUS_QUEUE, ORDERS_QUEUE
+from localrun.ncrontab import Schedule
+from localrun.prices import MIN_EXECUTION_S, instance_memory_mb
+from tests.infra.app_settings import bicep_app_settings
+from tests.infra.function_index import function_index
 from tests.infra.paths import ROOT
 
 DOC = (ROOT / "docs" / "deploy.md").read_text()
@@ -87,3 +92,30 @@ def test_the_readme_loads_the_azd_values_the_way_the_deploy_doc_does():
     readme = (ROOT / "README.md").read_text()
     assert 'set -a; eval "$(azd env get-values)"; set +a' in readme
     assert 'set -a; eval "$(azd env get-values)"; set +a' in DOC
+
+
+def test_the_idle_cost_of_the_timers_is_the_one_the_schedules_make():
+    """docs/deploy.md ("Idle is not free"): the timer functions' runs a day and a month, with the Bicep's schedules,
+    and the GB-s they are billed at Flex Consumption's 1,000 ms minimum per execution and the Bicep's instance
+    memory. Before, the doc said an idle app cost nothing for compute."""
+    settings = bicep_app_settings()
+    midnight = datetime(2026, 1, 1, tzinfo=UTC)
+    runs_a_day = 0
+    for function in function_index():
+        for binding in function["bindings"]:
+            if binding["type"] != "timerTrigger":
+                continue
+            expression = binding["schedule"]
+            if expression.startswith("%"):
+                expression = settings[expression.strip("%")]
+            schedule = Schedule.parse(expression)
+            fire = schedule.next_after(midnight - timedelta(seconds=1))
+            while fire < midnight + timedelta(days=1):
+                runs_a_day += 1
+                fire = schedule.next_after(fire)
+    runs_a_month = runs_a_day * 30
+    gb_s = runs_a_month * MIN_EXECUTION_S * instance_memory_mb() / 1024
+    section = DOC[DOC.index("**Idle is not free.**") :]
+    section = section[: section.index("\n\n")]
+    for figure in (f"{runs_a_day:,} runs a day", f"{runs_a_month:,} in a 30-day month", f"{gb_s:,.0f} GB-s a month"):
+        assert figure in " ".join(section.split()), figure

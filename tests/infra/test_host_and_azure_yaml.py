@@ -61,6 +61,28 @@ def test_durable_task_hub_is_fixed_and_on_azure_storage():
     assert "type" not in durable.get("storageProvider", {})
 
 
+def timespan(text: str) -> timedelta:
+    """A host.json TimeSpan ``hh:mm:ss``."""
+    hours, minutes, seconds = (int(part) for part in text.split(":"))
+    return timedelta(hours=hours, minutes=minutes, seconds=seconds)
+
+
+# The Durable extension's own default on Flex Consumption (WEBSITE_SKU=FlexConsumption) since
+# azure-functions-durable-extension PR #2953, "to help with cold start latency specific to Durable Functions Flex
+# Consumption apps" (30 s on every other plan): AzureStorageOptions.MaxQueuePollingInterval.
+FLEX_DEFAULT_QUEUE_POLLING = timedelta(seconds=1)
+
+
+def test_durable_queue_polling_is_not_slower_than_the_flex_default():
+    """An idle Azure Storage task hub is polled at most every ``maxQueuePollingInterval``: each start, activity
+    work item, activity result, timer and raised event (an agent's reply) can wait that long. On Flex Consumption
+    the extension polls at most every second unless host.json says otherwise, and Microsoft's Flex recommendation
+    is to lower the interval, not raise it (durable-functions-azure-storage-provider, "Flex Consumption plan").
+    host.json set 10 s, ten times the Flex default: several such waits per step of a 60 s step deadline."""
+    provider = HOST["extensions"]["durableTask"]["storageProvider"]
+    assert timespan(provider["maxQueuePollingInterval"]) <= FLEX_DEFAULT_QUEUE_POLLING
+
+
 def test_service_bus_settles_manually_without_prefetch():
     service_bus = HOST["extensions"]["serviceBus"]
     assert service_bus["autoCompleteMessages"] is False

@@ -43,20 +43,32 @@ def test_each_part_is_the_hand_computed_figure():
     assert parts["servicebus_operations"] == pytest.approx(8.0)
     # 10 executions at $0.40 per million
     assert parts["function_executions"] == pytest.approx(2.0)
-    # (8 x 0.1 s minimum + 1 s + 2 s) x 2 GB = 7.6 GB-s at $0.000026
-    assert parts["function_gb_s"] == pytest.approx(7.6 * 0.000026 * PER_ORDER_SCALE)
+    # (8 x the 1 s minimum + 1 s + 2 s) x 2 GB = 22 GB-s at $0.000026
+    assert parts["function_gb_s"] == pytest.approx(22 * 0.000026 * PER_ORDER_SCALE)
     # queue: 6 episodes x 2 + 4 activities x 4 = 28 at $0.004 per 10,000; table: 6 x 2 = 12 at $0.00036
     assert parts["durable_storage_transactions"] == pytest.approx(
         (28 * 0.004 / 10_000 + 12 * 0.00036 / 10_000) * PER_ORDER_SCALE, abs=0.006
     )
     # DTS: 6 + 4 = 10 actions at the placeholder $3 per million
     assert parts["durable_dts_actions"] == pytest.approx(15.0)
-    assert cost["total"] == pytest.approx(9.395 + 8.0 + 2.0 + 98.8 + 5.816, abs=0.02)
-    assert cost["total_with_dts"] == pytest.approx(9.395 + 8.0 + 2.0 + 98.8 + 15.0, abs=0.02)
+    assert cost["total"] == pytest.approx(9.395 + 8.0 + 2.0 + 286.0 + 5.816, abs=0.02)
+    assert cost["total_with_dts"] == pytest.approx(9.395 + 8.0 + 2.0 + 286.0 + 15.0, abs=0.02)
     units = cost["units_per_order"]
     assert units["cosmos_ru"] == pytest.approx(37.58)
-    assert units["function_gb_s"] == pytest.approx(3.8)
+    assert units["function_gb_s"] == pytest.approx(11.0)
     assert units["dts_actions"] == 5
+
+
+@pytest.mark.parametrize(
+    ("duration", "billed"),
+    [(0.0, 1.0), (0.05, 1.0), (0.999, 1.0), (1.0, 1.0), (1.2, 1.2), (1.23, 1.3), (2.01, 2.1)],
+)
+def test_an_execution_is_billed_as_flex_consumption_bills_it(duration, billed):
+    """Flex Consumption: at least 1,000 ms, past that rounded up to the nearest 100 ms
+    (https://learn.microsoft.com/azure/azure-functions/flex-consumption-plan#billing). The model took the legacy
+    Consumption plan's 100 ms as the minimum: a 50 ms orchestrator episode was billed a tenth of what Flex bills."""
+    usage = Usage(**{**vars(USAGE), "executions": 1, "execution_seconds": [duration], "memory_mb": 1024})
+    assert cost_per_1m_orders(usage)["units_per_order"]["function_gb_s"] == pytest.approx(billed / 2)
 
 
 def test_the_costs_scale_with_operations_not_with_orders():

@@ -53,9 +53,36 @@ FLEX_FORBIDDEN_SETTINGS = frozenset(
         "WEBSITE_SKIP_CONTENTSHARE_VALIDATION",
         "WEBSITE_MAX_DYNAMIC_APPLICATION_SCALE_OUT",
         "WEBSITE_VNET_ROUTE_ALL",
+        "FUNCTIONS_MAX_HTTP_CONCURRENCY",
+        "FUNCTIONS_WORKER_DYNAMIC_CONCURRENCY_ENABLED",
+        "WEBSITE_CONTENTOVERVNET",
+        "WEBSITE_DNS_SERVER",
+        "WEBSITE_NODE_DEFAULT_VERSION",
         # not in the table but in the plan's "Considerations" (FLEX_PLAN): time zones are not supported
         "WEBSITE_TIME_ZONE",
         "TZ",
+    }
+)
+# Site properties the same table lists as not valid, renamed or moved into functionAppConfig (ftpsState has its own
+# rule, flex-no-ftps), whether set on the site's properties or its siteConfig. Lower case: compared case-insensitively.
+FLEX_FORBIDDEN_SITE_PROPERTIES = frozenset(
+    {
+        "alwayson",
+        "containersize",
+        "isreserved",
+        "isxenon",
+        "javaversion",
+        "linuxfxversion",
+        "netframeworkversion",
+        "powershellversion",
+        "functionappscalelimit",
+        "prewarmedinstancecount",
+        "use32bitworkerprocess",
+        "vnetbackuprestoreenabled",
+        "vnetcontentshareenabled",
+        "vnetimagepullenabled",
+        "vnetrouteallenabled",
+        "windowsfxversion",
     }
 )
 FLEX_INSTANCE_MEMORY_MB = frozenset({512, 2048, 4096})
@@ -180,6 +207,20 @@ def _no_ftps(tree: Tree, resource: Resource) -> list[str]:
     )
 
 
+def _no_deprecated_site_properties(tree: Tree, resource: Resource) -> list[str]:
+    if not _is_flex_site(resource):
+        return []
+    properties = resource.body["properties"]
+    site_config = properties.get("siteConfig", {})
+    places = [("", properties)] + ([("siteConfig.", site_config)] if isinstance(site_config, dict) else [])
+    return [
+        f"{prefix}{name} is set on a Flex Consumption app"
+        for prefix, body in places
+        for name in sorted(body)
+        if name.lower() in FLEX_FORBIDDEN_SITE_PROPERTIES
+    ]
+
+
 def _no_deprecated_settings(tree: Tree, resource: Resource) -> list[str]:
     if resource.type_name != "Microsoft.Web/sites/config" or resource.body.get("name") != "appsettings":
         return []
@@ -288,6 +329,13 @@ RULES: tuple[Rule, ...] = (
         "share, scale-out, VNet route-all: FLEX_FORBIDDEN_SETTINGS)",
         FLEX_DEPRECATIONS,
         _no_deprecated_settings,
+    ),
+    Rule(
+        "flex-no-deprecated-site-properties",
+        "Flex Consumption: none of the site properties the deprecations table lists (alwaysOn, linuxFxVersion, "
+        "use32BitWorkerProcess, vnetRouteAllEnabled...: FLEX_FORBIDDEN_SITE_PROPERTIES), on the site or its siteConfig",
+        FLEX_DEPRECATIONS,
+        _no_deprecated_site_properties,
     ),
     Rule("flex-memory", "Flex Consumption: instanceMemoryMB is 512, 2048 or 4096", FLEX_PLAN, _memory),
     Rule("flex-max-instances", "Flex Consumption: maximumInstanceCount is 40..1000", FLEX_HOWTO, _max_instances),
