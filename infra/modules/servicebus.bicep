@@ -34,8 +34,10 @@ var operatorAlertsQueueName = 'operator-alerts'
 // - duplicate detection 10 minutes: longer than every sender's retry window (the SDK retries a
 //   send for seconds, an activity retry resends within the step deadline of 60 s), so a resent
 //   message with the same MessageId is dropped by the broker.
-// - defaultMessageTimeToLive 14 days (QUEUE_MESSAGE_TTL_DAYS): a message deferred that long is dead-lettered;
-//   the settings that wait on a deferred message stay under it (settings.py MESSAGE_TTL).
+// - defaultMessageTimeToLive 14 days (QUEUE_MESSAGE_TTL_DAYS): a message deferred that long has expired. Service
+//   Bus dead-letters an expired deferred message only when a client tries to receive it by its sequence number
+//   (https://learn.microsoft.com/azure/service-bus-messaging/message-deferral), which the peek sweep does; the
+//   settings that wait on a deferred message stay under it (settings.py MESSAGE_TTL).
 var standardSku = {
   name: 'Standard'
   tier: 'Standard'
