@@ -45,6 +45,7 @@ from localrun.durable.engine import RUNNING_ACTIVITY, DurableEngine
 from localrun.durable.http_api import DurableExtensionApi
 from localrun.durable.work import ActivityWork
 from localrun.ncrontab import Schedule
+from localrun.prices import ActivityPeriods, scaling_group
 from localrun.servicebus import InProcessBroker, MessageLockLost
 from localrun.servicebus.settlement_server import (
     SettlementServer,
@@ -86,6 +87,11 @@ class HostedFunction:
     @property
     def trigger_type(self) -> str:
         return str(self.trigger["type"])
+
+    @property
+    def scaling_group(self) -> str:
+        """Its Flex Consumption scaling group (``localrun.prices.scaling_group``)."""
+        return scaling_group(self.name, self.trigger_type)
 
 
 @dataclass
@@ -335,6 +341,10 @@ class LocalHost:
         self.invocation_requests = 0  # InvocationRequests this host sent to the runtime
         # simulated duration of each invocation (an array: 8 bytes each, ~50 per order)
         self.execution_seconds: array[float] = array("d")
+        # each scaling group's activity periods, folded as invocations start and end (constant memory per group), in
+        # simulated seconds from the host's start
+        self.activity_periods = ActivityPeriods()
+        self.started_at = self.clock.now()
         self.on_invoke: Callable[[HostedFunction], None] | None = None
         prefix = str(host_json().get("extensions", {}).get("http", {}).get("routePrefix", "api"))
         self.http_routes = sorted(
@@ -396,12 +406,17 @@ class LocalHost:
                 inputs[function.client_arg] = self._client_data
             self.invocation_requests += 1
             started = self.clock.now()
+            group = function.scaling_group
+            self.activity_periods.start(group, (started - self.started_at).total_seconds())
             try:
                 run_job = self._run_blocking if function.indexed.is_async else None
                 return self.worker.invoke(function.indexed, inputs, metadata, run_job=run_job)
             finally:
-                # simulated seconds the invocation ran (what a Flex instance would bill, localrun/prices.py)
-                self.execution_seconds.append((self.clock.now() - started).total_seconds())
+                # simulated seconds the invocation ran (what a Flex instance would bill, localrun/prices.py); a
+                # cancelled invocation (host restart, function timeout) ends here too, when it is dropped
+                ended = self.clock.now()
+                self.execution_seconds.append((ended - started).total_seconds())
+                self.activity_periods.end(group, (ended - self.started_at).total_seconds())
         finally:
             if threaded and not self.scheduler.wake_first(self._thread_waiters):  # else handed to the first waiting
                 self._threads_busy -= 1

@@ -1136,6 +1136,8 @@ def _usage(result: SimulationResult) -> Usage:
         + c.peeked,
         executions=sum(result.host.executions.values()),
         execution_seconds=result.host.execution_seconds,
+        period_billed_seconds=result.host.activity_periods.billed_seconds(),
+        activity_periods=result.host.activity_periods.periods(),
         episodes=result.host.engine.counters.episodes,
         activities=result.host.engine.counters.activity_executions,
         memory_mb=instance_memory_mb(),
@@ -1203,8 +1205,14 @@ def summary(report: dict[str, Any], *, served: bool = False) -> str:
     table("operations per order", report["ops_per_order"])
     cost = report["cost_per_1m_orders_usd"]
     table(
-        "cost per 1M orders (USD, modelled: localrun/prices.py)",
-        {"total (Durable on Azure Storage)": cost["total"], "total with Durable Task Scheduler": cost["total_with_dts"]}
+        "cost per 1M orders (USD, modelled: localrun/prices.py; totals with GB-s per invocation, the upper bound; lower"
+        " bounds with GB-s per activity period, function_gb_s_shared: docs/cost.md)",
+        {
+            "total (Durable on Azure Storage)": cost["total"],
+            "total with Durable Task Scheduler": cost["total_with_dts"],
+            "lower bound (Azure Storage)": cost["total_low"],
+            "lower bound with DTS": cost["total_with_dts_low"],
+        }
         | cost["parts"],
     )
     runtime = report["runtime"]

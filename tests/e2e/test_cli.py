@@ -46,14 +46,20 @@ def test_injected_raw_messages_are_each_dead_lettered_with_a_reason(tmp_path, ca
     assert "invariants (0 = holds)" in out and "VIOLATED" not in out
     # every report carries the modelled cost per million orders, its parts and the summary line
     cost = report["cost_per_1m_orders_usd"]
+    # total: GB-s per invocation (the upper bound); total_low: GB-s per activity period (the lower bound)
     assert cost["total"] == pytest.approx(
-        sum(v for k, v in cost["parts"].items() if k != "durable_dts_actions"), abs=0.05
+        sum(v for k, v in cost["parts"].items() if k not in ("durable_dts_actions", "function_gb_s_shared")), abs=0.05
     )
+    assert cost["total_low"] == pytest.approx(
+        sum(v for k, v in cost["parts"].items() if k not in ("durable_dts_actions", "function_gb_s")), abs=0.05
+    )
+    assert 0 < cost["parts"]["function_gb_s_shared"] <= cost["parts"]["function_gb_s"]
     assert cost["parts"]["cosmos_ru"] > 0 and cost["parts"]["function_gb_s"] > 0
     assert cost["units_per_order"]["function_executions"] == pytest.approx(
         report["ops_per_order"]["function_executions"], abs=0.01
     )
     assert f"total (Durable on Azure Storage)   {cost['total']}" in out
+    assert f"lower bound (Azure Storage)        {cost['total_low']}" in out
 
 
 def test_an_unknown_profile_key_is_refused_by_name(tmp_path, capsys):

@@ -7,10 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from localrun.prices import PRICES, Usage, cost_per_1m_orders, instance_memory_mb, ru_per_operation
+from localrun.prices import (
+    PRICES,
+    ActivityPeriods,
+    Usage,
+    cost_per_1m_orders,
+    instance_memory_mb,
+    ru_per_operation,
+    scaling_group,
+)
 
 # Two orders: 4 point reads, 10 writes, 2 queries of 3 KB items; 20 Service Bus operations;
-# 10 executions (8 instant, one of 1 s, one of 2 s) at 2 GB; 6 orchestrator episodes, 4 activities.
+# 10 executions (8 instant, one of 1 s, one of 2 s) at 2 GB, in 3 activity periods billed 1 s, 1 s and 2 s;
+# 6 orchestrator episodes, 4 activities.
 USAGE = Usage(
     orders=2,
     cosmos_reads=4,
@@ -20,6 +29,8 @@ USAGE = Usage(
     servicebus_operations=20,
     executions=10,
     execution_seconds=[0.0] * 8 + [1.0, 2.0],
+    period_billed_seconds=4.0,
+    activity_periods=3,
     episodes=6,
     activities=4,
     memory_mb=2048,
@@ -53,9 +64,15 @@ def test_each_part_is_the_hand_computed_figure():
     assert parts["durable_dts_actions"] == pytest.approx(15.0)
     assert cost["total"] == pytest.approx(9.395 + 8.0 + 2.0 + 286.0 + 5.816, abs=0.02)
     assert cost["total_with_dts"] == pytest.approx(9.395 + 8.0 + 2.0 + 286.0 + 15.0, abs=0.02)
+    # the lower bound: the 3 periods' 4 billed seconds x 2 GB = 8 GB-s
+    assert parts["function_gb_s_shared"] == pytest.approx(8 * 0.000026 * PER_ORDER_SCALE)
+    assert cost["total_low"] == pytest.approx(9.395 + 8.0 + 2.0 + 104.0 + 5.816, abs=0.02)
+    assert cost["total_with_dts_low"] == pytest.approx(9.395 + 8.0 + 2.0 + 104.0 + 15.0, abs=0.02)
     units = cost["units_per_order"]
     assert units["cosmos_ru"] == pytest.approx(37.58)
     assert units["function_gb_s"] == pytest.approx(11.0)
+    assert units["function_gb_s_shared"] == pytest.approx(4.0)
+    assert units["activity_periods"] == pytest.approx(1.5)
     assert units["dts_actions"] == 5
 
 
@@ -94,3 +111,90 @@ def test_every_price_names_its_source_and_date_and_says_when_unconfirmed():
         assert price.usd > 0 and price.per >= 1, name
         if not price.confirmed:
             assert price.note, f"{name}: an unconfirmed price says what it rests on"
+
+
+def _billed(*intervals: tuple[str, float, float]) -> tuple[float, dict[str, tuple[int, float, float]]]:
+    """Folds ``(group, start, end)`` intervals as the host reports them: every start and end in time order. At equal
+    times the ends of invocations under way come first (a touching one starts after the other ended), then the
+    starts, then the ends of instant ones."""
+    events: list[tuple[float, int, int, str]] = []  # (at, rank at equal times, 1 start / 0 end, group)
+    for group, start, end in intervals:
+        events.append((start, 1, 1, group))
+        events.append((end, 0 if end > start else 2, 0, group))
+    periods = ActivityPeriods()
+    for at, _, starts, group in sorted(events):
+        (periods.start if starts else periods.end)(group, at)
+    return periods.billed_seconds(), periods.by_group()
+
+
+@pytest.mark.parametrize(
+    ("intervals", "billed", "periods"),
+    [
+        # overlapping: one period [0, 1.4], not 1 s + 1.1 s
+        ([("d", 0.0, 0.5), ("d", 0.3, 1.4)], 1.4, 1),
+        # nested: the outer one's 3 s
+        ([("d", 0.0, 3.0), ("d", 1.0, 1.2)], 3.0, 1),
+        # disjoint: two periods, each at least 1 s
+        ([("d", 0.0, 0.2), ("d", 5.0, 5.05)], 2.0, 2),
+        # touching: one ends as the other starts, one period of 1.25 s, rounded up to 1.3 s
+        ([("d", 0.0, 0.6), ("d", 0.6, 1.25)], 1.3, 1),
+        # instant episodes at one moment: one period at the 1 s minimum
+        ([("d", 2.0, 2.0), ("d", 2.0, 2.0), ("d", 2.0, 2.0)], 1.0, 1),
+        # ends in another order than the starts: [0, 2.01], 2.1 s
+        ([("d", 0.0, 0.4), ("d", 0.1, 2.01), ("d", 0.2, 0.3)], 2.1, 1),
+        # a gap after a period of several: [0, 1.5] and [1.6, 1.7]
+        ([("d", 0.0, 1.0), ("d", 0.5, 1.5), ("d", 1.6, 1.7)], 2.5, 2),
+        # the same intervals in two scaling groups: each group's own period
+        ([("http", 0.0, 0.5), ("durable", 0.2, 0.4)], 2.0, 2),
+        ([("http", 0.0, 1.5), ("durable", 0.2, 2.5), ("http", 1.0, 1.6)], 1.6 + 2.3, 2),
+    ],
+)
+def test_a_scaling_group_is_billed_for_its_activity_periods(intervals, billed, periods):
+    """The lower bound: each scaling group on one instance, billed for the union of its invocations' intervals, each
+    period at least 1 s, else rounded up to 0.1 s (Flex's "billable activity period")."""
+    total, by_group = _billed(*intervals)
+    assert total == pytest.approx(billed)
+    assert sum(n for n, _, _ in by_group.values()) == periods
+    upper = sum(max(1.0, -(-round((end - start) * 10, 6) // 1) / 10) for _, start, end in intervals)
+    assert total <= upper + 1e-9  # never above the per-invocation upper bound
+
+
+def test_a_period_under_way_counts_to_its_latest_end_and_closes_only_when_idle():
+    periods = ActivityPeriods()
+    periods.start("durable", 0.0)
+    periods.start("durable", 0.5)
+    periods.end("durable", 1.7)
+    assert periods.by_group()["durable"][:2] == (1, 1.7)
+    assert periods.billed_seconds() == pytest.approx(1.7)
+    periods.start("durable", 3.0)  # still under way (one in flight since 0.5): the same period
+    periods.end("durable", 3.2)
+    periods.end("durable", 3.4)
+    periods.start("durable", 3.4)  # starts as the last ends: the same period
+    periods.end("durable", 3.45)
+    periods.start("durable", 9.0)
+    periods.end("durable", 9.0)
+    count, active, billed = periods.by_group()["durable"]
+    assert count == periods.periods() == 2
+    assert active == pytest.approx(3.45)
+    assert billed == periods.billed_seconds() == pytest.approx(3.5 + 1.0)
+
+
+def test_activity_out_of_time_order_or_an_end_without_a_start_is_refused():
+    periods = ActivityPeriods()
+    with pytest.raises(ValueError, match="never started"):
+        periods.end("http", 1.0)
+    periods.start("http", 2.0)
+    with pytest.raises(ValueError, match="time order"):
+        periods.end("http", 1.0)
+
+
+def test_the_scaling_groups_follow_flex_per_function_scaling():
+    assert scaling_group("submit_order_http", "httpTrigger") == "http"
+    assert scaling_group("ops_api", "httpTrigger") == "http"
+    assert scaling_group("blob_in", "blobTrigger") == "blob"
+    assert {
+        scaling_group(n, t)
+        for n, t in [("o", "orchestrationTrigger"), ("a", "activityTrigger"), ("e", "entityTrigger")]
+    } == {"durable"}
+    assert scaling_group("intake", "serviceBusTrigger") == "function:intake"
+    assert scaling_group("sweep", "timerTrigger") != scaling_group("intake", "serviceBusTrigger")
