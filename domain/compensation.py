@@ -321,9 +321,21 @@ def claim_compensation(
         failure_count=failures,
         # a stuck round counted as a failure ends the wait (a released, waiting one keeps it)
         outage_wait_since=None if record.locked_by is not None else record.outage_wait_since,
-        # the wait is over once a round runs: a round that then gets stuck is not failed "waiting for ..."
-        last_error=None if is_waiting_reason(record.last_error) else record.last_error,
+        last_error=_round_start_error(record),
     )
+
+
+def _round_start_error(record: StateRecord) -> str | None:
+    """The ``lastError`` a claimed round starts with: why the order is compensated (``compensation_cause``).
+
+    What an earlier round met is not this round's: kept, it was named "last" when this round then died without a
+    word ("did not finish in N rounds; last: <an earlier round's open circuit>", the last round's undo perhaps done).
+    Nor is a wait's reason (a round that then gets stuck is not failed "waiting for ..."). A history that no longer
+    holds the cause keeps what the record says, a wait's reason aside."""
+    cause = compensation_cause(record)
+    if cause is not None:
+        return cause
+    return None if is_waiting_reason(record.last_error) else record.last_error
 
 
 def back_off_stuck_round(
