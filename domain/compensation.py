@@ -160,9 +160,9 @@ def _unknown_outcome_entries(record: StateRecord, now: datetime) -> list[Compens
     """Returns the log plus an undo entry per agent of each compensable step whose outcome is unknown.
 
     The undo names the forward idempotency key, and the service undoes whatever that key did (nothing, if
-    nothing). Any agent the step was started with (``StepState.agents``, last seen first) may have done it, so
-    each is asked; an agent the step never went to is not, so its outage cannot fail the compensation. A record
-    without ``agents`` asks every agent the step can use."""
+    nothing). Any agent the step was started with (``StepState.agents``) may have done it, so each is asked, the
+    one that last had the step first (its entry the newest); an agent the step never went to is not, so its outage
+    cannot fail the compensation. A record without ``agents`` asks every agent the step can use."""
     entries = list(record.compensation)
     for name in unknown_outcome_steps(record):
         the_step = step(name)
@@ -171,7 +171,10 @@ def _unknown_outcome_entries(record: StateRecord, now: datetime) -> list[Compens
         last = state.agent
         usable = [last, *(a for a in (the_step.agent, the_step.fallback_agent) if a and a != last)]
         candidates = usable if state.agents is None else [a for a in usable if a in state.agents] or usable
-        for agent_name in candidates:
+        # the agent that last had the step is logged last: the walk (newest first) undoes it first, as the reverse of
+        # the forward actions; it is the likeliest to have acted (logged first, an earlier agent's undo refused for
+        # good stopped the round before it, the customer's money held at the provider that took it)
+        for agent_name in [*(a for a in candidates if a != last), *(a for a in candidates if a == last)]:
             entries.append(
                 CompensationEntry(
                     seq=len(entries) + 1,
