@@ -178,6 +178,7 @@ def release_for_retry(ctx: AppContext, data: ReleaseForRetryInput) -> WriteResul
             now,
             ctx.settings.supervisor_grace,
             still_working=bool(data.still_working),
+            circuit_open=bool(data.dependency_open),
         ),
         "release for retry",
         number=data.write_number,

@@ -253,6 +253,10 @@ class ReleaseForRetryInput(StepFailure):
     # (``AgentReply.in_progress``): the step is being done, its outcome still to come; the supervisor waits for it as
     # for an outage (``domain.outage.still_working``). None: not so, or an orchestration recorded before the field
     still_working: Annotated[bool | None, OMIT_NONE] = None
+    # the agent made no call: the step's service's circuit was open (``AgentReply.dependency_open``), proof of an outage
+    # during the step whatever clock dated the circuit's closing (``domain.outage.forward_in_flight``). None: not so, or
+    # an orchestration recorded before the field
+    dependency_open: Annotated[bool | None, OMIT_NONE] = None
 
 
 class FailOrderInput(StepFailure):

@@ -160,9 +160,9 @@ def _unknown_outcome_entries(record: StateRecord, now: datetime) -> list[Compens
     """Returns the log plus an undo entry per agent of each compensable step whose outcome is unknown.
 
     The undo names the forward idempotency key, and the service undoes whatever that key did (nothing, if
-    nothing). Any agent the step was started with (``StepState.agents``, last seen first) may have done it, so
-    each is asked; an agent the step never went to is not, so its outage cannot fail the compensation. A record
-    without ``agents`` asks every agent the step can use."""
+    nothing). Any agent the step was started with (``StepState.agents``) may have done it, so each is asked, the
+    one that last had the step first (its entry the newest); an agent the step never went to is not, so its outage
+    cannot fail the compensation. A record without ``agents`` asks every agent the step can use."""
     entries = list(record.compensation)
     for name in unknown_outcome_steps(record):
         the_step = step(name)
@@ -171,7 +171,10 @@ def _unknown_outcome_entries(record: StateRecord, now: datetime) -> list[Compens
         last = state.agent
         usable = [last, *(a for a in (the_step.agent, the_step.fallback_agent) if a and a != last)]
         candidates = usable if state.agents is None else [a for a in usable if a in state.agents] or usable
-        for agent_name in candidates:
+        # the agent that last had the step is logged last: the walk (newest first) undoes it first, as the reverse of
+        # the forward actions; it is the likeliest to have acted (logged first, an earlier agent's undo refused for
+        # good stopped the round before it, the customer's money held at the provider that took it)
+        for agent_name in [*(a for a in candidates if a != last), *(a for a in candidates if a == last)]:
             entries.append(
                 CompensationEntry(
                     seq=len(entries) + 1,
@@ -321,9 +324,21 @@ def claim_compensation(
         failure_count=failures,
         # a stuck round counted as a failure ends the wait (a released, waiting one keeps it)
         outage_wait_since=None if record.locked_by is not None else record.outage_wait_since,
-        # the wait is over once a round runs: a round that then gets stuck is not failed "waiting for ..."
-        last_error=None if is_waiting_reason(record.last_error) else record.last_error,
+        last_error=_round_start_error(record),
     )
+
+
+def _round_start_error(record: StateRecord) -> str | None:
+    """The ``lastError`` a claimed round starts with: why the order is compensated (``compensation_cause``).
+
+    What an earlier round met is not this round's: kept, it was named "last" when this round then died without a
+    word ("did not finish in N rounds; last: <an earlier round's open circuit>", the last round's undo perhaps done).
+    Nor is a wait's reason (a round that then gets stuck is not failed "waiting for ..."). A history that no longer
+    holds the cause keeps what the record says, a wait's reason aside."""
+    cause = compensation_cause(record)
+    if cause is not None:
+        return cause
+    return None if is_waiting_reason(record.last_error) else record.last_error
 
 
 def back_off_stuck_round(

@@ -8,29 +8,37 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from domain.circuit import waiting_reason
-from domain.compensation import UNDONE, ensure_compensation_owner, is_stuck_round
+from domain.compensation import UNDO_DEPENDENCY_OPEN, UNDONE, ensure_compensation_owner, is_stuck_round
 from domain.errors import IllegalTransition
 from domain.records import StateRecord, last_move
 from domain.states import ProcessState
 from domain.timefmt import to_text
-from domain.transitions import NO_GRACE, STILL_WORKING, SUPERVISOR
+from domain.transitions import CIRCUIT_OPEN_MARK, NO_GRACE, STILL_WORKING, SUPERVISOR
 from domain.workflow import agent
 
 
 @dataclass(frozen=True)
 class InFlight:
-    """The remote service an attempt or round was calling, and since when."""
+    """The remote service an attempt or round was calling, and since when.
+
+    ``met_open``: the record itself says that the call was refused by the service's open circuit after ``since`` (a
+    round's own ``UndoDependencyOpen``): the circuit was open during it, whatever clock dated its closing in the health
+    document (the closing agent's, seconds behind the supervisor's that dated the claim)."""
 
     dependency: str
     since: datetime
+    met_open: bool = False
 
 
 def forward_in_flight(record: StateRecord) -> InFlight | None:
-    """The service of the step the expired attempt was running (None: between steps)."""
+    """The service of the step the expired attempt was running (None: between steps); ``met_open`` when the attempt
+    released the record on its agent's refusal by the service's open circuit (``transitions.CIRCUIT_OPEN_MARK``)."""
     if record.current_step is None or record.current_step not in record.steps:
         return None
     state = record.steps[record.current_step]
-    return InFlight(agent(state.agent).service, state.started_at)
+    move = last_move(record)
+    met_open = failed_transiently(record) and move is not None and CIRCUIT_OPEN_MARK in move.detail.partition(": ")[0]
+    return InFlight(agent(state.agent).service, state.started_at, met_open)
 
 
 def failed_transiently(record: StateRecord) -> bool:
@@ -56,7 +64,10 @@ def undo_in_flight(record: StateRecord) -> InFlight | None:
         return None
     entry = max(pending, key=lambda e: e.seq)
     claimed = [h.at for h in record.history if h.event == "CompensationClaimed"]
-    return InFlight(agent(entry.agent).service, claimed[-1] if claimed else record.updated_at)
+    move = last_move(record)
+    # the round released its record on its undo's refusal by the open circuit (``release_undo``): proof of the outage
+    met_open = move is not None and (move.event, move.by) == (UNDO_DEPENDENCY_OPEN, record.locked_by)
+    return InFlight(agent(entry.agent).service, claimed[-1] if claimed else record.updated_at, met_open)
 
 
 def is_waiting_out_outage(record: StateRecord) -> bool:

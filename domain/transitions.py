@@ -229,6 +229,9 @@ def fail(
 # Marks a ``StepTransientFailure`` whose last try the step's service answered "still working on an earlier call with
 # this key": its detail reads ``<step> (still working): <error>`` (``domain.outage.still_working``)
 STILL_WORKING = " (still working)"
+# Marks a ``StepTransientFailure`` whose agent made no call, its service's circuit open:
+# ``<step> (circuit open): <error>`` (``domain.outage.forward_in_flight``)
+CIRCUIT_OPEN_MARK = " (circuit open)"
 
 
 def release_for_retry(
@@ -240,15 +243,19 @@ def release_for_retry(
     grace: timedelta = NO_GRACE,
     *,
     still_working: bool = False,
+    circuit_open: bool = False,
 ) -> StateRecord:
     """A transient failure the agent could not overcome in time: pull ``completeBy`` to now so the
     supervisor retries the order on its next run. The attempt keeps ``lockedBy``; recovery is the
     supervisor's job, with its own conditional update. The attempt ends here, so there is no owner left for the
     supervisor's ``grace`` to protect (``past_due`` reads a held record): ``completeBy`` is now less it, due at once.
     ``still_working``: the last try was answered "still working" by the step's service; the detail says so
-    (``STILL_WORKING``), for the supervisor to wait instead of counting (``domain.outage.still_working``)."""
+    (``STILL_WORKING``), for the supervisor to wait instead of counting (``domain.outage.still_working``).
+    ``circuit_open``: the agent made no call, the service's circuit open; the detail says so (``CIRCUIT_OPEN_MARK``),
+    the supervisor's proof of an outage during the step (``domain.outage.forward_in_flight``)."""
     ensure_owner(record, owner)
-    detail = f"{step}{STILL_WORKING if still_working else ''}: {reason}"
+    marks = f"{STILL_WORKING if still_working else ''}{CIRCUIT_OPEN_MARK if circuit_open else ''}"
+    detail = f"{step}{marks}: {reason}"
     return record.with_changes(now, "StepTransientFailure", owner, detail, complete_by=now - grace, last_error=reason)
 
 

@@ -204,7 +204,11 @@ def _run_step(run: Attempt, step: Step) -> Generator[Any, Any, Ended | None]:
             run.unrecorded = StepResult(step=step.name, result=result)  # recorded by the next write
             return None
         if reply.transient:
-            return (yield from _release_for_retry(run, step, reply.error, still_working=reply.in_progress))
+            return (
+                yield from _release_for_retry(
+                    run, step, reply.error, still_working=reply.in_progress, dependency_open=reply.dependency_open
+                )
+            )
         # A non-transient failure: the decision function says what happens next.
         next_agent = yield from _handle_permanent_failure(run, step, agent_name, reply.error)
         if isinstance(next_agent, Ended):
@@ -261,14 +265,15 @@ def _ask_agent(run: Attempt, step: Step, agent_name: str, tries: int) -> Generat
 
 
 def _release_for_retry(
-    run: Attempt, step: Step, error: Any, *, still_working: bool = False
+    run: Attempt, step: Step, error: Any, *, still_working: bool = False, dependency_open: bool = False
 ) -> Generator[Any, Any, Ended]:
     """Ends the attempt after the agent used up its retries before the deadline.
 
     Pulls ``completeBy`` to now, so the supervisor's next run retries the order (it owns the retry budget). The
     write's answer is not read: the attempt ends whether or not it still held the record. ``still_working``: the
     service said it still works on the step (an earlier call with its key), so the supervisor waits instead of
-    counting a retry."""
+    counting a retry. ``dependency_open``: the agent made no call, the service's circuit open: the supervisor waits
+    the outage out, whichever clock dated the circuit's closing."""
     release = ReleaseForRetryInput(
         order_id=run.order_id,
         instance_id=run.me,
@@ -276,6 +281,7 @@ def _release_for_retry(
         attempt=run.number,
         error=error,
         still_working=True if still_working else None,  # None: left out of the input, as older versions wrote it
+        dependency_open=True if dependency_open else None,  # likewise
     )
     yield from call_state_activity(run.context, names.RELEASE_FOR_RETRY, run.writes.numbered(release).to_json())
     return Ended(orchestration_result("TransientFailure", step=step.name, error=error))

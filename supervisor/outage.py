@@ -137,7 +137,10 @@ def outage_verdict(
     if health is None:
         return None
     failing = failed_transiently and (health.consecutive_failures > 0 or still_working)
-    if not (health.outage_overlaps(in_flight.since) or failing):
+    # the record's own word that the circuit refused the call (``InFlight.met_open``) outweighs the closing's date: a
+    # probe closing it seconds after the claim, on an agent whose clock runs behind, dated it before the claim
+    overlaps = in_flight.met_open or health.outage_overlaps(in_flight.since)
+    if not (overlaps or failing):
         return None
     policy = ctx.settings.circuit_policy
     spread = policy.cooldown_after(health.reopens)
@@ -154,7 +157,7 @@ def outage_verdict(
     bound = ctx.settings.max_outage_wait
     # never past the bound: the attempt that finds the wait over runs at it (and escalates), not a probe later
     until = min(base + timedelta(seconds=ctx.rng.uniform(0, spread.total_seconds())), since + bound)
-    working = still_working and not health.outage_overlaps(in_flight.since)
+    working = still_working and not overlaps
     return OutageVerdict(in_flight.dependency, until, since, now - since >= bound, bound, working)
 
 

@@ -97,6 +97,18 @@ def _reserve(
     return reply
 
 
+def released_attempt_waited_for(app_context: Any, ctx: Any, clock: Any) -> Any:
+    """The supervisor's run a grace after the attempt released its record: the order waits (``OutageWait``), back in
+    ``Pending`` with ``failureCount`` 0 (not counted). Returns the record."""
+    clock.advance(ctx.settings.supervisor_grace * 2)
+    run_supervisor(app_context, ScanState())
+    waited = stored_record(ctx)
+    assert waited.process_state is ProcessState.PENDING, waited.last_error
+    assert waited.failure_count == 0, (waited.failure_count, waited.last_error)  # not counted
+    assert last_move(waited).event == "OutageWait"  # type: ignore[union-attr]
+    return waited
+
+
 def test_a_step_the_service_is_still_working_on_is_waited_for_not_counted(app_context, ctx, clock, functions, ledger):
     scheduler = functions[names.SCHEDULER].func
     inventory = ctx.remote["inventory"]
@@ -114,12 +126,7 @@ def test_a_step_the_service_is_still_working_on_is_waited_for_not_counted(app_co
     released = stored_record(ctx)
     assert last_move(released).event == "StepTransientFailure"  # type: ignore[union-attr]
 
-    clock.advance(ctx.settings.supervisor_grace * 2)
-    run_supervisor(app_context, ScanState())
-    waited = stored_record(ctx)
-    assert waited.process_state is ProcessState.PENDING, waited.last_error
-    assert waited.failure_count == 0, (waited.failure_count, waited.last_error)  # not counted
-    assert last_move(waited).event == "OutageWait"  # type: ignore[union-attr]
+    waited = released_attempt_waited_for(app_context, ctx, clock)
     assert waited.outage_wait_since is not None and waited.complete_by is not None
 
     # the service finishes the slow reservation; the next attempt is answered what it did and goes on

@@ -64,10 +64,10 @@ def test_a_step_in_flight_is_still_undone_as_outcome_unknown():
     tried = t.begin_step(record, owner, "charge-payment", "payment", "req-2", NOW + timedelta(minutes=2), NOW)
     begun = t.begin_step(tried, owner, "charge-payment", "payment-backup", "req-2:2", NOW + timedelta(minutes=2), NOW)
     entered = compensation.enter_compensation(begun, "ops-a", "cancel", LATER)
-    assert _undone_steps(entered) == [
+    assert _undone_steps(entered) == [  # the log: walked newest first, the fallback that last had it undone first
         ("reserve-inventory", "inventory"),
-        ("charge-payment", "payment-backup"),
         ("charge-payment", "payment"),
+        ("charge-payment", "payment-backup"),
     ]
 
 

@@ -52,7 +52,7 @@ def _undo_all(record: StateRecord, owner: str, answers: dict[str, Any]) -> State
 
 def test_unknown_outcome_entries_whose_undos_refunded_nothing_leave_the_prepayment_to_release() -> None:
     record, owner = _compensating()
-    assert [e.agent for e in record.compensation] == ["payment", "payment-backup"]
+    assert sorted(e.agent for e in record.compensation) == ["payment", "payment-backup"]
     nothing = {"refundId": None, "amountCents": 0}
     done = _undo_all(record, owner, {"payment": nothing, "payment-backup": nothing})
     assert [e.undo_result for e in done.compensation] == [nothing, nothing]

@@ -27,8 +27,10 @@ def _begin(record: StateRecord, agent: str, tries: int = 1) -> StateRecord:
 
 
 def _undo_agents(record: StateRecord) -> list[str]:
+    """The agents asked to undo the charge, in the order the round asks them (newest entry first)."""
     entered = c.enter_compensation(record, "client", "changed my mind", NOW)
-    return [e.agent for e in entered.compensation if e.step == "charge-payment" and e.data.get("outcomeUnknown")]
+    unknown = [e for e in entered.compensation if e.step == "charge-payment" and e.data.get("outcomeUnknown")]
+    return [e.agent for e in sorted(unknown, key=lambda e: e.seq, reverse=True)]
 
 
 def test_a_charge_sent_only_to_its_agent_is_undone_there_only():

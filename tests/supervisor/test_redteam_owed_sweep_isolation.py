@@ -82,9 +82,10 @@ def test_one_record_the_alert_cannot_carry_does_not_stop_the_owed_alerts_of_the_
         status, body = ops.post(f"/api/ops/orders/{order_id}/compensate", {"reason": "fine"})
         assert status == 200, body
         # The ops API refuses such a reason now (test_redteam_hostile_requests.py): write it as a
-        # record written before that fix, or by any other writer, holds it.
-        _poison(ops, order_id, reason)
+        # record written before that fix, or by any other writer, holds it (on the failed record: each round's claim
+        # starts its lastError afresh, from why the order is compensated)
         _compensation_rounds_lost(ops, order_id)
+        _poison(ops, order_id, reason)
         ops.clock.advance_to(ops.clock.now() + timedelta(seconds=1))  # the sweep takes them oldest first
 
     ops.host.run_until(ops.clock.now() + timedelta(minutes=5))  # the supervisor's timer fires
