@@ -26,7 +26,14 @@ from localrun.orderless import sent_as
 from localrun.outages import Window, operator_actions, outage_summary, paged_outages
 from localrun.prices import Usage, cost_per_1m_orders, instance_memory_mb
 from localrun.servicebus.messages import MessageState
-from localrun.simulation import NON_TERMINAL, OWED_NOTIFICATIONS, START, SimulationResult, base_settings
+from localrun.simulation import (
+    FUNCTIONS_RUNNING,
+    NON_TERMINAL,
+    OWED_NOTIFICATIONS,
+    START,
+    SimulationResult,
+    base_settings,
+)
 from localrun.statuses_in_flight import statuses_in_flight
 from localrun.worker.process import LOOP_THREAD
 from orchestrators.status import REFUSED_RETRY_WINDOW
@@ -803,13 +810,18 @@ def _outage_settle(result: SimulationResult) -> timedelta:
 
 def _full_for_good(result: SimulationResult, by_order: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The status queues that keep a run cut by its horizon from ever ending, when nothing else does: all that was
-    left is failure records owing their status (``left_at_horizon`` is ``OWED_NOTIFICATIONS`` alone), and each owes
+    left is failure records owing their status (``left_at_horizon`` is ``OWED_NOTIFICATIONS``, and maybe a function
+    running then, as a supervisor run is every 30 s: fuzz seed 8469), and each owes
     it to a queue the profile keeps full to the end (``quota_exceeded`` with no ``duration_s``). Such a status is
     sent by the supervisor's owed sweep until acknowledged, with no end (``supervisor/owed.py``; a queue full is
     transient on Azure), and ``NotificationsStuck`` pages for the queue: the app as designed, and no longer horizon
     would end the run. A refusal that ends, or one that is ``not_found`` or ``unauthorized`` (the owed status
     dropped after ``REFUSED_RETRY_WINDOW``), leaves a run that a longer horizon ends: none named."""
-    if result.left_at_horizon != (OWED_NOTIFICATIONS,) or not result.audit.owing:
+    # a function still running at that moment (a supervisor run: it fires every 30 s) ends with no help from the horizon
+    if (
+        tuple(n for n in result.left_at_horizon if n != FUNCTIONS_RUNNING) != (OWED_NOTIFICATIONS,)
+        or not result.audit.owing
+    ):
         return []
     end = START + timedelta(seconds=result.simulated_s)
     queues: set[str] = set()
@@ -1225,7 +1237,8 @@ def summary(report: dict[str, Any], *, served: bool = False) -> str:
         left = ", ".join(report.get("left_at_horizon", [])) or "work"
         lines.append(
             f"  (the run stopped at its horizon, {report['horizon_s'] / 3600:g} simulated hours, with {left} still due:"
-            " raise --horizon-hours; MAX_IN_FLIGHT and STARTER_SCHEDULE bound how fast Pending orders are started)"
+            " raise --horizon-hours; MAX_IN_FLIGHT and STARTER_SCHEDULE bound how fast Pending orders are started,"
+            " and each order paused for review holds one of MAX_IN_FLIGHT's places up to REVIEW_TIMEOUT_SECONDS)"
         )
     if report.get("owed_at_end"):
         owed = ", ".join(report["owed_at_end"][:5])

@@ -98,6 +98,7 @@ def base_settings(profile: Profile) -> dict[str, str]:
 
 # the name ``left_at_horizon`` gives failure records still owing their alert and status (the supervisor's owed sweep)
 OWED_NOTIFICATIONS = "owed notifications"
+FUNCTIONS_RUNNING = "functions running"  # and the one it gives a function invocation still running
 
 
 @dataclass
@@ -481,7 +482,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
 
         still_due: tuple[tuple[str, Callable[[], bool]], ...] = (
             ("orders not sent yet", lambda: bool(pending)),
-            ("functions running", scheduler.busy),
+            (FUNCTIONS_RUNNING, scheduler.busy),
             # an orchestration still waits on a durable timer: something is still due
             ("durable work", lambda: host.engine.has_work() or host.engine.next_due_time() is not None),
             ("operator", lambda: operator is not None and operator.busy()),  # still means to act, or waits

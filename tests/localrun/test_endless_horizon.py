@@ -13,7 +13,13 @@ import pytest
 
 from localrun.profile import Profile
 from localrun.report import build_report, summary
-from localrun.simulation import OWED_NOTIFICATIONS, SimulationConfig, SimulationResult, run_simulation
+from localrun.simulation import (
+    FUNCTIONS_RUNNING,
+    OWED_NOTIFICATIONS,
+    SimulationConfig,
+    SimulationResult,
+    run_simulation,
+)
 
 # every order fails at its first failure (payment never answers: CompensationFailed, its undo failing too)
 FAILING = {"remote": {"payment": {"transient_error_rate": 1.0}}, "settings": {"MAX_FAILURES": "1"}}
@@ -38,6 +44,13 @@ def test_a_run_only_a_queue_full_for_good_keeps_going_says_it_never_ends(endless
     text = summary(report)
     assert "would never end" in text and "submitter-1-statuses" in text
     assert "--horizon-hours" not in text  # before: "raise --horizon-hours", which would not have ended it
+
+
+def test_a_function_running_at_the_horizon_changes_nothing(endless: SimulationResult) -> None:
+    """Fuzz seed 8469: a supervisor run was under way at the horizon (one fires every 30 s), beside the owed records
+    of a queue full for good; the run was not named endless."""
+    report = build_report(dataclasses.replace(endless, left_at_horizon=(FUNCTIONS_RUNNING, OWED_NOTIFICATIONS)))
+    assert report["endless_for"] == ["submitter-1-statuses"]
 
 
 def test_other_work_left_is_no_endless_run(endless: SimulationResult) -> None:
