@@ -587,7 +587,8 @@ SETTINGS: tuple[Setting, ...] = (
         "MAX_IN_FLIGHT",
         "200",
         "While this many orders are Processing (a cached count), a new order is written Pending instead of claimed "
-        "and the starter claims nothing.",
+        "and the starter claims nothing. An order paused for review is Processing: it holds its place until answered "
+        "or `REVIEW_TIMEOUT_SECONDS`.",
         kind=count(1),
     ),
     Setting(

@@ -300,6 +300,9 @@ class Outcome:
     horizon_reached: bool
     wall_s: float
     error: str | None = None
+    # the status queues, full to the end, that kept a run cut by its horizon from ever ending (the report's
+    # ``endless_for``): the app sends a failure's status to them until acknowledged, as designed
+    endless_for: tuple[str, ...] = ()
 
     def line(self) -> str:
         if self.error:
@@ -308,7 +311,9 @@ class Outcome:
         extras = [f"{k} {v}" for k, v in self.watched.items() if v]
         if self.operator_actions_needed:
             extras.append(f"operator_actions_needed {self.operator_actions_needed}")
-        if self.horizon_reached:
+        if self.endless_for:
+            extras.append(f"horizon reached, never ends: statuses owed to {', '.join(self.endless_for)}, full for good")
+        elif self.horizon_reached:
             extras.append("horizon reached")
         return f"seed {self.seed}: {verdict}" + (f" ({', '.join(extras)})" if extras else "") + f" {self.wall_s:.0f} s"
 
@@ -344,7 +349,13 @@ def run_seed(seed: int, orders: int, out: Path, timeout_s: float) -> Outcome:
         profile_path.unlink()
         report_path.unlink()
     return Outcome(
-        seed, violated, watched, int(report["operator_actions_needed"]), bool(report["horizon_reached"]), wall
+        seed,
+        violated,
+        watched,
+        int(report["operator_actions_needed"]),
+        bool(report["horizon_reached"]),
+        wall,
+        endless_for=tuple(report.get("endless_for", [])),
     )
 
 

@@ -26,7 +26,14 @@ from localrun.orderless import sent_as
 from localrun.outages import Window, operator_actions, outage_summary, paged_outages
 from localrun.prices import Usage, cost_per_1m_orders, instance_memory_mb
 from localrun.servicebus.messages import MessageState
-from localrun.simulation import NON_TERMINAL, START, SimulationResult, base_settings
+from localrun.simulation import (
+    FUNCTIONS_RUNNING,
+    NON_TERMINAL,
+    OWED_NOTIFICATIONS,
+    START,
+    SimulationResult,
+    base_settings,
+)
 from localrun.statuses_in_flight import statuses_in_flight
 from localrun.worker.process import LOOP_THREAD
 from orchestrators.status import REFUSED_RETRY_WINDOW
@@ -801,6 +808,32 @@ def _outage_settle(result: SimulationResult) -> timedelta:
     return Settings.from_env(merged).outage_settle
 
 
+def _full_for_good(result: SimulationResult, by_order: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The status queues that keep a run cut by its horizon from ever ending, when nothing else does: all that was
+    left is failure records owing their status (``left_at_horizon`` is ``OWED_NOTIFICATIONS``, and maybe a function
+    running then, as a supervisor run is every 30 s: fuzz seed 8469), and each owes
+    it to a queue the profile keeps full to the end (``quota_exceeded`` with no ``duration_s``). Such a status is
+    sent by the supervisor's owed sweep until acknowledged, with no end (``supervisor/owed.py``; a queue full is
+    transient on Azure), and ``NotificationsStuck`` pages for the queue: the app as designed, and no longer horizon
+    would end the run. A refusal that ends, or one that is ``not_found`` or ``unauthorized`` (the owed status
+    dropped after ``REFUSED_RETRY_WINDOW``), leaves a run that a longer horizon ends: none named."""
+    # a function still running at that moment (a supervisor run: it fires every 30 s) ends with no help from the horizon
+    if (
+        tuple(n for n in result.left_at_horizon if n != FUNCTIONS_RUNNING) != (OWED_NOTIFICATIONS,)
+        or not result.audit.owing
+    ):
+        return []
+    end = START + timedelta(seconds=result.simulated_s)
+    queues: set[str] = set()
+    for order_id in result.audit.owing:
+        queue = by_order.get(order_id, {}).get("replyTo")
+        refusal = result.broker.refusing(queue, end) if isinstance(queue, str) else None
+        if refusal is None or refusal.kind != "quota_exceeded" or refusal.end is not None:
+            return []
+        queues.add(queue)  # type: ignore[arg-type]  # a str: refusal is None otherwise
+    return sorted(queues)
+
+
 def build_report(result: SimulationResult) -> dict[str, Any]:
     audit = result.audit
     ledgers = _ledger_per_order(result.ledger)
@@ -1107,6 +1140,11 @@ def build_report(result: SimulationResult) -> dict[str, Any]:
         "simulated_s": round(result.simulated_s, 1),
         "horizon_s": result.config.horizon.total_seconds(),
         "horizon_reached": result.horizon_reached,
+        # what kept the run going when the horizon cut it (localrun/simulation.py's ``still_due``)
+        "left_at_horizon": list(result.left_at_horizon),
+        # status queues full to the end that keep the run from ever ending (``_full_for_good``): a longer horizon
+        # would not end it
+        "endless_for": _full_for_good(result, by_order),
     }
     if result.operator_actions is not None:  # the profile's operator: what it asked and what the app answered
         report["operator_actions"] = result.operator_actions
@@ -1190,10 +1228,19 @@ def summary(report: dict[str, Any], *, served: bool = False) -> str:
         table("operator actions (profile operator)", acted or {"none": ""})
     bad = {k: ("OK" if v == 0 else f"{v}  <-- VIOLATED") for k, v in report["invariants"].items()}
     table("invariants (0 = holds)", bad)
-    if report.get("horizon_reached"):
+    if report.get("endless_for"):
         lines.append(
-            f"  (the run stopped at its horizon, {report['horizon_s'] / 3600:g} simulated hours, with work still due:"
-            " raise --horizon-hours; MAX_IN_FLIGHT and STARTER_SCHEDULE bound how fast Pending orders are started)"
+            f"  (the run stopped at its horizon, {report['horizon_s'] / 3600:g} simulated hours, and would never end:"
+            f" failure records owe their status to {', '.join(report['endless_for'])}, full to the end of the run;"
+            " the supervisor's owed sweep sends it until acknowledged, once an hour, and NotificationsStuck pages for"
+            " the queue, as designed: no longer horizon ends such a run)"
+        )
+    elif report.get("horizon_reached"):
+        left = ", ".join(report.get("left_at_horizon", [])) or "work"
+        lines.append(
+            f"  (the run stopped at its horizon, {report['horizon_s'] / 3600:g} simulated hours, with {left} still due:"
+            " raise --horizon-hours; MAX_IN_FLIGHT and STARTER_SCHEDULE bound how fast Pending orders are started,"
+            " and each order paused for review holds one of MAX_IN_FLIGHT's places up to REVIEW_TIMEOUT_SECONDS)"
         )
     if report.get("owed_at_end"):
         owed = ", ".join(report["owed_at_end"][:5])

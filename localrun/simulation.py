@@ -96,6 +96,11 @@ def base_settings(profile: Profile) -> dict[str, str]:
     }
 
 
+# the name ``left_at_horizon`` gives failure records still owing their alert and status (the supervisor's owed sweep)
+OWED_NOTIFICATIONS = "owed notifications"
+FUNCTIONS_RUNNING = "functions running"  # and the one it gives a function invocation still running
+
+
 @dataclass
 class SimulationConfig:
     orders: int
@@ -141,6 +146,8 @@ class SimulationResult:
     fenced_forward_calls: int = 0  # forward calls the services refused because an undo had fenced their key
     # the run stopped at ``config.horizon`` with work still due (orders unsettled, a timer, a message)
     horizon_reached: bool = False
+    # what kept the run going when the horizon cut it (``still_due``'s names, in its order; empty if not cut)
+    left_at_horizon: tuple[str, ...] = ()
     # the MessageIds of the workload's messages the run ended before sending (their time lay past its end)
     unsent_messages: frozenset[str] = frozenset()
     # the MessageIds of the workload's messages that duplicate detection dropped: an --inject-raw line took the
@@ -465,29 +472,46 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
                 last_progress[0] = time.monotonic()
                 progress.show(sum(1 for s in latest.values() if s in TERMINAL_STATES), now - START)
 
-        def quiet() -> bool:
-            if pending or scheduler.busy() or host.engine.has_work() or host.engine.next_due_time() is not None:
-                return False  # an orchestration still waits on a durable timer: something is still due
-            if operator is not None and operator.busy():
-                return False  # the operator still means to act, or waits for an answer
-            if any(q in host.queues for q in broker.ready_queues()):
-                return False
-            if broker.has_scheduled(ORDERS_QUEUE, STORE_RETRY_ROUND):
-                return False  # a message met a Cosmos DB outage: it is handled again later (store_outage)
-            if broker.holds(ORDERS_QUEUE, MessageState.SCHEDULED, lambda subject, _: subject == "RetryDeferred"):
-                return False  # a deferred message's retry round is still to come
-            if broker.holds(ORDERS_QUEUE, MessageState.DEFERRED, lambda _, body: named_order_id(body) in latest):
-                return False  # deferred, and its order exists: its submission missed it, the peek sweep owes it
-            if audit.owing:
-                return False  # a failure record still owes its alert and status: the supervisor's owed sweep sends them
+        # What keeps a run going, each named (the report's ``left_at_horizon``): the run is quiet when none holds.
+        def owed_sweep() -> bool:  # a failure record still owes its alert and status: the owed sweep sends them
+            return bool(audit.owing)
+
+        def orderless_alert() -> bool:  # a payment waits for an order never submitted: the peek sweep owes its alert
             waiting = orderless.waiting_without_order(broker, latest)
-            if waiting and set(waiting) - orderless.told(broker):  # the alert queue read only when one waits
-                return False  # a payment waits for an order never submitted: the peek sweep owes its alert
-            if any(state in NON_TERMINAL for state in latest.values()):
-                return False
-            # an outage paged whose circuit closed: its DependencyRecovered goes out once it stayed closed
-            # OUTAGE_SETTLE_SECONDS (the supervisor's runs go on until then)
-            return not circuits.owed(clock.now(), settings.outage_settle, skew_of(profile.clock_skew_s, "supervisor"))
+            return bool(waiting and set(waiting) - orderless.told(broker))  # the alert queue read only when one waits
+
+        still_due: tuple[tuple[str, Callable[[], bool]], ...] = (
+            ("orders not sent yet", lambda: bool(pending)),
+            (FUNCTIONS_RUNNING, scheduler.busy),
+            # an orchestration still waits on a durable timer: something is still due
+            ("durable work", lambda: host.engine.has_work() or host.engine.next_due_time() is not None),
+            ("operator", lambda: operator is not None and operator.busy()),  # still means to act, or waits
+            ("messages ready", lambda: any(q in host.queues for q in broker.ready_queues())),
+            # a message met a Cosmos DB outage: it is handled again later (store_outage)
+            ("store retries", lambda: broker.has_scheduled(ORDERS_QUEUE, STORE_RETRY_ROUND)),
+            (  # a deferred message's retry round is still to come
+                "deferred retries",
+                lambda: broker.holds(
+                    ORDERS_QUEUE, MessageState.SCHEDULED, lambda subject, _: subject == "RetryDeferred"
+                ),
+            ),
+            (  # deferred, and its order exists: its submission missed it, the peek sweep owes it
+                "deferred messages",
+                lambda: broker.holds(
+                    ORDERS_QUEUE, MessageState.DEFERRED, lambda _, body: named_order_id(body) in latest
+                ),
+            ),
+            (OWED_NOTIFICATIONS, owed_sweep),
+            ("orderless payments", orderless_alert),
+            ("orders unsettled", lambda: any(state in NON_TERMINAL for state in latest.values())),
+            (  # an outage paged whose circuit closed: its DependencyRecovered goes out once it stayed closed
+                "outage recoveries",  # OUTAGE_SETTLE_SECONDS (the supervisor's runs go on until then)
+                lambda: circuits.owed(clock.now(), settings.outage_settle, skew_of(profile.clock_skew_s, "supervisor")),
+            ),
+        )
+
+        def quiet() -> bool:
+            return not any(holds() for _, holds in still_due)
 
         def external() -> datetime | None:
             due = [pending[0].at] if pending else []
@@ -509,6 +533,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
             # cut by the horizon: work left, and nothing due before it (a serve stopped by its developer is not)
             due = [d for d in (host.next_due(), external()) if d is not None]
             horizon_reached = not quiet() and bool(due) and min(due) > START + config.horizon
+            left = tuple(name for name, holds in still_due if holds()) if horizon_reached else ()
         finally:
             host.close()
             use_context(None)
@@ -578,6 +603,7 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         undone_at=undone_at,
         fenced_forward_calls=sum(int(getattr(s, "fenced_refusals", 0)) for s in services.values()),
         horizon_reached=horizon_reached,
+        left_at_horizon=left,
         unsent_messages=frozenset(a.message.message_id for a in pending),
         preempted_messages=frozenset(preempted),
         given_up_messages=frozenset(given_up),

@@ -256,6 +256,14 @@ def test_a_violation_is_named_on_its_line() -> None:
     )
 
 
+def test_a_run_that_would_never_end_says_so_on_its_line() -> None:
+    """Fuzz seed 8437: its line said "horizon reached" alone, as for a run a longer horizon would end."""
+    line = Outcome(8437, {}, {}, 0, True, 69.2, endless_for=("submitter-1-statuses",)).line()
+    assert line == (
+        "seed 8437: ok (horizon reached, never ends: statuses owed to submitter-1-statuses, full for good) 69 s"
+    )
+
+
 @pytest.mark.parametrize("flags", [["--count", "0"], ["--orders", "0"], ["--timeout", "0"]])
 def test_nonsense_arguments_are_refused(flags: list[str]) -> None:
     with pytest.raises(SystemExit) as exit_:

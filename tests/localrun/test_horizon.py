@@ -31,6 +31,9 @@ def test_a_run_cut_by_its_horizon_says_so() -> None:
     assert report["invariants"]["non_terminal"] > 0 and report["invariants"]["lost"] == 0
     assert report["simulated_s"] <= 5 + 1
     assert "stopped at its horizon" in summary(report) and "--horizon-hours" in summary(report)
+    assert "orders not sent yet" in report["left_at_horizon"] and "orders not sent yet" in summary(report)
+    # fuzz seed 8471: three reviews of an hour at a time held MAX_IN_FLIGHT 3, and 116 orders were left unsettled
+    assert "REVIEW_TIMEOUT_SECONDS" in summary(report)
 
 
 def test_a_run_that_settles_everything_does_not() -> None:
