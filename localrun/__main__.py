@@ -27,6 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
+from localrun.app_logs import app_log_level
 from localrun.cosmos_server import ServerDied, ServerUnavailable
 from localrun.profile import Profile, ProfileError
 from localrun.progress import quiet
@@ -208,7 +209,8 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, written:
             if problem:
                 parser.error(f"{option} {path}: {problem}")  # before the run, not after it
 
-    # Our own stderr handler, removed afterwards: nothing else's logging is changed.
+    # Our own stderr handler, removed afterwards; the app's own loggers let the level asked through for the run
+    # (localrun/app_logs.py). Nothing else's logging is changed.
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(args.log_level)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
@@ -219,7 +221,8 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, written:
             # The Durable SDK warns when a second event of one name arrives; the duplicate-reply
             # faults do that on purpose and the scheduler ignores the copy.
             warnings.filterwarnings("ignore", message="Potential duplicate Task completion")
-            return _serve(args) if args.command == "serve" else _simulate(args, written)
+            with app_log_level(args.log_level):
+                return _serve(args) if args.command == "serve" else _simulate(args, written)
     finally:
         root.removeHandler(handler)
 

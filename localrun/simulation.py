@@ -368,7 +368,8 @@ def run_simulation(config: SimulationConfig) -> SimulationResult:
         app_log.addHandler(recorder)
         app_log.addHandler(circuits)
         previous_level = app_log.level
-        app_log.setLevel(logging.INFO)
+        if previous_level == logging.NOTSET or previous_level > logging.INFO:  # --log-level DEBUG keeps DEBUG
+            app_log.setLevel(logging.INFO)
         use_context(ctx)
         # A simulation is a new worker process: its supervisor's scan state (the run counter, the cursors) is fresh,
         # its first run a catch-up. The module's object outlived the simulations before it in this process: the
