@@ -36,9 +36,7 @@ def forward_in_flight(record: StateRecord) -> InFlight | None:
     if record.current_step is None or record.current_step not in record.steps:
         return None
     state = record.steps[record.current_step]
-    move = last_move(record)
-    met_open = failed_transiently(record) and move is not None and CIRCUIT_OPEN_MARK in move.detail.partition(": ")[0]
-    return InFlight(agent(state.agent).service, state.started_at, met_open)
+    return InFlight(agent(state.agent).service, state.started_at, _released_marked(record, CIRCUIT_OPEN_MARK))
 
 
 def failed_transiently(record: StateRecord) -> bool:
@@ -52,8 +50,14 @@ def still_working(record: StateRecord) -> bool:
     """Whether the expired attempt ended so (``failed_transiently``) with its last try answered "still working on an
     earlier call with this key" by the step's service (``transitions.STILL_WORKING`` in the detail's step part): the
     step is being done there, whatever other orders' calls did meanwhile."""
+    return _released_marked(record, STILL_WORKING)
+
+
+def _released_marked(record: StateRecord, mark: str) -> bool:
+    """Whether the expired attempt ended on a transient failure (``failed_transiently``) whose detail's step part
+    carries ``mark`` (``transitions.release_for_retry``: ``<step><marks>: <error>``)."""
     move = last_move(record)
-    return failed_transiently(record) and move is not None and STILL_WORKING in move.detail.partition(": ")[0]
+    return failed_transiently(record) and move is not None and mark in move.detail.partition(": ")[0]
 
 
 def undo_in_flight(record: StateRecord) -> InFlight | None:
